@@ -1,0 +1,10 @@
+/** The public functional API; importing it also attaches Tensor methods. */
+export * from './core.js';
+export * from './data.js';
+export * from './creation.js';
+export * from './views.js';
+export * from './pointwise.js';
+export * from './reduction.js';
+export * from './linalg.js';
+export * from './indexing.js';
+export * from './nn.js';

@@ -1,0 +1,2 @@
+// Placeholder: this group's public functions and Tensor methods land here.
+export {};

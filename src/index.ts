@@ -1,0 +1,29 @@
+/**
+ * Kiln: `import * as kiln from 'kiln'`. Loads the op registry, the CPU kernels and the public API;
+ * other accelerators load lazily on first use.
+ */
+import './ops/index.js';
+import './kernels/cpu/index.js';
+
+export * from './api/index.js';
+export { Tensor, type TensorMeta } from './tensor/tensor.js';
+export type { DType } from './tensor/dtype.js';
+export { DTYPES, promoteTypes, resultType, isFloating } from './tensor/dtype.js';
+export type { MemoryFormat } from './tensor/layout.js';
+export {
+  Device,
+  Event,
+  Stream,
+  synchronize,
+  currentDevice,
+  setDefaultDevice,
+  withDevice,
+  getAccelerator,
+  probeAccelerators,
+  isAvailable,
+  registerAccelerator,
+} from './runtime/index.js';
+export type { Accelerator, AllocatorStats, DeviceType, DeviceLike } from './runtime/index.js';
+export { memoryStats, emptyCache, resetPeakMemoryStats } from './memory.js';
+export * as ops from './ops/public.js';
+export const version = '0.1.0';

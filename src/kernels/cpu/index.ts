@@ -1,0 +1,9 @@
+/** Registers every CPU kernel group. */
+import './core.js';
+import './creation.js';
+import './views.js';
+import './pointwise.js';
+import './reduction.js';
+import './linalg.js';
+import './indexing.js';
+import './nn.js';

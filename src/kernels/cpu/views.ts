@@ -1,0 +1,2 @@
+// Placeholder: this group's CPU kernels land here.
+export {};

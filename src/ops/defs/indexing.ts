@@ -1,0 +1,2 @@
+// Placeholder: this group's op definitions land here.
+export {};

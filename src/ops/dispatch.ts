@@ -1,0 +1,80 @@
+/**
+ * The dispatcher: one entry point for every op call. It checks that inputs are alive and on one
+ * device, runs the meta function (validation and output metadata), picks the accelerator's kernel
+ * (or the decomposition), and runs hooks that later layers install (autograd recording, the
+ * compiler's tracing mode). The hook lists are fixed arrays, not lazy lookups, so nothing on this
+ * path breaks capture.
+ */
+import { Device } from '../runtime/device.js';
+import { currentDevice } from '../runtime/guard.js';
+import { Tensor } from '../tensor/tensor.js';
+import { fmtShape } from '../tensor/layout.js';
+import type { Op } from './registry.js';
+import type { MetaResult, RealizeArgs, RealizeResult } from './schema.js';
+
+/** A dispatch mode intercepts every op call (the compiler's tracer, fake-tensor mode). */
+export interface DispatchMode {
+  /** Returns undefined to let normal dispatch proceed. */
+  handle(op: Op<readonly unknown[], MetaResult>, args: readonly unknown[]): unknown;
+}
+
+export type PostDispatchHook = (op: Op<readonly unknown[], MetaResult>, args: readonly unknown[], result: Tensor | Tensor[]) => void;
+
+const modes: DispatchMode[] = [];
+const postHooks: PostDispatchHook[] = [];
+
+export function pushDispatchMode(mode: DispatchMode): void {
+  modes.push(mode);
+}
+
+export function popDispatchMode(mode: DispatchMode): void {
+  const i = modes.lastIndexOf(mode);
+  if (i >= 0) modes.splice(i, 1);
+}
+
+export function addPostDispatchHook(hook: PostDispatchHook): void {
+  postHooks.push(hook);
+}
+
+/** The device an op runs on: its first tensor argument's, else the factory's target. */
+function opDevice(op: { name: string; args: readonly { name: string; type: string }[] }, args: readonly unknown[]): Device | undefined {
+  let device: Device | undefined;
+  let first = '';
+  const crossDevice = op.name === 'toDevice' || op.name === 'copy_';
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    const spec = op.args[i];
+    const list = a instanceof Tensor ? [a] : Array.isArray(a) && a.length > 0 && a[0] instanceof Tensor ? (a as Tensor[]) : [];
+    for (const t of list) {
+      t.assertAlive(op.name);
+      if (!device) {
+        device = t.device;
+        first = spec?.name ?? `arg${i}`;
+      } else if (!crossDevice && !t.device.equals(device) && !(t.device.type === 'cpu' && t.ndim === 0)) {
+        throw new Error(
+          `${op.name}: expected all tensors on the same device, but '${first}' is on ${device.toString()} and ` +
+            `'${spec?.name ?? `arg${i}`}' (${fmtShape(t.shape)}) is on ${t.device.toString()}`,
+        );
+      }
+    }
+  }
+  return device;
+}
+
+export function dispatch<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>, ...args: RealizeArgs<A>): RealizeResult<R> {
+  if (modes.length > 0) {
+    const r = modes[modes.length - 1]!.handle(op as unknown as Op<readonly unknown[], MetaResult>, args);
+    if (r !== undefined) return r as RealizeResult<R>;
+  }
+  const inputDevice = opDevice(op, args);
+  // Real tensors satisfy TensorMeta, so the meta function runs on the actual arguments.
+  const out = op.meta(...(args as unknown as A));
+  const device = inputDevice ?? (Array.isArray(out) ? (out as readonly { device: Device }[])[0]?.device : (out as { device: Device }).device) ?? currentDevice();
+  const kernel = op.kernels.get(device.type);
+  let result: RealizeResult<R>;
+  if (kernel) result = kernel({ op: op.name, out }, ...args);
+  else if (op.decomposition) result = op.decomposition(...args);
+  else throw new Error(`${op.name}: no kernel for device ${device.toString()} and no decomposition`);
+  for (const h of postHooks) h(op as unknown as Op<readonly unknown[], MetaResult>, args, result as Tensor | Tensor[]);
+  return result;
+}

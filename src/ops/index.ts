@@ -1,0 +1,12 @@
+/** Every op definition group; importing this registers all ops. */
+import './defs/core.js';
+import './defs/creation.js';
+import './defs/views.js';
+import './defs/pointwise.js';
+import './defs/reduction.js';
+import './defs/linalg.js';
+import './defs/indexing.js';
+import './defs/nn.js';
+export * from './registry.js';
+export * from './dispatch.js';
+export type * from './schema.js';

@@ -1,0 +1,88 @@
+/** Shared building blocks for meta functions: pointwise layouts, dtype checks, argument checks. */
+import type { Device } from '../runtime/device.js';
+import type { DType, PromotionOperand } from '../tensor/dtype.js';
+import { resultType } from '../tensor/dtype.js';
+import {
+  broadcastShapes,
+  channelsLastStrides,
+  contiguousStrides,
+  fmtShape,
+  isChannelsLastStrides,
+  isContiguousStrides,
+} from '../tensor/layout.js';
+import type { TensorMeta } from '../tensor/tensor.js';
+import type { OutMeta, ScalarValue } from './schema.js';
+
+export function isTensorMeta(x: unknown): x is TensorMeta {
+  return typeof x === 'object' && x !== null && 'shape' in x && 'strides' in x && 'dtype' in x && 'device' in x;
+}
+
+export function describe(t: TensorMeta): string {
+  return `${fmtShape(t.shape)} ${t.dtype}`;
+}
+
+/**
+ * Output layout for a pointwise op over broadcast operands, following PyTorch's TensorIterator in
+ * the cases that matter: if every full-shape tensor operand is channels_last (and not also
+ * contiguous), the output is channels_last; otherwise it is contiguous.
+ */
+export function pointwiseStrides(shape: readonly number[], operands: readonly (TensorMeta | ScalarValue)[]): number[] {
+  if (shape.length === 4) {
+    const full = operands.filter((o): o is TensorMeta => isTensorMeta(o) && o.shape.length === 4 && o.shape.every((s, i) => s === shape[i]));
+    if (
+      full.length > 0 &&
+      full.every((t) => isChannelsLastStrides(t.shape, t.strides) && !isContiguousStrides(t.shape, t.strides))
+    ) {
+      return channelsLastStrides(shape);
+    }
+  }
+  return contiguousStrides(shape);
+}
+
+/** Meta for an n-ary pointwise op: broadcast shape, preserved layout, given or promoted dtype. */
+export function pointwiseMeta(op: string, operands: readonly (TensorMeta | ScalarValue)[], dtype?: DType): OutMeta {
+  const tensors = operands.filter(isTensorMeta);
+  if (tensors.length === 0) throw new Error(`${op}: expected at least one tensor operand`);
+  const shape = broadcastShapes(op, ...tensors.map((t) => t.shape));
+  const outDtype = dtype ?? promotedDtype(operands);
+  return { shape, strides: pointwiseStrides(shape, operands), dtype: outDtype, device: tensors[0]!.device };
+}
+
+export function promotedDtype(operands: readonly (TensorMeta | ScalarValue)[]): DType {
+  return resultType(operands.map((o) => (isTensorMeta(o) ? o : (o as number | boolean))) as PromotionOperand[]);
+}
+
+export function checkTensor(op: string, name: string, x: unknown): asserts x is TensorMeta {
+  if (!isTensorMeta(x)) throw new TypeError(`${op}: argument '${name}' must be a Tensor, got ${typeof x}`);
+}
+
+export function checkDtype(op: string, name: string, t: TensorMeta, allowed: readonly DType[]): void {
+  if (!allowed.includes(t.dtype)) {
+    throw new TypeError(`${op}: argument '${name}' (${describe(t)}) has dtype ${t.dtype}; expected one of ${allowed.join(', ')}`);
+  }
+}
+
+export function checkSameDtype(op: string, a: [string, TensorMeta], b: [string, TensorMeta]): void {
+  if (a[1].dtype !== b[1].dtype) {
+    throw new TypeError(
+      `${op}: expected '${a[0]}' and '${b[0]}' to have the same dtype, got ${a[1].dtype} (${fmtShape(a[1].shape)}) and ${b[1].dtype} (${fmtShape(b[1].shape)})`,
+    );
+  }
+}
+
+export function checkRank(op: string, name: string, t: TensorMeta, ranks: readonly number[]): void {
+  if (!ranks.includes(t.shape.length)) {
+    throw new Error(`${op}: argument '${name}' must have rank ${ranks.join(' or ')}, got shape ${fmtShape(t.shape)}`);
+  }
+}
+
+export function checkInt(op: string, name: string, v: unknown, min = -Infinity): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
+    throw new TypeError(`${op}: argument '${name}' must be an integer${min > -Infinity ? ` >= ${min}` : ''}, got ${String(v)}`);
+  }
+  return v;
+}
+
+export function outMeta(shape: readonly number[], dtype: DType, device: Device, strides?: readonly number[]): OutMeta {
+  return { shape: [...shape], strides: strides ? [...strides] : contiguousStrides(shape), dtype, device };
+}

@@ -1,0 +1,104 @@
+/**
+ * The device ABI: what every accelerator implements. Nothing here knows about tensors; buffers are
+ * opaque handles plus a byte length, and everything above talks to devices only through this.
+ */
+import type { DeviceType } from './device.js';
+
+/** An allocation on one device. `handle` is accelerator specific (ArrayBuffer on cpu). */
+export interface DeviceBuffer {
+  readonly deviceType: DeviceType;
+  readonly deviceIndex: number;
+  /** Bytes the caller asked for. */
+  readonly nbytes: number;
+  /** Bytes actually reserved (the allocator's size class). */
+  readonly capacity: number;
+  readonly handle: unknown;
+}
+
+export interface AllocatorStats {
+  /** Bytes in live allocations (as requested). */
+  allocatedBytes: number;
+  /** Bytes held from the system, live or cached. */
+  reservedBytes: number;
+  /** High-water mark of allocatedBytes. */
+  peakAllocatedBytes: number;
+  /** Live allocations. */
+  activeAllocations: number;
+  /** Allocation calls in total. */
+  allocations: number;
+  /** Allocations served from the cache. */
+  cacheHits: number;
+  /** Bytes in freed blocks kept for reuse. */
+  cachedBytes: number;
+}
+
+export interface Allocator {
+  allocate(nbytes: number, options?: { zero?: boolean; stream?: DeviceStream }): DeviceBuffer;
+  free(buffer: DeviceBuffer): void;
+  /** Forget a buffer that was garbage collected without free(): stats only, never reused. */
+  release(buffer: DeviceBuffer): void;
+  stats(): AllocatorStats;
+  resetPeakStats(): void;
+  emptyCache(): void;
+}
+
+export interface DeviceStream {
+  readonly deviceType: DeviceType;
+  readonly deviceIndex: number;
+  synchronize(): void;
+  /** True when all work queued so far has finished. */
+  query(): boolean;
+}
+
+export interface DeviceEvent {
+  record(stream: DeviceStream): void;
+  synchronize(): void;
+  query(): boolean;
+  /** Milliseconds from `this` to `end`; both must have been recorded with timing enabled. */
+  elapsedTime(end: DeviceEvent): number;
+}
+
+export interface DeviceProperties {
+  name: string;
+  /** Free-form, accelerator-specific properties (SM count, compute capability, cores...). */
+  [key: string]: string | number | boolean | readonly string[];
+}
+
+/** A compiled kernel module; launch semantics are accelerator specific. */
+export interface KernelModule {
+  readonly name: string;
+}
+
+export interface Accelerator {
+  readonly type: DeviceType;
+  deviceCount(): number;
+  properties(index: number): DeviceProperties;
+  allocator(index: number): Allocator;
+  /** Copies `src` bytes into `dst` at byteOffset. */
+  copyHostToDevice(dst: DeviceBuffer, dstByteOffset: number, src: Uint8Array, stream?: DeviceStream): void;
+  /** Copies `dst.byteLength` bytes from `src` at byteOffset into host memory. */
+  copyDeviceToHost(dst: Uint8Array, src: DeviceBuffer, srcByteOffset: number, stream?: DeviceStream): void;
+  copyDeviceToDevice(
+    dst: DeviceBuffer,
+    dstByteOffset: number,
+    src: DeviceBuffer,
+    srcByteOffset: number,
+    nbytes: number,
+    stream?: DeviceStream,
+  ): void;
+  defaultStream(index: number): DeviceStream;
+  createStream(index: number): DeviceStream;
+  createEvent(index: number, options: { enableTiming: boolean }): DeviceEvent;
+  synchronize(index: number): void;
+  /** Compiles (and caches) source code into a loadable module. Optional until a code generator exists. */
+  compileKernel?(index: number, source: string, options: Record<string, unknown>): Promise<KernelModule>;
+  /** Launches a kernel from a compiled module. */
+  launchKernel?(module: KernelModule, args: readonly unknown[], launch: Record<string, unknown>, stream?: DeviceStream): void;
+}
+
+/** Result of probing for an accelerator without loading it for real. */
+export interface AcceleratorProbe {
+  available: boolean;
+  /** Why it is unavailable, or a short summary when available. */
+  reason: string;
+}

@@ -1,0 +1,122 @@
+/** Shapes, strides and memory formats: pure functions on metadata, shared by meta functions and kernels. */
+
+export type MemoryFormat = 'contiguous' | 'channelsLast' | 'preserve';
+
+export function numel(shape: readonly number[]): number {
+  let n = 1;
+  for (const s of shape) n *= s;
+  return n;
+}
+
+export function contiguousStrides(shape: readonly number[]): number[] {
+  const strides = new Array<number>(shape.length);
+  let acc = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    strides[i] = acc;
+    acc *= Math.max(shape[i]!, 1);
+  }
+  return strides;
+}
+
+/** NHWC strides for an NCHW-shaped 4-d tensor (torch.channels_last). */
+export function channelsLastStrides(shape: readonly number[]): number[] {
+  if (shape.length !== 4) throw new Error(`channelsLast: needs a 4-d shape, got [${shape.join(', ')}]`);
+  const [, c, h, w] = shape.map((s) => Math.max(s, 1)) as [number, number, number, number];
+  return [h * w * c, 1, w * c, c];
+}
+
+export function stridesFor(shape: readonly number[], format: Exclude<MemoryFormat, 'preserve'>): number[] {
+  return format === 'channelsLast' ? channelsLastStrides(shape) : contiguousStrides(shape);
+}
+
+/** Contiguity as PyTorch defines it: dims of size 1 may have any stride. */
+export function isContiguousStrides(shape: readonly number[], strides: readonly number[]): boolean {
+  let expected = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    if (shape[i] === 1) continue;
+    if (shape[i] === 0) return true;
+    if (strides[i] !== expected) return false;
+    expected *= shape[i]!;
+  }
+  return true;
+}
+
+export function isChannelsLastStrides(shape: readonly number[], strides: readonly number[]): boolean {
+  if (shape.length !== 4) return false;
+  const order = [1, 3, 2, 0];
+  let expected = 1;
+  for (const d of order) {
+    if (shape[d] === 1) continue;
+    if (shape[d] === 0) return true;
+    if (strides[d] !== expected) return false;
+    expected *= shape[d]!;
+  }
+  return true;
+}
+
+/**
+ * The layout PyTorch gives an op's output that follows one input ("preserve format"): dense inputs
+ * keep their dimension order (so channels_last stays channels_last); anything else becomes
+ * contiguous, except that channels_last is kept where the input is channels_last.
+ */
+export function preservedStrides(shape: readonly number[], inShape: readonly number[], inStrides: readonly number[]): number[] {
+  if (shape.length === 4 && inShape.length === 4 && isChannelsLastStrides(inShape, inStrides) && !isContiguousStrides(inShape, inStrides)) {
+    return channelsLastStrides(shape);
+  }
+  return contiguousStrides(shape);
+}
+
+/** Normalises a possibly negative dim into [0, rank); the error names the op and the value. */
+export function normalizeDim(op: string, dim: number, rank: number, argName = 'dim'): number {
+  const r = Math.max(rank, 1);
+  if (!Number.isInteger(dim) || dim < -r || dim >= r) {
+    throw new RangeError(`${op}: ${argName} ${dim} is out of range for a tensor of rank ${rank} (expected in [${-r}, ${r - 1}])`);
+  }
+  return dim < 0 ? dim + r : dim;
+}
+
+/** Broadcasts shapes with NumPy/PyTorch rules; throws naming the op and shapes on mismatch. */
+export function broadcastShapes(op: string, ...shapes: (readonly number[])[]): number[] {
+  const rank = Math.max(0, ...shapes.map((s) => s.length));
+  const out = new Array<number>(rank).fill(1);
+  for (const s of shapes) {
+    for (let i = 0; i < s.length; i++) {
+      const o = rank - s.length + i;
+      const a = out[o]!;
+      const b = s[i]!;
+      if (a === b || b === 1) continue;
+      if (a === 1) out[o] = b;
+      else {
+        throw new Error(
+          `${op}: shapes ${shapes.map((x) => `[${x.join(', ')}]`).join(' and ')} cannot be broadcast together (dim ${o - rank}: ${a} vs ${b})`,
+        );
+      }
+    }
+  }
+  return out;
+}
+
+/** Strides that read `shape`/`strides` as if broadcast to `target` (0 where broadcast). */
+export function broadcastStrides(shape: readonly number[], strides: readonly number[], target: readonly number[]): number[] {
+  const out = new Array<number>(target.length).fill(0);
+  const off = target.length - shape.length;
+  for (let i = 0; i < shape.length; i++) out[off + i] = shape[i] === 1 && target[off + i] !== 1 ? 0 : strides[i]!;
+  return out;
+}
+
+export function shapeEquals(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+export function fmtShape(shape: readonly number[]): string {
+  return `[${shape.join(', ')}]`;
+}
+
+/** Validates a user-supplied shape. */
+export function checkShape(op: string, shape: readonly number[], argName = 'size'): number[] {
+  if (!Array.isArray(shape)) throw new TypeError(`${op}: ${argName} must be an array of integers, got ${String(shape)}`);
+  for (const s of shape) {
+    if (!Number.isInteger(s) || s < 0) throw new RangeError(`${op}: ${argName} ${fmtShape(shape)} has an invalid dimension ${s}`);
+  }
+  return [...shape];
+}

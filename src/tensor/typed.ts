@@ -1,0 +1,78 @@
+/** Host typed arrays per dtype and element encode/decode between JS numbers and storage words. */
+import type { DType } from './dtype.js';
+import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from './half.js';
+
+export type StorageArray = Float32Array | Uint16Array | Int32Array | BigInt64Array | Uint8Array;
+
+export function storageArray(dtype: DType, buffer: ArrayBuffer, byteOffset = 0, length?: number): StorageArray {
+  switch (dtype) {
+    case 'float32':
+      return new Float32Array(buffer, byteOffset, length);
+    case 'float16':
+    case 'bfloat16':
+      return new Uint16Array(buffer, byteOffset, length);
+    case 'int32':
+      return new Int32Array(buffer, byteOffset, length);
+    case 'int64':
+      return new BigInt64Array(buffer, byteOffset, length);
+    case 'uint8':
+    case 'bool':
+      return new Uint8Array(buffer, byteOffset, length);
+    default:
+      return dtype satisfies never;
+  }
+}
+
+/** Converts a JS number to what a storage word of `dtype` holds (bits for halves, bigint for int64). */
+export function encoder(dtype: DType): (x: number) => number | bigint {
+  switch (dtype) {
+    case 'float32':
+      return (x) => x;
+    case 'float16':
+      return float32ToFloat16Bits;
+    case 'bfloat16':
+      return float32ToBfloat16Bits;
+    case 'int32':
+      return (x) => x; // Int32Array wraps modulo 2^32 on store, as PyTorch's int32 does
+    case 'int64':
+      return (x) => (Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n);
+    case 'uint8':
+      return (x) => x; // Uint8Array wraps modulo 256
+    case 'bool':
+      return (x) => (x !== 0 && !Number.isNaN(x) ? 1 : 0);
+    default:
+      return dtype satisfies never;
+  }
+}
+
+export function decoder(dtype: DType): (w: number | bigint) => number {
+  switch (dtype) {
+    case 'float16':
+      return (w) => float16BitsToFloat32(w as number);
+    case 'bfloat16':
+      return (w) => bfloat16BitsToFloat32(w as number);
+    case 'int64':
+      return (w) => Number(w);
+    case 'float32':
+    case 'int32':
+    case 'uint8':
+    case 'bool':
+      return (w) => w as number;
+    default:
+      return dtype satisfies never;
+  }
+}
+
+/** Rounds a JS number to the value a dtype would store (for references and scalars). */
+export function castValue(x: number, dtype: DType): number {
+  switch (dtype) {
+    case 'int32':
+      return Number.isFinite(x) ? Math.trunc(x) | 0 : 0;
+    case 'uint8':
+      return Number.isFinite(x) ? Math.trunc(x) & 0xff : 0;
+    case 'float32':
+      return Math.fround(x);
+    default:
+      return decoder(dtype)(encoder(dtype)(x));
+  }
+}

@@ -1,0 +1,11 @@
+import type { OpSample } from './types.js';
+import { samples as core } from './core.js';
+import { samples as creation } from './creation.js';
+import { samples as views } from './views.js';
+import { samples as pointwise } from './pointwise.js';
+import { samples as reduction } from './reduction.js';
+import { samples as linalg } from './linalg.js';
+import { samples as indexing } from './indexing.js';
+import { samples as nn } from './nn.js';
+
+export const allSamples: OpSample[] = [...core, ...creation, ...views, ...pointwise, ...reduction, ...linalg, ...indexing, ...nn];
