@@ -2,14 +2,7 @@
 import type { Device } from '../runtime/device.js';
 import type { DType, PromotionOperand } from '../tensor/dtype.js';
 import { resultType } from '../tensor/dtype.js';
-import {
-  broadcastShapes,
-  channelsLastStrides,
-  contiguousStrides,
-  fmtShape,
-  isChannelsLastStrides,
-  isContiguousStrides,
-} from '../tensor/layout.js';
+import { broadcastShapes, contiguousStrides, fmtShape, preservedStrides, shapeEquals } from '../tensor/layout.js';
 import type { TensorMeta } from '../tensor/tensor.js';
 import type { OutMeta, ScalarValue } from './schema.js';
 
@@ -22,19 +15,16 @@ export function describe(t: TensorMeta): string {
 }
 
 /**
- * Output layout for a pointwise op over broadcast operands, following PyTorch's TensorIterator in
- * the cases that matter: if every full-shape tensor operand is channels_last (and not also
- * contiguous), the output is channels_last; otherwise it is contiguous.
+ * Output layout for a pointwise op over broadcast operands, following PyTorch's TensorIterator:
+ * the output takes the dimension order of the first tensor operand that has the full output shape
+ * and no broadcast dims (so channels_last and transposed inputs give outputs of the same layout);
+ * with no such operand it is contiguous.
  */
 export function pointwiseStrides(shape: readonly number[], operands: readonly (TensorMeta | ScalarValue)[]): number[] {
-  if (shape.length === 4) {
-    const full = operands.filter((o): o is TensorMeta => isTensorMeta(o) && o.shape.length === 4 && o.shape.every((s, i) => s === shape[i]));
-    if (
-      full.length > 0 &&
-      full.every((t) => isChannelsLastStrides(t.shape, t.strides) && !isContiguousStrides(t.shape, t.strides))
-    ) {
-      return channelsLastStrides(shape);
-    }
+  for (const o of operands) {
+    if (!isTensorMeta(o) || !shapeEquals(o.shape, shape)) continue;
+    if (o.strides.some((s, i) => s === 0 && o.shape[i]! > 1)) continue;
+    return preservedStrides(shape, o.shape, o.strides);
   }
   return contiguousStrides(shape);
 }

@@ -55,15 +55,35 @@ export function isChannelsLastStrides(shape: readonly number[], strides: readonl
 }
 
 /**
- * The layout PyTorch gives an op's output that follows one input ("preserve format"): dense inputs
- * keep their dimension order (so channels_last stays channels_last); anything else becomes
- * contiguous, except that channels_last is kept where the input is channels_last.
+ * Strides for a new dense tensor of `shape` that keeps the dimension order of a reference layout,
+ * as PyTorch's preserve_format and TensorIterator do: transposed stays transposed, channels_last
+ * stays channels_last, a row-major (even if gappy) reference gives row-major. Dims are ordered by
+ * the reference's strides, outermost first, with an insertion sort that leaves size-1 dims and
+ * equal strides in their natural order. Broadcast references (stride 0) give contiguous output.
  */
-export function preservedStrides(shape: readonly number[], inShape: readonly number[], inStrides: readonly number[]): number[] {
-  if (shape.length === 4 && inShape.length === 4 && isChannelsLastStrides(inShape, inStrides) && !isContiguousStrides(inShape, inStrides)) {
-    return channelsLastStrides(shape);
+export function preservedStrides(shape: readonly number[], refShape: readonly number[], refStrides: readonly number[]): number[] {
+  const rank = shape.length;
+  if (refShape.length !== rank || refStrides.some((s, i) => s === 0 && refShape[i]! > 1)) return contiguousStrides(shape);
+  const perm = Array.from({ length: rank }, (_, i) => i);
+  for (let i = 1; i < rank; i++) {
+    for (let j = i; j > 0; j--) {
+      const outer = perm[j - 1]!;
+      const inner = perm[j]!;
+      if (refShape[outer]! <= 1 || refShape[inner]! <= 1) break;
+      if (refStrides[outer]! < refStrides[inner]!) {
+        perm[j - 1] = inner;
+        perm[j] = outer;
+      } else break;
+    }
   }
-  return contiguousStrides(shape);
+  const strides = new Array<number>(rank);
+  let acc = 1;
+  for (let k = rank - 1; k >= 0; k--) {
+    const d = perm[k]!;
+    strides[d] = acc;
+    acc *= Math.max(shape[d]!, 1);
+  }
+  return strides;
 }
 
 /** Normalises a possibly negative dim into [0, rank); the error names the op and the value. */

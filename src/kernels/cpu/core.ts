@@ -35,27 +35,21 @@ registerKernel(toDtype, 'cpu', (ctx, self) => {
 });
 
 /**
- * Device moves copy the bytes of the source's span (so any strides survive) through the host:
- * source accelerator -> host -> destination accelerator. A dense source goes as one block.
+ * Device moves: the source is first laid out on its own device exactly as the output will be
+ * (meta's strides, dense), then that span moves as one block of bytes through the host.
  */
 registerKernel(toDevice, 'cpu', (ctx, self) => {
-  const target = ctx.out.device;
-  const src = self.isContiguous() ? self : (contiguousCopy(self));
-  const size = itemSize(self.dtype);
-  const span = storageSpan(src.shape, src.strides);
-  const host = new Uint8Array(span * size);
-  acceleratorFor(src.device).accelerator.copyDeviceToHost(host, src.storage.buffer, src.offset * size);
-  const out = Tensor.empty(self.shape, self.dtype, target);
-  acceleratorFor(target).accelerator.copyHostToDevice(out.storage.buffer, 0, host);
-  if (src !== self) src.dispose();
+  const meta = ctx.out;
+  const staged = Tensor.empty(meta.shape, self.dtype, self.device, meta.strides);
+  copyInto(staged, self);
+  const out = allocOut(meta);
+  const nbytes = storageSpan(meta.shape, meta.strides) * itemSize(self.dtype);
+  const host = new Uint8Array(nbytes);
+  acceleratorFor(staged.device).accelerator.copyDeviceToHost(host, staged.storage.buffer, 0);
+  acceleratorFor(out.device).accelerator.copyHostToDevice(out.storage.buffer, 0, host);
+  staged.dispose();
   return out;
 });
-
-function contiguousCopy(t: Tensor): Tensor {
-  const out = Tensor.empty(t.shape, t.dtype, t.device);
-  copyInto(out, t);
-  return out;
-}
 
 registerKernel(add, 'cpu', (ctx, self, other, alpha) => {
   if (ctx.out.dtype === 'bool') return mapBinary(ctx.out, self, other, (x, y) => (x || y ? 1 : 0));

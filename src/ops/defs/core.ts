@@ -2,7 +2,7 @@
 import { Device } from '../../runtime/device.js';
 import type { DType } from '../../tensor/dtype.js';
 import { canCast } from '../../tensor/dtype.js';
-import { broadcastShapes, contiguousStrides, fmtShape, isContiguousStrides, type MemoryFormat, preservedStrides, shapeEquals, stridesFor } from '../../tensor/layout.js';
+import { broadcastShapes, fmtShape, type MemoryFormat, preservedStrides, shapeEquals, stridesFor } from '../../tensor/layout.js';
 import type { TensorMeta } from '../../tensor/tensor.js';
 import { describe, pointwiseMeta } from '../meta-helpers.js';
 import { defineOp } from '../registry.js';
@@ -89,7 +89,7 @@ export const toDevice = defineOp({
   outputs: [{ name: 'out', type: 'Tensor' }],
   publicName: 'to',
   meta(self: TensorMeta, device: Device): OutMeta {
-    return { shape: self.shape, strides: isContiguousStrides(self.shape, self.strides) ? contiguousStrides(self.shape) : preservedStrides(self.shape, self.shape, self.strides), dtype: self.dtype, device };
+    return { shape: self.shape, strides: preservedStrides(self.shape, self.shape, self.strides), dtype: self.dtype, device };
   },
 });
 
