@@ -1,0 +1,66 @@
+/** `kiln info`: what accelerators this machine has, their properties, and an eager demo on the best one. */
+import * as kiln from '../index.js';
+
+export interface InfoOptions {
+  json: boolean;
+  device?: string;
+}
+
+function pickDevice(requested?: string): string {
+  if (requested) return requested;
+  const available = kiln.probeAccelerators().filter((r) => r.available && r.type !== 'cpu');
+  // Fall back to cpu when no GPU accelerator is usable, so the command works everywhere.
+  return available.length > 0 ? `${available[0]!.type}:0` : 'cpu';
+}
+
+interface DemoResult {
+  device: string;
+  description: string;
+  output: string;
+  ms: number;
+}
+
+function demo(device: string): DemoResult {
+  const x = kiln.tensor([[1, 2, 3], [4, 5, 6]], { device });
+  const y = kiln.tensor([0.5, -1, 2], { device });
+  const start = new kiln.Event(device);
+  const end = new kiln.Event(device);
+  start.record();
+  const z = x.add(y, 2);
+  end.record();
+  end.synchronize();
+  return { device, description: 'x.add(y, 2) with x [2, 3], y [3] broadcast', output: z.toString(), ms: start.elapsedTime(end) };
+}
+
+export function runInfo(options: InfoOptions): number {
+  const probes = kiln.probeAccelerators();
+  const accelerators = probes.map((p) => {
+    if (!p.available) return { ...p, devices: [] as unknown[] };
+    const acc = kiln.getAccelerator(p.type);
+    const devices = Array.from({ length: acc.deviceCount() }, (_, i) => ({
+      device: p.type === 'cpu' ? 'cpu' : `${p.type}:${i}`,
+      properties: acc.properties(i),
+      memory: kiln.memoryStats(p.type === 'cpu' ? 'cpu' : `${p.type}:${i}`),
+    }));
+    return { ...p, devices };
+  });
+  const device = pickDevice(options.device);
+  const d = demo(device);
+  if (options.json) {
+    console.log(JSON.stringify({ version: kiln.version, accelerators, demo: d }, null, 2));
+    return 0;
+  }
+  console.log(`kiln ${kiln.version} (node ${process.version}, ${process.platform}-${process.arch})\n`);
+  console.log('Accelerators:');
+  for (const a of accelerators) {
+    console.log(`  ${a.type.padEnd(7)} ${a.available ? 'available' : 'not available'}: ${a.reason}`);
+    for (const dev of a.devices as { device: string; properties: Record<string, unknown> }[]) {
+      console.log(`    ${dev.device}`);
+      for (const [k, v] of Object.entries(dev.properties)) console.log(`      ${k.padEnd(18)} ${String(v)}`);
+    }
+  }
+  console.log(`\nEager demo on ${d.device}: ${d.description}`);
+  console.log(d.output.replace(/^/gm, '  '));
+  console.log(`  (${d.ms.toFixed(3)} ms, timed with kiln.Event)`);
+  return 0;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env node
+/** The `kiln` command. `kiln info`: accelerators, their properties, memory, and a short eager demo. */
+import { parseArgs } from 'node:util';
+import * as kiln from '../index.js';
+import { runInfo } from './info.js';
+
+const USAGE = `Usage: kiln <command> [options]
+
+Commands:
+  info [--json] [--device <d>]   accelerators found, their properties, and a short eager demo
+  help                           this message
+
+Options:
+  --version                      print the version`;
+
+function main(argv: string[]): number {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      json: { type: 'boolean', default: false },
+      device: { type: 'string' },
+      version: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.version) {
+    console.log(kiln.version);
+    return 0;
+  }
+  const command = positionals[0] ?? 'help';
+  switch (command) {
+    case 'info':
+      return runInfo({ json: values.json ?? false, device: values.device });
+    case 'help':
+      console.log(USAGE);
+      return 0;
+    default:
+      console.error(`kiln: unknown command '${command}'\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+try {
+  process.exitCode = main(process.argv.slice(2));
+} catch (e) {
+  console.error(`kiln: ${(e as Error).message}`);
+  process.exitCode = 1;
+}
