@@ -28,7 +28,7 @@ export class Device {
   }
 
   toString(): string {
-    return this.type === 'cpu' ? 'cpu' : `${this.type}:${this.index}`;
+    return this.type === 'cpu' && this.index === 0 ? 'cpu' : `${this.type}:${this.index}`;
   }
 }
 
