@@ -4,6 +4,9 @@ import { registerKernel } from '../../ops/registry.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { Tensor, storageSpan } from '../../tensor/tensor.js';
 import { acceleratorFor } from '../../runtime/registry.js';
+import { DEVICE_TYPES } from '../../runtime/device.js';
+import { dispatch } from '../../ops/dispatch.js';
+import type { KernelContext, OutMeta } from '../../ops/schema.js';
 import { allocOut } from './numeric.js';
 import { copyInto, mapBinary, mapBinaryInto } from './pointwise-loop.js';
 
@@ -35,21 +38,26 @@ registerKernel(toDtype, 'cpu', (ctx, self) => {
 });
 
 /**
- * Device moves: the source is first laid out on its own device exactly as the output will be
- * (meta's strides, dense), then that span moves as one block of bytes through the host.
+ * Device moves, shared by every accelerator: the source is laid out exactly as the output will be
+ * (meta's dense strides; a clone on the source device when it is not already), then that span
+ * moves as one block of bytes through the host.
  */
-registerKernel(toDevice, 'cpu', (ctx, self) => {
+export function toDeviceKernel(ctx: KernelContext<OutMeta>, self: Tensor): Tensor {
   const meta = ctx.out;
-  const staged = Tensor.empty(meta.shape, self.dtype, self.device, meta.strides);
-  copyInto(staged, self);
+  const dense = self.strides.every((s, i) => s === meta.strides[i] || self.shape[i] === 1);
+  const staged = dense ? self : dispatch(clone, self, 'preserve');
   const out = allocOut(meta);
-  const nbytes = storageSpan(meta.shape, meta.strides) * itemSize(self.dtype);
+  const size = itemSize(self.dtype);
+  const nbytes = storageSpan(meta.shape, meta.strides) * size;
   const host = new Uint8Array(nbytes);
-  acceleratorFor(staged.device).accelerator.copyDeviceToHost(host, staged.storage.buffer, 0);
-  acceleratorFor(out.device).accelerator.copyHostToDevice(out.storage.buffer, 0, host);
-  staged.dispose();
+  if (nbytes > 0) {
+    acceleratorFor(staged.device).accelerator.copyDeviceToHost(host, staged.storage.buffer, staged.offset * size);
+    acceleratorFor(out.device).accelerator.copyHostToDevice(out.storage.buffer, 0, host);
+  }
+  if (staged !== self) staged.dispose();
   return out;
-});
+}
+for (const device of DEVICE_TYPES) registerKernel(toDevice, device, toDeviceKernel);
 
 registerKernel(add, 'cpu', (ctx, self, other, alpha) => {
   if (ctx.out.dtype === 'bool') return mapBinary(ctx.out, self, other, (x, y) => (x || y ? 1 : 0));
