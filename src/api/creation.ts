@@ -30,7 +30,7 @@ export interface FactoryOptions {
 }
 
 /** A size as one array plus options, or as variadic numbers (`zeros(2, 3)`). */
-export type SizeArgs = [size: readonly number[], options?: FactoryOptions] | number[];
+export type SizeArgs = [size: readonly number[], options?: FactoryOptions] | number[] | [...size: number[], options: FactoryOptions];
 
 function parseSize(op: string, args: readonly unknown[]): { size: number[]; options: FactoryOptions } {
   if (args.length > 0 && Array.isArray(args[0])) {
