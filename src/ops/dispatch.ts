@@ -69,7 +69,9 @@ export function dispatch<A extends readonly unknown[], R extends MetaResult>(op:
   const inputDevice = opDevice(op, args);
   // Real tensors satisfy TensorMeta, so the meta function runs on the actual arguments.
   const out = op.meta(...(args as unknown as A));
-  const device = inputDevice ?? (Array.isArray(out) ? (out as readonly { device: Device }[])[0]?.device : (out as { device: Device }).device) ?? currentDevice();
+  const outDevice = Array.isArray(out) ? (out as readonly { device: Device }[])[0]?.device : (out as { device: Device }).device;
+  // Factory ops (zerosLike(x, { device })) run where their output lives; others where their inputs are.
+  const device = (op.tags?.includes('factory') ? outDevice : inputDevice ?? outDevice) ?? currentDevice();
   const kernel = op.kernels.get(device.type);
   let result: RealizeResult<R>;
   if (kernel) result = kernel({ op: op.name, out }, ...args);

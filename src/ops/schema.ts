@@ -62,15 +62,18 @@ export type MetaResult = OutMeta | readonly OutMeta[];
 export type ScalarValue = number | boolean;
 
 /** Replaces TensorMeta with Tensor in an argument tuple (what kernels receive). */
-export type Realize<T> = T extends TensorMeta
+// Tuple-wrapped conditionals keep unions like `Generator | null` from distributing.
+export type Realize<T> = [T] extends [TensorMeta]
   ? Tensor
-  : T extends readonly TensorMeta[]
+  : [T] extends [readonly TensorMeta[]]
     ? Tensor[]
-    : T extends TensorMeta | null
+    : [T] extends [TensorMeta | null]
       ? Tensor | null
-      : T extends TensorMeta | ScalarValue
+      : [T] extends [TensorMeta | ScalarValue]
         ? Tensor | ScalarValue
-        : T;
+        : [T] extends [readonly (TensorMeta | null)[]]
+          ? (Tensor | null)[]
+          : T;
 
 export type RealizeArgs<A extends readonly unknown[]> = { [K in keyof A]: Realize<A[K]> };
 
