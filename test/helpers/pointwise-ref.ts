@@ -58,7 +58,7 @@ export function sigmoidRef(x: number): number {
 export function floorDivInt(a: number, b: number): number {
   let q = Math.trunc(a / b);
   if (q * b !== a && a < 0 !== b < 0) q -= 1;
-  return q;
+  return q + 0; // no -0 for integers
 }
 export function pyModInt(a: number, b: number): number {
   return a - b * floorDivInt(a, b);
