@@ -471,7 +471,7 @@ function clampMeta(op: string, self: TensorMeta, min: Operand | null, max: Opera
     operands.push(max);
   }
   const out = pointwiseMeta(op, operands);
-  if (out.dtype === 'bool') {
+  if (out.dtype === 'bool' || self.dtype === 'bool') {
     throw new TypeError(`${op}: not supported for bool tensors (self ${describe(self)}, min ${fmtOperand(min)}, max ${fmtOperand(max)})`);
   }
   return out;
