@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { DType } from '../src/tensor/dtype.js';
-import type { Tensor } from '../src/tensor/tensor.js';
+import { Tensor } from '../src/tensor/tensor.js';
 import { assertClose, assertThrowsWith, tolFor } from './helpers/assert.js';
 import { type Layout, makeExpanded, makeTensor, randomInts, randomValues, rng } from './helpers/make.js';
 import { floorDivInt, mapRef, numelOf, pyModFloat, pyModInt, stored } from './helpers/pointwise-ref.js';
@@ -363,4 +363,20 @@ test('every in-place result matches its out-of-place op on random broadcast inpu
     inPlace(x, y);
     assert.deepEqual(x.toFlatArray(), expected, name);
   }
+});
+
+test('in-place ops read an overlapping view of self as it was before the write', () => {
+  const v = randomValues(9, 71);
+  const x = makeTensor(v, [3, 3]);
+  const xs = stored(v, 'float32');
+  const xt = new Tensor(x.storage, 'float32', [3, 3], [1, 3], x.offset); // x.t(), sharing storage
+  x.sub_(xt);
+  assertClose(x, xs.map((a, k) => a - xs[(k % 3) * 3 + Math.floor(k / 3)]!), [3, 3]);
+  const y = makeTensor(v, [3, 3]);
+  const row0 = new Tensor(y.storage, 'float32', [3], [1], y.offset); // y[0]
+  y.mul_(row0);
+  assertClose(y, xs.map((a, k) => a * xs[k % 3]!), [3, 3]);
+  const z = makeTensor(v, [3, 3]);
+  z.mul_(z); // the identical view is read element by element before each write
+  assertClose(z, xs.map((a) => a * a), [3, 3]);
 });

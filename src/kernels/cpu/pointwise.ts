@@ -5,10 +5,10 @@ import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
 import { isFloating, toFloating } from '../../tensor/dtype.js';
-import { contiguousStrides, fmtShape } from '../../tensor/layout.js';
+import { contiguousStrides, fmtShape, shapeEquals } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { castValue } from '../../tensor/typed.js';
-import { denseValues } from './numeric.js';
+import { allocOut, denseValues } from './numeric.js';
 import { copyInto, mapBinary, mapBinaryInto, mapTernary, mapUnary, mapUnaryInto } from './pointwise-loop.js';
 import * as M from './pointwise-math.js';
 
@@ -31,6 +31,19 @@ function prep(x: Operand, dtype: DType): Operand {
 }
 
 const wraps32 = (d: DType): boolean => d === 'int32' || d === 'uint8';
+
+/**
+ * In-place ops read `x` while writing `self`. When x is another view of self's storage (x.sub_(x.t()),
+ * x.mul_(x[0])), reading it during the write would see updated values, so it is copied first.
+ * Exactly the same view is safe: each element is read before it is written.
+ */
+function unalias(self: Tensor, x: Operand): Operand {
+  if (typeof x !== 'object' || x.storage !== self.storage) return x;
+  if (x.offset === self.offset && shapeEquals(x.shape, self.shape) && x.strides.every((st, i) => st === self.strides[i])) return x;
+  const copy = allocOut({ shape: x.shape, strides: contiguousStrides(x.shape), dtype: x.dtype, device: x.device });
+  copyInto(copy, x);
+  return copy;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Unary
@@ -117,7 +130,7 @@ registerKernel(P.sub, 'cpu', (ctx, self, other, alpha) => {
 
 registerKernel(P.sub_, 'cpu', (_ctx, self, other, alpha) => {
   const dt = promotedDtype([self, other]);
-  mapBinaryInto(self, self, prep(other, dt), subFn(alpha));
+  mapBinaryInto(self, self, prep(unalias(self, other), dt), subFn(alpha));
   return self;
 });
 
@@ -133,7 +146,7 @@ registerKernel(P.mul, 'cpu', (ctx, self, other) => {
 
 registerKernel(P.mul_, 'cpu', (_ctx, self, other) => {
   const dt = promotedDtype([self, other]);
-  mapBinaryInto(self, self, prep(other, dt), mulFn(dt, self.dtype));
+  mapBinaryInto(self, self, prep(unalias(self, other), dt), mulFn(dt, self.dtype));
   return self;
 });
 
@@ -169,7 +182,7 @@ registerKernel(P.div, 'cpu', (ctx, self, other, roundingMode) => {
 registerKernel(P.div_, 'cpu', (_ctx, self, other, roundingMode) => {
   const dt = divCompute(self, other, asMode(roundingMode));
   const f = divFn('div_', self, other, asMode(roundingMode), dt);
-  mapBinaryInto(self, self, prep(other, dt), f);
+  mapBinaryInto(self, self, prep(unalias(self, other), dt), f);
   return self;
 });
 
