@@ -92,16 +92,28 @@ test('softmax with dtype: int input computes in the given float dtype; without d
   assertThrowsWith(() => kiln.logSoftmax(kiln.tensor([[1, 2]]), -3), 'logSoftmax', '-3', 'out of range');
 });
 
-test('softmax over [1024, 1024] float32 takes well under 100 ms', () => {
+test('softmax over [1024, 1024] float32 takes well under 100 ms (or near a bare exp loop on a loaded machine)', () => {
   const n = 1024;
-  const x = makeTensor(randomValues(n * n, 5), [n, n]);
+  const vals = randomValues(n * n, 5);
+  const x = makeTensor(vals, [n, n]);
   let best = Infinity;
-  for (let r = 0; r < 4; r++) {
+  for (let r = 0; r < 5; r++) {
     const t0 = performance.now();
     kiln.softmax(x, 1).dispose();
     best = Math.min(best, performance.now() - t0);
   }
-  assert.ok(best < 100, `softmax took ${best.toFixed(1)} ms`);
+  if (best < 100) return;
+  // A busy machine (other jobs sharing the cores) slows everything: compare with the floor, one
+  // exp and one store per element in a bare loop, timed the same way.
+  const src = Float32Array.from(vals);
+  const dst = new Float32Array(n * n);
+  let floor = Infinity;
+  for (let r = 0; r < 5; r++) {
+    const t0 = performance.now();
+    for (let i = 0; i < src.length; i++) dst[i] = Math.exp(src[i]!);
+    floor = Math.min(floor, performance.now() - t0);
+  }
+  assert.ok(best < 4 * floor, `softmax took ${best.toFixed(1)} ms; a bare exp loop takes ${floor.toFixed(1)} ms`);
 });
 
 test('cumsum/cumprod match references on every layout and dim, keep the layout, and promote ints to int64', () => {
@@ -217,6 +229,54 @@ test('topk matches a reference on every layout and dim, for k = 0..size, largest
           }
         }
       }
+    }
+  }
+});
+
+test('topk on long lines (partial selection) matches the reference, with ties and NaN', () => {
+  let seed = 700;
+  for (const dtype of ['float32', 'int64', 'bfloat16'] as DType[]) {
+    for (const layout of ['contiguous', 'transposed', 'strided'] as Layout[]) {
+      const shape = [3, 70];
+      // Few distinct values (many ties), a NaN and infinities in float lines.
+      const vals = randomInts(210, seed++, -4, 4);
+      if (dtype !== 'int64') {
+        vals[5] = NaN;
+        vals[100] = Infinity;
+        vals[150] = -Infinity;
+        vals[151] = NaN;
+      }
+      const x = makeTensor(vals, shape, dtype, layout);
+      for (const k of [1, 3, 4]) {
+        for (const largest of [true, false]) {
+          const { values, indices } = kiln.topk(x, k, 1, largest);
+          const ri = refAlong(vals, shape, 1, (l) => refSortOrder(l, largest).slice(0, k));
+          const rv = refAlong(vals, shape, 1, (l) => refSortOrder(l, largest).slice(0, k).map((j) => l[j]!));
+          assertClose(values, rv.values, rv.shape);
+          assertClose(indices, ri.values, ri.shape);
+        }
+      }
+      const xt = makeTensor(vals, [70, 3], dtype, layout);
+      const t0 = kiln.topk(xt, 2, 0, true);
+      const r0 = refAlong(vals, [70, 3], 0, (l) => refSortOrder(l, true).slice(0, 2));
+      assertClose(t0.indices, r0.values, r0.shape);
+    }
+  }
+});
+
+test('sort of negative floats, -0 and +0 (equal, stable) and long lines with many ties', () => {
+  const z = kiln.sort(kiln.tensor([0, -0, 0, -1.5, -0.25]), 0, false, true);
+  assert.deepEqual(z.indices.toArray(), [3, 4, 0, 1, 2]);
+  const zd = kiln.sort(kiln.tensor([0, -0, 0, -1.5, -0.25]), 0, true, true);
+  assert.deepEqual(zd.indices.toArray(), [0, 1, 2, 4, 3]);
+  const vals = randomInts(600, 3, -3, 3).map((v, i) => (i % 7 === 0 ? v + 0.5 : v));
+  for (const dtype of ['float32', 'int64'] as DType[]) {
+    const v = dtype === 'int64' ? vals.map(Math.floor) : vals;
+    const x = makeTensor(v, [2, 300], dtype, 'transposed');
+    for (const descending of [false, true]) {
+      const s = kiln.sort(x, 1, descending, true);
+      const ri = refAlong(v, [2, 300], 1, (l) => refSortOrder(l, descending));
+      assertClose(s.indices, ri.values, ri.shape);
     }
   }
 });

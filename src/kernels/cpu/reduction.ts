@@ -344,24 +344,40 @@ function scanKernel(meta: OutMeta, self: Tensor, dim: number, dtype: DType | nul
 registerKernel(R.cumsum, 'cpu', (ctx, self, dim, dtype) => scanKernel(ctx.out, self, intOf(dim), dtypeOf(dtype), false));
 registerKernel(R.cumprod, 'cpu', (ctx, self, dim, dtype) => scanKernel(ctx.out, self, intOf(dim), dtypeOf(dtype), true));
 
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+/** Index bits packed under the value key: lines up to 2^21 long use the packed fast path. */
+const INDEX_RANGE = 2 ** 21;
+
 /**
- * Sorts each line along `dim` and hands the permutation to `emit`. NaN orders above every number
- * (last ascending, first descending); ties keep their original order, so every sort is stable.
+ * An order-preserving unsigned 32-bit key for a float32-representable value: NaN above +inf,
+ * -0 equal to +0. `descending` inverts it, so both directions sort ascending on the key.
  */
-function sortLines(
-  x: Tensor,
-  dim: number,
-  outStrides: readonly number[],
-  descending: boolean,
-  emit: (src: NumArray, perm: Int32Array, inBase: number, inStep: number, outBase: number, outStep: number) => void,
-): void {
-  const r = readable(x);
-  const d = normalizeDim('sort', dim, x.shape.length);
-  const L = lines(x.shape, d, r.strides, r.offset, outStrides);
-  const len = L.len;
-  const vals = new Float64Array(len);
-  const perm = new Int32Array(len);
-  const asc = (a: number, b: number): number => {
+function sortKey(v: number, descending: boolean): number {
+  let u: number;
+  if (v !== v) u = 0xffffffff;
+  else {
+    f32[0] = v === 0 ? 0 : v;
+    const b = u32[0]!;
+    u = b & 0x80000000 ? ~b >>> 0 : (b | 0x80000000) >>> 0;
+  }
+  return descending ? 0xffffffff - u : u;
+}
+
+/** Comparator on positions of `vals`: NaN above every number, ties by position (stable). */
+function comparator(vals: Float64Array, descending: boolean): (a: number, b: number) => number {
+  if (descending) {
+    return (a, b) => {
+      const x = vals[a]!;
+      const y = vals[b]!;
+      if (x > y) return -1;
+      if (x < y) return 1;
+      const xn = x !== x;
+      if (xn !== (y !== y)) return xn ? -1 : 1;
+      return a - b;
+    };
+  }
+  return (a, b) => {
     const x = vals[a]!;
     const y = vals[b]!;
     if (x < y) return -1;
@@ -370,24 +386,61 @@ function sortLines(
     if (xn !== (y !== y)) return xn ? 1 : -1;
     return a - b;
   };
-  const desc = (a: number, b: number): number => {
-    const x = vals[a]!;
-    const y = vals[b]!;
-    if (x > y) return -1;
-    if (x < y) return 1;
-    const xn = x !== x;
-    if (xn !== (y !== y)) return xn ? -1 : 1;
-    return a - b;
-  };
-  const cmp = descending ? desc : asc;
+}
+
+/**
+ * Sorts each line along `dim` and hands the first `count` positions of its order to `emit`. NaN
+ * orders above every number (last ascending, first descending); ties keep their original order,
+ * so every sort is stable. Values that fit float32 (every dtype but int64) sort as packed
+ * (key, position) doubles with the native numeric sort; small `count`s use a bounded insertion
+ * selection instead of a full sort.
+ */
+function sortLines(
+  x: Tensor,
+  dim: number,
+  outStrides: readonly number[],
+  descending: boolean,
+  count: number,
+  emit: (src: NumArray, perm: Int32Array, inBase: number, inStep: number, outBase: number, outStep: number) => void,
+): void {
+  const r = readable(x);
+  const d = normalizeDim('sort', dim, x.shape.length);
+  const L = lines(x.shape, d, r.strides, r.offset, outStrides);
+  const len = L.len;
+  const vals = new Float64Array(len);
+  const perm = new Int32Array(len);
+  const keys = new Float64Array(len);
+  const cmp = comparator(vals, descending);
+  const packed = x.dtype !== 'int64' && len <= INDEX_RANGE;
+  const select = count * 16 <= len;
   const src = r.data;
+  if (count === 0) return;
   for (let l = 0; l < L.inBase.length; l++) {
     const base = L.inBase[l]!;
-    for (let i = 0, p = base; i < len; i++, p += L.inStep) {
-      vals[i] = src[p]!;
-      perm[i] = i;
+    if (select) {
+      // Keep the best `count` positions sorted in perm[0..n); later equal values never overtake.
+      let n = 0;
+      for (let i = 0, p = base; i < len; i++, p += L.inStep) {
+        vals[i] = src[p]!;
+        if (n === count && cmp(i, perm[n - 1]!) >= 0) continue;
+        let j = n < count ? n++ : n - 1;
+        while (j > 0 && cmp(i, perm[j - 1]!) < 0) {
+          perm[j] = perm[j - 1]!;
+          j--;
+        }
+        perm[j] = i;
+      }
+    } else if (packed) {
+      for (let i = 0, p = base; i < len; i++, p += L.inStep) keys[i] = sortKey(src[p]!, descending) * INDEX_RANGE + i;
+      keys.sort();
+      for (let i = 0; i < len; i++) perm[i] = keys[i]! % INDEX_RANGE;
+    } else {
+      for (let i = 0, p = base; i < len; i++, p += L.inStep) {
+        vals[i] = src[p]!;
+        perm[i] = i;
+      }
+      perm.sort(cmp);
     }
-    perm.sort(cmp);
     emit(src, perm, base, L.inStep, L.outBase[l]!, L.outStep);
   }
 }
@@ -397,7 +450,7 @@ function sortInto(x: Tensor, dim: number, descending: boolean, values: Tensor | 
   const wi = writable(indices);
   const vd = wv ? wv.data : null;
   const id = wi.data;
-  sortLines(x, dim, indices.strides, descending, (src, perm, inBase, inStep, outBase, outStep) => {
+  sortLines(x, dim, indices.strides, descending, count, (src, perm, inBase, inStep, outBase, outStep) => {
     for (let i = 0, po = outBase; i < count; i++, po += outStep) {
       const j = perm[i]!;
       id[po] = j;
