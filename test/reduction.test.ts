@@ -194,7 +194,7 @@ test('logsumexp is stable for large values and gives -inf for all -inf rows', ()
   assertClose(x.logsumexp(-1, true), [1000 + Math.log(2 + Math.exp(-1)), -Infinity, -1000 + Math.log(1 + Math.exp(-1)), Infinity], [4, 1]);
 });
 
-test('sum/prod/cumsum of integers: int64 results keep exact values beyond int32', () => {
+test('sum/prod of integers: int64 results keep exact values beyond int32; bool dtype results hold 0/1', () => {
   const x = kiln.tensor([2 ** 40, 3, -(2 ** 40) + 5, 2 ** 31], { dtype: 'int64' });
   assert.equal(kiln.sum(x).item(), 2 ** 31 + 8);
   const i32 = kiln.tensor([2 ** 30, 2 ** 30, 2 ** 30], { dtype: 'int32' });
@@ -205,6 +205,11 @@ test('sum/prod/cumsum of integers: int64 results keep exact values beyond int32'
   assert.equal(kiln.sum(kiln.tensor([true, true, false])).item(), 2);
   assert.equal(kiln.sum(i32, null, false, 'int32').dtype, 'int32');
   assert.equal(kiln.sum(kiln.tensor([1.7, 2.7]), null, false, 'int64').item(), 3, 'dtype casts the input first (trunc), as PyTorch');
+  const bs = kiln.sum(kiln.tensor([[true, true], [false, false]]), 1, false, 'bool');
+  assert.equal(bs.dtype, 'bool');
+  assert.deepEqual(bs.toFlatArray(), [1, 0], 'bool storage holds 0/1');
+  assert.deepEqual(kiln.cumsum(kiln.tensor([true, true, false]), 0, 'bool').toFlatArray(), [1, 1, 1]);
+  assert.deepEqual(kiln.prod(kiln.tensor([3, 5], { dtype: 'uint8' }), 0, false, 'uint8').toArray(), 15);
 });
 
 test('mean/sum with an explicit dtype; mean of an int tensor without dtype is an error naming the dtype', () => {

@@ -93,7 +93,15 @@ function reduce(meta: OutMeta, x: Tensor, dims: readonly number[], body: Body): 
   const p = plan(x, dims);
   const od = w.data;
   const { data, ooff, roff } = p;
-  for (let o = 0; o < ooff.length; o++) od[o] = body(data, ooff[o]!, roff);
+  if (meta.dtype === 'bool') {
+    // e.g. sum(..., dtype='bool'): bool outputs hold 0/1 only (NaN casts to false, like copies).
+    for (let o = 0; o < ooff.length; o++) {
+      const v = body(data, ooff[o]!, roff);
+      od[o] = v !== 0 && v === v ? 1 : 0;
+    }
+  } else {
+    for (let o = 0; o < ooff.length; o++) od[o] = body(data, ooff[o]!, roff);
+  }
   w.commit();
   return out;
 }
@@ -329,11 +337,12 @@ function scanKernel(meta: OutMeta, self: Tensor, dim: number, dtype: DType | nul
   const L = lines(x.shape, normalizeDim('cumsum', dim, x.shape.length), r.strides, r.offset, out.strides);
   const src = r.data;
   const dst = w.data;
+  const toBool = meta.dtype === 'bool';
   for (let l = 0; l < L.inBase.length; l++) {
     let acc = product ? 1 : 0;
     for (let i = 0, pi = L.inBase[l]!, po = L.outBase[l]!; i < L.len; i++, pi += L.inStep, po += L.outStep) {
       acc = product ? acc * src[pi]! : acc + src[pi]!;
-      dst[po] = acc;
+      dst[po] = toBool ? (acc !== 0 && acc === acc ? 1 : 0) : acc;
     }
   }
   w.commit();
