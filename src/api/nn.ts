@@ -1,2 +1,96 @@
-// Placeholder: this group's public functions and Tensor methods land here.
-export {};
+/**
+ * Public functions of the nn group (torch.nn.functional): conv2d, maxPool2d, maxPool2dWithIndices,
+ * avgPool2d, scaledDotProductAttention and dropout. PyTorch has no Tensor methods for these.
+ */
+import { dispatch } from '../ops/dispatch.js';
+import * as nn from '../ops/defs/nn.js';
+import type { Generator } from '../tensor/random.js';
+import type { Tensor } from '../tensor/tensor.js';
+
+export type IntPair = number | readonly number[];
+export type ConvPadding = IntPair | 'same' | 'valid';
+
+function pair(v: IntPair): number[] {
+  return typeof v === 'number' ? [v, v] : [...v];
+}
+
+/**
+ * torch.nn.functional.conv2d. `padding` is a number, [ph, pw], 'valid' (no padding) or 'same'
+ * (stride 1 only; an odd total padding puts the extra row/column at the bottom/right, as torch).
+ */
+export function conv2d(
+  input: Tensor,
+  weight: Tensor,
+  bias: Tensor | null = null,
+  stride: IntPair = 1,
+  padding: ConvPadding = 0,
+  dilation: IntPair = 1,
+  groups = 1,
+): Tensor {
+  const st = pair(stride);
+  const dil = pair(dilation);
+  let pad: number[];
+  if (padding === 'valid') pad = [0, 0];
+  else if (padding === 'same') pad = nn.samePadding('conv2d', weight.shape, st, dil);
+  else if (typeof padding === 'string') throw new TypeError(`conv2d: invalid padding string '${String(padding)}', should be one of 'valid' or 'same'`);
+  else pad = pair(padding);
+  return dispatch(nn.conv2d, input, weight, bias, st, pad, dil, groups);
+}
+
+/** torch.nn.functional.max_pool2d (values only). `stride` defaults to `kernelSize`. */
+export function maxPool2d(input: Tensor, kernelSize: IntPair, stride: IntPair | null = null, padding: IntPair = 0, dilation: IntPair = 1, ceilMode = false): Tensor {
+  const k = pair(kernelSize);
+  return dispatch(nn.maxPool2d, input, k, stride === null ? k : pair(stride), pair(padding), pair(dilation), ceilMode);
+}
+
+/** torch.nn.functional.max_pool2d_with_indices: values and int64 flat (h * W + w) indices per plane. */
+export function maxPool2dWithIndices(
+  input: Tensor,
+  kernelSize: IntPair,
+  stride: IntPair | null = null,
+  padding: IntPair = 0,
+  dilation: IntPair = 1,
+  ceilMode = false,
+): { values: Tensor; indices: Tensor } {
+  const k = pair(kernelSize);
+  const [values, indices] = dispatch(nn.maxPool2dWithIndices, input, k, stride === null ? k : pair(stride), pair(padding), pair(dilation), ceilMode);
+  return { values: values!, indices: indices! };
+}
+
+/** torch.nn.functional.avg_pool2d. `stride` defaults to `kernelSize`. */
+export function avgPool2d(
+  input: Tensor,
+  kernelSize: IntPair,
+  stride: IntPair | null = null,
+  padding: IntPair = 0,
+  ceilMode = false,
+  countIncludePad = true,
+  divisorOverride: number | null = null,
+): Tensor {
+  const k = pair(kernelSize);
+  return dispatch(nn.avgPool2d, input, k, stride === null ? k : pair(stride), pair(padding), ceilMode, countIncludePad, divisorOverride);
+}
+
+/**
+ * torch.nn.functional.scaled_dot_product_attention. query [..., L, E], key [..., S, E], value
+ * [..., S, Ev]; attnMask is bool (true = take part) or additive float, broadcastable to [..., L, S].
+ * Key/value heads (dim -3) that divide the query heads are shared by groups of query heads.
+ */
+export function scaledDotProductAttention(
+  query: Tensor,
+  key: Tensor,
+  value: Tensor,
+  attnMask: Tensor | null = null,
+  dropoutP = 0,
+  isCausal = false,
+  scale: number | null = null,
+  enableGqa = false,
+  generator: Generator | null = null,
+): Tensor {
+  return dispatch(nn.scaledDotProductAttention, query, key, value, attnMask, dropoutP, isCausal, scale, enableGqa, generator);
+}
+
+/** torch.nn.functional.dropout; returns a new tensor (a copy when p = 0 or not training). */
+export function dropout(input: Tensor, p = 0.5, training = true, generator: Generator | null = null): Tensor {
+  return dispatch(nn.dropout, input, p, training, generator);
+}
