@@ -12,20 +12,36 @@ const TWO_OVER_SQRT_PI = 2 / Math.sqrt(Math.PI);
  * which has no cancellation, so the relative error stays near 1e-15 on |x| < 6; beyond that erf
  * is +-1 to double precision (erfc(6) ~ 2e-17).
  */
+/**
+ * erf to ~1e-7 relative error (float32 needs 6e-8 half-ulp; results are stored in float32 or
+ * narrower). Near zero, where 1 - erfc would cancel, the Maclaurin series (alternating, 10 terms
+ * reach 1e-12 for |x| < 0.5); elsewhere erf = 1 - erfc with the Chebyshev-fitted erfc of Press et
+ * al. (Numerical Recipes, fractional error < 1.2e-7). About 20 flops instead of a long series.
+ */
 export function erf(x: number): number {
-  if (Number.isNaN(x)) return x;
+  if (x !== x) return x;
   const ax = Math.abs(x);
-  if (ax >= 6) return x > 0 ? 1 : -1;
-  if (ax === 0) return x; // keeps -0
-  const twoX2 = 2 * ax * ax;
-  let term = ax;
-  let sum = ax;
-  for (let n = 1; n < 300; n++) {
-    term *= twoX2 / (2 * n + 1);
-    sum += term;
-    if (term < sum * 1e-17) break;
+  if (ax < 0.5) {
+    if (ax === 0) return x; // keeps -0
+    const x2 = x * x;
+    let term = x;
+    let sum = x;
+    for (let n = 1; n < 12; n++) {
+      term *= -x2 / n;
+      sum += term / (2 * n + 1);
+    }
+    return TWO_OVER_SQRT_PI * sum;
   }
-  const r = TWO_OVER_SQRT_PI * Math.exp(-ax * ax) * sum;
+  if (ax >= 6) return x > 0 ? 1 : -1;
+  const t = 1 / (1 + 0.5 * ax);
+  const erfc =
+    t *
+    Math.exp(
+      -ax * ax -
+        1.26551223 +
+        t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
+    );
+  const r = 1 - erfc;
   return x < 0 ? -r : r;
 }
 
