@@ -7,6 +7,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { assertClose, assertThrowsWith, tolFor } from './helpers/assert.js';
 import { type Layout, makeExpanded, makeTensor, rand, randomInts, randomValues } from './helpers/make.js';
 import { refMatmul, refTranspose } from './helpers/linalg-ref.js';
+import { gemmBackend, setGemmBackend } from '../src/kernels/cpu/gemm.js';
 
 /** Checks kiln.matmul(a, b) against the reference computed from the inputs' logical values. */
 function checkMatmul(a: Tensor, b: Tensor, tol = {}): Tensor {
@@ -34,11 +35,29 @@ test('matmul 2-d x 2-d over every layout pair, odd sizes', () => {
   }
 });
 
-test('matmul exercises every block edge of the packed GEMM (k > 256, m > 64, n > 1024)', () => {
+/** Products whose sizes cross every block boundary of the packed GEMM (KC = 128, MC = 128, NC = 256) and tile edge. */
+function blockEdgeChecks(): void {
   checkMatmul(rand([70, 300], 1), rand([300, 37], 2, 'transposed'), sumTol(300));
-  checkMatmul(rand([66, 258], 3, 'transposed'), rand([258, 9], 4, 'strided'), sumTol(258));
+  checkMatmul(rand([131, 258], 3, 'transposed'), rand([258, 9], 4, 'strided'), sumTol(258));
   checkMatmul(rand([3, 5], 5), rand([5, 1030], 6), sumTol(5));
-  checkMatmul(rand([130, 20], 7, 'strided'), rand([20, 65], 8), sumTol(20));
+  checkMatmul(rand([130, 20], 7, 'strided'), rand([20, 261], 8), sumTol(20));
+  checkMatmul(rand([2, 7, 129], 9), rand([129, 6], 10, 'strided'), sumTol(129));
+}
+
+test('matmul crosses every block and tile edge of the packed GEMM, on both macro-kernels', () => {
+  blockEdgeChecks();
+  setGemmBackend('js');
+  try {
+    assert.equal(gemmBackend(), 'js');
+    blockEdgeChecks();
+    // integer exactness on the JS kernel too
+    const a = makeTensor(randomInts(9 * 140, 11, -3_000_000, 3_000_000), [9, 140], 'int64', 'transposed');
+    const b = makeTensor(randomInts(140 * 5, 12, -3_000_000, 3_000_000), [140, 5], 'int64');
+    const r = refMatmul(a.toFlatArray(), a.shape, b.toFlatArray(), b.shape);
+    assertClose(kiln.matmul(a, b), r.values, r.shape, { atol: 0, rtol: 0 });
+  } finally {
+    setGemmBackend('wasm');
+  }
 });
 
 test('matmul 1-d cases: dot, vector-matrix, matrix-vector, batched', () => {

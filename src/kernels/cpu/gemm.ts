@@ -16,10 +16,14 @@
  *  - a register-blocked MR x NR micro-kernel (accumulators in locals) runs over a pair of
  *    slivers and writes its tile straight into C through C's strides; partial tiles at the edges
  *    go through the same kernel (packing pads with zeros) and a guarded write-back;
+ *  - where WebAssembly SIMD is available, the macro-kernel (all tiles of one block) runs in a
+ *    small f64x2 WebAssembly module (linalg-wasm.ts) over panels packed straight into its memory,
+ *    and the tiles are scattered into C with alpha/beta; the JS micro-kernel is the fallback;
  *  - tiny products skip packing and use a direct loop.
  * Accumulation is in float64 (JS numbers). For k > KC the partial sums are stored in C's own
  * element type between slabs.
  */
+import { createWasmGemm, type WasmGemm } from './linalg-wasm.js';
 import type { NumArray } from './numeric.js';
 
 export interface GemmOperand {
@@ -31,12 +35,32 @@ export interface GemmOperand {
 
 const MR = 4;
 const NR = 4;
-const KC = 256;
-const MC = 64;
-const NC = 1024;
+const KC = 128;
+const MC = 128;
+const NC = 256;
 
 let packA = new Float64Array(MC * KC);
 let packB = new Float64Array(KC * NC);
+
+let wasm: WasmGemm | undefined | null = null;
+let useWasm = true;
+
+function wasmKernel(): WasmGemm | undefined {
+  if (wasm === null) wasm = createWasmGemm(MC, KC, NC);
+  return useWasm ? wasm : undefined;
+}
+
+export type GemmBackend = 'wasm' | 'js';
+
+/** The macro-kernel in use: 'wasm' (f64x2 SIMD) where available, else 'js'. */
+export function gemmBackend(): GemmBackend {
+  return wasmKernel() ? 'wasm' : 'js';
+}
+
+/** Selects the macro-kernel (tests run both); 'wasm' falls back to 'js' where unsupported. */
+export function setGemmBackend(backend: GemmBackend): void {
+  useWasm = backend === 'wasm';
+}
 
 /** Products with at most this many multiply-adds use the direct loop. */
 const SMALL = 8 * 8 * 8;
@@ -51,6 +75,11 @@ export function gemm(m: number, n: number, k: number, alpha: number, a: GemmOper
     gemmDirect(m, n, k, alpha, a, b, beta, c);
     return;
   }
+  const w = wasmKernel();
+  if (w) {
+    gemmWasm(w, m, n, k, alpha, a, b, beta, c);
+    return;
+  }
   const ncMax = Math.min(NC, roundUp(n, NR));
   const kcMax = Math.min(KC, k);
   if (packB.length < kcMax * ncMax) packB = new Float64Array(kcMax * ncMax);
@@ -63,12 +92,49 @@ export function gemm(m: number, n: number, k: number, alpha: number, a: GemmOper
       const kc = Math.min(KC, k - pc);
       // The first slab applies beta; later slabs accumulate onto C.
       const betaEff = pc === 0 ? beta : 1;
-      packPanelB(b, pc, kc, jc, nc, pB);
+      packPanelB(b, pc, kc, jc, nc, pB, 0);
       for (let ic = 0; ic < m; ic += MC) {
         const mc = Math.min(MC, m - ic);
-        packBlockA(a, ic, mc, pc, kc, pA);
+        packBlockA(a, ic, mc, pc, kc, pA, 0);
         macroKernel(mc, nc, kc, alpha, pA, pB, betaEff, c, ic, jc);
       }
+    }
+  }
+}
+
+function gemmWasm(w: WasmGemm, m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand, beta: number, c: GemmOperand): void {
+  const mem = w.f64;
+  for (let jc = 0; jc < n; jc += NC) {
+    const nc = Math.min(NC, n - jc);
+    const nc4 = Math.ceil(nc / NR);
+    const ldc = nc4 * NR;
+    for (let pc = 0; pc < k; pc += KC) {
+      const kc = Math.min(KC, k - pc);
+      const betaEff = pc === 0 ? beta : 1;
+      packPanelB(b, pc, kc, jc, nc, mem, w.bWord);
+      for (let ic = 0; ic < m; ic += MC) {
+        const mc = Math.min(MC, m - ic);
+        packBlockA(a, ic, mc, pc, kc, mem, w.aWord);
+        w.macro(Math.ceil(mc / MR), nc4, kc, ldc);
+        scatterTiles(mem, w.cWord, ldc, mc, nc, alpha, betaEff, c, ic, jc);
+      }
+    }
+  }
+}
+
+/** C[ic + i, jc + j] = alpha * buf[i, j] + beta * C[ic + i, jc + j] (beta = 0 overwrites). */
+function scatterTiles(buf: Float64Array, base: number, ldc: number, mc: number, nc: number, alpha: number, beta: number, c: GemmOperand, ic: number, jc: number): void {
+  const cd = c.data;
+  const crs = c.rowStride;
+  const ccs = c.colStride;
+  for (let i = 0; i < mc; i++) {
+    let q = c.offset + (ic + i) * crs + jc * ccs;
+    let t = base + i * ldc;
+    if (beta === 0) {
+      if (alpha === 1) for (let j = 0; j < nc; j++, q += ccs) cd[q] = buf[t++]!;
+      else for (let j = 0; j < nc; j++, q += ccs) cd[q] = alpha * buf[t++]!;
+    } else {
+      for (let j = 0; j < nc; j++, q += ccs) cd[q] = alpha * buf[t++]! + beta * cd[q]!;
     }
   }
 }
@@ -105,11 +171,11 @@ function gemmDirect(m: number, n: number, k: number, alpha: number, a: GemmOpera
  * Packs B[pc:pc+kc, jc:jc+nc] into NR-wide slivers: sliver s holds, for each p, the NR values
  * B[pc+p, jc+s*NR .. +NR] contiguously (zero padded past n).
  */
-function packPanelB(b: GemmOperand, pc: number, kc: number, jc: number, nc: number, out: Float64Array): void {
+function packPanelB(b: GemmOperand, pc: number, kc: number, jc: number, nc: number, out: Float64Array, start: number): void {
   const bd = b.data;
   const rs = b.rowStride;
   const cs = b.colStride;
-  let o = 0;
+  let o = start;
   for (let j0 = 0; j0 < nc; j0 += NR) {
     const w = Math.min(NR, nc - j0);
     const base = b.offset + pc * rs + (jc + j0) * cs;
@@ -141,11 +207,11 @@ function packPanelB(b: GemmOperand, pc: number, kc: number, jc: number, nc: numb
  * Packs A[ic:ic+mc, pc:pc+kc] into MR-tall slivers: sliver s holds, for each p, the MR values
  * A[ic+s*MR .. +MR, pc+p] contiguously (zero padded past m).
  */
-function packBlockA(a: GemmOperand, ic: number, mc: number, pc: number, kc: number, out: Float64Array): void {
+function packBlockA(a: GemmOperand, ic: number, mc: number, pc: number, kc: number, out: Float64Array, start: number): void {
   const ad = a.data;
   const rs = a.rowStride;
   const cs = a.colStride;
-  let o = 0;
+  let o = start;
   for (let i0 = 0; i0 < mc; i0 += MR) {
     const h = Math.min(MR, mc - i0);
     const base = a.offset + (ic + i0) * rs + pc * cs;
