@@ -1,2 +1,322 @@
-// Placeholder: this group's CPU kernels land here.
-export {};
+/**
+ * CPU kernels for the linalg group. Matrix products read their operands through their own strides
+ * (transposed and strided operands are packed by the GEMM engine, never copied first) and write
+ * the contiguous output in place; batched products loop over broadcast batch offsets, folding the
+ * batch into the row dimension when the right operand is shared by every batch. Norm kernels work
+ * on dense row-major copies with float64 statistics and write through the output's strides.
+ */
+import { addmm, batchNorm, bmm, dot, finfoEps, groupNorm, layerNorm, linear, matmul, mm, rmsNorm } from '../../ops/defs/linalg.js';
+import { registerKernel } from '../../ops/registry.js';
+import type { OutMeta } from '../../ops/schema.js';
+import { broadcastShapes, broadcastStrides, numel } from '../../tensor/layout.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import { gemm, type GemmOperand } from './gemm.js';
+import { allocOut, denseValues, fromDense, type NumArray, readable, writable } from './numeric.js';
+import { copyInto } from './pointwise-loop.js';
+
+/** A (batch of) matrices addressed through strides. */
+interface Mat {
+  data: NumArray;
+  offset: number;
+  batchShape: number[];
+  batchStrides: number[];
+  rows: number;
+  cols: number;
+  rs: number;
+  cs: number;
+}
+
+/**
+ * A tensor as a matrix operand of matmul: a 1-d left operand is a row [1, k], a 1-d right operand
+ * a column [k, 1]; `transpose` swaps the two matrix dims (linear's weight).
+ */
+function asMat(t: Tensor, side: 'lhs' | 'rhs', transpose = false): Mat {
+  const r = readable(t);
+  const rank = t.shape.length;
+  let m: Mat;
+  if (rank === 1) {
+    const k = t.shape[0]!;
+    const s = t.strides[0]!;
+    m = side === 'lhs'
+      ? { data: r.data, offset: r.offset, batchShape: [], batchStrides: [], rows: 1, cols: k, rs: 0, cs: s }
+      : { data: r.data, offset: r.offset, batchShape: [], batchStrides: [], rows: k, cols: 1, rs: s, cs: 0 };
+  } else {
+    m = {
+      data: r.data,
+      offset: r.offset,
+      batchShape: t.shape.slice(0, rank - 2),
+      batchStrides: t.strides.slice(0, rank - 2),
+      rows: t.shape[rank - 2]!,
+      cols: t.shape[rank - 1]!,
+      rs: t.strides[rank - 2]!,
+      cs: t.strides[rank - 1]!,
+    };
+  }
+  if (transpose) m = { ...m, rows: m.cols, cols: m.rows, rs: m.cs, cs: m.rs };
+  return m;
+}
+
+/** Strides of a row-merged view of dims (sizes, strides), or undefined when they don't merge. */
+function mergedRowStride(sizes: readonly number[], strides: readonly number[]): number | undefined {
+  let inner: number | undefined;
+  let expected = 0;
+  for (let d = sizes.length - 1; d >= 0; d--) {
+    const size = sizes[d]!;
+    if (size === 1) continue;
+    if (inner === undefined) {
+      inner = strides[d]!;
+      expected = inner * size;
+    } else {
+      if (strides[d] !== expected) return undefined;
+      expected *= size;
+    }
+  }
+  return inner ?? 0;
+}
+
+/**
+ * out (dense, row-major [...batch, m, n] at `c.offset`) = alpha * a @ b + beta * out, with the
+ * batch dims of a and b broadcast against each other.
+ */
+function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alpha: number, beta: number): void {
+  const m = a.rows;
+  const n = b.cols;
+  const k = a.cols;
+  const batch = broadcastShapes('matmul', a.batchShape, b.batchShape);
+  const nb = numel(batch);
+  if (nb === 0 || m === 0 || n === 0) return;
+  const sa = broadcastStrides(a.batchShape, a.batchStrides, batch);
+  const sb = broadcastStrides(b.batchShape, b.batchStrides, batch);
+  const A: GemmOperand = { data: a.data, offset: a.offset, rowStride: a.rs, colStride: a.cs };
+  const B: GemmOperand = { data: b.data, offset: b.offset, rowStride: b.rs, colStride: b.cs };
+  const C: GemmOperand = { data: c.data, offset: c.offset, rowStride: n, colStride: 1 };
+  if (nb === 1) {
+    gemm(m, n, k, alpha, A, B, beta, C);
+    return;
+  }
+  // b shared by every batch and a's batch dims merge with its rows: one tall GEMM.
+  if (sb.every((s) => s === 0)) {
+    const rs = mergedRowStride([...batch, m], [...sa, a.rs]);
+    if (rs !== undefined) {
+      gemm(nb * m, n, k, alpha, { ...A, rowStride: rs }, B, beta, C);
+      return;
+    }
+  }
+  const rank = batch.length;
+  const idx = new Array<number>(rank).fill(0);
+  for (let i = 0; i < nb; i++) {
+    let oa = a.offset;
+    let ob = b.offset;
+    for (let d = 0; d < rank; d++) {
+      oa += idx[d]! * sa[d]!;
+      ob += idx[d]! * sb[d]!;
+    }
+    A.offset = oa;
+    B.offset = ob;
+    C.offset = c.offset + i * m * n;
+    gemm(m, n, k, alpha, A, B, beta, C);
+    for (let d = rank - 1; d >= 0; d--) {
+      idx[d]!++;
+      if (idx[d]! < batch[d]!) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/** Allocates the contiguous output, optionally pre-filled with `init` broadcast, and runs the product. */
+function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, init: Tensor | null): Tensor {
+  const out = allocOut(meta);
+  if (numel(meta.shape) === 0) return out;
+  const useInit = init !== null && beta !== 0;
+  if (useInit) copyInto(out, init);
+  const w = writable(out);
+  batchedGemm(w, a, b, alpha, useInit ? beta : 0);
+  w.commit();
+  return out;
+}
+
+registerKernel(matmul, 'cpu', (ctx, self, other) => product(ctx.out, asMat(self, 'lhs'), asMat(other, 'rhs'), 1, 0, null));
+registerKernel(mm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs'), asMat(mat2, 'rhs'), 1, 0, null));
+registerKernel(bmm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs'), asMat(mat2, 'rhs'), 1, 0, null));
+
+registerKernel(linear, 'cpu', (ctx, input, weight, bias) => {
+  // input [*, in] as rows, weight [out, in] read transposed (a 1-d weight is a column).
+  const a = asMat(input, 'lhs');
+  const w = weight.shape.length === 2 ? asMat(weight, 'rhs', true) : asMat(weight, 'rhs');
+  return product(ctx.out, a, w, 1, 1, bias);
+});
+
+registerKernel(addmm, 'cpu', (ctx, self, mat1, mat2, beta, alpha) =>
+  product(ctx.out, asMat(mat1, 'lhs'), asMat(mat2, 'rhs'), Number(alpha), Number(beta), self),
+);
+
+registerKernel(dot, 'cpu', (ctx, self, tensor) => {
+  const a = readable(self);
+  const b = readable(tensor);
+  const n = self.shape[0]!;
+  const sa = self.strides[0]!;
+  const sb = tensor.strides[0]!;
+  let acc = 0;
+  for (let i = 0, pa = a.offset, pb = b.offset; i < n; i++, pa += sa, pb += sb) acc += a.data[pa]! * b.data[pb]!;
+  return fromDense(ctx.out, [acc]);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation
+
+/** A parameter tensor (any strides) as dense row-major float64 values, or null. */
+function paramValues(t: Tensor | null): Float64Array | null {
+  if (t === null) return null;
+  return Float64Array.from(denseValues(t));
+}
+
+registerKernel(layerNorm, 'cpu', (ctx, input, normalizedShape, weight, bias, epsArg) => {
+  const eps = Number(epsArg);
+  const x = denseValues(input);
+  const inner = numel(normalizedShape);
+  const total = x.length;
+  const out = new Float64Array(total);
+  const w = paramValues(weight);
+  const b = paramValues(bias);
+  if (inner > 0) {
+    for (let base = 0; base < total; base += inner) {
+      let sum = 0;
+      for (let i = 0; i < inner; i++) sum += x[base + i]!;
+      const mean = sum / inner;
+      let sq = 0;
+      for (let i = 0; i < inner; i++) {
+        const d = x[base + i]! - mean;
+        sq += d * d;
+      }
+      const rstd = 1 / Math.sqrt(sq / inner + eps);
+      for (let i = 0; i < inner; i++) {
+        let y = (x[base + i]! - mean) * rstd;
+        if (w) y *= w[i]!;
+        if (b) y += b[i]!;
+        out[base + i] = y;
+      }
+    }
+  }
+  return fromDense(ctx.out, out);
+});
+
+registerKernel(rmsNorm, 'cpu', (ctx, input, normalizedShape, weight, eps) => {
+  const e = eps === null || eps === undefined ? finfoEps(input.dtype) : Number(eps);
+  const x = denseValues(input);
+  const inner = numel(normalizedShape);
+  const total = x.length;
+  const out = new Float64Array(total);
+  const w = paramValues(weight);
+  if (inner > 0) {
+    for (let base = 0; base < total; base += inner) {
+      let sq = 0;
+      for (let i = 0; i < inner; i++) {
+        const v = x[base + i]!;
+        sq += v * v;
+      }
+      const r = 1 / Math.sqrt(sq / inner + e);
+      for (let i = 0; i < inner; i++) out[base + i] = w ? x[base + i]! * r * w[i]! : x[base + i]! * r;
+    }
+  }
+  return fromDense(ctx.out, out);
+});
+
+registerKernel(groupNorm, 'cpu', (ctx, input, groupsArg, weight, bias, epsArg) => {
+  const numGroups = Number(groupsArg);
+  const eps = Number(epsArg);
+  const x = denseValues(input);
+  const [nBatch, c] = input.shape as [number, number];
+  const spatial = numel(input.shape.slice(2));
+  const cpg = c / numGroups;
+  const groupSize = cpg * spatial;
+  const out = new Float64Array(x.length);
+  const w = paramValues(weight);
+  const b = paramValues(bias);
+  if (groupSize > 0) {
+    for (let nIdx = 0; nIdx < nBatch; nIdx++) {
+      for (let g = 0; g < numGroups; g++) {
+        const base = (nIdx * c + g * cpg) * spatial;
+        let sum = 0;
+        for (let i = 0; i < groupSize; i++) sum += x[base + i]!;
+        const mean = sum / groupSize;
+        let sq = 0;
+        for (let i = 0; i < groupSize; i++) {
+          const d = x[base + i]! - mean;
+          sq += d * d;
+        }
+        const rstd = 1 / Math.sqrt(sq / groupSize + eps);
+        for (let ch = 0; ch < cpg; ch++) {
+          const cIdx = g * cpg + ch;
+          const scale = w ? w[cIdx]! * rstd : rstd;
+          const shift = b ? b[cIdx]! : 0;
+          const p0 = base + ch * spatial;
+          for (let s = 0; s < spatial; s++) out[p0 + s] = (x[p0 + s]! - mean) * scale + shift;
+        }
+      }
+    }
+  }
+  return fromDense(ctx.out, out);
+});
+
+registerKernel(batchNorm, 'cpu', (ctx, input, runningMean, runningVar, weight, bias, training, momentumArg, epsArg) => {
+  // Schema-typed scalars arrive widened (Realize maps number to Tensor | ScalarValue).
+  const momentum = Number(momentumArg);
+  const eps = Number(epsArg);
+  const x = denseValues(input);
+  const [nBatch, c] = input.shape as [number, number];
+  const spatial = numel(input.shape.slice(2));
+  const count = nBatch * spatial;
+  const out = new Float64Array(x.length);
+  const w = paramValues(weight);
+  const b = paramValues(bias);
+  const mean = new Float64Array(c);
+  const varr = new Float64Array(c);
+  if (training === true) {
+    for (let ch = 0; ch < c; ch++) {
+      let sum = 0;
+      for (let nIdx = 0; nIdx < nBatch; nIdx++) {
+        const p0 = (nIdx * c + ch) * spatial;
+        for (let s = 0; s < spatial; s++) sum += x[p0 + s]!;
+      }
+      const mu = count > 0 ? sum / count : NaN;
+      let sq = 0;
+      for (let nIdx = 0; nIdx < nBatch; nIdx++) {
+        const p0 = (nIdx * c + ch) * spatial;
+        for (let s = 0; s < spatial; s++) {
+          const d = x[p0 + s]! - mu;
+          sq += d * d;
+        }
+      }
+      mean[ch] = mu;
+      varr[ch] = count > 0 ? sq / count : NaN;
+    }
+    if (runningMean !== null && runningVar !== null && count > 0) {
+      const rm = writable(runningMean);
+      const rv = writable(runningVar);
+      const sm = runningMean.strides[0]!;
+      const sv = runningVar.strides[0]!;
+      for (let ch = 0; ch < c; ch++) {
+        const pm = rm.offset + ch * sm;
+        const pv = rv.offset + ch * sv;
+        rm.data[pm] = (1 - momentum) * rm.data[pm]! + momentum * mean[ch]!;
+        rv.data[pv] = (1 - momentum) * rv.data[pv]! + momentum * ((varr[ch]! * count) / (count - 1));
+      }
+      rm.commit();
+      rv.commit();
+    }
+  } else {
+    mean.set(paramValues(runningMean)!);
+    varr.set(paramValues(runningVar)!);
+  }
+  for (let ch = 0; ch < c; ch++) {
+    const rstd = 1 / Math.sqrt(varr[ch]! + eps);
+    const scale = w ? w[ch]! * rstd : rstd;
+    const shift = b ? b[ch]! : 0;
+    const mu = mean[ch]!;
+    for (let nIdx = 0; nIdx < nBatch; nIdx++) {
+      const p0 = (nIdx * c + ch) * spatial;
+      for (let s = 0; s < spatial; s++) out[p0 + s] = (x[p0 + s]! - mu) * scale + shift;
+    }
+  }
+  return fromDense(ctx.out, out);
+});
