@@ -136,6 +136,7 @@ test('indexPut errors: out of range, index dtype, values shape/dtype, too many i
   assertThrowsWith(() => kiln.indexPut(x, [intT([0, 1], [2])], rand([3, 4], 2)), 'indexPut', '[3, 4]', '[2, 4]');
   assertThrowsWith(() => kiln.indexPut(x, [intT([0, 1], [2])], rand([4], 2, 'contiguous', 'float16')), 'indexPut', 'float16', 'float32');
   assertThrowsWith(() => kiln.indexPut(x, [null, null, intT([0], [1])], 1), 'indexPut', 'too many indices', '2');
+  assertThrowsWith(() => kiln.indexPut(x, [intT([0], [1]), null, null], 1), 'indexPut', 'too many indices', '2');
   assertThrowsWith(() => kiln.indexPut(x, [boolT([1, 0, 1], [3, 1])], 1), 'indexPut', 'mask', '[3, 1]', '[3, 4]');
   assertThrowsWith(() => kiln.indexPut(x, [intT([0, 1], [2]), intT([0, 1, 2], [3])], 1), 'indexPut', '[2]', '[3]');
   assertThrowsWith(() => kiln.indexPut(x, [boolT([1, 0, 1], [3])], rand([3, 4], 1)), 'indexPut', '[3, 4]', '[2, 4]');

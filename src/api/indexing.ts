@@ -71,11 +71,11 @@ function withTrailingOnes(t: Tensor, extra: number): Tensor {
  * into their nonzero coordinates first. Errors are raised against the original list.
  */
 function dispatchableIndices(op: string, self: Tensor, indices: readonly (Tensor | null)[]): readonly (Tensor | null)[] {
-  if (!Array.isArray(indices)) return indices;
+  if (!Array.isArray(indices) || !(indices[0] instanceof Tensor) || indices.every((e) => e instanceof Tensor)) return indices;
+  ix.checkIndexList(op, self, indices);
   const list = [...indices];
   while (list.length > 0 && (list[list.length - 1] === null || list[list.length - 1] === undefined)) list.pop();
-  if (list.length === 0 || !(list[0] instanceof Tensor) || list.every((e) => e instanceof Tensor)) return list;
-  ix.checkIndexList(op, self, indices);
+  if (list.every((e) => e instanceof Tensor)) return list;
   const flat: (Tensor | { dim: number })[] = [];
   let d = 0;
   for (const e of list) {

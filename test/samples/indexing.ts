@@ -38,4 +38,10 @@ export const samples: OpSample[] = [
   { op: 'tril', label: 'channels_last', args: () => [rand([2, 3, 4, 5], 1, 'channelsLast'), -1] },
   { op: 'triu', label: 'strided', args: () => [rand([4, 3], 1, 'strided'), 1] },
   { op: 'triu', label: 'channels_last', args: () => [rand([2, 3, 4, 5], 1, 'channelsLast'), 2] },
+  { op: 'tril', label: 'bool, transposed', args: () => [bools([3, 4], 1), 1] },
+  { op: 'gather', label: 'float16', args: () => [rand([3, 4], 1, 'transposed', 'float16'), 1, ints([3, 2], 2, 0, 4)] },
+  { op: 'cat', label: 'bool + int32 promotes', args: () => [[bools([2, 3], 1), ints([1, 3], 2, 0, 9, 'int32')], 0] },
+  { op: 'maskedFill', label: 'int64 self, float value', args: () => [ints([3, 4], 1, 0, 9), bools([3, 4], 2), 2.5] },
+  { op: 'indexPut_', label: 'bfloat16, bool mask, scalar', args: () => [rand([3, 4], 1, 'transposed', 'bfloat16'), [bools([3], 2)], 1, false] },
+  { op: 'scatterAdd', label: 'int32', args: () => [ints([3, 4], 1, 0, 9, 'int32'), 1, ints([3, 6], 2, 0, 4), ints([3, 6], 3, 0, 9, 'int32')] },
 ];

@@ -57,6 +57,31 @@ function denseCopy(t: Tensor): NumArray {
 }
 
 /**
+ * Index values as a dense row-major array. int64 storage is read as pairs of 32-bit words (low
+ * word first, exact below 2^53) instead of through BigInt, which dominates the cost otherwise.
+ */
+function indexValues(t: Tensor): NumArray {
+  if (t.dtype !== 'int64') return denseValues(t);
+  t.assertAlive('cpu kernel');
+  const n = numel(t.shape);
+  const out = new Float64Array(n);
+  if (n === 0) return out;
+  const words = new Int32Array(t.storage.cpuArrayBuffer(), 0, t.storage.nbytes >> 2);
+  const shape = asAtLeast1d(t.shape);
+  const strides = t.ndim === 0 ? [0] : t.strides;
+  const r = shape.length;
+  const inner = shape[r - 1]!;
+  const innerStride = strides[r - 1]! * 2;
+  const it = new Walker(shape.slice(0, r - 1), [strides.slice(0, r - 1)]);
+  for (let i = 0; i < n; ) {
+    let p = (t.offset + it.off[0]!) * 2;
+    for (let j = 0; j < inner; j++, i++, p += innerStride) out[i] = (words[p]! >>> 0) + words[p + 1]! * 4294967296;
+    it.next();
+  }
+  return out;
+}
+
+/**
  * Row-major odometer over `shape` carrying one running offset per operand, each with its own
  * strides. `next()` advances to the next element.
  */
@@ -95,7 +120,7 @@ function writeBack(self: Tensor, dense: NumArray): Tensor {
 
 registerKernel(embedding, 'cpu', (ctx, input, weight) => {
   const w = denseValues(weight);
-  const ix = denseValues(input);
+  const ix = indexValues(input);
   const num = weight.shape[0]!;
   const dim = weight.shape[1]!;
   const out = computeArrayFor(weight.dtype, ix.length * dim);
@@ -111,7 +136,7 @@ registerKernel(indexSelect, 'cpu', (ctx, self, dim, index) => {
   const shape = asAtLeast1d(self.shape);
   const d = normalizeDim('indexSelect', dim as number, self.ndim);
   const size = shape[d]!;
-  const ix = denseValues(index);
+  const ix = indexValues(index);
   for (let j = 0; j < ix.length; j++) {
     const v = ix[j]!;
     if (v < 0 || v >= size) throw outOfRange('indexSelect', v, d, size);
@@ -141,14 +166,22 @@ registerKernel(gather, 'cpu', (ctx, self, dim, index) => {
   const walk = [...xStr];
   walk[d] = 0;
   const xs = denseValues(self);
-  const ix = denseValues(index);
+  const ix = indexValues(index);
   const n = ix.length;
   const out = computeArrayFor(self.dtype, n);
-  const it = new Walker(iShape, [walk]);
-  for (let i = 0; i < n; i++) {
-    const v = ix[i]!;
-    if (v < 0 || v >= size) throw outOfRange('gather', v, d, size);
-    out[i] = xs[it.off[0]! + v * dimStride]!;
+  if (n === 0) return fromDense(ctx.out, out);
+  // Odometer over all but the last index dim; the last dim runs as a tight loop.
+  const r = iShape.length;
+  const inner = iShape[r - 1]!;
+  const innerWalk = walk[r - 1]!;
+  const it = new Walker(iShape.slice(0, r - 1), [walk.slice(0, r - 1)]);
+  for (let i = 0; i < n; ) {
+    let base = it.off[0]!;
+    for (let j = 0; j < inner; j++, i++, base += innerWalk) {
+      const v = ix[i]!;
+      if (v < 0 || v >= size) throw outOfRange('gather', v, d, size);
+      out[i] = xs[base + v * dimStride]!;
+    }
     it.next();
   }
   return fromDense(ctx.out, out);
@@ -190,7 +223,7 @@ function scatterDense(op: string, dense: NumArray, self: Tensor, dim: number, in
   const size = xShape[d]!;
   const walk = [...xStr];
   walk[d] = 0;
-  const ix = denseValues(index);
+  const ix = indexValues(index);
   const n = ix.length;
   for (let i = 0; i < n; i++) {
     const v = ix[i]!;
@@ -198,6 +231,7 @@ function scatterDense(op: string, dense: NumArray, self: Tensor, dim: number, in
   }
   const isBool = self.dtype === 'bool';
   const combine = combineFor(reduce);
+  const isSum = reduce === 'sum' || reduce === 'add' || reduce === 'mean';
   const counts = reduce === 'mean' ? new Map<number, number>() : null;
   let srcData: NumArray | null = null;
   let srcStr: readonly number[] = new Array<number>(iShape.length).fill(0);
@@ -208,15 +242,28 @@ function scatterDense(op: string, dense: NumArray, self: Tensor, dim: number, in
   } else {
     scalar = castValue(Number(src), self.dtype);
   }
-  const it = new Walker(iShape, [walk, srcStr]);
-  for (let i = 0; i < n; i++) {
-    const p = it.off[0]! + ix[i]! * dimStride;
-    const v = srcData === null ? scalar : srcData[it.off[1]!]!;
-    if (combine === null) dense[p] = v;
-    else {
-      const r = combine(dense[p]!, v);
-      dense[p] = isBool ? (r !== 0 ? 1 : 0) : r;
-      if (counts) counts.set(p, (counts.get(p) ?? 0) + 1);
+  if (n === 0) return;
+  // Odometer over all but the last index dim; the last dim runs as a tight loop.
+  const r = iShape.length;
+  const inner = iShape[r - 1]!;
+  const innerWalk = walk[r - 1]!;
+  const innerSrc = srcStr[r - 1]!;
+  const it = new Walker(iShape.slice(0, r - 1), [walk.slice(0, r - 1), srcStr.slice(0, r - 1)]);
+  for (let i = 0; i < n; ) {
+    let base = it.off[0]!;
+    let sp = it.off[1]!;
+    if (combine === null) {
+      for (let j = 0; j < inner; j++, i++, base += innerWalk, sp += innerSrc) {
+        dense[base + ix[i]! * dimStride] = srcData === null ? scalar : srcData[sp]!;
+      }
+    } else {
+      for (let j = 0; j < inner; j++, i++, base += innerWalk, sp += innerSrc) {
+        const p = base + ix[i]! * dimStride;
+        const v = srcData === null ? scalar : srcData[sp]!;
+        const c = isSum ? dense[p]! + v : combine(dense[p]!, v);
+        dense[p] = isBool ? (c !== 0 ? 1 : 0) : c;
+        if (counts) counts.set(p, (counts.get(p) ?? 0) + 1);
+      }
     }
     it.next();
   }
@@ -293,7 +340,7 @@ function expandIndices(self: Tensor, indices: readonly (Tensor | null)[]): AdvIn
       for (let j = 0; j < k; j++) adv.push({ dim: d + j, data: coords[j]!, shape: [nnz] });
       d += k;
     } else {
-      adv.push({ dim: d, data: denseValues(t), shape: t.shape });
+      adv.push({ dim: d, data: indexValues(t), shape: t.shape });
       d++;
     }
   }
@@ -334,10 +381,28 @@ function indexPutDense(op: string, dense: NumArray, self: Tensor, indices: reado
   }
   const rShape = roles.map((r) => ('slice' in r ? sShape[r.slice]! : b[r.bdim]!));
   const sliceStr = roles.map((r) => ('slice' in r ? cs[r.slice]! : 0));
-  const advStr = adv.map((a) => {
-    const bs = broadcastStrides(a.shape, contiguousStrides(a.shape), b);
-    return roles.map((r) => ('bdim' in r ? bs[r.bdim]! : 0));
-  });
+  // Flattened self offset of every broadcast-index position, checked (and wrapped) up front, so
+  // nothing is written when an index is out of range.
+  const nb = numel(b);
+  const advOff = new Float64Array(nb);
+  if (adv.length > 0 && nb > 0) {
+    const bw = new Walker(b, adv.map((a) => broadcastStrides(a.shape, contiguousStrides(a.shape), b)));
+    for (let i = 0; i < nb; i++) {
+      let p = 0;
+      for (let k = 0; k < adv.length; k++) {
+        const a = adv[k]!;
+        const size = sShape[a.dim]!;
+        let v = a.data[bw.off[k]!]!;
+        if (v < -size || v >= size) throw outOfRange(op, v, a.dim, size);
+        if (v < 0) v += size;
+        p += v * cs[a.dim]!;
+      }
+      advOff[i] = p;
+      bw.next();
+    }
+  }
+  const bStr = contiguousStrides(b);
+  const advStr = roles.map((r) => ('bdim' in r ? bStr[r.bdim]! : 0));
   let vData: NumArray | null = null;
   let vStr: number[] = new Array<number>(rShape.length).fill(0);
   let scalar = 0;
@@ -350,32 +415,27 @@ function indexPutDense(op: string, dense: NumArray, self: Tensor, indices: reado
     scalar = castValue(Number(values), self.dtype);
   }
   const n = numel(rShape);
+  if (n === 0) return;
   const isBool = self.dtype === 'bool';
-  const nAdv = adv.length;
-  const advData = adv.map((a) => a.data);
-  const advSize = adv.map((a) => sShape[a.dim]!);
-  const advStride = adv.map((a) => cs[a.dim]!);
-  // Pass 0 checks every index before anything is written; pass 1 writes. Walker operands:
-  // 0 the slice offset, 1..nAdv the index tensors, nAdv+1 the values.
-  for (let pass = 0; pass < 2; pass++) {
-    const cur = new Walker(rShape, [sliceStr, ...advStr, vStr]);
-    for (let i = 0; i < n; i++) {
-      let p = cur.off[0]!;
-      for (let k = 0; k < nAdv; k++) {
-        let v = advData[k]![cur.off[k + 1]!]!;
-        const size = advSize[k]!;
-        if (v < -size || v >= size) throw outOfRange(op, v, adv[k]!.dim, size);
-        if (v < 0) v += size;
-        p += v * advStride[k]!;
-      }
-      if (pass === 1) {
-        const val = vData === null ? scalar : vData[cur.off[nAdv + 1]!]!;
-        if (!accumulate) dense[p] = val;
-        else if (isBool) dense[p] = dense[p] !== 0 || val !== 0 ? 1 : 0;
-        else dense[p] = dense[p]! + val;
-      }
-      cur.next();
+  // Odometer over all but the last result dim; the last runs inline over three operands.
+  const r = rShape.length;
+  const inner = r === 0 ? 1 : rShape[r - 1]!;
+  const last = (st: number[]): number => (r === 0 ? 0 : st[r - 1]!);
+  const [sIn, aIn, vIn] = [last(sliceStr), last(advStr), last(vStr)];
+  const outer = (st: number[]): number[] => st.slice(0, Math.max(r - 1, 0));
+  const it = new Walker(outer(rShape), [outer(sliceStr), outer(advStr), outer(vStr)]);
+  for (let i = 0; i < n; i += inner) {
+    let so = it.off[0]!;
+    let ao = it.off[1]!;
+    let vo = it.off[2]!;
+    for (let j = 0; j < inner; j++, so += sIn, ao += aIn, vo += vIn) {
+      const p = so + advOff[ao]!;
+      const val = vData === null ? scalar : vData[vo]!;
+      if (!accumulate) dense[p] = val;
+      else if (isBool) dense[p] = dense[p] !== 0 || val !== 0 ? 1 : 0;
+      else dense[p] = dense[p]! + val;
     }
+    it.next();
   }
 }
 
