@@ -2,7 +2,6 @@
 import { Tensor } from '../tensor/tensor.js';
 import { dispatch } from '../ops/dispatch.js';
 import * as ix from '../ops/defs/indexing.js';
-import { tensor } from './data.js';
 import type { ScatterReduce } from '../ops/defs/indexing.js';
 import type { ScalarValue } from '../ops/schema.js';
 import { installMethods } from './install.js';
@@ -50,63 +49,10 @@ export function scatterAdd_(self: Tensor, dim: number, index: Tensor, src: Tenso
  * Negative indices count from the end.
  */
 export function indexPut(self: Tensor, indices: readonly (Tensor | null)[], values: Tensor | ScalarValue, accumulate = false): Tensor {
-  return dispatch(ix.indexPut, self, dispatchableIndices('indexPut', self, indices), values, accumulate);
+  return dispatch(ix.indexPut, self, indices, values, accumulate);
 }
 export function indexPut_(self: Tensor, indices: readonly (Tensor | null)[], values: Tensor | ScalarValue, accumulate = false): Tensor {
-  return dispatch(ix.indexPut_, self, dispatchableIndices('indexPut_', self, indices), values, accumulate);
-}
-
-/** A view of `t` with `extra` trailing size-1 dims (device independent, no op needed). */
-function withTrailingOnes(t: Tensor, extra: number): Tensor {
-  if (extra === 0) return t;
-  return new Tensor(t.storage, t.dtype, [...t.shape, ...new Array<number>(extra).fill(1)], [...t.strides, ...new Array<number>(extra).fill(1)], t.offset);
-}
-
-/**
- * WORKAROUND: the dispatcher's device check walks a Tensor list whose first entry is a Tensor and
- * fails on null entries. Such lists are rewritten into an equivalent null-free form: trailing nulls
- * are dropped, and a null left between index tensors means the advanced dims are not adjacent (the
- * broadcast index dims come first, then the sliced dims in order), which is exactly what index
- * tensors broadcast as [...B, S1, ..., Sq] with an arange per sliced dim give. Bool masks are turned
- * into their nonzero coordinates first. Errors are raised against the original list.
- */
-function dispatchableIndices(op: string, self: Tensor, indices: readonly (Tensor | null)[]): readonly (Tensor | null)[] {
-  if (!Array.isArray(indices) || !(indices[0] instanceof Tensor) || indices.every((e) => e instanceof Tensor)) return indices;
-  ix.checkIndexList(op, self, indices);
-  const list = [...indices];
-  while (list.length > 0 && (list[list.length - 1] === null || list[list.length - 1] === undefined)) list.pop();
-  if (list.every((e) => e instanceof Tensor)) return list;
-  const flat: (Tensor | { dim: number })[] = [];
-  let d = 0;
-  for (const e of list) {
-    if (e === null || e === undefined) flat.push({ dim: d++ });
-    else if (e.dtype === 'bool' || e.dtype === 'uint8') {
-      const m: number[] = e.toFlatArray();
-      const k = e.ndim;
-      const coords: number[][] = Array.from({ length: k }, () => []);
-      m.forEach((v, i) => {
-        if (v === 0) return;
-        let rem = i;
-        for (let j = k - 1; j >= 0; j--) {
-          coords[j]!.push(rem % e.shape[j]!);
-          rem = Math.floor(rem / e.shape[j]!);
-        }
-      });
-      for (const c of coords) flat.push(tensor(c, { dtype: 'int64', device: e.device }));
-      d += k;
-    } else {
-      flat.push(e);
-      d++;
-    }
-  }
-  const q = flat.filter((e) => !(e instanceof Tensor)).length;
-  let j = 0;
-  return flat.map((e) => {
-    if (e instanceof Tensor) return withTrailingOnes(e, q);
-    const size = self.shape[e.dim]!;
-    const range = tensor(Array.from({ length: size }, (_, i) => i), { dtype: 'int64', device: self.device });
-    return withTrailingOnes(range, q - ++j);
-  });
+  return dispatch(ix.indexPut_, self, indices, values, accumulate);
 }
 
 /** torch.masked_fill: `value` where the bool `mask` (broadcast) is true, `self` elsewhere. */

@@ -44,7 +44,8 @@ function opDevice(op: { name: string; args: readonly { name: string; type: strin
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const spec = op.args[i];
-    const list = a instanceof Tensor ? [a] : Array.isArray(a) && a.length > 0 && a[0] instanceof Tensor ? (a as Tensor[]) : [];
+    // Tensor lists may hold nulls (index lists: a null is a full slice).
+    const list = a instanceof Tensor ? [a] : Array.isArray(a) ? (a as unknown[]).filter((e): e is Tensor => e instanceof Tensor) : [];
     for (const t of list) {
       t.assertAlive(op.name);
       if (!device) {

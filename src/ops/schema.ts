@@ -11,6 +11,7 @@ export type ArgType =
   | 'Tensor'
   | 'Tensor?'
   | 'Tensor[]'
+  | 'Tensor?[]'
   | 'Tensor|Scalar'
   | 'Scalar'
   | 'Scalar?'
@@ -72,7 +73,7 @@ export type Realize<T> = [T] extends [TensorMeta]
       : [T] extends [TensorMeta | ScalarValue]
         ? Tensor | ScalarValue
         : [T] extends [readonly (TensorMeta | null)[]]
-          ? (Tensor | null)[]
+          ? readonly (Tensor | null)[]
           : T;
 
 export type RealizeArgs<A extends readonly unknown[]> = { [K in keyof A]: Realize<A[K]> };

@@ -333,7 +333,7 @@ export const indexPut = defineOp({
   name: 'indexPut',
   args: [
     { name: 'self', type: 'Tensor' },
-    { name: 'indices', type: 'Tensor[]' },
+    { name: 'indices', type: 'Tensor?[]' },
     { name: 'values', type: 'Tensor|Scalar' },
     { name: 'accumulate', type: 'bool' },
   ],
@@ -349,7 +349,7 @@ export const indexPut_ = defineOp({
   name: 'indexPut_',
   args: [
     { name: 'self', type: 'Tensor', mutated: true },
-    { name: 'indices', type: 'Tensor[]' },
+    { name: 'indices', type: 'Tensor?[]' },
     { name: 'values', type: 'Tensor|Scalar' },
     { name: 'accumulate', type: 'bool' },
   ],
