@@ -3,7 +3,7 @@
  * softmax/logSoftmax, scans (cumsum/cumprod) and sorting (sort, argsort, topk).
  *
  * Layouts follow PyTorch: reductions and topk give contiguous outputs (keepdim keeps the reduced
- * dims as size 1); softmax, scans and sort preserve the input's dimension order.
+ * dims as size 1); softmax is contiguous like PyTorch's; scans and sort preserve the input's dimension order.
  */
 import type { DType } from '../../tensor/dtype.js';
 import { isDType, isFloating, isIntegral } from '../../tensor/dtype.js';
@@ -346,7 +346,10 @@ function softmaxOp(name: 'softmax' | 'logSoftmax') {
       checkTensor(name, 'self', self);
       checkInt(name, 'dim', dim);
       normalizeDim(name, dim, self.shape.length);
-      return preservedOut(self, floatingDtype(name, self, dtype));
+      // PyTorch's softmax allocates a contiguous result whatever the input layout (checked
+      // against torch 2.11 in test/golden.test.ts: channels_last in, contiguous out).
+      const outDtype = floatingDtype(name, self, dtype);
+      return { shape: [...self.shape], strides: contiguousStrides(self.shape), dtype: outDtype, device: self.device };
     },
   });
 }
