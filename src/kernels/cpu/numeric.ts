@@ -78,9 +78,10 @@ function decodeSpan(t: Tensor, span: number): NumArray {
       return out;
     }
     case 'int64': {
+      // Two 32-bit halves per word: several times faster than going through BigInt.
       const out = new Float64Array(span);
-      const w = words as BigInt64Array;
-      for (let i = 0; i < span; i++) out[i] = Number(w[i]!);
+      const w = new Int32Array(t.storage.cpuArrayBuffer(), t.offset * 8, span * 2);
+      for (let i = 0; i < span; i++) out[i] = w[2 * i + 1]! * 4294967296 + (w[2 * i]! >>> 0);
       return out;
     }
     default:
@@ -120,10 +121,13 @@ function encodeSpan(t: Tensor, scratch: NumArray, span: number): void {
       return;
     }
     case 'int64': {
-      const w = words as BigInt64Array;
+      const w = new Int32Array(t.storage.cpuArrayBuffer(), t.offset * 8, span * 2);
       for (let i = 0; i < span; i++) {
         const v = scratch[i]!;
-        w[i] = Number.isFinite(v) ? BigInt(Math.trunc(v)) : 0n;
+        const x = Number.isFinite(v) ? Math.trunc(v) : 0;
+        const hi = Math.floor(x / 4294967296);
+        w[2 * i] = x - hi * 4294967296; // low word, stored modulo 2^32
+        w[2 * i + 1] = hi;
       }
       return;
     }
