@@ -41,7 +41,8 @@ function flatten(data: TensorData, shape: readonly number[], depth: number, out:
 }
 
 function inferDtype(data: TensorData): DType {
-  if (data instanceof Float32Array || data instanceof Float64Array) return 'float32';
+  if (data instanceof Float32Array) return 'float32';
+  if (data instanceof Float64Array) return 'float64';
   if (data instanceof Int32Array) return 'int32';
   if (data instanceof Uint8Array) return 'uint8';
   if (data instanceof BigInt64Array) return 'int64';

@@ -1,14 +1,15 @@
 /**
  * Data types and PyTorch's type-promotion rules.
  *
+ * float64 exists mainly for references and gradcheck (finite differences need it).
  * Storage is dtype-faithful (float16/bfloat16 as 16-bit words, int64 as 64-bit words) so that the
  * bytes move unchanged between accelerators. CPU kernels compute half types in float32 and int64
  * in float64 (exact for |x| <= 2^53); see kernels/cpu/numeric.ts.
  */
 
-export type DType = 'float32' | 'float16' | 'bfloat16' | 'int32' | 'int64' | 'uint8' | 'bool';
+export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int32' | 'int64' | 'uint8' | 'bool';
 
-export const DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16', 'int32', 'int64', 'uint8', 'bool'];
+export const DTYPES: readonly DType[] = ['float32', 'float64', 'float16', 'bfloat16', 'int32', 'int64', 'uint8', 'bool'];
 
 export type DTypeCategory = 'bool' | 'integer' | 'floating';
 
@@ -25,6 +26,7 @@ export function itemSize(dtype: DType): number {
     case 'bfloat16':
       return 2;
     case 'int64':
+    case 'float64':
       return 8;
     case 'uint8':
     case 'bool':
@@ -43,6 +45,7 @@ export function category(dtype: DType): DTypeCategory {
     case 'int64':
       return 'integer';
     case 'float32':
+    case 'float64':
     case 'float16':
     case 'bfloat16':
       return 'floating';
@@ -64,8 +67,8 @@ export function promoteTypes(a: DType, b: DType): DType {
   const cb = category(b);
   if (ca !== cb) return CATEGORY_RANK[ca] > CATEGORY_RANK[cb] ? a : b;
   if (ca === 'floating') {
-    // float16 and bfloat16 promote to float32, as in PyTorch.
-    if (a === 'float32' || b === 'float32') return 'float32';
+    // The wider wins; float16 with bfloat16 meets in float32, as in PyTorch.
+    if (a === 'float64' || b === 'float64') return 'float64';
     return 'float32';
   }
   // Integers: the wider wins; uint8 with a signed type goes to the signed type.

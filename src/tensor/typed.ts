@@ -2,12 +2,14 @@
 import type { DType } from './dtype.js';
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from './half.js';
 
-export type StorageArray = Float32Array | Uint16Array | Int32Array | BigInt64Array | Uint8Array;
+export type StorageArray = Float32Array | Float64Array | Uint16Array | Int32Array | BigInt64Array | Uint8Array;
 
 export function storageArray(dtype: DType, buffer: ArrayBuffer, byteOffset = 0, length?: number): StorageArray {
   switch (dtype) {
     case 'float32':
       return new Float32Array(buffer, byteOffset, length);
+    case 'float64':
+      return new Float64Array(buffer, byteOffset, length);
     case 'float16':
     case 'bfloat16':
       return new Uint16Array(buffer, byteOffset, length);
@@ -27,6 +29,7 @@ export function storageArray(dtype: DType, buffer: ArrayBuffer, byteOffset = 0, 
 export function encoder(dtype: DType): (x: number) => number | bigint {
   switch (dtype) {
     case 'float32':
+    case 'float64':
       return (x) => x;
     case 'float16':
       return float32ToFloat16Bits;
@@ -54,6 +57,7 @@ export function decoder(dtype: DType): (w: number | bigint) => number {
     case 'int64':
       return (w) => Number(w);
     case 'float32':
+    case 'float64':
     case 'int32':
     case 'uint8':
     case 'bool':

@@ -16,6 +16,8 @@ export function tolFor(dtype: string): Required<Tolerance> {
       return { atol: 1.6e-2, rtol: 1.6e-2 };
     case 'float32':
       return { atol: 1e-5, rtol: 1e-5 };
+    case 'float64':
+      return { atol: 1e-12, rtol: 1e-12 };
     default:
       return { atol: 0, rtol: 0 };
   }

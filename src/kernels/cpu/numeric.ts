@@ -32,6 +32,8 @@ function directView(t: Tensor): NumArray | undefined {
   switch (t.dtype) {
     case 'float32':
       return new Float32Array(buf, 0, t.storage.nbytes / 4);
+    case 'float64':
+      return new Float64Array(buf, 0, t.storage.nbytes / 8);
     case 'int32':
       return new Int32Array(buf, 0, t.storage.nbytes / 4);
     case 'uint8':
@@ -50,6 +52,7 @@ export function computeArrayFor(dtype: DType, length: number): NumArray {
     case 'bfloat16':
       return new Float32Array(length);
     case 'int64':
+    case 'float64':
       return new Float64Array(length);
     case 'int32':
       return new Int32Array(length);

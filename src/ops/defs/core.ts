@@ -1,7 +1,7 @@
 /** Core ops every other group relies on: copies, casts, device moves, contiguity, and add. */
 import { Device } from '../../runtime/device.js';
 import type { DType } from '../../tensor/dtype.js';
-import { canCast } from '../../tensor/dtype.js';
+import { canCast, isFloating } from '../../tensor/dtype.js';
 import { broadcastShapes, fmtShape, type MemoryFormat, preservedStrides, shapeEquals, stridesFor } from '../../tensor/layout.js';
 import type { TensorMeta } from '../../tensor/tensor.js';
 import { describe, pointwiseMeta } from '../meta-helpers.js';
@@ -106,7 +106,7 @@ export const add = defineOp({
   meta(self: TensorMeta, other: TensorMeta | ScalarValue, alpha: ScalarValue): OutMeta {
     const out = pointwiseMeta('add', [self, other]);
     if (out.dtype === 'bool' && alpha !== 1 && alpha !== true) throw new Error(`add: alpha must be 1 or true for bool tensors, got ${alpha}`);
-    if (typeof alpha === 'number' && !Number.isInteger(alpha) && out.dtype !== 'float32' && out.dtype !== 'float16' && out.dtype !== 'bfloat16') {
+    if (typeof alpha === 'number' && !Number.isInteger(alpha) && !isFloating(out.dtype)) {
       throw new TypeError(`add: alpha ${alpha} is not an integer, but the result dtype is ${out.dtype} (operands ${typeof other === 'object' ? describe(other) : other} and ${describe(self)})`);
     }
     return out;

@@ -6,6 +6,7 @@
  * `reshape` and `flatten` are views when the strides allow it and contiguous copies otherwise; their
  * meta result says which (`copies`), and their output aliases 'self' only in the view case.
  */
+import { itemSize } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape, normalizeDim, numel, shapeEquals } from '../../tensor/layout.js';
 import type { TensorMeta } from '../../tensor/tensor.js';
 import { describe } from '../meta-helpers.js';
@@ -487,7 +488,7 @@ export const diagonal = defineOp({
 function storageElements(self: ViewInput): number | undefined {
   const st = (self as { storage?: { nbytes?: number } }).storage;
   if (!st || typeof st.nbytes !== 'number') return undefined;
-  const size = { float32: 4, int32: 4, float16: 2, bfloat16: 2, int64: 8, uint8: 1, bool: 1 }[self.dtype];
+  const size = itemSize(self.dtype);
   return Math.floor(st.nbytes / size);
 }
 
