@@ -6,6 +6,8 @@ import './ops/index.js';
 import './kernels/cpu/index.js';
 
 export * from './api/index.js';
+export * as autograd from './autograd/index.js';
+export { noGrad, enableGrad, noGradScope, isGradEnabled, gradcheck } from './autograd/index.js';
 export { Tensor, type TensorMeta } from './tensor/tensor.js';
 export type { DType } from './tensor/dtype.js';
 export { DTYPES, promoteTypes, resultType, isFloating } from './tensor/dtype.js';

@@ -18,10 +18,20 @@ export interface DispatchMode {
   handle(op: Op<readonly unknown[], MetaResult>, args: readonly unknown[]): unknown;
 }
 
-export type PostDispatchHook = (op: Op<readonly unknown[], MetaResult>, args: readonly unknown[], result: Tensor | Tensor[]) => void;
+export type PostDispatchHook = (
+  op: Op<readonly unknown[], MetaResult>,
+  args: readonly unknown[],
+  result: Tensor | Tensor[],
+  before: unknown,
+) => void;
+
+/** Runs before the kernel; its return value reaches the post hooks as `before` (autograd saves
+ * the inputs an in-place op is about to overwrite this way). */
+export type PreDispatchHook = (op: Op<readonly unknown[], MetaResult>, args: readonly unknown[]) => unknown;
 
 const modes: DispatchMode[] = [];
 const postHooks: PostDispatchHook[] = [];
+let preHook: PreDispatchHook | undefined;
 
 export function pushDispatchMode(mode: DispatchMode): void {
   modes.push(mode);
@@ -34,6 +44,10 @@ export function popDispatchMode(mode: DispatchMode): void {
 
 export function addPostDispatchHook(hook: PostDispatchHook): void {
   postHooks.push(hook);
+}
+
+export function setPreDispatchHook(hook: PreDispatchHook | undefined): void {
+  preHook = hook;
 }
 
 /** The device an op runs on: its first tensor argument's, else the factory's target. */
@@ -74,10 +88,17 @@ export function dispatch<A extends readonly unknown[], R extends MetaResult>(op:
   // Factory ops (zerosLike(x, { device })) run where their output lives; others where their inputs are.
   const device = (op.tags?.includes('factory') ? outDevice : inputDevice ?? outDevice) ?? currentDevice();
   const kernel = op.kernels.get(device.type);
+  const before = preHook ? preHook(op as unknown as Op<readonly unknown[], MetaResult>, args) : undefined;
   let result: RealizeResult<R>;
   if (kernel) result = kernel({ op: op.name, out }, ...args);
   else if (op.decomposition) result = op.decomposition(...args);
   else throw new Error(`${op.name}: no kernel for device ${device.toString()} and no decomposition`);
-  for (const h of postHooks) h(op as unknown as Op<readonly unknown[], MetaResult>, args, result as Tensor | Tensor[]);
+  // Mutated inputs get a new version, so autograd can tell when a saved tensor was overwritten.
+  for (let i = 0; i < op.args.length; i++) {
+    if (!op.args[i]!.mutated) continue;
+    const a = args[i];
+    if (a instanceof Tensor) a.storage.version++;
+  }
+  for (const h of postHooks) h(op as unknown as Op<readonly unknown[], MetaResult>, args, result as Tensor | Tensor[], before);
   return result;
 }

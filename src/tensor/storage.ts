@@ -9,6 +9,8 @@ import { acceleratorFor } from '../runtime/registry.js';
 
 export class Storage {
   private refs = 0;
+  /** Bumped by every op that writes into this storage (autograd checks saved tensors with it). */
+  version = 0;
   private freed = false;
 
   private constructor(

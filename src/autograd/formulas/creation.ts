@@ -1,0 +1,2 @@
+// Placeholder: backward formulas for the creation group land here.
+export {};

@@ -1,0 +1,2 @@
+// Placeholder: backward formulas for the indexing group land here.
+export {};

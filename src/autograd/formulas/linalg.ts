@@ -1,0 +1,2 @@
+// Placeholder: backward formulas for the linalg group land here.
+export {};

@@ -1,0 +1,2 @@
+// Placeholder: backward formulas for the nn group land here.
+export {};

@@ -1,0 +1,2 @@
+// Placeholder: backward formulas for the pointwise group land here.
+export {};

@@ -1,0 +1,2 @@
+// Placeholder: backward formulas for the reduction group land here.
+export {};

@@ -1,0 +1,2 @@
+// Placeholder: backward formulas for the views group land here.
+export {};
