@@ -197,3 +197,11 @@ test('every floating-output op of the indexing group has a backward formula', ()
     assert.ok(op.backward !== undefined, `indexing op '${op.name}' has no backward formula`);
   }
 });
+
+test('an index saved for backward and modified in place afterwards is reported', () => {
+  const x = leaf([2, 3], 180);
+  const idx = ints([0, 2, 1, 1], [2, 2]);
+  const y = kiln.gather(x, 1, idx);
+  kiln.add_(idx, 0);
+  assert.throws(() => y.sum().backward(), /modified by an in-place operation/);
+});

@@ -266,3 +266,11 @@ test('every floating-output op of the reduction group has a backward formula', (
   const x = kiln.zeros([2, 3]);
   assert.ok(!isFloating(kiln.argmax(x).dtype) && !isFloating(kiln.any(x).dtype) && !isFloating(kiln.argsort(x).dtype));
 });
+
+test('a saved input modified in place after the reduction is reported at backward', () => {
+  const x = leaf([2, 3], 700);
+  const c = kiln.clone(x);
+  const p = kiln.prod(c, 1);
+  kiln.add_(c, 1);
+  assert.throws(() => p.sum().backward(), /modified by an in-place operation/);
+});
