@@ -4,7 +4,7 @@
  * mask) and dropout.
  */
 import * as nn from '../../ops/defs/nn.js';
-import { add, clone } from '../../api/core.js';
+import { add } from '../../api/core.js';
 import { tensor } from '../../api/data.js';
 import { arange, zeros } from '../../api/creation.js';
 import { scatterAdd } from '../../api/indexing.js';
@@ -19,11 +19,9 @@ import { defineBackward } from '../graph.js';
 import { sumToShape } from '../utils.js';
 import { avgPool2dBackwardKernel, conv2dBackwardKernel } from './nn-kernels.js';
 
-/** Gives a computed input gradient the input's dtype, device and (channels_last) memory format. */
+/** Gives a computed input gradient the input's dtype and device. */
 function likeInput(g: Tensor, input: Tensor): Tensor {
-  let out = g.to({ dtype: input.dtype, device: input.device });
-  if (input.ndim === 4 && nn.stridesLikeChannelsLast(input.shape, input.strides)) out = clone(out, 'channelsLast');
-  return out;
+  return g.to({ dtype: input.dtype, device: input.device });
 }
 
 function batched4(t: Tensor, isBatched: boolean): Tensor {
