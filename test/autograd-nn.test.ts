@@ -32,9 +32,9 @@ function backwardOnes(y: Tensor): void {
  * conv2d's CPU kernel builds its im2col patches in float32 even for float64 tensors, so the forward
  * is only float32-accurate. conv2d is linear in the input and in the weight, so central differences
  * are exact for any step: a large step keeps the float32 rounding of the perturbed values small
- * relative to it.
+ * relative to it. One random projection suffices for a map linear in each argument.
  */
-const CONV: GradcheckOptions = { eps: 1e-2 };
+const CONV: GradcheckOptions = { eps: 1e-2, projections: 1 };
 
 test('every nn op with a floating output has a backward formula', () => {
   const names = new Set(Object.values(NN).flatMap((v) => (typeof v === 'object' && v !== null && 'name' in v && 'meta' in v ? [(v as { name: string }).name] : [])));
@@ -233,6 +233,15 @@ test('dropout gradient: input zeros get the expected mask value 1; eval, p = 0 a
   const x3 = leaf([5]);
   backwardOnes(kiln.dropout(x3, 1, true));
   assert.deepEqual(x3.grad!.toFlatArray(), [0, 0, 0, 0, 0]);
+  // The mask is kept from the forward: the input and the output may be modified in place afterwards.
+  const x5 = leaf([50], 'contiguous', 0.5, 2);
+  const h = kiln.clone(x5);
+  const y5 = kiln.dropout(h, 0.5, true, new Generator(6));
+  const keptMask = y5.toFlatArray().map((v) => (v !== 0 ? 2 : 0));
+  kiln.add_(y5, 1);
+  kiln.copy_(h, kiln.zerosLike(h));
+  backwardOnes(y5);
+  assert.deepEqual(x5.grad!.toFlatArray(), keptMask);
   // inf inputs: a dropped inf gives NaN (inf * 0), a kept one inf.
   const x4 = makeTensor([Infinity, -Infinity, Infinity, -Infinity, Infinity, 1], [6], 'float64').requiresGrad_();
   const y4 = kiln.dropout(x4, 0.5, true, new Generator(5));

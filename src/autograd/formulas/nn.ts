@@ -15,6 +15,8 @@ import { softmax, sum } from '../../api/reduction.js';
 import { expand, reshape, transpose, unsqueeze } from '../../api/views.js';
 import type { Generator } from '../../tensor/random.js';
 import { Tensor } from '../../tensor/tensor.js';
+import { addPostDispatchHook } from '../../ops/dispatch.js';
+import { isGradEnabled, noGrad } from '../grad-mode.js';
 import { defineBackward } from '../graph.js';
 import { sumToShape } from '../utils.js';
 import { avgPool2dBackwardKernel, conv2dBackwardKernel } from './nn-kernels.js';
@@ -216,27 +218,40 @@ function dropoutScale(dtype: Tensor['dtype'], p: number): number {
 }
 
 /**
- * dropout: out = input * mask * scale, so dinput = g * mask * scale. The mask is not kept by the
- * op, and the generator has moved on, so it is recovered from the output: where the input is
- * nonzero and not NaN, an element was kept exactly when its output is nonzero and not NaN
- * (a dropped inf gives inf * 0 = NaN). Where the input is 0 (or NaN) kept and dropped elements give
- * the same output and the mask is unknowable; there the gradient is the mask's expectation,
- * (1 - p) * scale = 1 (unbiased; usually moot, as zeros mostly come from relu, whose gradient at 0
- * is 0). Exact gradients there would need the op to keep its mask (as torch's native_dropout).
- * Eval mode or p = 0: identity; p = 1: zero gradient.
+ * dropout: out = input * mask * scale, so dinput = g * mask * scale. The op does not return its
+ * mask and the generator has moved on by backward time, so the mask is recovered from the output
+ * right after the forward (a post-dispatch hook, only when recording a graph through dropout) and
+ * kept with the output tensor; the formula then reads neither the input nor the output, so either
+ * may be modified in place afterwards (as in torch, which saves the mask).
+ *
+ * Where the input is nonzero and not NaN, an element was kept exactly when its output is nonzero
+ * and not NaN (a dropped inf gives inf * 0 = NaN). Where the input is 0 (or NaN) kept and dropped
+ * elements give the same output and the mask cannot be known; there the gradient factor is the
+ * mask's expectation, (1 - p) * scale = 1 (unbiased; usually moot, as such zeros mostly come from
+ * relu, whose gradient at 0 is 0). Exact values there would need the op to return its mask (as
+ * torch's native_dropout). Eval mode or p = 0: identity; p = 1: zero gradient.
  */
-defineBackward(
-  nn.dropout,
-  (ctx, [g]) => {
-    const [input, p, training] = ctx.args as [Tensor, number, boolean];
-    if (!training || p === 0) return [g];
-    if (p === 1) return [mul(g!, 0)];
-    const out = ctx.outputs[0]!;
-    const scale = dropoutScale(input.dtype, p);
-    const known = logicalAnd(ne(input, 0), logicalNot(isnan(input)));
-    const kept = logicalAnd(ne(out, 0), logicalNot(isnan(out)));
-    const factor = where(known, where(kept, scale, 0), 1);
-    return [mul(g!, factor)];
-  },
-  { save: ['input'], saveOutputs: true },
-);
+function dropoutFactor(input: Tensor, out: Tensor, p: number): Tensor {
+  const scale = dropoutScale(input.dtype, p);
+  const known = logicalAnd(ne(input, 0), logicalNot(isnan(input)));
+  const kept = logicalAnd(ne(out, 0), logicalNot(isnan(out)));
+  return where(known, where(kept, scale, 0), 1).to(input.dtype);
+}
+
+const dropoutFactors = new WeakMap<Tensor, Tensor>();
+
+addPostDispatchHook((op, args, result) => {
+  if (op.name !== nn.dropout.name || !isGradEnabled() || Array.isArray(result)) return;
+  const [input, p, training] = args as [Tensor, number, boolean];
+  if (!input.requiresGrad || !training || !(p > 0 && p < 1)) return;
+  dropoutFactors.set(result, noGrad(() => dropoutFactor(input, result, p)));
+});
+
+defineBackward(nn.dropout, (ctx, [g]) => {
+  const [, p, training] = ctx.args as [Tensor, number, boolean];
+  if (!training || p === 0) return [g];
+  if (p === 1) return [mul(g!, 0)];
+  const factor = dropoutFactors.get(ctx.outputs[0]!);
+  if (!factor) throw new Error('dropout backward: the dropout mask of the forward was not recorded');
+  return [mul(g!, factor)];
+});
