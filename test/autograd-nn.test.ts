@@ -251,3 +251,26 @@ test('dropout gradient: input zeros get the expected mask value 1; eval, p = 0 a
     y4.toFlatArray().map((v) => (Number.isNaN(v) || v === 0 ? 0 : 2)),
   );
 });
+
+test('float32 and float16 inputs get gradients of their own dtype, close to the float64 ones', () => {
+  const xv = randomValues(2 * 4 * 5 * 5, 71);
+  const wv = randomValues(4 * 2 * 3 * 3, 72);
+  const grads = (['float64', 'float32'] as const).map((dtype) => {
+    const x = makeTensor(xv, [2, 4, 5, 5], dtype, 'channelsLast').requiresGrad_();
+    const w = makeTensor(wv, [4, 2, 3, 3], dtype).requiresGrad_();
+    backwardOnes(kiln.conv2d(x, w, null, 2, 1, 1, 2));
+    assert.equal(x.grad!.dtype, dtype);
+    assert.equal(w.grad!.dtype, dtype);
+    return [x.grad!, w.grad!] as const;
+  });
+  assertClose(grads[1][0], grads[0][0].toFlatArray(), [2, 4, 5, 5], { atol: 1e-5, rtol: 1e-5 });
+  assertClose(grads[1][1], grads[0][1].toFlatArray(), [4, 2, 3, 3], { atol: 1e-4, rtol: 1e-5 });
+  const q = makeTensor(randomValues(2 * 3 * 4, 73), [2, 3, 4], 'float16').requiresGrad_();
+  backwardOnes(sdpa(q, q, q, null, 0, true));
+  assert.equal(q.grad!.dtype, 'float16');
+  assert.ok(q.grad!.toFlatArray().every((v) => Number.isFinite(v)));
+  const p = makeTensor(randomValues(2 * 2 * 4 * 4, 74), [2, 2, 4, 4], 'float32').requiresGrad_();
+  backwardOnes(kiln.avgPool2d(p, 2));
+  backwardOnes(kiln.maxPool2d(p, 2));
+  assert.equal(p.grad!.dtype, 'float32');
+});
