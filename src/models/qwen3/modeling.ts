@@ -24,7 +24,8 @@ import { add } from '../../api/core.js';
 import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { openHfFolder } from '../../io/hf.js';
-import { Embedding, Linear, RMSNorm, type LayerOptions } from '../../nn/layers/basic.js';
+import { type Embedding, type Linear, RMSNorm } from '../../nn/layers/basic.js';
+import { type BuildOptions, buildEmbedding, buildLinear, linearSharing } from '../init.js';
 import { Module } from '../../nn/module.js';
 import type { DeviceLike } from '../../runtime/device.js';
 import { Device } from '../../runtime/device.js';
@@ -40,6 +41,11 @@ export interface FromConfigOptions {
   seed?: number;
   dtype?: DType;
   device?: DeviceLike;
+  /**
+   * Standard deviation of the random weights (default 0.02, transformers' initializer_range),
+   * drawn uniformly; RMSNorm weights are 1 and biases 0.
+   */
+  initStd?: number;
 }
 
 export interface FromPretrainedOptions {
@@ -138,17 +144,17 @@ export class Qwen3Attention extends Module {
   readonly headDim: number;
   readonly scaling: number;
 
-  constructor(config: Qwen3Config, o: LayerOptions) {
+  constructor(config: Qwen3Config, o: BuildOptions) {
     super();
     const { hiddenSize: H, numAttentionHeads: nh, numKeyValueHeads: nkv, headDim: D, attentionBias: bias } = config;
     this.numHeads = nh;
     this.numKvHeads = nkv;
     this.headDim = D;
     this.scaling = 1 / Math.sqrt(D);
-    this.q_proj = new Linear(H, nh * D, bias, o);
-    this.k_proj = new Linear(H, nkv * D, bias, o);
-    this.v_proj = new Linear(H, nkv * D, bias, o);
-    this.o_proj = new Linear(nh * D, H, bias, o);
+    this.q_proj = buildLinear(H, nh * D, bias, o);
+    this.k_proj = buildLinear(H, nkv * D, bias, o);
+    this.v_proj = buildLinear(H, nkv * D, bias, o);
+    this.o_proj = buildLinear(nh * D, H, bias, o);
     this.q_norm = new RMSNorm(D, config.rmsNormEps, true, o);
     this.k_norm = new RMSNorm(D, config.rmsNormEps, true, o);
   }
@@ -172,11 +178,11 @@ export class Qwen3MLP extends Module {
   up_proj: Linear;
   down_proj: Linear;
 
-  constructor(hidden: number, intermediate: number, o: LayerOptions) {
+  constructor(hidden: number, intermediate: number, o: BuildOptions) {
     super();
-    this.gate_proj = new Linear(hidden, intermediate, false, o);
-    this.up_proj = new Linear(hidden, intermediate, false, o);
-    this.down_proj = new Linear(intermediate, hidden, false, o);
+    this.gate_proj = buildLinear(hidden, intermediate, false, o);
+    this.up_proj = buildLinear(hidden, intermediate, false, o);
+    this.down_proj = buildLinear(intermediate, hidden, false, o);
   }
 
   forward(x: Tensor): Tensor {
@@ -201,12 +207,12 @@ export class Qwen3SparseMoeBlock extends Module {
   readonly topK: number;
   readonly normTopkProb: boolean;
 
-  constructor(config: Qwen3Config, o: LayerOptions) {
+  constructor(config: Qwen3Config, o: BuildOptions) {
     super();
     this.numExperts = config.numExperts;
     this.topK = config.numExpertsPerTok;
     this.normTopkProb = config.normTopkProb;
-    this.gate = new Linear(config.hiddenSize, config.numExperts, false, o);
+    this.gate = buildLinear(config.hiddenSize, config.numExperts, false, o);
     this.experts = new ModuleList<Qwen3MLP>();
     for (let e = 0; e < config.numExperts; e++) this.experts.push(new Qwen3MLP(config.hiddenSize, config.moeIntermediateSize, o));
   }
@@ -261,7 +267,7 @@ export class Qwen3DecoderLayer extends Module {
   input_layernorm: RMSNorm;
   post_attention_layernorm: RMSNorm;
 
-  constructor(config: Qwen3Config, layerIdx: number, o: LayerOptions) {
+  constructor(config: Qwen3Config, layerIdx: number, o: BuildOptions) {
     super();
     this.self_attn = new Qwen3Attention(config, o);
     this.mlp = config.isSparseLayer(layerIdx) ? new Qwen3SparseMoeBlock(config, o) : new Qwen3MLP(config.hiddenSize, config.intermediateSize, o);
@@ -281,9 +287,9 @@ export class Qwen3Model extends Module {
   layers: ModuleList<Qwen3DecoderLayer>;
   norm: RMSNorm;
 
-  constructor(readonly config: Qwen3Config, o: LayerOptions) {
+  constructor(readonly config: Qwen3Config, o: BuildOptions) {
     super();
-    this.embed_tokens = new Embedding(config.vocabSize, config.hiddenSize, null, o);
+    this.embed_tokens = buildEmbedding(config.vocabSize, config.hiddenSize, o);
     this.layers = new ModuleList<Qwen3DecoderLayer>();
     for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(new Qwen3DecoderLayer(config, i, o));
     this.norm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
@@ -305,8 +311,14 @@ export class Qwen3Model extends Module {
 // ---------------------------------------------------------------------------------------------
 // Causal LM
 
-function layerOptions(options: { seed?: number; dtype?: DType; device?: DeviceLike }): LayerOptions {
-  return { dtype: options.dtype, device: options.device, generator: options.seed === undefined ? undefined : new Generator(options.seed) };
+function buildOptions(options: FromConfigOptions): BuildOptions {
+  return {
+    dtype: options.dtype,
+    device: options.device,
+    init: true,
+    initStd: options.initStd ?? 0.02,
+    generator: options.seed === undefined ? undefined : new Generator(options.seed),
+  };
 }
 
 function asConfig(config: Qwen3Config | Record<string, unknown>): Qwen3Config {
@@ -320,19 +332,13 @@ export abstract class Qwen3CausalLMBase extends Module {
 
   constructor(
     readonly config: Qwen3Config,
-    options: LayerOptions = {},
+    options: BuildOptions = {},
   ) {
     super();
     this.model = new Qwen3Model(config, options);
-    if (config.tieWordEmbeddings) {
-      // Built without drawing weights for the head, then pointed at the embedding's Parameter.
-      this.lm_head = new Linear(0, 0, false, options);
-      Object.defineProperty(this.lm_head, 'inFeatures', { value: config.hiddenSize });
-      Object.defineProperty(this.lm_head, 'outFeatures', { value: config.vocabSize });
-      this.lm_head.weight = this.model.embed_tokens.weight;
-    } else {
-      this.lm_head = new Linear(config.hiddenSize, config.vocabSize, false, options);
-    }
+    this.lm_head = config.tieWordEmbeddings
+      ? linearSharing(this.model.embed_tokens.weight, options)
+      : buildLinear(config.hiddenSize, config.vocabSize, false, options);
   }
 
   /** Logits [B, T, vocab] for token ids [B, T]; positions default to 0..T-1. */
@@ -400,35 +406,35 @@ function readConfig(folder: string): Qwen3Config {
 
 /** Dense Qwen3 (transformers' Qwen3ForCausalLM). */
 export class Qwen3ForCausalLM extends Qwen3CausalLMBase {
-  constructor(config: Qwen3Config, options: LayerOptions = {}) {
+  constructor(config: Qwen3Config, options: BuildOptions = {}) {
     if (config.numExperts > 0) throw new Error(`Qwen3ForCausalLM: config has ${config.numExperts} experts; use Qwen3MoeForCausalLM`);
     super(config, options);
   }
 
   /** Seeded random weights (nn.Linear / nn.Embedding initialisation, RMSNorm weights 1). */
   static fromConfig(config: Qwen3Config | Record<string, unknown>, options: FromConfigOptions = {}): Qwen3ForCausalLM {
-    return new Qwen3ForCausalLM(asConfig(config), layerOptions(options));
+    return new Qwen3ForCausalLM(asConfig(config), buildOptions(options));
   }
 
   /** Loads a Hugging Face folder (config.json + safetensors, sharded or not). */
   static fromPretrained(folder: string, options: FromPretrainedOptions = {}): Qwen3ForCausalLM {
-    return new Qwen3ForCausalLM(readConfig(folder), { dtype: options.dtype, device: options.device }).eval().loadFromFolder(folder);
+    return new Qwen3ForCausalLM(readConfig(folder), { dtype: options.dtype, device: options.device, init: false }).eval().loadFromFolder(folder);
   }
 }
 
 /** Qwen3-MoE (transformers' Qwen3MoeForCausalLM). */
 export class Qwen3MoeForCausalLM extends Qwen3CausalLMBase {
-  constructor(config: Qwen3Config, options: LayerOptions = {}) {
+  constructor(config: Qwen3Config, options: BuildOptions = {}) {
     if (config.numExperts <= 0) throw new Error('Qwen3MoeForCausalLM: config has no experts (num_experts = 0); use Qwen3ForCausalLM');
     super(config, options);
   }
 
   static fromConfig(config: Qwen3Config | Record<string, unknown>, options: FromConfigOptions = {}): Qwen3MoeForCausalLM {
-    return new Qwen3MoeForCausalLM(asConfig(config), layerOptions(options));
+    return new Qwen3MoeForCausalLM(asConfig(config), buildOptions(options));
   }
 
   static fromPretrained(folder: string, options: FromPretrainedOptions = {}): Qwen3MoeForCausalLM {
-    return new Qwen3MoeForCausalLM(readConfig(folder), { dtype: options.dtype, device: options.device }).eval().loadFromFolder(folder);
+    return new Qwen3MoeForCausalLM(readConfig(folder), { dtype: options.dtype, device: options.device, init: false }).eval().loadFromFolder(folder);
   }
 }
 
