@@ -119,6 +119,19 @@ test('fromConfig: shapes, tying, seeded determinism', () => {
   assert.deepEqual(la.toFlatArray(), run(b, x).toFlatArray());
   assert.ok(maxAbsDiff(la.toFlatArray(), run(c, x).toFlatArray()) > 1e-3);
   for (const [k, v] of Object.entries(a.stateDict())) assert.deepEqual(v.toFlatArray(), b.stateDict()[k]!.toFlatArray(), k);
+  // Weights: uniform with std 0.02 (bound 0.02 * sqrt(3)); norms 1; real nn.Linear modules.
+  const w = a.model.layers.at(0).self_attn.q_proj.weight.toFlatArray();
+  const bound = 0.02 * Math.sqrt(3);
+  assert.ok(w.every((v) => Math.abs(v) <= bound));
+  const std = Math.sqrt(w.reduce((s, v) => s + v * v, 0) / w.length);
+  assert.ok(Math.abs(std - 0.02) < 0.002, `std ${std}`);
+  assert.ok(a.model.norm.weight!.toFlatArray().every((v) => v === 1));
+  const q = a.model.layers.at(0).self_attn.q_proj;
+  assert.ok(q instanceof kiln.nn.Linear);
+  assert.equal(q.inFeatures, 32);
+  assert.equal(q.outFeatures, 32);
+  assert.equal(a.lm_head.inFeatures, 32);
+  assert.equal(a.lm_head.outFeatures, 40);
 
   // Untied: a separate head weight, present in the stateDict.
   const untied = Qwen3ForCausalLM.fromConfig(small.with({ tieWordEmbeddings: false }), { seed: 1 });

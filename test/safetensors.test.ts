@@ -124,17 +124,19 @@ function u64le(n: number): number[] {
 const ascii = (s: string): number[] => [...s].map((c) => c.charCodeAt(0));
 
 /**
- * The file the writer must produce for { a: F32 [1.5, -2], b: U8 [1, 2, 255], c: BF16 [1.0], d: I64 [-1] }
- * with metadata { format: 'pt' }: metadata first, then tensors by element size (8, 4, 2, 1) and
- * name, the JSON compact, padded with spaces to a multiple of 8.
+ * The file the writer must produce for { a: F32 [1.5, -2], aa: F64 [0.5], b: U8 [1, 2, 255], c: BF16 [1.0],
+ * d: I64 [-1] } with metadata { format: 'pt' }: metadata first, then tensors in the reference
+ * implementation's order (dtype descending in its enum order I64 > F64 > F32 > BF16 > U8, then
+ * name), the JSON compact, padded with spaces to a multiple of 8.
  */
 function goldenBytes(): Uint8Array {
   const json =
     '{"__metadata__":{"format":"pt"},' +
     '"d":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},' +
-    '"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},' +
-    '"c":{"dtype":"BF16","shape":[1,1],"data_offsets":[16,18]},' +
-    '"b":{"dtype":"U8","shape":[3],"data_offsets":[18,21]}}';
+    '"aa":{"dtype":"F64","shape":[],"data_offsets":[8,16]},' +
+    '"a":{"dtype":"F32","shape":[2],"data_offsets":[16,24]},' +
+    '"c":{"dtype":"BF16","shape":[1,1],"data_offsets":[24,26]},' +
+    '"b":{"dtype":"U8","shape":[3],"data_offsets":[26,29]}}';
   const padded = Math.ceil(json.length / 8) * 8;
   const bytes = [
     ...u64le(padded),
@@ -142,6 +144,8 @@ function goldenBytes(): Uint8Array {
     ...new Array<number>(padded - json.length).fill(0x20),
     // d: int64 -1
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    // aa: float64 0.5 = 0x3fe0000000000000
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe0, 0x3f,
     // a: float32 1.5 = 0x3fc00000, -2 = 0xc0000000 (little-endian)
     0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x00, 0xc0,
     // c: bfloat16 1.0 = 0x3f80
@@ -156,7 +160,9 @@ test('golden bytes: the reader decodes a hand-built file', () => {
   const file = tmp('golden-read');
   fs.writeFileSync(file, goldenBytes());
   using f = openSafetensors(file);
-  assert.deepEqual(f.keys(), ['d', 'a', 'c', 'b']);
+  assert.deepEqual(f.keys(), ['d', 'aa', 'a', 'c', 'b']);
+  assert.equal(f.get('aa').item(), 0.5);
+  assert.deepEqual([...f.get('aa').shape], []);
   assert.deepEqual({ ...f.metadata }, { format: 'pt' });
   assert.deepEqual(f.get('a').toFlatArray(), [1.5, -2]);
   assert.deepEqual(f.get('b').toFlatArray(), [1, 2, 255]);
@@ -175,6 +181,7 @@ test('golden bytes: the writer produces the hand-built file exactly', () => {
       a: makeTensor([1.5, -2], [2], 'float32', 'strided'),
       c: kiln.tensor([[1]], { dtype: 'bfloat16' }),
       d: kiln.tensor([-1], { dtype: 'int64' }),
+      aa: kiln.tensor(0.5, { dtype: 'float64' }),
     },
     { format: 'pt' },
   );

@@ -276,17 +276,21 @@ export function loadSafetensors(file: string, options: GetOptions = {}): Record<
   }
 }
 
+/** The reference implementation's dtype order (its Dtype enum); the writer sorts by it, descending. */
+const DTYPE_RANK: Readonly<Record<DType, number>> = { bool: 0, uint8: 1, float16: 2, bfloat16: 3, int32: 4, float32: 5, float64: 6, int64: 7 };
+
 /**
- * The header the writer produces: `__metadata__` first, then the tensors ordered by element size
- * (largest first, so every tensor stays aligned to its element size), then by name, as the
- * reference implementation does; padded with spaces to a multiple of 8 bytes.
+ * The header the writer produces: `__metadata__` first, then the tensors ordered as the reference
+ * implementation orders them (dtype descending in its enum order: I64, F64, F32, I32, BF16, F16,
+ * U8, BOOL; then by name), which also keeps every tensor aligned to its element size; the JSON is
+ * compact and padded with spaces to a multiple of 8 bytes.
  */
 export function buildHeader(
   entries: readonly { name: string; dtype: DType; shape: readonly number[] }[],
   metadata?: Record<string, string>,
 ): { header: Uint8Array; order: number[]; offsets: [number, number][] } {
   const order = entries.map((_, i) => i).sort((a, b) => {
-    const d = itemSize(entries[b]!.dtype) - itemSize(entries[a]!.dtype);
+    const d = DTYPE_RANK[entries[b]!.dtype] - DTYPE_RANK[entries[a]!.dtype];
     if (d !== 0) return d;
     const na = entries[a]!.name;
     const nb = entries[b]!.name;
