@@ -1,0 +1,446 @@
+/**
+ * Qwen3 and Qwen3-MoE causal language models, matching transformers' Qwen3ForCausalLM and
+ * Qwen3MoeForCausalLM: module (and so parameter) names are the checkpoint's names, so
+ * `loadStateDict(checkpoint)` works directly.
+ *
+ *   h = embed_tokens(ids)
+ *   per layer: h = h + o_proj(attn(input_layernorm(h)));  h = h + mlp(post_attention_layernorm(h))
+ *   logits = lm_head(norm(h))            (lm_head shares embed_tokens' Parameter when tied)
+ *
+ * Attention: q/k/v projections, q_norm/k_norm (RMSNorm over head_dim, per head, before RoPE),
+ * rotate-half RoPE, grouped-query causal scaled-dot-product attention with scale 1/sqrt(head_dim).
+ * MLP: down(silu(gate(x)) * up(x)). MoE: softmax (float32) over the router logits, top-k,
+ * optional renormalisation, then every expert runs once on the batch of tokens routed to it and
+ * its weighted output is scatter-added back.
+ */
+import { indexPut, indexPut_, indexSelect, cat, embedding } from '../../api/indexing.js';
+import { copy_ } from '../../api/core.js';
+import { tensor } from '../../api/data.js';
+import { zeros } from '../../api/creation.js';
+import { div, mul, neg, silu } from '../../api/pointwise.js';
+import { softmax, sum, topk } from '../../api/reduction.js';
+import { narrow, reshape, transpose, unsqueeze, view } from '../../api/views.js';
+import { add } from '../../api/core.js';
+import { scaledDotProductAttention } from '../../api/nn.js';
+import { isGradEnabled, noGrad } from '../../autograd/index.js';
+import { openHfFolder } from '../../io/hf.js';
+import { type Embedding, type Linear, RMSNorm } from '../../nn/layers/basic.js';
+import { type BuildOptions, buildEmbedding, buildLinear, linearSharing } from '../init.js';
+import { Module } from '../../nn/module.js';
+import type { DeviceLike } from '../../runtime/device.js';
+import { Device } from '../../runtime/device.js';
+import type { DType } from '../../tensor/dtype.js';
+import { fmtShape } from '../../tensor/layout.js';
+import { Generator } from '../../tensor/random.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { ModuleList } from '../module-list.js';
+import { Qwen3Config } from './config.js';
+
+export interface FromConfigOptions {
+  /** Seed for the random weights (a fresh Generator; the global one when absent). */
+  seed?: number;
+  dtype?: DType;
+  device?: DeviceLike;
+  /**
+   * Standard deviation of the random weights (default 0.02, transformers' initializer_range),
+   * drawn uniformly; RMSNorm weights are 1 and biases 0.
+   */
+  initStd?: number;
+}
+
+export interface FromPretrainedOptions {
+  /** Parameter dtype (default float32); checkpoint tensors are converted as they are read. */
+  dtype?: DType;
+  device?: DeviceLike;
+}
+
+/** Positions as a [T] or [B, T] integer tensor or a JS array. */
+export type Positions = Tensor | readonly number[] | readonly (readonly number[])[];
+
+// ---------------------------------------------------------------------------------------------
+// RoPE
+
+/**
+ * cos and sin tables [P, 1, T, headDim] (P = 1 or B) for the given positions, computed as
+ * transformers does in float32: inv_freq = 1 / theta^(2i/d), angle = pos * inv_freq, emb = [angle, angle].
+ */
+export function ropeTables(positions: number[][], headDim: number, theta: number, dtype: DType, device: Device): { cos: Tensor; sin: Tensor } {
+  const half = headDim / 2;
+  const invFreq = new Float32Array(half);
+  for (let i = 0; i < half; i++) invFreq[i] = Math.fround(1 / Math.fround(Math.pow(theta, Math.fround((2 * i) / headDim))));
+  const P = positions.length;
+  const T = positions[0]?.length ?? 0;
+  const cos = new Float32Array(P * T * headDim);
+  const sin = new Float32Array(P * T * headDim);
+  for (let p = 0; p < P; p++) {
+    const row = positions[p]!;
+    for (let t = 0; t < T; t++) {
+      const pos = Math.fround(row[t]!);
+      const base = (p * T + t) * headDim;
+      for (let i = 0; i < half; i++) {
+        const a = Math.fround(pos * invFreq[i]!);
+        const c = Math.cos(a);
+        const s = Math.sin(a);
+        cos[base + i] = c;
+        cos[base + half + i] = c;
+        sin[base + i] = s;
+        sin[base + half + i] = s;
+      }
+    }
+  }
+  const mk = (data: Float32Array): Tensor => {
+    let t = reshape(tensor(data), [P, 1, T, headDim]);
+    if (dtype !== 'float32') t = t.to(dtype);
+    if (!device.equals(t.device)) t = t.to(device);
+    return t;
+  };
+  return { cos: mk(cos), sin: mk(sin) };
+}
+
+/** [-x2, x1] where x1, x2 are the two halves of the last dim. */
+export function rotateHalf(x: Tensor): Tensor {
+  const d = x.shape[x.ndim - 1]!;
+  const h = d / 2;
+  return cat([neg(narrow(x, -1, h, h)), narrow(x, -1, 0, h)], -1);
+}
+
+export function applyRotaryPosEmb(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+  return add(mul(x, cos), mul(rotateHalf(x), sin));
+}
+
+function normalizePositions(positions: Positions | undefined, B: number, T: number): number[][] {
+  if (positions === undefined) return [Array.from({ length: T }, (_, i) => i)];
+  let rows: number[][];
+  if (positions instanceof Tensor) {
+    const flat = positions.toFlatArray();
+    if (positions.ndim === 1) rows = [flat];
+    else if (positions.ndim === 2) rows = Array.from({ length: positions.shape[0]! }, (_, b) => flat.slice(b * positions.shape[1]!, (b + 1) * positions.shape[1]!));
+    else throw new Error(`Qwen3: positions must be [T] or [B, T], got ${fmtShape(positions.shape)}`);
+  } else if (positions.length > 0 && Array.isArray(positions[0])) {
+    rows = (positions as readonly (readonly number[])[]).map((r) => [...r]);
+  } else {
+    rows = [[...(positions as readonly number[])]];
+  }
+  for (const r of rows) {
+    if (r.length !== T) throw new Error(`Qwen3: positions have ${r.length} entries per row but the input has ${T} tokens`);
+    for (const p of r) if (!Number.isInteger(p) || p < 0) throw new Error(`Qwen3: positions must be non-negative integers, got ${p}`);
+  }
+  if (rows.length !== 1 && rows.length !== B) throw new Error(`Qwen3: positions have ${rows.length} rows but the batch has ${B}`);
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layers
+
+export class Qwen3Attention extends Module {
+  q_proj: Linear;
+  k_proj: Linear;
+  v_proj: Linear;
+  o_proj: Linear;
+  q_norm: RMSNorm;
+  k_norm: RMSNorm;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly scaling: number;
+
+  constructor(config: Qwen3Config, o: BuildOptions) {
+    super();
+    const { hiddenSize: H, numAttentionHeads: nh, numKeyValueHeads: nkv, headDim: D, attentionBias: bias } = config;
+    this.numHeads = nh;
+    this.numKvHeads = nkv;
+    this.headDim = D;
+    this.scaling = 1 / Math.sqrt(D);
+    this.q_proj = buildLinear(H, nh * D, bias, o);
+    this.k_proj = buildLinear(H, nkv * D, bias, o);
+    this.v_proj = buildLinear(H, nkv * D, bias, o);
+    this.o_proj = buildLinear(nh * D, H, bias, o);
+    this.q_norm = new RMSNorm(D, config.rmsNormEps, true, o);
+    this.k_norm = new RMSNorm(D, config.rmsNormEps, true, o);
+  }
+
+  forward(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+    const [B, T] = x.shape as [number, number];
+    const D = this.headDim;
+    const q = transpose(this.q_norm.forward(view(this.q_proj.forward(x), [B, T, this.numHeads, D])), 1, 2);
+    const k = transpose(this.k_norm.forward(view(this.k_proj.forward(x), [B, T, this.numKvHeads, D])), 1, 2);
+    const v = transpose(view(this.v_proj.forward(x), [B, T, this.numKvHeads, D]), 1, 2);
+    const qr = applyRotaryPosEmb(q, cos, sin);
+    const kr = applyRotaryPosEmb(k, cos, sin);
+    const o = scaledDotProductAttention(qr, kr, v, null, 0, true, this.scaling, this.numKvHeads !== this.numHeads);
+    return this.o_proj.forward(reshape(transpose(o, 1, 2), [B, T, this.numHeads * D]));
+  }
+}
+
+/** SwiGLU feed-forward: down(silu(gate(x)) * up(x)). */
+export class Qwen3MLP extends Module {
+  gate_proj: Linear;
+  up_proj: Linear;
+  down_proj: Linear;
+
+  constructor(hidden: number, intermediate: number, o: BuildOptions) {
+    super();
+    this.gate_proj = buildLinear(hidden, intermediate, false, o);
+    this.up_proj = buildLinear(hidden, intermediate, false, o);
+    this.down_proj = buildLinear(intermediate, hidden, false, o);
+  }
+
+  forward(x: Tensor): Tensor {
+    return this.down_proj.forward(mul(silu(this.gate_proj.forward(x)), this.up_proj.forward(x)));
+  }
+}
+
+/** Routing of a batch of tokens: per token the chosen experts and their weights. */
+export interface Routing {
+  /** Router logits [N, E]. */
+  logits: Tensor;
+  /** Routing weights [N, k] in the input dtype (renormalised when normTopkProb). */
+  weights: Tensor;
+  /** Selected experts [N, k] (int64). */
+  experts: Tensor;
+}
+
+export class Qwen3SparseMoeBlock extends Module {
+  gate: Linear;
+  experts: ModuleList<Qwen3MLP>;
+  readonly numExperts: number;
+  readonly topK: number;
+  readonly normTopkProb: boolean;
+
+  constructor(config: Qwen3Config, o: BuildOptions) {
+    super();
+    this.numExperts = config.numExperts;
+    this.topK = config.numExpertsPerTok;
+    this.normTopkProb = config.normTopkProb;
+    this.gate = buildLinear(config.hiddenSize, config.numExperts, false, o);
+    this.experts = new ModuleList<Qwen3MLP>();
+    for (let e = 0; e < config.numExperts; e++) this.experts.push(new Qwen3MLP(config.hiddenSize, config.moeIntermediateSize, o));
+  }
+
+  /** Router: softmax over experts in float32, top-k, optional renormalisation. `x` is [N, H]. */
+  route(x: Tensor): Routing {
+    const logits = this.gate.forward(x);
+    const probs = softmax(logits, -1, 'float32');
+    const { values, indices } = topk(probs, this.topK, -1);
+    let w = values;
+    if (this.normTopkProb) w = div(w, sum(w, -1, true));
+    if (w.dtype !== x.dtype) w = w.to(x.dtype);
+    return { logits, weights: w, experts: indices };
+  }
+
+  forward(x: Tensor): Tensor {
+    const shape = x.shape;
+    const H = shape[shape.length - 1]!;
+    const flat = reshape(x, [-1, H]);
+    const N = flat.shape[0]!;
+    const { weights, experts } = this.route(flat);
+    const k = this.topK;
+    // Group (token, slot) pairs by expert on the host.
+    const sel = experts.toFlatArray();
+    const tokens: number[][] = Array.from({ length: this.numExperts }, () => []);
+    const slots: number[][] = Array.from({ length: this.numExperts }, () => []);
+    for (let n = 0; n < N; n++) {
+      for (let j = 0; j < k; j++) {
+        const e = sel[n * k + j]!;
+        tokens[e]!.push(n);
+        slots[e]!.push(n * k + j);
+      }
+    }
+    const wFlat = reshape(weights, [-1]);
+    const inPlace = !isGradEnabled();
+    let out = zeros([N, H], { dtype: x.dtype, device: x.device });
+    for (let e = 0; e < this.numExperts; e++) {
+      if (tokens[e]!.length === 0) continue;
+      const ti = tensor(tokens[e]!, { dtype: 'int64', device: x.device });
+      const si = tensor(slots[e]!, { dtype: 'int64', device: x.device });
+      const ye = this.experts.at(e).forward(indexSelect(flat, 0, ti));
+      const contrib = mul(ye, unsqueeze(indexSelect(wFlat, 0, si), 1));
+      out = inPlace ? indexPut_(out, [ti], contrib, true) : indexPut(out, [ti], contrib, true);
+    }
+    return reshape(out, shape);
+  }
+}
+
+export class Qwen3DecoderLayer extends Module {
+  self_attn: Qwen3Attention;
+  mlp: Qwen3MLP | Qwen3SparseMoeBlock;
+  input_layernorm: RMSNorm;
+  post_attention_layernorm: RMSNorm;
+
+  constructor(config: Qwen3Config, layerIdx: number, o: BuildOptions) {
+    super();
+    this.self_attn = new Qwen3Attention(config, o);
+    this.mlp = config.isSparseLayer(layerIdx) ? new Qwen3SparseMoeBlock(config, o) : new Qwen3MLP(config.hiddenSize, config.intermediateSize, o);
+    this.input_layernorm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
+    this.post_attention_layernorm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
+  }
+
+  forward(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+    const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin));
+    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
+  }
+}
+
+/** The decoder stack without the LM head (transformers' Qwen3Model). */
+export class Qwen3Model extends Module {
+  embed_tokens: Embedding;
+  layers: ModuleList<Qwen3DecoderLayer>;
+  norm: RMSNorm;
+
+  constructor(readonly config: Qwen3Config, o: BuildOptions) {
+    super();
+    this.embed_tokens = buildEmbedding(config.vocabSize, config.hiddenSize, o);
+    this.layers = new ModuleList<Qwen3DecoderLayer>();
+    for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(new Qwen3DecoderLayer(config, i, o));
+    this.norm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
+  }
+
+  /** Final hidden states [B, T, hidden]. */
+  forward(inputIds: Tensor, positions?: Positions): Tensor {
+    if (inputIds.ndim !== 2) throw new Error(`Qwen3: inputIds must be [B, T], got ${fmtShape(inputIds.shape)}`);
+    if (inputIds.dtype !== 'int64' && inputIds.dtype !== 'int32') throw new Error(`Qwen3: inputIds must be int64 (or int32), got ${inputIds.dtype}`);
+    const [B, T] = inputIds.shape as [number, number];
+    let h = embedding(inputIds, this.embed_tokens.weight);
+    const pos = normalizePositions(positions, B, T);
+    const { cos, sin } = ropeTables(pos, this.config.headDim, this.config.ropeTheta, h.dtype, h.device);
+    for (const layer of this.layers) h = layer.forward(h, cos, sin);
+    return this.norm.forward(h);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Causal LM
+
+function buildOptions(options: FromConfigOptions): BuildOptions {
+  return {
+    dtype: options.dtype,
+    device: options.device,
+    init: true,
+    initStd: options.initStd ?? 0.02,
+    generator: options.seed === undefined ? undefined : new Generator(options.seed),
+  };
+}
+
+function asConfig(config: Qwen3Config | Record<string, unknown>): Qwen3Config {
+  return config instanceof Qwen3Config ? config : Qwen3Config.fromJSON(config);
+}
+
+/** Shared by the dense and MoE causal LMs (they differ only in the MLP blocks the config selects). */
+export abstract class Qwen3CausalLMBase extends Module {
+  model: Qwen3Model;
+  lm_head: Linear;
+
+  constructor(
+    readonly config: Qwen3Config,
+    options: BuildOptions = {},
+  ) {
+    super();
+    this.model = new Qwen3Model(config, options);
+    this.lm_head = config.tieWordEmbeddings
+      ? linearSharing(this.model.embed_tokens.weight, options)
+      : buildLinear(config.hiddenSize, config.vocabSize, false, options);
+  }
+
+  /** Logits [B, T, vocab] for token ids [B, T]; positions default to 0..T-1. */
+  forward(inputIds: Tensor, positions?: Positions): Tensor {
+    return this.lm_head.forward(this.model.forward(inputIds, positions));
+  }
+
+  /** Parameters by checkpoint name; a tied lm_head.weight is left out (as in HF checkpoints). */
+  override stateDict(): Record<string, Tensor> {
+    const sd = super.stateDict();
+    if (this.config.tieWordEmbeddings) delete sd['lm_head.weight'];
+    return sd;
+  }
+
+  override to(target: DType | DeviceLike): this {
+    super.to(target);
+    if (this.config.tieWordEmbeddings) this.lm_head.weight = this.model.embed_tokens.weight;
+    return this;
+  }
+
+  /**
+   * Copies weights from a Hugging Face folder, one tensor at a time (read, convert, copy, free).
+   * A tied checkpoint's optional lm_head.weight is ignored; missing or unexpected names are errors.
+   */
+  loadFromFolder(folder: string): this {
+    const ckpt = openHfFolder(folder);
+    try {
+      const own = this.stateDict();
+      const have = new Set(ckpt.keys());
+      const missing = Object.keys(own).filter((k) => !have.has(k));
+      const unexpected = ckpt.keys().filter((k) => !(k in own) && !(k === 'lm_head.weight' && this.config.tieWordEmbeddings));
+      if (missing.length || unexpected.length) {
+        throw new Error(
+          `Qwen3: ${folder}: checkpoint does not match the model` +
+            (missing.length ? `; missing: ${missing.join(', ')}` : '') +
+            (unexpected.length ? `; unexpected: ${unexpected.join(', ')}` : ''),
+        );
+      }
+      noGrad(() => {
+        for (const [k, dst] of Object.entries(own)) {
+          const info = ckpt.info(k);
+          if (info.shape.length !== dst.shape.length || info.shape.some((d, i) => d !== dst.shape[i])) {
+            throw new Error(`Qwen3: ${folder}: '${k}' has shape ${fmtShape(info.shape)} in the checkpoint, the model expects ${fmtShape(dst.shape)}`);
+          }
+          const src = ckpt.get(k, { dtype: dst.dtype });
+          copy_(dst, src);
+          src.dispose();
+        }
+      });
+    } finally {
+      ckpt.close();
+    }
+    return this;
+  }
+}
+
+function readConfig(folder: string): Qwen3Config {
+  const ckpt = openHfFolder(folder);
+  try {
+    return Qwen3Config.fromJSON(ckpt.config);
+  } finally {
+    ckpt.close();
+  }
+}
+
+/** Dense Qwen3 (transformers' Qwen3ForCausalLM). */
+export class Qwen3ForCausalLM extends Qwen3CausalLMBase {
+  constructor(config: Qwen3Config, options: BuildOptions = {}) {
+    if (config.numExperts > 0) throw new Error(`Qwen3ForCausalLM: config has ${config.numExperts} experts; use Qwen3MoeForCausalLM`);
+    super(config, options);
+  }
+
+  /** Seeded random weights (nn.Linear / nn.Embedding initialisation, RMSNorm weights 1). */
+  static fromConfig(config: Qwen3Config | Record<string, unknown>, options: FromConfigOptions = {}): Qwen3ForCausalLM {
+    return new Qwen3ForCausalLM(asConfig(config), buildOptions(options));
+  }
+
+  /** Loads a Hugging Face folder (config.json + safetensors, sharded or not). */
+  static fromPretrained(folder: string, options: FromPretrainedOptions = {}): Qwen3ForCausalLM {
+    return new Qwen3ForCausalLM(readConfig(folder), { dtype: options.dtype, device: options.device, init: false }).eval().loadFromFolder(folder);
+  }
+}
+
+/** Qwen3-MoE (transformers' Qwen3MoeForCausalLM). */
+export class Qwen3MoeForCausalLM extends Qwen3CausalLMBase {
+  constructor(config: Qwen3Config, options: BuildOptions = {}) {
+    if (config.numExperts <= 0) throw new Error('Qwen3MoeForCausalLM: config has no experts (num_experts = 0); use Qwen3ForCausalLM');
+    super(config, options);
+  }
+
+  static fromConfig(config: Qwen3Config | Record<string, unknown>, options: FromConfigOptions = {}): Qwen3MoeForCausalLM {
+    return new Qwen3MoeForCausalLM(asConfig(config), buildOptions(options));
+  }
+
+  static fromPretrained(folder: string, options: FromPretrainedOptions = {}): Qwen3MoeForCausalLM {
+    return new Qwen3MoeForCausalLM(readConfig(folder), { dtype: options.dtype, device: options.device, init: false }).eval().loadFromFolder(folder);
+  }
+}
+
+/** Either model, chosen by the folder's config (num_experts > 0 gives the MoE model). */
+export function loadQwen3(folder: string, options: FromPretrainedOptions = {}): Qwen3ForCausalLM | Qwen3MoeForCausalLM {
+  const cfg = readConfig(folder);
+  return cfg.numExperts > 0 ? Qwen3MoeForCausalLM.fromPretrained(folder, options) : Qwen3ForCausalLM.fromPretrained(folder, options);
+}
+
