@@ -36,6 +36,8 @@ registerKernel(conv2d, 'cpu', (ctx, input, weight, bias, stride, padding, dilati
   const pix = os3;
   if (oh > 1 && os2 !== ow * os3) throw new Error(`conv2d: unexpected output strides [${out.strides.join(', ')}]`);
 
+  // Patch and packed-weight buffers in the input's precision (float64 stays float64).
+  const scratch = (len: number): NumArray => (input.dtype === 'float64' ? new Float64Array(len) : new Float32Array(len));
   const x = readable(input);
   const xd = x.data;
   const res = writable(out);
@@ -46,7 +48,7 @@ registerKernel(conv2d, 'cpu', (ctx, input, weight, bias, stride, padding, dilati
   const wDense = denseValues(weight);
   let wk: NumArray = wDense;
   if (channelsInner && kh * kw > 1 && cg > 1) {
-    const packed = new Float32Array(o * kk);
+    const packed = scratch(o * kk);
     for (let oo = 0; oo < o; oo++) {
       for (let cc = 0; cc < cg; cc++) {
         for (let r = 0; r < kh * kw; r++) packed[oo * kk + r * cg + cc] = wDense[(oo * cg + cc) * kh * kw + r]!;
@@ -56,7 +58,7 @@ registerKernel(conv2d, 'cpu', (ctx, input, weight, bias, stride, padding, dilati
   }
 
   const rowsPerBand = Math.max(1, Math.min(oh, Math.floor(PATCH_BUDGET / Math.max(1, ow * kk))));
-  const cols = new Float32Array(rowsPerBand * ow * kk);
+  const cols = scratch(rowsPerBand * ow * kk);
   const outCl = os1 < os3 || (os1 === 1 && o > 1);
 
   for (let b = 0; b < n; b++) {
