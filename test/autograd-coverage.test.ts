@@ -1,0 +1,31 @@
+/**
+ * Every registered op is differentiable (has a backward formula) unless it is listed here with the
+ * reason it has no gradient. A new op without a formula fails this test until it gets one or is
+ * listed. Per-group gradchecks live in test/autograd-<group>*.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import '../src/index.js';
+import { listOps } from '../src/ops/registry.js';
+
+const NO_GRADIENT: Record<string, string> = {
+  // Factories take no differentiable input.
+  empty: 'factory', zeros: 'factory', ones: 'factory', full: 'factory', rand: 'factory', randn: 'factory',
+  randint: 'factory', arange: 'factory', linspace: 'factory', eye: 'factory',
+  // Bool outputs.
+  isnan: 'bool output', isinf: 'bool output', isfinite: 'bool output', logicalNot: 'bool output',
+  logicalAnd: 'bool output', logicalOr: 'bool output', logicalXor: 'bool output',
+  eq: 'bool output', ne: 'bool output', lt: 'bool output', le: 'bool output', gt: 'bool output', ge: 'bool output',
+  any: 'bool output', all: 'bool output',
+  // Integer outputs.
+  argmax: 'int64 output', argmin: 'int64 output', argsort: 'int64 output',
+};
+
+test('every op has a backward formula or a stated reason not to', () => {
+  const missing = listOps()
+    .filter((op) => op.backward === undefined && !(op.name in NO_GRADIENT))
+    .map((op) => op.name);
+  assert.deepEqual(missing, [], `ops without a backward formula: ${missing.join(', ')}`);
+  const stale = Object.keys(NO_GRADIENT).filter((n) => listOps().some((op) => op.name === n && op.backward !== undefined));
+  assert.deepEqual(stale, [], 'ops listed as non-differentiable that do have formulas');
+});
