@@ -8,6 +8,7 @@ import './kernels/cpu/index.js';
 export * from './api/index.js';
 export * as autograd from './autograd/index.js';
 export * as nn from './nn/index.js';
+export * as optim from './optim/index.js';
 export { noGrad, enableGrad, noGradScope, isGradEnabled, gradcheck } from './autograd/index.js';
 export { Tensor, type TensorMeta } from './tensor/tensor.js';
 export type { DType } from './tensor/dtype.js';
