@@ -405,3 +405,25 @@ test('nn.functional re-exports the functional ops', () => {
   const v = t64([3, 4, 0, 0, 1, 0], [2, 3]);
   assertClose(F.normalize(v, 2, 1), [0.6, 0.8, 0, 0, 1, 0], [2, 3], { atol: 1e-12, rtol: 1e-12 });
 });
+
+test('GroupNorm module vs float64 reference; channel/group mismatch error', () => {
+  const gn = new nn.GroupNorm(2, 4, 1e-5, true, F64);
+  const w = [1, 2, -1, 0.5];
+  const b = [0, 1, 2, 3];
+  setValues(gn.weight!, w);
+  setValues(gn.bias!, b);
+  const xv = randomValues(2 * 4 * 3, 80);
+  const ref: number[] = [];
+  for (let n = 0; n < 2; n++)
+    for (let g = 0; g < 2; g++) {
+      const vals = xv.slice(n * 12 + g * 6, n * 12 + g * 6 + 6);
+      const m = vals.reduce((a, v) => a + v, 0) / 6;
+      const vr = vals.reduce((a, v) => a + (v - m) ** 2, 0) / 6;
+      vals.forEach((v, i) => {
+        const c = g * 2 + Math.floor(i / 3);
+        ref.push(((v - m) / Math.sqrt(vr + 1e-5)) * w[c]! + b[c]!);
+      });
+    }
+  assertClose(gn.forward(t64(xv, [2, 4, 3])), ref, [2, 4, 3], { atol: 1e-10, rtol: 1e-10 });
+  assertThrowsWith(() => new nn.GroupNorm(3, 4), 'GroupNorm', 'numChannels (4)', 'numGroups (3)');
+});
