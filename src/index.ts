@@ -9,6 +9,7 @@ export * from './api/index.js';
 export * as autograd from './autograd/index.js';
 export * as nn from './nn/index.js';
 export * as optim from './optim/index.js';
+export { scope, keep } from './tensor/scope.js';
 export { noGrad, enableGrad, noGradScope, isGradEnabled, gradcheck } from './autograd/index.js';
 export { Tensor, type TensorMeta } from './tensor/tensor.js';
 export type { DType } from './tensor/dtype.js';

@@ -3,11 +3,12 @@
  * node that feeds it a gradient has run), gradients for the same tensor are summed, and leaves
  * accumulate into `.grad`. Without retainGraph the nodes release what they saved as they run.
  */
-import { add, clone } from '../api/core.js';
+import { add, add_, clone } from '../api/core.js';
 import { onesLike, zerosLike } from '../api/creation.js';
 import { isFloating } from '../tensor/dtype.js';
 import { fmtShape, shapeEquals } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
+import { keep } from '../tensor/scope.js';
 import { noGrad } from './grad-mode.js';
 import { type Edge, type GradResult, Node } from './graph.js';
 
@@ -25,7 +26,9 @@ function accumulateLeaf(t: Tensor, g: Tensor): void {
   const grad = g.dtype === t.dtype ? g : g.to(t.dtype);
   // A gradient tensor can be shared by several leaves (add's formula passes it through), so the
   // first one stored is a private copy; later ones are summed out of place.
-  t.grad = t.grad === null ? clone(grad, 'contiguous') : add(t.grad, grad);
+  // Accumulates in place, as PyTorch does, so references to .grad see the sum.
+  if (t.grad === null) t.grad = keep(clone(grad, 'contiguous'));
+  else add_(t.grad, grad);
 }
 
 /** Runs backward from `roots`, seeding each with its gradient (ones for scalars). */
@@ -82,7 +85,7 @@ export function runBackward(roots: readonly Tensor[], seeds: readonly (Tensor | 
       const buf = buffers.get(node) ?? [];
       buffers.delete(node);
       const grads = node.outputs.map((o, k) => buf[k] ?? (isFloating(o.dtype) ? zerosLike(o) : null));
-      for (const [k, t] of node.retained) if (grads[k]) t.grad = clone(grads[k]!, 'contiguous');
+      for (const [k, t] of node.retained) if (grads[k]) t.grad = keep(clone(grads[k]!, 'contiguous'));
       const results = node.apply(grads);
       node.inputs.forEach((slot) => {
         if (!slot.edge) return;

@@ -165,6 +165,13 @@ function anyRequiresGrad(args: readonly unknown[]): boolean {
   return false;
 }
 
+/**
+ * The tensor a view was taken from (transitively), for views recorded while grad mode was on.
+ * In-place writes through such a view would have to rewrite the base's history (PyTorch's
+ * CopySlices); Kiln rejects them with a clear error instead of producing wrong gradients.
+ */
+const viewBases = new WeakMap<Tensor, Tensor>();
+
 /** Before an in-place op: reject leaves that require grad, and keep the values about to be overwritten. */
 function beforeDispatch(op: AnyOp, args: readonly unknown[]): unknown {
   if (!isGradEnabled()) return undefined;
@@ -174,6 +181,13 @@ function beforeDispatch(op: AnyOp, args: readonly unknown[]): unknown {
   for (const i of mutated) {
     const t = args[i];
     if (!(t instanceof Tensor)) continue;
+    const base = viewBases.get(t);
+    if (base && base.requiresGrad) {
+      throw new Error(
+        `${op.name}: in-place modification of a view (${fmtShape(t.shape)}) of a tensor ${fmtShape(base.shape)} that requires grad ` +
+          'is not supported; use out-of-place ops (e.g. torch-style x = x.clone() then index), or kiln.noGrad()',
+      );
+    }
     if (t.requiresGrad && t.gradFn === null) {
       throw new Error(
         `${op.name}: a leaf tensor ${fmtShape(t.shape)} that requires grad is being used in an in-place operation; ` +
@@ -186,8 +200,16 @@ function beforeDispatch(op: AnyOp, args: readonly unknown[]): unknown {
 }
 
 function afterDispatch(op: AnyOp, args: readonly unknown[], result: Tensor | Tensor[], before: unknown): void {
-  if (!isGradEnabled() || !anyRequiresGrad(args)) return;
+  // Factories (zerosLike(x)) read only metadata: their outputs are fresh leaves, as in PyTorch.
+  if (!isGradEnabled() || op.tags?.includes('factory') || !anyRequiresGrad(args)) return;
   const outputs = Array.isArray(result) ? result : [result];
+  op.outputs.forEach((spec, k) => {
+    if (spec.aliasOf === undefined || op.tags?.includes('inplace')) return;
+    const src = args[op.args.findIndex((a) => a.name === spec.aliasOf)];
+    const produced = spec.type === 'Tensor[]' ? outputs : [outputs[k]];
+    if (!(src instanceof Tensor)) return;
+    for (const o of produced) if (o instanceof Tensor && o !== src && o.storage === src.storage) viewBases.set(o, viewBases.get(src) ?? src);
+  });
   if (!outputs.some((o) => isFloating(o.dtype))) return;
   const inputs: InputSlot[] = [];
   args.forEach((a, i) => {

@@ -19,6 +19,7 @@ import { Storage } from './storage.js';
 import { decoder, storageArray } from './typed.js';
 import { acceleratorFor } from '../runtime/registry.js';
 import { formatTensor } from './print.js';
+import { trackTensor } from './scope.js';
 
 /** The metadata every tensor-like carries; meta functions see only this. */
 export interface TensorMeta {
@@ -60,6 +61,7 @@ export class Tensor implements TensorMeta {
     this.strides = Object.freeze(strides ? [...strides] : contiguousStrides(shape));
     this.offset = offset;
     finalizer.register(this, storage, this);
+    trackTensor(this);
   }
 
   /** A fresh, uninitialised tensor (zeroed if `zero`). */
