@@ -191,3 +191,30 @@ test('mseLoss, l1Loss, huberLoss vs float64 references; shape and dtype errors',
   assertThrowsWith(() => F.l1Loss(ints([1, 2]), ints([1, 2])), 'l1Loss', 'floating point', 'int64');
   assertThrowsWith(() => F.mseLoss(A, B, 'total' as 'sum'), 'mseLoss', "'total'");
 });
+
+test('losses backpropagate: crossEntropy (ignoreIndex, labelSmoothing) gradient vs the analytic softmax - target, gradchecks', () => {
+  const shape = [5, 4];
+  const xv = randomValues(20, 90, -3, 3);
+  const target = [1, -100, 3, 0, 3];
+  const s = 0.2;
+  const x = t64(xv, shape).requiresGrad_();
+  F.crossEntropy(x, ints(target), { labelSmoothing: s }).backward();
+  const kept = target.filter((t) => t !== -100).length;
+  const ref: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const row = xv.slice(i * 4, i * 4 + 4);
+    const p = logSoftmaxRow(row).map(Math.exp);
+    for (let j = 0; j < 4; j++) ref.push(target[i] === -100 ? 0 : (p[j]! - ((1 - s) * (j === target[i] ? 1 : 0) + s / 4)) / kept);
+  }
+  assertClose(x.grad!, ref, shape, { atol: 1e-12, rtol: 1e-10 });
+
+  const w = t64([0.5, 2, 1, 1.5], [4]);
+  kiln.gradcheck((a) => F.crossEntropy(a, ints(target), { weight: w, labelSmoothing: 0.1 }), [t64(xv, shape).requiresGrad_()]);
+  kiln.gradcheck((a) => F.crossEntropy(a, ints([0, 2, 1, -100, 2, 2, 0, 1], [2, 2, 2]), { reduction: 'sum' }), [t64(randomValues(24, 91), [2, 3, 2, 2]).requiresGrad_()]);
+  const bx = t64([-50, -2, 0.3, 4, 60], [5]).requiresGrad_();
+  const bt = [0, 1, 0.5, 1, 0];
+  F.binaryCrossEntropyWithLogits(bx, t64(bt, [5])).backward();
+  assertClose(bx.grad!, [-50, -2, 0.3, 4, 60].map((v, i) => (1 / (1 + Math.exp(-v)) - bt[i]!) / 5), [5], { atol: 1e-12, rtol: 1e-10 });
+  kiln.gradcheck((a, b) => F.mseLoss(a, b), [t64(randomValues(6, 92), [2, 3]).requiresGrad_(), t64(randomValues(6, 93), [2, 3]).requiresGrad_()]);
+  kiln.gradcheck((a) => F.l1Loss(a, t64(randomValues(6, 94), [2, 3])), [t64(randomValues(6, 95), [2, 3]).requiresGrad_()]);
+});

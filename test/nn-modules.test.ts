@@ -427,3 +427,32 @@ test('GroupNorm module vs float64 reference; channel/group mismatch error', () =
   assertClose(gn.forward(t64(xv, [2, 4, 3])), ref, [2, 4, 3], { atol: 1e-10, rtol: 1e-10 });
   assertThrowsWith(() => new nn.GroupNorm(3, 4), 'GroupNorm', 'numChannels (4)', 'numGroups (3)');
 });
+
+test('a conv net (Conv2d, BatchNorm2d, GELU, LayerNorm, Linear) backpropagates into every parameter; SGD step with a closure', () => {
+  manualSeed(4);
+  const net = new nn.Sequential(
+    new nn.Conv2d(2, 4, 3, { padding: 1, dtype: 'float64' }),
+    new nn.BatchNorm2d(4, 1e-5, 0.1, true, true, F64),
+    new nn.GELU('tanh'),
+    new nn.Conv2d(4, 2, 2, { stride: 2, dtype: 'float64' }),
+  );
+  const head = new nn.Sequential(new nn.LayerNorm(8, 1e-5, true, true, F64), new nn.Linear(8, 3, true, F64));
+  const x = t64(randomValues(2 * 2 * 4 * 4, 30), [2, 2, 4, 4]);
+  const target = kiln.tensor([2, 0], { dtype: 'int64' });
+  const params = [...net.parameters(), ...head.parameters()];
+  const before = params.map((p) => p.toFlatArray());
+  const opt = new kiln.optim.SGD(params, { lr: 0.1 });
+  const loss = opt.step(() => {
+    opt.zeroGrad();
+    const l = nn.functional.crossEntropy(head.forward(net.forward(x).flatten(1)), target);
+    l.backward();
+    return l;
+  });
+  assert.ok(loss !== undefined && Number.isFinite(Number(loss.item())));
+  for (const [name, p] of [...net.namedParameters('net'), ...head.namedParameters('head')]) {
+    assert.ok(p.grad !== null, `${name} has a grad`);
+    assert.deepEqual([...p.grad.shape], [...p.shape], name);
+  }
+  params.forEach((p, i) => assertClose(p, before[i]!.map((v, j) => v - 0.1 * p.grad!.toFlatArray()[j]!), [...p.shape], { atol: 1e-12, rtol: 1e-12 }));
+  assert.equal(Number((net[1] as InstanceType<typeof nn.BatchNorm2d>).numBatchesTracked!.item()), 1);
+});
