@@ -8,6 +8,7 @@ import './kernels/cpu/index.js';
 export * from './api/index.js';
 export * as autograd from './autograd/index.js';
 export * as nn from './nn/index.js';
+export * as optim from './optim/index.js';
 export { scope, keep } from './tensor/scope.js';
 export * as io from './io/index.js';
 export * as models from './models/index.js';

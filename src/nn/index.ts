@@ -1,4 +1,11 @@
-/** `kiln.nn`: modules, parameters and initialisers. */
+/** `kiln.nn`: modules, parameters, initialisers, functional ops and losses, gradient clipping. */
 export { Module, Parameter, type LoadResult } from './module.js';
 export { Linear, Embedding, RMSNorm, type LayerOptions } from './layers/basic.js';
+export { LayerNorm, GroupNorm, BatchNorm1d, BatchNorm2d } from './layers/norm.js';
+export { Conv2d, type Conv2dOptions } from './layers/conv.js';
+export { ReLU, GELU, SiLU, Tanh, Sigmoid, Identity, Dropout } from './layers/activation.js';
+export { Sequential, ModuleList, type ForwardModule } from './layers/container.js';
 export * as init from './init.js';
+export * as functional from './functional.js';
+export * as utils from './utils.js';
+export { clipGradNorm_, clipGradValue_ } from './utils.js';
