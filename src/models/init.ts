@@ -5,7 +5,6 @@
  * words straight into a parameter's storage.
  */
 import { copy_ } from '../api/core.js';
-import { empty, zeros } from '../api/creation.js';
 import { noGrad } from '../autograd/index.js';
 import { Embedding, Linear } from '../nn/layers/basic.js';
 import { Parameter } from '../nn/module.js';
@@ -25,10 +24,6 @@ export interface BuildOptions {
   generator?: Generator;
   /** Weights are drawn uniformly with this standard deviation (transformers' initializer_range). */
   initStd?: number;
-}
-
-function setReadonly(obj: object, key: string, value: unknown): void {
-  Object.defineProperty(obj, key, { value, writable: false, enumerable: true, configurable: true });
 }
 
 /** Fills `t` in place with U(-a, a), a = std * sqrt(3), in one pass over a float32 buffer. */
@@ -56,33 +51,27 @@ export function fillUniformStd_(t: Tensor, std: number, generator: Generator = d
   return t;
 }
 
-/** An nn.Linear with allocated, undrawn weights (drawn here with fillUniformStd_ when `init`). */
+/** An nn.Linear whose weights are drawn by fillUniformStd_ (bias zero) when `init`, else left for loading. */
 export function buildLinear(inFeatures: number, outFeatures: number, bias: boolean, o: BuildOptions): Linear {
-  const l = new Linear(0, 0, false, { dtype: o.dtype, device: o.device });
-  setReadonly(l, 'inFeatures', inFeatures);
-  setReadonly(l, 'outFeatures', outFeatures);
-  const opts = { dtype: o.dtype, device: o.device };
-  l.weight = new Parameter(empty([outFeatures, inFeatures], opts));
-  if (o.init ?? true) fillUniformStd_(l.weight, o.initStd ?? 0.02, o.generator);
-  l.bias = bias ? new Parameter(zeros([outFeatures], opts)) : null;
+  const l = new Linear(inFeatures, outFeatures, bias, { dtype: o.dtype, device: o.device, init: false });
+  if (o.init ?? true) {
+    fillUniformStd_(l.weight, o.initStd ?? 0.02, o.generator);
+    if (l.bias) noGrad(() => copy_(l.bias!, 0));
+  }
   return l;
 }
 
-/** An nn.Embedding with allocated, undrawn weights (drawn here when `init`). */
+/** An nn.Embedding whose weights are drawn by fillUniformStd_ when `init`, else left for loading. */
 export function buildEmbedding(numEmbeddings: number, embeddingDim: number, o: BuildOptions): Embedding {
-  const e = new Embedding(0, 0, null, { dtype: o.dtype, device: o.device });
-  setReadonly(e, 'numEmbeddings', numEmbeddings);
-  setReadonly(e, 'embeddingDim', embeddingDim);
-  e.weight = new Parameter(empty([numEmbeddings, embeddingDim], { dtype: o.dtype, device: o.device }));
+  const e = new Embedding(numEmbeddings, embeddingDim, null, { dtype: o.dtype, device: o.device, init: false });
   if (o.init ?? true) fillUniformStd_(e.weight, o.initStd ?? 0.02, o.generator);
   return e;
 }
 
 /** An nn.Linear around an existing weight Parameter (shared, e.g. a tied LM head). */
 export function linearSharing(weight: Parameter, o: BuildOptions): Linear {
-  const l = new Linear(0, 0, false, { dtype: o.dtype, device: o.device });
-  setReadonly(l, 'inFeatures', weight.shape[1]);
-  setReadonly(l, 'outFeatures', weight.shape[0]);
+  const l = new Linear(weight.shape[1]!, weight.shape[0]!, false, { dtype: o.dtype, device: o.device, init: false });
+  l.weight.dispose();
   l.weight = weight;
   return l;
 }

@@ -142,12 +142,11 @@ export abstract class Module {
     return { missingKeys, unexpectedKeys };
   }
 
-  /** Moves or casts every parameter and buffer (floating ones only for a dtype), in place. */
+  /** Moves or casts every parameter and buffer (floating ones only for a dtype), in place; gradients are cleared. */
   to(target: DType | DeviceLike): this {
     const dtype = typeof target === 'string' && isDType(target) ? target : undefined;
     const device = dtype ? undefined : Device.from(target as DeviceLike);
     for (const m of this.modules()) {
-      const rec = m as unknown as Record<string, unknown>;
       for (const [k, v] of m.ownEntries()) {
         if (!(v instanceof Tensor)) continue;
         const isParam = v instanceof Parameter;
@@ -155,7 +154,11 @@ export abstract class Module {
         if (dtype && !isFloating(v.dtype)) continue;
         const moved = noGrad(() => (dtype ? v.to(dtype) : v.to(device!)));
         if (moved === v) continue;
-        rec[k] = isParam ? new Parameter(moved, v.requiresGrad) : moved;
+        // Swap the data in place (like torch's param.data = ...), so optimizers and tied
+        // references that hold this Parameter see the moved tensor.
+        v.setData_(moved);
+        moved.dispose();
+        if (v.grad) v.grad = null;
       }
     }
     return this;

@@ -128,6 +128,29 @@ export class Tensor implements TensorMeta {
     this.dispose();
   }
 
+  /**
+   * Points this tensor at `src`'s data (torch's `x.data = src`): storage, dtype, shape, strides and
+   * offset are replaced while the object, its autograd flags and everyone's references stay. Used by
+   * Module.to so that optimizers holding parameters keep working.
+   */
+  setData_(src: Tensor): this {
+    src.assertAlive('setData_');
+    this.assertAlive('setData_');
+    if (src === this) return this;
+    src.storage.retain();
+    const old = this.storage;
+    const self = this as unknown as { storage: Storage; dtype: DType; shape: readonly number[]; strides: readonly number[]; offset: number };
+    self.storage = src.storage;
+    self.dtype = src.dtype;
+    self.shape = src.shape;
+    self.strides = src.strides;
+    self.offset = src.offset;
+    finalizer.unregister(this);
+    finalizer.register(this, src.storage, this);
+    old.release();
+    return this;
+  }
+
   assertAlive(op: string): void {
     if (this.disposed) throw new Error(`${op}: tensor ${fmtShape(this.shape)} ${this.dtype} was disposed`);
   }

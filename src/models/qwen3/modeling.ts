@@ -33,7 +33,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape } from '../../tensor/layout.js';
 import { Generator } from '../../tensor/random.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { ModuleList } from '../module-list.js';
+import { ModuleList } from '../../nn/layers/container.js';
 import { Qwen3Config } from './config.js';
 
 export interface FromConfigOptions {
@@ -214,7 +214,7 @@ export class Qwen3SparseMoeBlock extends Module {
     this.normTopkProb = config.normTopkProb;
     this.gate = buildLinear(config.hiddenSize, config.numExperts, false, o);
     this.experts = new ModuleList<Qwen3MLP>();
-    for (let e = 0; e < config.numExperts; e++) this.experts.push(new Qwen3MLP(config.hiddenSize, config.moeIntermediateSize, o));
+    for (let e = 0; e < config.numExperts; e++) this.experts.append(new Qwen3MLP(config.hiddenSize, config.moeIntermediateSize, o));
   }
 
   /** Router: softmax over experts in float32, top-k, optional renormalisation. `x` is [N, H]. */
@@ -291,7 +291,7 @@ export class Qwen3Model extends Module {
     super();
     this.embed_tokens = buildEmbedding(config.vocabSize, config.hiddenSize, o);
     this.layers = new ModuleList<Qwen3DecoderLayer>();
-    for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(new Qwen3DecoderLayer(config, i, o));
+    for (let i = 0; i < config.numHiddenLayers; i++) this.layers.append(new Qwen3DecoderLayer(config, i, o));
     this.norm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
   }
 

@@ -14,6 +14,11 @@ export interface LayerOptions {
   device?: DeviceLike;
   /** Generator for the initial weights (the global one by default). */
   generator?: Generator;
+  /**
+   * Draw the initial weights (default). `false` leaves them uninitialised (like torch's skip_init):
+   * for modules whose weights are about to be loaded or drawn by a faster model-wide initialiser.
+   */
+  init?: boolean;
 }
 
 /** y = x W^T + b with W [outFeatures, inFeatures]; weights and bias U(-1/sqrt(in), 1/sqrt(in)). */
@@ -29,13 +34,14 @@ export class Linear extends Module {
   ) {
     super();
     const o = { dtype: options.dtype, device: options.device };
+    const init = options.init ?? true;
     this.weight = new Parameter(empty([outFeatures, inFeatures], o));
-    kaimingUniform_(this.weight, Math.sqrt(5), 'fanIn', 'leaky_relu', options.generator);
+    if (init) kaimingUniform_(this.weight, Math.sqrt(5), 'fanIn', 'leaky_relu', options.generator);
     this.bias = null;
     if (bias) {
       this.bias = new Parameter(empty([outFeatures], o));
       const bound = inFeatures > 0 ? 1 / Math.sqrt(inFeatures) : 0;
-      uniform_(this.bias, -bound, bound, options.generator);
+      if (init) uniform_(this.bias, -bound, bound, options.generator);
     }
   }
 
@@ -56,8 +62,10 @@ export class Embedding extends Module {
   ) {
     super();
     this.weight = new Parameter(empty([numEmbeddings, embeddingDim], { dtype: options.dtype, device: options.device }));
-    normal_(this.weight, 0, 1, options.generator);
-    if (paddingIdx !== null) zeros_(this.weight.select(0, paddingIdx));
+    if (options.init ?? true) {
+      normal_(this.weight, 0, 1, options.generator);
+      if (paddingIdx !== null) zeros_(this.weight.select(0, paddingIdx));
+    }
   }
 
   forward(ids: Tensor): Tensor {
