@@ -164,9 +164,12 @@ export abstract class Module {
     return this;
   }
 
-  /** Clears .grad of every parameter. */
+  /** Clears .grad of every parameter, releasing the gradients' memory (autograd owns them). */
   zeroGrad(): void {
-    for (const p of this.parameters()) p.grad = null;
+    for (const p of this.parameters()) {
+      p.grad?.dispose();
+      p.grad = null;
+    }
   }
 
   /** Calls fn on every module (children first), like torch's Module.apply. */

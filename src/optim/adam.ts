@@ -1,5 +1,6 @@
 /** torch.optim.Adam and AdamW (single-tensor form), with amsgrad and maximize. */
 import { zerosLike } from '../api/creation.js';
+import { keep } from '../tensor/scope.js';
 import { add, copy_ } from '../api/core.js';
 import { div, maximum, mul, sqrt } from '../api/pointwise.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -39,9 +40,9 @@ abstract class AdamBase extends Optimizer<AdamOptions> {
       const s = this.stateOf(p);
       if (s.step === undefined) {
         s.step = 0;
-        s.expAvg = zerosLike(p);
-        s.expAvgSq = zerosLike(p);
-        if (g.amsgrad) s.maxExpAvgSq = zerosLike(p);
+        s.expAvg = keep(zerosLike(p));
+        s.expAvgSq = keep(zerosLike(p));
+        if (g.amsgrad) s.maxExpAvgSq = keep(zerosLike(p));
       }
       const step = (s.step as number) + 1;
       s.step = step;
@@ -59,7 +60,7 @@ abstract class AdamBase extends Optimizer<AdamOptions> {
       if (g.amsgrad) {
         let vmax = s.maxExpAvgSq;
         if (!(vmax instanceof Tensor)) {
-          vmax = zerosLike(p);
+          vmax = keep(zerosLike(p));
           s.maxExpAvgSq = vmax;
         }
         copy_(vmax, maximum(vmax, v));

@@ -6,6 +6,7 @@
 import { enableGrad, noGrad } from '../autograd/index.js';
 import { fmtShape, shapeEquals } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
+import { keep, scope } from '../tensor/scope.js';
 
 /** Options every optimizer has. */
 export interface BaseOptions {
@@ -81,8 +82,12 @@ export abstract class Optimizer<O extends BaseOptions = BaseOptions> {
       for (const g of this.paramGroups) {
         for (const p of g.params) {
           if (p.grad === null) continue;
-          if (setToNone) p.grad = null;
-          else p.grad.zero_();
+          if (setToNone) {
+            // Gradients are created and owned by autograd: release their memory now rather than
+            // when the garbage collector gets to them, so training loops stay flat.
+            p.grad.dispose();
+            p.grad = null;
+          } else p.grad.zero_();
         }
       }
     });
@@ -95,9 +100,12 @@ export abstract class Optimizer<O extends BaseOptions = BaseOptions> {
    */
   step<T = undefined>(closure?: () => T): T | undefined {
     const result = closure ? enableGrad(closure) : undefined;
-    noGrad(() => {
-      for (const group of this.paramGroups) this.update(group);
-    });
+    // Temporaries of the update are released when it ends; state tensors are created with keep().
+    scope(() =>
+      noGrad(() => {
+        for (const group of this.paramGroups) this.update(group);
+      }),
+    );
     return result;
   }
 
@@ -155,7 +163,7 @@ export abstract class Optimizer<O extends BaseOptions = BaseOptions> {
             if (v.ndim > 0 && !shapeEquals(v.shape, p.shape)) {
               throw new Error(`${this.name}.loadStateDict: state '${k}' of parameter ${key} has shape ${fmtShape(v.shape)}, the parameter ${fmtShape(p.shape)}`);
             }
-            copy[k] = v.to({ dtype: p.dtype, device: p.device, copy: true });
+            copy[k] = keep(v.to({ dtype: p.dtype, device: p.device, copy: true }));
           }
         }
         this.state.set(p, copy);

@@ -1,5 +1,6 @@
 /** torch.optim.SGD with momentum, dampening, Nesterov, weight decay and maximize. */
 import { add, clone } from '../api/core.js';
+import { keep } from '../tensor/scope.js';
 import { mul } from '../api/pointwise.js';
 import { Tensor } from '../tensor/tensor.js';
 import { Optimizer, type ParamGroup, type ParamsInput } from './optimizer.js';
@@ -52,7 +53,7 @@ export class SGD extends Optimizer<SGDOptions> {
         const s = this.stateOf(p);
         let buf = s.momentumBuffer;
         if (!(buf instanceof Tensor)) {
-          buf = clone(d);
+          buf = keep(clone(d));
           s.momentumBuffer = buf;
         } else {
           buf.mul_(g.momentum).add_(d, 1 - g.dampening);

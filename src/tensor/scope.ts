@@ -18,13 +18,12 @@ export function trackTensor(t: Disposable_): void {
   if (top) top.add(t);
 }
 
-/** Excludes `t` from the innermost scope's cleanup (it moves to the enclosing scope, if any). */
+/**
+ * Excludes `t` from every enclosing scope's cleanup: it lives until disposed (or collected). For
+ * long-lived state created inside scopes: optimizer moments, leaf gradients, caches.
+ */
 export function keep<T extends Disposable_>(t: T): T {
-  const top = stack[stack.length - 1];
-  if (top && top.delete(t)) {
-    const outer = stack[stack.length - 2];
-    if (outer) outer.add(t);
-  }
+  for (const s of stack) s.delete(t);
   return t;
 }
 
