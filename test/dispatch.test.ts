@@ -24,3 +24,18 @@ test('index lists with nulls dispatch: x[:, idx] = v and x[idx0, :, idx2] += v',
   dead.dispose();
   assertThrowsWith(() => kiln.indexPut(x, [null, dead], 1), 'indexPut', 'disposed');
 });
+
+test('an op with only a decomposition runs through it on any device', async () => {
+  const { defineOp, setDecomposition } = await import('../src/ops/registry.js');
+  const { dispatch } = await import('../src/ops/dispatch.js');
+  type M = import('../src/tensor/tensor.js').TensorMeta;
+  const op = defineOp({
+    name: 'testAddTwice',
+    args: [{ name: 'self', type: 'Tensor' }],
+    outputs: [{ name: 'out', type: 'Tensor' }],
+    meta: (self: M) => ({ shape: self.shape, strides: self.strides, dtype: self.dtype, device: self.device }),
+  });
+  setDecomposition(op, (self) => kiln.add(self, self));
+  assert.deepEqual(dispatch(op, kiln.tensor([1, 2])).toArray(), [2, 4]);
+  assert.equal(op.kernels.size, 0);
+});
