@@ -1,0 +1,170 @@
+/**
+ * Capture: runs the user's function once on fake tensors (metadata only) with a dispatch mode that
+ * records every op call into the graph IR instead of running kernels. Real tensors the function
+ * reaches (module parameters, closed-over constants) become lifted graph inputs. Reading a fake
+ * tensor's values (item, toArray, printing) cannot be traced: it raises a GraphBreak that names
+ * the user code that asked.
+ */
+import { popDispatchMode, pushDispatchMode, type DispatchMode } from '../ops/dispatch.js';
+import type { Op } from '../ops/registry.js';
+import type { MetaResult, OutMeta } from '../ops/schema.js';
+import type { Device } from '../runtime/device.js';
+import { Storage } from '../tensor/storage.js';
+import { Tensor } from '../tensor/tensor.js';
+import type { Graph, GraphInput, IRArg, IRNode, OutputTree, ValueId, ValueInfo } from './ir.js';
+
+/** Thrown when tracing needs a tensor's data (data-dependent control flow). */
+export class GraphBreak extends Error {
+  constructor(
+    readonly reason: string,
+    readonly userFrame: string | undefined,
+  ) {
+    super(`graph break: ${reason}${userFrame ? ` at ${userFrame}` : ''}`);
+    this.name = 'GraphBreak';
+  }
+}
+
+/** The first stack frame outside kiln's own sources: where the user's code asked for data. */
+function userFrame(): string | undefined {
+  const here = new URL('..', import.meta.url).pathname;
+  const lines = (new Error().stack ?? '').split('\n').slice(1);
+  for (const l of lines) {
+    const m = /\((.*):(\d+):(\d+)\)$/.exec(l) ?? /at (.*):(\d+):(\d+)$/.exec(l);
+    if (!m) continue;
+    const file = m[1]!.replace(/^file:\/\//, '');
+    if (file.startsWith(here) || file.startsWith('node:')) continue;
+    return `${file}:${m[2]}:${m[3]}`;
+  }
+  return undefined;
+}
+
+const fakeStorages = new Map<string, Storage>();
+function fakeStorage(device: Device): Storage {
+  const key = device.toString();
+  let s = fakeStorages.get(key);
+  if (!s) {
+    // Fakes never touch memory; one empty host allocation stands in for every fake's storage.
+    s = Storage.allocate(device, 0);
+    fakeStorages.set(key, s);
+  }
+  return s;
+}
+
+/** A tensor with metadata only, standing for graph value `valueId` during tracing. */
+export class FakeTensor extends Tensor {
+  constructor(
+    public valueId: ValueId,
+    meta: OutMeta,
+  ) {
+    super(fakeStorage(meta.device), meta.dtype, meta.shape, meta.strides, meta.offset ?? 0);
+  }
+
+  override toFlatArray(): number[] {
+    throw new GraphBreak(`reading the values of a traced tensor [${this.shape.join(', ')}] (item/toArray/toString)`, userFrame());
+  }
+}
+
+export interface Trace {
+  graph: Graph;
+  /** Nodes recorded, for diagnostics. */
+  opCount: number;
+}
+
+class Tracer implements DispatchMode {
+  private nextValue = 0;
+  private nextNode = 0;
+  readonly values = new Map<ValueId, ValueInfo>();
+  readonly nodes: IRNode[] = [];
+  readonly inputs: GraphInput[] = [];
+  private readonly lifted = new Map<Tensor, ValueId>();
+
+  newValue(meta: OutMeta, aliasOf?: ValueId): ValueId {
+    const id = this.nextValue++;
+    this.values.set(id, { id, shape: [...meta.shape], strides: [...meta.strides], dtype: meta.dtype, device: meta.device, offset: meta.offset ?? 0, aliasOf });
+    return id;
+  }
+
+  argInput(t: Tensor, path: (string | number)[]): FakeTensor {
+    const id = this.newValue(t);
+    this.inputs.push({ id, source: { kind: 'arg', path } });
+    return new FakeTensor(id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: 0 });
+  }
+
+  valueOf(t: Tensor): ValueId {
+    if (t instanceof FakeTensor) return t.valueId;
+    let id = this.lifted.get(t);
+    if (id === undefined) {
+      t.assertAlive('compile');
+      id = this.newValue(t);
+      this.lifted.set(t, id);
+      this.inputs.push({ id, source: { kind: 'lifted', tensor: t } });
+    }
+    return id;
+  }
+
+  toIR(a: unknown): IRArg {
+    if (a instanceof Tensor) return { kind: 'value', id: this.valueOf(a) };
+    if (Array.isArray(a)) return { kind: 'list', items: a.map((x) => this.toIR(x)) };
+    return { kind: 'const', value: a };
+  }
+
+  handle(op: Op<readonly unknown[], MetaResult>, args: readonly unknown[]): unknown {
+    const irArgs = args.map((a) => this.toIR(a));
+    const meta = op.meta(...(args as never[]));
+    const metas: readonly OutMeta[] = Array.isArray(meta) ? meta : [meta as OutMeta];
+    const results: FakeTensor[] = [];
+    const outputs: ValueId[] = [];
+    metas.forEach((m, k) => {
+      const spec = op.outputs[Math.min(k, op.outputs.length - 1)];
+      const aliasArg = spec?.aliasOf === undefined ? -1 : op.args.findIndex((a) => a.name === spec.aliasOf);
+      const src = aliasArg >= 0 ? args[aliasArg] : undefined;
+      const aliasOf = src instanceof Tensor ? this.valueOf(src) : undefined;
+      const id = this.newValue(m, aliasOf);
+      outputs.push(id);
+      const mutatesSrc = aliasArg >= 0 && op.args[aliasArg]!.mutated === true && src instanceof FakeTensor;
+      if (mutatesSrc) {
+        // In-place: the same tensor object now stands for the post-mutation value.
+        (src as FakeTensor).valueId = id;
+        results.push(src as FakeTensor);
+      } else {
+        results.push(new FakeTensor(id, m));
+      }
+    });
+    this.nodes.push({ id: this.nextNode++, op: op.name, args: irArgs, outputs });
+    return Array.isArray(meta) ? results : results[0];
+  }
+
+  outputTree(x: unknown): OutputTree {
+    if (x instanceof Tensor) return { kind: 'tensor', id: this.valueOf(x) };
+    if (Array.isArray(x)) return { kind: 'list', items: x.map((e) => this.outputTree(e)) };
+    if (x !== null && typeof x === 'object' && Object.getPrototypeOf(x) === Object.prototype) {
+      return { kind: 'object', entries: Object.entries(x).map(([k, v]) => [k, this.outputTree(v)] as const) };
+    }
+    return { kind: 'const', value: x };
+  }
+}
+
+/** Replaces every tensor in a nested argument structure with a fake, recording its path. */
+function fakeArgs(tracer: Tracer, x: unknown, path: (string | number)[]): unknown {
+  if (x instanceof Tensor) return tracer.argInput(x, path);
+  if (Array.isArray(x)) return x.map((e, i) => fakeArgs(tracer, e, [...path, i]));
+  if (x !== null && typeof x === 'object' && Object.getPrototypeOf(x) === Object.prototype) {
+    return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, fakeArgs(tracer, v, [...path, k])]));
+  }
+  return x; // numbers, strings, modules (their tensors are lifted when used)
+}
+
+/** Traces `fn(...args)` into a graph. Throws GraphBreak on data-dependent code. */
+export function trace(fn: (...args: never[]) => unknown, args: readonly unknown[]): Trace {
+  const tracer = new Tracer();
+  const fakes = args.map((a, i) => fakeArgs(tracer, a, [i]));
+  pushDispatchMode(tracer);
+  let result: unknown;
+  try {
+    result = fn(...(fakes as never[]));
+  } finally {
+    popDispatchMode(tracer);
+  }
+  const output = tracer.outputTree(result);
+  return { graph: { inputs: tracer.inputs, nodes: tracer.nodes, values: tracer.values, output }, opCount: tracer.nodes.length };
+}
