@@ -74,6 +74,29 @@ test('builds are deterministic in the seed and the same across dtypes', () => {
   assert.ok(Math.abs(a - b) <= 0.05 * Math.abs(a) + 0.5, `float32 ${a} vs bfloat16 ${b}`);
 });
 
+test('build keeps only the workload\'s tensors and dispose releases them', () => {
+  const allocated = (): number => kiln.memoryStats('cpu').allocatedBytes;
+  for (const spec of WORKLOADS) {
+    const before = allocated();
+    const w = spec.build({ size: 'tiny' });
+    let own = 0;
+    const seen = new Set<kiln.Tensor>();
+    const count = (t: kiln.Tensor): void => {
+      if (!seen.has(t)) own += t.numel() * t.elementSize();
+      seen.add(t);
+    };
+    w.inputs.forEach(count);
+    for (const [, t] of Object.entries(w.module?.stateDict() ?? {})) count(t);
+    // The initialisers' temporaries are gone (the garbage collector may also free older ones).
+    assert.ok(allocated() - before <= own, `${spec.name}: ${allocated() - before} bytes held after build, ${own} owned`);
+    // The forward's temporaries and output die with the scope.
+    kiln.scope(() => assert.ok(Number.isFinite(w.run().toFlatArray()[0]!)));
+    w.dispose();
+    assert.ok(allocated() <= before, `${spec.name}: ${allocated() - before} bytes left after dispose`);
+    assert.ok(w.inputs.every((t) => t.isDisposed));
+  }
+});
+
 test('harness rejects bad rep counts', () => {
   withBuilt('elementwise-1024', (w) => {
     assertThrowsWith(() => benchEager(w, { reps: 0 }), 'reps', '0');

@@ -110,11 +110,32 @@ function built(
     run: () => kiln.noGrad(() => forward(...inputs)),
     dispose: () => {
       for (const t of inputs) t.dispose();
-      if (module) {
-        for (const p of module.parameters()) p.dispose();
-        for (const [, b] of Object.entries(module.stateDict())) if (!b.isDisposed) b.dispose();
-      }
+      for (const t of moduleTensors(module)) t.dispose();
     },
+  };
+}
+
+/** Every tensor held directly by the module or a submodule (parameters, buffers, other state). */
+function moduleTensors(module: kiln.nn.Module | null): Set<Tensor> {
+  const out = new Set<Tensor>();
+  if (module) for (const m of module.modules()) for (const v of Object.values(m)) if (v instanceof kiln.Tensor) out.add(v);
+  return out;
+}
+
+/**
+ * Builds inside a kiln.scope, keeping the inputs and the module's tensors, so the initialisers'
+ * temporaries are released at once instead of waiting for the garbage collector.
+ */
+function scopedBuild(spec: WorkloadSpec): WorkloadSpec {
+  return {
+    ...spec,
+    build: (options) =>
+      kiln.scope(() => {
+        const w = spec.build(options);
+        for (const t of w.inputs) kiln.keep(t);
+        for (const t of moduleTensors(w.module)) kiln.keep(t);
+        return w;
+      }),
   };
 }
 
@@ -356,7 +377,7 @@ export const WORKLOADS: readonly WorkloadSpec[] = [
   }),
   convStack({ full: [16, 3, 224, 224, 64], cpu: [2, 3, 64, 64, 64], tiny: [1, 3, 12, 12, 8] }),
   qwen3(),
-];
+].map(scopedBuild);
 
 export const WORKLOAD_NAMES: readonly string[] = WORKLOADS.map((w) => w.name);
 
