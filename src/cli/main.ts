@@ -1,19 +1,26 @@
 #!/usr/bin/env node
-/** The `kiln` command. `kiln info`: accelerators, their properties, memory, and a short eager demo. */
+/**
+ * The `kiln` command. `kiln info`: accelerators, their properties, memory, and a short eager demo.
+ * `kiln bench`: the benchmark workloads (eager for now), a table and an optional JSON report.
+ */
 import { parseArgs } from 'node:util';
 import * as kiln from '../index.js';
 import { runInfo } from './info.js';
+import { runBench } from './bench.js';
 
 const USAGE = `Usage: kiln <command> [options]
 
 Commands:
   info [--json] [--device <d>]   accelerators found, their properties, and a short eager demo
+  bench [options]                time the benchmark workloads (kiln bench --help for options)
   help                           this message
 
 Options:
   --version                      print the version`;
 
 function main(argv: string[]): number {
+  // bench parses its own options.
+  if (argv[0] === 'bench') return runBench(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -32,6 +39,8 @@ function main(argv: string[]): number {
   switch (command) {
     case 'info':
       return runInfo({ json: values.json ?? false, device: values.device });
+    case 'bench':
+      return runBench(argv.filter((a, i) => i !== argv.indexOf('bench')));
     case 'help':
       console.log(USAGE);
       return 0;

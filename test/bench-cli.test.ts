@@ -1,0 +1,100 @@
+/**
+ * `kiln bench` end to end: spawns the built CLI at the tiny size with --json and checks the table
+ * on stdout and the JSON report's schema; bad options exit non-zero with a message.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+// Compiled tests run from dist/test; the CLI is dist/src/cli/main.js.
+const MAIN = path.join(here, '../src/cli/main.js');
+const NAMES = ['elementwise-4096', 'elementwise-1024', 'mlp-2048x4096', 'mlp-64x512', 'transformer-block', 'conv-stack', 'qwen3-0.6b-forward'];
+const ROW_KEYS = ['framework', 'workload', 'device', 'dtype', 'size', 'eager_ms', 'compiled_ms', 'speedup', 'compile_s', 'max_abs_diff'];
+
+function kiln(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+type Json = Record<string, unknown>;
+
+test('kiln bench --size tiny --json: table and report', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
+  try {
+    const file = path.join(dir, 'sub', 'out.json');
+    const r = kiln(['bench', '--size', 'tiny', '--reps', '3', '--warmup', '1', '--json', file]);
+    assert.equal(r.status, 0, r.stderr);
+    // Table: header, rule, one line per workload with dashes for the compiled columns.
+    const lines = r.stdout.trim().split('\n');
+    assert.match(lines[0]!, /^workload\s+device\s+dtype\s+eager ms\s+compiled ms\s+speedup\s+compile s\s+max \|diff\|$/);
+    assert.equal(lines.length, 2 + NAMES.length);
+    for (const [i, name] of NAMES.entries()) assert.match(lines[2 + i]!, new RegExp(`^${name}\\s+cpu\\s+float32\\s+\\d+\\.\\d{3}\\s+-\\s+-\\s+-\\s+-$`));
+    // Progress goes to stderr, not stdout.
+    assert.match(r.stderr, /bench: conv-stack [\d.]+ ms/);
+    assert.match(r.stderr, /wrote /);
+
+    const report = JSON.parse(fs.readFileSync(file, 'utf8')) as { meta: Json; results: Json[]; details: Json[] };
+    const meta = report.meta;
+    const machine = meta.machine as Json;
+    assert.equal(typeof machine.os, 'string');
+    assert.equal(typeof machine.cpu_model, 'string');
+    assert.equal(machine.cores, os.cpus().length);
+    assert.equal(machine.memory_bytes, os.totalmem());
+    const device = meta.device as Json;
+    assert.equal(device.device, 'cpu');
+    assert.equal(typeof (device.properties as Json).name, 'string');
+    assert.equal(typeof meta.date, 'string');
+    assert.equal(new Date(meta.date as string).toISOString(), meta.date);
+    assert.ok(Math.abs(Date.now() - Date.parse(meta.date as string)) < 120_000);
+    assert.match(meta.kiln_version as string, /^\d+\.\d+\.\d+/);
+    const command = meta.command as string[];
+    assert.ok(Array.isArray(command) && command.includes('bench') && command.includes(file));
+
+    assert.deepEqual(report.results.map((row) => row.workload), NAMES);
+    for (const row of report.results) {
+      assert.deepEqual(Object.keys(row), ROW_KEYS);
+      assert.equal(row.framework, 'kiln');
+      assert.equal(row.device, 'cpu');
+      assert.equal(row.dtype, 'float32');
+      assert.equal(row.size, 'tiny');
+      assert.ok(typeof row.eager_ms === 'number' && row.eager_ms > 0);
+      for (const k of ['compiled_ms', 'speedup', 'compile_s', 'max_abs_diff']) assert.equal(row[k], null, `${String(row.workload)}.${k}`);
+    }
+    assert.equal(report.details.length, NAMES.length);
+    for (const d of report.details) {
+      assert.equal((d.times_ms as number[]).length, 3);
+      assert.equal(d.output_finite, true);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('kiln bench: one workload in bfloat16, and option errors', () => {
+  const r = kiln(['bench', '--size', 'tiny', '--dtype', 'bfloat16', '--workload', 'mlp-64x512', '--reps', '2', '--warmup', '0', '--no-progress']);
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stdout.trim().split('\n');
+  assert.equal(lines.length, 3);
+  assert.match(lines[2]!, /^mlp-64x512\s+cpu\s+bfloat16\s+\d+\.\d{3}\s/);
+  assert.equal(r.stderr, '', '--no-progress writes nothing on stderr');
+
+  const bad = kiln(['bench', '--size', 'huge']);
+  assert.equal(bad.status, 1);
+  assert.match(bad.stderr, /--size must be one of full, cpu, tiny, got 'huge'/);
+  const unknown = kiln(['bench', '--workload', 'resnet']);
+  assert.equal(unknown.status, 1);
+  assert.match(unknown.stderr, /unknown workload 'resnet'/);
+
+  const help = kiln(['help']);
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /bench \[options\]/);
+  assert.match(help.stdout, /info \[--json\]/);
+  const benchHelp = kiln(['bench', '--help']);
+  assert.equal(benchHelp.status, 0);
+  assert.match(benchHelp.stdout, /--include-slow/);
+});
