@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, beforeEach, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { threadId as mainThreadId } from 'node:worker_threads';
 import {
   CompileTaskError,
@@ -200,4 +202,13 @@ test('shutdown rejects pending tasks; resizing retires extra workers', async () 
   await shutdownCompilePool();
   await pending;
   assert.equal(compilePoolStats().workers, 0);
+});
+
+test('an idle pool does not keep the process alive, a busy one does', () => {
+  const child = fileURLToPath(new URL('./helpers/compile-pool-child.js', import.meta.url));
+  const env = { ...process.env, KILN_COMPILE_WORKERS: '2' };
+  const r = spawnSync(process.execPath, [child], { encoding: 'utf8', env, timeout: 8000 });
+  assert.equal(r.signal, null, 'the child exited by itself (not killed by the timeout)');
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { slow: { ms: 100 }, kernelOk: true, workers: 1 });
 });
