@@ -1,0 +1,387 @@
+/**
+ * The compile worker pool: a process-wide, lazily created set of `worker_threads` workers that run
+ * compile tasks (code validation, hashing, anything a handler module does) off the main thread.
+ *
+ * - Size: `setCompileWorkers(n)`, else `KILN_COMPILE_WORKERS`, else max(1, min(8, availableParallelism - 1)).
+ *   0 runs every task in-process through the same handler modules (for hosts without worker threads).
+ * - Workers are spawned on demand up to the size and are unref'd while idle, so an idle pool never keeps
+ *   the process alive; a worker is ref'd only while it runs a task that someone awaits.
+ * - A task is `{ kind, payload }`; the handler for a kind is a module URL + export name
+ *   (`registerCompileTaskHandler`), imported lazily by each worker.
+ * - A handler error rejects the task with a `CompileTaskError` carrying the worker's stack; a worker
+ *   that dies (uncaught error, `process.exit`, out of memory) rejects its in-flight task and is replaced
+ *   by a fresh worker when the next task needs one.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Worker, threadId as mainThreadId } from 'node:worker_threads';
+import { loadHandler, serializeError as serialize } from './handlers.js';
+import type { CompileTask, HandlerSpec, ResultMessage, SerializedError, TaskMessage } from './types.js';
+
+export type { CompileTask, HandlerSpec } from './types.js';
+
+const WORKER_URL = new URL('./worker.js', import.meta.url);
+
+/** A task that failed: the handler threw, or its worker died. */
+export class CompileTaskError extends Error {
+  readonly kind: string;
+  /** The thread the task ran on (the main thread's id for in-process tasks); -1 if it never ran. */
+  readonly threadId: number;
+  /** The stack as the worker saw it ('' when the worker died without one). */
+  readonly workerStack: string;
+
+  constructor(kind: string, threadId: number, message: string, workerError?: SerializedError) {
+    super(message);
+    this.name = 'CompileTaskError';
+    this.kind = kind;
+    this.threadId = threadId;
+    this.workerStack = workerError?.stack ?? '';
+    if (workerError) this.stack = `${this.name}: ${message}\n    --- stack in worker thread ${threadId} ---\n${workerError.stack}`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handler registry (kind -> module URL + export). Plain data, so workers never need parent state.
+
+const handlers = new Map<string, HandlerSpec>();
+
+function toModuleUrl(moduleUrl: string | URL): string {
+  if (moduleUrl instanceof URL) return moduleUrl.href;
+  if (typeof moduleUrl !== 'string' || moduleUrl === '') {
+    throw new TypeError(`registerCompileTaskHandler: moduleUrl must be a URL or a non-empty string, got ${String(moduleUrl)}`);
+  }
+  if (/^[a-z][a-z0-9+.-]+:/i.test(moduleUrl)) return moduleUrl; // file:, data:, node: (two+ letters: not a Windows drive)
+  if (path.isAbsolute(moduleUrl)) return pathToFileURL(moduleUrl).href;
+  throw new TypeError(
+    `registerCompileTaskHandler: moduleUrl '${moduleUrl}' is relative; pass an absolute URL such as new URL('./my-task.js', import.meta.url)`,
+  );
+}
+
+/**
+ * Registers the handler for compile tasks of `kind`: the function exported as `exportName` from
+ * `moduleUrl`. Workers import the module themselves, so it must not rely on the parent's state.
+ * Registering a kind again replaces it.
+ */
+export function registerCompileTaskHandler(kind: string, moduleUrl: string | URL, exportName: string): void {
+  if (typeof kind !== 'string' || kind === '') throw new TypeError(`registerCompileTaskHandler: kind must be a non-empty string, got ${String(kind)}`);
+  if (typeof exportName !== 'string' || exportName === '') {
+    throw new TypeError(`registerCompileTaskHandler('${kind}'): exportName must be a non-empty string, got ${String(exportName)}`);
+  }
+  handlers.set(kind, { moduleUrl: toModuleUrl(moduleUrl), exportName });
+}
+
+/** The registered handler for a kind, if any. */
+export function compileTaskHandler(kind: string): HandlerSpec | undefined {
+  const h = handlers.get(kind);
+  return h ? { ...h } : undefined;
+}
+
+registerCompileTaskHandler('js-kernel', new URL('./js-kernel-task.js', import.meta.url), 'jsKernelTask');
+
+// ---------------------------------------------------------------------------------------------
+// Size configuration.
+
+let sizeOverride: number | undefined;
+
+export function defaultCompileWorkers(): number {
+  return Math.max(1, Math.min(8, os.availableParallelism() - 1));
+}
+
+function checkCount(n: number, what: string): number {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${what} must be a non-negative integer, got ${String(n)}`);
+  return n;
+}
+
+/** The pool size in effect: setCompileWorkers, else KILN_COMPILE_WORKERS, else the default. */
+export function compileWorkers(): number {
+  if (sizeOverride !== undefined) return sizeOverride;
+  const env = process.env.KILN_COMPILE_WORKERS;
+  if (env !== undefined && env.trim() !== '') {
+    const s = env.trim();
+    if (!/^\d+$/.test(s)) throw new RangeError(`KILN_COMPILE_WORKERS must be a non-negative integer, got '${env}'`);
+    return checkCount(Number(s), 'KILN_COMPILE_WORKERS');
+  }
+  return defaultCompileWorkers();
+}
+
+/**
+ * Sets the pool size (0: run tasks in-process). Applies to a running pool too: extra idle workers
+ * stop at once, busy ones after their task. `undefined` goes back to KILN_COMPILE_WORKERS / the default.
+ */
+export function setCompileWorkers(n: number | undefined): void {
+  sizeOverride = n === undefined ? undefined : checkCount(n, 'setCompileWorkers: n');
+  pool?.resize(compileWorkers());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pool.
+
+interface Pending {
+  id: number;
+  task: CompileTask;
+  handler: HandlerSpec;
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
+
+interface Slot {
+  worker: Worker;
+  threadId: number;
+  busy: Pending | null;
+  online: boolean;
+  /** The uncaught error that is about to kill this worker, if any. */
+  fatal: Error | null;
+  exited: boolean;
+}
+
+export interface CompilePoolStats {
+  /** Live worker threads. */
+  workers: number;
+  /** Configured size (0: in-process). */
+  size: number;
+  /** Tasks that settled (fulfilled or rejected). */
+  tasksCompleted: number;
+  /** Of those, the rejected ones. */
+  tasksFailed: number;
+  /** Settled tasks by the thread id that ran them (the main thread's id for in-process tasks). */
+  tasksPerWorker: Record<number, number>;
+  /** Tasks submitted and not yet settled (running + queued). */
+  inFlight: number;
+  /** Of those, the ones waiting for a worker. */
+  queued: number;
+  /** Workers that died while alive (crash, process.exit, startup failure). */
+  workerCrashes: number;
+}
+
+class CompilePool {
+  private size: number;
+  private readonly slots: Slot[] = [];
+  private readonly queue: Pending[] = [];
+  private nextId = 1;
+  private inline = 0;
+  private closed = false;
+  completed = 0;
+  failed = 0;
+  crashes = 0;
+  readonly perWorker = new Map<number, number>();
+
+  constructor(size: number) {
+    this.size = size;
+  }
+
+  submit(task: CompileTask, handler: HandlerSpec): Promise<unknown> {
+    return new Promise<unknown>((resolve, reject) => {
+      this.queue.push({ id: this.nextId++, task, handler, resolve, reject });
+      this.pump();
+    });
+  }
+
+  resize(n: number): void {
+    this.size = n;
+    for (const s of [...this.slots]) if (this.slots.length > n && !s.busy) this.retire(s);
+    this.pump();
+  }
+
+  stats(): CompilePoolStats {
+    const running = this.slots.filter((s) => s.busy).length + this.inline;
+    return {
+      workers: this.slots.length,
+      size: this.size,
+      tasksCompleted: this.completed,
+      tasksFailed: this.failed,
+      tasksPerWorker: Object.fromEntries(this.perWorker),
+      inFlight: running + this.queue.length,
+      queued: this.queue.length,
+      workerCrashes: this.crashes,
+    };
+  }
+
+  async shutdown(): Promise<void> {
+    this.closed = true;
+    const err = (p: Pending) => new CompileTaskError(p.task.kind, -1, `compile task '${p.task.kind}' cancelled: the compile pool was shut down`);
+    for (const p of this.queue.splice(0)) p.reject(err(p));
+    const slots = this.slots.splice(0);
+    for (const s of slots) {
+      if (s.busy) {
+        const p = s.busy;
+        s.busy = null;
+        p.reject(err(p));
+      }
+    }
+    await Promise.all(slots.map((s) => s.worker.terminate()));
+  }
+
+  private settle(p: Pending, threadId: number, ok: boolean, value: unknown): void {
+    this.completed++;
+    if (!ok) this.failed++;
+    this.perWorker.set(threadId, (this.perWorker.get(threadId) ?? 0) + 1);
+    if (ok) p.resolve(value);
+    else p.reject(value as Error);
+  }
+
+  private pump(): void {
+    if (this.closed) return;
+    while (this.queue.length > 0) {
+      if (this.size === 0) {
+        this.runInline(this.queue.shift()!);
+        continue;
+      }
+      let slot = this.slots.find((s) => !s.busy);
+      if (!slot) {
+        if (this.slots.length >= this.size) return;
+        slot = this.spawn();
+      }
+      this.dispatch(slot, this.queue.shift()!);
+    }
+  }
+
+  private runInline(p: Pending): void {
+    this.inline++;
+    const run = async () => {
+      const payload = structuredClone(p.task.payload);
+      const fn = await loadHandler(p.task.kind, p.handler);
+      return structuredClone(await fn(payload));
+    };
+    run().then(
+      (v) => {
+        this.inline--;
+        this.settle(p, mainThreadId, true, v);
+      },
+      (e: unknown) => {
+        this.inline--;
+        const se = serialize(e);
+        this.settle(p, mainThreadId, false, new CompileTaskError(p.task.kind, mainThreadId, `compile task '${p.task.kind}' failed (in-process): ${se.message}`, se));
+      },
+    );
+  }
+
+  private dispatch(slot: Slot, p: Pending): void {
+    const msg: TaskMessage = { id: p.id, kind: p.task.kind, handler: p.handler, payload: p.task.payload };
+    try {
+      slot.worker.postMessage(msg);
+    } catch (e) {
+      // Not structured-cloneable (functions, symbols...): the task never left this thread.
+      this.settle(p, -1, false, new CompileTaskError(p.task.kind, -1, `compile task '${p.task.kind}': payload cannot be sent to a worker: ${(e as Error).message}`));
+      return;
+    }
+    slot.busy = p;
+    slot.worker.ref();
+  }
+
+  private spawn(): Slot {
+    const worker = new Worker(WORKER_URL, { name: 'kiln-compile' });
+    worker.unref();
+    const slot: Slot = { worker, threadId: worker.threadId, busy: null, online: false, fatal: null, exited: false };
+    this.slots.push(slot);
+    worker.on('online', () => {
+      slot.online = true;
+    });
+    worker.on('message', (msg: ResultMessage) => this.onMessage(slot, msg));
+    worker.on('error', (e: Error) => {
+      slot.fatal = e;
+    });
+    worker.on('exit', (code: number) => this.onExit(slot, code));
+    return slot;
+  }
+
+  private onMessage(slot: Slot, msg: ResultMessage): void {
+    const p = slot.busy;
+    if (!p || p.id !== msg.id) return; // a task already rejected (shutdown)
+    slot.busy = null;
+    slot.worker.unref();
+    if (msg.ok) this.settle(p, slot.threadId, true, msg.value);
+    else {
+      const message = `compile task '${p.task.kind}' failed in worker thread ${slot.threadId}: ${msg.error.message}`;
+      this.settle(p, slot.threadId, false, new CompileTaskError(p.task.kind, slot.threadId, message, msg.error));
+    }
+    if (this.slots.length > this.size) this.retire(slot);
+    this.pump();
+  }
+
+  private retire(slot: Slot): void {
+    this.remove(slot);
+    void slot.worker.terminate();
+  }
+
+  private remove(slot: Slot): void {
+    const i = this.slots.indexOf(slot);
+    if (i >= 0) this.slots.splice(i, 1);
+  }
+
+  private onExit(slot: Slot, code: number): void {
+    if (slot.exited) return;
+    slot.exited = true;
+    const wasMember = this.slots.includes(slot);
+    this.remove(slot);
+    if (!wasMember || this.closed) return; // retired or shut down on purpose
+    this.crashes++;
+    const why = slot.fatal ? `${slot.fatal.name}: ${slot.fatal.message}` : `exit code ${code}`;
+    const fatal: SerializedError | undefined = slot.fatal ? serialize(slot.fatal) : undefined;
+    const p = slot.busy;
+    slot.busy = null;
+    if (p) {
+      const message = `compile task '${p.task.kind}' lost: worker thread ${slot.threadId} died while running it (${why}); the worker will be replaced`;
+      this.settle(p, slot.threadId, false, new CompileTaskError(p.task.kind, slot.threadId, message, fatal));
+    }
+    if (!slot.online) {
+      // The worker could not even start (missing dist file, no worker support): fail everything
+      // queued now instead of spawning doomed workers forever.
+      for (const q of this.queue.splice(0)) {
+        this.settle(q, -1, false, new CompileTaskError(q.task.kind, -1, `compile task '${q.task.kind}': compile worker failed to start (${why}); set KILN_COMPILE_WORKERS=0 to compile in-process`, fatal));
+      }
+      return;
+    }
+    this.pump(); // spawns the replacement if work is waiting
+  }
+}
+
+
+let pool: CompilePool | null = null;
+
+/**
+ * Runs a task on the shared compile pool (created on first use) and resolves with the handler's
+ * return value. Rejects with a `CompileTaskError` if the kind is unknown, the payload cannot be
+ * cloned, the handler throws, or its worker dies.
+ */
+export function compileInPool<T>(task: CompileTask): Promise<T> {
+  if (typeof task !== 'object' || task === null || typeof task.kind !== 'string') {
+    return Promise.reject(new TypeError(`compileInPool: task must be { kind: string; payload: unknown }, got ${String(task)}`));
+  }
+  const handler = handlers.get(task.kind);
+  if (!handler) {
+    const known = [...handlers.keys()].join(', ') || 'none';
+    return Promise.reject(
+      new CompileTaskError(task.kind, -1, `compileInPool: no handler registered for compile task kind '${task.kind}' (registered: ${known})`),
+    );
+  }
+  if (!pool) {
+    let size: number;
+    try {
+      size = compileWorkers();
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+    pool = new CompilePool(size);
+  }
+  return pool.submit(task, { ...handler }) as Promise<T>;
+}
+
+/** Pool counters; all zero when no pool exists (does not create one). */
+export function compilePoolStats(): CompilePoolStats {
+  if (pool) return pool.stats();
+  let size = 0;
+  try {
+    size = compileWorkers();
+  } catch {
+    size = -1;
+  }
+  return { workers: 0, size, tasksCompleted: 0, tasksFailed: 0, tasksPerWorker: {}, inFlight: 0, queued: 0, workerCrashes: 0 };
+}
+
+/** Stops every worker, rejects pending tasks and forgets the pool (and its stats); the next task starts a new one. */
+export async function shutdownCompilePool(): Promise<void> {
+  const p = pool;
+  pool = null;
+  if (p) await p.shutdown();
+}
