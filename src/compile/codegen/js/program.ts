@@ -1,0 +1,344 @@
+/**
+ * A compiled program: the wrapper that runs the scheduled steps on real tensors. Kernel steps
+ * allocate their outputs exactly as the meta functions describe them (so layouts equal eager's),
+ * reusing the storage of intermediates whose lifetime ended (same byte size); extern steps call the
+ * dispatcher; views feeding only kernels are never built as tensors: their metadata is computed and
+ * read by the kernels as strides and an offset. Per-input-layout plans (all value metadata) are
+ * cached, so a program serves any sizes of its traced ranks (symbolic dims).
+ */
+import { dispatch } from '../../../ops/dispatch.js';
+import { getOp } from '../../../ops/registry.js';
+import { itemSize, type DType } from '../../../tensor/dtype.js';
+import { broadcastStrides } from '../../../tensor/layout.js';
+import { storageSpan, Tensor } from '../../../tensor/tensor.js';
+import { readable, writable, type NumArray } from '../../../kernels/cpu/numeric.js';
+import type { Storage } from '../../../tensor/storage.js';
+import type { CompiledProgram } from '../../backend.js';
+import { buildOutput } from '../../interpret.js';
+import type { IRArg, ValueId } from '../../ir.js';
+import { outputValues } from '../../ir.js';
+import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
+import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
+import { compileKernelSources, HELPERS, type KernelFn } from './compile.js';
+import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js';
+
+/** A view value read by kernels without building a tensor. */
+interface Ref {
+  readonly ref: true;
+  readonly base: Tensor;
+  readonly shape: readonly number[];
+  readonly strides: readonly number[];
+  readonly offset: number;
+  readonly dtype: DType;
+  readonly device: Tensor['device'];
+}
+type RVal = Tensor | Ref;
+
+export interface ProgramStats {
+  readonly kernels: number;
+  readonly externs: number;
+  readonly views: number;
+  /** Kernel output buffers newly allocated / taken over from dead intermediates (cumulative). */
+  buffersAllocated: number;
+  buffersReused: number;
+  runs: number;
+}
+
+/** Picks a candidate index for a kernel (the autotuner plugs in here). */
+export type AutotuneHook = (kernel: { name: string; candidates: readonly KernelCandidate[] }) => number;
+
+interface KernelStep {
+  readonly code: KernelCode;
+  readonly fn: KernelFn;
+  readonly chosen: number;
+}
+
+function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
+  const outShape: number[] = [];
+  const outStrides: number[][] = strides.map(() => []);
+  for (let d = 0; d < shape.length; d++) {
+    const size = shape[d]!;
+    if (size === 1) continue;
+    const last = outShape.length - 1;
+    if (last >= 0 && size !== 0 && outShape[last] !== 0 && strides.every((s, k) => outStrides[k]![last] === s[d]! * size)) {
+      outShape[last]! *= size;
+      strides.forEach((s, k) => (outStrides[k]![last] = s[d]!));
+    } else {
+      outShape.push(size);
+      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
+    }
+  }
+  if (outShape.length === 0) {
+    outShape.push(1);
+    strides.forEach((_, k) => outStrides[k]!.push(0));
+  }
+  return { shape: outShape, strides: outStrides };
+}
+
+/** Dims ordered outermost-first by `strides` (descending), stable. */
+function orderBy(dims: number[], strides: readonly number[]): number[] {
+  return [...dims].sort((a, b) => Math.abs(strides[b]!) - Math.abs(strides[a]!) || a - b);
+}
+
+export class KilnProgram implements CompiledProgram {
+  readonly stats: ProgramStats;
+  private readonly kernelSteps = new Map<KernelGroup, KernelStep>();
+  private readonly plans = new Map<string, Map<ValueId, MetaLike>>();
+  /** Values that must exist as real tensors (used by externs or returned). */
+  private readonly needsTensor = new Set<ValueId>();
+  private readonly outputs: Set<ValueId>;
+  /** Per step: owned values whose storage dies after it. */
+  private readonly deaths: ValueId[][];
+
+  constructor(
+    readonly low: Lowered,
+    readonly sched: Schedule,
+    autotune?: AutotuneHook,
+  ) {
+    const codes = sched.kernels.map((g, i) => generateKernel(g, low, `kernel${i}_${g.kind}`));
+    const chosen = codes.map((c) => (autotune ? Math.max(0, Math.min(c.candidates.length - 1, autotune({ name: c.name, candidates: c.candidates }))) : 0));
+    const fns = compileKernelSources(codes.map((c, i) => c.candidates[chosen[i]!]!.source));
+    codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]! }));
+    this.outputs = new Set(outputValues(low.graph.output));
+    for (const id of this.outputs) this.needsTensor.add(id);
+    for (const s of sched.steps) if (s.kind === 'extern') for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
+    // A view needed as a tensor needs its base as a tensor too.
+    for (let i = sched.steps.length - 1; i >= 0; i--) {
+      const s = sched.steps[i]!;
+      if (s.kind === 'view' && this.needsTensor.has(s.node.outputs[0]!)) for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
+    }
+    this.deaths = this.planLifetimes();
+    this.stats = {
+      kernels: sched.kernels.length,
+      externs: sched.steps.filter((s) => s.kind === 'extern').length,
+      views: sched.steps.filter((s) => s.kind === 'view').length,
+      buffersAllocated: 0,
+      buffersReused: 0,
+      runs: 0,
+    };
+  }
+
+  get kernelCount(): number {
+    return this.sched.kernels.length;
+  }
+
+  /** Which storage root each value lives in, and after which step each owned root dies. */
+  private planLifetimes(): ValueId[][] {
+    const root = new Map<ValueId, ValueId>();
+    const owned = new Set<ValueId>();
+    const rootOf = (id: ValueId): ValueId => root.get(id) ?? id;
+    for (const inp of this.low.graph.inputs) root.set(inp.id, inp.id);
+    const stepsOf = this.sched.steps;
+    const last = new Map<ValueId, number>();
+    stepsOf.forEach((s, i) => {
+      const outs = s.kind === 'kernel' ? s.group.outputs : s.node.outputs;
+      for (const o of outs) {
+        const info = this.low.values.get(o)!;
+        if (s.kind === 'kernel') owned.add(o);
+        else if (s.kind === 'view') root.set(o, rootOf(nodeInputs(s.node)[0]!));
+        else if (info.aliasOf !== undefined) root.set(o, rootOf(info.aliasOf));
+        else owned.add(o);
+        if (!last.has(rootOf(o))) last.set(rootOf(o), i);
+      }
+      const ins = s.kind === 'kernel' ? s.group.inputs : nodeInputs(s.node);
+      for (const id of ins) last.set(rootOf(id), Math.max(last.get(rootOf(id)) ?? i, i));
+    });
+    const pinned = new Set([...this.outputs].map(rootOf));
+    const deaths: ValueId[][] = stepsOf.map(() => []);
+    for (const r of owned) {
+      if (pinned.has(r) || rootOf(r) !== r) continue;
+      deaths[last.get(r)!]!.push(r);
+    }
+    return deaths;
+  }
+
+  private plan(inputs: readonly Tensor[]): Map<ValueId, MetaLike> {
+    let key = '';
+    for (const t of inputs) key += `${t.dtype}[${t.shape.join(',')}|${t.strides.join(',')}|${t.offset}]`;
+    let p = this.plans.get(key);
+    if (p) return p;
+    p = new Map();
+    this.low.graph.inputs.forEach((inp, i) => {
+      const t = inputs[i]!;
+      p!.set(inp.id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: t.offset });
+    });
+    for (const n of this.low.nodes) nodeMeta(n, p).forEach((m, k) => p!.set(n.outputs[k]!, m));
+    if (this.plans.size > 64) this.plans.clear();
+    this.plans.set(key, p);
+    return p;
+  }
+
+  run(inputs: readonly Tensor[]): unknown {
+    const plan = this.plan(inputs);
+    const env = new Map<ValueId, RVal>();
+    this.low.graph.inputs.forEach((inp, i) => env.set(inp.id, inputs[i]!));
+    const pool = new Map<number, Tensor[]>();
+    const inputSet = new Set(inputs);
+    this.stats.runs++;
+    const asTensor = (v: RVal): Tensor => ('ref' in v ? new Tensor(v.base.storage, v.dtype, v.shape, v.strides, v.offset) : v);
+    const resolve = (a: IRArg): unknown => {
+      switch (a.kind) {
+        case 'value':
+          return asTensor(env.get(a.id)!);
+        case 'list':
+          return a.items.map(resolve);
+        case 'const':
+          return a.value;
+        default:
+          return a satisfies never;
+      }
+    };
+    this.sched.steps.forEach((s, i) => {
+      this.runStep(s, env, plan, pool, resolve);
+      for (const id of this.deaths[i]!) {
+        const t = env.get(id);
+        if (!t || 'ref' in t || inputSet.has(t)) continue;
+        const bytes = t.storage.nbytes;
+        const list = pool.get(bytes) ?? [];
+        list.push(t);
+        pool.set(bytes, list);
+        env.delete(id);
+      }
+    });
+    const tensors = new Map<ValueId, Tensor>();
+    for (const id of this.outputs) tensors.set(id, asTensor(env.get(id)!));
+    for (const list of pool.values()) for (const t of list) t.dispose();
+    return buildOutput(this.low.graph.output, tensors);
+  }
+
+  private runStep(s: Step, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): void {
+    if (s.kind === 'extern') {
+      const out = dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor | Tensor[];
+      const outs = Array.isArray(out) ? out : [out];
+      s.node.outputs.forEach((id, k) => env.set(id, outs[k]!));
+      return;
+    }
+    if (s.kind === 'view') {
+      const out = s.node.outputs[0]!;
+      if (this.needsTensor.has(out)) {
+        env.set(out, dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor);
+        return;
+      }
+      const base = env.get(nodeInputs(s.node)[0]!)!;
+      const [m] = nodeMeta(s.node, new Map([[nodeInputs(s.node)[0]!, base as MetaLike]]));
+      env.set(out, { ref: true, base: 'ref' in base ? base.base : base, shape: m!.shape, strides: m!.strides, offset: m!.offset, dtype: m!.dtype, device: m!.device });
+      return;
+    }
+    this.runKernel(s.group, env, plan, pool);
+  }
+
+  private alloc(m: MetaLike, pool: Map<number, Tensor[]>): Tensor {
+    const bytes = storageSpan(m.shape, m.strides) * itemSize(m.dtype);
+    const list = pool.get(bytes);
+    const old = list?.pop();
+    if (old) {
+      const t = new Tensor(old.storage as Storage, m.dtype, m.shape, m.strides, 0);
+      old.dispose();
+      this.stats.buffersReused++;
+      return t;
+    }
+    this.stats.buffersAllocated++;
+    return Tensor.empty(m.shape, m.dtype, m.device, m.strides);
+  }
+
+  private runKernel(g: KernelGroup, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>): void {
+    const ks = this.kernelSteps.get(g)!;
+    const S =
+      g.kind === 'pointwise' ? plan.get(g.nodes[0]!.outputs[0]!)!.shape : plan.get(g.nodes.find((n) => n.kind === 'reduction')!.reduce!.input)!.shape;
+    const rank = S.length;
+    const datas: NumArray[] = [];
+    const offs: number[] = [];
+    const strides: number[][] = [];
+    const commits: (() => void)[] = [];
+    for (const o of g.outputs) {
+      const m = plan.get(o)!;
+      const t = this.alloc(m, pool);
+      env.set(o, t);
+      const w = writable(t);
+      datas.push(w.data);
+      offs.push(w.offset);
+      commits.push(w.commit);
+      if (!g.rowScalars.has(o)) strides.push([...t.strides]);
+      else if (t.shape.length === rank) strides.push(t.strides.map((st, d) => (g.dims.includes(d) || t.shape[d] === 1 ? 0 : st)));
+      else {
+        const st: number[] = [];
+        let k = 0;
+        for (let d = 0; d < rank; d++) st.push(g.dims.includes(d) ? 0 : t.strides[k++]!);
+        strides.push(st);
+      }
+    }
+    for (const id of g.inputs) {
+      const v = env.get(id)!;
+      const base = 'ref' in v ? v.base : v;
+      const r = readable(base);
+      datas.push(r.data);
+      offs.push(r.offset + (v.offset - base.offset));
+      strides.push(broadcastStrides(v.shape, v.strides, S));
+    }
+    const all = Array.from({ length: rank }, (_, d) => d);
+    let oshape: number[];
+    let ost: number[][];
+    let rshape: number[] = [1];
+    let rst: number[][] = strides.map(() => [0]);
+    if (g.kind === 'pointwise') {
+      const order = orderBy(all, strides[0]!);
+      const c = coalesce(
+        order.map((d) => S[d]!),
+        strides.map((st) => order.map((d) => st[d]!)),
+      );
+      oshape = c.shape;
+      ost = c.strides;
+    } else {
+      const outer = all.filter((d) => !g.dims.includes(d));
+      const ref = strides[g.outputs.length] ?? strides[0]!;
+      const row = orderBy([...g.dims], ref);
+      const co = coalesce(
+        outer.map((d) => S[d]!),
+        strides.map((st) => outer.map((d) => st[d]!)),
+      );
+      const cr = coalesce(
+        row.map((d) => S[d]!),
+        strides.map((st) => row.map((d) => st[d]!)),
+      );
+      oshape = co.shape;
+      ost = co.strides;
+      rshape = cr.shape;
+      rst = cr.strides;
+      if (row.some((d) => S[d] === 0)) rshape = [0];
+    }
+    if (S.some((x) => x === 0) && g.kind === 'pointwise') oshape = [0];
+    ks.fn(HELPERS, oshape, ost, rshape, rst, offs, datas);
+    for (const c of commits) c();
+  }
+
+  describe(): string {
+    const parts: string[] = [];
+    for (const [, ks] of this.kernelSteps) {
+      const c = ks.code;
+      parts.push(
+        `// ${c.name}: ${c.group.nodes.length} ops [${c.group.nodes.map((n) => n.op).join(', ')}], config ${JSON.stringify(c.candidates[ks.chosen]!.config)} ` +
+          `(${c.candidates.length} candidates)\n${c.candidates[ks.chosen]!.source}`,
+      );
+    }
+    const v = (id: ValueId): string => {
+      const m = this.low.values.get(id)!;
+      return `%${id}: ${m.dtype}[${m.shape.join(', ')}]`;
+    };
+    const lines = ['// wrapper', ...this.low.graph.inputs.map((i) => `input ${v(i.id)}`)];
+    const deaths = this.deaths;
+    this.sched.steps.forEach((s, i) => {
+      if (s.kind === 'kernel') {
+        const ks = this.kernelSteps.get(s.group)!;
+        lines.push(`${s.group.outputs.map((o) => `alloc-or-reuse ${v(o)}`).join('; ')}`);
+        lines.push(`call ${ks.code.name}(out: ${s.group.outputs.map((o) => `%${o}`).join(', ')}; in: ${s.group.inputs.map((o) => `%${o}`).join(', ')})`);
+      } else if (s.kind === 'view') {
+        lines.push(`${v(s.node.outputs[0]!)} = view ${s.node.op}(%${nodeInputs(s.node)[0]}) ${this.needsTensor.has(s.node.outputs[0]!) ? '(tensor)' : '(index expression)'}`);
+      } else {
+        lines.push(`${s.node.outputs.map(v).join(', ')} = extern ${s.node.op}(${nodeInputs(s.node).map((id) => `%${id}`).join(', ')})`);
+      }
+      if (deaths[i]!.length > 0) lines.push(`free-for-reuse ${deaths[i]!.map((id) => `%${id}`).join(', ')}`);
+    });
+    lines.push(`return ${[...this.outputs].map((id) => `%${id}`).join(', ')}`);
+    return [...parts, lines.join('\n')].join('\n\n');
+  }
+}

@@ -1,0 +1,34 @@
+/**
+ * The code-generating backend `kiln` for the cpu accelerator: lower (classify, expand composites),
+ * schedule (fuse pointwise chains, reduction prologues and row epilogues into kernels), generate
+ * JavaScript per kernel and run the steps with a wrapper that plans buffers. Graphs with nothing
+ * to fuse still run (every node as an extern call through the dispatcher).
+ */
+import type { BackendOptions, CompiledProgram } from './backend.js';
+import { registerBackend } from './backend.js';
+import { type AutotuneHook, KilnProgram } from './codegen/js/program.js';
+import type { Graph } from './ir.js';
+import { lower } from './lower/lower.js';
+import { schedule } from './lower/schedule.js';
+
+export interface KilnBackendOptions extends BackendOptions {
+  /** Chooses among each kernel's candidate configs (default: the first). */
+  autotune?: AutotuneHook;
+}
+
+export function compileKiln(graph: Graph, options: Partial<KilnBackendOptions> = {}): KilnProgram {
+  const low = lower(graph);
+  const sched = schedule(low);
+  const program = new KilnProgram(low, sched, options.autotune);
+  if (options.logCode) console.log(program.describe());
+  return program;
+}
+
+registerBackend({
+  name: 'kiln',
+  compile(graph: Graph, options: BackendOptions): CompiledProgram {
+    return compileKiln(graph, options as KilnBackendOptions);
+  },
+});
+
+export { KilnProgram };
