@@ -226,7 +226,7 @@ test('recompile limit: falls back to eager with one warning naming the function 
   assert.equal(warnings.length, 1);
   assert.match(warnings[0]!, /scaleBy/);
   assert.match(warnings[0]!, /recompile limit \(3\)/);
-  assert.match(warnings[0]!, /arg1: value f:4 -> f:5/);
+  assert.match(warnings[0]!, /arg1: value 4 -> 5/);
   // Cached guard sets still run compiled.
   f(x, 2);
   assert.equal(f.counters.cacheHits, 1);

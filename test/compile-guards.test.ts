@@ -82,7 +82,7 @@ test('describeGuardChange names the first changed guard', () => {
   const g = (...a: unknown[]) => computeArgGuards(a, none).leaves;
   assert.equal(describeGuardChange(g(rand([4, 3], 1)), g(rand([4, 5], 1))), 'arg0: size of dim 1 3 -> 5');
   assert.equal(describeGuardChange(g(rand([4], 1)), g(rand([4], 1, 'contiguous', 'bfloat16'))), 'arg0: dtype float32 -> bfloat16');
-  assert.equal(describeGuardChange(g(rand([4], 1), 'a'), g(rand([4], 1), 'b')), 'arg1: value s:"a" -> s:"b"');
+  assert.equal(describeGuardChange(g(rand([4], 1), 'a'), g(rand([4], 1), 'b')), 'arg1: value "a" -> "b"');
   assert.match(describeGuardChange(g(rand([2, 3], 1)), g(rand([2, 3], 1, 'transposed'))), /arg0: layout contiguous -> strides/);
   assert.equal(describeGuardChange(undefined, g(1)), 'no cached entry');
 });

@@ -162,6 +162,13 @@ export function sizeOnlyDiff(prev: readonly GuardLeaf[], next: readonly GuardLea
   return dims.length > 0 ? dims : null;
 }
 
+/** A constKey back in readable form: 'f:4' -> 4, 's:"a"' -> "a". */
+function pretty(k: string): string {
+  const m = /^[fsb]:(.*)$/.exec(k);
+  if (m) return m[1]!;
+  return ({ T: 'true', F: 'false', n: 'null', u: 'undefined' } as Record<string, string>)[k] ?? k;
+}
+
 /** A readable account of the first guard that differs between two calls (for warnings). */
 export function describeGuardChange(prev: readonly GuardLeaf[] | undefined, next: readonly GuardLeaf[]): string {
   if (!prev) return 'no cached entry';
@@ -171,7 +178,7 @@ export function describeGuardChange(prev: readonly GuardLeaf[] | undefined, next
     const b = next[i]!;
     if (a.kind !== b.kind || a.path !== b.path) return `${b.path}: kind changed`;
     if (a.kind === 'value' && b.kind === 'value') {
-      if (a.value !== b.value) return `${b.path}: value ${a.value} -> ${b.value}`;
+      if (a.value !== b.value) return `${b.path}: value ${pretty(a.value)} -> ${pretty(b.value)}`;
       continue;
     }
     if (a.kind === 'tensor' && b.kind === 'tensor') {

@@ -242,7 +242,7 @@ registerDecomposition(
 // Dropout outside training (or with p = 0) is the identity. Handled specially in the pass: the
 // output is renamed to the input, unless the graph later writes into it (then a clone keeps the
 // input intact).
-registerDecomposition('dropout', (n, b) => {
+registerDecomposition('dropout', (n, _b) => {
   const x = valueArg(n, 0);
   const p = constArg(n, 1);
   const training = constArg(n, 2);
