@@ -4,6 +4,7 @@
  * behave as documented, checked through the counters.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { registerBackend, listBackends } from '../src/compile/backend.js';
@@ -367,4 +368,28 @@ test('a custom backend gets decomposed graphs, one program per structure, and in
     [5, 6],
     [7, 6],
   ]);
+});
+
+test('KILN_LOG=graph,output_code (read from the environment) prints the graph and the program', () => {
+  const index = new URL('../src/index.js', import.meta.url).href;
+  const script = `import * as kiln from '${index}';
+const f = kiln.compile((t) => t.mul(3).sum(), { backend: 'eager' });
+f(kiln.ones([2, 2]));`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, KILN_LOG: 'graph,output_code' }, encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /\[kiln\.compile:graph\]/);
+  assert.match(r.stderr, /= mul\(%0, 3\)/);
+  assert.match(r.stderr, /\[kiln\.compile:output_code\][\s\S]*eager backend/);
+  const quiet = spawnSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, KILN_LOG: '' }, encoding: 'utf8' });
+  assert.doesNotMatch(quiet.stderr, /kiln\.compile/);
+});
+
+test('a user error while tracing propagates and leaves no entry behind', () => {
+  const f = kiln.compile((a: Tensor, b: Tensor) => a.matmul(b), eagerOpts);
+  const x = rand([2, 3], 1);
+  assert.throws(() => f(x, rand([4, 2], 2)), /matmul/);
+  assert.throws(() => f(x, rand([4, 2], 2)), /matmul/);
+  assertSame(f(x, rand([3, 2], 3)), x.matmul(rand([3, 2], 3)));
+  assert.equal(f.counters.compiles, 1);
+  assert.deepEqual(f.symbolicDims(), []);
 });

@@ -332,7 +332,13 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
         entries.set(g.key, entry);
       }
       lastLeaves = g.leaves;
-      variant = build(entry, g, args) ?? undefined;
+      try {
+        variant = build(entry, g, args) ?? undefined;
+      } catch (e) {
+        // A user error while tracing (shape mismatch...): leave no empty entry behind.
+        if (entry.kind === 'compiled' && entry.variants.size === 0) entries.delete(entry.key);
+        throw e;
+      }
       if (!variant) return eager(args);
     } else {
       bump('cacheHits');
