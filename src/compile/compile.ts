@@ -1,0 +1,368 @@
+/**
+ * kiln.compile: torch.compile for kiln.
+ *
+ *   const f = kiln.compile((x) => model.forward(x), { mode: 'default' });
+ *   const y = f(x);              // first call: trace, optimise, compile, run
+ *   f(x2);                       // same guards: run the cached program
+ *
+ * Each call computes the guard key of its arguments (src/compile/guards.ts). On a hit the cached
+ * program runs; on a miss the function is traced with fake tensors (capture.ts), the passes run
+ * (passes/), the backend compiles the graph, and the entry is cached under its guards.
+ *
+ * Dynamic shapes. The IR records concrete sizes, so an entry whose guard has symbolic dims holds
+ * one trace per concrete shape, but backend programs are cached by the graph's structural
+ * signature (passes/signature.ts): traces that differ only in symbolic sizes share one program.
+ * Backend contract: a CompiledProgram must read tensor sizes (and strides) from the inputs it
+ * is given at run time, never from the graph it was compiled from, because `run` receives inputs
+ * whose symbolic dims differ from that graph's; and it must treat every graph input (lifted ones
+ * too) as a run-time input. A program may additionally implement `runGraph(graph, inputs)`
+ * (GraphAwareProgram): it is then called with the concrete graph traced for these inputs.
+ * - dynamic: true     every dim of every argument is symbolic from the first call;
+ * - dynamic: undefined (automatic) a miss that differs from a cached entry only in some sizes
+ *                      marks those dims symbolic for this function and builds the symbolic entry;
+ * - dynamic: false    always specialise.
+ *
+ * Graph breaks: with fullgraph the error names the reason and the user's file:line; otherwise the
+ * call runs eagerly, a warning is emitted once per function, and the guard set is remembered as
+ * eager so later calls with the same guards do not trace again.
+ *
+ * Grad: compiled backward does not exist yet, so when grad mode is on and a tensor argument or a
+ * lifted tensor (a Parameter) requires grad, the function runs eagerly (counted in `fallbacks`).
+ * Under kiln.noGrad the compiled path is used.
+ */
+import { isGradEnabled } from '../autograd/grad-mode.js';
+import { Module } from '../nn/module.js';
+import { Tensor } from '../tensor/tensor.js';
+import { getBackend, listBackends, type CompileMode, type CompiledProgram } from './backend.js';
+import { GraphBreak, trace } from './capture.js';
+import {
+  anyRequiresGrad,
+  captureLiftedGuards,
+  checkLiftedGuards,
+  computeArgGuards,
+  describeGuardChange,
+  liftedRequireGrad,
+  sizeOnlyDiff,
+  SymbolicDims,
+  type ArgGuards,
+  type GuardLeaf,
+  type LiftedGuards,
+} from './guards.js';
+import { formatGraph, type Graph } from './ir.js';
+import { log, type LogArtifact } from './log.js';
+import { graphSignature, runPasses, type PassOptions } from './passes/index.js';
+
+export interface CompileOptions {
+  mode?: CompileMode;
+  /** true: all dims symbolic; undefined: automatic dynamic; false: always specialise. */
+  dynamic?: boolean;
+  /** Throw on graph breaks instead of running the call eagerly. */
+  fullgraph?: boolean;
+  /** Backend name (default 'kiln' if registered, else 'eager'). */
+  backend?: string;
+  /** Recompilations allowed before new guard sets run eagerly (default 8). */
+  recompileLimit?: number;
+  /** Extra log artifacts besides KILN_LOG. */
+  log?: readonly LogArtifact[];
+  /** Modules whose parameters/buffers/training flags are guarded (closures over a model). */
+  modules?: readonly Module[];
+  /** Pass pipeline switches (decompositions default to on for backends other than 'eager'). */
+  passes?: PassOptions;
+  /** Name in warnings and errors (default: fn.name). */
+  name?: string;
+}
+
+export interface CompileCounters {
+  /** Backend compile calls. */
+  compiles: number;
+  traces: number;
+  /** Calls that ran an already built program without tracing. */
+  cacheHits: number;
+  /** Guard misses after the first compile of a function. */
+  recompiles: number;
+  graphBreaks: number;
+  /** Eager runs because of grad mode or the recompile limit. */
+  fallbacks: number;
+  /** Every call that ran the original function eagerly (graph breaks, fallbacks). */
+  eagerCalls: number;
+  calls: number;
+}
+
+function zeroCounters(): CompileCounters {
+  return { compiles: 0, traces: 0, cacheHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, eagerCalls: 0, calls: 0 };
+}
+
+const globalCounters = zeroCounters();
+
+/** Counters summed over every compiled function (a copy). */
+export function compileCounters(): CompileCounters {
+  return { ...globalCounters };
+}
+
+export function resetCompileCounters(): void {
+  Object.assign(globalCounters, zeroCounters());
+}
+
+/** Optional program extension: receives the concrete graph traced for the inputs of this call. */
+export interface GraphAwareProgram extends CompiledProgram {
+  runGraph(graph: Graph, inputs: readonly Tensor[]): unknown;
+}
+
+function isGraphAware(p: CompiledProgram): p is GraphAwareProgram {
+  return typeof (p as Partial<GraphAwareProgram>).runGraph === 'function';
+}
+
+/** One trace of an entry, for one concrete shape. */
+interface Variant {
+  readonly graph: Graph;
+  readonly signature: string;
+  program: CompiledProgram | undefined;
+  readonly guards: LiftedGuards;
+}
+
+interface Entry {
+  readonly key: string;
+  readonly leaves: readonly GuardLeaf[];
+  kind: 'compiled' | 'eager';
+  breakReason?: string;
+  readonly variants: Map<string, Variant>;
+}
+
+const MAX_VARIANTS = 64;
+
+export type CompiledFunction<F extends (...args: never[]) => unknown> = F & {
+  /** This function's counters (live object). */
+  readonly counters: CompileCounters;
+  /** The function being compiled. */
+  readonly original: F;
+  /** Drops every cached entry and program (counters are kept). */
+  resetCache(): void;
+  /** Dims currently symbolic, as `argPath#dim`, or ['*'] with dynamic: true. */
+  symbolicDims(): string[];
+};
+
+type ForwardModule = Module & { forward(...args: never[]): unknown };
+
+export function compile<M extends ForwardModule>(model: M, options?: CompileOptions): CompiledFunction<M['forward']>;
+export function compile<F extends (...args: never[]) => unknown>(fn: F, options?: CompileOptions): CompiledFunction<F>;
+export function compile(target: ((...args: never[]) => unknown) | ForwardModule, options: CompileOptions = {}): CompiledFunction<(...args: never[]) => unknown> {
+  let fn: (...args: never[]) => unknown;
+  const roots: Module[] = [...(options.modules ?? [])];
+  let name = options.name;
+  if (target instanceof Module) {
+    const m = target;
+    if (typeof m.forward !== 'function') throw new TypeError(`kiln.compile: module ${m.constructor.name} has no forward method`);
+    fn = (...args: never[]) => m.forward(...args);
+    roots.push(m);
+    name ??= `${m.constructor.name}.forward`;
+  } else if (typeof target === 'function') {
+    fn = target;
+    name ??= target.name || '<anonymous>';
+  } else {
+    throw new TypeError(`kiln.compile: expected a function or a Module, got ${target === null ? 'null' : typeof target}`);
+  }
+  const fnName = name;
+  const mode = options.mode ?? 'default';
+  if (mode !== 'default' && mode !== 'reduce-overhead' && mode !== 'max-autotune') {
+    throw new Error(`kiln.compile: unknown mode '${String(mode)}' (expected 'default', 'reduce-overhead' or 'max-autotune')`);
+  }
+  const recompileLimit = options.recompileLimit ?? 8;
+  const backendName = options.backend ?? (listBackends().includes('kiln') ? 'kiln' : 'eager');
+  getBackend(backendName); // fail early on unknown names
+  const passOptions: PassOptions = { decompose: backendName !== 'eager', ...options.passes };
+  const logs = options.log;
+
+  const counters = zeroCounters();
+  const bump = (k: keyof CompileCounters): void => {
+    counters[k]++;
+    globalCounters[k]++;
+  };
+  const symbolic = new SymbolicDims(options.dynamic === true);
+  const entries = new Map<string, Entry>();
+  const programs = new Map<string, CompiledProgram>();
+  let compiledOnce = false;
+  let lastLeaves: readonly GuardLeaf[] | undefined;
+  let warnedBreak = false;
+  let warnedLimit = false;
+
+  const eager = (args: readonly unknown[]): unknown => {
+    bump('eagerCalls');
+    return fn(...(args as never[]));
+  };
+
+  const fallback = (args: readonly unknown[]): unknown => {
+    bump('fallbacks');
+    return eager(args);
+  };
+
+  /** Returns false (and runs nothing) when the recompile limit is exhausted. */
+  const allowRecompile = (reason: string): boolean => {
+    if (!compiledOnce) return true;
+    if (counters.recompiles >= recompileLimit) {
+      if (!warnedLimit) {
+        warnedLimit = true;
+        process.emitWarning(
+          `kiln.compile: function '${fnName}' hit the recompile limit (${recompileLimit}); new guard sets now run eagerly. ` +
+            `Last changed guard: ${reason}. Consider dynamic: true or a higher recompileLimit.`,
+          { type: 'KilnCompileWarning', code: 'KILN_RECOMPILE_LIMIT' },
+        );
+      }
+      return false;
+    }
+    bump('recompiles');
+    log('recompiles', logs, () => `recompiling '${fnName}' (${counters.recompiles}/${recompileLimit}): ${reason}`);
+    return true;
+  };
+
+  const symbolicDimsOf = (graph: Graph, g: ArgGuards): ((i: number) => ReadonlySet<number>) => {
+    const byPath = new Map<string, readonly (number | '?')[]>();
+    for (const l of g.leaves) if (l.kind === 'tensor') byPath.set(l.path, l.guard);
+    return (i) => {
+      const src = graph.inputs[i]!.source;
+      if (src.kind !== 'arg') return new Set();
+      const p = src.path.map((s, k) => (typeof s === 'number' ? (k === 0 ? `arg${s}` : `[${s}]`) : `.${s}`)).join('');
+      const guard = byPath.get(p) ?? [];
+      return new Set(guard.flatMap((s, d) => (s === '?' ? [d] : [])));
+    };
+  };
+
+  /** Traces and compiles one variant; null on a graph break (the entry becomes eager). */
+  const build = (entry: Entry, g: ArgGuards, args: readonly unknown[]): Variant | null => {
+    bump('traces');
+    let traced: Graph;
+    try {
+      traced = trace(fn, args).graph;
+    } catch (e) {
+      if (!(e instanceof GraphBreak)) throw e;
+      if (options.fullgraph) {
+        throw new Error(
+          `kiln.compile: graph break in '${fnName}' with fullgraph: true: ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}`,
+          { cause: e },
+        );
+      }
+      bump('graphBreaks');
+      entry.kind = 'eager';
+      entry.breakReason = e.reason;
+      entry.variants.clear();
+      if (!warnedBreak) {
+        warnedBreak = true;
+        process.emitWarning(`kiln.compile: graph break in '${fnName}': ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}; this call runs eagerly`, {
+          type: 'KilnCompileWarning',
+          code: 'KILN_GRAPH_BREAK',
+        });
+      }
+      return null;
+    }
+    log('graph', logs, () => `captured graph of '${fnName}':\n${formatGraph(traced)}`);
+    const { graph, foldedSources } = runPasses(traced, passOptions);
+    log('graph', logs, () => `optimised graph of '${fnName}':\n${formatGraph(graph)}`);
+    log('guards', logs, () => `guards of '${fnName}': ${g.key}`);
+    const signature = graphSignature(graph, symbolicDimsOf(graph, g));
+    const guards = captureLiftedGuards(traced, foldedSources, [...roots, ...g.modules]);
+    const variant: Variant = { graph, signature, program: programs.get(signature), guards };
+    if (entry.variants.size >= MAX_VARIANTS) entry.variants.delete(entry.variants.keys().next().value!);
+    entry.variants.set(g.concreteKey, variant);
+    return variant;
+  };
+
+  const ensureProgram = (v: Variant): CompiledProgram => {
+    if (v.program) return v.program;
+    let p = programs.get(v.signature);
+    if (!p) {
+      bump('compiles');
+      p = getBackend(backendName).compile(v.graph, { mode, logCode: false });
+      programs.set(v.signature, p);
+      const prog = p;
+      log('output_code', logs, () => `program of '${fnName}' (${backendName} backend, ${prog.kernelCount} kernels):\n${prog.describe()}`);
+    }
+    v.program = p;
+    compiledOnce = true;
+    return p;
+  };
+
+  const inputsFor = (graph: Graph, args: readonly unknown[]): Tensor[] =>
+    graph.inputs.map((inp) => {
+      if (inp.source.kind === 'lifted') return inp.source.tensor;
+      let x: unknown = args;
+      for (const k of inp.source.path) x = (x as Record<string | number, unknown>)[k];
+      if (!(x instanceof Tensor)) throw new Error(`kiln.compile: input at ${JSON.stringify(inp.source.path)} is not a tensor`);
+      return x;
+    });
+
+  const call = (...args: unknown[]): unknown => {
+    bump('calls');
+    const grad = isGradEnabled();
+    let g = computeArgGuards(args, symbolic);
+    // Compiled backward does not exist yet: calls that need autograd run eagerly.
+    if (grad && anyRequiresGrad(g)) return fallback(args);
+    let entry = entries.get(g.key);
+    let missReason: string | undefined;
+    if (!entry) {
+      missReason = describeGuardChange(lastLeaves, g.leaves);
+      // Automatic dynamic: a miss only because of sizes marks those dims symbolic.
+      if (options.dynamic === undefined && compiledOnce) {
+        for (const e of entries.values()) {
+          const dims = sizeOnlyDiff(e.leaves, g.leaves);
+          if (!dims) continue;
+          for (const { path, dim } of dims) symbolic.add(path, dim);
+          g = computeArgGuards(args, symbolic);
+          entry = entries.get(g.key);
+          missReason = `${missReason} (now symbolic: ${dims.map((d) => `${d.path}#${d.dim}`).join(', ')})`;
+          break;
+        }
+      }
+    }
+    if (entry?.kind === 'eager') return eager(args);
+    let variant = entry?.variants.get(g.concreteKey);
+    if (variant) {
+      const failed = checkLiftedGuards(variant.guards);
+      if (failed) {
+        entry!.variants.delete(g.concreteKey);
+        variant = undefined;
+        missReason = failed;
+      }
+    }
+    if (!variant) {
+      // A new concrete shape under an existing symbolic entry is not a miss; anything else is.
+      if (!entry || missReason !== undefined) {
+        if (!allowRecompile(missReason ?? 'new guards')) return fallback(args);
+      }
+      if (!entry) {
+        entry = { key: g.key, leaves: g.leaves, kind: 'compiled', variants: new Map() };
+        entries.set(g.key, entry);
+      }
+      lastLeaves = g.leaves;
+      try {
+        variant = build(entry, g, args) ?? undefined;
+      } catch (e) {
+        // A user error while tracing (shape mismatch...): leave no empty entry behind.
+        if (entry.kind === 'compiled' && entry.variants.size === 0) entries.delete(entry.key);
+        throw e;
+      }
+      if (!variant) return eager(args);
+    } else {
+      bump('cacheHits');
+    }
+    if (grad && liftedRequireGrad(variant.guards)) return fallback(args);
+    const program = ensureProgram(variant);
+    const inputs = inputsFor(variant.graph, args);
+    return isGraphAware(program) ? program.runGraph(variant.graph, inputs) : program.run(inputs);
+  };
+
+  const compiled = call as unknown as CompiledFunction<(...args: never[]) => unknown>;
+  Object.defineProperties(compiled, {
+    counters: { value: counters, enumerable: true },
+    original: { value: fn },
+    resetCache: {
+      value: () => {
+        entries.clear();
+        programs.clear();
+        compiledOnce = false;
+        lastLeaves = undefined;
+      },
+    },
+    symbolicDims: { value: () => (symbolic.all ? ['*'] : symbolic.list()) },
+    name: { value: `compiled ${fnName}` },
+  });
+  return compiled;
+}

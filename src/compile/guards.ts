@@ -1,0 +1,251 @@
+/**
+ * Guards: what must hold for a cached compiled entry to be reused.
+ *
+ * Arguments are walked like the tracer walks them (arrays and plain objects are containers,
+ * tensors and everything else are leaves). Each tensor leaf is guarded on dtype, device, rank,
+ * sizes ('?' for symbolic dims), layout class (contiguous / channelsLast / other, with the exact
+ * strides for other) and requiresGrad; other leaves by value (numbers, strings, booleans, null,
+ * undefined) or, for objects such as Modules, by identity. The leaves' encoding is the cache key.
+ *
+ * Symbolic dims: sizes 0 and 1 always stay specialised (as in torch.compile): layouts and
+ * broadcasting behave differently at those sizes.
+ *
+ * Lifted tensors (parameters, closed-over constants) are guarded per compiled entry
+ * (LiftedGuards): each must still be alive with the same requiresGrad, tensors whose values were
+ * folded into the program must keep their storage version, and for root modules (a compiled
+ * Module, Modules passed as arguments, `options.modules`) every named parameter/buffer must still
+ * be the same tensor object and every submodule's `training` flag unchanged, so replacing
+ * `model.weight` by a new Parameter, or switching train/eval, invalidates the entry. Writing new
+ * values into a parameter in place does not: parameters are program inputs, read at every call.
+ */
+import { Module } from '../nn/module.js';
+import { isChannelsLastStrides, isContiguousStrides } from '../tensor/layout.js';
+import { Tensor } from '../tensor/tensor.js';
+import type { Graph } from './ir.js';
+import { constKey } from './passes/util.js';
+
+export interface TensorLeaf {
+  readonly kind: 'tensor';
+  readonly path: string;
+  readonly dtype: string;
+  readonly device: string;
+  /** Concrete sizes of this call. */
+  readonly sizes: readonly number[];
+  /** Guarded sizes: '?' where the dim is symbolic. */
+  readonly guard: readonly (number | '?')[];
+  readonly layout: string;
+  readonly requiresGrad: boolean;
+}
+
+export interface ValueLeaf {
+  readonly kind: 'value';
+  readonly path: string;
+  readonly value: string;
+}
+
+export type GuardLeaf = TensorLeaf | ValueLeaf;
+
+export interface ArgGuards {
+  readonly leaves: readonly GuardLeaf[];
+  /** The cache key: the leaves with symbolic sizes abstracted. */
+  readonly key: string;
+  /** The leaves with concrete sizes (one symbolic entry holds one trace per concrete key). */
+  readonly concreteKey: string;
+  /** Modules among the arguments (their parameters are guarded as roots). */
+  readonly modules: readonly Module[];
+}
+
+/** Which dims are symbolic: every dim (dynamic: true), or a set of `path#dim`. */
+export class SymbolicDims {
+  private readonly dims = new Set<string>();
+  constructor(readonly all = false) {}
+
+  has(path: string, dim: number): boolean {
+    return this.all || this.dims.has(`${path}#${dim}`);
+  }
+
+  add(path: string, dim: number): void {
+    this.dims.add(`${path}#${dim}`);
+  }
+
+  get size(): number {
+    return this.dims.size;
+  }
+
+  list(): string[] {
+    return [...this.dims];
+  }
+}
+
+export function layoutClass(t: { shape: readonly number[]; strides: readonly number[] }): string {
+  if (isContiguousStrides(t.shape, t.strides)) return 'contiguous';
+  if (t.shape.length === 4 && isChannelsLastStrides(t.shape, t.strides)) return 'channelsLast';
+  return `strides(${t.strides.join(',')})`;
+}
+
+function isPlainObject(x: unknown): x is Record<string, unknown> {
+  return x !== null && typeof x === 'object' && Object.getPrototypeOf(x) === Object.prototype;
+}
+
+function pathStr(path: readonly (string | number)[]): string {
+  return path.map((p, i) => (typeof p === 'number' ? (i === 0 ? `arg${p}` : `[${p}]`) : `.${p}`)).join('');
+}
+
+export function computeArgGuards(args: readonly unknown[], symbolic: SymbolicDims): ArgGuards {
+  const leaves: GuardLeaf[] = [];
+  const modules: Module[] = [];
+  const walk = (x: unknown, path: (string | number)[]): void => {
+    if (x instanceof Tensor) {
+      const p = pathStr(path);
+      const guard = x.shape.map((s, d) => (s >= 2 && symbolic.has(p, d) ? ('?' as const) : s));
+      leaves.push({ kind: 'tensor', path: p, dtype: x.dtype, device: x.device.toString(), sizes: x.shape, guard, layout: layoutClass(x), requiresGrad: x.requiresGrad });
+      return;
+    }
+    if (Array.isArray(x)) {
+      leaves.push({ kind: 'value', path: pathStr(path), value: `array(${x.length})` });
+      x.forEach((e, i) => walk(e, [...path, i]));
+      return;
+    }
+    if (isPlainObject(x)) {
+      const keys = Object.keys(x);
+      leaves.push({ kind: 'value', path: pathStr(path), value: `object(${keys.map((k) => JSON.stringify(k)).join(',')})` });
+      for (const k of keys) walk(x[k], [...path, k]);
+      return;
+    }
+    if (x instanceof Module) modules.push(x);
+    leaves.push({ kind: 'value', path: pathStr(path), value: constKey(x) });
+  };
+  args.forEach((a, i) => walk(a, [i]));
+  const enc = (l: GuardLeaf, concrete: boolean): string =>
+    l.kind === 'value'
+      ? `${l.path}=${l.value}`
+      : `${l.path}:${l.dtype}@${l.device}[${(concrete ? l.sizes : l.guard).join(',')}]${l.layout}${l.requiresGrad ? '+grad' : ''}`;
+  return {
+    leaves,
+    key: `${args.length}|${leaves.map((l) => enc(l, false)).join('|')}`,
+    concreteKey: `${args.length}|${leaves.map((l) => enc(l, true)).join('|')}`,
+    modules,
+  };
+}
+
+/** Whether any tensor argument requires grad. */
+export function anyRequiresGrad(g: ArgGuards): boolean {
+  return g.leaves.some((l) => l.kind === 'tensor' && l.requiresGrad);
+}
+
+/**
+ * If `next` differs from `prev` only in tensor sizes (both >= 2), the (path, dim) pairs that
+ * differ; otherwise null.
+ */
+export function sizeOnlyDiff(prev: readonly GuardLeaf[], next: readonly GuardLeaf[]): { path: string; dim: number }[] | null {
+  if (prev.length !== next.length) return null;
+  const dims: { path: string; dim: number }[] = [];
+  for (let i = 0; i < prev.length; i++) {
+    const a = prev[i]!;
+    const b = next[i]!;
+    if (a.kind !== b.kind || a.path !== b.path) return null;
+    if (a.kind === 'value' || b.kind === 'value') {
+      if (a.kind === 'value' && b.kind === 'value' && a.value === b.value) continue;
+      return null;
+    }
+    if (a.dtype !== b.dtype || a.device !== b.device || a.requiresGrad !== b.requiresGrad || a.sizes.length !== b.sizes.length) return null;
+    // 'other' layouts carry exact strides, which change with sizes: compare the class only.
+    if (a.layout !== b.layout && !(a.layout.startsWith('strides') && b.layout.startsWith('strides'))) return null;
+    for (let d = 0; d < a.sizes.length; d++) {
+      const x = a.guard[d] === '?' ? '?' : a.sizes[d]!;
+      const y = b.sizes[d]!;
+      if (x === '?' || x === y) continue;
+      if (x < 2 || y < 2) return null;
+      dims.push({ path: a.path, dim: d });
+    }
+  }
+  return dims.length > 0 ? dims : null;
+}
+
+/** A constKey back in readable form: 'f:4' -> 4, 's:"a"' -> "a". */
+function pretty(k: string): string {
+  const m = /^[fsb]:(.*)$/.exec(k);
+  if (m) return m[1]!;
+  return ({ T: 'true', F: 'false', n: 'null', u: 'undefined' } as Record<string, string>)[k] ?? k;
+}
+
+/** A readable account of the first guard that differs between two calls (for warnings). */
+export function describeGuardChange(prev: readonly GuardLeaf[] | undefined, next: readonly GuardLeaf[]): string {
+  if (!prev) return 'no cached entry';
+  if (prev.length !== next.length) return `argument structure changed (${prev.length} -> ${next.length} guarded leaves)`;
+  for (let i = 0; i < prev.length; i++) {
+    const a = prev[i]!;
+    const b = next[i]!;
+    if (a.kind !== b.kind || a.path !== b.path) return `${b.path}: kind changed`;
+    if (a.kind === 'value' && b.kind === 'value') {
+      if (a.value !== b.value) return `${b.path}: value ${pretty(a.value)} -> ${pretty(b.value)}`;
+      continue;
+    }
+    if (a.kind === 'tensor' && b.kind === 'tensor') {
+      if (a.dtype !== b.dtype) return `${b.path}: dtype ${a.dtype} -> ${b.dtype}`;
+      if (a.device !== b.device) return `${b.path}: device ${a.device} -> ${b.device}`;
+      if (a.sizes.length !== b.sizes.length) return `${b.path}: rank ${a.sizes.length} -> ${b.sizes.length}`;
+      for (let d = 0; d < a.sizes.length; d++) {
+        if (a.guard[d] !== '?' && a.sizes[d] !== b.sizes[d]) return `${b.path}: size of dim ${d} ${a.sizes[d]} -> ${b.sizes[d]}`;
+      }
+      if (a.layout !== b.layout) return `${b.path}: layout ${a.layout} -> ${b.layout}`;
+      if (a.requiresGrad !== b.requiresGrad) return `${b.path}: requiresGrad ${a.requiresGrad} -> ${b.requiresGrad}`;
+    }
+  }
+  return 'lifted tensors or module state changed';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lifted tensors and root modules
+
+interface RootState {
+  readonly module: Module;
+  readonly tensors: readonly (readonly [string, Tensor])[];
+  readonly training: readonly boolean[];
+}
+
+export interface LiftedGuards {
+  readonly lifted: readonly { readonly tensor: Tensor; readonly requiresGrad: boolean }[];
+  readonly folded: readonly { readonly tensor: Tensor; readonly version: number }[];
+  readonly roots: readonly RootState[];
+}
+
+function rootState(m: Module): RootState {
+  return {
+    module: m,
+    tensors: [...m.namedParameters(), ...m.namedBuffers()],
+    training: [...m.modules()].map((x) => x.training),
+  };
+}
+
+export function captureLiftedGuards(traced: Graph, folded: LiftedGuards['folded'], roots: readonly Module[]): LiftedGuards {
+  const lifted = traced.inputs.flatMap((i) => (i.source.kind === 'lifted' ? [{ tensor: i.source.tensor, requiresGrad: i.source.tensor.requiresGrad }] : []));
+  return { lifted, folded, roots: [...new Set(roots)].map(rootState) };
+}
+
+/** Null when the guards hold, else the reason they fail. */
+export function checkLiftedGuards(g: LiftedGuards): string | null {
+  for (const l of g.lifted) {
+    if (l.tensor.isDisposed) return `a lifted tensor ${JSON.stringify(l.tensor.shape)} was disposed`;
+    if (l.tensor.requiresGrad !== l.requiresGrad) return `a lifted tensor's requiresGrad changed to ${l.tensor.requiresGrad}`;
+  }
+  for (const f of g.folded) {
+    if (f.tensor.storage.version !== f.version) return `a constant folded into the program was written in place`;
+  }
+  for (const r of g.roots) {
+    const now = rootState(r.module);
+    if (now.tensors.length !== r.tensors.length) return `${r.module.constructor.name}: its parameters/buffers changed`;
+    for (let i = 0; i < now.tensors.length; i++) {
+      const [name, t] = now.tensors[i]!;
+      const [name0, t0] = r.tensors[i]!;
+      if (name !== name0 || t !== t0) return `${r.module.constructor.name}.${name0} was replaced by another tensor`;
+    }
+    if (now.training.some((t, i) => t !== r.training[i])) return `${r.module.constructor.name}: training mode changed`;
+  }
+  return null;
+}
+
+/** Whether grad mode would need to record through a lifted tensor. */
+export function liftedRequireGrad(g: LiftedGuards): boolean {
+  return g.lifted.some((l) => l.requiresGrad);
+}

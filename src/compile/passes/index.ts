@@ -1,0 +1,56 @@
+/**
+ * The pass pipeline run on every captured graph before the backend sees it:
+ * DCE -> CSE -> constant folding -> (pattern rewrites) -> (decompositions) -> CSE -> DCE.
+ * Every pass keeps the graph's semantics (interpret(before) equals interpret(after)).
+ */
+import type { Tensor } from '../../tensor/tensor.js';
+import type { Graph } from '../ir.js';
+import { commonSubexpressionElimination } from './cse.js';
+import { deadCodeElimination } from './dce.js';
+import { decompose } from './decompose.js';
+import { constantFolding } from './fold.js';
+import { applyRewrites, defaultRewriteRules, type RewriteRule } from './rewrite.js';
+
+export { deadCodeElimination } from './dce.js';
+export { commonSubexpressionElimination } from './cse.js';
+export { constantFolding, FOLD_LIMIT, type FoldResult } from './fold.js';
+export { decompose, registerDecomposition, getDecomposition, listDecompositions, type Decomposition } from './decompose.js';
+export { applyRewrites, matchNode, siluRule, defaultRewriteRules, P, Match, type RewriteRule, type OpPattern, type PatternArg } from './rewrite.js';
+export { GraphBuilder, Val, isImpure, isMutating, isRandom } from './util.js';
+export { graphSignature } from './signature.js';
+
+export interface PassOptions {
+  dce?: boolean;
+  cse?: boolean;
+  constantFolding?: boolean;
+  /** Decompose composite ops to the core set (default: on for code-generating backends). */
+  decompose?: boolean;
+  /** Pattern rewrite rules applied before decompositions (default: none). */
+  rewrites?: readonly RewriteRule[] | 'default';
+}
+
+export interface PassResult {
+  graph: Graph;
+  /** Tensors whose values were baked in by constant folding, with the storage version seen. */
+  foldedSources: { tensor: Tensor; version: number }[];
+}
+
+export function runPasses(g: Graph, o: PassOptions = {}): PassResult {
+  let graph = g;
+  let foldedSources: PassResult['foldedSources'] = [];
+  if (o.dce !== false) graph = deadCodeElimination(graph);
+  if (o.cse !== false) graph = commonSubexpressionElimination(graph);
+  if (o.constantFolding !== false) {
+    const r = constantFolding(graph);
+    graph = r.graph;
+    foldedSources = r.foldedSources;
+  }
+  const rules = o.rewrites === 'default' ? defaultRewriteRules : (o.rewrites ?? []);
+  if (rules.length > 0) graph = applyRewrites(graph, rules).graph;
+  if (o.decompose === true) {
+    graph = decompose(graph);
+    if (o.cse !== false) graph = commonSubexpressionElimination(graph);
+  }
+  if (o.dce !== false) graph = deadCodeElimination(graph);
+  return { graph, foldedSources };
+}
