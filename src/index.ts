@@ -33,5 +33,6 @@ export {
 export type { Accelerator, AllocatorStats, DeviceType, DeviceLike } from './runtime/index.js';
 export { memoryStats, emptyCache, resetPeakMemoryStats } from './memory.js';
 export * as ops from './ops/public.js';
+import './compile/kiln-backend.js';
 export { compile, compileCounters, resetCompileCounters, type CompileOptions, type CompileCounters, type CompiledFunction } from './compile/compile.js';
 export const version = '0.1.0';

@@ -4,8 +4,10 @@
  * happens inside `kiln.scope`, so its temporaries (and its output) are released before the next
  * one and memory stays flat. One more run, outside the timing, gives the output for the checksum.
  *
- * The row has the shared report schema; the compiled fields stay null until the compiler exists
- * (it will fill compiled_ms, speedup, compile_s and max_abs_diff against `BenchResult.output`).
+ * The same is then done for the forward through kiln.compile (unless `compiled: false`): the
+ * first call's wall time is the cold compile time (trace, passes, code generation, one run), and
+ * the compiled output is compared with eager's for max_abs_diff. Rows follow the shared report
+ * schema used for the PyTorch peers.
  */
 import * as kiln from '../index.js';
 import type { DType, Tensor } from '../index.js';
@@ -26,6 +28,8 @@ export interface BenchRow {
 }
 
 export interface HarnessOptions {
+  /** Also compile the forward with kiln.compile and time it side by side (default true). */
+  compiled?: boolean;
   /** Timed runs (default 10). */
   reps?: number;
   /** Untimed runs first (default 3). */
@@ -79,8 +83,8 @@ function allocated(device: string): number {
   return kiln.memoryStats(device).allocatedBytes;
 }
 
-/** Runs the workload's eager forward `warmup + reps` times and reports the median of the reps. */
-export function benchEager(w: BuiltWorkload, options: HarnessOptions = {}): BenchResult {
+/** Runs the eager forward `warmup + reps` times, then the kiln.compile-d forward the same way; reports medians and parity. */
+export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): BenchResult {
   const reps = options.reps ?? 10;
   const warmup = options.warmup ?? 3;
   if (!Number.isInteger(reps) || reps < 1) throw new Error(`bench: reps must be a positive integer, got ${reps}`);
@@ -115,8 +119,10 @@ export function benchEager(w: BuiltWorkload, options: HarnessOptions = {}): Benc
 
   const out = kiln.scope(() => w.run());
   let checksum: OutputSummary;
+  let compiled: CompiledTiming | null = null;
   try {
     checksum = summarize(out);
+    if (options.compiled ?? true) compiled = benchCompiled(w, out, reps, warmup);
   } finally {
     out.dispose();
   }
@@ -129,14 +135,61 @@ export function benchEager(w: BuiltWorkload, options: HarnessOptions = {}): Benc
       dtype: w.dtype,
       size: w.size,
       eager_ms: median(timesMs),
-      compiled_ms: null,
-      speedup: null,
-      compile_s: null,
-      max_abs_diff: null,
+      compiled_ms: compiled?.ms ?? null,
+      speedup: compiled ? median(timesMs) / compiled.ms : null,
+      compile_s: compiled?.compileS ?? null,
+      max_abs_diff: compiled?.maxAbsDiff ?? null,
     },
     timesMs,
     minMs: Math.min(...timesMs),
     checksum,
     allocatedBytes: { afterWarmup, afterReps },
   };
+}
+
+interface CompiledTiming {
+  ms: number;
+  compileS: number;
+  maxAbsDiff: number;
+}
+
+/** Times `fn` between two kiln.Events on the device, reps times after warm-up; returns the median. */
+function timeReps(device: string, reps: number, warmup: number, fn: () => void): number {
+  for (let i = 0; i < warmup; i++) kiln.scope(fn);
+  const start = new kiln.Event(device);
+  const end = new kiln.Event(device);
+  const times: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    kiln.scope(() => {
+      start.record();
+      fn();
+      end.record();
+      end.synchronize();
+    });
+    times.push(start.elapsedTime(end));
+  }
+  return median(times);
+}
+
+/**
+ * The same forward through kiln.compile: the first call (trace, passes, code generation, kernel
+ * compilation, one run) is the cold compile time; then the same warm-up and reps as eager; the
+ * output is compared with eager's.
+ */
+function benchCompiled(w: BuiltWorkload, eagerOut: Tensor, reps: number, warmup: number): CompiledTiming {
+  const cf = kiln.compile(w.forward, { name: w.name });
+  const t0 = performance.now();
+  const first = kiln.noGrad(() => cf(...w.inputs));
+  kiln.synchronize(w.device);
+  const compileS = (performance.now() - t0) / 1000;
+  let maxAbsDiff: number;
+  try {
+    maxAbsDiff = kiln.noGrad(() => kiln.amax(kiln.abs(kiln.sub(first.to('float32'), eagerOut.to('float32')))).item() as number);
+  } finally {
+    first.dispose();
+  }
+  const ms = timeReps(w.device, reps, warmup, () => {
+    kiln.noGrad(() => cf(...w.inputs));
+  });
+  return { ms, compileS, maxAbsDiff };
 }

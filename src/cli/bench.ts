@@ -9,7 +9,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as kiln from '../index.js';
 import type { DType } from '../index.js';
-import { type BenchResult, type BenchRow, benchEager } from '../bench/harness.js';
+import { type BenchResult, type BenchRow, benchWorkload } from '../bench/harness.js';
 import { BENCH_SIZES, type BenchSize, WORKLOADS, type WorkloadSpec, getWorkload } from '../bench/workloads.js';
 
 export const BENCH_USAGE = `Usage: kiln bench [options]
@@ -192,7 +192,7 @@ export function runBench(argv: string[]): number {
     const w = spec.build({ size: opts.size, device: opts.device, dtype: opts.dtype, seed: opts.seed });
     const buildS = (performance.now() - t0) / 1000;
     try {
-      const r = benchEager(w, {
+      const r = benchWorkload(w, {
         reps: opts.reps,
         warmup: opts.warmup,
         onProgress: (done, total) => progress.update(i, spec.name, done <= opts.warmup ? 'warm-up' : 'timing', done, total),
