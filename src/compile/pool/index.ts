@@ -1,5 +1,6 @@
 export {
   compileInPool,
+  compileInPoolSync,
   compilePoolStats,
   shutdownCompilePool,
   registerCompileTaskHandler,

@@ -15,7 +15,8 @@
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Worker, threadId as mainThreadId } from 'node:worker_threads';
+import { jsKernelTask, type JsKernelPayload } from './js-kernel-task.js';
+import { MessageChannel, Worker, receiveMessageOnPort, threadId as mainThreadId } from 'node:worker_threads';
 import { loadHandler, serializeError as serialize } from './handlers.js';
 import type { CompileTask, HandlerSpec, ResultMessage, SerializedError, TaskMessage } from './types.js';
 
@@ -174,6 +175,52 @@ class CompilePool {
     return new Promise<unknown>((resolve, reject) => {
       this.queue.push({ id: this.nextId++, task, handler, resolve, reject });
       this.pump();
+    });
+  }
+
+  /**
+   * Runs tasks on the workers and blocks until all are done (kiln.compile is synchronous, like
+   * torch.compile). Tasks are spread over the workers, which run them in parallel while this thread
+   * waits in Atomics.wait; each reply comes back on the task's own MessageChannel. In-process pools
+   * (size 0) and environments without workers run the handlers here.
+   */
+  runSync(tasks: readonly { task: CompileTask; handler: HandlerSpec }[], timeoutMs: number): unknown[] {
+    if (this.closed) throw new Error('compile pool: shut down');
+    if (this.size === 0) return tasks.map(({ task, handler }) => runHandlerSync(task, handler));
+    while (this.slots.length < Math.min(this.size, tasks.length)) this.spawn();
+    const pending = tasks.map(({ task, handler }, i) => {
+      const slot = this.slots[i % this.slots.length]!;
+      const channel = new MessageChannel();
+      const done = new Int32Array(new SharedArrayBuffer(4));
+      const msg: TaskMessage = { id: this.nextId++, kind: task.kind, handler, payload: task.payload, replyPort: channel.port2, done };
+      // Nothing here may keep the process alive: the reply is read synchronously below.
+      channel.port1.unref();
+      slot.worker.postMessage(msg, [channel.port2]);
+      return { slot, port: channel.port1, done, kind: task.kind };
+    });
+    const deadline = Date.now() + timeoutMs;
+    // Attaching the 'message' listener at spawn refs a worker's port; idle workers must not keep
+    // the process alive, so every worker used here is unref'd again (busy async ones stay ref'd).
+    for (const { slot } of pending) if (!slot.busy) slot.worker.unref();
+    return pending.map(({ slot, port, done, kind }) => {
+      while (Atomics.load(done, 0) === 0) {
+        const left = deadline - Date.now();
+        if (left <= 0 || slot.exited) {
+          port.close();
+          throw new CompileTaskError(kind, slot.threadId, `compile task '${kind}' did not finish in worker thread ${slot.threadId} (${slot.exited ? 'the worker exited' : `timed out after ${timeoutMs} ms`})`);
+        }
+        Atomics.wait(done, 0, 0, Math.min(left, 100));
+      }
+      const reply = receiveMessageOnPort(port)?.message as ResultMessage | undefined;
+      port.close();
+      this.completed++;
+      this.perWorker.set(slot.threadId, (this.perWorker.get(slot.threadId) ?? 0) + 1);
+      if (!reply || !reply.ok) {
+        this.failed++;
+        const detail = reply && !reply.ok ? reply.error.message : 'no reply';
+        throw new CompileTaskError(kind, slot.threadId, `compile task '${kind}' failed in worker thread ${slot.threadId}: ${detail}`, reply && !reply.ok ? reply.error : undefined);
+      }
+      return reply.value;
     });
   }
 
@@ -384,4 +431,27 @@ export async function shutdownCompilePool(): Promise<void> {
   const p = pool;
   pool = null;
   if (p) await p.shutdown();
+}
+
+/**
+ * Synchronous in-process fallback (KILN_COMPILE_WORKERS=0). ES modules cannot be loaded
+ * synchronously, so only the built-in handlers run here.
+ */
+const BUILTIN_SYNC_HANDLERS = new Map<string, (payload: unknown) => unknown>([['js-kernel', (p) => jsKernelTask(p as JsKernelPayload)]]);
+
+function runHandlerSync(task: CompileTask, _handler: HandlerSpec): unknown {
+  const fn = BUILTIN_SYNC_HANDLERS.get(task.kind);
+  if (!fn) throw new Error(`compile task '${task.kind}': synchronous compile without workers supports only built-in task kinds (${[...BUILTIN_SYNC_HANDLERS.keys()].join(', ')})`);
+  return structuredClone(fn(structuredClone(task.payload)));
+}
+
+/** Runs tasks in the shared pool and waits for all of them (see CompilePool.runSync). */
+export function compileInPoolSync<T>(tasks: readonly CompileTask[], timeoutMs = 60_000): T[] {
+  const specs = tasks.map((task) => {
+    const handler = compileTaskHandler(task.kind);
+    if (!handler) throw new Error(`compileInPoolSync: no handler registered for task kind '${task.kind}'`);
+    return { task, handler };
+  });
+  if (!pool) pool = new CompilePool(compileWorkers());
+  return pool.runSync(specs, timeoutMs) as T[];
 }

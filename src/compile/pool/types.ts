@@ -18,6 +18,13 @@ export interface TaskMessage {
   kind: string;
   handler: HandlerSpec;
   payload: unknown;
+  /**
+   * Synchronous tasks: the reply goes to this port instead of the worker's parent port, and the
+   * worker then sets `done[0]` to 1 and notifies, so a main thread blocked in Atomics.wait wakes
+   * and reads the reply with receiveMessageOnPort.
+   */
+  replyPort?: import('node:worker_threads').MessagePort;
+  done?: Int32Array;
 }
 
 export interface SerializedError {

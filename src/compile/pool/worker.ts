@@ -22,14 +22,19 @@ async function run(msg: TaskMessage): Promise<void> {
   } catch (e) {
     reply = { id: msg.id, ok: false, error: serializeError(e) };
   }
+  const out = msg.replyPort ?? port!;
   try {
-    port!.postMessage(reply);
+    out.postMessage(reply);
   } catch (e) {
     // The handler returned something structured clone cannot copy (a function, a class with private state...).
-    port!.postMessage({
+    out.postMessage({
       id: msg.id,
       ok: false,
       error: serializeError(new Error(`compile task '${msg.kind}': the handler's result cannot be sent back to the main thread: ${(e as Error).message}`)),
     } satisfies ResultMessage);
+  }
+  if (msg.done) {
+    Atomics.store(msg.done, 0, 1);
+    Atomics.notify(msg.done, 0);
   }
 }

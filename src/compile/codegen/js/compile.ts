@@ -6,6 +6,7 @@
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from '../../../tensor/half.js';
 import * as M from '../../../kernels/cpu/pointwise-math.js';
 import type { NumArray } from '../../../kernels/cpu/numeric.js';
+import { compileInPoolSync, type JsKernelResult } from '../../pool/index.js';
 
 /** The kernel calling convention (see emit.ts). */
 export type KernelFn = (
@@ -31,9 +32,18 @@ export const HELPERS = {
 };
 export type KernelHelpers = typeof HELPERS;
 
-/** Compiles kernel sources (each `"use strict"; return function ...`) into callable kernels. */
+/**
+ * Compiles kernel sources (each `"use strict"; return function ...`) into callable kernels. The
+ * sources are first checked in the shared compile worker pool, all in parallel (syntax errors come
+ * back with the line and a caret); the main thread then only instantiates them. Functions cannot
+ * cross threads, so instantiation stays here; it is the cheap part.
+ */
 export function compileKernelSources(sources: readonly string[]): KernelFn[] {
-  return sources.map((src) => {
+  if (sources.length === 0) return [];
+  const results = compileInPoolSync<JsKernelResult>(sources.map((source, i) => ({ kind: 'js-kernel', payload: { source, name: `kernel${i}` } })));
+  return sources.map((src, i) => {
+    const r = results[i]!;
+    if (!r.ok) throw new Error(`kiln backend: generated kernel does not compile: ${r.error}\n${src}`);
     try {
       return new Function(src)() as KernelFn;
     } catch (e) {
