@@ -316,7 +316,7 @@ test('global counters, reset, and unknown backend/mode errors', () => {
   assert.equal(f.counters.compiles, 1, 'per-function counters are separate');
   assert.throws(() => kiln.compile((t: Tensor) => t, { backend: 'nope' }), /unknown backend 'nope'/);
   assert.throws(() => kiln.compile((t: Tensor) => t, { mode: 'fast' as never }), /unknown mode 'fast'/);
-  assert.equal(listBackends().includes('kiln') ? 'kiln' : 'eager', 'eager', "'kiln' is not in this worktree: default is eager");
+  assert.ok(listBackends().includes('kiln'), "the code-generating backend 'kiln' is registered and is the default");
   const d = kiln.compile((t: Tensor) => t.neg());
   d(rand([2], 23));
   assert.equal(d.counters.compiles, 1);
