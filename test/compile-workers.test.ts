@@ -5,7 +5,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { threadId } from 'node:worker_threads';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import * as kiln from '../src/index.js';
+
+// A fresh kernel cache, so the kernels are not already known from an earlier run.
+process.env.KILN_CACHE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-workers-'));
 import { compilePoolStats, shutdownCompilePool } from '../src/compile/pool/index.js';
 
 test('kiln.compile compiles its kernels in worker threads, in parallel batches', async () => {

@@ -6,7 +6,8 @@
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from '../../../tensor/half.js';
 import * as M from '../../../kernels/cpu/pointwise-math.js';
 import type { NumArray } from '../../../kernels/cpu/numeric.js';
-import { compileInPoolSync, type JsKernelResult } from '../../pool/index.js';
+import { compileInPoolSync, kernelSourceHash, type JsKernelResult } from '../../pool/index.js';
+import { cacheKey, getDiskCache } from '../../cache/index.js';
 
 /** The kernel calling convention (see emit.ts). */
 export type KernelFn = (
@@ -33,17 +34,26 @@ export const HELPERS = {
 export type KernelHelpers = typeof HELPERS;
 
 /**
- * Compiles kernel sources (each `"use strict"; return function ...`) into callable kernels. The
- * sources are first checked in the shared compile worker pool, all in parallel (syntax errors come
- * back with the line and a caret); the main thread then only instantiates them. Functions cannot
- * cross threads, so instantiation stays here; it is the cheap part.
+ * Compiles kernel sources (each `"use strict"; return function ...`) into callable kernels. Sources
+ * not seen before are checked in the shared compile worker pool, all in parallel (syntax errors come
+ * back with the line and a caret), and remembered in the on-disk cache (KILN_CACHE_DIR) by content
+ * hash and Kiln version, so a later process with the same kernels starts without the pool. The main
+ * thread then only instantiates them: functions cannot cross threads, and this is the cheap part.
  */
 export function compileKernelSources(sources: readonly string[]): KernelFn[] {
   if (sources.length === 0) return [];
-  const results = compileInPoolSync<JsKernelResult>(sources.map((source, i) => ({ kind: 'js-kernel', payload: { source, name: `kernel${i}` } })));
-  return sources.map((src, i) => {
-    const r = results[i]!;
-    if (!r.ok) throw new Error(`kiln backend: generated kernel does not compile: ${r.error}\n${src}`);
+  const cache = getDiskCache();
+  const keys = sources.map((src) => cacheKey(['js-kernel', kernelSourceHash(src)]));
+  const todo = sources.map((_, i) => i).filter((i) => cache.get(KERNEL_NAMESPACE, keys[i]!) !== true);
+  if (todo.length > 0) {
+    const results = compileInPoolSync<JsKernelResult>(todo.map((i) => ({ kind: 'js-kernel', payload: { source: sources[i]!, name: `kernel${i}` } })));
+    todo.forEach((i, k) => {
+      const r = results[k]!;
+      if (!r.ok) throw new Error(`kiln backend: generated kernel does not compile: ${r.error}\n${sources[i]}`);
+      cache.put(KERNEL_NAMESPACE, keys[i]!, true);
+    });
+  }
+  return sources.map((src) => {
     try {
       return new Function(src)() as KernelFn;
     } catch (e) {
@@ -51,3 +61,6 @@ export function compileKernelSources(sources: readonly string[]): KernelFn[] {
     }
   });
 }
+
+/** Disk-cache namespace of validated kernel sources. */
+export const KERNEL_NAMESPACE = 'js-kernels';

@@ -1,0 +1,55 @@
+/**
+ * The compiled-kernel cache across processes: a second process with the same KILN_CACHE_DIR finds
+ * its kernels on disk and needs no compile workers; corrupt entries are detected, discarded and
+ * rebuilt, with the same results each time.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+interface Report {
+  sum: number;
+  first: number;
+  poolTasks: number;
+  cache: { hits: number; misses: number; corrupt: number; writes: number };
+  firstCallMs: number;
+}
+
+const child = fileURLToPath(new URL('./helpers/compile-cache-child.js', import.meta.url));
+
+function run(dir: string): Report {
+  const r = spawnSync(process.execPath, [child], { encoding: 'utf8', env: { ...process.env, KILN_CACHE_DIR: dir } });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as Report;
+}
+
+function files(dir: string): string[] {
+  return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.join(e.parentPath ?? (e as unknown as { path: string }).path, e.name));
+}
+
+test('a second process hits the kernel cache; a corrupt entry is rebuilt', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-cache-proc-'));
+  try {
+    const cold = run(dir);
+    assert.ok(cold.poolTasks > 0, 'the first process compiled kernels in the pool');
+    assert.ok(cold.cache.writes > 0);
+    const warm = run(dir);
+    assert.equal(warm.poolTasks, 0, 'the second process needed no compile workers');
+    assert.ok(warm.cache.hits > 0);
+    assert.equal(warm.sum, cold.sum);
+    assert.equal(warm.first, cold.first);
+    for (const f of files(dir)) fs.writeFileSync(f, 'garbage, not a cache entry');
+    const rebuilt = run(dir);
+    assert.ok(rebuilt.cache.corrupt > 0, 'corrupt entries were detected');
+    assert.ok(rebuilt.poolTasks > 0, 'and the kernels were compiled again');
+    assert.equal(rebuilt.first, cold.first);
+    const again = run(dir);
+    assert.equal(again.poolTasks, 0, 'the rebuilt entries are valid');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
