@@ -19,7 +19,7 @@ interface Report {
   firstCallMs: number;
 }
 
-const child = fileURLToPath(new URL('./helpers/compile-cache-child.js', import.meta.url));
+const child = fileURLToPath(new URL('./helpers/compile-kernel-cache-child.js', import.meta.url));
 
 function run(dir: string): Report {
   const r = spawnSync(process.execPath, [child], { encoding: 'utf8', env: { ...process.env, KILN_CACHE_DIR: dir } });

@@ -1,14 +1,17 @@
-/** Child process for the cross-process compile cache test: compiles and runs one function, reports. */
-import * as kiln from '../../src/index.js';
-import { compilePoolStats } from '../../src/compile/pool/index.js';
+/**
+ * Child process for the cache tests: `node compile-cache-child.js <namespace> <key> <tag> <times>`
+ * writes `{ tag, i, blob }` `times` times under KILN_CACHE_DIR, reading the entry back between writes.
+ */
 import { getDiskCache } from '../../src/compile/cache/index.js';
 
-const f = (x: kiln.Tensor) => kiln.softmax(kiln.add(kiln.mul(x, 1.5), kiln.sigmoid(x)), -1);
-const cf = kiln.compile(f);
-const g = new kiln.Generator(5);
-const x = kiln.randn([4, 16], { generator: g });
-const t0 = performance.now();
-const y = kiln.noGrad(() => cf(x));
-const firstCallMs = performance.now() - t0;
-const pool = compilePoolStats();
-console.log(JSON.stringify({ sum: kiln.sum(y).item(), first: y.toFlatArray()[0], poolTasks: pool.tasksCompleted, cache: getDiskCache().stats(), firstCallMs }));
+const [namespace, key, tag, times] = process.argv.slice(2) as [string, string, string, string];
+const cache = getDiskCache();
+const blob = tag.repeat(2000);
+let badReads = 0;
+for (let i = 0; i < Number(times); i++) {
+  cache.put(namespace, key, { tag, i, blob });
+  cache.clearMemory();
+  const v = cache.get(namespace, key) as { tag: string; blob: string } | undefined;
+  if (v !== undefined && v.blob !== v.tag.repeat(2000)) badReads++;
+}
+console.log(JSON.stringify({ dir: cache.dir, stats: cache.stats(), badReads }));
