@@ -19,7 +19,7 @@ export interface KilnBackendOptions extends BackendOptions {
 export function compileKiln(graph: Graph, options: Partial<KilnBackendOptions> = {}): KilnProgram {
   const low = lower(graph);
   const sched = schedule(low);
-  const program = new KilnProgram(low, sched, options.autotune);
+  const program = new KilnProgram(low, sched, options.autotune, options.mode === 'max-autotune');
   if (options.logCode) console.log(program.describe());
   return program;
 }

@@ -20,6 +20,8 @@ import { outputValues } from '../../ir.js';
 import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
 import { compileKernelSources, HELPERS, type KernelFn } from './compile.js';
+import { autotune } from '../../autotune/index.js';
+import { kernelSourceHash } from '../../pool/index.js';
 import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js';
 
 /** A view value read by kernels without building a tensor. */
@@ -49,8 +51,10 @@ export type AutotuneHook = (kernel: { name: string; candidates: readonly KernelC
 
 interface KernelStep {
   readonly code: KernelCode;
-  readonly fn: KernelFn;
-  readonly chosen: number;
+  fn: KernelFn;
+  chosen: number;
+  /** max-autotune: the candidates are timed on the first real run, then this is set. */
+  tuned: boolean;
 }
 
 function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
@@ -94,11 +98,13 @@ export class KilnProgram implements CompiledProgram {
     readonly low: Lowered,
     readonly sched: Schedule,
     autotune?: AutotuneHook,
+    /** Time every candidate config on the first real run (mode 'max-autotune'). */
+    tuneOnFirstRun = false,
   ) {
     const codes = sched.kernels.map((g, i) => generateKernel(g, low, `kernel${i}_${g.kind}`));
     const chosen = codes.map((c) => (autotune ? Math.max(0, Math.min(c.candidates.length - 1, autotune({ name: c.name, candidates: c.candidates }))) : 0));
     const fns = compileKernelSources(codes.map((c, i) => c.candidates[chosen[i]!]!.source));
-    codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]! }));
+    codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]!, tuned: !tuneOnFirstRun || c.candidates.length < 2 }));
     this.outputs = new Set(outputValues(low.graph.output));
     for (const id of this.outputs) this.needsTensor.add(id);
     for (const s of sched.steps) if (s.kind === 'extern') for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
@@ -241,6 +247,20 @@ export class KilnProgram implements CompiledProgram {
     return Tensor.empty(m.shape, m.dtype, m.device, m.strides);
   }
 
+  /**
+   * Times every candidate config of a kernel on this run's real buffers with kiln.Event (the
+   * autotuner keeps the minimum over reps and persists the winner per kernel and shape class).
+   * Kernels only write their own outputs, which no input aliases, so repeated runs are harmless.
+   */
+  private tune(ks: KernelStep, shape: readonly number[], call: (fn: KernelFn) => void): void {
+    const fns = compileKernelSources(ks.code.candidates.map((c) => c.source));
+    const key = `${kernelSourceHash(ks.code.candidates.map((c) => c.source).join('\n'))}:${shape.length}:${shape.reduce((a, b) => a * b, 1) >= 1 << 16 ? 'large' : 'small'}`;
+    const r = autotune({ key, device: 'cpu', candidates: ks.code.candidates.map((c, i) => ({ config: c.config, run: () => call(fns[i]!) })) });
+    ks.chosen = r.bestIndex;
+    ks.fn = fns[r.bestIndex]!;
+    ks.tuned = true;
+  }
+
   private runKernel(g: KernelGroup, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>): void {
     const ks = this.kernelSteps.get(g)!;
     const S =
@@ -307,6 +327,7 @@ export class KilnProgram implements CompiledProgram {
       if (row.some((d) => S[d] === 0)) rshape = [0];
     }
     if (S.some((x) => x === 0) && g.kind === 'pointwise') oshape = [0];
+    if (!ks.tuned) this.tune(ks, S, (fn) => fn(HELPERS, oshape, ost, rshape, rst, offs, datas));
     ks.fn(HELPERS, oshape, ost, rshape, rst, offs, datas);
     for (const c of commits) c();
   }
