@@ -11,6 +11,7 @@ import type { MetaResult, OutMeta } from '../ops/schema.js';
 import type { Device } from '../runtime/device.js';
 import { Storage } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
+import { keep } from '../tensor/scope.js';
 import type { Graph, GraphInput, IRArg, IRNode, OutputTree, ValueId, ValueInfo } from './ir.js';
 
 /** Thrown when tracing needs a tensor's data (data-dependent control flow). */
@@ -45,6 +46,8 @@ function fakeStorage(device: Device): Storage {
   if (!s) {
     // Fakes never touch memory; one empty host allocation stands in for every fake's storage.
     s = Storage.allocate(device, 0);
+    // A permanent holder: fakes may be disposed (by scopes, by user code) without ever freeing it.
+    s.retain();
     fakeStorages.set(key, s);
   }
   return s;
@@ -57,6 +60,8 @@ export class FakeTensor extends Tensor {
     meta: OutMeta,
   ) {
     super(fakeStorage(meta.device), meta.dtype, meta.shape, meta.strides, meta.offset ?? 0);
+    // Fakes hold no memory; a kiln.scope around a compiled call must not count or dispose them.
+    keep(this);
   }
 
   override toFlatArray(): number[] {
