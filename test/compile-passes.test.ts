@@ -208,6 +208,8 @@ test('every registered decomposition keeps semantics and removes the composite o
     ['logsumexp', (a: Tensor) => kiln.logsumexp(a, [0, 1], true), [x], 1e-4],
     ['addmm', (a: Tensor) => kiln.addmm(b, a, rand([6, 6], 25), 0.5, 2), [x], 1e-4],
     ['dropout', (a: Tensor) => kiln.dropout(a, 0.3, false).mul(2), [x], 0],
+    ['batchNorm', (a: Tensor) => kiln.batchNorm(a, rand([3], 27), rand([3], 28, 'contiguous', 'float32', 0.5, 2), rand([3], 29), rand([3], 30), false, 0.1, 1e-5), [rand([2, 3, 4, 5], 31, 'channelsLast')], 1e-5],
+    ['batchNorm', (a: Tensor) => kiln.batchNorm(a, rand([6], 32), rand([6], 33, 'contiguous', 'float32', 0.5, 2), null, null, false, 0.1, 1e-3), [x], 1e-5],
   ];
   const covered = new Set<string>();
   for (const [op, fn, args, tol] of cases) {
@@ -226,6 +228,12 @@ test('every registered decomposition keeps semantics and removes the composite o
   assert.deepEqual(ops(lin), ['narrow', 'linear']);
   const h = decompose(trace((a: Tensor) => kiln.softmax(a, -1), [x.to('float16')]).graph);
   assert.deepEqual(ops(h), ['softmax']);
+  // batchNorm in training mode (batch statistics, running-stat updates) is kept; the eval form keeps channels_last.
+  const train = decompose(trace((a: Tensor) => kiln.batchNorm(a, null, null, null, null, true, 0.1, 1e-5), [rand([2, 3, 4, 5], 34)]).graph);
+  assert.deepEqual(ops(train), ['batchNorm']);
+  const cl = rand([2, 3, 4, 5], 35, 'channelsLast');
+  const bn = decompose(trace((a: Tensor) => kiln.batchNorm(a, rand([3], 36), rand([3], 37, 'contiguous', 'float32', 0.5, 2), null, null, false, 0.1, 1e-5), [cl]).graph);
+  assert.ok((interpret(bn, [cl, ...bn.inputs.slice(1).map((i) => (i.source.kind === 'lifted' ? i.source.tensor : cl))]) as Tensor).isContiguous('channelsLast'));
 });
 
 test('decomposed softmax/logsumexp handle -inf rows like the kernels', () => {

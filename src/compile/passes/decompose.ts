@@ -172,6 +172,35 @@ registerDecomposition(
   }),
 );
 
+// batchNorm in inference: (x - running_mean) * rsqrt(running_var + eps) * weight + bias, with the
+// per-channel statistics viewed as [C, 1, ...] so they broadcast over (N, C, *). The pointwise form
+// fuses with what follows (the ReLU of a conv block), and constant folding can precompute the
+// per-channel scale from the running stats. Training mode (batch statistics, running-stat
+// updates) keeps the op.
+registerDecomposition(
+  'batchNorm',
+  single((n, b) => {
+    const x = valueArg(n, 0);
+    const mean = valueArg(n, 1);
+    const variance = valueArg(n, 2);
+    const w = valueArg(n, 3);
+    const bias = valueArg(n, 4);
+    const training = constArg(n, 5);
+    const eps = constArg(n, 7);
+    if (training !== false || typeof eps !== 'number' || !f32(b, x) || !f32(b, mean) || !f32(b, variance)) return null;
+    if ((w && !f32(b, w)) || (bias && !f32(b, bias))) return null;
+    const rank = b.info(x.id).shape.length;
+    if (rank < 2) return null;
+    const c = b.info(x.id).shape[1]!;
+    const perChannel = (v: Val): Val => (rank === 2 ? v : b.op('view', v, [c, ...new Array<number>(rank - 2).fill(1)]));
+    let scale = b.op('rsqrt', b.op('add', variance, eps, 1));
+    if (w) scale = b.op('mul', scale, w);
+    let y = b.op('mul', b.op('sub', x, perChannel(mean), 1), perChannel(scale));
+    if (bias) y = b.op('add', y, perChannel(bias), 1);
+    return y;
+  }),
+);
+
 registerDecomposition(
   'gelu',
   single((n, b) => {
