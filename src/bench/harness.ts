@@ -1,13 +1,11 @@
 /**
- * Times a built workload: warm-up runs, then `reps` timed runs, each bracketed by `kiln.Event`s
- * recorded on the workload's device and synchronised; the reported time is the median. Every run
- * happens inside `kiln.scope`, so its temporaries (and its output) are released before the next
- * one and memory stays flat. One more run, outside the timing, gives the output for the checksum.
- *
- * The same is then done for the forward through kiln.compile (unless `compiled: false`): the
- * first call's wall time is the cold compile time (trace, passes, code generation, one run), and
- * the compiled output is compared with eager's for max_abs_diff. Rows follow the shared report
- * schema used for the PyTorch peers.
+ * Times a built workload eager and through kiln.compile, side by side: the compiled forward is
+ * built first (its first call's wall time is the cold compile time: trace, passes, code
+ * generation, one run; its output is compared with eager's for max_abs_diff), then warm-up runs,
+ * then `reps` rounds that each time one eager run and one compiled run, bracketed by `kiln.Event`s
+ * on the workload's device and synchronised. Alternating keeps clock or load drift from favouring
+ * either side. Reported times are medians. Every run happens inside `kiln.scope`, so memory stays
+ * flat. Rows follow the shared report schema used for the PyTorch peers.
  */
 import * as kiln from '../index.js';
 import type { DType, Tensor } from '../index.js';
@@ -93,9 +91,23 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
   let done = 0;
   const tick = (): void => options.onProgress?.(++done, total);
 
+  // The compiled forward is built first (its first call is the cold compile), so that eager and
+  // compiled reps can alternate: side by side, drift in clocks or load hits both equally.
+  const eagerOut = kiln.scope(() => w.run());
+  let compiled: CompiledSetup | null = null;
+  let checksum: OutputSummary;
+  try {
+    checksum = summarize(eagerOut);
+    if (options.compiled ?? true) compiled = setupCompiled(w, eagerOut);
+  } finally {
+    eagerOut.dispose();
+  }
+  const runCompiled = compiled?.run;
+
   for (let i = 0; i < warmup; i++) {
     kiln.scope(() => {
       w.run();
+      runCompiled?.();
       kiln.synchronize(w.device);
     });
     tick();
@@ -104,28 +116,24 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
 
   const start = new kiln.Event(w.device);
   const end = new kiln.Event(w.device);
-  const timesMs: number[] = [];
-  for (let i = 0; i < reps; i++) {
+  const time = (fn: () => void): number => {
     kiln.scope(() => {
       start.record();
-      w.run();
+      fn();
       end.record();
       end.synchronize();
     });
-    timesMs.push(start.elapsedTime(end));
+    return start.elapsedTime(end);
+  };
+  const timesMs: number[] = [];
+  const compiledMs: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    timesMs.push(time(() => void w.run()));
+    if (runCompiled) compiledMs.push(time(runCompiled));
     tick();
   }
   const afterReps = allocated(w.device);
-
-  const out = kiln.scope(() => w.run());
-  let checksum: OutputSummary;
-  let compiled: CompiledTiming | null = null;
-  try {
-    checksum = summarize(out);
-    if (options.compiled ?? true) compiled = benchCompiled(w, out, reps, warmup);
-  } finally {
-    out.dispose();
-  }
+  const compiledMedian = compiled ? median(compiledMs) : null;
 
   return {
     row: {
@@ -135,8 +143,8 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
       dtype: w.dtype,
       size: w.size,
       eager_ms: median(timesMs),
-      compiled_ms: compiled?.ms ?? null,
-      speedup: compiled ? median(timesMs) / compiled.ms : null,
+      compiled_ms: compiledMedian,
+      speedup: compiledMedian === null ? null : median(timesMs) / compiledMedian,
       compile_s: compiled?.compileS ?? null,
       max_abs_diff: compiled?.maxAbsDiff ?? null,
     },
@@ -147,36 +155,17 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
   };
 }
 
-interface CompiledTiming {
-  ms: number;
+interface CompiledSetup {
+  run: () => void;
   compileS: number;
   maxAbsDiff: number;
 }
 
-/** Times `fn` between two kiln.Events on the device, reps times after warm-up; returns the median. */
-function timeReps(device: string, reps: number, warmup: number, fn: () => void): number {
-  for (let i = 0; i < warmup; i++) kiln.scope(fn);
-  const start = new kiln.Event(device);
-  const end = new kiln.Event(device);
-  const times: number[] = [];
-  for (let i = 0; i < reps; i++) {
-    kiln.scope(() => {
-      start.record();
-      fn();
-      end.record();
-      end.synchronize();
-    });
-    times.push(start.elapsedTime(end));
-  }
-  return median(times);
-}
-
 /**
  * The same forward through kiln.compile: the first call (trace, passes, code generation, kernel
- * compilation, one run) is the cold compile time; then the same warm-up and reps as eager; the
- * output is compared with eager's.
+ * compilation, one run) is the cold compile time, and its output is compared with eager's.
  */
-function benchCompiled(w: BuiltWorkload, eagerOut: Tensor, reps: number, warmup: number): CompiledTiming {
+function setupCompiled(w: BuiltWorkload, eagerOut: Tensor): CompiledSetup {
   const cf = kiln.compile(w.forward, { name: w.name });
   const t0 = performance.now();
   const first = kiln.noGrad(() => cf(...w.inputs));
@@ -188,8 +177,5 @@ function benchCompiled(w: BuiltWorkload, eagerOut: Tensor, reps: number, warmup:
   } finally {
     first.dispose();
   }
-  const ms = timeReps(w.device, reps, warmup, () => {
-    kiln.noGrad(() => cf(...w.inputs));
-  });
-  return { ms, compileS, maxAbsDiff };
+  return { run: () => void kiln.noGrad(() => cf(...w.inputs)), compileS, maxAbsDiff };
 }
