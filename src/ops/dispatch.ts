@@ -51,10 +51,10 @@ export function setPreDispatchHook(hook: PreDispatchHook | undefined): void {
 }
 
 /** The device an op runs on: its first tensor argument's, else the factory's target. */
-function opDevice(op: { name: string; args: readonly { name: string; type: string }[] }, args: readonly unknown[]): Device | undefined {
+function opDevice(op: { name: string; args: readonly { name: string; type: string }[]; tags?: readonly string[] }, args: readonly unknown[]): Device | undefined {
   let device: Device | undefined;
   let first = '';
-  const crossDevice = op.name === 'toDevice' || op.name === 'copy_';
+  const crossDevice = op.tags?.includes('crossDevice') ?? false;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const spec = op.args[i];

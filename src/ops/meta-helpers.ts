@@ -1,5 +1,4 @@
-/** Shared building blocks for meta functions: pointwise layouts, dtype checks, argument checks. */
-import type { Device } from '../runtime/device.js';
+/** Shared building blocks for meta functions: pointwise layouts and argument checks. */
 import type { DType, PromotionOperand } from '../tensor/dtype.js';
 import { resultType } from '../tensor/dtype.js';
 import { broadcastShapes, contiguousStrides, fmtShape, preservedStrides, shapeEquals } from '../tensor/layout.js';
@@ -46,26 +45,6 @@ export function checkTensor(op: string, name: string, x: unknown): asserts x is 
   if (!isTensorMeta(x)) throw new TypeError(`${op}: argument '${name}' must be a Tensor, got ${typeof x}`);
 }
 
-export function checkDtype(op: string, name: string, t: TensorMeta, allowed: readonly DType[]): void {
-  if (!allowed.includes(t.dtype)) {
-    throw new TypeError(`${op}: argument '${name}' (${describe(t)}) has dtype ${t.dtype}; expected one of ${allowed.join(', ')}`);
-  }
-}
-
-export function checkSameDtype(op: string, a: [string, TensorMeta], b: [string, TensorMeta]): void {
-  if (a[1].dtype !== b[1].dtype) {
-    throw new TypeError(
-      `${op}: expected '${a[0]}' and '${b[0]}' to have the same dtype, got ${a[1].dtype} (${fmtShape(a[1].shape)}) and ${b[1].dtype} (${fmtShape(b[1].shape)})`,
-    );
-  }
-}
-
-export function checkRank(op: string, name: string, t: TensorMeta, ranks: readonly number[]): void {
-  if (!ranks.includes(t.shape.length)) {
-    throw new Error(`${op}: argument '${name}' must have rank ${ranks.join(' or ')}, got shape ${fmtShape(t.shape)}`);
-  }
-}
-
 export function checkInt(op: string, name: string, v: unknown, min = -Infinity): number {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
     throw new TypeError(`${op}: argument '${name}' must be an integer${min > -Infinity ? ` >= ${min}` : ''}, got ${String(v)}`);
@@ -73,6 +52,3 @@ export function checkInt(op: string, name: string, v: unknown, min = -Infinity):
   return v;
 }
 
-export function outMeta(shape: readonly number[], dtype: DType, device: Device, strides?: readonly number[]): OutMeta {
-  return { shape: [...shape], strides: strides ? [...strides] : contiguousStrides(shape), dtype, device };
-}

@@ -51,7 +51,8 @@ export type OpTag =
   | 'inplace'
   | 'random'
   | 'extern' // GEMM, convolution, attention: lowered as library calls by the compiler
-  | 'dataDependent'; // output shape depends on values (a graph break for the compiler)
+  | 'dataDependent' // output shape depends on values (a graph break for the compiler)
+  | 'crossDevice'; // its tensor arguments may live on different devices (copies, device moves)
 
 /** Metadata of an op output: a TensorMeta plus, for views, the storage offset in elements. */
 export interface OutMeta extends TensorMeta {

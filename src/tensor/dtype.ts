@@ -107,10 +107,9 @@ export function resultType(operands: readonly PromotionOperand[]): DType {
     }
   }
   let result = dimT;
-  if (zeroT !== undefined) {
-    if (result === undefined || CATEGORY_RANK[category(zeroT)] > CATEGORY_RANK[category(result)]) {
-      result = result === undefined ? zeroT : promoteCategoryOnly(result, zeroT);
-    }
+  // A zero-dim tensor of a higher category lifts the result to its own dtype (torch semantics).
+  if (zeroT !== undefined && (result === undefined || CATEGORY_RANK[category(zeroT)] > CATEGORY_RANK[category(result)])) {
+    result = zeroT;
   }
   if (scalarCat !== undefined) {
     const scalarDefault: DType = scalarCat === 'floating' ? DEFAULT_FLOAT : scalarCat === 'integer' ? 'int64' : 'bool';
@@ -118,11 +117,6 @@ export function resultType(operands: readonly PromotionOperand[]): DType {
     else if (CATEGORY_RANK[scalarCat] > CATEGORY_RANK[category(result)]) result = scalarDefault;
   }
   return result ?? DEFAULT_FLOAT;
-}
-
-// A zero-dim tensor of a higher category lifts the result to its own dtype (torch semantics).
-function promoteCategoryOnly(_current: DType, higher: DType): DType {
-  return higher;
 }
 
 /** Result dtype of ops that always produce floats (e.g. true division, sqrt of ints). */

@@ -132,11 +132,3 @@ export function fmtShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }
 
-/** Validates a user-supplied shape. */
-export function checkShape(op: string, shape: readonly number[], argName = 'size'): number[] {
-  if (!Array.isArray(shape)) throw new TypeError(`${op}: ${argName} must be an array of integers, got ${String(shape)}`);
-  for (const s of shape) {
-    if (!Number.isInteger(s) || s < 0) throw new RangeError(`${op}: ${argName} ${fmtShape(shape)} has an invalid dimension ${s}`);
-  }
-  return [...shape];
-}

@@ -7,7 +7,7 @@
 import type { DType } from '../../tensor/dtype.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from '../../tensor/half.js';
-import { contiguousStrides, isContiguousStrides, numel } from '../../tensor/layout.js';
+import { isContiguousStrides, numel } from '../../tensor/layout.js';
 import { Tensor, storageSpan } from '../../tensor/tensor.js';
 import { storageArray } from '../../tensor/typed.js';
 import type { OutMeta } from '../../ops/schema.js';
@@ -222,4 +222,3 @@ export function scatterStrided(values: ArrayLike<number>, dst: Readable): void {
   }
 }
 
-export { contiguousStrides };

@@ -15,7 +15,7 @@ export const copy_ = defineOp({
     { name: 'src', type: 'Tensor|Scalar' },
   ],
   outputs: [{ name: 'out', type: 'Tensor', aliasOf: 'self' }],
-  tags: ['inplace'],
+  tags: ['inplace', 'crossDevice'],
   method: true,
   meta(self: TensorMeta, src: TensorMeta | ScalarValue): OutMeta {
     if (typeof src === 'object') {
@@ -87,6 +87,7 @@ export const toDevice = defineOp({
     { name: 'device', type: 'device?' },
   ],
   outputs: [{ name: 'out', type: 'Tensor' }],
+  tags: ['crossDevice'],
   publicName: 'to',
   meta(self: TensorMeta, device: Device): OutMeta {
     return { shape: self.shape, strides: preservedStrides(self.shape, self.shape, self.strides), dtype: self.dtype, device };

@@ -109,56 +109,32 @@ function rejectBool(op: string, x: TensorMeta): void {
   if (x.dtype === 'bool') throw new TypeError(`${op}: not implemented for input dtype bool (input ${describe(x)})`);
 }
 
-export const sum = defineOp({
-  name: 'sum',
-  args: [
-    { name: 'self', type: 'Tensor' },
-    { name: 'dim', type: 'int[]?' },
-    { name: 'keepdim', type: 'bool' },
-    { name: 'dtype', type: 'dtype?' },
-  ],
-  outputs: [{ name: 'out', type: 'Tensor' }],
-  tags: ['reduction'],
-  method: true,
-  meta(self: TensorMeta, dim: DimList, keepdim: boolean, dtype: DType | null): OutMeta {
-    checkTensor('sum', 'self', self);
-    return reduceMeta('sum', self, dim, keepdim, accumulateDtype('sum', self, dtype), false);
-  },
-});
+/**
+ * sum, prod and mean share one schema (self, dim?, keepdim, dtype?); they differ only in the
+ * result dtype: sum and prod accumulate integers in int64, mean needs a floating dtype.
+ */
+function accumulatingOp(name: 'sum' | 'prod' | 'mean', resultDtype: (op: string, self: TensorMeta, dtype: DType | null) => DType) {
+  return defineOp({
+    name,
+    args: [
+      { name: 'self', type: 'Tensor' },
+      { name: 'dim', type: 'int[]?' },
+      { name: 'keepdim', type: 'bool' },
+      { name: 'dtype', type: 'dtype?' },
+    ],
+    outputs: [{ name: 'out', type: 'Tensor' }],
+    tags: ['reduction'],
+    method: true,
+    meta(self: TensorMeta, dim: DimList, keepdim: boolean, dtype: DType | null): OutMeta {
+      checkTensor(name, 'self', self);
+      return reduceMeta(name, self, dim, keepdim, resultDtype(name, self, dtype), false);
+    },
+  });
+}
 
-export const prod = defineOp({
-  name: 'prod',
-  args: [
-    { name: 'self', type: 'Tensor' },
-    { name: 'dim', type: 'int[]?' },
-    { name: 'keepdim', type: 'bool' },
-    { name: 'dtype', type: 'dtype?' },
-  ],
-  outputs: [{ name: 'out', type: 'Tensor' }],
-  tags: ['reduction'],
-  method: true,
-  meta(self: TensorMeta, dim: DimList, keepdim: boolean, dtype: DType | null): OutMeta {
-    checkTensor('prod', 'self', self);
-    return reduceMeta('prod', self, dim, keepdim, accumulateDtype('prod', self, dtype), false);
-  },
-});
-
-export const mean = defineOp({
-  name: 'mean',
-  args: [
-    { name: 'self', type: 'Tensor' },
-    { name: 'dim', type: 'int[]?' },
-    { name: 'keepdim', type: 'bool' },
-    { name: 'dtype', type: 'dtype?' },
-  ],
-  outputs: [{ name: 'out', type: 'Tensor' }],
-  tags: ['reduction'],
-  method: true,
-  meta(self: TensorMeta, dim: DimList, keepdim: boolean, dtype: DType | null): OutMeta {
-    checkTensor('mean', 'self', self);
-    return reduceMeta('mean', self, dim, keepdim, floatingDtype('mean', self, dtype), false);
-  },
-});
+export const sum = accumulatingOp('sum', accumulateDtype);
+export const prod = accumulatingOp('prod', accumulateDtype);
+export const mean = accumulatingOp('mean', floatingDtype);
 
 function extremumOp(name: 'amax' | 'amin') {
   return defineOp({
