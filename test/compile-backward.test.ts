@@ -278,6 +278,20 @@ test('a formula that computes outside the dispatcher (conv2d) falls back to eage
   assert.equal(f.counters.backwards, 0);
 });
 
+test('an in-place op on a value that requires grad: eager fallback (counted), gradients as eager', () => {
+  const x = param([3, 4], 95);
+  const fn = (t: Tensor): Tensor => {
+    const h = t.mul(2);
+    h.add_(t.exp());
+    return h.square().sum();
+  };
+  const f = kiln.compile(fn);
+  const { warnings } = captureWarnings(() => assertGradParity([x], ['x'], () => f(x), () => fn(x)));
+  assert.equal(f.counters.fallbacks, 1);
+  assert.equal(f.counters.backwards, 0);
+  assert.match(warnings[0]!, /in-place op 'add_' on a tensor that requires grad/);
+});
+
 test('SGD training, 3 steps: compiled and eager losses and parameters agree', () => {
   const make = (): Mlp => new Mlp();
   // One batch, three steps: the loss must go down, so a backward that did nothing would show.
