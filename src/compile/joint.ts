@@ -202,12 +202,13 @@ function partition(joint: Graph, rec: JointRecorder): JointGraphs {
   fwdInputs.forEach((inp) => defIndex.set(inp.id, -1));
   fwdNodes.forEach((n, i) => n.outputs.forEach((o) => defIndex.set(o, i)));
   // Forward values the backward reads, in first-use order.
-  const savedIds: ValueId[] = [];
+  const savedSet = new Set<ValueId>();
   const use = (id: ValueId): void => {
-    if (defIndex.has(id) && !savedIds.includes(id)) savedIds.push(id);
+    if (defIndex.has(id)) savedSet.add(id);
   };
   for (const n of bwdNodes) for (const a of n.args) argValues(a).forEach(use);
   outputValues(gradTree).forEach(use);
+  const savedIds = [...savedSet];
 
   // A saved value overwritten later in the forward would reach the backward with the new contents.
   fwdNodes.forEach((n, i) => {
