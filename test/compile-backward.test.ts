@@ -292,6 +292,22 @@ test('an in-place op on a value that requires grad: eager fallback (counted), gr
   assert.match(warnings[0]!, /in-place op 'add_' on a tensor that requires grad/);
 });
 
+test('inside the traced function, values that need grad report requiresGrad as eagerly; detach() breaks the graph', () => {
+  const x = param([4], 97);
+  const seen: boolean[] = [];
+  const f = kiln.compile((t: Tensor) => {
+    const y = t.mul(2);
+    seen.push(t.requiresGrad, y.requiresGrad);
+    return y.sum();
+  });
+  f(x).backward();
+  assert.deepEqual(seen.slice(-2), [true, true], 'the joint trace marks them as eager autograd does');
+  const g = kiln.compile((t: Tensor) => t.mul(t.detach()).sum());
+  const { warnings } = captureWarnings(() => assertGradParity([x], ['x'], () => g(x), () => x.mul(x.detach()).sum()));
+  assert.match(warnings[0]!, /graph break in .*detach\(\) of a traced tensor/);
+  assert.equal(g.counters.graphBreaks, 1);
+});
+
 test('SGD training, 3 steps: compiled and eager losses and parameters agree', () => {
   const make = (): Mlp => new Mlp();
   // One batch, three steps: the loss must go down, so a backward that did nothing would show.

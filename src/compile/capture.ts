@@ -78,6 +78,12 @@ export class FakeTensor extends Tensor {
   override toFlatArray(): number[] {
     throw new GraphBreak(`reading the values of a traced tensor [${this.shape.join(', ')}] (item/toArray/toString)`, userFrame());
   }
+
+  // detach() would build a plain Tensor over the stand-in storage, which the tracer would then lift
+  // as a constant with no data; and in a joint trace it must cut the gradient. Not traced yet.
+  override detach(): Tensor {
+    throw new GraphBreak(`detach() of a traced tensor [${this.shape.join(', ')}]`, userFrame());
+  }
 }
 
 /** What a hook may do while tracing: map tensors to values, add inputs, read value metadata. */
@@ -126,7 +132,10 @@ class Tracer implements DispatchMode, TraceContext {
   argInput(t: Tensor, path: (string | number)[]): FakeTensor {
     const id = this.newValue(t);
     this.inputs.push({ id, source: { kind: 'arg', path } });
-    return new FakeTensor(id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: 0 });
+    const fake = new FakeTensor(id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: 0 });
+    // Code that branches on x.requiresGrad sees what it would see eagerly.
+    fake.requiresGrad = t.requiresGrad;
+    return fake;
   }
 
   addInput(meta: OutMeta, source: InputSource): FakeTensor {

@@ -121,7 +121,11 @@ class JointRecorder {
   onOp(op: Op<readonly unknown[], MetaResult>, irArgs: readonly IRArg[], results: readonly FakeTensor[], ctx: TraceContext): void {
     if (this.backwardStarted) return; // formula ops are not differentiated again
     const needs = !op.tags?.includes('factory') && irArgs.some((a) => argValues(a).some((id) => this.requiresGrad(id, ctx)));
-    for (const r of results) this.requires.set(r.valueId, needs && isFloating(r.dtype));
+    for (const r of results) {
+      const rg = needs && isFloating(r.dtype);
+      this.requires.set(r.valueId, rg);
+      r.requiresGrad = rg; // as eager autograd would mark it (user code may branch on it)
+    }
     if (!needs) return;
     if (isMutatingOp(op)) throw new BackwardUnsupported(`in-place op '${op.name}' on a tensor that requires grad`);
     this.tape.push({ op, irArgs, outputs: results.map((r) => r.valueId) });
@@ -171,7 +175,8 @@ class JointRecorder {
       if (a?.kind !== 'value' || !(g instanceof Tensor) || !this.requiresGrad(a.id, ctx)) return;
       const info = ctx.info(a.id);
       if (!shapeEquals(g.shape, info.shape)) {
-        throw new Error(`${e.op.name} backward (${where}): gradient has shape ${fmtShape(g.shape)} but the tensor has shape ${fmtShape(info.shape)}`);
+        // A formula bug: eager backward reports it when it runs, so the call falls back to eager.
+        throw new BackwardUnsupported(`${e.op.name} backward (${where}) gives a gradient of shape ${fmtShape(g.shape)} for a tensor of shape ${fmtShape(info.shape)}`);
       }
       const gd = g.dtype === info.dtype ? g : g.to(info.dtype);
       const prev = grads.get(a.id);
