@@ -34,5 +34,5 @@ export type { Accelerator, AllocatorStats, DeviceType, DeviceLike } from './runt
 export { memoryStats, emptyCache, resetPeakMemoryStats } from './memory.js';
 export * as ops from './ops/public.js';
 import './compile/kiln-backend.js';
-export { compile, compileCounters, resetCompileCounters, type CompileOptions, type CompileCounters, type CompiledFunction } from './compile/compile.js';
+export { compile, compileCounters, resetCompileCounters, type CompileOptions, type CompileCounters, type CompiledFunction, type CompiledPrograms } from './compile/compile.js';
 export const version = '0.1.0';

@@ -1,6 +1,6 @@
 /**
  * kiln.compile end to end on the 'eager' backend (and a small counting backend): compiled results
- * match eager runs; caching, recompilation, dynamic shapes, graph breaks, grad fallback and logs
+ * match eager runs; caching, recompilation, dynamic shapes, graph breaks, grad mode and logs
  * behave as documented, checked through the counters.
  */
 import assert from 'node:assert/strict';
@@ -278,28 +278,30 @@ test('graph break with fullgraph: the error names the reason and the user file:l
   assert.match(err.message, new RegExp(`compile-api\\.test\\.js:${breakLine}:\\d+`));
 });
 
-test('grad mode: inputs or parameters requiring grad run eagerly (fallbacks); noGrad compiles', () => {
+test('grad mode: inputs or parameters requiring grad run the compiled forward+backward; noGrad runs the inference program', () => {
   const lin = new kiln.nn.Linear(3, 2);
   const fn = (t: Tensor) => lin.forward(t).sum();
   const f = kiln.compile(fn, eagerOpts);
   const x = rand([4, 3], 19);
   const y = f(x);
-  assert.ok(y.requiresGrad, 'eager result records the autograd graph');
-  assert.equal(f.counters.fallbacks, 1);
-  assert.equal(f.counters.compiles, 0);
+  assert.ok(y.requiresGrad, 'the compiled result is linked to autograd');
+  assert.equal(f.counters.fallbacks, 0);
+  assert.equal(f.counters.compiles, 2, 'forward and backward programs');
+  y.backward();
+  assert.equal(f.counters.backwards, 1);
   const xg = rand([4, 3], 20);
   xg.requiresGrad = true;
   const g = kiln.compile((t: Tensor) => t.mul(t).sum(), eagerOpts);
   assert.ok(g(xg).requiresGrad);
-  assert.equal(g.counters.fallbacks, 1);
-  assert.equal(g.counters.traces, 0, 'argument check needs no trace');
+  assert.equal(g.counters.fallbacks, 0);
+  assert.equal(g.counters.traces, 2, 'the guard trace and the joint trace');
   kiln.noGrad(() => {
     assertSame(f(x), fn(x), 1e-5);
     assertSame(g(xg), xg.mul(xg).sum(), 1e-5);
   });
-  assert.equal(f.counters.compiles, 1);
-  assert.equal(f.counters.traces, 1, 'the trace made under grad mode is reused');
-  assert.equal(g.counters.compiles, 1);
+  assert.equal(f.counters.compiles, 3);
+  assert.equal(f.counters.traces, 2, 'the trace made under grad mode is reused');
+  assert.equal(g.counters.compiles, 3);
 });
 
 test('global counters, reset, and unknown backend/mode errors', () => {

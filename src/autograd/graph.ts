@@ -240,3 +240,51 @@ export function installAutograd(): void {
   setPreDispatchHook(beforeDispatch);
   addPostDispatchHook(afterDispatch);
 }
+
+/**
+ * Runs an op's registered backward formula directly, outside the tape (the compiler calls it on
+ * fake tensors to trace a backward graph). Returns null when the op has no formula. Grad mode is
+ * off inside, as when the engine runs a node.
+ */
+export function applyBackwardFormula(
+  op: { name: string; backward?: unknown },
+  args: readonly unknown[],
+  outputs: readonly Tensor[],
+  needsInputGrad: (argIndex: number, item?: number) => boolean,
+  grads: readonly (Tensor | null)[],
+): readonly GradResult[] | null {
+  const formula = op.backward as Formula | undefined;
+  if (!formula) return null;
+  const ctx: BackwardContext = { op: op.name, args, outputs, needsInputGrad };
+  return noGrad(() => formula.fn(ctx, grads));
+}
+
+/**
+ * A node with a custom backward, the generic form of torch.autograd.Function: connects floating
+ * `outputs` to the graph through one node whose `backward` maps the outputs' gradients (zeros for
+ * outputs that got none) to one gradient per entry of `inputs` (null: none). `saved` tensors are
+ * kept until the node is released (after backward without retainGraph) and checked against
+ * in-place changes before backward runs. Does nothing when grad mode is off or no input requires grad.
+ */
+export function attachFunctionNode(
+  name: string,
+  inputs: readonly Tensor[],
+  outputs: readonly Tensor[],
+  saved: readonly Tensor[],
+  backward: (saved: readonly Tensor[], grads: readonly (Tensor | null)[]) => readonly (Tensor | null | undefined)[],
+): void {
+  if (!isGradEnabled() || !inputs.some((t) => t.requiresGrad)) return;
+  const formula: Formula = {
+    fn: (ctx, grads) => [backward(ctx.args[1] as readonly Tensor[], grads), null],
+    saveArgs: [1],
+    saveOutputs: false,
+  };
+  const slots: InputSlot[] = inputs.map((t, j) => ({ arg: 0, item: j, edge: edgeOf(t), shape: t.shape, dtype: t.dtype }));
+  const node = new Node(name, formula, [inputs, saved], outputs, slots);
+  outputs.forEach((o, k) => {
+    if (!isFloating(o.dtype)) throw new Error(`${name}: output ${k} (${fmtShape(o.shape)} ${o.dtype}) is not floating point and cannot carry a gradient`);
+    o.requiresGrad = true;
+    o.gradFn = node;
+    outputIndices.set(o, k);
+  });
+}

@@ -11,7 +11,7 @@ import { installAutograd, Node } from './graph.js';
 import './formulas/index.js';
 
 export { noGrad, enableGrad, noGradScope, isGradEnabled, setGradEnabled } from './grad-mode.js';
-export { defineBackward, hasBackward, type BackwardContext, type BackwardFormula, type BackwardOptions } from './graph.js';
+export { attachFunctionNode, defineBackward, hasBackward, type BackwardContext, type BackwardFormula, type BackwardOptions } from './graph.js';
 export { gradcheck, type GradcheckOptions } from './gradcheck.js';
 export { sumToShape } from './utils.js';
 

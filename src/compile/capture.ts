@@ -3,7 +3,11 @@
  * records every op call into the graph IR instead of running kernels. Real tensors the function
  * reaches (module parameters, closed-over constants) become lifted graph inputs. Reading a fake
  * tensor's values (item, toArray, printing) cannot be traced: it raises a GraphBreak that names
- * the user code that asked.
+ * the user code that asked; so does a kernel that reaches for a fake's memory directly
+ * (cpuArrayBuffer), instead of silently computing on the empty stand-in storage.
+ *
+ * Hooks (TraceHooks) let the compiler's joint forward+backward capture (joint.ts) watch every
+ * recorded op and keep tracing after the function returns, under the same tracer.
  */
 import { popDispatchMode, pushDispatchMode, type DispatchMode } from '../ops/dispatch.js';
 import type { Op } from '../ops/registry.js';
@@ -12,7 +16,7 @@ import type { Device } from '../runtime/device.js';
 import { Storage } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import { keep } from '../tensor/scope.js';
-import type { Graph, GraphInput, IRArg, IRNode, OutputTree, ValueId, ValueInfo } from './ir.js';
+import type { Graph, GraphInput, InputSource, IRArg, IRNode, OutputTree, ValueId, ValueInfo } from './ir.js';
 
 /** Thrown when tracing needs a tensor's data (data-dependent control flow). */
 export class GraphBreak extends Error {
@@ -48,6 +52,13 @@ function fakeStorage(device: Device): Storage {
     s = Storage.allocate(device, 0);
     // A permanent holder: fakes may be disposed (by scopes, by user code) without ever freeing it.
     s.retain();
+    // Code outside the dispatcher (a kernel called directly, e.g. by a backward formula) must not
+    // read or write the stand-in memory: that would compute garbage silently.
+    Object.defineProperty(s, 'cpuArrayBuffer', {
+      value: (): never => {
+        throw new GraphBreak('a kernel outside the dispatcher accessed the memory of a traced tensor', userFrame());
+      },
+    });
     fakeStorages.set(key, s);
   }
   return s;
@@ -67,6 +78,33 @@ export class FakeTensor extends Tensor {
   override toFlatArray(): number[] {
     throw new GraphBreak(`reading the values of a traced tensor [${this.shape.join(', ')}] (item/toArray/toString)`, userFrame());
   }
+
+  // detach() would build a plain Tensor over the stand-in storage, which the tracer would then lift
+  // as a constant with no data; and in a joint trace it must cut the gradient. Not traced yet.
+  override detach(): Tensor {
+    throw new GraphBreak(`detach() of a traced tensor [${this.shape.join(', ')}]`, userFrame());
+  }
+}
+
+/** What a hook may do while tracing: map tensors to values, add inputs, read value metadata. */
+export interface TraceContext {
+  /** The value a tensor stands for (a real tensor is lifted as a graph input on first use). */
+  valueOf(t: Tensor): ValueId;
+  /** A fake for an existing value (a snapshot that later in-place ops on other fakes do not move). */
+  fakeOf(id: ValueId): FakeTensor;
+  /** A new graph input with the given metadata and source. */
+  addInput(meta: OutMeta, source: InputSource): FakeTensor;
+  info(id: ValueId): ValueInfo;
+  /** Graph inputs so far (in order) and nodes recorded so far. */
+  readonly inputs: readonly GraphInput[];
+  readonly nodes: readonly IRNode[];
+}
+
+export interface TraceHooks {
+  /** After each recorded op: the op, its arguments as IR (value ids before any in-place update), and the result fakes. */
+  onOp?(op: Op<readonly unknown[], MetaResult>, irArgs: readonly IRArg[], results: readonly FakeTensor[], ctx: TraceContext): void;
+  /** Runs after the function returns, still under the tracer; its return value becomes the graph output. */
+  finish?(result: unknown, ctx: TraceContext): unknown;
 }
 
 export interface Trace {
@@ -75,7 +113,9 @@ export interface Trace {
   opCount: number;
 }
 
-class Tracer implements DispatchMode {
+class Tracer implements DispatchMode, TraceContext {
+  constructor(private readonly hooks: TraceHooks = {}) {}
+
   private nextValue = 0;
   private nextNode = 0;
   readonly values = new Map<ValueId, ValueInfo>();
@@ -92,7 +132,26 @@ class Tracer implements DispatchMode {
   argInput(t: Tensor, path: (string | number)[]): FakeTensor {
     const id = this.newValue(t);
     this.inputs.push({ id, source: { kind: 'arg', path } });
-    return new FakeTensor(id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: 0 });
+    const fake = new FakeTensor(id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: 0 });
+    // Code that branches on x.requiresGrad sees what it would see eagerly.
+    fake.requiresGrad = t.requiresGrad;
+    return fake;
+  }
+
+  addInput(meta: OutMeta, source: InputSource): FakeTensor {
+    const id = this.newValue(meta);
+    this.inputs.push({ id, source });
+    return new FakeTensor(id, { ...meta, offset: meta.offset ?? 0 });
+  }
+
+  fakeOf(id: ValueId): FakeTensor {
+    return new FakeTensor(id, this.info(id));
+  }
+
+  info(id: ValueId): ValueInfo {
+    const v = this.values.get(id);
+    if (!v) throw new Error(`compile: unknown value %${id}`);
+    return v;
   }
 
   valueOf(t: Tensor): ValueId {
@@ -136,6 +195,7 @@ class Tracer implements DispatchMode {
       }
     });
     this.nodes.push({ id: this.nextNode++, op: op.name, args: irArgs, outputs });
+    this.hooks.onOp?.(op, irArgs, results, this);
     return Array.isArray(meta) ? results : results[0];
   }
 
@@ -160,13 +220,14 @@ function fakeArgs(tracer: Tracer, x: unknown, path: (string | number)[]): unknow
 }
 
 /** Traces `fn(...args)` into a graph. Throws GraphBreak on data-dependent code. */
-export function trace(fn: (...args: never[]) => unknown, args: readonly unknown[]): Trace {
-  const tracer = new Tracer();
+export function trace(fn: (...args: never[]) => unknown, args: readonly unknown[], hooks: TraceHooks = {}): Trace {
+  const tracer = new Tracer(hooks);
   const fakes = args.map((a, i) => fakeArgs(tracer, a, [i]));
   pushDispatchMode(tracer);
   let result: unknown;
   try {
     result = fn(...(fakes as never[]));
+    if (hooks.finish) result = hooks.finish(result, tracer);
   } finally {
     popDispatchMode(tracer);
   }

@@ -26,9 +26,13 @@
  * call runs eagerly, a warning is emitted once per function, and the guard set is remembered as
  * eager so later calls with the same guards do not trace again.
  *
- * Grad: compiled backward does not exist yet, so when grad mode is on and a tensor argument or a
- * lifted tensor (a Parameter) requires grad, the function runs eagerly (counted in `fallbacks`).
- * Under kiln.noGrad the compiled path is used.
+ * Grad: when grad mode is on and a tensor argument or a lifted tensor (a Parameter) requires grad,
+ * the call uses the variant's joint forward+backward (joint.ts, traced once per variant): the
+ * compiled forward's outputs are linked to autograd by one node whose backward runs the compiled
+ * backward program (joint-program.ts). Under kiln.noGrad the same guards run the inference
+ * program. A backward that cannot be captured (an op without a formula, a formula that reads
+ * data, in-place writes to values that need grad) makes such calls run eagerly, counted in
+ * `fallbacks`, with one warning per function (an error with fullgraph).
  */
 import { isGradEnabled } from '../autograd/grad-mode.js';
 import { Module } from '../nn/module.js';
@@ -49,6 +53,8 @@ import {
   type LiftedGuards,
 } from './guards.js';
 import { formatGraph, type Graph } from './ir.js';
+import { BackwardUnsupported, traceJoint } from './joint.js';
+import { inputTensor, runJoint, type JointProgram, type Runner } from './joint-program.js';
 import { log, type LogArtifact } from './log.js';
 import { graphSignature, runPasses, type PassOptions } from './passes/index.js';
 
@@ -81,15 +87,17 @@ export interface CompileCounters {
   /** Guard misses after the first compile of a function. */
   recompiles: number;
   graphBreaks: number;
-  /** Eager runs because of grad mode or the recompile limit. */
+  /** Eager runs because the backward could not be compiled or the recompile limit was hit. */
   fallbacks: number;
+  /** Runs of a compiled backward program (each backward() through a compiled call). */
+  backwards: number;
   /** Every call that ran the original function eagerly (graph breaks, fallbacks). */
   eagerCalls: number;
   calls: number;
 }
 
 function zeroCounters(): CompileCounters {
-  return { compiles: 0, traces: 0, cacheHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, eagerCalls: 0, calls: 0 };
+  return { compiles: 0, traces: 0, cacheHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, backwards: 0, eagerCalls: 0, calls: 0 };
 }
 
 const globalCounters = zeroCounters();
@@ -118,6 +126,16 @@ interface Variant {
   readonly signature: string;
   program: CompiledProgram | undefined;
   readonly guards: LiftedGuards;
+  /** Grad-mode calls: the compiled forward+backward, or why the backward runs eagerly. */
+  joint?: JointProgram | { readonly eager: string };
+}
+
+/** The programs a compiled function holds, for inspection (tests, tools). */
+export interface CompiledPrograms {
+  /** Programs run under noGrad or when nothing requires grad. */
+  readonly inference: readonly CompiledProgram[];
+  /** Per compiled joint: its forward and backward programs. */
+  readonly joint: readonly { readonly forward: CompiledProgram; readonly backward: CompiledProgram }[];
 }
 
 interface Entry {
@@ -139,6 +157,8 @@ export type CompiledFunction<F extends (...args: never[]) => unknown> = F & {
   resetCache(): void;
   /** Dims currently symbolic, as `argPath#dim`, or ['*'] with dynamic: true. */
   symbolicDims(): string[];
+  /** The compiled programs held now. */
+  programs(): CompiledPrograms;
 };
 
 type ForwardModule = Module & { forward(...args: never[]): unknown };
@@ -184,6 +204,7 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   let lastLeaves: readonly GuardLeaf[] | undefined;
   let warnedBreak = false;
   let warnedLimit = false;
+  let warnedBackward = false;
 
   const eager = (args: readonly unknown[]): unknown => {
     bump('eagerCalls');
@@ -280,21 +301,63 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
     return p;
   };
 
-  const inputsFor = (graph: Graph, args: readonly unknown[]): Tensor[] =>
-    graph.inputs.map((inp) => {
-      if (inp.source.kind === 'lifted') return inp.source.tensor;
-      let x: unknown = args;
-      for (const k of inp.source.path) x = (x as Record<string | number, unknown>)[k];
-      if (!(x instanceof Tensor)) throw new Error(`kiln.compile: input at ${JSON.stringify(inp.source.path)} is not a tensor`);
-      return x;
-    });
+  const inputsFor = (graph: Graph, args: readonly unknown[]): Tensor[] => graph.inputs.map((inp) => inputTensor(inp, args));
+
+  const compileRunner = (graph: Graph, role: string): Runner => {
+    bump('compiles');
+    const program = getBackend(backendName).compile(graph, { mode, logCode: false });
+    log('output_code', logs, () => `${role} program of '${fnName}' (${backendName} backend, ${program.kernelCount} kernels):\n${program.describe()}`);
+    return { program, run: (inputs) => (isGraphAware(program) ? program.runGraph(graph, inputs) : program.run(inputs)) };
+  };
+
+  /** Traces and compiles the joint forward+backward of a call; records why when it cannot. */
+  const buildJoint = (g: ArgGuards, args: readonly unknown[]): JointProgram | { eager: string } => {
+    bump('traces');
+    let traced;
+    try {
+      traced = traceJoint(fn, args);
+    } catch (e) {
+      if (!(e instanceof GraphBreak) && !(e instanceof BackwardUnsupported)) throw e;
+      const reason = e instanceof GraphBreak ? `graph break: ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}` : e.reason;
+      if (options.fullgraph) throw new Error(`kiln.compile: cannot compile the backward of '${fnName}' with fullgraph: true: ${reason}`, { cause: e });
+      if (!warnedBackward) {
+        warnedBackward = true;
+        process.emitWarning(`kiln.compile: the backward of '${fnName}' cannot be compiled (${reason}); calls that need gradients run eagerly`, {
+          type: 'KilnCompileWarning',
+          code: 'KILN_BACKWARD_FALLBACK',
+        });
+      }
+      return { eager: reason };
+    }
+    log('graph', logs, () => `joint forward+backward graph of '${fnName}':\n${formatGraph(traced.joint)}`);
+    const fwd = runPasses(traced.forward, passOptions);
+    const bwd = runPasses(traced.backward, passOptions);
+    log('graph', logs, () => `optimised forward of '${fnName}':\n${formatGraph(fwd.graph)}\noptimised backward:\n${formatGraph(bwd.graph)}`);
+    const graphs = { ...traced, forward: fwd.graph, backward: bwd.graph };
+    const guards = captureLiftedGuards(traced.joint, [...fwd.foldedSources, ...bwd.foldedSources], [...roots, ...g.modules]);
+    const jp: JointProgram = { graphs, forward: compileRunner(fwd.graph, 'forward'), backward: compileRunner(bwd.graph, 'backward'), guards };
+    compiledOnce = true;
+    return jp;
+  };
+
+  /** A grad-mode call of a variant: the compiled joint, or eager when its backward cannot compile. */
+  const callJoint = (v: Variant, g: ArgGuards, args: readonly unknown[]): unknown => {
+    if (v.joint && !('eager' in v.joint)) {
+      const failed = checkLiftedGuards(v.joint.guards);
+      if (failed) {
+        log('recompiles', logs, () => `rebuilding the joint forward+backward of '${fnName}': ${failed}`);
+        v.joint = undefined;
+      }
+    }
+    v.joint ??= buildJoint(g, args);
+    if ('eager' in v.joint) return fallback(args);
+    return runJoint(v.joint, args, fnName, () => bump('backwards'));
+  };
 
   const call = (...args: unknown[]): unknown => {
     bump('calls');
     const grad = isGradEnabled();
     let g = computeArgGuards(args, symbolic);
-    // Compiled backward does not exist yet: calls that need autograd run eagerly.
-    if (grad && anyRequiresGrad(g)) return fallback(args);
     let entry = entries.get(g.key);
     let missReason: string | undefined;
     if (!entry) {
@@ -343,7 +406,7 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
     } else {
       bump('cacheHits');
     }
-    if (grad && liftedRequireGrad(variant.guards)) return fallback(args);
+    if (grad && (anyRequiresGrad(g) || liftedRequireGrad(variant.guards))) return callJoint(variant, g, args);
     const program = ensureProgram(variant);
     const inputs = inputsFor(variant.graph, args);
     return isGraphAware(program) ? program.runGraph(variant.graph, inputs) : program.run(inputs);
@@ -362,6 +425,15 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
       },
     },
     symbolicDims: { value: () => (symbolic.all ? ['*'] : symbolic.list()) },
+    programs: {
+      value: (): CompiledPrograms => {
+        const variants = [...entries.values()].flatMap((e) => [...e.variants.values()]);
+        return {
+          inference: [...programs.values()],
+          joint: variants.flatMap((v) => (v.joint && !('eager' in v.joint) ? [{ forward: v.joint.forward.program, backward: v.joint.backward.program }] : [])),
+        };
+      },
+    },
     name: { value: `compiled ${fnName}` },
   });
   return compiled;
