@@ -22,6 +22,10 @@ export interface StartupSample {
   workload: string;
   import_s: number;
   first_call_s: number;
+  /** Process CPU seconds of the first call (pool workers included). */
+  first_call_cpu_s: number;
+  /** The second call: the program's run alone. */
+  second_call_s: number;
   counters: { compiles: number; diskHits: number; diskMisses: number; traces: number };
   pool: { size: number; workers: number; tasks: number };
   disk: { hits: number; misses: number; corrupt: number; writes: number };
@@ -67,6 +71,10 @@ export interface StartupResult {
   /** Median first-call seconds with an empty cache / with the cache a cold run filled. */
   cold_start_s: number;
   warm_start_s: number;
+  /** Median CPU seconds of the warm first calls (robust to a busy machine). */
+  warm_start_cpu_s: number;
+  /** Median second-call seconds of the warm runs: the run alone, without compiling. */
+  warm_second_call_s: number;
   runs: number;
   /** Counters of the last cold and warm runs (the warm one should show disk hits and no pool tasks). */
   cold: StartupSample;
@@ -89,6 +97,8 @@ export function measureStartup(t: StartupTarget, runs: number, onRun?: (done: nu
     workload: t.workload,
     cold_start_s: median(cold.map((s) => s.first_call_s)),
     warm_start_s: median(warm.map((s) => s.first_call_s)),
+    warm_start_cpu_s: median(warm.map((s) => s.first_call_cpu_s)),
+    warm_second_call_s: median(warm.map((s) => s.second_call_s)),
     runs,
     cold: cold[cold.length - 1]!,
     warm: warm[warm.length - 1]!,
