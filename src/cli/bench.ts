@@ -260,6 +260,8 @@ export function runBench(argv: string[]): number {
       const t0 = performance.now();
       const w = spec.build({ size: opts.size, device: opts.device, dtype: opts.dtype, seed: opts.seed });
       const buildS = (performance.now() - t0) / 1000;
+      // The harness runs eager once and compiles (cold) before its first tick.
+      progress.update(i, spec.name, 'compiling', 0, opts.warmup + opts.reps);
       try {
         const r = benchWorkload(w, {
           reps: opts.reps,
