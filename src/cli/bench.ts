@@ -207,6 +207,8 @@ export function machineInfo(): Record<string, unknown> {
     cores: cpus.length,
     memory_bytes: os.totalmem(),
     node: process.version,
+    // 1/5/15-minute load averages at the start: wall times on a shared machine depend on them.
+    load_average: os.loadavg(),
   };
 }
 
