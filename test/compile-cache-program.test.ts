@@ -50,7 +50,13 @@ test('object graph: shared references, cycles, Maps, Sets and special numbers su
   const shared = { id: 7, tags: new Set(['a', 'b']) };
   const cyc: Record<string, unknown> = { name: 'cyc' };
   cyc.self = cyc;
-  const root = { list: [shared, shared], byKey: new Map<unknown, unknown>([[shared, 'first'], ['k', [NaN, -0, Infinity, -Infinity, undefined, 10n]]]), cyc };
+  const typed = new Float32Array([1.5, -2, 3]);
+  const root = {
+    list: [shared, shared],
+    byKey: new Map<unknown, unknown>([[shared, 'first'], ['k', [NaN, -0, Infinity, -Infinity, undefined, 10n]]]),
+    cyc,
+    typed: [typed, typed, new BigInt64Array([-(2n ** 40n)]), new Uint8Array(new ArrayBuffer(8), 3, 2).fill(7)],
+  };
   const back = decodeObjectGraph(JSON.parse(JSON.stringify(encodeObjectGraph(root)))) as typeof root;
   assert.equal(back.list[0], back.list[1], 'one object referenced twice stays one object');
   assert.deepEqual([...back.list[0]!.tags], ['a', 'b']);
@@ -60,6 +66,11 @@ test('object graph: shared references, cycles, Maps, Sets and special numbers su
   assert.ok(Object.is(nums[1], -0));
   assert.deepEqual(nums.slice(2), [Infinity, -Infinity, undefined, 10n]);
   assert.equal(back.cyc.self, back.cyc);
+  assert.ok(back.typed[0] instanceof Float32Array);
+  assert.deepEqual([...back.typed[0]], [1.5, -2, 3]);
+  assert.equal(back.typed[0], back.typed[1]);
+  assert.deepEqual([...(back.typed[2] as BigInt64Array)], [-(2n ** 40n)]);
+  assert.deepEqual([...(back.typed[3] as Uint8Array)], [7, 7], 'a view encodes only its own bytes');
   assert.throws(() => encodeObjectGraph({ f: () => 1 }), NotSerializable);
   assert.throws(() => encodeObjectGraph({ d: new Date(0) }), /cannot encode a Date instance at \$\.d/);
   assert.throws(() => decodeObjectGraph({ slots: [{ a: [{ r: 5 }] }], root: { r: 0 } }), /dangling reference 5/);

@@ -8,8 +8,9 @@
  * Encoded values: JSON strings, booleans, null and finite numbers (other than -0) as themselves;
  * anything else as a one-key object: `{"r": slot}` for objects, `{"n": "NaN" | "Infinity" |
  * "-Infinity" | "-0"}`, `{"u": 1}` for undefined, `{"b": "123"}` for bigints. Slots: `{"a": [...]}`
- * arrays, `{"o": {...}}` plain objects, `{"m": [[k, v], ...]}` Maps, `{"s": [...]}` Sets, and
- * `{"x": [kind, data]}` for class instances an `ExtensionCodec` knows (the caller's, e.g. Device).
+ * arrays, `{"o": {...}}` plain objects, `{"m": [[k, v], ...]}` Maps, `{"s": [...]}` Sets,
+ * `{"t": [TypedArrayName, base64 bytes]}` typed arrays, and `{"x": [kind, data]}` for class
+ * instances an `ExtensionCodec` knows (the caller's, e.g. Device).
  * Anything else (functions, symbols, unknown class instances) throws `NotSerializable`, so a
  * caller can decline to cache rather than store something it cannot rebuild.
  */
@@ -35,7 +36,22 @@ export interface EncodedGraph {
   readonly root: unknown;
 }
 
-type Slot = { a: unknown[] } | { o: Record<string, unknown> } | { m: [unknown, unknown][] } | { s: unknown[] } | { x: [string, unknown] };
+type Slot = { a: unknown[] } | { o: Record<string, unknown> } | { m: [unknown, unknown][] } | { s: unknown[] } | { t: [string, string] } | { x: [string, unknown] };
+
+const TYPED_ARRAYS = {
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+} as const;
+type TypedArrayName = keyof typeof TYPED_ARRAYS;
 
 const NO_EXTENSIONS: ExtensionCodec = {
   encode: () => undefined,
@@ -79,6 +95,8 @@ export function encodeObjectGraph(root: unknown, ext: ExtensionCodec = NO_EXTENS
       slot = { m: [...v].map(([k, x], i) => [enc(k, `${where}.key#${i}`), enc(x, `${where}.get(${String(k)})`)] as [unknown, unknown]) };
     } else if (v instanceof Set) {
       slot = { s: [...v].map((x, i) => enc(x, `${where}.item#${i}`)) };
+    } else if (ArrayBuffer.isView(v) && v.constructor.name in TYPED_ARRAYS) {
+      slot = { t: [v.constructor.name, Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64')] };
     } else {
       const proto = Object.getPrototypeOf(v) as unknown;
       if (proto === Object.prototype || proto === null) {
@@ -113,6 +131,13 @@ export function decodeObjectGraph(encoded: unknown, ext: ExtensionCodec = NO_EXT
     if (isRecord(s.o)) return {};
     if (Array.isArray(s.m)) return new Map();
     if (Array.isArray(s.s)) return new Set();
+    if (Array.isArray(s.t) && typeof s.t[0] === 'string' && s.t[0] in TYPED_ARRAYS && typeof s.t[1] === 'string') {
+      const bytes = Buffer.from(s.t[1], 'base64');
+      const Ctor = TYPED_ARRAYS[s.t[0] as TypedArrayName];
+      const copy = new Uint8Array(bytes); // a fresh, aligned buffer
+      if (copy.byteLength % Ctor.BYTES_PER_ELEMENT !== 0) throw new Error(`object graph: slot ${i} has a truncated ${s.t[0]}`);
+      return new Ctor(copy.buffer, 0, copy.byteLength / Ctor.BYTES_PER_ELEMENT);
+    }
     if (Array.isArray(s.x) && typeof s.x[0] === 'string') return ext.decode(s.x[0], s.x[1]);
     throw new Error(`object graph: slot ${i} has an unknown form`);
   });
