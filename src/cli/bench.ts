@@ -138,7 +138,7 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
 }
 
 // ---------------------------------------------------------------------------------------------
-// progress bar (stderr)
+// progress (stderr): a bar redrawn in place on a terminal, plain lines otherwise
 
 class Progress {
   private last = '';
@@ -151,8 +151,19 @@ class Progress {
     this.tty = process.stderr.isTTY === true;
   }
 
+  /** The `index/phase` last announced as a plain line (not a terminal: logs get one line per phase, no bar). */
+  private announced = '';
+
   update(index: number, name: string, phase: string, done: number, total: number): void {
-    if (!this.enabled || !this.tty) return;
+    if (!this.enabled) return;
+    if (!this.tty) {
+      const key = `${index}/${phase}`;
+      if (key !== this.announced) {
+        this.announced = key;
+        process.stderr.write(`bench: [${index + 1}/${this.count}] ${name} ${phase}\n`);
+      }
+      return;
+    }
     const width = 24;
     const frac = total > 0 ? done / total : 0;
     const filled = Math.round(frac * width);
