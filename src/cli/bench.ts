@@ -50,6 +50,8 @@ Options:
                         default size vs KILN_COMPILE_WORKERS=1 and =0 (new processes, empty caches)
   --no-progress         no progress bar on stderr
 
+Compiles run with a new empty KILN_CACHE_DIR (removed at the end), so 'compile s' is always cold.
+
 Workloads: ${WORKLOADS.map((w) => w.name).join(', ')}`;
 
 const DTYPES: readonly DType[] = ['float32', 'bfloat16'];
