@@ -205,3 +205,15 @@ test('damaged program entries are discarded and rebuilt with the same results', 
     assert.equal(again.counters.diskHits, 1, `${what}: the rebuilt entry loads`);
   }
 });
+
+test('graphs with constants compared by identity (a Generator) are not stored: the key would not mean the same elsewhere', () => {
+  const dir = process.env.KILN_CACHE_DIR!;
+  const g = new kiln.Generator(1);
+  const f = (x: kiln.Tensor): kiln.Tensor => kiln.add(kiln.rand([4], { generator: g }), x);
+  const cf = kiln.compile(f);
+  const y = kiln.noGrad(() => cf(kiln.ones([4])));
+  assert.equal(y.shape[0], 4);
+  assert.equal(cf.counters.compiles, 1);
+  assert.deepEqual([cf.counters.diskHits, cf.counters.diskMisses], [0, 0]);
+  assert.deepEqual(programFiles(dir), []);
+});
