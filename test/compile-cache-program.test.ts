@@ -217,3 +217,19 @@ test('graphs with constants compared by identity (a Generator) are not stored: t
   assert.deepEqual([cf.counters.diskHits, cf.counters.diskMisses], [0, 0]);
   assert.deepEqual(programFiles(dir), []);
 });
+
+test('dynamic: true: a program stored at one size is loaded for another and computes the new size right', () => {
+  const g = new kiln.Generator(21);
+  const w = kiln.randn([24, 16], { generator: g });
+  const x6 = kiln.randn([6, 24], { generator: g });
+  const x10 = kiln.randn([10, 24], { generator: g });
+  const first = kiln.compile(fn, { dynamic: true });
+  kiln.noGrad(() => first(x6, w));
+  assert.equal(first.counters.diskMisses, 1);
+  getDiskCache().clearMemory();
+  const second = kiln.compile(fn, { dynamic: true });
+  const y = kiln.noGrad(() => second(x10, w));
+  assert.equal(second.counters.diskHits, 1, 'symbolic sizes: same key at another batch size');
+  assert.deepEqual(y.shape, [16, 10]);
+  assert.ok(maxDiff(y, fn(x10, w)) < 1e-6);
+});
