@@ -13,7 +13,7 @@ import { after, beforeEach, test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { encodeEntry, getDiskCache } from '../src/compile/cache/index.js';
 import { NotSerializable, decodeObjectGraph, encodeObjectGraph } from '../src/compile/cache/object-graph.js';
-import { programCacheKey } from '../src/compile/cache/program-key.js';
+import { compilerCodeHash, programCacheKey } from '../src/compile/cache/program-key.js';
 import { PROGRAM_NAMESPACE } from '../src/compile/codegen/js/program-cache.js';
 
 const tmpDirs: string[] = [];
@@ -133,6 +133,7 @@ test('the key follows dtype, mode and KILN_* codegen variables, but not KILN_LOG
     else process.env.KILN_LOG = saved.log;
   }
   const parts = { signature: 'in %0 arg[0] float32 [4] c cpu', guardKey: '1|arg0:float32@cpu[4]contiguous', mode: 'default', backend: 'kiln', devices: ['cpu'] };
+  assert.match(compilerCodeHash() ?? '', /^[0-9a-f]{64}$/, "the compiler's own files are found and hashed (else nothing would be cached)");
   assert.match(programCacheKey(parts) ?? '', /^[0-9a-f]{64}$/);
   assert.notEqual(programCacheKey(parts), programCacheKey({ ...parts, backend: 'other' }));
   assert.equal(programCacheKey({ ...parts, signature: `${parts.signature}\n%1=op(o#12)` }), null, 'identity constants are not cacheable across processes');

@@ -30,14 +30,24 @@ const ENV_IGNORED = new Set(['KILN_CACHE_DIR', 'KILN_LOG', 'KILN_COMPILE_WORKERS
 /** Directories under src/compile whose code does not shape a program (storage and worker plumbing). */
 const HASH_SKIP_DIRS = new Set(['cache', 'pool']);
 
-let compilerHashMemo: string | undefined;
+let compilerHashMemo: string | null | undefined;
 
 /**
  * sha256 over the compiler's module files (the built .js next to this file's parent), read once
- * per process: about 40 small files, a few milliseconds.
+ * per process: about 40 small files, a few milliseconds. null when they cannot be read (a bundled
+ * or unusual install): then programs are not cached, since a code change could go unnoticed.
  */
-export function compilerCodeHash(): string {
+export function compilerCodeHash(): string | null {
   if (compilerHashMemo !== undefined) return compilerHashMemo;
+  try {
+    compilerHashMemo = hashCompilerFiles();
+  } catch {
+    compilerHashMemo = null;
+  }
+  return compilerHashMemo;
+}
+
+function hashCompilerFiles(): string {
   const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
   const files: string[] = [];
   const walk = (dir: string, top: boolean): void => {
@@ -56,7 +66,7 @@ export function compilerCodeHash(): string {
     h.update(path.relative(root, f)).update('\0');
     h.update(fs.readFileSync(f)).update('\0');
   }
-  return (compilerHashMemo = h.digest('hex'));
+  return h.digest('hex');
 }
 
 /** KILN_* variables that may affect code generation, sorted. */
@@ -94,6 +104,8 @@ export interface ProgramKeyParts {
 /** The cache key of a program, or null when the graph cannot be cached across processes. */
 export function programCacheKey(p: ProgramKeyParts): string | null {
   if (/\bo#\d/.test(p.signature) || /\bo#\d/.test(p.guardKey)) return null;
+  const code = compilerCodeHash();
+  if (code === null) return null;
   return cacheKey([
     'kiln-program',
     PROGRAM_FORMAT_VERSION,
@@ -101,7 +113,7 @@ export function programCacheKey(p: ProgramKeyParts): string | null {
     p.mode,
     p.signature,
     p.guardKey,
-    compilerCodeHash(),
+    code,
     deviceFacts(p.devices),
     codegenEnv(),
   ]);
