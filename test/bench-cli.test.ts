@@ -1,6 +1,8 @@
 /**
  * `kiln bench` end to end: spawns the built CLI at the tiny size with --json and checks the table
- * on stdout and the JSON report's schema; bad options exit non-zero with a message.
+ * on stdout and the JSON report's schema; the default quick subset; --startup (a second process
+ * with the cache a cold one filled loads its program from disk and compiles nothing in the pool)
+ * and --compile-report; bad options exit non-zero with a message.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -15,9 +17,10 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const MAIN = path.join(here, '../src/cli/main.js');
 const NAMES = ['elementwise-4096', 'elementwise-1024', 'mlp-2048x4096', 'mlp-64x512', 'transformer-block', 'conv-stack', 'qwen3-0.6b-forward'];
 const ROW_KEYS = ['framework', 'workload', 'device', 'dtype', 'size', 'eager_ms', 'compiled_ms', 'speedup', 'compile_s', 'max_abs_diff'];
+const QUICK = ['elementwise-1024', 'mlp-64x512', 'transformer-block', 'conv-stack'];
 
-function kiln(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout: 60_000 });
+function kiln(args: string[], timeout = 60_000): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -27,7 +30,7 @@ test('kiln bench --size tiny --json: table and report', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
   try {
     const file = path.join(dir, 'sub', 'out.json');
-    const r = kiln(['bench', '--size', 'tiny', '--reps', '3', '--warmup', '1', '--json', file]);
+    const r = kiln(['bench', '--all', '--size', 'tiny', '--reps', '3', '--warmup', '1', '--json', file]);
     assert.equal(r.status, 0, r.stderr);
     // Table: header, rule, one line per workload with eager and compiled columns.
     const lines = r.stdout.trim().split('\n');
@@ -98,4 +101,64 @@ test('kiln bench: one workload in bfloat16, and option errors', () => {
   const benchHelp = kiln(['bench', '--help']);
   assert.equal(benchHelp.status, 0);
   assert.match(benchHelp.stdout, /--include-slow/);
+});
+
+test('kiln bench with no workload runs the quick subset', () => {
+  const r = kiln(['bench', '--size', 'tiny', '--reps', '1', '--warmup', '0', '--no-progress']);
+  assert.equal(r.status, 0, r.stderr);
+  const names = r.stdout.trim().split('\n').slice(2).map((l) => l.split(/\s+/)[0]);
+  assert.deepEqual(names, QUICK);
+});
+
+test('kiln bench --startup: a warm second process loads the program from disk and compiles nothing in the pool', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
+  try {
+    const file = path.join(dir, 'startup.json');
+    const r = kiln(['bench', '--size', 'tiny', '--workload', 'transformer-block', '--reps', '1', '--warmup', '0', '--startup', '--startup-runs', '1', '--json', file], 120_000);
+    assert.equal(r.status, 0, r.stderr);
+    const lines = r.stdout.trim().split('\n');
+    assert.match(lines[0]!, /max \|diff\|\s+cold start s\s+warm start s$/);
+    assert.match(lines[2]!, /^transformer-block\s.*\s\d+\.\d{3}\s+\d+\.\d{3}$/);
+    const report = JSON.parse(fs.readFileSync(file, 'utf8')) as { meta: Json; results: Json[]; details: Json[] };
+    const row = report.results[0]!;
+    assert.ok(typeof row.cold_start_s === 'number' && row.cold_start_s > 0);
+    assert.ok(typeof row.warm_start_s === 'number' && row.warm_start_s > 0);
+    type Sample = { counters: Json; pool: Json; output: Json };
+    const { cold, warm } = report.details[0]!.startup as { cold: Sample; warm: Sample };
+    assert.deepEqual([cold.counters.diskHits, cold.counters.diskMisses], [0, 1], 'cold: built and stored');
+    assert.ok((cold.pool.tasks as number) > 0, 'cold: kernels validated in the pool');
+    assert.deepEqual([warm.counters.diskHits, warm.counters.diskMisses], [1, 0], 'warm: loaded from disk');
+    assert.equal(warm.pool.tasks, 0, 'warm: no pool compilation');
+    assert.equal(warm.pool.workers, 0, 'warm: no worker started');
+    assert.equal(warm.output.sum, cold.output.sum, 'the loaded program computes the same output');
+    assert.equal(warm.output.abs_sum, cold.output.abs_sum);
+    // The eager checksum of the same workload in the parent: the child's compiled output agrees.
+    const eagerSum = report.details[0]!.checksum_sum as number;
+    assert.ok(Math.abs((warm.output.sum as number) - eagerSum) <= 1e-4 * Math.max(1, (report.details[0]!.checksum_abs_sum as number)));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('kiln bench --compile-report: pool at its default size vs one worker vs in-process, in the JSON meta', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
+  try {
+    const file = path.join(dir, 'report.json');
+    const r = kiln(['bench', '--size', 'tiny', '--workload', 'mlp-64x512', '--reps', '1', '--warmup', '0', '--compile-report', '--startup-runs', '1', '--no-progress', '--json', file], 120_000);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /cold compile of transformer-block/);
+    const rows = (JSON.parse(fs.readFileSync(file, 'utf8')) as { meta: { compile_report: Json[] } }).meta.compile_report;
+    assert.deepEqual(rows.map((x) => x.workers_setting), ['default', '1', '0']);
+    assert.equal(rows[1]!.pool_size, 1);
+    assert.equal(rows[2]!.pool_size, 0);
+    assert.ok((rows[0]!.pool_size as number) >= 1);
+    for (const x of rows) {
+      assert.equal(x.workload, 'transformer-block');
+      assert.ok(typeof x.compile_s === 'number' && x.compile_s > 0);
+      assert.equal(x.kernels_compiled, 1, 'one program built per run');
+    }
+    assert.ok((rows[0]!.pool_tasks as number) > 0 && (rows[1]!.pool_tasks as number) > 0, 'with workers, kernels were validated in the pool (cold)');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { benchWorkload, median, summarize } from '../src/bench/harness.js';
 import { type BuiltWorkload, Mlp, TransformerBlock, WORKLOADS, WORKLOAD_NAMES, getWorkload } from '../src/bench/workloads.js';
-import { formatTable, parseBenchArgs } from '../src/cli/bench.js';
+import { QUICK_WORKLOADS, formatTable, parseBenchArgs } from '../src/cli/bench.js';
 import { Generator } from '../src/tensor/random.js';
 import { assertThrowsWith } from './helpers/assert.js';
 
@@ -265,9 +265,21 @@ test('bench options: defaults, slow workloads, errors', () => {
   assert.equal(d.device, 'cpu');
   assert.equal(d.size, 'cpu');
   assert.equal(d.dtype, 'float32');
-  assert.deepEqual(d.skipped, ['qwen3-0.6b-forward']);
-  assert.deepEqual(d.workloads.map((w) => w.name), WORKLOAD_NAMES.slice(0, 6));
-  const slow = parseBenchArgs(['--include-slow', '--size', 'full', '--reps', '4', '--warmup', '0']);
+  assert.deepEqual(d.skipped, []);
+  assert.deepEqual(d.workloads.map((w) => w.name), QUICK_WORKLOADS, 'no --workload: the quick subset');
+  assert.ok(QUICK_WORKLOADS.every((n) => WORKLOAD_NAMES.includes(n)));
+  assert.deepEqual([d.startup, d.compileReport, d.startupRuns], [false, false, 3]);
+  for (const all of [['--all'], ['--workload', 'all']]) {
+    const a = parseBenchArgs(all);
+    assert.ok(a !== 'help');
+    assert.deepEqual(a.workloads.map((w) => w.name), WORKLOAD_NAMES.slice(0, 6), `${all.join(' ')}: every workload but the slow one`);
+    assert.deepEqual(a.skipped, ['qwen3-0.6b-forward']);
+  }
+  const flags = parseBenchArgs(['--startup', '--startup-runs', '5', '--compile-report']);
+  assert.ok(flags !== 'help');
+  assert.deepEqual([flags.startup, flags.compileReport, flags.startupRuns], [true, true, 5]);
+  assertThrowsWith(() => parseBenchArgs(['--startup-runs', '0']), '--startup-runs', "'0'");
+  const slow = parseBenchArgs(['--all', '--include-slow', '--size', 'full', '--reps', '4', '--warmup', '0']);
   assert.ok(slow !== 'help');
   assert.deepEqual(slow.workloads.map((w) => w.name), WORKLOAD_NAMES);
   assert.equal(slow.size, 'full');
@@ -277,7 +289,7 @@ test('bench options: defaults, slow workloads, errors', () => {
   assert.ok(picked !== 'help');
   assert.deepEqual(picked.workloads.map((w) => w.name), ['mlp-64x512', 'conv-stack', 'qwen3-0.6b-forward']);
   assert.equal(picked.dtype, 'bfloat16');
-  const tiny = parseBenchArgs(['--size', 'tiny']);
+  const tiny = parseBenchArgs(['--size', 'tiny', '--all']);
   assert.ok(tiny !== 'help');
   assert.equal(tiny.workloads.length, WORKLOADS.length, 'tiny runs the slow workload too');
   assert.equal(parseBenchArgs(['--help']), 'help');
@@ -295,4 +307,8 @@ test('table: one line per row, dashes for nulls', () => {
   assert.match(lines[0]!, /workload\s+device\s+dtype\s+eager ms\s+compiled ms\s+speedup\s+compile s\s+max \|diff\|/);
   assert.match(lines[2]!, /^mlp-64x512\s+cpu\s+float32\s+1\.235\s+-\s+-\s+-\s+-$/);
   assert.match(lines[3]!, /^conv-stack\s+cpu\s+float32\s+1\.235\s+0\.500\s+2\.47x\s+1\.50\s+1\.50e-6$/);
+  const withStartup = formatTable([{ ...row, cold_start_s: 0.81234, warm_start_s: 0.3 }, row]).split('\n');
+  assert.match(withStartup[0]!, /max \|diff\|\s+cold start s\s+warm start s$/);
+  assert.match(withStartup[2]!, /\s+0\.812\s+0\.300$/);
+  assert.match(withStartup[3]!, /-\s+-\s+-$/, 'a row without start times shows dashes');
 });

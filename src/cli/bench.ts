@@ -1,7 +1,11 @@
 /**
  * `kiln bench`: runs the benchmark workloads (src/bench/workloads.ts) through the harness, prints
- * a table on stdout, a progress bar on stderr, and with --json writes
- * `{ meta: { machine, device, date, kiln_version, command }, results: [rows], details: [...] }`.
+ * a table on stdout, a progress bar on stderr (plain lines when stderr is not a terminal), and with
+ * --json writes `{ meta: { machine, device, date, kiln_version, command, ... }, results: [rows],
+ * details: [...] }`. Without --workload it runs a quick subset (QUICK_WORKLOADS); `--all` or
+ * `--workload all` runs every workload. Compiles use a fresh temporary KILN_CACHE_DIR, so
+ * `compile s` is always a cold compile; `--startup` adds cold vs warm-cache start times measured
+ * in new processes, `--compile-report` the cold compile with the worker pool vs one worker.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,6 +15,19 @@ import * as kiln from '../index.js';
 import type { DType } from '../index.js';
 import { type BenchResult, type BenchRow, benchWorkload } from '../bench/harness.js';
 import { BENCH_SIZES, type BenchSize, WORKLOADS, type WorkloadSpec, getWorkload } from '../bench/workloads.js';
+import { type CompileReportRow, type StartupResult, compileReport, measureStartup } from '../bench/startup.js';
+
+/**
+ * The default workload list: one of each kind (pointwise chain, small MLP, transformer block,
+ * convolutions) that finishes in seconds at the cpu size on a 2-core machine, so `npm run bench`
+ * answers in under a minute. Left out: elementwise-4096 (16M elements per op even at the cpu size:
+ * about 18 s per eager run there), mlp-2048x4096 (GEMM-bound like mlp-64x512, about 0.4 s a run)
+ * and qwen3 (behind --include-slow). `--all` runs everything.
+ */
+export const QUICK_WORKLOADS: readonly string[] = ['elementwise-1024', 'mlp-64x512', 'transformer-block', 'conv-stack'];
+
+/** The workload of --compile-report: the one with the most kernels among the quick ones. */
+export const COMPILE_REPORT_WORKLOAD = 'transformer-block';
 
 export const BENCH_USAGE = `Usage: kiln bench [options]
 
@@ -18,13 +35,22 @@ Options:
   --device <d>          device to run on (default: the first GPU accelerator, else cpu)
   --dtype <t>           float32 (default) or bfloat16
   --size <s>            full | cpu | tiny (default: cpu on the cpu device, full elsewhere)
-  --workload <w>        a workload to run (repeatable, or comma-separated; default: all)
+  --workload <w>        a workload to run (repeatable, or comma-separated; 'all' for every one;
+                        default: the quick subset ${QUICK_WORKLOADS.join(', ')})
+  --all                 every workload (same as --workload all)
   --reps <n>            timed runs per workload (default: 10 on cpu, 50 elsewhere)
   --warmup <n>          untimed runs first (default: 3 on cpu, 10 elsewhere)
   --include-slow        also run the slow workloads on cpu (qwen3-0.6b-forward)
   --seed <n>            seed for weights and inputs (default 0)
   --json <file>         also write the results and machine details as JSON
+  --startup             also time compile + first call in new processes, cold (empty cache)
+                        and warm (KILN_CACHE_DIR filled by the cold run): cold start s, warm start s
+  --startup-runs <n>    cold/warm pairs for --startup, median reported (default 3)
+  --compile-report      cold compile of ${COMPILE_REPORT_WORKLOAD} with the compile worker pool at its
+                        default size vs KILN_COMPILE_WORKERS=1 and =0 (new processes, empty caches)
   --no-progress         no progress bar on stderr
+
+Compiles run with a new empty KILN_CACHE_DIR (removed at the end), so 'compile s' is always cold.
 
 Workloads: ${WORKLOADS.map((w) => w.name).join(', ')}`;
 
@@ -41,6 +67,9 @@ export interface BenchCliOptions {
   seed: number;
   json: string | null;
   progress: boolean;
+  startup: boolean;
+  startupRuns: number;
+  compileReport: boolean;
 }
 
 function pickDevice(requested?: string): string {
@@ -69,6 +98,10 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
       warmup: { type: 'string' },
       seed: { type: 'string' },
       'include-slow': { type: 'boolean', default: false },
+      all: { type: 'boolean', default: false },
+      startup: { type: 'boolean', default: false },
+      'startup-runs': { type: 'string' },
+      'compile-report': { type: 'boolean', default: false },
       json: { type: 'string' },
       'no-progress': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -83,10 +116,12 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
   const size = (values.size ?? (onCpu ? 'cpu' : 'full')) as BenchSize;
   if (!BENCH_SIZES.includes(size)) throw new Error(`bench: --size must be one of ${BENCH_SIZES.join(', ')}, got '${values.size}'`);
   const names = (values.workload ?? []).flatMap((w) => w.split(',')).map((w) => w.trim()).filter((w) => w.length > 0);
-  const requested = names.length > 0 ? names.map(getWorkload) : [...WORKLOADS];
+  const all = (values.all ?? false) || names.includes('all');
+  const named = names.filter((n) => n !== 'all');
+  const requested = all ? [...WORKLOADS] : named.length > 0 ? named.map(getWorkload) : QUICK_WORKLOADS.map(getWorkload);
   const includeSlow = values['include-slow'] ?? false;
   // Slow workloads are skipped on the cpu at the real sizes unless asked for (by flag or by name).
-  const skip = (w: WorkloadSpec): boolean => w.slowOnCpu && onCpu && size !== 'tiny' && !includeSlow && names.length === 0;
+  const skip = (w: WorkloadSpec): boolean => w.slowOnCpu && onCpu && size !== 'tiny' && !includeSlow && !named.includes(w.name);
   return {
     device,
     dtype,
@@ -98,11 +133,14 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
     seed: intOption('seed', values.seed, 0, 0),
     json: values.json ?? null,
     progress: !(values['no-progress'] ?? false),
+    startup: values.startup ?? false,
+    startupRuns: intOption('startup-runs', values['startup-runs'], 3, 1),
+    compileReport: values['compile-report'] ?? false,
   };
 }
 
 // ---------------------------------------------------------------------------------------------
-// progress bar (stderr)
+// progress (stderr): a bar redrawn in place on a terminal, plain lines otherwise
 
 class Progress {
   private last = '';
@@ -115,8 +153,19 @@ class Progress {
     this.tty = process.stderr.isTTY === true;
   }
 
+  /** The `index/phase` last announced as a plain line (not a terminal: logs get one line per phase, no bar). */
+  private announced = '';
+
   update(index: number, name: string, phase: string, done: number, total: number): void {
-    if (!this.enabled || !this.tty) return;
+    if (!this.enabled) return;
+    if (!this.tty) {
+      const key = `${index}/${phase}`;
+      if (key !== this.announced) {
+        this.announced = key;
+        process.stderr.write(`bench: [${index + 1}/${this.count}] ${name} ${phase}\n`);
+      }
+      return;
+    }
     const width = 24;
     const frac = total > 0 ? done / total : 0;
     const filled = Math.round(frac * width);
@@ -140,8 +189,12 @@ class Progress {
 
 const fmt = (v: number | null, digits: number): string => (v === null || !Number.isFinite(v) ? '-' : v.toFixed(digits));
 
-export function formatTable(rows: readonly BenchRow[]): string {
-  const header = ['workload', 'device', 'dtype', 'eager ms', 'compiled ms', 'speedup', 'compile s', 'max |diff|'];
+/** A report row: the shared schema, plus start times with --startup. */
+export type ReportRow = BenchRow & { cold_start_s?: number; warm_start_s?: number };
+
+export function formatTable(rows: readonly ReportRow[]): string {
+  const startup = rows.some((r) => r.warm_start_s !== undefined);
+  const header = ['workload', 'device', 'dtype', 'eager ms', 'compiled ms', 'speedup', 'compile s', 'max |diff|', ...(startup ? ['cold start s', 'warm start s'] : [])];
   const body = rows.map((r) => [
     r.workload,
     r.device,
@@ -151,6 +204,7 @@ export function formatTable(rows: readonly BenchRow[]): string {
     r.speedup === null ? '-' : `${r.speedup.toFixed(2)}x`,
     fmt(r.compile_s, 2),
     r.max_abs_diff === null ? '-' : r.max_abs_diff.toExponential(2),
+    ...(startup ? [fmt(r.cold_start_s ?? null, 3), fmt(r.warm_start_s ?? null, 3)] : []),
   ]);
   const all = [header, ...body];
   const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
@@ -166,6 +220,8 @@ export function machineInfo(): Record<string, unknown> {
     cores: cpus.length,
     memory_bytes: os.totalmem(),
     node: process.version,
+    // 1/5/15-minute load averages at the start: wall times on a shared machine depend on them.
+    load_average: os.loadavg(),
   };
 }
 
@@ -177,6 +233,32 @@ export function deviceInfo(device: string): Record<string, unknown> {
 
 // ---------------------------------------------------------------------------------------------
 
+export function formatCompileReport(rows: readonly CompileReportRow[]): string {
+  const header = ['workload', 'KILN_COMPILE_WORKERS', 'pool size', 'cold compile s', 'pool tasks'];
+  const body = rows.map((r) => [r.workload, r.workers_setting, String(r.pool_size), fmt(r.compile_s, 3), String(r.pool_tasks)]);
+  const all = [header, ...body];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
+  const line = (r: string[]): string => r.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
+}
+
+/**
+ * Runs `fn` with KILN_CACHE_DIR set to a new empty directory (removed afterwards), so every
+ * compile in it is cold whatever the user's cache holds.
+ */
+function withFreshCache<T>(fn: () => T): T {
+  const saved = process.env.KILN_CACHE_DIR;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-cache-'));
+  process.env.KILN_CACHE_DIR = dir;
+  try {
+    return fn();
+  } finally {
+    if (saved === undefined) delete process.env.KILN_CACHE_DIR;
+    else process.env.KILN_CACHE_DIR = saved;
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export function runBench(argv: string[]): number {
   const opts = parseBenchArgs(argv);
   if (opts === 'help') {
@@ -186,27 +268,50 @@ export function runBench(argv: string[]): number {
   const progress = new Progress(opts.progress, opts.workloads.length);
   if (opts.skipped.length > 0) progress.line(`bench: skipping ${opts.skipped.join(', ')} on cpu (slow; --include-slow runs it)`);
   const results: BenchResult[] = [];
-  for (const [i, spec] of opts.workloads.entries()) {
-    progress.update(i, spec.name, 'building', 0, opts.warmup + opts.reps);
-    const t0 = performance.now();
-    const w = spec.build({ size: opts.size, device: opts.device, dtype: opts.dtype, seed: opts.seed });
-    const buildS = (performance.now() - t0) / 1000;
-    try {
-      const r = benchWorkload(w, {
-        reps: opts.reps,
-        warmup: opts.warmup,
-        onProgress: (done, total) => progress.update(i, spec.name, done <= opts.warmup ? 'warm-up' : 'timing', done, total),
-      });
-      results.push(r);
-      progress.line(`bench: ${spec.name} ${r.row.eager_ms.toFixed(3)} ms (median of ${opts.reps}; built in ${buildS.toFixed(1)} s)`);
-    } finally {
-      w.dispose();
+  const startups = new Map<string, StartupResult>();
+  withFreshCache(() => {
+    for (const [i, spec] of opts.workloads.entries()) {
+      progress.update(i, spec.name, 'building', 0, opts.warmup + opts.reps);
+      const t0 = performance.now();
+      const w = spec.build({ size: opts.size, device: opts.device, dtype: opts.dtype, seed: opts.seed });
+      const buildS = (performance.now() - t0) / 1000;
+      // The harness runs eager once and compiles (cold) before its first tick.
+      progress.update(i, spec.name, 'compiling', 0, opts.warmup + opts.reps);
+      try {
+        const r = benchWorkload(w, {
+          reps: opts.reps,
+          warmup: opts.warmup,
+          onProgress: (done, total) => progress.update(i, spec.name, done <= opts.warmup ? 'warm-up' : 'timing', done, total),
+        });
+        results.push(r);
+        progress.line(`bench: ${spec.name} ${r.row.eager_ms.toFixed(3)} ms (median of ${opts.reps}; built in ${buildS.toFixed(1)} s)`);
+      } finally {
+        w.dispose();
+      }
+      if (opts.startup) {
+        const s = measureStartup(target(opts, spec.name), opts.startupRuns, (done, total) => progress.update(i, spec.name, 'startup', done, total));
+        startups.set(spec.name, s);
+        progress.line(
+          `bench: ${spec.name} start ${s.cold_start_s.toFixed(3)} s cold, ${s.warm_start_s.toFixed(3)} s warm ` +
+            `(${s.warm_start_cpu_s.toFixed(3)} s CPU; the run alone ${s.warm_second_call_s.toFixed(3)} s; ${s.warm.counters.diskHits} disk hits, ${s.warm.pool.tasks} pool tasks)`,
+        );
+      }
     }
+  });
+  let report: CompileReportRow[] | null = null;
+  if (opts.compileReport) {
+    const p = new Progress(opts.progress, 1);
+    report = compileReport(target(opts, COMPILE_REPORT_WORKLOAD), opts.startupRuns, (done, total) => p.update(0, COMPILE_REPORT_WORKLOAD, 'compile report', done, total));
+    p.line(`bench: compile report for ${COMPILE_REPORT_WORKLOAD} done`);
   }
-  const rows = results.map((r) => r.row);
+  const rows: ReportRow[] = results.map((r) => {
+    const s = startups.get(r.row.workload);
+    return s ? { ...r.row, cold_start_s: s.cold_start_s, warm_start_s: s.warm_start_s } : { ...r.row };
+  });
   console.log(formatTable(rows));
+  if (report) console.log(`\ncold compile of ${COMPILE_REPORT_WORKLOAD}, compile worker pool vs one worker (median of ${opts.startupRuns}):\n${formatCompileReport(report)}`);
   if (opts.json) {
-    const report = {
+    const out = {
       meta: {
         machine: machineInfo(),
         device: deviceInfo(opts.device),
@@ -218,23 +323,33 @@ export function runBench(argv: string[]): number {
         warmup: opts.warmup,
         seed: opts.seed,
         skipped: opts.skipped,
+        ...(startups.size > 0 ? { startup_runs: opts.startupRuns } : {}),
+        ...(report ? { compile_report: report } : {}),
       },
       results: rows,
-      details: results.map((r) => ({
-        workload: r.row.workload,
-        times_ms: r.timesMs,
-        min_ms: r.minMs,
-        output_shape: r.checksum.shape,
-        checksum_sum: r.checksum.sum,
-        checksum_abs_sum: r.checksum.absSum,
-        output_finite: r.checksum.finite,
-        allocated_bytes_after_warmup: r.allocatedBytes.afterWarmup,
-        allocated_bytes_after_reps: r.allocatedBytes.afterReps,
-      })),
+      details: results.map((r) => {
+        const s = startups.get(r.row.workload);
+        return {
+          workload: r.row.workload,
+          times_ms: r.timesMs,
+          min_ms: r.minMs,
+          output_shape: r.checksum.shape,
+          checksum_sum: r.checksum.sum,
+          checksum_abs_sum: r.checksum.absSum,
+          output_finite: r.checksum.finite,
+          allocated_bytes_after_warmup: r.allocatedBytes.afterWarmup,
+          allocated_bytes_after_reps: r.allocatedBytes.afterReps,
+          ...(s ? { startup: { warm_start_cpu_s: s.warm_start_cpu_s, warm_second_call_s: s.warm_second_call_s, cold: s.cold, warm: s.warm } } : {}),
+        };
+      }),
     };
     fs.mkdirSync(path.dirname(path.resolve(opts.json)), { recursive: true });
-    fs.writeFileSync(opts.json, `${JSON.stringify(report, null, 2)}\n`);
+    fs.writeFileSync(opts.json, `${JSON.stringify(out, null, 2)}\n`);
     progress.line(`bench: wrote ${opts.json}`);
   }
   return 0;
+}
+
+function target(opts: BenchCliOptions, workload: string): { workload: string; size: string; device: string; dtype: string; seed: number } {
+  return { workload, size: opts.size, device: opts.device, dtype: opts.dtype, seed: opts.seed };
 }

@@ -14,7 +14,12 @@ export interface BackendOptions {
   mode: CompileMode;
   /** Print generated code (KILN_LOG=output_code). */
   logCode: boolean;
+  /** What identifies the graph for the on-disk program cache (from kiln.compile); absent: no disk cache. */
+  cacheContext?: { readonly signature: string; readonly guardKey: string };
 }
+
+/** What the on-disk program cache did for one compile: loaded it, built and stored it, or was not used. */
+export type ProgramCacheStatus = 'hit' | 'miss' | 'off';
 
 export interface CompiledProgram {
   /** Runs on real inputs aligned with graph.inputs; returns the function's output structure. */
@@ -23,6 +28,8 @@ export interface CompiledProgram {
   readonly kernelCount: number;
   /** Generated source of the kernels and of the wrapper that calls them, for KILN_LOG=output_code. */
   describe(): string;
+  /** Set by backends with an on-disk program cache (counted as diskHits / diskMisses). */
+  readonly diskCache?: ProgramCacheStatus;
 }
 
 export interface CompileBackend {

@@ -94,10 +94,14 @@ export interface CompileCounters {
   /** Every call that ran the original function eagerly (graph breaks, fallbacks). */
   eagerCalls: number;
   calls: number;
+  /** Backend compiles answered by the on-disk program cache (lowering and codegen skipped). */
+  diskHits: number;
+  /** Backend compiles that found no usable program on disk and built (and stored) one. */
+  diskMisses: number;
 }
 
 function zeroCounters(): CompileCounters {
-  return { compiles: 0, traces: 0, cacheHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, backwards: 0, eagerCalls: 0, calls: 0 };
+  return { compiles: 0, traces: 0, cacheHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, backwards: 0, eagerCalls: 0, calls: 0, diskHits: 0, diskMisses: 0 };
 }
 
 const globalCounters = zeroCounters();
@@ -128,6 +132,8 @@ interface Variant {
   readonly guards: LiftedGuards;
   /** Grad-mode calls: the compiled forward+backward, or why the backward runs eagerly. */
   joint?: JointProgram | { readonly eager: string };
+  /** The guard key it was traced under (part of the on-disk program cache key). */
+  readonly guardKey: string;
 }
 
 /** The programs a compiled function holds, for inspection (tests, tools). */
@@ -280,7 +286,7 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
     log('guards', logs, () => `guards of '${fnName}': ${g.key}`);
     const signature = graphSignature(graph, symbolicDimsOf(graph, g));
     const guards = captureLiftedGuards(traced, foldedSources, [...roots, ...g.modules]);
-    const variant: Variant = { graph, signature, program: programs.get(signature), guards };
+    const variant: Variant = { graph, signature, program: programs.get(signature), guards, guardKey: g.key };
     if (entry.variants.size >= MAX_VARIANTS) entry.variants.delete(entry.variants.keys().next().value!);
     entry.variants.set(g.concreteKey, variant);
     return variant;
@@ -291,7 +297,9 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
     let p = programs.get(v.signature);
     if (!p) {
       bump('compiles');
-      p = getBackend(backendName).compile(v.graph, { mode, logCode: false });
+      p = getBackend(backendName).compile(v.graph, { mode, logCode: false, cacheContext: { signature: v.signature, guardKey: v.guardKey } });
+      if (p.diskCache === 'hit') bump('diskHits');
+      else if (p.diskCache === 'miss') bump('diskMisses');
       programs.set(v.signature, p);
       const prog = p;
       log('output_code', logs, () => `program of '${fnName}' (${backendName} backend, ${prog.kernelCount} kernels):\n${prog.describe()}`);

@@ -7,6 +7,7 @@
 import type { BackendOptions, CompiledProgram } from './backend.js';
 import { registerBackend } from './backend.js';
 import { type AutotuneHook, KilnProgram } from './codegen/js/program.js';
+import { compileWithProgramCache } from './codegen/js/program-cache.js';
 import type { Graph } from './ir.js';
 import { lower } from './lower/lower.js';
 import { schedule } from './lower/schedule.js';
@@ -27,7 +28,8 @@ export function compileKiln(graph: Graph, options: Partial<KilnBackendOptions> =
 registerBackend({
   name: 'kiln',
   compile(graph: Graph, options: BackendOptions): CompiledProgram {
-    return compileKiln(graph, options as KilnBackendOptions);
+    // Whole programs are cached on disk (codegen/js/program-cache.ts); a hit skips lowering and codegen.
+    return compileWithProgramCache(graph, options, 'kiln', (g) => compileKiln(g, options as KilnBackendOptions));
   },
 });
 

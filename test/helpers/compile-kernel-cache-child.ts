@@ -1,4 +1,4 @@
-/** Child process for the cross-process compile cache test: compiles and runs one function, reports. */
+/** Child process for the cross-process compile cache test: compiles and runs one function, reports (with the compiled function's counters). */
 import * as kiln from '../../src/index.js';
 import { compilePoolStats } from '../../src/compile/pool/index.js';
 import { getDiskCache } from '../../src/compile/cache/index.js';
@@ -11,4 +11,4 @@ const t0 = performance.now();
 const y = kiln.noGrad(() => cf(x));
 const firstCallMs = performance.now() - t0;
 const pool = compilePoolStats();
-console.log(JSON.stringify({ sum: kiln.sum(y).item(), first: y.toFlatArray()[0], poolTasks: pool.tasksCompleted, cache: getDiskCache().stats(), firstCallMs }));
+console.log(JSON.stringify({ sum: kiln.sum(y).item(), first: y.toFlatArray()[0], poolTasks: pool.tasksCompleted, cache: getDiskCache().stats(), firstCallMs, counters: cf.counters }));

@@ -13,7 +13,7 @@ import { broadcastStrides } from '../../../tensor/layout.js';
 import { storageSpan, Tensor } from '../../../tensor/tensor.js';
 import { readable, writable, type NumArray } from '../../../kernels/cpu/numeric.js';
 import type { Storage } from '../../../tensor/storage.js';
-import type { CompiledProgram } from '../../backend.js';
+import type { CompiledProgram, ProgramCacheStatus } from '../../backend.js';
 import { buildOutput } from '../../interpret.js';
 import type { IRArg, ValueId } from '../../ir.js';
 import { outputValues } from '../../ir.js';
@@ -48,6 +48,13 @@ export interface ProgramStats {
 
 /** Picks a candidate index for a kernel (the autotuner plugs in here). */
 export type AutotuneHook = (kernel: { name: string; candidates: readonly KernelCandidate[] }) => number;
+
+/** Kernels of a program rebuilt from a cache entry: codes in `sched.kernels` order, chosen candidates, their functions. */
+export interface PrebuiltKernels {
+  readonly codes: readonly KernelCode[];
+  readonly chosen: readonly number[];
+  readonly fns: readonly KernelFn[];
+}
 
 interface KernelStep {
   readonly code: KernelCode;
@@ -86,6 +93,8 @@ function orderBy(dims: number[], strides: readonly number[]): number[] {
 
 export class KilnProgram implements CompiledProgram {
   readonly stats: ProgramStats;
+  /** Whether this program came from the on-disk program cache (set by program-cache.ts). */
+  diskCache: ProgramCacheStatus = 'off';
   private readonly kernelSteps = new Map<KernelGroup, KernelStep>();
   private readonly plans = new Map<string, Map<ValueId, MetaLike>>();
   /** Values that must exist as real tensors (used by externs or returned). */
@@ -100,10 +109,12 @@ export class KilnProgram implements CompiledProgram {
     autotune?: AutotuneHook,
     /** Time every candidate config on the first real run (mode 'max-autotune'). */
     tuneOnFirstRun = false,
+    /** Kernels already generated and instantiated (a program loaded from the disk cache: program-cache.ts). */
+    prebuilt?: PrebuiltKernels,
   ) {
-    const codes = sched.kernels.map((g, i) => generateKernel(g, low, `kernel${i}_${g.kind}`));
-    const chosen = codes.map((c) => (autotune ? Math.max(0, Math.min(c.candidates.length - 1, autotune({ name: c.name, candidates: c.candidates }))) : 0));
-    const fns = compileKernelSources(codes.map((c, i) => c.candidates[chosen[i]!]!.source));
+    const codes = prebuilt?.codes ?? sched.kernels.map((g, i) => generateKernel(g, low, `kernel${i}_${g.kind}`));
+    const chosen = prebuilt?.chosen ?? codes.map((c) => (autotune ? Math.max(0, Math.min(c.candidates.length - 1, autotune({ name: c.name, candidates: c.candidates }))) : 0));
+    const fns = prebuilt?.fns ?? compileKernelSources(codes.map((c, i) => c.candidates[chosen[i]!]!.source));
     codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]!, tuned: !tuneOnFirstRun || c.candidates.length < 2 }));
     this.outputs = new Set(outputValues(low.graph.output));
     for (const id of this.outputs) this.needsTensor.add(id);
@@ -122,6 +133,14 @@ export class KilnProgram implements CompiledProgram {
       buffersReused: 0,
       runs: 0,
     };
+  }
+
+  /** Each kernel's generated code and chosen candidate, in schedule order (what program-cache.ts stores). */
+  kernelChoices(): { code: KernelCode; chosen: number }[] {
+    return this.sched.kernels.map((g) => {
+      const ks = this.kernelSteps.get(g)!;
+      return { code: ks.code, chosen: ks.chosen };
+    });
   }
 
   get kernelCount(): number {

@@ -1,0 +1,120 @@
+/**
+ * The disk-cache key of a whole compiled program. It covers everything that can change what the
+ * backend produces for a graph:
+ * - the graph's structural signature (ops, constants, dtypes, ranks, layout classes, static sizes)
+ *   and the guard key of the call (argument structure, dtypes, devices, sizes or '?', layouts);
+ * - compile mode and backend name;
+ * - kiln's version (via cacheKey), an explicit program-format version, and a hash of the compiler's
+ *   own code (every module under src/compile except the cache and pool plumbing), so any change to
+ *   lowering, scheduling or code generation invalidates entries without anyone remembering to bump
+ *   a number;
+ * - each device the graph touches, with its accelerator's properties (name, architecture...);
+ * - every KILN_* environment variable except those known not to affect generated code.
+ * Keys that embed process-local identities (`o#N`: constants compared by object identity) cannot
+ * mean the same thing in another process; `programCacheKey` returns null for them (not cacheable).
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Device } from '../../runtime/device.js';
+import { getAccelerator } from '../../runtime/registry.js';
+import { cacheKey } from './key.js';
+
+/** Bump when the stored program format changes in a way the compiler hash would not catch. */
+export const PROGRAM_FORMAT_VERSION = 1;
+
+/** KILN_* variables that only steer plumbing (where files go, logging, pool size), never the generated program. */
+const ENV_IGNORED = new Set(['KILN_CACHE_DIR', 'KILN_LOG', 'KILN_COMPILE_WORKERS']);
+
+/** Directories under src/compile whose code does not shape a program (storage and worker plumbing). */
+const HASH_SKIP_DIRS = new Set(['cache', 'pool']);
+
+let compilerHashMemo: string | null | undefined;
+
+/**
+ * sha256 over the compiler's module files (the built .js next to this file's parent), read once
+ * per process: about 40 small files, a few milliseconds. null when they cannot be read (a bundled
+ * or unusual install): then programs are not cached, since a code change could go unnoticed.
+ */
+export function compilerCodeHash(): string | null {
+  if (compilerHashMemo !== undefined) return compilerHashMemo;
+  try {
+    compilerHashMemo = hashCompilerFiles();
+  } catch {
+    compilerHashMemo = null;
+  }
+  return compilerHashMemo;
+}
+
+function hashCompilerFiles(): string {
+  const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+  const files: string[] = [];
+  const walk = (dir: string, top: boolean): void => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) {
+        if (!(top && HASH_SKIP_DIRS.has(e.name))) walk(p, false);
+      } else if (/\.(js|ts)$/.test(e.name) && !e.name.endsWith('.d.ts') && !e.name.endsWith('.map')) {
+        files.push(p);
+      }
+    }
+  };
+  walk(root, true);
+  const h = createHash('sha256');
+  for (const f of files) {
+    h.update(path.relative(root, f)).update('\0');
+    h.update(fs.readFileSync(f)).update('\0');
+  }
+  return h.digest('hex');
+}
+
+/** KILN_* variables that may affect code generation, sorted. */
+export function codegenEnv(): [string, string][] {
+  return Object.entries(process.env)
+    .filter((e): e is [string, string] => e[0].startsWith('KILN_') && !ENV_IGNORED.has(e[0]) && e[1] !== undefined)
+    .sort((a, b) => (a[0] < b[0] ? -1 : 1));
+}
+
+/** Devices with their accelerator's properties (a device whose accelerator is missing has none). */
+function deviceFacts(devices: readonly string[]): unknown[] {
+  return [...new Set(devices)].sort().map((spec) => {
+    const d = Device.from(spec);
+    let properties: unknown = null;
+    try {
+      properties = JSON.parse(JSON.stringify(getAccelerator(d.type).properties(d.index))) as unknown;
+    } catch (e) {
+      properties = `unavailable: ${(e as Error).message}`;
+    }
+    return { device: d.toString(), properties };
+  });
+}
+
+export interface ProgramKeyParts {
+  /** graphSignature() of the optimised graph (symbolic dims as '?'). */
+  signature: string;
+  /** The guard key of the call that traced it. */
+  guardKey: string;
+  mode: string;
+  backend: string;
+  /** Devices of the graph's inputs and values. */
+  devices: readonly string[];
+}
+
+/** The cache key of a program, or null when the graph cannot be cached across processes. */
+export function programCacheKey(p: ProgramKeyParts): string | null {
+  if (/\bo#\d/.test(p.signature) || /\bo#\d/.test(p.guardKey)) return null;
+  const code = compilerCodeHash();
+  if (code === null) return null;
+  return cacheKey([
+    'kiln-program',
+    PROGRAM_FORMAT_VERSION,
+    p.backend,
+    p.mode,
+    p.signature,
+    p.guardKey,
+    code,
+    deviceFacts(p.devices),
+    codegenEnv(),
+  ]);
+}
