@@ -162,3 +162,23 @@ test('kiln.compile freezes the policy on its first compile', () => {
   assert.ok(llm.isLlmPolicyFrozen());
   llm.thawLlmPolicy();
 });
+
+test('an eagerOnly op breaks the graph: eager fallback normally, a named error with fullgraph', () => {
+  const op = defineOp({
+    name: 'llmtest.eagerOnly',
+    args: [{ name: 'input', type: 'Tensor' }],
+    outputs: [{ name: 'out', type: 'Tensor' }],
+    tags: ['dataDependent'],
+    meta: (x: kiln.TensorMeta) => ({ shape: [...x.shape], strides: [...x.strides], dtype: x.dtype, device: x.device }),
+  });
+  assert.throws(() => llm.registerManifestEntry({ op: op.name, kind: 'opaque', mutates: [], dynamic: [], requires: [], dtypes: ['float32'], backward: 'test' }), /declared opaque but is tagged 'dataDependent'/);
+  llm.registerManifestEntry({ op: op.name, kind: 'eagerOnly', mutates: [], dynamic: [], requires: [], dtypes: ['float32'], backward: 'test' });
+  llm.registerLlmImpl(op.name, { name: 'cpu-kernel', kind: 'kernel', device: 'cpu', priority: 0, fn: (_ctx, x) => kiln.mul(x as kiln.Tensor, 2) });
+  const fn = (x: kiln.Tensor): kiln.Tensor => kiln.ops.dispatch(op, x);
+  const strict = kiln.compile(fn, { fullgraph: true });
+  assert.throws(() => kiln.noGrad(() => strict(kiln.ones([2]))), /graph break .*op 'llmtest\.eagerOnly' is data dependent/);
+  const lax = kiln.compile(fn);
+  const y = kiln.noGrad(() => lax(kiln.ones([2])));
+  assert.deepEqual(y.toArray(), [2, 2]);
+  assert.equal(lax.counters.graphBreaks, 1);
+});

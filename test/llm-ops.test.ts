@@ -351,3 +351,28 @@ test('backward of halves runs in float32 and returns the input dtype', () => {
   llm.siluAndMul(llm.rmsNorm(x32, w32)).sum().backward();
   close(vals(x.grad!), vals(x32.grad!), 'bfloat16', 'bf16 grad x', 1e-4);
 });
+
+test('mhcPre with one Sinkhorn round: row softmax (+eps) then one column normalisation', () => {
+  const [N, n, H] = [2, 3, 2];
+  const streams = rand([N, n, H], 40);
+  const phi = rand([n * (n + 2), n * H], 41, 'contiguous', 'float32', -1, 1);
+  const alpha = makeTensor([1, 1, 2], [3]);
+  const bias = rand([n * (n + 2)], 42);
+  const eps = 1e-3;
+  const { comb } = llm.mhcPre(streams, phi, alpha, bias, { sinkhornIters: 1, sinkhornEps: eps, rmsEps: 1e-6 });
+  const [sv, pv, bv] = [vals(streams), vals(phi), vals(bias)];
+  const expected: number[] = [];
+  for (let t = 0; t < N; t++) {
+    const v = sv.slice(t * n * H, (t + 1) * n * H);
+    const r = Math.sqrt(v.reduce((s, a) => s + a * a, 0) / v.length + 1e-6);
+    const logit = (i: number, j: number): number => (2 * v.reduce((s, a, k) => s + a * pv[(2 * n + i * n + j) * n * H + k]!, 0)) / r + bv[2 * n + i * n + j]!;
+    const M = Array.from({ length: n }, (_, i) => {
+      const z = Array.from({ length: n }, (_, j) => Math.exp(logit(i, j)));
+      const s = z.reduce((a, b) => a + b, 0);
+      return z.map((e) => e / s + eps);
+    });
+    const colSum = Array.from({ length: n }, (_, j) => M.reduce((s, row) => s + row[j]!, 0) + eps);
+    expected.push(...M.flatMap((row) => row.map((a, j) => a / colSum[j]!)));
+  }
+  close(vals(comb), expected, 'float32', 'one Sinkhorn round', 1e-6);
+});

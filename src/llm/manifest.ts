@@ -4,7 +4,8 @@
  *   kind      native     the compiler may decompose and fuse it (a reference composition exists)
  *             traceable  the compiler sees the kernel and may re-tune it (a generated kernel)
  *             opaque     called as is: only schema, meta and the declared mutation are trusted
- *             eagerOnly  must not be captured (a graph break)
+ *             eagerOnly  must not be captured: the op carries the 'dataDependent' tag, on which
+ *                        capture raises a GraphBreak (an error under fullgraph)
  *   mutates   the schema's mutated arguments, repeated here so a schema edit cannot silently change
  *             the contract (validated against the registered op when the entry is added)
  *   dynamic   named dims that may take any size without a recompile-visible change of semantics
@@ -64,6 +65,13 @@ export function registerManifestEntry(entry: ManifestEntry): void {
   const declared = [...entry.mutates].sort();
   if (JSON.stringify(schemaMutated) !== JSON.stringify(declared)) {
     throw new Error(`llm manifest: op '${entry.op}' declares mutated [${declared.join(', ')}] but its schema mutates [${schemaMutated.join(', ')}]`);
+  }
+  // The compiler breaks the graph on ops tagged dataDependent; eagerOnly is exactly that contract.
+  const breaks = op.tags?.includes('dataDependent') === true;
+  if ((entry.kind === 'eagerOnly') !== breaks) {
+    throw new Error(
+      `llm manifest: op '${entry.op}' is declared ${entry.kind} but ${breaks ? 'is' : 'is not'} tagged 'dataDependent' (the tag that makes kiln.compile break the graph before it); eagerOnly and the tag go together`,
+    );
   }
   if (entry.backward === true && op.backward === undefined) {
     throw new Error(`llm manifest: op '${entry.op}' declares a backward formula but none is registered`);
