@@ -57,7 +57,7 @@ export function rotaryEmbedding(
   return { query: out[0]!, key: out[1] ?? null };
 }
 
-/** Softmax over experts, then the top k: { weights float32 [T, k], ids int32 [T, k] }. */
+/** Softmax over experts, then the top k: { weights float32 [T, k] (float64 for float64 logits), ids int32 [T, k] }. */
 export function topkSoftmax(gatingOutput: Tensor, topk: number, renormalize = false): { weights: Tensor; ids: Tensor } {
   const [w, i] = dispatch(M.topkSoftmax, gatingOutput, topk, renormalize);
   return { weights: w!, ids: i! };

@@ -6,6 +6,7 @@
  * the manifest; the ops and CPU kernels load with the op registry and the CPU kernel library.
  */
 import './reference.js';
+import './backward.js';
 import './library.js';
 
 export * from '../api/llm.js';

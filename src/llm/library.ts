@@ -36,7 +36,7 @@ const ENTRIES: readonly ManifestEntry[] = [
     dynamic: [TOKENS],
     requires: ['input and residual have one shape and dtype'],
     dtypes: FLOATS,
-    backward: 'inference op; differentiate add + llm.rmsNorm instead',
+    backward: true,
   },
   { op: 'llm.siluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
   { op: 'llm.geluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
@@ -56,7 +56,7 @@ const ENTRIES: readonly ManifestEntry[] = [
     dynamic: [TOKENS],
     requires: ['topk <= experts'],
     dtypes: FLOATS,
-    backward: 'routing: integer ids, weights treated as constants (as vLLM)',
+    backward: true,
   },
   {
     op: 'llm.groupedTopk',
@@ -65,9 +65,9 @@ const ENTRIES: readonly ManifestEntry[] = [
     dynamic: [TOKENS],
     requires: ['experts divisible by numExpertGroup', 'topk <= topkGroup * experts per group'],
     dtypes: FLOATS,
-    backward: 'routing: integer ids, weights treated as constants (as vLLM)',
+    backward: true,
   },
-  { op: 'llm.moeSum', kind: 'native', mutates: [], dynamic: [TOKENS], requires: [], dtypes: FLOATS, backward: 'inference op (vLLM moe_sum)' },
+  { op: 'llm.moeSum', kind: 'native', mutates: [], dynamic: [TOKENS], requires: [], dtypes: FLOATS, backward: true },
   {
     op: 'llm.fusedMoe',
     kind: 'opaque',
@@ -75,11 +75,11 @@ const ENTRIES: readonly ManifestEntry[] = [
     dynamic: [TOKENS],
     requires: ['topkIds in [0, experts)', 'w13 [E, 2I, H] gate rows then up rows, w2 [E, H, I]'],
     dtypes: FLOATS,
-    backward: 'inference op (vLLM fused_moe)',
+    backward: true,
   },
-  { op: 'llm.mhcPre', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n(n+2), nH], alpha [3], bias [n(n+2)]'], dtypes: FLOATS, backward: 'inference op; training backward not implemented yet' },
-  { op: 'llm.mhcPost', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: [], dtypes: FLOATS, backward: 'inference op; training backward not implemented yet' },
-  { op: 'llm.mhcHeadCollapse', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n, nH], alpha [1], bias [n]'], dtypes: FLOATS, backward: 'inference op; training backward not implemented yet' },
+  { op: 'llm.mhcPre', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n(n+2), nH], alpha [3], bias [n(n+2)]'], dtypes: FLOATS, backward: true },
+  { op: 'llm.mhcPost', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: [], dtypes: FLOATS, backward: true },
+  { op: 'llm.mhcHeadCollapse', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n, nH], alpha [1], bias [n]'], dtypes: FLOATS, backward: true },
 ];
 
 for (const e of ENTRIES) registerManifestEntry(e);

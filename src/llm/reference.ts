@@ -62,7 +62,7 @@ function route(scores: Tensor, selectBy: Tensor, k: number, renormalize: boolean
   let w = gather(scores, 1, ids);
   if (renormalize) w = div(w, sum(w, [-1], true));
   if (scale !== 1) w = mul(w, scale);
-  return [contiguous(w.to('float32')), contiguous(ids.to('int32'))];
+  return [contiguous(w.to(scores.dtype === 'float64' ? 'float64' : 'float32')), contiguous(ids.to('int32'))];
 }
 
 function groupedTopkRef(gating: Tensor, k: number, renormalize: boolean, groups: number, topkGroup: number, scoring: ScoringFunc, bias: Tensor | null, scale: number): Tensor[] {
@@ -189,4 +189,9 @@ for (const [op, fn] of Object.entries(REFERENCES)) {
 /** Ops that have a reference composition. */
 export function hasReference(op: string): boolean {
   return op in REFERENCES;
+}
+
+/** The reference composition of an op, unwrapped (records autograd when grad mode is on). */
+export function referenceOf(op: string): ((...args: readonly unknown[]) => Tensor | Tensor[]) | undefined {
+  return REFERENCES[op] as ((...args: readonly unknown[]) => Tensor | Tensor[]) | undefined;
 }

@@ -67,6 +67,12 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
   ],
   'llm.addRmsNorm': [
     { label: 'float32, transposed residual', dims: { T: 3 }, make: (d, dev) => [r([T(d), 8], 1, dev), r([T(d), 8], 2, dev, 'transposed'), r([8], 3, dev), 1e-6] },
+    {
+      label: 'float64 gradient',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 4], 11, dev, 'contiguous', 'float64'), r([T(d), 4], 12, dev, 'contiguous', 'float64'), r([4], 13, dev, 'contiguous', 'float64'), 1e-3],
+      grad: { inputs: (dev) => [f64grad([2, 4], 14, dev), f64grad([2, 4], 15, dev), f64grad([4], 16, dev)], fn: (x, res, w) => { const o = llmApi.addRmsNorm(x!, res!, w!, 1e-3); return [o.out, o.residual]; } },
+    },
     { label: 'float16', dims: { T: 2 }, make: (d, dev) => [r([T(d), 6], 4, dev, 'contiguous', 'float16'), r([T(d), 6], 5, dev, 'contiguous', 'float16'), r([6], 6, dev, 'contiguous', 'float16'), 1e-6] },
   ],
   'llm.siluAndMul': [
@@ -92,10 +98,20 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
   ],
   'llm.topkSoftmax': [
     { label: 'float32 k=2 renormalised', dims: { T: 4 }, make: (d, dev) => [r([T(d), 8], 1, dev), 2, true] },
+    { label: 'float64 gradient of the weights', dims: { T: 2 }, make: (d, dev) => [r([T(d), 5], 3, dev, 'contiguous', 'float64'), 2, true], grad: { inputs: (dev) => [f64grad([3, 5], 4, dev)], fn: (g) => llmApi.topkSoftmax(g!, 2, true).weights } },
     { label: 'bfloat16 k=3 strided', dims: { T: 3 }, make: (d, dev) => [r([T(d), 6], 2, dev, 'strided', 'bfloat16'), 3, false] },
   ],
   'llm.groupedTopk': [
     { label: 'softmax, 4 groups keep 2, k=3', dims: { T: 3 }, make: (d, dev) => [r([T(d), 8], 1, dev), 3, false, 4, 2, 'softmax', null, 1] },
+    {
+      label: 'float64 gradient, sigmoid with bias',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 8], 4, dev, 'contiguous', 'float64'), 3, true, 4, 2, 'sigmoid', r([8], 5, dev, 'contiguous', 'float64', -0.3, 0.3), 1.5],
+      grad: {
+        inputs: (dev) => [f64grad([2, 8], 6, dev)],
+        fn: (g) => llmApi.groupedTopk(g!, 3, true, { numExpertGroup: 4, topkGroup: 2, scoringFunc: 'sigmoid', eScoreCorrectionBias: r([8], 5, g!.device, 'contiguous', 'float64', -0.3, 0.3), routedScalingFactor: 1.5 }).weights,
+      },
+    },
     {
       label: 'sigmoid with correction bias, renormalised, scaled',
       dims: { T: 4 },
@@ -104,6 +120,7 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
   ],
   'llm.moeSum': [
     { label: 'float32', dims: { T: 3 }, make: (d, dev) => [r([T(d), 3, 5], 1, dev)] },
+    { label: 'float64 gradient', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 3], 3, dev, 'contiguous', 'float64')], grad: { inputs: (dev) => [f64grad([2, 2, 3], 4, dev)], fn: (x) => llmApi.moeSum(x!) } },
     { label: 'bfloat16 transposed', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 4], 2, dev, 'transposed', 'bfloat16')] },
   ],
   'llm.fusedMoe': [
@@ -111,6 +128,10 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
       label: 'silu float32, 4 experts top-2',
       dims: { T: 5 },
       make: (d, dev) => [r([T(d), 6], 1, dev), r([4, 10, 6], 2, dev, 'contiguous', 'float32', -0.5, 0.5), r([4, 6, 5], 3, dev, 'contiguous', 'float32', -0.5, 0.5), r([T(d), 2], 4, dev, 'contiguous', 'float32', 0, 1), on(routedIds(T(d), 2, 4, 5), dev), 'silu'],
+      grad: {
+        inputs: (dev) => [f64grad([3, 4], 20, dev), f64grad([3, 6, 4], 21, dev), f64grad([3, 4, 3], 22, dev), f64grad([3, 2], 23, dev)],
+        fn: (x, w13, w2, tw) => llmApi.fusedMoe(x!, w13!, w2!, tw!, on(routedIds(3, 2, 3, 24), x!.device), 'silu'),
+      },
     },
     {
       label: 'gelu bfloat16, 3 experts top-1',
@@ -130,6 +151,13 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
       label: 'float32 n=4',
       dims: { T: 3 },
       make: (d, dev) => [r([T(d), 4, 6], 1, dev), r([24, 24], 2, dev, 'contiguous', 'float32', -0.3, 0.3), r([3], 3, dev, 'contiguous', 'float32', 0.5, 1.5), r([24], 4, dev, 'contiguous', 'float32', -1, 1), 1e-6, 1e-6, 2, 20, 1e-6],
+      grad: {
+        inputs: (dev) => [f64grad([2, 3, 2], 30, dev), r([15, 6], 31, dev, 'contiguous', 'float64', -0.3, 0.3).requiresGrad_(), f64grad([3], 32, dev), f64grad([15], 33, dev)],
+        fn: (s, phi, a, b) => {
+          const o = llmApi.mhcPre(s!, phi!, a!, b!, { sinkhornIters: 6, preEps: 1e-3, rmsEps: 1e-3 });
+          return [o.layerInput, o.post, o.comb];
+        },
+      },
     },
     {
       label: 'bfloat16 streams n=2, transposed',
@@ -139,10 +167,22 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
   ],
   'llm.mhcPost': [
     { label: 'float32 n=3', dims: { T: 3 }, make: (d, dev) => [r([T(d), 6], 1, dev), r([T(d), 3, 6], 2, dev), r([T(d), 3], 3, dev, 'contiguous', 'float32', 0, 2), r([T(d), 3, 3], 4, dev, 'contiguous', 'float32', 0, 1)] },
+    {
+      label: 'float64 gradient',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 3], 9, dev, 'contiguous', 'float64'), r([T(d), 2, 3], 10, dev, 'contiguous', 'float64'), r([T(d), 2], 11, dev, 'contiguous', 'float64'), r([T(d), 2, 2], 12, dev, 'contiguous', 'float64')],
+      grad: { inputs: (dev) => [f64grad([2, 3], 13, dev), f64grad([2, 2, 3], 14, dev), f64grad([2, 2], 15, dev), f64grad([2, 2, 2], 16, dev)], fn: (f, s, p, c) => llmApi.mhcPost(f!, s!, p!, c!) },
+    },
     { label: 'bfloat16 streams, strided comb', dims: { T: 2 }, make: (d, dev) => [r([T(d), 4], 5, dev, 'contiguous', 'bfloat16'), r([T(d), 2, 4], 6, dev, 'contiguous', 'bfloat16'), r([T(d), 2], 7, dev), r([T(d), 2, 2], 8, dev, 'strided')] },
   ],
   'llm.mhcHeadCollapse': [
     { label: 'float32 n=4', dims: { T: 3 }, make: (d, dev) => [r([T(d), 4, 5], 1, dev), r([4, 20], 2, dev, 'contiguous', 'float32', -0.3, 0.3), r([1], 3, dev, 'contiguous', 'float32', 0.5, 1.5), r([4], 4, dev), 1e-6, 1e-6] },
+    {
+      label: 'float64 gradient',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 2, 3], 9, dev, 'contiguous', 'float64'), r([2, 6], 10, dev, 'contiguous', 'float64', -0.3, 0.3), r([1], 11, dev, 'contiguous', 'float64'), r([2], 12, dev, 'contiguous', 'float64'), 1e-3, 0.01],
+      grad: { inputs: (dev) => [f64grad([2, 2, 3], 13, dev), f64grad([2, 6], 14, dev), f64grad([1], 15, dev), f64grad([2], 16, dev)], fn: (s, phi, a, b) => llmApi.mhcHeadCollapse(s!, phi!, a!, b!, { rmsEps: 1e-3, eps: 0.01 }) },
+    },
     { label: 'float16 n=2', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 3], 5, dev, 'contiguous', 'float16'), r([2, 6], 6, dev, 'contiguous', 'float16', -0.3, 0.3), r([1], 7, dev, 'contiguous', 'float16', 0.5, 1.5), r([2], 8, dev, 'contiguous', 'float16'), 1e-6, 0] },
   ],
 };

@@ -2,6 +2,7 @@
  * LLM library ops, part 2: mixture-of-experts routing and expert compute (vLLM semantics).
  *
  *   llm.topkSoftmax(logits [T, E], k, renormalize)                  -> weights f32 [T, k], ids i32 [T, k]
+ *   (weights are float64 for float64 logits)
  *   llm.groupedTopk(logits [T, E], k, renormalize, groups, topkGroup, scoring, bias?, scale)
  *                                                                   -> weights f32 [T, k], ids i32 [T, k]
  *   llm.moeSum(x [T, k, H])                                         -> [T, H]
@@ -13,11 +14,12 @@ import type { TensorMeta } from '../../tensor/tensor.js';
 import { checkTensor, describe } from '../meta-helpers.js';
 import { defineOp } from '../registry.js';
 import type { OutMeta } from '../schema.js';
-import { dense, floatTensor, intTensor, oneOf, positiveFloat, posInt, sameDevice, sameDtype } from './llm-common.js';
+import { computeDtype, dense, floatTensor, intTensor, oneOf, positiveFloat, posInt, sameDevice, sameDtype } from './llm-common.js';
 
+/** Weights are float32 (float64 for float64 logits, so gradients can be checked), ids int32. */
 function routingOut(logits: TensorMeta, k: number): OutMeta[] {
   const t = logits.shape[0]!;
-  return [dense([t, k], 'float32', logits.device), dense([t, k], 'int32', logits.device)];
+  return [dense([t, k], computeDtype(logits), logits.device), dense([t, k], 'int32', logits.device)];
 }
 
 function logits2d(op: string, logits: TensorMeta): number {
