@@ -5,6 +5,8 @@
  * per-op order, env parsing, freeze/thaw) and the manifest hash that compile caches key on.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { defineOp } from '../src/ops/registry.js';
@@ -181,4 +183,20 @@ test('an eagerOnly op breaks the graph: eager fallback normally, a named error w
   const y = kiln.noGrad(() => lax(kiln.ones([2])));
   assert.deepEqual(y.toArray(), [2, 2]);
   assert.equal(lax.counters.graphBreaks, 1);
+});
+
+test('KILN_LLM_POLICY sets the policy at load; a malformed value fails loudly', () => {
+  const child = fileURLToPath(new URL('./helpers/llm-policy-child.js', import.meta.url));
+  const run = (value: string): ReturnType<typeof spawnSync> => spawnSync(process.execPath, [child], { encoding: 'utf8', env: { ...process.env, KILN_LLM_POLICY: value } });
+  const ok = run('{"prefer":["kernel"],"order":{"llm.rmsNorm":["reference"]}}');
+  assert.equal(ok.status, 0, String(ok.stderr));
+  assert.deepEqual(JSON.parse(String(ok.stdout).trim()), { rmsNorm: 'reference', siluAndMul: 'cpu-kernel' });
+  const bad = run('{"prefer":["fastest"]}');
+  assert.notEqual(bad.status, 0);
+  assert.match(String(bad.stderr), /KILN_LLM_POLICY: llm policy 'prefer' lists unknown kind 'fastest'/);
+});
+
+test('kiln.ops.llm is kiln.llm', () => {
+  assert.equal(kiln.ops.llm.rmsNorm, kiln.llm.rmsNorm);
+  assert.equal(kiln.ops.llm.opcheck, kiln.llm.opcheck);
 });

@@ -322,6 +322,12 @@ test('errors name the op, the argument, shapes and dtypes', () => {
   assert.throws(() => llm.groupedTopk(kiln.randn([3, 6]), 2, true, { numExpertGroup: 4, topkGroup: 2 }), /the 6 experts of 'gatingOutput' \[3, 6\] float32 do not split into numExpertGroup=4/);
   assert.throws(() => llm.groupedTopk(kiln.randn([3, 8]), 5, true, { numExpertGroup: 4, topkGroup: 2 }), /topk=5 exceeds the 4 experts in the topkGroup=2 selected groups/);
   assert.throws(() => llm.moeSum(kiln.randn([3, 4])), /llm\.moeSum: argument 'input' must be 3-d \[tokens, topk, hidden\], got \[3, 4\] float32/);
+  const x2 = kiln.randn([2, 8]);
+  assert.throws(() => llm.fusedAddRmsNorm(x2, x2, kiln.ones([8])), /llm\.fusedAddRmsNorm: arguments 'input' \[2, 8\] and 'residual' \[2, 8\] overlap in memory/);
+  const qk = kiln.randn([2, 16]);
+  assert.throws(() => llm.rotaryEmbedding(makeTensor([1, 2], [2], 'int64'), qk.narrow(1, 0, 8), qk.narrow(1, 4, 8), 8, ropeCache(4, 8)), /llm\.rotaryEmbedding: arguments 'query' .* and 'key' .* overlap in memory/);
+  // Disjoint views of one storage are fine (vLLM passes q and k as slices of one qkv tensor).
+  llm.rotaryEmbedding(makeTensor([1, 2], [2], 'int64'), qk.narrow(1, 0, 8), qk.narrow(1, 8, 8), 8, ropeCache(4, 8));
   const ids = makeTensor([0, 7], [2, 1], 'int32');
   assert.throws(() => llm.fusedMoe(kiln.randn([2, 4]), kiln.randn([2, 6, 4]), kiln.randn([2, 4, 3]), kiln.ones([2, 1]), ids), /llm\.fusedMoe: topkIds\[1, 0\] = 7 is not an expert index in \[0, 2\)/);
   assert.throws(() => llm.fusedMoe(kiln.randn([2, 4]), kiln.randn([2, 6, 4]), kiln.randn([2, 4, 2]), kiln.ones([2, 1]), ids), /argument 'w2' must be \[experts=2, hidden=4, intermediate=3\], got \[2, 4, 2\] float32/);

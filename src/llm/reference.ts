@@ -17,6 +17,7 @@ import { expand, narrow, reshape, select, slice, transpose, unsqueeze } from '..
 import type { GeluApproximate } from '../ops/defs/llm.js';
 import type { MoeActivation, ScoringFunc } from '../ops/defs/llm-moe.js';
 import type { Tensor } from '../tensor/tensor.js';
+import { assertNoOverlap } from './overlap.js';
 import { registerLlmImpl } from './policy.js';
 
 function up(t: Tensor): Tensor {
@@ -148,6 +149,7 @@ type RefFn = (...args: never[]) => Tensor | Tensor[];
 const REFERENCES: Record<string, RefFn> = {
   'llm.rmsNorm': (x: Tensor, w: Tensor, eps: number) => rms(x, w, eps),
   'llm.fusedAddRmsNorm': (x: Tensor, r: Tensor, w: Tensor, eps: number) => {
+    assertNoOverlap('llm.fusedAddRmsNorm', ['input', x], ['residual', r]);
     const s = add(x, r);
     copy_(r, s);
     copy_(x, rms(s, w, eps));
@@ -160,6 +162,7 @@ const REFERENCES: Record<string, RefFn> = {
   'llm.siluAndMul': (x: Tensor) => gated(x, silu),
   'llm.geluAndMul': (x: Tensor, approximate: GeluApproximate) => gated(x, (a) => gelu(a, approximate)),
   'llm.rotaryEmbedding': (positions: Tensor, q: Tensor, k: Tensor | null, headSize: number, cache: Tensor, isNeox: boolean) => {
+    assertNoOverlap('llm.rotaryEmbedding', ['query', q], ['key', k]);
     rope(q, positions, headSize, cache, isNeox);
     if (k) rope(k, positions, headSize, cache, isNeox);
     return k ? [q, k] : [q];

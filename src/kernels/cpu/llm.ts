@@ -9,6 +9,7 @@ import { addRmsNorm, fusedAddRmsNorm, geluAndMul, type GeluApproximate, rmsNorm,
 import type { KernelContext, OutMeta } from '../../ops/schema.js';
 import { numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
+import { assertNoOverlap } from '../../llm/overlap.js';
 import { registerLlmImpl, type ImplFn } from '../../llm/policy.js';
 import { castValue } from '../../tensor/typed.js';
 import { geluErf, geluTanh, silu } from './pointwise-math.js';
@@ -72,6 +73,7 @@ function addNorm(x: Tensor, residual: Tensor, weight: Tensor, eps: number): { su
 registerCpu(fusedAddRmsNorm.name, (_ctx, input, residual, weight, eps) => {
   const x = input as Tensor;
   const r = residual as Tensor;
+  assertNoOverlap(fusedAddRmsNorm.name, ['input', x], ['residual', r]);
   const { sum, y } = addNorm(x, r, weight as Tensor, eps as number);
   writeInto(r, sum);
   writeInto(x, y);
@@ -135,6 +137,7 @@ registerCpu(rotaryEmbedding.name, (_ctx, positions, query, key, headSize, cosSin
   const q = query as Tensor;
   const k = key as Tensor | null;
   const cache = cosSinCache as Tensor;
+  assertNoOverlap(rotaryEmbedding.name, ['query', q], ['key', k]);
   const g = ropeGeometry(positions as Tensor, q, k, headSize as number, cache, isNeox as boolean);
   const pos = denseValues(positions as Tensor);
   const maxPos = cache.shape[0]!;
