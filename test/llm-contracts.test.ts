@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { defineOp } from '../src/ops/registry.js';
 import { policyFromEnv } from '../src/llm/policy.js';
+import { cacheKey } from '../src/compile/cache/key.js';
 import type { LlmPolicy, OpcheckSample } from '../src/llm/index.js';
 import { rand } from './helpers/make.js';
 import { llmOpcheckSamples } from './samples/llm.js';
@@ -153,8 +154,10 @@ test('policy: freeze pins choices and the hash; changing it while frozen throws 
   llm.setLlmPolicy({ prefer: ['reference'] });
   const h1 = llm.llmManifestHash();
   assert.notEqual(h1, h0, 'a different choice must give a different hash');
+  const k1 = cacheKey(['program', 1]);
   llm.resetLlmPolicy();
   assert.equal(llm.llmManifestHash(), h0);
+  assert.notEqual(cacheKey(['program', 1]), k1, 'compile-cache keys include the llm choices');
 });
 
 test('kiln.compile freezes the policy on its first compile', () => {

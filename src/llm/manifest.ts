@@ -39,6 +39,12 @@ export interface ManifestEntry {
 }
 
 const entries = new Map<string, ManifestEntry>();
+let version = 0;
+
+/** Bumped on every new entry (lets hashes of the manifest be cached). */
+export function manifestVersion(): number {
+  return version;
+}
 
 function canonical(e: ManifestEntry): string {
   return JSON.stringify({
@@ -77,6 +83,7 @@ export function registerManifestEntry(entry: ManifestEntry): void {
     throw new Error(`llm manifest: op '${entry.op}' declares a backward formula but none is registered`);
   }
   entries.set(entry.op, entry);
+  version++;
 }
 
 export function manifestEntries(): ManifestEntry[] {

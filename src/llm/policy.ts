@@ -19,7 +19,7 @@ import type { DeviceType } from '../runtime/device.js';
 import { getOp, registerKernel, setDecomposition } from '../ops/registry.js';
 import type { KernelContext, MetaResult } from '../ops/schema.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { manifestText } from './manifest.js';
+import { manifestText, manifestVersion } from './manifest.js';
 
 export type ImplKind = 'kernel' | 'reference' | 'vendor';
 
@@ -139,6 +139,7 @@ export function registerLlmImpl(op: string, impl: LlmImpl): void {
   wire(op, impl.device);
   // While frozen the table keeps its choices; a new implementation takes effect on thaw.
   if (!frozen) table = rebuild(policy);
+  tableVersion++;
 }
 
 export function llmImpls(op: string): readonly LlmImpl[] {
@@ -174,6 +175,7 @@ export function setLlmPolicy(p: LlmPolicy): void {
   }
   policy = validatePolicy(p, 'setLlmPolicy');
   table = rebuild(policy);
+  tableVersion++;
 }
 
 /** Back to the default policy (prefer vendor, then library kernels, then references). */
@@ -193,6 +195,7 @@ export function freezeLlmPolicy(): void {
 export function thawLlmPolicy(): void {
   frozen = false;
   table = rebuild(policy);
+  tableVersion++;
 }
 
 export function isLlmPolicyFrozen(): boolean {
@@ -200,7 +203,20 @@ export function isLlmPolicyFrozen(): boolean {
 }
 
 /** sha256 of the manifest and the chosen implementation per (op, device): part of compile-cache keys. */
+let hashMemo: { key: string; hash: string } | undefined;
+let tableVersion = 0;
+
 export function llmManifestHash(): string {
+  // Compile-cache keys ask for this per kernel: reuse it until the manifest or the choices change.
+  const key = `${manifestVersion()}:${tableVersion}:${frozen ? 'f' : 't'}`;
+  if (hashMemo?.key === key) return hashMemo.hash;
+  const hash = computeHash();
+  // Unfrozen tables fill lazily (new devices), so only a frozen hash is cached.
+  if (frozen) hashMemo = { key, hash };
+  return hash;
+}
+
+function computeHash(): string {
   const choices: string[] = [];
   for (const op of [...impls.keys()].sort()) {
     for (const d of devicesOf(op)) {
