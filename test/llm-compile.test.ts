@@ -222,3 +222,29 @@ test('the kiln backend lowers library ops to extern nodes (called through the di
   const kinds = low.nodes.filter((n) => n.op.startsWith('llm.')).map((n) => `${n.op}:${n.kind}`);
   assert.deepEqual(kinds, ['llm.rmsNorm:extern', 'llm.siluAndMul:extern']);
 });
+
+test('native ops decompose into fusible core ops only when the frozen choice is the reference', () => {
+  const w = rand([8], 1);
+  const r = rand([3, 8], 3);
+  const f = (x: T): T[] => {
+    const { out, residual } = llm.addRmsNorm(x, r, w, 1e-6);
+    return [llm.siluAndMul(llm.rmsNorm(out, w, 1e-5)), llm.geluAndMul(residual, 'tanh'), llm.moeSum(x.reshape([3, 2, 4]))];
+  };
+  const x = rand([3, 8], 2);
+  const decomposed = (): string[] => runPasses(trace(f as (...a: never[]) => unknown, [x]).graph, { decompose: true }).graph.nodes.map((n) => n.op);
+  llm.thawLlmPolicy();
+  llm.resetLlmPolicy();
+  assert.deepEqual(decomposed().filter((o) => o.startsWith('llm.')).sort(), ['llm.addRmsNorm', 'llm.geluAndMul', 'llm.moeSum', 'llm.rmsNorm', 'llm.siluAndMul']);
+  llm.setLlmPolicy({ prefer: ['reference'] });
+  try {
+    assert.deepEqual(decomposed().filter((o) => o.startsWith('llm.')), []);
+    const c = kiln.compile(f, { fullgraph: true, name: 'native-reference' });
+    const eager = f(x);
+    kiln.noGrad(() => c(x)).forEach((t, i) => assertClose(t, eager[i]!, 1e-5, `native output ${i}`));
+    // Under the reference policy the compiled code fused the compositions into generated kernels.
+    assert.ok(c.counters.compiles === 1);
+  } finally {
+    llm.thawLlmPolicy();
+    llm.resetLlmPolicy();
+  }
+});

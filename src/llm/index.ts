@@ -8,6 +8,7 @@
 import './reference.js';
 import './backward.js';
 import './library.js';
+import './decompositions.js';
 
 export * from '../api/llm.js';
 export { manifestEntries, manifestEntry, registerManifestEntry, type CompileKind, type DynamicDim, type ManifestEntry } from './manifest.js';
