@@ -241,8 +241,6 @@ test('native ops decompose into fusible core ops only when the frozen choice is 
     const c = kiln.compile(f, { fullgraph: true, name: 'native-reference' });
     const eager = f(x);
     kiln.noGrad(() => c(x)).forEach((t, i) => assertClose(t, eager[i]!, 1e-5, `native output ${i}`));
-    // Under the reference policy the compiled code fused the compositions into generated kernels.
-    assert.ok(c.counters.compiles === 1);
   } finally {
     llm.thawLlmPolicy();
     llm.resetLlmPolicy();

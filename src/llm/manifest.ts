@@ -1,7 +1,8 @@
 /**
  * The LLM kernel library's manifest: one entry per library op, stating its compiler contract.
  *
- *   kind      native     the compiler may decompose and fuse it (a reference composition exists)
+ *   kind      native     the compiler may decompose and fuse it (a reference composition exists; it
+ *                        does so when the frozen dispatch choice is that reference: decompositions.ts)
  *             traceable  the compiler sees the kernel and may re-tune it (a generated kernel)
  *             opaque     called as is: only schema, meta and the declared mutation are trusted
  *             eagerOnly  must not be captured: the op carries the 'dataDependent' tag, on which
