@@ -11,6 +11,7 @@ import { fusedMoe, groupedTopk, moeGeometry, type MoeActivation, moeSum, type Sc
 import type { OutMeta } from '../../ops/schema.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { gelu, registerCpu } from './llm.js';
+import { gemm } from './gemm.js';
 import { denseValues, fromDense } from './numeric.js';
 import { sigmoid, silu } from './pointwise-math.js';
 
@@ -142,31 +143,28 @@ registerCpu(fusedMoe.name, (ctx, hiddenArg, w13Arg, w2Arg, weightsArg, idsArg, a
   const perm = new Int32Array(tokens * topk);
   const fill = counts.slice(0, experts);
   for (let p = 0; p < tokens * topk; p++) perm[fill[ids[p]!]!++] = p;
-  // 3. per expert: gate/up GEMM, act-and-mul, down GEMM, into a per-(token, slot) result.
+  // 3. per expert: gather its rows, gate/up GEMM, act-and-mul, down GEMM (the shared CPU GEMM
+  //    reads the weights through strides, no transposed copies), into a per-(token, slot) result.
   const slotOut = new Float64Array(tokens * topk * h);
-  const gu = new Float64Array(2 * inter);
-  const a = new Float64Array(inter);
+  const maxRows = Math.max(0, ...Array.from({ length: experts }, (_, e) => counts[e + 1]! - counts[e]!));
+  const rowsBuf = new Float64Array(maxRows * h);
+  const gu = new Float64Array(maxRows * 2 * inter);
+  const a = new Float64Array(maxRows * inter);
+  const down = new Float64Array(maxRows * h);
   for (let e = 0; e < experts; e++) {
-    const w13Base = e * 2 * inter * h;
-    const w2Base = e * h * inter;
-    for (let q = counts[e]!; q < counts[e + 1]!; q++) {
-      const p = perm[q]!;
-      const xb = Math.floor(p / topk) * h;
-      for (let o = 0; o < 2 * inter; o++) {
-        let s = 0;
-        const wb = w13Base + o * h;
-        for (let i = 0; i < h; i++) s += xs[xb + i]! * w13[wb + i]!;
-        gu[o] = s;
-      }
-      for (let i = 0; i < inter; i++) a[i] = act(gu[i]!) * gu[inter + i]!;
-      const ob = p * h;
-      for (let o = 0; o < h; o++) {
-        let s = 0;
-        const wb = w2Base + o * inter;
-        for (let i = 0; i < inter; i++) s += a[i]! * w2[wb + i]!;
-        slotOut[ob + o] = s;
-      }
+    const first = counts[e]!;
+    const m = counts[e + 1]! - first;
+    if (m === 0) continue;
+    for (let q = 0; q < m; q++) {
+      const xb = Math.floor(perm[first + q]! / topk) * h;
+      for (let i = 0; i < h; i++) rowsBuf[q * h + i] = xs[xb + i]!;
     }
+    // gu[m, 2I] = rows[m, H] @ w13[e]^T   (B[k, n] = w13[e, n, k])
+    gemm(m, 2 * inter, h, 1, { data: rowsBuf, offset: 0, rowStride: h, colStride: 1 }, { data: w13, offset: e * 2 * inter * h, rowStride: 1, colStride: h }, 0, { data: gu, offset: 0, rowStride: 2 * inter, colStride: 1 });
+    for (let q = 0; q < m; q++) for (let i = 0; i < inter; i++) a[q * inter + i] = act(gu[q * 2 * inter + i]!) * gu[q * 2 * inter + inter + i]!;
+    // down[m, H] = a[m, I] @ w2[e]^T   (B[k, n] = w2[e, n, k])
+    gemm(m, h, inter, 1, { data: a, offset: 0, rowStride: inter, colStride: 1 }, { data: w2, offset: e * h * inter, rowStride: 1, colStride: inter }, 0, { data: down, offset: 0, rowStride: h, colStride: 1 });
+    for (let q = 0; q < m; q++) slotOut.set(down.subarray(q * h, (q + 1) * h), perm[first + q]! * h);
   }
   // 4. un-permute: weighted sum over each token's slots, in slot order.
   const out = new Float64Array(tokens * h);
