@@ -243,14 +243,14 @@ function refTopk(scores: number[], k: number): number[] {
   return scores.map((s, i) => [s, i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, k).map((p) => p[1]);
 }
 
-for (const dtype of ['float32', 'bfloat16'] as DType[]) {
+for (const dtype of ['float32', 'float16', 'bfloat16', 'float64'] as DType[]) {
   test(`topkSoftmax and groupedTopk match float64 references [${dtype}]`, () => {
     const [T, E] = [4, 8];
     const g = rand([T, E], 22, 'contiguous', dtype, -3, 3);
     const gv = vals(g);
     for (const renorm of [false, true]) {
       const r = llm.topkSoftmax(g, 3, renorm);
-      assert.equal(r.weights.dtype, 'float32');
+      assert.equal(r.weights.dtype, dtype === 'float64' ? 'float64' : 'float32');
       assert.equal(r.ids.dtype, 'int32');
       const ew: number[] = [];
       const ei: number[] = [];
@@ -381,4 +381,20 @@ test('mhcPre with one Sinkhorn round: row softmax (+eps) then one column normali
     expected.push(...M.flatMap((row) => row.map((a, j) => a / colSum[j]!)));
   }
   close(vals(comb), expected, 'float32', 'one Sinkhorn round', 1e-6);
+});
+
+test('autograd: in-place library ops refuse leaves that require grad and have no derivative', () => {
+  const x = kiln.randn([2, 4]).requiresGrad_();
+  const r = kiln.randn([2, 4]);
+  assert.throws(() => llm.fusedAddRmsNorm(x, r, kiln.ones([4])), /llm\.fusedAddRmsNorm: a leaf tensor \[2, 4\] that requires grad is being used in an in-place operation/);
+  const y = kiln.mul(x, 1);
+  llm.fusedAddRmsNorm(y, r, kiln.ones([4]));
+  assert.throws(() => y.sum().backward(), /the derivative for 'llm\.fusedAddRmsNorm' is not implemented/);
+  // The out-of-place form trains: gradients reach both inputs.
+  const a = kiln.randn([2, 4]).requiresGrad_();
+  const b = kiln.randn([2, 4]).requiresGrad_();
+  const o = llm.addRmsNorm(a, b, kiln.ones([4]));
+  kiln.add(o.out.sum(), o.residual.sum()).backward();
+  assert.deepEqual(a.grad!.shape, [2, 4]);
+  close(vals(a.grad!), vals(b.grad!), 'float32', 'd/da = d/db for a + b');
 });
