@@ -2,7 +2,10 @@
  * CPU kernels of the LLM library, part 1: RMSNorm (plain, fused add in place, add out of place),
  * SiLU/GELU-and-mul and rotary embeddings. Inputs are read through denseValues (any strides;
  * halves decoded to float32), all arithmetic runs in JS doubles (wider than the fp32 accumulation
- * the GPU kernels use) and each result is rounded once when stored in the output dtype.
+ * the GPU kernels use) and results are rounded only when stored (through float32 for halves, as
+ * every kiln CPU kernel stores). One difference from vLLM's RMSNorm, deliberate: vLLM rounds
+ * x * rsqrt(...) to the dtype before multiplying by the weight; here x * rsqrt(...) * w is rounded
+ * once, so half-precision results can differ from vLLM's by one unit in the last place.
  * Registered as the 'cpu-kernel' implementation of each op through the llm dispatch policy.
  */
 import { addRmsNorm, fusedAddRmsNorm, geluAndMul, type GeluApproximate, rmsNorm, ropeGeometry, rotaryEmbedding, siluAndMul } from '../../ops/defs/llm.js';
