@@ -104,6 +104,7 @@ test('the manifest rejects a conflicting duplicate and one that contradicts the 
   assert.throws(() => llm.registerManifestEntry({ ...entry, op: fresh.name, mutates: ['input'] }), /declares mutated \[input\] but its schema mutates \[\]/);
   assert.throws(() => llm.registerManifestEntry({ ...entry, op: fresh.name }), /declares a backward formula but none is registered/);
   assert.throws(() => llm.registerManifestEntry({ ...entry, op: 'llm.noSuchOp' }), /not a registered op/);
+  assert.throws(() => llm.registerLlmImpl('llm.rmsNorm', { ...llm.llmImpls('llm.rmsNorm')[0]! }), /op 'llm\.rmsNorm' already has an implementation named 'cpu-kernel'/);
 });
 
 // ---------------------------------------------------------------------------------------------
