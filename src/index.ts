@@ -32,7 +32,8 @@ export {
 } from './runtime/index.js';
 export type { Accelerator, AllocatorStats, DeviceType, DeviceLike } from './runtime/index.js';
 export { memoryStats, emptyCache, resetPeakMemoryStats } from './memory.js';
-export * as ops from './ops/public.js';
+export * as ops from './llm/ops-namespace.js';
+export * as llm from './llm/index.js';
 import './compile/kiln-backend.js';
 export { compile, compileCounters, resetCompileCounters, type CompileOptions, type CompileCounters, type CompiledFunction, type CompiledPrograms } from './compile/compile.js';
 export const version = '0.1.0';

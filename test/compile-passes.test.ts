@@ -218,7 +218,8 @@ test('every registered decomposition keeps semantics and removes the composite o
     assert.equal(count(after, op), 0, `${op} decomposed`);
     covered.add(op);
   }
-  for (const op of listDecompositions()) assert.ok(covered.has(op), `decomposition of ${op} is tested`);
+  // Library ops (llm.*) decompose only under a reference policy: test/llm-compile.test.ts covers them.
+  for (const op of listDecompositions().filter((o) => !o.startsWith('llm.'))) assert.ok(covered.has(op), `decomposition of ${op} is tested`);
   // A transposed input still gives layerNorm's contiguous output.
   const g = decompose(trace((a: Tensor) => kiln.layerNorm(a, [4]), [xt]).graph);
   const out = interpret(g, [xt]) as Tensor;

@@ -173,6 +173,7 @@ class Tracer implements DispatchMode, TraceContext {
   }
 
   handle(op: Op<readonly unknown[], MetaResult>, args: readonly unknown[]): unknown {
+    if (op.tags?.includes('dataDependent')) throw new GraphBreak(`op '${op.name}' is data dependent (eager only)`, userFrame());
     const irArgs = args.map((a) => this.toIR(a));
     const meta = op.meta(...(args as never[]));
     const metas: readonly OutMeta[] = Array.isArray(meta) ? meta : [meta as OutMeta];

@@ -38,6 +38,7 @@ import { isGradEnabled } from '../autograd/grad-mode.js';
 import { Module } from '../nn/module.js';
 import { Tensor } from '../tensor/tensor.js';
 import { getBackend, listBackends, type CompileMode, type CompiledProgram } from './backend.js';
+import { freezeLlmPolicy } from '../llm/policy.js';
 import { GraphBreak, trace } from './capture.js';
 import {
   anyRequiresGrad,
@@ -256,6 +257,8 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   /** Traces and compiles one variant; null on a graph break (the entry becomes eager). */
   const build = (entry: Entry, g: ArgGuards, args: readonly unknown[]): Variant | null => {
     bump('traces');
+    // Library-op choices are pinned before the first capture (they are part of what a program means).
+    freezeLlmPolicy();
     let traced: Graph;
     try {
       traced = trace(fn, args).graph;

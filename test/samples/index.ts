@@ -7,5 +7,6 @@ import { samples as reduction } from './reduction.js';
 import { samples as linalg } from './linalg.js';
 import { samples as indexing } from './indexing.js';
 import { samples as nn } from './nn.js';
+import { samples as llm } from './llm.js';
 
-export const allSamples: OpSample[] = [...core, ...creation, ...views, ...pointwise, ...reduction, ...linalg, ...indexing, ...nn];
+export const allSamples: OpSample[] = [...core, ...creation, ...views, ...pointwise, ...reduction, ...linalg, ...indexing, ...nn, ...llm];

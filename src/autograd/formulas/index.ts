@@ -7,3 +7,4 @@ import './reduction.js';
 import './linalg.js';
 import './indexing.js';
 import './nn.js';
+import './llm.js';

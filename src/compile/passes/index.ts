@@ -9,6 +9,7 @@ import { commonSubexpressionElimination } from './cse.js';
 import { deadCodeElimination } from './dce.js';
 import { decompose } from './decompose.js';
 import { constantFolding } from './fold.js';
+import { llmRewriteRules } from '../../llm/rewrites.js';
 import { applyRewrites, defaultRewriteRules, type RewriteRule } from './rewrite.js';
 
 export { deadCodeElimination } from './dce.js';
@@ -17,6 +18,7 @@ export { constantFolding, FOLD_LIMIT, type FoldResult } from './fold.js';
 export { decompose, registerDecomposition, getDecomposition, listDecompositions, type Decomposition } from './decompose.js';
 export { applyRewrites, matchNode, siluRule, defaultRewriteRules, P, Match, type RewriteRule, type OpPattern, type PatternArg } from './rewrite.js';
 export { GraphBuilder, Val, isImpure, isMutating, isRandom } from './util.js';
+export { llmRewriteRules } from '../../llm/rewrites.js';
 export { graphSignature } from './signature.js';
 
 export interface PassOptions {
@@ -25,7 +27,7 @@ export interface PassOptions {
   constantFolding?: boolean;
   /** Decompose composite ops to the core set (default: on for code-generating backends). */
   decompose?: boolean;
-  /** Pattern rewrite rules applied before decompositions (default: none). */
+  /** Pattern rewrite rules applied before decompositions (default: none; 'default' = silu and the llm library rules). */
   rewrites?: readonly RewriteRule[] | 'default';
 }
 
@@ -45,7 +47,7 @@ export function runPasses(g: Graph, o: PassOptions = {}): PassResult {
     graph = r.graph;
     foldedSources = r.foldedSources;
   }
-  const rules = o.rewrites === 'default' ? defaultRewriteRules : (o.rewrites ?? []);
+  const rules = o.rewrites === 'default' ? [...defaultRewriteRules, ...llmRewriteRules] : (o.rewrites ?? []);
   if (rules.length > 0) graph = applyRewrites(graph, rules).graph;
   if (o.decompose === true) {
     graph = decompose(graph);

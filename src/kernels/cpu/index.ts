@@ -7,3 +7,6 @@ import './reduction.js';
 import './linalg.js';
 import './indexing.js';
 import './nn.js';
+import './llm.js';
+import './llm-moe.js';
+import './llm-mhc.js';

@@ -1,0 +1,147 @@
+/**
+ * kiln.llm (also kiln.ops.llm): public functions of the LLM kernel library. Each dispatches one
+ * registered `llm.*` op; the implementation (CPU kernel, reference composition, later cuda or
+ * vendor kernels) is chosen by the llm dispatch policy (src/llm/policy.ts). Defaults follow vLLM.
+ */
+import { dispatch } from '../ops/dispatch.js';
+import * as D from '../ops/defs/llm.js';
+import * as M from '../ops/defs/llm-moe.js';
+import * as H from '../ops/defs/llm-mhc.js';
+import type { Tensor } from '../tensor/tensor.js';
+
+export type { GeluApproximate } from '../ops/defs/llm.js';
+export type { MoeActivation, ScoringFunc } from '../ops/defs/llm-moe.js';
+
+/** RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * weight (float32 math for halves). */
+export function rmsNorm(input: Tensor, weight: Tensor, eps = 1e-6): Tensor {
+  return dispatch(D.rmsNorm, input, weight, eps);
+}
+
+/** vLLM's fused_add_rms_norm, in place: residual = input + residual, input = rmsNorm(residual). */
+export function fusedAddRmsNorm(input: Tensor, residual: Tensor, weight: Tensor, eps = 1e-6): { input: Tensor; residual: Tensor } {
+  const [x, r] = dispatch(D.fusedAddRmsNorm, input, residual, weight, eps);
+  return { input: x!, residual: r! };
+}
+
+/** Out-of-place add + RMSNorm: { out: rmsNorm(input + residual), residual: input + residual }. */
+export function addRmsNorm(input: Tensor, residual: Tensor, weight: Tensor, eps = 1e-6): { out: Tensor; residual: Tensor } {
+  const [o, r] = dispatch(D.addRmsNorm, input, residual, weight, eps);
+  return { out: o!, residual: r! };
+}
+
+/** silu(x[..., :d]) * x[..., d:] for a last dim of 2d. */
+export function siluAndMul(input: Tensor): Tensor {
+  return dispatch(D.siluAndMul, input);
+}
+
+/** gelu(x[..., :d], approximate) * x[..., d:] for a last dim of 2d. */
+export function geluAndMul(input: Tensor, approximate: D.GeluApproximate = 'none'): Tensor {
+  return dispatch(D.geluAndMul, input, approximate);
+}
+
+/**
+ * vLLM's rotary_embedding, in place on query (and key). query [T, heads * headSize] or [T, heads,
+ * headSize], key likewise or null, positions [T] int, cosSinCache [maxPosition, rotaryDim] with the
+ * cosines in its first half and the sines in its second; only the first rotaryDim features of
+ * each head rotate. isNeox: pairs (i, i + rotaryDim/2); otherwise gpt-j pairs (2i, 2i + 1).
+ */
+export function rotaryEmbedding(
+  positions: Tensor,
+  query: Tensor,
+  key: Tensor | null,
+  headSize: number,
+  cosSinCache: Tensor,
+  isNeox = true,
+): { query: Tensor; key: Tensor | null } {
+  const out = dispatch(D.rotaryEmbedding, positions, query, key ?? null, headSize, cosSinCache, isNeox);
+  return { query: out[0]!, key: out[1] ?? null };
+}
+
+/** Softmax over experts, then the top k: { weights float32 [T, k] (float64 for float64 logits), ids int32 [T, k] }. */
+export function topkSoftmax(gatingOutput: Tensor, topk: number, renormalize = false): { weights: Tensor; ids: Tensor } {
+  const [w, i] = dispatch(M.topkSoftmax, gatingOutput, topk, renormalize);
+  return { weights: w!, ids: i! };
+}
+
+export interface GroupedTopkOptions {
+  numExpertGroup: number;
+  topkGroup: number;
+  scoringFunc?: M.ScoringFunc;
+  /** DeepSeek-V3's e_score_correction_bias: added to the scores for selection only. */
+  eScoreCorrectionBias?: Tensor | null;
+  routedScalingFactor?: number;
+}
+
+/**
+ * DeepSeek-V3 grouped top-k routing: score the experts (softmax or sigmoid), rank the groups (by
+ * their best score, or with a correction bias by the sum of their two best biased scores), keep
+ * the topkGroup best groups and pick the top k experts inside them. Weights are the unbiased
+ * scores (renormalised if asked) times routedScalingFactor.
+ */
+export function groupedTopk(gatingOutput: Tensor, topk: number, renormalize: boolean, options: GroupedTopkOptions): { weights: Tensor; ids: Tensor } {
+  const [w, i] = dispatch(
+    M.groupedTopk,
+    gatingOutput,
+    topk,
+    renormalize,
+    options.numExpertGroup,
+    options.topkGroup,
+    options.scoringFunc ?? 'softmax',
+    options.eScoreCorrectionBias ?? null,
+    options.routedScalingFactor ?? 1,
+  );
+  return { weights: w!, ids: i! };
+}
+
+/** Sum over the topk dim: [T, k, H] -> [T, H]. */
+export function moeSum(input: Tensor): Tensor {
+  return dispatch(M.moeSum, input);
+}
+
+/**
+ * Fused MoE MLP: out[t] = sum_j weights[t, j] * w2[e] @ act(gate) * up, with gate/up = w13[e] @ x[t]
+ * (w13 rows: gate first, then up) and e = ids[t, j].
+ */
+export function fusedMoe(hidden: Tensor, w13: Tensor, w2: Tensor, topkWeights: Tensor, topkIds: Tensor, activation: M.MoeActivation = 'silu'): Tensor {
+  return dispatch(M.fusedMoe, hidden, w13, w2, topkWeights, topkIds, activation);
+}
+
+export interface MhcPreOptions {
+  /** RMSNorm epsilon of the flattened streams (default 1e-6). */
+  rmsEps?: number;
+  /** Added to the sigmoid pre weights (default 0). */
+  preEps?: number;
+  /** Scale of the sigmoid post weights (the paper's 2, the default). */
+  postMult?: number;
+  /** Sinkhorn-Knopp rounds (the paper's t_max = 20, the default). */
+  sinkhornIters?: number;
+  /** Added to every Sinkhorn normaliser (default 1e-6). */
+  sinkhornEps?: number;
+}
+
+/** mHC pre-mix (see src/ops/defs/llm-mhc.ts): { layerInput [..., H], post [..., n], comb [..., n, n] }. */
+export function mhcPre(streams: Tensor, phi: Tensor, alpha: Tensor, bias: Tensor, options: MhcPreOptions = {}): { layerInput: Tensor; post: Tensor; comb: Tensor } {
+  const [x, p, c] = dispatch(
+    H.mhcPre,
+    streams,
+    phi,
+    alpha,
+    bias,
+    options.rmsEps ?? 1e-6,
+    options.preEps ?? 0,
+    options.postMult ?? 2,
+    options.sinkhornIters ?? 20,
+    options.sinkhornEps ?? 1e-6,
+  );
+  return { layerInput: x!, post: p!, comb: c! };
+}
+
+/** mHC post-mix: post[..., :, None] * layerOut[..., None, :] + comb^T @ streams. */
+export function mhcPost(layerOut: Tensor, streams: Tensor, post: Tensor, comb: Tensor): Tensor {
+  return dispatch(H.mhcPost, layerOut, streams, post, comb);
+}
+
+/** Final collapse of the n streams: sum_i (sigmoid(alpha * (phi v / rms)[i] + bias[i]) + eps) * streams[i]. */
+export function mhcHeadCollapse(streams: Tensor, phi: Tensor, alpha: Tensor, bias: Tensor, options: { rmsEps?: number; eps?: number } = {}): Tensor {
+  return dispatch(H.mhcHeadCollapse, streams, phi, alpha, bias, options.rmsEps ?? 1e-6, options.eps ?? 0);
+}

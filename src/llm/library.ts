@@ -1,0 +1,85 @@
+/**
+ * The library's manifest entries (see manifest.ts for the meaning of each field). Pure ops with a
+ * reference composition are `native`; ops that write their inputs in place, or whose work is data
+ * dependent inside (routing, expert permutation, Sinkhorn), are `opaque`: the compiler calls them
+ * as extern nodes and trusts only schema, meta and the declared mutation.
+ */
+import type { DType } from '../tensor/dtype.js';
+import { registerManifestEntry, type ManifestEntry } from './manifest.js';
+
+const FLOATS: readonly DType[] = ['float32', 'float16', 'bfloat16', 'float64'];
+const TOKENS = { name: 'T', sizes: 'tokens: the leading dims of every token-indexed argument' };
+
+const ENTRIES: readonly ManifestEntry[] = [
+  {
+    op: 'llm.rmsNorm',
+    kind: 'native',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['weight is 1-d with the size of the last dim of input, same dtype'],
+    dtypes: FLOATS,
+    backward: true,
+  },
+  {
+    op: 'llm.fusedAddRmsNorm',
+    kind: 'opaque',
+    mutates: ['input', 'residual'],
+    dynamic: [TOKENS],
+    requires: ['input and residual have one shape and dtype and do not overlap'],
+    dtypes: FLOATS,
+    backward: 'in place (vLLM inference kernel); use llm.addRmsNorm for training',
+  },
+  {
+    op: 'llm.addRmsNorm',
+    kind: 'native',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['input and residual have one shape and dtype'],
+    dtypes: FLOATS,
+    backward: true,
+  },
+  { op: 'llm.siluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
+  { op: 'llm.geluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
+  {
+    op: 'llm.rotaryEmbedding',
+    kind: 'opaque',
+    mutates: ['query', 'key'],
+    dynamic: [TOKENS],
+    requires: ['positions int32/int64 in [0, maxPosition)', 'rotary dim even and <= headSize', 'query/key do not overlap'],
+    dtypes: FLOATS,
+    backward: 'in place (vLLM inference kernel)',
+  },
+  {
+    op: 'llm.topkSoftmax',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['topk <= experts'],
+    dtypes: FLOATS,
+    backward: true,
+  },
+  {
+    op: 'llm.groupedTopk',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['experts divisible by numExpertGroup', 'topk <= topkGroup * experts per group'],
+    dtypes: FLOATS,
+    backward: true,
+  },
+  { op: 'llm.moeSum', kind: 'native', mutates: [], dynamic: [TOKENS], requires: [], dtypes: FLOATS, backward: true },
+  {
+    op: 'llm.fusedMoe',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['topkIds in [0, experts)', 'w13 [E, 2I, H] gate rows then up rows, w2 [E, H, I]'],
+    dtypes: FLOATS,
+    backward: true,
+  },
+  { op: 'llm.mhcPre', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n(n+2), nH], alpha [3], bias [n(n+2)]'], dtypes: FLOATS, backward: true },
+  { op: 'llm.mhcPost', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: [], dtypes: FLOATS, backward: true },
+  { op: 'llm.mhcHeadCollapse', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n, nH], alpha [1], bias [n]'], dtypes: FLOATS, backward: true },
+];
+
+for (const e of ENTRIES) registerManifestEntry(e);

@@ -1,0 +1,48 @@
+/**
+ * In-place library ops write two tensors (input and residual, query and key); if those share
+ * elements the result depends on write order. Every implementation calls this before writing
+ * (the meta function cannot: it sees metadata only, and fake tensors share one storage). Views
+ * whose storage ranges interleave without sharing an element (q and k as column slices of one qkv
+ * tensor, as vLLM passes them) are allowed: the check marks a's elements in a bitmap over the
+ * common range and looks for b's (linear in the elements, like the kernels themselves).
+ */
+import { numel } from '../tensor/layout.js';
+import { storageSpan, type Tensor } from '../tensor/tensor.js';
+
+function forEachOffset(t: Tensor, fn: (off: number) => void): void {
+  const n = numel(t.shape);
+  const idx = new Array<number>(t.ndim).fill(0);
+  let off = t.offset;
+  for (let i = 0; i < n; i++) {
+    fn(off);
+    for (let d = t.ndim - 1; d >= 0; d--) {
+      idx[d]!++;
+      off += t.strides[d]!;
+      if (idx[d]! < t.shape[d]!) break;
+      off -= t.strides[d]! * t.shape[d]!;
+      idx[d] = 0;
+    }
+  }
+}
+
+export function assertNoOverlap(op: string, a: [string, Tensor], b: [string, Tensor | null]): void {
+  const [an, at] = a;
+  const [bn, bt] = b;
+  if (!bt || at.storage !== bt.storage || numel(at.shape) === 0 || numel(bt.shape) === 0) return;
+  const lo = Math.max(at.offset, bt.offset);
+  const hi = Math.min(at.offset + storageSpan(at.shape, at.strides), bt.offset + storageSpan(bt.shape, bt.strides));
+  if (lo >= hi) return;
+  const marks = new Uint8Array(hi - lo);
+  forEachOffset(at, (o) => {
+    if (o >= lo && o < hi) marks[o - lo] = 1;
+  });
+  let shared = -1;
+  forEachOffset(bt, (o) => {
+    if (shared < 0 && o >= lo && o < hi && marks[o - lo] === 1) shared = o;
+  });
+  if (shared >= 0) {
+    throw new Error(
+      `${op}: arguments '${an}' [${at.shape.join(', ')}] and '${bn}' [${bt.shape.join(', ')}] overlap in memory (element ${shared} of their storage); both are written in place, so pass separate tensors (clone one)`,
+    );
+  }
+}

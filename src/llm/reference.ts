@@ -1,0 +1,200 @@
+/**
+ * Reference implementations of the library ops as compositions of core Kiln ops: they run on any
+ * device that has the core ops, serve as the fallback the policy can pick ('reference'), and give
+ * opcheck a second, independently written implementation to compare every kernel with. Halves are
+ * computed in float32 (float64 stays float64) and cast once at the end, like the kernels; results
+ * are made contiguous because the ops' meta functions promise contiguous outputs. They run under
+ * noGrad: the op's own backward formula (or none) is what autograd records.
+ */
+import { noGrad } from '../autograd/grad-mode.js';
+import { add, contiguous, copy_ } from '../api/core.js';
+import { arange, zeros } from '../api/creation.js';
+import { cat, gather, indexSelect, stack } from '../api/indexing.js';
+import { linear, matmul } from '../api/linalg.js';
+import { div, eq, gelu, mul, rsqrt, sigmoid, silu, sub, where } from '../api/pointwise.js';
+import { amax, mean, softmax, sum, topk } from '../api/reduction.js';
+import { expand, narrow, reshape, select, slice, transpose, unsqueeze } from '../api/views.js';
+import type { GeluApproximate } from '../ops/defs/llm.js';
+import type { MoeActivation, ScoringFunc } from '../ops/defs/llm-moe.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { assertNoOverlap } from './overlap.js';
+import { registerLlmImpl } from './policy.js';
+
+function up(t: Tensor): Tensor {
+  return t.dtype === 'float64' ? t : t.to('float32');
+}
+function down(t: Tensor, like: Tensor): Tensor {
+  return contiguous(t.to(like.dtype));
+}
+
+function rms(x: Tensor, w: Tensor, eps: number): Tensor {
+  const x32 = up(x);
+  const r = rsqrt(add(mean(mul(x32, x32), [-1], true), eps));
+  return down(mul(mul(x32, r), up(w)), x);
+}
+
+function gated(x: Tensor, act: (a: Tensor) => Tensor): Tensor {
+  const d = x.shape[x.ndim - 1]! / 2;
+  const x32 = up(x);
+  return down(mul(act(narrow(x32, -1, 0, d)), narrow(x32, -1, d, d)), x);
+}
+
+function rope(t: Tensor, positions: Tensor, headSize: number, cache: Tensor, isNeox: boolean): void {
+  const tokens = t.shape[0]!;
+  const rot = cache.shape[1]!;
+  const half = rot / 2;
+  const cs = indexSelect(up(cache), 0, positions.to('int64'));
+  const cos = unsqueeze(narrow(cs, 1, 0, half), 1);
+  const sin = unsqueeze(narrow(cs, 1, half, half), 1);
+  const x = reshape(up(t), [tokens, -1, headSize]);
+  const r = narrow(x, 2, 0, rot);
+  const x1 = isNeox ? narrow(r, 2, 0, half) : slice(r, 2, 0, rot, 2);
+  const x2 = isNeox ? narrow(r, 2, half, half) : slice(r, 2, 1, rot, 2);
+  const o1 = sub(mul(x1, cos), mul(x2, sin));
+  const o2 = add(mul(x2, cos), mul(x1, sin));
+  const rotated = isNeox ? cat([o1, o2], 2) : reshape(stack([o1, o2], 3), [tokens, -1, rot]);
+  const parts = rot < headSize ? [rotated, narrow(x, 2, rot, headSize - rot)] : [rotated];
+  copy_(t, reshape(cat(parts, 2), [...t.shape]).to(t.dtype));
+}
+
+/** The k best of each row as weights float32 and ids int32 (ties: torch.topk's order). */
+function route(scores: Tensor, selectBy: Tensor, k: number, renormalize: boolean, scale: number): Tensor[] {
+  const ids = topk(selectBy, k, -1).indices;
+  let w = gather(scores, 1, ids);
+  if (renormalize) w = div(w, sum(w, [-1], true));
+  if (scale !== 1) w = mul(w, scale);
+  return [contiguous(w.to(scores.dtype === 'float64' ? 'float64' : 'float32')), contiguous(ids.to('int32'))];
+}
+
+function groupedTopkRef(gating: Tensor, k: number, renormalize: boolean, groups: number, topkGroup: number, scoring: ScoringFunc, bias: Tensor | null, scale: number): Tensor[] {
+  const [t, e] = gating.shape as [number, number];
+  const g32 = up(gating);
+  const scores = scoring === 'softmax' ? softmax(g32, -1) : sigmoid(g32);
+  const biased = bias ? add(scores, up(bias)) : scores;
+  const grouped = reshape(biased, [t, groups, e / groups]);
+  const groupScore = bias ? sum(topk(grouped, 2, -1).values, [-1]) : amax(grouped, [-1]);
+  const keepIdx = topk(groupScore, topkGroup, -1).indices;
+  // mask[t, g] = 1 for kept groups, via a sum of one-hots (no scatter needed).
+  const groupIds = reshape(arange(groups, { dtype: 'int64', device: gating.device }), [1, 1, groups]);
+  const mask = sum(eq(unsqueeze(keepIdx, 2), groupIds).to('float32'), [1]);
+  const expertMask = reshape(expand(unsqueeze(mask, 2), [t, groups, e / groups]), [t, e]);
+  const masked = where(eq(expertMask, 1), biased, -Infinity);
+  return route(scores, masked, k, renormalize, scale);
+}
+
+function fusedMoeRef(x: Tensor, w13: Tensor, w2: Tensor, weights: Tensor, ids: Tensor, activation: MoeActivation): Tensor {
+  const experts = w13.shape[0]!;
+  const inter = w13.shape[1]! / 2;
+  const x32 = up(x);
+  const tw = up(weights);
+  let out = zeros([...x.shape], { dtype: x32.dtype, device: x.device });
+  // Dense reference: every expert on every token, weighted by the token's routing weight for it.
+  for (let e = 0; e < experts; e++) {
+    const we = sum(where(eq(ids, e), tw, 0), [-1], true);
+    const gu = linear(x32, up(select(w13, 0, e)));
+    const gate = narrow(gu, -1, 0, inter);
+    const a = mul(activation === 'silu' ? silu(gate) : gelu(gate), narrow(gu, -1, inter, inter));
+    out = add(out, mul(linear(a, up(select(w2, 0, e))), we));
+  }
+  return down(out, x);
+}
+
+function sinkhornRef(logits: Tensor, iters: number, eps: number): Tensor {
+  let m = add(softmax(logits, -1), eps);
+  m = div(m, add(sum(m, [-2], true), eps));
+  for (let k = 1; k < iters; k++) {
+    m = div(m, add(sum(m, [-1], true), eps));
+    m = div(m, add(sum(m, [-2], true), eps));
+  }
+  return m;
+}
+
+/** (phi v) / rms(v) for flattened streams: [..., rows]. */
+function mixLogits(s32: Tensor, phi: Tensor, rmsEps: number): Tensor {
+  const v = reshape(s32, [...s32.shape.slice(0, -2), -1]);
+  const r = rsqrt(add(mean(mul(v, v), [-1], true), rmsEps));
+  return mul(linear(v, up(phi)), r);
+}
+
+function mhcPreRef(streams: Tensor, phi: Tensor, alpha: Tensor, bias: Tensor, rmsEps: number, preEps: number, postMult: number, iters: number, sinkEps: number): Tensor[] {
+  const n = streams.shape[streams.ndim - 2]!;
+  const s32 = up(streams);
+  const m = mixLogits(s32, phi, rmsEps);
+  const a = up(alpha);
+  const b = up(bias);
+  const part = (i: number, start: number, len: number): Tensor => add(mul(narrow(m, -1, start, len), select(a, 0, i)), narrow(b, 0, start, len));
+  const pre = add(sigmoid(part(0, 0, n)), preEps);
+  const post = mul(sigmoid(part(1, n, n)), postMult);
+  const logits = reshape(part(2, 2 * n, n * n), [...m.shape.slice(0, -1), n, n]);
+  const comb = sinkhornRef(logits, iters, sinkEps);
+  const layerInput = sum(mul(unsqueeze(pre, -1), s32), [-2]);
+  const cd = streams.dtype === 'float64' ? 'float64' : 'float32';
+  return [down(layerInput, streams), contiguous(post.to(cd)), contiguous(comb.to(cd))];
+}
+
+function mhcPostRef(layerOut: Tensor, streams: Tensor, post: Tensor, comb: Tensor): Tensor {
+  const mixed = matmul(transpose(up(comb), -1, -2), up(streams));
+  return down(add(mul(unsqueeze(up(post), -1), unsqueeze(up(layerOut), -2)), mixed), streams);
+}
+
+function mhcHeadRef(streams: Tensor, phi: Tensor, alpha: Tensor, bias: Tensor, rmsEps: number, eps: number): Tensor {
+  const s32 = up(streams);
+  const m = mixLogits(s32, phi, rmsEps);
+  const w = add(sigmoid(add(mul(m, select(up(alpha), 0, 0)), up(bias))), eps);
+  return down(sum(mul(unsqueeze(w, -1), s32), [-2]), streams);
+}
+
+type RefFn = (...args: never[]) => Tensor | Tensor[];
+
+const REFERENCES: Record<string, RefFn> = {
+  'llm.rmsNorm': (x: Tensor, w: Tensor, eps: number) => rms(x, w, eps),
+  'llm.fusedAddRmsNorm': (x: Tensor, r: Tensor, w: Tensor, eps: number) => {
+    assertNoOverlap('llm.fusedAddRmsNorm', ['input', x], ['residual', r]);
+    const s = add(x, r);
+    copy_(r, s);
+    copy_(x, rms(s, w, eps));
+    return [x, r];
+  },
+  'llm.addRmsNorm': (x: Tensor, r: Tensor, w: Tensor, eps: number) => {
+    const s = contiguous(add(x, r));
+    return [rms(s, w, eps), s];
+  },
+  'llm.siluAndMul': (x: Tensor) => gated(x, silu),
+  'llm.geluAndMul': (x: Tensor, approximate: GeluApproximate) => gated(x, (a) => gelu(a, approximate)),
+  'llm.rotaryEmbedding': (positions: Tensor, q: Tensor, k: Tensor | null, headSize: number, cache: Tensor, isNeox: boolean) => {
+    assertNoOverlap('llm.rotaryEmbedding', ['query', q], ['key', k]);
+    rope(q, positions, headSize, cache, isNeox);
+    if (k) rope(k, positions, headSize, cache, isNeox);
+    return k ? [q, k] : [q];
+  },
+  'llm.topkSoftmax': (g: Tensor, k: number, renormalize: boolean) => {
+    const p = softmax(up(g), -1);
+    return route(p, p, k, renormalize, 1);
+  },
+  'llm.groupedTopk': groupedTopkRef,
+  'llm.moeSum': (x: Tensor) => down(sum(up(x), [1]), x),
+  'llm.fusedMoe': fusedMoeRef,
+  'llm.mhcPre': mhcPreRef,
+  'llm.mhcPost': mhcPostRef,
+  'llm.mhcHeadCollapse': mhcHeadRef,
+};
+
+for (const [op, fn] of Object.entries(REFERENCES)) {
+  registerLlmImpl(op, {
+    name: 'reference',
+    kind: 'reference',
+    device: '*',
+    priority: 0,
+    fn: (_ctx, ...args) => noGrad(() => (fn as (...a: readonly unknown[]) => Tensor | Tensor[])(...args)),
+  });
+}
+
+/** Ops that have a reference composition. */
+export function hasReference(op: string): boolean {
+  return op in REFERENCES;
+}
+
+/** The reference composition of an op, unwrapped (records autograd when grad mode is on). */
+export function referenceOf(op: string): ((...args: readonly unknown[]) => Tensor | Tensor[]) | undefined {
+  return REFERENCES[op] as ((...args: readonly unknown[]) => Tensor | Tensor[]) | undefined;
+}
