@@ -19,7 +19,7 @@ import type { IRArg, ValueId } from '../../ir.js';
 import { outputValues } from '../../ir.js';
 import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
-import { compileKernelSources, HELPERS, type KernelFn } from './compile.js';
+import { compileCandidates, HELPERS, type KernelFn } from './compile.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../pool/index.js';
 import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js';
@@ -103,7 +103,7 @@ export class KilnProgram implements CompiledProgram {
   ) {
     const codes = sched.kernels.map((g, i) => generateKernel(g, low, `kernel${i}_${g.kind}`));
     const chosen = codes.map((c) => (autotune ? Math.max(0, Math.min(c.candidates.length - 1, autotune({ name: c.name, candidates: c.candidates }))) : 0));
-    const fns = compileKernelSources(codes.map((c, i) => c.candidates[chosen[i]!]!.source));
+    const fns = compileCandidates(codes.map((c, i) => c.candidates[chosen[i]!]!));
     codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]!, tuned: !tuneOnFirstRun || c.candidates.length < 2 }));
     this.outputs = new Set(outputValues(low.graph.output));
     for (const id of this.outputs) this.needsTensor.add(id);
@@ -253,8 +253,8 @@ export class KilnProgram implements CompiledProgram {
    * Kernels only write their own outputs, which no input aliases, so repeated runs are harmless.
    */
   private tune(ks: KernelStep, shape: readonly number[], call: (fn: KernelFn) => void): void {
-    const fns = compileKernelSources(ks.code.candidates.map((c) => c.source));
-    const key = `${kernelSourceHash(ks.code.candidates.map((c) => c.source).join('\n'))}:${shape.length}:${shape.reduce((a, b) => a * b, 1) >= 1 << 16 ? 'large' : 'small'}`;
+    const fns = compileCandidates(ks.code.candidates);
+    const key = `${kernelSourceHash(ks.code.candidates.map((c) => `${JSON.stringify(c.config)}${c.source}`).join('\n'))}:${shape.length}:${shape.reduce((a, b) => a * b, 1) >= 1 << 16 ? 'large' : 'small'}`;
     const r = autotune({ key, device: 'cpu', candidates: ks.code.candidates.map((c, i) => ({ config: c.config, run: () => call(fns[i]!) })) });
     ks.chosen = r.bestIndex;
     ks.fn = fns[r.bestIndex]!;
