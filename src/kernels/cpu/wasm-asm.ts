@@ -171,7 +171,8 @@ export interface ModuleSpec {
 export function encodeModule(spec: ModuleSpec): Uint8Array {
   const fns = spec.functions;
   const type = [...uleb(fns.length), ...fns.flatMap((f) => [0x60, ...uleb(f.params.length), ...f.params, ...uleb(f.results.length), ...f.results])];
-  const limits = [0x01, ...uleb(spec.pages), ...uleb(spec.pages)];
+  // An imported memory only states its minimum, so a growable memory of any maximum fits.
+  const limits = spec.memory === 'import' ? [0x00, ...uleb(spec.pages)] : [0x01, ...uleb(spec.pages), ...uleb(spec.pages)];
   const funcs = [...uleb(fns.length), ...fns.flatMap((_, i) => uleb(i))];
   const exportsList = fns.map((f, i) => [...str(f.name), 0x00, ...uleb(i)]);
   if (spec.memory === 'export') exportsList.push([...str('mem'), 0x02, 0]);

@@ -72,6 +72,23 @@ export const WASM_KERNEL_NAMESPACE = 'wasm-kernels';
 
 registerCompileTaskHandler('wasm-kernel', new URL('../wasm/task.js', import.meta.url), 'wasmKernelTask');
 
+/**
+ * Validates and compiles Wasm modules in the worker pool (task 'wasm-kernel'); modules seen before
+ * (disk cache, by content hash) are skipped. Throws with the engine's diagnostic for a bad module.
+ */
+export function validateWasm(modules: readonly Uint8Array[]): void {
+  const cache = getDiskCache();
+  const keys = modules.map((b) => cacheKey(['wasm-kernel', wasmBytesHash(b)]));
+  const todo = modules.map((_, i) => i).filter((i) => cache.get(WASM_KERNEL_NAMESPACE, keys[i]!) !== true);
+  if (todo.length === 0) return;
+  const results = compileInPoolSync<WasmKernelResult>(todo.map((i) => ({ kind: 'wasm-kernel', payload: { bytes: modules[i]!, name: `module${i}` } })));
+  todo.forEach((i, k) => {
+    const r = results[k]!;
+    if (!r.ok) throw new Error(`kiln backend: generated Wasm kernel does not compile: ${r.error}`);
+    cache.put(WASM_KERNEL_NAMESPACE, keys[i]!, true);
+  });
+}
+
 /** What compileCandidates needs of a kernel candidate (see emit.ts). */
 export interface CandidateSource {
   /** JavaScript kernel (for a Wasm candidate: the fallback for short rows). */
@@ -87,17 +104,6 @@ export interface CandidateSource {
  */
 export function compileCandidates(cands: readonly CandidateSource[]): KernelFn[] {
   const fns = compileKernelSources(cands.map((c) => c.source));
-  const cache = getDiskCache();
-  const wasmIdx = cands.map((_, i) => i).filter((i) => cands[i]!.wasm !== undefined);
-  const keys = new Map(wasmIdx.map((i) => [i, cacheKey(['wasm-kernel', wasmBytesHash(cands[i]!.wasm!.bytes)])]));
-  const todo = wasmIdx.filter((i) => cache.get(WASM_KERNEL_NAMESPACE, keys.get(i)!) !== true);
-  if (todo.length > 0) {
-    const results = compileInPoolSync<WasmKernelResult>(todo.map((i) => ({ kind: 'wasm-kernel', payload: { bytes: cands[i]!.wasm!.bytes, name: `kernel${i}` } })));
-    todo.forEach((i, k) => {
-      const r = results[k]!;
-      if (!r.ok) throw new Error(`kiln backend: generated Wasm kernel does not compile: ${r.error}`);
-      cache.put(WASM_KERNEL_NAMESPACE, keys.get(i)!, true);
-    });
-  }
+  validateWasm(cands.flatMap((c) => (c.wasm ? [c.wasm.bytes] : [])));
   return cands.map((c, i) => (c.wasm ? wasmKernelFn(c.wasm.bytes, c.wasm.nOutputs, fns[i]!) : fns[i]!));
 }

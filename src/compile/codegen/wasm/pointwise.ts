@@ -14,7 +14,7 @@
 import { castValue } from '../../../tensor/typed.js';
 import type { DType } from '../../../tensor/dtype.js';
 import {
-  ADD, BLOCK, br, brIf, encodeModule, f32x4Const, FnBuilder, GE_S, get, I32, i32c, LOOP, END, OP, set, V128, v128Load, v128Store, wasmApi,
+  ADD, BLOCK, br, brIf, encodeModule, f32x4Const, FnBuilder, GE_S, get, I32, i32c, LOOP, END, OP, set, SHL, V128, v128Load, v128Store, wasmApi,
 } from '../../../kernels/cpu/wasm-asm.js';
 import { emitErf, emitExp, emitGeluErf, emitGeluTanh, emitLog, emitSigmoid, emitTanh } from '../../../kernels/cpu/wasm-math.js';
 import type { IRArg, ValueId } from '../../ir.js';
@@ -134,30 +134,27 @@ function emitNode(f: FnBuilder, n: LNode, push: Push, local: (a: IRArg) => numbe
   }
 }
 
-/** The module for a pointwise group, or null when some value or op has no f32x4 form. */
-export function wasmPointwiseModule(g: KernelGroup, low: Lowered): Uint8Array | null {
-  if (g.kind !== 'pointwise' || wasmApi() === undefined) return null;
+/** Whether every value of a pointwise group can live in float32 lanes (see the header). */
+export function float32Group(g: KernelGroup, low: Lowered): boolean {
   const info = (id: ValueId) => low.values.get(id)!;
-  const operands = [...g.outputs, ...g.inputs];
-  for (const id of g.inputs) if (!FLOAT32_LIKE.has(info(id).dtype)) return null;
+  if (g.kind !== 'pointwise') return false;
+  for (const id of g.inputs) if (!FLOAT32_LIKE.has(info(id).dtype)) return false;
   for (const n of g.nodes) {
-    if (n.kind !== 'pointwise' || n.outputs.length !== 1) return null;
+    if (n.kind !== 'pointwise' || n.outputs.length !== 1) return false;
     const dt = info(n.outputs[0]!).dtype;
-    if (!FLOAT32_LIKE.has(dt)) return null;
+    if (!FLOAT32_LIKE.has(dt)) return false;
     // A cast into a half rounds; float32 lanes cannot express that without a store.
-    if ((n.op === 'toDtype' || n.op === 'clone') && dt !== 'float32' && dt !== info((n.args[0] as { id: ValueId }).id).dtype) return null;
+    if ((n.op === 'toDtype' || n.op === 'clone') && dt !== 'float32' && dt !== info((n.args[0] as { id: ValueId }).id).dtype) return false;
   }
-  const f = new FnBuilder('kern', [I32]);
-  const i = f.local(I32);
-  const end = f.local(I32);
-  const locals = new Map<ValueId, number>();
-  const base = (k: number): number => k * WASM_CHUNK * 4;
-  f.emit(get(0), i32c(2), [0x74] /* i32.shl */, set(end), i32c(0), set(i), BLOCK, LOOP, get(i), get(end), GE_S, brIf(1));
-  g.inputs.forEach((id, j) => {
-    const l = f.local(V128);
-    f.emit(get(i), v128Load(base(g.outputs.length + j)), set(l));
-    locals.set(id, l);
-  });
+  return true;
+}
+
+/**
+ * Emits every node of a pointwise group in f32x4 lanes; `locals` holds the v128 local of each
+ * group input on entry and of every computed value on return. False when an op has no Wasm form.
+ */
+export function emitGroup(f: FnBuilder, g: KernelGroup, low: Lowered, locals: Map<ValueId, number>): boolean {
+  const info = (id: ValueId) => low.values.get(id)!;
   const local = (a: IRArg): number | null => (a.kind === 'value' ? (locals.get(a.id) ?? null) : null);
   for (const n of g.nodes) {
     const out = info(n.outputs[0]!).dtype;
@@ -176,9 +173,28 @@ export function wasmPointwiseModule(g: KernelGroup, low: Lowered): Uint8Array | 
       return false;
     };
     const r = emitNode(f, n, push, local, out);
-    if (r === null) return null;
+    if (r === null) return false;
     locals.set(n.outputs[0]!, r);
   }
+  return true;
+}
+
+/** The module for a pointwise group, or null when some value or op has no f32x4 form. */
+export function wasmPointwiseModule(g: KernelGroup, low: Lowered): Uint8Array | null {
+  if (wasmApi() === undefined || !float32Group(g, low)) return null;
+  const operands = [...g.outputs, ...g.inputs];
+  const f = new FnBuilder('kern', [I32]);
+  const i = f.local(I32);
+  const end = f.local(I32);
+  const locals = new Map<ValueId, number>();
+  const base = (k: number): number => k * WASM_CHUNK * 4;
+  f.emit(get(0), i32c(2), SHL, set(end), i32c(0), set(i), BLOCK, LOOP, get(i), get(end), GE_S, brIf(1));
+  g.inputs.forEach((id, j) => {
+    const l = f.local(V128);
+    f.emit(get(i), v128Load(base(g.outputs.length + j)), set(l));
+    locals.set(id, l);
+  });
+  if (!emitGroup(f, g, low, locals)) return null;
   g.outputs.forEach((id, k) => f.emit(get(i), get(locals.get(id)!), v128Store(base(k))));
   f.emit(get(i), i32c(16), ADD, set(i), br(0), END, END);
   const pages = Math.ceil((operands.length * WASM_CHUNK * 4) / 65536);
