@@ -158,8 +158,9 @@ export function emitGeluErf(f: FnBuilder, x: number): number {
   // factor = |u| < 1 ? 1 + u P : (u > 0 ? 2 - erfc : erfc)
   f.emit(f32x4Const(2), get(c), OP.F32X4_SUB, get(c), get(u), f32x4Const(0), OP.F32X4_GT, OP.V128_BITSELECT);
   const large = store(f);
-  f.emit(f32x4Const(1), get(small), OP.F32X4_ADD, get(large), get(a), f32x4Const(1), OP.F32X4_LT, OP.V128_BITSELECT);
-  f.emit(get(x), OP.F32X4_MUL, f32x4Const(0.5), OP.F32X4_MUL);
+  // (0.5 x) factor: halving first keeps gelu(3e38) finite (factor is up to 2).
+  f.emit(get(x), f32x4Const(0.5), OP.F32X4_MUL);
+  f.emit(f32x4Const(1), get(small), OP.F32X4_ADD, get(large), get(a), f32x4Const(1), OP.F32X4_LT, OP.V128_BITSELECT, OP.F32X4_MUL);
   return store(f);
 }
 
@@ -167,7 +168,7 @@ export function emitGeluErf(f: FnBuilder, x: number): number {
 export function emitGeluTanh(f: FnBuilder, x: number): number {
   const inner = let_(f, get(x), get(x), OP.F32X4_MUL, get(x), OP.F32X4_MUL, f32x4Const(0.044715), OP.F32X4_MUL, get(x), OP.F32X4_ADD, f32x4Const(Math.sqrt(2 / Math.PI)), OP.F32X4_MUL);
   const t = emitTanh(f, inner);
-  f.emit(f32x4Const(1), get(t), OP.F32X4_ADD, get(x), OP.F32X4_MUL, f32x4Const(0.5), OP.F32X4_MUL);
+  f.emit(get(x), f32x4Const(0.5), OP.F32X4_MUL, f32x4Const(1), get(t), OP.F32X4_ADD, OP.F32X4_MUL);
   return store(f);
 }
 
