@@ -183,7 +183,7 @@ export function emitLog(f: FnBuilder, x: number): number {
   const e0 = let_(f, get(xs), i32c(23), OP.I32X4_SHR_U, i32x4Const(126), OP.I32X4_SUB, i32x4Const(23), get(tiny), OP.V128_AND, OP.I32X4_SUB);
   const m0 = let_(f, get(xs), i32x4Const(0x007fffff), OP.V128_AND, i32x4Const(0x3f000000), OP.V128_OR);
   // m < sqrt(1/2): e -= 1, m = 2m - 1; else m = m - 1
-  const lo = let_(f, get(m0), f32x4Const(0.707106781186547524), OP.F32X4_LT);
+  const lo = let_(f, get(m0), f32x4Const(Math.SQRT1_2), OP.F32X4_LT);
   const e = let_(f, get(e0), get(lo), OP.I32X4_ADD, OP.F32X4_CONVERT_I32X4_S);
   const m = let_(f, get(m0), get(m0), OP.F32X4_ADD, get(m0), get(lo), OP.V128_BITSELECT, f32x4Const(1), OP.F32X4_SUB);
   const z = let_(f, get(m), get(m), OP.F32X4_MUL);
