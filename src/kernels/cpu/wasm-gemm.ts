@@ -132,6 +132,11 @@ export const BIAS_EPILOGUE: Epilogue = {
   },
 };
 
+/** The arena cannot hold another region (wasm32 4 GiB limit or the host's memory). */
+export class GemmArenaFull extends Error {
+  override name = 'GemmArenaFull';
+}
+
 /**
  * Wasm memory shared by a compiled program's GEMMs: packed weights (kept across calls, keyed by
  * the weight's storage and checked against its version) and per-step scratch regions. Regions are
@@ -144,8 +149,9 @@ export class GemmArena {
 
   constructor() {
     const WA = wasmApi()!;
-    // 16 Ki pages = 1 GiB: an upper bound for the packed weights of a CPU-sized model.
-    this.memory = new WA.Memory({ initial: 1, maximum: 16384 }) as unknown as GemmArena['memory'];
+    // 65536 pages = 4 GiB, the wasm32 limit (address space is reserved, not committed). alloc()
+    // throws past it; the program then runs that linear through the eager kernel.
+    this.memory = new WA.Memory({ initial: 1, maximum: 65536 }) as unknown as GemmArena['memory'];
     this.refresh();
   }
 
@@ -160,7 +166,12 @@ export class GemmArena {
     const need = Math.ceil(this.top / 65536);
     const have = this.memory.buffer.byteLength / 65536;
     if (need > have) {
-      this.memory.grow(need - have);
+      try {
+        this.memory.grow(need - have);
+      } catch (e) {
+        this.top = at;
+        throw new GemmArenaFull(`kiln compiled GEMM: cannot grow Wasm memory to ${need} pages (${(e as Error).message})`);
+      }
       this.refresh();
     }
     return at;

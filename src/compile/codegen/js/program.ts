@@ -21,7 +21,7 @@ import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/l
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
 import { compileCandidates, HELPERS, type KernelFn, validateWasm } from './compile.js';
 import { fuseGemms, type GemmStep } from '../../lower/gemm.js';
-import { GEMM_CONFIGS, GemmArena, GemmRunner, gemmStepModule, type GemmConfig } from '../wasm/gemm.js';
+import { GEMM_CONFIGS, GemmArena, GemmArenaFull, GemmRunner, gemmStepModule, type GemmConfig } from '../wasm/gemm.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../pool/index.js';
@@ -66,7 +66,7 @@ interface KernelStep {
 
 /** Per gemm step: its module (null: no Wasm, always the extern), runner and chosen config. */
 interface GemmState {
-  readonly bytes: Uint8Array | null;
+  bytes: Uint8Array | null;
   runner: GemmRunner | undefined;
   config: GemmConfig;
   /** max-autotune: configs are timed on the first real run, then this is set. */
@@ -338,7 +338,16 @@ export class KilnProgram implements CompiledProgram {
     }
     const out = this.alloc(m, pool);
     const wr = writable(out);
-    runner.run(x, w, b, extras, wr.data, wr.offset, st.config.kc);
+    try {
+      runner.run(x, w, b, extras, wr.data, wr.offset, st.config.kc);
+    } catch (e) {
+      if (!(e instanceof GemmArenaFull)) throw e;
+      // Out of Wasm memory (weights past 4 GiB): this linear runs eagerly from now on.
+      out.dispose();
+      st.bytes = null;
+      runExtern();
+      return;
+    }
     wr.commit();
     env.set(outId, out);
   }

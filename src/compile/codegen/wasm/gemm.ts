@@ -9,7 +9,7 @@
  * (every in-place write through the dispatcher bumps the version; writers that bypass it, like
  * the initialisers, bump it themselves), so an optimizer step or copy_ repacks on the next call.
  */
-import { GEMM_IMPORT_PAGES, GEMM_MR, GEMM_NR, GemmArena, type Epilogue, type GemmFn, gemmModule, instantiateGemm, packB, packedBytes } from '../../../kernels/cpu/wasm-gemm.js';
+import { GEMM_IMPORT_PAGES, GEMM_MR, GEMM_NR, GemmArena, GemmArenaFull, type Epilogue, type GemmFn, gemmModule, instantiateGemm, packB, packedBytes } from '../../../kernels/cpu/wasm-gemm.js';
 import { get, OP, set, V128, wasmApi } from '../../../kernels/cpu/wasm-asm.js';
 import { readable, type NumArray } from '../../../kernels/cpu/numeric.js';
 import { isContiguousStrides, numel } from '../../../tensor/layout.js';
@@ -209,4 +209,4 @@ function copyRow(dst: Float32Array, at: number, t: Tensor, N: number): void {
   for (let j = 0, p = r.offset; j < N; j++, p += s) dst[at + j] = r.data[p]!;
 }
 
-export { GemmArena };
+export { GemmArena, GemmArenaFull };
