@@ -143,3 +143,41 @@ test('float16 / bfloat16 compute in float32 lanes and round on store; float64 an
   // A cast into a half inside the chain rounds: not expressible in float32 lanes.
   assert.deepEqual(impls(parity((t) => kiln.mul(t.to('float16').to('float32'), 3), [rand([4, 100], 12)], 1e-3)), ['js']);
 });
+
+test('Wasm modules are validated in the compile worker pool; a broken module fails with the engine diagnostic', async () => {
+  const { compileInPoolSync } = await import('../src/compile/pool/index.js');
+  const { validateWasm } = await import('../src/compile/codegen/js/compile.js');
+  const { encodeModule, FnBuilder, I32, i32c } = await import('../src/kernels/cpu/wasm-asm.js');
+  const good = new FnBuilder('kern', [I32]);
+  const bad = new FnBuilder('kern', [I32]);
+  bad.emit(i32c(1)); // leaves a value on the stack of a function that returns nothing
+  const goodBytes = encodeModule({ functions: [good], pages: 1, memory: 'export' });
+  const badBytes = encodeModule({ functions: [bad], pages: 1, memory: 'export' });
+  const [r1, r2] = compileInPoolSync<{ ok: boolean; error?: string }>([
+    { kind: 'wasm-kernel', payload: { bytes: goodBytes, name: 'good' } },
+    { kind: 'wasm-kernel', payload: { bytes: badBytes, name: 'bad' } },
+  ]);
+  assert.equal(r1!.ok, true);
+  assert.equal(r2!.ok, false);
+  assert.match(r2!.error!, /^bad: CompileError: .*Compiling function #0/);
+  assert.throws(() => validateWasm([badBytes]), /generated Wasm kernel does not compile: .*CompileError/);
+});
+
+test('max-autotune is offered both implementations for a pointwise kernel and keeps eager results', async () => {
+  const { generateKernel } = await import('../src/compile/codegen/js/emit.js');
+  const { lower } = await import('../src/compile/lower/lower.js');
+  const { schedule } = await import('../src/compile/lower/schedule.js');
+  const x = rand([32, 200], 13);
+  const { graph } = trace(elementwise as never, [x]);
+  const low = lower(graph);
+  const [g] = schedule(low).kernels;
+  const impl = generateKernel(g!, low, 'k').candidates.map((c) => c.config.impl);
+  assert.deepEqual(impl, ['wasm', 'js', 'js', 'js']);
+  const program = getBackend('kiln').compile(graph, { mode: 'max-autotune', logCode: false }) as KilnProgram;
+  const out = program.run([x]) as Tensor;
+  const want = elementwise(x) as Tensor;
+  const a = out.toFlatArray();
+  const b = want.toFlatArray();
+  for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i]! - b[i]!) <= 1e-5 * (1 + Math.abs(b[i]!)), `${i}`);
+  assert.match(program.describe(), /config \{"impl":"(wasm|js)","unroll":\d\}/);
+});
