@@ -3,7 +3,7 @@
  * float64 reference, epilogue folding (bias + GELU, residual add, row broadcasts) and when it must
  * not happen, odd shapes (M, N not multiples of the 4 x 8 tile, K over several K blocks), strided
  * activations, weight packing reuse and invalidation on in-place parameter updates (copy_, an SGD
- * step), and the max-autotune GEMM candidates.
+ * step), the max-autotune GEMM candidates, and scaled_dot_product_attention on the compiled GEMM.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -151,4 +151,37 @@ test('max-autotune times the GEMM candidates (Wasm block depths, eager extern) a
   close(run([x]), fn(x), 2e-5, 'tuned');
   assert.match(program.describe(), /gemm linear\(.*config \{"impl":"(wasm|extern)","kc":\d+\}/);
   close(run([x]), fn(x), 2e-5, 'tuned, second call');
+});
+
+test('scaled_dot_product_attention runs on the compiled GEMM (causal or not, L != S, strided views) and matches eager', () => {
+  const cases: [number[], number[], boolean, number | null][] = [
+    [[2, 3, 9, 12], [2, 3, 9, 12], true, null],
+    [[1, 2, 5, 7], [1, 2, 11, 7], false, 0.3],
+    [[1, 2, 11, 16], [1, 2, 5, 16], true, null],
+  ];
+  cases.forEach(([qs, ks, causal, scale], c) => {
+    const q = rand(qs, 30 + c);
+    const k = rand(ks, 40 + c);
+    const v = rand(ks, 50 + c);
+    const fn: Fn = (a, b, d) => kiln.mul(kiln.scaledDotProductAttention(a, b, d, null, 0, causal, scale), 2);
+    const { program, run } = build(fn, [q, k, v]);
+    close(run([q, k, v]), fn(q, k, v), 2e-5, `case ${c}`);
+    assert.equal(program.attentionRuns, 1, `case ${c}`);
+  });
+  // q, k, v as strided views of one projection, as the transformer block makes them.
+  const qkv = rand([2, 6, 3, 2, 8], 60);
+  const fn: Fn = (t) => {
+    const p = kiln.permute(t, [2, 0, 3, 1, 4]);
+    return kiln.scaledDotProductAttention(kiln.select(p, 0, 0), kiln.select(p, 0, 1), kiln.select(p, 0, 2), null, 0, true);
+  };
+  const { program, run } = build(fn, [qkv]);
+  close(run([qkv]), fn(qkv), 2e-5, 'strided views');
+  assert.equal(program.attentionRuns, 1);
+  // A mask tensor goes to the eager kernel.
+  const q = rand([1, 2, 4, 8], 61);
+  const mask = rand([4, 4], 62);
+  const masked: Fn = (a, m) => kiln.scaledDotProductAttention(a, a, a, m, 0, false);
+  const mk = build(masked, [q, mask]);
+  close(mk.run([q, mask]), masked(q, mask), 1e-6, 'masked');
+  assert.equal(mk.program.attentionRuns, 0);
 });

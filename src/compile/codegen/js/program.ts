@@ -9,7 +9,8 @@
 import { dispatch } from '../../../ops/dispatch.js';
 import { getOp } from '../../../ops/registry.js';
 import { itemSize, type DType } from '../../../tensor/dtype.js';
-import { broadcastStrides } from '../../../tensor/layout.js';
+import { broadcastStrides, isContiguousStrides } from '../../../tensor/layout.js';
+import { wasmApi } from '../../../kernels/cpu/wasm-asm.js';
 import { storageSpan, Tensor } from '../../../tensor/tensor.js';
 import { readable, writable, type NumArray } from '../../../kernels/cpu/numeric.js';
 import type { Storage } from '../../../tensor/storage.js';
@@ -17,12 +18,13 @@ import type { CompiledProgram } from '../../backend.js';
 import { buildOutput } from '../../interpret.js';
 import type { IRArg, ValueId } from '../../ir.js';
 import { outputValues } from '../../ir.js';
-import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
+import { type LNode, type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
 import { compileCandidates, HELPERS, type KernelFn, validateWasm } from './compile.js';
 import { fuseGemms, type GemmStep } from '../../lower/gemm.js';
 import { GEMM_CONFIGS, GemmArena, GemmArenaFull, GemmRunner, gemmStepModule, type GemmConfig } from '../wasm/gemm.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
+import { WasmAttention } from '../wasm/attention.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../pool/index.js';
 import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js';
@@ -126,6 +128,9 @@ export class KilnProgram implements CompiledProgram {
   readonly steps: readonly (Step | GemmStep)[];
   private readonly gemms = new Map<GemmStep, GemmState>();
   private arena: GemmArena | undefined;
+  private attention: WasmAttention | undefined;
+  /** Attention calls run on the compiled GEMM (the rest dispatch the eager kernel). */
+  attentionRuns = 0;
 
   constructor(
     readonly low: Lowered,
@@ -260,6 +265,7 @@ export class KilnProgram implements CompiledProgram {
 
   private runStep(s: Step, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): void {
     if (s.kind === 'extern') {
+      if (s.node.op === 'scaledDotProductAttention' && this.runAttention(s.node, env, plan, pool, resolve)) return;
       const out = dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor | Tensor[];
       const outs = Array.isArray(out) ? out : [out];
       s.node.outputs.forEach((id, k) => env.set(id, outs[k]!));
@@ -350,6 +356,29 @@ export class KilnProgram implements CompiledProgram {
     }
     wr.commit();
     env.set(outId, out);
+  }
+
+  /** scaled_dot_product_attention through WasmAttention when it accepts the arguments. */
+  private runAttention(n: LNode, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): boolean {
+    if (!wasmApi()) return false;
+    const [q, k, v, mask, dropout, causal, scale, gqa] = n.args.map(resolve) as [Tensor, Tensor, Tensor, unknown, unknown, unknown, unknown, unknown];
+    const m = plan.get(n.outputs[0]!)!;
+    if (!WasmAttention.accepts(q, k, v, mask, dropout, gqa) || !isContiguousStrides(m.shape, m.strides) || m.offset !== 0) return false;
+    this.arena ??= new GemmArena();
+    this.attention ??= new WasmAttention(this.arena);
+    const out = this.alloc(m, pool);
+    const w = writable(out);
+    try {
+      this.attention.run(q, k, v, causal === true, typeof scale === 'number' ? scale : null, w.data, w.offset);
+    } catch (e) {
+      if (!(e instanceof GemmArenaFull)) throw e;
+      out.dispose();
+      return false;
+    }
+    w.commit();
+    env.set(n.outputs[0]!, out);
+    this.attentionRuns++;
+    return true;
   }
 
   /** The gemm runners' weight packings so far (tests check repacking on weight updates). */
