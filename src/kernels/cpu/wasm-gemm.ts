@@ -8,7 +8,7 @@
  *   with load32_splat, so A needs no packing.
  * - B (a weight) is packed once into KC-deep blocks of 8-column slivers (k-major, zero padded)
  *   and kept in Wasm memory for as long as the weight's storage version is unchanged (see
- *   GemmArena / packWeight): the packing copy is paid once per weight update, not per call.
+ *   GemmArena, packB and codegen/wasm/gemm.ts): the packing copy is paid once per weight update, not per call.
  * - The 4 x 8 micro-tile holds eight f32x4 accumulators (plus two B vectors and one A splat:
  *   11 of the 16 SIMD registers on x64). The loop order keeps one B sliver (KC x 8 floats, 16 KiB
  *   at KC = 512) in L1 while it sweeps all rows of A.

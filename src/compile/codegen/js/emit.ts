@@ -354,7 +354,8 @@ export function generateKernel(g: KernelGroup, low: Lowered, name: string): Kern
   const nOps = g.outputs.length + g.inputs.length;
   if (g.kind === 'pointwise') {
     const js: KernelCandidate[] = ([4, 2, 1] as const).map((unroll) => ({ config: { impl: 'js', unroll }, source: pointwiseSource(c, name, nOps, unroll) }));
-    // The Wasm candidate comes first (the default): its vector transcendentals are ~10x JS's.
+    // The Wasm candidate comes first (the default): on elementwise-1024 it measured 5-6x faster
+    // than the unroll-4 JS kernel (vector exp/tanh vs Math.exp/tanh at ~25 ns each).
     const bytes = wasmPointwiseModule(g, low);
     const wasm: KernelCandidate[] = bytes ? [{ config: { impl: 'wasm', unroll: 4 }, source: js[0]!.source, wasm: { bytes, nOutputs: g.outputs.length } }] : [];
     return { name, group: g, candidates: [...wasm, ...js] };

@@ -5,6 +5,12 @@
  * dispatcher; views feeding only kernels are never built as tensors: their metadata is computed and
  * read by the kernels as strides and an offset. Per-input-layout plans (all value metadata) are
  * cached, so a program serves any sizes of its traced ranks (symbolic dims).
+ *
+ * float32 linears run as 'gemm' steps (lower/gemm.ts, codegen/wasm/gemm.ts): a Wasm f32x4 GEMM
+ * with the weight packed once per weight version and the consuming pointwise kernel folded into
+ * its epilogue; attention without mask or dropout runs on the same GEMM (codegen/wasm/attention.ts).
+ * Both share one Wasm memory per program (GemmArena) and fall back to the dispatcher for operands
+ * they do not handle.
  */
 import { dispatch } from '../../../ops/dispatch.js';
 import { getOp } from '../../../ops/registry.js';

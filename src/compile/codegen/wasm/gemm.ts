@@ -78,7 +78,7 @@ interface Packed {
 
 /** Runs one gemm step's module on real tensors. */
 export class GemmRunner {
-  private readonly fns = new Map<number, GemmFn>();
+  private mm: GemmFn | undefined;
   private packed: Packed | null = null;
   private scratch = { at: 0, bytes: 0 };
   /** Weight packings performed (tests check invalidation with it). */
@@ -90,12 +90,8 @@ export class GemmRunner {
   ) {}
 
   private fn(): GemmFn {
-    let f = this.fns.get(0);
-    if (!f) {
-      f = instantiateGemm(this.bytes, this.arena);
-      this.fns.set(0, f);
-    }
-    return f;
+    this.mm ??= instantiateGemm(this.bytes, this.arena);
+    return this.mm;
   }
 
   /** Whether the runner handles these operands (else the caller runs the extern + epilogue kernel). */
