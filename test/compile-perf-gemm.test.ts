@@ -185,3 +185,23 @@ test('scaled_dot_product_attention runs on the compiled GEMM (causal or not, L !
   close(mk.run([q, mask]), masked(q, mask), 1e-6, 'masked');
   assert.equal(mk.program.attentionRuns, 0);
 });
+
+test('through kiln.compile: a module serves new batch sizes (symbolic rows) and a strided activation', () => {
+  const model = new kiln.nn.Sequential(new kiln.nn.Linear(20, 36), new kiln.nn.GELU(), new kiln.nn.Linear(36, 12));
+  kiln.noGrad(() => {
+    const f = kiln.compile(model);
+    for (const rows of [3, 17, 64, 5]) {
+      const x = rand([rows, 20], 70 + rows);
+      close(f(x) as Tensor, model.forward(x), 2e-5, `rows ${rows}`);
+    }
+    // A transposed (column-major) activation: rows are gathered, results unchanged.
+    const xt = rand([9, 20], 80, 'transposed');
+    close(f(xt) as Tensor, model.forward(xt), 2e-5, 'transposed activation');
+    // Row-broadcast epilogue input of shape [1, N].
+    const w = rand([16, 20], 81);
+    const shift = rand([1, 16], 82);
+    const g = kiln.compile((t: Tensor) => kiln.relu(kiln.sub(kiln.linear(t, w), shift)));
+    const x = rand([7, 20], 83);
+    close(g(x) as Tensor, kiln.relu(kiln.sub(kiln.linear(x, w), shift)), 2e-5, 'row [1, N] input');
+  });
+});
