@@ -310,8 +310,10 @@ export class CudaProgram implements CompiledProgram {
       const v = env.get(id)!;
       bases.push('ref' in v ? v.base : v);
     }
+    // Materialised values from the environment (views carry their real offsets); values internal to
+    // the group (the iteration shape's source) from the plan.
     const meta = (id: ValueId): ValueLayout => {
-      const v = env.get(id)!;
+      const v = env.get(id) ?? plan.get(id)!;
       return { shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype };
     };
     const L = kernelLayout(g, meta);
