@@ -49,16 +49,6 @@ export function argLayout(params: readonly Param[]): ArgLayout {
   return { params: slots, size: off };
 }
 
-/** The C declaration of a parameter list (pointer types given per parameter name). */
-export function cParamList(params: readonly Param[], ptrType: (p: Param) => string, idxType: string): string {
-  return params
-    .map((p) => {
-      if (p.type === 'ptr') return `${ptrType(p)} ${p.name}`;
-      return `${p.type === 'i64' ? 'long long' : p.type === 'i32' && idxType === 'int' ? 'int' : 'int'} ${p.name}`;
-    })
-    .join(', ');
-}
-
 const TWO32 = 2 ** 32;
 
 /**

@@ -269,7 +269,7 @@ function emitSplit(c: GroupCtx, name: string, cfg: ReduceConfig): { kernels: Emi
   const V = cfg.vec;
   const idx = s.idx;
   // Workspace: per reduction, M*G partials of 8 bytes (wide enough for any accumulator type).
-  const wsArea = (r: number): string => `reinterpret_cast<${computeType(c.info(pass.reductions[r]!.outputs[0]!).dtype)}*>(ws + (size_t)${r} * (size_t)M * (size_t)G * 8)`;
+  const wsArea = (r: number): string => `reinterpret_cast<${computeType(c.info(pass.reductions[r]!.outputs[0]!).dtype)}*>(ws + (unsigned long long)${r} * (unsigned long long)M * (unsigned long long)G * 8)`;
 
   const A = new Lines();
   A.line(`extern "C" __global__ void __launch_bounds__(${B}) ${name}_partial(${s.decl}) {`);

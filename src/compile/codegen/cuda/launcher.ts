@@ -6,6 +6,7 @@
  * a recording fake.
  */
 import type { Tensor } from '../../../tensor/tensor.js';
+import type { ParamType } from './args.js';
 import type { CudaTarget } from './configs.js';
 
 export interface KernelHandle {
@@ -17,6 +18,8 @@ export interface CudaCompileOptions {
   readonly nvrtcOptions: readonly string[];
   /** Largest dynamic shared memory any launch of these kernels asks for. */
   readonly maxDynamicShared: number;
+  /** Parameter types of each entry, in `names` order (C ABI layout: see args.ts). */
+  readonly params: readonly (readonly ParamType[])[];
 }
 
 export interface CudaLauncher {

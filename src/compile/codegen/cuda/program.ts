@@ -144,16 +144,20 @@ export class CudaProgram implements CompiledProgram {
     let h = s.handles.get(i);
     if (!h) {
       const v = s.code.candidates[i]!;
-      h = this.launcher.compile(
-        v.source,
-        v.kernels.map((k) => k.name),
-        { nvrtcOptions: v.nvrtcOptions, maxDynamicShared: MAX_DYNAMIC_SHARED },
-      );
+      h = this.compileVariant(v);
       s.handles.set(i, h);
       if (h instanceof Promise) void h.then((r) => s.handles.set(i, r));
     }
     if (h instanceof Promise) throw new Error(`kiln cuda: kernel ${s.code.name} is still compiling; await program.prepare(inputs) before run() with an asynchronous launcher`);
     return h;
+  }
+
+  private compileVariant(v: CudaVariant): KernelHandle[] | Promise<KernelHandle[]> {
+    return this.launcher.compile(
+      v.source,
+      v.kernels.map((k) => k.name),
+      { nvrtcOptions: v.nvrtcOptions, maxDynamicShared: MAX_DYNAMIC_SHARED, params: v.kernels.map((k) => k.args.params.map((p) => p.type)) },
+    );
   }
 
   /** Compiles every kernel this call's layouts need (for launchers that compile asynchronously). */
@@ -173,7 +177,7 @@ export class CudaProgram implements CompiledProgram {
       for (const i of idxs) {
         if (!s.handles.has(i)) {
           const v = s.code.candidates[i]!;
-          s.handles.set(i, this.launcher.compile(v.source, v.kernels.map((k) => k.name), { nvrtcOptions: v.nvrtcOptions, maxDynamicShared: MAX_DYNAMIC_SHARED }));
+          s.handles.set(i, this.compileVariant(v));
         }
         const h = s.handles.get(i)!;
         if (h instanceof Promise) pending.push(h.then((r) => s.handles.set(i, r)));
