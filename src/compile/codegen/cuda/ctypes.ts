@@ -5,7 +5,6 @@
  * do), and C literals. Conversions for halves are prelude functions (prelude.ts).
  */
 import type { DType } from '../../../tensor/dtype.js';
-import { itemSize, isFloating } from '../../../tensor/dtype.js';
 
 export type CType = 'float' | 'double' | 'int' | 'long long';
 
@@ -50,8 +49,6 @@ export function storageType(d: DType): string {
       return d satisfies never;
   }
 }
-
-export { itemSize, isFloating };
 
 /** Converts a raw stored element (expression) to its compute type. */
 export function loadConvert(d: DType, raw: string): string {
@@ -115,9 +112,4 @@ export function cLit(x: number, t: CType): string {
 /** Name of a libm function in the precision of `t` (expf for float, exp for double). */
 export function mathFn(name: string, t: CType): string {
   return t === 'float' ? `${name}f` : name;
-}
-
-/** Whether the dtype's compute type is floating. */
-export function floatingCompute(d: DType): boolean {
-  return isFloating(d);
 }
