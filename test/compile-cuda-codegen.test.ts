@@ -382,13 +382,18 @@ test('CudaProgram: externs run through the dispatcher, intermediates are reused,
   const L = new RecordingLauncher();
   const w1 = kiln.empty([64, 32]);
   const w2 = kiln.empty([32, 64]);
-  const f = (x: Tensor): Tensor => kiln.linear(kiln.gelu(kiln.linear(kiln.layerNorm(x, [32]), w1)), w2).add(x);
+  const f = (x: Tensor): Tensor => kiln.gelu(kiln.linear(kiln.gelu(kiln.linear(kiln.layerNorm(x, [32]), w1)), w2).add(x)).mul(kiln.sigmoid(x));
   const x = kiln.randn([8, 32]);
   const { program, run } = programFor(f as never, [x], L);
   const y = run([x]) as Tensor;
   assert.deepEqual(y.shape, [8, 32]);
   assert.equal(program.stats.externs, 2);
+  assert.equal(program.kernelCount, 3);
   assert.equal(L.launches.length, program.kernelCount);
+  // The last kernel's [8, 32] output takes over the dead [8, 32] layerNorm output's storage.
+  assert.deepEqual([program.stats.buffersAllocated, program.stats.buffersReused], [2, 1]);
+  const [ln, , last] = L.launches.map((l) => decode(program, l));
+  assert.equal(last!.p0, ln!.p0);
   const d = program.describe();
   assert.match(d, /extern linear/);
   assert.match(d, /args: kiln_k0_reduce_\w+\(p0@0:8 /);
