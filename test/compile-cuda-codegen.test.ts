@@ -18,6 +18,10 @@ import { CudaProgram } from '../src/compile/codegen/cuda/program.js';
 import type { CudaLauncher, KernelHandle } from '../src/compile/codegen/cuda/launcher.js';
 import { findNvcc, nvccCheck } from '../src/compile/codegen/cuda/nvcc-check.js';
 import { prelude } from '../src/compile/codegen/cuda/prelude.js';
+import { pointwiseIndexPlan } from '../src/compile/codegen/cuda/emit-pointwise.js';
+import { reduceIndexPlans } from '../src/compile/codegen/cuda/emit-reduce.js';
+import { intArg } from '../src/compile/codegen/cuda/configs.js';
+import type { IndexPlan } from '../src/compile/codegen/cuda/index-math.js';
 import type { ValueId } from '../src/compile/ir.js';
 import { broadcastStrides } from '../src/tensor/layout.js';
 import type { DType } from '../src/tensor/dtype.js';
@@ -136,6 +140,59 @@ test('kernel layouts address exactly the elements the tensors strides give, for 
     cg.sched.kernels.forEach((g, k) => {
       const L = kernelLayout(g, (id) => cg.low.values.get(id)!);
       assert.deepEqual(sortTuples(layoutOffsets(L)), sortTuples(referenceOffsets(cg, k)), `${cg.name} kernel ${k}`);
+      checked++;
+    });
+  }
+  assert.ok(checked >= 30);
+});
+
+/**
+ * The generated index statements (C) run as JavaScript: declarations become `let`, integer division
+ * floors (indices are non-negative), casts of 0 drop. Returns operand offsets for an index.
+ */
+function indexFn(plan: IndexPlan, lin: string): (index: number, args: Record<string, number>) => number[] {
+  const js = plan.coords
+    .map((st) =>
+      st
+        .replace(/\[\[maybe_unused\]\] /g, '')
+        .replace(/^(const )?(int|long long) /, 'let ')
+        .replace(/^(\w+) \/= (\w+);$/, '$1 = Math.floor($1 / $2);'),
+    )
+    .join('\n');
+  const offs = plan.offsets.map((o) => o.replace(/\((int|long long)\)0/g, '0'));
+  const body = `${js}\nreturn [${offs.join(', ')}];`;
+  return (index, args) => (new Function(lin, ...Object.keys(args), body) as (...a: number[]) => number[])(index, ...Object.values(args));
+}
+
+test('the generated index statements, run, address the same elements as the tensors strides', () => {
+  let checked = 0;
+  for (const cg of graphs) {
+    cg.sched.kernels.forEach((g, k) => {
+      const L = kernelLayout(g, (id) => cg.low.values.get(id)!);
+      const spec = kernelSpec(L);
+      const names = (p: IndexPlan, prefix: string, rank: number): string[] => [...Array.from({ length: rank }, (_, d) => `${prefix}${d}`), ...p.params.map((x) => x.name)];
+      const args = (ns: string[]): Record<string, number> => Object.fromEntries(ns.map((n) => [n, intArg(n, L, {})]));
+      const got: number[][] = [];
+      if (L.kind === 'pointwise') {
+        const plan = pointwiseIndexPlan(spec);
+        const f = indexFn(plan, 'e');
+        const a = args(names(plan, 'n', spec.orank));
+        const total = L.oshape.reduce((x, y) => x * y, 1);
+        for (let e = 0; e < total; e++) got.push(f(e, a).map((o, i) => o + L.operands[i]!.offset));
+      } else {
+        const { outer, row } = reduceIndexPlans(spec);
+        const fo = indexFn(outer, 'row');
+        const fr = indexFn(row, 'j');
+        const ao = args(names(outer, 'M', spec.orank));
+        const ar = args(names(row, 'R', spec.rrank));
+        const M = L.oshape.reduce((x, y) => x * y, 1);
+        const N = L.rshape.reduce((x, y) => x * y, 1);
+        for (let m = 0; m < M; m++) {
+          const base = fo(m, ao);
+          for (let j = 0; j < N; j++) got.push(fr(j, ar).map((o, i) => base[i]! + o + L.operands[i]!.offset));
+        }
+      }
+      assert.deepEqual(sortTuples(got), sortTuples(referenceOffsets(cg, k)), `${cg.name} kernel ${k}`);
       checked++;
     });
   }
