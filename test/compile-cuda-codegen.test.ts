@@ -6,6 +6,9 @@
  * parameter lists checked against the generator's argument layouts, ptxas on a sample.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { TEMPLATES, type TArg } from '../src/compile/lower/ops.js';
@@ -28,6 +31,9 @@ import type { DType } from '../src/tensor/dtype.js';
 import type { Storage } from '../src/tensor/storage.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { build, type CaseGraph, caseGraphs } from './compile-cuda-codegen-graphs.js';
+
+// max-autotune persists winners: keep them out of the user's cache.
+process.env.KILN_CACHE_DIR = mkdtempSync(path.join(tmpdir(), 'kiln-cudagen-'));
 
 const graphs = caseGraphs();
 
@@ -455,6 +461,30 @@ test('CudaProgram: externs run through the dispatcher, intermediates are reused,
   assert.match(d, /extern linear/);
   assert.match(d, /args: kiln_k0_reduce_\w+\(p0@0:8 /);
   assert.match(d, /__global__/);
+});
+
+test('CudaProgram max-autotune: every runnable config is timed once per spec, the winner persists', () => {
+  const f = ((t: Tensor) => kiln.softmax(t.mul(3), -1)) as never;
+  const x = kiln.empty([64, 256]);
+  const L = new RecordingLauncher();
+  const cg = build('tune', f, [x]);
+  const program = new CudaProgram(cg.low, cg.sched, L, { tuneOnFirstRun: true });
+  program.run([x]);
+  const n = program.generated()[0]!.candidates.length;
+  const tuningLaunches = L.launches.length;
+  // warm-up 2 + 5 timed reps per candidate, plus the real launch.
+  assert.equal(tuningLaunches, n * 7 + 1);
+  program.run([x]);
+  assert.equal(L.launches.length, tuningLaunches + 1);
+  const chosen = L.launches[L.launches.length - 1]!.name;
+  // A new program with the same code reads the winner from the cache: no timing launches.
+  const L2 = new RecordingLauncher();
+  const again = new CudaProgram(cg.low, cg.sched, L2, { tuneOnFirstRun: true });
+  again.run([x]);
+  assert.deepEqual(
+    L2.launches.map((l) => l.name),
+    [chosen],
+  );
 });
 
 // ---------------------------------------------------------------------------------------------
