@@ -1,0 +1,6 @@
+/**
+ * Registers every cuda kernel group. Importing this loads nothing native: kernels reach the driver
+ * through the cuda accelerator, which loads on the first use of a cuda device.
+ */
+import './core.js';
+import './pointwise.js';
