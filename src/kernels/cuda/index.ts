@@ -4,3 +4,6 @@
  */
 import './core.js';
 import './pointwise.js';
+import './reduction.js';
+import './linalg.js';
+import './indexing.js';

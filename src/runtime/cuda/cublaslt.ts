@@ -24,6 +24,9 @@ const EPILOGUE_BIAS = 4;
 const LAYOUT_BATCH_COUNT = 5;
 const LAYOUT_STRIDED_BATCH_OFFSET = 6;
 const PREF_MAX_WORKSPACE_BYTES = 1;
+// MIN_ALIGNMENT_{A,B,C,D}_BYTES: the heuristic assumes 256-byte aligned buffers unless told less,
+// and a view at an offset (a slice of a fused QKV projection) is often only 16-byte aligned.
+const PREF_MIN_ALIGNMENT = { a: 5, b: 6, c: 7, d: 8 } as const;
 const OP_N = 0;
 const OP_T = 1;
 // Each cublasLtMatmulHeuristicResult_t is 96 bytes; its first 64 are the algorithm.
@@ -135,6 +138,15 @@ function deviceState(index: number): DeviceState {
 function i32(v: number): Uint8Array {
   return new Uint8Array(new Int32Array([v]).buffer);
 }
+function u32(v: number): Uint8Array {
+  return new Uint8Array(new Uint32Array([v]).buffer);
+}
+/** Largest power of two (up to 256) dividing an address. */
+function alignment(ptr: DevPtr): number {
+  let a = 256;
+  while (a > 1 && ptr % a !== 0) a >>= 1;
+  return a;
+}
 function i64(v: number): Uint8Array {
   return new Uint8Array(new BigInt64Array([BigInt(v)]).buffer);
 }
@@ -154,7 +166,8 @@ function plan(index: number, p: GemmProblem): Plan {
   // cuBLASLt's A is Kiln's B, its B is Kiln's A.
   const A = p.b;
   const B = p.a;
-  const key = [p.dtype, p.m, p.n, p.k, p.batch, A.rows, A.cols, A.ld, A.trans, A.batchStride, B.rows, B.cols, B.ld, B.trans, B.batchStride, p.ldd, p.dBatchStride, p.bias !== undefined, p.beta !== 0].join(',');
+  const al = { a: alignment(A.ptr), b: alignment(B.ptr), d: alignment(p.d), c: alignment(p.c ?? p.d) };
+  const key = [al.a, al.b, al.c, al.d, p.dtype, p.m, p.n, p.k, p.batch, A.rows, A.cols, A.ld, A.trans, A.batchStride, B.rows, B.cols, B.ld, B.trans, B.batchStride, p.ldd, p.dBatchStride, p.bias !== undefined, p.beta !== 0].join(',');
   const hit = s.plans.get(key);
   if (hit) return hit;
   const L = api();
@@ -172,6 +185,9 @@ function plan(index: number, p: GemmProblem): Plan {
   const pr: [Ptr | null] = [null];
   ltCheck(L.cublasLtMatmulPreferenceCreate(pr), 'creating a preference');
   ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, PREF_MAX_WORKSPACE_BYTES, i64(WORKSPACE_BYTES), 8), 'setting the workspace size');
+  for (const [which, attr] of Object.entries(PREF_MIN_ALIGNMENT)) {
+    ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, attr, u32(al[which as keyof typeof al]), 4), `setting the ${which.toUpperCase()} alignment`);
+  }
   if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');
   const results = new Uint8Array(HEURISTIC_RESULT_BYTES);
   const count: [number] = [0];

@@ -164,7 +164,7 @@ export function generateRow(s: RowSpec): GeneratedKernel {
       body.push(`    if (active) for (long long j = t; j < len; j += ${s.tpr}) { const ${at} d = ${ld('x[j]')} - mean; m2 += d * d; }`);
       body.push('    m2 = group_reduce(m2, KAdd(), smem);');
       // p0 = correction (Bessel: 1); p1 != 0 asks for the standard deviation.
-      body.push(`    const ${at} var_ = m2 / (${at})((double)len - p0);`);
+      body.push(`    const ${at} var_ = m2 / (${at})((double)len - p0 > 0.0 ? (double)len - p0 : 0.0);`);
       body.push(`    if (active && t == 0) out[rr] = ${st(`(p1 != 0.0 ? (${at})kiln_sqrt((double)var_) : var_)`)};`);
       break;
     }
