@@ -60,5 +60,6 @@ export function checkOp(label: string, fn: (...xs: Tensor[]) => Tensor, inputs: 
   const onCuda = inputs.map((t) => t.to('cuda'));
   const got = fn(...onCuda);
   assertMatchesCpu(label, got, want, tol);
-  for (const t of [...onCuda, got, want]) t.dispose();
+  // A result may be an input itself (contiguous() of a contiguous tensor): never dispose inputs.
+  for (const t of [...onCuda, got, want]) if (!inputs.includes(t)) t.dispose();
 }

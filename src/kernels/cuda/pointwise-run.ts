@@ -11,15 +11,21 @@ import { Tensor } from '../../tensor/tensor.js';
 import { castValue } from '../../tensor/typed.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
-import { coalesce, generatePointwise, INDEX32_LIMIT, POINTWISE_BLOCK, pointwiseKey, reach, vectorWidth, type PointwiseSpec, type PwOperand } from './codegen/pointwise.js';
+import { coalesce, generatePointwise, INDEX32_LIMIT, POINTWISE_BLOCK, reach, vectorWidth, type PointwiseSpec, type PwOperand } from './codegen/pointwise.js';
 import { gridFor, ptrOf, streamOf } from './device.js';
 
 export type PwInput = Tensor | number | boolean;
 
+function sameList(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 const kernels = new Map<string, CudaKernel>();
 
-function kernelFor(deviceIndex: number, spec: PointwiseSpec): CudaKernel {
-  const key = `${deviceIndex}#${pointwiseKey(spec)}`;
+/** `key` identifies the spec cheaply (built by string concatenation on the hot path). */
+function kernelFor(deviceIndex: number, key: string, spec: PointwiseSpec): CudaKernel {
   let k = kernels.get(key);
   if (!k) {
     const g = generatePointwise(spec);
@@ -41,8 +47,12 @@ export function runPointwise(op: string, expr: string, out: Tensor, inputs: read
   const floatCompute = isFloating(compute);
   const operands: PwOperand[] = [];
   const scalarValues: number[] = [];
-  const tensorOps: { t: Tensor; strides: number[] }[] = [];
+  const tensorOps: { t: Tensor; strides: readonly number[] }[] = [];
   const bcastPtrs: (number | undefined)[] = [];
+  // Fast path: every tensor operand has out's shape and strides and out is dense (the common eager
+  // case): one contiguous dim, no broadcasting or coalescing work.
+  let same = out.isContiguous();
+  let sig = '';
   for (const x of inputs) {
     if (typeof x !== 'object' || x.device.type === 'cpu') {
       // A host scalar, or a zero-dim cpu tensor the dispatcher let through: a kernel parameter.
@@ -51,19 +61,24 @@ export function runPointwise(op: string, expr: string, out: Tensor, inputs: read
       operands.push({ kind: 'scalar', dtype: compute });
       scalarValues.push(val);
       bcastPtrs.push(undefined);
+      sig += 's,';
     } else if (x.numel() === 1) {
       const round = x.ndim === 0 && x.dtype !== compute && floatCompute ? compute : undefined;
       operands.push({ kind: 'bcast', dtype: x.dtype, roundThrough: round });
       scalarValues.push(0);
       bcastPtrs.push(ptrOf(x));
+      sig += `b${x.dtype}${round ?? ''},`;
     } else {
       operands.push({ kind: 'tensor', dtype: x.dtype });
       scalarValues.push(0);
       bcastPtrs.push(undefined);
-      tensorOps.push({ t: x, strides: broadcastStrides(x.shape, x.strides, out.shape) });
+      sig += `t${x.dtype},`;
+      if (same && !(sameList(x.shape, out.shape) && sameList(x.strides, out.strides))) same = false;
+      tensorOps.push({ t: x, strides: x.strides });
     }
   }
-  const c = coalesce(out.shape, [out.strides, ...tensorOps.map((o) => o.strides)]);
+  if (!same) for (const o of tensorOps) o.strides = broadcastStrides(o.t.shape, o.t.strides, out.shape);
+  const c = same ? { shape: [n], strides: [[1], ...tensorOps.map(() => [1])] } : coalesce(out.shape, [out.strides, ...tensorOps.map((o) => o.strides)]);
   const contiguous = c.shape.length <= 1 && c.strides.every((s) => c.shape.length === 0 || s[0] === 1);
   let index64 = n > INDEX32_LIMIT || reach(c.shape, c.strides[0]!) > INDEX32_LIMIT;
   for (let k = 1; k < c.strides.length && !index64; k++) index64 = reach(c.shape, c.strides[k]!) > INDEX32_LIMIT;
@@ -75,8 +90,8 @@ export function runPointwise(op: string, expr: string, out: Tensor, inputs: read
     if (v > 1 && ptrs.every((p, i) => p % (sizes[i]! * v) === 0)) vec = v;
   }
   const rank = contiguous ? 0 : c.shape.length;
-  const spec: PointwiseSpec = { op, expr, operands, nParams: params.length, compute, out: out.dtype, rank, vec, index64 };
-  const k = kernelFor(out.device.index, spec);
+  const key = `${out.device.index}#${op}|${expr}|${sig}|${params.length}|${compute}|${out.dtype}|${rank}|${vec}|${index64 ? 64 : 32}`;
+  const k = kernelFor(out.device.index, key, { op, expr, operands, nParams: params.length, compute, out: out.dtype, rank, vec, index64 });
   const args: number[] = [ptrOf(out)];
   let ti = 0;
   operands.forEach((o, i) => {
