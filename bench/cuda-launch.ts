@@ -17,6 +17,7 @@ import * as kiln from '../src/index.js';
 import { devPtr, type CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launch } from '../src/runtime/cuda/launch.js';
+import { runPointwise } from '../src/kernels/cuda/pointwise-run.js';
 
 const OPS = 10_000;
 const REPS = 5;
@@ -69,6 +70,7 @@ const stream = acc.defaultStream(0);
 const xp = devPtr(x.storage.buffer);
 const launches = [
   hostPerOp('bare launch (cuLaunchKernel via koffi)', () => launch(iota, [xp, 1024], { grid: 4, block: 256 }, stream)),
+  hostPerOp('runPointwise add_ (kernel path, no dispatcher)', () => void runPointwise('add_', 'a + s0 * b', x, [x, y], [1e-9], 'float32')),
   hostPerOp('kiln.add([1024] fp32) incl. alloc + dispose', () => kiln.add(x, y).dispose()),
   hostPerOp('kiln.add_([1024] fp32) in place', () => void kiln.add_(x, y, 1e-9)),
   hostPerOp('kiln.mul(x, 2) scalar operand', () => kiln.mul(x, 2).dispose()),

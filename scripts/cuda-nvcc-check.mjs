@@ -48,8 +48,8 @@ for (const kind of rowKinds) {
     sources.push(generateRow({ kind, inDtype: d, outDtype: out, tpr, hasWeight: norm, hasBias: kind === 'layerNorm', paramDtype: norm ? d : undefined }));
   }
 }
-const { gatherRowsSource } = await imp('src/kernels/cuda/indexing.js');
-for (const [v, ix] of [['float32', 'int64'], ['bfloat16', 'int32'], ['float16', 'int64']]) sources.push(gatherRowsSource(v, ix));
+const { gatherRowsSource, gatherSource } = await imp('src/kernels/cuda/indexing.js');
+for (const [v, ix] of [['float32', 'int64'], ['bfloat16', 'int32'], ['float16', 'int64']]) sources.push(gatherRowsSource(v, ix), gatherSource(v, ix, 3));
 const text = sources.map((s, k) => `namespace k${k} {\n${s.source}\n}\n`).join('\n');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-nvcc-'));
 const file = path.join(dir, 'all.cu');

@@ -283,6 +283,36 @@ test('embedding and indexSelect gather rows; out-of-range indices raise before a
   assert.throws(() => kiln.embedding(kiln.tensor([1, 5], { dtype: 'int64' }).to('cuda'), w), /index 5 is out of range/);
 });
 
+test('gather matches the CPU along every dim', { skip }, () => {
+  const x = rand([6, 7, 5], 111);
+  for (const d of [0, 1, 2]) {
+    const size = x.shape[d]!;
+    const ishape = [4, 3, 2];
+    checkOp(`gather dim ${d}`, (a, ix) => kiln.gather(a, d, ix), [x, makeTensor(randomInts(24, 112 + d, 0, size), ishape, 'int64')]);
+  }
+  checkOp('gather transposed self', (a, ix) => kiln.gather(kiln.transpose(a, 0, 2), 1, ix), [x, makeTensor(randomInts(10, 115, 0, 7), [5, 2, 1], 'int32')]);
+});
+
+test('scaled dot-product attention: plain, causal, masks, grouped-query heads', { skip }, () => {
+  for (const dtype of FLOATS) {
+    const tol = dtype === 'float32' ? { atol: 1e-4 } : {};
+    const q = rand([2, 4, 9, 16], 121, 'contiguous', dtype);
+    const k = rand([2, 4, 11, 16], 122, 'contiguous', dtype);
+    const v = rand([2, 4, 11, 8], 123, 'contiguous', dtype);
+    const sdpa = (a: Tensor, b: Tensor, c: Tensor, mask: Tensor | null = null, causal = false, scale: number | null = null): Tensor =>
+      kiln.nn.functional.scaledDotProductAttention(a, b, c, mask, 0, causal, scale);
+    checkOp(`sdpa ${dtype}`, (a, b, c) => sdpa(a, b, c), [q, k, v], tol);
+    checkOp(`sdpa causal ${dtype}`, (a, b, c) => sdpa(a, b, c, null, true), [q, k, v], tol);
+    checkOp(`sdpa scale ${dtype}`, (a, b, c) => sdpa(a, b, c, null, false, 0.3), [q, k, v], tol);
+    checkOp(`sdpa bool mask ${dtype}`, (a, b, c, m) => sdpa(a, b, c, kiln.gt(m, -1.5)), [q, k, v, rand([9, 11], 124)], tol);
+    checkOp(`sdpa float mask ${dtype}`, (a, b, c, m) => sdpa(a, b, c, m), [q, k, v, rand([1, 4, 9, 11], 125, 'contiguous', dtype)], tol);
+    checkOp(`sdpa transposed q ${dtype}`, (a, b, c) => sdpa(kiln.transpose(a, 1, 2), kiln.transpose(b, 1, 2), kiln.transpose(c, 1, 2)), [rand([2, 9, 4, 16], 126, 'contiguous', dtype), rand([2, 11, 4, 16], 127, 'contiguous', dtype), rand([2, 11, 4, 8], 128, 'contiguous', dtype)], tol);
+    checkOp(`sdpa GQA ${dtype}`, (a, b, c) => kiln.nn.functional.scaledDotProductAttention(a, b, c, null, 0, true, null, true), [rand([1, 8, 5, 16], 129, 'contiguous', dtype), rand([1, 2, 5, 16], 130, 'contiguous', dtype), rand([1, 2, 5, 16], 131, 'contiguous', dtype)], tol);
+  }
+  const q = rand([1, 2, 3, 4], 1).to('cuda');
+  assert.throws(() => kiln.nn.functional.scaledDotProductAttention(q, q, q, null, 0.1), /dropoutP 0\.1 > 0 is not supported on cuda:0/);
+});
+
 test('pointwise over more than 2^31 elements uses 64-bit indexing', { skip }, () => {
   const n = 2_200_000_000;
   const x = kiln.ones([n], { dtype: 'uint8', device: 'cuda' });

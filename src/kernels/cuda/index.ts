@@ -7,3 +7,4 @@ import './pointwise.js';
 import './reduction.js';
 import './linalg.js';
 import './indexing.js';
+import './attention.js';

@@ -3,7 +3,7 @@
  * first (reading them costs one synchronisation), because an out-of-range read on the device would
  * fault and leave the CUDA context unusable, where the CPU raises a clear error.
  */
-import { embedding, indexSelect } from '../../ops/defs/indexing.js';
+import { embedding, gather, indexSelect } from '../../ops/defs/indexing.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { DType } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape, normalizeDim, numel } from '../../tensor/layout.js';
@@ -94,5 +94,55 @@ registerKernel(indexSelect, 'cuda', (ctx, self, dim, index) => {
   const tmp = gatherRows(allocOut({ ...ctx.out, strides: contiguousStrides(ctx.out.shape) }), self, index, outer, num, inner);
   copyTensor(out, tmp);
   tmp.dispose();
+  return out;
+});
+
+/** out[i] = self[i with dim d replaced by index[i]], for a contiguous out shaped like index (rank <= 8). */
+export function gatherSource(valueDtype: DType, indexDtype: DType, rank: number): { name: string; source: string; params: ParamType[] } {
+  const vt = storageType(valueDtype);
+  const it = storageType(indexDtype);
+  const name = `kiln_gather_${valueDtype}_${indexDtype}_r${rank}`;
+  const params: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64'];
+  const decl = [`${vt}* __restrict__ out`, `const ${vt}* __restrict__ src`, `const ${it}* __restrict__ idx`, 'long long total', 'long long dimStride'];
+  for (let k = 0; k < rank; k++) {
+    params.push('i64', 'i64', 'i64');
+    decl.push(`long long size${k}`, `long long sst${k}`, `long long ist${k}`);
+  }
+  const walk: string[] = [];
+  for (let k = rank - 1; k >= 0; k--) walk.push(`    { const long long c = r % size${k}; r /= size${k}; so += c * sst${k}; io += c * ist${k}; }`);
+  const source = `
+extern "C" __global__ void __launch_bounds__(${BLOCK}) ${name}(${decl.join(', ')}) {
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x) {
+    long long r = e, so = 0, io = 0;
+${walk.join('\n')}
+    out[e] = src[so + (long long)idx[io] * dimStride];
+  }
+}
+`;
+  return { name, source, params };
+}
+
+registerKernel(gather, 'cuda', (ctx, self, dim, index) => {
+  const rank = Math.max(self.ndim, 1);
+  const d = normalizeDim('gather', dim as number, rank);
+  const size = self.ndim === 0 ? 1 : self.shape[d]!;
+  checkIndices('gather', index, size, `dim ${d} of 'self' ${fmtShape(self.shape)}`);
+  const out = allocOut(ctx.out);
+  const total = out.numel();
+  if (total === 0) return out;
+  if (rank > 8) throw new Error(`gather: the cuda kernel supports up to 8 dims, got ${rank}`);
+  const g = gatherSource(self.dtype, index.dtype, rank);
+  const key = `${out.device.index}#${g.name}`;
+  let k = kernels.get(key);
+  if (!k) {
+    k = kernelFromSource(out.device.index, g.source, g.name, g.params);
+    kernels.set(key, k);
+  }
+  const shape = self.ndim === 0 ? [1] : index.shape;
+  const sStr = self.ndim === 0 ? [0] : self.strides;
+  const iStr = index.ndim === 0 ? [0] : index.strides;
+  const args = [ptrOf(out), ptrOf(self), ptrOf(index), total, sStr[d]!];
+  for (let i = 0; i < rank; i++) args.push(shape[i]!, i === d ? 0 : sStr[i]!, iStr[i]!);
+  launch(k, args, { grid: gridFor(out.device.index, total, BLOCK), block: BLOCK }, streamOf(out));
   return out;
 });

@@ -64,7 +64,7 @@ function batchStride(batch: readonly number[], strides: readonly number[]): numb
   return stride ?? 0;
 }
 
-interface GemmCall {
+export interface GemmCall {
   op: string;
   out: Tensor;
   a: Tensor;
@@ -80,10 +80,11 @@ interface GemmCall {
 }
 
 /** out[..., M, N] (contiguous) = alpha * a[..., M, K] @ b[..., K, N] (+ bias[N]) (+ beta * out). */
-function runGemm(c: GemmCall): Tensor {
+export function runGemm(c: GemmCall): Tensor {
   const { out, M, N, K } = c;
   if (M === 0 || N === 0 || numel(c.batch) === 0) return out;
-  const dtype = gemmDtype(c.op, out.dtype, `${fmtShape(c.a.shape)} @ ${fmtShape(c.b.shape)}`);
+  const dtype = gemmDtype(c.op, c.a.dtype, `${fmtShape(c.a.shape)} @ ${fmtShape(c.b.shape)}`);
+  const outDtype = gemmDtype(c.op, out.dtype, `${fmtShape(c.a.shape)} @ ${fmtShape(c.b.shape)}`);
   if (K === 0) {
     // An empty inner dimension: the product is 0; keep beta * out, then add the bias.
     if ((c.beta ?? 0) === 0) runPointwise('fill', 's0', out, [], [0], out.dtype);
@@ -110,6 +111,7 @@ function runGemm(c: GemmCall): Tensor {
       bias: fused ? ptrOf(c.bias!) : undefined,
       alpha: c.alpha ?? 1,
       beta: c.beta ?? 0,
+      outDtype: outDtype !== dtype ? outDtype : undefined,
     });
   } finally {
     for (const t of [...pa.temps, ...pb.temps]) t.dispose();

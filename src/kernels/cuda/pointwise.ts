@@ -66,7 +66,18 @@ function unaryCompute(self: Tensor, outDtype: DType): DType {
   return outDtype === 'bool' ? self.dtype : outDtype;
 }
 
-for (const [op, expr] of unaryExprs) {
+/** Memoises an expression per compute type, so the hot path passes one interned string. */
+function perCt(expr: Expr1): Expr1 {
+  const memo = new Map<CType, string>();
+  return (ct) => {
+    let e = memo.get(ct);
+    if (e === undefined) memo.set(ct, (e = expr(ct)));
+    return e;
+  };
+}
+
+for (const [op, raw] of unaryExprs) {
+  const expr = perCt(raw);
   registerKernel(op, 'cuda', (ctx, self) => {
     const compute = unaryCompute(self, ctx.out.dtype);
     return runPointwise(op.name, expr(computeType(compute)), allocOut(ctx.out), [self], [], compute);
@@ -81,7 +92,7 @@ const inplaceUnary: [P.UnaryOp, P.UnaryOp][] = [
   [P.tanh_, P.tanh],
 ];
 for (const [op, base] of inplaceUnary) {
-  const expr = unaryExprs.find(([o]) => o === base)![1];
+  const expr = perCt(unaryExprs.find(([o]) => o === base)![1]);
   registerKernel(op, 'cuda', (_ctx, self) => runPointwise(op.name, expr(computeType(self.dtype)), self, [self], [], self.dtype));
 }
 

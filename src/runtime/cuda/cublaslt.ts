@@ -103,6 +103,8 @@ export interface GemmProblem {
   beta: number;
   /** C for beta != 0 (same layout as D); defaults to D. */
   c?: DevPtr;
+  /** Dtype of C/D when it differs from A/B (bf16 inputs with fp32 output). */
+  outDtype?: GemmDtype;
 }
 
 interface Plan {
@@ -167,7 +169,7 @@ function plan(index: number, p: GemmProblem): Plan {
   const A = p.b;
   const B = p.a;
   const al = { a: alignment(A.ptr), b: alignment(B.ptr), d: alignment(p.d), c: alignment(p.c ?? p.d) };
-  const key = [al.a, al.b, al.c, al.d, p.dtype, p.m, p.n, p.k, p.batch, A.rows, A.cols, A.ld, A.trans, A.batchStride, B.rows, B.cols, B.ld, B.trans, B.batchStride, p.ldd, p.dBatchStride, p.bias !== undefined, p.beta !== 0].join(',');
+  const key = [al.a, al.b, al.c, al.d, p.dtype, p.m, p.n, p.k, p.batch, A.rows, A.cols, A.ld, A.trans, A.batchStride, B.rows, B.cols, B.ld, B.trans, B.batchStride, p.ldd, p.dBatchStride, p.bias !== undefined, p.beta !== 0, p.outDtype ?? p.dtype].join(',');
   const hit = s.plans.get(key);
   if (hit) return hit;
   const L = api();
@@ -181,7 +183,7 @@ function plan(index: number, p: GemmProblem): Plan {
   const t = DATA_TYPE[p.dtype];
   const la = layout(L, t, A.rows, A.cols, A.ld, p.batch, A.batchStride);
   const lb = layout(L, t, B.rows, B.cols, B.ld, p.batch, B.batchStride);
-  const lc = layout(L, t, p.n, p.m, p.ldd, p.batch, p.dBatchStride);
+  const lc = layout(L, DATA_TYPE[p.outDtype ?? p.dtype], p.n, p.m, p.ldd, p.batch, p.dBatchStride);
   const pr: [Ptr | null] = [null];
   ltCheck(L.cublasLtMatmulPreferenceCreate(pr), 'creating a preference');
   ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, PREF_MAX_WORKSPACE_BYTES, i64(WORKSPACE_BYTES), 8), 'setting the workspace size');
