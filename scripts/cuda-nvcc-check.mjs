@@ -50,6 +50,8 @@ for (const kind of rowKinds) {
 }
 const { gatherRowsSource, gatherSource } = await imp('src/kernels/cuda/indexing.js');
 for (const [v, ix] of [['float32', 'int64'], ['bfloat16', 'int32'], ['float16', 'int64']]) sources.push(gatherRowsSource(v, ix), gatherSource(v, ix, 3));
+const { im2colSource } = await imp('src/kernels/cuda/nn.js');
+for (const d of ['float32', 'bfloat16', 'float16', 'float64']) sources.push(im2colSource(d));
 const text = sources.map((s, k) => `namespace k${k} {\n${s.source}\n}\n`).join('\n');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-nvcc-'));
 const file = path.join(dir, 'all.cu');

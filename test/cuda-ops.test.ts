@@ -313,6 +313,42 @@ test('scaled dot-product attention: plain, causal, masks, grouped-query heads', 
   assert.throws(() => kiln.nn.functional.scaledDotProductAttention(q, q, q, null, 0.1), /dropoutP 0\.1 > 0 is not supported on cuda:0/);
 });
 
+test('conv2d (im2col + cuBLASLt): padding, stride, dilation, groups, bias, channels_last', { skip }, () => {
+  const F = kiln.nn.functional;
+  for (const dtype of [...FLOATS, 'float64'] as DType[]) {
+    const tol = dtype === 'float32' ? { atol: 1e-4 } : dtype === 'bfloat16' ? { atol: 3e-2, rtol: 2e-2 } : {};
+    const x = rand([2, 6, 11, 13], 141, 'contiguous', dtype);
+    const w = rand([8, 6, 3, 3], 142, 'contiguous', dtype, -0.5, 0.5);
+    const b = rand([8], 143, 'contiguous', dtype);
+    checkOp(`conv2d ${dtype}`, (a, ww, bb) => F.conv2d(a, ww, bb, 1, 1), [x, w, b], tol);
+    checkOp(`conv2d stride 2 dilation 2 ${dtype}`, (a, ww) => F.conv2d(a, ww, null, 2, [2, 1], 2), [x, w], tol);
+    checkOp(`conv2d groups 2 ${dtype}`, (a, ww, bb) => F.conv2d(a, ww, bb, 1, 0, 1, 2), [x, rand([8, 3, 3, 3], 144, 'contiguous', dtype, -0.5, 0.5), b], tol);
+    checkOp(`conv2d channels_last ${dtype}`, (a, ww, bb) => F.conv2d(kiln.contiguous(a, 'channelsLast'), ww, bb, 2, 3), [x, rand([8, 6, 7, 7], 145, 'contiguous', dtype, -0.2, 0.2), b], tol);
+    checkOp(`conv2d unbatched ${dtype}`, (a, ww) => F.conv2d(a, ww, null, 1, 1), [rand([6, 9, 9], 146, 'contiguous', dtype), w], tol);
+  }
+});
+
+test('batchNorm in evaluation and training mode, including the running statistics', { skip }, () => {
+  for (const dtype of FLOATS) {
+    const tol = dtype === 'float32' ? { atol: 1e-4 } : {};
+    const x = rand([4, 5, 6, 7], 151, 'contiguous', dtype);
+    const rm = rand([5], 152, 'contiguous', 'float32');
+    const rv = rand([5], 153, 'contiguous', 'float32', 0.5, 2);
+    const w = rand([5], 154, 'contiguous', 'float32');
+    const b = rand([5], 155, 'contiguous', 'float32');
+    const eval_ = (a: Tensor, m: Tensor, v: Tensor, ww: Tensor, bb: Tensor): Tensor => kiln.nn.functional.batchNorm(a, m, v, ww, bb, false, 0.1, 1e-5);
+    checkOp(`batchNorm eval ${dtype}`, eval_, [x.to(dtype), rm.to(dtype), rv.to(dtype), w.to(dtype), b.to(dtype)], tol);
+    checkOp(`batchNorm eval channels_last ${dtype}`, (a, m, v) => kiln.nn.functional.batchNorm(kiln.contiguous(a, 'channelsLast'), m, v, null, null, false, 0.1, 1e-5), [x, rm.to(dtype), rv.to(dtype)], tol);
+    const runCpu = [kiln.clone(rm), kiln.clone(rv)];
+    const runCuda = [rm.to('cuda'), rv.to('cuda')];
+    const want = kiln.nn.functional.batchNorm(x, runCpu[0]!, runCpu[1]!, w, b, true, 0.1, 1e-5);
+    const got = kiln.nn.functional.batchNorm(x.to('cuda'), runCuda[0]!, runCuda[1]!, w.to('cuda'), b.to('cuda'), true, 0.1, 1e-5);
+    assertMatchesCpu(`batchNorm train ${dtype}`, got, want, tol);
+    assertMatchesCpu(`batchNorm running mean ${dtype}`, runCuda[0]!, runCpu[0]!, { atol: 1e-4 });
+    assertMatchesCpu(`batchNorm running var ${dtype}`, runCuda[1]!, runCpu[1]!, { atol: 1e-4 });
+  }
+});
+
 test('pointwise over more than 2^31 elements uses 64-bit indexing', { skip }, () => {
   const n = 2_200_000_000;
   const x = kiln.ones([n], { dtype: 'uint8', device: 'cuda' });

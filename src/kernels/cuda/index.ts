@@ -8,3 +8,4 @@ import './reduction.js';
 import './linalg.js';
 import './indexing.js';
 import './attention.js';
+import './nn.js';
