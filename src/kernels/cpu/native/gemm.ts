@@ -37,6 +37,12 @@ export interface SgemmOptions {
 }
 
 let fn: NativeFn | undefined;
+let calls = 0;
+
+/** How many native sgemm calls this process made (tests use it to see which engine ran). */
+export function nativeGemmCalls(): number {
+  return calls;
+}
 
 /** Loads (building if needed) the GEMM library; throws NativeCompileError / Error with the reason. */
 export function loadNativeGemm(): void {
@@ -55,6 +61,7 @@ export function loadNativeGemm(): void {
  */
 export function sgemm(m: number, n: number, k: number, alpha: number, a: F32Operand, b: F32Operand, beta: number, c: F32Vector & { ldc: number }, options: SgemmOptions = {}): void {
   loadNativeGemm();
+  calls++;
   const bias = options.bias ?? null;
   const act = GEMM_ACT[options.act ?? 'none'];
   if (act === undefined) throw new TypeError(`native sgemm: unknown activation '${String(options.act)}' (expected ${Object.keys(GEMM_ACT).join(', ')})`);
