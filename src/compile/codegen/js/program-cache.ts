@@ -23,6 +23,8 @@ import type { Schedule } from '../../lower/schedule.js';
 import { log } from '../../log.js';
 import type { KernelFn } from './compile.js';
 import { wasmKernelFn } from '../wasm/runtime.js';
+import { nativeKernelFn } from '../c/runtime.js';
+import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import type { KernelCode } from './emit.js';
 import { KilnProgram } from './program.js';
 
@@ -81,6 +83,8 @@ function instantiate(codes: readonly KernelCode[], chosen: readonly number[]): K
     const cand = c.candidates[chosen[i]!];
     if (!cand || typeof cand.source !== 'string') throw new Error(`program cache: kernel ${i} has no candidate ${chosen[i]}`);
     const js = new Function(cand.source)() as KernelFn;
+    // A native candidate stored by a process on the native path runs its JS kernel on another path.
+    if (cand.native) return cpuPath() === 'native' ? nativeKernelFn(cand.native, js) : js;
     return cand.wasm ? wasmKernelFn(cand.wasm.bytes, cand.wasm.nOutputs, js) : js;
   });
 }

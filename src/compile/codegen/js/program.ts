@@ -518,7 +518,7 @@ export class KilnProgram implements CompiledProgram {
       const c = ks.code;
       parts.push(
         `// ${c.name}: ${c.group.nodes.length} ops [${c.group.nodes.map((n) => n.op).join(', ')}], config ${JSON.stringify(c.candidates[ks.chosen]!.config)} ` +
-          `(${c.candidates.length} candidates)\n${c.candidates[ks.chosen]!.source}`,
+          `(${c.candidates.length} candidates)\n${c.candidates[ks.chosen]!.native?.source ?? c.candidates[ks.chosen]!.source}`,
       );
     }
     const v = (id: ValueId): string => {

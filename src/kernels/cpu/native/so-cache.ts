@@ -92,6 +92,22 @@ function install(key: string, r: CcResult): string {
   return file;
 }
 
+/** The cached, intact object for `source` under `tc`, if any (no build). */
+export function lookupObject(source: string, tc: Toolchain): string | undefined {
+  return lookup(objectKey(source, tc));
+}
+
+/** A build to run as a 'cc' task (for callers that batch many builds into one pool call). */
+export function pendingBuild(name: string, source: string, tc: Toolchain): { key: string; payload: CcPayload } {
+  const key = objectKey(source, tc);
+  return { key, payload: payloadFor(key, name, source, tc) };
+}
+
+/** Moves a finished 'cc' build into the cache; throws NativeCompileError for a failed one. */
+export function installBuilt(key: string, r: CcResult): string {
+  return install(key, r);
+}
+
 /** Path of the shared object built from `source`, compiling it (blocking) on a cache miss. */
 export function buildSharedObjectSync(name: string, source: string, tc: Toolchain): string {
   const key = objectKey(source, tc);

@@ -35,7 +35,7 @@ export interface Toolchain {
 
 export type ToolchainProbe = { ok: true; toolchain: Toolchain } | { ok: false; reason: string };
 
-const PROBE_VERSION = 2;
+const PROBE_VERSION = 3;
 
 function which(name: string): string | undefined {
   if (name.includes('/')) return fs.existsSync(name) ? path.resolve(name) : undefined;
@@ -78,7 +78,12 @@ function tryBuild(compiler: string, flags: readonly string[], source: string, li
   }
 }
 
-const BASE = ['-O3', '-shared', '-fPIC', '-std=gnu11', '-ffp-contract=fast', '-fno-math-errno'];
+/**
+ * -fno-math-errno lets sqrtf inline; -fno-trapping-math lets GCC if-convert the selects in the
+ * branch-free math of codegen/c/math.ts (with trapping math it keeps `x < c ? a : b` as control
+ * flow and the fused pointwise loops stay scalar). Neither changes results: no -ffast-math.
+ */
+const BASE = ['-O3', '-shared', '-fPIC', '-std=gnu11', '-ffp-contract=fast', '-fno-math-errno', '-fno-trapping-math'];
 /**
  * Never unload a native object (Linux): an OpenMP worker thread still holds the object's
  * thread-local packing buffers when koffi/the process unloads it at exit, and dlclose under it
