@@ -133,7 +133,8 @@ export function compileWithProgramCache(graph: Graph, options: BackendOptions, b
   };
   const ctx = options.cacheContext;
   if (!ctx) return done(build(graph), 'off');
-  const key = programCacheKey({ signature: ctx.signature, guardKey: ctx.guardKey, mode: options.mode, backend, devices: graphDevices(graph) });
+  // The CPU code path (native / wasm / js) decides which kernel candidates exist: part of the key.
+  const key = programCacheKey({ signature: ctx.signature, guardKey: ctx.guardKey, mode: options.mode, backend: `${backend}/cpu-${cpuPath()}`, devices: graphDevices(graph) });
   if (key === null) return done(build(graph), 'off');
   const cache = getDiskCache();
   const body = cache.get(PROGRAM_NAMESPACE, key);
