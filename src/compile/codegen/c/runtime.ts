@@ -16,13 +16,22 @@ import { buildSharedObjectSync, installBuilt, lookupObject, pendingBuild } from 
 import type { KernelFn } from '../js/compile.js';
 import { C_MAX_RANK, type NativePointwise } from './pointwise.js';
 
-/** Wraps a loaded kernel; rows of other dtypes or ranks above C_MAX_RANK run `fallback`. */
+/**
+ * Iteration spaces below this many elements run the JS kernel: a koffi call plus filling `meta`
+ * costs ~1-2 us, what the JS kernel needs for about a thousand elements. (It also keeps tiny
+ * compiled graphs bit-identical to eager, as the Wasm candidate's short-row fallback does.)
+ */
+export const NATIVE_MIN_ELEMENTS = 1024;
+
+/** Wraps a loaded kernel; small or high-rank iteration spaces and non-float32 data run `fallback`. */
 function wrap(k: NativePointwise, fn: NativeFn, fallback: KernelFn): KernelFn {
   const nOps = k.nOutputs + k.nInputs;
   let meta = new Float64Array(0);
   return (H, oshape, ost, rshape, rst, offs, datas) => {
     const r = oshape.length;
-    if (r < 1 || r > C_MAX_RANK || datas.length !== nOps || !datas.every((d) => d instanceof Float32Array)) {
+    let total = 1;
+    for (let d = 0; d < r; d++) total *= oshape[d]!;
+    if (total < NATIVE_MIN_ELEMENTS || r < 1 || r > C_MAX_RANK || datas.length !== nOps || !datas.every((d) => d instanceof Float32Array)) {
       fallback(H, oshape, ost, rshape, rst, offs, datas);
       return;
     }

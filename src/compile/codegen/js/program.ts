@@ -61,6 +61,11 @@ export interface ProgramStats {
   runs: number;
 }
 
+/** A native candidate's C source, then a header for its JavaScript fallback (describe()); '' otherwise. */
+function nativeSource(c: KernelCandidate): string {
+  return c.native ? `${c.native.source}\n// JavaScript fallback (small iteration spaces):\n` : '';
+}
+
 /** Picks a candidate index for a kernel (the autotuner plugs in here). */
 export type AutotuneHook = (kernel: { name: string; candidates: readonly KernelCandidate[] }) => number;
 
@@ -518,7 +523,7 @@ export class KilnProgram implements CompiledProgram {
       const c = ks.code;
       parts.push(
         `// ${c.name}: ${c.group.nodes.length} ops [${c.group.nodes.map((n) => n.op).join(', ')}], config ${JSON.stringify(c.candidates[ks.chosen]!.config)} ` +
-          `(${c.candidates.length} candidates)\n${c.candidates[ks.chosen]!.native?.source ?? c.candidates[ks.chosen]!.source}`,
+          `(${c.candidates.length} candidates)\n${nativeSource(c.candidates[ks.chosen]!)}${c.candidates[ks.chosen]!.source}`,
       );
     }
     const v = (id: ValueId): string => {

@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { getDiskCache } from '../../../compile/cache/disk-cache.js';
+import { nativeDiskCache } from './disk.js';
 import { ccTask, type CcPayload, type CcResult } from '../../../compile/pool/cc-task.js';
 import { compileInPool, compileInPoolSync, compileWorkers, registerCompileTaskHandler } from '../../../compile/pool/pool.js';
 import { toolchainFingerprint, type Toolchain } from './toolchain.js';
@@ -46,7 +46,7 @@ interface Entry {
 }
 
 export function objectsDir(): string {
-  return path.join(getDiskCache().dir, 'native-so', 'objects');
+  return path.join(nativeDiskCache().dir, 'native-so', 'objects');
 }
 
 export function objectKey(source: string, tc: Toolchain): string {
@@ -63,7 +63,7 @@ function sha256File(file: string): string | undefined {
 
 /** The cached object for `key` if present and intact; deletes a corrupt one. */
 function lookup(key: string): string | undefined {
-  const disk = getDiskCache();
+  const disk = nativeDiskCache();
   const e = disk.get('native-so', key) as Entry | undefined;
   const file = path.join(objectsDir(), `${key}.so`);
   if (!e) return undefined;
@@ -87,7 +87,7 @@ function install(key: string, r: CcResult): string {
   if (!r.ok) throw new NativeCompileError(r.error);
   const file = path.join(objectsDir(), `${key}.so`);
   fs.renameSync(r.outFile, file);
-  getDiskCache().put('native-so', key, { file: path.basename(file), sha256: r.sha256 } satisfies Entry);
+  nativeDiskCache().put('native-so', key, { file: path.basename(file), sha256: r.sha256 } satisfies Entry);
   stats.builds++;
   return file;
 }

@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getDiskCache } from '../../../compile/cache/disk-cache.js';
+import { nativeDiskCache } from './disk.js';
 
 export interface Toolchain {
   /** Absolute path of the compiler. */
@@ -138,7 +138,7 @@ export function probeToolchain(): ToolchainProbe {
     const real = fs.realpathSync(exe);
     const st = fs.statSync(real);
     const key = JSON.stringify({ v: PROBE_VERSION, exe, real, size: st.size, mtime: st.mtimeMs, cpu: cpuFeatures(), arch: process.arch });
-    const disk = getDiskCache();
+    const disk = nativeDiskCache();
     const hit = disk.get('native-toolchain', key) as ToolchainProbe | undefined;
     const p = hit ?? probeUncached(exe);
     if (!hit) disk.put('native-toolchain', key, p);
