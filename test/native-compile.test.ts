@@ -179,3 +179,29 @@ test('a native kernel whose C does not compile falls back to its JS kernel with 
     }),
   );
 });
+
+test('on the native path compiled linears call the native GEMM (no Wasm gemm steps) and match a float64 reference', { skip }, () => {
+  const [M, K, N] = [37, 70, 45];
+  const x = kiln.tensor(values(M * K, 5, 1), { dtype: 'float32' }).reshape([M, K]);
+  const w = kiln.tensor(values(N * K, 6, 1).map((v) => (Number.isFinite(v) ? Math.max(-1, Math.min(1, v)) : 0.5)), { dtype: 'float32' }).reshape([N, K]);
+  const b = kiln.tensor(values(N, 7, 1).map((v) => (Number.isFinite(v) ? Math.max(-1, Math.min(1, v)) : 0.5)), { dtype: 'float32' });
+  const xs = x.toFlatArray().map((v) => (Number.isFinite(v) ? Math.max(-1, Math.min(1, v)) : 0.25));
+  const xc = kiln.tensor(xs, { dtype: 'float32' }).reshape([M, K]);
+  const ws = w.toFlatArray();
+  const bs = b.toFlatArray();
+  const want: number[] = [];
+  for (let i = 0; i < M; i++) {
+    for (let j = 0; j < N; j++) {
+      let s = bs[j]!;
+      for (let p = 0; p < K; p++) s += xs[i * K + p]! * ws[j * K + p]!;
+      want.push(Math.max(s, 0));
+    }
+  }
+  onPath('native', () => {
+    const c = kiln.compile((t: Tensor, wt: Tensor, bt: Tensor) => kiln.relu(kiln.nn.functional.linear(t, wt, bt)));
+    const got = c(xc, w, b).toFlatArray();
+    const text = c.programs().inference.map((p) => p.describe()).join('\n');
+    assert.doesNotMatch(text, /= gemm /, 'no Wasm gemm step on the native path');
+    assertAllClose(got, want, 1e-5, 2e-6 * K, 'linear + relu');
+  });
+});
