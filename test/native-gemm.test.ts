@@ -189,3 +189,8 @@ for (const path of ['native', 'wasm', 'js'] as const) {
     }
   });
 }
+
+test('native sgemm: a deep K narrows the packed panel (K = 70000 x N = 300)', { skip }, () => {
+  // K * N exceeds the 16 M-float packing cap only when N > 239; 300 columns take two panels.
+  runCase({ m: 3, n: 300, k: 70000, la: 'row', lb: 'col' }, 40);
+});

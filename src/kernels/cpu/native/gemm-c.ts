@@ -37,6 +37,7 @@ export const GEMM_C_SOURCE = String.raw`
 #define KC 256
 #define MC 144
 #define NC 4096
+#define PACK_MAX ((int64_t)1 << 24)
 
 typedef float v8 __attribute__((vector_size(32)));
 
@@ -156,7 +157,12 @@ int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
   if (k <= 0 || alpha == 0.0f) { epilogue_only(m, n, beta, C, ldc, bias, bs, act); return 0; }
   /* Below ~2 MFLOP the fork/join of a parallel region costs more than it saves. */
   if ((double)m * (double)n * (double)k < 1e6 || nthreads < 1) nthreads = 1;
-  int64_t ncmax = n < NC ? n : NC;
+  /* The packed K x nc panel is capped at PACK_MAX floats (64 MiB): a deep K (a [1, 150000] row
+     times a [150000, 1024] matrix) narrows the panel instead of packing gigabytes. */
+  int64_t ncb = (PACK_MAX / k) / NR * NR;
+  if (ncb < NR) ncb = NR;
+  if (ncb > NC) ncb = NC;
+  int64_t ncmax = n < ncb ? n : ncb;
   int64_t kcmax = k < KC ? k : KC;
   int64_t nslmax = (ncmax + NR - 1) / NR;
   /* The whole K x NC panel of B is packed up front (slab by slab), so that after one barrier the
@@ -167,8 +173,8 @@ int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
   int failed = 0;
   int64_t nkc = (k + KC - 1) / KC;
   int64_t nic = (m + MC - 1) / MC;
-  for (int64_t jc = 0; jc < n; jc += NC) {
-    int64_t nc = n - jc < NC ? n - jc : NC;
+  for (int64_t jc = 0; jc < n; jc += ncb) {
+    int64_t nc = n - jc < ncb ? n - jc : ncb;
     int64_t nsl = (nc + NR - 1) / NR;
     /* Enough items for every thread: split the columns when there are few row blocks. */
     int64_t njc = nic >= 2 * nthreads ? 1 : (2 * nthreads + nic - 1) / nic;
