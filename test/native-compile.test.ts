@@ -205,3 +205,25 @@ test('on the native path compiled linears call the native GEMM (no Wasm gemm ste
     assertAllClose(got, want, 1e-5, 2e-6 * K, 'linear + relu');
   });
 });
+
+test('KILN_CPU_PATH decides the compiled kernels: wasm -> Wasm pointwise + Wasm GEMM, js -> neither', () => {
+  const f = (t: Tensor, w: Tensor): Tensor => kiln.tanh(kiln.mul(kiln.nn.functional.linear(t, w), 2));
+  const x = kiln.randn([16, 96]);
+  const w = kiln.randn([80, 96]);
+  const want = f(x, w).toFlatArray();
+  for (const p of ['wasm', 'js'] as const) {
+    setCpuPath(p);
+    try {
+      const c = kiln.compile(f);
+      assertAllClose(c(x, w).toFlatArray(), want, 1e-5, 1e-5, p);
+      const text = c.programs().inference.map((q) => q.describe()).join('\n');
+      if (p === 'wasm') assert.match(text, /= gemm linear/, 'the wasm path runs the linear as a Wasm GEMM step');
+      else {
+        assert.doesNotMatch(text, /= gemm /, 'no Wasm GEMM on the js path');
+        assert.ok(!kernelImpls(c).some((i) => i === 'wasm' || i === 'native'), `js path kernels: ${kernelImpls(c).join(', ')}`);
+      }
+    } finally {
+      setCpuPath(undefined);
+    }
+  }
+});

@@ -15,6 +15,7 @@ import { CAST_OPS, roundExpr, TEMPLATES, type TArg } from '../../lower/ops.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
 import { nativePointwiseCandidates } from '../c/candidate.js';
+import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import type { NativePointwise } from '../c/pointwise.js';
 
 export interface KernelConfig {
@@ -360,7 +361,7 @@ export function generateKernel(g: KernelGroup, low: Lowered, name: string): Kern
     const js: KernelCandidate[] = ([4, 2, 1] as const).map((unroll) => ({ config: { impl: 'js', unroll }, source: pointwiseSource(c, name, nOps, unroll) }));
     // The Wasm candidate comes first (the default): on elementwise-1024 it measured 5-6x faster
     // than the unroll-4 JS kernel (vector exp/tanh vs Math.exp/tanh at ~25 ns each).
-    const bytes = wasmPointwiseModule(g, low);
+    const bytes = cpuPath() === 'js' ? null : wasmPointwiseModule(g, low);
     const wasm: KernelCandidate[] = bytes ? [{ config: { impl: 'wasm', unroll: 4 }, source: js[0]!.source, wasm: { bytes, nOutputs: g.outputs.length } }] : [];
     // On the native CPU path the C kernel (codegen/c) comes first.
     return { name, group: g, candidates: [...nativePointwiseCandidates(g, low, js[0]!.source), ...wasm, ...js] };
