@@ -70,7 +70,10 @@ export function ccTask(payload: unknown): CcResult {
   const p = checkPayload(payload);
   const dir = path.dirname(p.outFile);
   fs.mkdirSync(dir, { recursive: true });
-  const srcFile = path.join(dir, `${p.name.replace(/[^A-Za-z0-9_]/g, '_')}.${process.pid}.${Date.now().toString(36)}.${Math.random().toString(36).slice(2, 8)}.c`);
+  // A unique directory but a fixed file name: the name is recorded in the object's symbol table,
+  // so two processes building the same source produce byte-identical objects (same cache hash).
+  const srcDir = fs.mkdtempSync(path.join(dir, '.cc-'));
+  const srcFile = path.join(srcDir, `${p.name.replace(/[^A-Za-z0-9_]/g, '_')}.c`);
   fs.writeFileSync(srcFile, p.source);
   const t0 = performance.now();
   try {
@@ -86,6 +89,6 @@ export function ccTask(payload: unknown): CcResult {
     const sha256 = createHash('sha256').update(fs.readFileSync(p.outFile)).digest('hex');
     return { ok: true, name: p.name, outFile: p.outFile, sha256, ms: performance.now() - t0 };
   } finally {
-    fs.rmSync(srcFile, { force: true });
+    fs.rmSync(srcDir, { recursive: true, force: true });
   }
 }
