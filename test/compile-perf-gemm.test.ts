@@ -14,6 +14,11 @@ import '../src/compile/kiln-backend.js';
 import type { KilnProgram } from '../src/compile/kiln-backend.js';
 import { makeTensor, rng } from './helpers/make.js';
 import type { Tensor } from '../src/tensor/tensor.js';
+import { setCpuPath } from '../src/kernels/cpu/native/path.js';
+
+// These tests are about the compiled Wasm GEMM: run them on the wasm CPU path (on the native path
+// linears stay extern calls to the native GEMM; test/native-gemm.test.ts covers that one).
+setCpuPath('wasm');
 
 type Fn = (...args: Tensor[]) => Tensor;
 

@@ -14,6 +14,11 @@ import type { KilnProgram } from '../src/compile/kiln-backend.js';
 import { makeTensor, rng } from './helpers/make.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DType } from '../src/tensor/dtype.js';
+import { setCpuPath } from '../src/kernels/cpu/native/path.js';
+
+// These tests are about the Wasm candidates: run them on the wasm CPU path (the native path, where
+// a compiler exists, would put its C candidate first; test/native-compile.test.ts covers it).
+setCpuPath('wasm');
 
 type Fn = (...args: Tensor[]) => Tensor | Tensor[];
 

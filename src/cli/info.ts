@@ -1,5 +1,6 @@
 /** `kiln info`: what accelerators this machine has, their properties, and an eager demo on the best one. */
 import * as kiln from '../index.js';
+import { cpuPathInfo, nativeThreads, type CpuPathInfo } from '../kernels/cpu/native/index.js';
 
 export interface InfoOptions {
   json: boolean;
@@ -40,8 +41,21 @@ function demo(device: string): DemoResult {
   return { device, description: 'softmax(gelu(linear(x [64, 128], W [256, 128], b))), topk of row 0', output: out, ms: start.elapsedTime(end) };
 }
 
+/** The CPU code path (native / wasm / js) and why; an unusable forced path is reported, not thrown. */
+function cpuCodePath(): { path: string; forced: boolean; reason: string; threads?: number; compiler?: string; flags?: readonly string[] } {
+  let info: CpuPathInfo;
+  try {
+    info = cpuPathInfo();
+  } catch (e) {
+    return { path: 'unavailable', forced: true, reason: (e as Error).message };
+  }
+  const t = info.toolchain;
+  return { path: info.path, forced: info.forced, reason: info.reason, ...(info.path === 'native' ? { threads: nativeThreads() } : {}), ...(t ? { compiler: t.compiler, flags: t.flags } : {}) };
+}
+
 export function runInfo(options: InfoOptions): number {
   const probes = kiln.probeAccelerators();
+  const cpuCode = cpuCodePath();
   const accelerators = probes.map((p) => {
     if (!p.available) return { ...p, devices: [] as unknown[] };
     const acc = kiln.getAccelerator(p.type);
@@ -55,7 +69,7 @@ export function runInfo(options: InfoOptions): number {
   const device = pickDevice(options.device);
   const d = demo(device);
   if (options.json) {
-    console.log(JSON.stringify({ version: kiln.version, accelerators, demo: d }, null, 2));
+    console.log(JSON.stringify({ version: kiln.version, accelerators, cpuCodePath: cpuCode, demo: d }, null, 2));
     return 0;
   }
   console.log(`kiln ${kiln.version} (node ${process.version}, ${process.platform}-${process.arch})\n`);
@@ -67,6 +81,8 @@ export function runInfo(options: InfoOptions): number {
       for (const [k, v] of Object.entries(dev.properties)) console.log(`      ${k.padEnd(18)} ${String(v)}`);
     }
   }
+  console.log(`\nCPU code path: ${cpuCode.path}${cpuCode.threads ? ` (${cpuCode.threads} threads)` : ''}: ${cpuCode.reason}`);
+  console.log('  (KILN_CPU_PATH=native|wasm|js forces one; KILN_NUM_THREADS sets native threads)');
   console.log(`\nEager demo on ${d.device}: ${d.description}`);
   console.log(d.output.replace(/^/gm, '  '));
   console.log(`  (${d.ms.toFixed(3)} ms warm, timed with kiln.Event)`);

@@ -16,6 +16,7 @@ import type { ValueId, ValueInfo } from '../ir.js';
 import { outputValues } from '../ir.js';
 import { type LNode, type Lowered, nodeInputs } from './lower.js';
 import type { KernelGroup, Step } from './schedule.js';
+import { cpuPath } from '../../kernels/cpu/native/path.js';
 
 export type EpilogueInput = { readonly id: ValueId; readonly kind: 'full' | 'row' };
 
@@ -31,6 +32,9 @@ export interface GemmStep {
 /** Whether a linear node can run as a compiled float32 GEMM (shapes/dtypes at trace time). */
 export function gemmEligible(n: LNode, low: Lowered): boolean {
   if (n.op !== 'linear' || n.kind !== 'extern' || n.outputs.length !== 1) return false;
+  // Only the wasm CPU path runs the Wasm GEMM: on the native path the extern linear is the native
+  // GEMM (bias fused, ~4x faster); KILN_CPU_PATH=js means no Wasm at all.
+  if (cpuPath() !== 'wasm') return false;
   const [xa, wa, ba] = n.args;
   if (xa?.kind !== 'value' || wa?.kind !== 'value') return false;
   const info = (id: ValueId): ValueInfo | undefined => low.values.get(id);

@@ -24,6 +24,7 @@
  * element type between slabs.
  */
 import { createWasmGemm, type WasmGemm } from './linalg-wasm.js';
+import { forcedCpuPath } from './native/path.js';
 import type { NumArray } from './numeric.js';
 
 export interface GemmOperand {
@@ -47,7 +48,8 @@ let useWasm = true;
 
 function wasmKernel(): WasmGemm | undefined {
   if (wasm === null) wasm = createWasmGemm(MC, KC, NC);
-  return useWasm ? wasm : undefined;
+  // KILN_CPU_PATH=js (native/path.ts) turns the Wasm macro-kernel off as well.
+  return useWasm && forcedCpuPath() !== 'js' ? wasm : undefined;
 }
 
 export type GemmBackend = 'wasm' | 'js';

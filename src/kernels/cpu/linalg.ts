@@ -11,6 +11,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import { broadcastShapes, broadcastStrides, numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { gemm, type GemmOperand } from './gemm.js';
+import { nativeGemmFn, useNativeFloat32, type GemmFn } from './native/eager.js';
 import { allocOut, denseValues, fromDense, type NumArray, readable, writable } from './numeric.js';
 import { copyInto } from './pointwise-loop.js';
 
@@ -78,7 +79,7 @@ function mergedRowStride(sizes: readonly number[], strides: readonly number[]): 
  * out (dense, row-major [...batch, m, n] at `c.offset`) = alpha * a @ b + beta * out, with the
  * batch dims of a and b broadcast against each other.
  */
-function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alpha: number, beta: number): void {
+function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alpha: number, beta: number, mm: GemmFn = gemm): void {
   const m = a.rows;
   const n = b.cols;
   const k = a.cols;
@@ -91,14 +92,14 @@ function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alph
   const B: GemmOperand = { data: b.data, offset: b.offset, rowStride: b.rs, colStride: b.cs };
   const C: GemmOperand = { data: c.data, offset: c.offset, rowStride: n, colStride: 1 };
   if (nb === 1) {
-    gemm(m, n, k, alpha, A, B, beta, C);
+    mm(m, n, k, alpha, A, B, beta, C);
     return;
   }
   // b shared by every batch and a's batch dims merge with its rows: one tall GEMM.
   if (sb.every((s) => s === 0)) {
     const rs = mergedRowStride([...batch, m], [...sa, a.rs]);
     if (rs !== undefined) {
-      gemm(nb * m, n, k, alpha, { ...A, rowStride: rs }, B, beta, C);
+      mm(nb * m, n, k, alpha, { ...A, rowStride: rs }, B, beta, C);
       return;
     }
   }
@@ -114,7 +115,7 @@ function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alph
     A.offset = oa;
     B.offset = ob;
     C.offset = c.offset + i * m * n;
-    gemm(m, n, k, alpha, A, B, beta, C);
+    mm(m, n, k, alpha, A, B, beta, C);
     for (let d = rank - 1; d >= 0; d--) {
       idx[d]!++;
       if (idx[d]! < batch[d]!) break;
@@ -123,10 +124,25 @@ function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alph
   }
 }
 
-/** Allocates the contiguous output, optionally pre-filled with `init` broadcast, and runs the product. */
-function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, init: Tensor | null): Tensor {
+/**
+ * Allocates the contiguous output, optionally pre-filled with `init` broadcast, and runs the
+ * product. float32 products run in native code when that path is active (kernels/cpu/native);
+ * a 1-d float32 `init` with beta = 1 (linear's bias) then becomes the kernel's bias epilogue.
+ */
+function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, init: Tensor | null, inputs: readonly Tensor[]): Tensor {
   const out = allocOut(meta);
   if (numel(meta.shape) === 0) return out;
+  if (useNativeFloat32([meta.dtype, ...inputs.map((t) => t.dtype), ...(init ? [init.dtype] : [])])) {
+    const w = writable(out);
+    if (init !== null && beta === 1 && init.shape.length === 1 && init.shape[0] === b.cols) {
+      const r = readable(init);
+      batchedGemm(w, a, b, alpha, 0, nativeGemmFn({ data: r.data as Float32Array, offset: r.offset, stride: init.strides[0]! }));
+    } else {
+      if (init !== null && beta !== 0) copyInto(out, init);
+      batchedGemm(w, a, b, alpha, init !== null ? beta : 0, nativeGemmFn());
+    }
+    return out;
+  }
   const useInit = init !== null && beta !== 0;
   if (useInit) copyInto(out, init);
   const w = writable(out);
@@ -135,19 +151,19 @@ function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, ini
   return out;
 }
 
-registerKernel(matmul, 'cpu', (ctx, self, other) => product(ctx.out, asMat(self, 'lhs'), asMat(other, 'rhs'), 1, 0, null));
-registerKernel(mm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs'), asMat(mat2, 'rhs'), 1, 0, null));
-registerKernel(bmm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs'), asMat(mat2, 'rhs'), 1, 0, null));
+registerKernel(matmul, 'cpu', (ctx, self, other) => product(ctx.out, asMat(self, 'lhs'), asMat(other, 'rhs'), 1, 0, null, [self, other]));
+registerKernel(mm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs'), asMat(mat2, 'rhs'), 1, 0, null, [self, mat2]));
+registerKernel(bmm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs'), asMat(mat2, 'rhs'), 1, 0, null, [self, mat2]));
 
 registerKernel(linear, 'cpu', (ctx, input, weight, bias) => {
   // input [*, in] as rows, weight [out, in] read transposed (a 1-d weight is a column).
   const a = asMat(input, 'lhs');
   const w = weight.shape.length === 2 ? asMat(weight, 'rhs', true) : asMat(weight, 'rhs');
-  return product(ctx.out, a, w, 1, 1, bias);
+  return product(ctx.out, a, w, 1, 1, bias, [input, weight]);
 });
 
 registerKernel(addmm, 'cpu', (ctx, self, mat1, mat2, beta, alpha) =>
-  product(ctx.out, asMat(mat1, 'lhs'), asMat(mat2, 'rhs'), Number(alpha), Number(beta), self),
+  product(ctx.out, asMat(mat1, 'lhs'), asMat(mat2, 'rhs'), Number(alpha), Number(beta), self, [mat1, mat2]),
 );
 
 registerKernel(dot, 'cpu', (ctx, self, tensor) => {

@@ -10,6 +10,8 @@ import { compileInPoolSync, kernelSourceHash, registerCompileTaskHandler, type J
 import { wasmBytesHash, type WasmKernelResult } from '../wasm/task.js';
 import { wasmKernelFn } from '../wasm/runtime.js';
 import { cacheKey, getDiskCache } from '../../cache/index.js';
+import { buildNativeKernels } from '../c/runtime.js';
+import type { NativePointwise } from '../c/pointwise.js';
 
 /** The kernel calling convention (see emit.ts). */
 export type KernelFn = (
@@ -95,6 +97,8 @@ export interface CandidateSource {
   readonly source: string;
   /** A Wasm pointwise module run in front of `source`, and the kernel's output count. */
   readonly wasm?: { readonly bytes: Uint8Array; readonly nOutputs: number };
+  /** A native C kernel (codegen/c), built in the pool as a 'cc' task; the JS source is its fallback. */
+  readonly native?: NativePointwise;
 }
 
 /**
@@ -105,5 +109,8 @@ export interface CandidateSource {
 export function compileCandidates(cands: readonly CandidateSource[]): KernelFn[] {
   const fns = compileKernelSources(cands.map((c) => c.source));
   validateWasm(cands.flatMap((c) => (c.wasm ? [c.wasm.bytes] : [])));
-  return cands.map((c, i) => (c.wasm ? wasmKernelFn(c.wasm.bytes, c.wasm.nOutputs, fns[i]!) : fns[i]!));
+  const natives = cands.flatMap((c, i) => (c.native ? [i] : []));
+  const built = buildNativeKernels(natives.map((i) => cands[i]!.native!), natives.map((i) => fns[i]!));
+  const nativeFn = new Map(natives.map((i, j) => [i, built[j]!]));
+  return cands.map((c, i) => nativeFn.get(i) ?? (c.wasm ? wasmKernelFn(c.wasm.bytes, c.wasm.nOutputs, fns[i]!) : fns[i]!));
 }

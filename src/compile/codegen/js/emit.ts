@@ -14,10 +14,13 @@ import { nodeInputs } from '../../lower/lower.js';
 import { CAST_OPS, roundExpr, TEMPLATES, type TArg } from '../../lower/ops.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
+import { nativePointwiseCandidates } from '../c/candidate.js';
+import { cpuPath } from '../../../kernels/cpu/native/path.js';
+import type { NativePointwise } from '../c/pointwise.js';
 
 export interface KernelConfig {
   /** Pointwise kernels: 'wasm' runs the f32x4 module (codegen/wasm), falling back to JS for short rows. */
-  readonly impl?: 'js' | 'wasm';
+  readonly impl?: 'js' | 'wasm' | 'native';
   /** Pointwise kernels: inner-loop unroll factor on the contiguous path. */
   readonly unroll?: 1 | 2 | 4;
   /** Row kernels: keep full-size values needed by a later pass in a scratch Float64Array row. */
@@ -29,6 +32,8 @@ export interface KernelCandidate {
   /** The JavaScript kernel (for a Wasm candidate: its fallback for short rows). */
   readonly source: string;
   readonly wasm?: { readonly bytes: Uint8Array; readonly nOutputs: number };
+  /** A native C kernel (codegen/c), run in front of `source`. */
+  readonly native?: NativePointwise;
 }
 
 export interface KernelCode {
@@ -356,9 +361,10 @@ export function generateKernel(g: KernelGroup, low: Lowered, name: string): Kern
     const js: KernelCandidate[] = ([4, 2, 1] as const).map((unroll) => ({ config: { impl: 'js', unroll }, source: pointwiseSource(c, name, nOps, unroll) }));
     // The Wasm candidate comes first (the default): on elementwise-1024 it measured 5-6x faster
     // than the unroll-4 JS kernel (vector exp/tanh vs Math.exp/tanh at ~25 ns each).
-    const bytes = wasmPointwiseModule(g, low);
+    const bytes = cpuPath() === 'js' ? null : wasmPointwiseModule(g, low);
     const wasm: KernelCandidate[] = bytes ? [{ config: { impl: 'wasm', unroll: 4 }, source: js[0]!.source, wasm: { bytes, nOutputs: g.outputs.length } }] : [];
-    return { name, group: g, candidates: [...wasm, ...js] };
+    // On the native CPU path the C kernel (codegen/c) comes first.
+    return { name, group: g, candidates: [...nativePointwiseCandidates(g, low, js[0]!.source), ...wasm, ...js] };
   }
   const withScratch = reduceSource(c, name, nOps, true);
   const candidates: KernelCandidate[] = [];

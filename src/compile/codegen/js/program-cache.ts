@@ -23,6 +23,8 @@ import type { Schedule } from '../../lower/schedule.js';
 import { log } from '../../log.js';
 import type { KernelFn } from './compile.js';
 import { wasmKernelFn } from '../wasm/runtime.js';
+import { nativeKernelFn } from '../c/runtime.js';
+import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import type { KernelCode } from './emit.js';
 import { KilnProgram } from './program.js';
 
@@ -81,6 +83,8 @@ function instantiate(codes: readonly KernelCode[], chosen: readonly number[]): K
     const cand = c.candidates[chosen[i]!];
     if (!cand || typeof cand.source !== 'string') throw new Error(`program cache: kernel ${i} has no candidate ${chosen[i]}`);
     const js = new Function(cand.source)() as KernelFn;
+    // A native candidate stored by a process on the native path runs its JS kernel on another path.
+    if (cand.native) return cpuPath() === 'native' ? nativeKernelFn(cand.native, js) : js;
     return cand.wasm ? wasmKernelFn(cand.wasm.bytes, cand.wasm.nOutputs, js) : js;
   });
 }
@@ -129,7 +133,8 @@ export function compileWithProgramCache(graph: Graph, options: BackendOptions, b
   };
   const ctx = options.cacheContext;
   if (!ctx) return done(build(graph), 'off');
-  const key = programCacheKey({ signature: ctx.signature, guardKey: ctx.guardKey, mode: options.mode, backend, devices: graphDevices(graph) });
+  // The CPU code path (native / wasm / js) decides which kernel candidates exist: part of the key.
+  const key = programCacheKey({ signature: ctx.signature, guardKey: ctx.guardKey, mode: options.mode, backend: `${backend}/cpu-${cpuPath()}`, devices: graphDevices(graph) });
   if (key === null) return done(build(graph), 'off');
   const cache = getDiskCache();
   const body = cache.get(PROGRAM_NAMESPACE, key);

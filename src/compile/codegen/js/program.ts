@@ -17,6 +17,7 @@ import { getOp } from '../../../ops/registry.js';
 import { itemSize, type DType } from '../../../tensor/dtype.js';
 import { broadcastStrides, isContiguousStrides } from '../../../tensor/layout.js';
 import { wasmApi } from '../../../kernels/cpu/wasm-asm.js';
+import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import { storageSpan, Tensor } from '../../../tensor/tensor.js';
 import { readable, writable, type NumArray } from '../../../kernels/cpu/numeric.js';
 import type { Storage } from '../../../tensor/storage.js';
@@ -59,6 +60,11 @@ export interface ProgramStats {
   buffersAllocated: number;
   buffersReused: number;
   runs: number;
+}
+
+/** A native candidate's C source, then a header for its JavaScript fallback (describe()); '' otherwise. */
+function nativeSource(c: KernelCandidate): string {
+  return c.native ? `${c.native.source}\n// JavaScript fallback (small iteration spaces):\n` : '';
 }
 
 /** Picks a candidate index for a kernel (the autotuner plugs in here). */
@@ -385,7 +391,7 @@ export class KilnProgram implements CompiledProgram {
 
   /** scaled_dot_product_attention through WasmAttention when it accepts the arguments. */
   private runAttention(n: LNode, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): boolean {
-    if (!wasmApi()) return false;
+    if (!wasmApi() || cpuPath() === 'js') return false;
     const [q, k, v, mask, dropout, causal, scale, gqa] = n.args.map(resolve) as [Tensor, Tensor, Tensor, unknown, unknown, unknown, unknown, unknown];
     const m = plan.get(n.outputs[0]!)!;
     if (!WasmAttention.accepts(q, k, v, mask, dropout, gqa) || !isContiguousStrides(m.shape, m.strides) || m.offset !== 0) return false;
@@ -518,7 +524,7 @@ export class KilnProgram implements CompiledProgram {
       const c = ks.code;
       parts.push(
         `// ${c.name}: ${c.group.nodes.length} ops [${c.group.nodes.map((n) => n.op).join(', ')}], config ${JSON.stringify(c.candidates[ks.chosen]!.config)} ` +
-          `(${c.candidates.length} candidates)\n${c.candidates[ks.chosen]!.source}`,
+          `(${c.candidates.length} candidates)\n${nativeSource(c.candidates[ks.chosen]!)}${c.candidates[ks.chosen]!.source}`,
       );
     }
     const v = (id: ValueId): string => {

@@ -1,0 +1,67 @@
+/**
+ * Vectorisable float32 exp / tanh / sigmoid / erf / GELU in C for generated native kernels: the
+ * same algorithms and coefficients as kernels/cpu/wasm-math.ts (Cephes expf and tanhf, fitted erf
+ * and erfc), written branch-free (selects, integer bit casts through memcpy) so GCC and Clang
+ * vectorise loops that call them; libm's expf/tanhf/erff would keep the loop scalar unless
+ * -ffast-math, which we do not use (it breaks NaN/inf semantics). log uses libm's logf.
+ * NaN propagates through every function (the clamps are comparisons that are false for NaN).
+ */
+const f = (v: number): string => `${Math.fround(v).toPrecision(9)}f`;
+const horner = (x: string, c: readonly number[]): string => c.slice(1).reduce((acc, k) => `(${acc} * ${x} + ${f(k)})`, f(c[0]!));
+
+// Coefficients shared with wasm-math.ts (highest power first).
+const EXP_POLY = [1.987569150e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+const TANH_POLY = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1];
+const ERF_P = [7.847259257687256e-5, -8.008189033716917e-4, 5.188099108636379e-3, -2.6853691786527634e-2, 1.128358244895935e-1, -3.761262595653534e-1, 1.1283791065216064];
+const ERFC_H = [
+  0.1135115996003151, -0.619635283946991, 1.4461660385131836, -1.8275877237319946, 1.2091847658157349, -0.11036787182092667, -0.4878135919570923,
+  -7.153732585720718e-4, -0.5723479390144348,
+];
+
+export const C_MATH = `
+static inline float k_asf(uint32_t i) { float v; memcpy(&v, &i, 4); return v; }
+/* exp: clamp to [ln 2^-150, 89], n = rint(x log2 e), r = x - n ln 2 (Cody-Waite), 2^n in two halves
+   so that denormal results round once. */
+static inline float k_exp(float x) {
+  float xc = x < -103.972077f ? -103.972077f : (x > 89.0f ? 89.0f : x);
+  float n = __builtin_rintf(xc * 1.44269504f);
+  float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = ${horner('r', EXP_POLY)} * r * r + r + 1.0f;
+  int32_t ni = (int32_t)(n == n ? n : 0.0f);
+  int32_t n1 = ni >> 1, n2 = ni - n1;
+  float res = p * k_asf((uint32_t)(n1 + 127) << 23) * k_asf((uint32_t)(n2 + 127) << 23);
+  return x < -103.972077f ? 0.0f : res;
+}
+static inline float k_tanh(float x) {
+  float a = fabsf(x), z = x * x;
+  float small = ${horner('z', TANH_POLY)} * z * x + x;
+  float large = 1.0f - 2.0f / (k_exp(a + a) + 1.0f);
+  return copysignf(a < 0.625f ? small : large, x);
+}
+static inline float k_sigmoid(float x) {
+  float e = k_exp(-fabsf(x)), d = 1.0f + e;
+  return x < 0.0f ? e / d : 1.0f / d;
+}
+static inline float k_erf_small(float u) { float s = u * u; return ${horner('s', ERF_P)} * u; }
+/* erfc(t) for t >= 1: exp(-t^2 + h(1/t)) / t. */
+static inline float k_erfc_large(float a) {
+  float t = a < 1.0f ? 1.0f : (a > 10.5f ? 10.5f : a);
+  float v = 1.0f / t;
+  return k_exp(${horner('v', ERFC_H)} - t * t) * v;
+}
+static inline float k_erf(float x) {
+  float a = fabsf(x);
+  float r = a < 1.0f ? k_erf_small(x) : 1.0f - k_erfc_large(a);
+  return copysignf(r, x);
+}
+static inline float k_gelu(float x) {
+  float u = x * 0.707106781f, a = fabsf(u);
+  float c = k_erfc_large(a);
+  float large = u > 0.0f ? 2.0f - c : c;
+  return (0.5f * x) * (a < 1.0f ? 1.0f + k_erf_small(u) : large);
+}
+static inline float k_gelu_tanh(float x) {
+  float t = k_tanh((x * x * x * 0.044715f + x) * 0.797884561f);
+  return 0.5f * x * (1.0f + t);
+}
+`;

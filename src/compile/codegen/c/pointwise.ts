@@ -1,0 +1,241 @@
+/**
+ * C code for fused pointwise kernels on the native CPU path (the third pointwise candidate kind
+ * after JS and Wasm, and the default when the native path is active).
+ *
+ * A kernel is one exported function
+ *
+ *   void <sym>(int32_t rank, const double *meta, float *d0, ..., float *dK, int32_t nthreads)
+ *
+ * over the JS calling convention's operands (outputs first, then inputs; codegen/js/emit.ts):
+ * `meta` holds the coalesced iteration shape, every operand's element strides and offsets (as
+ * doubles: exact below 2^53, and one typed array instead of three). The iteration space is cut
+ * into (row, CHUNK-wide column block) items shared out over OpenMP threads (dynamic, 16 items =
+ * 8 K elements per grab: on a shared machine a descheduled thread's work goes to the other
+ * instead of holding up the end of the region); in each item, operands
+ * with unit inner stride are used in place and the others (broadcast, transposed) are gathered into
+ * a stack buffer first, so the fused body is always a dense loop that the compiler vectorises
+ * (restrict pointers, branch-free math from math.ts). Only groups whose every input and value is
+ * float32 and whose every op has a C form below are generated; anything else keeps the Wasm/JS kernel.
+ */
+import { createHash } from 'node:crypto';
+import type { DType } from '../../../tensor/dtype.js';
+import type { IRArg, ValueId } from '../../ir.js';
+import type { LNode, Lowered } from '../../lower/lower.js';
+import type { KernelGroup } from '../../lower/schedule.js';
+import { C_MATH } from './math.js';
+
+/** Columns per work item: 512 floats = 2 KiB per gathered operand on the stack, inside L1 for a dozen operands. */
+export const C_CHUNK = 512;
+/** Iteration spaces of higher rank (after coalescing) run the JS kernel. */
+export const C_MAX_RANK = 8;
+/** Below this many elements one thread does the work (a parallel region costs microseconds). */
+const PARALLEL_MIN = 1 << 16;
+
+export interface NativePointwise {
+  /** The complete C translation unit. */
+  readonly source: string;
+  /** Exported function name (unique per source). */
+  readonly symbol: string;
+  readonly nOutputs: number;
+  readonly nInputs: number;
+}
+
+const num = (v: number): string => {
+  const x = Math.fround(v);
+  if (Number.isNaN(x)) return 'NAN';
+  if (x === Infinity) return 'INFINITY';
+  if (x === -Infinity) return '(-INFINITY)';
+  if (Object.is(x, -0)) return '(-0.0f)';
+  return `${x.toPrecision(9)}f`;
+};
+
+const isNone = (a: IRArg | undefined): boolean => !a || (a.kind === 'const' && (a.value === null || a.value === undefined));
+
+/** A C expression for one node, or null when the op (or an argument) has no C form here. */
+function nodeExpr(n: LNode, arg: (a: IRArg | undefined) => string | null): string | null {
+  const [a0, a1, a2] = n.args;
+  const x = arg(a0);
+  const y = n.args.length > 1 ? arg(a1) : null;
+  switch (n.op) {
+    case 'add':
+    case 'sub': {
+      if (x === null || y === null || a2?.kind !== 'const' || typeof a2.value !== 'number') return null;
+      const rhs = a2.value === 1 ? y : `(${num(a2.value)} * ${y})`;
+      return `(${x} ${n.op === 'add' ? '+' : '-'} ${rhs})`;
+    }
+    case 'mul':
+      return x !== null && y !== null ? `(${x} * ${y})` : null;
+    case 'div':
+      return x !== null && y !== null && isNone(a2) ? `(${x} / ${y})` : null;
+    case 'maximum':
+      return x !== null && y !== null ? `k_max(${x}, ${y})` : null;
+    case 'minimum':
+      return x !== null && y !== null ? `k_min(${x}, ${y})` : null;
+    case 'pow':
+      return x !== null && a1?.kind === 'const' && a1.value === 2 ? `(${x} * ${x})` : null;
+    case 'clamp':
+    case 'clampTensor': {
+      if (x === null) return null;
+      let e = x;
+      if (!isNone(a1)) {
+        const lo = arg(a1);
+        if (lo === null) return null;
+        e = `k_lo(${e}, ${lo})`;
+      }
+      if (!isNone(a2)) {
+        const hi = arg(a2);
+        if (hi === null) return null;
+        e = `k_hi(${e}, ${hi})`;
+      }
+      return e;
+    }
+  }
+  if (x === null) return null;
+  switch (n.op) {
+    case 'neg':
+      return `(-${x})`;
+    case 'abs':
+      return `fabsf(${x})`;
+    case 'square':
+      return `(${x} * ${x})`;
+    case 'sqrt':
+      return `sqrtf(${x})`;
+    case 'rsqrt':
+      return `(1.0f / sqrtf(${x}))`;
+    case 'reciprocal':
+      return `(1.0f / ${x})`;
+    case 'relu':
+      return `k_relu(${x})`;
+    case 'toDtype':
+    case 'clone':
+      return x;
+    case 'exp':
+      return `k_exp(${x})`;
+    case 'log':
+      return `logf(${x})`;
+    case 'tanh':
+      return `k_tanh(${x})`;
+    case 'sigmoid':
+      return `k_sigmoid(${x})`;
+    case 'erf':
+      return `k_erf(${x})`;
+    case 'silu':
+      return `(${x} * k_sigmoid(${x}))`;
+    case 'gelu': {
+      const approx = a1?.kind === 'const' ? a1.value : 'none';
+      if (approx === 'tanh') return `k_gelu_tanh(${x})`;
+      return approx === 'none' || approx === undefined || approx === null ? `k_gelu(${x})` : null;
+    }
+    default:
+      return null;
+  }
+}
+
+const HELPERS = `
+/* NaN-propagating max/min/clamp and relu, as the eager kernels (torch.maximum semantics). */
+static inline float k_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+static inline float k_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+static inline float k_lo(float x, float lo) { return x < lo ? lo : x; }
+static inline float k_hi(float x, float hi) { return x > hi ? hi : x; }
+static inline float k_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+`;
+
+/** The C kernel for a pointwise group, or null when some value or op has no C form. */
+export function cPointwiseKernel(g: KernelGroup, low: Lowered): NativePointwise | null {
+  if (g.kind !== 'pointwise') return null;
+  const dtype = (id: ValueId): DType => low.values.get(id)!.dtype;
+  if (!g.inputs.every((id) => dtype(id) === 'float32')) return null;
+  const nOut = g.outputs.length;
+  const nIn = g.inputs.length;
+  const nOps = nOut + nIn;
+  const name = new Map<ValueId, string>();
+  g.inputs.forEach((id, k) => name.set(id, `x${k}`));
+  const arg = (a: IRArg | undefined): string | null => {
+    if (!a) return null;
+    if (a.kind === 'value') return name.get(a.id) ?? null;
+    if (a.kind === 'const' && (typeof a.value === 'number' || typeof a.value === 'boolean')) return num(Number(a.value));
+    return null;
+  };
+  const body: string[] = [];
+  g.inputs.forEach((_, k) => body.push(`      const float x${k} = i${k}[j];`));
+  for (const n of g.nodes) {
+    if (n.kind !== 'pointwise' || n.outputs.length !== 1 || n.mutates) return null;
+    const out = n.outputs[0]!;
+    if (dtype(out) !== 'float32') return null;
+    const e = nodeExpr(n, arg);
+    if (e === null) return null;
+    const v = `v${out}`;
+    body.push(`      const float ${v} = ${e};`);
+    name.set(out, v);
+  }
+  for (let k = 0; k < nOut; k++) {
+    const v = name.get(g.outputs[k]!);
+    if (v === undefined) return null;
+    body.push(`      o${k}[j] = ${v};`);
+  }
+  const outs = Array.from({ length: nOut }, (_, k) => `float *restrict o${k}`);
+  const ins = Array.from({ length: nIn }, (_, k) => `const float *restrict i${k}`);
+  const ptrs = Array.from({ length: nOps }, (_, k) => `p[${k}]`);
+  const dparams = Array.from({ length: nOps }, (_, k) => `float *d${k}`).join(', ');
+  const core = `
+static void body(int64_t n, ${[...outs, ...ins].join(', ')}) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) {
+${body.join('\n')}
+    }
+}
+
+void SYMBOL(int32_t rank, const double *meta, ${dparams}, int32_t nthreads) {
+  enum { NOPS = ${nOps}, NOUT = ${nOut}, CH = ${C_CHUNK}, MAXR = ${C_MAX_RANK} };
+  float *d[NOPS] = { ${Array.from({ length: nOps }, (_, k) => `d${k}`).join(', ')} };
+  int64_t shape[MAXR], st[NOPS][MAXR], off[NOPS];
+  if (rank < 1 || rank > MAXR) return;
+  for (int r = 0; r < rank; r++) shape[r] = (int64_t)meta[r];
+  for (int k = 0; k < NOPS; k++) {
+    for (int r = 0; r < rank; r++) st[k][r] = (int64_t)meta[rank + k * rank + r];
+    off[k] = (int64_t)meta[rank + NOPS * rank + k];
+  }
+  int64_t n = shape[rank - 1], rows = 1;
+  for (int r = 0; r < rank - 1; r++) rows *= shape[r];
+  if (n <= 0 || rows <= 0) return;
+  int64_t nch = (n + CH - 1) / CH, items = rows * nch;
+  if ((double)rows * (double)n < ${PARALLEL_MIN}.0 || nthreads < 1) nthreads = 1;
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 16)
+  for (int64_t it = 0; it < items; it++) {
+    float buf[NOPS][CH] __attribute__((aligned(64)));
+    float *p[NOPS];
+    int64_t base[NOPS];
+    int64_t row = it / nch, c0 = (it % nch) * CH, len = n - c0 < CH ? n - c0 : CH;
+    for (int k = 0; k < NOPS; k++) base[k] = off[k];
+    for (int r = rank - 2; r >= 0; r--) {
+      int64_t i = row % shape[r];
+      row /= shape[r];
+      for (int k = 0; k < NOPS; k++) base[k] += i * st[k][r];
+    }
+    for (int k = 0; k < NOPS; k++) {
+      int64_t s = st[k][rank - 1];
+      float *src = d[k] + base[k] + c0 * s;
+      if (s == 1) { p[k] = src; continue; }
+      p[k] = buf[k];
+      if (k < NOUT) continue;
+      if (s == 0) for (int64_t j = 0; j < len; j++) buf[k][j] = src[0];
+      else for (int64_t j = 0; j < len; j++) buf[k][j] = src[j * s];
+    }
+    body(len, ${ptrs.join(', ')});
+    for (int k = 0; k < NOUT; k++) {
+      int64_t s = st[k][rank - 1];
+      if (s == 1) continue;
+      float *dst = d[k] + base[k] + c0 * s;
+      for (int64_t j = 0; j < len; j++) dst[j * s] = buf[k][j];
+    }
+  }
+}
+`;
+  const symbol = `kiln_pw_${createHash('sha256').update(core).digest('hex').slice(0, 16)}`;
+  const source = `/* kiln native pointwise kernel: ${g.nodes.length} ops [${g.nodes.map((n) => n.op).join(', ')}] */
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+${C_MATH}${HELPERS}${core.replace('SYMBOL', symbol)}`;
+  return { source, symbol, nOutputs: nOut, nInputs: nIn };
+}
