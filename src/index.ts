@@ -4,6 +4,7 @@
  */
 import './ops/index.js';
 import './kernels/cpu/index.js';
+import './kernels/cuda/index.js';
 
 export * from './api/index.js';
 export * as autograd from './autograd/index.js';

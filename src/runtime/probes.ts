@@ -1,12 +1,13 @@
 /**
- * Probes for the accelerators that need native dependencies. They look for files and packages only;
- * the real runtimes arrive with their own issues and register loaders here.
+ * Probes and loaders for the accelerators that need native dependencies. Probes look for files and
+ * packages only; loaders bind the native libraries on first use of the device type (importing the
+ * cuda runtime loads nothing native: koffi and libcuda are opened by its first driver call).
  */
-import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import path from 'node:path';
 import type { AcceleratorProbe } from './accelerator.js';
 import { registerAccelerator } from './registry.js';
+import { CudaAccelerator } from './cuda/cuda-accelerator.js';
+import { findLibrary, missingMessage } from './cuda/discover.js';
 
 const require = createRequire(import.meta.url);
 
@@ -19,25 +20,14 @@ function resolvable(pkg: string): boolean {
   }
 }
 
-const LIBCUDA_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/nvidia/lib64', '/usr/lib/wsl/lib'];
-
-function findLibcuda(): string | undefined {
-  const dirs = [...(process.env.LD_LIBRARY_PATH ?? '').split(':').filter(Boolean), ...LIBCUDA_DIRS];
-  for (const d of dirs) {
-    const p = path.join(d, 'libcuda.so.1');
-    if (fs.existsSync(p)) return p;
-  }
-  return undefined;
-}
-
 export function probeCuda(): AcceleratorProbe {
-  if (process.platform !== 'linux' && process.platform !== 'win32') {
-    return { available: false, reason: `no NVIDIA driver on ${process.platform}` };
-  }
-  const lib = findLibcuda();
-  if (!lib) return { available: false, reason: 'NVIDIA driver library libcuda.so.1 not found on the loader path' };
-  if (!resolvable('koffi')) return { available: false, reason: `driver found (${lib}) but the koffi package is not installed` };
-  return { available: false, reason: `driver found (${lib}); the cuda runtime is not part of this build yet` };
+  if (process.platform !== 'linux') return { available: false, reason: `no NVIDIA driver support on ${process.platform} in this build (Linux only)` };
+  const driver = findLibrary('cuda');
+  if (!driver.path) return { available: false, reason: missingMessage(driver) };
+  if (!resolvable('koffi')) return { available: false, reason: `driver found (${driver.path}) but the koffi package is not installed (npm install koffi)` };
+  const compiler = findLibrary('nvrtc');
+  if (!compiler.path) return { available: false, reason: `driver found (${driver.path}) but kernels cannot be compiled: ${missingMessage(compiler)}` };
+  return { available: true, reason: `driver ${driver.path}, NVRTC ${compiler.path}` };
 }
 
 export function probeWebgpu(): AcceleratorProbe {
@@ -51,5 +41,5 @@ function notBuilt(name: string, probe: () => AcceleratorProbe): () => never {
   };
 }
 
-registerAccelerator('cuda', { probe: probeCuda, load: notBuilt('cuda', probeCuda) });
+registerAccelerator('cuda', { probe: probeCuda, load: () => new CudaAccelerator() });
 registerAccelerator('webgpu', { probe: probeWebgpu, load: notBuilt('webgpu', probeWebgpu) });

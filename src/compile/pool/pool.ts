@@ -79,6 +79,7 @@ export function compileTaskHandler(kind: string): HandlerSpec | undefined {
 }
 
 registerCompileTaskHandler('js-kernel', new URL('./js-kernel-task.js', import.meta.url), 'jsKernelTask');
+registerCompileTaskHandler('nvrtc', new URL('./nvrtc-task.js', import.meta.url), 'nvrtcTask');
 
 // ---------------------------------------------------------------------------------------------
 // Size configuration.

@@ -1,0 +1,138 @@
+/**
+ * cuda kernels for copies, casts, views, joins and factories. Copies and casts are the generated
+ * pointwise kernel with the identity expression (computed in the wider of the two dtypes, so no
+ * value is rounded twice). Views share the device-independent view kernels. Factories fill on the
+ * device; the seeded random and range factories run the CPU kernel and upload, so a seed gives the
+ * same numbers on every device.
+ */
+import { clone, contiguous, copy_, toDtype } from '../../ops/defs/core.js';
+import * as C from '../../ops/defs/creation.js';
+import { cat, catSkipped, chunk, maskedFill, maskedFill_, split, splitWithSizes, stack } from '../../ops/defs/indexing.js';
+import * as V from '../../ops/defs/views.js';
+import { registerKernel, type Op } from '../../ops/registry.js';
+import type { KernelContext, MetaResult, OutMeta, ScalarValue } from '../../ops/schema.js';
+import { CPU } from '../../runtime/device.js';
+import { promoteTypes } from '../../tensor/dtype.js';
+import { contiguousStrides, normalizeDim } from '../../tensor/layout.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { splitViewKernel } from '../cpu/indexing.js';
+import { toDeviceKernel } from '../cpu/core.js';
+import { viewKernel } from '../cpu/views.js';
+import { allocOut } from './device.js';
+import { runPointwise } from './pointwise-run.js';
+
+/** dst[...] = src (broadcast, cast), on dst's device. */
+export function copyTensor(dst: Tensor, src: Tensor | ScalarValue): Tensor {
+  if (typeof src !== 'object') return runPointwise('fill', 's0', dst, [], [Number(src)], dst.dtype);
+  let from = src;
+  if (src.device.type !== 'cuda' || src.device.index !== dst.device.index) {
+    if (src.device.type === 'cpu' && src.ndim === 0) return runPointwise('fill', 'a', dst, [src], [], dst.dtype);
+    from = toDeviceKernel({ op: 'copy_', out: { shape: src.shape, strides: contiguousStrides(src.shape), dtype: src.dtype, device: dst.device } }, src);
+  }
+  // Another view of dst's storage is read while dst is written: stage it first.
+  if (from.storage === dst.storage && (from.offset !== dst.offset || !from.strides.every((s, i) => s === dst.strides[i]))) {
+    const staged = allocOut({ shape: from.shape, strides: contiguousStrides(from.shape), dtype: from.dtype, device: dst.device });
+    runPointwise('copy', 'a', staged, [from], [], from.dtype);
+    from = staged;
+  }
+  return runPointwise('copy', 'a', dst, [from], [], promoteTypes(from.dtype, dst.dtype));
+}
+
+registerKernel(copy_, 'cuda', (_ctx, self, src) => copyTensor(self, src));
+registerKernel(clone, 'cuda', (ctx, self) => copyTensor(allocOut(ctx.out), self));
+registerKernel(contiguous, 'cuda', (ctx, self, memoryFormat = 'contiguous') => (self.isContiguous(memoryFormat) ? self : copyTensor(allocOut(ctx.out), self)));
+registerKernel(toDtype, 'cuda', (ctx, self) => copyTensor(allocOut(ctx.out), self));
+
+// ------------------------------------------------------------------------------------------------
+// Views
+// ------------------------------------------------------------------------------------------------
+
+const views = [V.view, V.unflatten, V.permute, V.transpose, V.t, V.movedim, V.expand, V.slice, V.narrow, V.select, V.squeeze, V.unsqueeze, V.diagonal, V.asStrided];
+for (const op of views) registerKernel(op as Op<readonly never[], V.ViewMeta>, 'cuda', (ctx: KernelContext<V.ViewMeta>, self: Tensor) => viewKernel(ctx, self));
+
+function reshapeKernel(ctx: KernelContext<V.ReshapeMeta>, self: Tensor): Tensor {
+  if (!ctx.out.copies) return viewKernel(ctx, self);
+  const out = allocOut(ctx.out);
+  // The output is contiguous: its storage read with the input's shape is the same row-major data.
+  const staging = new Tensor(out.storage, out.dtype, self.shape);
+  copyTensor(staging, self);
+  staging.dispose();
+  return out;
+}
+registerKernel(V.reshape, 'cuda', (ctx, self) => reshapeKernel(ctx, self));
+registerKernel(V.flatten, 'cuda', (ctx, self) => reshapeKernel(ctx, self));
+registerKernel(split, 'cuda', splitViewKernel);
+registerKernel(splitWithSizes, 'cuda', splitViewKernel);
+registerKernel(chunk, 'cuda', splitViewKernel);
+
+// ------------------------------------------------------------------------------------------------
+// cat, stack, maskedFill
+// ------------------------------------------------------------------------------------------------
+
+registerKernel(cat, 'cuda', (ctx, tensors, dim) => {
+  const out = allocOut(ctx.out);
+  const kept = tensors.filter((t) => !catSkipped(t));
+  if (kept.length === 0 || out.numel() === 0) return out;
+  const d = normalizeDim('cat', dim as number, kept[0]!.ndim);
+  let start = 0;
+  for (const t of kept) {
+    const n = t.shape[d]!;
+    if (n === 0) continue;
+    const view = new Tensor(out.storage, out.dtype, t.shape, out.strides, out.offset + start * out.strides[d]!);
+    copyTensor(view, t);
+    view.dispose();
+    start += n;
+  }
+  return out;
+});
+
+registerKernel(stack, 'cuda', (ctx, tensors, dim) => {
+  const out = allocOut(ctx.out);
+  if (out.numel() === 0) return out;
+  const d = normalizeDim('stack', dim as number, tensors[0]!.ndim + 1);
+  const strides = out.strides.filter((_, k) => k !== d);
+  tensors.forEach((t, i) => {
+    const view = new Tensor(out.storage, out.dtype, t.shape, strides, out.offset + i * out.strides[d]!);
+    copyTensor(view, t);
+    view.dispose();
+  });
+  return out;
+});
+
+function maskedFillRun(out: Tensor, self: Tensor, mask: Tensor, value: Tensor | ScalarValue): Tensor {
+  if (typeof value === 'object') return runPointwise('maskedFill', '((b != 0) ? c : a)', out, [self, mask, value], [], out.dtype);
+  return runPointwise('maskedFill', '((b != 0) ? s0 : a)', out, [self, mask], [Number(value)], out.dtype);
+}
+registerKernel(maskedFill, 'cuda', (ctx, self, mask, value) => maskedFillRun(allocOut(ctx.out), self, mask, value));
+registerKernel(maskedFill_, 'cuda', (_ctx, self, mask, value) => maskedFillRun(self, self, mask, value));
+
+// ------------------------------------------------------------------------------------------------
+// Factories
+// ------------------------------------------------------------------------------------------------
+
+function filled(meta: OutMeta, value: ScalarValue): Tensor {
+  const out = allocOut(meta, Number(value) === 0 && !Object.is(Number(value), -0));
+  if (Number(value) === 0 && !Object.is(Number(value), -0)) return out;
+  return runPointwise('fill', 's0', out, [], [Number(value)], out.dtype);
+}
+
+registerKernel(C.empty, 'cuda', (ctx) => allocOut(ctx.out));
+registerKernel(C.emptyLike, 'cuda', (ctx) => allocOut(ctx.out));
+registerKernel(C.zeros, 'cuda', (ctx) => allocOut(ctx.out, true));
+registerKernel(C.zerosLike, 'cuda', (ctx) => allocOut(ctx.out, true));
+registerKernel(C.ones, 'cuda', (ctx) => filled(ctx.out, 1));
+registerKernel(C.onesLike, 'cuda', (ctx) => filled(ctx.out, 1));
+registerKernel(C.full, 'cuda', (ctx, _size, fillValue) => filled(ctx.out, fillValue as ScalarValue));
+registerKernel(C.fullLike, 'cuda', (ctx, _self, fillValue) => filled(ctx.out, fillValue as ScalarValue));
+
+/** Runs the op's CPU kernel into a host tensor of the same layout, then uploads it. */
+function viaHost<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>): void {
+  registerKernel(op, 'cuda', ((ctx: KernelContext<OutMeta>, ...args: unknown[]) => {
+    const cpuKernel = op.kernels.get('cpu') as unknown as (c: KernelContext<OutMeta>, ...a: unknown[]) => Tensor;
+    const host = cpuKernel({ op: ctx.op, out: { ...ctx.out, device: CPU } }, ...args);
+    const out = toDeviceKernel({ op: ctx.op, out: ctx.out }, host);
+    host.dispose();
+    return out;
+  }) as never);
+}
+for (const op of [C.rand, C.randn, C.randint, C.arange, C.linspace, C.eye, C.randLike, C.randnLike]) viaHost(op as unknown as Op<readonly never[], OutMeta>);

@@ -1,0 +1,11 @@
+/**
+ * Registers every cuda kernel group. Importing this loads nothing native: kernels reach the driver
+ * through the cuda accelerator, which loads on the first use of a cuda device.
+ */
+import './core.js';
+import './pointwise.js';
+import './reduction.js';
+import './linalg.js';
+import './indexing.js';
+import './attention.js';
+import './nn.js';

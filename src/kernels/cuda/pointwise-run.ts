@@ -1,0 +1,110 @@
+/**
+ * Runs a generated pointwise kernel over tensors: classifies operands (tensor, numel-1 broadcast,
+ * host scalar), coalesces dims, picks the contiguous/vectorised or strided path and 32/64-bit
+ * indexing, then launches. Kernels are cached in memory by their spec key, so a repeated op costs
+ * the key string, one Map lookup and one launch.
+ */
+import type { DType } from '../../tensor/dtype.js';
+import { isFloating, itemSize } from '../../tensor/dtype.js';
+import { broadcastStrides } from '../../tensor/layout.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { castValue } from '../../tensor/typed.js';
+import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
+import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
+import { coalesce, generatePointwise, INDEX32_LIMIT, POINTWISE_BLOCK, reach, vectorWidth, type PointwiseSpec, type PwOperand } from './codegen/pointwise.js';
+import { gridFor, ptrOf, streamOf } from './device.js';
+
+export type PwInput = Tensor | number | boolean;
+
+function sameList(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+const kernels = new Map<string, CudaKernel>();
+
+/** `key` identifies the spec cheaply (built by string concatenation on the hot path). */
+function kernelFor(deviceIndex: number, key: string, spec: PointwiseSpec): CudaKernel {
+  let k = kernels.get(key);
+  if (!k) {
+    const g = generatePointwise(spec);
+    k = kernelFromSource(deviceIndex, g.source, g.name, g.params);
+    kernels.set(key, k);
+  }
+  return k;
+}
+
+/**
+ * out[i] = expr(a, b, c; s0..) for every element of `out` (which may be one of the inputs: in-place
+ * ops pass self). Inputs broadcast to out's shape. `compute` is the dtype the op computes in; host
+ * scalars are rounded to it first (as the CPU kernels' prep does) and zero-dim tensors of another
+ * dtype are rounded through it in the kernel.
+ */
+export function runPointwise(op: string, expr: string, out: Tensor, inputs: readonly PwInput[], params: readonly number[], compute: DType): Tensor {
+  const n = out.numel();
+  if (n === 0) return out;
+  const floatCompute = isFloating(compute);
+  const operands: PwOperand[] = [];
+  const scalarValues: number[] = [];
+  const tensorOps: { t: Tensor; strides: readonly number[] }[] = [];
+  const bcastPtrs: (number | undefined)[] = [];
+  // Fast path: every tensor operand has out's shape and strides and out is dense (the common eager
+  // case): one contiguous dim, no broadcasting or coalescing work.
+  let same = out.isContiguous();
+  let sig = '';
+  for (const x of inputs) {
+    if (typeof x !== 'object' || x.device.type === 'cpu') {
+      // A host scalar, or a zero-dim cpu tensor the dispatcher let through: a kernel parameter.
+      const v = typeof x === 'object' ? Number(x.item()) : Number(x);
+      const val = typeof x === 'object' && x.dtype === compute ? v : floatCompute ? castValue(v, compute) : v;
+      operands.push({ kind: 'scalar', dtype: compute });
+      scalarValues.push(val);
+      bcastPtrs.push(undefined);
+      sig += 's,';
+    } else if (x.numel() === 1) {
+      const round = x.ndim === 0 && x.dtype !== compute && floatCompute ? compute : undefined;
+      operands.push({ kind: 'bcast', dtype: x.dtype, roundThrough: round });
+      scalarValues.push(0);
+      bcastPtrs.push(ptrOf(x));
+      sig += `b${x.dtype}${round ?? ''},`;
+    } else {
+      operands.push({ kind: 'tensor', dtype: x.dtype });
+      scalarValues.push(0);
+      bcastPtrs.push(undefined);
+      sig += `t${x.dtype},`;
+      if (same && !(sameList(x.shape, out.shape) && sameList(x.strides, out.strides))) same = false;
+      tensorOps.push({ t: x, strides: x.strides });
+    }
+  }
+  if (!same) for (const o of tensorOps) o.strides = broadcastStrides(o.t.shape, o.t.strides, out.shape);
+  const c = same ? { shape: [n], strides: [[1], ...tensorOps.map(() => [1])] } : coalesce(out.shape, [out.strides, ...tensorOps.map((o) => o.strides)]);
+  const contiguous = c.shape.length <= 1 && c.strides.every((s) => c.shape.length === 0 || s[0] === 1);
+  let index64 = n > INDEX32_LIMIT || reach(c.shape, c.strides[0]!) > INDEX32_LIMIT;
+  for (let k = 1; k < c.strides.length && !index64; k++) index64 = reach(c.shape, c.strides[k]!) > INDEX32_LIMIT;
+  let vec = 1;
+  if (contiguous && n >= 64) {
+    const sizes = [itemSize(out.dtype), ...tensorOps.map((o) => itemSize(o.t.dtype))];
+    const v = vectorWidth(sizes);
+    const ptrs = [ptrOf(out), ...tensorOps.map((o) => ptrOf(o.t))];
+    if (v > 1 && ptrs.every((p, i) => p % (sizes[i]! * v) === 0)) vec = v;
+  }
+  const rank = contiguous ? 0 : c.shape.length;
+  const key = `${out.device.index}#${op}|${expr}|${sig}|${params.length}|${compute}|${out.dtype}|${rank}|${vec}|${index64 ? 64 : 32}`;
+  const k = kernelFor(out.device.index, key, { op, expr, operands, nParams: params.length, compute, out: out.dtype, rank, vec, index64 });
+  const args: number[] = [ptrOf(out)];
+  let ti = 0;
+  operands.forEach((o, i) => {
+    if (o.kind === 'scalar') args.push(scalarValues[i]!);
+    else if (o.kind === 'bcast') args.push(bcastPtrs[i]!);
+    else args.push(ptrOf(tensorOps[ti++]!.t));
+  });
+  args.push(...params, n);
+  if (rank > 0) {
+    args.push(...c.shape);
+    for (const s of c.strides) args.push(...s);
+  }
+  const work = vec > 1 ? Math.ceil(n / vec) : n;
+  launch(k, args, { grid: gridFor(out.device.index, work, POINTWISE_BLOCK), block: POINTWISE_BLOCK }, streamOf(out));
+  return out;
+}

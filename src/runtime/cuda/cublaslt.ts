@@ -1,0 +1,222 @@
+/**
+ * GEMM through cuBLASLt. Kiln's tensors are row-major; cuBLASLt is column-major, so a row-major
+ * D[M,N] = A[M,K] B[K,N] is computed as the column-major D^T = B^T A^T: cuBLASLt's "A" is Kiln's
+ * B and its "B" is Kiln's A, and a transposed operand (a weight read as W^T) is a TRANS flag, not a
+ * copy. Descriptors, layouts and the heuristic's algorithm are cached per problem (shape, strides,
+ * dtype, epilogue), so a repeated GEMM costs one attribute write (the bias pointer) and one
+ * cublasLtMatmul call. Enum values are cublasLt.h's (see /work/shared/notes/gpu-facts.md).
+ */
+import { check, driver, makeCurrent } from './driver.js';
+import { bindCublasLt, type CublasLtApi, type DevPtr, type Ptr } from './ffi.js';
+import { findLibrary, missingMessage } from './discover.js';
+import type { CudaStream } from './stream.js';
+
+const COMPUTE_32F = 68;
+const COMPUTE_64F = 70;
+const R_32F = 0;
+const R_64F = 1;
+const DATA_TYPE = { float32: 0, float64: 1, float16: 2, bfloat16: 14 } as const;
+const DESC_TRANSA = 3;
+const DESC_TRANSB = 4;
+const DESC_EPILOGUE = 7;
+const DESC_BIAS_POINTER = 8;
+const EPILOGUE_BIAS = 4;
+const LAYOUT_BATCH_COUNT = 5;
+const LAYOUT_STRIDED_BATCH_OFFSET = 6;
+const PREF_MAX_WORKSPACE_BYTES = 1;
+// MIN_ALIGNMENT_{A,B,C,D}_BYTES: the heuristic assumes 256-byte aligned buffers unless told less,
+// and a view at an offset (a slice of a fused QKV projection) is often only 16-byte aligned.
+const PREF_MIN_ALIGNMENT = { a: 5, b: 6, c: 7, d: 8 } as const;
+const OP_N = 0;
+const OP_T = 1;
+// Each cublasLtMatmulHeuristicResult_t is 96 bytes; its first 64 are the algorithm.
+const HEURISTIC_RESULT_BYTES = 96;
+const ALGO_BYTES = 64;
+// 32 MiB of workspace lets the heuristic pick split-K and stream-K kernels for large problems.
+const WORKSPACE_BYTES = 32 << 20;
+
+export type GemmDtype = keyof typeof DATA_TYPE;
+
+let lt: CublasLtApi | undefined;
+
+function api(): CublasLtApi {
+  if (lt) return lt;
+  const { koffi } = driver();
+  const found = findLibrary('cublasLt');
+  let lastErr = '';
+  for (const c of found.candidates) {
+    try {
+      lt = bindCublasLt(koffi, c);
+      return lt;
+    } catch (e) {
+      lastErr = (e as Error).message;
+    }
+  }
+  throw new Error(missingMessage(found, lastErr));
+}
+
+function ltCheck(rc: number, doing: string): void {
+  // cublasStatus_t: 0 success; 7 not supported, 8 internal error, 13 execution failed.
+  if (rc !== 0) throw new Error(`cublasLt: ${doing} failed with cublasStatus ${rc}`);
+}
+
+/** One matrix operand in cuBLASLt's column-major terms. */
+export interface LtOperand {
+  ptr: DevPtr;
+  /** Stored rows/cols (column-major) and leading dimension. */
+  rows: number;
+  cols: number;
+  ld: number;
+  trans: boolean;
+  batchStride: number;
+}
+
+/** A row-major [R, C] view with element strides (sr, sc): how cuBLASLt can read it, or null (needs a copy). */
+export function rowMajorOperand(ptr: DevPtr, R: number, C: number, sr: number, sc: number, batchStride: number): LtOperand | null {
+  const rs = R === 1 ? Math.max(C, 1) : sr;
+  const cs = C === 1 ? 1 : sc;
+  // Row-major rows of C elements: column-major C x R with ld = rs, read untransposed.
+  if (cs === 1 && rs >= Math.max(C, 1)) return { ptr, rows: C, cols: R, ld: rs, trans: false, batchStride };
+  // Column-major storage (a transposed view): R x C with ld = sc, read transposed.
+  const rs2 = R === 1 ? 1 : sr;
+  const cs2 = C === 1 ? Math.max(R, 1) : sc;
+  if (rs2 === 1 && cs2 >= Math.max(R, 1)) return { ptr, rows: R, cols: C, ld: cs2, trans: true, batchStride };
+  return null;
+}
+
+export interface GemmProblem {
+  dtype: GemmDtype;
+  m: number;
+  n: number;
+  k: number;
+  batch: number;
+  /** Kiln's A [M,K] and B [K,N], already mapped by rowMajorOperand. */
+  a: LtOperand;
+  b: LtOperand;
+  /** Output D [M,N] row-major with row stride ldd. */
+  d: DevPtr;
+  ldd: number;
+  dBatchStride: number;
+  /** Bias of length N added to every row (the BIAS epilogue). */
+  bias?: DevPtr;
+  alpha: number;
+  beta: number;
+  /** C for beta != 0 (same layout as D); defaults to D. */
+  c?: DevPtr;
+  /** Dtype of C/D when it differs from A/B (bf16 inputs with fp32 output). */
+  outDtype?: GemmDtype;
+}
+
+interface Plan {
+  desc: Ptr;
+  la: Ptr;
+  lb: Ptr;
+  lc: Ptr;
+  algo: Uint8Array;
+}
+
+interface DeviceState {
+  handle: Ptr;
+  workspace: DevPtr;
+  plans: Map<string, Plan>;
+}
+
+const devices = new Map<number, DeviceState>();
+
+function deviceState(index: number): DeviceState {
+  let s = devices.get(index);
+  if (s) return s;
+  makeCurrent(index);
+  const L = api();
+  const h: [Ptr | null] = [null];
+  ltCheck(L.cublasLtCreate(h), 'creating a handle');
+  const ws: [DevPtr] = [0];
+  check(driver().cu.cuMemAlloc_v2(ws, WORKSPACE_BYTES), `allocating the ${WORKSPACE_BYTES >> 20} MiB cuBLASLt workspace on cuda:${index}`);
+  s = { handle: h[0]!, workspace: Number(ws[0]), plans: new Map() };
+  devices.set(index, s);
+  return s;
+}
+
+function i32(v: number): Uint8Array {
+  return new Uint8Array(new Int32Array([v]).buffer);
+}
+function u32(v: number): Uint8Array {
+  return new Uint8Array(new Uint32Array([v]).buffer);
+}
+/** Largest power of two (up to 256) dividing an address. */
+function alignment(ptr: DevPtr): number {
+  let a = 256;
+  while (a > 1 && ptr % a !== 0) a >>= 1;
+  return a;
+}
+function i64(v: number): Uint8Array {
+  return new Uint8Array(new BigInt64Array([BigInt(v)]).buffer);
+}
+
+function layout(L: CublasLtApi, type: number, rows: number, cols: number, ld: number, batch: number, batchStride: number): Ptr {
+  const out: [Ptr | null] = [null];
+  ltCheck(L.cublasLtMatrixLayoutCreate(out, type, rows, cols, ld), `creating a ${rows}x${cols} layout (ld ${ld})`);
+  if (batch > 1) {
+    ltCheck(L.cublasLtMatrixLayoutSetAttribute(out[0]!, LAYOUT_BATCH_COUNT, i32(batch), 4), 'setting the batch count');
+    ltCheck(L.cublasLtMatrixLayoutSetAttribute(out[0]!, LAYOUT_STRIDED_BATCH_OFFSET, i64(batchStride), 8), 'setting the batch stride');
+  }
+  return out[0]!;
+}
+
+function plan(index: number, p: GemmProblem): Plan {
+  const s = deviceState(index);
+  // cuBLASLt's A is Kiln's B, its B is Kiln's A.
+  const A = p.b;
+  const B = p.a;
+  const al = { a: alignment(A.ptr), b: alignment(B.ptr), d: alignment(p.d), c: alignment(p.c ?? p.d) };
+  const key = [al.a, al.b, al.c, al.d, p.dtype, p.m, p.n, p.k, p.batch, A.rows, A.cols, A.ld, A.trans, A.batchStride, B.rows, B.cols, B.ld, B.trans, B.batchStride, p.ldd, p.dBatchStride, p.bias !== undefined, p.beta !== 0, p.outDtype ?? p.dtype].join(',');
+  const hit = s.plans.get(key);
+  if (hit) return hit;
+  const L = api();
+  const f64 = p.dtype === 'float64';
+  const d: [Ptr | null] = [null];
+  ltCheck(L.cublasLtMatmulDescCreate(d, f64 ? COMPUTE_64F : COMPUTE_32F, f64 ? R_64F : R_32F), 'creating a matmul descriptor');
+  const desc = d[0]!;
+  ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_TRANSA, i32(A.trans ? OP_T : OP_N), 4), 'setting TRANSA');
+  ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_TRANSB, i32(B.trans ? OP_T : OP_N), 4), 'setting TRANSB');
+  if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE, i32(EPILOGUE_BIAS), 4), 'setting the BIAS epilogue');
+  const t = DATA_TYPE[p.dtype];
+  const la = layout(L, t, A.rows, A.cols, A.ld, p.batch, A.batchStride);
+  const lb = layout(L, t, B.rows, B.cols, B.ld, p.batch, B.batchStride);
+  const lc = layout(L, DATA_TYPE[p.outDtype ?? p.dtype], p.n, p.m, p.ldd, p.batch, p.dBatchStride);
+  const pr: [Ptr | null] = [null];
+  ltCheck(L.cublasLtMatmulPreferenceCreate(pr), 'creating a preference');
+  ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, PREF_MAX_WORKSPACE_BYTES, i64(WORKSPACE_BYTES), 8), 'setting the workspace size');
+  for (const [which, attr] of Object.entries(PREF_MIN_ALIGNMENT)) {
+    ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, attr, u32(al[which as keyof typeof al]), 4), `setting the ${which.toUpperCase()} alignment`);
+  }
+  if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');
+  const results = new Uint8Array(HEURISTIC_RESULT_BYTES);
+  const count: [number] = [0];
+  ltCheck(L.cublasLtMatmulAlgoGetHeuristic(s.handle, desc, la, lb, lc, lc, pr[0]!, 1, results, count), `choosing an algorithm for ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
+  L.cublasLtMatmulPreferenceDestroy(pr[0]!);
+  if (count[0] < 1) throw new Error(`cublasLt: no algorithm for ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
+  const made: Plan = { desc, la, lb, lc, algo: results.slice(0, ALGO_BYTES) };
+  s.plans.set(key, made);
+  return made;
+}
+
+/** D = alpha * A @ B (+ bias) (+ beta * C), on `stream`. */
+export function gemm(index: number, stream: CudaStream, p: GemmProblem): void {
+  const s = deviceState(index);
+  const pl = plan(index, p);
+  const L = api();
+  if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(pl.desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');
+  const f64 = p.dtype === 'float64';
+  const alpha = new Uint8Array((f64 ? new Float64Array([p.alpha]) : new Float32Array([p.alpha])).buffer);
+  const beta = new Uint8Array((f64 ? new Float64Array([p.beta]) : new Float32Array([p.beta])).buffer);
+  const c = p.c ?? p.d;
+  ltCheck(
+    L.cublasLtMatmul(s.handle, pl.desc, alpha, p.b.ptr, pl.la, p.a.ptr, pl.lb, beta, c, pl.lc, p.d, pl.lc, pl.algo, s.workspace, WORKSPACE_BYTES, stream.handle),
+    `running ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`,
+  );
+}
+
+export function cublasLtVersion(): number {
+  return api().cublasLtGetVersion();
+}

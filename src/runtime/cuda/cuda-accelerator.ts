@@ -1,0 +1,198 @@
+/**
+ * The `cuda` accelerator: NVIDIA's driver API through koffi. Memory comes from the stream-aware
+ * caching allocator; host<->device copies go through a pinned staging buffer (two halves, so filling
+ * one overlaps the DMA of the other); all work is asynchronous on each device's Kiln default stream
+ * (created non-blocking), and reading back to the host synchronises that stream.
+ */
+import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule } from '../accelerator.js';
+import { CudaAllocator } from './allocator.js';
+import { check, deviceCount, driver, makeCurrent } from './driver.js';
+import type { DevPtr, Ptr } from './ffi.js';
+import { kernelFromSource } from './kernel-cache.js';
+import { type CudaKernel, launch, type LaunchDims, type ParamType } from './launch.js';
+import { nvrtcVersion } from './nvrtc.js';
+import { deviceInfo } from './properties.js';
+import { CudaEvent, CudaStream } from './stream.js';
+
+// 2 x 16 MiB of pinned memory: large enough that a chunk's DMA runs near PCIe/NVLink-C2C speed,
+// small enough that pinning it at first use costs a few milliseconds.
+const STAGING_HALF_BYTES = 16 << 20;
+
+interface Staging {
+  halves: { ptr: Ptr; bytes: Uint8Array; event: CudaEvent; pending: boolean }[];
+}
+
+export function devPtr(buffer: DeviceBuffer, byteOffset = 0): DevPtr {
+  return (buffer.handle as DevPtr) + byteOffset;
+}
+
+export class CudaAccelerator implements Accelerator {
+  readonly type = 'cuda' as const;
+  private readonly count: number;
+  private readonly allocators = new Map<number, CudaAllocator>();
+  private readonly streams = new Map<number, CudaStream>();
+  private readonly staging = new Map<number, Staging>();
+
+  constructor() {
+    this.count = deviceCount();
+    if (this.count === 0) throw new Error('the NVIDIA driver loaded but reports no CUDA device');
+  }
+
+  deviceCount(): number {
+    return this.count;
+  }
+
+  private checkIndex(index: number): void {
+    if (!Number.isInteger(index) || index < 0 || index >= this.count) {
+      throw new Error(`cuda: device index ${index} does not exist (${this.count} device(s))`);
+    }
+    makeCurrent(index);
+  }
+
+  properties(index: number): DeviceProperties {
+    this.checkIndex(index);
+    const i = deviceInfo(index);
+    let nvrtc = 'not found';
+    try {
+      nvrtc = nvrtcVersion();
+    } catch (e) {
+      nvrtc = `unavailable (${(e as Error).message})`;
+    }
+    return { ...i, nvrtcVersion: nvrtc, driverLibrary: driver().path };
+  }
+
+  allocator(index: number): CudaAllocator {
+    let a = this.allocators.get(index);
+    if (!a) {
+      this.checkIndex(index);
+      a = new CudaAllocator(index, () => this.defaultStream(index));
+      this.allocators.set(index, a);
+    }
+    return a;
+  }
+
+  defaultStream(index: number): CudaStream {
+    let s = this.streams.get(index);
+    if (!s) {
+      this.checkIndex(index);
+      s = CudaStream.create(index);
+      this.streams.set(index, s);
+    }
+    return s;
+  }
+
+  createStream(index: number): DeviceStream {
+    this.checkIndex(index);
+    return CudaStream.create(index);
+  }
+
+  createEvent(index: number, options: { enableTiming: boolean }): DeviceEvent {
+    this.checkIndex(index);
+    return new CudaEvent(index, options.enableTiming);
+  }
+
+  synchronize(index: number): void {
+    this.checkIndex(index);
+    check(driver().cu.cuCtxSynchronize(), `synchronizing cuda:${index} (an earlier asynchronous launch or copy may have failed)`);
+  }
+
+  private stream(buffer: DeviceBuffer, stream?: DeviceStream): CudaStream {
+    if (stream !== undefined) {
+      if (!(stream instanceof CudaStream)) throw new Error('cuda: copies need a cuda stream');
+      return stream;
+    }
+    return this.defaultStream(buffer.deviceIndex);
+  }
+
+  private stagingFor(index: number): Staging {
+    let s = this.staging.get(index);
+    if (s) return s;
+    const { cu, koffi } = driver();
+    const halves: Staging['halves'] = [];
+    for (let i = 0; i < 2; i++) {
+      const out: [Ptr | null] = [null];
+      check(cu.cuMemAllocHost_v2(out, STAGING_HALF_BYTES), `pinning ${STAGING_HALF_BYTES} bytes of host memory for copies`);
+      const ptr = out[0]!;
+      halves.push({ ptr, bytes: new Uint8Array(koffi.view(ptr, STAGING_HALF_BYTES)), event: new CudaEvent(index, false), pending: false });
+    }
+    s = { halves };
+    this.staging.set(index, s);
+    return s;
+  }
+
+  copyHostToDevice(dst: DeviceBuffer, dstByteOffset: number, src: Uint8Array, stream?: DeviceStream): void {
+    if (src.byteLength === 0) return;
+    checkRange('copyHostToDevice', dst, dstByteOffset, src.byteLength);
+    const s = this.stream(dst, stream);
+    makeCurrent(dst.deviceIndex);
+    const { cu } = driver();
+    const st = this.stagingFor(dst.deviceIndex);
+    let k = 0;
+    for (let off = 0; off < src.byteLength; off += STAGING_HALF_BYTES, k++) {
+      const n = Math.min(STAGING_HALF_BYTES, src.byteLength - off);
+      const half = st.halves[k % 2]!;
+      // The half is reused only after its previous DMA has finished.
+      if (half.pending) half.event.synchronize();
+      half.bytes.set(src.subarray(off, off + n));
+      check(cu.cuMemcpyHtoDAsync_v2(devPtr(dst, dstByteOffset + off), half.ptr, n, s.handle), `copying ${n} bytes host->cuda:${dst.deviceIndex}`);
+      half.event.record(s);
+      half.pending = true;
+    }
+    // The caller may reuse `src` and the staging may be refilled by the next copy: wait for the DMA.
+    s.synchronize();
+    for (const h of st.halves) h.pending = false;
+  }
+
+  copyDeviceToHost(dst: Uint8Array, src: DeviceBuffer, srcByteOffset: number, stream?: DeviceStream): void {
+    if (dst.byteLength === 0) return;
+    checkRange('copyDeviceToHost', src, srcByteOffset, dst.byteLength);
+    const s = this.stream(src, stream);
+    makeCurrent(src.deviceIndex);
+    const { cu } = driver();
+    const st = this.stagingFor(src.deviceIndex);
+    const half = st.halves[0]!;
+    for (let off = 0; off < dst.byteLength; off += STAGING_HALF_BYTES) {
+      const n = Math.min(STAGING_HALF_BYTES, dst.byteLength - off);
+      check(cu.cuMemcpyDtoHAsync_v2(half.ptr, devPtr(src, srcByteOffset + off), n, s.handle), `copying ${n} bytes cuda:${src.deviceIndex}->host`);
+      s.synchronize();
+      dst.set(half.bytes.subarray(0, n), off);
+    }
+  }
+
+  copyDeviceToDevice(dst: DeviceBuffer, dstByteOffset: number, src: DeviceBuffer, srcByteOffset: number, nbytes: number, stream?: DeviceStream): void {
+    if (nbytes === 0) return;
+    checkRange('copyDeviceToDevice', dst, dstByteOffset, nbytes);
+    checkRange('copyDeviceToDevice', src, srcByteOffset, nbytes);
+    const s = this.stream(dst, stream);
+    check(
+      driver().cu.cuMemcpyDtoDAsync_v2(devPtr(dst, dstByteOffset), devPtr(src, srcByteOffset), nbytes, s.handle),
+      `copying ${nbytes} bytes cuda:${src.deviceIndex}->cuda:${dst.deviceIndex}`,
+    );
+  }
+
+  /** Compiles CUDA C with NVRTC for the device's architecture (disk-cached) and loads `options.name`. */
+  compileKernel(index: number, source: string, options: Record<string, unknown>): Promise<KernelModule> {
+    this.checkIndex(index);
+    const name = options.name;
+    const params = options.params;
+    if (typeof name !== 'string' || !Array.isArray(params)) {
+      return Promise.reject(new TypeError("cuda.compileKernel: options must give 'name' (the entry point) and 'params' (parameter types)"));
+    }
+    try {
+      return Promise.resolve(kernelFromSource(index, source, name, params as ParamType[], (options.nvrtcOptions as string[] | undefined) ?? []));
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  launchKernel(module: KernelModule, args: readonly unknown[], dims: Record<string, unknown>, stream?: DeviceStream): void {
+    const k = module as CudaKernel;
+    launch(k, args as number[], dims as unknown as LaunchDims, (stream as CudaStream | undefined) ?? this.defaultStream(k.deviceIndex));
+  }
+}
+
+function checkRange(what: string, buffer: DeviceBuffer, offset: number, n: number): void {
+  if (offset < 0 || offset + n > buffer.capacity) {
+    throw new RangeError(`cuda: ${what}: ${n} bytes at offset ${offset} overrun a block of ${buffer.capacity} bytes`);
+  }
+}
