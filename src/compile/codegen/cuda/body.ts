@@ -1,0 +1,159 @@
+/**
+ * Per-element code shared by the pointwise and reduction emitters: loads of the group's inputs,
+ * the fused nodes' statements (templates.ts) and stores of its outputs, for V consecutive elements
+ * at once (vector lanes). Value v<id> in lane u is named v<id>_<u>; per-row values computed outside
+ * the element loop ("leaves") are named v<id> and shared by all lanes. An operand whose innermost
+ * stride is 1 is read/written with one 16/8/4-byte vector access (KVec in the prelude); one whose
+ * innermost stride is 0 is read once for all lanes.
+ */
+import type { ValueId, ValueInfo } from '../../ir.js';
+import type { LNode } from '../../lower/lower.js';
+import { nodeInputs } from '../../lower/lower.js';
+import { CAST_OPS } from '../../lower/ops.js';
+import type { KernelGroup } from '../../lower/schedule.js';
+import { isFloating } from '../../../tensor/dtype.js';
+import { computeType, loadConvert, storageType, storeConvert } from './ctypes.js';
+import type { KernelSpec } from './layout.js';
+import { type CArg, CUDA_TEMPLATES, declareValue } from './templates.js';
+
+export interface GroupCtx {
+  readonly g: KernelGroup;
+  readonly info: (id: ValueId) => ValueInfo;
+  readonly nodeOf: ReadonlyMap<ValueId, LNode>;
+  /** Operand index of each group input and output value. */
+  readonly inOperand: ReadonlyMap<ValueId, number>;
+  readonly outOperand: ReadonlyMap<ValueId, number>;
+  readonly spec: KernelSpec;
+}
+
+export function groupCtx(g: KernelGroup, info: (id: ValueId) => ValueInfo, spec: KernelSpec): GroupCtx {
+  const nodeOf = new Map<ValueId, LNode>();
+  for (const n of g.nodes) for (const o of n.outputs) nodeOf.set(o, n);
+  const outOperand = new Map<ValueId, number>();
+  const inOperand = new Map<ValueId, number>();
+  g.outputs.forEach((o, k) => outOperand.set(o, k));
+  g.inputs.forEach((id, k) => inOperand.set(id, g.outputs.length + k));
+  return { g, info, nodeOf, inOperand, outOperand, spec };
+}
+
+/** Statement declaring pointwise node n's output under the lane naming `name`. */
+export function nodeStatement(c: GroupCtx, n: LNode, name: (id: ValueId) => string): string {
+  const out = n.outputs[0]!;
+  const dtype = c.info(out).dtype;
+  const args: CArg[] = n.args.map((a) =>
+    a.kind === 'value' ? { kind: 'value', expr: name(a.id), dtype: c.info(a.id).dtype, shape: c.info(a.id).shape } : { kind: 'const', value: a.kind === 'const' ? a.value : null },
+  );
+  const t = CUDA_TEMPLATES.get(n.op);
+  const expr = t ? t(args, { out: dtype }) : null;
+  if (expr === null) throw new Error(`kiln cuda codegen: no CUDA template for ${n.op} (${args.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ')} -> ${dtype})`);
+  const fromFloating = nodeInputs(n).some((id) => isFloating(c.info(id).dtype));
+  return declareValue(name(out), expr, dtype, CAST_OPS.has(n.op), fromFloating);
+}
+
+export interface ElementOptions {
+  /** Values to compute (and their dependencies inside the group). */
+  readonly roots: readonly ValueId[];
+  /** Outputs to store. */
+  readonly stores: readonly ValueId[];
+  /** Values already available as per-row scalars v<id>. */
+  readonly leaves: ReadonlySet<ValueId>;
+  /** Lanes (vector width). */
+  readonly V: number;
+  /** Element offset expression of operand k for lane 0. */
+  readonly off: (k: number) => string;
+  /** Whether operand k's innermost stride is 0 (all lanes read the same element). */
+  readonly innerZero: (k: number) => boolean;
+}
+
+export interface ElementCode {
+  readonly stmts: string[];
+  /** Operands read or written. */
+  readonly used: Set<number>;
+}
+
+/** Name of value id in lane u. */
+export function laneName(leaves: ReadonlySet<ValueId>, id: ValueId, u: number): string {
+  return leaves.has(id) ? `v${id}` : `v${id}_${u}`;
+}
+
+export function elementCode(c: GroupCtx, o: ElementOptions): ElementCode {
+  const need = new Set<ValueId>();
+  const visit = (id: ValueId): void => {
+    if (need.has(id) || o.leaves.has(id)) return;
+    need.add(id);
+    const n = c.nodeOf.get(id);
+    if (n) for (const a of nodeInputs(n)) visit(a);
+  };
+  for (const r of o.roots) visit(r);
+  for (const s of o.stores) visit(s);
+  const stmts: string[] = [];
+  const used = new Set<number>();
+  const { V } = o;
+  for (const id of need) {
+    if (c.nodeOf.has(id)) continue;
+    const k = c.inOperand.get(id);
+    if (k === undefined) throw new Error(`kiln cuda codegen: value %${id} is neither computed in the group nor one of its inputs`);
+    used.add(k);
+    const d = c.info(id).dtype;
+    const ct = computeType(d);
+    const st = storageType(d);
+    if (V === 1 || o.innerZero(k)) {
+      stmts.push(`const ${ct} v${id}_0 = ${loadConvert(d, `p${k}[${o.off(k)}]`)};`);
+      for (let u = 1; u < V; u++) stmts.push(`const ${ct} v${id}_${u} = v${id}_0;`);
+    } else {
+      stmts.push(`const KVec<${V}, ${st}> L${k} = *reinterpret_cast<const KVec<${V}, ${st}>*>(p${k} + ${o.off(k)});`);
+      for (let u = 0; u < V; u++) stmts.push(`const ${ct} v${id}_${u} = ${loadConvert(d, `L${k}.v[${u}]`)};`);
+    }
+  }
+  for (let u = 0; u < V; u++) {
+    for (const n of c.g.nodes) {
+      const out = n.outputs[0]!;
+      if (!need.has(out) || n.kind !== 'pointwise') continue;
+      stmts.push(nodeStatement(c, n, (id) => laneName(o.leaves, id, u)));
+    }
+  }
+  for (const s of o.stores) {
+    const k = c.outOperand.get(s)!;
+    used.add(k);
+    const d = c.info(s).dtype;
+    const st = storageType(d);
+    if (V === 1) stmts.push(`p${k}[${o.off(k)}] = ${storeConvert(d, laneName(o.leaves, s, 0))};`);
+    else {
+      stmts.push(`KVec<${V}, ${st}> S${k};`);
+      for (let u = 0; u < V; u++) stmts.push(`S${k}.v[${u}] = ${storeConvert(d, laneName(o.leaves, s, u))};`);
+      stmts.push(`*reinterpret_cast<KVec<${V}, ${st}>*>(p${k} + ${o.off(k)}) = S${k};`);
+    }
+  }
+  return { stmts, used };
+}
+
+/** Pointer parameter type of operand k. */
+export function ptrType(c: GroupCtx, k: number): string {
+  const nOut = c.g.outputs.length;
+  const id = k < nOut ? c.g.outputs[k]! : c.g.inputs[k - nOut]!;
+  const st = storageType(c.info(id).dtype);
+  return k < nOut ? `${st}* __restrict__` : `const ${st}* __restrict__`;
+}
+
+/** Lines with consistent indentation. */
+export class Lines {
+  readonly out: string[] = [];
+  private depth = 0;
+  line(s: string): void {
+    this.out.push('  '.repeat(this.depth) + s);
+  }
+  open(s: string): void {
+    this.line(s);
+    this.depth++;
+  }
+  indent(): void {
+    this.depth++;
+  }
+  close(s = '}'): void {
+    this.depth--;
+    this.line(s);
+  }
+  text(): string {
+    return this.out.join('\n');
+  }
+}

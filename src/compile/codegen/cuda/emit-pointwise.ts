@@ -1,0 +1,81 @@
+/**
+ * CUDA C for a fused pointwise kernel: a grid-stride loop over the iteration space in units of V
+ * elements (one vector access per operand per unit), EPT units per thread per trip at a stride of
+ * the block size (so a warp's accesses stay coalesced), 32- or 64-bit index math per the spec.
+ */
+import type { Param } from './args.js';
+import { type GroupCtx, elementCode, Lines, ptrType } from './body.js';
+import { indexPlan, sizeParams } from './index-math.js';
+
+export interface PointwiseConfig {
+  readonly kind: 'pointwise';
+  /** Threads per block. */
+  readonly block: 128 | 256 | 512 | 1024;
+  /** Vector units per thread per loop trip. */
+  readonly ept: 1 | 2 | 4;
+  /** Elements per vector access (1: scalar). */
+  readonly vec: 1 | 2 | 4 | 8;
+}
+
+export interface EmittedKernel {
+  readonly name: string;
+  readonly params: readonly Param[];
+  readonly source: string;
+}
+
+export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): EmittedKernel {
+  const { spec } = c;
+  const idx = spec.idx64 ? 'long long' : 'int';
+  const ip = spec.idx64 ? 'i64' : 'i32';
+  const r = spec.orank;
+  const V = cfg.vec;
+  const B = cfg.block;
+  const nOps = spec.ops.length;
+  const ptrs: Param[] = Array.from({ length: nOps }, (_, k): Param => ({ name: `p${k}`, type: 'ptr', source: { kind: 'operand', k } }));
+  const sizes = sizeParams('n', r, ip);
+  const ix = indexPlan(
+    'e',
+    r,
+    spec.ops.map((o) => ({ linear: o.linear, zero: o.outerZero, unitInner: o.unitInner })),
+    'n',
+    's',
+    'c',
+    idx,
+    ip,
+  );
+  const body = elementCode(c, {
+    roots: c.g.outputs,
+    stores: c.g.outputs,
+    leaves: new Set(),
+    V,
+    off: (k) => `o${k}`,
+    innerZero: (k) => spec.ops[k]!.outerZero[r - 1] === true,
+  });
+  const params = [...ptrs, ...sizes, ...ix.params];
+  const L = new Lines();
+  const decl = params.map((p) => (p.type === 'ptr' ? `${ptrType(c, Number(p.name.slice(1)))} ${p.name}` : `${p.type === 'i64' ? 'long long' : 'int'} ${p.name}`));
+  L.line(`extern "C" __global__ void __launch_bounds__(${B}) ${name}(${decl.join(', ')}) {`);
+  L.indent();
+  L.line(`const ${idx} total = ${sizes.map((s) => s.name).join(' * ')};`);
+  L.line(`const ${idx} nvec = total / ${V};`);
+  L.line(`const ${idx} step = (${idx})gridDim.x * ${B * cfg.ept};`);
+  L.open(`for (${idx} base = (${idx})blockIdx.x * ${B * cfg.ept} + threadIdx.x; base < nvec; base += step) {`);
+  if (cfg.ept > 1) {
+    L.line('#pragma unroll');
+    L.open(`for (int t = 0; t < ${cfg.ept}; t++) {`);
+    L.line(`const ${idx} i = base + t * ${B};`);
+    L.open('if (i < nvec) {');
+  } else {
+    L.line(`const ${idx} i = base;`);
+    L.open('{');
+  }
+  L.line(V === 1 ? `const ${idx} e = i;` : `const ${idx} e = i * ${V};`);
+  for (const s of ix.coords) L.line(s);
+  for (let k = 0; k < nOps; k++) if (body.used.has(k)) L.line(`const ${idx} o${k} = ${ix.offsets[k]};`);
+  for (const s of body.stmts) L.line(s);
+  L.close();
+  if (cfg.ept > 1) L.close();
+  L.close();
+  L.close();
+  return { name, params, source: L.text() };
+}

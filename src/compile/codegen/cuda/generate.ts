@@ -1,0 +1,70 @@
+/**
+ * Entry point of the CUDA generator: one kernel group (from the scheduler) and the layout of a call
+ * become a set of candidate variants, one per config. Each variant is complete: CUDA C source
+ * (prelude + one or two `extern "C"` kernels), the kernels' names and packed argument layouts,
+ * the NVRTC options the source needs, and a function giving grid / block / shared memory /
+ * workspace for any layout with the same spec. Sizes are never baked in: the spec (ranks,
+ * broadcast and unit strides, dtypes, index width) is, so a program generates once per spec.
+ */
+import type { ValueId, ValueInfo } from '../../ir.js';
+import type { Lowered } from '../../lower/lower.js';
+import type { KernelGroup } from '../../lower/schedule.js';
+import { type ArgLayout, argLayout } from './args.js';
+import { groupCtx } from './body.js';
+import { type CudaKernelConfig, type CudaTarget, configSpace, configTag, inapplicable, type LaunchPlan, launchPlan } from './configs.js';
+import { emitPointwise } from './emit-pointwise.js';
+import { emitReduce } from './emit-reduce.js';
+import { type KernelLayout, type KernelSpec, kernelSpec, specKey } from './layout.js';
+import { nvrtcOptions, prelude } from './prelude.js';
+
+export interface CudaKernelEntry {
+  /** `extern "C"` name in the source. */
+  readonly name: string;
+  readonly args: ArgLayout;
+}
+
+export interface CudaVariant {
+  readonly config: CudaKernelConfig;
+  /** Full translation unit: prelude and kernels. */
+  readonly source: string;
+  /** The kernels alone (for batching many variants behind one prelude). */
+  readonly body: string;
+  readonly kernels: readonly CudaKernelEntry[];
+  readonly nvrtcOptions: readonly string[];
+  /** Why this variant cannot run layout L, or null. */
+  inapplicable(L: KernelLayout): string | null;
+  /** Launch geometry for layout L. */
+  plan(L: KernelLayout): LaunchPlan;
+}
+
+export interface CudaKernelCode {
+  readonly name: string;
+  readonly group: KernelGroup;
+  readonly spec: KernelSpec;
+  readonly specKey: string;
+  /** One per config; the first is the default. */
+  readonly candidates: readonly CudaVariant[];
+}
+
+/** Generates every config of group `g` for the spec of layout `L`. */
+export function generateCudaKernel(g: KernelGroup, low: Lowered, L: KernelLayout, name: string, target: CudaTarget): CudaKernelCode {
+  const info = (id: ValueId): ValueInfo => low.values.get(id)!;
+  const spec = kernelSpec(L);
+  const c = groupCtx(g, info, spec);
+  const reductions = g.nodes.filter((n) => n.kind === 'reduction').length;
+  const candidates = configSpace(c, L, target).map((config): CudaVariant => {
+    const kname = `${name}_${configTag(config)}`;
+    const emitted = config.kind === 'pointwise' ? [emitPointwise(c, kname, config)] : emitReduce(c, kname, config).kernels;
+    const body = emitted.map((k) => k.source).join('\n\n');
+    return {
+      config,
+      source: `${prelude(target.halfMode)}\n${body}\n`,
+      body,
+      kernels: emitted.map((k) => ({ name: k.name, args: argLayout(k.params) })),
+      nvrtcOptions: nvrtcOptions(target.arch, target.halfMode),
+      inapplicable: (L2) => inapplicable(config, spec, L2),
+      plan: (L2) => launchPlan(config, spec, L2, target, reductions),
+    };
+  });
+  return { name, group: g, spec, specKey: specKey(spec), candidates };
+}

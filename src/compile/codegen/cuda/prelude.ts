@@ -1,0 +1,101 @@
+/**
+ * The device-side prelude every generated source starts with: half/bfloat16 conversions, the
+ * scalar helpers the templates call (PyTorch semantics: NaN-propagating max/min, C pow, Python
+ * floor division and remainder, lerp), a 16-byte-aligned vector type for vectorised loads/stores,
+ * and warp/block reductions. It is wrapped in an include guard so many kernels' sources can be
+ * concatenated into one translation unit (the test suite compiles all of them with one nvcc run).
+ *
+ * Half conversions come in two flavours (`HalfMode`):
+ * - 'ptx' (default): inline PTX `cvt` instructions; the source includes no header at all, so NVRTC
+ *   needs no include path (its built-in headers cover everything used).
+ * - 'headers': cuda_fp16.h / cuda_bf16.h intrinsics. NVRTC then needs the toolkit's include
+ *   directory (`--include-path=<cuda>/include`); `nvrtcOptions()` returns what to pass.
+ * Both compile to the same cvt.rn instructions on sm_80+.
+ */
+
+export type HalfMode = 'ptx' | 'headers';
+
+const HALF_PTX = `
+__device__ __forceinline__ float kiln_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short kiln_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float kiln_bf2f(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
+__device__ __forceinline__ unsigned short kiln_f2bf(float f) { unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }`;
+
+const HALF_HEADERS = `
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__device__ __forceinline__ float kiln_h2f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ unsigned short kiln_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ __forceinline__ float kiln_bf2f(unsigned short h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
+__device__ __forceinline__ unsigned short kiln_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }`;
+
+const HELPERS = `
+template <int N, typename T> struct alignas(sizeof(T) * N) KVec { T v[N]; };
+__device__ __forceinline__ long long kiln_f2ll(double x) { return (x == x && x < 9.3e18 && x > -9.3e18) ? (long long)trunc(x) : 0LL; }
+template <typename T> __device__ __forceinline__ T kiln_max(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T> __device__ __forceinline__ T kiln_min(T a, T b) { return (a < b || a != a) ? a : b; }
+__device__ __forceinline__ float kiln_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double kiln_abs(double x) { return fabs(x); }
+__device__ __forceinline__ int kiln_abs(int x) { return x < 0 ? -x : x; }
+__device__ __forceinline__ long long kiln_abs(long long x) { return x < 0 ? -x : x; }
+__device__ __forceinline__ bool kiln_isinf(float x) { return fabsf(x) == __int_as_float(0x7f800000); }
+__device__ __forceinline__ bool kiln_isinf(double x) { return fabs(x) == __longlong_as_double(0x7ff0000000000000LL); }
+__device__ __forceinline__ bool kiln_isfinite(float x) { return x == x && !kiln_isinf(x); }
+__device__ __forceinline__ bool kiln_isfinite(double x) { return x == x && !kiln_isinf(x); }
+__device__ __forceinline__ float kiln_cpow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double kiln_cpow(double x, double y) { return pow(x, y); }
+template <typename T> __device__ __forceinline__ T kiln_remainder(T a, T b) { T m = fmod(a, b); if (m != 0 && ((b < 0) != (m < 0))) m += b; return m; }
+template <typename T> __device__ __forceinline__ T kiln_divfloor(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+  if (div == 0) return copysign((T)0, a / b);
+  T fl = floor(div);
+  if (div - fl > (T)0.5) fl += 1;
+  return fl;
+}
+template <typename T> __device__ __forceinline__ T kiln_lerp(T s, T e, T w) { T d = e - s; return (w < (T)0.5 && w > (T)-0.5) ? s + w * d : e - d * ((T)1 - w); }
+// Reduction combiners; kiln_cmax / kiln_cmin propagate NaN like the JS kernels' accumulators.
+struct KSum { template <typename T> static __device__ __forceinline__ T f(T a, T b) { return a + b; } };
+struct KProd { template <typename T> static __device__ __forceinline__ T f(T a, T b) { return a * b; } };
+struct KMax { template <typename T> static __device__ __forceinline__ T f(T a, T b) { return (b > a || b != b) ? b : a; } };
+struct KMin { template <typename T> static __device__ __forceinline__ T f(T a, T b) { return (b < a || b != b) ? b : a; } };
+template <typename Op, typename T> __device__ __forceinline__ T kiln_warp_reduce(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = Op::f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Block-wide all-reduce through dynamic shared memory (one slot per warp, 8 bytes each); every
+// thread gets the result. The trailing barrier lets the next reduction reuse the slots.
+template <typename Op, typename T> __device__ __forceinline__ T kiln_block_reduce(T v, T identity, unsigned char* smem) {
+  T* sh = reinterpret_cast<T*>(smem);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = kiln_warp_reduce<Op>(v);
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < nw ? sh[lane] : identity;
+    w = kiln_warp_reduce<Op>(w);
+    if (lane == 0) sh[0] = w;
+  }
+  __syncthreads();
+  const T r = sh[0];
+  __syncthreads();
+  return r;
+}`;
+
+/** The prelude for a half mode (guarded: safe to repeat in one translation unit). */
+export function prelude(mode: HalfMode = 'ptx'): string {
+  return [`#ifndef KILN_PRELUDE_${mode.toUpperCase()}`, `#define KILN_PRELUDE_${mode.toUpperCase()}`, mode === 'ptx' ? HALF_PTX : HALF_HEADERS, HELPERS, '#endif', ''].join('\n');
+}
+
+/**
+ * NVRTC options a generated source needs: the exact architecture and, in 'headers' mode, the
+ * toolkit include directory. (NVRTC 13 rejects -O3; optimisation is on by default.)
+ */
+export function nvrtcOptions(arch: string, mode: HalfMode, cudaInclude = '/usr/local/cuda/include'): string[] {
+  const opts = [`--gpu-architecture=${arch}`, '--std=c++17'];
+  if (mode === 'headers') opts.push(`--include-path=${cudaInclude}`);
+  return opts;
+}
