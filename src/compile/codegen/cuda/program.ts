@@ -73,6 +73,8 @@ export interface CudaProgramOptions {
   autotune?: CudaAutotuneHook;
   /** Time every applicable config on the first run of each kernel spec (mode 'max-autotune'). */
   tuneOnFirstRun?: boolean;
+  /** Run before each timed tuning run, outside the timed region (the L2 flush; s2-cudaint). */
+  flush?: () => void;
 }
 
 export class CudaProgram implements CompiledProgram {
@@ -379,6 +381,7 @@ export class CudaProgram implements CompiledProgram {
     const r = autotune({
       key: `cuda:${s.code.specKey}:${s.code.candidates.map((c) => c.body).join('\n').length}:${L.oshape.join('x')}/${L.rshape.join('x')}`,
       device: like.device,
+      flush: this.options.flush,
       candidates: idx.map((i) => ({ config: s.code.candidates[i]!.config, run: () => this.launchVariant(s, i, L, ptrs, like) })),
     });
     s.chosen = idx[r.bestIndex]!;
