@@ -173,6 +173,10 @@ test('casts, copies, clone/contiguous, cross-device copy_ and factories', { skip
   checkOp('reshape of a transposed view (copy)', (a) => kiln.reshape(kiln.transpose(a, 0, 1), [-1]), [x]);
   checkOp('cat', (a, b) => kiln.cat([a, b], 1), [x, rand([33, 7], 52)]);
   checkOp('stack', (a, b) => kiln.stack([a, b], 0), [x, rand([33, 65], 53)]);
+  for (const dg of [-1, 0, 2]) {
+    checkOp(`tril ${dg}`, (a) => kiln.tril(a, dg), [rand([3, 7, 5], 54)]);
+    checkOp(`triu ${dg} transposed`, (a) => kiln.triu(kiln.transpose(a, 1, 2), dg), [rand([3, 7, 5], 55, 'contiguous', 'bfloat16')]);
+  }
   checkOp('expand + contiguous', (a) => kiln.contiguous(kiln.expand(a, [5, 33, 65])), [x]);
   // copy_ from a cpu tensor into a cuda view (broadcast, cast).
   const dst = kiln.zeros([4, 6], { device: 'cuda', dtype: 'float16' });

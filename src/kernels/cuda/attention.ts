@@ -10,14 +10,12 @@ import { attentionGeometry, scaledDotProductAttention } from '../../ops/defs/nn.
 import { registerKernel } from '../../ops/registry.js';
 import { contiguousStrides, numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { keep } from '../../tensor/scope.js';
-import { CPU, type Device } from '../../runtime/device.js';
-import { toDeviceKernel } from '../cpu/core.js';
 import { copyTensor } from './core.js';
 import { allocOut } from './device.js';
 import { runGemm } from './linalg.js';
 import { runPointwise } from './pointwise-run.js';
 import { runRows } from './rows-run.js';
+import { triMask } from './masks.js';
 
 interface Map_ {
   strides: number[];
@@ -43,26 +41,6 @@ function batchView(t: Tensor, batch: readonly number[], map: Map_, temps: Tensor
   return new Tensor(dense.storage, dense.dtype, [...batch, rows, cols], contiguousStrides([...batch, rows, cols]), 0);
 }
 
-// One mask per (device, L, S), kept for the process: decode loops reuse a handful of shapes.
-const causalMasks = new Map<string, Tensor>();
-
-/** A cached bool [L, S] lower-triangular mask (top-left aligned, as torch's is_causal). */
-function causalMask(l: number, s: number, device: Device): Tensor {
-  const key = `${device.toString()}:${l}x${s}`;
-  let m = causalMasks.get(key);
-  if (!m || m.isDisposed) {
-    const host = Tensor.empty([l, s], 'bool', CPU, undefined, true);
-    const bytes = new Uint8Array(host.storage.cpuArrayBuffer(), 0, l * s);
-    for (let i = 0; i < l; i++) bytes.fill(1, i * s, i * s + Math.min(s, i + 1));
-    m = toDeviceKernel({ op: 'scaledDotProductAttention', out: { shape: [l, s], strides: [s, 1], dtype: 'bool', device } }, host);
-    host.dispose();
-    // A cache outlives any kiln.scope it is first built in.
-    keep(m);
-    causalMasks.set(key, m);
-  }
-  return m;
-}
-
 registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnMask, dropoutArg, causalArg, scaleArg) => {
   const dropoutP = dropoutArg as number;
   const isCausal = causalArg as boolean;
@@ -85,7 +63,7 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
     const scores = allocOut({ shape: scoresShape, strides: contiguousStrides(scoresShape), dtype: 'float32', device: out.device });
     temps.push(scores);
     runGemm({ op: 'scaledDotProductAttention', out: scores, a: q, b: kt, batch, M: l, N: s, K: e, alpha: scale ?? 1 / Math.sqrt(e) });
-    if (isCausal) runPointwise('causalMask', '((b != 0) ? a : -s0)', scores, [scores, causalMask(l, s, out.device)], [Infinity], 'float32');
+    if (isCausal) runPointwise('causalMask', '((b != 0) ? a : -s0)', scores, [scores, triMask(l, s, 0, true, out.device)], [Infinity], 'float32');
     if (attnMask && geo.maskStrides) {
       const m = new Tensor(attnMask.storage, attnMask.dtype, scoresShape, geo.maskStrides, attnMask.offset);
       temps.push(m);

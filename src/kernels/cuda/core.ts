@@ -7,7 +7,7 @@
  */
 import { clone, contiguous, copy_, toDtype } from '../../ops/defs/core.js';
 import * as C from '../../ops/defs/creation.js';
-import { cat, catSkipped, chunk, maskedFill, maskedFill_, split, splitWithSizes, stack } from '../../ops/defs/indexing.js';
+import { cat, catSkipped, chunk, maskedFill, maskedFill_, split, splitWithSizes, stack, tril, triu } from '../../ops/defs/indexing.js';
 import * as V from '../../ops/defs/views.js';
 import { registerKernel, type Op } from '../../ops/registry.js';
 import type { KernelContext, MetaResult, OutMeta, ScalarValue } from '../../ops/schema.js';
@@ -20,6 +20,7 @@ import { toDeviceKernel } from '../cpu/core.js';
 import { viewKernel } from '../cpu/views.js';
 import { allocOut } from './device.js';
 import { runPointwise } from './pointwise-run.js';
+import { triMask } from './masks.js';
 
 /** dst[...] = src (broadcast, cast), on dst's device. */
 export function copyTensor(dst: Tensor, src: Tensor | ScalarValue): Tensor {
@@ -105,6 +106,21 @@ function maskedFillRun(out: Tensor, self: Tensor, mask: Tensor, value: Tensor | 
 }
 registerKernel(maskedFill, 'cuda', (ctx, self, mask, value) => maskedFillRun(allocOut(ctx.out), self, mask, value));
 registerKernel(maskedFill_, 'cuda', (_ctx, self, mask, value) => maskedFillRun(self, self, mask, value));
+
+/** tril/triu: the element where a cached triangular mask of the last two dims holds, else 0. */
+function triKernel(meta: OutMeta, self: Tensor, diagonal: number, lower: boolean): Tensor {
+  const out = allocOut(meta);
+  const r = self.shape[self.ndim - 2]!;
+  const c = self.shape[self.ndim - 1]!;
+  if (out.numel() === 0) return out;
+  const m = triMask(r, c, diagonal, lower, self.device);
+  const view = new Tensor(m.storage, 'bool', self.shape, self.shape.map((_, d) => (d === self.ndim - 2 ? c : d === self.ndim - 1 ? 1 : 0)), m.offset);
+  runPointwise(lower ? 'tril' : 'triu', '((b != 0) ? a : 0)', out, [self, view], [], self.dtype);
+  view.dispose();
+  return out;
+}
+registerKernel(tril, 'cuda', (ctx, self, diagonal) => triKernel(ctx.out, self, diagonal as number, true));
+registerKernel(triu, 'cuda', (ctx, self, diagonal) => triKernel(ctx.out, self, diagonal as number, false));
 
 // ------------------------------------------------------------------------------------------------
 // Factories
