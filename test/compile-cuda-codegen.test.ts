@@ -6,6 +6,9 @@
  * parameter lists checked against the generator's argument layouts, ptxas on a sample.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { TEMPLATES, type TArg } from '../src/compile/lower/ops.js';
@@ -18,12 +21,19 @@ import { CudaProgram } from '../src/compile/codegen/cuda/program.js';
 import type { CudaLauncher, KernelHandle } from '../src/compile/codegen/cuda/launcher.js';
 import { findNvcc, nvccCheck } from '../src/compile/codegen/cuda/nvcc-check.js';
 import { prelude } from '../src/compile/codegen/cuda/prelude.js';
+import { pointwiseIndexPlan } from '../src/compile/codegen/cuda/emit-pointwise.js';
+import { reduceIndexPlans } from '../src/compile/codegen/cuda/emit-reduce.js';
+import { intArg } from '../src/compile/codegen/cuda/configs.js';
+import type { IndexPlan } from '../src/compile/codegen/cuda/index-math.js';
 import type { ValueId } from '../src/compile/ir.js';
 import { broadcastStrides } from '../src/tensor/layout.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Storage } from '../src/tensor/storage.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { build, type CaseGraph, caseGraphs } from './compile-cuda-codegen-graphs.js';
+
+// max-autotune persists winners: keep them out of the user's cache.
+process.env.KILN_CACHE_DIR = mkdtempSync(path.join(tmpdir(), 'kiln-cudagen-'));
 
 const graphs = caseGraphs();
 
@@ -136,6 +146,59 @@ test('kernel layouts address exactly the elements the tensors strides give, for 
     cg.sched.kernels.forEach((g, k) => {
       const L = kernelLayout(g, (id) => cg.low.values.get(id)!);
       assert.deepEqual(sortTuples(layoutOffsets(L)), sortTuples(referenceOffsets(cg, k)), `${cg.name} kernel ${k}`);
+      checked++;
+    });
+  }
+  assert.ok(checked >= 30);
+});
+
+/**
+ * The generated index statements (C) run as JavaScript: declarations become `let`, integer division
+ * floors (indices are non-negative), casts of 0 drop. Returns operand offsets for an index.
+ */
+function indexFn(plan: IndexPlan, lin: string): (index: number, args: Record<string, number>) => number[] {
+  const js = plan.coords
+    .map((st) =>
+      st
+        .replace(/\[\[maybe_unused\]\] /g, '')
+        .replace(/^(const )?(int|long long) /, 'let ')
+        .replace(/^(\w+) \/= (\w+);$/, '$1 = Math.floor($1 / $2);'),
+    )
+    .join('\n');
+  const offs = plan.offsets.map((o) => o.replace(/\((int|long long)\)0/g, '0'));
+  const body = `${js}\nreturn [${offs.join(', ')}];`;
+  return (index, args) => (new Function(lin, ...Object.keys(args), body) as (...a: number[]) => number[])(index, ...Object.values(args));
+}
+
+test('the generated index statements, run, address the same elements as the tensors strides', () => {
+  let checked = 0;
+  for (const cg of graphs) {
+    cg.sched.kernels.forEach((g, k) => {
+      const L = kernelLayout(g, (id) => cg.low.values.get(id)!);
+      const spec = kernelSpec(L);
+      const names = (p: IndexPlan, prefix: string, rank: number): string[] => [...Array.from({ length: rank }, (_, d) => `${prefix}${d}`), ...p.params.map((x) => x.name)];
+      const args = (ns: string[]): Record<string, number> => Object.fromEntries(ns.map((n) => [n, intArg(n, L, {})]));
+      const got: number[][] = [];
+      if (L.kind === 'pointwise') {
+        const plan = pointwiseIndexPlan(spec);
+        const f = indexFn(plan, 'e');
+        const a = args(names(plan, 'n', spec.orank));
+        const total = L.oshape.reduce((x, y) => x * y, 1);
+        for (let e = 0; e < total; e++) got.push(f(e, a).map((o, i) => o + L.operands[i]!.offset));
+      } else {
+        const { outer, row } = reduceIndexPlans(spec);
+        const fo = indexFn(outer, 'row');
+        const fr = indexFn(row, 'j');
+        const ao = args(names(outer, 'M', spec.orank));
+        const ar = args(names(row, 'R', spec.rrank));
+        const M = L.oshape.reduce((x, y) => x * y, 1);
+        const N = L.rshape.reduce((x, y) => x * y, 1);
+        for (let m = 0; m < M; m++) {
+          const base = fo(m, ao);
+          for (let j = 0; j < N; j++) got.push(fr(j, ar).map((o, i) => base[i]! + o + L.operands[i]!.offset));
+        }
+      }
+      assert.deepEqual(sortTuples(got), sortTuples(referenceOffsets(cg, k)), `${cg.name} kernel ${k}`);
       checked++;
     });
   }
@@ -398,6 +461,30 @@ test('CudaProgram: externs run through the dispatcher, intermediates are reused,
   assert.match(d, /extern linear/);
   assert.match(d, /args: kiln_k0_reduce_\w+\(p0@0:8 /);
   assert.match(d, /__global__/);
+});
+
+test('CudaProgram max-autotune: every runnable config is timed once per spec, the winner persists', () => {
+  const f = ((t: Tensor) => kiln.softmax(t.mul(3), -1)) as never;
+  const x = kiln.empty([64, 256]);
+  const L = new RecordingLauncher();
+  const cg = build('tune', f, [x]);
+  const program = new CudaProgram(cg.low, cg.sched, L, { tuneOnFirstRun: true });
+  program.run([x]);
+  const n = program.generated()[0]!.candidates.length;
+  const tuningLaunches = L.launches.length;
+  // warm-up 2 + 5 timed reps per candidate, plus the real launch.
+  assert.equal(tuningLaunches, n * 7 + 1);
+  program.run([x]);
+  assert.equal(L.launches.length, tuningLaunches + 1);
+  const chosen = L.launches[L.launches.length - 1]!.name;
+  // A new program with the same code reads the winner from the cache: no timing launches.
+  const L2 = new RecordingLauncher();
+  const again = new CudaProgram(cg.low, cg.sched, L2, { tuneOnFirstRun: true });
+  again.run([x]);
+  assert.deepEqual(
+    L2.launches.map((l) => l.name),
+    [chosen],
+  );
 });
 
 // ---------------------------------------------------------------------------------------------

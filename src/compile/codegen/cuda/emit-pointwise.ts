@@ -5,7 +5,8 @@
  */
 import type { Param } from './args.js';
 import { type GroupCtx, elementCode, Lines, ptrType } from './body.js';
-import { indexPlan, sizeParams } from './index-math.js';
+import { type IndexPlan, indexPlan, sizeParams } from './index-math.js';
+import type { KernelSpec } from './layout.js';
 
 export interface PointwiseConfig {
   readonly kind: 'pointwise';
@@ -23,6 +24,20 @@ export interface EmittedKernel {
   readonly source: string;
 }
 
+/** Offsets of every operand from the element index `e` (coordinates over sizes n<d>, strides s<k>_<d>). */
+export function pointwiseIndexPlan(spec: KernelSpec): IndexPlan {
+  return indexPlan(
+    'e',
+    spec.orank,
+    spec.ops.map((o) => ({ linear: o.linear, zero: o.outerZero, unitInner: o.unitInner })),
+    'n',
+    's',
+    'c',
+    spec.idx64 ? 'long long' : 'int',
+    spec.idx64 ? 'i64' : 'i32',
+  );
+}
+
 export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): EmittedKernel {
   const { spec } = c;
   const idx = spec.idx64 ? 'long long' : 'int';
@@ -33,16 +48,7 @@ export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): 
   const nOps = spec.ops.length;
   const ptrs: Param[] = Array.from({ length: nOps }, (_, k): Param => ({ name: `p${k}`, type: 'ptr', source: { kind: 'operand', k } }));
   const sizes = sizeParams('n', r, ip);
-  const ix = indexPlan(
-    'e',
-    r,
-    spec.ops.map((o) => ({ linear: o.linear, zero: o.outerZero, unitInner: o.unitInner })),
-    'n',
-    's',
-    'c',
-    idx,
-    ip,
-  );
+  const ix = pointwiseIndexPlan(spec);
   const body = elementCode(c, {
     roots: c.g.outputs,
     stores: c.g.outputs,

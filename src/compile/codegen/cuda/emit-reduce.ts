@@ -21,7 +21,8 @@ import type { Param } from './args.js';
 import { type GroupCtx, elementCode, Lines, nodeStatement, ptrType } from './body.js';
 import { cLit, computeType, storeConvert, type CType } from './ctypes.js';
 import type { EmittedKernel } from './emit-pointwise.js';
-import { indexPlan, sizeParams } from './index-math.js';
+import { type IndexPlan, indexPlan, sizeParams } from './index-math.js';
+import type { KernelSpec } from './layout.js';
 import { declareValue } from './templates.js';
 
 export type ReduceStrategy = 'thread' | 'warp' | 'block' | 'split';
@@ -85,6 +86,34 @@ export function splittable(c: GroupCtx): boolean {
   return passes.length === 1 && passes[0]!.stores.length === 0;
 }
 
+/** Row base offsets from the row index `row` (sizes M<d>, strides a<k>_<d>) and in-row offsets from `j` (sizes R<d>, strides b<k>_<d>). */
+export function reduceIndexPlans(spec: KernelSpec): { outer: IndexPlan; row: IndexPlan } {
+  const idx = spec.idx64 ? 'long long' : 'int';
+  const ip = spec.idx64 ? 'i64' : 'i32';
+  return {
+    outer: indexPlan(
+      'row',
+      spec.orank,
+      spec.ops.map((o) => ({ linear: false, zero: o.outerZero, unitInner: false })),
+      'M',
+      'a',
+      'q',
+      idx,
+      ip,
+    ),
+    row: indexPlan(
+      'j',
+      spec.rrank,
+      spec.ops.map((o) => ({ linear: o.linear, zero: o.rowZero, unitInner: o.unitInner })),
+      'R',
+      'b',
+      'w',
+      idx,
+      ip,
+    ),
+  };
+}
+
 interface Shared {
   readonly c: GroupCtx;
   readonly idx: string;
@@ -100,26 +129,7 @@ function shared(c: GroupCtx, split: boolean): Shared {
   const ip = spec.idx64 ? 'i64' : 'i32';
   const nOps = spec.ops.length;
   const ptrs: Param[] = Array.from({ length: nOps }, (_, k): Param => ({ name: `p${k}`, type: 'ptr', source: { kind: 'operand', k } }));
-  const outer = indexPlan(
-    'row',
-    spec.orank,
-    spec.ops.map((o) => ({ linear: false, zero: o.outerZero, unitInner: false })),
-    'M',
-    'a',
-    'q',
-    idx,
-    ip,
-  );
-  const rowPlan = indexPlan(
-    'j',
-    spec.rrank,
-    spec.ops.map((o) => ({ linear: o.linear, zero: o.rowZero, unitInner: o.unitInner })),
-    'R',
-    'b',
-    'w',
-    idx,
-    ip,
-  );
+  const { outer, row: rowPlan } = reduceIndexPlans(spec);
   const params: Param[] = [...ptrs, ...sizeParams('M', spec.orank, ip), ...sizeParams('R', spec.rrank, ip), ...outer.params, ...rowPlan.params];
   if (split) {
     params.push({ name: 'G', type: ip, source: { kind: 'int', what: 'G' } });

@@ -23,6 +23,7 @@ import { outputValues } from '../../ir.js';
 import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
 import { autotune } from '../../autotune/index.js';
+import { kernelSourceHash } from '../../pool/index.js';
 import { packArgs } from './args.js';
 import { intArg } from './configs.js';
 import { type CudaKernelCode, type CudaVariant, generateCudaKernel } from './generate.js';
@@ -379,7 +380,8 @@ export class CudaProgram implements CompiledProgram {
   private tune(s: Specialized, L: KernelLayout, ptrs: readonly bigint[], like: Tensor): void {
     const idx = s.code.candidates.map((_, i) => i).filter((i) => this.runnable(s.code.candidates[i]!, L, ptrs));
     const r = autotune({
-      key: `cuda:${s.code.specKey}:${s.code.candidates.map((c) => c.body).join('\n').length}:${L.oshape.join('x')}/${L.rshape.join('x')}`,
+      // Winners persist per generated code (its hash) and per call shape (rows x row length matter).
+      key: `cuda:${kernelSourceHash(s.code.candidates.map((c) => c.source).join('\n'))}:${L.oshape.join('x')}/${L.rshape.join('x')}`,
       device: like.device,
       flush: this.options.flush,
       candidates: idx.map((i) => ({ config: s.code.candidates[i]!.config, run: () => this.launchVariant(s, i, L, ptrs, like) })),
