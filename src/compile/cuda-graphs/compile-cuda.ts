@@ -13,6 +13,7 @@ import { cudaRuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
 import type { Graph } from '../ir.js';
 import { schedule } from '../lower/schedule.js';
 import { CudaGraphProgram, type GraphPolicy } from './graph-program.js';
+import { PiecewiseGraphProgram, splittable } from './piecewise.js';
 
 /** The cuda device of a graph's values, or null when none lives on cuda. */
 export function cudaDeviceOf(graph: Graph): number | null {
@@ -38,5 +39,8 @@ export function compileForCuda(graph: Graph, deviceIndex: number, options: Backe
   const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: options.mode === 'max-autotune', flush: () => launcher.flushL2() });
   if (options.logCode) console.log(program.describe());
   const isArg = graph.inputs.map((i) => i.source.kind === 'arg');
-  return new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, options.mode === 'reduce-overhead');
+  const aliasOutputs = options.mode === 'reduce-overhead';
+  const split = (): PiecewiseGraphProgram | null =>
+    splittable(graph) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: options.mode === 'max-autotune', aliasOutputs }) : null;
+  return new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split);
 }

@@ -28,8 +28,9 @@
  * and then return clones, so results never change under the caller.
  *
  * Calls that cannot be captured (an op that synchronises, e.g. reading indices back to validate
- * them) fail the capture; the program then runs without graphs, with one warning naming the op's
- * error. Splitting such calls into captured pieces around the op is not implemented yet.
+ * them) fail the capture. Where the graph has such a known op (piecewise.ts) the call is then split
+ * into captured pieces around it; otherwise the program runs without graphs, with one warning
+ * naming the op's error.
  */
 import { clone } from '../../api/core.js';
 import type { CudaAccelerator } from '../../runtime/cuda/cuda-accelerator.js';
@@ -108,6 +109,8 @@ export class CudaGraphProgram implements CompiledProgram {
   private readonly graphs = new Map<string, Captured>();
   private readonly prepared = new Set<string>();
   private readonly acc: CudaAccelerator;
+  /** Set when the whole call could not be captured but pieces of it can (piecewise.ts). */
+  private pieces: { readonly program: CompiledProgram; use: boolean } | undefined;
 
   constructor(
     readonly program: CudaProgram,
@@ -118,9 +121,16 @@ export class CudaGraphProgram implements CompiledProgram {
     private readonly isArg: readonly boolean[],
     /** Return the static output buffers themselves (mode 'reduce-overhead'), not clones. */
     private readonly aliasOutputs: boolean,
+    /** Builds the piecewise program used when the whole call cannot be captured (null: none). */
+    private readonly split?: () => CompiledProgram | null,
   ) {
     this.acc = getAccelerator('cuda') as unknown as CudaAccelerator;
     if (policy === 'off') this.stats.disabled = 'CUDA graphs are off (KILN_CUDA_GRAPHS=0)';
+  }
+
+  /** The piecewise program this one delegates to since the whole call could not be captured. */
+  piecewise(): CompiledProgram | null {
+    return this.pieces?.program ?? null;
   }
 
   get kernelCount(): number {
@@ -130,6 +140,7 @@ export class CudaGraphProgram implements CompiledProgram {
   describe(): string {
     const g = [...this.graphs.values()];
     const graphs = g.length === 0 ? 'no graph captured yet' : `${g.length} graph(s), ${g.filter((c) => c.useGraph).length} replayed`;
+    if (this.pieces) return `${this.pieces.use ? this.pieces.program.describe() : this.program.describe()}\n// cuda graphs: captured in pieces${this.pieces.use ? '' : ' (measured slower: not used)'}`;
     return `${this.program.describe()}\n// cuda graphs (${this.policy}${this.aliasOutputs ? ', outputs alias static buffers' : ''}): ${this.stats.disabled ? `off: ${this.stats.disabled}` : graphs}`;
   }
 
@@ -150,6 +161,7 @@ export class CudaGraphProgram implements CompiledProgram {
   }
 
   run(inputs: readonly Tensor[]): unknown {
+    if (this.pieces) return this.pieces.use ? this.pieces.program.run(inputs) : this.plain(inputs);
     const key = this.key(inputs);
     this.prepare(key, inputs);
     if (this.stats.disabled !== null) return this.plain(inputs);
@@ -166,6 +178,12 @@ export class CudaGraphProgram implements CompiledProgram {
       } catch (e) {
         if (!(e instanceof GraphCaptureError)) throw e;
         this.stats.disabled = e.reason;
+        const piecewise = this.split?.() ?? null;
+        if (piecewise) {
+          this.pieces = { program: piecewise, use: true };
+          if (this.policy === 'measure') this.pieces.use = this.decidePieces(piecewise, inputs);
+          return this.run(inputs);
+        }
         if (!warned.has(e.reason)) {
           warned.add(e.reason);
           process.emitWarning(`kiln.compile: CUDA graphs are off for this program: ${e.message}; it runs kernel by kernel`, { type: 'KilnCompileWarning', code: 'KILN_CUDA_GRAPH_FALLBACK' });
@@ -251,7 +269,16 @@ export class CudaGraphProgram implements CompiledProgram {
 
   /** Mode 'default': times plain runs against replays (with their input copies and clones). */
   private decide(c: Captured, inputs: readonly Tensor[]): boolean {
-    const index = c.stream.deviceIndex;
+    return this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true));
+  }
+
+  /** Mode 'default' with a call captured in pieces: the pieces against launching everything. */
+  private decidePieces(p: CompiledProgram, inputs: readonly Tensor[]): boolean {
+    return this.faster(inputs[0]?.device.index ?? this.launcher.deviceIndex, inputs, () => p.run(inputs));
+  }
+
+  /** Whether `graphRun` takes less device time per call than a plain run (records both). */
+  private faster(index: number, inputs: readonly Tensor[], graphRun: () => unknown): boolean {
     const d = this.acc.defaultStream(index);
     const start = new CudaEvent(index, true);
     const end = new CudaEvent(index, true);
@@ -267,7 +294,7 @@ export class CudaGraphProgram implements CompiledProgram {
       return start.elapsedTime(end) / DECIDE_REPS;
     };
     const plainMs = time(() => this.program.run(inputs));
-    const graphMs = time(() => this.replay(c, inputs, true));
+    const graphMs = time(graphRun);
     this.stats.lastDecision = { plainMs, graphMs };
     return graphMs < plainMs;
   }
