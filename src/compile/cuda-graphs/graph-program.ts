@@ -164,7 +164,8 @@ export class CudaGraphProgram implements CompiledProgram {
     if (this.pieces) return this.pieces.use ? this.pieces.program.run(inputs) : this.plain(inputs);
     const key = this.key(inputs);
     this.prepare(key, inputs);
-    if (this.stats.disabled !== null) return this.plain(inputs);
+    // A cpu tensor among the inputs (a 0-dim scalar) is read by the host at launch: nothing to capture.
+    if (this.stats.disabled !== null || inputs.some((t) => t.device.type !== 'cuda')) return this.plain(inputs);
     let c = this.graphs.get(key);
     if (c && !this.liftedInPlace(c, inputs)) {
       this.release(c);
