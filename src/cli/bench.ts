@@ -345,7 +345,7 @@ export function runBench(argv: string[]): number {
         });
         results.push(r);
         progress.line(
-          `bench: ${spec.name} ${dtype} eager ${r.row.eager_ms.toFixed(3)} ms, compiled ${r.row.compiled_ms?.toFixed(3) ?? '-'} ms (median of ${opts.reps}; built in ${buildS.toFixed(1)} s)`,
+          `bench: ${spec.name} ${r.row.eager_ms.toFixed(3)} ms eager, ${r.row.compiled_ms?.toFixed(3) ?? '-'} ms compiled, ${dtype} (median of ${opts.reps}; built in ${buildS.toFixed(1)} s)`,
         );
       } catch (e) {
         // One failing workload must not lose the others' results: report it and go on.

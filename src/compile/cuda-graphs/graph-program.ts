@@ -211,6 +211,7 @@ export class CudaGraphProgram implements CompiledProgram {
     const index = inputs[0]?.device.index ?? this.launcher.deviceIndex;
     const stream = poolStream(index);
     const alloc = this.acc.allocator(index);
+    alloc.pinStream(stream);
     const statics: (Tensor | null)[] = [];
     const spans: number[] = [];
     let output: unknown;
@@ -240,6 +241,7 @@ export class CudaGraphProgram implements CompiledProgram {
       this.stats.allocationsInCapture += alloc.stats().reservedBytes - reserved;
     } catch (e) {
       for (const s of statics) s?.dispose();
+      alloc.pinStream(stream, false);
       throw e;
     }
     for (const t of tensorsOf(output)) keep(t);
@@ -304,5 +306,6 @@ export class CudaGraphProgram implements CompiledProgram {
     c.exec.destroy();
     for (const s of c.statics) s?.dispose();
     for (const t of tensorsOf(c.output)) t.dispose();
+    this.acc.allocator(c.stream.deviceIndex).pinStream(c.stream, false);
   }
 }
