@@ -35,7 +35,7 @@ for (const e of expressionCatalog()) {
   sources.push(generatePointwise({ op: e.op, expr: e.expr, operands, nParams: e.nParams, compute: e.compute, out: e.op.startsWith('add_bool') ? 'bool' : dt, ...p }));
   i++;
 }
-const rowKinds = ['sum', 'prod', 'max', 'min', 'any', 'all', 'var', 'logsumexp', 'argmax', 'argmin', 'softmax', 'logSoftmax', 'layerNorm', 'rmsNorm'];
+const rowKinds = ['sum', 'prod', 'max', 'min', 'any', 'all', 'var', 'logsumexp', 'argmax', 'argmin', 'softmax', 'logSoftmax', 'layerNorm', 'rmsNorm', 'cumsum', 'cumprod'];
 const rowDtypes = ['float32', 'float16', 'bfloat16', 'float64', 'int32', 'int64'];
 let j = 0;
 for (const kind of rowKinds) {
@@ -43,7 +43,7 @@ for (const kind of rowKinds) {
     const float = d.startsWith('float') || d === 'bfloat16';
     if (!float && ['var', 'logsumexp', 'softmax', 'logSoftmax', 'layerNorm', 'rmsNorm'].includes(kind)) continue;
     const tpr = [32, 64, 128, 256][j++ % 4];
-    const out = kind === 'any' || kind === 'all' ? 'bool' : kind === 'sum' && !float ? 'int64' : d;
+    const out = kind === 'any' || kind === 'all' ? 'bool' : (kind === 'sum' || kind === 'cumsum') && !float ? 'int64' : d;
     const norm = kind === 'layerNorm' || kind === 'rmsNorm';
     sources.push(generateRow({ kind, inDtype: d, outDtype: out, tpr, hasWeight: norm, hasBias: kind === 'layerNorm', paramDtype: norm ? d : undefined }));
   }
@@ -52,6 +52,8 @@ const { gatherRowsSource, gatherSource } = await imp('src/kernels/cuda/indexing.
 for (const [v, ix] of [['float32', 'int64'], ['bfloat16', 'int32'], ['float16', 'int64']]) sources.push(gatherRowsSource(v, ix), gatherSource(v, ix, 3));
 const { im2colSource } = await imp('src/kernels/cuda/nn.js');
 for (const d of ['float32', 'bfloat16', 'float16', 'float64']) sources.push(im2colSource(d));
+const { poolSource } = await imp('src/kernels/cuda/pool.js');
+for (const d of ['float32', 'bfloat16', 'int64']) sources.push(poolSource('max', d, true), poolSource('max', d, false), poolSource('avg', d, false));
 const text = sources.map((s, k) => `namespace k${k} {\n${s.source}\n}\n`).join('\n');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-nvcc-'));
 const file = path.join(dir, 'all.cu');

@@ -227,6 +227,14 @@ test('reductions over one dim, several dims and everything', { skip }, () => {
   checkOp('full mean (split)', (a) => kiln.mean(a), [long], { atol: 1e-6 });
   const ints = makeTensor(randomInts(1 << 18, 4, -100, 100), [1 << 18], 'int32');
   checkOp('int32 sum -> int64', (a) => kiln.sum(a), [ints]);
+  for (const dtype of FLOATS) {
+    const s = rand([5, 300], 64, 'contiguous', dtype, -1, 1);
+    checkLayouts(`cumsum dim 1 ${dtype}`, (a) => kiln.cumsum(a, 1), [s], dtype === 'float32' ? { atol: 1e-4 } : { atol: 2e-2 });
+    checkOp(`cumsum dim 0 ${dtype}`, (a) => kiln.cumsum(a, 0), [s], dtype === 'float32' ? { atol: 1e-5 } : {});
+    checkOp(`cumprod ${dtype}`, (a) => kiln.cumprod(a, 1), [rand([4, 40], 65, 'contiguous', dtype, 0.8, 1.2)], dtype === 'float32' ? { atol: 1e-5 } : { atol: 2e-2 });
+  }
+  checkOp('cumsum int32 -> int64', (a) => kiln.cumsum(a, 0), [makeTensor(randomInts(1000, 66, -9, 9), [1000], 'int32')]);
+  checkOp('cumsum to float32', (a) => kiln.cumsum(a, 1, 'float32'), [rand([3, 70], 67, 'contiguous', 'bfloat16')]);
   checkOp('argmax with NaN', (a) => kiln.argmax(a), [kiln.tensor([1, 5, NaN, 7, NaN])]);
 });
 
@@ -329,6 +337,20 @@ test('conv2d (im2col + cuBLASLt): padding, stride, dilation, groups, bias, chann
     checkOp(`conv2d groups 2 ${dtype}`, (a, ww, bb) => F.conv2d(a, ww, bb, 1, 0, 1, 2), [x, rand([8, 3, 3, 3], 144, 'contiguous', dtype, -0.5, 0.5), b], tol);
     checkOp(`conv2d channels_last ${dtype}`, (a, ww, bb) => F.conv2d(kiln.contiguous(a, 'channelsLast'), ww, bb, 2, 3), [x, rand([8, 6, 7, 7], 145, 'contiguous', dtype, -0.2, 0.2), b], tol);
     checkOp(`conv2d unbatched ${dtype}`, (a, ww) => F.conv2d(a, ww, null, 1, 1), [rand([6, 9, 9], 146, 'contiguous', dtype), w], tol);
+  }
+});
+
+test('maxPool2d (values and indices) and avgPool2d, contiguous and channels_last', { skip }, () => {
+  const F = kiln.nn.functional;
+  for (const dtype of FLOATS) {
+    const x = rand([2, 3, 11, 10], 161, 'contiguous', dtype);
+    checkOp(`maxPool2d ${dtype}`, (a) => F.maxPool2d(a, 3, 2, 1), [x]);
+    checkOp(`maxPool2d dilation ceil ${dtype}`, (a) => F.maxPool2d(a, [2, 3], [2, 1], [1, 0], 2, true), [x]);
+    checkOp(`maxPool2d indices ${dtype}`, (a) => F.maxPool2dWithIndices(a, 3, 2, 1).indices, [x]);
+    checkOp(`maxPool2d channels_last ${dtype}`, (a) => F.maxPool2d(kiln.contiguous(a, 'channelsLast'), 2), [x]);
+    checkOp(`avgPool2d ${dtype}`, (a) => F.avgPool2d(a, 3, 2, 1), [x]);
+    checkOp(`avgPool2d exclude pad, ceil ${dtype}`, (a) => F.avgPool2d(a, 3, 2, 1, true, false), [x]);
+    checkOp(`avgPool2d divisor ${dtype}`, (a) => F.avgPool2d(kiln.contiguous(a, 'channelsLast'), 2, 2, 0, false, true, 3), [x]);
   }
 });
 

@@ -9,3 +9,4 @@ import './linalg.js';
 import './indexing.js';
 import './attention.js';
 import './nn.js';
+import './pool.js';

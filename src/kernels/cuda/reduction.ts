@@ -1,4 +1,4 @@
-/** cuda kernels for reductions, softmax/logSoftmax and layerNorm/rmsNorm (row kernels). */
+/** cuda kernels for reductions, scans (cumsum/cumprod), softmax/logSoftmax and layerNorm/rmsNorm (row kernels). */
 import * as R from '../../ops/defs/reduction.js';
 import { finfoEps, layerNorm, rmsNorm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -22,7 +22,7 @@ interface ReduceOpts {
   p1?: number;
 }
 
-function reduce(op: string, kind: RowKind, meta: OutMeta, x: Tensor, dims: number[], o: ReduceOpts = {}): Tensor {
+function reduce(kind: RowKind, meta: OutMeta, x: Tensor, dims: number[], o: ReduceOpts = {}): Tensor {
   const out = allocOut(meta);
   const r = toRows(x, dims, o.castTo);
   try {
@@ -38,24 +38,24 @@ function castFor(x: Tensor, dtype: DType | null): DType | undefined {
   return dtype !== null && dtype !== x.dtype ? dtype : undefined;
 }
 
-registerKernel(R.sum, 'cuda', (ctx, self, dim, _k, dtype) => reduce('sum', 'sum', ctx.out, self, R.reductionDims('sum', self, dimsOf(dim)), { castTo: castFor(self, dtypeOf(dtype)) }));
-registerKernel(R.prod, 'cuda', (ctx, self, dim, _k, dtype) => reduce('prod', 'prod', ctx.out, self, R.reductionDims('prod', self, dimsOf(dim)), { castTo: castFor(self, dtypeOf(dtype)) }));
+registerKernel(R.sum, 'cuda', (ctx, self, dim, _k, dtype) => reduce('sum', ctx.out, self, R.reductionDims('sum', self, dimsOf(dim)), { castTo: castFor(self, dtypeOf(dtype)) }));
+registerKernel(R.prod, 'cuda', (ctx, self, dim, _k, dtype) => reduce('prod', ctx.out, self, R.reductionDims('prod', self, dimsOf(dim)), { castTo: castFor(self, dtypeOf(dtype)) }));
 registerKernel(R.mean, 'cuda', (ctx, self, dim, _k, dtype) => {
   const dims = R.reductionDims('mean', self, dimsOf(dim));
   const n = numel(dims.map((d) => self.shape[d]!));
-  return reduce('mean', 'sum', ctx.out, self, dims, { castTo: castFor(self, dtypeOf(dtype)), p0: 1 / n, p1: 1 });
+  return reduce('sum', ctx.out, self, dims, { castTo: castFor(self, dtypeOf(dtype)), p0: 1 / n, p1: 1 });
 });
-registerKernel(R.amax, 'cuda', (ctx, self, dim) => reduce('amax', 'max', ctx.out, self, R.reductionDims('amax', self, dimsOf(dim))));
-registerKernel(R.amin, 'cuda', (ctx, self, dim) => reduce('amin', 'min', ctx.out, self, R.reductionDims('amin', self, dimsOf(dim))));
-registerKernel(R.max, 'cuda', (ctx, self) => reduce('max', 'max', ctx.out, self, R.reductionDims('max', self, null)));
-registerKernel(R.min, 'cuda', (ctx, self) => reduce('min', 'min', ctx.out, self, R.reductionDims('min', self, null)));
-registerKernel(R.var_, 'cuda', (ctx, self, dim, correction) => reduce('var', 'var', ctx.out, self, R.reductionDims('var', self, dimsOf(dim)), { p0: Number(correction), p1: 0 }));
-registerKernel(R.std, 'cuda', (ctx, self, dim, correction) => reduce('std', 'var', ctx.out, self, R.reductionDims('std', self, dimsOf(dim)), { p0: Number(correction), p1: 1 }));
+registerKernel(R.amax, 'cuda', (ctx, self, dim) => reduce('max', ctx.out, self, R.reductionDims('amax', self, dimsOf(dim))));
+registerKernel(R.amin, 'cuda', (ctx, self, dim) => reduce('min', ctx.out, self, R.reductionDims('amin', self, dimsOf(dim))));
+registerKernel(R.max, 'cuda', (ctx, self) => reduce('max', ctx.out, self, R.reductionDims('max', self, null)));
+registerKernel(R.min, 'cuda', (ctx, self) => reduce('min', ctx.out, self, R.reductionDims('min', self, null)));
+registerKernel(R.var_, 'cuda', (ctx, self, dim, correction) => reduce('var', ctx.out, self, R.reductionDims('var', self, dimsOf(dim)), { p0: Number(correction), p1: 0 }));
+registerKernel(R.std, 'cuda', (ctx, self, dim, correction) => reduce('var', ctx.out, self, R.reductionDims('std', self, dimsOf(dim)), { p0: Number(correction), p1: 1 }));
 registerKernel(R.logsumexp, 'cuda', (ctx, self, dim) =>
-  reduce('logsumexp', 'logsumexp', ctx.out, self, R.reductionDims('logsumexp', self, dimsOf(dim)), { castTo: isFloating(self.dtype) ? undefined : ctx.out.dtype }),
+  reduce('logsumexp', ctx.out, self, R.reductionDims('logsumexp', self, dimsOf(dim)), { castTo: isFloating(self.dtype) ? undefined : ctx.out.dtype }),
 );
-registerKernel(R.any, 'cuda', (ctx, self, dim) => reduce('any', 'any', ctx.out, self, R.reductionDims('any', self, dimsOf(dim))));
-registerKernel(R.all, 'cuda', (ctx, self, dim) => reduce('all', 'all', ctx.out, self, R.reductionDims('all', self, dimsOf(dim))));
+registerKernel(R.any, 'cuda', (ctx, self, dim) => reduce('any', ctx.out, self, R.reductionDims('any', self, dimsOf(dim))));
+registerKernel(R.all, 'cuda', (ctx, self, dim) => reduce('all', ctx.out, self, R.reductionDims('all', self, dimsOf(dim))));
 
 function argReduce(kind: 'argmax' | 'argmin', meta: OutMeta, x: Tensor, dims: number[]): Tensor {
   const out = allocOut(meta);
@@ -113,6 +113,13 @@ function softmaxKernel(kind: 'softmax' | 'logSoftmax', meta: OutMeta, x: Tensor,
   const d = normalizeDim(kind, dim, x.ndim);
   return rowWise(kind, meta, x, [d], { castTo: isFloating(x.dtype) ? undefined : meta.dtype });
 }
+function scanKernel(kind: 'cumsum' | 'cumprod', meta: OutMeta, x: Tensor, dim: number, dtype: DType | null): Tensor {
+  const d = x.ndim === 0 ? [] : [normalizeDim(kind, dim, x.ndim)];
+  return rowWise(kind, meta, x, d, { castTo: dtype !== null && dtype !== x.dtype ? dtype : undefined });
+}
+registerKernel(R.cumsum, 'cuda', (ctx, self, dim, dtype) => scanKernel('cumsum', ctx.out, self, dim as number, dtypeOf(dtype)));
+registerKernel(R.cumprod, 'cuda', (ctx, self, dim, dtype) => scanKernel('cumprod', ctx.out, self, dim as number, dtypeOf(dtype)));
+
 registerKernel(R.softmax, 'cuda', (ctx, self, dim) => softmaxKernel('softmax', ctx.out, self, dim as number));
 registerKernel(R.logSoftmax, 'cuda', (ctx, self, dim) => softmaxKernel('logSoftmax', ctx.out, self, dim as number));
 

@@ -4,7 +4,6 @@
  * row from R, splits few long rows into chunks for composable reductions, and launches.
  */
 import type { DType } from '../../tensor/dtype.js';
-import { isFloating, itemSize } from '../../tensor/dtype.js';
 import { contiguousStrides, isContiguousStrides, numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
@@ -39,10 +38,12 @@ export interface Rows {
   R: number;
   /** The permutation applied (kept dims, then reduced dims). */
   perm: number[];
-  temp: boolean;
 }
 
-/** `x` with `dims` moved last, as contiguous [rows, R] data. `dtype` casts on the way when given. */
+/**
+ * `x` with `dims` moved last, as contiguous [rows, R] data (`src`, a view or a copy: the caller
+ * disposes it either way). `dtype` casts on the way when given.
+ */
 export function toRows(x: Tensor, dims: readonly number[], dtype?: DType): Rows {
   const kept = x.shape.map((_, d) => d).filter((d) => !dims.includes(d));
   const perm = [...kept, ...dims];
@@ -51,13 +52,13 @@ export function toRows(x: Tensor, dims: readonly number[], dtype?: DType): Rows 
   const rows = numel(kept.map((d) => x.shape[d]!));
   const R = numel(dims.map((d) => x.shape[d]!));
   if ((dtype === undefined || dtype === x.dtype) && isContiguousStrides(shape, strides)) {
-    return { src: new Tensor(x.storage, x.dtype, shape, strides, x.offset), rows, R, perm, temp: true };
+    return { src: new Tensor(x.storage, x.dtype, shape, strides, x.offset), rows, R, perm };
   }
   const view = new Tensor(x.storage, x.dtype, shape, strides, x.offset);
   const dense = allocOut({ shape, strides: contiguousStrides(shape), dtype: dtype ?? x.dtype, device: x.device });
   copyTensor(dense, view);
   view.dispose();
-  return { src: dense, rows, R, perm, temp: true };
+  return { src: dense, rows, R, perm };
 }
 
 export interface RowLaunch {
@@ -125,10 +126,3 @@ export function runRows(l: RowLaunch): void {
   }
   launchRows(l, l.R, 1);
 }
-
-/** Whether a dtype can be reduced by the float-only kinds without a cast. */
-export function needsFloatCast(d: DType): boolean {
-  return !isFloating(d);
-}
-
-export const elementBytes = itemSize;

@@ -204,6 +204,7 @@ function plan(index: number, p: GemmProblem): Plan {
 /** D = alpha * A @ B (+ bias) (+ beta * C), on `stream`. */
 export function gemm(index: number, stream: CudaStream, p: GemmProblem): void {
   const s = deviceState(index);
+  makeCurrent(index);
   const pl = plan(index, p);
   const L = api();
   if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(pl.desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');

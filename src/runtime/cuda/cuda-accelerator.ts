@@ -177,6 +177,7 @@ export class CudaAccelerator implements Accelerator {
     checkRange('copyDeviceToDevice', dst, dstByteOffset, nbytes);
     checkRange('copyDeviceToDevice', src, srcByteOffset, nbytes);
     const s = this.stream(dst, stream);
+    makeCurrent(dst.deviceIndex);
     check(
       driver().cu.cuMemcpyDtoDAsync_v2(devPtr(dst, dstByteOffset), devPtr(src, srcByteOffset), nbytes, s.handle),
       `copying ${nbytes} bytes cuda:${src.deviceIndex}->cuda:${dst.deviceIndex}`,

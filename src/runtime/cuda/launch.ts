@@ -125,6 +125,8 @@ export function launch(kernel: CudaKernel, args: readonly number[], dims: Launch
         break;
     }
   }
+  // Several devices: the kernel's context must be current (a compare when it already is).
+  makeCurrent(kernel.deviceIndex);
   st.sizeView.setUint32(0, layout.size, true);
   st.sizeView.setUint32(4, 0, true);
   const rc = driver().cu.cuLaunchKernel(kernel.fn, dims.grid, dims.gridY ?? 1, dims.gridZ ?? 1, dims.block, 1, 1, dims.sharedBytes ?? 0, stream.handle, null, st.extra);

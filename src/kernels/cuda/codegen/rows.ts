@@ -28,7 +28,9 @@ export type RowKind =
   | 'softmax'
   | 'logSoftmax'
   | 'layerNorm'
-  | 'rmsNorm';
+  | 'rmsNorm'
+  | 'cumsum'
+  | 'cumprod';
 
 export const COMPOSABLE: ReadonlySet<RowKind> = new Set(['sum', 'prod', 'max', 'min', 'any', 'all']);
 
@@ -51,7 +53,7 @@ export const ROW_BLOCK = 256;
 export function accType(kind: RowKind, d: DType): CType {
   if (kind === 'any' || kind === 'all') return 'int';
   const ct = computeType(d);
-  if (ct === 'int' && (kind === 'sum' || kind === 'prod')) return 'long long';
+  if (ct === 'int' && (kind === 'sum' || kind === 'prod' || kind === 'cumsum' || kind === 'cumprod')) return 'long long';
   return ct;
 }
 
@@ -242,16 +244,46 @@ export function generateRow(s: RowSpec): GeneratedKernel {
       }
       break;
     }
+    case 'cumsum':
+    case 'cumprod': {
+      // Tiles of TPR elements: an inclusive scan across the group (warp shuffles, then the warp
+      // totals through shared memory), plus the carry of the previous tiles. The tile loop runs to R
+      // (the same for every row) so every thread reaches each __syncthreads.
+      const id = s.kind === 'cumsum' ? '0' : '1';
+      const op = s.kind === 'cumsum' ? '+' : '*';
+      body.push(`    ${at} carry = ${id};`);
+      body.push(`    for (long long b0 = 0; b0 < R; b0 += ${s.tpr}) {`);
+      body.push(`      const long long j = b0 + t;`);
+      body.push(`      ${at} v = (active && j < len) ? ${ld('x[j]')} : (${at})${id};`);
+      body.push('#pragma unroll');
+      body.push(`      for (int o = 1; o < ${Math.min(32, s.tpr)}; o <<= 1) { const ${at} u = __shfl_up_sync(0xffffffffu, v, o); if ((t & 31) >= o) v = v ${op} u; }`);
+      if (s.tpr > 32) {
+        body.push('      __syncthreads();');
+        body.push('      if ((threadIdx.x & 31) == 31) smem[threadIdx.x >> 5] = v;');
+        body.push('      __syncthreads();');
+        body.push(`      { const int wig = t >> 5; const int g0 = (threadIdx.x >> 5) - wig; ${at} pre = ${id}; for (int w = 0; w < wig; w++) pre = pre ${op} smem[g0 + w]; v = v ${op} pre; }`);
+      }
+      body.push(`      v = v ${op} carry;`);
+      body.push(`      if (active && j < len) y[j] = ${st('v')};`);
+      body.push('      __syncthreads();');
+      body.push(`      if (t == ${s.tpr - 1}) tile[g] = v;`);
+      body.push('      __syncthreads();');
+      body.push('      carry = tile[g];');
+      body.push('    }');
+      break;
+    }
     default:
       throw new Error(`row codegen: unknown kind ${String(s.kind)}`);
   }
-  const rowWise = s.kind === 'softmax' || s.kind === 'logSoftmax' || s.kind === 'layerNorm' || s.kind === 'rmsNorm';
+  const scan = s.kind === 'cumsum' || s.kind === 'cumprod';
+  const rowWise = scan || s.kind === 'softmax' || s.kind === 'logSoftmax' || s.kind === 'layerNorm' || s.kind === 'rmsNorm';
   const source = `${PRELUDE}
 ${groupReduce(s.tpr)}
 extern "C" __global__ void __launch_bounds__(${ROW_BLOCK}) ${name}(const ${ti}* __restrict__ in, ${to}* __restrict__ out, void* aux, void* aux2,
     long long rows, long long R, long long chunk, long long cpr, double p0, double p1) {
   __shared__ ${at} smem[${ROW_BLOCK / 32}];
   ${s.kind === 'argmax' || s.kind === 'argmin' ? `__shared__ long long ismem[${ROW_BLOCK / 32}];` : ''}
+  ${scan ? `__shared__ ${at} tile[${gpb}];` : ''}
   ${s.hasWeight ? `const ${pt}* __restrict__ w = (const ${pt}*)aux;` : ''}
   ${s.hasBias ? `const ${pt}* __restrict__ bias = (const ${pt}*)aux2;` : ''}
   const int g = threadIdx.x / ${s.tpr};
