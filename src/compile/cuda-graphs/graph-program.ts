@@ -108,7 +108,6 @@ export class CudaGraphProgram implements CompiledProgram {
   readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null };
   private readonly graphs = new Map<string, Captured>();
   private readonly prepared = new Set<string>();
-  private readonly acc: CudaAccelerator;
   /** Set when the whole call could not be captured but pieces of it can (piecewise.ts). */
   private pieces: { readonly program: CompiledProgram; use: boolean } | undefined;
 
@@ -124,8 +123,12 @@ export class CudaGraphProgram implements CompiledProgram {
     /** Builds the piecewise program used when the whole call cannot be captured (null: none). */
     private readonly split?: () => CompiledProgram | null,
   ) {
-    this.acc = getAccelerator('cuda') as unknown as CudaAccelerator;
     if (policy === 'off') this.stats.disabled = 'CUDA graphs are off (KILN_CUDA_GRAPHS=0)';
+  }
+
+  /** Looked up at use (a map lookup), so programs can be built, and inspected, without a device. */
+  private get acc(): CudaAccelerator {
+    return getAccelerator('cuda') as unknown as CudaAccelerator;
   }
 
   /** The piecewise program this one delegates to since the whole call could not be captured. */
