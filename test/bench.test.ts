@@ -262,8 +262,10 @@ test('conv-stack takes channels_last input and ends in ReLU (tiny)', () => {
 test('bench options: defaults, slow workloads, errors', () => {
   const d = parseBenchArgs([]);
   assert.ok(d !== 'help');
-  assert.equal(d.device, 'cpu');
-  assert.equal(d.size, 'cpu');
+  // The default device is the first usable GPU accelerator, else cpu (the size follows the device).
+  const gpu = kiln.probeAccelerators().find((r) => r.available && r.type !== 'cpu');
+  assert.equal(d.device, gpu ? `${gpu.type}:0` : 'cpu');
+  assert.equal(d.size, gpu ? 'full' : 'cpu');
   assert.equal(d.dtype, 'float32');
   assert.deepEqual(d.skipped, []);
   assert.deepEqual(d.workloads.map((w) => w.name), QUICK_WORKLOADS, 'no --workload: the quick subset');

@@ -65,6 +65,6 @@ test('ops on different devices or disposed tensors fail with a clear error', () 
   const a = kiln.tensor([1, 2]);
   a.dispose();
   assertThrowsWith(() => kiln.add(a, 1), 'add', 'disposed');
-  assertThrowsWith(() => kiln.tensor([1]).to('cuda'), 'cuda');
+  assertThrowsWith(() => kiln.tensor([1]).to('cuda:99'), 'cuda');
   assertThrowsWith(() => kiln.add(kiln.tensor([1, 2, 3]), kiln.tensor([1, 2])), 'add', '[3] and [2]', 'broadcast');
 });

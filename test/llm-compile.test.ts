@@ -2,7 +2,8 @@
  * The library under kiln.compile: graphs that call library ops (in-place ones included) compile
  * with fullgraph and give exactly the eager results (library ops are extern nodes that call the
  * same kernels), in float32 and bfloat16; a small Qwen3-MoE-style block and a small mHC residual
- * block compile with fullgraph; and the rewrite rules turn core-op compositions into library ops.
+ * block compile with fullgraph and match within 1e-4 (they also contain linears and core pointwise
+ * ops, which the backend compiles into its own float32 GEMM and Wasm kernels, so bits may differ); and the rewrite rules turn core-op compositions into library ops.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -93,7 +94,7 @@ for (const dtype of ['float32', 'bfloat16'] as DType[]) {
       const { weights, ids } = llm.topkSoftmax(kiln.linear(out, W.gate), 2, true);
       return kiln.add(residual, llm.fusedMoe(out, W.w13, W.w2, weights, ids, 'silu'));
     };
-    parity(`qwen3-moe block ${dtype}`, block, (): [T, T] => [rand([Tk, H], 10, 'contiguous', dtype), ropePositions(Tk, 64, 11)]);
+    parity(`qwen3-moe block ${dtype}`, block, (): [T, T] => [rand([Tk, H], 10, 'contiguous', dtype), ropePositions(Tk, 64, 11)], false);
   });
 
   test(`an mHC residual block compiles with fullgraph and matches eager [${dtype}]`, () => {
@@ -117,7 +118,7 @@ for (const dtype of ['float32', 'bfloat16'] as DType[]) {
       }
       return llm.mhcHeadCollapse(s, hPhi, hAlpha, hBias);
     };
-    parity(`mhc block ${dtype}`, block, (): [T] => [rand([N, n, H], 10, 'contiguous', dtype)]);
+    parity(`mhc block ${dtype}`, block, (): [T] => [rand([N, n, H], 10, 'contiguous', dtype)], false);
   });
 }
 

@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { jsKernelTask, type JsKernelPayload } from './js-kernel-task.js';
+import { wasmKernelTask } from '../codegen/wasm/task.js';
 import { MessageChannel, Worker, receiveMessageOnPort, threadId as mainThreadId } from 'node:worker_threads';
 import { loadHandler, serializeError as serialize } from './handlers.js';
 import type { CompileTask, HandlerSpec, ResultMessage, SerializedError, TaskMessage } from './types.js';
@@ -438,7 +439,10 @@ export async function shutdownCompilePool(): Promise<void> {
  * Synchronous in-process fallback (KILN_COMPILE_WORKERS=0). ES modules cannot be loaded
  * synchronously, so only the built-in handlers run here.
  */
-const BUILTIN_SYNC_HANDLERS = new Map<string, (payload: unknown) => unknown>([['js-kernel', (p) => jsKernelTask(p as JsKernelPayload)]]);
+const BUILTIN_SYNC_HANDLERS = new Map<string, (payload: unknown) => unknown>([
+  ['js-kernel', (p) => jsKernelTask(p as JsKernelPayload)],
+  ['wasm-kernel', (p) => wasmKernelTask(p)],
+]);
 
 function runHandlerSync(task: CompileTask, _handler: HandlerSpec): unknown {
   const fn = BUILTIN_SYNC_HANDLERS.get(task.kind);

@@ -20,72 +20,12 @@ export interface WasmGemm {
   macro(mc4: number, nc4: number, kc: number, ldc: number): void;
 }
 
-/** The slice of the WebAssembly JS API used here (the project's TS libs don't declare it). */
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Memory: new (desc: { initial: number; maximum: number }) => { buffer: ArrayBuffer };
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
-}
+import {
+  ADD, BLOCK, br, brIf, END, EQZ, FnBuilder, GE_U, encodeModule, get, I32, i32c, LOOP, load64Splat, MUL, OP, set, SHL, SUB, V128, V128_ZERO, v128Load, v128Store, wasmApi,
+} from './wasm-asm.js';
 
-// --- a tiny assembler ---------------------------------------------------------------------------
-
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let b = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) b |= 0x80;
-    out.push(b);
-  } while (n !== 0);
-  return out;
-}
-
-function sleb(n: number): number[] {
-  const out: number[] = [];
-  while (true) {
-    const b = n & 0x7f;
-    n >>= 7;
-    if ((n === 0 && (b & 0x40) === 0) || (n === -1 && (b & 0x40) !== 0)) {
-      out.push(b);
-      return out;
-    }
-    out.push(b | 0x80);
-  }
-}
-
-function str(s: string): number[] {
-  return [...uleb(s.length), ...Array.from(s, (c) => c.charCodeAt(0))];
-}
-
-function section(id: number, body: number[]): number[] {
-  return [id, ...uleb(body.length), ...body];
-}
-
-const I32 = 0x7f;
-const V128 = 0x7b;
-const get = (l: number): number[] => [0x20, ...uleb(l)];
-const set = (l: number): number[] => [0x21, ...uleb(l)];
-const i32c = (v: number): number[] => [0x41, ...sleb(v)];
-const ADD = [0x6a];
-const SUB = [0x6b];
-const MUL = [0x6c];
-const SHL = [0x74];
-const GE_U = [0x4f];
-const EQZ = [0x45];
-const simd = (op: number): number[] => [0xfd, ...uleb(op)];
-const memarg = (offset: number): number[] => [0, ...uleb(offset)];
-const v128Load = (offset: number): number[] => [...simd(0x00), ...memarg(offset)];
-const v128Store = (offset: number): number[] => [...simd(0x0b), ...memarg(offset)];
-const load64Splat = (offset: number): number[] => [...simd(0x0a), ...memarg(offset)];
-const F64X2_ADD = simd(0xf0);
-const F64X2_MUL = simd(0xf2);
-const V128_ZERO = [...simd(0x0c), ...new Array<number>(16).fill(0)];
-const BLOCK = [0x02, 0x40];
-const LOOP = [0x03, 0x40];
-const END = [0x0b];
-const br = (d: number): number[] => [0x0c, ...uleb(d)];
-const brIf = (d: number): number[] => [0x0d, ...uleb(d)];
+const F64X2_ADD = OP.F64X2_ADD;
+const F64X2_MUL = OP.F64X2_MUL;
 
 // Locals: params 0..6, then i32 scratch, then v128 registers.
 const MC4 = 0, NC4 = 1, KCL = 2, ABASE = 3, BBASE = 4, CBASE = 5, LDC = 6;
@@ -93,11 +33,10 @@ const I = 7, J = 8, P = 9, PA = 10, PB = 11, PC = 12;
 const ACC = 13; // 13..20
 const B01 = 21, B23 = 22, AV = 23;
 
-function body(): number[] {
-  const c: number[] = [];
-  const emit = (...parts: number[][]): void => {
-    for (const p of parts) c.push(...p);
-  };
+function body(f: FnBuilder): void {
+  const emit = (...parts: number[][]): void => f.emit(...parts);
+  for (let i = 0; i < 6; i++) f.local(I32);
+  for (let i = 0; i < 11; i++) f.local(V128);
   emit(i32c(0), set(J), BLOCK, LOOP);
   emit(get(J), get(NC4), GE_U, brIf(1));
   emit(i32c(0), set(I), BLOCK, LOOP);
@@ -124,26 +63,12 @@ function body(): number[] {
   }
   emit(get(I), i32c(1), ADD, set(I), br(0), END, END);
   emit(get(J), i32c(1), ADD, set(J), br(0), END, END);
-  emit(END);
-  return c;
 }
 
 function moduleBytes(pages: number): Uint8Array {
-  const type = [1, 0x60, 7, ...new Array<number>(7).fill(I32), 0];
-  const imports = [1, ...str('env'), ...str('mem'), 0x02, 0x00, ...uleb(pages)];
-  const funcs = [1, 0];
-  const exports = [1, ...str('macro'), 0x00, 0];
-  const locals = [2, ...uleb(6), I32, ...uleb(11), V128];
-  const fn = [...locals, ...body()];
-  const code = [1, ...uleb(fn.length), ...fn];
-  return new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, type),
-    ...section(2, imports),
-    ...section(3, funcs),
-    ...section(7, exports),
-    ...section(10, code),
-  ]);
+  const f = new FnBuilder('macro', new Array<number>(7).fill(I32) as (typeof I32)[]);
+  body(f);
+  return encodeModule({ functions: [f], pages, memory: 'import' });
 }
 
 /**
@@ -152,7 +77,7 @@ function moduleBytes(pages: number): Uint8Array {
  */
 export function createWasmGemm(mcMax: number, kcMax: number, ncMax: number): WasmGemm | undefined {
   try {
-    const WA = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
+    const WA = wasmApi();
     if (WA === undefined) return undefined;
     const aWords = mcMax * kcMax;
     const bWords = kcMax * ncMax;

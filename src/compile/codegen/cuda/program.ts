@@ -341,7 +341,9 @@ export class CudaProgram implements CompiledProgram {
     if (v.inapplicable(L) !== null) return false;
     const V = v.config.kind === 'reduce' && v.config.strategy === 'thread' ? 1 : v.config.vec;
     if (V === 1) return true;
-    return L.operands.every((o, k) => o.rowScalar || ptrs[k]! % BigInt(V * itemSize(o.dtype)) === 0n);
+    // Only operands read or written with vector accesses (unit innermost stride) need alignment.
+    const spec = kernelSpec(L);
+    return L.operands.every((o, k) => !spec.ops[k]!.unitInner || spec.ops[k]!.rowScalar || ptrs[k]! % BigInt(V * itemSize(o.dtype)) === 0n);
   }
 
   private launchVariant(s: Specialized, i: number, L: KernelLayout, ptrs: readonly bigint[], like: Tensor): void {

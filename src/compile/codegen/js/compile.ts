@@ -6,7 +6,9 @@
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from '../../../tensor/half.js';
 import * as M from '../../../kernels/cpu/pointwise-math.js';
 import type { NumArray } from '../../../kernels/cpu/numeric.js';
-import { compileInPoolSync, kernelSourceHash, type JsKernelResult } from '../../pool/index.js';
+import { compileInPoolSync, kernelSourceHash, registerCompileTaskHandler, type JsKernelResult } from '../../pool/index.js';
+import { wasmBytesHash, type WasmKernelResult } from '../wasm/task.js';
+import { wasmKernelFn } from '../wasm/runtime.js';
 import { cacheKey, getDiskCache } from '../../cache/index.js';
 
 /** The kernel calling convention (see emit.ts). */
@@ -64,3 +66,44 @@ export function compileKernelSources(sources: readonly string[]): KernelFn[] {
 
 /** Disk-cache namespace of validated kernel sources. */
 export const KERNEL_NAMESPACE = 'js-kernels';
+
+/** Disk-cache namespace of validated Wasm kernel modules. */
+export const WASM_KERNEL_NAMESPACE = 'wasm-kernels';
+
+registerCompileTaskHandler('wasm-kernel', new URL('../wasm/task.js', import.meta.url), 'wasmKernelTask');
+
+/**
+ * Validates and compiles Wasm modules in the worker pool (task 'wasm-kernel'); modules seen before
+ * (disk cache, by content hash) are skipped. Throws with the engine's diagnostic for a bad module.
+ */
+export function validateWasm(modules: readonly Uint8Array[]): void {
+  const cache = getDiskCache();
+  const keys = modules.map((b) => cacheKey(['wasm-kernel', wasmBytesHash(b)]));
+  const todo = modules.map((_, i) => i).filter((i) => cache.get(WASM_KERNEL_NAMESPACE, keys[i]!) !== true);
+  if (todo.length === 0) return;
+  const results = compileInPoolSync<WasmKernelResult>(todo.map((i) => ({ kind: 'wasm-kernel', payload: { bytes: modules[i]!, name: `module${i}` } })));
+  todo.forEach((i, k) => {
+    const r = results[k]!;
+    if (!r.ok) throw new Error(`kiln backend: generated Wasm kernel does not compile: ${r.error}`);
+    cache.put(WASM_KERNEL_NAMESPACE, keys[i]!, true);
+  });
+}
+
+/** What compileCandidates needs of a kernel candidate (see emit.ts). */
+export interface CandidateSource {
+  /** JavaScript kernel (for a Wasm candidate: the fallback for short rows). */
+  readonly source: string;
+  /** A Wasm pointwise module run in front of `source`, and the kernel's output count. */
+  readonly wasm?: { readonly bytes: Uint8Array; readonly nOutputs: number };
+}
+
+/**
+ * Compiles candidates: every JavaScript source through compileKernelSources, and every Wasm module
+ * through the worker pool's 'wasm-kernel' task (validated and compiled there, remembered in the disk
+ * cache by content hash), then instantiated here behind the JS calling convention.
+ */
+export function compileCandidates(cands: readonly CandidateSource[]): KernelFn[] {
+  const fns = compileKernelSources(cands.map((c) => c.source));
+  validateWasm(cands.flatMap((c) => (c.wasm ? [c.wasm.bytes] : [])));
+  return cands.map((c, i) => (c.wasm ? wasmKernelFn(c.wasm.bytes, c.wasm.nOutputs, fns[i]!) : fns[i]!));
+}

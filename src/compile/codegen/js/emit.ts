@@ -13,8 +13,11 @@ import type { LNode, Lowered } from '../../lower/lower.js';
 import { nodeInputs } from '../../lower/lower.js';
 import { CAST_OPS, roundExpr, TEMPLATES, type TArg } from '../../lower/ops.js';
 import type { KernelGroup } from '../../lower/schedule.js';
+import { wasmPointwiseModule } from '../wasm/pointwise.js';
 
 export interface KernelConfig {
+  /** Pointwise kernels: 'wasm' runs the f32x4 module (codegen/wasm), falling back to JS for short rows. */
+  readonly impl?: 'js' | 'wasm';
   /** Pointwise kernels: inner-loop unroll factor on the contiguous path. */
   readonly unroll?: 1 | 2 | 4;
   /** Row kernels: keep full-size values needed by a later pass in a scratch Float64Array row. */
@@ -23,7 +26,9 @@ export interface KernelConfig {
 
 export interface KernelCandidate {
   readonly config: KernelConfig;
+  /** The JavaScript kernel (for a Wasm candidate: its fallback for short rows). */
   readonly source: string;
+  readonly wasm?: { readonly bytes: Uint8Array; readonly nOutputs: number };
 }
 
 export interface KernelCode {
@@ -348,11 +353,12 @@ export function generateKernel(g: KernelGroup, low: Lowered, name: string): Kern
   const c: Ctx = { g, info, nodeOf, operand, outOperand };
   const nOps = g.outputs.length + g.inputs.length;
   if (g.kind === 'pointwise') {
-    return {
-      name,
-      group: g,
-      candidates: ([4, 2, 1] as const).map((unroll) => ({ config: { unroll }, source: pointwiseSource(c, name, nOps, unroll) })),
-    };
+    const js: KernelCandidate[] = ([4, 2, 1] as const).map((unroll) => ({ config: { impl: 'js', unroll }, source: pointwiseSource(c, name, nOps, unroll) }));
+    // The Wasm candidate comes first (the default): on elementwise-1024 it measured 5-6x faster
+    // than the unroll-4 JS kernel (vector exp/tanh vs Math.exp/tanh at ~25 ns each).
+    const bytes = wasmPointwiseModule(g, low);
+    const wasm: KernelCandidate[] = bytes ? [{ config: { impl: 'wasm', unroll: 4 }, source: js[0]!.source, wasm: { bytes, nOutputs: g.outputs.length } }] : [];
+    return { name, group: g, candidates: [...wasm, ...js] };
   }
   const withScratch = reduceSource(c, name, nOps, true);
   const candidates: KernelCandidate[] = [];

@@ -22,6 +22,7 @@ import type { Lowered } from '../../lower/lower.js';
 import type { Schedule } from '../../lower/schedule.js';
 import { log } from '../../log.js';
 import type { KernelFn } from './compile.js';
+import { wasmKernelFn } from '../wasm/runtime.js';
 import type { KernelCode } from './emit.js';
 import { KilnProgram } from './program.js';
 
@@ -70,12 +71,17 @@ export function serializeProgram(p: KilnProgram): ProgramRecord {
   return { format: PROGRAM_FORMAT_VERSION, inputs: p.low.graph.inputs.map((i) => i.source.kind), program: encoded };
 }
 
-/** Turns stored sources into kernels without the pool (they were validated before being stored). */
+/**
+ * Turns stored candidates back into kernels without the pool or the kernel caches: their sources
+ * and Wasm modules were validated before the program was stored, and the program entry's checksum
+ * vouches for them (one disk read per warm start).
+ */
 function instantiate(codes: readonly KernelCode[], chosen: readonly number[]): KernelFn[] {
   return codes.map((c, i) => {
     const cand = c.candidates[chosen[i]!];
     if (!cand || typeof cand.source !== 'string') throw new Error(`program cache: kernel ${i} has no candidate ${chosen[i]}`);
-    return new Function(cand.source)() as KernelFn;
+    const js = new Function(cand.source)() as KernelFn;
+    return cand.wasm ? wasmKernelFn(cand.wasm.bytes, cand.wasm.nOutputs, js) : js;
   });
 }
 

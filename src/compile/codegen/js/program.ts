@@ -5,11 +5,18 @@
  * dispatcher; views feeding only kernels are never built as tensors: their metadata is computed and
  * read by the kernels as strides and an offset. Per-input-layout plans (all value metadata) are
  * cached, so a program serves any sizes of its traced ranks (symbolic dims).
+ *
+ * float32 linears run as 'gemm' steps (lower/gemm.ts, codegen/wasm/gemm.ts): a Wasm f32x4 GEMM
+ * with the weight packed once per weight version and the consuming pointwise kernel folded into
+ * its epilogue; attention without mask or dropout runs on the same GEMM (codegen/wasm/attention.ts).
+ * Both share one Wasm memory per program (GemmArena) and fall back to the dispatcher for operands
+ * they do not handle.
  */
 import { dispatch } from '../../../ops/dispatch.js';
 import { getOp } from '../../../ops/registry.js';
 import { itemSize, type DType } from '../../../tensor/dtype.js';
-import { broadcastStrides } from '../../../tensor/layout.js';
+import { broadcastStrides, isContiguousStrides } from '../../../tensor/layout.js';
+import { wasmApi } from '../../../kernels/cpu/wasm-asm.js';
 import { storageSpan, Tensor } from '../../../tensor/tensor.js';
 import { readable, writable, type NumArray } from '../../../kernels/cpu/numeric.js';
 import type { Storage } from '../../../tensor/storage.js';
@@ -17,9 +24,13 @@ import type { CompiledProgram, ProgramCacheStatus } from '../../backend.js';
 import { buildOutput } from '../../interpret.js';
 import type { IRArg, ValueId } from '../../ir.js';
 import { outputValues } from '../../ir.js';
-import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
+import { type LNode, type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
-import { compileKernelSources, HELPERS, type KernelFn } from './compile.js';
+import { compileCandidates, HELPERS, type KernelFn, validateWasm } from './compile.js';
+import { fuseGemms, type GemmStep } from '../../lower/gemm.js';
+import { GEMM_CONFIGS, GemmArena, GemmArenaFull, GemmRunner, gemmStepModule, type GemmConfig } from '../wasm/gemm.js';
+import { wasmPointwiseModule } from '../wasm/pointwise.js';
+import { WasmAttention } from '../wasm/attention.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../pool/index.js';
 import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js';
@@ -38,7 +49,11 @@ type RVal = Tensor | Ref;
 
 export interface ProgramStats {
   readonly kernels: number;
+  /** Extern calls, including the linears that run as compiled GEMMs. */
   readonly externs: number;
+  /** Linears run by the compiled float32 GEMM, and how many of them carry a folded epilogue kernel. */
+  readonly gemms: number;
+  readonly fusedEpilogues: number;
   readonly views: number;
   /** Kernel output buffers newly allocated / taken over from dead intermediates (cumulative). */
   buffersAllocated: number;
@@ -62,6 +77,28 @@ interface KernelStep {
   chosen: number;
   /** max-autotune: the candidates are timed on the first real run, then this is set. */
   tuned: boolean;
+}
+
+/** Per gemm step: its module (null: no Wasm, always the extern), runner and chosen config. */
+interface GemmState {
+  bytes: Uint8Array | null;
+  runner: GemmRunner | undefined;
+  config: GemmConfig;
+  /** max-autotune: configs are timed on the first real run, then this is set. */
+  tuned: boolean;
+}
+
+function stepOutputs(s: Step | GemmStep): readonly ValueId[] {
+  if (s.kind === 'kernel') return s.group.outputs;
+  if (s.kind === 'gemm' && s.epilogue) return s.epilogue.outputs;
+  return s.node.outputs;
+}
+
+function stepInputs(s: Step | GemmStep): ValueId[] {
+  if (s.kind === 'kernel') return s.group.inputs;
+  const ins = nodeInputs(s.node);
+  if (s.kind === 'gemm') for (const e of s.epilogueInputs) ins.push(e.id);
+  return ins;
 }
 
 function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
@@ -102,6 +139,13 @@ export class KilnProgram implements CompiledProgram {
   private readonly outputs: Set<ValueId>;
   /** Per step: owned values whose storage dies after it. */
   private readonly deaths: ValueId[][];
+  /** The schedule's steps with float32 linears as gemm steps (lower/gemm.ts). */
+  readonly steps: readonly (Step | GemmStep)[];
+  private readonly gemms = new Map<GemmStep, GemmState>();
+  private arena: GemmArena | undefined;
+  private attention: WasmAttention | undefined;
+  /** Attention calls run on the compiled GEMM (the rest dispatch the eager kernel). */
+  attentionRuns = 0;
 
   constructor(
     readonly low: Lowered,
@@ -114,21 +158,34 @@ export class KilnProgram implements CompiledProgram {
   ) {
     const codes = prebuilt?.codes ?? sched.kernels.map((g, i) => generateKernel(g, low, `kernel${i}_${g.kind}`));
     const chosen = prebuilt?.chosen ?? codes.map((c) => (autotune ? Math.max(0, Math.min(c.candidates.length - 1, autotune({ name: c.name, candidates: c.candidates }))) : 0));
-    const fns = prebuilt?.fns ?? compileKernelSources(codes.map((c, i) => c.candidates[chosen[i]!]!.source));
+    const fns = prebuilt?.fns ?? compileCandidates(codes.map((c, i) => c.candidates[chosen[i]!]!));
     codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]!, tuned: !tuneOnFirstRun || c.candidates.length < 2 }));
+    this.steps = fuseGemms(low, sched.steps, (g) => wasmPointwiseModule(g, low) !== null);
+    const modules: Uint8Array[] = [];
+    for (const s of this.steps) {
+      if (s.kind !== 'gemm') continue;
+      const bytes = gemmStepModule(s, low);
+      if (bytes) modules.push(bytes);
+      this.gemms.set(s, { bytes, runner: undefined, config: GEMM_CONFIGS[0]!, tuned: !tuneOnFirstRun });
+    }
+    validateWasm(modules);
     this.outputs = new Set(outputValues(low.graph.output));
     for (const id of this.outputs) this.needsTensor.add(id);
-    for (const s of sched.steps) if (s.kind === 'extern') for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
+    for (const s of this.steps) if (s.kind === 'extern' || s.kind === 'gemm') for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
+    // The fallback of a gemm step runs its epilogue kernel on the extern's real output.
+    for (const s of this.steps) if (s.kind === 'gemm' && s.epilogue) this.needsTensor.add(s.node.outputs[0]!);
     // A view needed as a tensor needs its base as a tensor too.
-    for (let i = sched.steps.length - 1; i >= 0; i--) {
-      const s = sched.steps[i]!;
+    for (let i = this.steps.length - 1; i >= 0; i--) {
+      const s = this.steps[i]!;
       if (s.kind === 'view' && this.needsTensor.has(s.node.outputs[0]!)) for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
     }
     this.deaths = this.planLifetimes();
     this.stats = {
       kernels: sched.kernels.length,
-      externs: sched.steps.filter((s) => s.kind === 'extern').length,
-      views: sched.steps.filter((s) => s.kind === 'view').length,
+      externs: this.steps.filter((s) => s.kind === 'extern' || s.kind === 'gemm').length,
+      gemms: this.gemms.size,
+      fusedEpilogues: [...this.gemms.keys()].filter((s) => s.epilogue !== null).length,
+      views: this.steps.filter((s) => s.kind === 'view').length,
       buffersAllocated: 0,
       buffersReused: 0,
       runs: 0,
@@ -153,20 +210,19 @@ export class KilnProgram implements CompiledProgram {
     const owned = new Set<ValueId>();
     const rootOf = (id: ValueId): ValueId => root.get(id) ?? id;
     for (const inp of this.low.graph.inputs) root.set(inp.id, inp.id);
-    const stepsOf = this.sched.steps;
+    const stepsOf = this.steps;
     const last = new Map<ValueId, number>();
     stepsOf.forEach((s, i) => {
-      const outs = s.kind === 'kernel' ? s.group.outputs : s.node.outputs;
+      const outs = stepOutputs(s);
       for (const o of outs) {
         const info = this.low.values.get(o)!;
-        if (s.kind === 'kernel') owned.add(o);
+        if (s.kind === 'kernel' || s.kind === 'gemm') owned.add(o);
         else if (s.kind === 'view') root.set(o, rootOf(nodeInputs(s.node)[0]!));
         else if (info.aliasOf !== undefined) root.set(o, rootOf(info.aliasOf));
         else owned.add(o);
         if (!last.has(rootOf(o))) last.set(rootOf(o), i);
       }
-      const ins = s.kind === 'kernel' ? s.group.inputs : nodeInputs(s.node);
-      for (const id of ins) last.set(rootOf(id), Math.max(last.get(rootOf(id)) ?? i, i));
+      for (const id of stepInputs(s)) last.set(rootOf(id), Math.max(last.get(rootOf(id)) ?? i, i));
     });
     const pinned = new Set([...this.outputs].map(rootOf));
     const deaths: ValueId[][] = stepsOf.map(() => []);
@@ -213,8 +269,9 @@ export class KilnProgram implements CompiledProgram {
           return a satisfies never;
       }
     };
-    this.sched.steps.forEach((s, i) => {
-      this.runStep(s, env, plan, pool, resolve);
+    this.steps.forEach((s, i) => {
+      if (s.kind === 'gemm') this.runGemm(s, env, plan, pool, resolve);
+      else this.runStep(s, env, plan, pool, resolve);
       for (const id of this.deaths[i]!) {
         const t = env.get(id);
         if (!t || 'ref' in t || inputSet.has(t)) continue;
@@ -233,6 +290,7 @@ export class KilnProgram implements CompiledProgram {
 
   private runStep(s: Step, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): void {
     if (s.kind === 'extern') {
+      if (s.node.op === 'scaledDotProductAttention' && this.runAttention(s.node, env, plan, pool, resolve)) return;
       const out = dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor | Tensor[];
       const outs = Array.isArray(out) ? out : [out];
       s.node.outputs.forEach((id, k) => env.set(id, outs[k]!));
@@ -250,6 +308,109 @@ export class KilnProgram implements CompiledProgram {
       return;
     }
     this.runKernel(s.group, env, plan, pool);
+  }
+
+  /**
+   * A float32 linear (plus its folded epilogue) through the compiled GEMM; operands it does not
+   * handle (or the 'extern' config) run the dispatcher's linear and then the epilogue's own kernel.
+   */
+  private runGemm(s: GemmStep, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): void {
+    const st = this.gemms.get(s)!;
+    const [xa, wa, ba] = s.node.args;
+    const x = resolve(xa!) as Tensor;
+    const w = resolve(wa!) as Tensor;
+    const b = ba?.kind === 'value' ? (resolve(ba) as Tensor) : null;
+    const outId = stepOutputs(s)[0]!;
+    const m = plan.get(outId)!;
+    const v = s.node.outputs[0]!;
+    const runExtern = (): void => {
+      this.runStep({ kind: 'extern', node: s.node }, env, plan, pool, resolve);
+      if (!s.epilogue) return;
+      this.runKernel(s.epilogue, env, plan, pool);
+      const t = env.get(v);
+      env.delete(v);
+      if (t && !('ref' in t)) t.dispose();
+    };
+    if (!st.bytes || !GemmRunner.accepts(x, w, m) || (st.tuned && st.config.impl === 'extern')) {
+      runExtern();
+      return;
+    }
+    const extras = s.epilogueInputs.map((e) => ({ t: resolve({ kind: 'value', id: e.id }) as Tensor, kind: e.kind }));
+    this.arena ??= new GemmArena();
+    st.runner ??= new GemmRunner(this.arena, st.bytes);
+    const runner = st.runner;
+    if (!st.tuned) {
+      const scratch = this.alloc(m, pool);
+      const sw = writable(scratch);
+      const key = `gemm:${kernelSourceHash(Array.from(st.bytes, (x) => String.fromCharCode(x)).join(''))}:${x.shape.join('x')}:${w.shape.join('x')}`;
+      const r = autotune({
+        key,
+        device: 'cpu',
+        candidates: GEMM_CONFIGS.map((config) => ({
+          config,
+          run: () => {
+            if (config.impl === 'wasm') runner.run(x, w, b, extras, sw.data, sw.offset, config.kc);
+            else {
+              runExtern();
+              const t = env.get(outId);
+              env.delete(outId);
+              if (t && !('ref' in t)) t.dispose();
+            }
+          },
+        })),
+      });
+      scratch.dispose();
+      st.config = GEMM_CONFIGS[r.bestIndex]!;
+      st.tuned = true;
+      if (st.config.impl === 'extern') {
+        runExtern();
+        return;
+      }
+    }
+    const out = this.alloc(m, pool);
+    const wr = writable(out);
+    try {
+      runner.run(x, w, b, extras, wr.data, wr.offset, st.config.kc);
+    } catch (e) {
+      if (!(e instanceof GemmArenaFull)) throw e;
+      // Out of Wasm memory (weights past 4 GiB): this linear runs eagerly from now on.
+      out.dispose();
+      st.bytes = null;
+      runExtern();
+      return;
+    }
+    wr.commit();
+    env.set(outId, out);
+  }
+
+  /** scaled_dot_product_attention through WasmAttention when it accepts the arguments. */
+  private runAttention(n: LNode, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): boolean {
+    if (!wasmApi()) return false;
+    const [q, k, v, mask, dropout, causal, scale, gqa] = n.args.map(resolve) as [Tensor, Tensor, Tensor, unknown, unknown, unknown, unknown, unknown];
+    const m = plan.get(n.outputs[0]!)!;
+    if (!WasmAttention.accepts(q, k, v, mask, dropout, gqa) || !isContiguousStrides(m.shape, m.strides) || m.offset !== 0) return false;
+    this.arena ??= new GemmArena();
+    this.attention ??= new WasmAttention(this.arena);
+    const out = this.alloc(m, pool);
+    const w = writable(out);
+    try {
+      this.attention.run(q, k, v, causal === true, typeof scale === 'number' ? scale : null, w.data, w.offset);
+    } catch (e) {
+      if (!(e instanceof GemmArenaFull)) throw e;
+      out.dispose();
+      return false;
+    }
+    w.commit();
+    env.set(n.outputs[0]!, out);
+    this.attentionRuns++;
+    return true;
+  }
+
+  /** The gemm runners' weight packings so far (tests check repacking on weight updates). */
+  get weightPacks(): number {
+    let n = 0;
+    for (const g of this.gemms.values()) n += g.runner?.packs ?? 0;
+    return n;
   }
 
   private alloc(m: MetaLike, pool: Map<number, Tensor[]>): Tensor {
@@ -272,8 +433,8 @@ export class KilnProgram implements CompiledProgram {
    * Kernels only write their own outputs, which no input aliases, so repeated runs are harmless.
    */
   private tune(ks: KernelStep, shape: readonly number[], call: (fn: KernelFn) => void): void {
-    const fns = compileKernelSources(ks.code.candidates.map((c) => c.source));
-    const key = `${kernelSourceHash(ks.code.candidates.map((c) => c.source).join('\n'))}:${shape.length}:${shape.reduce((a, b) => a * b, 1) >= 1 << 16 ? 'large' : 'small'}`;
+    const fns = compileCandidates(ks.code.candidates);
+    const key = `${kernelSourceHash(ks.code.candidates.map((c) => `${JSON.stringify(c.config)}${c.source}`).join('\n'))}:${shape.length}:${shape.reduce((a, b) => a * b, 1) >= 1 << 16 ? 'large' : 'small'}`;
     const r = autotune({ key, device: 'cpu', candidates: ks.code.candidates.map((c, i) => ({ config: c.config, run: () => call(fns[i]!) })) });
     ks.chosen = r.bestIndex;
     ks.fn = fns[r.bestIndex]!;
@@ -366,8 +527,16 @@ export class KilnProgram implements CompiledProgram {
     };
     const lines = ['// wrapper', ...this.low.graph.inputs.map((i) => `input ${v(i.id)}`)];
     const deaths = this.deaths;
-    this.sched.steps.forEach((s, i) => {
-      if (s.kind === 'kernel') {
+    this.steps.forEach((s, i) => {
+      if (s.kind === 'gemm') {
+        const g = this.gemms.get(s)!;
+        const outs = stepOutputs(s);
+        lines.push(
+          `${outs.map(v).join(', ')} = gemm ${s.node.op}(${nodeInputs(s.node).map((id) => `%${id}`).join(', ')})` +
+            (s.epilogue ? ` + epilogue [${s.epilogue.nodes.map((n) => n.op).join(', ')}](${s.epilogueInputs.map((e) => `%${e.id}:${e.kind}`).join(', ')})` : '') +
+            ` ${g.bytes ? `f32x4 wasm, config ${JSON.stringify(g.config)}` : 'extern (no wasm)'}`,
+        );
+      } else if (s.kind === 'kernel') {
         const ks = this.kernelSteps.get(s.group)!;
         lines.push(`${s.group.outputs.map((o) => `alloc-or-reuse ${v(o)}`).join('; ')}`);
         lines.push(`call ${ks.code.name}(out: ${s.group.outputs.map((o) => `%${o}`).join(', ')}; in: ${s.group.inputs.map((o) => `%${o}`).join(', ')})`);
