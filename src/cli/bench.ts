@@ -33,7 +33,8 @@ export const BENCH_USAGE = `Usage: kiln bench [options]
 
 Options:
   --device <d>          device to run on (default: the first GPU accelerator, else cpu)
-  --dtype <t>           float32 (default) or bfloat16
+  --dtype <t...>        float32 (default) and/or bfloat16: repeat the flag, separate with commas or
+                        list several after it (--dtype float32 bfloat16); each workload runs per dtype
   --size <s>            full | cpu | tiny (default: cpu on the cpu device, full elsewhere)
   --workload <w>        a workload to run (repeatable, or comma-separated; 'all' for every one;
                         default: the quick subset ${QUICK_WORKLOADS.join(', ')})
@@ -58,7 +59,10 @@ const DTYPES: readonly DType[] = ['float32', 'bfloat16'];
 
 export interface BenchCliOptions {
   device: string;
+  /** The first of `dtypes`. */
   dtype: DType;
+  /** Every dtype to run, in order (each workload runs once per dtype). */
+  dtypes: DType[];
   size: BenchSize;
   workloads: WorkloadSpec[];
   skipped: string[];
@@ -91,7 +95,7 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
     allowPositionals: true,
     options: {
       device: { type: 'string' },
-      dtype: { type: 'string', default: 'float32' },
+      dtype: { type: 'string', multiple: true },
       size: { type: 'string' },
       workload: { type: 'string', multiple: true },
       reps: { type: 'string' },
@@ -108,11 +112,16 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
     },
   });
   if (values.help) return 'help';
-  if (positionals.length > 0) throw new Error(`bench: unexpected argument '${positionals[0]}' (workloads go after --workload)`);
+  // `--dtype float32 bfloat16`: dtype names right after --dtype arrive as positionals.
+  const extraDtypes = positionals.filter((p) => (DTYPES as readonly string[]).includes(p));
+  const stray = positionals.find((p) => !(DTYPES as readonly string[]).includes(p));
+  if (stray !== undefined) throw new Error(`bench: unexpected argument '${stray}' (workloads go after --workload)`);
+  if (extraDtypes.length > 0 && values.dtype === undefined) throw new Error(`bench: unexpected argument '${extraDtypes[0]}' (dtypes go after --dtype)`);
   const device = kiln.Device.from(pickDevice(values.device)).toString();
   const onCpu = device === 'cpu';
-  const dtype = values.dtype as DType;
-  if (!DTYPES.includes(dtype)) throw new Error(`bench: --dtype must be one of ${DTYPES.join(', ')}, got '${values.dtype}'`);
+  const dtypes = [...(values.dtype ?? ['float32']).flatMap((d) => d.split(',')), ...extraDtypes].map((d) => d.trim()).filter((d) => d.length > 0) as DType[];
+  for (const d of dtypes) if (!DTYPES.includes(d)) throw new Error(`bench: --dtype must be one of ${DTYPES.join(', ')}, got '${d}'`);
+  const dtype = dtypes[0] ?? 'float32';
   const size = (values.size ?? (onCpu ? 'cpu' : 'full')) as BenchSize;
   if (!BENCH_SIZES.includes(size)) throw new Error(`bench: --size must be one of ${BENCH_SIZES.join(', ')}, got '${values.size}'`);
   const names = (values.workload ?? []).flatMap((w) => w.split(',')).map((w) => w.trim()).filter((w) => w.length > 0);
@@ -125,6 +134,7 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
   return {
     device,
     dtype,
+    dtypes: [...new Set(dtypes)],
     size,
     workloads: requested.filter((w) => !skip(w)),
     skipped: requested.filter(skip).map((w) => w.name),
@@ -265,53 +275,17 @@ export function runBench(argv: string[]): number {
     console.log(BENCH_USAGE);
     return 0;
   }
-  const progress = new Progress(opts.progress, opts.workloads.length);
+  const runs = opts.dtypes.flatMap((dtype) => opts.workloads.map((spec) => ({ dtype, spec })));
+  const progress = new Progress(opts.progress, runs.length);
   if (opts.skipped.length > 0) progress.line(`bench: skipping ${opts.skipped.join(', ')} on cpu (slow; --include-slow runs it)`);
   const results: BenchResult[] = [];
-  const startups = new Map<string, StartupResult>();
-  withFreshCache(() => {
-    for (const [i, spec] of opts.workloads.entries()) {
-      progress.update(i, spec.name, 'building', 0, opts.warmup + opts.reps);
-      const t0 = performance.now();
-      const w = spec.build({ size: opts.size, device: opts.device, dtype: opts.dtype, seed: opts.seed });
-      const buildS = (performance.now() - t0) / 1000;
-      // The harness runs eager once and compiles (cold) before its first tick.
-      progress.update(i, spec.name, 'compiling', 0, opts.warmup + opts.reps);
-      try {
-        const r = benchWorkload(w, {
-          reps: opts.reps,
-          warmup: opts.warmup,
-          onProgress: (done, total) => progress.update(i, spec.name, done <= opts.warmup ? 'warm-up' : 'timing', done, total),
-        });
-        results.push(r);
-        progress.line(`bench: ${spec.name} ${r.row.eager_ms.toFixed(3)} ms (median of ${opts.reps}; built in ${buildS.toFixed(1)} s)`);
-      } finally {
-        w.dispose();
-      }
-      if (opts.startup) {
-        const s = measureStartup(target(opts, spec.name), opts.startupRuns, (done, total) => progress.update(i, spec.name, 'startup', done, total));
-        startups.set(spec.name, s);
-        progress.line(
-          `bench: ${spec.name} start ${s.cold_start_s.toFixed(3)} s cold, ${s.warm_start_s.toFixed(3)} s warm ` +
-            `(${s.warm_start_cpu_s.toFixed(3)} s CPU; the run alone ${s.warm_second_call_s.toFixed(3)} s; ${s.warm.counters.diskHits} disk hits, ${s.warm.pool.tasks} pool tasks)`,
-        );
-      }
-    }
-  });
   let report: CompileReportRow[] | null = null;
-  if (opts.compileReport) {
-    const p = new Progress(opts.progress, 1);
-    report = compileReport(target(opts, COMPILE_REPORT_WORKLOAD), opts.startupRuns, (done, total) => p.update(0, COMPILE_REPORT_WORKLOAD, 'compile report', done, total));
-    p.line(`bench: compile report for ${COMPILE_REPORT_WORKLOAD} done`);
-  }
-  const rows: ReportRow[] = results.map((r) => {
-    const s = startups.get(r.row.workload);
-    return s ? { ...r.row, cold_start_s: s.cold_start_s, warm_start_s: s.warm_start_s } : { ...r.row };
-  });
-  console.log(formatTable(rows));
-  if (report) console.log(`\ncold compile of ${COMPILE_REPORT_WORKLOAD}, compile worker pool vs one worker (median of ${opts.startupRuns}):\n${formatCompileReport(report)}`);
-  if (opts.json) {
-    const out = {
+  const report_ = (): { rows: ReportRow[]; json: unknown } => {
+    const rows: ReportRow[] = results.map((r) => {
+      const s = startups.get(`${r.row.workload}/${r.row.dtype}`);
+      return s ? { ...r.row, cold_start_s: s.cold_start_s, warm_start_s: s.warm_start_s } : { ...r.row };
+    });
+    const json = {
       meta: {
         machine: machineInfo(),
         device: deviceInfo(opts.device),
@@ -323,14 +297,18 @@ export function runBench(argv: string[]): number {
         warmup: opts.warmup,
         seed: opts.seed,
         skipped: opts.skipped,
+        dtypes: opts.dtypes,
+        failures,
+        complete: results.length + failures.length === runs.length,
         ...(startups.size > 0 ? { startup_runs: opts.startupRuns } : {}),
         ...(report ? { compile_report: report } : {}),
       },
       results: rows,
       details: results.map((r) => {
-        const s = startups.get(r.row.workload);
+        const s = startups.get(`${r.row.workload}/${r.row.dtype}`);
         return {
           workload: r.row.workload,
+          dtype: r.row.dtype,
           times_ms: r.timesMs,
           min_ms: r.minMs,
           output_shape: r.checksum.shape,
@@ -343,13 +321,70 @@ export function runBench(argv: string[]): number {
         };
       }),
     };
-    fs.mkdirSync(path.dirname(path.resolve(opts.json)), { recursive: true });
-    fs.writeFileSync(opts.json, `${JSON.stringify(out, null, 2)}\n`);
+    return { rows, json };
+  };
+  // Written after every workload too, so a run cut short (a time limit) keeps what it measured.
+  const partial = (): void => {
+    if (opts.json) writeJson(opts.json, report_().json);
+  };
+  const failures: { workload: string; dtype: DType; error: string }[] = [];
+  const startups = new Map<string, StartupResult>();
+  withFreshCache(() => {
+    for (const [i, { dtype, spec }] of runs.entries()) {
+      progress.update(i, spec.name, 'building', 0, opts.warmup + opts.reps);
+      const t0 = performance.now();
+      const w = spec.build({ size: opts.size, device: opts.device, dtype, seed: opts.seed });
+      const buildS = (performance.now() - t0) / 1000;
+      // The harness runs eager once and compiles (cold) before its first tick.
+      progress.update(i, spec.name, 'compiling', 0, opts.warmup + opts.reps);
+      try {
+        const r = benchWorkload(w, {
+          reps: opts.reps,
+          warmup: opts.warmup,
+          onProgress: (done, total) => progress.update(i, spec.name, done <= opts.warmup ? 'warm-up' : 'timing', done, total),
+        });
+        results.push(r);
+        progress.line(
+          `bench: ${spec.name} ${r.row.eager_ms.toFixed(3)} ms eager, ${r.row.compiled_ms?.toFixed(3) ?? '-'} ms compiled, ${dtype} (median of ${opts.reps}; built in ${buildS.toFixed(1)} s)`,
+        );
+      } catch (e) {
+        // One failing workload must not lose the others' results: report it and go on.
+        failures.push({ workload: spec.name, dtype, error: (e as Error).message });
+        progress.line(`bench: ${spec.name} ${dtype} FAILED: ${(e as Error).message.split('\n')[0]}`);
+      } finally {
+        w.dispose();
+      }
+      partial();
+      if (opts.startup) {
+        const s = measureStartup(target(opts, spec.name, dtype), opts.startupRuns, (done, total) => progress.update(i, spec.name, 'startup', done, total));
+        startups.set(`${spec.name}/${dtype}`, s);
+        progress.line(
+          `bench: ${spec.name} start ${s.cold_start_s.toFixed(3)} s cold, ${s.warm_start_s.toFixed(3)} s warm ` +
+            `(${s.warm_start_cpu_s.toFixed(3)} s CPU; the run alone ${s.warm_second_call_s.toFixed(3)} s; ${s.warm.counters.diskHits} disk hits, ${s.warm.pool.tasks} pool tasks)`,
+        );
+      }
+    }
+  });
+  if (opts.compileReport) {
+    const p = new Progress(opts.progress, 1);
+    report = compileReport(target(opts, COMPILE_REPORT_WORKLOAD, opts.dtype), opts.startupRuns, (done, total) => p.update(0, COMPILE_REPORT_WORKLOAD, 'compile report', done, total));
+    p.line(`bench: compile report for ${COMPILE_REPORT_WORKLOAD} done`);
+  }
+  const { rows, json } = report_();
+  console.log(formatTable(rows));
+  if (report) console.log(`\ncold compile of ${COMPILE_REPORT_WORKLOAD}, compile worker pool vs one worker (median of ${opts.startupRuns}):\n${formatCompileReport(report)}`);
+  if (opts.json) {
+    writeJson(opts.json, json);
     progress.line(`bench: wrote ${opts.json}`);
   }
   return 0;
 }
 
-function target(opts: BenchCliOptions, workload: string): { workload: string; size: string; device: string; dtype: string; seed: number } {
-  return { workload, size: opts.size, device: opts.device, dtype: opts.dtype, seed: opts.seed };
+function writeJson(file: string, json: unknown): void {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  fs.writeFileSync(file, `${JSON.stringify(json, null, 2)}\n`);
+}
+
+function target(opts: BenchCliOptions, workload: string, dtype: DType): { workload: string; size: string; device: string; dtype: string; seed: number } {
+  return { workload, size: opts.size, device: opts.device, dtype, seed: opts.seed };
 }

@@ -8,6 +8,7 @@ import type { BackendOptions, CompiledProgram } from './backend.js';
 import { registerBackend } from './backend.js';
 import { type AutotuneHook, KilnProgram } from './codegen/js/program.js';
 import { compileWithProgramCache } from './codegen/js/program-cache.js';
+import { compileForCuda, cudaDeviceOf } from './cuda-graphs/compile-cuda.js';
 import type { Graph } from './ir.js';
 import { lower } from './lower/lower.js';
 import { schedule } from './lower/schedule.js';
@@ -28,6 +29,9 @@ export function compileKiln(graph: Graph, options: Partial<KilnBackendOptions> =
 registerBackend({
   name: 'kiln',
   compile(graph: Graph, options: BackendOptions): CompiledProgram {
+    // Graphs on a cuda device take the CUDA C generator (and CUDA graphs): src/compile/cuda-graphs.
+    const cuda = cudaDeviceOf(graph);
+    if (cuda !== null) return compileForCuda(graph, cuda, options);
     // Whole programs are cached on disk (codegen/js/program-cache.ts); a hit skips lowering and codegen.
     return compileWithProgramCache(graph, options, 'kiln', (g) => compileKiln(g, options as KilnBackendOptions));
   },

@@ -24,6 +24,8 @@ const fmtBytes = (n: number): string => (n >= GiB / 4 ? `${(n / GiB).toFixed(2)}
 export class CudaAllocator implements Allocator {
   /** `${streamId}:${capacity}` -> free device addresses. */
   private readonly freeLists = new Map<string, DevPtr[]>();
+  /** Streams whose free lists are private pools of CUDA graphs: emptyCache leaves them alone. */
+  private readonly pinned = new Set<number>();
   private s: AllocatorStats = { allocatedBytes: 0, reservedBytes: 0, peakAllocatedBytes: 0, activeAllocations: 0, allocations: 0, cacheHits: 0, cachedBytes: 0 };
 
   constructor(
@@ -110,6 +112,15 @@ export class CudaAllocator implements Allocator {
     this.s.peakAllocatedBytes = this.s.allocatedBytes;
   }
 
+  /**
+   * Keeps `stream`'s free lists out of emptyCache: a captured CUDA graph replays into the blocks its
+   * capture freed there (src/runtime/cuda/graph.ts), so they must stay allocated while it lives.
+   */
+  pinStream(stream: CudaStream, pinned = true): void {
+    if (pinned) this.pinned.add(stream.id);
+    else this.pinned.delete(stream.id);
+  }
+
   emptyCache(): void {
     if (this.freeLists.size === 0) return;
     makeCurrent(this.deviceIndex);
@@ -117,13 +128,14 @@ export class CudaAllocator implements Allocator {
     // Queued kernels may still read cached blocks: wait for them before handing memory back.
     check(cu.cuCtxSynchronize(), `synchronizing cuda:${this.deviceIndex} before emptying the cache`);
     for (const [key, list] of this.freeLists) {
+      if (this.pinned.has(Number(key.slice(0, key.indexOf(':'))))) continue;
       const capacity = Number(key.slice(key.indexOf(':') + 1));
       for (const h of list) {
         check(cu.cuMemFree_v2(h), `freeing a cached block on cuda:${this.deviceIndex}`);
         this.s.reservedBytes -= capacity;
         this.s.cachedBytes -= capacity;
       }
+      this.freeLists.delete(key);
     }
-    this.freeLists.clear();
   }
 }

@@ -81,6 +81,19 @@ export class CudaAccelerator implements Accelerator {
     return s;
   }
 
+  /**
+   * Makes `stream` the device's Kiln default stream and returns the previous one. Every launch, copy
+   * and allocation of the eager kernels follows the default stream, so CUDA graph capture
+   * (src/runtime/cuda/graph.ts) routes a whole call to its capture stream this way, and the
+   * allocator's per-stream free lists make that stream's blocks a pool private to the graph.
+   */
+  setDefaultStream(index: number, stream: CudaStream): CudaStream {
+    const prev = this.defaultStream(index);
+    if (stream.deviceIndex !== index) throw new Error(`cuda: setDefaultStream: the stream is on cuda:${stream.deviceIndex}, not cuda:${index}`);
+    this.streams.set(index, stream);
+    return prev;
+  }
+
   createStream(index: number): DeviceStream {
     this.checkIndex(index);
     return CudaStream.create(index);

@@ -84,6 +84,16 @@ const DRIVER_DECLS = {
     'int cuLaunchKernel(void *f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, void *stream, void *params, void *extra)',
   cuGetErrorName: 'int cuGetErrorName(int error, _Out_ const char **name)',
   cuGetErrorString: 'int cuGetErrorString(int error, _Out_ const char **text)',
+  // --- CUDA graphs (src/runtime/cuda/graph.ts, branch s2-cudaint) ---
+  cuStreamBeginCapture_v2: 'int cuStreamBeginCapture_v2(void *stream, int mode)',
+  cuStreamEndCapture: 'int cuStreamEndCapture(void *stream, _Out_ void **graph)',
+  cuStreamIsCapturing: 'int cuStreamIsCapturing(void *stream, _Out_ int *status)',
+  cuGraphInstantiateWithFlags: 'int cuGraphInstantiateWithFlags(_Out_ void **exec, void *graph, uint64_t flags)',
+  cuGraphLaunch: 'int cuGraphLaunch(void *exec, void *stream)',
+  cuGraphGetNodes: 'int cuGraphGetNodes(void *graph, void *nodes, _Inout_ uint64_t *count)',
+  cuGraphExecDestroy: 'int cuGraphExecDestroy(void *exec)',
+  cuGraphDestroy: 'int cuGraphDestroy(void *graph)',
+  // --- end CUDA graphs ---
 } as const;
 
 export interface DriverApi {
@@ -125,6 +135,16 @@ export interface DriverApi {
   cuLaunchKernel(f: Ptr, gx: number, gy: number, gz: number, bx: number, by: number, bz: number, shmem: number, stream: Ptr | null, params: null, extra: Ptr): number;
   cuGetErrorName(code: number, name: Out<string | null>): number;
   cuGetErrorString(code: number, text: Out<string | null>): number;
+  // --- CUDA graphs (src/runtime/cuda/graph.ts) ---
+  cuStreamBeginCapture_v2(s: Ptr, mode: number): number;
+  cuStreamEndCapture(s: Ptr, graph: Out<Ptr | null>): number;
+  cuStreamIsCapturing(s: Ptr, status: Out<number>): number;
+  cuGraphInstantiateWithFlags(exec: Out<Ptr | null>, graph: Ptr, flags: number): number;
+  cuGraphLaunch(exec: Ptr, s: Ptr | null): number;
+  cuGraphGetNodes(graph: Ptr, nodes: null, count: [number]): number;
+  cuGraphExecDestroy(exec: Ptr): number;
+  cuGraphDestroy(graph: Ptr): number;
+  // --- end CUDA graphs ---
 }
 
 // ------------------------------------------------------------------------------------------------

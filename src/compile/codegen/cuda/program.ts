@@ -74,6 +74,8 @@ export interface CudaProgramOptions {
   autotune?: CudaAutotuneHook;
   /** Time every applicable config on the first run of each kernel spec (mode 'max-autotune'). */
   tuneOnFirstRun?: boolean;
+  /** Run before each timed tuning run, outside the timed region (the L2 flush; s2-cudaint). */
+  flush?: () => void;
 }
 
 export class CudaProgram implements CompiledProgram {
@@ -383,6 +385,7 @@ export class CudaProgram implements CompiledProgram {
       // Winners persist per generated code (its hash) and per call shape (rows x row length matter).
       key: `cuda:${kernelSourceHash(s.code.candidates.map((c) => c.source).join('\n'))}:${L.oshape.join('x')}/${L.rshape.join('x')}`,
       device: like.device,
+      flush: this.options.flush,
       candidates: idx.map((i) => ({ config: s.code.candidates[i]!.config, run: () => this.launchVariant(s, i, L, ptrs, like) })),
     });
     s.chosen = idx[r.bestIndex]!;

@@ -1,0 +1,46 @@
+/**
+ * The `kiln` backend's path for graphs whose tensors live on a cuda device: lowering and scheduling
+ * as on the cpu, CUDA C per fused kernel (src/compile/codegen/cuda), extern nodes (GEMM through
+ * cuBLASLt, attention, convolution, anything not fused) through the eager cuda kernels, kernels
+ * compiled in the compile worker pool, and the whole call replayed as a CUDA graph where the mode
+ * asks for it or it measures faster (graph-program.ts). In mode 'max-autotune' every kernel's
+ * configs are timed on its first run with kiln.Event, the L2 cache flushed before each timed run.
+ */
+import type { BackendOptions, CompiledProgram } from '../backend.js';
+import { lowerForCuda } from '../codegen/cuda/backend.js';
+import { CudaProgram } from '../codegen/cuda/program.js';
+import { cudaRuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
+import type { Graph } from '../ir.js';
+import { schedule } from '../lower/schedule.js';
+import { CudaGraphProgram, type GraphPolicy } from './graph-program.js';
+import { PiecewiseGraphProgram, splittable } from './piecewise.js';
+
+/** The cuda device of a graph's values, or null when none lives on cuda. */
+export function cudaDeviceOf(graph: Graph): number | null {
+  for (const v of graph.values.values()) if (v.device.type === 'cuda') return v.device.index;
+  return null;
+}
+
+/**
+ * KILN_CUDA_GRAPHS=0 turns graphs off (every call launches its kernels one by one), =1 replays
+ * them in every mode without measuring; unset: mode 'reduce-overhead' always, other modes where
+ * measured faster on the first call of each input signature.
+ */
+export function graphPolicy(mode: BackendOptions['mode'], env = process.env.KILN_CUDA_GRAPHS): GraphPolicy {
+  const v = env?.trim().toLowerCase();
+  if (v === '0' || v === 'off' || v === 'false') return 'off';
+  if (v === '1' || v === 'on' || v === 'true' || mode === 'reduce-overhead') return 'always';
+  return 'measure';
+}
+
+export function compileForCuda(graph: Graph, deviceIndex: number, options: BackendOptions): CompiledProgram {
+  const launcher = cudaRuntimeLauncher(deviceIndex);
+  const low = lowerForCuda(graph);
+  const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: options.mode === 'max-autotune', flush: () => launcher.flushL2() });
+  if (options.logCode) console.log(program.describe());
+  const isArg = graph.inputs.map((i) => i.source.kind === 'arg');
+  const aliasOutputs = options.mode === 'reduce-overhead';
+  const split = (): PiecewiseGraphProgram | null =>
+    splittable(graph) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: options.mode === 'max-autotune', aliasOutputs }) : null;
+  return new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split);
+}

@@ -1,0 +1,314 @@
+/**
+ * CUDA graphs for compiled programs on cuda (torch's mode='reduce-overhead'): the whole call is
+ * captured once per input signature (dtypes, shapes, strides: static shapes, so one graph per size
+ * of a dynamic dim) and later calls replay it with one cuGraphLaunch instead of one launch per
+ * kernel (about 4.5 us of host time each from Node).
+ *
+ * Per signature, on its first call:
+ *   1. compile: `program.prepare(inputs)` registers every kernel (every candidate in max-autotune)
+ *      with the launcher and `flush()` compiles them in parallel in the compile worker pool;
+ *   2. static inputs: each argument input gets a buffer of its own (same shape and strides);
+ *      lifted inputs (parameters, buffers, constants) are captured in place, by address;
+ *   3. warm-up: one run with a private stream as the device's default stream. Its allocations come
+ *      from that stream's allocator free lists (a pool private to this graph, reserved here, since
+ *      the caching allocator keeps free lists per stream) and everything lazy happens now
+ *      (NVRTC, module loads, cuBLASLt plans and workspace, autotuning);
+ *   4. capture: the same run between cuStreamBeginCapture_v2 / cuStreamEndCapture on that stream.
+ *      Every allocation is served by the free lists the warm-up filled, so there is no cuMemAlloc
+ *      inside capture (checked: `allocationsInCapture` counts reserved-byte growth);
+ *   5. the outputs of the captured run are the static outputs.
+ * A replay copies each argument whose address differs from its static buffer into it (one
+ * device-to-device copy), checks that lifted inputs kept their address (else it captures again),
+ * and launches the graph on the default stream.
+ *
+ * Aliasing (as torch's cudagraph trees warn): in mode 'reduce-overhead' the returned tensors share
+ * the static output buffers, so the next replay of the same graph overwrites them; clone() what
+ * must survive the next call. Mode 'default' (and 'max-autotune') use a graph only where it was
+ * measured faster than launching the kernels one by one (timed with kiln.Event on first call),
+ * and then return clones, so results never change under the caller.
+ *
+ * Calls that cannot be captured (an op that synchronises, e.g. reading indices back to validate
+ * them) fail the capture. Where the graph has such a known op (piecewise.ts) the call is then split
+ * into captured pieces around it; otherwise the program runs without graphs, with one warning
+ * naming the op's error.
+ */
+import { clone } from '../../api/core.js';
+import type { CudaAccelerator } from '../../runtime/cuda/cuda-accelerator.js';
+import { captureOn, type CudaGraphExec, GraphCaptureError, poolStream, withDefaultStream } from '../../runtime/cuda/graph.js';
+import type { CudaStream } from '../../runtime/cuda/stream.js';
+import { CudaEvent } from '../../runtime/cuda/stream.js';
+import { getAccelerator } from '../../runtime/registry.js';
+import { itemSize } from '../../tensor/dtype.js';
+import { keep, scope } from '../../tensor/scope.js';
+import { storageSpan, Tensor } from '../../tensor/tensor.js';
+import type { CompiledProgram } from '../backend.js';
+import type { CudaProgram } from '../codegen/cuda/program.js';
+import type { RuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
+
+/** Graphs kept per program (one per input signature); beyond this, new signatures run without one. */
+const MAX_GRAPHS = 16;
+/** Runs of each way timed on a first call in mode 'default' (after one untimed run of each). */
+const DECIDE_REPS = 5;
+
+interface Captured {
+  readonly exec: CudaGraphExec;
+  /** The private pool's stream (its free lists hold the graph's intermediates). */
+  readonly stream: CudaStream;
+  /** Per graph input: its static buffer (arguments) or null (lifted: captured in place). */
+  readonly statics: readonly (Tensor | null)[];
+  /** Per graph input: the device address the graph reads. */
+  readonly addresses: readonly number[];
+  readonly spans: readonly number[];
+  /** The captured call's output structure (tensors over static buffers). */
+  readonly output: unknown;
+  /** Use the graph for this signature (false: measured slower in mode 'default'). */
+  useGraph: boolean;
+}
+
+export interface CudaGraphStats {
+  /** Graphs captured (one per signature, again when a lifted input moved). */
+  captures: number;
+  replays: number;
+  /** Argument copies into static buffers at replay. */
+  inputCopies: number;
+  /** Calls run by launching the kernels one by one. */
+  plainRuns: number;
+  /** Bytes the allocator reserved during captures (0: every allocation came from the warmed pool). */
+  allocationsInCapture: number;
+  /** Nodes of the last captured graph. */
+  lastNodeCount: number;
+  /** Set when capture failed and the program runs without graphs: why. */
+  disabled: string | null;
+  /** Mode 'default' measurements of the last first call (ms per call). */
+  lastDecision: { plainMs: number; graphMs: number } | null;
+}
+
+const warned = new Set<string>();
+
+/** Returns `x` with every Tensor inside arrays and plain objects replaced by `f(t)`. */
+function mapTensors(x: unknown, f: (t: Tensor) => Tensor): unknown {
+  if (x instanceof Tensor) return f(x);
+  if (Array.isArray(x)) return x.map((e) => mapTensors(e, f));
+  if (x !== null && typeof x === 'object' && Object.getPrototypeOf(x) === Object.prototype) {
+    return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, mapTensors(v, f)]));
+  }
+  return x;
+}
+
+function tensorsOf(x: unknown, out: Tensor[] = []): Tensor[] {
+  mapTensors(x, (t) => (out.push(t), t));
+  return out;
+}
+
+const addressOf = (t: Tensor): number => (t.storage.buffer.handle as number) + t.offset * itemSize(t.dtype);
+
+export type GraphPolicy = 'always' | 'measure' | 'off';
+
+export class CudaGraphProgram implements CompiledProgram {
+  readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null };
+  private readonly graphs = new Map<string, Captured>();
+  private readonly prepared = new Set<string>();
+  /** Set when the whole call could not be captured but pieces of it can (piecewise.ts). */
+  private pieces: { readonly program: CompiledProgram; use: boolean } | undefined;
+
+  constructor(
+    readonly program: CudaProgram,
+    readonly launcher: RuntimeLauncher,
+    /** 'always': capture and replay; 'measure': replay where faster, cloning outputs; 'off': never. */
+    readonly policy: GraphPolicy,
+    /** Graph inputs that are function arguments (copied into static buffers); the rest are lifted. */
+    private readonly isArg: readonly boolean[],
+    /** Return the static output buffers themselves (mode 'reduce-overhead'), not clones. */
+    private readonly aliasOutputs: boolean,
+    /** Builds the piecewise program used when the whole call cannot be captured (null: none). */
+    private readonly split?: () => CompiledProgram | null,
+  ) {
+    if (policy === 'off') this.stats.disabled = 'CUDA graphs are off (KILN_CUDA_GRAPHS=0)';
+  }
+
+  /** Looked up at use (a map lookup), so programs can be built, and inspected, without a device. */
+  private get acc(): CudaAccelerator {
+    return getAccelerator('cuda') as unknown as CudaAccelerator;
+  }
+
+  /** The piecewise program this one delegates to since the whole call could not be captured. */
+  piecewise(): CompiledProgram | null {
+    return this.pieces?.program ?? null;
+  }
+
+  get kernelCount(): number {
+    return this.program.kernelCount;
+  }
+
+  describe(): string {
+    const g = [...this.graphs.values()];
+    const graphs = g.length === 0 ? 'no graph captured yet' : `${g.length} graph(s), ${g.filter((c) => c.useGraph).length} replayed`;
+    if (this.pieces) return `${this.pieces.use ? this.pieces.program.describe() : this.program.describe()}\n// cuda graphs: captured in pieces${this.pieces.use ? '' : ' (measured slower: not used)'}`;
+    return `${this.program.describe()}\n// cuda graphs (${this.policy}${this.aliasOutputs ? ', outputs alias static buffers' : ''}): ${this.stats.disabled ? `off: ${this.stats.disabled}` : graphs}`;
+  }
+
+  private key(inputs: readonly Tensor[]): string {
+    let k = '';
+    for (const t of inputs) k += `${t.dtype}[${t.shape.join(',')}|${t.strides.join(',')}]`;
+    return k;
+  }
+
+  /** Compiles every kernel this signature needs, in parallel in the compile pool. */
+  private prepare(key: string, inputs: readonly Tensor[]): void {
+    if (this.prepared.has(key)) return;
+    this.prepared.add(key);
+    // prepare() is async only for asynchronous launchers; with this one its work is all synchronous.
+    // A failure resurfaces (with its message) in the run that follows.
+    this.program.prepare(inputs).catch(() => undefined);
+    this.launcher.flush();
+  }
+
+  run(inputs: readonly Tensor[]): unknown {
+    if (this.pieces) return this.pieces.use ? this.pieces.program.run(inputs) : this.plain(inputs);
+    const key = this.key(inputs);
+    this.prepare(key, inputs);
+    // A cpu tensor among the inputs (a 0-dim scalar) is read by the host at launch: nothing to capture.
+    if (this.stats.disabled !== null || inputs.some((t) => t.device.type !== 'cuda')) return this.plain(inputs);
+    let c = this.graphs.get(key);
+    if (c && !this.liftedInPlace(c, inputs)) {
+      this.release(c);
+      this.graphs.delete(key);
+      c = undefined;
+    }
+    if (!c) {
+      if (this.graphs.size >= MAX_GRAPHS) return this.plain(inputs);
+      try {
+        c = this.capture(inputs);
+      } catch (e) {
+        if (!(e instanceof GraphCaptureError)) throw e;
+        this.stats.disabled = e.reason;
+        const piecewise = this.split?.() ?? null;
+        if (piecewise) {
+          this.pieces = { program: piecewise, use: true };
+          if (this.policy === 'measure') this.pieces.use = this.decidePieces(piecewise, inputs);
+          return this.run(inputs);
+        }
+        if (!warned.has(e.reason)) {
+          warned.add(e.reason);
+          process.emitWarning(`kiln.compile: CUDA graphs are off for this program: ${e.message}; it runs kernel by kernel`, { type: 'KilnCompileWarning', code: 'KILN_CUDA_GRAPH_FALLBACK' });
+        }
+        return this.plain(inputs);
+      }
+      this.graphs.set(key, c);
+      if (this.policy === 'measure') c.useGraph = this.decide(c, inputs);
+    }
+    if (!c.useGraph) return this.plain(inputs);
+    return this.replay(c, inputs, !this.aliasOutputs);
+  }
+
+  private plain(inputs: readonly Tensor[]): unknown {
+    this.stats.plainRuns++;
+    return this.program.run(inputs);
+  }
+
+  private liftedInPlace(c: Captured, inputs: readonly Tensor[]): boolean {
+    return inputs.every((t, i) => this.isArg[i] || addressOf(t) === c.addresses[i]);
+  }
+
+  private capture(inputs: readonly Tensor[]): Captured {
+    const index = inputs[0]?.device.index ?? this.launcher.deviceIndex;
+    const stream = poolStream(index);
+    const alloc = this.acc.allocator(index);
+    alloc.pinStream(stream);
+    const statics: (Tensor | null)[] = [];
+    const spans: number[] = [];
+    let output: unknown;
+    let exec: CudaGraphExec;
+    try {
+      const graphInputs = withDefaultStream(this.acc, stream, () =>
+        inputs.map((t, i) => {
+          spans.push(storageSpan(t.shape, t.strides) * itemSize(t.dtype));
+          if (!this.isArg[i]) {
+            statics.push(null);
+            return t;
+          }
+          const s = keep(Tensor.empty(t.shape, t.dtype, t.device, t.strides));
+          statics.push(s);
+          this.copyInto(s, t, spans[i]!, stream);
+          return s;
+        }),
+      );
+      // Warm-up in the private pool: everything lazy happens here, and the free lists fill.
+      // scope() also disposes the views the program made for extern calls, so every block goes back.
+      withDefaultStream(this.acc, stream, () => scope(() => void this.program.run(graphInputs)));
+      stream.synchronize();
+      const reserved = alloc.stats().reservedBytes;
+      exec = captureOn(this.acc, stream, () => {
+        output = scope(() => this.program.run(graphInputs));
+      });
+      this.stats.allocationsInCapture += alloc.stats().reservedBytes - reserved;
+    } catch (e) {
+      for (const s of statics) s?.dispose();
+      alloc.pinStream(stream, false);
+      throw e;
+    }
+    for (const t of tensorsOf(output)) keep(t);
+    this.stats.captures++;
+    this.stats.lastNodeCount = exec.nodeCount;
+    const addresses = inputs.map((t, i) => addressOf(statics[i] ?? t));
+    return { exec, stream, statics, addresses, spans, output, useGraph: true };
+  }
+
+  private copyInto(dst: Tensor, src: Tensor, bytes: number, stream: CudaStream): void {
+    this.acc.copyDeviceToDevice(dst.storage.buffer, dst.offset * itemSize(dst.dtype), src.storage.buffer, src.offset * itemSize(src.dtype), bytes, stream);
+  }
+
+  private replay(c: Captured, inputs: readonly Tensor[], cloneOutputs: boolean): unknown {
+    const d = this.acc.defaultStream(c.stream.deviceIndex);
+    inputs.forEach((t, i) => {
+      const s = c.statics[i];
+      if (s && addressOf(t) !== c.addresses[i]) {
+        this.copyInto(s, t, c.spans[i]!, d);
+        this.stats.inputCopies++;
+      }
+    });
+    c.exec.launch(d);
+    this.stats.replays++;
+    // New tensor objects over the static storages: disposing them drops only their own reference.
+    return mapTensors(c.output, (t) => (cloneOutputs ? clone(t) : new Tensor(t.storage, t.dtype, t.shape, t.strides, t.offset)));
+  }
+
+  /** Mode 'default': times plain runs against replays (with their input copies and clones). */
+  private decide(c: Captured, inputs: readonly Tensor[]): boolean {
+    return this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true));
+  }
+
+  /** Mode 'default' with a call captured in pieces: the pieces against launching everything. */
+  private decidePieces(p: CompiledProgram, inputs: readonly Tensor[]): boolean {
+    return this.faster(inputs[0]?.device.index ?? this.launcher.deviceIndex, inputs, () => p.run(inputs));
+  }
+
+  /** Whether `graphRun` takes less device time per call than a plain run (records both). */
+  private faster(index: number, inputs: readonly Tensor[], graphRun: () => unknown): boolean {
+    const d = this.acc.defaultStream(index);
+    const start = new CudaEvent(index, true);
+    const end = new CudaEvent(index, true);
+    const time = (f: () => unknown): number => {
+      const drop = (): void => {
+        for (const t of tensorsOf(f())) if (!inputs.includes(t)) t.dispose();
+      };
+      drop();
+      d.synchronize();
+      start.record(d);
+      for (let i = 0; i < DECIDE_REPS; i++) drop();
+      end.record(d);
+      return start.elapsedTime(end) / DECIDE_REPS;
+    };
+    const plainMs = time(() => this.program.run(inputs));
+    const graphMs = time(graphRun);
+    this.stats.lastDecision = { plainMs, graphMs };
+    return graphMs < plainMs;
+  }
+
+  private release(c: Captured): void {
+    c.exec.destroy();
+    for (const s of c.statics) s?.dispose();
+    for (const t of tensorsOf(c.output)) t.dispose();
+    this.acc.allocator(c.stream.deviceIndex).pinStream(c.stream, false);
+  }
+}

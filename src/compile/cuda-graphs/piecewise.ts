@@ -1,0 +1,165 @@
+/**
+ * Piecewise CUDA graphs: a call that cannot be captured whole (an op whose cuda kernel synchronises
+ * with the host, e.g. embedding validating its indices on the host) is split at those ops. The
+ * graph's nodes become pieces in order: maximal runs of capturable nodes, each compiled as its own
+ * CudaProgram and replayed as its own CUDA graph, and the synchronising nodes, run eagerly through
+ * the dispatcher between them.
+ *
+ * A piece's inputs are the values it reads from outside it. Values made by an earlier captured
+ * piece live in that piece's static output buffers, whose addresses never change, so the later
+ * piece captures them in place (no copy); values made by an eager node, and the call's arguments,
+ * are copied into the piece's static buffers at replay; lifted inputs are captured in place as in a
+ * whole-call graph. The call's outputs come from static buffers too: cloned unless the mode is
+ * 'reduce-overhead' (then they alias the buffers and the next replay overwrites them).
+ */
+import { clone } from '../../api/core.js';
+import { dispatch } from '../../ops/dispatch.js';
+import { getOp } from '../../ops/registry.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import type { CompiledProgram } from '../backend.js';
+import { lowerForCuda } from '../codegen/cuda/backend.js';
+import { CudaProgram } from '../codegen/cuda/program.js';
+import type { RuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
+import { buildOutput } from '../interpret.js';
+import { argValues, type Graph, type IRArg, type IRNode, outputValues, type ValueId, type ValueInfo } from '../ir.js';
+import { schedule } from '../lower/schedule.js';
+import { CudaGraphProgram } from './graph-program.js';
+
+/**
+ * Ops whose cuda kernels read device data back to the host (src/kernels/cuda/indexing.ts checks
+ * indices there), which no CUDA graph can contain.
+ */
+export const HOST_SYNC_OPS: ReadonlySet<string> = new Set(['embedding', 'indexSelect', 'gather']);
+
+type Piece =
+  | { readonly kind: 'graph'; readonly program: CudaGraphProgram; readonly inputs: readonly ValueId[]; readonly outputs: readonly ValueId[] }
+  | { readonly kind: 'eager'; readonly node: IRNode };
+
+export interface PiecewiseOptions {
+  readonly tuneOnFirstRun: boolean;
+  readonly aliasOutputs: boolean;
+}
+
+/** True when `graph` has a node that cannot be captured and a capturable run around it. */
+export function splittable(graph: Graph): boolean {
+  return graph.nodes.some((n) => HOST_SYNC_OPS.has(n.op)) && graph.nodes.some((n) => !HOST_SYNC_OPS.has(n.op));
+}
+
+export class PiecewiseGraphProgram implements CompiledProgram {
+  private readonly pieces: Piece[] = [];
+
+  constructor(
+    readonly graph: Graph,
+    launcher: RuntimeLauncher,
+    private readonly options: PiecewiseOptions,
+  ) {
+    const made = new Map<ValueId, 'arg' | 'lifted' | 'graph' | 'eager'>();
+    for (const inp of graph.inputs) made.set(inp.id, inp.source.kind === 'arg' ? 'arg' : 'lifted');
+    // Values read after position i (by later nodes or as outputs) decide each piece's outputs.
+    const finalOut = new Set(outputValues(graph.output));
+    const readAfter = (from: number): Set<ValueId> => {
+      const s = new Set(finalOut);
+      for (let k = from; k < graph.nodes.length; k++) for (const a of graph.nodes[k]!.args) for (const id of argValues(a)) s.add(id);
+      return s;
+    };
+    let run: IRNode[] = [];
+    const closeRun = (end: number): void => {
+      if (run.length === 0) return;
+      const inside = new Set(run.flatMap((n) => n.outputs));
+      const ins: ValueId[] = [];
+      for (const n of run) for (const a of n.args) for (const id of argValues(a)) if (!inside.has(id) && !ins.includes(id)) ins.push(id);
+      const later = readAfter(end);
+      const outs = run.flatMap((n) => n.outputs).filter((id) => later.has(id));
+      const sub = subgraph(graph, run, ins, outs);
+      const low = lowerForCuda(sub);
+      const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: options.tuneOnFirstRun, flush: () => launcher.flushL2() });
+      // Graph-made values are captured in place (static addresses); the rest are copied in.
+      const isArg = ins.map((id) => made.get(id) === 'arg' || made.get(id) === 'eager');
+      this.pieces.push({ kind: 'graph', program: new CudaGraphProgram(program, launcher, 'always', isArg, true), inputs: ins, outputs: outs });
+      for (const id of outs) made.set(id, 'graph');
+      run = [];
+    };
+    graph.nodes.forEach((n, i) => {
+      if (!HOST_SYNC_OPS.has(n.op)) {
+        run.push(n);
+        return;
+      }
+      closeRun(i);
+      this.pieces.push({ kind: 'eager', node: n });
+      for (const id of n.outputs) made.set(id, 'eager');
+    });
+    closeRun(graph.nodes.length);
+  }
+
+  /** The captured pieces' programs, in order. */
+  graphPieces(): CudaGraphProgram[] {
+    return this.pieces.flatMap((p) => (p.kind === 'graph' ? [p.program] : []));
+  }
+
+  get kernelCount(): number {
+    return this.graphPieces().reduce((n, p) => n + p.kernelCount, 0);
+  }
+
+  describe(): string {
+    return this.pieces
+      .map((p, i) => (p.kind === 'graph' ? `// piece ${i}: CUDA graph\n${p.program.describe()}` : `// piece ${i}: eager ${p.node.op} (synchronises with the host)`))
+      .join('\n\n');
+  }
+
+  run(inputs: readonly Tensor[]): unknown {
+    const env = new Map<ValueId, Tensor>();
+    this.graph.inputs.forEach((inp, i) => env.set(inp.id, inputs[i]!));
+    const made: Tensor[] = [];
+    const resolve = (a: IRArg): unknown => {
+      switch (a.kind) {
+        case 'value':
+          return env.get(a.id);
+        case 'list':
+          return a.items.map(resolve);
+        case 'const':
+          return a.value;
+        default:
+          return a satisfies never;
+      }
+    };
+    for (const p of this.pieces) {
+      if (p.kind === 'eager') {
+        const out = dispatch(getOp(p.node.op), ...(p.node.args.map(resolve) as never[])) as Tensor | Tensor[];
+        const outs = Array.isArray(out) ? out : [out];
+        p.node.outputs.forEach((id, k) => env.set(id, outs[k]!));
+        made.push(...outs);
+        continue;
+      }
+      const outs = p.program.run(p.inputs.map((id) => env.get(id)!)) as Tensor[];
+      p.outputs.forEach((id, k) => env.set(id, outs[k]!));
+      made.push(...outs);
+    }
+    const finals = new Map<ValueId, Tensor>();
+    for (const id of outputValues(this.graph.output)) {
+      const t = env.get(id)!;
+      finals.set(id, this.options.aliasOutputs || inputs.includes(t) ? t : clone(t));
+    }
+    const keepT = new Set(finals.values());
+    for (const t of made) if (!keepT.has(t) && !inputs.includes(t)) t.dispose();
+    return buildOutput(this.graph.output, finals);
+  }
+}
+
+/** The graph of `nodes` alone: `ins` become its inputs (as arguments), `outs` its outputs. */
+function subgraph(graph: Graph, nodes: readonly IRNode[], ins: readonly ValueId[], outs: readonly ValueId[]): Graph {
+  const values = new Map<ValueId, ValueInfo>();
+  const add = (id: ValueId): void => {
+    const v = graph.values.get(id);
+    if (!v) return;
+    // A view of a value outside the piece is an input of its own here: drop the alias.
+    values.set(id, v.aliasOf !== undefined && !values.has(v.aliasOf) ? { ...v, aliasOf: undefined } : v);
+  };
+  for (const id of ins) add(id);
+  for (const n of nodes) for (const id of n.outputs) add(id);
+  return {
+    inputs: ins.map((id, k) => ({ id, source: { kind: 'arg', path: [k] } })),
+    nodes,
+    values,
+    output: { kind: 'list', items: outs.map((id) => ({ kind: 'tensor', id })) },
+  };
+}
