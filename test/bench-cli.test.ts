@@ -30,7 +30,7 @@ test('kiln bench --size tiny --json: table and report', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
   try {
     const file = path.join(dir, 'sub', 'out.json');
-    const r = kiln(['bench', '--all', '--size', 'tiny', '--reps', '3', '--warmup', '1', '--json', file]);
+    const r = kiln(['bench', '--device', 'cpu', '--all', '--size', 'tiny', '--reps', '3', '--warmup', '1', '--json', file]);
     assert.equal(r.status, 0, r.stderr);
     // Table: header, rule, one line per workload with eager and compiled columns.
     const lines = r.stdout.trim().split('\n');
@@ -80,7 +80,7 @@ test('kiln bench --size tiny --json: table and report', () => {
 });
 
 test('kiln bench: one workload in bfloat16, and option errors', () => {
-  const r = kiln(['bench', '--size', 'tiny', '--dtype', 'bfloat16', '--workload', 'mlp-64x512', '--reps', '2', '--warmup', '0', '--no-progress']);
+  const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--dtype', 'bfloat16', '--workload', 'mlp-64x512', '--reps', '2', '--warmup', '0', '--no-progress']);
   assert.equal(r.status, 0, r.stderr);
   const lines = r.stdout.trim().split('\n');
   assert.equal(lines.length, 3);
@@ -104,7 +104,7 @@ test('kiln bench: one workload in bfloat16, and option errors', () => {
 });
 
 test('kiln bench with no workload runs the quick subset', () => {
-  const r = kiln(['bench', '--size', 'tiny', '--reps', '1', '--warmup', '0', '--no-progress']);
+  const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--reps', '1', '--warmup', '0', '--no-progress']);
   assert.equal(r.status, 0, r.stderr);
   const names = r.stdout.trim().split('\n').slice(2).map((l) => l.split(/\s+/)[0]);
   assert.deepEqual(names, QUICK);
@@ -114,7 +114,7 @@ test('kiln bench --startup: a warm second process loads the program from disk an
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
   try {
     const file = path.join(dir, 'startup.json');
-    const r = kiln(['bench', '--size', 'tiny', '--workload', 'transformer-block', '--reps', '1', '--warmup', '0', '--startup', '--startup-runs', '1', '--json', file], 120_000);
+    const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'transformer-block', '--reps', '1', '--warmup', '0', '--startup', '--startup-runs', '1', '--json', file], 120_000);
     assert.equal(r.status, 0, r.stderr);
     const lines = r.stdout.trim().split('\n');
     assert.match(lines[0]!, /max \|diff\|\s+cold start s\s+warm start s$/);
@@ -144,7 +144,7 @@ test('kiln bench --compile-report: pool at its default size vs one worker vs in-
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
   try {
     const file = path.join(dir, 'report.json');
-    const r = kiln(['bench', '--size', 'tiny', '--workload', 'mlp-64x512', '--reps', '1', '--warmup', '0', '--compile-report', '--startup-runs', '1', '--no-progress', '--json', file], 120_000);
+    const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'mlp-64x512', '--reps', '1', '--warmup', '0', '--compile-report', '--startup-runs', '1', '--no-progress', '--json', file], 120_000);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /cold compile of transformer-block/);
     const rows = (JSON.parse(fs.readFileSync(file, 'utf8')) as { meta: { compile_report: Json[] } }).meta.compile_report;

@@ -195,6 +195,50 @@ function runOne(opName: string, impl: LlmImpl, sample: OpcheckSample, device: De
   return { outputs, after };
 }
 
+/**
+ * Backward check. On cpu: gradcheck in float64 (finite differences). Elsewhere finite differences
+ * need float64 perturbations the device may not support, so the formula is gradchecked on cpu and
+ * the device's float32 gradients of sum(out^2) must then match the cpu's float32 gradients.
+ */
+function backwardCheck(grad: NonNullable<OpcheckSample['grad']>, device: Device): void {
+  const fn = (...xs: Tensor[]): Tensor | Tensor[] => grad.fn(...xs);
+  if (device.type === 'cpu') {
+    gradcheck(fn, grad.inputs(device));
+    return;
+  }
+  const base = grad.inputs(Device.from('cpu'));
+  gradcheck(fn, base);
+  const gradsOn = (dev: string): (number[] | null)[] => {
+    const ins = base.map((t) => {
+      const c = t.detach().to({ device: dev, dtype: t.dtype === 'float64' ? 'float32' : t.dtype });
+      return t.requiresGrad ? c.requiresGrad_(true) : c;
+    });
+    const r = fn(...ins);
+    const outs = Array.isArray(r) ? r : [r];
+    let loss: Tensor | null = null;
+    for (const o of outs) {
+      if (!o.requiresGrad) continue;
+      const f = o.to('float32');
+      const term = f.mul(f).sum();
+      loss = loss ? loss.add(term) : term;
+    }
+    if (!loss) throw new Error(`no output requires grad on ${dev}`);
+    loss.backward();
+    return ins.map((t) => (t.grad ? t.grad.to('cpu').toFlatArray() : null));
+  };
+  const want = gradsOn('cpu');
+  const got = gradsOn(device.toString());
+  want.forEach((w, i) => {
+    const g = got[i];
+    if (!w || !g) {
+      if (w !== g) throw new Error(`input ${i}: gradient missing on ${w ? device.toString() : 'cpu'}`);
+      return;
+    }
+    const diff = closeTo(g, w, 'float32');
+    if (diff) throw new Error(`input ${i}: ${device.toString()} gradient differs from cpu at ${diff}`);
+  });
+}
+
 function dynamicCheck(opName: string, sample: OpcheckSample, device: Device, dim: string, failures: string[], checks: string[]): void {
   const base = sample.dims?.[dim];
   if (base === undefined) return;
@@ -247,7 +291,7 @@ export function opcheck(opName: string, samples: readonly OpcheckSample[], optio
     for (const d of entry?.dynamic ?? []) dynamicCheck(opName, sample, device, d.name, failures, checks);
     if (entry?.backward === true && sample.grad) {
       try {
-        gradcheck((...xs: Tensor[]) => sample.grad!.fn(...xs), sample.grad.inputs(device));
+        backwardCheck(sample.grad, device);
         checks.push(`backward [${sample.label}]`);
       } catch (e) {
         failures.push(`[${sample.label}] backward: ${(e as Error).message}`);
