@@ -14,6 +14,7 @@ import type { DType } from '../../../tensor/dtype.js';
 import { broadcastStrides, contiguousStrides } from '../../../tensor/layout.js';
 import type { ValueId } from '../../ir.js';
 import type { KernelGroup } from '../../lower/schedule.js';
+import { coalesce } from '../layout-plan.js';
 
 /** What a kernel needs to know about a value. */
 export interface ValueLayout {
@@ -46,28 +47,6 @@ export interface KernelLayout {
   /** Reduce: the row dims (empty for pointwise). */
   readonly rshape: readonly number[];
   readonly rst: readonly (readonly number[])[];
-}
-
-export function coalesce(shape: readonly number[], strides: readonly (readonly number[])[]): { shape: number[]; strides: number[][] } {
-  const outShape: number[] = [];
-  const outStrides: number[][] = strides.map(() => []);
-  for (let d = 0; d < shape.length; d++) {
-    const size = shape[d]!;
-    if (size === 1) continue;
-    const last = outShape.length - 1;
-    if (last >= 0 && size !== 0 && outShape[last] !== 0 && strides.every((s, k) => outStrides[k]![last] === s[d]! * size)) {
-      outShape[last]! *= size;
-      strides.forEach((s, k) => (outStrides[k]![last] = s[d]!));
-    } else {
-      outShape.push(size);
-      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
-    }
-  }
-  if (outShape.length === 0) {
-    outShape.push(1);
-    strides.forEach((_, k) => outStrides[k]!.push(0));
-  }
-  return { shape: outShape, strides: outStrides };
 }
 
 /** Dims ordered outermost-first by `strides` (descending magnitude), stable. */

@@ -22,6 +22,7 @@ import type { IRArg, ValueId } from '../../ir.js';
 import { outputValues } from '../../ir.js';
 import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
+import { planValueMetas } from '../layout-plan.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../pool/index.js';
 import { packArgs } from './args.js';
@@ -219,19 +220,7 @@ export class CudaProgram implements CompiledProgram {
   }
 
   private plan(inputs: readonly Tensor[]): Map<ValueId, MetaLike> {
-    let key = '';
-    for (const t of inputs) key += `${t.dtype}[${t.shape.join(',')}|${t.strides.join(',')}|${t.offset}]`;
-    let p = this.plans.get(key);
-    if (p) return p;
-    p = new Map();
-    this.low.graph.inputs.forEach((inp, i) => {
-      const t = inputs[i]!;
-      p!.set(inp.id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: t.offset });
-    });
-    for (const n of this.low.nodes) nodeMeta(n, p).forEach((m, k) => p!.set(n.outputs[k]!, m));
-    if (this.plans.size > 64) this.plans.clear();
-    this.plans.set(key, p);
-    return p;
+    return planValueMetas(this.low, inputs, this.plans);
   }
 
   run(inputs: readonly Tensor[]): unknown {

@@ -26,6 +26,7 @@ import { buildOutput } from '../../interpret.js';
 import type { IRArg, ValueId } from '../../ir.js';
 import { outputValues } from '../../ir.js';
 import { type LNode, type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
+import { coalesce, planValueMetas } from '../layout-plan.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
 import { compileCandidates, HELPERS, type KernelFn, validateWasm } from './compile.js';
 import { fuseGemms, type GemmStep } from '../../lower/gemm.js';
@@ -105,28 +106,6 @@ function stepInputs(s: Step | GemmStep): ValueId[] {
   const ins = nodeInputs(s.node);
   if (s.kind === 'gemm') for (const e of s.epilogueInputs) ins.push(e.id);
   return ins;
-}
-
-function coalesce(shape: readonly number[], strides: number[][]): { shape: number[]; strides: number[][] } {
-  const outShape: number[] = [];
-  const outStrides: number[][] = strides.map(() => []);
-  for (let d = 0; d < shape.length; d++) {
-    const size = shape[d]!;
-    if (size === 1) continue;
-    const last = outShape.length - 1;
-    if (last >= 0 && size !== 0 && outShape[last] !== 0 && strides.every((s, k) => outStrides[k]![last] === s[d]! * size)) {
-      outShape[last]! *= size;
-      strides.forEach((s, k) => (outStrides[k]![last] = s[d]!));
-    } else {
-      outShape.push(size);
-      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
-    }
-  }
-  if (outShape.length === 0) {
-    outShape.push(1);
-    strides.forEach((_, k) => outStrides[k]!.push(0));
-  }
-  return { shape: outShape, strides: outStrides };
 }
 
 /** Dims ordered outermost-first by `strides` (descending), stable. */
@@ -240,19 +219,7 @@ export class KilnProgram implements CompiledProgram {
   }
 
   private plan(inputs: readonly Tensor[]): Map<ValueId, MetaLike> {
-    let key = '';
-    for (const t of inputs) key += `${t.dtype}[${t.shape.join(',')}|${t.strides.join(',')}|${t.offset}]`;
-    let p = this.plans.get(key);
-    if (p) return p;
-    p = new Map();
-    this.low.graph.inputs.forEach((inp, i) => {
-      const t = inputs[i]!;
-      p!.set(inp.id, { shape: t.shape, strides: t.strides, dtype: t.dtype, device: t.device, offset: t.offset });
-    });
-    for (const n of this.low.nodes) nodeMeta(n, p).forEach((m, k) => p!.set(n.outputs[k]!, m));
-    if (this.plans.size > 64) this.plans.clear();
-    this.plans.set(key, p);
-    return p;
+    return planValueMetas(this.low, inputs, this.plans);
   }
 
   run(inputs: readonly Tensor[]): unknown {
