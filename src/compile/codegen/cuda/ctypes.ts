@@ -6,49 +6,10 @@
  */
 import type { DType } from '../../../tensor/dtype.js';
 
-export type CType = 'float' | 'double' | 'int' | 'long long';
-
-/** The type values of `d` are computed in. uint8 and bool compute in int and wrap / clamp on rounding. */
-export function computeType(d: DType): CType {
-  switch (d) {
-    case 'float32':
-    case 'float16':
-    case 'bfloat16':
-      return 'float';
-    case 'float64':
-      return 'double';
-    case 'int64':
-      return 'long long';
-    case 'int32':
-    case 'uint8':
-    case 'bool':
-      return 'int';
-    default:
-      return d satisfies never;
-  }
-}
-
-/** The element type of a global-memory array of `d` (halves as raw 16-bit words). */
-export function storageType(d: DType): string {
-  switch (d) {
-    case 'float32':
-      return 'float';
-    case 'float64':
-      return 'double';
-    case 'float16':
-    case 'bfloat16':
-      return 'unsigned short';
-    case 'int32':
-      return 'int';
-    case 'int64':
-      return 'long long';
-    case 'uint8':
-    case 'bool':
-      return 'unsigned char';
-    default:
-      return d satisfies never;
-  }
-}
+// The storage and compute types are the eager generator's (one table for both code generators);
+// the conversions below differ in form because the compiler's kernels name their values.
+import type { CType } from '../../../kernels/cuda/codegen/ctypes.js';
+export { computeType, storageType, type CType } from '../../../kernels/cuda/codegen/ctypes.js';
 
 /** Converts a raw stored element (expression) to its compute type. */
 export function loadConvert(d: DType, raw: string): string {
