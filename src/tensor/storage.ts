@@ -12,11 +12,49 @@ export class Storage {
   /** Bumped by every op that writes into this storage (autograd checks saved tensors with it). */
   version = 0;
   private freed = false;
+  /** Set for a storage lent over a buffer that someone else owns (see `borrow`). */
+  private lent = false;
 
   private constructor(
     readonly device: Device,
-    readonly buffer: DeviceBuffer,
+    private buf: DeviceBuffer,
   ) {}
+
+  /** The device allocation. Stable for the storage's life except for a lent storage's `detach`. */
+  get buffer(): DeviceBuffer {
+    return this.buf;
+  }
+
+  /**
+   * A storage over `buffer` that someone else owns (a CUDA graph's static output buffer, which
+   * the next replay overwrites): releasing it frees nothing. Before the owner overwrites the
+   * buffer it calls `detach` on every lent storage that is still alive, which gives it a copy of
+   * its own; results handed out this way thus never change under their holder, yet cost no copy
+   * when the holder disposed them in time (the usual case in a loop).
+   */
+  static borrow(device: Device, buffer: DeviceBuffer): Storage {
+    const s = new Storage(device, buffer);
+    s.lent = true;
+    return s;
+  }
+
+  /** Whether this is a lent storage that still reads its owner's buffer. */
+  get isLent(): boolean {
+    return this.lent;
+  }
+
+  /**
+   * Moves a lent storage onto a buffer of its own, filled by `copy(dst)` from the owner's buffer
+   * (enqueued in stream order before the owner overwrites it). No-op when freed or not lent.
+   */
+  detach(copy: (dst: DeviceBuffer) => void): void {
+    if (this.freed || !this.lent) return;
+    const alloc = acceleratorFor(this.device).accelerator.allocator(this.device.index);
+    const own = alloc.allocate(this.buf.nbytes, { zero: false });
+    copy(own);
+    this.buf = own;
+    this.lent = false;
+  }
 
   static allocate(device: Device, nbytes: number, zero = false): Storage {
     const { accelerator, device: d } = acceleratorFor(device);
@@ -42,6 +80,7 @@ export class Storage {
     this.refs--;
     if (this.refs > 0) return;
     this.freed = true;
+    if (this.lent) return;
     const alloc = acceleratorFor(this.device).accelerator.allocator(this.device.index);
     // A collected tensor's buffer may still be aliased by a typed array the user kept, so it is
     // never handed to another tensor; only explicit dispose() recycles memory.

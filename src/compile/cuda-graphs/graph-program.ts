@@ -25,14 +25,17 @@
  * the static output buffers, so the next replay of the same graph overwrites them; clone() what
  * must survive the next call. Mode 'default' (and 'max-autotune') use a graph only where it was
  * measured faster than launching the kernels one by one (timed with kiln.Event on first call),
- * and then return clones, so results never change under the caller.
+ * and results never change under the caller: they are lent (Storage.borrow) over the static
+ * buffers, and the next replay first gives each one still alive a copy of its own (detach). A
+ * caller that disposes results before the next call (a loop under kiln.scope) pays no copy; the
+ * old design cloned every output on every replay: an extra read and write of each output, as much
+ * memory traffic as elementwise-4096's kernel itself.
  *
  * Calls that cannot be captured (an op that synchronises, e.g. reading indices back to validate
  * them) fail the capture. Where the graph has such a known op (piecewise.ts) the call is then split
  * into captured pieces around it; otherwise the program runs without graphs, with one warning
  * naming the op's error.
  */
-import { clone } from '../../api/core.js';
 import type { CudaAccelerator } from '../../runtime/cuda/cuda-accelerator.js';
 import { captureOn, type CudaGraphExec, GraphCaptureError, poolStream, withDefaultStream } from '../../runtime/cuda/graph.js';
 import type { CudaStream } from '../../runtime/cuda/stream.js';
@@ -40,6 +43,7 @@ import { CudaEvent } from '../../runtime/cuda/stream.js';
 import { getAccelerator } from '../../runtime/registry.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { keep, scope } from '../../tensor/scope.js';
+import { Storage } from '../../tensor/storage.js';
 import { storageSpan, Tensor } from '../../tensor/tensor.js';
 import type { CompiledProgram } from '../backend.js';
 import type { CudaProgram } from '../codegen/cuda/program.js';
@@ -63,6 +67,8 @@ interface Captured {
   readonly output: unknown;
   /** Use the graph for this signature (false: measured slower in mode 'default'). */
   useGraph: boolean;
+  /** Storages lent to callers by earlier replays (detached before the next replay if alive). */
+  lent: Storage[];
 }
 
 export interface CudaGraphStats {
@@ -71,6 +77,8 @@ export interface CudaGraphStats {
   replays: number;
   /** Argument copies into static buffers at replay. */
   inputCopies: number;
+  /** Results of an earlier replay still alive at the next one, copied out before it overwrote them. */
+  detachCopies: number;
   /** Calls run by launching the kernels one by one. */
   plainRuns: number;
   /** Bytes the allocator reserved during captures (0: every allocation came from the warmed pool). */
@@ -105,7 +113,7 @@ const addressOf = (t: Tensor): number => (t.storage.buffer.handle as number) + t
 export type GraphPolicy = 'always' | 'measure' | 'off';
 
 export class CudaGraphProgram implements CompiledProgram {
-  readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null };
+  readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, detachCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null };
   private readonly graphs = new Map<string, Captured>();
   private readonly prepared = new Set<string>();
   /** Set when the whole call could not be captured but pieces of it can (piecewise.ts). */
@@ -251,15 +259,16 @@ export class CudaGraphProgram implements CompiledProgram {
     this.stats.captures++;
     this.stats.lastNodeCount = exec.nodeCount;
     const addresses = inputs.map((t, i) => addressOf(statics[i] ?? t));
-    return { exec, stream, statics, addresses, spans, output, useGraph: true };
+    return { exec, stream, statics, addresses, spans, output, useGraph: true, lent: [] };
   }
 
   private copyInto(dst: Tensor, src: Tensor, bytes: number, stream: CudaStream): void {
     this.acc.copyDeviceToDevice(dst.storage.buffer, dst.offset * itemSize(dst.dtype), src.storage.buffer, src.offset * itemSize(src.dtype), bytes, stream);
   }
 
-  private replay(c: Captured, inputs: readonly Tensor[], cloneOutputs: boolean): unknown {
+  private replay(c: Captured, inputs: readonly Tensor[], lendOutputs: boolean): unknown {
     const d = this.acc.defaultStream(c.stream.deviceIndex);
+    if (lendOutputs) this.detachLent(c, d);
     inputs.forEach((t, i) => {
       const s = c.statics[i];
       if (s && addressOf(t) !== c.addresses[i]) {
@@ -269,11 +278,35 @@ export class CudaGraphProgram implements CompiledProgram {
     });
     c.exec.launch(d);
     this.stats.replays++;
-    // New tensor objects over the static storages: disposing them drops only their own reference.
-    return mapTensors(c.output, (t) => (cloneOutputs ? clone(t) : new Tensor(t.storage, t.dtype, t.shape, t.strides, t.offset)));
+    if (!lendOutputs) {
+      // New tensor objects over the static storages: disposing them drops only their own reference.
+      return mapTensors(c.output, (t) => new Tensor(t.storage, t.dtype, t.shape, t.strides, t.offset));
+    }
+    // One lent storage per static storage, so views of one output keep sharing memory.
+    const byStatic = new Map<Storage, Storage>();
+    return mapTensors(c.output, (t) => {
+      let s = byStatic.get(t.storage);
+      if (!s) {
+        s = Storage.borrow(t.device, t.storage.buffer);
+        byStatic.set(t.storage, s);
+        c.lent.push(s);
+      }
+      return new Tensor(s, t.dtype, t.shape, t.strides, t.offset);
+    });
   }
 
-  /** Mode 'default': times plain runs against replays (with their input copies and clones). */
+  /** Gives every result of earlier replays that is still alive a copy of its own, in stream order. */
+  private detachLent(c: Captured, d: CudaStream): void {
+    for (const s of c.lent) {
+      if (s.isFreed || !s.isLent) continue;
+      const src = s.buffer;
+      s.detach((dst) => this.acc.copyDeviceToDevice(dst, 0, src, 0, src.nbytes, d));
+      this.stats.detachCopies++;
+    }
+    c.lent.length = 0;
+  }
+
+  /** Mode 'default': times plain runs against replays (with their input copies; results lent). */
   private decide(c: Captured, inputs: readonly Tensor[]): boolean {
     return this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true));
   }
@@ -308,6 +341,7 @@ export class CudaGraphProgram implements CompiledProgram {
   private release(c: Captured): void {
     c.exec.destroy();
     for (const s of c.statics) s?.dispose();
+    this.detachLent(c, this.acc.defaultStream(c.stream.deviceIndex));
     for (const t of tensorsOf(c.output)) t.dispose();
     this.acc.allocator(c.stream.deviceIndex).pinStream(c.stream, false);
   }

@@ -16,6 +16,11 @@ import { computeType, loadConvert, storageType, storeConvert } from './ctypes.js
 import type { KernelSpec } from './layout.js';
 import { type CArg, CUDA_TEMPLATES, declareValue } from './templates.js';
 
+/** KILN_CUDA_FAST_MATH=0 turns the fast float exp/tanh off (templates.ts); KILN_* is in every cache key. */
+export function cudaFastMath(): boolean {
+  return process.env['KILN_CUDA_FAST_MATH'] !== '0';
+}
+
 export interface GroupCtx {
   readonly g: KernelGroup;
   readonly info: (id: ValueId) => ValueInfo;
@@ -44,7 +49,7 @@ export function nodeStatement(c: GroupCtx, n: LNode, name: (id: ValueId) => stri
     a.kind === 'value' ? { kind: 'value', expr: name(a.id), dtype: c.info(a.id).dtype, shape: c.info(a.id).shape } : { kind: 'const', value: a.kind === 'const' ? a.value : null },
   );
   const t = CUDA_TEMPLATES.get(n.op);
-  const expr = t ? t(args, { out: dtype }) : null;
+  const expr = t ? t(args, { out: dtype, fast: cudaFastMath() }) : null;
   if (expr === null) throw new Error(`kiln cuda codegen: no CUDA template for ${n.op} (${args.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ')} -> ${dtype})`);
   const fromFloating = nodeInputs(n).some((id) => isFloating(c.info(id).dtype));
   return declareValue(name(out), expr, dtype, CAST_OPS.has(n.op), fromFloating);

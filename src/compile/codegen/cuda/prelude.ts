@@ -55,6 +55,17 @@ template <typename T> __device__ __forceinline__ T kiln_divfloor(T a, T b) {
   if (div - fl > (T)0.5) fl += 1;
   return fl;
 }
+// Fast float exp/tanh (templates.ts, ctx.fast): exp(x) = 2^(x log2 e) through ex2.approx, as
+// Triton's tl.exp (torch.compile's kernels) does; relative error about 2^-22 plus the rounding of
+// x log2 e (|x| 2^-24 relative: 5e-6 at |x| = 80). tanh from one such exp: 1 - 2/(e^2|x| + 1) loses
+// relative precision near 0, so |x| < 0.03 uses its odd Taylor polynomial (error below 1e-10).
+__device__ __forceinline__ float kiln_fexp(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y; }
+__device__ __forceinline__ float kiln_ftanh(float x) {
+  const float a = fabsf(x);
+  if (a < 0.03f) { const float x2 = x * x; return x * (1.0f - x2 * (0.333333343f - x2 * 0.13333334f)); }
+  const float e = kiln_fexp(-2.0f * a);
+  return copysignf(__fdividef(1.0f - e, 1.0f + e), x);
+}
 template <typename T> __device__ __forceinline__ T kiln_lerp(T s, T e, T w) { T d = e - s; return (w < (T)0.5 && w > (T)-0.5) ? s + w * d : e - d * ((T)1 - w); }
 // Reduction combiners; kiln_cmax / kiln_cmin propagate NaN like the JS kernels' accumulators.
 struct KSum { template <typename T> static __device__ __forceinline__ T f(T a, T b) { return a + b; } };

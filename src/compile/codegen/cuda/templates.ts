@@ -20,6 +20,12 @@ export type CArg =
 export interface CTemplateCtx {
   /** dtype of the node's output. */
   readonly out: DType;
+  /**
+   * Fast float math (default on; KILN_CUDA_FAST_MATH=0 turns it off): exp, sigmoid, silu and tanh
+   * in float go through the prelude's kiln_fexp / kiln_ftanh (ex2.approx, as Triton's tl.exp that
+   * torch.compile's kernels use) instead of libdevice's expf/tanhf. Doubles are never affected.
+   */
+  readonly fast?: boolean;
 }
 
 type CTemplate = (args: readonly CArg[], ctx: CTemplateCtx) => string | null;
@@ -54,13 +60,13 @@ function num(a: CArg | undefined): number | null {
 
 const isNone = (a: CArg | undefined): boolean => !a || (a.kind === 'const' && (a.value === null || a.value === undefined));
 
-function unary(f: (x: string, t: CType, dt: DType) => string, opts: { floatOnly?: boolean } = {}): CTemplate {
+function unary(f: (x: string, t: CType, dt: DType, ctx: CTemplateCtx) => string, opts: { floatOnly?: boolean } = {}): CTemplate {
   return (args, ctx) => {
     const x = operand(args[0], ctx.out);
     if (x === null || args[0]!.kind !== 'value') return null;
     if (opts.floatOnly && !isFloating(ctx.out)) return null;
     if (ctx.out === 'bool' && !opts.floatOnly) return null;
-    return f(x, computeType(ctx.out), ctx.out);
+    return f(x, computeType(ctx.out), ctx.out, ctx);
   };
 }
 
@@ -73,6 +79,10 @@ function binary(f: (a: string, b: string, ctx: CTemplateCtx, t: CType) => string
     return f(a, b, ctx, computeType(dt));
   };
 }
+
+/** exp / tanh in compute type t: the fast prelude versions for float under ctx.fast. */
+const expFn = (t: CType, ctx: CTemplateCtx): string => (ctx.fast && t === 'float' ? 'kiln_fexp' : mathFn('exp', t));
+const tanhFn = (t: CType, ctx: CTemplateCtx): string => (ctx.fast && t === 'float' ? 'kiln_ftanh' : mathFn('tanh', t));
 
 /** A float-only libm call. */
 const fn1 = (name: string): CTemplate => unary((x, t) => `${mathFn(name, t)}(${x})`, { floatOnly: true });
@@ -142,7 +152,7 @@ export const CUDA_TEMPLATES: ReadonlyMap<string, CTemplate> = new Map<string, CT
   ['neg', unary((x) => `(-${x})`)],
   ['abs', unary((x) => `kiln_abs(${x})`)],
   ['sign', unary((x, t) => `(${x} > ${cLit(0, t)} ? ${one(t)} : ${x} < ${cLit(0, t)} ? ${cLit(-1, t)} : ${cLit(0, t)})`)],
-  ['exp', fn1('exp')],
+  ['exp', unary((x, t, _dt, ctx) => `${expFn(t, ctx)}(${x})`, { floatOnly: true })],
   ['expm1', fn1('expm1')],
   ['log', fn1('log')],
   ['log2', fn1('log2')],
@@ -154,11 +164,11 @@ export const CUDA_TEMPLATES: ReadonlyMap<string, CTemplate> = new Map<string, CT
   ['sin', fn1('sin')],
   ['cos', fn1('cos')],
   ['tan', fn1('tan')],
-  ['tanh', fn1('tanh')],
-  ['sigmoid', unary((x, t) => `(${one(t)} / (${one(t)} + ${mathFn('exp', t)}(-${x})))`, { floatOnly: true })],
+  ['tanh', unary((x, t, _dt, ctx) => `${tanhFn(t, ctx)}(${x})`, { floatOnly: true })],
+  ['sigmoid', unary((x, t, _dt, ctx) => `(${one(t)} / (${one(t)} + ${expFn(t, ctx)}(-${x})))`, { floatOnly: true })],
   ['erf', fn1('erf')],
   ['relu', unary((x, t) => `(${x} > ${cLit(0, t)} || ${x} != ${x} ? ${x} : ${cLit(0, t)})`)],
-  ['silu', unary((x, t) => `(${x} / (${one(t)} + ${mathFn('exp', t)}(-${x})))`, { floatOnly: true })],
+  ['silu', unary((x, t, _dt, ctx) => `(${x} / (${one(t)} + ${expFn(t, ctx)}(-${x})))`, { floatOnly: true })],
   ['floor', rounding('floor')],
   ['ceil', rounding('ceil')],
   // rint rounds half to even under the default rounding mode, like roundHalfEven.
@@ -177,7 +187,7 @@ export const CUDA_TEMPLATES: ReadonlyMap<string, CTemplate> = new Map<string, CT
       const t = computeType(ctx.out);
       const approx = args[1]?.kind === 'const' ? args[1].value : 'none';
       const L = (v: number): string => cLit(v, t);
-      if (approx === 'tanh') return `(${L(0.5)} * ${x} * (${L(1)} + ${mathFn('tanh', t)}(${L(Math.sqrt(2 / Math.PI))} * (${x} + ${L(0.044715)} * ${x} * ${x} * ${x}))))`;
+      if (approx === 'tanh') return `(${L(0.5)} * ${x} * (${L(1)} + ${tanhFn(t, ctx)}(${L(Math.sqrt(2 / Math.PI))} * (${x} + ${L(0.044715)} * ${x} * ${x} * ${x}))))`;
       return `(${x} * ${L(0.5)} * (${L(1)} + ${mathFn('erf', t)}(${x} * ${L(Math.SQRT1_2)})))`;
     },
   ],
