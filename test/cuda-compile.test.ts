@@ -133,7 +133,7 @@ test('cuda graphs: a replay after the inputs changed (same tensor mutated, new t
   assert.equal(p.stats.inputCopies, 3, 'every call copies its argument into the static buffer');
 });
 
-test("cuda graphs: reduce-overhead outputs alias the static buffers; mode 'default' returns clones", { skip }, () => {
+test("cuda graphs: reduce-overhead outputs alias the static buffers; mode 'default' lends results that never change under the caller", { skip }, () => {
   const fn = (x: Tensor): Tensor => elementwise(x).mul(3);
   const a = randn([256, 256], 60);
   const b = randn([256, 256], 61);
@@ -147,9 +147,20 @@ test("cuda graphs: reduce-overhead outputs alias the static buffers; mode 'defau
   try {
     const df = kiln.compile(fn, { mode: 'default' });
     const da = kiln.noGrad(() => df(a)) as Tensor;
-    kiln.noGrad(() => df(b));
+    const viewOfA = da.reshape([-1]);
+    const stats = graphProgram(df).stats;
+    const detached = stats.detachCopies;
+    (kiln.noGrad(() => df(b)) as Tensor).dispose();
+    // da (and its view) were alive at the next replay: copied out of the static buffer, once.
+    assert.equal(stats.detachCopies, detached + 1, 'one copy for the one live output storage');
     assertClose('default mode keeps the first output', da, fn(a));
-    assert.ok(graphProgram(df).stats.replays >= 2, 'KILN_CUDA_GRAPHS=1 replays in default mode');
+    assertClose('a view of the first output follows it', viewOfA.reshape([256, 256]), fn(a));
+    // Results disposed before the next call cost no copy (the usual loop under kiln.scope).
+    for (let i = 0; i < 3; i++) kiln.scope(() => void kiln.noGrad(() => df(i % 2 ? a : b)));
+    assert.equal(stats.detachCopies, detached + 1, 'disposed results are not copied');
+    const last = kiln.noGrad(() => df(b)) as Tensor;
+    assertClose('after lent replays', last, fn(b));
+    assert.ok(stats.replays >= 2, 'KILN_CUDA_GRAPHS=1 replays in default mode');
   } finally {
     delete process.env.KILN_CUDA_GRAPHS;
   }

@@ -81,6 +81,8 @@ export interface CudaProgramOptions {
 
 export class CudaProgram implements CompiledProgram {
   readonly stats: CudaProgramStats;
+  /** Called after each step is enqueued, with its label (tools: bench/cuda-profile.ts records an event there). */
+  onStep: ((step: number, label: string) => void) | undefined;
   private readonly specialized = new Map<KernelGroup, Map<string, Specialized>>();
   private readonly names = new Map<KernelGroup, string>();
   private readonly plans = new Map<string, Map<ValueId, MetaLike>>();
@@ -243,8 +245,10 @@ export class CudaProgram implements CompiledProgram {
           return a satisfies never;
       }
     };
+    const hook = this.onStep;
     this.sched.steps.forEach((s, i) => {
       this.runStep(s, env, plan, pool, resolve);
+      hook?.(i, s.kind === 'kernel' ? `${s.group.kind} ${s.group.nodes.map((n) => n.op).join('+')}` : `${s.kind} ${s.node.op}`);
       for (const id of this.deaths[i]!) {
         const t = env.get(id);
         if (!t || 'ref' in t || inputSet.has(t)) continue;

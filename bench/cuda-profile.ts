@@ -1,0 +1,95 @@
+/**
+ * Where a compiled workload's device time goes on cuda: runs the compiled program kernel by kernel
+ * (no CUDA graph) with a CUDA event after every step, and sums the time between consecutive events
+ * per step label (fused kernel: its ops; extern: the op). A spin kernel (__nanosleep, about 50 ms)
+ * is enqueued first, so every launch is queued before the GPU reaches it: the deltas are device
+ * time, not the host's launch gaps. Also times the whole program plain and as a graph replay.
+ *
+ *   node dist/bench/cuda-profile.js [workload] [dtype] [--top N] [--json out.json]
+ */
+import fs from 'node:fs';
+import * as kiln from '../src/index.js';
+import { getWorkload } from '../src/bench/workloads.js';
+import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
+import type { CudaProgram } from '../src/compile/codegen/cuda/program.js';
+import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
+import { launch } from '../src/runtime/cuda/launch.js';
+import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
+import { getAccelerator } from '../src/runtime/registry.js';
+import type { DType } from '../src/tensor/dtype.js';
+
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const positional = argv.filter((a, i) => !a.startsWith('--') && !argv[i - 1]?.startsWith('--'));
+const workload = positional[0] ?? 'qwen3-0.6b-forward';
+const dtype = (positional[1] ?? 'bfloat16') as DType;
+const top = Number(flag('--top') ?? 25);
+const REPS = 5;
+
+const SPIN = `extern "C" __global__ void kiln_spin(long long ns) { long long t = 0; while (t < ns) { __nanosleep(1000000); t += 1000000; } }`;
+
+const w = getWorkload(workload).build({ size: 'full', device: 'cuda', dtype });
+const cf = kiln.compile(w.forward, { name: workload });
+kiln.noGrad(() => kiln.scope(() => void cf(...w.inputs)));
+kiln.synchronize('cuda');
+const program = cf.programs().inference[0];
+if (!(program instanceof CudaGraphProgram)) throw new Error(`cuda-profile: ${workload} did not compile to a cuda program`);
+const cp: CudaProgram = program.program;
+const stream = (getAccelerator('cuda') as unknown as CudaAccelerator).defaultStream(0);
+const spin = kernelFromSource(0, SPIN, 'kiln_spin', ['i64']);
+
+const totals = new Map<string, { ms: number; count: number }>();
+let perRun = 0;
+for (let r = 0; r < REPS; r++) {
+  const events: { label: string; ev: kiln.Event }[] = [];
+  const start = new kiln.Event('cuda');
+  launch(spin, [50_000_000], { grid: 1, block: 1 }, stream);
+  start.record();
+  cp.onStep = (_i, label) => {
+    const ev = new kiln.Event('cuda');
+    ev.record();
+    events.push({ label, ev });
+  };
+  kiln.noGrad(() => kiln.scope(() => void cp.run(w.inputs as kiln.Tensor[])));
+  cp.onStep = undefined;
+  kiln.synchronize('cuda');
+  let prev = start;
+  for (const { label, ev } of events) {
+    const ms = prev.elapsedTime(ev);
+    prev = ev;
+    if (r === 0) continue; // the first run after compile is a warm-up
+    const t = totals.get(label) ?? { ms: 0, count: 0 };
+    t.ms += ms;
+    t.count++;
+    totals.set(label, t);
+  }
+  if (r > 0) perRun += start.elapsedTime(prev);
+}
+const runs = REPS - 1;
+const rows = [...totals.entries()].map(([label, t]) => ({ label, ms_per_call: t.ms / runs, count_per_call: t.count / runs })).sort((a, b) => b.ms_per_call - a.ms_per_call);
+
+// Whole-call timings: plain launches (host-bound where kernels are short) and the graph replay.
+const time = (f: () => void): number => {
+  const xs: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const a = new kiln.Event('cuda');
+    const b = new kiln.Event('cuda');
+    a.record();
+    kiln.noGrad(() => kiln.scope(f));
+    b.record();
+    b.synchronize();
+    xs.push(a.elapsedTime(b));
+  }
+  return xs.sort((x, y) => x - y)[10]!;
+};
+const plainMs = time(() => void cp.run(w.inputs as kiln.Tensor[]));
+const compiledMs = time(() => void cf(...w.inputs));
+const summary = { workload, dtype, device_ms_sum: perRun / runs, plain_ms: plainMs, compiled_ms: compiledMs, steps: rows.reduce((n, r) => n + r.count_per_call, 0), graph: program.stats };
+console.log(JSON.stringify(summary));
+console.log(`${'ms/call'.padStart(9)} ${'n'.padStart(5)}  step`);
+for (const r of rows.slice(0, top)) console.log(`${r.ms_per_call.toFixed(4).padStart(9)} ${String(r.count_per_call).padStart(5)}  ${r.label}`);
+const out = flag('--json');
+if (out) fs.writeFileSync(out, JSON.stringify({ meta: { command: `node dist/bench/cuda-profile.js ${argv.join(' ')}`, date: new Date().toISOString() }, summary, rows }, null, 1));
