@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Lead's stage of a device round (scripts/device-round.sh): the graph-lending / fast-math changes
-# (cuda compile tests, elementwise bench), where qwen3's device time goes, and its warm start.
+# Lead's stage of a device round (scripts/device-round.sh): kernel-level profiles of compiled
+# workloads, and a CPU profile of qwen3's cold and warm compiled start.
 set -uo pipefail
-node --test --test-concurrency=1 dist/test/cuda-compile.test.js 2>&1 | grep -E "^# (tests|pass|fail)|^not ok|KILN_|Error" | head -20
-node dist/src/cli/main.js bench --device cuda --size full --dtype float32 bfloat16 --workload elementwise-4096,elementwise-1024,mlp-64x512 --no-progress 2>&1 | tail -n 12
-for dt in bfloat16 float32; do timeout 60 node dist/bench/cuda-profile.js qwen3-0.6b-forward $dt --top 22 2>&1 | tail -n 24; done
-timeout 100 node dist/src/cli/main.js bench --device cuda --size full --dtype bfloat16 --workload qwen3-0.6b-forward --startup --startup-runs 1 --reps 5 --warmup 2 --no-progress 2>&1 | tail -n 8
+timeout 40 node dist/bench/cuda-profile.js elementwise-4096 float32 --top 5 2>&1 | tail -n 7
+for dt in bfloat16 float32; do timeout 60 node dist/bench/cuda-profile.js qwen3-0.6b-forward $dt --top 24 2>&1 | tail -n 26; done
+export KILN_CACHE_DIR=/tmp/kiln-startup-cache
+for k in cold warm; do echo "--- $k start"; timeout 60 node dist/bench/startup-profile.js qwen3-0.6b-forward cuda bfloat16 /tmp/sp-$k.cpuprofile 2>&1 | head -n 75; done
