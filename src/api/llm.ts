@@ -7,6 +7,7 @@ import { dispatch } from '../ops/dispatch.js';
 import * as D from '../ops/defs/llm.js';
 import * as M from '../ops/defs/llm-moe.js';
 import * as H from '../ops/defs/llm-mhc.js';
+import * as R from '../ops/defs/llm-rotary.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 export type { GeluApproximate } from '../ops/defs/llm.js';
@@ -55,6 +56,16 @@ export function rotaryEmbedding(
 ): { query: Tensor; key: Tensor | null } {
   const out = dispatch(D.rotaryEmbedding, positions, query, key ?? null, headSize, cosSinCache, isNeox);
   return { query: out[0]!, key: out[1] ?? null };
+}
+
+/**
+ * Rotary embedding from explicit cos/sin (the Hugging Face form), out of place:
+ * input * cos + rot(input) * sin, rot = rotate-half (isNeox) or interleaved pairs (gpt-j). cos and
+ * sin broadcast to input (e.g. [T, D] against [B, H, T, D]). kiln.compile maps the rotate-half
+ * composition `x * cos + cat([-x2, x1], -1) * sin` onto this op.
+ */
+export function applyRotaryEmb(input: Tensor, cos: Tensor, sin: Tensor, isNeox = true): Tensor {
+  return dispatch(R.applyRotaryEmb, input, cos, sin, isNeox);
 }
 
 /** Softmax over experts, then the top k: { weights float32 [T, k] (float64 for float64 logits), ids int32 [T, k] }. */

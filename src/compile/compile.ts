@@ -57,7 +57,7 @@ import { formatGraph, type Graph } from './ir.js';
 import { BackwardUnsupported, traceJoint } from './joint.js';
 import { inputTensor, runJoint, type JointProgram, type Runner } from './joint-program.js';
 import { log, type LogArtifact } from './log.js';
-import { graphSignature, runPasses, type PassOptions } from './passes/index.js';
+import { autoRewriteRules, graphSignature, runPasses, type PassOptions } from './passes/index.js';
 
 export interface CompileOptions {
   mode?: CompileMode;
@@ -196,7 +196,9 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   const recompileLimit = options.recompileLimit ?? 8;
   const backendName = options.backend ?? (listBackends().includes('kiln') ? 'kiln' : 'eager');
   getBackend(backendName); // fail early on unknown names
-  const passOptions: PassOptions = { decompose: backendName !== 'eager', ...options.passes };
+  // Rewrites that always pay (autoRewriteRules) run on code-generating backends unless the caller
+  // picks the rules; the full library set is opt-in with passes: { rewrites: 'default' }.
+  const passOptions: PassOptions = { decompose: backendName !== 'eager', rewrites: backendName !== 'eager' ? autoRewriteRules : [], ...options.passes };
   const logs = options.log;
 
   const counters = zeroCounters();

@@ -38,6 +38,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     dtypes: FLOATS,
     backward: true,
   },
+  {
+    op: 'llm.applyRotaryEmb',
+    kind: 'native',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['last dim even', 'cos and sin: the dtype of input, broadcast to its shape with the same last dim'],
+    dtypes: FLOATS,
+    backward: true,
+  },
   { op: 'llm.siluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
   { op: 'llm.geluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
   {

@@ -16,8 +16,10 @@ import { amax, mean, softmax, sum, topk } from '../api/reduction.js';
 import { expand, narrow, reshape, select, slice, transpose, unsqueeze } from '../api/views.js';
 import type { GeluApproximate } from '../ops/defs/llm.js';
 import type { MoeActivation, ScoringFunc } from '../ops/defs/llm-moe.js';
-import type { Tensor } from '../tensor/tensor.js';
+import { Tensor } from '../tensor/tensor.js';
+import { preservedStrides } from '../tensor/layout.js';
 import { assertNoOverlap } from './overlap.js';
+import { rotateLast } from './rotate.js';
 import { registerLlmImpl } from './policy.js';
 
 function up(t: Tensor): Tensor {
@@ -166,6 +168,14 @@ const REFERENCES: Record<string, RefFn> = {
     rope(q, positions, headSize, cache, isNeox);
     if (k) rope(k, positions, headSize, cache, isNeox);
     return k ? [q, k] : [q];
+  },
+  'llm.applyRotaryEmb': (x: Tensor, cos: Tensor, sin: Tensor, isNeox: boolean) => {
+    const x32 = up(x);
+    const y = add(mul(x32, up(cos)), mul(rotateLast(x32, isNeox), up(sin)));
+    // The op keeps the input's layout (see its meta), not the contiguous layout `down` gives.
+    const out = Tensor.empty(x.shape, x.dtype, x.device, preservedStrides(x.shape, x.shape, x.strides));
+    copy_(out, y);
+    return out;
   },
   'llm.topkSoftmax': (g: Tensor, k: number, renormalize: boolean) => {
     const p = softmax(up(g), -1);

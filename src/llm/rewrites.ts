@@ -10,16 +10,21 @@
  *   gelu(x[..., :d], a) * x[..., d:]                       -> llm.geluAndMul(x, a)
  *     (halves as narrow, slice with step 1, or outputs 0 and 1 of chunk(x, 2, -1))
  *
- * Every rule checks dtypes, shapes and the reduced dim and only fires on contiguous inputs, where
- * the library op's contiguous output has the layout eager mode would give. The rotate-half RoPE
- * form is not matched: turning cos/sin tensors into the library's positions + cache layout needs
- * values (which positions), not just structure.
+ *   x * cos + cat([-x[..., d:], x[..., :d]], -1) * sin   -> llm.applyRotaryEmb(x, cos, sin, true)
+ *     (the Hugging Face rotate-half RoPE; either operand order of the products and of the sum; the
+ *     halves as narrow or slice, the negation as neg or mul by -1; cos/sin broadcast to x)
+ *
+ * Every rule checks dtypes, shapes and the reduced dim, and fires only where the library op's
+ * output has the layout eager mode gives (contiguous inputs for the norms and act-and-mul; for
+ * RoPE the op keeps x's layout, so the sum's layout must be x's). The rotate-half form maps onto
+ * applyRotaryEmb rather than vLLM's llm.rotaryEmbedding: turning cos/sin tensors into a positions +
+ * cache pair needs values (which positions), not just structure.
  */
 import { P, type Match, type OpPattern, type RewriteRule } from '../compile/passes/rewrite.js';
 import { type GraphBuilder, Val } from '../compile/passes/util.js';
 import type { IRArg, IRNode, ValueId } from '../compile/ir.js';
 import { isFloating } from '../tensor/dtype.js';
-import { isContiguousStrides } from '../tensor/layout.js';
+import { isContiguousStrides, preservedStrides } from '../tensor/layout.js';
 
 const isNum = (v: unknown): boolean => typeof v === 'number';
 const isOne = (v: unknown): boolean => v === 1;
@@ -139,8 +144,58 @@ function gatedRule(name: string, act: 'silu' | 'gelu'): RewriteRule {
   };
 }
 
+/** The value x when `id` is rotate-half(x) = cat([neg(x[..., d:]), x[..., :d]], -1). */
+function rotateHalfSource(bld: GraphBuilder, id: ValueId): ValueId | null {
+  const cat = producerOf(bld, id);
+  if (cat?.op !== 'cat' || cat.args[0]?.kind !== 'list' || cat.args[0].items.length !== 2) return null;
+  const rank = bld.info(id).shape.length;
+  if (normalisedDims(constOf(cat.args[1]) ?? 0, rank)?.[0] !== rank - 1) return null;
+  const [negPart, pos] = cat.args[0].items;
+  if (negPart?.kind !== 'value' || pos?.kind !== 'value') return null;
+  const neg = producerOf(bld, negPart.id);
+  const negated = neg && neg.args[0]?.kind === 'value' && (neg.op === 'neg' || (neg.op === 'mul' && constOf(neg.args[1]) === -1)) ? neg.args[0].id : null;
+  if (negated === null) return null;
+  // halves(a, b): a = first half, b = second half of one source's last dim.
+  return halves(bld, pos.id, negated);
+}
+
+const rotaryRule: RewriteRule = {
+  name: 'rotate-half-rope',
+  pattern: P.op('add', [P.op('mul', [P.v('a'), P.v('b')]), P.op('mul', [P.v('c'), P.v('d')]), P.c(undefined, isOne)]),
+  replace(b, m, root) {
+    const [va, vb, vc, vd] = ['a', 'b', 'c', 'd'].map((n) => b.resolve(m.value(n).id));
+    // One product is x * cos, the other rotate-half(x) * sin, in any order.
+    for (const [p1, p2] of [[[va!, vb!], [vc!, vd!]], [[vc!, vd!], [va!, vb!]]] as const) {
+      for (const [r, sin] of [[p2[0], p2[1]], [p2[1], p2[0]]] as const) {
+        const x = rotateHalfSource(b, r);
+        if (x === null) continue;
+        const cos = p1[0] === b.resolve(x) ? p1[1] : p1[1] === b.resolve(x) ? p1[0] : null;
+        if (cos === null) continue;
+        const xi = b.info(x);
+        const out = b.info(root.outputs[0]!);
+        const same = (id: ValueId): boolean => b.info(id).dtype === xi.dtype && b.info(id).shape.at(-1) === xi.shape.at(-1) && b.info(id).shape.length <= xi.shape.length;
+        if (!isFloating(xi.dtype) || out.dtype !== xi.dtype || !same(cos) || !same(sin)) return null;
+        if (out.shape.length !== xi.shape.length || out.shape.some((s, i) => s !== xi.shape[i])) return null;
+        const keep = preservedStrides(xi.shape, xi.shape, xi.strides);
+        if (out.strides.some((s, i) => s !== keep[i])) return null;
+        return [b.op('llm.applyRotaryEmb', new Val(x), new Val(cos), new Val(sin), true).id];
+      }
+    }
+    return null;
+  },
+};
+
 export const llmRewriteRules: readonly RewriteRule[] = [
+  rotaryRule,
   ...normPatterns().map((pattern, i): RewriteRule => ({ name: `rms-norm-${['pow', 'square', 'mul'][i]}`, pattern, replace: rmsReplace })),
   gatedRule('silu-and-mul', 'silu'),
   gatedRule('gelu-and-mul', 'gelu'),
 ];
+
+/**
+ * Rules kiln.compile applies by default (code-generating backends): only those that always pay.
+ * The rotate-half RoPE is three kernels plus a cat (an extern that blocks fusion) per tensor, and
+ * one library kernel after the rewrite. The norm and act-and-mul compositions already fuse into
+ * one generated kernel each, so mapping them onto library kernels is opt-in.
+ */
+export const autoRewriteRules: readonly RewriteRule[] = [rotaryRule];

@@ -10,6 +10,7 @@ import './defs/nn.js';
 import './defs/llm.js';
 import './defs/llm-moe.js';
 import './defs/llm-mhc.js';
+import './defs/llm-rotary.js';
 export * from './registry.js';
 export * from './dispatch.js';
 export type * from './schema.js';

@@ -75,6 +75,22 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
     },
     { label: 'float16', dims: { T: 2 }, make: (d, dev) => [r([T(d), 6], 4, dev, 'contiguous', 'float16'), r([T(d), 6], 5, dev, 'contiguous', 'float16'), r([6], 6, dev, 'contiguous', 'float16'), 1e-6] },
   ],
+  'llm.applyRotaryEmb': [
+    {
+      label: 'float32 neox, [T, D] tables against a transposed [B, H, T, D] input',
+      dims: { T: 3 },
+      make: (d, dev) => [r([2, T(d), 3, 8], 1, dev).transpose(1, 2), r([T(d), 8], 2, dev), r([T(d), 8], 3, dev), true],
+      grad: { inputs: (dev) => [f64grad([2, 2, 3, 4], 4, dev), f64grad([3, 4], 5, dev), f64grad([1, 3, 4], 6, dev)], fn: (x, c, sn) => llmApi.applyRotaryEmb(x!, c!, sn!, true) },
+    },
+    {
+      label: 'float64 gpt-j gradient',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 2, 6], 7, dev, 'contiguous', 'float64'), r([T(d), 1, 6], 8, dev, 'contiguous', 'float64'), r([T(d), 1, 6], 9, dev, 'contiguous', 'float64'), false],
+      grad: { inputs: (dev) => [f64grad([2, 2, 6], 10, dev), f64grad([2, 1, 6], 11, dev), f64grad([2, 1, 6], 12, dev)], fn: (x, c, sn) => llmApi.applyRotaryEmb(x!, c!, sn!, false) },
+    },
+    { label: 'bfloat16 neox strided', dims: { T: 4 }, make: (d, dev) => [r([T(d), 8], 13, dev, 'strided', 'bfloat16'), r([T(d), 8], 14, dev, 'contiguous', 'bfloat16'), r([8], 15, dev, 'contiguous', 'bfloat16'), true] },
+    { label: 'float16 gpt-j', dims: { T: 2 }, make: (d, dev) => [r([T(d), 4], 16, dev, 'contiguous', 'float16'), r([T(d), 4], 17, dev, 'contiguous', 'float16'), r([T(d), 4], 18, dev, 'contiguous', 'float16'), false] },
+  ],
   'llm.siluAndMul': [
     { label: 'float32', dims: { T: 3 }, make: (d, dev) => [r([T(d), 10], 1, dev)], grad: { inputs: (dev) => [f64grad([2, 6], 2, dev)], fn: (x) => llmApi.siluAndMul(x!) } },
     { label: 'bfloat16 transposed 3-d', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 6], 3, dev, 'transposed', 'bfloat16')] },

@@ -7,8 +7,13 @@
  *   act-and-mul: y = act(a) b:  da = g b act'(a),  db = g act(a)
  *               silu'(a) = s (1 + a (1 - s)), s = sigmoid(a)
  *               gelu'(a) = Phi(a) + a phi(a)  (erf);  tanh form: 0.5 (1 + t) + 0.5 a (1 - t^2) k (1 + 3c a^2)
+ *   applyRotaryEmb: y = x cos + rot(x) sin, rot linear with rot^T = -rot (both layouts):
+ *               dx = g cos - rot(g sin),  dcos = sum_to_shape(g x),  dsin = sum_to_shape(g rot(x))
  */
 import * as D from '../../ops/defs/llm.js';
+import { applyRotaryEmb } from '../../ops/defs/llm-rotary.js';
+import { rotateLast } from '../../llm/rotate.js';
+import { sumToShape } from '../utils.js';
 import { cat } from '../../api/indexing.js';
 import { add } from '../../api/core.js';
 import { erf, exp, mul, neg, rsqrt, sigmoid, sub, tanh } from '../../api/pointwise.js';
@@ -80,3 +85,17 @@ function gatedBackward(input: Tensor, g: Tensor, kind: 'silu' | D.GeluApproximat
 
 defineBackward(D.siluAndMul, (ctx, [g]) => [gatedBackward(ctx.args[0] as Tensor, g!, 'silu')], { save: ['input'] });
 defineBackward(D.geluAndMul, (ctx, [g]) => [gatedBackward(ctx.args[0] as Tensor, g!, ctx.args[1] as D.GeluApproximate), null], { save: ['input'] });
+
+defineBackward(
+  applyRotaryEmb,
+  (ctx, [g]) => {
+    const [xIn, cosIn, sinIn, isNeox] = ctx.args as [Tensor, Tensor, Tensor, boolean];
+    const g32 = up(g!);
+    const x = up(xIn);
+    const gx = ctx.needsInputGrad(0) ? sub(mul(g32, up(cosIn)), rotateLast(mul(g32, up(sinIn)), isNeox)).to(xIn.dtype) : null;
+    const gc = ctx.needsInputGrad(1) ? sumToShape(mul(g32, x), cosIn.shape).to(cosIn.dtype) : null;
+    const gs = ctx.needsInputGrad(2) ? sumToShape(mul(g32, rotateLast(x, isNeox)), sinIn.shape).to(sinIn.dtype) : null;
+    return [gx, gc, gs, null];
+  },
+  { save: ['input', 'cos', 'sin'] },
+);

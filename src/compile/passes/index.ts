@@ -18,7 +18,7 @@ export { constantFolding, FOLD_LIMIT, type FoldResult } from './fold.js';
 export { decompose, registerDecomposition, getDecomposition, listDecompositions, type Decomposition } from './decompose.js';
 export { applyRewrites, matchNode, siluRule, defaultRewriteRules, P, Match, type RewriteRule, type OpPattern, type PatternArg } from './rewrite.js';
 export { GraphBuilder, Val, isImpure, isMutating, isRandom } from './util.js';
-export { llmRewriteRules } from '../../llm/rewrites.js';
+export { autoRewriteRules, llmRewriteRules } from '../../llm/rewrites.js';
 export { graphSignature } from './signature.js';
 
 export interface PassOptions {

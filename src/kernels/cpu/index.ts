@@ -10,3 +10,4 @@ import './nn.js';
 import './llm.js';
 import './llm-moe.js';
 import './llm-mhc.js';
+import './llm-rotary.js';

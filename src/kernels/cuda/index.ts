@@ -10,3 +10,4 @@ import './indexing.js';
 import './attention.js';
 import './nn.js';
 import './pool.js';
+import './llm-rotary.js';
