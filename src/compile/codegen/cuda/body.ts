@@ -16,9 +16,13 @@ import { computeType, loadConvert, storageType, storeConvert } from './ctypes.js
 import type { KernelSpec } from './layout.js';
 import { type CArg, CUDA_TEMPLATES, declareValue } from './templates.js';
 
-/** KILN_CUDA_FAST_MATH=0 turns the fast float exp/tanh off (templates.ts); KILN_* is in every cache key. */
+/**
+ * KILN_CUDA_FAST_MATH=0 turns the fast float exp/tanh off (templates.ts); KILN_* is in every cache
+ * key. Read once when this module loads (a process.env read per generated node was measurable).
+ */
+const FAST_MATH = process.env['KILN_CUDA_FAST_MATH'] !== '0';
 export function cudaFastMath(): boolean {
-  return process.env['KILN_CUDA_FAST_MATH'] !== '0';
+  return FAST_MATH;
 }
 
 export interface GroupCtx {

@@ -28,7 +28,7 @@ import { kernelSourceHash } from '../../pool/index.js';
 import { packArgs } from './args.js';
 import { intArg } from './configs.js';
 import { type CudaKernelCode, type CudaVariant, generateCudaKernel } from './generate.js';
-import { type KernelLayout, kernelLayout, kernelSpec, specKey, type ValueLayout } from './layout.js';
+import { type KernelLayout, kernelLayout, type KernelSpec, kernelSpec, specKey, type ValueLayout } from './layout.js';
 import type { CudaLauncher, KernelHandle } from './launcher.js';
 
 /** A view value read by kernels without building a tensor. */
@@ -79,8 +79,14 @@ export interface CudaProgramOptions {
   flush?: () => void;
 }
 
+function sameOffsets(a: readonly number[], ts: readonly Tensor[]): boolean {
+  for (let k = 0; k < a.length; k++) if (a[k] !== ts[k]!.offset) return false;
+  return true;
+}
+
 export class CudaProgram implements CompiledProgram {
   readonly stats: CudaProgramStats;
+  private readonly layoutMemo = new Map<KernelGroup, { plan: Map<ValueId, MetaLike>; offsets: number[]; L: KernelLayout; spec: KernelSpec; s: Specialized }>();
   /** Called after each step is enqueued, with its label (tools: bench/cuda-profile.ts records an event there). */
   onStep: ((step: number, label: string) => void) | undefined;
   private readonly specialized = new Map<KernelGroup, Map<string, Specialized>>();
@@ -316,13 +322,21 @@ export class CudaProgram implements CompiledProgram {
       const v = env.get(id) ?? plan.get(id)!;
       return { shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype };
     };
-    const L = kernelLayout(g, meta);
+    // The layout, spec and specialisation depend only on the plan (one per input signature,
+    // offsets included) and the operands' offsets: memoised per group, since recomputing them
+    // was most of a call's host time (tens of us per kernel, measured on qwen3's 400 kernels).
+    let m = this.layoutMemo.get(g);
+    if (!m || m.plan !== plan || !sameOffsets(m.offsets, bases)) {
+      const L = kernelLayout(g, meta);
+      m = { plan, offsets: bases.map((t) => t.offset), L, spec: kernelSpec(L), s: this.specialize(g, L) };
+      this.layoutMemo.set(g, m);
+    }
+    const { L, s, spec } = m;
     const ptrs = L.operands.map((o, k) => BigInt(this.launcher.address(bases[k]!)) + BigInt(o.offset * itemSize(o.dtype)));
-    const s = this.specialize(g, L);
     if (!s.tuned) this.tune(s, L, ptrs, bases[0]!);
     let i = s.chosen;
-    if (!this.runnable(s.code.candidates[i]!, L, ptrs)) {
-      i = s.code.candidates.findIndex((v) => this.runnable(v, L, ptrs));
+    if (!this.runnable(s.code.candidates[i]!, L, ptrs, spec)) {
+      i = s.code.candidates.findIndex((v) => this.runnable(v, L, ptrs, spec));
       this.stats.fallbacks++;
       if (i < 0) throw new Error(`kiln cuda: no config of kernel ${s.code.name} can run layout ${JSON.stringify({ oshape: L.oshape, rshape: L.rshape })}`);
     }
@@ -330,12 +344,11 @@ export class CudaProgram implements CompiledProgram {
   }
 
   /** Applicable to the layout, and every vector-accessed operand's address aligned to the access. */
-  private runnable(v: CudaVariant, L: KernelLayout, ptrs: readonly bigint[]): boolean {
+  private runnable(v: CudaVariant, L: KernelLayout, ptrs: readonly bigint[], spec = kernelSpec(L)): boolean {
     if (v.inapplicable(L) !== null) return false;
     const V = v.config.kind === 'reduce' && v.config.strategy === 'thread' ? 1 : v.config.vec;
     if (V === 1) return true;
     // Only operands read or written with vector accesses (unit innermost stride) need alignment.
-    const spec = kernelSpec(L);
     return L.operands.every((o, k) => !spec.ops[k]!.unitInner || spec.ops[k]!.rowScalar || ptrs[k]! % BigInt(V * itemSize(o.dtype)) === 0n);
   }
 
