@@ -9,10 +9,10 @@
  * piece live in that piece's static output buffers, whose addresses never change, so the later
  * piece captures them in place (no copy); values made by an eager node, and the call's arguments,
  * are copied into the piece's static buffers at replay; lifted inputs are captured in place as in a
- * whole-call graph. The call's outputs come from static buffers too: cloned unless the mode is
- * 'reduce-overhead' (then they alias the buffers and the next replay overwrites them).
+ * whole-call graph. The call's outputs come from static buffers too: lent (copied out only if still
+ * alive at the piece's next replay) unless the mode is 'reduce-overhead' (then they alias the
+ * buffers and the next replay overwrites them).
  */
-import { clone } from '../../api/core.js';
 import { dispatch } from '../../ops/dispatch.js';
 import { getOp } from '../../ops/registry.js';
 import type { Tensor } from '../../tensor/tensor.js';
@@ -51,7 +51,7 @@ export class PiecewiseGraphProgram implements CompiledProgram {
   constructor(
     readonly graph: Graph,
     launcher: RuntimeLauncher,
-    private readonly options: PiecewiseOptions,
+    options: PiecewiseOptions,
   ) {
     const made = new Map<ValueId, 'arg' | 'lifted' | 'graph' | 'eager'>();
     for (const inp of graph.inputs) made.set(inp.id, inp.source.kind === 'arg' ? 'arg' : 'lifted');
@@ -75,7 +75,7 @@ export class PiecewiseGraphProgram implements CompiledProgram {
       const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: options.tuneOnFirstRun, flush: () => launcher.flushL2() });
       // Graph-made values are captured in place (static addresses); the rest are copied in.
       const isArg = ins.map((id) => made.get(id) === 'arg' || made.get(id) === 'eager');
-      this.pieces.push({ kind: 'graph', program: new CudaGraphProgram(program, launcher, 'always', isArg, true), inputs: ins, outputs: outs });
+      this.pieces.push({ kind: 'graph', program: new CudaGraphProgram(program, launcher, 'always', isArg, options.aliasOutputs), inputs: ins, outputs: outs });
       for (const id of outs) made.set(id, 'graph');
       run = [];
     };
@@ -137,7 +137,9 @@ export class PiecewiseGraphProgram implements CompiledProgram {
     const finals = new Map<ValueId, Tensor>();
     for (const id of outputValues(this.graph.output)) {
       const t = env.get(id)!;
-      finals.set(id, this.options.aliasOutputs || inputs.includes(t) ? t : clone(t));
+      // Outside 'reduce-overhead' the pieces lend their outputs (graph-program.ts): a result still
+      // alive when its piece replays again is copied out first, so no clone is needed here.
+      finals.set(id, t);
     }
     const keepT = new Set(finals.values());
     for (const t of made) if (!keepT.has(t) && !inputs.includes(t)) t.dispose();
