@@ -158,9 +158,16 @@ export class CudaGraphProgram implements CompiledProgram {
     return `${this.program.describe()}\n// cuda graphs (${this.policy}${this.aliasOutputs ? ', outputs alias static buffers' : ''}): ${this.stats.disabled ? `off: ${this.stats.disabled}` : graphs}`;
   }
 
+  /**
+   * The signature of a call: the arguments' dtypes, shapes and strides. Lifted inputs are left out
+   * (kiln.compile's guards pin their metadata, and their addresses are checked at replay): a model
+   * has hundreds, and this runs on every call.
+   */
   private key(inputs: readonly Tensor[]): string {
     let k = '';
-    for (const t of inputs) k += `${t.dtype}[${t.shape.join(',')}|${t.strides.join(',')}]`;
+    inputs.forEach((t, i) => {
+      if (this.isArg[i]) k += `${t.dtype}[${t.shape.join(',')}|${t.strides.join(',')}]`;
+    });
     return k;
   }
 

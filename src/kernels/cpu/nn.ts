@@ -150,7 +150,7 @@ registerKernel(avgPool2d, 'cpu', (ctx, input, kernelSize, stride, padding, ceilM
 });
 
 /** 1/(1-p) rounded to the tensor's dtype, as torch's noise tensor holds it. */
-function dropoutScale(dtype: string, p: number): number {
+export function dropoutScale(dtype: string, p: number): number {
   const s = 1 / (1 - p);
   switch (dtype) {
     case 'float16':

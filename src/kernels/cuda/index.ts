@@ -11,3 +11,4 @@ import './attention.js';
 import './nn.js';
 import './pool.js';
 import './llm-rotary.js';
+import './nn-extra.js';
