@@ -213,8 +213,17 @@ function combineFor(reduce: string | null): Combine | null {
   }
 }
 
-/** Scatters src into `dense` (self's values, row-major) along dim; checks every index. */
-function scatterDense(op: string, dense: NumArray, self: Tensor, dim: number, index: Tensor, src: Tensor | ScalarValue, reduce: string | null): void {
+/**
+ * Where each write of a scatter or indexPut goes: `visit(p, s)` per write in the CPU kernel's
+ * order, p the destination's row-major position in self, s the source's row-major position in src
+ * / values (-1 for a scalar). Indices are all checked before the first visit. The cuda kernels
+ * (src/kernels/cuda/scatter.ts) plan their device writes with it, so both devices share the index
+ * semantics (negative indices, bool masks, broadcasting) and the error messages.
+ */
+export type WriteVisitor = (p: number, s: number) => void;
+
+/** Scatters src into `dense` (self's values, row-major) along dim; checks every index. With `visit`, only visits the writes (`dense` and src's values are not read). */
+export function scatterDense(op: string, dense: NumArray | null, self: Tensor, dim: number, index: Tensor, src: Tensor | ScalarValue, reduce: string | null, visit?: WriteVisitor): void {
   const xShape = asAtLeast1d(self.shape);
   const iShape = asAtLeast1d(index.shape);
   const d = normalizeDim(op, dim, self.ndim);
@@ -237,12 +246,21 @@ function scatterDense(op: string, dense: NumArray, self: Tensor, dim: number, in
   let srcStr: readonly number[] = new Array<number>(iShape.length).fill(0);
   let scalar = 0;
   if (typeof src === 'object') {
-    srcData = denseValues(src);
+    srcData = visit ? null : denseValues(src);
     srcStr = contiguousStrides(asAtLeast1d(src.shape));
   } else {
     scalar = castValue(Number(src), self.dtype);
   }
   if (n === 0) return;
+  if (visit) {
+    const it = new Walker(iShape, [walk, srcStr]);
+    for (let i = 0; i < n; i++) {
+      visit(it.off[0]! + ix[i]! * dimStride, typeof src === 'object' ? it.off[1]! : -1);
+      it.next();
+    }
+    return;
+  }
+  if (dense === null) throw new Error(`${op}: internal error: no destination values`);
   // Odometer over all but the last index dim; the last dim runs as a tight loop.
   const r = iShape.length;
   const inner = iShape[r - 1]!;
@@ -347,7 +365,8 @@ function expandIndices(self: Tensor, indices: readonly (Tensor | null)[]): AdvIn
   return adv;
 }
 
-function indexPutDense(op: string, dense: NumArray, self: Tensor, indices: readonly (Tensor | null)[], values: Tensor | ScalarValue, accumulate: boolean): void {
+/** indexPut into `dense` (self's values, row-major); with `visit`, only visits the writes (see WriteVisitor). */
+export function indexPutDense(op: string, dense: NumArray | null, self: Tensor, indices: readonly (Tensor | null)[], values: Tensor | ScalarValue, accumulate: boolean, visit?: WriteVisitor): void {
   const sShape = self.shape;
   const cs = contiguousStrides(sShape);
   const adv = expandIndices(self, indices);
@@ -408,7 +427,7 @@ function indexPutDense(op: string, dense: NumArray, self: Tensor, indices: reado
   let scalar = 0;
   if (typeof values === 'object') {
     checkValuesBroadcast(op, values.shape, rShape);
-    vData = denseValues(values);
+    vData = visit ? null : denseValues(values);
     const vShape = values.shape.slice(Math.max(0, values.ndim - rShape.length));
     vStr = broadcastStrides(vShape, contiguousStrides(vShape), rShape);
   } else {
@@ -417,6 +436,8 @@ function indexPutDense(op: string, dense: NumArray, self: Tensor, indices: reado
   const n = numel(rShape);
   if (n === 0) return;
   const isBool = self.dtype === 'bool';
+  // With a visitor nothing is written (dense may be null).
+  const dst: NumArray = dense ?? new Float64Array(0);
   // Odometer over all but the last result dim; the last runs inline over three operands.
   const r = rShape.length;
   const inner = r === 0 ? 1 : rShape[r - 1]!;
@@ -430,10 +451,14 @@ function indexPutDense(op: string, dense: NumArray, self: Tensor, indices: reado
     let vo = it.off[2]!;
     for (let j = 0; j < inner; j++, so += sIn, ao += aIn, vo += vIn) {
       const p = so + advOff[ao]!;
+      if (visit) {
+        visit(p, typeof values === 'object' ? vo : -1);
+        continue;
+      }
       const val = vData === null ? scalar : vData[vo]!;
-      if (!accumulate) dense[p] = val;
-      else if (isBool) dense[p] = dense[p] !== 0 || val !== 0 ? 1 : 0;
-      else dense[p] = dense[p]! + val;
+      if (!accumulate) dst[p] = val;
+      else if (isBool) dst[p] = dst[p] !== 0 || val !== 0 ? 1 : 0;
+      else dst[p] = dst[p]! + val;
     }
     it.next();
   }

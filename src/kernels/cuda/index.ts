@@ -12,3 +12,4 @@ import './nn.js';
 import './pool.js';
 import './llm-rotary.js';
 import './nn-extra.js';
+import './scatter.js';
