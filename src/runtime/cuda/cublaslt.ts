@@ -9,7 +9,7 @@
 import { check, driver, makeCurrent } from './driver.js';
 import { bindCublasLt, type CublasLtApi, type DevPtr, type Ptr } from './ffi.js';
 import { findLibrary, missingMessage } from './discover.js';
-import type { CudaStream } from './stream.js';
+import { CudaEvent, type CudaStream } from './stream.js';
 
 const COMPUTE_32F = 68;
 const COMPUTE_64F = 70;
@@ -34,6 +34,16 @@ const HEURISTIC_RESULT_BYTES = 96;
 const ALGO_BYTES = 64;
 // 32 MiB of workspace lets the heuristic pick split-K and stream-K kernels for large problems.
 const WORKSPACE_BYTES = 32 << 20;
+/**
+ * Algorithms the heuristic is asked for; each new problem times them once (TUNE_REPS runs after one
+ * warm-up, best kept) and keeps the fastest. The heuristic's first choice is often not the fastest
+ * for small-M problems (a transformer's projections at a few hundred tokens). Only problems whose
+ * rerun is harmless (beta = 0) are tuned, never during a CUDA graph capture (the warm-up run before
+ * a capture tunes them); KILN_GEMM_AUTOTUNE=0 keeps the heuristic's first choice.
+ */
+const TUNE_ALGOS = 8;
+const TUNE_REPS = 3;
+const TUNE = process.env['KILN_GEMM_AUTOTUNE'] !== '0';
 
 export type GemmDtype = keyof typeof DATA_TYPE;
 
@@ -113,6 +123,9 @@ interface Plan {
   lb: Ptr;
   lc: Ptr;
   algo: Uint8Array;
+  /** Every algorithm the heuristic offered, best guess first. */
+  algos: Uint8Array[];
+  tuned: boolean;
 }
 
 interface DeviceState {
@@ -191,12 +204,14 @@ function plan(index: number, p: GemmProblem): Plan {
     ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, attr, u32(al[which as keyof typeof al]), 4), `setting the ${which.toUpperCase()} alignment`);
   }
   if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');
-  const results = new Uint8Array(HEURISTIC_RESULT_BYTES);
+  const requested = TUNE ? TUNE_ALGOS : 1;
+  const results = new Uint8Array(HEURISTIC_RESULT_BYTES * requested);
   const count: [number] = [0];
-  ltCheck(L.cublasLtMatmulAlgoGetHeuristic(s.handle, desc, la, lb, lc, lc, pr[0]!, 1, results, count), `choosing an algorithm for ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
+  ltCheck(L.cublasLtMatmulAlgoGetHeuristic(s.handle, desc, la, lb, lc, lc, pr[0]!, requested, results, count), `choosing an algorithm for ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
   L.cublasLtMatmulPreferenceDestroy(pr[0]!);
   if (count[0] < 1) throw new Error(`cublasLt: no algorithm for ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
-  const made: Plan = { desc, la, lb, lc, algo: results.slice(0, ALGO_BYTES) };
+  const algos = Array.from({ length: count[0] }, (_, i) => results.slice(i * HEURISTIC_RESULT_BYTES, i * HEURISTIC_RESULT_BYTES + ALGO_BYTES));
+  const made: Plan = { desc, la, lb, lc, algo: algos[0]!, algos, tuned: algos.length < 2 };
   s.plans.set(key, made);
   return made;
 }
@@ -212,10 +227,37 @@ export function gemm(index: number, stream: CudaStream, p: GemmProblem): void {
   const alpha = new Uint8Array((f64 ? new Float64Array([p.alpha]) : new Float32Array([p.alpha])).buffer);
   const beta = new Uint8Array((f64 ? new Float64Array([p.beta]) : new Float32Array([p.beta])).buffer);
   const c = p.c ?? p.d;
-  ltCheck(
-    L.cublasLtMatmul(s.handle, pl.desc, alpha, p.b.ptr, pl.la, p.a.ptr, pl.lb, beta, c, pl.lc, p.d, pl.lc, pl.algo, s.workspace, WORKSPACE_BYTES, stream.handle),
-    `running ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`,
-  );
+  const run = (algo: Uint8Array): number => L.cublasLtMatmul(s.handle, pl.desc, alpha, p.b.ptr, pl.la, p.a.ptr, pl.lb, beta, c, pl.lc, p.d, pl.lc, algo, s.workspace, WORKSPACE_BYTES, stream.handle);
+  if (!pl.tuned && p.beta === 0 && !capturing(stream)) tune(index, stream, pl, run);
+  ltCheck(run(pl.algo), `running ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
+}
+
+function capturing(stream: CudaStream): boolean {
+  const status: [number] = [0];
+  return driver().cu.cuStreamIsCapturing(stream.handle, status) !== 0 || status[0] !== 0;
+}
+
+/** Times every offered algorithm on this call's operands (D is overwritten; beta is 0) and keeps the fastest. */
+function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Array) => number): void {
+  pl.tuned = true;
+  const start = new CudaEvent(index, true);
+  const end = new CudaEvent(index, true);
+  let best = Infinity;
+  for (const algo of pl.algos) {
+    if (run(algo) !== 0) continue; // an algorithm the heuristic offered but that refuses these pointers
+    let ms = Infinity;
+    for (let r = 0; r < TUNE_REPS; r++) {
+      start.record(stream);
+      run(algo);
+      end.record(stream);
+      end.synchronize();
+      ms = Math.min(ms, start.elapsedTime(end));
+    }
+    if (ms < best) {
+      best = ms;
+      pl.algo = algo;
+    }
+  }
 }
 
 export function cublasLtVersion(): number {
