@@ -49,6 +49,7 @@ Options:
   --startup-runs <n>    cold/warm pairs for --startup, median reported (default 3)
   --compile-report      cold compile of ${COMPILE_REPORT_WORKLOAD} with the compile worker pool at its
                         default size vs KILN_COMPILE_WORKERS=1 and =0 (new processes, empty caches)
+  --report-workload <w> the workload of --compile-report (default ${COMPILE_REPORT_WORKLOAD})
   --no-progress         no progress bar on stderr
 
 Compiles run with a new empty KILN_CACHE_DIR (removed at the end), so 'compile s' is always cold.
@@ -73,6 +74,8 @@ export interface BenchCliOptions {
   progress: boolean;
   startup: boolean;
   startupRuns: number;
+  /** Workload of --compile-report. */
+  reportWorkload: string;
   compileReport: boolean;
 }
 
@@ -105,6 +108,7 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
       all: { type: 'boolean', default: false },
       startup: { type: 'boolean', default: false },
       'startup-runs': { type: 'string' },
+      'report-workload': { type: 'string' },
       'compile-report': { type: 'boolean', default: false },
       json: { type: 'string' },
       'no-progress': { type: 'boolean', default: false },
@@ -145,6 +149,7 @@ export function parseBenchArgs(argv: string[]): BenchCliOptions | 'help' {
     progress: !(values['no-progress'] ?? false),
     startup: values.startup ?? false,
     startupRuns: intOption('startup-runs', values['startup-runs'], 3, 1),
+    reportWorkload: values['report-workload'] ?? COMPILE_REPORT_WORKLOAD,
     compileReport: values['compile-report'] ?? false,
   };
 }
@@ -367,12 +372,12 @@ export function runBench(argv: string[]): number {
   });
   if (opts.compileReport) {
     const p = new Progress(opts.progress, 1);
-    report = compileReport(target(opts, COMPILE_REPORT_WORKLOAD, opts.dtype), opts.startupRuns, (done, total) => p.update(0, COMPILE_REPORT_WORKLOAD, 'compile report', done, total));
-    p.line(`bench: compile report for ${COMPILE_REPORT_WORKLOAD} done`);
+    report = compileReport(target(opts, opts.reportWorkload, opts.dtype), opts.startupRuns, (done, total) => p.update(0, opts.reportWorkload, 'compile report', done, total));
+    p.line(`bench: compile report for ${opts.reportWorkload} done`);
   }
   const { rows, json } = report_();
   console.log(formatTable(rows));
-  if (report) console.log(`\ncold compile of ${COMPILE_REPORT_WORKLOAD}, compile worker pool vs one worker (median of ${opts.startupRuns}):\n${formatCompileReport(report)}`);
+  if (report) console.log(`\ncold compile of ${opts.reportWorkload}, compile worker pool vs one worker (median of ${opts.startupRuns}):\n${formatCompileReport(report)}`);
   if (opts.json) {
     writeJson(opts.json, json);
     progress.line(`bench: wrote ${opts.json}`);
