@@ -10,3 +10,6 @@ import './indexing.js';
 import './attention.js';
 import './nn.js';
 import './pool.js';
+import './llm-norm.js';
+import './llm-act.js';
+import './llm-rope.js';
