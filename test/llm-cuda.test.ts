@@ -12,6 +12,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { DType } from '../src/tensor/dtype.js';
+import { trace } from '../src/compile/capture.js';
+import { lower } from '../src/compile/lower/lower.js';
+import { runPasses } from '../src/compile/passes/index.js';
+import { backwardKernel } from '../src/llm/backward-kernels.js';
 import { rand, type Layout } from './helpers/make.js';
 import { llmOpcheckSamples, ropeCache, ropePositions } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
@@ -92,6 +96,14 @@ test('fusedAddRmsNorm on cuda: bad input gets the same clear errors as on cpu', 
   assert.throws(() => llm.rmsNorm(x, cu(rand([8], 3, 'contiguous', 'bfloat16'))), /llm\.rmsNorm/);
   assert.throws(() => llm.fusedAddRmsNorm(x, x.narrow(1, 0, 8), cu(rand([8], 3))), /llm\.fusedAddRmsNorm: arguments 'input' .* and 'residual' .* overlap/);
   assert.throws(() => llm.siluAndMul(cu(rand([3, 7], 1))), /llm\.siluAndMul: the last dim of 'input' must be even/);
+  assert.throws(() => llm.rotaryEmbedding(cu(kiln.tensor([1.5])), cu(rand([1, 8], 1)), null, 8, cu(ropeCache(4, 8)), true), /llm\.rotaryEmbedding: argument 'positions'/);
+  // A position outside the cache: NaN in the rotated features (no host sync to throw), the rest kept.
+  const q = cu(rand([2, 8], 5));
+  const before = q.toFlatArray();
+  llm.rotaryEmbedding(cu(kiln.tensor([1, 9], { dtype: 'int64' })), q, null, 8, cu(ropeCache(4, 4)), true);
+  const after = q.toFlatArray();
+  assert.ok(after.slice(0, 4).every((v) => Number.isFinite(v)) && after.slice(8, 12).every((v) => Number.isNaN(v)), `rotated: ${after.join(', ')}`);
+  assert.deepEqual(after.slice(12), before.slice(12), 'features past the rotary dim are untouched');
 });
 
 test('siluAndMul / geluAndMul (erf, tanh) on cuda match the float64 cpu kernels (fp32, fp16, bf16; d 11008, 129, strided rows)', { skip }, () => {
@@ -142,7 +154,8 @@ test('rotaryEmbedding on cuda matches the float64 cpu kernel (neox, gpt-j, parti
   }
 });
 
-test('backward of rmsNorm and the act-and-mul ops on cuda match float64 cpu gradients', { skip }, () => {
+test('backward of rmsNorm and the act-and-mul ops on cuda (backward kernels) match float64 cpu gradients', { skip }, () => {
+  for (const op of ['llm.rmsNorm', 'llm.siluAndMul', 'llm.geluAndMul']) assert.ok(backwardKernel(op, 'cuda'), `${op}: a cuda backward kernel is registered`);
   for (const dtype of ['float32', 'bfloat16'] as DType[]) {
     const x = rand([5, 129], 8, 'contiguous', dtype);
     const w = rand([129], 9, 'contiguous', dtype, 0.5, 1.5);
@@ -226,5 +239,10 @@ for (const dtype of ['float32', 'bfloat16'] as DType[]) {
     });
     assert.equal(compiled.counters.graphBreaks, 0);
     assert.equal(compiled.counters.eagerCalls, 0);
+    // The library ops stay extern nodes, which dispatch to the policy's choice on cuda: the same kernel as eager.
+    const low = lower(runPasses(trace(fn as (...a: never[]) => unknown, make()).graph, { decompose: true }).graph);
+    const kinds = low.nodes.filter((n) => n.op.startsWith('llm.')).map((n) => `${n.op}:${n.kind}`);
+    assert.deepEqual(kinds, ['llm.fusedAddRmsNorm:extern', 'llm.siluAndMul:extern', 'llm.geluAndMul:extern', 'llm.rotaryEmbedding:extern', 'llm.addRmsNorm:extern', 'llm.rmsNorm:extern']);
+    for (const op of MINE) assert.equal(llm.llmChoice(op, 'cuda').name, 'cuda-kernel');
   });
 }

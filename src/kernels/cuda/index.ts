@@ -13,3 +13,4 @@ import './pool.js';
 import './llm-norm.js';
 import './llm-act.js';
 import './llm-rope.js';
+import './llm-backward.js';

@@ -58,7 +58,7 @@ export function runGatedBackward(grad: Tensor, input: Tensor, act: GatedAct): Te
   const t = new Temps();
   try {
     const x = t.rows(input);
-    const g = t.rows(grad.dtype === input.dtype ? grad : grad.to(input.dtype));
+    const g = t.rows(grad.dtype === input.dtype ? grad : t.keep(grad.to(input.dtype)));
     const xs = rowStride(x)!;
     const gs = rowStride(g)!;
     const vec = vecFor(d, [xs, gs, 2 * d], [x, g, dx]);

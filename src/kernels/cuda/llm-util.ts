@@ -70,6 +70,12 @@ export class Temps {
     return copyTensor(d, t);
   }
 
+  /** Disposes `t` with the others. */
+  keep(t: Tensor): Tensor {
+    this.list.push(t);
+    return t;
+  }
+
   dispose(): void {
     for (const t of this.list) t.dispose();
   }

@@ -374,3 +374,88 @@ extern "C" __global__ void __launch_bounds__(${ROPE_MAX_BLOCK}) ${name}(
 `;
   return { name, source, params: ROPE_PARAMS };
 }
+
+// ------------------------------------------------------------------------------------------------
+// RMSNorm backward: dx by rows, dw by column partials
+// ------------------------------------------------------------------------------------------------
+
+/** Threads of the backward row kernel (a block per row) and of the dw column kernel. */
+export const NORM_BWD_BLOCK = 256;
+
+export function normBackwardName(dtype: DType): string {
+  return `kiln_llm_rmsnorm_bwd_${dtype}`;
+}
+
+/** dx, rstd (compute type, [rows]), g, x, w, rows, H, gs, xs, dxs, eps. */
+export const NORM_BWD_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'f64'];
+
+/**
+ * dx = r (g w) - x r^3 mean(g w x), r = (mean(x^2) + eps)^-1/2, a block per row: one pass sums
+ * x^2 and g w x (block reduction of both), a second pass (the row again, from L1/L2) writes dx.
+ * r is stored per row for the dw kernel.
+ */
+export function generateNormBackward(dtype: DType): GeneratedKernel {
+  const T = storageType(dtype);
+  const ct = computeType(dtype) as 'float' | 'double';
+  const name = normBackwardName(dtype);
+  const L = (e: string): string => loadAs(dtype, e, ct);
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${NORM_BWD_BLOCK}) ${name}(
+    ${T}* __restrict__ dx, ${ct}* __restrict__ rstd, const ${T}* __restrict__ g, const ${T}* __restrict__ x, const ${T}* __restrict__ w,
+    long long rows, int H, long long gs, long long xs, long long dxs, double epsD) {
+  __shared__ ${ct} red[2][32];
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const ${T}* xr = x + row * xs;
+    const ${T}* gr = g + row * gs;
+    ${ct} ss = 0, dot = 0;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+      const ${ct} xv = ${L('xr[j]')};
+      ss += xv * xv;
+      dot += ${L('gr[j]')} * ${L('w[j]')} * xv;
+    }
+    for (int o = 16; o > 0; o >>= 1) { ss += __shfl_xor_sync(0xffffffffu, ss, o); dot += __shfl_xor_sync(0xffffffffu, dot, o); }
+    if ((threadIdx.x & 31) == 0) { red[0][threadIdx.x >> 5] = ss; red[1][threadIdx.x >> 5] = dot; }
+    __syncthreads();
+    ss = 0; dot = 0;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) { ss += red[0][i]; dot += red[1][i]; }
+    __syncthreads();
+    const ${ct} r = ${lit(1, ct)} / ${ct === 'double' ? 'sqrt' : 'sqrtf'}(ss / (${ct})H + (${ct})epsD);
+    const ${ct} m = dot / (${ct})H * r * r * r;
+    if (threadIdx.x == 0) rstd[row] = r;
+    ${T}* dr = dx + row * dxs;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+      const ${ct} xv = ${L('xr[j]')};
+      dr[j] = ${storeAs(dtype, `${L('gr[j]')} * ${L('w[j]')} * r - xv * m`, ct)};
+    }
+  }
+}
+`;
+  return { name, source, params: NORM_BWD_PARAMS };
+}
+
+export function normDwName(dtype: DType): string {
+  return `kiln_llm_rmsnorm_dw_${dtype}`;
+}
+
+/** partial ([chunks, H] compute type), g, x, rstd, rows, H, gs, xs. */
+export const NORM_DW_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64'];
+
+/** partial[c, j] = sum over rows c, c + chunks, ... of g[r, j] x[r, j] rstd[r] (threads over j: coalesced). */
+export function generateNormDw(dtype: DType): GeneratedKernel {
+  const T = storageType(dtype);
+  const ct = computeType(dtype) as 'float' | 'double';
+  const name = normDwName(dtype);
+  const L = (e: string): string => loadAs(dtype, e, ct);
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${NORM_BWD_BLOCK}) ${name}(
+    ${ct}* __restrict__ partial, const ${T}* __restrict__ g, const ${T}* __restrict__ x, const ${ct}* __restrict__ rstd,
+    long long rows, int H, long long gs, long long xs) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= H) return;
+  ${ct} acc = 0;
+  for (long long r = blockIdx.y; r < rows; r += gridDim.y) acc += ${L('g[r * gs + j]')} * ${L('x[r * xs + j]')} * rstd[r];
+  partial[(long long)blockIdx.y * H + j] = acc;
+}
+`;
+  return { name, source, params: NORM_DW_PARAMS };
+}
