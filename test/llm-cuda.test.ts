@@ -16,6 +16,8 @@ import { trace } from '../src/compile/capture.js';
 import { lower } from '../src/compile/lower/lower.js';
 import { runPasses } from '../src/compile/passes/index.js';
 import { backwardKernel } from '../src/llm/backward-kernels.js';
+import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
+import { argumentWriter } from '../src/compile/cuda-graphs/compile-cuda.js';
 import { rand, type Layout } from './helpers/make.js';
 import { llmOpcheckSamples, ropeCache, ropePositions } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
@@ -244,5 +246,21 @@ for (const dtype of ['float32', 'bfloat16'] as DType[]) {
     const kinds = low.nodes.filter((n) => n.op.startsWith('llm.')).map((n) => `${n.op}:${n.kind}`);
     assert.deepEqual(kinds, ['llm.fusedAddRmsNorm:extern', 'llm.siluAndMul:extern', 'llm.geluAndMul:extern', 'llm.rotaryEmbedding:extern', 'llm.addRmsNorm:extern', 'llm.rmsNorm:extern']);
     for (const op of MINE) assert.equal(llm.llmChoice(op, 'cuda').name, 'cuda-kernel');
+    // It writes its arguments in place: no CUDA graph (a replay would write static copies).
+    const gp = compiled.programs().inference.find((p) => p instanceof CudaGraphProgram);
+    assert.ok(gp instanceof CudaGraphProgram, 'the kiln backend cuda program');
+    assert.match(gp.stats.disabled ?? '', /writes its arguments in place \(llm\.fusedAddRmsNorm\)/);
   });
 }
+
+test('argumentWriter finds ops that write the compiled function\'s arguments in place (no CUDA graph for those calls)', () => {
+  const w = rand([8], 1);
+  const x = rand([3, 8], 2);
+  const r = rand([3, 8], 3);
+  const g = (fn: (...a: T[]) => unknown, args: T[]): ReturnType<typeof trace>['graph'] => trace(fn as (...a: never[]) => unknown, args).graph;
+  assert.equal(argumentWriter(g((a: T, b: T) => llm.fusedAddRmsNorm(a, b, w, 1e-6).input, [x, r])), 'llm.fusedAddRmsNorm');
+  assert.equal(argumentWriter(g((a: T) => llm.rotaryEmbedding(ropePositions(3, 8, 1), a.narrow(1, 0, 8), null, 8, ropeCache(8, 8), true).query, [x])), 'llm.rotaryEmbedding');
+  assert.equal(argumentWriter(g((a: T, b: T) => llm.addRmsNorm(a, b, w, 1e-6).out, [x, r])), null);
+  // In place on an intermediate only: the arguments are untouched, graphs stay allowed.
+  assert.equal(argumentWriter(g((a: T, b: T) => llm.fusedAddRmsNorm(a.mul(2), b.add(1), w, 1e-6).input, [x, r])), null);
+});
