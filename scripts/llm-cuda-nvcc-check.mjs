@@ -14,7 +14,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const L = await import(pathToFileURL(path.join(root, 'dist/src/kernels/cuda/codegen/llm.js')).href);
 const out = [];
 for (const dtype of ['float32', 'float16', 'bfloat16', 'float64']) {
-  for (const mode of ['plain', 'addInPlace', 'addOut']) for (const vector of [false, true]) for (const warpPerRow of [true, false]) out.push(L.generateNorm({ dtype, mode, vector, warpPerRow }));
+  for (const mode of ['plain', 'addInPlace', 'addOut']) for (const vector of [false, true]) for (const [warpPerRow, items] of [[true, 1], [true, 4], [false, 2], [false, 4], [false, 8], [false, 0]]) out.push(L.generateNorm({ dtype, mode, vector, warpPerRow, items }));
   const v = 16 / { float32: 4, float16: 2, bfloat16: 2, float64: 8 }[dtype];
   for (const act of ['silu', 'gelu', 'geluTanh']) for (const vec of [1, v]) for (const backward of [false, true]) out.push(L.generateGated({ dtype, act, vec, backward }));
   for (const neox of [true, false]) for (const vp of [1, 2, 4]) out.push(L.generateRope({ dtype, cacheDtype: dtype, posDtype: vp === 2 ? 'int32' : 'int64', neox, half: 64, vp }));

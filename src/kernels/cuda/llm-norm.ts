@@ -14,21 +14,41 @@ import { numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { generateNorm, MAX_ITEMS, NORM_MAX_BLOCK, normKernelName, normVec, WARP_MODE_BLOCK, type NormMode, type NormSpec } from './codegen/llm.js';
 import { copyTensor } from './core.js';
-import { allocOut, ptrOf, streamOf } from './device.js';
+import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { aligned, cachedKernel, registerCuda, rowStride, Temps, vecWidth } from './llm-util.js';
 
-/** Rows of at most this many vectors take a warp each (at most 2 vectors a thread). */
-const WARP_ROW_VECS = 64;
+/**
+ * Row vectors a thread aims to hold. 4 (64 bytes of loads in flight a thread, 16 registers) over
+ * R1's 2 on 512 threads, which reached only 53-67% of copy bandwidth on the H200 (fewer, fuller
+ * threads a row: cheaper reductions, and registers sized to what is used keep occupancy up).
+ * Settable for benchmarking sweeps.
+ */
+let vecsPerThread = 4;
+
+export function setNormVecsPerThread(n: number): void {
+  if (!Number.isInteger(n) || n < 1 || n > MAX_ITEMS) throw new RangeError(`setNormVecsPerThread: expected an integer in [1, ${MAX_ITEMS}], got ${n}`);
+  vecsPerThread = n;
+}
+
+/** Whether the grid is capped at two waves of resident blocks (true) or has a block per row group. */
+let capGrid = true;
+
+/** Benchmark sweeps: the grid policy of the norm kernels. */
+export function setNormGridCap(on: boolean): void {
+  capGrid = on;
+}
 
 /**
- * Threads per row: a warp for short rows, else the power of two that leaves each thread 2 vectors
- * (the row stays in registers and a 16384-row batch still has enough blocks), at most NORM_MAX_BLOCK.
+ * Threads per row and vectors per thread for a row of `nvec` vectors: a warp when it covers the
+ * row with at most vecsPerThread vectors a lane (4 rows a block), else a block of the multiple of
+ * 32 threads that gives each about vecsPerThread vectors (at most NORM_MAX_BLOCK); rows that need
+ * more than MAX_ITEMS vectors a thread take the loop path (items 0).
  */
-export function normThreads(nvec: number): { warpPerRow: boolean; tpr: number } {
-  if (nvec <= WARP_ROW_VECS) return { warpPerRow: true, tpr: 32 };
-  let tpr = 64;
-  while (tpr < NORM_MAX_BLOCK && tpr * 2 < nvec) tpr *= 2;
-  return { warpPerRow: false, tpr };
+export function normThreads(nvec: number): { warpPerRow: boolean; tpr: number; items: number } {
+  if (nvec <= 32 * vecsPerThread) return { warpPerRow: true, tpr: 32, items: Math.max(1, Math.ceil(nvec / 32)) };
+  const tpr = Math.min(NORM_MAX_BLOCK, Math.ceil(nvec / vecsPerThread / 32) * 32);
+  const items = Math.ceil(nvec / tpr);
+  return { warpPerRow: false, tpr, items: items <= MAX_ITEMS ? items : 0 };
 }
 
 interface NormCall {
@@ -52,16 +72,20 @@ function launchNorm(c: NormCall): void {
   const v = normVec(dtype);
   const vector = h % v === 0 && strides.every((s) => s % v === 0) && aligned(16, ...tensors);
   // Threads depend on the row length only (not on alignment): see NormSpec.vector.
-  const { warpPerRow, tpr } = normThreads(Math.ceil(h / v));
-  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow };
+  const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / v));
+  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items };
   const k = cachedKernel(c.x.device.index, normKernelName(spec), () => generateNorm(spec));
+  const block = warpPerRow ? WARP_MODE_BLOCK : tpr;
   const rowsPerBlock = warpPerRow ? WARP_MODE_BLOCK / 32 : 1;
-  const grid = Math.min(Math.ceil(rows / rowsPerBlock), 2 ** 31 - 1);
+  // At most two waves of resident blocks, which loop over the remaining rows: no block launch
+  // per row, and the weight row stays in L1 across a block's rows.
+  const blocks = Math.ceil(rows / rowsPerBlock);
+  const grid = capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
   const [os, xs, rs, ros] = strides as [number, number, number, number];
   launch(
     k,
     [ptrOf(c.out), ptrOf(c.x), c.res ? ptrOf(c.res) : 0, c.resOut ? ptrOf(c.resOut) : 0, ptrOf(c.w), rows, h, xs, rs, os, ros, c.eps],
-    { grid, block: warpPerRow ? WARP_MODE_BLOCK : tpr },
+    { grid, block },
     streamOf(c.x),
   );
 }

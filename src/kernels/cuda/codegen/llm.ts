@@ -46,6 +46,11 @@ export interface NormSpec {
   vector: boolean;
   /** true: a warp per row (blockDim WARP_MODE_BLOCK); false: a block per row (blockDim = TPR). */
   warpPerRow: boolean;
+  /**
+   * Row vectors a thread holds in registers (1..MAX_ITEMS), fixed at compile time so that a
+   * kernel allocates only the registers it uses (occupancy); 0: the loop path (longer rows).
+   */
+  items: number;
 }
 
 function lit(v: number, ct: string): string {
@@ -59,7 +64,7 @@ function ld(d: DType, v: string, ct: 'float' | 'double'): string {
 }
 
 export function normKernelName(s: NormSpec): string {
-  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}`;
+  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}`;
 }
 
 /**
@@ -122,11 +127,14 @@ export function generateNorm(s: NormSpec): GeneratedKernel {
   const reduce = s.warpPerRow
     ? `  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);`
     : `  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    // Double-buffered by row parity: the next row's writes cannot race this row's reads, so one
+    // barrier a row suffices.
+    ${ct}* rb = red[parity];
+    parity ^= 1;
+    if ((threadIdx.x & 31) == 0) rb[threadIdx.x >> 5] = ss;
     __syncthreads();
     ss = 0;
-    for (int i = 0; i < (int)(blockDim.x >> 5); i++) ss += red[i];
-    __syncthreads();`;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) ss += rb[i];`;
   const source = `${PRELUDE}
 extern "C" __global__ void __launch_bounds__(${block}) ${name}(
     ${T}* ${rx}out, const ${T}* ${rx}x, const ${T}* ${rx}res, ${T}* ${rx}resOut, const ${T}* __restrict__ w,
@@ -137,17 +145,18 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}(
   const int nvec = (H + ${V - 1}) / ${V};
   const ${ct} eps = (${ct})epsD;
   const ${ct} invH = ${lit(1, ct)} / (${ct})H;
-  const bool inRegs = nvec <= tpr * ${MAX_ITEMS};
-  ${s.warpPerRow ? '' : `__shared__ ${ct} red[32];`}
+  const bool inRegs = ${s.items > 0 ? `nvec <= tpr * ${s.items}` : 'false'};
+  ${s.warpPerRow ? '' : `__shared__ ${ct} red[2][32];
+  int parity = 0;`}
   for (long long row = (long long)blockIdx.x * rowsPerBlock + threadIdx.x / tpr; row < rows; row += (long long)gridDim.x * rowsPerBlock) {
     const ${T}* xr = x + row * xs;
     ${hasRes ? `const ${T}* rr = res + row * rs; ${T}* ror = resOut + row * ros;` : ''}
     ${T}* orow = out + row * os;
-    ${vt} v[${MAX_ITEMS}];
+    ${vt} v[${Math.max(1, s.items)}];
     ${ct} ss = 0;
     if (inRegs) {
 #pragma unroll
-      for (int it = 0; it < ${MAX_ITEMS}; it++) {
+      for (int it = 0; it < ${s.items}; it++) {
         const int j = tid + it * tpr;
         if (j < nvec) {
 ${ind(loadRow('v[it]', 'j'), 10)}
@@ -163,7 +172,7 @@ ${ind(loadRow('t', 'j'), 8)}
     const ${ct} inv = ${lit(1, ct)} / ${ct === 'double' ? 'sqrt' : 'sqrtf'}(ss * invH + eps);
     if (inRegs) {
 #pragma unroll
-      for (int it = 0; it < ${MAX_ITEMS}; it++) {
+      for (int it = 0; it < ${s.items}; it++) {
         const int j = tid + it * tpr;
         if (j < nvec) {
 ${ind(storeRow('v[it]', 'j'), 10)}
