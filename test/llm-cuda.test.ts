@@ -18,6 +18,7 @@ import { runPasses } from '../src/compile/passes/index.js';
 import { backwardKernel } from '../src/llm/backward-kernels.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
 import { argumentWriter } from '../src/compile/cuda-graphs/compile-cuda.js';
+import { normThreads } from '../src/kernels/cuda/llm-norm.js';
 import { rand, type Layout } from './helpers/make.js';
 import { llmOpcheckSamples, ropeCache, ropePositions } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
@@ -263,4 +264,14 @@ test('argumentWriter finds ops that write the compiled function\'s arguments in 
   assert.equal(argumentWriter(g((a: T, b: T) => llm.addRmsNorm(a, b, w, 1e-6).out, [x, r])), null);
   // In place on an intermediate only: the arguments are untouched, graphs stay allowed.
   assert.equal(argumentWriter(g((a: T, b: T) => llm.fusedAddRmsNorm(a.mul(2), b.add(1), w, 1e-6).input, [x, r])), null);
+});
+
+test('norm kernel geometry: every row vector has a thread, blocks stay within limits, long rows take the loop path', () => {
+  for (const nvec of [1, 2, 31, 33, 64, 128, 129, 500, 512, 1024, 2048, 4096, 4097, 10000]) {
+    const g = normThreads(nvec);
+    assert.ok(g.tpr % 32 === 0 && g.tpr >= 32 && g.tpr <= 512, `nvec ${nvec}: tpr ${g.tpr}`);
+    assert.equal(g.warpPerRow, g.tpr === 32 && nvec <= 128, `nvec ${nvec}: warp mode`);
+    if (g.items > 0) assert.ok(g.items <= 8 && g.tpr * g.items >= nvec && g.tpr * (g.items - 1) < nvec, `nvec ${nvec}: ${g.tpr} threads x ${g.items} vectors`);
+    else assert.ok(nvec > 512 * 8, `nvec ${nvec}: loop path only past the register limit`);
+  }
 });
