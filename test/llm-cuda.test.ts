@@ -16,6 +16,7 @@ import { trace } from '../src/compile/capture.js';
 import { lower } from '../src/compile/lower/lower.js';
 import { runPasses } from '../src/compile/passes/index.js';
 import { backwardKernel } from '../src/llm/backward-kernels.js';
+import { assertNoOverlap } from '../src/llm/overlap.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
 import { argumentWriter } from '../src/compile/cuda-graphs/compile-cuda.js';
 import { normThreads } from '../src/kernels/cuda/llm-norm.js';
@@ -274,4 +275,17 @@ test('norm kernel geometry: every row vector has a thread, blocks stay within li
     if (g.items > 0) assert.ok(g.items <= 8 && g.tpr * g.items >= nvec && g.tpr * (g.items - 1) < nvec, `nvec ${nvec}: ${g.tpr} threads x ${g.items} vectors`);
     else assert.ok(nvec > 512 * 8, `nvec ${nvec}: loop path only past the register limit`);
   }
+});
+
+test('overlap check: column slices of one qkv matrix are proven disjoint without a scan; shared elements are still caught', () => {
+  const qkv = kiln.empty([4, 3 * 16]);
+  const q = qkv.narrow(1, 0, 16);
+  const k = qkv.narrow(1, 16, 16);
+  assert.doesNotThrow(() => assertNoOverlap('op', ['query', q], ['key', k]));
+  assert.doesNotThrow(() => assertNoOverlap('op', ['query', qkv.narrow(1, 32, 16).reshape([4, 2, 8])], ['key', k.reshape([4, 2, 8])]));
+  assert.throws(() => assertNoOverlap('op', ['query', q], ['key', qkv.narrow(1, 15, 16)]), /op: arguments 'query' \[4, 16\] and 'key' \[4, 16\] overlap in memory \(element 15/);
+  // Rows that wrap past the row stride are not provable and go to the element scan (still exact).
+  const base = kiln.empty([8]);
+  assert.throws(() => assertNoOverlap('op', ['input', base.asStrided([2, 2], [2, 1], 1)], ['residual', base.asStrided([2, 2], [2, 1], 0)]), /overlap in memory/);
+  assert.doesNotThrow(() => assertNoOverlap('op', ['input', base.asStrided([2, 2], [4, 1], 1)], ['residual', base.asStrided([2, 1], [4, 1], 3)]));
 });
