@@ -19,7 +19,7 @@ import { backwardKernel } from '../src/llm/backward-kernels.js';
 import { assertNoOverlap } from '../src/llm/overlap.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
 import { argumentWriter } from '../src/compile/cuda-graphs/compile-cuda.js';
-import { normThreads } from '../src/kernels/cuda/llm-norm.js';
+import { normThreads, normTuning, setNormGridCap, setNormVecsPerThread } from '../src/kernels/cuda/llm-norm.js';
 import { rand, type Layout } from './helpers/make.js';
 import { llmOpcheckSamples, ropeCache, ropePositions } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
@@ -91,6 +91,35 @@ test('rmsNorm / addRmsNorm / fusedAddRmsNorm on cuda match the float64 cpu kerne
         assertNear(`fusedAddRmsNorm residual ${label}`, ri, sum, dtype);
       });
     }
+  }
+});
+
+test('norm kernels at every setting of their tuning knobs (vectors a thread, grid cap) match the float64 cpu kernels', { skip }, () => {
+  const saved = normTuning();
+  try {
+    for (const [vecs, cap] of [[1, true], [2, false], [8, true], [8, false]] as [number, boolean][]) {
+      setNormVecsPerThread(vecs);
+      setNormGridCap(cap);
+      for (const dtype of ['float32', 'bfloat16'] as DType[]) {
+        for (const shape of [[7, 4096], [3, 8192], [300, 96]]) {
+          const h = shape.at(-1)!;
+          const label = `vecs ${vecs} cap ${cap} ${dtype} [${shape.join(', ')}]`;
+          const x = rand(shape, 11, 'contiguous', dtype);
+          const r = rand(shape, 12, 'contiguous', dtype);
+          const w = rand([h], 13, 'contiguous', dtype, 0.5, 1.5);
+          assertNear(`rmsNorm ${label}`, llm.rmsNorm(cu(x), cu(w), 1e-6), llm.rmsNorm(f64(x), f64(w), 1e-6), dtype);
+          const sum = roundedF64(kiln.add(f64(x), f64(r)), dtype);
+          const xi = cu(x);
+          const ri = cu(r);
+          llm.fusedAddRmsNorm(xi, ri, cu(w), 1e-6);
+          assertNear(`fusedAddRmsNorm input ${label}`, xi, llm.rmsNorm(sum, f64(w), 1e-6), dtype);
+          assertNear(`fusedAddRmsNorm residual ${label}`, ri, sum, dtype);
+        }
+      }
+    }
+  } finally {
+    setNormVecsPerThread(saved.vecsPerThread);
+    setNormGridCap(saved.gridCap);
   }
 });
 

@@ -33,6 +33,11 @@ export function setNormVecsPerThread(n: number): void {
 /** Whether the grid is capped at two waves of resident blocks (true) or has a block per row group. */
 let capGrid = true;
 
+/** The current tuning knobs (tests restore them after changing them). */
+export function normTuning(): { vecsPerThread: number; gridCap: boolean } {
+  return { vecsPerThread, gridCap: capGrid };
+}
+
 /** Benchmark sweeps: the grid policy of the norm kernels. */
 export function setNormGridCap(on: boolean): void {
   capGrid = on;
