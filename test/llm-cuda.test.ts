@@ -300,7 +300,7 @@ test('norm kernel geometry: every row vector has a thread, blocks stay within li
   for (const nvec of [1, 2, 31, 33, 64, 128, 129, 500, 512, 1024, 2048, 4096, 4097, 10000]) {
     const g = normThreads(nvec);
     assert.ok(g.tpr % 32 === 0 && g.tpr >= 32 && g.tpr <= 512, `nvec ${nvec}: tpr ${g.tpr}`);
-    assert.equal(g.warpPerRow, g.tpr === 32 && nvec <= 128, `nvec ${nvec}: warp mode`);
+    assert.equal(g.warpPerRow, g.tpr === 32 && nvec <= 32 * normTuning().vecsPerThread, `nvec ${nvec}: warp mode`);
     if (g.items > 0) assert.ok(g.items <= 8 && g.tpr * g.items >= nvec && g.tpr * (g.items - 1) < nvec, `nvec ${nvec}: ${g.tpr} threads x ${g.items} vectors`);
     else assert.ok(nvec > 512 * 8, `nvec ${nvec}: loop path only past the register limit`);
   }
