@@ -80,12 +80,16 @@ interface Row {
   gbps: number;
 }
 const rows: Row[] = [];
+let tuned: ReturnType<typeof sweep> | null = null;
+let copy = { bytes: 0, kiln_ms: 0, gbps: 0 };
 
 function add(op: string, variant: string, shape: number[], dtype: DType, bytes: number, fn: () => void): void {
   if (only.length > 0 && !only.includes(op)) return;
   const ms = timeMs(fn);
   const gbps = bytes / (ms * 1e-3) / 1e9;
   rows.push({ op, variant, shape, dtype, kiln_ms: ms, bytes, gbps });
+  // Written after every row, so a run cut short by a time limit still leaves its rows.
+  fs.writeFileSync(jsonPath, JSON.stringify({ meta: { reps, warmup, normConfig: tuned }, copy, rows }, null, 1));
   console.log(`${op.padEnd(20)} ${variant.padEnd(5)} ${JSON.stringify(shape).padEnd(18)} ${dtype.padEnd(9)} ${ms.toFixed(4).padStart(9)} ms ${gbps.toFixed(0).padStart(6)} GB/s`);
 }
 
@@ -142,12 +146,12 @@ function jitWarmup(): void {
 
 kiln.noGrad(() => {
   jitWarmup();
-  const tuned = process.argv.includes('--sweep') ? sweep() : null;
+  tuned = process.argv.includes('--sweep') ? sweep() : null;
   const GiB = 1 << 30;
   const src = kiln.empty([GiB / 4], { device: 'cuda' });
   const copyMs = timeMs(() => kiln.clone(src).dispose());
   src.dispose();
-  const copy = { bytes: GiB, kiln_ms: copyMs, gbps: (2 * GiB) / (copyMs * 1e-3) / 1e9 };
+  copy = { bytes: GiB, kiln_ms: copyMs, gbps: (2 * GiB) / (copyMs * 1e-3) / 1e9 };
   console.log(`kiln.clone 1 GiB: ${copyMs.toFixed(3)} ms, ${copy.gbps.toFixed(0)} GB/s (read + write)`);
 
   for (const dtype of dtypes) {

@@ -118,6 +118,9 @@ def main():
     def add(op, shape, dtype, impl, ms, variant=""):
         rows.append({"op": op, "variant": variant, "shape": shape, "dtype": dtype, "torch_impl": impl, "torch_ms": ms})
         print(f"{op:20s} {variant:5s} {impl:15s} {str(shape):18s} {dtype:9s} {ms:9.4f} ms", flush=True)
+        # Written after every row, so a run cut short by a time limit still leaves its rows.
+        with open(a.json, "w") as f:
+            json.dump({"meta": meta, "copy": copy, "rows": rows}, f)
 
     # Copy bandwidth: copy_ of 1 GiB (read + write).
     n = (1 << 30) // 4
@@ -127,6 +130,7 @@ def main():
     copy = {"bytes": 1 << 30, "torch_ms": cms, "gbps": 2 * (1 << 30) / (cms * 1e-3) / 1e9}
     print(f"copy_ 1 GiB: {cms:.3f} ms, {copy['gbps']:.0f} GB/s (read + write)", flush=True)
     del src, dst
+    meta = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "reps": a.reps, "warmup": a.warmup}
 
     with torch.no_grad():
         for dn in a.dtype:
@@ -156,7 +160,6 @@ def main():
                 for neox in (True, False):
                     add("llm.rotaryEmbedding", [t, heads, hs], dn, "forward_native", time_ms(lambda: rope_native(pos, q, k, hs, hs, cache, neox), a.reps, a.warmup), "neox" if neox else "gptj")
                 del q, k
-    meta = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "reps": a.reps, "warmup": a.warmup}
     with open(a.json, "w") as f:
         json.dump({"meta": meta, "copy": copy, "rows": rows}, f)
 
