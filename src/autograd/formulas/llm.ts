@@ -20,6 +20,7 @@ import { erf, exp, mul, neg, rsqrt, sigmoid, sub, tanh } from '../../api/pointwi
 import { mean, sum } from '../../api/reduction.js';
 import { narrow } from '../../api/views.js';
 import type { Tensor } from '../../tensor/tensor.js';
+import { backwardKernel } from '../../llm/backward-kernels.js';
 import { defineBackward } from '../graph.js';
 
 function up(t: Tensor): Tensor {
@@ -30,6 +31,9 @@ defineBackward(
   D.rmsNorm,
   (ctx, [g]) => {
     const [xIn, wIn, eps] = ctx.args as [Tensor, Tensor, number];
+    // A device's backward kernel when its library registered one (cuda); else the composition.
+    const kernel = backwardKernel(D.rmsNorm.name, xIn.device.type);
+    if (kernel) return kernel([g!], ctx.args, [ctx.needsInputGrad(0), ctx.needsInputGrad(1), false]);
     const x = up(xIn);
     const w = up(wIn);
     const g32 = up(g!);
@@ -83,9 +87,6 @@ function gatedBackward(input: Tensor, g: Tensor, kind: 'silu' | D.GeluApproximat
   return cat([mul(mul(g32, b), grad), mul(g32, act)], -1).to(input.dtype);
 }
 
-defineBackward(D.siluAndMul, (ctx, [g]) => [gatedBackward(ctx.args[0] as Tensor, g!, 'silu')], { save: ['input'] });
-defineBackward(D.geluAndMul, (ctx, [g]) => [gatedBackward(ctx.args[0] as Tensor, g!, ctx.args[1] as D.GeluApproximate), null], { save: ['input'] });
-
 defineBackward(
   applyRotaryEmb,
   (ctx, [g]) => {
@@ -98,4 +99,16 @@ defineBackward(
     return [gx, gc, gs, null];
   },
   { save: ['input', 'cos', 'sin'] },
+);
+
+defineBackward(
+  D.siluAndMul,
+  (ctx, [g]) => backwardKernel(D.siluAndMul.name, (ctx.args[0] as Tensor).device.type)?.([g!], ctx.args, [true]) ?? [gatedBackward(ctx.args[0] as Tensor, g!, 'silu')],
+  { save: ['input'] },
+);
+defineBackward(
+  D.geluAndMul,
+  (ctx, [g]) =>
+    backwardKernel(D.geluAndMul.name, (ctx.args[0] as Tensor).device.type)?.([g!], ctx.args, [true, false]) ?? [gatedBackward(ctx.args[0] as Tensor, g!, ctx.args[1] as D.GeluApproximate), null],
+  { save: ['input'] },
 );

@@ -10,7 +10,8 @@ import type { BackendOptions, CompiledProgram } from '../backend.js';
 import { lowerForCuda } from '../codegen/cuda/backend.js';
 import { CudaProgram } from '../codegen/cuda/program.js';
 import { cudaRuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
-import type { Graph } from '../ir.js';
+import { getOp } from '../../ops/registry.js';
+import type { Graph, ValueId } from '../ir.js';
 import { schedule } from '../lower/schedule.js';
 import { CudaGraphProgram, type GraphPolicy } from './graph-program.js';
 import { PiecewiseGraphProgram, splittable } from './piecewise.js';
@@ -33,6 +34,29 @@ export function graphPolicy(mode: BackendOptions['mode'], env = process.env.KILN
   return 'measure';
 }
 
+/**
+ * The first op that writes a function argument in place (an arg declared \`mutated\` whose value is,
+ * or views, an argument input), or null. A CUDA graph replays on static copies of the arguments
+ * (and the 'measure' policy runs the call several times to time it), so such a call runs kernel
+ * by kernel, writing the caller's tensors exactly once.
+ */
+export function argumentWriter(graph: Graph): string | null {
+  const args = new Set(graph.inputs.filter((i) => i.source.kind === 'arg').map((i) => i.id));
+  const root = (id: ValueId): ValueId => {
+    let cur = id;
+    for (let v = graph.values.get(cur); v?.aliasOf !== undefined; v = graph.values.get(cur)) cur = v.aliasOf;
+    return cur;
+  };
+  for (const n of graph.nodes) {
+    const spec = getOp(n.op).args;
+    for (let i = 0; i < n.args.length; i++) {
+      const a = n.args[i]!;
+      if (spec[i]?.mutated === true && a.kind === 'value' && args.has(root(a.id))) return n.op;
+    }
+  }
+  return null;
+}
+
 export function compileForCuda(graph: Graph, deviceIndex: number, options: BackendOptions): CompiledProgram {
   const launcher = cudaRuntimeLauncher(deviceIndex);
   const low = lowerForCuda(graph);
@@ -42,5 +66,8 @@ export function compileForCuda(graph: Graph, deviceIndex: number, options: Backe
   const aliasOutputs = options.mode === 'reduce-overhead';
   const split = (): PiecewiseGraphProgram | null =>
     splittable(graph) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: options.mode === 'max-autotune', aliasOutputs }) : null;
-  return new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split);
+  const gp = new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split);
+  const writer = argumentWriter(graph);
+  if (writer !== null && gp.stats.disabled === null) gp.stats.disabled = `the call writes its arguments in place (${writer}); graphs would write static copies`;
+  return gp;
 }

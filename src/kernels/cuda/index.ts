@@ -13,3 +13,7 @@ import './pool.js';
 import './llm-rotary.js';
 import './nn-extra.js';
 import './scatter.js';
+import './llm-norm.js';
+import './llm-act.js';
+import './llm-rope.js';
+import './llm-backward.js';

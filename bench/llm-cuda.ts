@@ -1,0 +1,207 @@
+/**
+ * Kiln side of the LLM library benchmark (issue #6): the eager library calls on cuda (kiln.llm.*,
+ * dispatched to the cuda kernels of src/kernels/cuda/llm-*.ts) on the shapes and dtypes of
+ * scripts/bench_llm_pytorch.py, timed the same way: a pair of kiln.Events around each call, median
+ * of --reps after warm-up. Each row carries the bytes the op must move (reads + writes of the
+ * activations; weights, positions and the cache are negligible) and the resulting GB/s. Also times
+ * Kiln's 1 GiB device copy (kiln.clone) for a same-run bandwidth reference.
+ *
+ * With --sweep, the norm kernels' two tuning knobs (vectors a thread holds, grid capped at two
+ * waves or a block per row) are first timed at every setting on the large shapes (recorded in the
+ * JSON's meta.normSweep); the table itself always uses the library's defaults.
+ *
+ *   node dist/bench/llm-cuda.js --json kiln.json [--tokens 1 16 256 4096 16384] [--reps 50] [--sweep]
+ *   python3 scripts/bench_llm_merge.py torch.json kiln.json out.json   (joins both sides)
+ */
+import fs from 'node:fs';
+import * as kiln from '../src/index.js';
+import { normTuning, setNormGridCap, setNormVecsPerThread } from '../src/kernels/cuda/llm-norm.js';
+import { itemSize, type DType } from '../src/tensor/dtype.js';
+
+type T = kiln.Tensor;
+const llm = kiln.llm;
+
+function arg(name: string, fallback: string[]): string[] {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0) return fallback;
+  const out: string[] = [];
+  for (let j = i + 1; j < process.argv.length && !process.argv[j]!.startsWith('--'); j++) out.push(process.argv[j]!);
+  return out;
+}
+
+const jsonPath = arg('json', ['llm-cuda.json'])[0]!;
+const tokensList = arg('tokens', ['1', '16', '256', '4096', '16384']).map(Number);
+const dtypes = arg('dtype', ['float32', 'bfloat16']) as DType[];
+const reps = Number(arg('reps', ['50'])[0]);
+const warmup = Number(arg('warmup', ['5'])[0]);
+const only = arg('only', []);
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+function timeMs(fn: () => void): number {
+  for (let i = 0; i < warmup; i++) fn();
+  kiln.synchronize('cuda');
+  const times: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const s = new kiln.Event('cuda');
+    const e = new kiln.Event('cuda');
+    s.record();
+    fn();
+    e.record();
+    e.synchronize();
+    times.push(s.elapsedTime(e));
+  }
+  return median(times);
+}
+
+/**
+ * A [rows, cols] device tensor of random values without generating rows * cols randoms on the
+ * host: a random tile of at most 64 rows, repeated on the device (values only need to be finite).
+ */
+function devRand(rows: number, cols: number, dtype: DType, seed: number, lo = -2, hi = 2): T {
+  const r0 = Math.min(rows, 64);
+  const tile = kiln.rand([r0, cols], { generator: new kiln.Generator(seed) }).mul(hi - lo).add(lo).to('cuda').to(dtype);
+  const reps = Math.ceil(rows / r0);
+  const big = kiln.contiguous(tile.unsqueeze(0).expand([reps, r0, cols])).reshape([reps * r0, cols]);
+  return kiln.contiguous(big.narrow(0, 0, rows));
+}
+
+interface Row {
+  op: string;
+  variant: string;
+  shape: number[];
+  dtype: DType;
+  kiln_ms: number;
+  bytes: number;
+  gbps: number;
+}
+const rows: Row[] = [];
+let tuned: ReturnType<typeof sweep> | null = null;
+let copy = { bytes: 0, kiln_ms: 0, gbps: 0 };
+
+function add(op: string, variant: string, shape: number[], dtype: DType, bytes: number, fn: () => void): void {
+  if (only.length > 0 && !only.includes(op)) return;
+  const ms = timeMs(fn);
+  const gbps = bytes / (ms * 1e-3) / 1e9;
+  rows.push({ op, variant, shape, dtype, kiln_ms: ms, bytes, gbps });
+  // Written after every row, so a run cut short by a time limit still leaves its rows.
+  fs.writeFileSync(jsonPath, JSON.stringify({ meta: { reps, warmup, normSweep: tuned }, copy, rows }, null, 1));
+  console.log(`${op.padEnd(20)} ${variant.padEnd(5)} ${JSON.stringify(shape).padEnd(18)} ${dtype.padEnd(9)} ${ms.toFixed(4).padStart(9)} ms ${gbps.toFixed(0).padStart(6)} GB/s`);
+}
+
+/**
+ * Times rmsNorm and fusedAddRmsNorm on the large shapes at each knob setting and records the times
+ * (per op, dtype and hidden size); the rows that follow use the library's defaults (restored
+ * here), so the table measures what users get and the sweep shows whether another default
+ * would be faster.
+ */
+function sweep(): { defaults: ReturnType<typeof normTuning>; best: string; ms: Record<string, Record<string, number>> } {
+  const defaults = normTuning();
+  const ms: Record<string, Record<string, number>> = {};
+  const shapes: [number, number, DType][] = [];
+  for (const dtype of dtypes) for (const h of [4096, 8192]) shapes.push([16384, h, dtype]);
+  const data = shapes.map(([t, h, dtype]) => ({ key: `${dtype} [${t}, ${h}]`, x: devRand(t, h, dtype, 2), r: devRand(t, h, dtype, 3), w: devRand(1, h, dtype, 1, 0.5, 1.5).reshape([h]) }));
+  let best = { name: '', total: Infinity };
+  for (const v of [2, 4, 8]) {
+    for (const cap of [true, false]) {
+      setNormVecsPerThread(v);
+      setNormGridCap(cap);
+      const name = `vecs=${v} grid=${cap ? 'capped' : 'per-row'}`;
+      const row: Record<string, number> = {};
+      for (const d of data) {
+        row[`llm.rmsNorm ${d.key}`] = timeMs(() => llm.rmsNorm(d.x, d.w, 1e-6).dispose());
+        row[`llm.fusedAddRmsNorm ${d.key}`] = timeMs(() => void llm.fusedAddRmsNorm(d.x, d.r, d.w, 1e-6));
+      }
+      ms[name] = row;
+      const total = Object.values(row).reduce((a, b) => a + b, 0);
+      if (total < best.total) best = { name, total };
+      console.log(`sweep ${name.padEnd(22)} total ${total.toFixed(4)} ms: ${Object.values(row).map((x) => x.toFixed(4)).join(' ')}`);
+    }
+  }
+  for (const d of data) for (const t of [d.x, d.r, d.w]) t.dispose();
+  setNormVecsPerThread(defaults.vecsPerThread);
+  setNormGridCap(defaults.gridCap);
+  console.log(`sweep: fastest in total ${best.name}; the table uses the defaults vecs=${defaults.vecsPerThread} grid=${defaults.gridCap ? 'capped' : 'per-row'} (columns: ${Object.keys(ms[best.name]!).join(', ')})`);
+  return { defaults, best: best.name, ms };
+}
+
+/**
+ * Runs every op's host path a few hundred times on tiny shapes first, so that V8 has optimised the
+ * dispatch code before the first measured row (R1: the first rows measured twice the host time).
+ */
+function jitWarmup(): void {
+  for (const dtype of dtypes) {
+    const x = devRand(2, 64, dtype, 1);
+    const r = devRand(2, 64, dtype, 2);
+    const w = devRand(1, 64, dtype, 3).reshape([64]);
+    const pos = kiln.tensor([1, 2], { dtype: 'int64' }).to('cuda');
+    const cache = devRand(4, 16, dtype, 4);
+    for (let i = 0; i < 300; i++) {
+      llm.rmsNorm(x, w, 1e-6).dispose();
+      llm.fusedAddRmsNorm(x, r, w, 1e-6);
+      llm.siluAndMul(x).dispose();
+      llm.geluAndMul(x, i % 2 ? 'tanh' : 'none').dispose();
+      llm.rotaryEmbedding(pos, x, r, 16, cache, i % 2 === 0);
+    }
+    for (const t of [x, r, w, pos, cache]) t.dispose();
+  }
+  kiln.synchronize('cuda');
+}
+
+kiln.noGrad(() => {
+  jitWarmup();
+  tuned = process.argv.includes('--sweep') ? sweep() : null;
+  const GiB = 1 << 30;
+  const src = kiln.empty([GiB / 4], { device: 'cuda' });
+  const copyMs = timeMs(() => kiln.clone(src).dispose());
+  src.dispose();
+  copy = { bytes: GiB, kiln_ms: copyMs, gbps: (2 * GiB) / (copyMs * 1e-3) / 1e9 };
+  console.log(`kiln.clone 1 GiB: ${copyMs.toFixed(3)} ms, ${copy.gbps.toFixed(0)} GB/s (read + write)`);
+
+  for (const dtype of dtypes) {
+    const sz = itemSize(dtype);
+    for (const hidden of [4096, 8192]) {
+      const w = devRand(1, hidden, dtype, 1, 0.5, 1.5).reshape([hidden]);
+      for (const t of tokensList) {
+        const x = devRand(t, hidden, dtype, 2);
+        const r = devRand(t, hidden, dtype, 3);
+        const n = t * hidden * sz;
+        add('llm.rmsNorm', '', [t, hidden], dtype, 2 * n, () => llm.rmsNorm(x, w, 1e-6).dispose());
+        add('llm.fusedAddRmsNorm', '', [t, hidden], dtype, 4 * n, () => void llm.fusedAddRmsNorm(x, r, w, 1e-6));
+        x.dispose();
+        r.dispose();
+      }
+    }
+    const d = 11008;
+    for (const t of tokensList) {
+      const x = devRand(t, 2 * d, dtype, 4);
+      const n = t * d * sz;
+      add('llm.siluAndMul', '', [t, 2 * d], dtype, 3 * n, () => llm.siluAndMul(x).dispose());
+      add('llm.geluAndMul', 'none', [t, 2 * d], dtype, 3 * n, () => llm.geluAndMul(x, 'none').dispose());
+      add('llm.geluAndMul', 'tanh', [t, 2 * d], dtype, 3 * n, () => llm.geluAndMul(x, 'tanh').dispose());
+      x.dispose();
+    }
+    const [heads, hs, maxPos] = [32, 128, 8192];
+    const inv = Array.from({ length: hs / 2 }, (_, i) => 10000 ** (-(2 * i) / hs));
+    const cacheVals: number[] = [];
+    for (let p = 0; p < maxPos; p++) {
+      for (const f of inv) cacheVals.push(Math.cos(p * f));
+      for (const f of inv) cacheVals.push(Math.sin(p * f));
+    }
+    const cache = kiln.tensor(cacheVals).reshape([maxPos, hs]).to('cuda').to(dtype);
+    for (const t of tokensList) {
+      const pos = kiln.randint(0, maxPos, [t], { generator: new kiln.Generator(5) }).to('cuda');
+      const q = devRand(t, heads * hs, dtype, 6);
+      const k = devRand(t, heads * hs, dtype, 7);
+      const n = 2 * 2 * t * heads * hs * sz;
+      for (const neox of [true, false]) add('llm.rotaryEmbedding', neox ? 'neox' : 'gptj', [t, heads, hs], dtype, n, () => void llm.rotaryEmbedding(pos, q, k, hs, cache, neox));
+      q.dispose();
+      k.dispose();
+    }
+  }
+  fs.writeFileSync(jsonPath, JSON.stringify({ meta: { reps, warmup, normSweep: tuned }, copy, rows }, null, 1));
+});

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""PyTorch side of the LLM library benchmark (issue #6): vLLM's forward_native implementations.
+
+The references are written as vLLM's CustomOp.forward_native writes them (composites of torch ops):
+RMSNorm (with and without the fused residual add), SiluAndMul, GeluAndMul ('none', 'tanh') and
+RotaryEmbedding (neox and gpt-j), plus torch.nn.functional.rms_norm (PyTorch's own kernel) as a
+second RMSNorm row. Timing: a pair of CUDA events around each rep, median of --reps (>= 50) after
+--warmup reps. Device-to-device copy bandwidth (copy_ of a 1 GiB tensor) is measured in the same
+run so that the kernels' bandwidth can be compared with it.
+
+Shapes follow vLLM's kernel benchmarks: tokens x hidden 4096/8192 for the norms, [tokens, 2*11008]
+for act-and-mul, tokens x 32 heads x 128 (q and k) for RoPE. Op names are Kiln's (llm.rmsNorm...).
+
+    python3 scripts/bench_llm_pytorch.py --json torch.json [--tokens 1 16 256 4096 16384] [--reps 50]
+"""
+import argparse
+import json
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+# ---- vLLM forward_native references -------------------------------------------------------------
+
+def rms_norm_native(x, weight, eps, residual=None):
+    """vllm.model_executor.layers.layernorm.RMSNorm.forward_native."""
+    orig_dtype = x.dtype
+    x = x.to(torch.float32)
+    if residual is not None:
+        x = x + residual.to(torch.float32)
+        residual = x.to(orig_dtype)
+    variance = x.pow(2).mean(dim=-1, keepdim=True)
+    x = x * torch.rsqrt(variance + eps)
+    x = x.to(orig_dtype)
+    x = x * weight
+    return x if residual is None else (x, residual)
+
+
+def silu_and_mul_native(x):
+    d = x.shape[-1] // 2
+    return F.silu(x[..., :d]) * x[..., d:]
+
+
+def gelu_and_mul_native(x, approximate):
+    d = x.shape[-1] // 2
+    return F.gelu(x[..., :d], approximate=approximate) * x[..., d:]
+
+
+def _apply_rotary_emb_torch(x, cos, sin, is_neox_style):
+    cos = cos.unsqueeze(-2).to(x.dtype)
+    sin = sin.unsqueeze(-2).to(x.dtype)
+    if is_neox_style:
+        x1, x2 = torch.chunk(x, 2, dim=-1)
+    else:
+        x1 = x[..., ::2]
+        x2 = x[..., 1::2]
+    o1 = x1 * cos - x2 * sin
+    o2 = x2 * cos + x1 * sin
+    if is_neox_style:
+        return torch.cat((o1, o2), dim=-1)
+    return torch.stack((o1, o2), dim=-1).flatten(-2)
+
+
+def rope_native(positions, query, key, head_size, rotary_dim, cos_sin_cache, is_neox_style):
+    """vllm.model_executor.layers.rotary_embedding.RotaryEmbedding.forward_native."""
+    positions = positions.flatten()
+    num_tokens = positions.shape[0]
+    cos_sin = cos_sin_cache.index_select(0, positions)
+    cos, sin = cos_sin.chunk(2, dim=-1)
+    out = []
+    for t in (query, key):
+        shape = t.shape
+        t = t.view(num_tokens, -1, head_size)
+        rot = _apply_rotary_emb_torch(t[..., :rotary_dim], cos, sin, is_neox_style)
+        out.append(torch.cat((rot, t[..., rotary_dim:]), dim=-1).reshape(shape))
+    return out[0], out[1]
+
+
+def rope_cache(max_pos, rot, dtype, device):
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, rot, 2, dtype=torch.float32, device=device) / rot))
+    freqs = torch.outer(torch.arange(max_pos, dtype=torch.float32, device=device), inv_freq)
+    return torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(dtype)
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+def time_ms(fn, reps, warmup):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 16, 256, 4096, 16384])
+    ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    rows = []
+
+    def add(op, shape, dtype, impl, ms, variant=""):
+        rows.append({"op": op, "variant": variant, "shape": shape, "dtype": dtype, "torch_impl": impl, "torch_ms": ms})
+        print(f"{op:20s} {variant:5s} {impl:15s} {str(shape):18s} {dtype:9s} {ms:9.4f} ms", flush=True)
+        # Written after every row, so a run cut short by a time limit still leaves its rows.
+        with open(a.json, "w") as f:
+            json.dump({"meta": meta, "copy": copy, "rows": rows}, f)
+
+    # Copy bandwidth: copy_ of 1 GiB (read + write).
+    n = (1 << 30) // 4
+    src = torch.empty(n, dtype=torch.float32, device=dev).uniform_()
+    dst = torch.empty_like(src)
+    cms = time_ms(lambda: dst.copy_(src), 20, 3)
+    copy = {"bytes": 1 << 30, "torch_ms": cms, "gbps": 2 * (1 << 30) / (cms * 1e-3) / 1e9}
+    print(f"copy_ 1 GiB: {cms:.3f} ms, {copy['gbps']:.0f} GB/s (read + write)", flush=True)
+    del src, dst
+    meta = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "reps": a.reps, "warmup": a.warmup}
+
+    with torch.no_grad():
+        for dn in a.dtype:
+            dt = DTYPES[dn]
+            for hidden in (4096, 8192):
+                w = torch.rand(hidden, dtype=dt, device=dev) + 0.5
+                for t in a.tokens:
+                    x = torch.randn(t, hidden, dtype=dt, device=dev)
+                    r = torch.randn(t, hidden, dtype=dt, device=dev)
+                    add("llm.rmsNorm", [t, hidden], dn, "forward_native", time_ms(lambda: rms_norm_native(x, w, 1e-6), a.reps, a.warmup))
+                    if hasattr(F, "rms_norm"):
+                        add("llm.rmsNorm", [t, hidden], dn, "F.rms_norm", time_ms(lambda: F.rms_norm(x, (hidden,), w, 1e-6), a.reps, a.warmup))
+                    add("llm.fusedAddRmsNorm", [t, hidden], dn, "forward_native", time_ms(lambda: rms_norm_native(x, w, 1e-6, r), a.reps, a.warmup))
+                    del x, r
+            for t in a.tokens:
+                x = torch.randn(t, 2 * 11008, dtype=dt, device=dev)
+                add("llm.siluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: silu_and_mul_native(x), a.reps, a.warmup))
+                add("llm.geluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: gelu_and_mul_native(x, "none"), a.reps, a.warmup), "none")
+                add("llm.geluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: gelu_and_mul_native(x, "tanh"), a.reps, a.warmup), "tanh")
+                del x
+            heads, hs, max_pos = 32, 128, 8192
+            cache = rope_cache(max_pos, hs, dt, dev)
+            for t in a.tokens:
+                pos = torch.randint(0, max_pos, (t,), device=dev)
+                q = torch.randn(t, heads * hs, dtype=dt, device=dev)
+                k = torch.randn(t, heads * hs, dtype=dt, device=dev)
+                for neox in (True, False):
+                    add("llm.rotaryEmbedding", [t, heads, hs], dn, "forward_native", time_ms(lambda: rope_native(pos, q, k, hs, hs, cache, neox), a.reps, a.warmup), "neox" if neox else "gptj")
+                del q, k
+    with open(a.json, "w") as f:
+        json.dump({"meta": meta, "copy": copy, "rows": rows}, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,470 @@
+/**
+ * CUDA C emitters of the LLM library kernels (RMSNorm with fused residual add, act-and-mul forward
+ * and backward, rotary embeddings). Pure string logic (no GPU needed), so `nvcc -cubin` and the
+ * unit tests compile them anywhere. Every kernel reads and writes its storage dtype and computes in
+ * the dtype's compute type (float for fp32/fp16/bf16, double for float64).
+ *
+ * RMSNorm: TPR threads own a row (a warp for short rows, several rows a block; else one block a
+ * row). Each thread loads its slice of the row with VEC-wide (16-byte) vector loads into registers
+ * (at most MAX_ITEMS vectors), the group sums squares through warp shuffles (and shared memory
+ * between warps), and the same registers are scaled and stored: one read and one write of the row.
+ * Rows longer than TPR * VEC * MAX_ITEMS take a loop path that re-reads the row (from L1/L2).
+ * With a residual, the sum x + residual is rounded to the dtype, stored as the new residual, and
+ * that rounded value is normalised (vLLM's fused_add_rms_norm).
+ */
+import type { DType } from '../../../tensor/dtype.js';
+import type { ParamType } from '../../../runtime/cuda/launch.js';
+import { computeType, loadAs, PRELUDE, storageType, storeAs } from './ctypes.js';
+import type { GeneratedKernel } from './pointwise.js';
+
+/** Bytes of one vector access: the widest load a thread issues (LDG.128). */
+export const VEC_BYTES = 16;
+/**
+ * Row vectors a thread keeps in registers. 8 keeps a 16-byte-vector row of up to
+ * 512 * 8 * VEC elements (16384 fp32, 32768 bf16) in registers as 8 16-byte vectors (32
+ * registers) a thread; longer rows take the loop path.
+ */
+export const MAX_ITEMS = 8;
+/**
+ * Largest block of the block-per-row mode. 512, not 1024: __launch_bounds__(1024) caps a thread at
+ * 64 registers, and 8 row vectors (32 registers) plus addressing spilled under it (ptxas -v).
+ */
+export const NORM_MAX_BLOCK = 512;
+/** Block of the warp-per-row mode: 4 rows a block (one warp each). */
+export const WARP_MODE_BLOCK = 128;
+
+export type NormMode = 'plain' | 'addInPlace' | 'addOut';
+
+export interface NormSpec {
+  dtype: DType;
+  mode: NormMode;
+  /**
+   * 16-byte vector loads (needs H % VEC == 0, aligned rows) or element loads. Either way thread t
+   * owns the same elements (VEC-element chunks t, t + TPR, ...), so the sum of squares is added
+   * in the same order and results do not depend on alignment (compiled == eager bit for bit).
+   */
+  vector: boolean;
+  /** true: a warp per row (blockDim WARP_MODE_BLOCK); false: a block per row (blockDim = TPR). */
+  warpPerRow: boolean;
+  /**
+   * Row vectors a thread holds in registers (1..MAX_ITEMS), fixed at compile time so that a
+   * kernel allocates only the registers it uses (occupancy); 0: the loop path (longer rows).
+   */
+  items: number;
+}
+
+function lit(v: number, ct: string): string {
+  const text = Number.isInteger(v) ? `${v}.0` : `${v}`;
+  return ct === 'double' ? text : `${text}f`;
+}
+
+/** Element e of a vector as the compute type. */
+function ld(d: DType, v: string, ct: 'float' | 'double'): string {
+  return loadAs(d, v, ct);
+}
+
+export function normKernelName(s: NormSpec): string {
+  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}`;
+}
+
+/**
+ * Parameters: out, x, res, resOut, w, rows, H, xStride, resStride, outStride, resOutStride, eps.
+ * Row strides are in elements; the last dim is dense. plain: res/resOut unused (0).
+ */
+export const NORM_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'i64', 'f64'];
+
+/** Elements of `dtype` in one 16-byte vector. */
+export function normVec(dtype: DType): number {
+  return VEC_BYTES / (storageType(dtype) === 'double' ? 8 : storageType(dtype) === 'float' ? 4 : 2);
+}
+
+export function generateNorm(s: NormSpec): GeneratedKernel {
+  const T = storageType(s.dtype);
+  const ct = computeType(s.dtype) as 'float' | 'double';
+  const V = normVec(s.dtype);
+  const name = normKernelName(s);
+  const hasRes = s.mode !== 'plain';
+  // In place, out aliases x and resOut aliases res: no __restrict__ on those.
+  const rx = s.mode === 'addInPlace' ? '' : '__restrict__ ';
+  const block = s.warpPerRow ? WARP_MODE_BLOCK : NORM_MAX_BLOCK;
+  const vt = `kiln_vec<${T}, ${V}>`;
+  const storeVec = (base: string, j: string, v: string): string[] =>
+    s.vector
+      ? [`*reinterpret_cast<${vt}*>(${base} + (long long)${j} * ${V}) = ${v};`]
+      : [`#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = ${j} * ${V} + e; if (c < H) ${base}[c] = ${v}.v[e]; }`];
+  // Loads vector j of the row into `into` (a storage vector: 16 bytes of registers whatever the
+  // dtype) and adds its squares to ss. With a residual, `into` is the sum rounded to the dtype,
+  // which is also stored as the new residual.
+  const loadRow = (into: string, j: string): string[] => {
+    const lines = [`${vt} xv;`, ...(hasRes ? [`${vt} rv;`] : [])];
+    if (s.vector) {
+      lines.push(`xv = *reinterpret_cast<const ${vt}*>(xr + (long long)${j} * ${V});`);
+      if (hasRes) lines.push(`rv = *reinterpret_cast<const ${vt}*>(rr + (long long)${j} * ${V});`);
+    } else {
+      // Element loads; past the row's end zeros (they add nothing to the sum and are not stored).
+      lines.push(`#pragma unroll`, `for (int e = 0; e < ${V}; e++) {`, `  const int c = ${j} * ${V} + e;`);
+      lines.push(`  xv.v[e] = c < H ? xr[c] : (${T})0;`);
+      if (hasRes) lines.push(`  rv.v[e] = c < H ? rr[c] : (${T})0;`);
+      lines.push('}');
+    }
+    for (let e = 0; e < V; e++) {
+      if (hasRes) lines.push(`${into}.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `xv.v[${e}]`, ct)} + ${ld(s.dtype, `rv.v[${e}]`, ct)}`, ct)};`);
+      else lines.push(`${into}.v[${e}] = xv.v[${e}];`);
+      lines.push(`{ const ${ct} q = ${ld(s.dtype, `${into}.v[${e}]`, ct)}; ss += q * q; }`);
+    }
+    if (hasRes) lines.push(...storeVec('ror', j, into));
+    return lines;
+  };
+  const storeRow = (from: string, j: string): string[] => {
+    const lines = s.vector
+      ? [`const ${vt} wv = *reinterpret_cast<const ${vt}*>(w + (long long)${j} * ${V});`, `${vt} ov;`]
+      : [`${vt} wv, ov;`, `#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = ${j} * ${V} + e; wv.v[e] = c < H ? w[c] : (${T})0; }`];
+    for (let e = 0; e < V; e++) lines.push(`ov.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `${from}.v[${e}]`, ct)} * inv * ${ld(s.dtype, `wv.v[${e}]`, ct)}`, ct)};`);
+    lines.push(...storeVec('orow', j, 'ov'));
+    return lines;
+  };
+  const ind = (lines: string[], n: number): string => lines.map((l) => ' '.repeat(n) + l).join('\n');
+  const reduce = s.warpPerRow
+    ? `  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);`
+    : `  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    // Double-buffered by row parity: the next row's writes cannot race this row's reads, so one
+    // barrier a row suffices.
+    ${ct}* rb = red[parity];
+    parity ^= 1;
+    if ((threadIdx.x & 31) == 0) rb[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    ss = 0;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) ss += rb[i];`;
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${block}) ${name}(
+    ${T}* ${rx}out, const ${T}* ${rx}x, const ${T}* ${rx}res, ${T}* ${rx}resOut, const ${T}* __restrict__ w,
+    long long rows, int H, long long xs, long long rs, long long os, long long ros, double epsD) {
+  const int tpr = ${s.warpPerRow ? '32' : 'blockDim.x'};
+  const int tid = threadIdx.x % tpr;
+  const long long rowsPerBlock = blockDim.x / tpr;
+  const int nvec = (H + ${V - 1}) / ${V};
+  const ${ct} eps = (${ct})epsD;
+  const ${ct} invH = ${lit(1, ct)} / (${ct})H;
+  const bool inRegs = ${s.items > 0 ? `nvec <= tpr * ${s.items}` : 'false'};
+  ${s.warpPerRow ? '' : `__shared__ ${ct} red[2][32];
+  int parity = 0;`}
+  for (long long row = (long long)blockIdx.x * rowsPerBlock + threadIdx.x / tpr; row < rows; row += (long long)gridDim.x * rowsPerBlock) {
+    const ${T}* xr = x + row * xs;
+    ${hasRes ? `const ${T}* rr = res + row * rs; ${T}* ror = resOut + row * ros;` : ''}
+    ${T}* orow = out + row * os;
+    ${vt} v[${Math.max(1, s.items)}];
+    ${ct} ss = 0;
+    if (inRegs) {
+#pragma unroll
+      for (int it = 0; it < ${s.items}; it++) {
+        const int j = tid + it * tpr;
+        if (j < nvec) {
+${ind(loadRow('v[it]', 'j'), 10)}
+        }
+      }
+    } else {
+      for (int j = tid; j < nvec; j += tpr) {
+        ${vt} t;
+${ind(loadRow('t', 'j'), 8)}
+      }
+    }
+  ${reduce}
+    const ${ct} inv = ${lit(1, ct)} / ${ct === 'double' ? 'sqrt' : 'sqrtf'}(ss * invH + eps);
+    if (inRegs) {
+#pragma unroll
+      for (int it = 0; it < ${s.items}; it++) {
+        const int j = tid + it * tpr;
+        if (j < nvec) {
+${ind(storeRow('v[it]', 'j'), 10)}
+        }
+      }
+    } else {
+      // Long rows: read the row again (the sum from resOut, which this thread wrote itself).
+      for (int j = tid; j < nvec; j += tpr) {
+        ${vt} t;
+${ind(s.vector ? [`t = *reinterpret_cast<const ${vt}*>(${hasRes ? 'ror' : 'xr'} + (long long)j * ${V});`] : [`#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = j * ${V} + e; t.v[e] = c < H ? ${hasRes ? 'ror' : 'xr'}[c] : (${T})0; }`], 8)}
+${ind(storeRow('t', 'j'), 8)}
+      }
+    }
+  }
+}
+`;
+  return { name, source, params: NORM_PARAMS };
+}
+
+// ------------------------------------------------------------------------------------------------
+// act-and-mul: out[r, i] = act(x[r, i]) * x[r, d + i]; backward dx = [g b act'(a), g act(a)]
+// ------------------------------------------------------------------------------------------------
+
+export type GatedAct = 'silu' | 'gelu' | 'geluTanh';
+
+export interface GatedSpec {
+  dtype: DType;
+  act: GatedAct;
+  vec: number;
+  backward: boolean;
+}
+
+/** Threads of an act-and-mul block: 8 warps, several blocks per SM; grid x covers a row's vectors. */
+export const GATED_BLOCK = 256;
+
+export function gatedKernelName(s: GatedSpec): string {
+  return `kiln_llm_${s.act}_and_mul${s.backward ? '_bwd' : ''}_${s.dtype}_v${s.vec}`;
+}
+
+/** forward: out, x, rows, d, xs, os; backward: dx, g, x, rows, d, gs, xs, dxs. */
+export function gatedParams(backward: boolean): ParamType[] {
+  return backward ? ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64'] : ['ptr', 'ptr', 'i64', 'i64', 'i64', 'i64'];
+}
+
+/** C statements setting `act` (and `dact` for backward) from `a`, in the compute type. */
+function actCode(act: GatedAct, ct: 'float' | 'double', grad: boolean): string {
+  const f = (n: string): string => (ct === 'double' ? n : `${n}f`);
+  const L = (v: number): string => lit(v, ct);
+  switch (act) {
+    case 'silu':
+      return `const ${ct} sg = ${L(1)} / (${L(1)} + ${f('exp')}(-a)); const ${ct} act = a * sg;${grad ? ` const ${ct} dact = sg * (${L(1)} + a * (${L(1)} - sg));` : ''}`;
+    case 'gelu':
+      return `const ${ct} cdf = ${L(0.5)} * (${L(1)} + ${f('erf')}(a * ${L(Math.SQRT1_2)})); const ${ct} act = a * cdf;${
+        grad ? ` const ${ct} dact = cdf + a * ${f('exp')}(${L(-0.5)} * a * a) * ${L(1 / Math.sqrt(2 * Math.PI))};` : ''
+      }`;
+    case 'geluTanh': {
+      const k = L(Math.sqrt(2 / Math.PI));
+      return `const ${ct} th = ${f('tanh')}(${k} * (a + ${L(0.044715)} * a * a * a)); const ${ct} act = ${L(0.5)} * a * (${L(1)} + th);${
+        grad ? ` const ${ct} dact = ${L(0.5)} * (${L(1)} + th) + ${L(0.5)} * a * (${L(1)} - th * th) * ${k} * (${L(1)} + ${L(3 * 0.044715)} * a * a);` : ''
+      }`;
+    }
+  }
+}
+
+export function generateGated(s: GatedSpec): GeneratedKernel {
+  const T = storageType(s.dtype);
+  const ct = computeType(s.dtype) as 'float' | 'double';
+  const V = s.vec;
+  const vt = `kiln_vec<${T}, ${V}>`;
+  const name = gatedKernelName(s);
+  const loop = `for (long long row = blockIdx.y; row < rows; row += gridDim.y)
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < nvec; j += (long long)gridDim.x * blockDim.x)`;
+  const body = s.backward
+    ? `{
+      const ${T}* xr = x + row * xs;
+      const ${vt} av = *reinterpret_cast<const ${vt}*>(xr + j * ${V});
+      const ${vt} bv = *reinterpret_cast<const ${vt}*>(xr + d + j * ${V});
+      const ${vt} gv = *reinterpret_cast<const ${vt}*>(g + row * gs + j * ${V});
+      ${vt} da, db;
+#pragma unroll
+      for (int e = 0; e < ${V}; e++) {
+        const ${ct} a = ${ld(s.dtype, 'av.v[e]', ct)};
+        const ${ct} b = ${ld(s.dtype, 'bv.v[e]', ct)};
+        const ${ct} gg = ${ld(s.dtype, 'gv.v[e]', ct)};
+        ${actCode(s.act, ct, true)}
+        da.v[e] = ${storeAs(s.dtype, 'gg * b * dact', ct)};
+        db.v[e] = ${storeAs(s.dtype, 'gg * act', ct)};
+      }
+      ${T}* dr = dx + row * dxs;
+      *reinterpret_cast<${vt}*>(dr + j * ${V}) = da;
+      *reinterpret_cast<${vt}*>(dr + d + j * ${V}) = db;
+    }`
+    : `{
+      const ${T}* xr = x + row * xs;
+      const ${vt} av = *reinterpret_cast<const ${vt}*>(xr + j * ${V});
+      const ${vt} bv = *reinterpret_cast<const ${vt}*>(xr + d + j * ${V});
+      ${vt} ov;
+#pragma unroll
+      for (int e = 0; e < ${V}; e++) {
+        const ${ct} a = ${ld(s.dtype, 'av.v[e]', ct)};
+        ${actCode(s.act, ct, false)}
+        ov.v[e] = ${storeAs(s.dtype, `act * ${ld(s.dtype, 'bv.v[e]', ct)}`, ct)};
+      }
+      *reinterpret_cast<${vt}*>(out + row * os + j * ${V}) = ov;
+    }`;
+  const sig = s.backward
+    ? `${T}* __restrict__ dx, const ${T}* __restrict__ g, const ${T}* __restrict__ x, long long rows, long long d, long long gs, long long xs, long long dxs`
+    : `${T}* __restrict__ out, const ${T}* __restrict__ x, long long rows, long long d, long long xs, long long os`;
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${GATED_BLOCK}) ${name}(${sig}) {
+  const long long nvec = d / ${V};
+  ${loop}
+    ${body}
+}
+`;
+  return { name, source, params: gatedParams(s.backward) };
+}
+
+// ------------------------------------------------------------------------------------------------
+// rotary embedding, in place
+// ------------------------------------------------------------------------------------------------
+
+export interface RopeSpec {
+  dtype: DType;
+  cacheDtype: DType;
+  posDtype: 'int32' | 'int64';
+  neox: boolean;
+  /** Rotary dim / 2 (compile-time: the pair index math divides by it). */
+  half: number;
+  /** Pairs per thread (neox: VP-wide vectors of each half; gpt-j: 2VP-wide vectors of pairs). */
+  vp: number;
+}
+
+/** Threads of a rope block (one block per token, looping over heads x pairs). */
+export const ROPE_MAX_BLOCK = 256;
+
+export function ropeKernelName(s: RopeSpec): string {
+  return `kiln_llm_rope_${s.neox ? 'neox' : 'gptj'}_${s.dtype}_c${s.cacheDtype}_${s.posDtype}_h${s.half}_p${s.vp}`;
+}
+
+/** pos, q, k, cache, tokens, qHeads, kHeads, qTokStride, qHeadStride, kTokStride, kHeadStride, cacheStride, maxPos. */
+export const ROPE_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64'];
+
+export function generateRope(s: RopeSpec): GeneratedKernel {
+  const T = storageType(s.dtype);
+  const C = storageType(s.cacheDtype);
+  const P = storageType(s.posDtype);
+  const ct = computeType(s.dtype) === 'double' || computeType(s.cacheDtype) === 'double' ? 'double' : 'float';
+  const VP = s.vp;
+  const H = s.half;
+  const name = ropeKernelName(s);
+  const groups = H / VP;
+  // Per pair k of the thread's VP pairs: element offsets of x1 and x2 within the head.
+  const vin = s.neox ? `kiln_vec<${T}, ${VP}>` : `kiln_vec<${T}, ${2 * VP}>`;
+  const rot = s.neox
+    ? `${vin} a = *reinterpret_cast<const ${vin}*>(hp + e0);
+      ${vin} b = *reinterpret_cast<const ${vin}*>(hp + ${H} + e0);
+#pragma unroll
+      for (int k = 0; k < ${VP}; k++) {
+        const ${ct} x1 = ${loadAs(s.dtype, 'a.v[k]', ct)};
+        const ${ct} x2 = ${loadAs(s.dtype, 'b.v[k]', ct)};
+        const ${ct} c = cs[k], sn = sn_[k];
+        a.v[k] = ${storeAs(s.dtype, 'x1 * c - x2 * sn', ct)};
+        b.v[k] = ${storeAs(s.dtype, 'x2 * c + x1 * sn', ct)};
+      }
+      *reinterpret_cast<${vin}*>(hp + e0) = a;
+      *reinterpret_cast<${vin}*>(hp + ${H} + e0) = b;`
+    : VP === 1
+      ? `const ${ct} x1 = ${loadAs(s.dtype, 'hp[2 * e0]', ct)};
+      const ${ct} x2 = ${loadAs(s.dtype, 'hp[2 * e0 + 1]', ct)};
+      hp[2 * e0] = ${storeAs(s.dtype, 'x1 * cs[0] - x2 * sn_[0]', ct)};
+      hp[2 * e0 + 1] = ${storeAs(s.dtype, 'x2 * cs[0] + x1 * sn_[0]', ct)};`
+      : `${vin} a = *reinterpret_cast<const ${vin}*>(hp + 2 * e0);
+#pragma unroll
+      for (int k = 0; k < ${VP}; k++) {
+        const ${ct} x1 = ${loadAs(s.dtype, 'a.v[2 * k]', ct)};
+        const ${ct} x2 = ${loadAs(s.dtype, 'a.v[2 * k + 1]', ct)};
+        const ${ct} c = cs[k], sn = sn_[k];
+        a.v[2 * k] = ${storeAs(s.dtype, 'x1 * c - x2 * sn', ct)};
+        a.v[2 * k + 1] = ${storeAs(s.dtype, 'x2 * c + x1 * sn', ct)};
+      }
+      *reinterpret_cast<${vin}*>(hp + 2 * e0) = a;`;
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${ROPE_MAX_BLOCK}) ${name}(
+    const ${P}* __restrict__ pos, ${T}* __restrict__ q, ${T}* __restrict__ kk, const ${C}* __restrict__ cache,
+    long long tokens, int qH, int kH, long long qts, long long qhs, long long kts, long long khs, long long ccs, long long maxPos) {
+  const int work = (qH + kH) * ${groups};
+  for (long long tok = blockIdx.x; tok < tokens; tok += gridDim.x) {
+    long long p = (long long)pos[tok];
+    // Out-of-range positions (the cpu kernel throws; a device kernel cannot without a sync) give NaN.
+    const bool ok = p >= 0 && p < maxPos;
+    if (!ok) p = 0;
+    const ${C}* crow = cache + p * ccs;
+    for (int i = threadIdx.x; i < work; i += blockDim.x) {
+      const int h = i / ${groups};
+      const int e0 = (i - h * ${groups}) * ${VP};
+      ${T}* hp = h < qH ? q + tok * qts + (long long)h * qhs : kk + tok * kts + (long long)(h - qH) * khs;
+      ${ct} cs[${VP}], sn_[${VP}];
+#pragma unroll
+      for (int k = 0; k < ${VP}; k++) {
+        cs[k] = ok ? ${loadAs(s.cacheDtype, 'crow[e0 + k]', ct)} : (${ct})KILN_NAN;
+        sn_[k] = ok ? ${loadAs(s.cacheDtype, `crow[${H} + e0 + k]`, ct)} : (${ct})KILN_NAN;
+      }
+      ${rot}
+    }
+  }
+}
+`;
+  return { name, source, params: ROPE_PARAMS };
+}
+
+// ------------------------------------------------------------------------------------------------
+// RMSNorm backward: dx by rows, dw by column partials
+// ------------------------------------------------------------------------------------------------
+
+/** Threads of the backward row kernel (a block per row) and of the dw column kernel. */
+export const NORM_BWD_BLOCK = 256;
+
+export function normBackwardName(dtype: DType): string {
+  return `kiln_llm_rmsnorm_bwd_${dtype}`;
+}
+
+/** dx, rstd (compute type, [rows]), g, x, w, rows, H, gs, xs, dxs, eps. */
+export const NORM_BWD_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64', 'f64'];
+
+/**
+ * dx = r (g w) - x r^3 mean(g w x), r = (mean(x^2) + eps)^-1/2, a block per row: one pass sums
+ * x^2 and g w x (block reduction of both), a second pass (the row again, from L1/L2) writes dx.
+ * r is stored per row for the dw kernel.
+ */
+export function generateNormBackward(dtype: DType): GeneratedKernel {
+  const T = storageType(dtype);
+  const ct = computeType(dtype) as 'float' | 'double';
+  const name = normBackwardName(dtype);
+  const L = (e: string): string => loadAs(dtype, e, ct);
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${NORM_BWD_BLOCK}) ${name}(
+    ${T}* __restrict__ dx, ${ct}* __restrict__ rstd, const ${T}* __restrict__ g, const ${T}* __restrict__ x, const ${T}* __restrict__ w,
+    long long rows, int H, long long gs, long long xs, long long dxs, double epsD) {
+  __shared__ ${ct} red[2][32];
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const ${T}* xr = x + row * xs;
+    const ${T}* gr = g + row * gs;
+    ${ct} ss = 0, dot = 0;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+      const ${ct} xv = ${L('xr[j]')};
+      ss += xv * xv;
+      dot += ${L('gr[j]')} * ${L('w[j]')} * xv;
+    }
+    for (int o = 16; o > 0; o >>= 1) { ss += __shfl_xor_sync(0xffffffffu, ss, o); dot += __shfl_xor_sync(0xffffffffu, dot, o); }
+    if ((threadIdx.x & 31) == 0) { red[0][threadIdx.x >> 5] = ss; red[1][threadIdx.x >> 5] = dot; }
+    __syncthreads();
+    ss = 0; dot = 0;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) { ss += red[0][i]; dot += red[1][i]; }
+    __syncthreads();
+    const ${ct} r = ${lit(1, ct)} / ${ct === 'double' ? 'sqrt' : 'sqrtf'}(ss / (${ct})H + (${ct})epsD);
+    const ${ct} m = dot / (${ct})H * r * r * r;
+    if (threadIdx.x == 0) rstd[row] = r;
+    ${T}* dr = dx + row * dxs;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+      const ${ct} xv = ${L('xr[j]')};
+      dr[j] = ${storeAs(dtype, `${L('gr[j]')} * ${L('w[j]')} * r - xv * m`, ct)};
+    }
+  }
+}
+`;
+  return { name, source, params: NORM_BWD_PARAMS };
+}
+
+export function normDwName(dtype: DType): string {
+  return `kiln_llm_rmsnorm_dw_${dtype}`;
+}
+
+/** partial ([chunks, H] compute type), g, x, rstd, rows, H, gs, xs. */
+export const NORM_DW_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64'];
+
+/** partial[c, j] = sum over rows c, c + chunks, ... of g[r, j] x[r, j] rstd[r] (threads over j: coalesced). */
+export function generateNormDw(dtype: DType): GeneratedKernel {
+  const T = storageType(dtype);
+  const ct = computeType(dtype) as 'float' | 'double';
+  const name = normDwName(dtype);
+  const L = (e: string): string => loadAs(dtype, e, ct);
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${NORM_BWD_BLOCK}) ${name}(
+    ${ct}* __restrict__ partial, const ${T}* __restrict__ g, const ${T}* __restrict__ x, const ${ct}* __restrict__ rstd,
+    long long rows, int H, long long gs, long long xs) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= H) return;
+  ${ct} acc = 0;
+  for (long long r = blockIdx.y; r < rows; r += gridDim.y) acc += ${L('g[r * gs + j]')} * ${L('x[r * xs + j]')} * rstd[r];
+  partial[(long long)blockIdx.y * H + j] = acc;
+}
+`;
+  return { name, source, params: NORM_DW_PARAMS };
+}

@@ -1,0 +1,155 @@
+/**
+ * cuda kernels of llm.rmsNorm, llm.fusedAddRmsNorm (in place, vLLM semantics) and llm.addRmsNorm
+ * (codegen/llm.ts generateNorm). Inputs whose rows are not one uniform stride apart (or whose last
+ * dim is not dense) are staged through dense copies; in-place results are copied back. 16-byte
+ * vector loads when the row length, every row stride and every base address allow them, scalar
+ * loads otherwise. float64 runs the same kernel in double.
+ */
+import { addRmsNorm, fusedAddRmsNorm, rmsNorm } from '../../ops/defs/llm.js';
+import type { OutMeta } from '../../ops/schema.js';
+import { assertNoOverlap } from '../../llm/overlap.js';
+import { launch } from '../../runtime/cuda/launch.js';
+import { itemSize } from '../../tensor/dtype.js';
+import { numel } from '../../tensor/layout.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import { generateNorm, MAX_ITEMS, NORM_MAX_BLOCK, normKernelName, normVec, WARP_MODE_BLOCK, type NormMode, type NormSpec } from './codegen/llm.js';
+import { copyTensor } from './core.js';
+import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
+import { aligned, cachedKernel, registerCuda, rowStride, Temps, vecWidth } from './llm-util.js';
+
+/**
+ * Row vectors a thread aims to hold. 4 (64 bytes of loads in flight a thread): on the H200, R1's
+ * 2 vectors on up to 512 threads (registers sized for 8) reached 53-67% of copy bandwidth at
+ * 16384 rows; 4 with registers sized to what is used reached 91-94% (fp32) and 88-92% (fused
+ * add, bf16). R2's sweep (bench/llm-cuda.ts --sweep) timed 2 / 4 / 8 at 2.007 / 1.991 / 2.152 ms
+ * in total over the large norm shapes. Settable for benchmark sweeps.
+ */
+let vecsPerThread = 4;
+
+export function setNormVecsPerThread(n: number): void {
+  if (!Number.isInteger(n) || n < 1 || n > MAX_ITEMS) throw new RangeError(`setNormVecsPerThread: expected an integer in [1, ${MAX_ITEMS}], got ${n}`);
+  vecsPerThread = n;
+}
+
+/**
+ * Whether the grid is capped at two waves of resident blocks that loop over rows (true) or has a
+ * block per row group (false, the default): R2's sweep measured 1.979 ms per row against 1.991 ms
+ * capped in total over the large norm shapes, and its table was measured per row.
+ */
+let capGrid = false;
+
+/** The current tuning knobs (tests restore them after changing them). */
+export function normTuning(): { vecsPerThread: number; gridCap: boolean } {
+  return { vecsPerThread, gridCap: capGrid };
+}
+
+/** Benchmark sweeps: the grid policy of the norm kernels. */
+export function setNormGridCap(on: boolean): void {
+  capGrid = on;
+}
+
+/**
+ * Threads per row and vectors per thread for a row of `nvec` vectors: a warp when it covers the
+ * row with at most vecsPerThread vectors a lane (4 rows a block), else a block of the multiple of
+ * 32 threads that gives each about vecsPerThread vectors (at most NORM_MAX_BLOCK); rows that need
+ * more than MAX_ITEMS vectors a thread take the loop path (items 0).
+ */
+export function normThreads(nvec: number): { warpPerRow: boolean; tpr: number; items: number } {
+  if (nvec <= 32 * vecsPerThread) return { warpPerRow: true, tpr: 32, items: Math.max(1, Math.ceil(nvec / 32)) };
+  const tpr = Math.min(NORM_MAX_BLOCK, Math.ceil(nvec / vecsPerThread / 32) * 32);
+  const items = Math.ceil(nvec / tpr);
+  return { warpPerRow: false, tpr, items: items <= MAX_ITEMS ? items : 0 };
+}
+
+interface NormCall {
+  mode: NormMode;
+  out: Tensor;
+  x: Tensor;
+  res: Tensor | null;
+  resOut: Tensor | null;
+  w: Tensor;
+  eps: number;
+}
+
+/** Launches one norm kernel on tensors whose rows are uniformly strided (callers stage others). */
+function launchNorm(c: NormCall): void {
+  const h = c.x.shape[c.x.ndim - 1]!;
+  const rows = h === 0 ? 0 : numel(c.x.shape) / h;
+  if (rows === 0) return;
+  const tensors = [c.out, c.x, c.w, ...(c.res ? [c.res] : []), ...(c.resOut ? [c.resOut] : [])];
+  const strides = [c.out, c.x, c.res, c.resOut].map((t) => (t ? rowStride(t)! : 0));
+  const dtype = c.x.dtype;
+  const v = normVec(dtype);
+  const vector = h % v === 0 && strides.every((s) => s % v === 0) && aligned(16, ...tensors);
+  // Threads depend on the row length only (not on alignment): see NormSpec.vector.
+  const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / v));
+  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items };
+  const k = cachedKernel(c.x.device.index, normKernelName(spec), () => generateNorm(spec));
+  const block = warpPerRow ? WARP_MODE_BLOCK : tpr;
+  const rowsPerBlock = warpPerRow ? WARP_MODE_BLOCK / 32 : 1;
+  // Capped: at most two waves of resident blocks, looping over the remaining rows; else a block
+  // per row group (the kernel loops either way, so both are correct for any row count).
+  const blocks = Math.ceil(rows / rowsPerBlock);
+  const grid = capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
+  const [os, xs, rs, ros] = strides as [number, number, number, number];
+  launch(
+    k,
+    [ptrOf(c.out), ptrOf(c.x), c.res ? ptrOf(c.res) : 0, c.resOut ? ptrOf(c.resOut) : 0, ptrOf(c.w), rows, h, xs, rs, os, ros, c.eps],
+    { grid, block },
+    streamOf(c.x),
+  );
+}
+
+/** The longest row kept in registers (longer rows take the re-reading loop path). */
+export function normRegisterLimit(dtype: Tensor['dtype']): number {
+  return NORM_MAX_BLOCK * MAX_ITEMS * vecWidth(dtype);
+}
+
+registerCuda(rmsNorm.name, (ctx, input, weight, eps) => {
+  const out = allocOut(ctx.out as OutMeta);
+  const t = new Temps();
+  try {
+    launchNorm({ mode: 'plain', out, x: t.rows(input as Tensor), res: null, resOut: null, w: t.rows(weight as Tensor), eps: eps as number });
+  } finally {
+    t.dispose();
+  }
+  return out;
+});
+
+registerCuda(addRmsNorm.name, (ctx, input, residual, weight, eps) => {
+  const [mo, mr] = ctx.out as OutMeta[];
+  const out = allocOut(mo!);
+  const resOut = allocOut(mr!);
+  const t = new Temps();
+  try {
+    launchNorm({ mode: 'addOut', out, x: t.rows(input as Tensor), res: t.rows(residual as Tensor), resOut, w: t.rows(weight as Tensor), eps: eps as number });
+  } finally {
+    t.dispose();
+  }
+  return [out, resOut];
+});
+
+registerCuda(fusedAddRmsNorm.name, (_ctx, input, residual, weight, eps) => {
+  const x = input as Tensor;
+  const r = residual as Tensor;
+  assertNoOverlap(fusedAddRmsNorm.name, ['input', x], ['residual', r]);
+  const h = x.shape[x.ndim - 1]!;
+  const t = new Temps();
+  try {
+    // Written tensors need rows at least a row apart (no element written twice); else stage.
+    const xd = t.rows(x, h);
+    const rd = t.rows(r, h);
+    launchNorm({ mode: 'addInPlace', out: xd, x: xd, res: rd, resOut: rd, w: t.rows(weight as Tensor), eps: eps as number });
+    if (xd !== x) copyTensor(x, xd);
+    if (rd !== r) copyTensor(r, rd);
+  } finally {
+    t.dispose();
+  }
+  return [x, r];
+});
+
+/** Bytes a norm call moves (for bandwidth figures): read x (and residual), write out (and residual). */
+export function normBytes(mode: NormMode, rows: number, h: number, dtype: Tensor['dtype']): number {
+  const per = itemSize(dtype) * rows * h;
+  return mode === 'plain' ? 2 * per : 4 * per;
+}
