@@ -1,9 +1,12 @@
 /**
- * scaled_dot_product_attention on cuda, composed from the library's own kernels (the math path):
+ * scaled_dot_product_attention on cuda. The fused flash-style kernels (flash-run.ts) take every call
+ * they support (no [L, S] matrix); the rest (dropout, head dims that are not a multiple of 8/4 or
+ * above 256, e != ev, more than 4 batch dims, float64 masks, pre-sm_80 fp16/bf16) run the math
+ * path below, composed from the library's own kernels:
  * S = scale * Q K^T by cuBLASLt with a float32 result (fp32 scores even for fp16/bf16 inputs), the
  * causal or user mask applied by the pointwise generator, a float32 row softmax, then P V by cuBLASLt
- * with P in the inputs' dtype. It materialises [batch, L, S] scores, so memory grows with L * S; a
- * fused flash-style kernel is the planned replacement. Grouped-query heads are expanded to the query
+ * with P in the inputs' dtype. It materialises [batch, L, S] scores, so memory grows with L * S.
+ * Grouped-query heads are expanded to the query
  * heads (one copy of K and V). Dropout (p > 0) is not supported on cuda yet.
  */
 import { attentionGeometry, scaledDotProductAttention } from '../../ops/defs/nn.js';
@@ -16,6 +19,7 @@ import { runGemm } from './linalg.js';
 import { runPointwise } from './pointwise-run.js';
 import { runRows } from './rows-run.js';
 import { triMask } from './masks.js';
+import { runFlashAttention } from './flash-run.js';
 
 interface Map_ {
   strides: number[];
@@ -51,6 +55,7 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
   const { batch, l, s, e, ev } = geo;
   if (numel(batch) * l * ev === 0) return out;
   if (s === 0) return runPointwise('fill', 's0', out, [], [0], out.dtype);
+  if (runFlashAttention(out, query, key, value, attnMask, dropoutP, isCausal, scale)) return out;
   const temps: Tensor[] = [];
   try {
     const q = batchView(query, batch, geo.q, temps);

@@ -1,0 +1,85 @@
+/**
+ * Eager scaled_dot_product_attention on cuda: Kiln's fused kernel, Kiln's math path (cuBLASLt GEMM +
+ * softmax + GEMM, what ran before) and, when a PyTorch results file is given, torch's
+ * F.scaled_dot_product_attention on the same shapes (scripts/device/attn_torch.py; is_causal=True,
+ * enable_gqa where kv heads differ). Each case: warm-up, then CUDA events around every rep, median
+ * of 50. Rows `{op: 'sdpa', shape, dtype, torch_ms, kiln_ms, kiln_math_ms, speedup}` (speedup =
+ * torch_ms / kiln_ms) go to the JSON file given second; a table goes to stdout.
+ *
+ *   node dist/bench/cuda-sdpa.js [torch.json] [out.json]
+ */
+import fs from 'node:fs';
+import * as kiln from '../src/index.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import { setCudaAttentionPath } from '../src/kernels/cuda/flash-run.js';
+
+const REPS = 50;
+const WARMUP = 5;
+
+/** [batch, q heads, T, head dim] with kv heads; every case is causal. */
+export const SDPA_CASES: { name: string; b: number; h: number; hk: number; t: number; d: number }[] = [
+  { name: 'transformer-block [8,16,512,64]', b: 8, h: 16, hk: 16, t: 512, d: 64 },
+  { name: 'qwen3 [1,16,128,128] kv 8', b: 1, h: 16, hk: 8, t: 128, d: 128 },
+  { name: 'long [1,16,4096,128]', b: 1, h: 16, hk: 16, t: 4096, d: 128 },
+];
+const DTYPES = ['float32', 'bfloat16'] as const;
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+function time(body: () => Tensor): number {
+  for (let i = 0; i < WARMUP; i++) body().dispose();
+  kiln.synchronize('cuda');
+  const ms: number[] = [];
+  for (let i = 0; i < REPS; i++) {
+    const s = new kiln.Event('cuda');
+    const e = new kiln.Event('cuda');
+    s.record();
+    const o = body();
+    e.record();
+    ms.push(s.elapsedTime(e));
+    o.dispose();
+  }
+  return median(ms);
+}
+
+interface Row {
+  op: 'sdpa';
+  shape: string;
+  dtype: string;
+  torch_ms: number | null;
+  kiln_ms: number;
+  kiln_math_ms: number;
+  speedup: number | null;
+}
+
+function main(): void {
+  const torchFile = process.argv[2];
+  const outFile = process.argv[3];
+  const torchRows = torchFile && fs.existsSync(torchFile) ? (JSON.parse(fs.readFileSync(torchFile, 'utf8')) as { shape: string; dtype: string; torch_ms: number }[]) : [];
+  const rows: Row[] = [];
+  for (const c of SDPA_CASES) {
+    for (const dtype of DTYPES) {
+      const mk = (heads: number, seed: number): Tensor => kiln.randn([c.b, heads, c.t, c.d], { generator: new kiln.Generator(seed), device: 'cuda' }).to(dtype);
+      const q = mk(c.h, 1);
+      const k = mk(c.hk, 2);
+      const v = mk(c.hk, 3);
+      const run = (): Tensor => kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, c.hk !== c.h);
+      const fused = time(run);
+      setCudaAttentionPath('math');
+      let math: number;
+      try {
+        math = time(run);
+      } finally {
+        setCudaAttentionPath('auto');
+      }
+      const t = torchRows.find((r) => r.shape === c.name && r.dtype === dtype);
+      const row: Row = { op: 'sdpa', shape: c.name, dtype, torch_ms: t?.torch_ms ?? null, kiln_ms: fused, kiln_math_ms: math, speedup: t ? t.torch_ms / fused : null };
+      rows.push(row);
+      console.log(`${c.name.padEnd(34)} ${dtype.padEnd(9)} torch ${row.torch_ms?.toFixed(4) ?? '-'} ms  kiln ${fused.toFixed(4)} ms  kiln-math ${math.toFixed(4)} ms  speedup ${row.speedup?.toFixed(2) ?? '-'}`);
+      for (const x of [q, k, v]) x.dispose();
+    }
+  }
+  if (outFile) fs.writeFileSync(outFile, JSON.stringify({ device: 'cuda', reps: REPS, rows }, null, 1));
+}
+
+main();
