@@ -11,7 +11,8 @@
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { setCudaAttentionPath } from '../src/kernels/cuda/flash-run.js';
+import { setCudaAttentionPath, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
+import type { TcConfig } from '../src/kernels/cuda/codegen/flash-tc.js';
 
 const REPS = 50;
 const WARMUP = 5;
@@ -23,6 +24,21 @@ export const SDPA_CASES: { name: string; b: number; h: number; hk: number; t: nu
   { name: 'long [1,16,4096,128]', b: 1, h: 16, hk: 16, t: 4096, d: 128 },
 ];
 const DTYPES = ['float32', 'bfloat16'] as const;
+
+/** bf16 tile shapes tried besides the default (warps x row tiles per warp x keys per tile), by head dim. */
+export const TC_SWEEP: Record<number, TcConfig[]> = {
+  64: [
+    { nw: 4, mi: 1, bn: 64 },
+    { nw: 8, mi: 1, bn: 64 },
+    { nw: 4, mi: 1, bn: 128 },
+  ],
+  128: [
+    { nw: 8, mi: 1, bn: 64 },
+    { nw: 4, mi: 1, bn: 32 },
+    { nw: 8, mi: 1, bn: 32 },
+    { nw: 4, mi: 1, bn: 128 },
+  ],
+};
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -50,6 +66,8 @@ interface Row {
   kiln_ms: number;
   kiln_math_ms: number;
   speedup: number | null;
+  /** bf16: median ms per swept tile shape ('warps x tiles x keys'). */
+  sweep?: Record<string, number>;
 }
 
 function main(): void {
@@ -72,10 +90,23 @@ function main(): void {
       } finally {
         setCudaAttentionPath('auto');
       }
+      let sweep: Record<string, number> | undefined;
+      if (dtype === 'bfloat16') {
+        sweep = {};
+        for (const cfg of TC_SWEEP[c.d] ?? []) {
+          setFlashTcConfig(cfg);
+          try {
+            sweep[`${cfg.nw}x${cfg.mi}x${cfg.bn}`] = time(run);
+          } finally {
+            setFlashTcConfig(null);
+          }
+        }
+      }
       const t = torchRows.find((r) => r.shape === c.name && r.dtype === dtype);
-      const row: Row = { op: 'sdpa', shape: c.name, dtype, torch_ms: t?.torch_ms ?? null, kiln_ms: fused, kiln_math_ms: math, speedup: t ? t.torch_ms / fused : null };
+      const row: Row = { op: 'sdpa', shape: c.name, dtype, torch_ms: t?.torch_ms ?? null, kiln_ms: fused, kiln_math_ms: math, speedup: t ? t.torch_ms / fused : null, sweep };
       rows.push(row);
       console.log(`${c.name.padEnd(34)} ${dtype.padEnd(9)} torch ${row.torch_ms?.toFixed(4) ?? '-'} ms  kiln ${fused.toFixed(4)} ms  kiln-math ${math.toFixed(4)} ms  speedup ${row.speedup?.toFixed(2) ?? '-'}`);
+      if (sweep) console.log(`  sweep: ${Object.entries(sweep).map(([k2, ms]) => `${k2} ${ms.toFixed(4)}`).join('  ')}`);
       for (const x of [q, k, v]) x.dispose();
     }
   }

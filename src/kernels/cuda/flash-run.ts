@@ -18,7 +18,7 @@ import { launch } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { FLASH_BATCH_DIMS, FLASH_PARAMS, type FlashSpec, type MaskKind } from './codegen/flash-common.js';
 import { generateFlashF32 } from './codegen/flash-f32.js';
-import { generateFlashTc, type GeneratedFlash } from './codegen/flash-tc.js';
+import { generateFlashTc, type GeneratedFlash, type TcConfig } from './codegen/flash-tc.js';
 import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 
@@ -29,6 +29,13 @@ let path: CudaAttentionPath = 'auto';
 /** Forces the math path (benchmarks compare the two; tests check both against the reference). */
 export function setCudaAttentionPath(p: CudaAttentionPath): void {
   path = p;
+}
+
+let tcOverride: TcConfig | null = null;
+
+/** Overrides the fp16/bf16 tile shape (benchmark sweeps); null restores the rule in tcConfig(). */
+export function setFlashTcConfig(cfg: TcConfig | null): void {
+  tcOverride = cfg;
 }
 
 export const flashStats = { runs: 0, copies: 0 };
@@ -44,10 +51,11 @@ const cache = new Map<string, Loaded>();
 
 /** The loaded kernel for `spec`, or null when its tiles need more shared memory than the device has. */
 function kernelFor(index: number, spec: FlashSpec): Loaded | null {
-  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}`;
+  const tc = spec.dtype === 'float32' ? null : tcOverride;
+  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : ''}`;
   let k = cache.get(key);
   if (!k) {
-    const gen = spec.dtype === 'float32' ? generateFlashF32(spec) : generateFlashTc(spec);
+    const gen = spec.dtype === 'float32' ? generateFlashF32(spec) : generateFlashTc(spec, tc ?? undefined);
     if (gen.sharedBytes > deviceInfo(index).sharedMemPerBlockOptin) return null;
     k = { gen, kernel: kernelFromSource(index, gen.source, gen.name, FLASH_PARAMS, [], gen.sharedBytes) };
     cache.set(key, k);
