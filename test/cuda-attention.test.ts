@@ -220,6 +220,24 @@ test('fused sdpa: L != S causal (top-left), explicit scale, head dims 256 and 40
   }
 });
 
+test('sdpa on cuda returns [B, T, H, D] memory viewed as [B, H, T, D]: transpose(1, 2).reshape is a view (fused and math path)', { skip }, () => {
+  for (const path of ['auto', 'math'] as const) {
+    setCudaAttentionPath(path);
+    try {
+      const [b, h, t, d] = [2, 4, 24, 64];
+      const q = randn([b, h, t, d], 41, 'float32').to('cuda');
+      const o = kiln.scaledDotProductAttention(q, q, q, null, 0, true);
+      assert.deepEqual([...o.strides], [t * h * d, d, h * d, 1], `${path}: output strides`);
+      assert.ok(o.transpose(1, 2).isContiguous(), `${path}: o.transpose(1, 2) is contiguous`);
+      const want = kiln.scaledDotProductAttention(q.to('cpu'), q.to('cpu'), q.to('cpu'), null, 0, true).toFlatArray();
+      const got = o.toFlatArray();
+      for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got[i]! - want[i]!) <= 1e-4, `${path}: element ${i}: cuda ${got[i]}, cpu ${want[i]}`);
+    } finally {
+      setCudaAttentionPath('auto');
+    }
+  }
+});
+
 test('fused sdpa: a transposed key (non-unit last stride) is copied; odd head dims and forced math path use the fallback', { skip }, () => {
   const q = randn([1, 2, 30, 64], 1, 'float32');
   const kT = randn([1, 2, 64, 30], 2, 'float32');

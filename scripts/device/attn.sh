@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device round for the fused cuda attention (helper attn): precompile the kernels in parallel, GPU
 # tests, sdpa vs torch (+ math path and a bf16 tile sweep). Results: $HOUT/bench.json (+ log.txt).
-cd "$(dirname "$0")/../.." || exit 1
+# Runs from the unpacked build root (the current directory on the device).
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader 2>/dev/null | head -1
 timeout 15 node scripts/device/attn-warm.mjs 14 2>&1 | grep --line-buffered -v '^\s*at ' | tail -6
 timeout 35 node --test --test-concurrency=1 dist/test/cuda-attention.test.js 2>&1 | grep --line-buffered -E '^(not )?ok|^# (tests|pass|fail)|error:|expected|cuda [-0-9N]|duration_ms: [0-9]{4}' | head -40

@@ -11,7 +11,7 @@
  */
 import { attentionGeometry, scaledDotProductAttention } from '../../ops/defs/nn.js';
 import { registerKernel } from '../../ops/registry.js';
-import { contiguousStrides, numel } from '../../tensor/layout.js';
+import { contiguousStrides, isContiguousStrides, numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { copyTensor } from './core.js';
 import { allocOut } from './device.js';
@@ -79,9 +79,14 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
     const probs = allocOut({ shape: scoresShape, strides: contiguousStrides(scoresShape), dtype: value.dtype, device: out.device });
     temps.push(probs);
     runRows({ kind: 'softmax', src: scores, out: probs, outDtype: probs.dtype, rows, R: s });
-    const o = new Tensor(out.storage, out.dtype, [...batch, l, ev], contiguousStrides([...batch, l, ev]), out.offset);
+    // The op's cuda output is [.., L, H, E] memory for rank >= 4 (attentionOutStrides): the GEMM
+    // writes a contiguous temporary that one copy lays out.
+    const oShape = [...batch, l, ev];
+    const direct = isContiguousStrides(out.shape, out.strides);
+    const o = direct ? new Tensor(out.storage, out.dtype, oShape, contiguousStrides(oShape), out.offset) : allocOut({ shape: oShape, strides: contiguousStrides(oShape), dtype: out.dtype, device: out.device });
     temps.push(o);
     runGemm({ op: 'scaledDotProductAttention', out: o, a: probs, b: v, batch, M: l, N: ev, K: s });
+    if (!direct) copyTensor(out, o);
   } finally {
     for (const t of temps) t.dispose();
   }

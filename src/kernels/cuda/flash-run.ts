@@ -103,7 +103,8 @@ function dense(t: Tensor): Tensor {
 const pad = (xs: readonly number[], fill: number): number[] => [...new Array<number>(FLASH_BATCH_DIMS - xs.length).fill(fill), ...xs];
 
 /**
- * Runs the fused kernel into `out` (contiguous [...batch, L, E]) and returns true, or returns false
+ * Runs the fused kernel into `out` ([...batch, L, E] with unit-stride rows and 16-byte aligned row
+ * and batch strides: the op's contiguous or [.., L, H, E] layout) and returns true, or returns false
  * (nothing launched) when the call needs the math path.
  */
 export function runFlashAttention(
@@ -149,6 +150,7 @@ export function runFlashAttention(
       ...ks, k.strides[k.ndim - 2]!,
       ...vs, v.strides[v.ndim - 2]!,
       ...ms, mrs, mcs,
+      ...pad(out.strides.slice(0, batch.length), 0), out.strides[out.ndim - 2]!,
       kdiv, vdiv,
       sc,
     ];

@@ -25,8 +25,10 @@ export interface FlashSpec {
 export const FLASH_BATCH_DIMS = 4;
 
 /**
- * Kernel parameters, in order: pointers; sizes; q, k, v and mask offsets per batch dim (i64) with
- * their row strides; the k/v head divisors; the mask's column stride; the softmax scale times log2(e).
+ * Kernel parameters, in order: pointers; sizes; q, k, v and mask strides per batch dim (i64) with
+ * their row strides (and the mask's column stride); the output's batch and row strides (its columns
+ * are unit-stride: [.., L, E] contiguous, or the [.., L, H, E] memory of attentionOutStrides); the
+ * k/v head divisors; the softmax scale times log2(e).
  */
 export const FLASH_PARAMS: readonly ParamType[] = [
   'ptr', 'ptr', 'ptr', 'ptr', 'ptr', // q k v o mask
@@ -35,6 +37,7 @@ export const FLASH_PARAMS: readonly ParamType[] = [
   'i64', 'i64', 'i64', 'i64', 'i64', // k
   'i64', 'i64', 'i64', 'i64', 'i64', // v
   'i64', 'i64', 'i64', 'i64', 'i64', 'i64', // mask b0..b3, row, col
+  'i64', 'i64', 'i64', 'i64', 'i64', // out b0..b3, row
   'i32', 'i32', // kdiv vdiv
   'f32', // scale * log2(e)
 ];
@@ -47,13 +50,14 @@ export function flashParamDecl(t: string): string {
     'long long ks0, long long ks1, long long ks2, long long ks3, long long krs',
     'long long vs0, long long vs1, long long vs2, long long vs3, long long vrs',
     'long long ms0, long long ms1, long long ms2, long long ms3, long long mrs, long long mcs',
+    'long long os0, long long os1, long long os2, long long os3, long long ors',
     'int kdiv, int vdiv',
     'float scale_log2',
   ].join(', ');
 }
 
-/** CUDA C: from blockIdx.x (flat batch index) to qp/kp/vp/op/mp base pointers (op: contiguous [.., L, D]). */
-export function flashOffsets(t: string, d: number, mask: MaskKind, maskT: string): string {
+/** CUDA C: from blockIdx.x (flat batch index) to the qp/kp/vp/op/mp base pointers. */
+export function flashOffsets(t: string, mask: MaskKind, maskT: string): string {
   return `
   const long long bi = blockIdx.x;
   long long f_ = bi;
@@ -64,7 +68,7 @@ export function flashOffsets(t: string, d: number, mask: MaskKind, maskT: string
   const ${t}* qp = q + i0 * qs0 + i1 * qs1 + i2 * qs2 + i3 * qs3;
   const ${t}* kp = k + i0 * ks0 + i1 * ks1 + i2 * ks2 + (i3 / kdiv) * ks3;
   const ${t}* vp = v + i0 * vs0 + i1 * vs1 + i2 * vs2 + (i3 / vdiv) * vs3;
-  ${t}* op = o + bi * (long long)L * ${d};
+  ${t}* op = o + i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3;
   ${mask === 'none' ? '' : `const ${maskT}* mp = (const ${maskT}*)mask + i0 * ms0 + i1 * ms1 + i2 * ms2 + i3 * ms3;`}
   (void)mask; (void)ms0; (void)ms1; (void)ms2; (void)ms3; (void)mrs; (void)mcs;`;
 }

@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(128) ${name}(${flashParamDecl('floa
   float* Ps = Vs + BN * VSTR;         // [BM][PSTR]
   const int tid = threadIdx.x, ty = tid >> 3, tx = tid & 7;
   const int m0 = (gridDim.y - 1 - blockIdx.y) * BM;
-${flashOffsets('float', D, spec.mask, mk.t)}
+${flashOffsets('float', spec.mask, mk.t)}
   const int kEnd = ${spec.causal ? 'min(S, m0 + BM)' : 'S'};
   const int nTiles = (kEnd + BN - 1) / BN;
 
@@ -191,7 +191,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
       #pragma unroll
       for (int h = 0; h < OC; h++) {
         const int col = h * 32 + tx * 4;
-        if (col < D) *(kf4*)(op + (long long)row * D + col) = kf4{acc[i][h][0] * inv, acc[i][h][1] * inv, acc[i][h][2] * inv, acc[i][h][3] * inv};
+        if (col < D) *(kf4*)(op + (long long)row * ors + col) = kf4{acc[i][h][0] * inv, acc[i][h][1] * inv, acc[i][h][2] * inv, acc[i][h][3] * inv};
       }
     }
   }

@@ -118,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) ${name}(${flashParamDecl(
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // Causal blocks with more rows have more key tiles: launch them first (y runs backwards).
   const int m0 = (gridDim.y - 1 - blockIdx.y) * BM;
-${flashOffsets('T', D, spec.mask, mk.t)}
+${flashOffsets('T', spec.mask, mk.t)}
   const int kEnd = ${spec.causal ? 'min(S, m0 + BM)' : 'S'};
   const int nTiles = (kEnd + BN - 1) / BN;
 
@@ -266,7 +266,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
       const float inv = 1.f / l;
       const int row = m0 + (warp * MI + t) * 16 + (lane >> 2) + h * 8;
       if (row < L) {
-        unsigned* dst = (unsigned*)(op + (long long)row * D);
+        unsigned* dst = (unsigned*)(op + (long long)row * ors);
         #pragma unroll
         for (int dt = 0; dt < OT; dt++) {
           const int col = dt * 8 + (lane & 3) * 2;
