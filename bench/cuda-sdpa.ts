@@ -17,11 +17,12 @@ import type { TcConfig } from '../src/kernels/cuda/codegen/flash-tc.js';
 const REPS = 50;
 const WARMUP = 5;
 
-/** [batch, q heads, T, head dim] with kv heads; every case is causal. */
-export const SDPA_CASES: { name: string; b: number; h: number; hk: number; t: number; d: number }[] = [
+/** [batch, q heads, T, head dim] with kv heads; causal unless `s` (a kv length for a decode step) is given. */
+export const SDPA_CASES: { name: string; b: number; h: number; hk: number; t: number; d: number; s?: number }[] = [
   { name: 'transformer-block [8,16,512,64]', b: 8, h: 16, hk: 16, t: 512, d: 64 },
   { name: 'qwen3 [1,16,128,128] kv 8', b: 1, h: 16, hk: 8, t: 128, d: 128 },
   { name: 'long [1,16,4096,128]', b: 1, h: 16, hk: 16, t: 4096, d: 128 },
+  { name: 'decode q [1,16,1,128] kv 8x4096', b: 1, h: 16, hk: 8, t: 1, d: 128, s: 4096 },
 ];
 const DTYPES = ['float32', 'bfloat16'] as const;
 
@@ -79,12 +80,13 @@ function main(): void {
     for (const dtype of DTYPES) {
       // One seeded randn per case (cuda randn is drawn on the host): k and v are scaled head slices
       // of it, which times the same as independent data.
-      const base = kiln.randn([c.b, c.h, c.t, c.d], { generator: new kiln.Generator(1), device: 'cuda' });
-      const q = base.to(dtype);
-      const k = kiln.narrow(base, 1, 0, c.hk).mul(0.5).to(dtype);
-      const v = kiln.narrow(base, 1, c.h - c.hk, c.hk).mul(-1).to(dtype);
+      const s = c.s ?? c.t;
+      const base = kiln.randn([c.b, c.h, Math.max(c.t, s), c.d], { generator: new kiln.Generator(1), device: 'cuda' });
+      const q = kiln.narrow(base, 2, 0, c.t).to(dtype);
+      const k = kiln.narrow(base, 1, 0, c.hk).narrow(2, 0, s).mul(0.5).to(dtype);
+      const v = kiln.narrow(base, 1, c.h - c.hk, c.hk).narrow(2, 0, s).mul(-1).to(dtype);
       base.dispose();
-      const run = (): Tensor => kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, c.hk !== c.h);
+      const run = (): Tensor => kiln.scaledDotProductAttention(q, k, v, null, 0, c.s === undefined, null, c.hk !== c.h);
       const fused = time(run);
       setCudaAttentionPath('math');
       let math: number;

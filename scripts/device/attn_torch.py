@@ -13,7 +13,9 @@ CASES = [
     ("transformer-block [8,16,512,64]", 8, 16, 16, 512, 64),
     ("qwen3 [1,16,128,128] kv 8", 1, 16, 8, 128, 128),
     ("long [1,16,4096,128]", 1, 16, 16, 4096, 128),
+    ("decode q [1,16,1,128] kv 8x4096", 1, 16, 8, 1, 128),
 ]
+KV_LEN = {"decode q [1,16,1,128] kv 8x4096": 4096}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 rows = []
@@ -21,9 +23,11 @@ for name, b, h, hk, t, d in CASES:
     for dn, dt in DTYPES.items():
         g = torch.Generator(device="cuda").manual_seed(1)
         q = torch.randn(b, h, t, d, device="cuda", generator=g).to(dt)
-        k = torch.randn(b, hk, t, d, device="cuda", generator=g).to(dt)
-        v = torch.randn(b, hk, t, d, device="cuda", generator=g).to(dt)
-        run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hk != h)
+        s_len = KV_LEN.get(name, t)
+        k = torch.randn(b, hk, s_len, d, device="cuda", generator=g).to(dt)
+        v = torch.randn(b, hk, s_len, d, device="cuda", generator=g).to(dt)
+        causal = name not in KV_LEN
+        run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hk != h)
         for _ in range(5):
             run()
         torch.cuda.synchronize()
