@@ -67,8 +67,11 @@ interface Row {
   kiln_ms: number;
   kiln_math_ms: number;
   speedup: number | null;
-  /** bf16: median ms per swept tile shape ('warps x tiles x keys'). */
+  /** max |fused - math path| over the output (a check on the large shapes the tests do not cover). */
+  math_max_diff: number;
+  /** bf16: median ms per swept tile shape ('warps x tiles x keys'), and max |swept - default|. */
   sweep?: Record<string, number>;
+  sweep_max_diff?: Record<string, number>;
 }
 
 function main(): void {
@@ -88,31 +91,37 @@ function main(): void {
       base.dispose();
       const run = (): Tensor => kiln.scaledDotProductAttention(q, k, v, null, 0, c.s === undefined, null, c.hk !== c.h);
       const fused = time(run);
+      const ref = run();
+      const maxDiff = (o: Tensor): number => kiln.sub(o.to('float32'), ref.to('float32')).abs().max().item() as number;
       setCudaAttentionPath('math');
       let math: number;
+      let mathDiff: number;
       try {
         math = time(run);
+        mathDiff = maxDiff(run());
       } finally {
         setCudaAttentionPath('auto');
       }
       let sweep: Record<string, number> | undefined;
+      const sweepDiff: Record<string, number> = {};
       if (dtype === 'bfloat16') {
         sweep = {};
         for (const cfg of TC_SWEEP[c.d] ?? []) {
           setFlashTcConfig(cfg);
           try {
             sweep[`${cfg.nw}x${cfg.mi}x${cfg.bn}`] = time(run);
+            sweepDiff[`${cfg.nw}x${cfg.mi}x${cfg.bn}`] = maxDiff(run());
           } finally {
             setFlashTcConfig(null);
           }
         }
       }
       const t = torchRows.find((r) => r.shape === c.name && r.dtype === dtype);
-      const row: Row = { op: 'sdpa', shape: c.name, dtype, torch_ms: t?.torch_ms ?? null, kiln_ms: fused, kiln_math_ms: math, speedup: t ? t.torch_ms / fused : null, sweep };
+      const row: Row = { op: 'sdpa', shape: c.name, dtype, torch_ms: t?.torch_ms ?? null, kiln_ms: fused, kiln_math_ms: math, speedup: t ? t.torch_ms / fused : null, math_max_diff: mathDiff, sweep, sweep_max_diff: sweep ? sweepDiff : undefined };
       rows.push(row);
-      console.log(`${c.name.padEnd(34)} ${dtype.padEnd(9)} torch ${row.torch_ms?.toFixed(4) ?? '-'} ms  kiln ${fused.toFixed(4)} ms  kiln-math ${math.toFixed(4)} ms  speedup ${row.speedup?.toFixed(2) ?? '-'}`);
-      if (sweep) console.log(`  sweep: ${Object.entries(sweep).map(([k2, ms]) => `${k2} ${ms.toFixed(4)}`).join('  ')}`);
-      for (const x of [q, k, v]) x.dispose();
+      console.log(`${c.name.padEnd(34)} ${dtype.padEnd(9)} torch ${row.torch_ms?.toFixed(4) ?? '-'} ms  kiln ${fused.toFixed(4)} ms  kiln-math ${math.toFixed(4)} ms (diff ${mathDiff.toExponential(1)})  speedup ${row.speedup?.toFixed(2) ?? '-'}`);
+      if (sweep) console.log(`  sweep: ${Object.entries(sweep).map(([k2, ms]) => `${k2} ${ms.toFixed(4)} (diff ${sweepDiff[k2]!.toExponential(1)})`).join('  ')}`);
+      for (const x of [q, k, v, ref]) x.dispose();
     }
   }
   if (outFile) fs.writeFileSync(outFile, JSON.stringify({ device: 'cuda', reps: REPS, rows }, null, 1));
