@@ -238,7 +238,7 @@ test('sdpa on cuda returns [B, T, H, D] memory viewed as [B, H, T, D]: transpose
   }
 });
 
-test('fused sdpa: a transposed key (non-unit last stride) is copied; odd head dims and forced math path use the fallback', { skip }, () => {
+test('fused sdpa: a transposed key (non-unit last stride) is copied; odd head dims, decode steps and the forced math path use the fallback', { skip }, () => {
   const q = randn([1, 2, 30, 64], 1, 'float32');
   const kT = randn([1, 2, 64, 30], 2, 'float32');
   const v = randn([1, 2, 30, 64], 3, 'float32');
@@ -251,6 +251,10 @@ test('fused sdpa: a transposed key (non-unit last stride) is copied; odd head di
   // Head dim 33 (not a multiple of 4) and 300 (> 256): the math path.
   check({ b: 1, h: 2, hk: 2, l: 17, d: 33, dtype: 'float32', causal: true, fused: false });
   check({ b: 1, h: 1, hk: 1, l: 9, d: 300, dtype: 'bfloat16', causal: false, fused: false });
+  // Decode steps (few query rows, many keys) take the math path; just under the key limit, fused.
+  check({ b: 1, h: 4, hk: 2, l: 1, s: 3000, d: 64, dtype: 'bfloat16', causal: false, fused: false });
+  check({ b: 1, h: 4, hk: 2, l: 16, s: 600, d: 128, dtype: 'float32', causal: false, fused: false });
+  check({ b: 1, h: 4, hk: 2, l: 16, s: 512, d: 128, dtype: 'float32', causal: false });
   setCudaAttentionPath('math');
   try {
     check({ b: 1, h: 2, hk: 2, l: 50, d: 64, dtype: 'bfloat16', causal: true, fused: false });

@@ -16,7 +16,7 @@ for (const dtype of ['bfloat16', 'float16', 'float32']) {
     specs.push({ dtype, d, causal: false, mask: 'add', maskDtype: dtype });
   }
 }
-const sweep = { 64: [[4, 1, 64], [8, 1, 64], [4, 1, 128]], 128: [[8, 1, 64], [4, 1, 32], [8, 1, 32], [4, 1, 128]] };
+const sweep = { 64: [[4, 1, 64], [8, 1, 64], [4, 1, 128]], 128: [[4, 1, 64], [4, 1, 32], [8, 1, 32], [4, 1, 128]] };
 for (const [d, cfgs] of Object.entries(sweep)) for (const [nw, mi, bn] of cfgs) specs.push({ dtype: 'bfloat16', d: Number(d), causal: true, mask: 'none', cfg: { nw, mi, bn } });
 const [, , role, a, b] = process.argv;
 if (role === 'child') {

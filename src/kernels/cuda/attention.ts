@@ -1,7 +1,8 @@
 /**
  * scaled_dot_product_attention on cuda. The fused flash-style kernels (flash-run.ts) take every call
  * they support (no [L, S] matrix); the rest (dropout, head dims that are not a multiple of 8/4 or
- * above 256, e != ev, more than 4 batch dims, float64 masks, pre-sm_80 fp16/bf16) run the math
+ * above 256, e != ev, more than 4 batch dims, float64 masks, pre-sm_80 fp16/bf16, and decode steps:
+ * at most 16 query rows over more than 512 (f32) / 2048 (fp16/bf16) keys) run the math
  * path below, composed from the library's own kernels:
  * S = scale * Q K^T by cuBLASLt with a float32 result (fp32 scores even for fp16/bf16 inputs), the
  * causal or user mask applied by the pointwise generator, a float32 row softmax, then P V by cuBLASLt
@@ -55,7 +56,7 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
   const { batch, l, s, e, ev } = geo;
   if (numel(batch) * l * ev === 0) return out;
   if (s === 0) return runPointwise('fill', 's0', out, [], [0], out.dtype);
-  if (runFlashAttention(out, query, key, value, attnMask, dropoutP, isCausal, scale)) return out;
+  if (runFlashAttention(out, geo, query, key, value, attnMask, dropoutP, isCausal, scale)) return out;
   const temps: Tensor[] = [];
   try {
     const q = batchView(query, batch, geo.q, temps);

@@ -39,14 +39,18 @@ export function paddedHeadDimTc(d: number): number {
 
 /**
  * Tile shape by head dim. Register budget per thread: O takes MI * DP/2 floats, S MI * BN/2, the Q
- * fragments MI * DP/8 registers. DP <= 64: two row tiles per warp (128 rows per block) halve the
- * shared-memory traffic of K and V per row; DP <= 128: one tile per warp, 64 keys; larger DP keeps
- * O at DP/2 floats and shrinks the key tile to 32 so S fits too.
+ * fragments MI * DP/8 registers. Every shape gives 128 query rows per block up to DP 128, which
+ * halves the shared-memory traffic of K and V per row against 64: DP <= 64 as two row tiles per warp
+ * (4 warps, ~250 registers), DP <= 128 as 8 warps of one tile (~210 registers; two row tiles would
+ * spill). Larger DP keeps O at DP/2 floats and shrinks the key tile to 32 so S fits too.
+ * Measured on the H200 (bf16, causal, bench/cuda-sdpa.ts sweep): [1,16,4096,128] 8 warps x 64 keys
+ * 0.352 ms, 4 warps 0.386, 4 x 32 keys 0.389, 4 x 128 keys 0.509; [8,16,512,64] within 5% across
+ * 4x2x64, 4x1x64, 8x1x64 and 4x1x128 (0.072-0.076 ms, launch-bound).
  */
 export function tcConfig(d: number): TcConfig {
   const dp = paddedHeadDimTc(d);
   if (dp <= 64) return { nw: 4, mi: 2, bn: 64 };
-  if (dp <= 128) return { nw: 4, mi: 1, bn: 64 };
+  if (dp <= 128) return { nw: 8, mi: 1, bn: 64 };
   return { nw: 4, mi: 1, bn: 32 };
 }
 
