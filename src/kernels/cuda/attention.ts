@@ -1,14 +1,18 @@
 /**
- * scaled_dot_product_attention on cuda, composed from the library's own kernels (the math path):
+ * scaled_dot_product_attention on cuda. The fused flash-style kernels (flash-run.ts) take every call
+ * they support (no [L, S] matrix); the rest (dropout, head dims that are not a multiple of 8/4 or
+ * above 256, e != ev, more than 4 batch dims, float64 masks, pre-sm_80 fp16/bf16, and decode steps:
+ * at most 16 query rows over more than 512 (f32) / 2048 (fp16/bf16) keys) run the math
+ * path below, composed from the library's own kernels:
  * S = scale * Q K^T by cuBLASLt with a float32 result (fp32 scores even for fp16/bf16 inputs), the
  * causal or user mask applied by the pointwise generator, a float32 row softmax, then P V by cuBLASLt
- * with P in the inputs' dtype. It materialises [batch, L, S] scores, so memory grows with L * S; a
- * fused flash-style kernel is the planned replacement. Grouped-query heads are expanded to the query
+ * with P in the inputs' dtype. It materialises [batch, L, S] scores, so memory grows with L * S.
+ * Grouped-query heads are expanded to the query
  * heads (one copy of K and V). Dropout (p > 0) is not supported on cuda yet.
  */
 import { attentionGeometry, scaledDotProductAttention } from '../../ops/defs/nn.js';
 import { registerKernel } from '../../ops/registry.js';
-import { contiguousStrides, numel } from '../../tensor/layout.js';
+import { contiguousStrides, isContiguousStrides, numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { copyTensor } from './core.js';
 import { allocOut } from './device.js';
@@ -16,6 +20,7 @@ import { runGemm } from './linalg.js';
 import { runPointwise } from './pointwise-run.js';
 import { runRows } from './rows-run.js';
 import { triMask } from './masks.js';
+import { runFlashAttention } from './flash-run.js';
 
 interface Map_ {
   strides: number[];
@@ -51,6 +56,7 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
   const { batch, l, s, e, ev } = geo;
   if (numel(batch) * l * ev === 0) return out;
   if (s === 0) return runPointwise('fill', 's0', out, [], [0], out.dtype);
+  if (runFlashAttention(out, geo, query, key, value, attnMask, dropoutP, isCausal, scale)) return out;
   const temps: Tensor[] = [];
   try {
     const q = batchView(query, batch, geo.q, temps);
@@ -74,9 +80,14 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
     const probs = allocOut({ shape: scoresShape, strides: contiguousStrides(scoresShape), dtype: value.dtype, device: out.device });
     temps.push(probs);
     runRows({ kind: 'softmax', src: scores, out: probs, outDtype: probs.dtype, rows, R: s });
-    const o = new Tensor(out.storage, out.dtype, [...batch, l, ev], contiguousStrides([...batch, l, ev]), out.offset);
+    // The op's cuda output is [.., L, H, E] memory for rank >= 4 (attentionOutStrides): the GEMM
+    // writes a contiguous temporary that one copy lays out.
+    const oShape = [...batch, l, ev];
+    const direct = isContiguousStrides(out.shape, out.strides);
+    const o = direct ? new Tensor(out.storage, out.dtype, oShape, contiguousStrides(oShape), out.offset) : allocOut({ shape: oShape, strides: contiguousStrides(oShape), dtype: out.dtype, device: out.device });
     temps.push(o);
     runGemm({ op: 'scaledDotProductAttention', out: o, a: probs, b: v, batch, M: l, N: ev, K: s });
+    if (!direct) copyTensor(out, o);
   } finally {
     for (const t of temps) t.dispose();
   }

@@ -446,6 +446,19 @@ export function attentionGeometry(
   return { batch, l, s, e, ev, q: mapFor(query, hq), k: mapFor(key, hk), v: mapFor(value, hv), maskStrides };
 }
 
+/**
+ * Output strides of scaled_dot_product_attention: contiguous, except on cuda for outputs of rank 4
+ * or more ([..., H, L, E]), whose memory is [..., L, H, E] (FlashAttention's layout, as PyTorch's
+ * flash path returns): the usual `o.transpose(-3, -2).reshape([..., L, H * E])` after attention is
+ * then a view instead of a copy kernel. The cpu kernels keep the contiguous layout.
+ */
+export function attentionOutStrides(shape: readonly number[], device: TensorMeta['device']): number[] {
+  const r = shape.length;
+  if (device.type !== 'cuda' || r < 4) return contiguousStrides(shape);
+  const mem = contiguousStrides([...shape.slice(0, r - 3), shape[r - 2]!, shape[r - 3]!, shape[r - 1]!]);
+  return [...mem.slice(0, r - 3), mem[r - 2]!, mem[r - 3]!, mem[r - 1]!];
+}
+
 export const scaledDotProductAttention = defineOp({
   name: 'scaledDotProductAttention',
   args: [
@@ -474,7 +487,7 @@ export const scaledDotProductAttention = defineOp({
   ): OutMeta {
     const g = attentionGeometry(query, key, value, attnMask, dropoutP, isCausal, scale);
     const shape = [...g.batch, g.l, g.ev];
-    return { shape, strides: contiguousStrides(shape), dtype: query.dtype, device: query.device };
+    return { shape, strides: attentionOutStrides(shape, query.device), dtype: query.dtype, device: query.device };
   },
 });
 
