@@ -3,7 +3,7 @@
 // loader, epilogue) variant on the conv-stack shapes plus odd/strided/dilated ones, and the weight
 // prep kernels, and compiles each with `nvcc -arch=sm_90 -cubin -Xptxas -v` (registers, spills).
 //   npx tsc -p tsconfig.json && node scripts/cuda-conv-nvcc.mjs [--keep]
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,23 +28,16 @@ const units = [...specs.map((s) => igemmSource(s)), ...['float32', 'float16', 'b
 for (const [i, u] of units.entries()) {
   const file = path.join(dir, `u${i}.cu`);
   fs.writeFileSync(file, u.source);
-  try {
-    const out = execFileSync(process.env.KILN_NVCC ?? 'nvcc', ['-arch=sm_90', '-cubin', '-Xptxas', '-v', '-o', path.join(dir, `u${i}.cubin`), file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    void out;
-  } catch (e) {
+  // ptxas -v reports on stderr.
+  const r = spawnSync(process.env.KILN_NVCC ?? 'nvcc', ['-arch=sm_90', '-cubin', '-Xptxas', '-v', '-o', path.join(dir, `u${i}.cubin`), file], { encoding: 'utf8' });
+  if (r.status !== 0) {
     failed++;
-    console.log(`FAIL ${u.name}\n${e.stderr ?? e.message}`);
+    console.log(`FAIL ${u.name}\n${r.stderr}`);
     continue;
   }
-  const info = execFileSync(process.env.KILN_NVCC ?? 'nvcc', ['-arch=sm_90', '-cubin', '-Xptxas', '-v', '-o', '/dev/null', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  void info;
-}
-// ptxas -v prints to stderr; run once more capturing it for the summary.
-for (const [i, u] of units.entries()) {
-  const r = (await import('node:child_process')).spawnSync(process.env.KILN_NVCC ?? 'nvcc', ['-arch=sm_90', '-cubin', '-Xptxas', '-v', '-o', '/dev/null', path.join(dir, `u${i}.cu`)], { encoding: 'utf8' });
   const regs = /Used (\d+) registers/.exec(r.stderr)?.[1];
   const spill = /(\d+) bytes spill stores/.exec(r.stderr)?.[1];
-  const smem = /(\d+) bytes smem/.exec(r.stderr)?.[1];
+  const smem = /(\d+) bytes smem/.exec(r.stderr)?.[1] ?? '0';
   console.log(`${u.name.slice(0, 60).padEnd(60)} regs ${regs} spill ${spill} smem ${smem}`);
 }
 if (!process.argv.includes('--keep')) fs.rmSync(dir, { recursive: true, force: true });

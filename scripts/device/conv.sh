@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
-# Device round for the implicit-GEMM conv2d (helper "conv"): conv bench (Kiln vs torch, per conv),
-# the cuda-conv tests, then the conv-stack workload end to end. Each part has its own time cap so
-# one slow part cannot starve the rest; the compact table is printed at the end.
+# Device round for the implicit-GEMM conv2d (helper "conv"): the cuda-conv tests, the per-conv
+# bench (Kiln vs torch, CUDA events, medians of 100), then the conv-stack workload end to end.
+# Each part has its own time cap so one slow part cannot starve the rest; tables print last.
 export KILN_CACHE_DIR=/tmp/kiln-conv-cache
-echo "== torch conv rows"; t0=$SECONDS
-timeout 25 python3 scripts/bench_conv_torch.py > /tmp/torch-conv.json || echo "torch bench failed rc=$?"
-echo "torch: $((SECONDS - t0)) s"; t0=$SECONDS
-echo "== kiln conv rows"
-timeout 30 node dist/bench/cuda-conv.js /tmp/torch-conv.json "$HOUT/bench.json" > /tmp/conv-table.txt 2>&1 || echo "kiln bench rc=$?"
-echo "kiln bench: $((SECONDS - t0)) s"; t0=$SECONDS
-echo "== tests"
-timeout 25 node --test --test-concurrency=1 dist/test/cuda-conv.test.js > /tmp/conv-tests.txt 2>&1; echo "tests rc=$? $((SECONDS - t0)) s"
-grep -E "^not ok|^# (tests|pass|fail|skipped)|error:|Error|expected|actual|got " /tmp/conv-tests.txt | head -40
+t0=$SECONDS
+timeout 30 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-conv.test.js > /tmp/conv-tests.txt 2>&1
+rc=$?; echo "== tests rc=$rc ($((SECONDS - t0)) s)"
+if [ $rc -ne 0 ]; then grep -vE "^\s+at |node:internal" /tmp/conv-tests.txt | head -60; else grep -E "^ℹ (tests|pass|fail|skipped)" /tmp/conv-tests.txt; fi
+t0=$SECONDS
+timeout 20 python3 scripts/bench_conv_torch.py > /tmp/torch-conv.json || echo "torch bench rc=$?"
+echo "== torch rows ($((SECONDS - t0)) s)"; t0=$SECONDS
+timeout 25 node dist/bench/cuda-conv.js /tmp/torch-conv.json "$HOUT/bench.json" > /tmp/conv-table.txt 2>&1 || echo "kiln bench rc=$?"
+echo "== kiln rows ($((SECONDS - t0)) s)"; cat /tmp/conv-table.txt
 t0=$SECONDS
 echo "== conv-stack workload"
-timeout 20 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 bfloat16 --workload conv-stack --no-progress 2>&1 | tail -15
+node dist/src/cli/main.js bench --device cuda --size full --dtype float32 bfloat16 --workload conv-stack --no-progress 2>&1 | tail -12
 echo "workload: $((SECONDS - t0)) s"
-echo "== conv table"
-cat /tmp/conv-table.txt

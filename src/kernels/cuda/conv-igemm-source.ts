@@ -116,8 +116,8 @@ __device__ __forceinline__ unsigned kc_smem(const void* p) {
 __device__ __forceinline__ void kc_cp16(unsigned dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"(dst), "l"(src), "r"(bytes));
 }
-__device__ __forceinline__ void kc_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
-template <int N> __device__ __forceinline__ void kc_wait() { asm volatile("cp.async.wait_group %0;\\n" :: "n"(N)); }
+__device__ __forceinline__ void kc_commit() { asm volatile("cp.async.commit_group;\\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void kc_wait() { asm volatile("cp.async.wait_group %0;\\n" :: "n"(N) : "memory"); }
 __device__ __forceinline__ void kc_ldsm4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
 }
