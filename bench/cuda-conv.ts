@@ -14,6 +14,7 @@
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
 import { convImpl, runIgemm } from '../src/kernels/cuda/conv-igemm.js';
+import type { IgemmTileName } from '../src/kernels/cuda/conv-igemm-source.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DType } from '../src/tensor/dtype.js';
 
@@ -51,6 +52,12 @@ function timeMs(fn: () => Tensor): number {
   return median(ts);
 }
 
+const f = (v: unknown, d = 3): string => (typeof v === 'number' ? v.toFixed(d) : '-');
+const printRow = (r: Record<string, unknown>): void =>
+  console.log(
+    `${String(r.shape).padEnd(48)} ${String(r.dtype).padEnd(9)} ${String(r.tf32 ?? '-').padEnd(5)} ${f(r.torch_ms).padStart(8)} ${f(r.kiln_ms).padStart(8)} ${f(r.speedup, 2).padStart(8)} ${f(r.kiln_tflops, 1).padStart(8)} ${f(r.kiln_im2col_ms).padStart(10)} ${f(r.kiln_direct_ms).padStart(10)}  ${Object.values(r.kiln_tile_ms as Record<string, number>).map((v) => f(v)).join('/')}`,
+  );
+console.log(`${'shape'.padEnd(48)} ${'dtype'.padEnd(9)} tf32  torch_ms  kiln_ms  speedup  TFLOP/s  im2col_ms  direct_ms  tiles m128w32/m128w64/m256w64`);
 const torchRows = JSON.parse(fs.readFileSync(process.argv[2] ?? '/tmp/torch-conv.json', 'utf8')) as TorchRow[];
 const rows: Record<string, unknown>[] = [];
 const gen = kiln.manualSeed(0);
@@ -67,6 +74,15 @@ for (const t of torchRows) {
   kiln.backends.cuda.allowTf32Conv = tf32;
   const conv = (): Tensor => kiln.nn.functional.conv2d(x, w, b, c.stride, c.pad);
   const kilnMs = timeMs(conv);
+  // Every block tile on the channels_last tensor-core rows (the tile rule comes from these).
+  const tileMs: Partial<Record<IgemmTileName, number>> = {};
+  if (t.layout === 'nhwc' && tf32 && t.dtype !== 'float16') {
+    for (const tile of ['m128w32', 'm128w64', 'm256w64'] as IgemmTileName[]) {
+      convImpl.tile = tile;
+      tileMs[tile] = timeMs(conv);
+    }
+    convImpl.tile = null;
+  }
   convImpl.mode = 'im2col';
   const im2colMs = timeMs(conv);
   convImpl.mode = 'auto';
@@ -92,15 +108,11 @@ for (const t of torchRows) {
     kiln_tflops: flops / (kilnMs * 1e-3) / 1e12,
     kiln_im2col_ms: im2colMs,
     kiln_direct_ms: directMs,
+    kiln_tile_ms: tileMs,
   });
+  printRow(rows[rows.length - 1]!);
+  // Rows so far, so a time limit still leaves a file.
+  if (process.argv[3]) fs.writeFileSync(process.argv[3], JSON.stringify(rows, null, 1));
   for (const z of [x, w, b]) z.dispose();
 }
 kiln.backends.cuda.allowTf32Conv = true;
-const f = (v: unknown, d = 3): string => (typeof v === 'number' ? v.toFixed(d) : '-');
-console.log(`${'shape'.padEnd(48)} ${'dtype'.padEnd(9)} tf32  torch_ms  kiln_ms  speedup  TFLOP/s  im2col_ms  direct_ms`);
-for (const r of rows) {
-  console.log(
-    `${String(r.shape).padEnd(48)} ${String(r.dtype).padEnd(9)} ${String(r.tf32 ?? '-').padEnd(5)} ${f(r.torch_ms).padStart(8)} ${f(r.kiln_ms).padStart(8)} ${f(r.speedup, 2).padStart(8)} ${f(r.kiln_tflops, 1).padStart(8)} ${f(r.kiln_im2col_ms).padStart(10)} ${f(r.kiln_direct_ms).padStart(10)}`,
-  );
-}
-if (process.argv[3]) fs.writeFileSync(process.argv[3], JSON.stringify(rows, null, 1));

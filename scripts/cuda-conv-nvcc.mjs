@@ -17,9 +17,12 @@ const cl = (c, h, w) => [h * w * c, 1, w * c, c];
 const specs = [];
 for (const [dtype, maths] of [['bfloat16', ['mma16']], ['float16', ['mma16']], ['float32', ['tf32', 'simt']]]) {
   for (const math of maths) {
-    specs.push({ ...base, dtype, math, aLoader: 'vec', xs: cl(64, 112, 112), os: cl(64, 112, 112) });
-    specs.push({ ...base, dtype, math, aLoader: 'scalar', cg: 3, kh: 7, kw: 7, sh: 2, sw: 2, pt: 3, pl: 3, h: 224, w: 224, xs: cl(3, 224, 224), os: cl(64, 112, 112), bias: true, affine: false, relu: false });
-    specs.push({ ...base, dtype, math, aLoader: 'scalar', cg: 5, cout: 7, h: 13, w: 11, oh: 6, ow: 5, sh: 2, sw: 2, dh: 2, dw: 2, xs: [5 * 13 * 11, 13 * 11, 11, 1], os: [7 * 30, 30, 5, 1], bias: true, affine: false, relu: false, pairStore: false, wide: true });
+    for (const tile of math === 'simt' ? ['m128w32'] : ['m128w32', 'm128w64', 'm256w64']) {
+      if (dtype === 'float16' && tile !== 'm128w32') continue;
+      specs.push({ ...base, dtype, math, tile, aLoader: 'vec', xs: cl(64, 112, 112), os: cl(64, 112, 112) });
+      specs.push({ ...base, dtype, math, tile, aLoader: 'scalar', cg: 3, kh: 7, kw: 7, sh: 2, sw: 2, pt: 3, pl: 3, h: 224, w: 224, xs: cl(3, 224, 224), os: cl(64, 112, 112), bias: true, affine: false, relu: false });
+      if (tile === 'm128w32') specs.push({ ...base, dtype, math, tile, aLoader: 'scalar', cg: 5, cout: 7, h: 13, w: 11, oh: 6, ow: 5, sh: 2, sw: 2, dh: 2, dw: 2, xs: [5 * 13 * 11, 13 * 11, 11, 1], os: [7 * 30, 30, 5, 1], bias: true, affine: false, relu: false, pairStore: false, wide: true });
+    }
   }
 }
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-conv-nvcc-'));

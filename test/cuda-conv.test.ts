@@ -13,7 +13,8 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DType } from '../src/tensor/dtype.js';
-import { runIgemm } from '../src/kernels/cuda/conv-igemm.js';
+import { convImpl, runIgemm } from '../src/kernels/cuda/conv-igemm.js';
+import type { IgemmTileName } from '../src/kernels/cuda/conv-igemm-source.js';
 import { makeTensor, randomValues } from './helpers/make.js';
 import { skipUnlessCuda } from './cuda-util.js';
 
@@ -154,6 +155,25 @@ for (const cs of CASES) {
   });
 }
 
+test('conv2d block tiles m128w64 and m256w64 (tf32, bf16) on the stem and body shapes', { skip }, () => {
+  const tiles: IgemmTileName[] = ['m128w64', 'm256w64'];
+  try {
+    for (const tile of tiles) {
+      convImpl.tile = tile;
+      for (const cs of CASES.slice(0, 2)) {
+        for (const mode of ['tf32', 'bfloat16'] as Mode[]) {
+          const inp = inputs(cs.g, dtypeOf(mode), cs.layout, cs.bias, 13);
+          const ref = reference(inp.xv, inp.wv, inp.bv, cs.g);
+          const y = run(mode, () => kiln.nn.functional.conv2d(inp.x, inp.w, inp.b, cs.g.stride, cs.g.pad, cs.g.dil));
+          assertClose(`${cs.label} ${mode} ${tile}`, y.toFlatArray(), ref.y, ref.mag, TOL[mode]!);
+        }
+      }
+    }
+  } finally {
+    convImpl.tile = null;
+  }
+});
+
 test('conv2d float32: the TF32 switch changes the math (TF32 differs from exact f32; exact meets the tight bound)', { skip }, () => {
   const g = CASES[1]!.g;
   const inp = inputs(g, 'float32', 'nhwc', false, 5);
@@ -234,5 +254,23 @@ test('conv2d backward on cuda matches the cpu gradients', { skip }, () => {
   for (let i = 0; i < 2; i++) {
     const scale = Math.max(...gc[i]!.map(Math.abs));
     gg[i]!.forEach((v, j) => assert.ok(Math.abs(v - gc[i]![j]!) <= 1e-4 * scale, `grad ${i} element ${j}: cuda ${v} vs cpu ${gc[i]![j]}`));
+  }
+});
+
+test('kiln.compile on cuda: conv2d -> batchNorm(eval) -> ReLU (f32 and bf16, reduce-overhead) equals eager', { skip }, () => {
+  const g: Geometry = { n: 2, c: 3, h: 17, w: 17, o: 16, k: [7, 7], stride: [2, 2], pad: [3, 3], dil: [1, 1] };
+  for (const mode of ['tf32', 'bfloat16'] as Mode[]) {
+    const dtype = dtypeOf(mode);
+    const inp = inputs(g, dtype, 'nhwc', true, 51);
+    const vec = (seed: number, lo: number, hi: number): Tensor => makeTensor(randomValues(g.o, seed, lo, hi), [g.o], dtype).to('cuda');
+    const [rm, rv, bw, bb] = [vec(52, -0.2, 0.2), vec(53, 0.5, 1.5), vec(54, 0.5, 1.5), vec(55, -0.2, 0.2)];
+    const fn = (x: Tensor): Tensor => kiln.relu(kiln.nn.functional.batchNorm(kiln.nn.functional.conv2d(x, inp.w, inp.b, 2, 3), rm, rv, bw, bb, false, 0.1, 1e-5));
+    const eager = run(mode, () => kiln.noGrad(() => fn(inp.x)));
+    const cf = kiln.compile(fn, { mode: 'reduce-overhead' });
+    const got = run(mode, () => kiln.noGrad(() => cf(inp.x) as Tensor));
+    const e = eager.toFlatArray();
+    const scale = Math.max(...e.map(Math.abs));
+    const tol = mode === 'bfloat16' ? 2e-2 : 1e-5;
+    got.toFlatArray().forEach((v, i) => assert.ok(Math.abs(v - e[i]!) <= tol * scale, `${mode} element ${i}: compiled ${v} vs eager ${e[i]}`));
   }
 });

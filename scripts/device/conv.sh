@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Device round for the implicit-GEMM conv2d (helper "conv"): the cuda-conv tests, the per-conv
 # bench (Kiln vs torch, CUDA events, medians of 100), then the conv-stack workload end to end.
-# Each part has its own time cap so one slow part cannot starve the rest; tables print last.
+# Each part has its own time cap so one slow part cannot starve the rest.
 export KILN_CACHE_DIR=/tmp/kiln-conv-cache
 t0=$SECONDS
-timeout 30 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-conv.test.js > /tmp/conv-tests.txt 2>&1
+timeout 38 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-conv.test.js > /tmp/conv-tests.txt 2>&1
 rc=$?; echo "== tests rc=$rc ($((SECONDS - t0)) s)"
-if [ $rc -ne 0 ]; then grep -vE "^\s+at |node:internal" /tmp/conv-tests.txt | head -60; else grep -E "^ℹ (tests|pass|fail|skipped)" /tmp/conv-tests.txt; fi
+grep -E "^[✔✖] |^ℹ (tests|pass|fail)" /tmp/conv-tests.txt
+[ $rc -ne 0 ] && grep -vE "^\s+at |node:internal|^[✔✖] " /tmp/conv-tests.txt | grep -A12 "failing tests" | head -70
 t0=$SECONDS
-timeout 20 python3 scripts/bench_conv_torch.py > /tmp/torch-conv.json || echo "torch bench rc=$?"
+timeout 15 python3 scripts/bench_conv_torch.py > /tmp/torch-conv.json || echo "torch bench rc=$?"
 echo "== torch rows ($((SECONDS - t0)) s)"; t0=$SECONDS
-timeout 25 node dist/bench/cuda-conv.js /tmp/torch-conv.json "$HOUT/bench.json" > /tmp/conv-table.txt 2>&1 || echo "kiln bench rc=$?"
-echo "== kiln rows ($((SECONDS - t0)) s)"; cat /tmp/conv-table.txt
-t0=$SECONDS
+timeout 30 node dist/bench/cuda-conv.js /tmp/torch-conv.json "$HOUT/bench.json" 2>&1 || echo "kiln bench rc=$?"
+echo "== kiln rows done ($((SECONDS - t0)) s)"; t0=$SECONDS
 echo "== conv-stack workload"
 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 bfloat16 --workload conv-stack --no-progress 2>&1 | tail -12
 echo "workload: $((SECONDS - t0)) s"

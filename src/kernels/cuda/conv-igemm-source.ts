@@ -9,9 +9,9 @@
  * by a small prep kernel into [Npad, Kpad] (k fastest, zero padded, tf32-rounded for the tf32 path),
  * so its loads never need bounds checks.
  *
- * Block tile 128 (m) x 64 (o), 8 warps as 4 x 2, warp tile 32 x 32; a stage holds 64 bytes of K per
- * row (32 16-bit or 16 32-bit elements), rows padded to 80 bytes so ldmatrix and the fragment loads
- * are bank-conflict free; 3 stages (46 KiB of static shared memory, under the 48 KiB static limit).
+ * Block tile BM (m) x 64 (o): warps as warpsM x 2, warp tile warpM (32 or 64) x 32 (tiles below);
+ * a stage holds 64 bytes of K per row (32 16-bit or 16 32-bit elements), rows padded to 80 bytes so
+ * ldmatrix and the fragment loads are bank-conflict free; 3 or 4 stages in dynamic shared memory.
  * Math: bf16/f16 `mma.sync.m16n8k16` (fragments by ldmatrix), f32 as tf32 `mma.sync.m16n8k8`
  * (operands rounded with cvt.rna.tf32), or exact f32 FMAs (SIMT, 8 x 4 outputs per thread).
  * A loader: 'vec' (16-byte cp.async with zero-fill, when channels are contiguous and a 16-byte run
@@ -28,15 +28,48 @@ export type IgemmDtype = 'float32' | 'float16' | 'bfloat16';
 /** 'mma16': bf16/f16 tensor cores; 'tf32': f32 data on tf32 tensor cores; 'simt': exact f32 FMAs. */
 export type IgemmMath = 'mma16' | 'tf32' | 'simt';
 
-export const IGEMM_BM = 128;
 export const IGEMM_BN = 64;
 /** Bytes of K per stage and row (32 16-bit or 16 32-bit elements). */
 export const IGEMM_BK_BYTES = 64;
-export const IGEMM_THREADS = 256;
+/** A stage row in shared memory: 64 bytes + 16 of padding (80-byte rows: conflict-free ldmatrix). */
+const ROW_BYTES = IGEMM_BK_BYTES + 16;
+
+/** Block tiles: warpsM warps along m (always 2 along o), each warpM rows; stages of the cp.async ring. */
+export interface IgemmTile {
+  readonly warpsM: number;
+  readonly warpM: 32 | 64;
+  readonly stages: number;
+}
+
+/**
+ * The tiles the generator supports. 'm128w32': 8 warps of 32 x 32 (fewest registers, 2 blocks per
+ * SM); 'm128w64': 4 warps of 64 x 32 (half the shared-memory fragment traffic per mma);
+ * 'm256w64': 8 warps of 64 x 32 (each weight stage feeds 256 rows). SIMT runs 'm128w32' only.
+ */
+export const IGEMM_TILES = {
+  m128w32: { warpsM: 4, warpM: 32, stages: 3 },
+  m128w64: { warpsM: 2, warpM: 64, stages: 4 },
+  m256w64: { warpsM: 4, warpM: 64, stages: 3 },
+} as const satisfies Record<string, IgemmTile>;
+export type IgemmTileName = keyof typeof IGEMM_TILES;
+
+export function tileRows(t: IgemmTileName): number {
+  return IGEMM_TILES[t].warpsM * IGEMM_TILES[t].warpM;
+}
+
+export function tileThreads(t: IgemmTileName): number {
+  return IGEMM_TILES[t].warpsM * 2 * 32;
+}
+
+/** Dynamic shared memory of a tile: stages x (A rows + B rows) x 80 bytes. */
+export function tileSharedBytes(t: IgemmTileName): number {
+  return IGEMM_TILES[t].stages * (tileRows(t) + IGEMM_BN) * ROW_BYTES;
+}
 
 export interface IgemmSpec {
   dtype: IgemmDtype;
   math: IgemmMath;
+  tile: IgemmTileName;
   aLoader: 'vec' | 'scalar';
   /** Input channels per group, kernel size, stride, leading padding, dilation. */
   cg: number;
@@ -106,7 +139,7 @@ function fromFloat(d: IgemmDtype, e: string): string {
 export function igemmName(s: IgemmSpec): string {
   const f = (xs: readonly number[]): string => xs.map((x) => (x < 0 ? `m${-x}` : String(x))).join('_');
   const flags = `${s.bias ? 'b' : ''}${s.affine ? 'a' : ''}${s.relu ? 'r' : ''}${s.pairStore ? 'p' : ''}${s.wide ? 'w' : ''}`;
-  return `kiln_conv_${s.dtype}_${s.math}_${s.aLoader}_${f([s.cg, s.kh, s.kw, s.sh, s.sw, s.pt, s.pl, s.dh, s.dw, s.h, s.w, s.oh, s.ow, s.cout])}_x${f(s.xs)}_o${f(s.os)}_${flags || 'n'}`;
+  return `kiln_conv_${s.dtype}_${s.math}_${s.tile}_${s.aLoader}_${f([s.cg, s.kh, s.kw, s.sh, s.sw, s.pt, s.pl, s.dh, s.dw, s.h, s.w, s.oh, s.ow, s.cout])}_x${f(s.xs)}_o${f(s.os)}_${flags || 'n'}`;
 }
 
 const PTX_HELPERS = `
@@ -145,16 +178,16 @@ function computeStage(s: IgemmSpec): string {
     return `
   #pragma unroll
   for (int ks = 0; ks < BK / 16; ++ks) {
-    unsigned af[2][4], bf[4][2];
+    unsigned af[MT][4], bf[4][2];
     #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-      kc_ldsm4(aBase + (wm * 32 + mt * 16 + (lane & 15)) * ROWB + (ks * 16 + (lane >> 4) * 8) * 2, af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+    for (int mt = 0; mt < MT; ++mt)
+      kc_ldsm4(aBase + (wm * WTM + mt * 16 + (lane & 15)) * ROWB + (ks * 16 + (lane >> 4) * 8) * 2, af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
     #pragma unroll
     for (int np = 0; np < 2; ++np)
       kc_ldsm4(bBase + (wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * ROWB + (ks * 16 + ((lane >> 3) & 1) * 8) * 2,
                bf[np * 2][0], bf[np * 2][1], bf[np * 2 + 1][0], bf[np * 2 + 1][1]);
     #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
       #pragma unroll
       for (int nt = 0; nt < 4; ++nt) kc_mma(acc[mt][nt], af[mt], bf[nt]);
   }`;
@@ -165,10 +198,10 @@ function computeStage(s: IgemmSpec): string {
   const float* Bs = (const float*)(smB + buf * BN * ROWB);
   #pragma unroll
   for (int ks = 0; ks < BK / 8; ++ks) {
-    unsigned af[2][4], bf[4][2];
+    unsigned af[MT][4], bf[4][2];
     #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      const float* a = As + (wm * 32 + mt * 16 + g) * ROWF + ks * 8 + t4;
+    for (int mt = 0; mt < MT; ++mt) {
+      const float* a = As + (wm * WTM + mt * 16 + g) * ROWF + ks * 8 + t4;
       af[mt][0] = kc_tf32(a[0]);
       af[mt][1] = kc_tf32(a[8 * ROWF]);
       af[mt][2] = kc_tf32(a[4]);
@@ -182,7 +215,7 @@ function computeStage(s: IgemmSpec): string {
       bf[nt][1] = __float_as_uint(b[4]);
     }
     #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
       #pragma unroll
       for (int nt = 0; nt < 4; ++nt) kc_mma(acc[mt][nt], af[mt], bf[nt]);
   }`;
@@ -240,12 +273,13 @@ __device__ __forceinline__ IDX kc_rowOffset(int m, int M) {
 
 function aLoaderVec(): string {
   return `
-  // Vec A loader: 512 16-byte chunks per stage (128 rows x 4), 2 per thread: rows r0 and r0 + 64.
+  // Vec A loader: BM * 4 16-byte chunks per stage, ACH per thread: rows (tid >> 2) + i * (THREADS / 4).
+  constexpr int ACH = BM * 4 / THREADS;
   const int cc = tid & 3;
-  IDX aBaseOff[2]; int aIh0[2], aIw0[2]; bool aRow[2];
+  IDX aBaseOff[ACH]; int aIh0[ACH], aIw0[ACH]; bool aRow[ACH];
   #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int m = m0 + (tid >> 2) + i * 64;
+  for (int i = 0; i < ACH; ++i) {
+    const int m = m0 + (tid >> 2) + i * (THREADS / 4);
     aRow[i] = m < M;
     const int mm = aRow[i] ? m : 0;
     const int n = mm / (OH * OW);
@@ -262,12 +296,12 @@ function aLoaderVec(): string {
     const int kx = rr % KW;
     const int ky = rr / KW;
     #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < ACH; ++i) {
       const int ih = aIh0[i] + ky * DH;
       const int iw = aIw0[i] + kx * DW;
       const bool ok = aRow[i] && k < KTOT && ih >= 0 && ih < H && iw >= 0 && iw < W;
       const T* src = ok ? x + aBaseOff[i] + (IDX)ih * XS2 + (IDX)iw * XS3 + c : x;
-      kc_cp16(aBase0 + buf * (BM * ROWB) + ((tid >> 2) + i * 64) * ROWB + cc * 16, src, ok ? 16 : 0);
+      kc_cp16(aBase0 + buf * (BM * ROWB) + ((tid >> 2) + i * (THREADS / 4)) * ROWB + cc * 16, src, ok ? 16 : 0);
     }
   };`;
 }
@@ -288,11 +322,11 @@ function aLoaderScalar(s: IgemmSpec): string {
       d[j] = make_uint4(p[0], p[1], p[2], p[3]);
     }`;
   return `
-  // Scalar A loader: thread -> one row (tid % 128, consecutive threads on consecutive pixels) and
-  // half of the stage's K (EPT elements), fetched into registers one stage ahead.
-  constexpr int EPT = BK / 2;
-  const int aRowS = tid & (BM - 1);
-  const int aKh = (tid >> 7) * EPT;
+  // Scalar A loader: thread -> one row (tid % BM, consecutive threads on consecutive pixels) and
+  // EPT elements of the stage's K, fetched into registers one stage ahead.
+  constexpr int EPT = BK / (THREADS / BM);
+  const int aRowS = tid % BM;
+  const int aKh = (tid / BM) * EPT;
   ${T} areg[EPT];
   IDX aBaseOff; int aIh0, aIw0; bool aRow;
   {
@@ -331,11 +365,15 @@ export function igemmSource(s: IgemmSpec): { name: string; source: string } {
   const T = storage(s.dtype);
   const K = kTotal(s);
   const defs: [string, number | string][] = [
-    ['BM', IGEMM_BM],
+    ['BM', tileRows(s.tile)],
     ['BN', IGEMM_BN],
-    ['ROWB', IGEMM_BK_BYTES + 16],
-    ['ROWF', (IGEMM_BK_BYTES + 16) / 4],
-    ['STAGES', 3],
+    ['THREADS', tileThreads(s.tile)],
+    ['WTM', IGEMM_TILES[s.tile].warpM],
+    ['WM', IGEMM_TILES[s.tile].warpsM],
+    ['MT', IGEMM_TILES[s.tile].warpM / 16],
+    ['ROWB', ROW_BYTES],
+    ['ROWF', ROW_BYTES / 4],
+    ['STAGES', IGEMM_TILES[s.tile].stages],
     ['BK', stageK(s.dtype)],
     ['VEC', 16 / elemBytes(s.dtype)],
     ['KTOT', K],
@@ -367,10 +405,11 @@ export function igemmSource(s: IgemmSpec): { name: string; source: string } {
   // Strides as IDX-typed constants (int unless wide): the LL suffix is cast away in narrow kernels.
   const head = defs.map(([k, v]) => (typeof v === 'string' && v.endsWith('LL') ? `#define ${k} ((IDX)${v})` : `#define ${k} ${v}`)).join('\n');
   const mma = s.math !== 'simt';
-  const accDecl = mma ? 'float acc[2][4][4];' : 'float acc[8][4];';
+  if (!mma && s.tile !== 'm128w32') throw new Error(`conv2d igemm: the SIMT kernel runs tile m128w32 only, got ${s.tile}`);
+  const accDecl = mma ? 'float acc[MT][4][4];' : 'float acc[8][4];';
   const accInit = mma
     ? `#pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < MT; ++i)
     #pragma unroll
     for (int j = 0; j < 4; ++j)
       #pragma unroll
@@ -381,10 +420,10 @@ export function igemmSource(s: IgemmSpec): { name: string; source: string } {
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;`;
   const store = mma
     ? `#pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int mt = 0; mt < MT; ++mt) {
     #pragma unroll
     for (int h8 = 0; h8 < 2; ++h8) {
-      const IDX ro = kc_rowOffset(m0 + wm * 32 + mt * 16 + g + h8 * 8, M);
+      const IDX ro = kc_rowOffset(m0 + wm * WTM + mt * 16 + g + h8 * 8, M);
       if (ro < 0) continue;
       #pragma unroll
       for (int nt = 0; nt < 4; ++nt) kc_store(out, bias, scale, shift, ro, n0 + wn * 32 + nt * 8 + 2 * t4, acc[mt][nt][2 * h8], acc[mt][nt][2 * h8 + 1]);
@@ -421,24 +460,30 @@ ${mma ? epilogue(s) : `__device__ __forceinline__ IDX kc_rowOffset(int m, int M)
   return (IDX)n * OS0 + (IDX)oh * OS2 + (IDX)ow * OS3;
 }`}
 
-extern "C" __global__ void __launch_bounds__(${IGEMM_THREADS}, 2) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
+extern "C" __global__ void __launch_bounds__(THREADS, ${s.tile === 'm128w32' ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
     const T* __restrict__ bias, const float* __restrict__ scale, const float* __restrict__ shift, int M) {
-  __shared__ __align__(16) unsigned char smA[STAGES * BM * ROWB];
-  __shared__ __align__(16) unsigned char smB[STAGES * BN * ROWB];
+  extern __shared__ __align__(16) unsigned char kc_smem_raw[];
+  unsigned char* smA = kc_smem_raw;
+  unsigned char* smB = kc_smem_raw + STAGES * BM * ROWB;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  ${mma ? 'const int wm = warp & 3, wn = warp >> 2, g = lane >> 2, t4 = lane & 3;' : 'const int tn = tid & 15, tm = tid >> 4;'}
+  ${mma ? 'const int wm = warp % WM, wn = warp / WM, g = lane >> 2, t4 = lane & 3;' : 'const int tn = tid & 15, tm = tid >> 4;'}
   (void)lane; (void)warp;
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * BN;
   const unsigned aBase0 = kc_smem(smA);
   const unsigned bBase0 = kc_smem(smB);
   (void)aBase0;
-  // B loader: 256 16-byte chunks per stage (64 rows x 4), one per thread; always in bounds (padded).
+  // B loader: 256 16-byte chunks per stage (64 rows x 4), 256 / THREADS per thread; always in
+  // bounds (the prep kernel padded the weight to [Npad, Kpad]).
+  constexpr int BCH = BN * 4 / THREADS;
   const T* bSrc = wp + (size_t)(n0 + (tid >> 2)) * KPAD + (tid & 3) * VEC;
   const unsigned bDst = bBase0 + (tid >> 2) * ROWB + (tid & 3) * 16;
-  auto loadB = [&](int buf, int kt) { kc_cp16(bDst + buf * (BN * ROWB), bSrc + kt * BK, 16); };
+  auto loadB = [&](int buf, int kt) {
+    #pragma unroll
+    for (int i = 0; i < BCH; ++i) kc_cp16(bDst + buf * (BN * ROWB) + i * (THREADS / 4) * ROWB, bSrc + (size_t)i * (THREADS / 4) * KPAD + kt * BK, 16);
+  };
   ${vec ? aLoaderVec() : aLoaderScalar(s)}
   ${accDecl}
   ${accInit}

@@ -21,17 +21,19 @@ import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import {
   elemBytes,
-  IGEMM_BM,
   IGEMM_BN,
-  IGEMM_THREADS,
   igemmDtype,
   igemmName,
   igemmSource,
   type IgemmMath,
   type IgemmSpec,
+  type IgemmTileName,
   kPadded,
   kTotal,
   nPadded,
+  tileRows,
+  tileSharedBytes,
+  tileThreads,
   weightPrepSource,
 } from './conv-igemm-source.js';
 
@@ -39,7 +41,11 @@ import {
  * Which conv2d implementation eager cuda calls use: 'auto' (implicit GEMM wherever it applies),
  * 'im2col' (always the im2col + cuBLASLt path; for comparisons). KILN_CUDA_CONV_IMPL sets the default.
  */
-export const convImpl: { mode: 'auto' | 'im2col' } = { mode: process.env.KILN_CUDA_CONV_IMPL?.trim() === 'im2col' ? 'im2col' : 'auto' };
+export const convImpl: { mode: 'auto' | 'im2col'; tile: IgemmTileName | null } = {
+  mode: process.env.KILN_CUDA_CONV_IMPL?.trim() === 'im2col' ? 'im2col' : 'auto',
+  /** Forces one block tile (tests and benchmarks); null: the measured rule in pickTile. */
+  tile: null,
+};
 
 const GEMM_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32'];
 const PREP_PARAMS: ParamType[] = ['ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'i64', 'i64'];
@@ -64,6 +70,14 @@ export interface IgemmCall {
   math?: IgemmMath;
   /** NCHW-like inputs with a vector-friendly channel count: copy to channels_last (default) or read directly. */
   nchw?: 'copy' | 'direct';
+  /** Block tile (default: convImpl.tile, else pickTile). */
+  tile?: IgemmTileName;
+}
+
+/** The block tile for a problem (SIMT: always m128w32). */
+export function pickTile(math: IgemmMath): IgemmTileName {
+  if (convImpl.tile && (math !== 'simt' || convImpl.tile === 'm128w32')) return convImpl.tile;
+  return 'm128w32';
 }
 
 /** Why the implicit-GEMM kernel cannot run a call (null: it can). */
@@ -93,7 +107,7 @@ function gemmKernel(index: number, spec: IgemmSpec): CudaKernel {
   let k = kernels.get(key);
   if (!k) {
     const g = igemmSource(spec);
-    k = kernelFromSource(index, g.source, g.name, GEMM_PARAMS);
+    k = kernelFromSource(index, g.source, g.name, GEMM_PARAMS, [], tileSharedBytes(spec.tile));
     kernels.set(key, k);
   }
   return k;
@@ -122,9 +136,11 @@ export function igemmSpec(c: IgemmCall, x: { shape: number[]; strides: number[];
   const math: IgemmMath = dtype !== 'float32' ? 'mma16' : (c.math ?? (backends.cuda.allowTf32Conv ? 'tf32' : 'simt'));
   const pairStore = os[1] === 1 && os[0] % 2 === 0 && os[2] % 2 === 0 && os[3] % 2 === 0 && o4.ptr % (2 * eb) === 0;
   const wide = span(x.shape, xs) > INT_MAX || span(o4.shape, os) > INT_MAX;
+  const finalMath: IgemmMath = dtype === 'float32' ? (math === 'mma16' ? 'tf32' : math) : 'mma16';
   return {
     dtype,
-    math: dtype === 'float32' ? (math === 'mma16' ? 'tf32' : math) : 'mma16',
+    math: finalMath,
+    tile: finalMath !== 'simt' && c.tile ? c.tile : pickTile(finalMath),
     aLoader: vec ? 'vec' : 'scalar',
     cg,
     kh,
@@ -194,7 +210,7 @@ export function runIgemm(c: IgemmCall): Tensor {
     launch(
       gemmKernel(index, spec),
       [ptrOf(out), xPtr, ptrOf(wp), bias ? ptrOf(bias) : 0, scale ? ptrOf(scale) : 0, shift ? ptrOf(shift) : 0, m],
-      { grid: Math.ceil(m / IGEMM_BM), gridY: npad / IGEMM_BN, block: IGEMM_THREADS },
+      { grid: Math.ceil(m / tileRows(spec.tile)), gridY: npad / IGEMM_BN, block: tileThreads(spec.tile), sharedBytes: tileSharedBytes(spec.tile) },
       stream,
     );
   } finally {
