@@ -6,8 +6,8 @@ export KILN_CACHE_DIR=/tmp/kiln-conv-cache
 t0=$SECONDS
 timeout 38 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-conv.test.js > /tmp/conv-tests.txt 2>&1
 rc=$?; echo "== tests rc=$rc ($((SECONDS - t0)) s)"
-grep -E "^[✔✖] |^ℹ (tests|pass|fail)" /tmp/conv-tests.txt
-[ $rc -ne 0 ] && grep -vE "^\s+at |node:internal|^[✔✖] " /tmp/conv-tests.txt | grep -A12 "failing tests" | head -70
+if [ $rc -eq 0 ]; then grep -E "^[✔✖] |^ℹ (tests|pass|fail)" /tmp/conv-tests.txt
+else sed '/failing tests/,$d' /tmp/conv-tests.txt | grep -vE "^\s+at |node:internal|^\s*$" | head -90; fi
 t0=$SECONDS
 timeout 15 python3 scripts/bench_conv_torch.py > /tmp/torch-conv.json || echo "torch bench rc=$?"
 echo "== torch rows ($((SECONDS - t0)) s)"; t0=$SECONDS
