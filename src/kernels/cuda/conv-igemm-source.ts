@@ -341,17 +341,20 @@ function aLoaderScalar(s: IgemmSpec): string {
     aIw0 = (r - oh * OW) * SW - PL;
   }
   auto fetchA = [&](int kt) {
+    // (c, kx, ky) of the first element by division, then stepped (cheaper than 4 divisions each);
+    // k >= KTOT exactly when ky >= KH.
+    const int k = kt * BK + aKh;
+    int c = k % CG;
+    const int rr = k / CG;
+    int kx = rr % KW;
+    int ky = rr / KW;
     #pragma unroll
     for (int j = 0; j < EPT; ++j) {
-      const int k = kt * BK + aKh + j;
-      const int c = k % CG;
-      const int rr = k / CG;
-      const int kx = rr % KW;
-      const int ky = rr / KW;
       const int ih = aIh0 + ky * DH;
       const int iw = aIw0 + kx * DW;
-      const bool ok = aRow && k < KTOT && ih >= 0 && ih < H && iw >= 0 && iw < W;
+      const bool ok = aRow && ky < KH && ih >= 0 && ih < H && iw >= 0 && iw < W;
       areg[j] = ok ? x[aBaseOff + (IDX)ih * XS2 + (IDX)iw * XS3 + (IDX)c * XS1] : (${T})0;
+      if (++c == CG) { c = 0; if (++kx == KW) { kx = 0; ++ky; } }
     }
   };
   auto storeA = [&](int buf) {
