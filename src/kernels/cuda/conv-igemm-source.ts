@@ -223,17 +223,23 @@ function computeStage(s: IgemmSpec): string {
   return `
   const float* As = (const float*)(smA + buf * BM * ROWB);
   const float* Bs = (const float*)(smB + buf * BN * ROWB);
+  // Four k at a time as float4 loads (rows are 16-byte aligned): 12 shared loads per 128 FMAs.
   #pragma unroll
-  for (int k = 0; k < BK; ++k) {
-    float a[8], b[4];
+  for (int k = 0; k < BK; k += 4) {
+    float4 a[8], b[4];
     #pragma unroll
-    for (int i = 0; i < 8; ++i) a[i] = As[(tm + 16 * i) * ROWF + k];
+    for (int i = 0; i < 8; ++i) a[i] = *(const float4*)(As + (tm + 16 * i) * ROWF + k);
     #pragma unroll
-    for (int j = 0; j < 4; ++j) b[j] = Bs[(tn + 16 * j) * ROWF + k];
+    for (int j = 0; j < 4; ++j) b[j] = *(const float4*)(Bs + (tn + 16 * j) * ROWF + k);
     #pragma unroll
     for (int i = 0; i < 8; ++i)
       #pragma unroll
-      for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      for (int j = 0; j < 4; ++j) {
+        acc[i][j] = fmaf(a[i].x, b[j].x, acc[i][j]);
+        acc[i][j] = fmaf(a[i].y, b[j].y, acc[i][j]);
+        acc[i][j] = fmaf(a[i].z, b[j].z, acc[i][j]);
+        acc[i][j] = fmaf(a[i].w, b[j].w, acc[i][j]);
+      }
   }`;
 }
 
