@@ -4,8 +4,8 @@
  * Each call is timed with CUDA events (median of REPS after warm-up), the same way
  * scripts/bench_conv_torch.py times torch. Rows: channels_last in float32 on TF32 (both defaults),
  * exact float32 (kiln.backends.cuda.allowTf32Conv = false vs torch allow_tf32 = False), float16 and
- * bfloat16; NCHW rows in float32/bfloat16, where Kiln also reports the direct NCHW read
- * (`kiln_direct_ms`) against the default copy to channels_last. `kiln_im2col_ms` is the previous
+ * bfloat16; NCHW rows in float32/bfloat16, where Kiln also reports a copy to channels_last
+ * followed by the vector loader (`kiln_copy_ms`) against the default direct NCHW read. `kiln_im2col_ms` is the previous
  * im2col + cuBLASLt path on the same call.
  *
  *   python3 scripts/bench_conv_torch.py > /tmp/torch-conv.json
@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
 import { convImpl, runIgemm } from '../src/kernels/cuda/conv-igemm.js';
-import type { IgemmTileName } from '../src/kernels/cuda/conv-igemm-source.js';
+import { IGEMM_TILES, type IgemmTileName } from '../src/kernels/cuda/conv-igemm-source.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DType } from '../src/tensor/dtype.js';
 
@@ -55,9 +55,9 @@ function timeMs(fn: () => Tensor): number {
 const f = (v: unknown, d = 3): string => (typeof v === 'number' ? v.toFixed(d) : '-');
 const printRow = (r: Record<string, unknown>): void =>
   console.log(
-    `${String(r.shape).padEnd(48)} ${String(r.dtype).padEnd(9)} ${String(r.tf32 ?? '-').padEnd(5)} ${f(r.torch_ms).padStart(8)} ${f(r.kiln_ms).padStart(8)} ${f(r.speedup, 2).padStart(8)} ${f(r.kiln_tflops, 1).padStart(8)} ${f(r.kiln_im2col_ms).padStart(10)} ${f(r.kiln_direct_ms).padStart(10)}  ${Object.values(r.kiln_tile_ms as Record<string, number>).map((v) => f(v)).join('/')}`,
+    `${String(r.shape).padEnd(48)} ${String(r.dtype).padEnd(9)} ${String(r.tf32 ?? '-').padEnd(5)} ${f(r.torch_ms).padStart(8)} ${f(r.kiln_ms).padStart(8)} ${f(r.speedup, 2).padStart(8)} ${f(r.kiln_tflops, 1).padStart(8)} ${f(r.kiln_im2col_ms).padStart(10)} ${f(r.kiln_copy_ms).padStart(10)}  ${Object.values(r.kiln_tile_ms as Record<string, number>).map((v) => f(v)).join('/')}`,
   );
-console.log(`${'shape'.padEnd(48)} ${'dtype'.padEnd(9)} tf32  torch_ms  kiln_ms  speedup  TFLOP/s  im2col_ms  direct_ms  tiles m128w32/m128w64/m256w64`);
+console.log(`${'shape'.padEnd(48)} ${'dtype'.padEnd(9)} tf32  torch_ms  kiln_ms  speedup  TFLOP/s  im2col_ms  copy_ms  tiles ${Object.keys(IGEMM_TILES).join('/')}`);
 const torchRows = JSON.parse(fs.readFileSync(process.argv[2] ?? '/tmp/torch-conv.json', 'utf8')) as TorchRow[];
 const rows: Record<string, unknown>[] = [];
 const gen = kiln.manualSeed(0);
@@ -76,8 +76,8 @@ for (const t of torchRows) {
   const kilnMs = timeMs(conv);
   // Every block tile on the channels_last tensor-core rows (the tile rule comes from these).
   const tileMs: Partial<Record<IgemmTileName, number>> = {};
-  if (t.layout === 'nhwc' && tf32 && t.dtype !== 'float16') {
-    for (const tile of ['m128w32', 'm128w64', 'm256w64'] as IgemmTileName[]) {
+  if (tf32 && t.dtype !== 'float16') {
+    for (const tile of Object.keys(IGEMM_TILES) as IgemmTileName[]) {
       convImpl.tile = tile;
       tileMs[tile] = timeMs(conv);
     }
@@ -86,12 +86,12 @@ for (const t of torchRows) {
   convImpl.mode = 'im2col';
   const im2colMs = timeMs(conv);
   convImpl.mode = 'auto';
-  let directMs: number | null = null;
+  let copyMs: number | null = null;
   if (t.layout === 'nchw') {
     const ref = conv();
-    directMs = timeMs(() => {
+    copyMs = timeMs(() => {
       const out = kiln.empty([...ref.shape], { dtype: t.dtype, device: 'cuda' });
-      return runIgemm({ input: x, weight: w, bias: b, out, stride: [c.stride, c.stride], padding: [c.pad, c.pad, c.pad, c.pad], dilation: [1, 1], groups: 1, nchw: 'direct' });
+      return runIgemm({ input: x, weight: w, bias: b, out, stride: [c.stride, c.stride], padding: [c.pad, c.pad, c.pad, c.pad], dilation: [1, 1], groups: 1, nchw: 'copy' });
     });
     ref.dispose();
   }
@@ -107,7 +107,7 @@ for (const t of torchRows) {
     speedup: t.torch_ms / kilnMs,
     kiln_tflops: flops / (kilnMs * 1e-3) / 1e12,
     kiln_im2col_ms: im2colMs,
-    kiln_direct_ms: directMs,
+    kiln_copy_ms: copyMs,
     kiln_tile_ms: tileMs,
   });
   printRow(rows[rows.length - 1]!);

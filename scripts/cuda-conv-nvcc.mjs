@@ -10,14 +10,14 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const { igemmSource, weightPrepSource } = await import(pathToFileURL(path.join(root, 'dist/src/kernels/cuda/conv-igemm-source.js')).href);
+const { igemmSource, weightPrepSource, IGEMM_TILES, simtTile } = await import(pathToFileURL(path.join(root, 'dist/src/kernels/cuda/conv-igemm-source.js')).href);
 
 const base = { cg: 64, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, dh: 1, dw: 1, h: 112, w: 112, oh: 112, ow: 112, cout: 64, bias: false, affine: true, relu: true, pairStore: true, wide: false };
 const cl = (c, h, w) => [h * w * c, 1, w * c, c];
 const specs = [];
 for (const [dtype, maths] of [['bfloat16', ['mma16']], ['float16', ['mma16']], ['float32', ['tf32', 'simt']]]) {
   for (const math of maths) {
-    for (const tile of math === 'simt' ? ['m128w32'] : ['m128w32', 'm128w64', 'm256w64']) {
+    for (const tile of Object.keys(IGEMM_TILES).filter((t) => math !== 'simt' || simtTile(t))) {
       if (dtype === 'float16' && tile !== 'm128w32') continue;
       specs.push({ ...base, dtype, math, tile, aLoader: 'vec', xs: cl(64, 112, 112), os: cl(64, 112, 112) });
       specs.push({ ...base, dtype, math, tile, aLoader: 'scalar', cg: 3, kh: 7, kw: 7, sh: 2, sw: 2, pt: 3, pl: 3, h: 224, w: 224, xs: cl(3, 224, 224), os: cl(64, 112, 112), bias: true, affine: false, relu: false });

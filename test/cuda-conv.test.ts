@@ -14,7 +14,7 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { convImpl, runIgemm } from '../src/kernels/cuda/conv-igemm.js';
-import type { IgemmTileName } from '../src/kernels/cuda/conv-igemm-source.js';
+import { IGEMM_TILES, type IgemmTileName, simtTile } from '../src/kernels/cuda/conv-igemm-source.js';
 import { makeTensor, randomValues } from './helpers/make.js';
 import { skipUnlessCuda } from './cuda-util.js';
 
@@ -155,13 +155,13 @@ for (const cs of CASES) {
   });
 }
 
-test('conv2d block tiles m128w64 and m256w64 (tf32, bf16) on the stem and body shapes', { skip }, () => {
-  const tiles: IgemmTileName[] = ['m128w64', 'm256w64'];
+test('conv2d every block tile (tf32, bf16; exact f32 on the SIMT tiles) on the stem and body shapes', { skip }, () => {
+  const tiles = Object.keys(IGEMM_TILES) as IgemmTileName[];
   try {
     for (const tile of tiles) {
       convImpl.tile = tile;
       for (const cs of CASES.slice(0, 2)) {
-        for (const mode of ['tf32', 'bfloat16'] as Mode[]) {
+        for (const mode of (simtTile(tile) && tile !== 'm128w32' ? ['tf32', 'bfloat16', 'exact'] : ['tf32', 'bfloat16']) as Mode[]) {
           const inp = inputs(cs.g, dtypeOf(mode), cs.layout, cs.bias, 13);
           const ref = reference(inp.xv, inp.wv, inp.bv, cs.g);
           const y = run(mode, () => kiln.nn.functional.conv2d(inp.x, inp.w, inp.b, cs.g.stride, cs.g.pad, cs.g.dil));
@@ -171,6 +171,19 @@ test('conv2d block tiles m128w64 and m256w64 (tf32, bf16) on the stem and body s
     }
   } finally {
     convImpl.tile = null;
+  }
+});
+
+test("conv2d NCHW input copied to channels_last first (nchw: 'copy') matches the reference", { skip }, () => {
+  const cs = CASES[2]!;
+  for (const mode of ['tf32', 'bfloat16'] as Mode[]) {
+    const dtype = dtypeOf(mode);
+    const inp = inputs(cs.g, dtype, 'nchw', true, 17);
+    const ref = reference(inp.xv, inp.wv, inp.bv, cs.g);
+    const out = kiln.empty([cs.g.n, cs.g.o, ref.oh, ref.ow], { dtype, device: 'cuda' });
+    const p = cs.g.pad;
+    run(mode, () => runIgemm({ input: inp.x, weight: inp.w, bias: inp.b, out, stride: cs.g.stride, padding: [p[0], p[0], p[1], p[1]], dilation: cs.g.dil, groups: 1, nchw: 'copy' }));
+    assertClose(`nchw copy ${mode}`, out.toFlatArray(), ref.y, ref.mag, TOL[mode]!);
   }
 });
 

@@ -29,16 +29,18 @@ export type IgemmDtype = 'float32' | 'float16' | 'bfloat16';
 export type IgemmMath = 'mma16' | 'tf32' | 'simt';
 
 export const IGEMM_BN = 64;
-/** Bytes of K per stage and row (32 16-bit or 16 32-bit elements). */
-export const IGEMM_BK_BYTES = 64;
-/** A stage row in shared memory: 64 bytes + 16 of padding (80-byte rows: conflict-free ldmatrix). */
-const ROW_BYTES = IGEMM_BK_BYTES + 16;
 
-/** Block tiles: warpsM warps along m (always 2 along o), each warpM rows; stages of the cp.async ring. */
+/**
+ * Block tiles: warpsM warps along m (always 2 along o), each warpM rows; stages of the cp.async
+ * ring; kBytes of K per stage and row (64: 32 16-bit or 16 32-bit elements; 128: twice that).
+ * Shared rows are kBytes + 16 bytes (80 or 144: eight rows hit eight distinct 16-byte bank groups,
+ * so ldmatrix and the 16-byte stores are conflict-free).
+ */
 export interface IgemmTile {
   readonly warpsM: number;
   readonly warpM: 32 | 64;
   readonly stages: number;
+  readonly kBytes: 64 | 128;
 }
 
 /**
@@ -47,9 +49,13 @@ export interface IgemmTile {
  * 'm256w64': 8 warps of 64 x 32 (each weight stage feeds 256 rows). SIMT runs 'm128w32' only.
  */
 export const IGEMM_TILES = {
-  m128w32: { warpsM: 4, warpM: 32, stages: 3 },
-  m128w64: { warpsM: 2, warpM: 64, stages: 4 },
-  m256w64: { warpsM: 4, warpM: 64, stages: 3 },
+  m128w32: { warpsM: 4, warpM: 32, stages: 3, kBytes: 64 },
+  // Deeper rings: the R1 measurements were latency-bound (3 stages of 64 bytes keep too little in flight).
+  m128w32s5: { warpsM: 4, warpM: 32, stages: 5, kBytes: 64 },
+  m128w32k128: { warpsM: 4, warpM: 32, stages: 3, kBytes: 128 },
+  m128w64: { warpsM: 2, warpM: 64, stages: 4, kBytes: 64 },
+  m128w64k128: { warpsM: 2, warpM: 64, stages: 4, kBytes: 128 },
+  m256w64: { warpsM: 4, warpM: 64, stages: 3, kBytes: 64 },
 } as const satisfies Record<string, IgemmTile>;
 export type IgemmTileName = keyof typeof IGEMM_TILES;
 
@@ -61,9 +67,18 @@ export function tileThreads(t: IgemmTileName): number {
   return IGEMM_TILES[t].warpsM * 2 * 32;
 }
 
-/** Dynamic shared memory of a tile: stages x (A rows + B rows) x 80 bytes. */
+/** The SIMT kernel's thread mapping (16 x 16 threads, 8 x 4 outputs each) needs 256 threads over 128 rows. */
+export function simtTile(t: IgemmTileName): boolean {
+  return IGEMM_TILES[t].warpsM === 4 && IGEMM_TILES[t].warpM === 32;
+}
+
+function rowBytes(t: IgemmTileName): number {
+  return IGEMM_TILES[t].kBytes + 16;
+}
+
+/** Dynamic shared memory of a tile: stages x (A rows + B rows) x row bytes. */
 export function tileSharedBytes(t: IgemmTileName): number {
-  return IGEMM_TILES[t].stages * (tileRows(t) + IGEMM_BN) * ROW_BYTES;
+  return IGEMM_TILES[t].stages * (tileRows(t) + IGEMM_BN) * rowBytes(t);
 }
 
 export interface IgemmSpec {
@@ -106,16 +121,16 @@ export function elemBytes(d: IgemmDtype): number {
 }
 
 /** K elements per stage. */
-export function stageK(d: IgemmDtype): number {
-  return IGEMM_BK_BYTES / elemBytes(d);
+export function stageK(d: IgemmDtype, t: IgemmTileName): number {
+  return IGEMM_TILES[t].kBytes / elemBytes(d);
 }
 
 export function kTotal(s: Pick<IgemmSpec, 'cg' | 'kh' | 'kw'>): number {
   return s.cg * s.kh * s.kw;
 }
 
-export function kPadded(s: Pick<IgemmSpec, 'cg' | 'kh' | 'kw' | 'dtype'>): number {
-  const bk = stageK(s.dtype);
+export function kPadded(s: Pick<IgemmSpec, 'cg' | 'kh' | 'kw' | 'dtype' | 'tile'>): number {
+  const bk = stageK(s.dtype, s.tile);
   return Math.ceil(kTotal(s) / bk) * bk;
 }
 
@@ -174,46 +189,27 @@ function mmaLine(d: IgemmDtype, math: IgemmMath): string {
 
 /** The compute part of one stage (reads smem buffer `buf`, accumulates into acc). */
 function computeStage(s: IgemmSpec): string {
-  if (s.math === 'mma16') {
-    return `
-  #pragma unroll
-  for (int ks = 0; ks < BK / 16; ++ks) {
-    unsigned af[MT][4], bf[4][2];
-    #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-      kc_ldsm4(aBase + (wm * WTM + mt * 16 + (lane & 15)) * ROWB + (ks * 16 + (lane >> 4) * 8) * 2, af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
-    #pragma unroll
-    for (int np = 0; np < 2; ++np)
-      kc_ldsm4(bBase + (wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * ROWB + (ks * 16 + ((lane >> 3) & 1) * 8) * 2,
-               bf[np * 2][0], bf[np * 2][1], bf[np * 2 + 1][0], bf[np * 2 + 1][1]);
-    #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+  if (s.math !== 'simt') {
+    // One k step is 32 bytes of K: k16 of bf16/f16 (m16n8k16) or k8 of tf32 (m16n8k8). ldmatrix
+    // serves both: its 8 x 16-byte rows are 8 x 4 32-bit words, which is the tf32 fragment layout
+    // (a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4); b0 = (k t, n g), b1 = (k t + 4, n g)).
+    const cvt = s.math === 'tf32'
+      ? `
       #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) kc_mma(acc[mt][nt], af[mt], bf[nt]);
-  }`;
-  }
-  if (s.math === 'tf32') {
+      for (int q = 0; q < 4; ++q) af[mt][q] = kc_tf32(__uint_as_float(af[mt][q]));`
+      : '';
     return `
-  const float* As = (const float*)(smA + buf * BM * ROWB);
-  const float* Bs = (const float*)(smB + buf * BN * ROWB);
   #pragma unroll
-  for (int ks = 0; ks < BK / 8; ++ks) {
+  for (int ks = 0; ks < KB / 32; ++ks) {
     unsigned af[MT][4], bf[4][2];
     #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      const float* a = As + (wm * WTM + mt * 16 + g) * ROWF + ks * 8 + t4;
-      af[mt][0] = kc_tf32(a[0]);
-      af[mt][1] = kc_tf32(a[8 * ROWF]);
-      af[mt][2] = kc_tf32(a[4]);
-      af[mt][3] = kc_tf32(a[8 * ROWF + 4]);
+      kc_ldsm4(aBase + (wm * WTM + mt * 16 + (lane & 15)) * ROWB + ks * 32 + (lane >> 4) * 16, af[mt][0], af[mt][1], af[mt][2], af[mt][3]);${cvt}
     }
     #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      // The weight was rounded to tf32 by the prep kernel.
-      const float* b = Bs + (wn * 32 + nt * 8 + g) * ROWF + ks * 8 + t4;
-      bf[nt][0] = __float_as_uint(b[0]);
-      bf[nt][1] = __float_as_uint(b[4]);
-    }
+    for (int np = 0; np < 2; ++np)
+      kc_ldsm4(bBase + (wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * ROWB + ks * 32 + ((lane >> 3) & 1) * 16,
+               bf[np * 2][0], bf[np * 2][1], bf[np * 2 + 1][0], bf[np * 2 + 1][1]);
     #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
       #pragma unroll
@@ -279,13 +275,13 @@ __device__ __forceinline__ IDX kc_rowOffset(int m, int M) {
 
 function aLoaderVec(): string {
   return `
-  // Vec A loader: BM * 4 16-byte chunks per stage, ACH per thread: rows (tid >> 2) + i * (THREADS / 4).
-  constexpr int ACH = BM * 4 / THREADS;
-  const int cc = tid & 3;
+  // Vec A loader: BM * CPR 16-byte chunks per stage, ACH per thread: rows tid / CPR + i * (THREADS / CPR).
+  constexpr int ACH = BM * CPR / THREADS;
+  const int cc = tid % CPR;
   IDX aBaseOff[ACH]; int aIh0[ACH], aIw0[ACH]; bool aRow[ACH];
   #pragma unroll
   for (int i = 0; i < ACH; ++i) {
-    const int m = m0 + (tid >> 2) + i * (THREADS / 4);
+    const int m = m0 + tid / CPR + i * (THREADS / CPR);
     aRow[i] = m < M;
     const int mm = aRow[i] ? m : 0;
     const int n = mm / (OH * OW);
@@ -307,7 +303,7 @@ function aLoaderVec(): string {
       const int iw = aIw0[i] + kx * DW;
       const bool ok = aRow[i] && k < KTOT && ih >= 0 && ih < H && iw >= 0 && iw < W;
       const T* src = ok ? x + aBaseOff[i] + (IDX)ih * XS2 + (IDX)iw * XS3 + c : x;
-      kc_cp16(aBase0 + buf * (BM * ROWB) + ((tid >> 2) + i * (THREADS / 4)) * ROWB + cc * 16, src, ok ? 16 : 0);
+      kc_cp16(aBase0 + buf * (BM * ROWB) + (tid / CPR + i * (THREADS / CPR)) * ROWB + cc * 16, src, ok ? 16 : 0);
     }
   };`;
 }
@@ -380,10 +376,12 @@ export function igemmSource(s: IgemmSpec): { name: string; source: string } {
     ['WTM', IGEMM_TILES[s.tile].warpM],
     ['WM', IGEMM_TILES[s.tile].warpsM],
     ['MT', IGEMM_TILES[s.tile].warpM / 16],
-    ['ROWB', ROW_BYTES],
-    ['ROWF', ROW_BYTES / 4],
+    ['ROWB', rowBytes(s.tile)],
+    ['ROWF', rowBytes(s.tile) / 4],
+    ['KB', IGEMM_TILES[s.tile].kBytes],
+    ['CPR', IGEMM_TILES[s.tile].kBytes / 16],
     ['STAGES', IGEMM_TILES[s.tile].stages],
-    ['BK', stageK(s.dtype)],
+    ['BK', stageK(s.dtype, s.tile)],
     ['VEC', 16 / elemBytes(s.dtype)],
     ['KTOT', K],
     ['KPAD', kPadded(s)],
@@ -414,7 +412,7 @@ export function igemmSource(s: IgemmSpec): { name: string; source: string } {
   // Strides as IDX-typed constants (int unless wide): the LL suffix is cast away in narrow kernels.
   const head = defs.map(([k, v]) => (typeof v === 'string' && v.endsWith('LL') ? `#define ${k} ((IDX)${v})` : `#define ${k} ${v}`)).join('\n');
   const mma = s.math !== 'simt';
-  if (!mma && s.tile !== 'm128w32') throw new Error(`conv2d igemm: the SIMT kernel runs tile m128w32 only, got ${s.tile}`);
+  if (!mma && !simtTile(s.tile)) throw new Error(`conv2d igemm: the SIMT kernel needs a 4 x 32-row warp tile, got ${s.tile}`);
   const accDecl = mma ? 'float acc[MT][4][4];' : 'float acc[8][4];';
   const accInit = mma
     ? `#pragma unroll
@@ -469,7 +467,7 @@ ${mma ? epilogue(s) : `__device__ __forceinline__ IDX kc_rowOffset(int m, int M)
   return (IDX)n * OS0 + (IDX)oh * OS2 + (IDX)ow * OS3;
 }`}
 
-extern "C" __global__ void __launch_bounds__(THREADS, ${s.tile === 'm128w32' ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
+extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warpM === 32 ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
     const T* __restrict__ bias, const float* __restrict__ scale, const float* __restrict__ shift, int M) {
   extern __shared__ __align__(16) unsigned char kc_smem_raw[];
   unsigned char* smA = kc_smem_raw;
@@ -484,14 +482,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, ${s.tile === 'm128w32' ? 2
   const unsigned aBase0 = kc_smem(smA);
   const unsigned bBase0 = kc_smem(smB);
   (void)aBase0;
-  // B loader: 256 16-byte chunks per stage (64 rows x 4), 256 / THREADS per thread; always in
-  // bounds (the prep kernel padded the weight to [Npad, Kpad]).
-  constexpr int BCH = BN * 4 / THREADS;
-  const T* bSrc = wp + (size_t)(n0 + (tid >> 2)) * KPAD + (tid & 3) * VEC;
-  const unsigned bDst = bBase0 + (tid >> 2) * ROWB + (tid & 3) * 16;
+  // B loader: BN * CPR 16-byte chunks per stage, BCH per thread; always in bounds (the prep kernel
+  // padded the weight to [Npad, Kpad]).
+  constexpr int BCH = BN * CPR / THREADS;
+  const T* bSrc = wp + (size_t)(n0 + tid / CPR) * KPAD + (tid % CPR) * VEC;
+  const unsigned bDst = bBase0 + (tid / CPR) * ROWB + (tid % CPR) * 16;
   auto loadB = [&](int buf, int kt) {
     #pragma unroll
-    for (int i = 0; i < BCH; ++i) kc_cp16(bDst + buf * (BN * ROWB) + i * (THREADS / 4) * ROWB, bSrc + (size_t)i * (THREADS / 4) * KPAD + kt * BK, 16);
+    for (int i = 0; i < BCH; ++i) kc_cp16(bDst + buf * (BN * ROWB) + i * (THREADS / CPR) * ROWB, bSrc + (size_t)i * (THREADS / CPR) * KPAD + kt * BK, 16);
   };
   ${vec ? aLoaderVec() : aLoaderScalar(s)}
   ${accDecl}
@@ -516,7 +514,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ${s.tile === 'm128w32' ? 2
     }
     kc_commit();
     const int buf = kt % STAGES;
-    ${s.math === 'mma16' ? 'const unsigned aBase = aBase0 + buf * (BM * ROWB), bBase = bBase0 + buf * (BN * ROWB);' : ''}
+    ${s.math !== 'simt' ? 'const unsigned aBase = aBase0 + buf * (BM * ROWB), bBase = bBase0 + buf * (BN * ROWB);' : ''}
     {${computeStage(s)}
     }
     ${vec ? '' : 'if (more) storeA(nk % STAGES);'}
