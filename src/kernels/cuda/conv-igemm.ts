@@ -76,10 +76,25 @@ export interface IgemmCall {
   tile?: IgemmTileName;
 }
 
-/** The block tile for a problem (SIMT: always m128w32). */
-export function pickTile(math: IgemmMath): IgemmTileName {
+/**
+ * The block tile for a problem, from the tile sweep of bench/cuda-conv.ts on the H200 (R2, ms for
+ * the conv-stack convolutions, [16, 3, 224, 224] 7x7 s2 "stem" (K = 147) and [16, 64, 112, 112]
+ * 3x3 "body" (K = 576)):
+ * - vector loader (channels_last, 16-byte channel runs): m128w32k128 (body bf16 0.099 vs 0.107 for
+ *   the next tile; tf32 0.170 vs 0.192): 128-byte K stages halve the barriers per FLOP;
+ * - scalar loader, bf16/f16: m128w32s5 for small K (stem 0.073 vs 0.087 with k128, whose K padding
+ *   and shallower ring cost there), m128w32k128 from K = 256 (NCHW body 0.115 vs 0.135);
+ * - scalar loader, tf32: m128w64 (stem 0.095 vs 0.110 for m128w32s5; NCHW body 0.186, the best);
+ * - SIMT (exact f32): m128w32s5 (its thread mapping needs 4 x 32-row warps; deeper ring).
+ */
+export function pickTile(math: IgemmMath, loader: IgemmSpec['aLoader'] = 'vec', k = 0): IgemmTileName {
   if (convImpl.tile && (math !== 'simt' || simtTile(convImpl.tile))) return convImpl.tile;
-  return 'm128w32s5';
+  if (math === 'simt') return 'm128w32s5';
+  if (loader === 'vec') return 'm128w32k128';
+  if (math === 'tf32') return 'm128w64';
+  // K at which 128-byte stages start to pay for their K padding (measured at 147 and 576).
+  const LARGE_K = 256;
+  return k >= LARGE_K ? 'm128w32k128' : 'm128w32s5';
 }
 
 /** Why the implicit-GEMM kernel cannot run a call (null: it can). */
@@ -142,7 +157,7 @@ export function igemmSpec(c: IgemmCall, x: { shape: number[]; strides: number[];
   return {
     dtype,
     math: finalMath,
-    tile: c.tile && (finalMath !== 'simt' || simtTile(c.tile)) ? c.tile : pickTile(finalMath),
+    tile: c.tile && (finalMath !== 'simt' || simtTile(c.tile)) ? c.tile : pickTile(finalMath, vec ? 'vec' : 'scalar', cg * kh * kw),
     aLoader: vec ? 'vec' : 'scalar',
     cg,
     kh,
