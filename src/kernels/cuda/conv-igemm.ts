@@ -207,6 +207,11 @@ export function runIgemm(c: IgemmCall): Tensor {
       x4.strides = [...cl.strides];
       xPtr = ptrOf(cl);
     }
+    for (const [name, t] of [['scale', c.scale], ['shift', c.shift]] as const) {
+      if (t && (t.dtype !== 'float32' || t.ndim !== 1 || t.shape[0] !== o4.shape[1])) {
+        throw new TypeError(`conv2d epilogue: '${name}' must be a float32 [${o4.shape[1]}] tensor (one per output channel), got ${t.dtype} [${t.shape.join(', ')}]`);
+      }
+    }
     const spec = igemmSpec(c, { ...x4, ptr: xPtr }, { ...o4, ptr: ptrOf(out) });
     // Weight operand [Npad, Kpad], k = (kh, kw, c), zero padded (tf32-rounded on the tf32 path).
     const kpad = kPadded(spec);
