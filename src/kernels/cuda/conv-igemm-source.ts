@@ -9,11 +9,12 @@
  * by a small prep kernel into [Npad, Kpad] (k fastest, zero padded, tf32-rounded for the tf32 path),
  * so its loads never need bounds checks.
  *
- * Block tile BM (m) x 64 (o): warps as warpsM x 2, warp tile warpM (32 or 64) x 32 (tiles below);
- * a stage holds 64 bytes of K per row (32 16-bit or 16 32-bit elements), rows padded to 80 bytes so
- * ldmatrix and the fragment loads are bank-conflict free; 3 or 4 stages in dynamic shared memory.
- * Math: bf16/f16 `mma.sync.m16n8k16` (fragments by ldmatrix), f32 as tf32 `mma.sync.m16n8k8`
- * (operands rounded with cvt.rna.tf32), or exact f32 FMAs (SIMT, 8 x 4 outputs per thread).
+ * Block tile BM (m) x 64 (o): warps as warpsM x 2, warp tile warpM (32 or 64) x 32; a stage holds
+ * 64 or 128 bytes of K per row, rows padded by 16 bytes so ldmatrix is bank-conflict free; 3 to 5
+ * stages in dynamic shared memory (IGEMM_TILES; conv-igemm.ts picks one by a measured rule).
+ * Math: bf16/f16 `mma.sync.m16n8k16`, f32 as tf32 `mma.sync.m16n8k8` (A rounded with
+ * cvt.rna.tf32, B rounded by the prep kernel), fragments of both by ldmatrix; or exact f32 FMAs
+ * (SIMT, 8 x 4 outputs per thread, float4 shared loads).
  * A loader: 'vec' (16-byte cp.async with zero-fill, when channels are contiguous and a 16-byte run
  * never crosses a pixel: Cg % (16 / elemBytes) == 0) or 'scalar' (element loads into registers
  * one stage ahead, any strides; the small-Cin first layer and non-channels_last inputs).
