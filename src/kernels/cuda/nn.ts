@@ -1,12 +1,13 @@
 /**
- * cuda kernels for conv2d (im2col + cuBLASLt GEMM) and batchNorm.
+ * cuda kernels for conv2d (implicit GEMM, or im2col + cuBLASLt GEMM) and batchNorm.
  *
- * conv2d: per group, a generated im2col kernel writes the patch matrix [N*OH*OW, Cg*KH*KW] (any
+ * conv2d: float32/float16/bfloat16 with groups=1 run the implicit-GEMM kernel (conv-igemm.ts:
+ * tensor cores, no patch matrix). The rest (float64, groups > 1, sizes past 32-bit GEMM indices)
+ * take the older path: per group, a generated im2col kernel writes the patch matrix [N*OH*OW, Cg*KH*KW] (any
  * input strides, zero padding, dilation), cuBLASLt multiplies it by the weight read transposed
  * (bias fused), giving output rows in (n, oh, ow) order, which are copied into the output's layout
  * (channels_last outputs take the copy as a plain strided write). The patch matrix costs
- * N*OH*OW*Cg*KH*KW elements of memory; an implicit-GEMM kernel that never materialises it is the
- * planned replacement.
+ * N*OH*OW*Cg*KH*KW elements of memory.
  *
  * batchNorm: per-channel scale and shift (from the running statistics, or from batch statistics
  * computed by the row kernels in training mode, which also updates the running statistics), then
@@ -23,6 +24,7 @@ import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/laun
 import { storageType } from './codegen/ctypes.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
+import { igemmUnsupported, runIgemm } from './conv-igemm.js';
 import { runGemm } from './linalg.js';
 import { runPointwise } from './pointwise-run.js';
 import { runRows, toRows } from './rows-run.js';
@@ -82,7 +84,11 @@ registerKernel(conv2d, 'cuda', (ctx, input, weight, bias, stride, padding, dilat
   const oh = out.shape[batched ? 2 : 1]!;
   const ow = out.shape[batched ? 3 : 2]!;
   if (n * o * oh * ow === 0) return out;
-  const [pt, , pl] = convPadding('conv2d', padding);
+  const pads = convPadding('conv2d', padding);
+  if (igemmUnsupported({ input, weight, out, groups }) === null) {
+    return runIgemm({ input, weight, bias, out, stride, padding: pads, dilation, groups });
+  }
+  const [pt, , pl] = pads;
   const sh = stride[0]!;
   const sw = stride[stride.length - 1]!;
   const dh = dilation[0]!;
