@@ -10,3 +10,6 @@ import './indexing.js';
 import './attention.js';
 import './nn.js';
 import './pool.js';
+import './sort.js';
+import './llm-moe.js';
+import './llm-mhc.js';

@@ -1,0 +1,212 @@
+/**
+ * CUDA C for sort / argsort / topk along the last axis of a contiguous [rows, R] block.
+ *
+ * Order: every value maps to an unsigned key whose ascending order is the wanted order (the bits
+ * of a float flipped so they compare as unsigned, NaN above +inf, -0 equal to +0; integers with
+ * the sign bit flipped; a descending sort inverts the key), and ties break by position, lower
+ * first. That is exactly the CPU kernels' total order (src/kernels/cpu/reduction.ts), so indices
+ * match the CPU's, ties included.
+ *
+ * Two kernels:
+ * - `bitonic`: a row (padded to P = next power of two, P <= SORT_MAX) is sorted in shared memory
+ *   as (key, position) pairs by a block-level bitonic network; TPR = P / 2 threads own a row
+ *   (several rows per block when rows are short) and each compare-exchange is one thread's work
+ *   per stage. The first `count` entries are written (count = R for sort, k for topk).
+ * - `select`: topk with small k on rows longer than SORT_MAX: each of SELECT_THREADS threads
+ *   keeps the K best (key, position) pairs of its strided share in registers (fully unrolled
+ *   insertion, so the list never touches local memory), the block writes its SELECT_THREADS * K
+ *   candidates to shared memory and sorts them with the same bitonic network.
+ */
+import type { DType } from '../../../tensor/dtype.js';
+import type { ParamType } from '../../../runtime/cuda/launch.js';
+import { PRELUDE, storageType } from './ctypes.js';
+
+/** Longest row the bitonic kernel sorts: 16384 (key, position) pairs of 64-bit keys use 192 KiB of the H100/H200's 227 KiB shared memory per block. */
+export const SORT_MAX = 16384;
+/** Largest k of the register-list selection (64 pairs per thread stay in registers). */
+export const SELECT_MAX_K = 64;
+/** Threads of the selection kernel: 128 x K <= 8192 candidates, sorted in at most 96 KiB. */
+export const SELECT_THREADS = 128;
+
+/** 64-bit keys for 64-bit dtypes, 32-bit otherwise (half the shared memory and compares). */
+export function keyType(d: DType): 'unsigned int' | 'unsigned long long' {
+  return d === 'float64' || d === 'int64' ? 'unsigned long long' : 'unsigned int';
+}
+
+export function keyBytes(d: DType): number {
+  return keyType(d) === 'unsigned int' ? 4 : 8;
+}
+
+/** The order-preserving key of a stored value `v` of dtype d (before the descending flip). */
+function keyExpr(d: DType, v: string): string {
+  switch (d) {
+    case 'float32':
+      return `kiln_fkey(${v})`;
+    case 'float16':
+      return `kiln_fkey(kiln_h2f(${v}))`;
+    case 'bfloat16':
+      return `kiln_fkey(kiln_bf2f(${v}))`;
+    case 'float64':
+      return `kiln_dkey(${v})`;
+    case 'int32':
+      return `((unsigned int)(${v}) ^ 0x80000000u)`;
+    case 'int64':
+      return `((unsigned long long)(${v}) ^ 0x8000000000000000ull)`;
+    case 'uint8':
+    case 'bool':
+      return `(unsigned int)(${v})`;
+    default:
+      return d satisfies never;
+  }
+}
+
+const KEY_HELPERS = `
+// NaN (any payload) above +inf, -0 as +0: the CPU kernels' sortKey.
+__device__ __forceinline__ unsigned int kiln_fkey(float v) {
+  unsigned int b = __float_as_uint(v);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return 0xffffffffu;
+  if ((b & 0x7fffffffu) == 0u) b = 0u;
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ unsigned long long kiln_dkey(double v) {
+  unsigned long long b = (unsigned long long)__double_as_longlong(v);
+  if ((b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull) return 0xffffffffffffffffull;
+  if ((b & 0x7fffffffffffffffull) == 0ull) b = 0ull;
+  return (b & 0x8000000000000000ull) ? ~b : (b | 0x8000000000000000ull);
+}
+template <typename K> __device__ __forceinline__ bool kiln_before(K ka, int ia, K kb, int ib) { return ka < kb || (ka == kb && ia < ib); }
+// Bitonic network over n pairs (n a power of two) in shared memory, run by \`threads\` threads
+// (thread t of them); every thread of the block must call it (it synchronises the block).
+template <typename K> __device__ __forceinline__ void kiln_bitonic(K* sk, int* si, int n, int t, int threads) {
+  for (int k = 2; k <= n; k <<= 1) {
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int p = t; p < (n >> 1); p += threads) {
+        int lo = ((p / j) * (j << 1)) + (p % j);
+        int hi = lo + j;
+        bool up = (lo & k) == 0;
+        K a = sk[lo], b = sk[hi]; int ia = si[lo], ib = si[hi];
+        if (kiln_before(b, ib, a, ia) == up) { sk[lo] = b; sk[hi] = a; si[lo] = ib; si[hi] = ia; }
+      }
+      __syncthreads();
+    }
+  }
+}
+`;
+
+export interface SortKernel {
+  name: string;
+  source: string;
+  params: ParamType[];
+}
+
+// (x, vals, idx, rows, R, P, count, descending, writeVals, rowsPerBlock)
+const BITONIC_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'];
+
+/**
+ * Sorts rows of length R <= P (P a power of two) with TPR = blockDim / rowsPerBlock threads per row;
+ * writes the first `count` (value, int64 position) pairs per row, contiguous [rows, count].
+ */
+export function bitonicSource(d: DType): SortKernel {
+  const t = storageType(d);
+  const K = keyType(d);
+  const max = K === 'unsigned int' ? '0xffffffffu' : '0xffffffffffffffffull';
+  const name = `kiln_sort_bitonic_${d}`;
+  const source = `${PRELUDE}${KEY_HELPERS}
+extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
+    long long rows, int R, int P, int count, int descending, int writeVals, int rowsPerBlock) {
+  extern __shared__ __align__(16) unsigned char kiln_smem[];
+  const int tpr = blockDim.x / rowsPerBlock;
+  const int sub = threadIdx.x / tpr;
+  const int t = threadIdx.x % tpr;
+  ${K}* sk = (${K}*)kiln_smem + (long long)sub * P;
+  int* si = (int*)((${K}*)kiln_smem + (long long)rowsPerBlock * P) + (long long)sub * P;
+  const ${K} flip = descending ? ${max} : (${K})0;
+  // Every thread runs the same number of iterations: the network synchronises the whole block.
+  for (long long base = (long long)blockIdx.x * rowsPerBlock; base < rows; base += (long long)gridDim.x * rowsPerBlock) {
+    const long long row = base + sub;
+    const bool live = row < rows;
+    const ${t}* xr = x + row * R;
+    for (int i = t; i < P; i += tpr) {
+      if (live && i < R) { sk[i] = ${keyExpr(d, 'xr[i]')} ^ flip; si[i] = i; }
+      else { sk[i] = ${max}; si[i] = 0x7fffffff; }
+    }
+    __syncthreads();
+    kiln_bitonic<${K}>(sk, si, P, t, tpr);
+    if (live) {
+      for (int i = t; i < count; i += tpr) {
+        const int j = si[i];
+        idx[row * count + i] = j;
+        if (writeVals) vals[row * count + i] = xr[j];
+      }
+    }
+    __syncthreads();
+  }
+}
+`;
+  return { name, source, params: BITONIC_PARAMS };
+}
+
+// (x, vals, idx, rows, R, k, descending)
+const SELECT_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32'];
+
+/** The list length of the selection kernel for k: the next power of two >= max(k, 8). */
+export function selectListLength(k: number): number {
+  let n = 8;
+  while (n < k) n <<= 1;
+  return n;
+}
+
+/** topk of long rows (R > SORT_MAX) for k <= SELECT_MAX_K: register lists, then a bitonic merge. */
+export function selectSource(d: DType, L: number): SortKernel {
+  const t = storageType(d);
+  const K = keyType(d);
+  const max = K === 'unsigned int' ? '0xffffffffu' : '0xffffffffffffffffull';
+  const name = `kiln_topk_select_${d}_${L}`;
+  const n = SELECT_THREADS * L;
+  const source = `${PRELUDE}${KEY_HELPERS}
+extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
+    long long rows, long long R, int k, int descending) {
+  extern __shared__ __align__(16) unsigned char kiln_smem[];
+  ${K}* sk = (${K}*)kiln_smem;
+  int* si = (int*)(sk + ${n});
+  const ${K} flip = descending ? ${max} : (${K})0;
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const ${t}* xr = x + row * R;
+    ${K} lk[${L}]; int li[${L}];
+#pragma unroll
+    for (int j = 0; j < ${L}; j++) { lk[j] = ${max}; li[j] = 0x7fffffff; }
+    // Positions grow along a thread's share, so a new pair never beats an equal key it finds; the
+    // sentinel (max key, INT_MAX) loses to every real pair, NaN's max key included.
+    for (long long i = threadIdx.x; i < R; i += ${SELECT_THREADS}) {
+      const ${K} key = ${keyExpr(d, 'xr[i]')} ^ flip;
+      if (kiln_before(key, (int)i, lk[${L - 1}], li[${L - 1}])) {
+        lk[${L - 1}] = key; li[${L - 1}] = (int)i;
+#pragma unroll
+        for (int j = ${L - 1}; j > 0; j--) {
+          if (kiln_before(lk[j], li[j], lk[j - 1], li[j - 1])) {
+            ${K} tk = lk[j]; lk[j] = lk[j - 1]; lk[j - 1] = tk;
+            int ti = li[j]; li[j] = li[j - 1]; li[j - 1] = ti;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < ${L}; j++) { sk[threadIdx.x * ${L} + j] = lk[j]; si[threadIdx.x * ${L} + j] = li[j]; }
+    __syncthreads();
+    kiln_bitonic<${K}>(sk, si, ${n}, threadIdx.x, ${SELECT_THREADS});
+    for (int i = threadIdx.x; i < k; i += ${SELECT_THREADS}) {
+      const int j = si[i];
+      idx[row * k + i] = j;
+      if (vals) vals[row * k + i] = xr[j];
+    }
+    __syncthreads();
+  }
+}
+`;
+  return { name, source, params: SELECT_PARAMS };
+}
+
+/** Shared bytes of the selection kernel with lists of L. */
+export function selectSharedBytes(d: DType, L: number): number {
+  return SELECT_THREADS * L * (keyBytes(d) + 4);
+}

@@ -1,0 +1,138 @@
+/**
+ * cuda kernels for sort, argsort and topk (codegen/sort.ts). The sorted dim is brought last as a
+ * contiguous [rows, R] block (a view when it already is, else one transposing copy); results are
+ * written contiguous in that order and copied into the outputs' layout when it differs.
+ *
+ * Kernel choice: rows up to SORT_MAX elements are sorted whole in shared memory (bitonic; topk
+ * keeps the first k); longer rows support topk with k <= SELECT_MAX_K (register lists + a merge).
+ * A full sort of longer rows, or a larger k there, is reported as not supported yet rather than
+ * computed some slower way behind the caller's back.
+ */
+import * as R from '../../ops/defs/reduction.js';
+import { registerKernel } from '../../ops/registry.js';
+import type { OutMeta } from '../../ops/schema.js';
+import type { DType } from '../../tensor/dtype.js';
+import { contiguousStrides, fmtShape, isContiguousStrides, normalizeDim } from '../../tensor/layout.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
+import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
+import { bitonicSource, keyBytes, selectListLength, selectSharedBytes, selectSource, SELECT_MAX_K, SELECT_THREADS, SORT_MAX, type SortKernel } from './codegen/sort.js';
+import { copyTensor } from './core.js';
+import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
+import { toRows } from './rows-run.js';
+
+const kernels = new Map<string, CudaKernel>();
+
+function load(index: number, g: SortKernel, maxShared: number): CudaKernel {
+  const key = `${index}#${g.name}`;
+  let k = kernels.get(key);
+  if (!k) {
+    k = kernelFromSource(index, g.source, g.name, g.params, [], maxShared);
+    kernels.set(key, k);
+  }
+  return k;
+}
+
+function nextPow2(n: number): number {
+  let p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// Short rows share a block so it has at least this many threads (one row per thread pair would
+// otherwise leave most of every warp idle).
+const MIN_BLOCK = 128;
+
+/** The [rows, count] target in `out`'s layout permuted like the rows, or a contiguous temporary. */
+function target(out: Tensor, perm: readonly number[]): { t: Tensor; direct: boolean; view: Tensor } {
+  const shape = perm.map((d) => out.shape[d]!);
+  const strides = perm.map((d) => out.strides[d]!);
+  const view = new Tensor(out.storage, out.dtype, shape, strides, out.offset);
+  if (isContiguousStrides(shape, strides)) return { t: view, direct: true, view };
+  return { t: allocOut({ shape, strides: contiguousStrides(shape), dtype: out.dtype, device: out.device }), direct: false, view };
+}
+
+function notSupported(op: string, x: Tensor, dim: number, len: number, count: number): Error {
+  return new RangeError(
+    `${op}: not supported yet on cuda: dim ${dim} of input ${fmtShape(x.shape)} (${x.dtype}) has ${len} elements and ${count} are asked for; ` +
+      `the cuda kernels (src/kernels/cuda/sort.ts) sort rows of up to ${SORT_MAX} elements, and take topk with k <= ${SELECT_MAX_K} of longer rows`,
+  );
+}
+
+/**
+ * The first `count` entries of each line along `dim` in sorted order: values into `values`
+ * (when given), int64 positions into `indices`. `descending` puts the largest first.
+ */
+function sortLines(op: string, x: Tensor, dim: number, descending: boolean, count: number, values: Tensor | null, indices: Tensor): void {
+  const dims = x.ndim === 0 ? [] : [normalizeDim(op, dim, x.ndim)];
+  const r = toRows(x, dims);
+  const len = r.R;
+  const temps: Tensor[] = [r.src];
+  try {
+    if (r.rows === 0 || count === 0) return;
+    if (len > 2 ** 31 - 1) throw notSupported(op, x, dims[0] ?? 0, len, count);
+    const vt = values ? target(values, r.perm) : null;
+    const it = target(indices, r.perm);
+    temps.push(it.view, ...(it.direct ? [] : [it.t]));
+    if (vt) temps.push(vt.view, ...(vt.direct ? [] : [vt.t]));
+    const index = x.device.index;
+    const stream = streamOf(x);
+    const P = nextPow2(len);
+    const kb = keyBytes(x.dtype);
+    if (P <= SORT_MAX) {
+      const tpr = Math.min(1024, Math.max(1, P / 2));
+      const rpb = tpr >= MIN_BLOCK ? 1 : MIN_BLOCK / tpr;
+      const shared = rpb * P * (kb + 4);
+      const k = load(index, bitonicSource(x.dtype), SORT_MAX * (kb + 4));
+      const grid = gridFor(index, Math.ceil(r.rows / rpb) * tpr * rpb, tpr * rpb);
+      launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, P, count, descending ? 1 : 0, vt ? 1 : 0, rpb], { grid, block: tpr * rpb, sharedBytes: shared }, stream);
+    } else if (count <= SELECT_MAX_K) {
+      const L = selectListLength(count);
+      const shared = selectSharedBytes(x.dtype, L);
+      const k = load(index, selectSource(x.dtype, L), shared);
+      launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, count, descending ? 1 : 0], { grid: gridFor(index, r.rows * SELECT_THREADS, SELECT_THREADS), block: SELECT_THREADS, sharedBytes: shared }, stream);
+    } else {
+      throw notSupported(op, x, dims[0] ?? 0, len, count);
+    }
+    if (!it.direct) copyTensor(it.view, it.t);
+    if (vt && !vt.direct) copyTensor(vt.view, vt.t);
+  } finally {
+    for (const t of temps) t.dispose();
+  }
+}
+
+/** Dtypes the key functions order (every Kiln dtype). */
+const SORTABLE: ReadonlySet<DType> = new Set(['float32', 'float16', 'bfloat16', 'float64', 'int32', 'int64', 'uint8', 'bool']);
+
+function checkDtype(op: string, x: Tensor): void {
+  if (!SORTABLE.has(x.dtype)) throw new TypeError(`${op}: the cuda kernel does not support dtype ${x.dtype} (input ${fmtShape(x.shape)})`);
+}
+
+function lineLength(x: Tensor, op: string, dim: number): number {
+  return x.ndim === 0 ? 1 : x.shape[normalizeDim(op, dim, x.ndim)]!;
+}
+
+registerKernel(R.sort, 'cuda', (ctx, self, dim, descending) => {
+  checkDtype('sort', self);
+  const [mv, mi] = ctx.out as OutMeta[];
+  const values = allocOut(mv!);
+  const indices = allocOut(mi!);
+  sortLines('sort', self, dim as number, descending === true, lineLength(self, 'sort', dim as number), values, indices);
+  return [values, indices];
+});
+
+registerKernel(R.argsort, 'cuda', (ctx, self, dim, descending) => {
+  checkDtype('argsort', self);
+  const indices = allocOut(ctx.out);
+  sortLines('argsort', self, dim as number, descending === true, lineLength(self, 'argsort', dim as number), null, indices);
+  return indices;
+});
+
+registerKernel(R.topk, 'cuda', (ctx, self, k, dim, largest) => {
+  checkDtype('topk', self);
+  const [mv, mi] = ctx.out as OutMeta[];
+  const values = allocOut(mv!);
+  const indices = allocOut(mi!);
+  sortLines('topk', self, dim as number, largest === true, k as number, values, indices);
+  return [values, indices];
+});
