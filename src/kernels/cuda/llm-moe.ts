@@ -8,9 +8,10 @@
  * op is eager-only inside CUDA graphs), (2) a stable permutation into expert order (one block per
  * expert, ballots, deterministic), (3) gather the permuted rows, (4) per expert one cuBLASLt GEMM
  * for gate/up and, after one act-and-mul kernel over all rows, one for down, (5) un-permute with
- * the routing weights, summing each token's slots in slot order. The act-and-mul result is rounded
- * to the input dtype between the GEMMs (as vLLM's intermediate cache is); the CPU kernel keeps it
- * unrounded, so half-precision results differ from it by that rounding.
+ * the routing weights, summing each token's slots in slot order. The GEMMs accumulate in float32
+ * and write float32 (float64 for float64); the act-and-mul result is rounded to the input dtype
+ * between the GEMMs (it is the down GEMM's operand, as vLLM's intermediate cache is); the CPU
+ * kernel keeps it unrounded, so half-precision results differ from it by that one rounding.
  */
 import { fusedMoe, groupedTopk, moeGeometry, type MoeActivation, moeSum, type ScoringFunc, topkSoftmax } from '../../ops/defs/llm-moe.js';
 import type { KernelContext, OutMeta } from '../../ops/schema.js';
@@ -194,9 +195,12 @@ registerCuda(fusedMoe.name, (ctx, hiddenArg, w13Arg, w2Arg, weightsArg, idsArg, 
     const xp = buf([n, h], x.dtype);
     elementwise(index, moeGatherSource(x.dtype), [ptrOf(x), ptrOf(xp), ptrOf(perm), n, topk, h, x.strides[0]!, x.strides[1]!], n * h, x);
     // 4. per expert gate/up GEMM, one act-and-mul over all rows, per expert down GEMM.
-    const gu = buf([n, 2 * inter], x.dtype);
+    // gate/up and down results stay in the compute dtype (cuBLASLt writes float32 from half
+    // operands); only the act-and-mul result, the down GEMM's operand, is rounded to x's dtype.
+    const ct: DType = x.dtype === 'float64' ? 'float64' : 'float32';
+    const gu = buf([n, 2 * inter], ct);
     const a = buf([n, inter], x.dtype);
-    const down = buf([n, h], x.dtype, inter === 0);
+    const down = buf([n, h], ct, inter === 0);
     const perExpert = (fn: (e: number, first: number, m: number) => void): void => {
       let first = 0;
       for (let e = 0; e < experts; e++) {

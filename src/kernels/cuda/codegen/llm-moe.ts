@@ -288,19 +288,23 @@ extern "C" __global__ void __launch_bounds__(256) ${name}(const ${t}* __restrict
 // (gu, a, n, I)
 const ACT_PARAMS: ParamType[] = ['ptr', 'ptr', 'i64', 'i64'];
 
-/** a[q, i] = act(gu[q, i]) * gu[q, I + i] over contiguous [n, 2I] -> [n, I], in the compute type. */
+/**
+ * a[q, i] = act(gu[q, i]) * gu[q, I + i] over contiguous [n, 2I] -> [n, I]. gu is in the compute
+ * type (the gate/up GEMM writes float32 for half inputs); a is stored in the input dtype, the
+ * down GEMM's operand.
+ */
 export function moeActSource(d: DType, act: 'silu' | 'gelu'): MoeKernel {
   const t = storageType(d);
   const ct = computeType(d);
   const name = `kiln_moe_act_${act}_${d}`;
   const f = act === 'silu' ? `g / ((${ct})1 + kiln_exp(-g))` : `g * (${ct})0.5 * ((${ct})1 + erf(g * (${ct})0.70710678118654752440))`;
   const source = `${PRELUDE}
-extern "C" __global__ void __launch_bounds__(256) ${name}(const ${t}* __restrict__ gu, ${t}* __restrict__ a, long long n, long long I) {
+extern "C" __global__ void __launch_bounds__(256) ${name}(const ${ct}* __restrict__ gu, ${t}* __restrict__ a, long long n, long long I) {
   const long long total = n * I;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const long long q = i / I, j = i % I;
-    const ${ct} g = ${loadAs(d, 'gu[q * 2 * I + j]', ct)};
-    const ${ct} u = ${loadAs(d, 'gu[q * 2 * I + I + j]', ct)};
+    const ${ct} g = gu[q * 2 * I + j];
+    const ${ct} u = gu[q * 2 * I + I + j];
     a[i] = ${storeAs(d, `(${f}) * u`, ct)};
   }
 }
@@ -311,14 +315,14 @@ extern "C" __global__ void __launch_bounds__(256) ${name}(const ${t}* __restrict
 // (down, w, inv, out, T, topk, H, sw0, sw1)
 const UNPERMUTE_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i32', 'i64', 'i64', 'i64'];
 
-/** out[t, h] = sum_j w[t, j] * down[inv[t * topk + j], h], j in order (out contiguous). */
+/** out[t, h] = sum_j w[t, j] * down[inv[t * topk + j], h], j in order (down in the compute type, out contiguous). */
 export function moeUnpermuteSource(d: DType, wDtype: DType): MoeKernel {
   const t = storageType(d);
   const ct = computeType(d);
   const wt = storageType(wDtype);
   const name = `kiln_moe_unpermute_${d}_w${wDtype}`;
   const source = `${PRELUDE}
-extern "C" __global__ void __launch_bounds__(256) ${name}(const ${t}* __restrict__ down, const ${wt}* __restrict__ w, const int* __restrict__ inv,
+extern "C" __global__ void __launch_bounds__(256) ${name}(const ${ct}* __restrict__ down, const ${wt}* __restrict__ w, const int* __restrict__ inv,
     ${t}* __restrict__ out, long long T, int topk, long long H, long long sw0, long long sw1) {
   const long long total = T * H;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
@@ -326,7 +330,7 @@ extern "C" __global__ void __launch_bounds__(256) ${name}(const ${t}* __restrict
     ${ct} acc = 0;
     for (int j = 0; j < topk; j++) {
       const ${ct} wj = ${loadAs(wDtype, 'w[tok * sw0 + j * sw1]', ct)};
-      acc += wj * ${loadAs(d, 'down[(long long)inv[tok * topk + j] * H + h]', ct)};
+      acc += wj * down[(long long)inv[tok * topk + j] * H + h];
     }
     out[i] = ${storeAs(d, 'acc', ct)};
   }
