@@ -15,7 +15,7 @@ const filter = process.argv[2] ?? '';
 const sources = [];
 const sort = await imp('src/kernels/cuda/codegen/sort.js');
 for (const d of ['float32', 'float16', 'bfloat16', 'float64', 'int32', 'int64', 'uint8', 'bool']) {
-  sources.push(sort.bitonicSource(d));
+  sources.push(sort.bitonicSource(d), sort.warpSelectSource(d, 1), sort.warpSelectSource(d, 8), sort.warpSelectSource(d, 32));
   for (const L of [8, 64]) sources.push(sort.selectSource(d, L));
 }
 try {

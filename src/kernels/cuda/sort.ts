@@ -3,8 +3,9 @@
  * contiguous [rows, R] block (a view when it already is, else one transposing copy); results are
  * written contiguous in that order and copied into the outputs' layout when it differs.
  *
- * Kernel choice: rows up to SORT_MAX elements are sorted whole in shared memory (bitonic; topk
- * keeps the first k); longer rows support topk with k <= SELECT_MAX_K (register lists + a merge).
+ * Kernel choice: topk with small k of short rows selects by warp-wide argmin rounds (no sort);
+ * rows up to SORT_MAX elements are sorted whole in shared memory (bitonic; topk keeps the first
+ * k); longer rows support topk with k <= SELECT_MAX_K (register lists + a merge).
  * A full sort of longer rows, or a larger k there, is reported as not supported yet rather than
  * computed some slower way behind the caller's back.
  */
@@ -16,7 +17,22 @@ import { contiguousStrides, fmtShape, isContiguousStrides, normalizeDim } from '
 import { Tensor } from '../../tensor/tensor.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
-import { bitonicSource, keyBytes, selectListLength, selectSharedBytes, selectSource, SELECT_MAX_K, SELECT_THREADS, SORT_MAX, type SortKernel } from './codegen/sort.js';
+import {
+  bitonicSource,
+  keyBytes,
+  selectListLength,
+  selectSharedBytes,
+  selectSource,
+  SELECT_MAX_K,
+  SELECT_THREADS,
+  SORT_MAX,
+  type SortKernel,
+  warpKeysPerLane,
+  WARP_MAX_K,
+  WARP_MAX_R,
+  WARP_ROWS,
+  warpSelectSource,
+} from './codegen/sort.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { toRows } from './rows-run.js';
@@ -79,7 +95,10 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
     const stream = streamOf(x);
     const P = nextPow2(len);
     const kb = keyBytes(x.dtype);
-    if (P <= SORT_MAX) {
+    if (count <= WARP_MAX_K && len <= WARP_MAX_R && count < len) {
+      const k = load(index, warpSelectSource(x.dtype, warpKeysPerLane(len)), 0);
+      launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, count, descending ? 1 : 0], { grid: gridFor(index, r.rows * 32, WARP_ROWS * 32), block: WARP_ROWS * 32 }, stream);
+    } else if (P <= SORT_MAX) {
       const tpr = Math.min(1024, Math.max(1, P / 2));
       const rpb = tpr >= MIN_BLOCK ? 1 : MIN_BLOCK / tpr;
       const shared = rpb * P * (kb + 4);

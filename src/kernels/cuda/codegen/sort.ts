@@ -7,7 +7,10 @@
  * first. That is exactly the CPU kernels' total order (src/kernels/cpu/reduction.ts), so indices
  * match the CPU's, ties included.
  *
- * Two kernels:
+ * Three kernels:
+ * - `warp` (topk with k <= WARP_MAX_K of rows up to WARP_MAX_R): one warp per row; each lane holds
+ *   the keys of positions lane, lane + 32, ... in registers, and each of k rounds is a lane-local
+ *   best over the untaken keys plus a warp-wide argmin (shuffles); the winner's lane marks it taken.
  * - `bitonic`: a row (padded to P = next power of two, P <= SORT_MAX) is sorted in shared memory
  *   as (key, position) pairs by a block-level bitonic network; TPR = P / 2 threads own a row
  *   (several rows per block when rows are short) and each compare-exchange is one thread's work
@@ -204,6 +207,68 @@ extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${
 }
 `;
   return { name, source, params: SELECT_PARAMS };
+}
+
+/** Longest row of the warp kernel: 32 keys per lane in registers. */
+export const WARP_MAX_R = 1024;
+/** Most rounds of the warp kernel: past this a full bitonic sort of the row costs less. */
+export const WARP_MAX_K = 32;
+/** Rows (warps) per block of the warp kernel. */
+export const WARP_ROWS = 4;
+
+// (x, vals, idx, rows, R, k, descending)
+const WARP_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i32', 'i32', 'i32'];
+
+/** Keys per lane of the warp kernel for rows of R: the next power of two >= R / 32. */
+export function warpKeysPerLane(R: number): number {
+  let v = 1;
+  while (v * 32 < R) v <<= 1;
+  return v;
+}
+
+/** topk of short rows (R <= WARP_MAX_R, k <= WARP_MAX_K): one warp per row, k argmin rounds. */
+export function warpSelectSource(d: DType, vpt: number): SortKernel {
+  const t = storageType(d);
+  const K = keyType(d);
+  const max = K === 'unsigned int' ? '0xffffffffu' : '0xffffffffffffffffull';
+  const name = `kiln_topk_warp_${d}_${vpt}`;
+  const source = `${PRELUDE}${KEY_HELPERS}
+extern "C" __global__ void __launch_bounds__(${WARP_ROWS * 32}) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
+    long long rows, int R, int k, int descending) {
+  const int lane = threadIdx.x & 31;
+  const ${K} flip = descending ? ${max} : (${K})0;
+  for (long long row = (long long)blockIdx.x * ${WARP_ROWS} + (threadIdx.x >> 5); row < rows; row += (long long)gridDim.x * ${WARP_ROWS}) {
+    const ${t}* xr = x + row * R;
+    ${K} key[${vpt}];
+    unsigned int taken = 0u;
+#pragma unroll
+    for (int i = 0; i < ${vpt}; i++) {
+      const int e = lane + 32 * i;
+      if (e < R) key[i] = ${keyExpr(d, 'xr[e]')} ^ flip; else { key[i] = ${max}; taken |= 1u << i; }
+    }
+    for (int r = 0; r < k; r++) {
+      ${K} bk = ${max}; int bi = 0x7fffffff;
+#pragma unroll
+      for (int i = 0; i < ${vpt}; i++) {
+        // Positions grow with i, so a strict key compare keeps the lower position on ties.
+        if (!((taken >> i) & 1u) && (key[i] < bk || bi == 0x7fffffff)) { bk = key[i]; bi = lane + 32 * i; }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        ${K} ok = __shfl_xor_sync(0xffffffffu, bk, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (kiln_before(ok, oi, bk, bi)) { bk = ok; bi = oi; }
+      }
+      if (lane == (bi & 31)) taken |= 1u << (bi >> 5);
+      if (lane == 0) {
+        idx[row * k + r] = bi;
+        if (vals) vals[row * k + r] = xr[bi];
+      }
+    }
+  }
+}
+`;
+  return { name, source, params: WARP_PARAMS };
 }
 
 /** Shared bytes of the selection kernel with lists of L. */
