@@ -17,6 +17,7 @@ const sort = await imp('src/kernels/cuda/codegen/sort.js');
 for (const d of ['float32', 'float16', 'bfloat16', 'float64', 'int32', 'int64', 'uint8', 'bool']) {
   sources.push(sort.bitonicSource(d), sort.warpSelectSource(d, 1), sort.warpSelectSource(d, 8), sort.warpSelectSource(d, 32));
   for (const L of [8, 64]) sources.push(sort.selectSource(d, L));
+  if (d === "float32") sources.push(sort.pickSource());
 }
 try {
   const moe = await imp('src/kernels/cuda/codegen/llm-moe.js');

@@ -5,7 +5,8 @@
  *
  * Kernel choice: topk with small k of short rows selects by warp-wide argmin rounds (no sort);
  * rows up to SORT_MAX elements are sorted whole in shared memory (bitonic; topk keeps the first
- * k); longer rows support topk with k <= SELECT_MAX_K (register lists + a merge).
+ * k); longer rows support topk with k <= SELECT_MAX_K (register lists over row segments, then a
+ * second topk over the segments' candidates).
  * A full sort of longer rows, or a larger k there, is reported as not supported yet rather than
  * computed some slower way behind the caller's back.
  */
@@ -17,9 +18,11 @@ import { contiguousStrides, fmtShape, isContiguousStrides, normalizeDim } from '
 import { Tensor } from '../../tensor/tensor.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
+import { deviceInfo } from '../../runtime/cuda/properties.js';
 import {
   bitonicSource,
   keyBytes,
+  pickSource,
   selectListLength,
   selectSharedBytes,
   selectSource,
@@ -106,10 +109,7 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
       const grid = gridFor(index, Math.ceil(r.rows / rpb) * tpr * rpb, tpr * rpb);
       launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, P, count, descending ? 1 : 0, vt ? 1 : 0, rpb], { grid, block: tpr * rpb, sharedBytes: shared }, stream);
     } else if (count <= SELECT_MAX_K) {
-      const L = selectListLength(count);
-      const shared = selectSharedBytes(x.dtype, L);
-      const k = load(index, selectSource(x.dtype, L), shared);
-      launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, count, descending ? 1 : 0], { grid: gridFor(index, r.rows * SELECT_THREADS, SELECT_THREADS), block: SELECT_THREADS, sharedBytes: shared }, stream);
+      selectLong(op, r.src, r.rows, len, count, descending, vt ? vt.t : null, it.t);
     } else {
       throw notSupported(op, x, dims[0] ?? 0, len, count);
     }
@@ -117,6 +117,49 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
     if (vt && !vt.direct) copyTensor(vt.view, vt.t);
   } finally {
     for (const t of temps) t.dispose();
+  }
+}
+
+// Segments of long rows hold at least this many elements (16 per thread of the selection
+// kernel, so the register lists amortise), and a row is cut into at most MAX_SEGMENTS of them;
+// rows are cut until there are about two blocks per SM.
+const SEGMENT_MIN = 2048;
+const MAX_SEGMENTS = 64;
+
+/**
+ * topk (count <= SELECT_MAX_K) of contiguous [rows, len] rows longer than SORT_MAX into the
+ * contiguous [rows, count] `vals` / `idx`: the selection kernel over row segments, then (when a
+ * row has several segments) topk again over the segments' candidates and a pick of their positions.
+ */
+function selectLong(op: string, src: Tensor, rows: number, len: number, count: number, descending: boolean, vals: Tensor | null, idx: Tensor): void {
+  const index = src.device.index;
+  const stream = streamOf(src);
+  const sm = deviceInfo(index).smCount;
+  const want = Math.max(1, Math.min(MAX_SEGMENTS, Math.floor(len / SEGMENT_MIN), Math.ceil((2 * sm) / rows)));
+  const chunkLen = Math.ceil(len / want);
+  const chunks = Math.ceil(len / chunkLen);
+  const L = selectListLength(count);
+  const shared = selectSharedBytes(src.dtype, L);
+  const k = load(index, selectSource(src.dtype, L), shared);
+  const run = (v: Tensor | null, i: Tensor): void =>
+    launch(k, [ptrOf(src), v ? ptrOf(v) : 0, ptrOf(i), rows, len, count, descending ? 1 : 0, chunkLen, chunks], { grid: gridFor(index, rows * chunks * SELECT_THREADS, SELECT_THREADS), block: SELECT_THREADS, sharedBytes: shared }, stream);
+  if (chunks === 1) {
+    run(vals, idx);
+    return;
+  }
+  const n = chunks * count;
+  const dense = (dtype: DType, c: number): Tensor => allocOut({ shape: [rows, c], strides: [c, 1], dtype, device: src.device });
+  const candV = dense(src.dtype, n);
+  const candI = dense('int64', n);
+  const pick = dense('int64', count);
+  const outV = vals ? new Tensor(vals.storage, vals.dtype, [rows, count], [count, 1], vals.offset) : null;
+  try {
+    run(candV, candI);
+    sortLines(op, candV, 1, descending, count, outV, pick);
+    const pk = load(index, pickSource(), 0);
+    launch(pk, [ptrOf(candI), ptrOf(pick), ptrOf(idx), rows, n, count], { grid: gridFor(index, rows * count, 256), block: 256 }, stream);
+  } finally {
+    for (const t of [candV, candI, pick, ...(outV ? [outV] : [])]) t.dispose();
   }
 }
 

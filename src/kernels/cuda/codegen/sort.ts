@@ -149,8 +149,8 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restric
   return { name, source, params: BITONIC_PARAMS };
 }
 
-// (x, vals, idx, rows, R, k, descending)
-const SELECT_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32'];
+// (x, vals, idx, rows, R, k, descending, chunkLen, chunks)
+const SELECT_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32', 'i64', 'i32'];
 
 /** The list length of the selection kernel for k: the next power of two >= max(k, 8). */
 export function selectListLength(k: number): number {
@@ -159,7 +159,14 @@ export function selectListLength(k: number): number {
   return n;
 }
 
-/** topk of long rows (R > SORT_MAX) for k <= SELECT_MAX_K: register lists, then a bitonic merge. */
+/**
+ * topk of long rows (R > SORT_MAX) for k <= SELECT_MAX_K: register lists, then a bitonic merge.
+ * Each row is cut into `chunks` segments of chunkLen (the last may be shorter but holds >= k);
+ * a block takes one (row, segment) and writes that segment's best k as (value, row position) to
+ * [rows * chunks, k]. With one chunk that is the answer; with more, the host runs topk again over
+ * the rows * (chunks * k) candidates, whose (key, candidate position) order equals the (key,
+ * position) order because segments and their lists are both in position order.
+ */
 export function selectSource(d: DType, L: number): SortKernel {
   const t = storageType(d);
   const K = keyType(d);
@@ -168,19 +175,22 @@ export function selectSource(d: DType, L: number): SortKernel {
   const n = SELECT_THREADS * L;
   const source = `${PRELUDE}${KEY_HELPERS}
 extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
-    long long rows, long long R, int k, int descending) {
+    long long rows, long long R, int k, int descending, long long chunkLen, int chunks) {
   extern __shared__ __align__(16) unsigned char kiln_smem[];
   ${K}* sk = (${K}*)kiln_smem;
   int* si = (int*)(sk + ${n});
   const ${K} flip = descending ? ${max} : (${K})0;
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+  for (long long v = blockIdx.x; v < rows * chunks; v += gridDim.x) {
+    const long long row = v / chunks;
+    const long long start = (v % chunks) * chunkLen;
+    const long long end = start + chunkLen < R ? start + chunkLen : R;
     const ${t}* xr = x + row * R;
     ${K} lk[${L}]; int li[${L}];
 #pragma unroll
     for (int j = 0; j < ${L}; j++) { lk[j] = ${max}; li[j] = 0x7fffffff; }
     // Positions grow along a thread's share, so a new pair never beats an equal key it finds; the
     // sentinel (max key, INT_MAX) loses to every real pair, NaN's max key included.
-    for (long long i = threadIdx.x; i < R; i += ${SELECT_THREADS}) {
+    for (long long i = start + threadIdx.x; i < end; i += ${SELECT_THREADS}) {
       const ${K} key = ${keyExpr(d, 'xr[i]')} ^ flip;
       if (kiln_before(key, (int)i, lk[${L - 1}], li[${L - 1}])) {
         lk[${L - 1}] = key; li[${L - 1}] = (int)i;
@@ -199,14 +209,31 @@ extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${
     kiln_bitonic<${K}>(sk, si, ${n}, threadIdx.x, ${SELECT_THREADS});
     for (int i = threadIdx.x; i < k; i += ${SELECT_THREADS}) {
       const int j = si[i];
-      idx[row * k + i] = j;
-      if (vals) vals[row * k + i] = xr[j];
+      idx[v * k + i] = j;
+      if (vals) vals[v * k + i] = xr[j];
     }
     __syncthreads();
   }
 }
 `;
   return { name, source, params: SELECT_PARAMS };
+}
+
+// (cand, sel, out, rows, n, k): out[r, i] = cand[r, sel[r, i]]
+const PICK_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i32', 'i32'];
+
+/** Maps second-stage picks (positions among a row's candidates) to the candidates' row positions. */
+export function pickSource(): SortKernel {
+  const name = 'kiln_topk_pick';
+  const source = `
+extern "C" __global__ void __launch_bounds__(256) ${name}(const long long* __restrict__ cand, const long long* __restrict__ sel, long long* __restrict__ out,
+    long long rows, int n, int k) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < rows * k; i += (long long)gridDim.x * blockDim.x) {
+    out[i] = cand[(i / k) * n + sel[i]];
+  }
+}
+`;
+  return { name, source, params: PICK_PARAMS };
 }
 
 /** Longest row of the warp kernel: 32 keys per lane in registers. */
