@@ -5,7 +5,7 @@ set -u
 export PYTHONUNBUFFERED=1
 echo "--- tests (llm-moe-cuda, cuda-sort)"
 timeout 45 node --test --test-concurrency=1 dist/test/llm-moe-cuda.test.js dist/test/cuda-sort.test.js 2>&1 \
-  | grep -vE "^\s+(duration_ms|type|\.\.\.|---)" | head -150
+  | grep -vE "^\s+(duration_ms|type|\.\.\.|---)" | head -300
 echo "--- bench: pytorch"
 timeout 20 python3 scripts/bench_llm_moe_pytorch.py /tmp/moecuda-torch.json --quick
 echo "--- bench: kiln"
