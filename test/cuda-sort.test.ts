@@ -3,7 +3,8 @@
  * must be identical (the cuda kernels use the CPU's total order: NaN above +inf, -0 equal to +0,
  * ties by position). Covers every dtype, the sorted dim last or not (transposing copy), odd and
  * power-of-two lengths, ties, short rows packed several per block, rows beyond the shared-memory
- * sort (topk by register lists), empty and zero-dim inputs, and the not-supported error.
+ * sort (topk by register lists), empty and zero-dim inputs, and the not-supported error; and
+ * scatterAdd / scatterAdd_ (gather's backward) against the CPU.
  * Skips where no CUDA device exists.
  */
 import assert from 'node:assert/strict';
@@ -126,4 +127,26 @@ test('a full sort of a row beyond the shared-memory limit is reported as not sup
   assert.throws(() => kiln.sort(x, -1), /sort: not supported yet on cuda: dim 1 of input \[2, 20000\].*src\/kernels\/cuda\/sort\.ts/);
   assert.throws(() => kiln.topk(x, 65, -1), /topk: not supported yet on cuda.*k <= 64/);
   x.dispose();
+});
+
+test('scatterAdd and scatterAdd_ (gather backward) match the CPU: floats within rounding, integers exactly, any dim, strided index', { skip }, () => {
+  for (const dtype of ['float32', 'bfloat16', 'float16', 'float64', 'int32', 'int64'] as DType[]) {
+    for (const dim of [0, 1]) {
+      const self = makeTensor(randomInts(4 * 6, 3, -5, 5), [4, 6], dtype);
+      const src = makeTensor(randomInts(5 * 7, 4, -5, 5).map((v) => (dtype.startsWith('int') ? v : v / 8)), [5, 7], dtype);
+      const size = dim === 0 ? 4 : 6;
+      const index = makeTensor(randomInts(3 * 5, 5 + dim, 0, size), [3, 5], 'int64', 'transposed');
+      const want = kiln.scatterAdd(self, dim, index, src);
+      const got = kiln.scatterAdd(self.to('cuda'), dim, index.to('cuda'), src.to('cuda'));
+      const tol = dtype === 'bfloat16' ? 1e-2 : dtype === 'float16' ? 1e-3 : 0;
+      const g = got.toFlatArray();
+      want.toFlatArray().forEach((w, i) => assert.ok(Math.abs(g[i]! - w) <= tol * Math.max(1, Math.abs(w)), `scatterAdd ${dtype} dim ${dim} element ${i}: cuda ${g[i]}, cpu ${w}`));
+      const inPlace = self.to('cuda');
+      kiln.scatterAdd_(inPlace, dim, index.to('cuda'), src.to('cuda'));
+      const h = inPlace.toFlatArray();
+      want.toFlatArray().forEach((w, i) => assert.ok(Math.abs(h[i]! - w) <= tol * Math.max(1, Math.abs(w)), `scatterAdd_ ${dtype} dim ${dim} element ${i}: cuda ${h[i]}, cpu ${w}`));
+    }
+  }
+  const x = kiln.zeros([3], { device: 'cuda' });
+  assert.throws(() => kiln.scatterAdd(x, 0, makeTensor([0, 3], [2], 'int64').to('cuda'), kiln.ones([2], { device: 'cuda' })), /scatterAdd: index 3 is out of bounds for dimension 0 with size 3/);
 });

@@ -13,3 +13,4 @@ import './pool.js';
 import './sort.js';
 import './llm-moe.js';
 import './llm-mhc.js';
+import './scatter.js';
