@@ -78,21 +78,44 @@ __device__ __forceinline__ unsigned long long kiln_dkey(double v) {
   return (b & 0x8000000000000000ull) ? ~b : (b | 0x8000000000000000ull);
 }
 template <typename K> __device__ __forceinline__ bool kiln_before(K ka, int ia, K kb, int ib) { return ka < kb || (ka == kb && ia < ib); }
-// Bitonic network over n pairs (n a power of two) in shared memory, run by \`threads\` threads
-// (thread t of them); every thread of the block must call it (it synchronises the block).
+// Bitonic networks over n entries (n a power of two) in shared memory, run by \`threads\` threads
+// (thread t of them); every thread of the block must call them. A stage's pairs (lo, lo + j) with
+// lo = 2p - (p & (j - 1)) for pair p: for j <= 32 the 32 pairs of a warp stay inside one 64-entry
+// block, so a stage only needs the block-wide barrier when it or the next stage has j > 32 (or
+// never, when a row's threads are part of one warp); otherwise a warp barrier.
+#define KILN_BITONIC_SYNC(j, k, threads) \\
+  if ((threads) > 32 && ((j) > 32 || ((j) == 1 && (k) > 32))) __syncthreads(); else __syncwarp();
+// 32-bit keys packed over their position: one 64-bit compare orders (key, position).
+__device__ __forceinline__ void kiln_bitonic_packed(unsigned long long* s, int n, int t, int threads) {
+  for (int k = 2; k <= n; k <<= 1) {
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int p = t; p < (n >> 1); p += threads) {
+        const int lo = 2 * p - (p & (j - 1));
+        const int hi = lo + j;
+        const bool up = (lo & k) == 0;
+        const unsigned long long a = s[lo], b = s[hi];
+        if ((b < a) == up) { s[lo] = b; s[hi] = a; }
+      }
+      KILN_BITONIC_SYNC(j, k, threads)
+    }
+  }
+  __syncthreads();
+}
+// 64-bit keys: keys and positions in two arrays.
 template <typename K> __device__ __forceinline__ void kiln_bitonic(K* sk, int* si, int n, int t, int threads) {
   for (int k = 2; k <= n; k <<= 1) {
     for (int j = k >> 1; j > 0; j >>= 1) {
       for (int p = t; p < (n >> 1); p += threads) {
-        int lo = ((p / j) * (j << 1)) + (p % j);
-        int hi = lo + j;
-        bool up = (lo & k) == 0;
+        const int lo = 2 * p - (p & (j - 1));
+        const int hi = lo + j;
+        const bool up = (lo & k) == 0;
         K a = sk[lo], b = sk[hi]; int ia = si[lo], ib = si[hi];
         if (kiln_before(b, ib, a, ia) == up) { sk[lo] = b; sk[hi] = a; si[lo] = ib; si[hi] = ia; }
       }
-      __syncthreads();
+      KILN_BITONIC_SYNC(j, k, threads)
     }
   }
+  __syncthreads();
 }
 `;
 
@@ -112,8 +135,14 @@ const BITONIC_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i32', 'i32', '
 export function bitonicSource(d: DType): SortKernel {
   const t = storageType(d);
   const K = keyType(d);
-  const max = K === 'unsigned int' ? '0xffffffffu' : '0xffffffffffffffffull';
+  const packed = K === 'unsigned int';
+  const max = packed ? '0xffffffffu' : '0xffffffffffffffffull';
   const name = `kiln_sort_bitonic_${d}`;
+  const slots = packed
+    ? `unsigned long long* sp = (unsigned long long*)kiln_smem + (long long)sub * P;`
+    : `${K}* sk = (${K}*)kiln_smem + (long long)sub * P;
+  int* si = (int*)((${K}*)kiln_smem + (long long)rowsPerBlock * P) + (long long)sub * P;`;
+  const put = (i: string, key: string, pos: string): string => (packed ? `sp[${i}] = ((unsigned long long)(${key}) << 32) | (unsigned int)(${pos});` : `sk[${i}] = ${key}; si[${i}] = ${pos};`);
   const source = `${PRELUDE}${KEY_HELPERS}
 extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
     long long rows, int R, int P, int count, int descending, int writeVals, int rowsPerBlock) {
@@ -121,8 +150,7 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restric
   const int tpr = blockDim.x / rowsPerBlock;
   const int sub = threadIdx.x / tpr;
   const int t = threadIdx.x % tpr;
-  ${K}* sk = (${K}*)kiln_smem + (long long)sub * P;
-  int* si = (int*)((${K}*)kiln_smem + (long long)rowsPerBlock * P) + (long long)sub * P;
+  ${slots}
   const ${K} flip = descending ? ${max} : (${K})0;
   // Every thread runs the same number of iterations: the network synchronises the whole block.
   for (long long base = (long long)blockIdx.x * rowsPerBlock; base < rows; base += (long long)gridDim.x * rowsPerBlock) {
@@ -130,14 +158,14 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restric
     const bool live = row < rows;
     const ${t}* xr = x + row * R;
     for (int i = t; i < P; i += tpr) {
-      if (live && i < R) { sk[i] = ${keyExpr(d, 'xr[i]')} ^ flip; si[i] = i; }
-      else { sk[i] = ${max}; si[i] = 0x7fffffff; }
+      if (live && i < R) { ${put('i', `${keyExpr(d, 'xr[i]')} ^ flip`, 'i')} }
+      else { ${put('i', max, '0x7fffffff')} }
     }
     __syncthreads();
-    kiln_bitonic<${K}>(sk, si, P, t, tpr);
+    ${packed ? 'kiln_bitonic_packed(sp, P, t, tpr);' : `kiln_bitonic<${K}>(sk, si, P, t, tpr);`}
     if (live) {
       for (int i = t; i < count; i += tpr) {
-        const int j = si[i];
+        const int j = ${packed ? '(int)(unsigned int)sp[i]' : 'si[i]'};
         idx[row * count + i] = j;
         if (writeVals) vals[row * count + i] = xr[j];
       }
@@ -173,12 +201,12 @@ export function selectSource(d: DType, L: number): SortKernel {
   const max = K === 'unsigned int' ? '0xffffffffu' : '0xffffffffffffffffull';
   const name = `kiln_topk_select_${d}_${L}`;
   const n = SELECT_THREADS * L;
+  const packed = K === 'unsigned int';
   const source = `${PRELUDE}${KEY_HELPERS}
 extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
     long long rows, long long R, int k, int descending, long long chunkLen, int chunks) {
   extern __shared__ __align__(16) unsigned char kiln_smem[];
-  ${K}* sk = (${K}*)kiln_smem;
-  int* si = (int*)(sk + ${n});
+  ${packed ? 'unsigned long long* sp = (unsigned long long*)kiln_smem;' : `${K}* sk = (${K}*)kiln_smem;\n  int* si = (int*)(sk + ${n});`}
   const ${K} flip = descending ? ${max} : (${K})0;
   for (long long v = blockIdx.x; v < rows * chunks; v += gridDim.x) {
     const long long row = v / chunks;
@@ -204,11 +232,13 @@ extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${
       }
     }
 #pragma unroll
-    for (int j = 0; j < ${L}; j++) { sk[threadIdx.x * ${L} + j] = lk[j]; si[threadIdx.x * ${L} + j] = li[j]; }
+    for (int j = 0; j < ${L}; j++) {
+      ${packed ? `sp[threadIdx.x * ${L} + j] = ((unsigned long long)lk[j] << 32) | (unsigned int)li[j];` : `sk[threadIdx.x * ${L} + j] = lk[j]; si[threadIdx.x * ${L} + j] = li[j];`}
+    }
     __syncthreads();
-    kiln_bitonic<${K}>(sk, si, ${n}, threadIdx.x, ${SELECT_THREADS});
+    ${packed ? `kiln_bitonic_packed(sp, ${n}, threadIdx.x, ${SELECT_THREADS});` : `kiln_bitonic<${K}>(sk, si, ${n}, threadIdx.x, ${SELECT_THREADS});`}
     for (int i = threadIdx.x; i < k; i += ${SELECT_THREADS}) {
-      const int j = si[i];
+      const int j = ${packed ? '(int)(unsigned int)sp[i]' : 'si[i]'};
       idx[v * k + i] = j;
       if (vals) vals[v * k + i] = xr[j];
     }
