@@ -73,7 +73,7 @@ function mixAndFinish(a: MixArgs): void {
     const alpha = keep(dense(a.alpha, ct), a.alpha);
     const bias = keep(dense(a.bias, ct), a.bias);
     const index = x.device.index;
-    const k = moeKernel(index, mhcFinishSource(x.dtype, a.mode));
+    const k = moeKernel(index, `mhc-finish:${x.dtype}:${a.mode}`, () => mhcFinishSource(x.dtype, a.mode));
     const args = [ptrOf(x), ptrOf(mm), ptrOf(alpha), ptrOf(bias), ptrOf(a.out), a.post ? ptrOf(a.post) : 0, a.comb ? ptrOf(a.comb) : 0, tokens, n, h, a.rmsEps, a.preEps, a.postMult, a.iters, a.sinkEps];
     launch(k, args, { grid: gridFor(index, tokens * FINISH_THREADS, FINISH_THREADS), block: FINISH_THREADS }, streamOf(x));
   } finally {
@@ -141,7 +141,7 @@ registerCuda(mhcPost.name, (ctx, layerOut, streams, post, comb) => {
   try {
     const [f, x, p, c] = d as [Tensor, Tensor, Tensor, Tensor];
     const index = x.device.index;
-    const k = moeKernel(index, mhcPostSource(x.dtype, p.dtype, c.dtype, g.n));
+    const k = moeKernel(index, `mhc-post:${x.dtype}:${p.dtype}:${c.dtype}:${g.n}`, () => mhcPostSource(x.dtype, p.dtype, c.dtype, g.n));
     launch(k, [ptrOf(f), ptrOf(x), ptrOf(p), ptrOf(c), ptrOf(out), g.tokens, g.hidden], { grid: gridFor(index, g.tokens * g.hidden, 256), block: 256 }, streamOf(x));
   } finally {
     d.forEach((t, i) => {

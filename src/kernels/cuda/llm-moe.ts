@@ -46,13 +46,17 @@ export function registerCuda(opName: string, fn: ImplFn): void {
 
 const kernels = new Map<string, CudaKernel>();
 
-/** Loads a generated kernel once per device (`maxShared`: dynamic shared bytes it may ask for). */
-export function moeKernel(index: number, g: MoeKernel, maxShared = 0): CudaKernel {
-  const key = `${index}#${g.name}`;
-  let k = kernels.get(key);
+/**
+ * Loads a generated kernel once per device (`maxShared`: dynamic shared bytes it may ask for). The
+ * cache is keyed by `key` (the generator's arguments), so a launch never re-generates source text.
+ */
+export function moeKernel(index: number, key: string, gen: () => MoeKernel, maxShared = 0): CudaKernel {
+  const full = `${index}#${key}`;
+  let k = kernels.get(full);
   if (!k) {
+    const g = gen();
     k = kernelFromSource(index, g.source, g.name, g.params, [], maxShared);
-    kernels.set(key, k);
+    kernels.set(full, k);
   }
   return k;
 }
@@ -86,7 +90,7 @@ function route(op: string, ctx: KernelContext, grouped: boolean, a: RouteArgs): 
   }
   const bias = a.bias && !a.bias.isContiguous() ? copyTensor(allocOut({ shape: a.bias.shape, strides: [1], dtype: a.bias.dtype, device: a.bias.device }), a.bias) : a.bias;
   const index = a.gating.device.index;
-  const kern = moeKernel(index, routeSource(spec), ROUTE_MAX_SHARED);
+  const kern = moeKernel(index, `route:${grouped}:${spec.inDtype}:${spec.biasDtype}`, () => routeSource(spec), ROUTE_MAX_SHARED);
   const args = [ptrOf(a.gating), bias ? ptrOf(bias) : 0, ptrOf(weights), ptrOf(ids), t, e, a.gating.strides[0]!, a.gating.strides[1]!, a.k, a.renormalize ? 1 : 0, a.groups, a.topkGroup, a.scoring === 'sigmoid' ? 1 : 0, a.scale];
   launch(kern, args, { grid: gridFor(index, t * 32, ROUTE_WARPS * 32), block: ROUTE_WARPS * 32, sharedBytes: shared }, streamOf(a.gating));
   if (bias && bias !== a.bias) bias.dispose();
@@ -123,16 +127,16 @@ registerCuda(moeSum.name, (ctx, input) => {
   const vectorised = s2 === 1 && h % vec === 0 && s1 % vec === 0 && s0 % vec === 0 && ptrOf(x) % VEC_BYTES === 0;
   const v = vectorised ? vec : 1;
   const index = x.device.index;
-  const kern = moeKernel(index, moeSumSource(x.dtype, v));
+  const kern = moeKernel(index, `sum:${x.dtype}:${v}`, () => moeSumSource(x.dtype, v));
   launch(kern, [ptrOf(x), ptrOf(out), t, k, h, s0, s1, s2], { grid: gridFor(index, (t * h) / v, 256), block: 256 }, streamOf(x));
   return out;
 });
 
 const ELEMENTWISE_BLOCK = 256;
 
-function elementwise(index: number, g: MoeKernel, args: number[], work: number, like: Tensor): void {
+function elementwise(index: number, key: string, gen: () => MoeKernel, args: number[], work: number, like: Tensor): void {
   if (work === 0) return;
-  launch(moeKernel(index, g), args, { grid: gridFor(index, work, ELEMENTWISE_BLOCK), block: ELEMENTWISE_BLOCK }, streamOf(like));
+  launch(moeKernel(index, key, gen), args, { grid: gridFor(index, work, ELEMENTWISE_BLOCK), block: ELEMENTWISE_BLOCK }, streamOf(like));
 }
 
 /** Rows [first, first + m) of a contiguous [rows, C] buffer, as a [m, C] view. */
@@ -183,7 +187,7 @@ registerCuda(fusedMoe.name, (ctx, hiddenArg, w13Arg, w2Arg, weightsArg, idsArg, 
   try {
     // 1. counts per expert (+ the out-of-range flag), read back: the one host sync.
     const counts = buf([experts + 1], 'int32', true);
-    launch(moeKernel(index, moeCountSource(idDtype)), [ptrOf(ids), n, topk, is0, is1, experts, ptrOf(counts)], { grid: gridFor(index, n, 256), block: 256, sharedBytes: experts * 4 }, stream);
+    launch(moeKernel(index, `count:${idDtype}`, () => moeCountSource(idDtype)), [ptrOf(ids), n, topk, is0, is1, experts, ptrOf(counts)], { grid: gridFor(index, n, 256), block: 256, sharedBytes: experts * 4 }, stream);
     const hostCounts = counts.to('cpu');
     const cnt = hostCounts.toFlatArray();
     hostCounts.dispose();
@@ -191,9 +195,9 @@ registerCuda(fusedMoe.name, (ctx, hiddenArg, w13Arg, w2Arg, weightsArg, idsArg, 
     // 2. stable permutation into expert order; 3. gather the rows.
     const perm = buf([n], 'int32');
     const inv = buf([n], 'int32');
-    launch(moeKernel(index, moeScatterSource(idDtype)), [ptrOf(ids), n, topk, is0, is1, experts, ptrOf(counts), ptrOf(perm), ptrOf(inv)], { grid: experts, block: SCATTER_THREADS }, stream);
+    launch(moeKernel(index, `scatter:${idDtype}`, () => moeScatterSource(idDtype)), [ptrOf(ids), n, topk, is0, is1, experts, ptrOf(counts), ptrOf(perm), ptrOf(inv)], { grid: experts, block: SCATTER_THREADS }, stream);
     const xp = buf([n, h], x.dtype);
-    elementwise(index, moeGatherSource(x.dtype), [ptrOf(x), ptrOf(xp), ptrOf(perm), n, topk, h, x.strides[0]!, x.strides[1]!], n * h, x);
+    elementwise(index, `gather:${x.dtype}`, () => moeGatherSource(x.dtype), [ptrOf(x), ptrOf(xp), ptrOf(perm), n, topk, h, x.strides[0]!, x.strides[1]!], n * h, x);
     // 4. per expert gate/up GEMM, one act-and-mul over all rows, per expert down GEMM.
     // gate/up and down results stay in the compute dtype (cuBLASLt writes float32 from half
     // operands); only the act-and-mul result, the down GEMM's operand, is rounded to x's dtype.
@@ -223,11 +227,11 @@ registerCuda(fusedMoe.name, (ctx, hiddenArg, w13Arg, w2Arg, weightsArg, idsArg, 
     };
     if (inter > 0) {
       perExpert((e, first, m) => gemm(gu, xp, w13, e, first, m));
-      elementwise(index, moeActSource(x.dtype, act), [ptrOf(gu), ptrOf(a), n, inter], n * inter, x);
+      elementwise(index, `act:${x.dtype}:${act}`, () => moeActSource(x.dtype, act), [ptrOf(gu), ptrOf(a), n, inter], n * inter, x);
     }
     if (inter > 0) perExpert((e, first, m) => gemm(down, a, w2, e, first, m));
     // 5. un-permute with the routing weights.
-    elementwise(index, moeUnpermuteSource(x.dtype, tw.dtype), [ptrOf(down), ptrOf(tw), ptrOf(inv), ptrOf(out), tokens, topk, h, tw.strides[0]!, tw.strides[1]!], tokens * h, x);
+    elementwise(index, `unpermute:${x.dtype}:${tw.dtype}`, () => moeUnpermuteSource(x.dtype, tw.dtype), [ptrOf(down), ptrOf(tw), ptrOf(inv), ptrOf(out), tokens, topk, h, tw.strides[0]!, tw.strides[1]!], tokens * h, x);
   } finally {
     for (const t of temps) t.dispose();
   }

@@ -42,12 +42,14 @@ import { toRows } from './rows-run.js';
 
 const kernels = new Map<string, CudaKernel>();
 
-function load(index: number, g: SortKernel, maxShared: number): CudaKernel {
-  const key = `${index}#${g.name}`;
-  let k = kernels.get(key);
+/** Loads a generated kernel once per device, keyed by the generator's arguments (no source text per call). */
+function load(index: number, key: string, gen: () => SortKernel, maxShared: number): CudaKernel {
+  const full = `${index}#${key}`;
+  let k = kernels.get(full);
   if (!k) {
+    const g = gen();
     k = kernelFromSource(index, g.source, g.name, g.params, [], maxShared);
-    kernels.set(key, k);
+    kernels.set(full, k);
   }
   return k;
 }
@@ -99,13 +101,14 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
     const P = nextPow2(len);
     const kb = keyBytes(x.dtype);
     if (count <= WARP_MAX_K && len <= WARP_MAX_R && count < len) {
-      const k = load(index, warpSelectSource(x.dtype, warpKeysPerLane(len)), 0);
+      const vpt = warpKeysPerLane(len);
+      const k = load(index, `warp:${x.dtype}:${vpt}`, () => warpSelectSource(x.dtype, vpt), 0);
       launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, count, descending ? 1 : 0], { grid: gridFor(index, r.rows * 32, WARP_ROWS * 32), block: WARP_ROWS * 32 }, stream);
     } else if (P <= SORT_MAX) {
       const tpr = Math.min(1024, Math.max(1, P / 2));
       const rpb = tpr >= MIN_BLOCK ? 1 : MIN_BLOCK / tpr;
       const shared = rpb * P * (kb + 4);
-      const k = load(index, bitonicSource(x.dtype), SORT_MAX * (kb + 4));
+      const k = load(index, `bitonic:${x.dtype}`, () => bitonicSource(x.dtype), SORT_MAX * (kb + 4));
       const grid = gridFor(index, Math.ceil(r.rows / rpb) * tpr * rpb, tpr * rpb);
       launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, P, count, descending ? 1 : 0, vt ? 1 : 0, rpb], { grid, block: tpr * rpb, sharedBytes: shared }, stream);
     } else if (count <= SELECT_MAX_K) {
@@ -140,7 +143,7 @@ function selectLong(op: string, src: Tensor, rows: number, len: number, count: n
   const chunks = Math.ceil(len / chunkLen);
   const L = selectListLength(count);
   const shared = selectSharedBytes(src.dtype, L);
-  const k = load(index, selectSource(src.dtype, L), shared);
+  const k = load(index, `select:${src.dtype}:${L}`, () => selectSource(src.dtype, L), shared);
   const run = (v: Tensor | null, i: Tensor): void =>
     launch(k, [ptrOf(src), v ? ptrOf(v) : 0, ptrOf(i), rows, len, count, descending ? 1 : 0, chunkLen, chunks], { grid: gridFor(index, rows * chunks * SELECT_THREADS, SELECT_THREADS), block: SELECT_THREADS, sharedBytes: shared }, stream);
   if (chunks === 1) {
@@ -156,7 +159,7 @@ function selectLong(op: string, src: Tensor, rows: number, len: number, count: n
   try {
     run(candV, candI);
     sortLines(op, candV, 1, descending, count, outV, pick);
-    const pk = load(index, pickSource(), 0);
+    const pk = load(index, 'pick', pickSource, 0);
     launch(pk, [ptrOf(candI), ptrOf(pick), ptrOf(idx), rows, n, count], { grid: gridFor(index, rows * count, 256), block: 256 }, stream);
   } finally {
     for (const t of [candV, candI, pick, ...(outV ? [outV] : [])]) t.dispose();
