@@ -202,8 +202,9 @@ def main():
         rows.append({**c, "shape": shape, "torch_ms": ms, "torch_impl": impl, "bytes": byts})
         print(f"torch {c['op']:22} {c['dtype']:9} {shape:42} {ms:9.4f} ms", flush=True)
         torch.cuda.empty_cache()
-    with open(out, "w") as fh:
-        json.dump(rows, fh)
+        # Written after every case: a run stopped at its time limit still leaves the finished rows.
+        with open(out, "w") as fh:
+            json.dump(rows, fh)
 
 
 if __name__ == "__main__":
