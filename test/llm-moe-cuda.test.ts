@@ -219,9 +219,9 @@ test('fusedMoe on cuda: float64 reference, silu and gelu, idle experts, int32 an
   );
 });
 
-test('mhcPre, mhcPost and mhcHeadCollapse on cuda match the CPU kernels (float64 math) for n = 1, 4, 6', { skip }, () => {
+test('mhcPre, mhcPost and mhcHeadCollapse on cuda match the CPU kernels (float64 math) for n = 1, 4, 6, 10 (fused and GEMM collapse)', { skip }, () => {
   for (const dtype of ['float32', 'bfloat16'] as DType[]) {
-    for (const [t, n, h] of [[5, 4, 64], [3, 1, 10], [2, 6, 33]] as [number, number, number][]) {
+    for (const [t, n, h] of [[5, 4, 64], [3, 1, 10], [2, 6, 33], [2, 10, 8]] as [number, number, number][]) {
       const rows = n * (n + 2);
       const s = rand([t, n, h], n + h, 'contiguous', dtype);
       const phi = rand([rows, n * h], 2, 'contiguous', 'float32', -0.1, 0.1);

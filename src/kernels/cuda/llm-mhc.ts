@@ -3,8 +3,10 @@
  * 'cuda-kernel' implementation through the llm dispatch policy.
  *
  * - mhcPost: one fused kernel (codegen/llm-mhc.ts `post`).
- * - mhcPre and mhcHeadCollapse: a composition of two launches. The projection phi v of every
- *   token is one cuBLASLt GEMM [T, nH] x [nH, rows] in the compute dtype (float32, float64 for
+ * - mhcHeadCollapse with up to COLLAPSE_FUSED_MAX_N (8) streams: one fused kernel (the N
+ *   projections accumulate in the same pass over the streams as the RMS).
+ * - mhcPre, and mhcHeadCollapse with more streams: a composition of two launches. The
+ *   projection phi v of every token is one cuBLASLt GEMM [T, nH] x [nH, rows] in the compute dtype (float32, float64 for
  *   float64 streams; half streams are cast to float32 first, so the projection is not rounded
  *   through the half type), then one fused per-token kernel does the RMS scaling, the sigmoids,
  *   Sinkhorn-Knopp (mhcPre) and the weighted sum of the streams.
@@ -16,7 +18,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { launch } from '../../runtime/cuda/launch.js';
-import { FINISH_THREADS, MHC_MAX_N, mhcFinishSource, mhcPostSource } from './codegen/llm-mhc.js';
+import { COLLAPSE_FUSED_MAX_N, FINISH_THREADS, MHC_MAX_N, mhcCollapseFusedSource, mhcFinishSource, mhcPostSource } from './codegen/llm-mhc.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { runGemm } from './linalg.js';
@@ -108,9 +110,32 @@ registerCuda(mhcPre.name, (ctx, streams, phi, alpha, bias, rmsEps, preEps, postM
   return [out, post, comb];
 });
 
+/** mhcHeadCollapse for n <= COLLAPSE_FUSED_MAX_N: one fused kernel (codegen/llm-mhc.ts `collapse-fused`). */
+function collapseFused(s: Tensor, phiArg: Tensor, alphaArg: Tensor, biasArg: Tensor, out: Tensor, rmsEps: number, eps: number): void {
+  const { tokens, n, hidden: h } = mhcGeometry(s);
+  if (tokens === 0) return;
+  const ct: DType = s.dtype === 'float64' ? 'float64' : 'float32';
+  const ins = [s, phiArg, alphaArg, biasArg];
+  const d = [dense(s), dense(phiArg, ct), dense(alphaArg, ct), dense(biasArg, ct)];
+  try {
+    const [x, phi, alpha, bias] = d as [Tensor, Tensor, Tensor, Tensor];
+    const index = x.device.index;
+    const k = moeKernel(index, `mhc-collapse-fused:${x.dtype}:${n}`, () => mhcCollapseFusedSource(x.dtype, n));
+    launch(k, [ptrOf(x), ptrOf(phi), ptrOf(alpha), ptrOf(bias), ptrOf(out), tokens, h, rmsEps, eps], { grid: gridFor(index, tokens * FINISH_THREADS, FINISH_THREADS), block: FINISH_THREADS }, streamOf(x));
+  } finally {
+    d.forEach((t, i) => {
+      if (t !== ins[i]) t.dispose();
+    });
+  }
+}
+
 registerCuda(mhcHeadCollapse.name, (ctx, streams, phi, alpha, bias, rmsEps, eps) => {
   const s = streams as Tensor;
   const out = allocOut(ctx.out as OutMeta);
+  if (s.shape[s.ndim - 2]! <= COLLAPSE_FUSED_MAX_N) {
+    collapseFused(s, phi as Tensor, alpha as Tensor, bias as Tensor, out, rmsEps as number, eps as number);
+    return out;
+  }
   mixAndFinish({
     op: mhcHeadCollapse.name,
     streams: s,

@@ -108,6 +108,72 @@ ${pre}
   return { name, source, params: FINISH_PARAMS };
 }
 
+/** Most streams of the fused head collapse (N + 1 running sums per thread in registers). */
+export const COLLAPSE_FUSED_MAX_N = 8;
+
+// (x, phi, alpha, bias, out, T, H, rmsEps, eps)
+const COLLAPSE_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'f64', 'f64'];
+
+/**
+ * mhcHeadCollapse in one kernel for N <= COLLAPSE_FUSED_MAX_N streams: one block per token makes
+ * one pass over the token's flat streams v accumulating sum(v^2) and the N projections phi_r . v
+ * (phi, N x nH, stays in L2 across tokens), reduces the N + 1 sums over the block, and writes
+ * out = sum_r (sigmoid(alpha0 (phi_r . v) / rms(v) + b_r) + eps) x_r. For a few streams this reads
+ * the streams once instead of a cast copy plus a skinny GEMM.
+ */
+export function mhcCollapseFusedSource(d: DType, N: number): MhcKernel {
+  const t = storageType(d);
+  const ct = computeType(d);
+  const name = `kiln_mhc_collapse_fused_${d}_n${N}`;
+  const source = `${PRELUDE}
+extern "C" __global__ void __launch_bounds__(${FINISH_THREADS}) ${name}(const ${t}* __restrict__ x, const ${ct}* __restrict__ phi, const ${ct}* __restrict__ alpha,
+    const ${ct}* __restrict__ bias, ${t}* __restrict__ out, long long T, long long H, double rmsEps, double eps) {
+  __shared__ ${ct} red[${FINISH_THREADS / 32}][${N + 1}];
+  __shared__ ${ct} tot[${N + 1}];
+  __shared__ ${ct} w[${N}];
+  const long long nh = ${N}LL * H;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (long long t = blockIdx.x; t < T; t += gridDim.x) {
+    const ${t}* xr = x + t * nh;
+    ${ct} acc[${N + 1}];
+#pragma unroll
+    for (int q = 0; q <= ${N}; q++) acc[q] = 0;
+    for (long long i = threadIdx.x; i < nh; i += ${FINISH_THREADS}) {
+      const ${ct} v = ${loadAs(d, 'xr[i]', ct)};
+      acc[${N}] += v * v;
+#pragma unroll
+      for (int r = 0; r < ${N}; r++) acc[r] += v * phi[r * nh + i];
+    }
+#pragma unroll
+    for (int q = 0; q <= ${N}; q++) {
+      ${ct} s = acc[q];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (lane == 0) red[warp][q] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x <= ${N}) {
+      ${ct} s = 0;
+      for (int k = 0; k < ${FINISH_THREADS / 32}; k++) s += red[k][threadIdx.x];
+      tot[threadIdx.x] = s;
+    }
+    __syncthreads();
+    const ${ct} inv = (${ct})1 / kiln_sqrt(tot[${N}] / (${ct})nh + (${ct})rmsEps);
+    if (threadIdx.x < ${N}) w[threadIdx.x] = (${ct})1 / ((${ct})1 + kiln_exp(-(alpha[0] * tot[threadIdx.x] * inv + bias[threadIdx.x]))) + (${ct})eps;
+    __syncthreads();
+    for (long long h = threadIdx.x; h < H; h += ${FINISH_THREADS}) {
+      ${ct} o = 0;
+#pragma unroll
+      for (int r = 0; r < ${N}; r++) o += w[r] * ${loadAs(d, 'xr[r * H + h]', ct)};
+      out[t * H + h] = ${storeAs(d, 'o', ct)};
+    }
+    __syncthreads();
+  }
+}
+`;
+  return { name, source, params: COLLAPSE_PARAMS };
+}
+
 // (f, x, post, comb, out, T, H)
 const POST_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64'];
 
@@ -141,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(256) ${name}(const ${t}* __restrict
 export function allMhcSources(): MhcKernel[] {
   const out: MhcKernel[] = [];
   for (const d of ['float32', 'float16', 'bfloat16', 'float64'] as DType[]) {
-    out.push(mhcFinishSource(d, 'pre'), mhcFinishSource(d, 'collapse'), mhcPostSource(d, 'float32', d, 4));
+    out.push(mhcFinishSource(d, 'pre'), mhcFinishSource(d, 'collapse'), mhcPostSource(d, 'float32', d, 4), mhcCollapseFusedSource(d, 1), mhcCollapseFusedSource(d, 4), mhcCollapseFusedSource(d, 8));
   }
   return out;
 }
