@@ -24,7 +24,6 @@ import {
   keyBytes,
   pickSource,
   selectListLength,
-  selectSharedBytes,
   selectSource,
   SELECT_MAX_K,
   SELECT_THREADS,
@@ -142,10 +141,9 @@ function selectLong(op: string, src: Tensor, rows: number, len: number, count: n
   const chunkLen = Math.ceil(len / want);
   const chunks = Math.ceil(len / chunkLen);
   const L = selectListLength(count);
-  const shared = selectSharedBytes(src.dtype, L);
-  const k = load(index, `select:${src.dtype}:${L}`, () => selectSource(src.dtype, L), shared);
+  const k = load(index, `select:${src.dtype}:${L}`, () => selectSource(src.dtype, L), 0);
   const run = (v: Tensor | null, i: Tensor): void =>
-    launch(k, [ptrOf(src), v ? ptrOf(v) : 0, ptrOf(i), rows, len, count, descending ? 1 : 0, chunkLen, chunks], { grid: gridFor(index, rows * chunks * SELECT_THREADS, SELECT_THREADS), block: SELECT_THREADS, sharedBytes: shared }, stream);
+    launch(k, [ptrOf(src), v ? ptrOf(v) : 0, ptrOf(i), rows, len, count, descending ? 1 : 0, chunkLen, chunks], { grid: gridFor(index, rows * chunks * SELECT_THREADS, SELECT_THREADS), block: SELECT_THREADS }, stream);
   if (chunks === 1) {
     run(vals, idx);
     return;

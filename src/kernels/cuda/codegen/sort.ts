@@ -16,9 +16,9 @@
  *   (several rows per block when rows are short) and each compare-exchange is one thread's work
  *   per stage. The first `count` entries are written (count = R for sort, k for topk).
  * - `select`: topk with small k on rows longer than SORT_MAX: each of SELECT_THREADS threads
- *   keeps the K best (key, position) pairs of its strided share in registers (fully unrolled
- *   insertion, so the list never touches local memory), the block writes its SELECT_THREADS * K
- *   candidates to shared memory and sorts them with the same bitonic network.
+ *   keeps the L >= k best (key, position) pairs of its strided share of a row segment in
+ *   registers (fully unrolled insertion, so the list never touches local memory), then k rounds of
+ *   a block-wide argmin over the list heads pick the segment's best k.
  */
 import type { DType } from '../../../tensor/dtype.js';
 import type { ParamType } from '../../../runtime/cuda/launch.js';
@@ -28,7 +28,7 @@ import { PRELUDE, storageType } from './ctypes.js';
 export const SORT_MAX = 16384;
 /** Largest k of the register-list selection (64 pairs per thread stay in registers). */
 export const SELECT_MAX_K = 64;
-/** Threads of the selection kernel: 128 x K <= 8192 candidates, sorted in at most 96 KiB. */
+/** Threads of the selection kernel (4 warps: the merge's block argmin is one shuffle tree and a 4-way compare). */
 export const SELECT_THREADS = 128;
 
 /** 64-bit keys for 64-bit dtypes, 32-bit otherwise (half the shared memory and compares). */
@@ -188,7 +188,7 @@ export function selectListLength(k: number): number {
 }
 
 /**
- * topk of long rows (R > SORT_MAX) for k <= SELECT_MAX_K: register lists, then a bitonic merge.
+ * topk of long rows (R > SORT_MAX) for k <= SELECT_MAX_K: register lists, then a k-round merge.
  * Each row is cut into `chunks` segments of chunkLen (the last may be shorter but holds >= k);
  * a block takes one (row, segment) and writes that segment's best k as (value, row position) to
  * [rows * chunks, k]. With one chunk that is the answer; with more, the host runs topk again over
@@ -200,13 +200,13 @@ export function selectSource(d: DType, L: number): SortKernel {
   const K = keyType(d);
   const max = K === 'unsigned int' ? '0xffffffffu' : '0xffffffffffffffffull';
   const name = `kiln_topk_select_${d}_${L}`;
-  const n = SELECT_THREADS * L;
-  const packed = K === 'unsigned int';
+  const W = SELECT_THREADS / 32;
   const source = `${PRELUDE}${KEY_HELPERS}
 extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
     long long rows, long long R, int k, int descending, long long chunkLen, int chunks) {
-  extern __shared__ __align__(16) unsigned char kiln_smem[];
-  ${packed ? 'unsigned long long* sp = (unsigned long long*)kiln_smem;' : `${K}* sk = (${K}*)kiln_smem;\n  int* si = (int*)(sk + ${n});`}
+  __shared__ ${K} wk[${W}];
+  __shared__ int wi[${W}];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const ${K} flip = descending ? ${max} : (${K})0;
   for (long long v = blockIdx.x; v < rows * chunks; v += gridDim.x) {
     const long long row = v / chunks;
@@ -217,7 +217,8 @@ extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${
 #pragma unroll
     for (int j = 0; j < ${L}; j++) { lk[j] = ${max}; li[j] = 0x7fffffff; }
     // Positions grow along a thread's share, so a new pair never beats an equal key it finds; the
-    // sentinel (max key, INT_MAX) loses to every real pair, NaN's max key included.
+    // sentinel (max key, INT_MAX) loses to every real pair, NaN's max key included. The insertion
+    // runs the whole unrolled chain (an early exit makes the compiler spill the list).
     for (long long i = start + threadIdx.x; i < end; i += ${SELECT_THREADS}) {
       const ${K} key = ${keyExpr(d, 'xr[i]')} ^ flip;
       if (kiln_before(key, (int)i, lk[${L - 1}], li[${L - 1}])) {
@@ -231,18 +232,33 @@ extern "C" __global__ void __launch_bounds__(${SELECT_THREADS}) ${name}(const ${
         }
       }
     }
+    // Merge: k rounds of a block-wide argmin over the lists' heads; the owner of the winner (a
+    // position is in one list only) pops it. Each list holds its thread's best L >= k, so the
+    // block's best k are among the heads as they are popped.
+    for (int r = 0; r < k; r++) {
+      ${K} hk = lk[0]; int hi = li[0];
 #pragma unroll
-    for (int j = 0; j < ${L}; j++) {
-      ${packed ? `sp[threadIdx.x * ${L} + j] = ((unsigned long long)lk[j] << 32) | (unsigned int)li[j];` : `sk[threadIdx.x * ${L} + j] = lk[j]; si[threadIdx.x * ${L} + j] = li[j];`}
+      for (int o = 16; o > 0; o >>= 1) {
+        const ${K} ok = __shfl_xor_sync(0xffffffffu, hk, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, hi, o);
+        if (kiln_before(ok, oi, hk, hi)) { hk = ok; hi = oi; }
+      }
+      if (lane == 0) { wk[warp] = hk; wi[warp] = hi; }
+      __syncthreads();
+      ${K} bk = wk[0]; int bi = wi[0];
+#pragma unroll
+      for (int w = 1; w < ${W}; w++) if (kiln_before(wk[w], wi[w], bk, bi)) { bk = wk[w]; bi = wi[w]; }
+      __syncthreads();
+      if (li[0] == bi) {
+#pragma unroll
+        for (int j = 0; j < ${L - 1}; j++) { lk[j] = lk[j + 1]; li[j] = li[j + 1]; }
+        lk[${L - 1}] = ${max}; li[${L - 1}] = 0x7fffffff;
+      }
+      if (threadIdx.x == 0) {
+        idx[v * k + r] = bi;
+        if (vals) vals[v * k + r] = xr[bi];
+      }
     }
-    __syncthreads();
-    ${packed ? `kiln_bitonic_packed(sp, ${n}, threadIdx.x, ${SELECT_THREADS});` : `kiln_bitonic<${K}>(sk, si, ${n}, threadIdx.x, ${SELECT_THREADS});`}
-    for (int i = threadIdx.x; i < k; i += ${SELECT_THREADS}) {
-      const int j = ${packed ? '(int)(unsigned int)sp[i]' : 'si[i]'};
-      idx[v * k + i] = j;
-      if (vals) vals[v * k + i] = xr[j];
-    }
-    __syncthreads();
   }
 }
 `;
@@ -326,9 +342,4 @@ extern "C" __global__ void __launch_bounds__(${WARP_ROWS * 32}) ${name}(const ${
 }
 `;
   return { name, source, params: WARP_PARAMS };
-}
-
-/** Shared bytes of the selection kernel with lists of L. */
-export function selectSharedBytes(d: DType, L: number): number {
-  return SELECT_THREADS * L * (keyBytes(d) + 4);
 }
