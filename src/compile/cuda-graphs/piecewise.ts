@@ -27,9 +27,10 @@ import { CudaGraphProgram } from './graph-program.js';
 
 /**
  * Ops whose cuda kernels read device data back to the host (src/kernels/cuda/indexing.ts checks
- * indices there), which no CUDA graph can contain.
+ * indices there; llm.fusedMoe reads its per-expert counts, src/kernels/cuda/llm-moe.ts), which no
+ * CUDA graph can contain.
  */
-export const HOST_SYNC_OPS: ReadonlySet<string> = new Set(['embedding', 'indexSelect', 'gather']);
+export const HOST_SYNC_OPS: ReadonlySet<string> = new Set(['embedding', 'indexSelect', 'gather', 'llm.fusedMoe']);
 
 type Piece =
   | { readonly kind: 'graph'; readonly program: CudaGraphProgram; readonly inputs: readonly ValueId[]; readonly outputs: readonly ValueId[] }

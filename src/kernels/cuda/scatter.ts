@@ -1,6 +1,6 @@
 /**
- * cuda kernels for scatter / scatter_ (plain, or reduce add / multiply / amax / amin / mean),
- * scatterAdd / scatterAdd_ and indexPut / indexPut_ (plain or accumulate).
+ * cuda kernels for scatter / scatter_ (plain, or reduce add / multiply / amax / amin / mean) and
+ * indexPut / indexPut_ (plain or accumulate). scatterAdd has a direct kernel (scatter-add.ts).
  *
  * Planned on the host: the indices are read back once (the range check needs them there anyway,
  * as for embedding), and the CPU kernel's own index walk (scatterDense / indexPutDense with a
@@ -12,7 +12,7 @@
  * for multiply / amax / amin), so only the order of a sum differs from the CPU's. The working copy
  * is cast back into the output (or into self, in place).
  */
-import { indexPut, indexPut_, scatter, scatter_, scatterAdd, scatterAdd_ } from '../../ops/defs/indexing.js';
+import { indexPut, indexPut_, scatter, scatter_ } from '../../ops/defs/indexing.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import { CPU } from '../../runtime/device.js';
@@ -181,7 +181,5 @@ function runIndexPut(op: string, out: Tensor, self: Tensor, indices: readonly (T
 
 registerKernel(scatter, 'cuda', (ctx, self, dim, index, src, reduce = null) => runScatter('scatter', allocOut(ctx.out as OutMeta), self, dim as number, index, src, reduce as string | null));
 registerKernel(scatter_, 'cuda', (_ctx, self, dim, index, src, reduce = null) => runScatter('scatter_', self, self, dim as number, index, src, reduce as string | null));
-registerKernel(scatterAdd, 'cuda', (ctx, self, dim, index, src) => runScatter('scatterAdd', allocOut(ctx.out as OutMeta), self, dim as number, index, src, 'sum'));
-registerKernel(scatterAdd_, 'cuda', (_ctx, self, dim, index, src) => runScatter('scatterAdd_', self, self, dim as number, index, src, 'sum'));
 registerKernel(indexPut, 'cuda', (ctx, self, indices, values, accumulate) => runIndexPut('indexPut', allocOut(ctx.out as OutMeta), self, indices as readonly (Tensor | null)[], values, accumulate as boolean));
 registerKernel(indexPut_, 'cuda', (_ctx, self, indices, values, accumulate) => runIndexPut('indexPut_', self, self, indices as readonly (Tensor | null)[], values, accumulate as boolean));
