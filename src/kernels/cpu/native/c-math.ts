@@ -5,6 +5,8 @@
  * vectorise loops that call them; libm's expf/tanhf/erff would keep the loop scalar unless
  * -ffast-math, which we do not use (it breaks NaN/inf semantics). log uses libm's logf.
  * NaN propagates through every function (the clamps are comparisons that are false for NaN).
+ * Shared by the eager native kernels (gemm-c.ts, ops-c.ts) and the compiler's generated C
+ * (compile/codegen/c), so an op computes the same float32 values eager and compiled.
  */
 const f = (v: number): string => `${Math.fround(v).toPrecision(9)}f`;
 const horner = (x: string, c: readonly number[]): string => c.slice(1).reduce((acc, k) => `(${acc} * ${x} + ${f(k)})`, f(c[0]!));
@@ -64,4 +66,13 @@ static inline float k_gelu_tanh(float x) {
   float t = k_tanh((x * x * x * 0.044715f + x) * 0.797884561f);
   return 0.5f * x * (1.0f + t);
 }
+`;
+
+/** NaN-propagating max/min/clamp and relu, as the eager kernels (torch.maximum semantics). */
+export const C_HELPERS = `
+static inline float k_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+static inline float k_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+static inline float k_lo(float x, float lo) { return x < lo ? lo : x; }
+static inline float k_hi(float x, float hi) { return x > hi ? hi : x; }
+static inline float k_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
 `;
