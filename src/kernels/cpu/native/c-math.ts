@@ -62,9 +62,10 @@ static inline float k_gelu(float x) {
   float large = u > 0.0f ? 2.0f - c : c;
   return (0.5f * x) * (a < 1.0f ? 1.0f + k_erf_small(u) : large);
 }
+/* 0.5 x (1 + tanh(z)) = x sigmoid(2 z): no 1 + tanh cancellation in the negative tail. */
 static inline float k_gelu_tanh(float x) {
-  float t = k_tanh((x * x * x * 0.044715f + x) * 0.797884561f);
-  return 0.5f * x * (1.0f + t);
+  float z2 = (x * x * x * 0.044715f + x) * 1.59576912f;
+  return x * k_sigmoid(z2);
 }
 `;
 
