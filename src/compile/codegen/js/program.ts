@@ -388,9 +388,12 @@ export class KilnProgram implements CompiledProgram {
     env.set(outId, out);
   }
 
-  /** scaled_dot_product_attention through WasmAttention when it accepts the arguments. */
+  /**
+   * scaled_dot_product_attention through WasmAttention when it accepts the arguments (wasm path;
+   * the native path's extern is the native C attention kernel, faster than the Wasm one).
+   */
   private runAttention(n: LNode, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): boolean {
-    if (!wasmApi() || cpuPath() === 'js') return false;
+    if (!wasmApi() || cpuPath() !== 'wasm') return false;
     const [q, k, v, mask, dropout, causal, scale, gqa] = n.args.map(resolve) as [Tensor, Tensor, Tensor, unknown, unknown, unknown, unknown, unknown];
     const m = plan.get(n.outputs[0]!)!;
     if (!WasmAttention.accepts(q, k, v, mask, dropout, gqa) || !isContiguousStrides(m.shape, m.strides) || m.offset !== 0) return false;
