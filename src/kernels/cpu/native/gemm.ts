@@ -37,9 +37,10 @@ export interface F32Extra {
   readonly ld: number;
 }
 
-/** A B operand packed once by `GemmLibrary.packB` (reused while the weight is unchanged). */
+/** A B operand packed once by `GemmLibrary.packB` (reused while the weight is unchanged); it starts 64-byte aligned at `offset`. */
 export interface PackedB {
   readonly data: Float32Array;
+  readonly offset: number;
   readonly k: number;
   readonly n: number;
 }
@@ -76,26 +77,30 @@ export class GemmLibrary {
   private readonly packFn: NativeFn;
   private readonly sizeFn: NativeFn;
   private readonly convFn: NativeFn;
+  private readonly alignFn: NativeFn;
 
   constructor(file: string) {
     const lib = loadLibrary(file);
     const epi = Array.from({ length: GEMM_EPI_MAX }, (_, q) => `void *e${q}, int64_t e${q}o, int64_t e${q}l`).join(', ');
     this.gemm = lib.func(
-      `int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha, void *A, int64_t ao, int64_t ars, int64_t acs, void *B, int64_t bo, int64_t brs, int64_t bcs, void *PB, float beta, void *C, int64_t co, int64_t ldc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
+      `int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha, void *A, int64_t ao, int64_t ars, int64_t acs, void *B, int64_t bo, int64_t brs, int64_t bcs, void *PB, int64_t pbo, float beta, void *C, int64_t co, int64_t ldc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
     );
-    this.packFn = lib.func('void kiln_sgemm_packb(int64_t k, int64_t n, void *B, int64_t bo, int64_t brs, int64_t bcs, void *out, int32_t nthreads)');
+    this.packFn = lib.func('void kiln_sgemm_packb(int64_t k, int64_t n, void *B, int64_t bo, int64_t brs, int64_t bcs, void *out, int64_t outo, int32_t nthreads)');
+    this.alignFn = lib.func('int64_t kiln_align_floats(void *p)');
     this.sizeFn = lib.func('int64_t kiln_sgemm_packed_size(int64_t k, int64_t n)');
     this.convFn = lib.func(
-      `int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, void *x, int64_t xo, int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc, int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t OH, int64_t OW, void *PB, void *out, int64_t oo, int64_t ldo, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
+      `int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, void *x, int64_t xo, int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc, int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t OH, int64_t OW, void *PB, int64_t pbo, void *out, int64_t oo, int64_t ldo, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
     );
   }
 
   /** B[k, n] packed for repeated products (kiln_sgemm_packb's layout). */
   packB(k: number, n: number, b: F32Operand): PackedB {
     const size = Number(this.sizeFn(k, n));
-    const data = new Float32Array(size);
-    this.packFn(k, n, b.data, b.offset, b.rowStride, b.colStride, data, nativeThreads());
-    return { data, k, n };
+    // 16 spare floats: room to start at a 64-byte boundary (V8 never moves a backing store).
+    const data = new Float32Array(size + 16);
+    const offset = Number(this.alignFn(data));
+    this.packFn(k, n, b.data, b.offset, b.rowStride, b.colStride, data, offset, nativeThreads());
+    return { data, offset, k, n };
   }
 
   /**
@@ -113,7 +118,7 @@ export class GemmLibrary {
     const rc = this.gemm(
       m, n, k, alpha,
       a.data, a.offset, a.rowStride, a.colStride,
-      op?.data ?? null, op?.offset ?? 0, op?.rowStride ?? 0, op?.colStride ?? 0, packed?.data ?? null,
+      op?.data ?? null, op?.offset ?? 0, op?.rowStride ?? 0, op?.colStride ?? 0, packed?.data ?? null, packed?.offset ?? 0,
       beta, c.data, c.offset, c.ldc,
       bias?.data ?? null, bias?.offset ?? 0, bias?.stride ?? 0, act,
       ...extraArgs(options.extras),
@@ -133,7 +138,7 @@ export class GemmLibrary {
     const rc = this.convFn(
       g.n, g.h, g.w, g.c, x.data, x.offset, ...g.xStrides,
       g.o, g.kh, g.kw, g.stride[0], g.stride[1], g.padding[0], g.padding[1], g.dilation[0], g.dilation[1],
-      g.oh, g.ow, weight.data, out.data, out.offset, out.ldo,
+      g.oh, g.ow, weight.data, weight.offset, out.data, out.offset, out.ldo,
       bias?.data ?? null, bias?.offset ?? 0, bias?.stride ?? 0, actCode(options.act),
       ...extraArgs(options.extras),
       options.threads ?? nativeThreads(),
