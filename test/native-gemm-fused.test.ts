@@ -180,3 +180,58 @@ test('compiled on the native path: an epilogue with row and full inputs, and a s
     );
   });
 });
+
+test('compiled on the native path: row-reduction kernels (residual + layer norm, softmax, max) run in C and match float64', { skip }, () => {
+  const [R, N] = [40, 300];
+  const xs = rand(R * N, 31, 3);
+  const hs = rand(R * N, 32, 3);
+  const ws = rand(N, 33);
+  const bs = rand(N, 34);
+  const x = kiln.tensor(xs, { dtype: 'float32' }).reshape([2, R / 2, N]);
+  const h = kiln.tensor(hs, { dtype: 'float32' }).reshape([2, R / 2, N]);
+  const w = kiln.tensor(ws, { dtype: 'float32' });
+  const b = kiln.tensor(bs, { dtype: 'float32' });
+  const fn = (t: Tensor, u: Tensor, wt: Tensor, bt: Tensor): Tensor[] => {
+    const s = kiln.add(t, u);
+    return [kiln.nn.functional.layerNorm(s, [N], wt, bt, 1e-5), kiln.softmax(s, -1), kiln.amax(kiln.mul(t, 2), [-1])];
+  };
+  const xf = x.toFlatArray();
+  const hf = h.toFlatArray();
+  const wf = w.toFlatArray();
+  const bf = b.toFlatArray();
+  const ln: number[] = [];
+  const sm: number[] = [];
+  const mx: number[] = [];
+  for (let r = 0; r < R; r++) {
+    const row = Array.from({ length: N }, (_, i) => Math.fround(xf[r * N + i]! + hf[r * N + i]!));
+    const mean = row.reduce((p, q) => p + q, 0) / N;
+    const vr = row.reduce((p, q) => p + (q - mean) ** 2, 0) / N;
+    row.forEach((q, i) => ln.push(((q - mean) / Math.sqrt(vr + 1e-5)) * wf[i]! + bf[i]!));
+    const m = Math.max(...row);
+    const z = row.reduce((p, q) => p + Math.exp(q - m), 0);
+    row.forEach((q) => sm.push(Math.exp(q - m) / z));
+    mx.push(Math.max(...Array.from({ length: N }, (_, i) => 2 * xf[r * N + i]!)));
+  }
+  onPath(() => {
+    const c = kiln.compile(fn);
+    const [a, s, m] = kiln.noGrad(() => c(x, h, w, b));
+    const text = c.programs().inference.map((p) => p.describe()).join('\n');
+    assert.match(text, /kiln native row kernel/, 'a C row kernel');
+    assertNear(a!.toFlatArray(), ln, ln.map(() => 30), 'layer norm');
+    assertNear(s!.toFlatArray(), sm, sm.map(() => 0), 'softmax');
+    assert.deepEqual(m!.toFlatArray(), mx.map(Math.fround), 'amax is exact');
+    // A transposed input: the row does not coalesce to unit stride; the strided C loop runs.
+    const xt = kiln.contiguous(kiln.transpose(x, 1, 2));
+    const c2 = kiln.compile((t: Tensor) => kiln.softmax(kiln.transpose(t, 1, 2), -1));
+    const got = kiln.noGrad(() => c2(xt)).toFlatArray();
+    const want = kiln.noGrad(() => {
+      setCpuPath('js');
+      try {
+        return kiln.softmax(kiln.transpose(xt, 1, 2), -1).toFlatArray();
+      } finally {
+        setCpuPath('native');
+      }
+    });
+    assertNear(got, want, want.map(() => 0), 'softmax over a strided row vs the JS kernel');
+  });
+});

@@ -38,9 +38,11 @@ export interface NativePointwise {
   readonly symbol: string;
   readonly nOutputs: number;
   readonly nInputs: number;
+  /** 'reduce': a row kernel (reduction.ts) whose `meta` also carries the row length and row strides. */
+  readonly kind?: 'pointwise' | 'reduce';
 }
 
-const num = (v: number): string => {
+export const num = (v: number): string => {
   const x = Math.fround(v);
   if (Number.isNaN(x)) return 'NAN';
   if (x === Infinity) return 'INFINITY';
@@ -52,7 +54,7 @@ const num = (v: number): string => {
 const isNone = (a: IRArg | undefined): boolean => !a || (a.kind === 'const' && (a.value === null || a.value === undefined));
 
 /** A C expression for one node, or null when the op (or an argument) has no C form here. */
-function nodeExpr(n: LNode, arg: (a: IRArg | undefined) => string | null): string | null {
+export function nodeExpr(n: LNode, arg: (a: IRArg | undefined) => string | null): string | null {
   const [a0, a1, a2] = n.args;
   const x = arg(a0);
   const y = n.args.length > 1 ? arg(a1) : null;
