@@ -235,3 +235,26 @@ test('compiled on the native path: row-reduction kernels (residual + layer norm,
     assertNear(got, want, want.map(() => 0), 'softmax over a strided row vs the JS kernel');
   });
 });
+
+test('eager linear on the native path: the cached weight packing follows weight updates and views', { skip }, () => {
+  const [M, K, N] = [9, 40, 70];
+  const x = kiln.tensor(rand(M * K, 41), { dtype: 'float32' }).reshape([M, K]);
+  const big = kiln.tensor(rand(2 * N * K, 42, 0.5), { dtype: 'float32' }).reshape([2 * N, K]);
+  const b = kiln.tensor(rand(N, 43), { dtype: 'float32' });
+  const ref = (w: Tensor): { y: number[]; mag: number[] } => linearRef(x.toFlatArray(), kiln.contiguous(w).toFlatArray(), b.toFlatArray(), M, K, N);
+  onPath(() => {
+    // Two views of one storage alternate (each call must read its own rows).
+    const top = kiln.narrow(big, 0, 0, N);
+    const bottom = kiln.narrow(big, 0, N, N);
+    for (let i = 0; i < 2; i++) {
+      for (const w of [top, bottom]) {
+        const r = ref(w);
+        assertNear(kiln.noGrad(() => kiln.nn.functional.linear(x, w, b)).toFlatArray(), r.y, r.mag, `view ${i}`);
+      }
+    }
+    // An in-place update of the weight invalidates the packing.
+    kiln.noGrad(() => big.mul_(-3));
+    const r = ref(top);
+    assertNear(kiln.noGrad(() => kiln.nn.functional.linear(x, top, b)).toFlatArray(), r.y, r.mag, 'after big *= -3');
+  });
+});

@@ -130,17 +130,17 @@ function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alph
  * product. float32 products run in native code when that path is active (kernels/cpu/native);
  * a 1-d float32 `init` with beta = 1 (linear's bias) then becomes the kernel's bias epilogue.
  */
-function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, init: Tensor | null, inputs: readonly Tensor[]): Tensor {
+function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, init: Tensor | null, inputs: readonly Tensor[], weight: Tensor | null = null): Tensor {
   const out = allocOut(meta);
   if (numel(meta.shape) === 0) return out;
   if (useNativeFloat32([meta.dtype, ...inputs.map((t) => t.dtype), ...(init ? [init.dtype] : [])])) {
     const w = writable(out);
     if (init !== null && beta === 1 && init.shape.length === 1 && init.shape[0] === b.cols) {
       const r = readable(init);
-      batchedGemm(w, a, b, alpha, 0, nativeGemmFn({ data: r.data as Float32Array, offset: r.offset, stride: init.strides[0]! }));
+      batchedGemm(w, a, b, alpha, 0, nativeGemmFn({ data: r.data as Float32Array, offset: r.offset, stride: init.strides[0]! }, weight));
     } else {
       if (init !== null && beta !== 0) copyInto(out, init);
-      batchedGemm(w, a, b, alpha, init !== null ? beta : 0, nativeGemmFn());
+      batchedGemm(w, a, b, alpha, init !== null ? beta : 0, nativeGemmFn(null, weight));
     }
     return out;
   }
@@ -160,7 +160,7 @@ registerKernel(linear, 'cpu', (ctx, input, weight, bias) => {
   // input [*, in] as rows, weight [out, in] read transposed (a 1-d weight is a column).
   const a = asMat(input, 'lhs');
   const w = weight.shape.length === 2 ? asMat(weight, 'rhs', true) : asMat(weight, 'rhs');
-  return product(ctx.out, a, w, 1, 1, bias, [input, weight]);
+  return product(ctx.out, a, w, 1, 1, bias, [input, weight], weight.shape.length === 2 ? weight : null);
 });
 
 registerKernel(addmm, 'cpu', (ctx, self, mat1, mat2, beta, alpha) =>
