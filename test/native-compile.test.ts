@@ -180,7 +180,7 @@ test('a native kernel whose C does not compile falls back to its JS kernel with 
   );
 });
 
-test('on the native path compiled linears call the native GEMM (no Wasm gemm steps) and match a float64 reference', { skip }, () => {
+test('on the native path compiled linears run the native GEMM with the consumer folded into its epilogue and match a float64 reference', { skip }, () => {
   const [M, K, N] = [37, 70, 45];
   const x = kiln.tensor(values(M * K, 5, 1), { dtype: 'float32' }).reshape([M, K]);
   const w = kiln.tensor(values(N * K, 6, 1).map((v) => (Number.isFinite(v) ? Math.max(-1, Math.min(1, v)) : 0.5)), { dtype: 'float32' }).reshape([N, K]);
@@ -201,7 +201,8 @@ test('on the native path compiled linears call the native GEMM (no Wasm gemm ste
     const c = kiln.compile((t: Tensor, wt: Tensor, bt: Tensor) => kiln.relu(kiln.nn.functional.linear(t, wt, bt)));
     const got = c(xc, w, b).toFlatArray();
     const text = c.programs().inference.map((p) => p.describe()).join('\n');
-    assert.doesNotMatch(text, /= gemm /, 'no Wasm gemm step on the native path');
+    assert.match(text, /= gemm linear\(.*\+ epilogue \[relu\].* native BLIS GEMM/, 'a native gemm step with relu folded');
+    assert.doesNotMatch(text, /f32x4 wasm/, 'no Wasm gemm step on the native path');
     assertAllClose(got, want, 1e-5, 2e-6 * K, 'linear + relu');
   });
 });

@@ -82,7 +82,7 @@ export function runInfo(options: InfoOptions): number {
     }
   }
   console.log(`\nCPU code path: ${cpuCode.path}${cpuCode.threads ? ` (${cpuCode.threads} threads)` : ''}: ${cpuCode.reason}`);
-  console.log('  (KILN_CPU_PATH=native|wasm|js forces one; KILN_NUM_THREADS sets native threads)');
+  console.log('  (KILN_CPU_PATH=native|wasm|js forces one; KILN_NUM_THREADS sets native threads, else they follow the 1-minute load average)');
   console.log(`\nEager demo on ${d.device}: ${d.description}`);
   console.log(d.output.replace(/^/gm, '  '));
   console.log(`  (${d.ms.toFixed(3)} ms warm, timed with kiln.Event)`);

@@ -9,7 +9,8 @@
  * - each of its other inputs has the output's shape ('full') or is one row broadcast over the
  *   rows ('row', like a bias), and is available before the linear runs (the fused step runs at the
  *   linear's position), with no mutation in between;
- * - the code generator accepts the group (`canFuse`: every op has a float32 Wasm form).
+ * - the code generator accepts the group (`canFuse`: every op has a float32 Wasm form, or C form on
+ *   the native path).
  */
 import { numel, shapeEquals } from '../../tensor/layout.js';
 import type { ValueId, ValueInfo } from '../ir.js';
@@ -32,9 +33,10 @@ export interface GemmStep {
 /** Whether a linear node can run as a compiled float32 GEMM (shapes/dtypes at trace time). */
 export function gemmEligible(n: LNode, low: Lowered): boolean {
   if (n.op !== 'linear' || n.kind !== 'extern' || n.outputs.length !== 1) return false;
-  // Only the wasm CPU path runs the Wasm GEMM: on the native path the extern linear is the native
-  // GEMM (bias fused, ~4x faster); KILN_CPU_PATH=js means no Wasm at all.
-  if (cpuPath() !== 'wasm') return false;
+  // The wasm path runs the Wasm GEMM, the native path the native GEMM (codegen/c/gemm.ts);
+  // KILN_CPU_PATH=js means neither (the extern linear's JS engine).
+  const path = cpuPath();
+  if (path !== 'wasm' && path !== 'native') return false;
   const [xa, wa, ba] = n.args;
   if (xa?.kind !== 'value' || wa?.kind !== 'value') return false;
   const info = (id: ValueId): ValueInfo | undefined => low.values.get(id);

@@ -1,5 +1,6 @@
 /** CPU kernels for the core ops: copy, clone, contiguous, casts, device moves, add. */
 import { copy_, clone, contiguous, toDtype, toDevice, add, add_ } from '../../ops/defs/core.js';
+import { nativeElementwise } from './native/ops.js';
 import { registerKernel } from '../../ops/registry.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { Tensor, storageSpan } from '../../tensor/tensor.js';
@@ -62,7 +63,7 @@ for (const device of DEVICE_TYPES) registerKernel(toDevice, device, toDeviceKern
 registerKernel(add, 'cpu', (ctx, self, other, alpha) => {
   if (ctx.out.dtype === 'bool') return mapBinary(ctx.out, self, other, (x, y) => (x || y ? 1 : 0));
   const a = Number(alpha);
-  if (a === 1) return mapBinary(ctx.out, self, other, (x, y) => x + y);
+  if (a === 1) return nativeElementwise(ctx.out, 'add', self, other) ?? mapBinary(ctx.out, self, other, (x, y) => x + y);
   return mapBinary(ctx.out, self, other, (x, y) => x + a * y);
 });
 

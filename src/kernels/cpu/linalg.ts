@@ -12,6 +12,7 @@ import { broadcastShapes, broadcastStrides, numel } from '../../tensor/layout.js
 import type { Tensor } from '../../tensor/tensor.js';
 import { gemm, type GemmOperand } from './gemm.js';
 import { nativeGemmFn, useNativeFloat32, type GemmFn } from './native/eager.js';
+import { nativeElementwise, nativeNorm } from './native/ops.js';
 import { allocOut, denseValues, fromDense, type NumArray, readable, writable } from './numeric.js';
 import { copyInto } from './pointwise-loop.js';
 
@@ -129,17 +130,17 @@ function batchedGemm(c: { data: NumArray; offset: number }, a: Mat, b: Mat, alph
  * product. float32 products run in native code when that path is active (kernels/cpu/native);
  * a 1-d float32 `init` with beta = 1 (linear's bias) then becomes the kernel's bias epilogue.
  */
-function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, init: Tensor | null, inputs: readonly Tensor[]): Tensor {
+function product(meta: OutMeta, a: Mat, b: Mat, alpha: number, beta: number, init: Tensor | null, inputs: readonly Tensor[], weight: Tensor | null = null): Tensor {
   const out = allocOut(meta);
   if (numel(meta.shape) === 0) return out;
   if (useNativeFloat32([meta.dtype, ...inputs.map((t) => t.dtype), ...(init ? [init.dtype] : [])])) {
     const w = writable(out);
     if (init !== null && beta === 1 && init.shape.length === 1 && init.shape[0] === b.cols) {
       const r = readable(init);
-      batchedGemm(w, a, b, alpha, 0, nativeGemmFn({ data: r.data as Float32Array, offset: r.offset, stride: init.strides[0]! }));
+      batchedGemm(w, a, b, alpha, 0, nativeGemmFn({ data: r.data as Float32Array, offset: r.offset, stride: init.strides[0]! }, weight));
     } else {
       if (init !== null && beta !== 0) copyInto(out, init);
-      batchedGemm(w, a, b, alpha, init !== null ? beta : 0, nativeGemmFn());
+      batchedGemm(w, a, b, alpha, init !== null ? beta : 0, nativeGemmFn(null, weight));
     }
     return out;
   }
@@ -159,7 +160,7 @@ registerKernel(linear, 'cpu', (ctx, input, weight, bias) => {
   // input [*, in] as rows, weight [out, in] read transposed (a 1-d weight is a column).
   const a = asMat(input, 'lhs');
   const w = weight.shape.length === 2 ? asMat(weight, 'rhs', true) : asMat(weight, 'rhs');
-  return product(ctx.out, a, w, 1, 1, bias, [input, weight]);
+  return product(ctx.out, a, w, 1, 1, bias, [input, weight], weight.shape.length === 2 ? weight : null);
 });
 
 registerKernel(addmm, 'cpu', (ctx, self, mat1, mat2, beta, alpha) =>
@@ -188,6 +189,8 @@ function paramValues(t: Tensor | null): Float64Array | null {
 
 registerKernel(layerNorm, 'cpu', (ctx, input, normalizedShape, weight, bias, epsArg) => {
   const eps = Number(epsArg);
+  const nat = nativeNorm(ctx.out, input, numel(normalizedShape), weight, bias, eps, false);
+  if (nat) return nat;
   const x = denseValues(input);
   const inner = numel(normalizedShape);
   const total = x.length;
@@ -218,6 +221,8 @@ registerKernel(layerNorm, 'cpu', (ctx, input, normalizedShape, weight, bias, eps
 
 registerKernel(rmsNorm, 'cpu', (ctx, input, normalizedShape, weight, eps) => {
   const e = eps === null || eps === undefined ? finfoEps(input.dtype) : Number(eps);
+  const nat = nativeNorm(ctx.out, input, numel(normalizedShape), weight, null, e, true);
+  if (nat) return nat;
   const x = denseValues(input);
   const inner = numel(normalizedShape);
   const total = x.length;
@@ -274,6 +279,30 @@ registerKernel(groupNorm, 'cpu', (ctx, input, groupsArg, weight, bias, epsArg) =
   return fromDense(ctx.out, out);
 });
 
+/**
+ * Eval-mode batch norm of a float32 input on the native path: y = x * scale[c] + shift[c] with
+ * scale = w / sqrt(var + eps) and shift = b - mean * scale (computed in float64, then rounded), one
+ * broadcasting fma pass in any memory format (channels_last included). Null when not native.
+ */
+function nativeBatchNormEval(meta: OutMeta, input: Tensor, mean: Float64Array, varr: Float64Array, w: Float64Array | null, b: Float64Array | null, eps: number): Tensor | null {
+  if (input.dtype !== 'float32' || input.shape.length < 2) return null;
+  const c = input.shape[1]!;
+  const bshape = [c, ...input.shape.slice(2).map(() => 1)];
+  const scale = allocOut({ shape: bshape, strides: bshape.map(() => 1), dtype: 'float32', device: input.device });
+  const shift = allocOut({ shape: bshape, strides: bshape.map(() => 1), dtype: 'float32', device: input.device });
+  const sd = writable(scale);
+  const hd = writable(shift);
+  for (let ch = 0; ch < c; ch++) {
+    const s = (w ? w[ch]! : 1) / Math.sqrt(varr[ch]! + eps);
+    sd.data[sd.offset + ch] = s;
+    hd.data[hd.offset + ch] = (b ? b[ch]! : 0) - mean[ch]! * s;
+  }
+  const out = nativeElementwise(meta, 'fma', input, scale, shift);
+  scale.dispose();
+  shift.dispose();
+  return out;
+}
+
 registerKernel(batchNorm, 'cpu', (ctx, input, runningMean, runningVar, weight, bias, training, momentumArg, epsArg) => {
   // Schema-typed scalars arrive widened (Realize maps number to Tensor | ScalarValue).
   const momentum = Number(momentumArg);
@@ -323,6 +352,8 @@ registerKernel(batchNorm, 'cpu', (ctx, input, runningMean, runningVar, weight, b
   } else {
     mean.set(paramValues(runningMean)!);
     varr.set(paramValues(runningVar)!);
+    const nat = nativeBatchNormEval(ctx.out, input, mean, varr, w, b, eps);
+    if (nat) return nat;
   }
   for (let ch = 0; ch < c; ch++) {
     const rstd = 1 / Math.sqrt(varr[ch]! + eps);

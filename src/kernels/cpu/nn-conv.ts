@@ -9,12 +9,15 @@ import { conv2d, convPadding } from '../../ops/defs/nn.js';
 import { registerKernel } from '../../ops/registry.js';
 import { allocOut, denseValues, type NumArray, readable, writable } from './numeric.js';
 import { gemm } from './gemm.js';
+import { nativeConv2d } from './native/conv.js';
 
 /** Target size (elements) of one band of the patch matrix. */
 const PATCH_BUDGET = 1 << 20;
 
 registerKernel(conv2d, 'cpu', (ctx, input, weight, bias, stride, padding, dilation, groupsArg) => {
   const groups = groupsArg as number; // Realize<> widens plain numbers; the meta function checked it
+  const nat = nativeConv2d(ctx.out, input, weight, bias, { stride, padding: convPadding('conv2d', padding), dilation, groups });
+  if (nat) return nat;
   const out = allocOut(ctx.out);
   const batched = input.ndim === 4;
   const [n, c, h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];

@@ -11,6 +11,8 @@ import { castValue } from '../../tensor/typed.js';
 import { allocOut, denseValues } from './numeric.js';
 import { copyInto, mapBinary, mapBinaryInto, mapTernary, mapUnary, mapUnaryInto } from './pointwise-loop.js';
 import * as M from './pointwise-math.js';
+import { nativeElementwise, nativeUnary, nativeUnaryInPlace } from './native/ops.js';
+import type { NativeUnary } from './native/ops-c.js';
 
 type Operand = Tensor | ScalarValue;
 type Fn1 = (x: number) => number;
@@ -80,13 +82,41 @@ const unaryFns: [P.UnaryOp, Fn1][] = [
   [P.logicalNot, (x) => (x === 0 ? 1 : 0)],
 ];
 
-for (const [op, f] of unaryFns) registerKernel(op, 'cpu', (ctx, self) => mapUnary(ctx.out, self, f));
+/**
+ * Unary ops with a native float32 kernel (native/ops-c.ts) on the native CPU path. exp, tanh,
+ * sigmoid, silu and gelu there are the vectorised float32 algorithms of the compiled kernels
+ * (within a few ulp of the correctly rounded value, like PyTorch's vectorised CPU kernels); the
+ * rest are exact.
+ */
+const nativeUnaryOf = new Map<P.UnaryOp, NativeUnary>([
+  [P.relu, 'relu'],
+  [P.sigmoid, 'sigmoid'],
+  [P.tanh, 'tanh'],
+  [P.exp, 'exp'],
+  [P.silu, 'silu'],
+  [P.neg, 'neg'],
+  [P.abs, 'abs'],
+  [P.sqrt, 'sqrt'],
+]);
 
-registerKernel(P.square, 'cpu', (ctx, self) =>
-  mapUnary(ctx.out, self, wraps32(ctx.out.dtype) ? (x) => Math.imul(x, x) : (x) => x * x),
+for (const [op, f] of unaryFns) {
+  const nat = nativeUnaryOf.get(op);
+  if (nat) registerKernel(op, 'cpu', (ctx, self) => nativeUnary(ctx.out, self, nat) ?? mapUnary(ctx.out, self, f));
+  else registerKernel(op, 'cpu', (ctx, self) => mapUnary(ctx.out, self, f));
+}
+
+registerKernel(
+  P.square,
+  'cpu',
+  (ctx, self) => nativeUnary(ctx.out, self, 'square') ?? mapUnary(ctx.out, self, wraps32(ctx.out.dtype) ? (x) => Math.imul(x, x) : (x) => x * x),
 );
 
-registerKernel(P.gelu, 'cpu', (ctx, self, approximate) => mapUnary(ctx.out, self, approximate === 'tanh' ? M.geluTanh : M.geluErf));
+registerKernel(
+  P.gelu,
+  'cpu',
+  (ctx, self, approximate) =>
+    nativeUnary(ctx.out, self, approximate === 'tanh' ? 'geluTanh' : 'gelu') ?? mapUnary(ctx.out, self, approximate === 'tanh' ? M.geluTanh : M.geluErf),
+);
 
 registerKernel(P.softplus, 'cpu', (ctx, self, betaArg, thresholdArg) => {
   const beta = Number(betaArg);
@@ -102,9 +132,12 @@ const inplaceUnary: [P.UnaryOp, Fn1][] = [
   [P.tanh_, Math.tanh],
 ];
 
+const nativeInplace = new Map<P.UnaryOp, NativeUnary>([[P.relu_, 'relu']]);
+
 for (const [op, f] of inplaceUnary) {
+  const nat = nativeInplace.get(op);
   registerKernel(op, 'cpu', (_ctx, self) => {
-    mapUnaryInto(self, self, f);
+    if (!(nat && nativeUnaryInPlace(self, nat))) mapUnaryInto(self, self, f);
     return self;
   });
 }
@@ -125,6 +158,10 @@ function subFn(alpha: unknown): Fn2 {
 
 registerKernel(P.sub, 'cpu', (ctx, self, other, alpha) => {
   const dt = ctx.out.dtype;
+  if (Number(alpha) === 1) {
+    const r = nativeElementwise(ctx.out, 'sub', prep(self, dt), prep(other, dt));
+    if (r) return r;
+  }
   return mapBinary(ctx.out, prep(self, dt), prep(other, dt), subFn(alpha));
 });
 
@@ -141,6 +178,8 @@ function mulFn(compute: DType, dest: DType): Fn2 {
 
 registerKernel(P.mul, 'cpu', (ctx, self, other) => {
   const dt = ctx.out.dtype;
+  const r = nativeElementwise(ctx.out, 'mul', prep(self, dt), prep(other, dt));
+  if (r) return r;
   return mapBinary(ctx.out, prep(self, dt), prep(other, dt), mulFn(dt, dt));
 });
 
@@ -175,6 +214,10 @@ function divCompute(self: Operand, other: Operand, roundingMode: P.RoundingMode)
 
 registerKernel(P.div, 'cpu', (ctx, self, other, roundingMode) => {
   const dt = ctx.out.dtype;
+  if (roundingMode === null || roundingMode === undefined) {
+    const r = nativeElementwise(ctx.out, 'div', prep(self, dt), prep(other, dt));
+    if (r) return r;
+  }
   const f = divFn('div', self, other, asMode(roundingMode), dt);
   return mapBinary(ctx.out, prep(self, dt), prep(other, dt), f);
 });

@@ -14,6 +14,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import { registerKernel } from '../../ops/registry.js';
 import * as R from '../../ops/defs/reduction.js';
 import { allocOut, type NumArray, readable, writable } from './numeric.js';
+import { nativeSoftmax } from './native/ops.js';
 import { copyInto } from './pointwise-loop.js';
 
 /** Storage offsets of every index over `dims` (row-major in the order given), from `base`. */
@@ -326,8 +327,16 @@ function softmaxKernel(meta: OutMeta, self: Tensor, dim: number, dtype: DType | 
   return out;
 }
 
-registerKernel(R.softmax, 'cpu', (ctx, self, dim, dtype) => softmaxKernel(ctx.out, self, intOf(dim), dtypeOf(dtype), false));
-registerKernel(R.logSoftmax, 'cpu', (ctx, self, dim, dtype) => softmaxKernel(ctx.out, self, intOf(dim), dtypeOf(dtype), true));
+registerKernel(
+  R.softmax,
+  'cpu',
+  (ctx, self, dim, dtype) => (dtypeOf(dtype) === null ? nativeSoftmax(ctx.out, self, intOf(dim), false) : null) ?? softmaxKernel(ctx.out, self, intOf(dim), dtypeOf(dtype), false),
+);
+registerKernel(
+  R.logSoftmax,
+  'cpu',
+  (ctx, self, dim, dtype) => (dtypeOf(dtype) === null ? nativeSoftmax(ctx.out, self, intOf(dim), true) : null) ?? softmaxKernel(ctx.out, self, intOf(dim), dtypeOf(dtype), true),
+);
 
 function scanKernel(meta: OutMeta, self: Tensor, dim: number, dtype: DType | null, product: boolean): Tensor {
   const { t: x, temp } = castInput(self, dtype);

@@ -7,9 +7,10 @@ import type { Lowered } from '../../lower/lower.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import { cPointwiseKernel, type NativePointwise } from './pointwise.js';
+import { cReductionKernel } from './reduction.js';
 
 export interface NativeCandidate {
-  readonly config: { readonly impl: 'native' };
+  readonly config: { readonly impl: 'native'; readonly scratch?: false };
   readonly source: string;
   readonly native: NativePointwise;
 }
@@ -19,4 +20,11 @@ export function nativePointwiseCandidates(g: KernelGroup, low: Lowered, jsSource
   if (cpuPath() !== 'native') return [];
   const k = cPointwiseKernel(g, low);
   return k ? [{ config: { impl: 'native' }, source: jsSource, native: k }] : [];
+}
+
+/** [the native candidate] for a float32 row-reduction group on the native path, else []. */
+export function nativeReductionCandidates(g: KernelGroup, low: Lowered, jsSource: string): NativeCandidate[] {
+  if (cpuPath() !== 'native') return [];
+  const k = cReductionKernel(g, low);
+  return k ? [{ config: { impl: 'native', scratch: false }, source: jsSource, native: k }] : [];
 }

@@ -22,7 +22,7 @@ import type { DType } from '../../../tensor/dtype.js';
 import type { IRArg, ValueId } from '../../ir.js';
 import type { LNode, Lowered } from '../../lower/lower.js';
 import type { KernelGroup } from '../../lower/schedule.js';
-import { C_MATH } from './math.js';
+import { C_HELPERS, C_MATH } from '../../../kernels/cpu/native/c-math.js';
 
 /** Columns per work item: 512 floats = 2 KiB per gathered operand on the stack, inside L1 for a dozen operands. */
 export const C_CHUNK = 512;
@@ -38,9 +38,11 @@ export interface NativePointwise {
   readonly symbol: string;
   readonly nOutputs: number;
   readonly nInputs: number;
+  /** 'reduce': a row kernel (reduction.ts) whose `meta` also carries the row length and row strides. */
+  readonly kind?: 'pointwise' | 'reduce';
 }
 
-const num = (v: number): string => {
+export const num = (v: number): string => {
   const x = Math.fround(v);
   if (Number.isNaN(x)) return 'NAN';
   if (x === Infinity) return 'INFINITY';
@@ -52,7 +54,7 @@ const num = (v: number): string => {
 const isNone = (a: IRArg | undefined): boolean => !a || (a.kind === 'const' && (a.value === null || a.value === undefined));
 
 /** A C expression for one node, or null when the op (or an argument) has no C form here. */
-function nodeExpr(n: LNode, arg: (a: IRArg | undefined) => string | null): string | null {
+export function nodeExpr(n: LNode, arg: (a: IRArg | undefined) => string | null): string | null {
   const [a0, a1, a2] = n.args;
   const x = arg(a0);
   const y = n.args.length > 1 ? arg(a1) : null;
@@ -131,33 +133,25 @@ function nodeExpr(n: LNode, arg: (a: IRArg | undefined) => string | null): strin
   }
 }
 
-const HELPERS = `
-/* NaN-propagating max/min/clamp and relu, as the eager kernels (torch.maximum semantics). */
-static inline float k_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-static inline float k_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-static inline float k_lo(float x, float lo) { return x < lo ? lo : x; }
-static inline float k_hi(float x, float hi) { return x > hi ? hi : x; }
-static inline float k_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
-`;
 
-/** The C kernel for a pointwise group, or null when some value or op has no C form. */
-export function cPointwiseKernel(g: KernelGroup, low: Lowered): NativePointwise | null {
-  if (g.kind !== 'pointwise') return null;
+/**
+ * The statements of a fused pointwise group as C: `const float v<id> = ...;` per node, reading the
+ * group inputs through `inputs` (C expressions by input position), and the C names of its outputs;
+ * null when some value is not float32 or some op has no C form. Shared by the pointwise kernels
+ * and the GEMM epilogues (gemm.ts).
+ */
+export function cGroupBody(g: KernelGroup, low: Lowered, inputs: readonly string[]): { lines: string[]; outputs: string[] } | null {
   const dtype = (id: ValueId): DType => low.values.get(id)!.dtype;
   if (!g.inputs.every((id) => dtype(id) === 'float32')) return null;
-  const nOut = g.outputs.length;
-  const nIn = g.inputs.length;
-  const nOps = nOut + nIn;
   const name = new Map<ValueId, string>();
-  g.inputs.forEach((id, k) => name.set(id, `x${k}`));
+  g.inputs.forEach((id, k) => name.set(id, inputs[k]!));
   const arg = (a: IRArg | undefined): string | null => {
     if (!a) return null;
     if (a.kind === 'value') return name.get(a.id) ?? null;
     if (a.kind === 'const' && (typeof a.value === 'number' || typeof a.value === 'boolean')) return num(Number(a.value));
     return null;
   };
-  const body: string[] = [];
-  g.inputs.forEach((_, k) => body.push(`      const float x${k} = i${k}[j];`));
+  const lines: string[] = [];
   for (const n of g.nodes) {
     if (n.kind !== 'pointwise' || n.outputs.length !== 1 || n.mutates) return null;
     const out = n.outputs[0]!;
@@ -165,14 +159,34 @@ export function cPointwiseKernel(g: KernelGroup, low: Lowered): NativePointwise 
     const e = nodeExpr(n, arg);
     if (e === null) return null;
     const v = `v${out}`;
-    body.push(`      const float ${v} = ${e};`);
+    lines.push(`const float ${v} = ${e};`);
     name.set(out, v);
   }
-  for (let k = 0; k < nOut; k++) {
-    const v = name.get(g.outputs[k]!);
+  const outputs: string[] = [];
+  for (const o of g.outputs) {
+    const v = name.get(o);
     if (v === undefined) return null;
-    body.push(`      o${k}[j] = ${v};`);
+    outputs.push(v);
   }
+  return { lines, outputs };
+}
+
+/** The C kernel for a pointwise group, or null when some value or op has no C form. */
+export function cPointwiseKernel(g: KernelGroup, low: Lowered): NativePointwise | null {
+  if (g.kind !== 'pointwise') return null;
+  const nOut = g.outputs.length;
+  const nIn = g.inputs.length;
+  const nOps = nOut + nIn;
+  const gb = cGroupBody(
+    g,
+    low,
+    g.inputs.map((_, k) => `x${k}`),
+  );
+  if (!gb) return null;
+  const body: string[] = [];
+  g.inputs.forEach((_, k) => body.push(`      const float x${k} = i${k}[j];`));
+  for (const l of gb.lines) body.push(`      ${l}`);
+  gb.outputs.forEach((v, k) => body.push(`      o${k}[j] = ${v};`));
   const outs = Array.from({ length: nOut }, (_, k) => `float *restrict o${k}`);
   const ins = Array.from({ length: nIn }, (_, k) => `const float *restrict i${k}`);
   const ptrs = Array.from({ length: nOps }, (_, k) => `p[${k}]`);
@@ -236,6 +250,6 @@ void SYMBOL(int32_t rank, const double *meta, ${dparams}, int32_t nthreads) {
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
-${C_MATH}${HELPERS}${core.replace('SYMBOL', symbol)}`;
+${C_MATH}${C_HELPERS}${core.replace('SYMBOL', symbol)}`;
   return { source, symbol, nOutputs: nOut, nInputs: nIn };
 }

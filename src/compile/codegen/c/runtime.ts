@@ -25,6 +25,36 @@ export const NATIVE_MIN_ELEMENTS = 1024;
 
 /** Wraps a loaded kernel; small or high-rank iteration spaces and non-float32 data run `fallback`. */
 function wrap(k: NativePointwise, fn: NativeFn, fallback: KernelFn): KernelFn {
+  return k.kind === 'reduce' ? wrapReduce(k, fn, fallback) : wrapPointwise(k, fn, fallback);
+}
+
+/** A row kernel (reduction.ts): the row must have coalesced to one dim; rows of high outer rank or tiny calls run `fallback`. */
+function wrapReduce(k: NativePointwise, fn: NativeFn, fallback: KernelFn): KernelFn {
+  const nOps = k.nOutputs + k.nInputs;
+  let meta = new Float64Array(0);
+  return (H, oshape, ost, rshape, rst, offs, datas) => {
+    const r = oshape.length;
+    let total = rshape[0] ?? 0;
+    for (let d = 0; d < r; d++) total *= oshape[d]!;
+    if (total < NATIVE_MIN_ELEMENTS || rshape.length !== 1 || r > C_MAX_RANK || datas.length !== nOps || !datas.every((d) => d instanceof Float32Array)) {
+      fallback(H, oshape, ost, rshape, rst, offs, datas);
+      return;
+    }
+    const need = r + nOps * r + nOps + 1 + nOps;
+    if (meta.length !== need) meta = new Float64Array(need);
+    for (let d = 0; d < r; d++) meta[d] = oshape[d]!;
+    for (let q = 0; q < nOps; q++) {
+      const s = ost[q]!;
+      for (let d = 0; d < r; d++) meta[r + q * r + d] = s[d]!;
+      meta[r + nOps * r + q] = offs[q]!;
+      meta[r + nOps * r + nOps + 1 + q] = rst[q]![0]!;
+    }
+    meta[r + nOps * r + nOps] = rshape[0]!;
+    fn(r, meta, ...datas, nativeThreads());
+  };
+}
+
+function wrapPointwise(k: NativePointwise, fn: NativeFn, fallback: KernelFn): KernelFn {
   const nOps = k.nOutputs + k.nInputs;
   let meta = new Float64Array(0);
   return (H, oshape, ost, rshape, rst, offs, datas) => {

@@ -14,7 +14,7 @@ import { nodeInputs } from '../../lower/lower.js';
 import { CAST_OPS, roundExpr, TEMPLATES, type TArg } from '../../lower/ops.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
-import { nativePointwiseCandidates } from '../c/candidate.js';
+import { nativePointwiseCandidates, nativeReductionCandidates } from '../c/candidate.js';
 import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import type { NativePointwise } from '../c/pointwise.js';
 
@@ -369,6 +369,9 @@ export function generateKernel(g: KernelGroup, low: Lowered, name: string): Kern
   const withScratch = reduceSource(c, name, nOps, true);
   const candidates: KernelCandidate[] = [];
   if (withScratch.usesScratch) candidates.push({ config: { scratch: true }, source: withScratch.source });
-  candidates.push({ config: { scratch: false }, source: reduceSource(c, name, nOps, false).source });
-  return { name, group: g, candidates };
+  const plain = reduceSource(c, name, nOps, false).source;
+  candidates.push({ config: { scratch: false }, source: plain });
+  // On the native CPU path the C row kernel (codegen/c/reduction.ts) comes first; its fallback
+  // (rows that do not coalesce to one dim, tiny calls) is the plain JS row kernel.
+  return { name, group: g, candidates: [...nativeReductionCandidates(g, low, plain), ...candidates] };
 }

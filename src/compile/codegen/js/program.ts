@@ -36,6 +36,9 @@ import { WasmAttention } from '../wasm/attention.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../pool/index.js';
 import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js';
+import { buildGemmLibraries, gemmStepCSource, NativeGemmRunner } from '../c/gemm.js';
+import { cGroupBody } from '../c/pointwise.js';
+import { GEMM_EPI_MAX } from '../../../kernels/cpu/native/gemm-c.js';
 
 /** A view value read by kernels without building a tensor. */
 interface Ref {
@@ -89,6 +92,8 @@ interface KernelStep {
 /** Per gemm step: its module (null: no Wasm, always the extern), runner and chosen config. */
 interface GemmState {
   bytes: Uint8Array | null;
+  /** The native path's runner (then `bytes` is null); null: not native, or the extern. */
+  native: NativeGemmRunner | null;
   runner: GemmRunner | undefined;
   config: GemmConfig;
   /** max-autotune: configs are timed on the first real run, then this is set. */
@@ -145,14 +150,29 @@ export class KilnProgram implements CompiledProgram {
     const chosen = prebuilt?.chosen ?? codes.map((c) => (autotune ? Math.max(0, Math.min(c.candidates.length - 1, autotune({ name: c.name, candidates: c.candidates }))) : 0));
     const fns = prebuilt?.fns ?? compileCandidates(codes.map((c, i) => c.candidates[chosen[i]!]!));
     codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]!, tuned: !tuneOnFirstRun || c.candidates.length < 2 }));
-    this.steps = fuseGemms(low, sched.steps, (g) => wasmPointwiseModule(g, low) !== null);
+    const native = cpuPath() === 'native';
+    this.steps = fuseGemms(low, sched.steps, (g) =>
+      native
+        ? g.inputs.length - 1 <= GEMM_EPI_MAX &&
+          cGroupBody(
+            g,
+            low,
+            g.inputs.map((_, k) => `x${k}`),
+          ) !== null
+        : wasmPointwiseModule(g, low) !== null,
+    );
     const modules: Uint8Array[] = [];
-    for (const s of this.steps) {
-      if (s.kind !== 'gemm') continue;
-      const bytes = gemmStepModule(s, low);
+    const gemmSteps = this.steps.filter((s): s is GemmStep => s.kind === 'gemm');
+    // Native path: every gemm step's GEMM variant, built in one batch (null: that step runs the extern).
+    const sources = native ? gemmSteps.map((s) => gemmStepCSource(s, low)) : [];
+    const libs = native ? buildGemmLibraries(sources.filter((x): x is string => x !== null)) : [];
+    let li = 0;
+    gemmSteps.forEach((s, i) => {
+      const lib = native && sources[i] !== null ? libs[li++] : null;
+      const bytes = native ? null : gemmStepModule(s, low);
       if (bytes) modules.push(bytes);
-      this.gemms.set(s, { bytes, runner: undefined, config: GEMM_CONFIGS[0]!, tuned: !tuneOnFirstRun });
-    }
+      this.gemms.set(s, { bytes, native: lib ? new NativeGemmRunner(lib) : null, runner: undefined, config: GEMM_CONFIGS[0]!, tuned: !tuneOnFirstRun });
+    });
     validateWasm(modules);
     this.outputs = new Set(outputValues(low.graph.output));
     for (const id of this.outputs) this.needsTensor.add(id);
@@ -304,11 +324,23 @@ export class KilnProgram implements CompiledProgram {
       env.delete(v);
       if (t && !('ref' in t)) t.dispose();
     };
+    const extras = s.epilogueInputs.map((e) => ({ t: resolve({ kind: 'value', id: e.id }) as Tensor, kind: e.kind }));
+    if (st.native) {
+      if (!NativeGemmRunner.operands(x, w, b, extras, m)) {
+        runExtern();
+        return;
+      }
+      const out = this.alloc(m, pool);
+      const wr = writable(out);
+      st.native.run(x, w, b, extras, wr.data as Float32Array, wr.offset);
+      wr.commit();
+      env.set(outId, out);
+      return;
+    }
     if (!st.bytes || !GemmRunner.accepts(x, w, m) || (st.tuned && st.config.impl === 'extern')) {
       runExtern();
       return;
     }
-    const extras = s.epilogueInputs.map((e) => ({ t: resolve({ kind: 'value', id: e.id }) as Tensor, kind: e.kind }));
     this.arena ??= new GemmArena();
     st.runner ??= new GemmRunner(this.arena, st.bytes);
     const runner = st.runner;
@@ -356,9 +388,12 @@ export class KilnProgram implements CompiledProgram {
     env.set(outId, out);
   }
 
-  /** scaled_dot_product_attention through WasmAttention when it accepts the arguments. */
+  /**
+   * scaled_dot_product_attention through WasmAttention when it accepts the arguments (wasm path;
+   * the native path's extern is the native C attention kernel, faster than the Wasm one).
+   */
   private runAttention(n: LNode, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): boolean {
-    if (!wasmApi() || cpuPath() === 'js') return false;
+    if (!wasmApi() || cpuPath() !== 'wasm') return false;
     const [q, k, v, mask, dropout, causal, scale, gqa] = n.args.map(resolve) as [Tensor, Tensor, Tensor, unknown, unknown, unknown, unknown, unknown];
     const m = plan.get(n.outputs[0]!)!;
     if (!WasmAttention.accepts(q, k, v, mask, dropout, gqa) || !isContiguousStrides(m.shape, m.strides) || m.offset !== 0) return false;
@@ -382,7 +417,7 @@ export class KilnProgram implements CompiledProgram {
   /** The gemm runners' weight packings so far (tests check repacking on weight updates). */
   get weightPacks(): number {
     let n = 0;
-    for (const g of this.gemms.values()) n += g.runner?.packs ?? 0;
+    for (const g of this.gemms.values()) n += (g.runner?.packs ?? 0) + (g.native?.packs ?? 0);
     return n;
   }
 
@@ -507,7 +542,7 @@ export class KilnProgram implements CompiledProgram {
         lines.push(
           `${outs.map(v).join(', ')} = gemm ${s.node.op}(${nodeInputs(s.node).map((id) => `%${id}`).join(', ')})` +
             (s.epilogue ? ` + epilogue [${s.epilogue.nodes.map((n) => n.op).join(', ')}](${s.epilogueInputs.map((e) => `%${e.id}:${e.kind}`).join(', ')})` : '') +
-            ` ${g.bytes ? `f32x4 wasm, config ${JSON.stringify(g.config)}` : 'extern (no wasm)'}`,
+            ` ${g.native ? 'native BLIS GEMM' : g.bytes ? `f32x4 wasm, config ${JSON.stringify(g.config)}` : 'extern (no wasm)'}`,
         );
       } else if (s.kind === 'kernel') {
         const ks = this.kernelSteps.get(s.group)!;

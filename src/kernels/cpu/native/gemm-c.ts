@@ -1,29 +1,52 @@
 /**
  * C source of the native float32 GEMM (BLIS-style), built by so-cache.ts with the host's flags:
  *
- *   C[m, n] = act(alpha * A[m, k] . B[k, n] + beta * C + bias[n])
+ *   C[m, n] = epi(act(alpha * A[m, k] . B[k, n] + beta * C + bias[n]), e0..e3)
  *
  * - Operands are addressed through (offset, rowStride, colStride), so transposed and strided
- *   inputs are packed, never copied first; C is row-major with leading dimension ldc.
+ *   inputs are packed, never copied first; C is row-major with leading dimension ldc. B may come
+ *   prepacked (`kiln_sgemm_packb`: a weight packed once and reused by every call, as the compiled
+ *   programs and the eager weight cache do).
+ * - A is either a matrix or, for `kiln_sconv2d`, an implicit im2col of an image batch: the
+ *   A packer gathers patches straight from the input (K ordered (kh, kw, c), so a channels_last
+ *   input gives contiguous channel runs), so convolution runs on the same micro-kernel without
+ *   materialising the patch matrix; C is then the [pixels, out channels] channels_last output.
  * - Loops (Goto/BLIS): NC-wide column panels (the panel's B is packed for all of K, slab by slab,
  *   into NR-wide slivers, k-major, zero padded) > MC-tall row blocks > KC-deep slabs (A packed into
  *   MR-tall slivers) > NR slivers > MR x NR micro-tile.
  * - Micro-kernel 6 x 16: twelve 8-float vector accumulators + two B vectors + one broadcast A =
  *   15 of the 16 AVX2 registers (GCC vector extensions: AVX2/FMA with -march=native, SSE pairs
  *   elsewhere, NEON on arm64). Each k step is 12 FMAs on 2 B loads and 6 broadcasts.
- * - Blocking for a Zen 3 / Skylake class core: a KC x NR B sliver (256 x 16 x 4 B = 16 KiB) stays in
- *   the 32 KiB L1 while the A sliver streams; an MC x KC A block (144 x 256 x 4 B = 144 KiB) stays in
- *   the 512 KiB+ L2; a KC x N slab of B (1 MiB at N = 1024) streams from L2/L3. NC = 4096 caps the
- *   packed panel at 16 K floats per unit of K (a 151936-wide LM head is not packed whole).
+ * - Blocking for a Zen 2/3 / Skylake class core: a KC x NR B sliver (256 x 16 x 4 B = 16 KiB) stays
+ *   in the 32 KiB L1 while the A sliver streams; an MC x KC A block (144 x 256 x 4 B = 144 KiB)
+ *   stays in the 512 KiB+ L2. NC = 4096 caps the packed panel at 16 K floats per unit of K (a
+ *   151936-wide LM head is not packed whole).
  * - Threads (OpenMP): inside one parallel region per panel the threads pack B together (omp for
- *   over slivers, one barrier), then share out (row block x column range) items with dynamic
- *   scheduling and no further barrier; each thread packs its own A blocks into a thread-local
- *   buffer. Small products run on one thread
- *   (a parallel region costs a few microseconds).
+ *   over slivers; skipped when prepacked) and, when there are fewer row blocks than 2 x threads
+ *   (a 64-row activation), A too, so column-split items do not each repack the same A; then they
+ *   share out (row block x column range) items with dynamic scheduling and no further barrier.
+ *   Small products run on one thread (a parallel region costs a few microseconds).
  * - Accumulation is float32 with FMA (as PyTorch's CPU float32 GEMM). Epilogue (last K slab
- *   only): + bias[j] (any stride), then none / relu / gelu(erf) / gelu(tanh).
+ *   only, on the tile while it is in L1): + bias[j] (any stride), then none / relu / gelu(erf) /
+ *   gelu(tanh) (the vectorisable math of c-math.ts), then the optional generated
+ *   epilogue `kiln_epi` (the compiler folds a consumer pointwise kernel into it; `gemmCSource`)
+ *   over up to 4 extra inputs, each addressed as e + row * ld + col (ld = 0: a row vector).
  */
-export const GEMM_C_SOURCE = String.raw`
+import { C_HELPERS, C_MATH } from './c-math.js';
+
+/** Extra epilogue inputs a generated epilogue may read. */
+export const GEMM_EPI_MAX = 4;
+
+/**
+ * The GEMM translation unit. `epilogue`, when given, is C code defining
+ * `static inline void kiln_epi(int64_t w, float *restrict c, const float *restrict e0, ... e3)`
+ * that rewrites one tile row c[0..w) in place (e_k point at the same row's column 0).
+ */
+export function gemmCSource(epilogue: string | null = null): string {
+  return `${PRELUDE}${C_MATH}${C_HELPERS}${epilogue ? `#define KILN_EPI 1\n${epilogue}\n` : ''}${CORE}`;
+}
+
+const PRELUDE = String.raw`
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,20 +54,39 @@ export const GEMM_C_SOURCE = String.raw`
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+`;
 
+const CORE = String.raw`
 #define MR 6
 #define NR 16
 #define KC 256
 #define MC 144
 #define NC 4096
 #define PACK_MAX ((int64_t)1 << 24)
+#define EPI_MAX 4
 
 typedef float v8 __attribute__((vector_size(32)));
+/* Unaligned loads of packed B: a prepacked weight lives in a JavaScript Float32Array (16-byte
+   aligned at best); vmovups on aligned data costs the same as vmovaps. */
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+
+/* Where A comes from: a strided matrix, or (conv != 0) the implicit im2col of an image batch
+   x[n, h, w, c] (any strides) for a KH x KW convolution; rows are output pixels (n, oh, ow),
+   columns (kh, kw, c). */
+typedef struct {
+  const float *a; int64_t ars, acs;
+  int conv;
+  int64_t H, W, C, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, xsn, xsh, xsw, xsc;
+} a_src;
+
+typedef struct { const float *p[EPI_MAX]; int64_t ld[EPI_MAX]; } epi_src;
 
 static _Thread_local float *tls_a = 0;
 static _Thread_local int64_t tls_a_len = 0;
 static _Thread_local float *tls_b = 0;
 static _Thread_local int64_t tls_b_len = 0;
+static _Thread_local float *tls_as = 0;
+static _Thread_local int64_t tls_as_len = 0;
 
 static float *grow(float **buf, int64_t *len, int64_t need) {
   if (*len < need) {
@@ -55,25 +97,43 @@ static float *grow(float **buf, int64_t *len, int64_t need) {
   return *buf;
 }
 
-static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t kc, int64_t j0, int64_t w, float *out) {
+/* One NR-wide sliver of B (kc x w, zero padded to NR), k-major. */
+static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t kc, int64_t j0, int64_t w, float *restrict out) {
   const float *base = B + j0 * bcs;
   if (w == NR && bcs == 1) {
     for (int64_t p = 0; p < kc; p++) memcpy(out + p * NR, base + p * brs, NR * sizeof(float));
     return;
   }
-  for (int64_t p = 0; p < kc; p++)
-    for (int64_t j = 0; j < NR; j++) out[p * NR + j] = j < w ? base[p * brs + j * bcs] : 0.0f;
+  if (w == NR && brs == 1) {
+    /* A transposed weight (W[n, k] read as B[k, n]): 8 x 16 blocks, reading 16 runs of 8. */
+    int64_t p0 = 0;
+    for (; p0 + 8 <= kc; p0 += 8)
+      for (int64_t j = 0; j < NR; j++) {
+        const float *s = base + j * bcs + p0;
+        float *o = out + p0 * NR + j;
+        o[0] = s[0]; o[NR] = s[1]; o[2 * NR] = s[2]; o[3 * NR] = s[3];
+        o[4 * NR] = s[4]; o[5 * NR] = s[5]; o[6 * NR] = s[6]; o[7 * NR] = s[7];
+      }
+    for (int64_t j = 0; j < NR; j++)
+      for (int64_t p = p0; p < kc; p++) out[p * NR + j] = base[j * bcs + p];
+    return;
+  }
+  for (int64_t p = 0; p < kc; p++) {
+    for (int64_t j = 0; j < w; j++) out[p * NR + j] = base[p * brs + j * bcs];
+    for (int64_t j = w; j < NR; j++) out[p * NR + j] = 0.0f;
+  }
 }
 
-static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t mc, int64_t kc, float *out) {
+static void pack_a_mat(const float *A, int64_t ars, int64_t acs, int64_t mc, int64_t kc, float *restrict out) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR) {
     int64_t h = mc - i0 < MR ? mc - i0 : MR;
     float *o = out + i0 * kc;
     const float *base = A + i0 * ars;
     if (h == MR && acs == 1) {
-      for (int64_t r = 0; r < MR; r++) {
-        const float *row = base + r * ars;
-        for (int64_t p = 0; p < kc; p++) o[p * MR + r] = row[p];
+      const float *r0 = base, *r1 = base + ars, *r2 = base + 2 * ars, *r3 = base + 3 * ars, *r4 = base + 4 * ars, *r5 = base + 5 * ars;
+      for (int64_t p = 0; p < kc; p++) {
+        float *q = o + p * MR;
+        q[0] = r0[p]; q[1] = r1[p]; q[2] = r2[p]; q[3] = r3[p]; q[4] = r4[p]; q[5] = r5[p];
       }
     } else {
       for (int64_t p = 0; p < kc; p++)
@@ -82,12 +142,45 @@ static void pack_a(const float *A, int64_t ars, int64_t acs, int64_t mc, int64_t
   }
 }
 
+/* Rows [i, i + mc) x columns [pc, pc + kc) of the implicit im2col matrix, packed as pack_a_mat. */
+static void pack_a_conv(const a_src *s, int64_t i, int64_t pc, int64_t mc, int64_t kc, float *restrict out) {
+  const int64_t C = s->C, KW = s->KW;
+  for (int64_t r = 0; r < ((mc + MR - 1) / MR) * MR; r++) {
+    float *o = out + (r / MR) * MR * kc + (r % MR);
+    if (r >= mc) { for (int64_t p = 0; p < kc; p++) o[p * MR] = 0.0f; continue; }
+    int64_t pix = i + r, ow = pix % s->OW, t = pix / s->OW, oh = t % s->OH, n = t / s->OH;
+    int64_t ih0 = oh * s->sh - s->ph, iw0 = ow * s->sw - s->pw;
+    const float *xn = s->a + n * s->xsn;
+    int64_t q = pc / C, c = pc % C, kh = q / KW, kw = q % KW;
+    int64_t p = 0;
+    while (p < kc) {
+      int64_t run = C - c < kc - p ? C - c : kc - p;
+      int64_t ih = ih0 + kh * s->dh, iw = iw0 + kw * s->dw;
+      if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) {
+        for (int64_t u = 0; u < run; u++) o[(p + u) * MR] = 0.0f;
+      } else {
+        const float *src = xn + ih * s->xsh + iw * s->xsw + c * s->xsc;
+        if (s->xsc == 1) for (int64_t u = 0; u < run; u++) o[(p + u) * MR] = src[u];
+        else for (int64_t u = 0; u < run; u++) o[(p + u) * MR] = src[u * s->xsc];
+      }
+      p += run;
+      c = 0;
+      if (++kw == KW) { kw = 0; kh++; }
+    }
+  }
+}
+
+static void pack_a(const a_src *s, int64_t i, int64_t pc, int64_t mc, int64_t kc, float *out) {
+  if (s->conv) pack_a_conv(s, i, pc, mc, kc, out);
+  else pack_a_mat(s->a + i * s->ars + pc * s->acs, s->ars, s->acs, mc, kc, out);
+}
+
 static void micro(int64_t kc, const float *restrict a, const float *restrict b, float *restrict t) {
   v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
   v8 c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
   for (int64_t p = 0; p < kc; p++) {
-    v8 b0 = *(const v8 *)b;
-    v8 b1 = *(const v8 *)(b + 8);
+    v8 b0 = *(const v8u *)b;
+    v8 b1 = *(const v8u *)(b + 8);
     c00 += a[0] * b0; c01 += a[0] * b1;
     c10 += a[1] * b0; c11 += a[1] * b1;
     c20 += a[2] * b0; c21 += a[2] * b1;
@@ -102,39 +195,60 @@ static void micro(int64_t kc, const float *restrict a, const float *restrict b, 
   o[6] = c30; o[7] = c31; o[8] = c40; o[9] = c41; o[10] = c50; o[11] = c51;
 }
 
-static inline float act_apply(float v, int32_t act) {
+static void act_row(float *restrict c, int64_t w, int32_t act) {
   switch (act) {
-    case 1: return v > 0.0f ? v : 0.0f;
-    case 2: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case 3: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    default: return v;
+    case 1:
+      for (int64_t j = 0; j < w; j++) c[j] = k_relu(c[j]);
+      break;
+    case 2:
+      for (int64_t j = 0; j < w; j++) c[j] = k_gelu(c[j]);
+      break;
+    case 3:
+      for (int64_t j = 0; j < w; j++) c[j] = k_gelu_tanh(c[j]);
+      break;
+    default:
+      break;
   }
+}
+
+/* The last-slab epilogue of one C row segment: bias, activation, generated epilogue. */
+static void finish_row(float *restrict c, int64_t w, const float *bias, int64_t bs, int32_t act, const epi_src *ep, int64_t gi, int64_t gj) {
+  if (bias) {
+    if (bs == 1) for (int64_t j = 0; j < w; j++) c[j] += bias[j];
+    else for (int64_t j = 0; j < w; j++) c[j] += bias[j * bs];
+  }
+  if (act) act_row(c, w, act);
+#ifdef KILN_EPI
+  const float *e[EPI_MAX];
+  for (int q = 0; q < EPI_MAX; q++) e[q] = ep->p[q] ? ep->p[q] + gi * ep->ld[q] + gj : 0;
+  kiln_epi(w, c, e[0], e[1], e[2], e[3]);
+#else
+  (void)ep; (void)gi; (void)gj;
+#endif
 }
 
 /* Writes one tile: first slab applies beta (beta == 0 overwrites), later slabs accumulate; the
-   last slab adds the bias and applies the activation. */
-static void store_tile(const float *t, int64_t h, int64_t w, float *c, int64_t ldc, float alpha, float beta,
-                       int first, int last, const float *bias, int64_t bs, int32_t act) {
+   last slab runs the epilogue. */
+static void store_tile(const float *restrict t, int64_t h, int64_t w, float *restrict c, int64_t ldc, float alpha, float beta,
+                       int first, int last, const float *bias, int64_t bs, int32_t act, const epi_src *ep, int64_t gi, int64_t gj) {
   for (int64_t r = 0; r < h; r++) {
-    float *cr = c + r * ldc;
-    const float *tr = t + r * NR;
-    if (first && beta == 0.0f) for (int64_t j = 0; j < w; j++) cr[j] = alpha * tr[j];
-    else if (first) for (int64_t j = 0; j < w; j++) cr[j] = alpha * tr[j] + beta * cr[j];
+    float *restrict cr = c + r * ldc;
+    const float *restrict tr = t + r * NR;
+    if (first && beta == 0.0f) {
+      if (alpha == 1.0f) for (int64_t j = 0; j < w; j++) cr[j] = tr[j];
+      else for (int64_t j = 0; j < w; j++) cr[j] = alpha * tr[j];
+    } else if (first) for (int64_t j = 0; j < w; j++) cr[j] = alpha * tr[j] + beta * cr[j];
     else for (int64_t j = 0; j < w; j++) cr[j] += alpha * tr[j];
-    if (last) {
-      if (bias) for (int64_t j = 0; j < w; j++) cr[j] += bias[j * bs];
-      if (act) for (int64_t j = 0; j < w; j++) cr[j] = act_apply(cr[j], act);
-    }
+    if (last) finish_row(cr, w, bias, bs, act, ep, gi + r, gj);
   }
 }
 
-static void epilogue_only(int64_t m, int64_t n, float beta, float *C, int64_t ldc, const float *bias, int64_t bs, int32_t act) {
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) {
-      float v = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-      if (bias) v += bias[j * bs];
-      C[i * ldc + j] = act_apply(v, act);
-    }
+static void epilogue_only(int64_t m, int64_t n, float beta, float *C, int64_t ldc, const float *bias, int64_t bs, int32_t act, const epi_src *ep) {
+  for (int64_t i = 0; i < m; i++) {
+    float *c = C + i * ldc;
+    for (int64_t j = 0; j < n; j++) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
+    finish_row(c, n, bias, bs, act, ep, i, 0);
+  }
 }
 
 int32_t kiln_native_threads(void) {
@@ -145,83 +259,190 @@ int32_t kiln_native_threads(void) {
 #endif
 }
 
-/* Returns 0 on success, -1 when a packing buffer cannot be allocated. */
-int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
-                   const float *A, int64_t ao, int64_t ars, int64_t acs,
-                   const float *B, int64_t bo, int64_t brs, int64_t bcs,
-                   float beta, float *C, int64_t co, int64_t ldc,
-                   const float *bias, int64_t biaso, int64_t bs, int32_t act, int32_t nthreads) {
-  if (m <= 0 || n <= 0) return 0;
-  A += ao; B += bo; C += co;
-  if (bias) bias += biaso;
-  if (k <= 0 || alpha == 0.0f) { epilogue_only(m, n, beta, C, ldc, bias, bs, act); return 0; }
-  /* Below ~2 MFLOP the fork/join of a parallel region costs more than it saves. */
-  if ((double)m * (double)n * (double)k < 1e6 || nthreads < 1) nthreads = 1;
-  /* The packed K x nc panel is capped at PACK_MAX floats (64 MiB): a deep K (a [1, 150000] row
-     times a [150000, 1024] matrix) narrows the panel instead of packing gigabytes. */
-  int64_t ncb = (PACK_MAX / k) / NR * NR;
+/* Columns per packed panel for depth k (the K x panel block is capped at PACK_MAX floats, so a
+   deep K narrows the panel instead of packing gigabytes). */
+static int64_t panel_cols(int64_t k) {
+  int64_t ncb = (PACK_MAX / (k > 0 ? k : 1)) / NR * NR;
   if (ncb < NR) ncb = NR;
   if (ncb > NC) ncb = NC;
+  return ncb;
+}
+
+/* Floats from p to the next 64-byte boundary: a JavaScript Float32Array is only 16-byte aligned,
+   and a packed B read through 32-byte loads that straddle cache lines runs ~30% slower. */
+int64_t kiln_align_floats(const float *p) {
+  return (int64_t)(((64 - ((uintptr_t)p & 63)) & 63) / 4);
+}
+
+/* Floats of a prepacked B (every panel, every K slab, slivers zero padded to NR). */
+int64_t kiln_sgemm_packed_size(int64_t k, int64_t n) {
+  return k * ((n + NR - 1) / NR) * NR;
+}
+
+/* Packs B[k, n] whole into out (kiln_sgemm_packed_size floats): panel jc starts at out + jc * k,
+   in the layout kiln_sgemm's own packing uses. */
+void kiln_sgemm_packb(int64_t k, int64_t n, const float *B, int64_t bo, int64_t brs, int64_t bcs, float *out, int64_t outo, int32_t nthreads) {
+  B += bo;
+  out += outo;
+  int64_t ncb = panel_cols(k);
+  if ((double)k * (double)n < 1e5 || nthreads < 1) nthreads = 1;
+  for (int64_t jc = 0; jc < n; jc += ncb) {
+    int64_t nc = n - jc < ncb ? n - jc : ncb, nsl = (nc + NR - 1) / NR, nkc = (k + KC - 1) / KC;
+    float *pb = out + jc * k;
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+    for (int64_t t = 0; t < nkc * nsl; t++) {
+      int64_t pc = (t / nsl) * KC, s = t % nsl;
+      int64_t kc = k - pc < KC ? k - pc : KC;
+      int64_t w = nc - s * NR < NR ? nc - s * NR : NR;
+      pack_b(B + pc * brs, brs, bcs, kc, jc + s * NR, w, pb + pc * nsl * NR + s * kc * NR);
+    }
+  }
+}
+
+static int32_t gemm_core(int64_t m, int64_t n, int64_t k, float alpha, const a_src *as,
+                         const float *B, int64_t brs, int64_t bcs, const float *PB,
+                         float beta, float *C, int64_t ldc, const float *bias, int64_t bs, int32_t act,
+                         const epi_src *ep, int32_t nthreads) {
+  if (m <= 0 || n <= 0) return 0;
+  if (k <= 0 || alpha == 0.0f) { epilogue_only(m, n, beta, C, ldc, bias, bs, act, ep); return 0; }
+  /* Below ~2 MFLOP the fork/join of a parallel region costs more than it saves. */
+  if ((double)m * (double)n * (double)k < 1e6 || nthreads < 1) nthreads = 1;
+  int64_t ncb = panel_cols(k);
   int64_t ncmax = n < ncb ? n : ncb;
   int64_t kcmax = k < KC ? k : KC;
   int64_t nslmax = (ncmax + NR - 1) / NR;
-  /* The whole K x NC panel of B is packed up front (slab by slab), so that after one barrier the
-     threads run independent items to the end: no barrier per K slab, which matters when the
-     machine is oversubscribed and a descheduled thread would stall the others at every barrier. */
-  float *pb = grow(&tls_b, &tls_b_len, k * nslmax * NR);
-  if (!pb) return -1;
-  int failed = 0;
   int64_t nkc = (k + KC - 1) / KC;
   int64_t nic = (m + MC - 1) / MC;
+  int64_t mpad = ((m + MR - 1) / MR) * MR;
+  /* Few row blocks: the column-split items would each repack the same A, so A is packed once. */
+  int shared_a = nic < 2 * nthreads && nthreads > 1;
+  float *pb = 0, *pas = 0;
+  if (!PB) { pb = grow(&tls_b, &tls_b_len, k * nslmax * NR); if (!pb) return -1; }
+  if (shared_a) { pas = grow(&tls_as, &tls_as_len, mpad * k); if (!pas) return -1; }
+  int failed = 0;
+  int a_done = 0;
   for (int64_t jc = 0; jc < n; jc += ncb) {
     int64_t nc = n - jc < ncb ? n - jc : ncb;
     int64_t nsl = (nc + NR - 1) / NR;
+    const float *panel = PB ? PB + jc * k : pb;
     /* Enough items for every thread: split the columns when there are few row blocks. */
     int64_t njc = nic >= 2 * nthreads ? 1 : (2 * nthreads + nic - 1) / nic;
     if (njc > nsl) njc = nsl;
     int64_t per = (nsl + njc - 1) / njc;
     int64_t items = nic * njc;
+    int pack_a_now = shared_a && !a_done;
 #pragma omp parallel num_threads(nthreads)
     {
-#pragma omp for schedule(static)
-      for (int64_t t = 0; t < nkc * nsl; t++) {
-        int64_t pc = (t / nsl) * KC, s = t % nsl;
-        int64_t kc = k - pc < KC ? k - pc : KC;
-        int64_t w = nc - s * NR < NR ? nc - s * NR : NR;
-        pack_b(B + pc * brs, brs, bcs, kc, jc + s * NR, w, pb + pc * nsl * NR + s * kc * NR);
+      if (!PB) {
+#pragma omp for schedule(static) nowait
+        for (int64_t t = 0; t < nkc * nsl; t++) {
+          int64_t pc = (t / nsl) * KC, s = t % nsl;
+          int64_t kc = k - pc < KC ? k - pc : KC;
+          int64_t w = nc - s * NR < NR ? nc - s * NR : NR;
+          pack_b(B + pc * brs, brs, bcs, kc, jc + s * NR, w, pb + pc * nsl * NR + s * kc * NR);
+        }
       }
-      float *pa = grow(&tls_a, &tls_a_len, MC * kcmax);
+      if (pack_a_now) {
+        /* Shared A: block ic's slab pc at pas + ic * k + pc * mcb (mcb = the block's padded rows). */
+#pragma omp for schedule(static) nowait
+        for (int64_t t = 0; t < nic * nkc; t++) {
+          int64_t ic = (t / nkc) * MC, pc = (t % nkc) * KC;
+          int64_t mc = m - ic < MC ? m - ic : MC, kc = k - pc < KC ? k - pc : KC;
+          int64_t mcb = ((mc + MR - 1) / MR) * MR;
+          pack_a(as, ic, pc, mc, kc, pas + ic * k + pc * mcb);
+        }
+      }
+      if (!PB || pack_a_now) {
+#pragma omp barrier
+      }
+      float *pa = shared_a ? 0 : grow(&tls_a, &tls_a_len, MC * kcmax);
       float tile[MR * NR] __attribute__((aligned(64)));
-      if (!pa) {
+      if (!shared_a && !pa) {
 #pragma omp atomic write
         failed = 1;
       }
 #pragma omp for schedule(dynamic, 1) nowait
       for (int64_t it = 0; it < items; it++) {
-        if (!pa) continue;
+        if (!shared_a && !pa) continue;
         int64_t ic = (it / njc) * MC;
         int64_t s0 = (it % njc) * per, s1 = s0 + per < nsl ? s0 + per : nsl;
         int64_t mc = m - ic < MC ? m - ic : MC;
+        int64_t mcb = ((mc + MR - 1) / MR) * MR;
         for (int64_t pc = 0; pc < k; pc += KC) {
           int64_t kc = k - pc < KC ? k - pc : KC;
           int first = pc == 0, last = pc + kc >= k;
-          const float *slab = pb + pc * nsl * NR;
-          pack_a(A + ic * ars + pc * acs, ars, acs, mc, kc, pa);
+          const float *slab = panel + pc * nsl * NR;
+          const float *ablk;
+          if (shared_a) ablk = pas + ic * k + pc * mcb;
+          else { pack_a(as, ic, pc, mc, kc, pa); ablk = pa; }
           for (int64_t s = s0; s < s1; s++) {
             int64_t j0 = s * NR;
             int64_t w = nc - j0 < NR ? nc - j0 : NR;
             for (int64_t i0 = 0; i0 < mc; i0 += MR) {
               int64_t h = mc - i0 < MR ? mc - i0 : MR;
-              micro(kc, pa + i0 * kc, slab + s * kc * NR, tile);
+              micro(kc, ablk + i0 * kc, slab + s * kc * NR, tile);
               store_tile(tile, h, w, C + (ic + i0) * ldc + jc + j0, ldc, alpha, beta, first, last,
-                         bias ? bias + (jc + j0) * bs : 0, bs, act);
+                         bias ? bias + (jc + j0) * bs : 0, bs, act, ep, ic + i0, jc + j0);
             }
           }
         }
       }
     }
+    a_done = 1;
     if (failed) return -1;
   }
   return 0;
 }
+
+static void epi_init(epi_src *ep, const float *e0, int64_t e0o, int64_t e0l, const float *e1, int64_t e1o, int64_t e1l,
+                     const float *e2, int64_t e2o, int64_t e2l, const float *e3, int64_t e3o, int64_t e3l) {
+  ep->p[0] = e0 ? e0 + e0o : 0; ep->ld[0] = e0l;
+  ep->p[1] = e1 ? e1 + e1o : 0; ep->ld[1] = e1l;
+  ep->p[2] = e2 ? e2 + e2o : 0; ep->ld[2] = e2l;
+  ep->p[3] = e3 ? e3 + e3o : 0; ep->ld[3] = e3l;
+}
+
+/* Returns 0 on success, -1 when a packing buffer cannot be allocated. PB (nullable): B prepacked
+   by kiln_sgemm_packb, from element pbo (then B is not read). */
+int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *A, int64_t ao, int64_t ars, int64_t acs,
+                   const float *B, int64_t bo, int64_t brs, int64_t bcs, const float *PB, int64_t pbo,
+                   float beta, float *C, int64_t co, int64_t ldc,
+                   const float *bias, int64_t biaso, int64_t bs, int32_t act,
+                   const float *e0, int64_t e0o, int64_t e0l, const float *e1, int64_t e1o, int64_t e1l,
+                   const float *e2, int64_t e2o, int64_t e2l, const float *e3, int64_t e3o, int64_t e3l,
+                   int32_t nthreads) {
+  a_src as;
+  memset(&as, 0, sizeof as);
+  as.a = A + ao; as.ars = ars; as.acs = acs;
+  epi_src ep;
+  epi_init(&ep, e0, e0o, e0l, e1, e1o, e1l, e2, e2o, e2l, e3, e3o, e3l);
+  return gemm_core(m, n, k, alpha, &as, B ? B + bo : 0, brs, bcs, PB ? PB + pbo : 0, beta, C + co, ldc, bias ? bias + biaso : 0, bs, act, &ep, nthreads);
+}
+
+/* conv2d of x[N, H, W, C] (element strides xs*, from offset xo) with a prepacked weight PB
+   (B[k, o] = weight[o, c, kh, kw] at k = (kh * KW + kw) * C + c, packed by kiln_sgemm_packb) into
+   out[N * OH * OW, O] rows of leading dimension ldo from offset oo (channels_last), + bias[o],
+   then act and the epilogue (rows = output pixels). */
+int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, const float *x, int64_t xo,
+                     int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc,
+                     int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                     int64_t OH, int64_t OW, const float *PB, int64_t pbo, float *out, int64_t oo, int64_t ldo,
+                     const float *bias, int64_t biaso, int64_t bs, int32_t act,
+                     const float *e0, int64_t e0o, int64_t e0l, const float *e1, int64_t e1o, int64_t e1l,
+                     const float *e2, int64_t e2o, int64_t e2l, const float *e3, int64_t e3o, int64_t e3l,
+                     int32_t nthreads) {
+  a_src as;
+  memset(&as, 0, sizeof as);
+  as.a = x + xo; as.conv = 1;
+  as.H = H; as.W = W; as.C = C; as.OH = OH; as.OW = OW; as.KH = KH; as.KW = KW;
+  as.sh = sh; as.sw = sw; as.ph = ph; as.pw = pw; as.dh = dh; as.dw = dw;
+  as.xsn = xsn; as.xsh = xsh; as.xsw = xsw; as.xsc = xsc;
+  epi_src ep;
+  epi_init(&ep, e0, e0o, e0l, e1, e1o, e1l, e2, e2o, e2l, e3, e3o, e3l);
+  return gemm_core(N * OH * OW, O, KH * KW * C, 1.0f, &as, 0, 0, 0, PB + pbo, 0.0f, out + oo, ldo, bias ? bias + biaso : 0, bs, act, &ep, nthreads);
+}
 `;
+
+/** The base GEMM (no generated epilogue): what the eager kernels call. */
+export const GEMM_C_SOURCE = gemmCSource();

@@ -80,7 +80,7 @@ function tryBuild(compiler: string, flags: readonly string[], source: string, li
 
 /**
  * -fno-math-errno lets sqrtf inline; -fno-trapping-math lets GCC if-convert the selects in the
- * branch-free math of codegen/c/math.ts (with trapping math it keeps `x < c ? a : b` as control
+ * branch-free math of native/c-math.ts (with trapping math it keeps `x < c ? a : b` as control
  * flow and the fused pointwise loops stay scalar). Neither changes results: no -ffast-math.
  */
 const BASE = ['-O3', '-shared', '-fPIC', '-std=gnu11', '-ffp-contract=fast', '-fno-math-errno', '-fno-trapping-math'];

@@ -5,6 +5,8 @@
  * vectorise loops that call them; libm's expf/tanhf/erff would keep the loop scalar unless
  * -ffast-math, which we do not use (it breaks NaN/inf semantics). log uses libm's logf.
  * NaN propagates through every function (the clamps are comparisons that are false for NaN).
+ * Shared by the eager native kernels (gemm-c.ts, ops-c.ts) and the compiler's generated C
+ * (compile/codegen/c), so an op computes the same float32 values eager and compiled.
  */
 const f = (v: number): string => `${Math.fround(v).toPrecision(9)}f`;
 const horner = (x: string, c: readonly number[]): string => c.slice(1).reduce((acc, k) => `(${acc} * ${x} + ${f(k)})`, f(c[0]!));
@@ -60,8 +62,18 @@ static inline float k_gelu(float x) {
   float large = u > 0.0f ? 2.0f - c : c;
   return (0.5f * x) * (a < 1.0f ? 1.0f + k_erf_small(u) : large);
 }
+/* 0.5 x (1 + tanh(z)) = x sigmoid(2 z): no 1 + tanh cancellation in the negative tail. */
 static inline float k_gelu_tanh(float x) {
-  float t = k_tanh((x * x * x * 0.044715f + x) * 0.797884561f);
-  return 0.5f * x * (1.0f + t);
+  float z2 = (x * x * x * 0.044715f + x) * 1.59576912f;
+  return x * k_sigmoid(z2);
 }
+`;
+
+/** NaN-propagating max/min/clamp and relu, as the eager kernels (torch.maximum semantics). */
+export const C_HELPERS = `
+static inline float k_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+static inline float k_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+static inline float k_lo(float x, float lo) { return x < lo ? lo : x; }
+static inline float k_hi(float x, float hi) { return x > hi ? hi : x; }
+static inline float k_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
 `;

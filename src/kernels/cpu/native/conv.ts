@@ -1,0 +1,118 @@
+/**
+ * Eager float32 conv2d on the native path: the implicit-GEMM convolution of gemm-c.ts
+ * (`kiln_sconv2d`: patches gathered straight from the input into the GEMM's packed A panels, K
+ * ordered (kh, kw, c), so channels_last input reads contiguous channel runs). The weight is
+ * rearranged to [O, KH, KW, C] and packed once per weight version (cached on its storage). A
+ * channels_last output is written in place; a contiguous (NCHW) output goes through a
+ * [pixels, O] scratch and one transposing copy. Returns null when the native path is off or the
+ * operands are not float32, so the caller runs the JS im2col kernel.
+ */
+import type { OutMeta } from '../../../ops/schema.js';
+import type { Storage } from '../../../tensor/storage.js';
+import type { Tensor } from '../../../tensor/tensor.js';
+import { allocOut, readable } from '../numeric.js';
+import { nativeGemm, type PackedB } from './gemm.js';
+import { cpuPath } from './path.js';
+
+interface PackedConvWeight {
+  version: number;
+  offset: number;
+  strides: string;
+  groups: number;
+  packed: PackedB[];
+}
+
+const weights = new WeakMap<Storage, PackedConvWeight[]>();
+
+/** The weight as one PackedB per group: B[(kh, kw, c), o] = weight[g * og + o, c, kh, kw]. */
+function packedWeight(weight: Tensor, groups: number): PackedB[] {
+  const strides = weight.strides.join(',');
+  const list = weights.get(weight.storage) ?? [];
+  const hit = list.find((e) => e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides && e.groups === groups);
+  if (hit) return hit.packed;
+  const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
+  const [s0, s1, s2, s3] = weight.strides as [number, number, number, number];
+  const r = readable(weight);
+  const K = kh * kw * cg;
+  const wp = new Float32Array(o * K);
+  for (let oo = 0; oo < o; oo++)
+    for (let i = 0; i < kh; i++)
+      for (let j = 0; j < kw; j++)
+        for (let c = 0; c < cg; c++) wp[oo * K + (i * kw + j) * cg + c] = r.data[r.offset + oo * s0 + c * s1 + i * s2 + j * s3]!;
+  const og = o / groups;
+  const lib = nativeGemm();
+  const packed = Array.from({ length: groups }, (_, g) => lib.packB(K, og, { data: wp, offset: g * og * K, rowStride: 1, colStride: K }));
+  // One entry per (version, view): a stale version is replaced, so the cache holds one packing per weight view.
+  const keep = list.filter((e) => !(e.offset === weight.offset && e.strides === strides && e.groups === groups));
+  keep.push({ version: weight.storage.version, offset: weight.offset, strides, groups, packed });
+  weights.set(weight.storage, keep);
+  return packed;
+}
+
+export interface Conv2dArgs {
+  readonly stride: readonly number[];
+  /** [top, bottom, left, right] (convPadding). */
+  readonly padding: readonly [number, number, number, number];
+  readonly dilation: readonly number[];
+  readonly groups: number;
+}
+
+export function nativeConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: Conv2dArgs): Tensor | null {
+  if (cpuPath() !== 'native' || input.dtype !== 'float32' || weight.dtype !== 'float32' || meta.dtype !== 'float32' || (bias && bias.dtype !== 'float32')) return null;
+  // Bottom/right padding needs nothing: reads past the input are zeros; the output size is meta's.
+  const [pt, , pl] = a.padding;
+  const batched = input.shape.length === 4;
+  const [n, , h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];
+  const [xs0, xs1, xs2, xs3] = (batched ? input.strides : [0, ...input.strides]) as [number, number, number, number];
+  const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
+  const out = allocOut(meta);
+  const oh = meta.shape[batched ? 2 : 1]!;
+  const ow = meta.shape[batched ? 3 : 2]!;
+  if (n * o * oh * ow === 0) return out;
+  const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
+  const og = o / a.groups;
+  const packed = packedWeight(weight, a.groups);
+  const lib = nativeGemm();
+  const x = readable(input);
+  const res = readable(out);
+  // channels_last output (rows = pixels of leading dimension os3, channels at unit stride).
+  const inPlace = os1 === 1 && os3 === o && os2 === ow * o && (n === 1 || os0 === oh * ow * o);
+  const P = n * oh * ow;
+  const dst = inPlace ? { data: res.data as Float32Array, offset: res.offset } : { data: new Float32Array(P * o), offset: 0 };
+  const br = bias ? readable(bias) : null;
+  for (let g = 0; g < a.groups; g++) {
+    lib.conv2d(
+      {
+        n,
+        h,
+        w,
+        c: cg,
+        xStrides: [xs0, xs2, xs3, xs1],
+        o: og,
+        kh,
+        kw,
+        stride: [a.stride[0]!, a.stride[a.stride.length - 1]!],
+        padding: [pt, pl],
+        dilation: [a.dilation[0]!, a.dilation[a.dilation.length - 1]!],
+        oh,
+        ow,
+      },
+      { data: x.data as Float32Array, offset: x.offset + g * cg * xs1 },
+      packed[g]!,
+      { data: dst.data, offset: dst.offset + g * og, ldo: o },
+      { bias: br && bias ? { data: br.data as Float32Array, offset: br.offset + g * og * bias.strides[0]!, stride: bias.strides[0]! } : null },
+    );
+  }
+  if (!inPlace) {
+    // [pixel, o] scratch -> the output's strides.
+    const od = res.data;
+    const s = dst.data;
+    for (let b = 0; b < n; b++)
+      for (let oo = 0; oo < o; oo++) {
+        const base = res.offset + b * os0 + oo * os1;
+        for (let y = 0; y < oh; y++)
+          for (let xo = 0; xo < ow; xo++) od[base + y * os2 + xo * os3] = s[((b * oh + y) * ow + xo) * o + oo]!;
+      }
+  }
+  return out;
+}
