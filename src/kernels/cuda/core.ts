@@ -23,6 +23,15 @@ import { runPointwise } from './pointwise-run.js';
 import { triMask } from './masks.js';
 
 /** dst[...] = src (broadcast, cast), on dst's device. */
+/**
+ * `t` itself when it is contiguous in `dtype`, else a contiguous copy in `dtype` on t's device (the
+ * staging copy kernels take for operands they address as dense row-major memory).
+ */
+export function contiguousAs(t: Tensor, dtype: Tensor['dtype'] = t.dtype): Tensor {
+  if (t.dtype === dtype && t.isContiguous()) return t;
+  return copyTensor(allocOut({ shape: t.shape, strides: contiguousStrides(t.shape), dtype, device: t.device }), t);
+}
+
 export function copyTensor(dst: Tensor, src: Tensor | ScalarValue): Tensor {
   if (typeof src !== 'object') return runPointwise('fill', 's0', dst, [], [Number(src)], dst.dtype);
   let from = src;

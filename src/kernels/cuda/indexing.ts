@@ -11,7 +11,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/launch.js';
 import { storageType } from './codegen/ctypes.js';
-import { copyTensor } from './core.js';
+import { contiguousAs, copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 
 const GATHER_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64'];
@@ -57,16 +57,12 @@ function checkIndices(op: string, idx: Tensor, num: number, what: string): void 
   }
 }
 
-function dense(t: Tensor): Tensor {
-  return t.isContiguous() ? t : copyTensor(allocOut({ shape: t.shape, strides: contiguousStrides(t.shape), dtype: t.dtype, device: t.device }), t);
-}
-
 function gatherRows(out: Tensor, src: Tensor, idx: Tensor, outer: number, num: number, inner: number): Tensor {
   const n = idx.numel();
   const total = outer * n * inner;
   if (total === 0) return out;
-  const s = dense(src);
-  const ix = dense(idx);
+  const s = contiguousAs(src);
+  const ix = contiguousAs(idx);
   try {
     const k = gatherKernel(out.device.index, src.dtype, idx.dtype);
     launch(k, [ptrOf(out), ptrOf(s), ptrOf(ix), outer, n, num, inner, total], { grid: gridFor(out.device.index, total, BLOCK), block: BLOCK }, streamOf(out));

@@ -15,21 +15,16 @@
 import { mhcGeometry, mhcHeadCollapse, mhcPost, mhcPostGeometry, mhcPre } from '../../ops/defs/llm-mhc.js';
 import type { OutMeta } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
-import { contiguousStrides, fmtShape } from '../../tensor/layout.js';
+import { fmtShape } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { launch } from '../../runtime/cuda/launch.js';
 import { COLLAPSE_FUSED_MAX_N, FINISH_THREADS, MHC_MAX_N, mhcCollapseFusedSource, mhcFinishSource, mhcPostSource } from './codegen/llm-mhc.js';
-import { copyTensor } from './core.js';
+import { contiguousAs } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { runGemm } from './linalg.js';
 import { moeKernel, registerCuda } from './llm-moe.js';
 
 /** `t` as contiguous data of `dtype` (itself when it already is; else a copy the caller disposes). */
-function dense(t: Tensor, dtype: DType = t.dtype): Tensor {
-  if (t.dtype === dtype && t.isContiguous()) return t;
-  return copyTensor(allocOut({ shape: t.shape, strides: contiguousStrides(t.shape), dtype, device: t.device }), t);
-}
-
 function checkN(op: string, n: number, streams: Tensor): void {
   if (n > MHC_MAX_N) throw new RangeError(`${op}: not supported yet on cuda: ${n} streams (dim -2 of streams ${fmtShape(streams.shape)}); the cuda kernels take up to ${MHC_MAX_N} (src/kernels/cuda/llm-mhc.ts)`);
 }
@@ -63,17 +58,17 @@ function mixAndFinish(a: MixArgs): void {
     return t;
   };
   try {
-    const x = keep(dense(a.streams), a.streams);
+    const x = keep(contiguousAs(a.streams), a.streams);
     // The GEMM operand: the streams as [T, nH] in the compute dtype.
-    const xc = x.dtype === ct ? x : keep(dense(x, ct), x);
+    const xc = x.dtype === ct ? x : keep(contiguousAs(x, ct), x);
     const v = new Tensor(xc.storage, ct, [tokens, n * h], [n * h, 1], xc.offset);
-    const phi = keep(dense(a.phi, ct), a.phi);
+    const phi = keep(contiguousAs(a.phi, ct), a.phi);
     const phiT = new Tensor(phi.storage, ct, [n * h, a.rows], [1, n * h], phi.offset);
     const mm = allocOut({ shape: [tokens, a.rows], strides: [a.rows, 1], dtype: ct, device: x.device });
     temps.push(v, phiT, mm);
     runGemm({ op: a.op, out: mm, a: v, b: phiT, batch: [], M: tokens, N: a.rows, K: n * h });
-    const alpha = keep(dense(a.alpha, ct), a.alpha);
-    const bias = keep(dense(a.bias, ct), a.bias);
+    const alpha = keep(contiguousAs(a.alpha, ct), a.alpha);
+    const bias = keep(contiguousAs(a.bias, ct), a.bias);
     const index = x.device.index;
     const k = moeKernel(index, `mhc-finish:${x.dtype}:${a.mode}`, () => mhcFinishSource(x.dtype, a.mode));
     const args = [ptrOf(x), ptrOf(mm), ptrOf(alpha), ptrOf(bias), ptrOf(a.out), a.post ? ptrOf(a.post) : 0, a.comb ? ptrOf(a.comb) : 0, tokens, n, h, a.rmsEps, a.preEps, a.postMult, a.iters, a.sinkEps];
@@ -116,7 +111,7 @@ function collapseFused(s: Tensor, phiArg: Tensor, alphaArg: Tensor, biasArg: Ten
   if (tokens === 0) return;
   const ct: DType = s.dtype === 'float64' ? 'float64' : 'float32';
   const ins = [s, phiArg, alphaArg, biasArg];
-  const d = [dense(s), dense(phiArg, ct), dense(alphaArg, ct), dense(biasArg, ct)];
+  const d = [contiguousAs(s), contiguousAs(phiArg, ct), contiguousAs(alphaArg, ct), contiguousAs(biasArg, ct)];
   try {
     const [x, phi, alpha, bias] = d as [Tensor, Tensor, Tensor, Tensor];
     const index = x.device.index;
@@ -162,7 +157,7 @@ registerCuda(mhcPost.name, (ctx, layerOut, streams, post, comb) => {
   const out = allocOut(ctx.out as OutMeta);
   if (g.tokens * g.hidden === 0) return out;
   const ins = [layerOut, streams, post, comb] as Tensor[];
-  const d = ins.map((t) => dense(t));
+  const d = ins.map((t) => contiguousAs(t));
   try {
     const [f, x, p, c] = d as [Tensor, Tensor, Tensor, Tensor];
     const index = x.device.index;

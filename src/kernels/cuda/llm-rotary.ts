@@ -7,24 +7,27 @@
  */
 import { applyRotaryEmb } from '../../ops/defs/llm-rotary.js';
 import type { OutMeta } from '../../ops/schema.js';
-import { registerLlmImpl } from '../../llm/policy.js';
 import type { DType } from '../../tensor/dtype.js';
 import { broadcastStrides, numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
-import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
-import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/launch.js';
+import { launch, type ParamType } from '../../runtime/cuda/launch.js';
+import type { GeneratedKernel } from './codegen/pointwise.js';
 import { computeType, loadAs, PRELUDE, storageType, storeAs } from './codegen/ctypes.js';
 import { allocOut, gridFor, ptrOf, streamOf, unsupportedDtype } from './device.js';
+import { cachedKernel, registerCuda } from './llm-util.js';
 
 const BLOCK = 256;
 const RANK = 6;
 // out, x, cos, sin, pairs, half, then RANK sizes and RANK strides for each of out, x, cos, sin.
 const PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', ...(Array.from({ length: RANK * 5 }, () => 'i64') as ParamType[])];
 
-export function applyRotarySource(dtype: DType, isNeox: boolean): { name: string; source: string } {
+/** The kernel's name, also its key in the kernel cache. */
+const applyRotaryName = (dtype: DType, isNeox: boolean): string => `kiln_apply_rotary_${isNeox ? 'neox' : 'gptj'}_${dtype}`;
+
+export function applyRotarySource(dtype: DType, isNeox: boolean): GeneratedKernel {
   const t = storageType(dtype);
   const ct = computeType(dtype);
-  const name = `kiln_apply_rotary_${isNeox ? 'neox' : 'gptj'}_${dtype}`;
+  const name = applyRotaryName(dtype, isNeox);
   const dims = Array.from({ length: RANK }, (_, k) => k);
   const sig = (p: string): string => dims.map((k) => `long long ${p}${k}`).join(', ');
   const source = `${PRELUDE}
@@ -47,48 +50,35 @@ ${dims
   }
 }
 `;
-  return { name, source };
+  return { name, source, params: PARAMS };
 }
 
-const kernels = new Map<string, CudaKernel>();
 const FLOATS: readonly DType[] = ['float32', 'float16', 'bfloat16', 'float64'];
 
 /** Left-pads a shape/strides pair to RANK dims (size 1, stride 0). */
 const pad = (xs: readonly number[], fill: number): number[] => [...Array.from({ length: RANK - xs.length }, () => fill), ...xs];
 
-registerLlmImpl(applyRotaryEmb.name, {
-  name: 'cuda-kernel',
-  kind: 'kernel',
-  device: 'cuda',
-  priority: 0,
-  fn: (ctx, input, cosIn, sinIn, isNeox) => {
-    const x = input as Tensor;
-    const cos = cosIn as Tensor;
-    const sin = sinIn as Tensor;
-    if (!FLOATS.includes(x.dtype)) throw unsupportedDtype(applyRotaryEmb.name, x, FLOATS.join(', '));
-    if (x.ndim > RANK) throw new Error(`${applyRotaryEmb.name}: the cuda kernel supports inputs of up to ${RANK} dims, got ${x.ndim} (shape [${x.shape.join(', ')}])`);
-    const out = allocOut(ctx.out as OutMeta);
-    const d = x.shape[x.ndim - 1]!;
-    const half = d / 2;
-    const pairs = (numel(x.shape) / d) * half;
-    if (pairs === 0) return out;
-    const index = x.device.index;
-    const src = applyRotarySource(x.dtype, isNeox as boolean);
-    const key = `${index}#${src.name}`;
-    let k = kernels.get(key);
-    if (!k) {
-      k = kernelFromSource(index, src.source, src.name, PARAMS);
-      kernels.set(key, k);
-    }
-    const args = [
-      ptrOf(out), ptrOf(x), ptrOf(cos), ptrOf(sin), pairs, half,
-      ...pad(x.shape, 1),
-      ...pad(out.strides, 0),
-      ...pad(x.strides, 0),
-      ...pad(broadcastStrides(cos.shape, cos.strides, x.shape), 0),
-      ...pad(broadcastStrides(sin.shape, sin.strides, x.shape), 0),
-    ];
-    launch(k, args, { grid: gridFor(index, pairs, BLOCK), block: BLOCK }, streamOf(out));
-    return out;
-  },
+registerCuda(applyRotaryEmb.name, (ctx, input, cosIn, sinIn, isNeox) => {
+  const x = input as Tensor;
+  const cos = cosIn as Tensor;
+  const sin = sinIn as Tensor;
+  if (!FLOATS.includes(x.dtype)) throw unsupportedDtype(applyRotaryEmb.name, x, FLOATS.join(', '));
+  if (x.ndim > RANK) throw new Error(`${applyRotaryEmb.name}: the cuda kernel supports inputs of up to ${RANK} dims, got ${x.ndim} (shape [${x.shape.join(', ')}])`);
+  const out = allocOut(ctx.out as OutMeta);
+  const d = x.shape[x.ndim - 1]!;
+  const half = d / 2;
+  const pairs = (numel(x.shape) / d) * half;
+  if (pairs === 0) return out;
+  const index = x.device.index;
+  const k = cachedKernel(index, applyRotaryName(x.dtype, isNeox as boolean), () => applyRotarySource(x.dtype, isNeox as boolean));
+  const args = [
+    ptrOf(out), ptrOf(x), ptrOf(cos), ptrOf(sin), pairs, half,
+    ...pad(x.shape, 1),
+    ...pad(out.strides, 0),
+    ...pad(x.strides, 0),
+    ...pad(broadcastStrides(cos.shape, cos.strides, x.shape), 0),
+    ...pad(broadcastStrides(sin.shape, sin.strides, x.shape), 0),
+  ];
+  launch(k, args, { grid: gridFor(index, pairs, BLOCK), block: BLOCK }, streamOf(out));
+  return out;
 });

@@ -20,7 +20,7 @@ import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/launch.js';
 import { dropoutScale } from '../cpu/nn.js';
 import { computeType, loadAs, PRELUDE, storageType, storeAs } from './codegen/ctypes.js';
-import { copyTensor } from './core.js';
+import { contiguousAs, copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf, unsupportedDtype } from './device.js';
 
 const GN_BLOCK = 256;
@@ -73,12 +73,6 @@ extern "C" __global__ void __launch_bounds__(${GN_BLOCK}) ${name}(${t}* __restri
 const kernels = new Map<string, CudaKernel>();
 const FLOATS: readonly DType[] = ['float32', 'float16', 'bfloat16', 'float64'];
 
-/** A dense row-major tensor with t's values (t itself when it already is one). */
-function dense(t: Tensor): Tensor {
-  if (t.isContiguous()) return t;
-  return copyTensor(allocOut({ shape: t.shape, strides: contiguousStrides(t.shape), dtype: t.dtype, device: t.device }), t);
-}
-
 registerKernel(groupNorm, 'cuda', (ctx, input, groupsArg, weight, bias, epsArg) => {
   if (!FLOATS.includes(input.dtype)) throw unsupportedDtype('groupNorm', input, FLOATS.join(', '));
   const groups = Number(groupsArg);
@@ -86,9 +80,9 @@ registerKernel(groupNorm, 'cuda', (ctx, input, groupsArg, weight, bias, epsArg) 
   const spatial = numel(input.shape.slice(2));
   const out = allocOut(ctx.out);
   if (n * c * spatial === 0) return out;
-  const x = dense(input);
-  const w = weight ? dense(weight) : null;
-  const b = bias ? dense(bias) : null;
+  const x = contiguousAs(input);
+  const w = weight ? contiguousAs(weight) : null;
+  const b = bias ? contiguousAs(bias) : null;
   // The kernel writes row-major; an output in another layout (channels_last) takes a copy.
   const target = out.isContiguous() ? out : allocOut({ shape: out.shape, strides: contiguousStrides(out.shape), dtype: out.dtype, device: out.device });
   try {

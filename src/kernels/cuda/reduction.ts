@@ -8,7 +8,7 @@ import { isFloating } from '../../tensor/dtype.js';
 import { contiguousStrides, isContiguousStrides, normalizeDim, numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { RowKind } from './codegen/rows.js';
-import { copyTensor } from './core.js';
+import { contiguousAs, copyTensor } from './core.js';
 import { allocOut } from './device.js';
 import { runRows, toRows } from './rows-run.js';
 
@@ -125,9 +125,7 @@ registerKernel(R.logSoftmax, 'cuda', (ctx, self, dim) => softmaxKernel('logSoftm
 
 /** A parameter tensor as contiguous data (a view when it already is). */
 function dense(t: Tensor | null | undefined): Tensor | null {
-  if (!t) return null;
-  if (t.isContiguous()) return t;
-  return copyTensor(allocOut({ shape: t.shape, strides: contiguousStrides(t.shape), dtype: t.dtype, device: t.device }), t);
+  return t ? contiguousAs(t) : null;
 }
 
 function normDims(x: Tensor, normalizedShape: readonly number[]): number[] {

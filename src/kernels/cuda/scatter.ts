@@ -15,7 +15,7 @@
 import { indexPut, indexPut_, scatter, scatter_ } from '../../ops/defs/indexing.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
-import { CPU } from '../../runtime/device.js';
+import { tensor } from '../../api/data.js';
 import { contiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { castValue } from '../../tensor/typed.js';
@@ -64,15 +64,6 @@ function asFloat64(t: Tensor): Tensor {
   return copyTensor(out, t);
 }
 
-/** A host float64 tensor of these values moved to `like`'s device. */
-function upload(values: number[], like: Tensor): Tensor {
-  const host = Tensor.empty([values.length], 'float64', CPU);
-  new Float64Array(host.storage.cpuArrayBuffer(), 0, values.length).set(values);
-  const dev = host.to(like.device);
-  host.dispose();
-  return dev;
-}
-
 interface Plan {
   dest: number[];
   spos: number[];
@@ -105,8 +96,8 @@ function applyWrites(out: Tensor, self: Tensor, src: Tensor | ScalarValue, p: Pl
   if (srcWork) temps.push(srcWork);
   try {
     if (p.dest.length > 0) {
-      const dest = upload(p.dest, self);
-      const spos = upload(p.spos, self);
+      const dest = tensor(p.dest, { dtype: 'float64', device: self.device });
+      const spos = tensor(p.spos, { dtype: 'float64', device: self.device });
       temps.push(dest, spos);
       const index = self.device.index;
       let k = kernels.get(index);
