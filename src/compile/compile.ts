@@ -198,7 +198,16 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   getBackend(backendName); // fail early on unknown names
   // Rewrites that always pay (autoRewriteRules) run on code-generating backends unless the caller
   // picks the rules; the full library set is opt-in with passes: { rewrites: 'default' }.
-  const passOptions: PassOptions = { decompose: backendName !== 'eager', rewrites: backendName !== 'eager' ? autoRewriteRules : [], ...options.passes };
+  // Horizontal linear fusion (concatenated weights) applies to inference programs only; the joint
+  // forward+backward keeps separate parameters for their gradients. KILN_HORIZONTAL_FUSION=0 turns
+  // it off (A/B measurements).
+  const passOptions: PassOptions = {
+    decompose: backendName !== 'eager',
+    rewrites: backendName !== 'eager' ? autoRewriteRules : [],
+    horizontalFusion: backendName !== 'eager' && process.env['KILN_HORIZONTAL_FUSION'] !== '0',
+    ...options.passes,
+  };
+  const jointPassOptions: PassOptions = { ...passOptions, horizontalFusion: false };
   const logs = options.log;
 
   const counters = zeroCounters();
@@ -343,8 +352,8 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
       return { eager: reason };
     }
     log('graph', logs, () => `joint forward+backward graph of '${fnName}':\n${formatGraph(traced.joint)}`);
-    const fwd = runPasses(traced.forward, passOptions);
-    const bwd = runPasses(traced.backward, passOptions);
+    const fwd = runPasses(traced.forward, jointPassOptions);
+    const bwd = runPasses(traced.backward, jointPassOptions);
     log('graph', logs, () => `optimised forward of '${fnName}':\n${formatGraph(fwd.graph)}\noptimised backward:\n${formatGraph(bwd.graph)}`);
     const graphs = { ...traced, forward: fwd.graph, backward: bwd.graph };
     const guards = captureLiftedGuards(traced.joint, [...fwd.foldedSources, ...bwd.foldedSources], [...roots, ...g.modules]);

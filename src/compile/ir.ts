@@ -41,8 +41,18 @@ export interface IRNode {
 export type InputSource =
   /** A tensor inside the compiled function's arguments, by path (argument index, then keys). */
   | { readonly kind: 'arg'; readonly path: readonly (string | number)[] }
-  /** A real tensor the function closed over (parameter, buffer, constant): guarded by identity. */
-  | { readonly kind: 'lifted'; readonly tensor: Tensor };
+  /**
+   * A real tensor the function closed over (parameter, buffer, constant): guarded by identity.
+   * `derived`: the tensor was computed at compile time from other lifted tensors (a pass's
+   * constant, e.g. concatenated weights); its refresh() runs before each call reads it.
+   */
+  | { readonly kind: 'lifted'; readonly tensor: Tensor; readonly derived?: DerivedTensor };
+
+/** A compile-time constant kept equal to the tensors it was computed from (updated in place). */
+export interface DerivedTensor {
+  /** Recomputes the stale parts in place when a source was written since the last call. */
+  refresh(): void;
+}
 
 export interface GraphInput {
   readonly id: ValueId;

@@ -33,7 +33,10 @@ export interface JointProgram {
 
 /** The tensor a graph input stands for in a call with `args`. */
 export function inputTensor(inp: GraphInput, args: readonly unknown[]): Tensor {
-  if (inp.source.kind === 'lifted') return inp.source.tensor;
+  if (inp.source.kind === 'lifted') {
+    inp.source.derived?.refresh();
+    return inp.source.tensor;
+  }
   let x: unknown = args;
   for (const k of inp.source.path) x = (x as Record<string | number, unknown>)[k];
   if (!(x instanceof Tensor)) throw new Error(`kiln.compile: input at ${JSON.stringify(inp.source.path)} is not a tensor`);

@@ -1,6 +1,7 @@
 /**
  * The pass pipeline run on every captured graph before the backend sees it:
- * DCE -> CSE -> constant folding -> (pattern rewrites) -> (decompositions) -> CSE -> DCE.
+ * DCE -> CSE -> constant folding -> (pattern rewrites) -> (horizontal linear fusion) -> (decompositions)
+ * -> CSE -> DCE.
  * Every pass keeps the graph's semantics (interpret(before) equals interpret(after)).
  */
 import type { Tensor } from '../../tensor/tensor.js';
@@ -9,6 +10,7 @@ import { commonSubexpressionElimination } from './cse.js';
 import { deadCodeElimination } from './dce.js';
 import { decompose } from './decompose.js';
 import { constantFolding } from './fold.js';
+import { horizontalLinearFusion } from './horizontal.js';
 import { llmRewriteRules } from '../../llm/rewrites.js';
 import { applyRewrites, defaultRewriteRules, type RewriteRule } from './rewrite.js';
 
@@ -20,6 +22,7 @@ export { applyRewrites, matchNode, siluRule, defaultRewriteRules, P, Match, type
 export { GraphBuilder, Val, isImpure, isMutating, isRandom } from './util.js';
 export { autoRewriteRules, llmRewriteRules } from '../../llm/rewrites.js';
 export { graphSignature } from './signature.js';
+export { horizontalLinearFusion, ConcatConstant, type HorizontalFusionResult } from './horizontal.js';
 
 export interface PassOptions {
   dce?: boolean;
@@ -29,6 +32,11 @@ export interface PassOptions {
   decompose?: boolean;
   /** Pattern rewrite rules applied before decompositions (default: none; 'default' = silu and the llm library rules). */
   rewrites?: readonly RewriteRule[] | 'default';
+  /**
+   * Merge linears that share an input into one GEMM over concatenated weights (passes/horizontal.ts).
+   * Only valid for programs run without grad; kiln.compile turns it on for its inference programs.
+   */
+  horizontalFusion?: boolean;
 }
 
 export interface PassResult {
@@ -49,6 +57,7 @@ export function runPasses(g: Graph, o: PassOptions = {}): PassResult {
   }
   const rules = o.rewrites === 'default' ? [...defaultRewriteRules, ...llmRewriteRules] : (o.rewrites ?? []);
   if (rules.length > 0) graph = applyRewrites(graph, rules).graph;
+  if (o.horizontalFusion === true) graph = horizontalLinearFusion(graph).graph;
   if (o.decompose === true) {
     graph = decompose(graph);
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);

@@ -10,6 +10,7 @@ import { check, driver, makeCurrent } from './driver.js';
 import { bindCublasLt, type CublasLtApi, type DevPtr, type Ptr } from './ffi.js';
 import { findLibrary, missingMessage } from './discover.js';
 import { CudaEvent, type CudaStream } from './stream.js';
+import { describeAlgo, gemmCandidates, HEURISTIC_ALGOS } from './gemm-candidates.js';
 
 const COMPUTE_32F = 68;
 const COMPUTE_64F = 70;
@@ -29,20 +30,19 @@ const PREF_MAX_WORKSPACE_BYTES = 1;
 const PREF_MIN_ALIGNMENT = { a: 5, b: 6, c: 7, d: 8 } as const;
 const OP_N = 0;
 const OP_T = 1;
-// Each cublasLtMatmulHeuristicResult_t is 96 bytes; its first 64 are the algorithm.
-const HEURISTIC_RESULT_BYTES = 96;
-const ALGO_BYTES = 64;
 // 32 MiB of workspace lets the heuristic pick split-K and stream-K kernels for large problems.
 const WORKSPACE_BYTES = 32 << 20;
 /**
- * Algorithms the heuristic is asked for; each new problem times them once (TUNE_REPS runs after one
- * warm-up, best kept) and keeps the fastest. The heuristic's first choice is often not the fastest
- * for small-M problems (a transformer's projections at a few hundred tokens). Only problems whose
- * rerun is harmless (beta = 0) are tuned, never during a CUDA graph capture (the warm-up run before
- * a capture tunes them); KILN_GEMM_AUTOTUNE=0 keeps the heuristic's first choice.
+ * Each new problem times its candidate algorithms once (gemm-candidates.ts: the heuristic's offers
+ * and split-K variants; TUNE_REPS runs after one warm-up, best kept) and keeps the fastest. The
+ * heuristic's first choice is often not the fastest for small-M problems (a transformer's
+ * projections at a few hundred tokens). Only problems whose rerun is harmless (beta = 0) are
+ * tuned, never during a CUDA graph capture (the warm-up run before a capture tunes them);
+ * KILN_GEMM_AUTOTUNE=0 keeps the heuristic's first choice. KILN_GEMM_TUNE_LOG=1 prints each
+ * problem's candidates and times to stderr.
  */
-const TUNE_ALGOS = 8;
 const TUNE_REPS = 3;
+const TUNE_LOG = process.env['KILN_GEMM_TUNE_LOG'] === '1';
 const TUNE = process.env['KILN_GEMM_AUTOTUNE'] !== '0';
 
 export type GemmDtype = keyof typeof DATA_TYPE;
@@ -126,6 +126,9 @@ interface Plan {
   /** Every algorithm the heuristic offered, best guess first. */
   algos: Uint8Array[];
   tuned: boolean;
+  /** The problem and where each algorithm came from (KILN_GEMM_TUNE_LOG). */
+  what: string;
+  origins: string[];
 }
 
 interface DeviceState {
@@ -204,14 +207,12 @@ function plan(index: number, p: GemmProblem): Plan {
     ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, attr, u32(al[which as keyof typeof al]), 4), `setting the ${which.toUpperCase()} alignment`);
   }
   if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');
-  const requested = TUNE ? TUNE_ALGOS : 1;
-  const results = new Uint8Array(HEURISTIC_RESULT_BYTES * requested);
-  const count: [number] = [0];
-  ltCheck(L.cublasLtMatmulAlgoGetHeuristic(s.handle, desc, la, lb, lc, lc, pr[0]!, requested, results, count), `choosing an algorithm for ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
+  const what = `${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`;
+  const offered = gemmCandidates(L, { handle: s.handle, desc, la, lb, lc, pref: pr[0]!, k: p.k, workspaceBytes: WORKSPACE_BYTES, requested: TUNE ? HEURISTIC_ALGOS : 1, what });
   L.cublasLtMatmulPreferenceDestroy(pr[0]!);
-  if (count[0] < 1) throw new Error(`cublasLt: no algorithm for ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
-  const algos = Array.from({ length: count[0] }, (_, i) => results.slice(i * HEURISTIC_RESULT_BYTES, i * HEURISTIC_RESULT_BYTES + ALGO_BYTES));
-  const made: Plan = { desc, la, lb, lc, algo: algos[0]!, algos, tuned: algos.length < 2 };
+  if (offered.length < 1) throw new Error(`cublasLt: no algorithm for ${what}`);
+  const algos = offered.map((c) => c.algo);
+  const made: Plan = { desc, la, lb, lc, algo: algos[0]!, algos, tuned: algos.length < 2, what, origins: offered.map((c) => `${c.origin} (waves ${c.waves.toFixed(2)})`) };
   s.plans.set(key, made);
   return made;
 }
@@ -243,8 +244,12 @@ function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Arra
   const start = new CudaEvent(index, true);
   const end = new CudaEvent(index, true);
   let best = Infinity;
-  for (const algo of pl.algos) {
-    if (run(algo) !== 0) continue; // an algorithm the heuristic offered but that refuses these pointers
+  const log: string[] = [];
+  for (const [i, algo] of pl.algos.entries()) {
+    if (run(algo) !== 0) {
+      if (TUNE_LOG) log.push(`  ${pl.origins[i]}: refused`);
+      continue; // an algorithm the heuristic offered but that refuses these pointers
+    }
     let ms = Infinity;
     for (let r = 0; r < TUNE_REPS; r++) {
       start.record(stream);
@@ -253,11 +258,13 @@ function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Arra
       end.synchronize();
       ms = Math.min(ms, start.elapsedTime(end));
     }
+    if (TUNE_LOG) log.push(`  ${(ms * 1000).toFixed(1).padStart(7)} us  ${pl.origins[i]}  ${describeAlgo(api(), algo)}`);
     if (ms < best) {
       best = ms;
       pl.algo = algo;
     }
   }
+  if (TUNE_LOG) process.stderr.write(`[kiln gemm tune] ${pl.what}: best ${(best * 1000).toFixed(1)} us\n${log.join('\n')}\n`);
 }
 
 export function cublasLtVersion(): number {

@@ -193,6 +193,10 @@ const CUBLASLT_DECLS = {
   cublasLtMatmulPreferenceSetAttribute: 'int cublasLtMatmulPreferenceSetAttribute(void *pref, int attr, void *buf, uint64_t size)',
   cublasLtMatmulAlgoGetHeuristic:
     'int cublasLtMatmulAlgoGetHeuristic(void *handle, void *desc, void *a, void *b, void *c, void *d, void *pref, int requested, void *results, _Out_ int *count)',
+  cublasLtMatmulAlgoConfigSetAttribute: 'int cublasLtMatmulAlgoConfigSetAttribute(void *algo, int attr, void *buf, uint64_t size)',
+  cublasLtMatmulAlgoConfigGetAttribute: 'int cublasLtMatmulAlgoConfigGetAttribute(void *algo, int attr, void *buf, uint64_t size, _Out_ uint64_t *written)',
+  cublasLtMatmulAlgoCapGetAttribute: 'int cublasLtMatmulAlgoCapGetAttribute(void *algo, int attr, void *buf, uint64_t size, _Out_ uint64_t *written)',
+  cublasLtMatmulAlgoCheck: 'int cublasLtMatmulAlgoCheck(void *handle, void *desc, void *a, void *b, void *c, void *d, void *algo, void *result)',
   cublasLtMatmul:
     'int cublasLtMatmul(void *handle, void *desc, void *alpha, uint64_t A, void *Adesc, uint64_t B, void *Bdesc, void *beta, uint64_t C, void *Cdesc, uint64_t D, void *Ddesc, void *algo, uint64_t workspace, uint64_t workspaceSize, void *stream)',
 } as const;
@@ -210,6 +214,11 @@ export interface CublasLtApi {
   cublasLtMatmulPreferenceDestroy(p: Ptr): number;
   cublasLtMatmulPreferenceSetAttribute(p: Ptr, attr: number, buf: Uint8Array, size: number): number;
   cublasLtMatmulAlgoGetHeuristic(h: Ptr, desc: Ptr, a: Ptr, b: Ptr, c: Ptr, d: Ptr, pref: Ptr, requested: number, results: Uint8Array, count: Out<number>): number;
+  cublasLtMatmulAlgoConfigSetAttribute(algo: Uint8Array, attr: number, buf: Uint8Array, size: number): number;
+  cublasLtMatmulAlgoConfigGetAttribute(algo: Uint8Array, attr: number, buf: Uint8Array, size: number, written: Out<number>): number;
+  cublasLtMatmulAlgoCapGetAttribute(algo: Uint8Array, attr: number, buf: Uint8Array, size: number, written: Out<number>): number;
+  /** `result` is a cublasLtMatmulHeuristicResult_t (96 bytes): workspace size and state for `algo`. */
+  cublasLtMatmulAlgoCheck(h: Ptr, desc: Ptr, a: Ptr, b: Ptr, c: Ptr, d: Ptr, algo: Uint8Array, result: Uint8Array): number;
   cublasLtMatmul(
     h: Ptr, desc: Ptr, alpha: Uint8Array, A: DevPtr, Adesc: Ptr, B: DevPtr, Bdesc: Ptr, beta: Uint8Array, C: DevPtr, Cdesc: Ptr,
     D: DevPtr, Ddesc: Ptr, algo: Uint8Array, workspace: DevPtr, workspaceSize: number, stream: Ptr | null,
