@@ -2,7 +2,8 @@
  * llm.applyRotaryEmb (rotary embedding from explicit cos/sin) and the rotate-half rewrite:
  * the op against a float64 loop written here (neox and gpt-j, broadcast tables, transposed input,
  * halves), its layout, errors, the default kiln.compile rewrite of the Hugging Face composition
- * (fires, and compiled equals eager), and the cuda kernel against the cpu one.
+ * (fires, and compiled equals eager), and the cuda kernel against the cpu one and the float64 loop
+ * (collapsed dims, 1-d, column slices of a fused qkv at a storage offset).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -13,6 +14,7 @@ import { broadcastStrides } from '../src/tensor/layout.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { rand } from './helpers/make.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { collapseRotaryDims } from '../src/kernels/cuda/llm-rotary.js';
 
 type T = kiln.Tensor;
 
@@ -126,5 +128,45 @@ test('cuda: llm.applyRotaryEmb matches the cpu kernel (float32 exact to 1e-6, ha
       const err = maxErr(y.to('cpu'), want);
       assert.ok(err <= TOL[dtype]!, `cuda ${dtype} ${isNeox ? 'neox' : 'gpt-j'}: max error ${err}`);
     }
+  }
+});
+
+test('cuda kernel geometry: collapseRotaryDims drops size-1 dims and merges leading dims every operand walks as one', () => {
+  // Contiguous x/out with cos/sin broadcast over the heads: [B, H, T, D] -> [B*H] cannot merge with T (cos strides differ).
+  const c1 = collapseRotaryDims([2, 4, 8, 16], [[512, 128, 16, 1], [512, 128, 16, 1], [0, 0, 16, 1], [0, 0, 16, 1]]);
+  assert.deepEqual(c1.shape, [8, 8, 16]);
+  assert.deepEqual(c1.strides, [[128, 16, 1], [128, 16, 1], [0, 16, 1], [0, 16, 1]]);
+  // Transposed q (a view of [1, T, H, D]): nothing merges, the size-1 batch goes.
+  const c2 = collapseRotaryDims([1, 16, 128, 128], [[262144, 128, 2048, 1], [262144, 128, 2048, 1], [0, 0, 128, 1], [0, 0, 128, 1]]);
+  assert.deepEqual(c2.shape, [16, 128, 128]);
+  assert.deepEqual(c2.strides[1], [128, 2048, 1]);
+  // Everything dense with per-row tables: the leading dims become one.
+  const c3 = collapseRotaryDims([3, 5, 8], [[40, 8, 1], [40, 8, 1], [40, 8, 1], [40, 8, 1]]);
+  assert.deepEqual(c3.shape, [15, 8]);
+  assert.deepEqual(collapseRotaryDims([8], [[1], [1], [1], [1]]).shape, [8]);
+});
+
+test('cuda: llm.applyRotaryEmb on collapsed and offset layouts (dense, 1-d, column slices of a fused qkv) matches the float64 loop', { skip: skipUnlessCuda() }, () => {
+  for (const dtype of ['float32', 'bfloat16'] as DType[]) {
+    const cases: [string, T, T, T][] = [];
+    cases.push(['dense 4-d, per-row tables', rand([2, 3, 5, 16], 11, 'contiguous', dtype), rand([2, 3, 5, 16], 12, 'contiguous', dtype), rand([2, 3, 5, 16], 13, 'contiguous', dtype)]);
+    cases.push(['1-d', rand([16], 14, 'contiguous', dtype), rand([16], 15, 'contiguous', dtype), rand([16], 16, 'contiguous', dtype)]);
+    // k of a [1, T, (4 + 2 + 2) * 8] qkv projection: a column slice at an offset, viewed [1, T, 2, 8] and transposed.
+    const qkv = rand([1, 6, 64], 17, 'contiguous', dtype);
+    const k = qkv.narrow(-1, 32, 16).view([1, 6, 2, 8]).transpose(1, 2);
+    cases.push(['qkv column slice', k, rand([6, 8], 18, 'contiguous', dtype), rand([1, 1, 6, 8], 19, 'contiguous', dtype)]);
+    for (const [label, x, c, s] of cases) {
+      for (const isNeox of [true, false]) {
+        const want = reference(x, c, s, isNeox);
+        const y = kiln.llm.applyRotaryEmb(x.to('cuda'), c.to('cuda'), s.to('cuda'), isNeox);
+        const err = maxErr(y.to('cpu'), want);
+        assert.ok(err <= TOL[dtype]!, `cuda ${dtype} ${label} ${isNeox ? 'neox' : 'gpt-j'}: max error ${err}`);
+      }
+    }
+    // The strided slice itself on the device (storage offset and row stride 64 on cuda, not a dense copy).
+    const kd = qkv.to('cuda').narrow(-1, 32, 16).view([1, 6, 2, 8]).transpose(1, 2);
+    const cd = rand([6, 8], 20, 'contiguous', dtype);
+    const err = maxErr(kiln.llm.applyRotaryEmb(kd, cd.to('cuda'), cd.to('cuda'), true).to('cpu'), reference(k, cd, cd, true));
+    assert.ok(err <= TOL[dtype]!, `cuda ${dtype} on-device slice: max error ${err}`);
   }
 });

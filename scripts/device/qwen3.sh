@@ -7,7 +7,7 @@ T=/tmp/qwen3.$$; mkdir -p "$T"; t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s]"; }
 B="node dist/src/cli/main.js bench --device cuda --size full --workload qwen3-0.6b-forward --no-progress"
 echo "== tests"
-timeout 25 node --test --test-concurrency=1 --test-reporter=spec dist/test/compile-horizontal.test.js > "$T/test.txt" 2>&1
+timeout 25 node --test --test-concurrency=1 --test-reporter=spec dist/test/compile-horizontal.test.js dist/test/llm-rotary.test.js > "$T/test.txt" 2>&1
 grep -E '^[✔✖]|^ℹ (tests|pass|fail)' "$T/test.txt"; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -20
 el; echo "== profile bf16 (fusion + split-K; tune log)"
 KILN_GEMM_TUNE_LOG=1 timeout 22 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 12 > "$T/pb.txt" 2> "$HOUT/tune.txt"
