@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Device round of helper qwen3: horizontal linear fusion + cuBLASLt split-K candidates for the
-# qwen3-0.6b-forward workload. Tests (cuda parity of the fused program), then the GEMM autotune's
-# candidates and times (KILN_GEMM_TUNE_LOG, full log in $HOUT/tune.txt), cuda-profile bf16/f32,
-# and kiln bench with everything on vs both off (KILN_HORIZONTAL_FUSION=0 KILN_GEMM_SPLITK=0).
+# Device round of helper qwen3 (qwen3-0.6b-forward): horizontal linear fusion, cuBLASLt split-K
+# candidates, rotary kernel, smaller attention query blocks for small launches. Tests first, then
+# kiln bench, cuda-profile bf16 (with the GEMM autotune log: $HOUT/tune.txt) and f32, then the
+# bench with fusion and split-K off (KILN_HORIZONTAL_FUSION=0 KILN_GEMM_SPLITK=0).
 T=/tmp/qwen3.$$; mkdir -p "$T"; t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s]"; }
 B="node dist/src/cli/main.js bench --device cuda --size full --workload qwen3-0.6b-forward --no-progress"
 echo "== tests"
-timeout 25 node --test --test-concurrency=1 --test-reporter=spec dist/test/compile-horizontal.test.js dist/test/llm-rotary.test.js > "$T/test.txt" 2>&1
-grep -E '^[✔✖]|^ℹ (tests|pass|fail)' "$T/test.txt"; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -20
-el; echo "== profile bf16 (fusion + split-K; tune log)"
-KILN_GEMM_TUNE_LOG=1 timeout 22 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 12 > "$T/pb.txt" 2> "$HOUT/tune.txt"
-cat "$T/pb.txt" | cut -c1-400; grep '^\[kiln gemm tune\]' "$HOUT/tune.txt" | head -12
-el; echo "== bench (fusion + split-K)"
-timeout 25 $B --dtype bfloat16 float32 2>&1 | tail -8
-el; echo "== bench (both off)"
-KILN_HORIZONTAL_FUSION=0 KILN_GEMM_SPLITK=0 timeout 18 $B --dtype bfloat16 float32 2>&1 | tail -8
+timeout 34 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern='Qwen3 \(cuda|cuda: llm.applyRotaryEmb|fused sdpa: causal and full|fused sdpa: grouped' \
+  dist/test/compile-horizontal.test.js dist/test/llm-rotary.test.js dist/test/cuda-attention.test.js > "$T/test.txt" 2>&1
+grep -E '^[✔✖]|^ℹ (tests|pass|fail)' "$T/test.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -20
+el; echo "== bench (all on)"
+timeout 25 $B --dtype bfloat16 float32 2>&1 | tail -6
+el; echo "== profile bf16 (tune log in tune.txt)"
+KILN_GEMM_TUNE_LOG=1 timeout 20 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 12 > "$T/pb.txt" 2> "$HOUT/tune.txt"
+cut -c1-300 "$T/pb.txt"; grep '^\[kiln gemm tune\]' "$HOUT/tune.txt" | head -8
 el; echo "== profile f32"
-KILN_GEMM_TUNE_LOG=1 timeout 15 node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 10 2>> "$HOUT/tune.txt" | cut -c1-400
+KILN_GEMM_TUNE_LOG=1 timeout 16 node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 10 2>> "$HOUT/tune.txt" | cut -c1-300
+el; echo "== bench (fusion and split-K off)"
+KILN_HORIZONTAL_FUSION=0 KILN_GEMM_SPLITK=0 timeout 20 $B --dtype bfloat16 float32 2>&1 | tail -6
 el
