@@ -208,7 +208,10 @@ function plan(index: number, p: GemmProblem): Plan {
   }
   if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');
   const what = `${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`;
-  const offered = gemmCandidates(L, { handle: s.handle, desc, la, lb, lc, pref: pr[0]!, k: p.k, workspaceBytes: WORKSPACE_BYTES, requested: TUNE ? HEURISTIC_ALGOS : 1, what });
+  const offered = gemmCandidates(L, {
+    handle: s.handle, desc, la, lb, lc, pref: pr[0]!, k: p.k, workspaceBytes: WORKSPACE_BYTES, requested: TUNE ? HEURISTIC_ALGOS : 1, what,
+    types: { compute: f64 ? COMPUTE_64F : COMPUTE_32F, scale: f64 ? R_64F : R_32F, ab: t, cd: DATA_TYPE[p.outDtype ?? p.dtype] },
+  });
   L.cublasLtMatmulPreferenceDestroy(pr[0]!);
   if (offered.length < 1) throw new Error(`cublasLt: no algorithm for ${what}`);
   const algos = offered.map((c) => c.algo);

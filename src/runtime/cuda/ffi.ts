@@ -196,6 +196,9 @@ const CUBLASLT_DECLS = {
   cublasLtMatmulAlgoConfigSetAttribute: 'int cublasLtMatmulAlgoConfigSetAttribute(void *algo, int attr, void *buf, uint64_t size)',
   cublasLtMatmulAlgoConfigGetAttribute: 'int cublasLtMatmulAlgoConfigGetAttribute(void *algo, int attr, void *buf, uint64_t size, _Out_ uint64_t *written)',
   cublasLtMatmulAlgoCapGetAttribute: 'int cublasLtMatmulAlgoCapGetAttribute(void *algo, int attr, void *buf, uint64_t size, _Out_ uint64_t *written)',
+  cublasLtMatmulAlgoGetIds:
+    'int cublasLtMatmulAlgoGetIds(void *handle, int computeType, int scaleType, int Atype, int Btype, int Ctype, int Dtype, int requested, void *ids, _Out_ int *count)',
+  cublasLtMatmulAlgoInit: 'int cublasLtMatmulAlgoInit(void *handle, int computeType, int scaleType, int Atype, int Btype, int Ctype, int Dtype, int algoId, void *algo)',
   cublasLtMatmulAlgoCheck: 'int cublasLtMatmulAlgoCheck(void *handle, void *desc, void *a, void *b, void *c, void *d, void *algo, void *result)',
   cublasLtMatmul:
     'int cublasLtMatmul(void *handle, void *desc, void *alpha, uint64_t A, void *Adesc, uint64_t B, void *Bdesc, void *beta, uint64_t C, void *Cdesc, uint64_t D, void *Ddesc, void *algo, uint64_t workspace, uint64_t workspaceSize, void *stream)',
@@ -217,6 +220,8 @@ export interface CublasLtApi {
   cublasLtMatmulAlgoConfigSetAttribute(algo: Uint8Array, attr: number, buf: Uint8Array, size: number): number;
   cublasLtMatmulAlgoConfigGetAttribute(algo: Uint8Array, attr: number, buf: Uint8Array, size: number, written: Out<number>): number;
   cublasLtMatmulAlgoCapGetAttribute(algo: Uint8Array, attr: number, buf: Uint8Array, size: number, written: Out<number>): number;
+  cublasLtMatmulAlgoGetIds(h: Ptr, computeType: number, scaleType: number, a: number, b: number, c: number, d: number, requested: number, ids: Int32Array, count: Out<number>): number;
+  cublasLtMatmulAlgoInit(h: Ptr, computeType: number, scaleType: number, a: number, b: number, c: number, d: number, algoId: number, algo: Uint8Array): number;
   /** `result` is a cublasLtMatmulHeuristicResult_t (96 bytes): workspace size and state for `algo`. */
   cublasLtMatmulAlgoCheck(h: Ptr, desc: Ptr, a: Ptr, b: Ptr, c: Ptr, d: Ptr, algo: Uint8Array, result: Uint8Array): number;
   cublasLtMatmul(

@@ -41,6 +41,15 @@ const SPLITS = [2, 3, 4, 6, 8, 12, 16] as const;
 const MIN_K_PER_SPLIT = 128;
 /** KILN_GEMM_SPLITK=0: time the heuristic's offers only (A/B measurements). */
 const SPLIT_K = process.env['KILN_GEMM_SPLITK'] !== '0';
+/**
+ * KILN_GEMM_SEARCH=1 (experiment): for under-occupied problems also enumerate cuBLASLt's
+ * algorithm ids x tiles x stages x splits (AlgoGetIds / AlgoInit / AlgoCheck) and time the
+ * SEARCH_TIMED valid ones whose occupancy estimate is closest to one full wave.
+ */
+const SEARCH = process.env['KILN_GEMM_SEARCH'] === '1';
+const SEARCH_TIMED = 48;
+const CAP_TILE_IDS = 6;
+const CAP_STAGES_IDS = 13;
 
 export interface CandidateQuery {
   readonly handle: Ptr;
@@ -55,6 +64,8 @@ export interface CandidateQuery {
   readonly requested: number;
   /** The problem, for errors ("bfloat16 [128x1024] @ [1024x4096] (batch 1)"). */
   readonly what: string;
+  /** cuBLASLt types of the problem (for the algorithm search: AlgoGetIds / AlgoInit). */
+  readonly types: { readonly compute: number; readonly scale: number; readonly ab: number; readonly cd: number };
 }
 
 export interface Candidate {
@@ -110,6 +121,51 @@ function splitVariant(L: CublasLtApi, q: CandidateQuery, base: Uint8Array, split
   return { algo, waves: r.waves, origin: `split ${splits}` };
 }
 
+function capU32Array(L: CublasLtApi, algo: Uint8Array, attr: number): number[] {
+  const size: [number] = [0];
+  if (L.cublasLtMatmulAlgoCapGetAttribute(algo, attr, new Uint8Array(0), 0, size) !== 0 || Number(size[0]) === 0) return [];
+  const buf = new Uint8Array(Number(size[0]));
+  const written: [number] = [0];
+  if (L.cublasLtMatmulAlgoCapGetAttribute(algo, attr, buf, buf.length, written) !== 0) return [];
+  return Array.from(new Uint32Array(buf.buffer, 0, Math.floor(Number(written[0]) / 4)));
+}
+
+/** The search of KILN_GEMM_SEARCH (see there). */
+function searchCandidates(L: CublasLtApi, q: CandidateQuery): Candidate[] {
+  const ids = new Int32Array(128);
+  const n: [number] = [0];
+  const t = q.types;
+  if (L.cublasLtMatmulAlgoGetIds(q.handle, t.compute, t.scale, t.ab, t.ab, t.cd, t.cd, ids.length, ids, n) !== 0) return [];
+  const found: Candidate[] = [];
+  const result = new Uint8Array(HEURISTIC_RESULT_BYTES);
+  const set = (algo: Uint8Array, attr: number, v: number): boolean => L.cublasLtMatmulAlgoConfigSetAttribute(algo, attr, u32(v), 4) === 0;
+  for (const id of ids.subarray(0, n[0])) {
+    const base = new Uint8Array(ALGO_BYTES);
+    if (L.cublasLtMatmulAlgoInit(q.handle, t.compute, t.scale, t.ab, t.ab, t.cd, t.cd, id, base) !== 0) continue;
+    const tiles = capU32Array(L, base, CAP_TILE_IDS).filter((x) => x !== 0);
+    const stages = capU32Array(L, base, CAP_STAGES_IDS).filter((x) => x !== 0);
+    const splitOk = capU32(L, base, CAP_SPLITK_SUPPORT) !== 0 && (capU32(L, base, CAP_REDUCTION_SCHEME_MASK) & REDUCTION_COMPUTE_TYPE) !== 0;
+    for (const tile of tiles.length > 0 ? tiles : [0]) {
+      for (const stage of stages.length > 0 ? stages : [0]) {
+        for (const split of splitOk ? [1, 4, 8] : [1]) {
+          if (split > 1 && q.k / split < MIN_K_PER_SPLIT) continue;
+          const algo = base.slice();
+          if (tile !== 0 && !set(algo, CONFIG_TILE_ID, tile)) continue;
+          if (stage !== 0 && !set(algo, CONFIG_STAGES_ID, stage)) continue;
+          if (split > 1 && !(set(algo, CONFIG_SPLITK_NUM, split) && set(algo, CONFIG_REDUCTION_SCHEME, REDUCTION_COMPUTE_TYPE))) continue;
+          if (L.cublasLtMatmulAlgoCheck(q.handle, q.desc, q.la, q.lb, q.lc, q.lc, algo, result) !== 0) continue;
+          const r = readResult(result, 0);
+          if (r.state !== 0 || r.workspace > q.workspaceBytes) continue;
+          found.push({ algo, waves: r.waves, origin: `search id ${id} tile ${tile} stages ${stage} split ${split}` });
+        }
+      }
+    }
+  }
+  // Closest to one full wave first, under-filling launches ranked after over-filling ones of equal distance.
+  found.sort((a, b) => Math.abs(Math.log(a.waves)) - Math.abs(Math.log(b.waves)));
+  return found.slice(0, SEARCH_TIMED);
+}
+
 /**
  * The algorithms to time for one problem, the heuristic's first choice first (it is what runs
  * untuned). Throws nothing: an empty list means the heuristic offered nothing.
@@ -127,6 +183,7 @@ export function gemmCandidates(L: CublasLtApi, q: CandidateQuery): Candidate[] {
   if (!SPLIT_K || q.requested < 2 || offered.length === 0 || !(offered[0]!.waves < MAX_WAVES_FOR_SPLIT)) return offered;
   const seen = new Set(offered.map((c) => Buffer.from(c.algo).toString('hex')));
   const out = [...offered];
+  if (SEARCH) out.push(...searchCandidates(L, q));
   for (const base of offered.slice(0, SPLIT_BASES)) {
     if (capU32(L, base.algo, CAP_SPLITK_SUPPORT) === 0) continue;
     if ((capU32(L, base.algo, CAP_REDUCTION_SCHEME_MASK) & REDUCTION_COMPUTE_TYPE) === 0) continue;
