@@ -100,6 +100,22 @@ test('horizontal fusion: not across different inputs, nor for returned outputs, 
   assert.equal(horizontalLinearFusion(trace(writesWeight, [x]).graph).merged, 0);
 });
 
+test('horizontal fusion: traces of other shapes (variants) share one fused weight', () => {
+  const [wq, wk, wv] = [rand([6, 8], 30), rand([4, 8], 31), rand([5, 8], 32)];
+  const fn = attentionLike(wq, wk, wv);
+  const fused = (x: Tensor): Tensor => {
+    const g = horizontalLinearFusion(trace(fn, [x]).graph).graph;
+    const inp = g.inputs.find((i) => i.source.kind === 'lifted' && i.source.derived !== undefined)!;
+    return (inp.source as { tensor: Tensor }).tensor;
+  };
+  assert.equal(fused(rand([4, 8], 33)), fused(rand([7, 8], 34)));
+  // Other weights (or another order) get their own.
+  assert.notEqual(fused(rand([4, 8], 35)), (() => {
+    const g = horizontalLinearFusion(trace(attentionLike(wk.mul(1), wq, wv), [rand([4, 8], 36)]).graph).graph;
+    return (g.inputs.find((i) => i.source.kind === 'lifted' && i.source.derived !== undefined)!.source as { tensor: Tensor }).tensor;
+  })());
+});
+
 test('ConcatConstant: re-copies only the sources written in place since the last refresh', () => {
   const a = rand([2, 3], 16);
   const b = rand([3, 3], 17);

@@ -37,7 +37,7 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { keep } from '../../tensor/scope.js';
 import type { DerivedTensor, Graph, GraphInput, IRNode, ValueId } from '../ir.js';
 import { outputValues } from '../ir.js';
-import { aliasRoot, GraphBuilder, mutatedValues, Val } from './util.js';
+import { aliasRoot, GraphBuilder, mutatedValues, objectId, Val } from './util.js';
 
 interface Member {
   readonly node: IRNode;
@@ -82,6 +82,25 @@ export class ConcatConstant implements DerivedTensor {
       p.version = p.source.storage.version;
     }
   }
+}
+
+/**
+ * Fused weights shared by every graph that concatenates the same tensors in the same order: each
+ * traced shape of a function (a decode loop's growing T) is its own variant and runs this pass,
+ * and one copy of the weights per variant would multiply the memory. Weak references: a fused
+ * weight lives as long as a compiled graph holds it.
+ */
+const shared = new WeakMap<Tensor, Map<string, WeakRef<ConcatConstant>>>();
+
+function concatOf(sources: readonly Tensor[]): ConcatConstant {
+  const key = sources.map((t) => objectId(t)).join(',');
+  let byKey = shared.get(sources[0]!);
+  if (!byKey) shared.set(sources[0]!, (byKey = new Map()));
+  const hit = byKey.get(key)?.deref();
+  if (hit && !hit.tensor.isDisposed) return hit;
+  const made = new ConcatConstant(sources);
+  byKey.set(key, new WeakRef(made));
+  return made;
 }
 
 export interface HorizontalFusionResult {
@@ -149,8 +168,8 @@ export function horizontalLinearFusion(g: Graph): HorizontalFusionResult {
   };
   const derivedIds = new Map<Member[], { w: ValueId; bias: ValueId | null }>();
   for (const grp of groups) {
-    const w = addDerived(new ConcatConstant(grp.map((m) => m.weight)));
-    const bias = grp[0]!.bias ? addDerived(new ConcatConstant(grp.map((m) => m.bias!))) : null;
+    const w = addDerived(concatOf(grp.map((m) => m.weight)));
+    const bias = grp[0]!.bias ? addDerived(concatOf(grp.map((m) => m.bias!))) : null;
     derivedIds.set(grp, { w, bias });
   }
   const fresh = new GraphBuilder({ ...g, inputs, values });
