@@ -1,23 +1,20 @@
 #!/usr/bin/env bash
 # Device round of helper qwen3 (qwen3-0.6b-forward): horizontal linear fusion, cuBLASLt split-K
-# candidates, rotary kernel, smaller attention query blocks for small launches. Tests first, then
-# kiln bench, cuda-profile bf16 (with the GEMM autotune log: $HOUT/tune.txt) and f32, then bf16
-# again with the cuBLASLt algorithm search (KILN_GEMM_SEARCH=1).
+# candidates, rotary kernel, smaller attention query blocks for small launches. Every step writes
+# to its own file (no pipes: the bench's compile workers would hold a pipe open past a timeout):
+# the M=128 GEMM test, cuda-profile bf16 with the GEMM autotune log ($HOUT/tune.txt), kiln bench
+# bf16 + f32, then A/B profiles with split-K off and fusion off, and f32.
 T=/tmp/qwen3.$$; mkdir -p "$T"; t0=$(date +%s)
-el() { echo "[$(( $(date +%s) - t0 ))s]"; }
+el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+run() { local name=$1 t=$2; shift 2; timeout -k 2 "$t" "$@" > "$T/$name.txt" 2>&1; el "$name rc=$?"; }
+summary() { grep -E '^\{' "$T/$1.txt" | cut -c1-400; }
 B="node dist/src/cli/main.js bench --device cuda --size full --workload qwen3-0.6b-forward --no-progress"
-echo "== tests"
-timeout 30 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern='Qwen3 \(cuda|cuda: llm.applyRotaryEmb|fused sdpa: causal and full|fused sdpa: grouped' \
-  dist/test/compile-horizontal.test.js dist/test/llm-rotary.test.js dist/test/cuda-attention.test.js > "$T/test.txt" 2>&1
-grep -E '^[✔✖]|^ℹ (tests|pass|fail)' "$T/test.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -20
-el; echo "== bench (all on)"
-timeout 22 $B --dtype bfloat16 float32 2>&1 | tail -6
-el; echo "== profile bf16 (tune log in tune.txt)"
-KILN_GEMM_TUNE_LOG=1 timeout 18 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 12 > "$T/pb.txt" 2> "$HOUT/tune.txt"
-cut -c1-300 "$T/pb.txt"; grep '^\[kiln gemm tune\]' "$HOUT/tune.txt" | head -8
-el; echo "== profile f32"
-KILN_GEMM_TUNE_LOG=1 timeout 14 node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 10 2>> "$HOUT/tune.txt" | cut -c1-300
-el; echo "== profile bf16 with KILN_GEMM_SEARCH=1 (algorithm search; tune log appended)"
-echo "==== SEARCH" >> "$HOUT/tune.txt"
-KILN_GEMM_SEARCH=1 KILN_GEMM_TUNE_LOG=1 timeout 18 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 3 2>> "$HOUT/tune.txt" | cut -c1-300
-el
+run test 20 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-gemm-candidates.test.js
+grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/test.txt" | cut -c1-200; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -12
+KILN_GEMM_TUNE_LOG=1 timeout -k 2 22 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 14 > "$T/pb.txt" 2> "$HOUT/tune.txt"; el "pb rc=$?"
+cut -c1-400 "$T/pb.txt" | head -20; grep '^\[kiln gemm tune\]' "$HOUT/tune.txt" | head -10; grep -iE 'error' "$HOUT/tune.txt" | head -3
+run bench 36 $B --dtype bfloat16 float32
+grep -E 'workload|qwen3|Error|error' "$T/bench.txt" | cut -c1-200 | head -8
+KILN_GEMM_SPLITK=0 run nosplit 12 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 1; summary nosplit
+KILN_HORIZONTAL_FUSION=0 run nofuse 12 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 1; summary nofuse
+run pf 14 node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 10; cut -c1-400 "$T/pf.txt" | head -14

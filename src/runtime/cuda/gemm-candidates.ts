@@ -122,12 +122,11 @@ function splitVariant(L: CublasLtApi, q: CandidateQuery, base: Uint8Array, split
 }
 
 function capU32Array(L: CublasLtApi, algo: Uint8Array, attr: number): number[] {
-  const size: [number] = [0];
-  if (L.cublasLtMatmulAlgoCapGetAttribute(algo, attr, new Uint8Array(0), 0, size) !== 0 || Number(size[0]) === 0) return [];
-  const buf = new Uint8Array(Number(size[0]));
+  // One call into a buffer larger than any list cuBLASLt reports (tiles and stages are enums < 256).
+  const buf = new Uint8Array(1024);
   const written: [number] = [0];
   if (L.cublasLtMatmulAlgoCapGetAttribute(algo, attr, buf, buf.length, written) !== 0) return [];
-  return Array.from(new Uint32Array(buf.buffer, 0, Math.floor(Number(written[0]) / 4)));
+  return Array.from(new Uint32Array(buf.buffer, 0, Math.min(256, Math.floor(Number(written[0]) / 4))));
 }
 
 /** The search of KILN_GEMM_SEARCH (see there). */
