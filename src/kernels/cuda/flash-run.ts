@@ -17,8 +17,8 @@ import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { FLASH_BATCH_DIMS, FLASH_PARAMS, type FlashSpec, type MaskKind } from './codegen/flash-common.js';
-import { f32RowsPerThread, generateFlashF32 } from './codegen/flash-f32.js';
-import { generateFlashTc, tcConfig, type GeneratedFlash, type TcConfig } from './codegen/flash-tc.js';
+import { generateFlashF32 } from './codegen/flash-f32.js';
+import { generateFlashTc, type GeneratedFlash, type TcConfig } from './codegen/flash-tc.js';
 import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 
@@ -53,40 +53,13 @@ interface Loaded {
 }
 const cache = new Map<string, Loaded>();
 
-/**
- * Query-block size for a launch of `blocks(bm)` blocks: the default tile (fewest K/V re-reads per
- * query row) when its blocks cover every SM at least once; otherwise halve the rows per block
- * (16-row steps, down to 16) until they do. A short causal prefill ([1, 16 heads, 128, 128], a
- * Qwen3-0.6B forward) has 16 x 1 blocks of 128 rows (bf16) or 16 x 2 of 64 (f32) on 132 SMs with
- * the default: most SMs idle while each block walks every key; at 16 rows per block it is 128 blocks.
- */
-function smallerBlocks(index: number, defaultRows: number, blocks: (rows: number) => number, minRows = 16): number {
-  const sms = deviceInfo(index).smCount;
-  let rows = defaultRows;
-  while (rows > minRows && blocks(rows) < sms) rows /= 2;
-  return rows;
-}
-
-/** The tile of a fp16/bf16 launch: the override, else tcConfig's with fewer warps for small launches (mi = 1). */
-function tcFor(index: number, d: number, blocks: (rows: number) => number): TcConfig {
-  if (tcOverride) return tcOverride;
-  const base = tcConfig(d);
-  const rows = smallerBlocks(index, base.nw * 16 * base.mi, blocks);
-  if (rows === base.nw * 16 * base.mi) return base;
-  return { nw: Math.max(1, rows / 16), mi: 1, bn: base.bn };
-}
-
-/** The loaded kernel for `spec` with `nb` (batch x heads) blocks of `l` query rows, or null when its tiles need more shared memory than the device has. */
-function kernelFor(index: number, spec: FlashSpec, nb: number, l: number): Loaded | null {
-  const blocks = (rows: number): number => nb * Math.ceil(l / rows);
-  const f32 = spec.dtype === 'float32';
-  // f32 head dims over 128 keep 2 rows per thread: at 1 the O accumulators spill (ptxas, d 256).
-  const rm = f32 ? smallerBlocks(index, 16 * f32RowsPerThread(spec.d), blocks, spec.d > 128 ? 32 : 16) / 16 : 0;
-  const tc = f32 ? null : tcFor(index, spec.d, blocks);
-  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : `rm${rm}`}`;
+/** The loaded kernel for `spec`, or null when its tiles need more shared memory than the device has. */
+function kernelFor(index: number, spec: FlashSpec): Loaded | null {
+  const tc = spec.dtype === 'float32' ? null : tcOverride;
+  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : ''}`;
   let k = cache.get(key);
   if (!k) {
-    const gen = f32 ? generateFlashF32(spec, rm) : generateFlashTc(spec, tc!);
+    const gen = spec.dtype === 'float32' ? generateFlashF32(spec) : generateFlashTc(spec, tc ?? undefined);
     if (gen.sharedBytes > deviceInfo(index).sharedMemPerBlockOptin) return null;
     k = { gen, kernel: kernelFromSource(index, gen.source, gen.name, FLASH_PARAMS, [], gen.sharedBytes) };
     cache.set(key, k);
@@ -124,8 +97,7 @@ function supported(q: Tensor, geo: AttentionGeometry, attnMask: Tensor | null, d
   // math 0.117 / 0.100 ms; the fused kernel costs about 14 us (f32) / 2.3 us (bf16) per key tile of
   // 64 there, so it passes the math path's ~0.1 ms beyond 512 (f32) / 2048 (fp16/bf16) keys.
   if (geo.l <= DECODE_ROWS && geo.s > (dt === 'float32' ? DECODE_KEYS_F32 : DECODE_KEYS_16)) return false;
-  // Query blocks run along grid y (at most 65535 of them, 32 rows or more each; blocks of 16 rows
-  // are only chosen for launches smaller than one wave, see smallerBlocks).
+  // Query blocks run along grid y (at most 65535 of them, 32 rows or more each).
   if (Math.ceil(geo.l / 32) > 65535 || geo.s >= 2 ** 30) return false;
   return true;
 }
@@ -161,7 +133,7 @@ export function runFlashAttention(
   if (!supported(query, geo, attnMask, dropoutP)) return false;
   const mask: MaskKind = attnMask ? (attnMask.dtype === 'bool' ? 'bool' : 'add') : 'none';
   const spec: FlashSpec = { dtype: query.dtype, d: geo.e, causal: isCausal, mask, maskDtype: mask === 'add' ? attnMask!.dtype : undefined };
-  const loaded = kernelFor(query.device.index, spec, numel(geo.batch), geo.l);
+  const loaded = kernelFor(query.device.index, spec);
   if (!loaded) return false;
   const { gen, kernel } = loaded;
   const temps: Tensor[] = [];

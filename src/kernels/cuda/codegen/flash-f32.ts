@@ -26,11 +26,10 @@ export function f32RowsPerThread(d: number): number {
   return paddedHeadDimF32(d) <= 128 ? 4 : 2;
 }
 
-/** `rm`: rows per thread (BM = 16 rm), at most f32RowsPerThread(d); fewer gives more, smaller blocks. */
-export function generateFlashF32(spec: FlashSpec, rm: number = f32RowsPerThread(spec.d)): GeneratedFlash {
+export function generateFlashF32(spec: FlashSpec): GeneratedFlash {
   const D = spec.d;
   const DP = paddedHeadDimF32(D);
-  const RM = Math.min(rm, f32RowsPerThread(D));
+  const RM = f32RowsPerThread(D);
   const BM = 16 * RM;
   const BN = 64;
   const name = flashKernelName(spec, `simt${RM}`);
