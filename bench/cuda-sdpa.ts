@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { setCudaAttentionPath, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
+import { setCudaAttentionPath, setFlashF32Rows, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
 import type { TcConfig } from '../src/kernels/cuda/codegen/flash-tc.js';
 
 const REPS = 50;
@@ -34,6 +34,8 @@ export const TC_SWEEP: Record<number, TcConfig[]> = {
     { nw: 4, mi: 1, bn: 128 },
   ],
   128: [
+    { nw: 1, mi: 1, bn: 64 },
+    { nw: 2, mi: 1, bn: 64 },
     { nw: 4, mi: 1, bn: 64 },
     { nw: 4, mi: 1, bn: 32 },
     { nw: 8, mi: 1, bn: 32 },
@@ -69,7 +71,7 @@ interface Row {
   speedup: number | null;
   /** max |fused - math path| over the output (a check on the large shapes the tests do not cover). */
   math_max_diff: number;
-  /** bf16: median ms per swept tile shape ('warps x tiles x keys'), and max |swept - default|. */
+  /** Median ms per swept tile (bf16 'warps x tiles x keys', f32 'rm<rows per thread>'), and max |swept - default|. */
   sweep?: Record<string, number>;
   sweep_max_diff?: Record<string, number>;
 }
@@ -105,6 +107,18 @@ function main(): void {
       let sweep: Record<string, number> | undefined;
       const sweepDiff: Record<string, number> = {};
       // (The decode case runs the math path by the fused path's rule: nothing to sweep.)
+      if (dtype === 'float32' && c.s === undefined) {
+        sweep = {};
+        for (const rm of [1, 2, 4]) {
+          setFlashF32Rows(rm);
+          try {
+            sweep[`rm${rm}`] = time(run);
+            sweepDiff[`rm${rm}`] = maxDiff(run());
+          } finally {
+            setFlashF32Rows(null);
+          }
+        }
+      }
       if (dtype === 'bfloat16' && c.s === undefined) {
         sweep = {};
         for (const cfg of TC_SWEEP[c.d] ?? []) {
