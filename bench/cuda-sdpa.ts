@@ -3,7 +3,7 @@
  * softmax + GEMM, what ran before) and, when a PyTorch results file is given, torch's
  * F.scaled_dot_product_attention on the same shapes (scripts/device/attn_torch.py; is_causal=True,
  * enable_gqa where kv heads differ). Each case: warm-up, then CUDA events around every rep, median
- * of 50. Rows `{op: 'sdpa', shape, dtype, torch_ms, kiln_ms, kiln_math_ms, speedup}` (speedup =
+ * of 15 batches of 20 calls queued behind a spin kernel (device time). Rows `{op: 'sdpa', shape, dtype, torch_ms, kiln_ms, kiln_math_ms, speedup}` (speedup =
  * torch_ms / kiln_ms) go to the JSON file given second; a table goes to stdout.
  *
  *   node dist/bench/cuda-sdpa.js [torch.json] [out.json]
@@ -11,10 +11,14 @@
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { setCudaAttentionPath, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
+import { setCudaAttentionPath, setFlashF32Rows, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
 import type { TcConfig } from '../src/kernels/cuda/codegen/flash-tc.js';
+import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
+import { launch } from '../src/runtime/cuda/launch.js';
+import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
+import { getAccelerator } from '../src/runtime/registry.js';
 
-const REPS = 50;
+const REPS = 15;
 const WARMUP = 5;
 
 /** [batch, q heads, T, head dim] with kv heads; causal unless `s` (a kv length for a decode step) is given. */
@@ -34,6 +38,8 @@ export const TC_SWEEP: Record<number, TcConfig[]> = {
     { nw: 4, mi: 1, bn: 128 },
   ],
   128: [
+    { nw: 1, mi: 1, bn: 64 },
+    { nw: 2, mi: 1, bn: 64 },
     { nw: 4, mi: 1, bn: 64 },
     { nw: 4, mi: 1, bn: 32 },
     { nw: 8, mi: 1, bn: 32 },
@@ -43,18 +49,31 @@ export const TC_SWEEP: Record<number, TcConfig[]> = {
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+// Device time, not the host's: a spin kernel (__nanosleep) holds the stream while the host enqueues
+// BATCH calls between two events, so the GPU runs them back to back. Eager timing of single calls
+// was dominated by host launch work at the short shapes (qwen3's 20-40 us per call of 5-10 us work).
+const SPIN = `extern "C" __global__ void kiln_spin(long long ns) { long long t = 0; while (t < ns) { __nanosleep(100000); t += 100000; } }`;
+const BATCH = 20;
+const SPIN_NS = 5_000_000;
+let spinKernel: ReturnType<typeof kernelFromSource> | null = null;
+
 function time(body: () => Tensor): number {
   for (let i = 0; i < WARMUP; i++) body().dispose();
   kiln.synchronize('cuda');
+  spinKernel ??= kernelFromSource(0, SPIN, 'kiln_spin', ['i64']);
+  const stream = (getAccelerator('cuda') as unknown as CudaAccelerator).defaultStream(0);
   const ms: number[] = [];
   for (let i = 0; i < REPS; i++) {
     const s = new kiln.Event('cuda');
     const e = new kiln.Event('cuda');
+    launch(spinKernel, [SPIN_NS], { grid: 1, block: 1 }, stream);
     s.record();
-    const o = body();
+    const outs: Tensor[] = [];
+    for (let j = 0; j < BATCH; j++) outs.push(body());
     e.record();
-    ms.push(s.elapsedTime(e));
-    o.dispose();
+    e.synchronize();
+    ms.push(s.elapsedTime(e) / BATCH);
+    for (const o of outs) o.dispose();
   }
   return median(ms);
 }
@@ -69,7 +88,7 @@ interface Row {
   speedup: number | null;
   /** max |fused - math path| over the output (a check on the large shapes the tests do not cover). */
   math_max_diff: number;
-  /** bf16: median ms per swept tile shape ('warps x tiles x keys'), and max |swept - default|. */
+  /** Median ms per swept tile (bf16 'warps x tiles x keys', f32 'rm<rows per thread>'), and max |swept - default|. */
   sweep?: Record<string, number>;
   sweep_max_diff?: Record<string, number>;
 }
@@ -105,6 +124,18 @@ function main(): void {
       let sweep: Record<string, number> | undefined;
       const sweepDiff: Record<string, number> = {};
       // (The decode case runs the math path by the fused path's rule: nothing to sweep.)
+      if (dtype === 'float32' && c.s === undefined) {
+        sweep = {};
+        for (const rm of [1, 2, 4]) {
+          setFlashF32Rows(rm);
+          try {
+            sweep[`rm${rm}`] = time(run);
+            sweepDiff[`rm${rm}`] = maxDiff(run());
+          } finally {
+            setFlashF32Rows(null);
+          }
+        }
+      }
       if (dtype === 'bfloat16' && c.s === undefined) {
         sweep = {};
         for (const cfg of TC_SWEEP[c.d] ?? []) {

@@ -17,7 +17,7 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { flashStats, setCudaAttentionPath } from '../src/kernels/cuda/flash-run.js';
+import { flashStats, setCudaAttentionPath, setFlashF32Rows, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
 import { skipUnlessCuda } from './cuda-util.js';
 
 const skip = skipUnlessCuda();
@@ -184,6 +184,30 @@ test('fused sdpa: causal and full, T = 1/17/128/513, head dims 64/128/80, fp32/f
         for (const causal of [true, false]) check({ b: 1, h: 2, hk: 2, l, d, dtype, causal, seed: l + d });
       }
     }
+  }
+});
+
+test('fused sdpa: every tile the grid-fill rule can pick (f32 rows per thread 1/2/4; tensor-core 1/2/4/8 warps x 64 keys, 4 x 32) matches the reference', { skip }, () => {
+  // The rule picks small tiles for small grids (every other test here has a few heads), so each
+  // tile is forced in turn on causal/full, odd lengths, grouped heads and a mask.
+  const cases = (dtype: DType): RunOpts[] => [
+    { b: 1, h: 4, hk: 2, l: 129, d: 128, dtype, causal: true, seed: 7 },
+    { b: 1, h: 2, hk: 2, l: 17, s: 70, d: 64, dtype, causal: false, seed: 8 },
+    { b: 2, h: 2, hk: 2, l: 40, d: 64, dtype, causal: false, mask: 'bool', seed: 9 },
+  ];
+  try {
+    for (const rm of [1, 2, 4]) {
+      setFlashF32Rows(rm);
+      for (const c of cases('float32')) check(c);
+    }
+    setFlashF32Rows(null);
+    for (const cfg of [1, 2, 4, 8].map((nw) => ({ nw, mi: 1, bn: 64 })).concat([{ nw: 4, mi: 1, bn: 32 }])) {
+      setFlashTcConfig(cfg);
+      for (const dtype of ['float16', 'bfloat16'] as DType[]) for (const c of cases(dtype)) check(c);
+    }
+  } finally {
+    setFlashF32Rows(null);
+    setFlashTcConfig(null);
   }
 });
 

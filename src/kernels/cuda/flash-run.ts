@@ -17,8 +17,8 @@ import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { FLASH_BATCH_DIMS, FLASH_PARAMS, type FlashSpec, type MaskKind } from './codegen/flash-common.js';
-import { generateFlashF32 } from './codegen/flash-f32.js';
-import { generateFlashTc, type GeneratedFlash, type TcConfig } from './codegen/flash-tc.js';
+import { f32RowsPerThread, generateFlashF32, paddedHeadDimF32 } from './codegen/flash-f32.js';
+import { generateFlashTc, paddedHeadDimTc, tcConfig, type GeneratedFlash, type TcConfig } from './codegen/flash-tc.js';
 import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 
@@ -33,9 +33,43 @@ export function setCudaAttentionPath(p: CudaAttentionPath): void {
 
 let tcOverride: TcConfig | null = null;
 
-/** Overrides the fp16/bf16 tile shape (benchmark sweeps); null restores the rule in tcConfig(). */
+/** Overrides the fp16/bf16 tile shape (benchmark sweeps); null restores the rule in tileFor(). */
 export function setFlashTcConfig(cfg: TcConfig | null): void {
   tcOverride = cfg;
+}
+
+let f32RowsOverride: number | null = null;
+
+/** Overrides the float32 kernel's rows per thread (1, 2 or 4; tests and sweeps); null restores the rule. */
+export function setFlashF32Rows(rm: number | null): void {
+  f32RowsOverride = rm;
+}
+
+/**
+ * The tile for a call with `blocksPerRow` = batch x heads and `l` query rows. Short prefills are
+ * latency-bound: Qwen3-0.6B's [1,16,128,128] made 16 blocks of 128 rows (bf16) / 32 of 64 (f32) for
+ * 132 SMs, each walking its key tiles alone. Measured on the H200 (bench/cuda-sdpa.ts sweep, median
+ * of 50 eager calls, 2026-11-30):
+ * - float32: the largest rows-per-thread whose grid still gives every SM a block, at most 4 for
+ *   head dims up to 64 and 2 beyond (long [1,16,4096,128]: rm2 3.75 ms, rm4 4.25; qwen3: rm1 0.043,
+ *   rm4 0.054; transformer-block d 64: rm4 0.217, rm2 0.285).
+ * - fp16/bf16: the default tile while its grid fills the GPU; otherwise 4 warps over 32-key tiles
+ *   for head dims up to 128 (qwen3: 4x1x32 0.023 ms, default 8x1x64 and 1/2/4 warps x 64 keys
+ *   0.030-0.032), and fewer warps of the default for larger head dims.
+ */
+function tileFor(dtype: string, d: number, blocksPerRow: number, l: number, sms: number): { rm?: number; tc?: TcConfig } {
+  const fills = (bm: number): boolean => blocksPerRow * Math.ceil(l / bm) >= sms;
+  if (dtype === 'float32') {
+    if (f32RowsOverride !== null) return { rm: f32RowsOverride };
+    const max = Math.min(f32RowsPerThread(d), paddedHeadDimF32(d) <= 64 ? 4 : 2);
+    for (const rm of [4, 2, 1]) if (rm <= max && fills(16 * rm)) return { rm };
+    return { rm: 1 };
+  }
+  if (tcOverride) return { tc: tcOverride };
+  const base = tcConfig(d);
+  if (fills(base.nw * 16 * base.mi)) return { tc: base };
+  if (paddedHeadDimTc(d) <= 128) return { tc: { nw: 4, mi: 1, bn: 32 } };
+  return { tc: { ...base, nw: Math.max(1, base.nw / 2) } };
 }
 
 export const flashStats = { runs: 0, copies: 0 };
@@ -54,12 +88,12 @@ interface Loaded {
 const cache = new Map<string, Loaded>();
 
 /** The loaded kernel for `spec`, or null when its tiles need more shared memory than the device has. */
-function kernelFor(index: number, spec: FlashSpec): Loaded | null {
-  const tc = spec.dtype === 'float32' ? null : tcOverride;
-  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : ''}`;
+function kernelFor(index: number, spec: FlashSpec, tile: { rm?: number; tc?: TcConfig }): Loaded | null {
+  const { rm, tc } = tile;
+  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : `rm${rm}`}`;
   let k = cache.get(key);
   if (!k) {
-    const gen = spec.dtype === 'float32' ? generateFlashF32(spec) : generateFlashTc(spec, tc ?? undefined);
+    const gen = spec.dtype === 'float32' ? generateFlashF32(spec, rm) : generateFlashTc(spec, tc);
     if (gen.sharedBytes > deviceInfo(index).sharedMemPerBlockOptin) return null;
     k = { gen, kernel: kernelFromSource(index, gen.source, gen.name, FLASH_PARAMS, [], gen.sharedBytes) };
     cache.set(key, k);
@@ -97,8 +131,8 @@ function supported(q: Tensor, geo: AttentionGeometry, attnMask: Tensor | null, d
   // math 0.117 / 0.100 ms; the fused kernel costs about 14 us (f32) / 2.3 us (bf16) per key tile of
   // 64 there, so it passes the math path's ~0.1 ms beyond 512 (f32) / 2048 (fp16/bf16) keys.
   if (geo.l <= DECODE_ROWS && geo.s > (dt === 'float32' ? DECODE_KEYS_F32 : DECODE_KEYS_16)) return false;
-  // Query blocks run along grid y (at most 65535 of them, 32 rows or more each).
-  if (Math.ceil(geo.l / 32) > 65535 || geo.s >= 2 ** 30) return false;
+  // Query blocks run along grid y (at most 65535 of them, 16 rows or more each).
+  if (Math.ceil(geo.l / 16) > 65535 || geo.s >= 2 ** 30) return false;
   return true;
 }
 
@@ -133,7 +167,8 @@ export function runFlashAttention(
   if (!supported(query, geo, attnMask, dropoutP)) return false;
   const mask: MaskKind = attnMask ? (attnMask.dtype === 'bool' ? 'bool' : 'add') : 'none';
   const spec: FlashSpec = { dtype: query.dtype, d: geo.e, causal: isCausal, mask, maskDtype: mask === 'add' ? attnMask!.dtype : undefined };
-  const loaded = kernelFor(query.device.index, spec);
+  const tile = tileFor(query.dtype, geo.e, numel(geo.batch), geo.l, deviceInfo(query.device.index).smCount);
+  const loaded = kernelFor(query.device.index, spec, tile);
   if (!loaded) return false;
   const { gen, kernel } = loaded;
   const temps: Tensor[] = [];

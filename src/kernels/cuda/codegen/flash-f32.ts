@@ -26,10 +26,12 @@ export function f32RowsPerThread(d: number): number {
   return paddedHeadDimF32(d) <= 128 ? 4 : 2;
 }
 
-export function generateFlashF32(spec: FlashSpec): GeneratedFlash {
+/** `rm`: rows per thread (1, 2 or 4; at most f32RowsPerThread(d)); blocks own 16 * rm query rows. */
+export function generateFlashF32(spec: FlashSpec, rm: number = f32RowsPerThread(spec.d)): GeneratedFlash {
   const D = spec.d;
   const DP = paddedHeadDimF32(D);
-  const RM = f32RowsPerThread(D);
+  if (![1, 2, 4].includes(rm) || rm > f32RowsPerThread(D)) throw new RangeError(`generateFlashF32: rows per thread ${rm} is not 1, 2 or 4 within ${f32RowsPerThread(D)} for head dim ${D}`);
+  const RM = rm;
   const BM = 16 * RM;
   const BN = 64;
   const name = flashKernelName(spec, `simt${RM}`);
