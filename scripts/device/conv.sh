@@ -1,24 +1,20 @@
 #!/usr/bin/env bash
-# Device run for the implicit-GEMM conv2d (helper "conv"): the cuda-conv tests, the per-conv bench
-# (Kiln vs torch, CUDA events, medians of 100, with the block-tile sweep behind pickTile), the
-# conv-stack workload end to end (Kiln, then PyTorch eager + torch.compile), and one merged table.
-# $HOUT/bench.json: the per-conv rows plus the conv-stack rows. Each part has its own time cap.
+# Device run for helper "conv" (session 4): conv2dBatchNorm tests (the conv + eval BatchNorm + ReLU
+# fold on cuda), the fused-epilogue/compile tests of cuda-conv, where conv-stack's device time goes
+# (cuda-profile; its first step, the stem conv, is not shown), the conv-stack workload end to end,
+# then PyTorch eager + torch.compile on the same workload. $HOUT/bench.json: the Kiln workload rows.
 export KILN_CACHE_DIR=/tmp/kiln-conv-cache
 t0=$SECONDS
-timeout 30 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-conv.test.js > /tmp/conv-tests.txt 2>&1
-rc=$?; echo "== tests rc=$rc ($((SECONDS - t0)) s)"
-if [ $rc -eq 0 ]; then grep -E "^[✔✖] |^ℹ (tests|pass|fail)" /tmp/conv-tests.txt
-else sed '/failing tests/,$d' /tmp/conv-tests.txt | grep -vE "^\s+at |node:internal|^\s*$" | head -90; fi
-t0=$SECONDS
-timeout 12 python3 scripts/bench_conv_torch.py > /tmp/torch-conv.json || echo "torch bench rc=$?"
-echo "== torch rows ($((SECONDS - t0)) s)"; t0=$SECONDS
-timeout 34 node dist/bench/cuda-conv.js /tmp/torch-conv.json "$HOUT/bench.json" 2>&1 || echo "kiln bench rc=$?"
-echo "== kiln rows done ($((SECONDS - t0)) s)"; t0=$SECONDS
-cp "$HOUT/bench.json" /tmp/conv-rows.json 2>/dev/null
-echo "== conv-stack workload"
-timeout 8 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 bfloat16 --workload conv-stack --no-progress --json /tmp/kiln-e2e.json 2>&1 | tail -5
-node scripts/device/conv-merge.mjs "$HOUT/bench.json" /tmp/kiln-e2e.json /tmp/none.json
-echo "workload: $((SECONDS - t0)) s"; t0=$SECONDS
-PYTHONUNBUFFERED=1 timeout 25 python3 scripts/bench_pytorch.py --workload conv-stack --json /tmp/pt.json 2>&1 | grep -v Warning | tail -3
-cp /tmp/conv-rows.json /tmp/merged.json 2>/dev/null && node scripts/device/conv-merge.mjs /tmp/merged.json /tmp/kiln-e2e.json /tmp/pt.json && cp /tmp/merged.json "$HOUT/bench.json"
-echo "pytorch workload: $((SECONDS - t0)) s"
+summ() { if [ "$1" -eq 0 ]; then grep -E "^[✔✖] |^ℹ (tests|pass|fail)" "$2"; else sed '/failing tests/,$d' "$2" | grep -vE "^\s+at |node:internal|^\s*$" | head -60; fi; }
+timeout 25 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-conv-bn.test.js > /tmp/t1.txt 2>&1
+rc=$?; echo "== cuda-conv-bn tests rc=$rc ($((SECONDS - t0)) s)"; summ $rc /tmp/t1.txt; t0=$SECONDS
+timeout 15 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="epilogue|kiln.compile|stem Cin 3" dist/test/cuda-conv.test.js > /tmp/t2.txt 2>&1
+rc=$?; echo "== cuda-conv tests (epilogue, compile, stem) rc=$rc ($((SECONDS - t0)) s)"; summ $rc /tmp/t2.txt; t0=$SECONDS
+for dt in float32 bfloat16; do
+  timeout 10 node dist/bench/cuda-profile.js conv-stack $dt --top 8 2>&1 | grep -v Warning | tail -10
+done
+echo "== profiles ($((SECONDS - t0)) s)"; t0=$SECONDS
+timeout 10 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 bfloat16 --workload conv-stack --no-progress --json "$HOUT/bench.json" 2>&1 | tail -5
+echo "== kiln workload ($((SECONDS - t0)) s)"; t0=$SECONDS
+PYTHONUNBUFFERED=1 timeout 25 python3 scripts/bench_pytorch.py --workload conv-stack --json /tmp/pt.json 2>&1 | grep -v Warning | tail -4
+echo "== pytorch ($((SECONDS - t0)) s)"

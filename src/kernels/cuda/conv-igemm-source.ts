@@ -526,15 +526,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warp
   return { name, source };
 }
 
-/** Source of the weight prep kernel: w [O, Cg, KH, KW] (any strides) -> wp [Npad, Kpad], k = (kh, kw, c). */
-export function weightPrepSource(dtype: IgemmDtype, tf32: boolean): { name: string; source: string } {
+/**
+ * Source of the weight prep kernel: w [O, Cg, KH, KW] (any strides) -> wp [Npad, Kpad], k = (kh, kw, c).
+ * With `bn` (the dtype of the BatchNorm tensors of conv2dBatchNorm) it also writes the float32
+ * epilogue operands ss[0, O) = scale = gamma / sqrt(var + eps) and ss[O, 2 O) = shift =
+ * beta + (bias - mean) * scale (the conv bias folded in) from the statistics' current values:
+ * one launch that already runs per call, so the fold costs no extra kernel. gamma, beta and bias
+ * may be null.
+ */
+export function weightPrepSource(dtype: IgemmDtype, tf32: boolean, bn: IgemmDtype | null = null): { name: string; source: string } {
   const T = storage(dtype);
-  const name = `kiln_conv_wprep_${dtype}${tf32 ? '_tf32' : ''}`;
+  const name = `kiln_conv_wprep_${dtype}${tf32 ? '_tf32' : ''}${bn ? `_bn_${bn}` : ''}`;
   const val = tf32 ? '__uint_as_float(kc_tf32(w[off]))' : 'w[off]';
+  const S = bn ? storage(bn) : '';
+  const bnParams = bn
+    ? `,
+    float* __restrict__ ss, const ${S}* __restrict__ mean, const ${S}* __restrict__ var, const ${S}* __restrict__ gamma,
+    const ${S}* __restrict__ beta, const ${T}* __restrict__ bias, float eps`
+    : '';
+  const bnBody = bn
+    ? `
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < O; t += gridDim.x * blockDim.x) {
+    // As the eager batchNorm: gamma / sqrt(var + eps) (not rsqrt), in float32.
+    const float sc = (gamma ? ${toFloat(bn, 'gamma[t]')} : 1.0f) / sqrtf(${toFloat(bn, 'var[t]')} + eps);
+    const float b = bias ? ${toFloat(dtype, 'bias[t]')} : 0.0f;
+    ss[t] = sc;
+    ss[O + t] = (beta ? ${toFloat(bn, 'beta[t]')} : 0.0f) + (b - ${toFloat(bn, 'mean[t]')}) * sc;
+  }`
+    : '';
   const source = `${PRELUDE}
 __device__ __forceinline__ unsigned kc_tf32(float f) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
 extern "C" __global__ void __launch_bounds__(256) ${name}(${T}* __restrict__ wp, const ${T}* __restrict__ w, int total, int kpad, int ktot,
-    int O, int CG, int KH, int KW, long long ws0, long long ws1, long long ws2, long long ws3) {
+    int O, int CG, int KH, int KW, long long ws0, long long ws1, long long ws2, long long ws3${bnParams}) {${bnBody}
   for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
     const int o = e / kpad;
     const int k = e - o * kpad;

@@ -51,6 +51,7 @@ export const convImpl: { mode: 'auto' | 'im2col'; tile: IgemmTileName | null } =
 
 const GEMM_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32'];
 const PREP_PARAMS: ParamType[] = ['ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'i64', 'i64'];
+const PREP_BN_PARAMS: ParamType[] = [...PREP_PARAMS, 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'f32'];
 const PREP_BLOCK = 256;
 const INT_MAX = 2 ** 31 - 1;
 
@@ -66,6 +67,12 @@ export interface IgemmCall {
   groups: number;
   /** Fused epilogue: y = relu?((acc + bias) * scale[c] + shift[c]); scale and shift float32 [Cout]. */
   scale?: Tensor | null;
+  /**
+   * Eval BatchNorm after the conv (conv2dBatchNorm): the prep kernel derives scale and shift (the
+   * bias folded in) from these tensors' current values; excludes `scale`/`shift`. The tensors are
+   * [Cout], all of one igemm dtype (bnUnsupported says when not).
+   */
+  bn?: IgemmBatchNorm | null;
   shift?: Tensor | null;
   relu?: boolean;
   /** f32 math (default: backends.cuda.allowTf32Conv ? 'tf32' : 'simt'). */
@@ -74,6 +81,22 @@ export interface IgemmCall {
   nchw?: 'copy' | 'direct';
   /** Block tile (default: convImpl.tile, else pickTile). */
   tile?: IgemmTileName;
+}
+
+export interface IgemmBatchNorm {
+  readonly runningMean: Tensor;
+  readonly runningVar: Tensor;
+  readonly weight: Tensor | null;
+  readonly bias: Tensor | null;
+  readonly eps: number;
+}
+
+/** Why the prep kernel cannot derive the BatchNorm epilogue (null: it can). */
+export function bnUnsupported(bn: IgemmBatchNorm): string | null {
+  const ts = [bn.runningMean, bn.runningVar, bn.weight, bn.bias].filter((t): t is Tensor => t !== null);
+  const d = ts[0]!.dtype;
+  if (!igemmDtype(d) || ts.some((t) => t.dtype !== d)) return `BatchNorm tensors of dtypes ${ts.map((t) => t.dtype).join(', ')}`;
+  return null;
 }
 
 /**
@@ -130,12 +153,12 @@ function gemmKernel(index: number, spec: IgemmSpec): CudaKernel {
   return k;
 }
 
-function prepKernel(index: number, dtype: IgemmSpec['dtype'], tf32: boolean): CudaKernel {
-  const key = `${index}#prep#${dtype}#${tf32}`;
+function prepKernel(index: number, dtype: IgemmSpec['dtype'], tf32: boolean, bn: IgemmSpec['dtype'] | null): CudaKernel {
+  const key = `${index}#prep#${dtype}#${tf32}#${bn ?? ''}`;
   let k = kernels.get(key);
   if (!k) {
-    const g = weightPrepSource(dtype, tf32);
-    k = kernelFromSource(index, g.source, g.name, PREP_PARAMS);
+    const g = weightPrepSource(dtype, tf32, bn);
+    k = kernelFromSource(index, g.source, g.name, bn ? PREP_BN_PARAMS : PREP_PARAMS);
     kernels.set(key, k);
   }
   return k;
@@ -175,8 +198,9 @@ export function igemmSpec(c: IgemmCall, x: { shape: number[]; strides: number[];
     cout: o4.shape[1]!,
     xs: [x.shape[0] === 1 ? 0 : xs[0], xs[1], xs[2], xs[3]],
     os,
-    bias: c.bias !== null,
-    affine: Boolean(c.scale && c.shift),
+    // With a BatchNorm the prep kernel folds the bias into the shift.
+    bias: c.bias !== null && !c.bn,
+    affine: Boolean(c.bn || (c.scale && c.shift)),
     relu: c.relu === true,
     pairStore,
     wide,
@@ -220,15 +244,30 @@ export function runIgemm(c: IgemmCall): Tensor {
     temps.push(wp);
     const ws = weight.strides;
     const total = npad * kpad;
-    launch(
-      prepKernel(index, spec.dtype, spec.math === 'tf32'),
-      [ptrOf(wp), ptrOf(weight), total, kpad, kTotal(spec), spec.cout, cg, spec.kh, spec.kw, ws[0]!, ws[1]!, ws[2]!, ws[3]!],
-      { grid: gridFor(index, total, PREP_BLOCK), block: PREP_BLOCK },
-      stream,
-    );
-    const bias = c.bias ? contiguous1d(c.bias, temps) : null;
-    const scale = spec.affine ? contiguous1d(c.scale!, temps) : null;
-    const shift = spec.affine ? contiguous1d(c.shift!, temps) : null;
+    const prepArgs = [ptrOf(wp), ptrOf(weight), total, kpad, kTotal(spec), spec.cout, cg, spec.kh, spec.kw, ws[0]!, ws[1]!, ws[2]!, ws[3]!];
+    let bnDtype: IgemmSpec['dtype'] | null = null;
+    let scale: Tensor | null = null;
+    let shift: Tensor | null = null;
+    if (c.bn) {
+      const why = bnUnsupported(c.bn);
+      if (why) throw new TypeError(`conv2d epilogue: ${why} (expected one of float32, float16, bfloat16 for all)`);
+      bnDtype = igemmDtype(c.bn.runningMean.dtype);
+      // scale = ss[0, O), shift = ss[O, 2 O): float32, written by the prep kernel.
+      const ss = allocOut({ shape: [2 * spec.cout], strides: [1], dtype: 'float32', device: input.device });
+      temps.push(ss);
+      scale = new Tensor(ss.storage, 'float32', [spec.cout], [1], ss.offset);
+      shift = new Tensor(ss.storage, 'float32', [spec.cout], [1], ss.offset + spec.cout);
+      temps.push(scale, shift);
+      const vec = (t: Tensor | null): number => (t ? ptrOf(contiguous1d(t, temps)) : 0);
+      const convBias = c.bias ? contiguous1d(c.bias, temps) : null;
+      prepArgs.push(ptrOf(ss), vec(c.bn.runningMean), vec(c.bn.runningVar), vec(c.bn.weight), vec(c.bn.bias), convBias ? ptrOf(convBias) : 0, c.bn.eps);
+    }
+    launch(prepKernel(index, spec.dtype, spec.math === 'tf32', bnDtype), prepArgs, { grid: gridFor(index, total, PREP_BLOCK), block: PREP_BLOCK }, stream);
+    const bias = spec.bias && c.bias ? contiguous1d(c.bias, temps) : null;
+    if (!c.bn && spec.affine) {
+      scale = contiguous1d(c.scale!, temps);
+      shift = contiguous1d(c.shift!, temps);
+    }
     launch(
       gemmKernel(index, spec),
       [ptrOf(out), xPtr, ptrOf(wp), bias ? ptrOf(bias) : 0, scale ? ptrOf(scale) : 0, shift ? ptrOf(shift) : 0, m],
