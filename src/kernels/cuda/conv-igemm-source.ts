@@ -57,6 +57,12 @@ export const IGEMM_TILES = {
   m128w64: { warpsM: 2, warpM: 64, stages: 4, kBytes: 64 },
   m128w64k128: { warpsM: 2, warpM: 64, stages: 4, kBytes: 128 },
   m256w64: { warpsM: 4, warpM: 64, stages: 3, kBytes: 64 },
+  // Session 4 candidates for the 3x3 body conv. Every block re-reads the whole [64, K] weight from
+  // L2 (147 KB in f32 for K = 576) next to its A rows, about a third of the kernel's L2 traffic:
+  // 256-row blocks of 32 x 32 warps (16 warps, one block per SM) halve that share; a 4-stage
+  // 128-byte ring keeps more loads in flight at two 8-warp blocks per SM (2 x 110 KB of shared memory).
+  m128w32k128s4: { warpsM: 4, warpM: 32, stages: 4, kBytes: 128 },
+  m256w32k128: { warpsM: 8, warpM: 32, stages: 3, kBytes: 128 },
 } as const satisfies Record<string, IgemmTile>;
 export type IgemmTileName = keyof typeof IGEMM_TILES;
 
@@ -468,7 +474,7 @@ ${mma ? epilogue(s) : `__device__ __forceinline__ IDX kc_rowOffset(int m, int M)
   return (IDX)n * OS0 + (IDX)oh * OS2 + (IDX)ow * OS3;
 }`}
 
-extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warpM === 32 ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
+extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warpM === 32 && tileThreads(s.tile) <= 256 ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
     const T* __restrict__ bias, const float* __restrict__ scale, const float* __restrict__ shift, int M) {
   extern __shared__ __align__(16) unsigned char kc_smem_raw[];
   unsigned char* smA = kc_smem_raw;
