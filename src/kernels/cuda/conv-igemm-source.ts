@@ -63,6 +63,7 @@ export const IGEMM_TILES = {
   // 128-byte ring keeps more loads in flight at two 8-warp blocks per SM (2 x 110 KB of shared memory).
   m128w32k128s4: { warpsM: 4, warpM: 32, stages: 4, kBytes: 128 },
   m256w32k128: { warpsM: 8, warpM: 32, stages: 3, kBytes: 128 },
+  m256w32k128s4: { warpsM: 8, warpM: 32, stages: 4, kBytes: 128 },
 } as const satisfies Record<string, IgemmTile>;
 export type IgemmTileName = keyof typeof IGEMM_TILES;
 

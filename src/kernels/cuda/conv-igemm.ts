@@ -100,23 +100,29 @@ export function bnUnsupported(bn: IgemmBatchNorm): string | null {
 }
 
 /**
- * The block tile for a problem, from the tile sweep of bench/cuda-conv.ts on the H200 (R2, ms for
- * the conv-stack convolutions, [16, 3, 224, 224] 7x7 s2 "stem" (K = 147) and [16, 64, 112, 112]
- * 3x3 "body" (K = 576)):
- * - vector loader (channels_last, 16-byte channel runs): m128w32k128 (body bf16 0.099 vs 0.107 for
- *   the next tile; tf32 0.170 vs 0.192): 128-byte K stages halve the barriers per FLOP;
+ * The block tile for a problem, from the tile sweeps on the H200 (ms for the conv-stack
+ * convolutions, [16, 3, 224, 224] 7x7 s2 "stem" (K = 147) and [16, 64, 112, 112] 3x3 "body"
+ * (K = 576)). Session 3 (bench/cuda-conv.ts, R2), then session 4 (scripts/device/conv-tiles.mjs,
+ * the fused conv2dBatchNorm + ReLU, R1; those times include the call's host work, ~0.1 ms, so only
+ * their differences count):
+ * - vector loader, tf32: m256w32k128 (body 0.225 vs 0.234 for m128w32k128s4 and 0.265 for
+ *   m128w32k128): every block re-reads the whole weight from L2, and 256-row blocks halve that;
+ * - vector loader, bf16/f16: m128w32k128s4 (body 0.131 vs 0.133 for m128w32k128; m256w32k128
+ *   0.158: with half the bytes per element the weight traffic matters less than occupancy);
  * - scalar loader, bf16/f16: m128w32s5 for small K (stem 0.073 vs 0.087 with k128, whose K padding
- *   and shallower ring cost there), m128w32k128 from K = 256 (NCHW body 0.115 vs 0.135);
- * - scalar loader, tf32: m128w64 (stem 0.095 vs 0.110 for m128w32s5; NCHW body 0.186, the best);
+ *   and shallower ring cost there; the 4-stage k128 ring ties it, 0.0913 vs 0.0932), m128w32k128
+ *   from K = 256 (NCHW body 0.115 vs 0.135);
+ * - scalar loader, tf32: m128w32k128s4 for small K (stem 0.105 vs 0.113 for m128w64), m128w64 from
+ *   K = 256 (NCHW body 0.186, the best of session 3's tiles);
  * - SIMT (exact f32): m128w32s5 (its thread mapping needs 4 x 32-row warps; deeper ring).
  */
 export function pickTile(math: IgemmMath, loader: IgemmSpec['aLoader'] = 'vec', k = 0): IgemmTileName {
   if (convImpl.tile && (math !== 'simt' || simtTile(convImpl.tile))) return convImpl.tile;
   if (math === 'simt') return 'm128w32s5';
-  if (loader === 'vec') return 'm128w32k128';
-  if (math === 'tf32') return 'm128w64';
+  if (loader === 'vec') return math === 'tf32' ? 'm256w32k128' : 'm128w32k128s4';
   // K at which 128-byte stages start to pay for their K padding (measured at 147 and 576).
   const LARGE_K = 256;
+  if (math === 'tf32') return k >= LARGE_K ? 'm128w64' : 'm128w32k128s4';
   return k >= LARGE_K ? 'm128w32k128' : 'm128w32s5';
 }
 
