@@ -19,6 +19,8 @@ const NO_GRADIENT: Record<string, string> = {
   any: 'bool output', all: 'bool output',
   // Integer outputs.
   argmax: 'int64 output', argmin: 'int64 output', argsort: 'int64 output',
+  // The compiler's inference-only conv -> eval BatchNorm -> ReLU fold (grad graphs keep the unfused ops).
+  conv2dBatchNorm: 'inference-only fused op',
 };
 
 test('every op has a backward formula or a stated reason not to', () => {

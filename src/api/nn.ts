@@ -4,6 +4,7 @@
  */
 import { dispatch } from '../ops/dispatch.js';
 import * as nn from '../ops/defs/nn.js';
+import { conv2dBatchNorm as convBnOp } from '../ops/defs/conv-fused.js';
 import type { Generator } from '../tensor/random.js';
 import type { Tensor } from '../tensor/tensor.js';
 
@@ -35,6 +36,31 @@ export function conv2d(
   else if (typeof padding === 'string') throw new TypeError(`conv2d: invalid padding string '${String(padding)}', should be one of 'valid' or 'same'`);
   else pad = pair(padding);
   return dispatch(nn.conv2d, input, weight, bias, st, pad, dil, groups);
+}
+
+/** Eval-mode BatchNorm statistics and affine parameters for conv2dBatchNorm. */
+export interface BatchNormStats {
+  runningMean: Tensor;
+  runningVar: Tensor;
+  weight?: Tensor | null;
+  bias?: Tensor | null;
+  eps?: number;
+}
+
+/**
+ * conv2d -> batchNorm (eval, running statistics) -> optional ReLU as one op: what kiln.compile
+ * turns that chain into for inference, so backends run the normalisation and the ReLU in the
+ * convolution's epilogue. Same arguments as conv2d (padding as numbers), plus the BatchNorm tensors.
+ */
+export function conv2dBatchNorm(
+  input: Tensor,
+  weight: Tensor,
+  bias: Tensor | null,
+  bn: BatchNormStats,
+  options: { stride?: IntPair; padding?: IntPair; dilation?: IntPair; groups?: number; relu?: boolean } = {},
+): Tensor {
+  const { stride = 1, padding = 0, dilation = 1, groups = 1, relu = false } = options;
+  return dispatch(convBnOp, input, weight, bias, pair(stride), pair(padding), pair(dilation), groups, bn.runningMean, bn.runningVar, bn.weight ?? null, bn.bias ?? null, bn.eps ?? 1e-5, relu);
 }
 
 /** torch.nn.functional.max_pool2d (values only). `stride` defaults to `kernelSize`. */

@@ -295,7 +295,8 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
       return null;
     }
     log('graph', logs, () => `captured graph of '${fnName}':\n${formatGraph(traced)}`);
-    const { graph, foldedSources } = runPasses(traced, passOptions);
+    // Inference graph (a grad call traces its own joint graph): conv+BatchNorm(eval) may fold.
+    const { graph, foldedSources } = runPasses(traced, { foldConvBn: backendName !== 'eager', ...passOptions });
     log('graph', logs, () => `optimised graph of '${fnName}':\n${formatGraph(graph)}`);
     log('guards', logs, () => `guards of '${fnName}': ${g.key}`);
     const signature = graphSignature(graph, symbolicDimsOf(graph, g));

@@ -7,6 +7,7 @@ import './defs/reduction.js';
 import './defs/linalg.js';
 import './defs/indexing.js';
 import './defs/nn.js';
+import './defs/conv-fused.js';
 import './defs/llm.js';
 import './defs/llm-moe.js';
 import './defs/llm-mhc.js';

@@ -19,6 +19,9 @@ export const samples: OpSample[] = [
   { op: 'conv2d', label: "unbatched, asymmetric 'same' padding", args: () => [rand([3, 5, 5], 1), rand([2, 3, 2, 2], 2), null, [1, 1], [0, 1, 0, 1], [1, 1], 1] },
   { op: 'conv2d', label: 'unbatched, channels_last weight', args: () => [rand([3, 5, 5], 1), rand([4, 3, 2, 2], 2, 'channelsLast'), null, [1, 1], [0, 0], [1, 1], 1] },
   { op: 'conv2d', label: 'float16', args: () => [rand([1, 2, 5, 5], 1, 'contiguous', 'float16'), rand([2, 2, 3, 3], 2, 'contiguous', 'float16'), rand([2], 3, 'contiguous', 'float16'), [1, 1], [1, 1], [1, 1], 1] },
+  // conv2dBatchNorm(input, weight, bias, stride, padding, dilation, groups, runningMean, runningVar, bnWeight, bnBias, eps, relu)
+  { op: 'conv2dBatchNorm', label: 'channels_last, stride 2, relu', args: () => [rand([2, 3, 8, 8], 1, 'channelsLast'), rand([5, 3, 3, 3], 2), rand([5], 3), [2, 2], [1, 1], [1, 1], 1, rand([5], 4), rand([5], 5, 'contiguous', 'float32', 0.5, 1.5), rand([5], 6), rand([5], 7), 1e-5, true] },
+  { op: 'conv2dBatchNorm', label: 'contiguous, no affine, no relu', args: () => [rand([1, 4, 5, 5], 1), rand([6, 4, 2, 2], 2), null, [1, 1], [0, 0], [1, 1], 1, rand([6], 4), rand([6], 5, 'contiguous', 'float32', 0.5, 1.5), null, null, 1e-3, false] },
   // maxPool2d(input, kernelSize, stride, padding, dilation, ceilMode)
   { op: 'maxPool2d', label: 'contiguous', args: () => [rand([2, 3, 6, 6], 1), [2, 2], [2, 2], [0, 0], [1, 1], false] },
   { op: 'maxPool2d', label: 'channels_last, padding, ceil', args: () => [rand([2, 3, 7, 7], 1, 'channelsLast'), [3, 3], [2, 2], [1, 1], [1, 1], true] },

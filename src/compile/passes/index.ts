@@ -1,12 +1,13 @@
 /**
  * The pass pipeline run on every captured graph before the backend sees it:
- * DCE -> CSE -> constant folding -> (pattern rewrites) -> (horizontal linear fusion) -> (decompositions)
- * -> CSE -> DCE.
+ * DCE -> CSE -> constant folding -> (conv+BatchNorm fold) -> (pattern rewrites) -> (horizontal linear
+ * fusion) -> (decompositions) -> CSE -> DCE.
  * Every pass keeps the graph's semantics (interpret(before) equals interpret(after)).
  */
 import type { Tensor } from '../../tensor/tensor.js';
 import type { Graph } from '../ir.js';
 import { commonSubexpressionElimination } from './cse.js';
+import { foldConvBatchNorm } from './conv-bn.js';
 import { deadCodeElimination } from './dce.js';
 import { decompose } from './decompose.js';
 import { constantFolding } from './fold.js';
@@ -23,6 +24,7 @@ export { GraphBuilder, Val, isImpure, isMutating, isRandom } from './util.js';
 export { autoRewriteRules, llmRewriteRules } from '../../llm/rewrites.js';
 export { graphSignature } from './signature.js';
 export { horizontalLinearFusion, ConcatConstant, type HorizontalFusionResult } from './horizontal.js';
+export { foldConvBatchNorm } from './conv-bn.js';
 
 export interface PassOptions {
   dce?: boolean;
@@ -30,6 +32,8 @@ export interface PassOptions {
   constantFolding?: boolean;
   /** Decompose composite ops to the core set (default: on for code-generating backends). */
   decompose?: boolean;
+  /** conv2d -> eval batchNorm [-> relu] into conv2dBatchNorm (inference graphs only; default off). */
+  foldConvBn?: boolean;
   /** Pattern rewrite rules applied before decompositions (default: none; 'default' = silu and the llm library rules). */
   rewrites?: readonly RewriteRule[] | 'default';
   /**
@@ -55,6 +59,8 @@ export function runPasses(g: Graph, o: PassOptions = {}): PassResult {
     graph = r.graph;
     foldedSources = r.foldedSources;
   }
+  // Before decompositions, which would turn the batchNorm into pointwise ops.
+  if (o.foldConvBn === true) graph = foldConvBatchNorm(graph).graph;
   const rules = o.rewrites === 'default' ? [...defaultRewriteRules, ...llmRewriteRules] : (o.rewrites ?? []);
   if (rules.length > 0) graph = applyRewrites(graph, rules).graph;
   if (o.horizontalFusion === true) graph = horizontalLinearFusion(graph).graph;

@@ -6,6 +6,7 @@
  * in place: channels_last output as C[pixel, o], contiguous output as C[o, pixel].
  */
 import { conv2d, convPadding } from '../../ops/defs/nn.js';
+import { conv2dBatchNorm, conv2dBatchNormComposite } from '../../ops/defs/conv-fused.js';
 import { registerKernel } from '../../ops/registry.js';
 import { allocOut, denseValues, type NumArray, readable, writable } from './numeric.js';
 import { gemm } from './gemm.js';
@@ -138,4 +139,13 @@ registerKernel(conv2d, 'cpu', (ctx, input, weight, bias, stride, padding, dilati
   }
   res.commit();
   return out;
+});
+
+// conv2dBatchNorm (the compiler's conv -> eval BatchNorm [-> ReLU] fold): the native conv with the
+// BatchNorm folded into its packed weight and epilogue; elsewhere the unfused reference ops.
+registerKernel(conv2dBatchNorm, 'cpu', (ctx, input, weight, bias, stride, padding, dilation, groupsArg, runningMean, runningVar, bnWeight, bnBias, eps, relu) => {
+  const groups = groupsArg as number;
+  const bn = { runningMean, runningVar, weight: bnWeight, bias: bnBias, eps: Number(eps), relu: relu === true };
+  const nat = nativeConv2d(ctx.out, input, weight, bias, { stride, padding: convPadding('conv2d', padding), dilation, groups }, bn);
+  return nat ?? conv2dBatchNormComposite(input, weight, bias, stride, padding, dilation, groups, runningMean, runningVar, bnWeight, bnBias, bn.eps, bn.relu);
 });

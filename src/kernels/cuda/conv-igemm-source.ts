@@ -57,6 +57,13 @@ export const IGEMM_TILES = {
   m128w64: { warpsM: 2, warpM: 64, stages: 4, kBytes: 64 },
   m128w64k128: { warpsM: 2, warpM: 64, stages: 4, kBytes: 128 },
   m256w64: { warpsM: 4, warpM: 64, stages: 3, kBytes: 64 },
+  // Session 4 candidates for the 3x3 body conv. Every block re-reads the whole [64, K] weight from
+  // L2 (147 KB in f32 for K = 576) next to its A rows, about a third of the kernel's L2 traffic:
+  // 256-row blocks of 32 x 32 warps (16 warps, one block per SM) halve that share; a 4-stage
+  // 128-byte ring keeps more loads in flight at two 8-warp blocks per SM (2 x 110 KB of shared memory).
+  m128w32k128s4: { warpsM: 4, warpM: 32, stages: 4, kBytes: 128 },
+  m256w32k128: { warpsM: 8, warpM: 32, stages: 3, kBytes: 128 },
+  m256w32k128s4: { warpsM: 8, warpM: 32, stages: 4, kBytes: 128 },
 } as const satisfies Record<string, IgemmTile>;
 export type IgemmTileName = keyof typeof IGEMM_TILES;
 
@@ -468,7 +475,7 @@ ${mma ? epilogue(s) : `__device__ __forceinline__ IDX kc_rowOffset(int m, int M)
   return (IDX)n * OS0 + (IDX)oh * OS2 + (IDX)ow * OS3;
 }`}
 
-extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warpM === 32 ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
+extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warpM === 32 && tileThreads(s.tile) <= 256 ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
     const T* __restrict__ bias, const float* __restrict__ scale, const float* __restrict__ shift, int M) {
   extern __shared__ __align__(16) unsigned char kc_smem_raw[];
   unsigned char* smA = kc_smem_raw;
@@ -526,15 +533,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warp
   return { name, source };
 }
 
-/** Source of the weight prep kernel: w [O, Cg, KH, KW] (any strides) -> wp [Npad, Kpad], k = (kh, kw, c). */
-export function weightPrepSource(dtype: IgemmDtype, tf32: boolean): { name: string; source: string } {
+/**
+ * Source of the weight prep kernel: w [O, Cg, KH, KW] (any strides) -> wp [Npad, Kpad], k = (kh, kw, c).
+ * With `bn` (the dtype of the BatchNorm tensors of conv2dBatchNorm) it also writes the float32
+ * epilogue operands ss[0, O) = scale = gamma / sqrt(var + eps) and ss[O, 2 O) = shift =
+ * beta + (bias - mean) * scale (the conv bias folded in) from the statistics' current values:
+ * one launch that already runs per call, so the fold costs no extra kernel. gamma, beta and bias
+ * may be null.
+ */
+export function weightPrepSource(dtype: IgemmDtype, tf32: boolean, bn: IgemmDtype | null = null): { name: string; source: string } {
   const T = storage(dtype);
-  const name = `kiln_conv_wprep_${dtype}${tf32 ? '_tf32' : ''}`;
+  const name = `kiln_conv_wprep_${dtype}${tf32 ? '_tf32' : ''}${bn ? `_bn_${bn}` : ''}`;
   const val = tf32 ? '__uint_as_float(kc_tf32(w[off]))' : 'w[off]';
+  const S = bn ? storage(bn) : '';
+  const bnParams = bn
+    ? `,
+    float* __restrict__ ss, const ${S}* __restrict__ mean, const ${S}* __restrict__ var, const ${S}* __restrict__ gamma,
+    const ${S}* __restrict__ beta, const ${T}* __restrict__ bias, float eps`
+    : '';
+  const bnBody = bn
+    ? `
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < O; t += gridDim.x * blockDim.x) {
+    // As the eager batchNorm: gamma / sqrt(var + eps) (not rsqrt), in float32.
+    const float sc = (gamma ? ${toFloat(bn, 'gamma[t]')} : 1.0f) / sqrtf(${toFloat(bn, 'var[t]')} + eps);
+    const float b = bias ? ${toFloat(dtype, 'bias[t]')} : 0.0f;
+    ss[t] = sc;
+    ss[O + t] = (beta ? ${toFloat(bn, 'beta[t]')} : 0.0f) + (b - ${toFloat(bn, 'mean[t]')}) * sc;
+  }`
+    : '';
   const source = `${PRELUDE}
 __device__ __forceinline__ unsigned kc_tf32(float f) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
 extern "C" __global__ void __launch_bounds__(256) ${name}(${T}* __restrict__ wp, const ${T}* __restrict__ w, int total, int kpad, int ktot,
-    int O, int CG, int KH, int KW, long long ws0, long long ws1, long long ws2, long long ws3) {
+    int O, int CG, int KH, int KW, long long ws0, long long ws1, long long ws2, long long ws3${bnParams}) {${bnBody}
   for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
     const int o = e / kpad;
     const int k = e - o * kpad;

@@ -18,6 +18,7 @@ import { itemSize } from '../../tensor/dtype.js';
 import { channelsLastStrides, numel } from '../../tensor/layout.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/launch.js';
+import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import {
@@ -51,6 +52,7 @@ export const convImpl: { mode: 'auto' | 'im2col'; tile: IgemmTileName | null } =
 
 const GEMM_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i32'];
 const PREP_PARAMS: ParamType[] = ['ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i64', 'i64', 'i64', 'i64'];
+const PREP_BN_PARAMS: ParamType[] = [...PREP_PARAMS, 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'f32'];
 const PREP_BLOCK = 256;
 const INT_MAX = 2 ** 31 - 1;
 
@@ -66,6 +68,12 @@ export interface IgemmCall {
   groups: number;
   /** Fused epilogue: y = relu?((acc + bias) * scale[c] + shift[c]); scale and shift float32 [Cout]. */
   scale?: Tensor | null;
+  /**
+   * Eval BatchNorm after the conv (conv2dBatchNorm): the prep kernel derives scale and shift (the
+   * bias folded in) from these tensors' current values; excludes `scale`/`shift`. The tensors are
+   * [Cout], all of one igemm dtype (bnUnsupported says when not).
+   */
+  bn?: IgemmBatchNorm | null;
   shift?: Tensor | null;
   relu?: boolean;
   /** f32 math (default: backends.cuda.allowTf32Conv ? 'tf32' : 'simt'). */
@@ -76,24 +84,50 @@ export interface IgemmCall {
   tile?: IgemmTileName;
 }
 
+export interface IgemmBatchNorm {
+  readonly runningMean: Tensor;
+  readonly runningVar: Tensor;
+  readonly weight: Tensor | null;
+  readonly bias: Tensor | null;
+  readonly eps: number;
+}
+
+/** Why the prep kernel cannot derive the BatchNorm epilogue (null: it can). */
+export function bnUnsupported(bn: IgemmBatchNorm): string | null {
+  const ts = [bn.runningMean, bn.runningVar, bn.weight, bn.bias].filter((t): t is Tensor => t !== null);
+  const d = ts[0]!.dtype;
+  if (!igemmDtype(d) || ts.some((t) => t.dtype !== d)) return `BatchNorm tensors of dtypes ${ts.map((t) => t.dtype).join(', ')}`;
+  return null;
+}
+
 /**
- * The block tile for a problem, from the tile sweep of bench/cuda-conv.ts on the H200 (R2, ms for
- * the conv-stack convolutions, [16, 3, 224, 224] 7x7 s2 "stem" (K = 147) and [16, 64, 112, 112]
- * 3x3 "body" (K = 576)):
- * - vector loader (channels_last, 16-byte channel runs): m128w32k128 (body bf16 0.099 vs 0.107 for
- *   the next tile; tf32 0.170 vs 0.192): 128-byte K stages halve the barriers per FLOP;
+ * The block tile for a problem, from the tile sweeps on the H200 (ms for the conv-stack
+ * convolutions, [16, 3, 224, 224] 7x7 s2 "stem" (K = 147) and [16, 64, 112, 112] 3x3 "body"
+ * (K = 576)). Session 3 (bench/cuda-conv.ts, R2), then session 4 (scripts/device/conv-tiles.mjs,
+ * the fused conv2dBatchNorm + ReLU, R1; those times include the call's host work, ~0.1 ms, so only
+ * their differences count):
+ * - vector loader, tf32: m256w32k128 (body 0.225 vs 0.234 for m128w32k128s4 and 0.265 for
+ *   m128w32k128): every block re-reads the whole weight from L2, and 256-row blocks halve that;
+ *   m128w32k128s4 below two waves of 256-row blocks;
+ * - vector loader, bf16/f16: m128w32k128s4 (body 0.131 vs 0.133 for m128w32k128; m256w32k128
+ *   0.158: with half the bytes per element the weight traffic matters less than occupancy);
  * - scalar loader, bf16/f16: m128w32s5 for small K (stem 0.073 vs 0.087 with k128, whose K padding
- *   and shallower ring cost there), m128w32k128 from K = 256 (NCHW body 0.115 vs 0.135);
- * - scalar loader, tf32: m128w64 (stem 0.095 vs 0.110 for m128w32s5; NCHW body 0.186, the best);
+ *   and shallower ring cost there; the 4-stage k128 ring ties it, 0.0913 vs 0.0932), m128w32k128
+ *   from K = 256 (NCHW body 0.115 vs 0.135);
+ * - scalar loader, tf32: m128w32k128s4 for small K (stem 0.105 vs 0.113 for m128w64), m128w64 from
+ *   K = 256 (NCHW body 0.186, the best of session 3's tiles);
  * - SIMT (exact f32): m128w32s5 (its thread mapping needs 4 x 32-row warps; deeper ring).
  */
-export function pickTile(math: IgemmMath, loader: IgemmSpec['aLoader'] = 'vec', k = 0): IgemmTileName {
+export function pickTile(math: IgemmMath, loader: IgemmSpec['aLoader'] = 'vec', k = 0, m = Infinity, sms = 132): IgemmTileName {
   if (convImpl.tile && (math !== 'simt' || simtTile(convImpl.tile))) return convImpl.tile;
   if (math === 'simt') return 'm128w32s5';
-  if (loader === 'vec') return 'm128w32k128';
-  if (math === 'tf32') return 'm128w64';
+  // 256-row blocks run one per SM: below about two waves of them (the body conv has 784 on 132
+  // SMs) the 128-row tile's two blocks per SM keep more of the GPU busy.
+  const bigM = m >= 2 * sms * 256;
+  if (loader === 'vec') return math === 'tf32' && bigM ? 'm256w32k128' : 'm128w32k128s4';
   // K at which 128-byte stages start to pay for their K padding (measured at 147 and 576).
   const LARGE_K = 256;
+  if (math === 'tf32') return k >= LARGE_K ? 'm128w64' : 'm128w32k128s4';
   return k >= LARGE_K ? 'm128w32k128' : 'm128w32s5';
 }
 
@@ -130,12 +164,12 @@ function gemmKernel(index: number, spec: IgemmSpec): CudaKernel {
   return k;
 }
 
-function prepKernel(index: number, dtype: IgemmSpec['dtype'], tf32: boolean): CudaKernel {
-  const key = `${index}#prep#${dtype}#${tf32}`;
+function prepKernel(index: number, dtype: IgemmSpec['dtype'], tf32: boolean, bn: IgemmSpec['dtype'] | null): CudaKernel {
+  const key = `${index}#prep#${dtype}#${tf32}#${bn ?? ''}`;
   let k = kernels.get(key);
   if (!k) {
-    const g = weightPrepSource(dtype, tf32);
-    k = kernelFromSource(index, g.source, g.name, PREP_PARAMS);
+    const g = weightPrepSource(dtype, tf32, bn);
+    k = kernelFromSource(index, g.source, g.name, bn ? PREP_BN_PARAMS : PREP_PARAMS);
     kernels.set(key, k);
   }
   return k;
@@ -157,7 +191,7 @@ export function igemmSpec(c: IgemmCall, x: { shape: number[]; strides: number[];
   return {
     dtype,
     math: finalMath,
-    tile: c.tile && (finalMath !== 'simt' || simtTile(c.tile)) ? c.tile : pickTile(finalMath, vec ? 'vec' : 'scalar', cg * kh * kw),
+    tile: c.tile && (finalMath !== 'simt' || simtTile(c.tile)) ? c.tile : pickTile(finalMath, vec ? 'vec' : 'scalar', cg * kh * kw, o4.shape[0]! * o4.shape[2]! * o4.shape[3]!, deviceInfo(c.out.device.index).smCount),
     aLoader: vec ? 'vec' : 'scalar',
     cg,
     kh,
@@ -175,8 +209,9 @@ export function igemmSpec(c: IgemmCall, x: { shape: number[]; strides: number[];
     cout: o4.shape[1]!,
     xs: [x.shape[0] === 1 ? 0 : xs[0], xs[1], xs[2], xs[3]],
     os,
-    bias: c.bias !== null,
-    affine: Boolean(c.scale && c.shift),
+    // With a BatchNorm the prep kernel folds the bias into the shift.
+    bias: c.bias !== null && !c.bn,
+    affine: Boolean(c.bn || (c.scale && c.shift)),
     relu: c.relu === true,
     pairStore,
     wide,
@@ -220,15 +255,30 @@ export function runIgemm(c: IgemmCall): Tensor {
     temps.push(wp);
     const ws = weight.strides;
     const total = npad * kpad;
-    launch(
-      prepKernel(index, spec.dtype, spec.math === 'tf32'),
-      [ptrOf(wp), ptrOf(weight), total, kpad, kTotal(spec), spec.cout, cg, spec.kh, spec.kw, ws[0]!, ws[1]!, ws[2]!, ws[3]!],
-      { grid: gridFor(index, total, PREP_BLOCK), block: PREP_BLOCK },
-      stream,
-    );
-    const bias = c.bias ? contiguous1d(c.bias, temps) : null;
-    const scale = spec.affine ? contiguous1d(c.scale!, temps) : null;
-    const shift = spec.affine ? contiguous1d(c.shift!, temps) : null;
+    const prepArgs = [ptrOf(wp), ptrOf(weight), total, kpad, kTotal(spec), spec.cout, cg, spec.kh, spec.kw, ws[0]!, ws[1]!, ws[2]!, ws[3]!];
+    let bnDtype: IgemmSpec['dtype'] | null = null;
+    let scale: Tensor | null = null;
+    let shift: Tensor | null = null;
+    if (c.bn) {
+      const why = bnUnsupported(c.bn);
+      if (why) throw new TypeError(`conv2d epilogue: ${why} (expected one of float32, float16, bfloat16 for all)`);
+      bnDtype = igemmDtype(c.bn.runningMean.dtype);
+      // scale = ss[0, O), shift = ss[O, 2 O): float32, written by the prep kernel.
+      const ss = allocOut({ shape: [2 * spec.cout], strides: [1], dtype: 'float32', device: input.device });
+      temps.push(ss);
+      scale = new Tensor(ss.storage, 'float32', [spec.cout], [1], ss.offset);
+      shift = new Tensor(ss.storage, 'float32', [spec.cout], [1], ss.offset + spec.cout);
+      temps.push(scale, shift);
+      const vec = (t: Tensor | null): number => (t ? ptrOf(contiguous1d(t, temps)) : 0);
+      const convBias = c.bias ? contiguous1d(c.bias, temps) : null;
+      prepArgs.push(ptrOf(ss), vec(c.bn.runningMean), vec(c.bn.runningVar), vec(c.bn.weight), vec(c.bn.bias), convBias ? ptrOf(convBias) : 0, c.bn.eps);
+    }
+    launch(prepKernel(index, spec.dtype, spec.math === 'tf32', bnDtype), prepArgs, { grid: gridFor(index, total, PREP_BLOCK), block: PREP_BLOCK }, stream);
+    const bias = spec.bias && c.bias ? contiguous1d(c.bias, temps) : null;
+    if (!c.bn && spec.affine) {
+      scale = contiguous1d(c.scale!, temps);
+      shift = contiguous1d(c.shift!, temps);
+    }
     launch(
       gemmKernel(index, spec),
       [ptrOf(out), xPtr, ptrOf(wp), bias ? ptrOf(bias) : 0, scale ? ptrOf(scale) : 0, shift ? ptrOf(shift) : 0, m],

@@ -24,7 +24,8 @@ import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/laun
 import { storageType } from './codegen/ctypes.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
-import { igemmUnsupported, runIgemm } from './conv-igemm.js';
+import { bnUnsupported, igemmUnsupported, runIgemm } from './conv-igemm.js';
+import { conv2dBatchNorm, conv2dBatchNormComposite } from '../../ops/defs/conv-fused.js';
 import { runGemm } from './linalg.js';
 import { runPointwise } from './pointwise-run.js';
 import { runRows, toRows } from './rows-run.js';
@@ -132,6 +133,22 @@ registerKernel(conv2d, 'cuda', (ctx, input, weight, bias, stride, padding, dilat
     for (const t of temps) t.dispose();
   }
   return out;
+});
+
+// conv2dBatchNorm (the compiler's conv -> eval BatchNorm [-> ReLU] fold): the implicit-GEMM kernel
+// with the BatchNorm scale/shift (derived by its weight prep kernel) and the ReLU in its epilogue;
+// the unfused reference ops where that kernel does not apply.
+registerKernel(conv2dBatchNorm, 'cuda', (ctx, input, weight, bias, stride, padding, dilation, groupsArg, runningMean, runningVar, bnWeight, bnBias, epsArg, reluArg) => {
+  const groups = groupsArg as number;
+  const eps = Number(epsArg);
+  const relu = reluArg === true;
+  const bn = { runningMean, runningVar, weight: bnWeight, bias: bnBias, eps };
+  const out = allocOut(ctx.out);
+  if (igemmUnsupported({ input, weight, out, groups }) === null && bnUnsupported(bn) === null) {
+    return runIgemm({ input, weight, bias, out, stride, padding: convPadding('conv2d', padding), dilation, groups, bn, relu });
+  }
+  out.dispose();
+  return conv2dBatchNormComposite(input, weight, bias, stride, padding, dilation, groups, runningMean, runningVar, bnWeight, bnBias, eps, relu);
 });
 
 // ------------------------------------------------------------------------------------------------

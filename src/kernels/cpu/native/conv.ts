@@ -6,6 +6,12 @@
  * channels_last output is written in place; a contiguous (NCHW) output goes through a
  * [pixels, O] scratch and one transposing copy. Returns null when the native path is off or the
  * operands are not float32, so the caller runs the JS im2col kernel.
+ *
+ * conv2dBatchNorm (eval BatchNorm [+ ReLU] after the conv) folds the BatchNorm into the packed
+ * weight, as inference engines do: W'[o] = W[o] * scale[o] with scale = gamma / sqrt(var + eps),
+ * and the C epilogue adds shift[o] = beta + (bias - mean) * scale and applies the ReLU while the
+ * tile is in L1, so the output is written once. The folded packing is cached per weight view and
+ * the storage versions of every BatchNorm tensor, so statistics changed in place are picked up.
  */
 import type { OutMeta } from '../../../ops/schema.js';
 import type { Storage } from '../../../tensor/storage.js';
@@ -16,6 +22,8 @@ import { cpuPath } from './path.js';
 
 interface PackedConvWeight {
   version: number;
+  /** The BatchNorm scale folded into this packing ('' when none): tensor identities and versions. */
+  bnKey: string;
   offset: number;
   strides: string;
   groups: number;
@@ -24,27 +32,84 @@ interface PackedConvWeight {
 
 const weights = new WeakMap<Storage, PackedConvWeight[]>();
 
-/** The weight as one PackedB per group: B[(kh, kw, c), o] = weight[g * og + o, c, kh, kw]. */
-function packedWeight(weight: Tensor, groups: number): PackedB[] {
+/** Eval-mode BatchNorm after the conv (conv2dBatchNorm), folded into the weight and the epilogue. */
+export interface ConvBatchNorm {
+  readonly runningMean: Tensor;
+  readonly runningVar: Tensor;
+  readonly weight: Tensor | null;
+  readonly bias: Tensor | null;
+  readonly eps: number;
+  readonly relu: boolean;
+}
+
+const storageIds = new WeakMap<Storage, number>();
+let nextStorageId = 1;
+function storageKey(t: Tensor): string {
+  let id = storageIds.get(t.storage);
+  if (id === undefined) {
+    id = nextStorageId++;
+    storageIds.set(t.storage, id);
+  }
+  return `${id}@${t.storage.version}+${t.offset}/${t.strides[0] ?? 1}`;
+}
+
+function bnKey(bn: ConvBatchNorm): string {
+  return [bn.runningMean, bn.runningVar, bn.weight, bn.bias].map((t) => (t ? storageKey(t) : '-')).join(',') + `:${bn.eps}`;
+}
+
+/** A [C] tensor's values as float64 (any float dtype, any stride). */
+function vector(t: Tensor | null, c: number, fill: number): Float64Array {
+  const out = new Float64Array(c).fill(fill);
+  if (!t) return out;
+  const r = readable(t);
+  const s = t.strides[0] ?? 1;
+  for (let i = 0; i < c; i++) out[i] = Number(r.data[r.offset + i * s]);
+  return out;
+}
+
+/** Per-channel scale and shift of eval BatchNorm (float64 math, as the reference does in float32 or better). */
+function bnScaleShift(bn: ConvBatchNorm, o: number): { scale: Float64Array; shift: Float64Array } {
+  const mean = vector(bn.runningMean, o, 0);
+  const variance = vector(bn.runningVar, o, 1);
+  const gamma = vector(bn.weight, o, 1);
+  const beta = vector(bn.bias, o, 0);
+  const scale = new Float64Array(o);
+  const shift = new Float64Array(o);
+  for (let i = 0; i < o; i++) {
+    scale[i] = gamma[i]! / Math.sqrt(variance[i]! + bn.eps);
+    shift[i] = beta[i]! - mean[i]! * scale[i]!;
+  }
+  return { scale, shift };
+}
+
+/**
+ * The weight as one PackedB per group: B[(kh, kw, c), o] = weight[g * og + o, c, kh, kw] (times
+ * scale[o] when a BatchNorm is folded).
+ */
+function packedWeight(weight: Tensor, groups: number, bn: { key: string; scale: Float64Array } | null = null): PackedB[] {
   const strides = weight.strides.join(',');
+  const key = bn?.key ?? '';
   const list = weights.get(weight.storage) ?? [];
-  const hit = list.find((e) => e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides && e.groups === groups);
+  const hit = list.find((e) => e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides && e.groups === groups && e.bnKey === key);
   if (hit) return hit.packed;
   const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
   const [s0, s1, s2, s3] = weight.strides as [number, number, number, number];
   const r = readable(weight);
   const K = kh * kw * cg;
   const wp = new Float32Array(o * K);
-  for (let oo = 0; oo < o; oo++)
+  for (let oo = 0; oo < o; oo++) {
+    const f = bn ? bn.scale[oo]! : 1;
     for (let i = 0; i < kh; i++)
       for (let j = 0; j < kw; j++)
-        for (let c = 0; c < cg; c++) wp[oo * K + (i * kw + j) * cg + c] = r.data[r.offset + oo * s0 + c * s1 + i * s2 + j * s3]!;
+        for (let c = 0; c < cg; c++) wp[oo * K + (i * kw + j) * cg + c] = r.data[r.offset + oo * s0 + c * s1 + i * s2 + j * s3]! * f;
+  }
   const og = o / groups;
   const lib = nativeGemm();
   const packed = Array.from({ length: groups }, (_, g) => lib.packB(K, og, { data: wp, offset: g * og * K, rowStride: 1, colStride: K }));
-  // One entry per (version, view): a stale version is replaced, so the cache holds one packing per weight view.
-  const keep = list.filter((e) => !(e.offset === weight.offset && e.strides === strides && e.groups === groups));
-  keep.push({ version: weight.storage.version, offset: weight.offset, strides, groups, packed });
+  // One entry per (version, view, folded BatchNorm or none): a stale version is replaced, so the
+  // cache holds one packing per weight view, plus one per BatchNorm folded into it.
+  const keep = list.filter((e) => !(e.offset === weight.offset && e.strides === strides && e.groups === groups && (e.bnKey === '') === (key === '')));
+  keep.push({ version: weight.storage.version, bnKey: key, offset: weight.offset, strides, groups, packed });
   weights.set(weight.storage, keep);
   return packed;
 }
@@ -57,7 +122,7 @@ export interface Conv2dArgs {
   readonly groups: number;
 }
 
-export function nativeConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: Conv2dArgs): Tensor | null {
+export function nativeConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: Conv2dArgs, bn: ConvBatchNorm | null = null): Tensor | null {
   if (cpuPath() !== 'native' || input.dtype !== 'float32' || weight.dtype !== 'float32' || meta.dtype !== 'float32' || (bias && bias.dtype !== 'float32')) return null;
   // Bottom/right padding needs nothing: reads past the input are zeros; the output size is meta's.
   const [pt, , pl] = a.padding;
@@ -71,7 +136,19 @@ export function nativeConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias:
   if (n * o * oh * ow === 0) return out;
   const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
   const og = o / a.groups;
-  const packed = packedWeight(weight, a.groups);
+  let packed: PackedB[];
+  let epiBias: { data: Float32Array; offset: number; stride: number } | null = null;
+  if (bn) {
+    // BatchNorm folded: the weight scaled per output channel, the epilogue bias = shift + bias * scale.
+    const { scale, shift } = bnScaleShift(bn, o);
+    const cb = vector(bias, o, 0);
+    const sb = new Float32Array(o);
+    for (let i = 0; i < o; i++) sb[i] = shift[i]! + cb[i]! * scale[i]!;
+    epiBias = { data: sb, offset: 0, stride: 1 };
+    packed = packedWeight(weight, a.groups, { key: bnKey(bn), scale });
+  } else {
+    packed = packedWeight(weight, a.groups);
+  }
   const lib = nativeGemm();
   const x = readable(input);
   const res = readable(out);
@@ -79,7 +156,7 @@ export function nativeConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias:
   const inPlace = os1 === 1 && os3 === o && os2 === ow * o && (n === 1 || os0 === oh * ow * o);
   const P = n * oh * ow;
   const dst = inPlace ? { data: res.data as Float32Array, offset: res.offset } : { data: new Float32Array(P * o), offset: 0 };
-  const br = bias ? readable(bias) : null;
+  const br = bias && !bn ? readable(bias) : null;
   for (let g = 0; g < a.groups; g++) {
     lib.conv2d(
       {
@@ -100,7 +177,9 @@ export function nativeConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias:
       { data: x.data as Float32Array, offset: x.offset + g * cg * xs1 },
       packed[g]!,
       { data: dst.data, offset: dst.offset + g * og, ldo: o },
-      { bias: br && bias ? { data: br.data as Float32Array, offset: br.offset + g * og * bias.strides[0]!, stride: bias.strides[0]! } : null },
+      epiBias
+        ? { bias: { data: epiBias.data, offset: g * og, stride: 1 }, act: bn?.relu ? 'relu' : 'none' }
+        : { bias: br && bias ? { data: br.data as Float32Array, offset: br.offset + g * og * bias.strides[0]!, stride: bias.strides[0]! } : null },
     );
   }
   if (!inPlace) {
