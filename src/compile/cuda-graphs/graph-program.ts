@@ -113,6 +113,39 @@ function tensorsOf(x: unknown, out: Tensor[] = []): Tensor[] {
 
 const addressOf = (t: Tensor): number => (t.storage.buffer.handle as number) + t.offset * itemSize(t.dtype);
 
+/** What the signature (`key`) of a call reads of one argument. */
+interface ArgMeta {
+  readonly dtype: Tensor['dtype'];
+  readonly shape: readonly number[];
+  readonly strides: readonly number[];
+}
+
+const argMeta = (t: Tensor): ArgMeta => ({ dtype: t.dtype, shape: t.shape, strides: t.strides });
+
+function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * Whether `inputs` would take `c`, the in-place graph of their signature, in `run`: the same
+ * argument signature (`args`: null for lifted inputs, which the signature leaves out) and every
+ * input (all on cuda) at the captured address.
+ */
+function sameCall(c: Captured, args: readonly (ArgMeta | null)[], inputs: readonly Tensor[]): boolean {
+  if (inputs.length !== args.length) return false;
+  for (let i = 0; i < inputs.length; i++) {
+    const t = inputs[i]!;
+    const m = args[i];
+    if (t.device.type !== 'cuda') return false;
+    if (m && (t.dtype !== m.dtype || !sameNumbers(t.shape, m.shape) || !sameNumbers(t.strides, m.strides))) return false;
+    if (addressOf(t) !== c.addresses[i]) return false;
+  }
+  return true;
+}
+
 export type GraphPolicy = 'always' | 'measure' | 'off';
 
 export class CudaGraphProgram implements CompiledProgram {
@@ -121,6 +154,13 @@ export class CudaGraphProgram implements CompiledProgram {
   private readonly prepared = new Set<string>();
   /** Set when the whole call could not be captured but pieces of it can (piecewise.ts). */
   private pieces: { readonly program: CompiledProgram; use: boolean } | undefined;
+  /**
+   * The last call that found its in-place graph with every input at its captured address, and
+   * its arguments' metadata: a call that matches both takes the same path without building the
+   * signature string or looking anything up (the steady state of a loop over the same buffers).
+   */
+  private last: { readonly c: Captured; readonly args: readonly (ArgMeta | null)[] } | undefined;
+  private accelerator: CudaAccelerator | undefined;
 
   constructor(
     readonly program: CudaProgram,
@@ -137,9 +177,9 @@ export class CudaGraphProgram implements CompiledProgram {
     if (policy === 'off') this.stats.disabled = 'CUDA graphs are off (KILN_CUDA_GRAPHS=0)';
   }
 
-  /** Looked up at use (a map lookup), so programs can be built, and inspected, without a device. */
+  /** Looked up at first use, so programs can be built, and inspected, without a device. */
   private get acc(): CudaAccelerator {
-    return getAccelerator('cuda') as unknown as CudaAccelerator;
+    return (this.accelerator ??= getAccelerator('cuda') as unknown as CudaAccelerator);
   }
 
   /** The piecewise program this one delegates to since the whole call could not be captured. */
@@ -183,6 +223,10 @@ export class CudaGraphProgram implements CompiledProgram {
 
   run(inputs: readonly Tensor[]): unknown {
     if (this.pieces) return this.pieces.use ? this.pieces.program.run(inputs) : this.plain(inputs);
+    const last = this.last;
+    if (last !== undefined && this.stats.disabled === null && sameCall(last.c, last.args, inputs)) {
+      return last.c.useGraph ? this.replay(last.c, inputs, !this.aliasOutputs) : this.plain(inputs);
+    }
     const key = this.key(inputs);
     this.prepare(key, inputs);
     // A cpu tensor among the inputs (a 0-dim scalar) is read by the host at launch: nothing to capture.
@@ -192,7 +236,10 @@ export class CudaGraphProgram implements CompiledProgram {
     // common case of a caller passing the same buffers each step. Calls with other addresses use
     // a second graph that copies the arguments into static buffers.
     const direct = this.graphs.get(`${key}#direct`);
-    if (direct && this.allInPlace(direct, inputs)) return direct.useGraph ? this.replay(direct, inputs, !this.aliasOutputs) : this.plain(inputs);
+    if (direct && this.allInPlace(direct, inputs)) {
+      this.last = { c: direct, args: inputs.map((t, i) => (this.isArg[i] ? argMeta(t) : null)) };
+      return direct.useGraph ? this.replay(direct, inputs, !this.aliasOutputs) : this.plain(inputs);
+    }
     const slot = direct ? key : `${key}#direct`;
     let c = this.graphs.get(slot);
     if (c && !this.liftedInPlace(c, inputs)) {
@@ -374,6 +421,7 @@ export class CudaGraphProgram implements CompiledProgram {
   }
 
   private release(c: Captured): void {
+    if (this.last?.c === c) this.last = undefined;
     c.exec.destroy();
     for (const s of c.statics) s?.dispose();
     this.detachLent(c, this.acc.defaultStream(c.stream.deviceIndex));
