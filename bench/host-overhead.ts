@@ -6,6 +6,7 @@
  * under the inspector and the top self-time functions are printed.
  *
  *   node dist/bench/host-overhead.js [--calls 10000] [--device cpu] [--profile out.cpuprofile]
+ *                                    [--workload mlp-64x512 --size cpu]   (profile that workload instead)
  */
 import fs from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -85,7 +86,9 @@ console.log(rows.join('\n'));
 
 if (profileOut) {
   process.env['KILN_COMPILE_FAST_CALL'] = '1';
-  const c = cases()[0]!;
+  const wName = arg('workload', '');
+  const built = wName ? getWorkload(wName).build({ size: arg('size', 'cpu') as 'cpu', device, dtype: 'float32' }) : undefined;
+  const c: Case = built ? { name: `${wName} ${arg('size', 'cpu')}`, fn: built.forward as (...a: never[]) => unknown, inputs: built.inputs, direct: false } : cases()[0]!;
   const cf = kiln.compile(c.fn, { name: 'profiled' });
   kiln.noGrad(() => dispose(cf(...(c.inputs as never[]))));
   const session = new Session();
@@ -93,7 +96,8 @@ if (profileOut) {
   await session.post('Profiler.enable');
   await session.post('Profiler.setSamplingInterval', { interval: 50 });
   await session.post('Profiler.start');
-  for (let i = 0; i < calls * 5; i++) kiln.noGrad(() => dispose(cf(...(c.inputs as never[]))));
+  const profiledCalls = built ? calls : calls * 5;
+  for (let i = 0; i < profiledCalls; i++) kiln.noGrad(() => dispose(cf(...(c.inputs as never[]))));
   const { profile } = (await session.post('Profiler.stop')) as unknown as { profile: { nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]; samples: number[]; timeDeltas: number[] } };
   fs.writeFileSync(profileOut, JSON.stringify(profile));
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
@@ -106,6 +110,6 @@ if (profileOut) {
     total += dt;
     self.set(key, (self.get(key) ?? 0) + dt);
   });
-  console.log(`self time of ${calls * 5} calls of '${c.name}' (${total.toFixed(0)} ms sampled):`);
+  console.log(`self time of ${profiledCalls} calls of '${c.name}' (${total.toFixed(0)} ms sampled):`);
   for (const [k, ms] of [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${((100 * ms) / total).toFixed(1).padStart(6)} %  ${k}`);
 }

@@ -10,7 +10,7 @@ rm -rf "$KILN_CACHE_DIR"
 for k in cold warm-nostore warm; do
   echo "=== qwen3 bf16 start: $k"
   if [ "$k" = warm-nostore ]; then st=0; else st=1; fi
-  KILN_GEMM_TUNE_STORE=$st timeout 25 node dist/bench/startup-profile.js qwen3-0.6b-forward cuda bfloat16 /tmp/sp-$k.cpuprofile > /tmp/sp-$k.txt 2>&1
+  KILN_TUNE_STORE=$st timeout 25 node dist/bench/startup-profile.js qwen3-0.6b-forward cuda bfloat16 /tmp/sp-$k.cpuprofile > /tmp/sp-$k.txt 2>&1
   echo "rc=$?"; head -n 1 /tmp/sp-$k.txt
 done
 sed -n '/self time/,+14p;/inclusive/,+34p' /tmp/sp-warm.txt

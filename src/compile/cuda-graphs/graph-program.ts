@@ -51,6 +51,7 @@ import { storageSpan, Tensor } from '../../tensor/tensor.js';
 import type { CompiledProgram } from '../backend.js';
 import type { CudaProgram } from '../codegen/cuda/program.js';
 import type { RuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
+import type { DecisionStore } from './decision-store.js';
 
 /** Graphs kept per program (one per input signature); beyond this, new signatures run without one. */
 const MAX_GRAPHS = 16;
@@ -90,8 +91,10 @@ export interface CudaGraphStats {
   lastNodeCount: number;
   /** Set when capture failed and the program runs without graphs: why. */
   disabled: string | null;
-  /** Mode 'default' measurements of the last first call (ms per call). */
+  /** Mode 'default' measurements of the last first call (ms per call), or the stored ones it reused. */
   lastDecision: { plainMs: number; graphMs: number } | null;
+  /** First calls whose graph-or-plain decision came from disk (decision-store.ts) instead of timing. */
+  decisionsLoaded: number;
 }
 
 const warned = new Set<string>();
@@ -149,7 +152,7 @@ function sameCall(c: Captured, args: readonly (ArgMeta | null)[], inputs: readon
 export type GraphPolicy = 'always' | 'measure' | 'off';
 
 export class CudaGraphProgram implements CompiledProgram {
-  readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, detachCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null };
+  readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, detachCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null, decisionsLoaded: 0 };
   private readonly graphs = new Map<string, Captured>();
   private readonly prepared = new Set<string>();
   /** Set when the whole call could not be captured but pieces of it can (piecewise.ts). */
@@ -161,6 +164,8 @@ export class CudaGraphProgram implements CompiledProgram {
    */
   private last: { readonly c: Captured; readonly args: readonly (ArgMeta | null)[] } | undefined;
   private accelerator: CudaAccelerator | undefined;
+  /** undefined until the first decision asks for it. */
+  private decisions: DecisionStore | null | undefined;
 
   constructor(
     readonly program: CudaProgram,
@@ -173,6 +178,8 @@ export class CudaGraphProgram implements CompiledProgram {
     private readonly aliasOutputs: boolean,
     /** Builds the piecewise program used when the whole call cannot be captured (null: none). */
     private readonly split?: () => CompiledProgram | null,
+    /** Where mode 'default' decisions persist across processes (made at the first decision; null: nowhere). */
+    private readonly decisionStore?: () => DecisionStore | null,
   ) {
     if (policy === 'off') this.stats.disabled = 'CUDA graphs are off (KILN_CUDA_GRAPHS=0)';
   }
@@ -267,7 +274,7 @@ export class CudaGraphProgram implements CompiledProgram {
         return this.plain(inputs);
       }
       this.graphs.set(slot, c);
-      if (this.policy === 'measure') c.useGraph = this.decide(c, inputs);
+      if (this.policy === 'measure') c.useGraph = this.decide(c, inputs, slot);
     }
     if (!c.useGraph) return this.plain(inputs);
     return this.replay(c, inputs, !this.aliasOutputs);
@@ -376,9 +383,21 @@ export class CudaGraphProgram implements CompiledProgram {
     c.lent.length = 0;
   }
 
-  /** Mode 'default': times plain runs against replays (with their input copies; results lent). */
-  private decide(c: Captured, inputs: readonly Tensor[]): boolean {
-    return this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true));
+  /**
+   * Mode 'default': times plain runs against replays (with their input copies; results lent),
+   * unless an earlier process stored the decision for this program and call signature (`slot`).
+   */
+  private decide(c: Captured, inputs: readonly Tensor[], slot: string): boolean {
+    if (this.decisions === undefined) this.decisions = this.decisionStore?.() ?? null;
+    const stored = this.decisions?.load(slot);
+    if (stored) {
+      this.stats.lastDecision = { ...stored };
+      this.stats.decisionsLoaded++;
+      return stored.graphMs < stored.plainMs;
+    }
+    const useGraph = this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true));
+    if (this.stats.lastDecision) this.decisions?.store(slot, this.stats.lastDecision);
+    return useGraph;
   }
 
   /** Mode 'default' with a call captured in pieces: the pieces against launching everything. */

@@ -19,8 +19,11 @@ import type { CudaDeviceInfo } from './properties.js';
 
 const NAMESPACE = 'cublaslt-algo';
 
-/** KILN_GEMM_TUNE_STORE=0 times every problem in every process (as before winners were stored). */
-const STORE = process.env['KILN_GEMM_TUNE_STORE'] !== '0';
+/**
+ * KILN_TUNE_STORE=0 times every problem in every process (as before winners were stored); it also
+ * turns off the stored CUDA graph decisions (compile/cuda-graphs/decision-store.ts).
+ */
+const STORE = process.env['KILN_TUNE_STORE'] !== '0';
 
 /** Problems whose winner came from disk, and problems timed here, in this process. */
 export const gemmTuneStats = { loaded: 0, tuned: 0 };
