@@ -58,6 +58,16 @@ test('close calls are not stored (each process measures again); bad values are n
   });
 });
 
+test('a whole-call capture failure is stored per program', () => {
+  withCacheDir(() => {
+    assert.equal(decisionStore(opts('sig-a'), 0)!.loadCaptureFailure(), undefined);
+    decisionStore(opts('sig-a'), 0)!.storeCaptureFailure('embedding synchronises');
+    getDiskCache().clearMemory();
+    assert.equal(decisionStore(opts('sig-a'), 0)!.loadCaptureFailure(), 'embedding synchronises');
+    assert.equal(decisionStore(opts('sig-b'), 0)!.loadCaptureFailure(), undefined, 'another program');
+  });
+});
+
 test('no store without a cache context, for process-local constants, or with KILN_TUNE_STORE=0', () => {
   assert.equal(decisionStore({ mode: 'default', logCode: false }, 0), null);
   assert.equal(decisionStore(opts('add(%0, o#12)'), 0), null);

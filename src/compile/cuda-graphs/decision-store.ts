@@ -2,9 +2,12 @@
  * Mode 'default' decides per input signature whether replaying a CUDA graph beats launching the
  * kernels one by one, by timing both on the first call (graph-program.ts `faster`): for a large
  * model that is several host-bound plain runs, tens of milliseconds of every process's start.
- * This stores the measured decision on disk (the compile DiskCache, KILN_CACHE_DIR, namespace
- * 'cuda-graph-decision') so a later process with the same program reuses it, as the GEMM autotune
- * winners are (runtime/cuda/gemm-tune-store.ts).
+ * And a program with a host-sync op (Qwen3's embedding) first tries to capture the whole call,
+ * which costs a full run and a failed capture (a third of Qwen3's warm start) before it is split
+ * into pieces. This stores both facts on disk (the compile DiskCache, KILN_CACHE_DIR, namespace
+ * 'cuda-graph-decision'): the measured decision, and that the whole-call capture failed and why,
+ * so a later process with the same program reuses them, as it reuses GEMM autotune winners
+ * (runtime/cuda/gemm-tune-store.ts). Any mode stores the failure; only 'default' measures.
  *
  * Key: the program's cache key (program-key.ts: graph signature, guard key, mode, kiln's version,
  * the compiler's code hash, the device's properties, KILN_* settings; null, so nothing stored, for
@@ -30,6 +33,9 @@ export interface GraphDecision {
 export interface DecisionStore {
   load(callKey: string): GraphDecision | undefined;
   store(callKey: string, d: GraphDecision): void;
+  /** Why the whole call could not be captured, when an earlier process found out (then it ran in pieces). */
+  loadCaptureFailure(): string | undefined;
+  storeCaptureFailure(reason: string): void;
 }
 
 export const tuneStoreEnabled = (): boolean => process.env['KILN_TUNE_STORE'] !== '0';
@@ -51,6 +57,13 @@ export function decisionStore(options: BackendOptions, deviceIndex: number): Dec
       if (!Number.isFinite(d.plainMs) || !Number.isFinite(d.graphMs) || d.plainMs <= 0 || d.graphMs <= 0) return;
       if (Math.max(d.plainMs, d.graphMs) < CLEAR_RATIO * Math.min(d.plainMs, d.graphMs)) return;
       getDiskCache().put(NAMESPACE, keyOf(callKey), { plainMs: d.plainMs, graphMs: d.graphMs });
+    },
+    loadCaptureFailure() {
+      const v = getDiskCache().get(NAMESPACE, keyOf('capture-failure')) as { reason?: unknown } | undefined;
+      return typeof v?.reason === 'string' ? v.reason : undefined;
+    },
+    storeCaptureFailure(reason) {
+      getDiskCache().put(NAMESPACE, keyOf('capture-failure'), { reason });
     },
   };
 }

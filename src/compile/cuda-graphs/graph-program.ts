@@ -256,15 +256,20 @@ export class CudaGraphProgram implements CompiledProgram {
     }
     if (!c) {
       if (this.graphs.size >= MAX_GRAPHS) return this.plain(inputs);
+      // A program whose whole-call capture failed in an earlier process (a host-sync op) goes
+      // straight to its pieces: the failed attempt costs a full run and a capture.
+      const knownFailure = this.split ? this.store()?.loadCaptureFailure() : undefined;
       try {
+        if (knownFailure !== undefined) throw new GraphCaptureError(`cuda graph: the call cannot be captured (stored from an earlier process): ${knownFailure}`, knownFailure);
         c = this.capture(inputs, slot !== key);
       } catch (e) {
         if (!(e instanceof GraphCaptureError)) throw e;
         this.stats.disabled = e.reason;
         const piecewise = this.split?.() ?? null;
         if (piecewise) {
+          if (knownFailure === undefined) this.store()?.storeCaptureFailure(e.reason);
           this.pieces = { program: piecewise, use: true };
-          if (this.policy === 'measure') this.pieces.use = this.decidePieces(piecewise, inputs);
+          if (this.policy === 'measure') this.pieces.use = this.decidePieces(piecewise, inputs, key);
           return this.run(inputs);
         }
         if (!warned.has(e.reason)) {
@@ -388,21 +393,31 @@ export class CudaGraphProgram implements CompiledProgram {
    * unless an earlier process stored the decision for this program and call signature (`slot`).
    */
   private decide(c: Captured, inputs: readonly Tensor[], slot: string): boolean {
-    if (this.decisions === undefined) this.decisions = this.decisionStore?.() ?? null;
-    const stored = this.decisions?.load(slot);
+    return this.decideStored(slot, () => this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true)));
+  }
+
+  /** Mode 'default' with a call captured in pieces: the pieces against launching everything. */
+  private decidePieces(p: CompiledProgram, inputs: readonly Tensor[], key: string): boolean {
+    return this.decideStored(`pieces|${key}`, () => this.faster(inputs[0]?.device.index ?? this.launcher.deviceIndex, inputs, () => p.run(inputs)));
+  }
+
+  /** A stored decision for `callKey`, else `measure()` (which sets lastDecision), stored. */
+  private decideStored(callKey: string, measure: () => boolean): boolean {
+    const stored = this.store()?.load(callKey);
     if (stored) {
       this.stats.lastDecision = { ...stored };
       this.stats.decisionsLoaded++;
       return stored.graphMs < stored.plainMs;
     }
-    const useGraph = this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true));
-    if (this.stats.lastDecision) this.decisions?.store(slot, this.stats.lastDecision);
+    const useGraph = measure();
+    if (this.stats.lastDecision) this.store()?.store(callKey, this.stats.lastDecision);
     return useGraph;
   }
 
-  /** Mode 'default' with a call captured in pieces: the pieces against launching everything. */
-  private decidePieces(p: CompiledProgram, inputs: readonly Tensor[]): boolean {
-    return this.faster(inputs[0]?.device.index ?? this.launcher.deviceIndex, inputs, () => p.run(inputs));
+  /** The decision store, made at first use (it hashes the program's key). */
+  private store(): DecisionStore | null {
+    if (this.decisions === undefined) this.decisions = this.decisionStore?.() ?? null;
+    return this.decisions;
   }
 
   /**
