@@ -11,6 +11,7 @@ import { Session } from 'node:inspector/promises';
 import * as kiln from '../src/index.js';
 import { getWorkload } from '../src/bench/workloads.js';
 import type { DType } from '../src/tensor/dtype.js';
+import { gemmTuneStats } from '../src/runtime/cuda/gemm-tune-store.js';
 
 interface ProfileNode {
   id: number;
@@ -71,7 +72,8 @@ const walk = (id: number, onStack: Set<string>): number => {
   return t;
 };
 walk(profile.nodes[0]!.id, new Set());
-console.log(JSON.stringify({ workload: name, device, dtype, wall_s: wallS, counters: cf.counters }));
+const graphStats = (cf.programs().inference[0] as { stats?: { decisionsLoaded?: number; lastDecision?: unknown } } | undefined)?.stats;
+console.log(JSON.stringify({ workload: name, device, dtype, wall_s: wallS, counters: cf.counters, gemmTune: gemmTuneStats, graphDecision: graphStats ? { loaded: graphStats.decisionsLoaded, last: graphStats.lastDecision } : null }));
 console.log('self time:');
 for (const [k, ms] of [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${ms.toFixed(1).padStart(8)} ms  ${k}`);
 console.log('inclusive time (src/ functions):');

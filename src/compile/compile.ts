@@ -53,6 +53,7 @@ import {
   type GuardLeaf,
   type LiftedGuards,
 } from './guards.js';
+import { recordFastCall, type FastCallRecord } from './fast-call.js';
 import { formatGraph, type Graph } from './ir.js';
 import { BackwardUnsupported, traceJoint } from './joint.js';
 import { inputTensor, runJoint, type JointProgram, type Runner } from './joint-program.js';
@@ -85,6 +86,8 @@ export interface CompileCounters {
   traces: number;
   /** Calls that ran an already built program without tracing. */
   cacheHits: number;
+  /** Of the cache hits, those answered by the last-call fast path (fast-call.ts) without the full guard check. */
+  fastHits: number;
   /** Guard misses after the first compile of a function. */
   recompiles: number;
   graphBreaks: number;
@@ -102,7 +105,7 @@ export interface CompileCounters {
 }
 
 function zeroCounters(): CompileCounters {
-  return { compiles: 0, traces: 0, cacheHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, backwards: 0, eagerCalls: 0, calls: 0, diskHits: 0, diskMisses: 0 };
+  return { compiles: 0, traces: 0, cacheHits: 0, fastHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, backwards: 0, eagerCalls: 0, calls: 0, diskHits: 0, diskMisses: 0 };
 }
 
 const globalCounters = zeroCounters();
@@ -154,6 +157,12 @@ interface Entry {
 }
 
 const MAX_VARIANTS = 64;
+
+/** What the fast path of a compiled call needs of a variant. */
+interface FastTarget {
+  readonly guards: LiftedGuards;
+  readonly run: (inputs: readonly Tensor[]) => unknown;
+}
 
 export type CompiledFunction<F extends (...args: never[]) => unknown> = F & {
   /** This function's counters (live object). */
@@ -223,6 +232,11 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   let warnedBreak = false;
   let warnedLimit = false;
   let warnedBackward = false;
+  /** The last call that ran an inference program (fast-call.ts); cleared by every slow call. */
+  let fast: FastCallRecord<FastTarget> | undefined;
+  // KILN_COMPILE_FAST_CALL=0 takes the full guard check on every call (A/B timing, and a way out
+  // should the fast path ever disagree with it); read when the function is compiled.
+  const fastCalls = process.env['KILN_COMPILE_FAST_CALL'] !== '0';
 
   const eager = (args: readonly unknown[]): unknown => {
     bump('eagerCalls');
@@ -380,6 +394,15 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   const call = (...args: unknown[]): unknown => {
     bump('calls');
     const grad = isGradEnabled();
+    // Steady state: the same metadata as the last inference call, nothing symbolic added since,
+    // and its lifted tensors / module state unchanged (checked on every call, as below).
+    const f = fast;
+    if (f !== undefined && fastCalls && f.symbolicCount === symbolic.size && !(grad && f.needsGrad) && f.matches(args) && checkLiftedGuards(f.variant.guards) === null) {
+      bump('cacheHits');
+      bump('fastHits');
+      return f.variant.run(f.inputs(args));
+    }
+    fast = undefined;
     let g = computeArgGuards(args, symbolic);
     let entry = entries.get(g.key);
     let missReason: string | undefined;
@@ -429,10 +452,14 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
     } else {
       bump('cacheHits');
     }
-    if (grad && (anyRequiresGrad(g) || liftedRequireGrad(variant.guards))) return callJoint(variant, g, args);
+    const needsGrad = anyRequiresGrad(g) || liftedRequireGrad(variant.guards);
+    if (grad && needsGrad) return callJoint(variant, g, args);
     const program = ensureProgram(variant);
-    const inputs = inputsFor(variant.graph, args);
-    return isGraphAware(program) ? program.runGraph(variant.graph, inputs) : program.run(inputs);
+    const graph = variant.graph;
+    const run = isGraphAware(program) ? (inputs: readonly Tensor[]) => program.runGraph(graph, inputs) : (inputs: readonly Tensor[]) => program.run(inputs);
+    // Recorded from the metadata this call was guarded with, before the program runs.
+    fast = recordFastCall({ guards: variant.guards, run }, graph, args, symbolic.size, needsGrad);
+    return run(inputsFor(graph, args));
   };
 
   const compiled = call as unknown as CompiledFunction<(...args: never[]) => unknown>;
@@ -443,6 +470,7 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
       value: () => {
         entries.clear();
         programs.clear();
+        fast = undefined;
         compiledOnce = false;
         lastLeaves = undefined;
       },

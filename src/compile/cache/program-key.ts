@@ -25,7 +25,7 @@ import { cacheKey } from './key.js';
 export const PROGRAM_FORMAT_VERSION = 1;
 
 /** KILN_* variables that only steer plumbing (where files go, logging, pool size), never the generated program. */
-const ENV_IGNORED = new Set(['KILN_CACHE_DIR', 'KILN_LOG', 'KILN_COMPILE_WORKERS']);
+const ENV_IGNORED = new Set(['KILN_CACHE_DIR', 'KILN_LOG', 'KILN_COMPILE_WORKERS', 'KILN_COMPILE_FAST_CALL', 'KILN_TUNE_STORE']);
 
 /** Directories under src/compile whose code does not shape a program (storage and worker plumbing). */
 const HASH_SKIP_DIRS = new Set(['cache', 'pool']);

@@ -13,6 +13,7 @@ import { cudaRuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
 import { getOp } from '../../ops/registry.js';
 import type { Graph, ValueId } from '../ir.js';
 import { schedule } from '../lower/schedule.js';
+import { decisionStore } from './decision-store.js';
 import { CudaGraphProgram, type GraphPolicy } from './graph-program.js';
 import { PiecewiseGraphProgram, splittable } from './piecewise.js';
 
@@ -66,7 +67,7 @@ export function compileForCuda(graph: Graph, deviceIndex: number, options: Backe
   const aliasOutputs = options.mode === 'reduce-overhead';
   const split = (): PiecewiseGraphProgram | null =>
     splittable(graph) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: options.mode === 'max-autotune', aliasOutputs }) : null;
-  const gp = new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split);
+  const gp = new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split, () => decisionStore(options, deviceIndex));
   const writer = argumentWriter(graph);
   if (writer !== null && gp.stats.disabled === null) gp.stats.disabled = `the call writes its arguments in place (${writer}); graphs would write static copies`;
   return gp;

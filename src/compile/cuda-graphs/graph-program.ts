@@ -51,6 +51,7 @@ import { storageSpan, Tensor } from '../../tensor/tensor.js';
 import type { CompiledProgram } from '../backend.js';
 import type { CudaProgram } from '../codegen/cuda/program.js';
 import type { RuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
+import type { DecisionStore } from './decision-store.js';
 
 /** Graphs kept per program (one per input signature); beyond this, new signatures run without one. */
 const MAX_GRAPHS = 16;
@@ -90,8 +91,10 @@ export interface CudaGraphStats {
   lastNodeCount: number;
   /** Set when capture failed and the program runs without graphs: why. */
   disabled: string | null;
-  /** Mode 'default' measurements of the last first call (ms per call). */
+  /** Mode 'default' measurements of the last first call (ms per call), or the stored ones it reused. */
   lastDecision: { plainMs: number; graphMs: number } | null;
+  /** First calls whose graph-or-plain decision came from disk (decision-store.ts) instead of timing. */
+  decisionsLoaded: number;
 }
 
 const warned = new Set<string>();
@@ -113,14 +116,56 @@ function tensorsOf(x: unknown, out: Tensor[] = []): Tensor[] {
 
 const addressOf = (t: Tensor): number => (t.storage.buffer.handle as number) + t.offset * itemSize(t.dtype);
 
+/** What the signature (`key`) of a call reads of one argument. */
+interface ArgMeta {
+  readonly dtype: Tensor['dtype'];
+  readonly shape: readonly number[];
+  readonly strides: readonly number[];
+}
+
+const argMeta = (t: Tensor): ArgMeta => ({ dtype: t.dtype, shape: t.shape, strides: t.strides });
+
+function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * Whether `inputs` would take `c`, the in-place graph of their signature, in `run`: the same
+ * argument signature (`args`: null for lifted inputs, which the signature leaves out) and every
+ * input (all on cuda) at the captured address.
+ */
+function sameCall(c: Captured, args: readonly (ArgMeta | null)[], inputs: readonly Tensor[]): boolean {
+  if (inputs.length !== args.length) return false;
+  for (let i = 0; i < inputs.length; i++) {
+    const t = inputs[i]!;
+    const m = args[i];
+    if (t.device.type !== 'cuda') return false;
+    if (m && (t.dtype !== m.dtype || !sameNumbers(t.shape, m.shape) || !sameNumbers(t.strides, m.strides))) return false;
+    if (addressOf(t) !== c.addresses[i]) return false;
+  }
+  return true;
+}
+
 export type GraphPolicy = 'always' | 'measure' | 'off';
 
 export class CudaGraphProgram implements CompiledProgram {
-  readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, detachCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null };
+  readonly stats: CudaGraphStats = { captures: 0, replays: 0, inputCopies: 0, detachCopies: 0, plainRuns: 0, allocationsInCapture: 0, lastNodeCount: 0, disabled: null, lastDecision: null, decisionsLoaded: 0 };
   private readonly graphs = new Map<string, Captured>();
   private readonly prepared = new Set<string>();
   /** Set when the whole call could not be captured but pieces of it can (piecewise.ts). */
   private pieces: { readonly program: CompiledProgram; use: boolean } | undefined;
+  /**
+   * The last call that found its in-place graph with every input at its captured address, and
+   * its arguments' metadata: a call that matches both takes the same path without building the
+   * signature string or looking anything up (the steady state of a loop over the same buffers).
+   */
+  private last: { readonly c: Captured; readonly args: readonly (ArgMeta | null)[] } | undefined;
+  private accelerator: CudaAccelerator | undefined;
+  /** undefined until the first decision asks for it. */
+  private decisions: DecisionStore | null | undefined;
 
   constructor(
     readonly program: CudaProgram,
@@ -133,13 +178,15 @@ export class CudaGraphProgram implements CompiledProgram {
     private readonly aliasOutputs: boolean,
     /** Builds the piecewise program used when the whole call cannot be captured (null: none). */
     private readonly split?: () => CompiledProgram | null,
+    /** Where mode 'default' decisions persist across processes (made at the first decision; null: nowhere). */
+    private readonly decisionStore?: () => DecisionStore | null,
   ) {
     if (policy === 'off') this.stats.disabled = 'CUDA graphs are off (KILN_CUDA_GRAPHS=0)';
   }
 
-  /** Looked up at use (a map lookup), so programs can be built, and inspected, without a device. */
+  /** Looked up at first use, so programs can be built, and inspected, without a device. */
   private get acc(): CudaAccelerator {
-    return getAccelerator('cuda') as unknown as CudaAccelerator;
+    return (this.accelerator ??= getAccelerator('cuda') as unknown as CudaAccelerator);
   }
 
   /** The piecewise program this one delegates to since the whole call could not be captured. */
@@ -183,6 +230,10 @@ export class CudaGraphProgram implements CompiledProgram {
 
   run(inputs: readonly Tensor[]): unknown {
     if (this.pieces) return this.pieces.use ? this.pieces.program.run(inputs) : this.plain(inputs);
+    const last = this.last;
+    if (last !== undefined && this.stats.disabled === null && sameCall(last.c, last.args, inputs)) {
+      return last.c.useGraph ? this.replay(last.c, inputs, !this.aliasOutputs) : this.plain(inputs);
+    }
     const key = this.key(inputs);
     this.prepare(key, inputs);
     // A cpu tensor among the inputs (a 0-dim scalar) is read by the host at launch: nothing to capture.
@@ -192,7 +243,10 @@ export class CudaGraphProgram implements CompiledProgram {
     // common case of a caller passing the same buffers each step. Calls with other addresses use
     // a second graph that copies the arguments into static buffers.
     const direct = this.graphs.get(`${key}#direct`);
-    if (direct && this.allInPlace(direct, inputs)) return direct.useGraph ? this.replay(direct, inputs, !this.aliasOutputs) : this.plain(inputs);
+    if (direct && this.allInPlace(direct, inputs)) {
+      this.last = { c: direct, args: inputs.map((t, i) => (this.isArg[i] ? argMeta(t) : null)) };
+      return direct.useGraph ? this.replay(direct, inputs, !this.aliasOutputs) : this.plain(inputs);
+    }
     const slot = direct ? key : `${key}#direct`;
     let c = this.graphs.get(slot);
     if (c && !this.liftedInPlace(c, inputs)) {
@@ -202,15 +256,20 @@ export class CudaGraphProgram implements CompiledProgram {
     }
     if (!c) {
       if (this.graphs.size >= MAX_GRAPHS) return this.plain(inputs);
+      // A program whose whole-call capture failed in an earlier process (a host-sync op) goes
+      // straight to its pieces: the failed attempt costs a full run and a capture.
+      const knownFailure = this.split ? this.store()?.loadCaptureFailure() : undefined;
       try {
+        if (knownFailure !== undefined) throw new GraphCaptureError(`cuda graph: the call cannot be captured (stored from an earlier process): ${knownFailure}`, knownFailure);
         c = this.capture(inputs, slot !== key);
       } catch (e) {
         if (!(e instanceof GraphCaptureError)) throw e;
         this.stats.disabled = e.reason;
         const piecewise = this.split?.() ?? null;
         if (piecewise) {
+          if (knownFailure === undefined) this.store()?.storeCaptureFailure(e.reason);
           this.pieces = { program: piecewise, use: true };
-          if (this.policy === 'measure') this.pieces.use = this.decidePieces(piecewise, inputs);
+          if (this.policy === 'measure') this.pieces.use = this.decidePieces(piecewise, inputs, key);
           return this.run(inputs);
         }
         if (!warned.has(e.reason)) {
@@ -220,7 +279,7 @@ export class CudaGraphProgram implements CompiledProgram {
         return this.plain(inputs);
       }
       this.graphs.set(slot, c);
-      if (this.policy === 'measure') c.useGraph = this.decide(c, inputs);
+      if (this.policy === 'measure') c.useGraph = this.decide(c, inputs, slot);
     }
     if (!c.useGraph) return this.plain(inputs);
     return this.replay(c, inputs, !this.aliasOutputs);
@@ -329,14 +388,36 @@ export class CudaGraphProgram implements CompiledProgram {
     c.lent.length = 0;
   }
 
-  /** Mode 'default': times plain runs against replays (with their input copies; results lent). */
-  private decide(c: Captured, inputs: readonly Tensor[]): boolean {
-    return this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true));
+  /**
+   * Mode 'default': times plain runs against replays (with their input copies; results lent),
+   * unless an earlier process stored the decision for this program and call signature (`slot`).
+   */
+  private decide(c: Captured, inputs: readonly Tensor[], slot: string): boolean {
+    return this.decideStored(slot, () => this.faster(c.stream.deviceIndex, inputs, () => this.replay(c, inputs, true)));
   }
 
   /** Mode 'default' with a call captured in pieces: the pieces against launching everything. */
-  private decidePieces(p: CompiledProgram, inputs: readonly Tensor[]): boolean {
-    return this.faster(inputs[0]?.device.index ?? this.launcher.deviceIndex, inputs, () => p.run(inputs));
+  private decidePieces(p: CompiledProgram, inputs: readonly Tensor[], key: string): boolean {
+    return this.decideStored(`pieces|${key}`, () => this.faster(inputs[0]?.device.index ?? this.launcher.deviceIndex, inputs, () => p.run(inputs)));
+  }
+
+  /** A stored decision for `callKey`, else `measure()` (which sets lastDecision), stored. */
+  private decideStored(callKey: string, measure: () => boolean): boolean {
+    const stored = this.store()?.load(callKey);
+    if (stored) {
+      this.stats.lastDecision = { ...stored };
+      this.stats.decisionsLoaded++;
+      return stored.graphMs < stored.plainMs;
+    }
+    const useGraph = measure();
+    if (this.stats.lastDecision) this.store()?.store(callKey, this.stats.lastDecision);
+    return useGraph;
+  }
+
+  /** The decision store, made at first use (it hashes the program's key). */
+  private store(): DecisionStore | null {
+    if (this.decisions === undefined) this.decisions = this.decisionStore?.() ?? null;
+    return this.decisions;
   }
 
   /**
@@ -374,6 +455,7 @@ export class CudaGraphProgram implements CompiledProgram {
   }
 
   private release(c: Captured): void {
+    if (this.last?.c === c) this.last = undefined;
     c.exec.destroy();
     for (const s of c.statics) s?.dispose();
     this.detachLent(c, this.acc.defaultStream(c.stream.deviceIndex));

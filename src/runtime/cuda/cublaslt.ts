@@ -11,6 +11,8 @@ import { bindCublasLt, type CublasLtApi, type DevPtr, type Ptr } from './ffi.js'
 import { findLibrary, missingMessage } from './discover.js';
 import { CudaEvent, type CudaStream } from './stream.js';
 import { describeAlgo, gemmCandidates, HEURISTIC_ALGOS } from './gemm-candidates.js';
+import { tunePersisted } from './gemm-tune-store.js';
+import { deviceInfo } from './properties.js';
 
 const COMPUTE_32F = 68;
 const COMPUTE_64F = 70;
@@ -129,6 +131,8 @@ interface Plan {
   /** The problem and where each algorithm came from (KILN_GEMM_TUNE_LOG). */
   what: string;
   origins: string[];
+  /** The problem's cache key (also the key of its persisted autotune winner, gemm-tune-store.ts). */
+  key: string;
 }
 
 interface DeviceState {
@@ -215,7 +219,7 @@ function plan(index: number, p: GemmProblem): Plan {
   L.cublasLtMatmulPreferenceDestroy(pr[0]!);
   if (offered.length < 1) throw new Error(`cublasLt: no algorithm for ${what}`);
   const algos = offered.map((c) => c.algo);
-  const made: Plan = { desc, la, lb, lc, algo: algos[0]!, algos, tuned: algos.length < 2, what, origins: offered.map((c) => `${c.origin} (waves ${c.waves.toFixed(2)})`) };
+  const made: Plan = { desc, la, lb, lc, algo: algos[0]!, algos, tuned: algos.length < 2, what, origins: offered.map((c) => `${c.origin} (waves ${c.waves.toFixed(2)})`), key };
   s.plans.set(key, made);
   return made;
 }
@@ -232,7 +236,7 @@ export function gemm(index: number, stream: CudaStream, p: GemmProblem): void {
   const beta = new Uint8Array((f64 ? new Float64Array([p.beta]) : new Float32Array([p.beta])).buffer);
   const c = p.c ?? p.d;
   const run = (algo: Uint8Array): number => L.cublasLtMatmul(s.handle, pl.desc, alpha, p.b.ptr, pl.la, p.a.ptr, pl.lb, beta, c, pl.lc, p.d, pl.lc, algo, s.workspace, WORKSPACE_BYTES, stream.handle);
-  if (!pl.tuned && p.beta === 0 && !capturing(stream)) tune(index, stream, pl, run);
+  if (!pl.tuned && p.beta === 0 && !capturing(stream)) tunePersisted(deviceInfo(index), pl.key, pl, L.cublasLtGetVersion(), () => tune(index, stream, pl, run));
   ltCheck(run(pl.algo), `running ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
 }
 
