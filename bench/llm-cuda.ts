@@ -6,16 +6,16 @@
  * activations; weights, positions and the cache are negligible) and the resulting GB/s. Also times
  * Kiln's 1 GiB device copy (kiln.clone) for a same-run bandwidth reference.
  *
- * With --sweep, the norm kernels' two tuning knobs (vectors a thread holds, grid capped at two
- * waves or a block per row) are first timed at every setting on the large shapes (recorded in the
- * JSON's meta.normSweep); the table itself always uses the library's defaults.
+ * With --sweep, the norm kernels' tuning knobs (serial or phased loads, weights prefetched, vectors
+ * a thread holds) are first timed at several settings on the large shapes (recorded in the JSON's
+ * meta.normSweep); the table itself always uses the library's defaults.
  *
  *   node dist/bench/llm-cuda.js --json kiln.json [--tokens 1 16 256 4096 16384] [--reps 50] [--sweep]
  *   python3 scripts/bench_llm_merge.py torch.json kiln.json out.json   (joins both sides)
  */
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
-import { normTuning, setNormGridCap, setNormVecsPerThread } from '../src/kernels/cuda/llm-norm.js';
+import { normTuning, setNormTuning, type NormTuning } from '../src/kernels/cuda/llm-norm.js';
 import { itemSize, type DType } from '../src/tensor/dtype.js';
 
 type T = kiln.Tensor;
@@ -97,35 +97,43 @@ function add(op: string, variant: string, shape: number[], dtype: DType, bytes: 
  * Times rmsNorm and fusedAddRmsNorm on the large shapes at each knob setting and records the times
  * (per op, dtype and hidden size); the rows that follow use the library's defaults (restored
  * here), so the table measures what users get and the sweep shows whether another default
- * would be faster.
+ * would be faster. Settings: session 3's kernel against the phased loads, threads per row fixed at
+ * compile time, a register bound (threads an SM must hold), weights prefetched, 2 vectors a thread
+ * (the grid policy was measured without effect in session 3 and stays per row).
  */
-function sweep(): { defaults: ReturnType<typeof normTuning>; best: string; ms: Record<string, Record<string, number>> } {
+function sweep(): { defaults: NormTuning; best: string; ms: Record<string, Record<string, number>> } {
   const defaults = normTuning();
   const ms: Record<string, Record<string, number>> = {};
   const shapes: [number, number, DType][] = [];
   for (const dtype of dtypes) for (const h of [4096, 8192]) shapes.push([16384, h, dtype]);
   const data = shapes.map(([t, h, dtype]) => ({ key: `${dtype} [${t}, ${h}]`, x: devRand(t, h, dtype, 2), r: devRand(t, h, dtype, 3), w: devRand(1, h, dtype, 1, 0.5, 1.5).reshape([h]) }));
+  // 'session 3' is the kernel before the phased loads (block size at run time, no register bound).
+  const s3: Partial<NormTuning> = { serialLoads: true, prefetchWeight: false, vecsPerThread: 4, fixedTpr: false, minThreadsPerSm: 0 };
+  const settings: [string, Partial<NormTuning>][] = [
+    ['session 3', s3],
+    ['serial t m1024', { ...s3, fixedTpr: true, minThreadsPerSm: 1024 }],
+    ['phased t', { ...s3, serialLoads: false, fixedTpr: true }],
+    ['phased t m1024', { ...s3, serialLoads: false, fixedTpr: true, minThreadsPerSm: 1024 }],
+    ['phased+pw t m1024', { ...s3, serialLoads: false, prefetchWeight: true, fixedTpr: true, minThreadsPerSm: 1024 }],
+    ['phased v2 t m1024', { ...s3, serialLoads: false, vecsPerThread: 2, fixedTpr: true, minThreadsPerSm: 1024 }],
+    ['phased v2 t', { ...s3, serialLoads: false, vecsPerThread: 2, fixedTpr: true }],
+  ];
   let best = { name: '', total: Infinity };
-  for (const v of [2, 4, 8]) {
-    for (const cap of [true, false]) {
-      setNormVecsPerThread(v);
-      setNormGridCap(cap);
-      const name = `vecs=${v} grid=${cap ? 'capped' : 'per-row'}`;
-      const row: Record<string, number> = {};
-      for (const d of data) {
-        row[`llm.rmsNorm ${d.key}`] = timeMs(() => llm.rmsNorm(d.x, d.w, 1e-6).dispose());
-        row[`llm.fusedAddRmsNorm ${d.key}`] = timeMs(() => void llm.fusedAddRmsNorm(d.x, d.r, d.w, 1e-6));
-      }
-      ms[name] = row;
-      const total = Object.values(row).reduce((a, b) => a + b, 0);
-      if (total < best.total) best = { name, total };
-      console.log(`sweep ${name.padEnd(22)} total ${total.toFixed(4)} ms: ${Object.values(row).map((x) => x.toFixed(4)).join(' ')}`);
+  for (const [name, knobs] of settings) {
+    setNormTuning({ ...defaults, gridCap: false, ...knobs });
+    const row: Record<string, number> = {};
+    for (const d of data) {
+      row[`llm.rmsNorm ${d.key}`] = timeMs(() => llm.rmsNorm(d.x, d.w, 1e-6).dispose());
+      row[`llm.fusedAddRmsNorm ${d.key}`] = timeMs(() => void llm.fusedAddRmsNorm(d.x, d.r, d.w, 1e-6));
     }
+    ms[name] = row;
+    const total = Object.values(row).reduce((a, b) => a + b, 0);
+    if (total < best.total) best = { name, total };
+    console.log(`sweep ${name.padEnd(18)} total ${total.toFixed(4)} ms: ${Object.values(row).map((x) => x.toFixed(4)).join(' ')}`);
   }
   for (const d of data) for (const t of [d.x, d.r, d.w]) t.dispose();
-  setNormVecsPerThread(defaults.vecsPerThread);
-  setNormGridCap(defaults.gridCap);
-  console.log(`sweep: fastest in total ${best.name}; the table uses the defaults vecs=${defaults.vecsPerThread} grid=${defaults.gridCap ? 'capped' : 'per-row'} (columns: ${Object.keys(ms[best.name]!).join(', ')})`);
+  setNormTuning(defaults);
+  console.log(`sweep: fastest in total ${best.name}; the table uses the defaults ${JSON.stringify(defaults)} (columns: ${Object.keys(ms[best.name]!).join(', ')})`);
   return { defaults, best: best.name, ms };
 }
 

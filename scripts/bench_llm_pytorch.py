@@ -110,10 +110,14 @@ def main():
     ap.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--only", nargs="+", default=None, help="op names to time (default: all)")
     a = ap.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(0)
     rows = []
+
+    def want(*ops):
+        return a.only is None or any(op in a.only for op in ops)
 
     def add(op, shape, dtype, impl, ms, variant=""):
         rows.append({"op": op, "variant": variant, "shape": shape, "dtype": dtype, "torch_impl": impl, "torch_ms": ms})
@@ -135,7 +139,7 @@ def main():
     with torch.no_grad():
         for dn in a.dtype:
             dt = DTYPES[dn]
-            for hidden in (4096, 8192):
+            for hidden in (4096, 8192) if want("llm.rmsNorm", "llm.fusedAddRmsNorm") else ():
                 w = torch.rand(hidden, dtype=dt, device=dev) + 0.5
                 for t in a.tokens:
                     x = torch.randn(t, hidden, dtype=dt, device=dev)
@@ -145,7 +149,7 @@ def main():
                         add("llm.rmsNorm", [t, hidden], dn, "F.rms_norm", time_ms(lambda: F.rms_norm(x, (hidden,), w, 1e-6), a.reps, a.warmup))
                     add("llm.fusedAddRmsNorm", [t, hidden], dn, "forward_native", time_ms(lambda: rms_norm_native(x, w, 1e-6, r), a.reps, a.warmup))
                     del x, r
-            for t in a.tokens:
+            for t in a.tokens if want("llm.siluAndMul", "llm.geluAndMul") else ():
                 x = torch.randn(t, 2 * 11008, dtype=dt, device=dev)
                 add("llm.siluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: silu_and_mul_native(x), a.reps, a.warmup))
                 add("llm.geluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: gelu_and_mul_native(x, "none"), a.reps, a.warmup), "none")
@@ -153,7 +157,7 @@ def main():
                 del x
             heads, hs, max_pos = 32, 128, 8192
             cache = rope_cache(max_pos, hs, dt, dev)
-            for t in a.tokens:
+            for t in a.tokens if want("llm.rotaryEmbedding") else ():
                 pos = torch.randint(0, max_pos, (t,), device=dev)
                 q = torch.randn(t, heads * hs, dtype=dt, device=dev)
                 k = torch.randn(t, heads * hs, dtype=dt, device=dev)

@@ -19,7 +19,7 @@ import { backwardKernel } from '../src/llm/backward-kernels.js';
 import { assertNoOverlap } from '../src/llm/overlap.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
 import { argumentWriter } from '../src/compile/cuda-graphs/compile-cuda.js';
-import { normThreads, normTuning, setNormGridCap, setNormVecsPerThread } from '../src/kernels/cuda/llm-norm.js';
+import { normThreads, normTuning, setNormTuning, type NormTuning } from '../src/kernels/cuda/llm-norm.js';
 import { rand, type Layout } from './helpers/make.js';
 import { llmOpcheckSamples, ropeCache, ropePositions } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
@@ -94,16 +94,24 @@ test('rmsNorm / addRmsNorm / fusedAddRmsNorm on cuda match the float64 cpu kerne
   }
 });
 
-test('norm kernels at every setting of their tuning knobs (vectors a thread, grid cap) match the float64 cpu kernels', { skip }, () => {
+test('norm kernels at every setting of their tuning knobs (vectors a thread, grid cap, weight prefetch, serial loads) match the float64 cpu kernels', { skip }, () => {
   const saved = normTuning();
+  const settings: Partial<NormTuning>[] = [
+    { vecsPerThread: 1, gridCap: true },
+    { vecsPerThread: 2, gridCap: false, prefetchWeight: true, fixedTpr: true, minThreadsPerSm: 1024 },
+    { vecsPerThread: 8, gridCap: true, serialLoads: true, fixedTpr: false },
+    { vecsPerThread: 8, gridCap: false, prefetchWeight: true, serialLoads: false, fixedTpr: true, minThreadsPerSm: 0 },
+    { vecsPerThread: 4, gridCap: false, prefetchWeight: true, serialLoads: true, fixedTpr: true, minThreadsPerSm: 2048 },
+  ];
   try {
-    for (const [vecs, cap] of [[1, true], [2, false], [8, true], [8, false]] as [number, boolean][]) {
-      setNormVecsPerThread(vecs);
-      setNormGridCap(cap);
+    for (const knobs of settings) {
+      setNormTuning({ ...saved, ...knobs });
       for (const dtype of ['float32', 'bfloat16'] as DType[]) {
-        for (const shape of [[7, 4096], [3, 8192], [300, 96]]) {
+        // 8192 and 300 x 96: every vector of a thread used; 4104: the last vector of some threads
+        // past the row (the guarded loads); 4100 fp32 / 4098 bf16: element loads (no 16-byte rows).
+        for (const shape of [[7, 4096], [3, 8192], [300, 96], [5, 4104], [4, dtype === 'float32' ? 4100 : 4098]]) {
           const h = shape.at(-1)!;
-          const label = `vecs ${vecs} cap ${cap} ${dtype} [${shape.join(', ')}]`;
+          const label = `${JSON.stringify(knobs)} ${dtype} [${shape.join(', ')}]`;
           const x = rand(shape, 11, 'contiguous', dtype);
           const r = rand(shape, 12, 'contiguous', dtype);
           const w = rand([h], 13, 'contiguous', dtype, 0.5, 1.5);
@@ -114,12 +122,14 @@ test('norm kernels at every setting of their tuning knobs (vectors a thread, gri
           llm.fusedAddRmsNorm(xi, ri, cu(w), 1e-6);
           assertNear(`fusedAddRmsNorm input ${label}`, xi, llm.rmsNorm(sum, f64(w), 1e-6), dtype);
           assertNear(`fusedAddRmsNorm residual ${label}`, ri, sum, dtype);
+          const o = llm.addRmsNorm(cu(x), cu(r), cu(w), 1e-6);
+          assertNear(`addRmsNorm out ${label}`, o.out, llm.rmsNorm(sum, f64(w), 1e-6), dtype);
+          assertNear(`addRmsNorm residual ${label}`, o.residual, sum, dtype);
         }
       }
     }
   } finally {
-    setNormVecsPerThread(saved.vecsPerThread);
-    setNormGridCap(saved.gridCap);
+    setNormTuning(saved);
   }
 });
 

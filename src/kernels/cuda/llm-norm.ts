@@ -38,14 +38,55 @@ export function setNormVecsPerThread(n: number): void {
  */
 let capGrid = false;
 
+/**
+ * Whether the register path loads the row's weights with the row, before the reduction (true),
+ * or after it (false, the default until the H200 says otherwise; codegen NormSpec.prefetchWeight).
+ */
+let prefetchWeight = false;
+
+/**
+ * The emission before the phased loads (each vector's load and use under one branch), kept for
+ * same-run benchmark comparison only (NormSpec.serialLoads).
+ */
+let serialLoads = false;
+
+/**
+ * Block mode: threads per row compiled in as a constant (NormSpec.tpr), and the threads an SM
+ * must hold (NormSpec.minThreadsPerSm, 0: no bound).
+ */
+let fixedTpr = true;
+let minThreadsPerSm = 1024;
+
+export interface NormTuning {
+  vecsPerThread: number;
+  gridCap: boolean;
+  prefetchWeight: boolean;
+  serialLoads: boolean;
+  fixedTpr: boolean;
+  minThreadsPerSm: number;
+}
+
 /** The current tuning knobs (tests restore them after changing them). */
-export function normTuning(): { vecsPerThread: number; gridCap: boolean } {
-  return { vecsPerThread, gridCap: capGrid };
+export function normTuning(): NormTuning {
+  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm };
 }
 
 /** Benchmark sweeps: the grid policy of the norm kernels. */
 export function setNormGridCap(on: boolean): void {
   capGrid = on;
+}
+
+/** Sets any of the knobs (benchmark sweeps and tests); the others keep their values. */
+export function setNormTuning(t: Partial<NormTuning>): void {
+  if (t.vecsPerThread !== undefined) setNormVecsPerThread(t.vecsPerThread);
+  if (t.gridCap !== undefined) capGrid = t.gridCap;
+  if (t.prefetchWeight !== undefined) prefetchWeight = t.prefetchWeight;
+  if (t.serialLoads !== undefined) serialLoads = t.serialLoads;
+  if (t.fixedTpr !== undefined) fixedTpr = t.fixedTpr;
+  if (t.minThreadsPerSm !== undefined) {
+    if (!Number.isInteger(t.minThreadsPerSm) || t.minThreadsPerSm < 0 || t.minThreadsPerSm > 2048) throw new RangeError(`setNormTuning: minThreadsPerSm must be an integer in [0, 2048], got ${t.minThreadsPerSm}`);
+    minThreadsPerSm = t.minThreadsPerSm;
+  }
 }
 
 /**
@@ -83,7 +124,7 @@ function launchNorm(c: NormCall): void {
   const vector = h % v === 0 && strides.every((s) => s % v === 0) && aligned(16, ...tensors);
   // Threads depend on the row length only (not on alignment): see NormSpec.vector.
   const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / v));
-  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items };
+  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight, serialLoads, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm }) };
   const k = cachedKernel(c.x.device.index, normKernelName(spec), () => generateNorm(spec));
   const block = warpPerRow ? WARP_MODE_BLOCK : tpr;
   const rowsPerBlock = warpPerRow ? WARP_MODE_BLOCK / 32 : 1;

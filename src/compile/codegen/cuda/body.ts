@@ -72,10 +72,20 @@ export interface ElementOptions {
   readonly off: (k: number) => string;
   /** Whether operand k's innermost stride is 0 (all lanes read the same element). */
   readonly innerZero: (k: number) => boolean;
+  /**
+   * Split loads (emitters that issue several units' loads before using any): input operand k is
+   * read into `raw(k)`, a variable of type `rawTypes.get(k)` that the caller declares, by the
+   * statements in `loads`; `stmts` then convert from it. Absent: `stmts` load where they use.
+   */
+  readonly raw?: (k: number) => string;
 }
 
 export interface ElementCode {
   readonly stmts: string[];
+  /** With ElementOptions.raw: the loads alone, else empty. */
+  readonly loads: string[];
+  /** With ElementOptions.raw: the storage type of each loaded operand's raw variable. */
+  readonly rawTypes: Map<number, string>;
   /** Operands read or written. */
   readonly used: Set<number>;
 }
@@ -96,8 +106,10 @@ export function elementCode(c: GroupCtx, o: ElementOptions): ElementCode {
   for (const r of o.roots) visit(r);
   for (const s of o.stores) visit(s);
   const stmts: string[] = [];
+  const loads: string[] = [];
+  const rawTypes = new Map<number, string>();
   const used = new Set<number>();
-  const { V } = o;
+  const { V, raw } = o;
   for (const id of need) {
     if (c.nodeOf.has(id)) continue;
     const k = c.inOperand.get(id);
@@ -107,11 +119,23 @@ export function elementCode(c: GroupCtx, o: ElementOptions): ElementCode {
     const ct = computeType(d);
     const st = storageType(d);
     if (V === 1 || o.innerZero(k)) {
-      stmts.push(`const ${ct} v${id}_0 = ${loadConvert(d, `p${k}[${o.off(k)}]`)};`);
+      let src = `p${k}[${o.off(k)}]`;
+      if (raw) {
+        rawTypes.set(k, st);
+        loads.push(`${raw(k)} = ${src};`);
+        src = raw(k);
+      }
+      stmts.push(`const ${ct} v${id}_0 = ${loadConvert(d, src)};`);
       for (let u = 1; u < V; u++) stmts.push(`const ${ct} v${id}_${u} = v${id}_0;`);
     } else {
-      stmts.push(`const KVec<${V}, ${st}> L${k} = *reinterpret_cast<const KVec<${V}, ${st}>*>(p${k} + ${o.off(k)});`);
-      for (let u = 0; u < V; u++) stmts.push(`const ${ct} v${id}_${u} = ${loadConvert(d, `L${k}.v[${u}]`)};`);
+      const vt = `KVec<${V}, ${st}>`;
+      const load = `*reinterpret_cast<const ${vt}*>(p${k} + ${o.off(k)})`;
+      if (raw) {
+        rawTypes.set(k, vt);
+        loads.push(`${raw(k)} = ${load};`);
+      } else stmts.push(`const ${vt} L${k} = ${load};`);
+      const name = raw ? raw(k) : `L${k}`;
+      for (let u = 0; u < V; u++) stmts.push(`const ${ct} v${id}_${u} = ${loadConvert(d, `${name}.v[${u}]`)};`);
     }
   }
   for (let u = 0; u < V; u++) {
@@ -133,7 +157,7 @@ export function elementCode(c: GroupCtx, o: ElementOptions): ElementCode {
       stmts.push(`*reinterpret_cast<KVec<${V}, ${st}>*>(p${k} + ${o.off(k)}) = S${k};`);
     }
   }
-  return { stmts, used };
+  return { stmts, loads, rawTypes, used };
 }
 
 /** Pointer parameter type of operand k. */

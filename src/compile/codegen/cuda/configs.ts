@@ -34,6 +34,22 @@ export const H200_TARGET: CudaTarget = { arch: 'sm_90', sms: 132, maxThreadsPerS
  */
 const WAVES = 4;
 
+/**
+ * Grid cap of pointwise kernels in waves (default WAVES; Infinity: a block for every
+ * block x EPT units, no grid-stride trips). Settable for benchmark sweeps
+ * (bench/cuda-pointwise-configs.ts); kernels are correct for any grid.
+ */
+let pointwiseWaves = WAVES;
+
+export function setPointwiseWaves(waves: number): void {
+  if (!(waves >= 1)) throw new RangeError(`setPointwiseWaves: expected a number >= 1 (or Infinity), got ${waves}`);
+  pointwiseWaves = waves;
+}
+
+export function pointwiseWavesSetting(): number {
+  return pointwiseWaves;
+}
+
 /** Bytes of one vector access at most: 16 (ld.global.v4.u32 / LDG.128). */
 const MAX_VECTOR_BYTES = 16;
 
@@ -151,7 +167,11 @@ export function launchPlan(cfg: CudaKernelConfig, spec: KernelSpec, L: KernelLay
   if (cfg.kind === 'pointwise') {
     const total = prod(L.oshape);
     if (total === 0) return { launches: [], workspaceBytes: 0, extraInts: {} };
-    return { launches: [{ kernel: 0, grid: grid(ceilDiv(total / cfg.vec, B * cfg.ept)), block: B, sharedBytes: 0 }], workspaceBytes: 0, extraInts: {} };
+    const pcap = target.sms * Math.max(1, Math.floor(target.maxThreadsPerSm / B)) * pointwiseWaves;
+    // The grid-stride step (grid x block x EPT units) stays at most 2^26 whatever the waves (the
+    // 32-bit index bound of IDX32_LIMIT).
+    const blocks = Math.max(1, Math.min(ceilDiv(total / cfg.vec, B * cfg.ept), pcap, Math.floor(2 ** 26 / (B * cfg.ept))));
+    return { launches: [{ kernel: 0, grid: blocks, block: B, sharedBytes: 0 }], workspaceBytes: 0, extraInts: {} };
   }
   const M = prod(L.oshape);
   const N = prod(L.rshape);

@@ -49,6 +49,11 @@ export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): 
   const ptrs: Param[] = Array.from({ length: nOps }, (_, k): Param => ({ name: `p${k}`, type: 'ptr', source: { kind: 'operand', k } }));
   const sizes = sizeParams('n', r, ip);
   const ix = pointwiseIndexPlan(spec);
+  // EPT > 1: every unit's loads are issued before any unit computes. With a unit's loads, math
+  // and stores under one `if (i < nvec)`, each unit waited for its own loads before the next
+  // unit's were issued (the branch keeps them from being hoisted), so a thread had one vector of
+  // each input in flight however large EPT was.
+  const phased = cfg.ept > 1;
   const body = elementCode(c, {
     roots: c.g.outputs,
     stores: c.g.outputs,
@@ -56,6 +61,7 @@ export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): 
     V,
     off: (k) => `o${k}`,
     innerZero: (k) => spec.ops[k]!.outerZero[r - 1] === true,
+    ...(phased ? { raw: (k: number) => `R${k}[t]` } : {}),
   });
   const params = [...ptrs, ...sizes, ...ix.params];
   const L = new Lines();
@@ -66,21 +72,33 @@ export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): 
   L.line(`const ${idx} nvec = total / ${V};`);
   L.line(`const ${idx} step = (${idx})gridDim.x * ${B * cfg.ept};`);
   L.open(`for (${idx} base = (${idx})blockIdx.x * ${B * cfg.ept} + threadIdx.x; base < nvec; base += step) {`);
-  if (cfg.ept > 1) {
-    L.line('#pragma unroll');
-    L.open(`for (int t = 0; t < ${cfg.ept}; t++) {`);
-    L.line(`const ${idx} i = base + t * ${B};`);
-    L.open('if (i < nvec) {');
-  } else {
-    L.line(`const ${idx} i = base;`);
-    L.open('{');
-  }
-  L.line(V === 1 ? `const ${idx} e = i;` : `const ${idx} e = i * ${V};`);
-  for (const s of ix.coords) L.line(s);
-  for (let k = 0; k < nOps; k++) if (body.used.has(k)) L.line(`const ${idx} o${k} = ${ix.offsets[k]};`);
-  for (const s of body.stmts) L.line(s);
-  L.close();
-  if (cfg.ept > 1) L.close();
+  // One unit: its index, coordinates and the offsets of `operands`, then `stmts`.
+  const unit = (operands: Iterable<number>, stmts: readonly string[]): void => {
+    if (cfg.ept > 1) {
+      L.line('#pragma unroll');
+      L.open(`for (int t = 0; t < ${cfg.ept}; t++) {`);
+      L.line(`const ${idx} i = base + t * ${B};`);
+      L.open('if (i < nvec) {');
+    } else {
+      L.line(`const ${idx} i = base;`);
+      L.open('{');
+    }
+    L.line(V === 1 ? `const ${idx} e = i;` : `const ${idx} e = i * ${V};`);
+    for (const s of ix.coords) L.line(s);
+    for (const k of operands) L.line(`const ${idx} o${k} = ${ix.offsets[k]};`);
+    for (const s of stmts) L.line(s);
+    L.close();
+    if (cfg.ept > 1) L.close();
+  };
+  const usedOps = [...Array(nOps).keys()].filter((k) => body.used.has(k));
+  if (phased) {
+    for (const [k, type] of body.rawTypes) L.line(`${type} R${k}[${cfg.ept}];`);
+    if (body.loads.length > 0) unit(body.rawTypes.keys(), body.loads);
+    unit(
+      usedOps.filter((k) => !body.rawTypes.has(k)),
+      body.stmts,
+    );
+  } else unit(usedOps, body.stmts);
   L.close();
   L.close();
   return { name, params, source: L.text() };

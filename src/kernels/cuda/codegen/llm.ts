@@ -51,6 +51,31 @@ export interface NormSpec {
    * kernel allocates only the registers it uses (occupancy); 0: the loop path (longer rows).
    */
   items: number;
+  /**
+   * Register path: load the row's weight vectors together with the row (before the reduction,
+   * their latency hidden behind it; 4 registers a vector more live across the barrier) instead of
+   * after it. Off when absent.
+   */
+  prefetchWeight?: boolean;
+  /**
+   * Block mode: the block size (threads per row) as a compile-time constant, launched with exactly
+   * that many threads. A thread's vectors then sit at constant offsets from one row pointer
+   * (immediate-offset loads and stores) instead of one 64-bit address each, which the phased
+   * loads would otherwise hold in registers all at once. Absent: blockDim.x (any block size).
+   */
+  tpr?: number;
+  /**
+   * With tpr: threads an SM must be able to hold (__launch_bounds__' min blocks = this / tpr,
+   * which caps registers a thread at 65536 / this). Without it ptxas spent up to 112-124 registers
+   * on the phased kernels (every unpacked value live at once), leaving a quarter of the threads
+   * and fewer rows in flight. Absent or 0: no minimum.
+   */
+  minThreadsPerSm?: number;
+  /**
+   * Register path, for benchmark comparison only: each vector's load and use under one branch
+   * (the emission before the phased loads; see generateNorm). Off when absent.
+   */
+  serialLoads?: boolean;
 }
 
 function lit(v: number, ct: string): string {
@@ -64,7 +89,7 @@ function ld(d: DType, v: string, ct: 'float' | 'double'): string {
 }
 
 export function normKernelName(s: NormSpec): string {
-  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}`;
+  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}${!s.warpPerRow && s.tpr ? `_t${s.tpr}${s.minThreadsPerSm ? `_m${s.minThreadsPerSm}` : ''}` : ''}${s.prefetchWeight ? '_pw' : ''}${s.serialLoads ? '_serial' : ''}`;
 }
 
 /**
@@ -84,46 +109,64 @@ export function generateNorm(s: NormSpec): GeneratedKernel {
   const V = normVec(s.dtype);
   const name = normKernelName(s);
   const hasRes = s.mode !== 'plain';
+  const items = Math.max(1, s.items);
   // In place, out aliases x and resOut aliases res: no __restrict__ on those.
   const rx = s.mode === 'addInPlace' ? '' : '__restrict__ ';
-  const block = s.warpPerRow ? WARP_MODE_BLOCK : NORM_MAX_BLOCK;
+  const fixedTpr = !s.warpPerRow && s.tpr !== undefined ? s.tpr : null;
+  const block = s.warpPerRow ? WARP_MODE_BLOCK : (fixedTpr ?? NORM_MAX_BLOCK);
   const vt = `kiln_vec<${T}, ${V}>`;
   const storeVec = (base: string, j: string, v: string): string[] =>
     s.vector
       ? [`*reinterpret_cast<${vt}*>(${base} + (long long)${j} * ${V}) = ${v};`]
       : [`#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = ${j} * ${V} + e; if (c < H) ${base}[c] = ${v}.v[e]; }`];
-  // Loads vector j of the row into `into` (a storage vector: 16 bytes of registers whatever the
-  // dtype) and adds its squares to ss. With a residual, `into` is the sum rounded to the dtype,
-  // which is also stored as the new residual.
-  const loadRow = (into: string, j: string): string[] => {
-    const lines = [`${vt} xv;`, ...(hasRes ? [`${vt} rv;`] : [])];
-    if (s.vector) {
-      lines.push(`xv = *reinterpret_cast<const ${vt}*>(xr + (long long)${j} * ${V});`);
-      if (hasRes) lines.push(`rv = *reinterpret_cast<const ${vt}*>(rr + (long long)${j} * ${V});`);
-    } else {
-      // Element loads; past the row's end zeros (they add nothing to the sum and are not stored).
-      lines.push(`#pragma unroll`, `for (int e = 0; e < ${V}; e++) {`, `  const int c = ${j} * ${V} + e;`);
-      lines.push(`  xv.v[e] = c < H ? xr[c] : (${T})0;`);
-      if (hasRes) lines.push(`  rv.v[e] = c < H ? rr[c] : (${T})0;`);
-      lines.push('}');
-    }
+  // Vector j of the row at `base` into `into`; element loads pad past the row's end with zeros
+  // (they add nothing to the sum and are not stored).
+  const loadVec = (base: string, j: string, into: string): string[] =>
+    s.vector
+      ? [`${into} = *reinterpret_cast<const ${vt}*>(${base} + (long long)${j} * ${V});`]
+      : [`#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = ${j} * ${V} + e; ${into}.v[e] = c < H ? ${base}[c] : (${T})0; }`];
+  // Adds the squares of loaded vector `xv` (with a residual: of xv + rv rounded to the dtype, kept
+  // in `into` and stored as the new residual) to ss. `into` is a storage vector: 16 bytes of
+  // registers whatever the dtype.
+  const combine = (xv: string, rv: string, into: string, j: string): string[] => {
+    const lines: string[] = [];
     for (let e = 0; e < V; e++) {
-      if (hasRes) lines.push(`${into}.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `xv.v[${e}]`, ct)} + ${ld(s.dtype, `rv.v[${e}]`, ct)}`, ct)};`);
-      else lines.push(`${into}.v[${e}] = xv.v[${e}];`);
+      if (hasRes) lines.push(`${into}.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `${xv}.v[${e}]`, ct)} + ${ld(s.dtype, `${rv}.v[${e}]`, ct)}`, ct)};`);
       lines.push(`{ const ${ct} q = ${ld(s.dtype, `${into}.v[${e}]`, ct)}; ss += q * q; }`);
     }
     if (hasRes) lines.push(...storeVec('ror', j, into));
     return lines;
   };
-  const storeRow = (from: string, j: string): string[] => {
-    const lines = s.vector
-      ? [`const ${vt} wv = *reinterpret_cast<const ${vt}*>(w + (long long)${j} * ${V});`, `${vt} ov;`]
-      : [`${vt} wv, ov;`, `#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = ${j} * ${V} + e; wv.v[e] = c < H ? w[c] : (${T})0; }`];
-    for (let e = 0; e < V; e++) lines.push(`ov.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `${from}.v[${e}]`, ct)} * inv * ${ld(s.dtype, `wv.v[${e}]`, ct)}`, ct)};`);
+  // out = from * inv * w, rounded once to the dtype, for vector j (weights already loaded in wv).
+  const scaleStore = (from: string, wv: string, j: string): string[] => {
+    const lines = [`${vt} ov;`];
+    for (let e = 0; e < V; e++) lines.push(`ov.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `${from}.v[${e}]`, ct)} * inv * ${ld(s.dtype, `${wv}.v[${e}]`, ct)}`, ct)};`);
     lines.push(...storeVec('orow', j, 'ov'));
     return lines;
   };
   const ind = (lines: string[], n: number): string => lines.map((l) => ' '.repeat(n) + l).join('\n');
+  // Register path, in phases: every load of the row is issued before any of them is used. A load
+  // and its use under one `if (j < nvec)` made each vector wait for its own load in turn (the
+  // branches keep the compiler from hoisting the later loads), which serialised the row's memory
+  // latency: one round trip per vector instead of one per row.
+  const each = (body: string[]): string => `#pragma unroll
+      for (int it = 0; it < ${items}; it++) {
+        const int j = tid + it * tpr;
+        if (j < nvec) {
+${ind(body, 10)}
+        }
+      }`;
+  const loadWeights = each(loadVec('w', 'j', 'wv[it]'));
+  const rowLoads = hasRes ? [...loadVec('xr', 'j', 'xv[it]'), ...loadVec('rr', 'j', 'rv[it]')] : loadVec('xr', 'j', 'v[it]');
+  const rowSums = combine(hasRes ? 'xv[it]' : 'v[it]', 'rv[it]', 'v[it]', 'j');
+  const regLoad = `${hasRes ? `${vt} xv[${items}], rv[${items}];` : ''}
+      ${s.serialLoads ? each([...rowLoads, ...rowSums]) : each(rowLoads)}
+      ${s.prefetchWeight ? loadWeights : ''}
+      ${s.serialLoads ? '' : each(rowSums)}`;
+  const regStore = s.serialLoads
+    ? each([...(s.prefetchWeight ? [] : loadVec('w', 'j', 'wv[it]')), ...scaleStore('v[it]', 'wv[it]', 'j')])
+    : `${s.prefetchWeight ? '' : loadWeights}
+      ${each(scaleStore('v[it]', 'wv[it]', 'j'))}`;
   const reduce = s.warpPerRow
     ? `  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);`
     : `  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -134,12 +177,12 @@ export function generateNorm(s: NormSpec): GeneratedKernel {
     if ((threadIdx.x & 31) == 0) rb[threadIdx.x >> 5] = ss;
     __syncthreads();
     ss = 0;
-    for (int i = 0; i < (int)(blockDim.x >> 5); i++) ss += rb[i];`;
+    ${fixedTpr ? '#pragma unroll\n    ' : ''}for (int i = 0; i < ${fixedTpr ? fixedTpr / 32 : '(int)(blockDim.x >> 5)'}; i++) ss += rb[i];`;
   const source = `${PRELUDE}
-extern "C" __global__ void __launch_bounds__(${block}) ${name}(
+extern "C" __global__ void __launch_bounds__(${block}${fixedTpr && s.minThreadsPerSm ? `, ${Math.max(1, Math.floor(s.minThreadsPerSm / fixedTpr))}` : ''}) ${name}(
     ${T}* ${rx}out, const ${T}* ${rx}x, const ${T}* ${rx}res, ${T}* ${rx}resOut, const ${T}* __restrict__ w,
     long long rows, int H, long long xs, long long rs, long long os, long long ros, double epsD) {
-  const int tpr = ${s.warpPerRow ? '32' : 'blockDim.x'};
+  const int tpr = ${s.warpPerRow ? '32' : (fixedTpr ?? 'blockDim.x')};
   const int tid = threadIdx.x % tpr;
   const long long rowsPerBlock = blockDim.x / tpr;
   const int nvec = (H + ${V - 1}) / ${V};
@@ -152,38 +195,25 @@ extern "C" __global__ void __launch_bounds__(${block}) ${name}(
     const ${T}* xr = x + row * xs;
     ${hasRes ? `const ${T}* rr = res + row * rs; ${T}* ror = resOut + row * ros;` : ''}
     ${T}* orow = out + row * os;
-    ${vt} v[${Math.max(1, s.items)}];
+    ${s.items > 0 ? `${vt} v[${items}], wv[${items}];` : ''}
     ${ct} ss = 0;
     if (inRegs) {
-#pragma unroll
-      for (int it = 0; it < ${s.items}; it++) {
-        const int j = tid + it * tpr;
-        if (j < nvec) {
-${ind(loadRow('v[it]', 'j'), 10)}
-        }
-      }
+      ${s.items > 0 ? regLoad : ''}
     } else {
       for (int j = tid; j < nvec; j += tpr) {
-        ${vt} t;
-${ind(loadRow('t', 'j'), 8)}
+        ${vt} xv${hasRes ? ', rv' : ''}, t;
+${ind([...loadVec('xr', 'j', 'xv'), ...(hasRes ? loadVec('rr', 'j', 'rv') : []), ...combine('xv', 'rv', hasRes ? 't' : 'xv', 'j')], 8)}
       }
     }
   ${reduce}
     const ${ct} inv = ${lit(1, ct)} / ${ct === 'double' ? 'sqrt' : 'sqrtf'}(ss * invH + eps);
     if (inRegs) {
-#pragma unroll
-      for (int it = 0; it < ${s.items}; it++) {
-        const int j = tid + it * tpr;
-        if (j < nvec) {
-${ind(storeRow('v[it]', 'j'), 10)}
-        }
-      }
+      ${s.items > 0 ? regStore : ''}
     } else {
       // Long rows: read the row again (the sum from resOut, which this thread wrote itself).
       for (int j = tid; j < nvec; j += tpr) {
-        ${vt} t;
-${ind(s.vector ? [`t = *reinterpret_cast<const ${vt}*>(${hasRes ? 'ror' : 'xr'} + (long long)j * ${V});`] : [`#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = j * ${V} + e; t.v[e] = c < H ? ${hasRes ? 'ror' : 'xr'}[c] : (${T})0; }`], 8)}
-${ind(storeRow('t', 'j'), 8)}
+        ${vt} t, wt;
+${ind([...loadVec(hasRes ? 'ror' : 'xr', 'j', 't'), ...loadVec('w', 'j', 'wt'), ...scaleStore('t', 'wt', 'j')], 8)}
       }
     }
   }
