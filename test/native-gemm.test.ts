@@ -1,8 +1,9 @@
 /**
  * The native float32 GEMM (kernels/cpu/native) against float64 reference loops written here: odd
- * shapes across every block edge (MR 6, NR 16, MC 144, KC 256), transposed and strided operands,
- * alpha/beta, bias + activation epilogues, k = 0, 1 vs 2 threads; and the eager ops (matmul, bmm,
- * linear, addmm) on each forced CPU path. Skips with the reason where no C compiler works.
+ * shapes across every block edge (MR 6, NR 16, MC 192, KC 512), transposed and strided operands
+ * (a row-major A with few row blocks is read in place, others packed), alpha/beta, bias +
+ * activation epilogues, k = 0, 1 vs 2 threads; and the eager ops (matmul, bmm, linear, addmm)
+ * on each forced CPU path. Skips with the reason where no C compiler works.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -102,7 +103,7 @@ function runCase(c: Case, seed: number): Float32Array {
 }
 
 test('native sgemm: odd shapes across tile and block edges, every operand layout', { skip }, () => {
-  const shapes = [[1, 1, 1], [7, 13, 5], [6, 16, 256], [13, 33, 257], [97, 83, 301], [150, 40, 70], [5, 300, 260]] as const;
+  const shapes = [[1, 1, 1], [7, 13, 5], [6, 16, 512], [13, 33, 513], [97, 83, 301], [150, 40, 70], [5, 300, 260], [200, 20, 1030]] as const;
   let seed = 1;
   for (const [m, n, k] of shapes) {
     for (const la of ['row', 'col', 'padded'] as const) {
@@ -126,7 +127,7 @@ test('native sgemm: bias and activation epilogues (relu, gelu erf, gelu tanh)', 
 });
 
 test('native sgemm: 1 and 2 threads give identical results (row and column splits)', { skip }, () => {
-  for (const [m, n, k] of [[300, 200, 300], [4, 1000, 400]] as const) {
+  for (const [m, n, k] of [[300, 200, 300], [4, 1000, 400], [400, 70, 700]] as const) {
     const c1 = runCase({ m, n, k, la: 'row', lb: 'row', threads: 1, bias: true, act: 'gelu' }, 30);
     const c2 = runCase({ m, n, k, la: 'row', lb: 'row', threads: 2, bias: true, act: 'gelu' }, 30);
     // Each element sums the same terms in the same order whatever the partition.
