@@ -4,14 +4,18 @@
  * imports resolve to its node_modules; Kiln from $KILN_DIST):
  *
  *   KILN_DIST=<kiln>/dist node bench-cpu-ort-models.mjs [--reps 30] [--threads 2] [--out file.json]
- *     [--only mlp-64x512,transformer-block]
+ *     [--only mlp-64x512,transformer-block] [--gap-ms 10]
  *
  * The ONNX graphs are encoded here from the very weights Kiln's workload builder draws (so the max
  * |difference| between the engines is a correctness check): mlp = Gemm(transB) -> GELU(erf, as
  * Div/Erf/Add/Mul/Mul: opset 17 has no Gelu op) -> Gemm; conv-stack = Conv(7x7, s2, p3) ->
  * BatchNormalization -> Relu -> Conv(3x3, p1) -> BatchNormalization -> Relu on NCHW input
  * (onnxruntime picks its own internal layout). Kiln runs eager and kiln.compile on its native path.
- * Engines alternate rep by rep; medians are reported.
+ * Engines alternate rep by rep, with an idle gap (--gap-ms, default 10) before each call:
+ * onnxruntime's intra-op workers keep spinning for a few milliseconds after a run (measured: ~1.2
+ * cores busy for 2 ms, ~0.3 over 10 ms), so without the gap the engine that runs next shares its
+ * two cores with that spinner (Kiln's OpenMP workers sleep at once, so the harm was one-sided);
+ * medians are reported.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,6 +31,8 @@ const REPS = Number(opt('reps', '30'));
 const THREADS = Number(opt('threads', String(os.availableParallelism())));
 const OUT = opt('out', '');
 const ONLY = opt('only', '');
+const GAP_MS = Number(opt('gap-ms', '10'));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dist = process.env.KILN_DIST;
 if (!dist) throw new Error('KILN_DIST must point at Kiln\'s dist directory');
 const kiln = await import(path.join(dist, 'src/index.js'));
@@ -208,6 +214,7 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   const reps = big ? Math.min(REPS, 10) : REPS;
   for (let r = 0; r < reps + 5; r++) {
     for (const [k, f] of Object.entries(variants)) {
+      if (GAP_MS > 0) await sleep(GAP_MS);
       const t0 = performance.now();
       await f();
       if (r >= 5) times[k].push(performance.now() - t0);
@@ -222,8 +229,8 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   w.dispose();
 }
 const load = os.loadavg().map((x) => x.toFixed(2)).join(' ');
-console.log(`threads ${THREADS}; reps ${REPS}; load average after ${load}`);
+console.log(`threads ${THREADS}; reps ${REPS}; gap ${GAP_MS} ms; load average after ${load}`);
 if (OUT) {
-  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), threads: THREADS, reps: REPS, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
+  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), threads: THREADS, reps: REPS, gapMs: GAP_MS, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
   console.log(`wrote ${OUT}`);
 }
