@@ -14,6 +14,7 @@
  *   parallel region (PAR_MIN elements: a region costs a few microseconds, ~10 K elements of work).
  */
 import { C_HELPERS, C_MATH } from './c-math.js';
+import { POOL_C_SOURCE } from './pool-c.js';
 
 /** Unary op codes of `kiln_unary` (the JS side maps op names to them). */
 export const UNARY_CODES = { relu: 0, gelu: 1, geluTanh: 2, sigmoid: 3, tanh: 4, exp: 5, silu: 6, neg: 7, abs: 8, sqrt: 9, square: 10 } as const;
@@ -34,7 +35,7 @@ export const OPS_C_SOURCE = String.raw`
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-${C_MATH}${C_HELPERS}
+${POOL_C_SOURCE}${C_MATH}${C_HELPERS}
 #define PAR_MIN 32768
 #define CHUNK 4096
 #define MAXR ${ELEMENTWISE_MAX_RANK}
@@ -282,52 +283,73 @@ static void att_block(int64_t nr, const int64_t *len, int64_t lmax, int64_t SP, 
   }
 }
 
+typedef struct {
+  int64_t H, L, S, E, EV, group, SP;
+  int32_t causal;
+  float scale;
+  const float *q, *k, *v;
+  float *o;
+  int64_t qsb, qsh, qsl, qse, ksb, ksh, kss, kse, vsb, vsh, vss, vse, osb, osh, osl, ose;
+  _Atomic int failed;
+} att_ctx;
+
+static _Thread_local float *att_buf = 0;
+static _Thread_local int64_t att_buf_len = 0;
+
+/* One (batch, head) item: K^T into the thread's buffer, then the query rows ATT_R at a time. */
+static void att_item(void *vctx, int64_t bh) {
+  att_ctx *c = (att_ctx *)vctx;
+  const int64_t E = c->E, S = c->S, SP = c->SP, L = c->L;
+  int64_t need = E * SP + ATT_R * SP + ATT_R * E + 16;
+  if (att_buf_len < need) {
+    free(att_buf);
+    att_buf = (float *)malloc(sizeof(float) * (size_t)need);
+    att_buf_len = att_buf ? need : 0;
+  }
+  float *kt = att_buf;
+  if (!kt) { atomic_store(&c->failed, 1); return; }
+  int64_t b = bh / c->H, h = bh % c->H, hk = h / c->group;
+  const float *kb = c->k + b * c->ksb + hk * c->ksh, *vb = c->v + b * c->vsb + hk * c->vsh;
+  const float *qb = c->q + b * c->qsb + h * c->qsh;
+  float *ob = c->o + b * c->osb + h * c->osh;
+  for (int64_t e = 0; e < E; e++) {
+    float *row = kt + e * SP;
+    for (int64_t j = 0; j < S; j++) row[j] = kb[j * c->kss + e * c->kse];
+    for (int64_t j = S; j < SP; j++) row[j] = 0.0f;
+  }
+  float *sc = kt + E * SP;
+  float *qs = sc + ATT_R * SP;
+  for (int64_t i0 = 0; i0 < L; i0 += ATT_R) {
+    int64_t nr = L - i0 < ATT_R ? L - i0 : ATT_R;
+    int64_t len[ATT_R], lmax = 0;
+    for (int64_t r = 0; r < ATT_R; r++) {
+      int64_t lim = c->causal ? i0 + r + 1 : S;
+      len[r] = r >= nr ? 0 : (lim < 0 ? 0 : (lim > S ? S : lim));
+      if (len[r] > lmax) lmax = len[r];
+      const float *qr = qb + (r < nr ? i0 + r : i0) * c->qsl;
+      for (int64_t e = 0; e < E; e++) qs[r * E + e] = qr[e * c->qse] * c->scale;
+    }
+    att_block(nr, len, lmax, SP, E, c->EV, qs, kt, sc, vb, c->vss, c->vse, ob + i0 * c->osl, c->osl, c->ose);
+  }
+}
+
+/* Items are (batch, head) pairs, shared by the calling thread and the work-sharing pool (pool-c.ts:
+   the caller does not wait for a worker that has not started, as an OpenMP region's barrier does). */
 int32_t kiln_attention(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E, int64_t EV, int64_t group, int32_t causal, float scale,
                        const float *q, int64_t qo, int64_t qsb, int64_t qsh, int64_t qsl, int64_t qse,
                        const float *k, int64_t ko, int64_t ksb, int64_t ksh, int64_t kss, int64_t kse,
                        const float *v, int64_t vo, int64_t vsb, int64_t vsh, int64_t vss, int64_t vse,
                        float *o, int64_t oo, int64_t osb, int64_t osh, int64_t osl, int64_t ose, int32_t nthreads) {
-  q += qo; k += ko; v += vo; o += oo;
-  int failed = 0;
+  att_ctx c;
+  memset(&c, 0, sizeof c);
+  c.H = H; c.L = L; c.S = S; c.E = E; c.EV = EV; c.group = group; c.SP = (S + 15) / 16 * 16;
+  c.causal = causal; c.scale = scale;
+  c.q = q + qo; c.k = k + ko; c.v = v + vo; c.o = o + oo;
+  c.qsb = qsb; c.qsh = qsh; c.qsl = qsl; c.qse = qse; c.ksb = ksb; c.ksh = ksh; c.kss = kss; c.kse = kse;
+  c.vsb = vsb; c.vsh = vsh; c.vss = vss; c.vse = vse; c.osb = osb; c.osh = osh; c.osl = osl; c.ose = ose;
+  atomic_init(&c.failed, 0);
   double work = (double)B * H * L * S * (E + EV);
-  const int64_t SP = (S + 15) / 16 * 16;
-#pragma omp parallel num_threads(nt(work / 8.0, nthreads))
-  {
-    /* kt [E, SP] | scores [ATT_R, SP] | scaled q rows [ATT_R, E] */
-    float *kt = (float *)malloc(sizeof(float) * (size_t)(E * SP + ATT_R * SP + ATT_R * E + 16));
-    if (!kt) {
-#pragma omp atomic write
-      failed = 1;
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < B * H; bh++) {
-      if (!kt) continue;
-      int64_t b = bh / H, h = bh % H, hk = h / group;
-      const float *kb = k + b * ksb + hk * ksh, *vb = v + b * vsb + hk * vsh;
-      const float *qb = q + b * qsb + h * qsh;
-      float *ob = o + b * osb + h * osh;
-      for (int64_t e = 0; e < E; e++) {
-        float *row = kt + e * SP;
-        for (int64_t j = 0; j < S; j++) row[j] = kb[j * kss + e * kse];
-        for (int64_t j = S; j < SP; j++) row[j] = 0.0f;
-      }
-      float *sc = kt + E * SP;
-      float *qs = sc + ATT_R * SP;
-      for (int64_t i0 = 0; i0 < L; i0 += ATT_R) {
-        int64_t nr = L - i0 < ATT_R ? L - i0 : ATT_R;
-        int64_t len[ATT_R], lmax = 0;
-        for (int64_t r = 0; r < ATT_R; r++) {
-          int64_t lim = causal ? i0 + r + 1 : S;
-          len[r] = r >= nr ? 0 : (lim < 0 ? 0 : (lim > S ? S : lim));
-          if (len[r] > lmax) lmax = len[r];
-          const float *qr = qb + (r < nr ? i0 + r : i0) * qsl;
-          for (int64_t e = 0; e < E; e++) qs[r * E + e] = qr[e * qse] * scale;
-        }
-        att_block(nr, len, lmax, SP, E, EV, qs, kt, sc, vb, vss, vse, ob + i0 * osl, osl, ose);
-      }
-    }
-    free(kt);
-  }
-  return failed ? -1 : 0;
+  pool_run(att_item, &c, B * H, nt(work / 8.0, nthreads));
+  return atomic_load(&c.failed) ? -1 : 0;
 }
 `;
