@@ -312,11 +312,15 @@ static void att_item(void *vctx, int64_t bh) {
   const float *kb = c->k + b * c->ksb + hk * c->ksh, *vb = c->v + b * c->vsb + hk * c->vsh;
   const float *qb = c->q + b * c->qsb + h * c->qsh;
   float *ob = c->o + b * c->osb + h * c->osh;
-  for (int64_t e = 0; e < E; e++) {
-    float *row = kt + e * SP;
-    for (int64_t j = 0; j < S; j++) row[j] = kb[j * c->kss + e * c->kse];
-    for (int64_t j = S; j < SP; j++) row[j] = 0.0f;
+  /* Key-major reads (a key's E values are contiguous in the usual layouts): the e-outer gather,
+     one strided element of every key per e, took a fifth of the kernel's time. */
+  for (int64_t j = 0; j < S; j++) {
+    const float *kr = kb + j * c->kss;
+    if (c->kse == 1) for (int64_t e = 0; e < E; e++) kt[e * SP + j] = kr[e];
+    else for (int64_t e = 0; e < E; e++) kt[e * SP + j] = kr[e * c->kse];
   }
+  for (int64_t e = 0; e < E; e++)
+    for (int64_t j = S; j < SP; j++) kt[e * SP + j] = 0.0f;
   float *sc = kt + E * SP;
   float *qs = sc + ATT_R * SP;
   for (int64_t i0 = 0; i0 < L; i0 += ATT_R) {
