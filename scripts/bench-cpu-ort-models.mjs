@@ -4,7 +4,7 @@
  * imports resolve to its node_modules; Kiln from $KILN_DIST):
  *
  *   KILN_DIST=<kiln>/dist node bench-cpu-ort-models.mjs [--reps 30] [--threads 2] [--out file.json]
- *     [--only mlp-64x512,transformer-block] [--gap-ms 10]
+ *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5]
  *
  * The ONNX graphs are encoded here from the very weights Kiln's workload builder draws (so the max
  * |difference| between the engines is a correctness check): mlp = Gemm(transB) -> GELU(erf, as
@@ -15,7 +15,10 @@
  * onnxruntime's intra-op workers keep spinning for a few milliseconds after a run (measured: ~1.2
  * cores busy for 2 ms, ~0.3 over 10 ms), so without the gap the engine that runs next shares its
  * two cores with that spinner (Kiln's OpenMP workers sleep at once, so the harm was one-sided);
- * medians are reported.
+ * medians are reported. The spinning actually lasts ~30-45 ms (process ~1 core busy 10 ms after a
+ * run, 0.64 over 50 ms, 0.23 over 200 ms), so `--block N` measures steady state without it: per
+ * engine an idle gap (default then 300 ms), one untimed call, N timed calls back to back, engines
+ * alternating block by block.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,7 +34,8 @@ const REPS = Number(opt('reps', '30'));
 const THREADS = Number(opt('threads', String(os.availableParallelism())));
 const OUT = opt('out', '');
 const ONLY = opt('only', '');
-const GAP_MS = Number(opt('gap-ms', '10'));
+const BLOCK = Number(opt('block', '0'));
+const GAP_MS = Number(opt('gap-ms', BLOCK > 0 ? '300' : '10'));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dist = process.env.KILN_DIST;
 if (!dist) throw new Error('KILN_DIST must point at Kiln\'s dist directory');
@@ -212,12 +216,27 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(ref[i] - got[i]));
   const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
   const reps = big ? Math.min(REPS, 10) : REPS;
-  for (let r = 0; r < reps + 5; r++) {
-    for (const [k, f] of Object.entries(variants)) {
-      if (GAP_MS > 0) await sleep(GAP_MS);
-      const t0 = performance.now();
-      await f();
-      if (r >= 5) times[k].push(performance.now() - t0);
+  if (BLOCK > 0) {
+    // Blocks: per engine, an idle gap, one untimed call, then BLOCK timed calls back to back.
+    for (let done = 0; done < reps; done += BLOCK) {
+      for (const [k, f] of Object.entries(variants)) {
+        if (GAP_MS > 0) await sleep(GAP_MS);
+        await f();
+        for (let i = 0; i < Math.min(BLOCK, reps - done); i++) {
+          const t0 = performance.now();
+          await f();
+          times[k].push(performance.now() - t0);
+        }
+      }
+    }
+  } else {
+    for (let r = 0; r < reps + 5; r++) {
+      for (const [k, f] of Object.entries(variants)) {
+        if (GAP_MS > 0) await sleep(GAP_MS);
+        const t0 = performance.now();
+        await f();
+        if (r >= 5) times[k].push(performance.now() - t0);
+      }
     }
   }
   for (const [k, ts] of Object.entries(times)) {
@@ -229,8 +248,8 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   w.dispose();
 }
 const load = os.loadavg().map((x) => x.toFixed(2)).join(' ');
-console.log(`threads ${THREADS}; reps ${REPS}; gap ${GAP_MS} ms; load average after ${load}`);
+console.log(`threads ${THREADS}; reps ${REPS}; gap ${GAP_MS} ms; ${BLOCK > 0 ? `blocks of ${BLOCK}` : 'rep by rep'}; load average after ${load}`);
 if (OUT) {
-  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), threads: THREADS, reps: REPS, gapMs: GAP_MS, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
+  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), threads: THREADS, reps: REPS, gapMs: GAP_MS, block: BLOCK, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
   console.log(`wrote ${OUT}`);
 }

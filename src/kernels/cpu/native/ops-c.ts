@@ -11,7 +11,9 @@
  * - Reductions (softmax, norms) accumulate in float64 per row, as the JS kernels do, so results
  *   agree with them to float32 rounding; attention accumulates in float32 with an online softmax.
  * - Work is shared over OpenMP threads by rows / chunks once a call is large enough to pay for a
- *   parallel region (PAR_MIN elements: a region costs a few microseconds, ~10 K elements of work).
+ *   parallel region (PAR_MIN elements: a region's closing barrier waits for every worker to be
+ *   scheduled, microseconds when idle but up to milliseconds on a shared machine; 128 K elements
+ *   is ~50-100 us of single-thread work). Attention runs on the work-sharing pool (pool-c.ts).
  */
 import { C_HELPERS, C_MATH } from './c-math.js';
 import { POOL_C_SOURCE } from './pool-c.js';
@@ -36,7 +38,7 @@ export const OPS_C_SOURCE = String.raw`
 #include <omp.h>
 #endif
 ${POOL_C_SOURCE}${C_MATH}${C_HELPERS}
-#define PAR_MIN 32768
+#define PAR_MIN 131072
 #define CHUNK 4096
 #define MAXR ${ELEMENTWISE_MAX_RANK}
 
