@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { cpuPath, nativeGemmCalls, probeToolchain, setCpuPath, sgemm, type GemmAct } from '../src/kernels/cpu/native/index.js';
+import { cpuPath, loadGemmLibrary, nativeGemm, nativeGemmCalls, probeToolchain, setCpuPath, sgemm, type GemmAct } from '../src/kernels/cpu/native/index.js';
+import { gemmCSource } from '../src/kernels/cpu/native/gemm-c.js';
 import { refMatmul } from './helpers/linalg-ref.js';
 import { assertClose } from './helpers/assert.js';
 import { rand, rng } from './helpers/make.js';
@@ -194,4 +195,25 @@ for (const path of ['native', 'wasm', 'js'] as const) {
 test('native sgemm: a deep K narrows the packed panel (K = 70000 x N = 300)', { skip }, () => {
   // K * N exceeds the 16 M-float packing cap only when N > 239; 300 columns take two panels.
   runCase({ m: 3, n: 300, k: 70000, la: 'row', lb: 'col' }, 40);
+});
+
+test('native sgemm: the base GEMM and a GEMM variant share the process-wide thread pool', { skip }, () => {
+  // Each object finds kiln_pool_run_shared (pool.ts loads it with RTLD_GLOBAL) instead of starting
+  // its own workers; a variant with a generated epilogue is a separate shared object.
+  assert.equal(nativeGemm().poolShared(), true);
+  const variant = loadGemmLibrary(gemmCSource('static inline void kiln_epi(int64_t w, float *restrict c, const float *restrict e0, const float *restrict e1, const float *restrict e2, const float *restrict e3) {\n  (void)e0; (void)e1; (void)e2; (void)e3;\n  for (int64_t j = 0; j < w; j++) c[j] = c[j] * 2.0f;\n}'));
+  assert.equal(variant.poolShared(), true);
+  // And the variant's jobs run correctly on it: C = 2 * (A . B) over a product big enough for 2 threads.
+  const [m, n, k] = [64, 96, 300];
+  const A = matrix(m, k, 50, 'row');
+  const B = matrix(k, n, 51, 'col');
+  const C = new Float32Array(m * n);
+  variant.sgemm(m, n, k, 1, A, B, 0, { data: C, offset: 0, stride: 1, ldc: n }, { threads: 2 });
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let p = 0; p < k; p++) s += A.at(i, p) * B.at(p, j);
+      assert.ok(Math.abs(C[i * n + j]! - 2 * s) <= 1e-4 * (1 + Math.abs(s)), `C[${i}, ${j}] = ${C[i * n + j]}, expected ${2 * s}`);
+    }
+  }
 });

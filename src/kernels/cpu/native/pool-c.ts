@@ -17,6 +17,12 @@
  *   open and stays alive until `active` drops, changed means it backs out without touching it;
  * - close: the caller bumps seq (late workers back out), then waits for `active` to reach 0.
  * Workers are started on first use, up to the largest thread count asked (at most POOL_MAX).
+ *
+ * One pool per process: every object that includes this source (the base GEMM, each compiled GEMM
+ * variant, the ops library) first looks up \`kiln_pool_run_shared\`, exported by a tiny object that
+ * pool.ts loads with RTLD_GLOBAL, and runs its jobs there; with a pool per object, a compiled
+ * block's three GEMM variants and attention each woke their own sleeping worker. Without the
+ * shared object (it failed to build or load) each object uses its own copy of the pool.
  */
 
 export const POOL_C_SOURCE = String.raw`
@@ -24,6 +30,7 @@ export const POOL_C_SOURCE = String.raw`
 #include <stdatomic.h>
 #include <time.h>
 #include <sched.h>
+#include <dlfcn.h>
 
 #define POOL_MAX 64
 /* How long a worker spins for the next job before sleeping: long enough to catch the next GEMM of
@@ -102,7 +109,7 @@ static void *pool_worker(void *arg) {
 }
 
 /* Runs fn(ctx, 0 .. nitems) on the calling thread and up to nthreads - 1 pool workers. */
-static void pool_run(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
+static void pool_run_local(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
   if (nthreads > POOL_MAX) nthreads = POOL_MAX;
   int32_t expect = 0;
   if (nthreads <= 1 || nitems <= 1 || !atomic_compare_exchange_strong(&pool_busy, &expect, 1)) {
@@ -136,5 +143,49 @@ static void pool_run(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int
     if ((++n & 1023) == 0) sched_yield();
   }
   atomic_store(&pool_busy, 0);
+}
+
+#ifndef KILN_POOL_OBJECT
+typedef void (*pool_run_fn)(void (*)(void *, int64_t), void *, int64_t, int32_t);
+static pool_run_fn pool_shared = 0;
+static _Atomic int pool_looked = 0;
+
+/* The process-wide pool when its object is loaded (RTLD_DEFAULT is the null handle on glibc). */
+static void pool_lookup(void) {
+  if (atomic_load(&pool_looked)) return;
+#ifdef RTLD_DEFAULT
+  pool_shared = (pool_run_fn)dlsym(RTLD_DEFAULT, "kiln_pool_run_shared");
+#else
+  pool_shared = (pool_run_fn)dlsym((void *)0, "kiln_pool_run_shared");
+#endif
+  atomic_store(&pool_looked, 1);
+}
+
+static void pool_run(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
+  if (nthreads <= 1 || nitems <= 1) {
+    for (int64_t it = 0; it < nitems; it++) fn(ctx, it);
+    return;
+  }
+  pool_lookup();
+  if (pool_shared) pool_shared(fn, ctx, nitems, nthreads);
+  else pool_run_local(fn, ctx, nitems, nthreads);
+}
+
+/* Whether this object runs its jobs on the process-wide pool (for tests and kiln info). */
+int32_t kiln_pool_is_shared(void) {
+  pool_lookup();
+  return pool_shared != 0;
+}
+#endif
+`;
+
+/** The process-wide pool object (pool.ts loads it with RTLD_GLOBAL): exports only the run entry. */
+export const POOL_SHARED_SOURCE = String.raw`
+#include <stdint.h>
+#include <stdlib.h>
+#define KILN_POOL_OBJECT 1
+${POOL_C_SOURCE}
+void kiln_pool_run_shared(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
+  pool_run_local(fn, ctx, nitems, nthreads);
 }
 `;
