@@ -1,16 +1,24 @@
 /**
- * Kiln vs onnxruntime-node on the model workloads mlp-64x512 and conv-stack (CPU sizes), side by
- * side in one process. Runs in the peers directory that scripts/bench-cpu-peers.sh fills (bare
+ * Kiln vs onnxruntime-node on the workloads mlp-64x512, transformer-block, conv-stack and
+ * elementwise-4096 (CPU sizes), side by side in one process. Runs in the peers directory that scripts/bench-cpu-peers.sh fills (bare
  * imports resolve to its node_modules; Kiln from $KILN_DIST):
  *
  *   KILN_DIST=<kiln>/dist node bench-cpu-ort-models.mjs [--reps 30] [--threads 2] [--out file.json]
+ *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5]
  *
  * The ONNX graphs are encoded here from the very weights Kiln's workload builder draws (so the max
  * |difference| between the engines is a correctness check): mlp = Gemm(transB) -> GELU(erf, as
  * Div/Erf/Add/Mul/Mul: opset 17 has no Gelu op) -> Gemm; conv-stack = Conv(7x7, s2, p3) ->
  * BatchNormalization -> Relu -> Conv(3x3, p1) -> BatchNormalization -> Relu on NCHW input
  * (onnxruntime picks its own internal layout). Kiln runs eager and kiln.compile on its native path.
- * Engines alternate rep by rep; medians are reported.
+ * Engines alternate rep by rep, with an idle gap (--gap-ms, default 10) before each call:
+ * onnxruntime's intra-op workers keep spinning for a few milliseconds after a run (measured: ~1.2
+ * cores busy for 2 ms, ~0.3 over 10 ms), so without the gap the engine that runs next shares its
+ * two cores with that spinner (Kiln's OpenMP workers sleep at once, so the harm was one-sided);
+ * medians are reported. The spinning actually lasts ~30-45 ms (process ~1 core busy 10 ms after a
+ * run, 0.64 over 50 ms, 0.23 over 200 ms), so `--block N` measures steady state without it: per
+ * engine an idle gap (default then 300 ms), one untimed call, N timed calls back to back, engines
+ * alternating block by block.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,6 +33,10 @@ const opt = (name, dflt) => {
 const REPS = Number(opt('reps', '30'));
 const THREADS = Number(opt('threads', String(os.availableParallelism())));
 const OUT = opt('out', '');
+const ONLY = opt('only', '');
+const BLOCK = Number(opt('block', '0'));
+const GAP_MS = Number(opt('gap-ms', BLOCK > 0 ? '300' : '10'));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dist = process.env.KILN_DIST;
 if (!dist) throw new Error('KILN_DIST must point at Kiln\'s dist directory');
 const kiln = await import(path.join(dist, 'src/index.js'));
@@ -59,9 +71,10 @@ function valueInfo(name, shape) {
   return [...strField(1, name), ...bytesField(2, bytesField(1, [...intField(1, 1), ...bytesField(2, dims)]))];
 }
 /** TensorProto: dims (1), data_type float (2), name (8), raw_data (9). */
-function initializer(name, shape, values) {
-  const raw = Buffer.from(Float32Array.from(values).buffer);
-  return [...shape.flatMap((d) => intField(1, d)), ...intField(2, 1), ...strField(8, name), ...bytesField(9, [...raw])];
+function initializer(name, shape, values, dtype = 'float32') {
+  const int = dtype === 'int64';
+  const raw = Buffer.from((int ? BigInt64Array.from(values, (v) => BigInt(v)) : Float32Array.from(values)).buffer);
+  return [...shape.flatMap((d) => intField(1, d)), ...intField(2, int ? 7 : 1), ...strField(8, name), ...bytesField(9, [...raw])];
 }
 /** AttributeProto: name (1), type (20); ints (8) or i (3) or f (2). */
 const attrInts = (name, xs) => [...strField(1, name), ...xs.flatMap((x) => intField(8, x)), ...intField(20, 7)];
@@ -82,20 +95,80 @@ function model(nodes, input, inShape, output, outShape, inits) {
 }
 const vals = (t) => t.toFlatArray();
 
-function mlpModel(w) {
-  const m = w.module;
-  const [rows, f] = w.inputs[0].shape;
+/** Gemm(transB) -> GELU(erf) -> Gemm(transB) from `input` to `output`; names prefixed with `p`. */
+function mlpNodes(m, input, output, p = '') {
   const inits = [
-    ['w1', [...m.fc1.weight.shape], vals(m.fc1.weight)], ['b1', [...m.fc1.bias.shape], vals(m.fc1.bias)],
-    ['w2', [...m.fc2.weight.shape], vals(m.fc2.weight)], ['b2', [...m.fc2.bias.shape], vals(m.fc2.bias)],
-    ['sqrt2', [], [Math.SQRT2]], ['one', [], [1]], ['half', [], [0.5]],
+    [`${p}w1`, [...m.fc1.weight.shape], vals(m.fc1.weight)], [`${p}b1`, [...m.fc1.bias.shape], vals(m.fc1.bias)],
+    [`${p}w2`, [...m.fc2.weight.shape], vals(m.fc2.weight)], [`${p}b2`, [...m.fc2.bias.shape], vals(m.fc2.bias)],
+    [`${p}sqrt2`, [], [Math.SQRT2]], [`${p}one`, [], [1]], [`${p}half`, [], [0.5]],
   ];
   const nodes = [
-    node('Gemm', ['x', 'w1', 'b1'], ['h'], [attrInt('transB', 1)]),
-    node('Div', ['h', 'sqrt2'], ['h1']), node('Erf', ['h1'], ['h2']), node('Add', ['h2', 'one'], ['h3']), node('Mul', ['h', 'h3'], ['h4']), node('Mul', ['h4', 'half'], ['g']),
-    node('Gemm', ['g', 'w2', 'b2'], ['y'], [attrInt('transB', 1)]),
+    node('Gemm', [input, `${p}w1`, `${p}b1`], [`${p}h`], [attrInt('transB', 1)]),
+    node('Div', [`${p}h`, `${p}sqrt2`], [`${p}h1`]), node('Erf', [`${p}h1`], [`${p}h2`]), node('Add', [`${p}h2`, `${p}one`], [`${p}h3`]),
+    node('Mul', [`${p}h`, `${p}h3`], [`${p}h4`]), node('Mul', [`${p}h4`, `${p}half`], [`${p}g`]),
+    node('Gemm', [`${p}g`, `${p}w2`, `${p}b2`], [output], [attrInt('transB', 1)]),
   ];
+  return { nodes, inits };
+}
+
+function mlpModel(w) {
+  const [rows, f] = w.inputs[0].shape;
+  const { nodes, inits } = mlpNodes(w.module, 'x', 'y');
   return model(nodes, 'x', [rows, f], 'y', [rows, f], inits);
+}
+
+/** The pre-LN block of workloads.ts on x [B, T, C] (Gemm needs 2-D operands: the block runs on [B*T, C]). */
+function blockModel(w) {
+  const m = w.module;
+  const [B, T, C] = w.inputs[0].shape;
+  const H = m.heads;
+  const D = C / H;
+  const mask = new Float32Array(T * T);
+  for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) mask[i * T + j] = -Infinity;
+  const mlp = mlpNodes(m.mlp, 'n2', 'mo', 'mlp_');
+  const inits = [
+    ['ln1w', [C], vals(m.ln1.weight)], ['ln1b', [C], vals(m.ln1.bias)], ['ln2w', [C], vals(m.ln2.weight)], ['ln2b', [C], vals(m.ln2.bias)],
+    ['wqkv', [...m.qkv.weight.shape], vals(m.qkv.weight)], ['bqkv', [3 * C], vals(m.qkv.bias)],
+    ['wo', [...m.proj.weight.shape], vals(m.proj.weight)], ['bo', [C], vals(m.proj.bias)],
+    ['rows', [2], [B * T, C], 'int64'], ['heads5', [5], [B, T, 3, H, D], 'int64'], ['back3', [3], [B, T, C], 'int64'], ['zero', [1], [0], 'int64'],
+    ['scale', [], [1 / Math.sqrt(D)]], ['mask', [T, T], mask],
+    ...mlp.inits,
+  ];
+  const nodes = [
+    node('Reshape', ['x', 'rows'], ['x2']),
+    node('LayerNormalization', ['x2', 'ln1w', 'ln1b'], ['n1'], [attrFloat('epsilon', m.ln1.eps)]),
+    node('Gemm', ['n1', 'wqkv', 'bqkv'], ['qkv'], [attrInt('transB', 1)]),
+    node('Reshape', ['qkv', 'heads5'], ['qkv5']),
+    node('Transpose', ['qkv5'], ['qkvT'], [attrInts('perm', [2, 0, 3, 1, 4])]),
+    node('Split', ['qkvT'], ['q1', 'k1', 'v1'], [attrInt('axis', 0)]),
+    node('Squeeze', ['q1', 'zero'], ['q']), node('Squeeze', ['k1', 'zero'], ['k']), node('Squeeze', ['v1', 'zero'], ['v']),
+    node('Transpose', ['k'], ['kT'], [attrInts('perm', [0, 1, 3, 2])]),
+    node('MatMul', ['q', 'kT'], ['s0']), node('Mul', ['s0', 'scale'], ['s1']), node('Add', ['s1', 'mask'], ['s2']),
+    node('Softmax', ['s2'], ['pr'], [attrInt('axis', 3)]),
+    node('MatMul', ['pr', 'v'], ['o']),
+    node('Transpose', ['o'], ['oT'], [attrInts('perm', [0, 2, 1, 3])]),
+    node('Reshape', ['oT', 'rows'], ['o2']),
+    node('Gemm', ['o2', 'wo', 'bo'], ['pj'], [attrInt('transB', 1)]),
+    node('Add', ['x2', 'pj'], ['h']),
+    node('LayerNormalization', ['h', 'ln2w', 'ln2b'], ['n2'], [attrFloat('epsilon', m.ln2.eps)]),
+    ...mlp.nodes,
+    node('Add', ['h', 'mo'], ['y2']),
+    node('Reshape', ['y2', 'back3'], ['y']),
+  ];
+  return model(nodes, 'x', [B, T, C], 'y', [B, T, C], inits);
+}
+
+/** The guide's elementwise chain on x [n, n] (as scripts/bench-cpu-peers.mjs encodes it). */
+function elementwiseModel(w) {
+  const shape = [...w.inputs[0].shape];
+  const inits = [['k1_5', [], [1.5]], ['k0_5', [], [0.5]], ['k0_1', [], [0.1]], ['k2', [], [2]], ['k1', [], [1]]];
+  const nodes = [
+    node('Mul', ['x', 'k1_5'], ['t0']), node('Add', ['t0', 'k0_5'], ['t1']), node('Relu', ['t1'], ['t2']), node('Sigmoid', ['x'], ['t3']),
+    node('Mul', ['t2', 't3'], ['t4']), node('Mul', ['x', 'k0_5'], ['t5']), node('Tanh', ['t5'], ['t6']), node('Add', ['t4', 't6'], ['t7']),
+    node('Mul', ['x', 'x'], ['t8']), node('Neg', ['t8'], ['t9']), node('Exp', ['t9'], ['t10']), node('Mul', ['t10', 'k0_1'], ['t11']),
+    node('Sub', ['t7', 't11'], ['t12']), node('Mul', ['t12', 'k2'], ['t13']), node('Sub', ['t13', 'k1'], ['y']),
+  ];
+  return model(nodes, 'x', shape, 'y', shape, inits);
 }
 
 function convModel(w) {
@@ -123,14 +196,17 @@ const median = (xs) => {
 native.setCpuPath('native');
 native.setNativeThreads(THREADS);
 const rows = [];
-for (const [name, build] of [['mlp-64x512', mlpModel], ['conv-stack', convModel]]) {
+const MODELS = [['mlp-64x512', mlpModel], ['transformer-block', blockModel], ['conv-stack', convModel], ['elementwise-4096', elementwiseModel]];
+for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(',').includes(n))) {
   const w = WORKLOADS.find((x) => x.name === name).build({ size: 'cpu' });
   const sess = await ort.InferenceSession.create(build(w), { executionProviders: ['cpu'], intraOpNumThreads: THREADS, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
   const xin = w.inputs[0];
   const feed = { x: new ort.Tensor('float32', Float32Array.from(kiln.contiguous(xin).toFlatArray()), [...xin.shape]) };
   const compiled = kiln.compile(w.forward, { name });
+  // elementwise-4096 eagerly is ~15 single-op passes over 64 MiB: seconds per rep, and not the question.
+  const big = name === 'elementwise-4096';
   const variants = {
-    'kiln eager': () => kiln.scope(() => void w.run()),
+    ...(big ? {} : { 'kiln eager': () => kiln.scope(() => void w.run()) }),
     'kiln compiled': () => kiln.scope(() => void kiln.noGrad(() => compiled(...w.inputs))),
     'onnxruntime-node': async () => void (await sess.run(feed)),
   };
@@ -139,11 +215,28 @@ for (const [name, build] of [['mlp-64x512', mlpModel], ['conv-stack', convModel]
   let diff = 0;
   for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(ref[i] - got[i]));
   const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
-  for (let r = 0; r < REPS + 5; r++) {
-    for (const [k, f] of Object.entries(variants)) {
-      const t0 = performance.now();
-      await f();
-      if (r >= 5) times[k].push(performance.now() - t0);
+  const reps = big ? Math.min(REPS, 10) : REPS;
+  if (BLOCK > 0) {
+    // Blocks: per engine, an idle gap, one untimed call, then BLOCK timed calls back to back.
+    for (let done = 0; done < reps; done += BLOCK) {
+      for (const [k, f] of Object.entries(variants)) {
+        if (GAP_MS > 0) await sleep(GAP_MS);
+        await f();
+        for (let i = 0; i < Math.min(BLOCK, reps - done); i++) {
+          const t0 = performance.now();
+          await f();
+          times[k].push(performance.now() - t0);
+        }
+      }
+    }
+  } else {
+    for (let r = 0; r < reps + 5; r++) {
+      for (const [k, f] of Object.entries(variants)) {
+        if (GAP_MS > 0) await sleep(GAP_MS);
+        const t0 = performance.now();
+        await f();
+        if (r >= 5) times[k].push(performance.now() - t0);
+      }
     }
   }
   for (const [k, ts] of Object.entries(times)) {
@@ -155,8 +248,8 @@ for (const [name, build] of [['mlp-64x512', mlpModel], ['conv-stack', convModel]
   w.dispose();
 }
 const load = os.loadavg().map((x) => x.toFixed(2)).join(' ');
-console.log(`threads ${THREADS}; reps ${REPS}; load average after ${load}`);
+console.log(`threads ${THREADS}; reps ${REPS}; gap ${GAP_MS} ms; ${BLOCK > 0 ? `blocks of ${BLOCK}` : 'rep by rep'}; load average after ${load}`);
 if (OUT) {
-  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), threads: THREADS, reps: REPS, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
+  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), threads: THREADS, reps: REPS, gapMs: GAP_MS, block: BLOCK, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
   console.log(`wrote ${OUT}`);
 }

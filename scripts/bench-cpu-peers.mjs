@@ -7,7 +7,9 @@
  * Engines: Kiln native path (eager matmul, compiled elementwise), Kiln wasm path, onnxruntime-node
  * (CPU EP, intra-op threads = --threads, ONNX models encoded here), tfjs on its wasm backend, and
  * jax-js (wasm device; jit for elementwise). All variants run interleaved, rep by rep, so machine
- * load hits them alike; each reports the median wall time, and the max |difference| from Kiln's
+ * load hits them alike, with an idle gap before each call (--gap-ms, default 10: onnxruntime's
+ * workers spin for a few milliseconds after a run and would share the cores with whatever runs
+ * next, see bench-cpu-ort-models.mjs); each reports the median wall time, and the max |difference| from Kiln's
  * float64-checked eager result (native path) so a fast wrong answer shows. An engine that fails to
  * load or run is recorded with its error instead of stopping the run.
  */
@@ -24,6 +26,8 @@ const opt = (name, dflt) => {
 const REPS = Number(opt('reps', '15'));
 const THREADS = Number(opt('threads', String(os.availableParallelism())));
 const OUT = opt('out', '');
+const GAP_MS = Number(opt('gap-ms', '10'));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const N = 1024;
 const dist = process.env.KILN_DIST;
 if (!dist) throw new Error('KILN_DIST must point at Kiln\'s dist directory (scripts/bench-cpu-peers.sh sets it)');
@@ -223,6 +227,7 @@ for (const w of workloads) {
   for (let r = 0; r < REPS; r++) {
     for (const v of vs) {
       if (v.error) continue;
+      if (GAP_MS > 0) await sleep(GAP_MS);
       const t0 = performance.now();
       await v.run(false);
       v.times.push(performance.now() - t0);
@@ -237,10 +242,10 @@ for (const w of workloads) {
   }
 }
 const load1 = os.loadavg();
-console.log(`threads ${THREADS}; load average before ${load0.map((x) => x.toFixed(2)).join(' ')}, after ${load1.map((x) => x.toFixed(2)).join(' ')}`);
+console.log(`threads ${THREADS}; gap ${GAP_MS} ms; load average before ${load0.map((x) => x.toFixed(2)).join(' ')}, after ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 if (OUT) {
   const versions = Object.fromEntries(engines.filter((e) => e.version).map((e) => [e.name, e.version]));
-  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), reps: REPS, threads: THREADS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), loadavgBefore: load0, loadavgAfter: load1, kilnCpuPath: native.cpuPathInfo(), versions, errors, results }, null, 2)}\n`);
+  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), reps: REPS, threads: THREADS, gapMs: GAP_MS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), loadavgBefore: load0, loadavgAfter: load1, kilnCpuPath: native.cpuPathInfo(), versions, errors, results }, null, 2)}\n`);
   console.log(`wrote ${OUT}`);
 }
 process.exit(0);

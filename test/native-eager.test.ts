@@ -200,6 +200,15 @@ test('native attention: causal and full, grouped-query heads and strided q/k/v v
     const got = calls(1, () => kiln.scaledDotProductAttention(qv, kv, vv, null, 0, true, 0.3), 'attention on views');
     const ref = refAttention(inp(kiln.contiguous(qv)), inp(kiln.contiguous(kv)), inp(kiln.contiguous(vv)), { causal: true, scale: 0.3 });
     near(got.toFlatArray(), ref.values, 2e-6, 2e-5, 'attention on views');
+    // Longer keys than queries and a value width unlike the key width (EV 40: two 16-wide
+    // register blocks and a scalar tail; L 37: a partial 4-row block).
+    for (const causal of [true, false]) {
+      const q2 = rand([1, 2, 37, 32], 26);
+      const k2 = rand([1, 1, 45, 32], 27);
+      const v2 = rand([1, 1, 45, 40], 28);
+      const got = calls(1, () => kiln.scaledDotProductAttention(q2, k2, v2, null, 0, causal, null, true), `attention L != S causal=${causal}`);
+      near(got.toFlatArray(), refAttention(inp(q2), inp(k2), inp(v2), { causal }).values, 2e-6, 2e-5, `attention L != S causal=${causal}`);
+    }
     // A mask keeps the JS kernel.
     const kf = rand([B, H, S, E], 25);
     calls(0, () => kiln.scaledDotProductAttention(q, kf, kf, kiln.zeros([L, S]), 0, false), 'masked');

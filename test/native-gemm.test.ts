@@ -1,13 +1,15 @@
 /**
  * The native float32 GEMM (kernels/cpu/native) against float64 reference loops written here: odd
- * shapes across every block edge (MR 6, NR 16, MC 144, KC 256), transposed and strided operands,
- * alpha/beta, bias + activation epilogues, k = 0, 1 vs 2 threads; and the eager ops (matmul, bmm,
- * linear, addmm) on each forced CPU path. Skips with the reason where no C compiler works.
+ * shapes across every block edge (MR 6, NR 16, MC 192, KC 512), transposed and strided operands
+ * (a row-major A with few row blocks is read in place, others packed), alpha/beta, bias +
+ * activation epilogues, k = 0, 1 vs 2 threads; and the eager ops (matmul, bmm, linear, addmm)
+ * on each forced CPU path. Skips with the reason where no C compiler works.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { cpuPath, nativeGemmCalls, probeToolchain, setCpuPath, sgemm, type GemmAct } from '../src/kernels/cpu/native/index.js';
+import { cpuPath, loadGemmLibrary, nativeGemm, nativeGemmCalls, probeToolchain, setCpuPath, sgemm, type GemmAct } from '../src/kernels/cpu/native/index.js';
+import { gemmCSource } from '../src/kernels/cpu/native/gemm-c.js';
 import { refMatmul } from './helpers/linalg-ref.js';
 import { assertClose } from './helpers/assert.js';
 import { rand, rng } from './helpers/make.js';
@@ -102,7 +104,7 @@ function runCase(c: Case, seed: number): Float32Array {
 }
 
 test('native sgemm: odd shapes across tile and block edges, every operand layout', { skip }, () => {
-  const shapes = [[1, 1, 1], [7, 13, 5], [6, 16, 256], [13, 33, 257], [97, 83, 301], [150, 40, 70], [5, 300, 260]] as const;
+  const shapes = [[1, 1, 1], [7, 13, 5], [6, 16, 512], [13, 33, 513], [97, 83, 301], [150, 40, 70], [5, 300, 260], [200, 20, 1030]] as const;
   let seed = 1;
   for (const [m, n, k] of shapes) {
     for (const la of ['row', 'col', 'padded'] as const) {
@@ -126,7 +128,7 @@ test('native sgemm: bias and activation epilogues (relu, gelu erf, gelu tanh)', 
 });
 
 test('native sgemm: 1 and 2 threads give identical results (row and column splits)', { skip }, () => {
-  for (const [m, n, k] of [[300, 200, 300], [4, 1000, 400]] as const) {
+  for (const [m, n, k] of [[300, 200, 300], [4, 1000, 400], [400, 70, 700]] as const) {
     const c1 = runCase({ m, n, k, la: 'row', lb: 'row', threads: 1, bias: true, act: 'gelu' }, 30);
     const c2 = runCase({ m, n, k, la: 'row', lb: 'row', threads: 2, bias: true, act: 'gelu' }, 30);
     // Each element sums the same terms in the same order whatever the partition.
@@ -193,4 +195,25 @@ for (const path of ['native', 'wasm', 'js'] as const) {
 test('native sgemm: a deep K narrows the packed panel (K = 70000 x N = 300)', { skip }, () => {
   // K * N exceeds the 16 M-float packing cap only when N > 239; 300 columns take two panels.
   runCase({ m: 3, n: 300, k: 70000, la: 'row', lb: 'col' }, 40);
+});
+
+test('native sgemm: the base GEMM and a GEMM variant share the process-wide thread pool', { skip }, () => {
+  // Each object finds kiln_pool_run_shared (pool.ts loads it with RTLD_GLOBAL) instead of starting
+  // its own workers; a variant with a generated epilogue is a separate shared object.
+  assert.equal(nativeGemm().poolShared(), true);
+  const variant = loadGemmLibrary(gemmCSource('static inline void kiln_epi(int64_t w, float *restrict c, const float *restrict e0, const float *restrict e1, const float *restrict e2, const float *restrict e3) {\n  (void)e0; (void)e1; (void)e2; (void)e3;\n  for (int64_t j = 0; j < w; j++) c[j] = c[j] * 2.0f;\n}'));
+  assert.equal(variant.poolShared(), true);
+  // And the variant's jobs run correctly on it: C = 2 * (A . B) over a product big enough for 2 threads.
+  const [m, n, k] = [64, 96, 300];
+  const A = matrix(m, k, 50, 'row');
+  const B = matrix(k, n, 51, 'col');
+  const C = new Float32Array(m * n);
+  variant.sgemm(m, n, k, 1, A, B, 0, { data: C, offset: 0, stride: 1, ldc: n }, { threads: 2 });
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let p = 0; p < k; p++) s += A.at(i, p) * B.at(p, j);
+      assert.ok(Math.abs(C[i * n + j]! - 2 * s) <= 1e-4 * (1 + Math.abs(s)), `C[${i}, ${j}] = ${C[i * n + j]}, expected ${2 * s}`);
+    }
+  }
 });

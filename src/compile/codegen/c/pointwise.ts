@@ -28,8 +28,13 @@ import { C_HELPERS, C_MATH } from '../../../kernels/cpu/native/c-math.js';
 export const C_CHUNK = 512;
 /** Iteration spaces of higher rank (after coalescing) run the JS kernel. */
 export const C_MAX_RANK = 8;
-/** Below this many elements one thread does the work (a parallel region costs microseconds). */
-const PARALLEL_MIN = 1 << 16;
+/**
+ * Below this many elements one thread does the work. An OpenMP region ends in a barrier that waits
+ * for every worker to be scheduled: microseconds on an idle machine, up to milliseconds on a shared
+ * one, while a 64 K-element layer norm or residual add (the transformer block's) takes ~20-40 us on
+ * one thread. From 128 K elements (512 KiB, beyond L2) the second core pays for the risk.
+ */
+const PARALLEL_MIN = 1 << 17;
 
 export interface NativePointwise {
   /** The complete C translation unit. */

@@ -21,8 +21,13 @@ import { type LNode, type Lowered, nodeInputs } from '../../lower/lower.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { C_MAX_RANK, nodeExpr, num, type NativePointwise } from './pointwise.js';
 
-/** Below this many elements per call one thread does the work (a parallel region costs microseconds). */
-const PARALLEL_MIN = 1 << 15;
+/**
+ * Below this many elements one thread does the work. An OpenMP region ends in a barrier that waits
+ * for every worker to be scheduled: microseconds on an idle machine, up to milliseconds on a shared
+ * one, while a 64 K-element layer norm or residual add (the transformer block's) takes ~20-40 us on
+ * one thread. From 128 K elements (512 KiB, beyond L2) the second core pays for the risk.
+ */
+const PARALLEL_MIN = 1 << 17;
 
 const v = (id: ValueId): string => `v${id}`;
 

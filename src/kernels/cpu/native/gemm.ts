@@ -8,6 +8,7 @@
 import { loadLibrary, type NativeFn } from './koffi.js';
 import { GEMM_C_SOURCE, GEMM_EPI_MAX } from './gemm-c.js';
 import { buildSharedObjectSync } from './so-cache.js';
+import { ensureSharedPool } from './pool.js';
 import { nativeThreads } from './threads.js';
 import { probeToolchain } from './toolchain.js';
 
@@ -78,9 +79,12 @@ export class GemmLibrary {
   private readonly sizeFn: NativeFn;
   private readonly convFn: NativeFn;
   private readonly alignFn: NativeFn;
+  private readonly poolFn: NativeFn;
 
   constructor(file: string) {
+    ensureSharedPool();
     const lib = loadLibrary(file);
+    this.poolFn = lib.func('int32_t kiln_pool_is_shared(void)');
     const epi = Array.from({ length: GEMM_EPI_MAX }, (_, q) => `void *e${q}, int64_t e${q}o, int64_t e${q}l`).join(', ');
     this.gemm = lib.func(
       `int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha, void *A, int64_t ao, int64_t ars, int64_t acs, void *B, int64_t bo, int64_t brs, int64_t bcs, void *PB, int64_t pbo, float beta, void *C, int64_t co, int64_t ldc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
@@ -91,6 +95,11 @@ export class GemmLibrary {
     this.convFn = lib.func(
       `int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, void *x, int64_t xo, int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc, int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t OH, int64_t OW, void *PB, int64_t pbo, void *out, int64_t oo, int64_t ldo, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
     );
+  }
+
+  /** Whether this object's threads are the process-wide pool's (pool.ts) rather than its own. */
+  poolShared(): boolean {
+    return (this.poolFn() as number) !== 0;
   }
 
   /** B[k, n] packed for repeated products (kiln_sgemm_packb's layout). */

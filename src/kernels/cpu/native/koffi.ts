@@ -13,7 +13,7 @@ export interface KoffiLib {
 }
 
 interface KoffiModule {
-  load(path: string): KoffiLib;
+  load(path: string, options?: { global?: boolean }): KoffiLib;
 }
 
 let mod: KoffiModule | undefined;
@@ -46,13 +46,13 @@ function defaultOpenMpPolicy(): void {
   if (process.env.OMP_WAIT_POLICY === undefined && process.env.GOMP_SPINCOUNT === undefined) process.env.OMP_WAIT_POLICY = 'PASSIVE';
 }
 
-/** dlopen()s a shared object once per process. */
-export function loadLibrary(file: string): KoffiLib {
+/** dlopen()s a shared object once per process (`global`: RTLD_GLOBAL, its symbols visible to objects loaded later). */
+export function loadLibrary(file: string, options: { global?: boolean } = {}): KoffiLib {
   let lib = libs.get(file);
   if (!lib) {
     defaultOpenMpPolicy();
     try {
-      lib = koffi().load(file);
+      lib = options.global ? koffi().load(file, { global: true }) : koffi().load(file);
     } catch (e) {
       throw new Error(`native cpu path: cannot load shared object ${file}: ${(e as Error).message}`, { cause: e });
     }

@@ -11,9 +11,12 @@
  * - Reductions (softmax, norms) accumulate in float64 per row, as the JS kernels do, so results
  *   agree with them to float32 rounding; attention accumulates in float32 with an online softmax.
  * - Work is shared over OpenMP threads by rows / chunks once a call is large enough to pay for a
- *   parallel region (PAR_MIN elements: a region costs a few microseconds, ~10 K elements of work).
+ *   parallel region (PAR_MIN elements: a region's closing barrier waits for every worker to be
+ *   scheduled, microseconds when idle but up to milliseconds on a shared machine; 128 K elements
+ *   is ~50-100 us of single-thread work). Attention runs on the work-sharing pool (pool-c.ts).
  */
 import { C_HELPERS, C_MATH } from './c-math.js';
+import { POOL_C_SOURCE } from './pool-c.js';
 
 /** Unary op codes of `kiln_unary` (the JS side maps op names to them). */
 export const UNARY_CODES = { relu: 0, gelu: 1, geluTanh: 2, sigmoid: 3, tanh: 4, exp: 5, silu: 6, neg: 7, abs: 8, sqrt: 9, square: 10 } as const;
@@ -34,8 +37,8 @@ export const OPS_C_SOURCE = String.raw`
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-${C_MATH}${C_HELPERS}
-#define PAR_MIN 32768
+${POOL_C_SOURCE}${C_MATH}${C_HELPERS}
+#define PAR_MIN 131072
 #define CHUNK 4096
 #define MAXR ${ELEMENTWISE_MAX_RANK}
 
@@ -189,78 +192,170 @@ void kiln_norm(int32_t rms, int64_t rows, int64_t n, const float *x, int64_t xo,
 /* Scaled dot-product attention, no mask or dropout: out[b, h, i, :] = softmax(q_i . K^T * scale
    (causal: keys j <= i, top-left aligned as torch)) . V for batch x heads items, parallel over
    (b, h). Strides (elements) per tensor: [batch, head, row, col]; kv head = h / group
-   (grouped-query). Per (b, h): K is transposed into a thread-local [E, S] block so a row's scores
-   are E dense axpys over the keys (vectorised), then exp and the weighted sum of V rows (dense
-   axpys over the value dim). A row with no visible key gives NaN, as torch's softmax does. */
+   (grouped-query). A row with no visible key gives NaN, as torch's softmax does.
+   Per (b, h), register-blocked over ATT_R = 4 query rows at a time (each score and each output
+   element sums its terms in the same order as a plain loop, so blocking does not change results):
+   - K is transposed into a thread-local [E, SP] block (SP = S rounded up to 16, zero padded), and
+     the 4 rows' scores for 16 keys at a time are 8 vector accumulators over e (2 loads of K, 4
+     broadcasts of the pre-scaled q per step: the unblocked loop loaded and stored the score row
+     at every FMA and ran at ~7 GFLOP/s).
+   - softmax per row over its visible keys; the block's rows are zeroed up to the longest row.
+   - P . V for 16 value columns at a time: 8 accumulators over the keys (2 loads of a V row,
+     4 broadcasts of P); a value tail narrower than 16 (or a V with non-unit column stride)
+     takes the scalar loop. */
+#define ATT_R 4
+typedef float a8 __attribute__((vector_size(32)));
+typedef float a8u __attribute__((vector_size(32), aligned(4)));
+
+typedef int32_t a8i __attribute__((vector_size(32)));
+
+/* s[0..n) = exp(s - max s) in place; returns their sum. Written with 8-lane vectors: without
+   -ffast-math GCC keeps a float max / sum reduction (and the exp inside it) scalar. A NaN score is
+   skipped by the max (comparisons are false) and then propagates through exp and the sum. */
+static float att_softmax_row(float *restrict s, int64_t n) {
+  int64_t n8 = n / 8 * 8;
+  a8 mv = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  for (int64_t j = 0; j < n8; j += 8) {
+    a8 x = *(const a8u *)(s + j);
+    a8i gt = x > mv;
+    mv = (a8)(((a8i)x & gt) | ((a8i)mv & ~gt));
+  }
+  float m = -INFINITY;
+  for (int q = 0; q < 8; q++) m = mv[q] > m ? mv[q] : m;
+  for (int64_t j = n8; j < n; j++) m = s[j] > m ? s[j] : m;
+  for (int64_t j = 0; j < n; j++) s[j] = k_exp(s[j] - m);
+  a8 sv = {0};
+  for (int64_t j = 0; j < n8; j += 8) sv += *(const a8u *)(s + j);
+  float sum = 0.0f;
+  for (int q = 0; q < 8; q++) sum += sv[q];
+  for (int64_t j = n8; j < n; j++) sum += s[j];
+  return sum;
+}
+
+static void att_block(int64_t nr, const int64_t *len, int64_t lmax, int64_t SP, int64_t E, int64_t EV,
+                      const float *restrict qs, const float *restrict kt, float *restrict sc,
+                      const float *vb, int64_t vss, int64_t vse, float *ob, int64_t osl, int64_t ose) {
+  /* Scores: sc[r * SP + j] = sum_e qs[r * E + e] * kt[e * SP + j], j < lmax rounded up to 16. */
+  for (int64_t j = 0; j < lmax; j += 16) {
+    a8 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0}, s30 = {0}, s31 = {0};
+    const float *kr = kt + j;
+    for (int64_t e = 0; e < E; e++) {
+      a8 k0 = *(const a8u *)(kr + e * SP), k1 = *(const a8u *)(kr + e * SP + 8);
+      float q0 = qs[e], q1 = qs[E + e], q2 = qs[2 * E + e], q3 = qs[3 * E + e];
+      s00 += q0 * k0; s01 += q0 * k1; s10 += q1 * k0; s11 += q1 * k1;
+      s20 += q2 * k0; s21 += q2 * k1; s30 += q3 * k0; s31 += q3 * k1;
+    }
+    *(a8u *)(sc + j) = s00; *(a8u *)(sc + j + 8) = s01;
+    *(a8u *)(sc + SP + j) = s10; *(a8u *)(sc + SP + j + 8) = s11;
+    *(a8u *)(sc + 2 * SP + j) = s20; *(a8u *)(sc + 2 * SP + j + 8) = s21;
+    *(a8u *)(sc + 3 * SP + j) = s30; *(a8u *)(sc + 3 * SP + j + 8) = s31;
+  }
+  for (int64_t r = 0; r < ATT_R; r++) {
+    float *s = sc + r * SP;
+    int64_t n = r < nr ? len[r] : 0;
+    float sum = att_softmax_row(s, n);
+    float inv = n > 0 ? 1.0f / sum : NAN;
+    for (int64_t j = 0; j < n; j++) s[j] *= inv;
+    for (int64_t j = n; j < lmax; j++) s[j] = 0.0f;
+  }
+  /* out[r, e] = sum_j s[r, j] v[j, e] (rows past nr computed on zeros and dropped). */
+  int64_t e0 = 0;
+  if (vse == 1) {
+    for (; e0 + 16 <= EV; e0 += 16) {
+      a8 o00 = {0}, o01 = {0}, o10 = {0}, o11 = {0}, o20 = {0}, o21 = {0}, o30 = {0}, o31 = {0};
+      for (int64_t j = 0; j < lmax; j++) {
+        const float *vr = vb + j * vss + e0;
+        a8 v0 = *(const a8u *)vr, v1 = *(const a8u *)(vr + 8);
+        float p0 = sc[j], p1 = sc[SP + j], p2 = sc[2 * SP + j], p3 = sc[3 * SP + j];
+        o00 += p0 * v0; o01 += p0 * v1; o10 += p1 * v0; o11 += p1 * v1;
+        o20 += p2 * v0; o21 += p2 * v1; o30 += p3 * v0; o31 += p3 * v1;
+      }
+      a8 res[ATT_R][2] = {{o00, o01}, {o10, o11}, {o20, o21}, {o30, o31}};
+      for (int64_t r = 0; r < nr; r++)
+        for (int64_t e = 0; e < 16; e++) ob[r * osl + (e0 + e) * ose] = len[r] > 0 ? res[r][e >> 3][e & 7] : NAN;
+    }
+  }
+  for (int64_t r = 0; r < nr; r++) {
+    const float *s = sc + r * SP;
+    for (int64_t e = e0; e < EV; e++) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < len[r]; j++) acc += s[j] * vb[j * vss + e * vse];
+      ob[r * osl + e * ose] = len[r] > 0 ? acc : NAN;
+    }
+  }
+}
+
+typedef struct {
+  int64_t H, L, S, E, EV, group, SP;
+  int32_t causal;
+  float scale;
+  const float *q, *k, *v;
+  float *o;
+  int64_t qsb, qsh, qsl, qse, ksb, ksh, kss, kse, vsb, vsh, vss, vse, osb, osh, osl, ose;
+  _Atomic int failed;
+} att_ctx;
+
+static _Thread_local float *att_buf = 0;
+static _Thread_local int64_t att_buf_len = 0;
+
+/* One (batch, head) item: K^T into the thread's buffer, then the query rows ATT_R at a time. */
+static void att_item(void *vctx, int64_t bh) {
+  att_ctx *c = (att_ctx *)vctx;
+  const int64_t E = c->E, S = c->S, SP = c->SP, L = c->L;
+  int64_t need = E * SP + ATT_R * SP + ATT_R * E + 16;
+  if (att_buf_len < need) {
+    free(att_buf);
+    att_buf = (float *)malloc(sizeof(float) * (size_t)need);
+    att_buf_len = att_buf ? need : 0;
+  }
+  float *kt = att_buf;
+  if (!kt) { atomic_store(&c->failed, 1); return; }
+  int64_t b = bh / c->H, h = bh % c->H, hk = h / c->group;
+  const float *kb = c->k + b * c->ksb + hk * c->ksh, *vb = c->v + b * c->vsb + hk * c->vsh;
+  const float *qb = c->q + b * c->qsb + h * c->qsh;
+  float *ob = c->o + b * c->osb + h * c->osh;
+  /* Key-major reads (a key's E values are contiguous in the usual layouts): the e-outer gather,
+     one strided element of every key per e, took a fifth of the kernel's time. */
+  for (int64_t j = 0; j < S; j++) {
+    const float *kr = kb + j * c->kss;
+    if (c->kse == 1) for (int64_t e = 0; e < E; e++) kt[e * SP + j] = kr[e];
+    else for (int64_t e = 0; e < E; e++) kt[e * SP + j] = kr[e * c->kse];
+  }
+  for (int64_t e = 0; e < E; e++)
+    for (int64_t j = S; j < SP; j++) kt[e * SP + j] = 0.0f;
+  float *sc = kt + E * SP;
+  float *qs = sc + ATT_R * SP;
+  for (int64_t i0 = 0; i0 < L; i0 += ATT_R) {
+    int64_t nr = L - i0 < ATT_R ? L - i0 : ATT_R;
+    int64_t len[ATT_R], lmax = 0;
+    for (int64_t r = 0; r < ATT_R; r++) {
+      int64_t lim = c->causal ? i0 + r + 1 : S;
+      len[r] = r >= nr ? 0 : (lim < 0 ? 0 : (lim > S ? S : lim));
+      if (len[r] > lmax) lmax = len[r];
+      const float *qr = qb + (r < nr ? i0 + r : i0) * c->qsl;
+      for (int64_t e = 0; e < E; e++) qs[r * E + e] = qr[e * c->qse] * c->scale;
+    }
+    att_block(nr, len, lmax, SP, E, c->EV, qs, kt, sc, vb, c->vss, c->vse, ob + i0 * c->osl, c->osl, c->ose);
+  }
+}
+
+/* Items are (batch, head) pairs, shared by the calling thread and the work-sharing pool (pool-c.ts:
+   the caller does not wait for a worker that has not started, as an OpenMP region's barrier does). */
 int32_t kiln_attention(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E, int64_t EV, int64_t group, int32_t causal, float scale,
                        const float *q, int64_t qo, int64_t qsb, int64_t qsh, int64_t qsl, int64_t qse,
                        const float *k, int64_t ko, int64_t ksb, int64_t ksh, int64_t kss, int64_t kse,
                        const float *v, int64_t vo, int64_t vsb, int64_t vsh, int64_t vss, int64_t vse,
                        float *o, int64_t oo, int64_t osb, int64_t osh, int64_t osl, int64_t ose, int32_t nthreads) {
-  q += qo; k += ko; v += vo; o += oo;
-  int failed = 0;
+  att_ctx c;
+  memset(&c, 0, sizeof c);
+  c.H = H; c.L = L; c.S = S; c.E = E; c.EV = EV; c.group = group; c.SP = (S + 15) / 16 * 16;
+  c.causal = causal; c.scale = scale;
+  c.q = q + qo; c.k = k + ko; c.v = v + vo; c.o = o + oo;
+  c.qsb = qsb; c.qsh = qsh; c.qsl = qsl; c.qse = qse; c.ksb = ksb; c.ksh = ksh; c.kss = kss; c.kse = kse;
+  c.vsb = vsb; c.vsh = vsh; c.vss = vss; c.vse = vse; c.osb = osb; c.osh = osh; c.osl = osl; c.ose = ose;
+  atomic_init(&c.failed, 0);
   double work = (double)B * H * L * S * (E + EV);
-#pragma omp parallel num_threads(nt(work / 8.0, nthreads))
-  {
-    float *kt = (float *)malloc(sizeof(float) * (size_t)(E * S + 4 * S + EV * 4 + 16));
-    if (!kt) {
-#pragma omp atomic write
-      failed = 1;
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < B * H; bh++) {
-      if (!kt) continue;
-      int64_t b = bh / H, h = bh % H, hk = h / group;
-      const float *kb = k + b * ksb + hk * ksh, *vb = v + b * vsb + hk * vsh;
-      const float *qb = q + b * qsb + h * qsh;
-      float *ob = o + b * osb + h * osh;
-      for (int64_t e = 0; e < E; e++)
-        for (int64_t j = 0; j < S; j++) kt[e * S + j] = kb[j * kss + e * kse];
-      float *sc = kt + E * S;
-      float *acc = sc + 4 * S;
-      for (int64_t i0 = 0; i0 < L; i0 += 4) {
-        int64_t nr = L - i0 < 4 ? L - i0 : 4;
-        int64_t len[4];
-        for (int64_t r = 0; r < nr; r++) {
-          int64_t lim = causal ? i0 + r + 1 : S;
-          len[r] = lim < 0 ? 0 : (lim > S ? S : lim);
-          float *s = sc + r * S;
-          for (int64_t j = 0; j < len[r]; j++) s[j] = 0.0f;
-          const float *qr = qb + (i0 + r) * qsl;
-          for (int64_t e = 0; e < E; e++) {
-            float qe = qr[e * qse] * scale;
-            const float *kr = kt + e * S;
-            for (int64_t j = 0; j < len[r]; j++) s[j] += qe * kr[j];
-          }
-          float m = -INFINITY;
-          for (int64_t j = 0; j < len[r]; j++) m = s[j] > m ? s[j] : m;
-          float sum = 0.0f;
-          for (int64_t j = 0; j < len[r]; j++) { float p = k_exp(s[j] - m); s[j] = p; sum += p; }
-          float inv = len[r] > 0 ? 1.0f / sum : NAN;
-          for (int64_t j = 0; j < len[r]; j++) s[j] *= inv;
-        }
-        for (int64_t r = 0; r < nr; r++) {
-          float *out = ob + (i0 + r) * osl;
-          float *a = acc;
-          for (int64_t e = 0; e < EV; e++) a[e] = 0.0f;
-          const float *s = sc + r * S;
-          if (vse == 1) {
-            for (int64_t j = 0; j < len[r]; j++) {
-              const float *vr = vb + j * vss;
-              float p = s[j];
-              for (int64_t e = 0; e < EV; e++) a[e] += p * vr[e];
-            }
-          } else {
-            for (int64_t j = 0; j < len[r]; j++)
-              for (int64_t e = 0; e < EV; e++) a[e] += s[j] * vb[j * vss + e * vse];
-          }
-          if (len[r] == 0) for (int64_t e = 0; e < EV; e++) a[e] = NAN;
-          for (int64_t e = 0; e < EV; e++) out[e * ose] = a[e];
-        }
-      }
-    }
-    free(kt);
-  }
-  return failed ? -1 : 0;
+  pool_run(att_item, &c, B * H, nt(work / 8.0, nthreads));
+  return atomic_load(&c.failed) ? -1 : 0;
 }
 `;

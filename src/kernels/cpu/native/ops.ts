@@ -16,6 +16,7 @@ import { isContiguousStrides, numel } from '../../../tensor/layout.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { allocOut, readable } from '../numeric.js';
 import { loadLibrary, type NativeFn } from './koffi.js';
+import { ensureSharedPool } from './pool.js';
 import { ELEMENTWISE_CODES, ELEMENTWISE_MAX_RANK, OPS_C_SOURCE, UNARY_CODES, type NativeElementwise, type NativeUnary } from './ops-c.js';
 import { cpuPath } from './path.js';
 import { buildSharedObjectSync } from './so-cache.js';
@@ -42,6 +43,7 @@ function ops(): OpsLib {
   if (lib) return lib;
   const probe = probeToolchain();
   if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
+  ensureSharedPool();
   const l = loadLibrary(buildSharedObjectSync('kiln_ops', OPS_C_SOURCE, probe.toolchain));
   const strides = (p: string): string => `void *${p}, int64_t ${p}o, int64_t ${p}s0, int64_t ${p}s1, int64_t ${p}s2, int64_t ${p}s3`;
   lib = {

@@ -1,0 +1,191 @@
+/**
+ * C source of a small work-sharing thread pool for the native GEMM (gemm-c.ts), in place of an
+ * OpenMP parallel region.
+ *
+ * Why not OpenMP: a parallel region ends in a barrier that every team thread must reach, so the
+ * caller waits until the kernel has scheduled each worker, even a worker that finds no work left.
+ * On a shared or oversubscribed machine (and right after another runtime's spinning threads, as
+ * onnxruntime's in the same process) that wait is milliseconds per region. Here the caller and
+ * the workers claim items from one atomic counter; the caller runs every item itself when no
+ * worker shows up, and at the end it waits only for workers that joined the job, for the item
+ * they are running (work sharing with a graceful fallback to one thread, as onnxruntime's pool).
+ *
+ * Protocol (one job at a time per shared object; a second concurrent caller runs serially):
+ * - publish: job pointer and ++seq under the mutex, then broadcast (sleeping workers wake);
+ * - worker: sees seq change (spinning up to POOL_SPIN_NS after its last job, then on the condition
+ *   variable), increments `active`, re-reads seq (seq_cst both): unchanged means the job is still
+ *   open and stays alive until `active` drops, changed means it backs out without touching it;
+ * - close: the caller bumps seq (late workers back out), then waits for `active` to reach 0.
+ * Workers are started on first use, up to the largest thread count asked (at most POOL_MAX).
+ *
+ * One pool per process: every object that includes this source (the base GEMM, each compiled GEMM
+ * variant, the ops library) first looks up \`kiln_pool_run_shared\`, exported by a tiny object that
+ * pool.ts loads with RTLD_GLOBAL, and runs its jobs there; with a pool per object, a compiled
+ * block's three GEMM variants and attention each woke their own sleeping worker. Without the
+ * shared object (it failed to build or load) each object uses its own copy of the pool.
+ */
+
+export const POOL_C_SOURCE = String.raw`
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <sched.h>
+#include <dlfcn.h>
+
+#define POOL_MAX 64
+/* How long a worker spins for the next job before sleeping: long enough to catch the next GEMM of
+   the same forward pass or the next call (host code in between), short enough not to hold a core
+   for long (onnxruntime's workers spin for milliseconds). Measured on 64 x 512 x 512 calls 100 us
+   apart, 2 threads: median 0.255 ms with 250 us vs 0.29-0.31 ms with 60 us (the worker had gone
+   to sleep and a wake-up costs tens of microseconds in a VM). Loaded machines run one thread
+   (threads.ts), so no worker spins there. */
+#define POOL_SPIN_NS 250000
+
+typedef struct pool_job {
+  void (*fn)(void *ctx, int64_t item);
+  void *ctx;
+  int64_t nitems;
+  int32_t max_workers;
+  _Atomic int64_t next;
+} pool_job;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static pool_job *_Atomic pool_cur = 0;
+static _Atomic uint64_t pool_seq = 0;
+static _Atomic int32_t pool_active = 0;
+static _Atomic int32_t pool_busy = 0;
+static int32_t pool_nworkers = 0;
+
+static inline void pool_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static inline int64_t pool_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void pool_drain(pool_job *j) {
+  for (;;) {
+    int64_t it = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+    if (it >= j->nitems) return;
+    j->fn(j->ctx, it);
+  }
+}
+
+static void *pool_worker(void *arg) {
+  int32_t id = (int32_t)(intptr_t)arg;
+  uint64_t seen = atomic_load(&pool_seq);
+  for (;;) {
+    uint64_t s = atomic_load(&pool_seq);
+    if (s == seen) {
+      int64_t until = pool_now_ns() + POOL_SPIN_NS;
+      int n = 0;
+      while ((s = atomic_load(&pool_seq)) == seen) {
+        pool_relax();
+        if ((++n & 63) == 0 && pool_now_ns() > until) break;
+      }
+      if (s == seen) {
+        pthread_mutex_lock(&pool_mu);
+        while ((s = atomic_load(&pool_seq)) == seen) pthread_cond_wait(&pool_cv, &pool_mu);
+        pthread_mutex_unlock(&pool_mu);
+      }
+    }
+    seen = s;
+    atomic_fetch_add(&pool_active, 1);
+    if (atomic_load(&pool_seq) == s) {
+      pool_job *j = atomic_load(&pool_cur);
+      if (j && id < j->max_workers) pool_drain(j);
+    }
+    atomic_fetch_sub(&pool_active, 1);
+  }
+  return 0;
+}
+
+/* Runs fn(ctx, 0 .. nitems) on the calling thread and up to nthreads - 1 pool workers. */
+static void pool_run_local(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
+  if (nthreads > POOL_MAX) nthreads = POOL_MAX;
+  int32_t expect = 0;
+  if (nthreads <= 1 || nitems <= 1 || !atomic_compare_exchange_strong(&pool_busy, &expect, 1)) {
+    for (int64_t it = 0; it < nitems; it++) fn(ctx, it);
+    return;
+  }
+  while (pool_nworkers < nthreads - 1) {
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &at, pool_worker, (void *)(intptr_t)pool_nworkers);
+    pthread_attr_destroy(&at);
+    if (rc != 0) break;
+    pool_nworkers++;
+  }
+  pool_job j;
+  j.fn = fn; j.ctx = ctx; j.nitems = nitems; j.max_workers = nthreads - 1;
+  atomic_init(&j.next, 0);
+  pthread_mutex_lock(&pool_mu);
+  atomic_store(&pool_cur, &j);
+  atomic_fetch_add(&pool_seq, 1);
+  pthread_cond_broadcast(&pool_cv);
+  pthread_mutex_unlock(&pool_mu);
+  pool_drain(&j);
+  atomic_fetch_add(&pool_seq, 1);
+  atomic_store(&pool_cur, (pool_job *)0);
+  int n = 0;
+  while (atomic_load(&pool_active) != 0) {
+    pool_relax();
+    if ((++n & 1023) == 0) sched_yield();
+  }
+  atomic_store(&pool_busy, 0);
+}
+
+#ifndef KILN_POOL_OBJECT
+typedef void (*pool_run_fn)(void (*)(void *, int64_t), void *, int64_t, int32_t);
+static pool_run_fn pool_shared = 0;
+static _Atomic int pool_looked = 0;
+
+/* The process-wide pool when its object is loaded (RTLD_DEFAULT is the null handle on glibc). */
+static void pool_lookup(void) {
+  if (atomic_load(&pool_looked)) return;
+#ifdef RTLD_DEFAULT
+  pool_shared = (pool_run_fn)dlsym(RTLD_DEFAULT, "kiln_pool_run_shared");
+#else
+  pool_shared = (pool_run_fn)dlsym((void *)0, "kiln_pool_run_shared");
+#endif
+  atomic_store(&pool_looked, 1);
+}
+
+static void pool_run(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
+  if (nthreads <= 1 || nitems <= 1) {
+    for (int64_t it = 0; it < nitems; it++) fn(ctx, it);
+    return;
+  }
+  pool_lookup();
+  if (pool_shared) pool_shared(fn, ctx, nitems, nthreads);
+  else pool_run_local(fn, ctx, nitems, nthreads);
+}
+
+/* Whether this object runs its jobs on the process-wide pool (for tests and kiln info). */
+int32_t kiln_pool_is_shared(void) {
+  pool_lookup();
+  return pool_shared != 0;
+}
+#endif
+`;
+
+/** The process-wide pool object (pool.ts loads it with RTLD_GLOBAL): exports only the run entry. */
+export const POOL_SHARED_SOURCE = String.raw`
+#include <stdint.h>
+#include <stdlib.h>
+#define KILN_POOL_OBJECT 1
+${POOL_C_SOURCE}
+void kiln_pool_run_shared(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
+  pool_run_local(fn, ctx, nitems, nthreads);
+}
+`;
