@@ -1,0 +1,239 @@
+/**
+ * The Wasm cpu path's float32 GEMM (gemm.ts calls it for float32 operands when the active cpu
+ * path is 'wasm'): C = alpha * A . B + beta * C through the operands' strides, like gemm.ts's gemm.
+ *
+ * Per call: A and B are packed from their strided float32 arrays straight into the Wasm memory
+ * (wasm-sgemm.ts's sliver layout, zero padded to whole tiles), the tiles of C are split over the
+ * thread pool (wasm-threads.ts) by column slivers (or row slivers when C is tall and narrow), and
+ * the padded C buffer is copied out with alpha / beta. A problem too large for one pass of the
+ * memory budget is cut into row / column chunks of C, each with the whole K, so every element's
+ * sum is formed the same way whatever the chunking or the thread count.
+ *
+ * Small products stay single threaded: handing a share to a worker costs a notify + wait round
+ * trip (~20-50 us), more than the whole product below THREAD_MIN multiply-adds.
+ */
+import type { GemmOperand } from './gemm.js';
+import { nativeThreads } from './native/threads.js';
+import { relaxedSimdAvailable, runTiles, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmModule, type SgemmLayout, type SgemmMacro } from './wasm-sgemm.js';
+import { createWasmPool, MAX_PAGES, type WasmPool } from './wasm-threads.js';
+import { wasmApi } from './wasm-asm.js';
+
+/** Products below this many multiply-adds run on one thread (~1 ms of work: 128^3 = 2M). */
+const THREAD_MIN = 1 << 21;
+/** Bytes of packed A + packed B + C per pass: 256 MiB, a quarter of the memory's 1 GiB maximum. */
+const PASS_BYTES = 256 << 20;
+
+interface Engine {
+  pool: WasmPool;
+  macro: SgemmMacro;
+  fma: boolean;
+  f32: Float32Array;
+}
+
+let engine: Engine | null | undefined;
+let threadsOverride: number | undefined;
+let calls = 0;
+
+/** How many products the Wasm float32 GEMM has run (tests check the dispatch with it). */
+export function wasmSgemmCalls(): number {
+  return calls;
+}
+
+function getEngine(): Engine | null {
+  if (engine !== undefined) return engine;
+  try {
+    const WA = wasmApi();
+    if (!WA) return (engine = null);
+    const fma = relaxedSimdAvailable();
+    const shape = { mr: SGEMM_MR, nr: SGEMM_NR, unroll: 1, fma };
+    const { pool, module } = createWasmPool(1, sgemmModule(shape, MAX_PAGES), sgemmModule(shape));
+    const inst = new WA.Instance(module, { env: { mem: pool.memory } });
+    engine = { pool, macro: inst.exports['macro'] as SgemmMacro, fma, f32: new Float32Array(pool.memory.buffer) };
+  } catch {
+    engine = null;
+  }
+  return engine;
+}
+
+/** Whether the float32 Wasm GEMM is available here (WebAssembly SIMD). */
+export function wasmSgemmAvailable(): boolean {
+  return getEngine() !== null;
+}
+
+/** Threads the Wasm GEMM uses: setWasmThreads, else the cpu thread count (KILN_NUM_THREADS / adaptive). */
+export function wasmThreads(): number {
+  return threadsOverride ?? nativeThreads();
+}
+
+/** Sets the Wasm GEMM's thread count (1 = single thread; undefined = back to the default). */
+export function setWasmThreads(n: number | undefined): void {
+  if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`setWasmThreads: expected a positive integer, got ${n}`);
+  threadsOverride = n;
+}
+
+/** What the Wasm GEMM runs with, for `kiln info` and benchmarks. */
+export function wasmSgemmInfo(): { available: boolean; relaxedSimd: boolean; sharedMemory: boolean; threads: number; workersReady: number } {
+  const e = getEngine();
+  return { available: e !== null, relaxedSimd: e?.fma ?? false, sharedMemory: e?.pool.shared ?? false, threads: wasmThreads(), workersReady: e?.pool.readyWorkers() ?? 0 };
+}
+
+/** Waits until `n` - 1 workers are ready (tests and benchmarks; the kernels never wait for workers). */
+export async function warmWasmThreads(n = wasmThreads(), timeoutMs = 10_000): Promise<number> {
+  const e = getEngine();
+  if (!e) return 0;
+  e.pool.want(n - 1);
+  const t0 = Date.now();
+  while (e.pool.readyWorkers() < n - 1 && e.pool.shared && Date.now() - t0 < timeoutMs) await new Promise((r) => setTimeout(r, 5));
+  return e.pool.readyWorkers();
+}
+
+/** Terminates the Wasm GEMM's worker threads (they restart on demand). */
+export async function shutdownWasmThreads(): Promise<void> {
+  await getEngine()?.pool.shutdown();
+}
+
+function ensureBytes(e: Engine, bytes: number): void {
+  const have = e.pool.memory.buffer.byteLength;
+  if (bytes > have) e.pool.memory.grow(Math.ceil((bytes - have) / 65536));
+  if (e.f32.buffer !== e.pool.memory.buffer || e.f32.length * 4 !== e.pool.memory.buffer.byteLength) e.f32 = new Float32Array(e.pool.memory.buffer);
+}
+
+/**
+ * C = alpha * A . B + beta * C for float32 operands (see the header). `passBytes` bounds one pass's
+ * Wasm memory (tests lower it to exercise the chunking).
+ */
+export function wasmSgemm(m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand, beta: number, c: GemmOperand, passBytes = PASS_BYTES): void {
+  const e = getEngine();
+  if (!e) throw new Error('wasmSgemm: WebAssembly SIMD is not available');
+  if (m <= 0 || n <= 0) return;
+  calls++;
+  // Chunk C so that one pass's packed A rows + packed B columns + C fit the budget.
+  const perRow = (k + 16) * 4;
+  let mb = roundUp(m, SGEMM_MR);
+  let nb = roundUp(n, SGEMM_NR);
+  while ((mb + nb) * perRow + mb * nb * 4 > passBytes && (mb > SGEMM_MR || nb > SGEMM_NR)) {
+    if (nb >= mb) nb = Math.max(SGEMM_NR, roundUp(nb >> 1, SGEMM_NR));
+    else mb = Math.max(SGEMM_MR, roundUp(mb >> 1, SGEMM_MR));
+  }
+  for (let n0 = 0; n0 < n; n0 += nb) {
+    for (let m0 = 0; m0 < m; m0 += mb) pass(e, Math.min(mb, m - m0), Math.min(nb, n - n0), k, alpha, a, b, beta, c, m0, n0);
+  }
+}
+
+function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand, beta: number, c: GemmOperand, m0: number, n0: number): void {
+  const mS = Math.ceil(m / SGEMM_MR);
+  const nS = Math.ceil(n / SGEMM_NR);
+  const Mp = mS * SGEMM_MR;
+  const Np = nS * SGEMM_NR;
+  const aAt = 64;
+  const bAt = aAt + Mp * k * 4;
+  const cAt = bAt + Np * k * 4;
+  ensureBytes(e, cAt + Mp * Np * 4);
+  const f = e.f32;
+  packA(f, aAt >> 2, a, m0, m, Mp, k);
+  packB(f, bAt >> 2, b, n0, n, Np, k);
+  const layout: SgemmLayout = { mS, nS, k, a: aAt, b: bAt, c: cAt, ldc: Np * 4 };
+  // k = 0: the kernel never runs, C's product part is zero.
+  if (k === 0) f.fill(0, cAt >> 2, (cAt >> 2) + Mp * Np);
+  const threads = m * n * k >= THREAD_MIN ? Math.max(1, Math.min(wasmThreads(), nS * SGEMM_NR >= Mp ? nS : mS)) : 1;
+  const self = (r: readonly [number, number, number, number]): void => runTiles(e.macro, layout, r[0], r[1], r[2], r[3]);
+  if (threads === 1) self([0, mS, 0, nS]);
+  else {
+    e.pool.want(threads - 1);
+    // Split the longer side of C into equal runs of slivers (one per thread).
+    const byCols = nS * SGEMM_NR >= Mp;
+    const total = byCols ? nS : mS;
+    const ranges = Array.from({ length: threads }, (_, t) => {
+      const lo = Math.round((t * total) / threads);
+      const hi = Math.round(((t + 1) * total) / threads);
+      return (byCols ? [0, mS, lo, hi] : [lo, hi, 0, nS]) as [number, number, number, number];
+    });
+    e.pool.run(layout, ranges, self);
+  }
+  copyOut(e.f32, cAt >> 2, Np, m, n, alpha, beta, c, m0, n0);
+}
+
+function roundUp(x: number, to: number): number {
+  return Math.ceil(x / to) * to;
+}
+
+/**
+ * A[m0 .. m0 + m, 0 .. k] into KC-deep blocks of MR-row slivers at word `at` (rows past m are
+ * zero): block pc starts at at + Mp * pc; in it, sliver i holds A[i * MR + r, pc + p] at [p * MR + r].
+ */
+function packA(out: Float32Array, at: number, a: GemmOperand, m0: number, m: number, Mp: number, k: number): void {
+  const ad = a.data;
+  const rs = a.rowStride;
+  const cs = a.colStride;
+  for (let pc = 0; pc < k; pc += SGEMM_KC) {
+    const kcb = Math.min(SGEMM_KC, k - pc);
+    let o = at + Mp * pc;
+    for (let i = 0; i < Mp; i += SGEMM_MR, o += kcb * SGEMM_MR) {
+      for (let r = 0; r < SGEMM_MR; r++) {
+        const row = i + r;
+        if (row >= m) {
+          for (let p = 0, t = o + r; p < kcb; p++, t += SGEMM_MR) out[t] = 0;
+          continue;
+        }
+        let q = a.offset + (m0 + row) * rs + pc * cs;
+        for (let p = 0, t = o + r; p < kcb; p++, t += SGEMM_MR, q += cs) out[t] = ad[q]!;
+      }
+    }
+  }
+}
+
+/**
+ * B[0 .. k, n0 .. n0 + n] into KC-deep blocks of NR-column slivers at word `at` (columns past n
+ * are zero): block pc starts at at + Np * pc; in it, sliver j holds B[pc + p, j * NR + q] at [p * NR + q].
+ */
+function packB(out: Float32Array, at: number, b: GemmOperand, n0: number, n: number, Np: number, k: number): void {
+  const bd = b.data;
+  const rs = b.rowStride;
+  const cs = b.colStride;
+  for (let pc = 0; pc < k; pc += SGEMM_KC) {
+    const kcb = Math.min(SGEMM_KC, k - pc);
+    let o = at + Np * pc;
+    for (let j = 0; j < Np; j += SGEMM_NR, o += kcb * SGEMM_NR) {
+      const w = Math.min(SGEMM_NR, n - j);
+      const base = b.offset + pc * rs + (n0 + j) * cs;
+      if (w === SGEMM_NR && cs === 1) {
+        // Row-major B: eight contiguous values per k step.
+        for (let p = 0, q = base, t = o; p < kcb; p++, q += rs, t += SGEMM_NR) {
+          out[t] = bd[q]!;
+          out[t + 1] = bd[q + 1]!;
+          out[t + 2] = bd[q + 2]!;
+          out[t + 3] = bd[q + 3]!;
+          out[t + 4] = bd[q + 4]!;
+          out[t + 5] = bd[q + 5]!;
+          out[t + 6] = bd[q + 6]!;
+          out[t + 7] = bd[q + 7]!;
+        }
+        continue;
+      }
+      // Any other stride (a linear's weight read transposed: rs = 1): one column at a time walks k.
+      for (let q = 0; q < SGEMM_NR; q++) {
+        if (q >= w) {
+          for (let p = 0, t = o + q; p < kcb; p++, t += SGEMM_NR) out[t] = 0;
+          continue;
+        }
+        for (let p = 0, s = base + q * cs, t = o + q; p < kcb; p++, s += rs, t += SGEMM_NR) out[t] = bd[s]!;
+      }
+    }
+  }
+}
+
+/** C[m0 + i, n0 + j] = alpha * buf[i, j] + beta * C[...] (beta = 0 overwrites, NaNs in C included). */
+function copyOut(buf: Float32Array, at: number, ld: number, m: number, n: number, alpha: number, beta: number, c: GemmOperand, m0: number, n0: number): void {
+  const cd = c.data;
+  const crs = c.rowStride;
+  const ccs = c.colStride;
+  for (let i = 0; i < m; i++) {
+    const q0 = c.offset + (m0 + i) * crs + n0 * ccs;
+    const t0 = at + i * ld;
+    if (beta === 0 && alpha === 1 && ccs === 1 && cd instanceof Float32Array) {
+      cd.set(buf.subarray(t0, t0 + n), q0);
+      continue;
+    }
+    for (let j = 0, q = q0, t = t0; j < n; j++, q += ccs, t++) cd[q] = beta === 0 ? alpha * buf[t]! : alpha * buf[t]! + beta * cd[q]!;
+  }
+}

@@ -1,0 +1,40 @@
+/**
+ * Worker thread of the Wasm cpu path's pool (wasm-threads.ts has the protocol): instantiates the
+ * GEMM module on the shared memory, reports READY, then waits on SEQ and runs its share of each
+ * task it is tagged for. Every exception is caught and reported through ERR so the caller never
+ * waits for a share that will not come.
+ */
+import { workerData } from 'node:worker_threads';
+import { wasmApi } from './wasm-asm.js';
+import { runTiles, type SgemmMacro } from './wasm-sgemm.js';
+import { CTRL } from './wasm-threads.js';
+
+interface Data {
+  memory: object;
+  module: object;
+  ctrl: Int32Array;
+  index: number;
+}
+
+const { memory, module, ctrl, index } = workerData as Data;
+const inst = new (wasmApi()!.Instance)(module, { env: { mem: memory } });
+const macro = inst.exports['macro'] as SgemmMacro;
+let seen = Atomics.load(ctrl, CTRL.SEQ);
+Atomics.store(ctrl, CTRL.READY + index, 1);
+
+for (;;) {
+  Atomics.wait(ctrl, CTRL.SEQ, seen);
+  const s = Atomics.load(ctrl, CTRL.SEQ);
+  if (s === seen) continue;
+  seen = s;
+  if (Atomics.load(ctrl, CTRL.TASK + index) !== s) continue;
+  try {
+    const a = CTRL.ARGS;
+    const r = CTRL.RANGE + 4 * index;
+    runTiles(macro, { mS: ctrl[a]!, nS: ctrl[a + 1]!, k: ctrl[a + 2]!, a: ctrl[a + 3]!, b: ctrl[a + 4]!, c: ctrl[a + 5]!, ldc: ctrl[a + 6]! }, ctrl[r]!, ctrl[r + 1]!, ctrl[r + 2]!, ctrl[r + 3]!);
+  } catch {
+    Atomics.store(ctrl, CTRL.ERR + index, 1);
+  }
+  Atomics.store(ctrl, CTRL.DONE + index, s);
+  Atomics.notify(ctrl, CTRL.DONE + index);
+}
