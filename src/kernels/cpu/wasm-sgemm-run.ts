@@ -99,39 +99,80 @@ function ensureBytes(e: Engine, bytes: number): void {
 }
 
 /**
- * C = alpha * A . B + beta * C for float32 operands (see the header). `passBytes` bounds one pass's
- * Wasm memory (tests lower it to exercise the chunking).
+ * A B operand packed once into the engine's memory and kept there (a compiled linear's weight:
+ * the caller repacks when the weight's version changes). Regions are bump-allocated below the
+ * per-call scratch and reused by `wasmPackB(..., reuse)` when the size matches; they are never
+ * freed (a program keeps its weights for its lifetime, as GemmArena does).
  */
-export function wasmSgemm(m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand, beta: number, c: GemmOperand, passBytes = PASS_BYTES): void {
+export interface PackedB {
+  readonly at: number;
+  readonly k: number;
+  readonly n: number;
+}
+
+/** The end of the persistent regions; per-call scratch starts here (16-byte aligned). */
+let persistTop = 64;
+
+/** Packed B above this size is not kept (it would crowd the scratch budget): callers pack per call. */
+const PACKED_MAX_BYTES = PASS_BYTES >> 1;
+
+/**
+ * Packs B (k x n, any strides) for reuse; `reuse` (a previous packing of the same shape) is
+ * overwritten in place. Null where unavailable or too large.
+ */
+export function wasmPackB(b: GemmOperand, k: number, n: number, reuse?: PackedB | null): PackedB | null {
+  const e = getEngine();
+  const bytes = roundUp(n, SGEMM_NR) * k * 4;
+  if (!e || bytes > PACKED_MAX_BYTES || k <= 0 || n <= 0) return null;
+  let at: number;
+  if (reuse && reuse.k === k && reuse.n === n) at = reuse.at;
+  else {
+    at = (persistTop + 15) & ~15;
+    persistTop = at + bytes;
+  }
+  ensureBytes(e, persistTop + 64);
+  packB(e.f32, at >> 2, b, 0, n, roundUp(n, SGEMM_NR), k);
+  return { at, k, n };
+}
+
+/**
+ * C = alpha * A . B + beta * C for float32 operands (see the header). `packed`: B already packed
+ * by wasmPackB (then `b` is ignored). `passBytes` bounds one pass's Wasm memory (tests lower it to
+ * exercise the chunking).
+ */
+export function wasmSgemm(m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand | null, beta: number, c: GemmOperand, passBytes = PASS_BYTES, packed: PackedB | null = null): void {
   const e = getEngine();
   if (!e) throw new Error('wasmSgemm: WebAssembly SIMD is not available');
   if (m <= 0 || n <= 0) return;
+  if (packed && (packed.k !== k || packed.n !== n)) throw new RangeError(`wasmSgemm: packed B is ${packed.k} x ${packed.n}, the product needs ${k} x ${n}`);
+  if (!packed && !b) throw new TypeError('wasmSgemm: B or a packed B is required');
   calls++;
-  // Chunk C so that one pass's packed A rows + packed B columns + C fit the budget.
+  // Chunk C so that one pass's packed A rows + packed B columns + C fit the budget (a packed B
+  // is resident: only rows are chunked).
   const perRow = (k + 16) * 4;
   let mb = roundUp(m, SGEMM_MR);
   let nb = roundUp(n, SGEMM_NR);
-  while ((mb + nb) * perRow + mb * nb * 4 > passBytes && (mb > SGEMM_MR || nb > SGEMM_NR)) {
-    if (nb >= mb) nb = Math.max(SGEMM_NR, roundUp(nb >> 1, SGEMM_NR));
+  while ((mb + (packed ? 0 : nb)) * perRow + mb * nb * 4 > passBytes && (mb > SGEMM_MR || (!packed && nb > SGEMM_NR))) {
+    if (nb >= mb && !packed) nb = Math.max(SGEMM_NR, roundUp(nb >> 1, SGEMM_NR));
     else mb = Math.max(SGEMM_MR, roundUp(mb >> 1, SGEMM_MR));
   }
   for (let n0 = 0; n0 < n; n0 += nb) {
-    for (let m0 = 0; m0 < m; m0 += mb) pass(e, Math.min(mb, m - m0), Math.min(nb, n - n0), k, alpha, a, b, beta, c, m0, n0);
+    for (let m0 = 0; m0 < m; m0 += mb) pass(e, Math.min(mb, m - m0), Math.min(nb, n - n0), k, alpha, a, b, packed, beta, c, m0, n0);
   }
 }
 
-function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand, beta: number, c: GemmOperand, m0: number, n0: number): void {
+function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand | null, packed: PackedB | null, beta: number, c: GemmOperand, m0: number, n0: number): void {
   const mS = Math.ceil(m / SGEMM_MR);
   const nS = Math.ceil(n / SGEMM_NR);
   const Mp = mS * SGEMM_MR;
   const Np = nS * SGEMM_NR;
-  const aAt = 64;
-  const bAt = aAt + Mp * k * 4;
-  const cAt = bAt + Np * k * 4;
+  const aAt = (persistTop + 63) & ~63;
+  const bAt = packed ? packed.at : aAt + Mp * k * 4;
+  const cAt = (packed ? aAt + Mp * k * 4 : bAt + Np * k * 4) + 64;
   ensureBytes(e, cAt + Mp * Np * 4);
   const f = e.f32;
   packA(f, aAt >> 2, a, m0, m, Mp, k);
-  packB(f, bAt >> 2, b, n0, n, Np, k);
+  if (!packed) packB(f, bAt >> 2, b!, n0, n, Np, k);
   const layout: SgemmLayout = { mS, nS, k, a: aAt, b: bAt, c: cAt, ldc: Np * 4 };
   // k = 0: the kernel never runs, C's product part is zero.
   if (k === 0) f.fill(0, cAt >> 2, (cAt >> 2) + Mp * Np);
