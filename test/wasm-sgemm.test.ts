@@ -14,6 +14,7 @@ import * as kiln from '../src/index.js';
 import { setCpuPath } from '../src/kernels/cpu/native/index.js';
 import { setWasmThreads, shutdownWasmThreads, warmWasmThreads, wasmSgemm, wasmSgemmAvailable, wasmSgemmCalls, wasmSgemmInfo } from '../src/kernels/cpu/wasm-sgemm-run.js';
 import { refMatmul } from './helpers/linalg-ref.js';
+import { refConv2d } from './helpers/nn-ref.js';
 import { assertClose } from './helpers/assert.js';
 import { rand, rng } from './helpers/make.js';
 
@@ -57,7 +58,7 @@ function runCase(c: Case, seed: number): Float32Array {
   const r = rng(seed + 2);
   const C = new Float32Array(m * ldc + 1).map(() => r() - 0.5);
   const C0 = Float64Array.from(C);
-  wasmSgemm(m, n, k, alpha, A, B, beta, { data: C, offset: 1, rowStride: ldc, colStride: ccs }, c.passBytes);
+  wasmSgemm(m, n, k, alpha, A, B, beta, { data: C, offset: 1, rowStride: ldc, colStride: ccs }, { passBytes: c.passBytes });
   const written = new Set<number>();
   for (let i = 0; i < m; i++) {
     for (let j = 0; j < n; j++) {
@@ -186,6 +187,43 @@ test('eager float32 products and conv2d run on the Wasm GEMM on the forced wasm 
     const n0 = wasmSgemmCalls();
     kiln.matmul(rand([20, 30], 5), rand([30, 20], 6));
     assert.equal(wasmSgemmCalls(), n0, 'the js path never uses the Wasm GEMM');
+  } finally {
+    setCpuPath(undefined);
+  }
+});
+
+test('wasm conv2d (implicit GEMM): channels_last and NCHW, stride, dilation, asymmetric padding, bias; groups fall back; weight updates repack', { skip }, () => {
+  const cases: { x: [number, number, number, number]; w: [number, number, number, number]; stride: [number, number]; pad: [number, number, number, number]; dil: [number, number]; groups: number; layout: 'channelsLast' | 'contiguous' | 'strided'; gemms: number }[] = [
+    // one GEMM over both images (channels_last pixels are evenly strided); K = 147
+    { x: [2, 3, 17, 15], w: [8, 3, 7, 7], stride: [2, 2], pad: [3, 3, 3, 3], dil: [1, 1], groups: 1, layout: 'channelsLast', gemms: 1 },
+    // K = 40 * 9 = 360 crosses the KC = 256 block in the middle of a channel run
+    { x: [1, 40, 9, 11], w: [19, 40, 3, 3], stride: [1, 1], pad: [1, 1, 1, 1], dil: [1, 1], groups: 1, layout: 'channelsLast', gemms: 1 },
+    // NCHW output: one GEMM per image
+    { x: [2, 5, 10, 9], w: [7, 5, 3, 2], stride: [1, 2], pad: [0, 1, 2, 1], dil: [2, 1], groups: 1, layout: 'contiguous', gemms: 2 },
+    { x: [1, 4, 8, 8], w: [6, 4, 1, 1], stride: [1, 1], pad: [0, 0, 0, 0], dil: [1, 1], groups: 1, layout: 'strided', gemms: 1 },
+    // grouped: the JS im2col kernel (its GEMMs are float32 too, so they still count here)
+    { x: [1, 6, 7, 7], w: [4, 3, 3, 3], stride: [1, 1], pad: [1, 1, 1, 1], dil: [1, 1], groups: 2, layout: 'contiguous', gemms: -1 },
+  ];
+  setCpuPath('wasm');
+  try {
+    cases.forEach((c, i) => {
+      const x = rand(c.x, 30 + i, c.layout);
+      const w = rand(c.w, 40 + i, 'contiguous', 'float32', -0.5, 0.5);
+      const b = rand([c.w[0]], 50 + i);
+      const before = wasmSgemmCalls();
+      const y = kiln.conv2d(x, w, b, c.stride, c.pad, c.dil, c.groups);
+      if (c.gemms >= 0) assert.equal(wasmSgemmCalls() - before, c.gemms, `case ${i}: Wasm GEMM calls`);
+      const ref = refConv2d(x.toFlatArray(), c.x, w.toFlatArray(), c.w, b.toFlatArray(), c.stride, c.pad, c.dil, c.groups);
+      const k = c.w[1] * c.w[2] * c.w[3];
+      assertClose(y, ref.values, ref.shape, { atol: 4e-6 * k, rtol: 1e-5 });
+      if (c.layout === 'channelsLast') assert.ok(y.isContiguous('channelsLast'), `case ${i}: channels_last output`);
+    });
+    const x = rand([1, 3, 6, 6], 60, 'channelsLast');
+    const w = rand([4, 3, 3, 3], 61);
+    const y1 = kiln.conv2d(x, w, null, 1, 1).toFlatArray();
+    kiln.noGrad(() => w.mul_(-1));
+    const y2 = kiln.conv2d(x, w, null, 1, 1).toFlatArray();
+    assert.deepEqual(y2, y1.map((v) => -v), 'conv after weight *= -1');
   } finally {
     setCpuPath(undefined);
   }

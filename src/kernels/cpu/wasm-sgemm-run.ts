@@ -77,6 +77,15 @@ export function wasmSgemmInfo(): { available: boolean; relaxedSimd: boolean; sha
   return { available: e !== null, relaxedSimd: e?.fma ?? false, sharedMemory: e?.pool.shared ?? false, threads: wasmThreads(), workersReady: e?.pool.readyWorkers() ?? 0 };
 }
 
+/** One line for `kiln info`: the Wasm GEMM's instruction set and threading. */
+export function wasmSgemmSummary(): string {
+  const i = wasmSgemmInfo();
+  if (!i.available) return 'Wasm GEMM unavailable (no WebAssembly SIMD)';
+  const simd = i.relaxedSimd ? 'SIMD128 + relaxed-SIMD FMA' : 'SIMD128 mul+add (no relaxed SIMD; Node 20 enables it with --experimental-wasm-relaxed-simd)';
+  const threads = i.sharedMemory ? `${i.threads} threads on shared memory` : 'single thread (no SharedArrayBuffer)';
+  return `Wasm GEMM ${SGEMM_MR}x${SGEMM_NR} tiles, ${simd}, ${threads}`;
+}
+
 /** Waits until `n` - 1 workers are ready (tests and benchmarks; the kernels never wait for workers). */
 export async function warmWasmThreads(n = wasmThreads(), timeoutMs = 10_000): Promise<number> {
   const e = getEngine();
@@ -136,16 +145,32 @@ export function wasmPackB(b: GemmOperand, k: number, n: number, reuse?: PackedB 
 }
 
 /**
- * C = alpha * A . B + beta * C for float32 operands (see the header). `packed`: B already packed
- * by wasmPackB (then `b` is ignored). `passBytes` bounds one pass's Wasm memory (tests lower it to
- * exercise the chunking).
+ * Packs rows m0 .. m0 + m of a custom A (k columns) into `out` at word `at` in packA's layout
+ * (rows m .. Mp zero): the convolution gathers its patches this way, with no im2col buffer.
  */
-export function wasmSgemm(m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand | null, beta: number, c: GemmOperand, passBytes = PASS_BYTES, packed: PackedB | null = null): void {
+export type APacker = (out: Float32Array, at: number, m0: number, m: number, Mp: number, k: number) => void;
+
+export interface SgemmOptions {
+  /** Bytes of Wasm memory one pass may use (tests lower it to exercise the chunking). */
+  readonly passBytes?: number;
+  /** B already packed by wasmPackB (then `b` is ignored). */
+  readonly packed?: PackedB | null;
+  /** Packs A instead of reading `a` (then `a` is ignored). */
+  readonly packA?: APacker;
+  /** Added to every row of C after alpha / beta (a convolution's bias), element j at data[offset + j * stride]. */
+  readonly bias?: { readonly data: ArrayLike<number>; readonly offset: number; readonly stride: number } | null;
+}
+
+/** C = alpha * A . B + beta * C (+ bias) for float32 operands (see the header and SgemmOptions). */
+export function wasmSgemm(m: number, n: number, k: number, alpha: number, a: GemmOperand | null, b: GemmOperand | null, beta: number, c: GemmOperand, opts: SgemmOptions = {}): void {
+  const passBytes = opts.passBytes ?? PASS_BYTES;
+  const packed = opts.packed ?? null;
   const e = getEngine();
   if (!e) throw new Error('wasmSgemm: WebAssembly SIMD is not available');
   if (m <= 0 || n <= 0) return;
   if (packed && (packed.k !== k || packed.n !== n)) throw new RangeError(`wasmSgemm: packed B is ${packed.k} x ${packed.n}, the product needs ${k} x ${n}`);
   if (!packed && !b) throw new TypeError('wasmSgemm: B or a packed B is required');
+  if (!opts.packA && !a) throw new TypeError('wasmSgemm: A or an A packer is required');
   calls++;
   // Chunk C so that one pass's packed A rows + packed B columns + C fit the budget (a packed B
   // is resident: only rows are chunked).
@@ -157,11 +182,12 @@ export function wasmSgemm(m: number, n: number, k: number, alpha: number, a: Gem
     else mb = Math.max(SGEMM_MR, roundUp(mb >> 1, SGEMM_MR));
   }
   for (let n0 = 0; n0 < n; n0 += nb) {
-    for (let m0 = 0; m0 < m; m0 += mb) pass(e, Math.min(mb, m - m0), Math.min(nb, n - n0), k, alpha, a, b, packed, beta, c, m0, n0);
+    for (let m0 = 0; m0 < m; m0 += mb) pass(e, Math.min(mb, m - m0), Math.min(nb, n - n0), k, alpha, a, b, beta, c, m0, n0, opts);
   }
 }
 
-function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: GemmOperand, b: GemmOperand | null, packed: PackedB | null, beta: number, c: GemmOperand, m0: number, n0: number): void {
+function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: GemmOperand | null, b: GemmOperand | null, beta: number, c: GemmOperand, m0: number, n0: number, opts: SgemmOptions): void {
+  const packed = opts.packed ?? null;
   const mS = Math.ceil(m / SGEMM_MR);
   const nS = Math.ceil(n / SGEMM_NR);
   const Mp = mS * SGEMM_MR;
@@ -171,7 +197,8 @@ function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: Gemm
   const cAt = (packed ? aAt + Mp * k * 4 : bAt + Np * k * 4) + 64;
   ensureBytes(e, cAt + Mp * Np * 4);
   const f = e.f32;
-  packA(f, aAt >> 2, a, m0, m, Mp, k);
+  if (opts.packA) opts.packA(f, aAt >> 2, m0, m, Mp, k);
+  else packA(f, aAt >> 2, a!, m0, m, Mp, k);
   if (!packed) packB(f, bAt >> 2, b!, n0, n, Np, k);
   const layout: SgemmLayout = { mS, nS, k, a: aAt, b: bAt, c: cAt, ldc: Np * 4 };
   // k = 0: the kernel never runs, C's product part is zero.
@@ -191,7 +218,7 @@ function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: Gemm
     });
     e.pool.run(layout, ranges, self);
   }
-  copyOut(e.f32, cAt >> 2, Np, m, n, alpha, beta, c, m0, n0);
+  copyOut(e.f32, cAt >> 2, Np, m, n, alpha, beta, c, m0, n0, opts.bias ?? null);
 }
 
 function roundUp(x: number, to: number): number {
@@ -263,11 +290,21 @@ function packB(out: Float32Array, at: number, b: GemmOperand, n0: number, n: num
   }
 }
 
-/** C[m0 + i, n0 + j] = alpha * buf[i, j] + beta * C[...] (beta = 0 overwrites, NaNs in C included). */
-function copyOut(buf: Float32Array, at: number, ld: number, m: number, n: number, alpha: number, beta: number, c: GemmOperand, m0: number, n0: number): void {
+/** C[m0 + i, n0 + j] = alpha * buf[i, j] + beta * C[...] (+ bias[n0 + j]) (beta = 0 overwrites, NaNs in C included). */
+function copyOut(buf: Float32Array, at: number, ld: number, m: number, n: number, alpha: number, beta: number, c: GemmOperand, m0: number, n0: number, bias: SgemmOptions['bias'] | null): void {
   const cd = c.data;
   const crs = c.rowStride;
   const ccs = c.colStride;
+  if (bias) {
+    const bv = new Float32Array(n);
+    for (let j = 0; j < n; j++) bv[j] = bias.data[bias.offset + (n0 + j) * bias.stride]!;
+    for (let i = 0; i < m; i++) {
+      const q0 = c.offset + (m0 + i) * crs + n0 * ccs;
+      const t0 = at + i * ld;
+      for (let j = 0, q = q0, t = t0; j < n; j++, q += ccs, t++) cd[q] = (beta === 0 ? alpha * buf[t]! : alpha * buf[t]! + beta * cd[q]!) + bv[j]!;
+    }
+    return;
+  }
   for (let i = 0; i < m; i++) {
     const q0 = c.offset + (m0 + i) * crs + n0 * ccs;
     const t0 = at + i * ld;

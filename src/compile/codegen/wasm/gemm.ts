@@ -135,7 +135,7 @@ export class GemmRunner {
     if (!packed) return false;
     const A = { data: rx.data, offset: rx.offset, rowStride: K, colStride: 1 };
     if (this.plain) {
-      wasmSgemm(M, N, K, 1, A, null, 0, { data: out, offset: outOffset, rowStride: N, colStride: 1 }, undefined, packed);
+      wasmSgemm(M, N, K, 1, A, null, 0, { data: out, offset: outOffset, rowStride: N, colStride: 1 }, { packed });
       return true;
     }
     const Mp = Math.ceil(M / GEMM_MR) * GEMM_MR;
@@ -165,7 +165,7 @@ export class GemmRunner {
       }
     }
     // Rows M..Mp and columns N..Np of C are never copied out: the epilogue may run on anything there.
-    wasmSgemm(M, N, K, 1, A, null, 0, { data: this.arena.f32, offset: cAt >> 2, rowStride: Np, colStride: 1 }, undefined, packed);
+    wasmSgemm(M, N, K, 1, A, null, 0, { data: this.arena.f32, offset: cAt >> 2, rowStride: Np, colStride: 1 }, { packed });
     this.fn()(Mp / GEMM_MR, Np / GEMM_NR, 0, cAt, K * 4, cAt, cAt, Np * 4, 3, ...eAddrs);
     const c0 = cAt >> 2;
     const view = this.arena.f32;
