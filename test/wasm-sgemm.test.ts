@@ -110,11 +110,12 @@ test('wasm sgemm: 1 and 2 threads give identical results (column and row splits)
   const info = wasmSgemmInfo();
   if (info.sharedMemory) assert.equal(ready, 1, 'one worker thread should be ready');
   try {
-    for (const [m, n, k] of [[300, 200, 300], [400, 12, 600], [129, 1000, 65]] as const) {
+    // A 'row': read in place (macroRow); A 'col': packed slivers (macro).
+    for (const [m, n, k, la] of [[300, 200, 300, 'row'], [400, 12, 600, 'col'], [129, 1000, 65, 'row'], [130, 90, 257, 'col']] as const) {
       setWasmThreads(1);
-      const c1 = runCase({ m, n, k, la: 'row', lb: 'row' }, 30);
+      const c1 = runCase({ m, n, k, la, lb: 'row' }, 30);
       setWasmThreads(2);
-      const c2 = runCase({ m, n, k, la: 'row', lb: 'row' }, 30);
+      const c2 = runCase({ m, n, k, la, lb: 'row' }, 30);
       // Each element sums the same terms in the same order whatever the split.
       assert.deepEqual(c1, c2);
     }

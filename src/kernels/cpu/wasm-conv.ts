@@ -2,10 +2,10 @@
  * Eager float32 conv2d on the Wasm cpu path: an implicit GEMM on the Wasm GEMM engine
  * (wasm-sgemm-run.ts), C[pixel, o] = patches[pixel, (kh, kw, c)] . W[(kh, kw, c), o].
  *
- * - No im2col buffer: the engine's A packer gathers each 4-pixel sliver's patch values straight
- *   from the input into the packed layout (K ordered (kh, kw, c), so a channels_last input reads
- *   contiguous channel runs). The JS im2col kernel wrote a [pixels, K] matrix and the GEMM then
- *   packed it again: two passes over the largest array of the convolution instead of one.
+ * - The patch matrix [pixels, (kh, kw, c)] is written straight into the engine's Wasm memory, where
+ *   the kernel reads it in place (no packing pass): for a channels_last input each kernel row of
+ *   a patch is one contiguous run of the input (kw pixels x c channels), one TypedArray.set. The JS
+ *   im2col kernel built the matrix element by element and the GEMM then packed it again.
  * - The weight is rearranged and packed once per weight version (kept in the engine's memory,
  *   looked up through the weight's storage), as a compiled linear's weight is.
  * - The output is written through its strides (channels_last or contiguous) with the bias added
@@ -19,8 +19,7 @@ import type { Storage } from '../../tensor/storage.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { cpuPath } from './native/path.js';
 import { allocOut, readable, writable } from './numeric.js';
-import { SGEMM_KC, SGEMM_MR } from './wasm-sgemm.js';
-import { type APacker, type PackedB, wasmPackB, wasmSgemm, wasmSgemmAvailable } from './wasm-sgemm-run.js';
+import { type ARows, type PackedB, wasmPackB, wasmSgemm, wasmSgemmAvailable } from './wasm-sgemm-run.js';
 
 export interface WasmConvArgs {
   readonly stride: readonly number[];
@@ -88,53 +87,55 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
   const rb = bias ? readable(bias) : null;
   const biasOp = rb ? { data: rb.data, offset: rb.offset, stride: bias!.strides[0] ?? 1 } : null;
 
-  /** Patches of pixels [first + m0, first + m0 + m) (pixel = image * plane + y * ow + x). */
-  const packer =
-    (first: number): APacker =>
-    (buf, at, m0, m, Mp, k) => {
-      for (let pc = 0; pc < k; pc += SGEMM_KC) {
-        const kcb = Math.min(SGEMM_KC, k - pc);
-        const c0 = pc % c;
-        const kj0 = ((pc - c0) / c) % kw;
-        const ki0 = Math.floor((pc - c0) / c / kw);
-        let o = at + Mp * pc;
-        for (let i = 0; i < Mp; i += SGEMM_MR, o += kcb * SGEMM_MR) {
-          for (let r = 0; r < SGEMM_MR; r++) {
-            let t = o + r;
-            if (i + r >= m) {
-              for (let p = 0; p < kcb; p++, t += SGEMM_MR) buf[t] = 0;
+  // A channels_last input with undilated width: one kernel row of a patch (kw pixels x c channels)
+  // is one contiguous run of the input, copied with TypedArray.set.
+  const runs = xs1 === 1 && xs3 === c && dw === 1;
+
+  /** Patch rows of pixels [first + m0, first + m0 + m) (pixel = image * plane + y * ow + x), K ordered (kh, kw, c). */
+  const rows =
+    (first: number): ARows =>
+    (buf, at, m0, m, k) => {
+      for (let q = 0; q < m; q++) {
+        const pix = first + m0 + q;
+        const b = Math.floor(pix / plane);
+        const rem = pix - b * plane;
+        const y = Math.floor(rem / ow);
+        const xo = rem - y * ow;
+        const xBase = x.offset + b * xs0;
+        const ih0 = y * sh - pt;
+        const iw0 = xo * sw - pl;
+        let t = at + q * k;
+        for (let ki = 0; ki < kh; ki++) {
+          const ih = ih0 + ki * dh;
+          if (ih < 0 || ih >= h) {
+            buf.fill(0, t, t + kw * c);
+            t += kw * c;
+            continue;
+          }
+          if (runs) {
+            // columns iw0 .. iw0 + kw - 1, the part inside [0, w) copied, the rest zero
+            const lo = Math.min(kw, Math.max(0, -iw0));
+            const hi = Math.max(lo, Math.min(kw, w - iw0));
+            if (lo > 0) buf.fill(0, t, t + lo * c);
+            if (hi > lo) {
+              const src = xBase + ih * xs2 + (iw0 + lo) * c;
+              const len = (hi - lo) * c;
+              // A subarray view costs an allocation: short runs (a 7x7 kernel over 3 channels: 21) copy by hand.
+              if (len >= 64) buf.set(xd.subarray(src, src + len), t + lo * c);
+              else for (let q2 = 0, d = t + lo * c; q2 < len; q2++) buf[d + q2] = xd[src + q2]!;
+            }
+            if (hi < kw) buf.fill(0, t + hi * c, t + kw * c);
+            t += kw * c;
+            continue;
+          }
+          for (let kj = 0; kj < kw; kj++) {
+            const iw = iw0 + kj * dw;
+            if (iw < 0 || iw >= w) {
+              buf.fill(0, t, t + c);
+              t += c;
               continue;
             }
-            const pix = first + m0 + i + r;
-            const b = Math.floor(pix / plane);
-            const rem = pix - b * plane;
-            const y = Math.floor(rem / ow);
-            const xo = rem - y * ow;
-            const xBase = x.offset + b * xs0;
-            const ih0 = y * sh - pt;
-            const iw0 = xo * sw - pl;
-            let cc = c0;
-            let kj = kj0;
-            let ki = ki0;
-            let ih = ih0 + ki * dh;
-            let iw = iw0 + kj * dw;
-            let ok = ih >= 0 && ih < h && iw >= 0 && iw < w;
-            let src = xBase + ih * xs2 + iw * xs3 + cc * xs1;
-            for (let p = 0; p < kcb; p++, t += SGEMM_MR) {
-              buf[t] = ok ? xd[src]! : 0;
-              src += xs1;
-              if (++cc === c) {
-                cc = 0;
-                if (++kj === kw) {
-                  kj = 0;
-                  ki++;
-                }
-                ih = ih0 + ki * dh;
-                iw = iw0 + kj * dw;
-                ok = ih >= 0 && ih < h && iw >= 0 && iw < w;
-                src = xBase + ih * xs2 + iw * xs3;
-              }
-            }
+            for (let cc = 0, src = xBase + ih * xs2 + iw * xs3; cc < c; cc++, src += xs1) buf[t++] = xd[src]!;
           }
         }
       }
@@ -144,9 +145,9 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
   if (oh > 1 && os2 !== ow * os3) throw new Error(`conv2d (wasm): unexpected output strides [${out.strides.join(', ')}]`);
   const od = res.data;
   if (n === 1 || os0 === plane * os3) {
-    wasmSgemm(n * plane, o, K, 1, null, null, 0, { data: od, offset: res.offset, rowStride: os3, colStride: os1 }, { packed, packA: packer(0), bias: biasOp });
+    wasmSgemm(n * plane, o, K, 1, null, null, 0, { data: od, offset: res.offset, rowStride: os3, colStride: os1 }, { packed, rowsA: rows(0), bias: biasOp });
   } else {
-    for (let b = 0; b < n; b++) wasmSgemm(plane, o, K, 1, null, null, 0, { data: od, offset: res.offset + b * os0, rowStride: os3, colStride: os1 }, { packed, packA: packer(b * plane), bias: biasOp });
+    for (let b = 0; b < n; b++) wasmSgemm(plane, o, K, 1, null, null, 0, { data: od, offset: res.offset + b * os0, rowStride: os3, colStride: os1 }, { packed, rowsA: rows(b * plane), bias: biasOp });
   }
   res.commit();
   return out;

@@ -14,7 +14,7 @@
  */
 import type { GemmOperand } from './gemm.js';
 import { nativeThreads } from './native/threads.js';
-import { relaxedSimdAvailable, runTiles, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmModule, type SgemmLayout, type SgemmMacro } from './wasm-sgemm.js';
+import { relaxedSimdAvailable, runTiles, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmMacros, sgemmModule, type SgemmLayout, type SgemmMacros } from './wasm-sgemm.js';
 import { createWasmPool, MAX_PAGES, type WasmPool } from './wasm-threads.js';
 import { wasmApi } from './wasm-asm.js';
 
@@ -25,7 +25,7 @@ const PASS_BYTES = 256 << 20;
 
 interface Engine {
   pool: WasmPool;
-  macro: SgemmMacro;
+  macros: SgemmMacros;
   fma: boolean;
   f32: Float32Array;
 }
@@ -48,7 +48,7 @@ function getEngine(): Engine | null {
     const shape = { mr: SGEMM_MR, nr: SGEMM_NR, unroll: 1, fma };
     const { pool, module } = createWasmPool(1, sgemmModule(shape, MAX_PAGES), sgemmModule(shape));
     const inst = new WA.Instance(module, { env: { mem: pool.memory } });
-    engine = { pool, macro: inst.exports['macro'] as SgemmMacro, fma, f32: new Float32Array(pool.memory.buffer) };
+    engine = { pool, macros: sgemmMacros(inst.exports), fma, f32: new Float32Array(pool.memory.buffer) };
   } catch {
     engine = null;
   }
@@ -145,18 +145,19 @@ export function wasmPackB(b: GemmOperand, k: number, n: number, reuse?: PackedB 
 }
 
 /**
- * Packs rows m0 .. m0 + m of a custom A (k columns) into `out` at word `at` in packA's layout
- * (rows m .. Mp zero): the convolution gathers its patches this way, with no im2col buffer.
+ * Writes rows m0 .. m0 + m of a custom A (k columns) into `out` from word `at` as dense rows of k
+ * floats (the kernel reads them in place): the convolution writes its patches this way, straight
+ * into the Wasm memory.
  */
-export type APacker = (out: Float32Array, at: number, m0: number, m: number, Mp: number, k: number) => void;
+export type ARows = (out: Float32Array, at: number, m0: number, m: number, k: number) => void;
 
 export interface SgemmOptions {
   /** Bytes of Wasm memory one pass may use (tests lower it to exercise the chunking). */
   readonly passBytes?: number;
   /** B already packed by wasmPackB (then `b` is ignored). */
   readonly packed?: PackedB | null;
-  /** Packs A instead of reading `a` (then `a` is ignored). */
-  readonly packA?: APacker;
+  /** Produces A's rows instead of reading `a` (then `a` is ignored). */
+  readonly rowsA?: ARows;
   /** Added to every row of C after alpha / beta (a convolution's bias), element j at data[offset + j * stride]. */
   readonly bias?: { readonly data: ArrayLike<number>; readonly offset: number; readonly stride: number } | null;
 }
@@ -170,7 +171,7 @@ export function wasmSgemm(m: number, n: number, k: number, alpha: number, a: Gem
   if (m <= 0 || n <= 0) return;
   if (packed && (packed.k !== k || packed.n !== n)) throw new RangeError(`wasmSgemm: packed B is ${packed.k} x ${packed.n}, the product needs ${k} x ${n}`);
   if (!packed && !b) throw new TypeError('wasmSgemm: B or a packed B is required');
-  if (!opts.packA && !a) throw new TypeError('wasmSgemm: A or an A packer is required');
+  if (!opts.rowsA && !a) throw new TypeError('wasmSgemm: A or an A row writer is required');
   calls++;
   // Chunk C so that one pass's packed A rows + packed B columns + C fit the budget (a packed B
   // is resident: only rows are chunked).
@@ -197,14 +198,20 @@ function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: Gemm
   const cAt = (packed ? aAt + Mp * k * 4 : bAt + Np * k * 4) + 64;
   ensureBytes(e, cAt + Mp * Np * 4);
   const f = e.f32;
-  if (opts.packA) opts.packA(f, aAt >> 2, m0, m, Mp, k);
+  // A with unit column stride (a contiguous activation, an im2col): its rows are copied (memcpy)
+  // and read in place by macroRow, with no packing pass; any other A is packed into slivers.
+  const rowA = opts.rowsA !== undefined || a!.colStride === 1;
+  if (opts.rowsA) opts.rowsA(f, aAt >> 2, m0, m, k);
+  else if (rowA) copyRowsA(f, aAt >> 2, a!, m0, m, k);
   else packA(f, aAt >> 2, a!, m0, m, Mp, k);
+  // Padding rows: zeros, not leftovers (stale bits could be denormals, which are slow to multiply).
+  if (rowA) f.fill(0, (aAt >> 2) + m * k, (aAt >> 2) + Mp * k);
   if (!packed) packB(f, bAt >> 2, b!, n0, n, Np, k);
-  const layout: SgemmLayout = { mS, nS, k, a: aAt, b: bAt, c: cAt, ldc: Np * 4 };
+  const layout: SgemmLayout = { mS, nS, k, a: aAt, b: bAt, c: cAt, ldc: Np * 4, lda: rowA ? k * 4 : 0 };
   // k = 0: the kernel never runs, C's product part is zero.
   if (k === 0) f.fill(0, cAt >> 2, (cAt >> 2) + Mp * Np);
   const threads = m * n * k >= THREAD_MIN ? Math.max(1, Math.min(wasmThreads(), nS * SGEMM_NR >= Mp ? nS : mS)) : 1;
-  const self = (r: readonly [number, number, number, number]): void => runTiles(e.macro, layout, r[0], r[1], r[2], r[3]);
+  const self = (r: readonly [number, number, number, number]): void => runTiles(e.macros, layout, r[0], r[1], r[2], r[3]);
   if (threads === 1) self([0, mS, 0, nS]);
   else {
     e.pool.want(threads - 1);
@@ -223,6 +230,14 @@ function pass(e: Engine, m: number, n: number, k: number, alpha: number, a: Gemm
 
 function roundUp(x: number, to: number): number {
   return Math.ceil(x / to) * to;
+}
+
+/** A[m0 .. m0 + m, 0 .. k] (unit column stride) as dense rows at word `at`. */
+function copyRowsA(out: Float32Array, at: number, a: GemmOperand, m0: number, m: number, k: number): void {
+  const ad = a.data as Float32Array;
+  const start = a.offset + m0 * a.rowStride;
+  if (a.rowStride === k) out.set(ad.subarray(start, start + m * k), at);
+  else for (let i = 0; i < m; i++) out.set(ad.subarray(start + i * a.rowStride, start + i * a.rowStride + k), at + i * k);
 }
 
 /**
@@ -301,7 +316,8 @@ function copyOut(buf: Float32Array, at: number, ld: number, m: number, n: number
     for (let i = 0; i < m; i++) {
       const q0 = c.offset + (m0 + i) * crs + n0 * ccs;
       const t0 = at + i * ld;
-      for (let j = 0, q = q0, t = t0; j < n; j++, q += ccs, t++) cd[q] = (beta === 0 ? alpha * buf[t]! : alpha * buf[t]! + beta * cd[q]!) + bv[j]!;
+      if (beta === 0 && alpha === 1) for (let j = 0, q = q0, t = t0; j < n; j++, q += ccs, t++) cd[q] = buf[t]! + bv[j]!;
+      else for (let j = 0, q = q0, t = t0; j < n; j++, q += ccs, t++) cd[q] = (beta === 0 ? alpha * buf[t]! : alpha * buf[t]! + beta * cd[q]!) + bv[j]!;
     }
     return;
   }

@@ -2,9 +2,10 @@
  * The float32 WebAssembly SIMD128 GEMM macro-kernel of the Wasm cpu path (BLIS design, like the
  * native C kernel): a register-blocked MR x NR micro-kernel over packed operands.
  *
- *   macro(mcS, ncS, kc, a, b, c, ldc, accumulate)
+ *   macro(mcS, ncS, kc, a, lda, b, c, ldc, accumulate)
  *
- * - `a`: mcS slivers of MR rows, each kc deep, k-major (sliver[p * MR + r] = A[r, p]);
+ * - `a`: mcS slivers of MR rows, each kc deep, k-major (sliver[p * MR + r] = A[r, p]); or, in the
+ *   rowA variant, A itself, row-major with row stride `lda` bytes (read through MR row pointers);
  * - `b`: ncS slivers of NR columns, each kc deep, k-major (sliver[p * NR + q] = B[p, q]);
  * - `c`: the tile origin in a dense float32 C (row stride `ldc` bytes; tiles never need edge
  *   handling: the caller's C buffer is padded to whole tiles); accumulate = 1 adds onto C.
@@ -26,6 +27,11 @@ export interface SgemmShape {
   readonly unroll: number;
   /** Use f32x4.relaxed_madd (only where relaxedSimdAvailable()). */
   readonly fma: boolean;
+  /**
+   * A read in place, row-major with row stride `lda` bytes (a contiguous activation or an im2col
+   * buffer), through MR row pointers, instead of packed slivers: no packing pass over A.
+   */
+  readonly rowA?: boolean;
 }
 
 /**
@@ -71,19 +77,27 @@ export function relaxedSimdAvailable(): boolean {
 }
 
 /**
- * Assembles the macro-kernel module (memory imported as env.mem; shared with `sharedMaxPages` as
- * its maximum when given, so worker threads can run the same module on the same memory).
+ * Assembles the macro-kernel module: 'macro' (packed A) and 'macroRow' (the rowA variant), memory
+ * imported as env.mem (shared with `sharedMaxPages` as its maximum when given, so worker threads
+ * can run the same module on the same memory).
  */
 export function sgemmModule(shape: SgemmShape, sharedMaxPages?: number): Uint8Array {
+  const fns = [macroFn('macro', { ...shape, rowA: false }), macroFn('macroRow', { ...shape, rowA: true })];
+  return encodeModule({ functions: fns, pages: 1, memory: 'import', sharedMaxPages });
+}
+
+function macroFn(name: string, shape: SgemmShape): FnBuilder {
   const { mr: MR, nr: NR, unroll: U, fma } = shape;
   if (NR % 4 !== 0 || MR < 1 || U < 1) throw new RangeError(`sgemmModule: bad tile ${MR}x${NR} unroll ${U}`);
   const NV = NR / 4;
-  const f = new FnBuilder('macro', [I32, I32, I32, I32, I32, I32, I32, I32]);
-  const [MCS, NCS, KC, A, B, C, LDC, ACC] = [0, 1, 2, 3, 4, 5, 6, 7];
+  const rowA = shape.rowA === true;
+  const f = new FnBuilder(name, [I32, I32, I32, I32, I32, I32, I32, I32, I32]);
+  const [MCS, NCS, KC, A, LDA, B, C, LDC, ACC] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
   const i = f.local(I32);
   const j = f.local(I32);
   const p = f.local(I32);
   const pa = f.local(I32);
+  const par = rowA ? Array.from({ length: MR }, () => f.local(I32)) : [];
   const pb = f.local(I32);
   const bsl = f.local(I32);
   const pc = f.local(I32);
@@ -98,7 +112,11 @@ export function sgemmModule(shape: SgemmShape, sharedMaxPages?: number): Uint8Ar
   e(get(B), get(j), get(KC), MUL, i32c(bSliver), MUL, ADD, set(bsl));
   // for i in 0..mcS: pa = a + i * kc * MR * 4
   e(i32c(0), set(i), BLOCK, LOOP, get(i), get(MCS), GE_U, brIf(1));
-  e(get(A), get(i), get(KC), MUL, i32c(aSliver), MUL, ADD, set(pa));
+  if (rowA) {
+    // row r of the sliver: a + (i * MR + r) * lda
+    e(get(A), get(i), i32c(MR), MUL, get(LDA), MUL, ADD, set(par[0]!));
+    for (let r = 1; r < MR; r++) e(get(par[r - 1]!), get(LDA), ADD, set(par[r]!));
+  } else e(get(A), get(i), get(KC), MUL, i32c(aSliver), MUL, ADD, set(pa));
   e(get(bsl), set(pb));
   for (const r of acc) e(V128_ZERO, set(r));
   // p counts k steps down by U (kc is a multiple of U)
@@ -106,7 +124,8 @@ export function sgemmModule(shape: SgemmShape, sharedMaxPages?: number): Uint8Ar
   for (let u = 0; u < U; u++) {
     for (let q = 0; q < NV; q++) e(get(pb), v128Load(u * bSliver + q * 16), set(bv[q]!));
     for (let r = 0; r < MR; r++) {
-      e(get(pa), load32Splat(u * aSliver + r * 4), set(av));
+      if (rowA) e(get(par[r]!), load32Splat(u * 4), set(av));
+      else e(get(pa), load32Splat(u * aSliver + r * 4), set(av));
       for (let q = 0; q < NV; q++) {
         const k = r * NV + q;
         if (fma) e(get(av), get(bv[q]!), get(acc[k]!), OP.F32X4_RELAXED_MADD, set(acc[k]!));
@@ -114,7 +133,9 @@ export function sgemmModule(shape: SgemmShape, sharedMaxPages?: number): Uint8Ar
       }
     }
   }
-  e(get(pa), i32c(U * aSliver), ADD, set(pa), get(pb), i32c(U * bSliver), ADD, set(pb));
+  if (rowA) for (const q of par) e(get(q), i32c(U * 4), ADD, set(q));
+  else e(get(pa), i32c(U * aSliver), ADD, set(pa));
+  e(get(pb), i32c(U * bSliver), ADD, set(pb));
   e(get(p), i32c(U), SUB, set(p), br(0), END, END);
   // pc = c + i * MR * ldc + j * NR * 4
   e(get(C), get(i), i32c(MR), MUL, get(LDC), MUL, ADD, get(j), i32c(bSliver), MUL, ADD, set(pc));
@@ -135,11 +156,22 @@ export function sgemmModule(shape: SgemmShape, sharedMaxPages?: number): Uint8Ar
   }
   e(get(i), i32c(1), ADD, set(i), br(0), END, END);
   e(get(j), i32c(1), ADD, set(j), br(0), END, END);
-  return encodeModule({ functions: [f], pages: 1, memory: 'import', sharedMaxPages });
+  return f;
 }
 
 /** The instantiated macro-kernel: byte addresses and strides, as described in the header. */
-export type SgemmMacro = (mcS: number, ncS: number, kc: number, a: number, b: number, c: number, ldc: number, accumulate: number) => void;
+export type SgemmMacro = (mcS: number, ncS: number, kc: number, a: number, lda: number, b: number, c: number, ldc: number, accumulate: number) => void;
+
+/** Both variants of an instance. */
+export interface SgemmMacros {
+  readonly packed: SgemmMacro;
+  readonly row: SgemmMacro;
+}
+
+/** The macros of an instantiated sgemmModule. */
+export function sgemmMacros(exports: Record<string, unknown>): SgemmMacros {
+  return { packed: exports['macro'] as SgemmMacro, row: exports['macroRow'] as SgemmMacro };
+}
 
 /**
  * Where one GEMM's packed operands and C live in Wasm memory (byte addresses), as laid out by
@@ -152,6 +184,8 @@ export interface SgemmLayout {
   readonly nS: number;
   readonly k: number;
   readonly a: number;
+  /** 0: A packed (above); else A is row-major at `a` with this row stride in bytes (macroRow). */
+  readonly lda: number;
   readonly b: number;
   readonly c: number;
   readonly ldc: number;
@@ -162,18 +196,20 @@ export interface SgemmLayout {
  * thread). Every tile sums its K blocks in the same order whichever thread runs it, so a split
  * over threads gives bit-identical results.
  */
-export function runTiles(macro: SgemmMacro, l: SgemmLayout, i0: number, i1: number, j0: number, j1: number): void {
+export function runTiles(macros: SgemmMacros, l: SgemmLayout, i0: number, i1: number, j0: number, j1: number): void {
+  const macro = l.lda > 0 ? macros.row : macros.packed;
   const Mp = l.mS * SGEMM_MR;
   const Np = l.nS * SGEMM_NR;
   for (let jc = j0; jc < j1; jc += SGEMM_NC_SLIVERS) {
     const ncs = Math.min(SGEMM_NC_SLIVERS, j1 - jc);
     for (let pc = 0; pc < l.k; pc += SGEMM_KC) {
       const kcb = Math.min(SGEMM_KC, l.k - pc);
-      const aBlock = l.a + Mp * pc * 4;
+      const aBlock = l.lda > 0 ? l.a + pc * 4 : l.a + Mp * pc * 4;
+      const aSliver = l.lda > 0 ? SGEMM_MR * l.lda : kcb * SGEMM_MR * 4;
       const bPanel = l.b + Np * pc * 4 + jc * kcb * SGEMM_NR * 4;
       for (let ic = i0; ic < i1; ic += SGEMM_MC_SLIVERS) {
         const mcs = Math.min(SGEMM_MC_SLIVERS, i1 - ic);
-        macro(mcs, ncs, kcb, aBlock + ic * kcb * SGEMM_MR * 4, bPanel, l.c + ic * SGEMM_MR * l.ldc + jc * SGEMM_NR * 4, l.ldc, pc > 0 ? 1 : 0);
+        macro(mcs, ncs, kcb, aBlock + ic * aSliver, l.lda, bPanel, l.c + ic * SGEMM_MR * l.ldc + jc * SGEMM_NR * 4, l.ldc, pc > 0 ? 1 : 0);
       }
     }
   }

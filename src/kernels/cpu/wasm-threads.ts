@@ -30,7 +30,7 @@ export const CTRL = {
   DONE: 16,
   ERR: 24,
   TASK: 32,
-  /** mS, nS, k, a, b, c, ldc */
+  /** mS, nS, k, a, b, c, ldc, lda */
   ARGS: 40,
   /** i0, i1, j0, j1 per worker */
   RANGE: 48,
@@ -109,7 +109,7 @@ class Pool implements WasmPool {
     }
     const c = this.ctrl;
     const s = ++this.seq;
-    const args = [layout.mS, layout.nS, layout.k, layout.a, layout.b, layout.c, layout.ldc];
+    const args = [layout.mS, layout.nS, layout.k, layout.a, layout.b, layout.c, layout.ldc, layout.lda];
     for (let q = 0; q < args.length; q++) c[CTRL.ARGS + q] = args[q]!;
     for (let w = 0; w < nw; w++) {
       const r = ranges[w + 1]!;

@@ -6,7 +6,7 @@
  */
 import { workerData } from 'node:worker_threads';
 import { wasmApi } from './wasm-asm.js';
-import { runTiles, type SgemmMacro } from './wasm-sgemm.js';
+import { runTiles, sgemmMacros } from './wasm-sgemm.js';
 import { CTRL } from './wasm-threads.js';
 
 interface Data {
@@ -18,7 +18,7 @@ interface Data {
 
 const { memory, module, ctrl, index } = workerData as Data;
 const inst = new (wasmApi()!.Instance)(module, { env: { mem: memory } });
-const macro = inst.exports['macro'] as SgemmMacro;
+const macros = sgemmMacros(inst.exports);
 let seen = Atomics.load(ctrl, CTRL.SEQ);
 Atomics.store(ctrl, CTRL.READY + index, 1);
 
@@ -31,7 +31,7 @@ for (;;) {
   try {
     const a = CTRL.ARGS;
     const r = CTRL.RANGE + 4 * index;
-    runTiles(macro, { mS: ctrl[a]!, nS: ctrl[a + 1]!, k: ctrl[a + 2]!, a: ctrl[a + 3]!, b: ctrl[a + 4]!, c: ctrl[a + 5]!, ldc: ctrl[a + 6]! }, ctrl[r]!, ctrl[r + 1]!, ctrl[r + 2]!, ctrl[r + 3]!);
+    runTiles(macros, { mS: ctrl[a]!, nS: ctrl[a + 1]!, k: ctrl[a + 2]!, a: ctrl[a + 3]!, b: ctrl[a + 4]!, c: ctrl[a + 5]!, ldc: ctrl[a + 6]!, lda: ctrl[a + 7]! }, ctrl[r]!, ctrl[r + 1]!, ctrl[r + 2]!, ctrl[r + 3]!);
   } catch {
     Atomics.store(ctrl, CTRL.ERR + index, 1);
   }
