@@ -56,7 +56,9 @@ parentPort.on('message', (d) => {
   self.onmessage({ data: d });
 });`;
 class ShimWorker {
+  static started = 0;
   constructor(url) {
+    ShimWorker.started++;
     this.onmessage = null;
     this.onerror = null;
     this.queue = [];
@@ -372,6 +374,8 @@ for (const name of names) {
   }
 }
 const load1 = os.loadavg();
+if (versions['jax-js']) versions['jax-js'] += ` (${ShimWorker.started} Web Workers started)`;
+console.log(`versions ${JSON.stringify(versions)}`);
 console.log(`load average before ${load0.map((x) => x.toFixed(2)).join(' ')}, after ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 if (OUT) {
   fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), reps: REPS, threads: THREADS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), node: process.version, loadavgBefore: load0, loadavgAfter: load1, kilnWasm: wasmRun.wasmSgemmInfo(), versions, errors, results }, null, 2)}\n`);

@@ -193,7 +193,7 @@ test('eager float32 products and conv2d run on the Wasm GEMM on the forced wasm 
   }
 });
 
-test('wasm conv2d (implicit GEMM): channels_last and NCHW, stride, dilation, asymmetric padding, bias; groups fall back; weight updates repack', { skip }, () => {
+test('wasm conv2d (implicit GEMM): channels_last and NCHW, stride, dilation, asymmetric padding, bias; groups fall back; weight updates repack; 1 and 2 threads agree', { skip }, async () => {
   const cases: { x: [number, number, number, number]; w: [number, number, number, number]; stride: [number, number]; pad: [number, number, number, number]; dil: [number, number]; groups: number; layout: 'channelsLast' | 'contiguous' | 'strided'; gemms: number }[] = [
     // one GEMM over both images (channels_last pixels are evenly strided); K = 147
     { x: [2, 3, 17, 15], w: [8, 3, 7, 7], stride: [2, 2], pad: [3, 3, 3, 3], dil: [1, 1], groups: 1, layout: 'channelsLast', gemms: 1 },
@@ -202,6 +202,12 @@ test('wasm conv2d (implicit GEMM): channels_last and NCHW, stride, dilation, asy
     // NCHW output: one GEMM per image
     { x: [2, 5, 10, 9], w: [7, 5, 3, 2], stride: [1, 2], pad: [0, 1, 2, 1], dil: [2, 1], groups: 1, layout: 'contiguous', gemms: 2 },
     { x: [1, 4, 8, 8], w: [6, 4, 1, 1], stride: [1, 1], pad: [0, 0, 0, 0], dil: [1, 1], groups: 1, layout: 'strided', gemms: 1 },
+    // direct path (K runs >= 32 read in place from a padded copy): dilated width (runs of c), NCHW in and out, ow not a multiple of 4, o not of 8
+    { x: [2, 33, 9, 10], w: [13, 33, 3, 3], stride: [2, 1], pad: [1, 0, 2, 1], dil: [1, 2], groups: 1, layout: 'contiguous', gemms: 1 },
+    // direct path, channels_last, runs of 3 * 24 = 72
+    { x: [2, 24, 11, 13], w: [20, 24, 3, 3], stride: [1, 1], pad: [1, 1, 1, 1], dil: [1, 1], groups: 1, layout: 'channelsLast', gemms: 1 },
+    // direct path, a 1x1 conv over 300 channels: the run is cut into K blocks of 256 + 44; strided input
+    { x: [1, 300, 5, 6], w: [9, 300, 1, 1], stride: [1, 1], pad: [0, 0, 0, 0], dil: [1, 1], groups: 1, layout: 'strided', gemms: 1 },
     // grouped: the JS im2col kernel (its GEMMs are float32 too, so they still count here)
     { x: [1, 6, 7, 7], w: [4, 3, 3, 3], stride: [1, 1], pad: [1, 1, 1, 1], dil: [1, 1], groups: 2, layout: 'contiguous', gemms: -1 },
   ];
@@ -225,7 +231,20 @@ test('wasm conv2d (implicit GEMM): channels_last and NCHW, stride, dilation, asy
     kiln.noGrad(() => w.mul_(-1));
     const y2 = kiln.conv2d(x, w, null, 1, 1).toFlatArray();
     assert.deepEqual(y2, y1.map((v) => -v), 'conv after weight *= -1');
+    // Output rows are dealt to the threads whole: the same sums in the same order.
+    await warmWasmThreads(2);
+    for (const layout of ['channelsLast', 'contiguous'] as const) {
+      const xt = rand([2, 64, 16, 16], 70, layout);
+      const wt = rand([64, 64, 3, 3], 71, 'contiguous', 'float32', -0.2, 0.2);
+      setWasmThreads(1);
+      const t1 = kiln.conv2d(xt, wt, null, 1, 1).toFlatArray();
+      setWasmThreads(2);
+      const t2 = kiln.conv2d(xt, wt, null, 1, 1).toFlatArray();
+      assert.deepEqual(t2, t1, `${layout}: 2 threads == 1 thread`);
+    }
   } finally {
+    setWasmThreads(undefined);
     setCpuPath(undefined);
+    await shutdownWasmThreads();
   }
 });

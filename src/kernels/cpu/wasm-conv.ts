@@ -19,7 +19,8 @@ import type { Storage } from '../../tensor/storage.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { cpuPath } from './native/path.js';
 import { allocOut, readable, writable } from './numeric.js';
-import { type ARows, type PackedB, wasmPackB, wasmSgemm, wasmSgemmAvailable } from './wasm-sgemm-run.js';
+import { CALL_WORDS, SGEMM_KC, SGEMM_MR, SGEMM_NC_SLIVERS, SGEMM_NR } from './wasm-sgemm.js';
+import { type ARows, type PackedB, wasmPackB, wasmRunCalls, wasmScratch, wasmSgemm, wasmSgemmAvailable } from './wasm-sgemm-run.js';
 
 export interface WasmConvArgs {
   readonly stride: readonly number[];
@@ -29,20 +30,35 @@ export interface WasmConvArgs {
   readonly groups: number;
 }
 
+/**
+ * K blocks of the direct path: runs of K that are contiguous in the padded input (one kernel row,
+ * kw pixels x c channels, when undilated; else one pixel's c channels), cut to at most KC.
+ */
+interface KBlock {
+  /** First K index (in (kh, kw, c) order). */
+  readonly k0: number;
+  readonly len: number;
+  /** Byte offset of the block's first value from a pixel's patch origin in the padded input. */
+  readonly aOff: number;
+}
+
 interface PackedConvWeight {
   version: number;
   offset: number;
   strides: string;
-  packed: PackedB;
+  /** The K blocks packed separately ('direct'), or one packing of the whole K ('rows'). */
+  key: string;
+  packed: PackedB[];
 }
 
 const weights = new WeakMap<Storage, PackedConvWeight>();
 
-/** B[(kh, kw, c), o] = weight[o, c, kh, kw], packed in the engine (null when too large to keep). */
-function packedWeight(weight: Tensor): PackedB | null {
+/** B[(kh, kw, c), o] = weight[o, c, kh, kw], packed in the engine per K range (null when too large to keep). */
+function packedWeight(weight: Tensor, ranges: readonly { k0: number; len: number }[]): PackedB[] | null {
   const strides = weight.strides.join(',');
+  const key = ranges.map((r) => `${r.k0}+${r.len}`).join(',');
   const e = weights.get(weight.storage);
-  if (e && e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides) return e.packed;
+  if (e && e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides && e.key === key) return e.packed;
   const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
   const [s0, s1, s2, s3] = weight.strides as [number, number, number, number];
   const r = readable(weight);
@@ -52,11 +68,20 @@ function packedWeight(weight: Tensor): PackedB | null {
     for (let i = 0; i < kh; i++)
       for (let j = 0; j < kw; j++)
         for (let c = 0; c < cg; c++) wp[oo * K + (i * kw + j) * cg + c] = r.data[r.offset + oo * s0 + c * s1 + i * s2 + j * s3]!;
-  // A stale packing of the same shape is overwritten in place.
-  const packed = wasmPackB({ data: wp, offset: 0, rowStride: 1, colStride: K }, K, o, e?.packed);
-  if (packed) weights.set(weight.storage, { version: weight.storage.version, offset: weight.offset, strides, packed });
+  // A stale packing of the same layout is overwritten in place.
+  const reuse = e && e.key === key ? e.packed : [];
+  const packed: PackedB[] = [];
+  for (const [q, rg] of ranges.entries()) {
+    const pb = wasmPackB({ data: wp, offset: rg.k0, rowStride: 1, colStride: K }, rg.len, o, reuse[q]);
+    if (!pb) return null;
+    packed.push(pb);
+  }
+  weights.set(weight.storage, { version: weight.storage.version, offset: weight.offset, strides, key, packed });
   return packed;
 }
+
+/** K runs of at least this length take the direct path: shorter runs (a 7x7 kernel over 3 channels: 21) would reload each C tile every few multiply-adds. */
+const DIRECT_MIN_RUN = 32;
 
 export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: WasmConvArgs): Tensor | null {
   if (a.groups !== 1 || input.dtype !== 'float32' || weight.dtype !== 'float32' || meta.dtype !== 'float32' || (bias && bias.dtype !== 'float32')) return null;
@@ -70,18 +95,20 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
   const ow = meta.shape[batched ? 3 : 2]!;
   const x = readable(input);
   if (!(x.data instanceof Float32Array)) return null;
-  const packed = n * o * oh * ow === 0 ? null : packedWeight(weight);
-  if (n * o * oh * ow !== 0 && !packed) return null;
+  if (n * o * oh * ow === 0) return allocOut(meta);
+  const K = kh * kw * c;
+  const dh = a.dilation[0]!;
+  const dw = a.dilation[a.dilation.length - 1]!;
+  if ((dw === 1 ? kw * c : c) >= DIRECT_MIN_RUN) return directConv(meta, input, weight, bias, a);
+  const packs = packedWeight(weight, [{ k0: 0, len: K }]);
+  if (!packs) return null;
+  const packed = packs[0]!;
   const out = allocOut(meta);
-  if (!packed) return out;
   const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
   const res = writable(out);
   const xd = x.data;
-  const K = kh * kw * c;
   const sh = a.stride[0]!;
   const sw = a.stride[a.stride.length - 1]!;
-  const dh = a.dilation[0]!;
-  const dw = a.dilation[a.dilation.length - 1]!;
   const [pt, , pl] = a.padding;
   const plane = oh * ow;
   const rb = bias ? readable(bias) : null;
@@ -148,6 +175,111 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
     wasmSgemm(n * plane, o, K, 1, null, null, 0, { data: od, offset: res.offset, rowStride: os3, colStride: os1 }, { packed, rowsA: rows(0), bias: biasOp });
   } else {
     for (let b = 0; b < n; b++) wasmSgemm(plane, o, K, 1, null, null, 0, { data: od, offset: res.offset + b * os0, rowStride: os3, colStride: os1 }, { packed, rowsA: rows(b * plane), bias: biasOp });
+  }
+  res.commit();
+  return out;
+}
+
+/**
+ * The direct path: no patch matrix at all. The input is copied once into a zero-bordered NHWC
+ * buffer in the Wasm memory; then for an output row y and a K block (a run of the patch that is
+ * contiguous in that buffer), the patches of four consecutive output pixels start sw * c floats
+ * apart, so macroRow reads them in place with lda = sw * c * 4. One call per (output row, K block,
+ * column panel), accumulating over the K blocks into the output row's C tiles; C rows are padded to
+ * whole 4-pixel slivers per output row. Output rows are dealt to the threads whole.
+ */
+function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: WasmConvArgs): Tensor | null {
+  const batched = input.shape.length === 4;
+  const [n, c, h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];
+  const [xs0, xs1, xs2, xs3] = (batched ? input.strides : [0, ...input.strides]) as [number, number, number, number];
+  const [o, , kh, kw] = weight.shape as [number, number, number, number];
+  const oh = meta.shape[batched ? 2 : 1]!;
+  const ow = meta.shape[batched ? 3 : 2]!;
+  const sh = a.stride[0]!;
+  const sw = a.stride[a.stride.length - 1]!;
+  const dh = a.dilation[0]!;
+  const dw = a.dilation[a.dilation.length - 1]!;
+  const [pt, , pl] = a.padding;
+  const owp = Math.ceil(ow / SGEMM_MR) * SGEMM_MR;
+  // The padded image covers every read, the padded output columns (ow .. owp) included.
+  const Hp = Math.max(h + pt, (oh - 1) * sh + (kh - 1) * dh + 1);
+  const Wp = Math.max(w + pl, (owp - 1) * sw + (kw - 1) * dw + 1);
+  const blocks: KBlock[] = [];
+  const run = dw === 1 ? kw * c : c;
+  for (let ki = 0; ki < kh; ki++) {
+    for (let kj = 0; kj < (dw === 1 ? 1 : kw); kj++) {
+      const k0 = (ki * kw + kj) * c;
+      for (let q = 0; q < run; q += SGEMM_KC) blocks.push({ k0: k0 + q, len: Math.min(SGEMM_KC, run - q), aOff: ((ki * dh * Wp + kj * dw) * c + q) * 4 });
+    }
+  }
+  const packed = packedWeight(weight, blocks);
+  if (!packed) return null;
+  const x = readable(input);
+  const xd = x.data as Float32Array;
+  const nS = Math.ceil(o / SGEMM_NR);
+  const Np = nS * SGEMM_NR;
+  const rowsC = n * oh * owp;
+  const panels = Math.ceil(nS / SGEMM_NC_SLIVERS);
+  const nCalls = n * oh * blocks.length * panels;
+  const inWords = n * Hp * Wp * c;
+  const cWords = rowsC * Np;
+  const sc = wasmScratch((inWords + cWords + nCalls * CALL_WORDS) * 4 + 128);
+  const inAt = sc.at;
+  const cAt = (inAt + inWords * 4 + 63) & ~63;
+  const tAt = (cAt + cWords * 4 + 63) & ~63;
+  const f = sc.f32;
+  // the zero-bordered NHWC copy of the input
+  const in0 = inAt >> 2;
+  f.fill(0, in0, in0 + inWords);
+  for (let b = 0; b < n; b++) {
+    for (let ih = 0; ih < h; ih++) {
+      const dst = in0 + ((b * Hp + ih + pt) * Wp + pl) * c;
+      const src = x.offset + b * xs0 + ih * xs2;
+      if (xs1 === 1 && xs3 === c) f.set(xd.subarray(src, src + w * c), dst);
+      else for (let iw = 0; iw < w; iw++) for (let cc = 0; cc < c; cc++) f[dst + iw * c + cc] = xd[src + iw * xs3 + cc * xs1]!;
+    }
+  }
+  // the call list: per output row, per K block, per column panel
+  const t = sc.i32;
+  const groupStarts: number[] = [0];
+  let q = tAt >> 2;
+  let count = 0;
+  const ldc = Np * 4;
+  for (let b = 0; b < n; b++) {
+    for (let y = 0; y < oh; y++) {
+      const rowBase = inAt + (b * Hp + y * sh) * Wp * c * 4;
+      const cRow = cAt + (b * oh + y) * owp * ldc;
+      for (const [bi, blk] of blocks.entries()) {
+        for (let jc = 0; jc < nS; jc += SGEMM_NC_SLIVERS) {
+          const ncs = Math.min(SGEMM_NC_SLIVERS, nS - jc);
+          t.set([1, owp / SGEMM_MR, ncs, blk.len, rowBase + blk.aOff, sw * c * 4, packed[bi]!.at + jc * blk.len * SGEMM_NR * 4, cRow + jc * SGEMM_NR * 4, ldc, bi > 0 ? 1 : 0], q);
+          q += CALL_WORDS;
+          count++;
+        }
+      }
+      groupStarts.push(count);
+    }
+  }
+  wasmRunCalls(tAt >> 2, groupStarts, n * oh * ow * o * kh * kw * c);
+  // C rows (b, y, x < ow) into the output through its strides, with the bias
+  const out = allocOut(meta);
+  const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
+  const res = writable(out);
+  const od = res.data;
+  const bv = new Float32Array(o);
+  if (bias) {
+    const rb = readable(bias);
+    for (let j = 0; j < o; j++) bv[j] = rb.data[rb.offset + j * (bias.strides[0] ?? 1)]!;
+  }
+  const cv = sc.f32;
+  for (let b = 0; b < n; b++) {
+    for (let y = 0; y < oh; y++) {
+      for (let xo = 0; xo < ow; xo++) {
+        const src = (cAt >> 2) + ((b * oh + y) * owp + xo) * Np;
+        const dst = res.offset + b * os0 + y * os2 + xo * os3;
+        for (let j = 0; j < o; j++) od[dst + j * os1] = cv[src + j]! + bv[j]!;
+      }
+    }
   }
   res.commit();
   return out;

@@ -14,7 +14,7 @@
  */
 import type { GemmOperand } from './gemm.js';
 import { nativeThreads } from './native/threads.js';
-import { relaxedSimdAvailable, runTiles, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmMacros, sgemmModule, type SgemmLayout, type SgemmMacros } from './wasm-sgemm.js';
+import { relaxedSimdAvailable, runCalls, runTiles, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmMacros, sgemmModule, type SgemmLayout, type SgemmMacros } from './wasm-sgemm.js';
 import { createWasmPool, MAX_PAGES, type WasmPool } from './wasm-threads.js';
 import { wasmApi } from './wasm-asm.js';
 
@@ -28,6 +28,7 @@ interface Engine {
   macros: SgemmMacros;
   fma: boolean;
   f32: Float32Array;
+  i32: Int32Array;
 }
 
 let engine: Engine | null | undefined;
@@ -48,7 +49,7 @@ function getEngine(): Engine | null {
     const shape = { mr: SGEMM_MR, nr: SGEMM_NR, unroll: 1, fma };
     const { pool, module } = createWasmPool(1, sgemmModule(shape, MAX_PAGES), sgemmModule(shape));
     const inst = new WA.Instance(module, { env: { mem: pool.memory } });
-    engine = { pool, macros: sgemmMacros(inst.exports), fma, f32: new Float32Array(pool.memory.buffer) };
+    engine = { pool, macros: sgemmMacros(inst.exports), fma, f32: new Float32Array(pool.memory.buffer), i32: new Int32Array(pool.memory.buffer) };
   } catch {
     engine = null;
   }
@@ -104,7 +105,10 @@ export async function shutdownWasmThreads(): Promise<void> {
 function ensureBytes(e: Engine, bytes: number): void {
   const have = e.pool.memory.buffer.byteLength;
   if (bytes > have) e.pool.memory.grow(Math.ceil((bytes - have) / 65536));
-  if (e.f32.buffer !== e.pool.memory.buffer || e.f32.length * 4 !== e.pool.memory.buffer.byteLength) e.f32 = new Float32Array(e.pool.memory.buffer);
+  if (e.f32.buffer !== e.pool.memory.buffer || e.f32.length * 4 !== e.pool.memory.buffer.byteLength) {
+    e.f32 = new Float32Array(e.pool.memory.buffer);
+    e.i32 = new Int32Array(e.pool.memory.buffer);
+  }
 }
 
 /**
@@ -142,6 +146,40 @@ export function wasmPackB(b: GemmOperand, k: number, n: number, reuse?: PackedB 
   ensureBytes(e, persistTop + 64);
   packB(e.f32, at >> 2, b, 0, n, roundUp(n, SGEMM_NR), k);
   return { at, k, n };
+}
+
+/**
+ * Per-call scratch for a caller that lays out its own operands and call list (the direct
+ * convolution): `bytes` from a 64-byte aligned base above the persistent regions. The views are
+ * valid until the next engine call.
+ */
+export function wasmScratch(bytes: number): { at: number; f32: Float32Array; i32: Int32Array } {
+  const e = getEngine();
+  if (!e) throw new Error('wasmScratch: WebAssembly SIMD is not available');
+  const at = (persistTop + 63) & ~63;
+  ensureBytes(e, at + bytes);
+  return { at, f32: e.f32, i32: e.i32 };
+}
+
+/**
+ * Runs a call list (wasm-sgemm.ts runCalls) at word `table` whose calls fall into groups
+ * (groupStarts[g] .. groupStarts[g + 1]); groups are dealt to threads whole and in order, so
+ * calls accumulating into one tile stay on one thread. `work`: multiply-adds, for the thread count.
+ */
+export function wasmRunCalls(table: number, groupStarts: readonly number[], work: number): void {
+  const e = getEngine();
+  if (!e) throw new Error('wasmRunCalls: WebAssembly SIMD is not available');
+  const groups = groupStarts.length - 1;
+  calls++;
+  const threads = work >= THREAD_MIN ? Math.max(1, Math.min(wasmThreads(), groups)) : 1;
+  const self = (r: readonly [number, number]): void => runCalls(e.macros, e.i32, table, r[0], r[1]);
+  if (threads === 1) {
+    self([groupStarts[0]!, groupStarts[groups]!]);
+    return;
+  }
+  e.pool.want(threads - 1);
+  const ranges = Array.from({ length: threads }, (_, t) => [groupStarts[Math.round((t * groups) / threads)]!, groupStarts[Math.round(((t + 1) * groups) / threads)]!] as [number, number]);
+  e.pool.runCalls(table, ranges, self);
 }
 
 /**

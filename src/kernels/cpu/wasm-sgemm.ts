@@ -214,3 +214,17 @@ export function runTiles(macros: SgemmMacros, l: SgemmLayout, i0: number, i1: nu
     }
   }
 }
+
+/** Words per entry of a call list: [variant (1 = macroRow, 0 = macro), then the nine macro arguments]. */
+export const CALL_WORDS = 10;
+
+/**
+ * Runs calls [i0, i1) of a call list at word `at` of `words` (a view of the module's memory): the
+ * convolution's direct path builds one (per output row and K block) and splits it over threads
+ * by output rows, so every tile's K blocks stay on one thread, in order.
+ */
+export function runCalls(macros: SgemmMacros, words: Int32Array, at: number, i0: number, i1: number): void {
+  for (let i = i0, o = at + i0 * CALL_WORDS; i < i1; i++, o += CALL_WORDS) {
+    (words[o] === 1 ? macros.row : macros.packed)(words[o + 1]!, words[o + 2]!, words[o + 3]!, words[o + 4]!, words[o + 5]!, words[o + 6]!, words[o + 7]!, words[o + 8]!, words[o + 9]!);
+  }
+}

@@ -26,6 +26,8 @@ import { wasmApi } from './wasm-asm.js';
 export const MAX_WORKERS = 8;
 export const CTRL = {
   SEQ: 0,
+  /** 1: GEMM tiles (ARGS = the layout, RANGE = slivers); 2: a call list (ARGS[0] = its word address, RANGE = [first, end)). */
+  OP: 1,
   READY: 8,
   DONE: 16,
   ERR: 24,
@@ -58,6 +60,8 @@ export interface WasmPool {
    * returning when all are done; ranges a worker failed are rerun through `self`.
    */
   run(layout: SgemmLayout, ranges: readonly (readonly [number, number, number, number])[], self: (r: readonly [number, number, number, number]) => void): void;
+  /** Like run, for a call list (wasm-sgemm.ts runCalls) at word `table`: ranges[t] = [first, end) of calls. */
+  runCalls(table: number, ranges: readonly (readonly [number, number])[], self: (r: readonly [number, number]) => void): void;
   /** Terminates the workers (the pool stays usable single-threaded and restarts them on demand). */
   shutdown(): Promise<void>;
 }
@@ -102,6 +106,14 @@ class Pool implements WasmPool {
   }
 
   run(layout: SgemmLayout, ranges: readonly (readonly [number, number, number, number])[], self: (r: readonly [number, number, number, number]) => void): void {
+    this.dispatch(1, [layout.mS, layout.nS, layout.k, layout.a, layout.b, layout.c, layout.ldc, layout.lda], ranges, self);
+  }
+
+  runCalls(table: number, ranges: readonly (readonly [number, number])[], self: (r: readonly [number, number]) => void): void {
+    this.dispatch(2, [table], ranges, self);
+  }
+
+  private dispatch<R extends readonly number[]>(op: number, args: readonly number[], ranges: readonly R[], self: (r: R) => void): void {
     const nw = Math.min(ranges.length - 1, this.readyWorkers());
     if (nw <= 0) {
       for (const r of ranges) self(r);
@@ -109,11 +121,11 @@ class Pool implements WasmPool {
     }
     const c = this.ctrl;
     const s = ++this.seq;
-    const args = [layout.mS, layout.nS, layout.k, layout.a, layout.b, layout.c, layout.ldc, layout.lda];
+    c[CTRL.OP] = op;
     for (let q = 0; q < args.length; q++) c[CTRL.ARGS + q] = args[q]!;
     for (let w = 0; w < nw; w++) {
       const r = ranges[w + 1]!;
-      for (let q = 0; q < 4; q++) c[CTRL.RANGE + 4 * w + q] = r[q]!;
+      for (let q = 0; q < r.length; q++) c[CTRL.RANGE + 4 * w + q] = r[q]!;
       Atomics.store(c, CTRL.ERR + w, 0);
       Atomics.store(c, CTRL.TASK + w, s);
     }

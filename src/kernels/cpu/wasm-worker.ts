@@ -6,11 +6,11 @@
  */
 import { workerData } from 'node:worker_threads';
 import { wasmApi } from './wasm-asm.js';
-import { runTiles, sgemmMacros } from './wasm-sgemm.js';
+import { runCalls, runTiles, sgemmMacros } from './wasm-sgemm.js';
 import { CTRL } from './wasm-threads.js';
 
 interface Data {
-  memory: object;
+  memory: { buffer: ArrayBuffer };
   module: object;
   ctrl: Int32Array;
   index: number;
@@ -19,6 +19,7 @@ interface Data {
 const { memory, module, ctrl, index } = workerData as Data;
 const inst = new (wasmApi()!.Instance)(module, { env: { mem: memory } });
 const macros = sgemmMacros(inst.exports);
+let words = new Int32Array(memory.buffer);
 let seen = Atomics.load(ctrl, CTRL.SEQ);
 Atomics.store(ctrl, CTRL.READY + index, 1);
 
@@ -31,7 +32,11 @@ for (;;) {
   try {
     const a = CTRL.ARGS;
     const r = CTRL.RANGE + 4 * index;
-    runTiles(macros, { mS: ctrl[a]!, nS: ctrl[a + 1]!, k: ctrl[a + 2]!, a: ctrl[a + 3]!, b: ctrl[a + 4]!, c: ctrl[a + 5]!, ldc: ctrl[a + 6]!, lda: ctrl[a + 7]! }, ctrl[r]!, ctrl[r + 1]!, ctrl[r + 2]!, ctrl[r + 3]!);
+    if (ctrl[CTRL.OP] === 2) {
+      // the memory may have grown since the last task
+      if (words.length * 4 !== memory.buffer.byteLength) words = new Int32Array(memory.buffer);
+      runCalls(macros, words, ctrl[a]!, ctrl[r]!, ctrl[r + 1]!);
+    } else runTiles(macros, { mS: ctrl[a]!, nS: ctrl[a + 1]!, k: ctrl[a + 2]!, a: ctrl[a + 3]!, b: ctrl[a + 4]!, c: ctrl[a + 5]!, ldc: ctrl[a + 6]!, lda: ctrl[a + 7]! }, ctrl[r]!, ctrl[r + 1]!, ctrl[r + 2]!, ctrl[r + 3]!);
   } catch {
     Atomics.store(ctrl, CTRL.ERR + index, 1);
   }
