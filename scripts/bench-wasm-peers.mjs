@@ -141,10 +141,13 @@ async function tfjsInit() {
 
 function tfjsEngine(wl) {
   const P = Object.fromEntries(Object.entries(wl.params).map(([k, v]) => [k, tf.tensor(v.data, v.shape)]));
+  // Linear weights pre-transposed to [in, out] outside the timed region: tfjs-wasm's matMul with
+  // transposeB = true measured 470 ms for [256, 1024] x [1024, 1024]^T against 24 ms pre-transposed.
+  for (const k of Object.keys(P)) if (k.endsWith('.weight') && wl.params[k].shape.length === 2) P[`${k}T`] = tf.transpose(P[k]);
   const x0 = f32(wl.inputs[0]);
   const shape0 = [...wl.inputs[0].shape];
   const gelu = (h) => h.mul(0.5).mul(tf.erf(h.mul(Math.SQRT1_2)).add(1));
-  const linear = (x, pre) => tf.matMul(x, P[`${pre}.weight`], false, true).add(P[`${pre}.bias`]);
+  const linear = (x, pre) => tf.matMul(x, P[`${pre}.weightT`]).add(P[`${pre}.bias`]);
   const mlp = (x, pre) => linear(gelu(linear(x, `${pre}fc1`)), `${pre}fc2`);
   const ln = (x, pre) => {
     const { mean, variance } = tf.moments(x, -1, true);
@@ -176,7 +179,8 @@ function tfjsEngine(wl) {
     fn = (x) => {
       const qkv = tf.transpose(tf.reshape(linear(ln(x, 'ln1'), 'qkv'), [B, T, 3, H, D]), [2, 0, 3, 1, 4]);
       const [q, k, v] = tf.unstack(qkv, 0);
-      const att = tf.softmax(tf.matMul(q, k, false, true).mul(1 / Math.sqrt(D)).add(mask));
+      // k transposed explicitly (see the weights above: matMul's transposeB path is slow)
+      const att = tf.softmax(tf.matMul(q, tf.transpose(k, [0, 1, 3, 2])).mul(1 / Math.sqrt(D)).add(mask));
       const o = tf.reshape(tf.transpose(tf.matMul(att, v), [0, 2, 1, 3]), [B, T, C]);
       const h = x.add(linear(o, 'proj'));
       return h.add(mlp(ln(h, 'ln2'), 'mlp.'));
