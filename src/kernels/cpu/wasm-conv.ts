@@ -72,7 +72,7 @@ function packedWeight(weight: Tensor, ranges: readonly { k0: number; len: number
   const reuse = e && e.key === key ? e.packed : [];
   const packed: PackedB[] = [];
   for (const [q, rg] of ranges.entries()) {
-    const pb = wasmPackB({ data: wp, offset: rg.k0, rowStride: 1, colStride: K }, rg.len, o, reuse[q]);
+    const pb = wasmPackB({ data: wp, offset: rg.k0, rowStride: 1, colStride: K }, rg.len, o, reuse[q], weight.storage);
     if (!pb) return null;
     packed.push(pb);
   }

@@ -112,10 +112,11 @@ function ensureBytes(e: Engine, bytes: number): void {
 }
 
 /**
- * A B operand packed once into the engine's memory and kept there (a compiled linear's weight:
- * the caller repacks when the weight's version changes). Regions are bump-allocated below the
- * per-call scratch and reused by `wasmPackB(..., reuse)` when the size matches; they are never
- * freed (a program keeps its weights for its lifetime, as GemmArena does).
+ * A B operand packed once into the engine's memory and kept there (a compiled linear's or a
+ * convolution's weight: the caller repacks when the weight's version changes, into the same
+ * region). Regions are bump-allocated below the per-call scratch; when the owner given to
+ * wasmPackB is garbage collected its regions go to a free list that later packings reuse (first
+ * fit), so weights that come and go don't grow the memory without bound.
  */
 export interface PackedB {
   readonly at: number;
@@ -123,25 +124,44 @@ export interface PackedB {
   readonly n: number;
 }
 
+interface Region {
+  at: number;
+  bytes: number;
+}
+
 /** The end of the persistent regions; per-call scratch starts here (16-byte aligned). */
 let persistTop = 64;
+const freeRegions: Region[] = [];
+const released = new FinalizationRegistry<Region>((r) => freeRegions.push(r));
 
 /** Packed B above this size is not kept (it would crowd the scratch budget): callers pack per call. */
 const PACKED_MAX_BYTES = PASS_BYTES >> 1;
+/** All kept packings together stay under this (512 MiB, half the memory's maximum); past it wasmPackB returns null. */
+const PERSIST_MAX_BYTES = 512 << 20;
 
 /**
  * Packs B (k x n, any strides) for reuse; `reuse` (a previous packing of the same shape) is
- * overwritten in place. Null where unavailable or too large.
+ * overwritten in place; otherwise a region is taken (freed or new) and handed back when `owner`
+ * is collected. Null where unavailable or too large.
  */
-export function wasmPackB(b: GemmOperand, k: number, n: number, reuse?: PackedB | null): PackedB | null {
+export function wasmPackB(b: GemmOperand, k: number, n: number, reuse: PackedB | null | undefined, owner: object): PackedB | null {
   const e = getEngine();
   const bytes = roundUp(n, SGEMM_NR) * k * 4;
   if (!e || bytes > PACKED_MAX_BYTES || k <= 0 || n <= 0) return null;
   let at: number;
   if (reuse && reuse.k === k && reuse.n === n) at = reuse.at;
   else {
-    at = (persistTop + 15) & ~15;
-    persistTop = at + bytes;
+    const q = freeRegions.findIndex((r) => r.bytes >= bytes);
+    let region: Region;
+    if (q >= 0) region = freeRegions.splice(q, 1)[0]!;
+    else {
+      const start = (persistTop + 15) & ~15;
+      if (start + bytes > PERSIST_MAX_BYTES) return null;
+      region = { at: start, bytes };
+      persistTop = start + bytes;
+    }
+    released.register(owner, region);
+    at = region.at;
   }
   ensureBytes(e, persistTop + 64);
   packB(e.f32, at >> 2, b, 0, n, roundUp(n, SGEMM_NR), k);

@@ -116,7 +116,7 @@ export class GemmRunner {
     if (p && p.storage === w.storage && p.version === w.storage.version && p.offset === w.offset && p.strides === strides) return p.packed;
     const r = readable(w);
     if (!(r.data instanceof Float32Array)) return null;
-    const packed = wasmPackB({ data: r.data, offset: r.offset, rowStride: w.strides[1]!, colStride: w.strides[0]! }, K, N, p?.packed);
+    const packed = wasmPackB({ data: r.data, offset: r.offset, rowStride: w.strides[1]!, colStride: w.strides[0]! }, K, N, p?.packed, this);
     if (!packed) return null;
     this.wasmPacked = { storage: w.storage, version: w.storage.version, offset: w.offset, strides, packed };
     this.packs++;
