@@ -81,18 +81,13 @@ export function wasmKernelFn(bytes: Uint8Array, nOutputs: number, fallback: Kern
   return fn;
 }
 
-/** Below this length a copy loop beats TypedArray.set, whose subarray view is an allocation. */
-const SHORT = 128;
-
 function copyIn(buf: Float32Array, base: number, src: NumArray, at: number, stride: number, len: number): void {
-  if (stride === 1 && len < SHORT) for (let i = 0; i < len; i++) buf[base + i] = src[at + i]!;
-  else if (stride === 1) buf.set(src.subarray(at, at + len), base);
+  if (stride === 1) buf.set(src.subarray(at, at + len), base);
   else if (stride === 0) buf.fill(src[at]!, base, base + len);
   else for (let i = 0, q = at; i < len; i++, q += stride) buf[base + i] = src[q]!;
 }
 
 function copyOut(buf: Float32Array, base: number, dst: NumArray, at: number, stride: number, len: number): void {
-  if (stride === 1 && len < SHORT) for (let i = 0; i < len; i++) dst[at + i] = buf[base + i]!;
-  else if (stride === 1) dst.set(buf.subarray(base, base + len), at);
+  if (stride === 1) dst.set(buf.subarray(base, base + len), at);
   else for (let i = 0, q = at; i < len; i++, q += stride) dst[q] = buf[base + i]!;
 }
