@@ -14,7 +14,7 @@
  */
 import type { GemmOperand } from './gemm.js';
 import { nativeThreads } from './native/threads.js';
-import { relaxedSimdAvailable, runCalls, runTiles, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmMacros, sgemmModule, type SgemmLayout, type SgemmMacros } from './wasm-sgemm.js';
+import { relaxedSimdAvailable, runCalls, runTiles, warmUpMacros, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmMacros, sgemmModule, type SgemmLayout, type SgemmMacros } from './wasm-sgemm.js';
 import { createWasmPool, MAX_PAGES, type WasmPool } from './wasm-threads.js';
 import { wasmApi } from './wasm-asm.js';
 
@@ -50,6 +50,8 @@ function getEngine(): Engine | null {
     const { pool, module } = createWasmPool(1, sgemmModule(shape, MAX_PAGES), sgemmModule(shape));
     const inst = new WA.Instance(module, { env: { mem: pool.memory } });
     engine = { pool, macros: sgemmMacros(inst.exports), fma, f32: new Float32Array(pool.memory.buffer), i32: new Int32Array(pool.memory.buffer) };
+    // Nothing lives in the memory yet: its first page is scratch for the tier-up warm-up.
+    warmUpMacros(engine.macros, 64);
   } catch {
     engine = null;
   }

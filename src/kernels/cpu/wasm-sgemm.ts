@@ -228,3 +228,20 @@ export function runCalls(macros: SgemmMacros, words: Int32Array, at: number, i0:
     (words[o] === 1 ? macros.row : macros.packed)(words[o + 1]!, words[o + 2]!, words[o + 3]!, words[o + 4]!, words[o + 5]!, words[o + 6]!, words[o + 7]!, words[o + 8]!, words[o + 9]!);
   }
 }
+
+/**
+ * Calls both macros `calls` times on a 4 x 8 x 256 problem at byte address `at` of their memory
+ * (needs 12.5 KiB there, overwritten): V8 starts every Wasm function in its baseline compiler
+ * (Liftoff) and moves it to the optimising one (TurboFan) only after it has spent a budget of
+ * executed code (--wasm-tiering-budget, ~70 calls of this size). Each worker isolate tiers up on
+ * its own: without this, a worker's first shares (and the caller's first GEMMs) run in Liftoff code.
+ */
+export function warmUpMacros(macros: SgemmMacros, at: number, calls = 200): void {
+  const a = at;
+  const b = at + 256 * SGEMM_MR * 4;
+  const c = b + 256 * SGEMM_NR * 4;
+  for (let i = 0; i < calls; i++) {
+    macros.packed(1, 1, 256, a, 0, b, c, SGEMM_NR * 4, 0);
+    macros.row(1, 1, 256, a, 256 * 4, b, c, SGEMM_NR * 4, 0);
+  }
+}

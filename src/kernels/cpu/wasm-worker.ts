@@ -6,8 +6,8 @@
  */
 import { workerData } from 'node:worker_threads';
 import { wasmApi } from './wasm-asm.js';
-import { runCalls, runTiles, sgemmMacros } from './wasm-sgemm.js';
-import { CTRL } from './wasm-threads.js';
+import { runCalls, runTiles, sgemmMacros, warmUpMacros } from './wasm-sgemm.js';
+import { CTRL, MAX_PAGES } from './wasm-threads.js';
 
 interface Data {
   memory: { buffer: ArrayBuffer };
@@ -19,6 +19,13 @@ interface Data {
 const { memory, module, ctrl, index } = workerData as Data;
 const inst = new (wasmApi()!.Instance)(module, { env: { mem: memory } });
 const macros = sgemmMacros(inst.exports);
+// Tier up before taking shares, on a private instance (its own small memory), so the shared memory is untouched.
+try {
+  const mem = new (wasmApi()!.Memory)({ initial: 1, maximum: MAX_PAGES, shared: true });
+  warmUpMacros(sgemmMacros(new (wasmApi()!.Instance)(module, { env: { mem } }).exports), 64);
+} catch {
+  // warm-up is an optimisation only
+}
 let words = new Int32Array(memory.buffer);
 let seen = Atomics.load(ctrl, CTRL.SEQ);
 Atomics.store(ctrl, CTRL.READY + index, 1);
