@@ -104,6 +104,14 @@ test('long rows cross several Wasm chunks; broadcasts are splatted; two outputs 
     return [y, kiln.maximum(kiln.sub(y, 0.1), kiln.clamp(a, null, 0.5))];
   }, [rand([64, 257], 6)], 1e-5);
   assert.deepEqual(impls(two), ['wasm']);
+  // channels_last with per-channel scale / shift (eval BatchNorm + ReLU): rows of C values, many
+  // per kernel call; C = 100 leaves a partial last call (126 rows, 20 per call).
+  for (const C of [64, 100]) {
+    const r = rng(20 + C);
+    const x = makeTensor(Array.from({ length: 2 * C * 63 }, () => r() - 0.5), [2, C, 9, 7], 'float32', 'channelsLast');
+    const bn = parity((a, sc, sh) => kiln.relu(kiln.add(kiln.mul(a, sc), sh)), [x, rand([C, 1, 1], 21), rand([C, 1, 1], 22)], 1e-5);
+    assert.deepEqual(impls(bn), ['wasm']);
+  }
   // Clamp, pow 2, div, rsqrt, reciprocal.
   parity((a) => kiln.div(kiln.clamp(kiln.pow(a, 2), 0.1, 3), kiln.rsqrt(kiln.add(kiln.reciprocal(kiln.add(kiln.abs(a), 1)), 1))), [rand([16, 300], 7)], 1e-5);
 });

@@ -1,6 +1,7 @@
 /** `kiln info`: what accelerators this machine has, their properties, and an eager demo on the best one. */
 import * as kiln from '../index.js';
 import { cpuPathInfo, nativeThreads, type CpuPathInfo } from '../kernels/cpu/native/index.js';
+import { wasmSgemmSummary, wasmThreads } from '../kernels/cpu/wasm-sgemm-run.js';
 
 export interface InfoOptions {
   json: boolean;
@@ -50,7 +51,8 @@ function cpuCodePath(): { path: string; forced: boolean; reason: string; threads
     return { path: 'unavailable', forced: true, reason: (e as Error).message };
   }
   const t = info.toolchain;
-  return { path: info.path, forced: info.forced, reason: info.reason, ...(info.path === 'native' ? { threads: nativeThreads() } : {}), ...(t ? { compiler: t.compiler, flags: t.flags } : {}) };
+  const wasm = info.path === 'wasm' ? { threads: wasmThreads(), reason: `${info.reason}; ${wasmSgemmSummary()}` } : {};
+  return { path: info.path, forced: info.forced, reason: info.reason, ...(info.path === 'native' ? { threads: nativeThreads() } : {}), ...wasm, ...(t ? { compiler: t.compiler, flags: t.flags } : {}) };
 }
 
 export function runInfo(options: InfoOptions): number {

@@ -20,12 +20,15 @@
  *    small f64x2 WebAssembly module (linalg-wasm.ts) over panels packed straight into its memory,
  *    and the tiles are scattered into C with alpha/beta; the JS micro-kernel is the fallback;
  *  - tiny products skip packing and use a direct loop.
- * Accumulation is in float64 (JS numbers). For k > KC the partial sums are stored in C's own
+ *  - float32 products on the Wasm cpu path run in the f32x4 engine of wasm-sgemm-run.ts instead
+ *    (float32 accumulation, as on the native path; threads through worker_threads).
+ * Accumulation is otherwise in float64 (JS numbers). For k > KC the partial sums are stored in C's own
  * element type between slabs.
  */
 import { createWasmGemm, type WasmGemm } from './linalg-wasm.js';
-import { forcedCpuPath } from './native/path.js';
+import { cpuPath, forcedCpuPath } from './native/path.js';
 import type { NumArray } from './numeric.js';
+import { wasmSgemm, wasmSgemmAvailable } from './wasm-sgemm-run.js';
 
 export interface GemmOperand {
   data: NumArray;
@@ -75,6 +78,11 @@ export function gemm(m: number, n: number, k: number, alpha: number, a: GemmOper
   }
   if (m * n * k <= SMALL) {
     gemmDirect(m, n, k, alpha, a, b, beta, c);
+    return;
+  }
+  // float32 operands on the Wasm cpu path: the f32x4 SIMD engine (float32 accumulation, threads).
+  if (useWasm && a.data instanceof Float32Array && b.data instanceof Float32Array && c.data instanceof Float32Array && cpuPath() === 'wasm' && wasmSgemmAvailable()) {
+    wasmSgemm(m, n, k, alpha, a, b, beta, c);
     return;
   }
   const w = wasmKernel();

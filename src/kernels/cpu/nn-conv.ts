@@ -11,6 +11,7 @@ import { registerKernel } from '../../ops/registry.js';
 import { allocOut, denseValues, type NumArray, readable, writable } from './numeric.js';
 import { gemm } from './gemm.js';
 import { nativeConv2d } from './native/conv.js';
+import { wasmConv2d } from './wasm-conv.js';
 
 /** Target size (elements) of one band of the patch matrix. */
 const PATCH_BUDGET = 1 << 20;
@@ -19,6 +20,9 @@ registerKernel(conv2d, 'cpu', (ctx, input, weight, bias, stride, padding, dilati
   const groups = groupsArg as number; // Realize<> widens plain numbers; the meta function checked it
   const nat = nativeConv2d(ctx.out, input, weight, bias, { stride, padding: convPadding('conv2d', padding), dilation, groups });
   if (nat) return nat;
+  // float32 on the Wasm cpu path: implicit GEMM on the Wasm engine (wasm-conv.ts).
+  const wc = wasmConv2d(ctx.out, input, weight, bias, { stride, padding: convPadding('conv2d', padding), dilation, groups });
+  if (wc) return wc;
   const out = allocOut(ctx.out);
   const batched = input.ndim === 4;
   const [n, c, h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];

@@ -121,6 +121,8 @@ export const OP = {
   F32X4_MAX: simd(0xe9),
   I32X4_TRUNC_SAT_F32X4_S: simd(0xf8),
   F32X4_CONVERT_I32X4_S: simd(0xfa),
+  /** Relaxed SIMD (a, b, c) -> a * b + c, fused or not as the engine chooses (validate before use). */
+  F32X4_RELAXED_MADD: simd(0x105),
 } as const;
 
 // --- functions and modules ----------------------------------------------------------------------------
@@ -165,6 +167,8 @@ export interface ModuleSpec {
   readonly pages: number;
   /** 'import': imported as env.mem (the caller creates it); 'export': defined here and exported as 'mem'. */
   readonly memory: 'import' | 'export';
+  /** With 'import': the memory is shared (threads) with this maximum in pages (shared memories need one). */
+  readonly sharedMaxPages?: number;
 }
 
 /** Encodes a module whose functions are all exported under their names. */
@@ -172,7 +176,13 @@ export function encodeModule(spec: ModuleSpec): Uint8Array {
   const fns = spec.functions;
   const type = [...uleb(fns.length), ...fns.flatMap((f) => [0x60, ...uleb(f.params.length), ...f.params, ...uleb(f.results.length), ...f.results])];
   // An imported memory only states its minimum, so a growable memory of any maximum fits.
-  const limits = spec.memory === 'import' ? [0x00, ...uleb(spec.pages)] : [0x01, ...uleb(spec.pages), ...uleb(spec.pages)];
+  // A shared import (flag 3) must state a maximum equal to or above the memory's.
+  const limits =
+    spec.memory === 'import'
+      ? spec.sharedMaxPages !== undefined
+        ? [0x03, ...uleb(spec.pages), ...uleb(spec.sharedMaxPages)]
+        : [0x00, ...uleb(spec.pages)]
+      : [0x01, ...uleb(spec.pages), ...uleb(spec.pages)];
   const funcs = [...uleb(fns.length), ...fns.flatMap((_, i) => uleb(i))];
   const exportsList = fns.map((f, i) => [...str(f.name), 0x00, ...uleb(i)]);
   if (spec.memory === 'export') exportsList.push([...str('mem'), 0x02, 0]);
@@ -189,7 +199,7 @@ export function encodeModule(spec: ModuleSpec): Uint8Array {
 /** The slice of the WebAssembly JS API Kiln uses (the project's TS libs don't declare it). */
 export interface WasmApi {
   validate(bytes: Uint8Array): boolean;
-  Memory: new (desc: { initial: number; maximum: number }) => { buffer: ArrayBuffer };
+  Memory: new (desc: { initial: number; maximum: number; shared?: boolean }) => { buffer: ArrayBuffer };
   Module: new (bytes: Uint8Array) => object;
   Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
 }

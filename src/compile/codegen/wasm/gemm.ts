@@ -12,6 +12,7 @@
 import { GEMM_IMPORT_PAGES, GEMM_MR, GEMM_NR, GemmArena, GemmArenaFull, type Epilogue, type GemmFn, gemmModule, instantiateGemm, packB, packedBytes } from '../../../kernels/cpu/wasm-gemm.js';
 import { get, OP, set, V128, wasmApi } from '../../../kernels/cpu/wasm-asm.js';
 import { readable, type NumArray } from '../../../kernels/cpu/numeric.js';
+import { type PackedB as WasmPackedB, wasmPackB, wasmSgemm, wasmSgemmAvailable } from '../../../kernels/cpu/wasm-sgemm-run.js';
 import { isContiguousStrides, numel } from '../../../tensor/layout.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import type { Storage } from '../../../tensor/storage.js';
@@ -76,10 +77,27 @@ interface Packed {
   kc: number;
 }
 
-/** Runs one gemm step's module on real tensors. */
+let plainBytes: Uint8Array | undefined;
+/** Whether `bytes` is the module without bias or epilogue (then the product is the whole step). */
+function isPlain(bytes: Uint8Array): boolean {
+  plainBytes ??= gemmModule(null, GEMM_IMPORT_PAGES);
+  return bytes.length === plainBytes.length && bytes.every((b, i) => b === plainBytes![i]);
+}
+
+/**
+ * Runs one gemm step's module on real tensors.
+ *
+ * Where the Wasm cpu path's GEMM engine is available (kernels/cpu/wasm-sgemm-run.ts: packed A,
+ * 4 x 8 tiles, worker threads), a contiguous activation takes it: the weight is packed once per
+ * version into the engine's memory, the product lands in this arena's C buffer and the step's
+ * module then applies only its epilogue there (kc = 0 with flags 3: load C, epilogue, store).
+ * Otherwise the module computes product and epilogue itself, as below.
+ */
 export class GemmRunner {
   private mm: GemmFn | undefined;
   private packed: Packed | null = null;
+  private wasmPacked: { storage: Storage; version: number; offset: number; strides: string; packed: WasmPackedB } | null = null;
+  private readonly plain: boolean;
   private scratch = { at: 0, bytes: 0 };
   /** Weight packings performed (tests check invalidation with it). */
   packs = 0;
@@ -87,7 +105,74 @@ export class GemmRunner {
   constructor(
     private readonly arena: GemmArena,
     private readonly bytes: Uint8Array,
-  ) {}
+  ) {
+    this.plain = isPlain(bytes);
+  }
+
+  /** The engine's packing of w (B[k, n] = W[n, k]), repacked when the weight changed; null when it can't be kept. */
+  private enginePacked(w: Tensor, K: number, N: number): WasmPackedB | null {
+    const p = this.wasmPacked;
+    const strides = w.strides.join(',');
+    if (p && p.storage === w.storage && p.version === w.storage.version && p.offset === w.offset && p.strides === strides) return p.packed;
+    const r = readable(w);
+    if (!(r.data instanceof Float32Array)) return null;
+    const packed = wasmPackB({ data: r.data, offset: r.offset, rowStride: w.strides[1]!, colStride: w.strides[0]! }, K, N, p?.packed, this);
+    if (!packed) return null;
+    this.wasmPacked = { storage: w.storage, version: w.storage.version, offset: w.offset, strides, packed };
+    this.packs++;
+    return packed;
+  }
+
+  /** The engine path (see the class comment); false when it does not apply. */
+  private runEngine(x: Tensor, w: Tensor, bias: Tensor | null, extras: readonly { t: Tensor; kind: 'full' | 'row' }[], out: NumArray, outOffset: number): boolean {
+    if (!wasmSgemmAvailable() || !(out instanceof Float32Array) || !isContiguousStrides(x.shape, x.strides)) return false;
+    const rx = readable(x);
+    if (!(rx.data instanceof Float32Array)) return false;
+    const K = w.shape[1]!;
+    const N = w.shape[0]!;
+    const M = numel(x.shape) / K;
+    const packed = this.enginePacked(w, K, N);
+    if (!packed) return false;
+    const A = { data: rx.data, offset: rx.offset, rowStride: K, colStride: 1 };
+    if (this.plain) {
+      wasmSgemm(M, N, K, 1, A, null, 0, { data: out, offset: outOffset, rowStride: N, colStride: 1 }, { packed });
+      return true;
+    }
+    const Mp = Math.ceil(M / GEMM_MR) * GEMM_MR;
+    const Np = Math.ceil(N / GEMM_NR) * GEMM_NR;
+    const cBytes = Mp * Np * 4;
+    const vecBytes = Np * 4;
+    const nVec = (bias ? 1 : 0) + extras.filter((e) => e.kind === 'row').length;
+    const nFull = extras.filter((e) => e.kind === 'full').length;
+    const align = (a: number): number => (a + 15) & ~15;
+    const cAt = align(this.region(cBytes * (1 + nFull) + vecBytes * nVec + 64 * (2 + nFull + nVec)));
+    let next = align(cAt + cBytes);
+    const eAddrs: number[] = [];
+    const f32 = this.arena.f32;
+    if (bias) {
+      eAddrs.push(next);
+      copyRow(f32, next >> 2, bias, N);
+      next = align(next + vecBytes);
+    }
+    for (const e of extras) {
+      eAddrs.push(next);
+      if (e.kind === 'row') {
+        copyRow(f32, next >> 2, e.t, N);
+        next = align(next + vecBytes);
+      } else {
+        copyRows(f32, next >> 2, Np, e.t, M, N);
+        next = align(next + cBytes);
+      }
+    }
+    // Rows M..Mp and columns N..Np of C are never copied out: the epilogue may run on anything there.
+    wasmSgemm(M, N, K, 1, A, null, 0, { data: this.arena.f32, offset: cAt >> 2, rowStride: Np, colStride: 1 }, { packed });
+    this.fn()(Mp / GEMM_MR, Np / GEMM_NR, 0, cAt, K * 4, cAt, cAt, Np * 4, 3, ...eAddrs);
+    const c0 = cAt >> 2;
+    const view = this.arena.f32;
+    if (Np === N) out.set(view.subarray(c0, c0 + M * N), outOffset);
+    else for (let i = 0; i < M; i++) out.set(view.subarray(c0 + i * Np, c0 + i * Np + N), outOffset + i * N);
+    return true;
+  }
 
   private fn(): GemmFn {
     this.mm ??= instantiateGemm(this.bytes, this.arena);
@@ -120,6 +205,7 @@ export class GemmRunner {
 
   /** out = epilogue(x . w^T + bias, extras); `out` is contiguous with x's rows times N. */
   run(x: Tensor, w: Tensor, bias: Tensor | null, extras: readonly { t: Tensor; kind: 'full' | 'row' }[], out: NumArray, outOffset: number, kc: number): void {
+    if (this.runEngine(x, w, bias, extras, out, outOffset)) return;
     const K = w.shape[1]!;
     const N = w.shape[0]!;
     const M = numel(x.shape) / K;
