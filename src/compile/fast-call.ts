@@ -92,7 +92,9 @@ function matches(t: Template, x: unknown): boolean {
 }
 
 /** How one graph input is found at call time. */
-type InputGetter = { readonly lifted: Tensor } | { readonly path: readonly (string | number)[] };
+// A lifted input may be derived from other tensors (passes/horizontal.ts's concatenated weights):
+// its refresh() runs on every call, as joint-program.ts's inputTensor does on the full path.
+type InputGetter = { readonly lifted: Tensor; readonly refresh?: () => void } | { readonly path: readonly (string | number)[] };
 
 export interface FastCallRecord<V> {
   /** What the recorded call ran (compile.ts's variant). */
@@ -113,7 +115,11 @@ export interface FastCallRecord<V> {
  */
 export function recordFastCall<V>(variant: V, graph: Graph, args: readonly unknown[], symbolicCount: number, needsGrad: boolean): FastCallRecord<V> {
   const templates = args.map(templateOf);
-  const getters: InputGetter[] = graph.inputs.map((inp) => (inp.source.kind === 'lifted' ? { lifted: inp.source.tensor } : { path: inp.source.path }));
+  const getters: InputGetter[] = graph.inputs.map((inp) => {
+    if (inp.source.kind !== 'lifted') return { path: inp.source.path };
+    const derived = inp.source.derived;
+    return derived ? { lifted: inp.source.tensor, refresh: () => derived.refresh() } : { lifted: inp.source.tensor };
+  });
   return {
     variant,
     symbolicCount,
@@ -128,6 +134,7 @@ export function recordFastCall<V>(variant: V, graph: Graph, args: readonly unkno
       for (let i = 0; i < getters.length; i++) {
         const g = getters[i]!;
         if ('lifted' in g) {
+          g.refresh?.();
           out[i] = g.lifted;
           continue;
         }
