@@ -2,9 +2,10 @@
 # CPU peers benchmark: installs onnxruntime-node, @tensorflow/tfjs (+ tfjs-backend-wasm) and
 # @jax-js/jax into a temporary directory (never into Kiln's package.json), builds Kiln, and runs
 # scripts/bench-cpu-peers.mjs there: matmul-1024 and elementwise-1024 side by side with Kiln's
-# native and wasm CPU paths, then scripts/bench-cpu-ort-models.mjs: mlp-64x512 and conv-stack, Kiln
-# eager / compiled vs onnxruntime-node on the same weights. Writes bench/results/cpu-peers-<date>.json
-# and bench/results/cpu-ort-models-<date>.json.
+# native and wasm CPU paths, then scripts/bench-cpu-ort-models.mjs: mlp-64x512, transformer-block,
+# conv-stack and elementwise-4096, Kiln eager / compiled vs onnxruntime-node on the same weights
+# (rep by rep; `--block 5` there gives the steady-state comparison). Writes
+# bench/results/cpu-peers-<date>.json and bench/results/cpu-ort-models-<date>.json.
 #
 #   scripts/bench-cpu-peers.sh [--reps 15] [--threads 2]
 #
