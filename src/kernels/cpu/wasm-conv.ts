@@ -244,6 +244,24 @@ function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor |
       else for (let iw = 0; iw < w; iw++) for (let cc = 0; cc < c; cc++) f[dst + iw * c + cc] = xd[src + iw * xs3 + cc * xs1]!;
     }
   }
+  const out = allocOut(meta);
+  const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
+  const bv = new Float32Array(o);
+  if (bias) {
+    const rb = readable(bias);
+    for (let j = 0; j < o; j++) bv[j] = rb.data[rb.offset + j * (bias.strides[0] ?? 1)]!;
+  }
+  // channels_last output whose rows need no padding (ow % 4 = 0, o % 8 = 0): C is laid out exactly
+  // as the output, so C starts as the bias rows (the first K block accumulates onto them) and
+  // leaves in one copy.
+  const dense = os1 === 1 && o === Np && owp === ow && os3 === o && os2 === ow * o && (n === 1 || os0 === oh * ow * o);
+  const c0 = cAt >> 2;
+  if (dense && bias) {
+    f.set(bv, c0);
+    // doubling copies: log2(rows) memcpys instead of a loop over every element
+    for (let have = o; have < cWords; have *= 2) f.copyWithin(c0 + have, c0, c0 + Math.min(have, cWords - have));
+  }
+  const firstAcc = dense && bias ? 1 : 0;
   // the call list: per output row, per K block, per column panel
   const t = sc.i32;
   const groupStarts: number[] = [0];
@@ -257,7 +275,7 @@ function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor |
       for (const [bi, blk] of blocks.entries()) {
         for (let jc = 0; jc < nS; jc += SGEMM_NC_SLIVERS) {
           const ncs = Math.min(SGEMM_NC_SLIVERS, nS - jc);
-          t.set([1, owp / SGEMM_MR, ncs, blk.len, rowBase + blk.aOff, sw * c * 4, packed[bi]!.at + jc * blk.len * SGEMM_NR * 4, cRow + jc * SGEMM_NR * 4, ldc, bi > 0 ? 1 : 0], q);
+          t.set([1, owp / SGEMM_MR, ncs, blk.len, rowBase + blk.aOff, sw * c * 4, packed[bi]!.at + jc * blk.len * SGEMM_NR * 4, cRow + jc * SGEMM_NR * 4, ldc, bi > 0 ? 1 : firstAcc], q);
           q += CALL_WORDS;
           count++;
         }
@@ -266,21 +284,20 @@ function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor |
     }
   }
   wasmRunCalls(tAt >> 2, groupStarts, n * oh * ow * o * kh * kw * c);
-  // C rows (b, y, x < ow) into the output through its strides, with the bias
-  const out = allocOut(meta);
-  const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
   const res = writable(out);
   const od = res.data;
-  const bv = new Float32Array(o);
-  if (bias) {
-    const rb = readable(bias);
-    for (let j = 0; j < o; j++) bv[j] = rb.data[rb.offset + j * (bias.strides[0] ?? 1)]!;
-  }
   const cv = sc.f32;
+  if (dense && od instanceof Float32Array) {
+    od.set(cv.subarray(c0, c0 + cWords), res.offset);
+    res.commit();
+    return out;
+  }
+  if (dense && bias) bv.fill(0); // the bias is already in C
+  // C rows (b, y, x < ow) into the output through its strides, with the bias
   for (let b = 0; b < n; b++) {
     for (let y = 0; y < oh; y++) {
       for (let xo = 0; xo < ow; xo++) {
-        const src = (cAt >> 2) + ((b * oh + y) * owp + xo) * Np;
+        const src = c0 + ((b * oh + y) * owp + xo) * Np;
         const dst = res.offset + b * os0 + y * os2 + xo * os3;
         for (let j = 0; j < o; j++) od[dst + j * os1] = cv[src + j]! + bv[j]!;
       }

@@ -89,14 +89,19 @@ class Pool implements WasmPool {
     if (!this.shared || this.module === null) return;
     while (this.workers.length < Math.min(n, MAX_WORKERS)) {
       const index = this.workers.length;
+      const start = (execArgv: string[]): Worker =>
+        new Worker(new URL('./wasm-worker.js', import.meta.url), { workerData: { memory: this.memory, module: this.module, ctrl: this.ctrl, index }, execArgv });
       let w: Worker;
       try {
-        w = new Worker(new URL('./wasm-worker.js', import.meta.url), {
-          workerData: { memory: this.memory, module: this.module, ctrl: this.ctrl, index },
-          execArgv: workerExecArgv(),
-        });
+        w = start(workerExecArgv());
       } catch {
-        return;
+        // V8 flags (--experimental-wasm-relaxed-simd) are refused in a worker's execArgv; they are
+        // process-wide anyway, so the worker still has them with no options at all.
+        try {
+          w = start([]);
+        } catch {
+          return;
+        }
       }
       w.unref();
       // A worker that fails to boot never sets READY, so it is never given a share.
