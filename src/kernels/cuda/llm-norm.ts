@@ -9,10 +9,11 @@ import { addRmsNorm, fusedAddRmsNorm, rmsNorm } from '../../ops/defs/llm.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { assertNoOverlap } from '../../llm/overlap.js';
 import { launch } from '../../runtime/cuda/launch.js';
+import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
-import { generateNorm, MAX_ITEMS, NORM_MAX_BLOCK, normKernelName, normVec, WARP_MODE_BLOCK, type NormMode, type NormSpec } from './codegen/llm.js';
+import { generateNorm, pipelined, MAX_ITEMS, NORM_MAX_BLOCK, normKernelName, normVec, WARP_MODE_BLOCK, type NormMode, type NormSpec } from './codegen/llm.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { aligned, cachedKernel, registerCuda, rowStride, Temps, vecWidth } from './llm-util.js';
@@ -52,9 +53,15 @@ let serialLoads = false;
 
 /**
  * Block mode: threads per row compiled in as a constant (NormSpec.tpr), and the threads an SM
- * must hold (NormSpec.minThreadsPerSm, 0: no bound).
+ * must hold in plain mode (NormSpec.minThreadsPerSm, 0: no bound). H200 R1 (s4, 16384 rows,
+ * phased loads): the 1024 bound took fp32 rmsNorm [16384, 8192] from 0.367 to 0.288 ms (ptxas had
+ * spent 122 registers, one 512-thread block an SM) and left the others within noise; the residual
+ * modes spilled under it (fusedAdd 2x slower), so they run unbounded (about 110 registers).
  */
 let fixedTpr = true;
+
+/** Plain mode: prefetch each thread's next row (NormSpec.pipelineRows) on a grid of about one wave. */
+let pipelineRows = false;
 let minThreadsPerSm = 1024;
 
 export interface NormTuning {
@@ -64,11 +71,12 @@ export interface NormTuning {
   serialLoads: boolean;
   fixedTpr: boolean;
   minThreadsPerSm: number;
+  pipelineRows: boolean;
 }
 
 /** The current tuning knobs (tests restore them after changing them). */
 export function normTuning(): NormTuning {
-  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm };
+  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm, pipelineRows };
 }
 
 /** Benchmark sweeps: the grid policy of the norm kernels. */
@@ -83,6 +91,7 @@ export function setNormTuning(t: Partial<NormTuning>): void {
   if (t.prefetchWeight !== undefined) prefetchWeight = t.prefetchWeight;
   if (t.serialLoads !== undefined) serialLoads = t.serialLoads;
   if (t.fixedTpr !== undefined) fixedTpr = t.fixedTpr;
+  if (t.pipelineRows !== undefined) pipelineRows = t.pipelineRows;
   if (t.minThreadsPerSm !== undefined) {
     if (!Number.isInteger(t.minThreadsPerSm) || t.minThreadsPerSm < 0 || t.minThreadsPerSm > 2048) throw new RangeError(`setNormTuning: minThreadsPerSm must be an integer in [0, 2048], got ${t.minThreadsPerSm}`);
     minThreadsPerSm = t.minThreadsPerSm;
@@ -124,14 +133,17 @@ function launchNorm(c: NormCall): void {
   const vector = h % v === 0 && strides.every((s) => s % v === 0) && aligned(16, ...tensors);
   // Threads depend on the row length only (not on alignment): see NormSpec.vector.
   const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / v));
-  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight, serialLoads, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm }) };
+  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight, serialLoads, pipelineRows, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm: c.mode === 'plain' ? minThreadsPerSm : 0 }) };
   const k = cachedKernel(c.x.device.index, normKernelName(spec), () => generateNorm(spec));
   const block = warpPerRow ? WARP_MODE_BLOCK : tpr;
   const rowsPerBlock = warpPerRow ? WARP_MODE_BLOCK / 32 : 1;
   // Capped: at most two waves of resident blocks, looping over the remaining rows; else a block
   // per row group (the kernel loops either way, so both are correct for any row count).
   const blocks = Math.ceil(rows / rowsPerBlock);
-  const grid = capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
+  // Pipelined rows: about one wave of the blocks an SM holds under the register bound (two rows of
+  // each thread in flight), every block looping over its rows.
+  const wave = deviceInfo(c.x.device.index).smCount * Math.max(1, Math.floor((minThreadsPerSm || 1024) / block));
+  const grid = pipelined(spec) ? Math.min(blocks, wave) : capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
   const [os, xs, rs, ros] = strides as [number, number, number, number];
   launch(
     k,
