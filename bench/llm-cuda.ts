@@ -112,6 +112,7 @@ function sweep(): { defaults: NormTuning; best: string; ms: Record<string, Recor
     ['session 3', s3],
     ['defaults', defaults],
     ['defaults +pw', { ...defaults, prefetchWeight: true }],
+    ['defaults -pw', { ...defaults, prefetchWeight: false }],
     ['defaults v2', { ...defaults, vecsPerThread: 2 }],
     ['pipe v2', { ...defaults, vecsPerThread: 2, pipelineRows: true }],
     ['pipe v2 m0', { ...defaults, vecsPerThread: 2, pipelineRows: true, minThreadsPerSm: 0 }],

@@ -97,7 +97,7 @@ test('rmsNorm / addRmsNorm / fusedAddRmsNorm on cuda match the float64 cpu kerne
 test('norm kernels at every setting of their tuning knobs (vectors a thread, grid cap, weight prefetch, serial loads, register bound, pipelined rows) match the float64 cpu kernels', { skip }, () => {
   const saved = normTuning();
   const settings: Partial<NormTuning>[] = [
-    { vecsPerThread: 1, gridCap: true },
+    { vecsPerThread: 1, gridCap: true, prefetchWeight: 'auto' },
     { vecsPerThread: 2, gridCap: false, prefetchWeight: true, fixedTpr: true, minThreadsPerSm: 1024, pipelineRows: true },
     { vecsPerThread: 8, gridCap: true, serialLoads: true, fixedTpr: false },
     { vecsPerThread: 4, gridCap: false, prefetchWeight: false, serialLoads: false, fixedTpr: true, minThreadsPerSm: 0, pipelineRows: true },

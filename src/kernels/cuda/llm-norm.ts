@@ -40,10 +40,13 @@ export function setNormVecsPerThread(n: number): void {
 let capGrid = false;
 
 /**
- * Whether the register path loads the row's weights with the row, before the reduction (true),
- * or after it (false, the default until the H200 says otherwise; codegen NormSpec.prefetchWeight).
+ * Whether the register path loads the row's weights with the row, before the reduction
+ * (codegen NormSpec.prefetchWeight): 'auto' (the default) does except for plain rmsNorm of 4-byte
+ * and wider dtypes. H200 R2 (s4, 16384 rows, one run): prefetching took bf16 rmsNorm [.., 4096] /
+ * [.., 8192] from 0.089 / 0.154 to 0.076 / 0.143 ms and every fusedAdd row down 2-7%, but fp32
+ * rmsNorm up 2-6% (under the 64-register bound its 4 + 4 live vectors spill; R1 agreed).
  */
-let prefetchWeight = false;
+let prefetchWeight: boolean | 'auto' = 'auto';
 
 /**
  * The emission before the phased loads (each vector's load and use under one branch), kept for
@@ -60,14 +63,18 @@ let serialLoads = false;
  */
 let fixedTpr = true;
 
-/** Plain mode: prefetch each thread's next row (NormSpec.pipelineRows) on a grid of about one wave. */
+/**
+ * Plain mode: prefetch each thread's next row (NormSpec.pipelineRows) on a grid of about one wave.
+ * Off: H200 R2 timed it (2 vectors a thread) at 0.094 / 0.156 ms for bf16 [16384, 4096 / 8192]
+ * against 0.088 / 0.184 without, and fp32 [16384, 8192] at 0.505 against 0.284 ms.
+ */
 let pipelineRows = false;
 let minThreadsPerSm = 1024;
 
 export interface NormTuning {
   vecsPerThread: number;
   gridCap: boolean;
-  prefetchWeight: boolean;
+  prefetchWeight: boolean | 'auto';
   serialLoads: boolean;
   fixedTpr: boolean;
   minThreadsPerSm: number;
@@ -133,7 +140,8 @@ function launchNorm(c: NormCall): void {
   const vector = h % v === 0 && strides.every((s) => s % v === 0) && aligned(16, ...tensors);
   // Threads depend on the row length only (not on alignment): see NormSpec.vector.
   const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / v));
-  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight, serialLoads, pipelineRows, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm: c.mode === 'plain' ? minThreadsPerSm : 0 }) };
+  const pw = prefetchWeight === 'auto' ? !(c.mode === 'plain' && itemSize(dtype) >= 4) : prefetchWeight;
+  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight: pw, serialLoads, pipelineRows, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm: c.mode === 'plain' ? minThreadsPerSm : 0 }) };
   const k = cachedKernel(c.x.device.index, normKernelName(spec), () => generateNorm(spec));
   const block = warpPerRow ? WARP_MODE_BLOCK : tpr;
   const rowsPerBlock = warpPerRow ? WARP_MODE_BLOCK / 32 : 1;
@@ -142,8 +150,8 @@ function launchNorm(c: NormCall): void {
   const blocks = Math.ceil(rows / rowsPerBlock);
   // Pipelined rows: about one wave of the blocks an SM holds under the register bound (two rows of
   // each thread in flight), every block looping over its rows.
-  const wave = deviceInfo(c.x.device.index).smCount * Math.max(1, Math.floor((minThreadsPerSm || 1024) / block));
-  const grid = pipelined(spec) ? Math.min(blocks, wave) : capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
+  const wave = (): number => deviceInfo(c.x.device.index).smCount * Math.max(1, Math.floor((minThreadsPerSm || 1024) / block));
+  const grid = pipelined(spec) ? Math.min(blocks, wave()) : capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
   const [os, xs, rs, ros] = strides as [number, number, number, number];
   launch(
     k,

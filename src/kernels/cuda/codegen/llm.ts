@@ -8,6 +8,8 @@
  * row). Each thread loads its slice of the row with VEC-wide (16-byte) vector loads into registers
  * (at most MAX_ITEMS vectors), the group sums squares through warp shuffles (and shared memory
  * between warps), and the same registers are scaled and stored: one read and one write of the row.
+ * Every load of the row (and, with prefetchWeight, of the weights) is issued before any is used,
+ * so a row costs one memory round trip, not one per vector (NormSpec.serialLoads: the old order).
  * Rows longer than TPR * VEC * MAX_ITEMS take a loop path that re-reads the row (from L1/L2).
  * With a residual, the sum x + residual is rounded to the dtype, stored as the new residual, and
  * that rounded value is normalised (vLLM's fused_add_rms_norm).
