@@ -33,7 +33,7 @@ const positional = argv.filter((a, i) => !a.startsWith('--') && !argv[i - 1]?.st
 const workload = positional[0] ?? 'elementwise-4096';
 const dtype = (positional[1] ?? 'float32') as DType;
 const runs = Number(flag('--runs') ?? 20);
-const wavesList = (flag('--waves') ?? `${pointwiseWavesSetting()},inf`).split(',').map((w) => (w === 'inf' ? Infinity : Number(w)));
+const wavesList = (flag('--waves') ?? '4,inf').split(',').map((w) => (w === 'inf' ? Infinity : Number(w)));
 
 const SPIN = `extern "C" __global__ void kiln_spin(long long ns) { long long t = 0; while (t < ns) { __nanosleep(100000); t += 100000; } }`;
 const w = getWorkload(workload).build({ size: 'full', device: 'cuda', dtype });

@@ -97,9 +97,8 @@ function add(op: string, variant: string, shape: number[], dtype: DType, bytes: 
  * Times rmsNorm and fusedAddRmsNorm on the large shapes at each knob setting and records the times
  * (per op, dtype and hidden size); the rows that follow use the library's defaults (restored
  * here), so the table measures what users get and the sweep shows whether another default
- * would be faster. Settings: session 3's kernel against the phased loads, threads per row fixed at
- * compile time, a register bound (threads an SM must hold), weights prefetched, 2 vectors a thread
- * (the grid policy was measured without effect in session 3 and stays per row).
+ * would be faster. Settings: session 3's kernel, the defaults, weights prefetched, 2 vectors a
+ * thread, and the next row prefetched (pipelined, with and without the register bound).
  */
 function sweep(): { defaults: NormTuning; best: string; ms: Record<string, Record<string, number>> } {
   const defaults = normTuning();
@@ -111,12 +110,12 @@ function sweep(): { defaults: NormTuning; best: string; ms: Record<string, Recor
   const s3: Partial<NormTuning> = { serialLoads: true, prefetchWeight: false, vecsPerThread: 4, fixedTpr: false, minThreadsPerSm: 0 };
   const settings: [string, Partial<NormTuning>][] = [
     ['session 3', s3],
-    ['serial t m1024', { ...s3, fixedTpr: true, minThreadsPerSm: 1024 }],
-    ['phased t', { ...s3, serialLoads: false, fixedTpr: true }],
-    ['phased t m1024', { ...s3, serialLoads: false, fixedTpr: true, minThreadsPerSm: 1024 }],
-    ['phased+pw t m1024', { ...s3, serialLoads: false, prefetchWeight: true, fixedTpr: true, minThreadsPerSm: 1024 }],
-    ['phased v2 t m1024', { ...s3, serialLoads: false, vecsPerThread: 2, fixedTpr: true, minThreadsPerSm: 1024 }],
-    ['phased v2 t', { ...s3, serialLoads: false, vecsPerThread: 2, fixedTpr: true }],
+    ['defaults', defaults],
+    ['defaults +pw', { ...defaults, prefetchWeight: true }],
+    ['defaults -pw', { ...defaults, prefetchWeight: false }],
+    ['defaults v2', { ...defaults, vecsPerThread: 2 }],
+    ['pipe v2', { ...defaults, vecsPerThread: 2, pipelineRows: true }],
+    ['pipe v2 m0', { ...defaults, vecsPerThread: 2, pipelineRows: true, minThreadsPerSm: 0 }],
   ];
   let best = { name: '', total: Infinity };
   for (const [name, knobs] of settings) {

@@ -9,10 +9,11 @@ import { addRmsNorm, fusedAddRmsNorm, rmsNorm } from '../../ops/defs/llm.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { assertNoOverlap } from '../../llm/overlap.js';
 import { launch } from '../../runtime/cuda/launch.js';
+import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
-import { generateNorm, MAX_ITEMS, NORM_MAX_BLOCK, normKernelName, normVec, WARP_MODE_BLOCK, type NormMode, type NormSpec } from './codegen/llm.js';
+import { generateNorm, pipelined, MAX_ITEMS, NORM_MAX_BLOCK, normKernelName, normVec, WARP_MODE_BLOCK, type NormMode, type NormSpec } from './codegen/llm.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { aligned, cachedKernel, registerCuda, rowStride, Temps, vecWidth } from './llm-util.js';
@@ -39,10 +40,13 @@ export function setNormVecsPerThread(n: number): void {
 let capGrid = false;
 
 /**
- * Whether the register path loads the row's weights with the row, before the reduction (true),
- * or after it (false, the default until the H200 says otherwise; codegen NormSpec.prefetchWeight).
+ * Whether the register path loads the row's weights with the row, before the reduction
+ * (codegen NormSpec.prefetchWeight): 'auto' (the default) does except for plain rmsNorm of 4-byte
+ * and wider dtypes. H200 R2 (s4, 16384 rows, one run): prefetching took bf16 rmsNorm [.., 4096] /
+ * [.., 8192] from 0.089 / 0.154 to 0.076 / 0.143 ms and every fusedAdd row down 2-7%, but fp32
+ * rmsNorm up 2-6% (under the 64-register bound its 4 + 4 live vectors spill; R1 agreed).
  */
-let prefetchWeight = false;
+let prefetchWeight: boolean | 'auto' = 'auto';
 
 /**
  * The emission before the phased loads (each vector's load and use under one branch), kept for
@@ -52,23 +56,34 @@ let serialLoads = false;
 
 /**
  * Block mode: threads per row compiled in as a constant (NormSpec.tpr), and the threads an SM
- * must hold (NormSpec.minThreadsPerSm, 0: no bound).
+ * must hold in plain mode (NormSpec.minThreadsPerSm, 0: no bound). H200 R1 (s4, 16384 rows,
+ * phased loads): the 1024 bound took fp32 rmsNorm [16384, 8192] from 0.367 to 0.288 ms (ptxas had
+ * spent 122 registers, one 512-thread block an SM) and left the others within noise; the residual
+ * modes spilled under it (fusedAdd 2x slower), so they run unbounded (about 110 registers).
  */
 let fixedTpr = true;
+
+/**
+ * Plain mode: prefetch each thread's next row (NormSpec.pipelineRows) on a grid of about one wave.
+ * Off: H200 R2 timed it (2 vectors a thread) at 0.094 / 0.156 ms for bf16 [16384, 4096 / 8192]
+ * against 0.088 / 0.184 without, and fp32 [16384, 8192] at 0.505 against 0.284 ms.
+ */
+let pipelineRows = false;
 let minThreadsPerSm = 1024;
 
 export interface NormTuning {
   vecsPerThread: number;
   gridCap: boolean;
-  prefetchWeight: boolean;
+  prefetchWeight: boolean | 'auto';
   serialLoads: boolean;
   fixedTpr: boolean;
   minThreadsPerSm: number;
+  pipelineRows: boolean;
 }
 
 /** The current tuning knobs (tests restore them after changing them). */
 export function normTuning(): NormTuning {
-  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm };
+  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm, pipelineRows };
 }
 
 /** Benchmark sweeps: the grid policy of the norm kernels. */
@@ -83,6 +98,7 @@ export function setNormTuning(t: Partial<NormTuning>): void {
   if (t.prefetchWeight !== undefined) prefetchWeight = t.prefetchWeight;
   if (t.serialLoads !== undefined) serialLoads = t.serialLoads;
   if (t.fixedTpr !== undefined) fixedTpr = t.fixedTpr;
+  if (t.pipelineRows !== undefined) pipelineRows = t.pipelineRows;
   if (t.minThreadsPerSm !== undefined) {
     if (!Number.isInteger(t.minThreadsPerSm) || t.minThreadsPerSm < 0 || t.minThreadsPerSm > 2048) throw new RangeError(`setNormTuning: minThreadsPerSm must be an integer in [0, 2048], got ${t.minThreadsPerSm}`);
     minThreadsPerSm = t.minThreadsPerSm;
@@ -124,14 +140,18 @@ function launchNorm(c: NormCall): void {
   const vector = h % v === 0 && strides.every((s) => s % v === 0) && aligned(16, ...tensors);
   // Threads depend on the row length only (not on alignment): see NormSpec.vector.
   const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / v));
-  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight, serialLoads, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm }) };
+  const pw = prefetchWeight === 'auto' ? !(c.mode === 'plain' && itemSize(dtype) >= 4) : prefetchWeight;
+  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight: pw, serialLoads, pipelineRows, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm: c.mode === 'plain' ? minThreadsPerSm : 0 }) };
   const k = cachedKernel(c.x.device.index, normKernelName(spec), () => generateNorm(spec));
   const block = warpPerRow ? WARP_MODE_BLOCK : tpr;
   const rowsPerBlock = warpPerRow ? WARP_MODE_BLOCK / 32 : 1;
   // Capped: at most two waves of resident blocks, looping over the remaining rows; else a block
   // per row group (the kernel loops either way, so both are correct for any row count).
   const blocks = Math.ceil(rows / rowsPerBlock);
-  const grid = capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
+  // Pipelined rows: about one wave of the blocks an SM holds under the register bound (two rows of
+  // each thread in flight), every block looping over its rows.
+  const wave = (): number => deviceInfo(c.x.device.index).smCount * Math.max(1, Math.floor((minThreadsPerSm || 1024) / block));
+  const grid = pipelined(spec) ? Math.min(blocks, wave()) : capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
   const [os, xs, rs, ros] = strides as [number, number, number, number];
   launch(
     k,

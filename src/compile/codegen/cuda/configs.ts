@@ -35,11 +35,13 @@ export const H200_TARGET: CudaTarget = { arch: 'sm_90', sms: 132, maxThreadsPerS
 const WAVES = 4;
 
 /**
- * Grid cap of pointwise kernels in waves (default WAVES; Infinity: a block for every
- * block x EPT units, no grid-stride trips). Settable for benchmark sweeps
- * (bench/cuda-pointwise-configs.ts); kernels are correct for any grid.
+ * Grid cap of pointwise kernels in waves (Infinity, the default: a block for every block x EPT
+ * units, no grid-stride trips, up to the 2^26-unit step bound of launchPlan). H200 R1
+ * (elementwise-4096 fp32): b256 EPT 2 took 0.0359 ms one-shot against 0.0370 ms capped at WAVES
+ * (the last partial trip of a capped grid is a tail); other configs within noise. Settable for
+ * benchmark sweeps (bench/cuda-pointwise-configs.ts); kernels are correct for any grid.
  */
-let pointwiseWaves = WAVES;
+let pointwiseWaves = Infinity;
 
 export function setPointwiseWaves(waves: number): void {
   if (!(waves >= 1)) throw new RangeError(`setPointwiseWaves: expected a number >= 1 (or Infinity), got ${waves}`);
@@ -93,7 +95,11 @@ export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): C
   if (spec.kind === 'pointwise') {
     const all: PointwiseConfig[] = [];
     for (const block of BLOCKS) for (const ept of [1, 2, 4] as const) for (const vec of vecs) all.push({ kind: 'pointwise', block, ept, vec });
-    return first(all, { kind: 'pointwise', block: 256, ept: 1, vec: best });
+    // Two 16-byte units a thread where a unit is 4 elements (fp32), one where it is 8 (16-bit
+    // floats): the H200 R1 sweep of elementwise-4096 (bench/cuda-pointwise-configs.ts, one-shot
+    // grid) timed fp32 b256 EPT 1 / 2 / 4 at 0.0380 / 0.0359 / 0.0375 ms and bf16 at 0.0303 /
+    // 0.0310 / 0.0332 ms (bf16 has twice the math per byte: its units are compute-bound already).
+    return first(all, { kind: 'pointwise', block: 256, ept: best === 4 ? 2 : 1, vec: best });
   }
   const all: ReduceConfig[] = [];
   for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'thread', block, vec: 1 });

@@ -8,6 +8,8 @@
  * row). Each thread loads its slice of the row with VEC-wide (16-byte) vector loads into registers
  * (at most MAX_ITEMS vectors), the group sums squares through warp shuffles (and shared memory
  * between warps), and the same registers are scaled and stored: one read and one write of the row.
+ * Every load of the row (and, with prefetchWeight, of the weights) is issued before any is used,
+ * so a row costs one memory round trip, not one per vector (NormSpec.serialLoads: the old order).
  * Rows longer than TPR * VEC * MAX_ITEMS take a loop path that re-reads the row (from L1/L2).
  * With a residual, the sum x + residual is rounded to the dtype, stored as the new residual, and
  * that rounded value is normalised (vLLM's fused_add_rms_norm).
@@ -76,6 +78,14 @@ export interface NormSpec {
    * (the emission before the phased loads; see generateNorm). Off when absent.
    */
   serialLoads?: boolean;
+  /**
+   * Plain mode, register path: while a row is reduced and stored, the thread's vectors of its next
+   * row (row + grid stride) are already loading, so a thread keeps two rows in flight and the
+   * loads overlap the barrier and the stores. Pays with a grid capped near one wave of resident
+   * blocks (every block loops over rows); block mode only, ignored for the residual modes. Off
+   * when absent.
+   */
+  pipelineRows?: boolean;
 }
 
 function lit(v: number, ct: string): string {
@@ -88,8 +98,13 @@ function ld(d: DType, v: string, ct: 'float' | 'double'): string {
   return loadAs(d, v, ct);
 }
 
+/** Whether spec s emits the next-row prefetch (NormSpec.pipelineRows). */
+export function pipelined(s: NormSpec): boolean {
+  return s.pipelineRows === true && s.mode === 'plain' && !s.warpPerRow && s.items > 0 && s.serialLoads !== true;
+}
+
 export function normKernelName(s: NormSpec): string {
-  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}${!s.warpPerRow && s.tpr ? `_t${s.tpr}${s.minThreadsPerSm ? `_m${s.minThreadsPerSm}` : ''}` : ''}${s.prefetchWeight ? '_pw' : ''}${s.serialLoads ? '_serial' : ''}`;
+  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}${!s.warpPerRow && s.tpr ? `_t${s.tpr}${s.minThreadsPerSm ? `_m${s.minThreadsPerSm}` : ''}` : ''}${s.prefetchWeight ? '_pw' : ''}${s.serialLoads ? '_serial' : ''}${pipelined(s) ? '_pipe' : ''}`;
 }
 
 /**
@@ -159,8 +174,26 @@ ${ind(body, 10)}
   const loadWeights = each(loadVec('w', 'j', 'wv[it]'));
   const rowLoads = hasRes ? [...loadVec('xr', 'j', 'xv[it]'), ...loadVec('rr', 'j', 'rv[it]')] : loadVec('xr', 'j', 'v[it]');
   const rowSums = combine(hasRes ? 'xv[it]' : 'v[it]', 'rv[it]', 'v[it]', 'j');
+  const pipe = pipelined(s);
+  const nextRow = `{
+        const long long nrow = row + (long long)gridDim.x * rowsPerBlock;
+        if (nrow < rows) {
+          const ${T}* xn = x + nrow * xs;
+      ${each(loadVec('xn', 'j', 'nv[it]'))}
+        }
+        have = true;
+      }`;
+  const thisRow = pipe
+    ? `if (have) {
+#pragma unroll
+        for (int it = 0; it < ${items}; it++) v[it] = nv[it];
+      } else {
+      ${each(rowLoads)}
+      }
+      ${nextRow}`
+    : each(rowLoads);
   const regLoad = `${hasRes ? `${vt} xv[${items}], rv[${items}];` : ''}
-      ${s.serialLoads ? each([...rowLoads, ...rowSums]) : each(rowLoads)}
+      ${s.serialLoads ? each([...rowLoads, ...rowSums]) : thisRow}
       ${s.prefetchWeight ? loadWeights : ''}
       ${s.serialLoads ? '' : each(rowSums)}`;
   const regStore = s.serialLoads
@@ -191,6 +224,8 @@ extern "C" __global__ void __launch_bounds__(${block}${fixedTpr && s.minThreadsP
   const bool inRegs = ${s.items > 0 ? `nvec <= tpr * ${s.items}` : 'false'};
   ${s.warpPerRow ? '' : `__shared__ ${ct} red[2][32];
   int parity = 0;`}
+  ${pipe ? `${vt} nv[${items}];
+  bool have = false;` : ''}
   for (long long row = (long long)blockIdx.x * rowsPerBlock + threadIdx.x / tpr; row < rows; row += (long long)gridDim.x * rowsPerBlock) {
     const ${T}* xr = x + row * xs;
     ${hasRes ? `const ${T}* rr = res + row * rs; ${T}* ror = resOut + row * ros;` : ''}
