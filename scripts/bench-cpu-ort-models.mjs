@@ -9,7 +9,8 @@
  * |difference| between the engines is a correctness check): mlp = Gemm(transB) -> GELU(erf, as
  * Div/Erf/Add/Mul/Mul: opset 17 has no Gelu op) -> Gemm; conv-stack = Conv(7x7, s2, p3) ->
  * BatchNormalization -> Relu -> Conv(3x3, p1) -> BatchNormalization -> Relu on NCHW input
- * (onnxruntime picks its own internal layout). Kiln runs eager and kiln.compile on its native path.
+ * (onnxruntime picks its own internal layout). Kiln runs eager and kiln.compile on its native path
+ * (conv-stack also compiled without the conv + BatchNorm fold, `passes: { foldConvBn: false }`).
  * Engines alternate rep by rep; medians are reported.
  */
 import fs from 'node:fs';
@@ -129,9 +130,12 @@ for (const [name, build] of [['mlp-64x512', mlpModel], ['conv-stack', convModel]
   const xin = w.inputs[0];
   const feed = { x: new ort.Tensor('float32', Float32Array.from(kiln.contiguous(xin).toFlatArray()), [...xin.shape]) };
   const compiled = kiln.compile(w.forward, { name });
+  // conv-stack also without the conv + BatchNorm + ReLU fold (the pointwise kernels it replaces).
+  const unfolded = name === 'conv-stack' ? kiln.compile(w.forward, { name: `${name} unfolded`, passes: { foldConvBn: false } }) : null;
   const variants = {
     'kiln eager': () => kiln.scope(() => void w.run()),
     'kiln compiled': () => kiln.scope(() => void kiln.noGrad(() => compiled(...w.inputs))),
+    ...(unfolded ? { 'kiln compiled, no fold': () => kiln.scope(() => void kiln.noGrad(() => unfolded(...w.inputs))) } : {}),
     'onnxruntime-node': async () => void (await sess.run(feed)),
   };
   const ref = kiln.scope(() => Float32Array.from(kiln.contiguous(w.run()).toFlatArray()));
