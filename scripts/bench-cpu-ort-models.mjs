@@ -19,6 +19,9 @@
  * run, 0.64 over 50 ms, 0.23 over 200 ms), so `--block N` measures steady state without it: per
  * engine an idle gap (default then 300 ms), one untimed call, N timed calls back to back, engines
  * alternating block by block.
+ * (onnxruntime picks its own internal layout). Kiln runs eager and kiln.compile on its native path
+ * (conv-stack also compiled without the conv + BatchNorm fold, `passes: { foldConvBn: false }`).
+ * Engines alternate rep by rep; medians are reported.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -205,9 +208,12 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   const compiled = kiln.compile(w.forward, { name });
   // elementwise-4096 eagerly is ~15 single-op passes over 64 MiB: seconds per rep, and not the question.
   const big = name === 'elementwise-4096';
+  // conv-stack also without the conv + BatchNorm + ReLU fold (the pointwise kernels it replaces).
+  const unfolded = name === 'conv-stack' ? kiln.compile(w.forward, { name: `${name} unfolded`, passes: { foldConvBn: false } }) : null;
   const variants = {
     ...(big ? {} : { 'kiln eager': () => kiln.scope(() => void w.run()) }),
     'kiln compiled': () => kiln.scope(() => void kiln.noGrad(() => compiled(...w.inputs))),
+    ...(unfolded ? { 'kiln compiled, no fold': () => kiln.scope(() => void kiln.noGrad(() => unfolded(...w.inputs))) } : {}),
     'onnxruntime-node': async () => void (await sess.run(feed)),
   };
   const ref = kiln.scope(() => Float32Array.from(kiln.contiguous(w.run()).toFlatArray()));

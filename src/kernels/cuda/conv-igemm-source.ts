@@ -57,13 +57,13 @@ export const IGEMM_TILES = {
   m128w64: { warpsM: 2, warpM: 64, stages: 4, kBytes: 64 },
   m128w64k128: { warpsM: 2, warpM: 64, stages: 4, kBytes: 128 },
   m256w64: { warpsM: 4, warpM: 64, stages: 3, kBytes: 64 },
-  // Session 4 candidates for the 3x3 body conv. Every block re-reads the whole [64, K] weight from
-  // L2 (147 KB in f32 for K = 576) next to its A rows, about a third of the kernel's L2 traffic:
-  // 256-row blocks of 32 x 32 warps (16 warps, one block per SM) halve that share; a 4-stage
-  // 128-byte ring keeps more loads in flight at two 8-warp blocks per SM (2 x 110 KB of shared memory).
+  // Session 4: a 4-stage 128-byte ring keeps more loads in flight at two 8-warp blocks per SM
+  // (2 x 110 KB of shared memory). 256-row blocks of 32 x 32 warps (m256w32k128: 16 warps, one block
+  // per SM, halving the per-block re-read of the whole weight from L2) measured faster still on the
+  // f32 body conv (0.225 vs 0.234 ms, R1), but the R2 run of the every-tile test hit a misaligned
+  // address with the 256-row / SIMT-on-4-stage candidates, unresolved without device time, so they
+  // are not offered.
   m128w32k128s4: { warpsM: 4, warpM: 32, stages: 4, kBytes: 128 },
-  m256w32k128: { warpsM: 8, warpM: 32, stages: 3, kBytes: 128 },
-  m256w32k128s4: { warpsM: 8, warpM: 32, stages: 4, kBytes: 128 },
 } as const satisfies Record<string, IgemmTile>;
 export type IgemmTileName = keyof typeof IGEMM_TILES;
 
@@ -77,7 +77,8 @@ export function tileThreads(t: IgemmTileName): number {
 
 /** The SIMT kernel's thread mapping (16 x 16 threads, 8 x 4 outputs each) needs 256 threads over 128 rows. */
 export function simtTile(t: IgemmTileName): boolean {
-  return IGEMM_TILES[t].warpsM === 4 && IGEMM_TILES[t].warpM === 32;
+  // The SIMT kernel is validated on the 3- and 5-stage rings only (see m128w32k128s4 above).
+  return IGEMM_TILES[t].warpsM === 4 && IGEMM_TILES[t].warpM === 32 && t !== 'm128w32k128s4';
 }
 
 function rowBytes(t: IgemmTileName): number {
@@ -475,7 +476,7 @@ ${mma ? epilogue(s) : `__device__ __forceinline__ IDX kc_rowOffset(int m, int M)
   return (IDX)n * OS0 + (IDX)oh * OS2 + (IDX)ow * OS3;
 }`}
 
-extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warpM === 32 && tileThreads(s.tile) <= 256 ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
+extern "C" __global__ void __launch_bounds__(THREADS, ${IGEMM_TILES[s.tile].warpM === 32 ? 2 : 1}) ${name}(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ wp,
     const T* __restrict__ bias, const float* __restrict__ scale, const float* __restrict__ shift, int M) {
   extern __shared__ __align__(16) unsigned char kc_smem_raw[];
   unsigned char* smA = kc_smem_raw;

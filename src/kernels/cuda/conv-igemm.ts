@@ -18,7 +18,6 @@ import { itemSize } from '../../tensor/dtype.js';
 import { channelsLastStrides, numel } from '../../tensor/layout.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/launch.js';
-import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import {
@@ -106,9 +105,8 @@ export function bnUnsupported(bn: IgemmBatchNorm): string | null {
  * (K = 576)). Session 3 (bench/cuda-conv.ts, R2), then session 4 (scripts/device/conv-tiles.mjs,
  * the fused conv2dBatchNorm + ReLU, R1; those times include the call's host work, ~0.1 ms, so only
  * their differences count):
- * - vector loader, tf32: m256w32k128 (body 0.225 vs 0.234 for m128w32k128s4 and 0.265 for
- *   m128w32k128): every block re-reads the whole weight from L2, and 256-row blocks halve that;
- *   m128w32k128s4 below two waves of 256-row blocks;
+ * - vector loader, tf32: m128w32k128s4 (body 0.234 vs 0.265 for m128w32k128; a 256-row tile was
+ *   faster still, 0.225, but is withdrawn: see IGEMM_TILES);
  * - vector loader, bf16/f16: m128w32k128s4 (body 0.131 vs 0.133 for m128w32k128; m256w32k128
  *   0.158: with half the bytes per element the weight traffic matters less than occupancy);
  * - scalar loader, bf16/f16: m128w32s5 for small K (stem 0.073 vs 0.087 with k128, whose K padding
@@ -118,13 +116,10 @@ export function bnUnsupported(bn: IgemmBatchNorm): string | null {
  *   K = 256 (NCHW body 0.186, the best of session 3's tiles);
  * - SIMT (exact f32): m128w32s5 (its thread mapping needs 4 x 32-row warps; deeper ring).
  */
-export function pickTile(math: IgemmMath, loader: IgemmSpec['aLoader'] = 'vec', k = 0, m = Infinity, sms = 132): IgemmTileName {
+export function pickTile(math: IgemmMath, loader: IgemmSpec['aLoader'] = 'vec', k = 0): IgemmTileName {
   if (convImpl.tile && (math !== 'simt' || simtTile(convImpl.tile))) return convImpl.tile;
   if (math === 'simt') return 'm128w32s5';
-  // 256-row blocks run one per SM: below about two waves of them (the body conv has 784 on 132
-  // SMs) the 128-row tile's two blocks per SM keep more of the GPU busy.
-  const bigM = m >= 2 * sms * 256;
-  if (loader === 'vec') return math === 'tf32' && bigM ? 'm256w32k128' : 'm128w32k128s4';
+  if (loader === 'vec') return 'm128w32k128s4';
   // K at which 128-byte stages start to pay for their K padding (measured at 147 and 576).
   const LARGE_K = 256;
   if (math === 'tf32') return k >= LARGE_K ? 'm128w64' : 'm128w32k128s4';
@@ -191,7 +186,7 @@ export function igemmSpec(c: IgemmCall, x: { shape: number[]; strides: number[];
   return {
     dtype,
     math: finalMath,
-    tile: c.tile && (finalMath !== 'simt' || simtTile(c.tile)) ? c.tile : pickTile(finalMath, vec ? 'vec' : 'scalar', cg * kh * kw, o4.shape[0]! * o4.shape[2]! * o4.shape[3]!, deviceInfo(c.out.device.index).smCount),
+    tile: c.tile && (finalMath !== 'simt' || simtTile(c.tile)) ? c.tile : pickTile(finalMath, vec ? 'vec' : 'scalar', cg * kh * kw),
     aLoader: vec ? 'vec' : 'scalar',
     cg,
     kh,
