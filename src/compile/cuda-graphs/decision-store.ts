@@ -3,8 +3,9 @@
  * kernels one by one, by timing both on the first call (graph-program.ts `faster`): for a large
  * model that is several host-bound plain runs, tens of milliseconds of every process's start.
  * And a program with a host-sync op (Qwen3's embedding) first tries to capture the whole call,
- * which costs a full run and a failed capture (a third of Qwen3's warm start) before it is split
- * into pieces. This stores both facts on disk (the compile DiskCache, KILN_CACHE_DIR, namespace
+ * which costs a full run and a failed capture before it is split into pieces (346 ms of a 0.74 s
+ * warm start in one H200 profile; skipping it saves less, since the first-run work in it, cuBLASLt
+ * and module loading, moves into the pieces' first run). This stores both facts on disk (the compile DiskCache, KILN_CACHE_DIR, namespace
  * 'cuda-graph-decision'): the measured decision, and that the whole-call capture failed and why,
  * so a later process with the same program reuses them, as it reuses GEMM autotune winners
  * (runtime/cuda/gemm-tune-store.ts). Any mode stores the failure; only 'default' measures.

@@ -264,7 +264,7 @@ export class CudaGraphProgram implements CompiledProgram {
         c = this.capture(inputs, slot !== key);
       } catch (e) {
         if (!(e instanceof GraphCaptureError)) throw e;
-        this.stats.disabled = e.reason;
+        this.stats.disabled = knownFailure === undefined ? e.reason : `${e.reason} (stored by an earlier process: not captured again)`;
         const piecewise = this.split?.() ?? null;
         if (piecewise) {
           if (knownFailure === undefined) this.store()?.storeCaptureFailure(e.reason);
