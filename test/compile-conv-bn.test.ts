@@ -14,6 +14,7 @@ import type { Graph } from '../src/compile/ir.js';
 import { setCpuPath } from '../src/kernels/cpu/native/path.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, randomValues } from './helpers/make.js';
+import { refConv2d } from './helpers/nn-ref.js';
 
 const F = kiln.nn.functional;
 
@@ -28,29 +29,15 @@ interface Case {
   pad: number;
 }
 
-/** Float64 conv2d (NCHW flat values) -> eval BatchNorm -> optional ReLU. */
+/** Float64 conv2d (NCHW flat values, the shared refConv2d) -> eval BatchNorm -> optional ReLU. */
 function reference(x: number[], w: number[], b: number[] | null, bn: { mean: number[]; vr: number[]; g: number[] | null; beta: number[] | null; eps: number }, cs: Case, relu: boolean): number[] {
-  const oh = Math.floor((cs.h + 2 * cs.pad - cs.k) / cs.stride) + 1;
-  const ow = Math.floor((cs.w + 2 * cs.pad - cs.k) / cs.stride) + 1;
-  const y: number[] = [];
-  for (let n = 0; n < cs.n; n++)
-    for (let o = 0; o < cs.o; o++)
-      for (let i = 0; i < oh; i++)
-        for (let j = 0; j < ow; j++) {
-          let s = b ? b[o]! : 0;
-          for (let c = 0; c < cs.c; c++)
-            for (let u = 0; u < cs.k; u++)
-              for (let v = 0; v < cs.k; v++) {
-                const yi = i * cs.stride - cs.pad + u;
-                const xj = j * cs.stride - cs.pad + v;
-                if (yi < 0 || xj < 0 || yi >= cs.h || xj >= cs.w) continue;
-                s += x[((n * cs.c + c) * cs.h + yi) * cs.w + xj]! * w[((o * cs.c + c) * cs.k + u) * cs.k + v]!;
-              }
-          let z = ((s - bn.mean[o]!) / Math.sqrt(bn.vr[o]! + bn.eps)) * (bn.g ? bn.g[o]! : 1) + (bn.beta ? bn.beta[o]! : 0);
-          if (relu) z = Math.max(z, 0);
-          y.push(z);
-        }
-  return y;
+  const conv = refConv2d(x, [cs.n, cs.c, cs.h, cs.w], w, [cs.o, cs.c, cs.k, cs.k], b, [cs.stride, cs.stride], [cs.pad, cs.pad, cs.pad, cs.pad], [1, 1], 1);
+  const plane = conv.shape[2]! * conv.shape[3]!;
+  return conv.values.map((s, idx) => {
+    const o = Math.floor(idx / plane) % cs.o;
+    const z = ((s - bn.mean[o]!) / Math.sqrt(bn.vr[o]! + bn.eps)) * (bn.g ? bn.g[o]! : 1) + (bn.beta ? bn.beta[o]! : 0);
+    return relu ? Math.max(z, 0) : z;
+  });
 }
 
 function vec(n: number, seed: number, lo: number, hi: number): Tensor {

@@ -7,11 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { getDiskCache } from '../src/compile/cache/disk-cache.js';
 import { gemmTuneStats, tunePersisted, type TunablePlan, type TuneDevice } from '../src/runtime/cuda/gemm-tune-store.js';
+import { withCacheDir as withCacheDirAt } from './helpers/cache-dir.js';
 
 const h200: TuneDevice = { arch: 'sm_90', name: 'NVIDIA H200', smCount: 132 };
 const algo = (seed: number): Uint8Array => Uint8Array.from({ length: 64 }, (_, i) => (seed * 31 + i) & 255);
@@ -19,18 +19,7 @@ const candidates = (...seeds: number[]): Uint8Array[] => seeds.map(algo);
 /** A fresh plan over copies of the candidates (a new process has new buffers with the same bytes). */
 const planOf = (algos: readonly Uint8Array[]): TunablePlan => ({ algo: algos[0]!, algos: algos.map((a) => a.slice()), tuned: false });
 
-function withCacheDir(f: () => void): void {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-gemm-tune-'));
-  const saved = process.env.KILN_CACHE_DIR;
-  process.env.KILN_CACHE_DIR = dir;
-  try {
-    f();
-  } finally {
-    if (saved === undefined) delete process.env.KILN_CACHE_DIR;
-    else process.env.KILN_CACHE_DIR = saved;
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+const withCacheDir = (f: () => void): void => withCacheDirAt(f, 'kiln-gemm-tune-');
 
 /** Runs tunePersisted with a stub timer that picks candidate `pick`; returns whether it timed and the chosen bytes. */
 function tuneOnce(device: TuneDevice, problem: string, algos: readonly Uint8Array[], version: number, pick: number): { timed: boolean; chosen: number[] } {

@@ -4,26 +4,13 @@
  * nothing is stored at all (no cache context, process-local constants, KILN_TUNE_STORE=0).
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { getDiskCache } from '../src/compile/cache/disk-cache.js';
 import { decisionStore } from '../src/compile/cuda-graphs/decision-store.js';
 import type { BackendOptions } from '../src/compile/backend.js';
+import { withCacheDir as withCacheDirAt } from './helpers/cache-dir.js';
 
-function withCacheDir(f: () => void): void {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-graph-decision-'));
-  const saved = process.env.KILN_CACHE_DIR;
-  process.env.KILN_CACHE_DIR = dir;
-  try {
-    f();
-  } finally {
-    if (saved === undefined) delete process.env.KILN_CACHE_DIR;
-    else process.env.KILN_CACHE_DIR = saved;
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+const withCacheDir = (f: () => void): void => withCacheDirAt(f, 'kiln-graph-decision-');
 
 const opts = (signature: string, guardKey = '1|arg0:float32@cuda:0[4096,4096]contiguous'): BackendOptions => ({ mode: 'default', logCode: false, cacheContext: { signature, guardKey } });
 

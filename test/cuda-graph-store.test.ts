@@ -7,9 +7,6 @@
  * Every test skips with the reason where no CUDA device can be used.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
@@ -18,6 +15,7 @@ import { PiecewiseGraphProgram } from '../src/compile/cuda-graphs/piecewise.js';
 import { getDiskCache } from '../src/compile/cache/disk-cache.js';
 import type { CompiledProgram } from '../src/compile/backend.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { withCacheDir as withCacheDirAt } from './helpers/cache-dir.js';
 
 const skip = skipUnlessCuda();
 const randn = (shape: number[], seed: number): Tensor => kiln.randn(shape, { generator: new kiln.Generator(seed) }).to('cuda');
@@ -35,18 +33,7 @@ function graphProgram(cf: { programs(): { inference: readonly CompiledProgram[] 
   return p;
 }
 
-function withCacheDir(f: () => void): void {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-graph-store-'));
-  const saved = process.env.KILN_CACHE_DIR;
-  process.env.KILN_CACHE_DIR = dir;
-  try {
-    f();
-  } finally {
-    if (saved === undefined) delete process.env.KILN_CACHE_DIR;
-    else process.env.KILN_CACHE_DIR = saved;
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+const withCacheDir = (f: () => void): void => withCacheDirAt(f, 'kiln-graph-store-');
 
 test('a stored whole-call capture failure sends a new program straight to its pieces', { skip }, () => {
   withCacheDir(() => {

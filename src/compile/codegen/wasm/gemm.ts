@@ -93,6 +93,9 @@ function isPlain(bytes: Uint8Array): boolean {
  * module then applies only its epilogue there (kc = 0 with flags 3: load C, epilogue, store).
  * Otherwise the module computes product and epilogue itself, as below.
  */
+/** 16-byte alignment of arena addresses (f32x4 loads). */
+const align16 = (a: number): number => (a + 15) & ~15;
+
 export class GemmRunner {
   private mm: GemmFn | undefined;
   private packed: Packed | null = null;
@@ -144,33 +147,13 @@ export class GemmRunner {
     const vecBytes = Np * 4;
     const nVec = (bias ? 1 : 0) + extras.filter((e) => e.kind === 'row').length;
     const nFull = extras.filter((e) => e.kind === 'full').length;
-    const align = (a: number): number => (a + 15) & ~15;
-    const cAt = align(this.region(cBytes * (1 + nFull) + vecBytes * nVec + 64 * (2 + nFull + nVec)));
-    let next = align(cAt + cBytes);
-    const eAddrs: number[] = [];
-    const f32 = this.arena.f32;
-    if (bias) {
-      eAddrs.push(next);
-      copyRow(f32, next >> 2, bias, N);
-      next = align(next + vecBytes);
-    }
-    for (const e of extras) {
-      eAddrs.push(next);
-      if (e.kind === 'row') {
-        copyRow(f32, next >> 2, e.t, N);
-        next = align(next + vecBytes);
-      } else {
-        copyRows(f32, next >> 2, Np, e.t, M, N);
-        next = align(next + cBytes);
-      }
-    }
+    const cAt = align16(this.region(cBytes * (1 + nFull) + vecBytes * nVec + 64 * (2 + nFull + nVec)));
+    const next = align16(cAt + cBytes);
+    const eAddrs = stageEpilogue(this.arena.f32, next, bias, extras, M, N, Np);
     // Rows M..Mp and columns N..Np of C are never copied out: the epilogue may run on anything there.
     wasmSgemm(M, N, K, 1, A, null, 0, { data: this.arena.f32, offset: cAt >> 2, rowStride: Np, colStride: 1 }, { packed });
     this.fn()(Mp / GEMM_MR, Np / GEMM_NR, 0, cAt, K * 4, cAt, cAt, Np * 4, 3, ...eAddrs);
-    const c0 = cAt >> 2;
-    const view = this.arena.f32;
-    if (Np === N) out.set(view.subarray(c0, c0 + M * N), outOffset);
-    else for (let i = 0; i < M; i++) out.set(view.subarray(c0 + i * Np, c0 + i * Np + N), outOffset + i * N);
+    copyOut(this.arena.f32, cAt, M, N, Np, out, outOffset);
     return true;
   }
 
@@ -218,41 +201,55 @@ export class GemmRunner {
     const nVec = (bias ? 1 : 0) + extras.filter((e) => e.kind === 'row').length;
     const nFull = extras.filter((e) => e.kind === 'full').length;
     const base = this.region(aBytes + cBytes * (1 + nFull) + vecBytes * nVec + 64 * (3 + nFull + nVec));
-    const align = (a: number): number => (a + 15) & ~15;
-    const aAt = align(base);
-    const cAt = align(aAt + aBytes);
-    let next = align(cAt + cBytes);
+    const aAt = align16(base);
+    const cAt = align16(aAt + aBytes);
+    const next = align16(cAt + cBytes);
     const f32 = this.arena.f32;
     // A: rows of x, zero rows up to Mp.
     copyRows(f32, aAt >> 2, K, x, M, K);
     f32.fill(0, (aAt >> 2) + M * K, (aAt >> 2) + Mp * K);
-    const eAddrs: number[] = [];
-    if (bias) {
-      eAddrs.push(next);
-      copyRow(f32, next >> 2, bias, N);
-      next = align(next + vecBytes);
-    }
-    for (const e of extras) {
-      eAddrs.push(next);
-      if (e.kind === 'row') {
-        copyRow(f32, next >> 2, e.t, N);
-        next = align(next + vecBytes);
-      } else {
-        copyRows(f32, next >> 2, Np, e.t, M, N);
-        next = align(next + cBytes);
-      }
-    }
+    const eAddrs = stageEpilogue(f32, next, bias, extras, M, N, Np);
     const mm = this.fn();
     for (let pc = 0; pc < K; pc += kc) {
       const kcb = Math.min(kc, K - pc);
       const flags = (pc > 0 ? 1 : 0) | (pc + kcb >= K ? 2 : 0);
       mm(Mp / GEMM_MR, Np / GEMM_NR, kcb, aAt + pc * 4, K * 4, bAt + pc * Np * 4, cAt, Np * 4, flags, ...eAddrs);
     }
-    const c0 = cAt >> 2;
-    const view = this.arena.f32;
-    if (Np === N) out.set(view.subarray(c0, c0 + M * N), outOffset);
-    else for (let i = 0; i < M; i++) out.set(view.subarray(c0 + i * Np, c0 + i * Np + N), outOffset + i * N);
+    copyOut(this.arena.f32, cAt, M, N, Np, out, outOffset);
   }
+}
+
+
+/**
+ * Copies the epilogue operands into the arena from byte address `at` on (bias, then the extras in
+ * order: 'row' vectors padded to Np, 'full' matrices as M rows of Np) and returns their addresses.
+ */
+function stageEpilogue(f32: Float32Array, at: number, bias: Tensor | null, extras: readonly { t: Tensor; kind: 'full' | 'row' }[], M: number, N: number, Np: number): number[] {
+  const addrs: number[] = [];
+  let next = at;
+  if (bias) {
+    addrs.push(next);
+    copyRow(f32, next >> 2, bias, N);
+    next = align16(next + Np * 4);
+  }
+  for (const e of extras) {
+    addrs.push(next);
+    if (e.kind === 'row') {
+      copyRow(f32, next >> 2, e.t, N);
+      next = align16(next + Np * 4);
+    } else {
+      copyRows(f32, next >> 2, Np, e.t, M, N);
+      next = align16(next + Math.ceil(M / GEMM_MR) * GEMM_MR * Np * 4);
+    }
+  }
+  return addrs;
+}
+
+/** The M x N result from the arena's C (rows of Np floats at byte address cAt) into out. */
+function copyOut(view: Float32Array, cAt: number, M: number, N: number, Np: number, out: Float32Array | NumArray, outOffset: number): void {
+  const c0 = cAt >> 2;
+  if (Np === N) out.set(view.subarray(c0, c0 + M * N), outOffset);
+  else for (let i = 0; i < M; i++) out.set(view.subarray(c0 + i * Np, c0 + i * Np + N), outOffset + i * N);
 }
 
 /** Copies the M x cols matrix of t's values (t viewed as rows of `cols`) into dst rows of length ld. */
