@@ -69,9 +69,9 @@ function deviceMs(fn: () => void): number {
     const s = new kiln.Event('cuda');
     const e = new kiln.Event('cuda');
     s.record();
-    kiln.scope(() => {
-      for (let i = 0; i < runs; i++) fn();
-    });
+    // One scope per call: a compiled call's output left alive would make the next replay give it
+    // its own copy (lent outputs), which is not what a caller that drops each result pays.
+    for (let i = 0; i < runs; i++) kiln.scope(fn);
     e.record();
     e.synchronize();
     batches.push(s.elapsedTime(e) / runs);

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
 # Lead's part of a helper round: the elementwise-4096 copy-bandwidth reference (per call and device
-# time, same process), compact table last.
-timeout 40 node dist/bench/cuda-copy-reference.js --json "$HOUT/copy-reference.json" 2>&1 | tail -n 4
+# time, same process), then the generated kernel's configs in bfloat16 and float32 (device time).
+T=/tmp/lead.$$; mkdir -p "$T"
+timeout 40 node dist/bench/cuda-copy-reference.js --json "$HOUT/copy-reference.json" > "$T/copy.txt" 2>&1; echo "copy rc=$?"
+for d in bfloat16 float32; do timeout 20 node dist/bench/cuda-pointwise-configs.js elementwise-4096 $d --runs 20 --waves inf > "$T/pw-$d.txt" 2>&1; echo "pw $d rc=$?"; grep -vE '^\s*$' "$T/pw-$d.txt" | cut -c1-120 | head -14; done
+tail -n 3 "$T/copy.txt"
