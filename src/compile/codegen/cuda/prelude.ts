@@ -60,12 +60,21 @@ template <typename T> __device__ __forceinline__ T kiln_divfloor(T a, T b) {
 // x log2 e (|x| 2^-24 relative: 5e-6 at |x| = 80). tanh from one such exp: 1 - 2/(e^2|x| + 1) loses
 // relative precision near 0, so |x| < 0.03 uses its odd Taylor polynomial (error below 1e-10).
 __device__ __forceinline__ float kiln_fexp(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y; }
+// Both tanh paths are computed and one selected: with a branch, a warp whose 32 inputs straddle
+// |x| = 0.03 (most warps of normal data, 1 - 0.95^32) ran both anyway, plus the branch.
 __device__ __forceinline__ float kiln_ftanh(float x) {
   const float a = fabsf(x);
-  if (a < 0.03f) { const float x2 = x * x; return x * (1.0f - x2 * (0.333333343f - x2 * 0.13333334f)); }
+  const float x2 = x * x;
+  const float p = x * (1.0f - x2 * (0.333333343f - x2 * 0.13333334f));
   const float e = kiln_fexp(-2.0f * a);
-  return copysignf(__fdividef(1.0f - e, 1.0f + e), x);
+  const float t = copysignf(__fdividef(1.0f - e, 1.0f + e), x);
+  return a < 0.03f ? p : t;
 }
+// 1/d through rcp.approx (about 1 ulp) for sigmoid and silu under fast math, where d = 1 + e^-x >= 1
+// (d = inf gives 0, as 1/inf). The IEEE 1.0f / d (rcp.rn) is a dozen instructions with a slow
+// path; it made elementwise-4096's bfloat16 kernel instruction-bound (about 60% of copy bandwidth).
+// Not .ftz: for d above 2^126 the reciprocal is subnormal, and silu(-88) = -88 / d is a normal float.
+__device__ __forceinline__ float kiln_frcp(float d) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(d)); return y; }
 template <typename T> __device__ __forceinline__ T kiln_lerp(T s, T e, T w) { T d = e - s; return (w < (T)0.5 && w > (T)-0.5) ? s + w * d : e - d * ((T)1 - w); }
 // Reduction combiners; kiln_cmax / kiln_cmin propagate NaN like the JS kernels' accumulators.
 struct KSum { template <typename T> static __device__ __forceinline__ T f(T a, T b) { return a + b; } };

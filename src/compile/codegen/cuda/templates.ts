@@ -23,7 +23,8 @@ export interface CTemplateCtx {
   /**
    * Fast float math (default on; KILN_CUDA_FAST_MATH=0 turns it off): exp, sigmoid, silu and tanh
    * in float go through the prelude's kiln_fexp / kiln_ftanh (ex2.approx, as Triton's tl.exp that
-   * torch.compile's kernels use) instead of libdevice's expf/tanhf. Doubles are never affected.
+   * torch.compile's kernels use) instead of libdevice's expf/tanhf, and sigmoid/silu divide by
+   * 1 + e^-x through kiln_frcp (rcp.approx). Doubles are never affected.
    */
   readonly fast?: boolean;
 }
@@ -80,9 +81,11 @@ function binary(f: (a: string, b: string, ctx: CTemplateCtx, t: CType) => string
   };
 }
 
+/** Fast float math applies (float compute under ctx.fast; doubles never). */
+const fastFloat = (t: CType, ctx: CTemplateCtx): boolean => ctx.fast === true && t === 'float';
 /** exp / tanh in compute type t: the fast prelude versions for float under ctx.fast. */
-const expFn = (t: CType, ctx: CTemplateCtx): string => (ctx.fast && t === 'float' ? 'kiln_fexp' : mathFn('exp', t));
-const tanhFn = (t: CType, ctx: CTemplateCtx): string => (ctx.fast && t === 'float' ? 'kiln_ftanh' : mathFn('tanh', t));
+const expFn = (t: CType, ctx: CTemplateCtx): string => (fastFloat(t, ctx) ? 'kiln_fexp' : mathFn('exp', t));
+const tanhFn = (t: CType, ctx: CTemplateCtx): string => (fastFloat(t, ctx) ? 'kiln_ftanh' : mathFn('tanh', t));
 
 /** A float-only libm call. */
 const fn1 = (name: string): CTemplate => unary((x, t) => `${mathFn(name, t)}(${x})`, { floatOnly: true });
@@ -165,10 +168,10 @@ export const CUDA_TEMPLATES: ReadonlyMap<string, CTemplate> = new Map<string, CT
   ['cos', fn1('cos')],
   ['tan', fn1('tan')],
   ['tanh', unary((x, t, _dt, ctx) => `${tanhFn(t, ctx)}(${x})`, { floatOnly: true })],
-  ['sigmoid', unary((x, t, _dt, ctx) => `(${one(t)} / (${one(t)} + ${expFn(t, ctx)}(-${x})))`, { floatOnly: true })],
+  ['sigmoid', unary((x, t, _dt, ctx) => (fastFloat(t, ctx) ? `kiln_frcp(1.0f + kiln_fexp(-${x}))` : `(${one(t)} / (${one(t)} + ${expFn(t, ctx)}(-${x})))`), { floatOnly: true })],
   ['erf', fn1('erf')],
   ['relu', unary((x, t) => `(${x} > ${cLit(0, t)} || ${x} != ${x} ? ${x} : ${cLit(0, t)})`)],
-  ['silu', unary((x, t, _dt, ctx) => `(${x} / (${one(t)} + ${expFn(t, ctx)}(-${x})))`, { floatOnly: true })],
+  ['silu', unary((x, t, _dt, ctx) => (fastFloat(t, ctx) ? `(${x} * kiln_frcp(1.0f + kiln_fexp(-${x})))` : `(${x} / (${one(t)} + ${expFn(t, ctx)}(-${x})))`), { floatOnly: true })],
   ['floor', rounding('floor')],
   ['ceil', rounding('ceil')],
   // rint rounds half to even under the default rounding mode, like roundHalfEven.
