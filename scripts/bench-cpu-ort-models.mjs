@@ -1,6 +1,6 @@
 /**
- * Kiln vs onnxruntime-node on the workloads mlp-64x512, transformer-block, conv-stack and
- * elementwise-4096 (CPU sizes), side by side in one process. Runs in the peers directory that scripts/bench-cpu-peers.sh fills (bare
+ * Kiln vs onnxruntime-node on the workloads mlp-64x512, mlp-2048x4096 (x [256, 1024] at CPU size),
+ * transformer-block, conv-stack and elementwise-4096 (CPU sizes), side by side in one process. Runs in the peers directory that scripts/bench-cpu-peers.sh fills (bare
  * imports resolve to its node_modules; Kiln from $KILN_DIST):
  *
  *   KILN_DIST=<kiln>/dist node bench-cpu-ort-models.mjs [--reps 30] [--threads 2] [--out file.json]
@@ -199,7 +199,7 @@ const median = (xs) => {
 native.setCpuPath('native');
 native.setNativeThreads(THREADS);
 const rows = [];
-const MODELS = [['mlp-64x512', mlpModel], ['transformer-block', blockModel], ['conv-stack', convModel], ['elementwise-4096', elementwiseModel]];
+const MODELS = [['mlp-64x512', mlpModel], ['mlp-2048x4096', mlpModel], ['transformer-block', blockModel], ['conv-stack', convModel], ['elementwise-4096', elementwiseModel]];
 for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(',').includes(n))) {
   const w = WORKLOADS.find((x) => x.name === name).build({ size: 'cpu' });
   const sess = await ort.InferenceSession.create(build(w), { executionProviders: ['cpu'], intraOpNumThreads: THREADS, interOpNumThreads: 1, graphOptimizationLevel: 'all' });

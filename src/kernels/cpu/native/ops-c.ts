@@ -49,7 +49,7 @@ static inline int nt(double work, int nthreads) { return work < PAR_MIN || nthre
 static void unary_chunk(int32_t op, int64_t len, const float *restrict x, float *restrict y) {
   switch (op) {
     case 0: UNARY_LOOP(k_relu(v))
-    case 1: UNARY_LOOP(k_gelu(v))
+    case 1: k_gelu_row(y, x, len); break;
     case 2: UNARY_LOOP(k_gelu_tanh(v))
     case 3: UNARY_LOOP(k_sigmoid(v))
     case 4: UNARY_LOOP(k_tanh(v))

@@ -46,8 +46,16 @@ typedef struct pool_job {
   void *ctx;
   int64_t nitems;
   int32_t max_workers;
+  int64_t published_ns;
   _Atomic int64_t next;
 } pool_job;
+
+/* Counters (kiln_pool_stats): jobs run on the pool, items run by the caller / by workers, workers
+   that joined a job, the summed publish-to-join latency, and how often a worker went to sleep.
+   Relaxed atomics, a few per job: what the items cost dwarfs them (jobs are >= ~1 MFLOP). */
+enum { PS_JOBS, PS_ITEMS_CALLER, PS_ITEMS_WORKERS, PS_JOINS, PS_JOIN_NS, PS_SLEEPS, PS_N };
+static _Atomic int64_t pool_stats[PS_N];
+static inline void pool_count(int q, int64_t v) { atomic_fetch_add_explicit(&pool_stats[q], v, memory_order_relaxed); }
 
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
@@ -71,11 +79,14 @@ static inline int64_t pool_now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-static void pool_drain(pool_job *j) {
+/* Runs items until none is left; returns how many this thread ran. */
+static int64_t pool_drain(pool_job *j) {
+  int64_t done = 0;
   for (;;) {
     int64_t it = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-    if (it >= j->nitems) return;
+    if (it >= j->nitems) return done;
     j->fn(j->ctx, it);
+    done++;
   }
 }
 
@@ -92,6 +103,7 @@ static void *pool_worker(void *arg) {
         if ((++n & 63) == 0 && pool_now_ns() > until) break;
       }
       if (s == seen) {
+        pool_count(PS_SLEEPS, 1);
         pthread_mutex_lock(&pool_mu);
         while ((s = atomic_load(&pool_seq)) == seen) pthread_cond_wait(&pool_cv, &pool_mu);
         pthread_mutex_unlock(&pool_mu);
@@ -101,7 +113,11 @@ static void *pool_worker(void *arg) {
     atomic_fetch_add(&pool_active, 1);
     if (atomic_load(&pool_seq) == s) {
       pool_job *j = atomic_load(&pool_cur);
-      if (j && id < j->max_workers) pool_drain(j);
+      if (j && id < j->max_workers) {
+        pool_count(PS_JOINS, 1);
+        pool_count(PS_JOIN_NS, pool_now_ns() - j->published_ns);
+        pool_count(PS_ITEMS_WORKERS, pool_drain(j));
+      }
     }
     atomic_fetch_sub(&pool_active, 1);
   }
@@ -129,12 +145,14 @@ static void pool_run_local(void (*fn)(void *, int64_t), void *ctx, int64_t nitem
   pool_job j;
   j.fn = fn; j.ctx = ctx; j.nitems = nitems; j.max_workers = nthreads - 1;
   atomic_init(&j.next, 0);
+  j.published_ns = pool_now_ns();
   pthread_mutex_lock(&pool_mu);
   atomic_store(&pool_cur, &j);
   atomic_fetch_add(&pool_seq, 1);
   pthread_cond_broadcast(&pool_cv);
   pthread_mutex_unlock(&pool_mu);
-  pool_drain(&j);
+  pool_count(PS_JOBS, 1);
+  pool_count(PS_ITEMS_CALLER, pool_drain(&j));
   atomic_fetch_add(&pool_seq, 1);
   atomic_store(&pool_cur, (pool_job *)0);
   int n = 0;
@@ -187,5 +205,9 @@ export const POOL_SHARED_SOURCE = String.raw`
 ${POOL_C_SOURCE}
 void kiln_pool_run_shared(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
   pool_run_local(fn, ctx, nitems, nthreads);
+}
+/* Copies the counters (PS_N int64) into out. */
+void kiln_pool_stats(int64_t *out) {
+  for (int q = 0; q < PS_N; q++) out[q] = atomic_load_explicit(&pool_stats[q], memory_order_relaxed);
 }
 `;
