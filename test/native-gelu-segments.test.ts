@@ -6,14 +6,15 @@
  * at the first and last lane, full segments, NaN / infinities, values on either side of the
  * branch threshold, a tail shorter than a segment), and each result is checked against float64
  * references: the eager gelu op, the GEMM's gelu activation, and a compiled linear -> GELU whose
- * decomposed erf runs in the GEMM epilogue. Skips where no C compiler works.
+ * decomposed erf runs in the GEMM epilogue; and transcendental unary ops split over 2 threads
+ * on the work-sharing pool. Skips where no C compiler works.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { nativeGemm, nativeGemmCalls, probeToolchain, setCpuPath } from '../src/kernels/cpu/native/index.js';
+import { nativeGemm, nativeGemmCalls, probeToolchain, setCpuPath, setNativeThreads, sharedPoolStats } from '../src/kernels/cpu/native/index.js';
 import { nativeOpCalls } from '../src/kernels/cpu/native/ops.js';
-import { rng } from './helpers/make.js';
+import { randomValues, rng } from './helpers/make.js';
 import { erfRef, geluRef } from './helpers/pointwise-ref.js';
 
 const probe = probeToolchain();
@@ -118,4 +119,26 @@ test('compiled linear -> GELU on the native path: the segmented erf epilogue mat
     const want = xs.map((v) => 0.5 * v * (1 + erfRef(v / Math.SQRT2)));
     assertClose(got, want, (w, v) => 3e-7 * Math.abs(v) + 2e-7 * Math.abs(w) + 1e-12, xs, 'compiled gelu');
   });
+});
+
+test('native eager unary ops on 2 threads: the pool splits 20 K values into chunks, each value matches float64', { skip }, () => {
+  // 20 000 values (5 chunks of 4096) of a transcendental op run as one pool job on 2 threads.
+  const xs = randomValues(20000, 11, -6, 6).map(Math.fround);
+  const x = kiln.tensor(xs, { dtype: 'float32' });
+  setNativeThreads(2);
+  try {
+    onNative(() => {
+      for (const [name, f, ref] of [
+        ['gelu', (t: kiln.Tensor) => kiln.nn.functional.gelu(t), geluRef],
+        ['tanh', kiln.tanh, Math.tanh],
+      ] as const) {
+        const jobs = sharedPoolStats()!.jobs;
+        const got = f(x).toFlatArray();
+        assert.equal(sharedPoolStats()!.jobs - jobs, 1, `${name}: one pool job`);
+        assertClose(got, xs.map(ref), (w) => 1e-12 + 2e-6 * Math.abs(w), xs, name);
+      }
+    });
+  } finally {
+    setNativeThreads(undefined);
+  }
 });
