@@ -4,7 +4,7 @@
  * imports resolve to its node_modules; Kiln from $KILN_DIST):
  *
  *   KILN_DIST=<kiln>/dist node bench-cpu-ort-models.mjs [--reps 30] [--threads 2] [--out file.json]
- *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5]
+ *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5] [--note 'how it was run']
  *
  * The ONNX graphs are encoded here from the very weights Kiln's workload builder draws (so the max
  * |difference| between the engines is a correctness check): mlp = Gemm(transB) -> GELU(erf, as
@@ -38,6 +38,7 @@ const THREADS = Number(opt('threads', String(os.availableParallelism())));
 const OUT = opt('out', '');
 const ONLY = opt('only', '');
 const BLOCK = Number(opt('block', '0'));
+const NOTE = opt('note', '');
 const GAP_MS = Number(opt('gap-ms', BLOCK > 0 ? '300' : '10'));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const loadBefore = os.loadavg();
@@ -275,6 +276,6 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
 const load = os.loadavg().map((x) => x.toFixed(2)).join(' ');
 console.log(`threads ${THREADS}; reps ${REPS}; gap ${GAP_MS} ms; ${BLOCK > 0 ? `blocks of ${BLOCK}` : 'rep by rep'}; load average after ${load}`);
 if (OUT) {
-  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), command: `node bench-cpu-ort-models.mjs ${argv.join(' ')}`, machine: `${os.hostname()}, ${os.availableParallelism()} cpus, node ${process.version}`, threads: THREADS, reps: REPS, gapMs: GAP_MS, block: BLOCK, loadAverageBefore: loadBefore, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
+  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), ...(NOTE ? { note: NOTE } : {}), command: `node bench-cpu-ort-models.mjs ${argv.join(' ')}`, machine: `${os.hostname()}, ${os.availableParallelism()} cpus, node ${process.version}`, threads: THREADS, reps: REPS, gapMs: GAP_MS, block: BLOCK, loadAverageBefore: loadBefore, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
   console.log(`wrote ${OUT}`);
 }
