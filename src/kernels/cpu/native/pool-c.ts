@@ -40,6 +40,9 @@ export const POOL_C_SOURCE = String.raw`
    to sleep and a wake-up costs tens of microseconds in a VM). Loaded machines run one thread
    (threads.ts), so no worker spins there. */
 #define POOL_SPIN_NS 250000
+/* The longest a worker keeps spinning for an open job's close (a few of mlp-2048x4096's ~1.5 ms
+   items); then the POOL_SPIN_NS window applies as after a close. */
+#define POOL_OPEN_SPIN_NS 5000000
 
 typedef struct pool_job {
   void (*fn)(void *ctx, int64_t item);
@@ -96,19 +99,22 @@ static void *pool_worker(void *arg) {
   for (;;) {
     uint64_t s = atomic_load(&pool_seq);
     if (s == seen) {
-      int64_t until = pool_now_ns() + POOL_SPIN_NS;
+      int64_t start = pool_now_ns(), until = start + POOL_SPIN_NS;
       int n = 0;
       while ((s = atomic_load(&pool_seq)) == seen) {
         pool_relax();
         if ((++n & 63) == 0) {
           int64_t t = pool_now_ns();
           /* While a job is open (this worker ran out of items, the caller or another worker is
-             finishing one) the spin window restarts: the caller's next job follows its close.
-             Timing out here meant a futex wake (and on a 2-vCPU VM, 20-40 us before the worker
-             ran) for the next job of the same forward whenever the last item ran longer than the
-             window: measured on mlp-2048x4096 (items of ~1.5 ms), 33 sleeps in 40 jobs. */
-          if (atomic_load_explicit(&pool_cur, memory_order_relaxed)) until = t + POOL_SPIN_NS;
+             finishing one) the spin window restarts, up to POOL_OPEN_SPIN_NS: the caller's next
+             job follows its close. Timing out here meant a futex wake (and on a 2-vCPU VM, 20-40
+             us before the worker ran) for the next job of the same forward whenever the last item
+             ran longer than the window: measured on mlp-2048x4096 (items of ~1.5 ms), 33 sleeps
+             in 40 jobs. The cap and the yields keep a caller that waits for a core (preempted,
+             or a real-time thread of the same priority behind this one) from being starved by it. */
+          if (atomic_load_explicit(&pool_cur, memory_order_relaxed) && t - start < POOL_OPEN_SPIN_NS) until = t + POOL_SPIN_NS;
           else if (t > until) break;
+          if ((n & 1023) == 0) sched_yield();
         }
       }
       if (s == seen) {
