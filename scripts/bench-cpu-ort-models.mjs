@@ -1,10 +1,10 @@
 /**
- * Kiln vs onnxruntime-node on the workloads mlp-64x512, transformer-block, conv-stack and
- * elementwise-4096 (CPU sizes), side by side in one process. Runs in the peers directory that scripts/bench-cpu-peers.sh fills (bare
+ * Kiln vs onnxruntime-node on the workloads mlp-64x512, mlp-2048x4096 (x [256, 1024] at CPU size),
+ * transformer-block, conv-stack and elementwise-4096 (CPU sizes), side by side in one process. Runs in the peers directory that scripts/bench-cpu-peers.sh fills (bare
  * imports resolve to its node_modules; Kiln from $KILN_DIST):
  *
  *   KILN_DIST=<kiln>/dist node bench-cpu-ort-models.mjs [--reps 30] [--threads 2] [--out file.json]
- *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5]
+ *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5] [--note 'how it was run']
  *
  * The ONNX graphs are encoded here from the very weights Kiln's workload builder draws (so the max
  * |difference| between the engines is a correctness check): mlp = Gemm(transB) -> GELU(erf, as
@@ -38,8 +38,10 @@ const THREADS = Number(opt('threads', String(os.availableParallelism())));
 const OUT = opt('out', '');
 const ONLY = opt('only', '');
 const BLOCK = Number(opt('block', '0'));
+const NOTE = opt('note', '');
 const GAP_MS = Number(opt('gap-ms', BLOCK > 0 ? '300' : '10'));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const loadBefore = os.loadavg();
 const dist = process.env.KILN_DIST;
 if (!dist) throw new Error('KILN_DIST must point at Kiln\'s dist directory');
 const kiln = await import(path.join(dist, 'src/index.js'));
@@ -199,7 +201,7 @@ const median = (xs) => {
 native.setCpuPath('native');
 native.setNativeThreads(THREADS);
 const rows = [];
-const MODELS = [['mlp-64x512', mlpModel], ['transformer-block', blockModel], ['conv-stack', convModel], ['elementwise-4096', elementwiseModel]];
+const MODELS = [['mlp-64x512', mlpModel], ['mlp-2048x4096', mlpModel], ['transformer-block', blockModel], ['conv-stack', convModel], ['elementwise-4096', elementwiseModel]];
 for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(',').includes(n))) {
   const w = WORKLOADS.find((x) => x.name === name).build({ size: 'cpu' });
   const sess = await ort.InferenceSession.create(build(w), { executionProviders: ['cpu'], intraOpNumThreads: THREADS, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
@@ -221,6 +223,12 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   let diff = 0;
   for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(ref[i] - got[i]));
   const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+  // Per engine: times by position in the block (0 = first timed call after the idle gap), and
+  // Kiln's shared thread-pool counters over its timed calls (how many items the worker ran, how
+  // late it joined, how often it had gone to sleep): the diagnosis of a median far above the min.
+  const byPos = Object.fromEntries(Object.keys(variants).map((k) => [k, Array.from({ length: BLOCK }, () => [])]));
+  const pool = Object.fromEntries(Object.keys(variants).map((k) => [k, { jobs: 0, itemsCaller: 0, itemsWorkers: 0, joins: 0, joinNs: 0, sleeps: 0 }]));
+  const poolStats = () => native.sharedPoolStats?.() ?? null;
   const reps = big ? Math.min(REPS, 10) : REPS;
   if (BLOCK > 0) {
     // Blocks: per engine, an idle gap, one untimed call, then BLOCK timed calls back to back.
@@ -229,9 +237,14 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
         if (GAP_MS > 0) await sleep(GAP_MS);
         await f();
         for (let i = 0; i < Math.min(BLOCK, reps - done); i++) {
+          const s0 = poolStats();
           const t0 = performance.now();
           await f();
-          times[k].push(performance.now() - t0);
+          const dt = performance.now() - t0;
+          const s1 = poolStats();
+          times[k].push(dt);
+          byPos[k][i].push(dt);
+          if (s0 && s1) for (const q of Object.keys(pool[k])) pool[k][q] += s1[q] - s0[q];
         }
       }
     }
@@ -247,8 +260,15 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   }
   for (const [k, ts] of Object.entries(times)) {
     const row = { workload: name, engine: k, medianMs: median(ts), minMs: Math.min(...ts), maxAbsDiffOrtVsKilnEager: diff };
+    if (BLOCK > 0) row.medianMsByBlockPosition = byPos[k].filter((v) => v.length > 0).map(median);
+    const ps = pool[k];
+    if (k.startsWith('kiln') && ps.jobs > 0) {
+      row.pool = { ...ps, workerItemShare: ps.itemsWorkers / Math.max(1, ps.itemsWorkers + ps.itemsCaller), meanJoinUs: ps.joins > 0 ? ps.joinNs / ps.joins / 1000 : null };
+    }
     rows.push(row);
-    console.log(`${name.padEnd(12)} ${k.padEnd(18)} ${row.medianMs.toFixed(3).padStart(9)} ms  (min ${row.minMs.toFixed(3)})`);
+    const posText = row.medianMsByBlockPosition ? `  by position ${row.medianMsByBlockPosition.map((x) => x.toFixed(2)).join(' ')}` : '';
+    const poolText = row.pool ? `  pool: worker ran ${(100 * row.pool.workerItemShare).toFixed(0)}% of items, join ${row.pool.meanJoinUs?.toFixed(0) ?? '-'} us, ${row.pool.sleeps} sleeps / ${row.pool.jobs} jobs` : '';
+    console.log(`${name.padEnd(12)} ${k.padEnd(18)} ${row.medianMs.toFixed(3).padStart(9)} ms  (min ${row.minMs.toFixed(3)})${posText}${poolText}`);
   }
   console.log(`${name.padEnd(12)} max |onnxruntime - kiln eager| ${diff.toExponential(2)}`);
   w.dispose();
@@ -256,6 +276,6 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
 const load = os.loadavg().map((x) => x.toFixed(2)).join(' ');
 console.log(`threads ${THREADS}; reps ${REPS}; gap ${GAP_MS} ms; ${BLOCK > 0 ? `blocks of ${BLOCK}` : 'rep by rep'}; load average after ${load}`);
 if (OUT) {
-  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), threads: THREADS, reps: REPS, gapMs: GAP_MS, block: BLOCK, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
+  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), ...(NOTE ? { note: NOTE } : {}), command: `node bench-cpu-ort-models.mjs ${argv.join(' ')}`, machine: `${os.hostname()}, ${os.availableParallelism()} cpus, node ${process.version}`, threads: THREADS, reps: REPS, gapMs: GAP_MS, block: BLOCK, loadAverageBefore: loadBefore, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
   console.log(`wrote ${OUT}`);
 }

@@ -14,7 +14,7 @@ import { nativeGemmCalls, probeToolchain, setCpuPath } from '../src/kernels/cpu/
 import { nativeOpCalls } from '../src/kernels/cpu/native/ops.js';
 import { makeTensor, rand, randomValues } from './helpers/make.js';
 import { refAttention, refConv2d } from './helpers/nn-ref.js';
-import { erfRef } from './helpers/pointwise-ref.js';
+import { geluRef } from './helpers/pointwise-ref.js';
 
 const probe = probeToolchain();
 const skip = probe.ok ? false : `native cpu path unavailable: ${probe.reason}`;
@@ -51,21 +51,6 @@ function near(got: readonly number[], want: readonly number[], atol: number, rto
     }
     if (!(Math.abs(g - w) <= atol + rtol * Math.abs(w))) assert.fail(`${what}[${i}]: got ${g}, expected ${w}`);
   }
-}
-
-/** erfc(u) for u >= 2.5 by the Laplace continued fraction (no 1 - erf cancellation). */
-function erfcLarge(u: number): number {
-  let k = u;
-  for (let n = 400; n >= 1; n--) k = u + n / 2 / k;
-  return Math.exp(-u * u) / Math.sqrt(Math.PI) / k;
-}
-
-/** gelu(v) = v * Phi(v), through erfc in the far negative tail where 1 + erf(v / sqrt 2) cancels. */
-function geluRef(v: number): number {
-  const u = -v / Math.SQRT2;
-  if (u === Infinity) return NaN; // -inf * 0, as torch
-  if (u >= 2.5) return 0.5 * v * erfcLarge(u);
-  return 0.5 * v * (1 + erfRef(v / Math.SQRT2));
 }
 
 const SPECIAL = [NaN, Infinity, -Infinity, 0, -0, 1e-30, -1e-30, 20, -20, 88, -88, 100, -100, 0.5, -0.5];

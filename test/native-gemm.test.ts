@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { cpuPath, loadGemmLibrary, nativeGemm, nativeGemmCalls, probeToolchain, setCpuPath, sgemm, type GemmAct } from '../src/kernels/cpu/native/index.js';
+import { cpuPath, loadGemmLibrary, nativeGemm, nativeGemmCalls, probeToolchain, setCpuPath, sgemm, sharedPoolStats, type GemmAct } from '../src/kernels/cpu/native/index.js';
 import { gemmCSource } from '../src/kernels/cpu/native/gemm-c.js';
 import { refMatmul } from './helpers/linalg-ref.js';
 import { assertClose } from './helpers/assert.js';
@@ -216,4 +216,30 @@ test('native sgemm: the base GEMM and a GEMM variant share the process-wide thre
       assert.ok(Math.abs(C[i * n + j]! - 2 * s) <= 1e-4 * (1 + Math.abs(s)), `C[${i}, ${j}] = ${C[i * n + j]}, expected ${2 * s}`);
     }
   }
+});
+
+test('native sgemm: the shared pool counts its jobs and who ran the items', { skip }, () => {
+  const stats = sharedPoolStats();
+  assert.ok(stats, 'the shared pool object is loaded');
+  const [m, n, k] = [64, 512, 512];
+  const A = matrix(m, k, 60, 'row');
+  const B = matrix(k, n, 61, 'col');
+  const C = new Float32Array(m * n);
+  const run = (threads: number): void => nativeGemm().sgemm(m, n, k, 1, A, B, 0, { data: C, offset: 0, stride: 1, ldc: n }, { threads });
+  // One thread never touches the pool.
+  run(1);
+  const s0 = sharedPoolStats()!;
+  run(1);
+  const s1 = sharedPoolStats()!;
+  assert.deepEqual(s1, s0, 'a 1-thread GEMM runs on the calling thread alone');
+  // Two threads: packing B (not prepacked) and the compute items are pool jobs; every item ran
+  // exactly once, by the caller or a worker, and a worker joins a job at most once.
+  run(2);
+  const s2 = sharedPoolStats()!;
+  const jobs = s2.jobs - s1.jobs;
+  const items = s2.itemsCaller - s1.itemsCaller + (s2.itemsWorkers - s1.itemsWorkers);
+  assert.ok(jobs >= 2, `pack and compute jobs, got ${jobs}`);
+  assert.ok(items >= 2 * jobs, `every job has several items, got ${items} items in ${jobs} jobs`);
+  assert.ok(s2.joins - s1.joins <= jobs, 'at most one worker (2 threads) joins each job');
+  assert.ok(s2.joinNs >= s1.joinNs && s2.sleeps >= s1.sleeps, 'counters only grow');
 });

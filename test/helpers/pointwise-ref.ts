@@ -35,6 +35,21 @@ export function erfRef(x: number): number {
   return 1 - Math.exp(-x * x) / Math.sqrt(Math.PI) / k;
 }
 
+/** erfc(u) for u >= 2.5 by the Laplace continued fraction (no 1 - erf cancellation). */
+function erfcLarge(u: number): number {
+  let k = u;
+  for (let n = 400; n >= 1; n--) k = u + n / 2 / k;
+  return Math.exp(-u * u) / Math.sqrt(Math.PI) / k;
+}
+
+/** gelu(v) = v * Phi(v), through erfc in the far negative tail where 1 + erf(v / sqrt 2) cancels. */
+export function geluRef(v: number): number {
+  const u = -v / Math.SQRT2;
+  if (u === Infinity) return NaN; // -inf * 0, as torch
+  if (u >= 2.5) return 0.5 * v * erfcLarge(u);
+  return 0.5 * v * (1 + erfRef(v / Math.SQRT2));
+}
+
 /** Round half to even, via the parity of the nearest integers (no floor/fraction tricks). */
 export function roundRef(x: number): number {
   if (!Number.isFinite(x)) return x;

@@ -36,14 +36,82 @@ export function cGemmEpilogue(g: KernelGroup, low: Lowered, v: ValueId, extraIds
   const gb = cGroupBody(g, low, names);
   if (!gb) return null;
   const params = Array.from({ length: GEMM_EPI_MAX }, (_, q) => `const float *restrict e${q}`).join(', ');
-  return `/* epilogue: [${g.nodes.map((n) => n.op).join(', ')}] */
+  const header = `/* epilogue: [${g.nodes.map((n) => n.op).join(', ')}] */`;
+  const out = gb.outputs[0]!;
+  const near = nearSplit(gb.lines);
+  if (!near) {
+    return `${header}
 static inline void kiln_epi(int64_t w, float *restrict c, ${params}) {
 #pragma omp simd
   for (int64_t j = 0; j < w; j++) {
     ${gb.lines.join('\n    ')}
-    c[j] = ${gb.outputs[0]};
+    c[j] = ${out};
   }
 }`;
+  }
+  const es = Array.from({ length: GEMM_EPI_MAX }, (_, q) => `e${q}`).join(', ');
+  // Segments as k_gelu_row (c-math.ts): the group's one erf / gelu runs its first branch alone
+  // for every 8-lane chunk whose argument is in (-1, 1) (scaled as the function does); the
+  // same float32 values, without the erfc / exp that branch-free code evaluates for every lane.
+  return `${header}
+/* out[j - oo] = epilogue(j) for j in [j0, j1) (out may be c: each j reads only its own inputs). */
+static inline void kiln_epi_span(int64_t j0, int64_t j1, const float *c, float *out, int64_t oo, ${params}) {
+#pragma omp simd
+  for (int64_t j = j0; j < j1; j++) {
+    ${gb.lines.join('\n    ')}
+    out[j - oo] = ${out};
+  }
+}
+static inline void kiln_epi(int64_t w, float *restrict c, ${params}) {
+  int64_t j0 = 0;
+  for (; j0 + K_SEG <= w; j0 += K_SEG) {
+    float g[K_SEG], o[K_SEG];
+    int wide[K_SEG / 8], nwide = 0;
+#pragma omp simd
+    for (int64_t j = j0; j < j0 + K_SEG; j++) {
+      ${near.before.join('\n      ')}
+      g[j - j0] = ${near.arg};
+    }
+    for (int q = 0; q < K_SEG / 8; q++) {
+      wide[q] = !k_all_near(g + 8 * q, ${near.scale});
+      nwide += wide[q];
+    }
+    if (nwide > K_SEG_FIXUPS) {
+      kiln_epi_span(j0, j0 + K_SEG, c, c, 0, ${es});
+      continue;
+    }
+#pragma omp simd
+    for (int64_t j = j0; j < j0 + K_SEG; j++) {
+      ${near.lines.join('\n      ')}
+      o[j - j0] = ${out};
+    }
+    for (int q = 0; q < K_SEG / 8; q++)
+      if (wide[q]) kiln_epi_span(j0 + 8 * q, j0 + 8 * q + 8, c, o, j0, ${es});
+    memcpy(c + j0, o, sizeof o);
+  }
+  kiln_epi_span(j0, w, c, c, 0, ${es});
+}`;
+}
+
+/** `k_erf(a)` / `k_gelu(a)` line: the near form's function and the scale its branch test applies to `a`. */
+const NEAR_CALL = /^const float (v\d+) = k_(erf|gelu)\(([A-Za-z_][A-Za-z0-9_]*(?:\[j\])?)\);$/;
+
+/**
+ * When the body has exactly one erf / gelu call, as its own statement on a plain name: the lines
+ * before it (they compute its argument), the argument, its branch scale, and the body with the
+ * call replaced by its first-branch form. Null otherwise (the plain loop is generated).
+ */
+function nearSplit(lines: readonly string[]): { before: string[]; arg: string; scale: string; lines: string[] } | null {
+  const calls = lines.flatMap((l, i) => (/\bk_(erf|gelu)\(/.test(l) ? [i] : []));
+  if (calls.length !== 1) return null;
+  const at = calls[0]!;
+  const m = NEAR_CALL.exec(lines[at]!);
+  if (!m) return null;
+  const [, v, fn, arg] = m as unknown as [string, string, 'erf' | 'gelu', string];
+  const nearLines = [...lines];
+  nearLines[at] = `const float ${v} = k_${fn}_near(${arg});`;
+  // k_gelu tests |x * 0.707106781f| < 1 (c-math.ts), k_erf |x| < 1.
+  return { before: lines.slice(0, at), arg, scale: fn === 'gelu' ? '0.707106781f' : '1.0f', lines: nearLines };
 }
 
 /** The GEMM source for a gemm step (the base GEMM without an epilogue group), or null when the epilogue has no C form. */

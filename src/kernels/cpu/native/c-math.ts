@@ -51,16 +51,79 @@ static inline float k_erfc_large(float a) {
   float v = 1.0f / t;
   return k_exp(${horner('v', ERFC_H)} - t * t) * v;
 }
+/* k_erf for |x| < 1 only (its first branch): no erfc, no exp. */
+static inline float k_erf_near(float x) { return copysignf(k_erf_small(x), x); }
+static inline int k_erf_is_near(float x) { return fabsf(x) < 1.0f; }
 static inline float k_erf(float x) {
   float a = fabsf(x);
   float r = a < 1.0f ? k_erf_small(x) : 1.0f - k_erfc_large(a);
   return copysignf(r, x);
 }
+/* k_gelu for |x / sqrt 2| < 1 only (its first branch). */
+static inline float k_gelu_near(float x) { return (0.5f * x) * (1.0f + k_erf_small(x * 0.707106781f)); }
+static inline int k_gelu_is_near(float x) { return fabsf(x * 0.707106781f) < 1.0f; }
 static inline float k_gelu(float x) {
   float u = x * 0.707106781f, a = fabsf(u);
   float c = k_erfc_large(a);
   float large = u > 0.0f ? 2.0f - c : c;
   return (0.5f * x) * (a < 1.0f ? 1.0f + k_erf_small(u) : large);
+}
+/* Whether all 8 of g[0..8) * scale lie in (-1, 1) (NaN does not): the branch k_erf (scale 1) and
+   k_gelu (scale 1/sqrt 2, computed as they compute it) take for each. One 8-float vector compare
+   (GCC/Clang vector extensions: AVX, or pairs of SSE / NEON vectors). */
+typedef float k_v8 __attribute__((vector_size(32)));
+typedef int32_t k_v8i __attribute__((vector_size(32)));
+static inline int k_all_near(const float *g, float scale) {
+  const k_v8 sc = { scale, scale, scale, scale, scale, scale, scale, scale };
+  const k_v8 one = { 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f };
+  const k_v8i mag = { 0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff };
+  k_v8 v;
+  k_v8i a;
+  uint64_t q[4];
+  memcpy(&v, g, sizeof v);
+  v = v * sc;
+  memcpy(&a, &v, sizeof a);
+  a &= mag;
+  memcpy(&v, &a, sizeof v);
+  k_v8i m = v < one;
+  memcpy(q, &m, sizeof q);
+  return (q[0] & q[1] & q[2] & q[3]) == ~(uint64_t)0;
+}
+/* Segments of K_SEG values for k_gelu_row and the GEMM epilogues (codegen/c/gemm.ts): a chunk of
+   8 lanes that all take erf's first branch needs no erfc / exp, ~90% of the branch-free cost. */
+#define K_SEG 64
+/* More wide chunks than this in a segment: the whole segment runs the full function (8-lane
+   fix-ups are one dependent chain each and run at a third of the throughput of a long loop). */
+#define K_SEG_FIXUPS 2
+static inline void k_gelu_full(float *y, const float *x, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) y[j] = k_gelu(x[j]);
+}
+/* y[0..n) = gelu(x[0..n)) (y may be x), the same float32 values as k_gelu per element. Chunks of
+   8 inputs with |x| < sqrt 2 (97% of a layer whose pre-activations have std 0.6) run k_gelu_near.
+   Measured per 32 K values on one Zen 3 core: 79 -> 34 us at std 0.58, 78 -> 83 us at std 3
+   (nearly every chunk wide), 78 -> 95 us at std 1 (the worst: most segments mixed). */
+static inline void k_gelu_row(float *y, const float *x, int64_t n) {
+  int64_t j0 = 0;
+  for (; j0 + K_SEG <= n; j0 += K_SEG) {
+    const float *xs = x + j0;
+    int wide[K_SEG / 8], nwide = 0;
+    for (int q = 0; q < K_SEG / 8; q++) {
+      wide[q] = !k_all_near(xs + 8 * q, 0.707106781f);
+      nwide += wide[q];
+    }
+    if (nwide > K_SEG_FIXUPS) {
+      k_gelu_full(y + j0, xs, K_SEG);
+      continue;
+    }
+    float o[K_SEG];
+#pragma omp simd
+    for (int j = 0; j < K_SEG; j++) o[j] = k_gelu_near(xs[j]);
+    for (int q = 0; q < K_SEG / 8; q++)
+      if (wide[q]) k_gelu_full(o + 8 * q, xs + 8 * q, 8);
+    memcpy(y + j0, o, sizeof o);
+  }
+  k_gelu_full(y + j0, x + j0, n - j0);
 }
 /* 0.5 x (1 + tanh(z)) = x sigmoid(2 z): no 1 + tanh cancellation in the negative tail. */
 static inline float k_gelu_tanh(float x) {

@@ -230,7 +230,7 @@ static void act_row(float *restrict c, int64_t w, int32_t act) {
       for (int64_t j = 0; j < w; j++) c[j] = k_relu(c[j]);
       break;
     case 2:
-      for (int64_t j = 0; j < w; j++) c[j] = k_gelu(c[j]);
+      k_gelu_row(c, c, w);
       break;
     case 3:
       for (int64_t j = 0; j < w; j++) c[j] = k_gelu_tanh(c[j]);

@@ -5,4 +5,4 @@ export { nativeThreads, setNativeThreads } from './threads.js';
 export { buildSharedObject, buildSharedObjectSync, nativeCacheStats, NativeCompileError, objectKey, objectsDir, type NativeCacheStats } from './so-cache.js';
 export { compilerCandidates, cpuFeatures, probeToolchain, toolchainFingerprint, type Toolchain, type ToolchainProbe } from './toolchain.js';
 export { koffi, loadLibrary } from './koffi.js';
-export { ensureSharedPool } from './pool.js';
+export { ensureSharedPool, sharedPoolStats, type PoolStats } from './pool.js';

@@ -49,7 +49,7 @@ static inline int nt(double work, int nthreads) { return work < PAR_MIN || nthre
 static void unary_chunk(int32_t op, int64_t len, const float *restrict x, float *restrict y) {
   switch (op) {
     case 0: UNARY_LOOP(k_relu(v))
-    case 1: UNARY_LOOP(k_gelu(v))
+    case 1: k_gelu_row(y, x, len); break;
     case 2: UNARY_LOOP(k_gelu_tanh(v))
     case 3: UNARY_LOOP(k_sigmoid(v))
     case 4: UNARY_LOOP(k_tanh(v))
@@ -63,15 +63,24 @@ static void unary_chunk(int32_t op, int64_t len, const float *restrict x, float 
   }
 }
 
-/* y[0..n) = op(x[0..n)), both dense (y may equal x). */
+typedef struct { int32_t op; int64_t n; const float *x; float *y; } unary_ctx;
+
+static void unary_item(void *vctx, int64_t c) {
+  const unary_ctx *u = (const unary_ctx *)vctx;
+  int64_t s = c * CHUNK, len = u->n - s < CHUNK ? u->n - s : CHUNK;
+  unary_chunk(u->op, len, u->x + s, u->y + s);
+}
+
+/* y[0..n) = op(x[0..n)), both dense (y may equal x). Runs on the work-sharing pool, not an OpenMP
+   region: between two GEMMs (linear -> gelu -> linear) the pool's worker is still spinning and
+   joins at once, where an OpenMP team thread had to be woken and competed with that spinning
+   worker for the second core (eager mlp-2048x4096: a futex wake in 75 of 80 GEMM jobs). The
+   transcendental ops (gelu .. silu: 1-3 ns a value) split from 8 K values, 16x below PAR_MIN;
+   a caller whose worker sleeps runs every chunk itself, so a small split costs nothing. */
 void kiln_unary(int32_t op, int64_t n, const float *x, int64_t xo, float *y, int64_t yo, int32_t nthreads) {
-  x += xo; y += yo;
-  int64_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(nt((double)n, nthreads)) schedule(static)
-  for (int64_t c = 0; c < chunks; c++) {
-    int64_t s = c * CHUNK, len = n - s < CHUNK ? n - s : CHUNK;
-    unary_chunk(op, len, x + s, y + s);
-  }
+  unary_ctx u = { op, n, x + xo, y + yo };
+  int heavy = op >= 1 && op <= 6;
+  pool_run(unary_item, &u, (n + CHUNK - 1) / CHUNK, nt(heavy ? 16.0 * (double)n : (double)n, nthreads));
 }
 
 static void binary_run(int32_t op, int64_t len, float *restrict y, const float *restrict a, const float *restrict b, const float *restrict c) {

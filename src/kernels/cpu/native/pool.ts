@@ -4,12 +4,27 @@
  * it (base GEMM, compiled GEMM variants, ops) finds it with dlsym and shares one set of workers.
  * Failing to build or load it is not an error: each object then runs its own copy of the pool.
  */
-import { loadLibrary } from './koffi.js';
+import { loadLibrary, type NativeFn } from './koffi.js';
 import { POOL_SHARED_SOURCE } from './pool-c.js';
 import { buildSharedObjectSync } from './so-cache.js';
 import { probeToolchain } from './toolchain.js';
 
 let state: 'untried' | 'loaded' | 'failed' = 'untried';
+let statsFn: NativeFn | undefined;
+
+/** Counters of the shared pool since the process started (pool-c.ts `kiln_pool_stats`). */
+export interface PoolStats {
+  /** Jobs that ran with more than one thread allowed. */
+  jobs: number;
+  /** Items the calling thread ran itself / items pool workers ran. */
+  itemsCaller: number;
+  itemsWorkers: number;
+  /** Worker arrivals at a job, and their summed delay after the job was published (ns). */
+  joins: number;
+  joinNs: number;
+  /** Times a worker stopped spinning and slept on the condition variable. */
+  sleeps: number;
+}
 
 /** Loads the shared pool object if it is not loaded yet; returns whether it is. */
 export function ensureSharedPool(): boolean {
@@ -18,7 +33,8 @@ export function ensureSharedPool(): boolean {
     const probe = probeToolchain();
     if (probe.ok) {
       try {
-        loadLibrary(buildSharedObjectSync('kiln_pool', POOL_SHARED_SOURCE, probe.toolchain), { global: true });
+        const lib = loadLibrary(buildSharedObjectSync('kiln_pool', POOL_SHARED_SOURCE, probe.toolchain), { global: true });
+        statsFn = lib.func('void kiln_pool_stats(void *out)');
         state = 'loaded';
       } catch (e) {
         process.emitWarning(`kiln: the shared native thread pool is unavailable, each native object uses its own: ${(e as Error).message}`, { code: 'KILN_NATIVE_POOL' });
@@ -26,4 +42,13 @@ export function ensureSharedPool(): boolean {
     }
   }
   return state === 'loaded';
+}
+
+/** The shared pool's counters, or null when it is not loaded (diagnostics: scripts/bench-cpu-pool.mjs). */
+export function sharedPoolStats(): PoolStats | null {
+  if (!ensureSharedPool() || !statsFn) return null;
+  const out = new BigInt64Array(6);
+  statsFn(out);
+  const [jobs, itemsCaller, itemsWorkers, joins, joinNs, sleeps] = Array.from(out, Number) as [number, number, number, number, number, number];
+  return { jobs, itemsCaller, itemsWorkers, joins, joinNs, sleeps };
 }
