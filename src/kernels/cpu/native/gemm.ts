@@ -80,11 +80,13 @@ export class GemmLibrary {
   private readonly convFn: NativeFn;
   private readonly alignFn: NativeFn;
   private readonly poolFn: NativeFn;
+  private readonly directFn: NativeFn;
 
   constructor(file: string) {
     ensureSharedPool();
     const lib = loadLibrary(file);
     this.poolFn = lib.func('int32_t kiln_pool_is_shared(void)');
+    this.directFn = lib.func('int64_t kiln_sconv2d_direct_count(void)');
     const epi = Array.from({ length: GEMM_EPI_MAX }, (_, q) => `void *e${q}, int64_t e${q}o, int64_t e${q}l`).join(', ');
     this.gemm = lib.func(
       `int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha, void *A, int64_t ao, int64_t ars, int64_t acs, void *B, int64_t bo, int64_t brs, int64_t bcs, void *PB, int64_t pbo, float beta, void *C, int64_t co, int64_t ldc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
@@ -100,6 +102,11 @@ export class GemmLibrary {
   /** Whether this object's threads are the process-wide pool's (pool.ts) rather than its own. */
   poolShared(): boolean {
     return (this.poolFn() as number) !== 0;
+  }
+
+  /** conv2d calls of this object that ran the direct (unpacked-A) path (conv-c.ts); tests check it ran. */
+  convDirectCalls(): number {
+    return Number(this.directFn());
   }
 
   /** B[k, n] packed for repeated products (kiln_sgemm_packb's layout). */
