@@ -130,7 +130,8 @@ for (const [name, layers, xin, outShape] of layerDefs) {
     const sess = await ort.InferenceSession.create(layersModel(layers, [...xin.shape], outShape), { executionProviders: ['cpu'], intraOpNumThreads: t, interOpNumThreads: 1, graphOptimizationLevel: 'all' });
     const kilnOp = () => {
       native.setNativeThreads(t);
-      kiln.scope(() => kiln.noGrad(() => layers.reduce((h, [conv, bn, s, p]) => convBn(h, conv, bn, s, p), xin)));
+      // void: a tensor returned from the scope outlives it, and its fresh buffer costs page faults each call.
+      kiln.scope(() => void kiln.noGrad(() => layers.reduce((h, [conv, bn, s, p]) => convBn(h, conv, bn, s, p), xin)));
     };
     variants[`kiln op ${t}t`] = kilnOp;
     if (name === 'stack') variants[`kiln compiled ${t}t`] = () => {

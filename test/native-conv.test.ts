@@ -113,17 +113,25 @@ test('native conv2dBatchNorm on the direct path: folded scale, shift and ReLU, 2
   const b = rand([o], 502);
   const vec = (seed: number, lo: number, hi: number): Tensor => makeTensor(randomValues(o, seed, lo, hi), [o], 'float32');
   const bn = { runningMean: vec(503, -0.5, 0.5), runningVar: vec(504, 0.5, 1.5), weight: vec(505, 0.5, 1.5), bias: vec(506, -0.5, 0.5), eps: 1e-5 };
-  withNative(2, () => {
-    const before = nativeGemm().convDirectCalls();
-    const y = kiln.nn.functional.conv2dBatchNorm(x, w, b, bn, { stride: 2, padding: 1, relu: true });
-    assert.equal(nativeGemm().convDirectCalls() - before, 1, 'direct-path calls');
+  const reference = (): number[] => {
     const conv = refConv2d(x.toFlatArray(), [n, c, h, wd], w.toFlatArray(), [o, c, 3, 3], b.toFlatArray(), [2, 2], [1, 1, 1, 1], [1, 1], 1);
     const [mean, vr, g, beta] = [bn.runningMean, bn.runningVar, bn.weight, bn.bias].map((t) => t.toFlatArray());
     const plane = conv.shape[2]! * conv.shape[3]!;
-    const want = conv.values.map((s, idx) => {
+    return conv.values.map((s, idx) => {
       const oo = Math.floor(idx / plane) % o;
       return Math.max(0, ((s - mean![oo]!) / Math.sqrt(vr![oo]! + bn.eps)) * g![oo]! + beta![oo]!);
     });
-    near(y.toFlatArray(), want, 1e-4, 1e-5, 'conv2dBatchNorm');
+  };
+  withNative(2, () => {
+    const run = (): number[] => kiln.nn.functional.conv2dBatchNorm(x, w, b, bn, { stride: 2, padding: 1, relu: true }).toFlatArray();
+    const before = nativeGemm().convDirectCalls();
+    near(run(), reference(), 1e-4, 1e-5, 'conv2dBatchNorm');
+    assert.equal(nativeGemm().convDirectCalls() - before, 1, 'direct-path calls');
+    // The folded weight and shift are cached; in-place changes to the conv bias and the
+    // statistics must reach the next call.
+    kiln.noGrad(() => b.add_(0.75));
+    near(run(), reference(), 1e-4, 1e-5, 'conv2dBatchNorm after an in-place conv bias update');
+    kiln.noGrad(() => bn.runningMean.mul_(-2));
+    near(run(), reference(), 1e-4, 1e-5, 'conv2dBatchNorm after an in-place running mean update');
   });
 });
