@@ -31,6 +31,16 @@ const GAP_MS = Number(opt('gap-ms', '300'));
 const OUT = opt('out', '');
 const ONLY = opt('only', '');
 const THREADS = opt('threads', '1,2').split(',').map(Number);
+/** This process's scheduling, for the results file (/proc/self/stat fields 19 nice, 40 rt priority, 41 policy). */
+function scheduling() {
+  try {
+    const f = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+    const policy = ['SCHED_OTHER', 'SCHED_FIFO', 'SCHED_RR', 'SCHED_BATCH', '', 'SCHED_IDLE'][Number(f[38])] ?? `policy ${f[38]}`;
+    return policy === 'SCHED_OTHER' ? `${policy}, nice ${f[16]}` : `${policy}, rt priority ${f[37]}`;
+  } catch {
+    return 'unknown';
+  }
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const dist = process.env.KILN_DIST;
 if (!dist) throw new Error('KILN_DIST must point at Kiln\'s dist directory');
@@ -168,8 +178,8 @@ for (const [name, layers, xin, outShape] of layerDefs) {
 }
 native.setNativeThreads(undefined);
 const load = os.loadavg().map((v) => v.toFixed(2)).join(' ');
-console.log(`reps ${REPS}; blocks of ${BLOCK}; gap ${GAP_MS} ms; load average after ${load}`);
+console.log(`reps ${REPS}; blocks of ${BLOCK}; gap ${GAP_MS} ms; ${scheduling()}; load average after ${load}`);
 if (OUT) {
-  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), command: `node bench-cpu-conv-layers.mjs ${argv.join(' ')}`, reps: REPS, block: BLOCK, gapMs: GAP_MS, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, cores: os.availableParallelism(), onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
+  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), command: `node bench-cpu-conv-layers.mjs ${argv.join(' ')}`, reps: REPS, block: BLOCK, gapMs: GAP_MS, scheduling: scheduling(), loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, cores: os.availableParallelism(), onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
   console.log(`wrote ${OUT}`);
 }
