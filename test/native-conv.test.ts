@@ -4,8 +4,9 @@
  * refConv2d, on 1 and 2 threads: merged kernel-row runs (dense channels_last pixels) and per-tap
  * runs (groups, a channel slice, dilation along W), K deeper than one KC slab with runs crossing
  * the slab boundary, every pixel in the padding, few pixel blocks (the column split), partial
- * tiles and slivers, an offset view, and conv2dBatchNorm's folded epilogue. Each case asserts
- * which path ran (the direct path's call counter); NCHW input keeps the packed path.
+ * tiles and slivers, an offset view, NCHW and strided input and output (the NHWC copy and the
+ * scattered tiles), and conv2dBatchNorm's folded epilogue. Each case asserts which path ran (the
+ * direct path's call counter); a K too deep for the gathered patches takes the packed path.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -47,7 +48,7 @@ interface Case {
   groups: number;
   /** Direct path expected (channels in unit stride). */
   direct: boolean;
-  layout?: 'channelsLast' | 'contiguous';
+  layout?: 'channelsLast' | 'contiguous' | 'strided';
 }
 
 const CASES: Case[] = [
@@ -69,8 +70,14 @@ const CASES: Case[] = [
   // Many pixel blocks, O 40 (a partial sliver), M 1800 (a partial tile).
   { label: 'many pixel blocks, partial sliver', x: [2, 24, 30, 30], w: [40, 24, 3, 3], stride: [1, 1], pad: [1, 1, 1, 1], dil: [1, 1], groups: 1, direct: true },
   { label: '1x1 stride 2', x: [2, 12, 9, 7], w: [10, 12, 1, 1], stride: [2, 2], pad: [0, 0, 0, 0], dil: [1, 1], groups: 1, direct: true },
-  // NCHW: channels strided, the packed implicit GEMM.
-  { label: 'NCHW (packed path)', x: [2, 5, 11, 9], w: [8, 5, 3, 3], stride: [2, 1], pad: [1, 1, 0, 2], dil: [1, 1], groups: 1, direct: false, layout: 'contiguous' },
+  // NCHW in and out: a dense NHWC copy of the input, tiles scattered into NCHW planes.
+  { label: 'NCHW', x: [2, 5, 11, 9], w: [8, 5, 3, 3], stride: [2, 1], pad: [1, 1, 0, 2], dil: [1, 1], groups: 1, direct: true, layout: 'contiguous' },
+  { label: 'NCHW, groups 3, O 36 (partial sliver)', x: [1, 6, 17, 16], w: [36, 2, 3, 3], stride: [1, 1], pad: [1, 1, 1, 1], dil: [1, 1], groups: 3, direct: true, layout: 'contiguous' },
+  // Every stride doubled, offset 3: the copy reads strided channels and pixels.
+  { label: 'strided input', x: [2, 4, 8, 7], w: [5, 4, 2, 3], stride: [1, 1], pad: [0, 1, 1, 0], dil: [1, 1], groups: 1, direct: true, layout: 'strided' },
+  // K 49000: the gathered patches would pass CONV_PATCH_MAX, so the packed implicit GEMM runs
+  // (into a channels_last scratch, then the copy to NCHW).
+  { label: 'K 49000 (packed path)', x: [1, 1000, 16, 16], w: [3, 1000, 7, 7], stride: [1, 1], pad: [3, 3, 3, 3], dil: [1, 1], groups: 1, direct: false, layout: 'contiguous' },
 ];
 
 for (const threads of [1, 2]) {

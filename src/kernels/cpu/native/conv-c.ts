@@ -19,8 +19,10 @@
  * after, while in L1. Measured against the GEMM's order (slab > sliver > tile, B sliver in L1,
  * C += per extra slab) on conv-stack's layers: equal on the stem, 2-3% faster on the 3x3 body
  * (K 576: the 64-deep second slab no longer re-reads and re-writes the whole output).
- * Input with a strided channel dimension (NCHW) keeps the packed implicit GEMM (gemm_core with an
- * im2col a_src).
+ * Input with a strided channel dimension (NCHW) is first copied to dense NHWC (one pass, in
+ * parallel rows); an output that is not channels_last (NCHW) gets each finished tile scattered
+ * channel by channel. The packed implicit GEMM (gemm_core with an im2col a_src) remains for what
+ * the direct path declines (a K so deep that the gathered patches would pass CONV_PATCH_MAX).
  */
 export const CONV_C_SOURCE = String.raw`
 /* Gathered patches are K floats per border pixel, per item: beyond this many floats per thread
@@ -34,6 +36,10 @@ typedef struct {
   int64_t H, W, C, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, xsn, xsh, xsw;
   int64_t m, k, seglen, nkw;
   int64_t mcs, njc, per, nsl, nc, jc, ldc, bs;
+  /* Output element (pixel (n, oh, ow), channel o) at out + n * osn + oh * osh + ow * osw + o * osc;
+     uniform: rows of one leading dimension ldc = osw with osc 1 (channels_last), stored in place. */
+  int64_t osn, osh, osw, osc;
+  int uniform;
   const float *panel, *bias;
   float *out;
   int32_t act;
@@ -167,6 +173,27 @@ static void conv_item(void *vctx, int64_t it) {
   const float *bias = g->bias ? g->bias + (jc + c0) * g->bs : 0;
   for (int64_t i0 = 0; i0 < mc; i0 += MR) {
     int64_t h = mc - i0 < MR ? mc - i0 : MR;
+    if (!g->uniform) {
+      /* Strided output (NCHW): each tile is finished on the stack, then scattered channel by
+         channel (a channel's pixels of one output row are contiguous in NCHW). */
+      int64_t off[MR];
+      for (int64_t r = 0; r < h; r++) {
+        int64_t pix = ic + i0 + r, ow = pix % g->OW, t = pix / g->OW;
+        off[r] = (t / g->OH) * g->osn + (t % g->OH) * g->osh + ow * g->osw;
+      }
+      for (int64_t s = s0; s < s1; s++) {
+        int64_t j0 = s * NR;
+        int64_t w = nc - j0 < NR ? nc - j0 : NR;
+        conv_micro(k, g->panel, g->nsl, s, g->seglen, g->nkw, rows + i0, h, 0, 0, 2, tile);
+        if (g->epi)
+          for (int64_t r = 0; r < h; r++) finish_row(tile + r * NR, w, g->bias ? g->bias + (jc + j0) * g->bs : 0, g->bs, g->act, g->ep, ic + i0 + r, jc + j0);
+        for (int64_t j = 0; j < w; j++) {
+          float *oc = g->out + (jc + j0 + j) * g->osc;
+          for (int64_t r = 0; r < h; r++) oc[off[r]] = tile[r * NR + j];
+        }
+      }
+      continue;
+    }
     float *crow = g->out + (ic + i0) * ldc + jc;
     for (int64_t s = s0; s < s1; s++) {
       int64_t j0 = s * NR;
@@ -181,8 +208,21 @@ static void conv_item(void *vctx, int64_t it) {
   }
 }
 
+/* Copy of an image batch with strided channels (NCHW) into dense NHWC: item = one (n, h) row. */
+typedef struct { const float *x; float *dst; int64_t H, W, C, xsn, xsh, xsw, xsc; } nhwc_ctx;
+
+static void nhwc_item(void *vctx, int64_t it) {
+  const nhwc_ctx *q = (const nhwc_ctx *)vctx;
+  int64_t n = it / q->H, h = it % q->H;
+  const float *src = q->x + n * q->xsn + h * q->xsh;
+  float *dst = q->dst + it * q->W * q->C;
+  /* Channel-outer: NCHW reads one contiguous image row per channel. */
+  for (int64_t c = 0; c < q->C; c++)
+    for (int64_t w = 0; w < q->W; w++) dst[w * q->C + c] = src[c * q->xsc + w * q->xsw];
+}
+
 /* The direct path over a prepacked weight; returns 1 when it does not apply (the caller packs). */
-static int32_t conv_direct(const a_src *as, int64_t m, int64_t O, const float *PB, float *out, int64_t ldo,
+static int32_t conv_direct(const a_src *as, int64_t m, int64_t O, const float *PB, float *out, const int64_t os[4], int uniform,
                            const float *bias, int64_t bs, int32_t act, const epi_src *ep, int32_t nthreads) {
   const int64_t k = as->KH * as->KW * as->C;
   if (as->xsc != 1 || k <= 0) return 1;
@@ -204,7 +244,8 @@ static int32_t conv_direct(const a_src *as, int64_t m, int64_t O, const float *P
   g.mcs = (mrows + nic - 1) / nic * MR;
   nic = (g.m + g.mcs - 1) / g.mcs;
   if (g.mcs * k > CONV_PATCH_MAX) return 1;
-  g.ldc = ldo; g.bs = bs; g.bias = bias; g.out = out; g.act = act; g.ep = ep;
+  g.ldc = os[2]; g.bs = bs; g.bias = bias; g.out = out; g.act = act; g.ep = ep;
+  g.osn = os[0]; g.osh = os[1]; g.osw = os[2]; g.osc = os[3]; g.uniform = uniform;
 #ifdef KILN_EPI
   g.epi = 1;
 #else
@@ -229,15 +270,21 @@ static int32_t conv_direct(const a_src *as, int64_t m, int64_t O, const float *P
   return 0;
 }
 
+static _Thread_local float *tls_nhwc = 0;
+static _Thread_local int64_t tls_nhwc_len = 0;
+
 /* conv2d of x[N, H, W, C] (element strides xs*, from offset xo) with a prepacked weight PB
    (B[k, o] = weight[o, c, kh, kw] at k = (kh * KW + kw) * C + c, packed by kiln_sgemm_packb) into
-   out[N * OH * OW, O] rows of leading dimension ldo from offset oo (channels_last), + bias[o],
-   then act and the epilogue (rows = output pixels). Returns 0, or -1 when a buffer cannot be
-   allocated. */
+   out (from offset oo; pixel (n, oh, ow), channel o at n * osn + oh * osh + ow * osw + o * osc),
+   + bias[o], then act and the epilogue (rows = output pixels n, oh, ow; columns = channels).
+   Returns 0; -1 when a buffer cannot be allocated; 2 when the output is not channels_last-uniform
+   (osc 1, osh = OW * osw, osn = OH * osh) and the direct path does not apply (the caller then
+   passes a channels_last scratch). */
 int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, const float *x, int64_t xo,
                      int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc,
                      int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                     int64_t OH, int64_t OW, const float *PB, int64_t pbo, float *out, int64_t oo, int64_t ldo,
+                     int64_t OH, int64_t OW, const float *PB, int64_t pbo, float *out, int64_t oo,
+                     int64_t osn, int64_t osh, int64_t osw, int64_t osc,
                      const float *bias, int64_t biaso, int64_t bs, int32_t act,
                      const float *e0, int64_t e0o, int64_t e0l, const float *e1, int64_t e1o, int64_t e1l,
                      const float *e2, int64_t e2o, int64_t e2l, const float *e3, int64_t e3o, int64_t e3l,
@@ -252,11 +299,24 @@ int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, const float *x,
   epi_init(&ep, e0, e0o, e0l, e1, e1o, e1l, e2, e2o, e2l, e3, e3o, e3l);
   const float *bp = bias ? bias + biaso : 0;
   int64_t m = N * OH * OW;
-  if (m > 0 && O > 0) {
-    int32_t rc = conv_direct(&as, m, O, PB + pbo, out + oo, ldo, bp, bs, act, &ep, nthreads);
-    if (rc != 1) return rc;
+  if (m <= 0 || O <= 0) return 0;
+  const int64_t os[4] = {osn, osh, osw, osc};
+  int uniform = osc == 1 && (OH == 1 || osh == OW * osw) && (N == 1 || osn == OH * OW * osw);
+  if (xsc != 1 && (double)N * H * W * C <= (double)CONV_PATCH_MAX * 4) {
+    /* Channels strided (NCHW): a dense NHWC copy first (one pass over the input, cheap next to
+       the convolution's O * KH * KW multiply-adds per input element), then the direct path. */
+    float *dst = grow(&tls_nhwc, &tls_nhwc_len, N * H * W * C);
+    if (dst) {
+      nhwc_ctx q = {as.a, dst, H, W, C, xsn, xsh, xsw, xsc};
+      /* Below ~64 K floats the copy takes microseconds: not worth waking a worker. */
+      pool_run(nhwc_item, &q, N * H, (double)N * H * W * C < 65536 ? 1 : nthreads);
+      as.a = dst; as.xsn = H * W * C; as.xsh = W * C; as.xsw = C; as.xsc = 1;
+    }
   }
+  int32_t rc = conv_direct(&as, m, O, PB + pbo, out + oo, os, uniform, bp, bs, act, &ep, nthreads);
+  if (rc != 1) return rc;
+  if (!uniform) return 2;
   as.conv = 1;
-  return gemm_core(m, O, KH * KW * C, 1.0f, &as, 0, 0, 0, PB + pbo, 0.0f, out + oo, ldo, bp, bs, act, &ep, nthreads);
+  return gemm_core(m, O, KH * KW * C, 1.0f, &as, 0, 0, 0, PB + pbo, 0.0f, out + oo, osw, bp, bs, act, &ep, nthreads);
 }
 `;

@@ -1,11 +1,11 @@
 /**
  * Eager float32 conv2d on the native path: the implicit-GEMM convolution `kiln_sconv2d` of
  * conv-c.ts (K ordered (kh, kw, c); a channels_last input is read in place, pixel by pixel, an
- * NCHW one through the GEMM's im2col packing of gemm-c.ts). The weight is
- * rearranged to [O, KH, KW, C] and packed once per weight version (cached on its storage). A
- * channels_last output is written in place; a contiguous (NCHW) output goes through a
- * [pixels, O] scratch and one transposing copy. Returns null when the native path is off or the
- * operands are not float32, so the caller runs the JS im2col kernel.
+ * NCHW one after a dense NHWC copy). The weight is rearranged to [O, KH, KW, C] and packed once
+ * per weight version (cached on its storage). The output is written in place in its own layout
+ * (channels_last rows, or NCHW planes tile by tile); only where the kernel declines does a
+ * [pixels, O] scratch and one transposing copy follow. Returns null when the native path is off
+ * or the operands are not float32, so the caller runs the JS im2col kernel.
  *
  * conv2dBatchNorm (eval BatchNorm [+ ReLU] after the conv) folds the BatchNorm into the packed
  * weight, as inference engines do: W'[o] = W[o] * scale[o] with scale = gamma / sqrt(var + eps),
@@ -18,7 +18,7 @@ import type { OutMeta } from '../../../ops/schema.js';
 import type { Storage } from '../../../tensor/storage.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { allocOut, readable } from '../numeric.js';
-import { nativeGemm, type PackedB } from './gemm.js';
+import { nativeGemm, type ConvGeometry, type PackedB } from './gemm.js';
 import { cpuPath } from './path.js';
 
 interface PackedConvWeight {
@@ -156,45 +156,49 @@ export function nativeConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias:
   const lib = nativeGemm();
   const x = readable(input);
   const res = readable(out);
-  // channels_last output (rows = pixels of leading dimension os3, channels at unit stride).
-  const inPlace = os1 === 1 && os3 === o && os2 === ow * o && (n === 1 || os0 === oh * ow * o);
   const P = n * oh * ow;
-  const dst = inPlace ? { data: res.data as Float32Array, offset: res.offset } : { data: new Float32Array(P * o), offset: 0 };
   const br = bias && !bn ? readable(bias) : null;
-  for (let g = 0; g < a.groups; g++) {
+  const geometry: ConvGeometry = {
+    n,
+    h,
+    w,
+    c: cg,
+    xStrides: [xs0, xs2, xs3, xs1],
+    o: og,
+    kh,
+    kw,
+    stride: [a.stride[0]!, a.stride[a.stride.length - 1]!],
+    padding: [pt, pl],
+    dilation: [a.dilation[0]!, a.dilation[a.dilation.length - 1]!],
+    oh,
+    ow,
+  };
+  const run = (g: number, dst: { data: Float32Array; offset: number; strides: readonly [number, number, number, number] }): boolean =>
     lib.conv2d(
-      {
-        n,
-        h,
-        w,
-        c: cg,
-        xStrides: [xs0, xs2, xs3, xs1],
-        o: og,
-        kh,
-        kw,
-        stride: [a.stride[0]!, a.stride[a.stride.length - 1]!],
-        padding: [pt, pl],
-        dilation: [a.dilation[0]!, a.dilation[a.dilation.length - 1]!],
-        oh,
-        ow,
-      },
+      geometry,
       { data: x.data as Float32Array, offset: x.offset + g * cg * xs1 },
       packed[g]!,
-      { data: dst.data, offset: dst.offset + g * og, ldo: o },
+      dst,
       epiBias
         ? { bias: { data: epiBias.data, offset: g * og, stride: 1 }, act: bn?.relu ? 'relu' : 'none' }
-        : { bias: br && bias ? { data: br.data as Float32Array, offset: br.offset + g * og * bias.strides[0]!, stride: bias.strides[0]! } : null },
+        : { bias: br && bias ? { data: br.data as Float32Array, offset: br.offset + g * og * bias.strides[0]! , stride: bias.strides[0]! } : null },
     );
+  // The kernel writes any output layout (NCHW included) in place; only when it declines (a
+  // non-channels_last output beyond its direct path) does a [pixel, o] scratch and a copy follow.
+  let scratch: Float32Array | null = null;
+  for (let g = 0; g < a.groups; g++) {
+    if (!scratch && run(g, { data: res.data as Float32Array, offset: res.offset + g * og * os1, strides: [os0, os2, os3, os1] })) continue;
+    scratch ??= new Float32Array(P * o);
+    run(g, { data: scratch, offset: g * og, strides: [oh * ow * o, ow * o, o, 1] });
   }
-  if (!inPlace) {
+  if (scratch) {
     // [pixel, o] scratch -> the output's strides.
     const od = res.data;
-    const s = dst.data;
     for (let b = 0; b < n; b++)
       for (let oo = 0; oo < o; oo++) {
         const base = res.offset + b * os0 + oo * os1;
         for (let y = 0; y < oh; y++)
-          for (let xo = 0; xo < ow; xo++) od[base + y * os2 + xo * os3] = s[((b * oh + y) * ow + xo) * o + oo]!;
+          for (let xo = 0; xo < ow; xo++) od[base + y * os2 + xo * os3] = scratch[((b * oh + y) * ow + xo) * o + oo]!;
       }
   }
   return out;
