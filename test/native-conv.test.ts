@@ -65,6 +65,9 @@ const CASES: Case[] = [
   { label: 'dilation 3x1, stride 1x2', x: [2, 6, 13, 11], w: [9, 6, 3, 2], stride: [1, 2], pad: [2, 0, 1, 1], dil: [3, 1], groups: 1, direct: true },
   // Padding wider than the image reach: windows entirely in the padding give zero patches.
   { label: 'padding 4 around a 3x3 image', x: [1, 3, 3, 3], w: [5, 3, 2, 2], stride: [1, 1], pad: [4, 4, 4, 4], dil: [1, 1], groups: 1, direct: true },
+  // Dilation 2 along W with wide right padding: windows starting at or just past the image's right
+  // edge (W - 1 - iw0 in (-dilation, 0): no tap inside).
+  { label: 'dilation 1x2, right padding 6', x: [1, 2, 5, 4], w: [3, 2, 3, 3], stride: [1, 1], pad: [0, 0, 1, 6], dil: [1, 2], groups: 1, direct: true },
   // One pixel block, so the columns are split into items (O 64: 4 slivers).
   { label: 'few pixel blocks (column split)', x: [1, 16, 12, 12], w: [64, 16, 3, 3], stride: [1, 1], pad: [1, 1, 1, 1], dil: [1, 1], groups: 1, direct: true },
   // Many pixel blocks, O 40 (a partial sliver), M 1800 (a partial tile).

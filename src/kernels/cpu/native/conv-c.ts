@@ -128,7 +128,9 @@ static void conv_rows(const conv_ctx *g, int64_t i, int64_t mc, conv_row *rows, 
     /* Taps [kw0, kw1) of a kernel row fall inside the image; inline loops, not a memcpy per tap:
        the stem's taps are 3 floats, and per-tap library calls took 8% of it. */
     int64_t kw0 = iw0 >= 0 ? 0 : (-iw0 + g->dw - 1) / g->dw;
-    int64_t kw1 = iw0 + (KW - 1) * g->dw < g->W ? KW : (g->W - 1 - iw0) / g->dw + 1;
+    /* (No division of a negative number: C truncates it towards zero, and a window starting at or
+       just past the right edge would get a tap.) */
+    int64_t kw1 = iw0 >= g->W ? 0 : iw0 + (KW - 1) * g->dw < g->W ? KW : (g->W - 1 - iw0) / g->dw + 1;
     if (kw1 < kw0) kw1 = kw0;
     for (int64_t kh = 0; kh < KH; kh++, o += KW * C) {
       int64_t ih = ih0 + kh * g->dh;
