@@ -320,7 +320,9 @@ int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, const float *x,
   int uniform = osc == 1 && (OH == 1 || osh == OW * osw) && (N == 1 || osn == OH * OW * osw);
   if (xsc != 1 && (double)N * H * W * C <= (double)CONV_PATCH_MAX * 4) {
     /* Channels strided (NCHW): a dense NHWC copy first (one pass over the input, cheap next to
-       the convolution's O * KH * KW multiply-adds per input element), then the direct path. */
+       the convolution's O * KH * KW multiply-adds per input element), then the direct path. The
+       copy is kept per calling thread (as the GEMM's packing buffers), so it is capped at 16 Mi
+       floats (64 MiB); a larger input takes the packed path, which reads strided channels. */
     float *dst = grow(&tls_nhwc, &tls_nhwc_len, N * H * W * C);
     if (dst) {
       nhwc_ctx q = {as.a, dst, H, W, C, xsn, xsh, xsw, xsc};
