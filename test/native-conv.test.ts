@@ -34,6 +34,10 @@ function withNative<T>(threads: number, fn: () => T): T {
 function near(got: readonly number[], want: readonly number[], atol: number, rtol: number, what: string): void {
   assert.equal(got.length, want.length, `${what}: length`);
   for (let i = 0; i < want.length; i++) {
+    if (Number.isNaN(want[i]!)) {
+      assert.ok(Number.isNaN(got[i]!), `${what}[${i}]: got ${got[i]}, expected NaN`);
+      continue;
+    }
     if (!(Math.abs(got[i]! - want[i]!) <= atol + rtol * Math.abs(want[i]!))) assert.fail(`${what}[${i}]: got ${got[i]}, expected ${want[i]}`);
   }
 }
@@ -143,5 +147,10 @@ test('native conv2dBatchNorm on the direct path: folded scale, shift and ReLU, 2
     near(run(), reference(), 1e-4, 1e-5, 'conv2dBatchNorm after an in-place conv bias update');
     kiln.noGrad(() => bn.runningMean.mul_(-2));
     near(run(), reference(), 1e-4, 1e-5, 'conv2dBatchNorm after an in-place running mean update');
+    // A NaN input pixel: the fused ReLU keeps NaN (as relu does), in full and partial tiles.
+    kiln.noGrad(() => x.narrow(2, 5, 1).narrow(3, 4, 1).fill_(Number.NaN));
+    const got = run();
+    assert.ok(got.some((v) => Number.isNaN(v)), 'NaN reaches the output');
+    near(got, reference(), 1e-4, 1e-5, 'conv2dBatchNorm with a NaN input pixel');
   });
 });

@@ -40,6 +40,8 @@ typedef struct {
      uniform: rows of one leading dimension ldc = osw with osc 1 (channels_last), stored in place. */
   int64_t osn, osh, osw, osc;
   int uniform;
+  /* Epilogue = unit-stride bias and/or ReLU only (no generated epilogue): fused into the store. */
+  int fuse;
   const float *panel, *bias;
   float *out;
   int32_t act;
@@ -57,11 +59,21 @@ static _Atomic int64_t conv_direct_count = 0;
 /* Calls that took the direct path (tests check that it ran). */
 int64_t kiln_sconv2d_direct_count(void) { return atomic_load(&conv_direct_count); }
 
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+/* max(x, 0) per lane, NaN kept (k_relu's semantics): lanes with x > 0 or x != x pass. */
+static inline __attribute__((always_inline)) v8 conv_relu(v8 x) {
+  v8 z = {0};
+  v8i keep = (x > z) | (x != x);
+  return (v8)((v8i)x & keep);
+}
+
 /* acc(MR x NR) = rows . B over all K columns (slab by slab of the packed panel: slab pc of sliver s
    at panel + pc * nsl * NR + s * kc * NR), then stored as micro() does (mode 0: C = acc, 2: t = acc).
    Rows past h repeat row h - 1. A run ends at a kernel-row (or tap) end or a slab end. */
 static inline __attribute__((always_inline)) void conv_micro(int64_t k, const float *panel, int64_t nsl, int64_t s, int64_t seglen, int64_t nkw,
-                                                             const conv_row *rows, int64_t h, float *restrict c, int64_t ldc, int mode, float *restrict t) {
+                                                             const conv_row *rows, int64_t h, float *restrict c, int64_t ldc, int mode, float *restrict t,
+                                                             const float *fb, int frelu) {
   v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
   v8 c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
   const conv_row *r0 = rows, *r1 = rows + (h > 1), *r2 = rows + (h > 2 ? 2 : h - 1);
@@ -102,6 +114,18 @@ static inline __attribute__((always_inline)) void conv_micro(int64_t k, const fl
     o[0] = c00; o[1] = c01; o[2] = c10; o[3] = c11; o[4] = c20; o[5] = c21;
     o[6] = c30; o[7] = c31; o[8] = c40; o[9] = c41; o[10] = c50; o[11] = c51;
     return;
+  }
+  /* The fused epilogue of a full tile (mode 0): + bias[16] (unit stride), then ReLU (NaN kept, as
+     k_relu), in registers before the single store. */
+  if (fb) {
+    v8 b0 = *(const v8u *)fb, b1 = *(const v8u *)(fb + 8);
+    c00 += b0; c01 += b1; c10 += b0; c11 += b1; c20 += b0; c21 += b1;
+    c30 += b0; c31 += b1; c40 += b0; c41 += b1; c50 += b0; c51 += b1;
+  }
+  if (frelu) {
+    c00 = conv_relu(c00); c01 = conv_relu(c01); c10 = conv_relu(c10); c11 = conv_relu(c11);
+    c20 = conv_relu(c20); c21 = conv_relu(c21); c30 = conv_relu(c30); c31 = conv_relu(c31);
+    c40 = conv_relu(c40); c41 = conv_relu(c41); c50 = conv_relu(c50); c51 = conv_relu(c51);
   }
 #define KILN_ROW(r, x0, x1) { v8u *q = (v8u *)(c + (r) * ldc); q[0] = x0; q[1] = x1; }
   KILN_ROW(0, c00, c01) KILN_ROW(1, c10, c11) KILN_ROW(2, c20, c21)
@@ -200,7 +224,7 @@ static void conv_item(void *vctx, int64_t it) {
       for (int64_t s = s0; s < s1; s++) {
         int64_t j0 = s * NR;
         int64_t w = nc - j0 < NR ? nc - j0 : NR;
-        conv_micro(k, g->panel, g->nsl, s, g->seglen, g->nkw, rows + i0, h, 0, 0, 2, tile);
+        conv_micro(k, g->panel, g->nsl, s, g->seglen, g->nkw, rows + i0, h, 0, 0, 2, tile, 0, 0);
         if (g->epi)
           for (int64_t r = 0; r < h; r++) finish_row(tile + r * NR, w, g->bias ? g->bias + (jc + j0) * g->bs : 0, g->bs, g->act, g->ep, ic + i0 + r, jc + j0);
         for (int64_t j = 0; j < w; j++) {
@@ -211,11 +235,27 @@ static void conv_item(void *vctx, int64_t it) {
       continue;
     }
     float *crow = g->out + (ic + i0) * ldc + jc;
+    if (g->fuse) {
+      /* bias / ReLU only: full tiles get them in registers, partial ones right after their store. */
+      for (int64_t s = s0; s < s1; s++) {
+        int64_t j0 = s * NR;
+        int64_t w = nc - j0 < NR ? nc - j0 : NR;
+        const float *fb = g->bias ? g->bias + jc + j0 : 0;
+        if (h == MR && w == NR) {
+          conv_micro(k, g->panel, g->nsl, s, g->seglen, g->nkw, rows + i0, h, crow + j0, ldc, 0, tile, fb, g->act == 1);
+          continue;
+        }
+        conv_micro(k, g->panel, g->nsl, s, g->seglen, g->nkw, rows + i0, h, 0, 0, 2, tile, 0, 0);
+        store_tile(tile, h, w, crow + j0, ldc, 1.0f, 0.0f, 1);
+        for (int64_t r = 0; r < h; r++) finish_row(crow + r * ldc + j0, w, fb, 1, g->act, g->ep, ic + i0 + r, jc + j0);
+      }
+      continue;
+    }
     for (int64_t s = s0; s < s1; s++) {
       int64_t j0 = s * NR;
       int64_t w = nc - j0 < NR ? nc - j0 : NR;
       int full = h == MR && w == NR;
-      conv_micro(k, g->panel, g->nsl, s, g->seglen, g->nkw, rows + i0, h, crow + j0, ldc, full ? 0 : 2, tile);
+      conv_micro(k, g->panel, g->nsl, s, g->seglen, g->nkw, rows + i0, h, crow + j0, ldc, full ? 0 : 2, tile, 0, 0);
       if (!full) store_tile(tile, h, w, crow + j0, ldc, 1.0f, 0.0f, 1);
     }
     /* The tile's rows are final: the epilogue runs on them while they are in L1. */
@@ -266,6 +306,7 @@ static int32_t conv_direct(const a_src *as, int64_t m, int64_t O, const float *P
   g.epi = 1;
 #else
   g.epi = bias != 0 || act != 0;
+  g.fuse = g.epi && uniform && (bias == 0 || bs == 1) && (act == 0 || act == 1);
 #endif
   atomic_init(&g.failed, 0);
   int64_t ncb = panel_cols(k);
