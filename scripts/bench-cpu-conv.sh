@@ -11,7 +11,8 @@
 # --rt runs both under SCHED_FIFO (chrt -f 10, needs root): on the shared 2-core machine other
 # processes otherwise take the second core for milliseconds at a time, and neither engine's second
 # thread shows (both engines equally; the scheduling is recorded in the JSON). On a quiet machine
-# run without it.
+# run without it. Never run two real-time benchmarks at once: their spinning threads starve each
+# other (and everything else) on 2 cores.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${KILN_PEERS_DIR:-${TMPDIR:-/tmp}/kiln-peers}"
