@@ -4,7 +4,7 @@
  * imports resolve to its node_modules; Kiln from $KILN_DIST):
  *
  *   KILN_DIST=<kiln>/dist node bench-cpu-ort-models.mjs [--reps 30] [--threads 2] [--out file.json]
- *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5] [--note 'how it was run']
+ *     [--only mlp-64x512,transformer-block] [--gap-ms 10] [--block 5] [--warmup 10] [--note 'how it was run']
  *
  * The ONNX graphs are encoded here from the very weights Kiln's workload builder draws (so the max
  * |difference| between the engines is a correctness check): mlp = Gemm(transB) -> GELU(erf, as
@@ -40,6 +40,20 @@ const ONLY = opt('only', '');
 const BLOCK = Number(opt('block', '0'));
 const NOTE = opt('note', '');
 const GAP_MS = Number(opt('gap-ms', BLOCK > 0 ? '300' : '10'));
+// Untimed calls per engine before any timing: Kiln's JavaScript host code is still being optimised
+// by V8 over its first tens of calls (conv-stack compiled: 4.1, 3.1, 2.8 ms in the first timed
+// block, ~1.8 after), which the first of 4 blocks otherwise puts into the median.
+const WARMUP = Number(opt('warmup', '10'));
+/** This process's scheduling, for the results file (/proc/self/stat fields 19 nice, 40 rt priority, 41 policy). */
+function scheduling() {
+  try {
+    const f = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+    const policy = ['SCHED_OTHER', 'SCHED_FIFO', 'SCHED_RR', 'SCHED_BATCH', '', 'SCHED_IDLE'][Number(f[38])] ?? `policy ${f[38]}`;
+    return policy === 'SCHED_OTHER' ? `${policy}, nice ${f[16]}` : `${policy}, rt priority ${f[37]}`;
+  } catch {
+    return 'unknown';
+  }
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const loadBefore = os.loadavg();
 const dist = process.env.KILN_DIST;
@@ -222,6 +236,7 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   const got = (await sess.run(feed))[sess.outputNames[0]].data;
   let diff = 0;
   for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(ref[i] - got[i]));
+  for (const f of Object.values(variants)) for (let i = 0; i < (big ? 1 : WARMUP); i++) await f();
   const times = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
   // Per engine: times by position in the block (0 = first timed call after the idle gap), and
   // Kiln's shared thread-pool counters over its timed calls (how many items the worker ran, how
@@ -274,8 +289,8 @@ for (const [name, build] of MODELS.filter(([n]) => ONLY === '' || ONLY.split(','
   w.dispose();
 }
 const load = os.loadavg().map((x) => x.toFixed(2)).join(' ');
-console.log(`threads ${THREADS}; reps ${REPS}; gap ${GAP_MS} ms; ${BLOCK > 0 ? `blocks of ${BLOCK}` : 'rep by rep'}; load average after ${load}`);
+console.log(`threads ${THREADS}; reps ${REPS}; warmup ${WARMUP}; gap ${GAP_MS} ms; ${BLOCK > 0 ? `blocks of ${BLOCK}` : 'rep by rep'}; load average after ${load}`);
 if (OUT) {
-  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), ...(NOTE ? { note: NOTE } : {}), command: `node bench-cpu-ort-models.mjs ${argv.join(' ')}`, machine: `${os.hostname()}, ${os.availableParallelism()} cpus, node ${process.version}`, threads: THREADS, reps: REPS, gapMs: GAP_MS, block: BLOCK, loadAverageBefore: loadBefore, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
+  fs.writeFileSync(OUT, JSON.stringify({ date: new Date().toISOString(), ...(NOTE ? { note: NOTE } : {}), command: `node bench-cpu-ort-models.mjs ${argv.join(' ')}`, machine: `${os.hostname()}, ${os.availableParallelism()} cpus, node ${process.version}`, threads: THREADS, reps: REPS, warmup: WARMUP, gapMs: GAP_MS, block: BLOCK, scheduling: scheduling(), loadAverageBefore: loadBefore, loadAverage: os.loadavg(), cpu: os.cpus()[0]?.model, onnxruntime: require('onnxruntime-node/package.json').version, rows }, null, 2));
   console.log(`wrote ${OUT}`);
 }

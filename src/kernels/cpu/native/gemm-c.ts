@@ -7,7 +7,8 @@
  *   inputs are packed, never copied first; C is row-major with leading dimension ldc. B may come
  *   prepacked (`kiln_sgemm_packb`: a weight packed once and reused by every call, as the compiled
  *   programs and the eager weight cache do).
- * - A is either a matrix or, for `kiln_sconv2d`, an implicit im2col of an image batch: the
+ * - A is either a matrix or, for `kiln_sconv2d` (conv-c.ts) on an input whose channels are
+ *   strided (NCHW), an implicit im2col of an image batch: the
  *   A packer gathers patches straight from the input (K ordered (kh, kw, c), so a channels_last
  *   input gives contiguous channel runs), so convolution runs on the same micro-kernel without
  *   materialising the patch matrix; C is then the [pixels, out channels] channels_last output.
@@ -35,6 +36,7 @@
  *   over up to 4 extra inputs, each addressed as e + row * ld + col (ld = 0: a row vector).
  */
 import { C_HELPERS, C_MATH } from './c-math.js';
+import { CONV_C_SOURCE } from './conv-c.js';
 import { POOL_C_SOURCE } from './pool-c.js';
 
 /** Extra epilogue inputs a generated epilogue may read. */
@@ -46,7 +48,7 @@ export const GEMM_EPI_MAX = 4;
  * that rewrites one tile row c[0..w) in place (e_k point at the same row's column 0).
  */
 export function gemmCSource(epilogue: string | null = null): string {
-  return `${PRELUDE}${POOL_C_SOURCE}${C_MATH}${C_HELPERS}${epilogue ? `#define KILN_EPI 1\n${epilogue}\n` : ''}${CORE}`;
+  return `${PRELUDE}${POOL_C_SOURCE}${C_MATH}${C_HELPERS}${epilogue ? `#define KILN_EPI 1\n${epilogue}\n` : ''}${CORE}${CONV_C_SOURCE}`;
 }
 
 const PRELUDE = String.raw`
@@ -493,29 +495,6 @@ int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
   epi_src ep;
   epi_init(&ep, e0, e0o, e0l, e1, e1o, e1l, e2, e2o, e2l, e3, e3o, e3l);
   return gemm_core(m, n, k, alpha, &as, B ? B + bo : 0, brs, bcs, PB ? PB + pbo : 0, beta, C + co, ldc, bias ? bias + biaso : 0, bs, act, &ep, nthreads);
-}
-
-/* conv2d of x[N, H, W, C] (element strides xs*, from offset xo) with a prepacked weight PB
-   (B[k, o] = weight[o, c, kh, kw] at k = (kh * KW + kw) * C + c, packed by kiln_sgemm_packb) into
-   out[N * OH * OW, O] rows of leading dimension ldo from offset oo (channels_last), + bias[o],
-   then act and the epilogue (rows = output pixels). */
-int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, const float *x, int64_t xo,
-                     int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc,
-                     int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                     int64_t OH, int64_t OW, const float *PB, int64_t pbo, float *out, int64_t oo, int64_t ldo,
-                     const float *bias, int64_t biaso, int64_t bs, int32_t act,
-                     const float *e0, int64_t e0o, int64_t e0l, const float *e1, int64_t e1o, int64_t e1l,
-                     const float *e2, int64_t e2o, int64_t e2l, const float *e3, int64_t e3o, int64_t e3l,
-                     int32_t nthreads) {
-  a_src as;
-  memset(&as, 0, sizeof as);
-  as.a = x + xo; as.conv = 1;
-  as.H = H; as.W = W; as.C = C; as.OH = OH; as.OW = OW; as.KH = KH; as.KW = KW;
-  as.sh = sh; as.sw = sw; as.ph = ph; as.pw = pw; as.dh = dh; as.dw = dw;
-  as.xsn = xsn; as.xsh = xsh; as.xsw = xsw; as.xsc = xsc;
-  epi_src ep;
-  epi_init(&ep, e0, e0o, e0l, e1, e1o, e1l, e2, e2o, e2l, e3, e3o, e3l);
-  return gemm_core(N * OH * OW, O, KH * KW * C, 1.0f, &as, 0, 0, 0, PB + pbo, 0.0f, out + oo, ldo, bias ? bias + biaso : 0, bs, act, &ep, nthreads);
 }
 `;
 

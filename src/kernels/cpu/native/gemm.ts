@@ -80,11 +80,13 @@ export class GemmLibrary {
   private readonly convFn: NativeFn;
   private readonly alignFn: NativeFn;
   private readonly poolFn: NativeFn;
+  private readonly directFn: NativeFn;
 
   constructor(file: string) {
     ensureSharedPool();
     const lib = loadLibrary(file);
     this.poolFn = lib.func('int32_t kiln_pool_is_shared(void)');
+    this.directFn = lib.func('int64_t kiln_sconv2d_direct_count(void)');
     const epi = Array.from({ length: GEMM_EPI_MAX }, (_, q) => `void *e${q}, int64_t e${q}o, int64_t e${q}l`).join(', ');
     this.gemm = lib.func(
       `int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha, void *A, int64_t ao, int64_t ars, int64_t acs, void *B, int64_t bo, int64_t brs, int64_t bcs, void *PB, int64_t pbo, float beta, void *C, int64_t co, int64_t ldc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
@@ -93,13 +95,18 @@ export class GemmLibrary {
     this.alignFn = lib.func('int64_t kiln_align_floats(void *p)');
     this.sizeFn = lib.func('int64_t kiln_sgemm_packed_size(int64_t k, int64_t n)');
     this.convFn = lib.func(
-      `int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, void *x, int64_t xo, int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc, int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t OH, int64_t OW, void *PB, int64_t pbo, void *out, int64_t oo, int64_t ldo, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
+      `int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, void *x, int64_t xo, int64_t xsn, int64_t xsh, int64_t xsw, int64_t xsc, int64_t O, int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t OH, int64_t OW, void *PB, int64_t pbo, void *out, int64_t oo, int64_t osn, int64_t osh, int64_t osw, int64_t osc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
     );
   }
 
   /** Whether this object's threads are the process-wide pool's (pool.ts) rather than its own. */
   poolShared(): boolean {
     return (this.poolFn() as number) !== 0;
+  }
+
+  /** conv2d calls of this object that ran the direct (unpacked-A) path (conv-c.ts); tests check it ran. */
+  convDirectCalls(): number {
+    return Number(this.directFn());
   }
 
   /** B[k, n] packed for repeated products (kiln_sgemm_packb's layout). */
@@ -137,22 +144,26 @@ export class GemmLibrary {
   }
 
   /**
-   * conv2d as an implicit GEMM: out[pixel, o] (rows of leading dimension ldo: channels_last) =
-   * epi(act(patches(x) . W^T + bias)), with the weight prepacked as B[(kh, kw, c), o].
+   * conv2d as an implicit GEMM: out[pixel, o] = epi(act(patches(x) . W^T + bias)), with the weight
+   * prepacked as B[(kh, kw, c), o]; output element (n, o, oh, ow) at
+   * out.offset + n * strides[0] + oh * strides[1] + ow * strides[2] + o * strides[3]. Returns false
+   * (nothing written) when the output is not channels_last and the kernel's direct path does not
+   * apply: the caller then passes a channels_last scratch.
    */
-  conv2d(g: ConvGeometry, x: { data: Float32Array; offset: number }, weight: PackedB, out: { data: Float32Array; offset: number; ldo: number }, options: SgemmOptions = {}): void {
+  conv2d(g: ConvGeometry, x: { data: Float32Array; offset: number }, weight: PackedB, out: { data: Float32Array; offset: number; strides: readonly [n: number, h: number, w: number, c: number] }, options: SgemmOptions = {}): boolean {
     calls++;
     if (weight.k !== g.kh * g.kw * g.c || weight.n !== g.o) throw new RangeError(`native conv2d: weight packed as [${weight.k}, ${weight.n}], expected [${g.kh * g.kw * g.c}, ${g.o}]`);
     const bias = options.bias ?? null;
     const rc = this.convFn(
       g.n, g.h, g.w, g.c, x.data, x.offset, ...g.xStrides,
       g.o, g.kh, g.kw, g.stride[0], g.stride[1], g.padding[0], g.padding[1], g.dilation[0], g.dilation[1],
-      g.oh, g.ow, weight.data, weight.offset, out.data, out.offset, out.ldo,
+      g.oh, g.ow, weight.data, weight.offset, out.data, out.offset, ...out.strides,
       bias?.data ?? null, bias?.offset ?? 0, bias?.stride ?? 0, actCode(options.act),
       ...extraArgs(options.extras),
       options.threads ?? nativeThreads(),
     ) as number;
-    if (rc !== 0) throw new Error(`native conv2d: out of memory for packing buffers`);
+    if (rc === -1) throw new Error(`native conv2d: out of memory for packing buffers`);
+    return rc === 0;
   }
 }
 
