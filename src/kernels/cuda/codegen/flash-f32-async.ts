@@ -1,0 +1,232 @@
+/**
+ * Fused attention forward for float32 on CUDA cores, cp.async variant (compute capability 8.0+;
+ * full fp32 FMA, no TF32). Same online-softmax algorithm as flash-f32.ts; what differs is how the
+ * operands reach shared memory and how work is spread over lanes:
+ * - Q, K and V tiles are copied global -> shared with cp.async in their natural [row][d] layout
+ *   (no register staging, no transposing stores), K/V double-buffered: tile j+1 is in flight while
+ *   tile j is computed. flash-f32.ts loads each 16-byte vector into a register, then stores it
+ *   transposed, one after the other, so a short call (Qwen3's [1,16,128,128], 1-2 key tiles per
+ *   block) waits for ~40 dependent global loads per thread.
+ * - Threads are 16 row groups x TX lanes (TX 8 or 16). Lane tx owns keys tx + TX c of a tile (so the
+ *   8 lanes of a 16-byte shared-memory phase read 8 consecutive K rows: rows are DP + 4 floats apart,
+ *   4 banks, conflict-free) and value columns 4 tx + 4 TX h. Row max/sum reduce over the TX lanes of
+ *   a row group, which sit in one warp, so P (scores after exp2) needs only __syncwarp between its
+ *   stores and the P V loop that reads it.
+ * - The softmax scale (times log2 e) multiplies the finished scores; Q is not pre-scaled.
+ *
+ * Head dims: D % 4 == 0 up to 256, padded to DP (a multiple of 4 TX) with zeros in shared memory.
+ */
+import { PRELUDE } from './ctypes.js';
+import { flashKernelName, flashMaskCode, flashOffsets, flashParamDecl, maskCType, type FlashSpec } from './flash-common.js';
+import type { GeneratedFlash } from './flash-tc.js';
+
+/** Tile of the cp.async kernel: rows per thread (block rows 16 rm), lanes per row group, keys per tile. */
+export interface F32AsyncTile {
+  rm: 1 | 2 | 4;
+  tx: 8 | 16;
+  bn: 32 | 64;
+}
+
+export function paddedHeadDimF32Async(d: number, tx: number): number {
+  return Math.ceil(d / (4 * tx)) * 4 * tx;
+}
+
+/** Shared memory bytes of a tile: Q [BM][DP+4], K and V [2][BN][DP+4], P [BM][BN+4]. */
+export function f32AsyncSharedBytes(d: number, t: F32AsyncTile): number {
+  const dp = paddedHeadDimF32Async(d, t.tx);
+  return (16 * t.rm * (dp + 4) + 4 * t.bn * (dp + 4) + 16 * t.rm * (t.bn + 4)) * 4;
+}
+
+export function generateFlashF32Async(spec: FlashSpec, t: F32AsyncTile): GeneratedFlash {
+  const D = spec.d;
+  const { rm: RM, tx: TX, bn: BN } = t;
+  const DP = paddedHeadDimF32Async(D, TX);
+  const KC = BN / TX;
+  const OC = DP / (4 * TX);
+  // Registers: O is RM * DP / TX floats and S is RM * KC; beyond 64 + 32 the kernel spills.
+  if (RM * OC * 4 > 64) throw new RangeError(`generateFlashF32Async: ${RM} rows x ${DP / TX} output columns per thread exceed 64 registers (head dim ${D}, ${TX} lanes)`);
+  if (KC < 2) throw new RangeError(`generateFlashF32Async: ${BN} keys over ${TX} lanes`);
+  const BM = 16 * RM;
+  const NT = 16 * TX;
+  const LOG_TX = Math.log2(TX);
+  const name = flashKernelName(spec, `async${RM}x${TX}x${BN}`);
+  const mk = maskCType(spec);
+  const shuffles = (op: string, v: string): string =>
+    Array.from({ length: LOG_TX }, (_, s) => `${v} = ${op}(${v}, __shfl_xor_sync(0xffffffffu, ${v}, ${1 << s}));`).join(' ');
+  const source = `${PRELUDE}
+#define D ${D}
+#define DP ${DP}
+#define BM ${BM}
+#define BN ${BN}
+#define RM ${RM}
+#define TX ${TX}
+#define KC ${KC}
+#define OC ${OC}
+#define NT ${NT}
+// Row strides of Q, K, V (+4 floats: 16-byte aligned, consecutive rows 4 banks apart) and of P.
+#define RSTR (DP + 4)
+#define PSTR (BN + 4)
+struct __align__(16) kf4 { float x, y, z, w; };
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  unsigned r; asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p)); return r;
+}
+// 16 bytes global -> shared, or 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void cp16(float* dst, const float* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\\n" :: "n"(N)); }
+__device__ __forceinline__ float kiln_add(float a, float b) { return a + b; }
+
+// rows x DP floats from src (row stride rs, rows < lim valid) into dst [rows][RSTR].
+template <int ROWS>
+__device__ __forceinline__ void load_rows(float* dst, const float* src, long long rs, int lim, int tid) {
+  // A fixed trip count (the tail guarded) so the copies unroll and issue back to back.
+  #pragma unroll
+  for (int it = 0; it < (ROWS * (DP / 4) + NT - 1) / NT; it++) {
+    const int idx = tid + it * NT;
+    const int r = idx / (DP / 4), d4 = idx % (DP / 4);
+    if (r >= ROWS) break;
+    const bool ok = r < lim && d4 * 4 < D;
+    cp16(dst + r * RSTR + d4 * 4, ok ? src + (long long)r * rs + d4 * 4 : src, ok);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(NT) ${name}(${flashParamDecl('float')}) {
+  extern __shared__ __align__(16) unsigned char kiln_smem[];
+  float* Qs = (float*)kiln_smem;      // [BM][RSTR]
+  float* Ks = Qs + BM * RSTR;         // [2][BN][RSTR]
+  float* Vs = Ks + 2 * BN * RSTR;     // [2][BN][RSTR]
+  float* Ps = Vs + 2 * BN * RSTR;     // [BM][PSTR]
+  const int tid = threadIdx.x, ty = tid / TX, tx = tid % TX;
+  // Heaviest (causal: last) query blocks first.
+  const int m0 = (gridDim.y - 1 - blockIdx.y) * BM;
+${flashOffsets('float', spec.mask, mk.t)}
+  const int kEnd = ${spec.causal ? 'min(S, m0 + BM)' : 'S'};
+  const int nTiles = (kEnd + BN - 1) / BN;
+
+  load_rows<BM>(Qs, qp + (long long)m0 * qrs, qrs, L - m0, tid);
+  if (nTiles > 0) {
+    load_rows<BN>(Ks, kp, krs, kEnd, tid);
+    load_rows<BN>(Vs, vp, vrs, kEnd, tid);
+  }
+  cp_commit();
+
+  float acc[RM][OC][4];
+  float rmax[RM], rsum[RM];
+  #pragma unroll
+  for (int i = 0; i < RM; i++) {
+    #pragma unroll
+    for (int h = 0; h < OC; h++) acc[i][h][0] = acc[i][h][1] = acc[i][h][2] = acc[i][h][3] = 0.f;
+    rmax[i] = -KILN_INF; rsum[i] = 0.f;
+  }
+
+  for (int j = 0; j < nTiles; j++) {
+    const int n0 = j * BN;
+    const float* Kb = Ks + (j & 1) * BN * RSTR;
+    const float* Vb = Vs + (j & 1) * BN * RSTR;
+    if (j + 1 < nTiles) {
+      load_rows<BN>(Ks + ((j + 1) & 1) * BN * RSTR, kp + (long long)(n0 + BN) * krs, krs, kEnd - n0 - BN, tid);
+      load_rows<BN>(Vs + ((j + 1) & 1) * BN * RSTR, vp + (long long)(n0 + BN) * vrs, vrs, kEnd - n0 - BN, tid);
+      cp_commit();
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
+    __syncthreads();
+
+    float s[RM][KC];
+    #pragma unroll
+    for (int i = 0; i < RM; i++)
+      #pragma unroll
+      for (int c = 0; c < KC; c++) s[i][c] = 0.f;
+    #pragma unroll 4
+    for (int d4 = 0; d4 < D / 4; d4++) {
+      kf4 qv[RM];
+      #pragma unroll
+      for (int i = 0; i < RM; i++) qv[i] = *(const kf4*)(Qs + (ty + 16 * i) * RSTR + d4 * 4);
+      #pragma unroll
+      for (int c = 0; c < KC; c++) {
+        const kf4 kv = *(const kf4*)(Kb + (tx + TX * c) * RSTR + d4 * 4);
+        #pragma unroll
+        for (int i = 0; i < RM; i++) s[i][c] = fmaf(qv[i].w, kv.w, fmaf(qv[i].z, kv.z, fmaf(qv[i].y, kv.y, fmaf(qv[i].x, kv.x, s[i][c]))));
+      }
+    }
+    const bool edge = (n0 + BN > S)${spec.causal ? ' || (n0 + BN - 1 > m0)' : ''};
+    #pragma unroll
+    for (int i = 0; i < RM; i++) {
+      const int row = m0 + ty + 16 * i;
+      float mx = rmax[i];
+      #pragma unroll
+      for (int c = 0; c < KC; c++) {
+        float x = s[i][c] * scale_log2;
+        const int col = n0 + tx + TX * c;
+        (void)row; (void)col;
+${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
+  .split('\n')
+  .map((l) => `        ${l}`)
+  .join('\n')}
+        s[i][c] = x;
+        mx = fmaxf(mx, x);
+      }
+      ${shuffles('fmaxf', 'mx')}
+      // A row with every key so far masked keeps max -inf: use 0 so exp2 gives 0, not NaN.
+      const float use = mx == -KILN_INF ? 0.f : mx;
+      const float corr = exp2f(rmax[i] - use);
+      rmax[i] = mx;
+      rsum[i] *= corr;
+      #pragma unroll
+      for (int h = 0; h < OC; h++) { acc[i][h][0] *= corr; acc[i][h][1] *= corr; acc[i][h][2] *= corr; acc[i][h][3] *= corr; }
+      float ps = 0.f;
+      #pragma unroll
+      for (int c = 0; c < KC; c++) {
+        const float p = exp2f(s[i][c] - use);
+        ps += p;
+        Ps[(ty + 16 * i) * PSTR + tx + TX * c] = p;
+      }
+      rsum[i] += ps;
+    }
+    // P rows are written and read by the lanes of one row group, all in this warp.
+    __syncwarp();
+    const int nk = min(BN, kEnd - n0);
+    for (int n4 = 0; n4 < nk; n4 += 4) {
+      kf4 p[RM];
+      #pragma unroll
+      for (int i = 0; i < RM; i++) p[i] = *(const kf4*)(Ps + (ty + 16 * i) * PSTR + n4);
+      #pragma unroll
+      for (int c = 0; c < 4; c++) {
+        #pragma unroll
+        for (int h = 0; h < OC; h++) {
+          const kf4 vv = *(const kf4*)(Vb + (n4 + c) * RSTR + h * 4 * TX + tx * 4);
+          #pragma unroll
+          for (int i = 0; i < RM; i++) {
+            const float pv = c == 0 ? p[i].x : c == 1 ? p[i].y : c == 2 ? p[i].z : p[i].w;
+            acc[i][h][0] += pv * vv.x; acc[i][h][1] += pv * vv.y; acc[i][h][2] += pv * vv.z; acc[i][h][3] += pv * vv.w;
+          }
+        }
+      }
+    }
+    // Every warp is done with this K/V buffer (and its own P) before the next tile's copy overwrites it.
+    __syncthreads();
+  }
+
+  #pragma unroll
+  for (int i = 0; i < RM; i++) {
+    float l = rsum[i];
+    ${shuffles('kiln_add', 'l')}
+    // Every key masked: 0/0 = NaN, as the math path's softmax gives.
+    const float inv = 1.f / l;
+    const int row = m0 + ty + 16 * i;
+    if (row < L) {
+      #pragma unroll
+      for (int h = 0; h < OC; h++) {
+        const int col = h * 4 * TX + tx * 4;
+        if (col < D) *(kf4*)(op + (long long)row * ors + col) = kf4{acc[i][h][0] * inv, acc[i][h][1] * inv, acc[i][h][2] * inv, acc[i][h][3] * inv};
+      }
+    }
+  }
+}
+`;
+  return { source, name, threads: NT, bm: BM, sharedBytes: f32AsyncSharedBytes(D, t) };
+}
