@@ -34,8 +34,12 @@ const REDUCTION_COMPUTE_TYPE = 2;
 export const HEURISTIC_ALGOS = 16;
 /** Split-K variants are made from this many of the heuristic's first offers. */
 const SPLIT_BASES = 3;
-/** Below this occupancy (fraction of one full wave) a problem is worth splitting along K. */
-const MAX_WAVES_FOR_SPLIT = 0.5;
+/**
+ * Below this occupancy (fraction of one full wave) a problem is worth splitting along K.
+ * KILN_GEMM_SPLIT_WAVES overrides it (A/B measurements: fp32's first offers use smaller tiles than
+ * bf16's, so their reported occupancy can sit above the bf16-chosen threshold).
+ */
+const MAX_WAVES_FOR_SPLIT = Number(process.env['KILN_GEMM_SPLIT_WAVES'] ?? 0.5);
 /** Split counts tried; each split keeps at least MIN_K_PER_SPLIT of the contraction. */
 const SPLITS = [2, 3, 4, 6, 8, 12, 16] as const;
 const MIN_K_PER_SPLIT = 128;
