@@ -2,7 +2,10 @@
 # Device round of helper f32 (qwen3-0.6b-forward in float32, issue #5): where the fp32 GEMM time
 # goes (cuBLASLt autotune log per problem, torch's fp32/TF32 GEMMs on the same shapes, the SIMT
 # kernel experiment), the cp.async fp32 attention kernel (tests + device-time sweep vs torch), and
-# the profile with the algorithm search on. Every step writes to its own file (no pipes: compile
+# the block-per-row reduction default (compiled add+RMSNorm). The profile's GEMMs time every
+# candidate: heuristic offers, split-K variants even where the first offer looks occupied
+# (KILN_GEMM_SPLIT_WAVES=4) and the algorithm search (KILN_GEMM_SEARCH=1), each labelled in the
+# tune log, so one run shows what each source of candidates is worth. Every step writes to its own file (no pipes: compile
 # workers could hold a pipe open past a timeout); details are appended to $HOUT/f32.txt, a compact
 # summary goes to stdout as each step ends.
 T=/tmp/f32.$$; mkdir -p "$T"; t0=$(date +%s)
@@ -13,15 +16,15 @@ keep() { { echo "=== $1"; cat "$T/$1.txt"; } >> "$HOUT/f32.txt"; }
 export KILN_TUNE_STORE=0
 P="node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 8"
 
-KILN_GEMM_TUNE_LOG=1 run prof 24 $P; keep prof
+KILN_GEMM_SEARCH=1 KILN_GEMM_SPLIT_WAVES=4 KILN_GEMM_TUNE_LOG=1 run prof 30 $P; keep prof
 grep -E '^\{' "$T/prof.txt" | grep -oE '"(device_ms_sum|plain_ms|compiled_ms)":[0-9.]+' | tr '\n' ' '; echo
 grep -E '^ +[0-9.]+ +[0-9]+ ' "$T/prof.txt" | head -8
-grep -E '^\[kiln gemm tune\]' "$T/prof.txt" | cut -c1-120
+grep -E '^\[kiln gemm tune\]' "$T/prof.txt" | cut -c1-200
 
-run torch 15 python3 scripts/device/f32_torch.py "$T/torch.json"; keep torch
+run torch 13 python3 scripts/device/f32_torch.py "$T/torch.json"; keep torch
 grep -E '^torch' "$T/torch.txt"
 
-run sgemm 18 node dist/bench/cuda-sgemm.js; keep sgemm
+run sgemm 15 node dist/bench/cuda-sgemm.js; keep sgemm
 grep -E '^BEST|cublaslt' "$T/sgemm.txt" | cut -c1-140
 
 KILN_SDPA_DTYPES=float32 KILN_SDPA_CASES=qwen3,transformer run sdpa 10 node dist/bench/cuda-sdpa.js; keep sdpa
@@ -30,7 +33,5 @@ cut -c1-400 "$T/sdpa.txt" | head -8
 run test 32 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-attention.test.js; keep test
 grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/test.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -10
 
-KILN_GEMM_SEARCH=1 KILN_GEMM_TUNE_LOG=1 run search 24 $P; keep search
-grep -E '^\{' "$T/search.txt" | grep -oE '"(device_ms_sum|compiled_ms)":[0-9.]+' | tr '\n' ' '; echo
-grep -E '^ +[0-9.]+ +[0-9]+ +extern linear' "$T/search.txt"
-grep -E '^\[kiln gemm tune\]' "$T/search.txt" | cut -c1-120
+run comp 15 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="every test model" dist/test/cuda-compile.test.js; keep comp
+grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/comp.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/comp.txt" | grep -vE '^\s+at |^\s*$' | head -6

@@ -251,6 +251,7 @@ function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Arra
   const start = new CudaEvent(index, true);
   const end = new CudaEvent(index, true);
   let best = Infinity;
+  let winner = -1;
   const log: string[] = [];
   for (const [i, algo] of pl.algos.entries()) {
     if (run(algo) !== 0) {
@@ -269,9 +270,10 @@ function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Arra
     if (ms < best) {
       best = ms;
       pl.algo = algo;
+      winner = i;
     }
   }
-  if (TUNE_LOG) process.stderr.write(`[kiln gemm tune] ${pl.what}: best ${(best * 1000).toFixed(1)} us\n${log.join('\n')}\n`);
+  if (TUNE_LOG) process.stderr.write(`[kiln gemm tune] ${pl.what}: best ${(best * 1000).toFixed(1)} us (${pl.origins[winner] ?? '-'}; first offer ${pl.origins[0]})\n${log.join('\n')}\n`);
 }
 
 export function cublasLtVersion(): number {
