@@ -30,7 +30,7 @@ grep -E '^BEST|cublaslt' "$T/sgemm.txt" | cut -c1-140
 KILN_SDPA_DTYPES=float32 KILN_SDPA_CASES=qwen3,transformer run sdpa 10 node dist/bench/cuda-sdpa.js; keep sdpa
 cut -c1-400 "$T/sdpa.txt" | head -8
 
-run test 32 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-attention.test.js; keep test
+run test 34 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-attention.test.js dist/test/cuda-matmul-precision.test.js; keep test
 grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/test.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -10
 
 run comp 15 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="every test model" dist/test/cuda-compile.test.js; keep comp
