@@ -2,7 +2,8 @@
 # Device round of helper f32 (qwen3-0.6b-forward in float32, issue #5): where the fp32 GEMM time
 # goes (cuBLASLt autotune log per problem, torch's fp32/TF32 GEMMs on the same shapes, the SIMT
 # kernel experiment), the cp.async fp32 attention kernel (tests + device-time sweep vs torch), and
-# the block-per-row reduction default (compiled add+RMSNorm). The profile's GEMMs time every
+# the block-per-row reduction default (compiled add+RMSNorm), and the qwen3 profile with linears on
+# the SIMT kernel (KILN_SGEMM=1). The profile's GEMMs time every
 # candidate: heuristic offers, split-K variants even where the first offer looks occupied
 # (KILN_GEMM_SPLIT_WAVES=4) and the algorithm search (KILN_GEMM_SEARCH=1), each labelled in the
 # tune log, so one run shows what each source of candidates is worth. Every step writes to its own file (no pipes: compile
@@ -21,17 +22,21 @@ grep -E '^\{' "$T/prof.txt" | grep -oE '"(device_ms_sum|plain_ms|compiled_ms)":[
 grep -E '^ +[0-9.]+ +[0-9]+ ' "$T/prof.txt" | head -8
 grep -E '^\[kiln gemm tune\]' "$T/prof.txt" | cut -c1-200
 
-run torch 13 python3 scripts/device/f32_torch.py "$T/torch.json"; keep torch
-grep -E '^torch' "$T/torch.txt"
-
 run sgemm 15 node dist/bench/cuda-sgemm.js; keep sgemm
 grep -E '^BEST|cublaslt' "$T/sgemm.txt" | cut -c1-140
 
-KILN_SDPA_DTYPES=float32 KILN_SDPA_CASES=qwen3,transformer run sdpa 10 node dist/bench/cuda-sdpa.js; keep sdpa
-cut -c1-400 "$T/sdpa.txt" | head -8
+KILN_SGEMM=1 run simt 16 $P; keep simt
+grep -E '^\{' "$T/simt.txt" | grep -oE '"(device_ms_sum|plain_ms|compiled_ms)":[0-9.]+' | tr '\n' ' '; echo
+grep -E '^ +[0-9.]+ +[0-9]+ +extern linear' "$T/simt.txt"; grep -iE 'error' "$T/simt.txt" | head -3
 
-run test 34 node --test --test-concurrency=1 --test-reporter=spec dist/test/cuda-attention.test.js dist/test/cuda-matmul-precision.test.js; keep test
+run test 22 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="^fused sdpa: (causal|every|grouped|bool|L |a transposed)|float32 (matmul|linear)" dist/test/cuda-attention.test.js dist/test/cuda-matmul-precision.test.js; keep test
 grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/test.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -10
 
-run comp 15 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="every test model" dist/test/cuda-compile.test.js; keep comp
+run torch 13 python3 scripts/device/f32_torch.py "$T/torch.json"; keep torch
+grep -E '^torch' "$T/torch.txt"
+
+KILN_SDPA_DTYPES=float32 KILN_SDPA_CASES=qwen3 run sdpa 7 node dist/bench/cuda-sdpa.js; keep sdpa
+cut -c1-400 "$T/sdpa.txt" | head -4
+
+run comp 14 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="every test model" dist/test/cuda-compile.test.js; keep comp
 grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/comp.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/comp.txt" | grep -vE '^\s+at |^\s*$' | head -6

@@ -210,6 +210,8 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
     // Every warp is done with this K/V buffer (and its own P) before the next tile's copy overwrites it.
     __syncthreads();
   }
+  // No copy may be in flight at exit (S = 0 leaves the Q group unwaited).
+  cp_wait<0>();
 
   #pragma unroll
   for (int i = 0; i < RM; i++) {
