@@ -29,7 +29,7 @@ KILN_SGEMM=1 run simt 16 $P; keep simt
 grep -E '^\{' "$T/simt.txt" | grep -oE '"(device_ms_sum|plain_ms|compiled_ms)":[0-9.]+' | tr '\n' ' '; echo
 grep -E '^ +[0-9.]+ +[0-9]+ +extern linear' "$T/simt.txt"; grep -iE 'error' "$T/simt.txt" | head -3
 
-run test 22 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="^fused sdpa: (causal|every|grouped|bool|L |a transposed)|float32 (matmul|linear)" dist/test/cuda-attention.test.js dist/test/cuda-matmul-precision.test.js; keep test
+run test 22 node --test --test-concurrency=1 --test-reporter=spec --test-name-pattern="^fused sdpa: (causal|every|grouped|bool|L |a transposed)|float32 (matmul|linear)|SIMT" dist/test/cuda-attention.test.js dist/test/cuda-matmul-precision.test.js dist/test/cuda-sgemm.test.js; keep test
 grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/test.txt" | cut -c1-160; awk '/failing tests:/,0' "$T/test.txt" | grep -vE '^\s+at |^\s*$' | head -10
 
 run torch 13 python3 scripts/device/f32_torch.py "$T/torch.json"; keep torch

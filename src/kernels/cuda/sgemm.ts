@@ -17,7 +17,15 @@ import type { CudaStream } from '../../runtime/cuda/stream.js';
 import type { LtOperand } from '../../runtime/cuda/cublaslt.js';
 import { SGEMM_PARAMS, SGEMM_REDUCE_NAME, SGEMM_REDUCE_PARAMS, SGEMM_THREADS, sgemmName, sgemmReduceSource, sgemmSource, type SgemmTile } from './codegen/sgemm-simt.js';
 
-const ENABLED = process.env['KILN_SGEMM'] === '1';
+let enabled = process.env['KILN_SGEMM'] === '1';
+
+/** Turns the SIMT path on or off (tests and benchmarks; the default is KILN_SGEMM=1). */
+export function setSimtLinear(on: boolean): void {
+  enabled = on;
+}
+
+/** Calls run on the SIMT kernel, and how many of them split K. */
+export const simtStats = { runs: 0, split: 0 };
 /** Split-K workspace per device: 8 MiB holds 16 splits of a 128 x 1024 output (Qwen3's o/down projections). */
 const WORKSPACE_BYTES = 32 << 20;
 /** Each split keeps at least this much of K: shorter K loops are dominated by the prologue's load latency. */
@@ -69,7 +77,7 @@ export function simtPlan(m: number, n: number, k: number, sms: number): { tile: 
 
 /** Runs the problem on the SIMT kernel and returns true, or returns false (nothing launched). */
 export function runSimtLinear(index: number, stream: CudaStream, p: SimtLinear): boolean {
-  if (!ENABLED) return false;
+  if (!enabled) return false;
   const { a, b, m, n, k } = p;
   // A row-major [M,K] (cuBLASLt sees it as K x M untransposed), W [N,K] row-major (B = W^T read transposed).
   if (a.trans || !b.trans || a.ld % 4 !== 0 || b.ld % 4 !== 0 || n % 4 !== 0 || p.ldd % 4 !== 0) return false;
@@ -79,10 +87,12 @@ export function runSimtLinear(index: number, stream: CudaStream, p: SimtLinear):
   const { tile, splits } = plan;
   const kern = kernelFromSource(index, sgemmSource(tile), sgemmName(tile), SGEMM_PARAMS);
   const grid = { grid: Math.ceil(n / tile.bn), gridY: Math.ceil(m / tile.bm), gridZ: splits, block: SGEMM_THREADS };
+  simtStats.runs++;
   if (splits === 1) {
     launch(kern, [a.ptr, b.ptr, p.d, p.bias ?? 0, m, n, k, a.ld, b.ld, p.ldd, k], grid, stream);
     return true;
   }
+  simtStats.split++;
   const ws = workspace(index);
   launch(kern, [a.ptr, b.ptr, ws, 0, m, n, k, a.ld, b.ld, n, k / splits], grid, stream);
   const reduce = kernelFromSource(index, sgemmReduceSource(), SGEMM_REDUCE_NAME, SGEMM_REDUCE_PARAMS);
