@@ -171,10 +171,16 @@ extern "C" __global__ void __launch_bounds__(256) ${SGEMM_REDUCE_NAME}(
   if (i4 >= total) return;
   const long long e = i4 * 4;
   const int row = (int)(e / N), col = (int)(e % N);
+  const long long plane = (long long)M * N;
   kf4 s = *(const kf4*)(ws + e);
-  for (int z = 1; z < splits; z++) {
-    const kf4 p = *(const kf4*)(ws + (long long)z * M * N + e);
-    s.x += p.x; s.y += p.y; s.z += p.z; s.w += p.w;
+  // Four partials loaded before any is added (independent loads in flight, not one L2 round trip
+  // per split), then added in split order: the sum is the same for every launch.
+  for (int z0 = 1; z0 < splits; z0 += 4) {
+    kf4 p[4];
+    #pragma unroll
+    for (int u = 0; u < 4; u++) p[u] = z0 + u < splits ? *(const kf4*)(ws + (z0 + u) * plane + e) : kf4{0.f, 0.f, 0.f, 0.f};
+    #pragma unroll
+    for (int u = 0; u < 4; u++) if (z0 + u < splits) { s.x += p[u].x; s.y += p[u].y; s.z += p[u].z; s.w += p[u].w; }
   }
   if (bias != 0) { s.x += bias[col]; s.y += bias[col + 1]; s.z += bias[col + 2]; s.w += bias[col + 3]; }
   *(kf4*)(C + (long long)row * ldc + col) = s;
