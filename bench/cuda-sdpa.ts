@@ -53,12 +53,13 @@ export const TC_SWEEP: Record<number, TcConfig[]> = {
 /** cp.async float32 tiles tried (rows per thread x lanes per row group x keys per tile). */
 const F32_SWEEP: F32AsyncTile[] = [
   { rm: 1, tx: 16, bn: 64 },
-  { rm: 1, tx: 16, bn: 32 },
-  { rm: 1, tx: 8, bn: 64 },
-  { rm: 2, tx: 16, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 64 },
+  { rg: 4, rm: 4, tx: 16, bn: 32 },
+  { rg: 8, rm: 2, tx: 16, bn: 64 },
+  { rg: 8, rm: 2, tx: 8, bn: 64 },
+  { rg: 8, rm: 4, tx: 16, bn: 32 },
   { rm: 2, tx: 8, bn: 32 },
   { rm: 4, tx: 8, bn: 32 },
-  { rm: 4, tx: 16, bn: 32 },
 ];
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -150,7 +151,7 @@ function main(): void {
           }
         }
         for (const tile of F32_SWEEP) {
-          const name = `a${tile.rm}x${tile.tx}x${tile.bn}`;
+          const name = `a${tile.rg ?? 16}x${tile.rm}x${tile.tx}x${tile.bn}`;
           setFlashF32Tile(tile);
           try {
             sweep[name] = time(run);

@@ -27,6 +27,9 @@ const F32_ASYNC_TILES: F32AsyncTile[] = [
   { rm: 2, tx: 8, bn: 32 },
   { rm: 4, tx: 8, bn: 32 },
   { rm: 2, tx: 16, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 64 },
+  { rg: 8, rm: 2, tx: 16, bn: 64 },
+  { rg: 8, rm: 2, tx: 8, bn: 32 },
 ];
 import { skipUnlessCuda } from './cuda-util.js';
 

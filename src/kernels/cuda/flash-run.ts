@@ -56,15 +56,18 @@ export function setFlashF32Tile(tile: F32AsyncTile | null): void {
 /**
  * The cp.async float32 tile for a call (before measurement on the H200; bench/cuda-sdpa.ts sweeps
  * the alternatives): rows per thread as for the register-staged kernel (the largest whose grid
- * fills every SM, within 64 output registers per thread); a grid that cannot fill the GPU gets 16
- * lanes per row group (256 threads: twice the warps to hide shared-memory and exp latency per SM)
- * and 64-key tiles (32 beyond head dim 128, to fit shared memory); a filling grid gets 8 lanes and 32-key tiles, whose smaller shared-memory
+ * fills every SM, within 64 output registers per thread); a grid that cannot fill the GPU gets
+ * 16-row blocks of 16 lanes per row group and 4 rows per thread where registers allow (the 16 x 1
+ * layout was shared-memory-bound at Qwen3's shape, H200 R1), and 64-key tiles (32 beyond head dim
+ * 128, to fit shared memory); a filling grid gets 8 lanes and 32-key tiles, whose smaller shared-memory
  * footprint lets two blocks share an SM.
  */
 function f32AsyncTile(d: number, fills: (bm: number) => boolean): F32AsyncTile {
   const maxRm = (tx: number): number => Math.min(4, Math.floor(64 / (paddedHeadDimF32Async(d, tx) / tx)));
   for (const rm of [4, 2, 1] as const) if (rm <= maxRm(8) && fills(16 * rm)) return { rm, tx: 8, bn: 32 };
-  return { rm: 1, tx: 16, bn: paddedHeadDimF32Async(d, 16) > 128 ? 32 : 64 };
+  // 16-row blocks as 4 row groups x 4 rows x 16 lanes (64 threads): see F32AsyncTile.
+  const rm = Math.min(4, Math.floor(64 / (paddedHeadDimF32Async(d, 16) / 16))) as 1 | 2 | 4;
+  return { rg: (16 / rm) as 4 | 8 | 16, rm, tx: 16, bn: paddedHeadDimF32Async(d, 16) > 128 ? 32 : 64 };
 }
 
 /**
@@ -120,7 +123,7 @@ interface Tile {
 /** The loaded kernel for `spec`, or null when its tiles need more shared memory than the device has. */
 function kernelFor(index: number, spec: FlashSpec, tile: Tile): Loaded | null {
   const { rm, tc, f32 } = tile;
-  const cfg = tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : f32 ? `async${f32.rm}x${f32.tx}x${f32.bn}` : `rm${rm}`;
+  const cfg = tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : f32 ? `async${f32.rg ?? 16}x${f32.rm}x${f32.tx}x${f32.bn}` : `rm${rm}`;
   const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${cfg}`;
   let k = cache.get(key);
   if (!k) {

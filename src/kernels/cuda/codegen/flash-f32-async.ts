@@ -7,7 +7,7 @@
  *   tile j is computed. flash-f32.ts loads each 16-byte vector into a register, then stores it
  *   transposed, one after the other, so a short call (Qwen3's [1,16,128,128], 1-2 key tiles per
  *   block) waits for ~40 dependent global loads per thread.
- * - Threads are 16 row groups x TX lanes (TX 8 or 16). Lane tx owns keys tx + TX c of a tile (so the
+ * - Threads are RG row groups (16, 8 or 4) x TX lanes (TX 8 or 16); a thread owns rows ty + RG i. Lane tx owns keys tx + TX c of a tile (so the
  *   8 lanes of a 16-byte shared-memory phase read 8 consecutive K rows: rows are DP + 4 floats apart,
  *   4 banks, conflict-free) and value columns 4 tx + 4 TX h. Row max/sum reduce over the TX lanes of
  *   a row group, which sit in one warp, so P (scores after exp2) needs only __syncwarp between its
@@ -20,8 +20,14 @@ import { PRELUDE } from './ctypes.js';
 import { flashKernelName, flashMaskCode, flashOffsets, flashParamDecl, maskCType, type FlashSpec } from './flash-common.js';
 import type { GeneratedFlash } from './flash-tc.js';
 
-/** Tile of the cp.async kernel: rows per thread (block rows 16 rm), lanes per row group, keys per tile. */
+/**
+ * Tile of the cp.async kernel: row groups (default 16), rows per thread (block rows rg x rm), lanes
+ * per row group (threads rg x tx), keys per tile. Fewer row groups with more rows each reuse every
+ * K and V element read from shared memory for more rows: at Qwen3's [1,16,128,128] the 16 x 1 x 16
+ * tile was shared-memory-bound (H200 R1: 18 us a call, 5 16-byte shared loads per 16 FMAs).
+ */
 export interface F32AsyncTile {
+  rg?: 4 | 8 | 16;
   rm: 1 | 2 | 4;
   tx: 8 | 16;
   bn: 32 | 64;
@@ -34,7 +40,8 @@ export function paddedHeadDimF32Async(d: number, tx: number): number {
 /** Shared memory bytes of a tile: Q [BM][DP+4], K and V [2][BN][DP+4], P [BM][BN+4]. */
 export function f32AsyncSharedBytes(d: number, t: F32AsyncTile): number {
   const dp = paddedHeadDimF32Async(d, t.tx);
-  return (16 * t.rm * (dp + 4) + 4 * t.bn * (dp + 4) + 16 * t.rm * (t.bn + 4)) * 4;
+  const bm = (t.rg ?? 16) * t.rm;
+  return (bm * (dp + 4) + 4 * t.bn * (dp + 4) + bm * (t.bn + 4)) * 4;
 }
 
 export function generateFlashF32Async(spec: FlashSpec, t: F32AsyncTile): GeneratedFlash {
@@ -46,10 +53,11 @@ export function generateFlashF32Async(spec: FlashSpec, t: F32AsyncTile): Generat
   // Registers: O is RM * DP / TX floats and S is RM * KC; beyond 64 + 32 the kernel spills.
   if (RM * OC * 4 > 64) throw new RangeError(`generateFlashF32Async: ${RM} rows x ${DP / TX} output columns per thread exceed 64 registers (head dim ${D}, ${TX} lanes)`);
   if (KC < 2) throw new RangeError(`generateFlashF32Async: ${BN} keys over ${TX} lanes`);
-  const BM = 16 * RM;
-  const NT = 16 * TX;
+  const RG = t.rg ?? 16;
+  const BM = RG * RM;
+  const NT = RG * TX;
   const LOG_TX = Math.log2(TX);
-  const name = flashKernelName(spec, `async${RM}x${TX}x${BN}`);
+  const name = flashKernelName(spec, `async${RG === 16 ? '' : `g${RG}r`}${RM}x${TX}x${BN}`);
   const mk = maskCType(spec);
   const shuffles = (op: string, v: string): string =>
     Array.from({ length: LOG_TX }, (_, s) => `${v} = ${op}(${v}, __shfl_xor_sync(0xffffffffu, ${v}, ${1 << s}));`).join(' ');
@@ -59,6 +67,7 @@ export function generateFlashF32Async(spec: FlashSpec, t: F32AsyncTile): Generat
 #define BM ${BM}
 #define BN ${BN}
 #define RM ${RM}
+#define RG ${RG}
 #define TX ${TX}
 #define KC ${KC}
 #define OC ${OC}
@@ -145,7 +154,7 @@ ${flashOffsets('float', spec.mask, mk.t)}
     for (int d4 = 0; d4 < D / 4; d4++) {
       kf4 qv[RM];
       #pragma unroll
-      for (int i = 0; i < RM; i++) qv[i] = *(const kf4*)(Qs + (ty + 16 * i) * RSTR + d4 * 4);
+      for (int i = 0; i < RM; i++) qv[i] = *(const kf4*)(Qs + (ty + RG * i) * RSTR + d4 * 4);
       #pragma unroll
       for (int c = 0; c < KC; c++) {
         const kf4 kv = *(const kf4*)(Kb + (tx + TX * c) * RSTR + d4 * 4);
@@ -156,7 +165,7 @@ ${flashOffsets('float', spec.mask, mk.t)}
     const bool edge = (n0 + BN > S)${spec.causal ? ' || (n0 + BN - 1 > m0)' : ''};
     #pragma unroll
     for (int i = 0; i < RM; i++) {
-      const int row = m0 + ty + 16 * i;
+      const int row = m0 + ty + RG * i;
       float mx = rmax[i];
       #pragma unroll
       for (int c = 0; c < KC; c++) {
@@ -183,7 +192,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
       for (int c = 0; c < KC; c++) {
         const float p = exp2f(s[i][c] - use);
         ps += p;
-        Ps[(ty + 16 * i) * PSTR + tx + TX * c] = p;
+        Ps[(ty + RG * i) * PSTR + tx + TX * c] = p;
       }
       rsum[i] += ps;
     }
@@ -193,7 +202,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
     for (int n4 = 0; n4 < nk; n4 += 4) {
       kf4 p[RM];
       #pragma unroll
-      for (int i = 0; i < RM; i++) p[i] = *(const kf4*)(Ps + (ty + 16 * i) * PSTR + n4);
+      for (int i = 0; i < RM; i++) p[i] = *(const kf4*)(Ps + (ty + RG * i) * PSTR + n4);
       #pragma unroll
       for (int c = 0; c < 4; c++) {
         #pragma unroll
@@ -219,7 +228,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
     ${shuffles('kiln_add', 'l')}
     // Every key masked: 0/0 = NaN, as the math path's softmax gives.
     const float inv = 1.f / l;
-    const int row = m0 + ty + 16 * i;
+    const int row = m0 + ty + RG * i;
     if (row < L) {
       #pragma unroll
       for (int h = 0; h < OC; h++) {
