@@ -58,6 +58,9 @@ const F32_SWEEP: F32AsyncTile[] = [
   { rg: 8, rm: 2, tx: 16, bn: 64 },
   { rg: 8, rm: 2, tx: 8, bn: 64 },
   { rg: 8, rm: 4, tx: 16, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 32, ks: 2 },
+  { rg: 8, rm: 2, tx: 16, bn: 32, ks: 2 },
+  { rm: 1, tx: 16, bn: 32, ks: 2 },
   { rm: 2, tx: 8, bn: 32 },
   { rm: 4, tx: 8, bn: 32 },
 ];
@@ -151,7 +154,7 @@ function main(): void {
           }
         }
         for (const tile of F32_SWEEP) {
-          const name = `a${tile.rg ?? 16}x${tile.rm}x${tile.tx}x${tile.bn}`;
+          const name = `a${tile.rg ?? 16}x${tile.rm}x${tile.tx}x${tile.bn}${tile.ks ? `k${tile.ks}` : ''}`;
           setFlashF32Tile(tile);
           try {
             sweep[name] = time(run);

@@ -30,6 +30,8 @@ const F32_ASYNC_TILES: F32AsyncTile[] = [
   { rg: 4, rm: 4, tx: 16, bn: 64 },
   { rg: 8, rm: 2, tx: 16, bn: 64 },
   { rg: 8, rm: 2, tx: 8, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 32, ks: 2 },
+  { rg: 8, rm: 2, tx: 16, bn: 32, ks: 2 },
 ];
 import { skipUnlessCuda } from './cuda-util.js';
 

@@ -22,6 +22,7 @@ const forced = [
   { rm: 1, tx: 16, bn: 64 }, { rm: 1, tx: 8, bn: 64 }, { rm: 2, tx: 8, bn: 32 }, { rm: 4, tx: 8, bn: 32 }, { rm: 2, tx: 16, bn: 32 },
   { rg: 4, rm: 4, tx: 16, bn: 64 }, { rg: 8, rm: 2, tx: 16, bn: 64 }, { rg: 8, rm: 2, tx: 8, bn: 32 },
   { rg: 4, rm: 4, tx: 16, bn: 32 }, { rg: 8, rm: 2, tx: 8, bn: 64 }, { rg: 8, rm: 4, tx: 16, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 32, ks: 2 }, { rg: 8, rm: 2, tx: 16, bn: 32, ks: 2 }, { rm: 1, tx: 16, bn: 32, ks: 2 },
 ];
 const testSpecs = [
   { dtype: 'float32', d: 128, causal: true, mask: 'none' },

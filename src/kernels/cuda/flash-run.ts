@@ -123,7 +123,7 @@ interface Tile {
 /** The loaded kernel for `spec`, or null when its tiles need more shared memory than the device has. */
 function kernelFor(index: number, spec: FlashSpec, tile: Tile): Loaded | null {
   const { rm, tc, f32 } = tile;
-  const cfg = tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : f32 ? `async${f32.rg ?? 16}x${f32.rm}x${f32.tx}x${f32.bn}` : `rm${rm}`;
+  const cfg = tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : f32 ? `async${f32.rg ?? 16}x${f32.rm}x${f32.tx}x${f32.bn}x${f32.ks ?? 1}` : `rm${rm}`;
   const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${cfg}`;
   let k = cache.get(key);
   if (!k) {

@@ -28,6 +28,12 @@ import type { GeneratedFlash } from './flash-tc.js';
  */
 export interface F32AsyncTile {
   rg?: 4 | 8 | 16;
+  /**
+   * Key splits (default 1): ks groups of rg x tx threads walk alternate key tiles with their own
+   * K/V buffers and online-softmax state, merged through shared memory at the end; the heaviest
+   * causal block of a short prefill then waits for half its key tiles.
+   */
+  ks?: 1 | 2;
   rm: 1 | 2 | 4;
   tx: 8 | 16;
   bn: 32 | 64;
@@ -41,7 +47,8 @@ export function paddedHeadDimF32Async(d: number, tx: number): number {
 export function f32AsyncSharedBytes(d: number, t: F32AsyncTile): number {
   const dp = paddedHeadDimF32Async(d, t.tx);
   const bm = (t.rg ?? 16) * t.rm;
-  return (bm * (dp + 4) + 4 * t.bn * (dp + 4) + bm * (t.bn + 4)) * 4;
+  const ks = t.ks ?? 1;
+  return (bm * (dp + 4) + ks * 4 * t.bn * (dp + 4) + ks * bm * (t.bn + 4)) * 4;
 }
 
 export function generateFlashF32Async(spec: FlashSpec, t: F32AsyncTile): GeneratedFlash {
@@ -54,10 +61,12 @@ export function generateFlashF32Async(spec: FlashSpec, t: F32AsyncTile): Generat
   if (RM * OC * 4 > 64) throw new RangeError(`generateFlashF32Async: ${RM} rows x ${DP / TX} output columns per thread exceed 64 registers (head dim ${D}, ${TX} lanes)`);
   if (KC < 2) throw new RangeError(`generateFlashF32Async: ${BN} keys over ${TX} lanes`);
   const RG = t.rg ?? 16;
+  const KS = t.ks ?? 1;
   const BM = RG * RM;
-  const NT = RG * TX;
+  const GT = RG * TX;
+  const NT = KS * GT;
   const LOG_TX = Math.log2(TX);
-  const name = flashKernelName(spec, `async${RG === 16 ? '' : `g${RG}r`}${RM}x${TX}x${BN}`);
+  const name = flashKernelName(spec, `async${RG === 16 ? '' : `g${RG}r`}${RM}x${TX}x${BN}${KS > 1 ? `k${KS}` : ''}`);
   const mk = maskCType(spec);
   const shuffles = (op: string, v: string): string =>
     Array.from({ length: LOG_TX }, (_, s) => `${v} = ${op}(${v}, __shfl_xor_sync(0xffffffffu, ${v}, ${1 << s}));`).join(' ');
@@ -68,6 +77,8 @@ export function generateFlashF32Async(spec: FlashSpec, t: F32AsyncTile): Generat
 #define BN ${BN}
 #define RM ${RM}
 #define RG ${RG}
+#define KS ${KS}
+#define GT ${GT}
 #define TX ${TX}
 #define KC ${KC}
 #define OC ${OC}
@@ -87,14 +98,22 @@ __device__ __forceinline__ void cp16(float* dst, const float* src, bool valid) {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\\n" :: "n"(N)); }
 __device__ __forceinline__ float kiln_add(float a, float b) { return a + b; }
+// The threads of one key-split group (named barrier 1 + g; barrier 0 is __syncthreads).
+__device__ __forceinline__ void group_sync(int g) {
+  // Immediate barrier ids: a register id would make ptxas reserve all 16 barriers.
+  if (KS == 1) __syncthreads();
+  else if (g == 0) asm volatile("bar.sync 1, %0;\\n" :: "n"(GT));
+  else asm volatile("bar.sync 2, %0;\\n" :: "n"(GT));
+}
 
-// rows x DP floats from src (row stride rs, rows < lim valid) into dst [rows][RSTR].
-template <int ROWS>
+// rows x DP floats from src (row stride rs, rows < lim valid) into dst [rows][RSTR], by THREADS threads.
+template <int ROWS, int THREADS>
 __device__ __forceinline__ void load_rows(float* dst, const float* src, long long rs, int lim, int tid) {
-  // A fixed trip count (the tail guarded) so the copies unroll and issue back to back.
-  #pragma unroll
-  for (int it = 0; it < (ROWS * (DP / 4) + NT - 1) / NT; it++) {
-    const int idx = tid + it * NT;
+  // A fixed trip count (the tail guarded); cp.async does not wait for its data, so a partial unroll
+  // issues the copies back to back without a register-hungry full unroll (64-thread groups issue 32+ each).
+  #pragma unroll 4
+  for (int it = 0; it < (ROWS * (DP / 4) + THREADS - 1) / THREADS; it++) {
+    const int idx = tid + it * THREADS;
     const int r = idx / (DP / 4), d4 = idx % (DP / 4);
     if (r >= ROWS) break;
     const bool ok = r < lim && d4 * 4 < D;
@@ -105,22 +124,27 @@ __device__ __forceinline__ void load_rows(float* dst, const float* src, long lon
 extern "C" __global__ void __launch_bounds__(NT) ${name}(${flashParamDecl('float')}) {
   extern __shared__ __align__(16) unsigned char kiln_smem[];
   float* Qs = (float*)kiln_smem;      // [BM][RSTR]
-  float* Ks = Qs + BM * RSTR;         // [2][BN][RSTR]
-  float* Vs = Ks + 2 * BN * RSTR;     // [2][BN][RSTR]
-  float* Ps = Vs + 2 * BN * RSTR;     // [BM][PSTR]
-  const int tid = threadIdx.x, ty = tid / TX, tx = tid % TX;
+  const int g = threadIdx.x / GT, tid = threadIdx.x % GT, ty = tid / TX, tx = tid % TX;
+  float* Ks = Qs + BM * RSTR + g * 4 * BN * RSTR;   // this group's [2][BN][RSTR]
+  float* Vs = Ks + 2 * BN * RSTR;                   // [2][BN][RSTR]
+  float* Ps = Qs + BM * RSTR + KS * 4 * BN * RSTR + g * BM * PSTR;  // [BM][PSTR]
   // Heaviest (causal: last) query blocks first.
   const int m0 = (gridDim.y - 1 - blockIdx.y) * BM;
 ${flashOffsets('float', spec.mask, mk.t)}
   const int kEnd = ${spec.causal ? 'min(S, m0 + BM)' : 'S'};
   const int nTiles = (kEnd + BN - 1) / BN;
 
-  load_rows<BM>(Qs, qp + (long long)m0 * qrs, qrs, L - m0, tid);
-  if (nTiles > 0) {
-    load_rows<BN>(Ks, kp, krs, kEnd, tid);
-    load_rows<BN>(Vs, vp, vrs, kEnd, tid);
+  // Q by every thread, its own copy group; then this group's first key tile (tile g).
+  load_rows<BM, NT>(Qs, qp + (long long)m0 * qrs, qrs, L - m0, threadIdx.x);
+  cp_commit();
+  if (g < nTiles) {
+    load_rows<BN, GT>(Ks, kp + (long long)g * BN * krs, krs, kEnd - g * BN, tid);
+    load_rows<BN, GT>(Vs, vp + (long long)g * BN * vrs, vrs, kEnd - g * BN, tid);
   }
   cp_commit();
+  // Q is read by every group: wait for it (the key tile may still be in flight), then a block barrier.
+  cp_wait<1>();
+  __syncthreads();
 
   float acc[RM][OC][4];
   float rmax[RM], rsum[RM];
@@ -131,19 +155,20 @@ ${flashOffsets('float', spec.mask, mk.t)}
     rmax[i] = -KILN_INF; rsum[i] = 0.f;
   }
 
-  for (int j = 0; j < nTiles; j++) {
+  for (int j = g, t = 0; j < nTiles; j += KS, t++) {
     const int n0 = j * BN;
-    const float* Kb = Ks + (j & 1) * BN * RSTR;
-    const float* Vb = Vs + (j & 1) * BN * RSTR;
-    if (j + 1 < nTiles) {
-      load_rows<BN>(Ks + ((j + 1) & 1) * BN * RSTR, kp + (long long)(n0 + BN) * krs, krs, kEnd - n0 - BN, tid);
-      load_rows<BN>(Vs + ((j + 1) & 1) * BN * RSTR, vp + (long long)(n0 + BN) * vrs, vrs, kEnd - n0 - BN, tid);
+    const float* Kb = Ks + (t & 1) * BN * RSTR;
+    const float* Vb = Vs + (t & 1) * BN * RSTR;
+    if (j + KS < nTiles) {
+      const int nn = n0 + KS * BN;
+      load_rows<BN, GT>(Ks + ((t + 1) & 1) * BN * RSTR, kp + (long long)nn * krs, krs, kEnd - nn, tid);
+      load_rows<BN, GT>(Vs + ((t + 1) & 1) * BN * RSTR, vp + (long long)nn * vrs, vrs, kEnd - nn, tid);
       cp_commit();
       cp_wait<1>();
     } else {
       cp_wait<0>();
     }
-    __syncthreads();
+    group_sync(g);
 
     float s[RM][KC];
     #pragma unroll
@@ -216,8 +241,8 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
         }
       }
     }
-    // Every warp is done with this K/V buffer (and its own P) before the next tile's copy overwrites it.
-    __syncthreads();
+    // Every warp of the group is done with this K/V buffer (and its own P) before the next tile's copy overwrites it.
+    group_sync(g);
   }
   // No copy may be in flight at exit (S = 0 leaves the Q group unwaited).
   cp_wait<0>();
@@ -226,6 +251,46 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
   for (int i = 0; i < RM; i++) {
     float l = rsum[i];
     ${shuffles('kiln_add', 'l')}
+    rsum[i] = l;
+  }
+  if (KS > 1) {
+    // Group 1 hands (max, sum, O) to group 0 through its own (now idle) K buffers; group 0 rescales
+    // both to the common max: m = max(m0, m1), O = O0 2^(m0 - m) + O1 2^(m1 - m), likewise the sums.
+    float* X = Qs + BM * RSTR + 4 * BN * RSTR;  // group 1's K/V region: [BM][RSTR] of O, then max and sum
+    float* Xm = X + BM * RSTR;
+    float* Xl = Xm + BM;
+    __syncthreads();
+    if (g == 1) {
+      #pragma unroll
+      for (int i = 0; i < RM; i++) {
+        const int r = ty + RG * i;
+        #pragma unroll
+        for (int h = 0; h < OC; h++) *(kf4*)(X + r * RSTR + h * 4 * TX + tx * 4) = kf4{acc[i][h][0], acc[i][h][1], acc[i][h][2], acc[i][h][3]};
+        if (tx == 0) { Xm[r] = rmax[i]; Xl[r] = rsum[i]; }
+      }
+    }
+    __syncthreads();
+    if (g == 1) return;
+    #pragma unroll
+    for (int i = 0; i < RM; i++) {
+      const int r = ty + RG * i;
+      const float m1 = Xm[r];
+      const float m = fmaxf(rmax[i], m1);
+      // Both -inf (every key masked so far): 0 * NaN keeps the NaN the unsplit kernel gives.
+      const float f0 = exp2f(rmax[i] - m), f1 = exp2f(m1 - m);
+      rsum[i] = rsum[i] * f0 + Xl[r] * f1;
+      #pragma unroll
+      for (int h = 0; h < OC; h++) {
+        const kf4 o1 = *(const kf4*)(X + r * RSTR + h * 4 * TX + tx * 4);
+        acc[i][h][0] = acc[i][h][0] * f0 + o1.x * f1; acc[i][h][1] = acc[i][h][1] * f0 + o1.y * f1;
+        acc[i][h][2] = acc[i][h][2] * f0 + o1.z * f1; acc[i][h][3] = acc[i][h][3] * f0 + o1.w * f1;
+      }
+    }
+  }
+
+  #pragma unroll
+  for (int i = 0; i < RM; i++) {
+    const float l = rsum[i];
     // Every key masked: 0/0 = NaN, as the math path's softmax gives.
     const float inv = 1.f / l;
     const int row = m0 + ty + RG * i;
