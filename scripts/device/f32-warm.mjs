@@ -15,7 +15,7 @@ const specs = [];
 for (const d of [64, 128, 80, 256, 40]) for (const causal of [true, false]) specs.push({ dtype: 'float32', d, causal, mask: 'none' });
 for (const d of [64, 128]) specs.push({ dtype: 'float32', d, causal: false, mask: 'bool' }, { dtype: 'float32', d, causal: false, mask: 'add', maskDtype: 'float32' });
 // The rule's tile for grids that do not fill the GPU (every test shape), and for filling ones.
-for (const s of specs) f32(s, { rg: 4, rm: 4, tx: 16, bn: s.d > 128 ? 32 : 64 });
+for (const s of specs) f32(s, { rg: 8, rm: 2, tx: 16, bn: s.d > 128 ? 32 : 64 });
 for (const rm of [1, 2, 4]) f32({ dtype: 'float32', d: 128, causal: true, mask: 'none' }, { rm, tx: 8, bn: 32 });
 // Forced tiles of the 'every tile' test and the sweep.
 const forced = [

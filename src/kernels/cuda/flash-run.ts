@@ -57,17 +57,17 @@ export function setFlashF32Tile(tile: F32AsyncTile | null): void {
  * The cp.async float32 tile for a call (before measurement on the H200; bench/cuda-sdpa.ts sweeps
  * the alternatives): rows per thread as for the register-staged kernel (the largest whose grid
  * fills every SM, within 64 output registers per thread); a grid that cannot fill the GPU gets
- * 16-row blocks of 16 lanes per row group and 4 rows per thread where registers allow (the 16 x 1
- * layout was shared-memory-bound at Qwen3's shape, H200 R1), and 64-key tiles (32 beyond head dim
- * 128, to fit shared memory); a filling grid gets 8 lanes and 32-key tiles, whose smaller shared-memory
+ * 16-row blocks of 8 row groups x 2 rows x 16 lanes (the 16 x 1 layout was shared-memory-bound at
+ * Qwen3's shape, H200 R1) and 64-key tiles (32 beyond head dim 128, to fit shared memory); a filling grid gets 8 lanes and 32-key tiles, whose smaller shared-memory
  * footprint lets two blocks share an SM.
  */
 function f32AsyncTile(d: number, fills: (bm: number) => boolean): F32AsyncTile {
   const maxRm = (tx: number): number => Math.min(4, Math.floor(64 / (paddedHeadDimF32Async(d, tx) / tx)));
   for (const rm of [4, 2, 1] as const) if (rm <= maxRm(8) && fills(16 * rm)) return { rm, tx: 8, bn: 32 };
-  // 16-row blocks as 4 row groups x 4 rows x 16 lanes (64 threads): see F32AsyncTile.
-  const rm = Math.min(4, Math.floor(64 / (paddedHeadDimF32Async(d, 16) / 16))) as 1 | 2 | 4;
-  return { rg: (16 / rm) as 4 | 8 | 16, rm, tx: 16, bn: paddedHeadDimF32Async(d, 16) > 128 ? 32 : 64 };
+  // 16-row blocks as 8 row groups x 2 rows x 16 lanes (128 threads). H200 R2, qwen3 [1,16,128,128]
+  // f32, device time per call (bench/cuda-sdpa.ts sweep): 8x2x16 0.0121 ms; 16x1x16 0.0161,
+  // 4x4x16 0.0184, 8x2x8 0.0214, 16x4x8 (32-row blocks) 0.0251; the register-staged kernel 0.0235.
+  return { rg: 8, rm: 2, tx: 16, bn: paddedHeadDimF32Async(d, 16) > 128 ? 32 : 64 };
 }
 
 /**
