@@ -1,5 +1,6 @@
 /**
- * Runs the fused attention kernels (codegen/flash-tc.ts, codegen/flash-f32.ts) for
+ * Runs the fused attention kernels (codegen/flash-tc.ts; float32: codegen/flash-f32-async.ts on
+ * compute capability 8.0+, codegen/flash-f32.ts before it or when forced) for
  * scaled_dot_product_attention on cuda, or says it cannot (returns false) so the caller runs the
  * math path. What the fused path takes: float32/float16/bfloat16; dropout 0; equal q/k/v head dims,
  * a multiple of 8 (16-bit) or 4 (float32), up to 256; at most four batch dims (outer dims + heads);
