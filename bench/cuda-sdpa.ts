@@ -11,7 +11,8 @@
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { setCudaAttentionPath, setFlashF32Rows, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
+import { setCudaAttentionPath, setFlashF32Rows, setFlashF32Tile, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
+import type { F32AsyncTile } from '../src/kernels/cuda/codegen/flash-f32-async.js';
 import type { TcConfig } from '../src/kernels/cuda/codegen/flash-tc.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launch } from '../src/runtime/cuda/launch.js';
@@ -28,7 +29,9 @@ export const SDPA_CASES: { name: string; b: number; h: number; hk: number; t: nu
   { name: 'long [1,16,4096,128]', b: 1, h: 16, hk: 16, t: 4096, d: 128 },
   { name: 'decode q [1,16,1,128] kv 8x4096', b: 1, h: 16, hk: 8, t: 1, d: 128, s: 4096 },
 ];
-const DTYPES = ['float32', 'bfloat16'] as const;
+// KILN_SDPA_DTYPES=float32 and KILN_SDPA_CASES=qwen3,long (name prefixes) narrow a device run.
+const DTYPES = (process.env['KILN_SDPA_DTYPES']?.split(',') ?? ['float32', 'bfloat16']) as ('float32' | 'bfloat16')[];
+const CASE_FILTER = process.env['KILN_SDPA_CASES']?.split(',');
 
 /** bf16 tile shapes tried besides the default (warps x row tiles per warp x keys per tile), by head dim. */
 export const TC_SWEEP: Record<number, TcConfig[]> = {
@@ -46,6 +49,21 @@ export const TC_SWEEP: Record<number, TcConfig[]> = {
     { nw: 4, mi: 1, bn: 128 },
   ],
 };
+
+/** cp.async float32 tiles tried (rows per thread x lanes per row group x keys per tile). */
+const F32_SWEEP: F32AsyncTile[] = [
+  { rm: 1, tx: 16, bn: 64 },
+  { rg: 4, rm: 4, tx: 16, bn: 64 },
+  { rg: 4, rm: 4, tx: 16, bn: 32 },
+  { rg: 8, rm: 2, tx: 16, bn: 64 },
+  { rg: 8, rm: 2, tx: 8, bn: 64 },
+  { rg: 8, rm: 4, tx: 16, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 32, ks: 2 },
+  { rg: 8, rm: 2, tx: 16, bn: 32, ks: 2 },
+  { rm: 1, tx: 16, bn: 32, ks: 2 },
+  { rm: 2, tx: 8, bn: 32 },
+  { rm: 4, tx: 8, bn: 32 },
+];
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -88,7 +106,7 @@ interface Row {
   speedup: number | null;
   /** max |fused - math path| over the output (a check on the large shapes the tests do not cover). */
   math_max_diff: number;
-  /** Median ms per swept tile (bf16 'warps x tiles x keys', f32 'rm<rows per thread>'), and max |swept - default|. */
+  /** Median ms per swept tile (bf16 'warps x tiles x keys', f32 'rm<rows per thread>' register-staged, 'a<rows>x<lanes>x<keys>' cp.async), and max |swept - default|. */
   sweep?: Record<string, number>;
   sweep_max_diff?: Record<string, number>;
 }
@@ -98,7 +116,7 @@ function main(): void {
   const outFile = process.argv[3];
   const torchRows = torchFile && fs.existsSync(torchFile) ? (JSON.parse(fs.readFileSync(torchFile, 'utf8')) as { shape: string; dtype: string; torch_ms: number }[]) : [];
   const rows: Row[] = [];
-  for (const c of SDPA_CASES) {
+  for (const c of SDPA_CASES.filter((x) => !CASE_FILTER || CASE_FILTER.some((p) => x.name.startsWith(p)))) {
     for (const dtype of DTYPES) {
       // One seeded randn per case (cuda randn is drawn on the host): k and v are scaled head slices
       // of it, which times the same as independent data.
@@ -133,6 +151,18 @@ function main(): void {
             sweepDiff[`rm${rm}`] = maxDiff(run());
           } finally {
             setFlashF32Rows(null);
+          }
+        }
+        for (const tile of F32_SWEEP) {
+          const name = `a${tile.rg ?? 16}x${tile.rm}x${tile.tx}x${tile.bn}${tile.ks ? `k${tile.ks}` : ''}`;
+          setFlashF32Tile(tile);
+          try {
+            sweep[name] = time(run);
+            sweepDiff[name] = maxDiff(run());
+          } catch (e) {
+            console.log(`  ${name}: ${(e as Error).message.split('\n')[0]}`);
+          } finally {
+            setFlashF32Tile(null);
           }
         }
       }

@@ -22,7 +22,7 @@ import type { CudaLauncher, KernelHandle } from '../src/compile/codegen/cuda/lau
 import { findNvcc, nvccCheck } from '../src/compile/codegen/cuda/nvcc-check.js';
 import { prelude } from '../src/compile/codegen/cuda/prelude.js';
 import { pointwiseIndexPlan } from '../src/compile/codegen/cuda/emit-pointwise.js';
-import { reduceIndexPlans } from '../src/compile/codegen/cuda/emit-reduce.js';
+import { reduceIndexPlans, type ReduceConfig } from '../src/compile/codegen/cuda/emit-reduce.js';
 import { intArg } from '../src/compile/codegen/cuda/configs.js';
 import type { IndexPlan } from '../src/compile/codegen/cuda/index-math.js';
 import type { ValueId } from '../src/compile/ir.js';
@@ -233,6 +233,22 @@ test('specs: contiguous kernels coalesce to rank 1 with no stride arguments; bro
   assert.equal(sa.candidates[0]!.config.kind === 'reduce' && sa.candidates[0]!.config.strategy, 'split');
   // Two-level row kernels (softmax) cannot split.
   assert.ok(by('softmax_f32')[0]!.code.candidates.every((v) => v.config.kind !== 'reduce' || v.config.strategy !== 'split'));
+});
+
+test('reduction default: few medium rows (add + RMSNorm over [128, 1024]) take a block per row sized to the row; many rows keep a warp per row', () => {
+  const addNorm = ((x: Tensor, r: Tensor) => kiln.rmsNorm(x.add(r), [1024], null, 1e-6)) as never;
+  const defaultOf = (rows: number, dtype: DType): ReduceConfig => {
+    const cg = build(`addnorm_${rows}_${dtype}`, addNorm, [kiln.empty([rows, 1024], { dtype }), kiln.empty([rows, 1024], { dtype })]);
+    const found = cg.sched.kernels.map((g, i) => generateCudaKernel(g, cg.low, kernelLayout(g, (id) => cg.low.values.get(id)!), `${cg.name}_k${i}`, H200_TARGET));
+    const red = found.find((c) => c.candidates[0]!.config.kind === 'reduce');
+    assert.ok(red, `${rows} rows ${dtype}: a reduce kernel`);
+    return red.candidates[0]!.config as ReduceConfig;
+  };
+  // 128 rows: 16 warp-per-row blocks would leave 116 of 132 SMs idle; one 16-byte vector a thread.
+  assert.deepEqual(defaultOf(128, 'float32'), { kind: 'reduce', strategy: 'block', block: 256, vec: 4 });
+  assert.deepEqual(defaultOf(128, 'float16'), { kind: 'reduce', strategy: 'block', block: 128, vec: 8 });
+  // 4096 rows fill the GPU with warp-per-row blocks.
+  assert.deepEqual(defaultOf(4096, 'float32'), { kind: 'reduce', strategy: 'warp', block: 256, vec: 4 });
 });
 
 test('dynamic batch dims keep the spec (no regeneration) and only change size arguments', () => {

@@ -17,7 +17,22 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { flashStats, setCudaAttentionPath, setFlashF32Rows, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
+import { flashStats, setCudaAttentionPath, setFlashF32Rows, setFlashF32Tile, setFlashTcConfig } from '../src/kernels/cuda/flash-run.js';
+import type { F32AsyncTile } from '../src/kernels/cuda/codegen/flash-f32-async.js';
+
+/** cp.async float32 tiles forced in turn (the rule's picks and the sweep's). */
+const F32_ASYNC_TILES: F32AsyncTile[] = [
+  { rm: 1, tx: 16, bn: 64 },
+  { rm: 1, tx: 8, bn: 64 },
+  { rm: 2, tx: 8, bn: 32 },
+  { rm: 4, tx: 8, bn: 32 },
+  { rm: 2, tx: 16, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 64 },
+  { rg: 8, rm: 2, tx: 16, bn: 64 },
+  { rg: 8, rm: 2, tx: 8, bn: 32 },
+  { rg: 4, rm: 4, tx: 16, bn: 32, ks: 2 },
+  { rg: 8, rm: 2, tx: 16, bn: 32, ks: 2 },
+];
 import { skipUnlessCuda } from './cuda-util.js';
 
 const skip = skipUnlessCuda();
@@ -187,7 +202,7 @@ test('fused sdpa: causal and full, T = 1/17/128/513, head dims 64/128/80, fp32/f
   }
 });
 
-test('fused sdpa: every tile the grid-fill rule can pick (f32 rows per thread 1/2/4; tensor-core 1/2/4/8 warps x 64 keys, 4 x 32) matches the reference', { skip }, () => {
+test('fused sdpa: every tile the grid-fill rule can pick (f32 register-staged rows per thread 1/2/4, f32 cp.async rows x lanes x keys; tensor-core 1/2/4/8 warps x 64 keys, 4 x 32) matches the reference', { skip }, () => {
   // The rule picks small tiles for small grids (every other test here has a few heads), so each
   // tile is forced in turn on causal/full, odd lengths, grouped heads and a mask.
   const cases = (dtype: DType): RunOpts[] => [
@@ -201,12 +216,18 @@ test('fused sdpa: every tile the grid-fill rule can pick (f32 rows per thread 1/
       for (const c of cases('float32')) check(c);
     }
     setFlashF32Rows(null);
+    for (const tile of F32_ASYNC_TILES) {
+      setFlashF32Tile(tile);
+      for (const c of cases('float32')) check(c);
+    }
+    setFlashF32Tile(null);
     for (const cfg of [1, 2, 4, 8].map((nw) => ({ nw, mi: 1, bn: 64 })).concat([{ nw: 4, mi: 1, bn: 32 }])) {
       setFlashTcConfig(cfg);
       for (const dtype of ['float16', 'bfloat16'] as DType[]) for (const c of cases(dtype)) check(c);
     }
   } finally {
     setFlashF32Rows(null);
+    setFlashF32Tile(null);
     setFlashTcConfig(null);
   }
 });

@@ -67,6 +67,7 @@ function models(): { name: string; fn: Fn; inputs: Tensor[]; atol?: number }[] {
   const stack = [lin(d, d, 21), lin(d, d, 22), lin(d, d, 23)];
   const g = randn([d], 31).mul(0.1).add(1);
   const beta = randn([d], 32).mul(0.1);
+  const gWide = randn([1024], 33).mul(0.1).add(1);
   const wqkv = lin(3 * d, d, 41);
   const wo = lin(d, d, 42);
   const block = (x: Tensor): Tensor => {
@@ -85,6 +86,9 @@ function models(): { name: string; fn: Fn; inputs: Tensor[]; atol?: number }[] {
     { name: 'softmax', fn: (x) => kiln.softmax(x, -1), inputs: [randn([32, 1000], 2)] },
     { name: 'layerNorm', fn: (x) => kiln.layerNorm(x, [d], g, beta), inputs: [randn([4, 16, d], 3)] },
     { name: 'rmsNorm', fn: (x) => kiln.rmsNorm(x, [d], g, 1e-6), inputs: [randn([24, d], 4)] },
+    // Few medium rows: the block-per-row default of the reduction config space (and its bf16 vector width).
+    { name: 'add+rmsNorm [128,1024]', fn: (x, r) => [x.add(r), kiln.rmsNorm(x.add(r), [1024], gWide, 1e-6)], inputs: [randn([128, 1024], 15), randn([128, 1024], 16)] },
+    { name: 'add+rmsNorm [128,1024] bf16', fn: (x, r) => kiln.rmsNorm(x.add(r), [1024], gWide.to('bfloat16'), 1e-6), inputs: [randn([128, 1024], 17, 'bfloat16'), randn([128, 1024], 18, 'bfloat16')], atol: 4e-2 },
     { name: 'reductions', fn: (x) => [kiln.sum(x, -1), kiln.amax(x, 0), kiln.mean(x.mul(x), -1, true), kiln.var(x, 0)], inputs: [randn([48, 80], 5)] },
     { name: 'stacked Linears', fn: (x) => stack.reduce((h, w) => kiln.relu(kiln.linear(h, w)), x), inputs: [randn([16, d], 6)] },
     { name: 'MLP', fn: (x) => kiln.linear(kiln.gelu(kiln.linear(x, w1, b1)), w2, b2), inputs: [randn([32, d], 7)] },

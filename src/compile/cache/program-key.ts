@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { Device } from '../../runtime/device.js';
 import { getAccelerator } from '../../runtime/registry.js';
 import { cacheKey } from './key.js';
+import { backends } from '../../backends.js';
 
 /** Bump when the stored program format changes in a way the compiler hash would not catch. */
 export const PROGRAM_FORMAT_VERSION = 1;
@@ -116,5 +117,7 @@ export function programCacheKey(p: ProgramKeyParts): string | null {
     code,
     deviceFacts(p.devices),
     codegenEnv(),
+    // Process-wide math switches a program's extern calls (GEMMs, convolutions) run under.
+    [backends.cuda.allowTf32Conv, backends.cuda.matmul.allowTf32],
   ]);
 }

@@ -1,5 +1,6 @@
 /**
- * Runs the fused attention kernels (codegen/flash-tc.ts, codegen/flash-f32.ts) for
+ * Runs the fused attention kernels (codegen/flash-tc.ts; float32: codegen/flash-f32-async.ts on
+ * compute capability 8.0+, codegen/flash-f32.ts before it or when forced) for
  * scaled_dot_product_attention on cuda, or says it cannot (returns false) so the caller runs the
  * math path. What the fused path takes: float32/float16/bfloat16; dropout 0; equal q/k/v head dims,
  * a multiple of 8 (16-bit) or 4 (float32), up to 256; at most four batch dims (outer dims + heads);
@@ -18,6 +19,7 @@ import { launch } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { FLASH_BATCH_DIMS, FLASH_PARAMS, type FlashSpec, type MaskKind } from './codegen/flash-common.js';
 import { f32RowsPerThread, generateFlashF32, paddedHeadDimF32 } from './codegen/flash-f32.js';
+import { generateFlashF32Async, paddedHeadDimF32Async, type F32AsyncTile } from './codegen/flash-f32-async.js';
 import { generateFlashTc, paddedHeadDimTc, tcConfig, type GeneratedFlash, type TcConfig } from './codegen/flash-tc.js';
 import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
@@ -40,9 +42,33 @@ export function setFlashTcConfig(cfg: TcConfig | null): void {
 
 let f32RowsOverride: number | null = null;
 
-/** Overrides the float32 kernel's rows per thread (1, 2 or 4; tests and sweeps); null restores the rule. */
+/** Forces the register-staged float32 kernel (flash-f32.ts) with `rm` rows per thread (1, 2 or 4; tests and sweeps); null restores the rule. */
 export function setFlashF32Rows(rm: number | null): void {
   f32RowsOverride = rm;
+}
+
+let f32AsyncOverride: F32AsyncTile | null = null;
+
+/** Forces the cp.async float32 kernel (flash-f32-async.ts) with this tile (tests and sweeps); null restores the rule. */
+export function setFlashF32Tile(tile: F32AsyncTile | null): void {
+  f32AsyncOverride = tile;
+}
+
+/**
+ * The cp.async float32 tile for a call (before measurement on the H200; bench/cuda-sdpa.ts sweeps
+ * the alternatives): rows per thread as for the register-staged kernel (the largest whose grid
+ * fills every SM, within 64 output registers per thread); a grid that cannot fill the GPU gets
+ * 16-row blocks of 8 row groups x 2 rows x 16 lanes (the 16 x 1 layout was shared-memory-bound at
+ * Qwen3's shape, H200 R1) and 64-key tiles (32 beyond head dim 128, to fit shared memory); a filling grid gets 8 lanes and 32-key tiles, whose smaller shared-memory
+ * footprint lets two blocks share an SM.
+ */
+function f32AsyncTile(d: number, fills: (bm: number) => boolean): F32AsyncTile {
+  const maxRm = (tx: number): number => Math.min(4, Math.floor(64 / (paddedHeadDimF32Async(d, tx) / tx)));
+  for (const rm of [4, 2, 1] as const) if (rm <= maxRm(8) && fills(16 * rm)) return { rm, tx: 8, bn: 32 };
+  // 16-row blocks as 8 row groups x 2 rows x 16 lanes (128 threads). H200 R2, qwen3 [1,16,128,128]
+  // f32, device time per call (bench/cuda-sdpa.ts sweep): 8x2x16 0.0121 ms; 16x1x16 0.0161,
+  // 4x4x16 0.0184, 8x2x8 0.0214, 16x4x8 (32-row blocks) 0.0251; the register-staged kernel 0.0235.
+  return { rg: 8, rm: 2, tx: 16, bn: paddedHeadDimF32Async(d, 16) > 128 ? 32 : 64 };
 }
 
 /**
@@ -57,10 +83,12 @@ export function setFlashF32Rows(rm: number | null): void {
  *   for head dims up to 128 (qwen3: 4x1x32 0.023 ms, default 8x1x64 and 1/2/4 warps x 64 keys
  *   0.030-0.032), and fewer warps of the default for larger head dims.
  */
-function tileFor(dtype: string, d: number, blocksPerRow: number, l: number, sms: number): { rm?: number; tc?: TcConfig } {
+function tileFor(dtype: string, d: number, blocksPerRow: number, l: number, sms: number, cc: number): Tile {
   const fills = (bm: number): boolean => blocksPerRow * Math.ceil(l / bm) >= sms;
   if (dtype === 'float32') {
     if (f32RowsOverride !== null) return { rm: f32RowsOverride };
+    if (f32AsyncOverride) return { f32: f32AsyncOverride };
+    if (cc >= 8) return { f32: f32AsyncTile(d, fills) };
     const max = Math.min(f32RowsPerThread(d), paddedHeadDimF32(d) <= 64 ? 4 : 2);
     for (const rm of [4, 2, 1]) if (rm <= max && fills(16 * rm)) return { rm };
     return { rm: 1 };
@@ -86,14 +114,21 @@ interface Loaded {
   kernel: ReturnType<typeof kernelFromSource>;
 }
 const cache = new Map<string, Loaded>();
+/** A launch's kernel choice: float32 register-staged (`rm`) or cp.async (`f32`), or a tensor-core tile (`tc`). */
+interface Tile {
+  rm?: number;
+  f32?: F32AsyncTile;
+  tc?: TcConfig;
+}
 
 /** The loaded kernel for `spec`, or null when its tiles need more shared memory than the device has. */
-function kernelFor(index: number, spec: FlashSpec, tile: { rm?: number; tc?: TcConfig }): Loaded | null {
-  const { rm, tc } = tile;
-  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : `rm${rm}`}`;
+function kernelFor(index: number, spec: FlashSpec, tile: Tile): Loaded | null {
+  const { rm, tc, f32 } = tile;
+  const cfg = tc ? `${tc.nw}x${tc.mi}x${tc.bn}` : f32 ? `async${f32.rg ?? 16}x${f32.rm}x${f32.tx}x${f32.bn}x${f32.ks ?? 1}` : `rm${rm}`;
+  const key = `${index}:${spec.dtype}:${spec.d}:${spec.causal}:${spec.mask}:${spec.maskDtype ?? ''}:${cfg}`;
   let k = cache.get(key);
   if (!k) {
-    const gen = spec.dtype === 'float32' ? generateFlashF32(spec, rm) : generateFlashTc(spec, tc);
+    const gen = f32 ? generateFlashF32Async(spec, f32) : spec.dtype === 'float32' ? generateFlashF32(spec, rm) : generateFlashTc(spec, tc);
     if (gen.sharedBytes > deviceInfo(index).sharedMemPerBlockOptin) return null;
     k = { gen, kernel: kernelFromSource(index, gen.source, gen.name, FLASH_PARAMS, [], gen.sharedBytes) };
     cache.set(key, k);
@@ -167,8 +202,10 @@ export function runFlashAttention(
   if (!supported(query, geo, attnMask, dropoutP)) return false;
   const mask: MaskKind = attnMask ? (attnMask.dtype === 'bool' ? 'bool' : 'add') : 'none';
   const spec: FlashSpec = { dtype: query.dtype, d: geo.e, causal: isCausal, mask, maskDtype: mask === 'add' ? attnMask!.dtype : undefined };
-  const tile = tileFor(query.dtype, geo.e, numel(geo.batch), geo.l, deviceInfo(query.device.index).smCount);
-  const loaded = kernelFor(query.device.index, spec, tile);
+  const info = deviceInfo(query.device.index);
+  const tile = tileFor(query.dtype, geo.e, numel(geo.batch), geo.l, info.smCount, Number.parseFloat(info.computeCapability));
+  // A cp.async tile too large for the device's shared memory falls back to the register-staged kernel.
+  const loaded = kernelFor(query.device.index, spec, tile) ?? (tile.f32 ? kernelFor(query.device.index, spec, { rm: 1 }) : null);
   if (!loaded) return false;
   const { gen, kernel } = loaded;
   const temps: Tensor[] = [];

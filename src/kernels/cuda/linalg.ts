@@ -14,6 +14,8 @@ import { gemm, type GemmDtype, type LtOperand, rowMajorOperand } from '../../run
 import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 import { runPointwise } from './pointwise-run.js';
+import { runSimtLinear } from './sgemm.js';
+import { backends } from '../../backends.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float64', 'float16', 'bfloat16'];
 
@@ -97,7 +99,10 @@ export function runGemm(c: GemmCall): Tensor {
   const batch = numel(c.batch);
   const fused = c.bias && c.bias.ndim === 1 && c.bias.shape[0] === N && c.bias.strides[0] === 1 && c.bias.dtype === dtype && (c.beta ?? 0) === 0;
   try {
-    gemm(out.device.index, streamOf(out), {
+    const simt =
+      dtype === 'float32' && outDtype === dtype && batch === 1 && (c.beta ?? 0) === 0 && (c.alpha ?? 1) === 1 && !backends.cuda.matmul.allowTf32 &&
+      runSimtLinear(out.device.index, streamOf(out), { m: M, n: N, k: K, a: pa.op, b: pb.op, d: ptrOf(out), ldd: N, bias: fused ? ptrOf(c.bias!) : undefined });
+    if (!simt) gemm(out.device.index, streamOf(out), {
       dtype,
       m: M,
       n: N,

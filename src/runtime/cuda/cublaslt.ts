@@ -13,8 +13,11 @@ import { CudaEvent, type CudaStream } from './stream.js';
 import { describeAlgo, gemmCandidates, HEURISTIC_ALGOS } from './gemm-candidates.js';
 import { tunePersisted } from './gemm-tune-store.js';
 import { deviceInfo } from './properties.js';
+import { backends } from '../../backends.js';
 
 const COMPUTE_32F = 68;
+// cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32: fp32 in and out, products on TF32 tensor cores.
+const COMPUTE_32F_FAST_TF32 = 77;
 const COMPUTE_64F = 70;
 const R_32F = 0;
 const R_64F = 1;
@@ -48,6 +51,15 @@ const TUNE_LOG = process.env['KILN_GEMM_TUNE_LOG'] === '1';
 const TUNE = process.env['KILN_GEMM_AUTOTUNE'] !== '0';
 
 export type GemmDtype = keyof typeof DATA_TYPE;
+
+/**
+ * cuBLASLt compute type of a GEMM on `dtype` operands: float64 exact; float32 exact fp32 unless
+ * backends.cuda.matmul.allowTf32 (then TF32 tensor cores); fp16/bf16 accumulate in fp32.
+ */
+export function gemmComputeType(dtype: GemmDtype): number {
+  if (dtype === 'float64') return COMPUTE_64F;
+  return dtype === 'float32' && backends.cuda.matmul.allowTf32 ? COMPUTE_32F_FAST_TF32 : COMPUTE_32F;
+}
 
 let lt: CublasLtApi | undefined;
 
@@ -189,13 +201,14 @@ function plan(index: number, p: GemmProblem): Plan {
   const A = p.b;
   const B = p.a;
   const al = { a: alignment(A.ptr), b: alignment(B.ptr), d: alignment(p.d), c: alignment(p.c ?? p.d) };
-  const key = [al.a, al.b, al.c, al.d, p.dtype, p.m, p.n, p.k, p.batch, A.rows, A.cols, A.ld, A.trans, A.batchStride, B.rows, B.cols, B.ld, B.trans, B.batchStride, p.ldd, p.dBatchStride, p.bias !== undefined, p.beta !== 0, p.outDtype ?? p.dtype].join(',');
+  const compute = gemmComputeType(p.dtype);
+  const key = [compute, al.a, al.b, al.c, al.d, p.dtype, p.m, p.n, p.k, p.batch, A.rows, A.cols, A.ld, A.trans, A.batchStride, B.rows, B.cols, B.ld, B.trans, B.batchStride, p.ldd, p.dBatchStride, p.bias !== undefined, p.beta !== 0, p.outDtype ?? p.dtype].join(',');
   const hit = s.plans.get(key);
   if (hit) return hit;
   const L = api();
   const f64 = p.dtype === 'float64';
   const d: [Ptr | null] = [null];
-  ltCheck(L.cublasLtMatmulDescCreate(d, f64 ? COMPUTE_64F : COMPUTE_32F, f64 ? R_64F : R_32F), 'creating a matmul descriptor');
+  ltCheck(L.cublasLtMatmulDescCreate(d, compute, f64 ? R_64F : R_32F), 'creating a matmul descriptor');
   const desc = d[0]!;
   ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_TRANSA, i32(A.trans ? OP_T : OP_N), 4), 'setting TRANSA');
   ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_TRANSB, i32(B.trans ? OP_T : OP_N), 4), 'setting TRANSB');
@@ -211,10 +224,10 @@ function plan(index: number, p: GemmProblem): Plan {
     ltCheck(L.cublasLtMatmulPreferenceSetAttribute(pr[0]!, attr, u32(al[which as keyof typeof al]), 4), `setting the ${which.toUpperCase()} alignment`);
   }
   if (p.bias !== undefined) ltCheck(L.cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, i64(p.bias), 8), 'setting the bias pointer');
-  const what = `${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`;
+  const what = `${p.dtype}${compute === COMPUTE_32F_FAST_TF32 ? ' (tf32)' : ''} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`;
   const offered = gemmCandidates(L, {
     handle: s.handle, desc, la, lb, lc, pref: pr[0]!, k: p.k, workspaceBytes: WORKSPACE_BYTES, requested: TUNE ? HEURISTIC_ALGOS : 1, what,
-    types: { compute: f64 ? COMPUTE_64F : COMPUTE_32F, scale: f64 ? R_64F : R_32F, ab: t, cd: DATA_TYPE[p.outDtype ?? p.dtype] },
+    types: { compute, scale: f64 ? R_64F : R_32F, ab: t, cd: DATA_TYPE[p.outDtype ?? p.dtype] },
   });
   L.cublasLtMatmulPreferenceDestroy(pr[0]!);
   if (offered.length < 1) throw new Error(`cublasLt: no algorithm for ${what}`);
@@ -251,6 +264,7 @@ function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Arra
   const start = new CudaEvent(index, true);
   const end = new CudaEvent(index, true);
   let best = Infinity;
+  let winner = -1;
   const log: string[] = [];
   for (const [i, algo] of pl.algos.entries()) {
     if (run(algo) !== 0) {
@@ -269,9 +283,10 @@ function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Arra
     if (ms < best) {
       best = ms;
       pl.algo = algo;
+      winner = i;
     }
   }
-  if (TUNE_LOG) process.stderr.write(`[kiln gemm tune] ${pl.what}: best ${(best * 1000).toFixed(1)} us\n${log.join('\n')}\n`);
+  if (TUNE_LOG) process.stderr.write(`[kiln gemm tune] ${pl.what}: best ${(best * 1000).toFixed(1)} us (${pl.origins[winner] ?? '-'}; first offer ${pl.origins[0]})\n${log.join('\n')}\n`);
 }
 
 export function cublasLtVersion(): number {

@@ -34,19 +34,35 @@ const REDUCTION_COMPUTE_TYPE = 2;
 export const HEURISTIC_ALGOS = 16;
 /** Split-K variants are made from this many of the heuristic's first offers. */
 const SPLIT_BASES = 3;
-/** Below this occupancy (fraction of one full wave) a problem is worth splitting along K. */
-const MAX_WAVES_FOR_SPLIT = 0.5;
+/**
+ * Below this occupancy (fraction of one full wave) a problem is worth splitting along K.
+ * KILN_GEMM_SPLIT_WAVES overrides it (A/B measurements: fp32's first offers use smaller tiles than
+ * bf16's, so their reported occupancy can sit above the bf16-chosen threshold).
+ */
+const MAX_WAVES_FOR_SPLIT = Number(process.env['KILN_GEMM_SPLIT_WAVES'] ?? 0.5);
+/**
+ * Exact-fp32 problems (COMPUTE_32F on fp32 operands) are searched (below) up to this occupancy of
+ * their first offer, which takes in Qwen3's lm head ([128x1024]@[1024x151936], 1.5 waves). H200 R1
+ * (qwen3-0.6b-forward f32, autotune log, best of 3 runs each): the search's winners against the
+ * best heuristic offer or split-K variant: q|k|v 35.8 vs 36.1 us, o 24.1 vs 24.7, down 29.7 vs
+ * 32.2, lm head 854 vs 880 (gate|up kept a heuristic offer): about 0.12 ms of the forward. bf16
+ * problems were not measured with it and keep the heuristic and split-K candidates only.
+ */
+const FP32_SEARCH_WAVES = 4;
+const COMPUTE_32F = 68;
+const R_32F = 0;
 /** Split counts tried; each split keeps at least MIN_K_PER_SPLIT of the contraction. */
 const SPLITS = [2, 3, 4, 6, 8, 12, 16] as const;
 const MIN_K_PER_SPLIT = 128;
 /** KILN_GEMM_SPLITK=0: time the heuristic's offers only (A/B measurements). */
 const SPLIT_K = process.env['KILN_GEMM_SPLITK'] !== '0';
 /**
- * KILN_GEMM_SEARCH=1 (experiment): for under-occupied problems also enumerate cuBLASLt's
- * algorithm ids x tiles x stages x splits (AlgoGetIds / AlgoInit / AlgoCheck) and time the
- * SEARCH_TIMED valid ones whose occupancy estimate is closest to one full wave.
+ * The algorithm search: for under-occupied problems also enumerate cuBLASLt's algorithm ids x
+ * tiles x stages x splits (AlgoGetIds / AlgoInit / AlgoCheck) and time the SEARCH_TIMED valid ones
+ * whose occupancy estimate is closest to one full wave. On by default for exact-fp32 problems
+ * (FP32_SEARCH_WAVES); KILN_GEMM_SEARCH=1 turns it on for every dtype, =0 off.
  */
-const SEARCH = process.env['KILN_GEMM_SEARCH'] === '1';
+const SEARCH_ENV = process.env['KILN_GEMM_SEARCH'];
 const SEARCH_TIMED = 48;
 const CAP_TILE_IDS = 6;
 const CAP_STAGES_IDS = 13;
@@ -179,10 +195,13 @@ export function gemmCandidates(L: CublasLtApi, q: CandidateQuery): Candidate[] {
     const r = readResult(results, i);
     if (r.state === 0) offered.push({ algo: r.algo, waves: r.waves, origin: `heuristic ${i}` });
   }
-  if (!SPLIT_K || q.requested < 2 || offered.length === 0 || !(offered[0]!.waves < MAX_WAVES_FOR_SPLIT)) return offered;
+  const fp32 = q.types.compute === COMPUTE_32F && q.types.ab === R_32F;
+  const search = SEARCH_ENV === undefined ? fp32 : SEARCH_ENV === '1';
+  const maxWaves = fp32 && search && process.env['KILN_GEMM_SPLIT_WAVES'] === undefined ? FP32_SEARCH_WAVES : MAX_WAVES_FOR_SPLIT;
+  if (!SPLIT_K || q.requested < 2 || offered.length === 0 || !(offered[0]!.waves < maxWaves)) return offered;
   const seen = new Set(offered.map((c) => Buffer.from(c.algo).toString('hex')));
   const out = [...offered];
-  if (SEARCH) out.push(...searchCandidates(L, q));
+  if (search) out.push(...searchCandidates(L, q));
   for (const base of offered.slice(0, SPLIT_BASES)) {
     if (capU32(L, base.algo, CAP_SPLITK_SUPPORT) === 0) continue;
     if ((capU32(L, base.algo, CAP_REDUCTION_SCHEME_MASK) & REDUCTION_COMPUTE_TYPE) === 0) continue;

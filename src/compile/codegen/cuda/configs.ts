@@ -56,6 +56,8 @@ export function pointwiseWavesSetting(): number {
 const MAX_VECTOR_BYTES = 16;
 
 const BLOCKS = [128, 256, 512, 1024] as const;
+/** Rows per block of the default warp-per-row reduction (256 threads). */
+const WARP_ROWS_PER_BLOCK = 8;
 
 /**
  * Vector widths tried: scalar, and the widest access (16 bytes for the widest operand). Half
@@ -112,7 +114,15 @@ export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): C
   if (!rowContig && M >= 32) def = { kind: 'reduce', strategy: 'thread', block: 256, vec: 1 };
   else if (splittable(c) && M < target.sms && N >= 1 << 16) def = { kind: 'reduce', strategy: 'split', block: 512, vec: best };
   else if (N >= 2048) def = { kind: 'reduce', strategy: 'block', block: N >= 8192 ? 1024 : 512, vec: best };
-  else def = { kind: 'reduce', strategy: 'warp', block: 256, vec: N >= 32 * best ? best : 1 };
+  else if (rowContig && Math.ceil(M / WARP_ROWS_PER_BLOCK) < target.sms && N >= 128 * best) {
+    // Few medium rows (a transformer's add+RMSNorm over 128 tokens x 1024): warp-per-row blocks
+    // would occupy M / 8 SMs, each lane walking N / (32 vec) vectors one dependent load after
+    // another, twice (the sum of squares, then the normalised output): 8.4 us per [128,1024] fp32
+    // call in the session-4 H200 profile, for 2 MB of traffic. A block per row covers the row in
+    // one vector per thread, so each pass is one load latency and every SM gets a row.
+    const want = N / best;
+    def = { kind: 'reduce', strategy: 'block', block: BLOCKS.find((b) => b >= want) ?? 1024, vec: best };
+  } else def = { kind: 'reduce', strategy: 'warp', block: 256, vec: N >= 32 * best ? best : 1 };
   return first(all, def);
 }
 
