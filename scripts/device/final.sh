@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# Session 4's final device call (via .device/run.sh from the repo root, carry .device + dist): the
-# whole suite on the H200, then every workload in both dtypes, Kiln then PyTorch 2.11 in the same
-# call, then qwen3-0.6b's compiled start (cold/warm, new processes) and its cold compile report, then
-# the copy-bandwidth reference for elementwise-4096 (bench/cuda-copy-reference.ts).
-# Usage: bash scripts/device/final.sh [suite seconds] [bench seconds] [startup seconds] [copy seconds]
+# The session's final device run, in two calls of the device tool (each under its 600 s limit),
+# from the repo root via .device/run.sh with .device and dist carried. At most 8 files come back
+# per call, so everything lands in one tarball ($OUT/final-<part>.tgz) and a summary prints last.
+#   part a: the whole test suite on the H200, the elementwise-4096 copy-bandwidth reference
+#           (bench/cuda-copy-reference.ts), and issue #6's benchmark (llm-cuda + MoE/mHC vs the
+#           PyTorch references, merged by scripts/bench_llm_merge.py).
+#   part b: every workload in both dtypes, Kiln then PyTorch 2.11 in the same call
+#           (scripts/cuda-compile-device.sh), then qwen3-0.6b's compiled start (cold / warm, new
+#           processes) and its cold compile with the worker pool, one worker and in-process.
+# Usage: bash scripts/device/final.sh a|b
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
+part=${1:?usage: final.sh a|b}
+final=${OUT:-/tmp/out}
+out=/tmp/final-$part; rm -rf "$out"; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
 t0=$(date +%s)
-KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout "${1:-110}" node --test dist/test/*.test.js > "$out/suite.txt" 2>&1
-echo "suite rc=$? $(( $(date +%s) - t0 )) s"; grep -E "^# (tests|pass|fail|skipped)|^not ok" "$out/suite.txt" | head -20
-bash scripts/cuda-compile-device.sh kiln,pytorch "${2:-300}"
-timeout "${3:-80}" node dist/src/cli/main.js bench --device cuda --size full --dtype bfloat16 --workload qwen3-0.6b-forward \
-  --startup --startup-runs 1 --compile-report --report-workload qwen3-0.6b-forward --reps 5 --warmup 2 --no-progress \
-  --json "$out/qwen3-startup.json" > "$out/qwen3-startup.txt" 2>&1
-echo "qwen3 startup rc=$?"; tail -n 12 "$out/qwen3-startup.txt"
-timeout "${4:-40}" node dist/bench/cuda-copy-reference.js --json "$out/copy-reference.json" > "$out/copy-reference.txt" 2>&1
-echo "copy reference rc=$?"; tail -n 3 "$out/copy-reference.txt"
-python3 scripts/h200-table.py "$out/kiln-cuda.json" "$out/pytorch.json" 2>&1 | tail -n 16
+el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+if [ "$part" = a ]; then
+  KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout 120 node --test dist/test/*.test.js > "$out/suite.txt" 2>&1
+  el "suite rc=$?"; grep -E "^# (tests|pass|fail|skipped)|^not ok" "$out/suite.txt" | head -20
+  timeout 30 node dist/bench/cuda-copy-reference.js --json "$out/copy-reference.json" > "$out/copy-reference.txt" 2>&1
+  el "copy reference rc=$?"
+  timeout 15 python3 scripts/bench_llm_pytorch.py --json "$out/llm-torch.json" --reps 50 > "$out/llm-torch.txt" 2>&1; el "llm torch rc=$?"
+  timeout 12 python3 scripts/bench_llm_moe_pytorch.py "$out/moe-torch.json" > "$out/moe-torch.txt" 2>&1; el "moe torch rc=$?"
+  timeout 15 node dist/bench/llm-cuda.js --json "$out/llm-kiln.json" --reps 50 > "$out/llm-kiln.txt" 2>&1; el "llm kiln rc=$?"
+  timeout 12 node dist/bench/llm-moe-cuda.js "$out/moe-torch.json" "$out/moe-kiln.json" > "$out/moe-kiln.txt" 2>&1; el "moe kiln rc=$?"
+  python3 scripts/bench_llm_merge.py "$out/llm-torch.json" "$out/llm-kiln.json" "$out/llm-bench.json" --moe "$out/moe-kiln.json" --command "scripts/device/final.sh a" > "$out/llm-merge.txt" 2>&1
+  el "llm merge rc=$?"; grep -E "rows|BELOW" "$out/llm-merge.txt" | head -12
+  tail -n 3 "$out/copy-reference.txt"
+else
+  OUT="$out" bash scripts/cuda-compile-device.sh kiln,pytorch 300 > "$out/bench-steps.txt" 2>&1; el "bench rc=$?"
+  timeout 75 node dist/src/cli/main.js bench --device cuda --size full --dtype bfloat16 --workload qwen3-0.6b-forward \
+    --startup --startup-runs 1 --compile-report --report-workload qwen3-0.6b-forward --reps 5 --warmup 2 --no-progress \
+    --json "$out/qwen3-startup.json" > "$out/qwen3-startup.txt" 2>&1
+  el "qwen3 startup rc=$?"; tail -n 10 "$out/qwen3-startup.txt"
+  python3 scripts/h200-table.py "$out/kiln-cuda.json" "$out/pytorch.json" 2>&1 | tail -n 16
+fi
+tar -C "$out" -czf "$final/final-$part.tgz" .
