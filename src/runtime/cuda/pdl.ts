@@ -1,0 +1,117 @@
+/**
+ * Programmatic dependent launch (PDL, sm_90+). A kernel launched with the launch attribute
+ * PROGRAMMATIC_STREAM_SERIALIZATION may start (be scheduled, run its prologue) while the kernel
+ * before it in the stream still drains; it must then execute `griddepcontrol.wait` before it reads
+ * anything its predecessors wrote or writes anything they may still read. Inside a CUDA graph the
+ * capture records the dependency as a programmatic edge, which hides most of the ~1-2 us gap
+ * between two small kernels.
+ *
+ * Safety rule: a kernel gets the attribute only when its own source starts its body with the
+ * prologue (checked on the source text by hasPdlPrologue, so a kernel without the wait can never
+ * be launched early). The prologue's wait returns at once when the launch had no programmatic
+ * dependency, so the same cubin is correct with PDL on or off. Ordering stays transitive: every PDL
+ * kernel waits for its predecessor's completion (memory flushed) before doing anything, and it
+ * cannot complete before that wait returns, so a later kernel's wait also covers all earlier work.
+ *
+ * KILN_PDL=0 turns it off (no prologue, no attribute: the kernels and launches of before);
+ * KILN_PDL=wait keeps the wait but drops the early trigger (measurement). Devices below compute
+ * capability 9.0 never get it (and the prologue compiles to nothing there: __CUDA_ARCH__ guard).
+ */
+import { deviceInfo } from './properties.js';
+
+/** Starts the prologue's first line; hasPdlPrologue looks for it. */
+const MARKER = '// kiln-pdl:';
+
+/** How a prologue kernel lets its successor launch (KILN_PDL=wait: only at its blocks' exits). */
+export type PdlTrigger = 'early' | 'exit';
+
+/**
+ * The prologue inserted at the start of every kernel body. With the 'early' trigger,
+ * `launch_dependents` right after the wait lets the next kernel launch as soon as every block of
+ * this one has passed its wait (the next one then waits in its own prologue); with 'exit' the
+ * trigger happens implicitly as each block exits. The marker comment is how hasPdlPrologue
+ * recognises the prologue.
+ */
+export function pdlPrologue(trigger: PdlTrigger = 'early'): string {
+  return [
+    '',
+    `  ${MARKER} wait for the previous kernel (programmatic dependent launch)`,
+    '#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900',
+    '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+    trigger === 'early' ? '  asm volatile("griddepcontrol.launch_dependents;" :::);' : '',
+    '#endif',
+    '',
+  ].join('\n');
+}
+
+/**
+ * `source` with the prologue at the top of every __global__ function body (the first `{` after
+ * `__global__` that comes before any `;`, i.e. a definition, not a declaration). Idempotent: a
+ * source that already has the marker is returned unchanged. Pure (no device), for tests.
+ */
+export function insertPdlPrologue(source: string, trigger: PdlTrigger = 'early'): string {
+  if (source.includes(MARKER)) return source;
+  const prologue = pdlPrologue(trigger);
+  let out = '';
+  let from = 0;
+  for (let g = source.indexOf('__global__'); g >= 0; g = source.indexOf('__global__', g + 1)) {
+    const brace = source.indexOf('{', g);
+    const semi = source.indexOf(';', g);
+    if (brace < 0 || (semi >= 0 && semi < brace) || brace < from) continue;
+    out += source.slice(from, brace + 1) + prologue;
+    from = brace + 1;
+  }
+  return out + source.slice(from);
+}
+
+/**
+ * `source` with the prologue in every kernel when PDL is on for device `index`, else unchanged.
+ * This is the one place every Kiln kernel gets it: kernelFromSource (eager kernels) and the
+ * compiled programs' launcher call it, so no emitter edits its own strings.
+ */
+export function withPdlPrologue(source: string, index: number): string {
+  return pdlEnabled(index) ? insertPdlPrologue(source, trigger()) : source;
+}
+
+/**
+ * Whether kernel `name` in `source` begins its body with the PDL prologue (only whitespace before
+ * it). Anything else (no such kernel, a statement first) answers false: the kernel is then launched
+ * without the attribute.
+ */
+export function hasPdlPrologue(source: string, name: string): boolean {
+  const decl = new RegExp(`__global__[^;{]*?\\b${name.replace(/[^A-Za-z0-9_]/g, '')}\\s*\\(`).exec(source);
+  if (!decl) return false;
+  let i = decl.index + decl[0].length;
+  // Skip the parameter list (parentheses may nest in attributes or declarators).
+  for (let depth = 1; i < source.length && depth > 0; i++) {
+    if (source[i] === '(') depth++;
+    else if (source[i] === ')') depth--;
+  }
+  const brace = source.indexOf('{', i);
+  if (brace < 0 || source.slice(i, brace).includes(';')) return false;
+  return source.slice(brace + 1).trimStart().startsWith(MARKER);
+}
+
+function trigger(): PdlTrigger {
+  return process.env['KILN_PDL'] === 'wait' ? 'exit' : 'early';
+}
+
+let forced: boolean | undefined;
+
+/** Overrides KILN_PDL for tests and benchmarks (undefined: back to the environment). */
+export function setPdlEnabled(on: boolean | undefined): void {
+  forced = on;
+  perDevice.clear();
+}
+
+const perDevice = new Map<number, boolean>();
+
+/** Whether kernels on device `index` get the prologue and their launches the PDL attribute. */
+export function pdlEnabled(index: number): boolean {
+  const hit = perDevice.get(index);
+  if (hit !== undefined) return hit;
+  const wanted = forced ?? process.env['KILN_PDL'] !== '0';
+  const on = wanted && Number(deviceInfo(index).computeCapability.split('.')[0]) >= 9;
+  perDevice.set(index, on);
+  return on;
+}
