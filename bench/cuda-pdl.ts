@@ -16,7 +16,8 @@
  * 4 KiB pointwise (1 block: the launch floor), and the row op with a cuBLASLt bf16 GEMM
  * [128x1024]@[1024x1024] every 4th node (edges into and out of cuBLAS kernels stay normal).
  * Every variant's final buffers are compared byte for byte with the plain chain's (a missing wait
- * would show as a race).
+ * would show as a race). Last, the host time of one eager launch (no graph) with cuLaunchKernel
+ * and with cuLaunchKernelEx + the attribute, since eager Kiln is host-bound.
  *
  *   npx tsc -p tsconfig.json && node dist/bench/cuda-pdl.js [out.json]   (PDL_CHAIN=200, PDL_REPS=101)
  */
@@ -252,6 +253,29 @@ for (let r = 0; r < REPS; r++) {
   cells.forEach((c, i) => c.times.push(starts[i]!.elapsedTime(ends[i]!) * 1000));
 }
 
+// Host cost of one launch outside graphs (eager Kiln): cuLaunchKernel vs cuLaunchKernelEx with the
+// attribute, the tiny kernel, HOST_OPS launches per run, median of HOST_RUNS runs.
+const HOST_OPS = 20_000;
+const HOST_RUNS = 5;
+const tinyChain = chains[2]!;
+const hostLaunch = [VARIANTS[0]!, VARIANTS[3]!].map((v) => {
+  const k = kernelsFor(v)('pw');
+  const args = [tinyChain.bufs[0]!.ptr, tinyChain.bufs[1]!.ptr, TINY_ELEMS / 8];
+  for (let i = 0; i < 500; i++) launch(k, args, { grid: 1, block: 256 }, stream);
+  stream.synchronize();
+  const runs: number[] = [];
+  for (let r = 0; r < HOST_RUNS; r++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < HOST_OPS; i++) launch(k, args, { grid: 1, block: 256 }, stream);
+    const t1 = process.hrtime.bigint();
+    stream.synchronize();
+    runs.push(Number(t1 - t0) / 1e3 / HOST_OPS);
+  }
+  const r = { variant: v.label, hostUsPerLaunch: +median(runs).toFixed(3), runs: runs.map((x) => +x.toFixed(3)) };
+  console.log(`host time per eager launch, ${v.label.padEnd(15)} ${r.hostUsPerLaunch.toFixed(2)} us (runs ${r.runs.join(', ')})`);
+  return r;
+});
+
 const rows = cells.map((c) => {
   const us = median(c.times);
   const plain = median(cells.find((p) => p.chain === c.chain && p.variant === 'plain')!.times);
@@ -274,5 +298,5 @@ for (const r of rows) {
 }
 const out = process.argv[2] ?? path.join('bench', 'results', 'cuda-pdl.json');
 fs.mkdirSync(path.dirname(out), { recursive: true });
-fs.writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), device: props, chain: N, reps: REPS, gemmEvery: GEMM_EVERY, rows }, null, 2));
+fs.writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), device: props, chain: N, reps: REPS, gemmEvery: GEMM_EVERY, rows, hostLaunch }, null, 2));
 console.log(`wrote ${out}`);
