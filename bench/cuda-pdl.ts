@@ -11,7 +11,8 @@
  * - wait+trig/pdl:  wait then `griddepcontrol.launch_dependents` (the next kernel may launch once
  *                   every block of this one has started);
  * - trig+wait/pdl:  the trigger before the wait (launches cascade further ahead);
- * - wait+late/pdl:  wait, and the trigger after the stores.
+ * - kiln/pdl:       Kiln's own prologue (runtime/cuda/pdl.ts: trigger first when the grid has at
+ *                   most one block per SM, then the wait).
  * Chains: a 128x1024 bf16 RMS row op (128 blocks), a 4 MiB bf16 pointwise (1024 blocks), a
  * 4 KiB pointwise (1 block: the launch floor), and the row op with a cuBLASLt bf16 GEMM
  * [128x1024]@[1024x1024] every 4th node (edges into and out of cuBLAS kernels stay normal).
@@ -29,7 +30,7 @@ import { gemm, rowMajorOperand } from '../src/runtime/cuda/cublaslt.js';
 import { captureOn, poolStream, type CudaGraphExec } from '../src/runtime/cuda/graph.js';
 import { cubinFor } from '../src/runtime/cuda/kernel-cache.js';
 import { launch, loadKernel, type CudaKernel, type ParamType } from '../src/runtime/cuda/launch.js';
-import { setPdlEnabled } from '../src/runtime/cuda/pdl.js';
+import { insertPdlPrologue, setPdlEnabled } from '../src/runtime/cuda/pdl.js';
 import { CudaEvent, type CudaStream } from '../src/runtime/cuda/stream.js';
 import type { DevPtr } from '../src/runtime/cuda/ffi.js';
 
@@ -40,7 +41,7 @@ const REPS = Number(process.env['PDL_REPS'] ?? 101);
 // The GEMM chain puts one cuBLASLt call after every GEMM_EVERY - 1 row ops.
 const GEMM_EVERY = 4;
 
-type Mode = 'plain' | 'wait' | 'wait+trig' | 'trig+wait' | 'wait+late';
+type Mode = 'plain' | 'wait' | 'wait+trig' | 'trig+wait' | 'kiln';
 interface Variant {
   label: string;
   mode: Mode;
@@ -52,13 +53,13 @@ const VARIANTS: Variant[] = [
   { label: 'wait/pdl', mode: 'wait', pdl: true },
   { label: 'wait+trig/pdl', mode: 'wait+trig', pdl: true },
   { label: 'trig+wait/pdl', mode: 'trig+wait', pdl: true },
-  { label: 'wait+late/pdl', mode: 'wait+late', pdl: true },
+  { label: 'kiln/pdl', mode: 'kiln', pdl: true },
 ];
 
 const WAIT = 'asm volatile("griddepcontrol.wait;" ::: "memory");';
 const TRIG = 'asm volatile("griddepcontrol.launch_dependents;" :::);';
-const prologue = (m: Mode): string => ({ plain: '', wait: WAIT, 'wait+trig': WAIT + TRIG, 'trig+wait': TRIG + WAIT, 'wait+late': WAIT })[m];
-const epilogue = (m: Mode): string => (m === 'wait+late' ? TRIG : '');
+// 'kiln' sources are written plain; kernelsFor inserts Kiln's prologue.
+const prologue = (m: Mode): string => ({ plain: '', wait: WAIT, 'wait+trig': WAIT + TRIG, 'trig+wait': TRIG + WAIT, kiln: '' })[m];
 
 const BF16 = `
 __device__ __forceinline__ float lo(unsigned w) { return __uint_as_float(w << 16); }
@@ -83,7 +84,6 @@ extern "C" __global__ void __launch_bounds__(128) pdl_row(const uint4* __restric
   const float s = rsqrtf((part[0] + part[1] + part[2] + part[3]) * (1.f / 1024.f) + 1e-6f);
   y[blockIdx.x * 128 + t] = make_uint4(pack(lo(w[0]) * s, hi(w[0]) * s), pack(lo(w[1]) * s, hi(w[1]) * s),
                                        pack(lo(w[2]) * s, hi(w[2]) * s), pack(lo(w[3]) * s, hi(w[3]) * s));
-  ${epilogue(m)}
 }`;
 
 /** y = 0.5 x + 0.25 on n16 16-byte groups of bf16 (256 threads, one group each). */
@@ -98,7 +98,6 @@ extern "C" __global__ void __launch_bounds__(256) pdl_pw(const uint4* __restrict
     for (int k = 0; k < 4; k++) o[k] = pack(lo(w[k]) * 0.5f + 0.25f, hi(w[k]) * 0.5f + 0.25f);
     y[i] = make_uint4(o[0], o[1], o[2], o[3]);
   }
-  ${epilogue(m)}
 }`;
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -203,8 +202,9 @@ const chains = [rowChain('row 128x1024 bf16', false), pwChain('pointwise 4 MiB b
 const load = (source: string, name: string, params: ParamType[], pdl: boolean): CudaKernel =>
   loadKernel(0, cubinFor({ source, name, arch: String(props.arch), options: ['--use_fast_math'] }), name, params, 0, pdl);
 const kernelsFor = (v: Variant): ((src: 'row' | 'pw') => CudaKernel) => {
-  const row = load(rowSource(v.mode), 'pdl_row', ['ptr', 'ptr'], v.pdl);
-  const pw = load(pwSource(v.mode), 'pdl_pw', ['ptr', 'ptr', 'i32'], v.pdl);
+  const fix = (src: string): string => (v.mode === 'kiln' ? insertPdlPrologue(src, Number(props.smCount)) : src);
+  const row = load(fix(rowSource(v.mode)), 'pdl_row', ['ptr', 'ptr'], v.pdl);
+  const pw = load(fix(pwSource(v.mode)), 'pdl_pw', ['ptr', 'ptr', 'i32'], v.pdl);
   return (src) => (src === 'row' ? row : pw);
 };
 

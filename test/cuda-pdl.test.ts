@@ -32,13 +32,15 @@ extern "C" __global__ void second(float* y, int n)
 test('insertPdlPrologue: the wait opens every kernel body, declarations are left alone, idempotent', () => {
   const out = insertPdlPrologue(TWO);
   assert.equal(out.split('griddepcontrol.wait').length - 1, 2, 'one wait per kernel definition');
-  assert.equal(out.split('launch_dependents').length - 1, 2, 'early trigger by default');
+  assert.equal(out.split('launch_dependents').length - 1, 0, 'no early trigger by default');
   assert.ok(hasPdlPrologue(out, 'first'));
   assert.ok(hasPdlPrologue(out, 'second'));
   // The helper's declaration (a ';' before any '{') and the rest of the text are untouched.
   assert.equal(out.replace(/\n {2}\/\/ kiln-pdl:[^]*?#endif\n/g, ''), TWO);
   assert.equal(insertPdlPrologue(out), out, 'a second insertion changes nothing');
-  assert.equal(insertPdlPrologue(TWO, 'exit').split('launch_dependents').length - 1, 0, "'exit' trigger: no launch_dependents");
+  const early = insertPdlPrologue(TWO, 132);
+  assert.equal(early.split('launch_dependents').length - 1, 2, 'early trigger for small grids in both kernels');
+  assert.ok(early.indexOf('<= 132ull') < early.indexOf('griddepcontrol.wait'), 'the trigger comes before the wait');
 });
 
 test('hasPdlPrologue: only a body that starts with the prologue counts', () => {
