@@ -41,6 +41,11 @@ interface Row {
 }
 
 const rows: Row[] = [];
+const out = flag('--json');
+// Written after every workload, so a run stopped by a time limit keeps what it finished.
+const save = (): void => {
+  if (out) fs.writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), command: `node dist/bench/cuda-pdl-workloads.js ${argv.join(' ')}`, reps: REPS, dtype: 'bfloat16', rows }, null, 1));
+};
 console.log('workload              eager on  eager off  compiled on  compiled off  saved us  identical');
 for (const name of workloads) {
   const w = getWorkload(name).build({ size: 'full', device: 'cuda', dtype: 'bfloat16' });
@@ -96,7 +101,6 @@ for (const name of workloads) {
   console.log(
     `${name.padEnd(20)} ${row.eagerOnMs.toFixed(3).padStart(9)} ${row.eagerOffMs.toFixed(3).padStart(10)} ${row.compiledOnMs.toFixed(4).padStart(12)} ${row.compiledOffMs.toFixed(4).padStart(13)} ${row.compiledSavedUs.toFixed(1).padStart(9)}  ${String(identical)}`,
   );
+  save();
 }
 setPdlEnabled(undefined);
-const out = flag('--json');
-if (out) fs.writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), command: `node dist/bench/cuda-pdl-workloads.js ${argv.join(' ')}`, reps: REPS, dtype: 'bfloat16', rows }, null, 1));
