@@ -119,3 +119,27 @@ test('cuda: eager and compiled (CUDA graph) chains are bit-identical with PDL on
     assert.equal(bad, -1, `${k}: element ${bad} differs from eager without PDL`);
   }
 });
+
+test('cuda: a PDL kernel after a device-to-device copy (not a kernel) still waits for the copy', { skip }, () => {
+  setPdlEnabled(true);
+  try {
+    const acc = kiln.getAccelerator('cuda');
+    // 64 MiB: the copy takes ~30 us, long enough that a kernel starting early would read stale data.
+    const n = 16 << 20;
+    const x = ints([n], 3);
+    const before = launchStats.pdl;
+    for (let rep = 0; rep < 3; rep++) {
+      const a = x.mul(2); // a kernel
+      const b = kiln.zeros([n], { device: 'cuda' });
+      acc.copyDeviceToDevice(b.storage.buffer, 0, a.storage.buffer, 0, n * 4); // a copy, then
+      const c = b.add(1); // a PDL kernel reading what the copy wrote
+      const got = c.toFlatArray() as number[];
+      const want = x.toFlatArray() as number[];
+      const bad = got.findIndex((v, i) => v !== 2 * want[i]! + 1);
+      assert.equal(bad, -1, `rep ${rep}: element ${bad} is ${got[bad]}, want ${2 * want[bad]! + 1}`);
+    }
+    if (pdlEnabled(0)) assert.ok(launchStats.pdl > before, 'the kernels were launched with the attribute');
+  } finally {
+    setPdlEnabled(undefined);
+  }
+});
