@@ -13,9 +13,12 @@
  * - trig+wait/pdl:  the trigger before the wait (launches cascade further ahead);
  * - kiln/pdl:       Kiln's own prologue (runtime/cuda/pdl.ts: trigger first when the grid has at
  *                   most one block per SM, then the wait).
+ * - kiln/after-k:   Kiln's prologue with Kiln's default policy: the attribute only on a launch that
+ *                   follows a kernel (all the others above get it on every launch).
  * Chains: a 128x1024 bf16 RMS row op (128 blocks), a 4 MiB bf16 pointwise (1024 blocks), a
- * 4 KiB pointwise (1 block: the launch floor), and the row op with a cuBLASLt bf16 GEMM
- * [128x1024]@[1024x1024] every 4th node (edges into and out of cuBLAS kernels stay normal).
+ * 4 KiB pointwise (1 block: the launch floor), the 4 KiB pointwise with a 4-byte memset before
+ * every second kernel (a kernel whose predecessor is not a kernel), and the row op with a
+ * cuBLASLt bf16 GEMM [128x1024]@[1024x1024] every 4th node.
  * Every variant's final buffers are compared byte for byte with the plain chain's (a missing wait
  * would show as a race). Last, the host time of one eager launch (no graph) with cuLaunchKernel
  * and with cuLaunchKernelEx + the attribute, since eager Kiln is host-bound.
@@ -30,7 +33,8 @@ import { gemm, rowMajorOperand } from '../src/runtime/cuda/cublaslt.js';
 import { captureOn, poolStream, type CudaGraphExec } from '../src/runtime/cuda/graph.js';
 import { cubinFor } from '../src/runtime/cuda/kernel-cache.js';
 import { launch, loadKernel, type CudaKernel, type ParamType } from '../src/runtime/cuda/launch.js';
-import { insertPdlPrologue, setPdlEnabled } from '../src/runtime/cuda/pdl.js';
+import { insertPdlPrologue, setPdlEnabled, setPdlPolicy, type PdlPolicy } from '../src/runtime/cuda/pdl.js';
+import { driver } from '../src/runtime/cuda/driver.js';
 import { CudaEvent, type CudaStream } from '../src/runtime/cuda/stream.js';
 import type { DevPtr } from '../src/runtime/cuda/ffi.js';
 
@@ -46,6 +50,8 @@ interface Variant {
   label: string;
   mode: Mode;
   pdl: boolean;
+  /** Kiln's launch policy while the chain is captured (default 'all'). */
+  policy?: PdlPolicy;
 }
 const VARIANTS: Variant[] = [
   { label: 'plain', mode: 'plain', pdl: false },
@@ -54,6 +60,7 @@ const VARIANTS: Variant[] = [
   { label: 'wait+trig/pdl', mode: 'wait+trig', pdl: true },
   { label: 'trig+wait/pdl', mode: 'trig+wait', pdl: true },
   { label: 'kiln/pdl', mode: 'kiln', pdl: true },
+  { label: 'kiln/after-k', mode: 'kiln', pdl: true, policy: 'after-kernel' },
 ];
 
 const WAIT = 'asm volatile("griddepcontrol.wait;" ::: "memory");';
@@ -149,6 +156,7 @@ interface Chain {
 }
 
 const W = buffer(1024 * 1024, randomBf16(1024 * 1024, 0.05));
+const SCRATCH = buffer(8); // what the memset chain clears
 
 function rowChain(name: string, withGemm: boolean): Chain {
   const init = randomBf16(ROW_ELEMS, 1);
@@ -177,7 +185,7 @@ function rowChain(name: string, withGemm: boolean): Chain {
   };
 }
 
-function pwChain(name: string, elems: number): Chain {
+function pwChain(name: string, elems: number, memsetEvery = 0): Chain {
   const init = randomBf16(elems, 1);
   const bufs = [buffer(elems, init), buffer(elems)];
   const n16 = elems / 8;
@@ -188,6 +196,10 @@ function pwChain(name: string, elems: number): Chain {
     enqueue(k, stream) {
       let cur = 0;
       for (let i = 0; i < N; i++) {
+        if (memsetEvery > 0 && i % memsetEvery === 0) {
+          driver().cu.cuMemsetD8Async(SCRATCH.ptr, 0, 4, stream.handle);
+          stream.lastOpKernel = false; // what Kiln's own memsets do
+        }
         launch(k('pw'), [bufs[cur]!.ptr, bufs[1 - cur]!.ptr, n16], { grid: Math.ceil(n16 / 256), block: 256 }, stream);
         cur = 1 - cur;
       }
@@ -195,7 +207,7 @@ function pwChain(name: string, elems: number): Chain {
   };
 }
 
-const chains = [rowChain('row 128x1024 bf16', false), pwChain('pointwise 4 MiB bf16', PW_ELEMS), pwChain('pointwise 4 KiB bf16 (1 block)', TINY_ELEMS), rowChain(`row + cuBLASLt GEMM every ${GEMM_EVERY}`, true)];
+const chains = [rowChain('row 128x1024 bf16', false), pwChain('pointwise 4 MiB bf16', PW_ELEMS), pwChain('pointwise 4 KiB bf16 (1 block)', TINY_ELEMS), pwChain('4 KiB + memset every 2nd', TINY_ELEMS, 2), rowChain(`row + cuBLASLt GEMM every ${GEMM_EVERY}`, true)];
 
 // Loaded directly (not through kernelFromSource, which would add Kiln's own prologue): each
 // variant's source and attribute are exactly as described above.
@@ -210,7 +222,7 @@ const kernelsFor = (v: Variant): ((src: 'row' | 'pw') => CudaKernel) => {
 
 const stream = poolStream(0);
 // The GEMM's autotune runs eagerly once (never during a capture), so every graph uses one algorithm.
-chains[3]!.enqueue(kernelsFor(VARIANTS[0]!), stream);
+chains[4]!.enqueue(kernelsFor(VARIANTS[0]!), stream);
 stream.synchronize();
 
 interface Cell {
@@ -225,6 +237,7 @@ for (const c of chains) {
   let reference: Uint8Array[] | undefined;
   for (const v of VARIANTS) {
     const k = kernelsFor(v);
+    setPdlPolicy(v.policy ?? 'all');
     const graph = captureOn(acc, stream, () => c.enqueue(k, stream));
     // Correctness: from the same input, the final buffers must equal the plain chain's bit for bit.
     acc.copyHostToDevice(c.bufs[0]!.t.storage.buffer, 0, c.init, stream);
@@ -258,6 +271,7 @@ for (let r = 0; r < REPS; r++) {
 const HOST_OPS = 20_000;
 const HOST_RUNS = 5;
 const tinyChain = chains[2]!;
+setPdlPolicy('all');
 const hostLaunch = [VARIANTS[0]!, VARIANTS[3]!].map((v) => {
   const k = kernelsFor(v)('pw');
   const args = [tinyChain.bufs[0]!.ptr, tinyChain.bufs[1]!.ptr, TINY_ELEMS / 8];

@@ -12,7 +12,7 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { cubinFor, kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launchesWithPdl, launchStats, loadKernel } from '../src/runtime/cuda/launch.js';
-import { hasPdlPrologue, insertPdlPrologue, pdlEnabled, setPdlEnabled } from '../src/runtime/cuda/pdl.js';
+import { hasPdlPrologue, insertPdlPrologue, pdlEnabled, setPdlEnabled, setPdlPolicy } from '../src/runtime/cuda/pdl.js';
 import { deviceInfo } from '../src/runtime/cuda/properties.js';
 import { skipUnlessCuda } from './cuda-util.js';
 
@@ -122,6 +122,8 @@ test('cuda: eager and compiled (CUDA graph) chains are bit-identical with PDL on
 
 test('cuda: a PDL kernel after a device-to-device copy (not a kernel) still waits for the copy', { skip }, () => {
   setPdlEnabled(true);
+  // 'all': the attribute even after a copy (the default policy would launch c normally).
+  setPdlPolicy('all');
   try {
     const acc = kiln.getAccelerator('cuda');
     // 64 MiB: the copy takes ~30 us, long enough that a kernel starting early would read stale data.
@@ -139,6 +141,28 @@ test('cuda: a PDL kernel after a device-to-device copy (not a kernel) still wait
       assert.equal(bad, -1, `rep ${rep}: element ${bad} is ${got[bad]}, want ${2 * want[bad]! + 1}`);
     }
     if (pdlEnabled(0)) assert.ok(launchStats.pdl > before, 'the kernels were launched with the attribute');
+  } finally {
+    setPdlEnabled(undefined);
+    setPdlPolicy(undefined);
+  }
+});
+
+test('cuda: by default only a launch that follows a kernel gets the attribute', { skip }, () => {
+  setPdlEnabled(true);
+  try {
+    if (!pdlEnabled(0)) return; // below sm_90 nothing gets it
+    const x = ints([1024], 4);
+    kiln.synchronize('cuda');
+    const y = x.mul(2); // follows the host-to-device copy of x: an ordinary launch
+    const before = { ...launchStats };
+    y.add(1); // follows a kernel: PDL
+    assert.equal(launchStats.pdl - before.pdl, 1, 'the second kernel carries the attribute');
+    const acc = kiln.getAccelerator('cuda');
+    acc.copyDeviceToDevice(y.storage.buffer, 0, x.storage.buffer, 0, 4);
+    const mid = { ...launchStats };
+    y.add(1); // follows a copy: ordinary
+    assert.equal(launchStats.pdl - mid.pdl, 0, 'after a copy: no attribute');
+    assert.equal(launchStats.plain - mid.plain, 1);
   } finally {
     setPdlEnabled(undefined);
   }

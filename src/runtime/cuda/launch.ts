@@ -13,7 +13,7 @@
 import type { KernelModule } from '../accelerator.js';
 import { check, driver, makeCurrent } from './driver.js';
 import type { Ptr } from './ffi.js';
-import { pdlEnabled } from './pdl.js';
+import { pdlEnabled, pdlPolicy } from './pdl.js';
 import type { CudaStream } from './stream.js';
 
 /** Kernel parameter types as the generated CUDA C declares them. */
@@ -170,12 +170,13 @@ export function launch(kernel: CudaKernel, args: readonly number[], dims: Launch
   makeCurrent(kernel.deviceIndex);
   st.sizeView.setUint32(0, layout.size, true);
   st.sizeView.setUint32(4, 0, true);
-  const pdl = launchesWithPdl(kernel);
+  const pdl = launchesWithPdl(kernel) && (stream.lastOpKernel || pdlPolicy() === 'all');
   if (pdl) launchStats.pdl++;
   else launchStats.plain++;
   const rc = pdl
     ? launchPdl(st, kernel, dims, stream)
     : driver().cu.cuLaunchKernel(kernel.fn, dims.grid, dims.gridY ?? 1, dims.gridZ ?? 1, dims.block, 1, 1, dims.sharedBytes ?? 0, stream.handle, null, st.extra);
+  stream.lastOpKernel = true;
   if (rc !== 0) check(rc, `launching kernel '${kernel.name}' (grid ${dims.grid}x${dims.gridY ?? 1}x${dims.gridZ ?? 1}, block ${dims.block}, ${dims.sharedBytes ?? 0} bytes shared)`);
 }
 

@@ -13,6 +13,10 @@
  * kernel waits for its predecessor's completion (memory flushed) before doing anything, and it
  * cannot complete before that wait returns, so a later kernel's wait also covers all earlier work.
  *
+ * Which launches get the attribute: by default only one that follows a kernel on its stream
+ * (CudaStream.lastOpKernel; after a copy, memset or event the edge stays an ordinary one), with
+ * KILN_PDL=all every launch of a prologue kernel.
+ *
  * KILN_PDL=0 turns it off (no prologue, no attribute: the kernels and launches of before);
  * KILN_PDL=wait keeps the wait but never triggers early (measurement). Devices below compute
  * capability 9.0 never get it (and the prologue compiles to nothing there: __CUDA_ARCH__ guard).
@@ -97,6 +101,23 @@ export function hasPdlPrologue(source: string, name: string): boolean {
   const brace = source.indexOf('{', i);
   if (brace < 0 || source.slice(i, brace).includes(';')) return false;
   return source.slice(brace + 1).trimStart().startsWith(MARKER);
+}
+
+/**
+ * Which prologue kernels get the attribute: 'after-kernel' (the default) only when the last thing
+ * enqueued on the stream was a kernel (CudaStream.lastOpKernel), 'all' (KILN_PDL=all) always.
+ */
+export type PdlPolicy = 'all' | 'after-kernel';
+
+let forcedPolicy: PdlPolicy | undefined;
+
+/** Overrides the policy for tests and benchmarks (undefined: back to KILN_PDL). */
+export function setPdlPolicy(p: PdlPolicy | undefined): void {
+  forcedPolicy = p;
+}
+
+export function pdlPolicy(): PdlPolicy {
+  return forcedPolicy ?? (process.env['KILN_PDL'] === 'all' ? 'all' : 'after-kernel');
 }
 
 let forced: boolean | undefined;
