@@ -120,6 +120,9 @@ export function pdlPolicy(): PdlPolicy {
   return forcedPolicy ?? (process.env['KILN_PDL'] === 'all' ? 'all' : 'after-kernel');
 }
 
+/** Whether PDL is on when KILN_PDL is unset (any other value than 0 turns it on). */
+const DEFAULT_ON = true;
+
 let forced: boolean | undefined;
 
 /** Overrides KILN_PDL for tests and benchmarks (undefined: back to the environment). */
@@ -134,7 +137,8 @@ const perDevice = new Map<number, boolean>();
 export function pdlEnabled(index: number): boolean {
   const hit = perDevice.get(index);
   if (hit !== undefined) return hit;
-  const wanted = forced ?? process.env['KILN_PDL'] !== '0';
+  const env = process.env['KILN_PDL'];
+  const wanted = forced ?? (env === undefined || env === '' ? DEFAULT_ON : env !== '0');
   const on = wanted && Number(deviceInfo(index).computeCapability.split('.')[0]) >= 9;
   perDevice.set(index, on);
   return on;
