@@ -17,8 +17,9 @@
  * (CudaStream.lastOpKernel; after a copy, memset or event the edge stays an ordinary one), with
  * KILN_PDL=all every launch of a prologue kernel.
  *
- * KILN_PDL=0 turns it off (no prologue, no attribute: the kernels and launches of before);
- * KILN_PDL=wait keeps the wait but never triggers early (measurement). Devices below compute
+ * Off by default (DEFAULT_ON below says why); KILN_PDL=1 turns it on, KILN_PDL=0 or unset keeps
+ * the kernels and launches of before (no prologue, no attribute); KILN_PDL=wait is on but never
+ * triggers early (measurement). Devices below compute
  * capability 9.0 never get it (and the prologue compiles to nothing there: __CUDA_ARCH__ guard).
  */
 import { deviceInfo } from './properties.js';
@@ -120,8 +121,16 @@ export function pdlPolicy(): PdlPolicy {
   return forcedPolicy ?? (process.env['KILN_PDL'] === 'all' ? 'all' : 'after-kernel');
 }
 
-/** Whether PDL is on when KILN_PDL is unset (any other value than 0 turns it on). */
-const DEFAULT_ON = true;
+/**
+ * Whether PDL is on when KILN_PDL is unset (KILN_PDL=1, =all or =wait turns it on, =0 off). Off:
+ * measured on the H200 it saves 0.19-0.38 us per kernel boundary in 200-kernel chains of small
+ * kernels (bench/cuda-pdl.ts) but nothing in the benchmark workloads, and qwen3-0.6b-forward bf16
+ * compiled is 8-11 us slower with it (1.556-1.558 against 1.547 ms, bench/cuda-pdl-workloads.ts,
+ * order rotated per rep; kiln bench 1.579 against 1.537 and, in the lead's merge, 1.492 against
+ * 1.454 ms). In Qwen3 almost every Kiln kernel sits between two cuBLASLt GEMMs, where the chains'
+ * gain does not carry over (why is not known yet).
+ */
+const DEFAULT_ON = false;
 
 let forced: boolean | undefined;
 
