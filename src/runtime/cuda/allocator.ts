@@ -48,7 +48,10 @@ export class CudaAllocator implements Allocator {
       handle = this.rawAlloc(capacity, nbytes);
       this.s.reservedBytes += capacity;
     }
-    if (options.zero) check(driver().cu.cuMemsetD8Async(handle, 0, capacity, stream.handle), `zeroing ${capacity} bytes on cuda:${this.deviceIndex}`);
+    if (options.zero) {
+      check(driver().cu.cuMemsetD8Async(handle, 0, capacity, stream.handle), `zeroing ${capacity} bytes on cuda:${this.deviceIndex}`);
+      stream.lastOpKernel = false;
+    }
     this.s.allocations++;
     this.s.activeAllocations++;
     this.s.allocatedBytes += nbytes;

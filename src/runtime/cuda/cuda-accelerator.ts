@@ -151,6 +151,7 @@ export class CudaAccelerator implements Accelerator {
       half.event.record(s);
       half.pending = true;
     }
+    s.lastOpKernel = false; // a copy: the next launch is not after a kernel (PDL, pdl.ts)
     // The caller may reuse `src` and the staging may be refilled by the next copy: wait for the DMA.
     s.synchronize();
     for (const h of st.halves) h.pending = false;
@@ -167,6 +168,7 @@ export class CudaAccelerator implements Accelerator {
     for (let off = 0; off < dst.byteLength; off += STAGING_HALF_BYTES) {
       const n = Math.min(STAGING_HALF_BYTES, dst.byteLength - off);
       check(cu.cuMemcpyDtoHAsync_v2(half.ptr, devPtr(src, srcByteOffset + off), n, s.handle), `copying ${n} bytes cuda:${src.deviceIndex}->host`);
+      s.lastOpKernel = false;
       s.synchronize();
       dst.set(half.bytes.subarray(0, n), off);
     }
@@ -182,6 +184,7 @@ export class CudaAccelerator implements Accelerator {
       driver().cu.cuMemcpyDtoDAsync_v2(devPtr(dst, dstByteOffset), devPtr(src, srcByteOffset), nbytes, s.handle),
       `copying ${nbytes} bytes cuda:${src.deviceIndex}->cuda:${dst.deviceIndex}`,
     );
+    s.lastOpKernel = false; // a copy: the next launch is not after a kernel (PDL, pdl.ts)
   }
 
   /** Compiles CUDA C with NVRTC for the device's architecture (disk-cached) and loads `options.name`. */

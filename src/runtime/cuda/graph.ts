@@ -57,6 +57,7 @@ export class CudaGraphExec {
     if (this.destroyed) throw new Error('cuda graph: replay after destroy()');
     const rc = driver().cu.cuGraphLaunch(this.exec, stream.handle);
     if (rc !== 0) throw cudaError(rc, `replaying a CUDA graph of ${this.nodeCount} nodes on cuda:${this.deviceIndex}`);
+    stream.lastOpKernel = false;
   }
 
   destroy(): void {

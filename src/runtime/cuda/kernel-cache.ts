@@ -9,6 +9,7 @@ import { cacheKey } from '../../compile/cache/key.js';
 import { getDiskCache } from '../../compile/cache/disk-cache.js';
 import { compileToCubin, nvrtcVersion } from './nvrtc.js';
 import { type CudaKernel, loadKernel, type ParamType } from './launch.js';
+import { hasPdlPrologue, withPdlPrologue } from './pdl.js';
 import { deviceInfo } from './properties.js';
 
 const NAMESPACE = 'cuda-cubin';
@@ -46,12 +47,15 @@ export function cubinFor(req: CubinRequest): Uint8Array {
 const loaded = new Map<string, CudaKernel>();
 
 /** The loaded kernel for `source` on device `index`, compiling (or reading the disk cache) on first use. */
-export function kernelFromSource(index: number, source: string, name: string, params: readonly ParamType[], options: readonly string[] = [], maxDynamicShared = 0): CudaKernel {
+export function kernelFromSource(index: number, original: string, name: string, params: readonly ParamType[], options: readonly string[] = [], maxDynamicShared = 0): CudaKernel {
+  // Every kernel body starts with the PDL wait when PDL is on (pdl.ts); the key holds the result.
+  const source = withPdlPrologue(original, index);
   const mk = `${index}\0${name}\0${options.join(' ')}\0${source}`;
   const hit = loaded.get(mk);
   if (hit) return hit;
   const cubin = cubinFor({ source, name, arch: deviceInfo(index).arch, options });
-  const k = loadKernel(index, cubin, name, params, maxDynamicShared);
+  // Only a kernel whose body starts with the PDL wait may be launched early (pdl.ts).
+  const k = loadKernel(index, cubin, name, params, maxDynamicShared, hasPdlPrologue(source, name));
   cubinStats.loaded++;
   loaded.set(mk, k);
   return k;

@@ -5,10 +5,15 @@
  * allocated once per thread and rewritten in place; the size must be the kernel's exact parameter
  * size (a larger one fails with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), so it is computed from the
  * declared parameter list, never rounded up.
+ *
+ * Kernels whose source starts with the PDL prologue (pdl.ts) go through cuLaunchKernelEx instead,
+ * with a CUlaunchConfig carrying the PROGRAMMATIC_STREAM_SERIALIZATION attribute: still one FFI call
+ * with the same packed arguments; the config block is also allocated once and rewritten in place.
  */
 import type { KernelModule } from '../accelerator.js';
 import { check, driver, makeCurrent } from './driver.js';
 import type { Ptr } from './ffi.js';
+import { pdlEnabled, pdlPolicy } from './pdl.js';
 import type { CudaStream } from './stream.js';
 
 /** Kernel parameter types as the generated CUDA C declares them. */
@@ -40,6 +45,8 @@ export interface CudaKernel extends KernelModule {
   readonly params: readonly ParamType[];
   readonly layout: ParamLayout;
   readonly deviceIndex: number;
+  /** The kernel body starts with the PDL prologue: it may be launched with programmatic serialization. */
+  readonly pdl?: boolean;
 }
 
 // Parameter space is 4 KiB on every architecture Kiln targets (32 KiB from Volta with CUDA 12.1
@@ -50,7 +57,20 @@ interface LaunchState {
   view: DataView;
   sizeView: DataView;
   extra: Ptr;
+  /** CUlaunchConfig (56 bytes) followed by its one CUlaunchAttribute (72 bytes). */
+  configView: DataView;
+  config: Ptr;
 }
+
+// CUlaunchConfig (cuda.h, CUDA 12/13, 64-bit): grid x/y/z, block x/y/z, sharedMemBytes (7 x u32 at
+// 0..24), hStream at 32, attrs at 40, numAttrs at 48; 56 bytes. CUlaunchAttribute: id (u32) at 0,
+// value (a 64-byte union) at 8; 72 bytes. Checked against offsetof() with the CUDA 13.0 header.
+const CONFIG_BYTES = 56;
+const ATTR_BYTES = 72;
+const CFG_STREAM = 32;
+const CFG_ATTRS = 40;
+const CFG_NUM_ATTRS = 48;
+const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 
 let state: LaunchState | undefined;
 
@@ -72,7 +92,20 @@ function launchState(): LaunchState {
   ev.setBigUint64(16, 2n, true);
   ev.setBigUint64(24, addr(size), true);
   ev.setBigUint64(32, 0n, true);
-  state = { view: new DataView(koffi.view(block, ARG_BLOCK_BYTES)), sizeView: new DataView(koffi.view(size, 8)), extra: addr(extra) };
+  const config = koffi.alloc('uint64_t', (CONFIG_BYTES + ATTR_BYTES) / 8);
+  const cv = new DataView(koffi.view(config, CONFIG_BYTES + ATTR_BYTES));
+  cv.setBigUint64(CFG_ATTRS, addr(config) + BigInt(CONFIG_BYTES), true);
+  cv.setUint32(CFG_NUM_ATTRS, 1, true);
+  // The one attribute: programmaticStreamSerializationAllowed = 1 (an int at the value's start).
+  cv.setUint32(CONFIG_BYTES, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, true);
+  cv.setInt32(CONFIG_BYTES + 8, 1, true);
+  state = {
+    view: new DataView(koffi.view(block, ARG_BLOCK_BYTES)),
+    sizeView: new DataView(koffi.view(size, 8)),
+    extra: addr(extra),
+    configView: cv,
+    config: addr(config),
+  };
   return state;
 }
 
@@ -92,6 +125,14 @@ export interface LaunchDims {
   gridY?: number;
   gridZ?: number;
   sharedBytes?: number;
+}
+
+/** Launches so far with and without the PDL attribute (tests check that PDL is really in use). */
+export const launchStats = { pdl: 0, plain: 0 };
+
+/** Whether launch() gives `kernel` the PDL attribute: only a kernel with the prologue, PDL on for its device. */
+export function launchesWithPdl(kernel: CudaKernel): boolean {
+  return kernel.pdl === true && pdlEnabled(kernel.deviceIndex);
 }
 
 /** Packs `args` by the kernel's declared parameter types and launches it on `stream`. */
@@ -129,14 +170,34 @@ export function launch(kernel: CudaKernel, args: readonly number[], dims: Launch
   makeCurrent(kernel.deviceIndex);
   st.sizeView.setUint32(0, layout.size, true);
   st.sizeView.setUint32(4, 0, true);
-  const rc = driver().cu.cuLaunchKernel(kernel.fn, dims.grid, dims.gridY ?? 1, dims.gridZ ?? 1, dims.block, 1, 1, dims.sharedBytes ?? 0, stream.handle, null, st.extra);
+  const pdl = launchesWithPdl(kernel) && (stream.lastOpKernel || pdlPolicy() === 'all');
+  if (pdl) launchStats.pdl++;
+  else launchStats.plain++;
+  const rc = pdl
+    ? launchPdl(st, kernel, dims, stream)
+    : driver().cu.cuLaunchKernel(kernel.fn, dims.grid, dims.gridY ?? 1, dims.gridZ ?? 1, dims.block, 1, 1, dims.sharedBytes ?? 0, stream.handle, null, st.extra);
+  stream.lastOpKernel = true;
   if (rc !== 0) check(rc, `launching kernel '${kernel.name}' (grid ${dims.grid}x${dims.gridY ?? 1}x${dims.gridZ ?? 1}, block ${dims.block}, ${dims.sharedBytes ?? 0} bytes shared)`);
+}
+
+/** cuLaunchKernelEx with the programmatic-serialization attribute; same packed arguments (`extra`). */
+function launchPdl(st: LaunchState, kernel: CudaKernel, dims: LaunchDims, stream: CudaStream): number {
+  const c = st.configView;
+  c.setUint32(0, dims.grid, true);
+  c.setUint32(4, dims.gridY ?? 1, true);
+  c.setUint32(8, dims.gridZ ?? 1, true);
+  c.setUint32(12, dims.block, true);
+  c.setUint32(16, 1, true);
+  c.setUint32(20, 1, true);
+  c.setUint32(24, dims.sharedBytes ?? 0, true);
+  c.setBigUint64(CFG_STREAM, addr(stream.handle), true);
+  return driver().cu.cuLaunchKernelEx(st.config, kernel.fn, null, st.extra);
 }
 
 const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
 /** Loads a cubin and looks up one entry point. */
-export function loadKernel(deviceIndex: number, cubin: Uint8Array, name: string, params: readonly ParamType[], maxDynamicShared = 0): CudaKernel {
+export function loadKernel(deviceIndex: number, cubin: Uint8Array, name: string, params: readonly ParamType[], maxDynamicShared = 0, pdl = false): CudaKernel {
   makeCurrent(deviceIndex);
   const { cu } = driver();
   const mod: [Ptr | null] = [null];
@@ -146,5 +207,5 @@ export function loadKernel(deviceIndex: number, cubin: Uint8Array, name: string,
   if (maxDynamicShared > 48 * 1024) {
     check(cu.cuFuncSetAttribute(fn[0]!, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, maxDynamicShared), `allowing ${maxDynamicShared} bytes of shared memory for '${name}'`);
   }
-  return { name, fn: fn[0]!, params, layout: paramLayout(params), deviceIndex };
+  return { name, fn: fn[0]!, params, layout: paramLayout(params), deviceIndex, pdl };
 }

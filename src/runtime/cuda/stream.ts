@@ -16,6 +16,12 @@ export class CudaStream implements DeviceStream {
   readonly deviceType = 'cuda' as const;
   /** Distinguishes streams in the allocator's per-stream free lists. */
   readonly id = nextStreamId++;
+  /**
+   * Whether the last thing enqueued here was a kernel: PDL (pdl.ts) gives the attribute by default
+   * only to a launch that follows a kernel. Launches set it; copies, memsets, event records and
+   * waits, and graph launches clear it (cuBLASLt calls leave it: a GEMM is a kernel too).
+   */
+  lastOpKernel = false;
 
   constructor(
     readonly deviceIndex: number,
@@ -43,6 +49,7 @@ export class CudaStream implements DeviceStream {
   /** Makes this stream wait for `event` (recorded on another stream). */
   waitEvent(event: CudaEvent): void {
     check(driver().cu.cuStreamWaitEvent(this.handle, event.handle, 0), 'making a stream wait on an event');
+    this.lastOpKernel = false;
   }
 }
 
@@ -73,6 +80,7 @@ export class CudaEvent implements DeviceEvent {
     if (!(stream instanceof CudaStream)) throw new Error('Event.record: a cuda event can only be recorded on a cuda stream');
     if (stream.deviceIndex !== this.deviceIndex) throw new Error(`Event.record: event is on cuda:${this.deviceIndex} but the stream is on cuda:${stream.deviceIndex}`);
     check(driver().cu.cuEventRecord(this.handle, stream.handle), 'recording an event');
+    stream.lastOpKernel = false;
     this.recorded = true;
   }
 

@@ -21,6 +21,7 @@ import { devPtr } from '../../../runtime/cuda/cuda-accelerator.js';
 import { check, driver } from '../../../runtime/cuda/driver.js';
 import { cubinCacheKey } from '../../../runtime/cuda/kernel-cache.js';
 import { type CudaKernel, launch, loadKernel } from '../../../runtime/cuda/launch.js';
+import { hasPdlPrologue, withPdlPrologue } from '../../../runtime/cuda/pdl.js';
 import { compileToCubin } from '../../../runtime/cuda/nvrtc.js';
 import { deviceInfo } from '../../../runtime/cuda/properties.js';
 import type { CudaStream } from '../../../runtime/cuda/stream.js';
@@ -151,7 +152,7 @@ function makeLauncher(deviceIndex: number): RuntimeLauncher {
       pending.delete(h.src);
       compileHere(h.src);
     }
-    h.kernel = loadKernel(deviceIndex, h.src.cubin!, h.name, h.params, h.maxDynamicShared);
+    h.kernel = loadKernel(deviceIndex, h.src.cubin!, h.name, h.params, h.maxDynamicShared, hasPdlPrologue(h.src.source, h.name));
     stats.loaded++;
     return h.kernel;
   };
@@ -164,7 +165,9 @@ function makeLauncher(deviceIndex: number): RuntimeLauncher {
     target,
     stats,
     flush,
-    compile(source, names, options): KernelHandle[] {
+    compile(generated, names, options): KernelHandle[] {
+      // The PDL wait at the top of every kernel body when PDL is on (runtime/cuda/pdl.ts).
+      const source = withPdlPrologue(generated, deviceIndex);
       const extra = options.nvrtcOptions.filter((o) => !o.startsWith('--gpu-architecture') && !o.startsWith('--std'));
       const key = cubinCacheKey({ source, name: names[0] ?? 'kernel', arch: target.arch, options: extra });
       let src = sources.get(key);

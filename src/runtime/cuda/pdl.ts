@@ -1,0 +1,154 @@
+/**
+ * Programmatic dependent launch (PDL, sm_90+). A kernel launched with the launch attribute
+ * PROGRAMMATIC_STREAM_SERIALIZATION may start (be scheduled, run its prologue) while the kernel
+ * before it in the stream still drains; it must then execute `griddepcontrol.wait` before it reads
+ * anything its predecessors wrote or writes anything they may still read. Inside a CUDA graph the
+ * capture records the dependency as a programmatic edge, which hides most of the ~1-2 us gap
+ * between two small kernels.
+ *
+ * Safety rule: a kernel gets the attribute only when its own source starts its body with the
+ * prologue (checked on the source text by hasPdlPrologue, so a kernel without the wait can never
+ * be launched early). The prologue's wait returns at once when the launch had no programmatic
+ * dependency, so the same cubin is correct with PDL on or off. Ordering stays transitive: every PDL
+ * kernel waits for its predecessor's completion (memory flushed) before doing anything, and it
+ * cannot complete before that wait returns, so a later kernel's wait also covers all earlier work.
+ *
+ * Which launches get the attribute: by default only one that follows a kernel on its stream
+ * (CudaStream.lastOpKernel; after a copy, memset or event the edge stays an ordinary one), with
+ * KILN_PDL=all every launch of a prologue kernel.
+ *
+ * Off by default (DEFAULT_ON below says why); KILN_PDL=1 turns it on, KILN_PDL=0 or unset keeps
+ * the kernels and launches of before (no prologue, no attribute); KILN_PDL=wait is on but never
+ * triggers early (measurement). Devices below compute
+ * capability 9.0 never get it (and the prologue compiles to nothing there: __CUDA_ARCH__ guard).
+ */
+import { deviceInfo } from './properties.js';
+
+/** Starts the prologue's first line; hasPdlPrologue looks for it. */
+const MARKER = '// kiln-pdl:';
+
+/**
+ * The prologue inserted at the start of every kernel body. A grid of at most `earlyMaxBlocks`
+ * blocks triggers its dependents first (`launch_dependents`, uniform over the grid): the next kernel
+ * then launches once every block of this one has started, and waits in its own prologue. Larger
+ * grids trigger implicitly as each block exits. Measured on the H200 (bench/cuda-pdl.ts, 200-kernel
+ * chains in a CUDA graph): the early trigger saves 0.33 us per boundary on a 128-block row op
+ * (0.28 without it) and lets cuBLASLt's GEMMs, which cuBLAS launches with PDL, start early
+ * (0.22 us per node on a row+GEMM chain against 0.10), but on a 1024-block pointwise kernel it
+ * costs (0.12 us saved against 0.38): the waiting blocks of the next grid take the SMs' slots.
+ * Hence the device's SM count as the threshold (0: never early). The product of the grid
+ * dimensions is formed in 64 bits so a huge grid cannot wrap below the threshold.
+ * The marker comment is how hasPdlPrologue recognises the prologue.
+ */
+export function pdlPrologue(earlyMaxBlocks = 0): string {
+  return [
+    '',
+    `  ${MARKER} wait for the previous kernel (programmatic dependent launch)`,
+    '#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900',
+    ...(earlyMaxBlocks > 0
+      ? [`  if ((unsigned long long)gridDim.x * gridDim.y * gridDim.z <= ${Math.floor(earlyMaxBlocks)}ull) asm volatile("griddepcontrol.launch_dependents;" :::);`]
+      : []),
+    '  asm volatile("griddepcontrol.wait;" ::: "memory");',
+    '#endif',
+    '',
+  ].join('\n');
+}
+
+/**
+ * `source` with the prologue at the top of every __global__ function body (the first `{` after
+ * `__global__` that comes before any `;`, i.e. a definition, not a declaration). Idempotent: a
+ * source that already has the marker is returned unchanged. Pure (no device), for tests.
+ */
+export function insertPdlPrologue(source: string, earlyMaxBlocks = 0): string {
+  if (source.includes(MARKER)) return source;
+  const prologue = pdlPrologue(earlyMaxBlocks);
+  let out = '';
+  let from = 0;
+  for (let g = source.indexOf('__global__'); g >= 0; g = source.indexOf('__global__', g + 1)) {
+    const brace = source.indexOf('{', g);
+    const semi = source.indexOf(';', g);
+    if (brace < 0 || (semi >= 0 && semi < brace) || brace < from) continue;
+    out += source.slice(from, brace + 1) + prologue;
+    from = brace + 1;
+  }
+  return out + source.slice(from);
+}
+
+/**
+ * `source` with the prologue in every kernel when PDL is on for device `index`, else unchanged.
+ * This is the one place every Kiln kernel gets it: kernelFromSource (eager kernels) and the
+ * compiled programs' launcher call it, so no emitter edits its own strings.
+ */
+export function withPdlPrologue(source: string, index: number): string {
+  if (!pdlEnabled(index)) return source;
+  // KILN_PDL=wait: no early trigger at all (for measurement).
+  return insertPdlPrologue(source, process.env['KILN_PDL'] === 'wait' ? 0 : deviceInfo(index).smCount);
+}
+
+/**
+ * Whether kernel `name` in `source` begins its body with the PDL prologue (only whitespace before
+ * it). Anything else (no such kernel, a statement first) answers false: the kernel is then launched
+ * without the attribute.
+ */
+export function hasPdlPrologue(source: string, name: string): boolean {
+  const decl = new RegExp(`__global__[^;{]*?\\b${name.replace(/[^A-Za-z0-9_]/g, '')}\\s*\\(`).exec(source);
+  if (!decl) return false;
+  let i = decl.index + decl[0].length;
+  // Skip the parameter list (parentheses may nest in attributes or declarators).
+  for (let depth = 1; i < source.length && depth > 0; i++) {
+    if (source[i] === '(') depth++;
+    else if (source[i] === ')') depth--;
+  }
+  const brace = source.indexOf('{', i);
+  if (brace < 0 || source.slice(i, brace).includes(';')) return false;
+  return source.slice(brace + 1).trimStart().startsWith(MARKER);
+}
+
+/**
+ * Which prologue kernels get the attribute: 'after-kernel' (the default) only when the last thing
+ * enqueued on the stream was a kernel (CudaStream.lastOpKernel), 'all' (KILN_PDL=all) always.
+ */
+export type PdlPolicy = 'all' | 'after-kernel';
+
+let forcedPolicy: PdlPolicy | undefined;
+
+/** Overrides the policy for tests and benchmarks (undefined: back to KILN_PDL). */
+export function setPdlPolicy(p: PdlPolicy | undefined): void {
+  forcedPolicy = p;
+}
+
+export function pdlPolicy(): PdlPolicy {
+  return forcedPolicy ?? (process.env['KILN_PDL'] === 'all' ? 'all' : 'after-kernel');
+}
+
+/**
+ * Whether PDL is on when KILN_PDL is unset (KILN_PDL=1, =all or =wait turns it on, =0 off). Off:
+ * measured on the H200 it saves 0.19-0.38 us per kernel boundary in 200-kernel chains of small
+ * kernels (bench/cuda-pdl.ts) but nothing in the benchmark workloads, and qwen3-0.6b-forward bf16
+ * compiled is 8-11 us slower with it (1.556-1.558 against 1.547 ms, bench/cuda-pdl-workloads.ts,
+ * order rotated per rep; kiln bench 1.579 against 1.537 and, in the lead's merge, 1.492 against
+ * 1.454 ms). In Qwen3 almost every Kiln kernel sits between two cuBLASLt GEMMs, where the chains'
+ * gain does not carry over (why is not known yet).
+ */
+const DEFAULT_ON = false;
+
+let forced: boolean | undefined;
+
+/** Overrides KILN_PDL for tests and benchmarks (undefined: back to the environment). */
+export function setPdlEnabled(on: boolean | undefined): void {
+  forced = on;
+  perDevice.clear();
+}
+
+const perDevice = new Map<number, boolean>();
+
+/** Whether kernels on device `index` get the prologue and their launches the PDL attribute. */
+export function pdlEnabled(index: number): boolean {
+  const hit = perDevice.get(index);
+  if (hit !== undefined) return hit;
+  const env = process.env['KILN_PDL'];
+  const wanted = forced ?? (env === undefined || env === '' ? DEFAULT_ON : env !== '0');
+  const on = wanted && Number(deviceInfo(index).computeCapability.split('.')[0]) >= 9;
+  perDevice.set(index, on);
+  return on;
+}
