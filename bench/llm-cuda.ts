@@ -118,6 +118,7 @@ function sweep(): { defaults: NormTuning; best: Record<string, string>; ms: Reco
     ['rm1024', { resMinThreadsPerSm: 1024 }],
     ['v2', { vecsPerThread: 2 }],
     ['v3', { vecsPerThread: 3 }],
+    ['pipe', { pipelineRows: true }],
   ];
   const saved = { reps };
   reps = sweepReps;

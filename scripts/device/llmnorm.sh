@@ -16,10 +16,10 @@ STAGE=${LLMNORM_STAGE:-r1}
 echo "== llmnorm $STAGE (node $(node --version)) $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader 2>/dev/null)"
 if [ "$STAGE" = r1 ]; then
   tests 44 dist/test/llm-cuda.test.js; el
-  echo "== torch side (llm-cuda ops)"
-  timeout 16 python3 scripts/bench_llm_pytorch.py --json "$T/torch.json" --reps 50 > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
   echo "== kiln side (llm-cuda ops, norm sweep)"
   timeout 28 node dist/bench/llm-cuda.js --json "$T/kiln.json" --reps 50 --sweep > "$T/kiln.txt" 2>&1; grep -E '^sweep' "$T/kiln.txt"; tail -1 "$T/kiln.txt"; el
+  echo "== torch side (llm-cuda ops)"
+  timeout 15 python3 scripts/bench_llm_pytorch.py --json "$T/torch.json" --reps 50 > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
   echo "== merged"
   python3 scripts/bench_llm_merge.py "$T/torch.json" "$T/kiln.json" "$HOUT/bench.json" --command "LLMNORM_STAGE=r1 bash scripts/device/llmnorm.sh"; el
   tests 12 dist/test/llm-contracts.test.js; el
