@@ -119,6 +119,8 @@ function sweep(): { defaults: NormTuning; best: Record<string, string>; ms: Reco
     ['v2', { vecsPerThread: 2 }],
     ['v3', { vecsPerThread: 3 }],
     ['pipe', { pipelineRows: true }],
+    ['u2', { unpackTwice: true }],
+    ['u2 m1280', { unpackTwice: true, minThreadsPerSm: 1280 }],
   ];
   const saved = { reps };
   reps = sweepReps;

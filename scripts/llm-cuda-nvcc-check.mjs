@@ -22,6 +22,7 @@ for (const dtype of ['float32', 'float16', 'bfloat16', 'float64']) {
       for (const streaming of [false, true]) out.push(L.generateNorm({ dtype, mode, vector: true, warpPerRow: false, items, tpr, minThreadsPerSm: mode === 'plain' ? 1024 : 0, prefetchWeight: mode !== 'plain', hConst: h, streaming }));
     }
     out.push(L.generateNorm({ dtype, mode, vector: true, warpPerRow: true, items: 4, prefetchWeight: true, hConst: 4 * 32 * vw, streaming: true }));
+    out.push(L.generateNorm({ dtype, mode, vector: true, warpPerRow: false, items: 4, tpr: 128, minThreadsPerSm: mode === 'plain' ? 1280 : 0, prefetchWeight: true, hConst: 128 * 4 * vw, unpackTwice: true }));
   }
   const v = 16 / { float32: 4, float16: 2, bfloat16: 2, float64: 8 }[dtype];
   for (const act of ['silu', 'gelu', 'geluTanh']) for (const vec of [1, v]) for (const backward of [false, true]) out.push(L.generateGated({ dtype, act, vec, backward }));

@@ -90,6 +90,9 @@ let specializeH = true;
 /** Streaming cache hints on the row's loads and stores (NormSpec.streaming). */
 let streaming = false;
 
+/** fp16/bf16: convert the row to float again after the barrier (NormSpec.unpackTwice). */
+let unpackTwice = false;
+
 export interface NormTuning {
   vecsPerThread: number;
   gridCap: boolean;
@@ -101,11 +104,12 @@ export interface NormTuning {
   resMinThreadsPerSm: number;
   specializeH: boolean;
   streaming: boolean;
+  unpackTwice: boolean;
 }
 
 /** The current tuning knobs (tests restore them after changing them). */
 export function normTuning(): NormTuning {
-  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm, pipelineRows, resMinThreadsPerSm, specializeH, streaming };
+  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm, pipelineRows, resMinThreadsPerSm, specializeH, streaming, unpackTwice };
 }
 
 /** Benchmark sweeps: the grid policy of the norm kernels. */
@@ -126,6 +130,7 @@ export function setNormTuning(t: Partial<NormTuning>): void {
   if (t.resMinThreadsPerSm !== undefined) resMinThreadsPerSm = threadsBound('resMinThreadsPerSm', t.resMinThreadsPerSm);
   if (t.specializeH !== undefined) specializeH = t.specializeH;
   if (t.streaming !== undefined) streaming = t.streaming;
+  if (t.unpackTwice !== undefined) unpackTwice = t.unpackTwice;
   plans.clear();
 }
 
@@ -189,6 +194,7 @@ function planFor(index: number, mode: NormMode, dtype: Tensor['dtype'], h: numbe
     serialLoads,
     pipelineRows,
     streaming,
+    unpackTwice,
     ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm: bound }),
     ...(specializeH ? { hConst: h } : {}),
   };

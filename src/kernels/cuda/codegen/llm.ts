@@ -101,6 +101,15 @@ export interface NormSpec {
    * (every row reads them). Vector path only. Off when absent.
    */
   streaming?: boolean;
+  /**
+   * fp16/bf16: the scale phase converts the row's stored halves to float again (through an asm
+   * the compiler cannot merge with the sum phase's conversions) instead of keeping the sum
+   * phase's floats live across the barrier; the live row is then its packed vectors (4 registers
+   * a vector, not 8). ptxas -v, bf16 plain [.., 4096] at 128 threads: 64 registers unbounded; with
+   * this, 48 under a 1280-thread bound without spills (before: 172 bytes spilled at 40). Off when
+   * absent; no effect for 4-byte and wider dtypes.
+   */
+  unpackTwice?: boolean;
 }
 
 function lit(v: number, ct: string): string {
@@ -119,7 +128,12 @@ export function pipelined(s: NormSpec): boolean {
 }
 
 export function normKernelName(s: NormSpec): string {
-  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}${!s.warpPerRow && s.tpr ? `_t${s.tpr}${s.minThreadsPerSm ? `_m${s.minThreadsPerSm}` : ''}` : ''}${s.prefetchWeight ? '_pw' : ''}${s.serialLoads ? '_serial' : ''}${pipelined(s) ? '_pipe' : ''}${hConstOf(s) ? `_h${hConstOf(s)}` : ''}${s.streaming && s.vector ? '_cs' : ''}`;
+  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}${!s.warpPerRow && s.tpr ? `_t${s.tpr}${s.minThreadsPerSm ? `_m${s.minThreadsPerSm}` : ''}` : ''}${s.prefetchWeight ? '_pw' : ''}${s.serialLoads ? '_serial' : ''}${pipelined(s) ? '_pipe' : ''}${hConstOf(s) ? `_h${hConstOf(s)}` : ''}${s.streaming && s.vector ? '_cs' : ''}${unpacksTwice(s) ? '_u2' : ''}`;
+}
+
+/** Whether spec s converts a half row twice (NormSpec.unpackTwice). */
+export function unpacksTwice(s: NormSpec): boolean {
+  return s.unpackTwice === true && (s.dtype === 'float16' || s.dtype === 'bfloat16');
 }
 
 /** The compiled-in row length of spec s (NormSpec.hConst), or 0 when H is a run-time argument. */
@@ -180,9 +194,13 @@ export function generateNorm(s: NormSpec): GeneratedKernel {
     return lines;
   };
   // out = from * inv * w, rounded once to the dtype, for vector j (weights already loaded in wv).
+  // The row's halves as float in the scale phase: with unpackTwice through kiln_half_again (the
+  // same value; an asm volatile widening the compiler cannot merge with the sum phase's).
+  const u2 = unpacksTwice(s);
+  const again = (v: string): string => (u2 ? ld(s.dtype, `kiln_half_again(${v})`, ct) : ld(s.dtype, v, ct));
   const scaleStore = (from: string, wv: string, j: string): string[] => {
     const lines = [`${vt} ov;`];
-    for (let e = 0; e < V; e++) lines.push(`ov.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `${from}.v[${e}]`, ct)} * inv * ${ld(s.dtype, `${wv}.v[${e}]`, ct)}`, ct)};`);
+    for (let e = 0; e < V; e++) lines.push(`ov.v[${e}] = ${storeAs(s.dtype, `${again(`${from}.v[${e}]`)} * inv * ${ld(s.dtype, `${wv}.v[${e}]`, ct)}`, ct)};`);
     lines.push(...storeVec('orow', j, 'ov'));
     return lines;
   };
@@ -247,7 +265,9 @@ ${ind(body, 10)}
 template <typename V> __device__ __forceinline__ void kiln_stcs(void* p, const V& v) { __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v)); }
 `
     : '';
-  const source = `${PRELUDE}${helpers}
+  const halfAgain = u2 ? `__device__ __forceinline__ unsigned short kiln_half_again(unsigned short h) { unsigned short r; asm volatile("mov.b16 %0, %1;" : "=h"(r) : "h"(h)); return r; }
+` : '';
+  const source = `${PRELUDE}${helpers}${halfAgain}
 extern "C" __global__ void __launch_bounds__(${block}${fixedTpr && s.minThreadsPerSm ? `, ${Math.max(1, Math.floor(s.minThreadsPerSm / fixedTpr))}` : ''}) ${name}(
     ${T}* ${rx}out, const ${T}* ${rx}x, const ${T}* ${rx}res, ${T}* ${rx}resOut, const ${T}* __restrict__ w,
     long long rows, int ${hc ? 'hArg' : 'H'}, long long xs, long long rs, long long os, long long ros, double epsD) {
