@@ -75,7 +75,9 @@ let minThreadsPerSm = 1024;
 
 /**
  * Residual modes (fusedAdd / addOut): the threads an SM must hold (NormSpec.minThreadsPerSm), 0:
- * no bound. 0 by default: under the 1024 bound the generic kernels spilled (s4 R1, above).
+ * no bound. 0 by default: under the 1024 bound the generic kernels spilled (s4 R1, above); with H
+ * compiled in they fit 64 registers either way, and H200 s5 R2 timed 1024 within noise of 0
+ * (1817 vs 1833 us in total over the 16384-row norms; the same run's repeats differ by ~2%).
  */
 let resMinThreadsPerSm = 0;
 
@@ -84,13 +86,23 @@ let resMinThreadsPerSm = 0;
  * size (a model has a few). ptxas -v (sm_90): the residual modes went from 110-112 registers a
  * thread to 62-64 (twice the resident rows), fp32 plain at 512 threads from 64 with 24 bytes
  * spilled to 56 without; the row's addresses become constant offsets and the bounds checks go.
+ * H200 s5 R2 (bench/results/h200-s5-llmnorm-r2-sweep-2026-11-30.*): 1854 -> 1833 us in total over
+ * the 16384-row norms, fusedAdd bf16 [16384, 4096] 141.7 -> 137-139 us; every 16384-row norm at
+ * 96-100% of a copy_ of its own bytes in the same run.
  */
 let specializeH = true;
 
-/** Streaming cache hints on the row's loads and stores (NormSpec.streaming). */
+/**
+ * Streaming cache hints on the row's loads and stores (NormSpec.streaming). Off: H200 s5 R2 timed
+ * them slower (1877 vs 1833 us over the 16384-row norms; bf16 rmsNorm [16384, 4096] 79.4 vs 74-76).
+ */
 let streaming = false;
 
-/** fp16/bf16: convert the row to float again after the barrier (NormSpec.unpackTwice). */
+/**
+ * fp16/bf16: convert the row to float again after the barrier (NormSpec.unpackTwice). Off: with a
+ * 1280-thread bound it fits 48 registers, but H200 s5 R2 timed no gain (bf16 rmsNorm [16384, 4096]
+ * 75.2 us vs 74-76 at the defaults): those rows already run at the copy rate of their bytes.
+ */
 let unpackTwice = false;
 
 export interface NormTuning {
