@@ -32,7 +32,7 @@ function arg(name: string, fallback: string[]): string[] {
 const jsonPath = arg('json', ['llm-cuda.json'])[0]!;
 const tokensList = arg('tokens', ['1', '16', '256', '4096', '16384']).map(Number);
 const dtypes = arg('dtype', ['float32', 'bfloat16']) as DType[];
-const reps = Number(arg('reps', ['50'])[0]);
+let reps = Number(arg('reps', ['50'])[0]);
 const warmup = Number(arg('warmup', ['5'])[0]);
 const only = arg('only', []);
 
@@ -94,46 +94,63 @@ function add(op: string, variant: string, shape: number[], dtype: DType, bytes: 
 }
 
 /**
- * Times rmsNorm and fusedAddRmsNorm on the large shapes at each knob setting and records the times
- * (per op, dtype and hidden size); the rows that follow use the library's defaults (restored
- * here), so the table measures what users get and the sweep shows whether another default
- * would be faster. Settings: session 3's kernel, the defaults, weights prefetched, 2 vectors a
- * thread, and the next row prefetched (pipelined, with and without the register bound).
+ * Times rmsNorm and fusedAddRmsNorm at each knob setting on 256, 4096 and 16384 rows of 4096 and
+ * 8192 (--sweep-reps reps each, default 30) and records the times (per op, dtype and shape); the
+ * rows that follow use the library's defaults (restored here), so the table measures what users
+ * get and the sweep shows whether another default would be faster. Settings: session 4's shipped
+ * kernel (H at run time), the defaults, and one knob changed at a time.
  */
-function sweep(): { defaults: NormTuning; best: string; ms: Record<string, Record<string, number>> } {
+function sweep(): { defaults: NormTuning; best: Record<string, string>; ms: Record<string, Record<string, number>> } {
   const defaults = normTuning();
+  const sweepReps = Number(arg('sweep-reps', ['30'])[0]);
   const ms: Record<string, Record<string, number>> = {};
   const shapes: [number, number, DType][] = [];
-  for (const dtype of dtypes) for (const h of [4096, 8192]) shapes.push([16384, h, dtype]);
-  const data = shapes.map(([t, h, dtype]) => ({ key: `${dtype} [${t}, ${h}]`, x: devRand(t, h, dtype, 2), r: devRand(t, h, dtype, 3), w: devRand(1, h, dtype, 1, 0.5, 1.5).reshape([h]) }));
-  // 'session 3' is the kernel before the phased loads (block size at run time, no register bound).
-  const s3: Partial<NormTuning> = { serialLoads: true, prefetchWeight: false, vecsPerThread: 4, fixedTpr: false, minThreadsPerSm: 0 };
+  for (const dtype of dtypes) for (const h of [4096, 8192]) for (const t of [256, 4096, 16384]) shapes.push([t, h, dtype]);
+  const data = shapes.map(([t, h, dtype]) => ({ t, key: `${dtype} [${t}, ${h}]`, x: devRand(t, h, dtype, 2), r: devRand(t, h, dtype, 3), w: devRand(1, h, dtype, 1, 0.5, 1.5).reshape([h]) }));
   const settings: [string, Partial<NormTuning>][] = [
-    ['session 3', s3],
-    ['defaults', defaults],
-    ['defaults +pw', { ...defaults, prefetchWeight: true }],
-    ['defaults -pw', { ...defaults, prefetchWeight: false }],
-    ['defaults v2', { ...defaults, vecsPerThread: 2 }],
-    ['pipe v2', { ...defaults, vecsPerThread: 2, pipelineRows: true }],
-    ['pipe v2 m0', { ...defaults, vecsPerThread: 2, pipelineRows: true, minThreadsPerSm: 0 }],
+    ['s4 generic', { specializeH: false, streaming: false, resMinThreadsPerSm: 0, prefetchWeight: 'auto' }],
+    ['defaults', {}],
+    ['+pw', { prefetchWeight: true }],
+    ['-pw', { prefetchWeight: false }],
+    ['cs', { streaming: true }],
+    ['m0', { minThreadsPerSm: 0 }],
+    ['rm1024', { resMinThreadsPerSm: 1024 }],
+    ['v2', { vecsPerThread: 2 }],
+    ['pipe', { pipelineRows: true }],
+    ['u2', { unpackTwice: true }],
+    ['u2 m1280', { unpackTwice: true, minThreadsPerSm: 1280 }],
   ];
-  let best = { name: '', total: Infinity };
+  const saved = { reps };
+  reps = sweepReps;
+  const totals: Record<string, { large: number; small: number }> = {};
   for (const [name, knobs] of settings) {
     setNormTuning({ ...defaults, gridCap: false, ...knobs });
     const row: Record<string, number> = {};
+    const tot = { large: 0, small: 0 };
     for (const d of data) {
-      row[`llm.rmsNorm ${d.key}`] = timeMs(() => llm.rmsNorm(d.x, d.w, 1e-6).dispose());
-      row[`llm.fusedAddRmsNorm ${d.key}`] = timeMs(() => void llm.fusedAddRmsNorm(d.x, d.r, d.w, 1e-6));
+      const a = timeMs(() => llm.rmsNorm(d.x, d.w, 1e-6).dispose());
+      const b = timeMs(() => void llm.fusedAddRmsNorm(d.x, d.r, d.w, 1e-6));
+      row[`llm.rmsNorm ${d.key}`] = a;
+      row[`llm.fusedAddRmsNorm ${d.key}`] = b;
+      if (d.t === 16384) tot.large += a + b;
+      if (d.t === 256) tot.small += a + b;
     }
     ms[name] = row;
-    const total = Object.values(row).reduce((a, b) => a + b, 0);
-    if (total < best.total) best = { name, total };
-    console.log(`sweep ${name.padEnd(18)} total ${total.toFixed(4)} ms: ${Object.values(row).map((x) => x.toFixed(4)).join(' ')}`);
+    totals[name] = tot;
   }
+  reps = saved.reps;
   for (const d of data) for (const t of [d.x, d.r, d.w]) t.dispose();
   setNormTuning(defaults);
-  console.log(`sweep: fastest in total ${best.name}; the table uses the defaults ${JSON.stringify(defaults)} (columns: ${Object.keys(ms[best.name]!).join(', ')})`);
-  return { defaults, best: best.name, ms };
+  const names = settings.map(([n]) => n);
+  // One line a shape: microseconds at each setting (columns in the order of the header).
+  console.log(`sweep us: ${names.map((n) => n.padStart(10)).join(' ')}`);
+  for (const key of Object.keys(ms[names[0]!]!)) console.log(`sweep ${key.replace('llm.', '').padEnd(42)} ${names.map((n) => (1000 * ms[n]![key]!).toFixed(1).padStart(10)).join(' ')}`);
+  console.log(`sweep total 16384 rows: ${names.map((n) => `${n} ${(1000 * totals[n]!.large).toFixed(0)}`).join(', ')}`);
+  console.log(`sweep total 256 rows:   ${names.map((n) => `${n} ${(1000 * totals[n]!.small).toFixed(1)}`).join(', ')}`);
+  const bestOf = (f: (t: { large: number; small: number }) => number): string => names.reduce((b, n) => (f(totals[n]!) < f(totals[b]!) ? n : b), names[0]!);
+  const best = { large: bestOf((t) => t.large), small: bestOf((t) => t.small) };
+  console.log(`sweep: fastest at 16384 rows ${best.large}, at 256 rows ${best.small}; the table uses the defaults ${JSON.stringify(defaults)}`);
+  return { defaults, best, ms };
 }
 
 /**

@@ -116,8 +116,18 @@ function disposeAll(r: unknown): void {
   else if (r && typeof r === 'object') Object.values(r).forEach(disposeAll);
 }
 
-function timeMs(f: () => unknown): number {
-  for (let i = 0; i < WARMUP; i++) disposeAll(f());
+/**
+ * Host calls of an op's first case before it is timed: V8 optimises the op's dispatch path over
+ * the first few hundred calls, and with only WARMUP calls the first small case of each op measured
+ * the unoptimised host path (s4 R2: moeSum [1, 8, 4096] fp32 at 16.9 us, the next rows 11-12 us).
+ */
+const JIT_WARMUP = 200;
+const warmedOps = new Set<string>();
+
+function timeMs(f: () => unknown, op: string): number {
+  const warm = warmedOps.has(op) ? WARMUP : WARMUP + JIT_WARMUP;
+  warmedOps.add(op);
+  for (let i = 0; i < warm; i++) disposeAll(f());
   kiln.synchronize(DEVICE);
   const ts: number[] = [];
   for (let i = 0; i < REPS; i++) {
@@ -141,7 +151,7 @@ function main(): void {
   for (const c of cases) {
     let kilnMs: number;
     try {
-      kilnMs = kiln.noGrad(() => timeMs(build(c)));
+      kilnMs = kiln.noGrad(() => timeMs(build(c), c.op));
     } catch (e) {
       console.log(`kiln  ${c.op.padEnd(22)} ${c.dtype.padEnd(9)} ${c.shape.padEnd(42)} FAILED: ${(e as Error).message.split('\n')[0]}`);
       continue;

@@ -6,7 +6,9 @@ RMSNorm (with and without the fused residual add), SiluAndMul, GeluAndMul ('none
 RotaryEmbedding (neox and gpt-j), plus torch.nn.functional.rms_norm (PyTorch's own kernel) as a
 second RMSNorm row. Timing: a pair of CUDA events around each rep, median of --reps (>= 50) after
 --warmup reps. Device-to-device copy bandwidth (copy_ of a 1 GiB tensor) is measured in the same
-run so that the kernels' bandwidth can be compared with it.
+run so that the kernels' bandwidth can be compared with it, and for the norms also copy_ of the very
+bytes each row moves (a tensor of x's size for rmsNorm, of twice it for fusedAddRmsNorm), timed the
+same way, so that small and mid sizes are compared with a copy of their own size ("copies").
 
 Shapes follow vLLM's kernel benchmarks: tokens x hidden 4096/8192 for the norms, [tokens, 2*11008]
 for act-and-mul, tokens x 32 heads x 128 (q and k) for RoPE. Op names are Kiln's (llm.rmsNorm...).
@@ -124,7 +126,20 @@ def main():
         print(f"{op:20s} {variant:5s} {impl:15s} {str(shape):18s} {dtype:9s} {ms:9.4f} ms", flush=True)
         # Written after every row, so a run cut short by a time limit still leaves its rows.
         with open(a.json, "w") as f:
-            json.dump({"meta": meta, "copy": copy, "rows": rows}, f)
+            json.dump({"meta": meta, "copy": copy, "copies": copies, "rows": rows}, f)
+
+    copies = {}
+
+    def copy_same_bytes(nbytes):
+        """copy_ of a tensor of nbytes (nbytes read + nbytes written), once per size."""
+        if str(nbytes) in copies:
+            return
+        s_ = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).uniform_()
+        d_ = torch.empty_like(s_)
+        ms = time_ms(lambda: d_.copy_(s_), a.reps, a.warmup)
+        copies[str(nbytes)] = {"torch_ms": ms, "gbps": 2 * nbytes / (ms * 1e-3) / 1e9}
+        print(f"copy_ {nbytes} B: {ms:.4f} ms, {copies[str(nbytes)]['gbps']:.0f} GB/s", flush=True)
+        del s_, d_
 
     # Copy bandwidth: copy_ of 1 GiB (read + write).
     n = (1 << 30) // 4
@@ -144,6 +159,9 @@ def main():
                 for t in a.tokens:
                     x = torch.randn(t, hidden, dtype=dt, device=dev)
                     r = torch.randn(t, hidden, dtype=dt, device=dev)
+                    # rmsNorm moves 2 x-sizes (read x, write out), fusedAdd 4 (x, residual both ways).
+                    copy_same_bytes(x.numel() * x.element_size())
+                    copy_same_bytes(2 * x.numel() * x.element_size())
                     add("llm.rmsNorm", [t, hidden], dn, "forward_native", time_ms(lambda: rms_norm_native(x, w, 1e-6), a.reps, a.warmup))
                     if hasattr(F, "rms_norm"):
                         add("llm.rmsNorm", [t, hidden], dn, "F.rms_norm", time_ms(lambda: F.rms_norm(x, (hidden,), w, 1e-6), a.reps, a.warmup))
@@ -165,7 +183,7 @@ def main():
                     add("llm.rotaryEmbedding", [t, heads, hs], dn, "forward_native", time_ms(lambda: rope_native(pos, q, k, hs, hs, cache, neox), a.reps, a.warmup), "neox" if neox else "gptj")
                 del q, k
     with open(a.json, "w") as f:
-        json.dump({"meta": meta, "copy": copy, "rows": rows}, f)
+        json.dump({"meta": meta, "copy": copy, "copies": copies, "rows": rows}, f)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,15 @@ const L = await import(pathToFileURL(path.join(root, 'dist/src/kernels/cuda/code
 const out = [];
 for (const dtype of ['float32', 'float16', 'bfloat16', 'float64']) {
   for (const mode of ['plain', 'addInPlace', 'addOut']) for (const vector of [false, true]) for (const [warpPerRow, items] of [[true, 1], [true, 4], [false, 2], [false, 4], [false, 8], [false, 0]]) out.push(L.generateNorm({ dtype, mode, vector, warpPerRow, items }));
+  // H compiled in (every slot used / the last slot checked), streaming hints, register bounds.
+  const vw = 16 / { float32: 4, float16: 2, bfloat16: 2, float64: 8 }[dtype];
+  for (const mode of ['plain', 'addInPlace', 'addOut']) {
+    for (const [h, tpr, items] of [[512 * 4 * vw, 512, 4], [128 * 4 * vw, 128, 4], [1026 * vw, 288, 4], [512 * vw, 192, 3]]) {
+      for (const streaming of [false, true]) out.push(L.generateNorm({ dtype, mode, vector: true, warpPerRow: false, items, tpr, minThreadsPerSm: mode === 'plain' ? 1024 : 0, prefetchWeight: mode !== 'plain', hConst: h, streaming }));
+    }
+    out.push(L.generateNorm({ dtype, mode, vector: true, warpPerRow: true, items: 4, prefetchWeight: true, hConst: 4 * 32 * vw, streaming: true }));
+    out.push(L.generateNorm({ dtype, mode, vector: true, warpPerRow: false, items: 4, tpr: 128, minThreadsPerSm: mode === 'plain' ? 1280 : 0, prefetchWeight: true, hConst: 128 * 4 * vw, unpackTwice: true }));
+  }
   const v = 16 / { float32: 4, float16: 2, bfloat16: 2, float64: 8 }[dtype];
   for (const act of ['silu', 'gelu', 'geluTanh']) for (const vec of [1, v]) for (const backward of [false, true]) out.push(L.generateGated({ dtype, act, vec, backward }));
   for (const neox of [true, false]) for (const vp of [1, 2, 4]) out.push(L.generateRope({ dtype, cacheDtype: dtype, posDtype: vp === 2 ? 'int32' : 'int64', neox, half: 64, vp }));

@@ -20,6 +20,7 @@ import { assertNoOverlap } from '../src/llm/overlap.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
 import { argumentWriter } from '../src/compile/cuda-graphs/compile-cuda.js';
 import { normThreads, normTuning, setNormTuning, type NormTuning } from '../src/kernels/cuda/llm-norm.js';
+import { generateNorm, hConstOf, type NormSpec } from '../src/kernels/cuda/codegen/llm.js';
 import { rand, type Layout } from './helpers/make.js';
 import { llmOpcheckSamples, ropeCache, ropePositions } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
@@ -94,13 +95,13 @@ test('rmsNorm / addRmsNorm / fusedAddRmsNorm on cuda match the float64 cpu kerne
   }
 });
 
-test('norm kernels at every setting of their tuning knobs (vectors a thread, grid cap, weight prefetch, serial loads, register bound, pipelined rows) match the float64 cpu kernels', { skip }, () => {
+test('norm kernels at every setting of their tuning knobs (vectors a thread, grid cap, weight prefetch, serial loads, register bounds, pipelined rows, H compiled in, streaming hints, halves converted twice) match the float64 cpu kernels', { skip }, () => {
   const saved = normTuning();
   const settings: Partial<NormTuning>[] = [
-    { vecsPerThread: 1, gridCap: true, prefetchWeight: 'auto' },
-    { vecsPerThread: 2, gridCap: false, prefetchWeight: true, fixedTpr: true, minThreadsPerSm: 1024, pipelineRows: true },
-    { vecsPerThread: 8, gridCap: true, serialLoads: true, fixedTpr: false },
-    { vecsPerThread: 4, gridCap: false, prefetchWeight: false, serialLoads: false, fixedTpr: true, minThreadsPerSm: 0, pipelineRows: true },
+    { vecsPerThread: 1, gridCap: true, prefetchWeight: 'auto', specializeH: true, streaming: false, minThreadsPerSm: 1280 },
+    { vecsPerThread: 2, gridCap: false, prefetchWeight: true, fixedTpr: true, minThreadsPerSm: 1024, pipelineRows: true, specializeH: true, streaming: true, resMinThreadsPerSm: 1024, unpackTwice: true },
+    { vecsPerThread: 8, gridCap: true, serialLoads: true, fixedTpr: false, specializeH: true },
+    { vecsPerThread: 4, gridCap: false, prefetchWeight: false, serialLoads: false, fixedTpr: true, minThreadsPerSm: 0, pipelineRows: true, specializeH: false, streaming: true },
   ];
   try {
     for (const knobs of settings) {
@@ -311,6 +312,28 @@ test('norm kernel geometry: every row vector has a thread, blocks stay within li
     if (g.items > 0) assert.ok(g.items <= 8 && g.tpr * g.items >= nvec && g.tpr * (g.items - 1) < nvec, `nvec ${nvec}: ${g.tpr} threads x ${g.items} vectors`);
     else assert.ok(nvec > 512 * 8, `nvec ${nvec}: loop path only past the register limit`);
   }
+});
+
+test('norm codegen: H compiled in only where the row fits the thread slots; bounds checks only on slots that can pass the row end; streaming hints never on the weights', () => {
+  const base: NormSpec = { dtype: 'float32', mode: 'plain', vector: true, warpPerRow: false, items: 4, tpr: 512, minThreadsPerSm: 1024, hConst: 8192 };
+  assert.equal(hConstOf(base), 8192);
+  // 8196 fp32 = 2049 vectors > 512 x 4 slots; 8194 is not a whole number of 4-element vectors.
+  for (const bad of [{ hConst: 8196 }, { hConst: 8194 }, { vector: false }, { serialLoads: true }, { items: 0 }, { tpr: undefined }]) assert.equal(hConstOf({ ...base, ...bad }), 0, JSON.stringify(bad));
+  const exact = generateNorm(base).source;
+  assert.match(exact, /const int H = 8192;/);
+  assert.doesNotMatch(exact, /j < nvec\)/);
+  // 4104 fp32 = 1026 vectors on 288 threads: slots 0-2 always hold a vector, slot 3 only for some threads.
+  const partial = generateNorm({ ...base, tpr: 288, hConst: 4104 }).source;
+  assert.match(partial, /if \(it < 3 \|\| j < nvec\)/);
+  const generic = generateNorm({ ...base, hConst: undefined }).source;
+  assert.match(generic, /int H, long long xs/);
+  assert.match(generic, /if \(j < nvec\)/);
+  const cs = generateNorm({ ...base, mode: 'addInPlace', prefetchWeight: true, streaming: true }).source;
+  for (const b of ['xr', 'rr']) assert.match(cs, new RegExp(`kiln_ldcs<kiln_vec<float, 4>>\\(${b} \\+`));
+  assert.match(cs, /kiln_stcs\(orow \+/);
+  assert.match(cs, /kiln_stcs\(ror \+/);
+  assert.doesNotMatch(cs, /kiln_ldcs<kiln_vec<float, 4>>\(w \+/);
+  assert.match(cs, /reinterpret_cast<const kiln_vec<float, 4>\*>\(w \+/);
 });
 
 test('overlap check: column slices of one qkv matrix are proven disjoint without a scan; shared elements are still caught', () => {

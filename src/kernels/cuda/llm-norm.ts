@@ -1,6 +1,7 @@
 /**
  * cuda kernels of llm.rmsNorm, llm.fusedAddRmsNorm (in place, vLLM semantics) and llm.addRmsNorm
- * (codegen/llm.ts generateNorm). Inputs whose rows are not one uniform stride apart (or whose last
+ * (codegen/llm.ts generateNorm), one kernel per (mode, dtype, hidden size) with the row length
+ * compiled in, chosen once per call signature (launch plans). Inputs whose rows are not one uniform stride apart (or whose last
  * dim is not dense) are staged through dense copies; in-place results are copied back. 16-byte
  * vector loads when the row length, every row stride and every base address allow them, scalar
  * loads otherwise. float64 runs the same kernel in double.
@@ -8,7 +9,7 @@
 import { addRmsNorm, fusedAddRmsNorm, rmsNorm } from '../../ops/defs/llm.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { assertNoOverlap } from '../../llm/overlap.js';
-import { launch } from '../../runtime/cuda/launch.js';
+import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { numel } from '../../tensor/layout.js';
@@ -16,7 +17,7 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { generateNorm, pipelined, MAX_ITEMS, NORM_MAX_BLOCK, normKernelName, normVec, WARP_MODE_BLOCK, type NormMode, type NormSpec } from './codegen/llm.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
-import { aligned, cachedKernel, registerCuda, rowStride, Temps, vecWidth } from './llm-util.js';
+import { cachedKernel, registerCuda, rowStride, Temps, vecWidth } from './llm-util.js';
 
 /**
  * Row vectors a thread aims to hold. 4 (64 bytes of loads in flight a thread): on the H200, R1's
@@ -30,6 +31,7 @@ let vecsPerThread = 4;
 export function setNormVecsPerThread(n: number): void {
   if (!Number.isInteger(n) || n < 1 || n > MAX_ITEMS) throw new RangeError(`setNormVecsPerThread: expected an integer in [1, ${MAX_ITEMS}], got ${n}`);
   vecsPerThread = n;
+  plans.clear();
 }
 
 /**
@@ -71,6 +73,38 @@ let fixedTpr = true;
 let pipelineRows = false;
 let minThreadsPerSm = 1024;
 
+/**
+ * Residual modes (fusedAdd / addOut): the threads an SM must hold (NormSpec.minThreadsPerSm), 0:
+ * no bound. 0 by default: under the 1024 bound the generic kernels spilled (s4 R1, above); with H
+ * compiled in they fit 64 registers either way, and H200 s5 R2 timed 1024 within noise of 0
+ * (1817 vs 1833 us in total over the 16384-row norms; the same run's repeats differ by ~2%).
+ */
+let resMinThreadsPerSm = 0;
+
+/**
+ * Register path: the row length compiled into the kernel (NormSpec.hConst), one kernel per hidden
+ * size (a model has a few). ptxas -v (sm_90): the residual modes went from 110-112 registers a
+ * thread to 62-64 (twice the resident rows), fp32 plain at 512 threads from 64 with 24 bytes
+ * spilled to 56 without; the row's addresses become constant offsets and the bounds checks go.
+ * H200 s5 R2 (bench/results/h200-s5-llmnorm-r2-sweep-2026-11-30.*): 1854 -> 1833 us in total over
+ * the 16384-row norms, fusedAdd bf16 [16384, 4096] 141.7 -> 137-139 us; every 16384-row norm at
+ * 96-100% of a copy_ of its own bytes in the same run.
+ */
+let specializeH = true;
+
+/**
+ * Streaming cache hints on the row's loads and stores (NormSpec.streaming). Off: H200 s5 R2 timed
+ * them slower (1877 vs 1833 us over the 16384-row norms; bf16 rmsNorm [16384, 4096] 79.4 vs 74-76).
+ */
+let streaming = false;
+
+/**
+ * fp16/bf16: convert the row to float again after the barrier (NormSpec.unpackTwice). Off: with a
+ * 1280-thread bound it fits 48 registers, but H200 s5 R2 timed no gain (bf16 rmsNorm [16384, 4096]
+ * 75.2 us vs 74-76 at the defaults): those rows already run at the copy rate of their bytes.
+ */
+let unpackTwice = false;
+
 export interface NormTuning {
   vecsPerThread: number;
   gridCap: boolean;
@@ -79,16 +113,21 @@ export interface NormTuning {
   fixedTpr: boolean;
   minThreadsPerSm: number;
   pipelineRows: boolean;
+  resMinThreadsPerSm: number;
+  specializeH: boolean;
+  streaming: boolean;
+  unpackTwice: boolean;
 }
 
 /** The current tuning knobs (tests restore them after changing them). */
 export function normTuning(): NormTuning {
-  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm, pipelineRows };
+  return { vecsPerThread, gridCap: capGrid, prefetchWeight, serialLoads, fixedTpr, minThreadsPerSm, pipelineRows, resMinThreadsPerSm, specializeH, streaming, unpackTwice };
 }
 
 /** Benchmark sweeps: the grid policy of the norm kernels. */
 export function setNormGridCap(on: boolean): void {
   capGrid = on;
+  plans.clear();
 }
 
 /** Sets any of the knobs (benchmark sweeps and tests); the others keep their values. */
@@ -99,10 +138,17 @@ export function setNormTuning(t: Partial<NormTuning>): void {
   if (t.serialLoads !== undefined) serialLoads = t.serialLoads;
   if (t.fixedTpr !== undefined) fixedTpr = t.fixedTpr;
   if (t.pipelineRows !== undefined) pipelineRows = t.pipelineRows;
-  if (t.minThreadsPerSm !== undefined) {
-    if (!Number.isInteger(t.minThreadsPerSm) || t.minThreadsPerSm < 0 || t.minThreadsPerSm > 2048) throw new RangeError(`setNormTuning: minThreadsPerSm must be an integer in [0, 2048], got ${t.minThreadsPerSm}`);
-    minThreadsPerSm = t.minThreadsPerSm;
-  }
+  if (t.minThreadsPerSm !== undefined) minThreadsPerSm = threadsBound('minThreadsPerSm', t.minThreadsPerSm);
+  if (t.resMinThreadsPerSm !== undefined) resMinThreadsPerSm = threadsBound('resMinThreadsPerSm', t.resMinThreadsPerSm);
+  if (t.specializeH !== undefined) specializeH = t.specializeH;
+  if (t.streaming !== undefined) streaming = t.streaming;
+  if (t.unpackTwice !== undefined) unpackTwice = t.unpackTwice;
+  plans.clear();
+}
+
+function threadsBound(name: string, n: number): number {
+  if (!Number.isInteger(n) || n < 0 || n > 2048) throw new RangeError(`setNormTuning: ${name} must be an integer in [0, 2048], got ${n}`);
+  return n;
 }
 
 /**
@@ -128,37 +174,75 @@ interface NormCall {
   eps: number;
 }
 
+/** What a call of one (device, mode, dtype, row length, vector or not) launches. */
+interface NormPlan {
+  kernel: CudaKernel;
+  block: number;
+  rowsPerBlock: number;
+  pipe: boolean;
+}
+
+/**
+ * Launch plans by call signature, cleared when a knob changes: a repeated call (every decode step
+ * of a model) skips building the spec and the kernel name, a few hundred ns of host time.
+ */
+const plans = new Map<string, NormPlan>();
+
+function planFor(index: number, mode: NormMode, dtype: Tensor['dtype'], h: number, vector: boolean): NormPlan {
+  const key = `${index}|${mode}|${dtype}|${h}|${vector ? 1 : 0}`;
+  let p = plans.get(key);
+  if (p) return p;
+  // Threads depend on the row length only (not on alignment): see NormSpec.vector.
+  const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / normVec(dtype)));
+  const pw = prefetchWeight === 'auto' ? !(mode === 'plain' && itemSize(dtype) >= 4) : prefetchWeight;
+  const bound = mode === 'plain' ? minThreadsPerSm : resMinThreadsPerSm;
+  const spec: NormSpec = {
+    dtype,
+    mode,
+    vector,
+    warpPerRow,
+    items,
+    prefetchWeight: pw,
+    serialLoads,
+    pipelineRows,
+    streaming,
+    unpackTwice,
+    ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm: bound }),
+    ...(specializeH ? { hConst: h } : {}),
+  };
+  const kernel = cachedKernel(index, normKernelName(spec), () => generateNorm(spec));
+  p = { kernel, block: warpPerRow ? WARP_MODE_BLOCK : tpr, rowsPerBlock: warpPerRow ? WARP_MODE_BLOCK / 32 : 1, pipe: pipelined(spec) };
+  plans.set(key, p);
+  return p;
+}
+
 /** Launches one norm kernel on tensors whose rows are uniformly strided (callers stage others). */
 function launchNorm(c: NormCall): void {
   const h = c.x.shape[c.x.ndim - 1]!;
   const rows = h === 0 ? 0 : numel(c.x.shape) / h;
   if (rows === 0) return;
-  const tensors = [c.out, c.x, c.w, ...(c.res ? [c.res] : []), ...(c.resOut ? [c.resOut] : [])];
-  const strides = [c.out, c.x, c.res, c.resOut].map((t) => (t ? rowStride(t)! : 0));
-  const dtype = c.x.dtype;
-  const v = normVec(dtype);
-  const vector = h % v === 0 && strides.every((s) => s % v === 0) && aligned(16, ...tensors);
-  // Threads depend on the row length only (not on alignment): see NormSpec.vector.
-  const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / v));
-  const pw = prefetchWeight === 'auto' ? !(c.mode === 'plain' && itemSize(dtype) >= 4) : prefetchWeight;
-  const spec: NormSpec = { dtype, mode: c.mode, vector, warpPerRow, items, prefetchWeight: pw, serialLoads, pipelineRows, ...(warpPerRow || !fixedTpr ? {} : { tpr, minThreadsPerSm: c.mode === 'plain' ? minThreadsPerSm : 0 }) };
-  const k = cachedKernel(c.x.device.index, normKernelName(spec), () => generateNorm(spec));
-  const block = warpPerRow ? WARP_MODE_BLOCK : tpr;
-  const rowsPerBlock = warpPerRow ? WARP_MODE_BLOCK / 32 : 1;
-  // Capped: at most two waves of resident blocks, looping over the remaining rows; else a block
-  // per row group (the kernel loops either way, so both are correct for any row count).
+  const os = rowStride(c.out)!;
+  const xs = rowStride(c.x)!;
+  const rs = c.res ? rowStride(c.res)! : 0;
+  const ros = c.resOut ? rowStride(c.resOut)! : 0;
+  const po = ptrOf(c.out);
+  const px = ptrOf(c.x);
+  const pr = c.res ? ptrOf(c.res) : 0;
+  const pro = c.resOut ? ptrOf(c.resOut) : 0;
+  const pw = ptrOf(c.w);
+  const v = normVec(c.x.dtype);
+  // 16-byte vectors need every row start and base address 16-byte aligned.
+  const vector = h % v === 0 && os % v === 0 && xs % v === 0 && rs % v === 0 && ros % v === 0 && po % 16 === 0 && px % 16 === 0 && pr % 16 === 0 && pro % 16 === 0 && pw % 16 === 0;
+  const index = c.x.device.index;
+  const { kernel, block, rowsPerBlock, pipe } = planFor(index, c.mode, c.x.dtype, h, vector);
   const blocks = Math.ceil(rows / rowsPerBlock);
   // Pipelined rows: about one wave of the blocks an SM holds under the register bound (two rows of
-  // each thread in flight), every block looping over its rows.
-  const wave = (): number => deviceInfo(c.x.device.index).smCount * Math.max(1, Math.floor((minThreadsPerSm || 1024) / block));
-  const grid = pipelined(spec) ? Math.min(blocks, wave()) : capGrid ? gridFor(c.x.device.index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
-  const [os, xs, rs, ros] = strides as [number, number, number, number];
-  launch(
-    k,
-    [ptrOf(c.out), ptrOf(c.x), c.res ? ptrOf(c.res) : 0, c.resOut ? ptrOf(c.resOut) : 0, ptrOf(c.w), rows, h, xs, rs, os, ros, c.eps],
-    { grid, block },
-    streamOf(c.x),
-  );
+  // each thread in flight), every block looping over its rows. Capped: at most two waves of
+  // resident blocks, looping over the remaining rows; else a block per row group (the kernel loops
+  // either way, so both are correct for any row count).
+  const wave = (): number => deviceInfo(index).smCount * Math.max(1, Math.floor((minThreadsPerSm || 1024) / block));
+  const grid = pipe ? Math.min(blocks, wave()) : capGrid ? gridFor(index, blocks * block, block) : Math.min(blocks, 2 ** 31 - 1);
+  launch(kernel, [po, px, pr, pro, pw, rows, h, xs, rs, os, ros, c.eps], { grid, block }, streamOf(c.x));
 }
 
 /** The longest row kept in registers (longer rows take the re-reading loop path). */

@@ -86,6 +86,30 @@ export interface NormSpec {
    * when absent.
    */
   pipelineRows?: boolean;
+  /**
+   * Register path with the row length compiled in (H elements; vector loads, items > 0, a fixed
+   * tpr or a warp per row, and the row fitting tpr * items vectors): the run-time H argument is
+   * ignored, the loop path is not emitted, and only the last vector slot of a thread keeps a bounds
+   * check (none when the row fills every slot), which frees the registers those took (ptxas -v:
+   * fp32 plain at 512 threads went from 64 registers with 24 bytes spilled to 56 without spills).
+   * Absent: H at run time. Same elements a thread, same order: results equal the generic kernel's.
+   */
+  hConst?: number;
+  /**
+   * Streaming cache hints: the row's loads and stores use ld.global.cs / st.global.cs (evict
+   * first; each byte of x, residual and out is touched once), the weights keep the default policy
+   * (every row reads them). Vector path only. Off when absent.
+   */
+  streaming?: boolean;
+  /**
+   * fp16/bf16: the scale phase converts the row's stored halves to float again (through an asm
+   * the compiler cannot merge with the sum phase's conversions) instead of keeping the sum
+   * phase's floats live across the barrier; the live row is then its packed vectors (4 registers
+   * a vector, not 8). ptxas -v, bf16 plain [.., 4096] at 128 threads: 64 registers unbounded; with
+   * this, 48 under a 1280-thread bound without spills (before: 172 bytes spilled at 40). Off when
+   * absent; no effect for 4-byte and wider dtypes.
+   */
+  unpackTwice?: boolean;
 }
 
 function lit(v: number, ct: string): string {
@@ -104,7 +128,21 @@ export function pipelined(s: NormSpec): boolean {
 }
 
 export function normKernelName(s: NormSpec): string {
-  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}${!s.warpPerRow && s.tpr ? `_t${s.tpr}${s.minThreadsPerSm ? `_m${s.minThreadsPerSm}` : ''}` : ''}${s.prefetchWeight ? '_pw' : ''}${s.serialLoads ? '_serial' : ''}${pipelined(s) ? '_pipe' : ''}`;
+  return `kiln_llm_rmsnorm_${s.mode}_${s.dtype}_${s.vector ? 'vec' : 'scalar'}_${s.warpPerRow ? 'warp' : 'block'}_i${s.items}${!s.warpPerRow && s.tpr ? `_t${s.tpr}${s.minThreadsPerSm ? `_m${s.minThreadsPerSm}` : ''}` : ''}${s.prefetchWeight ? '_pw' : ''}${s.serialLoads ? '_serial' : ''}${pipelined(s) ? '_pipe' : ''}${hConstOf(s) ? `_h${hConstOf(s)}` : ''}${s.streaming && s.vector ? '_cs' : ''}${unpacksTwice(s) ? '_u2' : ''}`;
+}
+
+/** Whether spec s converts a half row twice (NormSpec.unpackTwice). */
+export function unpacksTwice(s: NormSpec): boolean {
+  return s.unpackTwice === true && (s.dtype === 'float16' || s.dtype === 'bfloat16');
+}
+
+/** The compiled-in row length of spec s (NormSpec.hConst), or 0 when H is a run-time argument. */
+export function hConstOf(s: NormSpec): number {
+  const h = s.hConst ?? 0;
+  if (h <= 0 || !s.vector || s.items <= 0 || s.serialLoads === true) return 0;
+  const tpr = s.warpPerRow ? 32 : s.tpr;
+  if (tpr === undefined || h % normVec(s.dtype) !== 0 || h / normVec(s.dtype) > tpr * s.items) return 0;
+  return h;
 }
 
 /**
@@ -130,15 +168,18 @@ export function generateNorm(s: NormSpec): GeneratedKernel {
   const fixedTpr = !s.warpPerRow && s.tpr !== undefined ? s.tpr : null;
   const block = s.warpPerRow ? WARP_MODE_BLOCK : (fixedTpr ?? NORM_MAX_BLOCK);
   const vt = `kiln_vec<${T}, ${V}>`;
+  const hc = hConstOf(s);
+  // Streaming hints apply to the row's own data (x, residual, out), never to the shared weights.
+  const cs = s.streaming === true && s.vector;
   const storeVec = (base: string, j: string, v: string): string[] =>
     s.vector
-      ? [`*reinterpret_cast<${vt}*>(${base} + (long long)${j} * ${V}) = ${v};`]
+      ? [cs ? `kiln_stcs(${base} + (long long)${j} * ${V}, ${v});` : `*reinterpret_cast<${vt}*>(${base} + (long long)${j} * ${V}) = ${v};`]
       : [`#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = ${j} * ${V} + e; if (c < H) ${base}[c] = ${v}.v[e]; }`];
   // Vector j of the row at `base` into `into`; element loads pad past the row's end with zeros
   // (they add nothing to the sum and are not stored).
   const loadVec = (base: string, j: string, into: string): string[] =>
     s.vector
-      ? [`${into} = *reinterpret_cast<const ${vt}*>(${base} + (long long)${j} * ${V});`]
+      ? [cs && base !== 'w' ? `${into} = kiln_ldcs<${vt}>(${base} + (long long)${j} * ${V});` : `${into} = *reinterpret_cast<const ${vt}*>(${base} + (long long)${j} * ${V});`]
       : [`#pragma unroll`, `for (int e = 0; e < ${V}; e++) { const int c = ${j} * ${V} + e; ${into}.v[e] = c < H ? ${base}[c] : (${T})0; }`];
   // Adds the squares of loaded vector `xv` (with a residual: of xv + rv rounded to the dtype, kept
   // in `into` and stored as the new residual) to ss. `into` is a storage vector: 16 bytes of
@@ -153,9 +194,13 @@ export function generateNorm(s: NormSpec): GeneratedKernel {
     return lines;
   };
   // out = from * inv * w, rounded once to the dtype, for vector j (weights already loaded in wv).
+  // The row's halves as float in the scale phase: with unpackTwice through kiln_half_again (the
+  // same value; an asm volatile widening the compiler cannot merge with the sum phase's).
+  const u2 = unpacksTwice(s);
+  const again = (v: string): string => (u2 ? ld(s.dtype, `kiln_half_again(${v})`, ct) : ld(s.dtype, v, ct));
   const scaleStore = (from: string, wv: string, j: string): string[] => {
     const lines = [`${vt} ov;`];
-    for (let e = 0; e < V; e++) lines.push(`ov.v[${e}] = ${storeAs(s.dtype, `${ld(s.dtype, `${from}.v[${e}]`, ct)} * inv * ${ld(s.dtype, `${wv}.v[${e}]`, ct)}`, ct)};`);
+    for (let e = 0; e < V; e++) lines.push(`ov.v[${e}] = ${storeAs(s.dtype, `${again(`${from}.v[${e}]`)} * inv * ${ld(s.dtype, `${wv}.v[${e}]`, ct)}`, ct)};`);
     lines.push(...storeVec('orow', j, 'ov'));
     return lines;
   };
@@ -164,10 +209,14 @@ export function generateNorm(s: NormSpec): GeneratedKernel {
   // and its use under one `if (j < nvec)` made each vector wait for its own load in turn (the
   // branches keep the compiler from hoisting the later loads), which serialised the row's memory
   // latency: one round trip per vector instead of one per row.
+  // With H compiled in, slots below `full` always hold a row vector (tid < tpr): no check there.
+  const hcTpr = s.warpPerRow ? 32 : (s.tpr ?? 0);
+  const full = hc ? Math.floor(hc / V / hcTpr) : 0;
+  const guard = !hc ? 'j < nvec' : full >= items ? 'true' : `it < ${full} || j < nvec`;
   const each = (body: string[]): string => `#pragma unroll
       for (int it = 0; it < ${items}; it++) {
         const int j = tid + it * tpr;
-        if (j < nvec) {
+        if (${guard}) {
 ${ind(body, 10)}
         }
       }`;
@@ -211,17 +260,25 @@ ${ind(body, 10)}
     __syncthreads();
     ss = 0;
     ${fixedTpr ? '#pragma unroll\n    ' : ''}for (int i = 0; i < ${fixedTpr ? fixedTpr / 32 : '(int)(blockDim.x >> 5)'}; i++) ss += rb[i];`;
-  const source = `${PRELUDE}
+  const helpers = cs
+    ? `template <typename V> __device__ __forceinline__ V kiln_ldcs(const void* p) { const int4 r = __ldcs(reinterpret_cast<const int4*>(p)); return *reinterpret_cast<const V*>(&r); }
+template <typename V> __device__ __forceinline__ void kiln_stcs(void* p, const V& v) { __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v)); }
+`
+    : '';
+  const halfAgain = u2 ? `__device__ __forceinline__ unsigned short kiln_half_again(unsigned short h) { unsigned short r; asm volatile("mov.b16 %0, %1;" : "=h"(r) : "h"(h)); return r; }
+` : '';
+  const source = `${PRELUDE}${helpers}${halfAgain}
 extern "C" __global__ void __launch_bounds__(${block}${fixedTpr && s.minThreadsPerSm ? `, ${Math.max(1, Math.floor(s.minThreadsPerSm / fixedTpr))}` : ''}) ${name}(
     ${T}* ${rx}out, const ${T}* ${rx}x, const ${T}* ${rx}res, ${T}* ${rx}resOut, const ${T}* __restrict__ w,
-    long long rows, int H, long long xs, long long rs, long long os, long long ros, double epsD) {
+    long long rows, int ${hc ? 'hArg' : 'H'}, long long xs, long long rs, long long os, long long ros, double epsD) {
+  ${hc ? `const int H = ${hc};` : ''}
   const int tpr = ${s.warpPerRow ? '32' : (fixedTpr ?? 'blockDim.x')};
   const int tid = threadIdx.x % tpr;
   const long long rowsPerBlock = blockDim.x / tpr;
   const int nvec = (H + ${V - 1}) / ${V};
   const ${ct} eps = (${ct})epsD;
   const ${ct} invH = ${lit(1, ct)} / (${ct})H;
-  const bool inRegs = ${s.items > 0 ? `nvec <= tpr * ${s.items}` : 'false'};
+  const bool inRegs = ${hc ? 'true' : s.items > 0 ? `nvec <= tpr * ${s.items}` : 'false'};
   ${s.warpPerRow ? '' : `__shared__ ${ct} red[2][32];
   int parity = 0;`}
   ${pipe ? `${vt} nv[${items}];
