@@ -171,6 +171,7 @@ export function moeSumSource(d: DType, vec: number): MoeKernel {
       ? `
     const long long h = i % H, tok = i / H;
     ${ct} acc = 0;
+#pragma unroll 8
     for (int j = 0; j < K; j++) acc += ${loadAs(d, 'x[tok * sx0 + j * sx1 + h * sx2]', ct)};
     out[i] = ${storeAs(d, 'acc', ct)};`
       : `
@@ -179,6 +180,9 @@ export function moeSumSource(d: DType, vec: number): MoeKernel {
 #pragma unroll
     for (int v = 0; v < ${vec}; v++) acc[v] = 0;
     const ${t}* xb = x + tok * sx0 + hv * ${vec};
+    // Unrolled so the K loads (top-k is usually 2-8) are all in flight before the first add: a
+    // rolled loop waited out one load's latency per expert (fp32 [1024, 8, 4096] at 2.9 TB/s).
+#pragma unroll 8
     for (int j = 0; j < K; j++) {
       kiln_vec<${t}, ${vec}> a = *(const kiln_vec<${t}, ${vec}>*)(xb + j * sx1);
 #pragma unroll
