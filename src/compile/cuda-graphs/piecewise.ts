@@ -1,6 +1,6 @@
 /**
  * Piecewise CUDA graphs: a call that cannot be captured whole (an op whose cuda kernel synchronises
- * with the host, e.g. embedding validating its indices on the host) is split at those ops. The
+ * with the host, e.g. scatterAdd validating its indices on the host) is split at those ops. The
  * graph's nodes become pieces in order: maximal runs of capturable nodes, each compiled as its own
  * CudaProgram and replayed as its own CUDA graph, and the synchronising nodes, run eagerly through
  * the dispatcher between them.
@@ -26,11 +26,12 @@ import { schedule } from '../lower/schedule.js';
 import { CudaGraphProgram } from './graph-program.js';
 
 /**
- * Ops whose cuda kernels read device data back to the host (src/kernels/cuda/indexing.ts checks
- * indices there; llm.fusedMoe reads its per-expert counts, src/kernels/cuda/llm-moe.ts), which no
- * CUDA graph can contain.
+ * Ops whose cuda kernels read device data back to the host, which no CUDA graph can contain:
+ * scatterAdd checks its indices there (src/kernels/cuda/scatter-add.ts), llm.fusedMoe reads its
+ * per-expert counts (src/kernels/cuda/llm-moe.ts). The gathers (embedding, indexSelect, gather)
+ * check their indices on the device (runtime/cuda/device-errors.ts) and are captured like any op.
  */
-export const HOST_SYNC_OPS: ReadonlySet<string> = new Set(['embedding', 'indexSelect', 'gather', 'llm.fusedMoe']);
+export const HOST_SYNC_OPS: ReadonlySet<string> = new Set(['scatterAdd', 'scatterAdd_', 'llm.fusedMoe']);
 
 type Piece =
   | { readonly kind: 'graph'; readonly program: CudaGraphProgram; readonly inputs: readonly ValueId[]; readonly outputs: readonly ValueId[] }
