@@ -8,13 +8,15 @@ T=/tmp/qwen3.$$; mkdir -p "$T"; t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 run() { local name=$1 t=$2; shift 2; timeout -k 2 "$t" "$@" > "$T/$name.txt" 2>&1; el "$name rc=$?"; }
 tests() { grep -E '^[✔✖]|^ℹ (pass|fail)' "$T/$1.txt" | cut -c1-220; awk '/failing tests:/,0' "$T/$1.txt" | grep -vE '^\s+at |^\s*$' | head -16; }
-TESTS="dist/test/cuda-index-check.test.js"
-for f in dist/test/cuda-qk-norm-rotary.test.js; do [ -f "$f" ] && TESTS="$TESTS $f"; done
-run test 40 node --test --test-concurrency=1 --test-reporter=spec $TESTS
+TESTS="dist/test/cuda-index-check.test.js dist/test/cuda-qk-norm-rotary.test.js dist/test/compile-horizontal.test.js"
+run test 45 node --test --test-concurrency=1 --test-reporter=spec $TESTS
 tests test
 run pb 25 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 12 --json "$HOUT/profile.json"
 grep -E '^\{' "$T/pb.txt" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const l of s.split("\n").filter(Boolean)){const j=JSON.parse(l);console.log(JSON.stringify({plain_ms:j.plain_ms,compiled_ms:j.compiled_ms,steps:j.steps,device_ms_sum:j.device_ms_sum,captures:j.graph.captures,replays:j.graph.replays,plainRuns:j.graph.plainRuns,nodes:j.graph.lastNodeCount,disabled:j.graph.disabled,pieces:j.pieces}))}})'
 grep -vE '^\{' "$T/pb.txt" | cut -c1-300 | head -24
 B="node dist/src/cli/main.js bench --device cuda --size full --workload qwen3-0.6b-forward --no-progress"
-run bench 45 $B --dtype bfloat16 float32
+run bench 40 $B --dtype bfloat16 float32
 grep -E 'workload|qwen3|Error|error' "$T/bench.txt" | cut -c1-200 | head -8
+# A/B (if the budget lasts): the same profile without the q/k norm + rotary fusion.
+KILN_QK_NORM_ROTARY=0 run nofuse 20 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 0
+grep -E '^\{' "$T/nofuse.txt" | cut -c1-160
