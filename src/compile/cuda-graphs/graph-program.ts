@@ -34,8 +34,8 @@
  * old design cloned every output on every replay: an extra read and write of each output, as much
  * memory traffic as elementwise-4096's kernel itself.
  *
- * Calls that cannot be captured (an op that synchronises, e.g. reading indices back to validate
- * them) fail the capture. Where the graph has such a known op (piecewise.ts) the call is then split
+ * Calls that cannot be captured (an op that synchronises, e.g. scatterAdd reading indices back to
+ * validate them; the gathers check theirs on the device) fail the capture. Where the graph has such a known op (piecewise.ts) the call is then split
  * into captured pieces around it; otherwise the program runs without graphs, with one warning
  * naming the op's error.
  */
