@@ -28,7 +28,12 @@ function toBf16(v: number): number {
   u32[0] = ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) << 16;
   return f32[0];
 }
-const f16 = (v: number): number => kiln.tensor([v]).to('float16').toFlatArray()[0]!;
+/** Round to float16 (11-bit significand, subnormals below 2^-14; ties, rare here, away from zero). */
+function f16(v: number): number {
+  if (v === 0 || !Number.isFinite(v)) return v;
+  const ulp = 2 ** (Math.max(Math.floor(Math.log2(Math.abs(v))), -14) - 10);
+  return Math.round(v / ulp) * ulp;
+}
 const roundOf = (dtype: DType): ((v: number) => number) => (dtype === 'bfloat16' ? toBf16 : dtype === 'float32' ? Math.fround : (v: number) => v);
 
 const dense = (t: Tensor, shape: readonly number[]): number[] => t.to('cpu').to('float64').expand([...shape]).contiguous().toFlatArray();
