@@ -4,7 +4,8 @@
  * index raises a RangeError naming the op, the index and the valid size at the next read-back or
  * kiln.synchronize (eager, compiled, and fed to a captured CUDA graph), the device stays usable
  * after it, and a Qwen3 forward (entry: an embedding) is captured as one whole-call CUDA graph
- * whose replays equal eager.
+ * whose replays equal eager. Also: a call whose capture fails at an op not known to synchronise
+ * is split into captured pieces around that op (piecewise.ts, learned from the failed capture).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -15,6 +16,10 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/index.js';
 import type { CompiledProgram } from '../src/compile/backend.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
+import { dispatch } from '../src/ops/dispatch.js';
+import { defineOp, registerKernel } from '../src/ops/registry.js';
+import type { OutMeta } from '../src/ops/schema.js';
+import type { TensorMeta } from '../src/tensor/tensor.js';
 import { skipUnlessCuda } from './cuda-util.js';
 
 const skip = skipUnlessCuda();
@@ -120,4 +125,33 @@ test('Qwen3 tiny on cuda: the compiled forward is captured as one CUDA graph, re
   assert.throws(() => kiln.noGrad(() => cf(bad)).toFlatArray(), new RegExp(`embedding: index ${vocab} is out of range for 'weight' rows of size ${vocab}`));
   const after = kiln.noGrad(() => cf(x)).toFlatArray();
   assert.ok(after.every((v, k) => Math.abs(v - want[k]!) <= 1e-4));
+});
+
+// A test op whose cuda kernel reads its input on the host (a synchronisation no graph can hold),
+// and that no list of host-synchronising ops knows.
+const hostSync = defineOp({
+  name: 'test.hostSyncIndexCheck',
+  args: [{ name: 'input', type: 'Tensor' }],
+  outputs: [{ name: 'out', type: 'Tensor' }],
+  meta: (input: TensorMeta): OutMeta => ({ shape: input.shape, strides: input.strides, dtype: input.dtype, device: input.device }),
+});
+registerKernel(hostSync, 'cuda', (_ctx, input) => kiln.add(input, input.toFlatArray().length));
+
+test('a whole-call capture that fails at an op not known to synchronise: pieces around that op, values equal eager', { skip }, () => {
+  const fn = (x: Tensor): Tensor => kiln.add(dispatch(hostSync, kiln.relu(x).mul(2)) as Tensor, 1).sum(-1);
+  const x = kiln.randn([4, 8]).to('cuda');
+  const want = fn(x).toFlatArray();
+  const cf = kiln.compile(fn, { mode: 'reduce-overhead' });
+  for (let i = 0; i < 2; i++) {
+    const got = kiln.noGrad(() => cf(x)).toFlatArray();
+    got.forEach((v, k) => assert.ok(Math.abs(v - want[k]!) <= 1e-5, `call ${i}: ${v} vs ${want[k]}`));
+  }
+  const p = graphProgram(cf);
+  assert.match(p.stats.disabled ?? '', /at test\.hostSyncIndexCheck/);
+  const pw = p.piecewise();
+  assert.ok(pw, 'split into pieces');
+  assert.match(pw.describe(), /eager test\.hostSyncIndexCheck/);
+  const pieces = (pw as unknown as { graphPieces(): CudaGraphProgram[] }).graphPieces();
+  assert.equal(pieces.length, 2, 'a captured piece before and after the op');
+  for (const g of pieces) assert.ok(g.stats.captures === 1 && g.stats.replays === 2, `piece: ${JSON.stringify(g.stats)}`);
 });

@@ -36,7 +36,9 @@ export interface DecisionStore {
   store(callKey: string, d: GraphDecision): void;
   /** Why the whole call could not be captured, when an earlier process found out (then it ran in pieces). */
   loadCaptureFailure(): string | undefined;
-  storeCaptureFailure(reason: string): void;
+  /** The op of the step at which that capture failed, when it was an extern or view step. */
+  loadCaptureFailureOp(): string | undefined;
+  storeCaptureFailure(reason: string, op?: string): void;
 }
 
 export const tuneStoreEnabled = (): boolean => process.env['KILN_TUNE_STORE'] !== '0';
@@ -63,8 +65,12 @@ export function decisionStore(options: BackendOptions, deviceIndex: number): Dec
       const v = getDiskCache().get(NAMESPACE, keyOf('capture-failure')) as { reason?: unknown } | undefined;
       return typeof v?.reason === 'string' ? v.reason : undefined;
     },
-    storeCaptureFailure(reason) {
-      getDiskCache().put(NAMESPACE, keyOf('capture-failure'), { reason });
+    loadCaptureFailureOp() {
+      const v = getDiskCache().get(NAMESPACE, keyOf('capture-failure')) as { op?: unknown } | undefined;
+      return typeof v?.op === 'string' ? v.op : undefined;
+    },
+    storeCaptureFailure(reason, op) {
+      getDiskCache().put(NAMESPACE, keyOf('capture-failure'), op === undefined ? { reason } : { reason, op });
     },
   };
 }

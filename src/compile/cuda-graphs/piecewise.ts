@@ -40,11 +40,17 @@ type Piece =
 export interface PiecewiseOptions {
   readonly tuneOnFirstRun: boolean;
   readonly aliasOutputs: boolean;
+  /**
+   * The ops run eagerly between pieces (default HOST_SYNC_OPS); graph-program.ts adds the op of
+   * the step at which a whole-call capture failed, so an op not known to synchronise is also
+   * worked around.
+   */
+  readonly syncOps?: ReadonlySet<string>;
 }
 
 /** True when `graph` has a node that cannot be captured and a capturable run around it. */
-export function splittable(graph: Graph): boolean {
-  return graph.nodes.some((n) => HOST_SYNC_OPS.has(n.op)) && graph.nodes.some((n) => !HOST_SYNC_OPS.has(n.op));
+export function splittable(graph: Graph, syncOps: ReadonlySet<string> = HOST_SYNC_OPS): boolean {
+  return graph.nodes.some((n) => syncOps.has(n.op)) && graph.nodes.some((n) => !syncOps.has(n.op));
 }
 
 export class PiecewiseGraphProgram implements CompiledProgram {
@@ -81,8 +87,9 @@ export class PiecewiseGraphProgram implements CompiledProgram {
       for (const id of outs) made.set(id, 'graph');
       run = [];
     };
+    const syncOps = options.syncOps ?? HOST_SYNC_OPS;
     graph.nodes.forEach((n, i) => {
-      if (!HOST_SYNC_OPS.has(n.op)) {
+      if (!syncOps.has(n.op)) {
         run.push(n);
         return;
       }
