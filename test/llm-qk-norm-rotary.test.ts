@@ -143,3 +143,18 @@ test('the pass on a 2-layer Qwen3 (cpu, forced on): one llm.qkNormRotary per lay
   const want = kiln.noGrad(() => fn(ids));
   assert.ok(maxErr(got, want.toFlatArray()) <= 1e-4);
 });
+
+test('kiln.compile of a direct llm.qkNormRotary call on the cpu (decomposed: the choice there is the reference) equals eager', () => {
+  const [qw, kw, cs, sn] = [rand([8], 1), rand([8], 2), rand([5, 8], 3), rand([5, 8], 4)];
+  const fn = (q: Tensor, k: Tensor): Tensor[] => {
+    const r = kiln.llm.qkNormRotary(q, k, qw, kw, 1e-5, cs, sn, false);
+    return [r.q, r.k];
+  };
+  const args: [Tensor, Tensor] = [rand([2, 5, 8], 5), rand([1, 5, 8], 6)];
+  const { graph } = kiln.noGrad(() => trace(fn as (...a: never[]) => unknown, args));
+  const ops = runPasses(graph, { decompose: true }).graph.nodes.map((n) => n.op);
+  assert.ok(!ops.includes('llm.qkNormRotary') && ops.includes('llm.applyRotaryEmb'), `decomposed: ${ops.join(', ')}`);
+  const got = kiln.noGrad(() => kiln.compile(fn)(...args));
+  const want = fn(...args);
+  for (let i = 0; i < 2; i++) assert.ok(maxErr(got[i]!, want[i]!.toFlatArray()) <= 1e-5, `output ${i}`);
+});
