@@ -20,3 +20,5 @@ grep -E 'workload|qwen3|Error|error' "$T/bench.txt" | cut -c1-200 | head -8
 # A/B (if the budget lasts): the same profile without the q/k norm + rotary fusion.
 KILN_QK_NORM_ROTARY=0 run nofuse 20 node dist/bench/cuda-profile.js qwen3-0.6b-forward bfloat16 --top 0
 grep -E '^\{' "$T/nofuse.txt" | cut -c1-160
+run pf 16 node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 6
+grep -E '^\{' "$T/pf.txt" | cut -c1-200; grep -vE '^\{' "$T/pf.txt" | cut -c1-200 | head -8

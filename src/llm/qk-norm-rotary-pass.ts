@@ -20,6 +20,7 @@
  */
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
 import { argValues, outputValues } from '../compile/ir.js';
+import { deadCodeElimination } from '../compile/passes/dce.js';
 import { GraphBuilder, Val } from '../compile/passes/util.js';
 import { finfoEps } from '../ops/defs/linalg.js';
 import { getOp } from '../ops/registry.js';
@@ -68,7 +69,10 @@ const kernelChosen = (device: DeviceType): boolean => llmChoice(OP, device).kind
  * Rewrites paired q/k norm + rotary chains onto llm.qkNormRotary (see the header). `fires`: on
  * which device types (tests pass one that accepts the cpu, to check the rewrite there).
  */
-export function fuseQkNormRotary(g: Graph, fires: (device: DeviceType) => boolean = kernelChosen): QkNormRotaryResult {
+export function fuseQkNormRotary(graph: Graph, fires: (device: DeviceType) => boolean = kernelChosen): QkNormRotaryResult {
+  // The rewrites before this pass leave the nodes they replaced in place (dead until the final
+  // DCE), and those still read the norm and transpose results: drop them first.
+  const g = deadCodeElimination(graph);
   const producer = new Map<ValueId, number>();
   const readers = new Map<ValueId, number[]>();
   g.nodes.forEach((n, i) => {
@@ -141,7 +145,7 @@ export function fuseQkNormRotary(g: Graph, fires: (device: DeviceType) => boolea
     pairs.push([a, b]);
     i++;
   }
-  if (pairs.length === 0) return { graph: g, fused: 0 };
+  if (pairs.length === 0) return { graph, fused: 0 };
 
   const removed = new Set<number>();
   const fuseAt = new Map<number, [Chain, Chain]>();
