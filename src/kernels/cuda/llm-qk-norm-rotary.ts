@@ -79,16 +79,21 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${name}(
   const long long i1 = row % n1; const long long i0 = row / n1;
   const long long bx = i0 * x0 + i1 * x1 + i2 * x2, bo = i0 * o0 + i1 * o1 + i2 * o2;
   const long long bc = i0 * c0 + i1 * c1 + i2 * c2, bs = i0 * s0 + i1 * s1 + i2 * s2;
-  ${ct} a[${perLane}], b[${perLane}];
+  // Weights and tables are loaded with x, before the reduction: they do not depend on it, so the
+  // two rounds of global-load latency overlap (the kernel is one wave, latency-bound).
+  ${ct} a[${perLane}], b[${perLane}], wa[${perLane}], wb[${perLane}], ca[${perLane}], cb[${perLane}], sa[${perLane}], sb[${perLane}];
   ${ct} ss = 0;
   #pragma unroll
   for (int m = 0; m < ${perLane}; m++) {
     const int j = lane + 32 * m;
-    a[m] = 0; b[m] = 0;
+    a[m] = 0; b[m] = 0; wa[m] = 0; wb[m] = 0; ca[m] = 0; cb[m] = 0; sa[m] = 0; sb[m] = 0;
     if (j < ${half}) {
       const int e1 = ${isNeox ? 'j' : '2 * j'}, e2 = ${isNeox ? `j + ${half}` : '2 * j + 1'};
       a[m] = ${ld('x', 'bx + e1 * x3')};
       b[m] = ${ld('x', 'bx + e2 * x3')};
+      wa[m] = ${ld('wt', 'e1 * w')}; wb[m] = ${ld('wt', 'e2 * w')};
+      ca[m] = ${ld('cs', 'bc + e1 * c3')}; cb[m] = ${ld('cs', 'bc + e2 * c3')};
+      sa[m] = ${ld('sn', 'bs + e1 * s3')}; sb[m] = ${ld('sn', 'bs + e2 * s3')};
       ss += a[m] * a[m] + b[m] * b[m];
     }
   }
@@ -100,12 +105,10 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${name}(
     const int j = lane + 32 * m;
     if (j < ${half}) {
       const int e1 = ${isNeox ? 'j' : '2 * j'}, e2 = ${isNeox ? `j + ${half}` : '2 * j + 1'};
-      const ${ct} n1v = ${round(`a[m] * r * ${ld('wt', 'e1 * w')}`)};
-      const ${ct} n2v = ${round(`b[m] * r * ${ld('wt', 'e2 * w')}`)};
-      const ${ct} cv1 = ${ld('cs', 'bc + e1 * c3')}, cv2 = ${ld('cs', 'bc + e2 * c3')};
-      const ${ct} sv1 = ${ld('sn', 'bs + e1 * s3')}, sv2 = ${ld('sn', 'bs + e2 * s3')};
-      out[bo + e1 * o3] = ${storeAs(dtype, 'n1v * cv1 - n2v * sv1', ct)};
-      out[bo + e2 * o3] = ${storeAs(dtype, 'n2v * cv2 + n1v * sv2', ct)};
+      const ${ct} n1v = ${round('a[m] * r * wa[m]')};
+      const ${ct} n2v = ${round('b[m] * r * wb[m]')};
+      out[bo + e1 * o3] = ${storeAs(dtype, 'n1v * ca[m] - n2v * sa[m]', ct)};
+      out[bo + e2 * o3] = ${storeAs(dtype, 'n2v * cb[m] + n1v * sb[m]', ct)};
     }
   }
 }
