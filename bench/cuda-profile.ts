@@ -58,9 +58,9 @@ let perRun = 0;
 for (let r = 0; r < REPS; r++) {
   const events: { label: string; ev: kiln.Event }[] = [];
   const start = new kiln.Event('cuda');
-  // The spin goes in after the first step, not before the call: a first step that synchronises
-  // (embedding validates its indices on the host) would otherwise wait the spin out and leave the
-  // GPU idle while the host enqueues the rest. The first step's own time is therefore not shown.
+  // The spin goes in after the first step, not before the call: a first step that synchronised
+  // with the host would otherwise wait the spin out and leave the GPU idle while the host enqueues
+  // the rest. The first step's own time is therefore not shown.
   cp.onStep = (i, label) => {
     if (i === 0) {
       launch(spin, [50_000_000], { grid: 1, block: 1 }, stream);
@@ -105,7 +105,10 @@ const time = (f: () => void): number => {
 };
 const plainMs = time(() => void cfPlain(...w.inputs));
 const compiledMs = time(() => void cf(...w.inputs));
-const summary = { workload, dtype, device_ms_sum: perRun / runs, plain_ms: plainMs, compiled_ms: compiledMs, steps: rows.reduce((n, r) => n + r.count_per_call, 0), graph: program.stats };
+// A call that could not be captured whole runs in pieces (piecewise.ts): their graphs' counters.
+const pw = program.piecewise();
+const pieces = pw && 'graphPieces' in pw ? (pw as unknown as { graphPieces(): CudaGraphProgram[] }).graphPieces().map((g) => ({ captures: g.stats.captures, replays: g.stats.replays, nodes: g.stats.lastNodeCount })) : null;
+const summary = { workload, dtype, device_ms_sum: perRun / runs, plain_ms: plainMs, compiled_ms: compiledMs, steps: rows.reduce((n, r) => n + r.count_per_call, 0), graph: program.stats, pieces };
 console.log(JSON.stringify(summary));
 console.log(`${'ms/call'.padStart(9)} ${'n'.padStart(5)}  step`);
 for (const r of rows.slice(0, top)) console.log(`${r.ms_per_call.toFixed(4).padStart(9)} ${String(r.count_per_call).padStart(5)}  ${r.label}`);

@@ -57,12 +57,12 @@ test('piecewise CUDA graphs: a graph is split at host-synchronising ops, pieces 
   const table = kiln.randn([50, 8]);
   const w = kiln.randn([8, 8]);
   const fn = (ids: kiln.Tensor, x: kiln.Tensor): kiln.Tensor => {
-    const e = kiln.nn.functional.embedding(ids, table).add(x);
+    const e = kiln.scatterAdd(x, 0, ids.view([3, 1]).expand([3, 8]), table.narrow(0, 0, 3));
     const h = kiln.relu(kiln.linear(e, w));
     // A second synchronising op between two capturable runs.
-    return kiln.indexSelect(h, 0, ids.view([-1]).narrow(0, 0, 2)).mul(2).sum(-1);
+    return kiln.scatterAdd(h, 0, ids.view([3, 1]).narrow(0, 0, 2).expand([2, 8]), h.narrow(0, 0, 2)).mul(2).sum(-1);
   };
-  const { graph: traced } = trace(fn as (...a: never[]) => unknown, [kiln.tensor([1, 4, 9], { dtype: 'int64' }), kiln.randn([3, 8])]);
+  const { graph: traced } = trace(fn as (...a: never[]) => unknown, [kiln.tensor([1, 0, 2], { dtype: 'int64' }), kiln.randn([3, 8])]);
   const { graph } = runPasses(traced, { decompose: true });
   assert.ok(splittable(graph));
   const pw = new PiecewiseGraphProgram(graph, planningLauncher(), { tuneOnFirstRun: false, aliasOutputs: false });
@@ -71,7 +71,7 @@ test('piecewise CUDA graphs: a graph is split at host-synchronising ops, pieces 
   // Every node that reads indices on the host is an eager piece; every other node is in a graph piece.
   const syncNodes = graph.nodes.filter((n) => HOST_SYNC_OPS.has(n.op)).map((n) => `eager ${n.op}`);
   assert.deepEqual(kinds.filter((k) => k !== 'CUDA graph'), syncNodes);
-  assert.ok(syncNodes.length >= 2, `expected embedding and indexSelect in the graph, got ${graph.nodes.map((n) => n.op).join(', ')}`);
+  assert.ok(syncNodes.length >= 2, `expected two scatterAdds in the graph, got ${graph.nodes.map((n) => n.op).join(', ')}`);
   const pieces = pw.graphPieces();
   assert.equal(pieces.length, kinds.filter((k) => k === 'CUDA graph').length);
   const inPieces = pieces.reduce((n, p) => n + p.program.low.graph.nodes.length, 0);
@@ -82,7 +82,12 @@ test('piecewise CUDA graphs: a graph is split at host-synchronising ops, pieces 
   assert.equal(last.output.kind, 'list');
 });
 
-test('a graph without host-synchronising ops is not split', () => {
+test('a graph without host-synchronising ops is not split; the gathers (checked on the device) are not host-synchronising', () => {
   const { graph } = trace((x: kiln.Tensor) => kiln.softmax(x, -1), [kiln.randn([4, 8])]);
   assert.equal(splittable(graph), false);
+  const table = kiln.randn([50, 8]);
+  const gathers = (ids: kiln.Tensor): kiln.Tensor => kiln.indexSelect(kiln.nn.functional.embedding(ids, table), 1, ids.narrow(0, 0, 2)).gather(0, ids.view([3, 1]).narrow(0, 0, 1));
+  const { graph: g2 } = trace(gathers as (...a: never[]) => unknown, [kiln.tensor([1, 4, 7], { dtype: 'int64' })]);
+  assert.deepEqual(g2.nodes.map((n) => n.op).filter((o) => ['embedding', 'indexSelect', 'gather'].includes(o)), ['embedding', 'indexSelect', 'gather']);
+  assert.equal(splittable(g2), false);
 });

@@ -8,6 +8,7 @@ import * as D from '../ops/defs/llm.js';
 import * as M from '../ops/defs/llm-moe.js';
 import * as H from '../ops/defs/llm-mhc.js';
 import * as R from '../ops/defs/llm-rotary.js';
+import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 export type { GeluApproximate } from '../ops/defs/llm.js';
@@ -66,6 +67,17 @@ export function rotaryEmbedding(
  */
 export function applyRotaryEmb(input: Tensor, cos: Tensor, sin: Tensor, isNeox = true): Tensor {
   return dispatch(R.applyRotaryEmb, input, cos, sin, isNeox);
+}
+
+/**
+ * Per-head RMSNorm then rotary embedding of q and k in one call (Qwen3's q_norm/k_norm before
+ * RoPE): { q: applyRotaryEmb(rmsNorm(q, qWeight, eps), cos, sin), k: the same for k }, the norm
+ * rounded to the dtype before the rotation as the two ops would. One cuda launch for both;
+ * kiln.compile maps the unfused chains onto it in inference programs. Inference only (no backward).
+ */
+export function qkNormRotary(q: Tensor, k: Tensor, qWeight: Tensor, kWeight: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox = true): { q: Tensor; k: Tensor } {
+  const [qo, ko] = dispatch(QK.qkNormRotary, q, k, qWeight, kWeight, eps, cos, sin, isNeox);
+  return { q: qo!, k: ko! };
 }
 
 /** Softmax over experts, then the top k: { weights float32 [T, k] (float64 for float64 logits), ids int32 [T, k] }. */

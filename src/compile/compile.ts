@@ -209,14 +209,16 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   // picks the rules; the full library set is opt-in with passes: { rewrites: 'default' }.
   // Horizontal linear fusion (concatenated weights) applies to inference programs only; the joint
   // forward+backward keeps separate parameters for their gradients. KILN_HORIZONTAL_FUSION=0 turns
-  // it off (A/B measurements).
+  // it off (A/B measurements). The q/k norm + rotary fusion (one library launch per attention
+  // layer) likewise: inference programs only (the fused op has no backward), KILN_QK_NORM_ROTARY=0 off.
   const passOptions: PassOptions = {
     decompose: backendName !== 'eager',
     rewrites: backendName !== 'eager' ? autoRewriteRules : [],
     horizontalFusion: backendName !== 'eager' && process.env['KILN_HORIZONTAL_FUSION'] !== '0',
+    qkNormRotary: backendName !== 'eager' && process.env['KILN_QK_NORM_ROTARY'] !== '0',
     ...options.passes,
   };
-  const jointPassOptions: PassOptions = { ...passOptions, horizontalFusion: false };
+  const jointPassOptions: PassOptions = { ...passOptions, horizontalFusion: false, qkNormRotary: false };
   const logs = options.log;
 
   const counters = zeroCounters();

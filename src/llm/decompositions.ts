@@ -64,6 +64,19 @@ whenReference('llm.addRmsNorm', (n, b) => {
 whenReference('llm.siluAndMul', (n, b) => gated(n, b, (a) => b.op('silu', a)));
 whenReference('llm.geluAndMul', (n, b) => gated(n, b, (a) => b.op('gelu', a, constArg(n, 1) as string)));
 
+// Back to the two ops it fuses (the norm rounds to float32 here, a no-op): each then fuses or runs as usual.
+whenReference('llm.qkNormRotary', (n, b) => {
+  const [q, k, qw, kw] = [0, 1, 2, 3].map((i) => tensorArg(n, b, i));
+  const cos = n.args[5];
+  const sin = n.args[6];
+  if (!q || !k || !qw || !kw || cos?.kind !== 'value' || sin?.kind !== 'value') return null;
+  const eps = constArg(n, 4) as number;
+  const isNeox = constArg(n, 7) as boolean;
+  const d = b.info(q.id).shape.at(-1)!;
+  const one = (x: Val, w: Val): ValueId => b.op('llm.applyRotaryEmb', b.op('rmsNorm', x, [d], w, eps), new Val(cos.id), new Val(sin.id), isNeox).id;
+  return [one(q, qw), one(k, kw)];
+});
+
 whenReference('llm.moeSum', (n, b) => {
   const x = tensorArg(n, b, 0);
   return x ? [b.op('sum', x, [1], false, null).id] : null;

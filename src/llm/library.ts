@@ -47,6 +47,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     dtypes: FLOATS,
     backward: true,
   },
+  {
+    op: 'llm.qkNormRotary',
+    kind: 'native',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['q and k: one dtype, the same last dim D (even)', 'qWeight and kWeight 1-d of size D', 'cos and sin: the dtype of q, broadcast to q and to k with the same last dim'],
+    dtypes: FLOATS,
+    backward: 'inference fusion (kiln.compile maps rmsNorm + applyRotaryEmb onto it without grad); the unfused ops are differentiable',
+  },
   { op: 'llm.siluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
   { op: 'llm.geluAndMul', kind: 'native', mutates: [], dynamic: [TOKENS], requires: ['last dim even'], dtypes: FLOATS, backward: true },
   {

@@ -35,6 +35,15 @@ function rms(x: Tensor, w: Tensor, eps: number): Tensor {
   return down(mul(mul(x32, r), up(w)), x);
 }
 
+/** rmsNorm rounded to the dtype (as a separate norm op stores it), then the rotary embedding; x's layout. */
+function normRotary(x: Tensor, w: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean): Tensor {
+  const n = up(rms(x, w, eps));
+  const y = add(mul(n, up(cos)), mul(rotateLast(n, isNeox), up(sin)));
+  const out = Tensor.empty(x.shape, x.dtype, x.device, preservedStrides(x.shape, x.shape, x.strides));
+  copy_(out, y);
+  return out;
+}
+
 function gated(x: Tensor, act: (a: Tensor) => Tensor): Tensor {
   const d = x.shape[x.ndim - 1]! / 2;
   const x32 = up(x);
@@ -177,6 +186,10 @@ const REFERENCES: Record<string, RefFn> = {
     copy_(out, y);
     return out;
   },
+  'llm.qkNormRotary': (q: Tensor, k: Tensor, qw: Tensor, kw: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean) => [
+    normRotary(q, qw, eps, cos, sin, isNeox),
+    normRotary(k, kw, eps, cos, sin, isNeox),
+  ],
   'llm.topkSoftmax': (g: Tensor, k: number, renormalize: boolean) => {
     const p = softmax(up(g), -1);
     return route(p, p, k, renormalize, 1);

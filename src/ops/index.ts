@@ -12,6 +12,7 @@ import './defs/llm.js';
 import './defs/llm-moe.js';
 import './defs/llm-mhc.js';
 import './defs/llm-rotary.js';
+import './defs/llm-qk-norm-rotary.js';
 export * from './registry.js';
 export * from './dispatch.js';
 export type * from './schema.js';

@@ -91,6 +91,19 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
     { label: 'bfloat16 neox strided', dims: { T: 4 }, make: (d, dev) => [r([T(d), 8], 13, dev, 'strided', 'bfloat16'), r([T(d), 8], 14, dev, 'contiguous', 'bfloat16'), r([8], 15, dev, 'contiguous', 'bfloat16'), true] },
     { label: 'float16 gpt-j', dims: { T: 2 }, make: (d, dev) => [r([T(d), 4], 16, dev, 'contiguous', 'float16'), r([T(d), 4], 17, dev, 'contiguous', 'float16'), r([T(d), 4], 18, dev, 'contiguous', 'float16'), false] },
   ],
+  'llm.qkNormRotary': [
+    {
+      label: 'float32 neox, transposed [B, H, T, D] q (4 heads) and k (2 heads), [T, D] tables',
+      dims: { T: 3 },
+      make: (d, dev) => [r([2, T(d), 4, 8], 1, dev).transpose(1, 2), r([2, T(d), 2, 8], 2, dev).transpose(1, 2), r([8], 3, dev), r([8], 4, dev), 1e-6, r([T(d), 8], 5, dev), r([T(d), 8], 6, dev), true],
+    },
+    {
+      label: 'bfloat16 gpt-j, [T, H, D] q and k, [T, 1, D] tables',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 3, 6], 7, dev, 'contiguous', 'bfloat16'), r([T(d), 1, 6], 8, dev, 'contiguous', 'bfloat16'), r([6], 9, dev, 'contiguous', 'bfloat16'), r([6], 10, dev, 'contiguous', 'bfloat16'), 1e-5, r([T(d), 1, 6], 11, dev, 'contiguous', 'bfloat16'), r([T(d), 1, 6], 12, dev, 'contiguous', 'bfloat16'), false],
+    },
+    { label: 'float64 strided', dims: { T: 4 }, make: (d, dev) => [r([T(d), 8], 13, dev, 'strided', 'float64'), r([T(d), 8], 14, dev, 'contiguous', 'float64'), r([8], 15, dev, 'contiguous', 'float64'), r([8], 16, dev, 'contiguous', 'float64'), 1e-6, r([T(d), 8], 17, dev, 'contiguous', 'float64'), r([8], 18, dev, 'contiguous', 'float64'), true] },
+  ],
   'llm.siluAndMul': [
     { label: 'float32', dims: { T: 3 }, make: (d, dev) => [r([T(d), 10], 1, dev)], grad: { inputs: (dev) => [f64grad([2, 6], 2, dev)], fn: (x) => llmApi.siluAndMul(x!) } },
     { label: 'bfloat16 transposed 3-d', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 6], 3, dev, 'transposed', 'bfloat16')] },

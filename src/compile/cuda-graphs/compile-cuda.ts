@@ -15,7 +15,7 @@ import type { Graph, ValueId } from '../ir.js';
 import { schedule } from '../lower/schedule.js';
 import { decisionStore } from './decision-store.js';
 import { CudaGraphProgram, type GraphPolicy } from './graph-program.js';
-import { PiecewiseGraphProgram, splittable } from './piecewise.js';
+import { HOST_SYNC_OPS, PiecewiseGraphProgram, splittable } from './piecewise.js';
 
 /** The cuda device of a graph's values, or null when none lives on cuda. */
 export function cudaDeviceOf(graph: Graph): number | null {
@@ -65,8 +65,11 @@ export function compileForCuda(graph: Graph, deviceIndex: number, options: Backe
   if (options.logCode) console.log(program.describe());
   const isArg = graph.inputs.map((i) => i.source.kind === 'arg');
   const aliasOutputs = options.mode === 'reduce-overhead';
-  const split = (): PiecewiseGraphProgram | null =>
-    splittable(graph) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: options.mode === 'max-autotune', aliasOutputs }) : null;
+  // Split at the known host-synchronising ops and at the op the failed whole-call capture stopped at.
+  const split = (failedOp: string | undefined): PiecewiseGraphProgram | null => {
+    const syncOps = failedOp === undefined ? HOST_SYNC_OPS : new Set([...HOST_SYNC_OPS, failedOp]);
+    return splittable(graph, syncOps) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: options.mode === 'max-autotune', aliasOutputs, syncOps }) : null;
+  };
   const gp = new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split, () => decisionStore(options, deviceIndex));
   const writer = argumentWriter(graph);
   if (writer !== null && gp.stats.disabled === null) gp.stats.disabled = `the call writes its arguments in place (${writer}); graphs would write static copies`;

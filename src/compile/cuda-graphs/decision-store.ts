@@ -2,9 +2,9 @@
  * Mode 'default' decides per input signature whether replaying a CUDA graph beats launching the
  * kernels one by one, by timing both on the first call (graph-program.ts `faster`): for a large
  * model that is several host-bound plain runs, tens of milliseconds of every process's start.
- * And a program with a host-sync op (Qwen3's embedding) first tries to capture the whole call,
+ * And a program with a host-sync op (scatterAdd, llm.fusedMoe: piecewise.ts) first tries to capture the whole call,
  * which costs a full run and a failed capture before it is split into pieces (346 ms of a 0.74 s
- * warm start in one H200 profile; skipping it saves less, since the first-run work in it, cuBLASLt
+ * warm start in one H200 profile, when Qwen3's embedding still checked indices on the host; skipping it saves less, since the first-run work in it, cuBLASLt
  * and module loading, moves into the pieces' first run). This stores both facts on disk (the compile DiskCache, KILN_CACHE_DIR, namespace
  * 'cuda-graph-decision'): the measured decision, and that the whole-call capture failed and why,
  * so a later process with the same program reuses them, as it reuses GEMM autotune winners
@@ -36,7 +36,9 @@ export interface DecisionStore {
   store(callKey: string, d: GraphDecision): void;
   /** Why the whole call could not be captured, when an earlier process found out (then it ran in pieces). */
   loadCaptureFailure(): string | undefined;
-  storeCaptureFailure(reason: string): void;
+  /** The op of the step at which that capture failed, when it was an extern or view step. */
+  loadCaptureFailureOp(): string | undefined;
+  storeCaptureFailure(reason: string, op?: string): void;
 }
 
 export const tuneStoreEnabled = (): boolean => process.env['KILN_TUNE_STORE'] !== '0';
@@ -63,8 +65,12 @@ export function decisionStore(options: BackendOptions, deviceIndex: number): Dec
       const v = getDiskCache().get(NAMESPACE, keyOf('capture-failure')) as { reason?: unknown } | undefined;
       return typeof v?.reason === 'string' ? v.reason : undefined;
     },
-    storeCaptureFailure(reason) {
-      getDiskCache().put(NAMESPACE, keyOf('capture-failure'), { reason });
+    loadCaptureFailureOp() {
+      const v = getDiskCache().get(NAMESPACE, keyOf('capture-failure')) as { op?: unknown } | undefined;
+      return typeof v?.op === 'string' ? v.op : undefined;
+    },
+    storeCaptureFailure(reason, op) {
+      getDiskCache().put(NAMESPACE, keyOf('capture-failure'), op === undefined ? { reason } : { reason, op });
     },
   };
 }

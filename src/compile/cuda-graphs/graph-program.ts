@@ -34,8 +34,8 @@
  * old design cloned every output on every replay: an extra read and write of each output, as much
  * memory traffic as elementwise-4096's kernel itself.
  *
- * Calls that cannot be captured (an op that synchronises, e.g. reading indices back to validate
- * them) fail the capture. Where the graph has such a known op (piecewise.ts) the call is then split
+ * Calls that cannot be captured (an op that synchronises, e.g. scatterAdd reading indices back to
+ * validate them; the gathers check theirs on the device) fail the capture. Where the graph has such a known op (piecewise.ts) the call is then split
  * into captured pieces around it; otherwise the program runs without graphs, with one warning
  * naming the op's error.
  */
@@ -166,6 +166,8 @@ export class CudaGraphProgram implements CompiledProgram {
   private accelerator: CudaAccelerator | undefined;
   /** undefined until the first decision asks for it. */
   private decisions: DecisionStore | null | undefined;
+  /** The op of the step at which the last capture failed (an extern or view step), if any. */
+  private failedOp: string | undefined;
 
   constructor(
     readonly program: CudaProgram,
@@ -176,8 +178,11 @@ export class CudaGraphProgram implements CompiledProgram {
     private readonly isArg: readonly boolean[],
     /** Return the static output buffers themselves (mode 'reduce-overhead'), not clones. */
     private readonly aliasOutputs: boolean,
-    /** Builds the piecewise program used when the whole call cannot be captured (null: none). */
-    private readonly split?: () => CompiledProgram | null,
+    /**
+     * Builds the piecewise program used when the whole call cannot be captured (null: none), given
+     * the op of the step at which the capture failed (an extern or view step), if known.
+     */
+    private readonly split?: (failedOp: string | undefined) => CompiledProgram | null,
     /** Where mode 'default' decisions persist across processes (made at the first decision; null: nowhere). */
     private readonly decisionStore?: () => DecisionStore | null,
   ) {
@@ -265,9 +270,11 @@ export class CudaGraphProgram implements CompiledProgram {
       } catch (e) {
         if (!(e instanceof GraphCaptureError)) throw e;
         this.stats.disabled = knownFailure === undefined ? e.reason : `${e.reason} (stored by an earlier process: not captured again)`;
-        const piecewise = this.split?.() ?? null;
+        const failedOp = knownFailure === undefined ? this.failedOp : this.store()?.loadCaptureFailureOp();
+        if (failedOp !== undefined) this.stats.disabled += ` (at ${failedOp})`;
+        const piecewise = this.split?.(failedOp) ?? null;
         if (piecewise) {
-          if (knownFailure === undefined) this.store()?.storeCaptureFailure(e.reason);
+          if (knownFailure === undefined) this.store()?.storeCaptureFailure(e.reason, failedOp);
           this.pieces = { program: piecewise, use: true };
           if (this.policy === 'measure') this.pieces.use = this.decidePieces(piecewise, inputs, key);
           return this.run(inputs);
@@ -328,9 +335,24 @@ export class CudaGraphProgram implements CompiledProgram {
       withDefaultStream(this.acc, stream, () => scope(() => void this.program.run(graphInputs)));
       stream.synchronize();
       const reserved = alloc.stats().reservedBytes;
-      exec = captureOn(this.acc, stream, () => {
-        output = scope(() => this.program.run(graphInputs));
-      });
+      // Which step a failed capture stopped at: the one after the last step enqueued.
+      let lastStep = -1;
+      const hook = this.program.onStep;
+      this.program.onStep = (i, label) => {
+        lastStep = i;
+        hook?.(i, label);
+      };
+      try {
+        exec = captureOn(this.acc, stream, () => {
+          output = scope(() => this.program.run(graphInputs));
+        });
+      } catch (e) {
+        const s = this.program.sched.steps[lastStep + 1];
+        this.failedOp = e instanceof GraphCaptureError && s && s.kind !== 'kernel' ? s.node.op : undefined;
+        throw e;
+      } finally {
+        this.program.onStep = hook;
+      }
       this.stats.allocationsInCapture += alloc.stats().reservedBytes - reserved;
     } catch (e) {
       for (const s of statics) s?.dispose();

@@ -1,6 +1,6 @@
 /**
  * Piecewise CUDA graphs: a call that cannot be captured whole (an op whose cuda kernel synchronises
- * with the host, e.g. embedding validating its indices on the host) is split at those ops. The
+ * with the host, e.g. scatterAdd validating its indices on the host) is split at those ops. The
  * graph's nodes become pieces in order: maximal runs of capturable nodes, each compiled as its own
  * CudaProgram and replayed as its own CUDA graph, and the synchronising nodes, run eagerly through
  * the dispatcher between them.
@@ -26,11 +26,12 @@ import { schedule } from '../lower/schedule.js';
 import { CudaGraphProgram } from './graph-program.js';
 
 /**
- * Ops whose cuda kernels read device data back to the host (src/kernels/cuda/indexing.ts checks
- * indices there; llm.fusedMoe reads its per-expert counts, src/kernels/cuda/llm-moe.ts), which no
- * CUDA graph can contain.
+ * Ops whose cuda kernels read device data back to the host, which no CUDA graph can contain:
+ * scatterAdd checks its indices there (src/kernels/cuda/scatter-add.ts), llm.fusedMoe reads its
+ * per-expert counts (src/kernels/cuda/llm-moe.ts). The gathers (embedding, indexSelect, gather)
+ * check their indices on the device (runtime/cuda/device-errors.ts) and are captured like any op.
  */
-export const HOST_SYNC_OPS: ReadonlySet<string> = new Set(['embedding', 'indexSelect', 'gather', 'llm.fusedMoe']);
+export const HOST_SYNC_OPS: ReadonlySet<string> = new Set(['scatterAdd', 'scatterAdd_', 'llm.fusedMoe']);
 
 type Piece =
   | { readonly kind: 'graph'; readonly program: CudaGraphProgram; readonly inputs: readonly ValueId[]; readonly outputs: readonly ValueId[] }
@@ -39,11 +40,17 @@ type Piece =
 export interface PiecewiseOptions {
   readonly tuneOnFirstRun: boolean;
   readonly aliasOutputs: boolean;
+  /**
+   * The ops run eagerly between pieces (default HOST_SYNC_OPS); graph-program.ts adds the op of
+   * the step at which a whole-call capture failed, so an op not known to synchronise is also
+   * worked around.
+   */
+  readonly syncOps?: ReadonlySet<string>;
 }
 
 /** True when `graph` has a node that cannot be captured and a capturable run around it. */
-export function splittable(graph: Graph): boolean {
-  return graph.nodes.some((n) => HOST_SYNC_OPS.has(n.op)) && graph.nodes.some((n) => !HOST_SYNC_OPS.has(n.op));
+export function splittable(graph: Graph, syncOps: ReadonlySet<string> = HOST_SYNC_OPS): boolean {
+  return graph.nodes.some((n) => syncOps.has(n.op)) && graph.nodes.some((n) => !syncOps.has(n.op));
 }
 
 export class PiecewiseGraphProgram implements CompiledProgram {
@@ -80,8 +87,9 @@ export class PiecewiseGraphProgram implements CompiledProgram {
       for (const id of outs) made.set(id, 'graph');
       run = [];
     };
+    const syncOps = options.syncOps ?? HOST_SYNC_OPS;
     graph.nodes.forEach((n, i) => {
-      if (!HOST_SYNC_OPS.has(n.op)) {
+      if (!syncOps.has(n.op)) {
         run.push(n);
         return;
       }

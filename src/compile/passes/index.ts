@@ -1,7 +1,7 @@
 /**
  * The pass pipeline run on every captured graph before the backend sees it:
  * DCE -> CSE -> constant folding -> (conv+BatchNorm fold) -> (pattern rewrites) -> (horizontal linear
- * fusion) -> (decompositions) -> CSE -> DCE.
+ * fusion) -> (q/k norm + rotary fusion) -> (decompositions) -> CSE -> DCE.
  * Every pass keeps the graph's semantics (interpret(before) equals interpret(after)).
  */
 import type { Tensor } from '../../tensor/tensor.js';
@@ -13,6 +13,7 @@ import { decompose } from './decompose.js';
 import { constantFolding } from './fold.js';
 import { horizontalLinearFusion } from './horizontal.js';
 import { llmRewriteRules } from '../../llm/rewrites.js';
+import { fuseQkNormRotary } from '../../llm/qk-norm-rotary-pass.js';
 import { applyRewrites, defaultRewriteRules, type RewriteRule } from './rewrite.js';
 
 export { deadCodeElimination } from './dce.js';
@@ -25,6 +26,7 @@ export { autoRewriteRules, llmRewriteRules } from '../../llm/rewrites.js';
 export { graphSignature } from './signature.js';
 export { horizontalLinearFusion, ConcatConstant, type HorizontalFusionResult } from './horizontal.js';
 export { foldConvBatchNorm } from './conv-bn.js';
+export { fuseQkNormRotary, type QkNormRotaryResult } from '../../llm/qk-norm-rotary-pass.js';
 
 export interface PassOptions {
   dce?: boolean;
@@ -41,6 +43,11 @@ export interface PassOptions {
    * Only valid for programs run without grad; kiln.compile turns it on for its inference programs.
    */
   horizontalFusion?: boolean;
+  /**
+   * Per-head q/k rmsNorm -> llm.applyRotaryEmb chains onto one llm.qkNormRotary launch per pair
+   * (src/llm/qk-norm-rotary-pass.ts; needs the rotary rewrite first). No backward: inference only.
+   */
+  qkNormRotary?: boolean;
 }
 
 export interface PassResult {
@@ -64,6 +71,7 @@ export function runPasses(g: Graph, o: PassOptions = {}): PassResult {
   const rules = o.rewrites === 'default' ? [...defaultRewriteRules, ...llmRewriteRules] : (o.rewrites ?? []);
   if (rules.length > 0) graph = applyRewrites(graph, rules).graph;
   if (o.horizontalFusion === true) graph = horizontalLinearFusion(graph).graph;
+  if (o.qkNormRotary === true) graph = fuseQkNormRotary(graph).graph;
   if (o.decompose === true) {
     graph = decompose(graph);
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);

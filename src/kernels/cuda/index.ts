@@ -11,6 +11,7 @@ import './attention.js';
 import './nn.js';
 import './pool.js';
 import './llm-rotary.js';
+import './llm-qk-norm-rotary.js';
 import './nn-extra.js';
 import './scatter.js';
 import './scatter-add.js';

@@ -6,6 +6,7 @@
  */
 import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule } from '../accelerator.js';
 import { CudaAllocator } from './allocator.js';
+import { raiseDeviceErrors } from './device-errors.js';
 import { check, deviceCount, driver, makeCurrent } from './driver.js';
 import type { DevPtr, Ptr } from './ffi.js';
 import { kernelFromSource } from './kernel-cache.js';
@@ -107,6 +108,8 @@ export class CudaAccelerator implements Accelerator {
   synchronize(index: number): void {
     this.checkIndex(index);
     check(driver().cu.cuCtxSynchronize(), `synchronizing cuda:${index} (an earlier asynchronous launch or copy may have failed)`);
+    // Bad input found by device-side checks (out-of-range gather indices) surfaces here.
+    raiseDeviceErrors(index, this.defaultStream(index).handle);
   }
 
   private stream(buffer: DeviceBuffer, stream?: DeviceStream): CudaStream {
@@ -172,6 +175,8 @@ export class CudaAccelerator implements Accelerator {
       s.synchronize();
       dst.set(half.bytes.subarray(0, n), off);
     }
+    // A read-back is where eager code waits for the device: report bad input its kernels found.
+    raiseDeviceErrors(src.deviceIndex, this.defaultStream(src.deviceIndex).handle);
   }
 
   copyDeviceToDevice(dst: DeviceBuffer, dstByteOffset: number, src: DeviceBuffer, srcByteOffset: number, nbytes: number, stream?: DeviceStream): void {
