@@ -16,6 +16,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { rand } from './helpers/make.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 
 const skip = skipUnlessCuda();
 
@@ -36,29 +37,7 @@ function f16(v: number): number {
 }
 const roundOf = (dtype: DType): ((v: number) => number) => (dtype === 'bfloat16' ? toBf16 : dtype === 'float32' ? Math.fround : (v: number) => v);
 
-const dense = (t: Tensor, shape: readonly number[]): number[] => t.to('cpu').to('float64').expand([...shape]).contiguous().toFlatArray();
 
-/** The float64 loop; `round` is applied to the normalised values (float16 rounding done in bulk by the caller). */
-function refNormRotary(x: Tensor, w: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, round: (v: number) => number): number[] {
-  const d = x.shape[x.ndim - 1]!;
-  const xv = dense(x, x.shape);
-  const wv = w.to('cpu').to('float64').toFlatArray();
-  const cv = dense(cos, x.shape);
-  const sv = dense(sin, x.shape);
-  const out = new Array<number>(xv.length);
-  for (let base = 0; base < xv.length; base += d) {
-    let ss = 0;
-    for (let i = 0; i < d; i++) ss += xv[base + i]! ** 2;
-    const r = 1 / Math.sqrt(ss / d + eps);
-    const n = Array.from({ length: d }, (_, i) => round(xv[base + i]! * r * wv[i]!));
-    const h = d / 2;
-    for (let i = 0; i < d; i++) {
-      const rot = isNeox ? (i < h ? -n[i + h]! : n[i - h]!) : i % 2 === 0 ? -n[i + 1]! : n[i - 1]!;
-      out[base + i] = n[i]! * cv[base + i]! + rot * sv[base + i]!;
-    }
-  }
-  return out;
-}
 
 /** Max |got - want| / (ulp-scale tolerance): <= 1 passes. */
 function worst(got: Tensor, want: readonly number[], dtype: DType): number {

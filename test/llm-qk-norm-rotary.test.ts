@@ -16,33 +16,12 @@ import { autoRewriteRules, fuseQkNormRotary, runPasses } from '../src/compile/pa
 import { tinyQwen3Config } from '../src/bench/workloads.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { rand } from './helpers/make.js';
+import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 
 const count = (g: Graph, op: string): number => g.nodes.filter((n) => n.op === op).length;
 
 /** Dense float64 values of `t` broadcast to `shape`. */
-const dense = (t: Tensor, shape: readonly number[]): number[] => t.to('float64').expand([...shape]).contiguous().toFlatArray();
 
-/** The float64 loop: per row of the last dim, rms-normalise, round (`round`), rotate. */
-function refNormRotary(x: Tensor, w: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, round: (v: number) => number = (v) => v): number[] {
-  const d = x.shape[x.ndim - 1]!;
-  const xv = dense(x, x.shape);
-  const wv = w.to('float64').toFlatArray();
-  const cv = dense(cos, x.shape);
-  const sv = dense(sin, x.shape);
-  const out = new Array<number>(xv.length);
-  for (let base = 0; base < xv.length; base += d) {
-    let ss = 0;
-    for (let i = 0; i < d; i++) ss += xv[base + i]! ** 2;
-    const r = 1 / Math.sqrt(ss / d + eps);
-    const n = Array.from({ length: d }, (_, i) => round(xv[base + i]! * r * wv[i]!));
-    const h = d / 2;
-    for (let i = 0; i < d; i++) {
-      const rot = isNeox ? (i < h ? -n[i + h]! : n[i - h]!) : i % 2 === 0 ? -n[i + 1]! : n[i - 1]!;
-      out[base + i] = n[i]! * cv[base + i]! + rot * sv[base + i]!;
-    }
-  }
-  return out;
-}
 
 function maxErr(got: Tensor, want: readonly number[]): number {
   const g = got.contiguous().toFlatArray();
