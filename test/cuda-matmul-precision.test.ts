@@ -10,6 +10,7 @@ import * as kiln from '../src/index.js';
 import { gemmComputeType } from '../src/runtime/cuda/cublaslt.js';
 import { programCacheKey } from '../src/compile/cache/program-key.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { maxRelError } from './helpers/assert.js';
 
 const skip = skipUnlessCuda();
 // cublasComputeType_t values (cublas_api.h): exact fp32, fp32 with TF32 tensor-core products, fp64.
@@ -66,13 +67,7 @@ test('float32 matmul precision is part of the compiled-program cache key', () =>
 function linearError(x: kiln.Tensor, w: kiln.Tensor): number {
   const got = kiln.linear(x.to('cuda'), w.to('cuda'), null).toFlatArray();
   const ref = kiln.linear(x.to('float64'), w.to('float64'), null).toFlatArray();
-  let err = 0;
-  let mag = 0;
-  for (let i = 0; i < ref.length; i++) {
-    err = Math.max(err, Math.abs(got[i]! - ref[i]!));
-    mag = Math.max(mag, Math.abs(ref[i]!));
-  }
-  return err / mag;
+  return maxRelError(got, ref);
 }
 
 test("float32 linear on cuda: exact fp32 by default (vs float64), TF32 under 'high', exact again under 'highest'", { skip }, () => {

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { setSimtLinear, simtPlan, simtStats } from '../src/kernels/cuda/sgemm.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { maxRelError } from './helpers/assert.js';
 
 const skip = skipUnlessCuda();
 
@@ -20,16 +21,6 @@ test('SIMT linear plan: Qwen3 shapes split K to about one block per SM; the lm h
   assert.equal(simtPlan(128, 151936, 1024, sms)!.splits, 1);
   assert.equal(simtPlan(128, 4096, 1000, sms), null);
 });
-
-function relError(got: number[] | Float32Array | Float64Array, ref: ArrayLike<number>): number {
-  let err = 0;
-  let mag = 0;
-  for (let i = 0; i < ref.length; i++) {
-    err = Math.max(err, Math.abs(got[i]! - ref[i]!));
-    mag = Math.max(mag, Math.abs(ref[i]!));
-  }
-  return err / mag;
-}
 
 test('SIMT fp32 linear matches a float64 reference (splits 1-16, bias, partial tiles, strided rows) and falls back for other layouts', { skip }, () => {
   setSimtLinear(true);
@@ -51,7 +42,7 @@ test('SIMT fp32 linear matches a float64 reference (splits 1-16, bias, partial t
         const got = kiln.linear(x.to('cuda'), w.to('cuda'), b ? b.to('cuda') : null).toFlatArray();
         assert.equal(simtStats.runs - before.runs, 1, `[${c.m}x${c.k}]x[${c.n}]: ran on the SIMT kernel`);
         const ref = kiln.linear(x.to('float64'), w.to('float64'), b ? b.to('float64') : null).toFlatArray();
-        const e = relError(got, ref);
+        const e = maxRelError(got, ref);
         assert.ok(e < 1e-5, `[${c.m}x${c.k}] x [${c.n}x${c.k}]^T${withBias ? ' + bias' : ''}: relative error ${e.toExponential(2)}`);
       }
     }
@@ -61,13 +52,13 @@ test('SIMT fp32 linear matches a float64 reference (splits 1-16, bias, partial t
     const w = kiln.randn([32, 64], { generator: g });
     const strided = base.to('cuda').narrow(1, 0, 64);
     assert.equal(strided.strides[0], 96);
-    const e1 = relError(kiln.linear(strided, w.to('cuda'), null).toFlatArray(), kiln.linear(base.to('float64').narrow(1, 0, 64), w.to('float64'), null).toFlatArray());
+    const e1 = maxRelError(kiln.linear(strided, w.to('cuda'), null).toFlatArray(), kiln.linear(base.to('float64').narrow(1, 0, 64), w.to('float64'), null).toFlatArray());
     assert.ok(e1 < 1e-5, `strided rows: relative error ${e1.toExponential(2)}`);
     // x @ W with W [K, N] row-major, and N = 10 (not a multiple of 4): cuBLASLt, still right.
     const runs = simtStats.runs;
     const a = kiln.randn([8, 64], { generator: g });
     const wk = kiln.randn([64, 10], { generator: g });
-    const e2 = relError(kiln.matmul(a.to('cuda'), wk.to('cuda')).toFlatArray(), kiln.matmul(a.to('float64'), wk.to('float64')).toFlatArray());
+    const e2 = maxRelError(kiln.matmul(a.to('cuda'), wk.to('cuda')).toFlatArray(), kiln.matmul(a.to('float64'), wk.to('float64')).toFlatArray());
     assert.ok(e2 < 1e-5, `fallback: relative error ${e2.toExponential(2)}`);
     assert.equal(simtStats.runs, runs, 'layouts the kernel does not take fall back');
   } finally {

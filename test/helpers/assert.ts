@@ -60,3 +60,14 @@ export function assertThrowsWith(fn: () => unknown, ...fragments: string[]): voi
   assert.ok(thrown instanceof Error, `expected an error containing ${fragments.map((f) => `'${f}'`).join(', ')}`);
   for (const f of fragments) assert.ok(thrown.message.includes(f), `error message '${thrown.message}' lacks '${f}'`);
 }
+
+/** max |got - ref| / max |ref|: an error relative to the output's scale (for long dot products). */
+export function maxRelError(got: ArrayLike<number>, ref: ArrayLike<number>): number {
+  let err = 0;
+  let mag = 0;
+  for (let i = 0; i < ref.length; i++) {
+    err = Math.max(err, Math.abs(got[i]! - ref[i]!));
+    mag = Math.max(mag, Math.abs(ref[i]!));
+  }
+  return err / mag;
+}

@@ -92,17 +92,7 @@ static inline __attribute__((always_inline)) void conv_micro(int64_t k, const fl
       const float *restrict a3 = KILN_AP(r3), *restrict a4 = KILN_AP(r4), *restrict a5 = KILN_AP(r5);
 #undef KILN_AP
 #pragma GCC unroll 4
-      for (int64_t q = 0; q < run; q++) {
-        v8 b0 = *(const v8u *)b;
-        v8 b1 = *(const v8u *)(b + 8);
-        c00 += a0[q] * b0; c01 += a0[q] * b1;
-        c10 += a1[q] * b0; c11 += a1[q] * b1;
-        c20 += a2[q] * b0; c21 += a2[q] * b1;
-        c30 += a3[q] * b0; c31 += a3[q] * b1;
-        c40 += a4[q] * b0; c41 += a4[q] * b1;
-        c50 += a5[q] * b0; c51 += a5[q] * b1;
-        b += NR;
-      }
+      for (int64_t q = 0; q < run; q++) KILN_MK_STEP(q);
       p += run;
       off += run;
       if (off == seglen) {

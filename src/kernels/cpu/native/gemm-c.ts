@@ -186,6 +186,18 @@ static void pack_a(const a_src *s, int64_t i, int64_t pc, int64_t mc, int64_t kc
   else pack_a_mat(s->a + i * s->ars + pc * s->acs, s->ars, s->acs, mc, kc, out);
 }
 
+/* One k step of the 6x16 micro-kernel: A rows a0..a5 at index q times the packed B row at b (then
+   b advances a row). Shared with the direct convolution (conv-c.ts), which walks A differently. */
+#define KILN_MK_STEP(q) do { \
+    const v8 kb0_ = *(const v8u *)b, kb1_ = *(const v8u *)(b + 8); \
+    c00 += a0[q] * kb0_; c01 += a0[q] * kb1_; \
+    c10 += a1[q] * kb0_; c11 += a1[q] * kb1_; \
+    c20 += a2[q] * kb0_; c21 += a2[q] * kb1_; \
+    c30 += a3[q] * kb0_; c31 += a3[q] * kb1_; \
+    c40 += a4[q] * kb0_; c41 += a4[q] * kb1_; \
+    c50 += a5[q] * kb0_; c51 += a5[q] * kb1_; \
+    b += NR; \
+  } while (0)
 /* The MR x NR micro-kernel: acc = A rows . B sliver over kc, then
    mode 0: C = acc; mode 1: C += acc (straight to C: a full tile with alpha 1);
    mode 2: t = acc (the caller scales / merges a partial or alpha != 1 tile).
@@ -202,18 +214,7 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
   const float *a3 = a + (h > 3 ? 3 : h - 1) * ars, *a4 = a + (h > 4 ? 4 : h - 1) * ars, *a5 = a + (h > 5 ? 5 : h - 1) * ars;
   if (mode != 2) for (int r = 0; r < MR; r++) { __builtin_prefetch(c + r * ldc, 1); __builtin_prefetch(c + r * ldc + NR - 1, 1); }
 #pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; p++) {
-    v8 b0 = *(const v8u *)b;
-    v8 b1 = *(const v8u *)(b + 8);
-    int64_t q = p * aks;
-    c00 += a0[q] * b0; c01 += a0[q] * b1;
-    c10 += a1[q] * b0; c11 += a1[q] * b1;
-    c20 += a2[q] * b0; c21 += a2[q] * b1;
-    c30 += a3[q] * b0; c31 += a3[q] * b1;
-    c40 += a4[q] * b0; c41 += a4[q] * b1;
-    c50 += a5[q] * b0; c51 += a5[q] * b1;
-    b += NR;
-  }
+  for (int64_t p = 0; p < kc; p++) KILN_MK_STEP(p * aks);
   if (mode == 2) {
     v8 *o = (v8 *)t;
     o[0] = c00; o[1] = c01; o[2] = c10; o[3] = c11; o[4] = c20; o[5] = c21;
