@@ -33,6 +33,8 @@ export interface GroupCtx {
   readonly inOperand: ReadonlyMap<ValueId, number>;
   readonly outOperand: ReadonlyMap<ValueId, number>;
   readonly spec: KernelSpec;
+  /** A pointwise group whose every output is bfloat16 (templates.ts CTemplateCtx.bf16Results). */
+  readonly bf16Results: boolean;
 }
 
 export function groupCtx(g: KernelGroup, info: (id: ValueId) => ValueInfo, spec: KernelSpec): GroupCtx {
@@ -42,7 +44,9 @@ export function groupCtx(g: KernelGroup, info: (id: ValueId) => ValueInfo, spec:
   const inOperand = new Map<ValueId, number>();
   g.outputs.forEach((o, k) => outOperand.set(o, k));
   g.inputs.forEach((id, k) => inOperand.set(id, g.outputs.length + k));
-  return { g, info, nodeOf, inOperand, outOperand, spec };
+  // Reduce groups are left out: a sum over many approximated terms can cancel and expose the error.
+  const bf16Results = g.kind === 'pointwise' && g.outputs.length > 0 && g.outputs.every((o) => info(o).dtype === 'bfloat16');
+  return { g, info, nodeOf, inOperand, outOperand, spec, bf16Results };
 }
 
 /** Statement declaring pointwise node n's output under the lane naming `name`. */
@@ -53,7 +57,7 @@ export function nodeStatement(c: GroupCtx, n: LNode, name: (id: ValueId) => stri
     a.kind === 'value' ? { kind: 'value', expr: name(a.id), dtype: c.info(a.id).dtype, shape: c.info(a.id).shape } : { kind: 'const', value: a.kind === 'const' ? a.value : null },
   );
   const t = CUDA_TEMPLATES.get(n.op);
-  const expr = t ? t(args, { out: dtype, fast: cudaFastMath() }) : null;
+  const expr = t ? t(args, { out: dtype, fast: cudaFastMath(), bf16Results: c.bf16Results }) : null;
   if (expr === null) throw new Error(`kiln cuda codegen: no CUDA template for ${n.op} (${args.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ')} -> ${dtype})`);
   const fromFloating = nodeInputs(n).some((id) => isFloating(c.info(id).dtype));
   return declareValue(name(out), expr, dtype, CAST_OPS.has(n.op), fromFloating);

@@ -70,6 +70,12 @@ __device__ __forceinline__ float kiln_ftanh(float x) {
   const float t = copysignf(__fdividef(1.0f - e, 1.0f + e), x);
   return a < 0.03f ? p : t;
 }
+// tanh in one MUFU.TANH (tanh.approx.f32, sm_75+), for kernels whose every stored result is
+// bfloat16 (templates.ts, ctx.bf16Results): its relative error, about 2^-11 by the PTX ISA, is
+// under a quarter of a bfloat16 ulp (2^-8 to 2^-7 relative), so the rounded result stays within
+// one ulp of tanh's (test/cuda-fast-math.test.ts checks every bfloat16 input). kiln_ftanh spends
+// two MUFU ops (ex2 and rcp); in elementwise-4096 the MUFU pipe is the bfloat16 kernel's limit.
+__device__ __forceinline__ float kiln_tanh_approx(float x) { float y; asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 // 1/d through rcp.approx (about 1 ulp) for sigmoid and silu under fast math, where d = 1 + e^-x >= 1
 // (d = inf gives 0, as 1/inf). The IEEE 1.0f / d (rcp.rn) is a dozen instructions with a slow
 // path; it made elementwise-4096's bfloat16 kernel instruction-bound (about 60% of copy bandwidth).

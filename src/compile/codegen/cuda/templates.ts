@@ -27,6 +27,12 @@ export interface CTemplateCtx {
    * 1 + e^-x through kiln_frcp (rcp.approx). Doubles are never affected.
    */
   readonly fast?: boolean;
+  /**
+   * Every value the kernel stores is bfloat16 (a pointwise kernel; body.ts): with fast math, tanh
+   * (and GELU's tanh form) may use tanh.approx.f32, whose error rounds away in bfloat16 (prelude).
+   * Not for float16 (an 11-bit significand, where 2^-11 is up to a whole ulp) or float32.
+   */
+  readonly bf16Results?: boolean;
 }
 
 type CTemplate = (args: readonly CArg[], ctx: CTemplateCtx) => string | null;
@@ -85,7 +91,7 @@ function binary(f: (a: string, b: string, ctx: CTemplateCtx, t: CType) => string
 const fastFloat = (t: CType, ctx: CTemplateCtx): boolean => ctx.fast === true && t === 'float';
 /** exp / tanh in compute type t: the fast prelude versions for float under ctx.fast. */
 const expFn = (t: CType, ctx: CTemplateCtx): string => (fastFloat(t, ctx) ? 'kiln_fexp' : mathFn('exp', t));
-const tanhFn = (t: CType, ctx: CTemplateCtx): string => (fastFloat(t, ctx) ? 'kiln_ftanh' : mathFn('tanh', t));
+const tanhFn = (t: CType, ctx: CTemplateCtx): string => (fastFloat(t, ctx) ? (ctx.bf16Results === true ? 'kiln_tanh_approx' : 'kiln_ftanh') : mathFn('tanh', t));
 
 /** A float-only libm call. */
 const fn1 = (name: string): CTemplate => unary((x, t) => `${mathFn(name, t)}(${x})`, { floatOnly: true });
