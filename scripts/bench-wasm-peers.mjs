@@ -382,7 +382,7 @@ if (versions['jax-js']) versions['jax-js'] += ` (${ShimWorker.started} Web Worke
 console.log(`versions ${JSON.stringify(versions)}`);
 console.log(`load average before ${load0.map((x) => x.toFixed(2)).join(' ')}, after ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 if (OUT) {
-  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), reps: REPS, threads: THREADS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), node: process.version, loadavgBefore: load0, loadavgAfter: load1, kilnWasm: wasmRun.wasmSgemmInfo(), versions, errors, results }, null, 2)}\n`);
+  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), command: `KILN_CPU_PATH=${process.env.KILN_CPU_PATH ?? ""} node bench-wasm-peers.mjs ${process.argv.slice(2).join(" ")}`, reps: REPS, threads: THREADS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), node: process.version, loadavgBefore: load0, loadavgAfter: load1, kilnWasm: wasmRun.wasmSgemmInfo(), versions, errors, results }, null, 2)}\n`);
   console.log(`wrote ${OUT}`);
 }
 process.exit(0);

@@ -1,7 +1,7 @@
 /**
  * The conv -> eval BatchNorm [-> ReLU] fold (src/compile/passes/conv-bn.ts) and its op,
  * conv2dBatchNorm, on the cpu: the op against a float64 reference computed here by naive loops
- * (native kernel, and the JS path's unfused reference ops), the pass's matching rules on traced
+ * (the native and Wasm kernels, which fold the BatchNorm, and the JS path's unfused reference ops), the pass's matching rules on traced
  * graphs (what folds, what must not), and compiled-vs-eager parity of a conv stack in eval mode,
  * including statistics changed in place after compiling and a train-mode BatchNorm (not folded).
  */
@@ -54,9 +54,11 @@ const CASES: { label: string; cs: Case; relu: boolean; affine: boolean; bias: bo
   { label: 'stem 7x7 s2 channels_last, bias, relu', cs: { n: 2, c: 3, h: 13, w: 11, o: 16, k: 7, stride: 2, pad: 3 }, relu: true, affine: true, bias: true, layout: 'channelsLast' },
   { label: 'body 3x3 channels_last, no bias, relu', cs: { n: 1, c: 16, h: 7, w: 9, o: 20, k: 3, stride: 1, pad: 1 }, relu: true, affine: true, bias: false, layout: 'channelsLast' },
   { label: 'NCHW, no affine, no relu', cs: { n: 2, c: 4, h: 6, w: 5, o: 6, k: 3, stride: 1, pad: 0 }, relu: false, affine: false, bias: true, layout: 'contiguous' },
+  // Short K runs (3 x 2 channels): the Wasm conv's patch-rows path rather than its direct one.
+  { label: 'narrow 3x3 channels_last, bias, relu', cs: { n: 2, c: 2, h: 6, w: 7, o: 5, k: 3, stride: 1, pad: 1 }, relu: true, affine: true, bias: true, layout: 'channelsLast' },
 ];
 
-for (const path of ['native', 'js'] as const) {
+for (const path of ['native', 'wasm', 'js'] as const) {
   for (const { label, cs, relu, affine, bias, layout } of CASES) {
     test(`conv2dBatchNorm (${path} path) ${label} matches a float64 reference`, () => {
       setCpuPath(path);

@@ -145,11 +145,12 @@ registerKernel(conv2d, 'cpu', (ctx, input, weight, bias, stride, padding, dilati
   return out;
 });
 
-// conv2dBatchNorm (the compiler's conv -> eval BatchNorm [-> ReLU] fold): the native conv with the
-// BatchNorm folded into its packed weight and epilogue; elsewhere the unfused reference ops.
+// conv2dBatchNorm (the compiler's conv -> eval BatchNorm [-> ReLU] fold): the native or Wasm conv
+// with the BatchNorm folded into its packed weight and epilogue; elsewhere the unfused reference ops.
 registerKernel(conv2dBatchNorm, 'cpu', (ctx, input, weight, bias, stride, padding, dilation, groupsArg, runningMean, runningVar, bnWeight, bnBias, eps, relu) => {
   const groups = groupsArg as number;
   const bn = { runningMean, runningVar, weight: bnWeight, bias: bnBias, eps: Number(eps), relu: relu === true };
-  const nat = nativeConv2d(ctx.out, input, weight, bias, { stride, padding: convPadding('conv2d', padding), dilation, groups }, bn);
-  return nat ?? conv2dBatchNormComposite(input, weight, bias, stride, padding, dilation, groups, runningMean, runningVar, bnWeight, bnBias, bn.eps, bn.relu);
+  const args = { stride, padding: convPadding('conv2d', padding), dilation, groups };
+  const folded = nativeConv2d(ctx.out, input, weight, bias, args, bn) ?? wasmConv2d(ctx.out, input, weight, bias, args, bn);
+  return folded ?? conv2dBatchNormComposite(input, weight, bias, stride, padding, dilation, groups, runningMean, runningVar, bnWeight, bnBias, bn.eps, bn.relu);
 });

@@ -17,6 +17,7 @@
 import type { OutMeta } from '../../ops/schema.js';
 import type { Storage } from '../../tensor/storage.js';
 import type { Tensor } from '../../tensor/tensor.js';
+import { bnFold, bnKey, type ConvBatchNorm } from './conv-bn-fold.js';
 import { cpuPath } from './native/path.js';
 import { allocOut, readable, writable } from './numeric.js';
 import { CALL_WORDS, SGEMM_KC, SGEMM_MR, SGEMM_NC_SLIVERS, SGEMM_NR } from './wasm-sgemm.js';
@@ -48,27 +49,40 @@ interface PackedConvWeight {
   strides: string;
   /** The K blocks packed separately ('direct'), or one packing of the whole K ('rows'). */
   key: string;
+  /** The BatchNorm folded into this packing ('' when none; conv-bn-fold.ts bnKey). */
+  bnKey: string;
   packed: PackedB[];
+  /** With a BatchNorm: the epilogue bias (the conv bias folded in). */
+  shift: Float32Array | null;
 }
 
-const weights = new WeakMap<Storage, PackedConvWeight>();
+/** Per weight storage, at most one packing without a BatchNorm and one with. */
+const weights = new WeakMap<Storage, PackedConvWeight[]>();
 
-/** B[(kh, kw, c), o] = weight[o, c, kh, kw], packed in the engine per K range (null when too large to keep). */
-function packedWeight(weight: Tensor, ranges: readonly { k0: number; len: number }[]): PackedB[] | null {
+/**
+ * B[(kh, kw, c), o] = weight[o, c, kh, kw] (times the folded BatchNorm's scale[o]), packed in the
+ * engine per K range (null when too large to keep).
+ */
+function packedWeight(weight: Tensor, ranges: readonly { k0: number; len: number }[], bn: ConvBatchNorm | null, bias: Tensor | null): PackedConvWeight | null {
   const strides = weight.strides.join(',');
   const key = ranges.map((r) => `${r.k0}+${r.len}`).join(',');
-  const e = weights.get(weight.storage);
-  if (e && e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides && e.key === key) return e.packed;
+  const fold = bn ? bnKey(bn, bias) : '';
+  const list = weights.get(weight.storage) ?? [];
+  const e = list.find((x) => (x.bnKey === '') === (fold === ''));
+  if (e && e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides && e.key === key && e.bnKey === fold) return e;
   const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
   const [s0, s1, s2, s3] = weight.strides as [number, number, number, number];
+  const folded = bn ? bnFold(bn, bias, o) : null;
   const r = readable(weight);
   const K = kh * kw * cg;
   const wp = new Float32Array(o * K);
-  for (let oo = 0; oo < o; oo++)
+  for (let oo = 0; oo < o; oo++) {
+    const f = folded ? folded.scale[oo]! : 1;
     for (let i = 0; i < kh; i++)
       for (let j = 0; j < kw; j++)
-        for (let c = 0; c < cg; c++) wp[oo * K + (i * kw + j) * cg + c] = r.data[r.offset + oo * s0 + c * s1 + i * s2 + j * s3]!;
-  // A stale packing of the same layout is overwritten in place.
+        for (let c = 0; c < cg; c++) wp[oo * K + (i * kw + j) * cg + c] = r.data[r.offset + oo * s0 + c * s1 + i * s2 + j * s3]! * f;
+  }
+  // A stale packing of the same layout (and the same kind, folded or not) is overwritten in place.
   const reuse = e && e.key === key ? e.packed : [];
   const packed: PackedB[] = [];
   for (const [q, rg] of ranges.entries()) {
@@ -76,9 +90,13 @@ function packedWeight(weight: Tensor, ranges: readonly { k0: number; len: number
     if (!pb) return null;
     packed.push(pb);
   }
-  weights.set(weight.storage, { version: weight.storage.version, offset: weight.offset, strides, key, packed });
-  return packed;
+  const entry = { version: weight.storage.version, offset: weight.offset, strides, key, bnKey: fold, packed, shift: folded ? folded.shift : null };
+  weights.set(weight.storage, [...list.filter((x) => x !== e), entry]);
+  return entry;
 }
+
+/** ReLU as the eager kernel computes it (NaN kept, -0 to 0). */
+const relu = (v: number): number => (v > 0 || v !== v ? v : 0);
 
 /**
  * K runs of at least this length take the direct path; shorter ones go through patch rows, since
@@ -88,7 +106,7 @@ function packedWeight(weight: Tensor, ranges: readonly { k0: number; len: number
  */
 const DIRECT_MIN_RUN = 16;
 
-export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: WasmConvArgs): Tensor | null {
+export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: WasmConvArgs, bn: ConvBatchNorm | null = null): Tensor | null {
   if (a.groups !== 1 || input.dtype !== 'float32' || weight.dtype !== 'float32' || meta.dtype !== 'float32' || (bias && bias.dtype !== 'float32')) return null;
   if (cpuPath() !== 'wasm' || !wasmSgemmAvailable()) return null;
   const batched = input.shape.length === 4;
@@ -104,10 +122,10 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
   const K = kh * kw * c;
   const dh = a.dilation[0]!;
   const dw = a.dilation[a.dilation.length - 1]!;
-  if ((dw === 1 ? kw * c : c) >= DIRECT_MIN_RUN) return directConv(meta, input, weight, bias, a);
-  const packs = packedWeight(weight, [{ k0: 0, len: K }]);
-  if (!packs) return null;
-  const packed = packs[0]!;
+  if ((dw === 1 ? kw * c : c) >= DIRECT_MIN_RUN) return directConv(meta, input, weight, bias, a, bn);
+  const pw = packedWeight(weight, [{ k0: 0, len: K }], bn, bias);
+  if (!pw) return null;
+  const packed = pw.packed[0]!;
   const out = allocOut(meta);
   const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
   const res = writable(out);
@@ -116,8 +134,9 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
   const sw = a.stride[a.stride.length - 1]!;
   const [pt, , pl] = a.padding;
   const plane = oh * ow;
-  const rb = bias ? readable(bias) : null;
-  const biasOp = rb ? { data: rb.data, offset: rb.offset, stride: bias!.strides[0] ?? 1 } : null;
+  // With a folded BatchNorm the epilogue bias is its shift (the conv bias is folded into it).
+  const rb = bias && !pw.shift ? readable(bias) : null;
+  const biasOp = pw.shift ? { data: pw.shift, offset: 0, stride: 1 } : rb ? { data: rb.data, offset: rb.offset, stride: bias!.strides[0] ?? 1 } : null;
 
   // A channels_last input with undilated width: one kernel row of a patch (kw pixels x c channels)
   // is one contiguous run of the input, copied with TypedArray.set.
@@ -181,6 +200,8 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
   } else {
     for (let b = 0; b < n; b++) wasmSgemm(plane, o, K, 1, null, null, 0, { data: od, offset: res.offset + b * os0, rowStride: os3, colStride: os1 }, { packed, rowsA: rows(b * plane), bias: biasOp });
   }
+  // A fresh output is dense: its elements are exactly [offset, offset + numel) of the storage.
+  if (bn?.relu) for (let i = res.offset, end = res.offset + n * o * plane; i < end; i++) od[i] = relu(od[i]!);
   res.commit();
   return out;
 }
@@ -193,7 +214,7 @@ export function wasmConv2d(meta: OutMeta, input: Tensor, weight: Tensor, bias: T
  * column panel), accumulating over the K blocks into the output row's C tiles; C rows are padded to
  * whole 4-pixel slivers per output row. Output rows are dealt to the threads whole.
  */
-function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: WasmConvArgs): Tensor | null {
+function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null, a: WasmConvArgs, bn: ConvBatchNorm | null): Tensor | null {
   const batched = input.shape.length === 4;
   const [n, c, h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];
   const [xs0, xs1, xs2, xs3] = (batched ? input.strides : [0, ...input.strides]) as [number, number, number, number];
@@ -217,8 +238,9 @@ function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor |
       for (let q = 0; q < run; q += SGEMM_KC) blocks.push({ k0: k0 + q, len: Math.min(SGEMM_KC, run - q), aOff: ((ki * dh * Wp + kj * dw) * c + q) * 4 });
     }
   }
-  const packed = packedWeight(weight, blocks);
-  if (!packed) return null;
+  const pw = packedWeight(weight, blocks, bn, bias);
+  if (!pw) return null;
+  const packed = pw.packed;
   const x = readable(input);
   const xd = x.data as Float32Array;
   const nS = Math.ceil(o / SGEMM_NR);
@@ -246,22 +268,26 @@ function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor |
   }
   const out = allocOut(meta);
   const [os0, os1, os2, os3] = (batched ? out.strides : [0, ...out.strides]) as [number, number, number, number];
+  // The epilogue bias: a folded BatchNorm's shift (the conv bias included), else the conv bias.
   const bv = new Float32Array(o);
-  if (bias) {
+  const hasBias = bias !== null || pw.shift !== null;
+  if (pw.shift) bv.set(pw.shift);
+  else if (bias) {
     const rb = readable(bias);
     for (let j = 0; j < o; j++) bv[j] = rb.data[rb.offset + j * (bias.strides[0] ?? 1)]!;
   }
+  const act = bn?.relu === true;
   // channels_last output whose rows need no padding (ow % 4 = 0, o % 8 = 0): C is laid out exactly
   // as the output, so C starts as the bias rows (the first K block accumulates onto them) and
   // leaves in one copy.
   const dense = os1 === 1 && o === Np && owp === ow && os3 === o && os2 === ow * o && (n === 1 || os0 === oh * ow * o);
   const c0 = cAt >> 2;
-  if (dense && bias) {
+  if (dense && hasBias) {
     f.set(bv, c0);
     // doubling copies: log2(rows) memcpys instead of a loop over every element
     for (let have = o; have < cWords; have *= 2) f.copyWithin(c0 + have, c0, c0 + Math.min(have, cWords - have));
   }
-  const firstAcc = dense && bias ? 1 : 0;
+  const firstAcc = dense && hasBias ? 1 : 0;
   // the call list: per output row, per K block, per column panel
   const t = sc.i32;
   const groupStarts: number[] = [0];
@@ -288,18 +314,20 @@ function directConv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor |
   const od = res.data;
   const cv = sc.f32;
   if (dense && od instanceof Float32Array) {
-    od.set(cv.subarray(c0, c0 + cWords), res.offset);
+    if (act) for (let i = 0; i < cWords; i++) od[res.offset + i] = relu(cv[c0 + i]!);
+    else od.set(cv.subarray(c0, c0 + cWords), res.offset);
     res.commit();
     return out;
   }
-  if (dense && bias) bv.fill(0); // the bias is already in C
+  if (dense && hasBias) bv.fill(0); // the bias is already in C
   // C rows (b, y, x < ow) into the output through its strides, with the bias
   for (let b = 0; b < n; b++) {
     for (let y = 0; y < oh; y++) {
       for (let xo = 0; xo < ow; xo++) {
         const src = c0 + ((b * oh + y) * owp + xo) * Np;
         const dst = res.offset + b * os0 + y * os2 + xo * os3;
-        for (let j = 0; j < o; j++) od[dst + j * os1] = cv[src + j]! + bv[j]!;
+        if (act) for (let j = 0; j < o; j++) od[dst + j * os1] = relu(cv[src + j]! + bv[j]!);
+        else for (let j = 0; j < o; j++) od[dst + j * os1] = cv[src + j]! + bv[j]!;
       }
     }
   }

@@ -18,6 +18,7 @@ import type { OutMeta } from '../../../ops/schema.js';
 import type { Storage } from '../../../tensor/storage.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { allocOut, readable } from '../numeric.js';
+import { bnFold, bnKey, type ConvBatchNorm } from '../conv-bn-fold.js';
 import { nativeGemm, type ConvGeometry, type PackedB } from './gemm.js';
 import { cpuPath } from './path.js';
 
@@ -35,56 +36,6 @@ interface PackedConvWeight {
 
 const weights = new WeakMap<Storage, PackedConvWeight[]>();
 
-/** Eval-mode BatchNorm after the conv (conv2dBatchNorm), folded into the weight and the epilogue. */
-export interface ConvBatchNorm {
-  readonly runningMean: Tensor;
-  readonly runningVar: Tensor;
-  readonly weight: Tensor | null;
-  readonly bias: Tensor | null;
-  readonly eps: number;
-  readonly relu: boolean;
-}
-
-const storageIds = new WeakMap<Storage, number>();
-let nextStorageId = 1;
-function storageKey(t: Tensor): string {
-  let id = storageIds.get(t.storage);
-  if (id === undefined) {
-    id = nextStorageId++;
-    storageIds.set(t.storage, id);
-  }
-  return `${id}@${t.storage.version}+${t.offset}/${t.strides[0] ?? 1}`;
-}
-
-function bnKey(bn: ConvBatchNorm, convBias: Tensor | null): string {
-  return [bn.runningMean, bn.runningVar, bn.weight, bn.bias, convBias].map((t) => (t ? storageKey(t) : '-')).join(',') + `:${bn.eps}`;
-}
-
-/** A [C] tensor's values as float64 (any float dtype, any stride). */
-function vector(t: Tensor | null, c: number, fill: number): Float64Array {
-  const out = new Float64Array(c).fill(fill);
-  if (!t) return out;
-  const r = readable(t);
-  const s = t.strides[0] ?? 1;
-  for (let i = 0; i < c; i++) out[i] = Number(r.data[r.offset + i * s]);
-  return out;
-}
-
-/** Per-channel scale and shift of eval BatchNorm (float64 math, as the reference does in float32 or better). */
-function bnScaleShift(bn: ConvBatchNorm, o: number): { scale: Float64Array; shift: Float64Array } {
-  const mean = vector(bn.runningMean, o, 0);
-  const variance = vector(bn.runningVar, o, 1);
-  const gamma = vector(bn.weight, o, 1);
-  const beta = vector(bn.bias, o, 0);
-  const scale = new Float64Array(o);
-  const shift = new Float64Array(o);
-  for (let i = 0; i < o; i++) {
-    scale[i] = gamma[i]! / Math.sqrt(variance[i]! + bn.eps);
-    shift[i] = beta[i]! - mean[i]! * scale[i]!;
-  }
-  return { scale, shift };
-}
-
 /**
  * The weight as one PackedB per group: B[(kh, kw, c), o] = weight[g * og + o, c, kh, kw], times
  * scale[o] when a BatchNorm is folded, which also gives the epilogue's bias (`shift`). Cached per
@@ -98,15 +49,9 @@ function packedWeight(weight: Tensor, groups: number, bn: ConvBatchNorm | null, 
   const hit = list.find((e) => e.version === weight.storage.version && e.offset === weight.offset && e.strides === strides && e.groups === groups && e.bnKey === key);
   if (hit) return hit;
   const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
-  let folded: { scale: Float64Array; shift: Float64Array } | null = null;
-  let shift: Float32Array | null = null;
-  if (bn) {
-    // BatchNorm folded: the weight scaled per output channel, the epilogue bias = shift + bias * scale.
-    folded = bnScaleShift(bn, o);
-    const cb = vector(bias, o, 0);
-    shift = new Float32Array(o);
-    for (let i = 0; i < o; i++) shift[i] = folded.shift[i]! + cb[i]! * folded.scale[i]!;
-  }
+  // BatchNorm folded: the weight scaled per output channel, the epilogue bias = shift + bias * scale.
+  const folded = bn ? bnFold(bn, bias, o) : null;
+  const shift = folded ? folded.shift : null;
   const [s0, s1, s2, s3] = weight.strides as [number, number, number, number];
   const r = readable(weight);
   const K = kh * kw * cg;
