@@ -17,8 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
 import { getWorkload } from '../src/bench/workloads.js';
-import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
-import { launch } from '../src/runtime/cuda/launch.js';
+import { deviceMsBehindSpin } from './cuda-spin.js';
 import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
 import { getAccelerator } from '../src/runtime/registry.js';
 import type { DType } from '../src/tensor/dtype.js';
@@ -35,10 +34,8 @@ const dtypes = (flag('--dtypes') ?? 'float32,bfloat16').split(',') as DType[];
 const reps = Number(flag('--reps') ?? 200);
 const runs = Number(flag('--runs') ?? 20);
 
-const SPIN = `extern "C" __global__ void kiln_spin(long long ns) { long long t = 0; while (t < ns) { __nanosleep(100000); t += 100000; } }`;
 const acc = getAccelerator('cuda') as unknown as CudaAccelerator;
 const stream = acc.defaultStream(0);
-const spin = kernelFromSource(0, SPIN, 'kiln_spin', ['i64']);
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
 /** Per-call ms of each fn, harness style, alternating fn by fn within every rep. */
@@ -61,23 +58,7 @@ function perCall(fns: (() => void)[]): number[] {
 }
 
 /** Device ms per call of fn: `runs` calls queued behind a spin kernel, median of 5 batches. */
-function deviceMs(fn: () => void): number {
-  const batches: number[] = [];
-  for (let b = 0; b < 5; b++) {
-    kiln.synchronize('cuda');
-    launch(spin, [3_000_000], { grid: 1, block: 1 }, stream);
-    const s = new kiln.Event('cuda');
-    const e = new kiln.Event('cuda');
-    s.record();
-    // One scope per call: a compiled call's output left alive would make the next replay give it
-    // its own copy (lent outputs), which is not what a caller that drops each result pays.
-    for (let i = 0; i < runs; i++) kiln.scope(fn);
-    e.record();
-    e.synchronize();
-    batches.push(s.elapsedTime(e) / runs);
-  }
-  return median(batches);
-}
+const deviceMs = (fn: () => void): number => deviceMsBehindSpin(fn, { runs, batches: 5 });
 
 interface Row {
   workload: string;

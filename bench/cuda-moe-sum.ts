@@ -12,6 +12,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
+import { deviceMsBehindSpin } from './cuda-spin.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel } from '../src/runtime/cuda/launch.js';
 import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
@@ -29,10 +30,8 @@ const flag = (name: string): string | undefined => {
 const reps = Number(flag('--reps') ?? 100);
 const runs = Number(flag('--runs') ?? 20);
 
-const SPIN = `extern "C" __global__ void kiln_spin(long long ns) { long long t = 0; while (t < ns) { __nanosleep(100000); t += 100000; } }`;
 const acc = getAccelerator('cuda') as unknown as CudaAccelerator;
 const stream = acc.defaultStream(0);
-const spin = kernelFromSource(0, SPIN, 'kiln_spin', ['i64']);
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
 function perCall(fn: () => void): number {
@@ -51,21 +50,7 @@ function perCall(fn: () => void): number {
   return median(t);
 }
 
-function deviceMs(fn: () => void): number {
-  const batches: number[] = [];
-  for (let b = 0; b < 7; b++) {
-    kiln.synchronize('cuda');
-    launch(spin, [3_000_000], { grid: 1, block: 1 }, stream);
-    const s = new kiln.Event('cuda');
-    const e = new kiln.Event('cuda');
-    s.record();
-    for (let i = 0; i < runs; i++) kiln.scope(fn);
-    e.record();
-    e.synchronize();
-    batches.push(s.elapsedTime(e) / runs);
-  }
-  return median(batches);
-}
+const deviceMs = (fn: () => void): number => deviceMsBehindSpin(fn, { runs, batches: 7 });
 
 /** Float32 candidates with moeSum's parameter list (x, out, T, K, H, sx0, sx1, sx2); contiguous x. */
 interface Variant {
