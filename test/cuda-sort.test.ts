@@ -3,7 +3,8 @@
  * must be identical (the cuda kernels use the CPU's total order: NaN above +inf, -0 equal to +0,
  * ties by position). Covers every dtype, the sorted dim last or not (transposing copy), odd and
  * power-of-two lengths, ties, short rows packed several per block, rows beyond the shared-memory
- * sort (topk by register lists), empty and zero-dim inputs, and the not-supported error; and
+ * sort (topk by register lists and by sorted segments), empty and zero-dim inputs, and the
+ * not-supported error; and
  * scatterAdd / scatterAdd_ (gather's backward) against the CPU.
  * Skips where no CUDA device exists.
  */
@@ -14,6 +15,7 @@ import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, randomInts, randomValues } from './helpers/make.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { setLongTopk } from '../src/kernels/cuda/sort.js';
 
 const skip = skipUnlessCuda();
 
@@ -101,13 +103,26 @@ test('topk matches the CPU for every dtype, largest and smallest, k from 1 to th
   }
 });
 
-test('topk of rows longer than the shared-memory sort (register lists), k up to 64, ties and NaN', { skip }, () => {
-  for (const dtype of ['float32', 'bfloat16', 'int64', 'float64'] as DType[]) {
-    const shape = [3, 40000];
-    const x = makeTensor(values(120000, 5, dtype, 50), shape, dtype);
-    for (const k of [1, 7, 32, 64]) {
-      for (const largest of [true, false]) both(x, (t) => { const r = kiln.topk(t, k, -1, largest); return [r.values, r.indices]; }, `long topk ${dtype} k ${k} ${largest}`);
+test('topk of rows longer than the shared-memory sort, both first passes (register lists, sorted segments), ties and NaN', { skip }, () => {
+  try {
+    for (const dtype of ['float32', 'bfloat16', 'int64', 'float64'] as DType[]) {
+      const shape = [3, 40000];
+      const x = makeTensor(values(120000, 5, dtype, 50), shape, dtype);
+      for (const mode of ['select', 'segments'] as const) {
+        setLongTopk(mode);
+        for (const k of [1, 7, 32, 64]) {
+          for (const largest of [true, false]) both(x, (t) => { const r = kiln.topk(t, k, -1, largest); return [r.values, r.indices]; }, `long topk (${mode}) ${dtype} k ${k} ${largest}`);
+        }
+      }
+      // Beyond the register lists' 64: sorted segments only (any k a segment holds).
+      setLongTopk('auto');
+      for (const k of [65, 300]) both(x, (t) => { const r = kiln.topk(t, k, -1, true); return [r.values, r.indices]; }, `long topk ${dtype} k ${k}`);
     }
+    // A vocabulary-sized row whose length is no multiple of the segment (a short last segment).
+    const v = makeTensor(values(2 * 151936, 8, 'float32', 0), [2, 151936], 'float32');
+    for (const k of [1, 50, 200]) both(v, (t) => { const r = kiln.topk(t, k, -1, true); return [r.values, r.indices]; }, `vocab topk k ${k}`);
+  } finally {
+    setLongTopk('auto');
   }
 });
 
@@ -125,7 +140,8 @@ test('transposed and strided inputs, outputs in the layout meta predicts; k = 0,
 test('a full sort of a row beyond the shared-memory limit is reported as not supported, naming the file', { skip }, () => {
   const x = kiln.zeros([2, 20000], { device: 'cuda' });
   assert.throws(() => kiln.sort(x, -1), /sort: not supported yet on cuda: dim 1 of input \[2, 20000\].*src\/kernels\/cuda\/sort\.ts/);
-  assert.throws(() => kiln.topk(x, 65, -1), /topk: not supported yet on cuda.*k <= 64/);
+  // 10 segments of 2000: the candidates (k per segment) must stay at most half the row.
+  assert.throws(() => kiln.topk(x, 1001, -1), /topk: not supported yet on cuda.*k <= 1000 \(for rows of 20000\)/);
   x.dispose();
 });
 

@@ -5,10 +5,11 @@
  *
  * Kernel choice: topk with small k of short rows selects by warp-wide argmin rounds (no sort);
  * rows up to SORT_MAX elements are sorted whole in shared memory (bitonic; topk keeps the first
- * k); longer rows support topk with k <= SELECT_MAX_K (register lists over row segments, then a
- * second topk over the segments' candidates).
- * A full sort of longer rows, or a larger k there, is reported as not supported yet rather than
- * computed some slower way behind the caller's back.
+ * k). topk of longer rows works on row segments, then takes topk again over the segments'
+ * candidates: for k <= SELECT_MAX_K each segment keeps register lists (`select`); larger k sorts
+ * each segment of SEGMENT_P elements in shared memory (`segments`, any k up to segmentsMaxK).
+ * A full sort of longer rows is reported as not supported yet rather than computed some slower
+ * way behind the caller's back.
  */
 import * as R from '../../ops/defs/reduction.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -75,7 +76,7 @@ function target(out: Tensor, perm: readonly number[]): { t: Tensor; direct: bool
 function notSupported(op: string, x: Tensor, dim: number, len: number, count: number): Error {
   return new RangeError(
     `${op}: not supported yet on cuda: dim ${dim} of input ${fmtShape(x.shape)} (${x.dtype}) has ${len} elements and ${count} are asked for; ` +
-      `the cuda kernels (src/kernels/cuda/sort.ts) sort rows of up to ${SORT_MAX} elements, and take topk with k <= ${SELECT_MAX_K} of longer rows`,
+      `the cuda kernels (src/kernels/cuda/sort.ts) sort rows of up to ${SORT_MAX} elements, and take topk of longer rows with k <= ${Math.max(SELECT_MAX_K, segmentsMaxK(len))} (for rows of ${len})`,
   );
 }
 
@@ -109,7 +110,9 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
       const shared = rpb * P * (kb + 4);
       const k = load(index, `bitonic:${x.dtype}`, () => bitonicSource(x.dtype), SORT_MAX * (kb + 4));
       const grid = gridFor(index, Math.ceil(r.rows / rpb) * tpr * rpb, tpr * rpb);
-      launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, P, count, descending ? 1 : 0, vt ? 1 : 0, rpb], { grid, block: tpr * rpb, sharedBytes: shared }, stream);
+      launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, P, count, descending ? 1 : 0, vt ? 1 : 0, rpb, len, 1], { grid, block: tpr * rpb, sharedBytes: shared }, stream);
+    } else if (longTopkPath(len, count) === 'segments') {
+      segmentsLong(op, r.src, r.rows, len, count, descending, vt ? vt.t : null, it.t);
     } else if (count <= SELECT_MAX_K) {
       selectLong(op, r.src, r.rows, len, count, descending, vt ? vt.t : null, it.t);
     } else {
@@ -119,6 +122,94 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
     if (vt && !vt.direct) copyTensor(vt.view, vt.t);
   } finally {
     for (const t of temps) t.dispose();
+  }
+}
+
+/**
+ * How topk of rows longer than SORT_MAX picks its first pass: 'auto' by k (SEGMENTS_MIN_K), or
+ * pinned by tests and benches (setLongTopk) to compare the two on the same inputs.
+ */
+export type LongTopk = 'auto' | 'select' | 'segments';
+let longTopk: LongTopk = 'auto';
+export function setLongTopk(mode: LongTopk): void {
+  longTopk = mode;
+}
+
+// Segment length of the 'segments' path: sorted by one block of SEGMENT_P / 2 threads in 16 KiB
+// (32-bit keys) of shared memory.
+const SEGMENT_P = 2048;
+// 'auto' sorts segments only beyond the register lists' reach (k > SELECT_MAX_K): measured on the
+// H200 (bench/cuda-topk.ts, session 6), sorting every 2048-element segment lost to the lists at
+// every k <= 64 but one row of 151936 at k = 50 (0.078 vs 0.095 ms); at [32, 151936] k = 50 it took
+// 0.40 ms against 0.27, at [256, 32000] 0.63 against 0.35.
+const SEGMENTS_MIN_K = SELECT_MAX_K + 1;
+
+function segmentGeometry(len: number): { chunks: number; chunkLen: number; last: number } {
+  const chunks = Math.ceil(len / SEGMENT_P);
+  const chunkLen = Math.ceil(len / chunks);
+  return { chunks, chunkLen, last: len - (chunks - 1) * chunkLen };
+}
+
+/**
+ * The largest k the 'segments' path takes for rows of len: every segment must hold k elements (its
+ * sorted first k are all real), and the candidates (k per segment) must be at most half the row,
+ * so the second pass, which may take this path again, works on a row at least twice shorter.
+ */
+function segmentsMaxK(len: number): number {
+  const { chunks, last } = segmentGeometry(len);
+  return Math.min(last, Math.floor(len / 2 / chunks));
+}
+
+function longTopkPath(len: number, count: number): 'select' | 'segments' {
+  if (count > segmentsMaxK(len)) return 'select';
+  if (longTopk !== 'auto') return longTopk === 'segments' || count > SELECT_MAX_K ? 'segments' : 'select';
+  return count >= SEGMENTS_MIN_K ? 'segments' : 'select';
+}
+
+/**
+ * topk of contiguous [rows, len] rows longer than SORT_MAX: each segment of at most SEGMENT_P
+ * elements sorted in shared memory (the bitonic kernel over (row, segment) lines), its first
+ * `count` kept as candidates, then topk over each row's candidates (sortLines again) and a pick
+ * of their positions. The candidates' (key, candidate position) order is the (key, row position)
+ * order: segments are in position order and each one's candidates are sorted by (key, position).
+ */
+function segmentsLong(op: string, src: Tensor, rows: number, len: number, count: number, descending: boolean, vals: Tensor | null, idx: Tensor): void {
+  const index = src.device.index;
+  const stream = streamOf(src);
+  const { chunks, chunkLen } = segmentGeometry(len);
+  const kb = keyBytes(src.dtype);
+  const tpr = Math.min(1024, SEGMENT_P / 2);
+  const rpb = tpr >= MIN_BLOCK ? 1 : MIN_BLOCK / tpr;
+  const k = load(index, `bitonic:${src.dtype}`, () => bitonicSource(src.dtype), SORT_MAX * (kb + 4));
+  const lines = rows * chunks;
+  candidatesThenPick(op, src, rows, chunks * count, count, descending, vals, idx, (candV, candI) =>
+    launch(k, [ptrOf(src), ptrOf(candV), ptrOf(candI), lines, len, SEGMENT_P, count, descending ? 1 : 0, 1, rpb, chunkLen, chunks], {
+      grid: gridFor(index, Math.ceil(lines / rpb) * tpr * rpb, tpr * rpb),
+      block: tpr * rpb,
+      sharedBytes: rpb * SEGMENT_P * (kb + 4),
+    }, stream),
+  );
+}
+
+/**
+ * The second pass of both long-row paths: `first` writes each row's n candidates (values, row
+ * positions) to contiguous [rows, n]; topk over them gives the values and, through their
+ * candidate positions, the row positions.
+ */
+function candidatesThenPick(op: string, src: Tensor, rows: number, n: number, count: number, descending: boolean, vals: Tensor | null, idx: Tensor, first: (candV: Tensor, candI: Tensor) => void): void {
+  const index = src.device.index;
+  const dense = (dtype: DType, c: number): Tensor => allocOut({ shape: [rows, c], strides: [c, 1], dtype, device: src.device });
+  const candV = dense(src.dtype, n);
+  const candI = dense('int64', n);
+  const pick = dense('int64', count);
+  const outV = vals ? new Tensor(vals.storage, vals.dtype, [rows, count], [count, 1], vals.offset) : null;
+  try {
+    first(candV, candI);
+    sortLines(op, candV, 1, descending, count, outV, pick);
+    const pk = load(index, 'pick', pickSource, 0);
+    launch(pk, [ptrOf(candI), ptrOf(pick), ptrOf(idx), rows, n, count], { grid: gridFor(index, rows * count, 256), block: 256 }, streamOf(src));
+  } finally {
+    for (const t of [candV, candI, pick, ...(outV ? [outV] : [])]) t.dispose();
   }
 }
 
@@ -148,20 +239,7 @@ function selectLong(op: string, src: Tensor, rows: number, len: number, count: n
     run(vals, idx);
     return;
   }
-  const n = chunks * count;
-  const dense = (dtype: DType, c: number): Tensor => allocOut({ shape: [rows, c], strides: [c, 1], dtype, device: src.device });
-  const candV = dense(src.dtype, n);
-  const candI = dense('int64', n);
-  const pick = dense('int64', count);
-  const outV = vals ? new Tensor(vals.storage, vals.dtype, [rows, count], [count, 1], vals.offset) : null;
-  try {
-    run(candV, candI);
-    sortLines(op, candV, 1, descending, count, outV, pick);
-    const pk = load(index, 'pick', pickSource, 0);
-    launch(pk, [ptrOf(candI), ptrOf(pick), ptrOf(idx), rows, n, count], { grid: gridFor(index, rows * count, 256), block: 256 }, stream);
-  } finally {
-    for (const t of [candV, candI, pick, ...(outV ? [outV] : [])]) t.dispose();
-  }
+  candidatesThenPick(op, src, rows, chunks * count, count, descending, vals, idx, run);
 }
 
 /** Dtypes the key functions order (every Kiln dtype). */

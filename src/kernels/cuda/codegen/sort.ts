@@ -125,12 +125,15 @@ export interface SortKernel {
   params: ParamType[];
 }
 
-// (x, vals, idx, rows, R, P, count, descending, writeVals, rowsPerBlock)
-const BITONIC_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'];
+// (x, vals, idx, lines, R, P, count, descending, writeVals, rowsPerBlock, chunkLen, chunks)
+const BITONIC_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'];
 
 /**
- * Sorts rows of length R <= P (P a power of two) with TPR = blockDim / rowsPerBlock threads per row;
- * writes the first `count` (value, int64 position) pairs per row, contiguous [rows, count].
+ * Sorts lines of at most P elements (P a power of two) with TPR = blockDim / rowsPerBlock threads
+ * per line; writes the first `count` (value, int64 position) pairs per line, contiguous
+ * [lines, count]. A line is segment `seg` of row `r` (line = r * chunks + seg): elements
+ * [seg * chunkLen, min(R, (seg + 1) * chunkLen)) of the contiguous row, positions given within the
+ * row. Whole rows are chunks = 1, chunkLen = R; topk of long rows sorts their segments (sort.ts).
  */
 export function bitonicSource(d: DType): SortKernel {
   const t = storageType(d);
@@ -145,7 +148,7 @@ export function bitonicSource(d: DType): SortKernel {
   const put = (i: string, key: string, pos: string): string => (packed ? `sp[${i}] = ((unsigned long long)(${key}) << 32) | (unsigned int)(${pos});` : `sk[${i}] = ${key}; si[${i}] = ${pos};`);
   const source = `${PRELUDE}${KEY_HELPERS}
 extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
-    long long rows, int R, int P, int count, int descending, int writeVals, int rowsPerBlock) {
+    long long rows, int R, int P, int count, int descending, int writeVals, int rowsPerBlock, int chunkLen, int chunks) {
   extern __shared__ __align__(16) unsigned char kiln_smem[];
   const int tpr = blockDim.x / rowsPerBlock;
   const int sub = threadIdx.x / tpr;
@@ -156,9 +159,12 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restric
   for (long long base = (long long)blockIdx.x * rowsPerBlock; base < rows; base += (long long)gridDim.x * rowsPerBlock) {
     const long long row = base + sub;
     const bool live = row < rows;
-    const ${t}* xr = x + row * R;
+    const long long r = row / chunks;
+    const int off = (int)(row - r * chunks) * chunkLen;
+    const int len = R - off < chunkLen ? R - off : chunkLen;
+    const ${t}* xr = x + r * R + off;
     for (int i = t; i < P; i += tpr) {
-      if (live && i < R) { ${put('i', `${keyExpr(d, 'xr[i]')} ^ flip`, 'i')} }
+      if (live && i < len) { ${put('i', `${keyExpr(d, 'xr[i]')} ^ flip`, 'i')} }
       else { ${put('i', max, '0x7fffffff')} }
     }
     __syncthreads();
@@ -166,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restric
     if (live) {
       for (int i = t; i < count; i += tpr) {
         const int j = ${packed ? '(int)(unsigned int)sp[i]' : 'si[i]'};
-        idx[row * count + i] = j;
+        idx[row * count + i] = off + j;
         if (writeVals) vals[row * count + i] = xr[j];
       }
     }
