@@ -28,8 +28,38 @@ export function pointwiseStrides(shape: readonly number[], operands: readonly (T
   return contiguousStrides(shape);
 }
 
+/**
+ * The first tensor operand when every tensor operand has its shape and exactly row-major strides
+ * (scalars aside): the common eager call. The general path below gives that very shape and those
+ * strides for it (preservedStrides of a row-major reference is row-major), so they are returned as
+ * they are, without broadcasting or layout work (about 1.4 us of a 10 us cuda eager op). Only
+ * frozen arrays (a Tensor's) are shared with the output.
+ */
+function sameRowMajorOperands(operands: readonly (TensorMeta | ScalarValue)[]): TensorMeta | undefined {
+  let first: TensorMeta | undefined;
+  for (const o of operands) {
+    if (!isTensorMeta(o)) continue;
+    if (!first) {
+      first = o;
+      const { shape, strides } = o;
+      if (!Object.isFrozen(shape) || !Object.isFrozen(strides) || strides.length !== shape.length) return undefined;
+      let acc = 1;
+      for (let i = shape.length - 1; i >= 0; i--) {
+        if (strides[i] !== acc) return undefined;
+        acc *= Math.max(shape[i]!, 1);
+      }
+      continue;
+    }
+    if (o.shape !== first.shape && !shapeEquals(o.shape, first.shape)) return undefined;
+    if (o.strides !== first.strides && !shapeEquals(o.strides, first.strides)) return undefined;
+  }
+  return first;
+}
+
 /** Meta for an n-ary pointwise op: broadcast shape, preserved layout, given or promoted dtype. */
 export function pointwiseMeta(op: string, operands: readonly (TensorMeta | ScalarValue)[], dtype?: DType): OutMeta {
+  const same = sameRowMajorOperands(operands);
+  if (same) return { shape: same.shape, strides: same.strides, dtype: dtype ?? promotedDtype(operands), device: same.device };
   const tensors = operands.filter(isTensorMeta);
   if (tensors.length === 0) throw new Error(`${op}: expected at least one tensor operand`);
   const shape = broadcastShapes(op, ...tensors.map((t) => t.shape));

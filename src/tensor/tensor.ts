@@ -57,8 +57,9 @@ export class Tensor implements TensorMeta {
     storage.retain();
     this.storage = storage;
     this.dtype = dtype;
-    this.shape = Object.freeze([...shape]);
-    this.strides = Object.freeze(strides ? [...strides] : contiguousStrides(shape));
+    // Frozen arrays (another tensor's, handed on by a meta function) are immutable: shared, not copied.
+    this.shape = Object.isFrozen(shape) ? shape : Object.freeze([...shape]);
+    this.strides = strides && Object.isFrozen(strides) ? strides : Object.freeze(strides ? [...strides] : contiguousStrides(shape));
     this.offset = offset;
     finalizer.register(this, storage, this);
     trackTensor(this);

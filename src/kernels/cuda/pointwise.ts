@@ -132,10 +132,15 @@ function unalias(self: Tensor, x: Operand): Operand {
   return runPointwise('copy', 'a', copy, [x], [], x.dtype);
 }
 
-function addExpr(alpha: unknown, sign: '+' | '-', outDtype: DType): { expr: string; params: number[] } {
-  if (outDtype === 'bool') return { expr: '((a != 0) || (b != 0))', params: [] };
+// The alpha = 1 forms, built once: an eager add is host-bound, and these were rebuilt per call.
+const NO_PARAMS: readonly number[] = Object.freeze([]);
+const BOOL_ADD = { expr: '((a != 0) || (b != 0))', params: NO_PARAMS };
+const PLAIN = { '+': { expr: 'a + b', params: NO_PARAMS }, '-': { expr: 'a - b', params: NO_PARAMS } } as const;
+
+function addExpr(alpha: unknown, sign: '+' | '-', outDtype: DType): { expr: string; params: readonly number[] } {
+  if (outDtype === 'bool') return BOOL_ADD;
   const a = Number(alpha);
-  return a === 1 ? { expr: `a ${sign} b`, params: [] } : { expr: `a ${sign} s0 * b`, params: [a] };
+  return a === 1 ? PLAIN[sign] : { expr: `a ${sign} s0 * b`, params: [a] };
 }
 
 registerKernel(add, 'cuda', (ctx, self, other, alpha) => {
