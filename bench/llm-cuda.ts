@@ -42,8 +42,16 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
+// Each case first runs for STEADY_MS of host time (at least `warmup` calls, at most STEADY_CALLS):
+// the small rows' per-call time is mostly host dispatch, and V8 takes thousands of calls to reach
+// its steady state there (bench/cuda-launch.ts); with 5 calls, rmsNorm [256, 8192] f32 measured
+// 0.0140 ms in one run and 0.0176 in another (session 6).
+const STEADY_MS = 60;
+const STEADY_CALLS = 5000;
+
 function timeMs(fn: () => void): number {
-  for (let i = 0; i < warmup; i++) fn();
+  const t0 = performance.now();
+  for (let i = 0; i < STEADY_CALLS && (i < warmup || performance.now() - t0 < STEADY_MS); i++) fn();
   kiln.synchronize('cuda');
   const times: number[] = [];
   for (let i = 0; i < reps; i++) {

@@ -18,6 +18,7 @@ for act-and-mul, tokens x 32 heads x 128 (q and k) for RoPE. Op names are Kiln's
 import argparse
 import json
 import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -89,9 +90,18 @@ def rope_cache(max_pos, rot, dtype, device):
 
 # ---- timing -------------------------------------------------------------------------------------
 
+# Each case first runs for STEADY_S of host time (at least `warmup` calls, at most STEADY_CALLS),
+# as the Kiln side (bench/llm-cuda.ts) does to reach V8's steady state: the same warm-up for both.
+STEADY_S = 0.060
+STEADY_CALLS = 5000
+
+
 def time_ms(fn, reps, warmup):
-    for _ in range(warmup):
+    t0 = time.perf_counter()
+    i = 0
+    while i < STEADY_CALLS and (i < warmup or time.perf_counter() - t0 < STEADY_S):
         fn()
+        i += 1
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
