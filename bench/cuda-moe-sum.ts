@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
-import { deviceMsBehindSpin } from './cuda-spin.js';
+import { deviceMsBehindSpin, perCallMs } from './cuda-spin.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel } from '../src/runtime/cuda/launch.js';
 import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
@@ -32,23 +32,8 @@ const runs = Number(flag('--runs') ?? 20);
 
 const acc = getAccelerator('cuda') as unknown as CudaAccelerator;
 const stream = acc.defaultStream(0);
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
-function perCall(fn: () => void): number {
-  const s = new kiln.Event('cuda');
-  const e = new kiln.Event('cuda');
-  const t: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    kiln.scope(() => {
-      s.record();
-      fn();
-      e.record();
-      e.synchronize();
-    });
-    t.push(s.elapsedTime(e));
-  }
-  return median(t);
-}
+const perCall = (fn: () => void): number => perCallMs(fn, reps);
 
 const deviceMs = (fn: () => void): number => deviceMsBehindSpin(fn, { runs, batches: 7 });
 

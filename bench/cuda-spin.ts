@@ -1,8 +1,10 @@
 /**
- * Device time of a host callback on cuda, with the host's enqueue gaps hidden: a spin kernel
+ * Timers shared by the cuda A/B benches (copy reference, moeSum, topk).
+ *
+ * deviceMsBehindSpin: device time of a host callback, with the host's enqueue gaps hidden: a spin kernel
  * (__nanosleep) occupies the stream while `runs` calls are queued behind it between two events,
- * so the GPU runs them back to back; the median over `batches` such batches, per call. Shared by
- * the cuda A/B benches (copy reference, moeSum, pointwise configs).
+ * so the GPU runs them back to back; the median over `batches` such batches, per call.
+ * perCallMs: events around one call (host dispatch and launch latency inside), median of `reps`.
  */
 import * as kiln from '../src/index.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
@@ -39,4 +41,22 @@ export function deviceMsBehindSpin(fn: () => void, o: SpinOptions): number {
     times.push(s.elapsedTime(e) / o.runs);
   }
   return times.sort((a, b) => a - b)[times.length >> 1]!;
+}
+
+/** Median ms of `reps` calls of fn, each between two events and in its own kiln.scope, after `warmup` calls. */
+export function perCallMs(fn: () => void, reps: number, warmup = 0): number {
+  for (let i = 0; i < warmup; i++) kiln.scope(fn);
+  const s = new kiln.Event('cuda');
+  const e = new kiln.Event('cuda');
+  const t: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    kiln.scope(() => {
+      s.record();
+      fn();
+      e.record();
+      e.synchronize();
+    });
+    t.push(s.elapsedTime(e));
+  }
+  return t.sort((a, b) => a - b)[t.length >> 1]!;
 }

@@ -9,6 +9,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
+import { perCallMs } from './cuda-spin.js';
 import { setLongTopk, type LongTopk } from '../src/kernels/cuda/sort.js';
 
 const argv = process.argv.slice(2);
@@ -17,24 +18,8 @@ const flag = (name: string): string | undefined => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const reps = Number(flag('--reps') ?? 50);
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
-function perCall(fn: () => void): number {
-  for (let i = 0; i < 5; i++) kiln.scope(fn);
-  const s = new kiln.Event('cuda');
-  const e = new kiln.Event('cuda');
-  const t: number[] = [];
-  for (let r = 0; r < reps; r++) {
-    kiln.scope(() => {
-      s.record();
-      fn();
-      e.record();
-      e.synchronize();
-    });
-    t.push(s.elapsedTime(e));
-  }
-  return median(t);
-}
+const perCall = (fn: () => void): number => perCallMs(fn, reps, 5);
 
 const rows: { shape: number[]; dtype: string; k: number; ms: Record<string, number> }[] = [];
 for (const dtype of ['float32', 'bfloat16'] as const) {
