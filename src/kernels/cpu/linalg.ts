@@ -307,15 +307,24 @@ registerKernel(batchNorm, 'cpu', (ctx, input, runningMean, runningVar, weight, b
   // Schema-typed scalars arrive widened (Realize maps number to Tensor | ScalarValue).
   const momentum = Number(momentumArg);
   const eps = Number(epsArg);
-  const x = denseValues(input);
   const [nBatch, c] = input.shape as [number, number];
   const spatial = numel(input.shape.slice(2));
   const count = nBatch * spatial;
-  const out = new Float64Array(x.length);
   const w = paramValues(weight);
   const b = paramValues(bias);
   const mean = new Float64Array(c);
   const varr = new Float64Array(c);
+  if (training !== true) {
+    mean.set(paramValues(runningMean)!);
+    varr.set(paramValues(runningVar)!);
+    const nat = nativeBatchNormEval(ctx.out, input, mean, varr, w, b, eps);
+    if (nat) return nat;
+  }
+  // The dense float64 copy only where the JS loops below need it: built first, it cost the native
+  // eval path a strided gather of the whole input (eager eval at [2, 64, 32, 32] channels_last on
+  // the 2-core machine: 2.34 ms with it, 1.08 without; contiguous 1.29 and 0.65).
+  const x = denseValues(input);
+  const out = new Float64Array(x.length);
   if (training === true) {
     for (let ch = 0; ch < c; ch++) {
       let sum = 0;
@@ -349,11 +358,6 @@ registerKernel(batchNorm, 'cpu', (ctx, input, runningMean, runningVar, weight, b
       rm.commit();
       rv.commit();
     }
-  } else {
-    mean.set(paramValues(runningMean)!);
-    varr.set(paramValues(runningVar)!);
-    const nat = nativeBatchNormEval(ctx.out, input, mean, varr, w, b, eps);
-    if (nat) return nat;
   }
   for (let ch = 0; ch < c; ch++) {
     const rstd = 1 / Math.sqrt(varr[ch]! + eps);
