@@ -17,7 +17,8 @@
  * Head dims: D % 4 == 0 up to 256, padded to DP (a multiple of 4 TX) with zeros in shared memory.
  */
 import { PRELUDE } from './ctypes.js';
-import { flashKernelName, flashMaskCode, flashOffsets, flashParamDecl, maskCType, type FlashSpec } from './flash-common.js';
+import { flashKernelName, flashOffsets, flashParamDecl, maskCType, type FlashSpec } from './flash-common.js';
+import { F32_ACC_INIT, F32_RESCALE, f32MaskLines, f32PvAccumulate, f32StoreRow } from './flash-f32-parts.js';
 import type { GeneratedFlash } from './flash-tc.js';
 
 /**
@@ -146,14 +147,7 @@ ${flashOffsets('float', spec.mask, mk.t)}
   cp_wait<1>();
   __syncthreads();
 
-  float acc[RM][OC][4];
-  float rmax[RM], rsum[RM];
-  #pragma unroll
-  for (int i = 0; i < RM; i++) {
-    #pragma unroll
-    for (int h = 0; h < OC; h++) acc[i][h][0] = acc[i][h][1] = acc[i][h][2] = acc[i][h][3] = 0.f;
-    rmax[i] = -KILN_INF; rsum[i] = 0.f;
-  }
+${F32_ACC_INIT}
 
   for (int j = g, t = 0; j < nTiles; j += KS, t++) {
     const int n0 = j * BN;
@@ -197,21 +191,12 @@ ${flashOffsets('float', spec.mask, mk.t)}
         float x = s[i][c] * scale_log2;
         const int col = n0 + tx + TX * c;
         (void)row; (void)col;
-${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
-  .split('\n')
-  .map((l) => `        ${l}`)
-  .join('\n')}
+${f32MaskLines(spec)}
         s[i][c] = x;
         mx = fmaxf(mx, x);
       }
       ${shuffles('fmaxf', 'mx')}
-      // A row with every key so far masked keeps max -inf: use 0 so exp2 gives 0, not NaN.
-      const float use = mx == -KILN_INF ? 0.f : mx;
-      const float corr = exp2f(rmax[i] - use);
-      rmax[i] = mx;
-      rsum[i] *= corr;
-      #pragma unroll
-      for (int h = 0; h < OC; h++) { acc[i][h][0] *= corr; acc[i][h][1] *= corr; acc[i][h][2] *= corr; acc[i][h][3] *= corr; }
+${F32_RESCALE}
       float ps = 0.f;
       #pragma unroll
       for (int c = 0; c < KC; c++) {
@@ -223,24 +208,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
     }
     // P rows are written and read by the lanes of one row group, all in this warp.
     __syncwarp();
-    const int nk = min(BN, kEnd - n0);
-    for (int n4 = 0; n4 < nk; n4 += 4) {
-      kf4 p[RM];
-      #pragma unroll
-      for (int i = 0; i < RM; i++) p[i] = *(const kf4*)(Ps + (ty + RG * i) * PSTR + n4);
-      #pragma unroll
-      for (int c = 0; c < 4; c++) {
-        #pragma unroll
-        for (int h = 0; h < OC; h++) {
-          const kf4 vv = *(const kf4*)(Vb + (n4 + c) * RSTR + h * 4 * TX + tx * 4);
-          #pragma unroll
-          for (int i = 0; i < RM; i++) {
-            const float pv = c == 0 ? p[i].x : c == 1 ? p[i].y : c == 2 ? p[i].z : p[i].w;
-            acc[i][h][0] += pv * vv.x; acc[i][h][1] += pv * vv.y; acc[i][h][2] += pv * vv.z; acc[i][h][3] += pv * vv.w;
-          }
-        }
-      }
-    }
+${f32PvAccumulate('RG', 'Vb + (n4 + c) * RSTR + h * 4 * TX + tx * 4')}
     // Every warp of the group is done with this K/V buffer (and its own P) before the next tile's copy overwrites it.
     group_sync(g);
   }
@@ -291,16 +259,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
   #pragma unroll
   for (int i = 0; i < RM; i++) {
     const float l = rsum[i];
-    // Every key masked: 0/0 = NaN, as the math path's softmax gives.
-    const float inv = 1.f / l;
-    const int row = m0 + ty + RG * i;
-    if (row < L) {
-      #pragma unroll
-      for (int h = 0; h < OC; h++) {
-        const int col = h * 4 * TX + tx * 4;
-        if (col < D) *(kf4*)(op + (long long)row * ors + col) = kf4{acc[i][h][0] * inv, acc[i][h][1] * inv, acc[i][h][2] * inv, acc[i][h][3] * inv};
-      }
-    }
+${f32StoreRow('RG', 'h * 4 * TX + tx * 4')}
   }
 }
 `;

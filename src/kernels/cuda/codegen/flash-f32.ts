@@ -11,7 +11,8 @@
  * Head dims: D % 4 == 0 up to 256, padded to DP (multiple of 32) with zeros in shared memory.
  */
 import { PRELUDE } from './ctypes.js';
-import { flashKernelName, flashMaskCode, flashOffsets, flashParamDecl, maskCType, type FlashSpec } from './flash-common.js';
+import { flashKernelName, flashOffsets, flashParamDecl, maskCType, type FlashSpec } from './flash-common.js';
+import { F32_ACC_INIT, F32_RESCALE, f32MaskLines, f32PvAccumulate, f32StoreRow } from './flash-f32-parts.js';
 import type { GeneratedFlash } from './flash-tc.js';
 
 export function paddedHeadDimF32(d: number): number {
@@ -80,14 +81,7 @@ ${flashOffsets('float', spec.mask, mk.t)}
     Qt[(d4 * 4 + 3) * QSTR + m] = x.w * scale_log2;
   }
 
-  float acc[RM][OC][4];
-  float rmax[RM], rsum[RM];
-  #pragma unroll
-  for (int i = 0; i < RM; i++) {
-    #pragma unroll
-    for (int h = 0; h < OC; h++) acc[i][h][0] = acc[i][h][1] = acc[i][h][2] = acc[i][h][3] = 0.f;
-    rmax[i] = -KILN_INF; rsum[i] = 0.f;
-  }
+${F32_ACC_INIT}
 
   for (int j = 0; j < nTiles; j++) {
     const int n0 = j * BN;
@@ -134,23 +128,14 @@ ${flashOffsets('float', spec.mask, mk.t)}
         float x = s[i][c];
         const int col = n0 + (c >> 2) * 32 + tx * 4 + (c & 3);
         (void)row; (void)col;
-${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
-  .split('\n')
-  .map((l) => `        ${l}`)
-  .join('\n')}
+${f32MaskLines(spec)}
         s[i][c] = x;
         mx = fmaxf(mx, x);
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-      // A row with every key so far masked keeps max -inf: use 0 so exp2 gives 0, not NaN.
-      const float use = mx == -KILN_INF ? 0.f : mx;
-      const float corr = exp2f(rmax[i] - use);
-      rmax[i] = mx;
-      rsum[i] *= corr;
-      #pragma unroll
-      for (int h = 0; h < OC; h++) { acc[i][h][0] *= corr; acc[i][h][1] *= corr; acc[i][h][2] *= corr; acc[i][h][3] *= corr; }
+${F32_RESCALE}
       kf4 p0, p1;
       p0.x = exp2f(s[i][0] - use); p0.y = exp2f(s[i][1] - use); p0.z = exp2f(s[i][2] - use); p0.w = exp2f(s[i][3] - use);
       p1.x = exp2f(s[i][4] - use); p1.y = exp2f(s[i][5] - use); p1.z = exp2f(s[i][6] - use); p1.w = exp2f(s[i][7] - use);
@@ -159,24 +144,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
       *(kf4*)(Ps + (ty + 16 * i) * PSTR + 32 + tx * 4) = p1;
     }
     __syncthreads();
-    const int nk = min(BN, kEnd - n0);
-    for (int n4 = 0; n4 < nk; n4 += 4) {
-      kf4 p[RM];
-      #pragma unroll
-      for (int i = 0; i < RM; i++) p[i] = *(const kf4*)(Ps + (ty + 16 * i) * PSTR + n4);
-      #pragma unroll
-      for (int c = 0; c < 4; c++) {
-        #pragma unroll
-        for (int h = 0; h < OC; h++) {
-          const kf4 vv = *(const kf4*)(Vs + (n4 + c) * VSTR + h * 32 + tx * 4);
-          #pragma unroll
-          for (int i = 0; i < RM; i++) {
-            const float pv = c == 0 ? p[i].x : c == 1 ? p[i].y : c == 2 ? p[i].z : p[i].w;
-            acc[i][h][0] += pv * vv.x; acc[i][h][1] += pv * vv.y; acc[i][h][2] += pv * vv.z; acc[i][h][3] += pv * vv.w;
-          }
-        }
-      }
-    }
+${f32PvAccumulate('16', 'Vs + (n4 + c) * VSTR + h * 32 + tx * 4')}
     __syncthreads();
   }
 
@@ -186,16 +154,7 @@ ${flashMaskCode(spec, 'x', 'row', 'col', mk.load)
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     l += __shfl_xor_sync(0xffffffffu, l, 4);
-    // Every key masked: 0/0 = NaN, as the math path's softmax gives.
-    const float inv = 1.f / l;
-    const int row = m0 + ty + 16 * i;
-    if (row < L) {
-      #pragma unroll
-      for (int h = 0; h < OC; h++) {
-        const int col = h * 32 + tx * 4;
-        if (col < D) *(kf4*)(op + (long long)row * ors + col) = kf4{acc[i][h][0] * inv, acc[i][h][1] * inv, acc[i][h][2] * inv, acc[i][h][3] * inv};
-      }
-    }
+${f32StoreRow('16', 'h * 32 + tx * 4')}
   }
 }
 `;
