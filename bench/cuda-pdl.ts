@@ -158,53 +158,43 @@ interface Chain {
 const W = buffer(1024 * 1024, randomBf16(1024 * 1024, 0.05));
 const SCRATCH = buffer(8); // what the memset chain clears
 
-function rowChain(name: string, withGemm: boolean): Chain {
-  const init = randomBf16(ROW_ELEMS, 1);
-  const bufs = [buffer(ROW_ELEMS, init), buffer(ROW_ELEMS)];
+/** A chain of N kernels ping-ponging between two buffers of `elems` (the first holds `init`); `step` enqueues one. */
+function pingPong(name: string, elems: number, step: (i: number, src: number, dst: number, k: (src: 'row' | 'pw') => CudaKernel, stream: CudaStream) => void): Chain {
+  const init = randomBf16(elems, 1);
+  const bufs = [buffer(elems, init), buffer(elems)];
   return {
     name,
     bufs,
     init,
     enqueue(k, stream) {
-      let cur = 0;
-      for (let i = 0; i < N; i++) {
-        const src = bufs[cur]!.ptr;
-        const dst = bufs[1 - cur]!.ptr;
-        if (withGemm && i % GEMM_EVERY === GEMM_EVERY - 1) {
-          gemm(0, stream, {
-            dtype: 'bfloat16', m: 128, n: 1024, k: 1024, batch: 1,
-            a: rowMajorOperand(src, 128, 1024, 1024, 1, 0)!, b: rowMajorOperand(W.ptr, 1024, 1024, 1024, 1, 0)!,
-            d: dst, ldd: 1024, dBatchStride: 0, alpha: 1, beta: 0,
-          });
-        } else {
-          launch(k('row'), [src, dst], { grid: 128, block: 128 }, stream);
-        }
-        cur = 1 - cur;
-      }
+      for (let i = 0; i < N; i++) step(i, bufs[i % 2]!.ptr, bufs[1 - (i % 2)]!.ptr, k, stream);
     },
   };
 }
 
+function rowChain(name: string, withGemm: boolean): Chain {
+  return pingPong(name, ROW_ELEMS, (i, src, dst, k, stream) => {
+    if (withGemm && i % GEMM_EVERY === GEMM_EVERY - 1) {
+      gemm(0, stream, {
+        dtype: 'bfloat16', m: 128, n: 1024, k: 1024, batch: 1,
+        a: rowMajorOperand(src, 128, 1024, 1024, 1, 0)!, b: rowMajorOperand(W.ptr, 1024, 1024, 1024, 1, 0)!,
+        d: dst, ldd: 1024, dBatchStride: 0, alpha: 1, beta: 0,
+      });
+    } else {
+      launch(k('row'), [src, dst], { grid: 128, block: 128 }, stream);
+    }
+  });
+}
+
 function pwChain(name: string, elems: number, memsetEvery = 0): Chain {
-  const init = randomBf16(elems, 1);
-  const bufs = [buffer(elems, init), buffer(elems)];
   const n16 = elems / 8;
-  return {
-    name,
-    bufs,
-    init,
-    enqueue(k, stream) {
-      let cur = 0;
-      for (let i = 0; i < N; i++) {
-        if (memsetEvery > 0 && i % memsetEvery === 0) {
-          driver().cu.cuMemsetD8Async(SCRATCH.ptr, 0, 4, stream.handle);
-          stream.lastOpKernel = false; // what Kiln's own memsets do
-        }
-        launch(k('pw'), [bufs[cur]!.ptr, bufs[1 - cur]!.ptr, n16], { grid: Math.ceil(n16 / 256), block: 256 }, stream);
-        cur = 1 - cur;
-      }
-    },
-  };
+  return pingPong(name, elems, (i, src, dst, k, stream) => {
+    if (memsetEvery > 0 && i % memsetEvery === 0) {
+      driver().cu.cuMemsetD8Async(SCRATCH.ptr, 0, 4, stream.handle);
+      stream.lastOpKernel = false; // what Kiln's own memsets do
+    }
+    launch(k('pw'), [src, dst, n16], { grid: Math.ceil(n16 / 256), block: 256 }, stream);
+  });
 }
 
 const chains = [rowChain('row 128x1024 bf16', false), pwChain('pointwise 4 MiB bf16', PW_ELEMS), pwChain('pointwise 4 KiB bf16 (1 block)', TINY_ELEMS), pwChain('4 KiB + memset every 2nd', TINY_ELEMS, 2), rowChain(`row + cuBLASLt GEMM every ${GEMM_EVERY}`, true)];

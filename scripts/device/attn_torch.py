@@ -3,11 +3,11 @@
 where kv heads differ) on the same shapes, device time as the Kiln side measures it: after 5
 warm-ups, 15 batches of 20 calls queued behind torch.cuda._sleep between two events, median per call. Writes [{shape, dtype, torch_ms}] to the file given as the first argument."""
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+from torch_timing import device_ms
 
 CASES = [
     ("transformer-block [8,16,512,64]", 8, 16, 16, 512, 64),
@@ -28,22 +28,7 @@ for name, b, h, hk, t, d in CASES:
         v = torch.randn(b, hk, s_len, d, device="cuda", generator=g).to(dt)
         causal = name not in KV_LEN
         run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hk != h)
-        for _ in range(5):
-            run()
-        torch.cuda.synchronize()
-        ms = []
-        for _ in range(15):
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            # About 5 ms of spinning (at ~2 GHz), so the host enqueues the batch before the GPU reaches it.
-            torch.cuda._sleep(10_000_000)
-            s.record()
-            outs = [run() for _ in range(20)]
-            e.record()
-            e.synchronize()
-            ms.append(s.elapsed_time(e) / 20)
-            del outs
-        rows.append({"shape": name, "dtype": dn, "torch_ms": statistics.median(ms)})
+        rows.append({"shape": name, "dtype": dn, "torch_ms": device_ms(run)})
         print(f"torch {name:34s} {dn:9s} {rows[-1]['torch_ms']:.4f} ms", flush=True)
 with open(sys.argv[1], "w") as f:
     json.dump(rows, f)

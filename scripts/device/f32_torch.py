@@ -6,32 +6,14 @@ default 'highest') and in TF32, F.scaled_dot_product_attention f32 on [1,16,128,
 5 warm-ups, then 15 batches of 20 calls queued behind torch.cuda._sleep between two events,
 median per call. Prints one line per row and writes [{name, dtype, torch_ms, tflops}] to argv[1]."""
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+from torch_timing import device_ms
 
 GEMMS = [("qkv", 1024, 4096), ("o", 2048, 1024), ("gate_up", 1024, 6144), ("down", 3072, 1024), ("lm_head", 1024, 151936)]
 M = 128
-
-
-def device_ms(run):
-    for _ in range(5):
-        run()
-    torch.cuda.synchronize()
-    ms = []
-    for _ in range(15):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(10_000_000)
-        s.record()
-        outs = [run() for _ in range(20)]
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e) / 20)
-        del outs
-    return statistics.median(ms)
 
 
 rows = []
