@@ -152,16 +152,31 @@ function outputIndex(node: Node, t: Tensor): number {
   return outputIndices.get(t) ?? Math.max(0, node.outputs.indexOf(t));
 }
 
-function mutatedArgIndices(op: AnyOp): number[] {
-  const out: number[] = [];
-  op.args.forEach((a, i) => {
-    if (a.mutated) out.push(i);
-  });
+const mutatedIndices = new WeakMap<AnyOp, readonly number[]>();
+
+/** The indices of the arguments `op` writes into; computed once per op (this runs on every dispatch). */
+function mutatedArgIndices(op: AnyOp): readonly number[] {
+  let out = mutatedIndices.get(op);
+  if (out === undefined) {
+    const found: number[] = [];
+    op.args.forEach((a, i) => {
+      if (a.mutated) found.push(i);
+    });
+    out = Object.freeze(found);
+    mutatedIndices.set(op, out);
+  }
   return out;
 }
 
+/** Whether any tensor argument (or tensor in a list argument) requires grad; allocates nothing. */
 function anyRequiresGrad(args: readonly unknown[]): boolean {
-  for (const a of args) for (const t of tensorsIn(a)) if (t.requiresGrad) return true;
+  for (const a of args) {
+    if (a instanceof Tensor) {
+      if (a.requiresGrad) return true;
+    } else if (Array.isArray(a)) {
+      for (const e of a) if (e instanceof Tensor && e.requiresGrad) return true;
+    }
+  }
   return false;
 }
 
@@ -201,7 +216,7 @@ function beforeDispatch(op: AnyOp, args: readonly unknown[]): unknown {
 
 function afterDispatch(op: AnyOp, args: readonly unknown[], result: Tensor | Tensor[], before: unknown): void {
   // Factories (zerosLike(x)) read only metadata: their outputs are fresh leaves, as in PyTorch.
-  if (!isGradEnabled() || op.tags?.includes('factory') || !anyRequiresGrad(args)) return;
+  if (!isGradEnabled() || !anyRequiresGrad(args) || op.tags?.includes('factory')) return;
   const outputs = Array.isArray(result) ? result : [result];
   op.outputs.forEach((spec, k) => {
     if (spec.aliasOf === undefined || op.tags?.includes('inplace')) return;

@@ -52,28 +52,35 @@ export function setPreDispatchHook(hook: PreDispatchHook | undefined): void {
 
 /** The device an op runs on: its first tensor argument's, else the factory's target. */
 function opDevice(op: { name: string; args: readonly { name: string; type: string }[]; tags?: readonly string[] }, args: readonly unknown[]): Device | undefined {
-  let device: Device | undefined;
-  let first = '';
-  const crossDevice = op.tags?.includes('crossDevice') ?? false;
+  const state: DeviceScan = { device: undefined, first: '', crossDevice: op.tags?.includes('crossDevice') ?? false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
-    const spec = op.args[i];
     // Tensor lists may hold nulls (index lists: a null is a full slice).
-    const list = a instanceof Tensor ? [a] : Array.isArray(a) ? (a as unknown[]).filter((e): e is Tensor => e instanceof Tensor) : [];
-    for (const t of list) {
-      t.assertAlive(op.name);
-      if (!device) {
-        device = t.device;
-        first = spec?.name ?? `arg${i}`;
-      } else if (!crossDevice && !t.device.equals(device) && !(t.device.type === 'cpu' && t.ndim === 0)) {
-        throw new Error(
-          `${op.name}: expected all tensors on the same device, but '${first}' is on ${device.toString()} and ` +
-            `'${spec?.name ?? `arg${i}`}' (${fmtShape(t.shape)}) is on ${t.device.toString()}`,
-        );
-      }
-    }
+    if (a instanceof Tensor) checkDevice(op, i, a, state);
+    else if (Array.isArray(a)) for (const e of a as unknown[]) if (e instanceof Tensor) checkDevice(op, i, e, state);
   }
-  return device;
+  return state.device;
+}
+
+interface DeviceScan {
+  device: Device | undefined;
+  /** The name of the argument the device came from, for the error message. */
+  first: string;
+  crossDevice: boolean;
+}
+
+function checkDevice(op: { name: string; args: readonly { name: string }[] }, i: number, t: Tensor, state: DeviceScan): void {
+  t.assertAlive(op.name);
+  const spec = op.args[i];
+  if (!state.device) {
+    state.device = t.device;
+    state.first = spec?.name ?? `arg${i}`;
+  } else if (!state.crossDevice && t.device !== state.device && !t.device.equals(state.device) && !(t.device.type === 'cpu' && t.ndim === 0)) {
+    throw new Error(
+      `${op.name}: expected all tensors on the same device, but '${state.first}' is on ${state.device.toString()} and ` +
+        `'${spec?.name ?? `arg${i}`}' (${fmtShape(t.shape)}) is on ${t.device.toString()}`,
+    );
+  }
 }
 
 export function dispatch<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>, ...args: RealizeArgs<A>): RealizeResult<R> {

@@ -68,7 +68,8 @@ export function pointwiseMeta(op: string, operands: readonly (TensorMeta | Scala
 }
 
 export function promotedDtype(operands: readonly (TensorMeta | ScalarValue)[]): DType {
-  return resultType(operands.map((o) => (isTensorMeta(o) ? o : (o as number | boolean))) as PromotionOperand[]);
+  // Tensor metas and host scalars are already promotion operands (no copy: this runs on every op).
+  return resultType(operands as readonly PromotionOperand[]);
 }
 
 export function checkTensor(op: string, name: string, x: unknown): asserts x is TensorMeta {

@@ -125,7 +125,10 @@ export function broadcastStrides(shape: readonly number[], strides: readonly num
 }
 
 export function shapeEquals(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 export function fmtShape(shape: readonly number[]): string {

@@ -14,8 +14,8 @@ const stack: Set<Disposable_>[] = [];
 
 /** Called by the Tensor constructor. */
 export function trackTensor(t: Disposable_): void {
-  const top = stack[stack.length - 1];
-  if (top) top.add(t);
+  if (stack.length === 0) return; // the common case outside kiln.scope; no out-of-bounds read
+  stack[stack.length - 1]!.add(t);
 }
 
 /**

@@ -20,6 +20,7 @@ import { decoder, storageArray } from './typed.js';
 import { acceleratorFor } from '../runtime/registry.js';
 import { formatTensor } from './print.js';
 import { trackTensor } from './scope.js';
+import { rewatch, unwatch, watch } from './collect.js';
 
 /** The metadata every tensor-like carries; meta functions see only this. */
 export interface TensorMeta {
@@ -36,8 +37,6 @@ export interface GradNode {
 
 export type NestedArray<T> = T | NestedArray<T>[];
 
-const finalizer = new FinalizationRegistry<Storage>((storage) => storage.release(true));
-
 let nextId = 1;
 
 export class Tensor implements TensorMeta {
@@ -52,6 +51,8 @@ export class Tensor implements TensorMeta {
   grad: Tensor | null = null;
   gradFn: GradNode | null = null;
   private disposed = false;
+  /** @internal Whether the finalizer registry tracks this tensor yet (collect.ts). */
+  finalizerRegistered = false;
 
   constructor(storage: Storage, dtype: DType, shape: readonly number[], strides?: readonly number[], offset = 0) {
     storage.retain();
@@ -61,7 +62,7 @@ export class Tensor implements TensorMeta {
     this.shape = Object.isFrozen(shape) ? shape : Object.freeze([...shape]);
     this.strides = strides && Object.isFrozen(strides) ? strides : Object.freeze(strides ? [...strides] : contiguousStrides(shape));
     this.offset = offset;
-    finalizer.register(this, storage, this);
+    watch(this);
     trackTensor(this);
   }
 
@@ -121,7 +122,7 @@ export class Tensor implements TensorMeta {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    finalizer.unregister(this);
+    unwatch(this);
     this.storage.release();
   }
 
@@ -146,8 +147,7 @@ export class Tensor implements TensorMeta {
     self.shape = src.shape;
     self.strides = src.strides;
     self.offset = src.offset;
-    finalizer.unregister(this);
-    finalizer.register(this, src.storage, this);
+    rewatch(this);
     old.release();
     return this;
   }

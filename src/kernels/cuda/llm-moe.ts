@@ -117,6 +117,9 @@ registerCuda(groupedTopk.name, (ctx, gating, k, renorm, groups, topkGroup, scori
 // 16-byte vector loads: the widest a thread issues in one instruction.
 const VEC_BYTES = 16;
 
+/** moeSum's previous kernel: a decode loop calls it with one signature (skips the key string). */
+let lastSum: { index: number; dtype: Tensor['dtype']; v: number; kernel: CudaKernel } | undefined;
+
 registerCuda(moeSum.name, (ctx, input) => {
   const x = input as Tensor;
   const out = allocOut(ctx.out as OutMeta);
@@ -127,7 +130,13 @@ registerCuda(moeSum.name, (ctx, input) => {
   const vectorised = s2 === 1 && h % vec === 0 && s1 % vec === 0 && s0 % vec === 0 && ptrOf(x) % VEC_BYTES === 0;
   const v = vectorised ? vec : 1;
   const index = x.device.index;
-  const kern = moeKernel(index, `sum:${x.dtype}:${v}`, () => moeSumSource(x.dtype, v));
+  let kern: CudaKernel;
+  const m = lastSum;
+  if (m !== undefined && m.index === index && m.dtype === x.dtype && m.v === v) kern = m.kernel;
+  else {
+    kern = moeKernel(index, `sum:${x.dtype}:${v}`, () => moeSumSource(x.dtype, v));
+    lastSum = { index, dtype: x.dtype, v, kernel: kern };
+  }
   launch(kern, [ptrOf(x), ptrOf(out), t, k, h, s0, s1, s2], { grid: gridFor(index, (t * h) / v, 256), block: 256 }, streamOf(x));
   return out;
 });

@@ -32,6 +32,7 @@ export function setNormVecsPerThread(n: number): void {
   if (!Number.isInteger(n) || n < 1 || n > MAX_ITEMS) throw new RangeError(`setNormVecsPerThread: expected an integer in [1, ${MAX_ITEMS}], got ${n}`);
   vecsPerThread = n;
   plans.clear();
+  last = undefined;
 }
 
 /**
@@ -128,6 +129,7 @@ export function normTuning(): NormTuning {
 export function setNormGridCap(on: boolean): void {
   capGrid = on;
   plans.clear();
+  last = undefined;
 }
 
 /** Sets any of the knobs (benchmark sweeps and tests); the others keep their values. */
@@ -144,6 +146,7 @@ export function setNormTuning(t: Partial<NormTuning>): void {
   if (t.streaming !== undefined) streaming = t.streaming;
   if (t.unpackTwice !== undefined) unpackTwice = t.unpackTwice;
   plans.clear();
+  last = undefined;
 }
 
 function threadsBound(name: string, n: number): number {
@@ -188,10 +191,18 @@ interface NormPlan {
  */
 const plans = new Map<string, NormPlan>();
 
+/** The previous call's signature and plan: a loop of one call skips even the key string. */
+let last: { index: number; mode: NormMode; dtype: Tensor['dtype']; h: number; vector: boolean; plan: NormPlan } | undefined;
+
 function planFor(index: number, mode: NormMode, dtype: Tensor['dtype'], h: number, vector: boolean): NormPlan {
+  const l = last;
+  if (l !== undefined && l.index === index && l.mode === mode && l.dtype === dtype && l.h === h && l.vector === vector) return l.plan;
   const key = `${index}|${mode}|${dtype}|${h}|${vector ? 1 : 0}`;
   let p = plans.get(key);
-  if (p) return p;
+  if (p) {
+    last = { index, mode, dtype, h, vector, plan: p };
+    return p;
+  }
   // Threads depend on the row length only (not on alignment): see NormSpec.vector.
   const { warpPerRow, tpr, items } = normThreads(Math.ceil(h / normVec(dtype)));
   const pw = prefetchWeight === 'auto' ? !(mode === 'plain' && itemSize(dtype) >= 4) : prefetchWeight;
@@ -213,6 +224,7 @@ function planFor(index: number, mode: NormMode, dtype: Tensor['dtype'], h: numbe
   const kernel = cachedKernel(index, normKernelName(spec), () => generateNorm(spec));
   p = { kernel, block: warpPerRow ? WARP_MODE_BLOCK : tpr, rowsPerBlock: warpPerRow ? WARP_MODE_BLOCK / 32 : 1, pipe: pipelined(spec) };
   plans.set(key, p);
+  last = { index, mode, dtype, h, vector, plan: p };
   return p;
 }
 

@@ -1,6 +1,6 @@
 /** Argument checks shared by the LLM library ops' meta functions (errors name op, argument, shape, dtype). */
 import { isFloating } from '../../tensor/dtype.js';
-import { contiguousStrides, fmtShape } from '../../tensor/layout.js';
+import { contiguousStrides, fmtShape, shapeEquals } from '../../tensor/layout.js';
 import type { TensorMeta } from '../../tensor/tensor.js';
 import { checkTensor, describe } from '../meta-helpers.js';
 import type { OutMeta } from '../schema.js';
@@ -51,9 +51,10 @@ export function oneOf<T extends string>(op: string, name: string, v: unknown, op
   return v as T;
 }
 
-export function shapeIs(op: string, name: string, t: TensorMeta, expected: readonly number[], what: string): void {
-  if (t.shape.length !== expected.length || t.shape.some((s, i) => s !== expected[i])) {
-    throw new Error(`${op}: argument '${name}' must have shape ${fmtShape(expected)} (${what}), got ${describe(t)}`);
+/** `what` explains the expected shape; a function builds it only when the check fails (hot path). */
+export function shapeIs(op: string, name: string, t: TensorMeta, expected: readonly number[], what: string | (() => string)): void {
+  if (!shapeEquals(t.shape, expected)) {
+    throw new Error(`${op}: argument '${name}' must have shape ${fmtShape(expected)} (${typeof what === 'string' ? what : what()}), got ${describe(t)}`);
   }
 }
 

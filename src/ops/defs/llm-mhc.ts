@@ -56,7 +56,7 @@ function streamsGeometry(op: string, streams: TensorMeta): MhcGeometry {
 
 function mixingParams(op: string, streams: TensorMeta, phi: TensorMeta, alpha: TensorMeta, bias: TensorMeta, rows: number, nAlpha: number, g: MhcGeometry): void {
   floatTensor(op, 'phi', phi);
-  shapeIs(op, 'phi', phi, [rows, g.n * g.hidden], `[${rows === g.n ? 'n' : 'n * (n + 2)'}, n * H] for n=${g.n}, H=${g.hidden}`);
+  shapeIs(op, 'phi', phi, [rows, g.n * g.hidden], () => `[${rows === g.n ? 'n' : 'n * (n + 2)'}, n * H] for n=${g.n}, H=${g.hidden}`);
   floatTensor(op, 'alpha', alpha);
   shapeIs(op, 'alpha', alpha, [nAlpha], nAlpha === 3 ? 'scales of the pre, post and comb logits' : 'scale of the collapse logits');
   floatTensor(op, 'bias', bias);
@@ -110,7 +110,7 @@ export function mhcPostGeometry(layerOut: TensorMeta, streams: TensorMeta, post:
   const op = 'llm.mhcPost';
   const g = streamsGeometry(op, streams);
   floatTensor(op, 'layerOut', layerOut);
-  shapeIs(op, 'layerOut', layerOut, [...g.lead, g.hidden], `the streams ${describe(streams)} without the stream dim`);
+  shapeIs(op, 'layerOut', layerOut, [...g.lead, g.hidden], () => `the streams ${describe(streams)} without the stream dim`);
   sameDtype(op, ['streams', streams], ['layerOut', layerOut]);
   floatTensor(op, 'post', post);
   shapeIs(op, 'post', post, [...g.lead, g.n], 'one weight per stream and token');

@@ -22,7 +22,7 @@ function normArgs(op: string, x: TensorMeta, weight: TensorMeta, eps: number): n
   floatTensor(op, 'input', x);
   floatTensor(op, 'weight', weight);
   const h = x.shape[x.shape.length - 1]!;
-  shapeIs(op, 'weight', weight, [h], `the last dim of input ${fmtShape(x.shape)}`);
+  shapeIs(op, 'weight', weight, [h], () => `the last dim of input ${fmtShape(x.shape)}`);
   sameDtype(op, ['input', x], ['weight', weight]);
   sameDevice(op, ['input', x], ['weight', weight]);
   positiveFloat(op, 'eps', eps);
