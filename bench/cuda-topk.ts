@@ -1,8 +1,8 @@
 /**
- * topk of long rows on cuda (rows beyond the shared-memory sort): the two first passes of
- * src/kernels/cuda/sort.ts side by side, register lists ('select') and sorted segments
- * ('segments'), and what 'auto' picks; per call (events around one kiln.topk call, median) on
- * vocabulary-sized rows. The A/B behind SEGMENTS_MIN_K.
+ * topk of long rows on cuda (rows beyond the shared-memory sort): the three paths of
+ * src/kernels/cuda/sort.ts side by side, register lists ('select'), sorted segments ('segments')
+ * and radix select ('radix', what 'auto' picks for k <= 16384); per call (events around one
+ * kiln.topk call, median) on vocabulary-sized rows.
  *
  *   node dist/bench/cuda-topk.js [--reps 50] [--json out.json]
  */
@@ -31,7 +31,7 @@ for (const dtype of ['float32', 'bfloat16'] as const) {
     const x = kiln.randn(shape).to(dtype).to('cuda');
     for (const k of [1, 8, 16, 32, 50, 64, 200]) {
       const ms: Record<string, number> = {};
-      for (const mode of ['select', 'segments', 'auto'] as LongTopk[]) {
+      for (const mode of ['select', 'segments', 'radix'] as LongTopk[]) {
         if (mode === 'select' && k > 64) continue;
         setLongTopk(mode);
         ms[mode] = perCall(() => void kiln.noGrad(() => kiln.topk(x, k, -1, true)));

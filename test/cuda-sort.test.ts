@@ -103,24 +103,40 @@ test('topk matches the CPU for every dtype, largest and smallest, k from 1 to th
   }
 });
 
-test('topk of rows longer than the shared-memory sort, both first passes (register lists, sorted segments), ties and NaN', { skip }, () => {
+test('topk of rows longer than the shared-memory sort, all three first passes (register lists, sorted segments, radix select), ties and NaN', { skip }, () => {
+  const topk = (k: number, largest = true) => (t: Tensor): Tensor[] => {
+    const r = kiln.topk(t, k, -1, largest);
+    return [r.values, r.indices];
+  };
   try {
     for (const dtype of ['float32', 'bfloat16', 'int64', 'float64'] as DType[]) {
       const shape = [3, 40000];
       const x = makeTensor(values(120000, 5, dtype, 50), shape, dtype);
-      for (const mode of ['select', 'segments'] as const) {
+      for (const mode of ['select', 'segments', 'radix'] as const) {
         setLongTopk(mode);
         for (const k of [1, 7, 32, 64]) {
-          for (const largest of [true, false]) both(x, (t) => { const r = kiln.topk(t, k, -1, largest); return [r.values, r.indices]; }, `long topk (${mode}) ${dtype} k ${k} ${largest}`);
+          for (const largest of [true, false]) both(x, topk(k, largest), `long topk (${mode}) ${dtype} k ${k} ${largest}`);
         }
       }
-      // Beyond the register lists' 64: sorted segments only (any k a segment holds).
+      setLongTopk('segments');
+      for (const k of [65, 300]) both(x, topk(k), `long topk (segments) ${dtype} k ${k}`);
+      // Radix select: with 100 levels over 40000 elements the k-th key is shared by about 400
+      // elements, so k = 1000 and 3000 take the ordered tie-break among equal keys (the
+      // candidates do not fit in the 1024 or 4096 slots before every digit is resolved).
       setLongTopk('auto');
-      for (const k of [65, 300]) both(x, (t) => { const r = kiln.topk(t, k, -1, true); return [r.values, r.indices]; }, `long topk ${dtype} k ${k}`);
+      for (const k of [65, 300, 1000, 3000]) for (const largest of [true, false]) both(x, topk(k, largest), `long topk (radix) ${dtype} k ${k} ${largest}`);
     }
+    // Radix select in every dtype it keys differently (float16's 19 key bits, bytes, bools).
+    for (const dtype of ['float16', 'int32', 'uint8', 'bool'] as DType[]) {
+      const x = makeTensor(values(2 * 33000, 6, dtype, 40), [2, 33000], dtype);
+      for (const k of [1, 20, 700]) for (const largest of [true, false]) both(x, topk(k, largest), `long topk (radix) ${dtype} k ${k} ${largest}`);
+    }
+    // One key everywhere: every pass keeps the whole row, the first k positions win.
+    const zeros = makeTensor(new Array<number>(2 * 30000).fill(0), [2, 30000], 'float32');
+    for (const k of [1, 100, 5000]) both(zeros, topk(k), `long topk (radix) of zeros k ${k}`);
     // A vocabulary-sized row whose length is no multiple of the segment (a short last segment).
     const v = makeTensor(values(2 * 151936, 8, 'float32', 0), [2, 151936], 'float32');
-    for (const k of [1, 50, 200]) both(v, (t) => { const r = kiln.topk(t, k, -1, true); return [r.values, r.indices]; }, `vocab topk k ${k}`);
+    for (const k of [1, 50, 200, 5000]) both(v, topk(k), `vocab topk k ${k}`);
   } finally {
     setLongTopk('auto');
   }
@@ -140,9 +156,10 @@ test('transposed and strided inputs, outputs in the layout meta predicts; k = 0,
 test('a full sort of a row beyond the shared-memory limit is reported as not supported, naming the file', { skip }, () => {
   const x = kiln.zeros([2, 20000], { device: 'cuda' });
   assert.throws(() => kiln.sort(x, -1), /sort: not supported yet on cuda: dim 1 of input \[2, 20000\].*src\/kernels\/cuda\/sort\.ts/);
-  // 10 segments of 2000: the candidates (k per segment) must stay at most half the row.
-  assert.throws(() => kiln.topk(x, 1001, -1), /topk: not supported yet on cuda.*k <= 1000 \(for rows of 20000\)/);
-  x.dispose();
+  // Radix select takes any k its shared-memory sort holds.
+  const y = kiln.zeros([1, 40000], { device: 'cuda' });
+  assert.throws(() => kiln.topk(y, 20000, -1), /topk: not supported yet on cuda.*k <= 16384 \(for rows of 40000\)/);
+  for (const t of [x, y]) t.dispose();
 });
 
 test('scatterAdd and scatterAdd_ (gather backward) match the CPU: floats within rounding, integers exactly, any dim, strided index', { skip }, () => {

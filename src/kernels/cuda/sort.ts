@@ -5,9 +5,11 @@
  *
  * Kernel choice: topk with small k of short rows selects by warp-wide argmin rounds (no sort);
  * rows up to SORT_MAX elements are sorted whole in shared memory (bitonic; topk keeps the first
- * k). topk of longer rows works on row segments, then takes topk again over the segments'
- * candidates: for k <= SELECT_MAX_K each segment keeps register lists (`select`); larger k sorts
- * each segment of SEGMENT_P elements in shared memory (`segments`, any k up to segmentsMaxK).
+ * k). topk of longer rows with k <= SORT_MAX is a radix select, one block per row
+ * (codegen/topk-radix.ts). The earlier long-row paths stay for larger k and for A/B runs
+ * (setLongTopk): they work on row segments, then take topk again over the segments' candidates:
+ * for k <= SELECT_MAX_K each segment keeps register lists (`select`); larger k sorts each segment
+ * of SEGMENT_P elements in shared memory (`segments`, any k up to segmentsMaxK).
  * A full sort of longer rows is reported as not supported yet rather than computed some slower
  * way behind the caller's back.
  */
@@ -36,6 +38,7 @@ import {
   WARP_ROWS,
   warpSelectSource,
 } from './codegen/sort.js';
+import { radixCandidateBytes, radixTopkSource, RADIX_THREADS } from './codegen/topk-radix.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { toRows } from './rows-run.js';
@@ -76,7 +79,7 @@ function target(out: Tensor, perm: readonly number[]): { t: Tensor; direct: bool
 function notSupported(op: string, x: Tensor, dim: number, len: number, count: number): Error {
   return new RangeError(
     `${op}: not supported yet on cuda: dim ${dim} of input ${fmtShape(x.shape)} (${x.dtype}) has ${len} elements and ${count} are asked for; ` +
-      `the cuda kernels (src/kernels/cuda/sort.ts) sort rows of up to ${SORT_MAX} elements, and take topk of longer rows with k <= ${Math.max(SELECT_MAX_K, segmentsMaxK(len))} (for rows of ${len})`,
+      `the cuda kernels (src/kernels/cuda/sort.ts) sort rows of up to ${SORT_MAX} elements, and take topk of longer rows with k <= ${Math.max(RADIX_MAX_K, segmentsMaxK(len))} (for rows of ${len})`,
   );
 }
 
@@ -111,6 +114,8 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
       const k = load(index, `bitonic:${x.dtype}`, () => bitonicSource(x.dtype), SORT_MAX * (kb + 4));
       const grid = gridFor(index, Math.ceil(r.rows / rpb) * tpr * rpb, tpr * rpb);
       launch(k, [ptrOf(r.src), vt ? ptrOf(vt.t) : 0, ptrOf(it.t), r.rows, len, P, count, descending ? 1 : 0, vt ? 1 : 0, rpb, len, 1], { grid, block: tpr * rpb, sharedBytes: shared }, stream);
+    } else if (longTopkPath(len, count) === 'radix') {
+      radixLong(r.src, r.rows, len, count, descending, vt ? vt.t : null, it.t);
     } else if (longTopkPath(len, count) === 'segments') {
       segmentsLong(op, r.src, r.rows, len, count, descending, vt ? vt.t : null, it.t);
     } else if (count <= SELECT_MAX_K) {
@@ -129,7 +134,7 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
  * How topk of rows longer than SORT_MAX picks its first pass: 'auto' by k (SEGMENTS_MIN_K), or
  * pinned by tests and benches (setLongTopk) to compare the two on the same inputs.
  */
-export type LongTopk = 'auto' | 'select' | 'segments';
+export type LongTopk = 'auto' | 'select' | 'segments' | 'radix';
 let longTopk: LongTopk = 'auto';
 export function setLongTopk(mode: LongTopk): void {
   longTopk = mode;
@@ -160,7 +165,11 @@ function segmentsMaxK(len: number): number {
   return Math.min(last, Math.floor(len / 2 / chunks));
 }
 
-function longTopkPath(len: number, count: number): 'select' | 'segments' {
+function longTopkPath(len: number, count: number): 'select' | 'segments' | 'radix' {
+  if (longTopk === 'auto' || longTopk === 'radix') {
+    if (count <= RADIX_MAX_K) return 'radix';
+    if (longTopk === 'radix') return count > segmentsMaxK(len) ? 'select' : 'segments';
+  }
   if (count > segmentsMaxK(len)) return 'select';
   if (longTopk !== 'auto') return longTopk === 'segments' || count > SELECT_MAX_K ? 'segments' : 'select';
   return count >= SEGMENTS_MIN_K ? 'segments' : 'select';
@@ -211,6 +220,28 @@ function candidatesThenPick(op: string, src: Tensor, rows: number, n: number, co
   } finally {
     for (const t of [candV, candI, pick, ...(outV ? [outV] : [])]) t.dispose();
   }
+}
+
+// The radix path gathers at most `cap` candidates into shared memory: a power of two >= k, at
+// least RADIX_MIN_CAP so that one or two digit passes usually suffice (the candidates left after
+// a pass must fit), at most SORT_MAX (128 KiB of packed 32-bit keys, 192 KiB of 64-bit ones).
+const RADIX_MIN_CAP = 1024;
+const RADIX_MAX_K = SORT_MAX;
+
+/**
+ * topk of contiguous [rows, len] rows longer than SORT_MAX by radix select (codegen/topk-radix.ts):
+ * one block per row, one launch, results straight into `vals` / `idx` ([rows, count]).
+ */
+function radixLong(src: Tensor, rows: number, len: number, count: number, descending: boolean, vals: Tensor | null, idx: Tensor): void {
+  const index = src.device.index;
+  const cap = Math.max(RADIX_MIN_CAP, nextPow2(count));
+  const bytes = radixCandidateBytes(src.dtype);
+  const k = load(index, `radix:${src.dtype}`, () => radixTopkSource(src.dtype), RADIX_MAX_K * bytes);
+  launch(k, [ptrOf(src), vals ? ptrOf(vals) : 0, ptrOf(idx), rows, len, count, descending ? 1 : 0, cap], {
+    grid: gridFor(index, rows * RADIX_THREADS, RADIX_THREADS),
+    block: RADIX_THREADS,
+    sharedBytes: cap * bytes,
+  }, streamOf(src));
 }
 
 // Segments of long rows hold at least this many elements (16 per thread of the selection

@@ -7,7 +7,7 @@
  * first. That is exactly the CPU kernels' total order (src/kernels/cpu/reduction.ts), so indices
  * match the CPU's, ties included.
  *
- * Three kernels:
+ * Three kernels here (and the radix-select topk of long rows in topk-radix.ts, which shares the keys):
  * - `warp` (topk with k <= WARP_MAX_K of rows up to WARP_MAX_R): one warp per row; each lane holds
  *   the keys of positions lane, lane + 32, ... in registers, and each of k rounds is a lane-local
  *   best over the untaken keys plus a warp-wide argmin (shuffles); the winner's lane marks it taken.
@@ -41,7 +41,7 @@ export function keyBytes(d: DType): number {
 }
 
 /** The order-preserving key of a stored value `v` of dtype d (before the descending flip). */
-function keyExpr(d: DType, v: string): string {
+export function keyExpr(d: DType, v: string): string {
   switch (d) {
     case 'float32':
       return `kiln_fkey(${v})`;
@@ -63,7 +63,7 @@ function keyExpr(d: DType, v: string): string {
   }
 }
 
-const KEY_HELPERS = `
+export const KEY_HELPERS = `
 // NaN (any payload) above +inf, -0 as +0: the CPU kernels' sortKey.
 __device__ __forceinline__ unsigned int kiln_fkey(float v) {
   unsigned int b = __float_as_uint(v);
