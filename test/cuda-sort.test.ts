@@ -15,7 +15,16 @@ import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, randomInts, randomValues } from './helpers/make.js';
 import { skipUnlessCuda } from './cuda-util.js';
-import { setLongTopk } from '../src/kernels/cuda/sort.js';
+import { setLongTopk, setRadixOptions } from '../src/kernels/cuda/sort.js';
+import type { RadixOptions } from '../src/kernels/cuda/codegen/topk-radix.js';
+
+/** The radix kernel's variants; the first is the default (src/kernels/cuda/sort.ts). */
+const RADIX_VARIANTS: RadixOptions[] = [
+  { digitBits: 11, hist: 'shared' },
+  { digitBits: 8, hist: 'shared' },
+  { digitBits: 8, hist: 'warp' },
+  { digitBits: 8, hist: 'match' },
+];
 
 const skip = skipUnlessCuda();
 
@@ -127,10 +136,18 @@ test('topk of rows longer than the shared-memory sort, all three first passes (r
       for (const k of [65, 300, 1000, 3000]) for (const largest of [true, false]) both(x, topk(k, largest), `long topk (radix) ${dtype} k ${k} ${largest}`);
     }
     // Radix select in every dtype it keys differently (float16's 19 key bits, bytes, bools).
-    for (const dtype of ['float16', 'int32', 'uint8', 'bool'] as DType[]) {
+    for (const dtype of ['float16', 'int32', 'uint8'] as DType[]) {
       const x = makeTensor(values(2 * 33000, 6, dtype, 40), [2, 33000], dtype);
       for (const k of [1, 20, 700]) for (const largest of [true, false]) both(x, topk(k, largest), `long topk (radix) ${dtype} k ${k} ${largest}`);
     }
+    // Every digit width and histogram scheme of the radix kernel, on ties and NaN.
+    const tied = makeTensor(values(2 * 40000, 7, 'float32', 50), [2, 40000], 'float32');
+    const tied64 = makeTensor(values(2 * 40000, 7, 'int64', 50), [2, 40000], 'int64');
+    for (const o of RADIX_VARIANTS) {
+      setRadixOptions(o);
+      for (const k of [1, 50, 1000]) for (const t of [tied, tied64]) both(t, topk(k, k !== 50), `long topk (radix ${o.digitBits} ${o.hist}) ${t.dtype} k ${k}`);
+    }
+    setRadixOptions(RADIX_VARIANTS[0]!);
     // One key everywhere: every pass keeps the whole row, the first k positions win.
     const zeros = makeTensor(new Array<number>(2 * 30000).fill(0), [2, 30000], 'float32');
     for (const k of [1, 100, 5000]) both(zeros, topk(k), `long topk (radix) of zeros k ${k}`);

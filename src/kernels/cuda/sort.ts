@@ -38,7 +38,7 @@ import {
   WARP_ROWS,
   warpSelectSource,
 } from './codegen/sort.js';
-import { radixCandidateBytes, radixTopkSource, RADIX_THREADS } from './codegen/topk-radix.js';
+import { radixCandidateBytes, radixHistBytes, type RadixOptions, radixTopkSource, RADIX_THREADS } from './codegen/topk-radix.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { toRows } from './rows-run.js';
@@ -236,12 +236,21 @@ function radixLong(src: Tensor, rows: number, len: number, count: number, descen
   const index = src.device.index;
   const cap = Math.max(RADIX_MIN_CAP, nextPow2(count));
   const bytes = radixCandidateBytes(src.dtype);
-  const k = load(index, `radix:${src.dtype}`, () => radixTopkSource(src.dtype), RADIX_MAX_K * bytes);
+  const o = radixOptions;
+  const histAt = Math.ceil((cap * bytes) / 16) * 16;
+  const k = load(index, `radix:${src.dtype}:${o.digitBits}:${o.hist}`, () => radixTopkSource(src.dtype, o), RADIX_MAX_K * bytes + radixHistBytes(o));
   launch(k, [ptrOf(src), vals ? ptrOf(vals) : 0, ptrOf(idx), rows, len, count, descending ? 1 : 0, cap], {
     grid: gridFor(index, rows * RADIX_THREADS, RADIX_THREADS),
     block: RADIX_THREADS,
-    sharedBytes: cap * bytes,
+    sharedBytes: histAt + radixHistBytes(o),
   }, streamOf(src));
+}
+
+let radixOptions: RadixOptions = { digitBits: 11, hist: 'shared' };
+
+/** The radix path's digit width and histogram scheme (benchmarks compare them; tests cover each). */
+export function setRadixOptions(o: RadixOptions): void {
+  radixOptions = o;
 }
 
 // Segments of long rows hold at least this many elements (16 per thread of the selection

@@ -26,29 +26,56 @@ import { KEY_HELPERS, keyExpr, keyType, type SortKernel } from './sort.js';
 export const RADIX_THREADS = 1024;
 
 /**
- * Digit passes that resolve every bit of information in a dtype's key, and the lowest bit of the
- * first digit. float16 keys carry 19 bits (sign, exponent, 10 mantissa bits: 31..13), bfloat16
- * keys 16 (31..16); below those the key is fixed by the bits above, so after the passes matching
- * keys are equal keys. uint8 and bool keys are the value itself (bits 7..0).
+ * How a histogram pass counts: 'match' aggregates a warp's equal digits with __match_any_sync
+ * before one shared atomic each; 'shared' has every lane add to one block-wide histogram;
+ * 'warp' gives each warp its own histogram (256 bins only), summed after the pass.
  */
-export function radixPasses(d: DType): { passes: number; shift0: number } {
-  switch (d) {
-    case 'float64':
-    case 'int64':
-      return { passes: 8, shift0: 56 };
-    case 'float32':
-    case 'int32':
-      return { passes: 4, shift0: 24 };
-    case 'float16':
-      return { passes: 3, shift0: 24 };
-    case 'bfloat16':
-      return { passes: 2, shift0: 24 };
-    case 'uint8':
-    case 'bool':
-      return { passes: 1, shift0: 0 };
-    default:
-      return d satisfies never;
+export type RadixHist = 'match' | 'shared' | 'warp';
+
+export interface RadixOptions {
+  /** Bits of key resolved per pass: 8 (256 bins) or 11 (2048 bins). */
+  digitBits: 8 | 11;
+  hist: RadixHist;
+}
+
+/**
+ * The digits of a dtype's key, from the top: [shift, width] per pass, covering exactly the bits
+ * that carry information. float16 keys carry 19 bits (sign, exponent, 10 mantissa bits: 31..13),
+ * bfloat16 keys 16 (31..16); below those the key is fixed by the bits above, so once every digit
+ * is resolved, matching keys are equal keys. uint8 and bool keys are the value itself (7..0).
+ */
+export function radixDigits(d: DType, bits: number): [number, number][] {
+  const [top, info] = ((): [number, number] => {
+    switch (d) {
+      case 'float64':
+      case 'int64':
+        return [64, 64];
+      case 'float32':
+      case 'int32':
+        return [32, 32];
+      case 'float16':
+        return [32, 19];
+      case 'bfloat16':
+        return [32, 16];
+      case 'uint8':
+      case 'bool':
+        return [8, 8];
+      default:
+        return d satisfies never;
+    }
+  })();
+  const out: [number, number][] = [];
+  for (let hi = top; hi > top - info; ) {
+    const w = Math.min(bits, hi - (top - info));
+    out.push([hi - w, w]);
+    hi -= w;
   }
+  return out;
+}
+
+/** Dynamic shared bytes of the histogram(s) after the candidates (16-byte aligned offset). */
+export function radixHistBytes(o: RadixOptions): number {
+  return o.hist === 'warp' ? 32 * 256 * 4 : (1 << o.digitBits) * 4;
 }
 
 /** Shared bytes per candidate: a packed 64-bit (key, position) for 32-bit keys, else key + int. */
@@ -60,30 +87,42 @@ export function radixCandidateBytes(d: DType): number {
 const RADIX_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32', 'i32'];
 
 /**
- * topk by radix select. `cap` (a power of two >= k) bounds the gathered candidates and sizes the
- * dynamic shared memory (cap * radixCandidateBytes). R < 2^31 (positions are 32-bit).
+ * topk by radix select. `cap` (a power of two >= k) bounds the gathered candidates; dynamic shared
+ * memory holds cap * radixCandidateBytes of them, then the histogram (radixHistBytes). R < 2^31
+ * (positions are 32-bit).
  */
-export function radixTopkSource(d: DType): SortKernel {
+export function radixTopkSource(d: DType, o: RadixOptions): SortKernel {
+  if (o.hist === 'warp' && o.digitBits !== 8) throw new Error(`radixTopkSource: per-warp histograms need 8-bit digits, got ${o.digitBits}`);
   const t = storageType(d);
   const K = keyType(d);
   const packed = K === 'unsigned int';
   const max = packed ? '0xffffffffu' : '0xffffffffffffffffull';
-  const { passes, shift0 } = radixPasses(d);
+  const digits = radixDigits(d, o.digitBits);
+  const passes = digits.length;
+  const bins = 1 << o.digitBits;
+  const perLane = bins / 32;
   // Loads in flight per thread per step: 8 x 4 bytes (4 x 8) keeps about 32 KiB per block moving.
   const unroll = packed ? 8 : 4;
-  const name = `kiln_topk_radix_${d}`;
+  const name = `kiln_topk_radix_${d}_${o.digitBits}_${o.hist}`;
   const slots = packed
     ? 'unsigned long long* sp = (unsigned long long*)kiln_smem;'
     : `${K}* sk = (${K}*)kiln_smem;
   int* si = (int*)(sk + cap);`;
   const put = (i: string, key: string, pos: string): string => (packed ? `sp[${i}] = ((unsigned long long)(${key}) << 32) | (unsigned int)(${pos});` : `sk[${i}] = ${key}; si[${i}] = ${pos};`);
   const posAt = (i: string): string => (packed ? `(int)(unsigned int)sp[${i}]` : `si[${i}]`);
+  const count =
+    o.hist === 'match'
+      ? 'kiln_radix_count(hist, hit ? digit : 0xffffffffu);'
+      : o.hist === 'shared'
+        ? 'if (hit) atomicAdd(&hist[digit], 1u);'
+        : 'if (hit) atomicAdd(&hist[(warp << 8) + digit], 1u);';
+  const histWords = o.hist === 'warp' ? 32 * 256 : bins;
   const source = `${PRELUDE}${KEY_HELPERS}
-// hist[d] += 1 for every lane's d, one atomic per distinct d of the warp (d == 256: nothing).
+// hist[d] += 1 for every lane's d, one atomic per distinct d of the warp (d out of range: nothing).
 // Every lane of the warp must call it.
 __device__ __forceinline__ void kiln_radix_count(unsigned int* hist, unsigned int d) {
   const unsigned int peers = __match_any_sync(0xffffffffu, d);
-  if (d < 256u && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[d], (unsigned int)__popc(peers));
+  if (d < ${bins}u && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[d], (unsigned int)__popc(peers));
 }
 // A slot in the candidate list for every lane with take set, one shared atomic per warp.
 // Every lane of the warp must call it; returns -1 for lanes that take nothing.
@@ -100,10 +139,10 @@ __device__ __forceinline__ int kiln_radix_slot(unsigned int* counter, bool take)
 extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 1) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
     long long rows, long long R, int k, int descending, int cap) {
   extern __shared__ __align__(16) unsigned char kiln_smem[];
-  __shared__ unsigned int hist[256];
   __shared__ int s_bucket, s_before, s_count, s_warp[32];
   __shared__ unsigned int s_n;
   ${slots}
+  unsigned int* hist = (unsigned int*)(kiln_smem + (((long long)cap * ${radixCandidateBytes(d)} + 15) & ~15ll));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const ${K} flip = descending ? ${max} : (${K})0;
   const long long step = (long long)blockDim.x * ${unroll};
@@ -113,11 +152,17 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 1) ${name}(const 
     // need: how many of the elements matching the prefix are wanted; below: elements under it.
     int need = k, below = 0, matching = (int)R;
     bool truncate = false;
+    // Digits from the key's top (radixDigits): ${digits.map((x) => `[${x[0]}, ${x[1]}]`).join(' ')}.
+    int hi = ${digits[0]![0] + digits[0]![1]};
+#pragma unroll 1
     for (int pass = 0; pass < ${passes}; pass++) {
-      const int shift = ${shift0} - 8 * pass;
-      for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0u;
+      const int width = hi - ${digits[digits.length - 1]![0]} < ${o.digitBits} ? hi - ${digits[digits.length - 1]![0]} : ${o.digitBits};
+      const int shift = hi - width;
+      hi = shift;
+      const unsigned int digitMask = (1u << width) - 1u;
+      for (int i = threadIdx.x; i < ${histWords}; i += blockDim.x) hist[i] = 0u;
       __syncthreads();
-      // The same trip count for every thread: the warp-wide match needs all 32 lanes.
+      // The same trip count for every thread (the warp-wide match needs all 32 lanes).
       for (long long base = 0; base < R; base += step) {
         ${K} key[${unroll}];
 #pragma unroll
@@ -129,15 +174,27 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 1) ${name}(const 
         for (int u = 0; u < ${unroll}; u++) {
           const long long i = base + (long long)u * blockDim.x + threadIdx.x;
           const bool hit = i < R && (key[u] & mask) == prefix;
-          kiln_radix_count(hist, hit ? (unsigned int)((key[u] >> shift) & 255u) : 256u);
+          const unsigned int digit = (unsigned int)(key[u] >> shift) & digitMask;
+          ${count}
         }
       }
       __syncthreads();
-      if (warp == 0) {
-        // Lane l owns bins 8l .. 8l + 7; the first lane whose inclusive count reaches need owns the bucket.
-        unsigned int c[8], sum = 0u;
-#pragma unroll
-        for (int j = 0; j < 8; j++) { c[j] = hist[8 * lane + j]; sum += c[j]; }
+${
+  o.hist === 'warp'
+    ? `      // Sum the warps' histograms into the first.
+      for (int b = threadIdx.x; b < 256; b += blockDim.x) {
+        unsigned int c = 0u;
+        for (int w = 0; w < nwarps; w++) c += hist[(w << 8) + b];
+        hist[b] = c;
+      }
+      __syncthreads();
+`
+    : ''
+}      if (warp == 0) {
+        // Lane l owns bins ${perLane}l .. ${perLane}l + ${perLane - 1}; the first lane whose inclusive count reaches need owns the bucket.
+        unsigned int sum = 0u;
+#pragma unroll 4
+        for (int j = 0; j < ${perLane}; j++) sum += hist[${perLane} * lane + j];
         unsigned int incl = sum;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
@@ -147,11 +204,12 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 1) ${name}(const 
         const int owner = __ffs(__ballot_sync(0xffffffffu, incl >= (unsigned int)need)) - 1;
         if (lane == owner) {
           unsigned int before = incl - sum;
-          int b = 8 * lane + 7;
-#pragma unroll
-          for (int j = 0; j < 8; j++) {
-            if (before + c[j] >= (unsigned int)need) { b = 8 * lane + j; break; }
-            before += c[j];
+          int b = ${perLane} * lane + ${perLane - 1};
+#pragma unroll 1
+          for (int j = 0; j < ${perLane}; j++) {
+            const unsigned int c = hist[${perLane} * lane + j];
+            if (before + c >= (unsigned int)need) { b = ${perLane} * lane + j; break; }
+            before += c;
           }
           s_bucket = b; s_before = (int)before; s_count = (int)hist[b];
         }
@@ -159,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 1) ${name}(const 
       __syncthreads();
       need -= s_before; below += s_before; matching = s_count;
       prefix |= (${K})s_bucket << shift;
-      mask |= (${K})255u << shift;
+      mask |= (${K})digitMask << shift;
       __syncthreads();
       if (below + matching <= cap) break;
       if (pass == ${passes - 1}) truncate = true;
