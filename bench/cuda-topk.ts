@@ -10,17 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
 import { perCallMs } from './cuda-spin.js';
-import { setLongTopk, setRadixOptions, type LongTopk } from '../src/kernels/cuda/sort.js';
-import type { RadixOptions } from '../src/kernels/cuda/codegen/topk-radix.js';
-
-// The radix kernel's digit widths and histogram schemes; the first is the default.
-const RADIX_VARIANTS: RadixOptions[] = [
-  { digitBits: 11, hist: 'shared' },
-  { digitBits: 8, hist: 'shared' },
-  { digitBits: 8, hist: 'warp' },
-  { digitBits: 8, hist: 'match' },
-];
-
+import { setLongTopk, type LongTopk } from '../src/kernels/cuda/sort.js';
 const argv = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
   const i = argv.indexOf(name);
@@ -40,17 +30,11 @@ for (const dtype of ['float32', 'bfloat16'] as const) {
     const x = kiln.randn(shape).to(dtype).to('cuda');
     for (const k of [1, 8, 50, 64, 200, 2000]) {
       const ms: Record<string, number> = {};
-      for (const mode of ['select', 'segments'] as LongTopk[]) {
+      for (const mode of ['select', 'segments', 'radix'] as LongTopk[]) {
         if ((mode === 'select' && k > 64) || (mode === 'segments' && k > 1000)) continue;
         setLongTopk(mode);
         ms[mode] = perCall(() => void kiln.noGrad(() => kiln.topk(x, k, -1, true)));
       }
-      setLongTopk('radix');
-      for (const o of RADIX_VARIANTS) {
-        setRadixOptions(o);
-        ms[`radix${o.digitBits}${o.hist}`] = perCall(() => void kiln.noGrad(() => kiln.topk(x, k, -1, true)));
-      }
-      setRadixOptions(RADIX_VARIANTS[0]!);
       rows.push({ shape, dtype, k, ms });
       console.log(`${dtype.padEnd(9)} ${JSON.stringify(shape).padEnd(13)} k ${String(k).padStart(3)}  ${Object.entries(ms).map(([m, v]) => `${m} ${v.toFixed(4)}`).join('  ')}`);
     }

@@ -15,17 +15,7 @@ import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, randomInts, randomValues } from './helpers/make.js';
 import { skipUnlessCuda } from './cuda-util.js';
-import { setLongTopk, setRadixOptions } from '../src/kernels/cuda/sort.js';
-import type { RadixOptions } from '../src/kernels/cuda/codegen/topk-radix.js';
-
-/** The radix kernel's variants; the first is the default (src/kernels/cuda/sort.ts). */
-const RADIX_VARIANTS: RadixOptions[] = [
-  { digitBits: 11, hist: 'shared' },
-  { digitBits: 8, hist: 'shared' },
-  { digitBits: 8, hist: 'warp' },
-  { digitBits: 8, hist: 'match' },
-];
-
+import { setLongTopk } from '../src/kernels/cuda/sort.js';
 const skip = skipUnlessCuda();
 
 function same(label: string, got: Tensor, want: Tensor): void {
@@ -140,17 +130,12 @@ test('topk of rows longer than the shared-memory sort, all three first passes (r
       const x = makeTensor(values(2 * 33000, 6, dtype, 40), [2, 33000], dtype);
       for (const k of [1, 20, 700]) for (const largest of [true, false]) both(x, topk(k, largest), `long topk (radix) ${dtype} k ${k} ${largest}`);
     }
-    // Every digit width and histogram scheme of the radix kernel, on ties and NaN.
-    const tied = makeTensor(values(2 * 40000, 7, 'float32', 50), [2, 40000], 'float32');
-    const tied64 = makeTensor(values(2 * 40000, 7, 'int64', 50), [2, 40000], 'int64');
-    for (const o of RADIX_VARIANTS) {
-      setRadixOptions(o);
-      for (const k of [1, 50, 1000]) for (const t of [tied, tied64]) both(t, topk(k, k !== 50), `long topk (radix ${o.digitBits} ${o.hist}) ${t.dtype} k ${k}`);
-    }
-    setRadixOptions(RADIX_VARIANTS[0]!);
     // One key everywhere: every pass keeps the whole row, the first k positions win.
     const zeros = makeTensor(new Array<number>(2 * 30000).fill(0), [2, 30000], 'float32');
     for (const k of [1, 100, 5000]) both(zeros, topk(k), `long topk (radix) of zeros k ${k}`);
+    // Many short-enough rows (one block each) and one row over many blocks, k-th key tied.
+    const many = makeTensor(values(600 * 17000, 9, 'bfloat16', 30), [600, 17000], 'bfloat16');
+    for (const k of [3, 400]) both(many, topk(k), `long topk (radix) [600, 17000] k ${k}`);
     // A vocabulary-sized row whose length is no multiple of the segment (a short last segment).
     const v = makeTensor(values(2 * 151936, 8, 'float32', 0), [2, 151936], 'float32');
     for (const k of [1, 50, 200, 5000]) both(v, topk(k), `vocab topk k ${k}`);

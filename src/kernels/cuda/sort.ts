@@ -38,7 +38,17 @@ import {
   WARP_ROWS,
   warpSelectSource,
 } from './codegen/sort.js';
-import { radixCandidateBytes, radixHistBytes, type RadixOptions, radixTopkSource, RADIX_THREADS } from './codegen/topk-radix.js';
+import {
+  radixCandidateBytes,
+  radixCollectSource,
+  radixCounterWords,
+  radixDigits,
+  radixFinishSource,
+  radixHistSource,
+  RADIX_FINISH_THREADS,
+  RADIX_STATE_BYTES,
+  RADIX_THREADS,
+} from './codegen/topk-radix.js';
 import { copyTensor } from './core.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { toRows } from './rows-run.js';
@@ -222,35 +232,55 @@ function candidatesThenPick(op: string, src: Tensor, rows: number, n: number, co
   }
 }
 
-// The radix path gathers at most `cap` candidates into shared memory: a power of two >= k, at
-// least RADIX_MIN_CAP so that one or two digit passes usually suffice (the candidates left after
-// a pass must fit), at most SORT_MAX (128 KiB of packed 32-bit keys, 192 KiB of 64-bit ones).
+// The radix path gathers at most `cap` candidates and sorts them in shared memory: a power of two
+// at least twice k (so that a k-th key shared by a few elements rarely overflows into the slow
+// ordered gather) and at least RADIX_MIN_CAP (so that one digit pass usually suffices), at most
+// SORT_MAX (128 KiB of packed 32-bit keys, 192 KiB of 64-bit ones).
 const RADIX_MIN_CAP = 1024;
 const RADIX_MAX_K = SORT_MAX;
+// Blocks per row: enough for about four blocks per SM over all rows, each with at least one full
+// step of loads (RADIX_THREADS x 8 keys of 32 bits, x 4 of 64).
+const RADIX_BLOCKS_PER_SM = 4;
 
 /**
  * topk of contiguous [rows, len] rows longer than SORT_MAX by radix select (codegen/topk-radix.ts):
- * one block per row, one launch, results straight into `vals` / `idx` ([rows, count]).
+ * a histogram launch per digit and a collect launch over many blocks per row, then one sorting
+ * block per row writes `vals` / `idx` ([rows, count]).
  */
 function radixLong(src: Tensor, rows: number, len: number, count: number, descending: boolean, vals: Tensor | null, idx: Tensor): void {
   const index = src.device.index;
-  const cap = Math.max(RADIX_MIN_CAP, nextPow2(count));
-  const bytes = radixCandidateBytes(src.dtype);
-  const o = radixOptions;
-  const histAt = Math.ceil((cap * bytes) / 16) * 16;
-  const k = load(index, `radix:${src.dtype}:${o.digitBits}:${o.hist}`, () => radixTopkSource(src.dtype, o), RADIX_MAX_K * bytes + radixHistBytes(o));
-  launch(k, [ptrOf(src), vals ? ptrOf(vals) : 0, ptrOf(idx), rows, len, count, descending ? 1 : 0, cap], {
-    grid: gridFor(index, rows * RADIX_THREADS, RADIX_THREADS),
-    block: RADIX_THREADS,
-    sharedBytes: histAt + radixHistBytes(o),
-  }, streamOf(src));
-}
-
-let radixOptions: RadixOptions = { digitBits: 11, hist: 'shared' };
-
-/** The radix path's digit width and histogram scheme (benchmarks compare them; tests cover each). */
-export function setRadixOptions(o: RadixOptions): void {
-  radixOptions = o;
+  const stream = streamOf(src);
+  const dtype = src.dtype;
+  const cap = Math.min(SORT_MAX, Math.max(RADIX_MIN_CAP, 2 * nextPow2(count)));
+  const passes = radixDigits(dtype).length;
+  const candBytes = radixCandidateBytes(dtype);
+  const step = RADIX_THREADS * (keyBytes(dtype) === 4 ? 8 : 4);
+  const perRow = Math.max(1, Math.min(Math.ceil(len / step), Math.ceil((deviceInfo(index).smCount * RADIX_BLOCKS_PER_SM) / rows)));
+  const chunk = Math.ceil(len / perRow);
+  const stateBytes = rows * RADIX_STATE_BYTES;
+  const bytes = (n: number): Tensor => allocOut({ shape: [n], strides: [1], dtype: 'uint8', device: src.device }, false);
+  const work = allocOut({ shape: [stateBytes + rows * radixCounterWords(dtype) * 4], strides: [1], dtype: 'uint8', device: src.device }, true);
+  const cand = bytes(rows * cap * candBytes);
+  try {
+    const state = ptrOf(work);
+    const counters = state + stateBytes;
+    const hist = load(index, `radix-hist:${dtype}`, () => radixHistSource(dtype), 0);
+    const many = { grid: rows * perRow, block: RADIX_THREADS };
+    for (let pass = 0; pass < passes; pass++) {
+      launch(hist, [ptrOf(src), state, counters, rows, len, count, descending ? 1 : 0, cap, pass, perRow, chunk], many, stream);
+    }
+    const collect = load(index, `radix-collect:${dtype}`, () => radixCollectSource(dtype), 0);
+    launch(collect, [ptrOf(src), state, counters, ptrOf(cand), rows, len, descending ? 1 : 0, cap, perRow, chunk], many, stream);
+    const finish = load(index, `radix-finish:${dtype}`, () => radixFinishSource(dtype), SORT_MAX * candBytes);
+    launch(finish, [ptrOf(src), state, counters, ptrOf(cand), vals ? ptrOf(vals) : 0, ptrOf(idx), rows, len, count, descending ? 1 : 0, cap], {
+      grid: gridFor(index, rows * RADIX_FINISH_THREADS, RADIX_FINISH_THREADS),
+      block: RADIX_FINISH_THREADS,
+      sharedBytes: cap * candBytes,
+    }, stream);
+  } finally {
+    work.dispose();
+    cand.dispose();
+  }
 }
 
 // Segments of long rows hold at least this many elements (16 per thread of the selection

@@ -1,50 +1,52 @@
 /**
- * CUDA C for topk of long rows by radix select: one block of RADIX_THREADS threads per row of a
- * contiguous [rows, R] block (grid-stride over rows).
+ * CUDA C for topk of long rows by radix select, spread over many blocks per row.
  *
- * Keys are those of sort.ts (the wanted order as unsigned ascending, a descending topk inverts
- * them), so the k wanted elements are the k smallest (key, position) pairs. The block narrows
- * them down a digit of 8 bits at a time, from the key's top: a pass histograms the digit of the
- * elements that still match the prefix found so far, and the bucket where the running count
- * reaches the number still needed extends the prefix. Elements whose key is below the prefix are
- * all wanted; those matching it are candidates. Once wanted + candidates fit in `cap` (usually
- * after one or two passes), one more pass over the row gathers them into shared memory as
- * (key, position) pairs, which a bitonic sort orders; the first k are written. When every digit
- * has been resolved and they still do not fit, the matching elements share one key, and only the
- * first ones in row order are gathered (a block-wide ordered count), as many as are still needed.
+ * Keys are those of sort.ts (the wanted order as unsigned ascending; a descending topk inverts
+ * them), so the k wanted elements are the k smallest (key, position) pairs. A row's k-th key is
+ * narrowed down one digit of RADIX_BITS at a time from the key's top:
  *
- * Each pass reads the whole row (L2 serves the later ones for rows that fit in it) but no pass
- * launches a kernel, sorts, or writes to global memory: against the earlier segment-then-merge
- * passes this replaces 2-4 launches and a sort of every segment with reads.
+ * - `hist` (one launch per digit, B blocks per row, each over a slice of the row): every block
+ *   histograms the digit of its elements that match the prefix found so far into shared memory
+ *   and adds the non-zero bins to the row's histogram in global memory. The row's last block to
+ *   finish (a counter per row and pass) scans that histogram for the bucket where the running
+ *   count reaches the number still needed, extends the row's prefix in `state`, and clears the
+ *   histogram for the next pass. Once the elements below the prefix plus those matching it fit in
+ *   `cap`, the row is done and later passes return at once.
+ * - `collect` (same grid): every block appends its elements at or below the prefix to the row's
+ *   candidate list (a global counter; the order does not matter, positions travel with keys).
+ * - `finish` (one block per row): sorts the row's candidates as (key, position) pairs in shared
+ *   memory (bitonic) and writes the first k. When every digit was resolved and the candidates
+ *   still do not fit, the matching elements all share one key, and this block gathers them itself
+ *   in row order (a block-wide ordered count), taking only the first ones still needed.
+ *
+ * One block per row reading the whole row, as a first version did, was limited by the memory
+ * requests one SM keeps in flight (about 15 GB/s, 0.1 ms for a 151936-element row on the H200);
+ * spreading a row over many blocks reads it at the device's bandwidth.
  */
 import type { DType } from '../../../tensor/dtype.js';
 import type { ParamType } from '../../../runtime/cuda/launch.js';
 import { PRELUDE, storageType } from './ctypes.js';
 import { KEY_HELPERS, keyExpr, keyType, type SortKernel } from './sort.js';
 
-/** Threads per row: a whole block, so that a row's loads keep enough bytes in flight. */
-export const RADIX_THREADS = 1024;
+/** Bits resolved per histogram pass: 2048 bins. A 151936-element float32 row of normal values
+ * usually fits in the candidates after one pass at 11 bits; 8-bit digits took two passes and were
+ * 30% slower in the one-block version (bench/cuda-topk.ts, session 7). */
+export const RADIX_BITS = 11;
+const BINS = 1 << RADIX_BITS;
+/** Threads of the hist and collect blocks. */
+export const RADIX_THREADS = 512;
+/** Threads of the finish block (one per row: its bitonic sort works on up to SORT_MAX pairs). */
+export const RADIX_FINISH_THREADS = 1024;
+/** Bytes of one row's state record: prefix and mask (64-bit keys), need, below, matching, flags. */
+export const RADIX_STATE_BYTES = 32;
 
 /**
- * How a histogram pass counts: 'match' aggregates a warp's equal digits with __match_any_sync
- * before one shared atomic each; 'shared' has every lane add to one block-wide histogram;
- * 'warp' gives each warp its own histogram (256 bins only), summed after the pass.
- */
-export type RadixHist = 'match' | 'shared' | 'warp';
-
-export interface RadixOptions {
-  /** Bits of key resolved per pass: 8 (256 bins) or 11 (2048 bins). */
-  digitBits: 8 | 11;
-  hist: RadixHist;
-}
-
-/**
- * The digits of a dtype's key, from the top: [shift, width] per pass, covering exactly the bits
+ * The digits of a dtype's key from the top, as [shift, width] per pass, covering exactly the bits
  * that carry information. float16 keys carry 19 bits (sign, exponent, 10 mantissa bits: 31..13),
  * bfloat16 keys 16 (31..16); below those the key is fixed by the bits above, so once every digit
  * is resolved, matching keys are equal keys. uint8 and bool keys are the value itself (7..0).
  */
-export function radixDigits(d: DType, bits: number): [number, number][] {
+export function radixDigits(d: DType): [number, number][] {
   const [top, info] = ((): [number, number] => {
     switch (d) {
       case 'float64':
@@ -66,184 +68,250 @@ export function radixDigits(d: DType, bits: number): [number, number][] {
   })();
   const out: [number, number][] = [];
   for (let hi = top; hi > top - info; ) {
-    const w = Math.min(bits, hi - (top - info));
+    const w = Math.min(RADIX_BITS, hi - (top - info));
     out.push([hi - w, w]);
     hi -= w;
   }
   return out;
 }
 
-/** Dynamic shared bytes of the histogram(s) after the candidates (16-byte aligned offset). */
-export function radixHistBytes(o: RadixOptions): number {
-  return o.hist === 'warp' ? 32 * 256 * 4 : (1 << o.digitBits) * 4;
-}
-
-/** Shared bytes per candidate: a packed 64-bit (key, position) for 32-bit keys, else key + int. */
+/** Bytes per candidate: a packed 64-bit (key, position) for 32-bit keys, else key + int. */
 export function radixCandidateBytes(d: DType): number {
   return keyType(d) === 'unsigned int' ? 8 : 12;
 }
 
-// (x, vals, idx, rows, R, k, descending, cap)
-const RADIX_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32', 'i32'];
+/** Zeroed work words per row: counters (one per pass), the candidate count, the histogram. */
+export function radixCounterWords(d: DType): number {
+  return radixDigits(d).length + 1 + BINS;
+}
 
-/**
- * topk by radix select. `cap` (a power of two >= k) bounds the gathered candidates; dynamic shared
- * memory holds cap * radixCandidateBytes of them, then the histogram (radixHistBytes). R < 2^31
- * (positions are 32-bit).
- */
-export function radixTopkSource(d: DType, o: RadixOptions): SortKernel {
-  if (o.hist === 'warp' && o.digitBits !== 8) throw new Error(`radixTopkSource: per-warp histograms need 8-bit digits, got ${o.digitBits}`);
-  const t = storageType(d);
+const STATE_STRUCT = `
+struct kiln_radix_state { unsigned long long prefix, mask; int need, below, matching, flags; };
+#define KILN_RADIX_DONE 1
+#define KILN_RADIX_TRUNCATE 2
+`;
+
+function common(d: DType): { t: string; K: string; packed: boolean; max: string; unroll: number; head: string } {
   const K = keyType(d);
   const packed = K === 'unsigned int';
-  const max = packed ? '0xffffffffu' : '0xffffffffffffffffull';
-  const digits = radixDigits(d, o.digitBits);
+  return {
+    t: storageType(d),
+    K,
+    packed,
+    max: packed ? '0xffffffffu' : '0xffffffffffffffffull',
+    // Loads in flight per thread per step: 8 x 4 bytes (4 x 8).
+    unroll: packed ? 8 : 4,
+    head: `${PRELUDE}${KEY_HELPERS}${STATE_STRUCT}`,
+  };
+}
+
+// (x, state, counters, rows, R, k, descending, cap, pass, blocksPerRow, chunk)
+const HIST_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32', 'i32', 'i32', 'i32', 'i64'];
+
+/**
+ * One digit pass over rows * blocksPerRow blocks; block b of a row takes positions
+ * [b * chunk, min(R, (b + 1) * chunk)). `state` ([rows] records) and `counters` ([rows,
+ * radixCounterWords]) start zeroed; pass 0 ignores `state` and writes it.
+ */
+export function radixHistSource(d: DType): SortKernel {
+  const { t, K, max, unroll, head } = common(d);
+  const digits = radixDigits(d);
   const passes = digits.length;
-  const bins = 1 << o.digitBits;
-  const perLane = bins / 32;
-  // Loads in flight per thread per step: 8 x 4 bytes (4 x 8) keeps about 32 KiB per block moving.
-  const unroll = packed ? 8 : 4;
-  const name = `kiln_topk_radix_${d}_${o.digitBits}_${o.hist}`;
+  const low = digits[passes - 1]![0];
+  const name = `kiln_topk_radix_hist_${d}`;
+  const source = `${head}
+extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 2) ${name}(const ${t}* __restrict__ x, kiln_radix_state* __restrict__ state,
+    unsigned int* __restrict__ counters, long long rows, long long R, int k, int descending, int cap, int pass, int blocksPerRow, long long chunk) {
+  __shared__ unsigned int hist[${BINS}];
+  __shared__ int s_last, s_warp[${RADIX_THREADS / 32}];
+  const long long row = blockIdx.x / blocksPerRow;
+  const int part = (int)(blockIdx.x - row * blocksPerRow);
+  if (row >= rows) return;
+  kiln_radix_state* st = state + row;
+  unsigned int* cnt = counters + row * ${passes + 1 + BINS};
+  unsigned int* ghist = cnt + ${passes + 1};
+  ${K} prefix = 0, mask = 0;
+  int need = k, below = 0;
+  if (pass > 0) {
+    if (st->flags & KILN_RADIX_DONE) return;
+    prefix = st->prefix; mask = st->mask; need = st->need; below = st->below;
+  }
+  // This pass's digit (radixDigits: ${digits.map((x) => `[${x[0]}, ${x[1]}]`).join(' ')}).
+  int hi = ${digits[0]![0] + digits[0]![1]}, width = 0;
+  for (int p = 0; p <= pass; p++) {
+    width = hi - ${low} < ${RADIX_BITS} ? hi - ${low} : ${RADIX_BITS};
+    hi -= width;
+  }
+  const int shift = hi;
+  const unsigned int digitMask = (1u << width) - 1u;
+  for (int i = threadIdx.x; i < ${BINS}; i += blockDim.x) hist[i] = 0u;
+  __syncthreads();
+  const ${K} flip = descending ? ${max} : (${K})0;
+  const ${t}* xr = x + row * R;
+  const long long start = (long long)part * chunk;
+  const long long end = start + chunk < R ? start + chunk : R;
+  for (long long base = start; base < end; base += (long long)blockDim.x * ${unroll}) {
+    ${K} key[${unroll}];
+#pragma unroll
+    for (int u = 0; u < ${unroll}; u++) {
+      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
+      key[u] = i < end ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
+    }
+#pragma unroll
+    for (int u = 0; u < ${unroll}; u++) {
+      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
+      if (i < end && (key[u] & mask) == prefix) atomicAdd(&hist[(unsigned int)(key[u] >> shift) & digitMask], 1u);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < ${BINS}; i += blockDim.x) {
+    const unsigned int c = hist[i];
+    if (c) atomicAdd(&ghist[i], c);
+  }
+  // The row's last block of this pass (its counter reaches blocksPerRow) picks the bucket.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(&cnt[pass], 1u) == (unsigned int)blocksPerRow - 1u;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // Block-wide inclusive scan of the row's bins: thread t owns ${BINS / RADIX_THREADS} consecutive bins.
+  const int per = ${BINS / RADIX_THREADS};
+  unsigned int c[${BINS / RADIX_THREADS}], sum = 0u;
+#pragma unroll
+  for (int j = 0; j < per; j++) { c[j] = __ldcg(&ghist[threadIdx.x * per + j]); sum += c[j]; }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned int incl = sum;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned int v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) s_warp[warp] = (int)incl;
+  __syncthreads();
+  unsigned int before = incl - sum;
+  for (int w = 0; w < warp; w++) before += (unsigned int)s_warp[w];
+  // The owner of the bucket: its bins' range holds the crossing of need.
+  if (before < (unsigned int)need && before + sum >= (unsigned int)need) {
+    int b = threadIdx.x * per + per - 1, matching = 0;
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+      if (before + c[j] >= (unsigned int)need) { b = threadIdx.x * per + j; matching = (int)c[j]; break; }
+      before += c[j];
+    }
+    const int nowBelow = below + (int)before;
+    st->prefix = prefix | ((${K})b << shift);
+    st->mask = mask | ((${K})digitMask << shift);
+    st->need = need - (int)before;
+    st->below = nowBelow;
+    st->matching = matching;
+    st->flags = nowBelow + matching <= cap ? KILN_RADIX_DONE : pass == ${passes - 1} ? KILN_RADIX_TRUNCATE : 0;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < ${BINS}; i += blockDim.x) ghist[i] = 0u;
+}
+`;
+  return { name, source, params: HIST_PARAMS };
+}
+
+// (x, state, counters, cand, rows, R, descending, cap, blocksPerRow, chunk)
+const COLLECT_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32', 'i32', 'i64'];
+
+/** Appends each row's elements at or below its prefix to `cand` ([rows, cap] pairs); rows to truncate are left to finish. */
+export function radixCollectSource(d: DType): SortKernel {
+  const { t, K, packed, max, unroll, head } = common(d);
+  const passes = radixDigits(d).length;
+  const name = `kiln_topk_radix_collect_${d}`;
+  const put = packed
+    ? 'cp[slot] = ((unsigned long long)key[u] << 32) | (unsigned int)i;'
+    : `ck[slot] = key[u]; ci[slot] = (int)i;`;
+  const source = `${head}
+extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 2) ${name}(const ${t}* __restrict__ x, const kiln_radix_state* __restrict__ state,
+    unsigned int* __restrict__ counters, unsigned char* __restrict__ cand, long long rows, long long R, int descending, int cap, int blocksPerRow, long long chunk) {
+  const long long row = blockIdx.x / blocksPerRow;
+  const int part = (int)(blockIdx.x - row * blocksPerRow);
+  if (row >= rows) return;
+  const kiln_radix_state st = state[row];
+  if (st.flags & KILN_RADIX_TRUNCATE) return;
+  unsigned int* count = counters + row * ${passes + 1 + BINS} + ${passes};
+  ${
+    packed
+      ? 'unsigned long long* cp = (unsigned long long*)cand + row * cap;'
+      : `${K}* ck = (${K}*)cand + row * cap;
+  int* ci = (int*)((${K}*)cand + rows * cap) + row * cap;`
+  }
+  const ${K} flip = descending ? ${max} : (${K})0;
+  const ${K} prefix = (${K})st.prefix, mask = (${K})st.mask;
+  const ${t}* xr = x + row * R;
+  const long long start = (long long)part * chunk;
+  const long long end = start + chunk < R ? start + chunk : R;
+  const int lane = threadIdx.x & 31;
+  for (long long base = start; base < end; base += (long long)blockDim.x * ${unroll}) {
+    ${K} key[${unroll}];
+#pragma unroll
+    for (int u = 0; u < ${unroll}; u++) {
+      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
+      key[u] = i < end ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
+    }
+#pragma unroll
+    for (int u = 0; u < ${unroll}; u++) {
+      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
+      const bool take = i < end && (key[u] & mask) <= prefix;
+      // One global atomic per warp for its takers.
+      const unsigned int ballot = __ballot_sync(0xffffffffu, take);
+      if (ballot == 0u) continue;
+      const int leader = __ffs(ballot) - 1;
+      unsigned int slotBase = 0u;
+      if (lane == leader) slotBase = atomicAdd(count, (unsigned int)__popc(ballot));
+      slotBase = __shfl_sync(0xffffffffu, slotBase, leader);
+      if (take) {
+        const unsigned int slot = slotBase + __popc(ballot & ((1u << lane) - 1u));
+        ${put}
+      }
+    }
+  }
+}
+`;
+  return { name, source, params: COLLECT_PARAMS };
+}
+
+// (x, state, counters, cand, vals, idx, rows, R, k, descending, cap)
+const FINISH_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32', 'i32'];
+
+/**
+ * One block per row: the candidates (from `collect`, or gathered here in row order for a row to
+ * truncate) sorted in shared memory (cap * radixCandidateBytes dynamic bytes), the first k written.
+ */
+export function radixFinishSource(d: DType): SortKernel {
+  const { t, K, packed, max, head } = common(d);
+  const passes = radixDigits(d).length;
+  const name = `kiln_topk_radix_finish_${d}`;
   const slots = packed
     ? 'unsigned long long* sp = (unsigned long long*)kiln_smem;'
     : `${K}* sk = (${K}*)kiln_smem;
   int* si = (int*)(sk + cap);`;
   const put = (i: string, key: string, pos: string): string => (packed ? `sp[${i}] = ((unsigned long long)(${key}) << 32) | (unsigned int)(${pos});` : `sk[${i}] = ${key}; si[${i}] = ${pos};`);
-  const posAt = (i: string): string => (packed ? `(int)(unsigned int)sp[${i}]` : `si[${i}]`);
-  const count =
-    o.hist === 'match'
-      ? 'kiln_radix_count(hist, hit ? digit : 0xffffffffu);'
-      : o.hist === 'shared'
-        ? 'if (hit) atomicAdd(&hist[digit], 1u);'
-        : 'if (hit) atomicAdd(&hist[(warp << 8) + digit], 1u);';
-  const histWords = o.hist === 'warp' ? 32 * 256 : bins;
-  const source = `${PRELUDE}${KEY_HELPERS}
-// hist[d] += 1 for every lane's d, one atomic per distinct d of the warp (d out of range: nothing).
-// Every lane of the warp must call it.
-__device__ __forceinline__ void kiln_radix_count(unsigned int* hist, unsigned int d) {
-  const unsigned int peers = __match_any_sync(0xffffffffu, d);
-  if (d < ${bins}u && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[d], (unsigned int)__popc(peers));
-}
-// A slot in the candidate list for every lane with take set, one shared atomic per warp.
-// Every lane of the warp must call it; returns -1 for lanes that take nothing.
-__device__ __forceinline__ int kiln_radix_slot(unsigned int* counter, bool take) {
-  const unsigned int ballot = __ballot_sync(0xffffffffu, take);
-  if (ballot == 0u) return -1;
-  const int lane = threadIdx.x & 31;
-  const int leader = __ffs(ballot) - 1;
-  unsigned int base = 0u;
-  if (lane == leader) base = atomicAdd(counter, (unsigned int)__popc(ballot));
-  base = __shfl_sync(0xffffffffu, base, leader);
-  return take ? (int)(base + __popc(ballot & ((1u << lane) - 1u))) : -1;
-}
-extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 1) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
+  const source = `${head}
+extern "C" __global__ void __launch_bounds__(${RADIX_FINISH_THREADS}, 1) ${name}(const ${t}* __restrict__ x, const kiln_radix_state* __restrict__ state,
+    const unsigned int* __restrict__ counters, const unsigned char* __restrict__ cand, ${t}* __restrict__ vals, long long* __restrict__ idx,
     long long rows, long long R, int k, int descending, int cap) {
   extern __shared__ __align__(16) unsigned char kiln_smem[];
-  __shared__ int s_bucket, s_before, s_count, s_warp[32];
+  __shared__ int s_warp[32];
   __shared__ unsigned int s_n;
   ${slots}
-  unsigned int* hist = (unsigned int*)(kiln_smem + (((long long)cap * ${radixCandidateBytes(d)} + 15) & ~15ll));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const ${K} flip = descending ? ${max} : (${K})0;
-  const long long step = (long long)blockDim.x * ${unroll};
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const kiln_radix_state st = state[row];
     const ${t}* xr = x + row * R;
-    ${K} prefix = 0, mask = 0;
-    // need: how many of the elements matching the prefix are wanted; below: elements under it.
-    int need = k, below = 0, matching = (int)R;
-    bool truncate = false;
-    // Digits from the key's top (radixDigits): ${digits.map((x) => `[${x[0]}, ${x[1]}]`).join(' ')}.
-    int hi = ${digits[0]![0] + digits[0]![1]};
-#pragma unroll 1
-    for (int pass = 0; pass < ${passes}; pass++) {
-      const int width = hi - ${digits[digits.length - 1]![0]} < ${o.digitBits} ? hi - ${digits[digits.length - 1]![0]} : ${o.digitBits};
-      const int shift = hi - width;
-      hi = shift;
-      const unsigned int digitMask = (1u << width) - 1u;
-      for (int i = threadIdx.x; i < ${histWords}; i += blockDim.x) hist[i] = 0u;
-      __syncthreads();
-      // The same trip count for every thread (the warp-wide match needs all 32 lanes).
-      for (long long base = 0; base < R; base += step) {
-        ${K} key[${unroll}];
-#pragma unroll
-        for (int u = 0; u < ${unroll}; u++) {
-          const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-          key[u] = i < R ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
-        }
-#pragma unroll
-        for (int u = 0; u < ${unroll}; u++) {
-          const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-          const bool hit = i < R && (key[u] & mask) == prefix;
-          const unsigned int digit = (unsigned int)(key[u] >> shift) & digitMask;
-          ${count}
-        }
-      }
-      __syncthreads();
-${
-  o.hist === 'warp'
-    ? `      // Sum the warps' histograms into the first.
-      for (int b = threadIdx.x; b < 256; b += blockDim.x) {
-        unsigned int c = 0u;
-        for (int w = 0; w < nwarps; w++) c += hist[(w << 8) + b];
-        hist[b] = c;
-      }
-      __syncthreads();
-`
-    : ''
-}      if (warp == 0) {
-        // Lane l owns bins ${perLane}l .. ${perLane}l + ${perLane - 1}; the first lane whose inclusive count reaches need owns the bucket.
-        unsigned int sum = 0u;
-#pragma unroll 4
-        for (int j = 0; j < ${perLane}; j++) sum += hist[${perLane} * lane + j];
-        unsigned int incl = sum;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const unsigned int v = __shfl_up_sync(0xffffffffu, incl, o);
-          if (lane >= o) incl += v;
-        }
-        const int owner = __ffs(__ballot_sync(0xffffffffu, incl >= (unsigned int)need)) - 1;
-        if (lane == owner) {
-          unsigned int before = incl - sum;
-          int b = ${perLane} * lane + ${perLane - 1};
-#pragma unroll 1
-          for (int j = 0; j < ${perLane}; j++) {
-            const unsigned int c = hist[${perLane} * lane + j];
-            if (before + c >= (unsigned int)need) { b = ${perLane} * lane + j; break; }
-            before += c;
-          }
-          s_bucket = b; s_before = (int)before; s_count = (int)hist[b];
-        }
-      }
-      __syncthreads();
-      need -= s_before; below += s_before; matching = s_count;
-      prefix |= (${K})s_bucket << shift;
-      mask |= (${K})digitMask << shift;
-      __syncthreads();
-      if (below + matching <= cap) break;
-      if (pass == ${passes - 1}) truncate = true;
-    }
-    if (threadIdx.x == 0) s_n = 0u;
-    __syncthreads();
-    if (!truncate) {
-      // Everything below or matching the prefix: below + matching <= cap.
-      for (long long base = 0; base < R; base += step) {
-        ${K} key[${unroll}];
-#pragma unroll
-        for (int u = 0; u < ${unroll}; u++) {
-          const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-          key[u] = i < R ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
-        }
-#pragma unroll
-        for (int u = 0; u < ${unroll}; u++) {
-          const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-          const int slot = kiln_radix_slot(&s_n, i < R && (key[u] & mask) <= prefix);
-          if (slot >= 0) { ${put('slot', 'key[u]', '(int)i')} }
-        }
-      }
-    } else {
-      // The matching elements share one key: take all below it and the first \`need\` matching
-      // ones in row order (their rank: matches in earlier tiles, earlier warps, earlier lanes).
+    int n;
+    if (st.flags & KILN_RADIX_TRUNCATE) {
+      // The matching elements share one key: all below it, and the first \`need\` matching ones in
+      // row order (rank: matches in earlier tiles, earlier warps, earlier lanes).
+      const ${K} flip = descending ? ${max} : (${K})0;
+      const ${K} prefix = (${K})st.prefix, mask = (${K})st.mask;
+      if (threadIdx.x == 0) s_n = 0u;
       int seen = 0;
+      __syncthreads();
       for (long long base = 0; base < R; base += blockDim.x) {
         const long long i = base + threadIdx.x;
         const ${K} key = i < R ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
@@ -257,21 +325,37 @@ ${
           if (w < warp) rank += s_warp[w];
           total += s_warp[w];
         }
-        const int slot = kiln_radix_slot(&s_n, isBelow || (isMatch && rank < need));
-        if (slot >= 0) { ${put('slot', 'key', '(int)i')} }
+        const bool take = isBelow || (isMatch && rank < st.need);
+        const unsigned int ballot = __ballot_sync(0xffffffffu, take);
+        if (ballot != 0u) {
+          const int leader = __ffs(ballot) - 1;
+          unsigned int slotBase = 0u;
+          if (lane == leader) slotBase = atomicAdd(&s_n, (unsigned int)__popc(ballot));
+          slotBase = __shfl_sync(0xffffffffu, slotBase, leader);
+          if (take) { const unsigned int slot = slotBase + __popc(ballot & ((1u << lane) - 1u)); ${put('slot', 'key', '(int)i')} }
+        }
         seen += total;
         __syncthreads();
       }
+      n = (int)s_n;
+    } else {
+      n = (int)counters[row * ${passes + 1 + BINS} + ${passes}];
+      ${
+        packed
+          ? `const unsigned long long* cp = (const unsigned long long*)cand + row * cap;
+      for (int i = threadIdx.x; i < n; i += blockDim.x) sp[i] = cp[i];`
+          : `const ${K}* ck = (const ${K}*)cand + row * cap;
+      const int* ci = (const int*)((const ${K}*)cand + rows * cap) + row * cap;
+      for (int i = threadIdx.x; i < n; i += blockDim.x) { sk[i] = ck[i]; si[i] = ci[i]; }`
+      }
     }
-    __syncthreads();
-    const int n = (int)s_n;
     int P = 1;
     while (P < n) P <<= 1;
     for (int i = n + threadIdx.x; i < P; i += blockDim.x) { ${put('i', max, '0x7fffffff')} }
     __syncthreads();
     ${packed ? 'kiln_bitonic_packed(sp, P, threadIdx.x, blockDim.x);' : `kiln_bitonic<${K}>(sk, si, P, threadIdx.x, blockDim.x);`}
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      const int j = ${posAt('i')};
+      const int j = ${packed ? '(int)(unsigned int)sp[i]' : 'si[i]'};
       idx[row * k + i] = j;
       if (vals) vals[row * k + i] = xr[j];
     }
@@ -279,5 +363,5 @@ ${
   }
 }
 `;
-  return { name, source, params: RADIX_PARAMS };
+  return { name, source, params: FINISH_PARAMS };
 }
