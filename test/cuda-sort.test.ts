@@ -135,7 +135,7 @@ test('topk of rows longer than the shared-memory sort, all three first passes (r
     for (const k of [1, 100, 5000]) both(zeros, topk(k), `long topk (radix) of zeros k ${k}`);
     // Many short-enough rows (one block each) and one row over many blocks, k-th key tied.
     const many = makeTensor(values(600 * 17000, 9, 'bfloat16', 30), [600, 17000], 'bfloat16');
-    for (const k of [3, 400]) both(many, topk(k), `long topk (radix) [600, 17000] k ${k}`);
+    for (const k of [12, 400]) both(many, topk(k), `long topk (radix) [600, 17000] k ${k}`);
     // A vocabulary-sized row whose length is no multiple of the segment (a short last segment).
     const v = makeTensor(values(2 * 151936, 8, 'float32', 0), [2, 151936], 'float32');
     for (const k of [1, 50, 200, 5000]) both(v, topk(k), `vocab topk k ${k}`);

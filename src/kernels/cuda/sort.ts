@@ -5,11 +5,10 @@
  *
  * Kernel choice: topk with small k of short rows selects by warp-wide argmin rounds (no sort);
  * rows up to SORT_MAX elements are sorted whole in shared memory (bitonic; topk keeps the first
- * k). topk of longer rows with k <= SORT_MAX is a radix select, one block per row
- * (codegen/topk-radix.ts). The earlier long-row paths stay for larger k and for A/B runs
- * (setLongTopk): they work on row segments, then take topk again over the segments' candidates:
- * for k <= SELECT_MAX_K each segment keeps register lists (`select`); larger k sorts each segment
- * of SEGMENT_P elements in shared memory (`segments`, any k up to segmentsMaxK).
+ * k). topk of longer rows: for 8 < k <= SORT_MAX a radix select over many blocks per row
+ * (`radix`, codegen/topk-radix.ts); otherwise row segments, then topk again over the segments'
+ * candidates: for k <= SELECT_MAX_K each segment keeps register lists (`select`); larger k sorts
+ * each segment of SEGMENT_P elements in shared memory (`segments`, any k up to segmentsMaxK).
  * A full sort of longer rows is reported as not supported yet rather than computed some slower
  * way behind the caller's back.
  */
@@ -141,8 +140,8 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
 }
 
 /**
- * How topk of rows longer than SORT_MAX picks its first pass: 'auto' by k (SEGMENTS_MIN_K), or
- * pinned by tests and benches (setLongTopk) to compare the two on the same inputs.
+ * How topk of rows longer than SORT_MAX picks its first pass: 'auto' by k (RADIX_MIN_K), or
+ * pinned by tests and benches (setLongTopk) to compare the three on the same inputs.
  */
 export type LongTopk = 'auto' | 'select' | 'segments' | 'radix';
 let longTopk: LongTopk = 'auto';
@@ -176,9 +175,9 @@ function segmentsMaxK(len: number): number {
 }
 
 function longTopkPath(len: number, count: number): 'select' | 'segments' | 'radix' {
-  if (longTopk === 'auto' || longTopk === 'radix') {
+  if (longTopk === 'radix' || (longTopk === 'auto' && count > RADIX_MIN_K)) {
     if (count <= RADIX_MAX_K) return 'radix';
-    if (longTopk === 'radix') return count > segmentsMaxK(len) ? 'select' : 'segments';
+    return count > segmentsMaxK(len) ? 'select' : 'segments';
   }
   if (count > segmentsMaxK(len)) return 'select';
   if (longTopk !== 'auto') return longTopk === 'segments' || count > SELECT_MAX_K ? 'segments' : 'select';
@@ -238,6 +237,11 @@ function candidatesThenPick(op: string, src: Tensor, rows: number, n: number, co
 // SORT_MAX (128 KiB of packed 32-bit keys, 192 KiB of 64-bit ones).
 const RADIX_MIN_CAP = 1024;
 const RADIX_MAX_K = SORT_MAX;
+// 'auto' keeps the register lists up to this k: the radix path costs six launches whatever k is,
+// and on the H200 (bench/cuda-topk.ts, session 7) the lists were faster at k <= 8 ([32, 151936]
+// k 8: 0.063 against 0.074 ms; [256, 32000]: 0.064 against 0.094) and slower from k = 16 on
+// ([32, 151936] k 50: 0.276 against 0.075).
+const RADIX_MIN_K = 8;
 // Blocks per row: enough for about four blocks per SM over all rows, each with at least one full
 // step of loads (RADIX_THREADS x 8 keys of 32 bits, x 4 of 64).
 const RADIX_BLOCKS_PER_SM = 4;
