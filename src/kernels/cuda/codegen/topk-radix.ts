@@ -105,6 +105,30 @@ function common(d: DType): { t: string; K: string; packed: boolean; max: string;
   };
 }
 
+/**
+ * The loop over a (row, part) block's slice [start, end) of its row: `unroll` keys loaded per
+ * thread before any is used (to keep that many loads in flight), then `body` once per key with
+ * `i` its position and `key[u]` its key (0 beyond the slice). `decls` go between the bounds and
+ * the loop.
+ */
+function sliceLoop(d: DType, K: string, unroll: number, decls: string, body: string): string {
+  return `  const long long start = (long long)part * chunk;
+  const long long end = start + chunk < R ? start + chunk : R;
+${decls}  for (long long base = start; base < end; base += (long long)blockDim.x * ${unroll}) {
+    ${K} key[${unroll}];
+#pragma unroll
+    for (int u = 0; u < ${unroll}; u++) {
+      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
+      key[u] = i < end ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
+    }
+#pragma unroll
+    for (int u = 0; u < ${unroll}; u++) {
+      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
+      ${body}
+    }
+  }`;
+}
+
 // (x, state, counters, rows, R, k, descending, cap, pass, blocksPerRow, chunk)
 const HIST_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i64', 'i64', 'i32', 'i32', 'i32', 'i32', 'i32', 'i64'];
 
@@ -148,21 +172,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 2) ${name}(const 
   __syncthreads();
   const ${K} flip = descending ? ${max} : (${K})0;
   const ${t}* xr = x + row * R;
-  const long long start = (long long)part * chunk;
-  const long long end = start + chunk < R ? start + chunk : R;
-  for (long long base = start; base < end; base += (long long)blockDim.x * ${unroll}) {
-    ${K} key[${unroll}];
-#pragma unroll
-    for (int u = 0; u < ${unroll}; u++) {
-      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-      key[u] = i < end ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
-    }
-#pragma unroll
-    for (int u = 0; u < ${unroll}; u++) {
-      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-      if (i < end && (key[u] & mask) == prefix) atomicAdd(&hist[(unsigned int)(key[u] >> shift) & digitMask], 1u);
-    }
-  }
+${sliceLoop(d, K, unroll, '', 'if (i < end && (key[u] & mask) == prefix) atomicAdd(&hist[(unsigned int)(key[u] >> shift) & digitMask], 1u);')}
   __syncthreads();
   for (int i = threadIdx.x; i < ${BINS}; i += blockDim.x) {
     const unsigned int c = hist[i];
@@ -243,20 +253,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 2) ${name}(const 
   const ${K} flip = descending ? ${max} : (${K})0;
   const ${K} prefix = (${K})st.prefix, mask = (${K})st.mask;
   const ${t}* xr = x + row * R;
-  const long long start = (long long)part * chunk;
-  const long long end = start + chunk < R ? start + chunk : R;
-  const int lane = threadIdx.x & 31;
-  for (long long base = start; base < end; base += (long long)blockDim.x * ${unroll}) {
-    ${K} key[${unroll}];
-#pragma unroll
-    for (int u = 0; u < ${unroll}; u++) {
-      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-      key[u] = i < end ? (${keyExpr(d, 'xr[i]')} ^ flip) : (${K})0;
-    }
-#pragma unroll
-    for (int u = 0; u < ${unroll}; u++) {
-      const long long i = base + (long long)u * blockDim.x + threadIdx.x;
-      const bool take = i < end && (key[u] & mask) <= prefix;
+${sliceLoop(d, K, unroll, '  const int lane = threadIdx.x & 31;\n', `const bool take = i < end && (key[u] & mask) <= prefix;
       // One global atomic per warp for its takers.
       const unsigned int ballot = __ballot_sync(0xffffffffu, take);
       if (ballot == 0u) continue;
@@ -267,9 +264,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 2) ${name}(const 
       if (take) {
         const unsigned int slot = slotBase + __popc(ballot & ((1u << lane) - 1u));
         ${put}
-      }
-    }
-  }
+      }`)}
 }
 `;
   return { name, source, params: COLLECT_PARAMS };
