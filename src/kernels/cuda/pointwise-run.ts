@@ -24,7 +24,7 @@ function sameList(a: readonly number[], b: readonly number[]): boolean {
 
 const kernels = new Map<string, CudaKernel>();
 
-/** The last kernel each op name ran, with what selected it: a loop repeating one call skips the key. */
+/** A kernel an op name ran recently, with what selected it: a loop repeating one call skips the key. */
 interface LastKernel {
   readonly device: number;
   readonly expr: string;
@@ -41,7 +41,13 @@ interface LastKernel {
   readonly index64: boolean;
   readonly kernel: CudaKernel;
 }
-const lastKernel = new Map<string, LastKernel>();
+/**
+ * The last few kernels each op name ran, most recent first. Several, because one op name is often
+ * called in a few alternating forms in one loop (mul by a scalar, then of two tensors: eager
+ * elementwise-1024 has four of them).
+ */
+const lastKernels = new Map<string, LastKernel[]>();
+const KERNELS_PER_OP = 4;
 
 /**
  * One argument list reused by every memoized launch: launch() packs it into the native block before
@@ -58,23 +64,28 @@ const memoArgs: number[] = [];
  * general path would pick for such a call.
  */
 function runMemoized(op: string, expr: string, out: Tensor, inputs: readonly PwInput[], params: readonly number[], compute: DType, n: number): boolean {
-  const m = lastKernel.get(op);
-  if (
-    m === undefined ||
-    m.rank !== 0 ||
-    m.index64 ||
-    n <= 1 ||
-    n > INDEX32_LIMIT ||
-    m.expr !== expr ||
-    m.compute !== compute ||
-    m.out !== out.dtype ||
-    m.nParams !== params.length ||
-    m.kinds.length !== inputs.length ||
-    m.device !== out.device.index ||
-    !out.isContiguous()
-  ) {
-    return false;
+  const list = lastKernels.get(op);
+  if (list === undefined || n <= 1 || n > INDEX32_LIMIT || !out.isContiguous()) return false;
+  for (const m of list) {
+    if (
+      m.rank === 0 &&
+      !m.index64 &&
+      m.expr === expr &&
+      m.compute === compute &&
+      m.out === out.dtype &&
+      m.nParams === params.length &&
+      m.kinds.length === inputs.length &&
+      m.device === out.device.index &&
+      launchMemoized(m, out, inputs, params, compute, n)
+    ) {
+      return true;
+    }
   }
+  return false;
+}
+
+/** Launches `m`'s kernel when every input fits its kinds and vector width (else false, nothing launched). */
+function launchMemoized(m: LastKernel, out: Tensor, inputs: readonly PwInput[], params: readonly number[], compute: DType, n: number): boolean {
   const floatCompute = isFloating(compute);
   const width = m.widthForSizes;
   const args = memoArgs;
@@ -177,26 +188,29 @@ export function runPointwise(op: string, expr: string, out: Tensor, inputs: read
   const rank = contiguous ? 0 : c.shape.length;
   const device = out.device.index;
   // Building and hashing the full key string was about 0.5 us of a 8-10 us eager op.
-  const m = lastKernel.get(op);
+  let list = lastKernels.get(op);
+  if (list === undefined) lastKernels.set(op, (list = []));
+  const m = list.find(
+    (e) =>
+      e.device === device &&
+      e.expr === expr &&
+      e.sig === sig &&
+      e.nParams === params.length &&
+      e.compute === compute &&
+      e.out === out.dtype &&
+      e.rank === rank &&
+      e.vec === vec &&
+      e.index64 === index64,
+  );
   let k: CudaKernel;
-  if (
-    m !== undefined &&
-    m.device === device &&
-    m.expr === expr &&
-    m.sig === sig &&
-    m.nParams === params.length &&
-    m.compute === compute &&
-    m.out === out.dtype &&
-    m.rank === rank &&
-    m.vec === vec &&
-    m.index64 === index64
-  ) {
+  if (m !== undefined) {
     k = m.kernel;
   } else {
     const key = `${device}#${op}|${expr}|${sig}|${params.length}|${compute}|${out.dtype}|${rank}|${vec}|${index64 ? 64 : 32}`;
     k = kernelFor(device, key, { op, expr, operands, nParams: params.length, compute, out: out.dtype, rank, vec, index64 });
     const kinds = operands.map((o) => (o.kind === 'tensor' ? o.dtype : o.kind === 'scalar' ? 's' : 'b'));
-    lastKernel.set(op, { device, expr, sig, kinds, nParams: params.length, compute, out: out.dtype, rank, widthForSizes, vec, index64, kernel: k });
+    list.unshift({ device, expr, sig, kinds, nParams: params.length, compute, out: out.dtype, rank, widthForSizes, vec, index64, kernel: k });
+    if (list.length > KERNELS_PER_OP) list.pop();
   }
   const args: number[] = [ptrOf(out)];
   let ti = 0;
