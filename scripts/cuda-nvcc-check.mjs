@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Dev check without a GPU: generates every pointwise expression of the cuda kernel catalog (rotating
-// through storage dtypes and the contiguous/vectorised/strided/64-bit paths) and every row kernel
-// kind, wraps each in its own namespace in one .cu file, and compiles it with
-// `nvcc -arch=sm_90 -cubin`, so syntax and type errors show up before any device time is spent.
+// through storage dtypes and the contiguous/vectorised/strided/64-bit paths), every row kernel
+// kind and the sort/topk kernels (bitonic, register lists, warp, radix select) in every dtype,
+// wraps each in its own namespace in one .cu file, and compiles it with `nvcc -arch=sm_90 -cubin`,
+// so syntax and type errors show up before any device time is spent.
 //   npm run build && node scripts/cuda-nvcc-check.mjs [--keep]
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -54,6 +55,12 @@ const { im2colSource } = await imp('src/kernels/cuda/nn.js');
 for (const d of ['float32', 'bfloat16', 'float16', 'float64']) sources.push(im2colSource(d));
 const { poolSource } = await imp('src/kernels/cuda/pool.js');
 for (const d of ['float32', 'bfloat16', 'int64']) sources.push(poolSource('max', d, true), poolSource('max', d, false), poolSource('avg', d, false));
+const { bitonicSource, selectSource, warpSelectSource, pickSource } = await imp('src/kernels/cuda/codegen/sort.js');
+const { radixHistSource, radixCollectSource, radixFinishSource } = await imp('src/kernels/cuda/codegen/topk-radix.js');
+for (const d of ['float32', 'bfloat16', 'float16', 'float64', 'int32', 'int64', 'uint8', 'bool']) {
+  sources.push(bitonicSource(d), selectSource(d, 16), warpSelectSource(d, 4), radixHistSource(d), radixCollectSource(d), radixFinishSource(d));
+}
+sources.push(pickSource());
 const text = sources.map((s, k) => `namespace k${k} {\n${s.source}\n}\n`).join('\n');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-nvcc-'));
 const file = path.join(dir, 'all.cu');
