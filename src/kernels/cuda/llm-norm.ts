@@ -31,8 +31,7 @@ let vecsPerThread = 4;
 export function setNormVecsPerThread(n: number): void {
   if (!Number.isInteger(n) || n < 1 || n > MAX_ITEMS) throw new RangeError(`setNormVecsPerThread: expected an integer in [1, ${MAX_ITEMS}], got ${n}`);
   vecsPerThread = n;
-  plans.clear();
-  last = undefined;
+  clearPlans();
 }
 
 /**
@@ -128,8 +127,7 @@ export function normTuning(): NormTuning {
 /** Benchmark sweeps: the grid policy of the norm kernels. */
 export function setNormGridCap(on: boolean): void {
   capGrid = on;
-  plans.clear();
-  last = undefined;
+  clearPlans();
 }
 
 /** Sets any of the knobs (benchmark sweeps and tests); the others keep their values. */
@@ -145,8 +143,7 @@ export function setNormTuning(t: Partial<NormTuning>): void {
   if (t.specializeH !== undefined) specializeH = t.specializeH;
   if (t.streaming !== undefined) streaming = t.streaming;
   if (t.unpackTwice !== undefined) unpackTwice = t.unpackTwice;
-  plans.clear();
-  last = undefined;
+  clearPlans();
 }
 
 function threadsBound(name: string, n: number): number {
@@ -190,6 +187,12 @@ interface NormPlan {
  * of a model) skips building the spec and the kernel name, a few hundred ns of host time.
  */
 const plans = new Map<string, NormPlan>();
+
+/** Forgets every plan (a knob changed). */
+function clearPlans(): void {
+  plans.clear();
+  last = undefined;
+}
 
 /** The previous call's signature and plan: a loop of one call skips even the key string. */
 let last: { index: number; mode: NormMode; dtype: Tensor['dtype']; h: number; vector: boolean; plan: NormPlan } | undefined;

@@ -152,11 +152,6 @@ export function setLongTopk(mode: LongTopk): void {
 // Segment length of the 'segments' path: sorted by one block of SEGMENT_P / 2 threads in 16 KiB
 // (32-bit keys) of shared memory.
 const SEGMENT_P = 2048;
-// 'auto' sorts segments only beyond the register lists' reach (k > SELECT_MAX_K): measured on the
-// H200 (bench/cuda-topk.ts, session 6), sorting every 2048-element segment lost to the lists at
-// every k <= 64 but one row of 151936 at k = 50 (0.078 vs 0.095 ms); at [32, 151936] k = 50 it took
-// 0.40 ms against 0.27, at [256, 32000] 0.63 against 0.35.
-const SEGMENTS_MIN_K = SELECT_MAX_K + 1;
 
 function segmentGeometry(len: number): { chunks: number; chunkLen: number; last: number } {
   const chunks = Math.ceil(len / SEGMENT_P);
@@ -175,13 +170,11 @@ function segmentsMaxK(len: number): number {
 }
 
 function longTopkPath(len: number, count: number): 'select' | 'segments' | 'radix' {
-  if (longTopk === 'radix' || (longTopk === 'auto' && count > RADIX_MIN_K)) {
-    if (count <= RADIX_MAX_K) return 'radix';
-    return count > segmentsMaxK(len) ? 'select' : 'segments';
-  }
+  if (count <= RADIX_MAX_K && (longTopk === 'radix' || (longTopk === 'auto' && count > RADIX_MIN_K))) return 'radix';
+  // Otherwise the segment paths: the register lists up to SELECT_MAX_K (session 6 measured them
+  // ahead of sorted segments at every k <= 64 but one), sorted segments beyond, where they hold k.
   if (count > segmentsMaxK(len)) return 'select';
-  if (longTopk !== 'auto') return longTopk === 'segments' || count > SELECT_MAX_K ? 'segments' : 'select';
-  return count >= SEGMENTS_MIN_K ? 'segments' : 'select';
+  return longTopk === 'segments' || count > SELECT_MAX_K ? 'segments' : 'select';
 }
 
 /**

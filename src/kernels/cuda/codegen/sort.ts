@@ -119,6 +119,18 @@ template <typename K> __device__ __forceinline__ void kiln_bitonic(K* sk, int* s
 }
 `;
 
+/**
+ * CUDA C that stores and reads a (key, position) pair at shared-memory slot i: one 64-bit word
+ * (key above position, so one compare orders them) in `sp` for 32-bit keys, else the key in `sk`
+ * and the position in `si`.
+ */
+export function sharedPairs(packed: boolean): { put(i: string, key: string, pos: string): string; pos(i: string): string } {
+  return {
+    put: (i, key, pos) => (packed ? `sp[${i}] = ((unsigned long long)(${key}) << 32) | (unsigned int)(${pos});` : `sk[${i}] = ${key}; si[${i}] = ${pos};`),
+    pos: (i) => (packed ? `(int)(unsigned int)sp[${i}]` : `si[${i}]`),
+  };
+}
+
 export interface SortKernel {
   name: string;
   source: string;
@@ -145,7 +157,7 @@ export function bitonicSource(d: DType): SortKernel {
     ? `unsigned long long* sp = (unsigned long long*)kiln_smem + (long long)sub * P;`
     : `${K}* sk = (${K}*)kiln_smem + (long long)sub * P;
   int* si = (int*)((${K}*)kiln_smem + (long long)rowsPerBlock * P) + (long long)sub * P;`;
-  const put = (i: string, key: string, pos: string): string => (packed ? `sp[${i}] = ((unsigned long long)(${key}) << 32) | (unsigned int)(${pos});` : `sk[${i}] = ${key}; si[${i}] = ${pos};`);
+  const { put, pos } = sharedPairs(packed);
   const source = `${PRELUDE}${KEY_HELPERS}
 extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restrict__ x, ${t}* __restrict__ vals, long long* __restrict__ idx,
     long long rows, int R, int P, int count, int descending, int writeVals, int rowsPerBlock, int chunkLen, int chunks) {
@@ -171,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(1024) ${name}(const ${t}* __restric
     ${packed ? 'kiln_bitonic_packed(sp, P, t, tpr);' : `kiln_bitonic<${K}>(sk, si, P, t, tpr);`}
     if (live) {
       for (int i = t; i < count; i += tpr) {
-        const int j = ${packed ? '(int)(unsigned int)sp[i]' : 'si[i]'};
+        const int j = ${pos('i')};
         idx[row * count + i] = off + j;
         if (writeVals) vals[row * count + i] = xr[j];
       }

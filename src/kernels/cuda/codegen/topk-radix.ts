@@ -26,7 +26,7 @@
 import type { DType } from '../../../tensor/dtype.js';
 import type { ParamType } from '../../../runtime/cuda/launch.js';
 import { PRELUDE, storageType } from './ctypes.js';
-import { KEY_HELPERS, keyExpr, keyType, type SortKernel } from './sort.js';
+import { KEY_HELPERS, keyExpr, keyType, sharedPairs, type SortKernel } from './sort.js';
 
 /** Bits resolved per histogram pass: 2048 bins. A 151936-element float32 row of normal values
  * usually fits in the candidates after one pass at 11 bits; 8-bit digits took two passes and were
@@ -80,7 +80,7 @@ export function radixCandidateBytes(d: DType): number {
   return keyType(d) === 'unsigned int' ? 8 : 12;
 }
 
-/** Zeroed work words per row: counters (one per pass), the candidate count, the histogram. */
+/** Zeroed work words per row: a counter per pass (blocks done), the candidate count, the histogram. */
 export function radixCounterWords(d: DType): number {
   return radixDigits(d).length + 1 + BINS;
 }
@@ -152,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 2) ${name}(const 
   const int part = (int)(blockIdx.x - row * blocksPerRow);
   if (row >= rows) return;
   kiln_radix_state* st = state + row;
-  unsigned int* cnt = counters + row * ${passes + 1 + BINS};
+  unsigned int* cnt = counters + row * ${radixCounterWords(d)};
   unsigned int* ghist = cnt + ${passes + 1};
   ${K} prefix = 0, mask = 0;
   int need = k, below = 0;
@@ -243,7 +243,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_THREADS}, 2) ${name}(const 
   if (row >= rows) return;
   const kiln_radix_state st = state[row];
   if (st.flags & KILN_RADIX_TRUNCATE) return;
-  unsigned int* count = counters + row * ${passes + 1 + BINS} + ${passes};
+  unsigned int* count = counters + row * ${radixCounterWords(d)} + ${passes};
   ${
     packed
       ? 'unsigned long long* cp = (unsigned long long*)cand + row * cap;'
@@ -285,7 +285,7 @@ export function radixFinishSource(d: DType): SortKernel {
     ? 'unsigned long long* sp = (unsigned long long*)kiln_smem;'
     : `${K}* sk = (${K}*)kiln_smem;
   int* si = (int*)(sk + cap);`;
-  const put = (i: string, key: string, pos: string): string => (packed ? `sp[${i}] = ((unsigned long long)(${key}) << 32) | (unsigned int)(${pos});` : `sk[${i}] = ${key}; si[${i}] = ${pos};`);
+  const { put, pos } = sharedPairs(packed);
   const source = `${head}
 extern "C" __global__ void __launch_bounds__(${RADIX_FINISH_THREADS}, 1) ${name}(const ${t}* __restrict__ x, const kiln_radix_state* __restrict__ state,
     const unsigned int* __restrict__ counters, const unsigned char* __restrict__ cand, ${t}* __restrict__ vals, long long* __restrict__ idx,
@@ -334,7 +334,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_FINISH_THREADS}, 1) ${name}
       }
       n = (int)s_n;
     } else {
-      n = (int)counters[row * ${passes + 1 + BINS} + ${passes}];
+      n = (int)counters[row * ${radixCounterWords(d)} + ${passes}];
       ${
         packed
           ? `const unsigned long long* cp = (const unsigned long long*)cand + row * cap;
@@ -350,7 +350,7 @@ extern "C" __global__ void __launch_bounds__(${RADIX_FINISH_THREADS}, 1) ${name}
     __syncthreads();
     ${packed ? 'kiln_bitonic_packed(sp, P, threadIdx.x, blockDim.x);' : `kiln_bitonic<${K}>(sk, si, P, threadIdx.x, blockDim.x);`}
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      const int j = ${packed ? '(int)(unsigned int)sp[i]' : 'si[i]'};
+      const int j = ${pos('i')};
       idx[row * k + i] = j;
       if (vals) vals[row * k + i] = xr[j];
     }
