@@ -37,5 +37,5 @@ export * as ops from './llm/ops-namespace.js';
 export * as llm from './llm/index.js';
 import './compile/kiln-backend.js';
 export { compile, compileCounters, resetCompileCounters, type CompileOptions, type CompileCounters, type CompiledFunction, type CompiledPrograms } from './compile/compile.js';
-export { backends, setFloat32MatmulPrecision, getFloat32MatmulPrecision, type CudaBackendFlags, type Float32MatmulPrecision } from './backends.js';
+export { backends, setFloat32MatmulPrecision, getFloat32MatmulPrecision, type CudaBackendFlags, type Float32MatmulPrecision } from './runtime/backends.js';
 export const version = '0.1.0';

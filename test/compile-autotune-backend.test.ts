@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { getDiskCache } from '../src/compile/cache/index.js';
+import { getDiskCache } from '../src/runtime/cache/index.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-autotune-'));
 process.env.KILN_CACHE_DIR = dir;

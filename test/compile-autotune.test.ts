@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { autotune, autotuneCacheKey, cloneArgsForTuning, clonedTensors, AUTOTUNE_NAMESPACE } from '../src/compile/autotune/index.js';
-import { DiskCache } from '../src/compile/cache/index.js';
+import { DiskCache } from '../src/runtime/cache/index.js';
 
 const tmpDirs: string[] = [];
 function freshCache(): DiskCache {

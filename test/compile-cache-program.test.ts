@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, beforeEach, test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { encodeEntry, getDiskCache } from '../src/compile/cache/index.js';
+import { encodeEntry, getDiskCache } from '../src/runtime/cache/index.js';
 import { NotSerializable, decodeObjectGraph, encodeObjectGraph } from '../src/compile/cache/object-graph.js';
 import { compilerCodeHash, programCacheKey } from '../src/compile/cache/program-key.js';
 import { PROGRAM_NAMESPACE } from '../src/compile/codegen/js/program-cache.js';

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { DiskCache, cacheDir, cacheKey, canonicalJson, encodeEntry, getDiskCache, kilnVersion } from '../src/compile/cache/index.js';
+import { DiskCache, cacheDir, cacheKey, canonicalJson, encodeEntry, getDiskCache, kilnVersion } from '../src/runtime/cache/index.js';
 
 const CHILD = fileURLToPath(new URL('./helpers/compile-cache-child.js', import.meta.url));
 const tmpDirs: string[] = [];

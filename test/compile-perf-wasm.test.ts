@@ -158,7 +158,7 @@ test('float16 / bfloat16 compute in float32 lanes and round on store; float64 an
 });
 
 test('Wasm modules are validated in the compile worker pool; a broken module fails with the engine diagnostic', async () => {
-  const { compileInPoolSync } = await import('../src/compile/pool/index.js');
+  const { compileInPoolSync } = await import('../src/runtime/pool/index.js');
   const { validateWasm } = await import('../src/compile/codegen/js/compile.js');
   const { encodeModule, FnBuilder, I32, i32c } = await import('../src/kernels/cpu/wasm-asm.js');
   const good = new FnBuilder('kern', [I32]);

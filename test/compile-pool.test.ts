@@ -13,7 +13,7 @@ import {
   setCompileWorkers,
   shutdownCompilePool,
   type JsKernelResult,
-} from '../src/compile/pool/index.js';
+} from '../src/runtime/pool/index.js';
 
 const HANDLERS = new URL('./helpers/compile-pool-handlers.js', import.meta.url);
 for (const name of ['echo', 'slowEcho', 'fail', 'exitWorker', 'uncaught', 'returnsFunction', 'notAFunction']) {

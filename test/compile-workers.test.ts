@@ -12,7 +12,7 @@ import * as kiln from '../src/index.js';
 
 // A fresh kernel cache, so the kernels are not already known from an earlier run.
 process.env.KILN_CACHE_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-workers-'));
-import { compilePoolStats, shutdownCompilePool } from '../src/compile/pool/index.js';
+import { compilePoolStats, shutdownCompilePool } from '../src/runtime/pool/index.js';
 
 test('kiln.compile compiles its kernels in worker threads, in parallel batches', async () => {
   const before = compilePoolStats();

@@ -14,7 +14,7 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
 import { PiecewiseGraphProgram } from '../src/compile/cuda-graphs/piecewise.js';
-import { compilePoolStats } from '../src/compile/pool/index.js';
+import { compilePoolStats } from '../src/runtime/pool/index.js';
 import { cudaRuntimeLauncher } from '../src/compile/codegen/cuda/runtime-launcher.js';
 import type { CompiledProgram } from '../src/compile/backend.js';
 import { skipUnlessCuda } from './cuda-util.js';

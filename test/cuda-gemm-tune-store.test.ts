@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { getDiskCache } from '../src/compile/cache/disk-cache.js';
+import { getDiskCache } from '../src/runtime/cache/disk-cache.js';
 import { gemmTuneStats, tunePersisted, type TunablePlan, type TuneDevice } from '../src/runtime/cuda/gemm-tune-store.js';
 import { withCacheDir as withCacheDirAt } from './helpers/cache-dir.js';
 

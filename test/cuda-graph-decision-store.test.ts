@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { getDiskCache } from '../src/compile/cache/disk-cache.js';
+import { getDiskCache } from '../src/runtime/cache/disk-cache.js';
 import { decisionStore } from '../src/compile/cuda-graphs/decision-store.js';
 import type { BackendOptions } from '../src/compile/backend.js';
 import { withCacheDir as withCacheDirAt } from './helpers/cache-dir.js';

@@ -12,7 +12,7 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
 import { PiecewiseGraphProgram } from '../src/compile/cuda-graphs/piecewise.js';
-import { getDiskCache } from '../src/compile/cache/disk-cache.js';
+import { getDiskCache } from '../src/runtime/cache/disk-cache.js';
 import type { CompiledProgram } from '../src/compile/backend.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { withCacheDir as withCacheDirAt } from './helpers/cache-dir.js';

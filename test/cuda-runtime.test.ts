@@ -15,8 +15,8 @@ import { cubinStats, kernelFromSource } from '../src/runtime/cuda/kernel-cache.j
 import { launch } from '../src/runtime/cuda/launch.js';
 import { compileToCubin } from '../src/runtime/cuda/nvrtc.js';
 import { devPtr } from '../src/runtime/cuda/cuda-accelerator.js';
-import { compileInPool, shutdownCompilePool } from '../src/compile/pool/index.js';
-import type { NvrtcResult } from '../src/compile/pool/nvrtc-task.js';
+import { compileInPool, shutdownCompilePool } from '../src/runtime/pool/index.js';
+import type { NvrtcResult } from '../src/runtime/pool/nvrtc-task.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { defineOp, registerKernel } from '../src/ops/registry.js';
 import { dispatch } from '../src/ops/dispatch.js';

@@ -10,8 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { defineOp } from '../src/ops/registry.js';
-import { policyFromEnv } from '../src/llm/policy.js';
-import { cacheKey } from '../src/compile/cache/key.js';
+import { policyFromEnv } from '../src/ops/library/policy.js';
+import { cacheKey } from '../src/runtime/cache/key.js';
+import { programCacheKey } from '../src/compile/cache/program-key.js';
 import type { LlmPolicy, OpcheckSample } from '../src/llm/index.js';
 import { rand } from './helpers/make.js';
 import { llmOpcheckSamples } from './samples/llm.js';
@@ -155,10 +156,14 @@ test('policy: freeze pins choices and the hash; changing it while frozen throws 
   llm.setLlmPolicy({ prefer: ['reference'] });
   const h1 = llm.llmManifestHash();
   assert.notEqual(h1, h0, 'a different choice must give a different hash');
-  const k1 = cacheKey(['program', 1]);
+  const parts = { signature: 'g', guardKey: 'k', mode: 'default', backend: 'kiln', devices: ['cpu'] };
+  const p1 = programCacheKey(parts);
+  const kernel1 = cacheKey(['js-kernel', 'h']);
   llm.resetLlmPolicy();
   assert.equal(llm.llmManifestHash(), h0);
-  assert.notEqual(cacheKey(['program', 1]), k1, 'compile-cache keys include the llm choices');
+  assert.match(p1 ?? '', /^[0-9a-f]{64}$/);
+  assert.notEqual(programCacheKey(parts), p1, 'compiled-program keys include the llm choices');
+  assert.equal(cacheKey(['js-kernel', 'h']), kernel1, 'kernel keys (content-addressed) do not depend on the llm choices');
 });
 
 test('kiln.compile freezes the policy on its first compile', () => {

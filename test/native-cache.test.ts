@@ -12,8 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { annotateDiagnostics, ccTask } from '../src/compile/pool/cc-task.js';
-import { setCompileWorkers, shutdownCompilePool } from '../src/compile/pool/pool.js';
+import { annotateDiagnostics, ccTask } from '../src/runtime/pool/cc-task.js';
+import { setCompileWorkers, shutdownCompilePool } from '../src/runtime/pool/pool.js';
 import {
   buildSharedObject, buildSharedObjectSync, compilerCandidates, cpuFeatures, loadLibrary, nativeCacheStats, NativeCompileError, objectKey, objectsDir, probeToolchain,
 } from '../src/kernels/cpu/native/index.js';

@@ -1,7 +1,7 @@
 /**
  * kiln.llm (also kiln.ops.llm): public functions of the LLM kernel library. Each dispatches one
  * registered `llm.*` op; the implementation (CPU kernel, reference composition, later cuda or
- * vendor kernels) is chosen by the llm dispatch policy (src/llm/policy.ts). Defaults follow vLLM.
+ * vendor kernels) is chosen by the llm dispatch policy (src/ops/library/policy.ts). Defaults follow vLLM.
  */
 import { dispatch } from '../ops/dispatch.js';
 import * as D from '../ops/defs/llm.js';

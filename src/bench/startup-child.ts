@@ -12,8 +12,8 @@
 const tImport = performance.now();
 const kiln = await import('../index.js');
 const { getWorkload } = await import('./workloads.js');
-const { compilePoolStats } = await import('../compile/pool/index.js');
-const { getDiskCache } = await import('../compile/cache/index.js');
+const { compilePoolStats } = await import('../runtime/pool/index.js');
+const { getDiskCache } = await import('../runtime/cache/index.js');
 const { summarize } = await import('./harness.js');
 const importS = (performance.now() - tImport) / 1000;
 

@@ -38,7 +38,7 @@ import { isGradEnabled } from '../autograd/grad-mode.js';
 import { Module } from '../nn/module.js';
 import { Tensor } from '../tensor/tensor.js';
 import { getBackend, listBackends, type CompileMode, type CompiledProgram } from './backend.js';
-import { freezeLlmPolicy } from '../llm/policy.js';
+import { freezeLlmPolicy } from '../ops/library/policy.js';
 import { GraphBreak, trace } from './capture.js';
 import {
   anyRequiresGrad,
@@ -58,7 +58,7 @@ import { formatGraph, type Graph } from './ir.js';
 import { BackwardUnsupported, traceJoint } from './joint.js';
 import { inputTensor, runJoint, type JointProgram, type Runner } from './joint-program.js';
 import { log, type LogArtifact } from './log.js';
-import { autoRewriteRules, graphSignature, runPasses, type PassOptions } from './passes/index.js';
+import { graphSignature, registeredRewriteRules, runPasses, type PassOptions } from './passes/index.js';
 
 export interface CompileOptions {
   mode?: CompileMode;
@@ -213,7 +213,7 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   // layer) likewise: inference programs only (the fused op has no backward), KILN_QK_NORM_ROTARY=0 off.
   const passOptions: PassOptions = {
     decompose: backendName !== 'eager',
-    rewrites: backendName !== 'eager' ? autoRewriteRules : [],
+    rewrites: backendName !== 'eager' ? registeredRewriteRules('auto') : [],
     horizontalFusion: backendName !== 'eager' && process.env['KILN_HORIZONTAL_FUSION'] !== '0',
     qkNormRotary: backendName !== 'eager' && process.env['KILN_QK_NORM_ROTARY'] !== '0',
     ...options.passes,

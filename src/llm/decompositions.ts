@@ -11,8 +11,8 @@ import { registerDecomposition, type Decomposition } from '../compile/passes/dec
 import { Val, type GraphBuilder } from '../compile/passes/util.js';
 import type { IRNode, ValueId } from '../compile/ir.js';
 import { isContiguousStrides } from '../tensor/layout.js';
-import { manifestEntry } from './manifest.js';
-import { llmChoice } from './policy.js';
+import { manifestEntry } from '../ops/library/manifest.js';
+import { llmChoice } from '../ops/library/policy.js';
 
 function tensorArg(n: IRNode, b: GraphBuilder, i: number): Val | null {
   const a = n.args[i];

@@ -9,9 +9,10 @@ import './reference.js';
 import './backward.js';
 import './library.js';
 import './decompositions.js';
+import './compiler-passes.js';
 
 export * from '../api/llm.js';
-export { manifestEntries, manifestEntry, registerManifestEntry, type CompileKind, type DynamicDim, type ManifestEntry } from './manifest.js';
+export { manifestEntries, manifestEntry, registerManifestEntry, type CompileKind, type DynamicDim, type ManifestEntry } from '../ops/library/manifest.js';
 export {
   freezeLlmPolicy,
   getLlmPolicy,
@@ -27,6 +28,6 @@ export {
   type ImplKind,
   type LlmImpl,
   type LlmPolicy,
-} from './policy.js';
+} from '../ops/library/policy.js';
 export { opcheck, OpcheckError, type OpcheckOptions, type OpcheckReport, type OpcheckSample } from './opcheck.js';
 export { hasReference } from './reference.js';

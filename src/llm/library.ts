@@ -5,7 +5,7 @@
  * as extern nodes and trusts only schema, meta and the declared mutation.
  */
 import type { DType } from '../tensor/dtype.js';
-import { registerManifestEntry, type ManifestEntry } from './manifest.js';
+import { registerManifestEntry, type ManifestEntry } from '../ops/library/manifest.js';
 
 const FLOATS: readonly DType[] = ['float32', 'float16', 'bfloat16', 'float64'];
 const TOKENS = { name: 'T', sizes: 'tokens: the leading dims of every token-indexed argument' };

@@ -26,8 +26,8 @@ import { Device, type DeviceLike } from '../runtime/device.js';
 import type { DType } from '../tensor/dtype.js';
 import { fmtShape } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
-import { manifestEntry } from './manifest.js';
-import { llmImpls, type LlmImpl } from './policy.js';
+import { manifestEntry } from '../ops/library/manifest.js';
+import { llmImpls, type LlmImpl } from '../ops/library/policy.js';
 
 export interface OpcheckSample {
   readonly label: string;

@@ -27,7 +27,7 @@ import { getOp } from '../ops/registry.js';
 import type { OutMeta } from '../ops/schema.js';
 import type { DeviceType } from '../runtime/device.js';
 import { preservedStrides } from '../tensor/layout.js';
-import { llmChoice } from './policy.js';
+import { llmChoice } from '../ops/library/policy.js';
 
 const OP = 'llm.qkNormRotary';
 

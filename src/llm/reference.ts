@@ -18,9 +18,9 @@ import type { GeluApproximate } from '../ops/defs/llm.js';
 import type { MoeActivation, ScoringFunc } from '../ops/defs/llm-moe.js';
 import { Tensor } from '../tensor/tensor.js';
 import { preservedStrides } from '../tensor/layout.js';
-import { assertNoOverlap } from './overlap.js';
-import { rotateLast } from './rotate.js';
-import { registerLlmImpl } from './policy.js';
+import { assertNoOverlap } from '../ops/library/overlap.js';
+import { rotateLast } from '../api/rotate.js';
+import { registerLlmImpl } from '../ops/library/policy.js';
 
 function up(t: Tensor): Tensor {
   return t.dtype === 'float64' ? t : t.to('float32');

@@ -2,7 +2,7 @@
  * Child process for the cache tests: `node compile-cache-child.js <namespace> <key> <tag> <times>`
  * writes `{ tag, i, blob }` `times` times under KILN_CACHE_DIR, reading the entry back between writes.
  */
-import { getDiskCache } from '../../src/compile/cache/index.js';
+import { getDiskCache } from '../../src/runtime/cache/index.js';
 
 const [namespace, key, tag, times] = process.argv.slice(2) as [string, string, string, string];
 const cache = getDiskCache();

@@ -1,7 +1,7 @@
 /** Child process for the cross-process compile cache test: compiles and runs one function, reports (with the compiled function's counters). */
 import * as kiln from '../../src/index.js';
-import { compilePoolStats } from '../../src/compile/pool/index.js';
-import { getDiskCache } from '../../src/compile/cache/index.js';
+import { compilePoolStats } from '../../src/runtime/pool/index.js';
+import { getDiskCache } from '../../src/runtime/cache/index.js';
 
 const f = (x: kiln.Tensor) => kiln.softmax(kiln.add(kiln.mul(x, 1.5), kiln.sigmoid(x)), -1);
 const cf = kiln.compile(f);

@@ -3,7 +3,7 @@
  * the process exit with the await unsettled) and then leaves the pool running: an idle pool must
  * not keep the process alive.
  */
-import { compileInPool, compilePoolStats, registerCompileTaskHandler, type JsKernelResult } from '../../src/compile/pool/index.js';
+import { compileInPool, compilePoolStats, registerCompileTaskHandler, type JsKernelResult } from '../../src/runtime/pool/index.js';
 
 registerCompileTaskHandler('slow', new URL('./compile-pool-handlers.js', import.meta.url), 'slowEcho');
 const slow = await compileInPool<{ payload: unknown }>({ kind: 'slow', payload: { ms: 100 } });

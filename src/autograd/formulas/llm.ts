@@ -12,7 +12,7 @@
  */
 import * as D from '../../ops/defs/llm.js';
 import { applyRotaryEmb } from '../../ops/defs/llm-rotary.js';
-import { rotateLast } from '../../llm/rotate.js';
+import { rotateLast } from '../../api/rotate.js';
 import { sumToShape } from '../utils.js';
 import { cat } from '../../api/indexing.js';
 import { add } from '../../api/core.js';
@@ -20,7 +20,7 @@ import { erf, exp, mul, neg, rsqrt, sigmoid, sub, tanh } from '../../api/pointwi
 import { mean, sum } from '../../api/reduction.js';
 import { narrow } from '../../api/views.js';
 import type { Tensor } from '../../tensor/tensor.js';
-import { backwardKernel } from '../../llm/backward-kernels.js';
+import { backwardKernel } from '../../ops/library/backward-kernels.js';
 import { defineBackward } from '../graph.js';
 
 function up(t: Tensor): Tensor {

@@ -10,8 +10,8 @@ import { Event, synchronize } from '../../runtime/event.js';
 import type { DeviceLike } from '../../runtime/device.js';
 import { acceleratorFor } from '../../runtime/registry.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { getDiskCache, type DiskCache } from '../cache/disk-cache.js';
-import { cacheKey, canonicalJson } from '../cache/key.js';
+import { getDiskCache, type DiskCache } from '../../runtime/cache/disk-cache.js';
+import { cacheKey, canonicalJson } from '../../runtime/cache/key.js';
 
 export const AUTOTUNE_NAMESPACE = 'autotune';
 

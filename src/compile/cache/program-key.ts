@@ -5,9 +5,11 @@
  *   and the guard key of the call (argument structure, dtypes, devices, sizes or '?', layouts);
  * - compile mode and backend name;
  * - kiln's version (via cacheKey), an explicit program-format version, and a hash of the compiler's
- *   own code (every module under src/compile except the cache and pool plumbing), so any change to
+ *   own code (every module under src/compile except its cache plumbing), so any change to
  *   lowering, scheduling or code generation invalidates entries without anyone remembering to bump
  *   a number;
+ * - the LLM library's manifest and frozen dispatch choices (llmManifestHash): a program built under
+ *   one library choice is never reused under another;
  * - each device the graph touches, with its accelerator's properties (name, architecture...);
  * - every KILN_* environment variable except those known not to affect generated code.
  * Keys that embed process-local identities (`o#N`: constants compared by object identity) cannot
@@ -19,8 +21,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Device } from '../../runtime/device.js';
 import { getAccelerator } from '../../runtime/registry.js';
-import { cacheKey } from './key.js';
-import { backends } from '../../backends.js';
+import { cacheKey } from '../../runtime/cache/key.js';
+import { backends } from '../../runtime/backends.js';
+import { llmManifestHash } from '../../ops/library/policy.js';
 
 /** Bump when the stored program format changes in a way the compiler hash would not catch. */
 export const PROGRAM_FORMAT_VERSION = 1;
@@ -28,8 +31,8 @@ export const PROGRAM_FORMAT_VERSION = 1;
 /** KILN_* variables that only steer plumbing (where files go, logging, pool size), never the generated program. */
 const ENV_IGNORED = new Set(['KILN_CACHE_DIR', 'KILN_LOG', 'KILN_COMPILE_WORKERS', 'KILN_COMPILE_FAST_CALL', 'KILN_TUNE_STORE']);
 
-/** Directories under src/compile whose code does not shape a program (storage and worker plumbing). */
-const HASH_SKIP_DIRS = new Set(['cache', 'pool']);
+/** Directories under src/compile whose code does not shape a program (storage plumbing). */
+const HASH_SKIP_DIRS = new Set(['cache']);
 
 let compilerHashMemo: string | null | undefined;
 
@@ -115,6 +118,7 @@ export function programCacheKey(p: ProgramKeyParts): string | null {
     p.signature,
     p.guardKey,
     code,
+    llmManifestHash(),
     deviceFacts(p.devices),
     codegenEnv(),
     // Process-wide math switches a program's extern calls (GEMMs, convolutions) run under.

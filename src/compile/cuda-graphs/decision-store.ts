@@ -17,8 +17,8 @@
  * CLEAR_RATIO of each other, clock noise could have picked either, and each process measures again.
  * KILN_TUNE_STORE=0 turns storing and loading off (as for GEMM winners).
  */
-import { cacheKey } from '../cache/key.js';
-import { getDiskCache } from '../cache/disk-cache.js';
+import { cacheKey } from '../../runtime/cache/key.js';
+import { getDiskCache } from '../../runtime/cache/disk-cache.js';
 import { programCacheKey } from '../cache/program-key.js';
 import type { BackendOptions } from '../backend.js';
 

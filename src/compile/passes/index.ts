@@ -12,8 +12,7 @@ import { deadCodeElimination } from './dce.js';
 import { decompose } from './decompose.js';
 import { constantFolding } from './fold.js';
 import { horizontalLinearFusion } from './horizontal.js';
-import { llmRewriteRules } from '../../llm/rewrites.js';
-import { fuseQkNormRotary } from '../../llm/qk-norm-rotary-pass.js';
+import { registeredGraphPass, registeredRewriteRules } from './extensions.js';
 import { applyRewrites, defaultRewriteRules, type RewriteRule } from './rewrite.js';
 
 export { deadCodeElimination } from './dce.js';
@@ -22,11 +21,10 @@ export { constantFolding, FOLD_LIMIT, type FoldResult } from './fold.js';
 export { decompose, registerDecomposition, getDecomposition, listDecompositions, type Decomposition } from './decompose.js';
 export { applyRewrites, matchNode, siluRule, defaultRewriteRules, P, Match, type RewriteRule, type OpPattern, type PatternArg } from './rewrite.js';
 export { GraphBuilder, Val, isImpure, isMutating, isRandom } from './util.js';
-export { autoRewriteRules, llmRewriteRules } from '../../llm/rewrites.js';
+export { registerRewriteRules, registeredRewriteRules, registerGraphPass, registeredGraphPass, type RewriteSet, type PassSlot } from './extensions.js';
 export { graphSignature } from './signature.js';
 export { horizontalLinearFusion, ConcatConstant, type HorizontalFusionResult } from './horizontal.js';
 export { foldConvBatchNorm } from './conv-bn.js';
-export { fuseQkNormRotary, type QkNormRotaryResult } from '../../llm/qk-norm-rotary-pass.js';
 
 export interface PassOptions {
   dce?: boolean;
@@ -36,7 +34,7 @@ export interface PassOptions {
   decompose?: boolean;
   /** conv2d -> eval batchNorm [-> relu] into conv2dBatchNorm (inference graphs only; default off). */
   foldConvBn?: boolean;
-  /** Pattern rewrite rules applied before decompositions (default: none; 'default' = silu and the llm library rules). */
+  /** Pattern rewrite rules applied before decompositions (default: none; 'default' = silu and the registered 'library' rules). */
   rewrites?: readonly RewriteRule[] | 'default';
   /**
    * Merge linears that share an input into one GEMM over concatenated weights (passes/horizontal.ts).
@@ -45,7 +43,7 @@ export interface PassOptions {
   horizontalFusion?: boolean;
   /**
    * Per-head q/k rmsNorm -> llm.applyRotaryEmb chains onto one llm.qkNormRotary launch per pair
-   * (src/llm/qk-norm-rotary-pass.ts; needs the rotary rewrite first). No backward: inference only.
+   * (the pass src/llm registers in slot 'qkNormRotary'; needs the rotary rewrite first). No backward: inference only.
    */
   qkNormRotary?: boolean;
 }
@@ -68,10 +66,11 @@ export function runPasses(g: Graph, o: PassOptions = {}): PassResult {
   }
   // Before decompositions, which would turn the batchNorm into pointwise ops.
   if (o.foldConvBn === true) graph = foldConvBatchNorm(graph).graph;
-  const rules = o.rewrites === 'default' ? [...defaultRewriteRules, ...llmRewriteRules] : (o.rewrites ?? []);
+  const rules = o.rewrites === 'default' ? [...defaultRewriteRules, ...registeredRewriteRules('library')] : (o.rewrites ?? []);
   if (rules.length > 0) graph = applyRewrites(graph, rules).graph;
   if (o.horizontalFusion === true) graph = horizontalLinearFusion(graph).graph;
-  if (o.qkNormRotary === true) graph = fuseQkNormRotary(graph).graph;
+  const qkNormRotary = o.qkNormRotary === true ? registeredGraphPass('qkNormRotary') : undefined;
+  if (qkNormRotary) graph = qkNormRotary(graph);
   if (o.decompose === true) {
     graph = decompose(graph);
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);

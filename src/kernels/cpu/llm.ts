@@ -12,8 +12,8 @@ import { addRmsNorm, fusedAddRmsNorm, geluAndMul, type GeluApproximate, rmsNorm,
 import type { KernelContext, OutMeta } from '../../ops/schema.js';
 import { numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
-import { assertNoOverlap } from '../../llm/overlap.js';
-import { registerLlmImpl, type ImplFn } from '../../llm/policy.js';
+import { assertNoOverlap } from '../../ops/library/overlap.js';
+import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import { castValue } from '../../tensor/typed.js';
 import { geluErf, geluTanh, silu } from './pointwise-math.js';
 import { denseValues, fromDense, scatterStrided, writable } from './numeric.js';

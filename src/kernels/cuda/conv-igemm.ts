@@ -12,7 +12,7 @@
  * for a copy to channels_last followed by the vector loader, so the copy (`nchw: 'copy'`) is opt-in.
  * Kernels are cached per spec (the spec's name encodes every baked constant).
  */
-import { backends } from '../../backends.js';
+import { backends } from '../../runtime/backends.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { channelsLastStrides, numel } from '../../tensor/layout.js';

@@ -15,7 +15,7 @@ import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 import { runPointwise } from './pointwise-run.js';
 import { runSimtLinear } from './sgemm.js';
-import { backends } from '../../backends.js';
+import { backends } from '../../runtime/backends.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float64', 'float16', 'bfloat16'];
 

@@ -1,6 +1,6 @@
 /**
  * cuda kernels for the backward of llm.rmsNorm and the act-and-mul ops, registered as device
- * backward kernels (src/llm/backward-kernels.ts) that the ops' backward formulas call on cuda
+ * backward kernels (src/ops/library/backward-kernels.ts) that the ops' backward formulas call on cuda
  * instead of their compositions of core ops.
  *
  * rmsNorm: a row kernel writes dx and each row's r = rsqrt(mean(x^2) + eps); dw = sum over rows
@@ -8,8 +8,9 @@
  * chunks over rows for parallelism), summed by Kiln's cuda sum and cast to the weight's dtype.
  * act-and-mul: one pointwise kernel writes both halves of dx (llm-act.ts runGatedBackward).
  */
-import { sum } from '../../api/reduction.js';
-import { registerBackwardKernel } from '../../llm/backward-kernels.js';
+import { dispatch } from '../../ops/dispatch.js';
+import { sum } from '../../ops/defs/reduction.js';
+import { registerBackwardKernel } from '../../ops/library/backward-kernels.js';
 import { launch } from '../../runtime/cuda/launch.js';
 import type { DType } from '../../tensor/dtype.js';
 import { contiguousStrides, numel } from '../../tensor/layout.js';
@@ -46,7 +47,7 @@ function rmsNormBackward(grad: Tensor, input: Tensor, weight: Tensor, eps: numbe
       const partial = dense([chunks, h], acc);
       const kw = cachedKernel(index, normDwName(input.dtype), () => generateNormDw(input.dtype));
       launch(kw, [ptrOf(partial), ptrOf(g), ptrOf(x), ptrOf(rstd), rows, h, gs, xs], { grid: Math.ceil(h / NORM_BWD_BLOCK), gridY: chunks, block: NORM_BWD_BLOCK }, streamOf(x));
-      const s = sum(partial, [0]);
+      const s = dispatch(sum, partial, [0], false, null);
       dw = s.dtype === weight.dtype ? s : s.to(weight.dtype);
       if (dw !== s) s.dispose();
       partial.dispose();

@@ -15,7 +15,7 @@
  */
 import { fusedMoe, groupedTopk, moeGeometry, type MoeActivation, moeSum, type ScoringFunc, topkSoftmax } from '../../ops/defs/llm-moe.js';
 import type { KernelContext, OutMeta } from '../../ops/schema.js';
-import { registerLlmImpl, type ImplFn } from '../../llm/policy.js';
+import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import type { DType } from '../../tensor/dtype.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { fmtShape } from '../../tensor/layout.js';

@@ -8,7 +8,7 @@
  */
 import { addRmsNorm, fusedAddRmsNorm, rmsNorm } from '../../ops/defs/llm.js';
 import type { OutMeta } from '../../ops/schema.js';
-import { assertNoOverlap } from '../../llm/overlap.js';
+import { assertNoOverlap } from '../../ops/library/overlap.js';
 import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { itemSize } from '../../tensor/dtype.js';

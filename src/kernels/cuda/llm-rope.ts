@@ -9,7 +9,7 @@
  * the host would need a device sync per call; the cpu kernel throws).
  */
 import { ropeGeometry, rotaryEmbedding } from '../../ops/defs/llm.js';
-import { assertNoOverlap } from '../../llm/overlap.js';
+import { assertNoOverlap } from '../../ops/library/overlap.js';
 import { launch } from '../../runtime/cuda/launch.js';
 import { itemSize } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';

@@ -4,7 +4,7 @@
  * which is how the kernels address memory), staging copies for layouts that are not, and the
  * registration of a kernel as the 'cuda-kernel' implementation in the llm dispatch policy.
  */
-import { registerLlmImpl, type ImplFn } from '../../llm/policy.js';
+import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import type { CudaKernel } from '../../runtime/cuda/launch.js';
 import { itemSize } from '../../tensor/dtype.js';

@@ -7,7 +7,8 @@
  *   logical order, as the CPU kernel (so one seed gives one mask on both devices), uploaded as a
  *   multiplier tensor (scale or 0) and applied by the cuda pointwise multiply.
  */
-import { mul } from '../../api/pointwise.js';
+import { dispatch } from '../../ops/dispatch.js';
+import { mul } from '../../ops/defs/pointwise.js';
 import { dropout } from '../../ops/defs/nn.js';
 import { groupNorm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -110,7 +111,7 @@ registerKernel(dropout, 'cuda', (ctx, input, pArg, training, genArg) => {
   const out = allocOut(ctx.out);
   if (!training || p === 0) return copyTensor(out, input);
   if (input.dtype === 'bool') return copyTensor(out, 0);
-  if (p === 1) return copyTensor(out, mul(input, 0));
+  if (p === 1) return copyTensor(out, dispatch(mul, input, 0));
   // The CPU kernel's draws, in logical (row-major) order: gen.nextUint32() / 2^32 < 1 - p keeps.
   const gen = (genArg as Generator | null) ?? defaultGenerator;
   const scale = dropoutScale(input.dtype, p);
@@ -122,7 +123,7 @@ registerKernel(dropout, 'cuda', (ctx, input, pArg, training, genArg) => {
   const mask = host.to(input.device).to(input.dtype);
   host.dispose();
   try {
-    return copyTensor(out, mul(input, mask));
+    return copyTensor(out, dispatch(mul, input, mask));
   } finally {
     mask.dispose();
   }

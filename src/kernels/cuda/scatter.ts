@@ -15,9 +15,9 @@
 import { indexPut, indexPut_, scatter, scatter_ } from '../../ops/defs/indexing.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
-import { tensor } from '../../api/data.js';
 import { contiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
+import { CPU, type Device } from '../../runtime/device.js';
 import { castValue } from '../../tensor/typed.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/launch.js';
@@ -82,6 +82,17 @@ function plan(walk: (visit: WriteVisitor) => void, mode: Mode): Plan {
   return { dest: [...last.keys()], spos: [...last.values()] };
 }
 
+/** A float64 tensor of `values` on `device`: written on the host, then copied over. */
+function float64On(values: readonly number[], device: Device): Tensor {
+  const host = Tensor.empty([values.length], 'float64', CPU);
+  new Float64Array(host.storage.cpuArrayBuffer(), 0, values.length).set(values);
+  try {
+    return host.to(device);
+  } finally {
+    host.dispose();
+  }
+}
+
 /**
  * Applies planned writes to a float64 copy of self and casts the result into `out`. `mean` (scatter
  * reduce) divides each written destination by its write count + 1 (self included), flooring for
@@ -96,8 +107,8 @@ function applyWrites(out: Tensor, self: Tensor, src: Tensor | ScalarValue, p: Pl
   if (srcWork) temps.push(srcWork);
   try {
     if (p.dest.length > 0) {
-      const dest = tensor(p.dest, { dtype: 'float64', device: self.device });
-      const spos = tensor(p.spos, { dtype: 'float64', device: self.device });
+      const dest = float64On(p.dest, self.device);
+      const spos = float64On(p.spos, self.device);
       temps.push(dest, spos);
       const index = self.device.index;
       let k = kernels.get(index);

@@ -13,7 +13,7 @@ import { CudaEvent, type CudaStream } from './stream.js';
 import { describeAlgo, gemmCandidates, HEURISTIC_ALGOS } from './gemm-candidates.js';
 import { tunePersisted } from './gemm-tune-store.js';
 import { deviceInfo } from './properties.js';
-import { backends } from '../../backends.js';
+import { backends } from '../backends.js';
 
 const COMPUTE_32F = 68;
 // cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32: fp32 in and out, products on TF32 tensor cores.

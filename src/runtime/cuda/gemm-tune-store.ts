@@ -13,8 +13,8 @@
  * bytes; a load that does not find exactly those bytes there is a miss and the problem is timed.
  */
 import { createHash } from 'node:crypto';
-import { cacheKey } from '../../compile/cache/key.js';
-import { getDiskCache } from '../../compile/cache/disk-cache.js';
+import { cacheKey } from '../cache/key.js';
+import { getDiskCache } from '../cache/disk-cache.js';
 import type { CudaDeviceInfo } from './properties.js';
 
 const NAMESPACE = 'cublaslt-algo';

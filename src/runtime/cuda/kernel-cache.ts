@@ -5,8 +5,8 @@
  * loaded once. The DiskCache is a leaf module of src/compile with no imports from above runtime.
  */
 import { createHash } from 'node:crypto';
-import { cacheKey } from '../../compile/cache/key.js';
-import { getDiskCache } from '../../compile/cache/disk-cache.js';
+import { cacheKey } from '../cache/key.js';
+import { getDiskCache } from '../cache/disk-cache.js';
 import { compileToCubin, nvrtcVersion } from './nvrtc.js';
 import { type CudaKernel, loadKernel, type ParamType } from './launch.js';
 import { hasPdlPrologue, withPdlPrologue } from './pdl.js';

@@ -20,8 +20,8 @@ import type { ValueId } from '../../ir.js';
 import type { Lowered } from '../../lower/lower.js';
 import type { GemmStep } from '../../lower/gemm.js';
 import type { KernelGroup } from '../../lower/schedule.js';
-import { type CcResult, ccTask } from '../../pool/cc-task.js';
-import { compileInPoolSync, compileWorkers } from '../../pool/pool.js';
+import { type CcResult, ccTask } from '../../../runtime/pool/cc-task.js';
+import { compileInPoolSync, compileWorkers } from '../../../runtime/pool/pool.js';
 import { cGroupBody } from './pointwise.js';
 
 /**

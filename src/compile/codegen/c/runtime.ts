@@ -6,9 +6,9 @@
  * does not compile is dropped for its JavaScript fallback with a warning carrying the compiler's
  * diagnostics (the architecture's rule: a failed candidate never fails the graph).
  */
-import { type CcResult } from '../../pool/cc-task.js';
-import { compileInPoolSync, compileWorkers } from '../../pool/pool.js';
-import { ccTask } from '../../pool/cc-task.js';
+import { type CcResult } from '../../../runtime/pool/cc-task.js';
+import { compileInPoolSync, compileWorkers } from '../../../runtime/pool/pool.js';
+import { ccTask } from '../../../runtime/pool/cc-task.js';
 import { loadLibrary, type NativeFn } from '../../../kernels/cpu/native/koffi.js';
 import { probeToolchain } from '../../../kernels/cpu/native/toolchain.js';
 import { nativeThreads } from '../../../kernels/cpu/native/threads.js';

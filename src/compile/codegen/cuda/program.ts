@@ -24,7 +24,7 @@ import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/l
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
 import { planValueMetas } from '../layout-plan.js';
 import { autotune } from '../../autotune/index.js';
-import { kernelSourceHash } from '../../pool/index.js';
+import { kernelSourceHash } from '../../../runtime/pool/index.js';
 import { packArgs } from './args.js';
 import { intArg } from './configs.js';
 import { type CudaKernelCode, type CudaVariant, generateCudaKernel } from './generate.js';

@@ -14,9 +14,9 @@
  * The runtime modules are imported statically: they load nothing native until a driver call, and
  * the registry imports them anyway (src/runtime/probes.ts).
  */
-import { getDiskCache } from '../../cache/disk-cache.js';
-import { compileInPoolSync, compileTaskHandler, compileWorkers, registerCompileTaskHandler } from '../../pool/index.js';
-import type { NvrtcResult } from '../../pool/nvrtc-task.js';
+import { getDiskCache } from '../../../runtime/cache/disk-cache.js';
+import { compileInPoolSync, compileTaskHandler, compileWorkers, registerCompileTaskHandler } from '../../../runtime/pool/index.js';
+import type { NvrtcResult } from '../../../runtime/pool/nvrtc-task.js';
 import { devPtr } from '../../../runtime/cuda/cuda-accelerator.js';
 import { check, driver } from '../../../runtime/cuda/driver.js';
 import { cubinCacheKey } from '../../../runtime/cuda/kernel-cache.js';
@@ -79,7 +79,7 @@ let handlerRegistered = false;
 
 function ensureNvrtcHandler(): void {
   if (handlerRegistered) return;
-  if (!compileTaskHandler('nvrtc')) registerCompileTaskHandler('nvrtc', new URL('../../pool/nvrtc-task.js', import.meta.url), 'nvrtcTask');
+  if (!compileTaskHandler('nvrtc')) registerCompileTaskHandler('nvrtc', new URL('../../../runtime/pool/nvrtc-task.js', import.meta.url), 'nvrtcTask');
   handlerRegistered = true;
 }
 

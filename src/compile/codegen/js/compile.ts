@@ -6,10 +6,11 @@
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from '../../../tensor/half.js';
 import * as M from '../../../kernels/cpu/pointwise-math.js';
 import type { NumArray } from '../../../kernels/cpu/numeric.js';
-import { compileInPoolSync, kernelSourceHash, registerCompileTaskHandler, type JsKernelResult } from '../../pool/index.js';
-import { wasmBytesHash, type WasmKernelResult } from '../wasm/task.js';
+import { compileInPoolSync, kernelSourceHash, registerCompileTaskHandler, type JsKernelResult } from '../../../runtime/pool/index.js';
+import { wasmBytesHash, wasmKernelTask, type WasmKernelResult } from '../wasm/task.js';
 import { wasmKernelFn } from '../wasm/runtime.js';
-import { cacheKey, getDiskCache } from '../../cache/index.js';
+import { cacheKey } from '../../../runtime/cache/key.js';
+import { getDiskCache } from '../../../runtime/cache/disk-cache.js';
 import { buildNativeKernels } from '../c/runtime.js';
 import type { NativePointwise } from '../c/pointwise.js';
 
@@ -72,7 +73,7 @@ export const KERNEL_NAMESPACE = 'js-kernels';
 /** Disk-cache namespace of validated Wasm kernel modules. */
 export const WASM_KERNEL_NAMESPACE = 'wasm-kernels';
 
-registerCompileTaskHandler('wasm-kernel', new URL('../wasm/task.js', import.meta.url), 'wasmKernelTask');
+registerCompileTaskHandler('wasm-kernel', new URL('../wasm/task.js', import.meta.url), 'wasmKernelTask', wasmKernelTask);
 
 /**
  * Validates and compiles Wasm modules in the worker pool (task 'wasm-kernel'); modules seen before

@@ -14,7 +14,7 @@
 import { Device } from '../../../runtime/device.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { BackendOptions, ProgramCacheStatus } from '../../backend.js';
-import { getDiskCache } from '../../cache/disk-cache.js';
+import { getDiskCache } from '../../../runtime/cache/disk-cache.js';
 import { decodeObjectGraph, encodeObjectGraph, type ExtensionCodec, NotSerializable } from '../../cache/object-graph.js';
 import { PROGRAM_FORMAT_VERSION, programCacheKey } from '../../cache/program-key.js';
 import type { Graph, GraphInput } from '../../ir.js';

@@ -34,7 +34,7 @@ import { GEMM_CONFIGS, GemmArena, GemmArenaFull, GemmRunner, gemmStepModule, typ
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
 import { WasmAttention } from '../wasm/attention.js';
 import { autotune } from '../../autotune/index.js';
-import { kernelSourceHash } from '../../pool/index.js';
+import { kernelSourceHash } from '../../../runtime/pool/index.js';
 import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js';
 import { buildGemmLibraries, gemmStepCSource, NativeGemmRunner } from '../c/gemm.js';
 import { cGroupBody } from '../c/pointwise.js';

@@ -3,7 +3,7 @@
  * shared-object records live there without touching the compiler's process-wide cache (and its
  * statistics, which the program-cache tests count read by read).
  */
-import { cacheDir, DiskCache } from '../../../compile/cache/disk-cache.js';
+import { cacheDir, DiskCache } from '../../../runtime/cache/disk-cache.js';
 
 const caches = new Map<string, DiskCache>();
 

@@ -13,11 +13,11 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { nativeDiskCache } from './disk.js';
-import { ccTask, type CcPayload, type CcResult } from '../../../compile/pool/cc-task.js';
-import { compileInPool, compileInPoolSync, compileWorkers, registerCompileTaskHandler } from '../../../compile/pool/pool.js';
+import { ccTask, type CcPayload, type CcResult } from '../../../runtime/pool/cc-task.js';
+import { compileInPool, compileInPoolSync, compileWorkers, registerCompileTaskHandler } from '../../../runtime/pool/pool.js';
 import { toolchainFingerprint, type Toolchain } from './toolchain.js';
 
-registerCompileTaskHandler('cc', new URL('../../../compile/pool/cc-task.js', import.meta.url), 'ccTask');
+registerCompileTaskHandler('cc', new URL('../../../runtime/pool/cc-task.js', import.meta.url), 'ccTask');
 
 /** A generated C file failed to compile; `message` holds the compiler's diagnostics. */
 export class NativeCompileError extends Error {

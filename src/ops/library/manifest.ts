@@ -17,8 +17,8 @@
  * Entries are data, so the manifest has a stable hash; registering a second, different entry for
  * an op throws (the same entry twice is a no-op, so re-imports are harmless).
  */
-import { getOp, hasOp } from '../ops/registry.js';
-import type { DType } from '../tensor/dtype.js';
+import { getOp, hasOp } from '../registry.js';
+import type { DType } from '../../tensor/dtype.js';
 
 export type CompileKind = 'native' | 'traceable' | 'opaque' | 'eagerOnly';
 

@@ -1,14 +1,15 @@
 /**
  * Cache keys: sha256 over a canonical JSON encoding (object keys sorted, so equal values hash
  * equally whatever their key order) that also includes kiln's version, so a new release never
- * reads an old release's entries, and the LLM library's manifest and frozen dispatch choices
- * (llmManifestHash), so a program built under one library choice is never reused under another.
+ * reads an old release's entries. Runtime layer: it knows nothing of ops or the compiler, so what
+ * shapes a particular kind of entry (the LLM library's choices for a compiled program, say) is
+ * added to that entry's parts by its owner (src/compile/cache/program-key.ts), not here. Kernel
+ * binaries (cubins, JS/Wasm kernels) are keyed by their source and so need nothing more.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { llmManifestHash } from '../../llm/policy.js';
 
 let cachedVersion: string | undefined;
 
@@ -84,5 +85,5 @@ export function canonicalJson(value: unknown): string {
 /** sha256 (hex) of the canonical encoding of `parts` together with kiln's version. */
 export function cacheKey(parts: readonly unknown[]): string {
   if (!Array.isArray(parts)) throw new TypeError(`cacheKey: parts must be an array, got ${typeof parts}`);
-  return createHash('sha256').update(canonicalJson({ kiln: kilnVersion(), llm: llmManifestHash(), parts })).digest('hex');
+  return createHash('sha256').update(canonicalJson({ kiln: kilnVersion(), parts })).digest('hex');
 }

@@ -5,7 +5,7 @@
  * registered for the device of the saved input, and otherwise runs its composition of core ops.
  * A plain Map lookup: nothing here can break capture.
  */
-import type { Tensor } from '../tensor/tensor.js';
+import type { Tensor } from '../../tensor/tensor.js';
 
 /** grads: the outputs' incoming gradients; args: the op's arguments; needs: which inputs need one. */
 export type BackwardKernel = (grads: readonly (Tensor | null)[], args: readonly unknown[], needs: readonly boolean[]) => (Tensor | null)[];

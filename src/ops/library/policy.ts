@@ -15,10 +15,10 @@
  * which the dispatcher uses on devices without a kernel.
  */
 import { createHash } from 'node:crypto';
-import type { DeviceType } from '../runtime/device.js';
-import { getOp, registerKernel, setDecomposition } from '../ops/registry.js';
-import type { KernelContext, MetaResult } from '../ops/schema.js';
-import type { Tensor } from '../tensor/tensor.js';
+import type { DeviceType } from '../../runtime/device.js';
+import { getOp, registerKernel, setDecomposition } from '../registry.js';
+import type { KernelContext, MetaResult } from '../schema.js';
+import type { Tensor } from '../../tensor/tensor.js';
 import { manifestText, manifestVersion } from './manifest.js';
 
 export type ImplKind = 'kernel' | 'reference' | 'vendor';

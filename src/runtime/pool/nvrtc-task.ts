@@ -4,7 +4,7 @@
  * it from the device, e.g. sm_90) and returns the cubin bytes. Compile errors come back as data with
  * NVRTC's log and the numbered source lines around each error.
  */
-import { compileToCubin, NvrtcCompileError, nvrtcVersion } from '../../runtime/cuda/nvrtc.js';
+import { compileToCubin, NvrtcCompileError, nvrtcVersion } from '../cuda/nvrtc.js';
 
 export interface NvrtcPayload {
   source: string;

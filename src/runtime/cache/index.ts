@@ -1,3 +1,4 @@
+/** The content-addressed disk cache and its keys: shared infrastructure for every layer above the runtime. */
 export { cacheKey, canonicalJson, kilnVersion } from './key.js';
 export {
   DiskCache,

@@ -8,8 +8,8 @@
  * other layouts are checked by marking a's elements in a bitmap over the common range and
  * looking for b's (linear in the elements).
  */
-import { numel } from '../tensor/layout.js';
-import { storageSpan, type Tensor } from '../tensor/tensor.js';
+import { numel } from '../../tensor/layout.js';
+import { storageSpan, type Tensor } from '../../tensor/tensor.js';
 
 function forEachOffset(t: Tensor, fn: (off: number) => void): void {
   const n = numel(t.shape);

@@ -1,7 +1,7 @@
 /** rot(x) of llm.applyRotaryEmb as core ops (its reference composition and its backward use it). */
-import { cat, stack } from '../api/indexing.js';
-import { mul } from '../api/pointwise.js';
-import { narrow, reshape, slice } from '../api/views.js';
+import { cat, stack } from './indexing.js';
+import { mul } from './pointwise.js';
+import { narrow, reshape, slice } from './views.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 /** Rotate-half (neox: [-x2, x1]) or interleaved pairs (gpt-j: (-x[2j+1], x[2j])) along the last dim. */

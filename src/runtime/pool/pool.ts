@@ -7,7 +7,9 @@
  * - Workers are spawned on demand up to the size and are unref'd while idle, so an idle pool never keeps
  *   the process alive; a worker is ref'd only while it runs a task that someone awaits.
  * - A task is `{ kind, payload }`; the handler for a kind is a module URL + export name
- *   (`registerCompileTaskHandler`), imported lazily by each worker.
+ *   (`registerCompileTaskHandler`), imported lazily by each worker. A kind may also register an
+ *   in-process function for the synchronous path without workers (ES modules cannot be imported
+ *   synchronously); layers above register their own kinds, so this module imports none of them.
  * - A handler error rejects the task with a `CompileTaskError` carrying the worker's stack; a worker
  *   that dies (uncaught error, `process.exit`, out of memory) rejects its in-flight task and is replaced
  *   by a fresh worker when the next task needs one.
@@ -16,7 +18,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { jsKernelTask, type JsKernelPayload } from './js-kernel-task.js';
-import { wasmKernelTask } from '../codegen/wasm/task.js';
 import { MessageChannel, Worker, receiveMessageOnPort, threadId as mainThreadId } from 'node:worker_threads';
 import { loadHandler, serializeError as serialize } from './handlers.js';
 import type { CompileTask, HandlerSpec, ResultMessage, SerializedError, TaskMessage } from './types.js';
@@ -47,6 +48,8 @@ export class CompileTaskError extends Error {
 // Handler registry (kind -> module URL + export). Plain data, so workers never need parent state.
 
 const handlers = new Map<string, HandlerSpec>();
+/** Kinds that can also run synchronously in-process (KILN_COMPILE_WORKERS=0): kind -> handler function. */
+const inProcessHandlers = new Map<string, (payload: unknown) => unknown>();
 
 function toModuleUrl(moduleUrl: string | URL): string {
   if (moduleUrl instanceof URL) return moduleUrl.href;
@@ -63,14 +66,17 @@ function toModuleUrl(moduleUrl: string | URL): string {
 /**
  * Registers the handler for compile tasks of `kind`: the function exported as `exportName` from
  * `moduleUrl`. Workers import the module themselves, so it must not rely on the parent's state.
- * Registering a kind again replaces it.
+ * Registering a kind again replaces it. `inProcess`, the same function imported by the caller, lets
+ * `compileInPoolSync` run the kind without workers.
  */
-export function registerCompileTaskHandler(kind: string, moduleUrl: string | URL, exportName: string): void {
+export function registerCompileTaskHandler(kind: string, moduleUrl: string | URL, exportName: string, inProcess?: (payload: unknown) => unknown): void {
   if (typeof kind !== 'string' || kind === '') throw new TypeError(`registerCompileTaskHandler: kind must be a non-empty string, got ${String(kind)}`);
   if (typeof exportName !== 'string' || exportName === '') {
     throw new TypeError(`registerCompileTaskHandler('${kind}'): exportName must be a non-empty string, got ${String(exportName)}`);
   }
   handlers.set(kind, { moduleUrl: toModuleUrl(moduleUrl), exportName });
+  if (inProcess) inProcessHandlers.set(kind, inProcess);
+  else inProcessHandlers.delete(kind);
 }
 
 /** The registered handler for a kind, if any. */
@@ -79,7 +85,7 @@ export function compileTaskHandler(kind: string): HandlerSpec | undefined {
   return h ? { ...h } : undefined;
 }
 
-registerCompileTaskHandler('js-kernel', new URL('./js-kernel-task.js', import.meta.url), 'jsKernelTask');
+registerCompileTaskHandler('js-kernel', new URL('./js-kernel-task.js', import.meta.url), 'jsKernelTask', (p) => jsKernelTask(p as JsKernelPayload));
 registerCompileTaskHandler('nvrtc', new URL('./nvrtc-task.js', import.meta.url), 'nvrtcTask');
 
 // ---------------------------------------------------------------------------------------------
@@ -437,16 +443,11 @@ export async function shutdownCompilePool(): Promise<void> {
 
 /**
  * Synchronous in-process fallback (KILN_COMPILE_WORKERS=0). ES modules cannot be loaded
- * synchronously, so only the built-in handlers run here.
+ * synchronously, so only kinds registered with an in-process function run here.
  */
-const BUILTIN_SYNC_HANDLERS = new Map<string, (payload: unknown) => unknown>([
-  ['js-kernel', (p) => jsKernelTask(p as JsKernelPayload)],
-  ['wasm-kernel', (p) => wasmKernelTask(p)],
-]);
-
 function runHandlerSync(task: CompileTask, _handler: HandlerSpec): unknown {
-  const fn = BUILTIN_SYNC_HANDLERS.get(task.kind);
-  if (!fn) throw new Error(`compile task '${task.kind}': synchronous compile without workers supports only built-in task kinds (${[...BUILTIN_SYNC_HANDLERS.keys()].join(', ')})`);
+  const fn = inProcessHandlers.get(task.kind);
+  if (!fn) throw new Error(`compile task '${task.kind}': synchronous compile without workers supports only task kinds registered with an in-process function (${[...inProcessHandlers.keys()].join(', ')})`);
   return structuredClone(fn(structuredClone(task.payload)));
 }
 
