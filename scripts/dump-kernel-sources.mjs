@@ -75,11 +75,16 @@
  *                   kernel is generated once per run, so later steps that reuse it are not listed)
  *   run-info.json   commit, node, compiler, timings and errors per step (not compared)
  *
- * DETERMINISM: two dumps at one commit give identical manifest.json and origins.json (checked at
- * 443d018). No normalisation was needed: no temp path, counter or timing reaches a captured source
- * (the cc task writes sources under a fixed file name; the wrapper hashes content only). The C and
- * Wasm sources depend on the host (compiler version, CPU features such as avx512f, OpenMP), so
- * compare dumps made on the same machine. Costs about 3-4 minutes on 2 cores with the defaults.
+ * DETERMINISM: two dumps at one commit give byte-identical manifest.json and origins.json (checked
+ * at 0246949 = 443d018 + these scripts: 2941 files). No normalisation was needed: no temp path,
+ * counter or timing reaches a captured source (the cc task writes sources under a fixed file name;
+ * the wrapper hashes content only; fake cuda times every candidate at 1.0 ms, and the cpu compiler's
+ * autotuning chooses among candidates whose sources are all generated anyway). The C and Wasm
+ * sources depend on the host (compiler version, CPU features such as avx512f, OpenMP), so compare
+ * dumps made on one machine. Kernel names carry the compiled graph's node numbers (kiln_k48_...), so
+ * a refactor that renumbers nodes changes those sources in the name only: --diff shows it.
+ * Costs about 2.5 minutes wall (1.5 min CPU) on a shared 2-core machine with the defaults:
+ * cuda 60 s, cpu-native 60 s, cpu-wasm 10 s, cpu-js 11 s.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
