@@ -6,6 +6,7 @@
 import '../../ops/index.js';
 import '../../kernels/cpu/index.js';
 import { clone } from '../../api/core.js';
+import { getOption } from '../../runtime/config.js';
 import { Event, synchronize } from '../../runtime/event.js';
 import type { DeviceLike } from '../../runtime/device.js';
 import { acceleratorFor } from '../../runtime/registry.js';
@@ -89,8 +90,7 @@ function describe(config: unknown): string {
 
 /** True unless KILN_AUTOTUNE is '0' (or 'false'/'off'). */
 export function autotuneEnabled(): boolean {
-  const v = process.env.KILN_AUTOTUNE?.trim().toLowerCase();
-  return !(v === '0' || v === 'false' || v === 'off');
+  return getOption('KILN_AUTOTUNE');
 }
 
 /** The cache key for a tuning key on a device: the key plus device type and properties (name/arch). */
