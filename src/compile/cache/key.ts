@@ -2,13 +2,16 @@
  * Cache keys: sha256 over a canonical JSON encoding (object keys sorted, so equal values hash
  * equally whatever their key order) that also includes kiln's version, so a new release never
  * reads an old release's entries, and the LLM library's manifest and frozen dispatch choices
- * (llmManifestHash), so a program built under one library choice is never reused under another.
+ * (llmManifestHash), so a program built under one library choice is never reused under another,
+ * and the configuration fingerprint (configFingerprint: every KILN_* variable and runtime override
+ * that can change generated code, kernel choice or tuning), likewise for configurations.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { llmManifestHash } from '../../llm/policy.js';
+import { configFingerprint } from '../../runtime/config.js';
 
 let cachedVersion: string | undefined;
 
@@ -81,8 +84,8 @@ export function canonicalJson(value: unknown): string {
   return enc(value, '$');
 }
 
-/** sha256 (hex) of the canonical encoding of `parts` together with kiln's version. */
+/** sha256 (hex) of the canonical encoding of `parts` together with kiln's version, the llm choices and the configuration. */
 export function cacheKey(parts: readonly unknown[]): string {
   if (!Array.isArray(parts)) throw new TypeError(`cacheKey: parts must be an array, got ${typeof parts}`);
-  return createHash('sha256').update(canonicalJson({ kiln: kilnVersion(), llm: llmManifestHash(), parts })).digest('hex');
+  return createHash('sha256').update(canonicalJson({ kiln: kilnVersion(), llm: llmManifestHash(), config: configFingerprint(), parts })).digest('hex');
 }
