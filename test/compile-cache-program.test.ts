@@ -2,7 +2,7 @@
  * Whole compiled programs in the disk cache, in one process: the identity-preserving encoder, a
  * fresh compiled function of the same graph loading the stored program (disk hit, no lowering or
  * codegen, same results as eager), keys that change with what changes the output (dtype, mode,
- * KILN_* codegen variables) and not with what does not (KILN_LOG), lifted parameters taken from
+ * code-affecting KILN_* options) and not with what does not (KILN_LOG), lifted parameters taken from
  * the new trace (not the stored one), and damaged program entries discarded and rebuilt.
  */
 import assert from 'node:assert/strict';
@@ -106,7 +106,7 @@ test('a fresh compiled function loads the stored program: disk hit, same results
   assert.equal(second.counters.cacheHits, 1);
 });
 
-test('the key follows dtype, mode and KILN_* codegen variables, but not KILN_LOG', () => {
+test('the key follows dtype, mode and code-affecting KILN_* options, but not KILN_LOG or undeclared variables', () => {
   const g = new kiln.Generator(4);
   const x = kiln.randn([4, 8], { generator: g });
   const w = kiln.randn([8, 8], { generator: g });
@@ -119,18 +119,26 @@ test('the key follows dtype, mode and KILN_* codegen variables, but not KILN_LOG
   assert.deepEqual(run(kiln.compile(fn), x.to('float64'), w.to('float64')), { hits: 0, misses: 1 }, 'another dtype is another program');
   assert.deepEqual(run(kiln.compile(fn, { mode: 'max-autotune' })), { hits: 0, misses: 1 }, 'another mode is another program');
   assert.deepEqual(run(kiln.compile(fn), kiln.randn([4, 9]), kiln.randn([9, 8])), { hits: 0, misses: 1 }, 'other static sizes');
-  const saved = { knob: process.env.KILN_TEST_CODEGEN_KNOB, log: process.env.KILN_LOG };
+  const saved = { fusion: process.env.KILN_HORIZONTAL_FUSION, knob: process.env.KILN_TEST_CODEGEN_KNOB, log: process.env.KILN_LOG };
+  const restore = (name: keyof typeof saved, env: string): void => {
+    if (saved[name] === undefined) delete process.env[env];
+    else process.env[env] = saved[name];
+  };
   try {
+    // A declared option that changes code generation (runtime/config.ts, codegen: true) changes the key...
+    process.env.KILN_HORIZONTAL_FUSION = '0';
+    assert.deepEqual(run(kiln.compile(fn)), { hits: 0, misses: 1 }, 'a code-affecting KILN_* option is part of the key');
+    delete process.env.KILN_HORIZONTAL_FUSION;
+    assert.deepEqual(run(kiln.compile(fn)), { hits: 1, misses: 0 }, 'back to the default: the first program again');
+    // ...an undeclared variable is no configuration (config.test.ts makes sure src/ reads none).
     process.env.KILN_TEST_CODEGEN_KNOB = '1';
-    assert.deepEqual(run(kiln.compile(fn)), { hits: 0, misses: 1 }, 'an unknown KILN_* variable may change codegen');
-    delete process.env.KILN_TEST_CODEGEN_KNOB;
+    assert.deepEqual(run(kiln.compile(fn)), { hits: 1, misses: 0 }, 'an undeclared KILN_* variable is not in the key');
     process.env.KILN_LOG = 'none';
     assert.deepEqual(run(kiln.compile(fn)), { hits: 1, misses: 0 }, 'KILN_LOG does not');
   } finally {
-    if (saved.knob === undefined) delete process.env.KILN_TEST_CODEGEN_KNOB;
-    else process.env.KILN_TEST_CODEGEN_KNOB = saved.knob;
-    if (saved.log === undefined) delete process.env.KILN_LOG;
-    else process.env.KILN_LOG = saved.log;
+    restore('fusion', 'KILN_HORIZONTAL_FUSION');
+    restore('knob', 'KILN_TEST_CODEGEN_KNOB');
+    restore('log', 'KILN_LOG');
   }
   const parts = { signature: 'in %0 arg[0] float32 [4] c cpu', guardKey: '1|arg0:float32@cpu[4]contiguous', mode: 'default', backend: 'kiln', devices: ['cpu'] };
   assert.match(compilerCodeHash() ?? '', /^[0-9a-f]{64}$/, "the compiler's own files are found and hashed (else nothing would be cached)");

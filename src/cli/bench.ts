@@ -16,6 +16,7 @@ import type { DType } from '../index.js';
 import { type BenchResult, type BenchRow, benchWorkload } from '../bench/harness.js';
 import { BENCH_SIZES, type BenchSize, WORKLOADS, type WorkloadSpec, getWorkload } from '../bench/workloads.js';
 import { type CompileReportRow, type StartupResult, compileReport, measureStartup } from '../bench/startup.js';
+import { withEnvOption } from '../runtime/config.js';
 
 /**
  * The default workload list: one of each kind (pointwise chain, small MLP, transformer block,
@@ -262,14 +263,11 @@ export function formatCompileReport(rows: readonly CompileReportRow[]): string {
  * compile in it is cold whatever the user's cache holds.
  */
 function withFreshCache<T>(fn: () => T): T {
-  const saved = process.env.KILN_CACHE_DIR;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-cache-'));
-  process.env.KILN_CACHE_DIR = dir;
   try {
-    return fn();
+    // The variable itself (not an override): child processes of the startup bench inherit it.
+    return withEnvOption('KILN_CACHE_DIR', dir, fn);
   } finally {
-    if (saved === undefined) delete process.env.KILN_CACHE_DIR;
-    else process.env.KILN_CACHE_DIR = saved;
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

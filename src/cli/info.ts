@@ -1,7 +1,12 @@
-/** `kiln info`: what accelerators this machine has, their properties, and an eager demo on the best one. */
+/**
+ * `kiln info`: what accelerators this machine has, their properties, every configuration option
+ * (runtime/config.ts: value, default, where the value comes from, doc), and an eager demo on the
+ * best device.
+ */
 import * as kiln from '../index.js';
 import { cpuPathInfo, nativeThreads, type CpuPathInfo } from '../kernels/cpu/native/index.js';
 import { wasmSgemmSummary, wasmThreads } from '../kernels/cpu/wasm-sgemm-run.js';
+import { describeOptions, formatOptionValue, type OptionInfo } from '../runtime/config.js';
 
 export interface InfoOptions {
   json: boolean;
@@ -55,6 +60,27 @@ function cpuCodePath(): { path: string; forced: boolean; reason: string; threads
   return { path: info.path, forced: info.forced, reason: info.reason, ...(info.path === 'native' ? { threads: nativeThreads() } : {}), ...wasm, ...(t ? { compiler: t.compiler, flags: t.flags } : {}) };
 }
 
+/** An option for --json: values JSON cannot hold (unset, Infinity) as text. */
+function optionJson(o: OptionInfo): Record<string, unknown> {
+  const v = (x: unknown): unknown => (x === undefined || (typeof x === 'number' && !Number.isFinite(x)) ? formatOptionValue(x) : x);
+  return { ...o, value: o.error !== undefined ? null : v(o.value), default: v(o.default) };
+}
+
+/** The options table: name, value, default, source, doc (`*`: part of the compile cache key). */
+export function formatOptions(options: readonly OptionInfo[]): string {
+  const rows = options.map((o) => [
+    `${o.codegen ? '*' : ' '} ${o.name}`,
+    o.error !== undefined ? 'INVALID' : formatOptionValue(o.value),
+    formatOptionValue(o.default),
+    o.source,
+    o.error ?? `${o.doc}${o.setter ? ` [${o.setter}]` : ''}`,
+  ]);
+  const header = ['  option', 'value', 'default', 'source', 'doc'];
+  const widths = header.slice(0, 4).map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: readonly string[]): string => r.map((c, i) => (i < 4 ? c.padEnd(widths[i]!) : c)).join('  ');
+  return [line(header), ...rows.map(line)].map((l) => `  ${l}`).join('\n');
+}
+
 export function runInfo(options: InfoOptions): number {
   const probes = kiln.probeAccelerators();
   const cpuCode = cpuCodePath();
@@ -68,10 +94,11 @@ export function runInfo(options: InfoOptions): number {
     }));
     return { ...p, devices };
   });
+  const config = describeOptions();
   const device = pickDevice(options.device);
   const d = demo(device);
   if (options.json) {
-    console.log(JSON.stringify({ version: kiln.version, accelerators, cpuCodePath: cpuCode, demo: d }, null, 2));
+    console.log(JSON.stringify({ version: kiln.version, accelerators, cpuCodePath: cpuCode, options: config.map(optionJson), demo: d }, null, 2));
     return 0;
   }
   console.log(`kiln ${kiln.version} (node ${process.version}, ${process.platform}-${process.arch})\n`);
@@ -85,6 +112,8 @@ export function runInfo(options: InfoOptions): number {
   }
   console.log(`\nCPU code path: ${cpuCode.path}${cpuCode.threads ? ` (${cpuCode.threads} threads)` : ''}: ${cpuCode.reason}`);
   console.log('  (KILN_CPU_PATH=native|wasm|js forces one; KILN_NUM_THREADS sets native threads, else they follow the 1-minute load average)');
+  console.log('\nOptions (KILN_* environment variables and runtime overrides; * = part of the compile cache key):');
+  console.log(formatOptions(config));
   console.log(`\nEager demo on ${d.device}: ${d.description}`);
   console.log(d.output.replace(/^/gm, '  '));
   console.log(`  (${d.ms.toFixed(3)} ms warm, timed with kiln.Event)`);

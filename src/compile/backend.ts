@@ -7,10 +7,12 @@
 import type { Tensor } from '../tensor/tensor.js';
 import type { Graph } from './ir.js';
 import { interpret } from './interpret.js';
+import type { CompileMode } from './mode.js';
 
-export type CompileMode = 'default' | 'reduce-overhead' | 'max-autotune';
+export type { CompileMode } from './mode.js';
 
 export interface BackendOptions {
+  /** The mode's name (a cache-key part); what it means: decodeMode (mode.ts). */
   mode: CompileMode;
   /** Print generated code (KILN_LOG=output_code). */
   logCode: boolean;

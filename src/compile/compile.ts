@@ -8,6 +8,9 @@
  * Each call computes the guard key of its arguments (src/compile/guards.ts). On a hit the cached
  * program runs; on a miss the function is traced with fake tensors (capture.ts), the passes run
  * (passes/), the backend compiles the graph, and the entry is cached under its guards.
+ * Structure: compile() resolves its options once (resolveSettings: the mode decoded by mode.ts,
+ * the backend, the pass switches and KILN_* options read at compile time) and returns a function
+ * that delegates to a CompiledFn, whose methods are the steps (guard check, trace, program, call).
  *
  * Dynamic shapes. The IR records concrete sizes, so an entry whose guard has symbolic dims holds
  * one trace per concrete shape, but backend programs are cached by the graph's structural
@@ -38,6 +41,7 @@ import { isGradEnabled } from '../autograd/grad-mode.js';
 import { Module } from '../nn/module.js';
 import { Tensor } from '../tensor/tensor.js';
 import { getBackend, listBackends, type CompileMode, type CompiledProgram } from './backend.js';
+import { getOption } from '../runtime/config.js';
 import { freezeLlmPolicy } from '../ops/library/policy.js';
 import { GraphBreak, trace } from './capture.js';
 import {
@@ -58,6 +62,7 @@ import { formatGraph, type Graph } from './ir.js';
 import { BackwardUnsupported, traceJoint } from './joint.js';
 import { inputTensor, runJoint, type JointProgram, type Runner } from './joint-program.js';
 import { log, type LogArtifact } from './log.js';
+import { decodeMode, type ModeOptions } from './mode.js';
 import { graphSignature, registeredRewriteRules, runPasses, type PassOptions } from './passes/index.js';
 
 export interface CompileOptions {
@@ -179,32 +184,45 @@ export type CompiledFunction<F extends (...args: never[]) => unknown> = F & {
 
 type ForwardModule = Module & { forward(...args: never[]): unknown };
 
-export function compile<M extends ForwardModule>(model: M, options?: CompileOptions): CompiledFunction<M['forward']>;
-export function compile<F extends (...args: never[]) => unknown>(fn: F, options?: CompileOptions): CompiledFunction<F>;
-export function compile(target: ((...args: never[]) => unknown) | ForwardModule, options: CompileOptions = {}): CompiledFunction<(...args: never[]) => unknown> {
-  let fn: (...args: never[]) => unknown;
+/** What a compiled function was built with, resolved once from CompileOptions. */
+interface CompileSettings {
+  /** The function traced (a Module's forward, bound). */
+  readonly fn: (...args: never[]) => unknown;
+  /** Name in warnings, errors and logs. */
+  readonly fnName: string;
+  /** Modules whose parameters, buffers and training flags are guarded. */
+  readonly roots: readonly Module[];
+  readonly mode: ModeOptions;
+  readonly backendName: string;
+  readonly recompileLimit: number;
+  readonly dynamic: boolean | undefined;
+  readonly fullgraph: boolean;
+  readonly passOptions: PassOptions;
+  readonly jointPassOptions: PassOptions;
+  readonly logs: readonly LogArtifact[] | undefined;
+  /** The last-call fast path (fast-call.ts) is on. */
+  readonly fastCalls: boolean;
+}
+
+/** The function and module roots of a compile target, and its default name. */
+function resolveTarget(target: unknown, options: CompileOptions): { fn: (...args: never[]) => unknown; roots: Module[]; name: string } {
   const roots: Module[] = [...(options.modules ?? [])];
-  let name = options.name;
   if (target instanceof Module) {
-    const m = target;
+    const m = target as ForwardModule;
     if (typeof m.forward !== 'function') throw new TypeError(`kiln.compile: module ${m.constructor.name} has no forward method`);
-    fn = (...args: never[]) => m.forward(...args);
     roots.push(m);
-    name ??= `${m.constructor.name}.forward`;
-  } else if (typeof target === 'function') {
-    fn = target;
-    name ??= target.name || '<anonymous>';
-  } else {
-    throw new TypeError(`kiln.compile: expected a function or a Module, got ${target === null ? 'null' : typeof target}`);
+    return { fn: (...args: never[]) => m.forward(...args), roots, name: options.name ?? `${m.constructor.name}.forward` };
   }
-  const fnName = name;
-  const mode = options.mode ?? 'default';
-  if (mode !== 'default' && mode !== 'reduce-overhead' && mode !== 'max-autotune') {
-    throw new Error(`kiln.compile: unknown mode '${String(mode)}' (expected 'default', 'reduce-overhead' or 'max-autotune')`);
-  }
-  const recompileLimit = options.recompileLimit ?? 8;
+  if (typeof target === 'function') return { fn: target as (...args: never[]) => unknown, roots, name: options.name ?? (target.name || '<anonymous>') };
+  throw new TypeError(`kiln.compile: expected a function or a Module, got ${target === null ? 'null' : typeof target}`);
+}
+
+function resolveSettings(target: unknown, options: CompileOptions): CompileSettings {
+  const { fn, roots, name } = resolveTarget(target, options);
+  const mode = decodeMode(options.mode);
   const backendName = options.backend ?? (listBackends().includes('kiln') ? 'kiln' : 'eager');
   getBackend(backendName); // fail early on unknown names
+  const codegen = backendName !== 'eager';
   // Rewrites that always pay (autoRewriteRules) run on code-generating backends unless the caller
   // picks the rules; the full library set is opt-in with passes: { rewrites: 'default' }.
   // Horizontal linear fusion (concatenated weights) applies to inference programs only; the joint
@@ -212,218 +230,112 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
   // it off (A/B measurements). The q/k norm + rotary fusion (one library launch per attention
   // layer) likewise: inference programs only (the fused op has no backward), KILN_QK_NORM_ROTARY=0 off.
   const passOptions: PassOptions = {
-    decompose: backendName !== 'eager',
-    rewrites: backendName !== 'eager' ? registeredRewriteRules('auto') : [],
-    horizontalFusion: backendName !== 'eager' && process.env['KILN_HORIZONTAL_FUSION'] !== '0',
-    qkNormRotary: backendName !== 'eager' && process.env['KILN_QK_NORM_ROTARY'] !== '0',
+    decompose: codegen,
+    rewrites: codegen ? registeredRewriteRules('auto') : [],
+    horizontalFusion: codegen && getOption('KILN_HORIZONTAL_FUSION'),
+    qkNormRotary: codegen && getOption('KILN_QK_NORM_ROTARY'),
     ...options.passes,
   };
-  const jointPassOptions: PassOptions = { ...passOptions, horizontalFusion: false, qkNormRotary: false };
-  const logs = options.log;
-
-  const counters = zeroCounters();
-  const bump = (k: keyof CompileCounters): void => {
-    counters[k]++;
-    globalCounters[k]++;
+  return {
+    fn,
+    fnName: name,
+    roots,
+    mode,
+    backendName,
+    recompileLimit: options.recompileLimit ?? 8,
+    dynamic: options.dynamic,
+    fullgraph: options.fullgraph === true,
+    passOptions,
+    jointPassOptions: { ...passOptions, horizontalFusion: false, qkNormRotary: false },
+    logs: options.log,
+    // KILN_COMPILE_FAST_CALL=0 takes the full guard check on every call (A/B timing, and a way out
+    // should the fast path ever disagree with it); read when the function is compiled.
+    fastCalls: getOption('KILN_COMPILE_FAST_CALL'),
   };
-  const symbolic = new SymbolicDims(options.dynamic === true);
-  const entries = new Map<string, Entry>();
-  const programs = new Map<string, CompiledProgram>();
-  let compiledOnce = false;
-  let lastLeaves: readonly GuardLeaf[] | undefined;
-  let warnedBreak = false;
-  let warnedLimit = false;
-  let warnedBackward = false;
+}
+
+/**
+ * The state of one compiled function and its steps: `call` (fast path, then the guard check),
+ * `build` (trace and optimise a variant), `ensureProgram` (the backend's program of a variant),
+ * `callJoint` / `buildJoint` (grad-mode calls), and the eager ways out.
+ */
+class CompiledFn {
+  /** This function's counters (live: compiled.counters is this object). */
+  readonly counters = zeroCounters();
+  readonly symbolic: SymbolicDims;
+  private readonly entries = new Map<string, Entry>();
+  /** Backend programs by graph signature (shared by the variants of symbolic entries). */
+  private readonly programs = new Map<string, CompiledProgram>();
+  private compiledOnce = false;
+  private lastLeaves: readonly GuardLeaf[] | undefined;
+  private warnedBreak = false;
+  private warnedLimit = false;
+  private warnedBackward = false;
   /** The last call that ran an inference program (fast-call.ts); cleared by every slow call. */
-  let fast: FastCallRecord<FastTarget> | undefined;
-  // KILN_COMPILE_FAST_CALL=0 takes the full guard check on every call (A/B timing, and a way out
-  // should the fast path ever disagree with it); read when the function is compiled.
-  const fastCalls = process.env['KILN_COMPILE_FAST_CALL'] !== '0';
+  private fast: FastCallRecord<FastTarget> | undefined;
 
-  const eager = (args: readonly unknown[]): unknown => {
-    bump('eagerCalls');
-    return fn(...(args as never[]));
-  };
+  constructor(private readonly s: CompileSettings) {
+    this.symbolic = new SymbolicDims(s.dynamic === true);
+  }
 
-  const fallback = (args: readonly unknown[]): unknown => {
-    bump('fallbacks');
-    return eager(args);
-  };
+  private bump(k: keyof CompileCounters): void {
+    this.counters[k]++;
+    globalCounters[k]++;
+  }
 
-  /** Returns false (and runs nothing) when the recompile limit is exhausted. */
-  const allowRecompile = (reason: string): boolean => {
-    if (!compiledOnce) return true;
-    if (counters.recompiles >= recompileLimit) {
-      if (!warnedLimit) {
-        warnedLimit = true;
-        process.emitWarning(
-          `kiln.compile: function '${fnName}' hit the recompile limit (${recompileLimit}); new guard sets now run eagerly. ` +
-            `Last changed guard: ${reason}. Consider dynamic: true or a higher recompileLimit.`,
-          { type: 'KilnCompileWarning', code: 'KILN_RECOMPILE_LIMIT' },
-        );
-      }
-      return false;
-    }
-    bump('recompiles');
-    log('recompiles', logs, () => `recompiling '${fnName}' (${counters.recompiles}/${recompileLimit}): ${reason}`);
-    return true;
-  };
-
-  const symbolicDimsOf = (graph: Graph, g: ArgGuards): ((i: number) => ReadonlySet<number>) => {
-    const byPath = new Map<string, readonly (number | '?')[]>();
-    for (const l of g.leaves) if (l.kind === 'tensor') byPath.set(l.path, l.guard);
-    return (i) => {
-      const src = graph.inputs[i]!.source;
-      if (src.kind !== 'arg') return new Set();
-      const p = src.path.map((s, k) => (typeof s === 'number' ? (k === 0 ? `arg${s}` : `[${s}]`) : `.${s}`)).join('');
-      const guard = byPath.get(p) ?? [];
-      return new Set(guard.flatMap((s, d) => (s === '?' ? [d] : [])));
-    };
-  };
-
-  /** Traces and compiles one variant; null on a graph break (the entry becomes eager). */
-  const build = (entry: Entry, g: ArgGuards, args: readonly unknown[]): Variant | null => {
-    bump('traces');
-    // Library-op choices are pinned before the first capture (they are part of what a program means).
-    freezeLlmPolicy();
-    let traced: Graph;
-    try {
-      traced = trace(fn, args).graph;
-    } catch (e) {
-      if (!(e instanceof GraphBreak)) throw e;
-      if (options.fullgraph) {
-        throw new Error(
-          `kiln.compile: graph break in '${fnName}' with fullgraph: true: ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}`,
-          { cause: e },
-        );
-      }
-      bump('graphBreaks');
-      entry.kind = 'eager';
-      entry.breakReason = e.reason;
-      entry.variants.clear();
-      if (!warnedBreak) {
-        warnedBreak = true;
-        process.emitWarning(`kiln.compile: graph break in '${fnName}': ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}; this call runs eagerly`, {
-          type: 'KilnCompileWarning',
-          code: 'KILN_GRAPH_BREAK',
-        });
-      }
-      return null;
-    }
-    log('graph', logs, () => `captured graph of '${fnName}':\n${formatGraph(traced)}`);
-    // Inference graph (a grad call traces its own joint graph): conv+BatchNorm(eval) may fold.
-    const { graph, foldedSources } = runPasses(traced, { foldConvBn: backendName !== 'eager', ...passOptions });
-    log('graph', logs, () => `optimised graph of '${fnName}':\n${formatGraph(graph)}`);
-    log('guards', logs, () => `guards of '${fnName}': ${g.key}`);
-    const signature = graphSignature(graph, symbolicDimsOf(graph, g));
-    const guards = captureLiftedGuards(traced, foldedSources, [...roots, ...g.modules]);
-    const variant: Variant = { graph, signature, program: programs.get(signature), guards, guardKey: g.key };
-    if (entry.variants.size >= MAX_VARIANTS) entry.variants.delete(entry.variants.keys().next().value!);
-    entry.variants.set(g.concreteKey, variant);
-    return variant;
-  };
-
-  const ensureProgram = (v: Variant): CompiledProgram => {
-    if (v.program) return v.program;
-    let p = programs.get(v.signature);
-    if (!p) {
-      bump('compiles');
-      p = getBackend(backendName).compile(v.graph, { mode, logCode: false, cacheContext: { signature: v.signature, guardKey: v.guardKey } });
-      if (p.diskCache === 'hit') bump('diskHits');
-      else if (p.diskCache === 'miss') bump('diskMisses');
-      programs.set(v.signature, p);
-      const prog = p;
-      log('output_code', logs, () => `program of '${fnName}' (${backendName} backend, ${prog.kernelCount} kernels):\n${prog.describe()}`);
-    }
-    v.program = p;
-    compiledOnce = true;
-    return p;
-  };
-
-  const inputsFor = (graph: Graph, args: readonly unknown[]): Tensor[] => graph.inputs.map((inp) => inputTensor(inp, args));
-
-  const compileRunner = (graph: Graph, role: string): Runner => {
-    bump('compiles');
-    const program = getBackend(backendName).compile(graph, { mode, logCode: false });
-    log('output_code', logs, () => `${role} program of '${fnName}' (${backendName} backend, ${program.kernelCount} kernels):\n${program.describe()}`);
-    return { program, run: (inputs) => (isGraphAware(program) ? program.runGraph(graph, inputs) : program.run(inputs)) };
-  };
-
-  /** Traces and compiles the joint forward+backward of a call; records why when it cannot. */
-  const buildJoint = (g: ArgGuards, args: readonly unknown[]): JointProgram | { eager: string } => {
-    bump('traces');
-    let traced;
-    try {
-      traced = traceJoint(fn, args);
-    } catch (e) {
-      if (!(e instanceof GraphBreak) && !(e instanceof BackwardUnsupported)) throw e;
-      const reason = e instanceof GraphBreak ? `graph break: ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}` : e.reason;
-      if (options.fullgraph) throw new Error(`kiln.compile: cannot compile the backward of '${fnName}' with fullgraph: true: ${reason}`, { cause: e });
-      if (!warnedBackward) {
-        warnedBackward = true;
-        process.emitWarning(`kiln.compile: the backward of '${fnName}' cannot be compiled (${reason}); calls that need gradients run eagerly`, {
-          type: 'KilnCompileWarning',
-          code: 'KILN_BACKWARD_FALLBACK',
-        });
-      }
-      return { eager: reason };
-    }
-    log('graph', logs, () => `joint forward+backward graph of '${fnName}':\n${formatGraph(traced.joint)}`);
-    const fwd = runPasses(traced.forward, jointPassOptions);
-    const bwd = runPasses(traced.backward, jointPassOptions);
-    log('graph', logs, () => `optimised forward of '${fnName}':\n${formatGraph(fwd.graph)}\noptimised backward:\n${formatGraph(bwd.graph)}`);
-    const graphs = { ...traced, forward: fwd.graph, backward: bwd.graph };
-    const guards = captureLiftedGuards(traced.joint, [...fwd.foldedSources, ...bwd.foldedSources], [...roots, ...g.modules]);
-    const jp: JointProgram = { graphs, forward: compileRunner(fwd.graph, 'forward'), backward: compileRunner(bwd.graph, 'backward'), guards };
-    compiledOnce = true;
-    return jp;
-  };
-
-  /** A grad-mode call of a variant: the compiled joint, or eager when its backward cannot compile. */
-  const callJoint = (v: Variant, g: ArgGuards, args: readonly unknown[]): unknown => {
-    if (v.joint && !('eager' in v.joint)) {
-      const failed = checkLiftedGuards(v.joint.guards);
-      if (failed) {
-        log('recompiles', logs, () => `rebuilding the joint forward+backward of '${fnName}': ${failed}`);
-        v.joint = undefined;
-      }
-    }
-    v.joint ??= buildJoint(g, args);
-    if ('eager' in v.joint) return fallback(args);
-    return runJoint(v.joint, args, fnName, () => bump('backwards'));
-  };
-
-  const call = (...args: unknown[]): unknown => {
-    bump('calls');
+  /** One call of the compiled function. */
+  call(args: unknown[]): unknown {
+    this.bump('calls');
     const grad = isGradEnabled();
     // Steady state: the same metadata as the last inference call, nothing symbolic added since,
     // and its lifted tensors / module state unchanged (checked on every call, as below).
-    const f = fast;
-    if (f !== undefined && fastCalls && f.symbolicCount === symbolic.size && !(grad && f.needsGrad) && f.matches(args) && checkLiftedGuards(f.variant.guards) === null) {
-      bump('cacheHits');
-      bump('fastHits');
+    const f = this.fast;
+    if (f !== undefined && this.s.fastCalls && f.symbolicCount === this.symbolic.size && !(grad && f.needsGrad) && f.matches(args) && checkLiftedGuards(f.variant.guards) === null) {
+      this.bump('cacheHits');
+      this.bump('fastHits');
       return f.variant.run(f.inputs(args));
     }
-    fast = undefined;
-    let g = computeArgGuards(args, symbolic);
-    let entry = entries.get(g.key);
+    this.fast = undefined;
+    const { g, entry, missReason } = this.checkGuards(args);
+    if (entry?.kind === 'eager') return this.eager(args);
+    const found = this.variantFor(entry, g, args, missReason);
+    if (found === 'eager' || found === 'fallback') return found === 'eager' ? this.eager(args) : this.fallback(args);
+    const variant = found;
+    const needsGrad = anyRequiresGrad(g) || liftedRequireGrad(variant.guards);
+    if (grad && needsGrad) return this.callJoint(variant, g, args);
+    return this.runInference(variant, args, needsGrad);
+  }
+
+  /** The guards of `args`, their entry if any, and why they missed (automatic dynamic applied). */
+  private checkGuards(args: readonly unknown[]): { g: ArgGuards; entry: Entry | undefined; missReason: string | undefined } {
+    let g = computeArgGuards(args, this.symbolic);
+    let entry = this.entries.get(g.key);
     let missReason: string | undefined;
     if (!entry) {
-      missReason = describeGuardChange(lastLeaves, g.leaves);
+      missReason = describeGuardChange(this.lastLeaves, g.leaves);
       // Automatic dynamic: a miss only because of sizes marks those dims symbolic.
-      if (options.dynamic === undefined && compiledOnce) {
-        for (const e of entries.values()) {
+      if (this.s.dynamic === undefined && this.compiledOnce) {
+        for (const e of this.entries.values()) {
           const dims = sizeOnlyDiff(e.leaves, g.leaves);
           if (!dims) continue;
-          for (const { path, dim } of dims) symbolic.add(path, dim);
-          g = computeArgGuards(args, symbolic);
-          entry = entries.get(g.key);
+          for (const { path, dim } of dims) this.symbolic.add(path, dim);
+          g = computeArgGuards(args, this.symbolic);
+          entry = this.entries.get(g.key);
           missReason = `${missReason} (now symbolic: ${dims.map((d) => `${d.path}#${d.dim}`).join(', ')})`;
           break;
         }
       }
     }
-    if (entry?.kind === 'eager') return eager(args);
+    return { g, entry, missReason };
+  }
+
+  /**
+   * The variant for these guards: the cached one when its lifted guards still hold, else a new
+   * trace; 'eager' after a graph break, 'fallback' when the recompile limit stops a new one.
+   */
+  private variantFor(found: Entry | undefined, g: ArgGuards, args: readonly unknown[], reason: string | undefined): Variant | 'eager' | 'fallback' {
+    let entry = found;
+    let missReason = reason;
     let variant = entry?.variants.get(g.concreteKey);
     if (variant) {
       const failed = checkLiftedGuards(variant.guards);
@@ -433,61 +345,230 @@ export function compile(target: ((...args: never[]) => unknown) | ForwardModule,
         missReason = failed;
       }
     }
-    if (!variant) {
-      // A new concrete shape under an existing symbolic entry is not a miss; anything else is.
-      if (!entry || missReason !== undefined) {
-        if (!allowRecompile(missReason ?? 'new guards')) return fallback(args);
-      }
-      if (!entry) {
-        entry = { key: g.key, leaves: g.leaves, kind: 'compiled', variants: new Map() };
-        entries.set(g.key, entry);
-      }
-      lastLeaves = g.leaves;
-      try {
-        variant = build(entry, g, args) ?? undefined;
-      } catch (e) {
-        // A user error while tracing (shape mismatch...): leave no empty entry behind.
-        if (entry.kind === 'compiled' && entry.variants.size === 0) entries.delete(entry.key);
-        throw e;
-      }
-      if (!variant) return eager(args);
-    } else {
-      bump('cacheHits');
+    if (variant) {
+      this.bump('cacheHits');
+      return variant;
     }
-    const needsGrad = anyRequiresGrad(g) || liftedRequireGrad(variant.guards);
-    if (grad && needsGrad) return callJoint(variant, g, args);
-    const program = ensureProgram(variant);
+    // A new concrete shape under an existing symbolic entry is not a miss; anything else is.
+    if (!entry || missReason !== undefined) {
+      if (!this.allowRecompile(missReason ?? 'new guards')) return 'fallback';
+    }
+    if (!entry) {
+      entry = { key: g.key, leaves: g.leaves, kind: 'compiled', variants: new Map() };
+      this.entries.set(g.key, entry);
+    }
+    this.lastLeaves = g.leaves;
+    try {
+      return this.build(entry, g, args) ?? 'eager';
+    } catch (e) {
+      // A user error while tracing (shape mismatch...): leave no empty entry behind.
+      if (entry.kind === 'compiled' && entry.variants.size === 0) this.entries.delete(entry.key);
+      throw e;
+    }
+  }
+
+  /** Runs a variant's inference program and records the call for the fast path. */
+  private runInference(variant: Variant, args: readonly unknown[], needsGrad: boolean): unknown {
+    const program = this.ensureProgram(variant);
     const graph = variant.graph;
     const run = isGraphAware(program) ? (inputs: readonly Tensor[]) => program.runGraph(graph, inputs) : (inputs: readonly Tensor[]) => program.run(inputs);
     // Recorded from the metadata this call was guarded with, before the program runs.
-    fast = recordFastCall({ guards: variant.guards, run }, graph, args, symbolic.size, needsGrad);
+    this.fast = recordFastCall({ guards: variant.guards, run }, graph, args, this.symbolic.size, needsGrad);
     return run(inputsFor(graph, args));
-  };
+  }
 
-  const compiled = call as unknown as CompiledFunction<(...args: never[]) => unknown>;
+  private eager(args: readonly unknown[]): unknown {
+    this.bump('eagerCalls');
+    return this.s.fn(...(args as never[]));
+  }
+
+  private fallback(args: readonly unknown[]): unknown {
+    this.bump('fallbacks');
+    return this.eager(args);
+  }
+
+  /** Returns false (and runs nothing) when the recompile limit is exhausted. */
+  private allowRecompile(reason: string): boolean {
+    if (!this.compiledOnce) return true;
+    const { fnName, recompileLimit } = this.s;
+    if (this.counters.recompiles >= recompileLimit) {
+      if (!this.warnedLimit) {
+        this.warnedLimit = true;
+        process.emitWarning(
+          `kiln.compile: function '${fnName}' hit the recompile limit (${recompileLimit}); new guard sets now run eagerly. ` +
+            `Last changed guard: ${reason}. Consider dynamic: true or a higher recompileLimit.`,
+          { type: 'KilnCompileWarning', code: 'KILN_RECOMPILE_LIMIT' },
+        );
+      }
+      return false;
+    }
+    this.bump('recompiles');
+    log('recompiles', this.s.logs, () => `recompiling '${fnName}' (${this.counters.recompiles}/${recompileLimit}): ${reason}`);
+    return true;
+  }
+
+  /** Traces and optimises one variant; null on a graph break (the entry becomes eager). */
+  private build(entry: Entry, g: ArgGuards, args: readonly unknown[]): Variant | null {
+    const { fnName, logs } = this.s;
+    this.bump('traces');
+    // Library-op choices are pinned before the first capture (they are part of what a program means).
+    freezeLlmPolicy();
+    let traced: Graph;
+    try {
+      traced = trace(this.s.fn, args).graph;
+    } catch (e) {
+      if (!(e instanceof GraphBreak)) throw e;
+      if (this.s.fullgraph) {
+        throw new Error(
+          `kiln.compile: graph break in '${fnName}' with fullgraph: true: ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}`,
+          { cause: e },
+        );
+      }
+      this.bump('graphBreaks');
+      entry.kind = 'eager';
+      entry.breakReason = e.reason;
+      entry.variants.clear();
+      if (!this.warnedBreak) {
+        this.warnedBreak = true;
+        process.emitWarning(`kiln.compile: graph break in '${fnName}': ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}; this call runs eagerly`, {
+          type: 'KilnCompileWarning',
+          code: 'KILN_GRAPH_BREAK',
+        });
+      }
+      return null;
+    }
+    log('graph', logs, () => `captured graph of '${fnName}':\n${formatGraph(traced)}`);
+    // Inference graph (a grad call traces its own joint graph): conv+BatchNorm(eval) may fold.
+    const { graph, foldedSources } = runPasses(traced, { foldConvBn: this.s.backendName !== 'eager', ...this.s.passOptions });
+    log('graph', logs, () => `optimised graph of '${fnName}':\n${formatGraph(graph)}`);
+    log('guards', logs, () => `guards of '${fnName}': ${g.key}`);
+    const signature = graphSignature(graph, symbolicDimsOf(graph, g));
+    const guards = captureLiftedGuards(traced, foldedSources, [...this.s.roots, ...g.modules]);
+    const variant: Variant = { graph, signature, program: this.programs.get(signature), guards, guardKey: g.key };
+    if (entry.variants.size >= MAX_VARIANTS) entry.variants.delete(entry.variants.keys().next().value!);
+    entry.variants.set(g.concreteKey, variant);
+    return variant;
+  }
+
+  /** The backend program of a variant: shared by signature, compiled (or loaded from disk) once. */
+  private ensureProgram(v: Variant): CompiledProgram {
+    if (v.program) return v.program;
+    const { fnName, backendName } = this.s;
+    let p = this.programs.get(v.signature);
+    if (!p) {
+      this.bump('compiles');
+      p = getBackend(backendName).compile(v.graph, { mode: this.s.mode.name, logCode: false, cacheContext: { signature: v.signature, guardKey: v.guardKey } });
+      if (p.diskCache === 'hit') this.bump('diskHits');
+      else if (p.diskCache === 'miss') this.bump('diskMisses');
+      this.programs.set(v.signature, p);
+      const prog = p;
+      log('output_code', this.s.logs, () => `program of '${fnName}' (${backendName} backend, ${prog.kernelCount} kernels):\n${prog.describe()}`);
+    }
+    v.program = p;
+    this.compiledOnce = true;
+    return p;
+  }
+
+  /** A forward or backward program of a joint (never disk-cached: no cache context). */
+  private compileRunner(graph: Graph, role: string): Runner {
+    const { fnName, backendName } = this.s;
+    this.bump('compiles');
+    const program = getBackend(backendName).compile(graph, { mode: this.s.mode.name, logCode: false });
+    log('output_code', this.s.logs, () => `${role} program of '${fnName}' (${backendName} backend, ${program.kernelCount} kernels):\n${program.describe()}`);
+    return { program, run: (inputs) => (isGraphAware(program) ? program.runGraph(graph, inputs) : program.run(inputs)) };
+  }
+
+  /** Traces and compiles the joint forward+backward of a call; records why when it cannot. */
+  private buildJoint(g: ArgGuards, args: readonly unknown[]): JointProgram | { eager: string } {
+    const { fnName, logs } = this.s;
+    this.bump('traces');
+    let traced;
+    try {
+      traced = traceJoint(this.s.fn, args);
+    } catch (e) {
+      if (!(e instanceof GraphBreak) && !(e instanceof BackwardUnsupported)) throw e;
+      const reason = e instanceof GraphBreak ? `graph break: ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}` : e.reason;
+      if (this.s.fullgraph) throw new Error(`kiln.compile: cannot compile the backward of '${fnName}' with fullgraph: true: ${reason}`, { cause: e });
+      if (!this.warnedBackward) {
+        this.warnedBackward = true;
+        process.emitWarning(`kiln.compile: the backward of '${fnName}' cannot be compiled (${reason}); calls that need gradients run eagerly`, {
+          type: 'KilnCompileWarning',
+          code: 'KILN_BACKWARD_FALLBACK',
+        });
+      }
+      return { eager: reason };
+    }
+    log('graph', logs, () => `joint forward+backward graph of '${fnName}':\n${formatGraph(traced.joint)}`);
+    const fwd = runPasses(traced.forward, this.s.jointPassOptions);
+    const bwd = runPasses(traced.backward, this.s.jointPassOptions);
+    log('graph', logs, () => `optimised forward of '${fnName}':\n${formatGraph(fwd.graph)}\noptimised backward:\n${formatGraph(bwd.graph)}`);
+    const graphs = { ...traced, forward: fwd.graph, backward: bwd.graph };
+    const guards = captureLiftedGuards(traced.joint, [...fwd.foldedSources, ...bwd.foldedSources], [...this.s.roots, ...g.modules]);
+    const jp: JointProgram = { graphs, forward: this.compileRunner(fwd.graph, 'forward'), backward: this.compileRunner(bwd.graph, 'backward'), guards };
+    this.compiledOnce = true;
+    return jp;
+  }
+
+  /** A grad-mode call of a variant: the compiled joint, or eager when its backward cannot compile. */
+  private callJoint(v: Variant, g: ArgGuards, args: readonly unknown[]): unknown {
+    if (v.joint && !('eager' in v.joint)) {
+      const failed = checkLiftedGuards(v.joint.guards);
+      if (failed) {
+        log('recompiles', this.s.logs, () => `rebuilding the joint forward+backward of '${this.s.fnName}': ${failed}`);
+        v.joint = undefined;
+      }
+    }
+    v.joint ??= this.buildJoint(g, args);
+    if ('eager' in v.joint) return this.fallback(args);
+    return runJoint(v.joint, args, this.s.fnName, () => this.bump('backwards'));
+  }
+
+  /** Drops every cached entry and program (counters are kept). */
+  resetCache(): void {
+    this.entries.clear();
+    this.programs.clear();
+    this.fast = undefined;
+    this.compiledOnce = false;
+    this.lastLeaves = undefined;
+  }
+
+  compiledPrograms(): CompiledPrograms {
+    const variants = [...this.entries.values()].flatMap((e) => [...e.variants.values()]);
+    return {
+      inference: [...this.programs.values()],
+      joint: variants.flatMap((v) => (v.joint && !('eager' in v.joint) ? [{ forward: v.joint.forward.program, backward: v.joint.backward.program }] : [])),
+    };
+  }
+}
+
+/** For each graph input, the dims its guard made symbolic (graphSignature writes them as '?'). */
+function symbolicDimsOf(graph: Graph, g: ArgGuards): (i: number) => ReadonlySet<number> {
+  const byPath = new Map<string, readonly (number | '?')[]>();
+  for (const l of g.leaves) if (l.kind === 'tensor') byPath.set(l.path, l.guard);
+  return (i) => {
+    const src = graph.inputs[i]!.source;
+    if (src.kind !== 'arg') return new Set();
+    const p = src.path.map((s, k) => (typeof s === 'number' ? (k === 0 ? `arg${s}` : `[${s}]`) : `.${s}`)).join('');
+    const guard = byPath.get(p) ?? [];
+    return new Set(guard.flatMap((s, d) => (s === '?' ? [d] : [])));
+  };
+}
+
+const inputsFor = (graph: Graph, args: readonly unknown[]): Tensor[] => graph.inputs.map((inp) => inputTensor(inp, args));
+
+export function compile<M extends ForwardModule>(model: M, options?: CompileOptions): CompiledFunction<M['forward']>;
+export function compile<F extends (...args: never[]) => unknown>(fn: F, options?: CompileOptions): CompiledFunction<F>;
+export function compile(target: ((...args: never[]) => unknown) | ForwardModule, options: CompileOptions = {}): CompiledFunction<(...args: never[]) => unknown> {
+  const settings = resolveSettings(target, options);
+  const state = new CompiledFn(settings);
+  const compiled = ((...args: unknown[]): unknown => state.call(args)) as unknown as CompiledFunction<(...args: never[]) => unknown>;
   Object.defineProperties(compiled, {
-    counters: { value: counters, enumerable: true },
-    original: { value: fn },
-    resetCache: {
-      value: () => {
-        entries.clear();
-        programs.clear();
-        fast = undefined;
-        compiledOnce = false;
-        lastLeaves = undefined;
-      },
-    },
-    symbolicDims: { value: () => (symbolic.all ? ['*'] : symbolic.list()) },
-    programs: {
-      value: (): CompiledPrograms => {
-        const variants = [...entries.values()].flatMap((e) => [...e.variants.values()]);
-        return {
-          inference: [...programs.values()],
-          joint: variants.flatMap((v) => (v.joint && !('eager' in v.joint) ? [{ forward: v.joint.forward.program, backward: v.joint.backward.program }] : [])),
-        };
-      },
-    },
-    name: { value: `compiled ${fnName}` },
+    counters: { value: state.counters, enumerable: true },
+    original: { value: settings.fn },
+    resetCache: { value: () => state.resetCache() },
+    symbolicDims: { value: () => (state.symbolic.all ? ['*'] : state.symbolic.list()) },
+    programs: { value: (): CompiledPrograms => state.compiledPrograms() },
+    name: { value: `compiled ${settings.fnName}` },
   });
   return compiled;
 }

@@ -11,6 +11,7 @@ import { compileWithProgramCache } from './codegen/js/program-cache.js';
 import { compileForCuda, cudaDeviceOf } from './cuda-graphs/compile-cuda.js';
 import type { Graph } from './ir.js';
 import { lower } from './lower/lower.js';
+import { decodeMode } from './mode.js';
 import { schedule } from './lower/schedule.js';
 
 export interface KilnBackendOptions extends BackendOptions {
@@ -21,7 +22,7 @@ export interface KilnBackendOptions extends BackendOptions {
 export function compileKiln(graph: Graph, options: Partial<KilnBackendOptions> = {}): KilnProgram {
   const low = lower(graph);
   const sched = schedule(low);
-  const program = new KilnProgram(low, sched, options.autotune, options.mode === 'max-autotune');
+  const program = new KilnProgram(low, sched, options.autotune, decodeMode(options.mode).tuneOnFirstRun);
   if (options.logCode) console.log(program.describe());
   return program;
 }

@@ -7,6 +7,7 @@
  * - recompiles: why each recompilation happened
  * `KILN_LOG=all` turns everything on. Output goes to stderr unless a sink is installed.
  */
+import { getOption } from '../runtime/config.js';
 export type LogArtifact = 'graph' | 'output_code' | 'guards' | 'recompiles';
 
 const ARTIFACTS: readonly LogArtifact[] = ['graph', 'output_code', 'guards', 'recompiles'];
@@ -22,7 +23,7 @@ export function parseLogSpec(spec: string | undefined): Set<LogArtifact> {
   return out;
 }
 
-const envArtifacts = parseLogSpec(process.env.KILN_LOG);
+const envArtifacts = parseLogSpec(getOption('KILN_LOG'));
 
 export type LogSink = (artifact: LogArtifact, text: string) => void;
 

@@ -17,14 +17,7 @@
  * call and part of the GEMM autotune key and the compiled-program cache key; a CUDA graph replay
  * keeps the GEMMs it captured, so set it before a compiled function's first call.
  */
-
-function envFlag(name: string, fallback: boolean): boolean {
-  const v = process.env[name]?.trim().toLowerCase();
-  if (v === undefined || v === '') return fallback;
-  if (v === '0' || v === 'false' || v === 'off') return false;
-  if (v === '1' || v === 'true' || v === 'on') return true;
-  throw new RangeError(`${name} must be 0/1, true/false or on/off, got '${process.env[name]}'`);
-}
+import { getOption, setOption } from './config.js';
 
 export interface CudaBackendFlags {
   /** float32 conv2d on TF32 tensor cores (default true; KILN_CUDA_CONV_TF32=0 for false). */
@@ -35,9 +28,29 @@ export interface CudaBackendFlags {
   };
 }
 
+// The flags are views of options KILN_CUDA_CONV_TF32 / KILN_CUDA_MATMUL_TF32 (runtime/config.ts):
+// the environment gives the default, an assignment overrides it, and both are in the cache keys.
 export const backends: { cuda: CudaBackendFlags } = {
-  cuda: { allowTf32Conv: envFlag('KILN_CUDA_CONV_TF32', true), matmul: { allowTf32: envFlag('KILN_CUDA_MATMUL_TF32', false) } },
+  cuda: {
+    get allowTf32Conv(): boolean {
+      return getOption('KILN_CUDA_CONV_TF32');
+    },
+    set allowTf32Conv(on: boolean) {
+      setOption('KILN_CUDA_CONV_TF32', on);
+    },
+    matmul: {
+      get allowTf32(): boolean {
+        return getOption('KILN_CUDA_MATMUL_TF32');
+      },
+      set allowTf32(on: boolean) {
+        setOption('KILN_CUDA_MATMUL_TF32', on);
+      },
+    },
+  },
 };
+// Read when this module loads, as before: a malformed variable fails at import, not at a later GEMM.
+getOption('KILN_CUDA_CONV_TF32');
+getOption('KILN_CUDA_MATMUL_TF32');
 
 /** torch.set_float32_matmul_precision's values: 'highest' exact fp32, 'high' and 'medium' TF32 here. */
 export type Float32MatmulPrecision = 'highest' | 'high' | 'medium';

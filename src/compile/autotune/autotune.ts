@@ -6,6 +6,7 @@
 import '../../ops/index.js';
 import '../../kernels/cpu/index.js';
 import { clone } from '../../api/core.js';
+import { configFingerprint, getOption } from '../../runtime/config.js';
 import { Event, synchronize } from '../../runtime/event.js';
 import type { DeviceLike } from '../../runtime/device.js';
 import { acceleratorFor } from '../../runtime/registry.js';
@@ -89,8 +90,7 @@ function describe(config: unknown): string {
 
 /** True unless KILN_AUTOTUNE is '0' (or 'false'/'off'). */
 export function autotuneEnabled(): boolean {
-  const v = process.env.KILN_AUTOTUNE?.trim().toLowerCase();
-  return !(v === '0' || v === 'false' || v === 'off');
+  return getOption('KILN_AUTOTUNE');
 }
 
 /** The cache key for a tuning key on a device: the key plus device type and properties (name/arch). */
@@ -99,7 +99,7 @@ export function autotuneCacheKey(key: string, device: DeviceLike): { cacheKey: s
   const props = accelerator.properties(d.index);
   const arch = props.arch ?? props.computeCapability ?? null;
   const dev = { type: d.type, name: String(props.name), arch: arch === null ? null : String(arch) };
-  return { cacheKey: cacheKey(['autotune', key, dev.type, dev.name, dev.arch]), device: dev };
+  return { cacheKey: cacheKey(['autotune', key, dev.type, dev.name, dev.arch, configFingerprint()]), device: dev };
 }
 
 function timeCandidate(run: () => void, deviceArg: DeviceLike, warmup: number, reps: number, flush: (() => void) | undefined): number {

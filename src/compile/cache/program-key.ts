@@ -11,7 +11,7 @@
  * - the LLM library's manifest and frozen dispatch choices (llmManifestHash): a program built under
  *   one library choice is never reused under another;
  * - each device the graph touches, with its accelerator's properties (name, architecture...);
- * - every KILN_* environment variable except those known not to affect generated code.
+ * - the configuration fingerprint (runtime/config.ts: every option that can change generated code).
  * Keys that embed process-local identities (`o#N`: constants compared by object identity) cannot
  * mean the same thing in another process; `programCacheKey` returns null for them (not cacheable).
  */
@@ -24,12 +24,10 @@ import { getAccelerator } from '../../runtime/registry.js';
 import { cacheKey } from '../../runtime/cache/key.js';
 import { backends } from '../../runtime/backends.js';
 import { llmManifestHash } from '../../ops/library/policy.js';
+import { configFingerprint } from '../../runtime/config.js';
 
 /** Bump when the stored program format changes in a way the compiler hash would not catch. */
 export const PROGRAM_FORMAT_VERSION = 1;
-
-/** KILN_* variables that only steer plumbing (where files go, logging, pool size), never the generated program. */
-const ENV_IGNORED = new Set(['KILN_CACHE_DIR', 'KILN_LOG', 'KILN_COMPILE_WORKERS', 'KILN_COMPILE_FAST_CALL', 'KILN_TUNE_STORE']);
 
 /** Directories under src/compile whose code does not shape a program (storage plumbing). */
 const HASH_SKIP_DIRS = new Set(['cache']);
@@ -73,13 +71,6 @@ function hashCompilerFiles(): string {
   return h.digest('hex');
 }
 
-/** KILN_* variables that may affect code generation, sorted. */
-export function codegenEnv(): [string, string][] {
-  return Object.entries(process.env)
-    .filter((e): e is [string, string] => e[0].startsWith('KILN_') && !ENV_IGNORED.has(e[0]) && e[1] !== undefined)
-    .sort((a, b) => (a[0] < b[0] ? -1 : 1));
-}
-
 /** Devices with their accelerator's properties (a device whose accelerator is missing has none). */
 function deviceFacts(devices: readonly string[]): unknown[] {
   return [...new Set(devices)].sort().map((spec) => {
@@ -119,8 +110,8 @@ export function programCacheKey(p: ProgramKeyParts): string | null {
     p.guardKey,
     code,
     llmManifestHash(),
+    configFingerprint(),
     deviceFacts(p.devices),
-    codegenEnv(),
     // Process-wide math switches a program's extern calls (GEMMs, convolutions) run under.
     [backends.cuda.allowTf32Conv, backends.cuda.matmul.allowTf32],
   ]);

@@ -12,6 +12,8 @@ import { CudaProgram } from '../codegen/cuda/program.js';
 import { cudaRuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
 import { getOp } from '../../ops/registry.js';
 import type { Graph, ValueId } from '../ir.js';
+import { decodeMode } from '../mode.js';
+import { getOption, parseOption } from '../../runtime/config.js';
 import { schedule } from '../lower/schedule.js';
 import { decisionStore } from './decision-store.js';
 import { CudaGraphProgram, type GraphPolicy } from './graph-program.js';
@@ -26,13 +28,13 @@ export function cudaDeviceOf(graph: Graph): number | null {
 /**
  * KILN_CUDA_GRAPHS=0 turns graphs off (every call launches its kernels one by one), =1 replays
  * them in every mode without measuring; unset: mode 'reduce-overhead' always, other modes where
- * measured faster on the first call of each input signature.
+ * measured faster on the first call of each input signature. `env` (tests) stands in for the
+ * variable's value.
  */
-export function graphPolicy(mode: BackendOptions['mode'], env = process.env.KILN_CUDA_GRAPHS): GraphPolicy {
-  const v = env?.trim().toLowerCase();
-  if (v === '0' || v === 'off' || v === 'false') return 'off';
-  if (v === '1' || v === 'on' || v === 'true' || mode === 'reduce-overhead') return 'always';
-  return 'measure';
+export function graphPolicy(mode: BackendOptions['mode'], env?: string): GraphPolicy {
+  const graphs = env === undefined ? getOption('KILN_CUDA_GRAPHS') : parseOption('KILN_CUDA_GRAPHS', env);
+  if (graphs !== undefined) return graphs ? 'always' : 'off';
+  return decodeMode(mode).cudaGraphs;
 }
 
 /**
@@ -61,14 +63,15 @@ export function argumentWriter(graph: Graph): string | null {
 export function compileForCuda(graph: Graph, deviceIndex: number, options: BackendOptions): CompiledProgram {
   const launcher = cudaRuntimeLauncher(deviceIndex);
   const low = lowerForCuda(graph);
-  const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: options.mode === 'max-autotune', flush: () => launcher.flushL2() });
+  const mode = decodeMode(options.mode);
+  const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: mode.tuneOnFirstRun, flush: () => launcher.flushL2() });
   if (options.logCode) console.log(program.describe());
   const isArg = graph.inputs.map((i) => i.source.kind === 'arg');
-  const aliasOutputs = options.mode === 'reduce-overhead';
+  const aliasOutputs = mode.aliasOutputs;
   // Split at the known host-synchronising ops and at the op the failed whole-call capture stopped at.
   const split = (failedOp: string | undefined): PiecewiseGraphProgram | null => {
     const syncOps = failedOp === undefined ? HOST_SYNC_OPS : new Set([...HOST_SYNC_OPS, failedOp]);
-    return splittable(graph, syncOps) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: options.mode === 'max-autotune', aliasOutputs, syncOps }) : null;
+    return splittable(graph, syncOps) ? new PiecewiseGraphProgram(graph, launcher, { tuneOnFirstRun: mode.tuneOnFirstRun, aliasOutputs, syncOps }) : null;
   };
   const gp = new CudaGraphProgram(program, launcher, graphPolicy(options.mode), isArg, aliasOutputs, split, () => decisionStore(options, deviceIndex));
   const writer = argumentWriter(graph);

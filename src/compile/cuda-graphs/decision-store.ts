@@ -11,7 +11,7 @@
  * (runtime/cuda/gemm-tune-store.ts). Any mode stores the failure; only 'default' measures.
  *
  * Key: the program's cache key (program-key.ts: graph signature, guard key, mode, kiln's version,
- * the compiler's code hash, the device's properties, KILN_* settings; null, so nothing stored, for
+ * the compiler's code hash, the device's properties, the configuration fingerprint; null, so nothing stored, for
  * graphs with process-local constants) and the call's signature (argument dtypes, shapes, strides,
  * in-place or copying graph). Only clear decisions are stored: when the two timings are within
  * CLEAR_RATIO of each other, clock noise could have picked either, and each process measures again.
@@ -21,6 +21,7 @@ import { cacheKey } from '../../runtime/cache/key.js';
 import { getDiskCache } from '../../runtime/cache/disk-cache.js';
 import { programCacheKey } from '../cache/program-key.js';
 import type { BackendOptions } from '../backend.js';
+import { getOption } from '../../runtime/config.js';
 
 const NAMESPACE = 'cuda-graph-decision';
 /** Stored only when one way is at least this much faster than the other. */
@@ -41,7 +42,7 @@ export interface DecisionStore {
   storeCaptureFailure(reason: string, op?: string): void;
 }
 
-export const tuneStoreEnabled = (): boolean => process.env['KILN_TUNE_STORE'] !== '0';
+export const tuneStoreEnabled = (): boolean => getOption('KILN_TUNE_STORE');
 
 /** The store for one program, or null when its decisions cannot be persisted. */
 export function decisionStore(options: BackendOptions, deviceIndex: number): DecisionStore | null {

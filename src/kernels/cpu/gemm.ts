@@ -25,6 +25,7 @@
  * Accumulation is otherwise in float64 (JS numbers). For k > KC the partial sums are stored in C's own
  * element type between slabs.
  */
+import { getOption, setOption } from '../../runtime/config.js';
 import { createWasmGemm, type WasmGemm } from './linalg-wasm.js';
 import { cpuPath, forcedCpuPath } from './native/path.js';
 import type { NumArray } from './numeric.js';
@@ -47,12 +48,11 @@ let packA = new Float64Array(MC * KC);
 let packB = new Float64Array(KC * NC);
 
 let wasm: WasmGemm | undefined | null = null;
-let useWasm = true;
 
 function wasmKernel(): WasmGemm | undefined {
   if (wasm === null) wasm = createWasmGemm(MC, KC, NC);
   // KILN_CPU_PATH=js (native/path.ts) turns the Wasm macro-kernel off as well.
-  return useWasm && forcedCpuPath() !== 'js' ? wasm : undefined;
+  return getOption('cpu.gemmBackend') === 'wasm' && forcedCpuPath() !== 'js' ? wasm : undefined;
 }
 
 export type GemmBackend = 'wasm' | 'js';
@@ -62,9 +62,9 @@ export function gemmBackend(): GemmBackend {
   return wasmKernel() ? 'wasm' : 'js';
 }
 
-/** Selects the macro-kernel (tests run both); 'wasm' falls back to 'js' where unsupported. */
+/** Selects the macro-kernel (tests run both); 'wasm' falls back to 'js' where unsupported. Option 'cpu.gemmBackend'. */
 export function setGemmBackend(backend: GemmBackend): void {
-  useWasm = backend === 'wasm';
+  setOption('cpu.gemmBackend', backend === 'wasm' ? 'wasm' : 'js');
 }
 
 /** Products with at most this many multiply-adds use the direct loop. */
@@ -81,7 +81,7 @@ export function gemm(m: number, n: number, k: number, alpha: number, a: GemmOper
     return;
   }
   // float32 operands on the Wasm cpu path: the f32x4 SIMD engine (float32 accumulation, threads).
-  if (useWasm && a.data instanceof Float32Array && b.data instanceof Float32Array && c.data instanceof Float32Array && cpuPath() === 'wasm' && wasmSgemmAvailable()) {
+  if (getOption('cpu.gemmBackend') === 'wasm' && a.data instanceof Float32Array && b.data instanceof Float32Array && c.data instanceof Float32Array && cpuPath() === 'wasm' && wasmSgemmAvailable()) {
     wasmSgemm(m, n, k, alpha, a, b, beta, c);
     return;
   }

@@ -13,6 +13,7 @@
  * trip (~20-50 us), more than the whole product below THREAD_MIN multiply-adds.
  */
 import type { GemmOperand } from './gemm.js';
+import { getOption, setOption } from '../../runtime/config.js';
 import { nativeThreads } from './native/threads.js';
 import { relaxedSimdAvailable, runCalls, runTiles, warmUpMacros, SGEMM_KC, SGEMM_MR, SGEMM_NR, sgemmMacros, sgemmModule, type SgemmLayout, type SgemmMacros } from './wasm-sgemm.js';
 import { createWasmPool, MAX_PAGES, type WasmPool } from './wasm-threads.js';
@@ -32,7 +33,6 @@ interface Engine {
 }
 
 let engine: Engine | null | undefined;
-let threadsOverride: number | undefined;
 let calls = 0;
 
 /** How many products the Wasm float32 GEMM has run (tests check the dispatch with it). */
@@ -65,13 +65,13 @@ export function wasmSgemmAvailable(): boolean {
 
 /** Threads the Wasm GEMM uses: setWasmThreads, else the cpu thread count (KILN_NUM_THREADS / adaptive). */
 export function wasmThreads(): number {
-  return threadsOverride ?? nativeThreads();
+  return getOption('cpu.wasmThreads') ?? nativeThreads();
 }
 
 /** Sets the Wasm GEMM's thread count (1 = single thread; undefined = back to the default). */
 export function setWasmThreads(n: number | undefined): void {
   if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`setWasmThreads: expected a positive integer, got ${n}`);
-  threadsOverride = n;
+  setOption('cpu.wasmThreads', n);
 }
 
 /** What the Wasm GEMM runs with, for `kiln info` and benchmarks. */

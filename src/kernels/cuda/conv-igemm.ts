@@ -13,6 +13,7 @@
  * Kernels are cached per spec (the spec's name encodes every baked constant).
  */
 import { backends } from '../../runtime/backends.js';
+import { getOption, setOption } from '../../runtime/config.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { channelsLastStrides, numel } from '../../tensor/layout.js';
@@ -44,7 +45,13 @@ import {
  * 'im2col' (always the im2col + cuBLASLt path; for comparisons). KILN_CUDA_CONV_IMPL sets the default.
  */
 export const convImpl: { mode: 'auto' | 'im2col'; tile: IgemmTileName | null } = {
-  mode: process.env.KILN_CUDA_CONV_IMPL?.trim() === 'im2col' ? 'im2col' : 'auto',
+  // Assigning overrides the option (runtime/config.ts), so `kiln info` shows where it comes from.
+  get mode(): 'auto' | 'im2col' {
+    return getOption('KILN_CUDA_CONV_IMPL');
+  },
+  set mode(m: 'auto' | 'im2col') {
+    setOption('KILN_CUDA_CONV_IMPL', m);
+  },
   /** Forces one block tile (tests and benchmarks); null: the measured rule in pickTile. */
   tile: null,
 };

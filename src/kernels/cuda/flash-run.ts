@@ -14,6 +14,7 @@ import { attentionGeometry, type AttentionGeometry } from '../../ops/defs/nn.js'
 import { itemSize } from '../../tensor/dtype.js';
 import { contiguousStrides, numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
+import { getOption, setOption } from '../../runtime/config.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
@@ -26,11 +27,10 @@ import { allocOut, ptrOf, streamOf } from './device.js';
 
 /** 'auto': fused kernel whenever it supports the call; 'math': always the composed GEMM path. */
 export type CudaAttentionPath = 'auto' | 'math';
-let path: CudaAttentionPath = 'auto';
 
-/** Forces the math path (benchmarks compare the two; tests check both against the reference). */
+/** Forces the math path (benchmarks compare the two; tests check both against the reference); option 'cuda.attentionPath'. */
 export function setCudaAttentionPath(p: CudaAttentionPath): void {
-  path = p;
+  setOption('cuda.attentionPath', p);
 }
 
 let tcOverride: TcConfig | null = null;
@@ -151,7 +151,7 @@ function rowsAligned(t: Tensor, geoStrides: readonly number[]): boolean {
 
 /** Whether the fused kernels handle this call's dtypes, head dims, dropout, mask and batch rank. */
 function supported(q: Tensor, geo: AttentionGeometry, attnMask: Tensor | null, dropoutP: number): boolean {
-  if (path === 'math' || dropoutP > 0) return false;
+  if (getOption('cuda.attentionPath') === 'math' || dropoutP > 0) return false;
   const dt = q.dtype;
   if (dt !== 'float32' && dt !== 'float16' && dt !== 'bfloat16') return false;
   if (geo.e !== geo.ev || geo.e > MAX_HEAD_DIM || geo.e % (dt === 'float32' ? 4 : 8) !== 0) return false;

@@ -12,6 +12,7 @@
  * cuBLASLt's: allocated once, outside any CUDA graph capture, reused by every call on the stream),
  * reduced in split order by a second kernel (deterministic).
  */
+import { getOption, setOption } from '../../runtime/config.js';
 import { check, driver, makeCurrent } from '../../runtime/cuda/driver.js';
 import type { DevPtr } from '../../runtime/cuda/ffi.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
@@ -21,11 +22,9 @@ import type { CudaStream } from '../../runtime/cuda/stream.js';
 import type { LtOperand } from '../../runtime/cuda/cublaslt.js';
 import { SGEMM_PARAMS, SGEMM_REDUCE_NAME, SGEMM_REDUCE_PARAMS, SGEMM_THREADS, sgemmName, sgemmReduceSource, sgemmSource, type SgemmTile } from './codegen/sgemm-simt.js';
 
-let enabled = process.env['KILN_SGEMM'] === '1';
-
-/** Turns the SIMT path on or off (tests and benchmarks; the default is KILN_SGEMM=1). */
-export function setSimtLinear(on: boolean): void {
-  enabled = on;
+/** Turns the SIMT path on or off (tests and benchmarks; undefined: back to KILN_SGEMM, default off). */
+export function setSimtLinear(on: boolean | undefined): void {
+  setOption('KILN_SGEMM', on);
 }
 
 /** Calls run on the SIMT kernel, and how many of them split K. */
@@ -81,7 +80,7 @@ export function simtPlan(m: number, n: number, k: number, sms: number): { tile: 
 
 /** Runs the problem on the SIMT kernel and returns true, or returns false (nothing launched). */
 export function runSimtLinear(index: number, stream: CudaStream, p: SimtLinear): boolean {
-  if (!enabled) return false;
+  if (!getOption('KILN_SGEMM')) return false;
   const { a, b, m, n, k } = p;
   // A row-major [M,K] (cuBLASLt sees it as K x M untransposed), W [N,K] row-major (B = W^T read transposed).
   if (a.trans || !b.trans || a.ld % 4 !== 0 || b.ld % 4 !== 0 || n % 4 !== 0 || p.ldd % 4 !== 0) return false;

@@ -18,6 +18,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape, isContiguousStrides, normalizeDim } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
+import { getOption, setOption } from '../../runtime/config.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
@@ -144,9 +145,8 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
  * pinned by tests and benches (setLongTopk) to compare the three on the same inputs.
  */
 export type LongTopk = 'auto' | 'select' | 'segments' | 'radix';
-let longTopk: LongTopk = 'auto';
 export function setLongTopk(mode: LongTopk): void {
-  longTopk = mode;
+  setOption('cuda.longTopk', mode);
 }
 
 // Segment length of the 'segments' path: sorted by one block of SEGMENT_P / 2 threads in 16 KiB
@@ -170,6 +170,7 @@ function segmentsMaxK(len: number): number {
 }
 
 function longTopkPath(len: number, count: number): 'select' | 'segments' | 'radix' {
+  const longTopk = getOption('cuda.longTopk');
   if (count <= RADIX_MAX_K && (longTopk === 'radix' || (longTopk === 'auto' && count > RADIX_MIN_K))) return 'radix';
   // Otherwise the segment paths: the register lists up to SELECT_MAX_K (session 6 measured them
   // ahead of sorted segments at every k <= 64 but one), sorted segments beyond, where they hold k.

@@ -15,6 +15,7 @@
  * which the dispatcher uses on devices without a kernel.
  */
 import { createHash } from 'node:crypto';
+import { getOption } from '../../runtime/config.js';
 import type { DeviceType } from '../../runtime/device.js';
 import { getOp, registerKernel, setDecomposition } from '../registry.js';
 import type { KernelContext, MetaResult } from '../schema.js';
@@ -239,5 +240,5 @@ export function policyFromEnv(value: string | undefined): LlmPolicy | undefined 
   return validatePolicy(parsed as LlmPolicy, 'KILN_LLM_POLICY');
 }
 
-const fromEnv = policyFromEnv(process.env.KILN_LLM_POLICY);
+const fromEnv = policyFromEnv(getOption('KILN_LLM_POLICY'));
 if (fromEnv) policy = fromEnv;

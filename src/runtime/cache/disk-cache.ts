@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
+import { getOption } from '../../runtime/config.js';
 
 export const CACHE_MAGIC = 'kiln-cache';
 export const CACHE_FORMAT_VERSION = 1;
@@ -57,8 +58,8 @@ function safeUserName(): string {
 
 /** `KILN_CACHE_DIR`, else `<tmpdir>/kiln-cache-<username>`. */
 export function cacheDir(): string {
-  const env = process.env.KILN_CACHE_DIR;
-  if (env !== undefined && env !== '') return path.resolve(env);
+  const env = getOption('KILN_CACHE_DIR');
+  if (env !== undefined) return path.resolve(env);
   return path.join(os.tmpdir(), `kiln-cache-${safeUserName()}`);
 }
 

@@ -6,6 +6,7 @@
  * dtype, epilogue), so a repeated GEMM costs one attribute write (the bias pointer) and one
  * cublasLtMatmul call. Enum values are cublasLt.h's (see /work/shared/notes/gpu-facts.md).
  */
+import { getOption } from '../config.js';
 import { check, driver, makeCurrent } from './driver.js';
 import { bindCublasLt, type CublasLtApi, type DevPtr, type Ptr } from './ffi.js';
 import { findLibrary, missingMessage } from './discover.js';
@@ -47,8 +48,8 @@ const WORKSPACE_BYTES = 32 << 20;
  * problem's candidates and times to stderr.
  */
 const TUNE_REPS = 3;
-const TUNE_LOG = process.env['KILN_GEMM_TUNE_LOG'] === '1';
-const TUNE = process.env['KILN_GEMM_AUTOTUNE'] !== '0';
+const TUNE_LOG = getOption('KILN_GEMM_TUNE_LOG');
+const TUNE = getOption('KILN_GEMM_AUTOTUNE');
 
 export type GemmDtype = keyof typeof DATA_TYPE;
 

@@ -18,6 +18,7 @@
  * results are 96 bytes: algo (64), workspaceSize (size_t at 64), state (int at 72), wavesCount
  * (float at 76).
  */
+import { getOption } from '../config.js';
 import type { CublasLtApi, Ptr } from './ffi.js';
 
 const HEURISTIC_RESULT_BYTES = 96;
@@ -39,7 +40,8 @@ const SPLIT_BASES = 3;
  * KILN_GEMM_SPLIT_WAVES overrides it (A/B measurements: fp32's first offers use smaller tiles than
  * bf16's, so their reported occupancy can sit above the bf16-chosen threshold).
  */
-const MAX_WAVES_FOR_SPLIT = Number(process.env['KILN_GEMM_SPLIT_WAVES'] ?? 0.5);
+const SPLIT_WAVES = getOption('KILN_GEMM_SPLIT_WAVES');
+const MAX_WAVES_FOR_SPLIT = SPLIT_WAVES ?? 0.5;
 /**
  * Exact-fp32 problems (COMPUTE_32F on fp32 operands) are searched (below) up to this occupancy of
  * their first offer, which takes in Qwen3's lm head ([128x1024]@[1024x151936], 1.5 waves). H200 R1
@@ -55,14 +57,14 @@ const R_32F = 0;
 const SPLITS = [2, 3, 4, 6, 8, 12, 16] as const;
 const MIN_K_PER_SPLIT = 128;
 /** KILN_GEMM_SPLITK=0: time the heuristic's offers only (A/B measurements). */
-const SPLIT_K = process.env['KILN_GEMM_SPLITK'] !== '0';
+const SPLIT_K = getOption('KILN_GEMM_SPLITK');
 /**
  * The algorithm search: for under-occupied problems also enumerate cuBLASLt's algorithm ids x
  * tiles x stages x splits (AlgoGetIds / AlgoInit / AlgoCheck) and time the SEARCH_TIMED valid ones
  * whose occupancy estimate is closest to one full wave. On by default for exact-fp32 problems
  * (FP32_SEARCH_WAVES); KILN_GEMM_SEARCH=1 turns it on for every dtype, =0 off.
  */
-const SEARCH_ENV = process.env['KILN_GEMM_SEARCH'];
+const SEARCH = getOption('KILN_GEMM_SEARCH');
 const SEARCH_TIMED = 48;
 const CAP_TILE_IDS = 6;
 const CAP_STAGES_IDS = 13;
@@ -196,8 +198,8 @@ export function gemmCandidates(L: CublasLtApi, q: CandidateQuery): Candidate[] {
     if (r.state === 0) offered.push({ algo: r.algo, waves: r.waves, origin: `heuristic ${i}` });
   }
   const fp32 = q.types.compute === COMPUTE_32F && q.types.ab === R_32F;
-  const search = SEARCH_ENV === undefined ? fp32 : SEARCH_ENV === '1';
-  const maxWaves = fp32 && search && process.env['KILN_GEMM_SPLIT_WAVES'] === undefined ? FP32_SEARCH_WAVES : MAX_WAVES_FOR_SPLIT;
+  const search = SEARCH ?? fp32;
+  const maxWaves = fp32 && search && SPLIT_WAVES === undefined ? FP32_SEARCH_WAVES : MAX_WAVES_FOR_SPLIT;
   if (!SPLIT_K || q.requested < 2 || offered.length === 0 || !(offered[0]!.waves < maxWaves)) return offered;
   const seen = new Set(offered.map((c) => Buffer.from(c.algo).toString('hex')));
   const out = [...offered];

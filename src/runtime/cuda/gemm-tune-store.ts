@@ -15,6 +15,7 @@
 import { createHash } from 'node:crypto';
 import { cacheKey } from '../cache/key.js';
 import { getDiskCache } from '../cache/disk-cache.js';
+import { configFingerprint, getOption } from '../config.js';
 import type { CudaDeviceInfo } from './properties.js';
 
 const NAMESPACE = 'cublaslt-algo';
@@ -23,7 +24,7 @@ const NAMESPACE = 'cublaslt-algo';
  * KILN_TUNE_STORE=0 times every problem in every process (as before winners were stored); it also
  * turns off the stored CUDA graph decisions (compile/cuda-graphs/decision-store.ts).
  */
-const STORE = process.env['KILN_TUNE_STORE'] !== '0';
+const STORE = getOption('KILN_TUNE_STORE');
 
 /** Problems whose winner came from disk, and problems timed here, in this process. */
 export const gemmTuneStats = { loaded: 0, tuned: 0 };
@@ -43,7 +44,7 @@ export type TuneDevice = Pick<CudaDeviceInfo, 'arch' | 'name' | 'smCount'>;
 function storeKey(d: TuneDevice, problem: string, algos: readonly Uint8Array[], libVersion: number): string {
   const candidates = createHash('sha256');
   for (const a of algos) candidates.update(a);
-  return cacheKey(['cublaslt-algo', d.arch, d.name, d.smCount, libVersion, problem, candidates.digest('hex')]);
+  return cacheKey(['cublaslt-algo', d.arch, d.name, d.smCount, libVersion, problem, candidates.digest('hex'), configFingerprint()]);
 }
 
 /**

@@ -22,6 +22,7 @@
  * triggers early (measurement). Devices below compute
  * capability 9.0 never get it (and the prologue compiles to nothing there: __CUDA_ARCH__ guard).
  */
+import { getOption, optionSource, setOption } from '../config.js';
 import { deviceInfo } from './properties.js';
 
 /** Starts the prologue's first line; hasPdlPrologue looks for it. */
@@ -82,7 +83,7 @@ export function insertPdlPrologue(source: string, earlyMaxBlocks = 0): string {
 export function withPdlPrologue(source: string, index: number): string {
   if (!pdlEnabled(index)) return source;
   // KILN_PDL=wait: no early trigger at all (for measurement).
-  return insertPdlPrologue(source, process.env['KILN_PDL'] === 'wait' ? 0 : deviceInfo(index).smCount);
+  return insertPdlPrologue(source, getOption('KILN_PDL') === 'wait' ? 0 : deviceInfo(index).smCount);
 }
 
 /**
@@ -110,15 +111,13 @@ export function hasPdlPrologue(source: string, name: string): boolean {
  */
 export type PdlPolicy = 'all' | 'after-kernel';
 
-let forcedPolicy: PdlPolicy | undefined;
-
-/** Overrides the policy for tests and benchmarks (undefined: back to KILN_PDL). */
+/** Overrides the policy for tests and benchmarks (undefined: back to KILN_PDL); option 'cuda.pdl.policy'. */
 export function setPdlPolicy(p: PdlPolicy | undefined): void {
-  forcedPolicy = p;
+  setOption('cuda.pdl.policy', p);
 }
 
 export function pdlPolicy(): PdlPolicy {
-  return forcedPolicy ?? (process.env['KILN_PDL'] === 'all' ? 'all' : 'after-kernel');
+  return getOption('cuda.pdl.policy') ?? (getOption('KILN_PDL') === 'all' ? 'all' : 'after-kernel');
 }
 
 /**
@@ -132,11 +131,9 @@ export function pdlPolicy(): PdlPolicy {
  */
 const DEFAULT_ON = false;
 
-let forced: boolean | undefined;
-
-/** Overrides KILN_PDL for tests and benchmarks (undefined: back to the environment). */
+/** Overrides KILN_PDL for tests and benchmarks (undefined: back to the environment); option 'cuda.pdl.enabled'. */
 export function setPdlEnabled(on: boolean | undefined): void {
-  forced = on;
+  setOption('cuda.pdl.enabled', on);
   perDevice.clear();
 }
 
@@ -146,8 +143,8 @@ const perDevice = new Map<number, boolean>();
 export function pdlEnabled(index: number): boolean {
   const hit = perDevice.get(index);
   if (hit !== undefined) return hit;
-  const env = process.env['KILN_PDL'];
-  const wanted = forced ?? (env === undefined || env === '' ? DEFAULT_ON : env !== '0');
+  // KILN_PDL unset reads as its default '0', which DEFAULT_ON (not the declared default) decides.
+  const wanted = getOption('cuda.pdl.enabled') ?? (optionSource('KILN_PDL') === 'default' ? DEFAULT_ON : getOption('KILN_PDL') !== '0');
   const on = wanted && Number(deviceInfo(index).computeCapability.split('.')[0]) >= 9;
   perDevice.set(index, on);
   return on;

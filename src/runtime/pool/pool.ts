@@ -17,6 +17,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { getOption } from '../../runtime/config.js';
 import { jsKernelTask, type JsKernelPayload } from './js-kernel-task.js';
 import { MessageChannel, Worker, receiveMessageOnPort, threadId as mainThreadId } from 'node:worker_threads';
 import { loadHandler, serializeError as serialize } from './handlers.js';
@@ -105,13 +106,7 @@ function checkCount(n: number, what: string): number {
 /** The pool size in effect: setCompileWorkers, else KILN_COMPILE_WORKERS, else the default. */
 export function compileWorkers(): number {
   if (sizeOverride !== undefined) return sizeOverride;
-  const env = process.env.KILN_COMPILE_WORKERS;
-  if (env !== undefined && env.trim() !== '') {
-    const s = env.trim();
-    if (!/^\d+$/.test(s)) throw new RangeError(`KILN_COMPILE_WORKERS must be a non-negative integer, got '${env}'`);
-    return checkCount(Number(s), 'KILN_COMPILE_WORKERS');
-  }
-  return defaultCompileWorkers();
+  return getOption('KILN_COMPILE_WORKERS') ?? defaultCompileWorkers();
 }
 
 /**

@@ -14,6 +14,7 @@ import { registerBackend } from '../../backend.js';
 import type { Graph, ValueId, ValueInfo } from '../../ir.js';
 import { lower, type Lowered } from '../../lower/lower.js';
 import { schedule } from '../../lower/schedule.js';
+import { decodeMode } from '../../mode.js';
 import type { CudaLauncher } from './launcher.js';
 import { type CudaAutotuneHook, CudaProgram } from './program.js';
 
@@ -34,7 +35,7 @@ export interface CudaBackendOptions extends BackendOptions {
 
 export function compileKilnCuda(graph: Graph, launcher: CudaLauncher, options: Partial<CudaBackendOptions> = {}): CudaProgram {
   const low = lowerForCuda(graph);
-  const program = new CudaProgram(low, schedule(low), launcher, { autotune: options.autotune, tuneOnFirstRun: options.mode === 'max-autotune' });
+  const program = new CudaProgram(low, schedule(low), launcher, { autotune: options.autotune, tuneOnFirstRun: decodeMode(options.mode).tuneOnFirstRun });
   if (options.logCode) console.log(program.describe());
   return program;
 }

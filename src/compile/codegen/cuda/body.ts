@@ -11,16 +11,17 @@ import type { LNode } from '../../lower/lower.js';
 import { nodeInputs } from '../../lower/lower.js';
 import { CAST_OPS } from '../../lower/ops.js';
 import type { KernelGroup } from '../../lower/schedule.js';
+import { getOption } from '../../../runtime/config.js';
 import { isFloating } from '../../../tensor/dtype.js';
 import { computeType, loadConvert, storageType, storeConvert } from './ctypes.js';
 import type { KernelSpec } from './layout.js';
 import { type CArg, CUDA_TEMPLATES, declareValue } from './templates.js';
 
 /**
- * KILN_CUDA_FAST_MATH=0 turns the fast float exp/tanh off (templates.ts); KILN_* is in every cache
- * key. Read once when this module loads (a process.env read per generated node was measurable).
+ * KILN_CUDA_FAST_MATH=0 turns the fast float exp/tanh off (templates.ts); it is in every cache
+ * key (configFingerprint). Read once when this module loads (a process.env read per generated node was measurable).
  */
-const FAST_MATH = process.env['KILN_CUDA_FAST_MATH'] !== '0';
+const FAST_MATH = getOption('KILN_CUDA_FAST_MATH');
 export function cudaFastMath(): boolean {
   return FAST_MATH;
 }

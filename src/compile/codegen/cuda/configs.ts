@@ -5,6 +5,7 @@
  * a layout (a vector width that does not divide the innermost dim or misaligns an operand); the
  * program then falls back to the best config that can.
  */
+import { getOption, setOption } from '../../../runtime/config.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import type { GroupCtx } from './body.js';
 import type { PointwiseConfig } from './emit-pointwise.js';
@@ -39,17 +40,16 @@ const WAVES = 4;
  * units, no grid-stride trips, up to the 2^26-unit step bound of launchPlan). H200 R1
  * (elementwise-4096 fp32): b256 EPT 2 took 0.0359 ms one-shot against 0.0370 ms capped at WAVES
  * (the last partial trip of a capped grid is a tail); other configs within noise. Settable for
- * benchmark sweeps (bench/cuda-pointwise-configs.ts); kernels are correct for any grid.
+ * benchmark sweeps (bench/cuda-pointwise-configs.ts); kernels are correct for any grid. Option
+ * 'cuda.pointwiseWaves' (runtime/config.ts, where its default lives).
  */
-let pointwiseWaves = Infinity;
-
 export function setPointwiseWaves(waves: number): void {
   if (!(waves >= 1)) throw new RangeError(`setPointwiseWaves: expected a number >= 1 (or Infinity), got ${waves}`);
-  pointwiseWaves = waves;
+  setOption('cuda.pointwiseWaves', waves);
 }
 
 export function pointwiseWavesSetting(): number {
-  return pointwiseWaves;
+  return getOption('cuda.pointwiseWaves');
 }
 
 /** Bytes of one vector access at most: 16 (ld.global.v4.u32 / LDG.128). */
@@ -183,7 +183,7 @@ export function launchPlan(cfg: CudaKernelConfig, spec: KernelSpec, L: KernelLay
   if (cfg.kind === 'pointwise') {
     const total = prod(L.oshape);
     if (total === 0) return { launches: [], workspaceBytes: 0, extraInts: {} };
-    const pcap = target.sms * Math.max(1, Math.floor(target.maxThreadsPerSm / B)) * pointwiseWaves;
+    const pcap = target.sms * Math.max(1, Math.floor(target.maxThreadsPerSm / B)) * pointwiseWavesSetting();
     // The grid-stride step (grid x block x EPT units) stays at most 2^26 whatever the waves (the
     // 32-bit index bound of IDX32_LIMIT).
     const blocks = Math.max(1, Math.min(ceilDiv(total / cfg.vec, B * cfg.ept), pcap, Math.floor(2 ** 26 / (B * cfg.ept))));

@@ -9,10 +9,11 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { getOption } from '../../../runtime/config.js';
 
 /** Path of nvcc when it runs (`nvcc --version` succeeds), else null. */
 export function findNvcc(): string | null {
-  const cand = process.env.KILN_NVCC ?? 'nvcc';
+  const cand = getOption('KILN_NVCC');
   try {
     execFileSync(cand, ['--version'], { stdio: 'pipe' });
     return cand;
@@ -117,7 +118,7 @@ export function nvccCheck(units: readonly string[], arch = 'sm_90', nvcc = findN
       const text = readFileSync(ptx, 'utf8');
       parsePtxParams(text, params);
       if (options.assemble === false) return;
-      const b = spawnSync(process.env.KILN_PTXAS ?? 'ptxas', [`-arch=${arch}`, '-v', '-o', path.join(dir, `unit${i}.cubin`), ptx], { encoding: 'utf8' });
+      const b = spawnSync(getOption('KILN_PTXAS'), [`-arch=${arch}`, '-v', '-o', path.join(dir, `unit${i}.cubin`), ptx], { encoding: 'utf8' });
       if (b.status !== 0) errors.push(`unit ${i}: ptxas failed:\n${b.stderr}${b.stdout}`);
       parsePtxas(`${b.stderr}\n${b.stdout}`, usage);
     });

@@ -21,6 +21,7 @@ import type { Graph, GraphInput } from '../../ir.js';
 import type { Lowered } from '../../lower/lower.js';
 import type { Schedule } from '../../lower/schedule.js';
 import { log } from '../../log.js';
+import { decodeMode } from '../../mode.js';
 import type { KernelFn } from './compile.js';
 import { wasmKernelFn } from '../wasm/runtime.js';
 import { nativeKernelFn } from '../c/runtime.js';
@@ -111,7 +112,7 @@ export function deserializeProgram(body: unknown, graph: Graph, options: Pick<Ba
   const inputs: GraphInput[] = low.graph.inputs.map((inp, i) => ({ id: inp.id, source: graph.inputs[i]!.source }));
   const storedGraph: Graph = { ...low.graph, inputs };
   const rebuilt: Lowered = { ...low, graph: storedGraph };
-  return new KilnProgram(rebuilt, sched, undefined, options.mode === 'max-autotune', { codes, chosen, fns: instantiate(codes, chosen) });
+  return new KilnProgram(rebuilt, sched, undefined, decodeMode(options.mode).tuneOnFirstRun, { codes, chosen, fns: instantiate(codes, chosen) });
 }
 
 /** Devices a graph touches (its values' devices). */

@@ -7,6 +7,7 @@
  * process: native when a compiler is found and the GEMM library builds and loads, else wasm where
  * WebAssembly is available, else js. `cpuPathInfo()` says which and why (shown by `kiln info`).
  */
+import { getOption, setOption } from '../../../runtime/config.js';
 import { wasmApi } from '../wasm-asm.js';
 import { loadNativeGemm } from './gemm.js';
 import { probeToolchain, type Toolchain } from './toolchain.js';
@@ -23,7 +24,6 @@ export interface CpuPathInfo {
 
 const PATHS: readonly CpuPath[] = ['native', 'wasm', 'js'];
 
-let override: CpuPath | undefined;
 let auto: CpuPathInfo | undefined;
 /**
  * The forced-native answer once the native GEMM has loaded (it stays loaded for the process).
@@ -34,19 +34,14 @@ let forcedNative: CpuPathInfo | undefined;
 
 /** The forced path from setCpuPath or KILN_CPU_PATH, if any (cheap: never probes). */
 export function forcedCpuPath(): CpuPath | undefined {
-  if (override) return override;
-  const env = process.env.KILN_CPU_PATH?.trim().toLowerCase();
-  if (env === undefined || env === '' || env === 'auto') return undefined;
-  if (!(PATHS as readonly string[]).includes(env)) {
-    throw new RangeError(`KILN_CPU_PATH must be one of native, wasm, js, auto; got '${process.env.KILN_CPU_PATH}'`);
-  }
-  return env as CpuPath;
+  const p = getOption('KILN_CPU_PATH');
+  return p === 'auto' ? undefined : p;
 }
 
 /** Forces a path for this process (undefined: back to KILN_CPU_PATH / automatic). */
 export function setCpuPath(p: CpuPath | undefined): void {
   if (p !== undefined && !PATHS.includes(p)) throw new RangeError(`setCpuPath: expected one of ${PATHS.join(', ')}, got '${String(p)}'`);
-  override = p;
+  setOption('KILN_CPU_PATH', p);
 }
 
 function nativeProblem(): { toolchain?: Toolchain; problem?: string } {

@@ -11,8 +11,8 @@
  * An explicit count (setNativeThreads / KILN_NUM_THREADS) is always used as given.
  */
 import os from 'node:os';
+import { getOption, setOption } from '../../../runtime/config.js';
 
-let override: number | undefined;
 let cached = { at: -Infinity, n: 1 };
 
 /** Re-read the load average at most this often (ms): a read costs a syscall, loads change slowly. */
@@ -30,18 +30,11 @@ function adaptive(): number {
 }
 
 export function nativeThreads(): number {
-  if (override !== undefined) return override;
-  const env = process.env.KILN_NUM_THREADS;
-  if (env !== undefined && env.trim() !== '') {
-    const n = Number(env.trim());
-    if (!Number.isInteger(n) || n < 1) throw new RangeError(`KILN_NUM_THREADS must be a positive integer, got '${env}'`);
-    return n;
-  }
-  return adaptive();
+  return getOption('KILN_NUM_THREADS') ?? adaptive();
 }
 
 /** Sets the native thread count (undefined: back to KILN_NUM_THREADS / the adaptive default). */
 export function setNativeThreads(n: number | undefined): void {
   if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`setNativeThreads: n must be a positive integer, got ${String(n)}`);
-  override = n;
+  setOption('KILN_NUM_THREADS', n);
 }

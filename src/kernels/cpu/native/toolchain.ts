@@ -16,6 +16,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { getOption } from '../../../runtime/config.js';
 import { nativeDiskCache } from './disk.js';
 
 export interface Toolchain {
@@ -116,8 +117,8 @@ function probeUncached(compiler: string): ToolchainProbe {
 
 /** Candidate compilers in order: KILN_CC, then cc, gcc, clang. */
 export function compilerCandidates(): string[] {
-  const env = process.env.KILN_CC;
-  if (env !== undefined && env.trim() !== '') return [env.trim()];
+  const env = getOption('KILN_CC');
+  if (env !== undefined) return [env.trim()];
   return ['cc', 'gcc', 'clang'];
 }
 
@@ -125,7 +126,7 @@ let cached: { env: string; probe: ToolchainProbe } | undefined;
 
 /** The toolchain, probed once per process (and cached on disk); `{ ok: false, reason }` if none works. */
 export function probeToolchain(): ToolchainProbe {
-  const env = `${process.env.KILN_CC ?? ''}\0${process.env.PATH ?? ''}`;
+  const env = `${getOption('KILN_CC') ?? ''}\0${process.env.PATH ?? ''}`;
   if (cached?.env === env) return cached.probe;
   const reasons: string[] = [];
   let probe: ToolchainProbe | undefined;

@@ -1,0 +1,320 @@
+/**
+ * Kiln's configuration in one place: every KILN_* environment variable and every runtime setter
+ * that tunes behaviour is declared here once (name, type, default, one-line doc), read through
+ * `getOption`, listed by `kiln info` (`describeOptions`) and hashed as a whole into the compile
+ * cache keys (`configFingerprint`, a part of the compiled-program, autotune and GEMM-tuning keys).
+ *
+ * Resolution, highest first: a runtime override (`setOption`, which the modules' exported setters
+ * such as setCpuPath call), then the environment variable, then the declared default. An empty
+ * environment value means unset for every option. Options marked `once` look at the environment
+ * only at their first read (they were constants computed when their module loaded; overrides
+ * still apply); the others read it at every `getOption`, so a changed process.env takes effect
+ * (the parse is memoised per raw string, so a read costs about what the old direct read did).
+ * Runtime-only options (`env: false`, dotted names) have no variable: only their setter sets them.
+ *
+ * Parse errors name the variable and what it accepts (e.g. "KILN_CPU_PATH must be one of native,
+ * wasm, js, auto; got 'gpu'"). Booleans take 0/1, true/false, on/off (any case).
+ *
+ * `codegen: true` marks options that can change generated code, which kernels run, or tuning
+ * results; only those are in the fingerprint, so a log setting or the cache folder never makes the
+ * compile cache miss. This is the bottom layer: it imports nothing from src/ outside runtime/.
+ */
+import { createHash } from 'node:crypto';
+
+type OptionType = 'boolean' | 'integer' | 'number' | 'string' | 'enum';
+
+interface Decl {
+  readonly type: OptionType;
+  readonly default: unknown;
+  readonly doc: string;
+  /** Part of configFingerprint: may change generated code, the kernels chosen, or tuning results. */
+  readonly codegen: boolean;
+  /** Read from the environment variable of this name (false: runtime-only, set by its setter). */
+  readonly env: boolean;
+  /** enum: the accepted values (the first parse of each is the canonical spelling). */
+  readonly values?: readonly string[];
+  /** enum: other spellings accepted from the environment, mapped to a value. */
+  readonly aliases?: Readonly<Record<string, string>>;
+  /** integer / number: the least accepted value. */
+  readonly min?: number;
+  /** The environment is read once, at the first read (see the header). */
+  readonly once?: boolean;
+  /** What overrides it at run time (exported setters, or assignable properties). */
+  readonly setter?: string;
+}
+
+/** The declarations, sorted by name within each group. */
+export const OPTIONS = {
+  KILN_AUTOTUNE: { type: 'boolean', default: true, env: true, codegen: true, doc: 'Autotuning of generated kernels; 0: nothing is timed and the first candidate config wins' },
+  KILN_CACHE_DIR: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Folder of the on-disk compile cache (default <tmpdir>/kiln-cache-<user>)' },
+  KILN_CC: { type: 'string', default: undefined, env: true, codegen: false, doc: 'C compiler of the native cpu path (default: the first of cc, gcc, clang that works; its identity is in the object key)' },
+  KILN_COMPILE_FAST_CALL: { type: 'boolean', default: true, env: true, codegen: false, doc: "Last-call fast path of compiled functions; 0: the full guard check on every call (read when a function is compiled)" },
+  KILN_COMPILE_WORKERS: { type: 'integer', min: 0, default: undefined, env: true, codegen: false, setter: 'setCompileWorkers', doc: 'Compile worker pool size; 0 compiles in-process (default max(1, min(8, cores - 1)))' },
+  KILN_CPU_PATH: { type: 'enum', values: ['native', 'wasm', 'js', 'auto'], default: 'auto', env: true, codegen: true, setter: 'setCpuPath', doc: 'Code path of cpu GEMMs and compiled kernels; auto: native where a C compiler works, else wasm, else js' },
+  KILN_CUDA_CONV_IMPL: { type: 'enum', values: ['auto', 'im2col'], default: 'auto', env: true, once: true, codegen: true, setter: 'convImpl.mode', doc: 'Eager cuda conv2d: auto (implicit GEMM wherever it applies) or im2col (always im2col + cuBLASLt)' },
+  KILN_CUDA_CONV_TF32: { type: 'boolean', default: true, env: true, once: true, codegen: true, setter: 'backends.cuda.allowTf32Conv', doc: 'float32 cuda convolutions on TF32 tensor cores' },
+  KILN_CUDA_FAST_MATH: { type: 'boolean', default: true, env: true, once: true, codegen: true, doc: 'Fast float exp/sigmoid/silu/tanh in generated cuda kernels' },
+  KILN_CUDA_GRAPHS: { type: 'boolean', default: undefined, env: true, codegen: true, doc: "CUDA graph replay of compiled cuda programs: 0 never, 1 always; unset: 'reduce-overhead' always, other modes where measured faster" },
+  KILN_CUDA_MATMUL_TF32: { type: 'boolean', default: false, env: true, once: true, codegen: true, setter: 'backends.cuda.matmul.allowTf32, setFloat32MatmulPrecision', doc: 'float32 cuda GEMMs on TF32 tensor cores (default exact fp32)' },
+  KILN_GEMM_AUTOTUNE: { type: 'boolean', default: true, env: true, once: true, codegen: true, doc: "Times each new cuBLASLt GEMM problem's candidate algorithms; 0 keeps the heuristic's first choice" },
+  KILN_GEMM_SEARCH: { type: 'boolean', default: undefined, env: true, once: true, codegen: true, doc: "cuBLASLt algorithm search for under-occupied GEMMs: 1 every dtype, 0 none; unset: exact-fp32 problems only" },
+  KILN_GEMM_SPLITK: { type: 'boolean', default: true, env: true, once: true, codegen: true, doc: 'Split-K variants among the timed cuBLASLt candidates; 0: the heuristic offers only' },
+  KILN_GEMM_SPLIT_WAVES: { type: 'number', min: 0, default: undefined, env: true, once: true, codegen: true, doc: 'Occupancy (waves) under which a GEMM gets split-K candidates (unset: 0.5, or 4 for searched exact-fp32 problems)' },
+  KILN_GEMM_TUNE_LOG: { type: 'boolean', default: false, env: true, once: true, codegen: false, doc: "Prints each tuned cuBLASLt problem's candidates and times to stderr" },
+  KILN_HORIZONTAL_FUSION: { type: 'boolean', default: true, env: true, codegen: true, doc: 'Horizontal linear fusion (concatenated weights) in inference programs (read when a function is compiled)' },
+  KILN_LLM_POLICY: { type: 'string', default: undefined, env: true, once: true, codegen: true, setter: 'setLlmPolicy (kept in llm/policy.ts)', doc: 'LLM library policy as JSON, e.g. {"prefer":["reference"],"deny":["vendor"]}' },
+  KILN_LOG: { type: 'string', default: undefined, env: true, once: true, codegen: false, doc: 'Compiler logs, comma-separated: graph, output_code, guards, recompiles, all' },
+  KILN_NUM_THREADS: { type: 'integer', min: 1, default: undefined, env: true, codegen: false, setter: 'setNativeThreads', doc: 'Threads of native cpu kernels (default: the cores, fewer while the 1-minute load average oversubscribes them)' },
+  KILN_NVCC: { type: 'string', default: 'nvcc', env: true, codegen: false, doc: 'nvcc used by the offline generated-source check (scripts/cuda-nvcc-check.mjs)' },
+  KILN_PDL: { type: 'enum', values: ['0', '1', 'all', 'wait'], aliases: { off: '0', false: '0', on: '1', true: '1' }, default: '0', env: true, codegen: true, doc: 'Programmatic dependent launch on sm_90+: 1 after kernels, all on every launch, wait without early trigger, 0 off' },
+  KILN_PTXAS: { type: 'string', default: 'ptxas', env: true, codegen: false, doc: 'ptxas used by the offline generated-source check' },
+  KILN_QK_NORM_ROTARY: { type: 'boolean', default: true, env: true, codegen: true, doc: 'q/k norm + rotary fusion in inference programs (read when a function is compiled)' },
+  KILN_SGEMM: { type: 'boolean', default: false, env: true, once: true, codegen: true, setter: 'setSimtLinear', doc: "Exact-fp32 linear GEMMs on Kiln's SIMT kernel instead of cuBLASLt (experiment)" },
+  KILN_TUNE_STORE: { type: 'boolean', default: true, env: true, codegen: false, doc: 'Stores GEMM autotune winners and CUDA graph decisions on disk; 0 re-measures in every process' },
+  'cpu.gemmBackend': { type: 'enum', values: ['wasm', 'js'], default: 'wasm', env: false, codegen: true, setter: 'setGemmBackend', doc: 'Macro-kernel of the float64/JS cpu GEMM (wasm falls back to js where unsupported)' },
+  'cpu.wasmThreads': { type: 'integer', min: 1, default: undefined, env: false, codegen: false, setter: 'setWasmThreads', doc: "Threads of the Wasm float32 GEMM (unset: the native thread count)" },
+  'cuda.attentionPath': { type: 'enum', values: ['auto', 'math'], default: 'auto', env: false, codegen: true, setter: 'setCudaAttentionPath', doc: 'cuda attention: auto (fused kernel where it applies) or math (composed GEMMs)' },
+  'cuda.longTopk': { type: 'enum', values: ['auto', 'select', 'segments', 'radix'], default: 'auto', env: false, codegen: true, setter: 'setLongTopk', doc: 'First pass of cuda topk on rows longer than a block sort; auto picks by k' },
+  'cuda.pdl.enabled': { type: 'boolean', default: undefined, env: false, codegen: true, setter: 'setPdlEnabled', doc: 'Overrides whether PDL is on (unset: KILN_PDL)' },
+  'cuda.pdl.policy': { type: 'enum', values: ['after-kernel', 'all'], default: undefined, env: false, codegen: true, setter: 'setPdlPolicy', doc: 'Overrides which PDL launches get the attribute (unset: KILN_PDL)' },
+  'cuda.pointwiseWaves': { type: 'number', min: 1, default: Infinity, env: false, codegen: true, setter: 'setPointwiseWaves', doc: 'Grid cap of generated pointwise cuda kernels, in waves (Infinity: a block per work unit)' },
+} as const satisfies Record<string, Decl>;
+
+type Declared = typeof OPTIONS;
+export type OptionName = keyof Declared;
+/** The names that are environment variables. */
+export type EnvOptionName = { [N in OptionName]: Declared[N]['env'] extends true ? N : never }[OptionName];
+
+type BaseValue<D> = D extends { readonly type: 'boolean' }
+  ? boolean
+  : D extends { readonly type: 'integer' | 'number' }
+    ? number
+    : D extends { readonly type: 'enum'; readonly values: readonly (infer V)[] }
+      ? V
+      : string;
+/** The value type of an option: undefined is a value of options declared without a default. */
+export type OptionValue<N extends OptionName> = BaseValue<Declared[N]> | (Declared[N]['default'] extends undefined ? undefined : never);
+
+export type OptionSource = 'override' | 'env' | 'default';
+
+const decl = (name: OptionName): Decl => OPTIONS[name];
+
+function isDeclared(name: string): name is OptionName {
+  return Object.hasOwn(OPTIONS, name);
+}
+
+function checkName(name: string, where: string): OptionName {
+  if (!isDeclared(name)) throw new RangeError(`${where}: unknown option '${name}' (declared: ${Object.keys(OPTIONS).join(', ')})`);
+  return name;
+}
+
+function expected(d: Decl): string {
+  switch (d.type) {
+    case 'boolean':
+      return '0/1, true/false or on/off';
+    case 'integer':
+      return d.min === 1 ? 'a positive integer' : d.min === 0 ? 'a non-negative integer' : `an integer >= ${d.min ?? '-inf'}`;
+    case 'number':
+      return `a number >= ${d.min ?? '-inf'}`;
+    case 'enum':
+      return `one of ${d.values!.join(', ')}`;
+    case 'string':
+      return 'a string';
+  }
+}
+
+/** The value of `raw` (an environment string) for option `name`; unset or empty gives the default. */
+export function parseOption<N extends OptionName>(name: N, raw: string | undefined): OptionValue<N> {
+  const d = decl(checkName(name, 'parseOption'));
+  if (raw === undefined || raw.trim() === '') return d.default as OptionValue<N>;
+  const s = raw.trim();
+  const bad = (): never => {
+    throw new RangeError(`${name} must be ${expected(d)}; got '${raw}'`);
+  };
+  switch (d.type) {
+    case 'boolean': {
+      const v = s.toLowerCase();
+      if (v === '0' || v === 'false' || v === 'off') return false as OptionValue<N>;
+      if (v === '1' || v === 'true' || v === 'on') return true as OptionValue<N>;
+      return bad();
+    }
+    case 'integer': {
+      if (!/^[+-]?\d+$/.test(s)) return bad();
+      const n = Number(s);
+      return (Number.isSafeInteger(n) && n >= (d.min ?? -Infinity) ? n : bad()) as OptionValue<N>;
+    }
+    case 'number': {
+      const n = Number(s);
+      return (Number.isFinite(n) && n >= (d.min ?? -Infinity) ? n : bad()) as OptionValue<N>;
+    }
+    case 'enum': {
+      const v = s.toLowerCase();
+      const value = d.values!.includes(v) ? v : d.aliases?.[v];
+      return (value ?? bad()) as OptionValue<N>;
+    }
+    case 'string':
+      // Paths and JSON keep their spelling (only an all-blank value counts as unset).
+      return raw as OptionValue<N>;
+  }
+}
+
+/** Why `value` is not a value of option `name`, or null when it is. */
+function invalidValue(d: Decl, value: unknown): string | null {
+  switch (d.type) {
+    case 'boolean':
+      return typeof value === 'boolean' ? null : 'a boolean';
+    case 'integer':
+      return Number.isInteger(value) && (value as number) >= (d.min ?? -Infinity) ? null : expected(d);
+    case 'number':
+      return typeof value === 'number' && (value as number) >= (d.min ?? -Infinity) ? null : expected(d);
+    case 'enum':
+      return d.values!.includes(value as string) ? null : expected(d);
+    case 'string':
+      return typeof value === 'string' ? null : 'a string';
+  }
+}
+
+const overrides = new Map<OptionName, unknown>();
+/** Per option: the raw environment string last parsed and its value (for `once` options, the first). */
+const envMemo = new Map<OptionName, { readonly raw: string | undefined; readonly value: unknown }>();
+
+/** The environment's value of an env option (the default when unset), memoised per raw string. */
+function envValue(name: OptionName, d: Decl): { raw: string | undefined; value: unknown } {
+  const memo = envMemo.get(name);
+  if (memo !== undefined && d.once) return memo;
+  const raw = process.env[name];
+  if (memo !== undefined && memo.raw === raw) return memo;
+  const fresh = { raw, value: parseOption(name, raw) };
+  envMemo.set(name, fresh);
+  return fresh;
+}
+
+/** The value in effect: the override, else the environment, else the default. */
+export function getOption<N extends OptionName>(name: N): OptionValue<N> {
+  if (overrides.has(name)) return overrides.get(name) as OptionValue<N>;
+  const d = decl(name);
+  return (d.env ? envValue(name, d).value : d.default) as OptionValue<N>;
+}
+
+/**
+ * Overrides option `name` for this process (what the modules' setters call); undefined removes
+ * the override, so the environment or the default applies again. The value is checked against
+ * the declaration.
+ */
+export function setOption<N extends OptionName>(name: N, value: OptionValue<N> | undefined): void {
+  const d = decl(checkName(name, 'setOption'));
+  if (value === undefined) {
+    overrides.delete(name);
+    return;
+  }
+  const why = invalidValue(d, value);
+  if (why !== null) throw new RangeError(`setOption('${name}'): expected ${why}, got ${typeof value === 'string' ? `'${value}'` : String(value)}`);
+  overrides.set(name, value);
+}
+
+/** Where the value in effect comes from. */
+export function optionSource(name: OptionName): OptionSource {
+  if (overrides.has(name)) return 'override';
+  const d = decl(name);
+  if (!d.env) return 'default';
+  const raw = d.once ? (envMemo.get(name)?.raw ?? process.env[name]) : process.env[name];
+  return raw !== undefined && raw.trim() !== '' ? 'env' : 'default';
+}
+
+/**
+ * Runs `fn` with environment variable `name` set to `value` (undefined: removed), restoring it
+ * afterwards. For tools that point child processes and the per-call options at another value
+ * (e.g. `kiln bench` compiling into a fresh KILN_CACHE_DIR).
+ */
+export function withEnvOption<T>(name: EnvOptionName, value: string | undefined, fn: () => T): T {
+  const saved = process.env[name];
+  const put = (v: string | undefined): void => {
+    if (v === undefined) delete process.env[name];
+    else process.env[name] = v;
+  };
+  put(value);
+  try {
+    return fn();
+  } finally {
+    put(saved);
+  }
+}
+
+export interface OptionInfo {
+  readonly name: OptionName;
+  readonly type: OptionType;
+  /** enum: the accepted values. */
+  readonly values?: readonly string[];
+  readonly default: unknown;
+  /** The value in effect (undefined also when `error` says the environment's value is invalid). */
+  readonly value: unknown;
+  readonly source: OptionSource;
+  readonly doc: string;
+  /** Whether it is an environment variable (else runtime-only). */
+  readonly env: boolean;
+  readonly codegen: boolean;
+  readonly setter?: string;
+  /** The parse error of an invalid environment value. */
+  readonly error?: string;
+}
+
+/** Every declared option with its value in effect and where it comes from (for `kiln info`). */
+export function describeOptions(): OptionInfo[] {
+  return (Object.keys(OPTIONS) as OptionName[]).map((name) => {
+    const d = decl(name);
+    let value: unknown;
+    let error: string | undefined;
+    try {
+      value = getOption(name);
+    } catch (e) {
+      error = (e as Error).message;
+    }
+    return {
+      name,
+      type: d.type,
+      ...(d.values ? { values: d.values } : {}),
+      default: d.default,
+      value,
+      source: optionSource(name),
+      doc: d.doc,
+      env: d.env,
+      codegen: d.codegen,
+      ...(d.setter ? { setter: d.setter } : {}),
+      ...(error !== undefined ? { error } : {}),
+    };
+  });
+}
+
+/** An option value as stable text (Infinity and unset have no JSON of their own). */
+export function formatOptionValue(value: unknown): string {
+  if (value === undefined) return '(unset)';
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+let fingerprintMemo: { text: string; hash: string } | undefined;
+
+/**
+ * sha256 (hex) of the resolved values of every `codegen` option, by name. Part of the keys of
+ * compiled programs (compile/cache/program-key.ts, and so of CUDA-graph decisions), autotune
+ * winners and cuBLASLt tuning (not of kernel binaries: those are keyed by their source, which
+ * already reflects every option that shapes it), so a program or tuning result stored under one
+ * configuration is never reused under another; options that only steer plumbing (logs, folders,
+ * worker and thread counts, tool paths) are left out, so they never make the cache miss.
+ */
+export function configFingerprint(): string {
+  const parts: string[] = [];
+  for (const name of Object.keys(OPTIONS) as OptionName[]) {
+    if (decl(name).codegen) parts.push(`${name}=${encodeForHash(getOption(name))}`);
+  }
+  const text = parts.join('\n');
+  if (fingerprintMemo?.text !== text) fingerprintMemo = { text, hash: createHash('sha256').update(text).digest('hex') };
+  return fingerprintMemo.hash;
+}
+
+/** Distinct text for every distinct value (unset, strings and numbers never collide). */
+function encodeForHash(value: unknown): string {
+  if (value === undefined) return '-';
+  if (typeof value === 'string') return JSON.stringify(value);
+  return `#${String(value)}`;
+}
