@@ -1,0 +1,61 @@
+/**
+ * Per-request sampling options and the sampler contract shared by the generation engine
+ * (engine.ts) and the sampler (sampler.ts). Names follow transformers' generate() where it has
+ * one (doSample, temperature, topK, topP, minP, repetitionPenalty, maxNewTokens) and the OpenAI /
+ * vLLM API otherwise (presencePenalty, frequencyPenalty, logprobs, stop, seed).
+ */
+import type { Tensor } from '../tensor/tensor.js';
+
+export interface SamplingParams {
+  /** false (default): greedy (argmax; ties go to the lowest id, as torch.argmax). */
+  doSample?: boolean;
+  /** Divides the logits before sampling (default 1); must be > 0 when sampling. */
+  temperature?: number;
+  /** Keep only the k most likely tokens (default 0: off). */
+  topK?: number;
+  /** Keep the smallest set of most likely tokens whose probability reaches p (default 1: off). */
+  topP?: number;
+  /** Drop tokens whose probability is below minP times the most likely token's (default 0: off). */
+  minP?: number;
+  /** transformers' repetition penalty over prompt and generated tokens (default 1: off). */
+  repetitionPenalty?: number;
+  /** OpenAI presence penalty over generated tokens (default 0). */
+  presencePenalty?: number;
+  /** OpenAI frequency penalty over generated tokens (default 0). */
+  frequencyPenalty?: number;
+  /** Per-request seed: the same seed gives the same tokens whatever else is in the batch. */
+  seed?: number;
+  /** Return the sampled token's logprob and this many top alternatives per step (default: none). */
+  logprobs?: number;
+  /** New tokens at most (default 16 in the engine; generate() takes maxNewTokens). */
+  maxNewTokens?: number;
+  /** Token ids that end the request (the model's eos ids are added unless ignoreEos). */
+  stopTokenIds?: readonly number[];
+  /** Strings that end the request (matched on the detokenized text; not included in the output). */
+  stop?: readonly string[];
+  ignoreEos?: boolean;
+}
+
+/** One sequence's row in a sampling step. */
+export interface SamplingRow {
+  readonly params: SamplingParams;
+  /** Prompt and generated token ids so far (penalties read them). */
+  readonly promptIds: readonly number[];
+  readonly outputIds: readonly number[];
+}
+
+export interface SampledToken {
+  readonly id: number;
+  /** log softmax of the processed logits at `id`, when the row asked for logprobs. */
+  readonly logprob?: number;
+  /** The row's top-n alternatives (id, logprob), most likely first, when asked for. */
+  readonly top?: readonly { id: number; logprob: number }[];
+}
+
+/**
+ * Picks one token per row of `logits` [B, vocab] (any float dtype, any device). Implementations
+ * read the device once per step (the chosen ids, and logprobs where asked), never once per row.
+ */
+export interface Sampler {
+  sample(logits: Tensor, rows: readonly SamplingRow[]): SampledToken[];
+}
