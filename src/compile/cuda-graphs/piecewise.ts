@@ -17,12 +17,10 @@ import { dispatch } from '../../ops/dispatch.js';
 import { getOp } from '../../ops/registry.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import type { CompiledProgram } from '../backend.js';
-import { lowerForCuda } from '../codegen/cuda/backend.js';
-import { CudaProgram } from '../codegen/cuda/program.js';
+import { cudaProgram } from '../codegen/cuda/backend.js';
 import type { RuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
 import { buildOutput } from '../interpret.js';
 import { argValues, type Graph, type IRArg, type IRNode, outputValues, type ValueId, type ValueInfo } from '../ir.js';
-import { schedule } from '../lower/schedule.js';
 import { CudaGraphProgram } from './graph-program.js';
 
 /**
@@ -79,8 +77,7 @@ export class PiecewiseGraphProgram implements CompiledProgram {
       const later = readAfter(end);
       const outs = run.flatMap((n) => n.outputs).filter((id) => later.has(id));
       const sub = subgraph(graph, run, ins, outs);
-      const low = lowerForCuda(sub);
-      const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: options.tuneOnFirstRun, flush: () => launcher.flushL2() });
+      const program = cudaProgram(sub, launcher, { tuneOnFirstRun: options.tuneOnFirstRun, flush: () => launcher.flushL2() });
       // Graph-made values are captured in place (static addresses); the rest are copied in.
       const isArg = ins.map((id) => made.get(id) === 'arg' || made.get(id) === 'eager');
       this.pieces.push({ kind: 'graph', program: new CudaGraphProgram(program, launcher, 'always', isArg, options.aliasOutputs), inputs: ins, outputs: outs });

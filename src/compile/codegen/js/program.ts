@@ -30,6 +30,7 @@ import { coalesce, planValueMetas } from '../layout-plan.js';
 import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
 import { compileCandidates, HELPERS, type KernelFn, validateWasm } from './compile.js';
 import { fuseGemms, type GemmStep } from '../../lower/gemm.js';
+import { CPU_GEMM } from './fusion.js';
 import { GEMM_CONFIGS, GemmArena, GemmArenaFull, GemmRunner, gemmStepModule, type GemmConfig } from '../wasm/gemm.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
 import { WasmAttention } from '../wasm/attention.js';
@@ -151,7 +152,7 @@ export class KilnProgram implements CompiledProgram {
     const fns = prebuilt?.fns ?? compileCandidates(codes.map((c, i) => c.candidates[chosen[i]!]!));
     codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]!, tuned: !tuneOnFirstRun || c.candidates.length < 2 }));
     const native = cpuPath() === 'native';
-    this.steps = fuseGemms(low, sched.steps, (g) =>
+    this.steps = fuseGemms(low, sched.steps, CPU_GEMM, (g) =>
       native
         ? g.inputs.length - 1 <= GEMM_EPI_MAX &&
           cGroupBody(
