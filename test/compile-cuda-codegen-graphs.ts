@@ -1,12 +1,14 @@
 /**
  * Graphs the CUDA code generator is checked on (tests and scripts/cudagen-ptxas.mjs): each is
- * traced on the CPU with the compiler's passes (as kiln.compile does), lowered and scheduled; the
- * CUDA generator then works from the traced value metadata. Shapes are small unless `gpuSize`.
+ * traced on the CPU with the compiler's passes (as kiln.compile does), lowered with the cuda
+ * target's fusion rules and scheduled; the CUDA generator then works from the traced value
+ * metadata. Shapes are small unless `gpuSize`.
  */
 import * as kiln from '../src/index.js';
 import { trace } from '../src/compile/capture.js';
 import type { Graph } from '../src/compile/ir.js';
 import { lower, type Lowered } from '../src/compile/lower/lower.js';
+import { CUDA_FUSION } from '../src/compile/codegen/cuda/backend.js';
 import { schedule, type Schedule } from '../src/compile/lower/schedule.js';
 import { runPasses } from '../src/compile/passes/index.js';
 import type { DType } from '../src/tensor/dtype.js';
@@ -24,7 +26,7 @@ type Fn = (...args: never[]) => unknown;
 export function build(name: string, fn: Fn, args: Tensor[]): CaseGraph {
   const { graph: traced } = trace(fn, args);
   const { graph } = runPasses(traced, { decompose: true });
-  const low = lower(graph);
+  const low = lower(graph, CUDA_FUSION);
   return { name, graph, low, sched: schedule(low) };
 }
 

@@ -180,9 +180,10 @@ test('max-autotune is offered both implementations for a pointwise kernel and ke
   const { generateKernel } = await import('../src/compile/codegen/js/emit.js');
   const { lower } = await import('../src/compile/lower/lower.js');
   const { schedule } = await import('../src/compile/lower/schedule.js');
+  const { CPU_FUSION } = await import('../src/compile/codegen/js/fusion.js');
   const x = rand([32, 200], 13);
   const { graph } = trace(elementwise as never, [x]);
-  const low = lower(graph);
+  const low = lower(graph, CPU_FUSION);
   const [g] = schedule(low).kernels;
   const impl = generateKernel(g!, low, 'k').candidates.map((c) => c.config.impl);
   assert.deepEqual(impl, ['wasm', 'js', 'js', 'js']);

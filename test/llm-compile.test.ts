@@ -11,6 +11,7 @@ import * as kiln from '../src/index.js';
 import { trace } from '../src/compile/capture.js';
 import { interpret } from '../src/compile/interpret.js';
 import { lower } from '../src/compile/lower/lower.js';
+import { CPU_FUSION } from '../src/compile/codegen/js/fusion.js';
 import { runPasses } from '../src/compile/passes/index.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { rand } from './helpers/make.js';
@@ -219,7 +220,7 @@ test('rewritten graphs compile with fullgraph through kiln.compile (passes.rewri
 test('the kiln backend lowers library ops to extern nodes (called through the dispatcher, never fused)', () => {
   const w = rand([8], 1);
   const g = trace(((x: T) => llm.siluAndMul(llm.rmsNorm(x.mul(2), w)).add(1)) as (...a: never[]) => unknown, [rand([3, 8], 2)]).graph;
-  const low = lower(runPasses(g, { decompose: true }).graph);
+  const low = lower(runPasses(g, { decompose: true }).graph, CPU_FUSION);
   const kinds = low.nodes.filter((n) => n.op.startsWith('llm.')).map((n) => `${n.op}:${n.kind}`);
   assert.deepEqual(kinds, ['llm.rmsNorm:extern', 'llm.siluAndMul:extern']);
 });

@@ -14,6 +14,7 @@ import * as kiln from '../src/index.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { trace } from '../src/compile/capture.js';
 import { lower } from '../src/compile/lower/lower.js';
+import { CUDA_FUSION } from '../src/compile/codegen/cuda/backend.js';
 import { runPasses } from '../src/compile/passes/index.js';
 import { backwardKernel } from '../src/ops/library/backward-kernels.js';
 import { assertNoOverlap } from '../src/ops/library/overlap.js';
@@ -281,7 +282,7 @@ for (const dtype of ['float32', 'bfloat16'] as DType[]) {
     assert.equal(compiled.counters.graphBreaks, 0);
     assert.equal(compiled.counters.eagerCalls, 0);
     // The library ops stay extern nodes, which dispatch to the policy's choice on cuda: the same kernel as eager.
-    const low = lower(runPasses(trace(fn as (...a: never[]) => unknown, make()).graph, { decompose: true }).graph);
+    const low = lower(runPasses(trace(fn as (...a: never[]) => unknown, make()).graph, { decompose: true }).graph, CUDA_FUSION);
     const kinds = low.nodes.filter((n) => n.op.startsWith('llm.')).map((n) => `${n.op}:${n.kind}`);
     assert.deepEqual(kinds, ['llm.fusedAddRmsNorm:extern', 'llm.siluAndMul:extern', 'llm.geluAndMul:extern', 'llm.rotaryEmbedding:extern', 'llm.addRmsNorm:extern', 'llm.rmsNorm:extern']);
     for (const op of MINE) assert.equal(llm.llmChoice(op, 'cuda').name, 'cuda-kernel');

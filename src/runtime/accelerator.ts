@@ -90,9 +90,18 @@ export interface Accelerator {
   createStream(index: number): DeviceStream;
   createEvent(index: number, options: { enableTiming: boolean }): DeviceEvent;
   synchronize(index: number): void;
-  /** Compiles (and caches) source code into a loadable module. Optional until a code generator exists. */
+  /**
+   * Compiles (and caches) source code into a loadable module with one entry point, answered with a
+   * promise (cuda: NVRTC on this thread, disk-cached; options name, params, nvrtcOptions). Code
+   * generators that need handles synchronously, or compile many sources in one parallel batch (the
+   * compiler's cuda programs), compile through the runtime's own NVRTC and loader instead.
+   */
   compileKernel?(index: number, source: string, options: Record<string, unknown>): Promise<KernelModule>;
-  /** Launches a kernel from a compiled module. */
+  /**
+   * Launches a kernel from a compiled module (cuda: numeric arguments in parameter order, launch =
+   * { grid, block, sharedBytes?, gridY?, gridZ? }); no stream: the device's current default stream.
+   * The compiler's cuda programs launch every generated kernel through it.
+   */
   launchKernel?(module: KernelModule, args: readonly unknown[], launch: Record<string, unknown>, stream?: DeviceStream): void;
 }
 

@@ -7,14 +7,12 @@
  * configs are timed on its first run with kiln.Event, the L2 cache flushed before each timed run.
  */
 import type { BackendOptions, CompiledProgram } from '../backend.js';
-import { lowerForCuda } from '../codegen/cuda/backend.js';
-import { CudaProgram } from '../codegen/cuda/program.js';
+import { cudaProgram } from '../codegen/cuda/backend.js';
 import { cudaRuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
 import { getOp } from '../../ops/registry.js';
 import type { Graph, ValueId } from '../ir.js';
 import { decodeMode } from '../mode.js';
 import { getOption, parseOption } from '../../runtime/config.js';
-import { schedule } from '../lower/schedule.js';
 import { decisionStore } from './decision-store.js';
 import { CudaGraphProgram, type GraphPolicy } from './graph-program.js';
 import { HOST_SYNC_OPS, PiecewiseGraphProgram, splittable } from './piecewise.js';
@@ -62,9 +60,8 @@ export function argumentWriter(graph: Graph): string | null {
 
 export function compileForCuda(graph: Graph, deviceIndex: number, options: BackendOptions): CompiledProgram {
   const launcher = cudaRuntimeLauncher(deviceIndex);
-  const low = lowerForCuda(graph);
   const mode = decodeMode(options.mode);
-  const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: mode.tuneOnFirstRun, flush: () => launcher.flushL2() });
+  const program = cudaProgram(graph, launcher, { tuneOnFirstRun: mode.tuneOnFirstRun, flush: () => launcher.flushL2() });
   if (options.logCode) console.log(program.describe());
   const isArg = graph.inputs.map((i) => i.source.kind === 'arg');
   const aliasOutputs = mode.aliasOutputs;

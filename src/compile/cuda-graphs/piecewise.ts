@@ -12,17 +12,22 @@
  * whole-call graph. The call's outputs come from static buffers too: lent (copied out only if still
  * alive at the piece's next replay) unless the mode is 'reduce-overhead' (then they alias the
  * buffers and the next replay overwrites them).
+ *
+ * Its run shares the step runner's extern step and argument resolution (codegen/step-runner.ts),
+ * not its loop: the pieces are not the schedule's steps but sub-programs (each on the runner
+ * itself) and eager nodes; it allocates nothing, so there is no buffer plan or reuse (reusing a
+ * piece's output storage would be wrong anyway: it is a static graph buffer that the piece's next
+ * replay overwrites); there are no views (they stay inside the pieces); and at the end it disposes
+ * every tensor the call made that is neither returned nor an input, aliases included, where the
+ * runner frees only owned storage roots.
  */
-import { dispatch } from '../../ops/dispatch.js';
-import { getOp } from '../../ops/registry.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import type { CompiledProgram } from '../backend.js';
-import { lowerForCuda } from '../codegen/cuda/backend.js';
-import { CudaProgram } from '../codegen/cuda/program.js';
+import { cudaProgram } from '../codegen/cuda/backend.js';
 import type { RuntimeLauncher } from '../codegen/cuda/runtime-launcher.js';
+import { argResolver, runExternNode } from '../codegen/step-runner.js';
 import { buildOutput } from '../interpret.js';
-import { argValues, type Graph, type IRArg, type IRNode, outputValues, type ValueId, type ValueInfo } from '../ir.js';
-import { schedule } from '../lower/schedule.js';
+import { argValues, type Graph, type IRNode, outputValues, type ValueId, type ValueInfo } from '../ir.js';
 import { CudaGraphProgram } from './graph-program.js';
 
 /**
@@ -79,8 +84,7 @@ export class PiecewiseGraphProgram implements CompiledProgram {
       const later = readAfter(end);
       const outs = run.flatMap((n) => n.outputs).filter((id) => later.has(id));
       const sub = subgraph(graph, run, ins, outs);
-      const low = lowerForCuda(sub);
-      const program = new CudaProgram(low, schedule(low), launcher, { tuneOnFirstRun: options.tuneOnFirstRun, flush: () => launcher.flushL2() });
+      const program = cudaProgram(sub, launcher, { tuneOnFirstRun: options.tuneOnFirstRun, flush: () => launcher.flushL2() });
       // Graph-made values are captured in place (static addresses); the rest are copied in.
       const isArg = ins.map((id) => made.get(id) === 'arg' || made.get(id) === 'eager');
       this.pieces.push({ kind: 'graph', program: new CudaGraphProgram(program, launcher, 'always', isArg, options.aliasOutputs), inputs: ins, outputs: outs });
@@ -119,24 +123,10 @@ export class PiecewiseGraphProgram implements CompiledProgram {
     const env = new Map<ValueId, Tensor>();
     this.graph.inputs.forEach((inp, i) => env.set(inp.id, inputs[i]!));
     const made: Tensor[] = [];
-    const resolve = (a: IRArg): unknown => {
-      switch (a.kind) {
-        case 'value':
-          return env.get(a.id);
-        case 'list':
-          return a.items.map(resolve);
-        case 'const':
-          return a.value;
-        default:
-          return a satisfies never;
-      }
-    };
+    const resolve = argResolver((id) => env.get(id));
     for (const p of this.pieces) {
       if (p.kind === 'eager') {
-        const out = dispatch(getOp(p.node.op), ...(p.node.args.map(resolve) as never[])) as Tensor | Tensor[];
-        const outs = Array.isArray(out) ? out : [out];
-        p.node.outputs.forEach((id, k) => env.set(id, outs[k]!));
-        made.push(...outs);
+        made.push(...runExternNode(p.node, env, resolve));
         continue;
       }
       const outs = p.program.run(p.inputs.map((id) => env.get(id)!)) as Tensor[];

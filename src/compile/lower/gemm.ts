@@ -11,13 +11,15 @@
  *   linear's position), with no mutation in between;
  * - the code generator accepts the group (`canFuse`: every op has a float32 Wasm form, or C form on
  *   the native path).
+ * Which linears qualify (GEMM steps on at all, operands the compiled GEMM takes) is the target's
+ * answer (`GemmRules`, fusion-rules.ts).
  */
 import { numel, shapeEquals } from '../../tensor/layout.js';
 import type { ValueId, ValueInfo } from '../ir.js';
 import { outputValues } from '../ir.js';
 import { type LNode, type Lowered, nodeInputs } from './lower.js';
 import type { KernelGroup, Step } from './schedule.js';
-import { cpuPath } from '../../kernels/cpu/native/path.js';
+import type { GemmRules } from './fusion-rules.js';
 
 export type EpilogueInput = { readonly id: ValueId; readonly kind: 'full' | 'row' };
 
@@ -30,13 +32,10 @@ export interface GemmStep {
   readonly epilogueInputs: readonly EpilogueInput[];
 }
 
-/** Whether a linear node can run as a compiled float32 GEMM (shapes/dtypes at trace time). */
-export function gemmEligible(n: LNode, low: Lowered): boolean {
+/** Whether a linear node can run as a compiled GEMM under `rules` (shapes/dtypes at trace time). */
+export function gemmEligible(n: LNode, low: Lowered, rules: GemmRules): boolean {
   if (n.op !== 'linear' || n.kind !== 'extern' || n.outputs.length !== 1) return false;
-  // The wasm path runs the Wasm GEMM, the native path the native GEMM (codegen/c/gemm.ts);
-  // KILN_CPU_PATH=js means neither (the extern linear's JS engine).
-  const path = cpuPath();
-  if (path !== 'wasm' && path !== 'native') return false;
+  if (!rules.enabled()) return false;
   const [xa, wa, ba] = n.args;
   if (xa?.kind !== 'value' || wa?.kind !== 'value') return false;
   const info = (id: ValueId): ValueInfo | undefined => low.values.get(id);
@@ -44,12 +43,11 @@ export function gemmEligible(n: LNode, low: Lowered): boolean {
   const w = info(wa.id);
   const out = info(n.outputs[0]!);
   if (!x || !w || !out || x.shape.length < 1 || w.shape.length !== 2) return false;
-  const f32 = (v: ValueInfo): boolean => v.dtype === 'float32' && v.device.type === 'cpu';
-  if (!f32(x) || !f32(w) || !f32(out)) return false;
+  if (!rules.operand(x) || !rules.operand(w) || !rules.operand(out)) return false;
   if (ba && !(ba.kind === 'const' && (ba.value === null || ba.value === undefined))) {
     if (ba.kind !== 'value') return false;
     const b = info(ba.id);
-    if (!b || !f32(b) || b.shape.length !== 1) return false;
+    if (!b || !rules.operand(b) || b.shape.length !== 1) return false;
   }
   return true;
 }
@@ -59,7 +57,7 @@ function rowInput(shape: readonly number[], n: number): boolean {
 }
 
 /** Rewrites eligible linear externs into gemm steps, folding their consumer kernel where allowed. */
-export function fuseGemms(low: Lowered, steps: readonly Step[], canFuse: (g: KernelGroup) => boolean): (Step | GemmStep)[] {
+export function fuseGemms(low: Lowered, steps: readonly Step[], rules: GemmRules, canFuse: (g: KernelGroup) => boolean): (Step | GemmStep)[] {
   const out: (Step | GemmStep | null)[] = [...steps];
   const returned = new Set(outputValues(low.graph.output));
   const producedAt = new Map<ValueId, number>();
@@ -74,7 +72,7 @@ export function fuseGemms(low: Lowered, steps: readonly Step[], canFuse: (g: Ker
     return r;
   };
   steps.forEach((s, i) => {
-    if (s.kind !== 'extern' || !gemmEligible(s.node, low)) return;
+    if (s.kind !== 'extern' || !gemmEligible(s.node, low, rules)) return;
     const v = s.node.outputs[0]!;
     const vShape = low.values.get(v)!.shape;
     const plain: GemmStep = { kind: 'gemm', node: s.node, epilogue: null, epilogueInputs: [] };

@@ -6,6 +6,9 @@
  * arguments: output metadata is always recomputed with the registered meta functions (at compile
  * time from the traced metadata, at run time from the real inputs), so compiled outputs have
  * exactly the layouts eager mode gives.
+ *
+ * What may be fused is the compile target's answer (`FusionRules`, fusion-rules.ts: a pointwise
+ * node's template, a reduction, a row op's expansion); lowering itself tests no device.
  */
 import { getOp, hasOp } from '../../ops/registry.js';
 import type { OutMeta } from '../../ops/schema.js';
@@ -13,7 +16,7 @@ import { isFloating } from '../../tensor/dtype.js';
 import { normalizeDim } from '../../tensor/layout.js';
 import type { Graph, IRArg, IRNode, ValueId, ValueInfo } from '../ir.js';
 import { argValues } from '../ir.js';
-import { TEMPLATES, type TArg } from './ops.js';
+import type { FusionRules } from './fusion-rules.js';
 
 export type NodeKind = 'pointwise' | 'reduction' | 'view' | 'extern';
 
@@ -92,26 +95,7 @@ function isTensorValue(values: ReadonlyMap<ValueId, ValueInfo>, a: IRArg | undef
   return a?.kind === 'value' && values.has(a.id);
 }
 
-/** Whether a pointwise node has a fusible template for its concrete arguments. */
-function fusiblePointwise(n: IRNode, values: ReadonlyMap<ValueId, ValueInfo>): boolean {
-  const t = TEMPLATES.get(n.op);
-  if (!t || n.outputs.length !== 1) return false;
-  const out = values.get(n.outputs[0]!)!;
-  if (out.device.type !== 'cpu') return false;
-  const targs: TArg[] = [];
-  for (const a of n.args) {
-    if (a.kind === 'list') return false;
-    if (a.kind === 'value') {
-      const v = values.get(a.id)!;
-      if (v.device.type !== 'cpu') return false;
-      targs.push({ kind: 'value', expr: 'x', dtype: v.dtype, shape: v.shape });
-    } else targs.push({ kind: 'const', value: a.value });
-  }
-  // float64 storage is not a kiln compute dtype for halves, but works like any direct dtype.
-  return t(targs, { out: out.dtype }) !== null;
-}
-
-function classify(n: IRNode, values: ReadonlyMap<ValueId, ValueInfo>): NodeKind {
+function classify(n: IRNode, values: ReadonlyMap<ValueId, ValueInfo>, rules: FusionRules): NodeKind {
   if (!hasOp(n.op)) return 'extern';
   const op = getOp(n.op);
   const tags = op.tags ?? [];
@@ -121,10 +105,9 @@ function classify(n: IRNode, values: ReadonlyMap<ValueId, ValueInfo>): NodeKind 
   if (REDUCTIONS.has(n.op)) {
     const info = values.get(n.outputs[0]!)!;
     const input = values.get((n.args[0] as { id: ValueId }).id)!;
-    if (info.device.type !== 'cpu' || input.dtype === 'bool' || info.dtype === 'bool') return 'extern';
-    return 'reduction';
+    return rules.reduction(input, info) ? 'reduction' : 'extern';
   }
-  if ((tags.includes('pointwise') || n.op === 'toDtype' || n.op === 'clone') && fusiblePointwise(n, values)) return 'pointwise';
+  if ((tags.includes('pointwise') || n.op === 'toDtype' || n.op === 'clone') && rules.pointwise(n, values)) return 'pointwise';
   return 'extern';
 }
 
@@ -135,7 +118,10 @@ class Builder {
   private nextValue: number;
   private nextNode = 0;
 
-  constructor(readonly graph: Graph) {
+  constructor(
+    readonly graph: Graph,
+    readonly rules: FusionRules,
+  ) {
     this.values = new Map(graph.values);
     this.nextValue = Math.max(-1, ...graph.values.keys()) + 1;
   }
@@ -165,7 +151,7 @@ class Builder {
       }
     });
     const irNode: IRNode = { id: -1, op, args, outputs };
-    const kind = opts.kind ?? classify(irNode, this.values);
+    const kind = opts.kind ?? classify(irNode, this.values, this.rules);
     const node = this.finish({ ...provisional, kind, outputs });
     this.nodes.push(node);
     this.nextNode++;
@@ -188,7 +174,7 @@ class Builder {
   }
 
   copyNode(n: IRNode): void {
-    const kind = classify(n, this.values);
+    const kind = classify(n, this.values, this.rules);
     const op = hasOp(n.op) ? getOp(n.op) : undefined;
     const mutates = op?.args.some((a) => a.mutated === true) ?? true;
     this.nodes.push(this.finish({ id: this.nextNode++, kind, op: n.op, args: n.args, outputs: n.outputs, mutates, origin: n.id }));
@@ -209,7 +195,7 @@ function expandSoftmax(b: Builder, n: IRNode): boolean {
   if (!isTensorValue(b.values, xa) || dimA?.kind !== 'const' || typeof dimA.value !== 'number') return false;
   if (dtA && !(dtA.kind === 'const' && (dtA.value === null || dtA.value === undefined))) return false;
   const x = b.info(xa.id);
-  if (!isFloating(x.dtype) || x.device.type !== 'cpu' || x.shape.length === 0) return false;
+  if (!isFloating(x.dtype) || !b.rules.rowOp(n.op, x) || x.shape.length === 0) return false;
   const d = normalizeDim(n.op, dimA.value, x.shape.length);
   const m = b.add(n, 'amax', [V(x.id), L([d]), C(true)]);
   const s1 = b.add(n, 'sub', [V(x.id), V(m), C(1)]);
@@ -232,7 +218,7 @@ function expandNorm(b: Builder, n: IRNode): boolean {
   const epsA = isLayer ? n.args[4] : n.args[3];
   if (!isTensorValue(b.values, xa) || epsA?.kind !== 'const' || typeof epsA.value !== 'number') return false;
   const x = b.info(xa.id);
-  if (!isFloating(x.dtype) || x.device.type !== 'cpu') return false;
+  if (!isFloating(x.dtype) || !b.rules.rowOp(n.op, x)) return false;
   const k = shapeA?.kind === 'list' ? shapeA.items.length : shapeA?.kind === 'const' && Array.isArray(shapeA.value) ? shapeA.value.length : -1;
   if (k <= 0 || k > x.shape.length) return false;
   const w = isTensorValue(b.values, wa) ? wa.id : undefined;
@@ -261,8 +247,9 @@ function expandNorm(b: Builder, n: IRNode): boolean {
   return true;
 }
 
-export function lower(graph: Graph): Lowered {
-  const b = new Builder(graph);
+/** Lowers `graph` for a target that fuses what `rules` allow (compile/target.ts: `target.fusion`). */
+export function lower(graph: Graph, rules: FusionRules): Lowered {
+  const b = new Builder(graph, rules);
   for (const n of graph.nodes) {
     if ((n.op === 'softmax' || n.op === 'logSoftmax') && expandSoftmax(b, n)) continue;
     if ((n.op === 'layerNorm' || n.op === 'rmsNorm') && expandNorm(b, n)) continue;

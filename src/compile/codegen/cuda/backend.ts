@@ -3,30 +3,32 @@
  * backend (kiln-backend.ts), CUDA C per kernel, and a CudaProgram that launches through a
  * CudaLauncher. `registerCudaBackend(launcher)` registers it as 'kiln-cuda' once a runtime exists.
  *
- * Lowering only fuses values on the cpu device today (lower.ts checks `device.type === 'cpu'`, as
- * the JS generator is its only consumer). Until lowering takes the target device as a parameter,
- * the graph is lowered with its values relabelled to cpu: classification depends on ops, dtypes
- * and shapes only, and the program recomputes all metadata from the real (cuda) inputs at run time.
+ * What lowering fuses for cuda (`CUDA_FUSION`) is, deliberately, exactly what it fuses for the cpu:
+ * the template table's rules (lower/fusion-rules.ts), values on the cuda device counting as the
+ * target's. Before compile targets existed the cuda path lowered its graphs relabelled as cpu values
+ * so that the cpu-only device tests in lower.ts passed; these rules make the same decisions without
+ * the relabelling. Values on the cpu count too, as they did under the relabelling (keeping that is
+ * part of changing no decision here). The CUDA generator (generate.ts) renders every op the
+ * table fuses; where it could fuse more (or must fuse less) these rules are the place to say so.
+ * There are no GEMM steps on cuda: linears run cuBLASLt through dispatch.
  */
-import { CPU } from '../../../runtime/device.js';
 import type { BackendOptions, CompiledProgram } from '../../backend.js';
 import { registerBackend } from '../../backend.js';
-import type { Graph, ValueId, ValueInfo } from '../../ir.js';
-import { lower, type Lowered } from '../../lower/lower.js';
+import type { Graph } from '../../ir.js';
+import { templateFusion, type FusionRules } from '../../lower/fusion-rules.js';
+import { lower } from '../../lower/lower.js';
 import { schedule } from '../../lower/schedule.js';
 import { decodeMode } from '../../mode.js';
 import type { CudaLauncher } from './launcher.js';
-import { type CudaAutotuneHook, CudaProgram } from './program.js';
+import { type CudaAutotuneHook, CudaProgram, type CudaProgramOptions } from './program.js';
 
-/** Lowers a graph of cuda values with the fusion rules of the cpu path (see the header). */
-export function lowerForCuda(graph: Graph): Lowered {
-  const values = new Map<ValueId, ValueInfo>();
-  for (const [id, v] of graph.values) values.set(id, v.device.type === 'cuda' ? { ...v, device: CPU } : v);
-  const low = lower({ ...graph, values });
-  // Restore the real devices (values added by expansions take their inputs' device).
-  const device = [...graph.values.values()].find((v) => v.device.type === 'cuda')?.device;
-  if (device) for (const [id, v] of low.values) if (v.device.type === 'cpu') low.values.set(id, { ...v, device: graph.values.get(id)?.device ?? device });
-  return low;
+/** What lowering may fuse on cuda: the cpu's decisions (see the header). */
+export const CUDA_FUSION: FusionRules = templateFusion((d) => d.type === 'cuda' || d.type === 'cpu', null);
+
+/** Lowers and schedules `graph` with CUDA_FUSION and builds its CudaProgram over `launcher`. */
+export function cudaProgram(graph: Graph, launcher: CudaLauncher, options: CudaProgramOptions): CudaProgram {
+  const low = lower(graph, CUDA_FUSION);
+  return new CudaProgram(low, schedule(low), launcher, options);
 }
 
 export interface CudaBackendOptions extends BackendOptions {
@@ -34,8 +36,7 @@ export interface CudaBackendOptions extends BackendOptions {
 }
 
 export function compileKilnCuda(graph: Graph, launcher: CudaLauncher, options: Partial<CudaBackendOptions> = {}): CudaProgram {
-  const low = lowerForCuda(graph);
-  const program = new CudaProgram(low, schedule(low), launcher, { autotune: options.autotune, tuneOnFirstRun: decodeMode(options.mode).tuneOnFirstRun });
+  const program = cudaProgram(graph, launcher, { autotune: options.autotune, tuneOnFirstRun: decodeMode(options.mode).tuneOnFirstRun });
   if (options.logCode) console.log(program.describe());
   return program;
 }

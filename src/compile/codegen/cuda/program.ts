@@ -1,9 +1,10 @@
 /**
  * A compiled program on a CUDA device: the counterpart of the JS KilnProgram (codegen/js/program.ts)
- * with the same step semantics. Kernel steps allocate their outputs as the meta functions describe
- * them (reusing the storage of dead intermediates of the same byte size), extern steps (GEMM,
- * attention, anything not fused) call the eager dispatcher on cuda tensors, and views read only by
- * kernels become strides and offsets. Generated kernels are launched through a CudaLauncher.
+ * on the same step runner (codegen/step-runner.ts: kernel outputs allocated as the meta functions
+ * describe them, reusing the storage of dead intermediates of the same byte size; extern steps
+ * (GEMM, attention, anything not fused) through the eager dispatcher on cuda tensors; views read
+ * only by kernels as strides and offsets). Kernel steps come back here: generated kernels are
+ * launched through a CudaLauncher.
  *
  * Per call the layout of every kernel is computed from the real tensors; its spec (ranks, broadcast
  * and unit strides, dtypes, index width) picks a generated kernel, so new sizes of symbolic dims
@@ -11,18 +12,13 @@
  * autotune hook, or timed on the first run in max-autotune mode) falls back per call to the first
  * candidate that can run the layout (vector widths need divisible sizes and aligned operands).
  */
-import { dispatch } from '../../../ops/dispatch.js';
-import { getOp } from '../../../ops/registry.js';
-import { itemSize, type DType } from '../../../tensor/dtype.js';
-import { storageSpan, Tensor } from '../../../tensor/tensor.js';
-import type { Storage } from '../../../tensor/storage.js';
+import { itemSize } from '../../../tensor/dtype.js';
+import { Tensor } from '../../../tensor/tensor.js';
 import type { CompiledProgram } from '../../backend.js';
-import { buildOutput } from '../../interpret.js';
-import type { IRArg, ValueId } from '../../ir.js';
-import { outputValues } from '../../ir.js';
-import { type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
-import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
-import { planValueMetas } from '../layout-plan.js';
+import type { ValueId } from '../../ir.js';
+import type { Lowered, MetaLike } from '../../lower/lower.js';
+import type { KernelGroup, Schedule } from '../../lower/schedule.js';
+import { type RunState, StepRunner } from '../step-runner.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../../runtime/pool/index.js';
 import { packArgs } from './args.js';
@@ -30,18 +26,6 @@ import { intArg } from './configs.js';
 import { type CudaKernelCode, type CudaVariant, generateCudaKernel } from './generate.js';
 import { type KernelLayout, kernelLayout, type KernelSpec, kernelSpec, specKey, type ValueLayout } from './layout.js';
 import type { CudaLauncher, KernelHandle } from './launcher.js';
-
-/** A view value read by kernels without building a tensor. */
-interface Ref {
-  readonly ref: true;
-  readonly base: Tensor;
-  readonly shape: readonly number[];
-  readonly strides: readonly number[];
-  readonly offset: number;
-  readonly dtype: DType;
-  readonly device: Tensor['device'];
-}
-type RVal = Tensor | Ref;
 
 /** Dynamic shared memory of any generated kernel at most: one 8-byte slot per warp of a 1024-thread block. */
 const MAX_DYNAMIC_SHARED = 32 * 8;
@@ -91,10 +75,7 @@ export class CudaProgram implements CompiledProgram {
   onStep: ((step: number, label: string) => void) | undefined;
   private readonly specialized = new Map<KernelGroup, Map<string, Specialized>>();
   private readonly names = new Map<KernelGroup, string>();
-  private readonly plans = new Map<string, Map<ValueId, MetaLike>>();
-  private readonly needsTensor = new Set<ValueId>();
-  private readonly outputs: Set<ValueId>;
-  private readonly deaths: ValueId[][];
+  private readonly runner: StepRunner;
 
   constructor(
     readonly low: Lowered,
@@ -103,14 +84,6 @@ export class CudaProgram implements CompiledProgram {
     private readonly options: CudaProgramOptions = {},
   ) {
     sched.kernels.forEach((g, i) => this.names.set(g, `kiln_k${i}_${g.kind}`));
-    this.outputs = new Set(outputValues(low.graph.output));
-    for (const id of this.outputs) this.needsTensor.add(id);
-    for (const s of sched.steps) if (s.kind === 'extern') for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
-    for (let i = sched.steps.length - 1; i >= 0; i--) {
-      const s = sched.steps[i]!;
-      if (s.kind === 'view' && this.needsTensor.has(s.node.outputs[0]!)) for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
-    }
-    this.deaths = this.planLifetimes();
     this.stats = {
       kernels: sched.kernels.length,
       externs: sched.steps.filter((s) => s.kind === 'extern').length,
@@ -122,6 +95,7 @@ export class CudaProgram implements CompiledProgram {
       fallbacks: 0,
       runs: 0,
     };
+    this.runner = new StepRunner(low, sched.steps, this.stats, { kernel: (g, st) => this.runKernel(g, st) });
     // Generate for the traced layouts now, so describe() and the autotune hook see real code.
     const traced = (id: ValueId): ValueLayout => low.values.get(id)!;
     for (const g of sched.kernels) this.specialize(g, kernelLayout(g, traced));
@@ -174,7 +148,7 @@ export class CudaProgram implements CompiledProgram {
 
   /** Compiles every kernel this call's layouts need (for launchers that compile asynchronously). */
   async prepare(inputs: readonly Tensor[]): Promise<void> {
-    const plan = this.plan(inputs);
+    const plan = this.runner.plan(inputs);
     const meta = (id: ValueId): ValueLayout => plan.get(id)!;
     const pending: Promise<unknown>[] = [];
     for (const g of this.sched.kernels) {
@@ -198,117 +172,15 @@ export class CudaProgram implements CompiledProgram {
     await Promise.all(pending);
   }
 
-  private planLifetimes(): ValueId[][] {
-    const root = new Map<ValueId, ValueId>();
-    const owned = new Set<ValueId>();
-    const rootOf = (id: ValueId): ValueId => root.get(id) ?? id;
-    for (const inp of this.low.graph.inputs) root.set(inp.id, inp.id);
-    const steps = this.sched.steps;
-    const last = new Map<ValueId, number>();
-    steps.forEach((s, i) => {
-      const outs = s.kind === 'kernel' ? s.group.outputs : s.node.outputs;
-      for (const o of outs) {
-        const info = this.low.values.get(o)!;
-        if (s.kind === 'kernel') owned.add(o);
-        else if (s.kind === 'view') root.set(o, rootOf(nodeInputs(s.node)[0]!));
-        else if (info.aliasOf !== undefined) root.set(o, rootOf(info.aliasOf));
-        else owned.add(o);
-        if (!last.has(rootOf(o))) last.set(rootOf(o), i);
-      }
-      const ins = s.kind === 'kernel' ? s.group.inputs : nodeInputs(s.node);
-      for (const id of ins) last.set(rootOf(id), Math.max(last.get(rootOf(id)) ?? i, i));
-    });
-    const pinned = new Set([...this.outputs].map(rootOf));
-    const deaths: ValueId[][] = steps.map(() => []);
-    for (const r of owned) {
-      if (pinned.has(r) || rootOf(r) !== r) continue;
-      deaths[last.get(r)!]!.push(r);
-    }
-    return deaths;
-  }
-
-  private plan(inputs: readonly Tensor[]): Map<ValueId, MetaLike> {
-    return planValueMetas(this.low, inputs, this.plans);
-  }
-
   run(inputs: readonly Tensor[]): unknown {
-    const plan = this.plan(inputs);
-    const env = new Map<ValueId, RVal>();
-    this.low.graph.inputs.forEach((inp, i) => env.set(inp.id, inputs[i]!));
-    const pool = new Map<number, Tensor[]>();
-    const inputSet = new Set(inputs);
-    this.stats.runs++;
-    const asTensor = (v: RVal): Tensor => ('ref' in v ? new Tensor(v.base.storage, v.dtype, v.shape, v.strides, v.offset) : v);
-    const resolve = (a: IRArg): unknown => {
-      switch (a.kind) {
-        case 'value':
-          return asTensor(env.get(a.id)!);
-        case 'list':
-          return a.items.map(resolve);
-        case 'const':
-          return a.value;
-        default:
-          return a satisfies never;
-      }
-    };
-    const hook = this.onStep;
-    this.sched.steps.forEach((s, i) => {
-      this.runStep(s, env, plan, pool, resolve);
-      hook?.(i, s.kind === 'kernel' ? `${s.group.kind} ${s.group.nodes.map((n) => n.op).join('+')}` : `${s.kind} ${s.node.op}`);
-      for (const id of this.deaths[i]!) {
-        const t = env.get(id);
-        if (!t || 'ref' in t || inputSet.has(t)) continue;
-        const bytes = t.storage.nbytes;
-        const list = pool.get(bytes) ?? [];
-        list.push(t);
-        pool.set(bytes, list);
-        env.delete(id);
-      }
-    });
-    const tensors = new Map<ValueId, Tensor>();
-    for (const id of this.outputs) tensors.set(id, asTensor(env.get(id)!));
-    for (const list of pool.values()) for (const t of list) t.dispose();
-    return buildOutput(this.low.graph.output, tensors);
+    return this.runner.run(inputs, this.onStep);
   }
 
-  private runStep(s: Step, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): void {
-    if (s.kind === 'extern') {
-      const out = dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor | Tensor[];
-      const outs = Array.isArray(out) ? out : [out];
-      s.node.outputs.forEach((id, k) => env.set(id, outs[k]!));
-      return;
-    }
-    if (s.kind === 'view') {
-      const out = s.node.outputs[0]!;
-      if (this.needsTensor.has(out)) {
-        env.set(out, dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor);
-        return;
-      }
-      const base = env.get(nodeInputs(s.node)[0]!)!;
-      const [m] = nodeMeta(s.node, new Map([[nodeInputs(s.node)[0]!, base as MetaLike]]));
-      env.set(out, { ref: true, base: 'ref' in base ? base.base : base, shape: m!.shape, strides: m!.strides, offset: m!.offset, dtype: m!.dtype, device: m!.device });
-      return;
-    }
-    this.runKernel(s.group, env, plan, pool);
-  }
-
-  private alloc(m: MetaLike, pool: Map<number, Tensor[]>): Tensor {
-    const bytes = storageSpan(m.shape, m.strides) * itemSize(m.dtype);
-    const old = pool.get(bytes)?.pop();
-    if (old) {
-      const t = new Tensor(old.storage as Storage, m.dtype, m.shape, m.strides, 0);
-      old.dispose();
-      this.stats.buffersReused++;
-      return t;
-    }
-    this.stats.buffersAllocated++;
-    return Tensor.empty(m.shape, m.dtype, m.device, m.strides);
-  }
-
-  private runKernel(g: KernelGroup, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>): void {
+  private runKernel(g: KernelGroup, run: RunState): void {
+    const { env, plan, pool } = run;
     const bases: Tensor[] = [];
     for (const o of g.outputs) {
-      const t = this.alloc(plan.get(o)!, pool);
+      const t = this.runner.alloc(plan.get(o)!, pool);
       env.set(o, t);
       bases.push(t);
     }
@@ -409,21 +281,6 @@ export class CudaProgram implements CompiledProgram {
         );
       }
     }
-    const val = (id: ValueId): string => {
-      const m = this.low.values.get(id)!;
-      return `%${id}: ${m.dtype}[${m.shape.join(', ')}]`;
-    };
-    const lines = ['// wrapper (cuda)', ...this.low.graph.inputs.map((i) => `input ${val(i.id)}`)];
-    this.sched.steps.forEach((s, i) => {
-      if (s.kind === 'kernel') {
-        lines.push(s.group.outputs.map((o) => `alloc-or-reuse ${val(o)}`).join('; '));
-        lines.push(`launch ${this.names.get(s.group)}(out: ${s.group.outputs.map((o) => `%${o}`).join(', ')}; in: ${s.group.inputs.map((o) => `%${o}`).join(', ')})`);
-      } else if (s.kind === 'view') {
-        lines.push(`${val(s.node.outputs[0]!)} = view ${s.node.op}(%${nodeInputs(s.node)[0]}) ${this.needsTensor.has(s.node.outputs[0]!) ? '(tensor)' : '(index expression)'}`);
-      } else lines.push(`${s.node.outputs.map(val).join(', ')} = extern ${s.node.op}(${nodeInputs(s.node).map((id) => `%${id}`).join(', ')})`);
-      if (this.deaths[i]!.length > 0) lines.push(`free-for-reuse ${this.deaths[i]!.map((id) => `%${id}`).join(', ')}`);
-    });
-    lines.push(`return ${[...this.outputs].map((id) => `%${id}`).join(', ')}`);
-    return [...parts, lines.join('\n')].join('\n\n');
+    return [...parts, this.runner.listing('// wrapper (cuda)', (g) => `launch ${this.names.get(g)}`)].join('\n\n');
   }
 }

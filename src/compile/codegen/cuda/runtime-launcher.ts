@@ -11,20 +11,28 @@
  * many NVRTC processes as the pool has workers. Workers need nothing from the parent: the payload
  * names the architecture (read from the device here).
  *
+ * Launches go through the device ABI's kernel half (`Accelerator.launchKernel`, the cuda
+ * accelerator's packed launch on the device's current default stream): the same work as calling
+ * the runtime's launch() directly, with no allocation added. Compiling does not: the ABI's
+ * `compileKernel` answers one entry point with a promise and compiles on this thread, while a
+ * compiled program needs handles at once (its first run, and a CUDA-graph capture, are
+ * synchronous), many entry points per source, and hundreds of sources compiled in one parallel
+ * pool batch; so compilation and module loading stay here, over the runtime's NVRTC, cubin cache
+ * and loader.
+ *
  * The runtime modules are imported statically: they load nothing native until a driver call, and
  * the registry imports them anyway (src/runtime/probes.ts).
  */
 import { getDiskCache } from '../../../runtime/cache/disk-cache.js';
 import { compileInPoolSync, compileTaskHandler, compileWorkers, registerCompileTaskHandler } from '../../../runtime/pool/index.js';
 import type { NvrtcResult } from '../../../runtime/pool/nvrtc-task.js';
-import { devPtr } from '../../../runtime/cuda/cuda-accelerator.js';
+import { type CudaAccelerator, devPtr } from '../../../runtime/cuda/cuda-accelerator.js';
 import { check, driver } from '../../../runtime/cuda/driver.js';
 import { cubinCacheKey } from '../../../runtime/cuda/kernel-cache.js';
-import { type CudaKernel, launch, loadKernel } from '../../../runtime/cuda/launch.js';
+import { type CudaKernel, loadKernel } from '../../../runtime/cuda/launch.js';
 import { hasPdlPrologue, withPdlPrologue } from '../../../runtime/cuda/pdl.js';
 import { compileToCubin } from '../../../runtime/cuda/nvrtc.js';
 import { deviceInfo } from '../../../runtime/cuda/properties.js';
-import type { CudaStream } from '../../../runtime/cuda/stream.js';
 import { getAccelerator } from '../../../runtime/registry.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { argLayout, type ParamType } from './args.js';
@@ -100,7 +108,7 @@ export function createCudaRuntimeLauncher(deviceIndex = 0): Promise<CudaLauncher
 function makeLauncher(deviceIndex: number): RuntimeLauncher {
   const info = deviceInfo(deviceIndex);
   const target: CudaTarget = { arch: info.arch, sms: info.smCount, maxThreadsPerSm: info.maxThreadsPerSM, halfMode: 'ptx' };
-  const acc = getAccelerator('cuda') as unknown as { defaultStream(index: number): CudaStream };
+  const acc = getAccelerator('cuda') as CudaAccelerator;
   const sources = new Map<string, Source>();
   const pending = new Set<Source>();
   const stats: RuntimeLauncherStats = { compiled: 0, pooled: 0, diskHits: 0, batches: 0, loaded: 0 };
@@ -194,7 +202,8 @@ function makeLauncher(deviceIndex: number): RuntimeLauncher {
         const p = h.unpack[i]!;
         values[i] = p.wide ? Number(dv.getBigInt64(p.offset, true)) : dv.getInt32(p.offset, true);
       }
-      launch(k, values, { grid, block, sharedBytes }, acc.defaultStream(deviceIndex));
+      // No stream: the kernel's device's default stream (k was loaded on deviceIndex).
+      acc.launchKernel(k, values, { grid, block, sharedBytes });
     },
     address(t: Tensor): number {
       return devPtr(t.storage.buffer, 0);

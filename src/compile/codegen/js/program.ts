@@ -1,10 +1,9 @@
 /**
- * A compiled program: the wrapper that runs the scheduled steps on real tensors. Kernel steps
- * allocate their outputs exactly as the meta functions describe them (so layouts equal eager's),
- * reusing the storage of intermediates whose lifetime ended (same byte size); extern steps call the
- * dispatcher; views feeding only kernels are never built as tensors: their metadata is computed and
- * read by the kernels as strides and an offset. Per-input-layout plans (all value metadata) are
- * cached, so a program serves any sizes of its traced ranks (symbolic dims).
+ * A compiled program of the cpu target: the scheduled steps run on the shared step runner
+ * (codegen/step-runner.ts: value plans, buffer reuse, extern and view steps, outputs), which calls
+ * back here for kernel steps (the generated JS function, or its C / Wasm candidate, over typed
+ * arrays with coalesced strides), gemm steps and attention. Per-input-layout plans (all value
+ * metadata) are cached, so a program serves any sizes of its traced ranks (symbolic dims).
  *
  * float32 linears run as 'gemm' steps (lower/gemm.ts, codegen/wasm/gemm.ts): a Wasm f32x4 GEMM
  * with the weight packed once per weight version and the consuming pointwise kernel folded into
@@ -12,24 +11,19 @@
  * Both share one Wasm memory per program (GemmArena) and fall back to the dispatcher for operands
  * they do not handle.
  */
-import { dispatch } from '../../../ops/dispatch.js';
-import { getOp } from '../../../ops/registry.js';
-import { itemSize, type DType } from '../../../tensor/dtype.js';
 import { broadcastStrides, isContiguousStrides } from '../../../tensor/layout.js';
 import { wasmApi } from '../../../kernels/cpu/wasm-asm.js';
 import { cpuPath } from '../../../kernels/cpu/native/path.js';
-import { storageSpan, Tensor } from '../../../tensor/tensor.js';
+import type { Tensor } from '../../../tensor/tensor.js';
 import { readable, writable, type NumArray } from '../../../kernels/cpu/numeric.js';
-import type { Storage } from '../../../tensor/storage.js';
 import type { CompiledProgram, ProgramCacheStatus } from '../../backend.js';
-import { buildOutput } from '../../interpret.js';
-import type { IRArg, ValueId } from '../../ir.js';
-import { outputValues } from '../../ir.js';
-import { type LNode, type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../../lower/lower.js';
-import { coalesce, planValueMetas } from '../layout-plan.js';
-import type { KernelGroup, Schedule, Step } from '../../lower/schedule.js';
+import { type LNode, type Lowered, nodeInputs } from '../../lower/lower.js';
+import { coalesce } from '../layout-plan.js';
+import type { KernelGroup, Schedule } from '../../lower/schedule.js';
+import { type ProgramStep, type RunState, StepRunner, stepOutputs } from '../step-runner.js';
 import { compileCandidates, HELPERS, type KernelFn, validateWasm } from './compile.js';
 import { fuseGemms, type GemmStep } from '../../lower/gemm.js';
+import { CPU_GEMM } from './fusion.js';
 import { GEMM_CONFIGS, GemmArena, GemmArenaFull, GemmRunner, gemmStepModule, type GemmConfig } from '../wasm/gemm.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
 import { WasmAttention } from '../wasm/attention.js';
@@ -39,18 +33,6 @@ import { type KernelCandidate, type KernelCode, generateKernel } from './emit.js
 import { buildGemmLibraries, gemmStepCSource, NativeGemmRunner } from '../c/gemm.js';
 import { cGroupBody } from '../c/pointwise.js';
 import { GEMM_EPI_MAX } from '../../../kernels/cpu/native/gemm-c.js';
-
-/** A view value read by kernels without building a tensor. */
-interface Ref {
-  readonly ref: true;
-  readonly base: Tensor;
-  readonly shape: readonly number[];
-  readonly strides: readonly number[];
-  readonly offset: number;
-  readonly dtype: DType;
-  readonly device: Tensor['device'];
-}
-type RVal = Tensor | Ref;
 
 export interface ProgramStats {
   readonly kernels: number;
@@ -100,19 +82,6 @@ interface GemmState {
   tuned: boolean;
 }
 
-function stepOutputs(s: Step | GemmStep): readonly ValueId[] {
-  if (s.kind === 'kernel') return s.group.outputs;
-  if (s.kind === 'gemm' && s.epilogue) return s.epilogue.outputs;
-  return s.node.outputs;
-}
-
-function stepInputs(s: Step | GemmStep): ValueId[] {
-  if (s.kind === 'kernel') return s.group.inputs;
-  const ins = nodeInputs(s.node);
-  if (s.kind === 'gemm') for (const e of s.epilogueInputs) ins.push(e.id);
-  return ins;
-}
-
 /** Dims ordered outermost-first by `strides` (descending), stable. */
 function orderBy(dims: number[], strides: readonly number[]): number[] {
   return [...dims].sort((a, b) => Math.abs(strides[b]!) - Math.abs(strides[a]!) || a - b);
@@ -123,14 +92,9 @@ export class KilnProgram implements CompiledProgram {
   /** Whether this program came from the on-disk program cache (set by program-cache.ts). */
   diskCache: ProgramCacheStatus = 'off';
   private readonly kernelSteps = new Map<KernelGroup, KernelStep>();
-  private readonly plans = new Map<string, Map<ValueId, MetaLike>>();
-  /** Values that must exist as real tensors (used by externs or returned). */
-  private readonly needsTensor = new Set<ValueId>();
-  private readonly outputs: Set<ValueId>;
-  /** Per step: owned values whose storage dies after it. */
-  private readonly deaths: ValueId[][];
   /** The schedule's steps with float32 linears as gemm steps (lower/gemm.ts). */
-  readonly steps: readonly (Step | GemmStep)[];
+  readonly steps: readonly ProgramStep[];
+  private readonly runner: StepRunner;
   private readonly gemms = new Map<GemmStep, GemmState>();
   private arena: GemmArena | undefined;
   private attention: WasmAttention | undefined;
@@ -151,7 +115,7 @@ export class KilnProgram implements CompiledProgram {
     const fns = prebuilt?.fns ?? compileCandidates(codes.map((c, i) => c.candidates[chosen[i]!]!));
     codes.forEach((c, i) => this.kernelSteps.set(c.group, { code: c, fn: fns[i]!, chosen: chosen[i]!, tuned: !tuneOnFirstRun || c.candidates.length < 2 }));
     const native = cpuPath() === 'native';
-    this.steps = fuseGemms(low, sched.steps, (g) =>
+    this.steps = fuseGemms(low, sched.steps, CPU_GEMM, (g) =>
       native
         ? g.inputs.length - 1 <= GEMM_EPI_MAX &&
           cGroupBody(
@@ -174,17 +138,6 @@ export class KilnProgram implements CompiledProgram {
       this.gemms.set(s, { bytes, native: lib ? new NativeGemmRunner(lib) : null, runner: undefined, config: GEMM_CONFIGS[0]!, tuned: !tuneOnFirstRun });
     });
     validateWasm(modules);
-    this.outputs = new Set(outputValues(low.graph.output));
-    for (const id of this.outputs) this.needsTensor.add(id);
-    for (const s of this.steps) if (s.kind === 'extern' || s.kind === 'gemm') for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
-    // The fallback of a gemm step runs its epilogue kernel on the extern's real output.
-    for (const s of this.steps) if (s.kind === 'gemm' && s.epilogue) this.needsTensor.add(s.node.outputs[0]!);
-    // A view needed as a tensor needs its base as a tensor too.
-    for (let i = this.steps.length - 1; i >= 0; i--) {
-      const s = this.steps[i]!;
-      if (s.kind === 'view' && this.needsTensor.has(s.node.outputs[0]!)) for (const id of nodeInputs(s.node)) this.needsTensor.add(id);
-    }
-    this.deaths = this.planLifetimes();
     this.stats = {
       kernels: sched.kernels.length,
       externs: this.steps.filter((s) => s.kind === 'extern' || s.kind === 'gemm').length,
@@ -195,6 +148,11 @@ export class KilnProgram implements CompiledProgram {
       buffersReused: 0,
       runs: 0,
     };
+    this.runner = new StepRunner(low, this.steps, this.stats, {
+      kernel: (g, st) => this.runKernel(g, st),
+      gemm: (s, st) => this.runGemm(s, st),
+      extern: (n, st) => n.op === 'scaledDotProductAttention' && this.runAttention(n, st),
+    });
   }
 
   /** Each kernel's generated code and chosen candidate, in schedule order (what program-cache.ts stores). */
@@ -209,105 +167,16 @@ export class KilnProgram implements CompiledProgram {
     return this.sched.kernels.length;
   }
 
-  /** Which storage root each value lives in, and after which step each owned root dies. */
-  private planLifetimes(): ValueId[][] {
-    const root = new Map<ValueId, ValueId>();
-    const owned = new Set<ValueId>();
-    const rootOf = (id: ValueId): ValueId => root.get(id) ?? id;
-    for (const inp of this.low.graph.inputs) root.set(inp.id, inp.id);
-    const stepsOf = this.steps;
-    const last = new Map<ValueId, number>();
-    stepsOf.forEach((s, i) => {
-      const outs = stepOutputs(s);
-      for (const o of outs) {
-        const info = this.low.values.get(o)!;
-        if (s.kind === 'kernel' || s.kind === 'gemm') owned.add(o);
-        else if (s.kind === 'view') root.set(o, rootOf(nodeInputs(s.node)[0]!));
-        else if (info.aliasOf !== undefined) root.set(o, rootOf(info.aliasOf));
-        else owned.add(o);
-        if (!last.has(rootOf(o))) last.set(rootOf(o), i);
-      }
-      for (const id of stepInputs(s)) last.set(rootOf(id), Math.max(last.get(rootOf(id)) ?? i, i));
-    });
-    const pinned = new Set([...this.outputs].map(rootOf));
-    const deaths: ValueId[][] = stepsOf.map(() => []);
-    for (const r of owned) {
-      if (pinned.has(r) || rootOf(r) !== r) continue;
-      deaths[last.get(r)!]!.push(r);
-    }
-    return deaths;
-  }
-
-  private plan(inputs: readonly Tensor[]): Map<ValueId, MetaLike> {
-    return planValueMetas(this.low, inputs, this.plans);
-  }
-
   run(inputs: readonly Tensor[]): unknown {
-    const plan = this.plan(inputs);
-    const env = new Map<ValueId, RVal>();
-    this.low.graph.inputs.forEach((inp, i) => env.set(inp.id, inputs[i]!));
-    const pool = new Map<number, Tensor[]>();
-    const inputSet = new Set(inputs);
-    this.stats.runs++;
-    const asTensor = (v: RVal): Tensor => ('ref' in v ? new Tensor(v.base.storage, v.dtype, v.shape, v.strides, v.offset) : v);
-    const resolve = (a: IRArg): unknown => {
-      switch (a.kind) {
-        case 'value':
-          return asTensor(env.get(a.id)!);
-        case 'list':
-          return a.items.map(resolve);
-        case 'const':
-          return a.value;
-        default:
-          return a satisfies never;
-      }
-    };
-    this.steps.forEach((s, i) => {
-      if (s.kind === 'gemm') this.runGemm(s, env, plan, pool, resolve);
-      else this.runStep(s, env, plan, pool, resolve);
-      for (const id of this.deaths[i]!) {
-        const t = env.get(id);
-        if (!t || 'ref' in t || inputSet.has(t)) continue;
-        const bytes = t.storage.nbytes;
-        const list = pool.get(bytes) ?? [];
-        list.push(t);
-        pool.set(bytes, list);
-        env.delete(id);
-      }
-    });
-    const tensors = new Map<ValueId, Tensor>();
-    for (const id of this.outputs) tensors.set(id, asTensor(env.get(id)!));
-    for (const list of pool.values()) for (const t of list) t.dispose();
-    return buildOutput(this.low.graph.output, tensors);
-  }
-
-  private runStep(s: Step, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): void {
-    if (s.kind === 'extern') {
-      if (s.node.op === 'scaledDotProductAttention' && this.runAttention(s.node, env, plan, pool, resolve)) return;
-      const out = dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor | Tensor[];
-      const outs = Array.isArray(out) ? out : [out];
-      s.node.outputs.forEach((id, k) => env.set(id, outs[k]!));
-      return;
-    }
-    if (s.kind === 'view') {
-      const out = s.node.outputs[0]!;
-      if (this.needsTensor.has(out)) {
-        env.set(out, dispatch(getOp(s.node.op), ...(s.node.args.map(resolve) as never[])) as Tensor);
-        return;
-      }
-      const base = env.get(nodeInputs(s.node)[0]!)!;
-      const [m] = nodeMeta(s.node, new Map([[nodeInputs(s.node)[0]!, base as MetaLike]]));
-      env.set(out, { ref: true, base: 'ref' in base ? base.base : base, shape: m!.shape, strides: m!.strides, offset: m!.offset, dtype: m!.dtype, device: m!.device });
-      return;
-    }
-    this.runKernel(s.group, env, plan, pool);
+    return this.runner.run(inputs);
   }
 
   /**
    * A float32 linear (plus its folded epilogue) through the compiled GEMM; operands it does not
    * handle (or the 'extern' config) run the dispatcher's linear and then the epilogue's own kernel.
    */
-  private runGemm(s: GemmStep, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): void {
+  private runGemm(s: GemmStep, run: RunState): void {
+    const { env, plan, pool, resolve } = run;
     const st = this.gemms.get(s)!;
     const [xa, wa, ba] = s.node.args;
     const x = resolve(xa!) as Tensor;
@@ -317,9 +186,9 @@ export class KilnProgram implements CompiledProgram {
     const m = plan.get(outId)!;
     const v = s.node.outputs[0]!;
     const runExtern = (): void => {
-      this.runStep({ kind: 'extern', node: s.node }, env, plan, pool, resolve);
+      this.runner.extern(s.node, run);
       if (!s.epilogue) return;
-      this.runKernel(s.epilogue, env, plan, pool);
+      this.runKernel(s.epilogue, run);
       const t = env.get(v);
       env.delete(v);
       if (t && !('ref' in t)) t.dispose();
@@ -330,7 +199,7 @@ export class KilnProgram implements CompiledProgram {
         runExtern();
         return;
       }
-      const out = this.alloc(m, pool);
+      const out = this.runner.alloc(m, pool);
       const wr = writable(out);
       st.native.run(x, w, b, extras, wr.data as Float32Array, wr.offset);
       wr.commit();
@@ -345,7 +214,7 @@ export class KilnProgram implements CompiledProgram {
     st.runner ??= new GemmRunner(this.arena, st.bytes);
     const runner = st.runner;
     if (!st.tuned) {
-      const scratch = this.alloc(m, pool);
+      const scratch = this.runner.alloc(m, pool);
       const sw = writable(scratch);
       const key = `gemm:${kernelSourceHash(Array.from(st.bytes, (x) => String.fromCharCode(x)).join(''))}:${x.shape.join('x')}:${w.shape.join('x')}`;
       const r = autotune({
@@ -372,7 +241,7 @@ export class KilnProgram implements CompiledProgram {
         return;
       }
     }
-    const out = this.alloc(m, pool);
+    const out = this.runner.alloc(m, pool);
     const wr = writable(out);
     try {
       runner.run(x, w, b, extras, wr.data, wr.offset, st.config.kc);
@@ -392,14 +261,15 @@ export class KilnProgram implements CompiledProgram {
    * scaled_dot_product_attention through WasmAttention when it accepts the arguments (wasm path;
    * the native path's extern is the native C attention kernel, faster than the Wasm one).
    */
-  private runAttention(n: LNode, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>, resolve: (a: IRArg) => unknown): boolean {
+  private runAttention(n: LNode, run: RunState): boolean {
     if (!wasmApi() || cpuPath() !== 'wasm') return false;
+    const { env, plan, pool, resolve } = run;
     const [q, k, v, mask, dropout, causal, scale, gqa] = n.args.map(resolve) as [Tensor, Tensor, Tensor, unknown, unknown, unknown, unknown, unknown];
     const m = plan.get(n.outputs[0]!)!;
     if (!WasmAttention.accepts(q, k, v, mask, dropout, gqa) || !isContiguousStrides(m.shape, m.strides) || m.offset !== 0) return false;
     this.arena ??= new GemmArena();
     this.attention ??= new WasmAttention(this.arena);
-    const out = this.alloc(m, pool);
+    const out = this.runner.alloc(m, pool);
     const w = writable(out);
     try {
       this.attention.run(q, k, v, causal === true, typeof scale === 'number' ? scale : null, w.data, w.offset);
@@ -421,20 +291,6 @@ export class KilnProgram implements CompiledProgram {
     return n;
   }
 
-  private alloc(m: MetaLike, pool: Map<number, Tensor[]>): Tensor {
-    const bytes = storageSpan(m.shape, m.strides) * itemSize(m.dtype);
-    const list = pool.get(bytes);
-    const old = list?.pop();
-    if (old) {
-      const t = new Tensor(old.storage as Storage, m.dtype, m.shape, m.strides, 0);
-      old.dispose();
-      this.stats.buffersReused++;
-      return t;
-    }
-    this.stats.buffersAllocated++;
-    return Tensor.empty(m.shape, m.dtype, m.device, m.strides);
-  }
-
   /**
    * Times every candidate config of a kernel on this run's real buffers with kiln.Event (the
    * autotuner keeps the minimum over reps and persists the winner per kernel and shape class).
@@ -449,7 +305,8 @@ export class KilnProgram implements CompiledProgram {
     ks.tuned = true;
   }
 
-  private runKernel(g: KernelGroup, env: Map<ValueId, RVal>, plan: Map<ValueId, MetaLike>, pool: Map<number, Tensor[]>): void {
+  private runKernel(g: KernelGroup, run: RunState): void {
+    const { env, plan, pool } = run;
     const ks = this.kernelSteps.get(g)!;
     const S =
       g.kind === 'pointwise' ? plan.get(g.nodes[0]!.outputs[0]!)!.shape : plan.get(g.nodes.find((n) => n.kind === 'reduction')!.reduce!.input)!.shape;
@@ -460,7 +317,7 @@ export class KilnProgram implements CompiledProgram {
     const commits: (() => void)[] = [];
     for (const o of g.outputs) {
       const m = plan.get(o)!;
-      const t = this.alloc(m, pool);
+      const t = this.runner.alloc(m, pool);
       env.set(o, t);
       const w = writable(t);
       datas.push(w.data);
@@ -529,33 +386,18 @@ export class KilnProgram implements CompiledProgram {
           `(${c.candidates.length} candidates)\n${nativeSource(c.candidates[ks.chosen]!)}${c.candidates[ks.chosen]!.source}`,
       );
     }
-    const v = (id: ValueId): string => {
-      const m = this.low.values.get(id)!;
-      return `%${id}: ${m.dtype}[${m.shape.join(', ')}]`;
-    };
-    const lines = ['// wrapper', ...this.low.graph.inputs.map((i) => `input ${v(i.id)}`)];
-    const deaths = this.deaths;
-    this.steps.forEach((s, i) => {
-      if (s.kind === 'gemm') {
+    const wrapper = this.runner.listing(
+      '// wrapper',
+      (g) => `call ${this.kernelSteps.get(g)!.code.name}`,
+      (s, v) => {
         const g = this.gemms.get(s)!;
-        const outs = stepOutputs(s);
-        lines.push(
-          `${outs.map(v).join(', ')} = gemm ${s.node.op}(${nodeInputs(s.node).map((id) => `%${id}`).join(', ')})` +
-            (s.epilogue ? ` + epilogue [${s.epilogue.nodes.map((n) => n.op).join(', ')}](${s.epilogueInputs.map((e) => `%${e.id}:${e.kind}`).join(', ')})` : '') +
-            ` ${g.native ? 'native BLIS GEMM' : g.bytes ? `f32x4 wasm, config ${JSON.stringify(g.config)}` : 'extern (no wasm)'}`,
+        return (
+          `${stepOutputs(s).map(v).join(', ')} = gemm ${s.node.op}(${nodeInputs(s.node).map((id) => `%${id}`).join(', ')})` +
+          (s.epilogue ? ` + epilogue [${s.epilogue.nodes.map((n) => n.op).join(', ')}](${s.epilogueInputs.map((e) => `%${e.id}:${e.kind}`).join(', ')})` : '') +
+          ` ${g.native ? 'native BLIS GEMM' : g.bytes ? `f32x4 wasm, config ${JSON.stringify(g.config)}` : 'extern (no wasm)'}`
         );
-      } else if (s.kind === 'kernel') {
-        const ks = this.kernelSteps.get(s.group)!;
-        lines.push(`${s.group.outputs.map((o) => `alloc-or-reuse ${v(o)}`).join('; ')}`);
-        lines.push(`call ${ks.code.name}(out: ${s.group.outputs.map((o) => `%${o}`).join(', ')}; in: ${s.group.inputs.map((o) => `%${o}`).join(', ')})`);
-      } else if (s.kind === 'view') {
-        lines.push(`${v(s.node.outputs[0]!)} = view ${s.node.op}(%${nodeInputs(s.node)[0]}) ${this.needsTensor.has(s.node.outputs[0]!) ? '(tensor)' : '(index expression)'}`);
-      } else {
-        lines.push(`${s.node.outputs.map(v).join(', ')} = extern ${s.node.op}(${nodeInputs(s.node).map((id) => `%${id}`).join(', ')})`);
-      }
-      if (deaths[i]!.length > 0) lines.push(`free-for-reuse ${deaths[i]!.map((id) => `%${id}`).join(', ')}`);
-    });
-    lines.push(`return ${[...this.outputs].map((id) => `%${id}`).join(', ')}`);
-    return [...parts, lines.join('\n')].join('\n\n');
+      },
+    );
+    return [...parts, wrapper].join('\n\n');
   }
 }
