@@ -1,0 +1,22 @@
+/**
+ * Pointwise ops defined once, as compositions of the primitives of expr.ts. Every language table
+ * (js.ts, c.ts, cuda.ts, wasm.ts) renders these through its primitive entries, and the eager
+ * kernels (kernels/cpu/pointwise.ts, kernels/cuda/pointwise.ts) and the compiler's code generators
+ * pick every entry up by name, so a new op of this kind is its op definition (ops/defs), its public
+ * function (api), its backward formula (autograd/formulas) and one entry here.
+ *
+ * Composites are floating-point ops: the op's meta gives a floating output (integer inputs promote
+ * to float32, as torch's float ops do) and the body is computed in that output's compute type
+ * (float for the 16-bit floats). Tables decline other outputs. Ops that need a tuned text per
+ * language (fast-math CUDA, vectorised C/Wasm polynomials) keep their own entries in the tables.
+ */
+import type { MathExpr } from './expr.js';
+
+export interface Composite {
+  /** Number of tensor operands (args 0..arity-1 of the op). */
+  readonly arity: number;
+  /** The value over the operands M.arg(0..arity-1). */
+  readonly body: MathExpr;
+}
+
+export const COMPOSITES: ReadonlyMap<string, Composite> = new Map<string, Composite>([]);
