@@ -10,7 +10,7 @@
  * (float for the 16-bit floats). Tables decline other outputs. Ops that need a tuned text per
  * language (fast-math CUDA, vectorised C/Wasm polynomials) keep their own entries in the tables.
  */
-import type { MathExpr } from './expr.js';
+import { M, type MathExpr } from './expr.js';
 
 export interface Composite {
   /** Number of tensor operands (args 0..arity-1 of the op). */
@@ -19,4 +19,16 @@ export interface Composite {
   readonly body: MathExpr;
 }
 
-export const COMPOSITES: ReadonlyMap<string, Composite> = new Map<string, Composite>([]);
+const a = M.arg(0);
+const b = M.arg(1);
+
+/**
+ * logaddexp(a, b) = log(e^a + e^b) = max(a, b) + log1p(e^-|a - b|). Equal operands give a + ln 2,
+ * which also covers both -inf (-inf, where a - b would be NaN) and both +inf, as torch does; a NaN
+ * operand gives NaN.
+ */
+const logaddexp = M.select(M.eq(a, b), M.add(a, Math.LN2), M.add(M.max(a, b), M.log1p(M.exp(M.neg(M.abs(M.sub(a, b)))))));
+
+export const COMPOSITES: ReadonlyMap<string, Composite> = new Map<string, Composite>([
+  ['logaddexp', { arity: 2, body: logaddexp }],
+]);
