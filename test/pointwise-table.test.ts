@@ -42,6 +42,9 @@ function logaddexpRef(a: number, b: number): number {
   return m + Math.log1p(Math.exp(Math.min(a, b) - m));
 }
 
+/** Math.hypot: scaled, compensated, and inf with a NaN operand (ECMAScript, as C's hypot). */
+const hypotRef = (a: number, b: number): number => Math.hypot(a, b);
+
 type Fn2 = (a: Tensor, b: Tensor) => Tensor;
 
 /** One composite op under test: its function, its reference, and the kernel each CPU path runs. */
@@ -80,6 +83,29 @@ const CASES = {
     gradAt: [
       [0.5, 0.5],
       [1 / (1 + Math.E), 1 / (1 + 1 / Math.E)],
+    ],
+  },
+  hypot: {
+    fn: kiln.hypot,
+    ref: hypotRef,
+    impl: { js: 'js', wasm: 'wasm', native: 'native' },
+    exact: [
+      [Infinity, NaN, Infinity],
+      [NaN, -Infinity, Infinity],
+      [-Infinity, NaN, Infinity],
+      [3, -4, 5],
+      [0, -0, 0],
+      [5e-324, 0, 5e-324],
+      [NaN, 0, NaN],
+    ],
+    grad: [
+      [[2, 3, 1], 0.5, 3],
+      [[4], -3, -0.5],
+    ],
+    // (a, b) / |(a, b)|.
+    gradAt: [
+      [Math.SQRT1_2, Math.SQRT1_2],
+      [0.6, 0.8],
     ],
   },
 } satisfies Record<string, Case>;

@@ -113,6 +113,8 @@ export const minimum = (self: Tensor, other: Tensor): Tensor => dispatch(P.minim
 export const atan2 = (self: Tensor, other: Tensor): Tensor => dispatch(P.atan2, self, other);
 /** log(exp(self) + exp(other)) without overflow; integer inputs give float32. */
 export const logaddexp = (self: Tensor, other: Tensor): Tensor => dispatch(P.logaddexp, self, other);
+/** sqrt(self^2 + other^2) without overflow; inf if either is infinite (even with a NaN); integer inputs give float32. */
+export const hypot = (self: Tensor, other: Tensor): Tensor => dispatch(P.hypot, self, other);
 
 export const eq = (self: Tensor, other: Tensor | ScalarValue): Tensor => dispatch(P.eq, self, other);
 export const ne = (self: Tensor, other: Tensor | ScalarValue): Tensor => dispatch(P.ne, self, other);
@@ -223,6 +225,7 @@ declare module '../tensor/tensor.js' {
     minimum(other: Tensor): Tensor;
     atan2(other: Tensor): Tensor;
     logaddexp(other: Tensor): Tensor;
+    hypot(other: Tensor): Tensor;
     eq(other: Tensor | ScalarValue): Tensor;
     ne(other: Tensor | ScalarValue): Tensor;
     lt(other: Tensor | ScalarValue): Tensor;
@@ -289,6 +292,7 @@ installMethods({
   minimum,
   atan2,
   logaddexp,
+  hypot,
   eq,
   ne,
   lt,

@@ -259,6 +259,17 @@ defineBackward(
   { save: ['self', 'other'], saveOutputs: true },
 );
 
+// hypot(a, b): d/da = a / out, d/db = b / out.
+defineBackward(
+  P.hypot,
+  (ctx, [g]) => {
+    const [self, other] = ctx.args as [Tensor, Tensor];
+    const scaled = (): Tensor => div(g!, ctx.outputs[0]!);
+    return [gradFor(ctx, 0, () => mul(scaled(), self)), gradFor(ctx, 1, () => mul(scaled(), other))];
+  },
+  { save: ['self', 'other'], saveOutputs: true },
+);
+
 // ---------------------------------------------------------------------------------------------
 // clamp, where, lerp
 // ---------------------------------------------------------------------------------------------

@@ -29,6 +29,16 @@ const b = M.arg(1);
  */
 const logaddexp = M.select(M.eq(a, b), M.add(a, Math.LN2), M.add(M.max(a, b), M.log1p(M.exp(M.neg(M.abs(M.sub(a, b)))))));
 
+/**
+ * hypot(a, b) = sqrt(a^2 + b^2) without overflow or underflow in the squares: m sqrt(1 + (n/m)^2)
+ * with m = max(|a|, |b|), n = min(|a|, |b|). An infinite operand gives inf even when the other is
+ * NaN (C's hypot, torch.hypot); both zero gives 0 (where n/m is NaN); otherwise NaN propagates.
+ */
+const big = M.max(M.abs(a), M.abs(b));
+const ratio = M.div(M.min(M.abs(a), M.abs(b)), big);
+const hypot = M.select(M.or(M.isinf(a), M.isinf(b)), Infinity, M.select(M.eq(big, 0), 0, M.mul(big, M.sqrt(M.add(M.mul(ratio, ratio), 1)))));
+
 export const COMPOSITES: ReadonlyMap<string, Composite> = new Map<string, Composite>([
   ['logaddexp', { arity: 2, body: logaddexp }],
+  ['hypot', { arity: 2, body: hypot }],
 ]);
