@@ -10,12 +10,21 @@
  *   LD_LIBRARY_PATH=/tmp/kiln-fake-cuda/lib64 CUDA_HOME=/tmp/kiln-fake-cuda \
  *     KILN_CACHE_DIR=/tmp/kiln-fake-cache node --cpu-prof dist/bench/cuda-launch.js /tmp/x.json
  *
- * Declarations follow src/runtime/cuda/ffi.ts (koffi binds every one of them at load).
+ * Declarations follow src/runtime/cuda/ffi.ts (koffi binds every one of them at load). The same
+ * file is also libcublasLt.so.13 (one heuristic offer per problem; matmuls only count).
+ *
+ * FAKE_CUDA_DUMP_DIR=<existing dir>: every nvrtcCompileProgram also writes what it was given, as
+ * <dir>/nvrtc-<fnv1a64>.cu (the source, byte for byte) and <dir>/nvrtc-<fnv1a64>.opts (the program
+ * name on the first line, then the options, one a line); the hash covers all three, so a unit
+ * compiled twice is written once (temp file + rename: safe from concurrent compile workers).
+ * scripts/dump-kernel-sources.mjs uses it to collect every CUDA C source Kiln generates.
  */
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <unistd.h>
 static uint64_t next_ptr = 0x7f0000000000ull;
 static int handle_counter = 1;
 static void* handle(void){ return (void*)(uintptr_t)(0x1000 + 16*(handle_counter++)); }
@@ -75,10 +84,73 @@ int cuDevicePrimaryCtxRelease_v2(int d){return 0;}
 // NVRTC
 int nvrtcVersion(int*a,int*b){*a=13;*b=0;return 0;}
 const char* nvrtcGetErrorString(int r){return "NVRTC_FAKE";}
-int nvrtcCreateProgram(void**p,const char*s,const char*n,int nh,void*h,void*i){*p=handle();return 0;}
-int nvrtcCompileProgram(void*p,int n,const char**o){return 0;}
+// A program is a real allocation holding its source and name, for FAKE_CUDA_DUMP_DIR.
+typedef struct { char *src; char *name; } fake_prog;
+static char *dup_or_empty(const char *s){ return strdup(s ? s : ""); }
+int nvrtcCreateProgram(void**p,const char*s,const char*n,int nh,void*h,void*i){
+  fake_prog *fp = calloc(1, sizeof *fp);
+  fp->src = dup_or_empty(s); fp->name = dup_or_empty(n);
+  *p = fp; return 0;}
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len){
+  const unsigned char *b = data;
+  for (size_t k = 0; k < len; k++) { h ^= b[k]; h *= 0x100000001b3ull; }
+  return h;}
+static int tmp_counter = 0;
+/* Writes len bytes to dir/name via a unique temp file and rename(2). */
+static void write_atomic(const char *dir, const char *name, const char *data, size_t len){
+  char tmp[4096], dst[4096];
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%d-%d", dir, (int)getpid(), __atomic_fetch_add(&tmp_counter, 1, __ATOMIC_SEQ_CST));
+  snprintf(dst, sizeof dst, "%s/%s", dir, name);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  size_t w = fwrite(data, 1, len, f);
+  if (fclose(f) != 0 || w != len) { unlink(tmp); return; }
+  rename(tmp, dst);}
+static void dump_program(const fake_prog *fp, int n, const char **o){
+  const char *dir = getenv("FAKE_CUDA_DUMP_DIR");
+  if (!dir || !*dir) return;
+  size_t cap = strlen(fp->name) + 2, len = 0;
+  for (int k = 0; k < n; k++) cap += strlen(o[k] ? o[k] : "") + 1;
+  char *opts = malloc(cap);
+  len += (size_t)sprintf(opts + len, "%s\n", fp->name);
+  for (int k = 0; k < n; k++) len += (size_t)sprintf(opts + len, "%s\n", o[k] ? o[k] : "");
+  uint64_t h = 0xcbf29ce484222325ull;
+  h = fnv1a(h, fp->src, strlen(fp->src) + 1);
+  h = fnv1a(h, opts, len);
+  char name[64];
+  snprintf(name, sizeof name, "nvrtc-%016llx.cu", (unsigned long long)h);
+  write_atomic(dir, name, fp->src, strlen(fp->src));
+  snprintf(name, sizeof name, "nvrtc-%016llx.opts", (unsigned long long)h);
+  write_atomic(dir, name, opts, len);
+  free(opts);}
+int nvrtcCompileProgram(void*p,int n,const char**o){ if (p) dump_program((const fake_prog*)p, n, o); return 0;}
 int nvrtcGetProgramLogSize(void*p,uint64_t*s){*s=1;return 0;}
 int nvrtcGetProgramLog(void*p,char*l){l[0]=0;return 0;}
 int nvrtcGetCUBINSize(void*p,uint64_t*s){*s=16;return 0;}
 int nvrtcGetCUBIN(void*p,char*c){memset(c,0x7f,16);return 0;}
-int nvrtcDestroyProgram(void**p){return 0;}
+int nvrtcDestroyProgram(void**p){
+  if (p && *p) { fake_prog *fp = *p; free(fp->src); free(fp->name); free(fp); *p = 0; }
+  return 0;}
+// cuBLASLt (libcublasLt.so.13 is this same file): one heuristic offer, waves 1.0, no workspace;
+// the algorithm search finds no ids; every matmul "runs".
+int cublasLtCreate(void**h){*h=handle();return 0;}
+uint64_t cublasLtGetVersion(void){return 130000;}
+int cublasLtMatmulDescCreate(void**d,int c,int s){*d=handle();return 0;}
+int cublasLtMatmulDescDestroy(void*d){return 0;}
+int cublasLtMatmulDescSetAttribute(void*d,int a,void*b,uint64_t n){return 0;}
+int cublasLtMatrixLayoutCreate(void**l,int t,uint64_t r,uint64_t c,int64_t ld){*l=handle();return 0;}
+int cublasLtMatrixLayoutDestroy(void*l){return 0;}
+int cublasLtMatrixLayoutSetAttribute(void*l,int a,void*b,uint64_t n){return 0;}
+int cublasLtMatmulPreferenceCreate(void**p){*p=handle();return 0;}
+int cublasLtMatmulPreferenceDestroy(void*p){return 0;}
+int cublasLtMatmulPreferenceSetAttribute(void*p,int a,void*b,uint64_t n){return 0;}
+int cublasLtMatmulAlgoGetHeuristic(void*h,void*d,void*a,void*b,void*c,void*dd,void*p,int req,void*res,int*count){
+  if(req<1){*count=0;return 0;}
+  memset(res,0,96); float w=1.0f; memcpy((char*)res+76,&w,4); *count=1; return 0;}
+int cublasLtMatmulAlgoConfigSetAttribute(void*al,int a,void*b,uint64_t n){return 0;}
+int cublasLtMatmulAlgoConfigGetAttribute(void*al,int a,void*b,uint64_t n,uint64_t*w){memset(b,0,n);*w=n;return 0;}
+int cublasLtMatmulAlgoCapGetAttribute(void*al,int a,void*b,uint64_t n,uint64_t*w){memset(b,0,n);*w=0;return 0;}
+int cublasLtMatmulAlgoGetIds(void*h,int ct,int st,int at,int bt,int c,int d,int req,int*ids,int*count){*count=0;return 0;}
+int cublasLtMatmulAlgoInit(void*h,int ct,int st,int at,int bt,int c,int d,int id,void*al){memset(al,0,64);return 0;}
+int cublasLtMatmulAlgoCheck(void*h,void*d,void*a,void*b,void*c,void*dd,void*al,void*res){memset(res,0,96);return 0;}
+int cublasLtMatmul(void*h,void*d,void*al,uint64_t A,void*ad,uint64_t B,void*bd,void*be,uint64_t C,void*cd,uint64_t D,void*dd,void*algo,uint64_t ws,uint64_t wss,void*st){launches++;return 0;}
