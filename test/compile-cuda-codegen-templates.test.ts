@@ -57,6 +57,7 @@ const MATH: Record<string, (...x: number[]) => number> = {
   trunc: Math.trunc,
   rint: HELPERS.roundHalfEven,
   atan2: Math.atan2,
+  fabs: Math.abs,
 };
 const CASTS: Record<string, (x: number) => number> = {
   float: Math.fround,
@@ -78,7 +79,7 @@ function toJs(c: string): string {
     .replace(/(\d+)LL\b/g, '$1')
     .replace(/\(\((float|double|int|long long)\)(\w+)\)/g, (_, t: string, v: string) => `CAST['${t}'](${v})`)
     .replace(/\bkiln_(\w+)\(/g, 'K.$1(')
-    .replace(/\b(exp|expm1|log|log2|log10|log1p|sqrt|rsqrt|sin|cos|tan|tanh|erf|floor|ceil|trunc|rint|atan2)f?\(/g, "MATH['$1'](")
+    .replace(/\b(exp|expm1|log|log2|log10|log1p|sqrt|rsqrt|sin|cos|tan|tanh|erf|floor|ceil|trunc|rint|atan2|fabs)f?\(/g, "MATH['$1'](")
     .replace(/([^=!<>])==([^=])/g, '$1===$2')
     .replace(/!=([^=])/g, '!==$1');
 }

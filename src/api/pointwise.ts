@@ -111,6 +111,10 @@ export const maximum = (self: Tensor, other: Tensor): Tensor => dispatch(P.maxim
 /** Elementwise minimum; NaN in either input gives NaN. */
 export const minimum = (self: Tensor, other: Tensor): Tensor => dispatch(P.minimum, self, other);
 export const atan2 = (self: Tensor, other: Tensor): Tensor => dispatch(P.atan2, self, other);
+/** log(exp(self) + exp(other)) without overflow; integer inputs give float32. */
+export const logaddexp = (self: Tensor, other: Tensor): Tensor => dispatch(P.logaddexp, self, other);
+/** sqrt(self^2 + other^2) without overflow; inf if either is infinite (even with a NaN); integer inputs give float32. */
+export const hypot = (self: Tensor, other: Tensor): Tensor => dispatch(P.hypot, self, other);
 
 export const eq = (self: Tensor, other: Tensor | ScalarValue): Tensor => dispatch(P.eq, self, other);
 export const ne = (self: Tensor, other: Tensor | ScalarValue): Tensor => dispatch(P.ne, self, other);
@@ -220,6 +224,8 @@ declare module '../tensor/tensor.js' {
     maximum(other: Tensor): Tensor;
     minimum(other: Tensor): Tensor;
     atan2(other: Tensor): Tensor;
+    logaddexp(other: Tensor): Tensor;
+    hypot(other: Tensor): Tensor;
     eq(other: Tensor | ScalarValue): Tensor;
     ne(other: Tensor | ScalarValue): Tensor;
     lt(other: Tensor | ScalarValue): Tensor;
@@ -285,6 +291,8 @@ installMethods({
   maximum,
   minimum,
   atan2,
+  logaddexp,
+  hypot,
   eq,
   ne,
   lt,

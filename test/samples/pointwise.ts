@@ -42,7 +42,7 @@ const binaryScalarSamples: OpSample[] = binaryScalarOps.flatMap((op): OpSample[]
   { op, label: 'float16 with zero-dim float32', args: () => [rand([2, 3], 9, 'contiguous', 'float16', 0.5, 2), rand([], 10, 'contiguous', 'float32', 0.5, 2), ...extra(op)] },
 ]);
 
-const tensorBinaryOps = ['maximum', 'minimum', 'atan2', 'logicalAnd', 'logicalOr', 'logicalXor'];
+const tensorBinaryOps = ['maximum', 'minimum', 'atan2', 'logaddexp', 'hypot', 'logicalAnd', 'logicalOr', 'logicalXor'];
 const tensorBinarySamples: OpSample[] = tensorBinaryOps.flatMap((op): OpSample[] => [
   { op, label: 'contiguous', args: () => [rand([3, 4], 1), rand([3, 4], 2)] },
   { op, label: 'transposed with broadcast row', args: () => [rand([3, 4], 3, 'transposed'), makeExpanded([1, 2, 3, 4], [4], [3, 4])] },

@@ -248,6 +248,28 @@ defineBackward(
   { save: ['self', 'other'] },
 );
 
+// logaddexp(a, b): d/da = exp(a - out), d/db = exp(b - out) (the softmax weights of a and b).
+defineBackward(
+  P.logaddexp,
+  (ctx, [g]) => {
+    const [self, other] = ctx.args as [Tensor, Tensor];
+    const out = ctx.outputs[0]!;
+    return [gradFor(ctx, 0, () => mul(g!, exp(sub(self, out)))), gradFor(ctx, 1, () => mul(g!, exp(sub(other, out))))];
+  },
+  { save: ['self', 'other'], saveOutputs: true },
+);
+
+// hypot(a, b): d/da = a / out, d/db = b / out.
+defineBackward(
+  P.hypot,
+  (ctx, [g]) => {
+    const [self, other] = ctx.args as [Tensor, Tensor];
+    const scaled = (): Tensor => div(g!, ctx.outputs[0]!);
+    return [gradFor(ctx, 0, () => mul(scaled(), self)), gradFor(ctx, 1, () => mul(scaled(), other))];
+  },
+  { save: ['self', 'other'], saveOutputs: true },
+);
+
 // ---------------------------------------------------------------------------------------------
 // clamp, where, lerp
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
-/** CPU kernels for the pointwise ops (src/ops/defs/pointwise.ts). */
+/**
+ * CPU kernels for the pointwise ops (src/ops/defs/pointwise.ts). Composite ops
+ * (kernels/math/composites.ts) are registered by name, each running the JavaScript text the
+ * compiler fuses (kernels/math/js.ts) as its element function.
+ */
 import * as P from '../../ops/defs/pointwise.js';
 import { promotedDtype } from '../../ops/meta-helpers.js';
-import { registerKernel } from '../../ops/registry.js';
+import { getOp, registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
 import { isFloating, toFloating } from '../../tensor/dtype.js';
@@ -11,6 +15,8 @@ import { castValue } from '../../tensor/typed.js';
 import { allocOut, denseValues } from './numeric.js';
 import { copyInto, mapBinary, mapBinaryInto, mapTernary, mapUnary, mapUnaryInto } from './pointwise-loop.js';
 import * as M from './pointwise-math.js';
+import { COMPOSITES } from '../math/composites.js';
+import { compositeFn } from '../math/js.js';
 import { nativeElementwise, nativeUnary, nativeUnaryInPlace } from './native/ops.js';
 import type { NativeUnary } from './native/ops-c.js';
 
@@ -252,6 +258,21 @@ function powKernel(meta: OutMeta, self: Operand, exponent: Operand): Tensor {
 
 registerKernel(P.pow, 'cpu', (ctx, self, exponent) => powKernel(ctx.out, self, exponent));
 registerKernel(P.powScalar, 'cpu', (ctx, self, exponent) => powKernel(ctx.out, self, exponent));
+
+// Composite ops: operands brought to the (floating) output dtype like any binary op's, computed in
+// float64 and rounded once on store. The native path has none of them; it is not asked.
+for (const [name, c] of COMPOSITES) {
+  let f: ((...xs: number[]) => number) | undefined;
+  registerKernel(getOp(name), 'cpu', (ctx, ...args: unknown[]) => {
+    f ??= compositeFn(name); // built at first use, not when Kiln loads
+    const dt = ctx.out.dtype;
+    const xs = args.slice(0, c.arity).map((x) => prep(x as Operand, dt));
+    if (c.arity === 1) return mapUnary(ctx.out, xs[0]!, f);
+    if (c.arity === 2) return mapBinary(ctx.out, xs[0]!, xs[1]!, f);
+    if (c.arity === 3) return mapTernary(ctx.out, xs[0]!, xs[1]!, xs[2]!, f);
+    throw new Error(`${name}: composite pointwise ops take 1 to 3 operands, got ${c.arity}`);
+  });
+}
 
 registerKernel(P.maximum, 'cpu', (ctx, self, other) => mapBinary(ctx.out, prep(self, ctx.out.dtype), prep(other, ctx.out.dtype), Math.max));
 registerKernel(P.minimum, 'cpu', (ctx, self, other) => mapBinary(ctx.out, prep(self, ctx.out.dtype), prep(other, ctx.out.dtype), Math.min));

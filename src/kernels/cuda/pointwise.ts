@@ -3,16 +3,25 @@
  * expression for the generator, per compute type (float for fp32/fp16/bf16, double, int, long long).
  * Semantics follow the CPU kernels (NaN-propagating max/min/clamp/relu, Python-style floor division
  * and remainder, round half to even, C pow), so the two agree within rounding.
+ *
+ * Where an op's eager text is the compiler's, it comes from the shared CUDA math table
+ * (kernels/math/cuda.ts, without fast math): the libm functions, rounding, atan2, maximum/minimum
+ * and every composite op (kernels/math/composites.ts, registered here by name). The rest keep their
+ * own text below, which differs from the fused kernels' only in form (parentheses, literal digits,
+ * `fabsf` for `kiln_abs`, the eager prelude's helper names): changing it would change every
+ * generated eager source (and its cache key) for no difference in the values computed.
  */
 import * as P from '../../ops/defs/pointwise.js';
 import { add, add_ } from '../../ops/defs/core.js';
 import { promotedDtype } from '../../ops/meta-helpers.js';
-import { registerKernel } from '../../ops/registry.js';
+import { getOp, registerKernel } from '../../ops/registry.js';
 import type { ScalarValue } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
 import { isFloating, toFloating } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape, shapeEquals } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
+import { COMPOSITES } from '../math/composites.js';
+import { CUDA_TEMPLATES, type CArg } from '../math/cuda.js';
 import { computeType, type CType } from './codegen/ctypes.js';
 import { allocOut } from './device.js';
 import { runPointwise, type PwInput } from './pointwise-run.js';
@@ -29,31 +38,44 @@ const lit = (x: number, ct: CType): string => {
 
 type Expr1 = (ct: CType) => string;
 
+/** The dtype the shared table keys a compute type's text on (it renders per compute type). */
+const CT_DTYPE: Readonly<Record<CType, DType>> = { float: 'float32', double: 'float64', int: 'int32', 'long long': 'int64' };
+
+/** Op `name` of the shared CUDA math table over operands a, b, c of compute type ct (no fast math: eager). */
+function table(name: string, arity = 1): Expr1 {
+  return (ct) => {
+    const args: CArg[] = ['a', 'b', 'c'].slice(0, arity).map((expr) => ({ kind: 'value', expr, dtype: CT_DTYPE[ct], shape: [] }));
+    const e = CUDA_TEMPLATES.get(name)?.(args, { out: CT_DTYPE[ct] });
+    if (e === null || e === undefined) throw new Error(`cuda pointwise: the CUDA math table has no form of ${name} for compute type ${ct}`);
+    return e;
+  };
+}
+
 const unaryExprs: [P.UnaryOp, Expr1][] = [
   [P.neg, () => '-a'],
   [P.abs, (ct) => (isFloatCt(ct) ? `${mf('fabs', ct)}(a)` : '(a < 0 ? -a : a)')],
   [P.sign, () => 'kiln_sign(a)'],
-  [P.exp, (ct) => `${mf('exp', ct)}(a)`],
-  [P.expm1, (ct) => `${mf('expm1', ct)}(a)`],
-  [P.log, (ct) => `${mf('log', ct)}(a)`],
-  [P.log2, (ct) => `${mf('log2', ct)}(a)`],
-  [P.log10, (ct) => `${mf('log10', ct)}(a)`],
-  [P.log1p, (ct) => `${mf('log1p', ct)}(a)`],
-  [P.sqrt, (ct) => `${mf('sqrt', ct)}(a)`],
+  [P.exp, table('exp')],
+  [P.expm1, table('expm1')],
+  [P.log, table('log')],
+  [P.log2, table('log2')],
+  [P.log10, table('log10')],
+  [P.log1p, table('log1p')],
+  [P.sqrt, table('sqrt')],
   [P.rsqrt, (ct) => `${lit(1, ct)} / ${mf('sqrt', ct)}(a)`],
   [P.reciprocal, (ct) => `${lit(1, ct)} / a`],
-  [P.sin, (ct) => `${mf('sin', ct)}(a)`],
-  [P.cos, (ct) => `${mf('cos', ct)}(a)`],
-  [P.tan, (ct) => `${mf('tan', ct)}(a)`],
-  [P.tanh, (ct) => `${mf('tanh', ct)}(a)`],
+  [P.sin, table('sin')],
+  [P.cos, table('cos')],
+  [P.tan, table('tan')],
+  [P.tanh, table('tanh')],
   [P.sigmoid, (ct) => `${lit(1, ct)} / (${lit(1, ct)} + ${mf('exp', ct)}(-a))`],
-  [P.erf, (ct) => `${mf('erf', ct)}(a)`],
+  [P.erf, table('erf')],
   [P.relu, (ct) => `((a > ${lit(0, ct)} || a != a) ? a : ${lit(0, ct)})`],
   [P.silu, (ct) => `a / (${lit(1, ct)} + ${mf('exp', ct)}(-a))`],
-  [P.floor, (ct) => (isFloatCt(ct) ? `${mf('floor', ct)}(a)` : 'a')],
-  [P.ceil, (ct) => (isFloatCt(ct) ? `${mf('ceil', ct)}(a)` : 'a')],
-  [P.round, (ct) => (isFloatCt(ct) ? `${mf('rint', ct)}(a)` : 'a')],
-  [P.trunc, (ct) => (isFloatCt(ct) ? `${mf('trunc', ct)}(a)` : 'a')],
+  [P.floor, table('floor')],
+  [P.ceil, table('ceil')],
+  [P.round, table('round')],
+  [P.trunc, table('trunc')],
   [P.square, () => 'a * a'],
   [P.isnan, (ct) => (isFloatCt(ct) ? '(a != a)' : '0')],
   [P.isinf, (ct) => (isFloatCt(ct) ? `(a == (${ct})KILN_INF || a == -(${ct})KILN_INF)` : '0')],
@@ -217,11 +239,25 @@ function powKernel(out: Tensor, self: PwInput, exponent: PwInput): Tensor {
 registerKernel(P.pow, 'cuda', (ctx, self, exponent) => powKernel(allocOut(ctx.out), self, exponent));
 registerKernel(P.powScalar, 'cuda', (ctx, self, exponent) => powKernel(allocOut(ctx.out), self, exponent));
 
-registerKernel(P.maximum, 'cuda', (ctx, self, other) => runPointwise('maximum', 'kiln_max(a, b)', allocOut(ctx.out), [self, other], [], ctx.out.dtype));
-registerKernel(P.minimum, 'cuda', (ctx, self, other) => runPointwise('minimum', 'kiln_min(a, b)', allocOut(ctx.out), [self, other], [], ctx.out.dtype));
-registerKernel(P.atan2, 'cuda', (ctx, self, other) =>
-  runPointwise('atan2', `${mf('atan2', computeType(ctx.out.dtype))}(a, b)`, allocOut(ctx.out), [self, other], [], ctx.out.dtype),
+const maximumExpr = perCt(table('maximum', 2));
+const minimumExpr = perCt(table('minimum', 2));
+const atan2Expr = perCt(table('atan2', 2));
+registerKernel(P.maximum, 'cuda', (ctx, self, other) =>
+  runPointwise('maximum', maximumExpr(computeType(ctx.out.dtype)), allocOut(ctx.out), [self, other], [], ctx.out.dtype),
 );
+registerKernel(P.minimum, 'cuda', (ctx, self, other) =>
+  runPointwise('minimum', minimumExpr(computeType(ctx.out.dtype)), allocOut(ctx.out), [self, other], [], ctx.out.dtype),
+);
+registerKernel(P.atan2, 'cuda', (ctx, self, other) => runPointwise('atan2', atan2Expr(computeType(ctx.out.dtype)), allocOut(ctx.out), [self, other], [], ctx.out.dtype));
+
+// Composite ops (kernels/math/composites.ts): one kernel each over its tensor operands, in the
+// floating output's compute type, with the text the compiler fuses.
+for (const [name, c] of COMPOSITES) {
+  const expr = perCt(table(name, c.arity));
+  registerKernel(getOp(name), 'cuda', (ctx, ...args: unknown[]) =>
+    runPointwise(name, expr(computeType(ctx.out.dtype)), allocOut(ctx.out), args.slice(0, c.arity) as PwInput[], [], ctx.out.dtype),
+  );
+}
 
 const comparisons: [typeof P.eq, string][] = [
   [P.eq, '=='],
@@ -341,7 +377,7 @@ export function expressionCatalog(): ExprEntry[] {
     for (const mode of [null, 'trunc', 'floor'] as RoundingMode[]) out.push({ op: `div_${mode}`, expr: divExpr(mode, ct), arity: 2, nParams: 0, compute });
     out.push({ op: 'remainder', expr: f ? 'kiln_frem(a, b)' : 'kiln_irem(a, b)', arity: 2, nParams: 0, compute });
     out.push({ op: 'pow', expr: f ? `${mf('pow', ct)}(a, b)` : 'kiln_ipow(a, b)', arity: 2, nParams: 0, compute });
-    out.push({ op: 'maximum', expr: 'kiln_max(a, b)', arity: 2, nParams: 0, compute });
+    out.push({ op: 'maximum', expr: maximumExpr(ct), arity: 2, nParams: 0, compute });
     for (const [op, cmp] of comparisons) out.push({ op: op.name, expr: `(a ${cmp} b)`, arity: 2, nParams: 0, compute });
     for (const [op, expr] of logical) out.push({ op: op.name, expr, arity: 2, nParams: 0, compute });
     out.push({ op: 'clamp', expr: clampExpr('s0', 's1'), arity: 1, nParams: 2, compute });
@@ -349,11 +385,12 @@ export function expressionCatalog(): ExprEntry[] {
     out.push({ op: 'where', expr: '((a != 0) ? b : c)', arity: 3, nParams: 0, compute });
     out.push({ op: 'fill', expr: 's0', arity: 0, nParams: 1, compute });
     if (f) {
-      out.push({ op: 'atan2', expr: `${mf('atan2', ct)}(a, b)`, arity: 2, nParams: 0, compute });
+      out.push({ op: 'atan2', expr: atan2Expr(ct), arity: 2, nParams: 0, compute });
       out.push({ op: 'lerp', expr: lerpExpr(ct), arity: 3, nParams: 0, compute });
       out.push({ op: 'softplus', expr: softplusExpr(ct), arity: 1, nParams: 2, compute });
       out.push({ op: 'gelu', expr: geluExpr('none', ct), arity: 1, nParams: 0, compute });
       out.push({ op: 'geluTanh', expr: geluExpr('tanh', ct), arity: 1, nParams: 0, compute });
+      for (const [name, c] of COMPOSITES) out.push({ op: name, expr: table(name, c.arity)(ct), arity: c.arity, nParams: 0, compute });
     }
   }
   return out;

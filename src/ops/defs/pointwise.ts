@@ -381,6 +381,8 @@ function tensorBinary(name: string, dtypeRule: 'promote' | 'float' | 'bool'): Op
 export const maximum = tensorBinary('maximum', 'promote');
 export const minimum = tensorBinary('minimum', 'promote');
 export const atan2 = tensorBinary('atan2', 'float');
+export const logaddexp = tensorBinary('logaddexp', 'float');
+export const hypot = tensorBinary('hypot', 'float');
 export const logicalAnd = tensorBinary('logicalAnd', 'bool');
 export const logicalOr = tensorBinary('logicalOr', 'bool');
 export const logicalXor = tensorBinary('logicalXor', 'bool');

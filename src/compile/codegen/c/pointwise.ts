@@ -14,8 +14,9 @@
  * instead of holding up the end of the region); in each item, operands
  * with unit inner stride are used in place and the others (broadcast, transposed) are gathered into
  * a stack buffer first, so the fused body is always a dense loop that the compiler vectorises
- * (restrict pointers, branch-free math from math.ts). Only groups whose every input and value is
- * float32 and whose every op has a C form below are generated; anything else keeps the Wasm/JS kernel.
+ * (restrict pointers, branch-free math from c-math.ts). Only groups whose every input and value is
+ * float32 and whose every op has a C form in the shared table (kernels/math/c.ts) are generated;
+ * anything else keeps the Wasm/JS kernel.
  */
 import { createHash } from 'node:crypto';
 import type { DType } from '../../../tensor/dtype.js';
@@ -23,6 +24,7 @@ import type { IRArg, ValueId } from '../../ir.js';
 import type { LNode, Lowered } from '../../lower/lower.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { C_HELPERS, C_MATH } from '../../../kernels/cpu/native/c-math.js';
+import { cExpr, num } from '../../../kernels/math/c.js';
 
 /** Columns per work item: 512 floats = 2 KiB per gathered operand on the stack, inside L1 for a dozen operands. */
 export const C_CHUNK = 512;
@@ -47,97 +49,12 @@ export interface NativePointwise {
   readonly kind?: 'pointwise' | 'reduce';
 }
 
-export const num = (v: number): string => {
-  const x = Math.fround(v);
-  if (Number.isNaN(x)) return 'NAN';
-  if (x === Infinity) return 'INFINITY';
-  if (x === -Infinity) return '(-INFINITY)';
-  if (Object.is(x, -0)) return '(-0.0f)';
-  return `${x.toPrecision(9)}f`;
-};
+export { num } from '../../../kernels/math/c.js';
 
-const isNone = (a: IRArg | undefined): boolean => !a || (a.kind === 'const' && (a.value === null || a.value === undefined));
-
-/** A C expression for one node, or null when the op (or an argument) has no C form here. */
+/** A C expression for one node, or null when the op (or an argument) has no C form (kernels/math/c.ts). */
 export function nodeExpr(n: LNode, arg: (a: IRArg | undefined) => string | null): string | null {
-  const [a0, a1, a2] = n.args;
-  const x = arg(a0);
-  const y = n.args.length > 1 ? arg(a1) : null;
-  switch (n.op) {
-    case 'add':
-    case 'sub': {
-      if (x === null || y === null || a2?.kind !== 'const' || typeof a2.value !== 'number') return null;
-      const rhs = a2.value === 1 ? y : `(${num(a2.value)} * ${y})`;
-      return `(${x} ${n.op === 'add' ? '+' : '-'} ${rhs})`;
-    }
-    case 'mul':
-      return x !== null && y !== null ? `(${x} * ${y})` : null;
-    case 'div':
-      return x !== null && y !== null && isNone(a2) ? `(${x} / ${y})` : null;
-    case 'maximum':
-      return x !== null && y !== null ? `k_max(${x}, ${y})` : null;
-    case 'minimum':
-      return x !== null && y !== null ? `k_min(${x}, ${y})` : null;
-    case 'pow':
-      return x !== null && a1?.kind === 'const' && a1.value === 2 ? `(${x} * ${x})` : null;
-    case 'clamp':
-    case 'clampTensor': {
-      if (x === null) return null;
-      let e = x;
-      if (!isNone(a1)) {
-        const lo = arg(a1);
-        if (lo === null) return null;
-        e = `k_lo(${e}, ${lo})`;
-      }
-      if (!isNone(a2)) {
-        const hi = arg(a2);
-        if (hi === null) return null;
-        e = `k_hi(${e}, ${hi})`;
-      }
-      return e;
-    }
-  }
-  if (x === null) return null;
-  switch (n.op) {
-    case 'neg':
-      return `(-${x})`;
-    case 'abs':
-      return `fabsf(${x})`;
-    case 'square':
-      return `(${x} * ${x})`;
-    case 'sqrt':
-      return `sqrtf(${x})`;
-    case 'rsqrt':
-      return `(1.0f / sqrtf(${x}))`;
-    case 'reciprocal':
-      return `(1.0f / ${x})`;
-    case 'relu':
-      return `k_relu(${x})`;
-    case 'toDtype':
-    case 'clone':
-      return x;
-    case 'exp':
-      return `k_exp(${x})`;
-    case 'log':
-      return `logf(${x})`;
-    case 'tanh':
-      return `k_tanh(${x})`;
-    case 'sigmoid':
-      return `k_sigmoid(${x})`;
-    case 'erf':
-      return `k_erf(${x})`;
-    case 'silu':
-      return `(${x} * k_sigmoid(${x}))`;
-    case 'gelu': {
-      const approx = a1?.kind === 'const' ? a1.value : 'none';
-      if (approx === 'tanh') return `k_gelu_tanh(${x})`;
-      return approx === 'none' || approx === undefined || approx === null ? `k_gelu(${x})` : null;
-    }
-    default:
-      return null;
-  }
+  return cExpr(n.op, n.args, n.args.map((a) => arg(a)));
 }
-
 
 /**
  * The statements of a fused pointwise group as C: `const float v<id> = ...;` per node, reading the

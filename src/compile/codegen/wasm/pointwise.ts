@@ -7,18 +7,18 @@
  * broadcasting and offsets never reach the Wasm code.
  *
  * Only groups whose every value is float32 (or float16/bfloat16, which the CPU kernels hold as
- * float32 and round on store) and whose ops have an f32x4 form below are generated; anything else
- * returns null and the kernel stays JavaScript. Values are computed in float32 lanes (eager rounds
- * every op to float32 as well); exp/tanh/erf/log are the vectorised polynomials of wasm-math.ts.
+ * float32 and round on store) and whose ops have an f32x4 form in the shared table
+ * (kernels/math/wasm.ts) are generated; anything else returns null and the kernel stays
+ * JavaScript. Values are computed in float32 lanes (eager rounds every op to float32 as well).
  */
 import { castValue } from '../../../tensor/typed.js';
 import type { DType } from '../../../tensor/dtype.js';
 import {
-  ADD, BLOCK, br, brIf, encodeModule, f32x4Const, FnBuilder, GE_S, get, I32, i32c, LOOP, END, OP, set, SHL, V128, v128Load, v128Store, wasmApi,
+  ADD, BLOCK, br, brIf, encodeModule, f32x4Const, FnBuilder, GE_S, get, I32, i32c, LOOP, END, set, SHL, V128, v128Load, v128Store, wasmApi,
 } from '../../../kernels/cpu/wasm-asm.js';
-import { emitErf, emitExp, emitGeluErf, emitGeluTanh, emitLog, emitSigmoid, emitTanh } from '../../../kernels/cpu/wasm-math.js';
-import type { IRArg, ValueId } from '../../ir.js';
-import type { LNode, Lowered } from '../../lower/lower.js';
+import { WASM_TEMPLATES, type WasmOperands } from '../../../kernels/math/wasm.js';
+import type { ValueId } from '../../ir.js';
+import type { Lowered } from '../../lower/lower.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 
 /**
@@ -28,111 +28,6 @@ import type { KernelGroup } from '../../lower/schedule.js';
 export const WASM_CHUNK = 2048;
 
 const FLOAT32_LIKE: ReadonlySet<DType> = new Set<DType>(['float32', 'float16', 'bfloat16']);
-
-/** Pushes an argument's value (a v128 local or a splat constant); false when not representable. */
-type Push = (a: IRArg | undefined) => boolean;
-
-const isNone = (a: IRArg | undefined): boolean => !a || (a.kind === 'const' && (a.value === null || a.value === undefined));
-const constNum = (a: IRArg | undefined): number | null => (a?.kind === 'const' && typeof a.value === 'number' ? a.value : null);
-
-/** Emits one node's f32x4 value into a fresh local; returns it, or null when the op has no Wasm form. */
-function emitNode(f: FnBuilder, n: LNode, push: Push, local: (a: IRArg) => number | null, out: DType): number | null {
-  const [a0, a1, a2] = n.args;
-  const x = a0 ? local(a0) : null;
-  const bin = (op: readonly number[]): boolean => push(a0) && push(a1) && (f.emit(op), true);
-  const fin = (): number => {
-    const r = f.local(V128);
-    f.emit(set(r));
-    return r;
-  };
-  switch (n.op) {
-    case 'add':
-    case 'sub': {
-      const alpha = constNum(a2);
-      if (alpha === null || !push(a0) || !push(a1)) return null;
-      if (alpha !== 1) f.emit(f32x4Const(castValue(alpha, out)), OP.F32X4_MUL);
-      f.emit(n.op === 'add' ? OP.F32X4_ADD : OP.F32X4_SUB);
-      return fin();
-    }
-    case 'mul':
-      return bin(OP.F32X4_MUL) ? fin() : null;
-    case 'div':
-      return isNone(a2) && bin(OP.F32X4_DIV) ? fin() : null;
-    case 'maximum':
-      return bin(OP.F32X4_MAX) ? fin() : null;
-    case 'minimum':
-      return bin(OP.F32X4_MIN) ? fin() : null;
-    case 'pow':
-      if (constNum(a1) !== 2 || x === null) return null;
-      f.emit(get(x), get(x), OP.F32X4_MUL);
-      return fin();
-    case 'clamp':
-    case 'clampTensor': {
-      if (x === null) return null;
-      f.emit(get(x));
-      if (!isNone(a1)) {
-        if (!push(a1)) return null;
-        f.emit(OP.F32X4_MAX);
-      }
-      if (!isNone(a2)) {
-        if (!push(a2)) return null;
-        f.emit(OP.F32X4_MIN);
-      }
-      return fin();
-    }
-  }
-  if (x === null) return null;
-  switch (n.op) {
-    case 'neg':
-      f.emit(get(x), OP.F32X4_NEG);
-      return fin();
-    case 'abs':
-      f.emit(get(x), OP.F32X4_ABS);
-      return fin();
-    case 'square':
-      f.emit(get(x), get(x), OP.F32X4_MUL);
-      return fin();
-    case 'sqrt':
-      f.emit(get(x), OP.F32X4_SQRT);
-      return fin();
-    case 'rsqrt':
-      f.emit(f32x4Const(1), get(x), OP.F32X4_SQRT, OP.F32X4_DIV);
-      return fin();
-    case 'reciprocal':
-      f.emit(f32x4Const(1), get(x), OP.F32X4_DIV);
-      return fin();
-    case 'relu':
-      // x where x > 0 or x is NaN, else 0 (as the JS template: NaN propagates).
-      f.emit(get(x), f32x4Const(0), get(x), f32x4Const(0), OP.F32X4_GT, get(x), get(x), OP.F32X4_NE, OP.V128_OR, OP.V128_BITSELECT);
-      return fin();
-    case 'toDtype':
-    case 'clone':
-      // Identity in float32 lanes; casts into a half dtype are excluded by wasmPointwise.
-      return x;
-    case 'exp':
-      return emitExp(f, x);
-    case 'log':
-      return emitLog(f, x);
-    case 'tanh':
-      return emitTanh(f, x);
-    case 'sigmoid':
-      return emitSigmoid(f, x);
-    case 'erf':
-      return emitErf(f, x);
-    case 'silu': {
-      const s = emitSigmoid(f, x);
-      f.emit(get(x), get(s), OP.F32X4_MUL);
-      return fin();
-    }
-    case 'gelu': {
-      const approx = a1?.kind === 'const' ? a1.value : 'none';
-      if (approx === 'tanh') return emitGeluTanh(f, x);
-      return approx === 'none' || approx === undefined || approx === null ? emitGeluErf(f, x) : null;
-    }
-    default:
-      return null;
-  }
-}
 
 /** Whether every value of a pointwise group can live in float32 lanes (see the header). */
 export function float32Group(g: KernelGroup, low: Lowered): boolean {
@@ -155,24 +50,32 @@ export function float32Group(g: KernelGroup, low: Lowered): boolean {
  */
 export function emitGroup(f: FnBuilder, g: KernelGroup, low: Lowered, locals: Map<ValueId, number>): boolean {
   const info = (id: ValueId) => low.values.get(id)!;
-  const local = (a: IRArg): number | null => (a.kind === 'value' ? (locals.get(a.id) ?? null) : null);
   for (const n of g.nodes) {
     const out = info(n.outputs[0]!).dtype;
-    const push: Push = (a) => {
-      if (!a) return false;
-      if (a.kind === 'value') {
-        const l = locals.get(a.id);
-        if (l === undefined) return false;
-        f.emit(get(l));
-        return true;
-      }
-      if (a.kind === 'const' && (typeof a.value === 'number' || typeof a.value === 'boolean')) {
-        f.emit(f32x4Const(castValue(Number(a.value), out)));
-        return true;
-      }
-      return false;
+    const o: WasmOperands = {
+      out,
+      raw: (i) => n.args[i],
+      local: (i) => {
+        const a = n.args[i];
+        return a?.kind === 'value' ? (locals.get(a.id) ?? null) : null;
+      },
+      push: (i) => {
+        const a = n.args[i];
+        if (!a) return false;
+        if (a.kind === 'value') {
+          const l = locals.get(a.id);
+          if (l === undefined) return false;
+          f.emit(get(l));
+          return true;
+        }
+        if (a.kind === 'const' && (typeof a.value === 'number' || typeof a.value === 'boolean')) {
+          f.emit(f32x4Const(castValue(Number(a.value), out)));
+          return true;
+        }
+        return false;
+      },
     };
-    const r = emitNode(f, n, push, local, out);
+    const r = WASM_TEMPLATES.get(n.op)?.(f, o) ?? null;
     if (r === null) return false;
     locals.set(n.outputs[0]!, r);
   }

@@ -5,8 +5,8 @@
  * map batch norm becomes), row softmax / log-softmax, layer norm, RMS norm, and causal or full
  * scaled-dot-product attention.
  *
- * - The transcendental functions are the vectorisable ones of c-math.ts (the same float32 values
- *   as the compiled native kernels); + - * / in float32 are correctly rounded, as the JS kernels'
+ * - The transcendental functions are the vectorisable ones of c-math.ts, written as the shared C
+ *   math table writes them (the same float32 values as the compiled native kernels); + - * / in float32 are correctly rounded, as the JS kernels'
  *   float64-then-round results are (double rounding is exact for these at 53 >= 2 x 24 + 2 bits).
  * - Reductions (softmax, norms) accumulate in float64 per row, as the JS kernels do, so results
  *   agree with them to float32 rounding; attention accumulates in float32 with an online softmax.
@@ -15,8 +15,23 @@
  *   scheduled, microseconds when idle but up to milliseconds on a shared machine; 128 K elements
  *   is ~50-100 us of single-thread work). Attention runs on the work-sharing pool (pool-c.ts).
  */
+import { cExpr, type CRawArg } from '../../math/c.js';
 import { C_HELPERS, C_MATH } from './c-math.js';
 import { POOL_C_SOURCE } from './pool-c.js';
+
+const VALUE: CRawArg = { kind: 'value' };
+
+/**
+ * Op `op`'s float32 C over operand texts `xs`, from the shared C table (kernels/math/c.ts), as the
+ * compiler's native kernels compute it. Used where that text is this file's own; silu, neg, square
+ * and the arithmetic keep theirs (the table's adds parentheses: the same values, but a new source
+ * and so a rebuild of the library on every machine).
+ */
+function c(op: string, xs: readonly (string | null)[], raw: readonly CRawArg[] = xs.map(() => VALUE)): string {
+  const e = cExpr(op, raw, xs);
+  if (e === null) throw new Error(`ops-c: the C math table has no form of ${op}`);
+  return e;
+}
 
 /** Unary op codes of `kiln_unary` (the JS side maps op names to them). */
 export const UNARY_CODES = { relu: 0, gelu: 1, geluTanh: 2, sigmoid: 3, tanh: 4, exp: 5, silu: 6, neg: 7, abs: 8, sqrt: 9, square: 10 } as const;
@@ -48,16 +63,16 @@ static inline int nt(double work, int nthreads) { return work < PAR_MIN || nthre
 
 static void unary_chunk(int32_t op, int64_t len, const float *restrict x, float *restrict y) {
   switch (op) {
-    case 0: UNARY_LOOP(k_relu(v))
+    case 0: UNARY_LOOP(${c('relu', ['v'])})
     case 1: k_gelu_row(y, x, len); break;
-    case 2: UNARY_LOOP(k_gelu_tanh(v))
-    case 3: UNARY_LOOP(k_sigmoid(v))
-    case 4: UNARY_LOOP(k_tanh(v))
-    case 5: UNARY_LOOP(k_exp(v))
+    case 2: UNARY_LOOP(${c('gelu', ['v', null], [VALUE, { kind: 'const', value: 'tanh' }])})
+    case 3: UNARY_LOOP(${c('sigmoid', ['v'])})
+    case 4: UNARY_LOOP(${c('tanh', ['v'])})
+    case 5: UNARY_LOOP(${c('exp', ['v'])})
     case 6: UNARY_LOOP(v * k_sigmoid(v))
     case 7: UNARY_LOOP(-v)
-    case 8: UNARY_LOOP(fabsf(v))
-    case 9: UNARY_LOOP(sqrtf(v))
+    case 8: UNARY_LOOP(${c('abs', ['v'])})
+    case 9: UNARY_LOOP(${c('sqrt', ['v'])})
     case 10: UNARY_LOOP(v * v)
     default: break;
   }
@@ -89,8 +104,8 @@ static void binary_run(int32_t op, int64_t len, float *restrict y, const float *
     case 1: for (int64_t i = 0; i < len; i++) y[i] = a[i] - b[i]; break;
     case 2: for (int64_t i = 0; i < len; i++) y[i] = a[i] * b[i]; break;
     case 3: for (int64_t i = 0; i < len; i++) y[i] = a[i] / b[i]; break;
-    case 4: for (int64_t i = 0; i < len; i++) y[i] = k_max(a[i], b[i]); break;
-    case 5: for (int64_t i = 0; i < len; i++) y[i] = k_min(a[i], b[i]); break;
+    case 4: for (int64_t i = 0; i < len; i++) y[i] = ${c('maximum', ['a[i]', 'b[i]'])}; break;
+    case 5: for (int64_t i = 0; i < len; i++) y[i] = ${c('minimum', ['a[i]', 'b[i]'])}; break;
     case 6: for (int64_t i = 0; i < len; i++) y[i] = a[i] * b[i] + c[i]; break;
     default: break;
   }
