@@ -1,4 +1,5 @@
 /** `kiln.serve`: text generation — paged KV cache, scheduler, engine, generate(). */
+export { generate, type GenerateOptions } from './generate.js';
 export { Engine, DEFAULT_CACHE_BYTES, DEFAULT_MAX_NEW_TOKENS, type EngineOptions, type EngineStats, type RequestOutput, type AddRequestOptions } from './engine.js';
 export { PagedKvCache, DEFAULT_BLOCK_SIZE, type KvCacheOptions } from './kv-cache.js';
 export { BlockAllocator, type BlockAllocatorStats } from './block-allocator.js';
