@@ -20,7 +20,7 @@ import { noGrad } from '../autograd/index.js';
 import type { StepModel } from '../models/step-kv.js';
 import { scope } from '../tensor/scope.js';
 import { GreedySampler } from './greedy.js';
-import { type KvCacheOptions, PagedKvCache } from './kv-cache.js';
+import { DEFAULT_BLOCK_SIZE, type KvCacheOptions, PagedKvCache } from './kv-cache.js';
 import type { Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
 import { type FinishReason, Sequence } from './sequence.js';
@@ -91,7 +91,7 @@ export class Engine {
     const memoryBytes = options.memoryBytes;
     let numBlocks = options.numBlocks;
     if (numBlocks === undefined && memoryBytes === undefined) {
-      const bs = options.blockSize ?? 16;
+      const bs = options.blockSize ?? DEFAULT_BLOCK_SIZE;
       const wanted = (options.maxNumSeqs ?? 64) * Math.ceil(model.maxPositions / bs);
       numBlocks = Math.max(1, Math.min(wanted, Math.floor(DEFAULT_CACHE_BYTES / PagedKvCache.bytesPerBlock(g, bs))));
     }

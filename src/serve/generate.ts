@@ -13,7 +13,7 @@ import type { StepModel } from '../models/step-kv.js';
 import { fmtShape } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
 import { DEFAULT_MAX_NEW_TOKENS, Engine } from './engine.js';
-import type { KvCacheOptions } from './kv-cache.js';
+import { DEFAULT_BLOCK_SIZE, type KvCacheOptions } from './kv-cache.js';
 import type { Sampler, SamplingParams } from './sampling-params.js';
 import type { SchedulerOptions } from './scheduler.js';
 
@@ -63,7 +63,7 @@ export function generate(model: StepModel, inputIds: Tensor | readonly (readonly
   if (maxNew === 0) return tensor(rows, { dtype: 'int64', device });
 
   const { eosTokenId: _e, padTokenId, sampler, blockSize, numBlocks, memoryBytes, prefixCaching, maxNumSeqs, maxNumBatchedTokens, ...sampling } = options;
-  const bs = blockSize ?? 16;
+  const bs = blockSize ?? DEFAULT_BLOCK_SIZE;
   const total = Math.min(T + maxNew, model.maxPositions);
   const engine = new Engine(model, {
     sampler,
