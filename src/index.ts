@@ -13,6 +13,8 @@ export * as optim from './optim/index.js';
 export { scope, keep } from './tensor/scope.js';
 export * as io from './io/index.js';
 export * as models from './models/index.js';
+export * as serve from './serve/index.js';
+export { generate, type GenerateOptions } from './serve/generate.js';
 export { noGrad, enableGrad, noGradScope, isGradEnabled, gradcheck } from './autograd/index.js';
 export { Tensor, type TensorMeta } from './tensor/tensor.js';
 export type { DType } from './tensor/dtype.js';

@@ -8,7 +8,7 @@ test("'kiln' resolves to the built entry point with the public API", async () =>
   const byName = (await import(pkg)) as Record<string, unknown>;
   const direct = (await import('../src/index.js')) as Record<string, unknown>;
   assert.equal(byName.matmul, direct.matmul, 'the same module instance as the relative import');
-  for (const name of ['tensor', 'zeros', 'Tensor', 'Event', 'nn', 'optim', 'autograd', 'io', 'models', 'scope', 'version']) {
+  for (const name of ['tensor', 'zeros', 'Tensor', 'Event', 'nn', 'optim', 'autograd', 'io', 'models', 'serve', 'generate', 'scope', 'version']) {
     assert.ok(name in byName, `kiln.${name}`);
   }
 });

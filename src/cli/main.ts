@@ -2,17 +2,20 @@
 /**
  * The `kiln` command. `kiln info`: accelerators, their properties, memory, and a short eager demo.
  * `kiln bench`: the benchmark workloads (eager for now), a table and an optional JSON report.
+ * `kiln generate`: greedy generation from prompt ids (a model folder or seeded random weights).
  */
 import { parseArgs } from 'node:util';
 import * as kiln from '../index.js';
 import { runInfo } from './info.js';
 import { runBench } from './bench.js';
+import { runGenerate } from './generate.js';
 
 const USAGE = `Usage: kiln <command> [options]
 
 Commands:
   info [--json] [--device <d>]   accelerators found, their properties, and a short eager demo
   bench [options]                time the benchmark workloads (kiln bench --help for options)
+  generate [folder] [options]    generate token ids (kiln generate --help for options)
   help                           this message
 
 Options:
@@ -21,6 +24,7 @@ Options:
 function main(argv: string[]): number {
   // bench parses its own options.
   if (argv[0] === 'bench') return runBench(argv.slice(1));
+  if (argv[0] === 'generate') return runGenerate(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -249,3 +249,23 @@ export const QWEN3_0_6B = new Qwen3Config({
   attentionBias: false,
   maxPositionEmbeddings: 40960,
 });
+
+/**
+ * A tiny Qwen3 (2 layers, hidden 64, GQA 4:2, head_dim 16, vocab 96, tied embeddings): the shapes
+ * of the test checkpoints (test/fixtures/qwen3-tiny), for seeded random runs that need no weights.
+ */
+export const QWEN3_TINY = new Qwen3Config({
+  modelType: 'qwen3',
+  vocabSize: 96,
+  hiddenSize: 64,
+  intermediateSize: 128,
+  numHiddenLayers: 2,
+  numAttentionHeads: 4,
+  numKeyValueHeads: 2,
+  headDim: 16,
+  rmsNormEps: 1e-6,
+  ropeTheta: 10000,
+  tieWordEmbeddings: true,
+  attentionBias: false,
+  maxPositionEmbeddings: 512,
+});

@@ -1,5 +1,5 @@
 /** Qwen3 and Qwen3-MoE causal language models. */
-export { Qwen3Config, QWEN3_0_6B, type Qwen3ConfigFields } from './config.js';
+export { Qwen3Config, QWEN3_0_6B, QWEN3_TINY, type Qwen3ConfigFields } from './config.js';
 export {
   Qwen3ForCausalLM,
   Qwen3MoeForCausalLM,

@@ -12,6 +12,13 @@
  * MLP: down(silu(gate(x)) * up(x)). MoE: softmax (float32) over the router logits, top-k,
  * optional renormalisation, then every expert runs once on the batch of tokens routed to it and
  * its weighted output is scatter-added back.
+ *
+ * forwardStep (generation): the step's tokens from any number of sequences run as one flat batch
+ * [N, hidden] at explicit positions; each layer writes its keys/values into a cache through the
+ * StepKv interface (../step-kv.ts, implemented by serve/) and attends per group of sequences over
+ * what the cache returns. Each layer runs in its own kiln.scope so a long prefill keeps one
+ * layer's temporaries alive, not all of them. MoE layers still group tokens by expert on the host
+ * (one device read per layer and step), as forward does.
  */
 import { indexPut, indexPut_, indexSelect, cat, embedding } from '../../api/indexing.js';
 import { copy_ } from '../../api/core.js';
@@ -23,6 +30,8 @@ import { narrow, reshape, transpose, unsqueeze, view } from '../../api/views.js'
 import { add } from '../../api/core.js';
 import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
+import { scope } from '../../tensor/scope.js';
+import type { KvGeometry, StepKv, StepModel } from '../step-kv.js';
 import { openHfFolder } from '../../io/hf.js';
 import { type Embedding, type Linear, RMSNorm } from '../../nn/layers/basic.js';
 import { type BuildOptions, buildEmbedding, buildLinear, linearSharing } from '../init.js';
@@ -170,6 +179,28 @@ export class Qwen3Attention extends Module {
     const o = scaledDotProductAttention(qr, kr, v, null, 0, true, this.scaling, this.numKvHeads !== this.numHeads);
     return this.o_proj.forward(reshape(transpose(o, 1, 2), [B, T, this.numHeads * D]));
   }
+
+  /**
+   * One generation step for layer `layer`: x is the step's flat tokens [N, hidden], cos/sin are
+   * [N, 1, headDim]. Keys/values go into the cache first, so each group attends to its cached
+   * prefix and its own new tokens in one call.
+   */
+  forwardStep(x: Tensor, cos: Tensor, sin: Tensor, kv: StepKv, layer: number): Tensor {
+    const N = x.shape[0]!;
+    const { numHeads: nh, numKvHeads: nkv, headDim: D } = this;
+    const q = applyRotaryPosEmb(this.q_norm.forward(view(this.q_proj.forward(x), [N, nh, D])), cos, sin);
+    const k = applyRotaryPosEmb(this.k_norm.forward(view(this.k_proj.forward(x), [N, nkv, D])), cos, sin);
+    const v = view(this.v_proj.forward(x), [N, nkv, D]);
+    kv.write(layer, k, v);
+    const outs = kv.groups.map((g, gi) => {
+      const n = g.rows * g.queryLen;
+      const qg = transpose(reshape(narrow(q, 0, g.start, n), [g.rows, g.queryLen, nh, D]), 1, 2);
+      const { keys, values, mask, causal } = kv.read(layer, gi);
+      const o = scaledDotProductAttention(qg, keys, values, mask, 0, causal, this.scaling, nkv !== nh);
+      return reshape(transpose(o, 1, 2), [n, nh * D]);
+    });
+    return this.o_proj.forward(outs.length === 1 ? outs[0]! : cat(outs, 0));
+  }
 }
 
 /** SwiGLU feed-forward: down(silu(gate(x)) * up(x)). */
@@ -279,6 +310,11 @@ export class Qwen3DecoderLayer extends Module {
     const h = add(x, this.self_attn.forward(this.input_layernorm.forward(x), cos, sin));
     return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
   }
+
+  forwardStep(x: Tensor, cos: Tensor, sin: Tensor, kv: StepKv, layer: number): Tensor {
+    const h = add(x, this.self_attn.forwardStep(this.input_layernorm.forward(x), cos, sin, kv, layer));
+    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
+  }
 }
 
 /** The decoder stack without the LM head (transformers' Qwen3Model). */
@@ -306,6 +342,23 @@ export class Qwen3Model extends Module {
     for (const layer of this.layers) h = layer.forward(h, cos, sin);
     return this.norm.forward(h);
   }
+
+  /** Final hidden states [N, hidden] of one generation step (see Qwen3CausalLMBase.forwardStep). */
+  forwardStep(inputIds: Tensor, positions: readonly number[], kv: StepKv): Tensor {
+    const N = inputIds.shape[0]!;
+    let h = embedding(inputIds, this.embed_tokens.weight);
+    const tables = ropeTables([[...positions]], this.config.headDim, this.config.ropeTheta, h.dtype, h.device);
+    const cos = view(tables.cos, [N, 1, this.config.headDim]);
+    const sin = view(tables.sin, [N, 1, this.config.headDim]);
+    for (let i = 0; i < this.layers.length; i++) {
+      const prev = h;
+      h = scope(() => this.layers.at(i).forwardStep(prev, cos, sin, kv, i));
+      prev.dispose();
+    }
+    const out = this.norm.forward(h);
+    for (const t of [h, cos, sin, tables.cos, tables.sin]) t.dispose();
+    return out;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,7 +379,7 @@ function asConfig(config: Qwen3Config | Record<string, unknown>): Qwen3Config {
 }
 
 /** Shared by the dense and MoE causal LMs (they differ only in the MLP blocks the config selects). */
-export abstract class Qwen3CausalLMBase extends Module {
+export abstract class Qwen3CausalLMBase extends Module implements StepModel {
   model: Qwen3Model;
   lm_head: Linear;
 
@@ -344,6 +397,46 @@ export abstract class Qwen3CausalLMBase extends Module {
   /** Logits [B, T, vocab] for token ids [B, T]; positions default to 0..T-1. */
   forward(inputIds: Tensor, positions?: Positions): Tensor {
     return this.lm_head.forward(this.model.forward(inputIds, positions));
+  }
+
+  get vocabSize(): number {
+    return this.config.vocabSize;
+  }
+
+  get maxPositions(): number {
+    return this.config.maxPositionEmbeddings;
+  }
+
+  /** The cache layout a generation engine allocates for this model: its dtype, on its device. */
+  kvGeometry(): KvGeometry {
+    const w = this.model.embed_tokens.weight;
+    return { numLayers: this.config.numHiddenLayers, numKvHeads: this.config.numKeyValueHeads, headDim: this.config.headDim, dtype: w.dtype, device: w.device };
+  }
+
+  /**
+   * One generation step (serve/engine.ts drives it): logits [R, vocab] for the flat tokens
+   * `inputIds` [N] at `positions`, attending through `kv` to each sequence's cached keys/values;
+   * only the `logitsRows` (flat token indices) go through the LM head. Inference only.
+   */
+  forwardStep(inputIds: Tensor, positions: readonly number[], kv: StepKv, logitsRows: readonly number[]): Tensor {
+    const fn = 'Qwen3.forwardStep';
+    if (inputIds.ndim !== 1) throw new Error(`${fn}: inputIds must be the step's flat tokens [N], got ${fmtShape(inputIds.shape)}`);
+    if (inputIds.dtype !== 'int64' && inputIds.dtype !== 'int32') throw new Error(`${fn}: inputIds must be int64 (or int32), got ${inputIds.dtype}`);
+    const N = inputIds.shape[0]!;
+    if (positions.length !== N) throw new Error(`${fn}: ${positions.length} positions for ${N} tokens`);
+    if (kv.numTokens !== N) throw new Error(`${fn}: the cache step holds ${kv.numTokens} tokens but inputIds has ${N}`);
+    for (const p of positions) {
+      if (!Number.isInteger(p) || p < 0 || p >= this.maxPositions) throw new Error(`${fn}: position ${p} is outside [0, ${this.maxPositions}) (max_position_embeddings)`);
+    }
+    for (const r of logitsRows) if (!Number.isInteger(r) || r < 0 || r >= N) throw new Error(`${fn}: logits row ${r} is outside [0, ${N})`);
+    return noGrad(() => {
+      const h = this.model.forwardStep(inputIds, positions, kv);
+      const rows = tensor(logitsRows as number[], { dtype: 'int64', device: h.device });
+      const picked = indexSelect(h, 0, rows);
+      const logits = this.lm_head.forward(picked);
+      for (const t of [h, rows, picked]) t.dispose();
+      return logits;
+    });
   }
 
   /** Parameters by checkpoint name; a tied lm_head.weight is left out (as in HF checkpoints). */

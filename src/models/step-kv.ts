@@ -1,0 +1,75 @@
+/**
+ * What a model's attention needs from a key/value cache during one generation step, and what a
+ * generation engine needs from a model. Defined here, below serve/, so that models never import
+ * the engine: serve/step-context.ts implements StepKv over the paged cache, and any causal LM with
+ * a `forwardStep` (Qwen3 today) can be driven by serve/engine.ts.
+ *
+ * A step runs N tokens from one or more sequences as one flat batch [1, N]: every projection and
+ * MLP sees all N at once. Only attention is per sequence, so the tokens are laid out in groups
+ * that attend in one call each: a group is `rows` sequences with `queryLen` new tokens each,
+ * stored contiguously from flat token `start` as [rows, queryLen] (decode: many rows of one token;
+ * prefill: one row of many tokens).
+ */
+import type { DType } from '../tensor/dtype.js';
+import type { Device } from '../runtime/device.js';
+import type { Tensor } from '../tensor/tensor.js';
+
+export interface AttentionGroup {
+  /** First flat token of the group. */
+  readonly start: number;
+  /** Sequences in the group. */
+  readonly rows: number;
+  /** New tokens per sequence. */
+  readonly queryLen: number;
+}
+
+/** The keys and values one attention group attends to. */
+export interface GroupKv {
+  /** [rows, kvHeads, S, headDim]: the cached tokens and this step's, in position order. */
+  readonly keys: Tensor;
+  readonly values: Tensor;
+  /**
+   * Bool [rows, 1, queryLen, S] (true = attend), or null when every row attends to all S keys
+   * (decode with equal lengths) or `causal` covers it.
+   */
+  readonly mask: Tensor | null;
+  /** Top-left causal masking (query i sees keys 0..i): only when there is no cached prefix. */
+  readonly causal: boolean;
+}
+
+/** The cache as one step's attention sees it; the same object serves every layer. */
+export interface StepKv {
+  readonly groups: readonly AttentionGroup[];
+  /** Total new tokens in the step (the sum over groups of rows * queryLen). */
+  readonly numTokens: number;
+  /**
+   * Stores layer `layer`'s keys and values of the step's tokens, [N, kvHeads, headDim] after
+   * k_norm and RoPE, so that read() includes them. Called once per layer, before read().
+   */
+  write(layer: number, keys: Tensor, values: Tensor): void;
+  /** Group `group`'s keys, values and mask for layer `layer`; the caller disposes keys and values. */
+  read(layer: number, group: number): GroupKv;
+}
+
+/** The cache geometry a model needs: one K and one V per layer of [kvHeads, headDim] per token. */
+export interface KvGeometry {
+  readonly numLayers: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly dtype: DType;
+  readonly device: Device;
+}
+
+/** A causal LM a generation engine can drive. */
+export interface StepModel {
+  readonly vocabSize: number;
+  /** Longest sequence (prompt + output) the model accepts. */
+  readonly maxPositions: number;
+  kvGeometry(): KvGeometry;
+  /**
+   * Logits [R, vocab] for the step's tokens `inputIds` [N] at `positions` [N], with attention over
+   * the cache `kv`; R = logitsRows.length (flat token indices, e.g. each sequence's last token),
+   * so the LM head runs only where a token is sampled. Inference only (no autograd graph).
+   */
+  forwardStep(inputIds: Tensor, positions: readonly number[], kv: StepKv, logitsRows: readonly number[]): Tensor;
+}

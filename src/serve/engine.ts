@@ -1,0 +1,274 @@
+/**
+ * The generation engine: requests in, tokens out, one scheduler iteration per step().
+ *
+ *   addRequest(promptIds, params) -> id      queue a request (validated here, not mid-step)
+ *   step() -> outputs                        schedule (scheduler.ts), run the model once over the
+ *                                            step's flat tokens with the paged cache
+ *                                            (step-context.ts), sample one token per sequence whose
+ *                                            tokens are all cached, append, finish on max tokens /
+ *                                            stop ids / length, release finished requests' blocks
+ *   stream(id), onOutput                     per-request outputs as they come
+ *   abort(id)                                release at once
+ *   generateAll(prompts, params)             many prompts to completion
+ *
+ * Each step runs inside noGrad and kiln.scope: every tensor it makes (indices, masks, activations,
+ * logits) is freed when it returns, so a long decode loop holds only the cache and the weights.
+ * The sampler is pluggable (sampling-params.ts' Sampler); the default is greedy (greedy.ts).
+ */
+import { tensor } from '../api/data.js';
+import { noGrad } from '../autograd/index.js';
+import type { StepModel } from '../models/step-kv.js';
+import { scope } from '../tensor/scope.js';
+import { GreedySampler } from './greedy.js';
+import { DEFAULT_BLOCK_SIZE, type KvCacheOptions, PagedKvCache } from './kv-cache.js';
+import type { Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
+import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
+import { type FinishReason, Sequence } from './sequence.js';
+import { PagedStepKv, type StepEntry } from './step-context.js';
+
+/** Cache size when neither numBlocks nor memoryBytes is given (capped by what maxNumSeqs full-length sequences need). */
+export const DEFAULT_CACHE_BYTES = 512 * 1024 * 1024;
+/** New tokens per request when params.maxNewTokens is absent. */
+export const DEFAULT_MAX_NEW_TOKENS = 16;
+
+export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
+  /** Picks the tokens (default: GreedySampler). */
+  sampler?: Sampler;
+  /** The model's end-of-sequence ids: they finish every request unless it sets ignoreEos. */
+  eosTokenIds?: readonly number[];
+}
+
+export interface RequestOutput {
+  readonly requestId: string;
+  readonly promptIds: readonly number[];
+  /** Every id generated so far. */
+  readonly outputIds: readonly number[];
+  /** The ids this output adds (one per step; none in an abort's final output). */
+  readonly newIds: readonly number[];
+  readonly finished: boolean;
+  readonly finishReason: FinishReason | null;
+  /** Prompt tokens taken from the prefix cache at the latest admission. */
+  readonly numCachedTokens: number;
+}
+
+export interface AddRequestOptions {
+  /** Defaults to a fresh numeric id. */
+  requestId?: string;
+  /** Called with each output of this request (new token, finish, abort). */
+  onOutput?: (out: RequestOutput) => void;
+}
+
+interface Request {
+  readonly seq: Sequence;
+  readonly onOutput?: (out: RequestOutput) => void;
+  /** Outputs not yet taken by a stream() consumer (made on the first stream() call). */
+  queue?: RequestOutput[];
+}
+
+export interface EngineStats {
+  steps: number;
+  /** Tokens run through the model (prefill and decode). */
+  tokensComputed: number;
+  tokensGenerated: number;
+  numPreemptions: number;
+  prefixHitTokens: number;
+}
+
+export class Engine {
+  readonly cache: PagedKvCache;
+  readonly scheduler: Scheduler;
+  readonly sampler: Sampler;
+  readonly eosTokenIds: readonly number[];
+  private readonly requests = new Map<string, Request>();
+  private nextId = 0;
+  private readonly counters = { steps: 0, tokensComputed: 0, tokensGenerated: 0 };
+
+  constructor(
+    readonly model: StepModel,
+    options: EngineOptions = {},
+  ) {
+    const g = model.kvGeometry();
+    const memoryBytes = options.memoryBytes;
+    let numBlocks = options.numBlocks;
+    if (numBlocks === undefined && memoryBytes === undefined) {
+      const bs = options.blockSize ?? DEFAULT_BLOCK_SIZE;
+      const wanted = (options.maxNumSeqs ?? 64) * Math.ceil(model.maxPositions / bs);
+      numBlocks = Math.max(1, Math.min(wanted, Math.floor(DEFAULT_CACHE_BYTES / PagedKvCache.bytesPerBlock(g, bs))));
+    }
+    this.cache = new PagedKvCache(g, { blockSize: options.blockSize, numBlocks, memoryBytes, prefixCaching: options.prefixCaching });
+    this.scheduler = new Scheduler(this.cache, options);
+    this.sampler = options.sampler ?? new GreedySampler();
+    this.eosTokenIds = [...(options.eosTokenIds ?? [])];
+    for (const id of this.eosTokenIds) this.checkTokenId('Engine', 'eosTokenIds', id);
+  }
+
+  /** Longest sequence (prompt + output) a request can reach: model positions or cache capacity. */
+  get maxLength(): number {
+    return Math.min(this.model.maxPositions, this.cache.capacityTokens);
+  }
+
+  get stats(): EngineStats {
+    return { ...this.counters, numPreemptions: this.scheduler.numPreemptions, prefixHitTokens: this.scheduler.numPrefixHitTokens };
+  }
+
+  hasUnfinished(): boolean {
+    return this.scheduler.numUnfinished > 0;
+  }
+
+  /** Queues a request; returns its id. Bad prompts and options fail here, naming the value. */
+  addRequest(promptIds: readonly number[], params: SamplingParams = {}, options: AddRequestOptions = {}): string {
+    const fn = 'Engine.addRequest';
+    if (!Array.isArray(promptIds) || promptIds.length === 0) throw new Error(`${fn}: promptIds must be a non-empty array of token ids, got ${JSON.stringify(promptIds)}`);
+    promptIds.forEach((id, i) => this.checkTokenId(fn, `promptIds[${i}]`, id));
+    if (promptIds.length >= this.maxLength) {
+      throw new Error(`${fn}: a prompt of ${promptIds.length} tokens leaves no room for a new token (at most ${this.maxLength}: ${this.model.maxPositions} model positions, ${this.cache.capacityTokens} cache slots)`);
+    }
+    const maxNew = params.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
+    if (!Number.isInteger(maxNew) || maxNew < 1) throw new Error(`${fn}: maxNewTokens must be a positive integer, got ${maxNew}`);
+    if (params.stop !== undefined && params.stop.length > 0) throw new Error(`${fn}: stop strings ${JSON.stringify(params.stop)} need a detokenizer, which the engine does not have yet; use stopTokenIds`);
+    (params.stopTokenIds ?? []).forEach((id, i) => this.checkTokenId(fn, `stopTokenIds[${i}]`, id));
+    if (this.sampler instanceof GreedySampler) this.sampler.check(params, fn);
+    const requestId = options.requestId ?? String(this.nextId++);
+    if (this.requests.has(requestId)) throw new Error(`${fn}: request id '${requestId}' is already in use`);
+    const stopIds = new Set([...(params.stopTokenIds ?? []), ...(params.ignoreEos ? [] : this.eosTokenIds)]);
+    const seq = new Sequence(requestId, [...promptIds], { ...params }, maxNew, stopIds, this.maxLength);
+    this.requests.set(requestId, { seq, onOutput: options.onOutput });
+    this.scheduler.add(seq);
+    return requestId;
+  }
+
+  /** One scheduler iteration; returns the outputs of the requests that got a token or finished. */
+  step(): RequestOutput[] {
+    const { entries } = this.scheduler.schedule();
+    if (entries.length === 0) return [];
+    // One-token entries first: they form a single batched attention group (step-context.ts).
+    const order: ScheduledEntry[] = [...entries.filter((e) => e.numNew === 1), ...entries.filter((e) => e.numNew !== 1)];
+    const ids: number[] = [];
+    const positions: number[] = [];
+    const stepEntries: StepEntry[] = [];
+    const logitsRows: number[] = [];
+    const sampling: Sequence[] = [];
+    for (const { seq, numNew } of order) {
+      for (let p = seq.numComputed; p < seq.numComputed + numNew; p++) {
+        ids.push(seq.tokens[p]!);
+        positions.push(p);
+      }
+      stepEntries.push({ blockTable: seq.blockTable, contextLen: seq.numComputed, numNew });
+      // A sequence samples once all its tokens are cached (the end of a prefill, or any decode).
+      if (seq.numComputed + numNew === seq.length) {
+        logitsRows.push(ids.length - 1);
+        sampling.push(seq);
+      }
+    }
+    const rows: SamplingRow[] = sampling.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
+    const sampled = noGrad(() =>
+      scope(() => {
+        const kv = new PagedStepKv(this.cache, stepEntries);
+        const input = tensor(ids, { dtype: 'int64', device: this.cache.geometry.device });
+        const logits = this.model.forwardStep(input, positions, kv, logitsRows);
+        return sampling.length > 0 ? this.sampler.sample(logits, rows) : [];
+      }),
+    );
+    this.scheduler.commit(order);
+    this.counters.steps++;
+    this.counters.tokensComputed += ids.length;
+    const outputs: RequestOutput[] = [];
+    sampling.forEach((seq, i) => {
+      seq.append(sampled[i]!.id);
+      this.counters.tokensGenerated++;
+      const reason = seq.finishCheck();
+      if (reason !== null) this.finish(seq, reason);
+      outputs.push(this.output(seq, [sampled[i]!.id]));
+    });
+    for (const o of outputs) this.deliver(o);
+    return outputs;
+  }
+
+  /** Ends a request now and releases its blocks; false if it is unknown or already finished. */
+  abort(requestId: string): boolean {
+    const req = this.requests.get(requestId);
+    if (req === undefined || req.seq.status === 'finished') return false;
+    this.finish(req.seq, 'abort');
+    this.deliver(this.output(req.seq, []));
+    return true;
+  }
+
+  /**
+   * The request's outputs from this call on (call it before stepping to see every token; each
+   * output's outputIds is complete anyway). When nothing is queued the consumer drives the engine
+   * itself (one step, then a turn of the event loop), so several streams can be read at once with
+   * no background loop: whichever needs a token steps, and every stream gets its share.
+   */
+  stream(requestId: string): AsyncGenerator<RequestOutput, void, undefined> {
+    const req = this.requests.get(requestId);
+    if (req === undefined) throw new Error(`Engine.stream: no unfinished request '${requestId}'`);
+    // Made now, not when the generator first runs, so steps before the first next() are queued.
+    req.queue ??= [];
+    return this.drain(req, req.queue);
+  }
+
+  private async *drain(req: Request, queue: RequestOutput[]): AsyncGenerator<RequestOutput, void, undefined> {
+    for (;;) {
+      const o = queue.shift();
+      if (o !== undefined) {
+        yield o;
+        if (o.finished) return;
+        continue;
+      }
+      if (req.seq.status === 'finished') return;
+      this.step();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /** Runs the prompts to completion (with whatever else is queued); final outputs in prompt order. */
+  generateAll(prompts: readonly (readonly number[])[], params: SamplingParams | readonly SamplingParams[] = {}): RequestOutput[] {
+    if (Array.isArray(params) && params.length !== prompts.length) throw new Error(`Engine.generateAll: ${params.length} params for ${prompts.length} prompts`);
+    const finals: (RequestOutput | undefined)[] = new Array<undefined>(prompts.length).fill(undefined);
+    prompts.forEach((p, i) => {
+      const pi = Array.isArray(params) ? (params as readonly SamplingParams[])[i]! : (params as SamplingParams);
+      this.addRequest(p, pi, { onOutput: (o) => (o.finished ? (finals[i] = o) : undefined) });
+    });
+    while (finals.some((f) => f === undefined)) {
+      if (this.step().length === 0 && this.scheduler.running.length === 0 && this.scheduler.waiting.length > 0) {
+        throw new Error(`Engine.generateAll: no request can be scheduled (${this.scheduler.waiting.length} waiting, ${this.cache.allocator.numFree} of ${this.cache.numBlocks} blocks free)`);
+      }
+    }
+    return finals as RequestOutput[];
+  }
+
+  /** Frees the cache. */
+  dispose(): void {
+    for (const { seq } of this.requests.values()) if (seq.status !== 'finished') this.finish(seq, 'abort');
+    this.cache.dispose();
+  }
+
+  private finish(seq: Sequence, reason: FinishReason): void {
+    this.scheduler.remove(seq);
+    seq.finishReason = reason;
+  }
+
+  private output(seq: Sequence, newIds: number[]): RequestOutput {
+    return {
+      requestId: seq.id,
+      promptIds: seq.promptIds,
+      outputIds: [...seq.outputIds],
+      newIds,
+      finished: seq.status === 'finished',
+      finishReason: seq.finishReason,
+      numCachedTokens: seq.numCachedTokens,
+    };
+  }
+
+  private deliver(o: RequestOutput): void {
+    const req = this.requests.get(o.requestId);
+    if (req === undefined) return;
+    req.queue?.push(o);
+    if (o.finished) this.requests.delete(o.requestId);
+    req.onOutput?.(o);
+  }
+
+  private checkTokenId(fn: string, what: string, id: number): void {
+    if (!Number.isInteger(id) || id < 0 || id >= this.model.vocabSize) throw new Error(`${fn}: ${what} = ${id} is not a token id in [0, ${this.model.vocabSize})`);
+  }
+}

@@ -1,0 +1,12 @@
+/** `kiln.serve`: text generation — paged KV cache, scheduler, engine, generate(). */
+export { generate, type GenerateOptions } from './generate.js';
+export { Engine, DEFAULT_CACHE_BYTES, DEFAULT_MAX_NEW_TOKENS, type EngineOptions, type EngineStats, type RequestOutput, type AddRequestOptions } from './engine.js';
+export { PagedKvCache, DEFAULT_BLOCK_SIZE, type KvCacheOptions } from './kv-cache.js';
+export { BlockAllocator, type BlockAllocatorStats } from './block-allocator.js';
+export { PagedStepKv, type StepEntry } from './step-context.js';
+export { Scheduler, type SchedulerOptions, type ScheduledEntry, type SchedulerOutput } from './scheduler.js';
+export { Sequence, type FinishReason, type SequenceStatus } from './sequence.js';
+export { GreedySampler } from './greedy.js';
+export { hashBlock, extendBlockHashes } from './prefix-hash.js';
+export type { Sampler, SamplingParams, SamplingRow, SampledToken } from './sampling-params.js';
+export type { StepKv, StepModel, AttentionGroup, GroupKv, KvGeometry } from '../models/step-kv.js';
