@@ -5,7 +5,8 @@
 # sides alike. scripts/ab-bench-merge.py then takes each row's median over a build's rounds and
 # prints new/old ratios. Run from the repo root on the device machine:
 #   bash .device/run.sh bash scripts/device/ab-bench.sh OLD_DIST_ROOT NEW_DIST_ROOT [ORDER] [BUDGET_S]
-# where *_DIST_ROOT holds dist/ and package.json (e.g. .device/old and .), ORDER like "old new new old".
+# where *_DIST_ROOT holds dist/ and package.json (e.g. .device/old and .), ORDER like "old new new old";
+# AB_WORKLOADS=a,b limits the workloads (default all).
 set -uo pipefail
 old=${1:?old build root}; new=${2:?new build root}
 order=${3:-old new new old}; budget=${4:-560}
@@ -19,7 +20,7 @@ for side in $order; do
   root=$old; [ "$side" = new ] && root=$new
   l=$(left); [ "$l" -lt 30 ] && { echo "round $i ($side): no time left"; continue; }
   KILN_CACHE_DIR=/tmp/kiln-ab-cache-$side timeout "$l" node "$root/dist/src/cli/main.js" bench --device cuda --size full \
-    --dtype float32 bfloat16 --workload all --include-slow --no-progress --json "$out/ab-$i-$side.json" > "$out/ab-$i-$side.txt" 2>&1
+    --dtype float32 bfloat16 --workload "${AB_WORKLOADS:-all}" --include-slow --no-progress --json "$out/ab-$i-$side.json" > "$out/ab-$i-$side.txt" 2>&1
   echo "round $i ($side) rc=$? after $(( $(date +%s) - start )) s"
 done
 python3 scripts/ab-bench-merge.py "$out" > "$out/ab-summary.txt" 2>&1; cat "$out/ab-summary.txt"
