@@ -1,4 +1,4 @@
-/** `kiln.io`: safetensors files and Hugging Face model folders. */
+/** `kiln.io`: safetensors files, Hugging Face model folders and their tokenizers. */
 export {
   openSafetensors,
   loadSafetensors,
@@ -11,3 +11,4 @@ export {
   type GetOptions,
 } from './safetensors.js';
 export { openHfFolder, HfCheckpoint, type JsonObject } from './hf.js';
+export { Tokenizer, StreamDecoder, type EncodeOptions, type DecodeOptions, type ChatMessage, type ChatTemplateOptions } from './tokenizer.js';
