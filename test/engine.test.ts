@@ -234,9 +234,11 @@ test('bad requests fail at addRequest, naming the argument and value', () => {
   assertThrowsWith(() => e.addRequest([1], { maxNewTokens: 0 }), 'maxNewTokens', '0');
   assertThrowsWith(() => e.addRequest([1], { stop: ['\n'] }), 'stop strings', 'stopTokenIds');
   assertThrowsWith(() => e.addRequest([1], { stopTokenIds: [-1] }), 'stopTokenIds[0] = -1');
-  assertThrowsWith(() => e.addRequest([1], { doSample: true }), 'Engine.addRequest', 'doSample = true', 'sampler');
-  assertThrowsWith(() => e.addRequest([1], { repetitionPenalty: 1.2 }), 'repetitionPenalty = 1.2');
-  assertThrowsWith(() => e.addRequest([1], { logprobs: 2 }), 'logprobs = 2');
+  // Sampling options are checked at admission by the default sampler's rules (sampling-validate.ts).
+  assertThrowsWith(() => e.addRequest([1], { doSample: true, temperature: 0 }), 'Engine.addRequest.temperature', '> 0 when sampling', 'got 0');
+  assertThrowsWith(() => e.addRequest([1], { repetitionPenalty: 0 }), 'Engine.addRequest.repetitionPenalty', 'got 0');
+  assertThrowsWith(() => e.addRequest([1], { logprobs: 21 }), 'Engine.addRequest.logprobs', 'got 21');
+  assertThrowsWith(() => e.addRequest([1], { topP: 1.5 }), 'Engine.addRequest.topP', 'got 1.5');
   e.addRequest([1], {}, { requestId: 'x' });
   assertThrowsWith(() => e.addRequest([1], {}, { requestId: 'x' }), "request id 'x' is already in use");
   assertThrowsWith(() => new Engine(model, { numBlocks: 4, eosTokenIds: [100] }), 'Engine', 'eosTokenIds = 100');

