@@ -69,7 +69,7 @@ export function respond(res: ServerResponse, gen: Generation, options: StreamOpt
       },
     });
     if (finished) return;
-    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
     for (const c of fmt.opening(gen.choices)) event(res, c);
   });
 }

@@ -14,7 +14,8 @@
  *
  * close(): stop accepting connections, let in-flight requests finish (keep-alive connections are
  * closed as they go idle); after `timeoutMs` the rest are aborted (their responses end with
- * finish_reason 'abort') and their connections closed; then the engine's cache is freed.
+ * finish_reason 'abort'), and connections still open shortly after are cut; then the engine's
+ * cache is freed.
  */
 import { timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
@@ -82,6 +83,8 @@ export const DEFAULT_PORT = 8000;
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_MAX_QUEUE = 1024;
 export const DEFAULT_SHUTDOWN_MS = 30_000;
+/** After the shutdown timeout has aborted what was running, how long connections get to end. */
+const FORCE_CLOSE_MS = 2_000;
 
 interface Route {
   readonly methods: readonly string[];
@@ -162,7 +165,12 @@ export function createServer(options: ServerOptions): KilnServer {
         methods: ['GET'],
         auth: true,
         handle: (_q, res, _a, path) => {
-          const id = decodeURIComponent(path.slice('/v1/models/'.length));
+          let id = path.slice('/v1/models/'.length);
+          try {
+            id = decodeURIComponent(id);
+          } catch {
+            // Not valid percent-encoding: compared as sent, so it is simply not found.
+          }
           if (id !== modelName) throw new ApiError(404, `the model '${id}' does not exist; this server serves '${modelName}'`, 'not_found_error', 'model', 'model_not_found');
           sendJson(res, 200, modelCard);
         },
@@ -179,7 +187,7 @@ export function createServer(options: ServerOptions): KilnServer {
 
   const server = http.createServer((req, res) => {
     const arrival = performance.now();
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    const path = (req.url ?? '/').split('?')[0]!;
     const key = match(path);
     res.once('close', () => metrics.requests.inc({ endpoint: key ?? 'unmatched', status: String(res.statusCode) }));
     if (closing) res.setHeader('Connection', 'close');
@@ -199,9 +207,7 @@ export function createServer(options: ServerOptions): KilnServer {
     };
     run().catch((e: unknown) => {
       // A request the client abandoned mid-body has no one to answer.
-      if (res.destroyed) return;
-      if (!(e instanceof ApiError) && !res.headersSent) req.resume();
-      sendError(res, e, extra);
+      if (!res.destroyed) sendError(res, e, extra);
     });
   });
   // Long generations: no timeout on a request in progress (the client's disconnect aborts it).
@@ -220,13 +226,17 @@ export function createServer(options: ServerOptions): KilnServer {
       closing = true;
       loop.close();
       const idle = (): void => server.closeIdleConnections();
+      let force: NodeJS.Timeout | undefined;
       const timer = setTimeout(() => {
+        // Aborted responses end with finish_reason 'abort' and [DONE]; connections that still do
+        // not end (a client that stopped reading) are cut a little later.
         loop.abortAll();
-        setImmediate(() => server.closeAllConnections());
+        force = setTimeout(() => server.closeAllConnections(), FORCE_CLOSE_MS);
       }, closeOptions.timeoutMs ?? DEFAULT_SHUTDOWN_MS);
       // Stops accepting; the callback runs once every connection has ended.
       server.close(() => {
         clearTimeout(timer);
+        clearTimeout(force);
         engine.dispose();
         resolve();
       });
