@@ -32,7 +32,11 @@ function event(res: ServerResponse, data: object | string): void {
   res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
 }
 
-/** Starts `gen` and answers with it; resolves when the response has ended (or the client left). */
+/**
+ * Starts `gen` and answers with it; resolves when the response has ended (or the client left).
+ * If gen.start refuses the request (400, 429, 503) nothing has been sent yet: the promise rejects
+ * with that error and the caller answers it as JSON.
+ */
 export function respond(res: ServerResponse, gen: Generation, options: StreamOptions, fmt: Formatter): Promise<void> {
   return new Promise((resolve) => {
     let finished = false;
@@ -40,27 +44,25 @@ export function respond(res: ServerResponse, gen: Generation, options: StreamOpt
       if (!finished) gen.cancel();
       resolve();
     });
-    const end = (): void => {
-      finished = true;
-    };
     if (!options.stream) {
       gen.start({
         onDelta: () => {},
         onDone: (error) => {
-          end();
+          finished = true;
           if (error) sendError(res, error);
           else sendJson(res, 200, fmt.response(gen.choices, gen.usage));
         },
       });
       return;
     }
-    // Submit first: a 429 or 400 from the engine is still a plain JSON error.
+    // Submit before the headers, so that a refusal is still a plain JSON error; outputs only
+    // come from later steps, after the headers below.
     gen.start({
       onDelta: (choice, delta) => {
         if (!res.writableEnded) event(res, fmt.chunk(choice, delta));
       },
       onDone: (error) => {
-        end();
+        finished = true;
         if (res.writableEnded) return;
         if (error) event(res, toApiError(error).body);
         else if (options.includeUsage) event(res, fmt.usageChunk(gen.usage));
@@ -68,7 +70,6 @@ export function respond(res: ServerResponse, gen: Generation, options: StreamOpt
         res.end();
       },
     });
-    if (finished) return;
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
     for (const c of fmt.opening(gen.choices)) event(res, c);
   });
