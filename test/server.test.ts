@@ -537,39 +537,48 @@ test('/metrics: Prometheus text whose counters match the requests made', async (
 test('graceful close: a request in flight finishes, then the server stops accepting and the engine is freed', async () => {
   const { server, url, client } = await startServer({ model });
   const p = [9, 8, 7];
-  const stream = await client.completions.create({ model: 'kiln', prompt: p, max_tokens: 40, temperature: 0, ignore_eos: true, stream: true } as OpenAI.CompletionCreateParamsStreaming);
-  const ids: number[] = [];
-  let finish: string | null = null;
   let closing: Promise<void> | undefined;
-  for await (const ch of stream) {
-    ids.push(...tokenIds(ch.choices[0]!));
-    finish = ch.choices[0]!.finish_reason ?? finish;
-    closing ??= server.close({ timeoutMs: 120_000 });
+  try {
+    const stream = await client.completions.create({ model: 'kiln', prompt: p, max_tokens: 40, temperature: 0, ignore_eos: true, stream: true } as OpenAI.CompletionCreateParamsStreaming);
+    const ids: number[] = [];
+    let finish: string | null = null;
+    for await (const ch of stream) {
+      ids.push(...tokenIds(ch.choices[0]!));
+      finish = ch.choices[0]!.finish_reason ?? finish;
+      closing ??= server.close({ timeoutMs: 120_000 });
+    }
+    assert.deepEqual(ids, greedy(model, p, 40), 'the in-flight request got all its tokens');
+    assert.equal(finish, 'length');
+    await closing;
+    await assert.rejects(fetch(`${url}/health`), 'no longer accepting');
+  } finally {
+    await (closing ?? server.close());
   }
-  assert.deepEqual(ids, greedy(model, p, 40), 'the in-flight request got all its tokens');
-  assert.equal(finish, 'length');
-  await closing;
-  await assert.rejects(fetch(`${url}/health`), 'no longer accepting');
 });
 
 test('close with a timeout: what is still running is aborted, its stream still ends in [DONE], and close resolves', async (t) => {
   const { server, url } = await startServer({ model });
-  const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [5, 6], max_tokens: 500, temperature: 0, ignore_eos: true, stream: true }) });
-  assert.equal(res.status, 200);
-  const reader = res.body!.getReader();
-  const first = await reader.read(); // the stream is open and generating
-  assert.equal(first.done, false);
-  const closing = server.close({ timeoutMs: 0 });
-  let text = new TextDecoder().decode(first.value);
-  for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
-  const data = sseData(text);
-  assert.equal(data[data.length - 1], '[DONE]');
-  const last = JSON.parse(data[data.length - 2]!) as { choices: { finish_reason: string; token_ids: number[] }[] };
-  const finish = last.choices[0]!.finish_reason;
-  assert.ok(finish === 'abort' || finish === 'length', finish);
-  await closing;
-  const n = data.slice(0, -1).reduce((s, d) => s + (JSON.parse(d) as { choices: { token_ids: number[] }[] }).choices[0]!.token_ids.length, 0);
-  t.diagnostic(`finish_reason ${finish} after ${n} of 500 tokens`);
+  let closing: Promise<void> | undefined;
+  try {
+    const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [5, 6], max_tokens: 500, temperature: 0, ignore_eos: true, stream: true }) });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    const first = await reader.read(); // the stream is open and generating
+    assert.equal(first.done, false);
+    closing = server.close({ timeoutMs: 0 });
+    let text = new TextDecoder().decode(first.value);
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+    const data = sseData(text);
+    assert.equal(data[data.length - 1], '[DONE]');
+    const last = JSON.parse(data[data.length - 2]!) as { choices: { finish_reason: string; token_ids: number[] }[] };
+    const finish = last.choices[0]!.finish_reason;
+    assert.ok(finish === 'abort' || finish === 'length', finish);
+    await closing;
+    const n = data.slice(0, -1).reduce((s, d) => s + (JSON.parse(d) as { choices: { token_ids: number[] }[] }).choices[0]!.token_ids.length, 0);
+    t.diagnostic(`finish_reason ${finish} after ${n} of 500 tokens`);
+  } finally {
+    await (closing ?? server.close());
+  }
 });
 
 test('kiln serve --random tiny --port 0: prints its URL, answers, exits 0 on SIGTERM', { timeout: 120_000 }, async () => {
