@@ -37,7 +37,8 @@ Options:
 
 Streams the new text (or prints the generated ids), then tokens/s and the time to first token.`;
 
-const RANDOM_CONFIGS: Record<string, () => kiln.models.Qwen3Config> = {
+/** The named configs of --random (also kiln serve's). */
+export const RANDOM_CONFIGS: Record<string, () => kiln.models.Qwen3Config> = {
   tiny: () => kiln.models.QWEN3_TINY,
   'qwen3-0.6b': () => kiln.models.QWEN3_0_6B,
 };
@@ -59,7 +60,7 @@ function positiveInt(name: string, text: string, allowZero = false): number {
 }
 
 /** eos_token_id from generation_config.json, else config.json (a number or a list; none if absent). */
-function folderEosIds(folder: string): number[] {
+export function folderEosIds(folder: string): number[] {
   for (const file of ['generation_config.json', 'config.json']) {
     const p = path.join(folder, file);
     if (!fs.existsSync(p)) continue;

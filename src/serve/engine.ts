@@ -23,7 +23,7 @@ import { scope } from '../tensor/scope.js';
 import { LogitsSampler } from './sampler.js';
 import { validateSamplingParams } from './sampling-validate.js';
 import { DEFAULT_BLOCK_SIZE, type KvCacheOptions, PagedKvCache } from './kv-cache.js';
-import type { Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
+import type { SampledToken, Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
 import { type FinishReason, Sequence } from './sequence.js';
 import { PagedStepKv, type StepEntry } from './step-context.js';
@@ -51,6 +51,8 @@ export interface RequestOutput {
   readonly finishReason: FinishReason | null;
   /** Prompt tokens taken from the prefix cache at the latest admission. */
   readonly numCachedTokens: number;
+  /** The sampler's answer for each of newIds (logprob, top alternatives), when the request asked for logprobs. */
+  readonly logprobs?: readonly SampledToken[];
 }
 
 export interface AddRequestOptions {
@@ -132,6 +134,7 @@ export class Engine {
     if (params.stop !== undefined && params.stop.length > 0) throw new Error(`${fn}: stop strings ${JSON.stringify(params.stop)} need a detokenizer, which the engine does not have yet; use stopTokenIds`);
     (params.stopTokenIds ?? []).forEach((id, i) => this.checkTokenId(fn, `stopTokenIds[${i}]`, id));
     validateSamplingParams(params, fn);
+    this.sampler.check?.(params, fn);
     const requestId = options.requestId ?? String(this.nextId++);
     if (this.requests.has(requestId)) throw new Error(`${fn}: request id '${requestId}' is already in use`);
     const stopIds = new Set([...(params.stopTokenIds ?? []), ...(params.ignoreEos ? [] : this.eosTokenIds)]);
@@ -182,7 +185,7 @@ export class Engine {
       this.counters.tokensGenerated++;
       const reason = seq.finishCheck();
       if (reason !== null) this.finish(seq, reason);
-      outputs.push(this.output(seq, [sampled[i]!.id]));
+      outputs.push(this.output(seq, [sampled[i]!.id], seq.params.logprobs === undefined ? undefined : [sampled[i]!]));
     });
     for (const o of outputs) this.deliver(o);
     return outputs;
@@ -253,8 +256,8 @@ export class Engine {
     seq.finishReason = reason;
   }
 
-  private output(seq: Sequence, newIds: number[]): RequestOutput {
-    return {
+  private output(seq: Sequence, newIds: number[], logprobs?: SampledToken[]): RequestOutput {
+    const out: RequestOutput = {
       requestId: seq.id,
       promptIds: seq.promptIds,
       outputIds: [...seq.outputIds],
@@ -263,6 +266,7 @@ export class Engine {
       finishReason: seq.finishReason,
       numCachedTokens: seq.numCachedTokens,
     };
+    return logprobs === undefined ? out : { ...out, logprobs };
   }
 
   private deliver(o: RequestOutput): void {

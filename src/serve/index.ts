@@ -1,4 +1,4 @@
-/** `kiln.serve`: text generation — paged KV cache, scheduler, engine, generate(). */
+/** `kiln.serve`: text generation — paged KV cache, scheduler, engine, generate(), and the OpenAI-compatible HTTP server. */
 export { generate, type GenerateOptions } from './generate.js';
 export { Engine, DEFAULT_CACHE_BYTES, DEFAULT_MAX_NEW_TOKENS, type EngineOptions, type EngineStats, type RequestOutput, type AddRequestOptions } from './engine.js';
 export { PagedKvCache, DEFAULT_BLOCK_SIZE, type KvCacheOptions } from './kv-cache.js';
@@ -11,3 +11,4 @@ export { validateSamplingParams } from './sampling-validate.js';
 export { hashBlock, extendBlockHashes } from './prefix-hash.js';
 export type { Sampler, SamplingParams, SamplingRow, SampledToken } from './sampling-params.js';
 export type { StepKv, StepModel, AttentionGroup, GroupKv, KvGeometry } from '../models/step-kv.js';
+export * from './http/index.js';

@@ -64,7 +64,7 @@ export class LogitsSampler implements Sampler {
   }
 
   sample(logits: Tensor, rows: readonly SamplingRow[]): SampledToken[] {
-    const { vocab } = this.check(logits, rows);
+    const { vocab } = this.checkInputs(logits, rows);
     if (rows.length === 0) return [];
     const plans = rows.map((row) => this.plan(row, vocab));
     const nTop = Math.max(0, ...rows.map((r) => r.params.logprobs ?? 0));
@@ -113,7 +113,7 @@ export class LogitsSampler implements Sampler {
     return t;
   }
 
-  private check(logits: Tensor, rows: readonly SamplingRow[]): { vocab: number } {
+  private checkInputs(logits: Tensor, rows: readonly SamplingRow[]): { vocab: number } {
     if (!(logits instanceof Tensor)) throw new TypeError(`LogitsSampler.sample: logits must be a Tensor, got ${typeof logits}`);
     if (logits.ndim !== 2 || !isFloating(logits.dtype)) {
       throw new TypeError(`LogitsSampler.sample: logits must be a [batch, vocab] float tensor, got [${logits.shape.join(', ')}] ${logits.dtype}`);

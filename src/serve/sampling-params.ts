@@ -58,4 +58,10 @@ export interface SampledToken {
  */
 export interface Sampler {
   sample(logits: Tensor, rows: readonly SamplingRow[]): SampledToken[];
+  /**
+   * Optional: throws, naming the option, if this sampler cannot honour `params` (`where` prefixes
+   * the message). The engine calls it in addRequest, so a bad option fails its own request there
+   * (an HTTP 400 in serve/http) instead of failing a whole step later.
+   */
+  check?(params: SamplingParams, where: string): void;
 }

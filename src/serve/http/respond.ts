@@ -1,0 +1,76 @@
+/**
+ * Sends a Generation's result, as one JSON response or as server-sent events (stream: true):
+ * `data: {chunk}\n\n` per delta in the endpoint's chunk shape, then the usage chunk when
+ * stream_options.include_usage asked for it, then `data: [DONE]\n\n`. Headers go out at once for a
+ * stream, so a client sees the stream open before the first token. If the engine fails mid-stream
+ * the error is sent as a last event (OpenAI's error shape) before [DONE]. When the client closes
+ * the connection first, the generation is cancelled, which frees its engine requests at once.
+ */
+import type { ServerResponse } from 'node:http';
+import type { ChoiceDecoder, ChoiceDelta } from './choice.js';
+import { toApiError } from './errors.js';
+import type { Generation, Usage } from './generation.js';
+import { sendError, sendJson } from './reply.js';
+
+export interface Formatter {
+  /** Chunks sent when the stream opens (chat: each choice's role). */
+  opening(choices: readonly ChoiceDecoder[]): object[];
+  /** The chunk for one delta. */
+  chunk(choice: ChoiceDecoder, delta: ChoiceDelta): object;
+  /** The usage-only chunk (stream_options.include_usage). */
+  usageChunk(usage: Usage): object;
+  /** The whole non-streamed response. */
+  response(choices: readonly ChoiceDecoder[], usage: Usage): object;
+}
+
+export interface StreamOptions {
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+}
+
+function event(res: ServerResponse, data: object | string): void {
+  res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+}
+
+/**
+ * Starts `gen` and answers with it; resolves when the response has ended (or the client left).
+ * If gen.start refuses the request (400, 429, 503) nothing has been sent yet: the promise rejects
+ * with that error and the caller answers it as JSON.
+ */
+export function respond(res: ServerResponse, gen: Generation, options: StreamOptions, fmt: Formatter): Promise<void> {
+  return new Promise((resolve) => {
+    let finished = false;
+    res.on('close', () => {
+      if (!finished) gen.cancel();
+      resolve();
+    });
+    if (!options.stream) {
+      gen.start({
+        onDelta: () => {},
+        onDone: (error) => {
+          finished = true;
+          if (error) sendError(res, error);
+          else sendJson(res, 200, fmt.response(gen.choices, gen.usage));
+        },
+      });
+      return;
+    }
+    // Submit before the headers, so that a refusal is still a plain JSON error; outputs only
+    // come from later steps, after the headers below.
+    gen.start({
+      onDelta: (choice, delta) => {
+        if (!res.writableEnded) event(res, fmt.chunk(choice, delta));
+      },
+      onDone: (error) => {
+        finished = true;
+        if (res.writableEnded) return;
+        if (error) event(res, toApiError(error).body);
+        else if (options.includeUsage) event(res, fmt.usageChunk(gen.usage));
+        event(res, '[DONE]');
+        res.end();
+      },
+    });
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+    for (const c of fmt.opening(gen.choices)) event(res, c);
+  });
+}
