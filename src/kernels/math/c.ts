@@ -8,7 +8,7 @@
  * An op or argument combination without a C form gives null: the group keeps its Wasm/JS kernel.
  */
 import { COMPOSITES, type Composite } from './composites.js';
-import { renderText, type TextDialect } from './expr.js';
+import { cFamilyDialect, renderText, type TextDialect } from './expr.js';
 
 /** A node argument as the table sees it (structurally the compiler's IRArg: value, const or list). */
 export type CRawArg = { readonly kind: string; readonly value?: unknown };
@@ -72,41 +72,24 @@ const clamp: CEntry = (raw, xs) => {
 };
 
 /** The primitives of expr.ts in float32 C (c-math.ts's k_exp and NaN-propagating k_max / k_min, libm otherwise). */
-const C_DIALECT: TextDialect = {
+const C_DIALECT: TextDialect = cFamilyDialect({
   num,
-  op(f, [a, b]) {
+  call(f, a, b) {
     switch (f) {
-      case 'add':
-        return `(${a} + ${b})`;
-      case 'sub':
-        return `(${a} - ${b})`;
-      case 'mul':
-        return `(${a} * ${b})`;
-      case 'div':
-        return `(${a} / ${b})`;
-      case 'neg':
-        return `(-${a})`;
       case 'abs':
         return `fabsf(${a})`;
       case 'max':
-        return `k_max(${a}, ${b})`;
       case 'min':
-        return `k_min(${a}, ${b})`;
+        return `k_${f}(${a}, ${b})`;
       case 'exp':
         return `k_exp(${a})`;
-      case 'log':
-      case 'log1p':
-      case 'sqrt':
-        return `${f}f(${a})`;
       default:
-        return f satisfies never;
+        return `${f}f(${a})`;
     }
   },
-  cmp: (f, a, b) => `(${a} ${f === 'eq' ? '==' : '<'} ${b})`,
+  eq: '==',
   isinf: (x) => `(fabsf(${x}) == INFINITY)`,
-  logic: (f, a, b) => `(${a} ${f === 'and' ? '&&' : '||'} ${b})`,
-  select: (c, a, b) => `(${c} ? ${a} : ${b})`,
-};
+});
 
 /** A composite's entry: every operand has a C expression; the body in float32 C. */
 function composite(c: Composite): CEntry {

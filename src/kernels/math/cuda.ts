@@ -18,7 +18,7 @@ import { castValue } from '../../tensor/typed.js';
 import { cLit, computeType, mathFn, type CType } from '../cuda/codegen/ctypes.js';
 import { isNone, num, promoted, type MathArg } from './args.js';
 import { COMPOSITES, type Composite } from './composites.js';
-import { renderText, type TextDialect } from './expr.js';
+import { cFamilyDialect, renderText, type TextDialect } from './expr.js';
 
 /** One positional argument as a template sees it (expr: an identifier of the value's compute type). */
 export type CArg = MathArg;
@@ -77,40 +77,15 @@ function binary(f: (a: string, b: string, ctx: CTemplateCtx, t: CType) => string
 
 /** The primitives of expr.ts in CUDA C for float or double `t` (libm, and the preludes' NaN-propagating max/min). */
 function cudaDialect(t: CType): TextDialect {
-  return {
+  return cFamilyDialect({
     num: (v) => cLit(v, t),
-    op(f, [a, b]) {
-      switch (f) {
-        case 'add':
-          return `(${a} + ${b})`;
-        case 'sub':
-          return `(${a} - ${b})`;
-        case 'mul':
-          return `(${a} * ${b})`;
-        case 'div':
-          return `(${a} / ${b})`;
-        case 'neg':
-          return `(-${a})`;
-        case 'abs':
-          return `${mathFn('fabs', t)}(${a})`;
-        case 'max':
-          return `kiln_max(${a}, ${b})`;
-        case 'min':
-          return `kiln_min(${a}, ${b})`;
-        case 'exp':
-        case 'log':
-        case 'log1p':
-        case 'sqrt':
-          return `${mathFn(f, t)}(${a})`;
-        default:
-          return f satisfies never;
-      }
+    call(f, a, b) {
+      if (f === 'max' || f === 'min') return `kiln_${f}(${a}, ${b})`;
+      return `${mathFn(f === 'abs' ? 'fabs' : f, t)}(${a})`;
     },
-    cmp: (f, a, b) => `(${a} ${f === 'eq' ? '==' : '<'} ${b})`,
+    eq: '==',
     isinf: (x) => `(${mathFn('fabs', t)}(${x}) == ${cLit(Infinity, t)})`,
-    logic: (f, a, b) => `(${a} ${f === 'and' ? '&&' : '||'} ${b})`,
-    select: (c, a, b) => `(${c} ? ${a} : ${b})`,
-  };
+  });
 }
 const DIALECTS: Readonly<Record<'float' | 'double', TextDialect>> = { float: cudaDialect('float'), double: cudaDialect('double') };
 

@@ -67,6 +67,43 @@ export interface TextDialect {
   select(c: string, a: string, b: string): string;
 }
 
+/** What a C-family language (JS, C, CUDA C) writes its own way; the rest of the dialect is shared. */
+export interface CFamilyParts {
+  num(v: number): string;
+  /** The math functions: abs, max, min, exp, log, log1p, sqrt (infix arithmetic is shared). */
+  call(f: Exclude<NumPrim, 'add' | 'sub' | 'mul' | 'div' | 'neg'>, a: string, b: string | undefined): string;
+  /** The equality operator ('==' in C, '===' in JS). */
+  readonly eq: string;
+  isinf(x: string): string;
+}
+
+/** A dialect with C's infix arithmetic, comparisons, && / || and ?: (every text table's). */
+export function cFamilyDialect(p: CFamilyParts): TextDialect {
+  return {
+    num: p.num,
+    op(f, [a, b]) {
+      switch (f) {
+        case 'add':
+          return `(${a} + ${b})`;
+        case 'sub':
+          return `(${a} - ${b})`;
+        case 'mul':
+          return `(${a} * ${b})`;
+        case 'div':
+          return `(${a} / ${b})`;
+        case 'neg':
+          return `(-${a})`;
+        default:
+          return p.call(f, a!, b);
+      }
+    },
+    cmp: (f, a, b) => `(${a} ${f === 'eq' ? p.eq : '<'} ${b})`,
+    isinf: p.isinf,
+    logic: (f, a, b) => `(${a} ${f === 'and' ? '&&' : '||'} ${b})`,
+    select: (c, a, b) => `(${c} ? ${a} : ${b})`,
+  };
+}
+
 /** Renders an expression as text, operands by position; null when the dialect lacks a primitive. */
 export function renderText(x: MathExpr, args: readonly string[], d: TextDialect): string | null {
   const num = (y: MathExpr): string | null => {

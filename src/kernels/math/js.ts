@@ -14,7 +14,7 @@ import { isFloating } from '../../tensor/dtype.js';
 import { castValue } from '../../tensor/typed.js';
 import { isNone, num, promoted, type MathArg } from './args.js';
 import { COMPOSITES, type Composite } from './composites.js';
-import { renderText, type BoolExpr, type MathExpr, type TextDialect } from './expr.js';
+import { cFamilyDialect, renderText, type BoolExpr, type MathExpr, type TextDialect } from './expr.js';
 
 /** One positional argument as the template sees it. */
 export type TArg = MathArg;
@@ -72,40 +72,12 @@ function binary(f: (a: string, b: string, ctx: TemplateCtx) => string | null, co
 }
 
 /** The primitives of expr.ts in JavaScript (float64 numbers; Math.max/min propagate NaN). */
-const JS_DIALECT: TextDialect = {
+const JS_DIALECT: TextDialect = cFamilyDialect({
   num: lit,
-  op(f, [a, b]) {
-    switch (f) {
-      case 'add':
-        return `(${a} + ${b})`;
-      case 'sub':
-        return `(${a} - ${b})`;
-      case 'mul':
-        return `(${a} * ${b})`;
-      case 'div':
-        return `(${a} / ${b})`;
-      case 'neg':
-        return `(-${a})`;
-      case 'abs':
-        return `Math.abs(${a})`;
-      case 'max':
-        return `Math.max(${a}, ${b})`;
-      case 'min':
-        return `Math.min(${a}, ${b})`;
-      case 'exp':
-      case 'log':
-      case 'log1p':
-      case 'sqrt':
-        return `Math.${f}(${a})`;
-      default:
-        return f satisfies never;
-    }
-  },
-  cmp: (f, a, b) => `(${a} ${f === 'eq' ? '===' : '<'} ${b})`,
+  call: (f, a, b) => (f === 'max' || f === 'min' ? `Math.${f}(${a}, ${b})` : `Math.${f}(${a})`),
+  eq: '===',
   isinf: (x) => `(Math.abs(${x}) === Infinity)`,
-  logic: (f, a, b) => `(${a} ${f === 'and' ? '&&' : '||'} ${b})`,
-  select: (c, a, b) => `(${c} ? ${a} : ${b})`,
-};
+});
 
 /** A composite's template: a floating output, its operands in that dtype, the body in JavaScript. */
 function composite(c: Composite): Template {
