@@ -9,7 +9,8 @@ import { Device } from '../runtime/device.js';
 import { currentDevice } from '../runtime/guard.js';
 import { Tensor } from '../tensor/tensor.js';
 import { fmtShape } from '../tensor/layout.js';
-import type { Op } from './registry.js';
+import { assertNoInternalOverlap, partiallyOverlaps } from './memory-overlap.js';
+import { getOp, type Op } from './registry.js';
 import type { MetaResult, RealizeArgs, RealizeResult } from './schema.js';
 
 /** A dispatch mode intercepts every op call (the compiler's tracer, fake-tensor mode). */
@@ -83,7 +84,49 @@ function checkDevice(op: { name: string; args: readonly { name: string }[] }, i:
   }
 }
 
+let inputCopies = 0;
+
+/** @internal How many inputs the dispatcher has cloned because they partially overlapped a written
+ * argument (tests use it to show that disjoint views are not copied). */
+export function overlapInputCopies(): number {
+  return inputCopies;
+}
+
+/** Errors for written arguments with internal overlap (metadata only, so fake tensors under the
+ * compiler's tracer get the same error). */
+function checkWrittenArgs(op: { name: string; args: readonly { name: string }[] }, mutated: readonly number[], args: readonly unknown[]): void {
+  for (const i of mutated) {
+    const a = args[i];
+    if (a instanceof Tensor) assertNoInternalOverlap(op.name, op.args[i]!.name, a.shape, a.strides);
+  }
+}
+
+/**
+ * PyTorch's rule for a read input that partially overlaps a written argument: the input is copied
+ * first, so the kernel reads the values from before the write. Returns `args` itself when nothing
+ * overlaps (the common case allocates nothing).
+ */
+function copyOverlappingInputs(op: Op<readonly unknown[], MetaResult>, mutated: readonly number[], args: readonly unknown[]): readonly unknown[] {
+  let out: unknown[] | undefined;
+  for (let j = 0; j < args.length; j++) {
+    const b = args[j];
+    if (!(b instanceof Tensor) || op.args[j]?.mutated) continue;
+    for (const i of mutated) {
+      const a = args[i];
+      if (a instanceof Tensor && partiallyOverlaps(a, b)) {
+        out ??= [...args];
+        out[j] = dispatch(getOp('clone') as Op<[Tensor], MetaResult>, b);
+        inputCopies++;
+        break;
+      }
+    }
+  }
+  return out ?? args;
+}
+
 export function dispatch<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>, ...args: RealizeArgs<A>): RealizeResult<R> {
+  const mutated = op.mutatedArgs;
+  if (mutated.length > 0) checkWrittenArgs(op, mutated, args);
   if (modes.length > 0) {
     const r = modes[modes.length - 1]!.handle(op as unknown as Op<readonly unknown[], MetaResult>, args);
     if (r !== undefined) return r as RealizeResult<R>;
@@ -94,6 +137,9 @@ export function dispatch<A extends readonly unknown[], R extends MetaResult>(op:
   const outDevice = Array.isArray(out) ? (out as readonly { device: Device }[])[0]?.device : (out as { device: Device }).device;
   // Factory ops (zerosLike(x, { device })) run where their output lives; others where their inputs are.
   const device = (op.tags?.includes('factory') ? outDevice : inputDevice ?? outDevice) ?? currentDevice();
+  if (mutated.length > 0 && args.length > 1) {
+    args = copyOverlappingInputs(op as unknown as Op<readonly unknown[], MetaResult>, mutated, args) as RealizeArgs<A>;
+  }
   const kernel = op.kernels.get(device.type);
   const before = preHook ? preHook(op as unknown as Op<readonly unknown[], MetaResult>, args) : undefined;
   let result: RealizeResult<R>;
@@ -101,8 +147,7 @@ export function dispatch<A extends readonly unknown[], R extends MetaResult>(op:
   else if (op.decomposition) result = op.decomposition(...args);
   else throw new Error(`${op.name}: no kernel for device ${device.toString()} and no decomposition`);
   // Mutated inputs get a new version, so autograd can tell when a saved tensor was overwritten.
-  for (let i = 0; i < op.args.length; i++) {
-    if (!op.args[i]!.mutated) continue;
+  for (const i of mutated) {
     const a = args[i];
     if (a instanceof Tensor) a.storage.version++;
   }

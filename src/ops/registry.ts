@@ -31,6 +31,9 @@ export interface Op<A extends readonly unknown[] = readonly never[], R extends M
   /** Composition of other ops; used when an accelerator has no kernel, and by the compiler. */
   decomposition?: (...args: RealizeArgs<A>) => RealizeResult<R>;
   backward?: BackwardFn;
+  /** Indices of the arguments the op writes (schema `mutated`), computed once so the dispatcher's
+   * aliasing checks cost nothing for the ops that write nothing. */
+  readonly mutatedArgs: readonly number[];
 }
 
 // Ops are stored type-erased; callers keep the typed handle that defineOp returned.
@@ -56,7 +59,8 @@ export function defineOp<A extends readonly unknown[], R extends MetaResult>(def
       throw new Error(`defineOp: op '${def.name}' output '${o.name}' aliases unknown argument '${o.aliasOf}'`);
     }
   }
-  const op: Op<A, R> = { ...def, kernels: new Map() };
+  const mutatedArgs = Object.freeze(def.args.flatMap((a, i) => (a.mutated ? [i] : [])));
+  const op: Op<A, R> = { ...def, kernels: new Map(), mutatedArgs };
   ops.set(def.name, op);
   return op;
 }

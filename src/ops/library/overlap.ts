@@ -40,7 +40,7 @@ function gcd(a: number, b: number): number {
  * S, each element's offset mod S lies in [offset mod S, offset mod S + lastDim); when those
  * intervals do not wrap and do not meet, no element is shared. False means "not proven" only.
  */
-function provablyDisjoint(a: Tensor, b: Tensor): boolean {
+export function provablyDisjoint(a: Tensor, b: Tensor): boolean {
   let S = 0;
   for (const t of [a, b]) {
     if (t.ndim === 0 || (t.shape[t.ndim - 1]! > 1 && t.strides[t.ndim - 1] !== 1)) return false;
