@@ -56,6 +56,8 @@ test('full: dtype inference (bool -> bool, numbers -> float32) and explicit dtyp
   assert.equal(kiln.full([2], 3.5).dtype, 'float32');
   for (const dtype of ALL) {
     for (const v of [2.7, -1.25, 0.1, 300, -0]) {
+      // uint8 cannot hold -1.25 or 300: an error since #18 (test/integer-bounds.test.ts), not a wrapped value.
+      if (dtype === 'uint8' && (v < 0 || v > 255)) continue;
       const t = kiln.full([3], v, { dtype });
       assert.equal(t.dtype, dtype);
       const expected = castValue(v, dtype);

@@ -5,7 +5,7 @@ import type { DType } from '../tensor/dtype.js';
 import { isDType } from '../tensor/dtype.js';
 import { fmtShape } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
-import { encoder, storageArray } from '../tensor/typed.js';
+import { checkIntegerValue, encoder, storageArray } from '../tensor/typed.js';
 import { dispatch } from '../ops/dispatch.js';
 import { toDevice } from '../ops/defs/core.js';
 
@@ -70,6 +70,9 @@ export function tensor(data: TensorData, options: CreationOptions = {}): Tensor 
   const enc = encoder(dtype);
   for (let i = 0; i < flat.length; i++) {
     const v = flat[i]!;
+    // Out-of-range and NaN/Infinity values are errors for integer dtypes (torch's checked
+    // conversion); in-range fractions truncate toward zero in the encoder, as torch.tensor does.
+    if (typeof v === 'number' || typeof v === 'bigint') checkIntegerValue('tensor', v, dtype);
     if (typeof v === 'bigint' && dtype === 'int64') (words as BigInt64Array)[i] = v;
     else if (typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'bigint') throw new TypeError(`tensor: element ${i} is ${typeof v}, not a number`);
     else (words as unknown as (number | bigint)[])[i] = enc(Number(v)) as never;

@@ -228,3 +228,25 @@ export function readStorageRange(storage: Storage, dtype: DType, offset: number,
   accelerator.copyDeviceToHost(host, storage.buffer, offset * size);
   return storageArray(dtype, host.buffer, 0, count);
 }
+
+/**
+ * The most elements one cpu tensor can hold: every cpu kernel views storage through a typed array,
+ * whose length the JS engine caps (2^32 in Node 20, Buffer's MAX_LENGTH elsewhere in Node).
+ */
+const CPU_MAX_ELEMENTS: number = (globalThis as { Buffer?: { constants?: { MAX_LENGTH?: number } } }).Buffer?.constants?.MAX_LENGTH ?? 2 ** 32;
+
+/**
+ * Rejects an allocation the device cannot hold, before allocating, with an error that names the
+ * function, the element count, the dtype's size and the limit (instead of the engine's bare
+ * "Invalid typed array length" or a wrapped-around size).
+ */
+export function checkAllocation(fn: string, elements: number, dtype: DType, device: Device): void {
+  const size = itemSize(dtype);
+  const bytes = elements * size;
+  const cpu = device.type === 'cpu';
+  if (cpu ? elements <= CPU_MAX_ELEMENTS : bytes <= Number.MAX_SAFE_INTEGER) return;
+  const limit = cpu
+    ? `the cpu limit is ${CPU_MAX_ELEMENTS} elements per tensor (the JS engine's typed-array length limit)`
+    : `the limit is ${Number.MAX_SAFE_INTEGER} bytes (sizes must be exact JS integers)`;
+  throw new RangeError(`${fn}: cannot allocate ${elements} elements of ${dtype} (${size} bytes each, ${bytes} bytes): ${limit}`);
+}

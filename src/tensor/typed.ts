@@ -80,3 +80,34 @@ export function castValue(x: number, dtype: DType): number {
       return decoder(dtype)(encoder(dtype)(x));
   }
 }
+
+/** The integer range each integer dtype holds from a JS number; int64 stops at the safe-integer
+ * range because a number beyond it is already rounded (pass a bigint for exact int64 values). */
+const INT_RANGE: Partial<Record<DType, readonly [number, number]>> = {
+  uint8: [0, 255],
+  int32: [-(2 ** 31), 2 ** 31 - 1],
+  int64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+};
+
+/**
+ * Rejects a value an integer dtype cannot hold, as PyTorch's checked conversion does
+ * (c10::overflows: "value cannot be converted to type int32 without overflow"): NaN and ±Infinity
+ * are errors, and so is a number outside the dtype's range, compared before truncation (so 255.5
+ * does not fit uint8). In-range fractions are truncated toward zero by the caller's encoder, as
+ * torch.tensor([2.7], dtype=torch.int32) gives 2. Floating and bool dtypes take any number (bool
+ * is nonzero-ness, as torch converts). bigint input to int64 is checked against the full int64
+ * range.
+ */
+export function checkIntegerValue(fn: string, value: number | bigint | boolean, dtype: DType): void {
+  const range = INT_RANGE[dtype];
+  if (!range || typeof value === 'boolean') return;
+  if (typeof value === 'bigint') {
+    const [lo, hi] = dtype === 'int64' ? [-(2n ** 63n), 2n ** 63n - 1n] : [BigInt(range[0]), BigInt(range[1])];
+    if (value >= lo && value <= hi) return;
+    throw new RangeError(`${fn}: value ${value} cannot be converted to type ${dtype} without overflow (${dtype} holds [${lo}, ${hi}])`);
+  }
+  if (value >= range[0] && value <= range[1]) return;
+  if (Number.isNaN(value)) throw new RangeError(`${fn}: value NaN cannot be converted to type ${dtype} (an integer dtype has no NaN)`);
+  const held = dtype === 'int64' ? `[${range[0]}, ${range[1]}], the safe-integer range of a JS number; pass a bigint for larger int64 values` : `[${range[0]}, ${range[1]}]`;
+  throw new RangeError(`${fn}: value ${value} cannot be converted to type ${dtype} without overflow (${dtype} holds ${held})`);
+}

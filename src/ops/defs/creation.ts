@@ -15,7 +15,8 @@ import type { DType } from '../../tensor/dtype.js';
 import { isDType, isFloating } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape, preservedStrides } from '../../tensor/layout.js';
 import type { Generator } from '../../tensor/random.js';
-import type { TensorMeta } from '../../tensor/tensor.js';
+import { checkAllocation, type TensorMeta } from '../../tensor/tensor.js';
+import { checkIntegerValue } from '../../tensor/typed.js';
 import { describe } from '../meta-helpers.js';
 import { defineOp } from '../registry.js';
 import type { OutMeta, ScalarValue } from '../schema.js';
@@ -59,7 +60,9 @@ function checkFinite(op: string, name: string, v: unknown): number {
 
 function factoryMeta(op: string, size: readonly number[], dtype: DTypeArg, device: DeviceArg, fallback: DType = 'float32'): OutMeta {
   const shape = checkSize(op, size);
-  return { shape, strides: contiguousStrides(shape), dtype: resolveDtype(op, dtype, fallback), device: resolveDevice(device) };
+  const m = { shape, strides: contiguousStrides(shape), dtype: resolveDtype(op, dtype, fallback), device: resolveDevice(device) };
+  checkAllocation(op, shape.reduce((a, b) => a * b, 1), m.dtype, m.device);
+  return m;
 }
 
 /** Layout of a `*Like` output: the input's dimension order, dense (preserve_format). */
@@ -128,7 +131,9 @@ export const full = defineOp({
   outputs: out,
   tags: ['factory'],
   meta(size: readonly number[], fillValue: ScalarValue, dtype: DTypeArg, device: DeviceArg): OutMeta {
-    return factoryMeta('full', size, dtype, device, fullDtype(checkFill('full', fillValue)));
+    const m = factoryMeta('full', size, dtype, device, fullDtype(checkFill('full', fillValue)));
+    checkIntegerValue('full', fillValue as number | bigint | boolean, m.dtype);
+    return m;
   },
 });
 
@@ -216,7 +221,9 @@ export const arange = defineOp({
     const integral = Number.isInteger(start) && Number.isInteger(end) && Number.isInteger(step);
     const d = resolveDtype('arange', dtype, integral ? 'int64' : 'float32');
     if (d === 'bool') throw new TypeError(`arange: dtype bool is not supported (start=${start}, end=${end}, step=${step})`);
-    return { shape: [n], strides: [1], dtype: d, device: resolveDevice(device) };
+    const dev = resolveDevice(device);
+    checkAllocation('arange', n, d, dev);
+    return { shape: [n], strides: [1], dtype: d, device: dev };
   },
 });
 
@@ -231,7 +238,9 @@ export const linspace = defineOp({
     if (typeof steps !== 'number' || !Number.isInteger(steps) || steps < 0) {
       throw new RangeError(`linspace: number of steps must be a non-negative integer, got steps=${String(steps)}`);
     }
-    return { shape: [steps], strides: [1], dtype: resolveDtype('linspace', dtype, 'float32'), device: resolveDevice(device) };
+    const m = { shape: [steps], strides: [1], dtype: resolveDtype('linspace', dtype, 'float32'), device: resolveDevice(device) };
+    checkAllocation('linspace', steps, m.dtype, m.device);
+    return m;
   },
 });
 
@@ -280,7 +289,9 @@ export const fullLike = defineOp({
   tags: ['factory'],
   meta(self: TensorMeta, fillValue: ScalarValue, dtype: DTypeArg, device: DeviceArg): OutMeta {
     checkFill('fullLike', fillValue);
-    return likeMeta('fullLike', self, dtype, device);
+    const m = likeMeta('fullLike', self, dtype, device);
+    checkIntegerValue('fullLike', fillValue, m.dtype);
+    return m;
   },
 });
 

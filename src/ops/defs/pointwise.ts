@@ -6,6 +6,7 @@
 import type { DType } from '../../tensor/dtype.js';
 import { isFloating, resultType, toFloating } from '../../tensor/dtype.js';
 import type { TensorMeta } from '../../tensor/tensor.js';
+import { checkIntegerValue } from '../../tensor/typed.js';
 import { checkTensor, describe, isTensorMeta, pointwiseMeta } from '../meta-helpers.js';
 import { defineOp, type Op } from '../registry.js';
 import type { OutMeta, ScalarValue } from '../schema.js';
@@ -614,6 +615,8 @@ export const fill_ = defineOp({
     checkTensor('fill_', 'self', self);
     checkOperand('fill_', 'value', value);
     checkWritable('fill_', self);
+    // A number that the integer dtype cannot hold is an error, not a wrapped value (torch's checked conversion).
+    if (!isTensorMeta(value)) checkIntegerValue('fill_', value as number | bigint | boolean, self.dtype);
     if (isTensorMeta(value) && value.shape.length !== 0) {
       throw new Error(`fill_: only supports a 0-dimension value tensor, but got 'value' ${describe(value)} with ${value.shape.length} dimensions`);
     }
