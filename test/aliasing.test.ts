@@ -177,3 +177,23 @@ test('compile: tracing raises the same internal-overlap error; partial overlap m
     [8, 12, 16],
   ]);
 });
+
+test('compile, default backend: in-place ops are captured as new values, so partial overlap reads pre-write values', () => {
+  // The captured graph is functional (u.add_(u.t()) becomes add(u, transpose(u)) with u rebound to
+  // the result), so compiled code needs no input copy; a mutated graph input is written back.
+  const f = kiln.compile((t: Tensor) => {
+    const u = t.mul(1);
+    u.add_(u.t());
+    return u;
+  });
+  const expected = [
+    [0, 4, 8],
+    [4, 8, 12],
+    [8, 12, 16],
+  ];
+  assert.deepEqual((f(grid()) as Tensor).toArray(), expected);
+  const g = kiln.compile((t: Tensor) => t.add_(t.t()));
+  const x = grid();
+  g(x);
+  assert.deepEqual(x.toArray(), expected);
+});
