@@ -5,6 +5,7 @@
  */
 import type { Allocator, AllocatorStats, DeviceBuffer } from './accelerator.js';
 import type { DeviceType } from './device.js';
+import { PressureTrigger, reclaimUnreachable } from './memory-pressure.js';
 
 export interface RawMemory {
   alloc(capacity: number): unknown;
@@ -30,6 +31,7 @@ interface Block extends DeviceBuffer {
 
 export class CachingAllocator implements Allocator {
   private readonly freeLists = new Map<number, unknown[]>();
+  private readonly pressure = new PressureTrigger();
   private s: AllocatorStats = {
     allocatedBytes: 0,
     reservedBytes: 0,
@@ -53,16 +55,20 @@ export class CachingAllocator implements Allocator {
     const capacity = sizeClass(nbytes);
     const list = this.freeLists.get(capacity);
     let handle: unknown;
+    let missed = false;
     if (list && list.length > 0) {
       handle = list.pop();
       this.s.cacheHits++;
       this.s.cachedBytes -= capacity;
       if (options.zero) this.raw.zero(handle, capacity);
     } else {
+      missed = true;
       try {
         handle = this.raw.alloc(capacity);
       } catch (e) {
-        // Give cached blocks back and try once more before reporting out-of-memory.
+        // Free what unreachable tensors hold, give cached blocks back, and try once more before
+        // reporting out-of-memory.
+        reclaimUnreachable();
         this.emptyCache();
         try {
           handle = this.raw.alloc(capacity);
@@ -81,6 +87,9 @@ export class CachingAllocator implements Allocator {
     this.s.activeAllocations++;
     this.s.allocatedBytes += nbytes;
     if (this.s.allocatedBytes > this.s.peakAllocatedBytes) this.s.peakAllocatedBytes = this.s.allocatedBytes;
+    // Only a cache miss grows memory past what was reserved: the pressure is checked there. The
+    // block just made is counted already and cannot be reclaimed (nothing holds it yet to drop).
+    if (missed) this.pressure.grew(() => this.s.allocatedBytes);
     const block: Block = {
       deviceType: this.deviceType,
       deviceIndex: this.deviceIndex,
@@ -98,6 +107,7 @@ export class CachingAllocator implements Allocator {
     block.live = false;
     this.s.activeAllocations--;
     this.s.allocatedBytes -= block.nbytes;
+    this.pressure.shrank(this.s.allocatedBytes);
     let list = this.freeLists.get(block.capacity);
     if (!list) this.freeLists.set(block.capacity, (list = []));
     list.push(block.handle);
@@ -111,6 +121,7 @@ export class CachingAllocator implements Allocator {
     this.s.activeAllocations--;
     this.s.allocatedBytes -= block.nbytes;
     this.s.reservedBytes -= block.capacity;
+    this.pressure.shrank(this.s.allocatedBytes);
   }
 
   stats(): AllocatorStats {

@@ -56,6 +56,7 @@ export const OPTIONS = {
   KILN_CUDA_FAST_MATH: { type: 'boolean', default: true, env: true, once: true, codegen: true, doc: 'Fast float exp/sigmoid/silu/tanh in generated cuda kernels' },
   KILN_CUDA_GRAPHS: { type: 'boolean', default: undefined, env: true, codegen: true, doc: "CUDA graph replay of compiled cuda programs: 0 never, 1 always; unset: 'reduce-overhead' always, other modes where measured faster" },
   KILN_CUDA_MATMUL_TF32: { type: 'boolean', default: false, env: true, once: true, codegen: true, setter: 'backends.cuda.matmul.allowTf32, setFloat32MatmulPrecision', doc: 'float32 cuda GEMMs on TF32 tensor cores (default exact fp32)' },
+  KILN_GC_THRESHOLD_MB: { type: 'integer', min: 0, default: 128, env: true, codegen: false, doc: 'Growth of allocated tensor memory (MiB) after which unreachable tensors are collected synchronously (GC + finalizers), also tried before out-of-memory; 0 off' },
   KILN_GEMM_AUTOTUNE: { type: 'boolean', default: true, env: true, once: true, codegen: true, doc: "Times each new cuBLASLt GEMM problem's candidate algorithms; 0 keeps the heuristic's first choice" },
   KILN_GEMM_SEARCH: { type: 'boolean', default: undefined, env: true, once: true, codegen: true, doc: "cuBLASLt algorithm search for under-occupied GEMMs: 1 every dtype, 0 none; unset: exact-fp32 problems only" },
   KILN_GEMM_SPLITK: { type: 'boolean', default: true, env: true, once: true, codegen: true, doc: 'Split-K variants among the timed cuBLASLt candidates; 0: the heuristic offers only' },

@@ -6,7 +6,12 @@
  * in a short queue that is drained when it holds QUEUE_LIMIT tensors or at the end of the current
  * job (a microtask), and only the tensors still alive then are registered. The queue's strong
  * references delay the collection of a dropped tensor until that drain, never past it.
+ *
+ * Under memory pressure (runtime/memory-pressure.ts) the allocator calls `collectNow` in the middle
+ * of a synchronous loop: it drains the queue, forces a GC and runs the registry's pending callbacks
+ * at once (cleanupSome), which the event loop would otherwise run only when the loop yields.
  */
+import { finalizationRegistryWithCleanupSome, forceGc, onMemoryPressure } from '../runtime/memory-pressure.js';
 import type { Storage } from './storage.js';
 
 /** What the finalizer needs of a tensor (the Tensor class implements it). */
@@ -17,7 +22,8 @@ export interface Collectable {
   finalizerRegistered: boolean;
 }
 
-const registry = new FinalizationRegistry<Storage>((storage) => storage.release(true));
+const Registry = finalizationRegistryWithCleanupSome();
+const registry = new Registry<Storage>((storage) => storage.release(true)) as FinalizationRegistry<Storage> & { cleanupSome?: () => void };
 
 // Large enough that a loop of eager ops, each disposing its temporaries, drains rarely and finds
 // them all disposed; small enough that the queue keeps at most this many dropped tensors alive.
@@ -61,3 +67,11 @@ export function rewatch(t: Collectable): void {
   registry.unregister(t);
   register(t);
 }
+
+/** Frees the storage of every unreachable tensor now, as far as the engine allows (see the header). */
+export function collectNow(): void {
+  drain();
+  if (forceGc()) registry.cleanupSome?.();
+}
+
+onMemoryPressure(collectNow);

@@ -4,10 +4,11 @@
  * per stream: a block freed by work on stream S is handed out again only for S, so a later kernel on
  * another stream cannot overwrite memory that S's queued kernels still read (PyTorch's rule; a block
  * used on several streams must be freed on the last one). On out-of-memory the cache is given back
- * once and the allocation retried; the error then says what Kiln holds and what the device has left.
+ * once, after a synchronous collection of unreachable tensors (memory-pressure.ts), and the allocation retried; the error then says what Kiln holds and what the device has left.
  */
 import type { Allocator, AllocatorStats, DeviceBuffer, DeviceStream } from '../accelerator.js';
 import { sizeClass } from '../caching-allocator.js';
+import { reclaimUnreachable } from '../memory-pressure.js';
 import { check, CUDA_ERROR_OUT_OF_MEMORY, cudaError, driver, makeCurrent } from './driver.js';
 import type { DevPtr } from './ffi.js';
 import type { CudaStream } from './stream.js';
@@ -66,7 +67,11 @@ export class CudaAllocator implements Allocator {
     const out: [DevPtr] = [0];
     let rc = cu.cuMemAlloc_v2(out, capacity);
     if (rc === CUDA_ERROR_OUT_OF_MEMORY) {
-      // Give every cached block back (after the queued work that may still use them) and retry once.
+      // Free what unreachable tensors hold (their finalizers return blocks to the free lists), give
+      // every cached block back (after the queued work that may still use them) and retry once.
+      // Only here, not on a growth threshold as on cpu: a collected tensor's cuda block is reused,
+      // so collecting in the middle of an op is kept to the case that would otherwise fail.
+      reclaimUnreachable();
       this.emptyCache();
       rc = cu.cuMemAlloc_v2(out, capacity);
     }
