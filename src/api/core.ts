@@ -1,5 +1,6 @@
 /** Public functions and Tensor methods for the core ops. */
 import { Device, type DeviceLike } from '../runtime/device.js';
+import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import type { DType } from '../tensor/dtype.js';
 import { isDType } from '../tensor/dtype.js';
 import type { MemoryFormat } from '../tensor/layout.js';
@@ -39,7 +40,10 @@ export interface ToOptions {
 }
 
 /** `x.to('cuda')`, `x.to('float16')`, `x.to({ device, dtype })`; returns `x` when nothing changes. */
+const TO_KEYS = keysOf<ToOptions>({ dtype: true, device: true, copy: true });
+
 export function to(self: Tensor, target: DType | DeviceLike | ToOptions): Tensor {
+  if (typeof target === 'object' && !(target instanceof Device)) checkOptionKeys('to', target, TO_KEYS);
   const opts: ToOptions = typeof target === 'string' ? (isDType(target) ? { dtype: target } : { device: target }) : target instanceof Device ? { device: target } : target;
   let out = self;
   if (opts.dtype !== undefined && opts.dtype !== self.dtype) {

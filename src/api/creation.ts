@@ -10,6 +10,7 @@
  */
 import { Device, type DeviceLike } from '../runtime/device.js';
 import { currentDevice } from '../runtime/guard.js';
+import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import type { DType } from '../tensor/dtype.js';
 import { isFloating } from '../tensor/dtype.js';
 import { Generator, manualSeed } from '../tensor/random.js';
@@ -29,6 +30,8 @@ export interface FactoryOptions {
   generator?: Generator;
 }
 
+const FACTORY_KEYS = keysOf<FactoryOptions>({ dtype: true, device: true, requiresGrad: true, generator: true });
+
 /** A size as one array plus options, or as variadic numbers (`zeros(2, 3)`). */
 export type SizeArgs = [size: readonly number[], options?: FactoryOptions] | number[] | [...size: number[], options: FactoryOptions];
 
@@ -44,7 +47,9 @@ function parseSize(op: string, args: readonly unknown[]): { size: number[]; opti
   return { size: [...args] as number[], options: {} };
 }
 
-function device(options: FactoryOptions): Device {
+// Every creation function reads its device here before allocating, so the keys are checked here too.
+function device(op: string, options: FactoryOptions): Device {
+  checkOptionKeys(op, options, FACTORY_KEYS);
   return options.device === undefined ? currentDevice() : Device.from(options.device);
 }
 
@@ -58,32 +63,32 @@ function finish(op: string, t: Tensor, options: FactoryOptions): Tensor {
 
 export function empty(...args: SizeArgs): Tensor {
   const { size, options } = parseSize('empty', args);
-  return finish('empty', dispatch(c.empty, size, options.dtype ?? 'float32', device(options)), options);
+  return finish('empty', dispatch(c.empty, size, options.dtype ?? 'float32', device('empty', options)), options);
 }
 
 export function zeros(...args: SizeArgs): Tensor {
   const { size, options } = parseSize('zeros', args);
-  return finish('zeros', dispatch(c.zeros, size, options.dtype ?? 'float32', device(options)), options);
+  return finish('zeros', dispatch(c.zeros, size, options.dtype ?? 'float32', device('zeros', options)), options);
 }
 
 export function ones(...args: SizeArgs): Tensor {
   const { size, options } = parseSize('ones', args);
-  return finish('ones', dispatch(c.ones, size, options.dtype ?? 'float32', device(options)), options);
+  return finish('ones', dispatch(c.ones, size, options.dtype ?? 'float32', device('ones', options)), options);
 }
 
 /** `full(size, fillValue)`: dtype bool for a boolean fill, float32 for any number, unless given. */
 export function full(size: readonly number[], fillValue: ScalarValue, options: FactoryOptions = {}): Tensor {
-  return finish('full', dispatch(c.full, [...size], fillValue, options.dtype ?? c.fullDtype(fillValue), device(options)), options);
+  return finish('full', dispatch(c.full, [...size], fillValue, options.dtype ?? c.fullDtype(fillValue), device('full', options)), options);
 }
 
 export function rand(...args: SizeArgs): Tensor {
   const { size, options } = parseSize('rand', args);
-  return finish('rand', dispatch(c.rand, size, options.dtype ?? 'float32', device(options), options.generator ?? null), options);
+  return finish('rand', dispatch(c.rand, size, options.dtype ?? 'float32', device('rand', options), options.generator ?? null), options);
 }
 
 export function randn(...args: SizeArgs): Tensor {
   const { size, options } = parseSize('randn', args);
-  return finish('randn', dispatch(c.randn, size, options.dtype ?? 'float32', device(options), options.generator ?? null), options);
+  return finish('randn', dispatch(c.randn, size, options.dtype ?? 'float32', device('randn', options), options.generator ?? null), options);
 }
 
 /** Uniform integers in [low, high): `randint(low, high, size)` or `randint(high, size)`; int64 by default. */
@@ -105,7 +110,7 @@ export function randint(a: number, b: number | readonly number[], c2?: readonly 
     size = c2 as readonly number[];
     options = d ?? {};
   }
-  return finish('randint', dispatch(c.randint, low, high, [...size], options.dtype ?? 'int64', device(options), options.generator ?? null), options);
+  return finish('randint', dispatch(c.randint, low, high, [...size], options.dtype ?? 'int64', device('randint', options), options.generator ?? null), options);
 }
 
 /**
@@ -126,12 +131,12 @@ export function arange(...args: (number | FactoryOptions | undefined)[]): Tensor
   const [start, end, step] = nums.length === 1 ? [0, nums[0]!, 1] : [nums[0]!, nums[1]!, nums[2] ?? 1];
   const integral = Number.isInteger(start) && Number.isInteger(end) && Number.isInteger(step);
   const dtype = options.dtype ?? (integral ? 'int64' : 'float32');
-  return finish('arange', dispatch(c.arange, start, end, step, dtype, device(options)), options);
+  return finish('arange', dispatch(c.arange, start, end, step, dtype, device('arange', options)), options);
 }
 
 /** `steps` evenly spaced values from start to end inclusive. */
 export function linspace(start: number, end: number, steps: number, options: FactoryOptions = {}): Tensor {
-  return finish('linspace', dispatch(c.linspace, start, end, steps, options.dtype ?? 'float32', device(options)), options);
+  return finish('linspace', dispatch(c.linspace, start, end, steps, options.dtype ?? 'float32', device('linspace', options)), options);
 }
 
 /** The n x m identity (m defaults to n). */
@@ -139,7 +144,7 @@ export function eye(n: number, m?: number | FactoryOptions, options: FactoryOpti
   let cols: number | null = null;
   if (typeof m === 'number') cols = m;
   else if (typeof m === 'object' && m !== null) options = m;
-  return finish('eye', dispatch(c.eye, n, cols, options.dtype ?? 'float32', device(options)), options);
+  return finish('eye', dispatch(c.eye, n, cols, options.dtype ?? 'float32', device('eye', options)), options);
 }
 
 /**
@@ -147,6 +152,7 @@ export function eye(n: number, m?: number | FactoryOptions, options: FactoryOpti
  * the dispatcher picks kernels by the first tensor argument's device.
  */
 function like(op: string, self: Tensor, options: FactoryOptions, run: (dtype: DType) => Tensor): Tensor {
+  checkOptionKeys(op, options, FACTORY_KEYS);
   const dtype = options.dtype ?? self.dtype;
   let out = run(dtype);
   if (options.device !== undefined) {

@@ -1,6 +1,7 @@
 /** `kiln.tensor(data)`: tensors from nested JS arrays, typed arrays and scalars. */
 import { Device, type DeviceLike } from '../runtime/device.js';
 import { currentDevice } from '../runtime/guard.js';
+import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import type { DType } from '../tensor/dtype.js';
 import { isDType } from '../tensor/dtype.js';
 import { fmtShape } from '../tensor/layout.js';
@@ -59,7 +60,10 @@ function inferDtype(data: TensorData): DType {
  * Creates a tensor from data, copying it. Numbers default to float32, booleans to bool, bigints to
  * int64; typed arrays keep their element type.
  */
+const CREATION_KEYS = keysOf<CreationOptions>({ dtype: true, device: true, requiresGrad: true });
+
 export function tensor(data: TensorData, options: CreationOptions = {}): Tensor {
+  checkOptionKeys('tensor', options, CREATION_KEYS);
   const dtype = options.dtype ?? inferDtype(data);
   if (!isDType(dtype)) throw new TypeError(`tensor: unknown dtype '${String(dtype)}'`);
   const shape = inferShape(data);

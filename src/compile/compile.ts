@@ -42,6 +42,7 @@ import { Module } from '../nn/module.js';
 import { Tensor } from '../tensor/tensor.js';
 import { getBackend, listBackends, type CompileMode, type CompiledProgram } from './backend.js';
 import { getOption } from '../runtime/config.js';
+import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import { freezeLlmPolicy } from '../ops/library/policy.js';
 import { GraphBreak, trace } from './capture.js';
 import {
@@ -217,7 +218,13 @@ function resolveTarget(target: unknown, options: CompileOptions): { fn: (...args
   throw new TypeError(`kiln.compile: expected a function or a Module, got ${target === null ? 'null' : typeof target}`);
 }
 
+const COMPILE_KEYS = keysOf<CompileOptions>({ mode: true, dynamic: true, fullgraph: true, backend: true, recompileLimit: true, log: true, modules: true, passes: true, name: true });
+const PASS_KEYS = keysOf<PassOptions>({ dce: true, cse: true, constantFolding: true, decompose: true, foldConvBn: true, rewrites: true, horizontalFusion: true, qkNormRotary: true });
+
 function resolveSettings(target: unknown, options: CompileOptions): CompileSettings {
+  // A misspelt key would silently compile with the default (issue #18 item 8).
+  checkOptionKeys('kiln.compile', options, COMPILE_KEYS);
+  checkOptionKeys('kiln.compile: passes', options.passes, PASS_KEYS);
   const { fn, roots, name } = resolveTarget(target, options);
   const mode = decodeMode(options.mode);
   const backendName = options.backend ?? (listBackends().includes('kiln') ? 'kiln' : 'eager');

@@ -6,7 +6,7 @@
  */
 import { copy_ } from '../api/core.js';
 import { noGrad } from '../autograd/index.js';
-import { Embedding, Linear } from '../nn/layers/basic.js';
+import { Embedding, Linear, type LayerOptions } from '../nn/layers/basic.js';
 import { Parameter } from '../nn/module.js';
 import type { DeviceLike } from '../runtime/device.js';
 import { Device } from '../runtime/device.js';
@@ -24,6 +24,11 @@ export interface BuildOptions {
   generator?: Generator;
   /** Weights are drawn uniformly with this standard deviation (transformers' initializer_range). */
   initStd?: number;
+}
+
+/** The part of BuildOptions that nn layers take (they reject other keys, such as initStd). */
+export function layerOptions(o: BuildOptions): LayerOptions {
+  return { dtype: o.dtype, device: o.device, init: o.init, generator: o.generator };
 }
 
 /** Fills `t` in place with U(-a, a), a = std * sqrt(3), in one pass over a float32 buffer. */

@@ -8,6 +8,7 @@ import { arange } from '../api/creation.js';
 import { gather, indexSelect } from '../api/indexing.js';
 import { abs, clamp, div, eq, exp, log, log1p, mul, ne, neg, pow, relu, softplus, sub, where } from '../api/pointwise.js';
 import { logSoftmax, mean, sum } from '../api/reduction.js';
+import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import { isFloating } from '../tensor/dtype.js';
 import { fmtShape, shapeEquals } from '../tensor/layout.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -119,7 +120,13 @@ export interface BceWithLogitsOptions extends ReductionOptions {
  * Binary cross entropy on logits, in the stable form
  * (1 - t) x + (1 + (posWeight - 1) t) (log1p(exp(-|x|)) + max(-x, 0)).
  */
+const BCE_LOGITS_KEYS = keysOf<BceWithLogitsOptions>({ reduction: true, weight: true, posWeight: true });
+const BCE_KEYS = ['reduction', 'weight'] as const;
+const NLL_KEYS = keysOf<NllOptions>({ reduction: true, weight: true, ignoreIndex: true });
+const CROSS_ENTROPY_KEYS = keysOf<CrossEntropyOptions>({ reduction: true, weight: true, ignoreIndex: true, labelSmoothing: true });
+
 export function binaryCrossEntropyWithLogits(input: Tensor, target: Tensor, options: BceWithLogitsOptions = {}): Tensor {
+  checkOptionKeys('binaryCrossEntropyWithLogits', options, BCE_LOGITS_KEYS);
   const reduction = options.reduction ?? 'mean';
   checkReduction('binaryCrossEntropyWithLogits', reduction);
   checkSameShape('binaryCrossEntropyWithLogits', input, target);
@@ -133,6 +140,7 @@ export function binaryCrossEntropyWithLogits(input: Tensor, target: Tensor, opti
 
 /** Binary cross entropy on probabilities; the logs are clamped to >= -100 as in PyTorch. */
 export function binaryCrossEntropy(input: Tensor, target: Tensor, options: { weight?: Tensor | null; reduction?: Reduction } = {}): Tensor {
+  checkOptionKeys('binaryCrossEntropy', options, BCE_KEYS);
   const reduction = options.reduction ?? 'mean';
   checkReduction('binaryCrossEntropy', reduction);
   checkSameShape('binaryCrossEntropy', input, target);
@@ -222,6 +230,7 @@ function finish(loss: Tensor, reduction: Reduction, unbatched: boolean): Tensor 
  * [N, ...] (or []). 'mean' divides by the summed weights of the non-ignored targets.
  */
 export function nllLoss(input: Tensor, target: Tensor, options: NllOptions = {}): Tensor {
+  checkOptionKeys('nllLoss', options, NLL_KEYS);
   const reduction = options.reduction ?? 'mean';
   const ignoreIndex = options.ignoreIndex ?? -100;
   checkReduction('nllLoss', reduction);
@@ -238,6 +247,7 @@ export function nllLoss(input: Tensor, target: Tensor, options: NllOptions = {})
  * smoothing s the loss is (1 - s) nll + s / C * sum_c(-w_c logp_c), as torch computes it.
  */
 export function crossEntropy(input: Tensor, target: Tensor, options: CrossEntropyOptions = {}): Tensor {
+  checkOptionKeys('crossEntropy', options, CROSS_ENTROPY_KEYS);
   const reduction = options.reduction ?? 'mean';
   const ignoreIndex = options.ignoreIndex ?? -100;
   const s = options.labelSmoothing ?? 0;

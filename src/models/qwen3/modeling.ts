@@ -34,7 +34,7 @@ import { scope } from '../../tensor/scope.js';
 import type { KvGeometry, StepKv, StepModel } from '../step-kv.js';
 import { openHfFolder } from '../../io/hf.js';
 import { type Embedding, type Linear, RMSNorm } from '../../nn/layers/basic.js';
-import { type BuildOptions, buildEmbedding, buildLinear, linearSharing } from '../init.js';
+import { type BuildOptions, buildEmbedding, buildLinear, layerOptions, linearSharing } from '../init.js';
 import { Module } from '../../nn/module.js';
 import type { DeviceLike } from '../../runtime/device.js';
 import { Device } from '../../runtime/device.js';
@@ -164,8 +164,8 @@ export class Qwen3Attention extends Module {
     this.k_proj = buildLinear(H, nkv * D, bias, o);
     this.v_proj = buildLinear(H, nkv * D, bias, o);
     this.o_proj = buildLinear(nh * D, H, bias, o);
-    this.q_norm = new RMSNorm(D, config.rmsNormEps, true, o);
-    this.k_norm = new RMSNorm(D, config.rmsNormEps, true, o);
+    this.q_norm = new RMSNorm(D, config.rmsNormEps, true, layerOptions(o));
+    this.k_norm = new RMSNorm(D, config.rmsNormEps, true, layerOptions(o));
   }
 
   forward(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
@@ -302,8 +302,8 @@ export class Qwen3DecoderLayer extends Module {
     super();
     this.self_attn = new Qwen3Attention(config, o);
     this.mlp = config.isSparseLayer(layerIdx) ? new Qwen3SparseMoeBlock(config, o) : new Qwen3MLP(config.hiddenSize, config.intermediateSize, o);
-    this.input_layernorm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
-    this.post_attention_layernorm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
+    this.input_layernorm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, layerOptions(o));
+    this.post_attention_layernorm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, layerOptions(o));
   }
 
   forward(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
@@ -328,7 +328,7 @@ export class Qwen3Model extends Module {
     this.embed_tokens = buildEmbedding(config.vocabSize, config.hiddenSize, o);
     this.layers = new ModuleList<Qwen3DecoderLayer>();
     for (let i = 0; i < config.numHiddenLayers; i++) this.layers.append(new Qwen3DecoderLayer(config, i, o));
-    this.norm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, o);
+    this.norm = new RMSNorm(config.hiddenSize, config.rmsNormEps, true, layerOptions(o));
   }
 
   /** Final hidden states [B, T, hidden]. */

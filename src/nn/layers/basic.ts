@@ -3,6 +3,7 @@ import { empty, ones } from '../../api/creation.js';
 import { embedding } from '../../api/indexing.js';
 import { linear, rmsNorm } from '../../api/linalg.js';
 import type { DeviceLike } from '../../runtime/device.js';
+import { checkOptionKeys, keysOf } from '../../runtime/option-keys.js';
 import type { DType } from '../../tensor/dtype.js';
 import type { Generator } from '../../tensor/random.js';
 import type { Tensor } from '../../tensor/tensor.js';
@@ -21,6 +22,9 @@ export interface LayerOptions {
   init?: boolean;
 }
 
+/** LayerOptions' keys: constructors reject others (a misspelt `dtpye` would build float32 weights). */
+export const LAYER_KEYS = keysOf<LayerOptions>({ dtype: true, device: true, generator: true, init: true });
+
 /** y = x W^T + b with W [outFeatures, inFeatures]; weights and bias U(-1/sqrt(in), 1/sqrt(in)). */
 export class Linear extends Module {
   weight: Parameter;
@@ -33,6 +37,7 @@ export class Linear extends Module {
     options: LayerOptions = {},
   ) {
     super();
+    checkOptionKeys(`nn.${new.target.name}`, options, LAYER_KEYS);
     const o = { dtype: options.dtype, device: options.device };
     const init = options.init ?? true;
     this.weight = new Parameter(empty([outFeatures, inFeatures], o));
@@ -61,6 +66,7 @@ export class Embedding extends Module {
     options: LayerOptions = {},
   ) {
     super();
+    checkOptionKeys(`nn.${new.target.name}`, options, LAYER_KEYS);
     this.weight = new Parameter(empty([numEmbeddings, embeddingDim], { dtype: options.dtype, device: options.device }));
     if (options.init ?? true) {
       normal_(this.weight, 0, 1, options.generator);
@@ -85,6 +91,7 @@ export class RMSNorm extends Module {
     options: LayerOptions = {},
   ) {
     super();
+    checkOptionKeys(`nn.${new.target.name}`, options, LAYER_KEYS);
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
     this.weight = elementwiseAffine ? new Parameter(ones(this.normalizedShape, { dtype: options.dtype, device: options.device })) : null;
   }

@@ -1,10 +1,11 @@
 /** Conv2d with PyTorch's defaults and initialisation. */
 import { empty } from '../../api/creation.js';
 import { conv2d, type ConvPadding, type IntPair } from '../../api/nn.js';
+import { checkOptionKeys, keysOf } from '../../runtime/option-keys.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { calculateFanInAndFanOut, kaimingUniform_, uniform_ } from '../init.js';
 import { Module, Parameter } from '../module.js';
-import type { LayerOptions } from './basic.js';
+import { LAYER_KEYS, type LayerOptions } from './basic.js';
 
 export interface Conv2dOptions extends LayerOptions {
   stride?: IntPair;
@@ -14,6 +15,8 @@ export interface Conv2dOptions extends LayerOptions {
   groups?: number;
   bias?: boolean;
 }
+
+const CONV2D_KEYS = [...LAYER_KEYS, ...keysOf<Omit<Conv2dOptions, keyof LayerOptions>>({ stride: true, padding: true, dilation: true, groups: true, bias: true })];
 
 function pair(name: string, v: IntPair): [number, number] {
   const p = typeof v === 'number' ? [v, v] : [...v];
@@ -42,6 +45,7 @@ export class Conv2d extends Module {
     options: Conv2dOptions = {},
   ) {
     super();
+    checkOptionKeys(`nn.${new.target.name}`, options, CONV2D_KEYS);
     this.kernelSize = pair('kernelSize', kernelSize);
     this.stride = pair('stride', options.stride ?? 1);
     this.dilation = pair('dilation', options.dilation ?? 1);

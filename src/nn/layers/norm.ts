@@ -3,10 +3,11 @@ import { add_ } from '../../api/core.js';
 import { ones, zeros } from '../../api/creation.js';
 import { batchNorm, groupNorm, layerNorm } from '../../api/linalg.js';
 import { noGrad } from '../../autograd/index.js';
+import { checkOptionKeys } from '../../runtime/option-keys.js';
 import { fmtShape } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { Module, Parameter } from '../module.js';
-import type { LayerOptions } from './basic.js';
+import { LAYER_KEYS, type LayerOptions } from './basic.js';
 
 /** Normalises over the trailing `normalizedShape` dims; weight ones, bias zeros. */
 export class LayerNorm extends Module {
@@ -22,6 +23,7 @@ export class LayerNorm extends Module {
     options: LayerOptions = {},
   ) {
     super();
+    checkOptionKeys(`nn.${new.target.name}`, options, LAYER_KEYS);
     this.normalizedShape = typeof normalizedShape === 'number' ? [normalizedShape] : [...normalizedShape];
     const o = { dtype: options.dtype, device: options.device };
     this.weight = elementwiseAffine ? new Parameter(ones(this.normalizedShape, o)) : null;
@@ -46,6 +48,7 @@ export class GroupNorm extends Module {
     options: LayerOptions = {},
   ) {
     super();
+    checkOptionKeys(`nn.${new.target.name}`, options, LAYER_KEYS);
     if (numChannels % numGroups !== 0) throw new Error(`GroupNorm: numChannels (${numChannels}) must be divisible by numGroups (${numGroups})`);
     const o = { dtype: options.dtype, device: options.device };
     this.weight = affine ? new Parameter(ones([numChannels], o)) : null;
@@ -81,6 +84,7 @@ abstract class BatchNormBase extends Module {
     options: LayerOptions = {},
   ) {
     super();
+    checkOptionKeys(`nn.${new.target.name}`, options, LAYER_KEYS);
     const o = { dtype: options.dtype, device: options.device };
     this.weight = affine ? new Parameter(ones([numFeatures], o)) : null;
     this.bias = affine ? new Parameter(zeros([numFeatures], o)) : null;
