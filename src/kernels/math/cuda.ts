@@ -116,30 +116,22 @@ const rounding = (name: string): CTemplate => unary((x, t) => (t === 'float' || 
 
 const one = (t: CType): string => cLit(1, t);
 
+/** add / sub: a constant alpha scales the second operand (alpha 1 leaves it out). */
+const addSub =
+  (sign: '+' | '-'): CTemplate =>
+  (args, ctx) => {
+    if (ctx.out === 'bool') return null;
+    const a = operand(args[0], ctx.out);
+    const b = operand(args[1], ctx.out);
+    const alpha = num(args[2]);
+    if (a === null || b === null || alpha === null) return null;
+    return alpha === 1 ? `(${a} ${sign} ${b})` : `(${a} ${sign} ${cLit(alpha, computeType(ctx.out))} * ${b})`;
+  };
+
 export const CUDA_TEMPLATES: ReadonlyMap<string, CTemplate> = new Map<string, CTemplate>([
   // --- arithmetic
-  [
-    'add',
-    (args, ctx) => {
-      if (ctx.out === 'bool') return null;
-      const a = operand(args[0], ctx.out);
-      const b = operand(args[1], ctx.out);
-      const alpha = num(args[2]);
-      if (a === null || b === null || alpha === null) return null;
-      return alpha === 1 ? `(${a} + ${b})` : `(${a} + ${cLit(alpha, computeType(ctx.out))} * ${b})`;
-    },
-  ],
-  [
-    'sub',
-    (args, ctx) => {
-      if (ctx.out === 'bool') return null;
-      const a = operand(args[0], ctx.out);
-      const b = operand(args[1], ctx.out);
-      const alpha = num(args[2]);
-      if (a === null || b === null || alpha === null) return null;
-      return alpha === 1 ? `(${a} - ${b})` : `(${a} - ${cLit(alpha, computeType(ctx.out))} * ${b})`;
-    },
-  ],
+  ['add', addSub('+')],
+  ['sub', addSub('-')],
   ['mul', binary((a, b, ctx) => (ctx.out === 'bool' ? null : `(${a} * ${b})`))],
   [
     'div',

@@ -96,30 +96,22 @@ function composite(c: Composite): Template {
 const SQRT1_2 = lit(Math.SQRT1_2);
 const SQRT_2_OVER_PI = lit(Math.sqrt(2 / Math.PI));
 
+/** add / sub: a constant alpha scales the second operand (alpha 1 leaves it out). */
+const addSub =
+  (sign: '+' | '-'): Template =>
+  (args, ctx) => {
+    if (ctx.out === 'bool') return null;
+    const a = operand(args[0], ctx.out);
+    const b = operand(args[1], ctx.out);
+    const alpha = num(args[2]);
+    if (a === null || b === null || alpha === null) return null;
+    return alpha === 1 ? `(${a} ${sign} ${b})` : `(${a} ${sign} ${lit(alpha)} * ${b})`;
+  };
+
 export const JS_TEMPLATES: ReadonlyMap<string, Template> = new Map<string, Template>([
   // --- arithmetic
-  [
-    'add',
-    (args, ctx) => {
-      if (ctx.out === 'bool') return null;
-      const a = operand(args[0], ctx.out);
-      const b = operand(args[1], ctx.out);
-      const alpha = num(args[2]);
-      if (a === null || b === null || alpha === null) return null;
-      return alpha === 1 ? `(${a} + ${b})` : `(${a} + ${lit(alpha)} * ${b})`;
-    },
-  ],
-  [
-    'sub',
-    (args, ctx) => {
-      if (ctx.out === 'bool') return null;
-      const a = operand(args[0], ctx.out);
-      const b = operand(args[1], ctx.out);
-      const alpha = num(args[2]);
-      if (a === null || b === null || alpha === null) return null;
-      return alpha === 1 ? `(${a} - ${b})` : `(${a} - ${lit(alpha)} * ${b})`;
-    },
-  ],
+  ['add', addSub('+')],
+  ['sub', addSub('-')],
   ['mul', binary((a, b, ctx) => (ctx.out === 'bool' ? null : !isFloating(ctx.out) && wraps32(ctx.out) ? `Math.imul(${a}, ${b})` : `(${a} * ${b})`))],
   [
     'div',
