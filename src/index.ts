@@ -1,5 +1,5 @@
 /**
- * Kiln: `import * as kiln from 'kiln'`. Loads the op registry, the CPU kernels and the public API;
+ * Kiln: `import * as kiln from 'kilnjs'`. Loads the op registry, the CPU kernels and the public API;
  * other accelerators load lazily on first use.
  */
 import './ops/index.js';

@@ -1,10 +1,10 @@
-/** The package entry: `import * as kiln from 'kiln'` resolves through package.json "exports" (self-reference). */
+/** The package entry: `import * as kiln from 'kilnjs'` resolves through package.json "exports" (self-reference). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-test("'kiln' resolves to the built entry point with the public API", async () => {
+test("'kilnjs' resolves to the built entry point with the public API", async () => {
   // A variable specifier keeps the type checker from resolving 'kiln' before dist/ exists.
-  const pkg = 'kiln';
+  const pkg = 'kilnjs';
   const byName = (await import(pkg)) as Record<string, unknown>;
   const direct = (await import('../src/index.js')) as Record<string, unknown>;
   assert.equal(byName.matmul, direct.matmul, 'the same module instance as the relative import');
