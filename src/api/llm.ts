@@ -9,6 +9,7 @@ import * as M from '../ops/defs/llm-moe.js';
 import * as H from '../ops/defs/llm-mhc.js';
 import * as R from '../ops/defs/llm-rotary.js';
 import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
+import * as PG from '../ops/defs/llm-paged.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 export type { GeluApproximate } from '../ops/defs/llm.js';
@@ -167,4 +168,24 @@ export function mhcPost(layerOut: Tensor, streams: Tensor, post: Tensor, comb: T
 /** Final collapse of the n streams: sum_i (sigmoid(alpha * (phi v / rms)[i] + bias[i]) + eps) * streams[i]. */
 export function mhcHeadCollapse(streams: Tensor, phi: Tensor, alpha: Tensor, bias: Tensor, options: { rmsEps?: number; eps?: number } = {}): Tensor {
   return dispatch(H.mhcHeadCollapse, streams, phi, alpha, bias, options.rmsEps ?? 1e-6, options.eps ?? 0);
+}
+
+/**
+ * vLLM's reshape_and_cache, in place: writes key/value [N, kvHeads, headDim] into the paged caches
+ * [numBlocks, blockSize, kvHeads, headDim] at slots slotMapping [N] (block * blockSize + offset);
+ * a slot of -1 skips its token (padding rows of a batch bucket).
+ */
+export function reshapeAndCache(key: Tensor, value: Tensor, keyCache: Tensor, valueCache: Tensor, slotMapping: Tensor): { keyCache: Tensor; valueCache: Tensor } {
+  const [k, v] = dispatch(PG.reshapeAndCache, key, value, keyCache, valueCache, slotMapping);
+  return { keyCache: k!, valueCache: v! };
+}
+
+/**
+ * Decode attention over a paged cache (vLLM's paged_attention): query [B, heads, headDim], one
+ * token per sequence; row b attends to its first contextLens[b] cached tokens, found through
+ * blockTables [B, maxBlocks]. Grouped-query heads map to kv head h / (heads / kvHeads). Returns
+ * [B, heads, headDim]; rows of length 0 are zeros.
+ */
+export function pagedAttention(query: Tensor, keyCache: Tensor, valueCache: Tensor, blockTables: Tensor, contextLens: Tensor, scale: number): Tensor {
+  return dispatch(PG.pagedAttention, query, keyCache, valueCache, blockTables, contextLens, scale);
 }

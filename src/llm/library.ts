@@ -98,6 +98,24 @@ const ENTRIES: readonly ManifestEntry[] = [
   { op: 'llm.mhcPre', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n(n+2), nH], alpha [3], bias [n(n+2)]'], dtypes: FLOATS, backward: true },
   { op: 'llm.mhcPost', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: [], dtypes: FLOATS, backward: true },
   { op: 'llm.mhcHeadCollapse', kind: 'opaque', mutates: [], dynamic: [TOKENS], requires: ['phi [n, nH], alpha [1], bias [n]'], dtypes: FLOATS, backward: true },
+  {
+    op: 'llm.reshapeAndCache',
+    kind: 'opaque',
+    mutates: ['keyCache', 'valueCache'],
+    dynamic: [TOKENS],
+    requires: ['caches [numBlocks, blockSize, kvHeads, headDim] contiguous, one dtype', 'slotMapping in [-1, numBlocks * blockSize); -1 skips the token'],
+    dtypes: FLOATS,
+    backward: 'in place (vLLM inference kernel)',
+  },
+  {
+    op: 'llm.pagedAttention',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['one query token per row', 'query heads a multiple of kv heads', 'contextLens in [0, maxBlocks * blockSize]', 'blockTables entries below a row\'s length in [0, numBlocks)'],
+    dtypes: FLOATS,
+    backward: 'inference kernel (decode over a paged cache)',
+  },
 ];
 
 for (const e of ENTRIES) registerManifestEntry(e);

@@ -9,11 +9,13 @@
 import { noGrad } from '../autograd/grad-mode.js';
 import { add, contiguous, copy_ } from '../api/core.js';
 import { arange, zeros } from '../api/creation.js';
-import { cat, gather, indexSelect, stack } from '../api/indexing.js';
+import { cat, gather, indexPut_, indexSelect, stack } from '../api/indexing.js';
 import { linear, matmul } from '../api/linalg.js';
-import { div, eq, gelu, mul, rsqrt, sigmoid, silu, sub, where } from '../api/pointwise.js';
+import { div, eq, gelu, gt, lt, mul, remainder, rsqrt, sigmoid, silu, sub, where } from '../api/pointwise.js';
+import { scaledDotProductAttention } from '../api/nn.js';
+import { tensor } from '../api/data.js';
 import { amax, mean, softmax, sum, topk } from '../api/reduction.js';
-import { expand, narrow, reshape, select, slice, transpose, unsqueeze } from '../api/views.js';
+import { expand, narrow, reshape, select, slice, transpose, unsqueeze, view } from '../api/views.js';
 import type { GeluApproximate } from '../ops/defs/llm.js';
 import type { MoeActivation, ScoringFunc } from '../ops/defs/llm-moe.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -155,6 +157,39 @@ function mhcHeadRef(streams: Tensor, phi: Tensor, alpha: Tensor, bias: Tensor, r
   return down(sum(mul(unsqueeze(w, -1), s32), [-2]), streams);
 }
 
+/**
+ * Paged decode attention as gathers and sdpa: the slot of every (row, position < maxBlocks *
+ * blockSize) from the block table, keys/values gathered, positions past a row's length masked
+ * (their slot replaced by 0 so the gather stays in range), rows of length 0 set to zero.
+ */
+function pagedAttentionRef(q: Tensor, kc: Tensor, vc: Tensor, tables: Tensor, lens: Tensor, scale: number): Tensor {
+  const [nb, bs, hkv, d] = kc.shape as [number, number, number, number];
+  const [b, h] = q.shape as [number, number];
+  const s = tables.shape[1]! * bs;
+  const device = q.device;
+  const t = arange(s, { dtype: 'int64', device });
+  const blk = gather(tables.to('int64'), 1, expand(unsqueeze(div(t, bs, 'floor'), 0), [b, s]));
+  const valid = lt(unsqueeze(t, 0), unsqueeze(lens.to('int64'), 1));
+  const slots = reshape(where(valid, add(mul(blk, bs), unsqueeze(remainder(t, bs), 0)), 0), [-1]);
+  const take = (c: Tensor): Tensor => transpose(view(indexSelect(up(view(c, [nb * bs, hkv, d])), 0, slots), [b, s, hkv, d]), 1, 2);
+  const o = scaledDotProductAttention(unsqueeze(up(q), 2), take(kc), take(vc), view(valid, [b, 1, 1, s]), 0, false, scale, h !== hkv);
+  return down(where(view(gt(lens, 0), [b, 1, 1, 1]), view(o, [b, h, 1, d]), 0).reshape([b, h, d]), q);
+}
+
+/** Writes the rows whose slot is >= 0 (the slots are read on the host: this is a reference). */
+function reshapeAndCacheRef(key: Tensor, value: Tensor, kc: Tensor, vc: Tensor, slotMapping: Tensor): Tensor[] {
+  const [nb, bs, hkv, d] = kc.shape as [number, number, number, number];
+  const slots = slotMapping.toFlatArray();
+  const rows = slots.flatMap((v, i) => (v >= 0 ? [i] : []));
+  if (rows.length === 0) return [kc, vc];
+  const device = kc.device;
+  const at = tensor(rows.map((i) => slots[i]!), { dtype: 'int64', device });
+  const pick = tensor(rows, { dtype: 'int64', device });
+  indexPut_(view(kc, [nb * bs, hkv, d]), [at], indexSelect(key, 0, pick));
+  indexPut_(view(vc, [nb * bs, hkv, d]), [at], indexSelect(value, 0, pick));
+  return [kc, vc];
+}
+
 type RefFn = (...args: never[]) => Tensor | Tensor[];
 
 const REFERENCES: Record<string, RefFn> = {
@@ -200,6 +235,8 @@ const REFERENCES: Record<string, RefFn> = {
   'llm.mhcPre': mhcPreRef,
   'llm.mhcPost': mhcPostRef,
   'llm.mhcHeadCollapse': mhcHeadRef,
+  'llm.reshapeAndCache': reshapeAndCacheRef,
+  'llm.pagedAttention': pagedAttentionRef,
 };
 
 for (const [op, fn] of Object.entries(REFERENCES)) {

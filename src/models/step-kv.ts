@@ -60,6 +60,30 @@ export interface KvGeometry {
   readonly device: Device;
 }
 
+/**
+ * Device tensors of one decode step over a paged cache: every row is one sequence's next token.
+ * Nothing in it depends on a sequence's length but the values, so a step compiled for a batch size
+ * (and replayed as a CUDA graph) serves every length; padding rows have slot -1 and length 0.
+ */
+export interface DecodeBatch {
+  /** [B] int64: each row's new token. */
+  readonly inputIds: Tensor;
+  /** [B] int64: its position. */
+  readonly positions: Tensor;
+  /** [B] int64: where its key/value go in the flat cache (block * blockSize + offset); -1 skips. */
+  readonly slotMapping: Tensor;
+  /** [B, maxBlocks] int32: each row's block table (padded with 0). */
+  readonly blockTables: Tensor;
+  /** [B] int32: tokens each row attends to, this one included (0 for padding rows). */
+  readonly contextLens: Tensor;
+}
+
+/** The paged cache's tensors: per layer K and V [numBlocks, blockSize, kvHeads, headDim]. */
+export interface PagedKvTensors {
+  readonly keys: readonly Tensor[];
+  readonly values: readonly Tensor[];
+}
+
 /** A causal LM a generation engine can drive. */
 export interface StepModel {
   readonly vocabSize: number;
@@ -72,4 +96,10 @@ export interface StepModel {
    * so the LM head runs only where a token is sampled. Inference only (no autograd graph).
    */
   forwardStep(inputIds: Tensor, positions: readonly number[], kv: StepKv, logitsRows: readonly number[]): Tensor;
+  /**
+   * Logits [B, vocab] of a decode step that stays on the device (no host read, no shape that
+   * depends on a length): what the engine compiles per batch size. Optional: engines fall back to
+   * forwardStep without it.
+   */
+  decodeStep?(batch: DecodeBatch, cache: PagedKvTensors): Tensor;
 }

@@ -13,6 +13,7 @@ import './defs/llm-moe.js';
 import './defs/llm-mhc.js';
 import './defs/llm-rotary.js';
 import './defs/llm-qk-norm-rotary.js';
+import './defs/llm-paged.js';
 // The decomposition table (eager fallback and the compiler's rewrites), once the ops exist.
 import './decompositions.js';
 export * from './registry.js';

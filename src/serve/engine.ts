@@ -27,6 +27,8 @@ import type { SampledToken, Sampler, SamplingParams, SamplingRow } from './sampl
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
 import { type FinishReason, Sequence } from './sequence.js';
 import { PagedStepKv, type StepEntry } from './step-context.js';
+import { DecodeRunner, type DecodePath } from './decode-runner.js';
+import type { CompileMode } from '../compile/backend.js';
 
 /** Cache size when neither numBlocks nor memoryBytes is given (capped by what maxNumSeqs full-length sequences need). */
 export const DEFAULT_CACHE_BYTES = 512 * 1024 * 1024;
@@ -38,6 +40,15 @@ export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
   sampler?: Sampler;
   /** The model's end-of-sequence ids: they finish every request unless it sets ignoreEos. */
   eosTokenIds?: readonly number[];
+  /**
+   * How steps in which every sequence adds one token run (decode-runner.ts): 'compiled' (the
+   * model's decodeStep under kiln.compile, one program per batch bucket; CUDA graphs on cuda),
+   * 'eager' (decodeStep op by op) or 'step' (the general forwardStep, as prefill runs). Default:
+   * 'compiled' on cuda, 'eager' on cpu; 'step' for a model without decodeStep.
+   */
+  decode?: DecodePath;
+  /** kiln.compile mode of the compiled decode (default 'reduce-overhead' on cuda, 'default' on cpu). */
+  decodeMode?: CompileMode;
 }
 
 export interface RequestOutput {
@@ -71,6 +82,8 @@ interface Request {
 
 export interface EngineStats {
   steps: number;
+  /** Of the steps, those run by the decode runner (every sequence adding one token). */
+  decodeSteps: number;
   /** Tokens run through the model (prefill and decode). */
   tokensComputed: number;
   tokensGenerated: number;
@@ -86,7 +99,9 @@ export class Engine {
   readonly eosTokenIds: readonly number[];
   private readonly requests = new Map<string, Request>();
   private nextId = 0;
-  private readonly counters = { steps: 0, tokensComputed: 0, tokensGenerated: 0 };
+  private readonly counters = { steps: 0, tokensComputed: 0, tokensGenerated: 0, decodeSteps: 0 };
+  /** Runs the all-decode steps on the device (null: decode: 'step'). */
+  readonly decodeRunner: DecodeRunner | null;
 
   constructor(
     readonly model: StepModel,
@@ -106,6 +121,10 @@ export class Engine {
     this.sampler = options.sampler ?? this.ownSampler!;
     this.eosTokenIds = [...(options.eosTokenIds ?? [])];
     for (const id of this.eosTokenIds) this.checkTokenId('Engine', 'eosTokenIds', id);
+    const path = options.decode ?? (model.decodeStep === undefined ? 'step' : g.device.type === 'cuda' ? 'compiled' : 'eager');
+    if (path !== 'step' && path !== 'eager' && path !== 'compiled') throw new Error(`Engine: options.decode must be 'compiled', 'eager' or 'step', got ${JSON.stringify(path)}`);
+    if (path !== 'step' && model.decodeStep === undefined) throw new Error(`Engine: options.decode '${path}' needs a model with decodeStep; this one has only forwardStep (use decode: 'step')`);
+    this.decodeRunner = path === 'step' ? null : new DecodeRunner(model, this.cache, path, { mode: options.decodeMode });
   }
 
   /** Longest sequence (prompt + output) a request can reach: model positions or cache capacity. */
@@ -168,14 +187,21 @@ export class Engine {
       }
     }
     const rows: SamplingRow[] = sampling.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
+    // Every sequence adds one token: the device-side decode step (its rows are `order`'s, all sampled).
+    const runner = order.every((e) => e.numNew === 1) ? this.decodeRunner : null;
     const sampled = noGrad(() =>
       scope(() => {
+        if (runner) {
+          const logits = runner.run(order.map(({ seq }) => ({ tokenId: seq.tokens[seq.numComputed]!, position: seq.numComputed, blockTable: seq.blockTable })));
+          return this.sampler.sample(logits, rows);
+        }
         const kv = new PagedStepKv(this.cache, stepEntries);
         const input = tensor(ids, { dtype: 'int64', device: this.cache.geometry.device });
         const logits = this.model.forwardStep(input, positions, kv, logitsRows);
         return sampling.length > 0 ? this.sampler.sample(logits, rows) : [];
       }),
     );
+    if (runner) this.counters.decodeSteps++;
     this.scheduler.commit(order);
     this.counters.steps++;
     this.counters.tokensComputed += ids.length;

@@ -48,6 +48,23 @@ export function routedIds(t: number, k: number, experts: number, seed: number): 
   return makeTensor(ids, [t, k], 'int32');
 }
 
+/** Zeros on `device` (the caches a reshapeAndCache sample writes into). */
+const zerosOn = (shape: number[], device: Device, dtype: DType = 'float32'): Tensor => on(makeTensor(new Array<number>(shape.reduce((a, b) => a * b, 1)).fill(0), shape, dtype), device);
+
+/** `n` distinct slots in [0, capacity) (the first -1 when `pad`: a skipped padding token). */
+function distinctSlots(n: number, capacity: number, seed: number, pad: boolean, dtype: DType = 'int64'): Tensor {
+  const g = rng(seed);
+  const pool = Array.from({ length: capacity }, (_, i) => i).sort(() => g() - 0.5);
+  const slots = pool.slice(0, n);
+  if (pad && n > 1) slots[0] = -1;
+  return makeTensor(slots, [n], dtype);
+}
+
+/** A block table [rows, width] of random block ids in [0, numBlocks). */
+function blockTable(rows: number, width: number, numBlocks: number, seed: number, dtype: DType = 'int32'): Tensor {
+  return makeTensor(randomInts(rows * width, seed, 0, numBlocks), [rows, width], dtype);
+}
+
 const T = (d: Dims): number => d.T ?? 3;
 
 export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
@@ -213,6 +230,23 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
       grad: { inputs: (dev) => [f64grad([2, 2, 3], 13, dev), f64grad([2, 6], 14, dev), f64grad([1], 15, dev), f64grad([2], 16, dev)], fn: (s, phi, a, b) => llmApi.mhcHeadCollapse(s!, phi!, a!, b!, { rmsEps: 1e-3, eps: 0.01 }) },
     },
     { label: 'float16 n=2', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 3], 5, dev, 'contiguous', 'float16'), r([2, 6], 6, dev, 'contiguous', 'float16', -0.3, 0.3), r([1], 7, dev, 'contiguous', 'float16', 0.5, 1.5), r([2], 8, dev, 'contiguous', 'float16'), 1e-6, 0] },
+  ],
+  'llm.reshapeAndCache': [
+    { label: 'float32, one padding slot', dims: { T: 3 }, make: (d, dev) => [r([T(d), 2, 8], 1, dev), r([T(d), 2, 8], 2, dev), zerosOn([6, 4, 2, 8], dev), zerosOn([6, 4, 2, 8], dev), on(distinctSlots(T(d), 24, 3, true), dev)] },
+    { label: 'bfloat16 strided key, int32 slots', dims: { T: 2 }, make: (d, dev) => [r([T(d), 1, 4], 4, dev, 'strided', 'bfloat16'), r([T(d), 1, 4], 5, dev, 'contiguous', 'bfloat16'), zerosOn([3, 2, 1, 4], dev, 'bfloat16'), zerosOn([3, 2, 1, 4], dev, 'bfloat16'), on(distinctSlots(T(d), 6, 6, false, 'int32'), dev)] },
+  ],
+  'llm.pagedAttention': [
+    {
+      label: 'float32, 4 query heads over 2 kv heads, ragged lengths',
+      dims: { T: 3 },
+      make: (d, dev) => [r([T(d), 4, 8], 1, dev), r([6, 4, 2, 8], 2, dev), r([6, 4, 2, 8], 3, dev), on(blockTable(T(d), 3, 6, 4), dev), on(makeTensor(randomInts(T(d), 5, 1, 13), [T(d)], 'int32'), dev), 0.35],
+    },
+    {
+      label: 'bfloat16, int64 tables, a row of length 0',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 2, 16], 6, dev, 'contiguous', 'bfloat16'), r([5, 2, 2, 16], 7, dev, 'contiguous', 'bfloat16'), r([5, 2, 2, 16], 8, dev, 'contiguous', 'bfloat16'), on(blockTable(T(d), 4, 5, 9, 'int64'), dev), on(makeTensor([0, ...randomInts(T(d) - 1, 10, 1, 9)], [T(d)], 'int64'), dev), 0.25],
+    },
+    { label: 'float64, one kv head per query head', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 4], 11, dev, 'contiguous', 'float64'), r([4, 3, 2, 4], 12, dev, 'contiguous', 'float64'), r([4, 3, 2, 4], 13, dev, 'contiguous', 'float64'), on(blockTable(T(d), 2, 4, 14), dev), on(makeTensor(randomInts(T(d), 15, 1, 7), [T(d)], 'int32'), dev), 0.5] },
   ],
 };
 

@@ -11,3 +11,4 @@ import './llm.js';
 import './llm-moe.js';
 import './llm-mhc.js';
 import './llm-rotary.js';
+import './llm-paged.js';

@@ -22,3 +22,4 @@ import './llm-backward.js';
 import './sort.js';
 import './llm-moe.js';
 import './llm-mhc.js';
+import './llm-paged.js';

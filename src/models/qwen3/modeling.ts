@@ -31,7 +31,9 @@ import { add } from '../../api/core.js';
 import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { scope } from '../../tensor/scope.js';
-import type { KvGeometry, StepKv, StepModel } from '../step-kv.js';
+import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
+import { pagedAttention, reshapeAndCache } from '../../api/llm.js';
+import { keep } from '../../tensor/scope.js';
 import { openHfFolder } from '../../io/hf.js';
 import { type Embedding, type Linear, RMSNorm } from '../../nn/layers/basic.js';
 import { type BuildOptions, buildEmbedding, buildLinear, layerOptions, linearSharing } from '../init.js';
@@ -201,6 +203,22 @@ export class Qwen3Attention extends Module {
     });
     return this.o_proj.forward(outs.length === 1 ? outs[0]! : cat(outs, 0));
   }
+
+  /**
+   * One decode token per row, all on the device: x [B, hidden], cos/sin [B, 1, headDim]. Keys and
+   * values go into the paged cache (llm.reshapeAndCache), then llm.pagedAttention reads each
+   * row's blocks; attention reads the caches the write returned, so a compiled graph orders them.
+   */
+  forwardDecode(x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): Tensor {
+    const B = x.shape[0]!;
+    const { numHeads: nh, numKvHeads: nkv, headDim: D } = this;
+    const q = applyRotaryPosEmb(this.q_norm.forward(view(this.q_proj.forward(x), [B, nh, D])), cos, sin);
+    const k = applyRotaryPosEmb(this.k_norm.forward(view(this.k_proj.forward(x), [B, nkv, D])), cos, sin);
+    const v = view(this.v_proj.forward(x), [B, nkv, D]);
+    const written = reshapeAndCache(k, v, keyCache, valueCache, batch.slotMapping);
+    const o = pagedAttention(q, written.keyCache, written.valueCache, batch.blockTables, batch.contextLens, this.scaling);
+    return this.o_proj.forward(reshape(o, [B, nh * D]));
+  }
 }
 
 /** SwiGLU feed-forward: down(silu(gate(x)) * up(x)). */
@@ -315,6 +333,11 @@ export class Qwen3DecoderLayer extends Module {
     const h = add(x, this.self_attn.forwardStep(this.input_layernorm.forward(x), cos, sin, kv, layer));
     return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
   }
+
+  forwardDecode(x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): Tensor {
+    const h = add(x, this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache));
+    return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
+  }
 }
 
 /** The decoder stack without the LM head (transformers' Qwen3Model). */
@@ -340,6 +363,38 @@ export class Qwen3Model extends Module {
     const pos = normalizePositions(positions, B, T);
     const { cos, sin } = ropeTables(pos, this.config.headDim, this.config.ropeTheta, h.dtype, h.device);
     for (const layer of this.layers) h = layer.forward(h, cos, sin);
+    return this.norm.forward(h);
+  }
+
+  /**
+   * cos and sin [maxPositions, headDim] for every position, made once per dtype and device and
+   * kept: a decode step gathers its rows by the positions tensor, on the device.
+   */
+  ropeTable(dtype: DType, device: Device): { cos: Tensor; sin: Tensor } {
+    const t = this.ropeCache;
+    if (t && t.dtype === dtype && t.device.equals(device) && !t.cos.isDisposed) return t;
+    if (t) for (const x of [t.cos, t.sin]) x.dispose();
+    const n = this.config.maxPositionEmbeddings;
+    const D = this.config.headDim;
+    const full = ropeTables([Array.from({ length: n }, (_, i) => i)], D, this.config.ropeTheta, dtype, device);
+    const made = { cos: keep(view(full.cos, [n, D])), sin: keep(view(full.sin, [n, D])), dtype, device };
+    full.cos.dispose();
+    full.sin.dispose();
+    this.ropeCache = made;
+    return made;
+  }
+
+  private ropeCache?: { cos: Tensor; sin: Tensor; dtype: DType; device: Device };
+
+  /** Final hidden states [B, hidden] of a decode step (see Qwen3CausalLMBase.decodeStep). */
+  forwardDecode(batch: DecodeBatch, cache: PagedKvTensors): Tensor {
+    const B = batch.inputIds.shape[0]!;
+    const D = this.config.headDim;
+    let h = embedding(batch.inputIds, this.embed_tokens.weight);
+    const table = this.ropeTable(h.dtype, h.device);
+    const cos = view(indexSelect(table.cos, 0, batch.positions), [B, 1, D]);
+    const sin = view(indexSelect(table.sin, 0, batch.positions), [B, 1, D]);
+    for (let i = 0; i < this.layers.length; i++) h = this.layers.at(i).forwardDecode(h, cos, sin, batch, cache.keys[i]!, cache.values[i]!);
     return this.norm.forward(h);
   }
 
@@ -437,6 +492,30 @@ export abstract class Qwen3CausalLMBase extends Module implements StepModel {
       for (const t of [h, rows, picked]) t.dispose();
       return logits;
     });
+  }
+
+  /**
+   * Logits [B, vocab] of one decode token per row over the paged cache, with no host read: the
+   * step serve/decode-runner.ts compiles once per batch size. Inference only.
+   */
+  decodeStep(batch: DecodeBatch, cache: PagedKvTensors): Tensor {
+    const fn = 'Qwen3.decodeStep';
+    const B = batch.inputIds.shape[0]!;
+    // Shape -1: any size (the table width).
+    const expect = (name: string, t: Tensor, shape: readonly number[], dtypes: readonly string[]): void => {
+      if (t.ndim !== shape.length || t.shape.some((s, i) => shape[i]! >= 0 && s !== shape[i]) || !dtypes.includes(t.dtype)) {
+        const want = `[${shape.map((s) => (s < 0 ? 'maxBlocks' : String(s))).join(', ')}] ${dtypes.join(' or ')}`;
+        throw new Error(`${fn}: batch.${name} must be ${want} (B = ${B} rows from inputIds), got ${fmtShape(t.shape)} ${t.dtype}`);
+      }
+    };
+    expect('inputIds', batch.inputIds, [B], ['int64', 'int32']);
+    expect('positions', batch.positions, [B], ['int64', 'int32']);
+    expect('slotMapping', batch.slotMapping, [B], ['int64', 'int32']);
+    expect('blockTables', batch.blockTables, [B, -1], ['int32', 'int64']);
+    expect('contextLens', batch.contextLens, [B], ['int32', 'int64']);
+    const L = this.config.numHiddenLayers;
+    if (cache.keys.length !== L || cache.values.length !== L) throw new Error(`${fn}: the cache has ${cache.keys.length} key and ${cache.values.length} value tensors; the model has ${L} layers`);
+    return noGrad(() => this.lm_head.forward(this.model.forwardDecode(batch, cache)));
   }
 
   /** Parameters by checkpoint name; a tied lm_head.weight is left out (as in HF checkpoints). */

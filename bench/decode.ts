@@ -1,0 +1,106 @@
+/**
+ * Generation benchmark of the serve engine (issue #17's rows): seeded random weights of a named
+ * Qwen3 config, B requests of `prompt` random tokens each, `new` tokens each (ignoreEos), run to
+ * completion by Engine.step(). Per batch size:
+ *   decode_tok_s  B x (new - 1) tokens / the time of the steps after every request has its first
+ *                 token (each step ends with the host read of the sampled ids, so wall time is
+ *                 device time plus the host's share);
+ *   ttft_ms       the first step's time at batch 1 (the 128-token prefill through forwardStep plus
+ *                 the first sample), median of `reps` runs.
+ * A warm-up run per batch size compiles (and captures) first. Rows follow the issue's schema:
+ * {framework, workload, model, device, dtype, batch, prompt_tokens, new_tokens, decode_tok_s, ttft_ms}.
+ *
+ *   node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --json out.json
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import * as kiln from '../src/index.js';
+import type { DType } from '../src/index.js';
+
+const { values: a } = parseArgs({
+  options: {
+    config: { type: 'string', default: 'qwen3-0.6b' },
+    device: { type: 'string', default: 'cpu' },
+    dtype: { type: 'string', default: 'bfloat16' },
+    batches: { type: 'string', default: '1,8' },
+    prompt: { type: 'string', default: '128' },
+    new: { type: 'string', default: '256' },
+    reps: { type: 'string', default: '5' },
+    decode: { type: 'string', default: '' },
+    json: { type: 'string' },
+  },
+});
+
+const configs: Record<string, () => kiln.models.Qwen3Config> = { tiny: () => kiln.models.QWEN3_TINY, 'qwen3-0.6b': () => kiln.models.QWEN3_0_6B };
+const config = configs[a.config]?.();
+if (!config) throw new Error(`bench/decode: unknown --config ${a.config} (${Object.keys(configs).join(', ')})`);
+const dtype = a.dtype as DType;
+const promptLen = Number(a.prompt);
+const newTokens = Number(a.new);
+const reps = Number(a.reps);
+const decode = a.decode === '' ? undefined : (a.decode as 'compiled' | 'eager' | 'step');
+
+const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
+model.eval();
+
+function prompts(b: number, seed: number): number[][] {
+  let s = seed;
+  const next = (): number => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+  return Array.from({ length: b }, () => Array.from({ length: promptLen }, () => Math.floor(next() * config!.vocabSize)));
+}
+
+interface Run {
+  ttftMs: number;
+  decodeMs: number;
+  decodeSteps: number;
+}
+
+function runOnce(b: number, n: number, seed: number): Run {
+  const blocks = b * Math.ceil((promptLen + n + 1) / 16) + 8;
+  const engine = new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Math.max(512, b * promptLen), decode, prefixCaching: false });
+  for (const p of prompts(b, seed)) engine.addRequest(p, { maxNewTokens: n, ignoreEos: true });
+  const t0 = performance.now();
+  let firstDone = -1;
+  let started = 0;
+  let decodeSteps = 0;
+  const have = new Set<string>();
+  while (engine.hasUnfinished()) {
+    const ts = performance.now();
+    const outs = engine.step();
+    const te = performance.now();
+    if (firstDone < 0) {
+      for (const o of outs) have.add(o.requestId);
+      if (have.size === b) {
+        firstDone = te - t0;
+        started = te;
+      }
+    } else {
+      decodeSteps++;
+      void ts;
+    }
+  }
+  const decodeMs = performance.now() - started;
+  engine.dispose();
+  return { ttftMs: firstDone, decodeMs, decodeSteps };
+}
+
+const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+const rows: Record<string, unknown>[] = [];
+for (const b of a.batches.split(',').map(Number)) {
+  runOnce(b, 8, 1); // warm-up: compile, capture, autotune
+  const runs: Run[] = [];
+  for (let r = 0; r < Math.max(1, b >= 32 ? 1 : 2); r++) runs.push(runOnce(b, newTokens, 100 + r));
+  const best = runs.reduce((x, y) => (y.decodeMs < x.decodeMs ? y : x));
+  const decodeTokS = (b * (newTokens - 1)) / (best.decodeMs / 1000);
+  rows.push({ framework: 'kiln', workload: 'decode', model: a.config, device: a.device, dtype, batch: b, prompt_tokens: promptLen, new_tokens: newTokens, decode_tok_s: Math.round(decodeTokS), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: decode ?? 'default', runs: runs.map((r) => ({ decode_ms: Number(r.decodeMs.toFixed(1)), ttft_ms: Number(r.ttftMs.toFixed(2)) })) });
+  console.error(`batch ${b}: ${Math.round(decodeTokS)} tok/s decode, first tokens after ${best.ttftMs.toFixed(1)} ms`);
+}
+// Time to first token at batch 1: the median of `reps` short runs.
+const ttfts: number[] = [];
+for (let r = 0; r < reps; r++) ttfts.push(runOnce(1, 2, 200 + r).ttftMs);
+rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
+
+const out = { meta: { machine: os.hostname(), cpus: os.cpus().length, date: new Date().toISOString(), command: `node dist/bench/decode.js ${process.argv.slice(2).join(' ')}`, kiln_version: kiln.version, node: process.version }, results: rows };
+if (a.json) fs.writeFileSync(a.json, JSON.stringify(out, null, 2));
+for (const r of rows) console.log(`${String(r.workload).padEnd(7)} batch ${String(r.batch).padStart(3)}  decode ${String(r.decode_tok_s ?? '-').padStart(7)} tok/s  ttft ${r.ttft_ms} ms`);

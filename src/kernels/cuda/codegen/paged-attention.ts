@@ -1,0 +1,265 @@
+/**
+ * CUDA C for the paged-cache ops (ops/defs/llm-paged.ts): reshape_and_cache and split-K decode
+ * attention, in the shape of vLLM's paged_attention_v2 but written for Kiln's layout
+ * ([numBlocks, blockSize, kvHeads, headDim] caches) and its device-side error word.
+ *
+ * Decode attention. One thread block per (kv head, sequence, split); its warps stride over the
+ * split's tokens U at a time (pagedUnroll) (the K and V rows of several tokens in flight per warp, which is
+ * what hides the latency of the scattered block reads); a lane holds headDim / 32 features of the
+ * query, key and value; each of the G query heads that share the kv head keeps its own online
+ * softmax state (max, sum, accumulator), so K and V are read once for the whole group (GQA). The
+ * warps' states are merged through shared memory. A sequence's split size is chosen on the device
+ * from its own length (ceil(len / splits), a multiple of the warp stride), so the grid, fixed per
+ * batch size for CUDA graphs, spreads short and long contexts alike over all splits; with one
+ * split the block writes the output, otherwise unnormalised partials (acc, max, sum) that the
+ * reduce kernel merges. Arithmetic in float (double for float64), exp via expf.
+ */
+import type { DType } from '../../../tensor/dtype.js';
+import type { ParamType } from '../../../runtime/cuda/launch.js';
+import { REPORT_INDEX_C } from '../../../runtime/cuda/device-errors.js';
+import { computeType, loadAs, PRELUDE, storageType, storeAs } from './ctypes.js';
+import type { GeneratedKernel } from './pointwise.js';
+
+/** Bytes of shared memory the warp merge may use (48 KiB, the static limit). */
+const SHARED_BYTES = 49152;
+
+type Geometry = Pick<PagedAttentionSpec, 'headDim' | 'group' | 'dtype'>;
+
+/** Bytes of one accumulator element (double for float64, else float). */
+function accBytes(dtype: DType): number {
+  return dtype === 'float64' ? 8 : 4;
+}
+
+/**
+ * Tokens a warp has in flight per iteration: 4, fewer when the per-lane state (query, accumulator
+ * and the in-flight K/V rows: 2 x group x headDim / 32 + 2 x U x headDim / 32 values) would spill.
+ */
+export function pagedUnroll(s: Geometry): number {
+  const perLane = (s.group * s.headDim) / 32;
+  return Math.max(1, Math.min(4, Math.floor(64 / perLane)));
+}
+
+export interface PagedAttentionSpec {
+  readonly dtype: DType;
+  readonly tableDtype: 'int32' | 'int64';
+  readonly lenDtype: 'int32' | 'int64';
+  readonly headDim: number;
+  /** Query heads per kv head. */
+  readonly group: number;
+}
+
+/** Warps per block: 8 unless the merge's shared memory (warps x group x headDim) needs fewer. */
+export function pagedWarps(s: Geometry): number {
+  let w = 8;
+  while (w > 1 && w * s.group * (s.headDim + 2) * accBytes(s.dtype) > SHARED_BYTES) w /= 2;
+  return w;
+}
+
+/** Head dims that are multiples of 32 (a lane's share), groups whose merge fits shared memory. */
+export function pagedAttentionSupported(s: Geometry): boolean {
+  return s.headDim % 32 === 0 && s.headDim <= 512 && s.group >= 1 && s.group <= 16 && s.group * (s.headDim + 2) * accBytes(s.dtype) <= SHARED_BYTES;
+}
+
+export const PAGED_ATTENTION_PARAMS: ParamType[] = [
+  'ptr', 'ptr', 'i64', 'i64', // error claim, report, codes: block id, length
+  'ptr', 'i64', 'i64', // query, row stride, head stride
+  'ptr', 'ptr', // key cache, value cache
+  'ptr', 'i64', // block tables, row stride
+  'ptr', // context lengths
+  'ptr', 'ptr', 'ptr', // out, partial accumulators, partial (max, sum)
+  'i32', 'i32', 'i32', 'i32', 'f32', 'i32', // numBlocks, blockSize, maxBlocks, kvHeads, scale, splits
+];
+
+export function pagedAttentionName(s: PagedAttentionSpec): string {
+  return `kiln_paged_attn_${s.dtype}_${s.tableDtype}_${s.lenDtype}_d${s.headDim}_g${s.group}_u${pagedUnroll(s)}_w${pagedWarps(s)}`;
+}
+
+export function generatePagedAttention(s: PagedAttentionSpec): GeneratedKernel {
+  const name = pagedAttentionName(s);
+  const st = storageType(s.dtype);
+  const ct = computeType(s.dtype);
+  const D = s.headDim;
+  const G = s.group;
+  const E = D / 32;
+  const NW = pagedWarps(s);
+  const U = pagedUnroll(s);
+  const exp = ct === 'double' ? 'exp' : '__expf';
+  const ninf = ct === 'double' ? '__longlong_as_double((long long)0xfff0000000000000ULL)' : '__int_as_float(0xff800000)';
+  const source = `${PRELUDE}${REPORT_INDEX_C}
+#define D ${D}
+#define G ${G}
+#define E ${E}
+#define NW ${NW}
+#define U ${U}
+__device__ __forceinline__ ${ct} warp_sum(${ct} v) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
+    unsigned long long* claim, long long* report, long long codeBlock, long long codeLen,
+    const ${st}* __restrict__ q, long long qsb, long long qsh,
+    const ${st}* __restrict__ kc, const ${st}* __restrict__ vc,
+    const ${storageType(s.tableDtype)}* __restrict__ tables, long long tsb,
+    const ${storageType(s.lenDtype)}* __restrict__ lens,
+    ${st}* __restrict__ out, ${ct}* __restrict__ pacc, ${ct}* __restrict__ pml,
+    int numBlocks, int BS, int M, int Hkv, float scale, int splits) {
+  const int kvh = blockIdx.x, b = blockIdx.y, sp = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int H = Hkv * G;
+  long long L = (long long)lens[b];
+  const long long cap = (long long)M * BS;
+  if (L < 0 || L > cap) {
+    if (threadIdx.x == 0 && kvh == 0 && sp == 0) kiln_report_index(claim, report, codeLen, L, cap + 1);
+    L = 0;
+  }
+  // This sequence's split size: its own length over the splits, a multiple of the warp stride.
+  const long long stride = (long long)NW * U;
+  long long part = (L + splits - 1) / splits;
+  part = ((part + stride - 1) / stride) * stride;
+  const long long start = (long long)sp * part;
+  const long long end = L < start + part ? L : start + part;
+  ${ct} qv[G][E], acc[G][E], m[G], l[G];
+  #pragma unroll
+  for (int g = 0; g < G; g++) {
+    m[g] = ${ninf}; l[g] = 0;
+    #pragma unroll
+    for (int e = 0; e < E; e++) {
+      qv[g][e] = ${loadAs(s.dtype, `q[b * qsb + (long long)(kvh * G + g) * qsh + lane * E + e]`, ct)};
+      acc[g][e] = 0;
+    }
+  }
+  for (long long t0 = start + (long long)warp * U; t0 < end; t0 += stride) {
+    ${ct} kr[U][E], vr[U][E];
+    bool ok[U];
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const long long t = t0 + u;
+      ok[u] = t < end;
+      long long blk = 0;
+      if (ok[u]) {
+        blk = (long long)tables[b * tsb + t / BS];
+        if (blk < 0 || blk >= numBlocks) {
+          if (lane == 0) kiln_report_index(claim, report, codeBlock, blk, numBlocks);
+          ok[u] = false;
+        }
+      }
+      const long long base = ok[u] ? (((blk * BS + t % BS) * Hkv + kvh) * D + lane * E) : 0;
+      #pragma unroll
+      for (int e = 0; e < E; e++) {
+        kr[u][e] = ok[u] ? ${loadAs(s.dtype, 'kc[base + e]', ct)} : (${ct})0;
+        vr[u][e] = ok[u] ? ${loadAs(s.dtype, 'vc[base + e]', ct)} : (${ct})0;
+      }
+    }
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (!ok[u]) continue;
+      #pragma unroll
+      for (int g = 0; g < G; g++) {
+        ${ct} dot = 0;
+        #pragma unroll
+        for (int e = 0; e < E; e++) dot += qv[g][e] * kr[u][e];
+        const ${ct} sc = warp_sum(dot) * (${ct})scale;
+        const ${ct} mn = sc > m[g] ? sc : m[g];
+        const ${ct} corr = ${exp}(m[g] - mn);
+        const ${ct} p = ${exp}(sc - mn);
+        l[g] = l[g] * corr + p;
+        #pragma unroll
+        for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * corr + p * vr[u][e];
+        m[g] = mn;
+      }
+    }
+  }
+  __shared__ ${ct} smM[NW][G], smL[NW][G];
+  __shared__ ${ct} smA[NW][G][D];
+  #pragma unroll
+  for (int g = 0; g < G; g++) {
+    if (lane == 0) { smM[warp][g] = m[g]; smL[warp][g] = l[g]; }
+    #pragma unroll
+    for (int e = 0; e < E; e++) smA[warp][g][lane * E + e] = acc[g][e];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * D; i += NW * 32) {
+    const int g = i / D, d = i % D;
+    ${ct} mx = ${ninf};
+    for (int w = 0; w < NW; w++) if (smL[w][g] > 0 && smM[w][g] > mx) mx = smM[w][g];
+    ${ct} ls = 0, a = 0;
+    for (int w = 0; w < NW; w++) {
+      if (smL[w][g] > 0) {
+        const ${ct} f = ${exp}(smM[w][g] - mx);
+        ls += smL[w][g] * f;
+        a += smA[w][g][d] * f;
+      }
+    }
+    const long long row = (long long)b * H + kvh * G + g;
+    if (splits == 1) {
+      out[row * D + d] = ${storeAs(s.dtype, `(ls > 0 ? a / ls : (${ct})0)`, ct)};
+    } else {
+      pacc[(row * splits + sp) * D + d] = a;
+      if (d == 0) { pml[(row * splits + sp) * 2] = mx; pml[(row * splits + sp) * 2 + 1] = ls; }
+    }
+  }
+}
+`;
+  return { name, source, params: PAGED_ATTENTION_PARAMS };
+}
+
+export const PAGED_REDUCE_PARAMS: ParamType[] = ['ptr', 'ptr', 'ptr', 'i32', 'i32'];
+
+/** Merges the splits' partials of each (sequence, head) row: grid = rows, block = headDim threads. */
+export function generatePagedReduce(dtype: DType): GeneratedKernel {
+  const name = `kiln_paged_attn_reduce_${dtype}`;
+  const ct = computeType(dtype);
+  const exp = ct === 'double' ? 'exp' : '__expf';
+  const source = `${PRELUDE}
+extern "C" __global__ void ${name}(${storageType(dtype)}* __restrict__ out, const ${ct}* __restrict__ pacc, const ${ct}* __restrict__ pml, int D, int splits) {
+  const long long row = blockIdx.x;
+  const ${ct}* ml = pml + row * splits * 2;
+  ${ct} mx = 0;
+  bool any = false;
+  for (int s = 0; s < splits; s++) if (ml[2 * s + 1] > 0 && (!any || ml[2 * s] > mx)) { mx = ml[2 * s]; any = true; }
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    ${ct} ls = 0, a = 0;
+    for (int s = 0; s < splits; s++) {
+      const ${ct} l = ml[2 * s + 1];
+      if (l > 0) { const ${ct} f = ${exp}(ml[2 * s] - mx); ls += l * f; a += pacc[(row * splits + s) * D + d] * f; }
+    }
+    out[row * D + d] = ${storeAs(dtype, `(ls > 0 ? a / ls : (${ct})0)`, ct)};
+  }
+}
+`;
+  return { name, source, params: PAGED_REDUCE_PARAMS };
+}
+
+export const RESHAPE_AND_CACHE_PARAMS: ParamType[] = ['ptr', 'ptr', 'i64', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64'];
+
+export function reshapeAndCacheName(dtype: DType, slotDtype: 'int32' | 'int64'): string {
+  return `kiln_reshape_and_cache_${dtype}_${slotDtype}`;
+}
+
+/**
+ * One thread per element of the new rows (grid-stride): element (n, h, d) of key/value (any
+ * strides) goes to slot slotMapping[n] of the contiguous caches; slot -1 (padding) is skipped, a
+ * slot past the cache is reported once per row (d == 0, h == 0) and skipped.
+ */
+export function generateReshapeAndCache(dtype: DType, slotDtype: 'int32' | 'int64'): GeneratedKernel {
+  const name = reshapeAndCacheName(dtype, slotDtype);
+  const st = storageType(dtype);
+  const source = `${PRELUDE}${REPORT_INDEX_C}
+extern "C" __global__ void ${name}(unsigned long long* claim, long long* report, long long code,
+    const ${st}* __restrict__ key, const ${st}* __restrict__ value, ${st}* __restrict__ kc, ${st}* __restrict__ vc,
+    const ${storageType(slotDtype)}* __restrict__ slots, long long total, long long Hkv, long long D, long long capacity,
+    long long ksn, long long ksh, long long ksd, long long vsn, long long vsh, long long vsd) {
+  const long long row = Hkv * D;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x) {
+    const long long n = e / row, w = e % row, h = w / D, d = w % D;
+    const long long s = (long long)slots[n];
+    if (s < 0) continue;
+    if (s >= capacity) { if (w == 0) kiln_report_index(claim, report, code, s, capacity); continue; }
+    kc[s * row + w] = key[n * ksn + h * ksh + d * ksd];
+    vc[s * row + w] = value[n * vsn + h * vsh + d * vsd];
+  }
+}
+`;
+  return { name, source, params: RESHAPE_AND_CACHE_PARAMS };
+}
