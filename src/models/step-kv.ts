@@ -102,4 +102,9 @@ export interface StepModel {
    * forwardStep without it.
    */
   decodeStep?(batch: DecodeBatch, cache: PagedKvTensors): Tensor;
+  /**
+   * Makes what decodeStep reads besides its arguments (e.g. rotary tables) outside any kiln.compile
+   * trace, so a compiled step reads them as constants instead of rebuilding them in its graph.
+   */
+  prepareDecode?(): void;
 }

@@ -62,6 +62,7 @@ export class DecodeRunner {
   ) {
     const decode = model.decodeStep?.bind(model);
     if (decode === undefined) throw new Error(`DecodeRunner: the model has no decodeStep; use the engine's decode: 'step'`);
+    model.prepareDecode?.();
     this.maxBlocks = Math.min(cache.blocksFor(model.maxPositions), cache.numBlocks);
     const tensors: PagedKvTensors = { keys: cache.keys, values: cache.values };
     const raw: StepFn = (inputIds, positions, slotMapping, blockTables, contextLens) => decode({ inputIds, positions, slotMapping, blockTables, contextLens } satisfies DecodeBatch, tensors);

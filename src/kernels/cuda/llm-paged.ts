@@ -74,7 +74,7 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
   if (b === 0 || heads === 0) return out;
   const group = heads / g.kvHeads;
   if (!pagedAttentionSupported({ headDim: d, group, dtype: q.dtype })) {
-    throw new Error(`${op}: the cuda kernel supports head dims that are multiples of 32 up to 512 and up to 16 query heads per kv head; got headDim ${d}, ${group} query heads per kv head (query ${JSON.stringify(q.shape)})`);
+    throw new Error(`${op}: the cuda kernel supports head dims up to 512 and up to 16 query heads per kv head (within 48 KiB of shared memory); got headDim ${d}, ${group} query heads per kv head (query ${JSON.stringify(q.shape)})`);
   }
   const t = new Temps();
   try {

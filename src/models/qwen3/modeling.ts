@@ -34,6 +34,7 @@ import { scope } from '../../tensor/scope.js';
 import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
 import { pagedAttention, reshapeAndCache } from '../../api/llm.js';
 import { keep } from '../../tensor/scope.js';
+import { FakeTensor } from '../../compile/capture.js';
 import { openHfFolder } from '../../io/hf.js';
 import { type Embedding, type Linear, RMSNorm } from '../../nn/layers/basic.js';
 import { type BuildOptions, buildEmbedding, buildLinear, layerOptions, linearSharing } from '../init.js';
@@ -378,6 +379,8 @@ export class Qwen3Model extends Module {
     const D = this.config.headDim;
     const full = ropeTables([Array.from({ length: n }, (_, i) => i)], D, this.config.ropeTheta, dtype, device);
     const made = { cos: keep(view(full.cos, [n, D])), sin: keep(view(full.sin, [n, D])), dtype, device };
+    // Made inside a kiln.compile trace, the table is the trace's (fake) value: use it, do not keep it.
+    if (made.cos instanceof FakeTensor) return made;
     full.cos.dispose();
     full.sin.dispose();
     this.ropeCache = made;
@@ -498,6 +501,11 @@ export abstract class Qwen3CausalLMBase extends Module implements StepModel {
    * Logits [B, vocab] of one decode token per row over the paged cache, with no host read: the
    * step serve/decode-runner.ts compiles once per batch size. Inference only.
    */
+  prepareDecode(): void {
+    const w = this.model.embed_tokens.weight;
+    this.model.ropeTable(w.dtype, w.device);
+  }
+
   decodeStep(batch: DecodeBatch, cache: PagedKvTensors): Tensor {
     const fn = 'Qwen3.decodeStep';
     const B = batch.inputIds.shape[0]!;

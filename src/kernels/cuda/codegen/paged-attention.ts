@@ -35,7 +35,7 @@ function accBytes(dtype: DType): number {
  * and the in-flight K/V rows: 2 x group x headDim / 32 + 2 x U x headDim / 32 values) would spill.
  */
 export function pagedUnroll(s: Geometry): number {
-  const perLane = (s.group * s.headDim) / 32;
+  const perLane = (s.group * Math.ceil(s.headDim / 32) * 32) / 32;
   return Math.max(1, Math.min(4, Math.floor(64 / perLane)));
 }
 
@@ -55,9 +55,9 @@ export function pagedWarps(s: Geometry): number {
   return w;
 }
 
-/** Head dims that are multiples of 32 (a lane's share), groups whose merge fits shared memory. */
+/** Head dims up to 512 (16 per lane), groups whose merge fits shared memory. */
 export function pagedAttentionSupported(s: Geometry): boolean {
-  return s.headDim % 32 === 0 && s.headDim <= 512 && s.group >= 1 && s.group <= 16 && s.group * (s.headDim + 2) * accBytes(s.dtype) <= SHARED_BYTES;
+  return s.headDim >= 1 && s.headDim <= 512 && s.group >= 1 && s.group <= 16 && s.group * (s.headDim + 2) * accBytes(s.dtype) <= SHARED_BYTES;
 }
 
 export const PAGED_ATTENTION_PARAMS: ParamType[] = [
@@ -80,7 +80,8 @@ export function generatePagedAttention(s: PagedAttentionSpec): GeneratedKernel {
   const ct = computeType(s.dtype);
   const D = s.headDim;
   const G = s.group;
-  const E = D / 32;
+  // A lane's share of the head dim; with headDim not a multiple of 32 the last lanes hold padding.
+  const E = Math.ceil(D / 32);
   const NW = pagedWarps(s);
   const U = pagedUnroll(s);
   const exp = ct === 'double' ? 'exp' : '__expf';
@@ -125,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
     m[g] = ${ninf}; l[g] = 0;
     #pragma unroll
     for (int e = 0; e < E; e++) {
-      qv[g][e] = ${loadAs(s.dtype, `q[b * qsb + (long long)(kvh * G + g) * qsh + lane * E + e]`, ct)};
+      qv[g][e] = lane * E + e < D ? ${loadAs(s.dtype, `q[b * qsb + (long long)(kvh * G + g) * qsh + lane * E + e]`, ct)} : (${ct})0;
       acc[g][e] = 0;
     }
   }
@@ -147,8 +148,9 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
       const long long base = ok[u] ? (((blk * BS + t % BS) * Hkv + kvh) * D + lane * E) : 0;
       #pragma unroll
       for (int e = 0; e < E; e++) {
-        kr[u][e] = ok[u] ? ${loadAs(s.dtype, 'kc[base + e]', ct)} : (${ct})0;
-        vr[u][e] = ok[u] ? ${loadAs(s.dtype, 'vc[base + e]', ct)} : (${ct})0;
+        const bool in = ok[u] && lane * E + e < D;
+        kr[u][e] = in ? ${loadAs(s.dtype, 'kc[base + e]', ct)} : (${ct})0;
+        vr[u][e] = in ? ${loadAs(s.dtype, 'vc[base + e]', ct)} : (${ct})0;
       }
     }
     #pragma unroll
@@ -176,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
   for (int g = 0; g < G; g++) {
     if (lane == 0) { smM[warp][g] = m[g]; smL[warp][g] = l[g]; }
     #pragma unroll
-    for (int e = 0; e < E; e++) smA[warp][g][lane * E + e] = acc[g][e];
+    for (int e = 0; e < E; e++) if (lane * E + e < D) smA[warp][g][lane * E + e] = acc[g][e];
   }
   __syncthreads();
   for (int i = threadIdx.x; i < G * D; i += NW * 32) {
