@@ -7,7 +7,7 @@
  *                 device time plus the host's share);
  *   ttft_ms       the first step's time at batch 1 (the 128-token prefill through forwardStep plus
  *                 the first sample), median of `reps` runs.
- * A warm-up run per batch size compiles (and captures) first. Rows follow the issue's schema:
+ * One engine per batch size; a warm-up run on it compiles (and captures) first. Rows follow the issue's schema:
  * {framework, workload, model, device, dtype, batch, prompt_tokens, new_tokens, decode_tok_s, ttft_ms}.
  *
  *   node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --json out.json
@@ -54,16 +54,25 @@ interface Run {
   ttftMs: number;
   decodeMs: number;
   decodeSteps: number;
+  /** Median and max time of one decode step. */
+  stepMedianMs: number;
+  stepMaxMs: number;
 }
 
-function runOnce(b: number, n: number, seed: number): Run {
-  const blocks = b * Math.ceil((promptLen + n + 1) / 16) + 8;
-  const engine = new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Math.max(512, b * promptLen), decode, prefixCaching: false });
+const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+/** One engine per batch size (its compiled decode programs and CUDA graphs live as long as it does). */
+function makeEngine(b: number): kiln.serve.Engine {
+  const blocks = b * Math.ceil((promptLen + newTokens + 1) / 16) + 8;
+  return new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Math.max(512, b * promptLen), decode, prefixCaching: false });
+}
+
+function runOnce(engine: kiln.serve.Engine, b: number, n: number, seed: number): Run {
   for (const p of prompts(b, seed)) engine.addRequest(p, { maxNewTokens: n, ignoreEos: true });
   const t0 = performance.now();
   let firstDone = -1;
   let started = 0;
-  let decodeSteps = 0;
+  const steps: number[] = [];
   const have = new Set<string>();
   while (engine.hasUnfinished()) {
     const ts = performance.now();
@@ -76,30 +85,38 @@ function runOnce(b: number, n: number, seed: number): Run {
         started = te;
       }
     } else {
-      decodeSteps++;
-      void ts;
+      steps.push(te - ts);
     }
   }
   const decodeMs = performance.now() - started;
-  engine.dispose();
-  return { ttftMs: firstDone, decodeMs, decodeSteps };
+  return { ttftMs: firstDone, decodeMs, decodeSteps: steps.length, stepMedianMs: steps.length ? median(steps) : 0, stepMaxMs: steps.length ? Math.max(...steps) : 0 };
 }
 
-const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 const rows: Record<string, unknown>[] = [];
 for (const b of a.batches.split(',').map(Number)) {
-  runOnce(b, 8, 1); // warm-up: compile, capture, autotune
+  const engine = makeEngine(b);
+  const warm = runOnce(engine, b, 8, 1); // warm-up: compile and capture this batch's bucket
   const runs: Run[] = [];
-  for (let r = 0; r < Math.max(1, b >= 32 ? 1 : 2); r++) runs.push(runOnce(b, newTokens, 100 + r));
+  for (let r = 0; r < (b >= 32 ? 1 : 2); r++) runs.push(runOnce(engine, b, newTokens, 100 + r));
   const best = runs.reduce((x, y) => (y.decodeMs < x.decodeMs ? y : x));
   const decodeTokS = (b * (newTokens - 1)) / (best.decodeMs / 1000);
-  rows.push({ framework: 'kiln', workload: 'decode', model: a.config, device: a.device, dtype, batch: b, prompt_tokens: promptLen, new_tokens: newTokens, decode_tok_s: Math.round(decodeTokS), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: decode ?? 'default', runs: runs.map((r) => ({ decode_ms: Number(r.decodeMs.toFixed(1)), ttft_ms: Number(r.ttftMs.toFixed(2)) })) });
-  console.error(`batch ${b}: ${Math.round(decodeTokS)} tok/s decode, first tokens after ${best.ttftMs.toFixed(1)} ms`);
+  const counters = engine.decodeRunner?.compileCounters;
+  rows.push({
+    framework: 'kiln', workload: 'decode', model: a.config, device: a.device, dtype, batch: b, prompt_tokens: promptLen, new_tokens: newTokens,
+    decode_tok_s: Math.round(decodeTokS), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step',
+    step_median_ms: Number(best.stepMedianMs.toFixed(3)), step_max_ms: Number(best.stepMaxMs.toFixed(2)), warmup_ms: Number((warm.ttftMs + warm.decodeMs).toFixed(0)),
+    compile: counters ? { traces: counters.traces, compiles: counters.compiles, cacheHits: counters.cacheHits, graphBreaks: counters.graphBreaks } : null,
+    runs: runs.map((r) => ({ decode_ms: Number(r.decodeMs.toFixed(1)), ttft_ms: Number(r.ttftMs.toFixed(2)) })),
+  });
+  console.error(`batch ${b}: ${Math.round(decodeTokS)} tok/s decode (step median ${best.stepMedianMs.toFixed(2)} ms), first tokens after ${best.ttftMs.toFixed(1)} ms`);
+  if (b === 1) {
+    // Time to first token at batch 1: the median of `reps` short runs on the warm engine.
+    const ttfts: number[] = [];
+    for (let r = 0; r < reps; r++) ttfts.push(runOnce(engine, 1, 1, 200 + r).ttftMs);
+    rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
+  }
+  engine.dispose();
 }
-// Time to first token at batch 1: the median of `reps` short runs.
-const ttfts: number[] = [];
-for (let r = 0; r < reps; r++) ttfts.push(runOnce(1, 2, 200 + r).ttftMs);
-rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
 
 const out = { meta: { machine: os.hostname(), cpus: os.cpus().length, date: new Date().toISOString(), command: `node dist/bench/decode.js ${process.argv.slice(2).join(' ')}`, kiln_version: kiln.version, node: process.version }, results: rows };
 if (a.json) fs.writeFileSync(a.json, JSON.stringify(out, null, 2));

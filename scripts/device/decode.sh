@@ -7,9 +7,9 @@ set -uo pipefail
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi -L; node --version
 export KILN_CACHE_DIR=/tmp/kiln-cache
-timeout 240 node --test dist/test/decode-runner.test.js > "$out/decode-runner-test.txt" 2>&1; echo "decode-runner tests rc=$?"
+timeout 100 node --test dist/test/decode-runner.test.js > "$out/decode-runner-test.txt" 2>&1; echo "decode-runner tests rc=$?"
 grep -E "^# (pass|fail)|^not ok" "$out/decode-runner-test.txt"
-timeout 300 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${KILN_BATCHES:-1,8,64} --json "$out/kiln-decode.json" 2>&1 | tee "$out/kiln-decode.txt"
+timeout 200 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${KILN_BATCHES:-1,8,64} --json "$out/kiln-decode.json" 2>&1 | tee "$out/kiln-decode.txt"
 if [ -n "${TORCH_BATCHES:-}" ]; then
-  timeout 420 python scripts/device/decode_torch.py --batches "$TORCH_BATCHES" --reps 3 --json "$out/torch-decode.json" 2>&1 | grep -v Warning | tee "$out/torch-decode.txt"
+  timeout 240 python scripts/device/decode_torch.py --batches "$TORCH_BATCHES" --reps 3 --json "$out/torch-decode.json" 2>&1 | grep -v Warning | tee "$out/torch-decode.txt"
 fi
