@@ -46,7 +46,8 @@ interface Decl {
 /** The declarations, sorted by name within each group. */
 export const OPTIONS = {
   KILN_AUTOTUNE: { type: 'boolean', default: true, env: true, codegen: true, doc: 'Autotuning of generated kernels; 0: nothing is timed and the first candidate config wins' },
-  KILN_CACHE_DIR: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Folder of the on-disk compile cache (default <tmpdir>/kiln-cache-<user>)' },
+  KILN_CACHE_DIR: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Folder of the on-disk cache (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; `kiln cache info`)' },
+  KILN_CACHE_MAX_MB: { type: 'number', min: 0, default: 2048, env: true, codegen: false, doc: 'Size cap of the on-disk cache in MiB: past it, least recently used files are evicted after a write; 0: no cap' },
   KILN_CC: { type: 'string', default: undefined, env: true, codegen: false, doc: 'C compiler of the native cpu path (default: the first of cc, gcc, clang that works; its identity is in the object key)' },
   KILN_COMPILE_FAST_CALL: { type: 'boolean', default: true, env: true, codegen: false, doc: "Last-call fast path of compiled functions; 0: the full guard check on every call (read when a function is compiled)" },
   KILN_COMPILE_WORKERS: { type: 'integer', min: 0, default: undefined, env: true, codegen: false, setter: 'setCompileWorkers', doc: 'Compile worker pool size; 0 compiles in-process (default max(1, min(8, cores - 1)))' },

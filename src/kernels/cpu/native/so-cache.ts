@@ -8,11 +8,14 @@
  * Builds run as 'cc' tasks in the compile worker pool (in-process when KILN_COMPILE_WORKERS=0),
  * write to a unique temp name and are renamed into place: a concurrent process sees the old object
  * or the new one, and two processes building the same key both end up with identical files.
+ * Objects count towards the cache's size cap and are evicted least recently used first like any
+ * entry (runtime/cache/budget.ts); a record without its object, or the reverse, is a miss.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { nativeDiskCache } from './disk.js';
+import { recordCacheWrite, touchEntry } from '../../../runtime/cache/budget.js';
 import { ccTask, type CcPayload, type CcResult } from '../../../runtime/pool/cc-task.js';
 import { compileInPool, compileInPoolSync, compileWorkers, registerCompileTaskHandler } from '../../../runtime/pool/pool.js';
 import { toolchainFingerprint, type Toolchain } from './toolchain.js';
@@ -70,6 +73,7 @@ function lookup(key: string): string | undefined {
   const h = sha256File(file);
   if (h !== undefined && h === e.sha256) {
     stats.hits++;
+    touchEntry(file); // recency for the cache's LRU eviction (the record's get touched its entry)
     return file;
   }
   if (h !== undefined) stats.corrupt++;
@@ -87,6 +91,7 @@ function install(key: string, r: CcResult): string {
   if (!r.ok) throw new NativeCompileError(r.error);
   const file = path.join(objectsDir(), `${key}.so`);
   fs.renameSync(r.outFile, file);
+  recordCacheWrite(nativeDiskCache().dir, file, fs.statSync(file).size);
   nativeDiskCache().put('native-so', key, { file: path.basename(file), sha256: r.sha256 } satisfies Entry);
   stats.builds++;
   return file;
