@@ -46,7 +46,8 @@ function upToDate() {
 }
 
 if (!process.argv.includes('--force') && upToDate()) {
-  console.log('build: dist/ is up to date (npm run build -- --force rebuilds)');
+  // stderr: npm pack --json (prepack) keeps lifecycle scripts' stdout in its JSON output.
+  console.error('build: dist/ is up to date (npm run build -- --force rebuilds)');
   process.exit(0);
 }
 fs.rmSync(stamp, { force: true });
