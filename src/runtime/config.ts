@@ -46,6 +46,7 @@ interface Decl {
 /** The declarations, sorted by name within each group. */
 export const OPTIONS = {
   KILN_AUTOTUNE: { type: 'boolean', default: true, env: true, codegen: true, doc: 'Autotuning of generated kernels; 0: nothing is timed and the first candidate config wins' },
+  KILN_BUILD_NOTE_MS: { type: 'integer', min: 0, default: 500, env: true, codegen: false, doc: 'A native (cc) or NVRTC build taking at least this many ms prints a one-line note on stderr; 0: every build' },
   KILN_CACHE_DIR: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Folder of the on-disk cache (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; `kiln cache info`)' },
   KILN_CACHE_MAX_MB: { type: 'number', min: 0, default: 2048, env: true, codegen: false, doc: 'Size cap of the on-disk cache in MiB: past it, least recently used files are evicted after a write; 0: no cap' },
   KILN_CC: { type: 'string', default: undefined, env: true, codegen: false, doc: 'C compiler of the native cpu path (default: the first of cc, gcc, clang that works; its identity is in the object key)' },
@@ -65,12 +66,13 @@ export const OPTIONS = {
   KILN_GEMM_TUNE_LOG: { type: 'boolean', default: false, env: true, once: true, codegen: false, doc: "Prints each tuned cuBLASLt problem's candidates and times to stderr" },
   KILN_HORIZONTAL_FUSION: { type: 'boolean', default: true, env: true, codegen: true, doc: 'Horizontal linear fusion (concatenated weights) in inference programs (read when a function is compiled)' },
   KILN_LLM_POLICY: { type: 'string', default: undefined, env: true, once: true, codegen: true, setter: 'setLlmPolicy (kept in llm/policy.ts)', doc: 'LLM library policy as JSON, e.g. {"prefer":["reference"],"deny":["vendor"]}' },
-  KILN_LOG: { type: 'string', default: undefined, env: true, once: true, codegen: false, doc: 'Compiler logs, comma-separated: graph, output_code, guards, recompiles, all' },
+  KILN_LOG: { type: 'string', default: undefined, env: true, once: true, codegen: false, doc: 'Logs on stderr, comma-separated: compiler graph, output_code, guards, recompiles; runtime build, cache, device; all' },
   KILN_NUM_THREADS: { type: 'integer', min: 1, default: undefined, env: true, codegen: false, setter: 'setNativeThreads', doc: 'Threads of native cpu kernels (default: the cores, fewer while the 1-minute load average oversubscribes them)' },
   KILN_NVCC: { type: 'string', default: 'nvcc', env: true, codegen: false, doc: 'nvcc used by the offline generated-source check (scripts/cuda-nvcc-check.mjs)' },
   KILN_PDL: { type: 'enum', values: ['0', '1', 'all', 'wait'], aliases: { off: '0', false: '0', on: '1', true: '1' }, default: '0', env: true, codegen: true, doc: 'Programmatic dependent launch on sm_90+: 1 after kernels, all on every launch, wait without early trigger, 0 off' },
   KILN_PTXAS: { type: 'string', default: 'ptxas', env: true, codegen: false, doc: 'ptxas used by the offline generated-source check' },
   KILN_QK_NORM_ROTARY: { type: 'boolean', default: true, env: true, codegen: true, doc: 'q/k norm + rotary fusion in inference programs (read when a function is compiled)' },
+  KILN_QUIET: { type: 'boolean', default: false, env: true, codegen: false, doc: 'Silences the slow-build notes on stderr (warnings and KILN_LOG output stay)' },
   KILN_SGEMM: { type: 'boolean', default: false, env: true, once: true, codegen: true, setter: 'setSimtLinear', doc: "Exact-fp32 linear GEMMs on Kiln's SIMT kernel instead of cuBLASLt (experiment)" },
   KILN_TUNE_STORE: { type: 'boolean', default: true, env: true, codegen: false, doc: 'Stores GEMM autotune winners and CUDA graph decisions on disk; 0 re-measures in every process' },
   'cpu.gemmBackend': { type: 'enum', values: ['wasm', 'js'], default: 'wasm', env: false, codegen: true, setter: 'setGemmBackend', doc: 'Macro-kernel of the float64/JS cpu GEMM (wasm falls back to js where unsupported)' },

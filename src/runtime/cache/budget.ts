@@ -19,6 +19,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { getOption } from '../config.js';
+import { runtimeLog } from '../notes.js';
 
 export const CACHEDIR_TAG = 'CACHEDIR.TAG';
 const TAG_TEXT = 'Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by Kiln (npm package kilnjs).\n# See https://bford.info/cachedir/ ; `kiln cache clear` empties this folder.\n';
@@ -150,6 +151,7 @@ export function recordCacheWrite(dir: string, file: string, bytes: number, cap: 
   }
   const r = evictLeastRecentlyUsed(dir, Math.floor(cap * LOW_WATER), new Set([file]));
   estimates.set(dir, r.bytes);
+  runtimeLog('cache', () => `${dir} passed its cap of ${cap} bytes: evicted ${r.removed.length} least recently used file(s), ${r.bytes} bytes remain`);
   return r.removed;
 }
 
