@@ -4,6 +4,8 @@
 # here KILN_CPU_PATH forces the WebAssembly and the pure-JavaScript kernels in turn. Expects dist/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The same temp cache folder as scripts/test.sh, not the user's persistent one.
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-${TMPDIR:-/tmp}/kiln-cache-test-$(id -un)}"
 status=0
 for path in ${KILN_TEST_PATHS:-wasm js}; do
   echo "=== KILN_CPU_PATH=$path: $(KILN_CPU_PATH=$path node dist/src/cli/main.js info 2>/dev/null | grep '^CPU code path')"

@@ -16,7 +16,8 @@ import type { DType } from '../index.js';
 import { type BenchResult, type BenchRow, benchWorkload } from '../bench/harness.js';
 import { BENCH_SIZES, type BenchSize, WORKLOADS, type WorkloadSpec, getWorkload } from '../bench/workloads.js';
 import { type CompileReportRow, type StartupResult, compileReport, measureStartup } from '../bench/startup.js';
-import { withEnvOption } from '../runtime/config.js';
+import { setOption, withEnvOption } from '../runtime/config.js';
+import { fitLine, renderTable } from './term-width.js';
 
 /**
  * The default workload list: one of each kind (pointwise chain, small MLP, transformer block,
@@ -51,7 +52,7 @@ Options:
   --compile-report      cold compile of ${COMPILE_REPORT_WORKLOAD} with the compile worker pool at its
                         default size vs KILN_COMPILE_WORKERS=1 and =0 (new processes, empty caches)
   --report-workload <w> the workload of --compile-report (default ${COMPILE_REPORT_WORKLOAD})
-  --no-progress         no progress bar on stderr
+  --no-progress         no progress bar (nor slow-build notes) on stderr
 
 Compiles run with a new empty KILN_CACHE_DIR (removed at the end), so 'compile s' is always cold.
 
@@ -188,13 +189,20 @@ class Progress {
     const line = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${index + 1}/${this.count} ${name} ${phase} ${done}/${total}`;
     if (line === this.last) return;
     this.last = line;
-    process.stderr.write(`\r${line.padEnd(100)}`.slice(0, 101));
+    // Padded to the terminal's width (read each time: it may be resized) and cut one short of it,
+    // so the redraw never wraps onto a second line.
+    const cols = this.columns();
+    process.stderr.write(`\r${fitLine(line, cols).padEnd(cols - 1)}`);
+  }
+
+  private columns(): number {
+    return process.stderr.columns ?? 101;
   }
 
   /** A finished workload: one permanent line. */
   line(text: string): void {
     if (!this.enabled) return;
-    if (this.tty) process.stderr.write(`\r${' '.repeat(101)}\r`);
+    if (this.tty) process.stderr.write(`\r${' '.repeat(this.columns() - 1)}\r`);
     process.stderr.write(`${text}\n`);
     this.last = '';
   }
@@ -208,7 +216,8 @@ const fmt = (v: number | null, digits: number): string => (v === null || !Number
 /** A report row: the shared schema, plus start times with --startup. */
 export type ReportRow = BenchRow & { cold_start_s?: number; warm_start_s?: number };
 
-export function formatTable(rows: readonly ReportRow[]): string {
+/** The table; `columns` (a terminal's width) fits it by shortening names, then wrapping columns. */
+export function formatTable(rows: readonly ReportRow[], columns?: number): string {
   const startup = rows.some((r) => r.warm_start_s !== undefined);
   const header = ['workload', 'device', 'dtype', 'eager ms', 'compiled ms', 'speedup', 'compile s', 'max |diff|', ...(startup ? ['cold start s', 'warm start s'] : [])];
   const body = rows.map((r) => [
@@ -222,10 +231,7 @@ export function formatTable(rows: readonly ReportRow[]): string {
     r.max_abs_diff === null ? '-' : r.max_abs_diff.toExponential(2),
     ...(startup ? [fmt(r.cold_start_s ?? null, 3), fmt(r.warm_start_s ?? null, 3)] : []),
   ]);
-  const all = [header, ...body];
-  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
-  const line = (r: string[]): string => r.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
+  return renderTable(header, body, 3, columns);
 }
 
 export function machineInfo(): Record<string, unknown> {
@@ -249,13 +255,10 @@ export function deviceInfo(device: string): Record<string, unknown> {
 
 // ---------------------------------------------------------------------------------------------
 
-export function formatCompileReport(rows: readonly CompileReportRow[]): string {
+export function formatCompileReport(rows: readonly CompileReportRow[], columns?: number): string {
   const header = ['workload', 'KILN_COMPILE_WORKERS', 'pool size', 'cold compile s', 'pool tasks'];
   const body = rows.map((r) => [r.workload, r.workers_setting, String(r.pool_size), fmt(r.compile_s, 3), String(r.pool_tasks)]);
-  const all = [header, ...body];
-  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
-  const line = (r: string[]): string => r.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n');
+  return renderTable(header, body, 2, columns);
 }
 
 /**
@@ -279,6 +282,9 @@ export function runBench(argv: string[]): number {
     return 0;
   }
   const runs = opts.dtypes.flatMap((dtype) => opts.workloads.map((spec) => ({ dtype, spec })));
+  // --no-progress means a quiet stderr: the slow-build notes (runtime/notes.ts) are progress too,
+  // and every bench compiles into a fresh cache, so they would come on every run.
+  if (!opts.progress) setOption('KILN_QUIET', true);
   const progress = new Progress(opts.progress, runs.length);
   if (opts.skipped.length > 0) progress.line(`bench: skipping ${opts.skipped.join(', ')} on cpu (slow; --include-slow runs it)`);
   const results: BenchResult[] = [];
@@ -374,8 +380,10 @@ export function runBench(argv: string[]): number {
     p.line(`bench: compile report for ${opts.reportWorkload} done`);
   }
   const { rows, json } = report_();
-  console.log(formatTable(rows));
-  if (report) console.log(`\ncold compile of ${opts.reportWorkload}, compile worker pool vs one worker (median of ${opts.startupRuns}):\n${formatCompileReport(report)}`);
+  // A terminal's width fits the tables; piped output keeps full lines.
+  const columns = process.stdout.isTTY ? process.stdout.columns : undefined;
+  console.log(formatTable(rows, columns));
+  if (report) console.log(`\ncold compile of ${opts.reportWorkload}, compile worker pool vs one worker (median of ${opts.startupRuns}):\n${formatCompileReport(report, columns)}`);
   if (opts.json) {
     writeJson(opts.json, json);
     progress.line(`bench: wrote ${opts.json}`);

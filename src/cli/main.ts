@@ -3,6 +3,7 @@
  * The `kiln` command. `kiln info`: accelerators, their properties, memory, and a short eager demo.
  * `kiln bench`: the benchmark workloads (eager for now), a table and an optional JSON report.
  * `kiln generate`: greedy generation from prompt ids (a model folder or seeded random weights).
+ * `kiln cache info|clear`: the on-disk cache's folder, size and cap; emptying it.
  * `kiln serve`: the OpenAI-compatible HTTP server; it runs until SIGTERM/SIGINT, so main() may
  * return a promise of the exit code.
  */
@@ -10,6 +11,7 @@ import { parseArgs } from 'node:util';
 import * as kiln from '../index.js';
 import { runInfo } from './info.js';
 import { runBench } from './bench.js';
+import { runCache } from './cache.js';
 import { runGenerate } from './generate.js';
 import { runServe } from './serve.js';
 
@@ -20,6 +22,7 @@ Commands:
   bench [options]                time the benchmark workloads (kiln bench --help for options)
   generate [folder] [options]    generate token ids (kiln generate --help for options)
   serve [folder] [options]       OpenAI-compatible HTTP server (kiln serve --help for options)
+  cache info|clear [--json]      the on-disk cache: folder, entries, bytes, size cap; or empty it
   help                           this message
 
 Options:
@@ -30,6 +33,7 @@ function main(argv: string[]): number | Promise<number> {
   if (argv[0] === 'bench') return runBench(argv.slice(1));
   if (argv[0] === 'generate') return runGenerate(argv.slice(1));
   if (argv[0] === 'serve') return runServe(argv.slice(1));
+  if (argv[0] === 'cache') return runCache(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -5,6 +5,7 @@
 import type { Accelerator, AcceleratorProbe } from './accelerator.js';
 import { CpuAccelerator } from './cpu/cpu-accelerator.js';
 import { Device, type DeviceLike, type DeviceType } from './device.js';
+import { runtimeLog } from './notes.js';
 
 export interface AcceleratorEntry {
   /** Cheap check that loads nothing heavy. */
@@ -38,9 +39,11 @@ export function getAccelerator(type: DeviceType): Accelerator {
   try {
     const a = entry.load();
     loaded.set(type, a);
+    runtimeLog('device', () => `accelerator ${type} loaded: ${a.deviceCount()} device(s)`);
     return a;
   } catch (e) {
     const err = new Error(`accelerator '${type}' is not available: ${(e as Error).message}`);
+    runtimeLog('device', () => err.message);
     failures.set(type, err);
     throw err;
   }

@@ -6,13 +6,17 @@
  * Writes go to a unique temp file in the same directory, are fsync'ed and renamed over the entry, so
  * readers see the old entry or the new one, never a mix. Anything that fails to verify (truncated,
  * bad JSON, checksum mismatch, another key's entry, foreign format) is deleted and counts as a miss.
+ * A disk hit refreshes the entry's mtime and a write is accounted against the folder's size cap
+ * (budget.ts: least recently used files go first); the folder itself is resolved in location.ts.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
-import { getOption } from '../../runtime/config.js';
+import { recordCacheWrite, touchEntry } from './budget.js';
+import { cacheDir } from './location.js';
+
+export { cacheDir };
 
 export const CACHE_MAGIC = 'kiln-cache';
 export const CACHE_FORMAT_VERSION = 1;
@@ -44,23 +48,6 @@ export interface DiskCacheOptions {
   dir?: string;
   /** Entries kept in the in-memory layer (default 1024; 0 disables it). */
   memoryEntries?: number;
-}
-
-function safeUserName(): string {
-  let name: string;
-  try {
-    name = os.userInfo().username;
-  } catch {
-    name = process.env.USER ?? process.env.USERNAME ?? String(process.getuid?.() ?? 'user');
-  }
-  return name.replace(/[^A-Za-z0-9_.-]/g, '_') || 'user';
-}
-
-/** `KILN_CACHE_DIR`, else `<tmpdir>/kiln-cache-<username>`. */
-export function cacheDir(): string {
-  const env = getOption('KILN_CACHE_DIR');
-  if (env !== undefined) return path.resolve(env);
-  return path.join(os.tmpdir(), `kiln-cache-${safeUserName()}`);
 }
 
 const sha256 = (s: string): string => createHash('sha256').update(s, 'utf8').digest('hex');
@@ -160,6 +147,7 @@ export class DiskCache {
       return undefined;
     }
     this.counters.hits++;
+    touchEntry(file);
     this.remember(mk, d.body);
     return d.value;
   }
@@ -170,13 +158,14 @@ export class DiskCache {
     const body = JSON.stringify(value);
     if (body === undefined) throw new TypeError(`DiskCache.put(${namespace}): value is not JSON-serialisable (${typeof value})`);
     this.remember(`${namespace}\0${key}`, body);
+    const text = encodeEntry(key, body);
     const dir = path.dirname(file);
     const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${threadId}.${randomBytes(6).toString('hex')}.tmp`);
     try {
       fs.mkdirSync(dir, { recursive: true });
       const fd = fs.openSync(tmp, 'wx', 0o644);
       try {
-        fs.writeSync(fd, encodeEntry(key, body));
+        fs.writeSync(fd, text);
         fs.fsyncSync(fd);
       } finally {
         fs.closeSync(fd);
@@ -193,6 +182,7 @@ export class DiskCache {
       return false;
     }
     this.counters.writes++;
+    recordCacheWrite(this.dir, file, Buffer.byteLength(text));
     return true;
   }
 

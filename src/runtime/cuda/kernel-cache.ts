@@ -11,6 +11,7 @@ import { compileToCubin, nvrtcVersion } from './nvrtc.js';
 import { type CudaKernel, loadKernel, type ParamType } from './launch.js';
 import { hasPdlPrologue, withPdlPrologue } from './pdl.js';
 import { deviceInfo } from './properties.js';
+import { runtimeLog, timeBuild } from '../notes.js';
 
 const NAMESPACE = 'cuda-cubin';
 
@@ -36,9 +37,10 @@ export function cubinFor(req: CubinRequest): Uint8Array {
   const hit = cache.get(NAMESPACE, key) as { cubin?: unknown } | undefined;
   if (hit && typeof hit.cubin === 'string') {
     cubinStats.diskHits++;
+    runtimeLog('cache', () => `cubin ${req.name} (${req.arch}) from disk`);
     return new Uint8Array(Buffer.from(hit.cubin, 'base64'));
   }
-  const { cubin } = compileToCubin(req.source, { arch: req.arch, name: `${req.name}.cu`, options: req.options });
+  const { cubin } = timeBuild(`CUDA kernel ${req.name} (NVRTC, ${req.arch})`, () => compileToCubin(req.source, { arch: req.arch, name: `${req.name}.cu`, options: req.options }));
   cubinStats.compiled++;
   cache.put(NAMESPACE, key, { name: req.name, arch: req.arch, cubin: Buffer.from(cubin).toString('base64') });
   return cubin;

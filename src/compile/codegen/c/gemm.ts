@@ -11,7 +11,7 @@
 import { GEMM_EPI_MAX, gemmCSource } from '../../../kernels/cpu/native/gemm-c.js';
 import { GemmLibrary, type F32Extra, type PackedB } from '../../../kernels/cpu/native/gemm.js';
 import { probeToolchain } from '../../../kernels/cpu/native/toolchain.js';
-import { installBuilt, lookupObject, pendingBuild } from '../../../kernels/cpu/native/so-cache.js';
+import { installBuilt, lookupObject, pendingBuild, runBuildsSync } from '../../../kernels/cpu/native/so-cache.js';
 import { readable } from '../../../kernels/cpu/numeric.js';
 import { isContiguousStrides, numel } from '../../../tensor/layout.js';
 import type { Storage } from '../../../tensor/storage.js';
@@ -20,8 +20,6 @@ import type { ValueId } from '../../ir.js';
 import type { Lowered } from '../../lower/lower.js';
 import type { GemmStep } from '../../lower/gemm.js';
 import type { KernelGroup } from '../../lower/schedule.js';
-import { type CcResult, ccTask } from '../../../runtime/pool/cc-task.js';
-import { compileInPoolSync, compileWorkers } from '../../../runtime/pool/pool.js';
 import { cGroupBody } from './pointwise.js';
 
 /**
@@ -137,7 +135,7 @@ export function buildGemmLibraries(sources: readonly string[]): (GemmLibrary | n
   const unique = [...new Set(todo.map((i) => sources[i]!))];
   if (unique.length > 0) {
     const builds = unique.map((s) => pendingBuild('kiln_sgemm_epi', s, tc));
-    const results: CcResult[] = compileWorkers() === 0 ? builds.map((b) => ccTask(b.payload)) : compileInPoolSync<CcResult>(builds.map((b) => ({ kind: 'cc', payload: b.payload })), 300_000);
+    const results = runBuildsSync(`${builds.length} native GEMM${builds.length === 1 ? '' : 's'} with fused epilogues`, builds.map((b) => b.payload));
     const built = new Map<string, string | undefined>();
     unique.forEach((s, j) => {
       try {

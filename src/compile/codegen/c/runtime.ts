@@ -6,13 +6,10 @@
  * does not compile is dropped for its JavaScript fallback with a warning carrying the compiler's
  * diagnostics (the architecture's rule: a failed candidate never fails the graph).
  */
-import { type CcResult } from '../../../runtime/pool/cc-task.js';
-import { compileInPoolSync, compileWorkers } from '../../../runtime/pool/pool.js';
-import { ccTask } from '../../../runtime/pool/cc-task.js';
 import { loadLibrary, type NativeFn } from '../../../kernels/cpu/native/koffi.js';
 import { probeToolchain } from '../../../kernels/cpu/native/toolchain.js';
 import { nativeThreads } from '../../../kernels/cpu/native/threads.js';
-import { buildSharedObjectSync, installBuilt, lookupObject, pendingBuild } from '../../../kernels/cpu/native/so-cache.js';
+import { buildSharedObjectSync, installBuilt, lookupObject, pendingBuild, runBuildsSync } from '../../../kernels/cpu/native/so-cache.js';
 import type { KernelFn } from '../js/compile.js';
 import { C_MAX_RANK, type NativePointwise } from './pointwise.js';
 
@@ -95,7 +92,7 @@ export function buildNativeKernels(kernels: readonly NativePointwise[], fallback
   const todo = kernels.map((_, i) => i).filter((i) => files[i] === undefined);
   if (todo.length > 0) {
     const builds = todo.map((i) => pendingBuild(kernels[i]!.symbol, kernels[i]!.source, tc));
-    const results: CcResult[] = compileWorkers() === 0 ? builds.map((b) => ccTask(b.payload)) : compileInPoolSync<CcResult>(builds.map((b) => ({ kind: 'cc', payload: b.payload })), 300_000);
+    const results = runBuildsSync(`${builds.length} native CPU kernel${builds.length === 1 ? '' : 's'} of a compiled program`, builds.map((b) => b.payload));
     todo.forEach((i, j) => {
       try {
         files[i] = installBuilt(builds[j]!.key, results[j]!);

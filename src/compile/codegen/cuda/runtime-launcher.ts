@@ -33,6 +33,7 @@ import { type CudaKernel, loadKernel } from '../../../runtime/cuda/launch.js';
 import { hasPdlPrologue, withPdlPrologue } from '../../../runtime/cuda/pdl.js';
 import { compileToCubin } from '../../../runtime/cuda/nvrtc.js';
 import { deviceInfo } from '../../../runtime/cuda/properties.js';
+import { timeBuild } from '../../../runtime/notes.js';
 import { getAccelerator } from '../../../runtime/registry.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { argLayout, type ParamType } from './args.js';
@@ -128,7 +129,7 @@ function makeLauncher(deviceIndex: number): RuntimeLauncher {
   };
   const compileHere = (s: Source): void => {
     if (s.cubin || fromDisk(s)) return;
-    store(s, compileToCubin(s.source, { arch: target.arch, name: `${s.name}.cu`, options: s.options }).cubin);
+    store(s, timeBuild(`CUDA kernel ${s.name} (NVRTC, ${target.arch})`, () => compileToCubin(s.source, { arch: target.arch, name: `${s.name}.cu`, options: s.options })).cubin);
   };
 
   const flush = (): void => {
@@ -143,9 +144,11 @@ function makeLauncher(deviceIndex: number): RuntimeLauncher {
     ensureNvrtcHandler();
     stats.batches++;
     // A generous limit: a cold pool start plus the largest generated sources (about 0.1-0.5 s each).
-    const results = compileInPoolSync<NvrtcResult>(
-      todo.map((s) => ({ kind: 'nvrtc', payload: { source: s.source, name: s.name, arch: target.arch, options: [...s.options] } })),
-      300_000,
+    const results = timeBuild(`${todo.length} CUDA kernels of a compiled program (NVRTC, ${target.arch})`, () =>
+      compileInPoolSync<NvrtcResult>(
+        todo.map((s) => ({ kind: 'nvrtc', payload: { source: s.source, name: s.name, arch: target.arch, options: [...s.options] } })),
+        300_000,
+      ),
     );
     results.forEach((r, i) => {
       if (!r.ok) throw new Error(`kiln cuda: ${r.error}`);

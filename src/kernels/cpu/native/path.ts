@@ -8,6 +8,7 @@
  * WebAssembly is available, else js. `cpuPathInfo()` says which and why (shown by `kiln info`).
  */
 import { getOption, setOption } from '../../../runtime/config.js';
+import { runtimeLog } from '../../../runtime/notes.js';
 import { wasmApi } from '../wasm-asm.js';
 import { loadNativeGemm } from './gemm.js';
 import { probeToolchain, type Toolchain } from './toolchain.js';
@@ -77,7 +78,11 @@ export function cpuPathInfo(): CpuPathInfo {
     return forcedNative;
   }
   if (forced) return { path: forced, forced: true, reason: 'forced by KILN_CPU_PATH / setCpuPath' };
-  auto ??= decideAuto();
+  if (auto === undefined) {
+    const decided = decideAuto();
+    runtimeLog('device', () => `cpu code path ${decided.path}: ${decided.reason}`);
+    auto = decided;
+  }
   return auto;
 }
 

@@ -8,11 +8,15 @@
  * Builds run as 'cc' tasks in the compile worker pool (in-process when KILN_COMPILE_WORKERS=0),
  * write to a unique temp name and are renamed into place: a concurrent process sees the old object
  * or the new one, and two processes building the same key both end up with identical files.
+ * Objects count towards the cache's size cap and are evicted least recently used first like any
+ * entry (runtime/cache/budget.ts); a record without its object, or the reverse, is a miss.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { nativeDiskCache } from './disk.js';
+import { recordCacheWrite, touchEntry } from '../../../runtime/cache/budget.js';
+import { runtimeLog, timeBuild, timeBuildAsync } from '../../../runtime/notes.js';
 import { ccTask, type CcPayload, type CcResult } from '../../../runtime/pool/cc-task.js';
 import { compileInPool, compileInPoolSync, compileWorkers, registerCompileTaskHandler } from '../../../runtime/pool/pool.js';
 import { toolchainFingerprint, type Toolchain } from './toolchain.js';
@@ -70,6 +74,8 @@ function lookup(key: string): string | undefined {
   const h = sha256File(file);
   if (h !== undefined && h === e.sha256) {
     stats.hits++;
+    runtimeLog('cache', () => `native object ${key.slice(0, 12)} from ${file}`);
+    touchEntry(file); // recency for the cache's LRU eviction (the record's get touched its entry)
     return file;
   }
   if (h !== undefined) stats.corrupt++;
@@ -87,6 +93,7 @@ function install(key: string, r: CcResult): string {
   if (!r.ok) throw new NativeCompileError(r.error);
   const file = path.join(objectsDir(), `${key}.so`);
   fs.renameSync(r.outFile, file);
+  recordCacheWrite(nativeDiskCache().dir, file, fs.statSync(file).size);
   nativeDiskCache().put('native-so', key, { file: path.basename(file), sha256: r.sha256 } satisfies Entry);
   stats.builds++;
   return file;
@@ -108,14 +115,21 @@ export function installBuilt(key: string, r: CcResult): string {
   return install(key, r);
 }
 
+/**
+ * Runs 'cc' builds (in the pool, or in-process without workers), blocking, timed as one build of
+ * `what` (a slow one prints a note on stderr: runtime/notes.ts).
+ */
+export function runBuildsSync(what: string, payloads: readonly CcPayload[]): CcResult[] {
+  return timeBuild(what, () => (compileWorkers() === 0 ? payloads.map((p) => ccTask(p)) : compileInPoolSync<CcResult>(payloads.map((payload) => ({ kind: 'cc', payload })), 300_000)));
+}
+
 /** Path of the shared object built from `source`, compiling it (blocking) on a cache miss. */
 export function buildSharedObjectSync(name: string, source: string, tc: Toolchain): string {
   const key = objectKey(source, tc);
   const hit = lookup(key);
   if (hit) return hit;
-  const payload = payloadFor(key, name, source, tc);
-  const r = compileWorkers() === 0 ? ccTask(payload) : compileInPoolSync<CcResult>([{ kind: 'cc', payload }], 300_000)[0]!;
-  return install(key, r);
+  const [r] = runBuildsSync(`native CPU kernels (${name})`, [payloadFor(key, name, source, tc)]);
+  return install(key, r!);
 }
 
 /** As buildSharedObjectSync, but the compile runs in the pool without blocking the caller. */
@@ -124,6 +138,6 @@ export async function buildSharedObject(name: string, source: string, tc: Toolch
   const hit = lookup(key);
   if (hit) return hit;
   const payload = payloadFor(key, name, source, tc);
-  const r = compileWorkers() === 0 ? ccTask(payload) : await compileInPool<CcResult>({ kind: 'cc', payload });
+  const r = await timeBuildAsync(`native CPU kernels (${name})`, async () => (compileWorkers() === 0 ? ccTask(payload) : await compileInPool<CcResult>({ kind: 'cc', payload })));
   return install(key, r);
 }
