@@ -13,6 +13,9 @@ import { fileURLToPath } from 'node:url';
 
 let cachedVersion: string | undefined;
 
+/** The npm name in package.json (the name 'kiln' was taken on npm); walking up stops at this one. */
+export const PACKAGE_NAME = 'kilnjs';
+
 /** kiln's version from its package.json (found by walking up from this file; read once). */
 export function kilnVersion(): string {
   if (cachedVersion !== undefined) return cachedVersion;
@@ -22,7 +25,7 @@ export function kilnVersion(): string {
     if (fs.existsSync(p)) {
       try {
         const pkg = JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: unknown; version?: unknown };
-        if (pkg.name === 'kiln' && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
+        if (pkg.name === PACKAGE_NAME && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
       } catch {
         // not ours; keep walking
       }
