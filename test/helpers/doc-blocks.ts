@@ -1,6 +1,6 @@
 /**
  * Fenced code blocks of the Markdown docs, for test/docs-examples.test.ts. A block is a ``` or
- * ~~~ fence with a language tag; an HTML comment `<!-- docs-test: slow -->` (or `gpu`, `server`,
+ * ~~~ fence with a language tag; an HTML comment `<!-- docs-test: slow -->` (or `gpu`, `server`, `network`,
  * comma-separated) on the line before the fence, or before the blank lines above it, marks a
  * block whose commands are checked but not run. Marks are an explicit list so that a typo is an
  * error instead of a block that silently stops running.
@@ -8,8 +8,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
-/** Why a block is checked but not run: slow (minutes), gpu (needs NVIDIA hardware), server (runs until stopped). */
-export const MARKS = ['slow', 'gpu', 'server'] as const;
+/** Why a block is checked but not run: slow (minutes), gpu (needs NVIDIA hardware), server (runs until stopped), network (the npm registry). */
+export const MARKS = ['slow', 'gpu', 'server', 'network'] as const;
 export type Mark = (typeof MARKS)[number];
 
 /** Languages a block may have: ts and sh are checked and run; text is prose in a box. */
