@@ -8,7 +8,10 @@
  * ```sh blocks: every command is checked (npm scripts, `kiln` subcommands and flags through the
  * CLI's own parser, files, KILN_* values; see helpers/doc-commands.ts) and, unless the block is
  * marked `<!-- docs-test: slow | gpu | server -->`, run for real and must exit 0.
- * Runs use a fresh KILN_CACHE_DIR so a warm cache cannot hide a failing compile.
+ * Runs use a fresh KILN_CACHE_DIR so a warm cache cannot hide a failing compile. Under a forced
+ * cpu path (`npm run test:paths` sets KILN_CPU_PATH) the runs are skipped and only the checks
+ * remain: the examples are a user's default path, and repeating them twice would add two minutes
+ * to CI for what the rest of the suite already covers per path.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -30,6 +33,7 @@ const blocks: DocBlock[] = docFiles(root).flatMap((f) => extractBlocks(root, f))
 const where = (b: DocBlock): string => `${b.file}:${b.line}`;
 /** Per example: the wall-clock limit of one run. The README promises seconds, not minutes. */
 const RUN_LIMIT_MS = 60_000;
+const forcedPath = process.env.KILN_CPU_PATH !== undefined && process.env.KILN_CPU_PATH !== '' ? `KILN_CPU_PATH=${process.env.KILN_CPU_PATH}: runs happen in npm test` : false;
 
 function run(argv: readonly string[], env: Record<string, string> = {}): { status: number | null; out: string } {
   const r = spawnSync(argv[0]!, argv.slice(1), {
@@ -80,7 +84,7 @@ test('every ts block type-checks under strict settings, importing kilnjs by its 
 });
 
 for (const b of tsBlocks) {
-  const skip = b.marks.length > 0 ? `marked ${b.marks.join(', ')}` : false;
+  const skip = b.marks.length > 0 ? `marked ${b.marks.join(', ')}` : forcedPath;
   test(`ts block ${where(b)} runs on its own`, { skip }, () => {
     const r = run([process.execPath, tsFile(b).replace(/\.ts$/, '.js')]);
     assert.equal(r.status, 0, `${where(b)} failed:\n${r.out}`);
@@ -105,7 +109,7 @@ for (const b of blocks.filter((x) => x.lang === 'sh')) {
           assert.fail(`${where(b)}: ${cmd.argv.join(' ')}: ${(e as Error).message}`);
         }
       }
-    if (b.marks.length > 0) return;
+    if (b.marks.length > 0 || forcedPath) return;
     for (const p of plans) {
       if ('skip' in p) assert.fail(`${where(b)}: a command here is not run by the test (${p.skip}); mark the block with <!-- docs-test: slow --> (or gpu, server)`);
       const r = run(p.run, p.env);
