@@ -11,3 +11,5 @@ import './llm.js';
 import './llm-moe.js';
 import './llm-mhc.js';
 import './llm-rotary.js';
+import './shape-extra.js';
+import './nonzero.js';
