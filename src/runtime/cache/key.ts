@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 let cachedVersion: string | undefined;
 
-/** kiln's version from its package.json (found by walking up from this file; read once). */
+/** kiln's version from its package.json (named kilnjs since the npm rename; found by walking up from this file; read once). */
 export function kilnVersion(): string {
   if (cachedVersion !== undefined) return cachedVersion;
   let dir = path.dirname(fileURLToPath(import.meta.url));
@@ -22,7 +22,7 @@ export function kilnVersion(): string {
     if (fs.existsSync(p)) {
       try {
         const pkg = JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: unknown; version?: unknown };
-        if (pkg.name === 'kiln' && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
+        if ((pkg.name === 'kilnjs' || pkg.name === 'kiln') && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
       } catch {
         // not ours; keep walking
       }
