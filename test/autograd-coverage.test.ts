@@ -18,7 +18,7 @@ const NO_GRADIENT: Record<string, string> = {
   eq: 'bool output', ne: 'bool output', lt: 'bool output', le: 'bool output', gt: 'bool output', ge: 'bool output',
   any: 'bool output', all: 'bool output',
   // Integer outputs.
-  argmax: 'int64 output', argmin: 'int64 output', argsort: 'int64 output',
+  argmax: 'int64 output', argmin: 'int64 output', argsort: 'int64 output', nonzero: 'int64 output',
   // The compiler's inference-only conv -> eval BatchNorm -> ReLU fold (grad graphs keep the unfused ops).
   conv2dBatchNorm: 'inference-only fused op',
 };

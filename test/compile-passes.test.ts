@@ -210,6 +210,10 @@ test('every registered decomposition keeps semantics and removes the composite o
     ['dropout', (a: Tensor) => kiln.dropout(a, 0.3, false).mul(2), [x], 0],
     ['batchNorm', (a: Tensor) => kiln.batchNorm(a, rand([3], 27), rand([3], 28, 'contiguous', 'float32', 0.5, 2), rand([3], 29), rand([3], 30), false, 0.1, 1e-5), [rand([2, 3, 4, 5], 31, 'channelsLast')], 1e-5],
     ['batchNorm', (a: Tensor) => kiln.batchNorm(a, rand([6], 32), rand([6], 33, 'contiguous', 'float32', 0.5, 2), null, null, false, 0.1, 1e-3), [x], 1e-5],
+    ['flip', (a: Tensor) => kiln.flip(a, [0, 1]), [xt], 0],
+    ['roll', (a: Tensor) => kiln.roll(a, [1, -2], [0, 1]), [x], 0],
+    ['roll', (a: Tensor) => kiln.roll(a, 3), [xt], 0],
+    ['repeat', (a: Tensor) => kiln.repeat(a, [2, 1, 2]), [xt], 0],
   ];
   const covered = new Set<string>();
   for (const [op, fn, args, tol] of cases) {

@@ -64,6 +64,11 @@ test('with no kernel for the device, dispatch runs the decomposition: the kernel
     ['softplus', () => kiln.softplus(x, 2, 3), 1e-6],
     ['addmm', () => kiln.addmm(b, x, rand([6, 6], 10), 0.5, 2), 1e-5],
     ['dropout', () => kiln.dropout(x, 0.3, false), 0],
+    ['flip', () => kiln.flip(xt, [0, 1]), 0],
+    ['flip', () => kiln.flip(cl, [1, 3]), 0],
+    ['roll', () => kiln.roll(xt, [2, -1], [0, 1]), 0],
+    ['roll', () => kiln.roll(x, 5), 0],
+    ['repeat', () => kiln.repeat(xt, [2, 1, 3]), 0],
   ];
   const covered = new Set<string>();
   for (const [name, run, tol] of cases) {

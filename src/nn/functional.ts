@@ -16,6 +16,9 @@ import type { Tensor } from '../tensor/tensor.js';
 export { linear, layerNorm, rmsNorm, groupNorm, batchNorm } from '../api/linalg.js';
 export { conv2d, conv2dBatchNorm, type BatchNormStats, maxPool2d, maxPool2dWithIndices, avgPool2d, scaledDotProductAttention, dropout, type ConvPadding, type IntPair } from '../api/nn.js';
 export { embedding } from '../api/indexing.js';
+export { pad, type PadMode } from '../api/pad.js';
+export { interpolate, adaptiveAvgPool2d, type InterpolateOptions } from '../api/resample.js';
+export { conv1d, convTranspose2d, type ConvTranspose2dOptions } from '../api/conv-extra.js';
 export { relu, relu_, gelu, silu, sigmoid, tanh, softplus } from '../api/pointwise.js';
 export { softmax, logSoftmax } from '../api/reduction.js';
 

@@ -14,8 +14,11 @@ import './defs/llm-mhc.js';
 import './defs/llm-rotary.js';
 import './defs/llm-qk-norm-rotary.js';
 import './defs/llm-paged.js';
+import './defs/shape-extra.js';
+import './defs/nonzero.js';
 // The decomposition table (eager fallback and the compiler's rewrites), once the ops exist.
 import './decompositions.js';
+import './decompositions-shape.js';
 export * from './registry.js';
 export * from './dispatch.js';
 export type * from './schema.js';

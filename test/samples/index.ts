@@ -8,5 +8,6 @@ import { samples as linalg } from './linalg.js';
 import { samples as indexing } from './indexing.js';
 import { samples as nn } from './nn.js';
 import { samples as llm } from './llm.js';
+import { samples as shapeExtra } from './shape-extra.js';
 
-export const allSamples: OpSample[] = [...core, ...creation, ...views, ...pointwise, ...reduction, ...linalg, ...indexing, ...nn, ...llm];
+export const allSamples: OpSample[] = [...core, ...creation, ...views, ...pointwise, ...reduction, ...linalg, ...indexing, ...nn, ...llm, ...shapeExtra];

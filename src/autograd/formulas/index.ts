@@ -8,3 +8,4 @@ import './linalg.js';
 import './indexing.js';
 import './nn.js';
 import './llm.js';
+import './shape-extra.js';

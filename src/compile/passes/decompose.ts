@@ -10,6 +10,7 @@
  */
 import { tableDecomposition, tableDecompositionNames, type DecompositionBuilder, type OpDecomposition } from '../../ops/decompose.js';
 import '../../ops/decompositions.js';
+import '../../ops/decompositions-shape.js';
 import { isContiguousStrides } from '../../tensor/layout.js';
 import type { Graph, IRArg, IRNode, ValueId } from '../ir.js';
 import { argValues } from '../ir.js';

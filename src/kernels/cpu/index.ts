@@ -12,3 +12,5 @@ import './llm-moe.js';
 import './llm-mhc.js';
 import './llm-rotary.js';
 import './llm-paged.js';
+import './shape-extra.js';
+import './nonzero.js';
