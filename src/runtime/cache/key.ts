@@ -22,7 +22,7 @@ export function kilnVersion(): string {
     if (fs.existsSync(p)) {
       try {
         const pkg = JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: unknown; version?: unknown };
-        if (pkg.name === 'kiln' && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
+        if (pkg.name === 'kilnjs' && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
       } catch {
         // not ours; keep walking
       }
