@@ -6,6 +6,7 @@ export * from './views.js';
 export * from './pointwise.js';
 export * from './reduction.js';
 export * from './linalg.js';
+export type { RmsNormOptions } from './rms-norm-args.js';
 export * from './indexing.js';
 export * from './nn.js';
 export * from './shape-extra.js';

@@ -4,6 +4,8 @@ import { dispatch } from '../ops/dispatch.js';
 import * as L from '../ops/defs/linalg.js';
 import type { ScalarValue } from '../ops/schema.js';
 import { installMethods } from './install.js';
+import { parseRmsNormArgs, type RmsNormArgs, type RmsNormOptions } from './rms-norm-args.js';
+import { fmtShape } from '../tensor/layout.js';
 
 type OptTensor = Tensor | null | undefined;
 
@@ -41,8 +43,17 @@ export function layerNorm(input: Tensor, normalizedShape: number | readonly numb
   return dispatch(L.layerNorm, input, shapeArg(normalizedShape), weight ?? null, bias ?? null, eps);
 }
 /** torch.nn.functional.rms_norm; eps defaults to finfo(input.dtype).eps. */
-export function rmsNorm(input: Tensor, normalizedShape: number | readonly number[], weight: OptTensor = null, eps: number | null = null): Tensor {
-  return dispatch(L.rmsNorm, input, shapeArg(normalizedShape), weight ?? null, eps ?? L.finfoEps(input.dtype));
+/**
+ * torch.nn.functional.rms_norm over the trailing `normalizedShape` dims; eps defaults to the dtype's
+ * machine epsilon. Also takes llm.rmsNorm's (input, weight, eps) and an options object (api/rms-norm-args.ts).
+ */
+export function rmsNorm(input: Tensor, normalizedShape: number | readonly number[], weight?: OptTensor, eps?: number | null): Tensor;
+export function rmsNorm(input: Tensor, weight: Tensor, eps?: number | null): Tensor;
+export function rmsNorm(input: Tensor, options: RmsNormOptions): Tensor;
+export function rmsNorm(input: Tensor, ...args: RmsNormArgs): Tensor {
+  const a = parseRmsNormArgs('rmsNorm', args);
+  if (a.normalizedShape === null) throw new TypeError(`rmsNorm: give 'normalizedShape' or a 'weight' to take it from (input ${fmtShape(input.shape)} ${input.dtype})`);
+  return dispatch(L.rmsNorm, input, a.normalizedShape, a.weight, a.eps ?? L.finfoEps(input.dtype));
 }
 /** torch.nn.functional.group_norm on (N, C, *) input. */
 export function groupNorm(input: Tensor, numGroups: number, weight: OptTensor = null, bias: OptTensor = null, eps = 1e-5): Tensor {

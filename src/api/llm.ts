@@ -11,13 +11,28 @@ import * as R from '../ops/defs/llm-rotary.js';
 import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
 import * as PG from '../ops/defs/llm-paged.js';
 import type { Tensor } from '../tensor/tensor.js';
+import { fmtShape } from '../tensor/layout.js';
+import { parseRmsNormArgs, type RmsNormArgs, type RmsNormOptions } from './rms-norm-args.js';
 
 export type { GeluApproximate } from '../ops/defs/llm.js';
 export type { MoeActivation, ScoringFunc } from '../ops/defs/llm-moe.js';
 
-/** RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * weight (float32 math for halves). */
-export function rmsNorm(input: Tensor, weight: Tensor, eps = 1e-6): Tensor {
-  return dispatch(D.rmsNorm, input, weight, eps);
+/**
+ * RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * weight (float32 math for halves); eps
+ * defaults to 1e-6. Also takes kiln.rmsNorm's (input, normalizedShape, weight, eps) and an options
+ * object (api/rms-norm-args.ts), as long as they name the last dim and a weight.
+ */
+export function rmsNorm(input: Tensor, weight: Tensor, eps?: number | null): Tensor;
+export function rmsNorm(input: Tensor, normalizedShape: number | readonly number[], weight: Tensor, eps?: number | null): Tensor;
+export function rmsNorm(input: Tensor, options: RmsNormOptions & { weight: Tensor }): Tensor;
+export function rmsNorm(input: Tensor, ...args: RmsNormArgs): Tensor {
+  const a = parseRmsNormArgs('llm.rmsNorm', args);
+  if (a.weight === null) throw new TypeError(`llm.rmsNorm: 'weight' is required (input ${fmtShape(input.shape)} ${input.dtype}); kiln.rmsNorm normalises without one`);
+  const last = input.shape.at(-1);
+  if (a.normalizedShape !== null && (a.normalizedShape.length !== 1 || a.normalizedShape[0] !== last)) {
+    throw new Error(`llm.rmsNorm: normalises over the last dim only: 'normalizedShape' ${fmtShape(a.normalizedShape)} must be [${last}] for input ${fmtShape(input.shape)} ${input.dtype}; kiln.rmsNorm takes several trailing dims`);
+  }
+  return dispatch(D.rmsNorm, input, a.weight, a.eps ?? 1e-6);
 }
 
 /** vLLM's fused_add_rms_norm, in place: residual = input + residual, input = rmsNorm(residual). */

@@ -6,7 +6,8 @@ import { dispatch } from '../ops/dispatch.js';
 import * as nn from '../ops/defs/nn.js';
 import { conv2dBatchNorm as convBnOp } from '../ops/defs/conv-fused.js';
 import type { Generator } from '../tensor/random.js';
-import type { Tensor } from '../tensor/tensor.js';
+import { Tensor } from '../tensor/tensor.js';
+import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 
 export type IntPair = number | readonly number[];
 export type ConvPadding = IntPair | 'same' | 'valid';
@@ -97,23 +98,58 @@ export function avgPool2d(
   return dispatch(nn.avgPool2d, input, k, stride === null ? k : pair(stride), pair(padding), ceilMode, countIncludePad, divisorOverride);
 }
 
+export interface SdpaOptions {
+  /** Bool (true = take part) or additive float, broadcastable to [..., L, S]. */
+  attnMask?: Tensor | null;
+  dropoutP?: number;
+  isCausal?: boolean;
+  /** Default 1 / sqrt(E). */
+  scale?: number | null;
+  /** Share key/value heads (dim -3) across groups of query heads. */
+  enableGqa?: boolean;
+  /** For the dropout mask. */
+  generator?: Generator | null;
+}
+
+const SDPA_KEYS = keysOf<SdpaOptions>({ attnMask: true, dropoutP: true, isCausal: true, scale: true, enableGqa: true, generator: true });
+
 /**
  * torch.nn.functional.scaled_dot_product_attention. query [..., L, E], key [..., S, E], value
  * [..., S, Ev]; attnMask is bool (true = take part) or additive float, broadcastable to [..., L, S].
  * Key/value heads (dim -3) that divide the query heads are shared by groups of query heads.
+ * Takes PyTorch's positional arguments or, after value, one options object:
+ * `scaledDotProductAttention(q, k, v, { isCausal: true, scale })`.
  */
+export function scaledDotProductAttention(query: Tensor, key: Tensor, value: Tensor, options: SdpaOptions): Tensor;
 export function scaledDotProductAttention(
   query: Tensor,
   key: Tensor,
   value: Tensor,
-  attnMask: Tensor | null = null,
+  attnMask?: Tensor | null,
+  dropoutP?: number,
+  isCausal?: boolean,
+  scale?: number | null,
+  enableGqa?: boolean,
+  generator?: Generator | null,
+): Tensor;
+export function scaledDotProductAttention(
+  query: Tensor,
+  key: Tensor,
+  value: Tensor,
+  attnMaskOrOptions: Tensor | SdpaOptions | null = null,
   dropoutP = 0,
   isCausal = false,
   scale: number | null = null,
   enableGqa = false,
   generator: Generator | null = null,
 ): Tensor {
-  return dispatch(nn.scaledDotProductAttention, query, key, value, attnMask, dropoutP, isCausal, scale, enableGqa, generator);
+  if (attnMaskOrOptions !== null && !(attnMaskOrOptions instanceof Tensor)) {
+    if (typeof attnMaskOrOptions !== 'object') throw new TypeError(`scaledDotProductAttention: 'attnMask' must be a Tensor, null or an options object, got ${typeof attnMaskOrOptions}`);
+    const o = attnMaskOrOptions;
+    checkOptionKeys('scaledDotProductAttention', o, SDPA_KEYS);
+    return dispatch(nn.scaledDotProductAttention, query, key, value, o.attnMask ?? null, o.dropoutP ?? 0, o.isCausal ?? false, o.scale ?? null, o.enableGqa ?? false, o.generator ?? null);
+  }
+  return dispatch(nn.scaledDotProductAttention, query, key, value, attnMaskOrOptions, dropoutP, isCausal, scale, enableGqa, generator);
 }
 
 /** torch.nn.functional.dropout; returns a new tensor (a copy when p = 0 or not training). */

@@ -12,6 +12,7 @@ import './formulas/index.js';
 
 export { noGrad, enableGrad, noGradScope, isGradEnabled, setGradEnabled } from './grad-mode.js';
 export { attachFunctionNode, defineBackward, hasBackward, type BackwardContext, type BackwardFormula, type BackwardOptions } from './graph.js';
+export { inferenceMode, inferenceModeScope, isInferenceModeEnabled } from './inference-mode.js';
 export { gradcheck, type GradcheckOptions } from './gradcheck.js';
 export { sumToShape } from './utils.js';
 

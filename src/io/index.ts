@@ -10,5 +10,6 @@ export {
   type TensorInfo,
   type GetOptions,
 } from './safetensors.js';
+export { saveCheckpoint, loadCheckpoint, type CheckpointParts, type LoadCheckpointTargets, type LoadedCheckpoint } from './checkpoint.js';
 export { openHfFolder, HfCheckpoint, type JsonObject } from './hf.js';
 export { Tokenizer, StreamDecoder, type EncodeOptions, type DecodeOptions, type ChatMessage, type ChatTemplateOptions } from './tokenizer.js';

@@ -14,7 +14,7 @@ import { fmtShape, shapeEquals } from '../tensor/layout.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 export { linear, layerNorm, rmsNorm, groupNorm, batchNorm } from '../api/linalg.js';
-export { conv2d, conv2dBatchNorm, type BatchNormStats, maxPool2d, maxPool2dWithIndices, avgPool2d, scaledDotProductAttention, dropout, type ConvPadding, type IntPair } from '../api/nn.js';
+export { conv2d, conv2dBatchNorm, type BatchNormStats, maxPool2d, maxPool2dWithIndices, avgPool2d, scaledDotProductAttention, type SdpaOptions, dropout, type ConvPadding, type IntPair } from '../api/nn.js';
 export { embedding } from '../api/indexing.js';
 export { pad, type PadMode } from '../api/pad.js';
 export { interpolate, adaptiveAvgPool2d, type InterpolateOptions } from '../api/resample.js';

@@ -3,6 +3,13 @@
  * by walking its own properties in insertion order (so `this.weight = new Parameter(...)` and
  * `this.fc1 = new Linear(...)` register themselves, as in PyTorch); buffers are registered with
  * registerBuffer so that plain tensor properties (caches, constants) are not mistaken for state.
+ *
+ * Modules are called as `m.forward(x)`, not `m(x)`. A callable instance would have to be a function
+ * object or a Proxy returned from the constructor: subclass fields and `this` in constructors would
+ * then land on a different object than the one returned, Object.entries (how parameters are found)
+ * would see function internals, and every property access of a hot forward would go through a
+ * trap; TypeScript also cannot give a class's instances a call signature without declaration
+ * merging per subclass. `forward` with its precise per-module signature is the typed form.
  */
 import { copy_ } from '../api/core.js';
 import { noGrad } from '../autograd/index.js';

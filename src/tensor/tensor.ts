@@ -195,11 +195,27 @@ export class Tensor implements TensorMeta {
     return build(0, 0);
   }
 
-  /** The value of a one-element tensor. */
+  /**
+   * The value of a one-element tensor: a boolean for bool tensors, else a number. The static type
+   * is the union because Tensor does not carry its dtype in its type; itemNumber() and itemBool()
+   * are the typed forms (they check the dtype at run time instead).
+   */
   item(): number | boolean {
     if (this.numel() !== 1) throw new Error(`item: only one-element tensors can be converted to a scalar, got shape ${fmtShape(this.shape)}`);
     const v = this.toFlatArray()[0]!;
     return this.dtype === 'bool' ? v !== 0 : v;
+  }
+
+  /** item() of a numeric tensor, typed as a number (a bool tensor is an error: use itemBool). */
+  itemNumber(): number {
+    if (this.dtype === 'bool') throw new TypeError(`itemNumber: the tensor ${fmtShape(this.shape)} is bool; use itemBool() (or .to('int64'))`);
+    return this.item() as number;
+  }
+
+  /** item() of a bool tensor, typed as a boolean (a numeric tensor is an error: compare it first, e.g. x.gt(0)). */
+  itemBool(): boolean {
+    if (this.dtype !== 'bool') throw new TypeError(`itemBool: the tensor ${fmtShape(this.shape)} is ${this.dtype}, not bool; use itemNumber() or compare first`);
+    return this.item() as boolean;
   }
 
   toString(): string {
