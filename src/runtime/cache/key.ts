@@ -22,7 +22,8 @@ export function kilnVersion(): string {
     if (fs.existsSync(p)) {
       try {
         const pkg = JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: unknown; version?: unknown };
-        if (pkg.name === 'kiln' && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
+        // 'kilnjs' since the npm rename (e6a805b); 'kiln' for checkouts from before it.
+        if ((pkg.name === 'kilnjs' || pkg.name === 'kiln') && typeof pkg.version === 'string') return (cachedVersion = pkg.version);
       } catch {
         // not ours; keep walking
       }
