@@ -14,7 +14,8 @@ import type { Op } from '../ops/registry.js';
 import type { MetaResult, OutMeta } from '../ops/schema.js';
 import type { Device } from '../runtime/device.js';
 import { Storage } from '../tensor/storage.js';
-import { Tensor } from '../tensor/tensor.js';
+import { Parameter } from '../nn/module.js';
+import { nextTensorId, Tensor } from '../tensor/tensor.js';
 import { keep } from '../tensor/scope.js';
 import type { Graph, GraphInput, InputSource, IRArg, IRNode, OutputTree, ValueId, ValueInfo } from './ir.js';
 
@@ -111,10 +112,20 @@ export interface Trace {
   graph: Graph;
   /** Nodes recorded, for diagnostics. */
   opCount: number;
+  /** Tensors with this id or above were created during the trace (not closed over). */
+  startTensorId: number;
+  /**
+   * Where user code first read each lifted tensor that existed before the trace and is not a
+   * Parameter (candidates for the captured-constant warning; undefined: no user frame).
+   */
+  liftedAt: ReadonlyMap<Tensor, string | undefined>;
 }
 
 class Tracer implements DispatchMode, TraceContext {
   constructor(private readonly hooks: TraceHooks = {}) {}
+
+  readonly startTensorId = nextTensorId();
+  readonly liftedAt = new Map<Tensor, string | undefined>();
 
   private nextValue = 0;
   private nextNode = 0;
@@ -162,6 +173,8 @@ class Tracer implements DispatchMode, TraceContext {
       id = this.newValue(t);
       this.lifted.set(t, id);
       this.inputs.push({ id, source: { kind: 'lifted', tensor: t } });
+      // The stack is read only for tensors that may be captured constants (rarely more than a few).
+      if (t.id < this.startTensorId && !(t instanceof Parameter)) this.liftedAt.set(t, userFrame());
     }
     return id;
   }
@@ -200,14 +213,44 @@ class Tracer implements DispatchMode, TraceContext {
     return Array.isArray(meta) ? results : results[0];
   }
 
-  outputTree(x: unknown): OutputTree {
+  outputTree(x: unknown, path = 'the result'): OutputTree {
     if (x instanceof Tensor) return { kind: 'tensor', id: this.valueOf(x) };
-    if (Array.isArray(x)) return { kind: 'list', items: x.map((e) => this.outputTree(e)) };
+    if (Array.isArray(x)) return { kind: 'list', items: x.map((e, i) => this.outputTree(e, `${path}[${i}]`)) };
     if (x !== null && typeof x === 'object' && Object.getPrototypeOf(x) === Object.prototype) {
-      return { kind: 'object', entries: Object.entries(x).map(([k, v]) => [k, this.outputTree(v)] as const) };
+      return { kind: 'object', entries: Object.entries(x).map(([k, v]) => [k, this.outputTree(v, `${path}.${k}`)] as const) };
     }
+    checkReturnable(x, path);
     return { kind: 'const', value: x };
   }
+}
+
+const RETURNABLE = 'a compiled function may return tensors, numbers, strings, booleans, null or undefined, and arrays and plain objects of these';
+
+/**
+ * A returned value the program would hand back as a constant: a Map, Set, Promise or class
+ * instance holding traced tensors would give the caller the trace's placeholders (fake tensors
+ * with no data), so it is an error at trace time instead. Such objects without tensors are
+ * constants like any other (the same object every call).
+ */
+function checkReturnable(x: unknown, path: string): void {
+  if (x === null || typeof x !== 'object') return;
+  if (x instanceof Promise) {
+    // The async rest of the function runs after tracing ended; its failure must not go unhandled.
+    x.catch(() => {});
+    throw new TypeError(`kiln.compile: ${path} is a Promise (an async function?): kiln.compile traces synchronous code only; await outside the compiled function. ${RETURNABLE}`);
+  }
+  if (holdsFake(x, new Set(), 0)) {
+    const what = x instanceof Map ? 'a Map' : x instanceof Set ? 'a Set' : `an instance of ${x.constructor?.name ?? 'a class'}`;
+    throw new TypeError(`kiln.compile: ${path} is ${what} holding traced tensors, which would come back as placeholders without data. ${RETURNABLE}; return e.g. Object.fromEntries(map) or the instance's tensors instead.`);
+  }
+}
+
+function holdsFake(x: unknown, seen: Set<object>, depth: number): boolean {
+  if (x instanceof FakeTensor) return true;
+  if (x === null || typeof x !== 'object' || seen.has(x) || depth > 8 || x instanceof Tensor) return false;
+  seen.add(x);
+  const items = x instanceof Map ? [...x.keys(), ...x.values()] : x instanceof Set ? [...x] : Object.values(x);
+  return items.some((v) => holdsFake(v, seen, depth + 1));
 }
 
 /** Replaces every tensor in a nested argument structure with a fake, recording its path. */
@@ -233,5 +276,10 @@ export function trace(fn: (...args: never[]) => unknown, args: readonly unknown[
     popDispatchMode(tracer);
   }
   const output = tracer.outputTree(result);
-  return { graph: { inputs: tracer.inputs, nodes: tracer.nodes, values: tracer.values, output }, opCount: tracer.nodes.length };
+  return {
+    graph: { inputs: tracer.inputs, nodes: tracer.nodes, values: tracer.values, output },
+    opCount: tracer.nodes.length,
+    startTensorId: tracer.startTensorId,
+    liftedAt: tracer.liftedAt,
+  };
 }

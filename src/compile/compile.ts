@@ -29,6 +29,14 @@
  * call runs eagerly, a warning is emitted once per function, and the guard set is remembered as
  * eager so later calls with the same guards do not trace again.
  *
+ * What a compiled function sees (docs/compile-semantics.md): arguments are guarded; module state
+ * (parameters, buffers, submodules, training flags) is guarded for root modules and for the modules
+ * found behind the tensors the trace lifted (module-state.ts), so closures over a model are
+ * guarded too; a tensor read from a closure that no module holds is baked in as that object and
+ * warned about once (captured-warning.ts); everything else JS cannot observe (a reassigned number
+ * or flag, side effects) is baked in at trace time, which verify mode (verify.ts) re-traces every
+ * call to catch.
+ *
  * Grad: when grad mode is on and a tensor argument or a lifted tensor (a Parameter) requires grad,
  * the call uses the variant's joint forward+backward (joint.ts, traced once per variant): the
  * compiled forward's outputs are linked to autograd by one node whose backward runs the compiled
@@ -44,7 +52,10 @@ import { getBackend, listBackends, type CompileMode, type CompiledProgram } from
 import { getOption } from '../runtime/config.js';
 import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import { freezeLlmPolicy } from '../ops/library/policy.js';
-import { GraphBreak, trace } from './capture.js';
+import { GraphBreak, trace, type Trace } from './capture.js';
+import { capturedConstants, warnCaptured, type CapturedTensorsPolicy } from './captured-warning.js';
+import { discoverModuleState } from './module-state.js';
+import { traceDifference, verifyError } from './verify.js';
 import {
   anyRequiresGrad,
   captureLiftedGuards,
@@ -84,6 +95,13 @@ export interface CompileOptions {
   passes?: PassOptions;
   /** Name in warnings and errors (default: fn.name). */
   name?: string;
+  /**
+   * Re-trace every call and raise an error naming the first difference from the compiled trace
+   * (a closed-over value that changed). Slow: for tests and debugging. Default KILN_COMPILE_VERIFY.
+   */
+  verify?: boolean;
+  /** Tensors read from closures that no module holds: 'warn' once at trace time (default) or 'allow'. */
+  capturedTensors?: CapturedTensorsPolicy;
 }
 
 export interface CompileCounters {
@@ -144,6 +162,8 @@ interface Variant {
   joint?: JointProgram | { readonly eager: string };
   /** The guard key it was traced under (part of the on-disk program cache key). */
   readonly guardKey: string;
+  /** The capture the program was built from (kept in verify mode only). */
+  readonly trace?: Trace;
 }
 
 /** The programs a compiled function holds, for inspection (tests, tools). */
@@ -203,6 +223,8 @@ interface CompileSettings {
   readonly logs: readonly LogArtifact[] | undefined;
   /** The last-call fast path (fast-call.ts) is on. */
   readonly fastCalls: boolean;
+  readonly verify: boolean;
+  readonly capturedTensors: CapturedTensorsPolicy;
 }
 
 /** The function and module roots of a compile target, and its default name. */
@@ -218,7 +240,19 @@ function resolveTarget(target: unknown, options: CompileOptions): { fn: (...args
   throw new TypeError(`kiln.compile: expected a function or a Module, got ${target === null ? 'null' : typeof target}`);
 }
 
-const COMPILE_KEYS = keysOf<CompileOptions>({ mode: true, dynamic: true, fullgraph: true, backend: true, recompileLimit: true, log: true, modules: true, passes: true, name: true });
+const COMPILE_KEYS = keysOf<CompileOptions>({
+  mode: true,
+  dynamic: true,
+  fullgraph: true,
+  backend: true,
+  recompileLimit: true,
+  log: true,
+  modules: true,
+  passes: true,
+  name: true,
+  verify: true,
+  capturedTensors: true,
+});
 const PASS_KEYS = keysOf<PassOptions>({ dce: true, cse: true, constantFolding: true, decompose: true, foldConvBn: true, rewrites: true, horizontalFusion: true, qkNormRotary: true });
 
 function resolveSettings(target: unknown, options: CompileOptions): CompileSettings {
@@ -227,6 +261,10 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
   checkOptionKeys('kiln.compile: passes', options.passes, PASS_KEYS);
   const { fn, roots, name } = resolveTarget(target, options);
   const mode = decodeMode(options.mode);
+  if (options.capturedTensors !== undefined && options.capturedTensors !== 'warn' && options.capturedTensors !== 'allow') {
+    throw new TypeError(`kiln.compile: capturedTensors must be 'warn' or 'allow', got ${JSON.stringify(options.capturedTensors)}`);
+  }
+  const verify = options.verify ?? getOption('KILN_COMPILE_VERIFY');
   const backendName = options.backend ?? (listBackends().includes('kiln') ? 'kiln' : 'eager');
   getBackend(backendName); // fail early on unknown names
   const codegen = backendName !== 'eager';
@@ -257,7 +295,10 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     logs: options.log,
     // KILN_COMPILE_FAST_CALL=0 takes the full guard check on every call (A/B timing, and a way out
     // should the fast path ever disagree with it); read when the function is compiled.
-    fastCalls: getOption('KILN_COMPILE_FAST_CALL'),
+    // Verify mode checks every call against a fresh trace: no call may skip the slow path.
+    fastCalls: getOption('KILN_COMPILE_FAST_CALL') && !verify,
+    verify,
+    capturedTensors: options.capturedTensors ?? 'warn',
   };
 }
 
@@ -278,6 +319,9 @@ class CompiledFn {
   private warnedBreak = false;
   private warnedLimit = false;
   private warnedBackward = false;
+  private warnedCaptured = false;
+  /** The variant built by the current call (verify mode does not re-trace it). */
+  private justBuilt: Variant | undefined;
   /** The last call that ran an inference program (fast-call.ts); cleared by every slow call. */
   private fast: FastCallRecord<FastTarget> | undefined;
 
@@ -308,6 +352,8 @@ class CompiledFn {
     const found = this.variantFor(entry, g, args, missReason);
     if (found === 'eager' || found === 'fallback') return found === 'eager' ? this.eager(args) : this.fallback(args);
     const variant = found;
+    if (this.s.verify && variant !== this.justBuilt) this.verifyCall(variant, args);
+    this.justBuilt = undefined;
     const needsGrad = anyRequiresGrad(g) || liftedRequireGrad(variant.guards);
     if (grad && needsGrad) return this.callJoint(variant, g, args);
     return this.runInference(variant, args, needsGrad);
@@ -420,9 +466,9 @@ class CompiledFn {
     this.bump('traces');
     // Library-op choices are pinned before the first capture (they are part of what a program means).
     freezeLlmPolicy();
-    let traced: Graph;
+    let captured: Trace;
     try {
-      traced = trace(this.s.fn, args).graph;
+      captured = trace(this.s.fn, args);
     } catch (e) {
       if (!(e instanceof GraphBreak)) throw e;
       if (this.s.fullgraph) {
@@ -444,17 +490,45 @@ class CompiledFn {
       }
       return null;
     }
+    const traced = captured.graph;
     log('graph', logs, () => `captured graph of '${fnName}':\n${formatGraph(traced)}`);
     // Inference graph (a grad call traces its own joint graph): conv+BatchNorm(eval) may fold.
     const { graph, foldedSources } = runPasses(traced, { foldConvBn: this.s.backendName !== 'eager', ...this.s.passOptions });
     log('graph', logs, () => `optimised graph of '${fnName}':\n${formatGraph(graph)}`);
     log('guards', logs, () => `guards of '${fnName}': ${g.key}`);
     const signature = graphSignature(graph, symbolicDimsOf(graph, g));
-    const guards = captureLiftedGuards(traced, foldedSources, [...this.s.roots, ...g.modules]);
-    const variant: Variant = { graph, signature, program: this.programs.get(signature), guards, guardKey: g.key };
+    const state = discoverModuleState(liftedBefore(traced, captured.startTensorId));
+    const guards = captureLiftedGuards(traced, foldedSources, [...this.s.roots, ...g.modules], state);
+    this.warnCaptured(captured, state.owned);
+    const variant: Variant = { graph, signature, program: this.programs.get(signature), guards, guardKey: g.key, trace: this.s.verify ? captured : undefined };
+    this.justBuilt = variant;
     if (entry.variants.size >= MAX_VARIANTS) entry.variants.delete(entry.variants.keys().next().value!);
     entry.variants.set(g.concreteKey, variant);
     return variant;
+  }
+
+  /** The captured-constant warning, once per function (captured-warning.ts). */
+  private warnCaptured(t: Trace, owned: ReadonlySet<Tensor>): void {
+    if (this.warnedCaptured || this.s.capturedTensors === 'allow') return;
+    const found = capturedConstants(t, owned);
+    if (found.length === 0) return;
+    this.warnedCaptured = true;
+    warnCaptured(this.s.fnName, found);
+  }
+
+  /** Verify mode: trace this call again and fail on any difference from the variant's trace. */
+  private verifyCall(v: Variant, args: readonly unknown[]): void {
+    const call = this.counters.calls;
+    let now: Trace;
+    try {
+      now = trace(this.s.fn, args);
+    } catch (e) {
+      if (!(e instanceof GraphBreak)) throw e;
+      throw verifyError(this.s.fnName, call, `it now breaks the graph (${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}); a closed-over value changed`);
+    }
+    if (!v.trace) return;
+    const diff = traceDifference(v.trace, now);
+    if (diff !== null) throw verifyError(this.s.fnName, call, diff);
   }
 
   /** The backend program of a variant: shared by signature, compiled (or loaded from disk) once. */
@@ -510,7 +584,8 @@ class CompiledFn {
     const bwd = runPasses(traced.backward, this.s.jointPassOptions);
     log('graph', logs, () => `optimised forward of '${fnName}':\n${formatGraph(fwd.graph)}\noptimised backward:\n${formatGraph(bwd.graph)}`);
     const graphs = { ...traced, forward: fwd.graph, backward: bwd.graph };
-    const guards = captureLiftedGuards(traced.joint, [...fwd.foldedSources, ...bwd.foldedSources], [...this.s.roots, ...g.modules]);
+    const state = discoverModuleState(liftedBefore(traced.joint, Infinity));
+    const guards = captureLiftedGuards(traced.joint, [...fwd.foldedSources, ...bwd.foldedSources], [...this.s.roots, ...g.modules], state);
     const jp: JointProgram = { graphs, forward: this.compileRunner(fwd.graph, 'forward'), backward: this.compileRunner(bwd.graph, 'backward'), guards };
     this.compiledOnce = true;
     return jp;
@@ -559,6 +634,11 @@ function symbolicDimsOf(graph: Graph, g: ArgGuards): (i: number) => ReadonlySet<
     const guard = byPath.get(p) ?? [];
     return new Set(guard.flatMap((s, d) => (s === '?' ? [d] : [])));
   };
+}
+
+/** The lifted tensors of a graph that existed before its trace began (closure reads, module state). */
+function liftedBefore(graph: Graph, startTensorId: number): Tensor[] {
+  return graph.inputs.flatMap((i) => (i.source.kind === 'lifted' && i.source.tensor.id < startTensorId ? [i.source.tensor] : []));
 }
 
 const inputsFor = (graph: Graph, args: readonly unknown[]): Tensor[] => graph.inputs.map((inp) => inputTensor(inp, args));

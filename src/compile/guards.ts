@@ -17,11 +17,16 @@
  * be the same tensor object and every submodule's `training` flag unchanged, so replacing
  * `model.weight` by a new Parameter, or switching train/eval, invalidates the entry. Writing new
  * values into a parameter in place does not: parameters are program inputs, read at every call.
+ * A lifted tensor's dtype, device, shape and layout are guarded too (`module.to('float64')` swaps
+ * them in place, keeping the object). Modules a compiled closure reaches without being given them
+ * are found behind its lifted tensors (module-state.ts) and guarded the same way.
  */
 import { Module } from '../nn/module.js';
 import { isChannelsLastStrides, isContiguousStrides } from '../tensor/layout.js';
+import type { Storage } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import type { Graph } from './ir.js';
+import { checkSlots, type ModuleState, type StateSlot } from './module-state.js';
 import { constKey } from './passes/util.js';
 
 export interface TensorLeaf {
@@ -204,10 +209,24 @@ interface RootState {
   readonly training: readonly boolean[];
 }
 
+/** What a lifted tensor looked like when traced (module.to() changes it in place: setData_). */
+interface LiftedState {
+  readonly tensor: Tensor;
+  readonly requiresGrad: boolean;
+  readonly dtype: string;
+  readonly device: string;
+  readonly shape: readonly number[];
+  readonly strides: readonly number[];
+  readonly offset: number;
+}
+
 export interface LiftedGuards {
-  readonly lifted: readonly { readonly tensor: Tensor; readonly requiresGrad: boolean }[];
-  readonly folded: readonly { readonly tensor: Tensor; readonly version: number }[];
+  readonly lifted: readonly LiftedState[];
+  /** Folded constants: the storage they had and its version (a new storage or a write fails). */
+  readonly folded: readonly { readonly tensor: Tensor; readonly version: number; readonly storage?: Storage }[];
   readonly roots: readonly RootState[];
+  /** Module properties on the way to the lifted tensors (module-state.ts). */
+  readonly slots: readonly StateSlot[];
 }
 
 function rootState(m: Module): RootState {
@@ -218,20 +237,41 @@ function rootState(m: Module): RootState {
   };
 }
 
-export function captureLiftedGuards(traced: Graph, folded: LiftedGuards['folded'], roots: readonly Module[]): LiftedGuards {
-  const lifted = traced.inputs.flatMap((i) => (i.source.kind === 'lifted' ? [{ tensor: i.source.tensor, requiresGrad: i.source.tensor.requiresGrad }] : []));
-  return { lifted, folded, roots: [...new Set(roots)].map(rootState) };
+/**
+ * The lifted guards of a traced graph: its lifted tensors, the folded constants, the given roots
+ * (compiled module, module arguments, options.modules) and the module state discovered behind
+ * the lifted tensors (`state`, from discoverModuleState).
+ */
+export function captureLiftedGuards(traced: Graph, folded: LiftedGuards['folded'], roots: readonly Module[], state?: ModuleState): LiftedGuards {
+  const lifted = traced.inputs.flatMap((i): LiftedState[] => {
+    if (i.source.kind !== 'lifted') return [];
+    const t = i.source.tensor;
+    return [{ tensor: t, requiresGrad: t.requiresGrad, dtype: t.dtype, device: t.device.toString(), shape: t.shape, strides: t.strides, offset: t.offset }];
+  });
+  const folds = folded.map((f) => ({ ...f, storage: f.storage ?? f.tensor.storage }));
+  return { lifted, folded: folds, roots: [...new Set([...roots, ...(state?.roots ?? [])])].map(rootState), slots: state?.slots ?? [] };
 }
+
+const sameList = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 /** Null when the guards hold, else the reason they fail. */
 export function checkLiftedGuards(g: LiftedGuards): string | null {
   for (const l of g.lifted) {
-    if (l.tensor.isDisposed) return `a lifted tensor ${JSON.stringify(l.tensor.shape)} was disposed`;
-    if (l.tensor.requiresGrad !== l.requiresGrad) return `a lifted tensor's requiresGrad changed to ${l.tensor.requiresGrad}`;
+    const t = l.tensor;
+    if (t.isDisposed) return `a lifted tensor ${JSON.stringify(l.shape)} was disposed`;
+    if (t.requiresGrad !== l.requiresGrad) return `a lifted tensor's requiresGrad changed to ${t.requiresGrad}`;
+    if (t.dtype !== l.dtype || t.shape !== l.shape || t.strides !== l.strides || t.offset !== l.offset || t.device.toString() !== l.device) {
+      if (t.dtype !== l.dtype) return `a lifted tensor's dtype changed (${l.dtype} -> ${t.dtype})`;
+      if (t.device.toString() !== l.device) return `a lifted tensor moved (${l.device} -> ${t.device.toString()})`;
+      if (!sameList(t.shape, l.shape)) return `a lifted tensor's shape changed ([${l.shape.join(', ')}] -> [${t.shape.join(', ')}])`;
+      if (!sameList(t.strides, l.strides) || t.offset !== l.offset) return `a lifted tensor's layout changed`;
+    }
   }
   for (const f of g.folded) {
-    if (f.tensor.storage.version !== f.version) return `a constant folded into the program was written in place`;
+    if (f.tensor.storage !== f.storage || f.tensor.storage.version !== f.version) return `a constant folded into the program was written in place`;
   }
+  const slot = checkSlots(g.slots);
+  if (slot) return slot;
   for (const r of g.roots) {
     const now = rootState(r.module);
     if (now.tensors.length !== r.tensors.length) return `${r.module.constructor.name}: its parameters/buffers changed`;

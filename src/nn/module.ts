@@ -19,6 +19,7 @@ import type { DType } from '../tensor/dtype.js';
 import { isDType, isFloating } from '../tensor/dtype.js';
 import { fmtShape, shapeEquals } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
+import { trackModule } from './module-registry.js';
 
 /** A tensor that is a module's learnable parameter (requires grad by default). */
 export class Parameter extends Tensor {
@@ -40,6 +41,11 @@ export abstract class Module {
   training = true;
   private readonly bufferNames = new Set<string>();
   private readonly nonPersistent = new Set<string>();
+
+  constructor() {
+    // Weakly: kiln.compile finds the modules behind the tensors a compiled closure reads.
+    trackModule(this);
+  }
 
   /** Registers (or replaces) a buffer: state that is saved but not trained (running stats). */
   registerBuffer(name: string, value: Tensor | null, persistent = true): void {

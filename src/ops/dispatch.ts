@@ -7,8 +7,9 @@
  */
 import { Device } from '../runtime/device.js';
 import { currentDevice } from '../runtime/guard.js';
-import { Tensor } from '../tensor/tensor.js';
-import { fmtShape } from '../tensor/layout.js';
+import { checkAllocation, Tensor } from '../tensor/tensor.js';
+import { fmtShape, numel } from '../tensor/layout.js';
+import type { DType } from '../tensor/dtype.js';
 import { assertNoInternalOverlap, partiallyOverlaps } from './memory-overlap.js';
 import { getOp, type Op } from './registry.js';
 import type { MetaResult, RealizeArgs, RealizeResult } from './schema.js';
@@ -143,9 +144,13 @@ export function dispatch<A extends readonly unknown[], R extends MetaResult>(op:
   const kernel = op.kernels.get(device.type);
   const before = preHook ? preHook(op as unknown as Op<readonly unknown[], MetaResult>, args) : undefined;
   let result: RealizeResult<R>;
-  if (kernel) result = kernel({ op: op.name, out }, ...args);
-  else if (op.decomposition) result = op.decomposition(...args);
-  else throw new Error(`${op.name}: no kernel for device ${device.toString()} and no decomposition`);
+  try {
+    if (kernel) result = kernel({ op: op.name, out }, ...args);
+    else if (op.decomposition) result = op.decomposition(...args);
+    else throw new Error(`${op.name}: no kernel for device ${device.toString()} and no decomposition`);
+  } catch (e) {
+    throw engineLimitError(op.name, out, e);
+  }
   // Mutated inputs get a new version, so autograd can tell when a saved tensor was overwritten.
   for (const i of mutated) {
     const a = args[i];
@@ -153,4 +158,26 @@ export function dispatch<A extends readonly unknown[], R extends MetaResult>(op:
   }
   for (const h of postHooks) h(op as unknown as Op<readonly unknown[], MetaResult>, args, result as Tensor | Tensor[], before);
   return result;
+}
+
+/** The JS engine's own errors for an allocation beyond its limits (V8 wording). */
+const ENGINE_LIMIT = /Invalid typed array length|Array buffer allocation failed|Invalid array buffer length|Invalid array length/;
+
+/**
+ * An op whose kernel hit an engine allocation limit gets an error naming the op, its output sizes
+ * and the limit instead of V8's bare RangeError (issue #18 item 6); other errors pass through.
+ * Checked only after a failure, so the call path pays nothing.
+ */
+function engineLimitError(opName: string, out: MetaResult, e: unknown): unknown {
+  if (!(e instanceof RangeError) || !ENGINE_LIMIT.test(e.message)) return e;
+  const outs = (Array.isArray(out) ? out : [out]) as readonly { shape: readonly number[]; dtype: DType; device: Device }[];
+  for (const o of outs) {
+    try {
+      checkAllocation(opName, numel(o.shape), o.dtype, o.device);
+    } catch (limit) {
+      return Object.assign(limit as Error, { cause: e });
+    }
+  }
+  const sizes = outs.map((o) => `${fmtShape(o.shape)} ${o.dtype}`).join(', ');
+  return new RangeError(`${opName}: the JS engine refused an allocation while computing the output ${sizes} (${e.message}): a buffer of this op exceeds the engine's limit or the memory available`, { cause: e });
 }

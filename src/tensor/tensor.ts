@@ -39,6 +39,11 @@ export type NestedArray<T> = T | NestedArray<T>[];
 
 let nextId = 1;
 
+/** The id the next tensor will get: tensors with a smaller id existed before this call. */
+export function nextTensorId(): number {
+  return nextId;
+}
+
 export class Tensor implements TensorMeta {
   readonly id = nextId++;
   readonly storage: Storage;

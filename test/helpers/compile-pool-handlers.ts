@@ -35,3 +35,13 @@ export function returnsFunction(): () => void {
 }
 
 export const notAFunction = 42;
+
+/** Fails only in a worker thread (the in-process retry of the same kind succeeds). */
+export function failInWorker(): never {
+  throw new Error(`worker thread ${threadId} is sick`);
+}
+
+/** Never settles: its worker times out. */
+export function hang(): Promise<never> {
+  return new Promise<never>(() => {});
+}

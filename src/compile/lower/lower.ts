@@ -142,7 +142,14 @@ class Builder {
       mutates: false,
       origin: origin.id,
     };
-    const metas = nodeMeta(provisional, this.env());
+    let metas: ReturnType<typeof nodeMeta>;
+    try {
+      metas = nodeMeta(provisional, this.env());
+    } catch (e) {
+      if (op === origin.op) throw e;
+      // The user called origin.op; an op of its expansion must not be the name in the error.
+      throw new Error(`kiln.compile: ${origin.op}: ${(e as Error).message} (while expanding ${origin.op} into ${op} for the compiler)`, { cause: e });
+    }
     const outputs = opts.outputs ?? metas.map(() => this.nextValue++);
     outputs.forEach((id, k) => {
       if (!this.values.has(id)) {
@@ -195,7 +202,8 @@ function expandSoftmax(b: Builder, n: IRNode): boolean {
   if (!isTensorValue(b.values, xa) || dimA?.kind !== 'const' || typeof dimA.value !== 'number') return false;
   if (dtA && !(dtA.kind === 'const' && (dtA.value === null || dtA.value === undefined))) return false;
   const x = b.info(xa.id);
-  if (!isFloating(x.dtype) || !b.rules.rowOp(n.op, x) || x.shape.length === 0) return false;
+  // Empty rows stay with the op's kernel (an empty result); amax over an empty dim has no identity.
+  if (!isFloating(x.dtype) || !b.rules.rowOp(n.op, x) || x.shape.length === 0 || x.shape.includes(0)) return false;
   const d = normalizeDim(n.op, dimA.value, x.shape.length);
   const m = b.add(n, 'amax', [V(x.id), L([d]), C(true)]);
   const s1 = b.add(n, 'sub', [V(x.id), V(m), C(1)]);
@@ -218,7 +226,7 @@ function expandNorm(b: Builder, n: IRNode): boolean {
   const epsA = isLayer ? n.args[4] : n.args[3];
   if (!isTensorValue(b.values, xa) || epsA?.kind !== 'const' || typeof epsA.value !== 'number') return false;
   const x = b.info(xa.id);
-  if (!isFloating(x.dtype) || !b.rules.rowOp(n.op, x)) return false;
+  if (!isFloating(x.dtype) || !b.rules.rowOp(n.op, x) || x.shape.includes(0)) return false;
   const k = shapeA?.kind === 'list' ? shapeA.items.length : shapeA?.kind === 'const' && Array.isArray(shapeA.value) ? shapeA.value.length : -1;
   if (k <= 0 || k > x.shape.length) return false;
   const w = isTensorValue(b.values, wa) ? wa.id : undefined;

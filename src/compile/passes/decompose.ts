@@ -79,8 +79,20 @@ export function decompose(g: Graph, options: DecomposeOptions = {}): Graph {
       b.keep(node);
       continue;
     }
+    // Empty operands stay with the op's own kernel: a decomposition may reduce over the empty dim
+    // (softmax -> amax), which has no identity, where the op itself returns an empty result.
+    if (node.args.flatMap(argValues).some((v) => g.values.get(v)!.shape.includes(0))) {
+      b.keep(node);
+      continue;
+    }
     const mapped: IRNode = { ...node, args: node.args.map((a) => b.mapArg(a)) };
-    let outs = fn(mapped, b);
+    let outs: ValueId[] | null;
+    try {
+      outs = fn(mapped, b);
+    } catch (e) {
+      // The user called `node.op`; an error from an op of its decomposition must say so.
+      throw new Error(`kiln.compile: ${node.op}: ${(e as Error).message} (while decomposing ${node.op} for the compiler)`, { cause: e });
+    }
     if (!outs || outs.length !== node.outputs.length) {
       b.keep(node);
       continue;

@@ -13,13 +13,16 @@
  * - A handler error rejects the task with a `CompileTaskError` carrying the worker's stack; a worker
  *   that dies (uncaught error, `process.exit`, out of memory) rejects its in-flight task and is replaced
  *   by a fresh worker when the next task needs one.
+ * - Synchronous tasks (`compileInPoolSync`, what kiln.compile waits on) whose worker times out, dies or
+ *   fails are run again in-process when their kind has an in-process function, so a sick worker
+ *   costs time, never the user's call; a worker past its deadline is stopped and replaced.
  */
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { getOption } from '../../runtime/config.js';
 import { jsKernelTask, type JsKernelPayload } from './js-kernel-task.js';
-import { MessageChannel, Worker, receiveMessageOnPort, threadId as mainThreadId } from 'node:worker_threads';
+import { MessageChannel, Worker, receiveMessageOnPort, threadId as mainThreadId, type MessagePort } from 'node:worker_threads';
 import { loadHandler, serializeError as serialize } from './handlers.js';
 import type { CompileTask, HandlerSpec, ResultMessage, SerializedError, TaskMessage } from './types.js';
 
@@ -154,8 +157,10 @@ export interface CompilePoolStats {
   inFlight: number;
   /** Of those, the ones waiting for a worker. */
   queued: number;
-  /** Workers that died while alive (crash, process.exit, startup failure). */
+  /** Workers that died while alive (crash, process.exit, startup failure) or were stopped past a deadline. */
   workerCrashes: number;
+  /** Synchronous tasks that failed in a worker (timeout, crash, error) and ran again in-process. */
+  inProcessRetries: number;
 }
 
 class CompilePool {
@@ -168,6 +173,8 @@ class CompilePool {
   completed = 0;
   failed = 0;
   crashes = 0;
+  /** Synchronous tasks that failed in a worker and were run again in-process. */
+  retries = 0;
   readonly perWorker = new Map<number, number>();
 
   constructor(size: number) {
@@ -205,26 +212,51 @@ class CompilePool {
     // Attaching the 'message' listener at spawn refs a worker's port; idle workers must not keep
     // the process alive, so every worker used here is unref'd again (busy async ones stay ref'd).
     for (const { slot } of pending) if (!slot.busy) slot.worker.unref();
-    return pending.map(({ slot, port, done, kind }) => {
-      while (Atomics.load(done, 0) === 0) {
-        const left = deadline - Date.now();
-        if (left <= 0 || slot.exited) {
-          port.close();
-          throw new CompileTaskError(kind, slot.threadId, `compile task '${kind}' did not finish in worker thread ${slot.threadId} (${slot.exited ? 'the worker exited' : `timed out after ${timeoutMs} ms`})`);
+    return pending.map(({ slot, port, done, kind }, i) => {
+      try {
+        return this.awaitSync(slot, port, done, kind, timeoutMs, deadline);
+      } catch (e) {
+        // A worker that timed out, died or failed (seen once on a cold cache: the worker still
+        // importing its handler when the deadline passed) must not fail the user's call: the
+        // task runs again here when its kind has an in-process function (issue #18 item 8).
+        const { task } = tasks[i]!;
+        if (!inProcessHandlers.has(task.kind)) throw e;
+        this.retries++;
+        try {
+          return runHandlerSync(task, tasks[i]!.handler);
+        } catch (e2) {
+          const se = serialize(e2);
+          throw new CompileTaskError(kind, mainThreadId, `compile task '${kind}' failed in-process (retried after: ${(e as Error).message}): ${se.message}`, se);
         }
-        Atomics.wait(done, 0, 0, Math.min(left, 100));
       }
-      const reply = receiveMessageOnPort(port)?.message as ResultMessage | undefined;
-      port.close();
-      this.completed++;
-      this.perWorker.set(slot.threadId, (this.perWorker.get(slot.threadId) ?? 0) + 1);
-      if (!reply || !reply.ok) {
-        this.failed++;
-        const detail = reply && !reply.ok ? reply.error.message : 'no reply';
-        throw new CompileTaskError(kind, slot.threadId, `compile task '${kind}' failed in worker thread ${slot.threadId}: ${detail}`, reply && !reply.ok ? reply.error : undefined);
-      }
-      return reply.value;
     });
+  }
+
+  /** Waits for one synchronous task's reply; throws a CompileTaskError on timeout, exit or failure. */
+  private awaitSync(slot: Slot, port: MessagePort, done: Int32Array, kind: string, timeoutMs: number, deadline: number): unknown {
+    while (Atomics.load(done, 0) === 0) {
+      const left = deadline - Date.now();
+      if (left <= 0 || slot.exited) {
+        port.close();
+        // A worker past the deadline may be stuck for good; a fresh one replaces it on demand.
+        if (!slot.exited && this.slots.includes(slot)) {
+          this.crashes++;
+          this.retire(slot);
+        }
+        throw new CompileTaskError(kind, slot.threadId, `compile task '${kind}' did not finish in worker thread ${slot.threadId} (${slot.exited ? 'the worker exited' : `timed out after ${timeoutMs} ms`})`);
+      }
+      Atomics.wait(done, 0, 0, Math.min(left, 100));
+    }
+    const reply = receiveMessageOnPort(port)?.message as ResultMessage | undefined;
+    port.close();
+    this.completed++;
+    this.perWorker.set(slot.threadId, (this.perWorker.get(slot.threadId) ?? 0) + 1);
+    if (!reply || !reply.ok) {
+      this.failed++;
+      const detail = reply && !reply.ok ? reply.error.message : 'no reply';
+      throw new CompileTaskError(kind, slot.threadId, `compile task '${kind}' failed in worker thread ${slot.threadId}: ${detail}`, reply && !reply.ok ? reply.error : undefined);
+    }
+    return reply.value;
   }
 
   resize(n: number): void {
@@ -244,6 +276,7 @@ class CompilePool {
       inFlight: running + this.queue.length,
       queued: this.queue.length,
       workerCrashes: this.crashes,
+      inProcessRetries: this.retries,
     };
   }
 
@@ -426,7 +459,7 @@ export function compilePoolStats(): CompilePoolStats {
   } catch {
     size = -1;
   }
-  return { workers: 0, size, tasksCompleted: 0, tasksFailed: 0, tasksPerWorker: {}, inFlight: 0, queued: 0, workerCrashes: 0 };
+  return { workers: 0, size, tasksCompleted: 0, tasksFailed: 0, tasksPerWorker: {}, inFlight: 0, queued: 0, workerCrashes: 0, inProcessRetries: 0 };
 }
 
 /** Stops every worker, rejects pending tasks and forgets the pool (and its stats); the next task starts a new one. */

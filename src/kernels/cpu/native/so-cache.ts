@@ -21,7 +21,7 @@ import { ccTask, type CcPayload, type CcResult } from '../../../runtime/pool/cc-
 import { compileInPool, compileInPoolSync, compileWorkers, registerCompileTaskHandler } from '../../../runtime/pool/pool.js';
 import { toolchainFingerprint, type Toolchain } from './toolchain.js';
 
-registerCompileTaskHandler('cc', new URL('../../../runtime/pool/cc-task.js', import.meta.url), 'ccTask');
+registerCompileTaskHandler('cc', new URL('../../../runtime/pool/cc-task.js', import.meta.url), 'ccTask', (p) => ccTask(p as CcPayload));
 
 /** A generated C file failed to compile; `message` holds the compiler's diagnostics. */
 export class NativeCompileError extends Error {
