@@ -22,7 +22,7 @@ test("kiln.compile rejects { mdoe: 'max-autotune' } and unknown pass switches", 
   const bad = { mdoe: 'max-autotune' } as never;
   assert.throws(() => kiln.compile(f, bad), {
     name: 'TypeError',
-    message: /^kiln\.compile: unknown option 'mdoe' \(did you mean 'mode'\?\); valid options: mode, dynamic, fullgraph, backend, recompileLimit, log, modules, passes, name$/,
+    message: /^kiln\.compile: unknown option 'mdoe' \(did you mean 'mode'\?\); valid options: mode, dynamic, fullgraph, backend, recompileLimit, log, modules, passes, name, verify, capturedTensors$/,
   });
   const badPass = { passes: { cse: true, dec0mpose: false } } as never;
   assert.throws(() => kiln.compile(f, badPass), /^TypeError: kiln\.compile: passes: unknown option 'dec0mpose' \(did you mean 'decompose'\?\)/);

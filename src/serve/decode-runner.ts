@@ -12,11 +12,20 @@
  *   values in those tensors, never shapes: no recompile per token, length or request.
  * - 'eager': the same step op by op (llm.reshapeAndCache, llm.pagedAttention); no compile.
  *
+ * Inputs live in two device buffers per bucket, made once (int64 [3B]: ids, positions, slots;
+ * int32 [B + B x maxBlocks]: lengths, tables) and viewed as the step's five arguments; each step
+ * fills a host copy and uploads it with one copy per buffer. The arguments are then the same
+ * tensors at the same addresses every step, so a captured graph replays in place (no per-argument
+ * device copies) and nothing is allocated per step.
+ *
  * The logits returned are the real rows of the bucket's output; with CUDA graphs they alias the
  * graph's static output, valid until the next decode step (the engine samples before that).
  */
-import { tensor } from '../api/data.js';
-import { narrow } from '../api/views.js';
+import { copy_ } from '../api/core.js';
+import { empty } from '../api/creation.js';
+import { narrow, view } from '../api/views.js';
+import { keep } from '../tensor/scope.js';
+import { storageArray } from '../tensor/typed.js';
 import { compile, type CompiledFunction } from '../compile/compile.js';
 import type { CompileMode } from '../compile/backend.js';
 import type { DecodeBatch, PagedKvTensors, StepModel } from '../models/step-kv.js';
@@ -43,6 +52,19 @@ export interface DecodeRunnerOptions {
 
 type StepFn = (ids: Tensor, positions: Tensor, slots: Tensor, tables: Tensor, lens: Tensor) => Tensor;
 
+/** One bucket's input buffers: host copies, device buffers and the five argument views. */
+interface BucketInputs {
+  readonly longHost: Tensor;
+  readonly intHost: Tensor;
+  /** The int64 host buffer as 32-bit halves (little-endian: low word first). */
+  readonly longWords: Int32Array;
+  readonly intWords: Int32Array;
+  readonly longDevice: Tensor;
+  readonly intDevice: Tensor;
+  readonly args: readonly [Tensor, Tensor, Tensor, Tensor, Tensor];
+  readonly owned: readonly Tensor[];
+}
+
 export function decodeBucket(n: number): number {
   return DECODE_BUCKETS.find((b) => b >= n) ?? n;
 }
@@ -53,6 +75,7 @@ export class DecodeRunner {
   readonly counters = { steps: 0, paddedRows: 0 };
   private readonly step: StepFn;
   private readonly compiled: CompiledFunction<StepFn> | null;
+  private readonly buckets = new Map<number, BucketInputs>();
 
   constructor(
     model: StepModel,
@@ -69,7 +92,8 @@ export class DecodeRunner {
     if (path === 'compiled') {
       const mode = options.mode ?? (cache.geometry.device.type === 'cuda' ? 'reduce-overhead' : 'default');
       // One entry per bucket; the limit must not push a bucket back to eager.
-      this.compiled = compile(raw, { mode, dynamic: false, recompileLimit: DECODE_BUCKETS.length + 8 });
+      // The cache tensors and rotary tables are captured on purpose (written in place, never reassigned).
+      this.compiled = compile(raw, { mode, dynamic: false, recompileLimit: DECODE_BUCKETS.length + 8, capturedTensors: 'allow' });
       this.step = this.compiled;
     } else {
       this.compiled = null;
@@ -88,25 +112,70 @@ export class DecodeRunner {
     if (n === 0) throw new Error('DecodeRunner.run: no rows');
     const B = decodeBucket(n);
     const M = this.maxBlocks;
-    const ids = new Int32Array(B);
-    const positions = new Int32Array(B);
-    const slots = new Int32Array(B).fill(-1);
-    const lens = new Int32Array(B);
-    const tables = new Int32Array(B * M);
+    const inp = this.inputs(B);
+    const lw = inp.longWords;
+    const iw = inp.intWords;
+    lw.fill(0);
+    iw.fill(0);
+    // int64 [ids | positions | slots]; padding rows: id 0, position 0, slot -1 (skipped).
+    const put = (at: number, v: number): void => {
+      lw[2 * at] = v;
+      lw[2 * at + 1] = v < 0 ? -1 : 0;
+    };
+    for (let i = n; i < B; i++) put(2 * B + i, -1);
     rows.forEach((r, i) => {
       if (r.blockTable.length > M) throw new Error(`DecodeRunner.run: row ${i} has ${r.blockTable.length} blocks; tables hold ${M}`);
-      ids[i] = r.tokenId;
-      positions[i] = r.position;
-      slots[i] = this.cache.slot(r.blockTable, r.position);
-      lens[i] = r.position + 1;
-      tables.set(r.blockTable, i * M);
+      put(i, r.tokenId);
+      put(B + i, r.position);
+      put(2 * B + i, this.cache.slot(r.blockTable, r.position));
+      // int32 [lengths | tables]
+      iw[i] = r.position + 1;
+      iw.set(r.blockTable, B + i * M);
     });
-    const device = this.cache.geometry.device;
-    const long = (a: Int32Array): Tensor => tensor(a, { dtype: 'int64', device });
-    const int = (a: Int32Array, shape: number[]): Tensor => tensor(a, { dtype: 'int32', device }).view(shape);
-    const logits = this.step(long(ids), long(positions), long(slots), int(tables, [B, M]), int(lens, [B]));
+    if (inp.longDevice !== inp.longHost) {
+      copy_(inp.longDevice, inp.longHost);
+      copy_(inp.intDevice, inp.intHost);
+    }
+    const logits = this.step(...inp.args);
     this.counters.steps++;
     this.counters.paddedRows += B - n;
     return B === n ? logits : narrow(logits, 0, 0, n);
+  }
+
+  /** Frees the input buffers (the compiled programs go with the compiled function). */
+  dispose(): void {
+    for (const b of this.buckets.values()) for (const t of b.owned) t.dispose();
+    this.buckets.clear();
+  }
+
+  private inputs(B: number): BucketInputs {
+    const have = this.buckets.get(B);
+    if (have) return have;
+    const M = this.maxBlocks;
+    const device = this.cache.geometry.device;
+    const onCpu = device.type === 'cpu';
+    const longHost = keep(empty([3 * B], { dtype: 'int64', device: 'cpu' }));
+    const intHost = keep(empty([B + B * M], { dtype: 'int32', device: 'cpu' }));
+    const longDevice = onCpu ? longHost : keep(empty([3 * B], { dtype: 'int64', device }));
+    const intDevice = onCpu ? intHost : keep(empty([B + B * M], { dtype: 'int32', device }));
+    const args = [
+      keep(narrow(longDevice, 0, 0, B)),
+      keep(narrow(longDevice, 0, B, B)),
+      keep(narrow(longDevice, 0, 2 * B, B)),
+      keep(view(narrow(intDevice, 0, B, B * M), [B, M])),
+      keep(narrow(intDevice, 0, 0, B)),
+    ] as const;
+    const made: BucketInputs = {
+      longHost,
+      intHost,
+      longWords: new Int32Array(longHost.storage.cpuArrayBuffer(), longHost.offset * 8, 6 * B),
+      intWords: storageArray('int32', intHost.storage.cpuArrayBuffer(), intHost.offset * 4, B + B * M) as Int32Array,
+      longDevice,
+      intDevice,
+      args,
+      owned: [...args, ...new Set([longHost, intHost, longDevice, intDevice])],
+    };
+    this.buckets.set(B, made);
+    return made;
   }
 }

@@ -273,6 +273,7 @@ export class Engine {
   /** Frees the cache. */
   dispose(): void {
     for (const { seq } of this.requests.values()) if (seq.status !== 'finished') this.finish(seq, 'abort');
+    this.decodeRunner?.dispose();
     this.cache.dispose();
     this.ownSampler?.dispose();
   }
