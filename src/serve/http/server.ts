@@ -22,7 +22,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Tokenizer } from '../../io/tokenizer.js';
 import type { StepModel } from '../../models/step-kv.js';
-import { DEFAULT_CACHE_BYTES, Engine } from '../engine.js';
+import { DEFAULT_CACHE_BYTES, Engine, type EngineOptions } from '../engine.js';
 import { DEFAULT_BLOCK_SIZE, type KvCacheOptions, PagedKvCache } from '../kv-cache.js';
 import type { Sampler } from '../sampling-params.js';
 import type { SchedulerOptions } from '../scheduler.js';
@@ -36,7 +36,7 @@ import { ServerMetrics } from './metrics.js';
 import { CONTENT_TYPE } from './prometheus.js';
 import { sendError, sendJson, sendText } from './reply.js';
 
-export interface ServerOptions extends KvCacheOptions, SchedulerOptions {
+export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<EngineOptions, 'decode' | 'decodeMode'> {
   model: StepModel;
   /** Text prompts, chat and text in responses need one; without it only token-id prompts work. */
   tokenizer?: Tokenizer;
@@ -136,6 +136,8 @@ export function createServer(options: ServerOptions): KilnServer {
     prefixCaching: options.prefixCaching,
     maxNumSeqs: options.maxNumSeqs,
     maxNumBatchedTokens: options.maxNumBatchedTokens,
+    decode: options.decode,
+    decodeMode: options.decodeMode,
   });
   const maxModelLen = Math.min(wantedLen, engine.maxLength);
   const modelName = options.modelName ?? 'kiln';

@@ -1,0 +1,137 @@
+/**
+ * Serving benchmark (issue #17's "over HTTP" and "start to first token" rows), in one process:
+ *
+ *   engine  Engine.generateAll over N prompts of P random ids, T new tokens each (no eos): the
+ *           engine's own throughput, tokens/s;
+ *   http    the same N prompts as N concurrent streaming POST /v1/completions (token-id prompts,
+ *           SSE) against createServer on loopback, every chunk read by a fetch client: tokens/s
+ *           counted from the chunks' token_ids, and its ratio to the engine's (goal >= 0.9);
+ *   start   `kiln serve --random <config>` spawned with an empty cache folder (cold) and again with
+ *           the same folder (warm): time from spawn to the first streamed token of one request.
+ * Both throughput runs go once untimed first (compile, capture), then timed; rows are JSON like
+ * bench/decode.ts's: {framework, workload: 'serve' | 'engine' | 'serve-start', ...}.
+ *
+ *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --json out.json
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import * as kiln from '../src/index.js';
+import type { DType } from '../src/index.js';
+
+const { values: a } = parseArgs({
+  options: {
+    config: { type: 'string', default: 'tiny' },
+    device: { type: 'string', default: 'cpu' },
+    dtype: { type: 'string', default: 'float32' },
+    clients: { type: 'string', default: '16' },
+    prompt: { type: 'string', default: '16' },
+    new: { type: 'string', default: '32' },
+    json: { type: 'string' },
+    'no-start': { type: 'boolean', default: false },
+  },
+});
+const configs: Record<string, () => kiln.models.Qwen3Config> = { tiny: () => kiln.models.QWEN3_TINY, 'qwen3-0.6b': () => kiln.models.QWEN3_0_6B };
+const config = configs[a.config]?.();
+if (!config) throw new Error(`bench/serve: unknown --config ${a.config}`);
+const N = Number(a.clients);
+const P = Number(a.prompt);
+const T = Number(a.new);
+const dtype = a.dtype as DType;
+const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
+model.eval();
+const prompts = Array.from({ length: N }, (_, i) => Array.from({ length: P }, (_, j) => (i * 7919 + j * 104729) % config.vocabSize));
+const engineOptions = { numBlocks: N * Math.ceil((P + T + 1) / 16) + 8, maxNumSeqs: N, maxNumBatchedTokens: Math.max(512, N * P), prefixCaching: false };
+
+function engineRun(): number {
+  const engine = new kiln.serve.Engine(model, engineOptions);
+  engine.generateAll(prompts.slice(0, 2), { maxNewTokens: 4 });
+  const t0 = performance.now();
+  const outs = engine.generateAll(prompts, { maxNewTokens: T });
+  const ms = performance.now() - t0;
+  const tokens = outs.reduce((s, o) => s + o.outputIds.length, 0);
+  engine.dispose();
+  return tokens / (ms / 1000);
+}
+
+/** Reads one streaming completion to its end; resolves with the token ids it received. */
+async function streamOne(url: string, prompt: number[], n: number): Promise<number> {
+  const res = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', prompt, max_tokens: n, stream: true }) });
+  if (!res.ok || !res.body) throw new Error(`bench/serve: HTTP ${res.status}: ${await res.text()}`);
+  let ids = 0;
+  let buf = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(chunk, { stream: true });
+    let at: number;
+    while ((at = buf.indexOf('\n\n')) >= 0) {
+      const event = buf.slice(0, at);
+      buf = buf.slice(at + 2);
+      const data = event.replace(/^data: /, '');
+      if (data === '[DONE]') return ids;
+      const msg = JSON.parse(data) as { choices?: { token_ids?: number[] }[] };
+      for (const c of msg.choices ?? []) ids += c.token_ids?.length ?? 0;
+    }
+  }
+  return ids;
+}
+
+async function httpRun(): Promise<number> {
+  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions });
+  const { url } = await server.listen(0);
+  await Promise.all(prompts.slice(0, 2).map((p) => streamOne(url, p, 4)));
+  const t0 = performance.now();
+  const counts = await Promise.all(prompts.map((p) => streamOne(url, p, T)));
+  const ms = performance.now() - t0;
+  await server.close();
+  const tokens = counts.reduce((s, c) => s + c, 0);
+  if (tokens !== N * T) throw new Error(`bench/serve: ${tokens} tokens streamed, expected ${N * T}`);
+  return tokens / (ms / 1000);
+}
+
+/** Spawn to first streamed token of `kiln serve --random`, with the given cache folder. */
+async function startToFirstToken(cacheDir: string): Promise<number> {
+  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), '../src/cli/main.js');
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [main, 'serve', '--random', a.config, '--device', a.device, '--dtype', dtype, '--port', '0'], { env: { ...process.env, KILN_CACHE_DIR: cacheDir }, stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /listening on (http:\/\/\S+)/.exec(out);
+        if (m) resolve(m[1]!);
+      });
+      child.on('exit', (code) => reject(new Error(`kiln serve exited with ${code} before listening`)));
+    });
+    const res = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: `random-${a.config}`, prompt: prompts[0], max_tokens: 2, stream: true }) });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    const ms = performance.now() - t0;
+    await reader.cancel();
+    return ms;
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+const rows: Record<string, unknown>[] = [];
+const base = { model: a.config, device: a.device, dtype, batch: N, prompt_tokens: P, new_tokens: T };
+engineRun(); // warm-up of the process (kernels, compile caches)
+const engineTokS = engineRun();
+const httpTokS = await httpRun();
+rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(engineTokS) });
+rows.push({ framework: 'kiln', workload: 'serve', ...base, decode_tok_s: null, throughput_tok_s: Math.round(httpTokS), ratio_to_engine: Number((httpTokS / engineTokS).toFixed(3)), clients: N });
+if (!a['no-start']) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-serve-start-'));
+  const cold = await startToFirstToken(dir);
+  const warm = await startToFirstToken(dir);
+  fs.rmSync(dir, { recursive: true, force: true });
+  rows.push({ framework: 'kiln', workload: 'serve-start', ...base, batch: 1, cold_ms: Math.round(cold), warm_ms: Math.round(warm) });
+}
+const out = { meta: { machine: os.hostname(), cpus: os.cpus().length, loadavg: os.loadavg(), date: new Date().toISOString(), command: `node dist/bench/serve.js ${process.argv.slice(2).join(' ')}`, kiln_version: kiln.version, node: process.version }, results: rows };
+if (a.json) fs.writeFileSync(a.json, JSON.stringify(out, null, 2));
+for (const r of rows) console.log(JSON.stringify(r));
