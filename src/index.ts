@@ -17,7 +17,7 @@ export { saveCheckpoint, loadCheckpoint } from './io/checkpoint.js';
 export * as models from './models/index.js';
 export * as serve from './serve/index.js';
 export { generate, type GenerateOptions } from './serve/generate.js';
-export { noGrad, enableGrad, noGradScope, isGradEnabled, gradcheck, inferenceMode, inferenceModeScope, isInferenceModeEnabled } from './autograd/index.js';
+export { noGrad, enableGrad, noGradScope, isGradEnabled, gradcheck, inferenceMode, inferenceModeScope, isInferenceModeEnabled, checkpoint } from './autograd/index.js';
 export { Tensor, type TensorMeta } from './tensor/tensor.js';
 export type { DType } from './tensor/dtype.js';
 export { DTYPES, promoteTypes, resultType, isFloating } from './tensor/dtype.js';

@@ -44,6 +44,11 @@ export function popDispatchMode(mode: DispatchMode): void {
   if (i >= 0) modes.splice(i, 1);
 }
 
+/** Whether a dispatch mode (the compiler's tracer) intercepts op calls now. */
+export function isDispatchModeActive(): boolean {
+  return modes.length > 0;
+}
+
 export function addPostDispatchHook(hook: PostDispatchHook): void {
   postHooks.push(hook);
 }
