@@ -10,6 +10,7 @@ export * from './api/index.js';
 export * as autograd from './autograd/index.js';
 export * as nn from './nn/index.js';
 export * as optim from './optim/index.js';
+export * as amp from './optim/amp.js';
 export * as data from './data/index.js';
 export { scope, keep } from './tensor/scope.js';
 export * as io from './io/index.js';

@@ -13,13 +13,14 @@
  *   node returns: the engine then delivers them as for any node (accumulation into .grad, or on
  *   into the outer graph), and nothing is counted twice.
  * - The default generator's state is saved before the forward and restored for the recompute
- *   (dropout draws the same mask), then put back (torch's preserve_rng_state). Hooks registered
- *   with `onCheckpointForward` (autocast) capture and restore other per-call state the same way.
+ *   (dropout draws the same mask), then put back (torch's preserve_rng_state); the recompute runs
+ *   under the forward's autocast dtype (backward itself runs with autocast off).
  * - Gradients are exactly those of the plain call: the same ops run on the same values.
  * - Under kiln.compile's tracer the call is traced as a plain call (the compiled joint program
  *   decides what to save), and with grad mode off or nothing requiring grad it is just `fn(...)`.
  */
 import { dispatch, addPostDispatchHook, isDispatchModeActive, popDispatchMode, pushDispatchMode, type DispatchMode } from '../ops/dispatch.js';
+import { autocastDtype, setAutocastDtype } from '../api/autocast.js';
 import { isFloating } from '../tensor/dtype.js';
 import { defaultGenerator } from '../tensor/random.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -29,20 +30,6 @@ import { attachFunctionNode } from './graph.js';
 
 /** Outputs of a checkpointed function: one tensor or a list of them. */
 export type CheckpointOutput = Tensor | readonly Tensor[];
-
-/**
- * Per-call state a checkpointed forward ran under and its recompute must see again: `capture` is
- * called before the forward and returns a function that, called around the recompute, applies the
- * state and returns a function that puts the previous state back.
- */
-export type CheckpointStateHook = () => () => () => void;
-
-const stateHooks: CheckpointStateHook[] = [];
-
-/** Registers state to carry from a checkpointed forward into its recompute (autocast registers). */
-export function onCheckpointForward(hook: CheckpointStateHook): void {
-  stateHooks.push(hook);
-}
 
 // Set while a checkpointed forward runs: every grad-requiring tensor its ops read.
 let collecting: Set<Tensor> | null = null;
@@ -98,7 +85,7 @@ function outputList(out: CheckpointOutput, fnName: string): readonly Tensor[] {
 export function checkpoint<T extends CheckpointOutput>(fn: (...inputs: never[]) => T, ...inputs: unknown[]): T {
   if (!isGradEnabled() || isDispatchModeActive()) return fn(...(inputs as never[]));
   const rng = defaultGenerator.getState();
-  const states = stateHooks.map((h) => h());
+  const autocastAtForward = autocastDtype();
   const found = new Set<Tensor>();
   const outer = collecting;
   collecting = found;
@@ -120,10 +107,9 @@ export function checkpoint<T extends CheckpointOutput>(fn: (...inputs: never[]) 
   const floating = outs.filter((t) => isFloating(t.dtype));
   attachFunctionNode('CheckpointBackward', sources, floating, tensorInputs, (_saved, grads) => {
     const standIns = new Map(sources.map((t) => [t, t.detach().requiresGrad_()] as const));
-    const restores: (() => void)[] = [];
     const rngNow = defaultGenerator.getState();
     defaultGenerator.setState(rng);
-    for (const apply of states) restores.push(apply());
+    const restoreAutocast = setAutocastDtype(autocastAtForward);
     const mode = new Substitute(standIns);
     let again: readonly Tensor[];
     pushDispatchMode(mode);
@@ -131,7 +117,7 @@ export function checkpoint<T extends CheckpointOutput>(fn: (...inputs: never[]) 
       again = outputList(enableGrad(() => fn(...(inputs as never[]))), fn.name || 'fn').filter((t) => isFloating(t.dtype));
     } finally {
       popDispatchMode(mode);
-      for (const r of restores.reverse()) r();
+      restoreAutocast();
       defaultGenerator.setState(rngNow);
     }
     const roots: Tensor[] = [];

@@ -20,6 +20,7 @@
  */
 import { add } from '../api/core.js';
 import { zerosLike } from '../api/creation.js';
+import { setAutocastDtype } from '../api/autocast.js';
 import { applyBackwardFormula, type GradResult } from '../autograd/graph.js';
 import type { Op } from '../ops/registry.js';
 import type { MetaResult } from '../ops/schema.js';
@@ -161,7 +162,13 @@ class JointRecorder {
       const meta = { shape: info.shape, strides: contiguousStrides(info.shape), dtype: info.dtype, device: info.device, offset: 0 };
       grads.set(id, ctx.addInput(meta, { kind: 'arg', path: ['grad', this.outputMetas.length - 1] }));
     }
-    for (let i = this.tape.length - 1; i >= 0; i--) this.backwardOf(this.tape[i]!, grads, ctx);
+    // The formulas are traced as eager backward runs them: with autocast off (engine.ts).
+    const restoreAutocast = setAutocastDtype(null);
+    try {
+      for (let i = this.tape.length - 1; i >= 0; i--) this.backwardOf(this.tape[i]!, grads, ctx);
+    } finally {
+      restoreAutocast();
+    }
     this.gradInputs = ctx.inputs.slice(0, this.forwardInputs).flatMap((inp) => (this.requiresGrad(inp.id, ctx) ? [inp.id] : []));
     return [result, this.gradInputs.map((id) => grads.get(id) ?? null)];
   }
