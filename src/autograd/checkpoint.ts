@@ -15,14 +15,17 @@
  * - The default generator's state is saved before the forward and restored for the recompute
  *   (dropout draws the same mask), then put back (torch's preserve_rng_state); the recompute runs
  *   under the forward's autocast dtype (backward itself runs with autocast off).
+ * - The forward runs in a kiln.scope, so its intermediates are disposed when it returns (tensors
+ *   `fn` means to keep beyond the call, it passes to kiln.keep, as in any scope).
  * - Gradients are exactly those of the plain call: the same ops run on the same values.
  * - Under kiln.compile's tracer the call is traced as a plain call (the compiled joint program
  *   decides what to save), and with grad mode off or nothing requiring grad it is just `fn(...)`.
  */
 import { dispatch, addPostDispatchHook, isDispatchModeActive, popDispatchMode, pushDispatchMode, type DispatchMode } from '../ops/dispatch.js';
-import { autocastDtype, setAutocastDtype } from '../api/autocast.js';
+import { autocastDtype, setAutocastDtype, type AutocastDtype } from '../api/autocast.js';
 import { isFloating } from '../tensor/dtype.js';
-import { defaultGenerator } from '../tensor/random.js';
+import { defaultGenerator, type GeneratorState } from '../tensor/random.js';
+import { scope } from '../tensor/scope.js';
 import { Tensor } from '../tensor/tensor.js';
 import { runBackward } from './engine.js';
 import { enableGrad, isGradEnabled, noGrad } from './grad-mode.js';
@@ -70,6 +73,45 @@ class Substitute implements DispatchMode {
   }
 }
 
+/** What a checkpoint's backward needs to run its segment again. */
+interface Recompute {
+  readonly fn: (...inputs: never[]) => CheckpointOutput;
+  readonly inputs: readonly unknown[];
+  /** The tensors requiring grad that the segment reads; gradients are returned for these. */
+  readonly sources: readonly Tensor[];
+  readonly rng: GeneratorState;
+  readonly autocast: AutocastDtype | null;
+}
+
+/** Runs the segment again with grad on, over stand-ins, and backpropagates `grads` through it. */
+function recomputeGrads(r: Recompute, grads: readonly (Tensor | null)[]): (Tensor | null)[] {
+  const standIns = new Map(r.sources.map((t) => [t, t.detach().requiresGrad_()] as const));
+  const rngNow = defaultGenerator.getState();
+  defaultGenerator.setState(r.rng);
+  const restoreAutocast = setAutocastDtype(r.autocast);
+  const mode = new Substitute(standIns);
+  let again: readonly Tensor[];
+  pushDispatchMode(mode);
+  try {
+    again = outputList(enableGrad(() => r.fn(...(r.inputs as never[]))), r.fn.name || 'fn').filter((t) => isFloating(t.dtype));
+  } finally {
+    popDispatchMode(mode);
+    restoreAutocast();
+    defaultGenerator.setState(rngNow);
+  }
+  const roots: Tensor[] = [];
+  const seeds: Tensor[] = [];
+  again.forEach((t, k) => {
+    const g = grads[k];
+    if (t.requiresGrad && g) {
+      roots.push(t);
+      seeds.push(g);
+    }
+  });
+  if (roots.length > 0) runBackward(roots, seeds);
+  return r.sources.map((t) => standIns.get(t)!.grad);
+}
+
 function outputList(out: CheckpointOutput, fnName: string): readonly Tensor[] {
   const list = out instanceof Tensor ? [out] : out;
   if (!Array.isArray(list) || !list.every((t) => t instanceof Tensor)) {
@@ -91,7 +133,8 @@ export function checkpoint<T extends CheckpointOutput>(fn: (...inputs: never[]) 
   collecting = found;
   let out: T;
   try {
-    out = noGrad(() => fn(...(inputs as never[])));
+    // In a scope: the segment's intermediates are freed as it returns, not when the GC gets to them.
+    out = noGrad(() => scope(() => fn(...(inputs as never[]))));
   } finally {
     collecting = outer;
   }
@@ -105,32 +148,8 @@ export function checkpoint<T extends CheckpointOutput>(fn: (...inputs: never[]) 
   // not get this node as its gradFn.
   const outs = list.map((t) => t.detach());
   const floating = outs.filter((t) => isFloating(t.dtype));
-  attachFunctionNode('CheckpointBackward', sources, floating, tensorInputs, (_saved, grads) => {
-    const standIns = new Map(sources.map((t) => [t, t.detach().requiresGrad_()] as const));
-    const rngNow = defaultGenerator.getState();
-    defaultGenerator.setState(rng);
-    const restoreAutocast = setAutocastDtype(autocastAtForward);
-    const mode = new Substitute(standIns);
-    let again: readonly Tensor[];
-    pushDispatchMode(mode);
-    try {
-      again = outputList(enableGrad(() => fn(...(inputs as never[]))), fn.name || 'fn').filter((t) => isFloating(t.dtype));
-    } finally {
-      popDispatchMode(mode);
-      restoreAutocast();
-      defaultGenerator.setState(rngNow);
-    }
-    const roots: Tensor[] = [];
-    const seeds: Tensor[] = [];
-    again.forEach((t, k) => {
-      const g = grads[k];
-      if (t.requiresGrad && g) {
-        roots.push(t);
-        seeds.push(g);
-      }
-    });
-    if (roots.length > 0) runBackward(roots, seeds);
-    return sources.map((t) => standIns.get(t)!.grad);
-  });
+  const again: Recompute = { fn, inputs, sources, rng, autocast: autocastAtForward };
+  // In a scope: the recomputed segment is freed once its gradients are out (those are kept).
+  attachFunctionNode('CheckpointBackward', sources, floating, tensorInputs, (_saved, grads) => scope(() => recomputeGrads(again, grads)));
   return (out instanceof Tensor ? outs[0]! : outs) as unknown as T;
 }

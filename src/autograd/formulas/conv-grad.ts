@@ -70,9 +70,9 @@ export function conv2dInputGrad(g: Tensor, weight: Tensor, inputHW: readonly [nu
   const left = dw * (kw - 1) - p.padding[2];
   const bottom = inputHW[0] + dh * (kh - 1) - top - oh * sh;
   const right = inputHW[1] + dw * (kw - 1) - left - ow * sw;
-  let pt: number, pb: number, pl: number, pr: number;
-  [x, pt, pb] = cropNegative(x, 2, top, bottom);
-  [x, pl, pr] = cropNegative(x, 3, left, right);
+  const [xh, pt, pb] = cropNegative(x, 2, top, bottom);
+  const [xw, pl, pr] = cropNegative(xh, 3, left, right);
+  x = xw;
   // Weight (G*Og, Cg, kH, kW) -> per group swap in/out -> (G*Cg, Og, kH, kW), flipped spatially.
   const og = o / groups;
   let wt = transpose(reshape(weight, [groups, og, cg, kh, kw]), 1, 2);
