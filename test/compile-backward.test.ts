@@ -11,6 +11,7 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/index.js';
 import { defineOp, registerKernel } from '../src/ops/registry.js';
 import { dispatch } from '../src/ops/dispatch.js';
+import { defineBackward } from '../src/autograd/graph.js';
 import { mapUnary } from '../src/kernels/cpu/pointwise-loop.js';
 import type { TensorMeta } from '../src/tensor/tensor.js';
 import { rand } from './helpers/make.js';
@@ -265,17 +266,36 @@ test('an op without a backward formula: the call runs eagerly, counted in fallba
   assert.throws(() => kiln.compile(fn, { fullgraph: true })(x), /cannot compile the backward of 'fn' with fullgraph: true/);
 });
 
-test('a formula that computes outside the dispatcher (conv2d) falls back to eager with correct grads', () => {
-  const x = param([1, 2, 6, 6], 91);
-  const w = param([3, 2, 3, 3], 92);
-  const fn = (t: Tensor): Tensor => F.conv2d(t, w).relu().sum();
+// An op whose formula reads the gradient's values (what a formula computing on host arrays does).
+const readsValuesOp = defineOp({
+  name: 'testCompileBackwardReadsValues',
+  args: [{ name: 'self', type: 'Tensor' }],
+  outputs: [{ name: 'out', type: 'Tensor' }],
+  meta: (self: TensorMeta) => ({ shape: self.shape, strides: self.strides, dtype: self.dtype, device: self.device }),
+});
+registerKernel(readsValuesOp, 'cpu', (ctx, x) => mapUnary(ctx.out, x, (v) => v * 3));
+defineBackward(readsValuesOp, (_ctx, [g]) => [kiln.tensor(g!.toFlatArray().map((v) => v * 3)).reshape([...g!.shape])]);
+
+test('a formula that reads tensor values falls back to eager with correct grads', () => {
+  const x = param([2, 3], 91);
+  const fn = (t: Tensor): Tensor => (dispatch(readsValuesOp, t.mul(2)) as Tensor).square().sum();
   const f = kiln.compile(fn);
   const { result } = captureWarnings(() => {
-    assertGradParity([x, w], ['x', 'w'], () => f(x), () => fn(x));
+    assertGradParity([x], ['x'], () => f(x), () => fn(x));
     return f.counters.fallbacks;
   });
   assert.equal(result, 1);
   assert.equal(f.counters.backwards, 0);
+});
+
+test('conv2d backward (input and weight gradients) is compiled, not a fallback', () => {
+  const x = param([1, 2, 6, 6], 91);
+  const w = param([3, 2, 3, 3], 92);
+  const fn = (t: Tensor): Tensor => F.conv2d(t, w, null, 2, 1).relu().sum();
+  const f = kiln.compile(fn);
+  assertGradParity([x, w], ['x', 'w'], () => f(x), () => fn(x));
+  assert.equal(f.counters.fallbacks, 0);
+  assert.equal(f.counters.backwards, 1);
 });
 
 test('an in-place op on a value that requires grad: eager fallback (counted), gradients as eager', () => {

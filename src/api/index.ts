@@ -17,3 +17,4 @@ export * from './resample.js';
 export * from './conv-extra.js';
 export * from './random-extra.js';
 import './convert.js';
+export { autocast, autocastScope, autocastDtype, AUTOCAST_LOWER, AUTOCAST_FLOAT32, type AutocastDtype } from './autocast.js';

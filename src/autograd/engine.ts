@@ -5,6 +5,7 @@
  */
 import { add, add_, clone } from '../api/core.js';
 import { onesLike, zerosLike } from '../api/creation.js';
+import { setAutocastDtype } from '../api/autocast.js';
 import { isFloating } from '../tensor/dtype.js';
 import { fmtShape, shapeEquals } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -33,6 +34,17 @@ function accumulateLeaf(t: Tensor, g: Tensor): void {
 
 /** Runs backward from `roots`, seeding each with its gradient (ones for scalars). */
 export function runBackward(roots: readonly Tensor[], seeds: readonly (Tensor | null | undefined)[], options: BackwardRunOptions = {}): void {
+  // Formulas run with autocast off: gradients keep the dtypes the forward produced (torch's advice
+  // is to call backward outside autocast; here it does not matter where it is called).
+  const restoreAutocast = setAutocastDtype(null);
+  try {
+    runBackwardInner(roots, seeds, options);
+  } finally {
+    restoreAutocast();
+  }
+}
+
+function runBackwardInner(roots: readonly Tensor[], seeds: readonly (Tensor | null | undefined)[], options: BackwardRunOptions): void {
   noGrad(() => {
     const buffers = new Map<Node, (Tensor | null)[]>();
     const deliver = (edge: Edge, g: Tensor): void => {

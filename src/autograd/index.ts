@@ -15,6 +15,7 @@ export { attachFunctionNode, defineBackward, hasBackward, type BackwardContext, 
 export { inferenceMode, inferenceModeScope, isInferenceModeEnabled } from './inference-mode.js';
 export { gradcheck, type GradcheckOptions } from './gradcheck.js';
 export { sumToShape } from './utils.js';
+export { checkpoint, type CheckpointOutput } from './checkpoint.js';
 
 installAutograd();
 

@@ -46,6 +46,7 @@
  * `fallbacks`, with one warning per function (an error with fullgraph).
  */
 import { isGradEnabled } from '../autograd/grad-mode.js';
+import { autocastDtype } from '../api/autocast.js';
 import { Module } from '../nn/module.js';
 import { Tensor } from '../tensor/tensor.js';
 import { getBackend, listBackends, type CompileMode, type CompiledProgram } from './backend.js';
@@ -340,7 +341,8 @@ class CompiledFn {
     const grad = isGradEnabled();
     // Steady state: the same metadata as the last inference call, nothing symbolic added since,
     // and its lifted tensors / module state unchanged (checked on every call, as below).
-    const f = this.fast;
+    // The fast path compares arguments only: under autocast the full guards (which hold its dtype) run.
+    const f = autocastDtype() === null ? this.fast : undefined;
     if (f !== undefined && this.s.fastCalls && f.symbolicCount === this.symbolic.size && !(grad && f.needsGrad) && f.matches(args) && checkLiftedGuards(f.variant.guards) === null) {
       this.bump('cacheHits');
       this.bump('fastHits');
@@ -426,7 +428,7 @@ class CompiledFn {
     const graph = variant.graph;
     const run = isGraphAware(program) ? (inputs: readonly Tensor[]) => program.runGraph(graph, inputs) : (inputs: readonly Tensor[]) => program.run(inputs);
     // Recorded from the metadata this call was guarded with, before the program runs.
-    this.fast = recordFastCall({ guards: variant.guards, run }, graph, args, this.symbolic.size, needsGrad);
+    if (autocastDtype() === null) this.fast = recordFastCall({ guards: variant.guards, run }, graph, args, this.symbolic.size, needsGrad);
     return run(inputsFor(graph, args));
   }
 

@@ -21,6 +21,7 @@
  * them in place, keeping the object). Modules a compiled closure reaches without being given them
  * are found behind its lifted tensors (module-state.ts) and guarded the same way.
  */
+import { autocastDtype } from '../api/autocast.js';
 import { Module } from '../nn/module.js';
 import { isChannelsLastStrides, isContiguousStrides } from '../tensor/layout.js';
 import type { Storage } from '../tensor/storage.js';
@@ -121,6 +122,10 @@ export function computeArgGuards(args: readonly unknown[], symbolic: SymbolicDim
     leaves.push({ kind: 'value', path: pathStr(path), value: constKey(x) });
   };
   args.forEach((a, i) => walk(a, [i]));
+  // Autocast changes which casts the trace records: a program traced under it serves only calls
+  // under the same dtype (torch guards on the autocast state too).
+  const ac = autocastDtype();
+  if (ac !== null) leaves.push({ kind: 'value', path: 'autocast', value: ac });
   const enc = (l: GuardLeaf, concrete: boolean): string =>
     l.kind === 'value'
       ? `${l.path}=${l.value}`

@@ -20,6 +20,7 @@
  */
 import { add } from '../api/core.js';
 import { zerosLike } from '../api/creation.js';
+import { setAutocastDtype } from '../api/autocast.js';
 import { applyBackwardFormula, type GradResult } from '../autograd/graph.js';
 import type { Op } from '../ops/registry.js';
 import type { MetaResult } from '../ops/schema.js';
@@ -27,7 +28,7 @@ import { isFloating } from '../tensor/dtype.js';
 import { contiguousStrides, fmtShape, shapeEquals } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
 import { FakeTensor, GraphBreak, trace, type TraceContext } from './capture.js';
-import type { Graph, GraphInput, IRArg, OutputTree, ValueId, ValueInfo } from './ir.js';
+import type { Graph, GraphInput, IRArg, IRNode, OutputTree, ValueId, ValueInfo } from './ir.js';
 import { argValues, outputValues } from './ir.js';
 import { aliasRoot, mutatedValues } from './passes/util.js';
 
@@ -75,8 +76,18 @@ interface TapeEntry {
   readonly outputs: readonly ValueId[];
 }
 
-function isMutatingOp(op: Op<readonly unknown[], MetaResult>): boolean {
-  return op.tags?.includes('inplace') === true || op.args.some((a) => a.mutated === true);
+function isInplaceOp(op: Op<readonly unknown[], MetaResult>): boolean {
+  return op.tags?.includes('inplace') === true;
+}
+
+/**
+ * What a forward node writes, as far as the values the backward reads are concerned. batchNorm in
+ * eval mode (training = false) declares its running statistics mutated but leaves them alone, so
+ * a backward may read them (frozen-statistics fine-tuning).
+ */
+function forwardWrites(n: IRNode): ValueId[] {
+  if (n.op === 'batchNorm' && n.args[5]?.kind === 'const' && n.args[5].value === false) return [];
+  return mutatedValues(n);
 }
 
 function resolvePath(args: readonly unknown[], path: readonly (string | number)[]): unknown {
@@ -127,7 +138,11 @@ class JointRecorder {
       r.requiresGrad = rg; // as eager autograd would mark it (user code may branch on it)
     }
     if (!needs) return;
-    if (isMutatingOp(op)) throw new BackwardUnsupported(`in-place op '${op.name}' on a tensor that requires grad`);
+    // An op that writes a tensor requiring grad would need history rewriting (as eager autograd
+    // rejects too). Writes to tensors outside the gradient's path are fine: batchNorm's running
+    // statistics in training mode. Its formula must not read them afterwards; partition() checks.
+    const writesGrad = op.mutatedArgs.some((i) => irArgs[i] !== undefined && argValues(irArgs[i]).some((id) => this.requiresGrad(id, ctx)));
+    if (isInplaceOp(op) || writesGrad) throw new BackwardUnsupported(`in-place op '${op.name}' on a tensor that requires grad`);
     this.tape.push({ op, irArgs, outputs: results.map((r) => r.valueId) });
   }
 
@@ -147,7 +162,13 @@ class JointRecorder {
       const meta = { shape: info.shape, strides: contiguousStrides(info.shape), dtype: info.dtype, device: info.device, offset: 0 };
       grads.set(id, ctx.addInput(meta, { kind: 'arg', path: ['grad', this.outputMetas.length - 1] }));
     }
-    for (let i = this.tape.length - 1; i >= 0; i--) this.backwardOf(this.tape[i]!, grads, ctx);
+    // The formulas are traced as eager backward runs them: with autocast off (engine.ts).
+    const restoreAutocast = setAutocastDtype(null);
+    try {
+      for (let i = this.tape.length - 1; i >= 0; i--) this.backwardOf(this.tape[i]!, grads, ctx);
+    } finally {
+      restoreAutocast();
+    }
     this.gradInputs = ctx.inputs.slice(0, this.forwardInputs).flatMap((inp) => (this.requiresGrad(inp.id, ctx) ? [inp.id] : []));
     return [result, this.gradInputs.map((id) => grads.get(id) ?? null)];
   }
@@ -217,7 +238,7 @@ function partition(joint: Graph, rec: JointRecorder): JointGraphs {
 
   // A saved value overwritten later in the forward would reach the backward with the new contents.
   fwdNodes.forEach((n, i) => {
-    for (const m of mutatedValues(n)) {
+    for (const m of forwardWrites(n)) {
       const root = aliasRoot(joint, m);
       const hit = savedIds.find((s) => aliasRoot(joint, s) === root && defIndex.get(s)! < i);
       if (hit !== undefined) throw new BackwardUnsupported(`'${n.op}' writes in place to a tensor the backward reads`);

@@ -4,6 +4,7 @@
  * backpropagate through the ordinary backward formulas.
  */
 import { add } from '../api/core.js';
+import { autocastFloat32 as f32 } from '../api/autocast.js';
 import { arange } from '../api/creation.js';
 import { gather, indexSelect } from '../api/indexing.js';
 import { abs, clamp, div, eq, exp, log, log1p, mul, ne, neg, pow, relu, softplus, sub, where } from '../api/pointwise.js';
@@ -89,6 +90,9 @@ export interface ReductionOptions {
 
 /** Mean squared error (input - target)^2; input and target must have the same shape. */
 export function mseLoss(input: Tensor, target: Tensor, reduction: Reduction = 'mean'): Tensor {
+  // Under autocast losses run in float32 (torch's autocast lists them so).
+  input = f32(input);
+  target = f32(target);
   checkReduction('mseLoss', reduction);
   checkSameShape('mseLoss', input, target);
   const d = sub(input, target);
@@ -97,6 +101,8 @@ export function mseLoss(input: Tensor, target: Tensor, reduction: Reduction = 'm
 
 /** Mean absolute error |input - target|; input and target must have the same shape. */
 export function l1Loss(input: Tensor, target: Tensor, reduction: Reduction = 'mean'): Tensor {
+  input = f32(input);
+  target = f32(target);
   checkReduction('l1Loss', reduction);
   checkSameShape('l1Loss', input, target);
   return reduce(abs(sub(input, target)), reduction);
@@ -104,6 +110,8 @@ export function l1Loss(input: Tensor, target: Tensor, reduction: Reduction = 'me
 
 /** Huber loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta). */
 export function huberLoss(input: Tensor, target: Tensor, reduction: Reduction = 'mean', delta = 1): Tensor {
+  input = f32(input);
+  target = f32(target);
   checkReduction('huberLoss', reduction);
   checkSameShape('huberLoss', input, target);
   if (!(delta > 0)) throw new Error(`huberLoss: delta must be positive, got ${delta}`);
@@ -129,6 +137,8 @@ const NLL_KEYS = keysOf<NllOptions>({ reduction: true, weight: true, ignoreIndex
 const CROSS_ENTROPY_KEYS = keysOf<CrossEntropyOptions>({ reduction: true, weight: true, ignoreIndex: true, labelSmoothing: true });
 
 export function binaryCrossEntropyWithLogits(input: Tensor, target: Tensor, options: BceWithLogitsOptions = {}): Tensor {
+  input = f32(input);
+  target = f32(target);
   checkOptionKeys('binaryCrossEntropyWithLogits', options, BCE_LOGITS_KEYS);
   const reduction = options.reduction ?? 'mean';
   checkReduction('binaryCrossEntropyWithLogits', reduction);
@@ -143,6 +153,8 @@ export function binaryCrossEntropyWithLogits(input: Tensor, target: Tensor, opti
 
 /** Binary cross entropy on probabilities; the logs are clamped to >= -100 as in PyTorch. */
 export function binaryCrossEntropy(input: Tensor, target: Tensor, options: { weight?: Tensor | null; reduction?: Reduction } = {}): Tensor {
+  input = f32(input);
+  target = f32(target);
   checkOptionKeys('binaryCrossEntropy', options, BCE_KEYS);
   const reduction = options.reduction ?? 'mean';
   checkReduction('binaryCrossEntropy', reduction);
@@ -233,6 +245,8 @@ function finish(loss: Tensor, reduction: Reduction, unbatched: boolean): Tensor 
  * [N, ...] (or []). 'mean' divides by the summed weights of the non-ignored targets.
  */
 export function nllLoss(input: Tensor, target: Tensor, options: NllOptions = {}): Tensor {
+  input = f32(input);
+  target = f32(target);
   checkOptionKeys('nllLoss', options, NLL_KEYS);
   const reduction = options.reduction ?? 'mean';
   const ignoreIndex = options.ignoreIndex ?? -100;
@@ -250,6 +264,8 @@ export function nllLoss(input: Tensor, target: Tensor, options: NllOptions = {})
  * smoothing s the loss is (1 - s) nll + s / C * sum_c(-w_c logp_c), as torch computes it.
  */
 export function crossEntropy(input: Tensor, target: Tensor, options: CrossEntropyOptions = {}): Tensor {
+  input = f32(input);
+  target = f32(target);
   checkOptionKeys('crossEntropy', options, CROSS_ENTROPY_KEYS);
   const reduction = options.reduction ?? 'mean';
   const ignoreIndex = options.ignoreIndex ?? -100;

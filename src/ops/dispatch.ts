@@ -44,6 +44,24 @@ export function popDispatchMode(mode: DispatchMode): void {
   if (i >= 0) modes.splice(i, 1);
 }
 
+/**
+ * Rewrites an op's arguments before anything else sees them (autocast's casts at op boundaries);
+ * the casts it dispatches are recorded by autograd and traced by kiln.compile like any op. Unset
+ * (undefined) outside an autocast region, so ordinary calls pay one comparison.
+ */
+export type ArgumentHook = (op: Op<readonly unknown[], MetaResult>, args: readonly unknown[]) => readonly unknown[];
+
+let argumentHook: ArgumentHook | undefined;
+
+export function setArgumentHook(hook: ArgumentHook | undefined): void {
+  argumentHook = hook;
+}
+
+/** Whether a dispatch mode (the compiler's tracer) intercepts op calls now. */
+export function isDispatchModeActive(): boolean {
+  return modes.length > 0;
+}
+
 export function addPostDispatchHook(hook: PostDispatchHook): void {
   postHooks.push(hook);
 }
@@ -126,6 +144,7 @@ function copyOverlappingInputs(op: Op<readonly unknown[], MetaResult>, mutated: 
 }
 
 export function dispatch<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>, ...args: RealizeArgs<A>): RealizeResult<R> {
+  if (argumentHook !== undefined) args = argumentHook(op as unknown as Op<readonly unknown[], MetaResult>, args) as RealizeArgs<A>;
   const mutated = op.mutatedArgs;
   if (mutated.length > 0) checkWrittenArgs(op, mutated, args);
   if (modes.length > 0) {

@@ -12,6 +12,13 @@ function splitmix32(state: { s: number }): number {
   return (z ^ (z >>> 16)) >>> 0;
 }
 
+/** A Generator's position in its stream (opaque to callers; plain data, so it can be kept). */
+export interface GeneratorState {
+  readonly s: readonly [number, number, number, number];
+  readonly initialSeed: number;
+  readonly spareNormal: number | undefined;
+}
+
 export class Generator {
   private s0 = 0;
   private s1 = 0;
@@ -38,6 +45,18 @@ export class Generator {
 
   seed(): number {
     return this.initialSeed;
+  }
+
+  /** A copy of the stream's position (torch.Generator.get_state): setState(s) replays from here. */
+  getState(): GeneratorState {
+    return { s: [this.s0, this.s1, this.s2, this.s3], initialSeed: this.initialSeed, spareNormal: this.spareNormal };
+  }
+
+  setState(state: GeneratorState): this {
+    [this.s0, this.s1, this.s2, this.s3] = state.s;
+    this.initialSeed = state.initialSeed;
+    this.spareNormal = state.spareNormal;
+    return this;
   }
 
   /** Uniform 32-bit unsigned integer. */

@@ -19,7 +19,7 @@ import { addPostDispatchHook } from '../../ops/dispatch.js';
 import { isGradEnabled, noGrad } from '../grad-mode.js';
 import { defineBackward } from '../graph.js';
 import { sumToShape } from '../utils.js';
-import { avgPool2dBackwardKernel, conv2dBackwardKernel } from './nn-kernels.js';
+import { avgPool2dInputGrad, conv2dInputGrad, conv2dWeightGrad } from './conv-grad.js';
 
 /** Gives a computed input gradient the input's dtype and device. */
 function likeInput(g: Tensor, input: Tensor): Tensor {
@@ -34,25 +34,26 @@ function batched4(t: Tensor, isBatched: boolean): Tensor {
 // conv2d
 
 /**
- * conv2d: input gradient as a transposed convolution (GEMM with the weight, then col2im), weight
- * gradient as a GEMM of the output gradient with the im2col patches (nn-kernels.ts), bias gradient
- * the output gradient summed over batch and pixels. Works for any stride, 2- or 4-value padding,
- * dilation, groups, unbatched input and any input/weight layout.
+ * conv2d: input gradient as a transposed convolution, weight gradient as a convolution of the input
+ * with the output gradient (conv-grad.ts: both are conv2d compositions, so kiln.compile traces
+ * them), bias gradient the output gradient summed over batch and pixels. Any stride, 2- or 4-value
+ * padding, dilation, groups, unbatched input and any input/weight layout.
  */
 defineBackward(
   nn.conv2d,
   (ctx, [g]) => {
     const [input, weight, bias, stride, padding, dilation, groups] = ctx.args as [Tensor, Tensor, Tensor | null, number[], number[], number[], number];
     const isBatched = input.ndim === 4;
-    const needInput = ctx.needsInputGrad(0);
-    const needWeight = ctx.needsInputGrad(1);
+    const two = (v: readonly number[]): [number, number] => [v[0]!, v[v.length - 1]!];
+    const geometry = { stride: two(stride), padding: nn.convPadding('conv2d backward', padding), dilation: two(dilation), groups };
+    const g4 = batched4(g!, isBatched);
+    const x4 = batched4(input, isBatched);
     let gInput: Tensor | null = null;
-    let gWeight: Tensor | null = null;
-    if (needInput || needWeight) {
-      const r = conv2dBackwardKernel(batched4(input, isBatched), weight, batched4(g!, isBatched), { stride, padding, dilation, groups }, needInput, needWeight);
-      if (r.gInput) gInput = likeInput(isBatched ? r.gInput : reshape(r.gInput, [...input.shape]), input);
-      if (r.gWeight) gWeight = r.gWeight.to({ dtype: weight.dtype, device: weight.device });
+    if (ctx.needsInputGrad(0)) {
+      const gi = conv2dInputGrad(g4, weight.dtype === g4.dtype ? weight : weight.to(g4.dtype), [x4.shape[2]!, x4.shape[3]!], geometry);
+      gInput = likeInput(isBatched ? gi : reshape(gi, [...input.shape]), input);
     }
+    const gWeight = ctx.needsInputGrad(1) ? conv2dWeightGrad(x4.dtype === g4.dtype ? x4 : x4.to(g4.dtype), g4, weight.shape, geometry).to(weight.dtype) : null;
     const gBias = bias !== null && ctx.needsInputGrad(2) ? sum(g!, isBatched ? [0, 2, 3] : [1, 2]) : null;
     return [gInput, gWeight, gBias];
   },
@@ -100,9 +101,9 @@ defineBackward(nn.avgPool2d, (ctx, [g]) => {
   const [input, kernel, stride, padding, , countIncludePad, divisorOverride] = ctx.args as [Tensor, number[], number[], number[], boolean, boolean, number | null];
   const isBatched = input.ndim === 4;
   const in4 = isBatched ? input.shape : [1, ...input.shape];
-  const pair = (v: readonly number[]): number[] => (v.length === 1 ? [v[0]!, v[0]!] : [...v]);
+  const pair = (v: readonly number[]): [number, number] => (v.length === 1 ? [v[0]!, v[0]!] : [v[0]!, v[1]!]);
   const k = pair(kernel);
-  const gi = avgPool2dBackwardKernel(in4, batched4(g!, isBatched), {
+  const gi = avgPool2dInputGrad(in4, batched4(g!, isBatched), {
     kernel: k,
     stride: stride.length === 0 ? k : pair(stride),
     padding: pair(padding),
