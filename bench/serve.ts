@@ -18,6 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
 import type { DType } from '../src/index.js';
@@ -57,37 +58,56 @@ function engineRun(): number {
   return tokens / (ms / 1000);
 }
 
-/** Reads one streaming completion to its end; resolves with the token ids it received. */
-async function streamOne(url: string, prompt: number[], n: number): Promise<number> {
-  const res = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', prompt, max_tokens: n, stream: true }) });
-  if (!res.ok || !res.body) throw new Error(`bench/serve: HTTP ${res.status}: ${await res.text()}`);
-  let ids = 0;
-  let buf = '';
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buf += decoder.decode(chunk, { stream: true });
-    let at: number;
-    while ((at = buf.indexOf('\n\n')) >= 0) {
-      const event = buf.slice(0, at);
+/**
+ * The clients run in a worker thread, as separate client processes would: in the server's own
+ * event loop their SSE parsing would compete with the engine's steps for one thread. The worker
+ * streams every prompt concurrently with fetch and posts back the token count and elapsed ms.
+ */
+const CLIENT_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+async function one(url, prompt, n) {
+  const res = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', prompt, max_tokens: n, stream: true }) });
+  if (!res.ok) throw new Error('HTTP ' + res.status + ': ' + (await res.text()));
+  let ids = 0, buf = '';
+  const dec = new TextDecoder();
+  for await (const chunk of res.body) {
+    buf += dec.decode(chunk, { stream: true });
+    let at;
+    while ((at = buf.indexOf('\\n\\n')) >= 0) {
+      const data = buf.slice(0, at).replace(/^data: /, '');
       buf = buf.slice(at + 2);
-      const data = event.replace(/^data: /, '');
       if (data === '[DONE]') return ids;
-      const msg = JSON.parse(data) as { choices?: { token_ids?: number[] }[] };
-      for (const c of msg.choices ?? []) ids += c.token_ids?.length ?? 0;
+      for (const c of JSON.parse(data).choices ?? []) ids += (c.token_ids ?? []).length;
     }
   }
   return ids;
+}
+(async () => {
+  const { url, prompts, n } = workerData;
+  const t0 = performance.now();
+  const counts = await Promise.all(prompts.map((p) => one(url, p, n)));
+  parentPort.postMessage({ tokens: counts.reduce((a, b) => a + b, 0), ms: performance.now() - t0 });
+})().catch((e) => parentPort.postMessage({ error: String(e) }));
+`;
+
+function clients(url: string, ps: number[][], n: number): Promise<{ tokens: number; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(CLIENT_WORKER, { eval: true, workerData: { url, prompts: ps, n } });
+    w.once('message', (m: { tokens: number; ms: number; error?: string }) => {
+      void w.terminate();
+      if (m.error) reject(new Error(`bench/serve client: ${m.error}`));
+      else resolve(m);
+    });
+    w.once('error', reject);
+  });
 }
 
 async function httpRun(): Promise<number> {
   const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions });
   const { url } = await server.listen(0);
-  await Promise.all(prompts.slice(0, 2).map((p) => streamOne(url, p, 4)));
-  const t0 = performance.now();
-  const counts = await Promise.all(prompts.map((p) => streamOne(url, p, T)));
-  const ms = performance.now() - t0;
+  await clients(url, prompts.slice(0, 2), 4);
+  const { tokens, ms } = await clients(url, prompts, T);
   await server.close();
-  const tokens = counts.reduce((s, c) => s + c, 0);
   if (tokens !== N * T) throw new Error(`bench/serve: ${tokens} tokens streamed, expected ${N * T}`);
   return tokens / (ms / 1000);
 }

@@ -17,6 +17,8 @@
  * greedy unless doSample, temperature, top-k/p, min-p, penalties, seeds, logprobs).
  */
 import { tensor } from '../api/data.js';
+import { cat } from '../api/indexing.js';
+import type { Tensor } from '../tensor/tensor.js';
 import { noGrad } from '../autograd/index.js';
 import type { StepModel } from '../models/step-kv.js';
 import { scope } from '../tensor/scope.js';
@@ -82,7 +84,7 @@ interface Request {
 
 export interface EngineStats {
   steps: number;
-  /** Of the steps, those run by the decode runner (every sequence adding one token). */
+  /** Of the steps, those in which the decode runner ran (sequences adding their next token). */
   decodeSteps: number;
   /** Tokens run through the model (prefill and decode). */
   tokensComputed: number;
@@ -167,14 +169,20 @@ export class Engine {
   step(): RequestOutput[] {
     const { entries } = this.scheduler.schedule();
     if (entries.length === 0) return [];
+    // Sequences adding their next sampled token run through the device-side decode step (one
+    // row each); the rest (prefill chunks) through forwardStep, in the same engine step.
+    const runner = this.decodeRunner;
+    const fast = runner ? entries.filter((e) => e.numNew === 1 && e.seq.numComputed + 1 === e.seq.length) : [];
+    const rest = fast.length === 0 ? entries : entries.filter((e) => !fast.includes(e));
     // One-token entries first: they form a single batched attention group (step-context.ts).
-    const order: ScheduledEntry[] = [...entries.filter((e) => e.numNew === 1), ...entries.filter((e) => e.numNew !== 1)];
+    const restOrder: ScheduledEntry[] = [...rest.filter((e) => e.numNew === 1), ...rest.filter((e) => e.numNew !== 1)];
+    const order = [...fast, ...restOrder];
     const ids: number[] = [];
     const positions: number[] = [];
     const stepEntries: StepEntry[] = [];
     const logitsRows: number[] = [];
-    const sampling: Sequence[] = [];
-    for (const { seq, numNew } of order) {
+    const sampling: Sequence[] = fast.map((e) => e.seq);
+    for (const { seq, numNew } of restOrder) {
       for (let p = seq.numComputed; p < seq.numComputed + numNew; p++) {
         ids.push(seq.tokens[p]!);
         positions.push(p);
@@ -187,24 +195,24 @@ export class Engine {
       }
     }
     const rows: SamplingRow[] = sampling.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
-    // Every sequence adds one token: the device-side decode step (its rows are `order`'s, all sampled).
-    const runner = order.every((e) => e.numNew === 1) ? this.decodeRunner : null;
     const sampled = noGrad(() =>
       scope(() => {
-        if (runner) {
-          const logits = runner.run(order.map(({ seq }) => ({ tokenId: seq.tokens[seq.numComputed]!, position: seq.numComputed, blockTable: seq.blockTable })));
-          return this.sampler.sample(logits, rows);
+        const parts: Tensor[] = [];
+        if (fast.length > 0) parts.push(runner!.run(fast.map(({ seq }) => ({ tokenId: seq.tokens[seq.numComputed]!, position: seq.numComputed, blockTable: seq.blockTable }))));
+        if (restOrder.length > 0) {
+          const kv = new PagedStepKv(this.cache, stepEntries);
+          const input = tensor(ids, { dtype: 'int64', device: this.cache.geometry.device });
+          const logits = this.model.forwardStep(input, positions, kv, logitsRows);
+          if (logitsRows.length > 0) parts.push(logits);
         }
-        const kv = new PagedStepKv(this.cache, stepEntries);
-        const input = tensor(ids, { dtype: 'int64', device: this.cache.geometry.device });
-        const logits = this.model.forwardStep(input, positions, kv, logitsRows);
-        return sampling.length > 0 ? this.sampler.sample(logits, rows) : [];
+        if (sampling.length === 0) return [];
+        return this.sampler.sample(parts.length === 1 ? parts[0]! : cat(parts, 0), rows);
       }),
     );
-    if (runner) this.counters.decodeSteps++;
+    if (fast.length > 0) this.counters.decodeSteps++;
     this.scheduler.commit(order);
     this.counters.steps++;
-    this.counters.tokensComputed += ids.length;
+    this.counters.tokensComputed += ids.length + fast.length;
     const outputs: RequestOutput[] = [];
     sampling.forEach((seq, i) => {
       seq.append(sampled[i]!.id);
