@@ -357,3 +357,18 @@ test('SGD training, 3 steps: compiled and eager losses and parameters agree', ()
   assert.equal(step.counters.backwards, 3);
   assert.equal(step.counters.cacheHits, 2);
 });
+
+test('a view of a decomposed op (reshape of rmsNorm) read after a buffer is reused: the joint forward keeps its base alive', () => {
+  // Decomposition replaced rmsNorm's output; the reshape's alias pointed at the old value, so the
+  // buffer planner freed the base right after the view and a later GEMM overwrote it.
+  const w = param([64], 31, 0.5, 1.5);
+  const ws = [param([32, 64], 32, -0.2, 0.2), param([64, 32], 33, -0.2, 0.2), param([32, 64], 34, -0.2, 0.2), param([64, 32], 35, -0.2, 0.2)];
+  const x = rand([18, 64], 36);
+  const loss = (t: Tensor): Tensor => {
+    const n = kiln.rmsNorm(t, [64], w, 1e-6).reshape([-1, 64]);
+    return F.linear(F.linear(n, ws[0]!), ws[1]!).add(F.linear(F.linear(n, ws[2]!), ws[3]!)).square().sum();
+  };
+  const f = kiln.compile(loss, { capturedTensors: 'allow' });
+  assertGradParity([w, ...ws], ['w', 'w0', 'w1', 'w2', 'w3'], () => f(x), () => loss(x));
+  assert.equal(f.counters.backwards, 1);
+});

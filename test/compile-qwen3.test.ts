@@ -1,8 +1,8 @@
 /**
  * kiln.compile on the Qwen3 tiny fixtures (test/fixtures/qwen3-tiny*, made by
  * scripts/make_qwen3_fixtures.py): compiled vs eager logits in float32 and bfloat16, the MoE
- * model's routing (a graph break: it reads the top-k expert indices), and compiled backward
- * through the dense model against eager gradients.
+ * model compiled whole (routing and experts on the device, no graph break) for inference and
+ * backward, and compiled backward through the dense model against eager gradients.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -35,17 +35,6 @@ function diffs(a: readonly number[], b: readonly number[]): { max: number; mean:
     sum += d;
   }
   return { max, mean: sum / a.length };
-}
-
-function captureWarnings<T>(fn: () => T): { result: T; warnings: string[] } {
-  const warnings: string[] = [];
-  const orig = process.emitWarning;
-  process.emitWarning = ((w: string | Error) => void warnings.push(typeof w === 'string' ? w : w.message)) as typeof process.emitWarning;
-  try {
-    return { result: fn(), warnings };
-  } finally {
-    process.emitWarning = orig;
-  }
 }
 
 const ids = inputIds(DENSE);
@@ -91,18 +80,48 @@ test('Qwen3 dense, bfloat16: compiled logits within bfloat16 rounding of eager, 
   assert.equal(f.counters.compiles, 1);
 });
 
-test('Qwen3 MoE: routing reads the top-k expert indices, a graph break: one warning, eager results', () => {
+test('Qwen3 MoE, fullgraph: routing and experts on the device (llm.topkSoftmax + llm.fusedMoe), no graph break, eager logits', () => {
   const moe = Qwen3MoeForCausalLM.fromPretrained(MOE);
   const x = inputIds(MOE);
-  const f = kiln.compile(moe);
-  const { result, warnings } = captureWarnings(() => kiln.noGrad(() => f(x)));
-  const want = kiln.noGrad(() => moe.forward(x));
-  assert.equal(diffs(result.toFlatArray(), want.toFlatArray()).max, 0, 'the eager run gives eager results');
-  assert.equal(f.counters.graphBreaks, 1);
-  assert.equal(f.counters.eagerCalls, 1);
-  assert.equal(f.counters.compiles, 0);
-  assert.equal(warnings.length, 1);
-  assert.match(warnings[0]!, /graph break in 'Qwen3MoeForCausalLM.forward': reading the values of a traced tensor/);
+  const f = kiln.compile(moe, { fullgraph: true });
+  const got = kiln.noGrad(() => f(x)).toFlatArray();
+  const want = kiln.noGrad(() => moe.forward(x)).toFlatArray();
+  const d = diffs(got, want);
+  assert.ok(d.max <= 1e-5, `max |compiled - eager| ${d.max}`);
+  assert.equal(f.counters.graphBreaks, 0);
+  assert.equal(f.counters.eagerCalls, 0);
+  assert.equal(f.counters.compiles, 1);
+  const ops = f.programs().inference[0]!.describe();
+  assert.match(ops, /llm\.fusedMoe/, 'the sparse expert op runs in the program');
+  // A second call replays the program.
+  assert.ok(diffs(kiln.noGrad(() => f(x)).toFlatArray(), want).max <= 1e-5);
+  assert.equal(f.counters.cacheHits, 1);
+});
+
+test('Qwen3 MoE, fullgraph: compiled backward (dense expert form) matches eager gradients', () => {
+  const moe = Qwen3MoeForCausalLM.fromPretrained(MOE);
+  const x = inputIds(MOE);
+  const params = [...moe.parameters()];
+  const loss = (t: Tensor): Tensor => moe.forward(t).logsumexp(-1).mean();
+  const f = kiln.compile(loss, { fullgraph: true });
+  const gradsOf = (g: (t: Tensor) => Tensor): { value: number; grads: (number[] | null)[] } => {
+    for (const p of params) p.grad = null;
+    const l = g(x);
+    l.backward();
+    return { value: l.item() as number, grads: params.map((p) => (p.grad ? p.grad.toFlatArray() : null)) };
+  };
+  const c = gradsOf(f);
+  const e = gradsOf(loss);
+  assert.equal(f.counters.graphBreaks, 0);
+  assert.equal(f.counters.fallbacks, 0);
+  assert.equal(f.counters.backwards, 1);
+  assert.ok(Math.abs(c.value - e.value) <= 1e-5, `loss ${c.value} vs ${e.value}`);
+  e.grads.forEach((g, i) => {
+    assert.ok(g && c.grads[i], `parameter ${i} has a gradient`);
+    const d = diffs(c.grads[i]!, g);
+    assert.ok(d.max <= 1e-5, `parameter ${i}: max |compiled - eager| grad ${d.max}`);
+  });
+  for (const p of params) p.grad = null;
 });
 
 test('Qwen3 dense, float32: compiled backward of a logsumexp loss matches eager gradients of every parameter', () => {

@@ -9,6 +9,7 @@ import { arange } from '../api/creation.js';
 import { gather, indexSelect } from '../api/indexing.js';
 import { abs, clamp, div, eq, exp, log, log1p, mul, ne, neg, pow, relu, softplus, sub, where } from '../api/pointwise.js';
 import { logSoftmax, mean, sum } from '../api/reduction.js';
+import { dispatchModeActive } from '../ops/dispatch.js';
 import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import { isFloating } from '../tensor/dtype.js';
 import { fmtShape, shapeEquals } from '../tensor/layout.js';
@@ -212,9 +213,14 @@ function prepare(fn: string, input: Tensor, target: Tensor, weight: Tensor | nul
   if (!shapeEquals(t.shape, expected)) {
     throw new Error(`${fn}: 'target' ${describe(target)} does not match 'input' ${describe(input)}: expected target shape ${fmtShape(unbatched ? [] : expected)}`);
   }
-  const values = t.toFlatArray();
-  for (const v of values) {
-    if (v !== ignoreIndex && (v < 0 || v >= c)) throw new Error(`${fn}: target class ${v} is out of bounds for ${c} classes (input ${describe(input)})`);
+  // The friendly class-range check reads the targets on the host: done eagerly on cpu only. On an
+  // accelerator it would synchronise every step, and under kiln.compile the targets have no data
+  // (it was a graph break). There the gather of the picked log-probabilities (and indexSelect of
+  // the class weights) checks every non-ignored index instead, on the device, as gather always does.
+  if (t.device.type === 'cpu' && !dispatchModeActive()) {
+    for (const v of t.toFlatArray()) {
+      if (v !== ignoreIndex && (v < 0 || v >= c)) throw new Error(`${fn}: target class ${v} is out of bounds for ${c} classes (input ${describe(input)})`);
+    }
   }
   return { input: x, target: t.dtype === 'int64' ? t : t.to('int64'), probs: false, unbatched, c };
 }

@@ -39,6 +39,14 @@ export function pushDispatchMode(mode: DispatchMode): void {
   modes.push(mode);
 }
 
+/**
+ * True while a dispatch mode (the compiler's tracer) intercepts op calls: tensors may then be
+ * stand-ins without data, so code that would read values on the host (an argument check) skips it.
+ */
+export function dispatchModeActive(): boolean {
+  return modes.length > 0;
+}
+
 export function popDispatchMode(mode: DispatchMode): void {
   const i = modes.lastIndexOf(mode);
   if (i >= 0) modes.splice(i, 1);

@@ -177,6 +177,15 @@ export class GraphBuilder {
   /** Copies a node of the source graph (arguments renamed). */
   keep(node: IRNode): IRNode {
     const n: IRNode = { id: node.id, op: node.op, args: node.args.map((a) => this.mapArg(a)), outputs: node.outputs };
+    // An output that aliases a replaced value (a view of a decomposed op's result) aliases its
+    // replacement: buffer planning follows aliasOf, and a stale id let the base's storage be
+    // reused while the view was still read (wrong results in joint forward programs).
+    for (const o of node.outputs) {
+      const v = this.values.get(o);
+      if (v?.aliasOf === undefined) continue;
+      const to = this.resolve(v.aliasOf);
+      if (to !== v.aliasOf) this.values.set(o, { ...v, aliasOf: to });
+    }
     this.nodes.push(n);
     return n;
   }

@@ -11,14 +11,15 @@
  * rotate-half RoPE, grouped-query causal scaled-dot-product attention with scale 1/sqrt(head_dim).
  * MLP: down(silu(gate(x)) * up(x)). MoE: softmax (float32) over the router logits, top-k,
  * optional renormalisation, then every expert runs once on the batch of tokens routed to it and
- * its weighted output is scatter-added back.
+ * its weighted output is scatter-added back. While kiln.compile traces the block, the grouping (a
+ * host read of the expert ids) is replaced by a device-side form (moe-device.ts).
  *
  * forwardStep (generation): the step's tokens from any number of sequences run as one flat batch
  * [N, hidden] at explicit positions; each layer writes its keys/values into a cache through the
  * StepKv interface (../step-kv.ts, implemented by serve/) and attends per group of sequences over
  * what the cache returns. Each layer runs in its own kiln.scope so a long prefill keeps one
- * layer's temporaries alive, not all of them. MoE layers still group tokens by expert on the host
- * (one device read per layer and step), as forward does.
+ * layer's temporaries alive, not all of them. MoE layers group tokens by expert on the host (one
+ * device read per layer and step) when run eagerly, as forward does; traced, on the device.
  */
 import { indexPut, indexPut_, indexSelect, cat, embedding } from '../../api/indexing.js';
 import { copy_ } from '../../api/core.js';
@@ -35,6 +36,7 @@ import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from 
 import { pagedAttention, reshapeAndCache } from '../../api/llm.js';
 import { keep } from '../../tensor/scope.js';
 import { FakeTensor } from '../../compile/capture.js';
+import { moeOnDevice } from './moe-device.js';
 import { openHfFolder } from '../../io/hf.js';
 import { type Embedding, type Linear, RMSNorm } from '../../nn/layers/basic.js';
 import { type BuildOptions, buildEmbedding, buildLinear, layerOptions, linearSharing } from '../init.js';
@@ -267,6 +269,11 @@ export class Qwen3SparseMoeBlock extends Module {
     for (let e = 0; e < config.numExperts; e++) this.experts.append(new Qwen3MLP(config.hiddenSize, config.moeIntermediateSize, o));
   }
 
+  /** Expert `e`'s MLP. */
+  expert(e: number): Qwen3MLP {
+    return this.experts.at(e);
+  }
+
   /** Router: softmax over experts in float32, top-k, optional renormalisation. `x` is [N, H]. */
   route(x: Tensor): Routing {
     const logits = this.gate.forward(x);
@@ -282,6 +289,9 @@ export class Qwen3SparseMoeBlock extends Module {
     const shape = x.shape;
     const H = shape[shape.length - 1]!;
     const flat = reshape(x, [-1, H]);
+    // Traced (kiln.compile): the expert ids are data, so the grouping below would be a graph
+    // break; the device-side form (moe-device.ts) computes the same block without reading them.
+    if (flat instanceof FakeTensor) return reshape(moeOnDevice(this, flat), shape);
     const N = flat.shape[0]!;
     const { weights, experts } = this.route(flat);
     const k = this.topK;
