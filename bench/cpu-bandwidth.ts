@@ -19,7 +19,7 @@ import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { buildSharedObjectSync, loadLibrary, probeToolchain } from '../src/kernels/cpu/native/index.js';
+import { bandwidthKernels } from './bandwidth-lib.js';
 import { encodeModule, F32, FnBuilder, get, I32, i32c, set, simd, v128Load, V128, V128_ZERO, wasmApi, ADD, LOOP, END, BLOCK, brIf, br, GE_U, OP } from '../src/kernels/cpu/wasm-asm.js';
 
 const { values: a } = parseArgs({ options: { mib: { type: 'string', default: '256' }, reps: { type: 'string', default: '7' }, threads: { type: 'string', default: String(os.availableParallelism()) }, json: { type: 'string' } } });
@@ -28,44 +28,6 @@ const REPS = Number(a.reps);
 const N = (MIB * 1024 * 1024) / 4;
 const maxThreads = Number(a.threads);
 
-const C_SOURCE = String.raw`
-#include <stdint.h>
-#include <omp.h>
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
-/* Sum of x[0..n): 4 independent 64-byte accumulators keep enough loads in flight. */
-double bw_read(const float *x, int64_t n, int32_t nt) {
-  double total = 0;
-  #pragma omp parallel num_threads(nt) reduction(+:total)
-  {
-    int t = omp_get_thread_num(), T = omp_get_num_threads();
-    int64_t lo = (n / 64) * t / T * 64, hi = (n / 64) * (t + 1) / T * 64;
-    v16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
-    for (int64_t i = lo; i < hi; i += 64) {
-      s0 += *(const v16 *)(x + i); s1 += *(const v16 *)(x + i + 16);
-      s2 += *(const v16 *)(x + i + 32); s3 += *(const v16 *)(x + i + 48);
-    }
-    v16 s = s0 + s1 + s2 + s3;
-    for (int j = 0; j < 16; j++) total += s[j];
-  }
-  return total;
-}
-void bw_copy(float *c, const float *a, int64_t n, int32_t nt) {
-  #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t i = 0; i < n; i++) c[i] = a[i];
-}
-void bw_scale(float *b, const float *c, int64_t n, int32_t nt) {
-  #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t i = 0; i < n; i++) b[i] = 3.0f * c[i];
-}
-void bw_add(float *c, const float *a, const float *b, int64_t n, int32_t nt) {
-  #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t i = 0; i < n; i++) c[i] = a[i] + b[i];
-}
-void bw_triad(float *a, const float *b, const float *c, int64_t n, int32_t nt) {
-  #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
-}
-`;
 
 interface Variant {
   name: string;
@@ -80,23 +42,17 @@ const A = new Float32Array(N).fill(1);
 const B = new Float32Array(N).fill(2);
 const C = new Float32Array(N).fill(0);
 
-const probe = probeToolchain();
-if (probe.ok) {
-  const lib = loadLibrary(buildSharedObjectSync('kiln_bw', C_SOURCE, probe.toolchain));
-  const read = lib.func('double bw_read(void *x, int64_t n, int32_t nt)');
-  const copy = lib.func('void bw_copy(void *c, void *a, int64_t n, int32_t nt)');
-  const scale = lib.func('void bw_scale(void *b, void *c, int64_t n, int32_t nt)');
-  const add = lib.func('void bw_add(void *c, void *a, void *b, int64_t n, int32_t nt)');
-  const triad = lib.func('void bw_triad(void *a, void *b, void *c, int64_t n, int32_t nt)');
+const k = bandwidthKernels();
+if (typeof k !== 'string') {
   for (const t of [...new Set([1, maxThreads])]) {
-    variants.push({ name: 'native read', threads: t, bytes: 4 * N, run: () => read(A, N, t), secs: [] });
-    variants.push({ name: 'native copy', threads: t, bytes: 8 * N, run: () => copy(C, A, N, t), secs: [] });
-    variants.push({ name: 'native scale', threads: t, bytes: 8 * N, run: () => scale(B, C, N, t), secs: [] });
-    variants.push({ name: 'native add', threads: t, bytes: 12 * N, run: () => add(C, A, B, N, t), secs: [] });
-    variants.push({ name: 'native triad', threads: t, bytes: 12 * N, run: () => triad(A, B, C, N, t), secs: [] });
+    variants.push({ name: 'native read', threads: t, bytes: 4 * N, run: () => k.read(A, N, t), secs: [] });
+    variants.push({ name: 'native copy', threads: t, bytes: 8 * N, run: () => k.copy(C, A, N, t), secs: [] });
+    variants.push({ name: 'native scale', threads: t, bytes: 8 * N, run: () => k.scale(B, C, N, t), secs: [] });
+    variants.push({ name: 'native add', threads: t, bytes: 12 * N, run: () => k.add(C, A, B, N, t), secs: [] });
+    variants.push({ name: 'native triad', threads: t, bytes: 12 * N, run: () => k.triad(A, B, C, N, t), secs: [] });
   }
 } else {
-  console.error(`cpu-bandwidth: no native toolchain (${probe.reason}); Wasm and JS only`);
+  console.error(`cpu-bandwidth: no native toolchain (${k}); Wasm and JS only`);
 }
 
 // Wasm SIMD read: sum(ptr, bytes) with four f32x4 accumulators (64 bytes per iteration).

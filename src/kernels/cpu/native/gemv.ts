@@ -7,6 +7,7 @@
  * does, without decoding the whole weight to float32 on every call.
  */
 import type { OutMeta } from '../../../ops/schema.js';
+import { getOption } from '../../../runtime/config.js';
 import { isContiguousStrides, numel } from '../../../tensor/layout.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { allocOut, readable, writable } from '../numeric.js';
@@ -33,7 +34,7 @@ function gemv(): NativeFn {
   ensureSharedPool();
   const lib = loadLibrary(buildSharedObjectSync('kiln_gemv', GEMV_C_SOURCE, probe.toolchain));
   gemvFn = lib.func(
-    'void kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t nthreads)',
+    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t nthreads)',
   );
   return gemvFn;
 }
@@ -53,7 +54,7 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   // x rows: one row through any leading strides, several only when the input is contiguous.
   if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
   if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
-  if (cpuPath() !== 'native') return null;
+  if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
   const fn = gemv();
   calls++;
   const x = readable(input);
@@ -62,7 +63,8 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   const y = writable(out);
   const buf = weight.storage.cpuArrayBuffer();
   const w = dtype === 'bfloat16' ? new Uint16Array(buf, 0, weight.storage.nbytes / 2) : new Float32Array(buf, 0, weight.storage.nbytes / 4);
-  fn(m, n, k, x.data, x.offset, k, w, weight.offset, weight.strides[0]!, dtype === 'bfloat16' ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, y.data, y.offset, n, nativeThreads());
+  const rc = fn(m, n, k, x.data, x.offset, k, w, weight.offset, weight.strides[0]!, dtype === 'bfloat16' ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, y.data, y.offset, n, nativeThreads());
+  if (rc !== 0) throw new Error(`native GEMV [${m}, ${k}] x [${n}, ${k}]^T: out of memory`);
   y.commit();
   return out;
 }
