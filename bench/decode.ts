@@ -7,15 +7,23 @@
  *                 device time plus the host's share);
  *   ttft_ms       the first step's time at batch 1 (the 128-token prefill through forwardStep plus
  *                 the first sample), median of `reps` runs.
+ * On cpu, the decode row also carries the bandwidth bound (issue #17): the machine's read bandwidth
+ * (bandwidth-lib.ts, measured right before and after the runs, the mean taken, since a shared
+ * machine's load moves it) over the weight bytes one token reads (every parameter once; a tied LM
+ * head is the embedding, read whole for the logits; untied embedding rows are negligible), and
+ * decode_tok_s as a fraction of it. --no-bound skips the measurement.
  * One engine per batch size; a warm-up run on it compiles (and captures) first. Rows follow the issue's schema:
  * {framework, workload, model, device, dtype, batch, prompt_tokens, new_tokens, decode_tok_s, ttft_ms}.
  *
  *   node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --json out.json
  */
+import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import * as kiln from '../src/index.js';
+import { itemSize } from '../src/tensor/dtype.js';
+import { readBandwidth } from './bandwidth-lib.js';
 import type { DType } from '../src/index.js';
 
 const { values: a } = parseArgs({
@@ -29,6 +37,7 @@ const { values: a } = parseArgs({
     reps: { type: 'string', default: '5' },
     decode: { type: 'string', default: '' },
     json: { type: 'string' },
+    'no-bound': { type: 'boolean', default: false },
   },
 });
 
@@ -43,6 +52,20 @@ const decode = a.decode === '' ? undefined : (a.decode as 'compiled' | 'eager' |
 
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
 model.eval();
+
+/** Weight bytes one decode token reads: every parameter once (a tied LM head is the embedding), without untied embedding rows. */
+function weightBytesPerToken(): number {
+  const seen = new Set<unknown>();
+  let bytes = 0;
+  for (const [name, p] of model.namedParameters()) {
+    if (seen.has(p.storage)) continue;
+    seen.add(p.storage);
+    if (name.endsWith('embed_tokens.weight') && !config!.tieWordEmbeddings) continue;
+    bytes += p.numel() * itemSize(p.dtype);
+  }
+  return bytes;
+}
+const bound = a.device === 'cpu' && !a['no-bound'];
 
 function prompts(b: number, seed: number): number[][] {
   let s = seed;
@@ -97,18 +120,31 @@ for (const b of a.batches.split(',').map(Number)) {
   const engine = makeEngine(b);
   const warm = runOnce(engine, b, 8, 1); // warm-up: compile and capture this batch's bucket
   const runs: Run[] = [];
+  const bwBefore = bound ? readBandwidth() : null;
+  const loadBefore = os.loadavg();
   for (let r = 0; r < (b >= 32 ? 1 : 2); r++) runs.push(runOnce(engine, b, newTokens, 100 + r));
+  const loadAfter = os.loadavg();
+  const bwAfter = bound ? readBandwidth() : null;
   const best = runs.reduce((x, y) => (y.decodeMs < x.decodeMs ? y : x));
   const decodeTokS = (b * (newTokens - 1)) / (best.decodeMs / 1000);
+  let boundRow: Record<string, unknown> = {};
+  if (bwBefore && bwAfter) {
+    const gbS = (bwBefore.gbS + bwAfter.gbS) / 2;
+    const bytes = weightBytesPerToken();
+    const boundTokS = (gbS * 1e9) / bytes;
+    // At batch b one pass over the weights yields b tokens.
+    boundRow = { bandwidth_gb_s: Number(gbS.toFixed(2)), bandwidth_samples_gb_s: [bwBefore.gbS, bwAfter.gbS], weight_bytes_per_step: bytes, bound_tok_s: Number((b * boundTokS).toFixed(2)), fraction_of_bound: Number((decodeTokS / (b * boundTokS)).toFixed(3)) };
+  }
   const counters = engine.decodeRunner?.compileCounters;
   rows.push({
     framework: 'kiln', workload: 'decode', model: a.config, device: a.device, dtype, batch: b, prompt_tokens: promptLen, new_tokens: newTokens,
-    decode_tok_s: Math.round(decodeTokS), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step',
+    decode_tok_s: Number(decodeTokS.toFixed(2)), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step', ...boundRow, loadavg_1m: [loadBefore[0], loadAfter[0]],
     step_median_ms: Number(best.stepMedianMs.toFixed(3)), step_max_ms: Number(best.stepMaxMs.toFixed(2)), warmup_ms: Number((warm.ttftMs + warm.decodeMs).toFixed(0)),
     compile: counters ? { traces: counters.traces, compiles: counters.compiles, cacheHits: counters.cacheHits, graphBreaks: counters.graphBreaks } : null,
     runs: runs.map((r) => ({ decode_ms: Number(r.decodeMs.toFixed(1)), ttft_ms: Number(r.ttftMs.toFixed(2)) })),
   });
-  console.error(`batch ${b}: ${Math.round(decodeTokS)} tok/s decode (step median ${best.stepMedianMs.toFixed(2)} ms), first tokens after ${best.ttftMs.toFixed(1)} ms`);
+  if (boundRow.bound_tok_s !== undefined) console.error(`batch ${b}: bound ${String(boundRow.bound_tok_s)} tok/s at ${String(boundRow.bandwidth_gb_s)} GB/s; ${(100 * Number(boundRow.fraction_of_bound)).toFixed(1)}% of it`);
+  console.error(`batch ${b}: ${decodeTokS.toFixed(2)} tok/s decode (step median ${best.stepMedianMs.toFixed(2)} ms), first tokens after ${best.ttftMs.toFixed(1)} ms`);
   if (b === 1) {
     // Time to first token at batch 1: the median of `reps` short runs on the warm engine.
     const ttfts: number[] = [];
@@ -118,6 +154,12 @@ for (const b of a.batches.split(',').map(Number)) {
   engine.dispose();
 }
 
-const out = { meta: { machine: os.hostname(), cpus: os.cpus().length, date: new Date().toISOString(), command: `node dist/bench/decode.js ${process.argv.slice(2).join(' ')}`, kiln_version: kiln.version, node: process.version }, results: rows };
+let commit = '';
+try {
+  commit = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
+} catch {
+  /* not a checkout */
+}
+const out = { meta: { machine: os.hostname(), cpu: os.cpus()[0]?.model, cpus: os.cpus().length, date: new Date().toISOString(), command: `node dist/bench/decode.js ${process.argv.slice(2).join(' ')}`, commit, kiln_version: kiln.version, node: process.version }, results: rows };
 if (a.json) fs.writeFileSync(a.json, JSON.stringify(out, null, 2));
 for (const r of rows) console.log(`${String(r.workload).padEnd(7)} batch ${String(r.batch).padStart(3)}  decode ${String(r.decode_tok_s ?? '-').padStart(7)} tok/s  ttft ${r.ttft_ms} ms`);

@@ -12,6 +12,7 @@ import { broadcastShapes, broadcastStrides, isChannelsLastStrides, isContiguousS
 import type { Tensor } from '../../tensor/tensor.js';
 import { gemm, type GemmOperand } from './gemm.js';
 import { nativeGemmFn, useNativeFloat32, type GemmFn } from './native/eager.js';
+import { nativeLinearGemv } from './native/gemv.js';
 import { nativeElementwise, nativeNorm } from './native/ops.js';
 import { allocOut, denseValues, fromDense, type NumArray, readable, writable } from './numeric.js';
 import { copyInto } from './pointwise-loop.js';
@@ -157,6 +158,9 @@ registerKernel(mm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs
 registerKernel(bmm, 'cpu', (ctx, self, mat2) => product(ctx.out, asMat(self, 'lhs'), asMat(mat2, 'rhs'), 1, 0, null, [self, mat2]));
 
 registerKernel(linear, 'cpu', (ctx, input, weight, bias) => {
+  // A few rows (a decode step): stream the weight once, bfloat16 included (native/gemv.ts).
+  const gemv = nativeLinearGemv(ctx.out, input, weight, bias);
+  if (gemv) return gemv;
   // input [*, in] as rows, weight [out, in] read transposed (a 1-d weight is a column).
   const a = asMat(input, 'lhs');
   const w = weight.shape.length === 2 ? asMat(weight, 'rhs', true) : asMat(weight, 'rhs');

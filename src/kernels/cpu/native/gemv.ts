@@ -1,0 +1,70 @@
+/**
+ * The eager hook of the native GEMV (gemv-c.ts): `nativeLinearGemv` runs a linear whose input has
+ * at most GEMV_MAX_ROWS rows (a decode step's tokens) against a row-major float32 or bfloat16
+ * weight, streaming the weight once in place, and returns null when the call does not fit (the
+ * GEMM or the JS engine then runs it). A bfloat16 linear computes in float32 (x decoded exactly,
+ * the weight widened in registers) and rounds the output once, as the JS kernels' bfloat16 path
+ * does, without decoding the whole weight to float32 on every call.
+ */
+import type { OutMeta } from '../../../ops/schema.js';
+import { getOption } from '../../../runtime/config.js';
+import { isContiguousStrides, numel } from '../../../tensor/layout.js';
+import type { Tensor } from '../../../tensor/tensor.js';
+import { allocOut, readable, writable } from '../numeric.js';
+import { GEMV_C_SOURCE, GEMV_MAX_ROWS } from './gemv-c.js';
+import { loadLibrary, type NativeFn } from './koffi.js';
+import { cpuPath } from './path.js';
+import { ensureSharedPool } from './pool.js';
+import { buildSharedObjectSync } from './so-cache.js';
+import { nativeThreads } from './threads.js';
+import { probeToolchain } from './toolchain.js';
+
+let gemvFn: NativeFn | undefined;
+let calls = 0;
+
+/** How many native GEMV calls this process made (tests check that it ran). */
+export function nativeGemvCalls(): number {
+  return calls;
+}
+
+function gemv(): NativeFn {
+  if (gemvFn) return gemvFn;
+  const probe = probeToolchain();
+  if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
+  ensureSharedPool();
+  const lib = loadLibrary(buildSharedObjectSync('kiln_gemv', GEMV_C_SOURCE, probe.toolchain));
+  gemvFn = lib.func(
+    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t nthreads)',
+  );
+  return gemvFn;
+}
+
+/** The dtypes the GEMV reads weights in (x, bias and output share the weight's dtype). */
+const GEMV_DTYPES: ReadonlySet<string> = new Set(['float32', 'bfloat16']);
+
+/** linear(input, weight, bias) through the GEMV, or null when it does not apply. */
+export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
+  if (weight.ndim !== 2 || input.ndim < 1) return null;
+  const dtype = weight.dtype;
+  if (!GEMV_DTYPES.has(dtype) || input.dtype !== dtype || meta.dtype !== dtype || (bias !== null && (bias.dtype !== dtype || bias.ndim !== 1))) return null;
+  const [n, k] = weight.shape as [number, number];
+  if (k === 0 || n === 0 || weight.strides[1] !== 1) return null;
+  const m = numel(input.shape) / k;
+  if (m < 1 || m > GEMV_MAX_ROWS) return null;
+  // x rows: one row through any leading strides, several only when the input is contiguous.
+  if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
+  if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
+  if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
+  const fn = gemv();
+  calls++;
+  const x = readable(input);
+  const b = bias === null ? null : readable(bias);
+  const out = allocOut(meta);
+  const y = writable(out);
+  const buf = weight.storage.cpuArrayBuffer();
+  const w = dtype === 'bfloat16' ? new Uint16Array(buf, 0, weight.storage.nbytes / 2) : new Float32Array(buf, 0, weight.storage.nbytes / 4);
+  const rc = fn(m, n, k, x.data, x.offset, k, w, weight.offset, weight.strides[0]!, dtype === 'bfloat16' ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, y.data, y.offset, n, nativeThreads());
+  if (rc !== 0) throw new Error(`native GEMV [${m}, ${k}] x [${n}, ${k}]^T: out of memory`);
+  y.commit();
+  return out;
+}
