@@ -28,6 +28,7 @@ import { nativeKernelFn } from '../c/runtime.js';
 import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import type { KernelCode } from './emit.js';
 import { KilnProgram } from './program.js';
+import { ConcatConstant } from '../../passes/horizontal.js';
 
 /** Disk-cache namespace of whole programs. */
 export const PROGRAM_NAMESPACE = 'kiln-programs';
@@ -47,16 +48,22 @@ interface ProgramParts {
   chosen: number[];
 }
 
-/** Devices are the only class instances in a lowered program (value metadata); lifted tensors become a marker. */
+/**
+ * Devices are the only class instances in a lowered program (value metadata); lifted tensors and
+ * the derived tensors behind some lifted inputs (horizontal fusion's concatenated weights) become
+ * markers: a rebuilt program takes every input's source from the fresh trace.
+ */
 const CODEC: ExtensionCodec = {
   encode(v) {
     if (v instanceof Device) return { kind: 'device', data: v.toString() };
     if (v instanceof Tensor) return { kind: 'lifted-tensor', data: null };
+    if (v instanceof ConcatConstant) return { kind: 'derived-tensor', data: null };
     return undefined;
   },
   decode(kind, data) {
     if (kind === 'device' && typeof data === 'string') return Device.from(data);
     if (kind === 'lifted-tensor') return { liftedPlaceholder: true };
+    if (kind === 'derived-tensor') return { derivedPlaceholder: true };
     throw new Error(`program cache: unknown extension '${kind}'`);
   },
 };
