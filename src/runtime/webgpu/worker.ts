@@ -118,6 +118,7 @@ function applyBatch(cmds: readonly Command[]): void {
     pass = undefined;
   };
   const staging: GPUBuffer[] = [];
+  const destroyed: number[] = [];
   let metaAt = 0;
   for (const c of cmds) {
     switch (c.k) {
@@ -125,9 +126,9 @@ function applyBatch(cmds: readonly Command[]): void {
         buffers.set(c.id, d.createBuffer({ size: c.size, usage: STORAGE | COPY_SRC | COPY_DST, label: `kiln buffer ${c.id}` }));
         break;
       case 'destroy':
-        // Destroying waits for queued work that uses it (WebGPU's rule), so no fence is needed.
-        buffers.get(c.id)?.destroy();
-        buffers.delete(c.id);
+        // After this batch's submit: a buffer this encoder uses must still exist when submitted
+        // (and destroy() after a submit waits for the work that uses it).
+        destroyed.push(c.id);
         break;
       case 'write': {
         endPass();
@@ -168,6 +169,10 @@ function applyBatch(cmds: readonly Command[]): void {
   d.queue.submit([enc.finish()]);
   meta?.destroy();
   for (const s of staging) s.destroy();
+  for (const id of destroyed) {
+    buffers.get(id)?.destroy();
+    buffers.delete(id);
+  }
 }
 
 async function compile(c: Extract<Call, { k: 'compile' }>): Promise<string | null> {
