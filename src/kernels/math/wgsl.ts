@@ -170,6 +170,9 @@ const rounding = (name: string): WgslTemplate => unary((x, t) => (t === 'f32' ? 
 const maxOf = (a: string, b: string, dt: DType): string => (isF(dt) ? `kiln_fmax(${a}, ${b})` : `max(${a}, ${b})`);
 const minOf = (a: string, b: string, dt: DType): string => (isF(dt) ? `kiln_fmin(${a}, ${b})` : `min(${a}, ${b})`);
 
+/** sign of a number (NaN gives 0, as the CUDA table). */
+const signTemplate: WgslTemplate = unary((x, t) => `select(select(${wgslLit(0, t)}, ${wgslLit(-1, t)}, ${x} < ${wgslLit(0, t)}), ${wgslLit(1, t)}, ${x} > ${wgslLit(0, t)})`);
+
 /** add / sub: a constant alpha scales the second operand; bool add is logical or (torch). */
 const addSub =
   (sign: '+' | '-'): WgslTemplate =>
@@ -218,13 +221,13 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
     },
   ],
   ['powScalar', binary((a, b, dt) => (dt === 'bool' ? null : isF(dt) ? `kiln_pow(${a}, ${b})` : `kiln_ipow(${a}, ${b})`))],
-  ['maximum', binary((a, b, dt) => (dt === 'bool' ? null : maxOf(a, b, dt)))],
-  ['minimum', binary((a, b, dt) => (dt === 'bool' ? null : minOf(a, b, dt)))],
+  ['maximum', binary((a, b, dt) => (dt === 'bool' ? boolOf(`${a} != 0i || ${b} != 0i`) : maxOf(a, b, dt)))],
+  ['minimum', binary((a, b, dt) => (dt === 'bool' ? boolOf(`${a} != 0i && ${b} != 0i`) : minOf(a, b, dt)))],
   ['atan2', (args, ctx) => (isFloating(ctx.out) ? binary((a, b) => `atan2(${a}, ${b})`)(args, ctx) : null)],
   // --- unary
   ['neg', unary((x) => `(-${x})`)],
   ['abs', unary((x) => `abs(${x})`)],
-  ['sign', unary((x, t) => `select(select(${wgslLit(0, t)}, ${wgslLit(-1, t)}, ${x} < ${wgslLit(0, t)}), ${wgslLit(1, t)}, ${x} > ${wgslLit(0, t)})`)],
+  ['sign', (args, ctx) => (ctx.out === 'bool' ? (args[0]?.kind === 'value' ? operand(args[0], 'bool') : null) : signTemplate(args, ctx))],
   ['exp', fn1('exp')],
   ['expm1', fn1('kiln_expm1')],
   ['log', fn1('log')],

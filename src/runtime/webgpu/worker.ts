@@ -20,6 +20,11 @@ interface DawnModule {
 }
 
 let device: GPUDevice | undefined;
+/**
+ * The instance and adapter stay referenced for the thread's life: dawn.node's event pump keeps a
+ * raw pointer to the instance, and a collected instance crashed it (a segfault in ProcessEvents).
+ */
+const keep: unknown[] = [];
 let lostReason: string | undefined;
 const buffers = new Map<number, GPUBuffer>();
 const pipelines = new Map<number, GPUComputePipeline>();
@@ -59,6 +64,7 @@ async function open(): Promise<AdapterReport> {
   const gpu = dawn.create([...init.dawnOptions]);
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) throw new Error(`Dawn found no adapter (options: ${init.dawnOptions.join(' ') || 'none'})`);
+  keep.push(gpu, adapter);
   const features = init.wantedFeatures.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
   // Ask for the adapter's own limits where Kiln needs large buffers and grids (the defaults are
   // 128 MiB bindings and 256 MiB buffers).
@@ -93,7 +99,7 @@ async function open(): Promise<AdapterReport> {
   };
 }
 
-/** Applies one batch: one encoder, compute passes split only by copies and clears. */
+/** Applies one batch: one encoder (split only around uploads), compute passes split only by copies and clears. */
 function applyBatch(cmds: readonly Command[]): void {
   const d = dev();
   let metaWords = 0;
@@ -101,23 +107,23 @@ function applyBatch(cmds: readonly Command[]): void {
   for (const c of cmds) if (c.k === 'dispatch') metaWords += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
   let meta: GPUBuffer | undefined;
   if (metaWords > 0) {
-    meta = d.createBuffer({ size: metaWords * 4, usage: STORAGE, mappedAtCreation: true, label: 'kiln meta' });
-    const words = new Uint32Array(meta.getMappedRange());
+    const words = new Uint32Array(metaWords);
     let at = 0;
     for (const c of cmds) {
       if (c.k !== 'dispatch') continue;
       words.set(c.meta, at);
       at += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
     }
-    meta.unmap();
+    meta = d.createBuffer({ size: metaWords * 4, usage: STORAGE | COPY_DST, label: 'kiln meta' });
+    d.queue.writeBuffer(meta, 0, words);
   }
-  const enc = d.createCommandEncoder({ label: 'kiln batch' });
+  let enc = d.createCommandEncoder({ label: 'kiln batch' });
+  let encoded = false;
   let pass: GPUComputePassEncoder | undefined;
   const endPass = (): void => {
     pass?.end();
     pass = undefined;
   };
-  const staging: GPUBuffer[] = [];
   const destroyed: number[] = [];
   let metaAt = 0;
   for (const c of cmds) {
@@ -130,22 +136,25 @@ function applyBatch(cmds: readonly Command[]): void {
         // (and destroy() after a submit waits for the work that uses it).
         destroyed.push(c.id);
         break;
-      case 'write': {
+      case 'write':
+        // writeBuffer runs at its place in the queue: submit what this batch encoded before it.
         endPass();
-        const s = d.createBuffer({ size: c.data.byteLength, usage: COPY_SRC, mappedAtCreation: true, label: 'kiln upload' });
-        new Uint8Array(s.getMappedRange()).set(c.data);
-        s.unmap();
-        enc.copyBufferToBuffer(s, 0, buf(c.id), c.offset, c.data.byteLength);
-        staging.push(s);
+        if (encoded) {
+          d.queue.submit([enc.finish()]);
+          enc = d.createCommandEncoder({ label: 'kiln batch' });
+          encoded = false;
+        }
+        d.queue.writeBuffer(buf(c.id), c.offset, c.data);
         break;
-      }
       case 'copy':
         endPass();
         enc.copyBufferToBuffer(buf(c.src), c.srcOffset, buf(c.dst), c.dstOffset, c.size);
+        encoded = true;
         break;
       case 'zero':
         endPass();
         enc.clearBuffer(buf(c.id), c.offset, c.size);
+        encoded = true;
         break;
       case 'dispatch': {
         const p = pipelines.get(c.pipeline);
@@ -159,6 +168,7 @@ function applyBatch(cmds: readonly Command[]): void {
         pass.setPipeline(p);
         pass.setBindGroup(0, group);
         pass.dispatchWorkgroups(c.groups[0], c.groups[1], c.groups[2]);
+        encoded = true;
         break;
       }
       default:
@@ -168,7 +178,6 @@ function applyBatch(cmds: readonly Command[]): void {
   endPass();
   d.queue.submit([enc.finish()]);
   meta?.destroy();
-  for (const s of staging) s.destroy();
   for (const id of destroyed) {
     buffers.get(id)?.destroy();
     buffers.delete(id);
