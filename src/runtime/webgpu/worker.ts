@@ -1,7 +1,7 @@
 /// <reference types="@webgpu/types" />
 /**
  * The thread that owns the Dawn device (see protocol.ts for why it is a thread). It applies
- * batches in order (one command encoder per batch, one compute pass across consecutive
+ * batches in order (one command encoder per batch, split around uploads; one compute pass across consecutive
  * dispatches, whose barriers Dawn inserts), answers calls after earlier work, and collects every
  * uncaptured error and the device's loss, to hand them to the main thread with the next answer.
  * Messages are handled one at a time on a promise chain, since a read's mapAsync must not let a
