@@ -5,6 +5,7 @@
 import './ops/index.js';
 import './kernels/cpu/index.js';
 import './kernels/cuda/index.js';
+import './kernels/webgpu/index.js';
 
 export * from './api/index.js';
 export * as autograd from './autograd/index.js';

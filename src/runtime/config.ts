@@ -77,6 +77,7 @@ export const OPTIONS = {
   KILN_QUIET: { type: 'boolean', default: false, env: true, codegen: false, doc: 'Silences the slow-build notes on stderr (warnings and KILN_LOG output stay)' },
   KILN_SGEMM: { type: 'boolean', default: false, env: true, once: true, codegen: true, setter: 'setSimtLinear', doc: "Exact-fp32 linear GEMMs on Kiln's SIMT kernel instead of cuBLASLt (experiment)" },
   KILN_TUNE_STORE: { type: 'boolean', default: true, env: true, codegen: false, doc: 'Stores GEMM autotune winners and CUDA graph decisions on disk; 0 re-measures in every process' },
+  KILN_WEBGPU_BACKEND: { type: 'enum', values: ['auto', 'vulkan', 'metal', 'd3d12', 'null'], default: 'auto', env: true, once: true, codegen: false, doc: "Dawn backend of the webgpu accelerator; null validates WGSL and encodes work but computes nothing (CI without a GPU)" },
   'cpu.gemmBackend': { type: 'enum', values: ['wasm', 'js'], default: 'wasm', env: false, codegen: true, setter: 'setGemmBackend', doc: 'Macro-kernel of the float64/JS cpu GEMM (wasm falls back to js where unsupported)' },
   'cpu.wasmThreads': { type: 'integer', min: 1, default: undefined, env: false, codegen: false, setter: 'setWasmThreads', doc: "Threads of the Wasm float32 GEMM (unset: the native thread count)" },
   'cuda.attentionPath': { type: 'enum', values: ['auto', 'math'], default: 'auto', env: false, codegen: true, setter: 'setCudaAttentionPath', doc: 'cuda attention: auto (fused kernel where it applies) or math (composed GEMMs)' },

@@ -1,13 +1,17 @@
 /**
  * Probes and loaders for the accelerators that need native dependencies. Probes look for files and
  * packages only; loaders bind the native libraries on first use of the device type (importing the
- * cuda runtime loads nothing native: koffi and libcuda are opened by its first driver call).
+ * cuda runtime loads nothing native: koffi and libcuda are opened by its first driver call). The
+ * webgpu probe is the exception: only Dawn can say whether an adapter exists, so it opens Dawn on a
+ * worker thread (once per process; the loader reuses it).
  */
 import { createRequire } from 'node:module';
 import type { AcceleratorProbe } from './accelerator.js';
 import { registerAccelerator } from './registry.js';
 import { CudaAccelerator } from './cuda/cuda-accelerator.js';
 import { findLibrary, missingMessage } from './cuda/discover.js';
+import { openDawn } from './webgpu/open.js';
+import { WebgpuAccelerator } from './webgpu/webgpu-accelerator.js';
 
 const require = createRequire(import.meta.url);
 
@@ -32,14 +36,20 @@ export function probeCuda(): AcceleratorProbe {
 
 export function probeWebgpu(): AcceleratorProbe {
   if (!resolvable('webgpu')) return { available: false, reason: "the 'webgpu' package (Dawn for Node) is not installed" };
-  return { available: false, reason: 'Dawn found; the webgpu runtime is not part of this build yet' };
+  // Only Dawn knows whether there is an adapter: the probe opens it (once; the loader reuses it).
+  const d = openDawn();
+  if ('error' in d) return { available: false, reason: `Dawn loaded but ${d.error.message}` };
+  const a = d.bridge.adapter;
+  const name = a.description || a.device || a.vendor || 'adapter';
+  return { available: true, reason: `Dawn ${a.backend === 'default' ? '' : `${a.backend} backend, `}${name}; features ${a.features.join(', ')}` };
 }
 
-function notBuilt(name: string, probe: () => AcceleratorProbe): () => never {
-  return () => {
-    throw new Error(`${name}: ${probe().reason}`);
-  };
+function loadWebgpu(): WebgpuAccelerator {
+  if (!resolvable('webgpu')) throw new Error("the 'webgpu' package (Dawn for Node) is not installed (npm install webgpu)");
+  const d = openDawn();
+  if ('error' in d) throw d.error;
+  return new WebgpuAccelerator(d.bridge);
 }
 
 registerAccelerator('cuda', { probe: probeCuda, load: () => new CudaAccelerator() });
-registerAccelerator('webgpu', { probe: probeWebgpu, load: notBuilt('webgpu', probeWebgpu) });
+registerAccelerator('webgpu', { probe: probeWebgpu, load: loadWebgpu });

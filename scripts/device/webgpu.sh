@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Device round for the webgpu accelerator (issue #20, first slice): Dawn/Vulkan on the H200. Shows
+# what Dawn finds (probe, adapter, features with Kiln's toggles), then runs the webgpu tests: the
+# null-backend validation (as in CI) and the numeric comparison against the CPU, which skips
+# without an adapter. Run from the repo root through .device/run.sh with dist/ built and carried
+# (node_modules must hold the `webgpu` package, Dawn for Node 0.6.x):
+#   bash .device/run.sh bash scripts/device/webgpu.sh
+# Each step writes its own file under $OUT; a summary goes to stdout.
+set -uo pipefail
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+nvidia-smi -L; node --version
+export KILN_CACHE_DIR=/tmp/kiln-cache
+if [ ! -d node_modules/webgpu ]; then echo "node_modules/webgpu is missing: npm install (package.json lists webgpu ^0.6.2)"; exit 2; fi
+ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d 2>/dev/null | head; ldconfig -p | grep -m1 libvulkan.so.1 || echo "no libvulkan.so.1 on the loader path (Dawn needs the Vulkan loader)"
+
+cat > "$out/probe.mjs" <<'JS'
+import * as kiln from '../dist/src/index.js';
+const p = kiln.probeAccelerators().find((r) => r.type === 'webgpu');
+console.log(JSON.stringify(p));
+if (p?.available) {
+  console.log(JSON.stringify(kiln.getAccelerator('webgpu').properties(0), null, 1));
+  const x = kiln.randn([1 << 20]).to('webgpu');
+  const t = performance.now();
+  for (let i = 0; i < 100; i++) kiln.add(x, x).dispose();
+  kiln.synchronize('webgpu');
+  console.log(`100 eager adds of 1M float32: ${((performance.now() - t) / 100).toFixed(3)} ms each (host + device, first includes pipeline compile)`);
+  console.log('sum check', kiln.add(x, x).to('cpu').toFlatArray().slice(0, 3), x.to('cpu').toFlatArray().slice(0, 3));
+}
+JS
+cp "$out/probe.mjs" dist/webgpu-probe.mjs && sed -i "s|'../dist/src/index.js'|'./src/index.js'|" dist/webgpu-probe.mjs
+timeout 120 node dist/webgpu-probe.mjs > "$out/probe.txt" 2>&1; el "probe rc=$?"; grep -v "^ " "$out/probe.txt" | head -5
+timeout 300 node --test dist/test/webgpu-validate.test.js > "$out/webgpu-validate.txt" 2>&1; el "validate rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok" "$out/webgpu-validate.txt"
+timeout 400 node --test dist/test/webgpu-pointwise.test.js > "$out/webgpu-pointwise.txt" 2>&1; el "pointwise rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-pointwise.txt"
+grep -m5 -E "cases differ|element [0-9]+:" "$out/webgpu-pointwise.txt" | cut -c1-400

@@ -1,0 +1,107 @@
+/**
+ * webgpu kernels for copies, casts, views, fills and factories. Copies and casts are the one-node
+ * pointwise program with the table's `clone` entry (the value converted to the destination's
+ * compute type, then stored in its storage form). Views share the device-independent view kernels.
+ * Seeded random and range factories run on the CPU and upload, so a seed gives the same numbers on
+ * every device (as on cuda).
+ */
+import { clone, contiguous, copy_, toDtype } from '../../ops/defs/core.js';
+import * as C from '../../ops/defs/creation.js';
+import { chunk, split, splitWithSizes } from '../../ops/defs/indexing.js';
+import { fill_, zero_ } from '../../ops/defs/pointwise.js';
+import * as V from '../../ops/defs/views.js';
+import { registerKernel, type Op } from '../../ops/registry.js';
+import type { KernelContext, MetaResult, OutMeta, ScalarValue } from '../../ops/schema.js';
+import { CPU } from '../../runtime/device.js';
+import { contiguousStrides } from '../../tensor/layout.js';
+import { castValue } from '../../tensor/typed.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { toDeviceKernel } from '../cpu/core.js';
+import { splitViewKernel } from '../cpu/indexing.js';
+import { viewKernel } from '../cpu/views.js';
+import { WGSL_TEMPLATES, wgslComputeType, wgslLit } from '../math/wgsl.js';
+import { allocOut, unsupportedDtype } from './device.js';
+import { runPointwise } from './pointwise-run.js';
+
+const cloneEntry = WGSL_TEMPLATES.get('clone')!;
+
+/** dst[...] = src (broadcast, cast), on dst's device; src may live on another device. */
+export function copyTensor(dst: Tensor, src: Tensor): Tensor {
+  let from = src;
+  if (src.device.type !== 'webgpu' && !(src.device.type === 'cpu' && src.numel() === 1)) {
+    from = toDeviceKernel({ op: 'copy_', out: { shape: src.shape, strides: contiguousStrides(src.shape), dtype: src.dtype, device: dst.device } }, src);
+  }
+  runPointwise('copy', dst, [from], (m) => cloneEntry(m, { out: dst.dtype }));
+  if (from !== src) from.dispose();
+  return dst;
+}
+
+/** Every element of `dst` set to `value` (rounded to dst's dtype first). */
+export function fillTensor(dst: Tensor, value: ScalarValue): Tensor {
+  const t = wgslComputeType(dst.dtype);
+  if (t === null) throw unsupportedDtype('fill_', dst);
+  const v = typeof value === 'boolean' ? (value ? 1 : 0) : Number(value);
+  const lit = dst.dtype === 'bool' ? wgslLit(v !== 0 ? 1 : 0, t) : wgslLit(castValue(v, dst.dtype), t);
+  return runPointwise('fill', dst, [], () => lit);
+}
+
+registerKernel(copy_, 'webgpu', (_ctx, self, src) => (typeof src === 'object' ? copyTensor(self, src) : fillTensor(self, src)));
+registerKernel(clone, 'webgpu', (ctx, self) => copyTensor(allocOut(ctx.out), self));
+registerKernel(contiguous, 'webgpu', (ctx, self, memoryFormat = 'contiguous') => (self.isContiguous(memoryFormat) ? self : copyTensor(allocOut(ctx.out), self)));
+registerKernel(toDtype, 'webgpu', (ctx, self) => copyTensor(allocOut(ctx.out), self));
+registerKernel(fill_, 'webgpu', (_ctx, self, value) => (typeof value === 'object' ? copyTensor(self, value) : fillTensor(self, value)));
+registerKernel(zero_, 'webgpu', (_ctx, self) => fillTensor(self, 0));
+
+// ------------------------------------------------------------------------------------------------
+// Views
+// ------------------------------------------------------------------------------------------------
+
+const views = [V.view, V.unflatten, V.permute, V.transpose, V.t, V.movedim, V.expand, V.slice, V.narrow, V.select, V.squeeze, V.unsqueeze, V.diagonal, V.asStrided];
+for (const op of views) registerKernel(op as Op<readonly never[], V.ViewMeta>, 'webgpu', (ctx: KernelContext<V.ViewMeta>, self: Tensor) => viewKernel(ctx, self));
+
+function reshapeKernel(ctx: KernelContext<V.ReshapeMeta>, self: Tensor): Tensor {
+  if (!ctx.out.copies) return viewKernel(ctx, self);
+  const out = allocOut(ctx.out);
+  // The output is contiguous: its storage read with the input's shape is the same row-major data.
+  const staging = new Tensor(out.storage, out.dtype, self.shape);
+  copyTensor(staging, self);
+  staging.dispose();
+  return out;
+}
+registerKernel(V.reshape, 'webgpu', (ctx, self) => reshapeKernel(ctx, self));
+registerKernel(V.flatten, 'webgpu', (ctx, self) => reshapeKernel(ctx, self));
+registerKernel(split, 'webgpu', splitViewKernel);
+registerKernel(splitWithSizes, 'webgpu', splitViewKernel);
+registerKernel(chunk, 'webgpu', splitViewKernel);
+
+// ------------------------------------------------------------------------------------------------
+// Factories
+// ------------------------------------------------------------------------------------------------
+
+/** New buffers are zeroed by WebGPU (and reused ones on request), so zeros cost no kernel. */
+function filled(meta: OutMeta, value: ScalarValue): Tensor {
+  const zero = Number(value) === 0 && !Object.is(Number(value), -0);
+  const out = allocOut(meta, zero);
+  return zero ? out : fillTensor(out, value);
+}
+
+registerKernel(C.empty, 'webgpu', (ctx) => allocOut(ctx.out));
+registerKernel(C.emptyLike, 'webgpu', (ctx) => allocOut(ctx.out));
+registerKernel(C.zeros, 'webgpu', (ctx) => allocOut(ctx.out, true));
+registerKernel(C.zerosLike, 'webgpu', (ctx) => allocOut(ctx.out, true));
+registerKernel(C.ones, 'webgpu', (ctx) => filled(ctx.out, 1));
+registerKernel(C.onesLike, 'webgpu', (ctx) => filled(ctx.out, 1));
+registerKernel(C.full, 'webgpu', (ctx, _size, fillValue) => filled(ctx.out, fillValue as ScalarValue));
+registerKernel(C.fullLike, 'webgpu', (ctx, _self, fillValue) => filled(ctx.out, fillValue as ScalarValue));
+
+/** Runs the op's CPU kernel into a host tensor of the same layout, then uploads it. */
+function viaHost<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>): void {
+  registerKernel(op, 'webgpu', ((ctx: KernelContext<OutMeta>, ...args: unknown[]) => {
+    const cpuKernel = op.kernels.get('cpu') as unknown as (c: KernelContext<OutMeta>, ...a: unknown[]) => Tensor;
+    const host = cpuKernel({ op: ctx.op, out: { ...ctx.out, device: CPU } }, ...args);
+    const out = toDeviceKernel({ op: ctx.op, out: ctx.out }, host);
+    host.dispose();
+    return out;
+  }) as never);
+}
+for (const op of [C.rand, C.randn, C.randint, C.arange, C.linspace, C.eye, C.randLike, C.randnLike]) viaHost(op as unknown as Op<readonly never[], OutMeta>);

@@ -1,0 +1,6 @@
+/**
+ * Registers every webgpu kernel group. Importing this opens nothing: kernels reach Dawn through the
+ * webgpu accelerator, which starts its device thread on the first use of a webgpu device.
+ */
+import './core.js';
+import './pointwise.js';

@@ -1,0 +1,114 @@
+/**
+ * How each dtype lives in a WGSL storage buffer, and the WGSL that loads an element into its
+ * compute type (f32 or i32, kernels/math/wgsl.ts) and stores one back. 32-bit types are arrays of
+ * themselves; float16 is array<f16> where the device has shader-f16; 16- and 8-bit types are
+ * otherwise packed into u32 words (bfloat16 always: WGSL has no bf16). A packed output is written
+ * with atomicAnd/atomicOr on its part of the word, since neighbouring elements of one word belong
+ * to other invocations; reads of a written packed binding use atomicLoad.
+ */
+import type { DType } from '../../tensor/dtype.js';
+
+export type StorageKind = 'f32' | 'i32' | 'f16' | 'f16p' | 'bf16p' | 'u8p' | 'boolp';
+
+/** The storage kind of a dtype, or null where WGSL has no form (float64, int64). */
+export function storageKind(dt: DType, nativeF16: boolean): StorageKind | null {
+  switch (dt) {
+    case 'float32':
+      return 'f32';
+    case 'int32':
+      return 'i32';
+    case 'float16':
+      return nativeF16 ? 'f16' : 'f16p';
+    case 'bfloat16':
+      return 'bf16p';
+    case 'uint8':
+      return 'u8p';
+    case 'bool':
+      return 'boolp';
+    case 'float64':
+    case 'int64':
+      return null;
+    default:
+      return dt satisfies never;
+  }
+}
+
+/** Element bits of a packed kind, 0 for kinds stored as their own array type. */
+function packedBits(k: StorageKind): 0 | 8 | 16 {
+  switch (k) {
+    case 'f32':
+    case 'i32':
+    case 'f16':
+      return 0;
+    case 'f16p':
+    case 'bf16p':
+      return 16;
+    case 'u8p':
+    case 'boolp':
+      return 8;
+    default:
+      return k satisfies never;
+  }
+}
+
+/** The WGSL array type of a binding of kind k. */
+export function arrayType(k: StorageKind, written: boolean): string {
+  if (packedBits(k) === 0) return `array<${k}>`;
+  return written ? 'array<atomic<u32>>' : 'array<u32>';
+}
+
+/** Load element `i` (a u32 expression) of binding `b` into the kind's compute type. */
+export function loadExpr(k: StorageKind, b: string, i: string, written: boolean): string {
+  const bits = packedBits(k);
+  if (bits === 0) return k === 'f16' ? `f32(${b}[${i}])` : `${b}[${i}]`;
+  const per = 32 / bits;
+  const word = written ? `atomicLoad(&${b}[(${i}) / ${per}u])` : `${b}[(${i}) / ${per}u]`;
+  const raw = `((${word} >> (((${i}) % ${per}u) * ${bits}u)) & ${bits === 16 ? '0xffffu' : '0xffu'})`;
+  switch (k) {
+    case 'f16p':
+      return `unpack2x16float(${raw}).x`;
+    case 'bf16p':
+      return `bitcast<f32>(${raw} << 16u)`;
+    case 'u8p':
+      return `i32(${raw})`;
+    case 'boolp':
+      return `select(0i, 1i, ${raw} != 0u)`;
+    default:
+      throw new Error(`loadExpr: ${k} is not packed`);
+  }
+}
+
+/** Statements storing compute value `v` at element `i` of binding `b`. */
+export function storeStmt(k: StorageKind, b: string, i: string, v: string): string {
+  const bits = packedBits(k);
+  if (bits === 0) return k === 'f16' ? `${b}[${i}] = f16(${v});` : `${b}[${i}] = ${v};`;
+  const per = 32 / bits;
+  const raw = ((): string => {
+    switch (k) {
+      case 'f16p':
+        return `(pack2x16float(vec2f(${v}, 0.0)) & 0xffffu)`;
+      case 'bf16p':
+        return `kiln_bf16_bits(${v})`;
+      case 'u8p':
+        return `(u32(${v}) & 0xffu)`;
+      case 'boolp':
+        return `select(0u, 1u, ${v} != 0i)`;
+      default:
+        throw new Error(`storeStmt: ${k} is not packed`);
+    }
+  })();
+  const mask = bits === 16 ? '0xffffu' : '0xffu';
+  return [
+    `{ let w = (${i}) / ${per}u; let sh = ((${i}) % ${per}u) * ${bits}u;`,
+    `  atomicAnd(&${b}[w], ~(${mask} << sh)); atomicOr(&${b}[w], ${raw} << sh); }`,
+  ].join('\n');
+}
+
+/** bfloat16 rounding (to nearest even; NaN stays a quiet NaN), used by packed bfloat16 stores. */
+export const BF16_PRELUDE = `
+fn kiln_bf16_bits(v: f32) -> u32 {
+  let u = bitcast<u32>(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
+  return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
+}
+`;

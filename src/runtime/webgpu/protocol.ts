@@ -1,0 +1,72 @@
+/**
+ * The messages between the webgpu accelerator (main thread) and the thread that owns the Dawn
+ * device (worker.ts). WebGPU answers readbacks, errors and device loss only through promises, and a
+ * Node thread cannot wait for its own promises; so the device lives on a worker and the main thread
+ * waits for answers with Atomics.wait, which is what makes `toArray()` and `.to('cpu')` synchronous.
+ *
+ * Work is sent in batches (one postMessage per flush; on the worker one command encoder per batch, split only where an upload must run at its place in the queue);
+ * calls (init, compile, read, sync) are answered through a MessagePort and a shared flag. Buffers
+ * and pipelines are numbered by the main thread, so a batch never waits for an id.
+ */
+import type { MessagePort } from 'node:worker_threads';
+
+/** Commands that need no answer, applied in order on the device's one queue. */
+export type Command =
+  | { readonly k: 'create'; readonly id: number; readonly size: number }
+  | { readonly k: 'destroy'; readonly id: number }
+  /** Bytes to `id` at `offset`; offset and data length are multiples of 4 (the host pads). */
+  | { readonly k: 'write'; readonly id: number; readonly offset: number; readonly data: Uint8Array }
+  | { readonly k: 'copy'; readonly src: number; readonly srcOffset: number; readonly dst: number; readonly dstOffset: number; readonly size: number }
+  | { readonly k: 'zero'; readonly id: number; readonly offset: number; readonly size: number }
+  /**
+   * One compute dispatch: the pipeline, the storage buffers in binding order (0..n-1), and the
+   * kernel's metadata words, bound read-only at binding n.
+   */
+  | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly meta: Uint32Array; readonly groups: readonly [number, number, number] };
+
+export type CommandKind = Command['k'];
+
+/** Calls: the main thread blocks until the worker answers. */
+export type Call =
+  | { readonly k: 'init' }
+  | { readonly k: 'compile'; readonly id: number; readonly source: string; readonly label: string }
+  | { readonly k: 'read'; readonly id: number; readonly offset: number; readonly size: number }
+  | { readonly k: 'sync' };
+
+export type CallKind = Call['k'];
+
+/** What went wrong on the device since the last answer (uncaptured errors, loss). */
+export interface DeviceFault {
+  readonly kind: 'validation' | 'out-of-memory' | 'internal' | 'lost';
+  readonly message: string;
+}
+
+/** The adapter and device the worker opened. */
+export interface AdapterReport {
+  readonly backend: string;
+  readonly vendor: string;
+  readonly architecture: string;
+  readonly device: string;
+  readonly description: string;
+  readonly features: readonly string[];
+  readonly limits: Readonly<Record<string, number>>;
+  readonly toggles: readonly string[];
+}
+
+export type Answer =
+  | { readonly ok: true; readonly faults: readonly DeviceFault[]; readonly adapter?: AdapterReport; readonly data?: ArrayBuffer }
+  | { readonly ok: false; readonly faults: readonly DeviceFault[]; readonly error: string };
+
+/** Messages posted to the worker: a batch of commands, or a call to answer. */
+export type ToWorker = { readonly t: 'batch'; readonly cmds: readonly Command[] } | { readonly t: 'call'; readonly call: Call };
+
+/** Data the worker starts with. */
+export interface WorkerInit {
+  /** Int32Array over it: [0] flips to 1 when an answer is posted. */
+  readonly flag: SharedArrayBuffer;
+  readonly port: MessagePort;
+  /** Dawn `create` options: backend and toggles. */
+  readonly dawnOptions: readonly string[];
+  /** Features requested when the adapter offers them. */
+  readonly wantedFeatures: readonly string[];
+}

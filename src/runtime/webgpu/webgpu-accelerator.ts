@@ -1,0 +1,243 @@
+/**
+ * The `webgpu` accelerator (Dawn for Node, the `webgpu` package), one device: webgpu:0. The Dawn
+ * device lives on a worker thread (protocol.ts says why); this object is its main-thread face:
+ * a caching allocator over numbered GPU buffers (shared size classes), copies, one queue (so one
+ * stream), events timed on the host after a queue drain, and kernels as compute pipelines that are
+ * compiled synchronously (cached by source, so a WGSL error is thrown where the op was called,
+ * with Dawn's message and the offending line) and dispatched in batches.
+ *
+ * Alignment: WebGPU copies move whole 4-byte words. Writes and copies that start or end inside a
+ * word that holds live bytes are done read-modify-write through the host (rare: unaligned views of
+ * 1- and 2-byte dtypes); everything else is one command.
+ */
+import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule } from '../accelerator.js';
+import { CachingAllocator } from '../caching-allocator.js';
+import type { Answer, Call, Command } from './protocol.js';
+import { Bridge } from './bridge.js';
+import { dawnOptions, WANTED_FEATURES } from './dawn-options.js';
+import { faultError, WebgpuError } from './errors.js';
+
+/** A buffer's handle: the worker's number for it. */
+export interface WebgpuHandle {
+  readonly id: number;
+}
+
+/** A compute pipeline: entry point `main`, storage buffers at bindings 0..n-1, metadata words at n. */
+export interface WebgpuKernel extends KernelModule {
+  readonly id: number;
+  readonly source: string;
+}
+
+/** launchKernel's launch record on webgpu. */
+export interface WebgpuLaunch {
+  readonly meta: Uint32Array;
+  readonly groups: readonly [number, number, number];
+}
+
+export const bufferId = (b: DeviceBuffer): number => (b.handle as WebgpuHandle).id;
+
+class WebgpuStream implements DeviceStream {
+  readonly deviceType = 'webgpu' as const;
+  readonly deviceIndex = 0;
+  constructor(private readonly acc: WebgpuAccelerator) {}
+  synchronize(): void {
+    this.acc.synchronize(0);
+  }
+  query(): boolean {
+    // Nothing cheaper than a drain answers it exactly; a drained queue is idle.
+    this.acc.synchronize(0);
+    return true;
+  }
+}
+
+/**
+ * Host-timed: record() drains the queue and stamps the clock, so elapsedTime includes one round
+ * trip to the device thread. Timestamp-query events are the next step (issue #20).
+ */
+class WebgpuEvent implements DeviceEvent {
+  private stamp: number | undefined;
+  constructor(
+    private readonly acc: WebgpuAccelerator,
+    private readonly timing: boolean,
+  ) {}
+  record(): void {
+    this.acc.synchronize(0);
+    this.stamp = performance.now();
+  }
+  synchronize(): void {}
+  query(): boolean {
+    return true;
+  }
+  elapsedTime(end: DeviceEvent): number {
+    if (!(end instanceof WebgpuEvent)) throw new Error('Event.elapsedTime: both events must be webgpu events');
+    if (!this.timing || !end.timing) throw new Error('Event.elapsedTime: both events must be created with enableTiming: true');
+    if (this.stamp === undefined || end.stamp === undefined) throw new Error('Event.elapsedTime: both events must be recorded before measuring');
+    return end.stamp - this.stamp;
+  }
+}
+
+export class WebgpuAccelerator implements Accelerator {
+  readonly type = 'webgpu' as const;
+  readonly bridge: Bridge;
+  private nextBuffer = 1;
+  private nextPipeline = 1;
+  private readonly kernels = new Map<string, WebgpuKernel>();
+  private readonly alloc: CachingAllocator;
+  private readonly stream: WebgpuStream;
+  private readonly maxBufferSize: number;
+
+  constructor(bridge?: Bridge) {
+    this.bridge = bridge ?? new Bridge(dawnOptions(), WANTED_FEATURES);
+    this.maxBufferSize = this.bridge.adapter.limits.maxBufferSize ?? 2 ** 28;
+    this.alloc = new CachingAllocator('webgpu', 0, {
+      alloc: (capacity) => {
+        // WebGPU reports out-of-memory later; what is known now is checked now.
+        if (capacity > this.maxBufferSize) throw new WebgpuError(`a buffer of ${capacity} bytes exceeds the device's maxBufferSize (${this.maxBufferSize})`, 'out-of-memory');
+        const id = this.nextBuffer++;
+        this.bridge.enqueue({ k: 'create', id, size: capacity });
+        return { id } satisfies WebgpuHandle;
+      },
+      free: (h) => this.bridge.enqueue({ k: 'destroy', id: (h as WebgpuHandle).id }),
+      zero: (h, n) => this.bridge.enqueue({ k: 'zero', id: (h as WebgpuHandle).id, offset: 0, size: n }),
+    });
+    this.stream = new WebgpuStream(this);
+  }
+
+  /** Whether the device has a feature (shader-f16, subgroups, timestamp-query, ...). */
+  hasFeature(name: string): boolean {
+    return this.bridge.adapter.features.includes(name);
+  }
+
+  /** Dawn's backend is the null one: shaders validate, nothing computes. */
+  get computesNothing(): boolean {
+    return this.bridge.adapter.backend === 'null';
+  }
+
+  deviceCount(): number {
+    return 1;
+  }
+
+  private check(index: number): void {
+    if (index !== 0) throw new Error(`webgpu: device index ${index} does not exist (only webgpu:0 in this build)`);
+  }
+
+  properties(index: number): DeviceProperties {
+    this.check(index);
+    const a = this.bridge.adapter;
+    const props: DeviceProperties = {
+      name: a.description || a.device || `${a.vendor} ${a.architecture}`.trim() || 'webgpu adapter',
+      backend: a.backend,
+      vendor: a.vendor,
+      architecture: a.architecture,
+      features: a.features,
+      toggles: a.toggles,
+    };
+    for (const [k, v] of Object.entries(a.limits)) props[k] = v;
+    return props;
+  }
+
+  allocator(index: number): CachingAllocator {
+    this.check(index);
+    return this.alloc;
+  }
+
+  /** Makes a call and turns faults the device reported since the last one into an error. */
+  private call(c: Call, doing: string): Answer {
+    const a = this.bridge.call(c, doing);
+    if (a.faults.length > 0) throw faultError(a.faults, doing, this.alloc.stats());
+    return a;
+  }
+
+  private enqueue(cmd: Command, transfer?: ArrayBuffer): void {
+    this.bridge.enqueue(cmd, transfer);
+  }
+
+  private readBytes(src: DeviceBuffer, offset: number, size: number): Uint8Array {
+    const a = this.call({ k: 'read', id: bufferId(src), offset, size }, `reading ${size} bytes from webgpu buffer ${bufferId(src)}`);
+    if (!a.ok) throw new WebgpuError(`reading ${size} bytes from a webgpu buffer failed: ${a.error}`, 'validation');
+    return new Uint8Array(a.data!);
+  }
+
+  copyHostToDevice(dst: DeviceBuffer, dstByteOffset: number, src: Uint8Array): void {
+    const n = src.byteLength;
+    if (n === 0) return;
+    const start = dstByteOffset & ~3;
+    const end = (dstByteOffset + n + 3) & ~3;
+    // A partial first or last word is merged with the device's bytes, unless they are padding.
+    const headLive = start < dstByteOffset;
+    const tailLive = end > dstByteOffset + n && dstByteOffset + n < dst.nbytes;
+    const data = new Uint8Array(end - start);
+    if (headLive || tailLive) data.set(this.readBytes(dst, start, end - start));
+    data.set(src, dstByteOffset - start);
+    this.enqueue({ k: 'write', id: bufferId(dst), offset: start, data }, data.buffer as ArrayBuffer);
+  }
+
+  copyDeviceToHost(dst: Uint8Array, src: DeviceBuffer, srcByteOffset: number): void {
+    if (dst.byteLength === 0) return;
+    dst.set(this.readBytes(src, srcByteOffset, dst.byteLength));
+  }
+
+  copyDeviceToDevice(dst: DeviceBuffer, dstByteOffset: number, src: DeviceBuffer, srcByteOffset: number, nbytes: number): void {
+    if (nbytes === 0) return;
+    const aligned = dstByteOffset % 4 === 0 && srcByteOffset % 4 === 0;
+    const padded = (nbytes + 3) & ~3;
+    const fits = nbytes % 4 === 0 || (dstByteOffset + nbytes >= dst.nbytes && srcByteOffset + padded <= src.capacity && dstByteOffset + padded <= dst.capacity);
+    if (aligned && fits) {
+      this.enqueue({ k: 'copy', src: bufferId(src), srcOffset: srcByteOffset, dst: bufferId(dst), dstOffset: dstByteOffset, size: padded });
+      return;
+    }
+    this.copyHostToDevice(dst, dstByteOffset, this.readBytes(src, srcByteOffset, nbytes));
+  }
+
+  defaultStream(index: number): DeviceStream {
+    this.check(index);
+    return this.stream;
+  }
+
+  createStream(index: number): DeviceStream {
+    // One queue per device in WebGPU: every stream is the queue.
+    this.check(index);
+    return this.stream;
+  }
+
+  createEvent(index: number, options: { enableTiming: boolean }): DeviceEvent {
+    this.check(index);
+    return new WebgpuEvent(this, options.enableTiming);
+  }
+
+  synchronize(index: number): void {
+    this.check(index);
+    this.call({ k: 'sync' }, 'synchronizing webgpu:0');
+  }
+
+  /** The pipeline for a WGSL source, compiled on first use (a WGSL error throws here, named by `label`). */
+  kernel(source: string, label: string): WebgpuKernel {
+    let k = this.kernels.get(source);
+    if (k) return k;
+    const id = this.nextPipeline++;
+    const a = this.call({ k: 'compile', id, source, label }, `compiling the WGSL kernel '${label}'`);
+    if (!a.ok) throw new WebgpuError(`webgpu: the WGSL kernel '${label}' does not compile:\n${a.error}`, 'compile');
+    k = { name: label, id, source };
+    this.kernels.set(source, k);
+    return k;
+  }
+
+  compileKernel(index: number, source: string, options: Record<string, unknown>): Promise<KernelModule> {
+    this.check(index);
+    try {
+      return Promise.resolve(this.kernel(source, typeof options.name === 'string' ? options.name : 'kernel'));
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  /** Queues one dispatch: `buffers` at bindings 0..n-1, `meta` at binding n. */
+  dispatch(kernel: WebgpuKernel, buffers: readonly DeviceBuffer[], meta: Uint32Array, groups: readonly [number, number, number]): void {
+    this.enqueue({ k: 'dispatch', pipeline: kernel.id, buffers: buffers.map(bufferId), meta, groups });
+  }
+
+  launchKernel(module: KernelModule, args: readonly unknown[], launch: Record<string, unknown>): void {
+    const l = launch as unknown as WebgpuLaunch;
+    this.dispatch(module as WebgpuKernel, args as DeviceBuffer[], l.meta, l.groups);
+  }
+}

@@ -1,0 +1,262 @@
+/// <reference types="@webgpu/types" />
+/**
+ * The thread that owns the Dawn device (see protocol.ts for why it is a thread). It applies
+ * batches in order (one command encoder per batch, split around uploads; one compute pass across consecutive
+ * dispatches, whose barriers Dawn inserts), answers calls after earlier work, and collects every
+ * uncaptured error and the device's loss, to hand them to the main thread with the next answer.
+ * Messages are handled one at a time on a promise chain, since a read's mapAsync must not let a
+ * later batch overtake it.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import type { AdapterReport, Answer, Call, Command, DeviceFault, ToWorker, WorkerInit } from './protocol.js';
+
+const init = workerData as WorkerInit;
+const flag = new Int32Array(init.flag);
+const faults: DeviceFault[] = [];
+
+interface DawnModule {
+  create(options: string[]): GPU;
+  globals: Record<string, unknown>;
+}
+
+let device: GPUDevice | undefined;
+/**
+ * The instance and adapter stay referenced for the thread's life: dawn.node's event pump keeps a
+ * raw pointer to the instance, and a collected instance crashed it (a segfault in ProcessEvents).
+ */
+const keep: unknown[] = [];
+let lostReason: string | undefined;
+const buffers = new Map<number, GPUBuffer>();
+const pipelines = new Map<number, GPUComputePipeline>();
+/** Storage-binding offset alignment of the metadata slots (the device's minimum). */
+let metaAlign = 256;
+
+// Usage flags (the WebGPU constants; Dawn's globals are not installed on this thread's globalThis).
+const MAP_READ = 0x0001;
+const COPY_SRC = 0x0004;
+const COPY_DST = 0x0008;
+const STORAGE = 0x0080;
+
+function answer(a: Answer): void {
+  init.port.postMessage(a);
+  Atomics.store(flag, 0, 1);
+  Atomics.notify(flag, 0);
+}
+
+function drained(): DeviceFault[] {
+  return faults.splice(0, faults.length);
+}
+
+function dev(): GPUDevice {
+  if (!device) throw new Error('webgpu worker: no device (init failed or not called)');
+  if (lostReason !== undefined) throw new Error(`the webgpu device was lost: ${lostReason}`);
+  return device;
+}
+
+function buf(id: number): GPUBuffer {
+  const b = buffers.get(id);
+  if (!b) throw new Error(`webgpu worker: unknown buffer ${id}`);
+  return b;
+}
+
+async function open(): Promise<AdapterReport> {
+  const dawn = (await import('webgpu')) as unknown as DawnModule;
+  const gpu = dawn.create([...init.dawnOptions]);
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new Error(`Dawn found no adapter (options: ${init.dawnOptions.join(' ') || 'none'})`);
+  keep.push(gpu, adapter);
+  const features = init.wantedFeatures.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
+  // Ask for the adapter's own limits where Kiln needs large buffers and grids (the defaults are
+  // 128 MiB bindings and 256 MiB buffers).
+  const want = ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupsPerDimension', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupStorageSize'];
+  const requiredLimits: Record<string, number> = {};
+  for (const k of want) requiredLimits[k] = (adapter.limits as unknown as Record<string, number>)[k]!;
+  const d = await adapter.requestDevice({ requiredFeatures: features, requiredLimits, label: 'kiln' });
+  d.addEventListener('uncapturederror', (ev) => {
+    const e = (ev as GPUUncapturedErrorEvent).error;
+    const kind = e.constructor.name === 'GPUOutOfMemoryError' ? 'out-of-memory' : e.constructor.name === 'GPUInternalError' ? 'internal' : 'validation';
+    faults.push({ kind, message: e.message });
+  });
+  void d.lost.then((info) => {
+    lostReason = `${info.reason}: ${info.message}`;
+    faults.push({ kind: 'lost', message: lostReason });
+  });
+  device = d;
+  metaAlign = d.limits.minStorageBufferOffsetAlignment;
+  const limits: Record<string, number> = {};
+  for (const k of [...want, 'minStorageBufferOffsetAlignment', 'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ']) limits[k] = (d.limits as unknown as Record<string, number>)[k]!;
+  const info = adapter.info;
+  const backend = init.dawnOptions.find((o) => o.startsWith('backend='))?.slice(8) ?? 'default';
+  return {
+    backend,
+    vendor: info.vendor,
+    architecture: info.architecture,
+    device: info.device,
+    description: info.description,
+    features: [...d.features].sort(),
+    limits,
+    toggles: init.dawnOptions.filter((o) => !o.startsWith('backend=')),
+  };
+}
+
+/** Applies one batch: one encoder (split only around uploads), compute passes split only by copies and clears. */
+function applyBatch(cmds: readonly Command[]): void {
+  const d = dev();
+  let metaWords = 0;
+  const slot = metaAlign / 4;
+  for (const c of cmds) if (c.k === 'dispatch') metaWords += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
+  let meta: GPUBuffer | undefined;
+  if (metaWords > 0) {
+    const words = new Uint32Array(metaWords);
+    let at = 0;
+    for (const c of cmds) {
+      if (c.k !== 'dispatch') continue;
+      words.set(c.meta, at);
+      at += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
+    }
+    meta = d.createBuffer({ size: metaWords * 4, usage: STORAGE | COPY_DST, label: 'kiln meta' });
+    d.queue.writeBuffer(meta, 0, words);
+  }
+  let enc = d.createCommandEncoder({ label: 'kiln batch' });
+  let encoded = false;
+  let pass: GPUComputePassEncoder | undefined;
+  const endPass = (): void => {
+    pass?.end();
+    pass = undefined;
+  };
+  const destroyed: number[] = [];
+  let metaAt = 0;
+  for (const c of cmds) {
+    switch (c.k) {
+      case 'create':
+        buffers.set(c.id, d.createBuffer({ size: c.size, usage: STORAGE | COPY_SRC | COPY_DST, label: `kiln buffer ${c.id}` }));
+        break;
+      case 'destroy':
+        // After this batch's submit: a buffer this encoder uses must still exist when submitted
+        // (and destroy() after a submit waits for the work that uses it).
+        destroyed.push(c.id);
+        break;
+      case 'write':
+        // writeBuffer runs at its place in the queue: submit what this batch encoded before it.
+        endPass();
+        if (encoded) {
+          d.queue.submit([enc.finish()]);
+          enc = d.createCommandEncoder({ label: 'kiln batch' });
+          encoded = false;
+        }
+        d.queue.writeBuffer(buf(c.id), c.offset, c.data);
+        break;
+      case 'copy':
+        endPass();
+        enc.copyBufferToBuffer(buf(c.src), c.srcOffset, buf(c.dst), c.dstOffset, c.size);
+        encoded = true;
+        break;
+      case 'zero':
+        endPass();
+        enc.clearBuffer(buf(c.id), c.offset, c.size);
+        encoded = true;
+        break;
+      case 'dispatch': {
+        const p = pipelines.get(c.pipeline);
+        if (!p) throw new Error(`webgpu worker: unknown pipeline ${c.pipeline}`);
+        const size = Math.ceil(Math.max(c.meta.length, 1) / slot) * slot * 4;
+        const entries: GPUBindGroupEntry[] = c.buffers.map((id, i) => ({ binding: i, resource: { buffer: buf(id) } }));
+        entries.push({ binding: c.buffers.length, resource: { buffer: meta!, offset: metaAt * 4, size } });
+        metaAt += size / 4;
+        const group = d.createBindGroup({ layout: p.getBindGroupLayout(0), entries, label: p.label });
+        pass ??= enc.beginComputePass({ label: 'kiln pass' });
+        pass.setPipeline(p);
+        pass.setBindGroup(0, group);
+        pass.dispatchWorkgroups(c.groups[0], c.groups[1], c.groups[2]);
+        encoded = true;
+        break;
+      }
+      default:
+        throw new Error(`webgpu worker: unknown command ${(c satisfies never as { k: string }).k}`);
+    }
+  }
+  endPass();
+  d.queue.submit([enc.finish()]);
+  meta?.destroy();
+  for (const id of destroyed) {
+    buffers.get(id)?.destroy();
+    buffers.delete(id);
+  }
+}
+
+async function compile(c: Extract<Call, { k: 'compile' }>): Promise<string | null> {
+  const d = dev();
+  d.pushErrorScope('validation');
+  const module = d.createShaderModule({ code: c.source, label: c.label });
+  const pipeline = d.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' }, label: c.label });
+  const err = await d.popErrorScope();
+  if (!err) {
+    pipelines.set(c.id, pipeline);
+    return null;
+  }
+  const info = await module.getCompilationInfo();
+  const lines = c.source.split('\n');
+  const notes = info.messages.map((m) => `  ${m.type} at line ${m.lineNum}:${m.linePos}: ${m.message}\n    ${lines[m.lineNum - 1] ?? ''}`);
+  return `${err.message.trim()}${notes.length > 0 ? `\n${notes.join('\n')}` : ''}`;
+}
+
+async function read(c: Extract<Call, { k: 'read' }>): Promise<ArrayBuffer> {
+  const d = dev();
+  const start = c.offset & ~3;
+  const end = (c.offset + c.size + 3) & ~3;
+  const s = d.createBuffer({ size: Math.max(4, end - start), usage: MAP_READ | COPY_DST, label: 'kiln readback' });
+  const enc = d.createCommandEncoder({ label: 'kiln readback' });
+  if (end > start) enc.copyBufferToBuffer(buf(c.id), start, s, 0, end - start);
+  d.queue.submit([enc.finish()]);
+  await s.mapAsync(MAP_READ);
+  const out = s.getMappedRange().slice(c.offset - start, c.offset - start + c.size);
+  s.unmap();
+  s.destroy();
+  return out;
+}
+
+async function handleCall(call: Call): Promise<Answer> {
+  switch (call.k) {
+    case 'init':
+      return { ok: true, faults: drained(), adapter: await open() };
+    case 'compile': {
+      const error = await compile(call);
+      return error === null ? { ok: true, faults: drained() } : { ok: false, faults: drained(), error };
+    }
+    case 'read': {
+      const data = await read(call);
+      return { ok: true, faults: drained(), data };
+    }
+    case 'sync':
+      await dev().queue.onSubmittedWorkDone();
+      return { ok: true, faults: drained() };
+    default:
+      throw new Error(`webgpu worker: unknown call ${(call satisfies never as { k: string }).k}`);
+  }
+}
+
+let chain: Promise<void> = Promise.resolve();
+/** A batch that threw: reported with the next answer (the main thread is not waiting for batches). */
+parentPort!.on('message', (m: ToWorker) => {
+  chain = chain.then(async () => {
+    if (m.t === 'batch') {
+      try {
+        applyBatch(m.cmds);
+      } catch (e) {
+        faults.push({ kind: 'validation', message: `applying a batch of ${m.cmds.length} commands: ${(e as Error).message}` });
+      }
+      return;
+    }
+    try {
+      const a = await handleCall(m.call);
+      const data = a.ok ? a.data : undefined;
+      if (data) {
+        init.port.postMessage(a, [data]);
+        Atomics.store(flag, 0, 1);
+        Atomics.notify(flag, 0);
+      } else answer(a);
+    } catch (e) {
+      answer({ ok: false, faults: drained(), error: (e as Error).message });
+    }
+  });
+});
