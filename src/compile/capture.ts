@@ -45,7 +45,8 @@ function userFrame(): string | undefined {
 }
 
 const fakeStorages = new Map<string, Storage>();
-function fakeStorage(device: Device): Storage {
+/** The shared stand-in storage of placeholders on `device` (fakes here, lazy tensors in segments.ts). */
+export function fakeStorage(device: Device): Storage {
   const key = device.toString();
   let s = fakeStorages.get(key);
   if (!s) {
@@ -121,7 +122,11 @@ export interface Trace {
   liftedAt: ReadonlyMap<Tensor, string | undefined>;
 }
 
-class Tracer implements DispatchMode, TraceContext {
+/**
+ * Records op calls into a graph. Exported for the segment recorder (segments.ts), which overrides
+ * the two placeholder hooks so that its lazy tensors, not fakes, stand for graph values.
+ */
+export class Tracer implements DispatchMode, TraceContext {
   constructor(private readonly hooks: TraceHooks = {}) {}
 
   readonly startTensorId = nextTensorId();
@@ -165,8 +170,19 @@ class Tracer implements DispatchMode, TraceContext {
     return v;
   }
 
+  /** The value a placeholder stands for; undefined for a real tensor (lifted as an input). */
+  protected placeholderId(t: Tensor): ValueId | undefined {
+    return t instanceof FakeTensor ? t.valueId : undefined;
+  }
+
+  /** The placeholder a new op result is represented by. */
+  protected placeholder(id: ValueId, meta: OutMeta): Tensor & { valueId: ValueId } {
+    return new FakeTensor(id, meta);
+  }
+
   valueOf(t: Tensor): ValueId {
-    if (t instanceof FakeTensor) return t.valueId;
+    const ph = this.placeholderId(t);
+    if (ph !== undefined) return ph;
     let id = this.lifted.get(t);
     if (id === undefined) {
       t.assertAlive('compile');
@@ -190,7 +206,7 @@ class Tracer implements DispatchMode, TraceContext {
     const irArgs = args.map((a) => this.toIR(a));
     const meta = op.meta(...(args as never[]));
     const metas: readonly OutMeta[] = Array.isArray(meta) ? meta : [meta as OutMeta];
-    const results: FakeTensor[] = [];
+    const results: (Tensor & { valueId: ValueId })[] = [];
     const outputs: ValueId[] = [];
     metas.forEach((m, k) => {
       const spec = op.outputs[Math.min(k, op.outputs.length - 1)];
@@ -199,17 +215,18 @@ class Tracer implements DispatchMode, TraceContext {
       const aliasOf = src instanceof Tensor ? this.valueOf(src) : undefined;
       const id = this.newValue(m, aliasOf);
       outputs.push(id);
-      const mutatesSrc = aliasArg >= 0 && op.args[aliasArg]!.mutated === true && src instanceof FakeTensor;
+      const mutatesSrc = aliasArg >= 0 && op.args[aliasArg]!.mutated === true && src instanceof Tensor && this.placeholderId(src) !== undefined;
       if (mutatesSrc) {
         // In-place: the same tensor object now stands for the post-mutation value.
-        (src as FakeTensor).valueId = id;
-        results.push(src as FakeTensor);
+        const ph = src as Tensor & { valueId: ValueId };
+        ph.valueId = id;
+        results.push(ph);
       } else {
-        results.push(new FakeTensor(id, m));
+        results.push(this.placeholder(id, m));
       }
     });
     this.nodes.push({ id: this.nextNode++, op: op.name, args: irArgs, outputs });
-    this.hooks.onOp?.(op, irArgs, results, this);
+    this.hooks.onOp?.(op, irArgs, results as FakeTensor[], this);
     return Array.isArray(meta) ? results : results[0];
   }
 

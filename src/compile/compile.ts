@@ -25,9 +25,11 @@
  *                      marks those dims symbolic for this function and builds the symbolic entry;
  * - dynamic: false    always specialise.
  *
- * Graph breaks: with fullgraph the error names the reason and the user's file:line; otherwise the
- * call runs eagerly, a warning is emitted once per function, and the guard set is remembered as
- * eager so later calls with the same guards do not trace again.
+ * Graph breaks: with fullgraph the error names the reason and the user's file:line; otherwise a
+ * warning is emitted once per function and the guard set is remembered as broken, so later calls
+ * with the same guards do not trace again. Such calls run the function with its segments between
+ * breaks as compiled pieces (partial graphs: pieces.ts, segments.ts); break-free functions never
+ * reach that path.
  *
  * What a compiled function sees (docs/compile-semantics.md): arguments are guarded; module state
  * (parameters, buffers, submodules, training flags) is guarded for root modules and for the modules
@@ -72,6 +74,7 @@ import {
 } from './guards.js';
 import { recordFastCall, type FastCallRecord } from './fast-call.js';
 import { formatGraph, type Graph } from './ir.js';
+import { PieceCache } from './pieces.js';
 import { BackwardUnsupported, traceJoint } from './joint.js';
 import { inputTensor, runJoint, type JointProgram, type Runner } from './joint-program.js';
 import { log, type LogArtifact } from './log.js';
@@ -120,8 +123,10 @@ export interface CompileCounters {
   fallbacks: number;
   /** Runs of a compiled backward program (each backward() through a compiled call). */
   backwards: number;
-  /** Every call that ran the original function eagerly (graph breaks, fallbacks). */
+  /** Every call that ran the original function rather than one program (graph breaks, fallbacks). */
   eagerCalls: number;
+  /** Partial graphs: segments of graph-breaking calls that ran as compiled pieces. */
+  pieces: number;
   calls: number;
   /** Backend compiles answered by the on-disk program cache (lowering and codegen skipped). */
   diskHits: number;
@@ -130,7 +135,7 @@ export interface CompileCounters {
 }
 
 function zeroCounters(): CompileCounters {
-  return { compiles: 0, traces: 0, cacheHits: 0, fastHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, backwards: 0, eagerCalls: 0, calls: 0, diskHits: 0, diskMisses: 0 };
+  return { compiles: 0, traces: 0, cacheHits: 0, fastHits: 0, recompiles: 0, graphBreaks: 0, fallbacks: 0, backwards: 0, eagerCalls: 0, pieces: 0, calls: 0, diskHits: 0, diskMisses: 0 };
 }
 
 const globalCounters = zeroCounters();
@@ -180,6 +185,8 @@ interface Entry {
   readonly leaves: readonly GuardLeaf[];
   kind: 'compiled' | 'eager';
   breakReason?: string;
+  /** A graph-breaking entry whose calls cannot run as pieces (a piece run hit a break): plain eager. */
+  noPieces?: boolean;
   readonly variants: Map<string, Variant>;
 }
 
@@ -325,9 +332,21 @@ class CompiledFn {
   private justBuilt: Variant | undefined;
   /** The last call that ran an inference program (fast-call.ts); cleared by every slow call. */
   private fast: FastCallRecord<FastTarget> | undefined;
+  /** Compiled pieces of graph-breaking calls (partial graphs). */
+  private readonly pieces: PieceCache;
 
   constructor(private readonly s: CompileSettings) {
     this.symbolic = new SymbolicDims(s.dynamic === true);
+    this.pieces = new PieceCache({
+      passOptions: s.passOptions,
+      compile: (graph) => {
+        this.bump('compiles');
+        const p = getBackend(s.backendName).compile(graph, { mode: s.mode.name, logCode: false });
+        log('output_code', s.logs, () => `piece of '${s.fnName}' (${s.backendName} backend, ${p.kernelCount} kernels):\n${p.describe()}`);
+        return p;
+      },
+      onPiece: () => this.bump('pieces'),
+    });
   }
 
   private bump(k: keyof CompileCounters): void {
@@ -350,9 +369,10 @@ class CompiledFn {
     }
     this.fast = undefined;
     const { g, entry, missReason } = this.checkGuards(args);
-    if (entry?.kind === 'eager') return this.eager(args);
+    if (entry?.kind === 'eager') return this.partial(entry, args);
     const found = this.variantFor(entry, g, args, missReason);
-    if (found === 'eager' || found === 'fallback') return found === 'eager' ? this.eager(args) : this.fallback(args);
+    if (found === 'eager') return this.partial(this.entries.get(g.key), args);
+    if (found === 'fallback') return this.fallback(args);
     const variant = found;
     if (this.s.verify && variant !== this.justBuilt) this.verifyCall(variant, args);
     this.justBuilt = undefined;
@@ -437,6 +457,25 @@ class CompiledFn {
     return this.s.fn(...(args as never[]));
   }
 
+  /**
+   * A call of a graph-breaking guard set: its segments run as compiled pieces. A break the
+   * recorder cannot resume from (a kernel reaching a lazy tensor's memory outside the dispatcher)
+   * makes this and later calls of the entry run plainly eagerly; the function then runs again
+   * from the start, as after a failed trace.
+   */
+  private partial(entry: Entry | undefined, args: readonly unknown[]): unknown {
+    if (entry === undefined || entry.noPieces) return this.eager(args);
+    this.bump('eagerCalls');
+    try {
+      return this.pieces.call(this.s.fn, args);
+    } catch (e) {
+      if (!(e instanceof GraphBreak)) throw e;
+      entry.noPieces = true;
+      log('recompiles', this.s.logs, () => `'${this.s.fnName}': partial graphs off for guards ${entry.key}: ${e.reason}`);
+      return this.s.fn(...(args as never[]));
+    }
+  }
+
   private fallback(args: readonly unknown[]): unknown {
     this.bump('fallbacks');
     return this.eager(args);
@@ -485,7 +524,7 @@ class CompiledFn {
       entry.variants.clear();
       if (!this.warnedBreak) {
         this.warnedBreak = true;
-        process.emitWarning(`kiln.compile: graph break in '${fnName}': ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}; this call runs eagerly`, {
+        process.emitWarning(`kiln.compile: graph break in '${fnName}': ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}; the code around the break runs as compiled pieces`, {
           type: 'KilnCompileWarning',
           code: 'KILN_GRAPH_BREAK',
         });
@@ -611,6 +650,7 @@ class CompiledFn {
   resetCache(): void {
     this.entries.clear();
     this.programs.clear();
+    this.pieces.clear();
     this.fast = undefined;
     this.compiledOnce = false;
     this.lastLeaves = undefined;
