@@ -1,0 +1,55 @@
+/**
+ * Differential fuzzer, Kiln half (issue #18 item 7): replays the PyTorch-made fixture
+ * (test/fixtures/fuzz-cases.json.gz, written by scripts/fuzz/gen_cases.py on a machine with torch)
+ * eagerly and under kiln.compile on the cpu path that KILN_CPU_PATH selects (scripts/test-cpu-paths.sh
+ * runs it once per path), and on cuda where it is available. Mismatches are grouped by op; the ones
+ * test/fixtures/fuzz-known.json documents are reported, anything else fails. Without a fixture the
+ * tests skip and say how to make one.
+ *
+ * KILN_FUZZ_COMPILE: how many cases run compiled ('all', or a count spread over the fixture;
+ * default all). Each compiled case is its own program, so this bounds the time on a slow machine.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as kiln from '../src/index.js';
+import { getOption } from '../src/runtime/config.js';
+import { loadFixture, type FuzzCase } from './helpers/fuzz/fixture.js';
+import { groupReport, loadKnown, sortMismatches } from './helpers/fuzz/known.js';
+import { MODES, replayCase, type Exactness, type Mismatch } from './helpers/fuzz/replay.js';
+
+const { fixture, why } = loadFixture();
+const skip = fixture ? false : why;
+const cudaOk = kiln.isAvailable('cuda');
+const cpuPath = String(getOption('KILN_CPU_PATH'));
+const exactness: Exactness = new Map();
+
+function compiledSubset(cases: FuzzCase[]): FuzzCase[] {
+  const want = process.env.KILN_FUZZ_COMPILE ?? 'all';
+  if (want === 'all') return cases;
+  const n = Number(want);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`KILN_FUZZ_COMPILE must be 'all' or a count, got ${want}`);
+  const stride = Math.max(1, Math.ceil(cases.length / Math.max(n, 1)));
+  return cases.filter((_, i) => i % stride === 0).slice(0, n);
+}
+
+test('fuzz fixture: every op of the spec runs without error in some case', { skip }, () => {
+  const ran = new Set<string>();
+  for (const c of fixture!.cases) c.steps.forEach((s) => s.out && ran.add(s.op));
+  const missing = Object.keys(fixture!.spec.ops).filter((op) => !ran.has(op));
+  assert.deepEqual(missing, [], `ops never run successfully by torch in the fixture: ${missing.join(', ')}`);
+});
+
+for (const mode of MODES) {
+  const onCuda = mode.device === 'cuda';
+  const modeSkip = skip || (onCuda && !cudaOk ? 'cuda is not available' : false);
+  test(`fuzz replay vs torch: ${mode.name}${onCuda ? '' : ` (cpu path ${cpuPath})`}`, { skip: modeSkip }, (t) => {
+    const cases = mode.compiled ? compiledSubset(fixture!.cases) : fixture!.cases;
+    const all: Mismatch[] = [];
+    for (const c of cases) all.push(...replayCase(fixture!.spec, c, mode, exactness));
+    const sorted = sortMismatches(all, loadKnown());
+    t.diagnostic(`${cases.length} cases (torch ${fixture!.torch}): ${sorted.failing.length} failing, ${sorted.known.length} known, ${sorted.unstable.length} unstable`);
+    if (sorted.known.length) t.diagnostic(`known (fuzz-known.json):\n${groupReport(sorted.known, 1)}`);
+    if (sorted.unstable.length) t.diagnostic(`unstable (a comparison or cast after an inexact float step):\n${groupReport(sorted.unstable, 1)}`);
+    assert.equal(sorted.failing.length, 0, `Kiln differs from torch ${sorted.failing.length} times:\n${groupReport(sorted.failing)}`);
+  });
+}
