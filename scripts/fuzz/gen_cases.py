@@ -64,6 +64,13 @@ def values_of(t):
     return [enc_num(v) for v in flat.tolist()]
 
 
+def storage_elems(t):
+    try:
+        return t.untyped_storage().nbytes() // t.element_size()
+    except AttributeError:  # torch < 2.0, for a smoke run where 2.x is not at hand
+        return t.storage().size()
+
+
 def enc_tensor_out(t):
     return {"dtype": NAME[t.dtype], "shape": list(t.shape), "strides": list(t.stride()), "values": values_of(t)}
 
@@ -410,7 +417,7 @@ def main():
         originals = [values_of(t) for t, _ in inputs]
         enc_inputs = []
         for t, layout in inputs:
-            size = t.untyped_storage().nbytes() // t.element_size()
+            size = storage_elems(t)
             enc_inputs.append({"dtype": NAME[t.dtype], "shape": list(t.shape), "strides": list(t.stride()),
                                "offset": t.storage_offset(), "size": size, "layout": layout, "values": originals[len(enc_inputs)]})
         case = {"id": cid, "inputs": enc_inputs, "steps": steps}
