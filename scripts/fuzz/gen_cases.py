@@ -261,7 +261,7 @@ class Gen:
 
     def new_input(self, shape, dtype, inputs):
         t, layout = self.tensor(shape, dtype)
-        inputs.append((t, layout))
+        inputs.append((t, layout, values_of(t)))  # values before any step can change them
         return len(inputs) - 1, t
 
     def tensor_arg(self, a, x, ctx, op, inputs):
@@ -318,7 +318,7 @@ class Gen:
         if len(shape) >= 2 and self.rng.random() < 0.3:
             t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
             layout = "swapLast"
-        inputs.append((t, layout))
+        inputs.append((t, layout, values_of(t)))
         return {"in": len(inputs) - 1}, t
 
 
@@ -414,16 +414,12 @@ def main():
             gen_failures += 1
             print(f"case {cid}: generator failed: {type(e).__name__}: {e}", file=sys.stderr)
             continue
-        originals = [values_of(t) for t, _ in inputs]
-        enc_inputs = []
-        for t, layout in inputs:
-            size = storage_elems(t)
-            enc_inputs.append({"dtype": NAME[t.dtype], "shape": list(t.shape), "strides": list(t.stride()),
-                               "offset": t.storage_offset(), "size": size, "layout": layout, "values": originals[len(enc_inputs)]})
+        enc_inputs = [{"dtype": NAME[t.dtype], "shape": list(t.shape), "strides": list(t.stride()), "offset": t.storage_offset(),
+                       "size": storage_elems(t), "layout": layout, "values": before} for t, layout, before in inputs]
         case = {"id": cid, "inputs": enc_inputs, "steps": steps}
         if error:
             case["error"] = error
-        changed = {str(i): values_of(t) for i, (t, _) in enumerate(inputs) if values_of(t) != originals[i]}
+        changed = {str(i): values_of(t) for i, (t, _, before) in enumerate(inputs) if values_of(t) != before}
         if changed:
             case["mutated"] = changed
         cases.append(case)

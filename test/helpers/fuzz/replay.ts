@@ -12,7 +12,7 @@
 import * as kiln from '../../../src/index.js';
 import type { Tensor } from '../../../src/index.js';
 import { buildInput } from './build.js';
-import { compareTensor, compareValues } from './compare.js';
+import { compareTensor, compareValues, loosest } from './compare.js';
 import type { FuzzCase, Spec } from './fixture.js';
 import { runProgram } from './program.js';
 
@@ -53,6 +53,11 @@ function discontinuous(c: FuzzCase, k: number): boolean {
   return !FLOAT.has(out) || s.op === 'to' || (s.op === 'div' && s.args[2] !== null);
 }
 
+/** The dtypes a chain has gone through up to step k: its float inputs and every result. */
+function chainDtypes(c: FuzzCase, k: number): string[] {
+  return [...c.inputs.map((e) => e.dtype), ...c.steps.slice(0, k + 1).map((s) => s.out?.dtype ?? '')];
+}
+
 function selfDtype(c: FuzzCase, k: number): string {
   return k === 0 ? c.inputs[0]!.dtype : (c.steps[k - 1]!.out?.dtype ?? '?');
 }
@@ -85,7 +90,7 @@ export function replayCase(spec: Spec, c: FuzzCase, mode: Mode, exactness: Exact
       done = c.steps.length;
       const want = c.steps[last]!.out;
       if (want) {
-        const { diff } = compareTensor(out, want);
+        const { diff } = compareTensor(out, want, loosest(chainDtypes(c, last)));
         if (diff) add(last, diff.kind, diff.detail);
       }
     } else {
@@ -93,7 +98,7 @@ export function replayCase(spec: Spec, c: FuzzCase, mode: Mode, exactness: Exact
         done = k + 1;
         const want = c.steps[k]!.out;
         if (!want) return;
-        const { diff, exact: e } = compareTensor(out, want);
+        const { diff, exact: e } = compareTensor(out, want, loosest(chainDtypes(c, k)));
         exact[k] = e;
         if (diff) {
           add(k, diff.kind, diff.detail);
