@@ -8,8 +8,11 @@
  *
  * KILN_FUZZ_COMPILE: how many cases run compiled ('all', or a count spread over the fixture;
  * default all). Each compiled case is its own program, so this bounds the time on a slow machine.
+ * KILN_FUZZ_REPORT=DIR writes every mismatch of each mode to DIR/fuzz-<mode>.json, for triage.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { getOption } from '../src/runtime/config.js';
@@ -69,9 +72,22 @@ for (const mode of MODES) {
   test(`fuzz replay vs torch: ${mode.name}${onCuda ? '' : ` (cpu path ${cpuPath})`}`, { skip: modeSkip }, (t) => {
     const cases = mode.compiled ? compiledSubset(fixture!.cases) : fixture!.cases;
     const all: Mismatch[] = [];
+    kiln.resetCompileCounters();
     for (const c of cases) all.push(...replayCase(fixture!.spec, c, mode, exactness));
     const sorted = sortMismatches(all, loadKnown());
+    const dir = process.env.KILN_FUZZ_REPORT;
+    if (dir) {
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, `fuzz-${mode.name}.json`), JSON.stringify(sorted, null, 1));
+    }
     t.diagnostic(`${cases.length} cases (torch ${fixture!.torch}): ${sorted.failing.length} failing, ${sorted.known.length} known, ${sorted.unstable.length} unstable`);
+    if (mode.compiled) {
+      // A compiled replay that quietly ran eagerly would prove nothing about the compiler.
+      const k = kiln.compileCounters();
+      t.diagnostic(`compile counters: ${k.compiles} compiles, ${k.graphBreaks} graph breaks, ${k.fallbacks} fallbacks`);
+      const ran = cases.filter((c) => !c.error).length;
+      assert.ok(ran === 0 || k.compiles >= ran / 2, `only ${k.compiles} of ${ran} cases compiled`);
+    }
     if (sorted.known.length) t.diagnostic(`known (fuzz-known.json):\n${groupReport(sorted.known, 1)}`);
     if (sorted.unstable.length) t.diagnostic(`unstable (a comparison or cast after an inexact float step):\n${groupReport(sorted.unstable, 1)}`);
     assert.equal(sorted.failing.length, 0, `Kiln differs from torch ${sorted.failing.length} times:\n${groupReport(sorted.failing)}`);

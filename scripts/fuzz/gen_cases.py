@@ -379,6 +379,8 @@ def gen_case(g, spec, cid, first_op):
             if got is None:
                 got = g.tensor_arg(a, x, ctx, op, inputs)
             lits[a["name"]], vals[a["name"]] = got
+        if op.get("torchNoneDims") == "omit" and vals.get("dim") is None:
+            lits["keepdim"] = vals["keepdim"] = False  # torch.prod(x) has no keepdim: keep both sides alike
         step = {"op": name, "inplace": inplace, "args": [lits[a["name"]] for a in op["args"]]}
         steps.append(step)
         try:

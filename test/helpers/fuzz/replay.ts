@@ -112,7 +112,9 @@ export function replayCase(spec: Spec, c: FuzzCase, mode: Mode, exactness: Exact
     const msg = e instanceof Error ? e.message.split('\n')[0]!.slice(0, 200) : String(e);
     // Compiled code raises while tracing or running the whole program: any step will do.
     if (c.error && (mode.compiled || done === c.error.step)) return found;
-    add(done, 'unexpected-error', msg);
+    // Kiln's errors start with the op's name: pin a compiled failure on that step, not the last.
+    const named = mode.compiled ? c.steps.findIndex((s) => msg.startsWith(`${spec.ops[s.op]?.kiln.replace(/^\./, '')}:`)) : -1;
+    add(named >= 0 ? named : Math.min(done, last), 'unexpected-error', msg);
     return found;
   }
   if (c.error) {
