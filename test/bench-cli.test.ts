@@ -2,7 +2,8 @@
  * `kiln bench` end to end: spawns the built CLI at the tiny size with --json and checks the table
  * on stdout and the JSON report's schema; the default quick subset; --startup (a second process
  * with the cache a cold one filled loads its program from disk and compiles nothing in the pool)
- * and --compile-report; bad options exit non-zero with a message.
+ * and --compile-report; bad options exit non-zero with a message, and so does a run in which a
+ * workload fails (forced with the KILN_BENCH_FAIL test hook), after measuring the others.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -19,8 +20,8 @@ const NAMES = ['elementwise-4096', 'elementwise-1024', 'mlp-2048x4096', 'mlp-64x
 const ROW_KEYS = ['framework', 'workload', 'device', 'dtype', 'size', 'eager_ms', 'compiled_ms', 'speedup', 'compile_s', 'max_abs_diff'];
 const QUICK = ['elementwise-1024', 'mlp-64x512', 'transformer-block', 'conv-stack'];
 
-function kiln(args: string[], timeout = 60_000): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout });
+function kiln(args: string[], timeout = 60_000, env: NodeJS.ProcessEnv = process.env): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout, env });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -101,6 +102,26 @@ test('kiln bench: one workload in bfloat16, and option errors', () => {
   const benchHelp = kiln(['bench', '--help']);
   assert.equal(benchHelp.status, 0);
   assert.match(benchHelp.stdout, /--include-slow/);
+});
+
+test('kiln bench: a failed workload is reported, the others still measured, and the exit status is 1', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
+  try {
+    const file = path.join(dir, 'out.json');
+    const args = ['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'elementwise-1024,mlp-64x512', '--reps', '1', '--warmup', '0', '--no-progress', '--json', file];
+    const r = kiln(args, 60_000, { ...process.env, KILN_BENCH_FAIL: 'mlp-64x512' });
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /1 of 2 workload runs failed: mlp-64x512 float32/);
+    const names = r.stdout.trim().split('\n').slice(2).map((l) => l.split(/\s+/)[0]);
+    assert.deepEqual(names, ['elementwise-1024'], 'the other workload is still in the table');
+    const report = JSON.parse(fs.readFileSync(file, 'utf8')) as { meta: Json; results: Json[] };
+    assert.equal(report.meta.complete, true, 'complete: every run was attempted (failures lists the failed ones)');
+    assert.deepEqual((report.meta.failures as Json[]).map((f) => [f.workload, f.dtype]), [['mlp-64x512', 'float32']]);
+    assert.match((report.meta.failures as Json[])[0]!.error as string, /KILN_BENCH_FAIL: forced failure of mlp-64x512/);
+    assert.deepEqual(report.results.map((row) => row.workload), ['elementwise-1024']);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('kiln bench with no workload runs the quick subset', () => {
