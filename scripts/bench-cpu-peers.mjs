@@ -6,7 +6,10 @@
  *                     y = y + tanh(x*0.5); y = y - exp(-x*x)*0.1; return y*2-1)
  * Engines: Kiln native path (eager matmul, compiled elementwise), Kiln wasm path, onnxruntime-node
  * (CPU EP, intra-op threads = --threads, ONNX models encoded here), tfjs on its wasm backend, and
- * jax-js (wasm device; jit for elementwise). All variants run interleaved, rep by rep, so machine
+ * jax-js (wasm device; jit for elementwise). Threads: --threads for Kiln (both paths), onnxruntime
+ * and jax-js (its Web Workers through ./web-worker-shim.mjs: without it jax-js runs single threaded
+ * under Node); tfjs-wasm runs 1 (its threaded build needs a cross-origin-isolated browser). Each
+ * engine's count is in the JSON ("threads" per engine; jax-js's workers started are counted). All variants run interleaved, rep by rep, so machine
  * load hits them alike, with an idle gap before each call (--gap-ms, default 10: onnxruntime's
  * workers spin for a few milliseconds after a run and would share the cores with whatever runs
  * next, see bench-cpu-ort-models.mjs); each reports the median wall time, and the max |difference| from Kiln's
@@ -17,6 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { ShimWorker, installWebWorkers } from './web-worker-shim.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -163,8 +167,9 @@ async function tfjsWasmEngine() {
   return { version: tf.version.tfjs, matmul: () => grab(tf.matMul(a, b)), elementwise: () => grab(ew(a)) };
 }
 async function jaxEngine() {
-  // jax-js probes navigator.gpu for WebGPU; Node 20 has no navigator (its Wasm device needs none).
-  globalThis.navigator ??= {};
+  // jax-js probes navigator.gpu for WebGPU (Node 20 has no navigator; its Wasm device needs none)
+  // and sizes its Wasm worker pool from navigator.hardwareConcurrency.
+  installWebWorkers(THREADS);
   const jax = await import('@jax-js/jax');
   const { numpy: np, jit, init, defaultDevice } = jax;
   const devices = await init();
@@ -203,6 +208,8 @@ await add('kiln wasm', async () => kilnEngine('wasm'));
 await add('onnxruntime-node', ortEngine);
 await add('tfjs-wasm', tfjsWasmEngine);
 await add('jax-js', jaxEngine);
+// The threads each engine runs with (tfjs-wasm: its single-threaded build, the only one Node loads).
+const ENGINE_THREADS = { 'kiln native': THREADS, 'kiln wasm': THREADS, 'onnxruntime-node': THREADS, 'tfjs-wasm': 1, 'jax-js': THREADS };
 
 const workloads = [
   { name: 'matmul-1024', key: 'matmul', flops: 2 * N ** 3 },
@@ -236,7 +243,7 @@ for (const w of workloads) {
   for (const v of vs) {
     const sorted = [...v.times].sort((p, q) => p - q);
     const ms = sorted.length ? sorted[Math.floor(sorted.length / 2)] : null;
-    const row = { workload: w.name, engine: v.engine, medianMs: ms, minMs: sorted[0] ?? null, gflops: ms && w.flops ? w.flops / (ms * 1e6) : null, maxAbsDiffVsKilnNative: v.maxAbsDiff, error: v.error };
+    const row = { workload: w.name, engine: v.engine, threads: ENGINE_THREADS[v.engine] ?? null, medianMs: ms, minMs: sorted[0] ?? null, gflops: ms && w.flops ? w.flops / (ms * 1e6) : null, maxAbsDiffVsKilnNative: v.maxAbsDiff, error: v.error };
     results.push(row);
     console.log(`${w.name.padEnd(18)} ${v.engine.padEnd(18)} ${v.error ? `error: ${v.error}` : `${ms.toFixed(2).padStart(8)} ms${row.gflops ? `  ${row.gflops.toFixed(1).padStart(6)} GFLOP/s` : ''}  max|diff| ${Number(v.maxAbsDiff).toExponential(2)}`}`);
   }
@@ -245,7 +252,7 @@ const load1 = os.loadavg();
 console.log(`threads ${THREADS}; gap ${GAP_MS} ms; load average before ${load0.map((x) => x.toFixed(2)).join(' ')}, after ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 if (OUT) {
   const versions = Object.fromEntries(engines.filter((e) => e.version).map((e) => [e.name, e.version]));
-  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), reps: REPS, threads: THREADS, gapMs: GAP_MS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), loadavgBefore: load0, loadavgAfter: load1, kilnCpuPath: native.cpuPathInfo(), versions, errors, results }, null, 2)}\n`);
+  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), reps: REPS, threads: THREADS, gapMs: GAP_MS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), loadavgBefore: load0, loadavgAfter: load1, engineThreads: ENGINE_THREADS, jaxWebWorkersStarted: ShimWorker.started, kilnCpuPath: native.cpuPathInfo(), versions, errors, results }, null, 2)}\n`);
   console.log(`wrote ${OUT}`);
 }
 process.exit(0);

@@ -19,7 +19,7 @@ if [ ! -f "$dir/package.json" ]; then echo '{"name":"kiln-peers","private":true,
 (cd "$dir" && npm install --no-audit --no-fund --ignore-scripts \
   onnxruntime-node@1.30.0 @tensorflow/tfjs@4.22.0 @tensorflow/tfjs-backend-wasm@4.22.0 @jax-js/jax@0.1.25 >/dev/null)
 (cd "$root" && npx tsc -p tsconfig.json)
-cp "$root/scripts/bench-cpu-peers.mjs" "$dir/bench-cpu-peers.mjs"
+cp "$root/scripts/bench-cpu-peers.mjs" "$root/scripts/web-worker-shim.mjs" "$dir/"
 cp "$root/scripts/bench-cpu-ort-models.mjs" "$dir/bench-cpu-ort-models.mjs"
 mkdir -p "$root/bench/results"
 out="$root/bench/results/cpu-peers-$(date -u +%Y-%m-%d).json"

@@ -9,7 +9,7 @@
  *   - TensorFlow.js on its wasm backend (XNNPACK; 1 thread: its threaded build needs a
  *     cross-origin-isolated browser);
  *   - jax-js on its wasm device, jit, with --threads Web Workers: Node 20 has no Web Worker global,
- *     so without the small worker_threads shim below jax-js silently runs single threaded.
+ *     so without the small worker_threads shim (web-worker-shim.mjs) jax-js silently runs single threaded.
  * Every engine gets the same weights and inputs (Kiln's seeded workload builders, exported as
  * Float32Arrays). Variants run interleaved rep by rep so machine load hits them alike; each
  * reports its median and min wall time and max |difference| from Kiln's first row (eager; a fast
@@ -21,8 +21,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { resolveObjectURL } from 'node:buffer';
-import { Worker as NodeWorker } from 'node:worker_threads';
+import { ShimWorker, installWebWorkers } from './web-worker-shim.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -45,41 +44,7 @@ native.setCpuPath('wasm');
 native.setNativeThreads(THREADS);
 await wasmRun.warmWasmThreads(THREADS);
 
-// ---- a Web Worker shim on worker_threads, for jax-js (its pool does `new Worker(blobUrl)` and talks through self.onmessage / postMessage) ----
-const SHIM = `
-const { parentPort } = require('node:worker_threads');
-globalThis.self = globalThis;
-globalThis.postMessage = (d) => parentPort.postMessage(d);
-let loaded = false;
-parentPort.on('message', (d) => {
-  if (!loaded) { loaded = true; (0, eval)(d); return; }
-  self.onmessage({ data: d });
-});`;
-class ShimWorker {
-  static started = 0;
-  constructor(url) {
-    ShimWorker.started++;
-    this.onmessage = null;
-    this.onerror = null;
-    this.queue = [];
-    this.w = new NodeWorker(SHIM, { eval: true });
-    this.w.unref();
-    this.w.on('message', (d) => this.onmessage?.({ data: d }));
-    this.w.on('error', (e) => this.onerror?.(e));
-    resolveObjectURL(String(url)).text().then((src) => {
-      this.w.postMessage(src);
-      for (const m of this.queue) this.w.postMessage(m);
-      this.queue = null;
-    });
-  }
-  postMessage(m) {
-    if (this.queue) this.queue.push(m);
-    else this.w.postMessage(m);
-  }
-  terminate() {
-    return this.w.terminate();
-  }
-}
+// jax-js's Web Workers: ./web-worker-shim.mjs (copied beside this file by bench-wasm-peers.sh).
 
 const f32 = (t) => Float32Array.from(t.toFlatArray());
 
@@ -221,8 +186,7 @@ function nhwcToNchw(v, [N, H, W, C]) {
 // ---- jax-js (wasm device, jit) ----
 let jax;
 async function jaxInit() {
-  globalThis.navigator = { hardwareConcurrency: THREADS };
-  globalThis.Worker ??= ShimWorker;
+  installWebWorkers(THREADS);
   jax = await import('@jax-js/jax');
   const devices = await jax.init();
   if (devices.includes?.('wasm')) jax.defaultDevice('wasm');
@@ -382,7 +346,7 @@ if (versions['jax-js']) versions['jax-js'] += ` (${ShimWorker.started} Web Worke
 console.log(`versions ${JSON.stringify(versions)}`);
 console.log(`load average before ${load0.map((x) => x.toFixed(2)).join(' ')}, after ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 if (OUT) {
-  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), command: `KILN_CPU_PATH=${process.env.KILN_CPU_PATH ?? ""} node bench-wasm-peers.mjs ${process.argv.slice(2).join(" ")}`, reps: REPS, threads: THREADS, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), node: process.version, loadavgBefore: load0, loadavgAfter: load1, kilnWasm: wasmRun.wasmSgemmInfo(), versions, errors, results }, null, 2)}\n`);
+  fs.writeFileSync(OUT, `${JSON.stringify({ date: new Date().toISOString(), command: `KILN_CPU_PATH=${process.env.KILN_CPU_PATH ?? ""} node bench-wasm-peers.mjs ${process.argv.slice(2).join(" ")}`, reps: REPS, threads: THREADS, engineThreads: { kiln: THREADS, "tfjs-wasm": 1, "jax-js": THREADS }, jaxWebWorkersStarted: ShimWorker.started, cpu: os.cpus()[0]?.model, cpus: os.availableParallelism(), node: process.version, loadavgBefore: load0, loadavgAfter: load1, kilnWasm: wasmRun.wasmSgemmInfo(), versions, errors, results }, null, 2)}\n`);
   console.log(`wrote ${OUT}`);
 }
 process.exit(0);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch side of bench/cuda-conv.ts: torch.nn.functional.conv2d on the conv-stack convolutions
-(channels_last, cuDNN, benchmark mode off like a default eager run), CUDA events around each call,
-median of REPS calls after warm-up. Rows: float32 with the default allow_tf32=True, float32 with
+(channels_last, cuDNN), CUDA events around each call, median of REPS calls after warm-up. Each row
+is timed with cuDNN's benchmark mode off (a default eager run) and on (cuDNN times its algorithms
+first); torch_ms is the faster of the two, PyTorch's best form, and both are kept
+(torch_ms_benchmark_off, torch_ms_benchmark_on). Rows: float32 with the default allow_tf32=True, float32 with
 allow_tf32=False (exact), float16, bfloat16; plus float32/bfloat16 NCHW rows for the layout question.
 Prints a JSON list to stdout."""
 import json, statistics, sys
@@ -42,7 +44,12 @@ for layout in ("nhwc", "nchw"):
             if layout == "nhwc":
                 x = x.contiguous(memory_format=torch.channels_last)
                 w = w.contiguous(memory_format=torch.channels_last)
-            ms = time_ms(lambda: F.conv2d(x, w, b, st, pad))
-            rows.append({"conv": name, "layout": layout, "dtype": dtype, "tf32": tf32 if dtype == "float32" else None, "torch_ms": ms})
+            by = {}
+            for bench in (False, True):
+                torch.backends.cudnn.benchmark = bench
+                by[bench] = time_ms(lambda: F.conv2d(x, w, b, st, pad))
+            torch.backends.cudnn.benchmark = False
+            rows.append({"conv": name, "layout": layout, "dtype": dtype, "tf32": tf32 if dtype == "float32" else None,
+                         "torch_ms": min(by.values()), "torch_ms_benchmark_off": by[False], "torch_ms_benchmark_on": by[True]})
 torch.backends.cudnn.allow_tf32 = True
 json.dump(rows, sys.stdout)

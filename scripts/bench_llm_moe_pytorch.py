@@ -11,7 +11,12 @@ shapes) and times PyTorch references written as vLLM's forward_native / torch co
   llm.mhcPre/Post/HeadCollapse  torch composites of the math in src/ops/defs/llm-mhc.ts
   topk / sort       torch.topk / torch.sort
 CUDA events around each call, median of REPS after WARMUP calls.
-  python3 scripts/bench_llm_moe_pytorch.py out.json [--quick]
+Each case is also timed as torch.compile(reference, dynamic=False) in each of --compile-modes
+(default: default reduce-overhead max-autotune; 'none' for the references alone), as more rows of
+the same case with torch_impl "compile:<mode>" (the Kiln runner times every row it is given, and
+scripts/bench_llm_merge.py quotes Kiln against the fastest form); a form that fails to compile is
+printed and left out. topk / sort (single torch ops) have no compiled rows.
+  python3 scripts/bench_llm_moe_pytorch.py out.json [--quick] [--compile-modes default reduce-overhead max-autotune | none]
 """
 import json
 import sys
@@ -209,21 +214,61 @@ def time_ms(f, op=None):
     return ts[len(ts) // 2]
 
 
+COMPILE_MODES = ["default", "reduce-overhead", "max-autotune"]
+
+
+def compile_modes(argv):
+    if "--compile-modes" not in argv:
+        return COMPILE_MODES
+    i = argv.index("--compile-modes") + 1
+    modes = []
+    while i < len(argv) and not argv[i].startswith("--"):
+        modes.append(argv[i])
+        i += 1
+    bad = [m for m in modes if m not in COMPILE_MODES + ["none"]]
+    if bad:
+        raise SystemExit(f"--compile-modes: unknown {bad}; one or more of {COMPILE_MODES}, or none")
+    return [] if "none" in modes else modes
+
+
+def compiled(f, mode):
+    """torch.compile of the case's thunk; the CUDA-graph modes mark each call a new step."""
+    c = torch.compile(f, mode=None if mode == "default" else mode, dynamic=False)
+    if mode == "default":
+        return c
+
+    def call():
+        torch.compiler.cudagraph_mark_step_begin()
+        return c()
+    return call
+
+
 def main():
     out = sys.argv[1]
     quick = "--quick" in sys.argv
+    modes = compile_modes(sys.argv)
     rows = []
     torch.manual_seed(0)
+
+    def emit(c, shape, ms, impl, byts):
+        rows.append({**c, "shape": shape, "torch_ms": ms, "torch_impl": impl, "bytes": byts})
+        print(f"torch {c['op']:22} {c['dtype']:9} {shape:42} {impl[:24]:24} {ms:9.4f} ms", flush=True)
+        # Written after every row: a run stopped at its time limit still leaves the finished rows.
+        with open(out, "w") as fh:
+            json.dump(rows, fh)
+
     for c in cases(quick):
         f, impl, byts, shape = build(c)
         with torch.no_grad():
-            ms = time_ms(f, c["op"])
-        rows.append({**c, "shape": shape, "torch_ms": ms, "torch_impl": impl, "bytes": byts})
-        print(f"torch {c['op']:22} {c['dtype']:9} {shape:42} {ms:9.4f} ms", flush=True)
+            emit(c, shape, time_ms(f, c["op"]), impl, byts)
+            for mode in modes if c["op"].startswith("llm.") else ():
+                try:
+                    torch._dynamo.reset()
+                    emit(c, shape, time_ms(compiled(f, mode)), f"compile:{mode}", byts)
+                except Exception as e:  # recorded by its absence; the log says why
+                    print(f"torch {c['op']:22} {c['dtype']:9} {shape:42} compile:{mode} FAILED {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
+        torch._dynamo.reset()
         torch.cuda.empty_cache()
-        # Written after every case: a run stopped at its time limit still leaves the finished rows.
-        with open(out, "w") as fh:
-            json.dump(rows, fh)
 
 
 if __name__ == "__main__":

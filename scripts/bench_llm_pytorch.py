@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""PyTorch side of the LLM library benchmark (issue #6): vLLM's forward_native implementations.
+"""PyTorch side of the LLM library benchmark (issue #6): vLLM's forward_native implementations,
+torch.compile of each, and PyTorch's fused kernels where they exist.
 
 The references are written as vLLM's CustomOp.forward_native writes them (composites of torch ops):
 RMSNorm (with and without the fused residual add), SiluAndMul, GeluAndMul ('none', 'tanh') and
-RotaryEmbedding (neox and gpt-j), plus torch.nn.functional.rms_norm (PyTorch's own kernel) as a
-second RMSNorm row. Timing: a pair of CUDA events around each rep, median of --reps (>= 50) after
+RotaryEmbedding (neox and gpt-j). Beside each, as more rows of the same (op, variant, shape, dtype):
+  F.rms_norm          torch.nn.functional.rms_norm, PyTorch's own kernel (rmsNorm);
+  add+F.rms_norm      x + residual, then F.rms_norm (fusedAddRmsNorm: PyTorch has no fused add+norm);
+  compile:<mode>      torch.compile(forward_native, mode=<mode>, dynamic=False), per shape, for each
+                      of --compile-modes (default, reduce-overhead = CUDA graphs, max-autotune).
+Kiln is compared with each row, and scripts/bench_llm_merge.py reports the fastest PyTorch form. Timing: a pair of CUDA events around each rep, median of --reps (>= 50) after
 --warmup reps. Device-to-device copy bandwidth (copy_ of a 1 GiB tensor) is measured in the same
 run so that the kernels' bandwidth can be compared with it, and for the norms also copy_ of the very
 bytes each row moves (a tensor of x's size for rmsNorm, of twice it for fusedAddRmsNorm), timed the
@@ -14,6 +19,11 @@ Shapes follow vLLM's kernel benchmarks: tokens x hidden 4096/8192 for the norms,
 for act-and-mul, tokens x 32 heads x 128 (q and k) for RoPE. Op names are Kiln's (llm.rmsNorm...).
 
     python3 scripts/bench_llm_pytorch.py --json torch.json [--tokens 1 16 256 4096 16384] [--reps 50]
+        [--compile-modes default reduce-overhead max-autotune | none] [--resume]
+
+The compiled rows cost a compile each (90 shapes x 3 modes; max-autotune is the slow one), more
+than one 10-minute device call: --resume keeps the rows already in --json and times only the
+others, so the same command can be repeated until it prints "complete".
 """
 import argparse
 import json
@@ -115,6 +125,23 @@ def time_ms(fn, reps, warmup):
     return statistics.median(times)
 
 
+COMPILE_MODES = ["default", "reduce-overhead", "max-autotune"]
+
+
+def compiled_caller(ref, mode):
+    """torch.compile(ref) in `mode`, specialised to the shapes it sees (dynamic=False: the best
+    kernel for each shape, as Kiln's are). The CUDA-graph modes mark each call a new step so the
+    graph's static outputs can be reused, as a serving loop would."""
+    c = torch.compile(ref, mode=None if mode == "default" else mode, dynamic=False)
+    if mode == "default":
+        return c
+
+    def call(*args):
+        torch.compiler.cudagraph_mark_step_begin()
+        return c(*args)
+    return call
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
@@ -123,22 +150,55 @@ def main():
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--only", nargs="+", default=None, help="op names to time (default: all)")
+    ap.add_argument("--compile-modes", nargs="+", default=COMPILE_MODES, choices=COMPILE_MODES + ["none"],
+                    help="torch.compile modes of the forward_native rows ('none': no compiled rows)")
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in --json; time only the missing ones")
     a = ap.parse_args()
+    modes = [] if "none" in a.compile_modes else a.compile_modes
     dev = torch.device("cuda")
     torch.manual_seed(0)
     rows = []
+    copies = {}
+    prev = None
+    if a.resume:
+        try:
+            prev = json.load(open(a.json))
+        except (OSError, ValueError):
+            prev = None
+    if prev:
+        rows, copies = prev["rows"], prev.get("copies", {})
+    done = {(r["op"], r["variant"], tuple(r["shape"]), r["dtype"], r["torch_impl"]) for r in rows}
+    failed = []
 
     def want(*ops):
         return a.only is None or any(op in a.only for op in ops)
 
-    def add(op, shape, dtype, impl, ms, variant=""):
+    def add(op, shape, dtype, impl, timed, variant=""):
+        """Times `timed` (a thunk returning the ms) unless this row is already in a resumed file."""
+        if (op, variant, tuple(shape), dtype, impl) in done:
+            return
+        try:
+            ms = timed()
+        except Exception as e:  # a form that fails (a compile error) is reported, and the merge sees it missing
+            print(f"{op:20s} {variant:5s} {impl:24s} {str(shape):18s} {dtype:9s} FAILED {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
+            torch._dynamo.reset()
+            failed.append(f"{op} {variant} {impl} {shape} {dtype}")
+            return
         rows.append({"op": op, "variant": variant, "shape": shape, "dtype": dtype, "torch_impl": impl, "torch_ms": ms})
-        print(f"{op:20s} {variant:5s} {impl:15s} {str(shape):18s} {dtype:9s} {ms:9.4f} ms", flush=True)
+        print(f"{op:20s} {variant:5s} {impl:24s} {str(shape):18s} {dtype:9s} {ms:9.4f} ms", flush=True)
         # Written after every row, so a run cut short by a time limit still leaves its rows.
         with open(a.json, "w") as f:
             json.dump({"meta": meta, "copy": copy, "copies": copies, "rows": rows}, f)
 
-    copies = {}
+    def add_forms(op, shape, dtype, ref, args, variant=""):
+        """forward_native, then torch.compile of it in each mode (a fresh compile per mode and shape)."""
+        add(op, shape, dtype, "forward_native", lambda: time_ms(lambda: ref(*args), a.reps, a.warmup), variant)
+        for mode in modes:
+            def timed():
+                torch._dynamo.reset()
+                f = compiled_caller(ref, mode)
+                return time_ms(lambda: f(*args), a.reps, a.warmup)
+            add(op, shape, dtype, f"compile:{mode}", timed, variant)
 
     def copy_same_bytes(nbytes):
         """copy_ of a tensor of nbytes (nbytes read + nbytes written), once per size."""
@@ -152,14 +212,18 @@ def main():
         del s_, d_
 
     # Copy bandwidth: copy_ of 1 GiB (read + write).
-    n = (1 << 30) // 4
-    src = torch.empty(n, dtype=torch.float32, device=dev).uniform_()
-    dst = torch.empty_like(src)
-    cms = time_ms(lambda: dst.copy_(src), 20, 3)
-    copy = {"bytes": 1 << 30, "torch_ms": cms, "gbps": 2 * (1 << 30) / (cms * 1e-3) / 1e9}
-    print(f"copy_ 1 GiB: {cms:.3f} ms, {copy['gbps']:.0f} GB/s (read + write)", flush=True)
-    del src, dst
-    meta = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "reps": a.reps, "warmup": a.warmup}
+    if prev and "copy" in prev:
+        copy = prev["copy"]
+    else:
+        n = (1 << 30) // 4
+        src = torch.empty(n, dtype=torch.float32, device=dev).uniform_()
+        dst = torch.empty_like(src)
+        cms = time_ms(lambda: dst.copy_(src), 20, 3)
+        copy = {"bytes": 1 << 30, "torch_ms": cms, "gbps": 2 * (1 << 30) / (cms * 1e-3) / 1e9}
+        del src, dst
+    print(f"copy_ 1 GiB: {copy['torch_ms']:.3f} ms, {copy['gbps']:.0f} GB/s (read + write)", flush=True)
+    meta = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "reps": a.reps, "warmup": a.warmup,
+            "compile_modes": modes, "fused": ["F.rms_norm", "add+F.rms_norm"]}
 
     with torch.no_grad():
         for dn in a.dtype:
@@ -172,16 +236,17 @@ def main():
                     # rmsNorm moves 2 x-sizes (read x, write out), fusedAdd 4 (x, residual both ways).
                     copy_same_bytes(x.numel() * x.element_size())
                     copy_same_bytes(2 * x.numel() * x.element_size())
-                    add("llm.rmsNorm", [t, hidden], dn, "forward_native", time_ms(lambda: rms_norm_native(x, w, 1e-6), a.reps, a.warmup))
-                    if hasattr(F, "rms_norm"):
-                        add("llm.rmsNorm", [t, hidden], dn, "F.rms_norm", time_ms(lambda: F.rms_norm(x, (hidden,), w, 1e-6), a.reps, a.warmup))
-                    add("llm.fusedAddRmsNorm", [t, hidden], dn, "forward_native", time_ms(lambda: rms_norm_native(x, w, 1e-6, r), a.reps, a.warmup))
+                    add_forms("llm.rmsNorm", [t, hidden], dn, rms_norm_native, (x, w, 1e-6))
+                    add("llm.rmsNorm", [t, hidden], dn, "F.rms_norm", lambda: time_ms(lambda: F.rms_norm(x, (hidden,), w, 1e-6), a.reps, a.warmup))
+                    add_forms("llm.fusedAddRmsNorm", [t, hidden], dn, rms_norm_native, (x, w, 1e-6, r))
+                    add("llm.fusedAddRmsNorm", [t, hidden], dn, "add+F.rms_norm",
+                        lambda: time_ms(lambda: F.rms_norm(x + r, (hidden,), w, 1e-6), a.reps, a.warmup))
                     del x, r
             for t in a.tokens if want("llm.siluAndMul", "llm.geluAndMul") else ():
                 x = torch.randn(t, 2 * 11008, dtype=dt, device=dev)
-                add("llm.siluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: silu_and_mul_native(x), a.reps, a.warmup))
-                add("llm.geluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: gelu_and_mul_native(x, "none"), a.reps, a.warmup), "none")
-                add("llm.geluAndMul", [t, 2 * 11008], dn, "forward_native", time_ms(lambda: gelu_and_mul_native(x, "tanh"), a.reps, a.warmup), "tanh")
+                add_forms("llm.siluAndMul", [t, 2 * 11008], dn, silu_and_mul_native, (x,))
+                add_forms("llm.geluAndMul", [t, 2 * 11008], dn, gelu_and_mul_native, (x, "none"), "none")
+                add_forms("llm.geluAndMul", [t, 2 * 11008], dn, gelu_and_mul_native, (x, "tanh"), "tanh")
                 del x
             heads, hs, max_pos = 32, 128, 8192
             cache = rope_cache(max_pos, hs, dt, dev)
@@ -190,10 +255,14 @@ def main():
                 q = torch.randn(t, heads * hs, dtype=dt, device=dev)
                 k = torch.randn(t, heads * hs, dtype=dt, device=dev)
                 for neox in (True, False):
-                    add("llm.rotaryEmbedding", [t, heads, hs], dn, "forward_native", time_ms(lambda: rope_native(pos, q, k, hs, hs, cache, neox), a.reps, a.warmup), "neox" if neox else "gptj")
+                    add_forms("llm.rotaryEmbedding", [t, heads, hs], dn, rope_native, (pos, q, k, hs, hs, cache, neox), "neox" if neox else "gptj")
                 del q, k
     with open(a.json, "w") as f:
         json.dump({"meta": meta, "copy": copy, "copies": copies, "rows": rows}, f)
+    if failed:
+        print(f"incomplete: {len(failed)} forms failed (run again with --resume to retry them): " + "; ".join(failed), flush=True)
+        raise SystemExit(1)
+    print(f"complete: {len(rows)} rows in {a.json}", flush=True)
 
 
 if __name__ == "__main__":

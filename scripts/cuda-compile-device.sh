@@ -3,8 +3,9 @@
 # Run from the staged tree (scripts/cuda-device-stage.sh) on the device tool, e.g.
 #   cd .device/wt-cudaint && bash .device/run.sh bash scripts/cuda-compile-device.sh tests,kiln 250
 # Steps (comma-separated): tests (GPU tests of kiln.compile on cuda), kiln (kiln bench, full size,
-# both dtypes, every workload), pytorch (scripts/bench_pytorch.py, one process per workload so a
-# time limit keeps the finished ones). The second argument is the seconds the steps may take.
+# both dtypes, every workload), pytorch (scripts/bench_pytorch.py, one process per workload and
+# torch.compile mode so a time limit keeps the finished ones; PT_MODES, PT_WORKLOADS narrow it).
+# The second argument is the seconds the steps may take.
 set -uo pipefail
 steps=${1:-tests,kiln}
 budget=${2:-550}
@@ -26,21 +27,19 @@ if [[ ,$steps, == *,kiln,* ]]; then
   tail -n 20 "$out/kiln-bench.txt"
 fi
 if [[ ,$steps, == *,pytorch,* ]]; then
-  for w in ${PT_WORKLOADS:-elementwise-1024 elementwise-4096 mlp-64x512 mlp-2048x4096 conv-stack transformer-block qwen3-0.6b-forward}; do
-    l=$(left); [ "$l" -lt 20 ] && { echo "pytorch: no time left for $w" | tee -a "$out/pytorch.log"; continue; }
-    timeout "$l" python3 scripts/bench_pytorch.py --workload "$w" --json "/tmp/pt-$w.json" >> "$out/pytorch.log" 2>&1 || echo "pytorch $w rc=$?" >> "$out/pytorch.log"
+  # One process per workload and torch.compile mode, each under the time left, so a slow
+  # max-autotune compile keeps the finished rows; the merge fails when any (workload, dtype, mode)
+  # is missing, rather than quoting a weaker mode as PyTorch's number.
+  modes=${PT_MODES:-default reduce-overhead max-autotune}
+  wls=${PT_WORKLOADS:-elementwise-1024 elementwise-4096 mlp-64x512 mlp-2048x4096 conv-stack transformer-block qwen3-0.6b-forward}
+  for w in $wls; do
+    for m in $modes; do
+      l=$(left); [ "$l" -lt 20 ] && { echo "pytorch: no time left for $w $m" | tee -a "$out/pytorch.log"; continue; }
+      timeout "$l" python3 scripts/bench_pytorch.py --workload "$w" --modes "$m" --json "$out/pt-$w-$m.json" >> "$out/pytorch.log" 2>&1 || echo "pytorch $w $m rc=$?" >> "$out/pytorch.log"
+    done
   done
-  python3 - "$out/pytorch.json" /tmp/pt-*.json <<'PY'
-import json, sys
-rows, meta = [], None
-for f in sys.argv[2:]:
-    d = json.load(open(f))
-    meta = meta or d['meta']
-    rows += d['results']
-meta = dict(meta or {}, command='scripts/cuda-compile-device.sh pytorch (one bench_pytorch.py process per workload)')
-json.dump({'meta': meta, 'results': rows}, open(sys.argv[1], 'w'), indent=1)
-print(f'pytorch: {len(rows)} rows')
-PY
+  python3 scripts/bench_pytorch_merge.py "$out/pytorch.json" "$out"/pt-*.json --modes "${modes// /,}" --workloads "${wls// /,}"
+  echo "pytorch merge rc=$?"
   cat "$out/pytorch.log"
 fi
 echo "done after $(( $(date +%s) - start )) s"

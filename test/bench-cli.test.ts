@@ -2,7 +2,8 @@
  * `kiln bench` end to end: spawns the built CLI at the tiny size with --json and checks the table
  * on stdout and the JSON report's schema; the default quick subset; --startup (a second process
  * with the cache a cold one filled loads its program from disk and compiles nothing in the pool)
- * and --compile-report; bad options exit non-zero with a message.
+ * and --compile-report; bad options exit non-zero with a message, and so does a run in which a
+ * workload fails (forced with the KILN_BENCH_FAIL test hook), after measuring the others.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -11,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 // Compiled tests run from dist/test; the CLI is dist/src/cli/main.js.
@@ -19,8 +21,8 @@ const NAMES = ['elementwise-4096', 'elementwise-1024', 'mlp-2048x4096', 'mlp-64x
 const ROW_KEYS = ['framework', 'workload', 'device', 'dtype', 'size', 'eager_ms', 'compiled_ms', 'speedup', 'compile_s', 'max_abs_diff'];
 const QUICK = ['elementwise-1024', 'mlp-64x512', 'transformer-block', 'conv-stack'];
 
-function kiln(args: string[], timeout = 60_000): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout });
+function kiln(args: string[], timeout = HANG_GUARD_MS, env: NodeJS.ProcessEnv = process.env): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout, env });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -53,7 +55,7 @@ test('kiln bench --size tiny --json: table and report', () => {
     assert.equal(typeof (device.properties as Json).name, 'string');
     assert.equal(typeof meta.date, 'string');
     assert.equal(new Date(meta.date as string).toISOString(), meta.date);
-    assert.ok(Math.abs(Date.now() - Date.parse(meta.date as string)) < 120_000);
+    assert.ok(Math.abs(Date.now() - Date.parse(meta.date as string)) < HANG_GUARD_MS, 'the date is of this run');
     assert.match(meta.kiln_version as string, /^\d+\.\d+\.\d+/);
     const command = meta.command as string[];
     assert.ok(Array.isArray(command) && command.includes('bench') && command.includes(file));
@@ -103,6 +105,26 @@ test('kiln bench: one workload in bfloat16, and option errors', () => {
   assert.match(benchHelp.stdout, /--include-slow/);
 });
 
+test('kiln bench: a failed workload is reported, the others still measured, and the exit status is 1', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
+  try {
+    const file = path.join(dir, 'out.json');
+    const args = ['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'elementwise-1024,mlp-64x512', '--reps', '1', '--warmup', '0', '--no-progress', '--json', file];
+    const r = kiln(args, HANG_GUARD_MS, { ...process.env, KILN_BENCH_FAIL: 'mlp-64x512' });
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /1 of 2 workload runs failed: mlp-64x512 float32/);
+    const names = r.stdout.trim().split('\n').slice(2).map((l) => l.split(/\s+/)[0]);
+    assert.deepEqual(names, ['elementwise-1024'], 'the other workload is still in the table');
+    const report = JSON.parse(fs.readFileSync(file, 'utf8')) as { meta: Json; results: Json[] };
+    assert.equal(report.meta.complete, true, 'complete: every run was attempted (failures lists the failed ones)');
+    assert.deepEqual((report.meta.failures as Json[]).map((f) => [f.workload, f.dtype]), [['mlp-64x512', 'float32']]);
+    assert.match((report.meta.failures as Json[])[0]!.error as string, /KILN_BENCH_FAIL: forced failure of mlp-64x512/);
+    assert.deepEqual(report.results.map((row) => row.workload), ['elementwise-1024']);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('kiln bench with no workload runs the quick subset', () => {
   const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--reps', '1', '--warmup', '0', '--no-progress']);
   assert.equal(r.status, 0, r.stderr);
@@ -114,7 +136,7 @@ test('kiln bench --startup: a warm second process loads the program from disk an
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
   try {
     const file = path.join(dir, 'startup.json');
-    const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'transformer-block', '--reps', '1', '--warmup', '0', '--startup', '--startup-runs', '1', '--json', file], 120_000);
+    const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'transformer-block', '--reps', '1', '--warmup', '0', '--startup', '--startup-runs', '1', '--json', file]);
     assert.equal(r.status, 0, r.stderr);
     const lines = r.stdout.trim().split('\n');
     assert.match(lines[0]!, /max \|diff\|\s+cold start s\s+warm start s$/);
@@ -144,7 +166,7 @@ test('kiln bench --compile-report: pool at its default size vs one worker vs in-
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-bench-'));
   try {
     const file = path.join(dir, 'report.json');
-    const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'mlp-64x512', '--reps', '1', '--warmup', '0', '--compile-report', '--startup-runs', '1', '--no-progress', '--json', file], 120_000);
+    const r = kiln(['bench', '--device', 'cpu', '--size', 'tiny', '--workload', 'mlp-64x512', '--reps', '1', '--warmup', '0', '--compile-report', '--startup-runs', '1', '--no-progress', '--json', file]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /cold compile of transformer-block/);
     const rows = (JSON.parse(fs.readFileSync(file, 'utf8')) as { meta: { compile_report: Json[] } }).meta.compile_report;

@@ -11,13 +11,14 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DiskCache, cacheUsage } from '../src/runtime/cache/index.js';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '../src/cli/main.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-cache-cli-'));
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 function kiln(args: string[], env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, KILN_CACHE_DIR: dir, ...env } });
+  const r = spawnSync(process.execPath, [MAIN, ...args], { encoding: 'utf8', timeout: HANG_GUARD_MS, env: { ...process.env, KILN_CACHE_DIR: dir, ...env } });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

@@ -14,6 +14,7 @@ import {
   shutdownCompilePool,
   type JsKernelResult,
 } from '../src/runtime/pool/index.js';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const HANDLERS = new URL('./helpers/compile-pool-handlers.js', import.meta.url);
 for (const name of ['echo', 'slowEcho', 'fail', 'exitWorker', 'uncaught', 'returnsFunction', 'notAFunction']) {
@@ -207,7 +208,7 @@ test('shutdown rejects pending tasks; resizing retires extra workers', async () 
 test('an idle pool does not keep the process alive, a busy one does', () => {
   const child = fileURLToPath(new URL('./helpers/compile-pool-child.js', import.meta.url));
   const env = { ...process.env, KILN_COMPILE_WORKERS: '2' };
-  const r = spawnSync(process.execPath, [child], { encoding: 'utf8', env, timeout: 8000 });
+  const r = spawnSync(process.execPath, [child], { encoding: 'utf8', env, timeout: HANG_GUARD_MS });
   assert.equal(r.signal, null, 'the child exited by itself (not killed by the timeout)');
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(JSON.parse(r.stdout), { slow: { ms: 100 }, kernelOk: true, workers: 1 });

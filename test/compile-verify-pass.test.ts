@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const FILES = ['compile-api', 'compile-backward', 'compile-guards', 'compile-scope', 'compile-conv-bn', 'compile-horizontal', 'compile-semantics'];
 
@@ -20,7 +21,7 @@ test('the compile tests pass with KILN_COMPILE_VERIFY=1', () => {
   const r = spawnSync(process.execPath, ['--test', '--test-reporter=tap', ...files], {
     encoding: 'utf8',
     env: { ...env, KILN_COMPILE_VERIFY: '1' },
-    timeout: 120_000,
+    timeout: HANG_GUARD_MS,
   });
   const failed = r.stdout.split('\n').filter((l) => /^\s*not ok/.test(l));
   assert.equal(r.status, 0, `verify-mode run failed (status ${r.status}):\n${failed.join('\n')}\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-2000)}`);

@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { docFiles, extractBlocks, LANGS, type DocBlock } from './helpers/doc-blocks.js';
 import { checkCommand, kilnCommands, parseShell, type CommandPlan } from './helpers/doc-commands.js';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const outDir = join(root, 'dist', 'docs-examples');
@@ -31,8 +32,8 @@ after(() => rmSync(cacheDir, { recursive: true, force: true }));
 
 const blocks: DocBlock[] = docFiles(root).flatMap((f) => extractBlocks(root, f));
 const where = (b: DocBlock): string => `${b.file}:${b.line}`;
-/** Per example: the wall-clock limit of one run. The README promises seconds, not minutes. */
-const RUN_LIMIT_MS = 60_000;
+/** Per example: a hang guard for one run (the README promises seconds; that is a claim for bench.md, not a test). */
+const RUN_LIMIT_MS = HANG_GUARD_MS;
 const forcedPath = process.env.KILN_CPU_PATH !== undefined && process.env.KILN_CPU_PATH !== '' ? `KILN_CPU_PATH=${process.env.KILN_CPU_PATH}: runs happen in npm test` : false;
 
 function run(argv: readonly string[], env: Record<string, string> = {}): { status: number | null; out: string } {

@@ -17,6 +17,7 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/index.js';
 import type { Sampler, SampledToken, SamplingRow } from '../src/serve/sampling-params.js';
 import { assertThrowsWith } from './helpers/assert.js';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixtures = [path.join(here, 'fixtures'), path.join(here, '../../test/fixtures')].find((p) => fs.existsSync(path.join(p, 'qwen3-tiny')))!;
@@ -157,7 +158,7 @@ test('generate: bad input fails with the function, argument and values', () => {
 });
 
 function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [MAIN, 'generate', ...args], { encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(process.execPath, [MAIN, 'generate', ...args], { encoding: 'utf8', timeout: HANG_GUARD_MS });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const cruiser = path.join(repo, 'node_modules/dependency-cruiser/bin/dependency-cruise.mjs');
@@ -29,7 +30,7 @@ function cruise(dir: string): { status: number | null; out: string } {
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
-test('layer check: the tree passes, and planted forbidden imports fail with their rule', { timeout: 120_000, skip }, () => {
+test('layer check: the tree passes, and planted forbidden imports fail with their rule', { timeout: HANG_GUARD_MS, skip }, () => {
   const dir = copyTree();
   try {
     const clean = cruise(dir);

@@ -19,6 +19,7 @@ import type { Tensor } from '../src/index.js';
 import type { SampledToken, Sampler, SamplingParams, SamplingRow } from '../src/serve/sampling-params.js';
 import { Counter, Gauge, Histogram, Registry } from '../src/serve/http/prometheus.js';
 import { chatModel, greedy, parsePrometheus, qwenTokenizerFolder, sampleValue, sseData, startServer, tinyModel, untilTrue } from './helpers/serve.js';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 // Compiled tests run from dist/test; the CLI is dist/src/cli/main.js.
@@ -581,7 +582,7 @@ test('close with a timeout: what is still running is aborted, its stream still e
   }
 });
 
-test('kiln serve --random tiny --port 0: prints its URL, answers, exits 0 on SIGTERM', { timeout: 120_000 }, async () => {
+test('kiln serve --random tiny --port 0: prints its URL, answers, exits 0 on SIGTERM', { timeout: HANG_GUARD_MS }, async () => {
   const child = spawn(process.execPath, [MAIN, 'serve', '--random', 'tiny', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';

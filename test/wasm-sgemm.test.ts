@@ -17,6 +17,7 @@ import { refMatmul } from './helpers/linalg-ref.js';
 import { refConv2d } from './helpers/nn-ref.js';
 import { assertClose } from './helpers/assert.js';
 import { rand, rng } from './helpers/make.js';
+import { HANG_GUARD_MS } from './helpers/limits.js';
 
 const skip = wasmSgemmAvailable() ? false : 'WebAssembly SIMD unavailable';
 
@@ -147,7 +148,7 @@ const childScript = `
 
 function child(flags: string[]): { info: { relaxedSimd: boolean; workersReady: number; worst: number }; ms: number } {
   const t0 = Date.now();
-  const r = spawnSync(process.execPath, [...flags, '--input-type=module', '-e', childScript], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, [...flags, '--input-type=module', '-e', childScript], { encoding: 'utf8', timeout: HANG_GUARD_MS });
   assert.equal(r.status, 0, `child failed (signal ${r.signal}): ${r.stderr}`);
   return { info: JSON.parse(r.stdout.trim().split('\n').pop()!), ms: Date.now() - t0 };
 }
@@ -156,7 +157,7 @@ test('wasm sgemm: relaxed-SIMD FMA kernel where V8 has it; a process using the w
   // Without the flag Node 20 has no relaxed SIMD: mul + add, and the same bound holds.
   const plain = child([]);
   assert.ok(plain.info.worst <= 1, `mul+add kernel error ${plain.info.worst} x tolerance`);
-  // The child never calls process.exit: finishing at all (spawnSync's 60 s timeout would kill it) shows the unref'd workers don't hold it.
+  // The child never calls process.exit: finishing at all (spawnSync's hang guard would kill it) shows the unref'd workers don't hold it.
   if (wasmSgemmInfo().sharedMemory) assert.equal(plain.info.workersReady, 1);
   const fma = child(['--experimental-wasm-relaxed-simd']);
   assert.equal(fma.info.relaxedSimd, true, 'relaxed SIMD should validate with the V8 flag');

@@ -11,7 +11,7 @@ echo "== tests (node $(node --version))"
 tests 48 dist/test/llm-cuda.test.js; el
 tests 14 dist/test/cuda-compile.test.js; el
 echo "== torch side (norms)"
-timeout 10 python3 scripts/bench_llm_pytorch.py --json "$T/torch.json" --tokens 1 16 256 4096 16384 --reps 50 --only llm.rmsNorm llm.fusedAddRmsNorm > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
+timeout 10 python3 scripts/bench_llm_pytorch.py --compile-modes none --json "$T/torch.json" --tokens 1 16 256 4096 16384 --reps 50 --only llm.rmsNorm llm.fusedAddRmsNorm > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
 echo "== kiln side (norms)"
 timeout 14 node dist/bench/llm-cuda.js --json "$T/kiln.json" --tokens 1 16 256 4096 16384 --reps 50 --sweep --only llm.rmsNorm llm.fusedAddRmsNorm > "$T/kiln.txt" 2>&1; grep -E '^sweep' "$T/kiln.txt"; tail -1 "$T/kiln.txt"; el
 echo "== merged"

@@ -24,8 +24,10 @@ if [ "$part" = a ]; then
     timeout 30 node dist/bench/cuda-copy-reference.js --json "$out/copy-reference.json" > "$out/copy-reference.txt" 2>&1
     el "copy reference rc=$?"
   fi
-  timeout 45 python3 scripts/bench_llm_pytorch.py --json "$out/llm-torch.json" --reps 50 > "$out/llm-torch.txt" 2>&1; el "llm torch rc=$?"
-  timeout 30 python3 scripts/bench_llm_moe_pytorch.py "$out/moe-torch.json" > "$out/moe-torch.txt" 2>&1; el "moe torch rc=$?"
+  # Uncompiled references and F.rms_norm only (45 s): the torch.compile forms take several calls of
+  # their own, scripts/device/llm-torch-forms.sh, merged with this call's llm-kiln.json afterwards.
+  timeout 45 python3 scripts/bench_llm_pytorch.py --compile-modes none --json "$out/llm-torch.json" --reps 50 > "$out/llm-torch.txt" 2>&1; el "llm torch rc=$?"
+  timeout 30 python3 scripts/bench_llm_moe_pytorch.py "$out/moe-torch.json" --compile-modes none > "$out/moe-torch.txt" 2>&1; el "moe torch rc=$?"
   timeout 45 node dist/bench/llm-cuda.js --json "$out/llm-kiln.json" --reps 50 > "$out/llm-kiln.txt" 2>&1; el "llm kiln rc=$?"
   timeout 30 node dist/bench/llm-moe-cuda.js "$out/moe-torch.json" "$out/moe-kiln.json" > "$out/moe-kiln.txt" 2>&1; el "moe kiln rc=$?"
   python3 scripts/bench_llm_merge.py "$out/llm-torch.json" "$out/llm-kiln.json" "$out/llm-bench.json" --moe "$out/moe-kiln.json" --command "scripts/device/final.sh a" > "$out/llm-merge.txt" 2>&1

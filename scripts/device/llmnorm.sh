@@ -18,7 +18,7 @@ if [ "$STAGE" = sweep ]; then
   echo "== kiln side (llm-cuda ops, norm sweep)"
   timeout 40 node dist/bench/llm-cuda.js --json "$T/kiln.json" --reps 50 --sweep > "$T/kiln.txt" 2>&1; grep -E '^sweep' "$T/kiln.txt"; tail -1 "$T/kiln.txt"; el
   echo "== torch side (llm-cuda ops)"
-  timeout 15 python3 scripts/bench_llm_pytorch.py --json "$T/torch.json" --reps 50 > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
+  timeout 15 python3 scripts/bench_llm_pytorch.py --compile-modes none --json "$T/torch.json" --reps 50 > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
   echo "== merged"
   python3 scripts/bench_llm_merge.py "$T/torch.json" "$T/kiln.json" "$HOUT/bench.json" --command "scripts/device/llmnorm.sh (stage sweep)"; el
   tests 40 dist/test/llm-cuda.test.js; el
@@ -26,8 +26,8 @@ else
   tests 24 --test-name-pattern='on cuda match|compiled on cuda|opcheck|backward' dist/test/llm-cuda.test.js; el
   tests 12 --test-name-pattern='kiln.compile on cuda' dist/test/llm-moe-cuda.test.js; el
   echo "== torch side (llm-cuda ops; MoE, mHC)"
-  timeout 14 python3 scripts/bench_llm_pytorch.py --json "$T/torch.json" --reps 50 > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
-  timeout 12 python3 scripts/bench_llm_moe_pytorch.py "$T/moe-torch.json" > "$T/moe-torch.txt" 2>&1; tail -1 "$T/moe-torch.txt"; el
+  timeout 14 python3 scripts/bench_llm_pytorch.py --compile-modes none --json "$T/torch.json" --reps 50 > "$T/torch.txt" 2>&1; tail -1 "$T/torch.txt"; el
+  timeout 12 python3 scripts/bench_llm_moe_pytorch.py "$T/moe-torch.json" --compile-modes none > "$T/moe-torch.txt" 2>&1; tail -1 "$T/moe-torch.txt"; el
   echo "== kiln side"
   timeout 12 node dist/bench/llm-cuda.js --json "$T/kiln.json" --reps 50 > "$T/kiln.txt" 2>&1; tail -1 "$T/kiln.txt"; el
   timeout 12 node dist/bench/llm-moe-cuda.js "$T/moe-torch.json" "$T/moe.json" > "$T/moe.txt" 2>&1; tail -1 "$T/moe.txt"; el

@@ -16,7 +16,7 @@ import type { DType } from '../index.js';
 import { type BenchResult, type BenchRow, benchWorkload } from '../bench/harness.js';
 import { BENCH_SIZES, type BenchSize, WORKLOADS, type WorkloadSpec, getWorkload } from '../bench/workloads.js';
 import { type CompileReportRow, type StartupResult, compileReport, measureStartup } from '../bench/startup.js';
-import { setOption, withEnvOption } from '../runtime/config.js';
+import { getOption, setOption, withEnvOption } from '../runtime/config.js';
 import { fitLine, renderTable } from './term-width.js';
 
 /**
@@ -55,6 +55,7 @@ Options:
   --no-progress         no progress bar (nor slow-build notes) on stderr
 
 Compiles run with a new empty KILN_CACHE_DIR (removed at the end), so 'compile s' is always cold.
+A workload that fails is reported and the others still run; the exit status is then 1.
 
 Workloads: ${WORKLOADS.map((w) => w.name).join(', ')}`;
 
@@ -338,15 +339,18 @@ export function runBench(argv: string[]): number {
   };
   const failures: { workload: string; dtype: DType; error: string }[] = [];
   const startups = new Map<string, StartupResult>();
+  const forcedFailures = new Set((getOption('KILN_BENCH_FAIL') ?? '').split(',').filter((n) => n !== ''));
   withFreshCache(() => {
     for (const [i, { dtype, spec }] of runs.entries()) {
       progress.update(i, spec.name, 'building', 0, opts.warmup + opts.reps);
-      const t0 = performance.now();
-      const w = spec.build({ size: opts.size, device: opts.device, dtype, seed: opts.seed });
-      const buildS = (performance.now() - t0) / 1000;
-      // The harness runs eager once and compiles (cold) before its first tick.
-      progress.update(i, spec.name, 'compiling', 0, opts.warmup + opts.reps);
+      let w: ReturnType<WorkloadSpec['build']> | undefined;
       try {
+        const t0 = performance.now();
+        w = spec.build({ size: opts.size, device: opts.device, dtype, seed: opts.seed });
+        const buildS = (performance.now() - t0) / 1000;
+        if (forcedFailures.has(spec.name)) throw new Error(`KILN_BENCH_FAIL: forced failure of ${spec.name}`);
+        // The harness runs eager once and compiles (cold) before its first tick.
+        progress.update(i, spec.name, 'compiling', 0, opts.warmup + opts.reps);
         const r = benchWorkload(w, {
           reps: opts.reps,
           warmup: opts.warmup,
@@ -357,11 +361,12 @@ export function runBench(argv: string[]): number {
           `bench: ${spec.name} ${r.row.eager_ms.toFixed(3)} ms eager, ${r.row.compiled_ms?.toFixed(3) ?? '-'} ms compiled, ${dtype} (median of ${opts.reps}; built in ${buildS.toFixed(1)} s)`,
         );
       } catch (e) {
-        // One failing workload must not lose the others' results: report it and go on.
+        // One failing workload must not lose the others' results: report it and go on (the exit
+        // status says so at the end).
         failures.push({ workload: spec.name, dtype, error: (e as Error).message });
         progress.line(`bench: ${spec.name} ${dtype} FAILED: ${(e as Error).message.split('\n')[0]}`);
       } finally {
-        w.dispose();
+        w?.dispose();
       }
       partial();
       if (opts.startup) {
@@ -387,6 +392,12 @@ export function runBench(argv: string[]): number {
   if (opts.json) {
     writeJson(opts.json, json);
     progress.line(`bench: wrote ${opts.json}`);
+  }
+  if (failures.length > 0) {
+    // On stderr even with --no-progress: a run with a failed workload is not a complete result,
+    // and scripts that time-limit and merge runs must see it in the exit status.
+    console.error(`bench: ${failures.length} of ${runs.length} workload runs failed: ${failures.map((f) => `${f.workload} ${f.dtype}`).join(', ')}`);
+    return 1;
   }
   return 0;
 }

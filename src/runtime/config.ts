@@ -46,6 +46,7 @@ interface Decl {
 /** The declarations, sorted by name within each group. */
 export const OPTIONS = {
   KILN_AUTOTUNE: { type: 'boolean', default: true, env: true, codegen: true, doc: 'Autotuning of generated kernels; 0: nothing is timed and the first candidate config wins' },
+  KILN_BENCH_FAIL: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Test hook: `kiln bench` makes these workloads (comma-separated) throw after building, to show a failed workload is reported and exits 1' },
   KILN_BUILD_NOTE_MS: { type: 'integer', min: 0, default: 500, env: true, codegen: false, doc: 'A native (cc) or NVRTC build taking at least this many ms prints a one-line note on stderr; 0: every build' },
   KILN_CACHE_DIR: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Folder of the on-disk cache (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; `kiln cache info`)' },
   KILN_CACHE_MAX_MB: { type: 'number', min: 0, default: 2048, env: true, codegen: false, doc: 'Size cap of the on-disk cache in MiB: past it, least recently used files are evicted after a write; 0: no cap' },
