@@ -39,9 +39,10 @@ test('kiln.tensor: each integer dtype takes its min and max and rejects min-1 an
   assertThrowsWith(() => kiln.tensor([NaN], { dtype: 'int64' }), 'tensor', 'NaN', 'int64');
 });
 
-test('NaN and Infinity into integer dtypes are errors (tensor, full, fill_)', () => {
+test('NaN and Infinity into integer dtypes are errors (tensor, full, fill_, maskedFill)', () => {
   for (const { dtype } of RANGES) {
     for (const v of [NaN, Infinity, -Infinity]) {
+      assertThrowsWith(() => kiln.zeros([2], { dtype }).maskedFill(kiln.tensor([true, false]), v), 'maskedFill', String(v), dtype);
       assertThrowsWith(() => kiln.tensor([1, v], { dtype }), 'tensor', String(v), dtype);
       assertThrowsWith(() => kiln.full([2], v, { dtype }), 'full', String(v), dtype);
       assertThrowsWith(() => kiln.zeros([2], { dtype }).fill_(v), 'fill_', String(v), dtype);

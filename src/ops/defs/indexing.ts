@@ -7,6 +7,7 @@
  */
 import type { DType } from '../../tensor/dtype.js';
 import { promoteTypes } from '../../tensor/dtype.js';
+import { checkIntegerValue } from '../../tensor/typed.js';
 import {
   broadcastShapes,
   channelsLastStrides,
@@ -375,6 +376,10 @@ function maskedFillCheck(op: string, self: TensorMeta, mask: TensorMeta, value: 
     }
   } else if (typeof value !== 'number' && typeof value !== 'boolean') {
     throw new TypeError(`${op}: 'value' must be a number, boolean or 0-d Tensor, got ${typeof value}`);
+  } else {
+    // A JS number written into an integer tensor is range-checked like fill_ (NaN/Infinity and
+    // out-of-range values are errors, not a silent 0 or a wrapped value).
+    checkIntegerValue(op, value, self.dtype);
   }
   try {
     return broadcastShapes(op, self.shape, mask.shape);
