@@ -29,8 +29,8 @@ export function rmsNorm(input: Tensor, ...args: RmsNormArgs): Tensor {
   const a = parseRmsNormArgs('llm.rmsNorm', args);
   if (a.weight === null) throw new TypeError(`llm.rmsNorm: 'weight' is required (input ${fmtShape(input.shape)} ${input.dtype}); kiln.rmsNorm normalises without one`);
   const last = input.shape.at(-1);
-  // A shape taken from the weight (the vLLM form) is checked by the op's meta, with its own message.
-  const fromWeight = a.normalizedShape !== null && a.normalizedShape.length === a.weight.ndim && a.normalizedShape.every((s, i) => s === a.weight!.shape[i]);
+  // A 1-d shape taken from the weight (the vLLM form) is checked by the op's meta, with its own message.
+  const fromWeight = a.normalizedShape !== null && a.normalizedShape.length === 1 && a.weight.ndim === 1 && a.normalizedShape[0] === a.weight.shape[0];
   if (a.normalizedShape !== null && !fromWeight && (a.normalizedShape.length !== 1 || a.normalizedShape[0] !== last)) {
     throw new Error(`llm.rmsNorm: normalises over the last dim only: 'normalizedShape' ${fmtShape(a.normalizedShape)} must be [${last}] for input ${fmtShape(input.shape)} ${input.dtype}; kiln.rmsNorm takes several trailing dims`);
   }
