@@ -105,10 +105,15 @@ const nativeUnaryOf = new Map<P.UnaryOp, NativeUnary>([
   [P.sqrt, 'sqrt'],
 ]);
 
+/** Functions whose float32-accurate form would lose precision in a float64 result. */
+const float64Of = new Map<P.UnaryOp, (x: number) => number>([[P.erf, M.erf64]]);
+
 for (const [op, f] of unaryFns) {
   const nat = nativeUnaryOf.get(op);
-  if (nat) registerKernel(op, 'cpu', (ctx, self) => nativeUnary(ctx.out, self, nat) ?? mapUnary(ctx.out, self, f));
-  else registerKernel(op, 'cpu', (ctx, self) => mapUnary(ctx.out, self, f));
+  const f64 = float64Of.get(op);
+  const pick = (ctx: { out: OutMeta }): ((x: number) => number) => (f64 && ctx.out.dtype === 'float64' ? f64 : f);
+  if (nat) registerKernel(op, 'cpu', (ctx, self) => nativeUnary(ctx.out, self, nat) ?? mapUnary(ctx.out, self, pick(ctx)));
+  else registerKernel(op, 'cpu', (ctx, self) => mapUnary(ctx.out, self, pick(ctx)));
 }
 
 registerKernel(
@@ -121,7 +126,7 @@ registerKernel(
   P.gelu,
   'cpu',
   (ctx, self, approximate) =>
-    nativeUnary(ctx.out, self, approximate === 'tanh' ? 'geluTanh' : 'gelu') ?? mapUnary(ctx.out, self, approximate === 'tanh' ? M.geluTanh : M.geluErf),
+    nativeUnary(ctx.out, self, approximate === 'tanh' ? 'geluTanh' : 'gelu') ?? mapUnary(ctx.out, self, approximate === 'tanh' ? M.geluTanh : ctx.out.dtype === 'float64' ? M.geluErf64 : M.geluErf),
 );
 
 registerKernel(P.softplus, 'cpu', (ctx, self, betaArg, thresholdArg) => {

@@ -162,7 +162,8 @@ export const JS_TEMPLATES: ReadonlyMap<string, Template> = new Map<string, Templ
   ['tan', unary((x) => `Math.tan(${x})`, { floatOnly: true })],
   ['tanh', unary((x) => `Math.tanh(${x})`, { floatOnly: true })],
   ['sigmoid', unary((x) => `(1 / (1 + Math.exp(-${x})))`, { floatOnly: true })],
-  ['erf', unary((x) => `H.erf(${x})`, { floatOnly: true })],
+  // float64 results use the double-precision erf; the float32-accurate one is faster.
+  ['erf', (args, ctx) => unary((x) => `H.${ctx.out === 'float64' ? 'erf64' : 'erf'}(${x})`, { floatOnly: true })(args, ctx)],
   ['relu', unary((x) => `(${x} > 0 || ${x} !== ${x} ? ${x} : 0)`)],
   ['silu', unary((x) => `(${x} / (1 + Math.exp(-${x})))`, { floatOnly: true })],
   ['floor', unary((x) => `Math.floor(${x})`)],
@@ -181,7 +182,7 @@ export const JS_TEMPLATES: ReadonlyMap<string, Template> = new Map<string, Templ
       if (x === null || !isFloating(ctx.out)) return null;
       const approx = args[1]?.kind === 'const' ? args[1].value : 'none';
       if (approx === 'tanh') return `(0.5 * ${x} * (1 + Math.tanh(${SQRT_2_OVER_PI} * (${x} + 0.044715 * ${x} * ${x} * ${x}))))`;
-      return `(${x} * 0.5 * (1 + H.erf(${x} * ${SQRT1_2})))`;
+      return `(${x} * 0.5 * (1 + H.${ctx.out === 'float64' ? 'erf64' : 'erf'}(${x} * ${SQRT1_2})))`;
     },
   ],
   [

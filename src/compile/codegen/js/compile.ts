@@ -28,6 +28,7 @@ export type KernelFn = (
 /** Scalar helpers generated code calls as H.name(...). */
 export const HELPERS = {
   erf: M.erf,
+  erf64: M.erf64,
   cpow: M.cpow,
   divFloorFloat: M.divFloorFloat,
   remainderFloat: M.remainderFloat,
