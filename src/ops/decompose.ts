@@ -69,6 +69,14 @@ function eagerFallback(name: string, fn: OpDecomposition): (...args: unknown[]) 
   };
 }
 
+/** A one-output decomposition from a function of the builder that returns its value (or null: no rewrite). */
+export const single =
+  (fn: <V>(b: DecompositionBuilder<V>, args: readonly unknown[]) => V | null): OpDecomposition =>
+  (b, args) => {
+    const r = fn(b, args);
+    return r === null ? null : [r];
+  };
+
 /** Adds op `name`'s decomposition to the table and, unless the op has its own, as its eager fallback. */
 export function defineDecomposition(name: string, fn: OpDecomposition): void {
   if (table.has(name)) throw new Error(`defineDecomposition: '${name}' already has a decomposition`);

@@ -5,18 +5,12 @@
  * decompositions.ts they apply to every dtype; they are what cuda (which has no kernels for these
  * ops) runs eagerly, and what the compiler rewrites the ops into.
  */
-import { defineDecomposition, type DecompositionBuilder, type OpDecomposition } from './decompose.js';
+import { defineDecomposition, single } from './decompose.js';
 import { repeatShape, rollPairs, uniqueDims } from './defs/shape-extra.js';
 import './defs/creation.js';
 import './defs/indexing.js';
 import './defs/views.js';
 
-const single =
-  (fn: <V>(b: DecompositionBuilder<V>, args: readonly unknown[]) => V | null): OpDecomposition =>
-  (b, args) => {
-    const r = fn(b, args);
-    return r === null ? null : [r];
-  };
 
 defineDecomposition(
   'flip',

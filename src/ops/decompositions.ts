@@ -7,7 +7,7 @@
  * would round every intermediate. `linear` is not decomposed (an extern GEMM for the compiler).
  */
 import { finfoEps } from './defs/linalg.js';
-import { defineDecomposition, type DecompositionBuilder, type OpDecomposition } from './decompose.js';
+import { defineDecomposition, single, type DecompositionBuilder } from './decompose.js';
 import './defs/nn.js';
 import './defs/pointwise.js';
 import './defs/reduction.js';
@@ -35,13 +35,6 @@ function dimList(d: unknown, rank: number): number[] | null {
   return null;
 }
 
-/** A one-output decomposition. */
-const single =
-  (fn: <V>(b: DecompositionBuilder<V>, args: readonly unknown[]) => V | null): OpDecomposition =>
-  (b, args) => {
-    const r = fn(b, args);
-    return r === null ? null : [r];
-  };
 
 defineDecomposition(
   'softmax',

@@ -173,7 +173,8 @@ export class Engine {
     // row each); the rest (prefill chunks) through forwardStep, in the same engine step.
     const runner = this.decodeRunner;
     const fast = runner ? entries.filter((e) => e.numNew === 1 && e.seq.numComputed + 1 === e.seq.length) : [];
-    const rest = fast.length === 0 ? entries : entries.filter((e) => !fast.includes(e));
+    const fastSet = new Set(fast);
+    const rest = fast.length === 0 ? entries : entries.filter((e) => !fastSet.has(e));
     // One-token entries first: they form a single batched attention group (step-context.ts).
     const restOrder: ScheduledEntry[] = [...rest.filter((e) => e.numNew === 1), ...rest.filter((e) => e.numNew !== 1)];
     const order = [...fast, ...restOrder];

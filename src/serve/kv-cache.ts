@@ -3,9 +3,10 @@
  * the model's dtype on its device, allocated once (from a byte budget or a block count) and zeroed,
  * so a padded read never meets NaN garbage. A sequence owns a block table (block ids in position
  * order); token at position p lives in slot table[p / blockSize] * blockSize + p % blockSize of
- * the flat [numBlocks * blockSize, kvHeads, headDim] views that step-context.ts scatters into and
- * gathers from. Blocks are counted by block-allocator.ts; with prefix caching on, full blocks are
- * keyed by prefix-hash.ts and shared between sequences.
+ * the flat [numBlocks * blockSize, kvHeads, headDim] views that step-context.ts gathers from
+ * (llm.reshapeAndCache writes by slot into the 4-d tensors). Blocks are counted by
+ * block-allocator.ts; with prefix caching on, full blocks are keyed by prefix-hash.ts and shared
+ * between sequences.
  */
 import { zeros } from '../api/creation.js';
 import { view } from '../api/views.js';

@@ -1,11 +1,11 @@
 /** CPU kernels for the core ops: copy, clone, contiguous, casts, device moves, add. */
 import { copy_, clone, contiguous, toDtype, toDevice, add, add_ } from '../../ops/defs/core.js';
 import { nativeElementwise } from './native/ops.js';
-import { registerKernel } from '../../ops/registry.js';
+import { registerKernel, type Op } from '../../ops/registry.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { Tensor, storageSpan } from '../../tensor/tensor.js';
 import { acceleratorFor } from '../../runtime/registry.js';
-import { DEVICE_TYPES } from '../../runtime/device.js';
+import { CPU, DEVICE_TYPES, type DeviceType } from '../../runtime/device.js';
 import { dispatch } from '../../ops/dispatch.js';
 import type { KernelContext, OutMeta } from '../../ops/schema.js';
 import { allocOut } from './numeric.js';
@@ -57,6 +57,23 @@ export function toDeviceKernel(ctx: KernelContext<OutMeta>, self: Tensor): Tenso
   }
   if (staged !== self) staged.dispose();
   return out;
+}
+
+/**
+ * Registers, for every op in `ops`, a `device` kernel that runs the op's CPU kernel into a host
+ * tensor of the output's layout and uploads it: the random and index-generating factories, which
+ * an accelerator gets the same numbers for as the cpu (one generator stream) at the cost of a copy.
+ */
+export function registerViaHost(device: DeviceType, ops: readonly Op<readonly never[], OutMeta>[]): void {
+  for (const op of ops) {
+    registerKernel(op, device, ((ctx: KernelContext<OutMeta>, ...args: unknown[]) => {
+      const cpuKernel = op.kernels.get('cpu') as unknown as (c: KernelContext<OutMeta>, ...a: unknown[]) => Tensor;
+      const host = cpuKernel({ op: ctx.op, out: { ...ctx.out, device: CPU } }, ...args);
+      const out = toDeviceKernel({ op: ctx.op, out: ctx.out }, host);
+      host.dispose();
+      return out;
+    }) as never);
+  }
 }
 for (const device of DEVICE_TYPES) registerKernel(toDevice, device, toDeviceKernel);
 

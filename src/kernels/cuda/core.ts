@@ -10,13 +10,12 @@ import * as C from '../../ops/defs/creation.js';
 import { cat, catSkipped, chunk, maskedFill, maskedFill_, split, splitWithSizes, stack, tril, triu } from '../../ops/defs/indexing.js';
 import * as V from '../../ops/defs/views.js';
 import { registerKernel, type Op } from '../../ops/registry.js';
-import type { KernelContext, MetaResult, OutMeta, ScalarValue } from '../../ops/schema.js';
-import { CPU } from '../../runtime/device.js';
+import type { KernelContext, OutMeta, ScalarValue } from '../../ops/schema.js';
 import { promoteTypes } from '../../tensor/dtype.js';
 import { contiguousStrides, normalizeDim } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { splitViewKernel } from '../cpu/indexing.js';
-import { toDeviceKernel } from '../cpu/core.js';
+import { registerViaHost, toDeviceKernel } from '../cpu/core.js';
 import { viewKernel } from '../cpu/views.js';
 import { allocOut } from './device.js';
 import { runPointwise } from './pointwise-run.js';
@@ -150,14 +149,4 @@ registerKernel(C.onesLike, 'cuda', (ctx) => filled(ctx.out, 1));
 registerKernel(C.full, 'cuda', (ctx, _size, fillValue) => filled(ctx.out, fillValue as ScalarValue));
 registerKernel(C.fullLike, 'cuda', (ctx, _self, fillValue) => filled(ctx.out, fillValue as ScalarValue));
 
-/** Runs the op's CPU kernel into a host tensor of the same layout, then uploads it. */
-function viaHost<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>): void {
-  registerKernel(op, 'cuda', ((ctx: KernelContext<OutMeta>, ...args: unknown[]) => {
-    const cpuKernel = op.kernels.get('cpu') as unknown as (c: KernelContext<OutMeta>, ...a: unknown[]) => Tensor;
-    const host = cpuKernel({ op: ctx.op, out: { ...ctx.out, device: CPU } }, ...args);
-    const out = toDeviceKernel({ op: ctx.op, out: ctx.out }, host);
-    host.dispose();
-    return out;
-  }) as never);
-}
-for (const op of [C.rand, C.randn, C.randint, C.arange, C.linspace, C.eye, C.randLike, C.randnLike]) viaHost(op as unknown as Op<readonly never[], OutMeta>);
+registerViaHost('cuda', [C.rand, C.randn, C.randint, C.arange, C.linspace, C.eye, C.randLike, C.randnLike] as unknown as Op<readonly never[], OutMeta>[]);

@@ -11,12 +11,11 @@ import { chunk, split, splitWithSizes } from '../../ops/defs/indexing.js';
 import { fill_, zero_ } from '../../ops/defs/pointwise.js';
 import * as V from '../../ops/defs/views.js';
 import { registerKernel, type Op } from '../../ops/registry.js';
-import type { KernelContext, MetaResult, OutMeta, ScalarValue } from '../../ops/schema.js';
-import { CPU } from '../../runtime/device.js';
+import type { KernelContext, OutMeta, ScalarValue } from '../../ops/schema.js';
 import { contiguousStrides } from '../../tensor/layout.js';
 import { castValue } from '../../tensor/typed.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { toDeviceKernel } from '../cpu/core.js';
+import { registerViaHost, toDeviceKernel } from '../cpu/core.js';
 import { splitViewKernel } from '../cpu/indexing.js';
 import { viewKernel } from '../cpu/views.js';
 import { WGSL_TEMPLATES, wgslComputeType, wgslLit } from '../math/wgsl.js';
@@ -94,14 +93,4 @@ registerKernel(C.onesLike, 'webgpu', (ctx) => filled(ctx.out, 1));
 registerKernel(C.full, 'webgpu', (ctx, _size, fillValue) => filled(ctx.out, fillValue as ScalarValue));
 registerKernel(C.fullLike, 'webgpu', (ctx, _self, fillValue) => filled(ctx.out, fillValue as ScalarValue));
 
-/** Runs the op's CPU kernel into a host tensor of the same layout, then uploads it. */
-function viaHost<A extends readonly unknown[], R extends MetaResult>(op: Op<A, R>): void {
-  registerKernel(op, 'webgpu', ((ctx: KernelContext<OutMeta>, ...args: unknown[]) => {
-    const cpuKernel = op.kernels.get('cpu') as unknown as (c: KernelContext<OutMeta>, ...a: unknown[]) => Tensor;
-    const host = cpuKernel({ op: ctx.op, out: { ...ctx.out, device: CPU } }, ...args);
-    const out = toDeviceKernel({ op: ctx.op, out: ctx.out }, host);
-    host.dispose();
-    return out;
-  }) as never);
-}
-for (const op of [C.rand, C.randn, C.randint, C.arange, C.linspace, C.eye, C.randLike, C.randnLike]) viaHost(op as unknown as Op<readonly never[], OutMeta>);
+registerViaHost('webgpu', [C.rand, C.randn, C.randint, C.arange, C.linspace, C.eye, C.randLike, C.randnLike] as unknown as Op<readonly never[], OutMeta>[]);
