@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One batched device round (session 10): the PyTorch fuzz fixture (#18 item 7), the webgpu probe and
+# numeric tests on Dawn/Vulkan (#20), Kiln's compiled decode (#17), then the whole test suite on the
+# H200, each under its own time cap so the call fits the device tool's 600 s limit. Run from the repo
+# root through .device/run.sh with dist/ built and carried:
+#   bash .device/run.sh bash scripts/device/round.sh [fuzz,webgpu,decode,suite]
+# Logs and JSON under $OUT; a summary table prints last.
+set -uo pipefail
+parts=${1:-fuzz,webgpu,decode,suite}
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+has() { [[ ",$parts," == *",$1,"* ]]; }
+nvidia-smi -L; node --version; python3 -c 'import torch; print("torch", torch.__version__)'
+export KILN_CACHE_DIR=/tmp/kiln-cache
+if has fuzz; then
+  timeout 60 python3 scripts/fuzz/gen_cases.py --seed 18 --cases 3000 --out "$out/fuzz-cases.json.gz" > "$out/fuzz-gen.txt" 2>&1
+  el "fuzz fixture rc=$? $(tail -n 1 "$out/fuzz-gen.txt")"
+fi
+if has webgpu; then
+  timeout 200 bash scripts/device/webgpu.sh > "$out/webgpu.txt" 2>&1; el "webgpu rc=$?"
+  grep -E "^\[|probe|# (pass|fail)|not ok|differ" "$out/webgpu.txt" | head -20 | tee -a "$out/summary.txt"
+fi
+if has decode; then
+  timeout 160 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${KILN_BATCHES:-1,8,64} \
+    --json "$out/kiln-decode.json" > "$out/kiln-decode.txt" 2>&1; el "kiln decode rc=$?"
+  tail -n 8 "$out/kiln-decode.txt" | tee -a "$out/summary.txt"
+fi
+if has suite; then
+  KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout ${SUITE_S:-240} node --test dist/test/*.test.js > "$out/suite.txt" 2>&1
+  el "suite rc=$?"; grep -E "^# (tests|pass|fail|skipped|todo)|^not ok" "$out/suite.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+echo "=== summary"; cat "$out/summary.txt"
