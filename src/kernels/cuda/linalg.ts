@@ -2,7 +2,8 @@
  * cuda GEMMs through cuBLASLt: mm, bmm, matmul (batched with broadcasting), linear (bias fused as
  * the BIAS epilogue), addmm and dot. Operands are read in place when cuBLASLt can (row-major or
  * transposed 2-D blocks, one uniform batch stride); anything else is copied to a contiguous
- * temporary first. Float32 uses exact fp32 compute (no TF32), matching the CPU within 1e-5.
+ * temporary first. Float32 uses exact fp32 compute (no TF32), matching the CPU within 1e-5. A
+ * problem cuBLASLt refuses (float32/float64) runs on the plain kernel of gemm-fallback.ts.
  */
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -10,7 +11,8 @@ import type { OutMeta } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
 import { broadcastShapes, broadcastStrides, contiguousStrides, fmtShape, numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { gemm, type GemmDtype, type LtOperand, rowMajorOperand } from '../../runtime/cuda/cublaslt.js';
+import { gemm, type GemmDtype, type GemmProblem, type LtOperand, rowMajorOperand } from '../../runtime/cuda/cublaslt.js';
+import { isLtRefusal, runFallbackGemm } from './gemm-fallback.js';
 import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 import { runPointwise } from './pointwise-run.js';
@@ -102,7 +104,7 @@ export function runGemm(c: GemmCall): Tensor {
     const simt =
       dtype === 'float32' && outDtype === dtype && batch === 1 && (c.beta ?? 0) === 0 && (c.alpha ?? 1) === 1 && !backends.cuda.matmul.allowTf32 &&
       runSimtLinear(out.device.index, streamOf(out), { m: M, n: N, k: K, a: pa.op, b: pb.op, d: ptrOf(out), ldd: N, bias: fused ? ptrOf(c.bias!) : undefined });
-    if (!simt) gemm(out.device.index, streamOf(out), {
+    if (!simt) ltOrFallback(out.device.index, streamOf(out), {
       dtype,
       m: M,
       n: N,
@@ -124,6 +126,24 @@ export function runGemm(c: GemmCall): Tensor {
   if (c.bias && !fused) runPointwise('add', 'a + b', out, [out, c.bias], [], out.dtype);
   return out;
 }
+
+/**
+ * cuBLASLt, or the plain kernel (gemm-fallback.ts) when cuBLASLt refuses a float32/float64
+ * problem's layout: a refusal is a limit of the library, not of the input, so the user gets the
+ * product rather than a cublasStatus.
+ */
+function ltOrFallback(index: number, stream: ReturnType<typeof streamOf>, p: GemmProblem): void {
+  try {
+    gemm(index, stream, p);
+  } catch (e) {
+    if (!isLtRefusal(e) || (p.dtype !== 'float32' && p.dtype !== 'float64') || (p.outDtype !== undefined && p.outDtype !== p.dtype)) throw e;
+    gemmFallbackStats.runs++;
+    runFallbackGemm(index, stream, { ...p, dtype: p.dtype });
+  }
+}
+
+/** How often cuBLASLt refused and the fallback ran (tests). */
+export const gemmFallbackStats = { runs: 0 };
 
 function matmulKernel(op: string, meta: OutMeta, a: Tensor, b: Tensor): Tensor {
   const out = allocOut(meta);

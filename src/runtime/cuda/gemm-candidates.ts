@@ -185,7 +185,8 @@ function searchCandidates(L: CublasLtApi, q: CandidateQuery): Candidate[] {
 
 /**
  * The algorithms to time for one problem, the heuristic's first choice first (it is what runs
- * untuned). Throws nothing: an empty list means the heuristic offered nothing.
+ * untuned). Throws when the heuristic call itself fails (a cublasStatus, e.g. 15 for a layout the
+ * library does not cover: linalg.ts then runs its fallback); an empty list means it offered nothing.
  */
 export function gemmCandidates(L: CublasLtApi, q: CandidateQuery): Candidate[] {
   const results = new Uint8Array(HEURISTIC_RESULT_BYTES * q.requested);
