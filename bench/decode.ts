@@ -5,8 +5,9 @@
  *   decode_tok_s  B x (new - 1) tokens / the time of the steps after every request has its first
  *                 token (each step ends with the host read of the sampled ids, so wall time is
  *                 device time plus the host's share);
- *   ttft_ms       the first step's time at batch 1 (the 128-token prefill through forwardStep plus
- *                 the first sample), median of `reps` runs.
+ *   ttft_ms       the first step's time at batch 1 (the 128-token prefill plus the first sample),
+ *                 median of `reps` runs; the prefill runs as rows of the compiled step (the
+ *                 engine's default with compiled decode) or through forwardStep (--prefill step).
  * On cpu, the decode row also carries the bandwidth bound (issue #17): the machine's read bandwidth
  * (bandwidth-lib.ts, measured right before and after the runs, the mean taken, since a shared
  * machine's load moves it) over the weight bytes one token reads (every parameter once; a tied LM
@@ -36,6 +37,7 @@ const { values: a } = parseArgs({
     new: { type: 'string', default: '256' },
     reps: { type: 'string', default: '5' },
     decode: { type: 'string', default: '' },
+    prefill: { type: 'string', default: '' },
     json: { type: 'string' },
     'no-bound': { type: 'boolean', default: false },
   },
@@ -49,6 +51,7 @@ const promptLen = Number(a.prompt);
 const newTokens = Number(a.new);
 const reps = Number(a.reps);
 const decode = a.decode === '' ? undefined : (a.decode as 'compiled' | 'eager' | 'step');
+const prefill = a.prefill === '' ? undefined : (a.prefill as 'rows' | 'step');
 
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
 model.eval();
@@ -87,7 +90,7 @@ const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floo
 /** One engine per batch size (its compiled decode programs and CUDA graphs live as long as it does). */
 function makeEngine(b: number): kiln.serve.Engine {
   const blocks = b * Math.ceil((promptLen + newTokens + 1) / 16) + 8;
-  return new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Math.max(512, b * promptLen), decode, prefixCaching: false });
+  return new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Math.max(512, b * promptLen), decode, prefill, prefixCaching: false });
 }
 
 function runOnce(engine: kiln.serve.Engine, b: number, n: number, seed: number): Run {
@@ -138,7 +141,7 @@ for (const b of a.batches.split(',').map(Number)) {
   const counters = engine.decodeRunner?.compileCounters;
   rows.push({
     framework: 'kiln', workload: 'decode', model: a.config, device: a.device, dtype, batch: b, prompt_tokens: promptLen, new_tokens: newTokens,
-    decode_tok_s: Number(decodeTokS.toFixed(2)), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step', ...boundRow, loadavg_1m: [loadBefore[0], loadAfter[0]],
+    decode_tok_s: Number(decodeTokS.toFixed(2)), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step', prefill_path: engine.prefillRows ? 'rows' : 'step', ...boundRow, loadavg_1m: [loadBefore[0], loadAfter[0]],
     step_median_ms: Number(best.stepMedianMs.toFixed(3)), step_max_ms: Number(best.stepMaxMs.toFixed(2)), warmup_ms: Number((warm.ttftMs + warm.decodeMs).toFixed(0)),
     compile: counters ? { traces: counters.traces, compiles: counters.compiles, cacheHits: counters.cacheHits, graphBreaks: counters.graphBreaks } : null,
     runs: runs.map((r) => ({ decode_ms: Number(r.decodeMs.toFixed(1)), ttft_ms: Number(r.ttftMs.toFixed(2)) })),
@@ -149,7 +152,7 @@ for (const b of a.batches.split(',').map(Number)) {
     // Time to first token at batch 1: the median of `reps` short runs on the warm engine.
     const ttfts: number[] = [];
     for (let r = 0; r < reps; r++) ttfts.push(runOnce(engine, 1, 1, 200 + r).ttftMs);
-    rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
+    rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), prefill_path: engine.prefillRows ? 'rows' : 'step', samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
   }
   engine.dispose();
 }

@@ -151,25 +151,37 @@ for (const device of devices) {
     ['dense', 'qwen3-tiny'],
     ['moe', 'qwen3-moe-tiny'],
   ] as const) {
-    test(`engine decode paths 'step', 'eager' and 'compiled' give transformers' greedy tokens: ${name} [${device}]`, () => {
+    test(`engine decode paths 'step', 'eager' and 'compiled', prefill 'step' and 'rows', give transformers' greedy tokens: ${name} [${device}]`, () => {
       const folder = path.join(fixtures, dir);
       const ref = JSON.parse(fs.readFileSync(path.join(folder, 'generate.json'), 'utf8')) as Reference;
       const model = kiln.models.loadQwen3(folder, { dtype: 'float32', device });
       const prompts = ref.cases.map((c) => c.prompt);
-      for (const decode of ['step', 'eager', 'compiled'] as const) {
-        const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode });
+      const configs = [
+        { decode: 'step', prefill: 'step' },
+        { decode: 'eager', prefill: 'step' },
+        { decode: 'compiled', prefill: 'step' },
+        { decode: 'eager', prefill: 'rows' },
+        { decode: 'compiled', prefill: 'rows' },
+      ] as const;
+      for (const { decode, prefill } of configs) {
+        const label = `decode ${decode}, prefill ${prefill}`;
+        const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode, prefill });
         const outs = engine.generateAll(prompts, { maxNewTokens: ref.new_tokens });
-        ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `${decode}: prompt ${i}`));
+        ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `${label}: prompt ${i}`));
         const stats = engine.stats;
         if (decode === 'step') assert.equal(engine.decodeRunner, null);
-        else assert.ok(stats.decodeSteps >= ref.new_tokens - 2, `${decode}: ${stats.decodeSteps} decode steps`);
+        else assert.ok(stats.decodeSteps >= ref.new_tokens - 2, `${label}: ${stats.decodeSteps} decode steps`);
+        // Prompts as rows: the first step (all five prompts, one chunk) runs through the runner.
+        assert.equal(stats.rowsSteps > 0, prefill === 'rows', `${label}: ${stats.rowsSteps} row steps`);
         const counters = engine.decodeRunner?.compileCounters;
         if (decode === 'compiled') {
-          // Five prompts finishing together: buckets 8 (5 rows) only; prefill runs through forwardStep.
+          // Five prompts finishing together: bucket 8 (5 rows) for decode; with prefill 'rows' one
+          // more bucket for the prompts' tokens.
           assert.ok(counters, 'compiled path has compile counters');
           assert.equal(counters.graphBreaks, 0);
           assert.equal(counters.fallbacks, 0);
-          assert.ok(counters.traces <= 2, `${counters.traces} traces for ${stats.decodeSteps} decode steps`);
+          const most = prefill === 'rows' ? 3 : 2;
+          assert.ok(counters.traces <= most, `${label}: ${counters.traces} traces for ${stats.decodeSteps} decode steps`);
           assert.ok(counters.cacheHits >= stats.decodeSteps - counters.traces);
         }
         engine.dispose();

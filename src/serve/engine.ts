@@ -17,7 +17,7 @@
  * greedy unless doSample, temperature, top-k/p, min-p, penalties, seeds, logprobs).
  */
 import { tensor } from '../api/data.js';
-import { cat } from '../api/indexing.js';
+import { cat, indexSelect } from '../api/indexing.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { noGrad } from '../autograd/index.js';
 import type { StepModel } from '../models/step-kv.js';
@@ -29,7 +29,7 @@ import type { SampledToken, Sampler, SamplingParams, SamplingRow } from './sampl
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
 import { type FinishReason, Sequence } from './sequence.js';
 import { PagedStepKv, type StepEntry } from './step-context.js';
-import { DecodeRunner, type DecodePath } from './decode-runner.js';
+import { DECODE_BUCKETS, DecodeRunner, type DecodePath, type DecodeRow } from './decode-runner.js';
 import type { CompileMode } from '../compile/backend.js';
 
 /** Cache size when neither numBlocks nor memoryBytes is given (capped by what maxNumSeqs full-length sequences need). */
@@ -51,6 +51,16 @@ export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
   decode?: DecodePath;
   /** kiln.compile mode of the compiled decode (default 'reduce-overhead' on cuda, 'default' on cpu). */
   decodeMode?: CompileMode;
+  /**
+   * How prompt tokens (prefill chunks) run: 'rows' puts every new token of the step, prompt or
+   * decode, through the decode runner as one row each (its own position, slot, block table and
+   * context length = position + 1, so the paged attention of a row is causal attention over the
+   * sequence so far): one compiled program per token bucket serves prefill, decode and their mix,
+   * captured as a CUDA graph on cuda. 'step' runs them through the model's forwardStep (op by op).
+   * Default: 'rows' when decode is 'compiled' (the lm head then runs on every row, cheap on a
+   * GPU), else 'step'.
+   */
+  prefill?: 'rows' | 'step';
 }
 
 export interface RequestOutput {
@@ -86,6 +96,8 @@ export interface EngineStats {
   steps: number;
   /** Of the steps, those in which the decode runner ran (sequences adding their next token). */
   decodeSteps: number;
+  /** Of the steps, those that ran prompt tokens through the decode runner as rows (prefill 'rows'). */
+  rowsSteps: number;
   /** Tokens run through the model (prefill and decode). */
   tokensComputed: number;
   tokensGenerated: number;
@@ -101,9 +113,11 @@ export class Engine {
   readonly eosTokenIds: readonly number[];
   private readonly requests = new Map<string, Request>();
   private nextId = 0;
-  private readonly counters = { steps: 0, tokensComputed: 0, tokensGenerated: 0, decodeSteps: 0 };
+  private readonly counters = { steps: 0, tokensComputed: 0, tokensGenerated: 0, decodeSteps: 0, rowsSteps: 0 };
   /** Runs the all-decode steps on the device (null: decode: 'step'). */
   readonly decodeRunner: DecodeRunner | null;
+  /** Whether prompt tokens run through the decode runner too (EngineOptions.prefill 'rows'). */
+  readonly prefillRows: boolean;
 
   constructor(
     readonly model: StepModel,
@@ -127,6 +141,10 @@ export class Engine {
     if (path !== 'step' && path !== 'eager' && path !== 'compiled') throw new Error(`Engine: options.decode must be 'compiled', 'eager' or 'step', got ${JSON.stringify(path)}`);
     if (path !== 'step' && model.decodeStep === undefined) throw new Error(`Engine: options.decode '${path}' needs a model with decodeStep; this one has only forwardStep (use decode: 'step')`);
     this.decodeRunner = path === 'step' ? null : new DecodeRunner(model, this.cache, path, { mode: options.decodeMode });
+    const prefill = options.prefill ?? (path === 'compiled' ? 'rows' : 'step');
+    if (prefill !== 'rows' && prefill !== 'step') throw new Error(`Engine: options.prefill must be 'rows' or 'step', got ${JSON.stringify(prefill)}`);
+    if (prefill === 'rows' && path === 'step') throw new Error(`Engine: options.prefill 'rows' runs prompts through the decode runner, which decode: 'step' does not have`);
+    this.prefillRows = prefill === 'rows';
   }
 
   /** Longest sequence (prompt + output) a request can reach: model positions or cache capacity. */
@@ -172,6 +190,10 @@ export class Engine {
     // Sequences adding their next sampled token run through the device-side decode step (one
     // row each); the rest (prefill chunks) through forwardStep, in the same engine step.
     const runner = this.decodeRunner;
+    if (runner && this.prefillRows && entries.some((e) => e.numNew !== 1)) {
+      const total = entries.reduce((n, e) => n + e.numNew, 0);
+      if (total <= DECODE_BUCKETS[DECODE_BUCKETS.length - 1]!) return this.rowsStep(runner, entries);
+    }
     const fast = runner ? entries.filter((e) => e.numNew === 1 && e.seq.numComputed + 1 === e.seq.length) : [];
     const fastSet = new Set(fast);
     const rest = fast.length === 0 ? entries : entries.filter((e) => !fastSet.has(e));
@@ -214,6 +236,48 @@ export class Engine {
     this.scheduler.commit(order);
     this.counters.steps++;
     this.counters.tokensComputed += ids.length + fast.length;
+    return this.append(sampling, sampled);
+  }
+
+  /**
+   * A step whose every new token, prompt or decode, is one row of the decode runner
+   * (EngineOptions.prefill 'rows'): the rows of a sequence's chunk share its block table and see
+   * positions 0..own (context length = position + 1), so the runner's paged attention is the
+   * causal attention of the chunk over its cached prefix. Logits come back for every row; the
+   * rows that sample (each sequence's last token once its prompt is all cached) are selected on
+   * the device.
+   */
+  private rowsStep(runner: DecodeRunner, entries: readonly ScheduledEntry[]): RequestOutput[] {
+    const rows: DecodeRow[] = [];
+    const pick: number[] = [];
+    const sampling: Sequence[] = [];
+    for (const { seq, numNew } of entries) {
+      for (let p = seq.numComputed; p < seq.numComputed + numNew; p++) rows.push({ tokenId: seq.tokens[p]!, position: p, blockTable: seq.blockTable });
+      if (seq.numComputed + numNew === seq.length) {
+        pick.push(rows.length - 1);
+        sampling.push(seq);
+      }
+    }
+    const samplingRows: SamplingRow[] = sampling.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
+    const sampled = noGrad(() =>
+      scope(() => {
+        const logits = runner.run(rows);
+        if (sampling.length === 0) return [];
+        const all = pick.length === rows.length;
+        const chosen = all ? logits : indexSelect(logits, 0, tensor(pick, { dtype: 'int64', device: logits.device }));
+        return this.sampler.sample(chosen, samplingRows);
+      }),
+    );
+    if (entries.every((e) => e.numNew === 1)) this.counters.decodeSteps++;
+    this.scheduler.commit(entries);
+    this.counters.steps++;
+    this.counters.rowsSteps++;
+    this.counters.tokensComputed += rows.length;
+    return this.append(sampling, sampled);
+  }
+
+  /** Appends each sampling sequence's token, finishes those that are done, delivers the outputs. */
+  private append(sampling: readonly Sequence[], sampled: readonly SampledToken[]): RequestOutput[] {
     const outputs: RequestOutput[] = [];
     sampling.forEach((seq, i) => {
       seq.append(sampled[i]!.id);
