@@ -3,7 +3,8 @@
 # numeric tests on Dawn/Vulkan (#20), Kiln's compiled decode (#17), then the whole test suite on the
 # H200, each under its own time cap so the call fits the device tool's 600 s limit. Run from the repo
 # root through .device/run.sh with dist/ built and carried:
-#   bash .device/run.sh bash scripts/device/round.sh [fuzz,webgpu,decode,suite]
+#   bash .device/run.sh bash scripts/device/round.sh [fuzz,webgpu,decode,prefill,prof,torch,tests,train,suite]
+# (TESTS: files for 'tests'; TORCH_BATCHES, TORCH_S, TRAIN_S, SUITE_S: sizes and caps.)
 # Logs and JSON under $OUT; a summary table prints last.
 set -uo pipefail
 parts=${1:-fuzz,webgpu,decode,suite}
@@ -25,6 +26,33 @@ if has decode; then
   timeout 160 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${KILN_BATCHES:-1,8,64} \
     --json "$out/kiln-decode.json" > "$out/kiln-decode.txt" 2>&1; el "kiln decode rc=$?"
   tail -n 8 "$out/kiln-decode.txt" | tee -a "$out/summary.txt"
+fi
+if has prefill; then
+  # TTFT and decode with prompts through forwardStep (the old path), side by side with the default rows.
+  timeout 120 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1 --prefill step \
+    --json "$out/kiln-decode-prefill-step.json" > "$out/kiln-decode-prefill-step.txt" 2>&1; el "kiln decode prefill step rc=$?"
+  tail -n 3 "$out/kiln-decode-prefill-step.txt" | tee -a "$out/summary.txt"
+fi
+if has prof; then
+  # Host profile of decode steps at batch 1 and 64 (self time per function), as text.
+  for b in 1 64; do
+    rm -rf /tmp/prof-$b; timeout 120 node --cpu-prof --cpu-prof-dir=/tmp/prof-$b dist/bench/decode.js --device cuda --dtype bfloat16 \
+      --batches $b --new 128 --reps 2 > "$out/prof-$b-run.txt" 2>&1; el "profile batch $b rc=$?"
+    node scripts/prof/top-self.mjs /tmp/prof-$b/*.cpuprofile 40 > "$out/prof-$b.txt" 2>&1
+    head -n 16 "$out/prof-$b.txt" | tee -a "$out/summary.txt"
+  done
+fi
+if has torch; then
+  timeout ${TORCH_S:-200} python3 scripts/device/decode_torch.py --batches "${TORCH_BATCHES:-1,8}" --forms "${TORCH_FORMS:-hf-static-compiled}" --reps 3 --json "$out/torch-decode.json" 2>&1 | grep -v Warning > "$out/torch-decode.txt"
+  el "torch decode rc=$?"; tail -n 6 "$out/torch-decode.txt" | tee -a "$out/summary.txt"
+fi
+if has tests; then
+  KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout 200 node --test ${TESTS:-} > "$out/tests.txt" 2>&1
+  el "tests rc=$?"; grep -E "^# (tests|pass|fail|skipped|todo)|^not ok" "$out/tests.txt" | head -30 | tee -a "$out/summary.txt"
+fi
+if has train; then
+  OUT=$out timeout ${TRAIN_S:-300} bash scripts/device/train.sh $(( ${TRAIN_S:-300} - 20 )) > "$out/train.txt" 2>&1; el "train rc=$?"
+  tail -n 12 "$out/train.txt" | tee -a "$out/summary.txt"
 fi
 if has suite; then
   KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout ${SUITE_S:-240} node --test dist/test/*.test.js > "$out/suite.txt" 2>&1
