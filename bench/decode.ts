@@ -13,6 +13,11 @@
  * machine's load moves it) over the weight bytes one token reads (every parameter once; a tied LM
  * head is the embedding, read whole for the logits; untied embedding rows are negligible), and
  * decode_tok_s as a fraction of it. --no-bound skips the measurement.
+ * --breakdown adds, per batch size, where a decode step's time goes (medians of 30 steps on the
+ * warm engine, every request mid-decode): the whole engine.step(); the decode runner's call alone
+ * (host: input upload and the graph launch, until it returns), its device time (kiln.Event around
+ * it) and its wall time to a synchronize; the sampler alone on those logits (it ends with the host
+ * read of the ids). Step minus runner-to-sync minus sampler is the engine's own host share.
  * One engine per batch size; a warm-up run on it compiles (and captures) first. Rows follow the issue's schema:
  * {framework, workload, model, device, dtype, batch, prompt_tokens, new_tokens, decode_tok_s, ttft_ms}.
  *
@@ -40,6 +45,7 @@ const { values: a } = parseArgs({
     prefill: { type: 'string', default: '' },
     json: { type: 'string' },
     'no-bound': { type: 'boolean', default: false },
+    breakdown: { type: 'boolean', default: false },
   },
 });
 
@@ -148,6 +154,7 @@ for (const b of a.batches.split(',').map(Number)) {
   });
   if (boundRow.bound_tok_s !== undefined) console.error(`batch ${b}: bound ${String(boundRow.bound_tok_s)} tok/s at ${String(boundRow.bandwidth_gb_s)} GB/s; ${(100 * Number(boundRow.fraction_of_bound)).toFixed(1)}% of it`);
   console.error(`batch ${b}: ${decodeTokS.toFixed(2)} tok/s decode (step median ${best.stepMedianMs.toFixed(2)} ms), first tokens after ${best.ttftMs.toFixed(1)} ms`);
+  if (a.breakdown && engine.decodeRunner) rows.push(breakdown(engine, b));
   if (b === 1) {
     // Time to first token at batch 1: the median of `reps` short runs on the warm engine.
     const ttfts: number[] = [];
@@ -155,6 +162,51 @@ for (const b of a.batches.split(',').map(Number)) {
     rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), prefill_path: engine.prefillRows ? 'rows' : 'step', samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
   }
   engine.dispose();
+}
+
+/** Where one decode step's time goes at batch b (see --breakdown in the header). */
+function breakdown(engine: kiln.serve.Engine, b: number): Record<string, unknown> {
+  const runner = engine.decodeRunner!;
+  const ids = prompts(b, 300).map((p) => engine.addRequest(p, { maxNewTokens: 200, ignoreEos: true }));
+  while (engine.scheduler.running.length < b || engine.scheduler.running.some((s) => s.outputIds.length === 0)) engine.step();
+  const reps = 30;
+  const stepMs: number[] = [];
+  const launchMs: number[] = [];
+  const deviceMs: number[] = [];
+  const syncMs: number[] = [];
+  const sampleMs: number[] = [];
+  const device = engine.cache.geometry.device;
+  for (let r = 0; r < reps; r++) {
+    let t = performance.now();
+    engine.step();
+    stepMs.push(performance.now() - t);
+    const seqs = engine.scheduler.running;
+    // Each row redoes its sequence's last cached token (same id and position: the cache gets the
+    // same keys and values back), so no block beyond the scheduler's allocation is touched.
+    const rowsIn = seqs.map((s) => ({ tokenId: s.tokens[s.numComputed - 1]!, position: s.numComputed - 1, blockTable: s.blockTable }));
+    const samplingRows = seqs.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
+    kiln.synchronize(device);
+    kiln.noGrad(() =>
+      kiln.scope(() => {
+        const e0 = new kiln.Event(device, { enableTiming: true }).record();
+        t = performance.now();
+        const logits = runner.run(rowsIn);
+        launchMs.push(performance.now() - t);
+        const e1 = new kiln.Event(device, { enableTiming: true }).record();
+        kiln.synchronize(device);
+        syncMs.push(performance.now() - t);
+        deviceMs.push(e0.elapsedTime(e1));
+        t = performance.now();
+        engine.sampler.sample(logits, samplingRows);
+        sampleMs.push(performance.now() - t);
+      }),
+    );
+  }
+  for (const id of ids) engine.abort(id);
+  const m = (xs: number[]): number => Number(median(xs).toFixed(3));
+  const row = { framework: 'kiln', workload: 'decode-breakdown', model: a.config, device: a.device, dtype, batch: b, step_ms: m(stepMs), runner_launch_ms: m(launchMs), runner_device_ms: m(deviceMs), runner_sync_ms: m(syncMs), sample_ms: m(sampleMs), engine_host_ms: Number((median(stepMs) - median(syncMs) - median(sampleMs)).toFixed(3)) };
+  console.error(`batch ${b} breakdown: step ${row.step_ms} ms = runner ${row.runner_sync_ms} (launch ${row.runner_launch_ms}, device ${row.runner_device_ms}) + sample ${row.sample_ms} + engine ${row.engine_host_ms}`);
+  return row;
 }
 
 let commit = '';
