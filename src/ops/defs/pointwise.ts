@@ -482,8 +482,11 @@ function clampMeta(op: string, self: TensorMeta, min: Operand | null, max: Opera
     operands.push(max);
   }
   const out = pointwiseMeta(op, operands);
-  if (out.dtype === 'bool' || self.dtype === 'bool') {
-    throw new TypeError(`${op}: not supported for bool tensors (self ${describe(self)}, min ${fmtOperand(min)}, max ${fmtOperand(max)})`);
+  // torch promotes self with the bounds first and has no bool clamp kernel: a bool self with
+  // integer bounds computes in int64 (torch.clamp(bool, -1, 1) is int64, fuzz case 1196); only a
+  // bool computation (bool self and bool bounds) is an error.
+  if (out.dtype === 'bool') {
+    throw new TypeError(`${op}: not supported for bool tensors (self ${describe(self)}, min ${fmtOperand(min)}, max ${fmtOperand(max)}); integer bounds compute in int64`);
   }
   return out;
 }
