@@ -288,6 +288,18 @@ test('pow: tensor^tensor, tensor^scalar, scalar^tensor, integer powers and C edg
   assertThrowsWith(() => kiln.pow(makeTensor([1, 0], [2], 'bool'), makeTensor([1, 0], [2], 'bool')), 'pow', 'bool');
 });
 
+test('pow of a signed zero by a negative odd integer keeps the sign (C99 pow, as torch)', () => {
+  // torch: torch.tensor([-0., 0., -0., -0.], dtype=torch.float64) ** torch.tensor([-5, -5, -4, 3],
+  // dtype=torch.int32) is [-inf, inf, inf, -0.] (fuzz case 2905's last step, given the -0 it saw).
+  const b = kiln.tensor([-0, 0, -0, -0], { dtype: 'float64' });
+  const e = kiln.tensor([-5, -5, -4, 3], { dtype: 'int32' });
+  const want = [-Infinity, Infinity, Infinity, -0];
+  for (const got of [kiln.pow(b, e), kiln.compile((x: Tensor, y: Tensor) => kiln.pow(x, y))(b, e), kiln.pow(b.float(), e)]) {
+    got.toFlatArray().forEach((v, i) => assert.ok(Object.is(v, want[i]), `element ${i}: ${v}, torch ${want[i]}`));
+  }
+  assert.ok(Object.is(kiln.pow(kiln.tensor([-0], { dtype: 'float64' }), -3).item(), -Infinity));
+});
+
 test('NaN and infinity propagation in binary ops', () => {
   const a = makeTensor([NaN, 1, NaN, Infinity, -Infinity, 0], [6]);
   const b = makeTensor([1, NaN, NaN, 5, 5, -0], [6]);
