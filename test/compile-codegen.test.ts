@@ -181,6 +181,32 @@ test('int and bool pointwise', () => {
   compileAndRun(((x: Tensor) => kiln.clamp(x.mul(2), -1, 1).to('uint8')) as Fn, [rand([4, 5], 33)]);
 });
 
+test('comparisons, logical ops, rounding and casts of a fused float32 intermediate see its float32 value', () => {
+  // Fuzz fixture case 1845 (torch 2.11): logicalNot(softmax(exp(uint8 x), 1)). exp(3 - 403.43) is
+  // 0 in float32 but 1e-166 as the double a fused kernel keeps: torch says True at element 5.
+  const x = makeTensor([8, 8, 0, 4, 7, 3, 6, 5, 6, 4], [2, 5], 'uint8');
+  const f = (t: Tensor): Tensor => kiln.logicalNot(kiln.softmax(kiln.exp(t), 1));
+  const torch = [0, 0, 1, 1, 1, 1, 0, 1, 0, 1];
+  assert.deepEqual((compile(f as Fn, [x]).run([x]) as Tensor).toFlatArray(), torch);
+  assert.deepEqual(kiln.compile(f)(x).toFlatArray(), torch);
+  // float32 1.8 * 5 is exactly 9 (IEEE float32, as eager and torch round it); the double is 8.99999976.
+  const a = makeTensor([1.8, 1.8], [2]);
+  const cases: [(t: Tensor) => Tensor, number][] = [
+    [(t) => t.mul(5).floor(), 9],
+    [(t) => t.mul(5).to('int32'), 9],
+    [(t) => t.mul(5).ge(9), 1],
+    [(t) => t.mul(5).div(9, 'floor'), 1],
+  ];
+  for (const [g, want] of cases) {
+    assert.deepEqual(g(a).toFlatArray(), [want, want], 'eager');
+    assert.deepEqual(kiln.compile(g)(a).toFlatArray(), [want, want], String(g));
+  }
+  // 1e-30 * 1e-30 underflows float32 to 0 and 1e30 * 1e30 overflows it to inf.
+  const u = makeTensor([1e-30, 1e30], [2]);
+  assert.deepEqual(kiln.compile((t: Tensor) => t.mul(t).eq(0))(u).toFlatArray(), [1, 0]);
+  assert.deepEqual(kiln.compile((t: Tensor) => t.mul(t).isinf())(u).toFlatArray(), [0, 1]);
+});
+
 test('graphs with nothing to fuse run all-extern', () => {
   const w = rand([6, 4], 40);
   const p = compileAndRun(((x: Tensor) => kiln.matmul(x, w)) as Fn, [rand([3, 6], 41)], 1e-4);

@@ -9,6 +9,10 @@
  *   - bool takes any number as nonzero-ness: torch.tensor([2.5, 0, -1], dtype=torch.bool) is
  *     [True, False, True]. (torch also makes NaN True; kiln's bool encoder makes it False, a
  *     known difference left for a separate change because it touches every cast.)
+ *   - An unsigned dtype takes negative integers down to -max and wraps them, as c10::overflows
+ *     lets a signed integer source wrap into an unsigned type: torch 2.11's
+ *     masked_fill(uint8, mask, -1) writes 255 (fuzz fixture cases 158, 320, 1081). A negative
+ *     fraction (a Python float in torch) gets the plain range check and is an error.
  *   - int64 from a JS number is limited to the safe-integer range (a number beyond it is already
  *     rounded); a bigint reaches the full int64 range.
  * Allocating creation functions reject sizes the device cannot hold before allocating.
@@ -21,16 +25,17 @@ import { assertThrowsWith } from './helpers/assert.js';
 const OVERFLOW = 'without overflow';
 
 // Written out independently of the implementation's table.
+// `low`: the lowest integer accepted, below min for uint8 (negative integers to -255 wrap, below).
 const RANGES = [
-  { dtype: 'uint8', min: 0, max: 255 },
-  { dtype: 'int32', min: -2147483648, max: 2147483647 },
-  { dtype: 'int64', min: -9007199254740991, max: 9007199254740991 },
+  { dtype: 'uint8', min: 0, max: 255, low: -255 },
+  { dtype: 'int32', min: -2147483648, max: 2147483647, low: -2147483648 },
+  { dtype: 'int64', min: -9007199254740991, max: 9007199254740991, low: -9007199254740991 },
 ] as const;
 
-test('kiln.tensor: each integer dtype takes its min and max and rejects min-1 and max+1', () => {
-  for (const { dtype, min, max } of RANGES) {
+test('kiln.tensor: each integer dtype takes its min and max and rejects the lowest accepted - 1 and max+1', () => {
+  for (const { dtype, min, max, low } of RANGES) {
     assert.deepEqual(kiln.tensor([min, max], { dtype }).toArray(), [min, max], dtype);
-    for (const bad of [min - 1, max + 1]) {
+    for (const bad of [low - 1, max + 1]) {
       assertThrowsWith(() => kiln.tensor([bad], { dtype }), 'tensor', `value ${bad}`, `type ${dtype}`, OVERFLOW);
     }
   }
@@ -52,7 +57,7 @@ test('NaN and Infinity into integer dtypes are errors (tensor, full, fill_, mask
 
 test('full, fullLike and fill_ range-check their value against the dtype', () => {
   assertThrowsWith(() => kiln.full([2], 256, { dtype: 'uint8' }), 'full', 'value 256', 'uint8', OVERFLOW);
-  assertThrowsWith(() => kiln.full([2], -1, { dtype: 'uint8' }), 'full', 'value -1', 'uint8', OVERFLOW);
+  assertThrowsWith(() => kiln.full([2], -256, { dtype: 'uint8' }), 'full', 'value -256', 'uint8', OVERFLOW);
   assertThrowsWith(() => kiln.full([2], 2 ** 31, { dtype: 'int32' }), 'full', 'value 2147483648', 'int32');
   assertThrowsWith(() => kiln.fullLike(kiln.zeros([2], { dtype: 'int32' }), 2 ** 31), 'fullLike', 'int32', OVERFLOW);
   const t = kiln.zeros([2], { dtype: 'int32' });
@@ -71,6 +76,23 @@ test('in-range fractions truncate toward zero (torch.tensor([2.7, -2.7], dtype=t
   assert.deepEqual(kiln.full([1], -3.9, { dtype: 'int32' }).toArray(), [-3]);
   // Checked before truncation, like c10::overflows on the double: 255.5 > 255 does not fit uint8.
   assertThrowsWith(() => kiln.tensor([255.5], { dtype: 'uint8' }), 'tensor', 'value 255.5', 'uint8', OVERFLOW);
+});
+
+test('uint8 takes negative integers down to -255 wrapped, as torch (fuzz fixture cases 158, 320, 1081)', () => {
+  // torch 2.11: torch.tensor([6, 7, 8], dtype=torch.uint8).masked_fill(mask, -1) -> 255 where masked
+  // (fixture case 320: every element 255; case 158: the masked pairs 255, the rest unchanged).
+  const x = kiln.tensor([6, 7, 8], { dtype: 'uint8' });
+  assert.deepEqual(x.maskedFill(kiln.tensor([true, false, true]), -1).toArray(), [255, 7, 255]);
+  assert.deepEqual(x.maskedFill(kiln.tensor(true), -1).toArray(), [255, 255, 255]);
+  // The same c10 conversion serves fill_, torch.full and torch.tensor: -1 -> 255, -255 -> 1.
+  assert.deepEqual(kiln.full([2], -1, { dtype: 'uint8' }).toArray(), [255, 255]);
+  assert.deepEqual(kiln.zeros([2], { dtype: 'uint8' }).fill_(-255).toArray(), [1, 1]);
+  assert.deepEqual(kiln.tensor([-1, -128], { dtype: 'uint8' }).toArray(), [255, 128]);
+  assert.deepEqual(kiln.tensor([-1n], { dtype: 'uint8' }).toArray(), [255]);
+  // Beyond -max, or a negative fraction, still overflows (c10 checks a double against [0, 255]).
+  assertThrowsWith(() => x.maskedFill(kiln.tensor(true), -256), 'maskedFill', 'value -256', 'uint8', OVERFLOW);
+  assertThrowsWith(() => kiln.tensor([-0.5], { dtype: 'uint8' }), 'tensor', 'value -0.5', 'uint8', OVERFLOW);
+  assertThrowsWith(() => kiln.tensor([-256n], { dtype: 'uint8' }), 'tensor', 'value -256', 'uint8', OVERFLOW);
 });
 
 test('bool takes any number as nonzero-ness, as torch converts', () => {

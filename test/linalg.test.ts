@@ -205,6 +205,27 @@ test('addmm: beta * input + alpha * (mat1 @ mat2), broadcast input, beta = 0 ign
   assertClose(kiln.addmm(full, rand([3, 0], 1), rand([0, 5], 2), 2, 1), full.toFlatArray().map((v) => 2 * v), [3, 5]);
 });
 
+test('matmul of mixed dtypes with nothing to multiply follows torch: batched operands give the second dtype', () => {
+  // torch 2.11 (fuzz cases 967, 1375): both operands 3-d or more run bmm, whose result takes the
+  // second operand's dtype and is returned (zeros) before any dtype check when it is empty or
+  // contracts over 0. float64 [1, 3, 0] @ bfloat16 [1, 0, 1] is bfloat16 [1, 3, 1] zeros;
+  // float32 [4, 1, 0, 1] @ float16 [4, 1, 1, 2] is float16 [4, 1, 0, 2].
+  for (const f of [(x: Tensor, y: Tensor) => kiln.matmul(x, y), kiln.compile((x: Tensor, y: Tensor) => kiln.matmul(x, y))]) {
+    const z = f(kiln.zeros([1, 3, 0], { dtype: 'float64' }), kiln.zeros([1, 0, 1], { dtype: 'bfloat16' }));
+    assert.equal(z.dtype, 'bfloat16');
+    assert.deepEqual(z.shape, [1, 3, 1]);
+    assert.deepEqual(z.toFlatArray(), [0, 0, 0]);
+    const e = f(kiln.ones([4, 1, 0, 1]), kiln.ones([4, 1, 1, 2], { dtype: 'float16' }));
+    assert.equal(e.dtype, 'float16');
+    assert.deepEqual(e.shape, [4, 1, 0, 2]);
+  }
+  // Lower ranks fold to mm / dot, which check dtypes even when empty (fuzz cases 875, 1256, 2416).
+  assertThrowsWith(() => kiln.matmul(kiln.zeros([1, 0], { dtype: 'int64' }), kiln.zeros([0, 2], { dtype: 'float16' })), 'matmul', 'int64', 'float16', 'same dtype');
+  assertThrowsWith(() => kiln.matmul(kiln.zeros([5, 1, 0], { dtype: 'int32' }), kiln.zeros([0, 1], { dtype: 'int64' })), 'matmul', 'same dtype');
+  // A non-empty batched product still needs one dtype (torch: expected scalar type Float but found BFloat16, case 662).
+  assertThrowsWith(() => kiln.matmul(kiln.ones([1, 4, 4]), kiln.ones([1, 4, 2], { dtype: 'bfloat16' })), 'matmul', 'same dtype');
+});
+
 test('product errors name the op, the operands and the offending shapes or dtypes', () => {
   assertThrowsWith(() => kiln.matmul(rand([2, 3], 1), rand([4, 5], 2)), 'matmul', '[2, 3]', '[4, 5]', 'cannot be multiplied');
   assertThrowsWith(() => kiln.matmul(rand([3], 1), rand([4], 2)), 'matmul', '[3]', '[4]');

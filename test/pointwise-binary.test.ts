@@ -175,6 +175,34 @@ test('promotion: uint8 with int32 -> int32, bool with bool in arithmetic and com
   assert.deepEqual(kiln.logicalAnd(makeTensor([NaN, 0, 2], [3]), makeTensor([1, 1, 0], [3], 'int32')).toArray(), [true, false, false]);
 });
 
+test('bool arithmetic in place stores True as 1, as torch (add_ is logical or, mul_ logical and)', () => {
+  // torch: a = torch.tensor([True, True, False]); a.add_(a) is tensor([True, True, False]), and its
+  // storage bytes are 1 (a.view(torch.uint8) is [1, 1, 0]); a.sum() is then 2, not 4.
+  const bytes = (t: Tensor): number[] => Array.from(new Uint8Array(t.storage.cpuArrayBuffer(), t.offset, t.numel()));
+  const a = makeTensor([1, 1, 0], [3], 'bool');
+  a.add_(a);
+  assert.deepEqual(bytes(a), [1, 1, 0]);
+  assert.equal(kiln.sum(a).item(), 2);
+  assert.deepEqual(kiln.eq(a, true).toArray(), [true, true, false]);
+  const b = makeTensor([1, 0, 1], [3], 'bool');
+  b.add_(true);
+  assert.deepEqual(bytes(b), [1, 1, 1]);
+  // Strided and transposed bool selves, a broadcast other, and the compiled in-place form.
+  const c = makeTensor([1, 0, 1, 1, 0, 1], [2, 3], 'bool', 'transposed');
+  c.add_(makeTensor([1, 1, 0], [3], 'bool'));
+  assert.deepEqual(c.toArray(), [[true, true, true], [true, true, true]]);
+  assert.deepEqual([...new Uint8Array(c.storage.cpuArrayBuffer())].filter((v) => v > 1), []);
+  const d = makeTensor([1, 1, 0], [3], 'bool');
+  kiln.compile((t: Tensor) => t.add_(t))(d);
+  assert.deepEqual(bytes(d), [1, 1, 0]);
+  const e = makeTensor([1, 1, 0], [3], 'bool');
+  e.mul_(e);
+  assert.deepEqual(bytes(e), [1, 1, 0]);
+  // Subtraction of bools is an error in torch too; a number result cannot be written into bool.
+  assertThrowsWith(() => makeTensor([1, 0], [2], 'bool').sub_(makeTensor([1, 1], [2], 'bool')), 'sub', 'bool');
+  assertThrowsWith(() => makeTensor([1, 0], [2], 'bool').mul_(2), 'mul_', 'bool');
+});
+
 test('integer division and remainder follow Python (floor) and C (trunc) conventions', () => {
   const av = randomInts(40, 21, -20, 21);
   const bv = randomInts(40, 22, 1, 7).map((v, k) => (k % 2 ? -v : v));
@@ -258,6 +286,18 @@ test('pow: tensor^tensor, tensor^scalar, scalar^tensor, integer powers and C edg
   assertClose(kiln.pow(makeTensor([0, 0], [2]), makeTensor([-1, 0], [2])), [Infinity, 1], [2]);
   assertThrowsWith(() => kiln.pow(2, 3), 'pow', 'must be a Tensor');
   assertThrowsWith(() => kiln.pow(makeTensor([1, 0], [2], 'bool'), makeTensor([1, 0], [2], 'bool')), 'pow', 'bool');
+});
+
+test('pow of a signed zero by a negative odd integer keeps the sign (C99 pow, as torch)', () => {
+  // torch: torch.tensor([-0., 0., -0., -0.], dtype=torch.float64) ** torch.tensor([-5, -5, -4, 3],
+  // dtype=torch.int32) is [-inf, inf, inf, -0.] (fuzz case 2905's last step, given the -0 it saw).
+  const b = kiln.tensor([-0, 0, -0, -0], { dtype: 'float64' });
+  const e = kiln.tensor([-5, -5, -4, 3], { dtype: 'int32' });
+  const want = [-Infinity, Infinity, Infinity, -0];
+  for (const got of [kiln.pow(b, e), kiln.compile((x: Tensor, y: Tensor) => kiln.pow(x, y))(b, e), kiln.pow(b.float(), e)]) {
+    got.toFlatArray().forEach((v, i) => assert.ok(Object.is(v, want[i]), `element ${i}: ${v}, torch ${want[i]}`));
+  }
+  assert.ok(Object.is(kiln.pow(kiln.tensor([-0], { dtype: 'float64' }), -3).item(), -Infinity));
 });
 
 test('NaN and infinity propagation in binary ops', () => {

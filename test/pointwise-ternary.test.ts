@@ -83,9 +83,28 @@ test('clamp errors: no bounds, bool tensors, bad bound types, broadcast mismatch
   assertThrowsWith(() => kiln.clamp(x), 'clamp', "'min' or 'max'", '[3]');
   assertThrowsWith(() => x.clamp(null, null), 'clamp', "'min' or 'max'");
   assertThrowsWith(() => x.clamp_(), 'clamp_', "'min' or 'max'");
-  assertThrowsWith(() => kiln.clamp(makeTensor([1, 0], [2], 'bool'), 0, 1), 'clamp', 'bool');
+  // A bool computation has no kernel in torch either; bool self with number bounds promotes (below).
+  assertThrowsWith(() => kiln.clamp(makeTensor([1, 0], [2], 'bool'), false, true), 'clamp', 'bool');
+  assertThrowsWith(() => kiln.clamp(makeTensor([1, 0], [2], 'bool'), kiln.tensor(false)), 'clamp', 'bool');
   assertThrowsWith(() => kiln.clamp(x, 'a' as never), 'clamp', "'min'", 'string');
   assertThrowsWith(() => kiln.clamp(x, makeTensor([0, 0], [2])), 'clamp', '[3]', '[2]', 'broadcast');
+});
+
+test('clamp of a bool tensor with integer bounds promotes to int64, as torch (fuzz case 1196)', () => {
+  // torch 2.11: torch.clamp(torch.tensor([[0, 0, 1, 0, 0]], dtype=torch.bool), -1, 1) is int64 [[0, 0, 1, 0, 0]].
+  const b = makeTensor([0, 0, 1, 0, 0], [1, 5], 'bool', 'transposed');
+  const eager = kiln.clamp(b, -1, 1);
+  assert.equal(eager.dtype, 'int64');
+  assert.deepEqual(eager.toFlatArray(), [0, 0, 1, 0, 0]);
+  const compiled = kiln.compile((t: Tensor) => t.clamp(-1, 1))(b);
+  assert.equal(compiled.dtype, 'int64');
+  assert.deepEqual(compiled.toFlatArray(), [0, 0, 1, 0, 0]);
+  // Bounds that bite: clamp(bool, 2, 3) is 2 everywhere; a float bound gives float32 (torch's promotion).
+  assert.deepEqual(kiln.clamp(b, 2, 3).toFlatArray(), [2, 2, 2, 2, 2]);
+  assert.equal(kiln.clamp(b, 0.5).dtype, 'float32');
+  assert.deepEqual(kiln.clamp(b, 0.5).toFlatArray(), [0.5, 0.5, 1, 0.5, 0.5]);
+  // In place, int64 cannot be written into bool (torch: result type Long can't be cast to Bool).
+  assertThrowsWith(() => makeTensor([0, 1], [2], 'bool').clamp_(-1, 1), 'clamp_', 'bool');
 });
 
 test('clamp_ in place: scalar and tensor bounds, strided self, cast and growth checks', () => {

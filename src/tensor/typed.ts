@@ -97,17 +97,32 @@ const INT_RANGE: Partial<Record<DType, readonly [number, number]>> = {
  * torch.tensor([2.7], dtype=torch.int32) gives 2. Floating and bool dtypes take any number (bool
  * is nonzero-ness, as torch converts). bigint input to int64 is checked against the full int64
  * range.
+ *
+ * An unsigned target takes a negative *integer* down to -max and wraps it (two's complement), as
+ * c10::overflows does for a signed integral source ("this allows for `a - b` to be treated as
+ * `a + 255 * b`"): masked_fill(uint8, mask, -1) writes 255 in torch 2.11 (fuzz fixture cases 158,
+ * 320, 1081), and torch.full / fill_ / torch.tensor go through the same conversion. A negative
+ * fraction is a Python float there, whose check is the plain range, so -0.5 into uint8 is an error.
  */
 export function checkIntegerValue(fn: string, value: number | bigint | boolean, dtype: DType): void {
   const range = INT_RANGE[dtype];
   if (!range || typeof value === 'boolean') return;
+  // An unsigned dtype also takes negative integers down to -max, wrapped; the message says so.
+  const unsigned = range[0] === 0;
+  const wrapLo = unsigned ? -range[1] : range[0];
+  const wraps = unsigned ? `, negative integers to -${range[1]} wrap` : '';
   if (typeof value === 'bigint') {
-    const [lo, hi] = dtype === 'int64' ? [-(2n ** 63n), 2n ** 63n - 1n] : [BigInt(range[0]), BigInt(range[1])];
+    const [lo, hi] = dtype === 'int64' ? [-(2n ** 63n), 2n ** 63n - 1n] : [BigInt(wrapLo), BigInt(range[1])];
     if (value >= lo && value <= hi) return;
-    throw new RangeError(`${fn}: value ${value} cannot be converted to type ${dtype} without overflow (${dtype} holds [${lo}, ${hi}])`);
+    const held = dtype === 'int64' ? `[${lo}, ${hi}]` : `[${range[0]}, ${range[1]}]${wraps}`;
+    throw new RangeError(`${fn}: value ${value} cannot be converted to type ${dtype} without overflow (${dtype} holds ${held})`);
   }
   if (value >= range[0] && value <= range[1]) return;
+  if (Number.isInteger(value) && value >= wrapLo && value < 0) return;
   if (Number.isNaN(value)) throw new RangeError(`${fn}: value NaN cannot be converted to type ${dtype} (an integer dtype has no NaN)`);
-  const held = dtype === 'int64' ? `[${range[0]}, ${range[1]}], the safe-integer range of a JS number; pass a bigint for larger int64 values` : `[${range[0]}, ${range[1]}]`;
+  const held =
+    dtype === 'int64'
+      ? `[${range[0]}, ${range[1]}], the safe-integer range of a JS number; pass a bigint for larger int64 values`
+      : `[${range[0]}, ${range[1]}]${wraps}`;
   throw new RangeError(`${fn}: value ${value} cannot be converted to type ${dtype} without overflow (${dtype} holds ${held})`);
 }

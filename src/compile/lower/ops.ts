@@ -11,6 +11,20 @@ export { JS_TEMPLATES as TEMPLATES, lit, type TArg, type TemplateCtx } from '../
 export const CAST_OPS: ReadonlySet<string> = new Set(['toDtype', 'clone']);
 
 /**
+ * Ops whose result jumps where their operand crosses a threshold (comparisons, logical ops,
+ * rounding, the tests for infinity, sign, remainder, casts; div with a rounding mode, which
+ * emit.ts checks for itself). Their float operands computed
+ * inside a fused kernel are rounded to their own dtype first: an intermediate kept in a JS double
+ * (roundExpr) differs from the value eager mode stored by less than an ulp, harmless for continuous
+ * math but enough to flip these. softmax's exp(-383) is 1e-166 as a double and 0 in float32, so a
+ * fused logicalNot(softmax(x)) said False where eager and torch say True (fuzz case 1845).
+ */
+export const ROUNDED_OPERAND_OPS: ReadonlySet<string> = new Set([
+  'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot',
+  'isinf', 'isfinite', 'sign', 'floor', 'ceil', 'round', 'trunc', 'remainder', ...CAST_OPS,
+]);
+
+/**
  * Rounds an expression's value the way the node's output dtype holds it inside a fused kernel.
  * Floating intermediates stay in the JS double they were computed in (at least float32's opmath,
  * as Inductor keeps them in registers); only explicit casts round (to float32 or a half) and the

@@ -3,6 +3,10 @@
  * broadcast to the output shape (stride 0 on broadcast dims); dimensions that are contiguous in
  * every operand are coalesced so most loops run as one tight inner loop. Arity-specialised
  * functions keep V8 on monomorphic, inlinable calls.
+ *
+ * A bool output holds 0 or 1 whatever the element function returns: the loops writing one store
+ * nonzero-ness (NaN is False, as bool's encoder), so arithmetic that torch allows on bool (add_ is
+ * logical or: True + True is True) can never leave a 2 in a bool tensor's storage byte.
  */
 import type { ScalarValue } from '../../ops/schema.js';
 import { broadcastStrides, numel } from '../../tensor/layout.js';
@@ -90,16 +94,20 @@ function drive(
 type Inner = (f: unknown, n: number, od: NumArray, po: number, so: number, ...rest: (NumArray | number)[]) => void;
 
 const byFunction = new WeakMap<object, Inner>();
+const byFunctionBool = new WeakMap<object, Inner>();
 const bySource = new Map<string, Inner>();
 // Bounded so that closures built from ever-changing source text cannot grow the cache forever.
 const MAX_SOURCES = 512;
 
-function buildInner(arity: number): Inner | undefined {
+/** `store(call)`: the stored expression; a bool output stores the call's nonzero-ness. */
+const store = (call: string, bool: boolean): string => (bool ? `((r = ${call}) !== 0 && r === r ? 1 : 0)` : call);
+
+function buildInner(arity: number, bool: boolean): Inner | undefined {
   const ins = Array.from({ length: arity }, (_, k) => k);
   const params = ['f', 'n', 'od', 'po', 'so', ...ins.flatMap((k) => [`d${k}`, `p${k}`, `s${k}`])];
   const call = `f(${ins.map((k) => `d${k}[p${k}]`).join(', ')})`;
   const steps = ['po += so', ...ins.map((k) => `p${k} += s${k}`)].join('; ');
-  const body = `"use strict"; for (let i = 0; i < n; i++) { od[po] = ${call}; ${steps}; }`;
+  const body = `"use strict"; let r = 0; for (let i = 0; i < n; i++) { od[po] = ${store(call, bool)}; ${steps}; }`;
   try {
     return new Function(...params, body) as Inner;
   } catch {
@@ -107,7 +115,7 @@ function buildInner(arity: number): Inner | undefined {
   }
 }
 
-function genericInner(arity: number): Inner {
+function genericInner(arity: number, bool: boolean): Inner {
   return (f, n, od, po, so, ...rest) => {
     const fn = f as (...xs: number[]) => number;
     const ds = rest.filter((_, i) => i % 3 === 0) as NumArray[];
@@ -116,23 +124,25 @@ function genericInner(arity: number): Inner {
     const xs = new Array<number>(arity);
     for (let i = 0; i < n; i++) {
       for (let k = 0; k < arity; k++) xs[k] = ds[k]![ps[k]! + i * ss[k]!]!;
-      od[po + i * so] = fn(...xs);
+      const r = fn(...xs);
+      od[po + i * so] = bool ? (r !== 0 && r === r ? 1 : 0) : r;
     }
   };
 }
 
-function innerFor(f: object, arity: number): Inner {
-  const hit = byFunction.get(f);
+function innerFor(f: object, arity: number, bool: boolean): Inner {
+  const cache = bool ? byFunctionBool : byFunction;
+  const hit = cache.get(f);
   if (hit) return hit;
   const src = Function.prototype.toString.call(f);
   // Native functions (Math.exp) all print alike, so only their identity can key them.
-  const key = src.includes('[native code]') ? undefined : `${arity}:${src}`;
+  const key = src.includes('[native code]') ? undefined : `${arity}:${bool ? 'bool:' : ''}${src}`;
   let inner = key === undefined ? undefined : bySource.get(key);
   if (!inner) {
-    inner = buildInner(arity) ?? genericInner(arity);
+    inner = buildInner(arity, bool) ?? genericInner(arity, bool);
     if (key !== undefined && bySource.size < MAX_SOURCES) bySource.set(key, inner);
   }
-  byFunction.set(f, inner);
+  cache.set(f, inner);
   return inner;
 }
 
@@ -153,7 +163,7 @@ export function mapUnaryInto(out: Tensor, a: Tensor | ScalarValue, f: (x: number
   const ia = operand(a, out.shape);
   const od = o.op.data;
   const ad = ia.data;
-  const inner = innerFor(f, 1);
+  const inner = innerFor(f, 1, out.dtype === 'bool');
   drive(out.shape, [o.op, ia], (n, offs, st) => inner(f, n, od, offs[0]!, st[0]!, ad, offs[1]!, st[1]!));
   o.commit();
 }
@@ -171,7 +181,7 @@ export function mapBinaryInto(out: Tensor, a: Tensor | ScalarValue, b: Tensor | 
   const od = o.op.data;
   const ad = ia.data;
   const bd = ib.data;
-  const inner = innerFor(f, 2);
+  const inner = innerFor(f, 2, out.dtype === 'bool');
   drive(out.shape, [o.op, ia, ib], (n, offs, st) => inner(f, n, od, offs[0]!, st[0]!, ad, offs[1]!, st[1]!, bd, offs[2]!, st[2]!));
   o.commit();
 }
@@ -189,7 +199,7 @@ export function mapTernary(
   const ib = operand(b, out.shape);
   const ic = operand(c, out.shape);
   const od = o.op.data;
-  const inner = innerFor(f, 3);
+  const inner = innerFor(f, 3, out.dtype === 'bool');
   drive(out.shape, [o.op, ia, ib, ic], (n, offs, st) =>
     inner(f, n, od, offs[0]!, st[0]!, ia.data, offs[1]!, st[1]!, ib.data, offs[2]!, st[2]!, ic.data, offs[3]!, st[3]!),
   );
@@ -199,6 +209,6 @@ export function mapTernary(
 
 /** Copies src (broadcast to dst's shape) into dst, converting dtype; the engine of copy_ and casts. */
 export function copyInto(dst: Tensor, src: Tensor | ScalarValue): void {
-  if (dst.dtype === 'bool') mapUnaryInto(dst, src, (x) => (x !== 0 && !Number.isNaN(x) ? 1 : 0));
-  else mapUnaryInto(dst, src, (x) => x);
+  // A bool dst stores nonzero-ness: the loop itself normalises every bool output.
+  mapUnaryInto(dst, src, (x) => x);
 }

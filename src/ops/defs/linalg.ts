@@ -76,6 +76,20 @@ export function matmulShape(op: string, a: TensorMeta, b: TensorMeta, aName = 's
   return out;
 }
 
+/**
+ * torch's matmul of two operands of 3 or more dims always runs bmm, which allocates its result with
+ * the second operand's dtype and returns before the kernel that checks dtypes when the result is
+ * empty or the contracted dim is 0 (zeros). So a mixed-dtype product with nothing to multiply is
+ * no error there: float64 [1, 3, 0] @ bfloat16 [1, 0, 1] is bfloat16 zeros [1, 3, 1] (fuzz cases
+ * 967, 1375). Lower ranks fold to mm or dot, which check dtypes first (cases 875, 1256, 2416), and
+ * bool stays rejected. Returns that dtype, or null where the ordinary check applies.
+ */
+function emptyBatchedDtype(self: TensorMeta, other: TensorMeta, shape: readonly number[]): DType | null {
+  if (self.dtype === other.dtype || self.shape.length < 3 || other.shape.length < 3) return null;
+  if (self.dtype === 'bool' || other.dtype === 'bool') return null;
+  return numel(shape) === 0 || self.shape[self.shape.length - 1] === 0 ? other.dtype : null;
+}
+
 function checkScalarFor(op: string, name: string, v: ScalarValue, dtype: DType): void {
   if (typeof v !== 'number' && typeof v !== 'boolean') throw new TypeError(`${op}: '${name}' must be a number, got ${typeof v}`);
   if (isIntegral(dtype) && typeof v === 'number' && !Number.isInteger(v)) {
@@ -95,8 +109,8 @@ export const matmul = defineOp({
   meta(self: TensorMeta, other: TensorMeta): OutMeta {
     checkTensor('matmul', 'self', self);
     checkTensor('matmul', 'other', other);
-    const dtype = checkProductDtypes('matmul', ['self', self], ['other', other]);
     const shape = matmulShape('matmul', self, other);
+    const dtype = emptyBatchedDtype(self, other, shape) ?? checkProductDtypes('matmul', ['self', self], ['other', other]);
     return { shape, strides: contiguousStrides(shape), dtype, device: self.device };
   },
 });

@@ -51,18 +51,26 @@ function inplace(op: string, self: TensorMeta, result: OutMeta): OutMeta {
 /**
  * How a unary op picks its output dtype:
  * - float: float dtypes kept, integer/bool inputs give float32 (exp, sqrt, sigmoid, ...)
+ * - floatOnly: float dtypes kept, integer/bool inputs rejected; torch has no integer kernel for
+ *   these and raises NotImplementedError ("GeluKernelImpl" not implemented for 'Long') rather than
+ *   promoting (gelu)
  * - keepSigned: dtype kept; bool rejected (neg, abs, relu)
  * - keep: dtype kept, bool too (sign)
  * - rounding: dtype kept (integers are returned unchanged); bool rejected (floor, ceil, round, trunc)
  * - square: dtype kept; bool gives int64 (square is pow(x, 2))
  * - bool: bool output (isnan, isinf, isfinite, logicalNot)
  */
-export type UnaryRule = 'float' | 'keepSigned' | 'keep' | 'rounding' | 'square' | 'bool';
+export type UnaryRule = 'float' | 'floatOnly' | 'keepSigned' | 'keep' | 'rounding' | 'square' | 'bool';
 
 function unaryDtype(op: string, self: TensorMeta, rule: UnaryRule): DType {
   switch (rule) {
     case 'float':
       return toFloating(self.dtype);
+    case 'floatOnly':
+      if (!isFloating(self.dtype)) {
+        throw new TypeError(`${op}: not implemented for ${self.dtype} input 'self' (${describe(self)}); it takes float16, bfloat16, float32 or float64, as torch does, so cast first (e.g. .float())`);
+      }
+      return self.dtype;
     case 'keep':
       return self.dtype;
     case 'keepSigned':
@@ -162,7 +170,7 @@ export const gelu = defineOp({
     if (approximate !== 'none' && approximate !== 'tanh') {
       throw new Error(`gelu: argument 'approximate' must be 'none' or 'tanh', got '${String(approximate)}'`);
     }
-    return unaryMeta('gelu', self, 'float');
+    return unaryMeta('gelu', self, 'floatOnly');
   },
 });
 
@@ -474,8 +482,11 @@ function clampMeta(op: string, self: TensorMeta, min: Operand | null, max: Opera
     operands.push(max);
   }
   const out = pointwiseMeta(op, operands);
-  if (out.dtype === 'bool' || self.dtype === 'bool') {
-    throw new TypeError(`${op}: not supported for bool tensors (self ${describe(self)}, min ${fmtOperand(min)}, max ${fmtOperand(max)})`);
+  // torch promotes self with the bounds first and has no bool clamp kernel: a bool self with
+  // integer bounds computes in int64 (torch.clamp(bool, -1, 1) is int64, fuzz case 1196); only a
+  // bool computation (bool self and bool bounds) is an error.
+  if (out.dtype === 'bool') {
+    throw new TypeError(`${op}: not supported for bool tensors (self ${describe(self)}, min ${fmtOperand(min)}, max ${fmtOperand(max)}); integer bounds compute in int64`);
   }
   return out;
 }

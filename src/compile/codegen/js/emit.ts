@@ -11,7 +11,8 @@
 import type { ValueId, ValueInfo } from '../../ir.js';
 import type { LNode, Lowered } from '../../lower/lower.js';
 import { nodeInputs } from '../../lower/lower.js';
-import { CAST_OPS, roundExpr, TEMPLATES, type TArg } from '../../lower/ops.js';
+import { CAST_OPS, ROUNDED_OPERAND_OPS, roundExpr, TEMPLATES, type TArg } from '../../lower/ops.js';
+import { isFloating } from '../../../tensor/dtype.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { wasmPointwiseModule } from '../wasm/pointwise.js';
 import { nativePointwiseCandidates, nativeReductionCandidates } from '../c/candidate.js';
@@ -64,19 +65,34 @@ class Emitter {
   }
 }
 
-/** Statements computing pointwise node `n` into const v<out>. */
-function nodeStatement(n: LNode, info: (id: ValueId) => ValueInfo): string[] {
+/**
+ * Statements computing pointwise node `n` into const v<out>. `exact(id)`: the value is already held
+ * at its dtype's precision (loaded from an operand); the others are JS doubles, which a
+ * ROUNDED_OPERAND_OPS node rounds to their dtype before it compares or casts them.
+ */
+function nodeStatement(n: LNode, info: (id: ValueId) => ValueInfo, exact: (id: ValueId) => boolean): string[] {
   const out = n.outputs[0]!;
   const dtype = info(out).dtype;
-  const targs: TArg[] = n.args.map((a) =>
-    a.kind === 'value' ? { kind: 'value', expr: vn(a.id), dtype: info(a.id).dtype, shape: info(a.id).shape } : { kind: 'const', value: a.kind === 'const' ? a.value : null },
-  );
+  const pre: string[] = [];
+  const mode = n.args[2];
+  const roundOperands = ROUNDED_OPERAND_OPS.has(n.op) || (n.op === 'div' && mode?.kind === 'const' && mode.value !== null);
+  const targs: TArg[] = n.args.map((a, i) => {
+    if (a.kind !== 'value') return { kind: 'const', value: a.kind === 'const' ? a.value : null };
+    const { dtype: adt, shape } = info(a.id);
+    let expr = vn(a.id);
+    if (roundOperands && !exact(a.id) && isFloating(adt) && adt !== 'float64') {
+      // The name is per node and operand: two rounding consumers of one value each get their own.
+      pre.push(`const ${vn(out)}_r${i} = ${roundExpr(expr, adt, true)};`);
+      expr = `${vn(out)}_r${i}`;
+    }
+    return { kind: 'value', expr, dtype: adt, shape };
+  });
   const expr = TEMPLATES.get(n.op)!(targs, { out: dtype });
   if (expr === null) throw new Error(`kiln codegen: no template for ${n.op}`);
   const tmp = `${vn(out)}_`;
   const rounded = roundExpr(tmp, dtype, CAST_OPS.has(n.op));
-  if (rounded === tmp) return [`const ${vn(out)} = ${expr};`];
-  return [`const ${tmp} = ${expr};`, `const ${vn(out)} = ${rounded};`];
+  if (rounded === tmp) return [...pre, `const ${vn(out)} = ${expr};`];
+  return [...pre, `const ${tmp} = ${expr};`, `const ${vn(out)} = ${rounded};`];
 }
 
 interface Ctx {
@@ -129,7 +145,7 @@ function elementBody(
   for (const n of c.g.nodes) {
     const o = n.outputs[0]!;
     if (!need.has(o) || scratchLoads.has(o) || n.kind !== 'pointwise') continue;
-    stmts.push(...nodeStatement(n, c.info));
+    stmts.push(...nodeStatement(n, c.info, (id) => !c.nodeOf.has(id)));
     computed.add(o);
   }
   for (const s of stores) {
@@ -273,7 +289,7 @@ function reduceSource(c: Ctx, name: string, nOps: number, scratch: boolean): { s
       const o = n.outputs[0]!;
       if (n.kind !== 'pointwise' || !g.rowScalars.has(o) || avail.has(o)) continue;
       if (!nodeInputs(n).every((id) => avail.has(id))) continue;
-      for (const s of nodeStatement(n, info)) e.line(s);
+      for (const s of nodeStatement(n, info, (id) => !c.nodeOf.has(id))) e.line(s);
       avail.add(o);
     }
   };
