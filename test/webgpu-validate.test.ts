@@ -129,3 +129,25 @@ test('every GEMM variant compiles, and every matrix-product case encodes on Dawn
   assert.equal(ran, GEMM_CASES.length * GEMM_TEST_DTYPES.length);
   assert.throws(() => kiln.matmul(kiln.ones([2, 2], { dtype: 'int32', device: 'webgpu' }), kiln.ones([2, 2], { dtype: 'int32', device: 'webgpu' })), /webgpu GEMM supports float32, float16 and bfloat16, got int32/);
 });
+
+test('kiln.Event on webgpu: timestamps encode and resolve (device-timed where timestamp-query exists)', { skip }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const a = kiln.ones([96, 96], { device: 'webgpu' });
+  const start = new kiln.Event('webgpu');
+  const end = new kiln.Event('webgpu');
+  start.record();
+  kiln.matmul(a, a).dispose();
+  end.record();
+  end.synchronize();
+  const ms = start.elapsedTime(end);
+  // The null backend resolves stamps to whatever its memory held; a real device's are nanoseconds
+  // after the work (webgpu-linalg.test.ts checks those). Here: encoded, resolved, no device fault.
+  assert.ok(Number.isFinite(ms) && ms >= 0, `elapsed ${ms}`);
+  assert.ok(acc.hasFeature('timestamp-query'), 'the null adapter offers timestamp-query, so the device-timed path ran');
+  // Without timing, elapsedTime refuses; an unrecorded event too.
+  const untimed = new kiln.Event('webgpu', { enableTiming: false }).record();
+  assert.throws(() => untimed.elapsedTime(end), /enableTiming/);
+  assert.throws(() => new kiln.Event('webgpu').elapsedTime(end), /recorded/);
+  kiln.synchronize('webgpu');
+  a.dispose();
+});
