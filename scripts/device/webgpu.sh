@@ -3,7 +3,8 @@
 # what Dawn finds (probe, adapter, features with Kiln's toggles), then runs the webgpu tests: the
 # null-backend validation (as in CI) and the numeric comparisons against the CPU (pointwise, matrix
 # products, Event timing), which skip without an adapter, and a GEMM throughput line per dtype and
-# size. Run from the repo root through .device/run.sh with dist/ built and carried (node_modules must hold the `webgpu` package, Dawn for Node 0.6.x):
+# size. Run from the repo root through .device/run.sh with dist/ built and carried (node_modules
+# must hold the `webgpu` package, Dawn for Node 0.6.x):
 #   bash .device/run.sh bash scripts/device/webgpu.sh
 # Each step writes its own file under $OUT; a summary goes to stdout.
 set -uo pipefail
