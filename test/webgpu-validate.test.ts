@@ -151,3 +151,17 @@ test('kiln.Event on webgpu: timestamps encode and resolve (device-timed where ti
   kiln.synchronize('webgpu');
   a.dispose();
 });
+
+// Last in this file: it destroys the process's webgpu device.
+test('a lost device fails every later call with an error that says what Kiln held', { skip }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const x = kiln.ones([1024], { device: 'webgpu' });
+  kiln.synchronize('webgpu');
+  acc.loseDeviceForTesting();
+  const lost = (e: Error): boolean => e.name === 'WebgpuError' && (e as { kind?: string }).kind === 'lost' && /device was lost/.test(e.message) && /Kiln holds .* in \d+ live buffers/.test(e.message);
+  assert.throws(() => kiln.synchronize('webgpu'), lost);
+  // Sticky: the next call (a readback) says the same, not a confusing validation error.
+  assert.throws(() => x.toArray(), lost);
+  x.dispose();
+  assert.throws(() => kiln.synchronize('webgpu'), lost);
+});

@@ -131,6 +131,17 @@ export function runGemm(g: WebgpuGemm): Tensor {
   return out;
 }
 
+/** `fill(out)`, disposing `out` when it throws (an output nobody receives must not stay allocated). */
+function into(out: Tensor, fill: (out: Tensor) => void): Tensor {
+  try {
+    fill(out);
+  } catch (e) {
+    out.dispose();
+    throw e;
+  }
+  return out;
+}
+
 /** A 1-D operand as a matrix: [1, K] on the left, [K, 1] on the right. */
 function asMatrix(t: Tensor, side: 'lhs' | 'rhs'): Tensor {
   if (t.ndim !== 1) return t;
@@ -154,7 +165,10 @@ function foldRows(t: Tensor, rows: number, K: number): Tensor | null {
 }
 
 function matmulKernel(op: string, meta: OutMeta, a: Tensor, b: Tensor): Tensor {
-  const out = allocOut(meta);
+  return into(allocOut(meta), (out) => matmulInto(op, out, a, b));
+}
+
+function matmulInto(op: string, out: Tensor, a: Tensor, b: Tensor): void {
   const a2 = asMatrix(a, 'lhs');
   const b2 = asMatrix(b, 'rhs');
   const views: Tensor[] = [];
@@ -172,7 +186,7 @@ function matmulKernel(op: string, meta: OutMeta, a: Tensor, b: Tensor): Tensor {
         const flat = new Tensor(out.storage, out.dtype, [rows, N], [N, 1], out.offset);
         views.push(flat);
         runGemm({ op, out: flat, a: af, b: b2, batch: [], M: rows, N, K });
-        return out;
+        return;
       }
     }
     const view = new Tensor(out.storage, out.dtype, [...batch, M, N], contiguousStrides([...batch, M, N]), out.offset);
@@ -183,7 +197,6 @@ function matmulKernel(op: string, meta: OutMeta, a: Tensor, b: Tensor): Tensor {
     if (a2 !== a) a2.dispose();
     if (b2 !== b) b2.dispose();
   }
-  return out;
 }
 
 registerKernel(matmul, 'webgpu', (ctx, self, other) => matmulKernel('matmul', ctx.out, self, other));
@@ -196,8 +209,9 @@ const columnBias = (bias: Tensor): boolean => bias.shape.slice(0, -1).every((s) 
 
 const addEntry = WGSL_TEMPLATES.get('add')!;
 
-registerKernel(linear, 'webgpu', (ctx, input, weight, bias) => {
-  const out = allocOut(ctx.out);
+registerKernel(linear, 'webgpu', (ctx, input, weight, bias) => into(allocOut(ctx.out), (out) => linearInto(out, input, weight, bias)));
+
+function linearInto(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | null): void {
   const K = input.shape[input.ndim - 1]!;
   const rows = numel(input.shape.slice(0, -1));
   const N = weight.ndim === 2 ? weight.shape[0]! : 1;
@@ -221,13 +235,13 @@ registerKernel(linear, 'webgpu', (ctx, input, weight, bias) => {
   } finally {
     for (const t of temps) t.dispose();
   }
-  return out;
-});
+}
 
-registerKernel(addmm, 'webgpu', (ctx, self, mat1, mat2, beta, alpha) => {
-  const out = allocOut(ctx.out);
-  const b = Number(beta);
-  // beta 0 ignores self (NaN included), as torch does.
-  if (b !== 0) copyTensor(out, self);
-  return runGemm({ op: 'addmm', out, a: mat1, b: mat2, batch: [], M: out.shape[0]!, N: out.shape[1]!, K: mat1.shape[1]!, alpha: Number(alpha), beta: b });
-});
+registerKernel(addmm, 'webgpu', (ctx, self, mat1, mat2, beta, alpha) =>
+  into(allocOut(ctx.out), (out) => {
+    const b = Number(beta);
+    // beta 0 ignores self (NaN included), as torch does.
+    if (b !== 0) copyTensor(out, self);
+    runGemm({ op: 'addmm', out, a: mat1, b: mat2, batch: [], M: out.shape[0]!, N: out.shape[1]!, K: mat1.shape[1]!, alpha: Number(alpha), beta: b });
+  }),
+);

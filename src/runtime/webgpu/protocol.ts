@@ -41,7 +41,9 @@ export type Call =
   | { readonly k: 'read'; readonly id: number; readonly offset: number; readonly size: number }
   | { readonly k: 'sync' }
   /** The stamps of these slots, in nanoseconds, as a Float64Array's buffer (after earlier work). */
-  | { readonly k: 'stamps'; readonly slots: readonly number[] };
+  | { readonly k: 'stamps'; readonly slots: readonly number[] }
+  /** Destroys the device (tests: the device-lost path without a driver reset). */
+  | { readonly k: 'lose' };
 
 export type CallKind = Call['k'];
 

@@ -12,7 +12,7 @@
  */
 import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule } from '../accelerator.js';
 import { CachingAllocator } from '../caching-allocator.js';
-import { STAMP_SLOTS, type Answer, type Call, type Command } from './protocol.js';
+import { STAMP_SLOTS, type Answer, type Call, type Command, type DeviceFault } from './protocol.js';
 import { Bridge } from './bridge.js';
 import { dawnOptions, WANTED_FEATURES } from './dawn-options.js';
 import { faultError, WebgpuError } from './errors.js';
@@ -163,11 +163,27 @@ export class WebgpuAccelerator implements Accelerator {
     return this.alloc;
   }
 
-  /** Makes a call and turns faults the device reported since the last one into an error. */
+  /** Set once the device is lost: every later call fails with the same error (nothing on it survives). */
+  private lost: DeviceFault | undefined;
+
+  /**
+   * Makes a call and turns faults the device reported since the last one into an error. A loss
+   * comes first (the validation errors that accompany it are its consequences) and is sticky.
+   */
   private call(c: Call, doing: string): Answer {
+    if (this.lost) throw faultError([this.lost], doing, this.alloc.stats());
     const a = this.bridge.call(c, doing);
-    if (a.faults.length > 0) throw faultError(a.faults, doing, this.alloc.stats());
+    if (a.faults.length > 0) {
+      const lost = a.faults.find((f) => f.kind === 'lost');
+      if (lost) this.lost = lost;
+      throw faultError(lost ? [lost, ...a.faults.filter((f) => f !== lost)] : a.faults, doing, this.alloc.stats());
+    }
     return a;
+  }
+
+  /** Destroys the Dawn device, as a driver reset would lose it (tests of the device-lost path). */
+  loseDeviceForTesting(): void {
+    this.bridge.call({ k: 'lose' }, 'destroying the webgpu device (test)');
   }
 
   private enqueue(cmd: Command, transfer?: ArrayBuffer): void {
@@ -229,7 +245,8 @@ export class WebgpuAccelerator implements Accelerator {
 
   synchronize(index: number): void {
     this.check(index);
-    this.call({ k: 'sync' }, 'synchronizing webgpu:0');
+    const a = this.call({ k: 'sync' }, 'synchronizing webgpu:0');
+    if (!a.ok) throw new WebgpuError(`synchronizing webgpu:0 failed: ${a.error}`, 'worker');
   }
 
   private stampSerial = 0;

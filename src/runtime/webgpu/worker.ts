@@ -268,6 +268,13 @@ async function handleCall(call: Call): Promise<Answer> {
       const data = await stamps(call);
       return { ok: true, faults: drained(), data };
     }
+    case 'lose': {
+      const d = dev();
+      d.destroy();
+      // device.lost resolves on a later turn; answer once it has reported.
+      await d.lost;
+      return { ok: true, faults: [] };
+    }
     default:
       throw new Error(`webgpu worker: unknown call ${(call satisfies never as { k: string }).k}`);
   }
@@ -281,6 +288,8 @@ parentPort!.on('message', (m: ToWorker) => {
       try {
         applyBatch(m.cmds);
       } catch (e) {
+        // After a loss every batch fails; the loss itself is the one fault to report.
+        if (lostReason !== undefined) return;
         faults.push({ kind: 'validation', message: `applying a batch of ${m.cmds.length} commands: ${(e as Error).message}` });
       }
       return;
