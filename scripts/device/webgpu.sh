@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Device round for the webgpu accelerator (issue #20, first slice): Dawn/Vulkan on the H200. Shows
 # what Dawn finds (probe, adapter, features with Kiln's toggles), then runs the webgpu tests: the
-# null-backend validation (as in CI) and the numeric comparison against the CPU, which skips
-# without an adapter. Run from the repo root through .device/run.sh with dist/ built and carried
-# (node_modules must hold the `webgpu` package, Dawn for Node 0.6.x):
+# null-backend validation (as in CI) and the numeric comparisons against the CPU (pointwise, matrix
+# products, Event timing), which skip without an adapter, and a GEMM throughput line per dtype and
+# size. Run from the repo root through .device/run.sh with dist/ built and carried (node_modules
+# must hold the `webgpu` package, Dawn for Node 0.6.x):
 #   bash .device/run.sh bash scripts/device/webgpu.sh
 # Each step writes its own file under $OUT; a summary goes to stdout.
 set -uo pipefail
@@ -36,3 +37,32 @@ grep -E "^# (pass|fail|skipped)|^not ok" "$out/webgpu-validate.txt"
 timeout 400 node --test dist/test/webgpu-pointwise.test.js > "$out/webgpu-pointwise.txt" 2>&1; el "pointwise rc=$?"
 grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-pointwise.txt"
 grep -m5 -E "cases differ|element [0-9]+:" "$out/webgpu-pointwise.txt" | cut -c1-400
+# Matrix products (the tiled WGSL GEMM) against float64 references, and Event timing in device time.
+timeout 400 node --test dist/test/webgpu-linalg.test.js > "$out/webgpu-linalg.txt" 2>&1; el "linalg rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-linalg.txt"
+grep -m8 -E "cases differ|element [0-9]+:|device [0-9.e-]+ ms|max \|err\|" "$out/webgpu-linalg.txt" | cut -c1-400
+# The autotuner's Event test on every available accelerator (webgpu: matmul x8 timed by timestamps).
+timeout 300 node --test --test-name-pattern "Event timing" dist/test/compile-autotune.test.js > "$out/autotune-event.txt" 2>&1; el "autotune event rc=$?"
+grep -E "^# (pass|fail|skipped)|not ok|timed" "$out/autotune-event.txt" | head -10
+# GEMM throughput (float32, float16, bfloat16), device time from kiln.Event.
+cat > dist/webgpu-gemm-bench.mjs <<'JS'
+import * as kiln from './src/index.js';
+for (const dtype of ['float32', 'float16', 'bfloat16']) {
+  for (const n of [1024, 2048, 4096]) {
+    const a = kiln.randn([n, n]).to(dtype).to('webgpu');
+    const b = kiln.randn([n, n]).to(dtype).to('webgpu');
+    kiln.matmul(a, b).dispose();
+    kiln.synchronize('webgpu');
+    const s = new kiln.Event('webgpu'), e = new kiln.Event('webgpu');
+    s.record();
+    for (let i = 0; i < 5; i++) kiln.matmul(a, b).dispose();
+    e.record();
+    e.synchronize();
+    const ms = s.elapsedTime(e) / 5;
+    console.log(`${dtype} ${n}^3: ${ms.toFixed(3)} ms, ${(2 * n ** 3 / ms / 1e9).toFixed(2)} TFLOP/s`);
+    a.dispose(); b.dispose();
+  }
+}
+JS
+timeout 200 node dist/webgpu-gemm-bench.mjs > "$out/webgpu-gemm-bench.txt" 2>&1; el "gemm bench rc=$?"
+cat "$out/webgpu-gemm-bench.txt" | head -12

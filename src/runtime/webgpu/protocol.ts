@@ -22,7 +22,15 @@ export type Command =
    * One compute dispatch: the pipeline, the storage buffers in binding order (0..n-1), and the
    * kernel's metadata words, bound read-only at binding n.
    */
-  | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly meta: Uint32Array; readonly groups: readonly [number, number, number] };
+  | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly meta: Uint32Array; readonly groups: readonly [number, number, number] }
+  /**
+   * A device timestamp into slot `slot` of the worker's timestamp query set (an empty compute pass
+   * whose beginning is stamped, after the work queued before it): what a recorded Event is.
+   */
+  | { readonly k: 'stamp'; readonly slot: number };
+
+/** Slots of the timestamp query set (a ring: an event's stamp is good until this many later records). */
+export const STAMP_SLOTS = 4096;
 
 export type CommandKind = Command['k'];
 
@@ -31,7 +39,11 @@ export type Call =
   | { readonly k: 'init' }
   | { readonly k: 'compile'; readonly id: number; readonly source: string; readonly label: string }
   | { readonly k: 'read'; readonly id: number; readonly offset: number; readonly size: number }
-  | { readonly k: 'sync' };
+  | { readonly k: 'sync' }
+  /** The stamps of these slots, in nanoseconds, as a Float64Array's buffer (after earlier work). */
+  | { readonly k: 'stamps'; readonly slots: readonly number[] }
+  /** Destroys the device (tests: the device-lost path without a driver reset). */
+  | { readonly k: 'lose' };
 
 export type CallKind = Call['k'];
 

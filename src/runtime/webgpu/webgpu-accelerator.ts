@@ -2,7 +2,7 @@
  * The `webgpu` accelerator (Dawn for Node, the `webgpu` package), one device: webgpu:0. The Dawn
  * device lives on a worker thread (protocol.ts says why); this object is its main-thread face:
  * a caching allocator over numbered GPU buffers (shared size classes), copies, one queue (so one
- * stream), events timed on the host after a queue drain, and kernels as compute pipelines that are
+ * stream), events timed by device timestamps (timestamp-query; host-timed without it), and kernels as compute pipelines that are
  * compiled synchronously (cached by source, so a WGSL error is thrown where the op was called,
  * with Dawn's message and the offending line) and dispatched in batches.
  *
@@ -12,7 +12,7 @@
  */
 import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule } from '../accelerator.js';
 import { CachingAllocator } from '../caching-allocator.js';
-import type { Answer, Call, Command } from './protocol.js';
+import { STAMP_SLOTS, type Answer, type Call, type Command, type DeviceFault } from './protocol.js';
 import { Bridge } from './bridge.js';
 import { dawnOptions, WANTED_FEATURES } from './dawn-options.js';
 import { faultError, WebgpuError } from './errors.js';
@@ -51,26 +51,48 @@ class WebgpuStream implements DeviceStream {
 }
 
 /**
- * Host-timed: record() drains the queue and stamps the clock, so elapsedTime includes one round
- * trip to the device thread. Timestamp-query events are the next step (issue #20).
+ * Device-timed where the device has `timestamp-query` (Kiln's Dawn toggles turn off timestamp
+ * quantisation, so stamps are nanoseconds): record() queues a timestamp after the work queued
+ * before it, without waiting, and elapsedTime resolves the two stamps on the device. Without the
+ * feature (or with timing off) record() drains the queue and stamps the host clock, so
+ * elapsedTime includes one round trip to the device thread.
  */
 class WebgpuEvent implements DeviceEvent {
   private stamp: number | undefined;
+  /** The timestamp slot and the record's serial number (device-timed events). */
+  private slot: { slot: number; serial: number } | undefined;
   constructor(
     private readonly acc: WebgpuAccelerator,
     private readonly timing: boolean,
   ) {}
+  private get deviceTimed(): boolean {
+    return this.timing && this.acc.hasFeature('timestamp-query');
+  }
   record(): void {
+    if (this.deviceTimed) {
+      this.slot = this.acc.recordStamp();
+      return;
+    }
     this.acc.synchronize(0);
     this.stamp = performance.now();
   }
-  synchronize(): void {}
+  synchronize(): void {
+    this.acc.synchronize(0);
+  }
   query(): boolean {
+    // Nothing cheaper than a drain answers it exactly; a drained queue is idle.
+    this.acc.synchronize(0);
     return true;
   }
   elapsedTime(end: DeviceEvent): number {
     if (!(end instanceof WebgpuEvent)) throw new Error('Event.elapsedTime: both events must be webgpu events');
     if (!this.timing || !end.timing) throw new Error('Event.elapsedTime: both events must be created with enableTiming: true');
+    if (this.slot && end.slot) {
+      const [t0, t1] = this.acc.readStamps([this.slot, end.slot]);
+      // Stamps of one queue are monotonic; an end recorded before the start (or a stamp the device
+      // left undefined) reads as 0 rather than a negative time.
+      return Math.max(0, (t1! - t0!) / 1e6);
+    }
     if (this.stamp === undefined || end.stamp === undefined) throw new Error('Event.elapsedTime: both events must be recorded before measuring');
     return end.stamp - this.stamp;
   }
@@ -141,11 +163,27 @@ export class WebgpuAccelerator implements Accelerator {
     return this.alloc;
   }
 
-  /** Makes a call and turns faults the device reported since the last one into an error. */
+  /** Set once the device is lost: every later call fails with the same error (nothing on it survives). */
+  private lost: DeviceFault | undefined;
+
+  /**
+   * Makes a call and turns faults the device reported since the last one into an error. A loss
+   * comes first (the validation errors that accompany it are its consequences) and is sticky.
+   */
   private call(c: Call, doing: string): Answer {
+    if (this.lost) throw faultError([this.lost], doing, this.alloc.stats());
     const a = this.bridge.call(c, doing);
-    if (a.faults.length > 0) throw faultError(a.faults, doing, this.alloc.stats());
+    if (a.faults.length > 0) {
+      const lost = a.faults.find((f) => f.kind === 'lost');
+      if (lost) this.lost = lost;
+      throw faultError(lost ? [lost, ...a.faults.filter((f) => f !== lost)] : a.faults, doing, this.alloc.stats());
+    }
     return a;
+  }
+
+  /** Destroys the Dawn device, as a driver reset would lose it (tests of the device-lost path). */
+  loseDeviceForTesting(): void {
+    this.bridge.call({ k: 'lose' }, 'destroying the webgpu device (test)');
   }
 
   private enqueue(cmd: Command, transfer?: ArrayBuffer): void {
@@ -207,7 +245,28 @@ export class WebgpuAccelerator implements Accelerator {
 
   synchronize(index: number): void {
     this.check(index);
-    this.call({ k: 'sync' }, 'synchronizing webgpu:0');
+    const a = this.call({ k: 'sync' }, 'synchronizing webgpu:0');
+    if (!a.ok) throw new WebgpuError(`synchronizing webgpu:0 failed: ${a.error}`, 'worker');
+  }
+
+  private stampSerial = 0;
+
+  /** Queues a device timestamp (an Event's record) and returns its slot in the worker's ring. */
+  recordStamp(): { slot: number; serial: number } {
+    const serial = this.stampSerial++;
+    const slot = serial % STAMP_SLOTS;
+    this.enqueue({ k: 'stamp', slot });
+    return { slot, serial };
+  }
+
+  /** The stamps of recorded slots, in nanoseconds (waits for the work before them). */
+  readStamps(stamps: readonly { slot: number; serial: number }[]): number[] {
+    for (const s of stamps) {
+      if (this.stampSerial - s.serial > STAMP_SLOTS) throw new Error(`Event.elapsedTime: the webgpu event's timestamp was overwritten (${STAMP_SLOTS} events were recorded after it); measure sooner after recording`);
+    }
+    const a = this.call({ k: 'stamps', slots: stamps.map((s) => s.slot) }, 'reading webgpu event timestamps');
+    if (!a.ok) throw new WebgpuError(`reading webgpu event timestamps failed: ${a.error}`, 'validation');
+    return [...new Float64Array(a.data!)];
   }
 
   /** The pipeline for a WGSL source, compiled on first use (a WGSL error throws here, named by `label`). */

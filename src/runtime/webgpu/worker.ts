@@ -8,7 +8,7 @@
  * later batch overtake it.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import type { AdapterReport, Answer, Call, Command, DeviceFault, ToWorker, WorkerInit } from './protocol.js';
+import { STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type ToWorker, type WorkerInit } from './protocol.js';
 
 const init = workerData as WorkerInit;
 const flag = new Int32Array(init.flag);
@@ -28,6 +28,8 @@ const keep: unknown[] = [];
 let lostReason: string | undefined;
 const buffers = new Map<number, GPUBuffer>();
 const pipelines = new Map<number, GPUComputePipeline>();
+/** Timestamp slots for events (created on the first stamp; needs the timestamp-query feature). */
+let stampSet: GPUQuerySet | undefined;
 /** Storage-binding offset alignment of the metadata slots (the device's minimum). */
 let metaAlign = 256;
 
@@ -36,6 +38,7 @@ const MAP_READ = 0x0001;
 const COPY_SRC = 0x0004;
 const COPY_DST = 0x0008;
 const STORAGE = 0x0080;
+const QUERY_RESOLVE = 0x0200;
 
 function answer(a: Answer): void {
   init.port.postMessage(a);
@@ -171,6 +174,13 @@ function applyBatch(cmds: readonly Command[]): void {
         encoded = true;
         break;
       }
+      case 'stamp': {
+        endPass();
+        stampSet ??= d.createQuerySet({ type: 'timestamp', count: STAMP_SLOTS, label: 'kiln events' });
+        enc.beginComputePass({ label: 'kiln event', timestampWrites: { querySet: stampSet, beginningOfPassWriteIndex: c.slot } }).end();
+        encoded = true;
+        break;
+      }
       default:
         throw new Error(`webgpu worker: unknown command ${(c satisfies never as { k: string }).k}`);
     }
@@ -215,6 +225,30 @@ async function read(c: Extract<Call, { k: 'read' }>): Promise<ArrayBuffer> {
   return out;
 }
 
+/** Resolves timestamp slots to nanoseconds (a slot never stamped reads 0). */
+async function stamps(c: Extract<Call, { k: 'stamps' }>): Promise<ArrayBuffer> {
+  const d = dev();
+  const n = c.slots.length;
+  const out = new Float64Array(n);
+  if (!stampSet || n === 0) return out.buffer;
+  // resolveQuerySet writes at 256-byte aligned offsets: one slot per 256 bytes, then packed for the read.
+  const resolved = d.createBuffer({ size: n * 256, usage: QUERY_RESOLVE | COPY_SRC, label: 'kiln stamps' });
+  const s = d.createBuffer({ size: n * 8, usage: MAP_READ | COPY_DST, label: 'kiln stamps readback' });
+  const enc = d.createCommandEncoder({ label: 'kiln stamps' });
+  c.slots.forEach((slot, i) => {
+    enc.resolveQuerySet(stampSet!, slot, 1, resolved, i * 256);
+    enc.copyBufferToBuffer(resolved, i * 256, s, i * 8, 8);
+  });
+  d.queue.submit([enc.finish()]);
+  await s.mapAsync(MAP_READ);
+  const ns = new BigUint64Array(s.getMappedRange().slice(0));
+  s.unmap();
+  s.destroy();
+  resolved.destroy();
+  ns.forEach((v, i) => (out[i] = Number(v)));
+  return out.buffer;
+}
+
 async function handleCall(call: Call): Promise<Answer> {
   switch (call.k) {
     case 'init':
@@ -230,6 +264,17 @@ async function handleCall(call: Call): Promise<Answer> {
     case 'sync':
       await dev().queue.onSubmittedWorkDone();
       return { ok: true, faults: drained() };
+    case 'stamps': {
+      const data = await stamps(call);
+      return { ok: true, faults: drained(), data };
+    }
+    case 'lose': {
+      const d = dev();
+      d.destroy();
+      // device.lost resolves on a later turn; answer once it has reported.
+      await d.lost;
+      return { ok: true, faults: [] };
+    }
     default:
       throw new Error(`webgpu worker: unknown call ${(call satisfies never as { k: string }).k}`);
   }
@@ -243,6 +288,8 @@ parentPort!.on('message', (m: ToWorker) => {
       try {
         applyBatch(m.cmds);
       } catch (e) {
+        // After a loss every batch fails; the loss itself is the one fault to report.
+        if (lostReason !== undefined) return;
         faults.push({ kind: 'validation', message: `applying a batch of ${m.cmds.length} commands: ${(e as Error).message}` });
       }
       return;

@@ -1,0 +1,247 @@
+/**
+ * webgpu matrix products through one tiled WGSL GEMM (gemm-codegen.ts): mm, bmm, matmul (batched
+ * with broadcasting, 1-D operands as in torch), linear (a 1-D bias fused into the epilogue, the
+ * weight read transposed in place), addmm (beta and alpha in the epilogue) and dot. float32,
+ * float16 and bfloat16; products are accumulated in f32 and rounded once to the output's dtype.
+ * Operands are read in place with any row/column strides and up to three batch dims with their own
+ * strides (broadcast batches have stride 0); an operand whose batch dims do not collapse to three is
+ * copied contiguous first.
+ */
+import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
+import { registerKernel } from '../../ops/registry.js';
+import type { OutMeta } from '../../ops/schema.js';
+import type { DeviceBuffer } from '../../runtime/accelerator.js';
+import type { WebgpuKernel } from '../../runtime/webgpu/webgpu-accelerator.js';
+import type { DType } from '../../tensor/dtype.js';
+import { broadcastShapes, broadcastStrides, contiguousStrides, fmtShape, numel } from '../../tensor/layout.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { WGSL_TEMPLATES } from '../math/wgsl.js';
+import { copyTensor } from './core.js';
+import { allocOut, webgpu } from './device.js';
+import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
+import { coalesce, runPointwise } from './pointwise-run.js';
+import { storageKind } from './storage.js';
+
+const GEMM_DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16'];
+const programs = new Map<string, WebgpuKernel>();
+const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+
+/** One GEMM problem: out [...batch, M, N] = alpha * a [...batch, M, K] @ b [...batch, K, N] (+ bias [N]) (+ beta * out). */
+export interface WebgpuGemm {
+  readonly op: string;
+  readonly out: Tensor;
+  readonly a: Tensor;
+  readonly b: Tensor;
+  readonly batch: readonly number[];
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+  /** Indexed by the output column: a tensor whose every dim but the last has size 1. */
+  readonly bias?: Tensor | null;
+  readonly alpha?: number;
+  readonly beta?: number;
+}
+
+/** The pipeline for a spec, compiled on first use (exported for the null-backend validation test). */
+export function gemmKernel(spec: GemmSpec): WebgpuKernel {
+  const key = gemmKey(spec);
+  let k = programs.get(key);
+  if (!k) {
+    k = webgpu().kernel(generateGemm(spec), `kiln.gemm (${key})`);
+    programs.set(key, k);
+  }
+  return k;
+}
+
+/** `t` [...tBatch, R, C] expanded to [...batch, R, C] and copied contiguous. */
+function denseExpanded(t: Tensor, batch: readonly number[]): Tensor {
+  const mat = t.shape.slice(-2);
+  const shape = [...batch, ...mat];
+  const strides = [...broadcastStrides(t.shape.slice(0, -2), t.strides.slice(0, -2), batch), ...t.strides.slice(-2)];
+  const view = new Tensor(t.storage, t.dtype, shape, strides, t.offset);
+  try {
+    return copyTensor(allocOut({ shape, strides: contiguousStrides(shape), dtype: t.dtype, device: t.device }), view);
+  } finally {
+    view.dispose();
+  }
+}
+
+/** Runs one GEMM on webgpu; returns `out`. */
+export function runGemm(g: WebgpuGemm): Tensor {
+  const { op, out, M, N, K, batch } = g;
+  const dtype = out.dtype;
+  const shapes = `${fmtShape(g.a.shape)} @ ${fmtShape(g.b.shape)}`;
+  if (!GEMM_DTYPES.includes(dtype)) throw new TypeError(`${op}: the webgpu GEMM supports float32, float16 and bfloat16, got ${dtype} (${shapes})`);
+  const nb = numel(batch);
+  if (M === 0 || N === 0 || nb === 0) return out;
+  const acc = webgpu();
+  const kind = storageKind(dtype, acc.hasFeature('shader-f16'))!;
+  const temps: Tensor[] = [];
+  try {
+    let a = g.a;
+    let b = g.b;
+    const batchStrides = (): { shape: number[]; strides: number[][] } =>
+      coalesce(batch, [out.strides.slice(0, -2), broadcastStrides(a.shape.slice(0, -2), a.strides.slice(0, -2), batch), broadcastStrides(b.shape.slice(0, -2), b.strides.slice(0, -2), batch)]);
+    let bs = batchStrides();
+    if (bs.shape.length > GEMM_BATCH_DIMS) {
+      // The output is contiguous, so dense operands collapse to one batch dim.
+      a = denseExpanded(a, batch);
+      b = denseExpanded(b, batch);
+      temps.push(a, b);
+      bs = batchStrides();
+    }
+    const pad = GEMM_BATCH_DIMS - bs.shape.length;
+    const sizes = [...new Array<number>(pad).fill(1), ...bs.shape];
+    const bstr = bs.strides.map((s) => [...new Array<number>(pad).fill(0), ...s]);
+
+    const bias = g.bias ?? null;
+    const sAm = a.strides[a.ndim - 2]!;
+    const sAk = a.strides[a.ndim - 1]!;
+    const sBk = b.strides[b.ndim - 2]!;
+    const sBn = b.strides[b.ndim - 1]!;
+    const spec: GemmSpec = {
+      a: kind,
+      b: kind,
+      c: kind,
+      aMajor: sAm === 1 && sAk !== 1 ? 'm' : 'k',
+      bMajor: sBk === 1 && sBn !== 1 ? 'k' : 'n',
+      bias: bias !== null,
+      beta: (g.beta ?? 0) !== 0,
+    };
+    const buffers: DeviceBuffer[] = [out.storage.buffer, a.storage.buffer, b.storage.buffer];
+    if (bias) buffers.push(bias.storage.buffer);
+    const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
+    for (const buf of buffers) if (buf.capacity > limit) throw new RangeError(`${op}: a webgpu buffer of ${buf.capacity} bytes exceeds the device's maxStorageBufferBindingSize (${limit}) (${shapes}); tensors that large need chunked kernels (not yet)`);
+
+    const w = GEMM_META;
+    const meta = new Uint32Array(w.words);
+    const tilesN = Math.ceil(N / GEMM_BN);
+    const tilesM = Math.ceil(M / GEMM_BM);
+    meta.set([M, N, K, nb, tilesN, tilesM, ...sizes]);
+    meta.set([out.offset, out.strides[out.ndim - 2]!, out.strides[out.ndim - 1]!, ...bstr[0]!], w.c);
+    meta.set([a.offset, sAm, sAk, ...bstr[1]!], w.a);
+    meta.set([b.offset, sBk, sBn, ...bstr[2]!], w.b);
+    if (bias) meta.set([bias.offset, bias.ndim === 0 || bias.shape[bias.ndim - 1] === 1 ? 0 : bias.strides[bias.ndim - 1]!], w.bias);
+    meta[w.alpha] = f32Bits(g.alpha ?? 1);
+    meta[w.beta] = f32Bits(g.beta ?? 0);
+    acc.dispatch(gemmKernel(spec), buffers, meta, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(nb, 65535)]);
+  } finally {
+    for (const t of temps) t.dispose();
+  }
+  return out;
+}
+
+/** `fill(out)`, disposing `out` when it throws (an output nobody receives must not stay allocated). */
+function into(out: Tensor, fill: (out: Tensor) => void): Tensor {
+  try {
+    fill(out);
+  } catch (e) {
+    out.dispose();
+    throw e;
+  }
+  return out;
+}
+
+/** A 1-D operand as a matrix: [1, K] on the left, [K, 1] on the right. */
+function asMatrix(t: Tensor, side: 'lhs' | 'rhs'): Tensor {
+  if (t.ndim !== 1) return t;
+  const n = t.shape[0]!;
+  return side === 'lhs' ? new Tensor(t.storage, t.dtype, [1, n], [0, t.strides[0]!], t.offset) : new Tensor(t.storage, t.dtype, [n, 1], [t.strides[0]!, 0], t.offset);
+}
+
+/** `t` [..., R, K] as a 2-D [rows, K] view when its leading dims collapse into the row stride. */
+function foldRows(t: Tensor, rows: number, K: number): Tensor | null {
+  if (t.ndim < 2) return null;
+  const sk = t.strides[t.ndim - 1]!;
+  const sr = t.strides[t.ndim - 2]!;
+  let expected = sr * t.shape[t.ndim - 2]!;
+  for (let d = t.ndim - 3; d >= 0; d--) {
+    if (t.shape[d] === 1) continue;
+    if (t.strides[d] !== expected) return null;
+    expected = t.strides[d]! * t.shape[d]!;
+  }
+  if (numel(t.shape.slice(0, -1)) !== rows) return null;
+  return new Tensor(t.storage, t.dtype, [rows, K], [sr, sk], t.offset);
+}
+
+function matmulKernel(op: string, meta: OutMeta, a: Tensor, b: Tensor): Tensor {
+  return into(allocOut(meta), (out) => matmulInto(op, out, a, b));
+}
+
+function matmulInto(op: string, out: Tensor, a: Tensor, b: Tensor): void {
+  const a2 = asMatrix(a, 'lhs');
+  const b2 = asMatrix(b, 'rhs');
+  const views: Tensor[] = [];
+  try {
+    const M = a2.shape[a2.ndim - 2]!;
+    const K = a2.shape[a2.ndim - 1]!;
+    const N = b2.shape[b2.ndim - 1]!;
+    const batch = broadcastShapes(op, a2.shape.slice(0, -2), b2.shape.slice(0, -2));
+    // x @ W with a 2-D right operand: fold the batch into M when `a` allows it (one big tile grid).
+    if (b2.ndim === 2 && batch.length > 0) {
+      const rows = numel(batch) * M;
+      const af = foldRows(a2, rows, K);
+      if (af) {
+        views.push(af);
+        const flat = new Tensor(out.storage, out.dtype, [rows, N], [N, 1], out.offset);
+        views.push(flat);
+        runGemm({ op, out: flat, a: af, b: b2, batch: [], M: rows, N, K });
+        return;
+      }
+    }
+    const view = new Tensor(out.storage, out.dtype, [...batch, M, N], contiguousStrides([...batch, M, N]), out.offset);
+    views.push(view);
+    runGemm({ op, out: view, a: a2, b: b2, batch, M, N, K });
+  } finally {
+    for (const v of views) v.dispose();
+    if (a2 !== a) a2.dispose();
+    if (b2 !== b) b2.dispose();
+  }
+}
+
+registerKernel(matmul, 'webgpu', (ctx, self, other) => matmulKernel('matmul', ctx.out, self, other));
+registerKernel(mm, 'webgpu', (ctx, self, mat2) => matmulKernel('mm', ctx.out, self, mat2));
+registerKernel(bmm, 'webgpu', (ctx, self, mat2) => matmulKernel('bmm', ctx.out, self, mat2));
+registerKernel(dot, 'webgpu', (ctx, self, tensor) => matmulKernel('dot', ctx.out, self, tensor));
+
+/** Whether a bias broadcast to [rows, N] varies only along N (so the epilogue can add it). */
+const columnBias = (bias: Tensor): boolean => bias.shape.slice(0, -1).every((s) => s === 1);
+
+const addEntry = WGSL_TEMPLATES.get('add')!;
+
+registerKernel(linear, 'webgpu', (ctx, input, weight, bias) => into(allocOut(ctx.out), (out) => linearInto(out, input, weight, bias)));
+
+function linearInto(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | null): void {
+  const K = input.shape[input.ndim - 1]!;
+  const rows = numel(input.shape.slice(0, -1));
+  const N = weight.ndim === 2 ? weight.shape[0]! : 1;
+  const temps: Tensor[] = [];
+  try {
+    let x = input.ndim === 1 ? new Tensor(input.storage, input.dtype, [1, K], [K, input.strides[0]!], input.offset) : foldRows(input, rows, K);
+    if (!x) {
+      const dense = copyTensor(allocOut({ shape: input.shape, strides: contiguousStrides(input.shape), dtype: input.dtype, device: input.device }), input);
+      temps.push(dense);
+      x = new Tensor(dense.storage, dense.dtype, [rows, K], [K, 1], dense.offset);
+    }
+    temps.push(x);
+    // y = x W^T: W [N, K] read transposed is a [K, N] operand with strides (sK, sN).
+    const wt = weight.ndim === 2 ? new Tensor(weight.storage, weight.dtype, [K, N], [weight.strides[1]!, weight.strides[0]!], weight.offset) : new Tensor(weight.storage, weight.dtype, [K, 1], [weight.strides[0]!, 0], weight.offset);
+    temps.push(wt);
+    const flat = new Tensor(out.storage, out.dtype, [rows, N], [N, 1], out.offset);
+    temps.push(flat);
+    const fused = bias !== null && weight.ndim === 2 && columnBias(bias);
+    runGemm({ op: 'linear', out: flat, a: x, b: wt, batch: [], M: rows, N, K, bias: fused ? bias : null });
+    if (bias !== null && !fused) runPointwise('linear', out, [out, bias], (m) => addEntry(m, { out: out.dtype }));
+  } finally {
+    for (const t of temps) t.dispose();
+  }
+}
+
+registerKernel(addmm, 'webgpu', (ctx, self, mat1, mat2, beta, alpha) =>
+  into(allocOut(ctx.out), (out) => {
+    const b = Number(beta);
+    // beta 0 ignores self (NaN included), as torch does.
+    if (b !== 0) copyTensor(out, self);
+    runGemm({ op: 'addmm', out, a: mat1, b: mat2, batch: [], M: out.shape[0]!, N: out.shape[1]!, K: mat1.shape[1]!, alpha: Number(alpha), beta: b });
+  }),
+);
