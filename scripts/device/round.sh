@@ -27,6 +27,18 @@ if has decode; then
     --json "$out/kiln-decode.json" > "$out/kiln-decode.txt" 2>&1; el "kiln decode rc=$?"
   tail -n 8 "$out/kiln-decode.txt" | tee -a "$out/summary.txt"
 fi
+if has breakdown; then
+  timeout 150 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${KILN_BATCHES:-1,8,64} --new 64 --reps 1 --breakdown \
+    --json "$out/kiln-breakdown.json" > "$out/kiln-breakdown.txt" 2>&1; el "kiln breakdown rc=$?"
+  grep -E "breakdown:|tok/s decode" "$out/kiln-breakdown.txt" | tee -a "$out/summary.txt"
+fi
+if has abab; then
+  # Decode at batch 1 with prompts as rows, then through forwardStep, twice each (does the prefill path move decode?).
+  for p in rows step rows step; do
+    timeout 60 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1 --reps 1 --prefill $p > "$out/abab-$p.txt" 2>&1
+    el "abab prefill $p: $(grep -m1 'tok/s decode' "$out/abab-$p.txt")"
+  done
+fi
 if has prefill; then
   # TTFT and decode with prompts through forwardStep (the old path), side by side with the default rows.
   timeout 120 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1 --prefill step \
@@ -49,6 +61,7 @@ fi
 if has tests; then
   KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout 200 node --test ${TESTS:-} > "$out/tests.txt" 2>&1
   el "tests rc=$?"; grep -E "^# (tests|pass|fail|skipped|todo)|^not ok" "$out/tests.txt" | head -30 | tee -a "$out/summary.txt"
+  grep -A14 "^not ok" "$out/tests.txt" | grep -E "error:|^ +- |^ +\[" | head -20 | cut -c1-400 | tee -a "$out/summary.txt"
 fi
 if has train; then
   OUT=$out timeout ${TRAIN_S:-300} bash scripts/device/train.sh $(( ${TRAIN_S:-300} - 20 )) > "$out/train.txt" 2>&1; el "train rc=$?"
@@ -57,5 +70,6 @@ fi
 if has suite; then
   KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout ${SUITE_S:-240} node --test dist/test/*.test.js > "$out/suite.txt" 2>&1
   el "suite rc=$?"; grep -E "^# (tests|pass|fail|skipped|todo)|^not ok" "$out/suite.txt" | head -30 | tee -a "$out/summary.txt"
+  grep -A14 "^not ok" "$out/suite.txt" | grep -E "error:|^ +- |^ +\[" | head -30 | cut -c1-400 | tee -a "$out/summary.txt"
 fi
 echo "=== summary"; cat "$out/summary.txt"
