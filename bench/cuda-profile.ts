@@ -6,6 +6,7 @@
  * time, not the host's launch gaps. Also times the whole program plain and as a graph replay.
  *
  *   node dist/bench/cuda-profile.js [workload] [dtype] [--top N] [--json out.json]
+ * Besides `kiln bench`'s workloads, 'qwen3-0.6b-decode-bN' profiles the engine's decode step at batch N.
  */
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
@@ -31,7 +32,36 @@ const REPS = 5;
 
 const SPIN = `extern "C" __global__ void kiln_spin(long long ns) { long long t = 0; while (t < ns) { __nanosleep(1000000); t += 1000000; } }`;
 
-const w = getWorkload(workload).build({ size: 'full', device: 'cuda', dtype });
+/**
+ * 'qwen3-0.6b-decode-bN': the engine's decode step at batch N (what DecodeRunner compiles): seeded
+ * Qwen3-0.6B weights, a paged cache, every row at position `DECODE_POS` with its own blocks.
+ */
+function decodeWorkload(name: string): { forward: (...args: kiln.Tensor[]) => kiln.Tensor; inputs: kiln.Tensor[] } | null {
+  const m = /^qwen3-0\.6b-decode-b(\d+)$/.exec(name);
+  if (!m) return null;
+  const B = Number(m[1]);
+  const DECODE_POS = 128;
+  const model = kiln.models.Qwen3ForCausalLM.fromConfig(kiln.models.QWEN3_0_6B, { seed: 0, dtype, device: 'cuda' });
+  model.eval();
+  model.prepareDecode();
+  const blocksPerRow = Math.ceil((DECODE_POS + 1) / kiln.serve.DEFAULT_BLOCK_SIZE);
+  const cache = new kiln.serve.PagedKvCache(model.kvGeometry(), { numBlocks: B * blocksPerRow + 1 });
+  const tables = Array.from({ length: B }, (_, b) => Array.from({ length: blocksPerRow }, (_, j) => b * blocksPerRow + j));
+  const long = (v: number[]): kiln.Tensor => kiln.tensor(v, { dtype: 'int64', device: 'cuda' });
+  const inputs = [
+    long(Array.from({ length: B }, (_, b) => (b * 7919) % 151936)),
+    long(new Array<number>(B).fill(DECODE_POS)),
+    long(tables.map((t) => t[Math.floor(DECODE_POS / kiln.serve.DEFAULT_BLOCK_SIZE)]! * kiln.serve.DEFAULT_BLOCK_SIZE + (DECODE_POS % kiln.serve.DEFAULT_BLOCK_SIZE))),
+    kiln.tensor(tables.flat(), { dtype: 'int32', device: 'cuda' }).reshape([B, blocksPerRow]),
+    kiln.tensor(new Array<number>(B).fill(DECODE_POS + 1), { dtype: 'int32', device: 'cuda' }),
+  ];
+  const caches = { keys: cache.keys, values: cache.values };
+  const forward = (inputIds: kiln.Tensor, positions: kiln.Tensor, slotMapping: kiln.Tensor, blockTables: kiln.Tensor, contextLens: kiln.Tensor): kiln.Tensor =>
+    model.decodeStep({ inputIds, positions, slotMapping, blockTables, contextLens }, caches);
+  return { forward: forward as (...args: kiln.Tensor[]) => kiln.Tensor, inputs };
+}
+
+const w = decodeWorkload(workload) ?? getWorkload(workload).build({ size: 'full', device: 'cuda', dtype });
 // The profiled program runs without graphs (each step enqueued by the host, so events can sit
 // between steps); KILN_CUDA_GRAPHS is read when a program is built, so a second one, built after
 // the variable is restored, is timed as users get it.
