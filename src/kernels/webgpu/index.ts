@@ -4,3 +4,4 @@
  */
 import './core.js';
 import './pointwise.js';
+import './reduction.js';
