@@ -15,17 +15,8 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { wgslComputeType } from '../math/wgsl.js';
 import { allocOut, unsupportedDtype } from './device.js';
 import { type FusedGroup, type FusedNode, type FusedReduceKind, type FusedValue, groupKey } from './fused/group.js';
-import { fusedLayout } from './fused/layout.js';
+import { fusedLayout, rowStrides } from './fused/layout.js';
 import { launchFused, prepareFused } from './fused/run.js';
-
-/** Strides over the full shape `S` of a per-row result (keepdim or not): 0 along the reduced dims. */
-export function rowStrides(t: { shape: readonly number[]; strides: readonly number[] }, S: readonly number[], dims: readonly number[]): number[] {
-  if (t.shape.length === S.length) return S.map((_, d) => (dims.includes(d) || t.shape[d] === 1 ? 0 : t.strides[d]!));
-  const st: number[] = [];
-  let k = 0;
-  for (let d = 0; d < S.length; d++) st.push(dims.includes(d) ? 0 : t.strides[k++]!);
-  return st;
-}
 
 interface GroupRun {
   readonly label: string;

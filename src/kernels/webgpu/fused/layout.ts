@@ -53,6 +53,15 @@ function orderBy(dims: readonly number[], strides: readonly number[]): number[] 
   return [...dims].sort((a, b) => Math.abs(strides[b]!) - Math.abs(strides[a]!) || a - b);
 }
 
+/** Strides over the full shape `S` of a per-row result (keepdim or not): 0 along the reduced dims. */
+export function rowStrides(t: { shape: readonly number[]; strides: readonly number[] }, S: readonly number[], dims: readonly number[]): number[] {
+  if (t.shape.length === S.length) return S.map((_, d) => (dims.includes(d) || t.shape[d] === 1 ? 0 : t.strides[d]!));
+  const st: number[] = [];
+  let k = 0;
+  for (let d = 0; d < S.length; d++) st.push(dims.includes(d) ? 0 : t.strides[k++]!);
+  return st;
+}
+
 export interface LayoutRequest {
   readonly kind: 'pointwise' | 'reduce';
   /** The full iteration shape (a reduce group: its reductions' input shape). */

@@ -105,3 +105,20 @@ export function launchFused(l: FusedLaunch, L: FusedLayout): void {
   if (layoutRows(L) === 0) return;
   webgpu().launchKernel(l.kernel, l.buffers, { meta: l.meta, groups: l.groups });
 }
+
+/** The source group `g` would run with layout `L` if every operand had a buffer of its own (describe()). */
+export function renderDistinct(g: FusedGroup, dtypes: readonly DType[], L: FusedLayout): string {
+  const acc = webgpu();
+  const nOut = g.outputs.length;
+  const bindings = dtypes.map((dt, k): FusedBinding => ({ kind: dt === 'int64' && k < nOut ? 'i64' : (storageKind(dt, acc.hasFeature('shader-f16')) ?? 'f32'), written: k < nOut }));
+  const rowRef = L.kind === 'reduce' ? (L.rst[nOut]?.[L.rst[nOut]!.length - 1] ?? 1) : 1;
+  const spec: RenderSpec = {
+    strategy: pickStrategy(L, rowRef),
+    orank: L.oshape.length,
+    rrank: L.kind === 'reduce' ? L.rshape.length : 0,
+    bindings,
+    operandBinding: dtypes.map((_, k) => k),
+    subgroups: acc.hasFeature('subgroups'),
+  };
+  return renderFused(g, spec);
+}
