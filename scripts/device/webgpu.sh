@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Device round for the webgpu accelerator (issue #20, first slice): Dawn/Vulkan on the H200. Shows
 # what Dawn finds (probe, adapter, features with Kiln's toggles), then runs the webgpu tests: the
-# null-backend validation (as in CI) and the numeric comparison against the CPU, which skips
-# without an adapter. Run from the repo root through .device/run.sh with dist/ built and carried
-# (node_modules must hold the `webgpu` package, Dawn for Node 0.6.x):
+# null-backend validation (as in CI) and the numeric comparisons against the CPU (pointwise;
+# reductions eager and compiled on webgpu), which skip without an adapter. Run from the repo root
+# through .device/run.sh with dist/ built and carried (node_modules must hold the `webgpu` package, Dawn for Node 0.6.x):
 #   bash .device/run.sh bash scripts/device/webgpu.sh
 # Each step writes its own file under $OUT; a summary goes to stdout.
 set -uo pipefail
@@ -36,3 +36,6 @@ grep -E "^# (pass|fail|skipped)|^not ok" "$out/webgpu-validate.txt"
 timeout 400 node --test dist/test/webgpu-pointwise.test.js > "$out/webgpu-pointwise.txt" 2>&1; el "pointwise rc=$?"
 grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-pointwise.txt"
 grep -m5 -E "cases differ|element [0-9]+:" "$out/webgpu-pointwise.txt" | cut -c1-400
+timeout 400 node --test dist/test/webgpu-reduction.test.js > "$out/webgpu-reduction.txt" 2>&1; el "reduction rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-reduction.txt"
+grep -m8 -E "cases differ|result [0-9]+:|element [0-9]+:" "$out/webgpu-reduction.txt" | cut -c1-400

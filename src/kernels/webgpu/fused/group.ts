@@ -27,6 +27,12 @@ export interface FusedNode {
   readonly reduce?: { readonly kind: FusedReduceKind; readonly input: number };
   /** Pointwise: a conversion (toDtype, clone), which rounds to its dtype like a store. */
   readonly cast?: boolean;
+  /**
+   * Pointwise: the element's expression, already rendered by the WGSL math table over v<id> of the
+   * value args (the eager kernels render their op's entry over their own arguments); else the
+   * renderer renders `op`'s entry.
+   */
+  readonly expr?: string;
 }
 
 export interface FusedValue {
@@ -48,6 +54,6 @@ export interface FusedGroup {
 export function groupKey(g: FusedGroup): string {
   // A 0-d operand promotes differently from a dimensioned one (the tables' promoted()).
   const arg = (a: FusedArg): string => (a.kind === 'value' ? `%${a.id}${g.value(a.id).shape.length === 0 ? 's' : ''}` : (JSON.stringify(a.value) ?? 'u'));
-  const nodes = g.nodes.map((n) => `${n.outputs.join('/')}=${n.kind === 'reduction' ? `${n.reduce!.kind}(%${n.reduce!.input})` : `${n.op}${n.cast ? '!' : ''}(${n.args.map(arg).join(',')})`}:${g.value(n.outputs[0]!).dtype}`);
+  const nodes = g.nodes.map((n) => `${n.outputs.join('/')}=${n.kind === 'reduction' ? `${n.reduce!.kind}(%${n.reduce!.input})` : `${n.op}${n.cast ? '!' : ''}(${n.args.map(arg).join(',')})${n.expr !== undefined ? `{${n.expr}}` : ''}`}:${g.value(n.outputs[0]!).dtype}`);
   return `${g.kind}|${nodes.join(';')}|r${[...g.rowScalars].join(',')}|i${g.inputs.map((id) => `${id}:${g.value(id).dtype}`).join(',')}|o${g.outputs.join(',')}`;
 }
