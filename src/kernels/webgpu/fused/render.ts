@@ -10,7 +10,8 @@
  * - pointwise: invocations loop grid-stride over the elements;
  * - reduce, strategy 'workgroup': one workgroup per row (rows grid-stride over workgroups),
  *   invocations stride the row, then a workgroup all-reduce (shared-memory tree; with the
- *   `subgroups` feature, sums reduce within subgroups first) that every invocation gets back;
+ *   `subgroups` feature, sums reduce within subgroups first, one partial per subgroup_id) that
+ *   every invocation gets back;
  * - reduce, strategy 'thread': one invocation per row, a serial loop (short rows, or reductions
  *   over an outer dim, where neighbouring invocations read neighbouring addresses).
  *
@@ -327,13 +328,13 @@ class Helpers {
         name,
         sg
           ? [
-              // Subgroups of a 1-D workgroup hold consecutive invocation indices (as on every Vulkan, D3D12 and Metal device).
-              `fn ${name}(v: ${t}, lid: u32, sgid: u32, sgsize: u32) -> ${t} {`,
+              // One partial per subgroup, by subgroup_id: no assumption about which invocations form a subgroup.
+              `fn ${name}(v: ${t}, sid: u32, sgid: u32, nsub: u32) -> ${t} {`,
               '  let s = subgroupAdd(v);',
-              `  if (sgid == 0u) { ${arr}[lid / sgsize] = s; }`,
+              `  if (sgid == 0u) { ${arr}[sid] = s; }`,
               '  workgroupBarrier();',
               `  var r = ${arr}[0];`,
-              `  for (var k = 1u; k < ${W}u / sgsize; k = k + 1u) { r = r + ${arr}[k]; }`,
+              `  for (var k = 1u; k < nsub; k = k + 1u) { r = r + ${arr}[k]; }`,
               '  workgroupBarrier();',
               '  return r;',
               '}',
@@ -353,7 +354,7 @@ class Helpers {
             ].join('\n'),
       );
     }
-    return sg ? `${name}(${v}, lid, sgid, sgsize)` : `${name}(${v}, lid)`;
+    return sg ? `${name}(${v}, sid, sgid, nsub)` : `${name}(${v}, lid)`;
   }
 
   /** Whether (v, j) beats (a, ai): the larger (smaller) value, NaN first, the first index among equals. */
@@ -516,7 +517,7 @@ function renderReduce(c: Ctx): string {
   for (const l of helpers.text()) out.line(l);
   out.line(`@compute @workgroup_size(${W})`);
   const builtins = wg
-    ? ['@builtin(workgroup_id) wid: vec3u', '@builtin(local_invocation_index) lid: u32', '@builtin(num_workgroups) ng: vec3u', ...(sg ? ['@builtin(subgroup_invocation_id) sgid: u32', '@builtin(subgroup_size) sgsize: u32'] : [])]
+    ? ['@builtin(workgroup_id) wid: vec3u', '@builtin(local_invocation_index) lid: u32', '@builtin(num_workgroups) ng: vec3u', ...(sg ? ['@builtin(subgroup_id) sid: u32', '@builtin(subgroup_invocation_id) sgid: u32', '@builtin(num_subgroups) nsub: u32'] : [])]
     : ['@builtin(global_invocation_id) gid: vec3u', '@builtin(num_workgroups) ng: vec3u'];
   out.open(`fn main(${builtins.join(', ')}) {`);
   for (const l of L.out) out.line(l);
