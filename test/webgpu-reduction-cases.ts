@@ -90,6 +90,24 @@ export function reductionCases(): RedCase[] {
   cases.push({ label: 'softmax 0-d', dtype: 'float32', input: scalar, run: (t) => [kiln.softmax(t, 0)] });
   cases.push({ label: 'max(0) [1]', dtype: 'float32', input: kiln.tensor([3]), run: (t) => list(kiln.max(t, 0)), indices: [1] });
   cases.push({ label: 'sum over an empty dim', dtype: 'float32', input: kiln.zeros([3, 0]), run: (t) => [kiln.sum(t, 1), kiln.mean(t, 1)] });
+  // NaN propagates through amax/amin/max/min and sums; max/min with a dim and argmax/argmin give the first NaN's index.
+  kiln.manualSeed(5);
+  const nan = kiln.randn([3, 300]);
+  const nanData = nan.toFlatArray() as number[];
+  for (const i of [7, 123, 250, 311, 312, 899]) nanData[i] = NaN;
+  const withNan = kiln.tensor(nanData).reshape([3, 300]);
+  for (const dtype of FLOATS) {
+    const x = withNan.to(dtype);
+    const add = (label: string, run: (t: Tensor) => unknown, indices?: number[]): void => void cases.push({ label: `${label} ${dtype} with NaN`, dtype, input: x, run: (t) => list(run(t)), indices });
+    add('amax(-1)', (t) => kiln.amax(t, -1));
+    add('amin(0)', (t) => kiln.amin(t, 0));
+    add('max()', (t) => kiln.max(t));
+    add('sum(-1)', (t) => kiln.sum(t, -1));
+    add('max(-1)', (t) => kiln.max(t, -1), [1]);
+    add('argmin(-1)', (t) => kiln.argmin(t, -1), [0]);
+    add('argmax()', (t) => kiln.argmax(t), [0]);
+    add('softmax(-1)', (t) => kiln.softmax(t, -1));
+  }
   return cases;
 }
 
