@@ -48,8 +48,9 @@ test('targetDevice: the first device with a target of its own, else the host', (
   assert.equal(targetDevice(graph).type, 'cpu');
   const onCuda = targetDevice(relabel(graph, new Device('cuda', 1)));
   assert.equal(`${onCuda.type}:${onCuda.index}`, 'cuda:1');
-  // No webgpu target: the cpu target runs such graphs through the dispatcher, as before targets.
-  assert.equal(targetDevice(relabel(graph, new Device('webgpu', 0))).type, 'cpu');
+  assert.equal(targetDevice(relabel(graph, new Device('webgpu', 0))).type, 'webgpu');
+  // A device type without a target: the cpu target runs such graphs through the dispatcher.
+  assert.equal(targetDevice(relabel(graph, new Device('tpu' as DeviceType, 0))).type, 'cpu');
 });
 
 /** The template rules on 'toy' devices, refusing exp. */

@@ -4,7 +4,9 @@
  * generated WGSL program is compiled by Dawn (a shader or pipeline error throws at the op, with the
  * source line), and every dispatch is encoded and submitted (binding, aliasing and metadata-offset
  * errors surface at the synchronize). The null backend computes nothing, so no value is checked
- * here (webgpu-pointwise.test.ts compares values where an adapter exists).
+ * here (webgpu-pointwise.test.ts, webgpu-linalg.test.ts and webgpu-reduction.test.ts compare values
+ * where an adapter exists). Reductions (eager) and compiled programs are rendered by the fused-group
+ * renderer and checked the same way, every strategy and storage form of every compiled group included.
  */
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -150,6 +152,110 @@ test('kiln.Event on webgpu: timestamps encode and resolve (device-timed where ti
   assert.throws(() => new kiln.Event('webgpu').elapsedTime(end), /recorded/);
   kiln.synchronize('webgpu');
   a.dispose();
+});
+
+// ------------------------------------------------------------------------------------------------
+// Reductions and compiled groups: the fused-group renderer (kernels/webgpu/fused/)
+// ------------------------------------------------------------------------------------------------
+
+const { reductionCases, compileCases } = await import('./webgpu-reduction-cases.js');
+const { trace } = await import('../src/compile/capture.js');
+const { lowerFor } = await import('../src/compile/target.js');
+const { compileWgsl, webgpuTarget } = await import('../src/compile/codegen/wgsl/target.js');
+const { fusedGroup, groupLayout } = await import('../src/compile/codegen/wgsl/group.js');
+const { renderFused } = await import('../src/kernels/webgpu/fused/render.js');
+const { storageKind } = await import('../src/kernels/webgpu/storage.js');
+const { setLogSink } = await import('../src/compile/log.js');
+
+test('every eager webgpu reduction compiles and encodes on Dawn (all dtypes, odd/strided/transposed, keepdim, 0-d, empty)', { skip }, () => {
+  const failures: string[] = [];
+  let ran = 0;
+  for (const c of reductionCases()) {
+    try {
+      const outs = c.run(c.input.to('webgpu'));
+      for (const o of outs) assert.equal(o.device.type, 'webgpu', c.label);
+      ran++;
+    } catch (e) {
+      failures.push(`${c.label}: ${(e as Error).message.split('\n').slice(0, 3).join(' | ')}`);
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.deepEqual(failures, []);
+  assert.ok(ran > 150, `ran ${ran} cases`);
+});
+
+test('integer sums (an int64 result) fail naming the dtype', { skip }, () => {
+  const x = kiln.tensor([1, 2, 3], { dtype: 'int32' }).to('webgpu');
+  assert.throws(() => kiln.sum(x), /do not support dtype int64/);
+  assert.deepEqual(kiln.sum(x, null, false, 'int32').device.type, 'webgpu');
+});
+
+test('every compiled webgpu program fuses, compiles and encodes on Dawn, with no node-by-node fallback', { skip }, () => {
+  for (const c of compileCases()) {
+    const ins = c.inputs.map((t) => t.to('webgpu'));
+    const { graph } = trace(c.fn as never, ins);
+    const p = compileWgsl(graph);
+    p.run(ins);
+    assert.ok(p.kernelCount > 0, `${c.label}: no kernels`);
+    assert.equal(p.stats.fallbacks, 0, c.label);
+    assert.equal(p.stats.launches, p.kernelCount, `${c.label}: ${p.stats.launches} launches`);
+    assert.match(p.describe(), /@compute/, c.label);
+  }
+  kiln.synchronize('webgpu');
+});
+
+test('kiln.compile runs webgpu graphs on the webgpu target (softmax is one row kernel)', { skip }, () => {
+  const x = kiln.randn([4, 37]).to('webgpu');
+  const code: string[] = [];
+  const prev = setLogSink((a, t) => void (a === 'output_code' && code.push(t)));
+  try {
+    const f = kiln.compile((t: typeof x) => kiln.softmax(kiln.mul(t, 2), -1), { log: ['output_code'] });
+    assert.equal(f(x).device.type, 'webgpu');
+  } finally {
+    setLogSink(prev);
+  }
+  kiln.synchronize('webgpu');
+  assert.equal(code.length, 1);
+  assert.match(code[0]!, /wrapper \(webgpu\)/);
+  assert.match(code[0]!, /kiln_k0_reduce: 6 ops \[mul, amax, sub, exp, sum, div\]/);
+});
+
+test('a group wider than the device binds runs node by node through the eager kernels', { skip }, () => {
+  const xs = Array.from({ length: 9 }, (_, i) => kiln.full([5], i).to('webgpu'));
+  const f = (...t: (typeof xs)[number][]) => t.reduce((a, b) => kiln.add(a, b));
+  const { graph } = trace(f as never, xs);
+  const p = compileWgsl(graph);
+  const y = p.run(xs) as (typeof xs)[number];
+  kiln.synchronize('webgpu');
+  assert.equal(p.stats.fallbacks, 1);
+  assert.deepEqual([...y.shape], [5]);
+  assert.match(p.describe(), /node by node: 10 storage buffers/);
+});
+
+test('every strategy of every compiled group validates: thread and workgroup, subgroups on and off, packed and native float16', { skip }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  let n = 0;
+  for (const c of compileCases()) {
+    const ins = c.inputs.map((t) => t.to('webgpu'));
+    const { graph } = trace(c.fn as never, ins);
+    const { low, sched } = lowerFor(graph, webgpuTarget);
+    for (const g of sched.kernels) {
+      const fg = fusedGroup(g, low);
+      const L = groupLayout(g, (id) => low.values.get(id)!);
+      const ops = [...g.outputs, ...g.inputs];
+      for (const strategy of g.kind === 'pointwise' ? (['pointwise'] as const) : (['thread', 'workgroup'] as const)) {
+        for (const subgroups of [false, true]) {
+          for (const nativeF16 of [false, true]) {
+            const bindings = ops.map((id, k) => ({ kind: storageKind(low.values.get(id)!.dtype, nativeF16)!, written: k < g.outputs.length }));
+            const spec = { strategy, orank: L.oshape.length, rrank: L.rshape.length, bindings, operandBinding: ops.map((_, k) => k), subgroups };
+            acc.kernel(renderFused(fg, spec), `${c.label} ${strategy}${subgroups ? ' subgroups' : ''}${nativeF16 ? ' f16' : ''}`);
+            n++;
+          }
+        }
+      }
+    }
+  }
+  assert.ok(n > 50, `${n} sources`);
 });
 
 // Last in this file: it destroys the process's webgpu device.

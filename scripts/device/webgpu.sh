@@ -2,9 +2,9 @@
 # Device round for the webgpu accelerator (issue #20, first slice): Dawn/Vulkan on the H200. Shows
 # what Dawn finds (probe, adapter, features with Kiln's toggles), then runs the webgpu tests: the
 # null-backend validation (as in CI) and the numeric comparisons against the CPU (pointwise, matrix
-# products, Event timing), which skip without an adapter, and a GEMM throughput line per dtype and
-# size. Run from the repo root through .device/run.sh with dist/ built and carried (node_modules
-# must hold the `webgpu` package, Dawn for Node 0.6.x):
+# products, reductions eager and compiled on webgpu, Event timing), which skip without an adapter,
+# and a GEMM throughput line per dtype and size. Run from the repo root through .device/run.sh with
+# dist/ built and carried (node_modules must hold the `webgpu` package, Dawn for Node 0.6.x):
 #   bash .device/run.sh bash scripts/device/webgpu.sh
 # Each step writes its own file under $OUT; a summary goes to stdout.
 set -uo pipefail
@@ -66,3 +66,6 @@ for (const dtype of ['float32', 'float16', 'bfloat16']) {
 JS
 timeout 200 node dist/webgpu-gemm-bench.mjs > "$out/webgpu-gemm-bench.txt" 2>&1; el "gemm bench rc=$?"
 cat "$out/webgpu-gemm-bench.txt" | head -12
+timeout 400 node --test dist/test/webgpu-reduction.test.js > "$out/webgpu-reduction.txt" 2>&1; el "reduction rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-reduction.txt"
+grep -m8 -E "cases differ|result [0-9]+:|element [0-9]+:" "$out/webgpu-reduction.txt" | cut -c1-400

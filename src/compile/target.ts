@@ -8,7 +8,8 @@
  *
  * Built-in targets register themselves where their code generator lives: 'cpu' (JavaScript, C and
  * Wasm kernels) in codegen/js/target.ts, 'cuda' (CUDA C kernels, CUDA graphs) in
- * cuda-graphs/target.ts; kiln-backend.ts imports both. Kernel rendering is part of `program`:
+ * cuda-graphs/target.ts, 'webgpu' (WGSL kernels) in codegen/wgsl/target.ts; kiln-backend.ts
+ * imports them. Kernel rendering is part of `program`:
  * the cpu target renders every group once when the program is built, the cuda target once per
  * layout spec (the traced one at build time, new ones at run time), so no single render-a-group
  * call would fit both.
@@ -57,8 +58,8 @@ export function compileTargetFor(deviceType: string): CompileTarget {
 
 /**
  * The device whose target compiles `graph`: the first value's device that has a target of its own
- * besides the host's, else the host (cpu). A graph on a device without a target (webgpu) runs on
- * the host target, which calls every node through the dispatcher, as before targets existed.
+ * besides the host's, else the host (cpu). A graph on a device without a target runs on the host
+ * target, which calls every node through the dispatcher, as before targets existed.
  */
 export function targetDevice(graph: Graph): Device {
   for (const v of graph.values.values()) if (v.device.type !== HOST && targets.has(v.device.type)) return v.device;

@@ -5,3 +5,4 @@
 import './core.js';
 import './pointwise.js';
 import './linalg.js';
+import './reduction.js';

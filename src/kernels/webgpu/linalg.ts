@@ -19,7 +19,8 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
-import { coalesce, runPointwise } from './pointwise-run.js';
+import { runPointwise } from './pointwise-run.js';
+import { coalesceDims as coalesce } from './fused/layout.js';
 import { storageKind } from './storage.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16'];

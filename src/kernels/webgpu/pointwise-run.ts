@@ -1,43 +1,26 @@
 /**
  * Runs one pointwise node on webgpu: turns the op's arguments into the math table's view of them
  * (tensors become values v0..v(k-1), everything else a constant baked into the source, as is a cpu
- * scalar tensor's value), asks `render` for the element expression, lays the tensors out as
- * bindings (the output first; an input on the output's buffer reads that binding, since WebGPU
- * forbids binding a written buffer twice), coalesces dims, and dispatches the generated program.
- * Programs are memoised by what their source depends on, so a repeated op renders no WGSL.
+ * scalar tensor's value), asks `render` for the element expression, and runs it as a one-node
+ * program of the fused-group renderer the webgpu compile target uses (fused/: bindings with the
+ * output first, an input on the output's buffer reading that binding since WebGPU forbids binding
+ * a written buffer twice; coalesced dims; pipelines memoised by what their source depends on, so a
+ * repeated op renders no WGSL).
  *
  * Constants in the source mean a new pipeline per distinct scalar (x * 0.5, x * 0.25); passing
  * them as metadata words is the next step once a workload shows the cost.
  */
-import type { DeviceBuffer } from '../../runtime/accelerator.js';
-import type { WebgpuKernel } from '../../runtime/webgpu/webgpu-accelerator.js';
 import { broadcastStrides, contiguousStrides, fmtShape } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { MathArg } from '../math/args.js';
-import { generatePointwise, metaWords, WORKGROUP, type PwBinding } from './codegen.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
+import { type FusedGroup, type FusedValue, groupKey } from './fused/group.js';
+import { fusedLayout } from './fused/layout.js';
+import { launchFused, prepareFused } from './fused/run.js';
 import { storageKind } from './storage.js';
 
-const programs = new Map<string, WebgpuKernel>();
-
-/** Merges dims that every tensor walks contiguously, and drops size-1 dims. */
-export function coalesce(shape: readonly number[], strides: readonly (readonly number[])[]): { shape: number[]; strides: number[][] } {
-  const outShape: number[] = [];
-  const outStrides: number[][] = strides.map(() => []);
-  for (let d = 0; d < shape.length; d++) {
-    const size = shape[d]!;
-    if (size === 1) continue;
-    const p = outShape.length - 1;
-    if (p >= 0 && strides.every((s, t) => outStrides[t]![p] === s[d]! * size)) {
-      outShape[p]! *= size;
-      strides.forEach((s, t) => (outStrides[t]![p] = s[d]!));
-      continue;
-    }
-    outShape.push(size);
-    strides.forEach((s, t) => outStrides[t]!.push(s[d]!));
-  }
-  return { shape: outShape, strides: outStrides };
-}
+const OUT = 100;
+const NONE: ReadonlySet<number> = new Set();
 
 /** Dispatches `out[...] = render(args)` elementwise; returns `out`. */
 export function runPointwise(label: string, out: Tensor, args: readonly unknown[], render: (margs: readonly MathArg[]) => string | null): Tensor {
@@ -63,11 +46,9 @@ export function runPointwise(label: string, out: Tensor, args: readonly unknown[
   }
   if (n === 0) return out;
 
-  const bindings: PwBinding[] = [{ kind: outKind, written: true }];
-  const buffers: DeviceBuffer[] = [out.storage.buffer];
-  const inputs: number[] = [];
   const staged: Tensor[] = [];
-  for (let t of tensors) {
+  for (let i = 0; i < tensors.length; i++) {
+    const t = tensors[i]!;
     const kind = storageKind(t.dtype, nativeF16);
     if (kind === null) throw unsupportedDtype(label, t);
     if (t.storage.buffer === out.storage.buffer && kind !== outKind) {
@@ -75,39 +56,28 @@ export function runPointwise(label: string, out: Tensor, args: readonly unknown[
       const copy = allocOut({ shape: t.shape, strides: contiguousStrides(t.shape), dtype: t.dtype, device: t.device });
       runPointwise('copy', copy, [t], (m) => (m[0]?.kind === 'value' ? m[0].expr : null));
       staged.push(copy);
-      t = copy;
+      tensors[i] = copy;
     }
-    let b = buffers.findIndex((x, i) => x === t.storage.buffer && bindings[i]!.kind === kind);
-    if (b < 0) {
-      b = buffers.length;
-      buffers.push(t.storage.buffer);
-      bindings.push({ kind, written: false });
-    }
-    inputs.push(b);
-    tensors[inputs.length - 1] = t;
   }
-  const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
-  for (const b of buffers) if (b.capacity > limit) throw new RangeError(`${label}: a webgpu buffer of ${b.capacity} bytes exceeds the device's maxStorageBufferBindingSize (${limit}); tensors that large need chunked kernels (not yet)`);
 
-  const { shape, strides } = coalesce(out.shape, [out.strides, ...tensors.map((t) => broadcastStrides(t.shape, t.strides, out.shape))]);
-  const rank = shape.length;
-  const meta = new Uint32Array(metaWords(rank, strides.length));
-  meta[0] = n;
-  shape.forEach((s, d) => (meta[1 + d] = s));
-  const offsets = [out.offset, ...tensors.map((t) => t.offset)];
-  strides.forEach((st, t) => {
-    const base = 1 + rank + t * (1 + rank);
-    meta[base] = offsets[t]!;
-    st.forEach((s, d) => (meta[base + 1 + d] = s | 0));
-  });
-
-  const key = `${expr}|${rank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${inputs.join(',')}`;
-  let kernel = programs.get(key);
-  if (!kernel) {
-    kernel = acc.kernel(generatePointwise({ rank, bindings, inputs, expr }), `kiln.${label} (${out.dtype})`);
-    programs.set(key, kernel);
-  }
-  acc.dispatch(kernel, buffers, meta, [Math.min(Math.ceil(n / WORKGROUP), 65535), 1, 1]);
+  // A one-node program for the shared fused-group renderer (fused/render.ts): inputs are values
+  // 0..k-1 (the v0..v(k-1) the expression reads), the output is value OUT.
+  const values = new Map<number, FusedValue>(tensors.map((t, i) => [i, { dtype: t.dtype, shape: t.shape }]));
+  values.set(OUT, { dtype: out.dtype, shape: out.shape });
+  const ids = tensors.map((_, i) => i);
+  const g: FusedGroup = {
+    kind: 'pointwise',
+    nodes: [{ kind: 'pointwise', op: label, args: ids.map((id) => ({ kind: 'value', id })), outputs: [OUT], expr }],
+    rowScalars: NONE,
+    inputs: ids,
+    outputs: [OUT],
+    value: (id) => values.get(id)!,
+  };
+  const strides = [[...out.strides], ...tensors.map((t) => broadcastStrides(t.shape, t.strides, out.shape))];
+  const L = fusedLayout({ kind: 'pointwise', shape: out.shape, dims: [], strides, offsets: [out.offset, ...tensors.map((t) => t.offset)], rowRef: 1 });
+  const launch = prepareFused(g, [out, ...tensors].map((t) => ({ buffer: t.storage.buffer, dtype: t.dtype })), L, groupKey(g), `kiln.${label} (${out.dtype})`);
+  if (typeof launch === 'string') throw new RangeError(`${label}: cannot run on webgpu: ${launch}`);
+  launchFused(launch, L);
   for (const s of staged) s.dispose();
   return out;
 }

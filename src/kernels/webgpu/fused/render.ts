@@ -1,0 +1,532 @@
+/**
+ * The WGSL renderer of a fused group (group.ts): one compute shader for a pointwise chain, or for
+ * reductions with their pointwise prologue, the per-row scalar ops after them and full-size
+ * epilogues (a softmax, a layerNorm is one kernel). Every element's math comes from the WGSL math
+ * table (kernels/math/wgsl.ts), the one table the eager kernels and the compiler share; loads and
+ * stores from the storage forms of storage.ts (bfloat16 and, without shader-f16, float16 stored as
+ * 16 bits in u32 words; computed in f32). The structure mirrors the CUDA generator
+ * (compile/codegen/cuda/emit-pointwise.ts, emit-reduce.ts), not its code:
+ *
+ * - pointwise: invocations loop grid-stride over the elements;
+ * - reduce, strategy 'workgroup': one workgroup per row (rows grid-stride over workgroups),
+ *   invocations stride the row, then a workgroup all-reduce (shared-memory tree; with the
+ *   `subgroups` feature, sums reduce within subgroups first, one partial per subgroup_id) that
+ *   every invocation gets back;
+ * - reduce, strategy 'thread': one invocation per row, a serial loop (short rows, or reductions
+ *   over an outer dim, where neighbouring invocations read neighbouring addresses).
+ *
+ * A group with reductions at several levels (amax, then the sum of exp(x - max)) makes one pass
+ * over the row per level and a last pass for full-size outputs, recomputing prologue values from
+ * memory, as the CUDA generator does. Arg reductions (argmax, argmin: the eager max/min with a
+ * dim) carry an index accumulator and take the first index among equals, NaN first, as torch.
+ */
+import type { DType } from '../../../tensor/dtype.js';
+import { isFloating } from '../../../tensor/dtype.js';
+import type { MathArg } from '../../math/args.js';
+import { WGSL_TEMPLATES, wgslComputeType, wgslLit, type WgslType } from '../../math/wgsl.js';
+import { WGSL_PRELUDE } from '../../math/wgsl-prelude.js';
+import { arrayType, BF16_PRELUDE, loadExpr, storeStmt, type StorageKind } from '../storage.js';
+import type { FusedGroup, FusedNode, FusedReduceKind } from './group.js';
+
+/** Invocations per workgroup of every fused kernel. */
+export const FUSED_WORKGROUP = 256;
+
+/** How a binding holds its elements: storage.ts's kinds, and int64 results (indices) as u32 pairs. */
+export type FusedStorage = StorageKind | 'i64';
+
+export interface FusedBinding {
+  readonly kind: FusedStorage;
+  readonly written: boolean;
+}
+
+export type FusedStrategy = 'pointwise' | 'thread' | 'workgroup';
+
+/** What besides the group is baked into the source. */
+export interface RenderSpec {
+  readonly strategy: FusedStrategy;
+  /** Pointwise: the iteration rank; reduce: the outer rank. */
+  readonly orank: number;
+  /** Reduce: the row rank (0 for pointwise). */
+  readonly rrank: number;
+  /** Distinct buffers (outputs' first). */
+  readonly bindings: readonly FusedBinding[];
+  /** The binding of each operand (outputs, then inputs). */
+  readonly operandBinding: readonly number[];
+  /** Use subgroup operations in workgroup reductions (the device has `subgroups`). */
+  readonly subgroups: boolean;
+}
+
+const W = FUSED_WORKGROUP;
+
+/** The compute type of a dtype in a fused kernel (int64 only as an index result). */
+function ctype(dt: DType): WgslType {
+  if (dt === 'int64') return 'i32';
+  const t = wgslComputeType(dt);
+  if (t === null) throw new Error(`kiln wgsl: dtype ${dt} has no WGSL compute type`);
+  return t;
+}
+
+/** A value as a node's dtype holds it: floating intermediates stay f32, casts round like a store, uint8 wraps. */
+function rounded(expr: string, dt: DType, cast: boolean): string {
+  switch (dt) {
+    case 'float16':
+      return cast ? `unpack2x16float(pack2x16float(vec2f(${expr}, 0.0f))).x` : expr;
+    case 'bfloat16':
+      return cast ? `bitcast<f32>(kiln_bf16_bits(${expr}) << 16u)` : expr;
+    case 'uint8':
+      return `((${expr}) & 255i)`;
+    default:
+      return expr;
+  }
+}
+
+/** The statement declaring pointwise node n's value. */
+function nodeStatement(g: FusedGroup, n: FusedNode): string {
+  const out = n.outputs[0]!;
+  const dt = g.value(out).dtype;
+  const margs = n.args.map((a): MathArg => {
+    if (a.kind === 'const') return a;
+    const v = g.value(a.id);
+    return { kind: 'value', expr: `v${a.id}`, dtype: v.dtype, shape: v.shape };
+  });
+  const t = WGSL_TEMPLATES.get(n.op);
+  const expr = n.expr ?? (t ? t(margs, { out: dt }) : null);
+  if (expr === null) {
+    const sig = margs.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ');
+    throw new Error(`kiln wgsl: the WGSL math table has no form for ${n.op}(${sig}) -> ${dt}`);
+  }
+  return `let v${out}: ${ctype(dt)} = ${rounded(expr, dt, n.cast === true)};`;
+}
+
+function load(spec: RenderSpec, k: number, index: string): string {
+  const b = spec.operandBinding[k]!;
+  const bind = spec.bindings[b]!;
+  if (bind.kind === 'i64') throw new Error('kiln wgsl: int64 operands are written only (indices)');
+  return loadExpr(bind.kind, `b${b}`, index, bind.written);
+}
+
+function store(spec: RenderSpec, k: number, index: string, v: string): string {
+  const b = spec.operandBinding[k]!;
+  const kind = spec.bindings[b]!.kind;
+  if (kind === 'i64') return `b${b}[2u * (${index})] = bitcast<u32>(${v}); b${b}[2u * (${index}) + 1u] = select(0u, 0xffffffffu, ${v} < 0i);`;
+  return storeStmt(kind, `b${b}`, index, v);
+}
+
+class Lines {
+  readonly out: string[] = [];
+  private depth = 0;
+  line(s: string): void {
+    for (const l of s.split('\n')) this.out.push('  '.repeat(this.depth) + l);
+  }
+  open(s: string): void {
+    this.line(s);
+    this.depth++;
+  }
+  close(s = '}'): void {
+    this.depth--;
+    this.line(s);
+  }
+}
+
+interface Ctx {
+  readonly g: FusedGroup;
+  readonly spec: RenderSpec;
+  readonly nodeOf: ReadonlyMap<number, FusedNode>;
+  readonly inOperand: ReadonlyMap<number, number>;
+  readonly outOperand: ReadonlyMap<number, number>;
+}
+
+function context(g: FusedGroup, spec: RenderSpec): Ctx {
+  const nodeOf = new Map<number, FusedNode>();
+  for (const n of g.nodes) for (const o of n.outputs) nodeOf.set(o, n);
+  const outOperand = new Map<number, number>();
+  const inOperand = new Map<number, number>();
+  g.outputs.forEach((o, k) => outOperand.set(o, k));
+  g.inputs.forEach((id, k) => inOperand.set(id, g.outputs.length + k));
+  return { g, spec, nodeOf, inOperand, outOperand };
+}
+
+const valueInputs = (n: FusedNode): number[] => (n.kind === 'reduction' ? [n.reduce!.input] : n.args.flatMap((a) => (a.kind === 'value' ? [a.id] : [])));
+
+/**
+ * One element's code: loads of the inputs the roots and stores need, the pointwise nodes between,
+ * the stores. `leaves` are values already declared (per-row scalars); `offset(k)` is operand k's
+ * element offset expression; `declareOffset(k)` is called once for each operand used.
+ */
+function elementCode(c: Ctx, roots: readonly number[], stores: readonly number[], leaves: ReadonlySet<number>, offset: (k: number) => string): { used: Set<number>; stmts: string[] } {
+  const need = new Set<number>();
+  const visit = (id: number): void => {
+    if (need.has(id) || leaves.has(id)) return;
+    need.add(id);
+    const n = c.nodeOf.get(id);
+    if (n) for (const a of valueInputs(n)) visit(a);
+  };
+  for (const r of roots) visit(r);
+  for (const s of stores) visit(s);
+  const used = new Set<number>();
+  const stmts: string[] = [];
+  for (const id of need) {
+    if (c.nodeOf.has(id)) continue;
+    const k = c.inOperand.get(id);
+    if (k === undefined) throw new Error(`kiln wgsl: value %${id} is neither computed in the group nor one of its inputs`);
+    used.add(k);
+    stmts.push(`let v${id}: ${ctype(c.g.value(id).dtype)} = ${load(c.spec, k, offset(k))};`);
+  }
+  for (const n of c.g.nodes) {
+    if (n.kind !== 'pointwise' || !need.has(n.outputs[0]!)) continue;
+    if (n.outputs.some((o) => leaves.has(o))) continue;
+    stmts.push(nodeStatement(c.g, n));
+  }
+  for (const s of stores) {
+    const k = c.outOperand.get(s)!;
+    used.add(k);
+    stmts.push(store(c.spec, k, offset(k), `v${s}`));
+  }
+  return { used, stmts };
+}
+
+/** Index arithmetic: `var <pfx>k` offsets of operands `ks` from index `idx` over sizes at words `size(d)`, strides at `stride(k, d)`. */
+function decompose(L: Lines, idx: string, rank: number, size: (d: number) => string, ks: readonly number[], name: (k: number) => string, init: (k: number) => string, stride: (k: number, d: number) => string, tmp: string): void {
+  for (const k of ks) L.line(`var ${name(k)} = ${init(k)};`);
+  if (rank === 0 || ks.length === 0) return;
+  L.line(`var ${tmp} = ${idx};`);
+  for (let d = rank - 1; d >= 0; d--) {
+    if (d === 0) {
+      for (const k of ks) L.line(`${name(k)} = ${name(k)} + ${tmp} * ${stride(k, d)};`);
+      continue;
+    }
+    L.open(`{`);
+    L.line(`let c = ${tmp} % ${size(d)}; ${tmp} = ${tmp} / ${size(d)};`);
+    for (const k of ks) L.line(`${name(k)} = ${name(k)} + c * ${stride(k, d)};`);
+    L.close();
+  }
+}
+
+function header(c: Ctx, extra: string[]): string[] {
+  const { spec, g } = c;
+  const lines: string[] = [];
+  if (spec.bindings.some((b) => b.kind === 'f16')) lines.push('enable f16;');
+  if (extra.includes('subgroups')) lines.push('enable subgroups;');
+  spec.bindings.forEach((b, i) => {
+    const type = b.kind === 'i64' ? 'array<u32>' : arrayType(b.kind, b.written);
+    lines.push(`@group(0) @binding(${i}) var<storage, ${b.written ? 'read_write' : 'read'}> b${i}: ${type};`);
+  });
+  lines.push(`@group(0) @binding(${spec.bindings.length}) var<storage, read> kmeta: array<u32>;`);
+  lines.push(WGSL_PRELUDE.trim());
+  const bf16 = spec.bindings.some((b) => b.kind === 'bf16p') || g.nodes.some((n) => n.cast === true && g.value(n.outputs[0]!).dtype === 'bfloat16');
+  if (bf16) lines.push(BF16_PRELUDE.trim());
+  return lines;
+}
+
+function renderPointwise(c: Ctx): string {
+  const { spec, g } = c;
+  const R = spec.orank;
+  const T = g.outputs.length + g.inputs.length;
+  const base = (k: number): number => 1 + R + k * (1 + R);
+  const L = new Lines();
+  for (const l of header(c, [])) L.line(l);
+  L.line(`@compute @workgroup_size(${W})`);
+  L.open('fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
+  L.line('let n = kmeta[0];');
+  L.open(`for (var i = gid.x; i < n; i = i + ng.x * ${W}u) {`);
+  const ks = Array.from({ length: T }, (_, k) => k);
+  decompose(
+    L,
+    'i',
+    R,
+    (d) => `kmeta[${1 + d}]`,
+    ks,
+    (k) => `o${k}`,
+    (k) => `kmeta[${base(k)}]`,
+    (k, d) => `kmeta[${base(k) + 1 + d}]`,
+    'rem',
+  );
+  const body = elementCode(c, [], g.outputs, new Set(), (k) => `o${k}`);
+  for (const s of body.stmts) L.line(s);
+  L.close();
+  L.close();
+  return L.out.join('\n');
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reductions
+// ------------------------------------------------------------------------------------------------
+
+function identity(kind: FusedReduceKind, t: WgslType): string {
+  switch (kind) {
+    case 'sum':
+    case 'mean':
+      return wgslLit(0, t);
+    case 'prod':
+      return wgslLit(1, t);
+    case 'amax':
+    case 'argmax':
+      return t === 'i32' ? wgslLit(-2147483648, t) : '(-kiln_inf())';
+    case 'amin':
+    case 'argmin':
+      return t === 'i32' ? wgslLit(2147483647, t) : 'kiln_inf()';
+    default:
+      return kind satisfies never;
+  }
+}
+
+/** a combined with b, NaN-propagating for floats (torch's amax/amin). */
+function combine(kind: 'sum' | 'mean' | 'prod' | 'amax' | 'amin', t: WgslType, a: string, b: string): string {
+  switch (kind) {
+    case 'sum':
+    case 'mean':
+      return `(${a} + ${b})`;
+    case 'prod':
+      return `(${a} * ${b})`;
+    case 'amax':
+      return t === 'f32' ? `kiln_fmax(${a}, ${b})` : `max(${a}, ${b})`;
+    case 'amin':
+      return t === 'f32' ? `kiln_fmin(${a}, ${b})` : `min(${a}, ${b})`;
+    default:
+      return kind satisfies never;
+  }
+}
+
+interface Phase {
+  readonly reductions: FusedNode[];
+  readonly stores: number[];
+}
+
+/** Reduction levels: each pass over the row computes the reductions of one level; full-size outputs in a last pass. */
+export function phases(g: FusedGroup): { passes: Phase[]; rowOuts: number[] } {
+  const level = new Map<number, number>();
+  const lv = (id: number): number => level.get(id) ?? 0;
+  for (const n of g.nodes) {
+    const o = n.outputs[0]!;
+    if (n.kind === 'reduction') for (const x of n.outputs) level.set(x, lv(n.reduce!.input) + 1);
+    else level.set(o, Math.max(0, ...valueInputs(n).map(lv)));
+  }
+  const reductions = g.nodes.filter((n) => n.kind === 'reduction');
+  const top = Math.max(0, ...reductions.map((n) => lv(n.outputs[0]!)));
+  const passes: Phase[] = [];
+  for (let p = 1; p <= top; p++) passes.push({ reductions: reductions.filter((n) => lv(n.outputs[0]!) === p), stores: [] });
+  const fullOuts = g.outputs.filter((o) => !g.rowScalars.has(o));
+  if (fullOuts.length > 0) passes.push({ reductions: [], stores: fullOuts });
+  return { passes, rowOuts: g.outputs.filter((o) => g.rowScalars.has(o)) };
+}
+
+/** The workgroup reduction helpers a kernel calls, by name. */
+class Helpers {
+  readonly fns = new Map<string, string>();
+  readonly shared = new Set<WgslType>();
+  constructor(private readonly subgroups: boolean) {}
+
+  /** `v` all-reduced over the workgroup; every invocation gets the result. */
+  call(kind: 'sum' | 'mean' | 'prod' | 'amax' | 'amin', t: WgslType, v: string): string {
+    const op = kind === 'mean' ? 'sum' : kind;
+    this.shared.add(t);
+    const sg = this.subgroups && op === 'sum';
+    const name = `kiln_wg_${op}_${t}${sg ? '_sg' : ''}`;
+    const arr = `kiln_w${t}`;
+    if (!this.fns.has(name)) {
+      this.fns.set(
+        name,
+        sg
+          ? [
+              // One partial per subgroup, by subgroup_id: no assumption about which invocations form a subgroup.
+              `fn ${name}(v: ${t}, sid: u32, sgid: u32, nsub: u32) -> ${t} {`,
+              '  let s = subgroupAdd(v);',
+              `  if (sgid == 0u) { ${arr}[sid] = s; }`,
+              '  workgroupBarrier();',
+              `  var r = ${arr}[0];`,
+              `  for (var k = 1u; k < nsub; k = k + 1u) { r = r + ${arr}[k]; }`,
+              '  workgroupBarrier();',
+              '  return r;',
+              '}',
+            ].join('\n')
+          : [
+              `fn ${name}(v: ${t}, lid: u32) -> ${t} {`,
+              `  ${arr}[lid] = v;`,
+              '  workgroupBarrier();',
+              `  for (var s = ${W / 2}u; s > 0u; s = s >> 1u) {`,
+              `    if (lid < s) { ${arr}[lid] = ${combine(op, t, `${arr}[lid]`, `${arr}[lid + s]`)}; }`,
+              '    workgroupBarrier();',
+              '  }',
+              `  let r = ${arr}[0];`,
+              '  workgroupBarrier();',
+              '  return r;',
+              '}',
+            ].join('\n'),
+      );
+    }
+    return sg ? `${name}(${v}, sid, sgid, nsub)` : `${name}(${v}, lid)`;
+  }
+
+  /** Whether (v, j) beats (a, ai): the larger (smaller) value, NaN first, the first index among equals. */
+  better(kind: 'argmax' | 'argmin', t: WgslType): string {
+    const name = `kiln_${kind}_better_${t}`;
+    if (!this.fns.has(name)) {
+      const cmp = kind === 'argmax' ? '>' : '<';
+      const nan = t === 'f32' ? ['  if (kiln_isnan(a)) { return kiln_isnan(v) && j < ai; }', '  if (kiln_isnan(v)) { return true; }'] : [];
+      this.fns.set(name, [`fn ${name}(v: ${t}, j: i32, a: ${t}, ai: i32) -> bool {`, ...nan, `  return v ${cmp} a || (v == a && j < ai);`, '}'].join('\n'));
+    }
+    return name;
+  }
+
+  /** The (value, index) pair all-reduced over the workgroup, into a<o> and ai<o>. */
+  argCall(kind: 'argmax' | 'argmin', t: WgslType, o: number): string {
+    this.shared.add(t);
+    const name = `kiln_wg_${kind}_${t}`;
+    const better = this.better(kind, t);
+    if (!this.fns.has(name)) {
+      const arr = `kiln_w${t}`;
+      // A second i32 array for the indices (kiln_wi holds values when t is i32).
+      this.fns.set(
+        name,
+        [
+          `fn ${name}(v: ${t}, j: i32, lid: u32) -> vec2<u32> {`,
+          `  ${arr}[lid] = v; kiln_widx[lid] = j;`,
+          '  workgroupBarrier();',
+          `  for (var s = ${W / 2}u; s > 0u; s = s >> 1u) {`,
+          `    if (lid < s && ${better}(${arr}[lid + s], kiln_widx[lid + s], ${arr}[lid], kiln_widx[lid])) { ${arr}[lid] = ${arr}[lid + s]; kiln_widx[lid] = kiln_widx[lid + s]; }`,
+          '    workgroupBarrier();',
+          '  }',
+          `  let r = vec2<u32>(bitcast<u32>(${arr}[0]), bitcast<u32>(kiln_widx[0]));`,
+          '  workgroupBarrier();',
+          '  return r;',
+          '}',
+        ].join('\n'),
+      );
+    }
+    return `${name}(a${o}, ai${o}, lid)`;
+  }
+
+  text(): string[] {
+    const out: string[] = [];
+    for (const t of this.shared) out.push(`var<workgroup> kiln_w${t}: array<${t}, ${W}>;`);
+    if ([...this.fns.keys()].some((k) => k.startsWith('kiln_wg_arg'))) out.push(`var<workgroup> kiln_widx: array<i32, ${W}>;`);
+    return [...out, ...this.fns.values()];
+  }
+}
+
+function renderReduce(c: Ctx): string {
+  const { spec, g } = c;
+  const O = spec.orank;
+  const Q = spec.rrank;
+  const T = g.outputs.length + g.inputs.length;
+  const hb = (k: number): number => 2 + O + Q + k * (1 + O + Q);
+  const wg = spec.strategy === 'workgroup';
+  const reductions = g.nodes.filter((n) => n.kind === 'reduction');
+  const sg = wg && spec.subgroups && reductions.some((n) => n.reduce!.kind === 'sum' || n.reduce!.kind === 'mean');
+  const helpers = new Helpers(sg);
+  const { passes, rowOuts } = phases(g);
+  const L = new Lines();
+  L.line('let M = kmeta[0];');
+  L.line('let N = kmeta[1];');
+  L.open(wg ? 'for (var row = wid.x; row < M; row = row + ng.x) {' : `for (var row = gid.x; row < M; row = row + ng.x * ${W}u) {`);
+  const ks = Array.from({ length: T }, (_, k) => k);
+  decompose(
+    L,
+    'row',
+    O,
+    (d) => `kmeta[${2 + d}]`,
+    ks,
+    (k) => `bs${k}`,
+    (k) => `kmeta[${hb(k)}]`,
+    (k, d) => `kmeta[${hb(k) + 1 + d}]`,
+    'q',
+  );
+  const avail = new Set<number>();
+  /** Per-row nodes whose inputs are all available. */
+  const rowNodes = (): void => {
+    for (const n of g.nodes) {
+      const o = n.outputs[0]!;
+      if (n.kind !== 'pointwise' || !g.rowScalars.has(o) || avail.has(o)) continue;
+      if (!valueInputs(n).every((id) => avail.has(id))) continue;
+      L.line(nodeStatement(g, n));
+      avail.add(o);
+    }
+  };
+  for (const pass of passes) {
+    for (const r of pass.reductions) {
+      const o = r.outputs[0]!;
+      const t = ctype(g.value(o).dtype);
+      L.line(`var a${o}: ${t} = ${identity(r.reduce!.kind, t)};`);
+      if (r.reduce!.kind === 'argmax' || r.reduce!.kind === 'argmin') L.line(`var ai${o}: i32 = 2147483647i;`);
+    }
+    const body = elementCode(
+      c,
+      pass.reductions.map((n) => n.reduce!.input),
+      pass.stores,
+      avail,
+      (k) => `bs${k} + ro${k}`,
+    );
+    L.open(wg ? `for (var j = lid; j < N; j = j + ${W}u) {` : 'for (var j = 0u; j < N; j = j + 1u) {');
+    const used = [...body.used].sort((a, b) => a - b);
+    decompose(
+      L,
+      'j',
+      Q,
+      (d) => `kmeta[${2 + O + d}]`,
+      used,
+      (k) => `ro${k}`,
+      () => '0u',
+      (k, d) => `kmeta[${hb(k) + 1 + O + d}]`,
+      'wq',
+    );
+    for (const s of body.stmts) L.line(s);
+    for (const r of pass.reductions) {
+      const o = r.outputs[0]!;
+      const t = ctype(g.value(o).dtype);
+      const x = r.reduce!.input;
+      const xt = ctype(g.value(x).dtype);
+      const v = xt === t ? `v${x}` : `${t}(v${x})`;
+      const kind = r.reduce!.kind;
+      if (kind === 'argmax' || kind === 'argmin') L.line(`if (${helpers.better(kind, t)}(${v}, i32(j), a${o}, ai${o})) { a${o} = ${v}; ai${o} = i32(j); }`);
+      else L.line(`a${o} = ${combine(kind, t, `a${o}`, v)};`);
+    }
+    L.close();
+    for (const r of pass.reductions) {
+      const o = r.outputs[0]!;
+      const dt = g.value(o).dtype;
+      const t = ctype(dt);
+      const kind = r.reduce!.kind;
+      if (kind === 'argmax' || kind === 'argmin') {
+        if (wg) {
+          L.line(`let p${o} = ${helpers.argCall(kind, t, o)};`);
+          L.line(`a${o} = bitcast<${t}>(p${o}.x); ai${o} = bitcast<i32>(p${o}.y);`);
+        }
+        L.line(`let v${o}: ${t} = a${o};`);
+        if (r.outputs[1] !== undefined) {
+          L.line(`let v${r.outputs[1]}: i32 = ai${o};`);
+          avail.add(r.outputs[1]);
+        }
+      } else {
+        if (wg) L.line(`a${o} = ${helpers.call(kind, t, `a${o}`)};`);
+        if (kind === 'mean' && !isFloating(dt)) throw new Error(`kiln wgsl: mean into ${dt}`);
+        L.line(`let v${o}: ${t} = ${kind === 'mean' ? `a${o} / f32(N)` : `a${o}`};`);
+      }
+      avail.add(o);
+    }
+    rowNodes();
+  }
+  if (rowOuts.length > 0) {
+    if (wg) L.open('if (lid == 0u) {');
+    for (const o of rowOuts) L.line(store(spec, c.outOperand.get(o)!, `bs${c.outOperand.get(o)!}`, `v${o}`));
+    if (wg) L.close();
+  }
+  L.close();
+
+  const out = new Lines();
+  for (const l of header(c, sg ? ['subgroups'] : [])) out.line(l);
+  for (const l of helpers.text()) out.line(l);
+  out.line(`@compute @workgroup_size(${W})`);
+  const builtins = wg
+    ? ['@builtin(workgroup_id) wid: vec3u', '@builtin(local_invocation_index) lid: u32', '@builtin(num_workgroups) ng: vec3u', ...(sg ? ['@builtin(subgroup_id) sid: u32', '@builtin(subgroup_invocation_id) sgid: u32', '@builtin(num_subgroups) nsub: u32'] : [])]
+    : ['@builtin(global_invocation_id) gid: vec3u', '@builtin(num_workgroups) ng: vec3u'];
+  out.open(`fn main(${builtins.join(', ')}) {`);
+  for (const l of L.out) out.line(l);
+  out.close();
+  return out.out.join('\n');
+}
+
+/** The WGSL source of group `g` under `spec`. */
+export function renderFused(g: FusedGroup, spec: RenderSpec): string {
+  const c = context(g, spec);
+  return g.kind === 'pointwise' ? renderPointwise(c) : renderReduce(c);
+}

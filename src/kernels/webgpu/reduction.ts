@@ -1,0 +1,182 @@
+/**
+ * webgpu kernels for reductions (sum, mean, prod, amax, amin, max, min, max/min with a dim,
+ * argmax, argmin) and softmax / logSoftmax: each call is a one-node program (softmax: its row
+ * kernel, amax, sub, exp, sum, div) rendered by the fused-group renderer the webgpu compile target
+ * uses (fused/render.ts), so eager and compiled reductions are the same WGSL. Inputs of any
+ * strides; outputs as the op's meta function lays them out. Results the WGSL kernels cannot hold
+ * (an int64 sum of integers, float64) fail with the dtype named; indices are written as int64.
+ */
+import * as R from '../../ops/defs/reduction.js';
+import { registerKernel } from '../../ops/registry.js';
+import type { OutMeta } from '../../ops/schema.js';
+import type { DType } from '../../tensor/dtype.js';
+import { broadcastStrides, normalizeDim } from '../../tensor/layout.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import { wgslComputeType } from '../math/wgsl.js';
+import { allocOut, unsupportedDtype } from './device.js';
+import { type FusedGroup, type FusedNode, type FusedReduceKind, type FusedValue, groupKey } from './fused/group.js';
+import { fusedLayout, rowStrides } from './fused/layout.js';
+import { launchFused, prepareFused } from './fused/run.js';
+
+interface GroupRun {
+  readonly label: string;
+  readonly x: Tensor;
+  readonly dims: readonly number[];
+  /** Outputs: the tensor and whether it is per row. */
+  readonly outs: readonly { readonly t: Tensor; readonly row: boolean }[];
+  readonly nodes: readonly FusedNode[];
+  readonly values: ReadonlyMap<number, FusedValue>;
+  readonly keepRowOrder?: boolean;
+}
+
+/** Value ids of a one-node program: the input is 0, the outputs 100, 101, ... in their order. */
+const X = 0;
+const OUT = 100;
+
+/** Runs a reduce group whose one input (value 0) is `x`. */
+function runGroup(r: GroupRun): void {
+  const S = r.x.shape;
+  const g: FusedGroup = {
+    kind: 'reduce',
+    nodes: r.nodes,
+    rowScalars: new Set(r.nodes.filter((n) => n.kind === 'reduction').flatMap((n) => n.outputs).concat(rowPointwise(r))),
+    inputs: [X],
+    outputs: r.outs.map((_, k) => OUT + k),
+    value: (id) => r.values.get(id)!,
+  };
+  const strides = [...r.outs.map((o) => (o.row ? rowStrides(o.t, S, r.dims) : broadcastStrides(o.t.shape, o.t.strides, S))), [...r.x.strides]];
+  const L = fusedLayout({ kind: 'reduce', shape: S, dims: r.dims, strides, offsets: [...r.outs.map((o) => o.t.offset), r.x.offset], rowRef: r.outs.length, keepRowOrder: r.keepRowOrder });
+  const operands = [...r.outs.map((o) => o.t), r.x].map((t) => ({ buffer: t.storage.buffer, dtype: t.dtype }));
+  const launch = prepareFused(g, operands, L, groupKey(g), `kiln.${r.label}`);
+  if (typeof launch === 'string') throw new Error(`${r.label}: cannot run on webgpu: ${launch}`);
+  launchFused(launch, L);
+}
+
+
+/** Pointwise values computed per row (on reductions only): logSoftmax's log of the sum. */
+function rowPointwise(r: GroupRun): number[] {
+  const row = new Set(r.nodes.filter((n) => n.kind === 'reduction').flatMap((n) => n.outputs));
+  const out: number[] = [];
+  for (const n of r.nodes) {
+    if (n.kind !== 'pointwise') continue;
+    const ins = n.args.flatMap((a) => (a.kind === 'value' ? [a.id] : []));
+    if (ins.length > 0 && ins.every((id) => row.has(id))) {
+      row.add(n.outputs[0]!);
+      out.push(n.outputs[0]!);
+    }
+  }
+  return out;
+}
+
+function checkDtype(op: string, t: Tensor): void {
+  if (wgslComputeType(t.dtype) === null) throw unsupportedDtype(op, t);
+}
+
+const dimsOf = (v: unknown): R.DimList => v as R.DimList;
+
+/** A reduction of `x` over `dims` into a new `meta` tensor; `castTo` rounds the input first (sum(x, dtype)). */
+function reduce(op: string, kind: FusedReduceKind, meta: OutMeta, x: Tensor, dims: readonly number[], castTo?: DType): Tensor {
+  checkDtype(op, x);
+  const out = allocOut(meta);
+  if (wgslComputeType(out.dtype) === null) {
+    out.dispose();
+    throw unsupportedDtype(op, { dtype: out.dtype, shape: out.shape });
+  }
+  const values = new Map<number, FusedValue>([
+    [X, { dtype: x.dtype, shape: x.shape }],
+    [100, { dtype: out.dtype, shape: out.shape }],
+  ]);
+  const nodes: FusedNode[] = [];
+  let input = X;
+  if (castTo !== undefined && castTo !== x.dtype) {
+    values.set(1, { dtype: castTo, shape: x.shape });
+    nodes.push({ kind: 'pointwise', op: 'toDtype', args: [{ kind: 'value', id: X }], outputs: [1], cast: true });
+    input = 1;
+  }
+  nodes.push({ kind: 'reduction', op: kind, args: [], outputs: [100], reduce: { kind, input } });
+  runGroup({ label: op, x, dims, outs: [{ t: out, row: true }], nodes, values });
+  return out;
+}
+
+const castFor = (x: Tensor, dtype: unknown): DType | undefined => (dtype !== null && dtype !== undefined && dtype !== x.dtype ? (dtype as DType) : undefined);
+
+registerKernel(R.sum, 'webgpu', (ctx, self, dim, _k, dtype) => reduce('sum', 'sum', ctx.out, self, R.reductionDims('sum', self, dimsOf(dim)), castFor(self, dtype)));
+registerKernel(R.prod, 'webgpu', (ctx, self, dim, _k, dtype) => reduce('prod', 'prod', ctx.out, self, R.reductionDims('prod', self, dimsOf(dim)), castFor(self, dtype)));
+registerKernel(R.mean, 'webgpu', (ctx, self, dim, _k, dtype) => reduce('mean', 'mean', ctx.out, self, R.reductionDims('mean', self, dimsOf(dim)), castFor(self, dtype)));
+registerKernel(R.amax, 'webgpu', (ctx, self, dim) => reduce('amax', 'amax', ctx.out, self, R.reductionDims('amax', self, dimsOf(dim))));
+registerKernel(R.amin, 'webgpu', (ctx, self, dim) => reduce('amin', 'amin', ctx.out, self, R.reductionDims('amin', self, dimsOf(dim))));
+registerKernel(R.max, 'webgpu', (ctx, self) => reduce('max', 'amax', ctx.out, self, R.reductionDims('max', self, null)));
+registerKernel(R.min, 'webgpu', (ctx, self) => reduce('min', 'amin', ctx.out, self, R.reductionDims('min', self, null)));
+
+/** max/min with a dim (values and int64 indices) and argmax/argmin: one arg reduction, the first index among equals. */
+function argReduce(op: string, kind: 'argmax' | 'argmin', x: Tensor, dims: readonly number[], valuesMeta: OutMeta | null, indexMeta: OutMeta): Tensor[] {
+  checkDtype(op, x);
+  if (x.dtype === 'bool' && valuesMeta === null) throw new TypeError(`${op}: not implemented for bool`);
+  const values = valuesMeta ? allocOut(valuesMeta) : null;
+  const index = allocOut(indexMeta);
+  const vals = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: x.shape }]]);
+  // The value accumulator is an internal value when only the index is a result.
+  const vid = values ? 100 : 50;
+  const iid = values ? 101 : 100;
+  vals.set(vid, { dtype: x.dtype, shape: index.shape });
+  vals.set(iid, { dtype: 'int64', shape: index.shape });
+  const nodes: FusedNode[] = [{ kind: 'reduction', op: kind, args: [], outputs: [vid, iid], reduce: { kind, input: X } }];
+  const outs = values ? [{ t: values, row: true }, { t: index, row: true }] : [{ t: index, row: true }];
+  runGroup({ label: op, x, dims, outs, nodes, values: vals, keepRowOrder: true });
+  return values ? [values, index] : [index];
+}
+
+registerKernel(R.maxDim, 'webgpu', (ctx, self, dim) => argReduce('max', 'argmax', self, R.reductionDims('max', self, dim as number), ctx.out[0]!, ctx.out[1]!) as never);
+registerKernel(R.minDim, 'webgpu', (ctx, self, dim) => argReduce('min', 'argmin', self, R.reductionDims('min', self, dim as number), ctx.out[0]!, ctx.out[1]!) as never);
+registerKernel(R.argmax, 'webgpu', (ctx, self, dim) => argReduce('argmax', 'argmax', self, R.reductionDims('argmax', self, dim as R.DimList), null, ctx.out)[0]!);
+registerKernel(R.argmin, 'webgpu', (ctx, self, dim) => argReduce('argmin', 'argmin', self, R.reductionDims('argmin', self, dim as R.DimList), null, ctx.out)[0]!);
+
+/**
+ * softmax / logSoftmax along `dim`: the row kernel amax, sub, exp, sum, div (or log, sub), computed
+ * in f32 whatever the storage dtype; `dtype` casts the input first, as torch does.
+ */
+function softmaxKernel(op: 'softmax' | 'logSoftmax', meta: OutMeta, x: Tensor, dim: number, dtype: unknown): Tensor {
+  checkDtype(op, x);
+  const out = allocOut(meta);
+  if (x.numel() === 0) return out;
+  if (wgslComputeType(out.dtype) === null) {
+    out.dispose();
+    throw unsupportedDtype(op, { dtype: out.dtype, shape: out.shape });
+  }
+  const d = x.shape.length === 0 ? [] : [normalizeDim(op, dim, x.shape.length)];
+  const S = x.shape;
+  const dt = out.dtype;
+  const row = S.map((s, i) => (d.includes(i) ? 1 : s));
+  const values = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: S }]]);
+  const full = (id: number): void => void values.set(id, { dtype: dt, shape: S });
+  const perRow = (id: number): void => void values.set(id, { dtype: dt, shape: row });
+  const V = (id: number) => ({ kind: 'value' as const, id });
+  const C = (value: unknown) => ({ kind: 'const' as const, value });
+  const nodes: FusedNode[] = [];
+  let xin = X;
+  if (castFor(x, dtype) !== undefined) {
+    full(1);
+    nodes.push({ kind: 'pointwise', op: 'toDtype', args: [V(X)], outputs: [1], cast: true });
+    xin = 1;
+  }
+  perRow(2);
+  full(3);
+  full(4);
+  perRow(5);
+  full(100);
+  nodes.push({ kind: 'reduction', op: 'amax', args: [], outputs: [2], reduce: { kind: 'amax', input: xin } });
+  nodes.push({ kind: 'pointwise', op: 'sub', args: [V(xin), V(2), C(1)], outputs: [3] });
+  nodes.push({ kind: 'pointwise', op: 'exp', args: [V(3)], outputs: [4] });
+  nodes.push({ kind: 'reduction', op: 'sum', args: [], outputs: [5], reduce: { kind: 'sum', input: 4 } });
+  if (op === 'softmax') nodes.push({ kind: 'pointwise', op: 'div', args: [V(4), V(5), C(null)], outputs: [100] });
+  else {
+    perRow(6);
+    nodes.push({ kind: 'pointwise', op: 'log', args: [V(5)], outputs: [6] });
+    nodes.push({ kind: 'pointwise', op: 'sub', args: [V(3), V(6), C(1)], outputs: [100] });
+  }
+  runGroup({ label: op, x, dims: d, outs: [{ t: out, row: false }], nodes, values });
+  return out;
+}
+
+registerKernel(R.softmax, 'webgpu', (ctx, self, dim, dtype) => softmaxKernel('softmax', ctx.out, self, dim as number, dtype));
+registerKernel(R.logSoftmax, 'webgpu', (ctx, self, dim, dtype) => softmaxKernel('logSoftmax', ctx.out, self, dim as number, dtype));
