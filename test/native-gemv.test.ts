@@ -9,7 +9,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { probeToolchain, setCpuPath } from '../src/kernels/cpu/native/index.js';
+import { buildSharedObjectSync, loadLibrary, probeToolchain, setCpuPath } from '../src/kernels/cpu/native/index.js';
+import { GEMV_C_SOURCE } from '../src/kernels/cpu/native/gemv-c.js';
+import { bfloat16BitsToFloat32 } from '../src/tensor/half.js';
 import { nativeGemvCalls } from '../src/kernels/cpu/native/gemv.js';
 import { randomValues } from './helpers/make.js';
 
@@ -90,5 +92,53 @@ test('five rows or a transposed weight skip the GEMV', { skip }, () => {
     assert.equal(nativeGemvCalls() - before, 0);
   } finally {
     setCpuPath(undefined);
+  }
+});
+
+test('GEMV linear, bfloat16: 8-row dot-product blocks with row and column tails, 1-4 rows', { skip }, () => {
+  for (const [m, n, k] of [[1, 69, 1007], [2, 24, 96], [3, 1029, 65], [4, 17, 33], [1, 8, 32], [1, 7, 31]] as const) {
+    for (const withBias of [false, true]) {
+      const x = t(m * k, [m, k], 'bfloat16', 3 * m + k);
+      const w = t(n * k, [n, k], 'bfloat16', 5 * n + k);
+      const b = withBias ? t(n, [n], 'bfloat16', n + 1) : null;
+      check(x, w, b, `bfloat16 [${m}, ${k}] x [${n}, ${k}]^T${withBias ? ' + b' : ''}`);
+    }
+  }
+});
+
+/** bfloat16 bits of v (truncated): the inputs below are made bfloat16-exact with it. */
+function bf16Bits(v: number): number {
+  const f = new Float32Array([v]);
+  return new Uint32Array(f.buffer)[0]! >>> 16;
+}
+
+test('GEMV C kernel, both bfloat16 paths (dot-product instructions where built, portable widening): bfloat16 or float32 x and y vs float64', { skip }, () => {
+  if (!probe.ok) return;
+  const sig = 'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads)';
+  const fns = [GEMV_C_SOURCE, `#define GV_PORTABLE 1\n${GEMV_C_SOURCE}`].map((src, i) => loadLibrary(buildSharedObjectSync(`kiln_gemv_test${i}`, src, probe.toolchain)).func(sig));
+  for (const [m, n, k] of [[1, 45, 1000], [3, 67, 129], [4, 130, 40], [2, 3, 5]] as const) {
+    const xv = randomValues(m * k, m + k).map((v) => bfloat16BitsToFloat32(bf16Bits(v)));
+    const wv = randomValues(n * k, n + k).map((v) => bfloat16BitsToFloat32(bf16Bits(v)));
+    const bias = new Float32Array(randomValues(n, n));
+    const xb = new Uint16Array(xv.map(bf16Bits));
+    const wb = new Uint16Array(wv.map(bf16Bits));
+    for (const fn of fns) {
+      for (const [xbf16, ybf16] of [[1, 1], [1, 0], [0, 0]] as const) {
+        // One padding element in front: offsets into x, W and y are honoured.
+        const x = xbf16 ? new Uint16Array([0, ...xb]) : new Float32Array([0, ...xv]);
+        const y = ybf16 ? new Uint16Array(m * n + 1) : new Float32Array(m * n + 1);
+        const rc = fn(m, n, k, x, 1, k, xbf16, new Uint16Array([0, ...wb]), 1, k, 1, bias, 0, 1, y, 1, n, ybf16, 2) as number;
+        assert.equal(rc, 0);
+        for (let i = 0; i < m; i++) {
+          for (let j = 0; j < n; j++) {
+            let s = bias[j]!;
+            for (let p = 0; p < k; p++) s += xv[i * k + p]! * wv[j * k + p]!;
+            const got = ybf16 ? bfloat16BitsToFloat32(y[1 + i * n + j]!) : y[1 + i * n + j]!;
+            const tol = (ybf16 ? 2 ** -8 * Math.abs(s) : 0) + 2e-6 * k;
+            assert.ok(Math.abs(got - s) <= tol, `[${m}, ${n}, ${k}] x${xbf16 ? 'bf16' : 'f32'} y${ybf16 ? 'bf16' : 'f32'} (${i}, ${j}): got ${got}, expected ${s}`);
+          }
+        }
+      }
+    }
   }
 });

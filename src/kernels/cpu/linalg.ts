@@ -14,6 +14,7 @@ import { gemm, type GemmOperand } from './gemm.js';
 import { nativeGemmFn, useNativeFloat32, type GemmFn } from './native/eager.js';
 import { nativeLinearGemv } from './native/gemv.js';
 import { nativeElementwise, nativeNorm } from './native/ops.js';
+import { nativeAddRms } from './native/rows.js';
 import { allocOut, denseValues, fromDense, type NumArray, readable, writable } from './numeric.js';
 import { copyInto } from './pointwise-loop.js';
 
@@ -227,6 +228,9 @@ registerKernel(rmsNorm, 'cpu', (ctx, input, normalizedShape, weight, eps) => {
   const e = eps === null || eps === undefined ? finfoEps(input.dtype) : Number(eps);
   const nat = nativeNorm(ctx.out, input, numel(normalizedShape), weight, null, e, true);
   if (nat) return nat;
+  // bfloat16 (and what nativeNorm left): the row kernel, no JS pass over the elements.
+  const row = weight ? nativeAddRms([ctx.out], input, null, weight, numel(normalizedShape), e) : null;
+  if (row) return row[0]!;
   const x = denseValues(input);
   const inner = numel(normalizedShape);
   const total = x.length;

@@ -5,7 +5,8 @@
  * cache's size per layer and step, where decode needs only the rows a sequence owns. Arithmetic
  * in JS doubles with an online softmax (one pass over the keys), rounded once on store. Bad slots,
  * block ids and lengths are RangeErrors naming the row (the cpu can check for free; the cuda
- * kernels report them through the device-side error word).
+ * kernels report them through the device-side error word). On the native path, attention runs in
+ * C (native/paged-c.ts: float32 accumulation, float32 or bfloat16 caches).
  */
 import { pagedAttention, reshapeAndCache, cacheGeometry } from '../../ops/defs/llm-paged.js';
 import type { OutMeta } from '../../ops/schema.js';
@@ -16,6 +17,8 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { storageArray } from '../../tensor/typed.js';
 import { registerCpu } from './llm.js';
 import { denseValues, fromDense } from './numeric.js';
+import { cpuPath } from './native/path.js';
+import { nativePagedAttention } from './native/paged.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -86,6 +89,21 @@ registerCpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables,
   const tables = denseValues(blockTables as Tensor);
   const maxBlocks = (blockTables as Tensor).shape[1]!;
   const lens = denseValues(contextLens as Tensor);
+  if (cpuPath() === 'native') {
+    // The checks the loop below makes as it goes, up front: the native kernel trusts its inputs.
+    for (let b = 0; b < B; b++) {
+      const len = lens[b]!;
+      if (!(len >= 0 && len <= maxBlocks * g.blockSize)) {
+        throw new RangeError(`${op}: contextLens[${b}] = ${len} is outside [0, ${maxBlocks * g.blockSize}] (blockTables holds ${maxBlocks} blocks of ${g.blockSize} per row)`);
+      }
+      for (let i = 0; i < Math.ceil(len / g.blockSize); i++) {
+        const blk = tables[b * maxBlocks + i]!;
+        if (!(blk >= 0 && blk < g.numBlocks)) throw new RangeError(`${op}: blockTables[${b}, ${i}] = ${blk} is outside the cache's ${g.numBlocks} blocks`);
+      }
+    }
+    const native = nativePagedAttention(ctx.out as OutMeta, query as Tensor, kc, vc, g.kvHeads, g.blockSize, tables, maxBlocks, lens, scale as number);
+    if (native) return native;
+  }
   const readK = rowReader(kc);
   const readV = rowReader(vc);
   const out = new Float64Array(B * H * D);

@@ -8,6 +8,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import { broadcastStrides, numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { registerCpu } from './llm.js';
+import { nativeRope } from './native/rows.js';
 import { computeArrayFor, denseValues, fromDense, gatherStrided, readable } from './numeric.js';
 
 /** Dense row-major values of `t` broadcast to `shape`. */
@@ -20,6 +21,8 @@ function broadcastValues(t: Tensor, shape: readonly number[]): ArrayLike<number>
 
 registerCpu(applyRotaryEmb.name, (ctx, input, cosIn, sinIn, isNeox) => {
   const x = input as Tensor;
+  const native = isNeox ? nativeRope(ctx.out as OutMeta, x, cosIn as Tensor, sinIn as Tensor) : null;
+  if (native) return native;
   const xv = denseValues(x);
   const cos = broadcastValues(cosIn as Tensor, x.shape);
   const sin = broadcastValues(sinIn as Tensor, x.shape);

@@ -17,6 +17,7 @@ import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import { castValue } from '../../tensor/typed.js';
 import { geluErf, geluTanh, silu } from './pointwise-math.js';
 import { denseValues, fromDense, scatterStrided, writable } from './numeric.js';
+import { nativeAddRms } from './native/rows.js';
 
 export function registerCpu(opName: string, fn: ImplFn): void {
   registerLlmImpl(opName, { name: 'cpu-kernel', kind: 'kernel', device: 'cpu', priority: 0, fn });
@@ -84,6 +85,8 @@ registerCpu(fusedAddRmsNorm.name, (_ctx, input, residual, weight, eps) => {
 });
 
 registerCpu(addRmsNorm.name, (ctx, input, residual, weight, eps) => {
+  const native = nativeAddRms(ctx.out as OutMeta[], input as Tensor, residual as Tensor, weight as Tensor, (input as Tensor).shape[(input as Tensor).ndim - 1]!, eps as number);
+  if (native) return native;
   const { sum, y } = addNorm(input as Tensor, residual as Tensor, weight as Tensor, eps as number);
   const [mo, mr] = ctx.out as OutMeta[];
   return [fromDense(mo!, y), fromDense(mr!, sum)];

@@ -33,7 +33,7 @@ import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { scope } from '../../tensor/scope.js';
 import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
-import { pagedAttention, reshapeAndCache } from '../../api/llm.js';
+import { addRmsNorm, applyRotaryEmb, pagedAttention, reshapeAndCache } from '../../api/llm.js';
 import { keep } from '../../tensor/scope.js';
 import { FakeTensor } from '../../compile/capture.js';
 import { moeOnDevice } from './moe-device.js';
@@ -120,6 +120,18 @@ export function rotateHalf(x: Tensor): Tensor {
 
 export function applyRotaryPosEmb(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
   return add(mul(x, cos), mul(rotateHalf(x), sin));
+}
+
+/**
+ * Whether a decode step runs fused library ops in place of primitive chains: eagerly on cpu (not
+ * traced), where each of a step's ~600 small ops costs tens of microseconds of dispatch and
+ * allocation (issue #17). llm.applyRotaryEmb replaces a rotary's seven ops (narrow, neg, cat,
+ * mul, mul, add), llm.addRmsNorm the residual add and the norm after it; both round once, so
+ * they are no further from float64 than the chains. Traced graphs (compiled decode, cuda) keep
+ * the primitives the compiler's qk-norm + rotary pass and its fusion match.
+ */
+function fusedDecode(x: Tensor): boolean {
+  return x.device.type === 'cpu' && !(x instanceof FakeTensor);
 }
 
 function normalizePositions(positions: Positions | undefined, B: number, T: number): number[][] {
@@ -215,8 +227,9 @@ export class Qwen3Attention extends Module {
   forwardDecode(x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): Tensor {
     const B = x.shape[0]!;
     const { numHeads: nh, numKvHeads: nkv, headDim: D } = this;
-    const q = applyRotaryPosEmb(this.q_norm.forward(view(this.q_proj.forward(x), [B, nh, D])), cos, sin);
-    const k = applyRotaryPosEmb(this.k_norm.forward(view(this.k_proj.forward(x), [B, nkv, D])), cos, sin);
+    const rope = fusedDecode(x) ? (t: Tensor): Tensor => applyRotaryEmb(t, cos, sin, true) : (t: Tensor): Tensor => applyRotaryPosEmb(t, cos, sin);
+    const q = rope(this.q_norm.forward(view(this.q_proj.forward(x), [B, nh, D])));
+    const k = rope(this.k_norm.forward(view(this.k_proj.forward(x), [B, nkv, D])));
     const v = view(this.v_proj.forward(x), [B, nkv, D]);
     const written = reshapeAndCache(k, v, keyCache, valueCache, batch.slotMapping);
     const o = pagedAttention(q, written.keyCache, written.valueCache, batch.blockTables, batch.contextLens, this.scaling);
@@ -346,6 +359,12 @@ export class Qwen3DecoderLayer extends Module {
   }
 
   forwardDecode(x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): Tensor {
+    const post = this.post_attention_layernorm;
+    if (fusedDecode(x) && post.weight !== null && post.eps !== null && post.normalizedShape.length === 1) {
+      const a = this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache);
+      const { out, residual } = addRmsNorm(a, x, post.weight, post.eps);
+      return add(residual, this.mlp.forward(out));
+    }
     const h = add(x, this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache));
     return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
   }

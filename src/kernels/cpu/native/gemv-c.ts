@@ -13,10 +13,13 @@
  * stream. With m > 1 each 4-row block is re-read from L1 for the next x row: DRAM still sees W
  * once.
  *
- * bfloat16 weights (`wbf16`) are widened to float32 in registers (exact: a shift or a mask per
- * pair of weights, no shuffle, against a copy of x split into even and odd columns), never
- * materialised, so the stream is half the bytes; x, bias and y are float32 (the caller decodes a
- * bfloat16 x and rounds y, as every bfloat16 cpu kernel does).
+ * bfloat16 weights (`wbf16`) are never materialised as float32, so the stream is half the bytes.
+ * With AVX512-BF16 (and a bfloat16 x, which a bfloat16 linear has) vdpbf16ps multiplies 32 weight
+ * and x pairs per instruction, 8 rows per pass (products exact in float32, float32 sums; the
+ * instruction treats subnormal inputs as zero). Without it, weights widen in registers (exact: a
+ * shift or a mask per pair, no shuffle, against a copy of x split into even and odd columns).
+ * x and y may be bfloat16 bits (`xbf16`, `ybf16`): decoded and rounded (nearest even) here, so
+ * the caller makes no JS pass over them; bias is float32.
  */
 import { POOL_C_SOURCE } from './pool-c.js';
 
@@ -32,6 +35,14 @@ ${POOL_C_SOURCE}
 typedef float gv_f16 __attribute__((vector_size(64)));
 typedef uint16_t gv_h16 __attribute__((vector_size(32)));
 typedef uint32_t gv_u16 __attribute__((vector_size(64)));
+
+/* GV_PORTABLE (tests) builds the widening path on a CPU that has the dot-product instructions. */
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(GV_PORTABLE)
+#include <immintrin.h>
+#define GV_DPBF16 1
+#else
+#define GV_DPBF16 0
+#endif
 
 /* 16 weights of row r from column c: float32, or bfloat16 widened (bits << 16). */
 static inline gv_f16 gv_load_w(const void *w, int32_t bf16, int64_t idx) {
@@ -61,19 +72,34 @@ static inline float gv_hsum(gv_f16 v) {
   return s;
 }
 
+/* float32 -> bfloat16 bits, round to nearest even, NaN kept quiet (as half.ts's float32ToBfloat16Bits). */
+static inline uint16_t gv_to_bf16(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x0040u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 typedef struct {
   int64_t m, n, k;
-  const float *x; int64_t ldx;
+  const float *x;    /* m x k float32, contiguous (a copy when x came strided or as bfloat16) */
   const void *w; int64_t ldw; int32_t bf16;
   const float *bias; int64_t bs;
-  float *y; int64_t ldy;
+  void *y; int64_t ldy; int32_t ybf16;
   int64_t rows_per_item;
-  const float *xs; /* bfloat16: x split per 32 columns into even / odd halves (gv_rows4_bf16) */
+  const float *xs;   /* bfloat16 W without dot-product instructions: x split per 32 columns into even / odd halves (gv_rows4_bf16) */
+  const uint16_t *xb; /* bfloat16 W with AVX512-BF16: x as bfloat16 bits, m x k contiguous (exact: x was bfloat16) */
 } gv_ctx;
+
+static inline void gv_store(const gv_ctx *c, int64_t i, int64_t j, float v) {
+  if (c->bias) v += c->bias[j * c->bs];
+  if (c->ybf16) ((uint16_t *)c->y)[i * c->ldy + j] = gv_to_bf16(v);
+  else ((float *)c->y)[i * c->ldy + j] = v;
+}
 
 /* Rows [j0, j0 + 4) of float32 W against x row i: four independent vector accumulators. */
 static void gv_rows4_f32(const gv_ctx *c, int64_t i, int64_t j0) {
-  const float *x = c->x + i * c->ldx;
+  const float *x = c->x + i * c->k;
   const float *w = (const float *)c->w + j0 * c->ldw;
   const int64_t k = c->k, kv = k & ~(int64_t)15, ld = c->ldw;
   gv_f16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
@@ -89,14 +115,41 @@ static void gv_rows4_f32(const gv_ctx *c, int64_t i, int64_t j0) {
   float s[4] = {gv_hsum(a0), gv_hsum(a1), gv_hsum(a2), gv_hsum(a3)};
   for (int64_t p = kv; p < k; p++)
     for (int r = 0; r < 4; r++) s[r] += x[p] * w[r * ld + p];
-  for (int r = 0; r < 4; r++) c->y[i * c->ldy + j0 + r] = s[r] + (c->bias ? c->bias[(j0 + r) * c->bs] : 0.0f);
+  for (int r = 0; r < 4; r++) gv_store(c, i, j0 + r, s[r]);
 }
+
+#if GV_DPBF16
+/* bfloat16 W and x with AVX512-BF16: vdpbf16ps multiplies 32 bfloat16 pairs (products exact in
+   float32) into 16 float32 accumulators, one instruction per 64 bytes of weights, no widening.
+   Eight rows per pass: more independent streams in flight per thread. */
+#define GV_DP_ROWS 8
+static void gv_rows_dpbf16(const gv_ctx *c, int64_t i, int64_t j0) {
+  const uint16_t *xb = c->xb + i * c->k;
+  const uint16_t *w = (const uint16_t *)c->w + j0 * c->ldw;
+  const int64_t k = c->k, kv = k & ~(int64_t)31, ld = c->ldw;
+  __m512 a[GV_DP_ROWS];
+  for (int r = 0; r < GV_DP_ROWS; r++) a[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kv; p += 32) {
+    __m512i xv = _mm512_loadu_si512((const void *)(xb + p));
+    for (int r = 0; r < GV_DP_ROWS; r++) {
+      __builtin_prefetch(w + (r + GV_DP_ROWS) * ld + p);
+      __m512i wv = _mm512_loadu_si512((const void *)(w + r * ld + p));
+      a[r] = _mm512_dpbf16_ps(a[r], (__m512bh)wv, (__m512bh)xv);
+    }
+  }
+  for (int r = 0; r < GV_DP_ROWS; r++) {
+    float s = _mm512_reduce_add_ps(a[r]);
+    for (int64_t p = kv; p < k; p++) s += c->x[i * k + p] * gv_w1(c->w, 1, (j0 + r) * ld + p);
+    gv_store(c, i, j0 + r, s);
+  }
+}
+#endif
 
 /* The same for bfloat16 W without any shuffle: 32 weights load as 16 32-bit words whose low
    halves (even k) widen by << 16 and whose high halves (odd k) by masking. x comes split the same
    way (c->xs: per 32 columns, 16 even then 16 odd values), so each product pairs the right x. */
 static void gv_rows4_bf16(const gv_ctx *c, int64_t i, int64_t j0) {
-  const float *x = c->x + i * c->ldx, *xs = c->xs + i * c->k;
+  const float *x = c->x + i * c->k, *xs = c->xs + i * c->k;
   const uint16_t *w = (const uint16_t *)c->w + j0 * c->ldw;
   const int64_t k = c->k, kv = k & ~(int64_t)31, ld = c->ldw;
   const gv_u16 hi = {0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u,
@@ -122,11 +175,11 @@ static void gv_rows4_bf16(const gv_ctx *c, int64_t i, int64_t j0) {
   float s[4] = {gv_hsum(a0), gv_hsum(a1), gv_hsum(a2), gv_hsum(a3)};
   for (int64_t p = kv; p < k; p++)
     for (int r = 0; r < 4; r++) s[r] += x[p] * gv_w1(c->w, 1, (j0 + r) * ld + p);
-  for (int r = 0; r < 4; r++) c->y[i * c->ldy + j0 + r] = s[r] + (c->bias ? c->bias[(j0 + r) * c->bs] : 0.0f);
+  for (int r = 0; r < 4; r++) gv_store(c, i, j0 + r, s[r]);
 }
 
 static void gv_row1(const gv_ctx *c, int64_t i, int64_t j) {
-  const float *x = c->x + i * c->ldx;
+  const float *x = c->x + i * c->k;
   const int64_t k = c->k, kv = k & ~(int64_t)15;
   gv_f16 a = {0};
   for (int64_t p = 0; p < kv; p += 16) {
@@ -136,7 +189,7 @@ static void gv_row1(const gv_ctx *c, int64_t i, int64_t j) {
   }
   float s = gv_hsum(a);
   for (int64_t p = kv; p < k; p++) s += x[p] * gv_w1(c->w, c->bf16, j * c->ldw + p);
-  c->y[i * c->ldy + j] = s + (c->bias ? c->bias[j * c->bs] : 0.0f);
+  gv_store(c, i, j, s);
 }
 
 static void gv_item(void *vctx, int64_t item) {
@@ -144,49 +197,78 @@ static void gv_item(void *vctx, int64_t item) {
   int64_t j0 = item * c->rows_per_item, j1 = j0 + c->rows_per_item;
   if (j1 > c->n) j1 = c->n;
   int64_t j = j0;
-  for (; j + 4 <= j1; j += 4)
-    for (int64_t i = 0; i < c->m; i++) {
-      if (c->bf16) gv_rows4_bf16(c, i, j);
-      else gv_rows4_f32(c, i, j);
-    }
+#if GV_DPBF16
+  if (c->xb) {
+    for (; j + GV_DP_ROWS <= j1; j += GV_DP_ROWS)
+      for (int64_t i = 0; i < c->m; i++) gv_rows_dpbf16(c, i, j);
+  }
+#endif
+  /* Leftover rows of the dot-product path go one at a time (gv_row1): there is no split x. */
+  if (!c->xb)
+    for (; j + 4 <= j1; j += 4)
+      for (int64_t i = 0; i < c->m; i++) {
+        if (c->bf16) gv_rows4_bf16(c, i, j);
+        else gv_rows4_f32(c, i, j);
+      }
   for (; j < j1; j++)
     for (int64_t i = 0; i < c->m; i++) gv_row1(c, i, j);
 }
 
-/* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]); W is float32 or (wbf16) bfloat16 bits.
-   Returns 0, or -1 when the split copy of x cannot be allocated (nothing written). */
-int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
-               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t nthreads) {
+/* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
+   i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
+   (ybf16) bfloat16 bits, rounded once to nearest even. Returns 0, or -1 when the copies of x
+   cannot be allocated (nothing written). */
+int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
+               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads) {
   if (m <= 0 || n <= 0) return 0;
   gv_ctx c;
   c.m = m; c.n = n; c.k = k;
-  c.x = (const float *)x + xo; c.ldx = ldx;
   c.w = wbf16 ? (const void *)((const uint16_t *)w + wo) : (const void *)((const float *)w + wo);
   c.ldw = ldw; c.bf16 = wbf16;
   c.bias = bias ? (const float *)bias + biaso : 0; c.bs = bs;
-  c.y = (float *)y + yo; c.ldy = ldy;
-  /* ~64 KiB of weights per item (a multiple of 4 rows): small enough to balance two threads on a
+  c.y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
+  c.ldy = ldy; c.ybf16 = ybf16;
+  /* ~64 KiB of weights per item (a multiple of 8 rows): small enough to balance two threads on a
      2048-row projection, large enough that claiming an item costs nothing next to streaming it. */
   int64_t row_bytes = k * (wbf16 ? 2 : 4);
-  int64_t rows = (65536 / (row_bytes > 0 ? row_bytes : 1)) & ~(int64_t)3;
-  c.rows_per_item = rows < 4 ? 4 : rows;
+  int64_t rows = (65536 / (row_bytes > 0 ? row_bytes : 1)) & ~(int64_t)7;
+  c.rows_per_item = rows < 8 ? 8 : rows;
   int64_t items = (n + c.rows_per_item - 1) / c.rows_per_item;
   /* Under ~256 KiB of weights a second thread's wake-up costs more than it saves. */
   if (n * row_bytes < (256 << 10)) nthreads = 1;
-  float *xs = 0;
-  if (wbf16) {
-    xs = (float *)malloc((size_t)(m * k) * sizeof(float));
-    if (!xs) return -1;
+  /* One allocation: x as contiguous float32, then the split copy (bfloat16 W without dot-product
+     instructions) or the bfloat16 bits (with them). */
+  int use_dp = GV_DPBF16 && wbf16 && xbf16;
+  size_t nx = (size_t)(m * k);
+  float *buf = (float *)malloc(nx * sizeof(float) * (wbf16 ? 2 : 1) + 64);
+  if (!buf) return -1;
+  float *xf = buf;
+  for (int64_t i = 0; i < m; i++) {
+    float *d = xf + i * k;
+    if (xbf16) {
+      const uint16_t *xr = (const uint16_t *)x + xo + i * ldx;
+      for (int64_t p = 0; p < k; p++) { uint32_t u = (uint32_t)xr[p] << 16; memcpy(d + p, &u, 4); }
+    } else {
+      memcpy(d, (const float *)x + xo + i * ldx, (size_t)k * sizeof(float));
+    }
+  }
+  c.x = xf; c.xs = 0; c.xb = 0;
+  if (use_dp) {
+    uint16_t *xb = (uint16_t *)(buf + nx);
+    for (int64_t i = 0; i < m; i++) memcpy(xb + i * k, (const uint16_t *)x + xo + i * ldx, (size_t)k * sizeof(uint16_t));
+    c.xb = xb;
+  } else if (wbf16) {
+    float *xs = buf + nx;
     for (int64_t i = 0; i < m; i++) {
-      const float *xr = c.x + i * ldx;
+      const float *xr = xf + i * k;
       float *d = xs + i * k;
       for (int64_t p = 0; p + 32 <= k; p += 32)
         for (int q = 0; q < 16; q++) { d[p + q] = xr[p + 2 * q]; d[p + 16 + q] = xr[p + 2 * q + 1]; }
     }
+    c.xs = xs;
   }
-  c.xs = xs;
   pool_run(gv_item, &c, items, nthreads);
-  free(xs);
+  free(buf);
   return 0;
 }
 `;

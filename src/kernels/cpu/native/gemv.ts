@@ -10,7 +10,7 @@ import type { OutMeta } from '../../../ops/schema.js';
 import { getOption } from '../../../runtime/config.js';
 import { isContiguousStrides, numel } from '../../../tensor/layout.js';
 import type { Tensor } from '../../../tensor/tensor.js';
-import { allocOut, readable, writable } from '../numeric.js';
+import { allocOut, readable } from '../numeric.js';
 import { GEMV_C_SOURCE, GEMV_MAX_ROWS } from './gemv-c.js';
 import { loadLibrary, type NativeFn } from './koffi.js';
 import { cpuPath } from './path.js';
@@ -34,9 +34,14 @@ function gemv(): NativeFn {
   ensureSharedPool();
   const lib = loadLibrary(buildSharedObjectSync('kiln_gemv', GEMV_C_SOURCE, probe.toolchain));
   gemvFn = lib.func(
-    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t nthreads)',
+    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads)',
   );
   return gemvFn;
+}
+
+/** Threads of one GEMV call. */
+function gemvThreads(): number {
+  return nativeThreads();
 }
 
 /** The dtypes the GEMV reads weights in (x, bias and output share the weight's dtype). */
@@ -57,14 +62,16 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
   const fn = gemv();
   calls++;
-  const x = readable(input);
+  const bf16 = dtype === 'bfloat16';
+  // bfloat16 x and y go to C as their bits (decoded and rounded there): no JS pass over them.
+  const bits = (t: Tensor): Uint16Array | Float32Array => {
+    const buf = t.storage.cpuArrayBuffer();
+    return bf16 ? new Uint16Array(buf, 0, t.storage.nbytes / 2) : new Float32Array(buf, 0, t.storage.nbytes / 4);
+  };
+  input.assertAlive('linear');
   const b = bias === null ? null : readable(bias);
   const out = allocOut(meta);
-  const y = writable(out);
-  const buf = weight.storage.cpuArrayBuffer();
-  const w = dtype === 'bfloat16' ? new Uint16Array(buf, 0, weight.storage.nbytes / 2) : new Float32Array(buf, 0, weight.storage.nbytes / 4);
-  const rc = fn(m, n, k, x.data, x.offset, k, w, weight.offset, weight.strides[0]!, dtype === 'bfloat16' ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, y.data, y.offset, n, nativeThreads());
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads());
   if (rc !== 0) throw new Error(`native GEMV [${m}, ${k}] x [${n}, ${k}]^T: out of memory`);
-  y.commit();
   return out;
 }

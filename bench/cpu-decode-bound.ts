@@ -1,0 +1,131 @@
+/**
+ * cpu decode at batch 1 against the memory-bandwidth bound (issue #17), float32 and bfloat16
+ * weights side by side with the bandwidth probe in one process, so the shared machine's load hits
+ * every number alike. Seeded random weights of a Qwen3 config, one engine per dtype (eager decode
+ * path), each decoding one long request. Rounds of: the read-bandwidth probe (bandwidth-lib.ts,
+ * best of 1 thread and all cores), then `steps` decode steps per variant (dtype x thread setting),
+ * the variants' order rotating per round. Per variant:
+ *   step_median_ms   the median decode step (engine.step(): forward, sampling, the host read);
+ *   tok_s            1000 / step_median_ms;
+ *   bound_tok_s      the median probed bandwidth / the weight bytes one token reads (every
+ *                    parameter once; the tied LM head is the embedding, read whole for the logits);
+ *   fraction         tok_s / bound_tok_s.
+ * --threads auto,2 adds an A/B of thread settings ('auto': KILN_NUM_THREADS / the adaptive default).
+ *
+ *   node dist/bench/cpu-decode-bound.js [--dtypes float32,bfloat16] [--rounds 6] [--steps 8] [--threads auto] [--json out.json]
+ */
+import { execSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import * as kiln from '../src/index.js';
+import { setNativeThreads } from '../src/kernels/cpu/native/index.js';
+import { itemSize } from '../src/tensor/dtype.js';
+import { readBandwidth } from './bandwidth-lib.js';
+import type { DType } from '../src/index.js';
+
+const { values: a } = parseArgs({
+  options: {
+    config: { type: 'string', default: 'qwen3-0.6b' },
+    dtypes: { type: 'string', default: 'float32,bfloat16' },
+    rounds: { type: 'string', default: '6' },
+    steps: { type: 'string', default: '8' },
+    prompt: { type: 'string', default: '16' },
+    threads: { type: 'string', default: 'auto' },
+    json: { type: 'string' },
+  },
+});
+const config = a.config === 'tiny' ? kiln.models.QWEN3_TINY : kiln.models.QWEN3_0_6B;
+const rounds = Number(a.rounds);
+const steps = Number(a.steps);
+const promptLen = Number(a.prompt);
+const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+interface Variant {
+  dtype: DType;
+  threads: number | undefined;
+  engine: kiln.serve.Engine;
+  bytes: number;
+  ms: number[];
+}
+
+function weightBytesPerToken(model: kiln.models.Qwen3ForCausalLM): number {
+  const seen = new Set<unknown>();
+  let bytes = 0;
+  for (const [name, p] of model.namedParameters()) {
+    if (seen.has(p.storage)) continue;
+    seen.add(p.storage);
+    if (name.endsWith('embed_tokens.weight') && !config.tieWordEmbeddings) continue;
+    bytes += p.numel() * itemSize(p.dtype);
+  }
+  return bytes;
+}
+
+const maxNew = rounds * steps * 4 + 16;
+const variants: Variant[] = [];
+for (const dtype of a.dtypes.split(',') as DType[]) {
+  const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: 'cpu' });
+  model.eval();
+  const bytes = weightBytesPerToken(model);
+  for (const t of a.threads.split(',')) {
+    const engine = new kiln.serve.Engine(model, { numBlocks: Math.ceil((promptLen + maxNew + 2) / 16) + 4, maxNumSeqs: 1, decode: 'eager', prefixCaching: false });
+    const prompt = Array.from({ length: promptLen }, (_, i) => (i * 7919 + 13) % config.vocabSize);
+    engine.addRequest(prompt, { maxNewTokens: maxNew, ignoreEos: true });
+    engine.step(); // prefill
+    engine.step(); // first decode step: native builds
+    variants.push({ dtype, threads: t === 'auto' ? undefined : Number(t), engine, bytes, ms: [] });
+  }
+}
+
+const bw: number[] = [];
+const bwThreads: number[] = [];
+const load0 = os.loadavg();
+const loads: number[] = [];
+for (let r = 0; r < rounds; r++) {
+  const probe = readBandwidth(256, 3);
+  if (probe) {
+    bw.push(probe.gbS);
+    bwThreads.push(probe.threads);
+  }
+  loads.push(os.loadavg()[0]!);
+  for (let i = 0; i < variants.length; i++) {
+    const v = variants[(i + r) % variants.length]!;
+    setNativeThreads(v.threads);
+    for (let s = 0; s < steps; s++) {
+      const t0 = performance.now();
+      v.engine.step();
+      v.ms.push(performance.now() - t0);
+    }
+  }
+}
+setNativeThreads(undefined);
+const load1 = os.loadavg();
+for (const v of variants) v.engine.dispose();
+
+const gbS = bw.length ? median(bw) : null;
+const results = variants.map((v) => {
+  const stepMs = median(v.ms);
+  const tokS = 1000 / stepMs;
+  const bound = gbS === null ? null : (gbS * 1e9) / v.bytes;
+  return {
+    model: a.config, dtype: v.dtype, batch: 1, threads: v.threads ?? 'auto', decode_path: 'eager', steps: v.ms.length,
+    step_median_ms: Number(stepMs.toFixed(2)), step_mean_ms: Number((v.ms.reduce((s, x) => s + x, 0) / v.ms.length).toFixed(2)),
+    tok_s: Number(tokS.toFixed(2)), weight_bytes_per_token: v.bytes,
+    bound_tok_s: bound === null ? null : Number(bound.toFixed(2)), fraction_of_bound: bound === null ? null : Number((tokS / bound).toFixed(3)),
+  };
+});
+for (const r of results) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%`);
+console.log(`bandwidth median ${String(gbS)} GB/s (samples ${bw.join(' ')}); load ${load0.map((x) => x.toFixed(2)).join(' ')} -> ${load1.map((x) => x.toFixed(2)).join(' ')}`);
+
+let commit = '';
+try {
+  commit = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
+} catch {
+  /* not a checkout */
+}
+const meta = {
+  machine: os.hostname(), cpu: os.cpus()[0]?.model, cpus: os.cpus().length, date: new Date().toISOString(),
+  command: `node dist/bench/cpu-decode-bound.js ${process.argv.slice(2).join(' ')}`, commit, node: process.version,
+  loadavg_before: load0, loadavg_after: load1, loadavg_1m_per_round: loads, rounds, steps_per_round: steps,
+};
+if (a.json) fs.writeFileSync(a.json, JSON.stringify({ meta, bandwidth_gb_s: gbS, bandwidth_samples_gb_s: bw, bandwidth_threads: bwThreads, results }, null, 2) + '\n');

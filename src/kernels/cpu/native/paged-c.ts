@@ -1,0 +1,137 @@
+/**
+ * C source of the native paged-attention decode kernel (llm.pagedAttention on cpu, issue #17):
+ *
+ *   out[b, h, :] = softmax_t(q[b, h, :] . K_t * scale) . V_t,   t < contextLens[b]
+ *
+ * where row t of sequence b lives in block blockTables[b, t / blockSize] at offset t % blockSize
+ * of the [numBlocks, blockSize, kvHeads, headDim] caches. Caches (and q, out) are float32 or
+ * bfloat16 bits, read in place a row at a time. One item per (sequence, kv head): the group's
+ * query rows (grouped-query heads) share each key and value row read. Two passes over the keys:
+ * scores (float32 dot products, 16-lane vectors), a softmax per query row (max subtracted, expf),
+ * then the weighted value sum; float32 throughout, the output rounded once (nearest even) for
+ * bfloat16. Items run on the shared work-sharing pool (pool-c.ts) when the context is long.
+ * The caller validates lengths and block ids (the JS kernel's RangeErrors); a context length of
+ * 0 gives zeros, as the JS kernel. Returns -1 when the scratch cannot be allocated.
+ */
+import { POOL_C_SOURCE } from './pool-c.js';
+
+export const PAGED_C_SOURCE = String.raw`
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+${POOL_C_SOURCE}
+
+typedef float pa_v16 __attribute__((vector_size(64)));
+typedef uint16_t pa_h16 __attribute__((vector_size(32)));
+typedef uint32_t pa_u16 __attribute__((vector_size(64)));
+
+/* Row of n elements (float32 or bfloat16 bits) at element index at, as float32. */
+static inline void pa_row(const void *src, int32_t bf16, int64_t at, int64_t n, float *out) {
+  if (!bf16) { memcpy(out, (const float *)src + at, (size_t)n * sizeof(float)); return; }
+  const uint16_t *h = (const uint16_t *)src + at;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    pa_h16 hv;
+    memcpy(&hv, h + i, sizeof hv);
+    pa_u16 u = __builtin_convertvector(hv, pa_u16) << 16;
+    memcpy(out + i, &u, sizeof u);
+  }
+  for (; i < n; i++) { uint32_t u = (uint32_t)h[i] << 16; memcpy(out + i, &u, 4); }
+}
+
+static inline float pa_dot(const float *a, const float *b, int64_t n) {
+  pa_v16 acc = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    pa_v16 x, y;
+    memcpy(&x, a + i, sizeof x);
+    memcpy(&y, b + i, sizeof y);
+    acc += x * y;
+  }
+  float s = 0;
+  for (int q = 0; q < 16; q++) s += acc[q];
+  for (; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+static inline uint16_t pa_to_bf16(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x0040u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+typedef struct {
+  int64_t H, D, kvh, group, block_size, max_blocks;
+  const void *q; int32_t qbf16;
+  const void *kc; const void *vc; int32_t cbf16;
+  const int32_t *tables; const int32_t *lens;
+  void *out; int32_t obf16;
+  float scale;
+  float *scratch; int64_t per_item, max_len;
+} pa_ctx;
+
+static void pa_item(void *vctx, int64_t item) {
+  const pa_ctx *c = (const pa_ctx *)vctx;
+  const int64_t b = item / c->kvh, kh = item % c->kvh, D = c->D, G = c->group, len = c->lens[b];
+  /* q rows of the group, scores per row, the current key / value row, the accumulators. */
+  float *q = c->scratch + item * c->per_item, *s = q + G * D, *row = s + G * c->max_len, *acc = row + D;
+  for (int64_t j = 0; j < G; j++) pa_row(c->q, c->qbf16, (b * c->H + kh * G + j) * D, D, q + j * D);
+  memset(acc, 0, sizeof(float) * (size_t)(G * D));
+  const int32_t *tab = c->tables + b * c->max_blocks;
+  for (int64_t t = 0; t < len; t++) {
+    const int64_t at = (((int64_t)tab[t / c->block_size] * c->block_size + t % c->block_size) * c->kvh + kh) * D;
+    pa_row(c->kc, c->cbf16, at, D, row);
+    for (int64_t j = 0; j < G; j++) s[j * len + t] = pa_dot(q + j * D, row, D) * c->scale;
+  }
+  for (int64_t j = 0; j < G && len > 0; j++) {
+    float *sj = s + j * len, m = -INFINITY, l = 0;
+    for (int64_t t = 0; t < len; t++) m = sj[t] > m ? sj[t] : m;
+    for (int64_t t = 0; t < len; t++) { sj[t] = expf(sj[t] - m); l += sj[t]; }
+    const float inv = 1.0f / l;
+    for (int64_t t = 0; t < len; t++) sj[t] *= inv;
+  }
+  for (int64_t t = 0; t < len; t++) {
+    const int64_t at = (((int64_t)tab[t / c->block_size] * c->block_size + t % c->block_size) * c->kvh + kh) * D;
+    pa_row(c->vc, c->cbf16, at, D, row);
+    for (int64_t j = 0; j < G; j++) {
+      const float p = s[j * len + t];
+      float *a = acc + j * D;
+      for (int64_t d = 0; d < D; d++) a[d] += p * row[d];
+    }
+  }
+  for (int64_t j = 0; j < G; j++) {
+    const int64_t oa = (b * c->H + kh * G + j) * D;
+    for (int64_t d = 0; d < D; d++) {
+      if (c->obf16) ((uint16_t *)c->out)[oa + d] = pa_to_bf16(acc[j * D + d]);
+      else ((float *)c->out)[oa + d] = acc[j * D + d];
+    }
+  }
+}
+
+/* q [B, H, D] dense at element offset qo; caches at offsets kco / vco; tables [B, maxBlocks] and
+   lens [B] int32; out [B, H, D] dense at offset oo. */
+int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks,
+                          void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16,
+                          int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads) {
+  pa_ctx c;
+  c.H = H; c.D = D; c.kvh = kvh; c.group = H / kvh; c.block_size = block_size; c.max_blocks = max_blocks;
+  c.q = qbf16 ? (const void *)((const uint16_t *)q + qo) : (const void *)((const float *)q + qo); c.qbf16 = qbf16;
+  c.kc = cbf16 ? (const void *)((const uint16_t *)kc + kco) : (const void *)((const float *)kc + kco);
+  c.vc = cbf16 ? (const void *)((const uint16_t *)vc + vco) : (const void *)((const float *)vc + vco);
+  c.cbf16 = cbf16;
+  c.tables = tables; c.lens = lens;
+  c.out = obf16 ? (void *)((uint16_t *)out + oo) : (void *)((float *)out + oo); c.obf16 = obf16;
+  c.scale = scale;
+  int64_t max_len = 1;
+  for (int64_t b = 0; b < B; b++) if (lens[b] > max_len) max_len = lens[b];
+  c.max_len = max_len;
+  c.per_item = 2 * c.group * D + c.group * max_len + D;
+  c.scratch = (float *)malloc(sizeof(float) * (size_t)(B * kvh * c.per_item));
+  if (!c.scratch) return -1;
+  pool_run(pa_item, &c, B * kvh, nthreads);
+  free(c.scratch);
+  return 0;
+}
+`;
