@@ -4,7 +4,8 @@
  * stays on the logits' device, in float32: penalties (penalties.ts), then temperature, topK, topP,
  * minP and the draw (sample-rows.ts), for all rows at once.
  *
- * Host reads: ONE per step, a [B, 2] float32 tensor (id, fits) or [B, 3 + 2n] with logprobs (n
+ * Host reads: ONE per step: the ids (int64 [B]) when every row is greedy without penalties or
+ * logprobs (argmax on the logits as they are); otherwise a [B, 2] float32 tensor (id, fits) or [B, 3 + 2n] with logprobs (n
  * the most alternatives a row asks for). A second read happens only when some sampling row's topP
  * nucleus (or topK) is wider than the `maxCandidates` most likely tokens, which the first read
  * reports: those rows' penalised logits are copied to the CPU and sampled again there with every
@@ -24,6 +25,7 @@ import { to } from '../api/core.js';
 import { arange } from '../api/creation.js';
 import { tensor } from '../api/data.js';
 import { indexSelect } from '../api/indexing.js';
+import { argmax } from '../api/reduction.js';
 import { reshape } from '../api/views.js';
 import type { Device } from '../runtime/device.js';
 import { isFloating } from '../tensor/dtype.js';
@@ -67,6 +69,14 @@ export class LogitsSampler implements Sampler {
     const { vocab } = this.checkInputs(logits, rows);
     if (rows.length === 0) return [];
     const plans = rows.map((row) => this.plan(row, vocab));
+    // Greedy rows with no penalties and no logprobs (the common decode): argmax straight on the
+    // logits in their own dtype (a float32 copy would not change the first maximum) and one read of
+    // the ids: one kernel instead of the general path's six (measured on the H200 at batch 1: the
+    // general path took 0.33 ms of a 2 ms step).
+    if (rows.every((r) => !r.params.doSample && r.params.logprobs === undefined && !hasPenalties(r))) {
+      const ids = scope(() => argmax(logits, 1).toFlatArray());
+      return ids.map((id) => ({ id: Number(id) }));
+    }
     const nTop = Math.max(0, ...rows.map((r) => r.params.logprobs ?? 0));
     const withLogprobs = rows.some((r) => r.params.logprobs !== undefined);
     const width = withLogprobs ? 3 + 2 * Math.min(nTop, vocab) : 2;
