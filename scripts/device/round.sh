@@ -3,12 +3,14 @@
 # numeric tests on Dawn/Vulkan (#20), Kiln's compiled decode (#17), then the whole test suite on the
 # H200, each under its own time cap so the call fits the device tool's 600 s limit. Run from the repo
 # root through .device/run.sh with dist/ built and carried:
-#   bash .device/run.sh bash scripts/device/round.sh [fuzz,webgpu,decode,prefill,prof,torch,tests,train,suite]
+#   bash .device/run.sh bash scripts/device/round.sh [fuzz,webgpu,decode,breakdown,abab,prefill,prof,torch,tests,train,suite,cudaprof,fuzzcuda]
 # (TESTS: files for 'tests'; TORCH_BATCHES, TORCH_S, TRAIN_S, SUITE_S: sizes and caps.)
 # Logs and JSON under $OUT; a summary table prints last.
 set -uo pipefail
 parts=${1:-fuzz,webgpu,decode,suite}
-out=${OUT:-/tmp/out}; mkdir -p "$out"
+# Everything goes under $OUT/round/ and comes back as one tarball (the device tool returns at most 8
+# files), with summary.txt beside it.
+final=${OUT:-/tmp/out}; out=$final/round; mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
 has() { [[ ",$parts," == *",$1,"* ]]; }
@@ -19,7 +21,7 @@ if has fuzz; then
   el "fuzz fixture rc=$? $(tail -n 1 "$out/fuzz-gen.txt")"
 fi
 if has webgpu; then
-  timeout 200 bash scripts/device/webgpu.sh > "$out/webgpu.txt" 2>&1; el "webgpu rc=$?"
+  OUT=$out timeout 240 bash scripts/device/webgpu.sh > "$out/webgpu.txt" 2>&1; el "webgpu rc=$?"
   grep -E "^\[|probe|# (pass|fail)|not ok|differ" "$out/webgpu.txt" | head -20 | tee -a "$out/summary.txt"
 fi
 if has decode; then
@@ -72,4 +74,17 @@ if has suite; then
   el "suite rc=$?"; grep -E "^# (tests|pass|fail|skipped|todo)|^not ok" "$out/suite.txt" | head -30 | tee -a "$out/summary.txt"
   grep -A14 "^not ok" "$out/suite.txt" | grep -E "error:|^ +- |^ +\[" | head -30 | cut -c1-400 | tee -a "$out/summary.txt"
 fi
+if has cudaprof; then
+  for b in $(echo "${PROF_BATCHES:-1,64}" | tr , ' '); do
+    timeout 120 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b$b bfloat16 --top 30 --json "$out/cuda-profile-b$b.json" > "$out/cuda-profile-b$b.txt" 2>&1
+    el "cuda profile decode b$b rc=$?"; grep -v -i warn "$out/cuda-profile-b$b.txt" | head -22 | cut -c1-220 | tee -a "$out/summary.txt"
+  done
+fi
+if has fuzzcuda; then
+  mkdir -p "$out/fuzz"
+  KILN_FUZZ_COMPILE=${FUZZ_COMPILE:-150} KILN_FUZZ_REPORT="$out/fuzz" KILN_CACHE_DIR=/tmp/kiln-fuzz-cache timeout ${FUZZ_S:-200} node --test dist/test/fuzz-replay.test.js > "$out/fuzz-replay.txt" 2>&1
+  el "fuzz replay rc=$?"; grep -E "^# |^not ok|^ok|differs from torch|^ +[a-zA-Z0-9_.]+: [0-9]+ \(" "$out/fuzz-replay.txt" | head -40 | cut -c1-300 | tee -a "$out/summary.txt"
+fi
+cp "$out/summary.txt" "$final/summary.txt"
+tar -C "$out" -czf "$final/round.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
