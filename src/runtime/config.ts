@@ -77,6 +77,7 @@ export const OPTIONS = {
   KILN_QK_NORM_ROTARY: { type: 'boolean', default: true, env: true, codegen: true, doc: 'q/k norm + rotary fusion in inference programs (read when a function is compiled)' },
   KILN_QUIET: { type: 'boolean', default: false, env: true, codegen: false, doc: 'Silences the slow-build notes on stderr (warnings and KILN_LOG output stay)' },
   KILN_SGEMM: { type: 'boolean', default: false, env: true, once: true, codegen: true, setter: 'setSimtLinear', doc: "Exact-fp32 linear GEMMs on Kiln's SIMT kernel instead of cuBLASLt (experiment)" },
+  KILN_GEMV: { type: 'boolean', default: true, env: true, once: true, codegen: true, doc: "bfloat16 GEMMs of at most 8 rows (decode) on Kiln's weight-streaming kernel instead of cuBLASLt; 0 turns it off" },
   KILN_TUNE_STORE: { type: 'boolean', default: true, env: true, codegen: false, doc: 'Stores GEMM autotune winners and CUDA graph decisions on disk; 0 re-measures in every process' },
   KILN_WEBGPU_BACKEND: { type: 'enum', values: ['auto', 'vulkan', 'metal', 'd3d12', 'null'], default: 'auto', env: true, once: true, codegen: false, doc: "Dawn backend of the webgpu accelerator; null validates WGSL and encodes work but computes nothing (CI without a GPU)" },
   'cpu.gemmBackend': { type: 'enum', values: ['wasm', 'js'], default: 'wasm', env: false, codegen: true, setter: 'setGemmBackend', doc: 'Macro-kernel of the float64/JS cpu GEMM (wasm falls back to js where unsupported)' },

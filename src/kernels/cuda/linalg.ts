@@ -3,7 +3,8 @@
  * the BIAS epilogue), addmm and dot. Operands are read in place when cuBLASLt can (row-major or
  * transposed 2-D blocks, one uniform batch stride); anything else is copied to a contiguous
  * temporary first. Float32 uses exact fp32 compute (no TF32), matching the CPU within 1e-5. A
- * problem cuBLASLt refuses (float32/float64) runs on the plain kernel of gemm-fallback.ts.
+ * problem cuBLASLt refuses (float32/float64) runs on the plain kernel of gemm-fallback.ts;
+ * bfloat16 products of at most 8 rows against a row-major weight (decode) run on gemv.ts.
  */
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -17,6 +18,7 @@ import { copyTensor } from './core.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 import { runPointwise } from './pointwise-run.js';
 import { runSimtLinear } from './sgemm.js';
+import { GEMV_MAX_M, gemvApplies, runGemv } from './gemv.js';
 import { backends } from '../../runtime/backends.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float64', 'float16', 'bfloat16'];
@@ -101,6 +103,14 @@ export function runGemm(c: GemmCall): Tensor {
   const batch = numel(c.batch);
   const fused = c.bias && c.bias.ndim === 1 && c.bias.shape[0] === N && c.bias.strides[0] === 1 && c.bias.dtype === dtype && (c.beta ?? 0) === 0;
   try {
+    // Decode-shaped bfloat16 products (M <= 8 rows against a row-major weight): gemv.ts.
+    if (dtype === 'bfloat16' && outDtype === dtype && batch === 1 && (c.beta ?? 0) === 0 && (c.alpha ?? 1) === 1 && M <= GEMV_MAX_M && !pa.op.trans && pb.op.trans && (!c.bias || fused)) {
+      const g = { m: M, n: N, k: K, x: pa.op.ptr, ldx: pa.op.ld, w: pb.op.ptr, ldw: pb.op.ld, out: ptrOf(out), ldo: N, bias: fused ? ptrOf(c.bias!) : undefined };
+      if (gemvApplies(g)) {
+        runGemv(out.device.index, streamOf(out), g);
+        return out;
+      }
+    }
     const simt =
       dtype === 'float32' && outDtype === dtype && batch === 1 && (c.beta ?? 0) === 0 && (c.alpha ?? 1) === 1 && !backends.cuda.matmul.allowTf32 &&
       runSimtLinear(out.device.index, streamOf(out), { m: M, n: N, k: K, a: pa.op, b: pb.op, d: ptrOf(out), ldd: N, bias: fused ? ptrOf(c.bias!) : undefined });

@@ -1,0 +1,153 @@
+/**
+ * Skinny bfloat16 GEMMs (M <= 8 rows times a [N, K] weight), the decode step's shape, on Kiln's own
+ * weight-streaming kernel instead of cuBLASLt. A decode step at batch 1..8 is a pass over the
+ * weights: each output column n needs row n of W once, whatever M is. Profiled on the H200
+ * (bench/cuda-profile.ts qwen3-0.6b-decode-b1, device time per kernel): cuBLASLt's picks took
+ * 10 us per Qwen3-0.6B linear at M = 1, 1.14 ms of the 1.55 ms step for 1.19 GB of weights, about a
+ * quarter of the memory bandwidth.
+ *
+ * Kernel: 256 threads; each row of W (one output column) belongs to `KW` warps that split K
+ * between them (KW = 1 for wide layers; 2, 4 or 8 when N is small, so that enough blocks stream
+ * at once), each lane reading 16 bytes (8 bf16) per step and keeping all M partial sums in
+ * registers: W is read exactly once, x (M x K, a few KiB) comes from L1. Warp shuffles, then
+ * shared memory across the KW warps, reduce the sums; accumulation is float32 (as cuBLASLt's
+ * bf16 GEMM), rounded once to bfloat16 (round to nearest even) at the store.
+ *
+ * Preconditions (else the caller runs cuBLASLt): bfloat16 in and out, no batch, alpha 1, beta 0,
+ * x rows and W rows contiguous along K with 16-byte aligned starts and strides, K % 8 == 0.
+ * KILN_GEMV=0 turns it off (the A/B switch; default on).
+ */
+import { getOption } from '../../runtime/config.js';
+import type { DevPtr } from '../../runtime/cuda/ffi.js';
+import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
+import { launch, type ParamType } from '../../runtime/cuda/launch.js';
+import { deviceInfo } from '../../runtime/cuda/properties.js';
+import type { CudaStream } from '../../runtime/cuda/stream.js';
+
+/** The most rows of x one launch takes (all kept in registers per lane). */
+export const GEMV_MAX_M = 8;
+const THREADS = 256;
+const WARPS = THREADS / 32;
+
+const PARAMS: readonly ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i64', 'i64', 'i64'];
+
+/** Calls that ran here (tests and the A/B benchmark read it). */
+export const gemvStats = { runs: 0 };
+
+function name(m: number, kw: number): string {
+  return `kiln_gemv_bf16_m${m}_kw${kw}`;
+}
+
+/** CUDA C for M rows of x and KW warps per output column. */
+export function gemvSource(m: number, kw: number): string {
+  const rows = WARPS / kw;
+  return `
+static __device__ __forceinline__ float kiln_gv_bf(unsigned int h) { return __uint_as_float(h << 16); }
+static __device__ __forceinline__ unsigned short kiln_gv_tobf(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+extern "C" __global__ void __launch_bounds__(${THREADS}) ${name(m, kw)}(
+    const unsigned short* __restrict__ x, const unsigned short* __restrict__ w, unsigned short* __restrict__ out,
+    const unsigned short* __restrict__ bias, int N, int K, long long ldx, long long ldw, long long ldo) {
+  __shared__ float part[${WARPS}][${m}];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int slot = warp / ${kw}, sub = warp % ${kw};
+  const int n = blockIdx.x * ${rows} + slot;
+  float acc[${m}];
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) acc[r] = 0.0f;
+  if (n < N) {
+    const unsigned short* wr = w + (long long)n * ldw;
+#pragma unroll 4
+    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + k));
+      const unsigned int wp[4] = {wv.x, wv.y, wv.z, wv.w};
+      float wf[8];
+#pragma unroll
+      for (int j = 0; j < 4; j++) { wf[2 * j] = kiln_gv_bf(wp[j] & 0xffffu); wf[2 * j + 1] = kiln_gv_bf(wp[j] >> 16); }
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) {
+        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + r * ldx + k));
+        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          acc[r] = fmaf(wf[2 * j], kiln_gv_bf(xp[j] & 0xffffu), acc[r]);
+          acc[r] = fmaf(wf[2 * j + 1], kiln_gv_bf(xp[j] >> 16), acc[r]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+  }
+  if (${kw} == 1) {
+    if (n < N && lane < ${m}) {
+      float v = 0.0f;
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) if (r == lane) v = acc[r];
+      if (bias) v += kiln_gv_bf(bias[n]);
+      out[lane * ldo + n] = kiln_gv_tobf(v);
+    }
+    return;
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < ${m}; r++) part[warp][r] = acc[r];
+  }
+  __syncthreads();
+  if (sub == 0 && n < N && lane < ${m}) {
+    float v = 0.0f;
+#pragma unroll
+    for (int s = 0; s < ${kw}; s++) v += part[warp + s][lane];
+    if (bias) v += kiln_gv_bf(bias[n]);
+    out[lane * ldo + n] = kiln_gv_tobf(v);
+  }
+}
+`;
+}
+
+/**
+ * Warps per output column: the fewest that still give every SM a few blocks (a small N, such as
+ * Qwen3's o/down projections with N = 1024, would otherwise stream from too few warps).
+ */
+export function gemvWarpsPerRow(n: number, sms: number): number {
+  for (const kw of [1, 2, 4]) if (Math.ceil(n / (WARPS / kw)) >= 2 * sms) return kw;
+  return 8;
+}
+
+export interface GemvProblem {
+  m: number;
+  n: number;
+  k: number;
+  /** x [M, K] (row stride ldx), W [N, K] (row stride ldw), out [M, N] (row stride ldo): element strides. */
+  x: DevPtr;
+  ldx: number;
+  w: DevPtr;
+  ldw: number;
+  out: DevPtr;
+  ldo: number;
+  bias?: DevPtr;
+}
+
+/** Whether the kernel takes the problem (see the header's preconditions). */
+export function gemvApplies(p: GemvProblem): boolean {
+  if (getOption('KILN_GEMV') === false) return false;
+  if (p.m < 1 || p.m > GEMV_MAX_M || p.n < 1 || p.k < 8 || p.k % 8 !== 0) return false;
+  if (p.x % 16 !== 0 || p.w % 16 !== 0 || p.ldx % 8 !== 0 || p.ldw % 8 !== 0) return false;
+  if (p.out % 2 !== 0 || (p.bias !== undefined && p.bias % 2 !== 0)) return false;
+  // 32-bit row indexing of out and of n: far beyond any weight that fits a GPU.
+  return p.n < 2 ** 31 && p.k < 2 ** 31;
+}
+
+export function runGemv(index: number, stream: CudaStream, p: GemvProblem): void {
+  const kw = gemvWarpsPerRow(p.n, deviceInfo(index).smCount);
+  const kern = kernelFromSource(index, gemvSource(p.m, kw), name(p.m, kw), PARAMS);
+  const rows = WARPS / kw;
+  gemvStats.runs++;
+  launch(kern, [p.x, p.w, p.out, p.bias ?? 0, p.n, p.k, p.ldx, p.ldw, p.ldo], { grid: Math.ceil(p.n / rows), block: THREADS }, stream);
+}
