@@ -18,6 +18,8 @@
  * (host: input upload and the graph launch, until it returns), its device time (kiln.Event around
  * it) and its wall time to a synchronize; the sampler alone on those logits (it ends with the host
  * read of the ids). Step minus runner-to-sync minus sampler is the engine's own host share.
+ * Prompts are chunked by the engine's token budget per step (--max-batched-tokens, default 512 as
+ * the engine's): at batch 8 and 64 the first tokens come after several prefill steps.
  * One engine per batch size; a warm-up run on it compiles (and captures) first. Rows follow the issue's schema:
  * {framework, workload, model, device, dtype, batch, prompt_tokens, new_tokens, decode_tok_s, ttft_ms}.
  *
@@ -43,6 +45,7 @@ const { values: a } = parseArgs({
     reps: { type: 'string', default: '5' },
     decode: { type: 'string', default: '' },
     prefill: { type: 'string', default: '' },
+    'max-batched-tokens': { type: 'string', default: '512' },
     json: { type: 'string' },
     'no-bound': { type: 'boolean', default: false },
     breakdown: { type: 'boolean', default: false },
@@ -96,7 +99,7 @@ const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floo
 /** One engine per batch size (its compiled decode programs and CUDA graphs live as long as it does). */
 function makeEngine(b: number): kiln.serve.Engine {
   const blocks = b * Math.ceil((promptLen + newTokens + 1) / 16) + 8;
-  return new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Math.max(512, b * promptLen), decode, prefill, prefixCaching: false });
+  return new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Number(a['max-batched-tokens']), decode, prefill, prefixCaching: false });
 }
 
 function runOnce(engine: kiln.serve.Engine, b: number, n: number, seed: number): Run {
