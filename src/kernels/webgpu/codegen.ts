@@ -10,7 +10,7 @@
  * strides are i32 bit patterns, added in wrapping u32 arithmetic (correct below 2^32 elements).
  */
 import { WGSL_PRELUDE } from '../math/wgsl-prelude.js';
-import { arrayType, BF16_PRELUDE, loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
 export const WORKGROUP = 256;
 
@@ -40,7 +40,8 @@ export function generatePointwise(spec: PwSpec): string {
   spec.bindings.forEach((b, i) => lines.push(`@group(0) @binding(${i}) var<storage, ${b.written ? 'read_write' : 'read'}> b${i}: ${arrayType(b.kind, b.written)};`));
   lines.push(`@group(0) @binding(${spec.bindings.length}) var<storage, read> kmeta: array<u32>;`);
   lines.push(WGSL_PRELUDE);
-  if (spec.bindings.some((b) => b.kind === 'bf16p')) lines.push(BF16_PRELUDE);
+  const helpers = storagePrelude(spec.bindings.map((b) => b.kind));
+  if (helpers) lines.push(helpers);
   lines.push(`@compute @workgroup_size(${WORKGROUP})`);
   lines.push('fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
   lines.push('  let n = kmeta[0];');

@@ -14,7 +14,7 @@
  * bias and a beta term are present. Tiles and batches loop grid-stride, so any size fits the
  * 65535-workgroup grid limit.
  */
-import { arrayType, BF16_PRELUDE, loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
 export const GEMM_BM = 64;
 export const GEMM_BN = 64;
@@ -86,7 +86,8 @@ export function generateGemm(s: GemmSpec): string {
   lines.push(`@group(0) @binding(2) var<storage, read> b: ${arrayType(s.b, false)};`);
   if (s.bias) lines.push(`@group(0) @binding(3) var<storage, read> bias: ${arrayType(s.c, false)};`);
   lines.push(`@group(0) @binding(${s.bias ? 4 : 3}) var<storage, read> kmeta: array<u32>;`);
-  if (s.c === 'bf16p') lines.push(BF16_PRELUDE);
+  const helpers = storagePrelude([s.c]);
+  if (helpers) lines.push(helpers);
   lines.push(`var<workgroup> As: array<f32, ${SA * BK}>;`);
   lines.push(`var<workgroup> Bs: array<f32, ${SB * BK}>;`);
   lines.push('');

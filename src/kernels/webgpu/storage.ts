@@ -5,6 +5,11 @@
  * otherwise packed into u32 words (bfloat16 always: WGSL has no bf16). A packed output is written
  * with atomicAnd/atomicOr on its part of the word, since neighbouring elements of one word belong
  * to other invocations; reads of a written packed binding use atomicLoad.
+ *
+ * Stores round to 16 bits to nearest even with integer code (kiln_f16_bits, kiln_bf16_bits), not
+ * with WGSL's f32 -> f16 conversion or pack2x16float: WGSL leaves the rounding of an inexact
+ * conversion to the implementation, and a driver may fold unpack2x16float(pack2x16float(x)) to x
+ * (an NVIDIA Vulkan driver does), which made float16 casts inside fused kernels round nothing.
  */
 import type { DType } from '../../tensor/dtype.js';
 
@@ -81,12 +86,12 @@ export function loadExpr(k: StorageKind, b: string, i: string, written: boolean)
 /** Statements storing compute value `v` at element `i` of binding `b`. */
 export function storeStmt(k: StorageKind, b: string, i: string, v: string): string {
   const bits = packedBits(k);
-  if (bits === 0) return k === 'f16' ? `${b}[${i}] = f16(${v});` : `${b}[${i}] = ${v};`;
+  if (bits === 0) return k === 'f16' ? `${b}[${i}] = bitcast<vec2<f16>>(kiln_f16_bits(${v})).x;` : `${b}[${i}] = ${v};`;
   const per = 32 / bits;
   const raw = ((): string => {
     switch (k) {
       case 'f16p':
-        return `(pack2x16float(vec2f(${v}, 0.0)) & 0xffffu)`;
+        return `kiln_f16_bits(${v})`;
       case 'bf16p':
         return `kiln_bf16_bits(${v})`;
       case 'u8p':
@@ -112,3 +117,46 @@ fn kiln_bf16_bits(v: f32) -> u32 {
   return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
 }
 `;
+
+/**
+ * float16 rounding to nearest even as integer code (the bits of half.ts's float32ToFloat16Bits:
+ * subnormals, overflow to infinity, NaN a quiet NaN with its sign), and the exact value of float16
+ * bits as f32. A float16 store writes kiln_f16_bits; a float16 cast inside a kernel is
+ * kiln_f16_value(kiln_f16_bits(x)), which no compiler can fold away.
+ */
+export const F16_PRELUDE = `
+fn kiln_f16_bits(v: f32) -> u32 {
+  let u = bitcast<u32>(v);
+  let s = (u >> 16u) & 0x8000u;
+  let a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) { return s | 0x7e00u; }
+  if (a >= 0x477ff000u) { return s | 0x7c00u; }
+  if (a >= 0x38800000u) {
+    let r = a - 0x38000000u;
+    return s | ((r + 0xfffu + ((r >> 13u) & 1u)) >> 13u);
+  }
+  if (a <= 0x33000000u) { return s; }
+  let m = (a & 0x7fffffu) | 0x800000u;
+  let sh = 126u - (a >> 23u);
+  let q = m >> sh;
+  let rem = m & ((1u << sh) - 1u);
+  let half = 1u << (sh - 1u);
+  return s | (q + select(0u, 1u, rem > half || (rem == half && (q & 1u) == 1u)));
+}
+fn kiln_f16_value(h: u32) -> f32 {
+  let s = (h & 0x8000u) << 16u;
+  let e = (h >> 10u) & 0x1fu;
+  let m = h & 0x3ffu;
+  if (e == 0u) { let x = f32(m) * 5.9604644775390625e-8f; return select(x, -x, s != 0u); }
+  if (e == 31u) { return bitcast<f32>(s | 0x7f800000u | (m << 13u)); }
+  return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
+}
+`;
+
+/** The helpers that loads and stores of these storage kinds call (BF16_PRELUDE, F16_PRELUDE), and those named in `also`. */
+export function storagePrelude(kinds: readonly StorageKind[], also: { f16?: boolean; bf16?: boolean } = {}): string {
+  const out: string[] = [];
+  if (also.f16 === true || kinds.includes('f16') || kinds.includes('f16p')) out.push(F16_PRELUDE.trim());
+  if (also.bf16 === true || kinds.includes('bf16p')) out.push(BF16_PRELUDE.trim());
+  return out.join('\n');
+}

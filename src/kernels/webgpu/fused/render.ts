@@ -25,7 +25,7 @@ import { isFloating } from '../../../tensor/dtype.js';
 import type { MathArg } from '../../math/args.js';
 import { WGSL_TEMPLATES, wgslComputeType, wgslLit, type WgslType } from '../../math/wgsl.js';
 import { WGSL_PRELUDE } from '../../math/wgsl-prelude.js';
-import { arrayType, BF16_PRELUDE, loadExpr, storeStmt, type StorageKind } from '../storage.js';
+import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from '../storage.js';
 import type { FusedGroup, FusedNode, FusedReduceKind } from './group.js';
 
 /** Invocations per workgroup of every fused kernel. */
@@ -66,11 +66,14 @@ function ctype(dt: DType): WgslType {
   return t;
 }
 
-/** A value as a node's dtype holds it: floating intermediates stay f32, casts round like a store, uint8 wraps. */
+/**
+ * A value as a node's dtype holds it: floating intermediates stay f32, casts round like a store
+ * (to nearest even, in integer code: storage.ts says why not pack2x16float), uint8 wraps.
+ */
 function rounded(expr: string, dt: DType, cast: boolean): string {
   switch (dt) {
     case 'float16':
-      return cast ? `unpack2x16float(pack2x16float(vec2f(${expr}, 0.0f))).x` : expr;
+      return cast ? `kiln_f16_value(kiln_f16_bits(${expr}))` : expr;
     case 'bfloat16':
       return cast ? `bitcast<f32>(kiln_bf16_bits(${expr}) << 16u)` : expr;
     case 'uint8':
@@ -213,8 +216,10 @@ function header(c: Ctx, extra: string[]): string[] {
   });
   lines.push(`@group(0) @binding(${spec.bindings.length}) var<storage, read> kmeta: array<u32>;`);
   lines.push(WGSL_PRELUDE.trim());
-  const bf16 = spec.bindings.some((b) => b.kind === 'bf16p') || g.nodes.some((n) => n.cast === true && g.value(n.outputs[0]!).dtype === 'bfloat16');
-  if (bf16) lines.push(BF16_PRELUDE.trim());
+  const castTo = (dt: DType): boolean => g.nodes.some((n) => n.cast === true && g.value(n.outputs[0]!).dtype === dt);
+  const kinds = spec.bindings.flatMap((b) => (b.kind === 'i64' ? [] : [b.kind]));
+  const helpers = storagePrelude(kinds, { f16: castTo('float16'), bf16: castTo('bfloat16') });
+  if (helpers) lines.push(helpers);
   return lines;
 }
 
