@@ -18,6 +18,7 @@ import {
   generatePagedReduce,
   generateReshapeAndCache,
   pagedAttentionName,
+  pagedVectorBytes,
   pagedAttentionSupported,
   pagedWarps,
   reshapeAndCacheName,
@@ -81,8 +82,11 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
     const qd = q.strides[2] === 1 ? q : t.dense(q);
     const tables = (blockTables as Tensor).strides[1] === 1 ? (blockTables as Tensor) : t.dense(blockTables as Tensor);
     const lens = (contextLens as Tensor).strides[0] === 1 ? (contextLens as Tensor) : t.dense(contextLens as Tensor);
-    const spec: PagedAttentionSpec = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group };
+    const vb = pagedVectorBytes(q.dtype, d);
+    const vec = vb > 0 && ptrOf(kc) % vb === 0 && ptrOf(vc) % vb === 0;
+    const spec: PagedAttentionSpec = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, vec };
     const index = q.device.index;
+    if (tables.shape[1]! * g.blockSize >= 2 ** 31) throw new Error(`${op}: block tables of ${tables.shape[1]} blocks of ${g.blockSize} tokens address 2^31 tokens or more; the cuda kernel indexes a row's tokens with 32-bit integers`);
     const kern = cachedKernel(index, pagedAttentionName(spec), () => generatePagedAttention(spec));
     const maxBlocks = tables.shape[1]!;
     const sms = deviceInfo(index).smCount;
