@@ -77,7 +77,7 @@ function exprStatement(c: GroupCtx, n: FusedNode, name: (id: ValueId) => string)
     if (a.kind !== 'value') throw new Error(`kiln cuda codegen: ${n.op}: an expression node takes values only`);
     const v = name(a.id);
     const x = c.info(a.id).byValue === true && computeType(c.info(a.id).dtype) === ct ? v : `(${ct})(${v})`;
-    binds.push(`const ${ct} ${'abc'[i]} = ${roundThrough(e.roundThrough?.[i], x, ct)};`);
+    binds.push(`[[maybe_unused]] const ${ct} ${'abc'[i]} = ${roundThrough(e.roundThrough?.[i], x, ct)};`);
   });
   return `${storageType(c.info(out).dtype)} ${name(out)}; { ${binds.join(' ')} ${name(out)} = ${e.store(e.expr)}; }`;
 }
