@@ -14,7 +14,7 @@ import { build, elementwise, transformerBlock } from '../dist/test/compile-cuda-
 import { generateCudaKernel } from '../dist/src/compile/codegen/cuda/generate.js';
 import { kernelLayout } from '../dist/src/compile/codegen/cuda/layout.js';
 import { H200_TARGET } from '../dist/src/compile/codegen/cuda/configs.js';
-import { prelude } from '../dist/src/compile/codegen/cuda/prelude.js';
+import { prelude } from '../dist/src/kernels/cuda/fused/prelude.js';
 import { findNvcc, nvccCheck } from '../dist/src/compile/codegen/cuda/nvcc-check.js';
 
 const args = process.argv.slice(2);

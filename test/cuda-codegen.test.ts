@@ -34,7 +34,7 @@ test('coalesce merges dims every operand walks contiguously and orders dims by t
 test('reach, index width and vector width', () => {
   assert.equal(reach([4, 5], [5, 1]), 20);
   assert.equal(reach([4, 5], [0, 1]), 5);
-  assert.equal(INDEX32_LIMIT, 2 ** 31 - 1);
+  assert.equal(INDEX32_LIMIT, 2 ** 31 - 2 ** 26, "the fused renderer's 32-bit bound (grid-stride steps stay below 2^26)");
   assert.equal(vectorWidth([4, 4]), 4);
   assert.equal(vectorWidth([2, 4]), 4, 'the widest operand moves 16 bytes');
   assert.equal(vectorWidth([2]), 8);
@@ -57,15 +57,15 @@ const base: PointwiseSpec = {
   index64: false,
 };
 
-test('the pointwise generator: contiguous vector path, fp32 compute for halves, exact parameter list', () => {
+test('the pointwise generator: a one-node program of the fused renderer; contiguous vector path, fp32 compute for halves, exact parameter list', () => {
   const g = generatePointwise(base);
   assert.equal(g.name, pointwiseKernelName(base));
   assert.match(g.source, new RegExp(`extern "C" __global__ void __launch_bounds__\\(256\\) ${g.name}\\(`));
-  assert.match(g.source, /kiln_vec<unsigned short, 8>/, '16-byte access: 8 halves per load');
-  assert.match(g.source, /const float a = kiln_h2f\(v_a\.v\[j\]\)/, 'halves are computed in float');
-  assert.match(g.source, /kiln_f2h\(\(float\)\(a \+ b\)\)/);
-  assert.match(g.source, /for \(unsigned int i = nv \* 8 \+ tid; i < n; i \+= stride\)/, 'a scalar tail after the vector loop');
-  assert.deepEqual(g.params, ['ptr', 'ptr', 'ptr', 'u32']);
+  assert.match(g.source, /KVec<8, unsigned short> L1 = \*reinterpret_cast<const KVec<8, unsigned short>\*>\(p1 \+ o1\)/, '16-byte access: 8 halves per load');
+  assert.match(g.source, /const float v1_7 = kiln_h2f\(L1\.v\[7\]\);/, 'halves are computed in float');
+  assert.match(g.source, /unsigned short v0_0; \{ \[\[maybe_unused\]\] const float a = \(float\)\(v1_0\); \[\[maybe_unused\]\] const float b = \(float\)\(v2_0\); v0_0 = kiln_f2h\(\(float\)\(a \+ b\)\); \}/, "the op's expression, bound and stored as the eager kernels do");
+  assert.match(g.source, /const int nvec = total \/ 8;/, 'no scalar tail: the runner vectorises only sizes the width divides');
+  assert.deepEqual(g.params, ['ptr', 'ptr', 'ptr', 'i32']);
   assert.deepEqual(paramLayout(g.params), { offsets: [0, 8, 16, 24], size: 28 });
   // A different expression or dtype is a different kernel.
   assert.notEqual(pointwiseKernelName({ ...base, expr: 'a - b' }), g.name);
@@ -87,16 +87,16 @@ test('the pointwise generator: strided path, broadcast and scalar operands, 64-b
     vec: 1,
   };
   const g32 = generatePointwise(s);
-  assert.match(g32.source, /in_b\[0\]/, 'a numel-1 operand reads element 0');
-  assert.match(g32.source, /kiln_h2f\(kiln_f2h\(\(float\)\(kiln_bf2f\(in_b\[0\]\)\)\)\)/, 'a zero-dim operand of another dtype is rounded through the compute dtype');
-  assert.match(g32.source, /const float sc_c = \(float\)p_c;/);
-  assert.match(g32.source, /unsigned int q = r \/ size1/);
-  // out, a, b, c(double), n, size0, size1, out strides x2, a strides x2 (b is not strided).
-  assert.deepEqual(g32.params, ['ptr', 'ptr', 'ptr', 'f64', 'u32', 'u32', 'u32', 'i32', 'i32', 'i32', 'i32']);
-  assert.equal(paramLayout(g32.params).size, 3 * 8 + 8 + 3 * 4 + 4 * 4, 'each parameter aligned to its size, no tail padding');
+  assert.match(g32.source, /const int o2 = \(int\)0;/, 'a numel-1 operand reads element 0');
+  assert.match(g32.source, /\[\[maybe_unused\]\] const float b = kiln_h2f\(kiln_f2h\(\(float\)\(\(float\)\(v2_0\)\)\)\);/, 'a zero-dim operand of another dtype is rounded through the compute dtype');
+  assert.match(g32.source, /const float v3 = \(float\)p3;/, 'a host scalar is a double argument, converted once');
+  assert.match(g32.source, /const int c1 = crem % n1;/);
+  // out, a, b, c(double), size0, size1, out strides x2, a strides x2 (b is not strided).
+  assert.deepEqual(g32.params, ['ptr', 'ptr', 'ptr', 'f64', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32']);
+  assert.equal(paramLayout(g32.params).size, 3 * 8 + 8 + 6 * 4, 'each parameter aligned to its size, no tail padding');
   const g64 = generatePointwise({ ...s, index64: true });
-  assert.match(g64.source, /long long q = r \/ size1/);
-  assert.deepEqual(g64.params.slice(4), ['i64', 'i64', 'i64', 'i64', 'i64', 'i64', 'i64']);
+  assert.match(g64.source, /const long long c1 = crem % n1;/);
+  assert.deepEqual(g64.params.slice(4), ['i64', 'i64', 'i64', 'i64', 'i64', 'i64']);
   assert.throws(() => generatePointwise({ ...s, vec: 4 }), /vector access needs the contiguous path/);
 });
 
@@ -121,7 +121,7 @@ test('every catalog expression generates a kernel whose text names its expressio
       index64: false,
     });
     assert.ok(g.source.includes(e.expr), `${e.op} (${e.compute}): expression missing from the source`);
-    assert.equal(g.params.length, 1 + e.arity + e.nParams + 1 + 1 + (e.arity + 1));
+    assert.equal(g.params.length, 1 + e.arity + e.nParams + 1 + (e.arity + 1));
   }
 });
 

@@ -22,7 +22,7 @@ import { H200_TARGET } from '../src/compile/codegen/cuda/configs.js';
 import { generateCudaKernel } from '../src/compile/codegen/cuda/generate.js';
 import { kernelLayout } from '../src/compile/codegen/cuda/layout.js';
 import { findNvcc, nvccCheck } from '../src/compile/codegen/cuda/nvcc-check.js';
-import { prelude } from '../src/compile/codegen/cuda/prelude.js';
+import { prelude } from '../src/kernels/cuda/fused/prelude.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { build } from './compile-cuda-codegen-graphs.js';

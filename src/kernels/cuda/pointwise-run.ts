@@ -1,7 +1,8 @@
 /**
- * Runs a generated pointwise kernel over tensors: classifies operands (tensor, numel-1 broadcast,
- * host scalar), coalesces dims, picks the contiguous/vectorised or strided path and 32/64-bit
- * indexing, then launches. Kernels are cached in memory by their spec key, so a repeated op costs
+ * Runs a generated pointwise kernel (a one-node program of the fused-group renderer,
+ * codegen/pointwise.ts) over tensors: classifies operands (tensor, numel-1 broadcast, host scalar),
+ * coalesces dims, picks the contiguous/vectorised or strided path and 32/64-bit indexing, then
+ * launches. Kernels are cached in memory by their spec key, so a repeated op costs
  * the key string, one Map lookup and one launch.
  */
 import type { DType } from '../../tensor/dtype.js';
@@ -65,7 +66,7 @@ const memoArgs: number[] = [];
  */
 function runMemoized(op: string, expr: string, out: Tensor, inputs: readonly PwInput[], params: readonly number[], compute: DType, n: number): boolean {
   const list = lastKernels.get(op);
-  if (list === undefined || n <= 1 || n > INDEX32_LIMIT || !out.isContiguous()) return false;
+  if (list === undefined || n <= 1 || n >= INDEX32_LIMIT || !out.isContiguous()) return false;
   for (const m of list) {
     if (
       m.rank === 0 &&
@@ -109,7 +110,7 @@ function launchMemoized(m: LastKernel, out: Tensor, inputs: readonly PwInput[], 
     if (p % (itemSize(x.dtype) * width) !== 0) aligned = false;
     args.push(p);
   }
-  const vec = width > 1 && n >= 64 && aligned ? width : 1;
+  const vec = width > 1 && n >= 64 && aligned && n % width === 0 ? width : 1;
   if (vec !== m.vec) return false;
   for (let i = 0; i < params.length; i++) args.push(params[i]!);
   args.push(n);
@@ -175,12 +176,13 @@ export function runPointwise(op: string, expr: string, out: Tensor, inputs: read
   if (!same) for (const o of tensorOps) o.strides = broadcastStrides(o.t.shape, o.t.strides, out.shape);
   const c = same ? { shape: [n], strides: [[1], ...tensorOps.map(() => [1])] } : coalesce(out.shape, [out.strides, ...tensorOps.map((o) => o.strides)]);
   const contiguous = c.shape.length <= 1 && c.strides.every((s) => c.shape.length === 0 || s[0] === 1);
-  let index64 = n > INDEX32_LIMIT || reach(c.shape, c.strides[0]!) > INDEX32_LIMIT;
-  for (let k = 1; k < c.strides.length && !index64; k++) index64 = reach(c.shape, c.strides[k]!) > INDEX32_LIMIT;
+  let index64 = n >= INDEX32_LIMIT || reach(c.shape, c.strides[0]!) >= INDEX32_LIMIT;
+  for (let k = 1; k < c.strides.length && !index64; k++) index64 = reach(c.shape, c.strides[k]!) >= INDEX32_LIMIT;
   let vec = 1;
   const sizes = [itemSize(out.dtype), ...tensorOps.map((o) => itemSize(o.t.dtype))];
   const widthForSizes = vectorWidth(sizes);
-  if (contiguous && n >= 64) {
+  // The renderer's vector loop has no scalar tail: a width that does not divide n runs scalar.
+  if (contiguous && n >= 64 && n % widthForSizes === 0) {
     const v = widthForSizes;
     const ptrs = [ptrOf(out), ...tensorOps.map((o) => ptrOf(o.t))];
     if (v > 1 && ptrs.every((p, i) => p % (sizes[i]! * v) === 0)) vec = v;
@@ -219,11 +221,12 @@ export function runPointwise(op: string, expr: string, out: Tensor, inputs: read
     else if (o.kind === 'bcast') args.push(bcastPtrs[i]!);
     else args.push(ptrOf(tensorOps[ti++]!.t));
   });
-  args.push(...params, n);
+  // Then the sizes (contiguous: n) and, strided, every stride of the output and each tensor operand.
+  args.push(...params);
   if (rank > 0) {
     args.push(...c.shape);
     for (const s of c.strides) args.push(...s);
-  }
+  } else args.push(n);
   const work = vec > 1 ? Math.ceil(n / vec) : n;
   launch(k, args, { grid: gridFor(out.device.index, work, POINTWISE_BLOCK), block: POINTWISE_BLOCK }, streamOf(out));
   return out;

@@ -4,11 +4,11 @@
  * combination, so does this one, so a group the scheduler fused for the CPU generator is
  * expressible here too (test/compile-cuda-codegen.test.ts checks both tables have the same keys).
  * The compiler's CUDA code generator renders every fused node through it
- * (compile/codegen/cuda/body.ts); the eager cuda kernels render their one-node programs through it
+ * (kernels/cuda/fused/body.ts); the eager cuda kernels render their one-node programs through it
  * where their text is the same (kernels/cuda/pointwise.ts: libm calls, rounding, composites).
  * Operands are cast to the compute type of the dtype the JS template computes in (the output's,
  * or the promoted one for comparisons), so C's usual conversions never pick a different precision.
- * Helpers named kiln_* live in the preludes (compile/codegen/cuda/prelude.ts for fused kernels,
+ * Helpers named kiln_* live in the preludes (kernels/cuda/fused/prelude.ts for fused kernels,
  * kernels/cuda/codegen/ctypes.ts for eager ones); composites use only kiln_max / kiln_min, which
  * both define with the same semantics, and libm.
  */

@@ -7,12 +7,12 @@
  */
 import { getOption, setOption } from '../../../runtime/config.js';
 import { itemSize } from '../../../tensor/dtype.js';
-import type { GroupCtx } from './body.js';
-import type { PointwiseConfig } from './emit-pointwise.js';
-import { FINISH_BLOCK, type ReduceConfig, splittable } from './emit-reduce.js';
+import type { GroupCtx } from '../../../kernels/cuda/fused/body.js';
+import type { PointwiseConfig } from '../../../kernels/cuda/fused/emit-pointwise.js';
+import { FINISH_BLOCK, type ReduceConfig, splittable } from '../../../kernels/cuda/fused/emit-reduce.js';
 import type { KernelLayout, KernelSpec } from './layout.js';
 import { prod } from './layout.js';
-import type { HalfMode } from './prelude.js';
+import type { HalfMode } from '../../../kernels/cuda/fused/prelude.js';
 
 export type CudaKernelConfig = PointwiseConfig | ReduceConfig;
 

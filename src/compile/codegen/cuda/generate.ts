@@ -9,13 +9,14 @@
 import type { ValueId, ValueInfo } from '../../ir.js';
 import type { Lowered } from '../../lower/lower.js';
 import type { KernelGroup } from '../../lower/schedule.js';
-import { type ArgLayout, argLayout } from './args.js';
-import { groupCtx } from './body.js';
+import { type ArgLayout, argLayout } from '../../../kernels/cuda/fused/args.js';
+import { groupCtx } from '../../../kernels/cuda/fused/body.js';
 import { type CudaKernelConfig, type CudaTarget, configSpace, configTag, inapplicable, type LaunchPlan, launchPlan } from './configs.js';
-import { emitPointwise } from './emit-pointwise.js';
-import { emitReduce } from './emit-reduce.js';
+import { emitPointwise } from '../../../kernels/cuda/fused/emit-pointwise.js';
+import { emitReduce } from '../../../kernels/cuda/fused/emit-reduce.js';
+import { fusedGroup } from './group.js';
 import { type KernelLayout, type KernelSpec, kernelSpec, specKey } from './layout.js';
-import { nvrtcOptions, prelude } from './prelude.js';
+import { nvrtcOptions, prelude } from '../../../kernels/cuda/fused/prelude.js';
 
 export interface CudaKernelEntry {
   /** `extern "C"` name in the source. */
@@ -50,7 +51,7 @@ export interface CudaKernelCode {
 export function generateCudaKernel(g: KernelGroup, low: Lowered, L: KernelLayout, name: string, target: CudaTarget): CudaKernelCode {
   const info = (id: ValueId): ValueInfo => low.values.get(id)!;
   const spec = kernelSpec(L);
-  const c = groupCtx(g, info, spec);
+  const c = groupCtx(fusedGroup(g, info), spec);
   const reductions = g.nodes.filter((n) => n.kind === 'reduction').length;
   // Sources are generated on first use: outside max-autotune a program reads only the chosen
   // config's (and a fallback's), and generating every candidate of every kernel was most of a

@@ -6,7 +6,7 @@
  * a recording fake.
  */
 import type { Tensor } from '../../../tensor/tensor.js';
-import type { ParamType } from './args.js';
+import type { ParamType } from '../../../kernels/cuda/fused/args.js';
 import type { CudaTarget } from './configs.js';
 
 export interface KernelHandle {

@@ -21,7 +21,7 @@ import type { KernelGroup, Schedule } from '../../lower/schedule.js';
 import { type RunState, StepRunner } from '../step-runner.js';
 import { autotune } from '../../autotune/index.js';
 import { kernelSourceHash } from '../../../runtime/pool/index.js';
-import { packArgs } from './args.js';
+import { packArgs } from '../../../kernels/cuda/fused/args.js';
 import { intArg } from './configs.js';
 import { type CudaKernelCode, type CudaVariant, generateCudaKernel } from './generate.js';
 import { type KernelLayout, kernelLayout, type KernelSpec, kernelSpec, specKey, type ValueLayout } from './layout.js';
@@ -244,6 +244,8 @@ export class CudaProgram implements CompiledProgram {
               return wsPtr;
             case 'int':
               return intArg(p.source.what, L, plan.extraInts);
+            case 'scalar':
+              throw new Error(`kiln cuda: kernel ${s.code.name} takes a host scalar ${p.name} (only eager one-node programs do)`);
             default:
               return p.source satisfies never;
           }

@@ -36,7 +36,7 @@ import { deviceInfo } from '../../../runtime/cuda/properties.js';
 import { timeBuild } from '../../../runtime/notes.js';
 import { getAccelerator } from '../../../runtime/registry.js';
 import type { Tensor } from '../../../tensor/tensor.js';
-import { argLayout, type ParamType } from './args.js';
+import { argLayout, type ParamType } from '../../../kernels/cuda/fused/args.js';
 import type { CudaTarget } from './configs.js';
 import type { CudaLauncher, KernelHandle } from './launcher.js';
 

@@ -1,21 +1,32 @@
 /**
- * The CUDA C pointwise generator: one kernel per (expression, operand dtypes, output dtype, path).
- * Pure string and shape logic, so it runs and is tested without a GPU.
+ * The eager cuda pointwise kernels: one kernel per (expression, operand dtypes, output dtype, path),
+ * each a one-node program of the fused-group renderer (kernels/cuda/fused/), the code that renders
+ * the compiler's fused kernels. The node is the op's expression over a, b, c and s0.. in its compute
+ * type (kernels/cuda/pointwise.ts), bound and stored with the eager conversions (loadAs/storeAs
+ * semantics), under the eager prelude. Pure string and shape logic, so it runs and is tested
+ * without a GPU.
  *
  * Two paths:
  * - contiguous: every tensor operand has the output's dense layout (after coalescing, one dim of
  *   stride 1), so all share the linear index; with `vec` > 1 each thread moves 16 bytes of the widest
- *   operand per access (kiln_vec loads), the tail handled element by element;
+ *   operand per access (KVec loads). The renderer has no scalar tail: the runner asks for `vec` > 1
+ *   only when it divides the element count;
  * - strided: `rank` coalesced dims; each thread turns its linear index into per-operand offsets with
- *   one div/mod per dim. Broadcast operands are stride 0; numel-1 operands ('bcast') read element 0.
- * Index math is 32-bit (unsigned div/mod are much cheaper than 64-bit ones) unless the element count
- * or an operand's reach needs 64 bits (`index64`). Loops are grid-stride, so any size works with a
- * capped grid.
+ *   one div/mod per dim, every stride a kernel argument. Broadcast operands are stride 0; numel-1
+ *   operands ('bcast') read element 0; host scalars are `double` arguments.
+ * Index math is 32-bit unless the element count or an operand's reach needs 64 bits (`index64`,
+ * at INDEX32_LIMIT, the renderer's bound). Loops are grid-stride, so any size works with a capped
+ * grid (of at most 2^26 threads, which the 32-bit bound assumes).
  */
 import { createHash } from 'node:crypto';
 import type { DType } from '../../../tensor/dtype.js';
 import type { ParamType } from '../../../runtime/cuda/launch.js';
-import { computeType, loadAs, PRELUDE, storageType, storeAs, type CType } from './ctypes.js';
+import { groupCtx } from '../fused/body.js';
+import { emitPointwise } from '../fused/emit-pointwise.js';
+import type { FusedGroup, FusedValue } from '../fused/group.js';
+import { KVEC } from '../fused/prelude.js';
+import { IDX32_LIMIT, type KernelSpec, type OperandSpec } from '../fused/spec.js';
+import { computeType, PRELUDE, storeAs } from './ctypes.js';
 
 export type OperandKind = 'tensor' | 'bcast' | 'scalar';
 
@@ -40,7 +51,7 @@ export interface PointwiseSpec {
   out: DType;
   /** 0: contiguous path; otherwise the strided path over `rank` dims. */
   rank: number;
-  /** Elements per thread on the contiguous path (1 = no vector access). */
+  /** Elements per vector access on the contiguous path (1 = none); must divide the element count. */
   vec: number;
   index64: boolean;
 }
@@ -55,12 +66,6 @@ const OPERAND_NAMES = ['a', 'b', 'c'] as const;
 // 256 threads: 8 warps a block, enough to hide latency with several blocks per SM; the launcher
 // caps the grid and loops (grid-stride), so this is also the unit of work distribution.
 export const POINTWISE_BLOCK = 256;
-
-function roundThrough(d: DType, expr: string, ct: CType): string {
-  if (d === 'float16' || d === 'bfloat16') return loadAs(d, storeAs(d, expr, ct), ct);
-  if (d === 'float32' && ct === 'double') return `(double)(float)(${expr})`;
-  return expr;
-}
 
 /** A stable key for everything that changes the generated text. */
 export function pointwiseKey(s: PointwiseSpec): string {
@@ -77,117 +82,53 @@ export function generatePointwise(s: PointwiseSpec): GeneratedKernel {
   if (s.operands.length > OPERAND_NAMES.length) throw new Error(`pointwise codegen: at most 3 operands, got ${s.operands.length}`);
   if (s.vec > 1 && s.rank !== 0) throw new Error('pointwise codegen: vector access needs the contiguous path (rank 0)');
   const ct = computeType(s.compute);
-  const it = s.index64 ? 'long long' : 'unsigned int';
-  const st = s.index64 ? 'long long' : 'int';
-  const itP: ParamType = s.index64 ? 'i64' : 'u32';
-  const stP: ParamType = s.index64 ? 'i64' : 'i32';
   const name = pointwiseKernelName(s);
-  const params: ParamType[] = ['ptr'];
-  const decl: string[] = [`${storageType(s.out)}* __restrict__ out`];
-  s.operands.forEach((o, i) => {
-    const v = OPERAND_NAMES[i]!;
-    if (o.kind === 'scalar') {
-      params.push('f64');
-      decl.push(`double p_${v}`);
-    } else {
-      params.push('ptr');
-      decl.push(`const ${storageType(o.dtype)}* __restrict__ in_${v}`);
-    }
-  });
-  for (let j = 0; j < s.nParams; j++) {
-    params.push('f64');
-    decl.push(`double p_s${j}`);
-  }
-  params.push(itP);
-  decl.push(`${it} n`);
-  const strided = s.operands.map((o, i) => ({ o, v: OPERAND_NAMES[i]! })).filter((x) => x.o.kind === 'tensor');
-  if (s.rank > 0) {
-    for (let d = 0; d < s.rank; d++) {
-      params.push(itP);
-      decl.push(`${it} size${d}`);
-    }
-    for (const who of ['o', ...strided.map((x) => x.v)]) {
-      for (let d = 0; d < s.rank; d++) {
-        params.push(stP);
-        decl.push(`${st} st_${who}${d}`);
-      }
-    }
-  }
-  const body: string[] = [];
-  // Per-kernel constants: scalars and op parameters converted once, hoisted out of the loop.
-  s.operands.forEach((o, i) => {
-    if (o.kind === 'scalar') body.push(`  const ${ct} sc_${OPERAND_NAMES[i]} = (${ct})p_${OPERAND_NAMES[i]};`);
-  });
-  for (let j = 0; j < s.nParams; j++) body.push(`  const ${ct} s${j} = (${ct})p_s${j};`);
-  body.push(`  const ${it} tid = (${it})blockIdx.x * blockDim.x + threadIdx.x;`);
-  body.push(`  const ${it} stride = (${it})gridDim.x * blockDim.x;`);
-
-  const loadOperand = (o: PwOperand, v: string, idx: string): string => {
-    if (o.kind === 'scalar') return `sc_${v}`;
-    const raw = loadAs(o.dtype, o.kind === 'bcast' ? `in_${v}[0]` : `in_${v}[${idx}]`, ct);
-    return o.roundThrough ? roundThrough(o.roundThrough, raw, ct) : raw;
+  // Value 0 is the output, 1.. the operands; host scalars are by-value inputs in the compute dtype.
+  const values: FusedValue[] = [{ dtype: s.out, shape: [] }, ...s.operands.map((o): FusedValue => (o.kind === 'scalar' ? { dtype: s.compute, shape: [], byValue: true } : { dtype: o.dtype, shape: [] }))];
+  const ids = s.operands.map((_, i) => i + 1);
+  const group: FusedGroup = {
+    kind: 'pointwise',
+    nodes: [
+      {
+        kind: 'pointwise',
+        op: s.op,
+        args: ids.map((id) => ({ kind: 'value', id })),
+        inputs: ids,
+        outputs: [0],
+        expr: { expr: s.expr, ct, roundThrough: s.operands.map((o) => o.roundThrough), store: (e) => storeAs(s.out, e, ct) },
+      },
+    ],
+    rowScalars: new Set(),
+    inputs: ids,
+    outputs: [0],
+    value: (id) => values[id]!,
+    ...(s.nParams > 0 ? { params: { count: s.nParams, ct } } : {}),
   };
-  const elementBody = (outIdx: (v: string) => string, indent: string): string[] => {
-    const lines: string[] = [];
-    s.operands.forEach((o, i) => {
-      const v = OPERAND_NAMES[i]!;
-      lines.push(`${indent}const ${ct} ${v} = ${loadOperand(o, v, outIdx(v))};`);
-    });
-    lines.push(`${indent}out[${outIdx('o')}] = ${storeAs(s.out, s.expr, ct)};`);
-    return lines;
+  // Contiguous: one dim every tensor operand walks linearly. Strided: every stride an argument (none
+  // folded into the source), so one kernel serves every layout of its rank. A numel-1 operand reads
+  // element 0; a scalar is no pointer at all.
+  const rank = s.rank === 0 ? 1 : s.rank;
+  const operand = (dtype: DType, out: boolean, element: boolean): OperandSpec => ({
+    dtype,
+    out,
+    rowScalar: false,
+    linear: element && s.rank === 0,
+    outerZero: Array.from({ length: rank }, () => !element),
+    rowZero: [],
+    unitInner: element && s.rank === 0,
+  });
+  const spec: KernelSpec = {
+    kind: 'pointwise',
+    orank: rank,
+    rrank: 0,
+    ops: [operand(s.out, true, true), ...s.operands.map((o) => operand(o.kind === 'scalar' ? s.compute : o.dtype, false, o.kind === 'tensor'))],
+    idx64: s.index64,
   };
-
-  if (s.rank === 0) {
-    if (s.vec > 1) {
-      const V = s.vec;
-      body.push(`  const ${it} nv = n / ${V};`);
-      body.push(`  for (${it} i = tid; i < nv; i += stride) {`);
-      s.operands.forEach((o, i) => {
-        const v = OPERAND_NAMES[i]!;
-        if (o.kind === 'tensor') body.push(`    const kiln_vec<${storageType(o.dtype)}, ${V}> v_${v} = reinterpret_cast<const kiln_vec<${storageType(o.dtype)}, ${V}>*>(in_${v})[i];`);
-      });
-      body.push(`    kiln_vec<${storageType(s.out)}, ${V}> v_o;`);
-      body.push('#pragma unroll');
-      body.push(`    for (int j = 0; j < ${V}; j++) {`);
-      s.operands.forEach((o, i) => {
-        const v = OPERAND_NAMES[i]!;
-        const raw = o.kind === 'tensor' ? loadAs(o.dtype, `v_${v}.v[j]`, ct) : loadOperand(o, v, '');
-        const val = o.kind === 'tensor' && o.roundThrough ? roundThrough(o.roundThrough, raw, ct) : raw;
-        body.push(`      const ${ct} ${v} = ${val};`);
-      });
-      body.push(`      v_o.v[j] = ${storeAs(s.out, s.expr, ct)};`);
-      body.push('    }');
-      body.push(`    reinterpret_cast<kiln_vec<${storageType(s.out)}, ${V}>*>(out)[i] = v_o;`);
-      body.push('  }');
-      body.push(`  for (${it} i = nv * ${V} + tid; i < n; i += stride) {`);
-      body.push(...elementBody(() => 'i', '    '));
-      body.push('  }');
-    } else {
-      body.push(`  for (${it} i = tid; i < n; i += stride) {`);
-      body.push(...elementBody(() => 'i', '    '));
-      body.push('  }');
-    }
-  } else {
-    body.push(`  for (${it} i = tid; i < n; i += stride) {`);
-    body.push(`    ${it} r = i;`);
-    body.push(`    ${st} off_o = 0${strided.map((x) => `, off_${x.v} = 0`).join('')};`);
-    for (let d = s.rank - 1; d >= 0; d--) {
-      if (d === 0) {
-        body.push(`    { const ${st} id = (${st})r;`);
-      } else {
-        body.push(`    { const ${it} q = r / size${d}; const ${st} id = (${st})(r - q * size${d}); r = q;`);
-      }
-      body.push(`      off_o += id * st_o${d};${strided.map((x) => ` off_${x.v} += id * st_${x.v}${d};`).join('')} }`);
-    }
-    body.push(...elementBody((v) => `off_${v}`, '    '));
-    body.push('  }');
-  }
-  const source = `${PRELUDE}
-extern "C" __global__ void __launch_bounds__(${POINTWISE_BLOCK}) ${name}(${decl.join(', ')}) {
-${body.join('\n')}
-}
+  const k = emitPointwise(groupCtx(group, spec), name, { kind: 'pointwise', block: POINTWISE_BLOCK, ept: 1, vec: s.vec as 1 | 2 | 4 | 8 });
+  const source = `${PRELUDE}${KVEC}
+${k.source}
 `;
-  return { name, source, params };
+  return { name, source, params: k.params.map((p) => p.type) };
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -232,8 +173,8 @@ export function reach(shape: readonly number[], strides: readonly number[]): num
   return r;
 }
 
-// 2^31 - 1: indices, offsets and the grid-stride sum must stay below it in the 32-bit path.
-export const INDEX32_LIMIT = 2 ** 31 - 1;
+// The renderer's 32-bit bound (fused/spec.ts): indices, offsets and the grid-stride sum stay below 2^31.
+export const INDEX32_LIMIT = IDX32_LIMIT;
 
 /** Elements per thread for 16-byte access, given operand item sizes (the widest moves 16 bytes). */
 export function vectorWidth(itemSizes: readonly number[]): number {

@@ -5,7 +5,7 @@
  * table (kernels/math/wgsl.ts), the one table the eager kernels and the compiler share; loads and
  * stores from the storage forms of storage.ts (bfloat16 and, without shader-f16, float16 stored as
  * 16 bits in u32 words; computed in f32). The structure mirrors the CUDA generator
- * (compile/codegen/cuda/emit-pointwise.ts, emit-reduce.ts), not its code:
+ * (kernels/cuda/fused/emit-pointwise.ts, emit-reduce.ts), not its code:
  *
  * - pointwise: invocations loop grid-stride over the elements;
  * - reduce, strategy 'workgroup': one workgroup per row (rows grid-stride over workgroups),

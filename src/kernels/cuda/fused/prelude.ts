@@ -29,8 +29,11 @@ __device__ __forceinline__ unsigned short kiln_f2h(float f) { return __half_as_u
 __device__ __forceinline__ float kiln_bf2f(unsigned short h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 __device__ __forceinline__ unsigned short kiln_f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }`;
 
+/** The vector type of the renderer's 16/8/4-byte accesses (body.ts); eager one-node programs add it to their own prelude. */
+export const KVEC = 'template <int N, typename T> struct alignas(sizeof(T) * N) KVec { T v[N]; };';
+
 const HELPERS = `
-template <int N, typename T> struct alignas(sizeof(T) * N) KVec { T v[N]; };
+${KVEC}
 __device__ __forceinline__ long long kiln_f2ll(double x) { return (x == x && x < 9.3e18 && x > -9.3e18) ? (long long)trunc(x) : 0LL; }
 template <typename T> __device__ __forceinline__ T kiln_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T kiln_min(T a, T b) { return (a < b || a != a) ? a : b; }

@@ -14,16 +14,16 @@
  *           workspace, a second kernel (one thread per row) combines the G partials and runs the
  *           per-row epilogue. Only for groups with one level of reductions and no full-size outputs.
  */
-import type { ValueId } from '../../ir.js';
-import type { LNode } from '../../lower/lower.js';
-import { nodeInputs } from '../../lower/lower.js';
+import { cLit, computeType, type CType } from '../codegen/ctypes.js';
 import type { Param } from './args.js';
 import { type GroupCtx, elementCode, Lines, nodeStatement, ptrType } from './body.js';
-import { cLit, computeType, storeConvert, type CType } from './ctypes.js';
+import { declareValue, storeConvert } from './ctypes.js';
 import type { EmittedKernel } from './emit-pointwise.js';
+import type { FusedNode } from './group.js';
 import { type IndexPlan, indexPlan, sizeParams } from './index-math.js';
-import type { KernelSpec } from './layout.js';
-import { declareValue } from './templates.js';
+import type { KernelSpec } from './spec.js';
+
+type ValueId = number;
 
 export type ReduceStrategy = 'thread' | 'warp' | 'block' | 'split';
 
@@ -57,7 +57,7 @@ function identity(kind: string, t: CType): string {
 }
 
 interface Phase {
-  readonly reductions: LNode[];
+  readonly reductions: FusedNode[];
   readonly stores: ValueId[];
 }
 
@@ -69,7 +69,7 @@ export function phases(c: GroupCtx): { passes: Phase[]; rowOuts: ValueId[] } {
   for (const n of g.nodes) {
     const o = n.outputs[0]!;
     if (n.kind === 'reduction') level.set(o, lv(n.reduce!.input) + 1);
-    else level.set(o, Math.max(0, ...nodeInputs(n).map(lv)));
+    else level.set(o, Math.max(0, ...n.inputs.map(lv)));
   }
   const reductions = g.nodes.filter((n) => n.kind === 'reduction');
   const top = Math.max(...reductions.map((n) => lv(n.outputs[0]!)));
@@ -158,14 +158,14 @@ function rowScalars(L: Lines, c: GroupCtx, avail: Set<ValueId>): void {
   for (const n of c.g.nodes) {
     const o = n.outputs[0]!;
     if (n.kind !== 'pointwise' || !c.g.rowScalars.has(o) || avail.has(o)) continue;
-    if (!nodeInputs(n).every((id) => avail.has(id))) continue;
+    if (!n.inputs.every((id) => avail.has(id))) continue;
     L.line(nodeStatement(c, n, (id) => `v${id}`));
     avail.add(o);
   }
 }
 
 /** Finishes reduction r from accumulator a<o>: mean divides by N; rounds to the output dtype. */
-function finishReduction(L: Lines, c: GroupCtx, r: LNode, avail: Set<ValueId>): void {
+function finishReduction(L: Lines, c: GroupCtx, r: FusedNode, avail: Set<ValueId>): void {
   const o = r.outputs[0]!;
   const dt = c.info(o).dtype;
   const at = computeType(dt);

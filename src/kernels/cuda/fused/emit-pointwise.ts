@@ -3,10 +3,11 @@
  * elements (one vector access per operand per unit), EPT units per thread per trip at a stride of
  * the block size (so a warp's accesses stay coalesced), 32- or 64-bit index math per the spec.
  */
+import { computeType } from '../codegen/ctypes.js';
 import type { Param } from './args.js';
 import { type GroupCtx, elementCode, Lines, ptrType } from './body.js';
 import { type IndexPlan, indexPlan, sizeParams } from './index-math.js';
-import type { KernelSpec } from './layout.js';
+import type { KernelSpec } from './spec.js';
 
 export interface PointwiseConfig {
   readonly kind: 'pointwise';
@@ -46,7 +47,14 @@ export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): 
   const V = cfg.vec;
   const B = cfg.block;
   const nOps = spec.ops.length;
-  const ptrs: Param[] = Array.from({ length: nOps }, (_, k): Param => ({ name: `p${k}`, type: 'ptr', source: { kind: 'operand', k } }));
+  const nOut = c.g.outputs.length;
+  const operandValue = (k: number): number => (k < nOut ? c.g.outputs[k]! : c.g.inputs[k - nOut]!);
+  // By-value inputs (FusedValue.byValue) and the group's params are doubles, converted once.
+  const byValue = new Set(c.g.inputs.filter((id) => c.info(id).byValue === true));
+  const ptrs: Param[] = Array.from({ length: nOps }, (_, k): Param =>
+    byValue.has(operandValue(k)) ? { name: `p${k}`, type: 'f64', source: { kind: 'scalar', what: `p${k}` } } : { name: `p${k}`, type: 'ptr', source: { kind: 'operand', k } },
+  );
+  const scalars: Param[] = Array.from({ length: c.g.params?.count ?? 0 }, (_, j): Param => ({ name: `p_s${j}`, type: 'f64', source: { kind: 'scalar', what: `s${j}` } }));
   const sizes = sizeParams('n', r, ip);
   const ix = pointwiseIndexPlan(spec);
   // EPT > 1: every unit's loads are issued before any unit computes. With a unit's loads, math
@@ -57,17 +65,23 @@ export function emitPointwise(c: GroupCtx, name: string, cfg: PointwiseConfig): 
   const body = elementCode(c, {
     roots: c.g.outputs,
     stores: c.g.outputs,
-    leaves: new Set(),
+    leaves: byValue,
     V,
     off: (k) => `o${k}`,
     innerZero: (k) => spec.ops[k]!.outerZero[r - 1] === true,
     ...(phased ? { raw: (k: number) => `R${k}[t]` } : {}),
   });
-  const params = [...ptrs, ...sizes, ...ix.params];
+  const params = [...ptrs, ...scalars, ...sizes, ...ix.params];
   const L = new Lines();
-  const decl = params.map((p) => (p.type === 'ptr' ? `${ptrType(c, Number(p.name.slice(1)))} ${p.name}` : `${p.type === 'i64' ? 'long long' : 'int'} ${p.name}`));
+  const cType = (t: Param['type']): string => (t === 'f64' ? 'double' : t === 'i64' ? 'long long' : 'int');
+  const decl = params.map((p) => (p.type === 'ptr' ? `${ptrType(c, Number(p.name.slice(1)))} ${p.name}` : `${cType(p.type)} ${p.name}`));
   L.line(`extern "C" __global__ void __launch_bounds__(${B}) ${name}(${decl.join(', ')}) {`);
   L.indent();
+  for (let k = 0; k < nOps; k++) {
+    const id = operandValue(k);
+    if (byValue.has(id)) L.line(`const ${computeType(c.info(id).dtype)} v${id} = (${computeType(c.info(id).dtype)})p${k};`);
+  }
+  for (let j = 0; j < scalars.length; j++) L.line(`const ${c.g.params!.ct} s${j} = (${c.g.params!.ct})p_s${j};`);
   L.line(`const ${idx} total = ${sizes.map((s) => s.name).join(' * ')};`);
   L.line(`const ${idx} nvec = total / ${V};`);
   L.line(`const ${idx} step = (${idx})gridDim.x * ${B * cfg.ept};`);

@@ -4,18 +4,18 @@
  * at once (vector lanes). Value v<id> in lane u is named v<id>_<u>; per-row values computed outside
  * the element loop ("leaves") are named v<id> and shared by all lanes. An operand whose innermost
  * stride is 1 is read/written with one 16/8/4-byte vector access (KVec in the prelude); one whose
- * innermost stride is 0 is read once for all lanes.
+ * innermost stride is 0 is read once for all lanes. Moved below the compiler with the emitters, so
+ * the eager cuda kernels render their one-node programs with it (group.ts).
  */
-import type { ValueId, ValueInfo } from '../../ir.js';
-import type { LNode } from '../../lower/lower.js';
-import { nodeInputs } from '../../lower/lower.js';
-import { CAST_OPS } from '../../lower/ops.js';
-import type { KernelGroup } from '../../lower/schedule.js';
 import { getOption } from '../../../runtime/config.js';
-import { isFloating } from '../../../tensor/dtype.js';
-import { computeType, loadConvert, storageType, storeConvert } from './ctypes.js';
-import type { KernelSpec } from './layout.js';
-import { type CArg, CUDA_TEMPLATES, declareValue } from './templates.js';
+import { type DType, isFloating } from '../../../tensor/dtype.js';
+import { type CArg, CUDA_TEMPLATES } from '../../math/cuda.js';
+import { computeType, storageType } from '../codegen/ctypes.js';
+import { declareValue, loadConvert, storeConvert } from './ctypes.js';
+import type { FusedGroup, FusedNode, FusedValue } from './group.js';
+import type { KernelSpec } from './spec.js';
+
+type ValueId = number;
 
 /**
  * KILN_CUDA_FAST_MATH=0 turns the fast float exp/tanh off (templates.ts); it is in every cache
@@ -27,9 +27,9 @@ export function cudaFastMath(): boolean {
 }
 
 export interface GroupCtx {
-  readonly g: KernelGroup;
-  readonly info: (id: ValueId) => ValueInfo;
-  readonly nodeOf: ReadonlyMap<ValueId, LNode>;
+  readonly g: FusedGroup;
+  readonly info: (id: ValueId) => FusedValue;
+  readonly nodeOf: ReadonlyMap<ValueId, FusedNode>;
   /** Operand index of each group input and output value. */
   readonly inOperand: ReadonlyMap<ValueId, number>;
   readonly outOperand: ReadonlyMap<ValueId, number>;
@@ -38,8 +38,9 @@ export interface GroupCtx {
   readonly bf16Results: boolean;
 }
 
-export function groupCtx(g: KernelGroup, info: (id: ValueId) => ValueInfo, spec: KernelSpec): GroupCtx {
-  const nodeOf = new Map<ValueId, LNode>();
+export function groupCtx(g: FusedGroup, spec: KernelSpec): GroupCtx {
+  const info = g.value;
+  const nodeOf = new Map<ValueId, FusedNode>();
   for (const n of g.nodes) for (const o of n.outputs) nodeOf.set(o, n);
   const outOperand = new Map<ValueId, number>();
   const inOperand = new Map<ValueId, number>();
@@ -51,17 +52,47 @@ export function groupCtx(g: KernelGroup, info: (id: ValueId) => ValueInfo, spec:
 }
 
 /** Statement declaring pointwise node n's output under the lane naming `name`. */
-export function nodeStatement(c: GroupCtx, n: LNode, name: (id: ValueId) => string): string {
+export function nodeStatement(c: GroupCtx, n: FusedNode, name: (id: ValueId) => string): string {
   const out = n.outputs[0]!;
   const dtype = c.info(out).dtype;
-  const args: CArg[] = n.args.map((a) =>
-    a.kind === 'value' ? { kind: 'value', expr: name(a.id), dtype: c.info(a.id).dtype, shape: c.info(a.id).shape } : { kind: 'const', value: a.kind === 'const' ? a.value : null },
-  );
+  if (n.expr) return exprStatement(c, n, name);
+  const args: CArg[] = n.args.map((a) => (a.kind === 'value' ? { kind: 'value', expr: name(a.id), dtype: c.info(a.id).dtype, shape: c.info(a.id).shape } : { kind: 'const', value: a.value }));
   const t = CUDA_TEMPLATES.get(n.op);
   const expr = t ? t(args, { out: dtype, fast: cudaFastMath(), bf16Results: c.bf16Results }) : null;
   if (expr === null) throw new Error(`kiln cuda codegen: no CUDA template for ${n.op} (${args.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ')} -> ${dtype})`);
-  const fromFloating = nodeInputs(n).some((id) => isFloating(c.info(id).dtype));
-  return declareValue(name(out), expr, dtype, CAST_OPS.has(n.op), fromFloating);
+  const fromFloating = n.inputs.some((id) => isFloating(c.info(id).dtype));
+  return declareValue(name(out), expr, dtype, n.cast === true, fromFloating);
+}
+
+/**
+ * A node with the caller's expression (FusedExprNode): its value args bound to a, b, c and the
+ * group's params to s0.. in a scope of its own, the value declared in the output's storage type.
+ */
+function exprStatement(c: GroupCtx, n: FusedNode, name: (id: ValueId) => string): string {
+  const e = n.expr!;
+  const out = n.outputs[0]!;
+  const ct = e.ct;
+  const binds: string[] = [];
+  n.args.forEach((a, i) => {
+    if (a.kind !== 'value') throw new Error(`kiln cuda codegen: ${n.op}: an expression node takes values only`);
+    const v = name(a.id);
+    const x = c.info(a.id).byValue === true && computeType(c.info(a.id).dtype) === ct ? v : `(${ct})(${v})`;
+    binds.push(`[[maybe_unused]] const ${ct} ${'abc'[i]} = ${roundThrough(e.roundThrough?.[i], x, ct)};`);
+  });
+  return `${storageType(c.info(out).dtype)} ${name(out)}; { ${binds.join(' ')} ${name(out)} = ${e.store(e.expr)}; }`;
+}
+
+/** `x` (of type ct) rounded through dtype d: a 0-d operand of another dtype, cast to the op's dtype as PyTorch does. */
+function roundThrough(d: DType | undefined, x: string, ct: string): string {
+  if (d === 'float16') return `kiln_h2f(kiln_f2h((float)(${x})))`;
+  if (d === 'bfloat16') return `kiln_bf2f(kiln_f2bf((float)(${x})))`;
+  if (d === 'float32' && ct === 'double') return `(double)(float)(${x})`;
+  return x;
+}
+
+/** The stored form of value `id` named `v`: an expression node's value is already in it. */
+function storeForm(c: GroupCtx, id: ValueId, v: string): string {
+  return c.nodeOf.get(id)?.expr ? v : storeConvert(c.info(id).dtype, v);
 }
 
 export interface ElementOptions {
@@ -106,7 +137,7 @@ export function elementCode(c: GroupCtx, o: ElementOptions): ElementCode {
     if (need.has(id) || o.leaves.has(id)) return;
     need.add(id);
     const n = c.nodeOf.get(id);
-    if (n) for (const a of nodeInputs(n)) visit(a);
+    if (n) for (const a of n.inputs) visit(a);
   };
   for (const r of o.roots) visit(r);
   for (const s of o.stores) visit(s);
@@ -155,10 +186,10 @@ export function elementCode(c: GroupCtx, o: ElementOptions): ElementCode {
     used.add(k);
     const d = c.info(s).dtype;
     const st = storageType(d);
-    if (V === 1) stmts.push(`p${k}[${o.off(k)}] = ${storeConvert(d, laneName(o.leaves, s, 0))};`);
+    if (V === 1) stmts.push(`p${k}[${o.off(k)}] = ${storeForm(c, s, laneName(o.leaves, s, 0))};`);
     else {
       stmts.push(`KVec<${V}, ${st}> S${k};`);
-      for (let u = 0; u < V; u++) stmts.push(`S${k}.v[${u}] = ${storeConvert(d, laneName(o.leaves, s, u))};`);
+      for (let u = 0; u < V; u++) stmts.push(`S${k}.v[${u}] = ${storeForm(c, s, laneName(o.leaves, s, u))};`);
       stmts.push(`*reinterpret_cast<KVec<${V}, ${st}>*>(p${k} + ${o.off(k)}) = S${k};`);
     }
   }

@@ -7,9 +7,10 @@
  * here too, so a launcher only copies bytes.
  */
 
-export type ParamType = 'ptr' | 'i32' | 'i64';
+/** f64: a host scalar (only eager one-node programs take one; see ArgSource 'scalar'). */
+export type ParamType = 'ptr' | 'i32' | 'i64' | 'f64';
 
-export const PARAM_BYTES: Readonly<Record<ParamType, number>> = { ptr: 8, i32: 4, i64: 8 };
+export const PARAM_BYTES: Readonly<Record<ParamType, number>> = { ptr: 8, i32: 4, i64: 8, f64: 8 };
 
 /** Where a parameter's value comes from at launch time. */
 export type ArgSource =
@@ -18,7 +19,9 @@ export type ArgSource =
   /** Device address of the launch's workspace plus a byte offset. */
   | { readonly kind: 'workspace' }
   /** An integer computed from the layout (a size, a stride, a partial count). */
-  | { readonly kind: 'int'; readonly what: string };
+  | { readonly kind: 'int'; readonly what: string }
+  /** A host value passed as a double: an eager op's scalar operand k ('p<k>') or parameter ('s<j>'). */
+  | { readonly kind: 'scalar'; readonly what: string };
 
 export interface Param {
   readonly name: string;
@@ -61,7 +64,8 @@ export function packArgs(layout: ArgLayout, values: readonly (number | bigint)[]
   const v = new DataView(buf.buffer);
   layout.params.forEach((p, i) => {
     const x = values[i]!;
-    if (p.type === 'i32') {
+    if (p.type === 'f64') v.setFloat64(p.offset, Number(x), true);
+    else if (p.type === 'i32') {
       const n = Number(x);
       if (!Number.isInteger(n) || n < -(2 ** 31) || n >= 2 ** 31) throw new RangeError(`packArgs: ${p.name} = ${String(x)} does not fit int32`);
       v.setInt32(p.offset, n, true);
