@@ -20,6 +20,11 @@
  * whose symbolic dims differ from that graph's; and it must treat every graph input (lifted ones
  * too) as a run-time input. A program may additionally implement `runGraph(graph, inputs)`
  * (GraphAwareProgram): it is then called with the concrete graph traced for these inputs.
+ * Symbolic sizes (symbolic.ts): where the backend's programs evaluate them (eager, the cpu target),
+ * the sizes a trace derives from symbolic dims (view/reshape sizes, arange and narrow lengths) are
+ * found by probe traces and become IR 'sym' arguments, so one program serves every size; each new
+ * size is still traced and reuses that program only if its trace is the generalised graph at
+ * these sizes. The cuda and webgpu targets keep one program per size.
  * - dynamic: true     every dim of every argument is symbolic from the first call;
  * - dynamic: undefined (automatic) a miss that differs from a cached entry only in some sizes
  *                      marks those dims symbolic for this function and builds the symbolic entry;
