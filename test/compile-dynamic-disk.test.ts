@@ -1,11 +1,10 @@
 /**
  * Automatic dynamic shapes and the disk cache (issue #18 item 4d), on the tiny Qwen3 forward run
  * at several sequence lengths in child processes (test/helpers/compile-dynamic-child.ts), each
- * starting cold. What holds today: after the first change the sequence dim is symbolic (one
- * recompile, then no recompiles), every length gives eager's logits, and a second process with
- * the same KILN_CACHE_DIR loads every program from disk. What does not yet (the `todo` test):
- * one program shared by every length. The forward bakes T into constant arguments (reshape/view
- * sizes, the host-built RoPE tables), so each length has its own graph signature and program.
+ * starting cold: after the first change the sequence dim is symbolic (one recompile, then no
+ * recompiles), every length gives eager's logits, a second process with the same KILN_CACHE_DIR
+ * loads every program from disk, and the sizes derived from T (view/reshape sizes, the RoPE
+ * table's slice) are symbolic sizes (src/compile/symbolic.ts), so one program serves every length.
  * The disk test runs with the default passes (horizontally fused linears' concatenated weights are
  * lifted inputs the program store takes from the fresh trace) and without horizontal fusion.
  */
@@ -57,10 +56,17 @@ test('tiny Qwen3 at 4 sequence lengths: the length becomes symbolic after one ch
   });
 });
 
-test('tiny Qwen3 at 3 sequence lengths: at most 2 compiles, stored on disk with the default passes', { todo: 'sizes baked into constant arguments (no symbolic ints): one program per length' }, () => {
+test('tiny Qwen3 at 3 sequence lengths: at most 2 compiles, stored on disk with the default passes', () => {
   withDir((dir) => {
     const cold = run(dir, ['5', '7', '9']);
     assert.ok(cold.counters.compiles <= 2, `${cold.counters.compiles} compiles`);
     assert.equal(cold.counters.diskMisses, cold.counters.compiles, 'every program was stored');
+    for (const r of cold.runs) assert.ok(r.maxDiff <= 1e-4, `length ${r.len}: max |compiled - eager| ${r.maxDiff}`);
+    // A second process: the static and the symbolic program from disk; lengths never seen (11),
+    // and 2 (the smallest symbolic size), run the symbolic program; 1 is specialised (its own program).
+    const warm = run(dir, ['5', '7', '9', '11', '2', '1']);
+    assert.deepEqual([warm.counters.diskHits, warm.counters.compiles], [cold.counters.compiles, cold.counters.compiles + 1], 'one new program: length 1');
+    for (const r of warm.runs) assert.ok(r.maxDiff <= 1e-4, `length ${r.len}: max |compiled - eager| ${r.maxDiff}`);
+    warm.runs.slice(0, 3).forEach((r, i) => assert.equal(r.sum, cold.runs[i]!.sum, `length ${r.len}: the same logits`));
   });
 });

@@ -36,6 +36,8 @@ export interface CompiledProgram {
 
 export interface CompileBackend {
   readonly name: string;
+  /** Whether its program for `graph` takes symbolic sizes (IR 'sym' arguments; symbolic.ts). */
+  symbolicSizes?(graph: Graph): boolean;
   compile(graph: Graph, options: BackendOptions): CompiledProgram;
 }
 
@@ -58,6 +60,7 @@ export function listBackends(): string[] {
 
 registerBackend({
   name: 'eager',
+  symbolicSizes: () => true,
   compile(graph) {
     return { run: (inputs) => interpret(graph, inputs), kernelCount: 0, describe: () => '(eager backend: ops run one by one)' };
   },

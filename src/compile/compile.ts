@@ -20,6 +20,11 @@
  * whose symbolic dims differ from that graph's; and it must treat every graph input (lifted ones
  * too) as a run-time input. A program may additionally implement `runGraph(graph, inputs)`
  * (GraphAwareProgram): it is then called with the concrete graph traced for these inputs.
+ * Symbolic sizes (symbolic.ts): where the backend's programs evaluate them (eager, the cpu target),
+ * the sizes a trace derives from symbolic dims (view/reshape sizes, arange and narrow lengths) are
+ * found by probe traces and become IR 'sym' arguments, so one program serves every size; each new
+ * size is still traced and reuses that program only if its trace is the generalised graph at
+ * these sizes. The cuda and webgpu targets keep one program per size.
  * - dynamic: true     every dim of every argument is symbolic from the first call;
  * - dynamic: undefined (automatic) a miss that differs from a cached entry only in some sizes
  *                      marks those dims symbolic for this function and builds the symbolic entry;
@@ -56,6 +61,7 @@ import { getOption } from '../runtime/config.js';
 import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import { freezeLlmPolicy } from '../ops/library/policy.js';
 import { GraphBreak, trace, type Trace } from './capture.js';
+import { generalize, matchGeneralized, MAX_SYMBOLS, probeArgs, symbolsOf, type SymbolicInputDims } from './symbolic.js';
 import { capturedConstants, warnCaptured, type CapturedTensorsPolicy } from './captured-warning.js';
 import { discoverModuleState } from './module-state.js';
 import { traceDifference, verifyError } from './verify.js';
@@ -170,6 +176,8 @@ interface Variant {
   readonly guardKey: string;
   /** The capture the program was built from (kept in verify mode only). */
   readonly trace?: Trace;
+  /** Its graph has symbolic sizes (symbolic.ts): later traces of the entry may instantiate it. */
+  readonly general: boolean;
 }
 
 /** The programs a compiled function holds, for inspection (tests, tools). */
@@ -534,18 +542,60 @@ class CompiledFn {
     const traced = captured.graph;
     log('graph', logs, () => `captured graph of '${fnName}':\n${formatGraph(traced)}`);
     // Inference graph (a grad call traces its own joint graph): conv+BatchNorm(eval) may fold.
-    const { graph, foldedSources } = runPasses(traced, { foldConvBn: this.s.backendName !== 'eager', ...this.s.passOptions });
-    log('graph', logs, () => `optimised graph of '${fnName}':\n${formatGraph(graph)}`);
+    // Symbolic dims in the guards and a backend whose programs evaluate symbolic sizes: the
+    // graph's sizes may become symbolic (symbolic.ts), so one program serves every size.
+    const sized = g.leaves.some((l) => l.kind === 'tensor' && l.guard.includes('?')) && getBackend(this.s.backendName).symbolicSizes?.(traced) === true;
+    const optimised = runPasses(traced, this.inferencePassOptions(sized));
+    const foldedSources = optimised.foldedSources;
+    const dims = symbolicDimsOf(optimised.graph, g);
+    const general = sized ? this.symbolicSizes(entry, optimised.graph, dims, args) : null;
+    const graph = general ?? optimised.graph;
+    log('graph', logs, () => `optimised graph of '${fnName}'${general ? ' (symbolic sizes)' : ''}:\n${formatGraph(graph)}`);
     log('guards', logs, () => `guards of '${fnName}': ${g.key}`);
-    const signature = graphSignature(graph, symbolicDimsOf(graph, g));
+    const signature = graphSignature(graph, dims);
     const state = discoverModuleState(liftedBefore(traced, captured.startTensorId));
     const guards = captureLiftedGuards(traced, foldedSources, [...this.s.roots, ...g.modules], state);
     this.warnCaptured(captured, state.owned);
-    const variant: Variant = { graph, signature, program: this.programs.get(signature), guards, guardKey: g.key, trace: this.s.verify ? captured : undefined };
+    const variant: Variant = { graph, signature, program: this.programs.get(signature), guards, guardKey: g.key, trace: this.s.verify ? captured : undefined, general: general !== null };
     this.justBuilt = variant;
     if (entry.variants.size >= MAX_VARIANTS) entry.variants.delete(entry.variants.keys().next().value!);
     entry.variants.set(g.concreteKey, variant);
     return variant;
+  }
+
+  private inferencePassOptions(symbolicSizes: boolean): Parameters<typeof runPasses>[1] {
+    return { foldConvBn: this.s.backendName !== 'eager', ...this.s.passOptions, symbolicSizes };
+  }
+
+  /**
+   * The optimised graph with symbolic sizes (symbolic.ts) when the guards have symbolic dims and
+   * the backend's program takes them: an earlier generalised variant of this entry that this trace
+   * instantiates, or a new generalisation from probe traces; null: keep the numbers.
+   */
+  private symbolicSizes(entry: Entry, graph: Graph, dims: SymbolicInputDims, args: readonly unknown[]): Graph | null {
+    const symbols = symbolsOf(graph, dims);
+    if (symbols.length === 0 || symbols.length > MAX_SYMBOLS) return null;
+    for (const v of entry.variants.values()) {
+      if (!v.general) continue;
+      const m = matchGeneralized(v.graph, graph, dims);
+      if (m) return m;
+    }
+    const probes: Graph[] = [];
+    for (const s of symbols) {
+      const src = graph.inputs[s.input]!.source;
+      const size = graph.values.get(graph.inputs[s.input]!.id)!.shape[s.dim]!;
+      const probe = src.kind === 'arg' ? probeArgs(args, src.path, s.dim, size + 1) : null;
+      if (!probe) return null;
+      try {
+        probes.push(runPasses(trace(this.s.fn, probe).graph, this.inferencePassOptions(true)).graph);
+      } catch {
+        // The function does not trace at the probe size (it checks T, a table is too short...).
+        return null;
+      }
+    }
+    const general = generalize(graph, probes, symbols, dims);
+    log('recompiles', this.s.logs, () => `'${this.s.fnName}': ${general ? `symbolic sizes: one program for every size of ${symbols.length} dynamic dim(s)` : 'sizes stay specialised (the probe traces differ beyond integer sizes)'}`);
+    return general;
   }
 
   /** The captured-constant warning, once per function (captured-warning.ts). */
@@ -666,7 +716,7 @@ class CompiledFn {
 }
 
 /** For each graph input, the dims its guard made symbolic (graphSignature writes them as '?'). */
-function symbolicDimsOf(graph: Graph, g: ArgGuards): (i: number) => ReadonlySet<number> {
+function symbolicDimsOf(graph: Graph, g: ArgGuards): SymbolicInputDims {
   const byPath = new Map<string, readonly (number | '?')[]>();
   for (const l of g.leaves) if (l.kind === 'tensor') byPath.set(l.path, l.guard);
   return (i) => {

@@ -5,7 +5,7 @@
 import { dispatch } from '../ops/dispatch.js';
 import { getOp } from '../ops/registry.js';
 import type { Tensor } from '../tensor/tensor.js';
-import type { Graph, IRArg, OutputTree, ValueId } from './ir.js';
+import { evalSym, type Graph, type IRArg, type OutputTree, type ValueId } from './ir.js';
 
 export function resolveArg(arg: IRArg, env: ReadonlyMap<ValueId, Tensor>): unknown {
   switch (arg.kind) {
@@ -18,6 +18,8 @@ export function resolveArg(arg: IRArg, env: ReadonlyMap<ValueId, Tensor>): unkno
       return arg.items.map((a) => resolveArg(a, env));
     case 'const':
       return arg.value;
+    case 'sym':
+      return evalSym(arg.expr, (id) => (resolveArg({ kind: 'value', id }, env) as Tensor).shape);
     default:
       return arg satisfies never;
   }

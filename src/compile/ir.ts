@@ -27,7 +27,34 @@ export interface ValueInfo {
 export type IRArg =
   | { readonly kind: 'value'; readonly id: ValueId }
   | { readonly kind: 'list'; readonly items: readonly IRArg[] }
-  | { readonly kind: 'const'; readonly value: unknown };
+  | { readonly kind: 'const'; readonly value: unknown }
+  /** A symbolic integer size (symbolic.ts): evaluated from the inputs' sizes at run time. */
+  | { readonly kind: 'sym'; readonly expr: SymExpr };
+
+/**
+ * A symbolic integer: `c + sum(k * size)` over dims of graph inputs (`id`: a graph input's value,
+ * `dim`: which of its dims), as PyTorch's SymInt is an expression over the symbols s0, s1, ... of
+ * its dynamic input dims. Only the graph inputs' sizes are read, so evaluating it needs nothing but
+ * the inputs of one call (or their metadata).
+ */
+export interface SymExpr {
+  readonly c: number;
+  readonly terms: readonly { readonly id: ValueId; readonly dim: number; readonly k: number }[];
+}
+
+/** The value of a symbolic integer, given the shape of each graph input it reads. */
+export function evalSym(e: SymExpr, shapeOf: (id: ValueId) => readonly number[]): number {
+  let v = e.c;
+  for (const t of e.terms) v += t.k * shapeOf(t.id)[t.dim]!;
+  return v;
+}
+
+/** `s(%0.1)*4 + 2`-style text of a symbolic integer, with input ids through `name`. */
+export function formatSym(e: SymExpr, name: (id: ValueId) => string | number = (id) => id): string {
+  const parts = e.terms.map((t) => `${t.k === 1 ? '' : `${t.k}*`}s(%${name(t.id)}.${t.dim})`);
+  if (e.c !== 0 || parts.length === 0) parts.push(String(e.c));
+  return parts.join('+');
+}
 
 export interface IRNode {
   readonly id: number;
@@ -81,6 +108,7 @@ export function argValues(arg: IRArg): ValueId[] {
     case 'list':
       return arg.items.flatMap(argValues);
     case 'const':
+    case 'sym':
       return [];
     default:
       return arg satisfies never;
@@ -116,6 +144,8 @@ export function formatGraph(g: Graph): string {
         return `[${arg.items.map(a).join(', ')}]`;
       case 'const':
         return arg.value === undefined ? 'undefined' : typeof arg.value === 'object' && arg.value !== null ? String(arg.value) : JSON.stringify(arg.value);
+      case 'sym':
+        return formatSym(arg.expr);
       default:
         return arg satisfies never;
     }

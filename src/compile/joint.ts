@@ -177,7 +177,7 @@ class JointRecorder {
     if (e.outputs.every((id) => !grads.has(id))) return; // no gradient reaches this op
     const outs = e.outputs.map((id) => ctx.fakeOf(id));
     const gOut = outs.map((o) => grads.get(o.valueId) ?? (isFloating(o.dtype) ? zerosLike(o) : null));
-    const materialize = (a: IRArg): unknown => (a.kind === 'value' ? ctx.fakeOf(a.id) : a.kind === 'list' ? a.items.map(materialize) : a.value);
+    const materialize = (a: IRArg): unknown => (a.kind === 'value' ? ctx.fakeOf(a.id) : a.kind === 'list' ? a.items.map(materialize) : a.kind === 'const' ? a.value : unsupportedSym());
     const args = e.irArgs.map(materialize);
     const rg = (a: IRArg | undefined): boolean => a !== undefined && argValues(a).some((id) => this.requiresGrad(id, ctx));
     const needs = (arg: number, item?: number): boolean => {
@@ -286,4 +286,9 @@ export function traceJoint(fn: (...args: never[]) => unknown, args: readonly unk
     finish: (result, ctx) => rec.finish(result, ctx),
   });
   return partition(graph, rec);
+}
+
+/** Traced graphs hold no symbolic sizes (symbolic.ts adds them to optimised inference graphs only). */
+function unsupportedSym(): never {
+  throw new Error('kiln.compile: a symbolic size in a traced graph (symbolic sizes are added after the passes)');
 }

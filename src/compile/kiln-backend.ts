@@ -19,6 +19,7 @@ export { compileKiln, type KilnBackendOptions } from './codegen/js/target.js';
 
 registerBackend({
   name: 'kiln',
+  symbolicSizes: (graph) => compileTargetFor(targetDevice(graph).type).symbolicSizes === true,
   compile(graph: Graph, options: BackendOptions): CompiledProgram {
     const device = targetDevice(graph);
     return compileTargetFor(device.type).compile(graph, device, options);

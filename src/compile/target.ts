@@ -24,6 +24,12 @@ import { schedule, type Schedule } from './lower/schedule.js';
 export interface CompileTarget {
   /** What it generates, for listings and errors. */
   readonly description: string;
+  /**
+   * Whether its programs take symbolic sizes (IR 'sym' arguments, evaluated from the inputs at run
+   * time: symbolic.ts), so one program serves every value of a dynamic dim. Without it, a dynamic
+   * dim whose sizes reach op arguments gets one program per size.
+   */
+  readonly symbolicSizes?: boolean;
   /** What lowering may fuse for this target (lower.ts and lower/gemm.ts ask nothing else). */
   readonly fusion: FusionRules;
   /** The plain program (no caches, no CUDA graphs) for a graph lowered with `fusion` and scheduled. */

@@ -11,7 +11,7 @@
  */
 import { Tensor } from '../tensor/tensor.js';
 import type { Trace } from './capture.js';
-import { outputValues, type Graph, type IRArg, type IRNode, type OutputTree, type ValueId } from './ir.js';
+import { formatSym, outputValues, type Graph, type IRArg, type IRNode, type OutputTree, type ValueId } from './ir.js';
 import { constKey } from './passes/util.js';
 
 const CLOSURE_HINT = 'a closed-over value changed (or the function has side effects such as Math.random()); pass it as an argument';
@@ -45,6 +45,8 @@ function fmtArg(a: IRArg, name: (id: ValueId) => string): string {
           : Array.isArray(a.value)
             ? JSON.stringify(a.value)
             : `<${(a.value as object).constructor?.name ?? 'object'}>`;
+    case 'sym':
+      return formatSym(a.expr, name);
     default:
       return a satisfies never;
   }
@@ -60,6 +62,8 @@ function argKey(a: IRArg): string {
       return `[${a.items.map(argKey).join(',')}]`;
     case 'const':
       return constKey(a.value);
+    case 'sym':
+      return formatSym(a.expr);
     default:
       return a satisfies never;
   }

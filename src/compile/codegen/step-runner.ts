@@ -22,9 +22,9 @@ import type { Storage } from '../../tensor/storage.js';
 import { storageSpan, Tensor } from '../../tensor/tensor.js';
 import { buildOutput } from '../interpret.js';
 import type { IRArg, ValueId } from '../ir.js';
-import { outputValues } from '../ir.js';
+import { evalSym, outputValues } from '../ir.js';
 import type { GemmStep } from '../lower/gemm.js';
-import { type LNode, type Lowered, type MetaLike, nodeInputs, nodeMeta } from '../lower/lower.js';
+import { type LNode, type Lowered, type MetaLike, nodeInputs, nodeMeta, symInputs } from '../lower/lower.js';
 import type { KernelGroup, Step } from '../lower/schedule.js';
 import { planValueMetas } from './layout-plan.js';
 
@@ -97,6 +97,9 @@ export function argResolver(value: (id: ValueId) => unknown): (a: IRArg) => unkn
         return a.items.map(resolve);
       case 'const':
         return a.value;
+      case 'sym':
+        // Symbolic sizes read only graph inputs, which stay bound for the whole call.
+        return evalSym(a.expr, (id) => (value(id) as { shape: readonly number[] }).shape);
       default:
         return a satisfies never;
     }
@@ -233,7 +236,11 @@ export class StepRunner {
       return;
     }
     const base = env.get(nodeInputs(n)[0]!)!;
-    const [m] = nodeMeta(n, new Map([[nodeInputs(n)[0]!, base as MetaLike]]));
+    const metas = new Map<ValueId, MetaLike>();
+    // Symbolic sizes in the view's arguments read graph inputs' shapes (bound for the whole call).
+    for (const id of n.args.flatMap(symInputs)) metas.set(id, env.get(id) as MetaLike);
+    metas.set(nodeInputs(n)[0]!, base as MetaLike);
+    const [m] = nodeMeta(n, metas);
     env.set(out, { ref: true, base: 'ref' in base ? base.base : base, shape: m!.shape, strides: m!.strides, offset: m!.offset, dtype: m!.dtype, device: m!.device });
   }
 

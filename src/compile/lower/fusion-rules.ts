@@ -44,7 +44,7 @@ export function templateFusion(onDevice: (d: Device) => boolean, gemm: GemmRules
       if (!onDevice(out.device)) return false;
       const targs: TArg[] = [];
       for (const a of n.args) {
-        if (a.kind === 'list') return false;
+        if (a.kind === 'list' || a.kind === 'sym') return false;
         if (a.kind === 'value') {
           const v = values.get(a.id)!;
           if (!onDevice(v.device)) return false;

@@ -15,7 +15,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import { isFloating } from '../../tensor/dtype.js';
 import { normalizeDim } from '../../tensor/layout.js';
 import type { Graph, IRArg, IRNode, ValueId, ValueInfo } from '../ir.js';
-import { argValues } from '../ir.js';
+import { argValues, evalSym } from '../ir.js';
 import type { FusionRules } from './fusion-rules.js';
 
 export type NodeKind = 'pointwise' | 'reduction' | 'view' | 'extern';
@@ -60,6 +60,8 @@ function metaArg(arg: IRArg, env: ReadonlyMap<ValueId, MetaLike>): unknown {
       return arg.items.map((a) => metaArg(a, env));
     case 'const':
       return arg.value;
+    case 'sym':
+      return evalSym(arg.expr, (id) => (metaArg({ kind: 'value', id }, env) as MetaLike).shape);
     default:
       return arg satisfies never;
   }
@@ -91,6 +93,16 @@ const ABSORBABLE_VIEWS: ReadonlySet<string> = new Set([
   'unflatten',
 ]);
 
+/** Whether an argument is, or holds, a symbolic size. */
+export function hasSym(a: IRArg): boolean {
+  return a.kind === 'sym' || (a.kind === 'list' && a.items.some(hasSym));
+}
+
+/** The graph inputs the symbolic sizes in an argument read. */
+export function symInputs(a: IRArg): ValueId[] {
+  return a.kind === 'sym' ? a.expr.terms.map((t) => t.id) : a.kind === 'list' ? a.items.flatMap(symInputs) : [];
+}
+
 function isTensorValue(values: ReadonlyMap<ValueId, ValueInfo>, a: IRArg | undefined): a is { kind: 'value'; id: ValueId } {
   return a?.kind === 'value' && values.has(a.id);
 }
@@ -102,6 +114,8 @@ function classify(n: IRNode, values: ReadonlyMap<ValueId, ValueInfo>, rules: Fus
   const mutates = op.args.some((a) => a.mutated === true);
   if (mutates || tags.includes('inplace') || tags.includes('random') || tags.includes('factory')) return 'extern';
   if (tags.includes('view') && ABSORBABLE_VIEWS.has(n.op)) return 'view';
+  // A symbolic size (symbolic.ts) is known only at run time: kernels bake their scalars and dims in.
+  if (n.args.some(hasSym)) return 'extern';
   if (REDUCTIONS.has(n.op)) {
     const info = values.get(n.outputs[0]!)!;
     const input = values.get((n.args[0] as { id: ValueId }).id)!;

@@ -32,6 +32,8 @@ function builderArg(a: IRArg): BuilderArg {
       return a.items.map(builderArg);
     case 'const':
       return a.value as BuilderArg;
+    case 'sym':
+      throw new Error('conv+BatchNorm folding: a symbolic size in a traced graph');
     default:
       return a satisfies never;
   }

@@ -29,6 +29,7 @@ export function registerDecomposition(op: string, fn: Decomposition): void {
 function tableArg(a: IRArg): unknown {
   if (a.kind === 'value') return new Val(a.id);
   if (a.kind === 'list') return a.items.map(tableArg);
+  if (a.kind === 'sym') throw new Error('decompose: a symbolic size in a traced graph');
   return a.value;
 }
 

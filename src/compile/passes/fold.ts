@@ -28,7 +28,12 @@ export interface FoldResult {
   foldedSources: { tensor: Tensor; version: number }[];
 }
 
-export function constantFolding(g: Graph): FoldResult {
+/**
+ * `keepSized`: view and factory nodes stay in the graph, computed per call (views of constants
+ * cost nothing there), though nodes that read them may fold: their size arguments may be
+ * symbolic (compile/symbolic.ts), and a folded result would bake those sizes in.
+ */
+export function constantFolding(g: Graph, options: { keepSized?: boolean } = {}): FoldResult {
   const written = new Set<ValueId>();
   for (const n of g.nodes) for (const v of mutatedValues(n)) written.add(aliasRoot(g, v));
   const env = new Map<ValueId, Tensor>();
@@ -43,6 +48,8 @@ export function constantFolding(g: Graph): FoldResult {
   // A returned value stays computed per call: a folded one would be the same object every time.
   const returned = new Set<ValueId>(outputValues(g.output));
   const used = new Set<Tensor>();
+  /** keepSized: the lifted tensors behind each view left in the graph. */
+  const keptViewSources = new Map<ValueId, Tensor[]>();
   const nodes: IRNode[] = [];
   const newInputs: GraphInput[] = [];
   for (const n of g.nodes) {
@@ -57,11 +64,26 @@ export function constantFolding(g: Graph): FoldResult {
       nodes.push(n);
       continue;
     }
+    if (options.keepSized === true && hasTag(n, 'factory')) {
+      nodes.push(n);
+      continue;
+    }
     const out = noGrad(() => dispatch(getOp(n.op), ...(n.args.map((a) => resolveArg(a, env)) as never[]))) as Tensor | Tensor[];
     const outs = Array.isArray(out) ? out : [out];
+    if (options.keepSized === true && hasTag(n, 'view')) {
+      // Evaluated for the nodes that read it, but computed per call where the graph reads it; a
+      // node folded from it reads its base's values (guarded then, not before).
+      n.outputs.forEach((id, k) => {
+        env.set(id, outs[k]!);
+        keptViewSources.set(id, vals.flatMap((v) => keptViewSources.get(v) ?? (liftedOf.has(v) ? [liftedOf.get(v)!] : [])));
+      });
+      nodes.push(n);
+      continue;
+    }
     for (const v of vals) {
       const t = liftedOf.get(v);
       if (t) used.add(t);
+      for (const s of keptViewSources.get(v) ?? []) used.add(s);
     }
     n.outputs.forEach((id, k) => {
       env.set(id, outs[k]!);

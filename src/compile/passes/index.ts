@@ -48,19 +48,29 @@ export interface PassOptions {
   qkNormRotary?: boolean;
 }
 
+/** What kiln.compile adds to the user's switches (not a `passes` option). */
+export interface PipelineOptions extends PassOptions {
+  /**
+   * The graph's sizes may become symbolic (compile/symbolic.ts): constant folding leaves view and
+   * factory nodes in the graph (it still folds what reads them), since folding them would bake
+   * their sizes into constant inputs.
+   */
+  symbolicSizes?: boolean;
+}
+
 export interface PassResult {
   graph: Graph;
   /** Tensors whose values were baked in by constant folding, with the storage version seen. */
   foldedSources: { tensor: Tensor; version: number }[];
 }
 
-export function runPasses(g: Graph, o: PassOptions = {}): PassResult {
+export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   let graph = g;
   let foldedSources: PassResult['foldedSources'] = [];
   if (o.dce !== false) graph = deadCodeElimination(graph);
   if (o.cse !== false) graph = commonSubexpressionElimination(graph);
   if (o.constantFolding !== false) {
-    const r = constantFolding(graph);
+    const r = constantFolding(graph, { keepSized: o.symbolicSizes === true });
     graph = r.graph;
     foldedSources = r.foldedSources;
   }

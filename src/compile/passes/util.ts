@@ -7,7 +7,7 @@
 import { getOp, hasOp } from '../../ops/registry.js';
 import type { OutMeta } from '../../ops/schema.js';
 import type { Graph, GraphInput, IRArg, IRNode, OutputTree, ValueId, ValueInfo } from '../ir.js';
-import { argValues, outputValues } from '../ir.js';
+import { argValues, evalSym, formatSym, outputValues } from '../ir.js';
 
 /** Whether a node writes into one of its inputs (declared `mutated` argument or 'inplace' tag). */
 export function isMutating(node: IRNode): boolean {
@@ -105,6 +105,8 @@ export function argKey(a: IRArg, rename: (id: ValueId) => string | number = (id)
       return `[${a.items.map((x) => argKey(x, rename)).join(',')}]`;
     case 'const':
       return constKey(a.value);
+    case 'sym':
+      return `sym(${formatSym(a.expr, rename)})`;
     default:
       return a satisfies never;
   }
@@ -163,6 +165,8 @@ export class GraphBuilder {
         return { kind: 'list', items: a.items.map((x) => this.mapArg(x)) };
       case 'const':
         return a;
+      case 'sym':
+        return { kind: 'sym', expr: { c: a.expr.c, terms: a.expr.terms.map((t) => ({ ...t, id: this.resolve(t.id) })) } };
       default:
         return a satisfies never;
     }
@@ -198,6 +202,8 @@ export class GraphBuilder {
         return a.items.map((x) => this.realize(x));
       case 'const':
         return a.value;
+      case 'sym':
+        return evalSym(a.expr, (id) => this.info(id).shape);
       default:
         return a satisfies never;
     }

@@ -103,7 +103,11 @@ export function ropeTables(positions: number[][], headDim: number, theta: number
     }
   }
   const mk = (data: Float32Array): Tensor => {
-    let t = reshape(tensor(data), [P, 1, T, headDim]);
+    // A real tensor even under kiln.compile's tracer (no op: the shape is set directly), so a
+    // table made while tracing can be kept (Qwen3Model.ropeTable).
+    const flat = tensor(data);
+    let t: Tensor = new Tensor(flat.storage, 'float32', [P, 1, T, headDim]);
+    flat.dispose();
     if (dtype !== 'float32') t = t.to(dtype);
     if (!device.equals(t.device)) t = t.to(device);
     return t;
@@ -390,33 +394,49 @@ export class Qwen3Model extends Module {
     if (inputIds.dtype !== 'int64' && inputIds.dtype !== 'int32') throw new Error(`Qwen3: inputIds must be int64 (or int32), got ${inputIds.dtype}`);
     const [B, T] = inputIds.shape as [number, number];
     let h = embedding(inputIds, this.embed_tokens.weight);
-    const pos = normalizePositions(positions, B, T);
-    const { cos, sin } = ropeTables(pos, this.config.headDim, this.config.ropeTheta, h.dtype, h.device);
+    const { cos, sin } = positions === undefined && T <= this.config.maxPositionEmbeddings ? this.ropePrefix(T, h.dtype, h.device) : ropeTables(normalizePositions(positions, B, T), this.config.headDim, this.config.ropeTheta, h.dtype, h.device);
     for (const layer of this.layers) h = layer.forward(h, cos, sin);
     return this.norm.forward(h);
   }
 
   /**
+   * The tables [1, 1, T, headDim] of positions 0..T-1: the first T rows of ropeTable, so a traced
+   * forward reads the kept table (a module property, guarded) and slices it with T, which
+   * kiln.compile turns into a symbolic size; one compiled program then serves every length.
+   */
+  private ropePrefix(T: number, dtype: DType, device: Device): { cos: Tensor; sin: Tensor } {
+    const t = this.ropeTable(dtype, device);
+    const D = this.config.headDim;
+    return { cos: view(narrow(t.cos, 0, 0, T), [1, 1, T, D]), sin: view(narrow(t.sin, 0, 0, T), [1, 1, T, D]) };
+  }
+
+  /**
    * cos and sin [maxPositions, headDim] for every position, made once per dtype and device and
-   * kept: a decode step gathers its rows by the positions tensor, on the device.
+   * kept (as plain tensor properties: not state, but module-held, so kiln.compile guards them):
+   * a decode step gathers its rows by the positions tensor, on the device.
    */
   ropeTable(dtype: DType, device: Device): { cos: Tensor; sin: Tensor } {
-    const t = this.ropeCache;
-    if (t && t.dtype === dtype && t.device.equals(device) && !t.cos.isDisposed) return t;
-    if (t) for (const x of [t.cos, t.sin]) x.dispose();
+    const [cos, sin] = [this.ropeCos, this.ropeSin];
+    if (cos && sin && cos.dtype === dtype && cos.device.equals(device) && !cos.isDisposed && !sin.isDisposed) return { cos, sin };
     const n = this.config.maxPositionEmbeddings;
     const D = this.config.headDim;
     const full = ropeTables([Array.from({ length: n }, (_, i) => i)], D, this.config.ropeTheta, dtype, device);
-    const made = { cos: keep(view(full.cos, [n, D])), sin: keep(view(full.sin, [n, D])), dtype, device };
-    // Made inside a kiln.compile trace, the table is the trace's (fake) value: use it, do not keep it.
+    // [n, D] without an op where the table is real (a view would be the tracer's fake).
+    const rows = (t: Tensor): Tensor => (t instanceof FakeTensor ? view(t, [n, D]) : keep(new Tensor(t.storage, t.dtype, [n, D], undefined, t.offset)));
+    const made = { cos: rows(full.cos), sin: rows(full.sin) };
+    // Made inside a kiln.compile trace by a cast or a copy to the device, the table is the trace's
+    // (fake) value: use it, do not keep it.
     if (made.cos instanceof FakeTensor) return made;
+    for (const x of [cos, sin]) if (x && !x.isDisposed) x.dispose();
     full.cos.dispose();
     full.sin.dispose();
-    this.ropeCache = made;
+    this.ropeCos = made.cos;
+    this.ropeSin = made.sin;
     return made;
   }
 
-  private ropeCache?: { cos: Tensor; sin: Tensor; dtype: DType; device: Device };
+  private ropeCos?: Tensor;
+  private ropeSin?: Tensor;
 
   /** Final hidden states [B, hidden] of a decode step (see Qwen3CausalLMBase.decodeStep). */
   forwardDecode(batch: DecodeBatch, cache: PagedKvTensors): Tensor {

@@ -23,6 +23,7 @@ function program(low: KilnProgram['low'], sched: KilnProgram['sched'], options: 
 
 export const cpuTarget: CompileTarget = {
   description: 'cpu: JavaScript kernels with C (native path) or Wasm candidates, compiled GEMMs',
+  symbolicSizes: true,
   fusion: CPU_FUSION,
   program: (low, sched, _device, options) => program(low, sched, options as KilnBackendOptions),
   // Whole programs are cached on disk (program-cache.ts); a hit skips lowering and codegen.

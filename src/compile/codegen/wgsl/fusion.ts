@@ -26,7 +26,7 @@ export const WEBGPU_FUSION: FusionRules = {
     if (!onWebgpu(out.device) || wgslComputeType(out.dtype) === null) return false;
     const margs: MathArg[] = [];
     for (const a of n.args) {
-      if (a.kind === 'list') return false;
+      if (a.kind === 'list' || a.kind === 'sym') return false;
       if (a.kind === 'value') {
         const v = values.get(a.id)!;
         if (!onWebgpu(v.device) || wgslComputeType(v.dtype) === null) return false;

@@ -18,7 +18,7 @@ export function fusedGroup(g: KernelGroup, low: Lowered): FusedGroup {
   const nodes = g.nodes.map((n): FusedNode => {
     if (n.kind === 'reduction') return { kind: 'reduction', op: n.reduce!.kind, args: [], outputs: n.outputs, reduce: { kind: n.reduce!.kind, input: n.reduce!.input } };
     const args = n.args.map((a) => {
-      if (a.kind === 'list') throw new Error(`kiln wgsl: ${n.op} has a list argument (not fusable)`);
+      if (a.kind === 'list' || a.kind === 'sym') throw new Error(`kiln wgsl: ${n.op} has a ${a.kind} argument (not fusable)`);
       return a;
     });
     return { kind: 'pointwise', op: wgslEntry(n.op), args, outputs: n.outputs, cast: CAST_OPS.has(n.op) };
