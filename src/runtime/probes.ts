@@ -5,7 +5,7 @@
  * webgpu probe is the exception: only Dawn can say whether an adapter exists, so it opens Dawn on a
  * worker thread (once per process; the loader reuses it).
  */
-import { createRequire } from 'node:module';
+import { inNode, nodeModule } from '../platform/index.js';
 import type { AcceleratorProbe } from './accelerator.js';
 import { registerAccelerator } from './registry.js';
 import { CudaAccelerator } from './cuda/cuda-accelerator.js';
@@ -13,11 +13,9 @@ import { findLibrary, missingMessage } from './cuda/discover.js';
 import { openDawn } from './webgpu/open.js';
 import { WebgpuAccelerator } from './webgpu/webgpu-accelerator.js';
 
-const require = createRequire(import.meta.url);
-
 function resolvable(pkg: string): boolean {
   try {
-    require.resolve(pkg);
+    nodeModule.createRequire(import.meta.url).resolve(pkg);
     return true;
   } catch {
     return false;
@@ -25,6 +23,7 @@ function resolvable(pkg: string): boolean {
 }
 
 export function probeCuda(): AcceleratorProbe {
+  if (!inNode) return { available: false, reason: 'CUDA needs Node (the driver is reached through koffi FFI); not available in a browser' };
   if (process.platform !== 'linux') return { available: false, reason: `no NVIDIA driver support on ${process.platform} in this build (Linux only)` };
   const driver = findLibrary('cuda');
   if (!driver.path) return { available: false, reason: missingMessage(driver) };
@@ -35,6 +34,7 @@ export function probeCuda(): AcceleratorProbe {
 }
 
 export function probeWebgpu(): AcceleratorProbe {
+  if (!inNode) return { available: false, reason: 'webgpu in a browser: not yet wired to navigator.gpu (the Node accelerator runs Dawn)' };
   if (!resolvable('webgpu')) return { available: false, reason: "the 'webgpu' package (Dawn for Node) is not installed" };
   // Only Dawn knows whether there is an adapter: the probe opens it (once; the loader reuses it).
   const d = openDawn();

@@ -4,7 +4,8 @@
  * worker answers. A flush happens at every call, when the queue is long, and on the next turn of
  * the event loop, so the GPU starts while the host is still issuing work.
  */
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import { workerThreads } from '../../platform/index.js';
+import type { MessagePort, Worker } from 'node:worker_threads';
 import type { AdapterReport, Answer, Call, Command, ToWorker, WorkerInit } from './protocol.js';
 import { WebgpuError } from './errors.js';
 
@@ -25,10 +26,10 @@ export class Bridge {
 
   /** Starts the worker and opens the adapter; throws when Dawn finds none. */
   constructor(dawnOptions: readonly string[], wantedFeatures: readonly string[]) {
-    const { port1, port2 } = new MessageChannel();
+    const { port1, port2 } = new workerThreads.MessageChannel();
     this.port = port1;
     const data: WorkerInit = { flag: this.flag.buffer as SharedArrayBuffer, port: port2, dawnOptions, wantedFeatures };
-    this.worker = new Worker(new URL('./worker.js', import.meta.url), { workerData: data, transferList: [port2] });
+    this.worker = new workerThreads.Worker(new URL('./worker.js', import.meta.url), { workerData: data, transferList: [port2] });
     // The worker must never keep a finished program alive.
     this.worker.unref();
     this.worker.on('error', (e) => (this.dead = `the webgpu device thread failed: ${e.message}`));
@@ -79,7 +80,7 @@ export class Bridge {
         throw new WebgpuError(`${this.dead} (while ${doing})`, 'worker');
       }
     }
-    const got = receiveMessageOnPort(this.port);
+    const got = workerThreads.receiveMessageOnPort(this.port);
     if (!got) throw new WebgpuError(`the webgpu device thread signalled but sent no answer (while ${doing})`, 'worker');
     return got.message as Answer;
   }

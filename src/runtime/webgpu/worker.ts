@@ -7,10 +7,10 @@
  * Messages are handled one at a time on a promise chain, since a read's mapAsync must not let a
  * later batch overtake it.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { workerThreads } from '../../platform/index.js';
 import { STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type ToWorker, type WorkerInit } from './protocol.js';
 
-const init = workerData as WorkerInit;
+const init = workerThreads.workerData as WorkerInit;
 const flag = new Int32Array(init.flag);
 const faults: DeviceFault[] = [];
 
@@ -282,7 +282,7 @@ async function handleCall(call: Call): Promise<Answer> {
 
 let chain: Promise<void> = Promise.resolve();
 /** A batch that threw: reported with the next answer (the main thread is not waiting for batches). */
-parentPort!.on('message', (m: ToWorker) => {
+workerThreads.parentPort!.on('message', (m: ToWorker) => {
   chain = chain.then(async () => {
     if (m.t === 'batch') {
       try {

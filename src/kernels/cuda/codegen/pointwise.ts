@@ -12,7 +12,7 @@
  * or an operand's reach needs 64 bits (`index64`). Loops are grid-stride, so any size works with a
  * capped grid.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../../platform/index.js';
 import type { DType } from '../../../tensor/dtype.js';
 import type { ParamType } from '../../../runtime/cuda/launch.js';
 import { computeType, loadAs, PRELUDE, storageType, storeAs, type CType } from './ctypes.js';
