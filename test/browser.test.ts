@@ -46,7 +46,7 @@ interface PageResult {
   cpuPath: string;
   webgpu: { available: boolean; reason: string };
   crossOriginIsolated: boolean;
-  qwen3: { prompt: number[]; tokens: number[]; cpuTokens: number[]; ms: number };
+  qwen3: { prompt: number[]; tokens: number[]; cpuTokens: number[]; device: string; fallback?: string; ms: number };
   check: { n: number; row0: number[]; sum: number };
   bench: { n: number; device: string; ms: number; gflops: number }[];
   gpuCheck?: { maxAbsDiff: number };
@@ -123,7 +123,9 @@ test('examples/browser runs in headless Chromium: the Wasm path computes right, 
   if (r.webgpu.available) {
     assert.equal(r.device, 'webgpu');
     assert.ok(r.gpuCheck && r.gpuCheck.maxAbsDiff < 1e-3, `webgpu matmul vs cpu: ${JSON.stringify(r.gpuCheck)}`);
-    t.diagnostic(`webgpu ran: ${r.webgpu.reason}; tokens ${JSON.stringify(r.qwen3.tokens)} (cpu ${JSON.stringify(r.qwen3.cpuTokens)})`);
+    // The tiny Qwen3 runs on webgpu once webgpu has every op it needs; until then on cpu, saying why.
+    assert.ok(r.qwen3.device === 'webgpu' || (r.qwen3.device === 'cpu' && r.qwen3.fallback), `qwen3 ran on ${r.qwen3.device} without a reason`);
+    t.diagnostic(`webgpu ran: ${r.webgpu.reason}; matmul vs cpu max |diff| ${r.gpuCheck.maxAbsDiff}; qwen3 on ${r.qwen3.device}${r.qwen3.fallback ? ` (${r.qwen3.fallback})` : ''}`);
   } else {
     assert.equal(r.device, 'cpu');
     assert.ok(r.webgpu.reason.length > 0);

@@ -10,7 +10,7 @@ import type { AcceleratorProbe } from './accelerator.js';
 import { registerAccelerator } from './registry.js';
 import { CudaAccelerator } from './cuda/cuda-accelerator.js';
 import { findLibrary, missingMessage } from './cuda/discover.js';
-import { openDawn } from './webgpu/open.js';
+import { describeAdapter, openDawn } from './webgpu/open.js';
 import { WebgpuAccelerator } from './webgpu/webgpu-accelerator.js';
 
 function resolvable(pkg: string): boolean {
@@ -34,18 +34,15 @@ export function probeCuda(): AcceleratorProbe {
 }
 
 export function probeWebgpu(): AcceleratorProbe {
-  if (!inNode) return { available: false, reason: 'webgpu in a browser: not yet wired to navigator.gpu (the Node accelerator runs Dawn)' };
-  if (!resolvable('webgpu')) return { available: false, reason: "the 'webgpu' package (Dawn for Node) is not installed" };
+  if (inNode && !resolvable('webgpu')) return { available: false, reason: "the 'webgpu' package (Dawn for Node) is not installed" };
   // Only Dawn knows whether there is an adapter: the probe opens it (once; the loader reuses it).
   const d = openDawn();
-  if ('error' in d) return { available: false, reason: `Dawn loaded but ${d.error.message}` };
-  const a = d.bridge.adapter;
-  const name = a.description || a.device || a.vendor || 'adapter';
-  return { available: true, reason: `Dawn ${a.backend === 'default' ? '' : `${a.backend} backend, `}${name}; features ${a.features.join(', ')}` };
+  if ('error' in d) return { available: false, reason: inNode ? `Dawn loaded but ${d.error.message}` : d.error.message };
+  return { available: true, reason: describeAdapter(d.bridge) };
 }
 
 function loadWebgpu(): WebgpuAccelerator {
-  if (!resolvable('webgpu')) throw new Error("the 'webgpu' package (Dawn for Node) is not installed (npm install webgpu)");
+  if (inNode && !resolvable('webgpu')) throw new Error("the 'webgpu' package (Dawn for Node) is not installed (npm install webgpu)");
   const d = openDawn();
   if ('error' in d) throw d.error;
   return new WebgpuAccelerator(d.bridge);
