@@ -4,7 +4,7 @@
  * from the one list below, so the order lives in one place; `npm run lint:layers` runs it in CI and
  * test/layers.test.ts shows that a planted upward import fails it.
  */
-const LAYERS = ['runtime', 'tensor', 'ops', 'kernels', 'api', 'autograd', 'nn', 'optim', 'data', 'compile', 'llm', 'io', 'models', 'serve', 'bench', 'cli'];
+const LAYERS = ['platform', 'runtime', 'tensor', 'ops', 'kernels', 'api', 'autograd', 'nn', 'optim', 'data', 'compile', 'llm', 'io', 'models', 'serve', 'bench', 'cli'];
 /** Files directly in src/ (index.ts, memory.ts): the public surface, above serve and below bench/cli. */
 const ROOT_INDEX = 'serve';
 /** Accelerator folders: each may use the host's (cpu) helpers, none another vendor's. */

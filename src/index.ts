@@ -36,6 +36,7 @@ export {
   probeAccelerators,
   isAvailable,
   registerAccelerator,
+  prepareWebgpu,
 } from './runtime/index.js';
 export type { Accelerator, AllocatorStats, DeviceType, DeviceLike } from './runtime/index.js';
 export { memoryStats, emptyCache, resetPeakMemoryStats } from './memory.js';

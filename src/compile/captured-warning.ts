@@ -7,6 +7,7 @@
  * compiled function, at trace time, with the remedies. Tensors created during the trace (a
  * kiln.tensor([...]) inside the function) are part of the function's code and do not warn.
  */
+import { emitWarning } from '../platform/index.js';
 import type { Tensor } from '../tensor/tensor.js';
 import type { Trace } from './capture.js';
 
@@ -35,5 +36,5 @@ export function capturedWarningText(fnName: string, found: readonly { tensor: Te
 
 /** Emits the warning (type KilnCompileWarning, code KILN_CAPTURED_TENSOR). */
 export function warnCaptured(fnName: string, found: readonly { tensor: Tensor; at: string | undefined }[]): void {
-  process.emitWarning(capturedWarningText(fnName, found), { type: 'KilnCompileWarning', code: 'KILN_CAPTURED_TENSOR' });
+  emitWarning(capturedWarningText(fnName, found), { type: 'KilnCompileWarning', code: 'KILN_CAPTURED_TENSOR' });
 }

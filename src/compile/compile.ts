@@ -52,6 +52,7 @@
  * data, in-place writes to values that need grad) makes such calls run eagerly, counted in
  * `fallbacks`, with one warning per function (an error with fullgraph).
  */
+import { emitWarning } from '../platform/index.js';
 import { isGradEnabled } from '../autograd/grad-mode.js';
 import { autocastDtype } from '../api/autocast.js';
 import { Module } from '../nn/module.js';
@@ -496,7 +497,7 @@ class CompiledFn {
     if (this.counters.recompiles >= recompileLimit) {
       if (!this.warnedLimit) {
         this.warnedLimit = true;
-        process.emitWarning(
+        emitWarning(
           `kiln.compile: function '${fnName}' hit the recompile limit (${recompileLimit}); new guard sets now run eagerly. ` +
             `Last changed guard: ${reason}. Consider dynamic: true or a higher recompileLimit.`,
           { type: 'KilnCompileWarning', code: 'KILN_RECOMPILE_LIMIT' },
@@ -532,7 +533,7 @@ class CompiledFn {
       entry.variants.clear();
       if (!this.warnedBreak) {
         this.warnedBreak = true;
-        process.emitWarning(`kiln.compile: graph break in '${fnName}': ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}; the code around the break runs as compiled pieces`, {
+        emitWarning(`kiln.compile: graph break in '${fnName}': ${e.reason}${e.userFrame ? ` at ${e.userFrame}` : ''}; the code around the break runs as compiled pieces`, {
           type: 'KilnCompileWarning',
           code: 'KILN_GRAPH_BREAK',
         });
@@ -663,7 +664,7 @@ class CompiledFn {
       if (this.s.fullgraph) throw new Error(`kiln.compile: cannot compile the backward of '${fnName}' with fullgraph: true: ${reason}`, { cause: e });
       if (!this.warnedBackward) {
         this.warnedBackward = true;
-        process.emitWarning(`kiln.compile: the backward of '${fnName}' cannot be compiled (${reason}); calls that need gradients run eagerly`, {
+        emitWarning(`kiln.compile: the backward of '${fnName}' cannot be compiled (${reason}); calls that need gradients run eagerly`, {
           type: 'KilnCompileWarning',
           code: 'KILN_BACKWARD_FALLBACK',
         });

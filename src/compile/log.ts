@@ -9,6 +9,7 @@
  * The same variable's runtime topics (build, cache, device) are runtime/notes.ts's; each side
  * ignores the other's names.
  */
+import { writeStderr } from '../platform/index.js';
 import { getOption } from '../runtime/config.js';
 export type LogArtifact = 'graph' | 'output_code' | 'guards' | 'recompiles';
 
@@ -30,7 +31,7 @@ const envArtifacts = parseLogSpec(getOption('KILN_LOG'));
 export type LogSink = (artifact: LogArtifact, text: string) => void;
 
 let sink: LogSink = (artifact, text) => {
-  process.stderr.write(`[kiln.compile:${artifact}]\n${text}\n`);
+  writeStderr(`[kiln.compile:${artifact}]\n${text}\n`);
 };
 
 /** Replaces where logs go (tests, tools); returns the previous sink. */

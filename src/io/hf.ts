@@ -3,8 +3,7 @@
  * checkpoint (`model.safetensors.index.json`, whose `weight_map` names the shard of each tensor).
  * Each shard is opened once, on first use (header only); tensors are read lazily by name.
  */
-import fs from 'node:fs';
-import path from 'node:path';
+import { fs, path } from '../platform/index.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { type GetOptions, openSafetensors, type SafetensorsFile, type TensorInfo } from './safetensors.js';
 

@@ -10,9 +10,7 @@
  * file is never held in one buffer. Writing streams too: header, then each tensor's bytes, into a
  * temporary file that is renamed over the target at the end.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { fs, os, path } from '../platform/index.js';
 import { contiguous } from '../api/core.js';
 import type { DeviceLike } from '../runtime/device.js';
 import { Device } from '../runtime/device.js';

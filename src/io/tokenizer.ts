@@ -6,8 +6,7 @@
  * embedding past it) decode to nothing, as in the Rust library, so a stray sampled id cannot break
  * a stream. createStreamDecoder() gives the UTF-8-safe incremental decoder of detokenizer.ts.
  */
-import fs from 'node:fs';
-import path from 'node:path';
+import { fs, path } from '../platform/index.js';
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
 import { ChatTemplate, type ChatMessage, type ChatTemplateOptions, type NamedTemplate } from './chat-template.js';
 import { StreamDecoder } from './detokenizer.js';

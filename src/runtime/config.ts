@@ -19,7 +19,7 @@
  * results; only those are in the fingerprint, so a log setting or the cache folder never makes the
  * compile cache miss. This is the bottom layer: it imports nothing from src/ outside runtime/.
  */
-import { createHash } from 'node:crypto';
+import { createHash, env } from '../platform/index.js';
 
 type OptionType = 'boolean' | 'integer' | 'number' | 'string' | 'enum';
 
@@ -191,7 +191,7 @@ const envMemo = new Map<OptionName, { readonly raw: string | undefined; readonly
 function envValue(name: OptionName, d: Decl): { raw: string | undefined; value: unknown } {
   const memo = envMemo.get(name);
   if (memo !== undefined && d.once) return memo;
-  const raw = process.env[name];
+  const raw = env[name];
   if (memo !== undefined && memo.raw === raw) return memo;
   const fresh = { raw, value: parseOption(name, raw) };
   envMemo.set(name, fresh);
@@ -226,7 +226,7 @@ export function optionSource(name: OptionName): OptionSource {
   if (overrides.has(name)) return 'override';
   const d = decl(name);
   if (!d.env) return 'default';
-  const raw = d.once ? (envMemo.get(name)?.raw ?? process.env[name]) : process.env[name];
+  const raw = d.once ? (envMemo.get(name)?.raw ?? env[name]) : env[name];
   return raw !== undefined && raw.trim() !== '' ? 'env' : 'default';
 }
 
@@ -236,10 +236,10 @@ export function optionSource(name: OptionName): OptionSource {
  * (e.g. `kiln bench` compiling into a fresh KILN_CACHE_DIR).
  */
 export function withEnvOption<T>(name: EnvOptionName, value: string | undefined, fn: () => T): T {
-  const saved = process.env[name];
+  const saved = env[name];
   const put = (v: string | undefined): void => {
-    if (v === undefined) delete process.env[name];
-    else process.env[name] = v;
+    if (v === undefined) delete env[name];
+    else env[name] = v;
   };
   put(value);
   try {

@@ -5,3 +5,4 @@ export * from './event.js';
 export * from './guard.js';
 export { sizeClass, CachingAllocator } from './caching-allocator.js';
 import './probes.js';
+export { prepareWebgpu } from './webgpu/open.js';

@@ -14,8 +14,7 @@
  * constructor. Where either is unavailable (a browser, another engine) they are no-ops and memory
  * returns at the next yield as before.
  */
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { inNode, v8, vm } from '../platform/index.js';
 
 import { getOption } from './config.js';
 
@@ -123,5 +122,6 @@ export function finalizationRegistryWithCleanupSome(): FinalizationRegistryConst
 // The runtime is Node-only already (config.ts hashes with node:crypto); a bundle for another engine
 // that stubs these modules gets null and the no-op paths.
 function nodeModules(): { v8: typeof v8; vm: typeof vm } | null {
+  if (!inNode) return null;
   return typeof v8?.setFlagsFromString === 'function' && typeof vm?.runInNewContext === 'function' ? { v8, vm } : null;
 }

@@ -13,6 +13,7 @@
  * Runtime layer: callers in kernels/ and compile/ time their builds with `timeBuild`; the clock
  * and the sink are parameters so tests need no real timing.
  */
+import { writeStderr } from '../platform/index.js';
 import { getOption } from './config.js';
 
 export type RuntimeLogTopic = 'build' | 'cache' | 'device';
@@ -40,7 +41,7 @@ export function runtimeLogEnabled(topic: RuntimeLogTopic): boolean {
 
 export type NoteSink = (line: string) => void;
 let sink: NoteSink = (line) => {
-  process.stderr.write(`${line}\n`);
+  writeStderr(`${line}\n`);
 };
 
 /** Replaces where notes and runtime logs go (tests, tools); returns the previous sink. */

@@ -5,19 +5,17 @@
  * webgpu probe is the exception: only Dawn can say whether an adapter exists, so it opens Dawn on a
  * worker thread (once per process; the loader reuses it).
  */
-import { createRequire } from 'node:module';
+import { inNode, nodeModule } from '../platform/index.js';
 import type { AcceleratorProbe } from './accelerator.js';
 import { registerAccelerator } from './registry.js';
 import { CudaAccelerator } from './cuda/cuda-accelerator.js';
 import { findLibrary, missingMessage } from './cuda/discover.js';
-import { openDawn } from './webgpu/open.js';
+import { describeAdapter, openDawn } from './webgpu/open.js';
 import { WebgpuAccelerator } from './webgpu/webgpu-accelerator.js';
-
-const require = createRequire(import.meta.url);
 
 function resolvable(pkg: string): boolean {
   try {
-    require.resolve(pkg);
+    nodeModule.createRequire(import.meta.url).resolve(pkg);
     return true;
   } catch {
     return false;
@@ -25,6 +23,7 @@ function resolvable(pkg: string): boolean {
 }
 
 export function probeCuda(): AcceleratorProbe {
+  if (!inNode) return { available: false, reason: 'CUDA needs Node (the driver is reached through koffi FFI); not available in a browser' };
   if (process.platform !== 'linux') return { available: false, reason: `no NVIDIA driver support on ${process.platform} in this build (Linux only)` };
   const driver = findLibrary('cuda');
   if (!driver.path) return { available: false, reason: missingMessage(driver) };
@@ -35,17 +34,15 @@ export function probeCuda(): AcceleratorProbe {
 }
 
 export function probeWebgpu(): AcceleratorProbe {
-  if (!resolvable('webgpu')) return { available: false, reason: "the 'webgpu' package (Dawn for Node) is not installed" };
+  if (inNode && !resolvable('webgpu')) return { available: false, reason: "the 'webgpu' package (Dawn for Node) is not installed" };
   // Only Dawn knows whether there is an adapter: the probe opens it (once; the loader reuses it).
   const d = openDawn();
-  if ('error' in d) return { available: false, reason: `Dawn loaded but ${d.error.message}` };
-  const a = d.bridge.adapter;
-  const name = a.description || a.device || a.vendor || 'adapter';
-  return { available: true, reason: `Dawn ${a.backend === 'default' ? '' : `${a.backend} backend, `}${name}; features ${a.features.join(', ')}` };
+  if ('error' in d) return { available: false, reason: inNode ? `Dawn loaded but ${d.error.message}` : d.error.message };
+  return { available: true, reason: describeAdapter(d.bridge) };
 }
 
 function loadWebgpu(): WebgpuAccelerator {
-  if (!resolvable('webgpu')) throw new Error("the 'webgpu' package (Dawn for Node) is not installed (npm install webgpu)");
+  if (inNode && !resolvable('webgpu')) throw new Error("the 'webgpu' package (Dawn for Node) is not installed (npm install webgpu)");
   const d = openDawn();
   if ('error' in d) throw d.error;
   return new WebgpuAccelerator(d.bridge);

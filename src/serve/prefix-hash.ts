@@ -5,7 +5,7 @@
  * the cached keys/values are the same. SHA-256, so a collision, which would silently give a
  * request another prompt's keys, is not a practical concern.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../platform/index.js';
 
 /** The key of a block of `tokens` that follows the block keyed `parent` (null for the first). */
 export function hashBlock(parent: string | null, tokens: readonly number[]): string {

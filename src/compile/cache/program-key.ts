@@ -15,10 +15,7 @@
  * Keys that embed process-local identities (`o#N`: constants compared by object identity) cannot
  * mean the same thing in another process; `programCacheKey` returns null for them (not cacheable).
  */
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { createHash, fs, path, url } from '../../platform/index.js';
 import { Device } from '../../runtime/device.js';
 import { getAccelerator } from '../../runtime/registry.js';
 import { cacheKey } from '../../runtime/cache/key.js';
@@ -50,7 +47,7 @@ export function compilerCodeHash(): string | null {
 }
 
 function hashCompilerFiles(): string {
-  const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+  const root = path.dirname(path.dirname(url.fileURLToPath(import.meta.url)));
   const files: string[] = [];
   const walk = (dir: string, top: boolean): void => {
     for (const e of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {

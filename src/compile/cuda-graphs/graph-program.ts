@@ -39,6 +39,7 @@
  * into captured pieces around it; otherwise the program runs without graphs, with one warning
  * naming the op's error.
  */
+import { emitWarning } from '../../platform/index.js';
 import type { CudaAccelerator } from '../../runtime/cuda/cuda-accelerator.js';
 import { captureOn, type CudaGraphExec, GraphCaptureError, poolStream, withDefaultStream } from '../../runtime/cuda/graph.js';
 import type { CudaStream } from '../../runtime/cuda/stream.js';
@@ -281,7 +282,7 @@ export class CudaGraphProgram implements CompiledProgram {
         }
         if (!warned.has(e.reason)) {
           warned.add(e.reason);
-          process.emitWarning(`kiln.compile: CUDA graphs are off for this program: ${e.message}; it runs kernel by kernel`, { type: 'KilnCompileWarning', code: 'KILN_CUDA_GRAPH_FALLBACK' });
+          emitWarning(`kiln.compile: CUDA graphs are off for this program: ${e.message}; it runs kernel by kernel`, { type: 'KilnCompileWarning', code: 'KILN_CUDA_GRAPH_FALLBACK' });
         }
         return this.plain(inputs);
       }

@@ -12,6 +12,7 @@
  * Small products stay single threaded: handing a share to a worker costs a notify + wait round
  * trip (~20-50 us), more than the whole product below THREAD_MIN multiply-adds.
  */
+import { inNode } from '../../platform/index.js';
 import type { GemmOperand } from './gemm.js';
 import { getOption, setOption } from '../../runtime/config.js';
 import { nativeThreads } from './native/threads.js';
@@ -65,6 +66,8 @@ export function wasmSgemmAvailable(): boolean {
 
 /** Threads the Wasm GEMM uses: setWasmThreads, else the cpu thread count (KILN_NUM_THREADS / adaptive). */
 export function wasmThreads(): number {
+  // The Wasm GEMM's threads are Node worker threads (wasm-threads.ts); a browser runs it on one.
+  if (!inNode) return 1;
   return getOption('cpu.wasmThreads') ?? nativeThreads();
 }
 

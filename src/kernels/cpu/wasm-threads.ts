@@ -19,7 +19,8 @@
  * Where shared memory or worker_threads is unavailable (a browser page without cross-origin
  * isolation), `createWasmPool` returns a pool with a non-shared memory and no workers.
  */
-import { Worker } from 'node:worker_threads';
+import { workerThreads } from '../../platform/index.js';
+import type { Worker } from 'node:worker_threads';
 import { type SgemmLayout } from './wasm-sgemm.js';
 import { wasmApi } from './wasm-asm.js';
 
@@ -90,7 +91,7 @@ class Pool implements WasmPool {
     while (this.workers.length < Math.min(n, MAX_WORKERS)) {
       const index = this.workers.length;
       const start = (execArgv: string[]): Worker =>
-        new Worker(new URL('./wasm-worker.js', import.meta.url), { workerData: { memory: this.memory, module: this.module, ctrl: this.ctrl, index }, execArgv });
+        new workerThreads.Worker(new URL('./wasm-worker.js', import.meta.url), { workerData: { memory: this.memory, module: this.module, ctrl: this.ctrl, index }, execArgv });
       let w: Worker;
       try {
         w = start(workerExecArgv());

@@ -4,7 +4,7 @@
  * task it is tagged for. Every exception is caught and reported through ERR so the caller never
  * waits for a share that will not come.
  */
-import { workerData } from 'node:worker_threads';
+import { workerThreads } from '../../platform/index.js';
 import { wasmApi } from './wasm-asm.js';
 import { runCalls, runTiles, sgemmMacros, warmUpMacros } from './wasm-sgemm.js';
 import { CTRL, MAX_PAGES } from './wasm-threads.js';
@@ -16,7 +16,7 @@ interface Data {
   index: number;
 }
 
-const { memory, module, ctrl, index } = workerData as Data;
+const { memory, module, ctrl, index } = workerThreads.workerData as Data;
 const inst = new (wasmApi()!.Instance)(module, { env: { mem: memory } });
 const macros = sgemmMacros(inst.exports);
 // Tier up before taking shares, on a private instance (its own small memory), so the shared memory is untouched.

@@ -14,7 +14,7 @@
  * device (a thin selector); implementations for any device ('*') back the op's decomposition,
  * which the dispatcher uses on devices without a kernel.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../platform/index.js';
 import { getOption } from '../../runtime/config.js';
 import type { DeviceType } from '../../runtime/device.js';
 import { getOp, registerKernel, setDecomposition } from '../registry.js';

@@ -16,8 +16,8 @@
  * A CACHEDIR.TAG (bford.info/cachedir) marks the folder, so backup tools skip it and `clear` knows
  * that it deletes a Kiln cache and not a folder that KILN_CACHE_DIR points at by mistake.
  */
-import fs from 'node:fs';
-import path from 'node:path';
+import { fs, path } from '../../platform/index.js';
+import type { Dirent } from 'node:fs';
 import { getOption } from '../config.js';
 import { runtimeLog } from '../notes.js';
 
@@ -48,7 +48,7 @@ export interface CacheUsage {
 export function scanCache(dir: string): CacheFile[] {
   const out: CacheFile[] = [];
   const walk = (d: string, temp: boolean, top: boolean): void => {
-    let items: fs.Dirent[];
+    let items: Dirent[];
     try {
       items = fs.readdirSync(d, { withFileTypes: true });
     } catch {

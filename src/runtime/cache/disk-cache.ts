@@ -9,10 +9,7 @@
  * A disk hit refreshes the entry's mtime and a write is accounted against the folder's size cap
  * (budget.ts: least recently used files go first); the folder itself is resolved in location.ts.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
-import { threadId } from 'node:worker_threads';
+import { createHash, nodeCrypto, fs, path, workerThreads } from '../../platform/index.js';
 import { recordCacheWrite, touchEntry } from './budget.js';
 import { cacheDir } from './location.js';
 
@@ -160,7 +157,7 @@ export class DiskCache {
     this.remember(`${namespace}\0${key}`, body);
     const text = encodeEntry(key, body);
     const dir = path.dirname(file);
-    const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${threadId}.${randomBytes(6).toString('hex')}.tmp`);
+    const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${workerThreads.threadId}.${nodeCrypto.randomBytes(6).toString('hex')}.tmp`);
     try {
       fs.mkdirSync(dir, { recursive: true });
       const fd = fs.openSync(tmp, 'wx', 0o644);

@@ -6,10 +6,7 @@
  * added to that entry's parts by its owner (src/compile/cache/program-key.ts), not here. Kernel
  * binaries (cubins, JS/Wasm kernels) are keyed by their source and so need nothing more.
  */
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { createHash, fs, path, url } from '../../platform/index.js';
 
 let cachedVersion: string | undefined;
 
@@ -19,7 +16,7 @@ export const PACKAGE_NAME = 'kilnjs';
 /** kiln's version from its package.json (found by walking up from this file; read once). */
 export function kilnVersion(): string {
   if (cachedVersion !== undefined) return cachedVersion;
-  let dir = path.dirname(fileURLToPath(import.meta.url));
+  let dir = path.dirname(url.fileURLToPath(import.meta.url));
   for (;;) {
     const p = path.join(dir, 'package.json');
     if (fs.existsSync(p)) {
@@ -31,7 +28,7 @@ export function kilnVersion(): string {
       }
     }
     const up = path.dirname(dir);
-    if (up === dir) throw new Error(`kiln cache: cannot find kiln's package.json above ${fileURLToPath(import.meta.url)}`);
+    if (up === dir) throw new Error(`kiln cache: cannot find kiln's package.json above ${url.fileURLToPath(import.meta.url)}`);
     dir = up;
   }
 }

@@ -8,8 +8,7 @@
  * `~/.cache/kiln`; and only when there is no home folder, `<tmpdir>/kiln-cache-<user>`.
  * The environment and the home folder are parameters so tests can resolve a child's view.
  */
-import os from 'node:os';
-import path from 'node:path';
+import { env as platformEnv, nodeProcess, os, path } from '../../platform/index.js';
 import { getOption } from '../config.js';
 
 export type CacheDirSource = 'KILN_CACHE_DIR' | 'XDG_CACHE_HOME' | 'LOCALAPPDATA' | 'home' | 'tmpdir';
@@ -36,9 +35,9 @@ function homeDir(): string | null {
 
 /** The default cache folder (what applies when KILN_CACHE_DIR is unset) and why. */
 export function defaultCacheDir(
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv = platformEnv,
   home: string | null = homeDir(),
-  platform: NodeJS.Platform = process.platform,
+  platform: NodeJS.Platform = (nodeProcess?.platform ?? 'linux'),
 ): { dir: string; source: CacheDirSource } {
   const xdg = env.XDG_CACHE_HOME;
   if (xdg !== undefined && path.isAbsolute(xdg)) return { dir: path.join(xdg, 'kiln'), source: 'XDG_CACHE_HOME' };

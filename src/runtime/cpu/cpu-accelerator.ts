@@ -3,7 +3,7 @@
  * synchronously on the calling thread, so streams are always idle and events are timestamps from
  * the monotonic high-resolution clock.
  */
-import os from 'node:os';
+import { cpuCount, hostDescription, inNode, nowNs, os } from '../../platform/index.js';
 import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream as Stream } from '../accelerator.js';
 import { CachingAllocator } from '../caching-allocator.js';
 
@@ -20,7 +20,7 @@ class CpuEvent implements DeviceEvent {
   private stamp: bigint | undefined;
   constructor(private readonly enableTiming: boolean) {}
   record(_stream: Stream): void {
-    this.stamp = process.hrtime.bigint();
+    this.stamp = nowNs();
   }
   synchronize(): void {}
   query(): boolean {
@@ -61,14 +61,18 @@ export class CpuAccelerator implements Accelerator {
 
   properties(index: number): DeviceProperties {
     this.check(index);
+    if (!inNode) {
+      const host = hostDescription();
+      return { name: 'browser cpu', cores: cpuCount(), arch: host.arch, totalMemoryBytes: 0, endianness: 'LE', node: host.runtime, wasmSimd: wasmSimdSupported() };
+    }
     const cpus = os.cpus();
     return {
       name: cpus[0]?.model.trim() ?? 'unknown cpu',
       cores: cpus.length,
-      arch: process.arch,
+      arch: hostDescription().arch,
       totalMemoryBytes: os.totalmem(),
       endianness: os.endianness(),
-      node: process.version,
+      node: hostDescription().runtime,
       wasmSimd: wasmSimdSupported(),
     };
   }

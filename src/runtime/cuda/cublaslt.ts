@@ -6,6 +6,7 @@
  * dtype, epilogue), so a repeated GEMM costs one attribute write (the bias pointer) and one
  * cublasLtMatmul call. Enum values are cublasLt.h's (see /work/shared/notes/gpu-facts.md).
  */
+import { writeStderr } from '../../platform/index.js';
 import { getOption } from '../config.js';
 import { check, driver, makeCurrent } from './driver.js';
 import { bindCublasLt, type CublasLtApi, type DevPtr, type Ptr } from './ffi.js';
@@ -287,7 +288,7 @@ function tune(index: number, stream: CudaStream, pl: Plan, run: (algo: Uint8Arra
       winner = i;
     }
   }
-  if (TUNE_LOG) process.stderr.write(`[kiln gemm tune] ${pl.what}: best ${(best * 1000).toFixed(1)} us (${pl.origins[winner] ?? '-'}; first offer ${pl.origins[0]})\n${log.join('\n')}\n`);
+  if (TUNE_LOG) writeStderr(`[kiln gemm tune] ${pl.what}: best ${(best * 1000).toFixed(1)} us (${pl.origins[winner] ?? '-'}; first offer ${pl.origins[0]})\n${log.join('\n')}\n`);
 }
 
 export function cublasLtVersion(): number {

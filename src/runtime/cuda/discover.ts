@@ -6,9 +6,7 @@
  * A library found nowhere is still tried by bare name (the dynamic loader's cache may know it); the
  * message for a missing one lists every folder that was searched.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { env as platformEnv, fs, os, path } from '../../platform/index.js';
 
 export type CudaLibrary = 'cuda' | 'nvrtc' | 'cublasLt';
 
@@ -36,7 +34,7 @@ export interface DiscoverEnv {
 }
 
 export const realEnv: DiscoverEnv = {
-  env: process.env,
+  env: platformEnv,
   exists: (p) => fs.existsSync(p),
   list: (d) => {
     try {
@@ -45,7 +43,9 @@ export const realEnv: DiscoverEnv = {
       return [];
     }
   },
-  home: os.homedir(),
+  get home() {
+    return os.homedir();
+  },
 };
 
 function toolkitDirs(e: DiscoverEnv): string[] {

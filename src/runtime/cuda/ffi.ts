@@ -7,7 +7,7 @@
  * number below 2^53 (device addresses are 47-bit); `_Out_` parameters take a one-element array;
  * typed arrays pass as pointers to their bytes for the duration of the call.
  */
-import { createRequire } from 'node:module';
+import { nodeModule } from '../../platform/index.js';
 
 /** An opaque native handle or host pointer as koffi 3 represents it. */
 export type Ptr = bigint;
@@ -29,12 +29,10 @@ export interface Koffi {
   address(p: unknown): bigint;
 }
 
-const require = createRequire(import.meta.url);
-
 /** Loads koffi, or explains that the package is missing. */
 export function loadKoffi(): Koffi {
   try {
-    return require('koffi') as Koffi;
+    return nodeModule.createRequire(import.meta.url)('koffi') as Koffi;
   } catch (e) {
     throw new Error(`the koffi package (FFI for Node) cannot be loaded: ${(e as Error).message}; install it with 'npm install koffi'`);
   }

@@ -12,7 +12,7 @@
  * version is in every cacheKey. The entry holds the winner's index among the candidates and its
  * bytes; a load that does not find exactly those bytes there is a miss and the problem is timed.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../platform/index.js';
 import { cacheKey } from '../cache/key.js';
 import { getDiskCache } from '../cache/disk-cache.js';
 import { configFingerprint, getOption } from '../config.js';

@@ -4,7 +4,7 @@
  * new process skips NVRTC, and in memory per device (source -> loaded CUfunction) so a kernel is
  * loaded once. The DiskCache is a leaf module of src/compile with no imports from above runtime.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../platform/index.js';
 import { cacheKey } from '../cache/key.js';
 import { getDiskCache } from '../cache/disk-cache.js';
 import { compileToCubin, nvrtcVersion } from './nvrtc.js';

@@ -9,10 +9,7 @@
  * exception: the result carries the compiler's stderr with each `src.c:LINE:COL` diagnostic
  * followed by the generated line it points at, so a broken generator is debuggable from the error.
  */
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
+import { childProcess, createHash, fs, path } from '../../platform/index.js';
 
 export interface CcPayload {
   /** Absolute path (or PATH name) of the compiler. */
@@ -77,7 +74,7 @@ export function ccTask(payload: unknown): CcResult {
   fs.writeFileSync(srcFile, p.source);
   const t0 = performance.now();
   try {
-    const r = spawnSync(p.compiler, [...p.args, '-o', p.outFile, srcFile, ...p.libs], { encoding: 'utf8', timeout: p.timeoutMs ?? 120_000 });
+    const r = childProcess.spawnSync(p.compiler, [...p.args, '-o', p.outFile, srcFile, ...p.libs], { encoding: 'utf8', timeout: p.timeoutMs ?? 120_000 });
     if (r.error) return { ok: false, name: p.name, error: `${p.name}: cannot run C compiler '${p.compiler}': ${r.error.message}` };
     if (r.status !== 0) {
       const why = r.signal ? `was killed by ${r.signal}` : `exited with status ${String(r.status)}`;

@@ -4,8 +4,7 @@
  * formatted like a compiler diagnostic: `name:line:column: SyntaxError: message`, the offending line
  * and a caret under the column.
  */
-import { createHash } from 'node:crypto';
-import vm from 'node:vm';
+import { createHash, vm } from '../../platform/index.js';
 
 export interface JsKernelPayload {
   /** The function body. */

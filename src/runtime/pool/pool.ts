@@ -17,12 +17,10 @@
  *   fails are run again in-process when their kind has an in-process function, so a sick worker
  *   costs time, never the user's call; a worker past its deadline is stopped and replaced.
  */
-import os from 'node:os';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { os, path, url, workerThreads } from '../../platform/index.js';
+import type { MessagePort, Worker } from 'node:worker_threads';
 import { getOption } from '../../runtime/config.js';
 import { jsKernelTask, type JsKernelPayload } from './js-kernel-task.js';
-import { MessageChannel, Worker, receiveMessageOnPort, threadId as mainThreadId, type MessagePort } from 'node:worker_threads';
 import { loadHandler, serializeError as serialize } from './handlers.js';
 import type { CompileTask, HandlerSpec, ResultMessage, SerializedError, TaskMessage } from './types.js';
 
@@ -61,7 +59,7 @@ function toModuleUrl(moduleUrl: string | URL): string {
     throw new TypeError(`registerCompileTaskHandler: moduleUrl must be a URL or a non-empty string, got ${String(moduleUrl)}`);
   }
   if (/^[a-z][a-z0-9+.-]+:/i.test(moduleUrl)) return moduleUrl; // file:, data:, node: (two+ letters: not a Windows drive)
-  if (path.isAbsolute(moduleUrl)) return pathToFileURL(moduleUrl).href;
+  if (path.isAbsolute(moduleUrl)) return url.pathToFileURL(moduleUrl).href;
   throw new TypeError(
     `registerCompileTaskHandler: moduleUrl '${moduleUrl}' is relative; pass an absolute URL such as new URL('./my-task.js', import.meta.url)`,
   );
@@ -200,7 +198,7 @@ class CompilePool {
     while (this.slots.length < Math.min(this.size, tasks.length)) this.spawn();
     const pending = tasks.map(({ task, handler }, i) => {
       const slot = this.slots[i % this.slots.length]!;
-      const channel = new MessageChannel();
+      const channel = new workerThreads.MessageChannel();
       const done = new Int32Array(new SharedArrayBuffer(4));
       const msg: TaskMessage = { id: this.nextId++, kind: task.kind, handler, payload: task.payload, replyPort: channel.port2, done };
       // Nothing here may keep the process alive: the reply is read synchronously below.
@@ -226,7 +224,7 @@ class CompilePool {
           return runHandlerSync(task, tasks[i]!.handler);
         } catch (e2) {
           const se = serialize(e2);
-          throw new CompileTaskError(kind, mainThreadId, `compile task '${kind}' failed in-process (retried after: ${(e as Error).message}): ${se.message}`, se);
+          throw new CompileTaskError(kind, workerThreads.threadId, `compile task '${kind}' failed in-process (retried after: ${(e as Error).message}): ${se.message}`, se);
         }
       }
     });
@@ -247,7 +245,7 @@ class CompilePool {
       }
       Atomics.wait(done, 0, 0, Math.min(left, 100));
     }
-    const reply = receiveMessageOnPort(port)?.message as ResultMessage | undefined;
+    const reply = workerThreads.receiveMessageOnPort(port)?.message as ResultMessage | undefined;
     port.close();
     this.completed++;
     this.perWorker.set(slot.threadId, (this.perWorker.get(slot.threadId) ?? 0) + 1);
@@ -329,12 +327,12 @@ class CompilePool {
     run().then(
       (v) => {
         this.inline--;
-        this.settle(p, mainThreadId, true, v);
+        this.settle(p, workerThreads.threadId, true, v);
       },
       (e: unknown) => {
         this.inline--;
         const se = serialize(e);
-        this.settle(p, mainThreadId, false, new CompileTaskError(p.task.kind, mainThreadId, `compile task '${p.task.kind}' failed (in-process): ${se.message}`, se));
+        this.settle(p, workerThreads.threadId, false, new CompileTaskError(p.task.kind, workerThreads.threadId, `compile task '${p.task.kind}' failed (in-process): ${se.message}`, se));
       },
     );
   }
@@ -353,7 +351,7 @@ class CompilePool {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(WORKER_URL, { name: 'kiln-compile' });
+    const worker = new workerThreads.Worker(WORKER_URL, { name: 'kiln-compile' });
     worker.unref();
     const slot: Slot = { worker, threadId: worker.threadId, busy: null, online: false, fatal: null, exited: false };
     this.slots.push(slot);

@@ -2,11 +2,11 @@
  * Compile worker entry. Runs one task at a time: imports the handler module named in the message
  * (cached per worker), calls the export with the payload and posts back the value or the error.
  */
-import { parentPort } from 'node:worker_threads';
+import { workerThreads } from '../../platform/index.js';
 import { loadHandler, serializeError } from './handlers.js';
 import type { ResultMessage, TaskMessage } from './types.js';
 
-const port = parentPort;
+const port = workerThreads.parentPort;
 if (!port) throw new Error('kiln compile worker: must be started as a worker thread');
 
 port.on('message', (msg: TaskMessage) => {

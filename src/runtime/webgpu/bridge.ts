@@ -4,8 +4,9 @@
  * worker answers. A flush happens at every call, when the queue is long, and on the next turn of
  * the event loop, so the GPU starts while the host is still issuing work.
  */
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
-import type { AdapterReport, Answer, Call, Command, ToWorker, WorkerInit } from './protocol.js';
+import { inNode, workerThreads } from '../../platform/index.js';
+import type { MessagePort } from 'node:worker_threads';
+import { decodeAnswer, REPLY_SLACK, type AdapterReport, type Answer, type Call, type Command, type ToWorker, type WorkerInit } from './protocol.js';
 import { WebgpuError } from './errors.js';
 
 /** Commands queued before a batch is sent without waiting for a call. */
@@ -13,9 +14,24 @@ const BATCH_LIMIT = 256;
 /** How long a call may wait for the worker before Kiln gives up on it. */
 const CALL_TIMEOUT_MS = 120_000;
 
+/** What the bridge needs of a Node worker thread or a browser's Web Worker. */
+interface DeviceWorker {
+  postMessage(msg: ToWorker, transfer?: ArrayBuffer[]): void;
+  terminate(): unknown;
+}
+
+/** The browser's Worker constructor (the DOM types are not in this project's lib). */
+type WebWorkerCtor = new (url: URL, options: { type: 'module'; name: string }) => DeviceWorker & { onerror: ((e: { message: string }) => void) | null };
+
+/**
+ * Browser: the device worker's bundle (esbuild builds src/runtime/webgpu/worker.ts as
+ * dist/browser/webgpu-device.js next to kiln.js).
+ */
+const BROWSER_WORKER = './webgpu-device.js';
+
 export class Bridge {
-  private readonly worker: Worker;
-  private readonly port: MessagePort;
+  private readonly worker: DeviceWorker;
+  private readonly port: MessagePort | undefined;
   private readonly flag = new Int32Array(new SharedArrayBuffer(4));
   private queue: Command[] = [];
   private transfers: ArrayBuffer[] = [];
@@ -23,22 +39,68 @@ export class Bridge {
   private dead: string | undefined;
   readonly adapter: AdapterReport;
 
-  /** Starts the worker and opens the adapter; throws when Dawn finds none. */
-  constructor(dawnOptions: readonly string[], wantedFeatures: readonly string[]) {
-    const { port1, port2 } = new MessageChannel();
+  /** Starts the worker and opens the adapter; throws when Dawn finds none. Node only: a browser uses Bridge.openInBrowser. */
+  constructor(dawnOptions: readonly string[], wantedFeatures: readonly string[], browser?: { worker: DeviceWorker; adapter: AdapterReport; flag: Int32Array<SharedArrayBuffer> }) {
+    if (browser) {
+      this.worker = browser.worker;
+      this.flag = browser.flag;
+      this.port = undefined;
+      this.adapter = browser.adapter;
+      return;
+    }
+    const { port1, port2 } = new workerThreads.MessageChannel();
     this.port = port1;
     const data: WorkerInit = { flag: this.flag.buffer as SharedArrayBuffer, port: port2, dawnOptions, wantedFeatures };
-    this.worker = new Worker(new URL('./worker.js', import.meta.url), { workerData: data, transferList: [port2] });
+    const worker = new workerThreads.Worker(new URL('./worker.js', import.meta.url), { workerData: data, transferList: [port2] });
+    this.worker = worker;
     // The worker must never keep a finished program alive.
-    this.worker.unref();
-    this.worker.on('error', (e) => (this.dead = `the webgpu device thread failed: ${e.message}`));
-    this.worker.on('exit', (code) => (this.dead ??= `the webgpu device thread exited (code ${code})`));
+    worker.unref();
+    worker.on('error', (e) => (this.dead = `the webgpu device thread failed: ${e.message}`));
+    worker.on('exit', (code) => (this.dead ??= `the webgpu device thread exited (code ${code})`));
     const a = this.call({ k: 'init' }, 'opening the adapter');
     if (!a.ok) {
-      void this.worker.terminate();
+      void worker.terminate();
       throw new WebgpuError(a.error, 'worker');
     }
     this.adapter = a.adapter!;
+  }
+
+  /**
+   * Browser: starts the device worker (a module Web Worker that owns navigator.gpu's device) and
+   * opens the adapter, asynchronously: a browser starts a worker only when the thread that made it
+   * returns to its event loop, so the first answer cannot be waited for with Atomics.wait. Later
+   * calls block in Atomics.wait, which a browser allows in a worker only: Kiln's webgpu device is
+   * usable from a Web Worker of a cross-origin isolated page (SharedArrayBuffer).
+   */
+  static async openInBrowser(wantedFeatures: readonly string[]): Promise<Bridge> {
+    const Ctor = (globalThis as { Worker?: WebWorkerCtor }).Worker;
+    if (!Ctor) throw new WebgpuError('webgpu in a browser runs from a Web Worker that can start workers (no Worker here)', 'worker');
+    if (typeof SharedArrayBuffer !== 'function' || (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated === false) {
+      throw new WebgpuError('webgpu in a browser needs SharedArrayBuffer: serve the page cross-origin isolated (COOP: same-origin, COEP: require-corp)', 'worker');
+    }
+    const flag = new Int32Array(new SharedArrayBuffer(4));
+    const worker = new Ctor(new URL(BROWSER_WORKER, import.meta.url), { type: 'module', name: 'kiln-webgpu' });
+    let failed: string | undefined;
+    worker.onerror = (e) => (failed = `the webgpu device worker failed: ${e.message}`);
+    worker.postMessage({ t: 'start', init: { flag: flag.buffer as SharedArrayBuffer, dawnOptions: [], wantedFeatures } });
+    const reply = new SharedArrayBuffer(REPLY_SLACK);
+    worker.postMessage({ t: 'call', call: { k: 'init' }, reply });
+    const start = Date.now();
+    while (Atomics.load(flag, 0) === 0) {
+      if (failed !== undefined) break;
+      if (Date.now() - start > CALL_TIMEOUT_MS) failed = `the webgpu device worker did not answer within ${CALL_TIMEOUT_MS / 1000} s`;
+      else await new Promise((r) => setTimeout(r, 2));
+    }
+    if (failed !== undefined) {
+      worker.terminate();
+      throw new WebgpuError(failed, 'worker');
+    }
+    const a = decodeAnswer(reply);
+    if (!a.ok) {
+      worker.terminate();
+      throw new WebgpuError(a.error, 'worker');
+    }
+    return new Bridge([], wantedFeatures, { worker, adapter: a.adapter!, flag });
   }
 
   /** Queues a command; `transfer` names a buffer the command owns (moved, not copied, to the worker). */
@@ -48,10 +110,12 @@ export class Bridge {
     if (this.queue.length >= BATCH_LIMIT) this.flush();
     else if (!this.flushScheduled) {
       this.flushScheduled = true;
-      setImmediate(() => {
+      const later = (): void => {
         this.flushScheduled = false;
         this.flush();
-      }).unref();
+      };
+      if (inNode) setImmediate(later).unref();
+      else setTimeout(later, 0);
     }
   }
 
@@ -69,7 +133,8 @@ export class Bridge {
     if (this.dead !== undefined) throw new WebgpuError(`${this.dead} (while ${doing})`, 'worker');
     this.flush();
     Atomics.store(this.flag, 0, 0);
-    const msg: ToWorker = { t: 'call', call };
+    const reply = this.port ? undefined : new SharedArrayBuffer(REPLY_SLACK + (call.k === 'read' ? call.size : call.k === 'stamps' ? call.slots.length * 8 : 0));
+    const msg: ToWorker = { t: 'call', call, reply };
     this.worker.postMessage(msg);
     const start = Date.now();
     while (Atomics.load(this.flag, 0) === 0) {
@@ -79,7 +144,8 @@ export class Bridge {
         throw new WebgpuError(`${this.dead} (while ${doing})`, 'worker');
       }
     }
-    const got = receiveMessageOnPort(this.port);
+    if (reply) return decodeAnswer(reply);
+    const got = workerThreads.receiveMessageOnPort(this.port!);
     if (!got) throw new WebgpuError(`the webgpu device thread signalled but sent no answer (while ${doing})`, 'worker');
     return got.message as Answer;
   }
@@ -87,6 +153,6 @@ export class Bridge {
   /** Stops the worker (tests; the process exits without it). */
   close(): Promise<number> {
     this.dead ??= 'the webgpu device thread was closed';
-    return this.worker.terminate();
+    return Promise.resolve(this.worker.terminate() as number | Promise<number>);
   }
 }

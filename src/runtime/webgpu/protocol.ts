@@ -69,14 +69,52 @@ export type Answer =
   | { readonly ok: true; readonly faults: readonly DeviceFault[]; readonly adapter?: AdapterReport; readonly data?: ArrayBuffer }
   | { readonly ok: false; readonly faults: readonly DeviceFault[]; readonly error: string };
 
-/** Messages posted to the worker: a batch of commands, or a call to answer. */
-export type ToWorker = { readonly t: 'batch'; readonly cmds: readonly Command[] } | { readonly t: 'call'; readonly call: Call };
+/**
+ * Messages posted to the worker: a batch of commands, or a call to answer. In a browser the caller
+ * cannot receive a message while it blocks (no receiveMessageOnPort), so a call carries `reply`, a
+ * SharedArrayBuffer the worker writes the answer into (encodeAnswer), and the first message is
+ * `start` (a Web Worker has no workerData).
+ */
+export type ToWorker =
+  | { readonly t: 'batch'; readonly cmds: readonly Command[] }
+  | { readonly t: 'call'; readonly call: Call; readonly reply?: SharedArrayBuffer }
+  | { readonly t: 'start'; readonly init: WorkerInit };
+
+/** Bytes of a reply buffer besides a read's data: the header and the answer's JSON. */
+export const REPLY_SLACK = 256 * 1024;
+
+/** Writes `a` into `reply`: [json bytes, data bytes] as two uint32, the JSON (without data), the data. */
+export function encodeAnswer(a: Answer, reply: SharedArrayBuffer): void {
+  const data = a.ok && a.data ? new Uint8Array(a.data) : new Uint8Array(0);
+  let json = new TextEncoder().encode(JSON.stringify({ ...a, data: undefined }));
+  if (8 + json.length + data.length > reply.byteLength) {
+    json = new TextEncoder().encode(JSON.stringify({ ok: false, faults: a.faults, error: `the answer (${json.length + data.length} bytes) does not fit the reply buffer (${reply.byteLength})` }));
+    data.fill(0);
+  }
+  const head = new Uint32Array(reply, 0, 2);
+  head[0] = json.length;
+  head[1] = 8 + json.length + data.length <= reply.byteLength ? data.length : 0;
+  new Uint8Array(reply, 8, json.length).set(json);
+  if (head[1] > 0) new Uint8Array(reply, 8 + json.length, data.length).set(data);
+}
+
+/** Reads what encodeAnswer wrote (the data copied out of the shared buffer). */
+export function decodeAnswer(reply: SharedArrayBuffer): Answer {
+  const head = new Uint32Array(reply, 0, 2);
+  const jsonLen = head[0]!;
+  const dataLen = head[1]!;
+  const a = JSON.parse(new TextDecoder().decode(new Uint8Array(reply, 8, jsonLen).slice())) as Answer;
+  if (!a.ok || dataLen === 0) return a;
+  const data = new Uint8Array(reply, 8 + jsonLen, dataLen).slice().buffer;
+  return { ...a, data };
+}
 
 /** Data the worker starts with. */
 export interface WorkerInit {
   /** Int32Array over it: [0] flips to 1 when an answer is posted. */
   readonly flag: SharedArrayBuffer;
-  readonly port: MessagePort;
+  /** Node: where answers are posted (a browser's answers go through each call's reply buffer). */
+  readonly port?: MessagePort;
   /** Dawn `create` options: backend and toggles. */
   readonly dawnOptions: readonly string[];
   /** Features requested when the adapter offers them. */

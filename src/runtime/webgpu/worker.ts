@@ -7,11 +7,12 @@
  * Messages are handled one at a time on a promise chain, since a read's mapAsync must not let a
  * later batch overtake it.
  */
-import { parentPort, workerData } from 'node:worker_threads';
-import { STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type ToWorker, type WorkerInit } from './protocol.js';
+import { inNode, workerThreads } from '../../platform/index.js';
+import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type ToWorker, type WorkerInit } from './protocol.js';
 
-const init = workerData as WorkerInit;
-const flag = new Int32Array(init.flag);
+/** Node: the worker's data. Browser: the first message ({ t: 'start' }). */
+let init: WorkerInit = inNode ? (workerThreads.workerData as WorkerInit) : (undefined as unknown as WorkerInit);
+let flag: Int32Array = inNode ? new Int32Array(init.flag) : new Int32Array(4);
 const faults: DeviceFault[] = [];
 
 interface DawnModule {
@@ -40,8 +41,9 @@ const COPY_DST = 0x0008;
 const STORAGE = 0x0080;
 const QUERY_RESOLVE = 0x0200;
 
-function answer(a: Answer): void {
-  init.port.postMessage(a);
+function answer(a: Answer, reply?: SharedArrayBuffer): void {
+  if (reply) encodeAnswer(a, reply);
+  else init.port!.postMessage(a);
   Atomics.store(flag, 0, 1);
   Atomics.notify(flag, 0);
 }
@@ -63,10 +65,11 @@ function buf(id: number): GPUBuffer {
 }
 
 async function open(): Promise<AdapterReport> {
-  const dawn = (await import('webgpu')) as unknown as DawnModule;
-  const gpu = dawn.create([...init.dawnOptions]);
+  // A browser's own WebGPU (navigator.gpu, in this worker), else Dawn for Node.
+  const gpu = inNode ? ((await import('webgpu')) as unknown as DawnModule).create([...init.dawnOptions]) : (globalThis as unknown as { navigator: { gpu?: GPU } }).navigator.gpu;
+  if (!gpu) throw new Error('this browser has no WebGPU (navigator.gpu is undefined in a worker)');
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
-  if (!adapter) throw new Error(`Dawn found no adapter (options: ${init.dawnOptions.join(' ') || 'none'})`);
+  if (!adapter) throw new Error(inNode ? `Dawn found no adapter (options: ${init.dawnOptions.join(' ') || 'none'})` : 'navigator.gpu.requestAdapter() found no adapter');
   keep.push(gpu, adapter);
   const features = init.wantedFeatures.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
   // Ask for the adapter's own limits where Kiln needs large buffers and grids (the defaults are
@@ -89,7 +92,7 @@ async function open(): Promise<AdapterReport> {
   const limits: Record<string, number> = {};
   for (const k of [...want, 'minStorageBufferOffsetAlignment', 'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ']) limits[k] = (d.limits as unknown as Record<string, number>)[k]!;
   const info = adapter.info;
-  const backend = init.dawnOptions.find((o) => o.startsWith('backend='))?.slice(8) ?? 'default';
+  const backend = inNode ? (init.dawnOptions.find((o) => o.startsWith('backend='))?.slice(8) ?? 'default') : 'browser';
   return {
     backend,
     vendor: info.vendor,
@@ -282,8 +285,13 @@ async function handleCall(call: Call): Promise<Answer> {
 
 let chain: Promise<void> = Promise.resolve();
 /** A batch that threw: reported with the next answer (the main thread is not waiting for batches). */
-parentPort!.on('message', (m: ToWorker) => {
+function onMessage(m: ToWorker): void {
   chain = chain.then(async () => {
+    if (m.t === 'start') {
+      init = m.init;
+      flag = new Int32Array(init.flag);
+      return;
+    }
     if (m.t === 'batch') {
       try {
         applyBatch(m.cmds);
@@ -297,13 +305,15 @@ parentPort!.on('message', (m: ToWorker) => {
     try {
       const a = await handleCall(m.call);
       const data = a.ok ? a.data : undefined;
-      if (data) {
-        init.port.postMessage(a, [data]);
+      if (data && !m.reply) {
+        init.port!.postMessage(a, [data]);
         Atomics.store(flag, 0, 1);
         Atomics.notify(flag, 0);
-      } else answer(a);
+      } else answer(a, m.reply);
     } catch (e) {
-      answer({ ok: false, faults: drained(), error: (e as Error).message });
+      answer({ ok: false, faults: drained(), error: (e as Error).message }, m.reply);
     }
   });
-});
+}
+if (inNode) workerThreads.parentPort!.on('message', onMessage);
+else (globalThis as unknown as { onmessage: (ev: { data: ToWorker }) => void }).onmessage = (ev) => onMessage(ev.data);

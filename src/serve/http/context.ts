@@ -2,7 +2,7 @@
  * What the endpoint handlers share: the engine loop, metrics, the tokenizer (if the model folder
  * has one), the served model's name and context length, and small helpers for ids and tokens.
  */
-import { randomUUID } from 'node:crypto';
+import { randomUUID } from '../../platform/index.js';
 import type { Tokenizer } from '../../io/tokenizer.js';
 import type { EngineLoop } from './engine-loop.js';
 import { badRequest } from './errors.js';

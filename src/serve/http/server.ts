@@ -17,8 +17,8 @@
  * finish_reason 'abort'), and connections still open shortly after are cut; then the engine's
  * cache is freed.
  */
-import { timingSafeEqual } from 'node:crypto';
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import { nodeCrypto, http } from '../../platform/index.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Tokenizer } from '../../io/tokenizer.js';
 import type { StepModel } from '../../models/step-kv.js';
@@ -102,7 +102,7 @@ function bearerMatches(header: string | undefined, key: string): boolean {
   if (m === null) return false;
   const a = Buffer.from(m[1]!.trim());
   const b = Buffer.from(key);
-  return a.length === b.length && timingSafeEqual(a, b);
+  return a.length === b.length && nodeCrypto.timingSafeEqual(a, b);
 }
 
 export function createServer(options: ServerOptions): KilnServer {

@@ -8,6 +8,7 @@
  * runner: an optimizer step or copy_ repacks on the next call). Variants are built in one batch
  * of 'cc' tasks in the compile worker pool and cached on disk by source like every native object.
  */
+import { emitWarning } from '../../../platform/index.js';
 import { GEMM_EPI_MAX, gemmCSource } from '../../../kernels/cpu/native/gemm-c.js';
 import { GemmLibrary, type F32Extra, type PackedB } from '../../../kernels/cpu/native/gemm.js';
 import { probeToolchain } from '../../../kernels/cpu/native/toolchain.js';
@@ -141,7 +142,7 @@ export function buildGemmLibraries(sources: readonly string[]): (GemmLibrary | n
       try {
         built.set(s, installBuilt(builds[j]!.key, results[j]!));
       } catch (e) {
-        process.emitWarning(`kiln: a native GEMM epilogue does not compile; that linear runs eagerly.\n${(e as Error).message}`, { code: 'KILN_NATIVE_COMPILE' });
+        emitWarning(`kiln: a native GEMM epilogue does not compile; that linear runs eagerly.\n${(e as Error).message}`, { code: 'KILN_NATIVE_COMPILE' });
       }
     });
     for (const i of todo) files[i] = built.get(sources[i]!);

@@ -18,7 +18,7 @@
  * float32 and whose every op has a C form in the shared table (kernels/math/c.ts) are generated;
  * anything else keeps the Wasm/JS kernel.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../../platform/index.js';
 import type { DType } from '../../../tensor/dtype.js';
 import type { IRArg, ValueId } from '../../ir.js';
 import type { LNode, Lowered } from '../../lower/lower.js';

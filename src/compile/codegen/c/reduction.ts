@@ -14,7 +14,7 @@
  * dense loop the compiler vectorises (`omp simd` reductions for sums). Only groups whose every
  * value is float32 and whose every pointwise op has a C form are generated.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../../platform/index.js';
 import { C_HELPERS, C_MATH } from '../../../kernels/cpu/native/c-math.js';
 import type { IRArg, ValueId } from '../../ir.js';
 import { type LNode, type Lowered, nodeInputs } from '../../lower/lower.js';

@@ -6,6 +6,7 @@
  * does not compile is dropped for its JavaScript fallback with a warning carrying the compiler's
  * diagnostics (the architecture's rule: a failed candidate never fails the graph).
  */
+import { emitWarning } from '../../../platform/index.js';
 import { loadLibrary, type NativeFn } from '../../../kernels/cpu/native/koffi.js';
 import { probeToolchain } from '../../../kernels/cpu/native/toolchain.js';
 import { nativeThreads } from '../../../kernels/cpu/native/threads.js';
@@ -84,7 +85,7 @@ export function buildNativeKernels(kernels: readonly NativePointwise[], fallback
   if (kernels.length === 0) return [];
   const probe = probeToolchain();
   if (!probe.ok) {
-    process.emitWarning(`kiln: native kernels requested but ${probe.reason}; using the JavaScript kernels`, { code: 'KILN_NATIVE_UNAVAILABLE' });
+    emitWarning(`kiln: native kernels requested but ${probe.reason}; using the JavaScript kernels`, { code: 'KILN_NATIVE_UNAVAILABLE' });
     return [...fallbacks];
   }
   const tc = probe.toolchain;
@@ -97,7 +98,7 @@ export function buildNativeKernels(kernels: readonly NativePointwise[], fallback
       try {
         files[i] = installBuilt(builds[j]!.key, results[j]!);
       } catch (e) {
-        process.emitWarning(`kiln: native kernel ${kernels[i]!.symbol} does not compile; using its JavaScript kernel.\n${(e as Error).message}`, { code: 'KILN_NATIVE_COMPILE' });
+        emitWarning(`kiln: native kernel ${kernels[i]!.symbol} does not compile; using its JavaScript kernel.\n${(e as Error).message}`, { code: 'KILN_NATIVE_COMPILE' });
       }
     });
   }

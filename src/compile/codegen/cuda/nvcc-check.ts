@@ -5,17 +5,14 @@
  * as PTX declares it (`.param .u64 ...`), which tests compare with the generator's packed argument
  * layouts. Used by the test suite and scripts/cudagen-ptxas.mjs; the runtime compiles with NVRTC.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { childProcess, fs, os, path } from '../../../platform/index.js';
 import { getOption } from '../../../runtime/config.js';
 
 /** Path of nvcc when it runs (`nvcc --version` succeeds), else null. */
 export function findNvcc(): string | null {
   const cand = getOption('KILN_NVCC');
   try {
-    execFileSync(cand, ['--version'], { stdio: 'pipe' });
+    childProcess.execFileSync(cand, ['--version'], { stdio: 'pipe' });
     return cand;
   } catch {
     return null;
@@ -99,7 +96,7 @@ export interface NvccOptions {
 }
 
 export function nvccCheck(units: readonly string[], arch = 'sm_90', nvcc = findNvcc() ?? 'nvcc', options: NvccOptions = {}): NvccResult {
-  const dir = mkdtempSync(path.join(tmpdir(), 'kiln-cudagen-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-cudagen-'));
   const errors: string[] = [];
   const usage = new Map<string, KernelUsage>();
   const params = new Map<string, PtxParam[]>();
@@ -107,23 +104,23 @@ export function nvccCheck(units: readonly string[], arch = 'sm_90', nvcc = findN
     units.forEach((src, i) => {
       const cu = path.join(dir, `unit${i}.cu`);
       const ptx = path.join(dir, `unit${i}.ptx`);
-      writeFileSync(cu, src);
+      fs.writeFileSync(cu, src);
       const opt = options.optimize === false ? ['-Xcicc', '-O0'] : [];
-      const a = spawnSync(nvcc, [`-arch=${arch}`, '-std=c++17', '-ptx', ...opt, '-o', ptx, cu], { encoding: 'utf8' });
+      const a = childProcess.spawnSync(nvcc, [`-arch=${arch}`, '-std=c++17', '-ptx', ...opt, '-o', ptx, cu], { encoding: 'utf8' });
       if (a.status !== 0) {
         errors.push(`unit ${i}: nvcc failed:\n${a.stderr}${a.stdout}`);
         return;
       }
       if (/warning/i.test(a.stderr)) errors.push(`unit ${i}: nvcc warnings:\n${a.stderr}`);
-      const text = readFileSync(ptx, 'utf8');
+      const text = fs.readFileSync(ptx, 'utf8');
       parsePtxParams(text, params);
       if (options.assemble === false) return;
-      const b = spawnSync(getOption('KILN_PTXAS'), [`-arch=${arch}`, '-v', '-o', path.join(dir, `unit${i}.cubin`), ptx], { encoding: 'utf8' });
+      const b = childProcess.spawnSync(getOption('KILN_PTXAS'), [`-arch=${arch}`, '-v', '-o', path.join(dir, `unit${i}.cubin`), ptx], { encoding: 'utf8' });
       if (b.status !== 0) errors.push(`unit ${i}: ptxas failed:\n${b.stderr}${b.stdout}`);
       parsePtxas(`${b.stderr}\n${b.stdout}`, usage);
     });
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(dir, { recursive: true, force: true });
   }
   return { ok: errors.length === 0, errors, usage, params };
 }

@@ -4,7 +4,7 @@
  * offset), so a broken generator fails in the pool with a diagnostic, as JS kernels do, and the
  * main thread only instantiates modules known to compile.
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../../platform/index.js';
 import { wasmApi } from '../../../kernels/cpu/wasm-asm.js';
 
 export interface WasmKernelPayload {

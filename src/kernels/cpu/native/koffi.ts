@@ -3,7 +3,7 @@
  * first use, so a missing or broken koffi makes the native path unavailable instead of breaking
  * the import of the CPU kernels.
  */
-import { createRequire } from 'node:module';
+import { nodeModule } from '../../../platform/index.js';
 
 export type NativeFn = (...args: unknown[]) => unknown;
 
@@ -24,7 +24,7 @@ export function koffi(): KoffiModule {
   if (mod) return mod;
   if (failure !== undefined) throw new Error(failure);
   try {
-    mod = createRequire(import.meta.url)('koffi') as KoffiModule;
+    mod = nodeModule.createRequire(import.meta.url)('koffi') as KoffiModule;
     return mod;
   } catch (e) {
     failure = `the koffi package cannot be loaded (${(e as Error).message})`;

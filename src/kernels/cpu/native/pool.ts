@@ -4,6 +4,7 @@
  * it (base GEMM, compiled GEMM variants, ops) finds it with dlsym and shares one set of workers.
  * Failing to build or load it is not an error: each object then runs its own copy of the pool.
  */
+import { emitWarning } from '../../../platform/index.js';
 import { loadLibrary, type NativeFn } from './koffi.js';
 import { POOL_SHARED_SOURCE } from './pool-c.js';
 import { buildSharedObjectSync } from './so-cache.js';
@@ -37,7 +38,7 @@ export function ensureSharedPool(): boolean {
         statsFn = lib.func('void kiln_pool_stats(void *out)');
         state = 'loaded';
       } catch (e) {
-        process.emitWarning(`kiln: the shared native thread pool is unavailable, each native object uses its own: ${(e as Error).message}`, { code: 'KILN_NATIVE_POOL' });
+        emitWarning(`kiln: the shared native thread pool is unavailable, each native object uses its own: ${(e as Error).message}`, { code: 'KILN_NATIVE_POOL' });
       }
     }
   }

@@ -11,9 +11,7 @@
  * Objects count towards the cache's size cap and are evicted least recently used first like any
  * entry (runtime/cache/budget.ts); a record without its object, or the reverse, is a miss.
  */
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
+import { createHash, fs, path } from '../../../platform/index.js';
 import { nativeDiskCache } from './disk.js';
 import { recordCacheWrite, touchEntry } from '../../../runtime/cache/budget.js';
 import { runtimeLog, timeBuild, timeBuildAsync } from '../../../runtime/notes.js';

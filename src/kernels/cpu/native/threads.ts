@@ -10,7 +10,7 @@
  * load ~6: eager mlp-64x512 4.5 ms on 1 thread vs 15.9 ms on 2 (and ~1.3 ms either way when idle).
  * An explicit count (setNativeThreads / KILN_NUM_THREADS) is always used as given.
  */
-import os from 'node:os';
+import { inNode, os } from '../../../platform/index.js';
 import { getOption, setOption } from '../../../runtime/config.js';
 
 let cached = { at: -Infinity, n: 1 };
@@ -19,6 +19,7 @@ let cached = { at: -Infinity, n: 1 };
 const LOAD_REFRESH_MS = 1000;
 
 function adaptive(): number {
+  if (!inNode) return 1; // no native code in a browser
   const now = performance.now();
   if (now - cached.at < LOAD_REFRESH_MS) return cached.n;
   const cores = Math.max(1, os.availableParallelism());

@@ -11,11 +11,7 @@
  * compiler binary's path, size and mtime and the CPU flags): a test process that loads the native
  * path pays a stat, not five compiler runs.
  */
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { childProcess, createHash, fs, inNode, os, path } from '../../../platform/index.js';
 import { getOption } from '../../../runtime/config.js';
 import { nativeDiskCache } from './disk.js';
 
@@ -72,7 +68,7 @@ function tryBuild(compiler: string, flags: readonly string[], source: string, li
   try {
     const src = path.join(dir, 'probe.c');
     fs.writeFileSync(src, source);
-    const r = spawnSync(compiler, [...flags, '-o', path.join(dir, 'probe.so'), src, ...libs], { encoding: 'utf8', timeout: 30_000 });
+    const r = childProcess.spawnSync(compiler, [...flags, '-o', path.join(dir, 'probe.so'), src, ...libs], { encoding: 'utf8', timeout: 30_000 });
     return { ok: !r.error && r.status === 0, stderr: r.error ? r.error.message : r.stderr };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -95,7 +91,7 @@ const PLAIN = 'float kiln_probe(const float *x, int n) { float s = 0; for (int i
 const OMP = '#include <omp.h>\nint kiln_probe(void) { int t = 0;\n#pragma omp parallel reduction(+:t)\n t += omp_get_thread_num() >= 0;\n return t + omp_get_max_threads(); }\n';
 
 function probeUncached(compiler: string): ToolchainProbe {
-  const v = spawnSync(compiler, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+  const v = childProcess.spawnSync(compiler, ['--version'], { encoding: 'utf8', timeout: 10_000 });
   if (v.error || v.status !== 0) return { ok: false, reason: `'${compiler} --version' failed: ${v.error?.message ?? v.stderr.trim()}` };
   const version = v.stdout.split('\n')[0]!.trim();
   const common = process.platform === 'linux' && tryBuild(compiler, [...BASE, ...NODELETE], PLAIN).ok ? [...BASE, ...NODELETE] : BASE;
@@ -126,6 +122,7 @@ let cached: { env: string; probe: ToolchainProbe } | undefined;
 
 /** The toolchain, probed once per process (and cached on disk); `{ ok: false, reason }` if none works. */
 export function probeToolchain(): ToolchainProbe {
+  if (!inNode) return { ok: false, reason: 'the native cpu path needs Node (a C compiler and koffi FFI); not available in a browser' };
   const env = `${getOption('KILN_CC') ?? ''}\0${process.env.PATH ?? ''}`;
   if (cached?.env === env) return cached.probe;
   const reasons: string[] = [];

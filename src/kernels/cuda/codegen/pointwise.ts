@@ -18,7 +18,7 @@
  * at INDEX32_LIMIT, the renderer's bound). Loops are grid-stride, so any size works with a capped
  * grid (of at most 2^26 threads, which the 32-bit bound assumes).
  */
-import { createHash } from 'node:crypto';
+import { createHash } from '../../../platform/index.js';
 import type { DType } from '../../../tensor/dtype.js';
 import type { ParamType } from '../../../runtime/cuda/launch.js';
 import { groupCtx } from '../fused/body.js';

@@ -1,0 +1,34 @@
+#!/usr/bin/env node
+/**
+ * `npm run build:browser`: Kiln as one ES module for browsers, dist/browser/kiln.js (and its source
+ * map), bundled by esbuild from src/index.ts, and dist/browser/webgpu-device.js, the worker that owns
+ * the browser's WebGPU device (src/runtime/webgpu/worker.ts), which kiln.js starts next to itself. Nothing in the module graph imports Node's built-ins
+ * at top level (src/platform/), so the bundle loads in a page or a worker; Node-only features (files,
+ * the native cpu path, CUDA, the HTTP server, Dawn) throw a NotInBrowserError when called.
+ * Packages that are Node-only and loaded lazily (koffi, webgpu) stay external.
+ */
+import { build } from 'esbuild';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const outdir = path.join(root, 'dist', 'browser');
+const outfile = path.join(outdir, 'kiln.js');
+// Two entries: Kiln, and the webgpu device worker that Kiln starts next to it (new URL('./webgpu-device.js', import.meta.url)).
+const result = await build({
+  entryPoints: [
+    { in: path.join(root, 'src', 'index.ts'), out: 'kiln' },
+    { in: path.join(root, 'src', 'runtime', 'webgpu', 'worker.ts'), out: 'webgpu-device' },
+  ],
+  outdir,
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  target: 'es2022',
+  sourcemap: true,
+  external: ['koffi', 'webgpu'],
+  logLevel: 'warning',
+  metafile: true,
+});
+const bytes = result.metafile.outputs[path.relative(process.cwd(), outfile)]?.bytes ?? Object.values(result.metafile.outputs).find((o) => o.entryPoint?.endsWith('index.ts'))?.bytes ?? 0;
+console.error(`build:browser: ${path.relative(root, outfile)} (${(bytes / 1024).toFixed(0)} KiB)`);
