@@ -8,6 +8,8 @@
  *
  * KILN_FUZZ_COMPILE: how many cases run compiled ('all', or a count spread over the fixture;
  * default all). Each compiled case is its own program, so this bounds the time on a slow machine.
+ * KILN_FUZZ_CUDA: the same for both cuda modes (eager and compiled; a first run on a GPU builds
+ * an NVRTC kernel for most new op and layout combinations).
  * KILN_FUZZ_REPORT=DIR writes every mismatch of each mode to DIR/fuzz-<mode>.json, for triage.
  */
 import assert from 'node:assert/strict';
@@ -26,11 +28,12 @@ const cudaOk = kiln.isAvailable('cuda');
 const cpuPath = String(getOption('KILN_CPU_PATH'));
 const exactness: Exactness = new Map();
 
-function compiledSubset(cases: FuzzCase[]): FuzzCase[] {
-  const want = process.env.KILN_FUZZ_COMPILE ?? 'all';
+/** The cases `variable` ('all' or a count spread over the fixture) selects. */
+function subset(cases: FuzzCase[], variable: 'KILN_FUZZ_COMPILE' | 'KILN_FUZZ_CUDA'): FuzzCase[] {
+  const want = process.env[variable] ?? 'all';
   if (want === 'all') return cases;
   const n = Number(want);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`KILN_FUZZ_COMPILE must be 'all' or a count, got ${want}`);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${variable} must be 'all' or a count, got ${want}`);
   const stride = Math.max(1, Math.ceil(cases.length / Math.max(n, 1)));
   return cases.filter((_, i) => i % stride === 0).slice(0, n);
 }
@@ -70,7 +73,8 @@ for (const mode of MODES) {
   const onCuda = mode.device === 'cuda';
   const modeSkip = skip || (onCuda && !cudaOk ? 'cuda is not available' : false);
   test(`fuzz replay vs torch: ${mode.name}${onCuda ? '' : ` (cpu path ${cpuPath})`}`, { skip: modeSkip }, (t) => {
-    const cases = mode.compiled ? compiledSubset(fixture!.cases) : fixture!.cases;
+    const onDevice = onCuda ? subset(fixture!.cases, 'KILN_FUZZ_CUDA') : fixture!.cases;
+    const cases = mode.compiled ? subset(onDevice, 'KILN_FUZZ_COMPILE') : onDevice;
     const all: Mismatch[] = [];
     kiln.resetCompileCounters();
     for (const c of cases) all.push(...replayCase(fixture!.spec, c, mode, exactness));

@@ -70,9 +70,14 @@ if has train; then
   tail -n 12 "$out/train.txt" | tee -a "$out/summary.txt"
 fi
 if has suite; then
+  # The fuzz replay's cuda modes on a bounded, evenly spread subset (each new op/layout builds an
+  # NVRTC kernel); their mismatch reports land in fuzz/.
+  mkdir -p "$out/fuzz"
+  KILN_FUZZ_CUDA=${SUITE_FUZZ_CUDA:-400} KILN_FUZZ_COMPILE=${SUITE_FUZZ_COMPILE:-200} KILN_FUZZ_REPORT="$out/fuzz" \
   KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout ${SUITE_S:-240} node --test dist/test/*.test.js > "$out/suite.txt" 2>&1
   el "suite rc=$?"; grep -E "^# (tests|pass|fail|skipped|todo)|^not ok" "$out/suite.txt" | head -30 | tee -a "$out/summary.txt"
   grep -A14 "^not ok" "$out/suite.txt" | grep -E "error:|^ +- |^ +\[" | head -30 | cut -c1-400 | tee -a "$out/summary.txt"
+  grep -E "^# [0-9]+ cases \(torch|^# compile counters" "$out/suite.txt" | tee -a "$out/summary.txt"
 fi
 if has cudaprof; then
   for b in $(echo "${PROF_BATCHES:-1,64}" | tr , ' '); do
