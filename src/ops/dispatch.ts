@@ -47,6 +47,21 @@ export function dispatchModeActive(): boolean {
   return modes.length > 0;
 }
 
+/**
+ * Runs `fn` with no dispatch mode active: its ops run for real even inside a kiln.compile trace.
+ * For caches a model keeps across calls (Qwen3's rotary table): made for real the first time,
+ * whether that is in eager code or in a trace, so every later trace lifts the same kept tensor
+ * instead of one trace recording the ops that build it and the next reading the cache.
+ */
+export function outsideDispatchModes<T>(fn: () => T): T {
+  const saved = modes.splice(0, modes.length);
+  try {
+    return fn();
+  } finally {
+    modes.push(...saved);
+  }
+}
+
 export function popDispatchMode(mode: DispatchMode): void {
   const i = modes.lastIndexOf(mode);
   if (i >= 0) modes.splice(i, 1);

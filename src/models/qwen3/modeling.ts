@@ -21,6 +21,7 @@
  * layer's temporaries alive, not all of them. MoE layers group tokens by expert on the host (one
  * device read per layer and step) when run eagerly, as forward does; traced, on the device.
  */
+import { outsideDispatchModes } from '../../ops/dispatch.js';
 import { indexPut, indexPut_, indexSelect, cat, embedding } from '../../api/indexing.js';
 import { copy_ } from '../../api/core.js';
 import { tensor } from '../../api/data.js';
@@ -420,7 +421,8 @@ export class Qwen3Model extends Module {
     if (cos && sin && cos.dtype === dtype && cos.device.equals(device) && !cos.isDisposed && !sin.isDisposed) return { cos, sin };
     const n = this.config.maxPositionEmbeddings;
     const D = this.config.headDim;
-    const full = ropeTables([Array.from({ length: n }, (_, i) => i)], D, this.config.ropeTheta, dtype, device);
+    // Built for real even under a trace (see outsideDispatchModes), so it is kept from the first call on.
+    const full = outsideDispatchModes(() => ropeTables([Array.from({ length: n }, (_, i) => i)], D, this.config.ropeTheta, dtype, device));
     // [n, D] without an op where the table is real (a view would be the tracer's fake).
     const rows = (t: Tensor): Tensor => (t instanceof FakeTensor ? view(t, [n, D]) : keep(new Tensor(t.storage, t.dtype, [n, D], undefined, t.offset)));
     const made = { cos: rows(full.cos), sin: rows(full.sin) };
