@@ -68,3 +68,27 @@ test('float64 batched [1x4] @ [4x6] (batch 4), the product cuBLASLt refused on t
   const want = reference(4, 1, 6, 4, (z, _i, x) => av[z * 4 + x]!, (z, x, j) => bv[z * 24 + j * 4 + x]!, null, 1);
   got.forEach((v, i) => assert.ok(Math.abs(v - want[i]!) <= 1e-13, `element ${i}: ${v} vs ${want[i]}`));
 });
+
+test('float64 scaledDotProductAttention on cuda keeps double precision (its scores were float32)', { skip }, () => {
+  const [B, L, S, E] = [2, 3, 5, 4];
+  const qv = values(B * L * E, 31);
+  const kv = values(B * S * E, 32);
+  const vv = values(B * S * E, 33);
+  const t = (v: number[], shape: number[]): kiln.Tensor => kiln.tensor(v, { dtype: 'float64' }).reshape(shape).to('cuda');
+  const got = kiln.nn.functional.scaledDotProductAttention(t(qv, [B, L, E]), t(kv, [B, S, E]), t(vv, [B, S, E])).toFlatArray() as number[];
+  const want: number[] = [];
+  for (let b = 0; b < B; b++) {
+    for (let i = 0; i < L; i++) {
+      const sc = Array.from({ length: S }, (_, j) => {
+        let d = 0;
+        for (let x = 0; x < E; x++) d += qv[(b * L + i) * E + x]! * kv[(b * S + j) * E + x]!;
+        return d / Math.sqrt(E);
+      });
+      const mx = Math.max(...sc);
+      const w = sc.map((s) => Math.exp(s - mx));
+      const z = w.reduce((a, c) => a + c, 0);
+      for (let x = 0; x < E; x++) want.push(w.reduce((a, c, j) => a + c * vv[(b * S + j) * E + x]!, 0) / z);
+    }
+  }
+  got.forEach((v, i) => assert.ok(Math.abs(v - want[i]!) <= 1e-12, `element ${i}: ${v} vs ${want[i]} (float32 scores would be ~1e-7 off)`));
+});

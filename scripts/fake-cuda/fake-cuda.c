@@ -145,6 +145,9 @@ int cublasLtMatmulPreferenceCreate(void**p){*p=handle();return 0;}
 int cublasLtMatmulPreferenceDestroy(void*p){return 0;}
 int cublasLtMatmulPreferenceSetAttribute(void*p,int a,void*b,uint64_t n){return 0;}
 int cublasLtMatmulAlgoGetHeuristic(void*h,void*d,void*a,void*b,void*c,void*dd,void*p,int req,void*res,int*count){
+  /* FAKE_CUDA_LT_REFUSE=1: every problem is refused as CUBLAS_STATUS_NOT_SUPPORTED (15), the way the
+     H200's cuBLASLt refused some float64 batched layouts, so the GEMM fallback can be exercised. */
+  if(getenv("FAKE_CUDA_LT_REFUSE")){*count=0;return 15;}
   if(req<1){*count=0;return 0;}
   memset(res,0,96); float w=1.0f; memcpy((char*)res+76,&w,4); *count=1; return 0;}
 int cublasLtMatmulAlgoConfigSetAttribute(void*al,int a,void*b,uint64_t n){return 0;}

@@ -66,15 +66,18 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
     const kt = new Tensor(k.storage, k.dtype, [...batch, e, s], [...k.strides.slice(0, -2), k.strides[k.ndim - 1]!, k.strides[k.ndim - 2]!], k.offset);
     temps.push(q, k, v, kt);
     const scoresShape = [...batch, l, s];
-    const scores = allocOut({ shape: scoresShape, strides: contiguousStrides(scoresShape), dtype: 'float32', device: out.device });
+    // Scores in float32 for every dtype but float64, which keeps double precision (a float32
+    // scores buffer also made cuBLASLt refuse the float64 product: float64 in, float32 out).
+    const scoreDtype = query.dtype === 'float64' ? 'float64' : 'float32';
+    const scores = allocOut({ shape: scoresShape, strides: contiguousStrides(scoresShape), dtype: scoreDtype, device: out.device });
     temps.push(scores);
     runGemm({ op: 'scaledDotProductAttention', out: scores, a: q, b: kt, batch, M: l, N: s, K: e, alpha: scale ?? 1 / Math.sqrt(e) });
-    if (isCausal) runPointwise('causalMask', '((b != 0) ? a : -s0)', scores, [scores, triMask(l, s, 0, true, out.device)], [Infinity], 'float32');
+    if (isCausal) runPointwise('causalMask', '((b != 0) ? a : -s0)', scores, [scores, triMask(l, s, 0, true, out.device)], [Infinity], scoreDtype);
     if (attnMask && geo.maskStrides) {
       const m = new Tensor(attnMask.storage, attnMask.dtype, scoresShape, geo.maskStrides, attnMask.offset);
       temps.push(m);
-      if (attnMask.dtype === 'bool') runPointwise('attnMask', '((b != 0) ? a : -s0)', scores, [scores, m], [Infinity], 'float32');
-      else runPointwise('attnMask', 'a + b', scores, [scores, m], [], 'float32');
+      if (attnMask.dtype === 'bool') runPointwise('attnMask', '((b != 0) ? a : -s0)', scores, [scores, m], [Infinity], scoreDtype);
+      else runPointwise('attnMask', 'a + b', scores, [scores, m], [], scoreDtype);
     }
     const rows = numel(batch) * l;
     const probs = allocOut({ shape: scoresShape, strides: contiguousStrides(scoresShape), dtype: value.dtype, device: out.device });
