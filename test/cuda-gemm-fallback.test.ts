@@ -92,3 +92,27 @@ test('float64 scaledDotProductAttention on cuda keeps double precision (its scor
   }
   got.forEach((v, i) => assert.ok(Math.abs(v - want[i]!) <= 1e-12, `element ${i}: ${v} vs ${want[i]} (float32 scores would be ~1e-7 off)`));
 });
+
+test('integer matmul on cuda (int32, int64, uint8) is exact and wraps like PyTorch on the cpu, batched and transposed', { skip }, () => {
+  const [B, M, K, N] = [2, 3, 5, 4];
+  const ints = (n: number, seed: number, lo: number, hi: number): number[] => values(n, seed).map((v) => Math.floor(lo + (v + 0.5) * (hi - lo)));
+  for (const [dtype, lo, hi] of [['int32', -50000, 50000], ['int64', -1e6, 1e6], ['uint8', 0, 256]] as const) {
+    const av = ints(B * M * K, 41, lo, hi);
+    const bv = ints(B * N * K, 42, lo, hi); // stored [B, N, K]: the right operand is its transpose
+    const a = kiln.tensor(av, { dtype }).reshape([B, M, K]).to('cuda');
+    const b = kiln.tensor(bv, { dtype }).reshape([B, N, K]).to('cuda').transpose(1, 2);
+    const got = kiln.matmul(a, b).toFlatArray().map(Number);
+    const wrap = (x: bigint): number => {
+      if (dtype === 'uint8') return Number(BigInt.asUintN(8, x));
+      if (dtype === 'int32') return Number(BigInt.asIntN(32, x));
+      return Number(BigInt.asIntN(64, x));
+    };
+    const want: number[] = [];
+    for (let z = 0; z < B; z++) for (let i = 0; i < M; i++) for (let j = 0; j < N; j++) {
+      let acc = 0n;
+      for (let x = 0; x < K; x++) acc += BigInt(av[(z * M + i) * K + x]!) * BigInt(bv[(z * N + j) * K + x]!);
+      want.push(wrap(acc));
+    }
+    assert.deepEqual(got, want, dtype);
+  }
+});

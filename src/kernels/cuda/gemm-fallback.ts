@@ -1,6 +1,7 @@
 /**
- * The GEMM of last resort on cuda: a plain one-thread-per-output kernel for float32 and float64,
- * used only when cuBLASLt refuses a problem (CUBLAS_STATUS_NOT_SUPPORTED, or a heuristic that
+ * The GEMM of last resort on cuda: a plain one-thread-per-output kernel, for the integer products
+ * cuBLASLt has no kernel for (int32, int64, uint8: PyTorch computes them on the cpu, the fuzzer's
+ * reference) and for float32/float64 problems cuBLASLt refuses (CUBLAS_STATUS_NOT_SUPPORTED, or a heuristic that
  * offers no algorithm). Seen on the H200 for small batched float64 problems (a [1x4] @ [4x6]
  * batch-4 product of llm.pagedAttention's float64 reference): cuBLASLt's float64 kernels do not
  * cover every operand layout and alignment the strided-batch API lets us describe. A refusal
@@ -16,8 +17,13 @@ import type { DevPtr } from '../../runtime/cuda/ffi.js';
 import { launch, type ParamType } from '../../runtime/cuda/launch.js';
 import type { CudaStream } from '../../runtime/cuda/stream.js';
 
+/** What the plain kernel computes: cuBLASLt's refusals (float32, float64) and the integer products cuBLASLt has no kernel for. */
+export type FallbackDtype = 'float32' | 'float64' | 'int32' | 'int64' | 'uint8';
+
+const C_TYPE: Record<FallbackDtype, string> = { float32: 'float', float64: 'double', int32: 'int', int64: 'long long', uint8: 'unsigned char' };
+
 export interface FallbackGemm {
-  dtype: 'float32' | 'float64';
+  dtype: FallbackDtype;
   m: number;
   n: number;
   k: number;
@@ -42,8 +48,12 @@ const PARAMS: readonly ParamType[] = [
   'f64', 'f64', // alpha, beta
 ];
 
-function source(t: 'float' | 'double'): string {
-  return `extern "C" __global__ void ${NAME}(const ${t}* a, const ${t}* b, ${t}* d, const ${t}* bias,
+function source(dtype: FallbackDtype): string {
+  const t = C_TYPE[dtype];
+  // Integers accumulate exactly in 64 bits and wrap to their width at the store, as PyTorch's
+  // integer matmul on the cpu does; floats accumulate in double.
+  const acc = dtype.startsWith('float') ? 'double' : 'long long';
+  return `extern "C" __global__ void ${NAME}_${dtype}(const ${t}* a, const ${t}* b, ${t}* d, const ${t}* bias,
     long long m, long long n, long long k, long long batch,
     long long lda, int ta, long long sa, long long ldb, int tb, long long sb,
     long long ldd, long long sd, double alpha, double beta) {
@@ -52,16 +62,16 @@ function source(t: 'float' | 'double'): string {
     long long col = i % n, row = (i / n) % m, z = i / (m * n);
     const ${t}* A = a + z * sa;
     const ${t}* B = b + z * sb;
-    double acc = 0.0;
+    ${acc} acc = 0;
     for (long long x = 0; x < k; x++) {
-      double av = (double)A[ta ? x * lda + row : row * lda + x];
-      double bv = (double)B[tb ? col * ldb + x : x * ldb + col];
+      ${acc} av = (${acc})A[ta ? x * lda + row : row * lda + x];
+      ${acc} bv = (${acc})B[tb ? col * ldb + x : x * ldb + col];
       acc += av * bv;
     }
     ${t}* out = d + z * sd + row * ldd + col;
-    double v = alpha * acc;
-    if (beta != 0.0) v += beta * (double)*out;
-    if (bias) v += (double)bias[col];
+    ${acc} v = (${acc})alpha * acc;
+    if (beta != 0.0) v += (${acc})beta * (${acc})*out;
+    if (bias) v += (${acc})bias[col];
     *out = (${t})v;
   }
 }
@@ -70,7 +80,7 @@ function source(t: 'float' | 'double'): string {
 
 /** Runs the problem; the caller has already decided cuBLASLt cannot. */
 export function runFallbackGemm(index: number, stream: CudaStream, p: FallbackGemm): void {
-  const kern = kernelFromSource(index, source(p.dtype === 'float64' ? 'double' : 'float'), NAME, PARAMS);
+  const kern = kernelFromSource(index, source(p.dtype), `${NAME}_${p.dtype}`, PARAMS);
   const total = p.m * p.n * p.batch;
   const block = 256;
   const grid = Math.max(1, Math.min(Math.ceil(total / block), 65535));

@@ -85,10 +85,35 @@ export interface GemmCall {
   beta?: number;
 }
 
+const INT_GEMM_DTYPES: readonly DType[] = ['int32', 'int64', 'uint8'];
+
+/** Integer products (no cuBLASLt kernel): the plain kernel, exact in 64 bits, wrapping at the store. */
+function runIntGemm(c: GemmCall): Tensor {
+  const { out, M, N, K } = c;
+  const dt = c.a.dtype as 'int32' | 'int64' | 'uint8';
+  const shapes = `${fmtShape(c.a.shape)} @ ${fmtShape(c.b.shape)}`;
+  if (c.b.dtype !== dt || out.dtype !== dt) throw new TypeError(`${c.op}: integer operands and result must share one dtype, got ${c.a.dtype} @ ${c.b.dtype} -> ${out.dtype} (${shapes})`);
+  if (c.bias && c.bias.dtype !== dt) throw new TypeError(`${c.op}: the bias must be ${dt} like the operands, got ${c.bias.dtype}`);
+  const pa = prepare(c.a, c.batch, M, K);
+  const pb = prepare(c.b, c.batch, K, N);
+  const dense = c.bias && !(c.bias.ndim === 1 && c.bias.shape[0] === N && c.bias.strides[0] === 1);
+  try {
+    runFallbackGemm(out.device.index, streamOf(out), {
+      dtype: dt, m: M, n: N, k: K, batch: numel(c.batch), a: pa.op, b: pb.op, d: ptrOf(out), ldd: N, dBatchStride: M * N,
+      bias: c.bias && !dense ? ptrOf(c.bias) : undefined, alpha: c.alpha ?? 1, beta: c.beta ?? 0,
+    });
+  } finally {
+    for (const t of [...pa.temps, ...pb.temps]) t.dispose();
+  }
+  if (c.bias && dense) runPointwise('add', 'a + b', out, [out, c.bias], [], out.dtype);
+  return out;
+}
+
 /** out[..., M, N] (contiguous) = alpha * a[..., M, K] @ b[..., K, N] (+ bias[N]) (+ beta * out). */
 export function runGemm(c: GemmCall): Tensor {
   const { out, M, N, K } = c;
   if (M === 0 || N === 0 || numel(c.batch) === 0) return out;
+  if (INT_GEMM_DTYPES.includes(c.a.dtype)) return runIntGemm(c);
   const dtype = gemmDtype(c.op, c.a.dtype, `${fmtShape(c.a.shape)} @ ${fmtShape(c.b.shape)}`);
   const outDtype = gemmDtype(c.op, out.dtype, `${fmtShape(c.a.shape)} @ ${fmtShape(c.b.shape)}`);
   if (K === 0) {
