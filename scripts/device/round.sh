@@ -41,6 +41,14 @@ if has abab; then
     el "abab prefill $p: $(grep -m1 'tok/s decode' "$out/abab-$p.txt")"
   done
 fi
+if has abgemv; then
+  # Decode with the GEMV kernel off and on, alternating, at the batch sizes given (KILN_GEMV).
+  for g in 0 1 0 1; do
+    KILN_GEMV=$g timeout 60 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${AB_BATCHES:-1,8} --reps 1 --new 128 \
+      --json "$out/abgemv-$g-$RANDOM.json" > "$out/abgemv-$g.txt" 2>&1
+    el "KILN_GEMV=$g: $(grep 'tok/s decode' "$out/abgemv-$g.txt" | tr '\n' ' ')"
+  done
+fi
 if has prefill; then
   # TTFT and decode with prompts through forwardStep (the old path), side by side with the default rows.
   timeout 120 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1 --prefill step \
