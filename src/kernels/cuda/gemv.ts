@@ -15,7 +15,10 @@
  *
  * Preconditions (else the caller runs cuBLASLt): bfloat16 in and out, no batch, alpha 1, beta 0,
  * x rows and W rows contiguous along K with 16-byte aligned starts and strides, K % 8 == 0.
- * KILN_GEMV=0 turns it off (the A/B switch; default on).
+ * KILN_GEMV_MAX_ROWS (default 1) is how many rows it takes: an H200 A/B of the decode benchmark
+ * (bench/results/h200-s10-gemv-ab-2026-12-02.json, alternating runs) had batch 1 at 572-677 tok/s
+ * with it against 457-493 without, but batch 8 at 3513-4015 against 4069-4224: with 8 rows the
+ * fp32 FMAs on CUDA cores, not the weight stream, bound this kernel. 2 and 4 rows are not measured.
  */
 import { getOption } from '../../runtime/config.js';
 import type { DevPtr } from '../../runtime/cuda/ffi.js';
@@ -136,8 +139,8 @@ export interface GemvProblem {
 
 /** Whether the kernel takes the problem (see the header's preconditions). */
 export function gemvApplies(p: GemvProblem): boolean {
-  if (getOption('KILN_GEMV') === false) return false;
-  if (p.m < 1 || p.m > GEMV_MAX_M || p.n < 1 || p.k < 8 || p.k % 8 !== 0) return false;
+  const rows = Math.min(GEMV_MAX_M, Number(getOption('KILN_GEMV_MAX_ROWS')));
+  if (p.m < 1 || p.m > rows || p.n < 1 || p.k < 8 || p.k % 8 !== 0) return false;
   if (p.x % 16 !== 0 || p.w % 16 !== 0 || p.ldx % 8 !== 0 || p.ldw % 8 !== 0) return false;
   if (p.out % 2 !== 0 || (p.bias !== undefined && p.bias % 2 !== 0)) return false;
   // 32-bit row indexing of out and of n: far beyond any weight that fits a GPU.
