@@ -33,7 +33,7 @@ function findChromium() {
 
 const chromium = findChromium();
 if (!chromium) {
-  say('SKIPPED: no Chromium on PATH (install Debian\'s chromium, as .ci/run does, or set KILN_CHROMIUM)');
+  say(process.env.KILN_CHROMIUM ? `SKIPPED: KILN_CHROMIUM=${process.env.KILN_CHROMIUM} does not exist` : 'SKIPPED: no Chromium on PATH (install Debian\'s chromium, as .ci/run does, or set KILN_CHROMIUM)');
   process.exit(0);
 }
 let pw;
