@@ -7,7 +7,8 @@
  * root, as a user would paste it: no block may lean on an earlier one.
  * ```sh blocks: every command is checked (npm scripts, `kiln` subcommands and flags through the
  * CLI's own parser, files, KILN_* values; see helpers/doc-commands.ts) and, unless the block is
- * marked `<!-- docs-test: slow | gpu | server -->`, run for real and must exit 0.
+ * marked `<!-- docs-test: slow | gpu | server | network | browser -->`, run for real and must exit 0.
+ * A marked ts block is type-checked with the others and not run.
  * Runs use a fresh KILN_CACHE_DIR so a warm cache cannot hide a failing compile. Under a forced
  * cpu path (`npm run test:paths` sets KILN_CPU_PATH) the runs are skipped and only the checks
  * remain: the examples are a user's default path, and repeating them twice would add two minutes

@@ -1,6 +1,6 @@
 /**
  * Fenced code blocks of the Markdown docs, for test/docs-examples.test.ts. A block is a ``` or
- * ~~~ fence with a language tag; an HTML comment `<!-- docs-test: slow -->` (or `gpu`, `server`, `network`,
+ * ~~~ fence with a language tag; an HTML comment `<!-- docs-test: slow -->` (or `gpu`, `server`, `network`, `browser`,
  * comma-separated) on the line before the fence, or before the blank lines above it, marks a
  * block whose commands are checked but not run. Marks are an explicit list so that a typo is an
  * error instead of a block that silently stops running.
@@ -8,8 +8,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
-/** Why a block is checked but not run: slow (minutes), gpu (needs NVIDIA hardware), server (runs until stopped), network (the npm registry). */
-export const MARKS = ['slow', 'gpu', 'server', 'network'] as const;
+/**
+ * Why a block is checked but not run: slow (minutes), gpu (needs NVIDIA hardware), server (runs until
+ * stopped), network (the npm registry), browser (runs in a browser's Web Worker, not in Node;
+ * scripts/pack-check.sh runs `kilnjs/browser` in headless Chromium).
+ */
+export const MARKS = ['slow', 'gpu', 'server', 'network', 'browser'] as const;
 export type Mark = (typeof MARKS)[number];
 
 /** Languages a block may have: ts and sh are checked and run; text is prose in a box. */
