@@ -6,3 +6,5 @@ import './core.js';
 import './pointwise.js';
 import './linalg.js';
 import './reduction.js';
+import './indexing.js';
+import './attention.js';
