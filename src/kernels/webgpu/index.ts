@@ -8,3 +8,4 @@ import './linalg.js';
 import './reduction.js';
 import './indexing.js';
 import './attention.js';
+import './llm-paged.js';
