@@ -259,19 +259,6 @@ test('every strategy of every compiled group validates: thread and workgroup, su
 });
 
 // Last in this file: it destroys the process's webgpu device.
-test('a lost device fails every later call with an error that says what Kiln held', { skip }, () => {
-  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
-  const x = kiln.ones([1024], { device: 'webgpu' });
-  kiln.synchronize('webgpu');
-  acc.loseDeviceForTesting();
-  const lost = (e: Error): boolean => e.name === 'WebgpuError' && (e as { kind?: string }).kind === 'lost' && /device was lost/.test(e.message) && /Kiln holds .* in \d+ live buffers/.test(e.message);
-  assert.throws(() => kiln.synchronize('webgpu'), lost);
-  // Sticky: the next call (a readback) says the same, not a confusing validation error.
-  assert.throws(() => x.toArray(), lost);
-  x.dispose();
-  assert.throws(() => kiln.synchronize('webgpu'), lost);
-});
-
 test('the webgpu LLM cases and the tiny Qwen3 (forward, compiled forward, generate; float32, float16, bfloat16) encode with no unsupported op', { skip }, async () => {
   const { llmCases } = await import('./webgpu-llm-cases.js');
   for (const c of llmCases()) {
@@ -299,3 +286,17 @@ test('the webgpu LLM cases and the tiny Qwen3 (forward, compiled forward, genera
     }
   });
 });
+
+test('a lost device fails every later call with an error that says what Kiln held', { skip }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const x = kiln.ones([1024], { device: 'webgpu' });
+  kiln.synchronize('webgpu');
+  acc.loseDeviceForTesting();
+  const lost = (e: Error): boolean => e.name === 'WebgpuError' && (e as { kind?: string }).kind === 'lost' && /device was lost/.test(e.message) && /Kiln holds .* in \d+ live buffers/.test(e.message);
+  assert.throws(() => kiln.synchronize('webgpu'), lost);
+  // Sticky: the next call (a readback) says the same, not a confusing validation error.
+  assert.throws(() => x.toArray(), lost);
+  x.dispose();
+  assert.throws(() => kiln.synchronize('webgpu'), lost);
+});
+
