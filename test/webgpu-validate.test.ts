@@ -259,6 +259,34 @@ test('every strategy of every compiled group validates: thread and workgroup, su
 });
 
 // Last in this file: it destroys the process's webgpu device.
+test('the webgpu LLM cases and the tiny Qwen3 (forward, compiled forward, generate; float32, float16, bfloat16) encode with no unsupported op', { skip }, async () => {
+  const { llmCases } = await import('./webgpu-llm-cases.js');
+  for (const c of llmCases()) {
+    try {
+      c.run('webgpu', false);
+    } catch (e) {
+      assert.fail(`${c.label}: ${(e as Error).message}`);
+    }
+  }
+  kiln.synchronize('webgpu');
+  const { Qwen3ForCausalLM, QWEN3_TINY } = kiln.models;
+  kiln.noGrad(() => {
+    for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
+      const m = Qwen3ForCausalLM.fromConfig(QWEN3_TINY, { seed: 1, dtype }).eval().to('webgpu');
+      const ids = kiln.tensor([[1, 5, 7, 9]], { dtype: 'int64' }).to('webgpu');
+      const logits = m.forward(ids);
+      assert.deepEqual([...logits.shape], [1, 4, QWEN3_TINY.vocabSize]);
+      assert.equal(logits.device.type, 'webgpu');
+      if (dtype === 'float32') kiln.compile((x: typeof ids) => m.forward(x))(ids);
+      // The engine's eager decode (llm.reshapeAndCache, llm.pagedAttention) and its step path (prefill).
+      // The null backend reads back garbage, so the sampled ids may be anything in the vocabulary.
+      const out = kiln.generate(m, [[1, 5, 7, 9]], { maxNewTokens: 3 });
+      assert.equal(out.shape[0], 1);
+      kiln.synchronize('webgpu');
+    }
+  });
+});
+
 test('a lost device fails every later call with an error that says what Kiln held', { skip }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
   const x = kiln.ones([1024], { device: 'webgpu' });
@@ -271,3 +299,4 @@ test('a lost device fails every later call with an error that says what Kiln hel
   x.dispose();
   assert.throws(() => kiln.synchronize('webgpu'), lost);
 });
+

@@ -69,3 +69,8 @@ cat "$out/webgpu-gemm-bench.txt" | head -12
 timeout 400 node --test dist/test/webgpu-reduction.test.js > "$out/webgpu-reduction.txt" 2>&1; el "reduction rc=$?"
 grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-reduction.txt"
 grep -m8 -E "cases differ|result [0-9]+:|element [0-9]+:" "$out/webgpu-reduction.txt" | cut -c1-400
+# The ops a Qwen3 forward and generation need (indexing, attention, rmsNorm, paged cache) against
+# float64 CPU references, and the tiny Qwen3 on webgpu: logits eager and compiled, greedy tokens.
+timeout 400 node --test dist/test/webgpu-llm.test.js > "$out/webgpu-llm.txt" 2>&1; el "llm rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-llm.txt"
+grep -m12 -E "cases differ|: element [0-9]+:|threw|greedy|forward|AssertionError" "$out/webgpu-llm.txt" | cut -c1-400

@@ -12,7 +12,8 @@ import { fill_, zero_ } from '../../ops/defs/pointwise.js';
 import * as V from '../../ops/defs/views.js';
 import { registerKernel, type Op } from '../../ops/registry.js';
 import type { KernelContext, OutMeta, ScalarValue } from '../../ops/schema.js';
-import { contiguousStrides } from '../../tensor/layout.js';
+import type { DType } from '../../tensor/dtype.js';
+import { broadcastStrides, contiguousStrides } from '../../tensor/layout.js';
 import { castValue } from '../../tensor/typed.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { registerViaHost, toDeviceKernel } from '../cpu/core.js';
@@ -24,19 +25,58 @@ import { runPointwise } from './pointwise-run.js';
 
 const cloneEntry = WGSL_TEMPLATES.get('clone')!;
 
+const WIDE: ReadonlySet<DType> = new Set<DType>(['int64', 'float64']);
+
+/**
+ * `t` (a 64-bit tensor) as its int32 words: [...shape, 2] (low word first), each element's two
+ * words adjacent. WGSL has no 64-bit types, but a same-dtype copy of int64 / float64 elements is a
+ * copy of their words, which the int32 pointwise program does with any strides (broadcast too).
+ */
+function words(t: Tensor, shape: readonly number[] = t.shape, strides: readonly number[] = t.strides): Tensor {
+  return new Tensor(t.storage, 'int32', [...shape, 2], [...strides.map((s) => 2 * s), 1], 2 * t.offset);
+}
+
 /** dst[...] = src (broadcast, cast), on dst's device; src may live on another device. */
 export function copyTensor(dst: Tensor, src: Tensor): Tensor {
   let from = src;
-  if (src.device.type !== 'webgpu' && !(src.device.type === 'cpu' && src.numel() === 1)) {
+  const wide = WIDE.has(dst.dtype) && src.dtype === dst.dtype;
+  if (src.device.type !== 'webgpu' && (wide || !(src.device.type === 'cpu' && src.numel() === 1))) {
     from = toDeviceKernel({ op: 'copy_', out: { shape: src.shape, strides: contiguousStrides(src.shape), dtype: src.dtype, device: dst.device } }, src);
   }
-  runPointwise('copy', dst, [from], (m) => cloneEntry(m, { out: dst.dtype }));
+  if (wide) {
+    const d = words(dst);
+    const s = words(from, dst.shape, broadcastStrides(from.shape, from.strides, dst.shape));
+    try {
+      runPointwise('copy', d, [s], (m) => (m[0]?.kind === 'value' ? m[0].expr : null));
+    } finally {
+      d.dispose();
+      s.dispose();
+    }
+  } else runPointwise('copy', dst, [from], (m) => cloneEntry(m, { out: dst.dtype }));
   if (from !== src) from.dispose();
+  return dst;
+}
+
+/** Fills a 64-bit tensor: its low and high words, each an int32 fill of a strided view. */
+function fillWide(dst: Tensor, value: ScalarValue): Tensor {
+  const v = typeof value === 'boolean' ? (value ? 1 : 0) : value;
+  const bytes = new DataView(new ArrayBuffer(8));
+  if (dst.dtype === 'float64') bytes.setFloat64(0, Number(v), true);
+  else bytes.setBigInt64(0, BigInt.asIntN(64, BigInt(Math.trunc(Number(v)))), true);
+  for (const half of [0, 1]) {
+    const w = new Tensor(dst.storage, 'int32', dst.shape, dst.strides.map((s) => 2 * s), 2 * dst.offset + half);
+    try {
+      runPointwise('fill', w, [], () => wgslLit(bytes.getInt32(4 * half, true), 'i32'));
+    } finally {
+      w.dispose();
+    }
+  }
   return dst;
 }
 
 /** Every element of `dst` set to `value` (rounded to dst's dtype first). */
 export function fillTensor(dst: Tensor, value: ScalarValue): Tensor {
+  if (WIDE.has(dst.dtype)) return fillWide(dst, value);
   const t = wgslComputeType(dst.dtype);
   if (t === null) throw unsupportedDtype('fill_', dst);
   const v = typeof value === 'boolean' ? (value ? 1 : 0) : Number(value);

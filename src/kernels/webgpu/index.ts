@@ -6,3 +6,6 @@ import './core.js';
 import './pointwise.js';
 import './linalg.js';
 import './reduction.js';
+import './indexing.js';
+import './attention.js';
+import './llm-paged.js';

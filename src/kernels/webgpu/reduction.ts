@@ -7,6 +7,7 @@
  * (an int64 sum of integers, float64) fail with the dtype named; indices are written as int64.
  */
 import * as R from '../../ops/defs/reduction.js';
+import { finfoEps, rmsNorm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
@@ -27,6 +28,8 @@ interface GroupRun {
   readonly nodes: readonly FusedNode[];
   readonly values: ReadonlyMap<number, FusedValue>;
   readonly keepRowOrder?: boolean;
+  /** Further inputs (values 1, 2, ...), broadcast to x's shape. */
+  readonly extra?: readonly Tensor[];
 }
 
 /** Value ids of a one-node program: the input is 0, the outputs 100, 101, ... in their order. */
@@ -36,17 +39,19 @@ const OUT = 100;
 /** Runs a reduce group whose one input (value 0) is `x`. */
 function runGroup(r: GroupRun): void {
   const S = r.x.shape;
+  const extra = r.extra ?? [];
   const g: FusedGroup = {
     kind: 'reduce',
     nodes: r.nodes,
     rowScalars: new Set(r.nodes.filter((n) => n.kind === 'reduction').flatMap((n) => n.outputs).concat(rowPointwise(r))),
-    inputs: [X],
+    inputs: [X, ...extra.map((_, k) => X + 1 + k)],
     outputs: r.outs.map((_, k) => OUT + k),
     value: (id) => r.values.get(id)!,
   };
-  const strides = [...r.outs.map((o) => (o.row ? rowStrides(o.t, S, r.dims) : broadcastStrides(o.t.shape, o.t.strides, S))), [...r.x.strides]];
-  const L = fusedLayout({ kind: 'reduce', shape: S, dims: r.dims, strides, offsets: [...r.outs.map((o) => o.t.offset), r.x.offset], rowRef: r.outs.length, keepRowOrder: r.keepRowOrder });
-  const operands = [...r.outs.map((o) => o.t), r.x].map((t) => ({ buffer: t.storage.buffer, dtype: t.dtype }));
+  const strides = [...r.outs.map((o) => (o.row ? rowStrides(o.t, S, r.dims) : broadcastStrides(o.t.shape, o.t.strides, S))), [...r.x.strides], ...extra.map((t) => broadcastStrides(t.shape, t.strides, S))];
+  const offsets = [...r.outs.map((o) => o.t.offset), r.x.offset, ...extra.map((t) => t.offset)];
+  const L = fusedLayout({ kind: 'reduce', shape: S, dims: r.dims, strides, offsets, rowRef: r.outs.length, keepRowOrder: r.keepRowOrder });
+  const operands = [...r.outs.map((o) => o.t), r.x, ...extra].map((t) => ({ buffer: t.storage.buffer, dtype: t.dtype }));
   const launch = prepareFused(g, operands, L, groupKey(g), `kiln.${r.label}`);
   if (typeof launch === 'string') throw new Error(`${r.label}: cannot run on webgpu: ${launch}`);
   launchFused(launch, L);
@@ -180,3 +185,46 @@ function softmaxKernel(op: 'softmax' | 'logSoftmax', meta: OutMeta, x: Tensor, d
 
 registerKernel(R.softmax, 'webgpu', (ctx, self, dim, dtype) => softmaxKernel('softmax', ctx.out, self, dim as number, dtype));
 registerKernel(R.logSoftmax, 'webgpu', (ctx, self, dim, dtype) => softmaxKernel('logSoftmax', ctx.out, self, dim as number, dtype));
+
+/**
+ * rmsNorm over the trailing `normalizedShape` dims: one row kernel, mean(x * x), add eps, rsqrt,
+ * times x, times the weight, in f32 whatever the storage dtype, rounded once at the store. Value 1
+ * is the weight (broadcast over the rows).
+ */
+function rmsNormKernel(meta: OutMeta, x: Tensor, normalizedShape: readonly number[], weight: Tensor | null, eps: number | null): Tensor {
+  const op = 'rmsNorm';
+  checkDtype(op, x);
+  const out = allocOut(meta);
+  if (x.numel() === 0) return out;
+  const e = eps ?? finfoEps(x.dtype);
+  const S = x.shape;
+  const d = normalizedShape.map((_, k) => S.length - normalizedShape.length + k);
+  const row = S.map((s, i) => (d.includes(i) ? 1 : s));
+  const W = 1;
+  const values = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: S }]]);
+  if (weight) values.set(W, { dtype: weight.dtype, shape: weight.shape });
+  const full = (id: number): void => void values.set(id, { dtype: 'float32', shape: S });
+  const perRow = (id: number): void => void values.set(id, { dtype: 'float32', shape: row });
+  const V = (id: number) => ({ kind: 'value' as const, id });
+  const C = (value: unknown) => ({ kind: 'const' as const, value });
+  full(10);
+  perRow(11);
+  perRow(12);
+  perRow(13);
+  values.set(OUT, { dtype: out.dtype, shape: S });
+  const nodes: FusedNode[] = [
+    { kind: 'pointwise', op: 'mul', args: [V(X), V(X)], outputs: [10] },
+    { kind: 'reduction', op: 'mean', args: [], outputs: [11], reduce: { kind: 'mean', input: 10 } },
+    { kind: 'pointwise', op: 'add', args: [V(11), C(e), C(1)], outputs: [12] },
+    { kind: 'pointwise', op: 'rsqrt', args: [V(12)], outputs: [13] },
+  ];
+  if (weight) {
+    full(14);
+    nodes.push({ kind: 'pointwise', op: 'mul', args: [V(X), V(13)], outputs: [14] });
+    nodes.push({ kind: 'pointwise', op: 'mul', args: [V(14), V(W)], outputs: [OUT] });
+  } else nodes.push({ kind: 'pointwise', op: 'mul', args: [V(X), V(13)], outputs: [OUT] });
+  runGroup({ label: op, x, dims: d, outs: [{ t: out, row: false }], nodes, values, extra: weight ? [weight] : [] });
+  return out;
+}
+
+registerKernel(rmsNorm, 'webgpu', (ctx, input, normalizedShape, weight, eps) => rmsNormKernel(ctx.out, input, normalizedShape as readonly number[], weight ?? null, (eps as number | null | undefined) ?? null));
