@@ -11,7 +11,12 @@
  * Both throughput runs go once untimed first (compile, capture), then timed; rows are JSON like
  * bench/decode.ts's: {framework, workload: 'serve' | 'engine' | 'serve-start', ...}.
  *
- *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --json out.json
+ * With --reps R the engine and http runs alternate R times in the process (after the warm-ups) and
+ * the rows give the medians, the serve row its ratio as the median of the R per-rep ratios (each
+ * http run against the engine run just before it), with every rep's numbers beside: on a shared,
+ * loaded cpu one pair of runs says little.
+ *
+ *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --reps 5 --json out.json
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,6 +36,7 @@ const { values: a } = parseArgs({
     clients: { type: 'string', default: '16' },
     prompt: { type: 'string', default: '16' },
     new: { type: 'string', default: '32' },
+    reps: { type: 'string', default: '1' },
     json: { type: 'string' },
     'no-start': { type: 'boolean', default: false },
   },
@@ -41,6 +47,8 @@ if (!config) throw new Error(`bench/serve: unknown --config ${a.config}`);
 const N = Number(a.clients);
 const P = Number(a.prompt);
 const T = Number(a.new);
+const R = Number(a.reps);
+if (!Number.isInteger(R) || R < 1) throw new Error(`bench/serve: --reps must be a positive integer, got ${a.reps}`);
 const dtype = a.dtype as DType;
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
 model.eval();
@@ -140,11 +148,31 @@ async function startToFirstToken(cacheDir: string): Promise<number> {
 
 const rows: Record<string, unknown>[] = [];
 const base = { model: a.config, device: a.device, dtype, batch: N, prompt_tokens: P, new_tokens: T };
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((x, y) => x - y);
+  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
 engineRun(); // warm-up of the process (kernels, compile caches)
-const engineTokS = engineRun();
-const httpTokS = await httpRun();
-rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(engineTokS) });
-rows.push({ framework: 'kiln', workload: 'serve', ...base, decode_tok_s: null, throughput_tok_s: Math.round(httpTokS), ratio_to_engine: Number((httpTokS / engineTokS).toFixed(3)), clients: N });
+const engineReps: number[] = [];
+const httpReps: number[] = [];
+for (let r = 0; r < R; r++) {
+  engineReps.push(engineRun());
+  httpReps.push(await httpRun());
+}
+const ratios = httpReps.map((h, i) => h / engineReps[i]!);
+const repFields = (xs: readonly number[]): object => (R > 1 ? { reps: R, reps_tok_s: xs.map(Math.round) } : {});
+rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(median(engineReps)), ...repFields(engineReps) });
+rows.push({
+  framework: 'kiln',
+  workload: 'serve',
+  ...base,
+  decode_tok_s: null,
+  throughput_tok_s: Math.round(median(httpReps)),
+  ratio_to_engine: Number(median(ratios).toFixed(3)),
+  clients: N,
+  ...repFields(httpReps),
+  ...(R > 1 ? { reps_ratio: ratios.map((x) => Number(x.toFixed(3))) } : {}),
+});
 if (!a['no-start']) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-serve-start-'));
   const cold = await startToFirstToken(dir);
