@@ -4,12 +4,15 @@
  *   engine  Engine.generateAll over N prompts of P random ids, T new tokens each (no eos): the
  *           engine's own throughput, tokens/s;
  *   http    the same N prompts as N concurrent streaming POST /v1/completions (token-id prompts,
- *           SSE) against createServer on loopback, every chunk read by a fetch client: tokens/s
- *           counted from the chunks' token_ids, and its ratio to the engine's (goal >= 0.9);
+ *           temperature 0: greedy like the engine run, where OpenAI's default 1 would sample over
+ *           the vocabulary every step; SSE) against createServer on loopback, every chunk read by
+ *           a fetch client: tokens/s counted from the chunks' token_ids, and its ratio to the
+ *           engine's (goal >= 0.9);
  *   start   `kiln serve --random <config>` spawned with an empty cache folder (cold) and again with
  *           the same folder (warm): time from spawn to the first streamed token of one request.
- * Both throughput runs go once untimed first (compile, capture), then timed; rows are JSON like
- * bench/decode.ts's: {framework, workload: 'serve' | 'engine' | 'serve-start', ...}.
+ * Both throughput runs go once untimed first (compile, capture; all N prompts, 4 new tokens), then
+ * timed; rows are JSON like bench/decode.ts's: {framework, workload: 'serve' | 'engine' |
+ * 'serve-start', ...}.
  *
  * With --reps R the engine and http runs alternate R times in the process (after the warm-ups) and
  * the rows give the medians, the serve row its ratio as the median of the R per-rep ratios (each
@@ -57,7 +60,7 @@ const engineOptions = { numBlocks: N * Math.ceil((P + T + 1) / 16) + 8, maxNumSe
 
 function engineRun(): number {
   const engine = new kiln.serve.Engine(model, engineOptions);
-  engine.generateAll(prompts.slice(0, 2), { maxNewTokens: 4 });
+  engine.generateAll(prompts, { maxNewTokens: 4 });
   const t0 = performance.now();
   const outs = engine.generateAll(prompts, { maxNewTokens: T });
   const ms = performance.now() - t0;
@@ -68,13 +71,16 @@ function engineRun(): number {
 
 /**
  * The clients run in a worker thread, as separate client processes would: in the server's own
- * event loop their SSE parsing would compete with the engine's steps for one thread. The worker
- * streams every prompt concurrently with fetch and posts back the token count and elapsed ms.
+ * event loop their SSE parsing would compete with the engine's steps for one thread. For each
+ * message {url, prompts, n} the worker streams every prompt concurrently with fetch and posts back
+ * the token count and elapsed ms. One worker serves a server's warm-up and timed runs, so the timed
+ * run has fetch loaded and its keep-alive connections open (the warm-up sends all N prompts), as a
+ * long-running client would: what is timed is serving, not a fresh thread's first fetch.
  */
 const CLIENT_WORKER = `
-const { parentPort, workerData } = require('node:worker_threads');
+const { parentPort } = require('node:worker_threads');
 async function one(url, prompt, n) {
-  const res = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', prompt, max_tokens: n, stream: true }) });
+  const res = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', prompt, max_tokens: n, temperature: 0, stream: true }) });
   if (!res.ok) throw new Error('HTTP ' + res.status + ': ' + (await res.text()));
   let ids = 0, buf = '';
   const dec = new TextDecoder();
@@ -90,31 +96,41 @@ async function one(url, prompt, n) {
   }
   return ids;
 }
-(async () => {
-  const { url, prompts, n } = workerData;
+parentPort.on('message', ({ url, prompts, n }) => {
   const t0 = performance.now();
-  const counts = await Promise.all(prompts.map((p) => one(url, p, n)));
-  parentPort.postMessage({ tokens: counts.reduce((a, b) => a + b, 0), ms: performance.now() - t0 });
-})().catch((e) => parentPort.postMessage({ error: String(e) }));
+  Promise.all(prompts.map((p) => one(url, p, n))).then(
+    (counts) => parentPort.postMessage({ tokens: counts.reduce((a, b) => a + b, 0), ms: performance.now() - t0 }),
+    (e) => parentPort.postMessage({ error: String(e) }),
+  );
+});
 `;
 
-function clients(url: string, ps: number[][], n: number): Promise<{ tokens: number; ms: number }> {
-  return new Promise((resolve, reject) => {
-    const w = new Worker(CLIENT_WORKER, { eval: true, workerData: { url, prompts: ps, n } });
-    w.once('message', (m: { tokens: number; ms: number; error?: string }) => {
-      void w.terminate();
-      if (m.error) reject(new Error(`bench/serve client: ${m.error}`));
-      else resolve(m);
-    });
-    w.once('error', reject);
-  });
+/** A client worker: run(url, prompts, n) streams them all and resolves with tokens and ms. */
+function clientWorker(): { run: (url: string, ps: number[][], n: number) => Promise<{ tokens: number; ms: number }>; close: () => Promise<number> } {
+  const w = new Worker(CLIENT_WORKER, { eval: true });
+  return {
+    run: (url, ps, n) =>
+      new Promise((resolve, reject) => {
+        const onError = (e: Error): void => reject(e);
+        w.once('error', onError);
+        w.once('message', (m: { tokens: number; ms: number; error?: string }) => {
+          w.off('error', onError);
+          if (m.error) reject(new Error(`bench/serve client: ${m.error}`));
+          else resolve(m);
+        });
+        w.postMessage({ url, prompts: ps, n });
+      }),
+    close: () => w.terminate(),
+  };
 }
 
 async function httpRun(): Promise<number> {
   const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions });
   const { url } = await server.listen(0);
-  await clients(url, prompts.slice(0, 2), 4);
-  const { tokens, ms } = await clients(url, prompts, T);
+  const clients = clientWorker();
+  await clients.run(url, prompts, 4);
+  const { tokens, ms } = await clients.run(url, prompts, T);
+  await clients.close();
   await server.close();
   if (tokens !== N * T) throw new Error(`bench/serve: ${tokens} tokens streamed, expected ${N * T}`);
   return tokens / (ms / 1000);
