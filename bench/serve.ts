@@ -17,7 +17,8 @@
  * With --reps R the engine and http runs alternate R times in the process (after the warm-ups) and
  * the rows give the medians, the serve row its ratio as the median of the R per-rep ratios (each
  * http run against the engine run just before it), with every rep's numbers beside: on a shared,
- * loaded cpu one pair of runs says little.
+ * loaded cpu one pair of runs says little. --max-slice-ms 0,25 runs the http side once per value of
+ * createServer's maxSliceMs in every rep (0: one engine step per event-loop turn), one serve row each.
  *
  *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --reps 5 --json out.json
  */
@@ -40,6 +41,7 @@ const { values: a } = parseArgs({
     prompt: { type: 'string', default: '16' },
     new: { type: 'string', default: '32' },
     reps: { type: 'string', default: '1' },
+    'max-slice-ms': { type: 'string' },
     json: { type: 'string' },
     'no-start': { type: 'boolean', default: false },
   },
@@ -51,6 +53,8 @@ const N = Number(a.clients);
 const P = Number(a.prompt);
 const T = Number(a.new);
 const R = Number(a.reps);
+// createServer's maxSliceMs; a comma list runs one serve row per value, each rep running them all.
+const slices: (number | undefined)[] = a['max-slice-ms'] === undefined ? [undefined] : a['max-slice-ms'].split(',').map(Number);
 if (!Number.isInteger(R) || R < 1) throw new Error(`bench/serve: --reps must be a positive integer, got ${a.reps}`);
 const dtype = a.dtype as DType;
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
@@ -124,8 +128,8 @@ function clientWorker(): { run: (url: string, ps: number[][], n: number) => Prom
   };
 }
 
-async function httpRun(): Promise<number> {
-  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions });
+async function httpRun(maxSliceMs: number | undefined): Promise<number> {
+  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions, maxSliceMs });
   const { url } = await server.listen(0);
   const clients = clientWorker();
   await clients.run(url, prompts, 4);
@@ -170,25 +174,29 @@ const median = (xs: readonly number[]): number => {
 };
 engineRun(); // warm-up of the process (kernels, compile caches)
 const engineReps: number[] = [];
-const httpReps: number[] = [];
+const httpReps: number[][] = slices.map(() => []);
 for (let r = 0; r < R; r++) {
   engineReps.push(engineRun());
-  httpReps.push(await httpRun());
+  for (const [i, ms] of slices.entries()) httpReps[i]!.push(await httpRun(ms));
 }
-const ratios = httpReps.map((h, i) => h / engineReps[i]!);
 const repFields = (xs: readonly number[]): object => (R > 1 ? { reps: R, reps_tok_s: xs.map(Math.round) } : {});
 rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(median(engineReps)), ...repFields(engineReps) });
-rows.push({
-  framework: 'kiln',
-  workload: 'serve',
-  ...base,
-  decode_tok_s: null,
-  throughput_tok_s: Math.round(median(httpReps)),
-  ratio_to_engine: Number(median(ratios).toFixed(3)),
-  clients: N,
-  ...repFields(httpReps),
-  ...(R > 1 ? { reps_ratio: ratios.map((x) => Number(x.toFixed(3))) } : {}),
-});
+for (const [i, ms] of slices.entries()) {
+  const reps = httpReps[i]!;
+  const ratios = reps.map((h, j) => h / engineReps[j]!);
+  rows.push({
+    framework: 'kiln',
+    workload: 'serve',
+    ...base,
+    decode_tok_s: null,
+    throughput_tok_s: Math.round(median(reps)),
+    ratio_to_engine: Number(median(ratios).toFixed(3)),
+    clients: N,
+    ...(ms === undefined ? {} : { max_slice_ms: ms }),
+    ...repFields(reps),
+    ...(R > 1 ? { reps_ratio: ratios.map((x) => Number(x.toFixed(3))) } : {}),
+  });
+}
 if (!a['no-start']) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-serve-start-'));
   const cold = await startToFirstToken(dir);
