@@ -4,14 +4,23 @@
  *   engine  Engine.generateAll over N prompts of P random ids, T new tokens each (no eos): the
  *           engine's own throughput, tokens/s;
  *   http    the same N prompts as N concurrent streaming POST /v1/completions (token-id prompts,
- *           SSE) against createServer on loopback, every chunk read by a fetch client: tokens/s
- *           counted from the chunks' token_ids, and its ratio to the engine's (goal >= 0.9);
+ *           temperature 0: greedy like the engine run, where OpenAI's default 1 would sample over
+ *           the vocabulary every step; SSE) against createServer on loopback, every chunk read by
+ *           a fetch client: tokens/s counted from the chunks' token_ids, and its ratio to the
+ *           engine's (goal >= 0.9);
  *   start   `kiln serve --random <config>` spawned with an empty cache folder (cold) and again with
  *           the same folder (warm): time from spawn to the first streamed token of one request.
- * Both throughput runs go once untimed first (compile, capture), then timed; rows are JSON like
- * bench/decode.ts's: {framework, workload: 'serve' | 'engine' | 'serve-start', ...}.
+ * Both throughput runs go once untimed first (compile, capture; all N prompts, 4 new tokens), then
+ * timed; rows are JSON like bench/decode.ts's: {framework, workload: 'serve' | 'engine' |
+ * 'serve-start', ...}.
  *
- *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --json out.json
+ * With --reps R the engine and http runs alternate R times in the process (after the warm-ups) and
+ * the rows give the medians, the serve row its ratio as the median of the R per-rep ratios (each
+ * http run against the engine run just before it), with every rep's numbers beside: on a shared,
+ * loaded cpu one pair of runs says little. --max-slice-ms 0,25 runs the http side once per value of
+ * createServer's maxSliceMs in every rep (0: one engine step per event-loop turn), one serve row each.
+ *
+ *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --reps 5 --json out.json
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,6 +40,8 @@ const { values: a } = parseArgs({
     clients: { type: 'string', default: '16' },
     prompt: { type: 'string', default: '16' },
     new: { type: 'string', default: '32' },
+    reps: { type: 'string', default: '1' },
+    'max-slice-ms': { type: 'string' },
     json: { type: 'string' },
     'no-start': { type: 'boolean', default: false },
   },
@@ -41,6 +52,10 @@ if (!config) throw new Error(`bench/serve: unknown --config ${a.config}`);
 const N = Number(a.clients);
 const P = Number(a.prompt);
 const T = Number(a.new);
+const R = Number(a.reps);
+// createServer's maxSliceMs; a comma list runs one serve row per value, each rep running them all.
+const slices: (number | undefined)[] = a['max-slice-ms'] === undefined ? [undefined] : a['max-slice-ms'].split(',').map(Number);
+if (!Number.isInteger(R) || R < 1) throw new Error(`bench/serve: --reps must be a positive integer, got ${a.reps}`);
 const dtype = a.dtype as DType;
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
 model.eval();
@@ -49,7 +64,7 @@ const engineOptions = { numBlocks: N * Math.ceil((P + T + 1) / 16) + 8, maxNumSe
 
 function engineRun(): number {
   const engine = new kiln.serve.Engine(model, engineOptions);
-  engine.generateAll(prompts.slice(0, 2), { maxNewTokens: 4 });
+  engine.generateAll(prompts, { maxNewTokens: 4 });
   const t0 = performance.now();
   const outs = engine.generateAll(prompts, { maxNewTokens: T });
   const ms = performance.now() - t0;
@@ -60,13 +75,16 @@ function engineRun(): number {
 
 /**
  * The clients run in a worker thread, as separate client processes would: in the server's own
- * event loop their SSE parsing would compete with the engine's steps for one thread. The worker
- * streams every prompt concurrently with fetch and posts back the token count and elapsed ms.
+ * event loop their SSE parsing would compete with the engine's steps for one thread. For each
+ * message {url, prompts, n} the worker streams every prompt concurrently with fetch and posts back
+ * the token count and elapsed ms. One worker serves a server's warm-up and timed runs, so the timed
+ * run has fetch loaded and its keep-alive connections open (the warm-up sends all N prompts), as a
+ * long-running client would: what is timed is serving, not a fresh thread's first fetch.
  */
 const CLIENT_WORKER = `
-const { parentPort, workerData } = require('node:worker_threads');
+const { parentPort } = require('node:worker_threads');
 async function one(url, prompt, n) {
-  const res = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', prompt, max_tokens: n, stream: true }) });
+  const res = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'bench', prompt, max_tokens: n, temperature: 0, stream: true }) });
   if (!res.ok) throw new Error('HTTP ' + res.status + ': ' + (await res.text()));
   let ids = 0, buf = '';
   const dec = new TextDecoder();
@@ -82,31 +100,41 @@ async function one(url, prompt, n) {
   }
   return ids;
 }
-(async () => {
-  const { url, prompts, n } = workerData;
+parentPort.on('message', ({ url, prompts, n }) => {
   const t0 = performance.now();
-  const counts = await Promise.all(prompts.map((p) => one(url, p, n)));
-  parentPort.postMessage({ tokens: counts.reduce((a, b) => a + b, 0), ms: performance.now() - t0 });
-})().catch((e) => parentPort.postMessage({ error: String(e) }));
+  Promise.all(prompts.map((p) => one(url, p, n))).then(
+    (counts) => parentPort.postMessage({ tokens: counts.reduce((a, b) => a + b, 0), ms: performance.now() - t0 }),
+    (e) => parentPort.postMessage({ error: String(e) }),
+  );
+});
 `;
 
-function clients(url: string, ps: number[][], n: number): Promise<{ tokens: number; ms: number }> {
-  return new Promise((resolve, reject) => {
-    const w = new Worker(CLIENT_WORKER, { eval: true, workerData: { url, prompts: ps, n } });
-    w.once('message', (m: { tokens: number; ms: number; error?: string }) => {
-      void w.terminate();
-      if (m.error) reject(new Error(`bench/serve client: ${m.error}`));
-      else resolve(m);
-    });
-    w.once('error', reject);
-  });
+/** A client worker: run(url, prompts, n) streams them all and resolves with tokens and ms. */
+function clientWorker(): { run: (url: string, ps: number[][], n: number) => Promise<{ tokens: number; ms: number }>; close: () => Promise<number> } {
+  const w = new Worker(CLIENT_WORKER, { eval: true });
+  return {
+    run: (url, ps, n) =>
+      new Promise((resolve, reject) => {
+        const onError = (e: Error): void => reject(e);
+        w.once('error', onError);
+        w.once('message', (m: { tokens: number; ms: number; error?: string }) => {
+          w.off('error', onError);
+          if (m.error) reject(new Error(`bench/serve client: ${m.error}`));
+          else resolve(m);
+        });
+        w.postMessage({ url, prompts: ps, n });
+      }),
+    close: () => w.terminate(),
+  };
 }
 
-async function httpRun(): Promise<number> {
-  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions });
+async function httpRun(maxSliceMs: number | undefined): Promise<number> {
+  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions, maxSliceMs });
   const { url } = await server.listen(0);
-  await clients(url, prompts.slice(0, 2), 4);
-  const { tokens, ms } = await clients(url, prompts, T);
+  const clients = clientWorker();
+  await clients.run(url, prompts, 4);
+  const { tokens, ms } = await clients.run(url, prompts, T);
+  await clients.close();
   await server.close();
   if (tokens !== N * T) throw new Error(`bench/serve: ${tokens} tokens streamed, expected ${N * T}`);
   return tokens / (ms / 1000);
@@ -140,11 +168,35 @@ async function startToFirstToken(cacheDir: string): Promise<number> {
 
 const rows: Record<string, unknown>[] = [];
 const base = { model: a.config, device: a.device, dtype, batch: N, prompt_tokens: P, new_tokens: T };
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((x, y) => x - y);
+  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
 engineRun(); // warm-up of the process (kernels, compile caches)
-const engineTokS = engineRun();
-const httpTokS = await httpRun();
-rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(engineTokS) });
-rows.push({ framework: 'kiln', workload: 'serve', ...base, decode_tok_s: null, throughput_tok_s: Math.round(httpTokS), ratio_to_engine: Number((httpTokS / engineTokS).toFixed(3)), clients: N });
+const engineReps: number[] = [];
+const httpReps: number[][] = slices.map(() => []);
+for (let r = 0; r < R; r++) {
+  engineReps.push(engineRun());
+  for (const [i, ms] of slices.entries()) httpReps[i]!.push(await httpRun(ms));
+}
+const repFields = (xs: readonly number[]): object => (R > 1 ? { reps: R, reps_tok_s: xs.map(Math.round) } : {});
+rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(median(engineReps)), ...repFields(engineReps) });
+for (const [i, ms] of slices.entries()) {
+  const reps = httpReps[i]!;
+  const ratios = reps.map((h, j) => h / engineReps[j]!);
+  rows.push({
+    framework: 'kiln',
+    workload: 'serve',
+    ...base,
+    decode_tok_s: null,
+    throughput_tok_s: Math.round(median(reps)),
+    ratio_to_engine: Number(median(ratios).toFixed(3)),
+    clients: N,
+    ...(ms === undefined ? {} : { max_slice_ms: ms }),
+    ...repFields(reps),
+    ...(R > 1 ? { reps_ratio: ratios.map((x) => Number(x.toFixed(3))) } : {}),
+  });
+}
 if (!a['no-start']) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-serve-start-'));
   const cold = await startToFirstToken(dir);

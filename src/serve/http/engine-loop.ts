@@ -1,9 +1,17 @@
 /**
  * The server's one engine loop. Handlers submit requests; while the engine has unfinished work the
- * loop runs engine.step() once per turn of the event loop (setImmediate), so between two steps
- * sockets are read and written and newly arrived requests join the batch (continuous batching).
- * The event loop is never held longer than one step. When the engine is idle the loop stops and
- * the next submit starts it again.
+ * loop runs slices of engine.step(), one slice per turn of the event loop (setImmediate): between
+ * two slices sockets are read and written and newly arrived requests join the batch (continuous
+ * batching). When the engine is idle the loop stops and the next submit starts it again.
+ *
+ * A slice runs steps back to back and then flushes: each client that got outputs during the slice
+ * is told once (LoopClient.flush), so it writes its socket once per slice, not once per token. The
+ * slice ends after the step in which the engine went idle or a request got its first token, or once
+ * it has stepped for a budget: SLICE_SHARE (9) times what the last turns spent outside the loop
+ * (writing, reading, parsing: an average of the gaps between slices), at most maxSliceMs. So when
+ * a step costs much more than the I/O around it (a real model) every slice is one step and every
+ * token streams at once; when steps are cheap (a tiny model, many clients) the engine still gets
+ * most of the thread, and the event loop is never held longer than maxSliceMs plus one step.
  *
  * Outputs reach each request's client through the engine's onOutput, during step(). Aborts asked
  * for during a step (a stop string matched while detokenizing) are applied right after it, so the
@@ -19,6 +27,11 @@ export interface LoopClient {
   onOutput(o: RequestOutput): void;
   /** The engine failed while the request was in it; no more outputs follow. */
   onError(e: Error): void;
+  /**
+   * Send what the outputs since the last flush made: called once at the end of a slice for each
+   * client that got outputs in it, and right after an output that came outside a slice (abort()).
+   */
+  flush?(): void;
 }
 
 export interface LoopRequest {
@@ -40,7 +53,19 @@ export interface EngineLoopOptions {
   maxQueue: number;
   /** Called after each step that ran. */
   onStep?: (info: StepInfo) => void;
+  /** Longest a slice keeps stepping, ms (default DEFAULT_MAX_SLICE_MS); 0: one step per slice. */
+  maxSliceMs?: number;
 }
+
+/** The default longest slice of steps between two turns of the event loop, ms. */
+export const DEFAULT_MAX_SLICE_MS = 25;
+/**
+ * A slice steps for this many times the time spent outside the loop (the average gap between
+ * slices), within maxSliceMs: the engine gets about 90% of the thread when I/O would take more.
+ */
+const SLICE_SHARE = 9;
+/** Weight of the newest gap in the average. */
+const GAP_WEIGHT = 0.25;
 
 export class EngineLoop {
   private scheduled = false;
@@ -48,11 +73,23 @@ export class EngineLoop {
   private closed = false;
   private readonly clients = new Map<string, LoopClient>();
   private readonly deferredAborts: string[] = [];
+  /** During a slice: the clients that got outputs in it (null outside a slice). */
+  private touched: Set<LoopClient> | null = null;
+  /** A request got its first token in the step now running: the slice ends after it. */
+  private firstToken = false;
+  private readonly maxSliceMs: number;
+  /** performance.now() when the last slice ended (null: the loop was idle). */
+  private lastSliceEnd: number | null = null;
+  /** Average ms spent outside the loop between two slices. */
+  private gapMs = 0;
 
   constructor(
     readonly engine: Engine,
     private readonly options: EngineLoopOptions,
-  ) {}
+  ) {
+    this.maxSliceMs = options.maxSliceMs ?? DEFAULT_MAX_SLICE_MS;
+    if (!(this.maxSliceMs >= 0)) throw new Error(`EngineLoop: maxSliceMs must be >= 0, got ${options.maxSliceMs}`);
+  }
 
   get numWaiting(): number {
     return this.engine.scheduler.waiting.length;
@@ -115,18 +152,48 @@ export class EngineLoop {
   private deliver(o: RequestOutput): void {
     const client = this.clients.get(o.requestId);
     if (o.finished) this.clients.delete(o.requestId);
-    client?.onOutput(o);
+    if (client === undefined) return;
+    if (o.newIds.length > 0 && o.outputIds.length === o.newIds.length) this.firstToken = true;
+    client.onOutput(o);
+    if (this.touched !== null) this.touched.add(client);
+    else client.flush?.();
   }
 
   private kick(): void {
-    if (this.scheduled || !this.engine.hasUnfinished()) return;
+    if (this.scheduled || !this.engine.hasUnfinished()) {
+      if (!this.scheduled) this.lastSliceEnd = null;
+      return;
+    }
     this.scheduled = true;
-    setImmediate(() => this.tick());
+    setImmediate(() => this.slice());
   }
 
-  private tick(): void {
+  /** Steps back to back (see the file header), then flushes the clients that got outputs. */
+  private slice(): void {
     this.scheduled = false;
-    if (!this.engine.hasUnfinished()) return;
+    const start = performance.now();
+    if (this.lastSliceEnd !== null) this.gapMs += GAP_WEIGHT * (start - this.lastSliceEnd - this.gapMs);
+    const budget = Math.min(this.maxSliceMs, SLICE_SHARE * this.gapMs);
+    const touched = new Set<LoopClient>();
+    this.touched = touched;
+    try {
+      for (;;) {
+        const more = this.step();
+        if (!more || this.firstToken || performance.now() - start >= budget) break;
+      }
+    } finally {
+      this.touched = null;
+      this.firstToken = false;
+      // Writing counts as time outside the loop.
+      this.lastSliceEnd = performance.now();
+      for (const client of touched) client.flush?.();
+    }
+    this.kick();
+  }
+
+  /** One engine step; whether the loop may step again at once (the engine ran and has work left). */
+  private step(): boolean {
+    if (!this.engine.hasUnfinished()) return false;
     const before = this.engine.stats;
     const start = performance.now();
     this.inStep = true;
@@ -142,11 +209,13 @@ export class EngineLoop {
     const after = this.engine.stats;
     if (after.steps > before.steps) {
       this.options.onStep?.({ tokens: after.tokensComputed - before.tokensComputed, sequences: outputs, seconds: (performance.now() - start) / 1000 });
-    } else if (this.engine.hasUnfinished() && this.numRunning === 0) {
+      return this.engine.hasUnfinished();
+    }
+    if (this.engine.hasUnfinished() && this.numRunning === 0) {
       // Nothing ran and nothing is running: the waiting requests can never be admitted.
       this.failAll(new Error(`no request can be scheduled (${this.numWaiting} waiting, ${this.engine.cache.allocator.numFree} of ${this.engine.cache.numBlocks} cache blocks free)`));
     }
-    this.kick();
+    return false;
   }
 
   private failAll(e: Error): void {

@@ -26,6 +26,8 @@ export interface GenerationEvents {
   onDelta(choice: ChoiceDecoder, delta: ChoiceDelta): void;
   /** Every choice has finished, or the engine failed (`error`). Called once. */
   onDone(error?: Error): void;
+  /** Send the deltas reported since the last flush (the engine loop's slice of steps ended). */
+  onFlush?(): void;
 }
 
 export interface Usage {
@@ -77,7 +79,7 @@ export class Generation {
       return { requestId: c.requestId, promptIds: c.promptIds, params };
     });
     try {
-      this.loop.submit(requests, { onOutput: (o) => this.onOutput(o), onError: (e) => this.onError(e) });
+      this.loop.submit(requests, { onOutput: (o) => this.onOutput(o), onError: (e) => this.onError(e), flush: () => this.events?.onFlush?.() });
     } catch (e) {
       throw engineRequestError(e);
     }

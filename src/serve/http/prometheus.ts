@@ -13,6 +13,13 @@ function escapeLabel(v: string): string {
 }
 
 function renderLabels(labels: Labels): string {
+  // No labels (the token counters, once per streamed delta): no entries to build.
+  let any = false;
+  for (const _ in labels) {
+    any = true;
+    break;
+  }
+  if (!any) return '';
   const parts = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabel(v)}"`);
   return parts.length === 0 ? '' : `{${parts.join(',')}}`;
 }

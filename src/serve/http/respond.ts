@@ -3,8 +3,11 @@
  * `data: {chunk}\n\n` per delta in the endpoint's chunk shape, then the usage chunk when
  * stream_options.include_usage asked for it, then `data: [DONE]\n\n`. Headers go out at once for a
  * stream, so a client sees the stream open before the first token. If the engine fails mid-stream
- * the error is sent as a last event (OpenAI's error shape) before [DONE]. When the client closes
- * the connection first, the generation is cancelled, which frees its engine requests at once.
+ * the error is sent as a last event (OpenAI's error shape) before [DONE]. Events are gathered and
+ * written together when the engine loop flushes (once per slice of steps: one socket write per
+ * client, not one per token), in the order they were made; the last ones go with the end. When the
+ * client closes the connection first, the generation is cancelled, which frees its engine requests
+ * at once.
  */
 import type { ServerResponse } from 'node:http';
 import type { ChoiceDecoder, ChoiceDelta } from './choice.js';
@@ -28,8 +31,9 @@ export interface StreamOptions {
   readonly includeUsage: boolean;
 }
 
-function event(res: ServerResponse, data: object | string): void {
-  res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+/** One server-sent event. */
+function event(data: object | string): string {
+  return `data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
 }
 
 /**
@@ -57,20 +61,28 @@ export function respond(res: ServerResponse, gen: Generation, options: StreamOpt
     }
     // Submit before the headers, so that a refusal is still a plain JSON error; outputs only
     // come from later steps, after the headers below.
+    // Events made and not yet written.
+    let pending = '';
     gen.start({
       onDelta: (choice, delta) => {
-        if (!res.writableEnded) event(res, fmt.chunk(choice, delta));
+        if (!res.writableEnded) pending += event(fmt.chunk(choice, delta));
+      },
+      onFlush: () => {
+        if (pending.length > 0 && !res.writableEnded) res.write(pending);
+        pending = '';
       },
       onDone: (error) => {
         finished = true;
         if (res.writableEnded) return;
-        if (error) event(res, toApiError(error).body);
-        else if (options.includeUsage) event(res, fmt.usageChunk(gen.usage));
-        event(res, '[DONE]');
-        res.end();
+        if (error) pending += event(toApiError(error).body);
+        else if (options.includeUsage) pending += event(fmt.usageChunk(gen.usage));
+        pending += event('[DONE]');
+        res.end(pending);
+        pending = '';
       },
     });
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
-    for (const c of fmt.opening(gen.choices)) event(res, c);
+    const opening = fmt.opening(gen.choices).map(event).join('');
+    if (opening.length > 0) res.write(opening);
   });
 }

@@ -10,7 +10,8 @@
  * Unknown paths are 404, known paths with another method 405 (with Allow), /v1 requests without
  * `Authorization: Bearer <apiKey>` 401 when an API key is set, bodies over the limit 413, bad JSON
  * and bad fields 400, a full queue 429; every error has OpenAI's JSON shape (errors.ts). One
- * EngineLoop (engine-loop.ts) steps the engine for all requests.
+ * EngineLoop (engine-loop.ts) steps the engine for all requests, in slices of steps between turns
+ * of the event loop, writing each stream once per slice.
  *
  * close(): stop accepting connections, let in-flight requests finish (keep-alive connections are
  * closed as they go idle); after `timeoutMs` the rest are aborted (their responses end with
@@ -54,6 +55,12 @@ export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<En
   maxQueue?: number;
   /** Request bodies larger than this get 413 (default 1 MiB). */
   bodyLimit?: number;
+  /**
+   * Longest run of engine steps between two turns of the event loop, ms (default 25): when steps
+   * are cheap next to writing the streams, the loop steps back to back and writes each stream once
+   * per run (engine-loop.ts); 0 is one step per turn and a write per token.
+   */
+  maxSliceMs?: number;
 }
 
 export interface ListenAddress {
@@ -112,6 +119,7 @@ export function createServer(options: ServerOptions): KilnServer {
   positiveInt(fn, 'maxModelLen', options.maxModelLen);
   positiveInt(fn, 'maxQueue', options.maxQueue);
   positiveInt(fn, 'bodyLimit', options.bodyLimit);
+  if (options.maxSliceMs !== undefined && !(Number.isFinite(options.maxSliceMs) && options.maxSliceMs >= 0)) throw new Error(`${fn}: maxSliceMs must be a number >= 0, got ${options.maxSliceMs}`);
   if (options.maxModelLen !== undefined && (options.maxModelLen > model.maxPositions || options.maxModelLen < 2)) {
     throw new Error(`${fn}: maxModelLen must be in [2, ${model.maxPositions}] (the model's max_position_embeddings), got ${options.maxModelLen}`);
   }
@@ -143,7 +151,7 @@ export function createServer(options: ServerOptions): KilnServer {
   const modelName = options.modelName ?? 'kiln';
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   // onStep first runs after the first submit, when metrics exists.
-  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, onStep: (s) => metrics.onStep(s) });
+  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, maxSliceMs: options.maxSliceMs, onStep: (s) => metrics.onStep(s) });
   const metrics = new ServerMetrics(loop);
   const ctx: EndpointContext = { loop, metrics, tokenizer, modelName, maxModelLen, vocabSize: model.vocabSize };
   const created = nowSeconds();
