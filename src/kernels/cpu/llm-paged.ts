@@ -6,7 +6,8 @@
  * in JS doubles with an online softmax (one pass over the keys), rounded once on store. Bad slots,
  * block ids and lengths are RangeErrors naming the row (the cpu can check for free; the cuda
  * kernels report them through the device-side error word). On the native path, attention runs in
- * C (native/paged-c.ts: float32 accumulation, float32 or bfloat16 caches).
+ * C (native/paged-c.ts: float32 accumulation, float32 or bfloat16 caches), and so do the cache
+ * writes when key / value have the cache's dtype (native/rows.ts: bit copies of the rows).
  */
 import { pagedAttention, reshapeAndCache, cacheGeometry } from '../../ops/defs/llm-paged.js';
 import type { OutMeta } from '../../ops/schema.js';
