@@ -6,7 +6,8 @@
  * in JS doubles with an online softmax (one pass over the keys), rounded once on store. Bad slots,
  * block ids and lengths are RangeErrors naming the row (the cpu can check for free; the cuda
  * kernels report them through the device-side error word). On the native path, attention runs in
- * C (native/paged-c.ts: float32 accumulation, float32 or bfloat16 caches).
+ * C (native/paged-c.ts: float32 accumulation, float32 or bfloat16 caches), and so do the cache
+ * writes when key / value have the cache's dtype (native/rows.ts: bit copies of the rows).
  */
 import { pagedAttention, reshapeAndCache, cacheGeometry } from '../../ops/defs/llm-paged.js';
 import type { OutMeta } from '../../ops/schema.js';
@@ -19,6 +20,7 @@ import { registerCpu } from './llm.js';
 import { denseValues, fromDense } from './numeric.js';
 import { cpuPath } from './native/path.js';
 import { nativePagedAttention } from './native/paged.js';
+import { nativeCacheRows } from './native/rows.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -60,9 +62,11 @@ registerCpu(reshapeAndCache.name, (_ctx, key, value, keyCache, valueCache, slotM
   const kc = keyCache as Tensor;
   const vc = valueCache as Tensor;
   const g = cacheGeometry(op, kc, vc);
-  const slots = denseValues(slotMapping as Tensor);
   const row = g.kvHeads * g.headDim;
   const capacity = g.numBlocks * g.blockSize;
+  const bad = (n: number, s: number): RangeError => new RangeError(`${op}: slotMapping[${n}] = ${s} is outside the cache's ${capacity} slots (${g.numBlocks} blocks of ${g.blockSize})`);
+  if (nativeCacheRows(key as Tensor, value as Tensor, kc, vc, slotMapping as Tensor, row, capacity, bad)) return [kc, vc];
+  const slots = denseValues(slotMapping as Tensor);
   // Token-major dense copies of the new rows (N x row elements: small next to the cache).
   const kv = denseValues(key as Tensor);
   const vv = denseValues(value as Tensor);
@@ -71,7 +75,7 @@ registerCpu(reshapeAndCache.name, (_ctx, key, value, keyCache, valueCache, slotM
   for (let n = 0; n < slots.length; n++) {
     const s = slots[n]!;
     if (s < 0) continue;
-    if (s >= capacity) throw new RangeError(`${op}: slotMapping[${n}] = ${s} is outside the cache's ${capacity} slots (${g.numBlocks} blocks of ${g.blockSize})`);
+    if (s >= capacity) throw bad(n, s);
     writeK(s * row, row, kv, n * row);
     writeV(s * row, row, vv, n * row);
   }

@@ -17,7 +17,7 @@ import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import { castValue } from '../../tensor/typed.js';
 import { geluErf, geluTanh, silu } from './pointwise-math.js';
 import { denseValues, fromDense, scatterStrided, writable } from './numeric.js';
-import { nativeAddRms } from './native/rows.js';
+import { nativeAddRms, nativeSiluAndMul } from './native/rows.js';
 
 export function registerCpu(opName: string, fn: ImplFn): void {
   registerLlmImpl(opName, { name: 'cpu-kernel', kind: 'kernel', device: 'cpu', priority: 0, fn });
@@ -109,7 +109,7 @@ function gated(ctx: KernelContext, input: Tensor, act: (a: number) => number): T
   return fromDense(ctx.out as OutMeta, out);
 }
 
-registerCpu(siluAndMul.name, (ctx, input) => gated(ctx, input as Tensor, silu));
+registerCpu(siluAndMul.name, (ctx, input) => nativeSiluAndMul(ctx.out as OutMeta, input as Tensor) ?? gated(ctx, input as Tensor, silu));
 registerCpu(geluAndMul.name, (ctx, input, approximate) => gated(ctx, input as Tensor, (a) => gelu(a, approximate as GeluApproximate)));
 
 /**

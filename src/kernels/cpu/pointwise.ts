@@ -18,6 +18,7 @@ import * as M from './pointwise-math.js';
 import { COMPOSITES } from '../math/composites.js';
 import { compositeFn } from '../math/js.js';
 import { nativeElementwise, nativeUnary, nativeUnaryInPlace } from './native/ops.js';
+import { nativeMul, nativeSilu } from './native/rows.js';
 import type { NativeUnary } from './native/ops-c.js';
 
 type Operand = Tensor | ScalarValue;
@@ -112,7 +113,9 @@ for (const [op, f] of unaryFns) {
   const nat = nativeUnaryOf.get(op);
   const f64 = float64Of.get(op);
   const pick = (ctx: { out: OutMeta }): ((x: number) => number) => (f64 && ctx.out.dtype === 'float64' ? f64 : f);
-  if (nat) registerKernel(op, 'cpu', (ctx, self) => nativeUnary(ctx.out, self, nat) ?? mapUnary(ctx.out, self, pick(ctx)));
+  // silu: bfloat16 (and float32 the ops kernel does not take) through the native row kernel.
+  const rowSilu = op === P.silu ? nativeSilu : (): null => null;
+  if (nat) registerKernel(op, 'cpu', (ctx, self) => nativeUnary(ctx.out, self, nat) ?? rowSilu(ctx.out, self) ?? mapUnary(ctx.out, self, pick(ctx)));
   else registerKernel(op, 'cpu', (ctx, self) => mapUnary(ctx.out, self, pick(ctx)));
 }
 
@@ -189,7 +192,7 @@ function mulFn(compute: DType, dest: DType): Fn2 {
 
 registerKernel(P.mul, 'cpu', (ctx, self, other) => {
   const dt = ctx.out.dtype;
-  const r = nativeElementwise(ctx.out, 'mul', prep(self, dt), prep(other, dt));
+  const r = nativeElementwise(ctx.out, 'mul', prep(self, dt), prep(other, dt)) ?? nativeMul(ctx.out, self, other);
   if (r) return r;
   return mapBinary(ctx.out, prep(self, dt), prep(other, dt), mulFn(dt, dt));
 });

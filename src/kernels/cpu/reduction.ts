@@ -15,6 +15,7 @@ import { registerKernel } from '../../ops/registry.js';
 import * as R from '../../ops/defs/reduction.js';
 import { allocOut, type NumArray, readable, writable } from './numeric.js';
 import { nativeSoftmax } from './native/ops.js';
+import { nativeArgmax } from './native/rows.js';
 import { copyInto } from './pointwise-loop.js';
 
 /** Storage offsets of every index over `dims` (row-major in the order given), from `base`. */
@@ -231,7 +232,10 @@ registerKernel(R.logsumexp, 'cpu', (ctx, self, dim) => reduce(ctx.out, self, R.r
 registerKernel(R.any, 'cpu', (ctx, self, dim) => reduce(ctx.out, self, R.reductionDims('any', self, dimsOf(dim)), anyBody));
 registerKernel(R.all, 'cpu', (ctx, self, dim) => reduce(ctx.out, self, R.reductionDims('all', self, dimsOf(dim)), allBody));
 
-registerKernel(R.argmax, 'cpu', (ctx, self, dim) => reduce(ctx.out, self, R.reductionDims('argmax', self, dimsOf(dim)), argmaxBody));
+registerKernel(R.argmax, 'cpu', (ctx, self, dim) => {
+  const dims = R.reductionDims('argmax', self, dimsOf(dim));
+  return nativeArgmax(ctx.out, self, dims) ?? reduce(ctx.out, self, dims, argmaxBody);
+});
 registerKernel(R.argmin, 'cpu', (ctx, self, dim) => reduce(ctx.out, self, R.reductionDims('argmin', self, dimsOf(dim)), argminBody));
 
 /** max/min over one dim: the extremum's value and its (first, or first-NaN) index. */

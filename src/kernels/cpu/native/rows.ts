@@ -1,8 +1,10 @@
 /**
- * Eager hooks of the native row kernels (rows-c.ts): RMSNorm, add + RMSNorm and neox rotary for
- * contiguous float32 or bfloat16 tensors of one dtype on the native path; each returns null when
- * the call does not fit (the JS kernel then runs). They replace JS loops that decode and round
- * every element through doubles: the small ops of a cpu decode step (issue #17).
+ * Eager hooks of the native row kernels (rows-c.ts): RMSNorm, add + RMSNorm, neox rotary, silu,
+ * same-shape mul, llm.siluAndMul, llm.reshapeAndCache's row copies and argmax over trailing dims,
+ * for contiguous float32 or bfloat16 tensors of one dtype on the native path; each returns null
+ * (false for the cache copy) when the call does not fit (the JS kernel then runs). They replace JS
+ * loops that decode and round every element through doubles: the small ops of a cpu decode step
+ * (issue #17).
  */
 import type { OutMeta } from '../../../ops/schema.js';
 import { isContiguousStrides, numel } from '../../../tensor/layout.js';
@@ -14,7 +16,17 @@ import { ROWS_C_SOURCE } from './rows-c.js';
 import { buildSharedObjectSync } from './so-cache.js';
 import { probeToolchain } from './toolchain.js';
 
-let lib: { addRms: NativeFn; rope: NativeFn } | undefined;
+interface RowsLib {
+  addRms: NativeFn;
+  rope: NativeFn;
+  silu: NativeFn;
+  mul: NativeFn;
+  siluMul: NativeFn;
+  cacheRows: NativeFn;
+  argmax: NativeFn;
+}
+
+let lib: RowsLib | undefined;
 let calls = 0;
 
 /** How many native row-kernel calls this process made (tests check that they ran). */
@@ -22,7 +34,7 @@ export function nativeRowCalls(): number {
   return calls;
 }
 
-function rows(): { addRms: NativeFn; rope: NativeFn } {
+function rows(): RowsLib {
   if (lib) return lib;
   const probe = probeToolchain();
   if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
@@ -30,6 +42,11 @@ function rows(): { addRms: NativeFn; rope: NativeFn } {
   lib = {
     addRms: l.func('void kiln_add_rms(int64_t rows, int64_t n, void *x, void *r, void *w, double eps, void *out, void *sum, int32_t bf16)'),
     rope: l.func('void kiln_rope(int64_t rows, int64_t heads, int64_t d, void *x, void *cs, void *sn, void *out, int32_t bf16)'),
+    silu: l.func('void kiln_silu(int64_t n, void *x, void *out, int32_t bf16)'),
+    mul: l.func('void kiln_mul(int64_t n, void *a, void *b, void *out, int32_t bf16)'),
+    siluMul: l.func('void kiln_silu_mul(int64_t rows, int64_t d, void *x, void *out, int32_t bf16)'),
+    cacheRows: l.func('int64_t kiln_cache_rows(int64_t n, int64_t rowBytes, void *slots, int32_t slots64, int64_t capacity, void *k, void *v, void *kc, void *vc)'),
+    argmax: l.func('void kiln_argmax(int64_t rows, int64_t n, void *x, void *out, int32_t bf16)'),
   };
   return lib;
 }
@@ -67,4 +84,82 @@ export function nativeRope(meta: OutMeta, x: Tensor, cos: Tensor, sin: Tensor): 
   calls++;
   if (B * H * D > 0) rows().rope(B, H, D, words(x), words(cos), words(sin), words(out), x.dtype === 'bfloat16' ? 1 : 0);
   return out;
+}
+
+const bf = (t: Tensor): number => (t.dtype === 'bfloat16' ? 1 : 0);
+
+/** silu(x) elementwise (the float32 silu of the native kernels, rounded once), or null. */
+export function nativeSilu(meta: OutMeta, x: Tensor): Tensor | null {
+  if (!fits(x.dtype, x, meta) || !sameShape(x.shape, meta.shape)) return null;
+  const out = allocOut(meta);
+  const n = numel(x.shape);
+  calls++;
+  if (n > 0) rows().silu(n, words(x), words(out), bf(x));
+  return out;
+}
+
+/** a * b for tensors of one shape and dtype (no broadcasting, no scalars), or null. */
+export function nativeMul(meta: OutMeta, a: unknown, b: unknown): Tensor | null {
+  if (!isTensor(a) || !isTensor(b) || !fits(a.dtype, a, b, meta) || !sameShape(a.shape, b.shape) || !sameShape(a.shape, meta.shape)) return null;
+  const out = allocOut(meta);
+  const n = numel(a.shape);
+  calls++;
+  if (n > 0) rows().mul(n, words(a), words(b), words(out), bf(a));
+  return out;
+}
+
+/** llm.siluAndMul: silu(x[..., :d]) * x[..., d:] in float32, rounded once, or null. */
+export function nativeSiluAndMul(meta: OutMeta, x: Tensor): Tensor | null {
+  if (x.ndim === 0 || !fits(x.dtype, x, meta)) return null;
+  const d = x.shape[x.ndim - 1]! / 2;
+  if (!Number.isInteger(d)) return null;
+  const out = allocOut(meta);
+  const total = numel(x.shape);
+  calls++;
+  if (d > 0 && total > 0) rows().siluMul(total / (2 * d), d, words(x), words(out), bf(x));
+  return out;
+}
+
+/**
+ * llm.reshapeAndCache's copies: key / value [N, ...row] (contiguous, the caches' dtype) into the
+ * contiguous caches' slots; slot < 0 skips. false when the call does not fit (the JS copy runs);
+ * a slot >= capacity throws `bad(n, slot)` after the rows before it are written, as the JS copy.
+ */
+export function nativeCacheRows(key: Tensor, value: Tensor, keyCache: Tensor, valueCache: Tensor, slotMapping: Tensor, row: number, capacity: number, bad: (n: number, slot: number) => Error): boolean {
+  const sd = slotMapping.dtype;
+  if ((sd !== 'int32' && sd !== 'int64') || !isContiguousStrides(slotMapping.shape, slotMapping.strides) || !fits(key.dtype, key, value, keyCache, valueCache)) return false;
+  const n = numel(slotMapping.shape);
+  if (numel(key.shape) !== n * row || numel(value.shape) !== n * row) return false;
+  const size = key.dtype === 'bfloat16' ? 2 : 4;
+  const buf = slotMapping.storage.cpuArrayBuffer();
+  const slots = sd === 'int64' ? new BigInt64Array(buf, slotMapping.offset * 8, n) : new Int32Array(buf, slotMapping.offset * 4, n);
+  calls++;
+  if (n === 0 || row === 0) return true;
+  const at = Number(rows().cacheRows(n, row * size, slots, sd === 'int64' ? 1 : 0, capacity, words(key), words(value), words(keyCache), words(valueCache)));
+  if (at >= 0) throw bad(at, Number(slots[at]!));
+  return true;
+}
+
+/** argmax over the trailing `n` elements of each row of a contiguous x into an int64 meta, or null. */
+export function nativeArgmax(meta: OutMeta, x: Tensor, dims: readonly number[]): Tensor | null {
+  if (meta.dtype !== 'int64' || !DTYPES.has(x.dtype) || !isContiguousStrides(x.shape, x.strides) || !isContiguousStrides(meta.shape, meta.strides) || cpuPath() !== 'native') return null;
+  const total = numel(x.shape);
+  // The reduced dims must be the trailing dims, in order (a flattened index is then the row offset).
+  if (dims.length === 0 || dims.some((d, i) => d !== x.ndim - dims.length + i)) return null;
+  let n = 1;
+  for (const d of dims) n *= x.shape[d]!;
+  if (n === 0) return null;
+  const out = allocOut(meta);
+  calls++;
+  const r = total / n;
+  if (r > 0) rows().argmax(r, n, words(x), new BigInt64Array(out.storage.cpuArrayBuffer(), out.offset * 8, r), bf(x));
+  return out;
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((n, i) => n === b[i]);
+}
+
+function isTensor(x: unknown): x is Tensor {
+  return typeof x === 'object' && x !== null && 'storage' in x && 'dtype' in x && 'shape' in x;
 }
