@@ -10,6 +10,10 @@ import { dispatch } from '../../ops/dispatch.js';
 import type { KernelContext, OutMeta } from '../../ops/schema.js';
 import { allocOut } from './numeric.js';
 import { copyInto, mapBinary, mapBinaryInto } from './pointwise-loop.js';
+import * as V from '../../ops/defs/views.js';
+import { chunk, split, splitWithSizes } from '../../ops/defs/indexing.js';
+import { splitViewKernel } from './indexing.js';
+import { viewKernel } from './views.js';
 
 registerKernel(copy_, 'cpu', (_ctx, self, src) => {
   if (typeof src === 'object' && !src.device.equals(self.device)) {
@@ -76,6 +80,30 @@ export function registerViaHost(device: DeviceType, ops: readonly Op<readonly ne
   }
 }
 for (const device of DEVICE_TYPES) registerKernel(toDevice, device, toDeviceKernel);
+
+/**
+ * Registers an accelerator's view ops: the views proper (no data moves), reshape/flatten (a view,
+ * or a copy into a fresh contiguous output through `copy` when the layout needs one) and the
+ * split family. The same on every device but for how it allocates and copies.
+ */
+export function registerDeviceViews(device: DeviceType, alloc: (meta: OutMeta) => Tensor, copy: (dst: Tensor, src: Tensor) => void): void {
+  const views = [V.view, V.unflatten, V.permute, V.transpose, V.t, V.movedim, V.expand, V.slice, V.narrow, V.select, V.squeeze, V.unsqueeze, V.diagonal, V.asStrided];
+  for (const op of views) registerKernel(op as Op<readonly never[], V.ViewMeta>, device, (ctx: KernelContext<V.ViewMeta>, self: Tensor) => viewKernel(ctx, self));
+  const reshapeKernel = (ctx: KernelContext<V.ReshapeMeta>, self: Tensor): Tensor => {
+    if (!ctx.out.copies) return viewKernel(ctx, self);
+    const out = alloc(ctx.out);
+    // The output is contiguous: its storage read with the input's shape is the same row-major data.
+    const staging = new Tensor(out.storage, out.dtype, self.shape);
+    copy(staging, self);
+    staging.dispose();
+    return out;
+  };
+  registerKernel(V.reshape, device, (ctx, self) => reshapeKernel(ctx, self));
+  registerKernel(V.flatten, device, (ctx, self) => reshapeKernel(ctx, self));
+  registerKernel(split, device, splitViewKernel);
+  registerKernel(splitWithSizes, device, splitViewKernel);
+  registerKernel(chunk, device, splitViewKernel);
+}
 
 registerKernel(add, 'cpu', (ctx, self, other, alpha) => {
   if (ctx.out.dtype === 'bool') return mapBinary(ctx.out, self, other, (x, y) => (x || y ? 1 : 0));

@@ -7,16 +7,13 @@
  */
 import { clone, contiguous, copy_, toDtype } from '../../ops/defs/core.js';
 import * as C from '../../ops/defs/creation.js';
-import { cat, catSkipped, chunk, maskedFill, maskedFill_, split, splitWithSizes, stack, tril, triu } from '../../ops/defs/indexing.js';
-import * as V from '../../ops/defs/views.js';
+import { cat, catSkipped, maskedFill, maskedFill_, stack, tril, triu } from '../../ops/defs/indexing.js';
 import { registerKernel, type Op } from '../../ops/registry.js';
-import type { KernelContext, OutMeta, ScalarValue } from '../../ops/schema.js';
+import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import { promoteTypes } from '../../tensor/dtype.js';
 import { contiguousStrides, normalizeDim } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { splitViewKernel } from '../cpu/indexing.js';
-import { registerViaHost, toDeviceKernel } from '../cpu/core.js';
-import { viewKernel } from '../cpu/views.js';
+import { registerDeviceViews, registerViaHost, toDeviceKernel } from '../cpu/core.js';
 import { allocOut } from './device.js';
 import { runPointwise } from './pointwise-run.js';
 import { triMask } from './masks.js';
@@ -56,23 +53,7 @@ registerKernel(toDtype, 'cuda', (ctx, self) => copyTensor(allocOut(ctx.out), sel
 // Views
 // ------------------------------------------------------------------------------------------------
 
-const views = [V.view, V.unflatten, V.permute, V.transpose, V.t, V.movedim, V.expand, V.slice, V.narrow, V.select, V.squeeze, V.unsqueeze, V.diagonal, V.asStrided];
-for (const op of views) registerKernel(op as Op<readonly never[], V.ViewMeta>, 'cuda', (ctx: KernelContext<V.ViewMeta>, self: Tensor) => viewKernel(ctx, self));
-
-function reshapeKernel(ctx: KernelContext<V.ReshapeMeta>, self: Tensor): Tensor {
-  if (!ctx.out.copies) return viewKernel(ctx, self);
-  const out = allocOut(ctx.out);
-  // The output is contiguous: its storage read with the input's shape is the same row-major data.
-  const staging = new Tensor(out.storage, out.dtype, self.shape);
-  copyTensor(staging, self);
-  staging.dispose();
-  return out;
-}
-registerKernel(V.reshape, 'cuda', (ctx, self) => reshapeKernel(ctx, self));
-registerKernel(V.flatten, 'cuda', (ctx, self) => reshapeKernel(ctx, self));
-registerKernel(split, 'cuda', splitViewKernel);
-registerKernel(splitWithSizes, 'cuda', splitViewKernel);
-registerKernel(chunk, 'cuda', splitViewKernel);
+registerDeviceViews('cuda', allocOut, copyTensor);
 
 // ------------------------------------------------------------------------------------------------
 // cat, stack, maskedFill

@@ -12,31 +12,16 @@
  * Kiln's row-major [R, C] matrix is at `ptr + batch * batchStride + (trans ? c * ld + r : r * ld + c)`.
  */
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
-import type { LtOperand } from '../../runtime/cuda/cublaslt.js';
-import type { DevPtr } from '../../runtime/cuda/ffi.js';
+import type { GemmProblem } from '../../runtime/cuda/cublaslt.js';
+import { storageType } from './codegen/ctypes.js';
 import { launch, type ParamType } from '../../runtime/cuda/launch.js';
 import type { CudaStream } from '../../runtime/cuda/stream.js';
 
 /** What the plain kernel computes: cuBLASLt's refusals (float32, float64) and the integer products cuBLASLt has no kernel for. */
 export type FallbackDtype = 'float32' | 'float64' | 'int32' | 'int64' | 'uint8';
 
-const C_TYPE: Record<FallbackDtype, string> = { float32: 'float', float64: 'double', int32: 'int', int64: 'long long', uint8: 'unsigned char' };
-
-export interface FallbackGemm {
-  dtype: FallbackDtype;
-  m: number;
-  n: number;
-  k: number;
-  batch: number;
-  a: LtOperand;
-  b: LtOperand;
-  d: DevPtr;
-  ldd: number;
-  dBatchStride: number;
-  bias?: DevPtr;
-  alpha: number;
-  beta: number;
-}
+/** The problem as cuBLASLt would get it (cublaslt.ts), in one of the fallback's dtypes; C is D, no mixed output. */
+export type FallbackGemm = Omit<GemmProblem, 'dtype' | 'c' | 'outDtype'> & { dtype: FallbackDtype };
 
 const NAME = 'kiln_gemm_fallback';
 const PARAMS: readonly ParamType[] = [
@@ -49,7 +34,7 @@ const PARAMS: readonly ParamType[] = [
 ];
 
 function source(dtype: FallbackDtype): string {
-  const t = C_TYPE[dtype];
+  const t = storageType(dtype);
   // Integers accumulate exactly in 64 bits and wrap to their width at the store, as PyTorch's
   // integer matmul on the cpu does; floats accumulate in double.
   const acc = dtype.startsWith('float') ? 'double' : 'long long';

@@ -6,6 +6,7 @@
  * problem cuBLASLt refuses (float32/float64) runs on the plain kernel of gemm-fallback.ts;
  * bfloat16 products of at most 8 rows against a row-major weight (decode) run on gemv.ts.
  */
+import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta } from '../../ops/schema.js';
@@ -211,21 +212,6 @@ function matmulKernel(op: string, meta: OutMeta, a: Tensor, b: Tensor): Tensor {
     if (b2 !== b) b2.dispose();
   }
   return out;
-}
-
-/** `t` [..., R, K] as a 2-D [rows, K] view when its leading dims collapse into the row stride. */
-function foldRows(t: Tensor, rows: number, K: number): Tensor | null {
-  if (t.ndim < 2) return null;
-  const sk = t.strides[t.ndim - 1]!;
-  const sr = t.strides[t.ndim - 2]!;
-  let expected = sr * t.shape[t.ndim - 2]!;
-  for (let d = t.ndim - 3; d >= 0; d--) {
-    if (t.shape[d] === 1) continue;
-    if (t.strides[d] !== expected) return null;
-    expected = t.strides[d]! * t.shape[d]!;
-  }
-  if (numel(t.shape.slice(0, -1)) !== rows) return null;
-  return new Tensor(t.storage, t.dtype, [rows, K], [sr, sk], t.offset);
 }
 
 registerKernel(matmul, 'cuda', (ctx, self, other) => {

@@ -7,18 +7,14 @@
  */
 import { clone, contiguous, copy_, toDtype } from '../../ops/defs/core.js';
 import * as C from '../../ops/defs/creation.js';
-import { chunk, split, splitWithSizes } from '../../ops/defs/indexing.js';
 import { fill_, zero_ } from '../../ops/defs/pointwise.js';
-import * as V from '../../ops/defs/views.js';
 import { registerKernel, type Op } from '../../ops/registry.js';
-import type { KernelContext, OutMeta, ScalarValue } from '../../ops/schema.js';
+import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
 import { broadcastStrides, contiguousStrides } from '../../tensor/layout.js';
 import { castValue } from '../../tensor/typed.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { registerViaHost, toDeviceKernel } from '../cpu/core.js';
-import { splitViewKernel } from '../cpu/indexing.js';
-import { viewKernel } from '../cpu/views.js';
+import { registerDeviceViews, registerViaHost, toDeviceKernel } from '../cpu/core.js';
 import { WGSL_TEMPLATES, wgslComputeType, wgslLit } from '../math/wgsl.js';
 import { allocOut, unsupportedDtype } from './device.js';
 import { runPointwise } from './pointwise-run.js';
@@ -95,23 +91,7 @@ registerKernel(zero_, 'webgpu', (_ctx, self) => fillTensor(self, 0));
 // Views
 // ------------------------------------------------------------------------------------------------
 
-const views = [V.view, V.unflatten, V.permute, V.transpose, V.t, V.movedim, V.expand, V.slice, V.narrow, V.select, V.squeeze, V.unsqueeze, V.diagonal, V.asStrided];
-for (const op of views) registerKernel(op as Op<readonly never[], V.ViewMeta>, 'webgpu', (ctx: KernelContext<V.ViewMeta>, self: Tensor) => viewKernel(ctx, self));
-
-function reshapeKernel(ctx: KernelContext<V.ReshapeMeta>, self: Tensor): Tensor {
-  if (!ctx.out.copies) return viewKernel(ctx, self);
-  const out = allocOut(ctx.out);
-  // The output is contiguous: its storage read with the input's shape is the same row-major data.
-  const staging = new Tensor(out.storage, out.dtype, self.shape);
-  copyTensor(staging, self);
-  staging.dispose();
-  return out;
-}
-registerKernel(V.reshape, 'webgpu', (ctx, self) => reshapeKernel(ctx, self));
-registerKernel(V.flatten, 'webgpu', (ctx, self) => reshapeKernel(ctx, self));
-registerKernel(split, 'webgpu', splitViewKernel);
-registerKernel(splitWithSizes, 'webgpu', splitViewKernel);
-registerKernel(chunk, 'webgpu', splitViewKernel);
+registerDeviceViews('webgpu', allocOut, copyTensor);
 
 // ------------------------------------------------------------------------------------------------
 // Factories

@@ -7,6 +7,7 @@
  * strides (broadcast batches have stride 0); an operand whose batch dims do not collapse to three is
  * copied contiguous first.
  */
+import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta } from '../../ops/schema.js';
@@ -148,21 +149,6 @@ function asMatrix(t: Tensor, side: 'lhs' | 'rhs'): Tensor {
   if (t.ndim !== 1) return t;
   const n = t.shape[0]!;
   return side === 'lhs' ? new Tensor(t.storage, t.dtype, [1, n], [0, t.strides[0]!], t.offset) : new Tensor(t.storage, t.dtype, [n, 1], [t.strides[0]!, 0], t.offset);
-}
-
-/** `t` [..., R, K] as a 2-D [rows, K] view when its leading dims collapse into the row stride. */
-function foldRows(t: Tensor, rows: number, K: number): Tensor | null {
-  if (t.ndim < 2) return null;
-  const sk = t.strides[t.ndim - 1]!;
-  const sr = t.strides[t.ndim - 2]!;
-  let expected = sr * t.shape[t.ndim - 2]!;
-  for (let d = t.ndim - 3; d >= 0; d--) {
-    if (t.shape[d] === 1) continue;
-    if (t.strides[d] !== expected) return null;
-    expected = t.strides[d]! * t.shape[d]!;
-  }
-  if (numel(t.shape.slice(0, -1)) !== rows) return null;
-  return new Tensor(t.storage, t.dtype, [rows, K], [sr, sk], t.offset);
 }
 
 function matmulKernel(op: string, meta: OutMeta, a: Tensor, b: Tensor): Tensor {
