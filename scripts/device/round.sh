@@ -21,11 +21,11 @@ if has fuzz; then
   el "fuzz fixture rc=$? $(tail -n 1 "$out/fuzz-gen.txt")"
 fi
 if has webgpu; then
-  OUT=$out timeout 240 bash scripts/device/webgpu.sh > "$out/webgpu.txt" 2>&1; el "webgpu rc=$?"
+  OUT=$out timeout ${WEBGPU_S:-240} bash scripts/device/webgpu.sh > "$out/webgpu.txt" 2>&1; el "webgpu rc=$?"
   grep -E "^\[|probe|# (pass|fail)|not ok|differ" "$out/webgpu.txt" | head -20 | tee -a "$out/summary.txt"
 fi
 if has decode; then
-  timeout 160 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${KILN_BATCHES:-1,8,64} \
+  timeout ${DECODE_S:-160} node dist/bench/decode.js --device cuda --dtype bfloat16 --batches ${KILN_BATCHES:-1,8,64} \
     --json "$out/kiln-decode.json" > "$out/kiln-decode.txt" 2>&1; el "kiln decode rc=$?"
   tail -n 8 "$out/kiln-decode.txt" | tee -a "$out/summary.txt"
 fi
