@@ -14,6 +14,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 KILN_CACHE_DIR=/tmp/kiln-train-cache timeout "$(( $(left) / 2 ))" node dist/bench/train-memory.js --device cuda \
   --layers 32 --width 4096 --batch 2048 --every 4 --reps 10 --out "$out/h200-train-memory-mlp.json" > "$out/train-memory.txt" 2>&1
 echo "train-memory rc=$? after $(( $(date +%s) - start )) s"; cat "$out/train-memory.txt"
-KILN_CACHE_DIR=/tmp/kiln-train-cache timeout "$(left)" node dist/bench/train-step.js --device cuda --size full \
+KILN_CACHE_DIR=/tmp/kiln-train-cache timeout "$(left)" node --stack-trace-limit=60 dist/bench/train-step.js --device cuda --size full \
   --reps 20 --warmup 3 --out "$out/h200-train-step-conv-stack.json" > "$out/train-step.txt" 2>&1
 echo "train-step rc=$? after $(( $(date +%s) - start )) s"; grep -E '_ms|speedup|fallbacks' "$out/train-step.txt"
