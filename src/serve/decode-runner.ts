@@ -8,8 +8,9 @@
  * Paths:
  * - 'compiled': kiln.compile over the step, one program per bucket; on cuda in mode
  *   'reduce-overhead', so each bucket is captured once as a CUDA graph and every later step is one
- *   graph launch plus the copies of the five small index tensors. Lengths and positions are
- *   values in those tensors, never shapes: no recompile per token, length or request.
+ *   graph launch plus the copies of the five small index tensors; on webgpu (mode 'default') the
+ *   program's fused WGSL kernels and the LLM library's kernels, dispatched each step. Lengths and
+ *   positions are values in those tensors, never shapes: no recompile per token, length or request.
  * - 'eager': the same step op by op (llm.reshapeAndCache, llm.pagedAttention); no compile.
  *
  * Inputs live in two device buffers per bucket, made once (int64 [3B]: ids, positions, slots;
