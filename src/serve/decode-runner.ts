@@ -107,6 +107,11 @@ export class DecodeRunner {
     return this.compiled?.counters ?? null;
   }
 
+  /** The bucket sizes run so far, in first-use order: the compiled path traces once for each. */
+  get bucketSizes(): number[] {
+    return [...this.buckets.keys()];
+  }
+
   /** Logits [rows.length, vocab] of the rows' next tokens (their K/V are written to the cache). */
   run(rows: readonly DecodeRow[]): Tensor {
     const n = rows.length;
