@@ -4,8 +4,8 @@
  * tokens each, the top-2 logit gap per step) with decode 'eager' and 'compiled' (fused WGSL
  * programs, one per batch bucket: the compile counters show one trace per bucket, none per token)
  * and prefill 'step' and 'rows'; float16 and bfloat16 follow them up to a near tie of the dtype;
- * kiln.generate takes and returns webgpu tensors; `kiln generate --device webgpu` prints the same
- * ids. Only greedy: sampling needs topk/cumsum/gather on webgpu, which it does not have yet.
+ * kiln.generate takes and returns webgpu tensors and reads the device once per token (the sampled
+ * id); `kiln generate --device webgpu` prints the same ids. Only greedy: sampling needs topk/cumsum/gather on webgpu, which it does not have yet.
  *
  * Needs a real adapter (a GPU, or SwiftShader's CPU Vulkan driver: slow, about 20 s per engine
  * run); skips without one and on Dawn's null backend.
@@ -17,6 +17,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
+import { Bridge } from '../src/runtime/webgpu/bridge.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -117,11 +118,30 @@ for (const dtype of ['float16', 'bfloat16'] as const) {
   });
 }
 
-test("kiln.generate on webgpu: an int64 webgpu tensor in, [1, T + n] int64 on webgpu out, transformers' tokens (eager and compiled decode)", { skip }, () => {
+/** Counts the device reads (the device thread's 'read' calls) that `fn` makes. */
+function countReads<T>(fn: () => T): { value: T; reads: number } {
+  const call = Bridge.prototype.call;
+  let reads = 0;
+  Bridge.prototype.call = function (this: Bridge, c: Parameters<Bridge['call']>[0], doing: string) {
+    if (c.k === 'read') reads++;
+    return call.call(this, c, doing);
+  };
+  try {
+    return { value: fn(), reads };
+  } finally {
+    Bridge.prototype.call = call;
+  }
+}
+
+test("kiln.generate on webgpu: an int64 webgpu tensor in, [1, T + n] int64 on webgpu out, transformers' tokens (eager and compiled decode), one device read per token", { skip }, () => {
   const model = kiln.models.loadQwen3(DENSE, { dtype: 'float32', device: 'webgpu' });
   const c = ref.cases[2]!;
   for (const decode of [undefined, 'compiled'] as const) {
-    const out = kiln.generate(model, kiln.tensor([c.prompt], { dtype: 'int64' }).to('webgpu'), { maxNewTokens: ref.new_tokens, decode });
+    const input = kiln.tensor([c.prompt], { dtype: 'int64' }).to('webgpu');
+    const { value: out, reads } = countReads(() => kiln.generate(model, input, { maxNewTokens: ref.new_tokens, decode }));
+    // The prompt ids once, then the sampled id of each step: prefill, cache writes, attention and
+    // the argmax stay on the device.
+    assert.equal(reads, 1 + ref.new_tokens, `decode ${decode ?? 'default'}: device reads`);
     assert.equal(out.device.type, 'webgpu');
     assert.equal(out.dtype, 'int64');
     assert.deepEqual([...out.shape], [1, c.prompt.length + ref.new_tokens]);
