@@ -1,7 +1,8 @@
 /**
  * safetensors: round trips for every dtype (contiguous and non-contiguous inputs), golden bytes of a
  * hand-laid-out file (built byte by byte here, independent of the writer), on-demand reads, and
- * each class of malformed file.
+ * each class of malformed file; parseSafetensors (bytes in memory, the browser's way in) reads the
+ * same tensors as the file reader and fails on the same malformed headers.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -14,7 +15,7 @@ import { castValue } from '../src/tensor/typed.js';
 import { assertThrowsWith } from './helpers/assert.js';
 import { makeTensor, randomInts, randomValues, type Layout } from './helpers/make.js';
 
-const { openSafetensors, loadSafetensors, saveSafetensors } = kiln.io;
+const { openSafetensors, loadSafetensors, saveSafetensors, parseSafetensors } = kiln.io;
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-safetensors-'));
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -298,4 +299,54 @@ test('errors: unknown tensor name', () => {
   using f = openSafetensors(file);
   assertThrowsWith(() => f.get('nope'), file, "no tensor named 'nope'");
   assertThrowsWith(() => f.info('nope'), file, "'nope'");
+});
+
+// --- Bytes in memory ----------------------------------------------------------------------------
+
+test('parseSafetensors: the hand-built bytes, from a view at an offset, copied out of the caller\'s buffer', () => {
+  const golden = goldenBytes();
+  // The file's bytes at offset 3 of a larger buffer (as a slice of a fetched bundle would be).
+  const big = new Uint8Array(golden.length + 5);
+  big.set(golden, 3);
+  const t = parseSafetensors(big.subarray(3, 3 + golden.length));
+  assert.deepEqual(Object.keys(t), ['d', 'aa', 'a', 'c', 'b']);
+  assert.deepEqual(t.d!.toFlatArray(), [-1]);
+  assert.equal(t.aa!.item(), 0.5);
+  assert.deepEqual([...t.aa!.shape], []);
+  assert.deepEqual(t.a!.toFlatArray(), [1.5, -2]);
+  assert.equal(t.c!.dtype, 'bfloat16');
+  assert.deepEqual(t.c!.toArray(), [[1]]);
+  assert.deepEqual(t.b!.toFlatArray(), [1, 2, 255]);
+  big.fill(0);
+  assert.deepEqual(t.a!.toFlatArray(), [1.5, -2], 'the tensors own their bytes');
+  // An ArrayBuffer works too, and dtype conversion on request.
+  const f = parseSafetensors(golden.slice().buffer, { dtype: 'float64' });
+  assert.equal(f.a!.dtype, 'float64');
+  assert.deepEqual(f.a!.toFlatArray(), [1.5, -2]);
+});
+
+test('parseSafetensors reads every tensor of a written file as the file reader does', () => {
+  const tensors: Record<string, kiln.Tensor> = {};
+  ALL.forEach((dtype, i) => (tensors[dtype] = makeTensor(valuesFor(dtype, 12, 100 + i), [3, 4], dtype, 'transposed')));
+  const file = tmp('bytes');
+  saveSafetensors(file, tensors);
+  const fromFile = loadSafetensors(file);
+  const fromBytes = parseSafetensors(new Uint8Array(fs.readFileSync(file)), { name: file });
+  assert.deepEqual(Object.keys(fromBytes).sort(), Object.keys(fromFile).sort());
+  for (const [k, v] of Object.entries(fromFile)) {
+    assert.equal(fromBytes[k]!.dtype, v.dtype, k);
+    assert.deepEqual([...fromBytes[k]!.shape], [...v.shape], k);
+    assert.deepEqual(fromBytes[k]!.toFlatArray(), v.toFlatArray(), k);
+  }
+});
+
+test('parseSafetensors: malformed bytes fail as files do, naming the bytes', () => {
+  assertThrowsWith(() => parseSafetensors(new Uint8Array([1, 2, 3])), 'safetensors: bytes:', 'too short');
+  const bytes = (file: string): Uint8Array => new Uint8Array(fs.readFileSync(file));
+  assertThrowsWith(() => parseSafetensors(bytes(craft({ a: f32(0, 8) }, 8, 10_000n)), { name: 'w.safetensors' }), 'w.safetensors', 'header length 10000');
+  assertThrowsWith(() => parseSafetensors(bytes(craft({}, 0, 100_000_001n))), 'limit');
+  assertThrowsWith(() => parseSafetensors(bytes(craft('{"a": {"dtype": "F32", ', 0))), 'malformed header JSON');
+  assertThrowsWith(() => parseSafetensors(bytes(craft({ a: f32(0, 8), b: f32(4, 12) }, 12))), "tensor 'b'", 'overlap');
+  assertThrowsWith(() => parseSafetensors(bytes(craft({ a: f32(0, 4) }, 8))), 'cover 4 bytes', 'data buffer has 8');
+  assertThrowsWith(() => parseSafetensors(Uint8Array.from([...u64le(2), 0xff, 0xfe])), 'UTF-8');
 });

@@ -74,3 +74,8 @@ grep -m8 -E "cases differ|result [0-9]+:|element [0-9]+:" "$out/webgpu-reduction
 timeout 400 node --test dist/test/webgpu-llm.test.js > "$out/webgpu-llm.txt" 2>&1; el "llm rc=$?"
 grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-llm.txt"
 grep -m12 -E "cases differ|: element [0-9]+:|threw|greedy|forward|AssertionError" "$out/webgpu-llm.txt" | cut -c1-400
+# Generation on webgpu: the engine's eager and compiled decode, float32/float16/bfloat16, against
+# transformers' greedy tokens on the tiny checkpoint; kiln.generate and `kiln generate --device webgpu`.
+timeout 400 node --test dist/test/webgpu-generate.test.js > "$out/webgpu-generate.txt" 2>&1; el "generate rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok|# SKIP|^# (decode|float16|bfloat16)" "$out/webgpu-generate.txt"
+grep -m8 -E "prompt [0-9]+|step [0-9]+:|AssertionError" "$out/webgpu-generate.txt" | cut -c1-400

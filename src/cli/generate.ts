@@ -31,8 +31,9 @@ Options:
   --sample-seed <n>     seed of the sampling (reproducible tokens)
   --random <config>     seeded random weights instead of a folder: ${['tiny', 'qwen3-0.6b'].join(', ')}
   --seed <n>            seed of the random weights (default 0)
-  --device <d>          cpu (default) or cuda
+  --device <d>          cpu (default), cuda or webgpu
   --dtype <t>           float32 (default), bfloat16 or float16
+  --decode <path>       how decode steps run: compiled, eager or step (default: compiled on cuda, else eager)
   --ignore-eos          keep going past the model's end-of-sequence ids (folder and tokenizer)
 
 Streams the new text (or prints the generated ids), then tokens/s and the time to first token.`;
@@ -44,6 +45,7 @@ export const RANDOM_CONFIGS: Record<string, () => kiln.models.Qwen3Config> = {
 };
 
 const DTYPES: readonly DType[] = ['float32', 'bfloat16', 'float16'];
+const DECODE_PATHS: readonly kiln.serve.DecodePath[] = ['compiled', 'eager', 'step'];
 
 function parseIds(text: string): number[] {
   const parts = text.split(',').map((s) => s.trim());
@@ -112,6 +114,7 @@ export function runGenerate(argv: string[]): number {
       seed: { type: 'string', default: '0' },
       device: { type: 'string', default: 'cpu' },
       dtype: { type: 'string', default: 'float32' },
+      decode: { type: 'string' },
       'ignore-eos': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -128,6 +131,8 @@ export function runGenerate(argv: string[]): number {
   const dtype = values.dtype as DType;
   if (!DTYPES.includes(dtype)) throw new Error(`generate: --dtype must be one of ${DTYPES.join(', ')}, got '${values.dtype}'`);
   const device = values.device!;
+  const decode = values.decode as kiln.serve.DecodePath | undefined;
+  if (decode !== undefined && !DECODE_PATHS.includes(decode)) throw new Error(`generate: --decode must be one of ${DECODE_PATHS.join(', ')}, got '${values.decode}'`);
   const folder = positionals[0];
   if ((folder === undefined) === (values.random === undefined)) {
     throw new Error(`generate: give a model folder or --random <config>, not ${folder === undefined ? 'neither' : 'both'}\n\n${GENERATE_USAGE}`);
@@ -163,7 +168,7 @@ export function runGenerate(argv: string[]): number {
 
   // One request: a cache of exactly the blocks it can use.
   const total = Math.min(promptIds.length + maxTokens, model.maxPositions);
-  const engine = new kiln.serve.Engine(model, { eosTokenIds: eos, numBlocks: Math.ceil(total / kiln.serve.DEFAULT_BLOCK_SIZE) });
+  const engine = new kiln.serve.Engine(model, { eosTokenIds: eos, numBlocks: Math.ceil(total / kiln.serve.DEFAULT_BLOCK_SIZE), decode });
   try {
     const start = performance.now();
     let firstToken = 0;

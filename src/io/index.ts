@@ -10,6 +10,7 @@ export {
   type TensorInfo,
   type GetOptions,
 } from './safetensors.js';
+export { parseSafetensors, type ParseOptions } from './safetensors-bytes.js';
 export { saveCheckpoint, loadCheckpoint, type CheckpointParts, type LoadCheckpointTargets, type LoadedCheckpoint } from './checkpoint.js';
 export { openHfFolder, HfCheckpoint, type JsonObject } from './hf.js';
 export { Tokenizer, StreamDecoder, type EncodeOptions, type DecodeOptions, type ChatMessage, type ChatTemplateOptions } from './tokenizer.js';

@@ -8,8 +8,9 @@
  * Paths:
  * - 'compiled': kiln.compile over the step, one program per bucket; on cuda in mode
  *   'reduce-overhead', so each bucket is captured once as a CUDA graph and every later step is one
- *   graph launch plus the copies of the five small index tensors. Lengths and positions are
- *   values in those tensors, never shapes: no recompile per token, length or request.
+ *   graph launch plus the copies of the five small index tensors; on webgpu (mode 'default') the
+ *   program's fused WGSL kernels and the LLM library's kernels, dispatched each step. Lengths and
+ *   positions are values in those tensors, never shapes: no recompile per token, length or request.
  * - 'eager': the same step op by op (llm.reshapeAndCache, llm.pagedAttention); no compile.
  *
  * Inputs live in two device buffers per bucket, made once (int64 [3B]: ids, positions, slots;
@@ -104,6 +105,11 @@ export class DecodeRunner {
   /** Compile counters of the 'compiled' path (traces, compiles, cache hits), or null. */
   get compileCounters(): CompiledFunction<StepFn>['counters'] | null {
     return this.compiled?.counters ?? null;
+  }
+
+  /** The bucket sizes run so far, in first-use order: the compiled path traces once for each. */
+  get bucketSizes(): number[] {
+    return [...this.buckets.keys()];
   }
 
   /** Logits [rows.length, vocab] of the rows' next tokens (their K/V are written to the cache). */

@@ -46,7 +46,9 @@ export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
    * How steps in which every sequence adds one token run (decode-runner.ts): 'compiled' (the
    * model's decodeStep under kiln.compile, one program per batch bucket; CUDA graphs on cuda),
    * 'eager' (decodeStep op by op) or 'step' (the general forwardStep, as prefill runs). Default:
-   * 'compiled' on cuda, 'eager' on cpu; 'step' for a model without decodeStep.
+   * 'compiled' on cuda, 'eager' on cpu and webgpu; 'step' for a model without decodeStep. (On
+   * webgpu 'compiled' gives the same tokens with fused WGSL kernels, but each new bucket builds
+   * its pipelines first, and no real GPU has measured it faster yet.)
    */
   decode?: DecodePath;
   /** kiln.compile mode of the compiled decode (default 'reduce-overhead' on cuda, 'default' on cpu). */

@@ -14,6 +14,7 @@ import { fmtShape } from '../tensor/layout.js';
 import { Tensor } from '../tensor/tensor.js';
 import { DEFAULT_MAX_NEW_TOKENS, Engine } from './engine.js';
 import { DEFAULT_BLOCK_SIZE, type KvCacheOptions } from './kv-cache.js';
+import type { DecodePath } from './decode-runner.js';
 import type { Sampler, SamplingParams } from './sampling-params.js';
 import type { SchedulerOptions } from './scheduler.js';
 
@@ -26,6 +27,8 @@ export interface GenerateOptions extends Omit<SamplingParams, 'stop' | 'logprobs
   padTokenId?: number;
   /** Picks tokens (default: the engine's LogitsSampler). */
   sampler?: Sampler;
+  /** How decode steps run (EngineOptions.decode: 'compiled', 'eager' or 'step'; default the engine's for the device). */
+  decode?: DecodePath;
 }
 
 function readRows(inputIds: Tensor | readonly (readonly number[])[]): { rows: number[][]; device: Tensor['device'] | undefined } {
@@ -59,11 +62,12 @@ export function generate(model: StepModel, inputIds: Tensor | readonly (readonly
   const eos = options.eosTokenId === undefined ? [] : typeof options.eosTokenId === 'number' ? [options.eosTokenId] : [...options.eosTokenId];
   if (maxNew === 0) return tensor(rows, { dtype: 'int64', device });
 
-  const { eosTokenId: _e, padTokenId, sampler, blockSize, numBlocks, memoryBytes, prefixCaching, maxNumSeqs, maxNumBatchedTokens, ...sampling } = options;
+  const { eosTokenId: _e, padTokenId, sampler, decode, blockSize, numBlocks, memoryBytes, prefixCaching, maxNumSeqs, maxNumBatchedTokens, ...sampling } = options;
   const bs = blockSize ?? DEFAULT_BLOCK_SIZE;
   const total = Math.min(T + maxNew, model.maxPositions);
   const engine = new Engine(model, {
     sampler,
+    decode,
     eosTokenIds: eos,
     blockSize: bs,
     numBlocks: numBlocks ?? (memoryBytes === undefined ? B * Math.ceil(total / bs) : undefined),
