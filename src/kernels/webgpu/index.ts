@@ -15,5 +15,6 @@ import './scatter.js';
 import './masked.js';
 import './pool.js';
 import './conv.js';
+import './dropout.js';
 import './attention.js';
 import './llm-paged.js';

@@ -1,6 +1,6 @@
 /**
  * webgpu kernels for reductions (sum, mean, prod, amax, amin, max, min, max/min with a dim,
- * argmax, argmin, any, all) and softmax / logSoftmax: each call is a one-node program (softmax: its
+ * argmax, argmin, any, all, var, std, logsumexp) and softmax / logSoftmax: each call is a one-node program (softmax: its
  * row kernel, amax, sub, exp, sum, div) rendered by the fused-group renderer the webgpu compile
  * target uses (fused/render.ts, through reduce-run.ts), so eager and compiled reductions are the
  * same WGSL. Inputs of any strides; outputs as the op's meta function lays them out. Results the
@@ -156,3 +156,90 @@ function logical(op: 'any' | 'all', meta: OutMeta, x: Tensor, dims: readonly num
 
 registerKernel(R.any, 'webgpu', (ctx, self, dim) => logical('any', ctx.out, self, R.reductionDims('any', self, dimsOf(dim))));
 registerKernel(R.all, 'webgpu', (ctx, self, dim) => logical('all', ctx.out, self, R.reductionDims('all', self, dimsOf(dim))));
+
+/**
+ * var / std over `dims`: the mean, then the sum of squared deviations divided by
+ * max(count - correction, 0), as the CPU kernel (a zero denominator gives inf, or NaN for 0 / 0),
+ * in f32 whatever the storage dtype.
+ */
+function moment(op: 'var' | 'std', meta: OutMeta, x: Tensor, dims: readonly number[], correction: number): Tensor {
+  checkDtype(op, x);
+  const out = allocOut(meta);
+  if (out.numel() === 0) return out;
+  const count = dims.reduce((p, d) => p * x.shape[d]!, 1);
+  const denom = Math.max(count - correction, 0);
+  const row = x.shape.map((s, i) => (dims.includes(i) ? 1 : s));
+  const values = new Map<number, FusedValue>([
+    [X, { dtype: x.dtype, shape: x.shape }],
+    [1, { dtype: 'float32', shape: row }],
+    [2, { dtype: 'float32', shape: x.shape }],
+    [3, { dtype: 'float32', shape: x.shape }],
+    [4, { dtype: 'float32', shape: row }],
+    [5, { dtype: 'float32', shape: row }],
+    [OUT, { dtype: out.dtype, shape: out.shape }],
+  ]);
+  const variance = op === 'var' ? OUT : 5;
+  const nodes: FusedNode[] = [
+    { kind: 'reduction', op: 'mean', args: [], outputs: [1], reduce: { kind: 'mean', input: X } },
+    { kind: 'pointwise', op: 'sub', args: [V(X), V(1), C(1)], outputs: [2] },
+    { kind: 'pointwise', op: 'mul', args: [V(2), V(2)], outputs: [3] },
+    { kind: 'reduction', op: 'sum', args: [], outputs: [4], reduce: { kind: 'sum', input: 3 } },
+    // No division by a literal zero in the source: times infinity gives the same inf / NaN.
+    denom > 0 ? { kind: 'pointwise', op: 'div', args: [V(4), C(denom), C(null)], outputs: [variance] } : { kind: 'pointwise', op: 'mul', args: [V(4), C(Infinity)], outputs: [variance] },
+  ];
+  if (op === 'std') nodes.push({ kind: 'pointwise', op: 'sqrt', args: [V(5)], outputs: [OUT] });
+  runGroup({ label: op, x, dims, outs: [{ t: out, row: true }], nodes, values });
+  return out;
+}
+
+registerKernel(R.var_, 'webgpu', (ctx, self, dim, correction) => moment('var', ctx.out, self, R.reductionDims('var', self, dimsOf(dim)), Number(correction)));
+registerKernel(R.std, 'webgpu', (ctx, self, dim, correction) => moment('std', ctx.out, self, R.reductionDims('std', self, dimsOf(dim)), Number(correction)));
+
+/**
+ * logsumexp over `dims`: shifted by the row's max (0 where it is infinite, as torch, so an all
+ * -inf row gives -inf), log of the sum of exp, plus the shift. Integer inputs are cast to the
+ * float result first.
+ */
+function logsumexpKernel(meta: OutMeta, x: Tensor, dims: readonly number[]): Tensor {
+  const op = 'logsumexp';
+  checkDtype(op, x);
+  const out = allocOut(meta);
+  if (wgslComputeType(out.dtype) === null) {
+    out.dispose();
+    throw unsupportedDtype(op, { dtype: out.dtype, shape: out.shape });
+  }
+  if (out.numel() === 0) return out;
+  const row = x.shape.map((s, i) => (dims.includes(i) ? 1 : s));
+  const values = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: x.shape }]]);
+  const full = (id: number): void => void values.set(id, { dtype: 'float32', shape: x.shape });
+  const perRow = (id: number, dtype: DType = 'float32'): void => void values.set(id, { dtype, shape: row });
+  const nodes: FusedNode[] = [];
+  let xin = X;
+  if (x.dtype !== out.dtype) {
+    full(1);
+    nodes.push({ kind: 'pointwise', op: 'toDtype', args: [V(X)], outputs: [1], cast: true });
+    xin = 1;
+  }
+  perRow(2);
+  perRow(3, 'bool');
+  perRow(4);
+  full(5);
+  full(6);
+  perRow(7);
+  perRow(8);
+  values.set(OUT, { dtype: out.dtype, shape: out.shape });
+  nodes.push(
+    { kind: 'reduction', op: 'amax', args: [], outputs: [2], reduce: { kind: 'amax', input: xin } },
+    { kind: 'pointwise', op: 'isfinite', args: [V(2)], outputs: [3] },
+    { kind: 'pointwise', op: 'where', args: [V(3), V(2), C(0)], outputs: [4] },
+    { kind: 'pointwise', op: 'sub', args: [V(xin), V(4), C(1)], outputs: [5] },
+    { kind: 'pointwise', op: 'exp', args: [V(5)], outputs: [6] },
+    { kind: 'reduction', op: 'sum', args: [], outputs: [7], reduce: { kind: 'sum', input: 6 } },
+    { kind: 'pointwise', op: 'log', args: [V(7)], outputs: [8] },
+    { kind: 'pointwise', op: 'add', args: [V(8), V(4), C(1)], outputs: [OUT] },
+  );
+  runGroup({ label: op, x, dims, outs: [{ t: out, row: true }], nodes, values });
+  return out;
+}
+
+registerKernel(R.logsumexp, 'webgpu', (ctx, self, dim) => logsumexpKernel(ctx.out, self, R.reductionDims('logsumexp', self, dimsOf(dim))));
