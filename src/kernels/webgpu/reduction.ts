@@ -145,8 +145,10 @@ function logical(op: 'any' | 'all', meta: OutMeta, x: Tensor, dims: readonly num
     [OUT, { dtype: 'bool', shape: out.shape }],
   ]);
   const kind = op === 'any' ? 'amax' : 'amin';
+  // Floats test their bits: WGSL lets a compiler assume NaN away, and then NaN != 0 can be false.
+  const nonzero = wgslComputeType(x.dtype) === 'f32' ? { expr: `select(0i, 1i, (bitcast<u32>(v${X}) & 0x7fffffffu) != 0u)` } : {};
   const nodes: FusedNode[] = [
-    { kind: 'pointwise', op: 'ne', args: [V(X), C(x.dtype === 'bool' ? false : 0)], outputs: [1] },
+    { kind: 'pointwise', op: 'ne', args: [V(X), C(x.dtype === 'bool' ? false : 0)], outputs: [1], ...nonzero },
     { kind: 'reduction', op: kind, args: [], outputs: [2], reduce: { kind, input: 1 } },
     { kind: 'pointwise', op: 'gt', args: [V(2), C(0)], outputs: [OUT] },
   ];

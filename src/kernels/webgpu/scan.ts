@@ -99,7 +99,8 @@ function element(s: ScanSpec, o: string): string {
       e = `bitcast<f32>(kiln_bf16_bits(${isF ? v : `f32(${v})`}) << 16u)`;
       break;
     case 'bool':
-      e = isF ? `select(0i, 1i, ${v} != 0.0f)` : `select(0i, 1i, ${v} != 0i)`;
+      // A float's bits: NaN is true, and WGSL may assume NaN away in a comparison.
+      e = isF ? `select(0i, 1i, (bitcast<u32>(${v}) & 0x7fffffffu) != 0u)` : `select(0i, 1i, ${v} != 0i)`;
       break;
     case 'uint8':
       e = `(${isF ? `i32(${v})` : v} & 255i)`;
