@@ -23,6 +23,8 @@ export interface OpCase {
   readonly exact?: boolean | readonly number[];
   /** Tolerance of the inexact results (default: the result dtype's, doubled for halves). */
   readonly tol?: { readonly atol: number; readonly rtol: number };
+  /** The kernel reads data back to plan on the host (indexPut): garbage on Dawn's null backend. */
+  readonly readsBack?: boolean;
 }
 
 let seed = 9000;
@@ -189,9 +191,9 @@ function indexPuts(): OpCase[] {
   const out: OpCase[] = [];
   for (const dt of [...FLOATS, 'int32', 'uint8', 'bool', 'int64'] as DType[]) {
     const self = make([5, 4, 3], dt, 'strided', 0, 9);
-    out.push({ label: `indexPut two broadcast index lists ${dt}`, inputs: [self, index([3, 1], -5, 5), index([1, 4], 0, 4), make([3, 4, 3], dt, 'contiguous', 0, 9)], run: (s, i, j, v) => kiln.indexPut(s!, [i!, j!], v!), exact: true });
-    out.push({ label: `indexPut_ bool mask, scalar ${dt}`, inputs: [self, make([5, 4], 'bool')], run: (s, m) => s!.indexPut_([m!], 7), exact: true });
-    out.push({ label: `indexPut on dim 1 (null first) ${dt}`, inputs: [self, index([6], 0, 4), makeTensor([1], [1], dt)], run: (s, i, v) => kiln.indexPut(s!, [null as never, i!], v!), exact: true });
+    out.push({ label: `indexPut two broadcast index lists ${dt}`, inputs: [self, index([3, 1], -5, 5), index([1, 4], 0, 4), make([3, 4, 3], dt, 'contiguous', 0, 9)], run: (s, i, j, v) => kiln.indexPut(s!, [i!, j!], v!), exact: true, readsBack: true });
+    out.push({ label: `indexPut_ bool mask, scalar ${dt}`, inputs: [self, make([5, 4], 'bool')], run: (s, m) => s!.indexPut_([m!], 7), exact: true, readsBack: true });
+    out.push({ label: `indexPut on dim 1 (null first) ${dt}`, inputs: [self, index([6], 0, 4), makeTensor([1], [1], dt)], run: (s, i, v) => kiln.indexPut(s!, [null as never, i!], v!), exact: true, readsBack: true });
   }
   for (const dt of [...FLOATS, 'int32', 'bool'] as DType[]) {
     const isF = FLOATS.includes(dt);
@@ -200,6 +202,7 @@ function indexPuts(): OpCase[] {
       inputs: [make([6, 5], dt, 'transposed', 0, 3), index([10], 0, 6), make([10, 5], dt, 'strided', 0, 3)],
       run: (s, i, v) => kiln.indexPut(s!, [i!], v!, true),
       exact: !isF,
+      readsBack: true,
     });
   }
   out.push({ label: 'indexPut_ rows (the row writer)', inputs: [make([6, 4]), index([3], 0, 6), make([3, 4])], run: (s, i, v) => s!.indexPut_([i!], v!), exact: true });

@@ -11,12 +11,12 @@
  */
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import '../src/index.js';
+import * as kiln from '../src/index.js';
 import { isFloating } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { tolFor } from './helpers/assert.js';
 import { sameLayoutOnWebgpu, webgpuSkipReason } from './helpers/webgpu.js';
-import { opCases } from './webgpu-ops-cases.js';
+import { make, opCases } from './webgpu-ops-cases.js';
 
 const skip = webgpuSkipReason();
 
@@ -74,4 +74,40 @@ test('webgpu kernels match the CPU (float64 reference) on every case: dtypes, st
   }
   assert.ok(ran > 200, `only ${ran} cases ran`);
   assert.deepEqual(failures, [], `${failures.length} mismatches:\n${failures.join('\n')}`);
+});
+
+test('dropout on webgpu draws the CPU mask from the same seed (op and inside attention)', { skip }, () => {
+  const x = make([4, 33], 'float32', 'strided');
+  const run = (device: 'cpu' | 'webgpu'): Tensor => {
+    kiln.manualSeed(5);
+    return kiln.dropout(device === 'cpu' ? x : sameLayoutOnWebgpu(x), 0.3, true);
+  };
+  assert.equal(mismatch(run('webgpu'), run('cpu'), 0, 0), null);
+  const [q, k, v] = [make([2, 3, 5, 4]), make([2, 3, 6, 4]), make([2, 3, 6, 4])];
+  for (const isCausal of [false, true]) {
+    const attend = (device: 'cpu' | 'webgpu'): Tensor => {
+      kiln.manualSeed(6);
+      const on = (t: Tensor): Tensor => (device === 'cpu' ? t : sameLayoutOnWebgpu(t));
+      return kiln.scaledDotProductAttention(on(q), on(k), on(v), { dropoutP: 0.25, isCausal });
+    };
+    assert.equal(mismatch(attend('webgpu'), attend('cpu'), 1e-5, 1e-5), null, `causal ${isCausal}`);
+  }
+});
+
+test('webgpu index conventions: the last write wins, out-of-range indices write nothing (no readback)', { skip }, () => {
+  // Every write goes to element 0; the last one in index order is src's last element.
+  const src = make([64]);
+  const got = kiln.scatter(kiln.zeros([3]).to('webgpu'), 0, kiln.zeros([64], { dtype: 'int64' }).to('webgpu'), sameLayoutOnWebgpu(src));
+  assert.deepEqual(got.to('cpu').toFlatArray(), [src.toFlatArray()[63], 0, 0]);
+  // An index past the end reads zero (gather) and writes nothing (scatter), where the CPU raises.
+  const i = kiln.tensor([1, 7], { dtype: 'int64' }).to('webgpu');
+  assert.deepEqual(kiln.gather(kiln.tensor([5, 6]).to('webgpu'), 0, i).to('cpu').toFlatArray(), [6, 0]);
+  assert.deepEqual(kiln.scatter(kiln.zeros([2]).to('webgpu'), 0, i, 4).to('cpu').toFlatArray(), [0, 4]);
+});
+
+test('webgpu kernels name the op and the dtype they do not take', { skip }, () => {
+  const wide = kiln.tensor([3, 1, 2], { dtype: 'int64' }).to('webgpu');
+  assert.throws(() => kiln.sort(wide), /sort: .*int64/);
+  assert.throws(() => kiln.scatterAdd(wide, 0, wide, wide), /scatterAdd: .*int64/);
+  assert.throws(() => kiln.cumsum(kiln.tensor([1, 2], { dtype: 'float64' }).to('webgpu'), 0), /cumsum: .*float64/);
 });
