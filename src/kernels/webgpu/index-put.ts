@@ -16,30 +16,17 @@ import { dispatch } from '../../ops/dispatch.js';
 import { contiguous } from '../../ops/defs/core.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
-import type { DType } from '../../tensor/dtype.js';
 import { isFloating, itemSize } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { castValue } from '../../tensor/typed.js';
 import { indexPutDense } from '../cpu/indexing.js';
 import { copyTensor, fillTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { scatterRows } from './indexing.js';
 import { applySource, SC_HEAD, setSource } from './scatter-source.js';
-import { dataKind, groupsFor, int32On, kernelFor, words } from './template.js';
+import { dataKind, groupsFor, int32On, kernelFor, scalarWords, words } from './template.js';
 
 const PAIRS = { kind: 'pairs' as const };
-
-/** A scalar value as the metadata words of `dtype`'s compute type (two words for 64-bit data). */
-function scalarWords(value: ScalarValue, dtype: DType): [number, number] {
-  const v = castValue(Number(value), dtype);
-  const b = new DataView(new ArrayBuffer(8));
-  if (dtype === 'float64') b.setFloat64(0, v, true);
-  else if (dtype === 'int64') b.setBigInt64(0, BigInt.asIntN(64, BigInt(Math.trunc(v))), true);
-  else if (isFloating(dtype)) b.setFloat32(0, v, true);
-  else b.setInt32(0, dtype === 'bool' ? (v !== 0 ? 1 : 0) : v, true);
-  return [b.getUint32(0, true), b.getUint32(4, true)];
-}
 
 /** The row writer's case: one 0-d or 1-d integer index on dim 0, no accumulate. */
 function rowCase(indices: readonly (Tensor | null)[], accumulate: boolean): Tensor | null {

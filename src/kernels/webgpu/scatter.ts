@@ -21,11 +21,10 @@ import type { DType } from '../../tensor/dtype.js';
 import { isFloating, itemSize } from '../../tensor/dtype.js';
 import { contiguousStrides, fmtShape, normalizeDim } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { castValue } from '../../tensor/typed.js';
 import { copyTensor, fillTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { applySource, type ApplyMode, finishSource, gatherSource, SC_HEAD, setSource, winnerSource } from './scatter-source.js';
-import { dataKind, groupsFor, kernelFor, words } from './template.js';
+import { dataKind, groupsFor, kernelFor, scalarWords, words } from './template.js';
 
 const as1 = (s: readonly number[]): number[] => (s.length === 0 ? [1] : [...s]);
 const st1 = (t: Tensor): number[] => (t.ndim === 0 ? [0] : [...t.strides]);
@@ -64,17 +63,6 @@ registerKernel(gather, 'webgpu', (ctx, self, dim, index) => {
 
 // ------------------------------------------------------------------------------------------------
 // scatter, scatterAdd
-
-/** A scalar source as the metadata words of `dtype`'s compute type (two words for 64-bit data). */
-function scalarWords(value: ScalarValue, dtype: DType): [number, number] {
-  const v = castValue(typeof value === 'boolean' ? Number(value) : Number(value), dtype);
-  const b = new DataView(new ArrayBuffer(8));
-  if (dtype === 'float64') b.setFloat64(0, v, true);
-  else if (dtype === 'int64') b.setBigInt64(0, BigInt.asIntN(64, BigInt(Math.trunc(v))), true);
-  else if (isFloating(dtype)) b.setFloat32(0, v, true);
-  else b.setInt32(0, dtype === 'bool' ? (v !== 0 ? 1 : 0) : v, true);
-  return [b.getUint32(0, true), b.getUint32(4, true)];
-}
 
 interface Scatter {
   readonly op: string;

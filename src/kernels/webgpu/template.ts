@@ -8,7 +8,9 @@
 import { CPU, type Device } from '../../runtime/device.js';
 import type { WebgpuKernel } from '../../runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../../tensor/dtype.js';
-import { itemSize } from '../../tensor/dtype.js';
+import { isFloating, itemSize } from '../../tensor/dtype.js';
+import type { ScalarValue } from '../../ops/schema.js';
+import { castValue } from '../../tensor/typed.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { WGSL_PRELUDE } from '../math/wgsl-prelude.js';
 import { toDeviceKernel } from '../cpu/core.js';
@@ -102,3 +104,18 @@ export function int32On(values: ArrayLike<number>, device: Device): Tensor {
 
 /** Metadata words from numbers (negative strides as their two's complement bits). */
 export const words = (xs: readonly number[]): Uint32Array => new Uint32Array(xs.map((x) => x | 0));
+
+/**
+ * A scalar as the metadata words of `dtype`'s compute type, rounded to `dtype` first as the CPU
+ * kernels round it: f32 bits for the floating dtypes, an i32 for the others (bool 0/1), and the two
+ * words of the value for 64-bit data.
+ */
+export function scalarWords(value: ScalarValue, dtype: DType): [number, number] {
+  const v = castValue(Number(value), dtype);
+  const b = new DataView(new ArrayBuffer(8));
+  if (dtype === 'float64') b.setFloat64(0, v, true);
+  else if (dtype === 'int64') b.setBigInt64(0, BigInt.asIntN(64, BigInt(Math.trunc(v))), true);
+  else if (isFloating(dtype)) b.setFloat32(0, v, true);
+  else b.setInt32(0, dtype === 'bool' ? (v !== 0 ? 1 : 0) : v, true);
+  return [b.getUint32(0, true), b.getUint32(4, true)];
+}
