@@ -84,8 +84,11 @@ function scans(): OpCase[] {
   out.push({ label: 'cumsum int32 with dtype float32', inputs: [make([5, 8], 'int32', 'contiguous', -9, 9)], run: (t) => kiln.cumsum(t, 1, 'float32'), exact: true });
   out.push({ label: 'cumsum float32 with dtype int32 (truncates first)', inputs: [make([5, 8], 'float32', 'contiguous', -9, 9)], run: (t) => kiln.cumsum(t, -1, 'int32'), exact: true });
   out.push({ label: 'cumsum int64 input', inputs: [index([6, 50], -1000, 1000)], run: (t) => kiln.cumsum(t, 1), exact: true });
+  out.push({ label: 'cumsum int64 input to float32', inputs: [index([6, 50], -1000, 1000)], run: (t) => kiln.cumsum(t, 1, 'float32'), exact: true });
   // 3^33 < 2^53: past int32, still exact in the CPU's float64.
   out.push({ label: 'cumprod int32 past 2^31 (int64 result)', inputs: [makeTensor(new Array<number>(33).fill(3), [33], 'int32')], run: (t) => kiln.cumprod(t, 0), exact: true });
+  out.push({ label: 'casts to int64 and back (floats truncate; past int32 split exactly)', inputs: [makeTensor([0, -1, -3.7, 2.9, 3e9, -3e9, -2147483648, 1e15, -65536.5], [9])], run: (t) => { const i = t.to('int64'); return [i, i.to('float32'), i.to('int32'), i.to('bool')]; }, exact: true });
+  out.push({ label: 'casts of int32 and bool to int64', inputs: [makeTensor([-5, 7, 0, -2147483648], [4], 'int32'), makeTensor([1, 0, 1], [3], 'bool')], run: (a, b) => [a!.to('int64'), b!.to('int64'), a!.to('int64').to('float16')], exact: true });
   out.push({ label: 'cumsum 0-d', inputs: [makeTensor([2.5], [])], run: (t) => kiln.cumsum(t, 0) });
   out.push({ label: 'cumsum empty', inputs: [make([0, 5])], run: (t) => kiln.cumsum(t, 0) });
   return out;

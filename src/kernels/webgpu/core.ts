@@ -64,13 +64,23 @@ function word(t: Tensor, half: 0 | 1, shape: readonly number[] = t.shape, stride
   return new Tensor(t.storage, 'int32', shape, strides.map((s) => 2 * s), 2 * t.offset + half);
 }
 
-/** dst (int64) = src (a 32-bit or narrower dtype, broadcast): the low word the value as i32, the high word its sign. */
+/**
+ * dst (int64) = src (a 32-bit or narrower dtype, broadcast): the low word the value as i32, the
+ * high word its sign. A float is truncated first, and one of 2^31 or more in magnitude (an integer
+ * there, a multiple of its 256 or larger ulp) splits exactly into floor(t / 2^32) and the rest,
+ * where an i32 conversion would saturate.
+ */
 function toInt64(dst: Tensor, src: Tensor): void {
   const lo = word(dst, 0);
   const hi = word(dst, 1);
+  const float = wgslComputeType(src.dtype) === 'f32';
+  const t = 'trunc(v0)';
+  const big = `(abs(${t}) >= 2147483648.0f)`;
+  const high = `floor(${t} / 4294967296.0f)`;
   try {
-    runPointwise('copy', lo, [src], (m) => cloneEntry(m, { out: 'int32' }));
+    runPointwise('copy', lo, [src], (m) => (float ? `select(i32(${t}), bitcast<i32>(u32(${t} - ${high} * 4294967296.0f)), ${big})` : cloneEntry(m, { out: 'int32' })));
     runPointwise('copy', hi, [src], (m) => {
+      if (float) return `select(select(0i, -1i, ${t} < 0.0f), i32(${high}), ${big})`;
       const v = cloneEntry(m, { out: 'int32' });
       return v === null ? null : `select(0i, -1i, ${v} < 0i)`;
     });
@@ -87,7 +97,8 @@ function fromInt64(dst: Tensor, src: Tensor, shape: readonly number[]): void {
   const hi = word(src, 1, shape, st);
   const expr = (): string => {
     if (dst.dtype === 'bool') return 'select(0i, 1i, v0 != 0i || v1 != 0i)';
-    if (wgslComputeType(dst.dtype) === 'f32') return '(f32(v1) * 4294967296.0f + f32(bitcast<u32>(v0)))';
+    // A value that fits in int32 (the high word is the low word's sign) converts exactly from it.
+    if (wgslComputeType(dst.dtype) === 'f32') return 'select(f32(v1) * 4294967296.0f + f32(bitcast<u32>(v0)), f32(v0), v1 == (v0 >> 31u))';
     return 'v0';
   };
   try {

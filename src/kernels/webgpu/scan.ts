@@ -85,7 +85,8 @@ function element(s: ScanSpec, o: string): string {
     const lo = `bitcast<u32>(b1[2u * (${o})])`;
     const hi = `bitcast<u32>(b1[2u * (${o}) + 1u])`;
     if (s.acc === 'i64') return `vec2<u32>(${lo}, ${hi})`;
-    if (s.acc === 'f32') return `(f32(bitcast<i32>(${hi})) * 4294967296.0f + f32(${lo}))`;
+    // Exact from the low word where the value fits in int32 (the high word is its sign).
+    if (s.acc === 'f32') return `select(f32(bitcast<i32>(${hi})) * 4294967296.0f + f32(${lo}), f32(bitcast<i32>(${lo})), bitcast<i32>(${hi}) == (bitcast<i32>(${lo}) >> 31u))`;
     return `bitcast<i32>(${lo})`;
   }
   const v = loadExpr(s.x, 'b1', o, false);
