@@ -6,7 +6,8 @@
  * errors surface at the synchronize). The null backend computes nothing, so no value is checked
  * here (webgpu-pointwise.test.ts, webgpu-linalg.test.ts and webgpu-reduction.test.ts compare values
  * where an adapter exists). Reductions (eager) and compiled programs are rendered by the fused-group
- * renderer and checked the same way, every strategy and storage form of every compiled group included.
+ * renderer and checked the same way, every strategy and storage form of every compiled group included,
+ * as are the hand-written templates (scans, sorts, scatters, pooling, conv: webgpu-ops-cases.ts).
  */
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -256,6 +257,25 @@ test('every strategy of every compiled group validates: thread and workgroup, su
     }
   }
   assert.ok(n > 50, `${n} sources`);
+});
+
+test('every kernel of webgpu-ops-cases (scans, sorts, scatters, index writes, masks, pooling, conv, norms) compiles and encodes on Dawn', { skip }, async () => {
+  const { opCases } = await import('./webgpu-ops-cases.js');
+  const { sameLayoutOnWebgpu } = await import('./helpers/webgpu.js');
+  const failures: string[] = [];
+  let ran = 0;
+  // A host-planned indexPut reads its indices back, which the null backend makes garbage.
+  for (const c of opCases().filter((o) => o.readsBack !== true)) {
+    try {
+      c.run(...c.inputs.map(sameLayoutOnWebgpu));
+      ran++;
+    } catch (e) {
+      failures.push(`${c.label}: ${(e as Error).message.split('\n').slice(0, 3).join(' | ')}`);
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.deepEqual(failures, []);
+  assert.ok(ran > 200, `ran ${ran} cases`);
 });
 
 // Last in this file: it destroys the process's webgpu device.

@@ -69,6 +69,14 @@ cat "$out/webgpu-gemm-bench.txt" | head -12
 timeout 400 node --test dist/test/webgpu-reduction.test.js > "$out/webgpu-reduction.txt" 2>&1; el "reduction rc=$?"
 grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-reduction.txt"
 grep -m8 -E "cases differ|result [0-9]+:|element [0-9]+:" "$out/webgpu-reduction.txt" | cut -c1-400
+# The ops issue #20 item 2 brought to webgpu (scans, sorts, scatters, index writes, masks, pooling,
+# conv, norms, dropout) against float64 CPU references, their backward, and the meta contract of
+# every registered op on webgpu.
+for t in webgpu-ops webgpu-autograd webgpu-meta-vs-real; do
+  timeout 400 node --test dist/test/$t.test.js > "$out/$t.txt" 2>&1; el "$t rc=$?"
+  grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/$t.txt"
+  grep -m8 -E "mismatches|samples fail|leaf [0-9]+ element|result [0-9]+:" "$out/$t.txt" | cut -c1-400
+done
 # The ops a Qwen3 forward and generation need (indexing, attention, rmsNorm, paged cache) against
 # float64 CPU references, and the tiny Qwen3 on webgpu: logits eager and compiled, greedy tokens.
 timeout 400 node --test dist/test/webgpu-llm.test.js > "$out/webgpu-llm.txt" 2>&1; el "llm rc=$?"

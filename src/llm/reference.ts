@@ -87,9 +87,10 @@ function groupedTopkRef(gating: Tensor, k: number, renormalize: boolean, groups:
   const grouped = reshape(biased, [t, groups, e / groups]);
   const groupScore = bias ? sum(topk(grouped, 2, -1).values, [-1]) : amax(grouped, [-1]);
   const keepIdx = topk(groupScore, topkGroup, -1).indices;
-  // mask[t, g] = 1 for kept groups, via a sum of one-hots (no scatter needed).
-  const groupIds = reshape(arange(groups, { dtype: 'int64', device: gating.device }), [1, 1, groups]);
-  const mask = sum(eq(unsqueeze(keepIdx, 2), groupIds).to('float32'), [1]);
+  // mask[t, g] = 1 for kept groups, via a sum of one-hots (no scatter needed). Group ids compare
+  // as int32, which every device computes (webgpu has no int64 arithmetic).
+  const groupIds = reshape(arange(groups, { dtype: 'int32', device: gating.device }), [1, 1, groups]);
+  const mask = sum(eq(unsqueeze(keepIdx.to('int32'), 2), groupIds).to('float32'), [1]);
   const expertMask = reshape(expand(unsqueeze(mask, 2), [t, groups, e / groups]), [t, e]);
   const masked = where(eq(expertMask, 1), biased, -Infinity);
   return route(scores, masked, k, renormalize, scale);

@@ -172,12 +172,15 @@ export function advancedIndex(g: Tensor, indices: readonly Index[]): Tensor {
   if (adv.length === 0) return g;
   const slices = g.shape.map((_, i) => i).filter((i) => !adv.includes(i));
   const b = broadcastShapes('indexPut backward', ...idx.map((t) => t.shape));
-  // Linear index into the advanced dims (row-major), negative indices counting from the end.
+  // Linear index into the advanced dims (row-major), negative indices counting from the end. In
+  // int32 where it fits, which every device computes (webgpu has no int64 arithmetic).
+  const span = adv.reduce((p, d) => p * g.shape[d]!, 1);
+  const itype = span < 2 ** 31 ? 'int32' : 'int64';
   let linear: Tensor | null = null;
   let stride = 1;
   for (let k = adv.length - 1; k >= 0; k--) {
     const size = g.shape[adv[k]!]!;
-    const term = mul(remainder(to(idx[k]!, 'int64'), size), stride);
+    const term = mul(remainder(to(idx[k]!, itype), size), stride);
     linear = linear === null ? term : add(term, linear);
     stride *= size;
   }

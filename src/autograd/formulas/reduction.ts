@@ -247,7 +247,8 @@ defineBackward(
     const d = normalizeDim('cumprod', dim, self.ndim);
     const out = ctx.outputs[0]!;
     const isZero = eq(self, 0);
-    const zerosSeen = cumsum(isZero, d);
+    // Counted in int32 (a slice's zeros fit), which every device computes; int64 has no webgpu arithmetic.
+    const zerosSeen = cumsum(isZero, d, 'int32');
     const beforeZero = eq(zerosSeen, 0);
     const firstZero = eq(where(isZero, zerosSeen, 0), 1);
     const safeX = where(beforeZero, self, 1);

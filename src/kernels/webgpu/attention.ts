@@ -4,7 +4,8 @@
  * uploaded; bool: where(mask, scores, -inf); floating: added), softmax over the keys (the fused
  * row kernel, f32 inside), then p v (the GEMM). Grouped-query keys and values are repeated to the
  * query heads (an expand and a copy), as torch's math path does. A row whose every key is masked
- * is NaN, as on the cpu. Dropout is not on webgpu yet.
+ * is NaN, as on the cpu. Dropout multiplies the probabilities by a host-drawn mask (dropout.ts),
+ * drawn in the CPU kernel's order.
  */
 import { add } from '../../ops/defs/core.js';
 import { matmul } from '../../ops/defs/linalg.js';
@@ -14,9 +15,11 @@ import { softmax } from '../../ops/defs/reduction.js';
 import { expand, reshape, transpose, unsqueeze } from '../../ops/defs/views.js';
 import { dispatch } from '../../ops/dispatch.js';
 import { registerKernel } from '../../ops/registry.js';
+import type { Generator } from '../../tensor/random.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
+import { attentionDropout } from './dropout.js';
 
 /** `t` [..., hk, S, E] repeated to [..., h, S, E] (each kv head serves h / hk query heads). */
 function repeatHeads(t: Tensor, h: number, temps: Tensor[]): Tensor {
@@ -45,13 +48,12 @@ function causalMask(l: number, s: number, like: Tensor): Tensor {
   }
 }
 
-registerKernel(scaledDotProductAttention, 'webgpu', (ctx, query, key, value, attnMask, dropoutArg, causalArg, scaleArg) => {
+registerKernel(scaledDotProductAttention, 'webgpu', (ctx, query, key, value, attnMask, dropoutArg, causalArg, scaleArg, _enableGqa, genArg) => {
   const dropoutP = dropoutArg as number;
   const isCausal = causalArg as boolean;
   const scale = scaleArg as number | null;
   const mask = attnMask ?? null;
   const geo = attentionGeometry(query, key, value, mask, dropoutP, isCausal, scale);
-  if (dropoutP > 0) throw new Error(`scaledDotProductAttention: dropout (dropoutP ${dropoutP}) is not on webgpu yet`);
   if (numelOf(ctx.out.shape) === 0 || geo.s === 0) return allocOut(ctx.out, true);
   const temps: Tensor[] = [];
   const keep = (t: Tensor): Tensor => (temps.push(t), t);
@@ -65,7 +67,8 @@ registerKernel(scaledDotProductAttention, 'webgpu', (ctx, query, key, value, att
     if (isCausal) scores = keep(dispatch(add, scores, keep(causalMask(geo.l, geo.s, scores)), 1) as Tensor);
     else if (mask !== null && mask.dtype === 'bool') scores = keep(dispatch(where, mask, scores, -Infinity) as Tensor);
     else if (mask !== null) scores = keep(dispatch(add, scores, mask, 1) as Tensor);
-    const p = keep(dispatch(softmax, scores, -1, null) as Tensor);
+    let p = keep(dispatch(softmax, scores, -1, null) as Tensor);
+    if (dropoutP > 0) p = keep(dispatch(mul, p, keep(attentionDropout(p.shape, dropoutP, isCausal, (genArg ?? null) as Generator | null, p))) as Tensor);
     const o = dispatch(matmul, p, v) as Tensor;
     const same = o.shape.length === ctx.out.shape.length && o.shape.every((d, i) => d === ctx.out.shape[i]) && o.strides.every((st, i) => st === ctx.out.strides[i] || o.shape[i] === 1);
     if (same) return o;

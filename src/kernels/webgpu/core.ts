@@ -1,7 +1,11 @@
 /**
  * webgpu kernels for copies, casts, views, fills and factories. Copies and casts are the one-node
  * pointwise program with the table's `clone` entry (the value converted to the destination's
- * compute type, then stored in its storage form). Views share the device-independent view kernels.
+ * compute type, then stored in its storage form). int64 has no WGSL type but casts to and from it
+ * are word arithmetic: into int64 the low word is the value (floats truncated) and the high word
+ * its sign; out of int64 an integer keeps the low word (wrapping, as torch's casts), a float is
+ * high * 2^32 + low, bool is whether either word is nonzero. Views share the device-independent
+ * view kernels.
  * Seeded random and range factories run on the CPU and upload, so a seed gives the same numbers on
  * every device (as on cuda).
  */
@@ -48,9 +52,61 @@ export function copyTensor(dst: Tensor, src: Tensor): Tensor {
       d.dispose();
       s.dispose();
     }
-  } else runPointwise('copy', dst, [from], (m) => cloneEntry(m, { out: dst.dtype }));
+  } else if (dst.dtype === 'int64' && from.device.type === 'webgpu' && !WIDE.has(from.dtype)) toInt64(dst, from);
+  else if (from.dtype === 'int64' && from.device.type === 'webgpu' && !WIDE.has(dst.dtype)) fromInt64(dst, from, dst.shape);
+  else runPointwise('copy', dst, [from], (m) => cloneEntry(m, { out: dst.dtype }));
   if (from !== src) from.dispose();
   return dst;
+}
+
+/** One word (0: low, 1: high) of each element of the 64-bit `t`, as an int32 view over `shape` with `strides`. */
+function word(t: Tensor, half: 0 | 1, shape: readonly number[] = t.shape, strides: readonly number[] = t.strides): Tensor {
+  return new Tensor(t.storage, 'int32', shape, strides.map((s) => 2 * s), 2 * t.offset + half);
+}
+
+/**
+ * dst (int64) = src (a 32-bit or narrower dtype, broadcast): the low word the value as i32, the
+ * high word its sign. A float is truncated first, and one of 2^31 or more in magnitude (an integer
+ * there, a multiple of its 256 or larger ulp) splits exactly into floor(t / 2^32) and the rest,
+ * where an i32 conversion would saturate.
+ */
+function toInt64(dst: Tensor, src: Tensor): void {
+  const lo = word(dst, 0);
+  const hi = word(dst, 1);
+  const float = wgslComputeType(src.dtype) === 'f32';
+  const t = 'trunc(v0)';
+  const big = `(abs(${t}) >= 2147483648.0f)`;
+  const high = `floor(${t} / 4294967296.0f)`;
+  try {
+    runPointwise('copy', lo, [src], (m) => (float ? `select(i32(${t}), bitcast<i32>(u32(${t} - ${high} * 4294967296.0f)), ${big})` : cloneEntry(m, { out: 'int32' })));
+    runPointwise('copy', hi, [src], (m) => {
+      if (float) return `select(select(0i, -1i, ${t} < 0.0f), i32(${high}), ${big})`;
+      const v = cloneEntry(m, { out: 'int32' });
+      return v === null ? null : `select(0i, -1i, ${v} < 0i)`;
+    });
+  } finally {
+    lo.dispose();
+    hi.dispose();
+  }
+}
+
+/** dst (a 32-bit or narrower dtype) = src (int64, broadcast to dst's shape) from its two words. */
+function fromInt64(dst: Tensor, src: Tensor, shape: readonly number[]): void {
+  const st = broadcastStrides(src.shape, src.strides, shape);
+  const lo = word(src, 0, shape, st);
+  const hi = word(src, 1, shape, st);
+  const expr = (): string => {
+    if (dst.dtype === 'bool') return 'select(0i, 1i, v0 != 0i || v1 != 0i)';
+    // A value that fits in int32 (the high word is the low word's sign) converts exactly from it.
+    if (wgslComputeType(dst.dtype) === 'f32') return 'select(f32(v1) * 4294967296.0f + f32(bitcast<u32>(v0)), f32(v0), v1 == (v0 >> 31u))';
+    return 'v0';
+  };
+  try {
+    runPointwise('copy', dst, [lo, hi], expr);
+  } finally {
+    lo.dispose();
+    hi.dispose();
+  }
 }
 
 /** Fills a 64-bit tensor: its low and high words, each an int32 fill of a strided view. */

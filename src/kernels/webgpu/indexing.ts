@@ -5,8 +5,8 @@
  *
  * - a row gather, out[o, j, r] = self[o, index[j], r] (indexSelect; embedding is a gather of the
  *   weight's rows by the flattened ids), and
- * - a row scatter, self[index[j], r] = values[j, r] (indexPut_ with one integer index on dim 0, the
- *   KV cache's write; llm.reshapeAndCache is two of them with the slot mapping, rows whose slot is
+ * - a row scatter, self[index[j], r] = values[j, r] (indexPut with one integer index on dim 0, the
+ *   KV cache's write, index-put.ts; llm.reshapeAndCache is two of them with the slot mapping, rows whose slot is
  *   negative skipped).
  *
  * Indices are int32 or int64 (read as their low word: Kiln's index ranges are below 2^31). A GPU
@@ -15,19 +15,17 @@
  * per op). Data of any storage form the other kernels use (float32, float16, bfloat16, int32, uint8,
  * bool), and 64-bit data as pairs of int32 words.
  */
-import { cat, embedding, indexPut_, indexSelect, stack } from '../../ops/defs/indexing.js';
+import { cat, embedding, indexSelect, stack } from '../../ops/defs/indexing.js';
 import { catSkipped } from '../../ops/defs/indexing.js';
 import { dispatch } from '../../ops/dispatch.js';
 import { contiguous } from '../../ops/defs/core.js';
 import { registerKernel } from '../../ops/registry.js';
-import type { ScalarValue } from '../../ops/schema.js';
-import type { WebgpuKernel } from '../../runtime/webgpu/webgpu-accelerator.js';
-import { itemSize } from '../../tensor/dtype.js';
-import { contiguousStrides, fmtShape, normalizeDim, numel } from '../../tensor/layout.js';
+import { contiguousStrides, normalizeDim, numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { copyTensor, fillTensor } from './core.js';
-import { allocOut, unsupportedDtype, webgpu } from './device.js';
-import { arrayType, loadExpr, storageKind, storagePrelude, storeStmt, type StorageKind } from './storage.js';
+import { copyTensor } from './core.js';
+import { allocOut, webgpu } from './device.js';
+import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
+import { dataKind, kernelFor } from './template.js';
 
 const WG = 256;
 const MAX_GROUPS = 65535;
@@ -84,25 +82,6 @@ registerKernel(stack, 'webgpu', (ctx, tensors, dim) => {
 
 // ------------------------------------------------------------------------------------------------
 // Row gather and scatter
-
-/** How a tensor's elements are bound: its storage kind and the number of 32-bit words per element for 64-bit data. */
-function dataKind(op: string, t: Tensor): { kind: StorageKind; wide: boolean } {
-  if (itemSize(t.dtype) === 8) return { kind: 'i32', wide: true };
-  const kind = storageKind(t.dtype, webgpu().hasFeature('shader-f16'));
-  if (kind === null) throw unsupportedDtype(op, t);
-  return { kind, wide: false };
-}
-
-const kernels = new Map<string, WebgpuKernel>();
-
-function kernelFor(key: string, source: () => string): WebgpuKernel {
-  let k = kernels.get(key);
-  if (!k) {
-    k = webgpu().kernel(source(), `kiln.${key}`);
-    kernels.set(key, k);
-  }
-  return k;
-}
 
 function header(kinds: readonly { kind: StorageKind; written: boolean }[], indexDtype: string): string[] {
   const lines: string[] = [];
@@ -173,7 +152,7 @@ export function gatherRows(op: string, out: Tensor, self: Tensor, dim: number, i
     const acc = webgpu();
     const same = src.storage.buffer === out.storage.buffer;
     if (same) throw new Error(`${op}: webgpu: the output shares the input's buffer`);
-    const key = `gather.${o.kind}.${s.kind}.${idx.dtype}`;
+    const key = `rows.gather.${o.kind}.${s.kind}.${idx.dtype}`;
     const k = kernelFor(key, () => gatherSource(o.kind, s.kind, idx.dtype));
     const total = outer * n * inner;
     const istride = idx.ndim === 0 ? 0 : idx.strides[0]!;
@@ -261,7 +240,7 @@ export function scatterRows(op: string, self: Tensor, index: Tensor, values: Ten
       sOff *= 2;
       vOff *= 2;
     }
-    const key = `scatter.${s.kind}.${v.kind}.${idx.dtype}${skipNegative ? '.skip' : ''}`;
+    const key = `rows.scatter.${s.kind}.${v.kind}.${idx.dtype}${skipNegative ? '.skip' : ''}`;
     const k = kernelFor(key, () => scatterSource(s.kind, v.kind, idx.dtype, skipNegative));
     const total = n * inner;
     const istride = idx.ndim === 0 ? 0 : idx.strides[0]!;
@@ -273,21 +252,3 @@ export function scatterRows(op: string, self: Tensor, index: Tensor, values: Ten
   }
   return self;
 }
-
-registerKernel(indexPut_, 'webgpu', (_ctx, self, indices, values, accumulate) => {
-  const list = indices as readonly (Tensor | null)[];
-  const one = list.length === 1 ? list[0] : null;
-  const intIndex = one instanceof Tensor && (one.dtype === 'int64' || one.dtype === 'int32') && one.ndim <= 1;
-  if (!intIndex || accumulate === true) {
-    const what = list.map((t) => (t instanceof Tensor ? `${fmtShape(t.shape)} ${t.dtype}` : 'null')).join(', ');
-    throw new Error(`indexPut_: the webgpu kernel writes rows by one 0-d or 1-d integer index on dim 0 without accumulate; got indices [${what}]${accumulate === true ? ' with accumulate' : ''} (not yet on webgpu)`);
-  }
-  const vals = values instanceof Tensor ? values : fillTensor(allocOut({ shape: [], strides: [], dtype: self.dtype, device: self.device }), values as ScalarValue);
-  try {
-    const r = scatterRows('indexPut_', self, one, vals, false);
-    if (r === null) throw new Error(`indexPut_: the webgpu kernel needs self's rows (dims after 0) to be one contiguous block; got ${fmtShape(self.shape)} with strides [${self.strides.join(', ')}] (not yet on webgpu)`);
-    return r;
-  } finally {
-    if (vals !== values) vals.dispose();
-  }
-});

@@ -1,79 +1,24 @@
 /**
  * webgpu kernels for reductions (sum, mean, prod, amax, amin, max, min, max/min with a dim,
- * argmax, argmin) and softmax / logSoftmax: each call is a one-node program (softmax: its row
- * kernel, amax, sub, exp, sum, div) rendered by the fused-group renderer the webgpu compile target
- * uses (fused/render.ts), so eager and compiled reductions are the same WGSL. Inputs of any
- * strides; outputs as the op's meta function lays them out. Results the WGSL kernels cannot hold
- * (an int64 sum of integers, float64) fail with the dtype named; indices are written as int64.
+ * argmax, argmin, any, all, var, std, logsumexp) and softmax / logSoftmax: each call is a one-node program (softmax: its
+ * row kernel, amax, sub, exp, sum, div) rendered by the fused-group renderer the webgpu compile
+ * target uses (fused/render.ts, through reduce-run.ts), so eager and compiled reductions are the
+ * same WGSL. Inputs of any strides; outputs as the op's meta function lays them out. Results the
+ * WGSL kernels cannot hold (an int64 sum of integers, float64) fail with the dtype named; indices
+ * are written as int64.
  */
 import * as R from '../../ops/defs/reduction.js';
-import { finfoEps, rmsNorm } from '../../ops/defs/linalg.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
-import { broadcastStrides, normalizeDim } from '../../tensor/layout.js';
+import { normalizeDim } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { wgslComputeType } from '../math/wgsl.js';
 import { allocOut, unsupportedDtype } from './device.js';
-import { type FusedGroup, type FusedNode, type FusedReduceKind, type FusedValue, groupKey } from './fused/group.js';
-import { fusedLayout, rowStrides } from './fused/layout.js';
-import { launchFused, prepareFused } from './fused/run.js';
+import type { FusedNode, FusedReduceKind, FusedValue } from './fused/group.js';
+import { C, OUT, runGroup, V, X } from './reduce-run.js';
 
-interface GroupRun {
-  readonly label: string;
-  readonly x: Tensor;
-  readonly dims: readonly number[];
-  /** Outputs: the tensor and whether it is per row. */
-  readonly outs: readonly { readonly t: Tensor; readonly row: boolean }[];
-  readonly nodes: readonly FusedNode[];
-  readonly values: ReadonlyMap<number, FusedValue>;
-  readonly keepRowOrder?: boolean;
-  /** Further inputs (values 1, 2, ...), broadcast to x's shape. */
-  readonly extra?: readonly Tensor[];
-}
-
-/** Value ids of a one-node program: the input is 0, the outputs 100, 101, ... in their order. */
-const X = 0;
-const OUT = 100;
-
-/** Runs a reduce group whose one input (value 0) is `x`. */
-function runGroup(r: GroupRun): void {
-  const S = r.x.shape;
-  const extra = r.extra ?? [];
-  const g: FusedGroup = {
-    kind: 'reduce',
-    nodes: r.nodes,
-    rowScalars: new Set(r.nodes.filter((n) => n.kind === 'reduction').flatMap((n) => n.outputs).concat(rowPointwise(r))),
-    inputs: [X, ...extra.map((_, k) => X + 1 + k)],
-    outputs: r.outs.map((_, k) => OUT + k),
-    value: (id) => r.values.get(id)!,
-  };
-  const strides = [...r.outs.map((o) => (o.row ? rowStrides(o.t, S, r.dims) : broadcastStrides(o.t.shape, o.t.strides, S))), [...r.x.strides], ...extra.map((t) => broadcastStrides(t.shape, t.strides, S))];
-  const offsets = [...r.outs.map((o) => o.t.offset), r.x.offset, ...extra.map((t) => t.offset)];
-  const L = fusedLayout({ kind: 'reduce', shape: S, dims: r.dims, strides, offsets, rowRef: r.outs.length, keepRowOrder: r.keepRowOrder });
-  const operands = [...r.outs.map((o) => o.t), r.x, ...extra].map((t) => ({ buffer: t.storage.buffer, dtype: t.dtype }));
-  const launch = prepareFused(g, operands, L, groupKey(g), `kiln.${r.label}`);
-  if (typeof launch === 'string') throw new Error(`${r.label}: cannot run on webgpu: ${launch}`);
-  launchFused(launch, L);
-}
-
-
-/** Pointwise values computed per row (on reductions only): logSoftmax's log of the sum. */
-function rowPointwise(r: GroupRun): number[] {
-  const row = new Set(r.nodes.filter((n) => n.kind === 'reduction').flatMap((n) => n.outputs));
-  const out: number[] = [];
-  for (const n of r.nodes) {
-    if (n.kind !== 'pointwise') continue;
-    const ins = n.args.flatMap((a) => (a.kind === 'value' ? [a.id] : []));
-    if (ins.length > 0 && ins.every((id) => row.has(id))) {
-      row.add(n.outputs[0]!);
-      out.push(n.outputs[0]!);
-    }
-  }
-  return out;
-}
-
-function checkDtype(op: string, t: Tensor): void {
+export function checkDtype(op: string, t: Tensor): void {
   if (wgslComputeType(t.dtype) === null) throw unsupportedDtype(op, t);
 }
 
@@ -155,8 +100,6 @@ function softmaxKernel(op: 'softmax' | 'logSoftmax', meta: OutMeta, x: Tensor, d
   const values = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: S }]]);
   const full = (id: number): void => void values.set(id, { dtype: dt, shape: S });
   const perRow = (id: number): void => void values.set(id, { dtype: dt, shape: row });
-  const V = (id: number) => ({ kind: 'value' as const, id });
-  const C = (value: unknown) => ({ kind: 'const' as const, value });
   const nodes: FusedNode[] = [];
   let xin = X;
   if (castFor(x, dtype) !== undefined) {
@@ -187,44 +130,118 @@ registerKernel(R.softmax, 'webgpu', (ctx, self, dim, dtype) => softmaxKernel('so
 registerKernel(R.logSoftmax, 'webgpu', (ctx, self, dim, dtype) => softmaxKernel('logSoftmax', ctx.out, self, dim as number, dtype));
 
 /**
- * rmsNorm over the trailing `normalizedShape` dims: one row kernel, mean(x * x), add eps, rsqrt,
- * times x, times the weight, in f32 whatever the storage dtype, rounded once at the store. Value 1
- * is the weight (broadcast over the rows).
+ * any / all: whether x != 0 (NaN counts as true; a bool input compares with false, since a bool
+ * tensor and an integer scalar promote to int64), reduced by amax / amin over int32 0/1 values,
+ * then compared with 0. The comparison also maps the empty row's identities to torch's answers:
+ * amax's INT_MIN gives any() = false, amin's INT_MAX gives all() = true.
  */
-function rmsNormKernel(meta: OutMeta, x: Tensor, normalizedShape: readonly number[], weight: Tensor | null, eps: number | null): Tensor {
-  const op = 'rmsNorm';
+function logical(op: 'any' | 'all', meta: OutMeta, x: Tensor, dims: readonly number[]): Tensor {
   checkDtype(op, x);
   const out = allocOut(meta);
-  if (x.numel() === 0) return out;
-  const e = eps ?? finfoEps(x.dtype);
-  const S = x.shape;
-  const d = normalizedShape.map((_, k) => S.length - normalizedShape.length + k);
-  const row = S.map((s, i) => (d.includes(i) ? 1 : s));
-  const W = 1;
-  const values = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: S }]]);
-  if (weight) values.set(W, { dtype: weight.dtype, shape: weight.shape });
-  const full = (id: number): void => void values.set(id, { dtype: 'float32', shape: S });
-  const perRow = (id: number): void => void values.set(id, { dtype: 'float32', shape: row });
-  const V = (id: number) => ({ kind: 'value' as const, id });
-  const C = (value: unknown) => ({ kind: 'const' as const, value });
-  full(10);
-  perRow(11);
-  perRow(12);
-  perRow(13);
-  values.set(OUT, { dtype: out.dtype, shape: S });
+  const values = new Map<number, FusedValue>([
+    [X, { dtype: x.dtype, shape: x.shape }],
+    [1, { dtype: 'bool', shape: x.shape }],
+    [2, { dtype: 'int32', shape: out.shape }],
+    [OUT, { dtype: 'bool', shape: out.shape }],
+  ]);
+  const kind = op === 'any' ? 'amax' : 'amin';
+  // Floats test their bits: WGSL lets a compiler assume NaN away, and then NaN != 0 can be false.
+  const nonzero = wgslComputeType(x.dtype) === 'f32' ? { expr: `select(0i, 1i, (bitcast<u32>(v${X}) & 0x7fffffffu) != 0u)` } : {};
   const nodes: FusedNode[] = [
-    { kind: 'pointwise', op: 'mul', args: [V(X), V(X)], outputs: [10] },
-    { kind: 'reduction', op: 'mean', args: [], outputs: [11], reduce: { kind: 'mean', input: 10 } },
-    { kind: 'pointwise', op: 'add', args: [V(11), C(e), C(1)], outputs: [12] },
-    { kind: 'pointwise', op: 'rsqrt', args: [V(12)], outputs: [13] },
+    { kind: 'pointwise', op: 'ne', args: [V(X), C(x.dtype === 'bool' ? false : 0)], outputs: [1], ...nonzero },
+    { kind: 'reduction', op: kind, args: [], outputs: [2], reduce: { kind, input: 1 } },
+    { kind: 'pointwise', op: 'gt', args: [V(2), C(0)], outputs: [OUT] },
   ];
-  if (weight) {
-    full(14);
-    nodes.push({ kind: 'pointwise', op: 'mul', args: [V(X), V(13)], outputs: [14] });
-    nodes.push({ kind: 'pointwise', op: 'mul', args: [V(14), V(W)], outputs: [OUT] });
-  } else nodes.push({ kind: 'pointwise', op: 'mul', args: [V(X), V(13)], outputs: [OUT] });
-  runGroup({ label: op, x, dims: d, outs: [{ t: out, row: false }], nodes, values, extra: weight ? [weight] : [] });
+  runGroup({ label: op, x, dims, outs: [{ t: out, row: true }], nodes, values });
   return out;
 }
 
-registerKernel(rmsNorm, 'webgpu', (ctx, input, normalizedShape, weight, eps) => rmsNormKernel(ctx.out, input, normalizedShape as readonly number[], weight ?? null, (eps as number | null | undefined) ?? null));
+registerKernel(R.any, 'webgpu', (ctx, self, dim) => logical('any', ctx.out, self, R.reductionDims('any', self, dimsOf(dim))));
+registerKernel(R.all, 'webgpu', (ctx, self, dim) => logical('all', ctx.out, self, R.reductionDims('all', self, dimsOf(dim))));
+
+/**
+ * var / std over `dims`: the mean, then the sum of squared deviations divided by
+ * max(count - correction, 0), as the CPU kernel (a zero denominator gives inf, or NaN for 0 / 0),
+ * in f32 whatever the storage dtype.
+ */
+function moment(op: 'var' | 'std', meta: OutMeta, x: Tensor, dims: readonly number[], correction: number): Tensor {
+  checkDtype(op, x);
+  const out = allocOut(meta);
+  if (out.numel() === 0) return out;
+  const count = dims.reduce((p, d) => p * x.shape[d]!, 1);
+  const denom = Math.max(count - correction, 0);
+  const row = x.shape.map((s, i) => (dims.includes(i) ? 1 : s));
+  const values = new Map<number, FusedValue>([
+    [X, { dtype: x.dtype, shape: x.shape }],
+    [1, { dtype: 'float32', shape: row }],
+    [2, { dtype: 'float32', shape: x.shape }],
+    [3, { dtype: 'float32', shape: x.shape }],
+    [4, { dtype: 'float32', shape: row }],
+    [5, { dtype: 'float32', shape: row }],
+    [OUT, { dtype: out.dtype, shape: out.shape }],
+  ]);
+  const variance = op === 'var' ? OUT : 5;
+  const nodes: FusedNode[] = [
+    { kind: 'reduction', op: 'mean', args: [], outputs: [1], reduce: { kind: 'mean', input: X } },
+    { kind: 'pointwise', op: 'sub', args: [V(X), V(1), C(1)], outputs: [2] },
+    { kind: 'pointwise', op: 'mul', args: [V(2), V(2)], outputs: [3] },
+    { kind: 'reduction', op: 'sum', args: [], outputs: [4], reduce: { kind: 'sum', input: 3 } },
+    // No division by a literal zero in the source: times infinity gives the same inf / NaN.
+    denom > 0 ? { kind: 'pointwise', op: 'div', args: [V(4), C(denom), C(null)], outputs: [variance] } : { kind: 'pointwise', op: 'mul', args: [V(4), C(Infinity)], outputs: [variance] },
+  ];
+  if (op === 'std') nodes.push({ kind: 'pointwise', op: 'sqrt', args: [V(5)], outputs: [OUT] });
+  runGroup({ label: op, x, dims, outs: [{ t: out, row: true }], nodes, values });
+  return out;
+}
+
+registerKernel(R.var_, 'webgpu', (ctx, self, dim, correction) => moment('var', ctx.out, self, R.reductionDims('var', self, dimsOf(dim)), Number(correction)));
+registerKernel(R.std, 'webgpu', (ctx, self, dim, correction) => moment('std', ctx.out, self, R.reductionDims('std', self, dimsOf(dim)), Number(correction)));
+
+/**
+ * logsumexp over `dims`: shifted by the row's max (0 where it is infinite, as torch, so an all
+ * -inf row gives -inf), log of the sum of exp, plus the shift. Integer inputs are cast to the
+ * float result first.
+ */
+function logsumexpKernel(meta: OutMeta, x: Tensor, dims: readonly number[]): Tensor {
+  const op = 'logsumexp';
+  checkDtype(op, x);
+  const out = allocOut(meta);
+  if (wgslComputeType(out.dtype) === null) {
+    out.dispose();
+    throw unsupportedDtype(op, { dtype: out.dtype, shape: out.shape });
+  }
+  if (out.numel() === 0) return out;
+  const row = x.shape.map((s, i) => (dims.includes(i) ? 1 : s));
+  const values = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: x.shape }]]);
+  const full = (id: number): void => void values.set(id, { dtype: 'float32', shape: x.shape });
+  const perRow = (id: number, dtype: DType = 'float32'): void => void values.set(id, { dtype, shape: row });
+  const nodes: FusedNode[] = [];
+  let xin = X;
+  if (x.dtype !== out.dtype) {
+    full(1);
+    nodes.push({ kind: 'pointwise', op: 'toDtype', args: [V(X)], outputs: [1], cast: true });
+    xin = 1;
+  }
+  perRow(2);
+  perRow(3, 'bool');
+  perRow(4);
+  full(5);
+  full(6);
+  perRow(7);
+  perRow(8);
+  values.set(OUT, { dtype: out.dtype, shape: out.shape });
+  nodes.push(
+    { kind: 'reduction', op: 'amax', args: [], outputs: [2], reduce: { kind: 'amax', input: xin } },
+    { kind: 'pointwise', op: 'isfinite', args: [V(2)], outputs: [3] },
+    { kind: 'pointwise', op: 'where', args: [V(3), V(2), C(0)], outputs: [4] },
+    { kind: 'pointwise', op: 'sub', args: [V(xin), V(4), C(1)], outputs: [5] },
+    { kind: 'pointwise', op: 'exp', args: [V(5)], outputs: [6] },
+    { kind: 'reduction', op: 'sum', args: [], outputs: [7], reduce: { kind: 'sum', input: 6 } },
+    { kind: 'pointwise', op: 'log', args: [V(7)], outputs: [8] },
+    { kind: 'pointwise', op: 'add', args: [V(8), V(4), C(1)], outputs: [OUT] },
+  );
+  runGroup({ label: op, x, dims, outs: [{ t: out, row: true }], nodes, values });
+  return out;
+}
+
+registerKernel(R.logsumexp, 'webgpu', (ctx, self, dim) => logsumexpKernel(ctx.out, self, R.reductionDims('logsumexp', self, dimsOf(dim))));

@@ -1,0 +1,113 @@
+/**
+ * webgpu kernel for conv2d: direct convolution, one invocation per output element, accumulating
+ * input x weight over its group's channels and the (dilated) window in f32, plus the bias; the
+ * result rounded once to the output's dtype. Any stride, 2- or 4-value padding, dilation and
+ * groups; input, weight and output of any strides (contiguous and channels_last alike; an
+ * unbatched input is a batch of one), read in place. float32, float16 and bfloat16.
+ *
+ * Direct rather than implicit GEMM: it is the simplest form that serves every geometry, and the
+ * backward passes (transposed and weight-gradient convolutions, conv-grad.ts) have the geometries
+ * (large strides and dilations, one group per channel) where a GEMM tiling gains least. A tiled
+ * implicit GEMM is the next step once a webgpu workload shows the cost.
+ */
+import { conv2d, convOutputSize, convPadding } from '../../ops/defs/nn.js';
+import { registerKernel } from '../../ops/registry.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import { allocOut, unsupportedDtype, webgpu } from './device.js';
+import { loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { dataKind, groupsFor, header, kernelFor, WG, words } from './template.js';
+
+/**
+ * Metadata: [total, O, OH, OW, Cg, KH, KW, H, W, sh, sw, pt, pl, dh, dw, Og, xOff, wOff, oOff,
+ * bOff, bStride, xs0..3, ws0..3, os0..3].
+ */
+function convSource(k: StorageKind, bias: boolean): string {
+  const binds = [
+    { kind: k, written: true },
+    { kind: k, written: false },
+    { kind: k, written: false },
+    ...(bias ? [{ kind: k, written: false }] : []),
+  ];
+  const lines = header(binds);
+  lines.push(
+    `@compute @workgroup_size(${WG})`,
+    'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {',
+    '  let O = kmeta[1]; let OH = kmeta[2]; let OW = kmeta[3]; let Cg = kmeta[4]; let KH = kmeta[5]; let KW = kmeta[6];',
+    '  let H = i32(kmeta[7]); let W = i32(kmeta[8]);',
+    `  for (var e = gid.x; e < kmeta[0]; e = e + ng.x * ${WG}u) {`,
+    '    let ow = e % OW; let oh = (e / OW) % OH; let o = (e / (OW * OH)) % O; let n = e / (OW * OH * O);',
+    '    let c0 = (o / kmeta[15]) * Cg;',
+    '    let h0 = i32(oh * kmeta[9]) - i32(kmeta[11]); let w0 = i32(ow * kmeta[10]) - i32(kmeta[12]);',
+    '    let xn = kmeta[16] + n * kmeta[21]; let wo = kmeta[17] + o * kmeta[25];',
+    `    var acc = ${bias ? loadExpr(k, 'b3', 'kmeta[19] + o * kmeta[20]', false) : '0.0f'};`,
+    '    for (var c = 0u; c < Cg; c = c + 1u) {',
+    '      let xc = xn + (c0 + c) * kmeta[22]; let wc = wo + c * kmeta[26];',
+    '      for (var kh = 0u; kh < KH; kh = kh + 1u) {',
+    '        let ih = h0 + i32(kh * kmeta[13]);',
+    '        if (ih < 0 || ih >= H) { continue; }',
+    '        for (var kw = 0u; kw < KW; kw = kw + 1u) {',
+    '          let iw = w0 + i32(kw * kmeta[14]);',
+    '          if (iw < 0 || iw >= W) { continue; }',
+    `          acc = acc + ${loadExpr(k, 'b1', 'xc + u32(ih) * kmeta[23] + u32(iw) * kmeta[24]', false)} * ${loadExpr(k, 'b2', 'wc + kh * kmeta[27] + kw * kmeta[28]', false)};`,
+    '        }',
+    '      }',
+    '    }',
+    `    ${storeStmt(k, 'b0', 'kmeta[18] + n * kmeta[29] + o * kmeta[30] + oh * kmeta[31] + ow * kmeta[32]', 'acc').replace(/\n/g, '\n    ')}`,
+    '  }',
+    '}',
+  );
+  return lines.join('\n');
+}
+
+registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dilation, groups) => {
+  const op = 'conv2d';
+  const out = allocOut(ctx.out);
+  const k = dataKind(op, input);
+  if (k.wide) {
+    out.dispose();
+    throw unsupportedDtype(op, input);
+  }
+  const batched = input.ndim === 4;
+  const [n, , h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];
+  const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
+  const two = (v: readonly number[]): [number, number] => [v[0]!, v[v.length - 1]!];
+  const [sh, sw] = two(stride as number[]);
+  const [dh, dw] = two(dilation as number[]);
+  const [pt, pb, pl, pr] = convPadding(op, padding as number[]);
+  const oh = convOutputSize(h, pt, pb, kh, sh, dh);
+  const ow = convOutputSize(w, pl, pr, kw, sw, dw);
+  const total = n * o * oh * ow;
+  if (total === 0) return out;
+  const four = (t: Tensor): number[] => (batched ? [...t.strides] : [0, ...t.strides]);
+  const g = groups as number;
+  const meta = words([
+    total,
+    o,
+    oh,
+    ow,
+    cg,
+    kh,
+    kw,
+    h,
+    w,
+    sh,
+    sw,
+    pt,
+    pl,
+    dh,
+    dw,
+    o / g,
+    input.offset,
+    weight.offset,
+    out.offset,
+    bias?.offset ?? 0,
+    bias?.strides[0] ?? 0,
+    ...four(input),
+    ...weight.strides,
+    ...four(out),
+  ]);
+  const kern = kernelFor(`conv2d.${k.kind}.${bias ? 'b' : ''}`, () => convSource(k.kind, bias !== null && bias !== undefined));
+  const bufs = [out.storage.buffer, input.storage.buffer, weight.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
+  webgpu().dispatch(kern, bufs, meta, groupsFor(total));
+  return out;
+});
