@@ -98,6 +98,17 @@ if has fuzzcuda; then
   KILN_FUZZ_COMPILE=${FUZZ_COMPILE:-150} KILN_FUZZ_REPORT="$out/fuzz" KILN_CACHE_DIR=/tmp/kiln-fuzz-cache timeout ${FUZZ_S:-200} node --test dist/test/fuzz-replay.test.js > "$out/fuzz-replay.txt" 2>&1
   el "fuzz replay rc=$?"; grep -E "^# |^not ok|^ok|differs from torch|^ +[a-zA-Z0-9_.]+: [0-9]+ \(" "$out/fuzz-replay.txt" | head -40 | cut -c1-300 | tee -a "$out/summary.txt"
 fi
+if has trainstep; then
+  # conv-stack's training step eager vs compiled on cuda (#19 item 6), with a full stack on failure.
+  KILN_CACHE_DIR=/tmp/kiln-train-cache timeout ${TRAINSTEP_S:-90} node --stack-trace-limit=60 dist/bench/train-step.js --device cuda --size full \
+    --reps ${TRAINSTEP_REPS:-20} --warmup 3 --out "$out/h200-train-step-conv-stack.json" > "$out/train-step.txt" 2>&1
+  el "train-step rc=$?"; grep -E '_ms|speedup|fallbacks|rror' "$out/train-step.txt" | head -12 | tee -a "$out/summary.txt"
+fi
+if has ab; then
+  # Old vs new build (AB_OLD holds the old dist/ and package.json), every workload, AB_ORDER rounds.
+  OUT=$out/ab timeout ${AB_S:-120} bash scripts/device/ab-bench.sh "${AB_OLD:-.device/old}" . "${AB_ORDER:-old new}" $(( ${AB_S:-120} - 5 )) > "$out/ab.txt" 2>&1
+  el "ab rc=$?"; tail -n 32 "$out/ab.txt" | tee -a "$out/summary.txt"
+fi
 cp "$out/summary.txt" "$final/summary.txt"
 tar -C "$out" -czf "$final/round.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
