@@ -1,5 +1,5 @@
 /**
- * The sampler against float64 references written here: greedy is the first argmax, each filter
+ * The sampler against float64 references (helpers/sampling-ref.ts): greedy is the first argmax, each filter
  * keeps exactly the support the reference computes (and the hand-derived set), penalties move the
  * logits by their formulas (seen through the logprobs), draws follow softmax(x / T) within a
  * binomial tolerance (seeded, so deterministic), a seeded row's tokens do not depend on its batch,
@@ -12,55 +12,7 @@ import { LogitsSampler } from '../src/serve/sampler.js';
 import type { SampledToken, SamplingParams, SamplingRow } from '../src/serve/sampling-params.js';
 import { seededUniform } from '../src/serve/sampler-random.js';
 import { assertThrowsWith } from './helpers/assert.js';
-
-// ---- float64 reference -------------------------------------------------------------------
-
-function logSoftmax64(x: readonly number[]): number[] {
-  const m = Math.max(...x);
-  const lse = m + Math.log(x.reduce((s, v) => s + Math.exp(v - m), 0));
-  return x.map((v) => v - lse);
-}
-
-function softmax64(x: readonly number[]): number[] {
-  return logSoftmax64(x).map(Math.exp);
-}
-
-/** transformers' order: repetition penalty, presence/frequency, then (sampling) T, topK, topP, minP. */
-function refProcessed(logits: readonly number[], p: SamplingParams, promptIds: readonly number[] = [], outputIds: readonly number[] = []): number[] {
-  const x = [...logits];
-  const rp = p.repetitionPenalty ?? 1;
-  if (rp !== 1) for (const id of new Set([...promptIds, ...outputIds])) x[id] = x[id]! < 0 ? x[id]! * rp : x[id]! / rp;
-  const counts = new Map<number, number>();
-  for (const id of outputIds) counts.set(id, (counts.get(id) ?? 0) + 1);
-  for (const [id, c] of counts) x[id] = x[id]! - (p.presencePenalty ?? 0) - (p.frequencyPenalty ?? 0) * c;
-  if (!p.doSample) return x;
-  const t = p.temperature ?? 1;
-  for (let i = 0; i < x.length; i++) x[i] = x[i]! / t;
-  const topK = p.topK ?? 0;
-  if (topK > 0 && topK < x.length) {
-    const kth = [...x].sort((a, b) => b - a)[topK - 1]!;
-    for (let i = 0; i < x.length; i++) if (x[i]! < kth) x[i] = -Infinity;
-  }
-  const topP = p.topP ?? 1;
-  if (topP < 1) {
-    const probs = softmax64(x);
-    const order = x.map((_, i) => i).sort((a, b) => x[b]! - x[a]! || a - b);
-    let before = 0;
-    for (const i of order) {
-      if (before >= topP) x[i] = -Infinity;
-      before += probs[i]!;
-    }
-  }
-  const minP = p.minP ?? 0;
-  if (minP > 0) {
-    const probs = softmax64(x);
-    const top = Math.max(...probs);
-    for (let i = 0; i < x.length; i++) if (probs[i]! < minP * top) x[i] = -Infinity;
-  }
-  return x;
-}
-
-const support = (lp: readonly number[]): number[] => lp.flatMap((v, i) => (v > -Infinity ? [i] : []));
+import { logSoftmax64, refProcessed, softmax64, support } from './helpers/sampling-ref.js';
 
 // ---- helpers -------------------------------------------------------------------------------
 

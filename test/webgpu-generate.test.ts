@@ -5,7 +5,8 @@
  * programs, one per batch bucket: the compile counters show one trace per bucket, none per token)
  * and prefill 'step' and 'rows'; float16 and bfloat16 follow them up to a near tie of the dtype;
  * kiln.generate takes and returns webgpu tensors and reads the device once per token (the sampled
- * id); `kiln generate --device webgpu` prints the same ids. Only greedy: sampling needs topk/cumsum/gather on webgpu, which it does not have yet.
+ * id); `kiln generate --device webgpu` prints the same ids. Sampling is webgpu-sampling.test.ts's,
+ * Qwen3-MoE webgpu-moe.test.ts's.
  *
  * Needs a real adapter (a GPU, or SwiftShader's CPU Vulkan driver: slow, about 20 s per engine
  * run); skips without one and on Dawn's null backend.
@@ -18,6 +19,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
 import { Bridge } from '../src/runtime/webgpu/bridge.js';
+import { checkTokens, matchedSteps, NEAR_TIE, readGenerateReference } from './helpers/generate-ref.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -26,39 +28,7 @@ const DENSE = path.join(fixtures, 'qwen3-tiny');
 const MAIN = path.join(here, '../src/cli/main.js');
 const skip = webgpuSkipReason();
 
-interface Reference {
-  new_tokens: number;
-  cases: { prompt: number[]; generated: number[]; top2_gap: number[] }[];
-}
-const ref = JSON.parse(fs.readFileSync(path.join(DENSE, 'generate.json'), 'utf8')) as Reference;
-
-/**
- * Top-2 logit gaps (of transformers' float32 logits) below which a half-precision run may pick the
- * other token: the logits of this model are a few units large, float16 rounds to 2^-11 and
- * bfloat16 to 2^-8 relative, and two layers of products and sums round many times. float32 has
- * none: every token must match.
- */
-const NEAR_TIE: Record<'float32' | 'float16' | 'bfloat16', number> = { float32: 0, float16: 0.02, bfloat16: 0.06 };
-
-/**
- * Null when `got` equals transformers' tokens, or first differs at a step whose top-2 gap is below
- * the dtype's near-tie bound (after that the contexts differ and nothing more can be compared);
- * else what differs where.
- */
-function checkTokens(got: readonly number[], c: Reference['cases'][number], nearTie: number): string | null {
-  const i = c.generated.findIndex((t, k) => got[k] !== t);
-  if (i < 0) return got.length === c.generated.length ? null : `${got.length} tokens, want ${c.generated.length}`;
-  const gap = c.top2_gap[i]!;
-  return gap < nearTie ? null : `step ${i}: kiln ${got[i]}, transformers ${c.generated[i]} (top-2 gap there ${gap}, not below ${nearTie})`;
-}
-
-/** Steps matched before the first difference, over all prompts (for the diagnostics). */
-function matched(outs: readonly (readonly number[])[]): number {
-  return outs.reduce((n, o, p) => {
-    const i = ref.cases[p]!.generated.findIndex((t, k) => o[k] !== t);
-    return n + (i < 0 ? ref.new_tokens : i);
-  }, 0);
-}
+const ref = readGenerateReference(DENSE);
 
 test("webgpu engine, float32: decode 'eager' and 'compiled', prefill 'step' and 'rows', give transformers' greedy tokens; one trace per batch bucket", { skip }, (t) => {
   const model = kiln.models.loadQwen3(DENSE, { dtype: 'float32', device: 'webgpu' });
@@ -111,7 +81,7 @@ for (const dtype of ['float16', 'bfloat16'] as const) {
       ).map((o) => o.outputIds);
       const bad = ref.cases.map((c, i) => checkTokens(outs[i]!, c, NEAR_TIE[dtype])).flatMap((m, i) => (m ? [`prompt ${i}: ${m}`] : []));
       assert.deepEqual(bad, [], `${dtype} left transformers' tokens away from a near tie`);
-      t.diagnostic(`${dtype}: ${matched(outs)} of ${5 * ref.new_tokens} steps equal transformers' before the first difference`);
+      t.diagnostic(`${dtype}: ${matchedSteps(ref, outs)} of ${5 * ref.new_tokens} steps equal transformers' before the first difference`);
     } finally {
       engine.dispose();
     }

@@ -87,3 +87,10 @@ grep -m12 -E "cases differ|: element [0-9]+:|threw|greedy|forward|AssertionError
 timeout 400 node --test dist/test/webgpu-generate.test.js > "$out/webgpu-generate.txt" 2>&1; el "generate rc=$?"
 grep -E "^# (pass|fail|skipped)|^not ok|# SKIP|^# (decode|float16|bfloat16)" "$out/webgpu-generate.txt"
 grep -m8 -E "prompt [0-9]+|step [0-9]+:|AssertionError" "$out/webgpu-generate.txt" | cut -c1-400
+# Sampling (sampler, penalties, engine eager/compiled) against float64 references, `kiln serve
+# --device webgpu` with sampling requests, and Qwen3-MoE tiny generation (eager, compiled, bfloat16).
+for t in webgpu-sampling webgpu-serve webgpu-moe; do
+  timeout 400 node --test "dist/test/$t.test.js" > "$out/$t.txt" 2>&1; el "$t rc=$?"
+  grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/$t.txt"
+  grep -m8 -E "row [0-9]+|step [0-9]+|prompt [0-9]+|AssertionError" "$out/$t.txt" | cut -c1-400
+done

@@ -25,7 +25,7 @@ Options:
   --seed <n>                 seed of the random weights (default 0)
   --tokenizer <folder>       take tokenizer.json (and its configs) from this folder
   --served-model-name <s>    the name clients pass as "model" (default: the folder as given, or random-<config>)
-  --device <d>               cpu (default), cuda or webgpu (webgpu: greedy requests only, temperature 0)
+  --device <d>               cpu (default), cuda or webgpu
   --dtype <t>                float32 (default), bfloat16 or float16
   --max-model-len <n>        prompt + new tokens at most (default: the model's max_position_embeddings)
   --max-num-seqs <n>         requests running at once (default 64)

@@ -24,6 +24,11 @@
  *
  * Packed row layout: [id, fits (1/0), logprob, top ids (n), top logprobs (n)], the last three only
  * when logprobs are asked for. Ids travel as float32, exact below 2^24 (the sampler checks vocab).
+ *
+ * Id arithmetic (the iota row, boundary ids, counts of masks, the picked id) is float32 too, exact
+ * for the same reason, and only cast to int64 where an op takes indices (gather): webgpu computes
+ * no int64 values (WGSL has no 64-bit integers; it stores them and casts them only), so int64
+ * compares, wheres and sums would leave the sampler cpu- and cuda-only.
  */
 import { to } from '../api/core.js';
 import { full } from '../api/creation.js';
@@ -74,10 +79,13 @@ const enum Col {
   Count,
 }
 
+/** `t` (float32 ids) as the int64 indices gather takes. */
+const indices = (t: Tensor): Tensor => to(t, 'int64');
+
 /**
  * Samples one token per row of `x` [B, V] (float32, penalties applied). `nTop`: alternatives to
  * return (the largest any row asks for); `withLogprobs`: whether any row wants logprobs at all;
- * `iota`: [1, V] int64 0..V-1 on x's device (the caller caches it across steps).
+ * `iota`: [1, V] float32 0..V-1 on x's device (the caller caches it across steps).
  */
 export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, withLogprobs: boolean, maxCandidates: number, iota: Tensor): Tensor {
   const [B, V] = x.shape as [number, number];
@@ -89,7 +97,7 @@ export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, w
   let fits: Tensor = ones;
 
   if (!sampling.some(Boolean)) {
-    id = argmax(x, 1, true);
+    id = to(argmax(x, 1, true), 'float32');
     if (withLogprobs) logProb = sub(x, logsumexp(x, 1, true));
   } else {
     const kOn = plans.map((p, r) => sampling[r]! && p.topK > 0);
@@ -124,7 +132,7 @@ export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, w
     if (C > 0) {
       const cand = topk(z, C, 1); // sorted, ties by lower id
       const kKnown = flag(Col.KKnown);
-      const tauK = where(kKnown, gather(cand.values, 1, to(col(Col.KIndex), 'int64')), -Infinity);
+      const tauK = where(kKnown, gather(cand.values, 1, indices(col(Col.KIndex))), -Infinity);
       const keepK = ge(z, tauK);
       if (kOn.some(Boolean)) masks.push(keepK);
       if (kOn.some((on, r) => on && plans[r]!.topK > C)) fitMasks.push(logicalOr(kKnown, logicalNot(flag(Col.KOn))));
@@ -137,14 +145,14 @@ export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, w
         const zero = full([B, 1], 0, { dtype: 'float32', device });
         const before = C > 1 ? cat([zero, narrow(cum, 1, 0, C - 1)], 1) : zero;
         const topP = col(Col.TopP);
-        const last = sub(sum(lt(before, topP), 1, true), 1); // >= 0: before[0] = 0 < topP
+        const last = indices(sub(sum(lt(before, topP), 1, true, 'float32'), 1)); // >= 0: before[0] = 0 < topP
         const on = flag(Col.POn);
         const tauP = where(on, gather(cand.values, 1, last), -Infinity);
-        const idP = where(on, gather(cand.indices, 1, last), V);
+        const idP = where(on, to(gather(cand.indices, 1, last), 'float32'), V);
         masks.push(logicalOr(gt(z, tauP), logicalAnd(eq(z, tauP), le(iota, idP))));
         if (C < V) {
           // The nucleus is known when the candidates reach topP, or hold every topK survivor.
-          const closed = logicalOr(ge(narrow(cum, 1, C - 1, 1), topP), le(sum(keepK, 1, true), C));
+          const closed = logicalOr(ge(narrow(cum, 1, C - 1, 1), topP), le(sum(keepK, 1, true, 'float32'), C));
           fitMasks.push(logicalOr(closed, logicalNot(on)));
         }
       }
@@ -162,8 +170,8 @@ export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, w
     // A scan need not be monotone to the last bit on every device: fall back to the last token of
     // positive weight when rounding left no crossing.
     const lastPositive = amax(where(positive, iota, -1), 1, true);
-    const drawn = where(any(crossing, 1, true), argmax(to(crossing, 'float32'), 1, true), lastPositive);
-    id = sampling.every(Boolean) ? drawn : where(flag(Col.Sampling), drawn, argmax(z, 1, true));
+    const drawn = where(any(crossing, 1, true), to(argmax(to(crossing, 'float32'), 1, true), 'float32'), lastPositive);
+    id = sampling.every(Boolean) ? drawn : where(flag(Col.Sampling), drawn, to(argmax(z, 1, true), 'float32'));
     if (withLogprobs) {
       const lp = sub(shifted, log(total));
       logProb = keep ? where(keep, lp, -Infinity) : lp;
@@ -171,9 +179,9 @@ export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, w
   }
 
   const parts: Tensor[] = [];
-  parts.push(to(id, 'float32'), fits);
+  parts.push(id, fits);
   if (logProb) {
-    parts.push(gather(logProb, 1, id));
+    parts.push(gather(logProb, 1, indices(id)));
     if (nTop > 0) {
       const top = topk(logProb, Math.min(nTop, V), 1);
       parts.push(to(top.indices, 'float32'), top.values);

@@ -112,12 +112,12 @@ export class LogitsSampler implements Sampler {
     this.dispose();
   }
 
-  /** [1, vocab] int64 0..vocab-1 on `device`, made once: an upload of vocab ids every step would cost more than the step's reads. */
+  /** [1, vocab] float32 0..vocab-1 on `device` (sample-rows.ts keeps ids in float32), made once: an upload of vocab ids every step would cost more than the step's reads. */
   private iota(device: Device, vocab: number): Tensor {
     const key = `${device.toString()}:${vocab}`;
     let t = this.iotas.get(key);
     if (!t) {
-      t = keep(reshape(arange(vocab, { dtype: 'int64', device }), [1, vocab]));
+      t = keep(reshape(arange(vocab, { dtype: 'float32', device }), [1, vocab]));
       this.iotas.set(key, t);
     }
     return t;
