@@ -100,10 +100,10 @@ show('erf on [0, 0.875] (x P(z))', c, e)
 K, A0, A1 = 2.5, 0.875, 10.1
 
 
-def erfcx(t):
+def erfc_scaled(t):
     a = K * (1 + t) / (1 - t)
-    return mp.erfc(a) * mp.exp(a * a)
+    return mp.erfc(a) * mp.exp(a * a) * (a + K)
 
 
-c, e = fit(erfcx, 9, (A0 - K) / (A0 + K), (A1 - K) / (A1 + K), lambda t: 1 / float(erfcx(mp.mpf(t))))
-show('erfc(a) e^(a^2) on [0.875, 10.1] in t = (a - 2.5) / (a + 2.5)', c, e)
+c, e = fit(erfc_scaled, 8, (A0 - K) / (A0 + K), (A1 - K) / (A1 + K), lambda t: 1 / float(erfc_scaled(mp.mpf(t))))
+show('erfc(a) e^(a^2) (a + 2.5) on [0.875, 10.1] in t = (a - 2.5) / (a + 2.5)', c, e)

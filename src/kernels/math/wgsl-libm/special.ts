@@ -7,9 +7,11 @@
  * - sigmoid: 1 / (1 + e^-|x|), times e^-|x| for x < 0, so the divisor stays in [1, 2] (1 / (1 + e^-x)
  *   divides by up to 3e38, beyond the range where WGSL bounds a division) and small values keep
  *   their relative accuracy.
- * - erf: x P(x^2) below 0.875, 1 - erfc above; erfc(a) = e^-a^2 Q(t), t = (a - 2.5) / (a + 2.5), Q
- *   a minimax polynomial on [0.875, 10.1] and a^2 carried in two parts (a splits into 12-bit
- *   halves), since e^-a^2 would amplify the rounding of a^2 by a^2 (100 ulp at a = 10).
+ * - erf: x P(x^2) below 0.875, 1 - erfc above; erfc(a) = e^-a^2 Q(t) / (a + 2.5) with
+ *   t = (a - 2.5) / (a + 2.5), Q a minimax polynomial on [0.875, 10.1] (scaled by a + 2.5 it varies
+ *   little, so Horner's rule cancels little; the reciprocal gets a Newton step) and a^2 carried in
+ *   two parts (a splits into 12-bit halves), since e^-a^2 would amplify the rounding of a^2 by a^2
+ *   (100 ulp at a = 10).
  * - gelu (erf form): x Phi(x), Phi(x) = erfc(-x/sqrt2) / 2, so that the left tail keeps its
  *   relative accuracy where 1 + erf(x/sqrt2) cancels (torch's formula: 0 for x < -5.9); the tanh
  *   form: 1 + tanh(u) = 2 sigmoid(2u), so x sigmoid(2u), which does not cancel either.
@@ -44,12 +46,15 @@ fn kiln_sq_hl(x: f32) -> vec2<f32> {
 fn kiln_erf_poly(z: f32) -> f32 {
   return 0x1.20dd76p0f + z * (-0x1.812744p-2f + z * (0x1.ce2e84p-4f + z * (-0x1.b819a6p-6f + z * (0x1.553abap-8f + z * (-0x1.ae7f92p-11f + z * 0x1.6bdf5p-14f)))));
 }`,
-  kiln_erfc_tail: `// erfc(a) for a >= 0.875, given a^2 = sq.x + sq.y.
+  kiln_erfc_tail: `// erfc(a) for a >= 0.875, given a^2 = sq.x + sq.y: e^-a^2 P(t) / (a + 2.5).
 fn kiln_erfc_tail(a: f32, sq: vec2<f32>) -> f32 {
   if (a > 10.1f) { return 0.0f; }
-  let t = (a - 2.5f) / (a + 2.5f);
-  let q = 0x1.afbb4p-3f + t * (-0x1.7ca88ep-2f + t * (0x1.01c11ap-2f + t * (-0x1.00114cp-3f + t * (0x1.470b32p-5f + t * (-0x1.05cad8p-8f + t * (-0x1.59f29cp-9f + t * (0x1.cd766p-11f + t * (0x1.bb837p-13f + t * -0x1.11e7ccp-13f))))))));
-  return kiln_exp_hl(-sq.x, -sq.y) * q;
+  let d = a + 2.5f;
+  let r0 = 1.0f / d;
+  let r = r0 + r0 * (1.0f - d * r0);
+  let t = (a - 2.5f) * r;
+  let p = 0x1.0dd508p0f + t * (-0x1.9bfb54p-1f + t * (0x1.d0cee2p-2f + t * (-0x1.5eb8a6p-3f + t * (0x1.d0a52ep-6f + t * (0x1.12ccfcp-7f + t * (-0x1.3a985ep-8f + t * (-0x1.a9cdap-12f + t * 0x1.48df7p-11f)))))));
+  return kiln_exp_hl(-sq.x, -sq.y) * (p * r);
 }`,
   kiln_erf: `fn kiln_erf(x: f32) -> f32 {
   if (kiln_isnan(x)) { return x; }
