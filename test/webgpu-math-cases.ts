@@ -108,6 +108,22 @@ export const BINARY_CASES: readonly BinaryCase[] = [
   { op: 'div', ref: (a, b) => a / b, maxUlp: 2.5, label: 'div with divisors beyond 2^126', a: uniform(-1e38, 1e38, N, 7), b: uniform(-3e38, 3e38, N, 13) },
 ];
 
+/**
+ * remainder and floor division with quotients up to 1e14: exact on the cpu (fmod), and in WGSL
+ * through kiln_fmod (WGSL's % is only as exact as x - y * trunc(x / y)). Magnitudes: a up to 5e11,
+ * b from 5e-3 to 50, either sign.
+ */
+export const FMOD_PAIRS: { readonly a: readonly number[]; readonly b: readonly number[] } = (() => {
+  const u = uniform(0, 1, 4 * N, 5);
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let i = 0; i < N; i++) {
+    a.push(Math.fround((u[4 * i]! - 0.5) * 10 ** (u[4 * i + 1]! * 12)));
+    b.push(Math.fround((u[4 * i + 2]! - 0.5) * 10 ** (u[4 * i + 3]! * 4 - 2)));
+  }
+  return { a, b };
+})();
+
 /** Inputs at the edges: NaN, infinities, signed zeros, domain boundaries, overflow thresholds. */
 export const EDGES: readonly number[] = [NaN, Infinity, -Infinity, 0, -0, -1, 1, -2, 2, -0.5, 0.5, 88.72283, 88.72284, -87.3, -103.9, 3.4e38, -3.4e38, 1e-30, -1e-30, 1.31072e5];
 
@@ -116,4 +132,5 @@ export const EDGE_PAIRS: Readonly<Record<string, readonly (readonly [number, num
   pow: [[0, -1], [-0, -1], [0, -2], [-0, -2], [-0, 3], [-0, 2], [-8, 1 / 3], [-2, 3], [-2, 2], [-2, 0.5], [2, Infinity], [0.5, Infinity], [2, -Infinity], [0.5, -Infinity], [-1, Infinity], [-1, -Infinity], [1, NaN], [NaN, 0], [Infinity, -1], [Infinity, 2], [-Infinity, 3], [-Infinity, 2], [-Infinity, -3], [-Infinity, -2], [0, 0], [2, 128], [2, 127], [10, 38.5], [10, -45], [NaN, 1]],
   atan2: [[0, 0], [-0, 0], [0, -0], [-0, -0], [0, -1], [-0, -1], [0, 1], [-0, 1], [1, 0], [-1, -0], [Infinity, Infinity], [-Infinity, Infinity], [Infinity, -Infinity], [-Infinity, -Infinity], [1, Infinity], [-1, Infinity], [1, -Infinity], [-1, -Infinity], [Infinity, 1], [NaN, 1], [1, NaN], [1e-38, 1e38], [1e38, 1e-38], [3e38, 3e38]],
   div: [[1, 0], [-1, 0], [1, -0], [0, 0], [NaN, 1], [1, Infinity], [-1, Infinity], [Infinity, Infinity], [Infinity, 2], [1e38, 1e38], [3e38, -2e38], [5, 1e38]],
+  remainder: [[1, 0], [-1, 0], [0, 0], [Infinity, 2], [-Infinity, 2], [2, Infinity], [-2, Infinity], [2, -Infinity], [NaN, 2], [2, NaN], [-0, 2], [-4, 2], [4, -2], [7.5, -2], [-7.5, 2], [3e38, 1e-3], [1e-3, 3e38]],
 };

@@ -2,7 +2,7 @@
  * Kiln's WGSL math library (src/kernels/math/wgsl-libm/) on a real adapter: every pointwise op it
  * serves, in float32, against float64 references, as the largest error in ulp of the float32
  * result over dense input ranges (webgpu-math-cases.ts), through the eager kernels and through a
- * kernel kiln.compile fuses; and at the edges (NaN, +-inf, +-0, outside the domain) equal to the
+ * kernel kiln.compile fuses; remainder and floor division exactly as the cpu; and at the edges (NaN, +-inf, +-0, outside the domain) equal to the
  * cpu kernels (torch's results), signed zeros included. Results below 2^-126 may be flushed to
  * zero, as WGSL allows (SwiftShader does).
  *
@@ -15,7 +15,7 @@ import test from 'node:test';
 import * as kiln from '../src/index.js';
 import { WGSL_LIBM, wgslLibmFor } from '../src/kernels/math/wgsl-libm/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { BINARY_CASES, EDGE_PAIRS, EDGES, GELU_TANH_CASE, UNARY_CASES } from './webgpu-math-cases.js';
+import { BINARY_CASES, EDGE_PAIRS, EDGES, FMOD_PAIRS, GELU_TANH_CASE, UNARY_CASES } from './webgpu-math-cases.js';
 
 function skipReason(): string | false {
   const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
@@ -90,6 +90,21 @@ test('every op of the WGSL math library is within its ulp bound of float64 over 
     const m2 = worst(c.label, got, (i) => c.ref(c.a[i]!, c.b[i]!), c.maxUlp, (i) => `(${c.a[i]}, ${c.b[i]})`);
     if (m2) failures.push(m2);
   }
+  assert.deepEqual(failures, []);
+});
+
+test('remainder is exact and floor division exact below 2^24 (1 ulp above), as on the cpu, for quotients up to 1e14', { skip }, () => {
+  const { a, b } = FMOD_PAIRS;
+  const failures: string[] = [];
+  const rem = values(kiln.remainder(onWebgpu(a), onWebgpu(b)));
+  const remCpu = kiln.remainder(kiln.tensor([...a]), kiln.tensor([...b])).toFlatArray() as number[];
+  const i = rem.findIndex((g, k) => !Object.is(g, remCpu[k]));
+  if (i >= 0) failures.push(`remainder(${a[i]}, ${b[i]}) = ${rem[i]}, cpu ${remCpu[i]}`);
+  // A quotient beyond 2^24 is rounded to float32 either way; the cpu computes it in float64 first.
+  const div = values(kiln.div(onWebgpu(a), onWebgpu(b), 'floor'));
+  const divCpu = kiln.div(kiln.tensor([...a]), kiln.tensor([...b]), 'floor').toFlatArray() as number[];
+  const j = div.findIndex((g, k) => !(Object.is(g, divCpu[k]) || (Math.abs(divCpu[k]!) >= 2 ** 24 && Math.abs(g - divCpu[k]!) <= ulp(divCpu[k]!))));
+  if (j >= 0) failures.push(`div(${a[j]}, ${b[j]}, 'floor') = ${div[j]}, cpu ${divCpu[j]}`);
   assert.deepEqual(failures, []);
 });
 

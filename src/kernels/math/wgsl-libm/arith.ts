@@ -1,8 +1,8 @@
 /**
  * WGSL helpers for the arithmetic that C and Python define and WGSL does not: C's pow (torch.pow,
  * with C99's special cases: (-0)^-1 = -inf, (-1)^inf = 1, a negative base needs an integral
- * exponent), integer pow, Python's remainder and floor division (the sign of the divisor), and
- * torch's two-sided lerp.
+ * exponent), integer pow, C's exact fmod and through it Python's remainder and floor division
+ * (the sign of the divisor), and torch's two-sided lerp.
  *
  * pow is 2^y, y = b log2|a|, with log2|a| = k + a1 + a2 from the log library (exp-log.ts): k the
  * exponent, a1 = hi12(f) log2(e)_hi exact, a2 the small rest. y is summed from exact products (b
@@ -75,9 +75,39 @@ fn kiln_pow_core(aa: f32, b: f32) -> f32 {
   loop { if (e == 0) { break; } if ((e & 1) != 0) { r = r * base; } base = base * base; e = e >> 1u; }
   return r;
 }`,
-  kiln_fremainder: `// Python-style remainder and floor division (the sign of the divisor), as torch.
+  kiln_fmod_q: `// C's fmod, exact as C's (WGSL's % is only as exact as x - y * trunc(x / y)), with the magnitude of
+// the truncated quotient where it is below 2^24 (else -1): the long division of the integer
+// significands (|a| = ma 2^xa, |b| = mb 2^xb, subnormals included), 8 bits a step (r < mb <= 2^24,
+// so r << 8 fits a u32): 35 steps at most, for 3e38 mod 1e-45.
+fn kiln_fmod_q(a: f32, b: f32) -> vec2<f32> {
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  if (kiln_isnan(a) || kiln_isnan(b) || kiln_isinf(a) || ub == 0u) { return vec2<f32>(kiln_nan(), -1.0f); }
+  if (ua < ub) { return vec2<f32>(a, 0.0f); }
+  let ea = ua >> 23u;
+  let eb = ub >> 23u;
+  let ma = select((ua & 0x007fffffu) | 0x00800000u, ua, ea == 0u);
+  let mb = select((ub & 0x007fffffu) | 0x00800000u, ub, eb == 0u);
+  let xb = select(i32(eb) - 150, -149, eb == 0u);
+  var d = select(i32(ea) - 150, -149, ea == 0u) - xb;
+  var q = ma / mb;
+  var r = ma % mb;
+  loop {
+    if (d <= 0) { break; }
+    let s = u32(min(d, 8));
+    let t = r << s;
+    q = select((q << s) | (t / mb), 0x01000000u, q >= (0x01000000u >> s));
+    r = t % mb;
+    d = d - i32(s);
+  }
+  let k1 = xb / 2;
+  let m = f32(r) * kiln_pow2i(k1) * kiln_pow2i(xb - k1);
+  return vec2<f32>(select(m, -m, kiln_signbit(a)), select(f32(q), -1.0f, q >= 0x01000000u));
+}`,
+  kiln_fmod: 'fn kiln_fmod(a: f32, b: f32) -> f32 { return kiln_fmod_q(a, b).x; }',
+  kiln_fremainder: `// Python-style remainder and floor division (the sign of the divisor), as torch: through fmod.
 fn kiln_fremainder(a: f32, b: f32) -> f32 {
-  var r = a % b;
+  var r = kiln_fmod(a, b);
   if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) { r = r + b; }
   return r;
 }`,
@@ -87,12 +117,22 @@ fn kiln_fremainder(a: f32, b: f32) -> f32 {
   if (r != 0 && ((r < 0) != (b < 0))) { r = r + b; }
   return r;
 }`,
-  kiln_fdivfloor: `fn kiln_fdivfloor(a: f32, b: f32) -> f32 {
-  if (b == 0.0f) { return kiln_div(a, b); }
-  let m = a % b;
-  var d = (a - m) / b;
-  if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) { d = d - 1.0f; }
-  if (d == 0.0f) { return 0.0f * (a / b); }
+  kiln_fdivfloor: `// torch's floor division: the truncated quotient minus 1 where the remainder's sign differs from
+// b's, exact below 2^24 (the long division's quotient); above, (a - fmod) / b rounded (a - fmod is
+// rounded to float32 first: within an ulp). A zero quotient takes its sign from the bits (0 * (a / b)
+// may lose it to a compiler that ignores signed zeros).
+fn kiln_fdivfloor(a: f32, b: f32) -> f32 {
+  if ((bitcast<u32>(b) & 0x7fffffffu) == 0u) { return kiln_div(a, b); }
+  let fq = kiln_fmod_q(a, b);
+  let m = fq.x;
+  let adjust = m != 0.0f && ((b < 0.0f) != (m < 0.0f));
+  var d: f32;
+  if (fq.y >= 0.0f) {
+    d = select(fq.y, -fq.y, kiln_signbit(a) != kiln_signbit(b)) - select(0.0f, 1.0f, adjust);
+  } else {
+    d = kiln_div(a - m, b) - select(0.0f, 1.0f, adjust);
+  }
+  if (d == 0.0f) { return bitcast<f32>((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u); }
   var f = floor(d);
   if (d - f > 0.5f) { f = f + 1.0f; }
   return f;
