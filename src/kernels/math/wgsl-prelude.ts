@@ -3,10 +3,7 @@
  * library of wgsl-libm/ (its header says why Kiln computes its own sin, exp, log, ... and spells
  * out NaN, infinity and domain edges), selected by what the kernel's source mentions.
  */
-import { WGSL_LIBM, wgslLibmFor } from './wgsl-libm/index.js';
-
-/** The whole library (every helper, whether or not a kernel uses it). */
-export const WGSL_PRELUDE = [...WGSL_LIBM.values()].join('\n');
+import { wgslLibmFor } from './wgsl-libm/index.js';
 
 /** The line a kernel generator writes where the prelude goes, before the body that decides it exists. */
 export const PRELUDE_MARK = '// kiln: math prelude';
