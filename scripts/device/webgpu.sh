@@ -2,7 +2,8 @@
 # Device round for the webgpu accelerator (issue #20, first slice): Dawn/Vulkan on the H200. Shows
 # what Dawn finds (probe, adapter, features with Kiln's toggles), then runs the webgpu tests: the
 # null-backend validation (as in CI) and the numeric comparisons against the CPU (pointwise, matrix
-# products, reductions eager and compiled on webgpu, Event timing), which skip without an adapter,
+# products, reductions eager and compiled on webgpu, Event timing, the WGSL math library against
+# float64 and its elementwise throughput), which skip without an adapter,
 # and a GEMM throughput line per dtype and size. Run from the repo root through .device/run.sh with
 # dist/ built and carried (node_modules must hold the `webgpu` package, Dawn for Node 0.6.x):
 #   bash .device/run.sh bash scripts/device/webgpu.sh
@@ -77,6 +78,33 @@ for t in webgpu-ops webgpu-autograd webgpu-meta-vs-real; do
   grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/$t.txt"
   grep -m8 -E "mismatches|samples fail|leaf [0-9]+ element|result [0-9]+:" "$out/$t.txt" | cut -c1-400
 done
+# Kiln's WGSL math library (issue #18): every function within its ulp bound of float64, the edges
+# as the cpu; then device time of its elementwise kernels next to a plain copy (neg) at 64M float32:
+# the functions' ALU work (tens of operations per element) should hide behind memory traffic.
+timeout 300 node --test dist/test/webgpu-math.test.js > "$out/webgpu-math.txt" 2>&1; el "math rc=$?"
+grep -E "^# (pass|fail|skipped)|^not ok|# SKIP" "$out/webgpu-math.txt"
+grep -m12 -E "ulp >|, cpu " "$out/webgpu-math.txt" | cut -c1-400
+cat > dist/webgpu-math-bench.mjs <<'JS'
+import * as kiln from './src/index.js';
+const n = 1 << 26;
+const x = kiln.randn([n]).mul(3).to('webgpu');
+const y = kiln.rand([n]).add(0.5).to('webgpu');
+const ops = { neg: () => kiln.neg(x), add: () => kiln.add(x, y), exp: () => kiln.exp(x), log: () => kiln.log(y), sin: () => kiln.sin(x), tanh: () => kiln.tanh(x), sigmoid: () => kiln.sigmoid(x), gelu: () => kiln.nn.functional.gelu(x), erf: () => kiln.erf(x), pow: () => kiln.pow(y, x), div: () => kiln.div(x, y) };
+for (const [name, f] of Object.entries(ops)) {
+  f().dispose();
+  kiln.synchronize('webgpu');
+  const s = new kiln.Event('webgpu'), e = new kiln.Event('webgpu');
+  s.record();
+  for (let i = 0; i < 10; i++) f().dispose();
+  e.record();
+  e.synchronize();
+  const ms = s.elapsedTime(e) / 10;
+  const bytes = (name === 'add' || name === 'pow' || name === 'div' ? 3 : 2) * 4 * n;
+  console.log(`${name}: ${ms.toFixed(3)} ms, ${(bytes / ms / 1e6).toFixed(1)} GB/s`);
+}
+JS
+timeout 200 node dist/webgpu-math-bench.mjs > "$out/webgpu-math-bench.txt" 2>&1; el "math bench rc=$?"
+head -12 "$out/webgpu-math-bench.txt"
 # The ops a Qwen3 forward and generation need (indexing, attention, rmsNorm, paged cache) against
 # float64 CPU references, and the tiny Qwen3 on webgpu: logits eager and compiled, greedy tokens.
 timeout 400 node --test dist/test/webgpu-llm.test.js > "$out/webgpu-llm.txt" 2>&1; el "llm rc=$?"

@@ -23,7 +23,7 @@ export interface ShellCommand {
 /** A checked command: `run` is the argv to execute (the program first), or why it is not run. */
 export type CommandPlan = { run: string[]; env: Record<string, string> } | { skip: string };
 
-const ENV_OK = new Set(['LD_LIBRARY_PATH', 'CUDA_HOME', 'CUDA_PATH']);
+const ENV_OK = new Set(['LD_LIBRARY_PATH', 'CUDA_HOME', 'CUDA_PATH', 'VK_ICD_FILENAMES']);
 
 /** Splits one block into `&&` chains of commands (one chain per logical line). */
 export function parseShell(code: string): ShellCommand[][] {

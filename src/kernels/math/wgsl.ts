@@ -12,7 +12,9 @@
  *
  * WGSL converts nothing implicitly, so every operand is cast to the entry's compute type
  * (`operand`), literals carry their type's suffix, and a bool-valued result is `select(0i, 1i, c)`.
- * Helpers named kiln_* are in wgsl-prelude.ts.
+ * Helpers named kiln_* are Kiln's WGSL math library (wgsl-libm/): its own float32 sin, exp, log,
+ * ... (WGSL's builtins are too inexact and undefined outside their domains) and explicit results at
+ * NaN, infinity and the domain edges, so a kernel computes the same on every WebGPU implementation.
  */
 import type { DType } from '../../tensor/dtype.js';
 import { isFloating } from '../../tensor/dtype.js';
@@ -129,10 +131,13 @@ const DIALECT: TextDialect = {
       case 'neg':
         return `(-${a})`;
       case 'abs':
+        return `abs(${a})`;
       case 'exp':
+        return `kiln_exp(${a})`;
       case 'log':
+        return `kiln_log(${a})`;
       case 'sqrt':
-        return `${f}(${a})`;
+        return `kiln_sqrt(${a})`;
       case 'log1p':
         return `kiln_log1p(${a})`;
       case 'max':
@@ -201,9 +206,9 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
       const a = operand(args[0], ctx.out);
       const b = operand(args[1], ctx.out);
       if (a === null || b === null) return null;
-      if (isNone(mode)) return `(${a} / ${b})`;
       const f = isF(ctx.out);
-      if (mode!.kind === 'const' && mode!.value === 'trunc') return f ? `trunc(${a} / ${b})` : `(${a} / ${b})`;
+      if (isNone(mode)) return f ? `kiln_div(${a}, ${b})` : `(${a} / ${b})`;
+      if (mode!.kind === 'const' && mode!.value === 'trunc') return f ? `trunc(kiln_div(${a}, ${b}))` : `(${a} / ${b})`;
       if (mode!.kind === 'const' && mode!.value === 'floor') return f ? `kiln_fdivfloor(${a}, ${b})` : `kiln_idivfloor(${a}, ${b})`;
       return null;
     },
@@ -223,28 +228,28 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
   ['powScalar', binary((a, b, dt) => (dt === 'bool' ? null : isF(dt) ? `kiln_pow(${a}, ${b})` : `kiln_ipow(${a}, ${b})`))],
   ['maximum', binary((a, b, dt) => (dt === 'bool' ? boolOf(`${a} != 0i || ${b} != 0i`) : maxOf(a, b, dt)))],
   ['minimum', binary((a, b, dt) => (dt === 'bool' ? boolOf(`${a} != 0i && ${b} != 0i`) : minOf(a, b, dt)))],
-  ['atan2', (args, ctx) => (isFloating(ctx.out) ? binary((a, b) => `atan2(${a}, ${b})`)(args, ctx) : null)],
+  ['atan2', (args, ctx) => (isFloating(ctx.out) ? binary((a, b) => `kiln_atan2(${a}, ${b})`)(args, ctx) : null)],
   // --- unary
   ['neg', unary((x) => `(-${x})`)],
   ['abs', unary((x) => `abs(${x})`)],
   ['sign', (args, ctx) => (ctx.out === 'bool' ? (args[0]?.kind === 'value' ? operand(args[0], 'bool') : null) : signTemplate(args, ctx))],
-  ['exp', fn1('exp')],
+  ['exp', fn1('kiln_exp')],
   ['expm1', fn1('kiln_expm1')],
-  ['log', fn1('log')],
-  ['log2', fn1('log2')],
+  ['log', fn1('kiln_log')],
+  ['log2', fn1('kiln_log2')],
   ['log10', fn1('kiln_log10')],
   ['log1p', fn1('kiln_log1p')],
-  ['sqrt', fn1('sqrt')],
-  ['rsqrt', unary((x) => `(1.0f / sqrt(${x}))`, { floatOnly: true })],
-  ['reciprocal', unary((x) => `(1.0f / ${x})`, { floatOnly: true })],
-  ['sin', fn1('sin')],
-  ['cos', fn1('cos')],
-  ['tan', fn1('tan')],
+  ['sqrt', fn1('kiln_sqrt')],
+  ['rsqrt', fn1('kiln_rsqrt')],
+  ['reciprocal', unary((x) => `kiln_div(1.0f, ${x})`, { floatOnly: true })],
+  ['sin', fn1('kiln_sin')],
+  ['cos', fn1('kiln_cos')],
+  ['tan', fn1('kiln_tan')],
   ['tanh', fn1('kiln_tanh')],
-  ['sigmoid', unary((x) => `(1.0f / (1.0f + exp(-${x})))`, { floatOnly: true })],
+  ['sigmoid', fn1('kiln_sigmoid')],
   ['erf', fn1('kiln_erf')],
   ['relu', unary((x, t) => (t === 'f32' ? `select(0.0f, ${x}, ${x} > 0.0f || kiln_isnan(${x}))` : `max(${x}, 0i)`))],
-  ['silu', unary((x) => `(${x} / (1.0f + exp(-${x})))`, { floatOnly: true })],
+  ['silu', unary((x) => `(${x} * kiln_sigmoid(${x}))`, { floatOnly: true })],
   ['floor', rounding('floor')],
   ['ceil', rounding('ceil')],
   ['round', rounding('round')],
@@ -260,10 +265,8 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
       if (args[0]?.kind !== 'value' || !isFloating(ctx.out)) return null;
       const x = operand(args[0], ctx.out);
       if (x === null) return null;
-      const L = (v: number): string => wgslLit(v, 'f32');
       const approx = args[1]?.kind === 'const' ? args[1].value : 'none';
-      if (approx === 'tanh') return `(${L(0.5)} * ${x} * (${L(1)} + kiln_tanh(${L(Math.sqrt(2 / Math.PI))} * (${x} + ${L(0.044715)} * ${x} * ${x} * ${x}))))`;
-      return `(${x} * ${L(0.5)} * (${L(1)} + kiln_erf(${x} * ${L(Math.SQRT1_2)})))`;
+      return approx === 'tanh' ? `kiln_gelu_tanh(${x})` : `kiln_gelu(${x})`;
     },
   ],
   [
@@ -275,7 +278,7 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
       const x = operand(args[0], ctx.out);
       if (x === null) return null;
       const b = wgslLit(beta, 'f32');
-      return `select(kiln_log1p(exp(${x} * ${b})) / ${b}, ${x}, ${x} * ${b} > ${wgslLit(threshold, 'f32')})`;
+      return `select(kiln_log1p(kiln_exp(${x} * ${b})) / ${b}, ${x}, ${x} * ${b} > ${wgslLit(threshold, 'f32')})`;
     },
   ],
   // --- comparisons and logical ops (bool out, 0/1), compared in the promoted type

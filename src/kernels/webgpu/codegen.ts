@@ -9,7 +9,7 @@
  * Metadata words: [numel, size[0..R-1], then per tensor (output first) offset, stride[0..R-1]];
  * strides are i32 bit patterns, added in wrapping u32 arithmetic (correct below 2^32 elements).
  */
-import { WGSL_PRELUDE } from '../math/wgsl-prelude.js';
+import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
 import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
 export const WORKGROUP = 256;
@@ -39,7 +39,7 @@ export function generatePointwise(spec: PwSpec): string {
   if (spec.bindings.some((b) => b.kind === 'f16')) lines.push('enable f16;');
   spec.bindings.forEach((b, i) => lines.push(`@group(0) @binding(${i}) var<storage, ${b.written ? 'read_write' : 'read'}> b${i}: ${arrayType(b.kind, b.written)};`));
   lines.push(`@group(0) @binding(${spec.bindings.length}) var<storage, read> kmeta: array<u32>;`);
-  lines.push(WGSL_PRELUDE);
+  lines.push(PRELUDE_MARK);
   const helpers = storagePrelude(spec.bindings.map((b) => b.kind));
   if (helpers) lines.push(helpers);
   lines.push(`@compute @workgroup_size(${WORKGROUP})`);
@@ -62,5 +62,5 @@ export function generatePointwise(spec: PwSpec): string {
   lines.push(`    ${storeStmt(spec.bindings[0]!.kind, 'b0', 'o0', spec.expr).replace(/\n/g, '\n    ')}`);
   lines.push('  }');
   lines.push('}');
-  return lines.join('\n');
+  return withPrelude(lines.join('\n'));
 }

@@ -8,7 +8,8 @@
  * - pagedAttention: one workgroup of 64 invocations per (query head, row); each invocation keeps
  *   up to 8 of the head's dims (head dims up to 512), every key's score is a workgroup sum, and the
  *   softmax is online (running max and sum) in f32 over the row's contextLens[b] tokens, read
- *   through its block table. A row of length 0 is zeros (as the reference). A block id outside
+ *   through its block table; its exponentials are the math library's kiln_exp (WGSL's exp is
+ *   3 + 2|x| ulp and undefined at the first step's e^(-3.4e38 - s)). A row of length 0 is zeros (as the reference). A block id outside
  *   the cache skips its token (the cuda kernel raises; a WebGPU kernel cannot).
  * A first, simple form: one barrier-reduced dot product per token, no splits across the context.
  */
@@ -19,6 +20,7 @@ import type { WebgpuKernel } from '../../runtime/webgpu/webgpu-accelerator.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
 import { scatterRows } from './indexing.js';
+import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
 import { arrayType, loadExpr, storageKind, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
 function registerWebgpu(opName: string, fn: ImplFn): void {
@@ -66,6 +68,7 @@ function pagedSource(kind: StorageKind, tableDtype: string, lenDtype: string): s
     `@group(0) @binding(4) var<storage, read> btab: array<${tableDtype === 'int64' ? 'u32' : 'i32'}>;`,
     `@group(0) @binding(5) var<storage, read> blen: array<${lenDtype === 'int64' ? 'u32' : 'i32'}>;`,
     '@group(0) @binding(6) var<storage, read> kmeta: array<u32>;',
+    PRELUDE_MARK,
   );
   const pre = storagePrelude([kind]);
   if (pre) lines.push(pre);
@@ -106,8 +109,8 @@ function pagedSource(kind: StorageKind, tableDtype: string, lenDtype: string): s
     '    workgroupBarrier();',
     '    if (!ok) { continue; }',
     '    let m2 = max(m, s);',
-    '    let c = exp(m - m2);',
-    '    let p = exp(s - m2);',
+    '    let c = kiln_exp(m - m2);',
+    '    let p = kiln_exp(s - m2);',
     '    l = l * c + p;',
     `    for (var i = 0u; i < ${PER}u; i++) {`,
     `      let d = tid + i * ${WG}u;`,
@@ -124,7 +127,7 @@ function pagedSource(kind: StorageKind, tableDtype: string, lenDtype: string): s
     '  }',
     '}',
   );
-  return lines.join('\n');
+  return withPrelude(lines.join('\n'));
 }
 
 registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables, contextLens, scale) => {

@@ -24,7 +24,7 @@ import type { DType } from '../../../tensor/dtype.js';
 import { isFloating } from '../../../tensor/dtype.js';
 import type { MathArg } from '../../math/args.js';
 import { WGSL_TEMPLATES, wgslComputeType, wgslLit, type WgslType } from '../../math/wgsl.js';
-import { WGSL_PRELUDE } from '../../math/wgsl-prelude.js';
+import { PRELUDE_MARK, withPrelude } from '../../math/wgsl-prelude.js';
 import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from '../storage.js';
 import type { FusedGroup, FusedNode, FusedReduceKind } from './group.js';
 
@@ -215,7 +215,7 @@ function header(c: Ctx, extra: string[]): string[] {
     lines.push(`@group(0) @binding(${i}) var<storage, ${b.written ? 'read_write' : 'read'}> b${i}: ${type};`);
   });
   lines.push(`@group(0) @binding(${spec.bindings.length}) var<storage, read> kmeta: array<u32>;`);
-  lines.push(WGSL_PRELUDE.trim());
+  lines.push(PRELUDE_MARK);
   const castTo = (dt: DType): boolean => g.nodes.some((n) => n.cast === true && g.value(n.outputs[0]!).dtype === dt);
   const kinds = spec.bindings.flatMap((b) => (b.kind === 'i64' ? [] : [b.kind]));
   const helpers = storagePrelude(kinds, { f16: castTo('float16'), bf16: castTo('bfloat16') });
@@ -533,5 +533,5 @@ function renderReduce(c: Ctx): string {
 /** The WGSL source of group `g` under `spec`. */
 export function renderFused(g: FusedGroup, spec: RenderSpec): string {
   const c = context(g, spec);
-  return g.kind === 'pointwise' ? renderPointwise(c) : renderReduce(c);
+  return withPrelude(g.kind === 'pointwise' ? renderPointwise(c) : renderReduce(c));
 }
