@@ -52,7 +52,7 @@ const ACC_TYPE: Record<Acc, string> = { f32: 'f32', i32: 'i32', i64: 'vec2<u32>'
 /** 64-bit integer helpers: add with carry, the low 64 bits of a product, sign extension. */
 const I64_PRELUDE = `
 fn kiln_i64(v: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(v), select(0u, 0xffffffffu, v < 0i)); }
-fn kiln_add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+fn kiln_scan_add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   let lo = a.x + b.x;
   return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
 }
@@ -62,7 +62,7 @@ fn kiln_mul32(a: u32, b: u32) -> vec2<u32> {
   let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
   return vec2<u32>((p00 & 0xffffu) | (mid << 16u), a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
 }
-fn kiln_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+fn kiln_scan_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   let p = kiln_mul32(a.x, b.x);
   return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x);
 }
@@ -74,7 +74,7 @@ function identity(s: ScanSpec): string {
 }
 
 function combine(s: ScanSpec, a: string, b: string): string {
-  if (s.acc === 'i64') return s.product ? `kiln_mul64(${a}, ${b})` : `kiln_add64(${a}, ${b})`;
+  if (s.acc === 'i64') return s.product ? `kiln_scan_mul64(${a}, ${b})` : `kiln_scan_add64(${a}, ${b})`;
   return s.product ? `(${a} * ${b})` : `(${a} + ${b})`;
 }
 

@@ -12,7 +12,7 @@ import { isFloating, itemSize } from '../../tensor/dtype.js';
 import type { ScalarValue } from '../../ops/schema.js';
 import { castValue } from '../../tensor/typed.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { WGSL_PRELUDE } from '../math/wgsl-prelude.js';
+import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
 import { toDeviceKernel } from '../cpu/core.js';
 import { unsupportedDtype, webgpu } from './device.js';
 import { arrayType, storageKind, storagePrelude, type StorageKind } from './storage.js';
@@ -27,7 +27,8 @@ const kernels = new Map<string, WebgpuKernel>();
 export function kernelFor(key: string, source: () => string): WebgpuKernel {
   let k = kernels.get(key);
   if (!k) {
-    k = webgpu().kernel(source(), `kiln.${key}`);
+    // The math helpers the source calls replace the header's mark (kernels carry only what they use).
+    k = webgpu().kernel(withPrelude(source()), `kiln.${key}`);
     kernels.set(key, k);
   }
   return k;
@@ -66,7 +67,7 @@ export function header(binds: readonly Bind[], also: { f16?: boolean; bf16?: boo
   if (binds.some((b) => b.kind === 'f16')) lines.push('enable f16;');
   binds.forEach((b, i) => lines.push(`@group(0) @binding(${i}) var<storage, ${b.written ? 'read_write' : 'read'}> b${i}: ${bindType(b)};`));
   lines.push(`@group(0) @binding(${binds.length}) var<storage, read> kmeta: array<u32>;`);
-  lines.push(WGSL_PRELUDE.trim());
+  lines.push(PRELUDE_MARK);
   const data = binds.flatMap((b) => (b.kind === 'u32' || b.kind === 'i32' || b.kind === 'atomicU32' || b.kind === 'atomicI32' ? [] : [b.kind]));
   const pre = storagePrelude(data, also);
   if (pre) lines.push(pre);
