@@ -8,7 +8,7 @@
 import type { DType } from '../../tensor/dtype.js';
 import { storeAs } from './codegen/ctypes.js';
 import type { FusedArg, FusedNode, FusedReduceKind, FusedValue } from './fused/group.js';
-import { OUT, X } from './reduce-run.js';
+import { OUT, X } from './codegen/reduce.js';
 
 /** What a group needs to know of a tensor: its shape and dtype (the layout comes at run time). */
 export interface ValueMeta {

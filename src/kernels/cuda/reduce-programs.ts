@@ -10,7 +10,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { isFloating } from '../../tensor/dtype.js';
 import { cLit, mathFn } from './codegen/ctypes.js';
 import { computeDtype, ReduceGroup, type ValueMeta } from './reduce-group.js';
-import { X } from './reduce-run.js';
+import { X } from './codegen/reduce.js';
 
 const ctOf = (d: DType): 'float' | 'double' => (computeDtype(d) === 'float64' ? 'double' : 'float');
 
