@@ -4,7 +4,7 @@
 // the numbers with the CPU kernels (float64 references for float results, the same dtype for exact
 // ones: indices, extremes, any/all, integer sums). Each kernel runs in several configs (thread, warp
 // and block per row, split, scalar and vector), over contiguous, transposed, offset and 3-d inputs,
-// empty rows, NaN and ties. scripts/cuda-emu/emu.h emulates the CUDA subset: a host thread per CUDA
+// empty rows, NaN and ties. scripts/cuda-emu/emu.h emulates the CUDA subset: a fiber per CUDA
 // thread, barriers for __syncthreads and warp shuffles; one g++ translation unit for all cases.
 //   npm run build && node scripts/cuda-reduce-emu.mjs [--keep] [--filter substring] [--nvcc]
 // --nvcc also compiles every kernel's CUDA C as generated (one translation unit behind the prelude)
@@ -58,11 +58,11 @@ function base(shape, dtype, gen) {
 const FLOATS = ['float32', 'float16', 'bfloat16', 'float64'];
 const isFloat = (d) => FLOATS.includes(d);
 const data = {
-  normal: (d) => (i) => (isFloat(d) ? (rnd() - 0.5) * 6 : Math.floor(rnd() * 21) - 10),
-  positive: (d) => (i) => (isFloat(d) ? 0.6 + rnd() * 0.8 : 1 + Math.floor(rnd() * 2)),
-  ties: (d) => (i) => (d === 'bool' ? Math.floor(rnd() * 3) % 2 : Math.floor(rnd() * 5) - 2),
-  nan: (d) => (i) => (i % 37 === 5 ? NaN : (rnd() - 0.5) * 6),
-  bool: () => (i) => (rnd() < 0.3 ? 1 : 0),
+  normal: (d) => () => (isFloat(d) ? (rnd() - 0.5) * 6 : Math.floor(rnd() * 21) - 10),
+  positive: (d) => () => (isFloat(d) ? 0.6 + rnd() * 0.8 : 1 + Math.floor(rnd() * 2)),
+  ties: (d) => () => (d === 'bool' ? Math.floor(rnd() * 3) % 2 : Math.floor(rnd() * 5) - 2),
+  nan: () => (i) => (i % 37 === 5 ? NaN : (rnd() - 0.5) * 6),
+  bool: () => () => (rnd() < 0.3 ? 1 : 0),
 };
 
 /** Views applied to a base tensor: [name, base shape, fn(base) -> view]. */
@@ -178,7 +178,7 @@ for (const dtype of [...FLOATS, 'int32']) {
         layout,
         dims: [1],
         gen,
-        outs: (x) => [{ dtype: isFloat(dtype) ? dtype : 'float32', row: true }],
+        outs: () => [{ dtype: isFloat(dtype) ? dtype : 'float32', row: true }],
         program: (x, outs) => P.logsumexpProgram(x, [1], outs[0].dtype),
         ref: (x) => [kiln.logsumexp(x, [1])],
         f64: isFloat(dtype),
@@ -210,7 +210,7 @@ for (const kind of ['argmax', 'argmin']) {
               dims,
               gen,
               keepRowOrder: true,
-              outs: (x) => (values ? [{ dtype, row: true }, { dtype: 'int64', row: true }] : [{ dtype: 'int64', row: true }]),
+              outs: () => (values ? [{ dtype, row: true }, { dtype: 'int64', row: true }] : [{ dtype: 'int64', row: true }]),
               program: (x) => P.argProgram(kind, x, dims, values),
               ref: (x) => {
                 if (!values) return [full ? kiln[kind](x) : kiln[kind](x, dims[0])];
@@ -249,7 +249,7 @@ for (const kind of ['softmax', 'logSoftmax']) {
           layout,
           dims: [dim],
           gen: (i) => (i % 23 === 4 ? -Infinity : (rnd() - 0.5) * 8),
-          outs: (x) => [{ dtype, row: false }],
+          outs: () => [{ dtype, row: false }],
           program: (x) => P.softmaxProgram(kind, x, [dim], dtype),
           ref: (x) => [kiln[kind](x, dim)],
           f64: true,

@@ -167,8 +167,8 @@ function perChannel(t: Tensor, like: Tensor): Tensor {
  * its layout (NCHW or channels-last).
  */
 function batchStats(input: Tensor, dims: readonly number[], mean: Tensor, varr: Tensor): void {
-  const b = batchStatsProgram(input, dims, mean.dtype);
-  runReduce({ label: 'batchNorm', x: input, dims, outs: [mean, varr].map((t) => ({ t, row: true })), nodes: b.nodes, values: b.values });
+  const key = `batchStats|${input.dtype}|${mean.dtype}`;
+  runReduce({ label: 'batchNorm', key, program: () => batchStatsProgram(input, dims, mean.dtype), x: input, dims, outs: [mean, varr].map((t) => ({ t, row: true })) });
 }
 
 registerKernel(batchNorm, 'cuda', (ctx, input, runningMean, runningVar, weight, bias, training, momentumArg, epsArg) => {

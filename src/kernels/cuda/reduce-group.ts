@@ -28,7 +28,7 @@ export class ReduceGroup {
   /** `x`: the reduced input (value X); `extra`: further inputs X + 1, X + 2, ... */
   constructor(
     readonly x: ValueMeta,
-    readonly dims: readonly number[],
+    dims: readonly number[],
     extra: readonly ValueMeta[] = [],
   ) {
     this.values.set(X, { dtype: x.dtype, shape: x.shape });

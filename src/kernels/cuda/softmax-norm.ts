@@ -20,8 +20,8 @@ import { runReduce } from './reduce-run.js';
 export function softmaxInto(kind: 'softmax' | 'logSoftmax', out: Tensor, x: Tensor, dim: number, cast?: DType): Tensor {
   if (x.numel() === 0) return out;
   const dims = x.ndim === 0 ? [] : [normalizeDim(kind, dim, x.ndim)];
-  const b = softmaxProgram(kind, x, dims, out.dtype, cast);
-  runReduce({ label: kind, x, dims, outs: [{ t: out, row: false }], nodes: b.nodes, values: b.values });
+  const key = `${kind}|${x.dtype}|${cast ?? ''}|${out.dtype}|${x.ndim === 0 ? '0d' : 'nd'}`;
+  runReduce({ label: kind, key, program: () => softmaxProgram(kind, x, dims, out.dtype, cast), x, dims, outs: [{ t: out, row: false }] });
   return out;
 }
 
@@ -36,10 +36,10 @@ function norm(kind: 'layerNorm' | 'rmsNorm', meta: OutMeta, x: Tensor, normalize
   const out = allocOut(meta);
   if (x.numel() === 0) return out;
   const dims = normalizedShape.map((_, i) => x.ndim - normalizedShape.length + i);
-  const b = normProgram(kind, x, dims, out.dtype, weight, bias);
   const extra = [weight, bias].filter((t): t is Tensor => t !== null);
   const ct = out.dtype === 'float64' ? 'double' : 'float';
-  runReduce({ label: kind, x, dims, outs: [{ t: out, row: false }], nodes: b.nodes, values: b.values, extra, params: { ct, values: [eps] } });
+  const key = `${kind}|${x.dtype}|${weight?.dtype ?? ''}|${bias?.dtype ?? ''}|${out.dtype}`;
+  runReduce({ label: kind, key, program: () => normProgram(kind, x, dims, out.dtype, weight, bias), x, dims, outs: [{ t: out, row: false }], extra, params: { ct, values: [eps] } });
   return out;
 }
 

@@ -74,7 +74,7 @@ export function eagerGroup(c: ReduceCall): FusedGroup {
 }
 
 /** The operands in group order (results, x, further inputs). */
-export function eagerOperands<T extends LaidOut>(c: ReduceCall<T>): T[] {
+export function eagerOperands<T extends LaidOut>(c: Pick<ReduceCall<T>, 'x' | 'outs' | 'extra'>): T[] {
   return [...c.outs.map((o) => o.t), c.x, ...(c.extra ?? [])];
 }
 
