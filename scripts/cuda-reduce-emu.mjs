@@ -456,7 +456,7 @@ if (nvcc) {
   console.log(`nvcc -arch=sm_90 -cubin: ${cudaBodies.size} kernel sources compiled in ${((Date.now() - n0) / 1000).toFixed(1)} s`);
 }
 const t0 = Date.now();
-execFileSync('g++', ['-std=c++17', '-O1', '-pthread', '-w', '-o', path.join(dir, 'emu'), path.join(dir, 'emu.cpp')], { stdio: 'inherit' });
+execFileSync('g++', ['-std=c++17', '-O1', '-w', '-o', path.join(dir, 'emu'), path.join(dir, 'emu.cpp')], { stdio: 'inherit' });
 const t1 = Date.now();
 execFileSync(path.join(dir, 'emu'), [inFile, path.join(dir, 'out.bin')], { stdio: 'inherit' });
 const t2 = Date.now();

@@ -1,14 +1,13 @@
 // Host emulation of the CUDA C subset the fused-group renderer writes, for checking generated
 // kernels' numbers without a GPU (scripts/cuda-reduce-emu.mjs). Every CUDA thread of a block is a
 // fiber on one host thread (a six-register x86-64 context switch), run round robin; blocks run one
-// after another.
-// __syncthreads is a block barrier; warp shuffles exchange through a per-block buffer between two
-// warp barriers, so every lane of the warp must reach them (the renderer's shuffles are
-// warp-uniform). A fiber waiting at a barrier yields until the last one arrives. Shared memory: the driver turns
-// `__shared__` arrays into function statics (one block at a time makes them the block's) and
-// `extern __shared__` into the global kiln_smem below. The prelude's PTX (half conversions, the
-// fast-math approximations) is replaced by host code with the same rounding (round to nearest
-// even for the 16-bit floats).
+// after another. __syncthreads is a block barrier; warp shuffles exchange through a per-block
+// buffer between two warp barriers, so every lane of the warp must reach them (the renderer's
+// shuffles are warp-uniform). A fiber waiting at a barrier is not resumed until the last one
+// arrives. Shared memory: the driver turns `__shared__` arrays into function statics (one block at
+// a time makes them the block's) and `extern __shared__` into the global kiln_smem below. The
+// prelude's PTX (half conversions, the fast-math approximations) is replaced by host code with the
+// same rounding (round to nearest even for the 16-bit floats). x86-64 only (the context switch).
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -30,7 +30,7 @@ function castFor(x: Tensor, dtype: DType | null): DType | undefined {
  * Runs the group `program` builds over x; its results are the per-row tensors `outs`, in order.
  * `key` names the group (reduce-run.ts): the op and everything the builder reads but x's layout.
  */
-function runRows(label: string, key: string, program: () => ReduceGroup, x: Tensor, dims: readonly number[], outs: readonly Tensor[], opts: { params?: number[]; keepRowOrder?: boolean } = {}): void {
+function runPerRow(label: string, key: string, program: () => ReduceGroup, x: Tensor, dims: readonly number[], outs: readonly Tensor[], opts: { params?: number[]; keepRowOrder?: boolean } = {}): void {
   const ct = outs[0]!.dtype === 'float64' ? 'double' : 'float';
   runReduce({
     label,
@@ -46,7 +46,7 @@ function runRows(label: string, key: string, program: () => ReduceGroup, x: Tens
 
 function reduce(op: string, kind: 'sum' | 'prod' | 'mean' | 'amax' | 'amin', meta: OutMeta, x: Tensor, dims: readonly number[], castTo?: DType): Tensor {
   const out = allocOut(meta);
-  runRows(op, `${kind}|${x.dtype}|${castTo ?? ''}|${out.dtype}`, () => reduceProgram(kind, x, dims, out.dtype, castTo), x, dims, [out]);
+  runPerRow(op, `${kind}|${x.dtype}|${castTo ?? ''}|${out.dtype}`, () => reduceProgram(kind, x, dims, out.dtype, castTo), x, dims, [out]);
   return out;
 }
 
@@ -60,7 +60,7 @@ registerKernel(R.min, 'cuda', (ctx, self) => reduce('min', 'amin', ctx.out, self
 
 function logical(op: 'any' | 'all', meta: OutMeta, x: Tensor, dims: readonly number[]): Tensor {
   const out = allocOut(meta);
-  runRows(op, `${op}|${x.dtype}|${out.dtype}`, () => logicalProgram(op, x, dims, out.dtype), x, dims, [out]);
+  runPerRow(op, `${op}|${x.dtype}|${out.dtype}`, () => logicalProgram(op, x, dims, out.dtype), x, dims, [out]);
   return out;
 }
 registerKernel(R.any, 'cuda', (ctx, self, dim) => logical('any', ctx.out, self, R.reductionDims('any', self, dimsOf(dim))));
@@ -69,7 +69,7 @@ registerKernel(R.all, 'cuda', (ctx, self, dim) => logical('all', ctx.out, self, 
 function moment(op: 'var' | 'std', meta: OutMeta, x: Tensor, dims: readonly number[], correction: number): Tensor {
   const out = allocOut(meta);
   const n = numel(dims.map((d) => x.shape[d]!));
-  runRows(op, `${op}|${x.dtype}|${out.dtype}`, () => momentProgram(op, x, dims, out.dtype), x, dims, [out], { params: [momentScale(n, correction)] });
+  runPerRow(op, `${op}|${x.dtype}|${out.dtype}`, () => momentProgram(op, x, dims, out.dtype), x, dims, [out], { params: [momentScale(n, correction)] });
   return out;
 }
 registerKernel(R.var_, 'cuda', (ctx, self, dim, correction) => moment('var', ctx.out, self, R.reductionDims('var', self, dimsOf(dim)), Number(correction)));
@@ -78,14 +78,14 @@ registerKernel(R.std, 'cuda', (ctx, self, dim, correction) => moment('std', ctx.
 registerKernel(R.logsumexp, 'cuda', (ctx, self, dim) => {
   const out = allocOut(ctx.out);
   const dims = R.reductionDims('logsumexp', self, dimsOf(dim));
-  runRows('logsumexp', `logsumexp|${self.dtype}|${out.dtype}`, () => logsumexpProgram(self, dims, out.dtype), self, dims, [out]);
+  runPerRow('logsumexp', `logsumexp|${self.dtype}|${out.dtype}`, () => logsumexpProgram(self, dims, out.dtype), self, dims, [out]);
   return out;
 });
 
 /** argmax / argmin (indices only) and max / min with a dim (values and indices); the index counts over the reduced dims in logical order. */
 function argReduce(op: string, kind: 'argmax' | 'argmin', x: Tensor, dims: readonly number[], valuesMeta: OutMeta | null, indexMeta: OutMeta): Tensor[] {
   const outs = valuesMeta ? [allocOut(valuesMeta), allocOut(indexMeta)] : [allocOut(indexMeta)];
-  runRows(op, `${kind}|${x.dtype}|${valuesMeta !== null}`, () => argProgram(kind, x, dims, valuesMeta !== null), x, dims, outs, { keepRowOrder: true });
+  runPerRow(op, `${kind}|${x.dtype}|${valuesMeta !== null}`, () => argProgram(kind, x, dims, valuesMeta !== null), x, dims, outs, { keepRowOrder: true });
   return outs;
 }
 registerKernel(R.argmax, 'cuda', (ctx, self, dim) => argReduce('argmax', 'argmax', self, R.reductionDims('argmax', self, dim as R.DimList), null, ctx.out)[0]!);
