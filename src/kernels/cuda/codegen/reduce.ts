@@ -3,8 +3,10 @@
  * a reduce group (a reduction with its pointwise prologue and per-row epilogue, or a row kernel
  * such as softmax) and its layout give the spec, the config (the compiler's default for that layout,
  * configs.ts) and the source (the compiler's prelude and reduce emitter), so an eager reduction is
- * the kernel the compiler would write for the same group. Pure string and shape logic: runs and is
- * tested without a GPU; reduce-run.ts launches it.
+ * the kernel the compiler would write for the same group. Also a call's group and layout from its
+ * tensors' metadata (eagerGroup, eagerLayout) and when strided rows are copied into dense rows
+ * first (needsRowCopy). Pure string and shape logic: runs and is tested without a GPU;
+ * reduce-run.ts launches it.
  */
 import { createHash } from '../../../platform/index.js';
 import type { DType } from '../../../tensor/dtype.js';
