@@ -69,7 +69,7 @@ if has torch; then
   el "torch decode rc=$?"; tail -n 6 "$out/torch-decode.txt" | tee -a "$out/summary.txt"
 fi
 if has tests; then
-  KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout 200 node --test ${TESTS:-} > "$out/tests.txt" 2>&1
+  KILN_CACHE_DIR=/tmp/kiln-suite-cache timeout ${TESTS_S:-200} node --test ${TESTS:-} > "$out/tests.txt" 2>&1
   el "tests rc=$?"; grep -E "^# (tests|pass|fail|skipped|todo)|^not ok" "$out/tests.txt" | head -30 | tee -a "$out/summary.txt"
   grep -A14 "^not ok" "$out/tests.txt" | grep -E "error:|^ +- |^ +\[" | head -20 | cut -c1-400 | tee -a "$out/summary.txt"
 fi
