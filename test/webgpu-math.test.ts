@@ -93,7 +93,9 @@ test('every op of the WGSL math library is within its ulp bound of float64 over 
   assert.deepEqual(failures, []);
 });
 
-test('remainder is exact and floor division exact below 2^24 (1 ulp above), as on the cpu, for quotients up to 1e14', { skip }, () => {
+// Above 2^24 the quotient is the exact numerator divided once more; SwiftShader gave 1 ulp, NVIDIA's
+// Vulkan driver 2 ulp (H200, session 11: -29825292 for -29825288), inside WGSL's 2.5-ulp division bound.
+test('remainder is exact and floor division exact below 2^24 (2 ulp above), as on the cpu, for quotients up to 1e14', { skip }, () => {
   const { a, b } = FMOD_PAIRS;
   const failures: string[] = [];
   const rem = values(kiln.remainder(onWebgpu(a), onWebgpu(b)));
@@ -103,7 +105,7 @@ test('remainder is exact and floor division exact below 2^24 (1 ulp above), as o
   // A quotient beyond 2^24 is rounded to float32 either way; the cpu computes it in float64 first.
   const div = values(kiln.div(onWebgpu(a), onWebgpu(b), 'floor'));
   const divCpu = kiln.div(kiln.tensor([...a]), kiln.tensor([...b]), 'floor').toFlatArray() as number[];
-  const j = div.findIndex((g, k) => !(Object.is(g, divCpu[k]) || (Math.abs(divCpu[k]!) >= 2 ** 24 && Math.abs(g - divCpu[k]!) <= ulp(divCpu[k]!))));
+  const j = div.findIndex((g, k) => !(Object.is(g, divCpu[k]) || (Math.abs(divCpu[k]!) >= 2 ** 24 && Math.abs(g - divCpu[k]!) <= 2 * ulp(divCpu[k]!))));
   if (j >= 0) failures.push(`div(${a[j]}, ${b[j]}, 'floor') = ${div[j]}, cpu ${divCpu[j]}`);
   assert.deepEqual(failures, []);
 });
