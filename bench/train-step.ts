@@ -58,6 +58,11 @@ function runner(compiled: boolean): Runner {
     step() {
       opt.zeroGrad();
       const loss = fn(target, ...w.inputs);
+      // Says which runner gave a loss without a graph (seen once on the H200, not reproduced off it).
+      if (!loss.requiresGrad) {
+        const c = compiled ? JSON.stringify((fn as kiln.CompiledFunction<typeof lossOf>).counters) : 'eager';
+        throw new Error(`train-step: the ${compiled ? 'compiled' : 'eager'} loss does not require grad (grad mode ${kiln.isGradEnabled()}; counters ${c})`);
+      }
       loss.backward();
       opt.step();
       kiln.synchronize(device);
