@@ -14,14 +14,9 @@ import { getOp } from '../src/ops/registry.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { absArgs, argsFor, GEMM_CASES, GEMM_TEST_DTYPES } from './webgpu-linalg-cases.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
 
-function skipReason(): string | false {
-  const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
-  if (!probe?.available) return `no webgpu adapter: ${probe?.reason ?? 'webgpu not registered'}`;
-  if (kiln.getAccelerator('webgpu').properties(0).backend === 'null') return "Dawn's null backend computes nothing (KILN_WEBGPU_BACKEND=null)";
-  return false;
-}
-const skip = skipReason();
+const skip = webgpuSkipReason();
 
 /** One ulp of the output's dtype at 1 (relative), and the f32 unit roundoff of the accumulation. */
 const OUT_ULP: Partial<Record<DType, number>> = { float32: 2 ** -23, float16: 2 ** -10, bfloat16: 2 ** -7 };

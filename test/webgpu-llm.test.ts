@@ -13,14 +13,9 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { tolFor } from './helpers/assert.js';
 import { llmCases } from './webgpu-llm-cases.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
 
-function skipReason(): string | false {
-  const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
-  if (!probe?.available) return `no webgpu adapter: ${probe?.reason ?? 'webgpu not registered'}`;
-  if (kiln.getAccelerator('webgpu').properties(0).backend === 'null') return "Dawn's null backend computes nothing (KILN_WEBGPU_BACKEND=null)";
-  return false;
-}
-const skip = skipReason();
+const skip = webgpuSkipReason();
 
 function mismatch(got: Tensor, want: Tensor, atol: number, rtol: number): string | null {
   if (got.shape.join(',') !== want.shape.join(',')) return `shape [${got.shape.join(', ')}], want [${want.shape.join(', ')}]`;

@@ -16,14 +16,9 @@ import * as kiln from '../src/index.js';
 import { WGSL_LIBM, wgslLibmFor } from '../src/kernels/math/wgsl-libm/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { BINARY_CASES, EDGE_PAIRS, EDGES, FMOD_PAIRS, GELU_TANH_CASE, UNARY_CASES } from './webgpu-math-cases.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
 
-function skipReason(): string | false {
-  const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
-  if (!probe?.available) return `no webgpu adapter: ${probe?.reason ?? 'webgpu not registered'}`;
-  if (kiln.getAccelerator('webgpu').properties(0).backend === 'null') return "Dawn's null backend computes nothing (KILN_WEBGPU_BACKEND=null)";
-  return false;
-}
-const skip = skipReason();
+const skip = webgpuSkipReason();
 
 const MIN_NORMAL = 2 ** -126;
 

@@ -12,14 +12,9 @@ import { getOp } from '../src/ops/registry.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { tolFor } from './helpers/assert.js';
 import { argsOn, pointwiseCases } from './webgpu-cases.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
 
-function skipReason(): string | false {
-  const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
-  if (!probe?.available) return `no webgpu adapter: ${probe?.reason ?? 'webgpu not registered'}`;
-  if (kiln.getAccelerator('webgpu').properties(0).backend === 'null') return "Dawn's null backend computes nothing (KILN_WEBGPU_BACKEND=null)";
-  return false;
-}
-const skip = skipReason();
+const skip = webgpuSkipReason();
 
 /** Transcendentals on the GPU may differ by a few ulp more than the CPU's libm (Vulkan's precision rules). */
 const LOOSE = new Set(['exp', 'exp_', 'expm1', 'log', 'log2', 'log10', 'log1p', 'sin', 'cos', 'tan', 'tanh', 'tanh_', 'sigmoid', 'sigmoid_', 'erf', 'silu', 'gelu', 'softplus', 'pow', 'powScalar', 'atan2', 'logaddexp', 'hypot', 'rsqrt']);

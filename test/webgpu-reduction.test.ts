@@ -16,14 +16,9 @@ import { isFloating } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { tolFor } from './helpers/assert.js';
 import { compileCases, mlpInputs, mlpLinear, reductionCases } from './webgpu-reduction-cases.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
 
-function skipReason(): string | false {
-  const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
-  if (!probe?.available) return `no webgpu adapter: ${probe?.reason ?? 'webgpu not registered'}`;
-  if (kiln.getAccelerator('webgpu').properties(0).backend === 'null') return "Dawn's null backend computes nothing (KILN_WEBGPU_BACKEND=null)";
-  return false;
-}
-const skip = skipReason();
+const skip = webgpuSkipReason();
 
 /** Element-wise closeness; NaN must match NaN. Returns the first mismatch or null. */
 function mismatch(got: Tensor, want: Tensor, atol: number, rtol: number): string | null {

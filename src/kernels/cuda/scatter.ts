@@ -12,7 +12,7 @@
  * for multiply / amax / amin), so only the order of a sum differs from the CPU's. The working copy
  * is cast back into the output (or into self, in place).
  */
-import { indexPut, indexPut_, scatter, scatter_ } from '../../ops/defs/indexing.js';
+import { indexPut, indexPut_, scatter, scatter_, scatterReduceKind } from '../../ops/defs/indexing.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import { contiguousStrides } from '../../tensor/layout.js';
@@ -138,25 +138,9 @@ function meanFinish(work: Tensor, p: Plan, floating: boolean): void {
 }
 
 function scatterMode(reduce: string | null): { mode: Mode; mean: boolean } {
-  switch (reduce) {
-    case null:
-    case undefined:
-      return { mode: 'set', mean: false };
-    case 'sum':
-    case 'add':
-      return { mode: 'add', mean: false };
-    case 'mean':
-      return { mode: 'add', mean: true };
-    case 'prod':
-    case 'multiply':
-      return { mode: 'mul', mean: false };
-    case 'amax':
-      return { mode: 'max', mean: false };
-    case 'amin':
-      return { mode: 'min', mean: false };
-    default:
-      throw new Error(`scatter: unknown reduce '${reduce}'`);
-  }
+  if (reduce === null || reduce === undefined) return { mode: 'set', mean: false };
+  const { kind, mean } = scatterReduceKind('scatter', reduce);
+  return { mode: kind, mean };
 }
 
 function runScatter(op: string, out: Tensor, self: Tensor, dim: number, index: Tensor, src: Tensor | ScalarValue, reduce: string | null): Tensor {

@@ -14,7 +14,7 @@
  * As indexSelect on webgpu, an out-of-range index writes nothing (gather reads zero) where the CPU
  * raises: checking would read the indices back, a synchronisation per op.
  */
-import { gather, scatter, scatter_, scatterAdd, scatterAdd_ } from '../../ops/defs/indexing.js';
+import { gather, scatter, scatter_, scatterAdd, scatterAdd_, scatterReduceKind } from '../../ops/defs/indexing.js';
 import { registerKernel } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
@@ -23,7 +23,7 @@ import { contiguousStrides, fmtShape, normalizeDim } from '../../tensor/layout.j
 import { Tensor } from '../../tensor/tensor.js';
 import { copyTensor, fillTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
-import { applySource, type ApplyMode, finishSource, gatherSource, SC_HEAD, setSource, winnerSource } from './scatter-source.js';
+import { applySource, finishSource, gatherSource, SC_HEAD, setSource, winnerSource } from './scatter-source.js';
 import { dataKind, groupsFor, kernelFor, scalarWords, words } from './template.js';
 
 const as1 = (s: readonly number[]): number[] => (s.length === 0 ? [1] : [...s]);
@@ -110,26 +110,6 @@ function plainScatter(s: Scatter): Tensor {
   return out;
 }
 
-/** The reduction of a scatter's `reduce` argument, and whether it is the mean. */
-function applyMode(op: string, reduce: string): { mode: ApplyMode; mean: boolean } {
-  switch (reduce) {
-    case 'sum':
-    case 'add':
-      return { mode: 'add', mean: false };
-    case 'mean':
-      return { mode: 'add', mean: true };
-    case 'prod':
-    case 'multiply':
-      return { mode: 'mul', mean: false };
-    case 'amax':
-      return { mode: 'max', mean: false };
-    case 'amin':
-      return { mode: 'min', mean: false };
-    default:
-      throw new Error(`${op}: unknown reduce '${reduce}'`);
-  }
-}
-
 /** The dense accumulator dtype of a reducing scatter into `dt`, or null where WGSL has no atomics for it. */
 function workDtype(dt: DType): 'float32' | 'int32' | null {
   if (itemSize(dt) === 8) return null;
@@ -143,7 +123,7 @@ function reducingScatter(s: Scatter, reduce: string): Tensor {
   if (wd === null) {
     throw new TypeError(`${op}: the webgpu kernel reduces into float32, float16, bfloat16, int32, uint8 and bool; got dtype ${self.dtype} (self ${fmtShape(self.shape)}): WGSL has no 64-bit atomics`);
   }
-  const { mode, mean } = applyMode(op, reduce);
+  const { kind: mode, mean } = scatterReduceKind(op, reduce);
   const n = s.index.numel();
   if (n === 0 || out.numel() === 0) {
     if (out !== self) copyTensor(out, self);

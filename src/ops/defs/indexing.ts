@@ -142,6 +142,30 @@ export const gather = defineOp({
 export type ScatterReduce = 'sum' | 'prod' | 'mean' | 'amax' | 'amin' | 'add' | 'multiply';
 const REDUCES: readonly string[] = ['sum', 'prod', 'mean', 'amax', 'amin', 'add', 'multiply'];
 
+/**
+ * How a reducing scatter combines, its names' aliases folded ('add' is 'sum', 'multiply' is
+ * 'prod'), and whether it divides by the count afterwards ('mean'): the one decoding the
+ * accelerators' scatter kernels share.
+ */
+export function scatterReduceKind(op: string, reduce: string): { kind: 'add' | 'mul' | 'max' | 'min'; mean: boolean } {
+  switch (reduce) {
+    case 'sum':
+    case 'add':
+      return { kind: 'add', mean: false };
+    case 'mean':
+      return { kind: 'add', mean: true };
+    case 'prod':
+    case 'multiply':
+      return { kind: 'mul', mean: false };
+    case 'amax':
+      return { kind: 'max', mean: false };
+    case 'amin':
+      return { kind: 'min', mean: false };
+    default:
+      throw new Error(`${op}: unknown reduce '${reduce}'`);
+  }
+}
+
 function scatterCheck(op: string, self: TensorMeta, dim: number, index: TensorMeta, src: TensorMeta | ScalarValue, reduce: string | null): void {
   checkTensor(op, 'self', self);
   checkTensor(op, 'index', index);
