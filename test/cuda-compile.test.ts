@@ -140,6 +140,29 @@ test('cuda graphs: a replay after the inputs changed (same tensor mutated, new t
   assert.equal(p.stats.inputCopies, 1);
 });
 
+test('cuda graphs: a compiled training loss replayed as a graph keeps its autograd node; gradients equal eager', { skip }, () => {
+  // The joint program returns the loss as the user's output and among its differentiable outputs;
+  // a replay must hand back ONE tensor for both, or the loss has no graph (H200, session 11).
+  const w = randn([32, 64], 70).mul(0.1).requiresGrad_();
+  const x = randn([16, 64], 71);
+  const lossOf = (inp: Tensor): Tensor => kiln.linear(inp, w).relu().square().sum();
+  const want = lossOf(x);
+  want.backward();
+  const wantGrad = w.grad!.clone();
+  for (const mode of ['reduce-overhead', 'default'] as const) {
+    const cf = kiln.compile(lossOf, { mode });
+    for (let call = 0; call < 3; call++) {
+      w.grad = null;
+      const loss = cf(x) as Tensor;
+      assert.ok(loss.requiresGrad, `${mode} call ${call}: the compiled loss requires grad`);
+      assertClose(`${mode} call ${call}: loss`, loss.detach(), want.detach(), 1e-3, 1e-4);
+      loss.backward();
+      assertClose(`${mode} call ${call}: grad`, w.grad!, wantGrad, 1e-3, 1e-4);
+    }
+    assert.equal(cf.counters.backwards, 3, `${mode}: the compiled backward ran each call`);
+  }
+});
+
 test("cuda graphs: reduce-overhead outputs alias the static buffers; mode 'default' lends results that never change under the caller", { skip }, () => {
   const fn = (x: Tensor): Tensor => elementwise(x).mul(3);
   const a = randn([256, 256], 60);

@@ -100,12 +100,22 @@ export interface CudaGraphStats {
 
 const warned = new Set<string>();
 
-/** Returns `x` with every Tensor inside arrays and plain objects replaced by `f(t)`. */
-function mapTensors(x: unknown, f: (t: Tensor) => Tensor): unknown {
-  if (x instanceof Tensor) return f(x);
-  if (Array.isArray(x)) return x.map((e) => mapTensors(e, f));
+/**
+ * Returns `x` with every Tensor inside arrays and plain objects replaced by `f(t)`. A tensor that
+ * appears several times maps to ONE result: a joint program returns its loss both as the user's
+ * output and among the differentiable outputs, and autograd's node is attached to the latter, so
+ * two fresh objects for it would leave the user's loss without a graph (seen on the H200, where
+ * 'default' mode chose replay for the conv-stack training step).
+ */
+function mapTensors(x: unknown, f: (t: Tensor) => Tensor, seen = new Map<Tensor, Tensor>()): unknown {
+  if (x instanceof Tensor) {
+    let y = seen.get(x);
+    if (!y) seen.set(x, (y = f(x)));
+    return y;
+  }
+  if (Array.isArray(x)) return x.map((e) => mapTensors(e, f, seen));
   if (x !== null && typeof x === 'object' && Object.getPrototypeOf(x) === Object.prototype) {
-    return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, mapTensors(v, f)]));
+    return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, mapTensors(v, f, seen)]));
   }
   return x;
 }
