@@ -54,13 +54,21 @@ int cuMemcpyDtoDAsync_v2(uint64_t d,uint64_t s,uint64_t b,void*st){return 0;}
 int cuMemsetD8Async(uint64_t d,uint8_t v,uint64_t n,void*st){return 0;}
 int cuStreamCreate(void**s,unsigned f){*s=handle();return 0;}
 int cuStreamDestroy_v2(void*s){return 0;}
-int cuStreamSynchronize(void*s){return 0;}
+// Capture is tracked as the real driver does it where Kiln can go wrong: a stream being captured
+// cannot be synchronised (900, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), a failed capture is
+// invalidated, and an event recorded only inside a capture cannot be waited on (1, INVALID_VALUE).
+static void*capturing_stream=0; static int capture_failed=0;
+#define MAX_CAPTURED_EVENTS 4096
+static void*captured_events[MAX_CAPTURED_EVENTS]; static int n_captured_events=0;
+static int event_captured(void*e){for(int i=0;i<n_captured_events;i++)if(captured_events[i]==e)return 1;return 0;}
+static void event_uncapture(void*e){for(int i=0;i<n_captured_events;i++)if(captured_events[i]==e){captured_events[i]=captured_events[--n_captured_events];return;}}
+int cuStreamSynchronize(void*s){if(capturing_stream&&s==capturing_stream){capture_failed=1;return 900;}return 0;}
 int cuStreamQuery(void*s){return 0;}
 int cuStreamWaitEvent(void*s,void*e,unsigned f){return 0;}
 int cuEventCreate(void**e,unsigned f){*e=handle();return 0;}
 int cuEventDestroy_v2(void*e){return 0;}
-int cuEventRecord(void*e,void*s){return 0;}
-int cuEventSynchronize(void*e){return 0;}
+int cuEventRecord(void*e,void*s){if(capturing_stream&&s==capturing_stream){if(!event_captured(e)&&n_captured_events<MAX_CAPTURED_EVENTS)captured_events[n_captured_events++]=e;}else event_uncapture(e);return 0;}
+int cuEventSynchronize(void*e){return event_captured(e)?1:0;}
 int cuEventQuery(void*e){return 0;}
 int cuEventElapsedTime_v2(float*ms,void*a,void*b){*ms=1.0f;return 0;}
 int cuModuleLoadData(void**m,void*img){*m=handle();return 0;}
@@ -72,9 +80,9 @@ int cuLaunchKernel(void*f,unsigned gx,unsigned gy,unsigned gz,unsigned bx,unsign
 int cuLaunchKernelEx(void*c,void*f,void*p,void*e){launches++;return 0;}
 int cuGetErrorName(int e,const char**n){*n="CUDA_ERROR_FAKE";return 0;}
 int cuGetErrorString(int e,const char**n){*n="fake error";return 0;}
-int cuStreamBeginCapture_v2(void*s,int m){return 0;}
-int cuStreamEndCapture(void*s,void**g){*g=handle();return 0;}
-int cuStreamIsCapturing(void*s,int*st){*st=0;return 0;}
+int cuStreamBeginCapture_v2(void*s,int m){capturing_stream=s;capture_failed=0;return 0;}
+int cuStreamEndCapture(void*s,void**g){int failed=capture_failed;capturing_stream=0;capture_failed=0;if(failed){*g=0;return 901;}*g=handle();return 0;}
+int cuStreamIsCapturing(void*s,int*st){*st=(capturing_stream&&s==capturing_stream)?1:0;return 0;}
 int cuGraphInstantiateWithFlags(void**e,void*g,uint64_t f){*e=handle();return 0;}
 int cuGraphLaunch(void*e,void*s){return 0;}
 int cuGraphGetNodes(void*g,void*n,uint64_t*c){*c=0;return 0;}

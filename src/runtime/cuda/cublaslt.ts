@@ -251,13 +251,8 @@ export function gemm(index: number, stream: CudaStream, p: GemmProblem): void {
   const beta = new Uint8Array((f64 ? new Float64Array([p.beta]) : new Float32Array([p.beta])).buffer);
   const c = p.c ?? p.d;
   const run = (algo: Uint8Array): number => L.cublasLtMatmul(s.handle, pl.desc, alpha, p.b.ptr, pl.la, p.a.ptr, pl.lb, beta, c, pl.lc, p.d, pl.lc, algo, s.workspace, WORKSPACE_BYTES, stream.handle);
-  if (!pl.tuned && p.beta === 0 && !capturing(stream)) tunePersisted(deviceInfo(index), pl.key, pl, L.cublasLtGetVersion(), () => tune(index, stream, pl, run));
+  if (!pl.tuned && p.beta === 0 && !stream.isCapturing()) tunePersisted(deviceInfo(index), pl.key, pl, L.cublasLtGetVersion(), () => tune(index, stream, pl, run));
   ltCheck(run(pl.algo), `running ${p.dtype} [${p.m}x${p.k}] @ [${p.k}x${p.n}] (batch ${p.batch})`);
-}
-
-function capturing(stream: CudaStream): boolean {
-  const status: [number] = [0];
-  return driver().cu.cuStreamIsCapturing(stream.handle, status) !== 0 || status[0] !== 0;
 }
 
 /** Times every offered algorithm on this call's operands (D is overwritten; beta is 0) and keeps the fastest. */

@@ -141,6 +141,9 @@ export class CudaAccelerator implements Accelerator {
     checkRange('copyHostToDevice', dst, dstByteOffset, src.byteLength);
     const s = this.stream(dst, stream);
     makeCurrent(dst.deviceIndex);
+    // Checked before the staging is touched: a capture would record the copy and its event without
+    // running them, and the staging's next user would wait on an event no stream ever reaches.
+    if (s.isCapturing()) throw uncapturableCopy('host->cuda', src.byteLength, dst.deviceIndex);
     const { cu } = driver();
     const st = this.stagingFor(dst.deviceIndex);
     let k = 0;
@@ -165,6 +168,7 @@ export class CudaAccelerator implements Accelerator {
     checkRange('copyDeviceToHost', src, srcByteOffset, dst.byteLength);
     const s = this.stream(src, stream);
     makeCurrent(src.deviceIndex);
+    if (s.isCapturing()) throw uncapturableCopy('cuda->host', dst.byteLength, src.deviceIndex);
     const { cu } = driver();
     const st = this.stagingFor(src.deviceIndex);
     const half = st.halves[0]!;
@@ -217,4 +221,9 @@ function checkRange(what: string, buffer: DeviceBuffer, offset: number, n: numbe
   if (offset < 0 || offset + n > buffer.capacity) {
     throw new RangeError(`cuda: ${what}: ${n} bytes at offset ${offset} overrun a block of ${buffer.capacity} bytes`);
   }
+}
+
+/** A copy through host memory waits for the host, so a CUDA graph cannot hold it. */
+function uncapturableCopy(direction: string, bytes: number, index: number): Error {
+  return new Error(`cuda: a ${direction} copy of ${bytes} bytes on cuda:${index} cannot be captured in a CUDA graph (it goes through host memory and waits for it); the compiler captures around such steps`);
 }

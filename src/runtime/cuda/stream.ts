@@ -39,6 +39,12 @@ export class CudaStream implements DeviceStream {
     check(driver().cu.cuStreamSynchronize(this.handle), () => `synchronizing a stream of cuda:${this.deviceIndex} (an earlier asynchronous launch or copy may have failed)`);
   }
 
+  /** Whether a CUDA graph capture is recording this stream (work enqueued now is not run). */
+  isCapturing(): boolean {
+    const status: [number] = [0];
+    return driver().cu.cuStreamIsCapturing(this.handle, status) !== 0 || status[0] !== 0;
+  }
+
   query(): boolean {
     const rc = driver().cu.cuStreamQuery(this.handle);
     if (rc === CUDA_ERROR_NOT_READY) return false;
