@@ -110,9 +110,14 @@ export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): C
   const M = prod(L.oshape);
   const N = prod(L.rshape);
   const rowContig = spec.ops.some((o) => !o.rowScalar && o.unitInner);
+  // Thread-per-row needs rows to fill the GPU: BatchNorm's statistics and gradients in training
+  // reduce [16, 64, 112, 112] over all but the 64 channels, and 64 threads walking 200k elements
+  // each made the conv-stack training step take 446 ms on the H200 (eager: 28 ms). Fewer rows
+  // than a warp per SM with long rows go to split (one pass, no full-size outputs) or a block per row.
+  const fewLongRows = M < target.sms * 32 && N >= 4096;
   let def: ReduceConfig;
-  if (!rowContig && M >= 32) def = { kind: 'reduce', strategy: 'thread', block: 256, vec: 1 };
-  else if (splittable(c) && M < target.sms && N >= 1 << 16) def = { kind: 'reduce', strategy: 'split', block: 512, vec: best };
+  if (!rowContig && M >= 32 && !fewLongRows) def = { kind: 'reduce', strategy: 'thread', block: 256, vec: 1 };
+  else if (splittable(c) && ((M < target.sms && N >= 1 << 16) || (!rowContig && fewLongRows))) def = { kind: 'reduce', strategy: 'split', block: 512, vec: best };
   else if (N >= 2048) def = { kind: 'reduce', strategy: 'block', block: N >= 8192 ? 1024 : 512, vec: best };
   else if (rowContig && Math.ceil(M / WARP_ROWS_PER_BLOCK) < target.sms && N >= 128 * best) {
     // Few medium rows (a transformer's add+RMSNorm over 128 tokens x 1024): warp-per-row blocks
