@@ -16,8 +16,12 @@ const mode = (process.argv[2] ?? 'default') as 'default' | 'max-autotune';
 const f = webgpuCacheFn;
 const cf = kiln.compile(f, { mode });
 const [x, b] = webgpuCacheInputs();
-const y = kiln.noGrad(() => cf(x.to('webgpu'), b.to('webgpu')));
+const xs = [x.to('webgpu'), b.to('webgpu')] as const;
+const y = kiln.noGrad(() => cf(...xs));
 const values = y.toFlatArray();
+// A second call decides, renders and tunes nothing more.
+const again = kiln.noGrad(() => cf(...xs)).toFlatArray();
+if (again.some((v, i) => v !== values[i])) throw new Error('the second call computed other numbers');
 const p = cf.programs().inference[0] as WgslProgram;
 const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
 console.log(

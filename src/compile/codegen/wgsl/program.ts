@@ -44,7 +44,7 @@ export interface WgslProgramStats {
   /** Configs timed on the device (max-autotune), and those answered by the autotuner's disk cache. */
   tuned: number;
   tuneCacheHits: number;
-  /** Configs decided without timing (default, or no device timestamps), and those taken from the seed. */
+  /** Configs decided without timing (default, a pick hook, or no device timestamps), and seeded decisions used. */
   defaulted: number;
   seededDecisions: number;
 }
@@ -86,6 +86,8 @@ export class WgslProgram implements CompiledProgram {
   /** Sources launched, by memo key, with their labels: what the disk entry stores. */
   private readonly launched = new Map<string, { source: string; label: string }>();
   private learned = false;
+  /** Seeded decisions not used yet (counted in stats.seededDecisions at their first use). */
+  private readonly unusedSeed = new Set<string>();
 
   constructor(
     readonly low: Lowered,
@@ -111,7 +113,10 @@ export class WgslProgram implements CompiledProgram {
       this.code.set(g, { index: i, name: `kiln_k${i}_${g.kind}`, fused, key: groupKey(fused), sources: new Set() });
     });
     this.runner = new StepRunner(low, sched.steps, this.stats, { kernel: (g, st) => this.runKernel(g, st) });
-    for (const d of options.seed?.decisions ?? []) this.decisions.set(d.key, d.config);
+    for (const d of options.seed?.decisions ?? []) {
+      this.decisions.set(d.key, d.config);
+      this.unusedSeed.add(d.key);
+    }
     for (const s of options.seed?.sources ?? []) {
       adoptFused(s.memo, s.source, s.label);
       this.launched.set(s.memo, { source: s.source, label: s.label });
@@ -144,7 +149,7 @@ export class WgslProgram implements CompiledProgram {
     const key = `k${code.index}|${L.kind}|${L.oshape.join('x')}|${L.kind === 'reduce' ? L.rshape.join('x') : ''}`;
     const known = this.decisions.get(key);
     if (known) {
-      if (this.options.seed?.decisions.some((d) => d.key === key)) this.stats.seededDecisions++;
+      if (this.unusedSeed.delete(key)) this.stats.seededDecisions++;
       return known;
     }
     const d = decideConfig({ name: code.name, fused: code.fused, key: code.key, operands, L, tune: this.options.tuneOnFirstRun === true, pick: this.options.pick });
