@@ -52,7 +52,7 @@ test('a build over the threshold prints one note with its time; a quick one only
 
 test('KILN_LOG topics: runtime names picked out of a list that also holds compiler artifacts', () => {
   assert.deepEqual([...parseRuntimeLogTopics('graph, build,+cache output_code')].sort(), ['build', 'cache']);
-  assert.deepEqual([...parseRuntimeLogTopics('all')].sort(), ['build', 'cache', 'device']);
+  assert.deepEqual([...parseRuntimeLogTopics('all')].sort(), ['build', 'cache', 'device', 'tune']);
   assert.deepEqual([...parseRuntimeLogTopics(undefined)], []);
   assert.throws(() => setOption('KILN_BUILD_NOTE_MS', -1), /KILN_BUILD_NOTE_MS.*non-negative integer/);
 });

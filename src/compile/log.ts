@@ -6,7 +6,7 @@
  * - guards: the guard key of each new entry
  * - recompiles: why each recompilation happened
  * `KILN_LOG=all` turns everything on. Output goes to stderr unless a sink is installed.
- * The same variable's runtime topics (build, cache, device) are runtime/notes.ts's; each side
+ * The same variable's runtime topics (build, cache, device, tune) are runtime/notes.ts's; each side
  * ignores the other's names.
  */
 import { writeStderr } from '../platform/index.js';

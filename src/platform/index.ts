@@ -14,6 +14,7 @@ import { Sha256 } from './sha256.js';
 import { builtin, inNode, nodeProcess } from './node.js';
 
 export { inNode, nodeProcess, NotInBrowserError } from './node.js';
+export { workerExecArgv } from './worker-argv.js';
 
 /** True in a browser or worker (anything that is not Node). */
 export const inBrowser = !inNode;

@@ -7,7 +7,8 @@
  *   when the build ends; it is one line per batch, not per kernel. KILN_QUIET=1 silences it.
  * - Runtime log topics in KILN_LOG (the variable the compiler's logs use; compile/log.ts ignores
  *   these names and this module ignores the compiler's): `build` every build with its time, however
- *   short; `cache` cache-object hits; `device` which device and code path were chosen and why.
+ *   short; `cache` cache-object hits; `device` which device and code path were chosen and why;
+ *   `tune` autotuning decisions (what was timed and won, and where tuning fell back and why).
  *   `all` turns these on too.
  *
  * Runtime layer: callers in kernels/ and compile/ time their builds with `timeBuild`; the clock
@@ -16,8 +17,8 @@
 import { writeStderr } from '../platform/index.js';
 import { getOption } from './config.js';
 
-export type RuntimeLogTopic = 'build' | 'cache' | 'device';
-const TOPICS: readonly RuntimeLogTopic[] = ['build', 'cache', 'device'];
+export type RuntimeLogTopic = 'build' | 'cache' | 'device' | 'tune';
+const TOPICS: readonly RuntimeLogTopic[] = ['build', 'cache', 'device', 'tune'];
 
 let topicsMemo: { spec: string | undefined; topics: ReadonlySet<RuntimeLogTopic> } | undefined;
 

@@ -19,7 +19,7 @@
  * Where shared memory or worker_threads is unavailable (a browser page without cross-origin
  * isolation), `createWasmPool` returns a pool with a non-shared memory and no workers.
  */
-import { workerThreads } from '../../platform/index.js';
+import { workerExecArgv, workerThreads } from '../../platform/index.js';
 import type { Worker } from 'node:worker_threads';
 import { type SgemmLayout } from './wasm-sgemm.js';
 import { wasmApi } from './wasm-asm.js';
@@ -151,21 +151,6 @@ class Pool implements WasmPool {
     for (let w = 0; w < MAX_WORKERS; w++) Atomics.store(this.ctrl, CTRL.READY + w, 0);
     await Promise.all(ws.map((w) => w.terminate()));
   }
-}
-
-/**
- * The parent's Node options minus those a worker rejects: a process started with
- * `--input-type=module -e <code>` would otherwise pass both on, and the worker dies at start.
- */
-function workerExecArgv(): string[] {
-  const out: string[] = [];
-  const argv = process.execArgv;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === '-e' || a === '--eval' || a === '-p' || a === '--print') i++;
-    else if (!a.startsWith('--input-type') && !a.startsWith('--eval=') && !a.startsWith('--print=')) out.push(a);
-  }
-  return out;
 }
 
 /**

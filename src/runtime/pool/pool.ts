@@ -17,7 +17,7 @@
  *   fails are run again in-process when their kind has an in-process function, so a sick worker
  *   costs time, never the user's call; a worker past its deadline is stopped and replaced.
  */
-import { os, path, url, workerThreads } from '../../platform/index.js';
+import { os, path, url, workerExecArgv, workerThreads } from '../../platform/index.js';
 import type { MessagePort, Worker } from 'node:worker_threads';
 import { getOption } from '../../runtime/config.js';
 import { jsKernelTask, type JsKernelPayload } from './js-kernel-task.js';
@@ -351,7 +351,14 @@ class CompilePool {
   }
 
   private spawn(): Slot {
-    const worker = new workerThreads.Worker(WORKER_URL, { name: 'kiln-compile' });
+    // Explicit options: a parent started with `node --input-type=module -e` would pass on options a
+    // worker running a file rejects (platform/worker-argv.ts); V8 flags Node refuses per worker apply anyway.
+    let worker: InstanceType<typeof workerThreads.Worker>;
+    try {
+      worker = new workerThreads.Worker(WORKER_URL, { name: 'kiln-compile', execArgv: workerExecArgv() });
+    } catch {
+      worker = new workerThreads.Worker(WORKER_URL, { name: 'kiln-compile', execArgv: [] });
+    }
     worker.unref();
     const slot: Slot = { worker, threadId: worker.threadId, busy: null, online: false, fatal: null, exited: false };
     this.slots.push(slot);

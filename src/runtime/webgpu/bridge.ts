@@ -4,7 +4,7 @@
  * worker answers. A flush happens at every call, when the queue is long, and on the next turn of
  * the event loop, so the GPU starts while the host is still issuing work.
  */
-import { inNode, workerThreads } from '../../platform/index.js';
+import { inNode, workerExecArgv, workerThreads } from '../../platform/index.js';
 import type { MessagePort } from 'node:worker_threads';
 import { decodeAnswer, REPLY_SLACK, type AdapterReport, type Answer, type Call, type Command, type ToWorker, type WorkerInit } from './protocol.js';
 import { WebgpuError } from './errors.js';
@@ -51,7 +51,17 @@ export class Bridge {
     const { port1, port2 } = new workerThreads.MessageChannel();
     this.port = port1;
     const data: WorkerInit = { flag: this.flag.buffer as SharedArrayBuffer, port: port2, dawnOptions, wantedFeatures };
-    const worker = new workerThreads.Worker(new URL('./worker.js', import.meta.url), { workerData: data, transferList: [port2] });
+    // Explicit options: inherited ones can kill the worker before it runs (`node -e`: worker-argv.ts),
+    // and a worker that never answers is only found out after CALL_TIMEOUT_MS.
+    const start = (execArgv: string[]): InstanceType<typeof workerThreads.Worker> =>
+      new workerThreads.Worker(new URL('./worker.js', import.meta.url), { workerData: data, transferList: [port2], execArgv });
+    let worker: InstanceType<typeof workerThreads.Worker>;
+    try {
+      worker = start(workerExecArgv());
+    } catch {
+      // Options Node refuses per worker (V8 flags) are process-wide: the worker has them anyway.
+      worker = start([]);
+    }
     this.worker = worker;
     // The worker must never keep a finished program alive.
     worker.unref();

@@ -27,7 +27,13 @@ export type Command =
    * A device timestamp into slot `slot` of the worker's timestamp query set (an empty compute pass
    * whose beginning is stamped, after the work queued before it): what a recorded Event is.
    */
-  | { readonly k: 'stamp'; readonly slot: number };
+  | { readonly k: 'stamp'; readonly slot: number }
+  /**
+   * Starts creating pipeline `id` asynchronously (WGSL that was validated before: the disk cache's
+   * sources); a later dispatch of it waits on the worker, never on the main thread. A compile error
+   * is a fault reported with the next answer.
+   */
+  | { readonly k: 'pipeline'; readonly id: number; readonly source: string; readonly label: string };
 
 /** Slots of the timestamp query set (a ring: an event's stamp is good until this many later records). */
 export const STAMP_SLOTS = 4096;

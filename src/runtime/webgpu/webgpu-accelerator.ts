@@ -4,7 +4,8 @@
  * a caching allocator over numbered GPU buffers (shared size classes), copies, one queue (so one
  * stream), events timed by device timestamps (timestamp-query; host-timed without it), and kernels as compute pipelines that are
  * compiled synchronously (cached by source, so a WGSL error is thrown where the op was called,
- * with Dawn's message and the offending line) and dispatched in batches.
+ * with Dawn's message and the offending line) and dispatched in batches. Sources known to compile
+ * (a compiled program's, from the disk cache) are created asynchronously instead (kernelAsync).
  *
  * Alignment: WebGPU copies move whole 4-byte words. Writes and copies that start or end inside a
  * word that holds live bytes are done read-modify-write through the host (rare: unaligned views of
@@ -12,6 +13,7 @@
  */
 import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule } from '../accelerator.js';
 import { CachingAllocator } from '../caching-allocator.js';
+import { getOption } from '../config.js';
 import { STAMP_SLOTS, type Answer, type Call, type Command, type DeviceFault } from './protocol.js';
 import { Bridge } from './bridge.js';
 import { dawnOptions, WANTED_FEATURES } from './dawn-options.js';
@@ -66,7 +68,7 @@ class WebgpuEvent implements DeviceEvent {
     private readonly timing: boolean,
   ) {}
   private get deviceTimed(): boolean {
-    return this.timing && this.acc.hasFeature('timestamp-query');
+    return this.timing && this.acc.deviceTimestamps;
   }
   record(): void {
     if (this.deviceTimed) {
@@ -128,6 +130,14 @@ export class WebgpuAccelerator implements Accelerator {
   /** Whether the device has a feature (shader-f16, subgroups, timestamp-query, ...). */
   hasFeature(name: string): boolean {
     return this.bridge.adapter.features.includes(name);
+  }
+
+  /**
+   * Events are timed on the device: the adapter has `timestamp-query` and KILN_WEBGPU_TIMESTAMPS is
+   * not 0. Without, events are host-timed and the WGSL autotuner keeps default configs.
+   */
+  get deviceTimestamps(): boolean {
+    return this.hasFeature('timestamp-query') && getOption('KILN_WEBGPU_TIMESTAMPS');
   }
 
   /** Dawn's backend is the null one: shaders validate, nothing computes. */
@@ -276,10 +286,31 @@ export class WebgpuAccelerator implements Accelerator {
     const id = this.nextPipeline++;
     const a = this.call({ k: 'compile', id, source, label }, `compiling the WGSL kernel '${label}'`);
     if (!a.ok) throw new WebgpuError(`webgpu: the WGSL kernel '${label}' does not compile:\n${a.error}`, 'compile');
+    this.pipelineStats.compiled++;
     k = { name: label, id, source };
     this.kernels.set(source, k);
     return k;
   }
+
+  /**
+   * The pipeline for a WGSL source known to compile (stored by an earlier process, which compiled
+   * it): created asynchronously on the device thread, without waiting here; the first dispatch of
+   * it waits there. Should it fail after all, the error comes with the next call's faults. Cached
+   * by source, shared with kernel().
+   */
+  kernelAsync(source: string, label: string): WebgpuKernel {
+    let k = this.kernels.get(source);
+    if (k) return k;
+    const id = this.nextPipeline++;
+    this.enqueue({ k: 'pipeline', id, source, label });
+    this.pipelineStats.async++;
+    k = { name: label, id, source };
+    this.kernels.set(source, k);
+    return k;
+  }
+
+  /** Pipelines created: by kernel() (waited for) and by kernelAsync() (not waited for). */
+  readonly pipelineStats = { compiled: 0, async: 0 };
 
   compileKernel(index: number, source: string, options: Record<string, unknown>): Promise<KernelModule> {
     this.check(index);

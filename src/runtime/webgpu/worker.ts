@@ -5,7 +5,9 @@
  * dispatches, whose barriers Dawn inserts), answers calls after earlier work, and collects every
  * uncaptured error and the device's loss, to hand them to the main thread with the next answer.
  * Messages are handled one at a time on a promise chain, since a read's mapAsync must not let a
- * later batch overtake it.
+ * later batch overtake it. Pipelines are created with createComputePipelineAsync: a 'compile' call
+ * answers when its pipeline is ready; 'pipeline' commands (sources known good, from the disk cache)
+ * start at once, several together, and only a batch that dispatches one waits for it.
  */
 import { inNode, workerThreads } from '../../platform/index.js';
 import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type ToWorker, type WorkerInit } from './protocol.js';
@@ -29,6 +31,8 @@ const keep: unknown[] = [];
 let lostReason: string | undefined;
 const buffers = new Map<number, GPUBuffer>();
 const pipelines = new Map<number, GPUComputePipeline>();
+/** Pipelines being created (createComputePipelineAsync) for 'pipeline' commands: a batch that dispatches one waits for it. */
+const creating = new Map<number, Promise<void>>();
 /** Timestamp slots for events (created on the first stamp; needs the timestamp-query feature). */
 let stampSet: GPUQuerySet | undefined;
 /** Storage-binding offset alignment of the metadata slots (the device's minimum). */
@@ -177,6 +181,9 @@ function applyBatch(cmds: readonly Command[]): void {
         encoded = true;
         break;
       }
+      case 'pipeline':
+        // Started (and awaited where dispatched) before the batch was applied: startPipelines.
+        break;
       case 'stamp': {
         endPass();
         stampSet ??= d.createQuerySet({ type: 'timestamp', count: STAMP_SLOTS, label: 'kiln events' });
@@ -197,20 +204,57 @@ function applyBatch(cmds: readonly Command[]): void {
   }
 }
 
-async function compile(c: Extract<Call, { k: 'compile' }>): Promise<string | null> {
+/**
+ * Creates pipeline `id` from WGSL with createComputePipelineAsync (the driver compiles off this
+ * thread's queue; several run at once). Resolves to null, or to Dawn's error with the compiler's
+ * messages and the offending lines.
+ */
+async function compile(c: { readonly id: number; readonly source: string; readonly label: string }): Promise<string | null> {
   const d = dev();
   d.pushErrorScope('validation');
   const module = d.createShaderModule({ code: c.source, label: c.label });
-  const pipeline = d.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' }, label: c.label });
-  const err = await d.popErrorScope();
-  if (!err) {
-    pipelines.set(c.id, pipeline);
-    return null;
+  let failed: string | undefined;
+  try {
+    pipelines.set(c.id, await d.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main' }, label: c.label }));
+  } catch (e) {
+    failed = (e as Error).message;
   }
+  const err = await d.popErrorScope();
+  if (!err && failed === undefined) return null;
+  pipelines.delete(c.id);
   const info = await module.getCompilationInfo();
   const lines = c.source.split('\n');
   const notes = info.messages.map((m) => `  ${m.type} at line ${m.lineNum}:${m.linePos}: ${m.message}\n    ${lines[m.lineNum - 1] ?? ''}`);
-  return `${err.message.trim()}${notes.length > 0 ? `\n${notes.join('\n')}` : ''}`;
+  return `${(err?.message ?? failed!).trim()}${notes.length > 0 ? `\n${notes.join('\n')}` : ''}`;
+}
+
+/**
+ * Starts the batch's 'pipeline' commands and waits for the pipelines its dispatches use. A
+ * pipeline that does not compile is a fault (reported with the next answer); its dispatches fail.
+ */
+async function startPipelines(cmds: readonly Command[]): Promise<void> {
+  for (const c of cmds) {
+    if (c.k !== 'pipeline' || creating.has(c.id)) continue;
+    creating.set(
+      c.id,
+      compile(c).then(
+        (error) => {
+          creating.delete(c.id);
+          if (error !== null) faults.push({ kind: 'validation', message: `webgpu: the WGSL kernel '${c.label}' does not compile:\n${error}` });
+        },
+        (e: Error) => {
+          creating.delete(c.id);
+          faults.push({ kind: 'validation', message: `webgpu: creating the pipeline of '${c.label}': ${e.message}` });
+        },
+      ),
+    );
+  }
+  const wait = new Set<Promise<void>>();
+  for (const c of cmds) {
+    const p = c.k === 'dispatch' ? creating.get(c.pipeline) : undefined;
+    if (p) wait.add(p);
+  }
+  if (wait.size > 0) await Promise.all(wait);
 }
 
 async function read(c: Extract<Call, { k: 'read' }>): Promise<ArrayBuffer> {
@@ -294,6 +338,7 @@ function onMessage(m: ToWorker): void {
     }
     if (m.t === 'batch') {
       try {
+        await startPipelines(m.cmds);
         applyBatch(m.cmds);
       } catch (e) {
         // After a loss every batch fails; the loss itself is the one fault to report.

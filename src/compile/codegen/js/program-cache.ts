@@ -11,11 +11,10 @@
  * compile and store. Any problem with an entry (malformed, mismatched graph, kernel that does not
  * instantiate) is a miss: the entry is deleted and the program rebuilt and stored again.
  */
-import { Device } from '../../../runtime/device.js';
-import { Tensor } from '../../../tensor/tensor.js';
 import type { BackendOptions, ProgramCacheStatus } from '../../backend.js';
 import { getDiskCache } from '../../../runtime/cache/disk-cache.js';
-import { decodeObjectGraph, encodeObjectGraph, type ExtensionCodec, NotSerializable } from '../../cache/object-graph.js';
+import { decodeObjectGraph, encodeObjectGraph, NotSerializable } from '../../cache/object-graph.js';
+import { PROGRAM_CODEC as CODEC } from '../../cache/program-codec.js';
 import { PROGRAM_FORMAT_VERSION, programCacheKey } from '../../cache/program-key.js';
 import type { Graph, GraphInput } from '../../ir.js';
 import type { Lowered } from '../../lower/lower.js';
@@ -28,7 +27,6 @@ import { nativeKernelFn } from '../c/runtime.js';
 import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import type { KernelCode } from './emit.js';
 import { KilnProgram } from './program.js';
-import { ConcatConstant } from '../../passes/horizontal.js';
 
 /** Disk-cache namespace of whole programs. */
 export const PROGRAM_NAMESPACE = 'kiln-programs';
@@ -47,26 +45,6 @@ interface ProgramParts {
   codes: KernelCode[];
   chosen: number[];
 }
-
-/**
- * Devices are the only class instances in a lowered program (value metadata); lifted tensors and
- * the derived tensors behind some lifted inputs (horizontal fusion's concatenated weights) become
- * markers: a rebuilt program takes every input's source from the fresh trace.
- */
-const CODEC: ExtensionCodec = {
-  encode(v) {
-    if (v instanceof Device) return { kind: 'device', data: v.toString() };
-    if (v instanceof Tensor) return { kind: 'lifted-tensor', data: null };
-    if (v instanceof ConcatConstant) return { kind: 'derived-tensor', data: null };
-    return undefined;
-  },
-  decode(kind, data) {
-    if (kind === 'device' && typeof data === 'string') return Device.from(data);
-    if (kind === 'lifted-tensor') return { liftedPlaceholder: true };
-    if (kind === 'derived-tensor') return { derivedPlaceholder: true };
-    throw new Error(`program cache: unknown extension '${kind}'`);
-  },
-};
 
 /** The JSON body for a program; throws NotSerializable for programs holding values it cannot store. */
 export function serializeProgram(p: KilnProgram): ProgramRecord {

@@ -2,28 +2,38 @@
  * The 'webgpu' compile target: WGSL kernels for fused pointwise chains, reductions and row kernels
  * (softmax, logSoftmax, layerNorm, rmsNorm), rendered by the renderer the eager webgpu kernels
  * share and launched through the accelerator's launchKernel (WgslProgram); what WEBGPU_FUSION
- * refuses runs through dispatch. No program cache and no graphs around it yet. Registers itself
- * for 'webgpu'; kiln-backend.ts imports it.
+ * refuses runs through dispatch. Programs are cached on disk with their WGSL sources and config
+ * decisions (program-cache.ts); in mode 'max-autotune' each kernel's configs are timed with device
+ * timestamps on its first run (tune.ts). Registers itself for 'webgpu'; kiln-backend.ts imports it.
  */
 import type { Graph } from '../../ir.js';
 import { type CompileTarget, lowerFor, registerCompileTarget } from '../../target.js';
 import type { BackendOptions } from '../../backend.js';
 import { WEBGPU_FUSION } from './fusion.js';
-import { WgslProgram } from './program.js';
+import { decodeMode } from '../../mode.js';
+import { WgslProgram, type WgslProgramOptions } from './program.js';
+import { compileWgslWithCache } from './program-cache.js';
 
 export const webgpuTarget: CompileTarget = {
   description: 'webgpu: WGSL kernels (fused pointwise chains, reductions, row kernels) through Dawn',
   fusion: WEBGPU_FUSION,
-  program: (low, sched) => new WgslProgram(low, sched),
+  program: (low, sched, _device, options) => new WgslProgram(low, sched, { tuneOnFirstRun: decodeMode(options.mode).tuneOnFirstRun }),
   compile: (graph, _device, options) => compileWgsl(graph, options),
 };
 
 registerCompileTarget('webgpu', webgpuTarget);
 
-/** Lowers, schedules and builds a graph's WgslProgram. */
-export function compileWgsl(graph: Graph, options: Partial<BackendOptions> = {}): WgslProgram {
-  const { low, sched } = lowerFor(graph, webgpuTarget);
-  const p = new WgslProgram(low, sched);
+/**
+ * Lowers, schedules and builds a graph's WgslProgram, through the disk cache when `options` carry
+ * kiln.compile's cache context. `programOptions` (tests) adds to what the mode decides.
+ */
+export function compileWgsl(graph: Graph, options: Partial<BackendOptions> = {}, programOptions: WgslProgramOptions = {}): WgslProgram {
+  const popts: WgslProgramOptions = { tuneOnFirstRun: decodeMode(options.mode).tuneOnFirstRun, ...programOptions };
+  const build = (): WgslProgram => {
+    const { low, sched } = lowerFor(graph, webgpuTarget);
+    return new WgslProgram(low, sched, popts);
+  };
+  const p = options.cacheContext ? compileWgslWithCache(graph, { mode: options.mode ?? 'default', logCode: false, ...options }, popts, build) : build();
   if (options.logCode) console.log(p.describe());
   return p;
 }

@@ -54,9 +54,12 @@ export interface RenderSpec {
   readonly operandBinding: readonly number[];
   /** Use subgroup operations in workgroup reductions (the device has `subgroups`). */
   readonly subgroups: boolean;
+  /** Invocations per workgroup, a power of two (default FUSED_WORKGROUP; the autotuner's candidates vary it). */
+  readonly workgroup?: number;
 }
 
-const W = FUSED_WORKGROUP;
+/** A spec's workgroup size. */
+export const workgroupOf = (spec: Pick<RenderSpec, 'workgroup'>): number => spec.workgroup ?? FUSED_WORKGROUP;
 
 /** The compute type of a dtype in a fused kernel (int64 only as an index result). */
 function ctype(dt: DType): WgslType {
@@ -228,6 +231,7 @@ function renderPointwise(c: Ctx): string {
   const R = spec.orank;
   const T = g.outputs.length + g.inputs.length;
   const base = (k: number): number => 1 + R + k * (1 + R);
+  const W = workgroupOf(spec);
   const L = new Lines();
   for (const l of header(c, [])) L.line(l);
   L.line(`@compute @workgroup_size(${W})`);
@@ -319,7 +323,10 @@ export function phases(g: FusedGroup): { passes: Phase[]; rowOuts: number[] } {
 class Helpers {
   readonly fns = new Map<string, string>();
   readonly shared = new Set<WgslType>();
-  constructor(private readonly subgroups: boolean) {}
+  constructor(
+    private readonly subgroups: boolean,
+    private readonly W: number,
+  ) {}
 
   /** `v` all-reduced over the workgroup; every invocation gets the result. */
   call(kind: 'sum' | 'mean' | 'prod' | 'amax' | 'amin', t: WgslType, v: string): string {
@@ -348,7 +355,7 @@ class Helpers {
               `fn ${name}(v: ${t}, lid: u32) -> ${t} {`,
               `  ${arr}[lid] = v;`,
               '  workgroupBarrier();',
-              `  for (var s = ${W / 2}u; s > 0u; s = s >> 1u) {`,
+              `  for (var s = ${this.W / 2}u; s > 0u; s = s >> 1u) {`,
               `    if (lid < s) { ${arr}[lid] = ${combine(op, t, `${arr}[lid]`, `${arr}[lid + s]`)}; }`,
               '    workgroupBarrier();',
               '  }',
@@ -387,7 +394,7 @@ class Helpers {
           `fn ${name}(v: ${t}, j: i32, lid: u32) -> vec2<u32> {`,
           `  ${arr}[lid] = v; kiln_widx[lid] = j;`,
           '  workgroupBarrier();',
-          `  for (var s = ${W / 2}u; s > 0u; s = s >> 1u) {`,
+          `  for (var s = ${this.W / 2}u; s > 0u; s = s >> 1u) {`,
           `    if (lid < s && ${better}(${arr}[lid + s], kiln_widx[lid + s], ${arr}[lid], kiln_widx[lid])) { ${arr}[lid] = ${arr}[lid + s]; kiln_widx[lid] = kiln_widx[lid + s]; }`,
           '    workgroupBarrier();',
           '  }',
@@ -403,8 +410,8 @@ class Helpers {
 
   text(): string[] {
     const out: string[] = [];
-    for (const t of this.shared) out.push(`var<workgroup> kiln_w${t}: array<${t}, ${W}>;`);
-    if ([...this.fns.keys()].some((k) => k.startsWith('kiln_wg_arg'))) out.push(`var<workgroup> kiln_widx: array<i32, ${W}>;`);
+    for (const t of this.shared) out.push(`var<workgroup> kiln_w${t}: array<${t}, ${this.W}>;`);
+    if ([...this.fns.keys()].some((k) => k.startsWith('kiln_wg_arg'))) out.push(`var<workgroup> kiln_widx: array<i32, ${this.W}>;`);
     return [...out, ...this.fns.values()];
   }
 }
@@ -418,7 +425,8 @@ function renderReduce(c: Ctx): string {
   const wg = spec.strategy === 'workgroup';
   const reductions = g.nodes.filter((n) => n.kind === 'reduction');
   const sg = wg && spec.subgroups && reductions.some((n) => n.reduce!.kind === 'sum' || n.reduce!.kind === 'mean');
-  const helpers = new Helpers(sg);
+  const W = workgroupOf(spec);
+  const helpers = new Helpers(sg, W);
   const { passes, rowOuts } = phases(g);
   const L = new Lines();
   L.line('let M = kmeta[0];');

@@ -8,6 +8,13 @@
  * `prepareFused` says why a launch cannot be made (too many bindings for the device, a buffer over
  * the binding size limit) instead of throwing, so the compiled program can run such a group node
  * by node through dispatch; the eager kernels throw the reason.
+ *
+ * Configs: the eager kernels take the default (`defaultConfig`: the strategy pickStrategy chooses,
+ * FUSED_WORKGROUP invocations); the compiled program may ask for any of `fusedCandidates` (the
+ * workgroup size, and for reductions one row per workgroup or one row per invocation, i.e. the
+ * rows a workgroup handles), which its autotuner times. Every candidate computes the same values.
+ * A launch names its memo key (`FusedLaunch.memo`), under which a compiled program stores the
+ * source on disk and `adoptFused` seeds it in a later process (no render, an async pipeline).
  */
 import type { DeviceBuffer } from '../../../runtime/accelerator.js';
 import type { WebgpuKernel } from '../../../runtime/webgpu/webgpu-accelerator.js';
@@ -16,7 +23,7 @@ import { webgpu } from '../device.js';
 import { storageKind } from '../storage.js';
 import type { FusedGroup } from './group.js';
 import { type FusedLayout, layoutRowLength, layoutRows, metaWords } from './layout.js';
-import { FUSED_WORKGROUP, type FusedBinding, type FusedStrategy, renderFused, type RenderSpec } from './render.js';
+import { FUSED_WORKGROUP, type FusedBinding, type FusedStrategy, renderFused, type RenderSpec, workgroupOf } from './render.js';
 
 export interface FusedOperand {
   readonly buffer: DeviceBuffer;
@@ -26,14 +33,39 @@ export interface FusedOperand {
 export interface FusedLaunch {
   readonly kernel: WebgpuKernel;
   readonly source: string;
+  /** The pipeline's memo key (the caller's group key, the spec, the config). */
+  readonly memo: string;
+  readonly config: FusedConfig;
   readonly buffers: readonly DeviceBuffer[];
   readonly meta: Uint32Array;
   readonly groups: readonly [number, number, number];
+  /** An input is bound to a buffer the kernel writes (running it twice would not compute the same). */
+  readonly writesInput: boolean;
+}
+
+/** How a group is launched: what of the source is a choice rather than a consequence of the layout. */
+export interface FusedConfig {
+  readonly strategy: FusedStrategy;
+  /** Invocations per workgroup (a power of two, at most the device's maxComputeInvocationsPerWorkgroup). */
+  readonly workgroup: number;
 }
 
 /** Rendered pipelines by memo key (the caller's group key and the spec). */
 const pipelines = new Map<string, { kernel: WebgpuKernel; source: string }>();
 const MAX_GROUPS = 65535;
+
+/** Sources rendered and pipelines compiled here, and those adopted from a disk cache (tests count them). */
+export const fusedStats = { rendered: 0, adopted: 0 };
+
+/**
+ * Seeds the memo with a source rendered by an earlier process (a compiled program's disk entry):
+ * its pipeline is created asynchronously (kernelAsync), and a launch under `memo` renders nothing.
+ */
+export function adoptFused(memo: string, source: string, label: string): void {
+  if (pipelines.has(memo)) return;
+  pipelines.set(memo, { kernel: webgpu().kernelAsync(source, label), source });
+  fusedStats.adopted++;
+}
 
 /** Reduce strategy for a layout: one invocation per row for short rows or many rows read across. */
 export function pickStrategy(L: FusedLayout, rowRefStride: number): FusedStrategy {
@@ -45,15 +77,41 @@ export function pickStrategy(L: FusedLayout, rowRefStride: number): FusedStrateg
   return 'workgroup';
 }
 
+/** The reduce row's reference stride (the first input's innermost row stride) that pickStrategy reads. */
+function rowRefStride(L: FusedLayout, nOut: number): number {
+  return L.kind === 'reduce' ? (L.rst[nOut]?.[L.rst[nOut]!.length - 1] ?? 1) : 1;
+}
+
+/** The config the eager kernels use, and the compiled program without tuning. */
+export function defaultConfig(L: FusedLayout, nOut: number): FusedConfig {
+  return { strategy: pickStrategy(L, rowRefStride(L, nOut)), workgroup: FUSED_WORKGROUP };
+}
+
+/** Workgroup sizes the autotuner tries (those the device allows). */
+const WORKGROUP_SIZES = [64, 128, 256] as const;
+
 /**
- * The launch of group `g` over `operands` (outputs first) with layout `L`, or the reason it cannot
- * run as one kernel on this device. `key` names the group's structure (groupKey, or a program's
- * own name for it).
+ * The configs a compiled program may launch a group with, the default first: each workgroup size
+ * the device allows, and for reductions both strategies (one row per workgroup, one row per
+ * invocation). Rows too short for a workgroup (N <= 32) stay one per invocation.
  */
-export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L: FusedLayout, key: string, label: string): FusedLaunch | string {
+export function fusedCandidates(L: FusedLayout, nOut: number): FusedConfig[] {
+  const first = defaultConfig(L, nOut);
+  const maxInv = webgpu().bridge.adapter.limits.maxComputeInvocationsPerWorkgroup ?? FUSED_WORKGROUP;
+  const sizes = WORKGROUP_SIZES.filter((w) => w <= maxInv);
+  const strategies: FusedStrategy[] = L.kind === 'pointwise' ? ['pointwise'] : layoutRowLength(L) <= 32 ? ['thread'] : ['workgroup', 'thread'];
+  const out: FusedConfig[] = [first];
+  for (const strategy of strategies) for (const workgroup of sizes) if (strategy !== first.strategy || workgroup !== first.workgroup) out.push({ strategy, workgroup });
+  return out;
+}
+
+/**
+ * Operands (outputs first) as bindings: one per distinct buffer and storage form. The reason they
+ * cannot be bound by this device, if they cannot (then the group runs node by node).
+ */
+export function bindFused(operands: readonly FusedOperand[], nOut: number): { bindings: FusedBinding[]; buffers: DeviceBuffer[]; operandBinding: number[] } | string {
   const acc = webgpu();
   const nativeF16 = acc.hasFeature('shader-f16');
-  const nOut = g.outputs.length;
   const bindings: FusedBinding[] = [];
   const buffers: DeviceBuffer[] = [];
   const operandBinding: number[] = [];
@@ -77,9 +135,22 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
   if (bindings.length > maxBindings) return `${bindings.length} storage buffers (the device binds ${maxBindings} besides the metadata)`;
   const maxBinding = limits.maxStorageBufferBindingSize ?? 2 ** 27;
   for (const b of buffers) if (b.capacity > maxBinding) return `a buffer of ${b.capacity} bytes exceeds maxStorageBufferBindingSize (${maxBinding})`;
+  return { bindings, buffers, operandBinding };
+}
 
-  const rowRef = L.kind === 'reduce' ? (L.rst[nOut]?.[L.rst[nOut]!.length - 1] ?? 1) : 1;
-  const strategy = pickStrategy(L, rowRef);
+/**
+ * The launch of group `g` over `operands` (outputs first) with layout `L`, or the reason it cannot
+ * run as one kernel on this device. `key` names the group's structure (groupKey, or a program's
+ * own name for it); `config` defaults to defaultConfig.
+ */
+export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L: FusedLayout, key: string, label: string, config?: FusedConfig): FusedLaunch | string {
+  const bound = bindFused(operands, g.outputs.length);
+  if (typeof bound === 'string') return bound;
+  const { bindings, buffers, operandBinding } = bound;
+  const acc = webgpu();
+  const nOut = g.outputs.length;
+  const cfg = config ?? defaultConfig(L, nOut);
+  const strategy = cfg.strategy;
   const spec: RenderSpec = {
     strategy,
     orank: L.oshape.length,
@@ -87,17 +158,21 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
     bindings,
     operandBinding,
     subgroups: acc.hasFeature('subgroups'),
+    workgroup: cfg.workgroup,
   };
-  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}`;
+  const W = workgroupOf(spec);
+  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}`;
   let p = pipelines.get(memo);
   if (!p) {
     const source = renderFused(g, spec);
+    fusedStats.rendered++;
     p = { kernel: acc.kernel(source, label), source };
     pipelines.set(memo, p);
   }
   const rows = layoutRows(L);
-  const groups = strategy === 'workgroup' ? Math.min(rows, MAX_GROUPS) : Math.min(Math.ceil(rows / FUSED_WORKGROUP), MAX_GROUPS);
-  return { kernel: p.kernel, source: p.source, buffers, meta: metaWords(L), groups: [Math.max(groups, 1), 1, 1] };
+  const groups = strategy === 'workgroup' ? Math.min(rows, MAX_GROUPS) : Math.min(Math.ceil(rows / W), MAX_GROUPS);
+  const writesInput = operandBinding.some((b, k) => k >= nOut && bindings[b]!.written);
+  return { kernel: p.kernel, source: p.source, memo, config: cfg, buffers, meta: metaWords(L), groups: [Math.max(groups, 1), 1, 1], writesInput };
 }
 
 /** Queues a prepared launch (nothing for an empty iteration space). */
@@ -111,9 +186,8 @@ export function renderDistinct(g: FusedGroup, dtypes: readonly DType[], L: Fused
   const acc = webgpu();
   const nOut = g.outputs.length;
   const bindings = dtypes.map((dt, k): FusedBinding => ({ kind: dt === 'int64' && k < nOut ? 'i64' : (storageKind(dt, acc.hasFeature('shader-f16')) ?? 'f32'), written: k < nOut }));
-  const rowRef = L.kind === 'reduce' ? (L.rst[nOut]?.[L.rst[nOut]!.length - 1] ?? 1) : 1;
   const spec: RenderSpec = {
-    strategy: pickStrategy(L, rowRef),
+    strategy: pickStrategy(L, rowRefStride(L, nOut)),
     orank: L.oshape.length,
     rrank: L.kind === 'reduce' ? L.rshape.length : 0,
     bindings,
