@@ -3,7 +3,7 @@
  * against the CPU kernel, values and indices exactly: rows full of ties (few distinct values, so
  * the select continues into the positions), NaN and signed zeros, float32 / float16 / bfloat16 /
  * int32 / uint8, largest and smallest, sorted true and false, every dim of 1- to 3-d inputs,
- * strided and transposed inputs, k = 1, k = len, k at the select's limit and just past it.
+ * strided and transposed inputs, k = 1, k = len, k at the select's limit and (one case) past it.
  * Skips without a computing adapter.
  */
 import assert from 'node:assert/strict';
@@ -35,8 +35,8 @@ function values(c: Case, seed: number): number[] {
 }
 
 const CASES: Case[] = [
-  { shape: [40, 3000], dtype: 'float32', distinct: 0 },
-  { shape: [6, 3000], dtype: 'float32', distinct: 5 },
+  { shape: [12, 3000], dtype: 'float32', distinct: 0 },
+  { shape: [4, 3000], dtype: 'float32', distinct: 5 },
   { shape: [5, 700], dtype: 'float32', distinct: 3, special: true },
   { shape: [2, 20000], dtype: 'float32', distinct: 2 },
   { shape: [8, 300], dtype: 'float16', distinct: 40 },
@@ -58,7 +58,7 @@ test('webgpu topk matches the CPU kernel exactly (ties, NaN, dtypes, dims, layou
       const len = c.shape[dim]!;
       // Many short lines (a big input's leading dim) only cost SwiftShader time: skip them.
       if (c.shape.reduce((a, b) => a * b, 1) / len > 600) continue;
-      const ks = [...new Set([1, 2, 5, 50, 256, 257, ...(len <= 1000 ? [len] : [])].filter((k) => k <= len && (k <= 64 || len >= 200)))];
+      const ks = [...new Set([1, 7, 50, ...(len >= 300 ? [256] : []), ...(len <= 300 ? [len] : []), ...(ci === 2 ? [257] : [])].filter((k) => k <= len))];
       for (const k of ks) {
         for (const largest of [true, false]) {
           const sorted = (k + dim) % 2 === 0;

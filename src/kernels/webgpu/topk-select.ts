@@ -28,7 +28,7 @@ import { webgpu } from './device.js';
 export const SELECT_MAX = 256;
 const WG = 256;
 
-function selectSource(x: StorageKind, v: StorageKind): string {
+export function selectSource(x: StorageKind, v: StorageKind): string {
   const lines = header([
     { kind: 'u32', written: true },
     { kind: v, written: true },
