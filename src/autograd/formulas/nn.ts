@@ -190,8 +190,9 @@ defineBackward(
     const l = scores.shape[scores.ndim - 2]!;
     const s = scores.shape[scores.ndim - 1]!;
     if (isCausal) {
-      const rows = unsqueeze(arange(l, { device: query.device }), 1);
-      const colsIdx = unsqueeze(arange(s, { device: query.device }), 0);
+      // int32 positions: webgpu compares no int64 (WGSL has no 64-bit types).
+      const rows = unsqueeze(arange(l, { device: query.device, dtype: 'int32' }), 1);
+      const colsIdx = unsqueeze(arange(s, { device: query.device, dtype: 'int32' }), 0);
       scores = where(ge(rows, colsIdx), scores, -Infinity);
     } else if (mask) {
       scores = mask.dtype === 'bool' ? where(mask, scores, -Infinity) : add(scores, up(mask));

@@ -1,5 +1,7 @@
 /**
- * webgpu scaled_dot_product_attention, the math path (not flash): scores = q k^T (the tiled GEMM),
+ * webgpu scaled_dot_product_attention. Without dropout it is the flash kernels (flash-attention.ts:
+ * an online softmax over key blocks, no [L, S] scores stored) for head dims up to 256; otherwise
+ * (dropout, larger head dims, a 64-bit mask) the math path: scores = q k^T (the tiled GEMM),
  * times the scale, plus the mask (causal: an additive 0 / -inf [L, S] table made on the host and
  * uploaded; bool: where(mask, scores, -inf); floating: added), softmax over the keys (the fused
  * row kernel, f32 inside), then p v (the GEMM). Grouped-query keys and values are repeated to the
@@ -20,6 +22,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { attentionDropout } from './dropout.js';
+import { flashAttention } from './flash-attention.js';
 
 /** `t` [..., hk, S, E] repeated to [..., h, S, E] (each kv head serves h / hk query heads). */
 function repeatHeads(t: Tensor, h: number, temps: Tensor[]): Tensor {
@@ -55,6 +58,10 @@ registerKernel(scaledDotProductAttention, 'webgpu', (ctx, query, key, value, att
   const mask = attnMask ?? null;
   const geo = attentionGeometry(query, key, value, mask, dropoutP, isCausal, scale);
   if (numelOf(ctx.out.shape) === 0 || geo.s === 0) return allocOut(ctx.out, true);
+  if (dropoutP === 0) {
+    const flash = flashAttention(ctx.out, query, key, value, mask, isCausal, scale ?? 1 / Math.sqrt(geo.e), geo);
+    if (flash !== null) return flash;
+  }
   const temps: Tensor[] = [];
   const keep = (t: Tensor): Tensor => (temps.push(t), t);
   try {

@@ -1,6 +1,7 @@
 /**
  * webgpu kernels for sort, argsort and topk: a bitonic sort of each line along the dim, in
- * workgroup memory where it fits, with global passes for long lines.
+ * workgroup memory where it fits, with global passes for long lines. topk of at most SELECT_MAX
+ * runs topk-select.ts's radix select instead (same result, no sort of the whole line).
  *
  * Every line is padded to P = nextPow2(len) slots and the lines laid end to end in two temporary
  * u32 arrays (keys, positions). Keys are order-preserving u32s of the compute value (the CPU
@@ -24,50 +25,13 @@ import type { OutMeta } from '../../ops/schema.js';
 import { fmtShape, normalizeDim } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { allocOut, webgpu } from './device.js';
+import { AFTER, keyFns, lineOffsets, nextPow2 } from './sort-keys.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { positionDigits, selectTopk, SELECT_MAX } from './topk-select.js';
 import { dataKind, groupsFor, header, kernelFor, WG, words } from './template.js';
 
 /** Slots sorted in workgroup memory: keys and positions, 8 bytes each. */
 const TILE = 2048;
-
-const nextPow2 = (n: number): number => (n <= 1 ? 1 : 2 ** Math.ceil(Math.log2(n)));
-
-const isFloatKind = (k: StorageKind): boolean => k === 'f32' || k === 'f16' || k === 'f16p' || k === 'bf16p';
-
-/**
- * Metadata words shared by the passes: [lines, P, len, descending, k, j, count, nd, T,
- * xStep, vStep, iStep, xOff, vOff, iOff, then per outer dim (innermost last): size, xStride,
- * vStride, iStride].
- */
-const HEAD = 15;
-
-/** WGSL computing `xo` (and `vo`, `io` when `outs`) for line `line` from the outer dims. */
-function lineOffsets(outs: boolean): string[] {
-  return [
-    `var xo = kmeta[12]; var vo = kmeta[13]; var io = kmeta[14]; var rem = line;`,
-    'for (var q = kmeta[7]; q > 0u; q = q - 1u) {',
-    `  let m = ${HEAD}u + 4u * (q - 1u); let c = rem % kmeta[m]; rem = rem / kmeta[m];`,
-    `  xo = xo + c * kmeta[m + 1u];${outs ? ' vo = vo + c * kmeta[m + 2u]; io = io + c * kmeta[m + 3u];' : ''}`,
-    '}',
-  ];
-}
-
-/** The comparison of slots: whether (ka, ia) orders after (kb, ib). */
-const AFTER = 'fn kiln_after(ka: u32, ia: u32, kb: u32, ib: u32) -> bool { return ka > kb || (ka == kb && ia > ib); }';
-
-/** The order-preserving key of a compute value. */
-function keyFns(x: StorageKind): string {
-  if (isFloatKind(x)) {
-    return [
-      'fn kiln_key(v: f32) -> u32 {',
-      '  if (kiln_isnan(v)) { return 0xffffffffu; }',
-      '  let b = bitcast<u32>(select(v, 0.0f, v == 0.0f));',
-      '  return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);',
-      '}',
-    ].join('\n');
-  }
-  return 'fn kiln_key(v: i32) -> u32 { return bitcast<u32>(v) ^ 0x80000000u; }';
-}
 
 /**
  * `local`: each workgroup loads tiles of T slots (from the input when `x` is given, else from the
@@ -218,6 +182,13 @@ function sortLines(op: string, x: Tensor, dim: number, descending: boolean, coun
       indices.offset,
       ...outer.flatMap((k) => [x.shape[k]!, x.strides[k]!, values?.strides[k] ?? 0, indices.strides[k]!]),
     ]);
+  if (op === 'topk' && values !== null && count >= 1 && count <= SELECT_MAX) {
+    // topk of a few: a radix select per line (topk-select.ts), not a sort of the whole line.
+    const m = meta(0, positionDigits(len));
+    m[8] = nextPow2(count);
+    selectTopk(xk.kind, dataKind(op, values).kind, [indices.storage.buffer, values.storage.buffer, x.storage.buffer], m, lines);
+    return;
+  }
   const acc = webgpu();
   const tmp = (): Tensor => allocOut({ shape: [lines * P], strides: [1], dtype: 'int32', device: x.device });
   const keys = tmp();

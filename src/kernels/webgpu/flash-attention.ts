@@ -1,0 +1,104 @@
+/**
+ * The webgpu flash attention's host side (its WGSL: flash-attention-source.ts): picks the kernel
+ * for a scaled_dot_product_attention call and launches it over the op's batch map (broadcast and
+ * grouped-query heads read through each operand's strides and divisors, as the CPU kernel does).
+ *
+ * Prefill (more than DECODE_ROWS query rows per head) runs the row-per-invocation kernel; fewer
+ * rows run the decode kernel, split over the keys when the rows alone would leave most of the
+ * device idle (fewer than TARGET_GROUPS workgroups) and each split still has SPLIT_MIN keys, the
+ * splits merged by the combine kernel. `flashAttention` returns null where the flash path does not
+ * apply (head dims above MAX_DIM, a 64-bit mask), and the caller keeps its math path.
+ */
+import type { AttentionGeometry } from '../../ops/defs/nn.js';
+import type { OutMeta } from '../../ops/schema.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import { allocOut, webgpu } from './device.js';
+import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type AttnKinds } from './flash-attention-source.js';
+import { dataKind, groupsFor, kernelFor, words } from './template.js';
+
+/** The largest head dim (query/key and value) of the flash kernels. */
+export const MAX_DIM = 256;
+/** Query rows per (batch, head) at or below which the decode kernel runs. */
+const DECODE_ROWS = 8;
+/** Workgroups below which decode splits the keys. */
+const TARGET_GROUPS = 256;
+/** Fewest keys per split. */
+const SPLIT_MIN = 256;
+
+const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+
+/**
+ * softmax(q k^T * scale + mask) v into a new tensor of `out`'s meta, or null where the flash
+ * kernels do not apply. `geo` is the op's geometry of these operands; S > 0 and the output is
+ * non-empty.
+ */
+export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | null, isCausal: boolean, scale: number, geo: AttentionGeometry): Tensor | null {
+  const op = 'scaledDotProductAttention';
+  const { e, ev, l, s } = geo;
+  if (e > MAX_DIM || ev > MAX_DIM || e === 0) return null;
+  const xk = dataKind(op, query);
+  if (xk.wide) return null;
+  let maskKind: AttnKinds['mask'] = null;
+  if (mask !== null) {
+    const mk = dataKind(op, mask);
+    if (mk.wide) return null;
+    maskKind = mk.kind;
+  }
+  const kinds: AttnKinds = { x: xk.kind, mask: maskKind, maskBool: mask?.dtype === 'bool', e, ev };
+  const nb = geo.batch.reduce((a, b) => a * b, 1);
+  const r = (t: Tensor, back: number): number => t.strides[t.ndim - back]!;
+  const o = allocOut(out);
+  const ob = geo.batch.length;
+  const ms = geo.maskStrides;
+  const decode = l <= DECODE_ROWS;
+  const rows = nb * l;
+  const splits = decode ? Math.max(1, Math.min(Math.ceil(TARGET_GROUPS / rows), Math.floor(s / SPLIT_MIN))) : 1;
+  const splitLen = Math.ceil(s / splits);
+  const meta = words([
+    nb,
+    l,
+    s,
+    f32Bits(scale),
+    isCausal ? 1 : 0,
+    r(query, 2),
+    r(query, 1),
+    r(key, 2),
+    r(key, 1),
+    r(value, 2),
+    r(value, 1),
+    ms ? ms[ob]! : 0,
+    ms ? ms[ob + 1]! : 0,
+    r(o, 2),
+    r(o, 1),
+    query.offset,
+    key.offset,
+    value.offset,
+    mask?.offset ?? 0,
+    o.offset,
+    splits,
+    splitLen,
+    ob,
+    ...geo.batch.flatMap((size, d) => [size, geo.q.strides[d]!, geo.q.divisors[d]!, geo.k.strides[d]!, geo.k.divisors[d]!, geo.v.strides[d]!, geo.v.divisors[d]!, ms ? ms[d]! : 0, o.strides[d]!]),
+  ]);
+  const acc = webgpu();
+  const inputs = [query.storage.buffer, key.storage.buffer, value.storage.buffer, ...(mask ? [mask.storage.buffer] : [])];
+  const tag = `${kinds.x}.${e}.${ev}.${kinds.mask ?? ''}${kinds.maskBool ? 'b' : ''}`;
+  if (!decode) {
+    const bk = prefillBlock(e, ev);
+    const k = kernelFor(`attn.prefill.${tag}`, () => prefillSource(kinds, bk));
+    acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / ATTN_WG), 1));
+    return o;
+  }
+  if (splits === 1) {
+    acc.dispatch(kernelFor(`attn.decode.${tag}`, () => decodeSource(kinds, false)), [o.storage.buffer, ...inputs], meta, groupsFor(rows, 1));
+    return o;
+  }
+  const part = allocOut({ shape: [rows * splits * (ev + 3)], strides: [1], dtype: 'float32', device: o.device });
+  try {
+    acc.dispatch(kernelFor(`attn.split.${tag}`, () => decodeSource(kinds, true)), [part.storage.buffer, ...inputs], meta, groupsFor(rows * splits, 1));
+    acc.dispatch(kernelFor(`attn.combine.${kinds.x}.${ev}`, () => combineSource(kinds.x, ev)), [o.storage.buffer, part.storage.buffer], meta, groupsFor(rows * ev, ATTN_WG));
+  } finally {
+    part.dispose();
+  }
+  return o;
+}

@@ -1,0 +1,59 @@
+/**
+ * Compiles every variant of the webgpu flash attention (prefill, decode, split decode, combine:
+ * each storage kind, head dims 32..256, no / bool / additive mask) and of the topk radix select
+ * (each input and value kind) on Dawn's null backend, which needs no GPU: a WGSL or pipeline error
+ * (workgroup memory over 16 KiB, a barrier in non-uniform control flow) fails here, where CI has no
+ * adapter. webgpu-attention.test.ts and webgpu-topk.test.ts check their values on a real adapter.
+ */
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import test from 'node:test';
+import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
+import type { StorageKind } from '../src/kernels/webgpu/storage.js';
+
+// Before Kiln reads its options: this process's webgpu device is Dawn's null backend.
+process.env.KILN_WEBGPU_BACKEND = 'null';
+const kiln = await import('../src/index.js');
+const S = await import('../src/kernels/webgpu/flash-attention-source.js');
+const { selectSource } = await import('../src/kernels/webgpu/topk-select.js');
+const { withPrelude } = await import('../src/kernels/math/wgsl-prelude.js');
+
+const hasDawn = ((): boolean => {
+  try {
+    createRequire(import.meta.url).resolve('webgpu');
+    return true;
+  } catch {
+    return false;
+  }
+})();
+const skip = hasDawn ? false : "the 'webgpu' package (Dawn) is not installed";
+
+test('every flash attention and topk select kernel compiles on Dawn', { skip }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const f16 = acc.hasFeature('shader-f16');
+  const floats: StorageKind[] = ['f32', 'f16p', 'bf16p', ...(f16 ? (['f16'] as const) : [])];
+  let n = 0;
+  const compile = (src: string, label: string): void => {
+    acc.kernel(withPrelude(src), label);
+    n++;
+  };
+  for (const x of floats) {
+    for (const [e, ev] of [
+      [32, 200],
+      [64, 64],
+      [128, 128],
+      [256, 256],
+    ] as const) {
+      for (const mask of [null, 'boolp', x] as const) {
+        const k = { x, mask, maskBool: mask === 'boolp', e, ev };
+        compile(S.prefillSource(k, S.prefillBlock(e, ev)), `prefill ${x} ${e}`);
+        compile(S.decodeSource(k, false), `decode ${x} ${e}`);
+        compile(S.decodeSource(k, true), `split ${x} ${e}`);
+      }
+      compile(S.combineSource(x, ev), `combine ${x} ${ev}`);
+    }
+  }
+  for (const x of [...floats, 'i32', 'u8p'] as const) compile(selectSource(x, x), `select ${x}`);
+  kiln.synchronize('webgpu');
+  assert.ok(n > 100, `compiled ${n}`);
+});
