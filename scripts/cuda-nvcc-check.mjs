@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Dev check without a GPU: generates every pointwise expression of the cuda kernel catalog (rotating
-// through storage dtypes and the contiguous/vectorised/strided/64-bit paths), every row kernel
-// kind and the sort/topk kernels (bitonic, register lists, warp, radix select) in every dtype,
+// through storage dtypes and the contiguous/vectorised/strided/64-bit paths), the scan kernels
+// and the sort/topk kernels (bitonic, register lists, warp, radix select) in every dtype,
 // wraps each in its own namespace in one .cu file, and compiles it with `nvcc -arch=sm_90 -cubin`,
 // so syntax and type errors show up before any device time is spent.
 //   npm run build && node scripts/cuda-nvcc-check.mjs [--keep]
@@ -16,7 +16,7 @@ const imp = (p) => import(pathToFileURL(path.join(root, 'dist', p)).href);
 await imp('src/index.js');
 const { expressionCatalog } = await imp('src/kernels/cuda/pointwise.js');
 const { generatePointwise } = await imp('src/kernels/cuda/codegen/pointwise.js');
-const { generateRow } = await imp('src/kernels/cuda/codegen/rows.js');
+const { generateScan } = await imp('src/kernels/cuda/codegen/scan.js');
 
 const sources = [];
 const storageFor = { float32: ['float32', 'float16', 'bfloat16'], float64: ['float64'], int32: ['int32', 'uint8', 'bool'], int64: ['int64'] };
@@ -36,17 +36,14 @@ for (const e of expressionCatalog()) {
   sources.push(generatePointwise({ op: e.op, expr: e.expr, operands, nParams: e.nParams, compute: e.compute, out: e.op.startsWith('add_bool') ? 'bool' : dt, ...p }));
   i++;
 }
-const rowKinds = ['sum', 'prod', 'max', 'min', 'any', 'all', 'var', 'logsumexp', 'argmax', 'argmin', 'softmax', 'logSoftmax', 'layerNorm', 'rmsNorm', 'cumsum', 'cumprod'];
-const rowDtypes = ['float32', 'float16', 'bfloat16', 'float64', 'int32', 'int64'];
+// Scans (cumsum / cumprod) are the hand-written row kernels left; reductions, softmax and norms are
+// rendered by the fused-group renderer: scripts/cuda-reduce-emu.mjs --nvcc compiles (and runs) them.
+const scanDtypes = ['float32', 'float16', 'bfloat16', 'float64', 'int32', 'int64', 'bool'];
 let j = 0;
-for (const kind of rowKinds) {
-  for (const d of rowDtypes) {
+for (const kind of ['cumsum', 'cumprod']) {
+  for (const d of scanDtypes) {
     const float = d.startsWith('float') || d === 'bfloat16';
-    if (!float && ['var', 'logsumexp', 'softmax', 'logSoftmax', 'layerNorm', 'rmsNorm'].includes(kind)) continue;
-    const tpr = [32, 64, 128, 256][j++ % 4];
-    const out = kind === 'any' || kind === 'all' ? 'bool' : (kind === 'sum' || kind === 'cumsum') && !float ? 'int64' : d;
-    const norm = kind === 'layerNorm' || kind === 'rmsNorm';
-    sources.push(generateRow({ kind, inDtype: d, outDtype: out, tpr, hasWeight: norm, hasBias: kind === 'layerNorm', paramDtype: norm ? d : undefined }));
+    sources.push(generateScan({ kind, inDtype: d, outDtype: float ? d : 'int64', tpr: [32, 64, 128, 256][j++ % 4] }));
   }
 }
 const { gatherRowsSource, gatherSource } = await imp('src/kernels/cuda/indexing.js');

@@ -8,8 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import '../src/index.js';
 import { coalesce, generatePointwise, INDEX32_LIMIT, pointwiseKernelName, reach, vectorWidth, type PointwiseSpec } from '../src/kernels/cuda/codegen/pointwise.js';
-import { generateRow } from '../src/kernels/cuda/codegen/rows.js';
-import { threadsPerRow as threadsPerRowFor } from '../src/kernels/cuda/rows-run.js';
+import { generateScan, threadsPerRow as threadsPerRowFor } from '../src/kernels/cuda/codegen/scan.js';
 import { expressionCatalog } from '../src/kernels/cuda/pointwise.js';
 import { paramLayout } from '../src/runtime/cuda/launch.js';
 import { findLibrary, missingMessage, type DiscoverEnv } from '../src/runtime/cuda/discover.js';
@@ -125,14 +124,15 @@ test('every catalog expression generates a kernel whose text names its expressio
   }
 });
 
-test('row kernels: threads per row and the combine step', () => {
+test('scan kernels: threads per row, carry through shared memory, integer scans in 64 bits', () => {
   assert.deepEqual([1, 32, 33, 100, 128, 129, 100000].map(threadsPerRowFor), [32, 32, 64, 128, 128, 256, 256]);
-  const g = generateRow({ kind: 'argmax', inDtype: 'bfloat16', outDtype: 'bfloat16', tpr: 128 });
-  assert.match(g.source, /__shfl_xor_sync/);
-  assert.match(g.source, /ismem/, 'beyond one warp, indices combine through shared memory');
-  const s = generateRow({ kind: 'sum', inDtype: 'int32', outDtype: 'int64', tpr: 32 });
-  assert.match(s.source, /long long acc = 0;/, 'integer sums accumulate in 64 bits');
-  assert.throws(() => generateRow({ kind: 'sum', inDtype: 'float32', outDtype: 'float32', tpr: 48 }), /32, 64, 128 or 256/);
+  const g = generateScan({ kind: 'cumsum', inDtype: 'bfloat16', outDtype: 'bfloat16', tpr: 128 });
+  assert.match(g.source, /__shfl_up_sync/);
+  assert.match(g.source, /smem\[threadIdx.x >> 5\] = v/, 'beyond one warp, warp totals combine through shared memory');
+  const s = generateScan({ kind: 'cumsum', inDtype: 'int32', outDtype: 'int64', tpr: 32 });
+  assert.match(s.source, /long long carry = 0;/, 'integer scans accumulate in 64 bits');
+  assert.doesNotMatch(s.source, /smem\[threadIdx.x >> 5\] = v/, 'one warp needs no shared memory for the scan');
+  assert.throws(() => generateScan({ kind: 'cumprod', inDtype: 'float32', outDtype: 'float32', tpr: 48 }), /32, 64, 128 or 256/);
 });
 
 test('NVRTC logs are shown with numbered source lines around each error', () => {

@@ -124,6 +124,33 @@ export function broadcastStrides(shape: readonly number[], strides: readonly num
   return out;
 }
 
+/**
+ * Drops size-1 dims and merges neighbours that are contiguous in every operand's strides, so a
+ * kernel loops over as few dims as possible. A 0-d result becomes one dim of size 1, stride 0.
+ * (The compiler's programs and the cuda fused-group layouts share it.)
+ */
+export function coalesceDims(shape: readonly number[], strides: readonly (readonly number[])[]): { shape: number[]; strides: number[][] } {
+  const outShape: number[] = [];
+  const outStrides: number[][] = strides.map(() => []);
+  for (let d = 0; d < shape.length; d++) {
+    const size = shape[d]!;
+    if (size === 1) continue;
+    const last = outShape.length - 1;
+    if (last >= 0 && size !== 0 && outShape[last] !== 0 && strides.every((s, k) => outStrides[k]![last] === s[d]! * size)) {
+      outShape[last]! *= size;
+      strides.forEach((s, k) => (outStrides[k]![last] = s[d]!));
+    } else {
+      outShape.push(size);
+      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
+    }
+  }
+  if (outShape.length === 0) {
+    outShape.push(1);
+    strides.forEach((_, k) => outStrides[k]!.push(0));
+  }
+  return { shape: outShape, strides: outStrides };
+}
+
 export function shapeEquals(a: readonly number[], b: readonly number[]): boolean {
   if (a === b) return true;
   if (a.length !== b.length) return false;

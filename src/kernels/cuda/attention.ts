@@ -18,7 +18,7 @@ import { copyTensor } from './core.js';
 import { allocOut } from './device.js';
 import { runGemm } from './linalg.js';
 import { runPointwise } from './pointwise-run.js';
-import { runRows } from './rows-run.js';
+import { softmaxInto } from './softmax-norm.js';
 import { triMask } from './masks.js';
 import { runFlashAttention } from './flash-run.js';
 
@@ -79,10 +79,9 @@ registerKernel(scaledDotProductAttention, 'cuda', (ctx, query, key, value, attnM
       if (attnMask.dtype === 'bool') runPointwise('attnMask', '((b != 0) ? a : -s0)', scores, [scores, m], [Infinity], scoreDtype);
       else runPointwise('attnMask', 'a + b', scores, [scores, m], [], scoreDtype);
     }
-    const rows = numel(batch) * l;
     const probs = allocOut({ shape: scoresShape, strides: contiguousStrides(scoresShape), dtype: value.dtype, device: out.device });
     temps.push(probs);
-    runRows({ kind: 'softmax', src: scores, out: probs, outDtype: probs.dtype, rows, R: s });
+    softmaxInto('softmax', probs, scores, -1);
     // The op's cuda output is [.., L, H, E] memory for rank >= 4 (attentionOutStrides): the GEMM
     // writes a contiguous temporary that one copy lays out.
     const oShape = [...batch, l, ev];

@@ -5,6 +5,7 @@
 import './core.js';
 import './pointwise.js';
 import './reduction.js';
+import './softmax-norm.js';
 import './linalg.js';
 import './indexing.js';
 import './attention.js';

@@ -28,7 +28,8 @@ import { bnUnsupported, igemmUnsupported, runIgemm } from './conv-igemm.js';
 import { conv2dBatchNorm, conv2dBatchNormComposite } from '../../ops/defs/conv-fused.js';
 import { runGemm } from './linalg.js';
 import { runPointwise } from './pointwise-run.js';
-import { runRows, toRows } from './rows-run.js';
+import { batchStatsProgram } from './reduce-programs.js';
+import { runReduce } from './reduce-run.js';
 
 const BLOCK = 256;
 const IM2COL_PARAMS: ParamType[] = ['ptr', 'ptr', ...(Array.from({ length: 20 }, () => 'i64') as ParamType[])];
@@ -160,6 +161,16 @@ function perChannel(t: Tensor, like: Tensor): Tensor {
   return new Tensor(t.storage, t.dtype, like.shape, like.shape.map((_, d) => (d === 1 ? t.strides[0]! : 0)), t.offset);
 }
 
+/**
+ * The batch mean and biased variance per channel in one reduce group (reduce-run.ts): the mean,
+ * then the mean of squared deviations, in the stats' dtype; the input is read in place, whatever
+ * its layout (NCHW or channels-last).
+ */
+function batchStats(input: Tensor, dims: readonly number[], mean: Tensor, varr: Tensor): void {
+  const key = `batchStats|${input.dtype}|${mean.dtype}`;
+  runReduce({ label: 'batchNorm', key, program: () => batchStatsProgram(input, dims, mean.dtype), x: input, dims, outs: [mean, varr].map((t) => ({ t, row: true })) });
+}
+
 registerKernel(batchNorm, 'cuda', (ctx, input, runningMean, runningVar, weight, bias, training, momentumArg, epsArg) => {
   const momentum = Number(momentumArg);
   const eps = Number(epsArg);
@@ -177,12 +188,9 @@ registerKernel(batchNorm, 'cuda', (ctx, input, runningMean, runningVar, weight, 
     if (training === true) {
       const dims = input.shape.map((_, d) => d).filter((d) => d !== 1);
       const count = numel(dims.map((d) => input.shape[d]!));
-      const r = toRows(input, dims);
-      temps.push(r.src);
       mean = vec();
       varr = vec();
-      runRows({ kind: 'sum', src: r.src, out: mean, outDtype: statDtype, rows: r.rows, R: r.R, p0: 1 / count, p1: 1 });
-      runRows({ kind: 'var', src: r.src, out: varr, outDtype: statDtype, rows: r.rows, R: r.R, p0: 0, p1: 0 });
+      batchStats(input, dims, mean, varr);
       if (runningMean && runningVar && count > 0) {
         runPointwise('bnRunning', 'a * s0 + b * s1', runningMean, [runningMean, mean], [1 - momentum, momentum], statDtype);
         runPointwise('bnRunning', 'a * s0 + b * s1', runningVar, [runningVar, varr], [1 - momentum, (momentum * count) / (count - 1)], statDtype);

@@ -11,14 +11,13 @@
  * Both share one Wasm memory per program (GemmArena) and fall back to the dispatcher for operands
  * they do not handle.
  */
-import { broadcastStrides, isContiguousStrides } from '../../../tensor/layout.js';
+import { broadcastStrides, coalesceDims as coalesce, isContiguousStrides } from '../../../tensor/layout.js';
 import { wasmApi } from '../../../kernels/cpu/wasm-asm.js';
 import { cpuPath } from '../../../kernels/cpu/native/path.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { readable, writable, type NumArray } from '../../../kernels/cpu/numeric.js';
 import type { CompiledProgram, ProgramCacheStatus } from '../../backend.js';
 import { type LNode, type Lowered, nodeInputs } from '../../lower/lower.js';
-import { coalesce } from '../layout-plan.js';
 import type { KernelGroup, Schedule } from '../../lower/schedule.js';
 import { type ProgramStep, type RunState, StepRunner, stepOutputs } from '../step-runner.js';
 import { compileCandidates, HELPERS, type KernelFn, validateWasm } from './compile.js';

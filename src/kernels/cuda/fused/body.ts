@@ -58,7 +58,7 @@ export function nodeStatement(c: GroupCtx, n: FusedNode, name: (id: ValueId) => 
   if (n.expr) return exprStatement(c, n, name);
   const args: CArg[] = n.args.map((a) => (a.kind === 'value' ? { kind: 'value', expr: name(a.id), dtype: c.info(a.id).dtype, shape: c.info(a.id).shape } : { kind: 'const', value: a.value }));
   const t = CUDA_TEMPLATES.get(n.op);
-  const expr = t ? t(args, { out: dtype, fast: cudaFastMath(), bf16Results: c.bf16Results }) : null;
+  const expr = t ? t(args, { out: dtype, fast: cudaFastMath() && c.g.exactMath !== true, bf16Results: c.bf16Results }) : null;
   if (expr === null) throw new Error(`kiln cuda codegen: no CUDA template for ${n.op} (${args.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ')} -> ${dtype})`);
   const fromFloating = n.inputs.some((id) => isFloating(c.info(id).dtype));
   return declareValue(name(out), expr, dtype, n.cast === true, fromFloating);
@@ -91,7 +91,7 @@ function roundThrough(d: DType | undefined, x: string, ct: string): string {
 }
 
 /** The stored form of value `id` named `v`: an expression node's value is already in it. */
-function storeForm(c: GroupCtx, id: ValueId, v: string): string {
+export function storeForm(c: GroupCtx, id: ValueId, v: string): string {
   return c.nodeOf.get(id)?.expr ? v : storeConvert(c.info(id).dtype, v);
 }
 

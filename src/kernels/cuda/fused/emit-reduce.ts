@@ -13,11 +13,16 @@
  * - split:  for few very long rows (a full sum): G blocks per row each reduce a chunk into a
  *           workspace, a second kernel (one thread per row) combines the G partials and runs the
  *           per-row epilogue. Only for groups with one level of reductions and no full-size outputs.
+ *
+ * The eager cuda reductions (kernels/cuda/reduce-run.ts) render their one-node programs here too,
+ * with two things the compiler never schedules: host scalars s0.. that expression nodes read
+ * (double parameters after the pointers) and arg reductions (emit-arg.ts).
  */
 import { cLit, computeType, type CType } from '../codegen/ctypes.js';
 import type { Param } from './args.js';
-import { type GroupCtx, elementCode, Lines, nodeStatement, ptrType } from './body.js';
-import { declareValue, storeConvert } from './ctypes.js';
+import { type GroupCtx, elementCode, Lines, nodeStatement, ptrType, storeForm } from './body.js';
+import { declareValue } from './ctypes.js';
+import { type ArgKind, argBlockCombine, argUpdate, argWarpCombine, isArg } from './emit-arg.js';
 import type { EmittedKernel } from './emit-pointwise.js';
 import type { FusedNode } from './group.js';
 import { type IndexPlan, indexPlan, sizeParams } from './index-math.js';
@@ -48,8 +53,10 @@ function identity(kind: string, t: CType): string {
     case 'prod':
       return cLit(1, t);
     case 'amax':
+    case 'argmax':
       return t === 'int' ? '(-2147483647 - 1)' : t === 'long long' ? '(-9223372036854775807LL - 1)' : cLit(-Infinity, t);
     case 'amin':
+    case 'argmin':
       return t === 'int' ? '2147483647' : t === 'long long' ? '9223372036854775807LL' : cLit(Infinity, t);
     default:
       throw new Error(`kiln cuda codegen: unknown reduction ${kind}`);
@@ -68,7 +75,8 @@ export function phases(c: GroupCtx): { passes: Phase[]; rowOuts: ValueId[] } {
   const lv = (id: ValueId): number => level.get(id) ?? 0;
   for (const n of g.nodes) {
     const o = n.outputs[0]!;
-    if (n.kind === 'reduction') level.set(o, lv(n.reduce!.input) + 1);
+    // An arg reduction's index output is at its value's level.
+    if (n.kind === 'reduction') for (const out of n.outputs) level.set(out, lv(n.reduce!.input) + 1);
     else level.set(o, Math.max(0, ...n.inputs.map(lv)));
   }
   const reductions = g.nodes.filter((n) => n.kind === 'reduction');
@@ -80,10 +88,10 @@ export function phases(c: GroupCtx): { passes: Phase[]; rowOuts: ValueId[] } {
   return { passes, rowOuts: g.outputs.filter((o) => g.rowScalars.has(o)) };
 }
 
-/** Whether the split strategy can run this group (one pass, no full-size outputs). */
+/** Whether the split strategy can run this group (one pass, no full-size outputs, no arg reductions). */
 export function splittable(c: GroupCtx): boolean {
   const { passes } = phases(c);
-  return passes.length === 1 && passes[0]!.stores.length === 0;
+  return passes.length === 1 && passes[0]!.stores.length === 0 && !passes[0]!.reductions.some(isArg);
 }
 
 /** Row base offsets from the row index `row` (sizes M<d>, strides a<k>_<d>) and in-row offsets from `j` (sizes R<d>, strides b<k>_<d>). */
@@ -129,15 +137,18 @@ function shared(c: GroupCtx, split: boolean): Shared {
   const ip = spec.idx64 ? 'i64' : 'i32';
   const nOps = spec.ops.length;
   const ptrs: Param[] = Array.from({ length: nOps }, (_, k): Param => ({ name: `p${k}`, type: 'ptr', source: { kind: 'operand', k } }));
+  // Host scalars s0.. of expression nodes (eager one-node programs only), as emitPointwise takes them.
+  const scalars: Param[] = Array.from({ length: c.g.params?.count ?? 0 }, (_, j): Param => ({ name: `p_s${j}`, type: 'f64', source: { kind: 'scalar', what: `s${j}` } }));
   const { outer, row: rowPlan } = reduceIndexPlans(spec);
-  const params: Param[] = [...ptrs, ...sizeParams('M', spec.orank, ip), ...sizeParams('R', spec.rrank, ip), ...outer.params, ...rowPlan.params];
+  const params: Param[] = [...ptrs, ...scalars, ...sizeParams('M', spec.orank, ip), ...sizeParams('R', spec.rrank, ip), ...outer.params, ...rowPlan.params];
   if (split) {
     params.push({ name: 'G', type: ip, source: { kind: 'int', what: 'G' } });
     params.push({ name: 'chunk', type: ip, source: { kind: 'int', what: 'chunk' } });
     params.push({ name: 'ws', type: 'ptr', source: { kind: 'workspace' } });
   }
+  const cType = (t: Param['type']): string => (t === 'f64' ? 'double' : t === 'i64' ? 'long long' : 'int');
   const decl = params
-    .map((p) => (p.type === 'ptr' ? (p.name === 'ws' ? `unsigned char* __restrict__ ws` : `${ptrType(c, Number(p.name.slice(1)))} ${p.name}`) : `${p.type === 'i64' ? 'long long' : 'int'} ${p.name}`))
+    .map((p) => (p.type === 'ptr' ? (p.name === 'ws' ? `unsigned char* __restrict__ ws` : `${ptrType(c, Number(p.name.slice(1)))} ${p.name}`) : `${cType(p.type)} ${p.name}`))
     .join(', ');
   return { c, idx, params, outer, rowPlan, decl };
 }
@@ -146,6 +157,8 @@ function rowTotals(L: Lines, s: Shared): void {
   const { spec } = s.c;
   L.line(`[[maybe_unused]] const ${s.idx} M = ${Array.from({ length: spec.orank }, (_, d) => `M${d}`).join(' * ')};`);
   L.line(`[[maybe_unused]] const ${s.idx} N = ${Array.from({ length: spec.rrank }, (_, d) => `R${d}`).join(' * ')};`);
+  const p = s.c.g.params;
+  for (let j = 0; j < (p?.count ?? 0); j++) L.line(`const ${p!.ct} s${j} = (${p!.ct})p_s${j};`);
 }
 
 function rowBases(L: Lines, s: Shared): void {
@@ -164,7 +177,7 @@ function rowScalars(L: Lines, c: GroupCtx, avail: Set<ValueId>): void {
   }
 }
 
-/** Finishes reduction r from accumulator a<o>: mean divides by N; rounds to the output dtype. */
+/** Finishes reduction r from accumulator a<o>: mean divides by N; rounds to the output dtype; an arg reduction's index is ai<o>. */
 function finishReduction(L: Lines, c: GroupCtx, r: FusedNode, avail: Set<ValueId>): void {
   const o = r.outputs[0]!;
   const dt = c.info(o).dtype;
@@ -172,6 +185,10 @@ function finishReduction(L: Lines, c: GroupCtx, r: FusedNode, avail: Set<ValueId
   const v = r.reduce!.kind === 'mean' ? `a${o} / (${at})N` : `a${o}`;
   L.line(declareValue(`v${o}`, v, dt, false, false));
   avail.add(o);
+  if (isArg(r)) {
+    L.line(`const long long v${r.outputs[1]!} = ai${o};`);
+    avail.add(r.outputs[1]!);
+  }
 }
 
 /** One pass over the row: element loop from `start` by `step` below `end`. */
@@ -182,6 +199,7 @@ function rowPass(L: Lines, s: Shared, pass: Phase, avail: Set<ValueId>, V: numbe
     const o = r.outputs[0]!;
     const at = computeType(c.info(o).dtype);
     L.line(`${at} a${o} = ${identity(r.reduce!.kind, at)};`);
+    if (isArg(r)) L.line(`long long ai${o} = -1;`);
   }
   const body = elementCode(c, {
     roots: pass.reductions.map((n) => n.reduce!.input),
@@ -199,7 +217,10 @@ function rowPass(L: Lines, s: Shared, pass: Phase, avail: Set<ValueId>, V: numbe
     const o = r.outputs[0]!;
     const at = computeType(c.info(o).dtype);
     const x = r.reduce!.input;
-    for (let u = 0; u < V; u++) L.line(`a${o} = ${OPS[r.reduce!.kind]}::f(a${o}, (${at})v${x}_${u});`);
+    for (let u = 0; u < V; u++) {
+      if (isArg(r)) L.line(argUpdate(r.reduce!.kind as ArgKind, o, `(${at})v${x}_${u}`, u === 0 ? 'j' : `j + ${u}`));
+      else L.line(`a${o} = ${OPS[r.reduce!.kind]}::f(a${o}, (${at})v${x}_${u});`);
+    }
   }
   L.close();
 }
@@ -209,7 +230,7 @@ function storeRowOuts(L: Lines, c: GroupCtx, rowOuts: readonly ValueId[], guard:
   if (guard) L.open(`if (${guard}) {`);
   for (const o of rowOuts) {
     const k = c.outOperand.get(o)!;
-    L.line(`p${k}[bs${k}] = ${storeConvert(c.info(o).dtype, `v${o}`)};`);
+    L.line(`p${k}[bs${k}] = ${storeForm(c, o, `v${o}`)};`);
   }
   if (guard) L.close();
 }
@@ -258,8 +279,14 @@ export function emitReduce(c: GroupCtx, name: string, cfg: ReduceConfig): { kern
       const o = r.outputs[0]!;
       const at = computeType(c.info(o).dtype);
       const op = OPS[r.reduce!.kind];
-      if (cfg.strategy === 'warp') L.line(`a${o} = kiln_warp_reduce<${op}>(a${o});`);
-      if (cfg.strategy === 'block') L.line(`a${o} = kiln_block_reduce<${op}>(a${o}, (${at})${identity(r.reduce!.kind, at)}, kiln_smem);`);
+      if (isArg(r)) {
+        const kind = r.reduce!.kind as ArgKind;
+        if (cfg.strategy === 'warp') argWarpCombine(L, kind, o, at);
+        if (cfg.strategy === 'block') argBlockCombine(L, kind, o, at, `(${at})${identity(kind, at)}`);
+      } else {
+        if (cfg.strategy === 'warp') L.line(`a${o} = kiln_warp_reduce<${op}>(a${o});`);
+        if (cfg.strategy === 'block') L.line(`a${o} = kiln_block_reduce<${op}>(a${o}, (${at})${identity(r.reduce!.kind, at)}, kiln_smem);`);
+      }
       finishReduction(L, c, r, avail);
     }
     rowScalars(L, c, avail);

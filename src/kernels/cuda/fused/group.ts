@@ -2,8 +2,9 @@
  * What the CUDA C renderer of fused groups (body.ts, emit-pointwise.ts, emit-reduce.ts) takes: a
  * group of pointwise nodes and reductions over one iteration space, described without the
  * compiler's types, so that the compiler's cuda target (a scheduled kernel group, mapped one to one
- * by compile/codegen/cuda/group.ts) and the eager cuda pointwise kernels (one-node programs,
- * kernels/cuda/pointwise-run.ts) hand the same renderer the same kind of object.
+ * by compile/codegen/cuda/group.ts), the eager cuda pointwise kernels (one-node programs,
+ * kernels/cuda/codegen/pointwise.ts) and the eager cuda reductions (kernels/cuda/reduce-run.ts)
+ * hand the same renderer the same kind of object.
  *
  * Operands are the group's outputs, then its inputs (the compiler's order). A reduce group
  * iterates rows (the outer dims) and, within a row, the reduced dims; values computed once per row
@@ -11,7 +12,12 @@
  */
 import type { DType } from '../../../tensor/dtype.js';
 
-export type FusedReduceKind = 'sum' | 'mean' | 'prod' | 'amax' | 'amin';
+/**
+ * argmax / argmin (eager max/min with a dim and argmax/argmin only; the compiler schedules none):
+ * a node with two outputs, the extreme value and its int64 index within the row (the row's linear
+ * index in logical order of the reduced dims; NaN counts as the extreme; the first among equals).
+ */
+export type FusedReduceKind = 'sum' | 'mean' | 'prod' | 'amax' | 'amin' | 'argmax' | 'argmin';
 
 /** A positional argument of a pointwise node: a value of the group, or a constant (null: none). */
 export type FusedArg = { readonly kind: 'value'; readonly id: number } | { readonly kind: 'const'; readonly value: unknown };
@@ -73,4 +79,9 @@ export interface FusedGroup {
    * `ct`) that FusedExprNode expressions read.
    */
   readonly params?: { readonly count: number; readonly ct: 'float' | 'double' | 'int' | 'long long' };
+  /**
+   * Math-table nodes render without the compiler's fast float math (libdevice expf/tanhf instead of
+   * ex2.approx): the eager kernels' contract (kernels/math/cuda.ts CTemplateCtx.fast).
+   */
+  readonly exactMath?: boolean;
 }
