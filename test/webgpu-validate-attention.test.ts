@@ -1,9 +1,10 @@
 /**
  * Compiles every variant of the webgpu flash attention (prefill, decode, split decode, combine:
- * each storage kind, head dims 32..256, no / bool / additive mask) and of the topk radix select
- * (each input and value kind) on Dawn's null backend, which needs no GPU: a WGSL or pipeline error
+ * each storage kind, head dims 32..256, no / bool / additive mask), of the paged decode attention
+ * (split and direct, each storage kind and index dtype, head dims 32..512, head groups 1..8) and of
+ * the topk radix select (each input and value kind) on Dawn's null backend, which needs no GPU: a WGSL or pipeline error
  * (workgroup memory over 16 KiB, a barrier in non-uniform control flow) fails here, where CI has no
- * adapter. webgpu-attention.test.ts and webgpu-topk.test.ts check their values on a real adapter.
+ * adapter. webgpu-attention.test.ts, webgpu-paged.test.ts and webgpu-topk.test.ts check their values on a real adapter.
  */
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -15,6 +16,7 @@ import type { StorageKind } from '../src/kernels/webgpu/storage.js';
 process.env.KILN_WEBGPU_BACKEND = 'null';
 const kiln = await import('../src/index.js');
 const S = await import('../src/kernels/webgpu/flash-attention-source.js');
+const P = await import('../src/kernels/webgpu/paged-attention-source.js');
 const { selectSource } = await import('../src/kernels/webgpu/topk-select.js');
 const { withPrelude } = await import('../src/kernels/math/wgsl-prelude.js');
 
@@ -28,7 +30,7 @@ const hasDawn = ((): boolean => {
 })();
 const skip = hasDawn ? false : "the 'webgpu' package (Dawn) is not installed";
 
-test('every flash attention and topk select kernel compiles on Dawn', { skip }, () => {
+test('every flash attention, paged attention and topk select kernel compiles on Dawn', { skip }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
   const f16 = acc.hasFeature('shader-f16');
   const floats: StorageKind[] = ['f32', 'f16p', 'bf16p', ...(f16 ? (['f16'] as const) : [])];
@@ -52,6 +54,23 @@ test('every flash attention and topk select kernel compiles on Dawn', { skip }, 
       }
       compile(S.combineSource(x, ev), `combine ${x} ${ev}`);
     }
+  }
+  for (const x of floats) {
+    for (const [d, hg] of [
+      [32, 8],
+      [80, 3],
+      [128, 8],
+      [256, 8],
+      [512, 4],
+      [64, 1],
+    ] as const) {
+      for (const index of ['int32', 'int64'] as const) {
+        const k = { x, table: index, lens: index, d, hg };
+        compile(P.pagedSplitSource(k, false), `paged ${x} ${d} ${hg} ${index}`);
+        compile(P.pagedSplitSource(k, true), `paged split ${x} ${d} ${hg} ${index}`);
+      }
+    }
+    for (const d of [32, 80, 128, 512]) compile(P.pagedCombineSource(x, d), `paged combine ${x} ${d}`);
   }
   for (const x of [...floats, 'i32', 'u8p'] as const) compile(selectSource(x, x), `select ${x}`);
   kiln.synchronize('webgpu');

@@ -5,7 +5,9 @@
  * float16 and bfloat16; products are accumulated in f32 and rounded once to the output's dtype.
  * Operands are read in place with any row/column strides and up to three batch dims with their own
  * strides (broadcast batches have stride 0); an operand whose batch dims do not collapse to three is
- * copied contiguous first.
+ * copied contiguous first. float16 products run on the subgroup matrix kernel
+ * (gemm-subgroup-matrix.ts) where the device has subgroup matrices, shader-f16 and a fixed subgroup
+ * size (and KILN_WEBGPU_SUBGROUP_MATRIX is on); else, and for the other dtypes, on the tiled kernel.
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
@@ -20,6 +22,8 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
+import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
+import { getOption } from '../../runtime/config.js';
 import { runPointwise } from './pointwise-run.js';
 import { coalesceDims as coalesce } from './fused/layout.js';
 import { storageKind } from './storage.js';
@@ -50,6 +54,25 @@ export function gemmKernel(spec: GemmSpec): WebgpuKernel {
   let k = programs.get(key);
   if (!k) {
     k = webgpu().kernel(generateGemm(spec), `kiln.gemm (${key})`);
+    programs.set(key, k);
+  }
+  return k;
+}
+
+let smPlan: SubgroupMatrixPlan | { reason: string } | undefined;
+
+/** The subgroup matrix plan of this device (computed once), or why float16 GEMMs do not use one. */
+export function subgroupMatrixPlan(): SubgroupMatrixPlan | { reason: string } {
+  smPlan ??= planSubgroupMatrix(webgpu().bridge.adapter);
+  return smPlan;
+}
+
+/** The subgroup matrix pipeline for a spec and plan, compiled on first use. */
+export function subgroupMatrixKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): WebgpuKernel {
+  const key = smKey(spec, plan);
+  let k = programs.get(key);
+  if (!k) {
+    k = webgpu().kernel(generateSubgroupMatrixGemm(spec, plan), `kiln.gemm (${key})`);
     programs.set(key, k);
   }
   return k;
@@ -115,10 +138,12 @@ export function runGemm(g: WebgpuGemm): Tensor {
     const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
     for (const buf of buffers) if (buf.capacity > limit) throw new RangeError(`${op}: a webgpu buffer of ${buf.capacity} bytes exceeds the device's maxStorageBufferBindingSize (${limit}) (${shapes}); tensors that large need chunked kernels (not yet)`);
 
+    const plan = kind === 'f16' && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
+    const sm = plan !== null && !('reason' in plan) ? plan : null;
     const w = GEMM_META;
     const meta = new Uint32Array(w.words);
-    const tilesN = Math.ceil(N / GEMM_BN);
-    const tilesM = Math.ceil(M / GEMM_BM);
+    const tilesN = Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN));
+    const tilesM = Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM));
     meta.set([M, N, K, nb, tilesN, tilesM, ...sizes]);
     meta.set([out.offset, out.strides[out.ndim - 2]!, out.strides[out.ndim - 1]!, ...bstr[0]!], w.c);
     meta.set([a.offset, sAm, sAk, ...bstr[1]!], w.a);
@@ -126,7 +151,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
     if (bias) meta.set([bias.offset, bias.ndim === 0 || bias.shape[bias.ndim - 1] === 1 ? 0 : bias.strides[bias.ndim - 1]!], w.bias);
     meta[w.alpha] = f32Bits(g.alpha ?? 1);
     meta[w.beta] = f32Bits(g.beta ?? 0);
-    acc.dispatch(gemmKernel(spec), buffers, meta, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(nb, 65535)]);
+    acc.dispatch(sm ? subgroupMatrixKernel(spec, sm) : gemmKernel(spec), buffers, meta, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(nb, 65535)]);
   } finally {
     for (const t of temps) t.dispose();
   }

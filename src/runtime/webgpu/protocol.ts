@@ -69,6 +69,20 @@ export interface AdapterReport {
   readonly features: readonly string[];
   readonly limits: Readonly<Record<string, number>>;
   readonly toggles: readonly string[];
+  /** The adapter's subgroup sizes (0 when it does not say). */
+  readonly subgroupMinSize?: number;
+  readonly subgroupMaxSize?: number;
+  /** Its subgroup matrix shapes where the device has chromium-experimental-subgroup-matrix (Dawn's adapter info). */
+  readonly subgroupMatrixConfigs?: readonly SubgroupMatrixConfig[];
+}
+
+/** One subgroup matrix shape: C[M, N] (resultComponentType) += A[M, K] B[K, N] (componentType). */
+export interface SubgroupMatrixConfig {
+  readonly componentType: string;
+  readonly resultComponentType: string;
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
 }
 
 export type Answer =

@@ -163,6 +163,9 @@ export class WebgpuAccelerator implements Accelerator {
       architecture: a.architecture,
       features: a.features,
       toggles: a.toggles,
+      subgroupMinSize: a.subgroupMinSize ?? 0,
+      subgroupMaxSize: a.subgroupMaxSize ?? 0,
+      subgroupMatrixConfigs: (a.subgroupMatrixConfigs ?? []).map((c) => `${c.componentType}x${c.componentType}->${c.resultComponentType} ${c.M}x${c.N}x${c.K}`),
     };
     for (const [k, v] of Object.entries(a.limits)) props[k] = v;
     return props;

@@ -10,7 +10,7 @@
  * start at once, several together, and only a batch that dispatches one waits for it.
  */
 import { inNode, workerThreads } from '../../platform/index.js';
-import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type ToWorker, type WorkerInit } from './protocol.js';
+import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WorkerInit } from './protocol.js';
 
 /** Node: the worker's data. Browser: the first message ({ t: 'start' }). */
 let init: WorkerInit = inNode ? (workerThreads.workerData as WorkerInit) : (undefined as unknown as WorkerInit);
@@ -95,7 +95,11 @@ async function open(): Promise<AdapterReport> {
   metaAlign = d.limits.minStorageBufferOffsetAlignment;
   const limits: Record<string, number> = {};
   for (const k of [...want, 'minStorageBufferOffsetAlignment', 'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ']) limits[k] = (d.limits as unknown as Record<string, number>)[k]!;
-  const info = adapter.info;
+  const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number; subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> };
+  // Dawn lists its subgroup matrix shapes on the adapter info (chromium-experimental-subgroup-matrix).
+  const configs = features.includes('chromium-experimental-subgroup-matrix' as GPUFeatureName)
+    ? [...(info.subgroupMatrixConfigs ?? [])].map((c) => ({ componentType: String(c.componentType), resultComponentType: String(c.resultComponentType), M: c.M, N: c.N, K: c.K }))
+    : [];
   const backend = inNode ? (init.dawnOptions.find((o) => o.startsWith('backend='))?.slice(8) ?? 'default') : 'browser';
   return {
     backend,
@@ -106,6 +110,9 @@ async function open(): Promise<AdapterReport> {
     features: [...d.features].sort(),
     limits,
     toggles: init.dawnOptions.filter((o) => !o.startsWith('backend=')),
+    subgroupMinSize: info.subgroupMinSize ?? 0,
+    subgroupMaxSize: info.subgroupMaxSize ?? 0,
+    subgroupMatrixConfigs: configs,
   };
 }
 

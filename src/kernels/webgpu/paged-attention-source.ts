@@ -1,0 +1,207 @@
+/**
+ * WGSL of the webgpu llm.pagedAttention (llm-paged.ts runs it): one query token per sequence over
+ * its cached keys, read through the block table, in the style of the flash decode kernel
+ * (flash-attention-source.ts): an online softmax over blocks of 64 keys, the keys split across
+ * workgroups, the splits merged by a combine pass (flash-decoding). Every value is computed in f32
+ * (16-bit storage is loaded into f32 and rounded once when stored).
+ *
+ * - `split`: one workgroup of 64 per (sequence, kv head, head group, key split). A head group is HG
+ *   of the G = Hq / Hkv query heads that share the kv head (grouped-query attention), so each key
+ *   and value row is read once for HG heads. Their scaled queries sit in workgroup memory;
+ *   invocation t scores key j0 + t of each block of 64 for every head of the group (one read of the
+ *   key row), resolving the key's cache row through the block table (the row's base goes to
+ *   workgroup memory for the value pass); the block's probabilities go through workgroup memory, and
+ *   invocation t accumulates value dims t, t + 64, ... of every head. With one split it writes the
+ *   output; with several, each split's (max, sum, NaN flag, accumulator[D]) per head goes to a
+ *   float32 scratch that `combine` merges.
+ * - `combine`: one invocation per (sequence, head, dim).
+ *
+ * Semantics of the CPU kernel: tokens t < contextLens[b] (clamped to the table's capacity: a WGSL
+ * kernel cannot raise); a row with no token is zeros; a NaN score makes the row NaN. A block id
+ * outside the cache skips its token (the cpu and cuda kernels raise). Exponentials are the math
+ * library's kiln_exp (WGSL's exp is loose).
+ *
+ * Metadata (u32 words): [B, H, hkv, blockSize, maxBlocks, qRow, qHead, qOff, tableRow, tableOff,
+ * lenOff, lenStride, scale bits, numBlocks, kcOff, vcOff, splits, splitLen, headGroups, outOff].
+ */
+import type { DType } from '../../tensor/dtype.js';
+import type { StorageKind } from './storage.js';
+import { loadExpr, storeStmt } from './storage.js';
+import { header, indexBind, indexLoad } from './template.js';
+
+/** Invocations per workgroup, and keys per block. */
+export const PAGED_WG = 64;
+/** Metadata words. */
+export const PAGED_META_WORDS = 20;
+
+export interface PagedKinds {
+  /** Storage of query, caches and output. */
+  readonly x: StorageKind;
+  readonly table: DType;
+  readonly lens: DType;
+  /** Head dim. */
+  readonly d: number;
+  /** Query heads per workgroup (a divisor of Hq / Hkv). */
+  readonly hg: number;
+}
+
+const NEG_MAX = '-3.4028234663852886e38f';
+const indent = (s: string, n: number): string => s.replace(/\n/g, `\n${' '.repeat(n)}`);
+
+/** Value dims each invocation accumulates per head. */
+export const pagedPerThread = (d: number): number => Math.max(1, Math.ceil(d / PAGED_WG));
+
+/** The split kernel; with `partial`, binding 0 is the float32 scratch, else the output. */
+export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
+  const { x, d, hg } = k;
+  const R = pagedPerThread(d);
+  const W = PAGED_WG;
+  const lines = header([
+    { kind: partial ? 'f32' : x, written: true },
+    { kind: x, written: false },
+    { kind: x, written: false },
+    { kind: x, written: false },
+    { kind: indexBind(k.table), written: false },
+    { kind: indexBind(k.lens), written: false },
+  ]);
+  lines.push(
+    `const D = ${d}u;`,
+    `const HG = ${hg}u;`,
+    `var<workgroup> qs: array<f32, ${hg * d}>;`,
+    `var<workgroup> ps: array<f32, ${hg * W}>;`,
+    `var<workgroup> fl: array<u32, ${hg * W}>;`,
+    `var<workgroup> kb: array<u32, ${W}>;`,
+    `@compute @workgroup_size(${W})`,
+    'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u) {',
+    '  let B = kmeta[0]; let H = kmeta[1]; let hkv = kmeta[2]; let bs = kmeta[3]; let maxBlocks = kmeta[4];',
+    '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
+    '  let splits = kmeta[16]; let splitLen = kmeta[17]; let groups = kmeta[18];',
+    '  let total = B * hkv * groups * splits;',
+    '  for (var t = wid.x; t < total; t = t + ng.x) {',
+    '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
+    '    let h0 = kvh * (H / hkv) + gi * HG;',
+    `    let len = u32(clamp(${indexLoad(k.lens, 'b5', 'kmeta[10] + b * kmeta[11]')}, 0i, i32(maxBlocks * bs)));`,
+    '    let trow = kmeta[9] + b * kmeta[8];',
+    '    workgroupBarrier();',
+    `    for (var z = lid; z < HG * D; z = z + ${W}u) {`,
+    `      qs[z] = ${loadExpr(x, 'b1', 'kmeta[7] + b * kmeta[5] + (h0 + z / D) * kmeta[6] + z % D', false)} * scale;`,
+    '    }',
+    '    workgroupBarrier();',
+    `    var acc: array<f32, ${hg * R}>;`,
+    `    for (var r = 0u; r < ${hg * R}u; r++) { acc[r] = 0.0f; }`,
+    '    var m: array<f32, HG>; var l: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
+    `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; l[h] = 0.0f; started[h] = false; bad[h] = false; }`,
+    '    let js = sp * splitLen; let je = min(len, js + splitLen);',
+    `    for (var j0 = js; j0 < je; j0 = j0 + ${W}u) {`,
+    '      let j = j0 + lid;',
+    '      var ok = j < je;',
+    '      var base = 0u;',
+    '      var s: array<f32, HG>;',
+    '      for (var h = 0u; h < HG; h++) { s[h] = 0.0f; }',
+    '      if (ok) {',
+    `        let blk = ${indexLoad(k.table, 'b4', 'trow + j / bs')};`,
+    '        ok = blk >= 0i && u32(blk) < numBlocks;',
+    '        if (ok) {',
+    '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
+    '          let kr = kmeta[14] + base;',
+    '          for (var e = 0u; e < D; e++) {',
+    `            let kv = ${loadExpr(x, 'b2', 'kr + e', false)};`,
+    '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
+    '          }',
+    '        }',
+    '      }',
+    '      kb[lid] = base;',
+    `      for (var h = 0u; h < HG; h++) { ps[h * ${W}u + lid] = s[h]; fl[h * ${W}u + lid] = select(0u, select(1u, 2u, kiln_isnan(s[h])), ok); }`,
+    '      workgroupBarrier();',
+    '      var m2: array<f32, HG>; var any: array<bool, HG>;',
+    '      for (var h = 0u; h < HG; h++) {',
+    `        var bm = ${NEG_MAX}; var a = false;`,
+    `        for (var z = 0u; z < ${W}u; z++) {`,
+    `          let f = fl[h * ${W}u + z];`,
+    '          if (f == 2u) { bad[h] = true; }',
+    `          if (f == 1u) { a = true; bm = max(bm, ps[h * ${W}u + z]); }`,
+    '        }',
+    '        m2[h] = max(m[h], bm); any[h] = a;',
+    '      }',
+    '      workgroupBarrier();',
+    `      for (var h = 0u; h < HG; h++) { ps[h * ${W}u + lid] = select(0.0f, kiln_exp(s[h] - m2[h]), ok && fl[h * ${W}u + lid] == 1u); }`,
+    '      workgroupBarrier();',
+    '      for (var h = 0u; h < HG; h++) {',
+    '        if (any[h]) {',
+    '          let c = select(0.0f, kiln_exp(m[h] - m2[h]), started[h]);',
+    '          l[h] = l[h] * c;',
+    `          for (var r = 0u; r < ${R}u; r++) { acc[h * ${R}u + r] = acc[h * ${R}u + r] * c; }`,
+    '          m[h] = m2[h]; started[h] = true;',
+    '        }',
+    '      }',
+    `      let n = min(${W}u, je - j0);`,
+    '      for (var z = 0u; z < n; z++) {',
+    '        let vr = kmeta[15] + kb[z];',
+    `        for (var h = 0u; h < HG; h++) { l[h] += ps[h * ${W}u + z]; }`,
+    `        for (var r = 0u; r < ${R}u; r++) {`,
+    `          let e = lid + r * ${W}u;`,
+    '          if (e < D) {',
+    `            let v = ${loadExpr(x, 'b3', 'vr + e', false)};`,
+    `            for (var h = 0u; h < HG; h++) { acc[h * ${R}u + r] += ps[h * ${W}u + z] * v; }`,
+    '          }',
+    '        }',
+    '      }',
+    '      workgroupBarrier();',
+    '    }',
+  );
+  if (partial) {
+    lines.push(
+      '    for (var h = 0u; h < HG; h++) {',
+      '      let pb = ((b * H + h0 + h) * splits + sp) * (D + 3u);',
+      '      if (lid == 0u) { b0[pb] = m[h]; b0[pb + 1u] = l[h]; b0[pb + 2u] = select(0.0f, 1.0f, bad[h]); }',
+      `      for (var r = 0u; r < ${R}u; r++) { let e = lid + r * ${W}u; if (e < D) { b0[pb + 3u + e] = acc[h * ${R}u + r]; } }`,
+      '    }',
+    );
+  } else {
+    lines.push(
+      '    for (var h = 0u; h < HG; h++) {',
+      `      for (var r = 0u; r < ${R}u; r++) {`,
+      `        let e = lid + r * ${W}u;`,
+      '        if (e < D) {',
+      `          let o = select(select(0.0f, acc[h * ${R}u + r] / l[h], l[h] > 0.0f), kiln_nan(), bad[h]);`,
+      `          ${indent(storeStmt(x, 'b0', 'kmeta[19] + (b * H + h0 + h) * D + e', 'o'), 10)}`,
+      '        }',
+      '      }',
+      '    }',
+    );
+  }
+  lines.push('  }', '}');
+  return lines.join('\n');
+}
+
+/** Merges the splits' partial results: one invocation per (sequence, head, dim). */
+export function pagedCombineSource(x: StorageKind, d: number): string {
+  const lines = header([
+    { kind: x, written: true },
+    { kind: 'f32', written: false },
+  ]);
+  lines.push(
+    `const D = ${d}u;`,
+    `@compute @workgroup_size(${PAGED_WG})`,
+    'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {',
+    '  let splits = kmeta[16]; let n = kmeta[0] * kmeta[1] * D;',
+    `  for (var g = gid.x; g < n; g = g + ng.x * ${PAGED_WG}u) {`,
+    '    let e = g % D; let row = g / D;',
+    `    var mx = ${NEG_MAX}; var bad = false;`,
+    '    for (var sp = 0u; sp < splits; sp++) {',
+    '      let pb = (row * splits + sp) * (D + 3u);',
+    '      if (b1[pb + 1u] > 0.0f) { mx = max(mx, b1[pb]); }',
+    '      if (b1[pb + 2u] != 0.0f) { bad = true; }',
+    '    }',
+    '    var l = 0.0f; var a = 0.0f;',
+    '    for (var sp = 0u; sp < splits; sp++) {',
+    '      let pb = (row * splits + sp) * (D + 3u);',
+    '      if (b1[pb + 1u] > 0.0f) { let c = kiln_exp(b1[pb] - mx); l += b1[pb + 1u] * c; a += b1[pb + 3u + e] * c; }',
+    '    }',
+    '    let o = select(select(0.0f, a / l, l > 0.0f), kiln_nan(), bad);',
+    `    ${indent(storeStmt(x, 'b0', 'kmeta[19] + row * D + e', 'o'), 4)}`,
+    '  }',
+    '}',
+  );
+  return lines.join('\n');
+}

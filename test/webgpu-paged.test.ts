@@ -1,0 +1,137 @@
+/**
+ * Values of the webgpu llm.pagedAttention (the split-over-keys decode kernel of
+ * paged-attention-source.ts) against a float64 reference written here from the rounded inputs, and
+ * the CPU kernel against the same reference: float32, float16 and bfloat16; many context lengths
+ * (1, ends mid-block, whole blocks, past a 64-key block and a split, zero) for several sequences of
+ * different lengths in one batch; grouped-query heads (group sizes 1, 3, 4), head dims 32 and 80
+ * (value dims past one 64-wide pass); one split (small capacity) and several (capacity 640, 1024);
+ * int32 and int64 block tables; shuffled block ids. Needs a real adapter (SwiftShader in CI);
+ * webgpu-validate-attention.test.ts compiles every variant on Dawn's null backend.
+ */
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import * as kiln from '../src/index.js';
+import { pagedPlan } from '../src/kernels/webgpu/llm-paged.js';
+import type { DType } from '../src/tensor/dtype.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
+
+const skip = webgpuSkipReason();
+
+interface Case {
+  readonly dtype: DType;
+  readonly lens: readonly number[];
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly d: number;
+  readonly blockSize: number;
+  readonly maxBlocks: number;
+  readonly index: 'int32' | 'int64';
+}
+
+/** Deterministic shuffled block ids: sequence b owns maxBlocks distinct blocks. */
+function blockTable(b: number, maxBlocks: number, seed: number): number[][] {
+  const n = b * maxBlocks;
+  const ids = Array.from({ length: n }, (_, i) => i);
+  let s = seed;
+  for (let i = n - 1; i > 0; i--) {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    const j = s % (i + 1);
+    [ids[i], ids[j]] = [ids[j]!, ids[i]!];
+  }
+  return Array.from({ length: b }, (_, r) => ids.slice(r * maxBlocks, (r + 1) * maxBlocks));
+}
+
+/** out[b, h] in float64 from the (rounded) inputs' values. */
+function reference(c: Case, q: number[], kc: number[], vc: number[], table: number[][], scale: number): Float64Array {
+  const { heads: H, kvHeads: hkv, d: D, blockSize: bs } = c;
+  const B = c.lens.length;
+  const out = new Float64Array(B * H * D);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const kvh = Math.floor(h / (H / hkv));
+      const len = c.lens[b]!;
+      const s = new Float64Array(len);
+      let mx = -Infinity;
+      const row = (t: number): number => ((table[b]![Math.floor(t / bs)]! * bs + (t % bs)) * hkv + kvh) * D;
+      for (let t = 0; t < len; t++) {
+        let acc = 0;
+        for (let e = 0; e < D; e++) acc += q[(b * H + h) * D + e]! * kc[row(t) + e]!;
+        s[t] = acc * scale;
+        mx = Math.max(mx, s[t]!);
+      }
+      let l = 0;
+      for (let t = 0; t < len; t++) l += Math.exp(s[t]! - mx);
+      for (let e = 0; e < D; e++) {
+        let a = 0;
+        for (let t = 0; t < len; t++) a += Math.exp(s[t]! - mx) * vc[row(t) + e]!;
+        out[(b * H + h) * D + e] = len === 0 ? 0 : a / l;
+      }
+    }
+  }
+  return out;
+}
+
+function tolerance(dtype: DType): number {
+  return dtype === 'float32' ? 2e-5 : dtype === 'float16' ? 2e-3 : 1e-2;
+}
+
+function check(c: Case, seed: number): string[] {
+  const B = c.lens.length;
+  const numBlocks = B * c.maxBlocks;
+  kiln.manualSeed(seed);
+  const q = kiln.randn([B, c.heads, c.d]).to(c.dtype);
+  const kc = kiln.randn([numBlocks, c.blockSize, c.kvHeads, c.d]).to(c.dtype);
+  const vc = kiln.randn([numBlocks, c.blockSize, c.kvHeads, c.d]).to(c.dtype);
+  const table = blockTable(B, c.maxBlocks, seed);
+  const scale = 1 / Math.sqrt(c.d);
+  const vals = (t: Tensor): number[] => t.to('float64').toFlatArray() as number[];
+  const want = reference(c, vals(q), vals(kc), vals(vc), table, scale);
+  const tab = kiln.tensor(table, { dtype: c.index });
+  const lens = kiln.tensor([...c.lens], { dtype: c.index });
+  const label = `${c.dtype} lens [${c.lens.join(', ')}] H ${c.heads}/${c.kvHeads} D ${c.d} capacity ${c.maxBlocks * c.blockSize} ${c.index}`;
+  const failures: string[] = [];
+  const tol = tolerance(c.dtype);
+  for (const device of ['webgpu', 'cpu'] as const) {
+    const got = kiln.llm.pagedAttention(q.to(device), kc.to(device), vc.to(device), tab.to(device), lens.to(device), scale);
+    assert.deepEqual([...got.shape], [B, c.heads, c.d]);
+    assert.equal(got.dtype, c.dtype);
+    const g = vals(got.to('cpu'));
+    let worst = 0;
+    let at = -1;
+    for (let i = 0; i < want.length; i++) {
+      const err = Math.abs(g[i]! - want[i]!) / (tol + tol * Math.abs(want[i]!));
+      if (!(err <= worst)) {
+        worst = err;
+        at = i;
+      }
+    }
+    if (!(worst <= 1)) failures.push(`${device} ${label}: element ${at} got ${g[at]}, want ${want[at]}`);
+  }
+  return failures;
+}
+
+test('the paged plan splits long capacities and only those', () => {
+  assert.deepEqual(pagedPlan(2, 256), { splits: 1, splitLen: 256 });
+  assert.deepEqual(pagedPlan(2, 640), { splits: 2, splitLen: 320 });
+  assert.deepEqual(pagedPlan(4, 1024), { splits: 4, splitLen: 256 });
+  assert.deepEqual(pagedPlan(1000, 4096), { splits: 1, splitLen: 4096 });
+  const p = pagedPlan(8, 40000);
+  assert.ok(p.splits > 1 && p.splitLen % 64 === 0 && p.splits * p.splitLen >= 40000);
+});
+
+test('webgpu llm.pagedAttention matches a float64 reference (splits, GQA, mid-block lengths)', { skip }, () => {
+  const failures: string[] = [];
+  let seed = 7;
+  for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
+    // One split (capacity 256): lengths inside a block, at and past block ends, zero.
+    failures.push(...check({ dtype, lens: [1, 15, 16, 17, 0, 256], heads: 8, kvHeads: 2, d: 32, blockSize: 16, maxBlocks: 16, index: 'int32' }, seed++));
+    // Two splits of 320 (capacity 640): lengths around the split and 64-key block boundaries.
+    failures.push(...check({ dtype, lens: [63, 65, 319, 321, 640], heads: 6, kvHeads: 2, d: 80, blockSize: 16, maxBlocks: 40, index: 'int64' }, seed++));
+    // Four splits (capacity 1024), multi-head (group 1) and one long, one short sequence.
+    failures.push(...check({ dtype, lens: [1000, 3], heads: 2, kvHeads: 2, d: 32, blockSize: 32, maxBlocks: 32, index: 'int32' }, seed++));
+  }
+  // Group 4 over four splits, head dim 80, lengths ending mid-block everywhere.
+  failures.push(...check({ dtype: 'float32', lens: [257, 511, 700, 1023], heads: 8, kvHeads: 2, d: 80, blockSize: 16, maxBlocks: 64, index: 'int64' }, seed++));
+  assert.deepEqual(failures, [], failures.join('\n'));
+});

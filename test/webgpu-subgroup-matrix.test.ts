@@ -1,0 +1,77 @@
+/**
+ * The float16 subgroup matrix GEMM (gemm-subgroup-matrix.ts): the planner's choices from adapter
+ * reports (runs everywhere), and values of float16 matmul / linear / addmm against a float64
+ * reference where the device has chromium-experimental-subgroup-matrix (an NVIDIA GPU through Dawn's
+ * Vulkan backend with the toggles of dawn-options.ts); elsewhere (SwiftShader has no subgroup
+ * matrices) the value test skips and says why. Shapes are ragged (not multiples of any tile), with
+ * transposed operands, a batch and the bias / beta epilogues.
+ */
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import * as kiln from '../src/index.js';
+import { pickConfig, planSubgroupMatrix, smWorkgroupBytes } from '../src/kernels/webgpu/gemm-subgroup-matrix.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
+
+const NVIDIA_LIKE = {
+  features: ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix'],
+  limits: { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024, maxComputeWorkgroupStorageSize: 49152 },
+  subgroupMinSize: 32,
+  subgroupMaxSize: 32,
+  subgroupMatrixConfigs: [
+    { componentType: 'f16', resultComponentType: 'f16', M: 16, N: 16, K: 16 },
+    { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 8, K: 16 },
+    { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 },
+    { componentType: 'u8', resultComponentType: 'u32', M: 16, N: 16, K: 32 },
+  ],
+};
+
+test('the subgroup matrix planner picks f16 x f16 -> f32 tiles that fit, or says why not', () => {
+  assert.deepEqual(pickConfig(NVIDIA_LIKE.subgroupMatrixConfigs), { componentType: 'f16', resultComponentType: 'f32', M: 16, N: 16, K: 16 });
+  const p = planSubgroupMatrix(NVIDIA_LIKE);
+  assert.ok(!('reason' in p));
+  assert.deepEqual(p, { m: 16, n: 16, k: 16, sg: 32, sgm: 2, sgn: 2, tm: 2, tn: 4, ks: 2 });
+  assert.ok(smWorkgroupBytes(p) <= 16384);
+  const small = planSubgroupMatrix({ ...NVIDIA_LIKE, limits: { ...NVIDIA_LIKE.limits, maxComputeWorkgroupStorageSize: 12288 } });
+  assert.ok(!('reason' in small) && smWorkgroupBytes(small) <= 12288);
+  const why = (r: ReturnType<typeof planSubgroupMatrix>): string => ('reason' in r ? r.reason : 'planned');
+  assert.match(why(planSubgroupMatrix({ ...NVIDIA_LIKE, features: ['shader-f16'] })), /no chromium-experimental-subgroup-matrix/);
+  assert.match(why(planSubgroupMatrix({ ...NVIDIA_LIKE, subgroupMatrixConfigs: [] })), /no float16 x float16 -> float32/);
+  assert.match(why(planSubgroupMatrix({ ...NVIDIA_LIKE, subgroupMinSize: 8 })), /not fixed/);
+});
+
+test('float16 matmul, linear and addmm on subgroup matrices match float64', { skip: webgpuSkipReason() }, async (t) => {
+  const { subgroupMatrixPlan } = await import('../src/kernels/webgpu/linalg.js');
+  const plan = subgroupMatrixPlan();
+  if ('reason' in plan) {
+    t.skip(`this device has no usable subgroup matrices: ${plan.reason}`);
+    return;
+  }
+  kiln.manualSeed(3);
+  const close = (got: Tensor, want: Tensor, label: string): void => {
+    const g = got.to('cpu').to('float64').toFlatArray() as number[];
+    const w = want.toFlatArray() as number[];
+    assert.equal(g.length, w.length, label);
+    for (let i = 0; i < w.length; i++) assert.ok(Math.abs(g[i]! - w[i]!) <= 2e-2 + 4e-3 * Math.abs(w[i]!), `${label}: element ${i} got ${g[i]}, want ${w[i]}`);
+  };
+  const h = (shape: number[]): Tensor => kiln.randn(shape).to('float16');
+  const wide = (x: Tensor): Tensor => x.to('float64');
+  for (const [M, N, K] of [
+    [1, 1, 1],
+    [37, 53, 71],
+    [130, 200, 96],
+  ]) {
+    const a = h([M, K]);
+    const b = h([K, N]);
+    close(kiln.matmul(a.to('webgpu'), b.to('webgpu')), kiln.matmul(wide(a), wide(b)), `mm ${M}x${N}x${K}`);
+    close(kiln.matmul(a.t().contiguous().to('webgpu').t(), b.to('webgpu')), kiln.matmul(wide(a), wide(b)), `mm A^T ${M}x${N}x${K}`);
+    const wgt = h([N, K]);
+    const bias = h([N]);
+    close(kiln.nn.functional.linear(a.to('webgpu'), wgt.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(a), wide(wgt), wide(bias)), `linear ${M}x${N}x${K}`);
+    const c = h([M, N]);
+    close(kiln.addmm(c.to('webgpu'), a.to('webgpu'), b.to('webgpu'), 0.5, 2), kiln.addmm(wide(c), wide(a), wide(b), 0.5, 2), `addmm ${M}x${N}x${K}`);
+  }
+  const ba = h([3, 33, 40]);
+  const bb = h([3, 40, 17]);
+  close(kiln.bmm(ba.to('webgpu'), bb.to('webgpu')), kiln.bmm(wide(ba), wide(bb)), 'bmm 3x33x17x40');
+});
