@@ -105,7 +105,7 @@ function tileKernel(x: ColCtx, name: string, p: number, B: number): string {
   L.open(`for (${idx} w = blockIdx.x; w < T * G; w += gridDim.x) {`);
   L.line(`const ${idx} gi = w / T;`);
   L.line(`const ${idx} rowr = (w - gi * T) * TX + cx;`);
-  L.line(`const ${idx} row = rowr < M ? rowr : M - 1;`);
+  L.line(`[[maybe_unused]] const ${idx} row = rowr < M ? rowr : M - 1;`);
   L.line(`const ${idx} j0 = gi * chunk;`);
   L.line(`const ${idx} j1 = rowr < M ? (j0 + chunk < N ? j0 + chunk : N) : j0;`);
   rowBases(L, s);
