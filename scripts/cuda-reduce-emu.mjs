@@ -6,6 +6,11 @@
 // and block per row, split, scalar and vector), over contiguous, transposed, offset and 3-d inputs,
 // empty rows, NaN and ties. scripts/cuda-emu/emu.h emulates the CUDA subset: a fiber per CUDA
 // thread, barriers for __syncthreads and warp shuffles; one g++ translation unit for all cases.
+// The 'col' cases run the column strategy (few long strided rows next to each other: BatchNorm
+// over channels_last) on NHWC, NCHW, 2-d and 2-d-outer layouts from 1 to 300 rows of up to 1e5
+// elements, float32/float16/bfloat16, sum/mean/var/amax, batchNorm statistics and a BatchNorm-
+// backward-like group (three levels of reductions, two row outputs, a full-size output), each in
+// its default config and col at every block size, on a larger emulated device (more chunks).
 //   npm run build && node scripts/cuda-reduce-emu.mjs [--keep] [--filter substring] [--nvcc]
 // --nvcc also compiles every kernel's CUDA C as generated (one translation unit behind the prelude)
 // with `nvcc -arch=sm_90 -cubin`. Numbers only: the H200 tests (test/cuda-reductions.test.ts) are
@@ -21,7 +26,9 @@ const imp = (p) => import(pathToFileURL(path.join(root, 'dist', p)).href);
 const kiln = await imp('src/index.js');
 const P = await imp('src/kernels/cuda/reduce-programs.js');
 const { eagerGroup, eagerLayout, reducePlan, renderReduce } = await imp('src/kernels/cuda/codegen/reduce.js');
-const { configSpace, configTag, inapplicable, intArg, launchPlan } = await imp('src/kernels/cuda/fused/configs.js');
+const { configSpace, configTag, inapplicable, intArg, launchPlan, reduceShape } = await imp('src/kernels/cuda/fused/configs.js');
+const { ReduceGroup } = await imp('src/kernels/cuda/reduce-group.js');
+const { X } = await imp('src/kernels/cuda/codegen/reduce.js');
 const { kernelSpec } = await imp('src/kernels/cuda/fused/spec.js');
 const { prelude } = await imp('src/kernels/cuda/fused/prelude.js');
 const { storageArray, encoder, decoder } = await imp('src/tensor/typed.js');
@@ -322,12 +329,136 @@ for (const dtype of ['float32', 'float64']) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Column reductions (the 'col' strategy): layouts given per case; forced configs.
+
+/** A device with more SMs than TARGET, so col makes tens of chunks per row (finish lanes loop). */
+const COL_TARGET = { arch: 'sm_90', sms: 24, maxThreadsPerSm: 1024, halfMode: 'ptx' };
+const COL_CONFIGS = [128, 256, 512].map((block) => ({ kind: 'reduce', strategy: 'col', block, vec: 1 }));
+const COL_LAYOUTS = [
+  // NHWC memory ([N, H, W, C] contiguous) seen as [N, C, H, W], reduced over all but C.
+  ...[
+    [2, 3, 5, 1],
+    [1, 1, 7, 3],
+    [4, 10, 10, 16],
+    [2, 8, 9, 64],
+    [1, 32, 32, 33],
+    [3, 7, 11, 300],
+    [2, 50, 100, 8],
+    [1, 1, 100000, 2],
+  ].map((s) => ({ name: `nhwc ${s.join('x')}`, shape: s, view: (t) => kiln.permute(t, [0, 3, 1, 2]), dims: [0, 2, 3] })),
+  // NCHW: strided rows that are not adjacent (col is not a default there; forced).
+  ...[
+    [2, 5, 3, 7],
+    [4, 64, 6, 6],
+    [1, 3, 150, 200],
+  ].map((s) => ({ name: `nchw ${s.join('x')}`, shape: s, view: (t) => t, dims: [0, 2, 3] })),
+  // [R, C] over dim 0, and two outer dims that do not coalesce ([R, 4, 7] narrowed to [R, 4, 6]).
+  { name: 'cols 100000x1', shape: [100000, 1], view: (t) => t, dims: [0] },
+  { name: 'cols 5000x37', shape: [5000, 37], view: (t) => t, dims: [0] },
+  { name: 'cols 1x5', shape: [1, 5], view: (t) => t, dims: [0] },
+  { name: 'outer2 300x4x6', shape: [300, 4, 7], view: (t) => kiln.narrow(t, 2, 0, 6), dims: [0] },
+];
+
+/** A BatchNorm-backward-like group: mean, variance, mean(dy) and mean(dy * xhat), then dx (s0 = eps). */
+function bnBackwardProgram(x, dims, dy, out) {
+  const F = 'float32';
+  const b = new ReduceGroup(x, dims, [dy]);
+  const DY = X + 1;
+  const d = b.pointwise('sub', [X, b.reduction('mean', X, F), { c: 1 }], F);
+  const rstd = b.expr([b.reduction('mean', b.pointwise('mul', [d, d], F), F)], '1.0f / sqrtf(a + s0)', 'float', F, { row: true });
+  const xhat = b.pointwise('mul', [d, rstd], F);
+  const mdy = b.reduction('mean', DY, F, 1);
+  const mdx = b.reduction('mean', b.pointwise('mul', [DY, xhat], F), F, 2);
+  const t = b.pointwise('sub', [b.pointwise('sub', [DY, mdy, { c: 1 }], F), b.pointwise('mul', [xhat, mdx], F), { c: 1 }], F);
+  b.pointwise('mul', [t, rstd], out, { out: 0 });
+  return b;
+}
+
+function bnBackwardRef(x, dy, dims) {
+  const mean = kiln.mean(x, dims, true);
+  const d = kiln.sub(x, mean);
+  const rstd = kiln.rsqrt(kiln.add(kiln.mean(kiln.mul(d, d), dims, true), 1e-5));
+  const xhat = kiln.mul(d, rstd);
+  const mdy = kiln.mean(dy, dims, true);
+  const mdx = kiln.mean(kiln.mul(dy, xhat), dims, true);
+  const dx = kiln.mul(kiln.sub(kiln.sub(dy, mdy), kiln.mul(xhat, mdx)), rstd);
+  return [dx, kiln.mean(dy, dims), kiln.mean(kiln.mul(dy, xhat), dims)];
+}
+
+for (const L of COL_LAYOUTS) {
+  const base1 = { layoutSpec: L, layout: L.name, dims: L.dims, target: COL_TARGET, configs: COL_CONFIGS, f64: true };
+  const big = L.shape.reduce((a, b) => a * b, 1) > 50000;
+  for (const dtype of big ? ['float32', 'bfloat16'] : ['float32', 'float16', 'bfloat16']) {
+    for (const op of big ? ['sum', 'var'] : ['sum', 'mean', 'amax', 'var']) {
+      if (op === 'var') {
+        add(`col var ${dtype} ${L.name}`, {
+          ...base1,
+          dtype,
+          gen: data.normal(dtype),
+          outs: () => [{ dtype, row: true }],
+          program: (x) => P.momentProgram('var', x, L.dims, dtype),
+          params: (x) => [P.momentScale(L.dims.reduce((a, d) => a * x.shape[d], 1), 1)],
+          ref: (x) => [kiln.var(x, L.dims, 1)],
+        });
+        continue;
+      }
+      add(`col ${op} ${dtype} ${L.name}`, {
+        ...base1,
+        dtype,
+        gen: op === 'amax' ? data.nan(dtype) : data.normal(dtype),
+        outs: (x) => [{ dtype: api[op](x, L.dims).dtype, row: true }],
+        program: (x, outs) => P.reduceProgram(op, x, L.dims, outs[0].dtype),
+        ref: (x) => [api[op](x, L.dims)],
+        exact: op === 'amax',
+        f64: op !== 'amax',
+      });
+    }
+  }
+  add(`col batchNorm statistics float32 ${L.name}`, {
+    ...base1,
+    dtype: 'float32',
+    gen: data.normal('float32'),
+    outs: () => [
+      { dtype: 'float32', row: true },
+      { dtype: 'float32', row: true },
+    ],
+    program: (x) => P.batchStatsProgram(x, L.dims, 'float32'),
+    ref: (x) => [kiln.mean(x, L.dims), kiln.var(x, L.dims, 0)],
+  });
+  for (const dtype of ['float32', 'bfloat16']) {
+    add(`col batchNorm backward ${dtype} ${L.name}`, {
+      ...base1,
+      dtype,
+      gen: data.normal(dtype),
+      extra: () => {
+        const b = base(L.shape, dtype, () => (rnd() - 0.5) * 4);
+        return [{ t: L.view(b.t), bytes: b.bytes }];
+      },
+      outs: () => [
+        { dtype, row: false },
+        { dtype: 'float32', row: true },
+        { dtype: 'float32', row: true },
+      ],
+      program: (x, _outs, extra) => bnBackwardProgram(x, L.dims, extra[0].t, dtype),
+      params: () => [1e-5],
+      ref: (x, extra) => bnBackwardRef(x, extra[0], L.dims),
+    });
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Build every case's runs (configs), one C++ file for all.
 
 /** A few configs per case: the default, and one of each strategy in scalar and vector form. */
 let rotation = 0;
-function pickConfigs(ctx, L) {
-  const all = configSpace(ctx, L, TARGET).filter((c) => inapplicable(c, ctx.spec, L) === null);
+function pickConfigs(ctx, L, c) {
+  const target = c.target ?? TARGET;
+  if (c.configs) {
+    // Forced configs (col cases): the default, then these.
+    const def = configSpace(ctx, L, target)[0];
+    return [...new Map([def, ...c.configs].map((x) => [configTag(x), x])).values()];
+  }
+  const all = configSpace(ctx, L, target).filter((c) => inapplicable(c, ctx.spec, L) === null);
   const picked = new Map();
   const keyOf = (c) => `${c.strategy}/${c.vec > 1}`;
   picked.set('default', all[0]);
@@ -352,7 +483,8 @@ const bodyOf = (src) => src.slice(prelude('ptx').length);
 const emuSource = (s) => s.replace(/extern __shared__/g, 'extern').replace(/__shared__/g, 'static');
 
 for (const c of cases) {
-  const layout = LAYOUTS[c.layout];
+  const layout = c.layoutSpec ?? LAYOUTS[c.layout];
+  const target = c.target ?? TARGET;
   const b = base(layout.shape, c.dtype, c.gen);
   const x = layout.view(b.t);
   const extra = c.extra ? c.extra(x) : [];
@@ -388,13 +520,13 @@ for (const c of cases) {
   c.extraT = extra.map((e) => e.t);
   c.outMetas = outMetas;
   c.runs = [];
-  for (const cfg of pickConfigs(plan.ctx, L)) {
-    const r = renderReduce(plan, cfg, TARGET);
+  for (const cfg of pickConfigs(plan.ctx, L, c)) {
+    const r = renderReduce(plan, cfg, target);
     if (!kernels.has(r.kernels[0].name)) {
       kernels.set(r.kernels[0].name, emuSource(bodyOf(r.source)));
       cudaBodies.set(r.kernels[0].name, bodyOf(r.source));
     }
-    const lp = launchPlan(cfg, spec, L, TARGET, group.nodes.filter((n) => n.kind === 'reduction').length);
+    const lp = launchPlan(cfg, spec, L, target, reduceShape(plan.ctx));
     const id = runs.length;
     const operands = [...outMetas, call.x, ...call.extra];
     const bufOf = (k) => (k < outMetas.length ? `o${k}` : `i${k - outMetas.length}`);
@@ -424,7 +556,7 @@ for (const c of cases) {
     outMetas.forEach((o, k) => lines.push(`  fwrite(o${k}.data(), 1, o${k}.size(), out);`));
     lines.push('}');
     cpp.push(lines.join('\n'));
-    runs.push({ c, cfg: configTag(cfg) });
+    runs.push({ c, cfg: configTag(cfg), launches: lp.launches.length, extraInts: lp.extraInts });
     c.runs.push(id);
   }
 }
@@ -469,7 +601,7 @@ let pos = 0;
 let failures = 0;
 const tol = { float32: [1e-5, 1e-5], float64: [1e-12, 1e-12], float16: [2e-3, 2e-3], bfloat16: [1.6e-2, 1.6e-2] };
 for (let i = 0; i < runs.length; i++) {
-  const { c, cfg } = runs[i];
+  const { c, cfg, launches, extraInts } = runs[i];
   const refs = c.ref(c.x, c.extraT);
   const refs64 = c.f64 ? c.ref(c.x.to('float64'), c.extraT.map((t) => t.to('float64'))) : null;
   c.outMetas.forEach((o, k) => {
@@ -482,7 +614,7 @@ for (let i = 0; i < runs.length; i++) {
     const got = Array.from(arr, (w) => dec(w));
     const want = (refs64 ? refs64[k] : refs[k]).toFlatArray().map(Number);
     const same = refs[k].toFlatArray().map(Number);
-    const label = `${c.name} [${cfg}] result ${k}`;
+    const label = `${c.name} [${cfg}${cfg.startsWith('col') ? ` ${launches} launches ${JSON.stringify(extraInts)}` : ''}] result ${k}`;
     if (want.length !== got.length) {
       console.error(`FAIL ${label}: ${got.length} values, reference ${want.length}`);
       failures++;
@@ -501,6 +633,7 @@ for (let i = 0; i < runs.length; i++) {
     }
   });
 }
-console.log(`${cases.length} cases, ${runs.length} runs, ${kernels.size} kernels: g++ ${((t1 - t0) / 1000).toFixed(1)} s, run ${((t2 - t1) / 1000).toFixed(1)} s; ${failures} failure(s) (${dir})`);
+const colRuns = runs.filter((r) => r.cfg.startsWith('col')).length;
+console.log(`${cases.length} cases, ${runs.length} runs (${colRuns} col), ${kernels.size} kernels: g++ ${((t1 - t0) / 1000).toFixed(1)} s, run ${((t2 - t1) / 1000).toFixed(1)} s; ${failures} failure(s) (${dir})`);
 if (!keep && failures === 0) fs.rmSync(dir, { recursive: true, force: true });
 process.exit(failures === 0 ? 0 : 1);

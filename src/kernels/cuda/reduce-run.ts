@@ -20,7 +20,7 @@ import { eagerGroup, eagerLayout, eagerOperands, needsRowCopy, type ReduceCall, 
 import { copyTensor } from './core.js';
 import { ptrOf, streamOf } from './device.js';
 import type { Param } from './fused/args.js';
-import { type CudaTarget, configTag, launchPlan, type LaunchPlan } from './fused/configs.js';
+import { type CudaTarget, configTag, launchPlan, type LaunchPlan, reduceShape } from './fused/configs.js';
 import type { FusedNode, FusedValue } from './fused/group.js';
 import { type KernelLayout, kernelSpec, specKey } from './fused/spec.js';
 
@@ -159,7 +159,7 @@ function plan(r: ReduceRun, prog: Program, device: number, mayCopy: boolean): Re
     };
     compiledKernels.set(ckey, compiled);
   }
-  const lp = launchPlan(cfg, p.spec, L, target, prog.nodes.filter((n) => n.kind === 'reduction').length);
+  const lp = launchPlan(cfg, p.spec, L, target, reduceShape(p.ctx));
   return { ...base, copy: false, plan: lp, compiled, args: lp.launches.map((l) => argsOf(compiled.params[l.kernel]!, L, lp.extraInts)) };
 }
 

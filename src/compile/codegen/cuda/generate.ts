@@ -11,7 +11,7 @@ import type { Lowered } from '../../lower/lower.js';
 import type { KernelGroup } from '../../lower/schedule.js';
 import { type ArgLayout, argLayout } from '../../../kernels/cuda/fused/args.js';
 import { groupCtx } from '../../../kernels/cuda/fused/body.js';
-import { type CudaKernelConfig, type CudaTarget, configSpace, configTag, inapplicable, type LaunchPlan, launchPlan } from './configs.js';
+import { type CudaKernelConfig, type CudaTarget, configSpace, configTag, inapplicable, type LaunchPlan, launchPlan, type ReduceShape, reduceShape } from './configs.js';
 import { emitPointwise } from '../../../kernels/cuda/fused/emit-pointwise.js';
 import { emitReduce } from '../../../kernels/cuda/fused/emit-reduce.js';
 import { fusedGroup } from './group.js';
@@ -52,7 +52,7 @@ export function generateCudaKernel(g: KernelGroup, low: Lowered, L: KernelLayout
   const info = (id: ValueId): ValueInfo => low.values.get(id)!;
   const spec = kernelSpec(L);
   const c = groupCtx(fusedGroup(g, info), spec);
-  const reductions = g.nodes.filter((n) => n.kind === 'reduction').length;
+  let shape: ReduceShape | undefined;
   // Sources are generated on first use: outside max-autotune a program reads only the chosen
   // config's (and a fallback's), and generating every candidate of every kernel was most of a
   // warm start (about 0.5 s of qwen3-0.6b's 1.5 s, measured on the H200 machine).
@@ -75,7 +75,7 @@ export function generateCudaKernel(g: KernelGroup, low: Lowered, L: KernelLayout
       },
       nvrtcOptions: nvrtcOptions(target.arch, target.halfMode),
       inapplicable: (L2) => inapplicable(config, spec, L2),
-      plan: (L2) => launchPlan(config, spec, L2, target, reductions),
+      plan: (L2) => launchPlan(config, spec, L2, target, (shape ??= reduceShape(c))),
     };
   });
   return { name, group: g, spec, specKey: specKey(spec), candidates };

@@ -11,9 +11,14 @@ import { getOption, setOption } from '../../../runtime/config.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import type { GroupCtx } from './body.js';
 import type { PointwiseConfig } from './emit-pointwise.js';
+import { COL_FINISH_BLOCK, colable } from './emit-col.js';
 import { FINISH_BLOCK, type ReduceConfig, splittable } from './emit-reduce.js';
 import type { HalfMode } from './prelude.js';
+import type { ReduceShape } from './reduce-parts.js';
 import { type KernelLayout, type KernelSpec, prod } from './spec.js';
+
+export type { ReduceShape } from './reduce-parts.js';
+export { reduceShape } from './reduce-parts.js';
 
 export type CudaKernelConfig = PointwiseConfig | ReduceConfig;
 
@@ -87,8 +92,9 @@ export function vectorizable(spec: KernelSpec): boolean {
 /**
  * Every config of a kernel. The first is the default (used before or without autotuning); for
  * reductions it is chosen from the compile-time layout: thread-per-row when the row is strided and
- * rows are adjacent (reductions over a non-last dim), split for few long rows, else warp or block
- * per row by row length.
+ * rows are adjacent (reductions over a non-last dim), col for few long strided rows next to each
+ * other, split for few long rows, else warp or block per row by row length. col is a candidate of
+ * every group without arg reductions whose rows are strided for every operand.
  */
 export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): CudaKernelConfig[] {
   const { spec } = c;
@@ -108,25 +114,53 @@ export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): C
   for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'thread', block, vec: 1 });
   for (const strategy of ['warp', 'block'] as const) for (const block of BLOCKS) for (const vec of vecs) all.push({ kind: 'reduce', strategy, block, vec });
   if (splittable(c)) for (const block of [256, 512, 1024] as const) for (const vec of vecs) all.push({ kind: 'reduce', strategy: 'split', block, vec });
+  if (!rowContiguous(spec) && colable(c)) for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'col', block, vec: 1 });
   return first(all, defaultReduceConfig(c, L, target, best));
+}
+
+/** Whether some per-element operand reads its rows at unit stride (row-major rows). */
+function rowContiguous(spec: KernelSpec): boolean {
+  return spec.ops.some((o) => !o.rowScalar && o.unitInner);
+}
+
+/**
+ * Whether the rows of L lie next to each other: every per-element operand that moves along the row
+ * has innermost outer stride 0 or 1, and some has 1 (the outer dim of a channels_last activation).
+ */
+export function rowsAdjacent(spec: KernelSpec, L: KernelLayout): boolean {
+  let one = false;
+  for (let k = 0; k < spec.ops.length; k++) {
+    const o = spec.ops[k]!;
+    if (o.rowScalar || o.rowZero.every((z) => z)) continue;
+    const s = Math.abs(L.ost[k]![L.ost[k]!.length - 1]!);
+    if (s > 1) return false;
+    if (s === 1) one = true;
+  }
+  return one;
 }
 
 /**
  * The default config of a reduce kernel, chosen from the layout: thread-per-row when the row is
- * strided and rows are adjacent, split for few long rows, else warp or block per row by row length.
- * `best`: the widest vector width the spec allows (vectorWidthFor).
+ * strided and rows are adjacent, col when such rows are few and long, split for few long rows, else
+ * warp or block per row by row length. `best`: the widest vector width the spec allows
+ * (vectorWidthFor).
  */
 export function defaultReduceConfig(c: GroupCtx, L: KernelLayout, target: CudaTarget, best: 1 | 2 | 4 | 8): ReduceConfig {
   const { spec } = c;
   const M = prod(L.oshape);
   const N = prod(L.rshape);
-  const rowContig = spec.ops.some((o) => !o.rowScalar && o.unitInner);
+  const rowContig = rowContiguous(spec);
   // Thread-per-row needs rows to fill the GPU: BatchNorm's statistics and gradients in training
   // reduce [16, 64, 112, 112] over all but the 64 channels, and 64 threads walking 200k elements
   // each made the conv-stack training step take 446 ms on the H200 (eager: 28 ms). Fewer rows
   // than a warp per SM with long rows go to split (one pass, no full-size outputs) or a block per row.
   const fewLongRows = M < target.sms * 32 && N >= 4096;
   if (!rowContig && M >= 32 && !fewLongRows) return { kind: 'reduce', strategy: 'thread', block: 256, vec: 1 };
+  // Few long strided rows next to each other (BatchNorm over a channels_last [16, 64, 112, 112]:
+  // 64 rows of 200704 elements at stride 64): split and block-per-row read one element per 32-byte
+  // sector with 64 row-blocks (or one pass only); col tiles adjacent rows across lanes (coalesced),
+  // a wave of blocks over the reduced range, and runs groups of any number of passes.
+  if (!rowContig && fewLongRows && colable(c) && rowsAdjacent(spec, L)) return { kind: 'reduce', strategy: 'col', block: 256, vec: 1 };
   if (splittable(c) && ((M < target.sms && N >= 1 << 16) || (!rowContig && fewLongRows))) return { kind: 'reduce', strategy: 'split', block: 512, vec: best };
   if (N >= 2048) return { kind: 'reduce', strategy: 'block', block: N >= 8192 ? 1024 : 512, vec: best };
   if (rowContig && Math.ceil(M / WARP_ROWS_PER_BLOCK) < target.sms && N >= 128 * best) {
@@ -196,8 +230,11 @@ export function inapplicable(cfg: CudaKernelConfig, spec: KernelSpec, L: KernelL
   return null;
 }
 
-/** Grid, block, shared memory and workspace of `cfg` for layout L (assumes `inapplicable` is null). */
-export function launchPlan(cfg: CudaKernelConfig, spec: KernelSpec, L: KernelLayout, target: CudaTarget, reductions: number): LaunchPlan {
+/**
+ * Grid, block, shared memory and workspace of `cfg` for layout L (assumes `inapplicable` is null).
+ * `shape`: the group's reductions and passes (reduceShape; pointwise kernels: any).
+ */
+export function launchPlan(cfg: CudaKernelConfig, spec: KernelSpec, L: KernelLayout, target: CudaTarget, shape: ReduceShape): LaunchPlan {
   const B = cfg.block;
   const cap = target.sms * Math.max(1, Math.floor(target.maxThreadsPerSm / B)) * WAVES;
   const grid = (n: number): number => Math.max(1, Math.min(n, cap));
@@ -232,11 +269,41 @@ export function launchPlan(cfg: CudaKernelConfig, spec: KernelSpec, L: KernelLay
           { kernel: 0, grid: grid(M * G), block: B, sharedBytes: warpsShared },
           { kernel: 1, grid: Math.max(1, Math.min(ceilDiv(M, FINISH_BLOCK), target.sms * WAVES * 4)), block: FINISH_BLOCK, sharedBytes: 0 },
         ],
-        workspaceBytes: reductions * M * G * 8,
+        workspaceBytes: shape.reductions * M * G * 8,
         extraInts: { G, chunk },
       };
     }
+    case 'col':
+      return colPlan(B, M, N, target, shape, grid);
   }
+}
+
+/** Elements a thread of a col tile reduces at least (per pass), before more chunks are made. */
+const COL_MIN_PER_THREAD = 8;
+
+/**
+ * Geometry of the col strategy (emit-col.ts): TX adjacent rows per tile (a power of two up to a
+ * warp), TY = B / TX slices; about one wave of resident blocks over (row tiles x G chunks); per
+ * level a tile launch and a finishing launch (a warp per row), then the stores' tile launch.
+ */
+function colPlan(B: number, M: number, N: number, target: CudaTarget, shape: ReduceShape, grid: (n: number) => number): LaunchPlan {
+  let TX = 1;
+  while (TX < 32 && TX < M) TX *= 2;
+  const TY = B / TX;
+  const T = ceilDiv(M, TX);
+  const wave = target.sms * Math.max(1, Math.floor(target.maxThreadsPerSm / B));
+  let G = N === 0 ? 1 : Math.max(1, Math.min(ceilDiv(wave, T), ceilDiv(N, TY * COL_MIN_PER_THREAD)));
+  const chunk = N === 0 ? 0 : ceilDiv(ceilDiv(N, G), TY) * TY;
+  if (N > 0) G = ceilDiv(N, chunk);
+  const tiles = grid(T * G);
+  const finish = Math.max(1, Math.min(ceilDiv(M, COL_FINISH_BLOCK / 32), target.sms * WAVES * 4));
+  const launches: KernelLaunch[] = [];
+  for (let p = 0; p < shape.levels; p++) {
+    launches.push({ kernel: 2 * p, grid: tiles, block: B, sharedBytes: B * 8 });
+    launches.push({ kernel: 2 * p + 1, grid: finish, block: COL_FINISH_BLOCK, sharedBytes: 0 });
+  }
+  if (shape.stores) launches.push({ kernel: 2 * shape.levels, grid: tiles, block: B, sharedBytes: 0 });
+  return { launches, workspaceBytes: shape.reductions * M * (G + 1) * 8, extraInts: { G, chunk, TX } };
 }
 
 /** The value of integer parameter `name` for layout L. */
