@@ -20,6 +20,7 @@ import { ReduceGroup } from '../src/kernels/cuda/reduce-group.js';
 import { argProgram, batchStatsProgram, reduceProgram } from '../src/kernels/cuda/reduce-programs.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { contiguousStrides } from '../src/tensor/layout.js';
+import { setOption } from '../src/runtime/config.js';
 
 const dense = (shape: number[], dtype: DType = 'float32', strides = contiguousStrides(shape)): LaidOut => ({ shape, strides, offset: 0, dtype });
 /** NHWC memory seen as [N, C, H, W] (channels_last). */
@@ -42,43 +43,57 @@ function configs(c: ReduceCall): { all: CudaKernelConfig[]; plan: ReturnType<typ
   return { all: configSpace(plan.ctx, L, H200_TARGET), plan, L };
 }
 
+/** Runs `f` with the opt-in 'col' strategy on (KILN_CUDA_COL_REDUCE), restoring the setting after. */
+function withCol<T>(f: () => T): T {
+  setOption('KILN_CUDA_COL_REDUCE', true);
+  try {
+    return f();
+  } finally {
+    setOption('KILN_CUDA_COL_REDUCE', undefined);
+  }
+}
+
 const tag = (cfg: CudaKernelConfig): string => (cfg.kind === 'reduce' ? `${cfg.strategy}/b${cfg.block}/v${cfg.vec}` : 'pointwise');
 
 test('BatchNorm statistics over a channels_last [16, 64, 112, 112] default to col (256 threads), with col at 128/256/512 among the candidates', () => {
-  const x = channelsLast([16, 64, 112, 112]);
-  for (const b of [reduceProgram('sum', x, [0, 2, 3], 'float32'), batchStatsProgram(x, [0, 2, 3], 'float32')]) {
-    const n = b.nodes.filter((nd) => nd.kind === 'reduction').length;
-    const { all, plan, L } = configs(call(b, x, [0, 2, 3], Array.from({ length: n }, () => ({ dtype: 'float32' as DType, row: true }))));
-    assert.deepEqual(L.oshape, [64]);
-    assert.deepEqual(L.rshape, [200704]);
-    assert.ok(rowsAdjacent(plan.spec, L));
-    assert.equal(tag(all[0]!), 'col/b256/v1');
-    assert.deepEqual(all.filter((cfg) => cfg.kind === 'reduce' && cfg.strategy === 'col').map(tag).sort(), ['col/b128/v1', 'col/b256/v1', 'col/b512/v1']);
-  }
-  // bfloat16 and a few channels (RGB): col too.
-  const rgb = channelsLast([8, 3, 224, 224], 'bfloat16');
-  assert.equal(tag(configs(call(reduceProgram('sum', rgb, [0, 2, 3], 'float32'), rgb, [0, 2, 3], [{ dtype: 'float32', row: true }])).all[0]!), 'col/b256/v1');
+  withCol(() => {
+    const x = channelsLast([16, 64, 112, 112]);
+    for (const b of [reduceProgram('sum', x, [0, 2, 3], 'float32'), batchStatsProgram(x, [0, 2, 3], 'float32')]) {
+      const n = b.nodes.filter((nd) => nd.kind === 'reduction').length;
+      const { all, plan, L } = configs(call(b, x, [0, 2, 3], Array.from({ length: n }, () => ({ dtype: 'float32' as DType, row: true }))));
+      assert.deepEqual(L.oshape, [64]);
+      assert.deepEqual(L.rshape, [200704]);
+      assert.ok(rowsAdjacent(plan.spec, L));
+      assert.equal(tag(all[0]!), 'col/b256/v1');
+      assert.deepEqual(all.filter((cfg) => cfg.kind === 'reduce' && cfg.strategy === 'col').map(tag).sort(), ['col/b128/v1', 'col/b256/v1', 'col/b512/v1']);
+    }
+    // bfloat16 and a few channels (RGB): col too.
+    const rgb = channelsLast([8, 3, 224, 224], 'bfloat16');
+    assert.equal(tag(configs(call(reduceProgram('sum', rgb, [0, 2, 3], 'float32'), rgb, [0, 2, 3], [{ dtype: 'float32', row: true }])).all[0]!), 'col/b256/v1');
+  });
 });
 
 test('col leaves the other layouts to their defaults: contiguous rows, NCHW, many strided rows, short rows, arg reductions', () => {
-  const def = (x: LaidOut, dims: number[], b = reduceProgram('sum', x, dims, 'float32')): string => tag(configs(call(b, x, dims, [{ dtype: 'float32', row: true }])).all[0]!);
-  assert.equal(def(dense([64, 4096]), [1]), 'block/b512/v4');
-  assert.equal(def(dense([2, 1 << 20]), [1]), 'split/b512/v4');
-  // NCHW BatchNorm statistics: rows are [N, H*W] with a unit inner stride (split, few very long rows).
-  assert.equal(def(dense([16, 64, 112, 112]), [0, 2, 3]), 'split/b512/v4');
-  // Many strided rows (a reduction over dim 0 of [4096, 8192]): thread per row.
-  assert.equal(def(dense([4096, 8192]), [0]), 'thread/b256/v1');
-  // Few strided rows that are short: thread per row (M >= 32) as before.
-  assert.equal(def(dense([1000, 64]), [0]), 'thread/b256/v1');
-  // Strided rows that are not adjacent ([8192, 64] at strides [128, 2]): split as before.
-  assert.equal(def(dense([8192, 64], 'float32', [128, 2]), [0]), 'split/b512/v1');
-  // argmax over channels_last: never col.
-  const x = channelsLast([16, 64, 112, 112]);
-  const arg = configs(call(argProgram('argmax', x, [0], false), x, [0], [{ dtype: 'int64', row: true }]));
-  assert.ok(!arg.all.some((cfg) => cfg.kind === 'reduce' && cfg.strategy === 'col'));
-  // Row-contiguous groups do not offer col at all.
-  const rows = dense([64, 4096]);
-  assert.ok(!configs(call(reduceProgram('sum', rows, [1], 'float32'), rows, [1], [{ dtype: 'float32', row: true }])).all.some((cfg) => cfg.kind === 'reduce' && cfg.strategy === 'col'));
+  withCol(() => {
+    const def = (x: LaidOut, dims: number[], b = reduceProgram('sum', x, dims, 'float32')): string => tag(configs(call(b, x, dims, [{ dtype: 'float32', row: true }])).all[0]!);
+    assert.equal(def(dense([64, 4096]), [1]), 'block/b512/v4');
+    assert.equal(def(dense([2, 1 << 20]), [1]), 'split/b512/v4');
+    // NCHW BatchNorm statistics: rows are [N, H*W] with a unit inner stride (split, few very long rows).
+    assert.equal(def(dense([16, 64, 112, 112]), [0, 2, 3]), 'split/b512/v4');
+    // Many strided rows (a reduction over dim 0 of [4096, 8192]): thread per row.
+    assert.equal(def(dense([4096, 8192]), [0]), 'thread/b256/v1');
+    // Few strided rows that are short: thread per row (M >= 32) as before.
+    assert.equal(def(dense([1000, 64]), [0]), 'thread/b256/v1');
+    // Strided rows that are not adjacent ([8192, 64] at strides [128, 2]): split as before.
+    assert.equal(def(dense([8192, 64], 'float32', [128, 2]), [0]), 'split/b512/v1');
+    // argmax over channels_last: never col.
+    const x = channelsLast([16, 64, 112, 112]);
+    const arg = configs(call(argProgram('argmax', x, [0], false), x, [0], [{ dtype: 'int64', row: true }]));
+    assert.ok(!arg.all.some((cfg) => cfg.kind === 'reduce' && cfg.strategy === 'col'));
+    // Row-contiguous groups do not offer col at all.
+    const rows = dense([64, 4096]);
+    assert.ok(!configs(call(reduceProgram('sum', rows, [1], 'float32'), rows, [1], [{ dtype: 'float32', row: true }])).all.some((cfg) => cfg.kind === 'reduce' && cfg.strategy === 'col'));
+  });
 });
 
 /** BatchNorm's input gradient as one group: mean, variance, mean(dy), mean(dy * xhat), then dx. */
@@ -97,30 +112,39 @@ function bnBackward(x: LaidOut, dims: number[]): ReduceGroup {
 }
 
 test('a multi-level group with a full-size output: a tile and a finishing launch per level, then the stores; coalesced geometry on the H200', () => {
+  withCol(() => {
+    const x = channelsLast([16, 64, 112, 112]);
+    const c = call(bnBackward(x, [0, 2, 3]), x, [0, 2, 3], [{ dtype: 'float32', row: false }, { dtype: 'float32', row: true }, { dtype: 'float32', row: true }], [x]);
+    const { all, plan, L } = configs(c);
+    const cfg = all[0]!;
+    assert.equal(tag(cfg), 'col/b256/v1');
+    const shape = reduceShape(plan.ctx);
+    assert.deepEqual(shape, { reductions: 4, levels: 3, stores: true });
+    const r = renderReduce(plan, cfg as Extract<CudaKernelConfig, { kind: 'reduce' }>, H200_TARGET);
+    assert.deepEqual(
+      r.kernels.map((k) => k.name.replace(/^kiln_red_colred_[0-9a-f]{12}_col_b256v1_/, '')),
+      ['p0', 'f0', 'p1', 'f1', 'p2', 'f2', 's'],
+    );
+    const lp = launchPlan(cfg, plan.spec, L, H200_TARGET, shape);
+    assert.deepEqual(
+      lp.launches.map((l) => l.kernel),
+      [0, 1, 2, 3, 4, 5, 6],
+    );
+    const { G, chunk, TX } = lp.extraInts as { G: number; chunk: number; TX: number };
+    // 32 adjacent channels per tile (a warp reads 128 contiguous bytes), 8 slices; about one wave of blocks.
+    assert.equal(TX, 32);
+    assert.ok(G * chunk >= 200704 && (G - 1) * chunk < 200704 && chunk % 8 === 0);
+    assert.ok(lp.launches[0]!.grid === 2 * G && 2 * G <= 132 * 8);
+    assert.equal(lp.workspaceBytes, 4 * 64 * (G + 1) * 8);
+    assert.ok(r.source.includes('#pragma unroll 4'));
+  });
+});
+
+test('without KILN_CUDA_COL_REDUCE the BatchNorm layout keeps split (one pass) or a block per row, and col is no candidate', () => {
   const x = channelsLast([16, 64, 112, 112]);
-  const c = call(bnBackward(x, [0, 2, 3]), x, [0, 2, 3], [{ dtype: 'float32', row: false }, { dtype: 'float32', row: true }, { dtype: 'float32', row: true }], [x]);
-  const { all, plan, L } = configs(c);
-  const cfg = all[0]!;
-  assert.equal(tag(cfg), 'col/b256/v1');
-  const shape = reduceShape(plan.ctx);
-  assert.deepEqual(shape, { reductions: 4, levels: 3, stores: true });
-  const r = renderReduce(plan, cfg as Extract<CudaKernelConfig, { kind: 'reduce' }>, H200_TARGET);
-  assert.deepEqual(
-    r.kernels.map((k) => k.name.replace(/^kiln_red_colred_[0-9a-f]{12}_col_b256v1_/, '')),
-    ['p0', 'f0', 'p1', 'f1', 'p2', 'f2', 's'],
-  );
-  const lp = launchPlan(cfg, plan.spec, L, H200_TARGET, shape);
-  assert.deepEqual(
-    lp.launches.map((l) => l.kernel),
-    [0, 1, 2, 3, 4, 5, 6],
-  );
-  const { G, chunk, TX } = lp.extraInts as { G: number; chunk: number; TX: number };
-  // 32 adjacent channels per tile (a warp reads 128 contiguous bytes), 8 slices; about one wave of blocks.
-  assert.equal(TX, 32);
-  assert.ok(G * chunk >= 200704 && (G - 1) * chunk < 200704 && chunk % 8 === 0);
-  assert.ok(lp.launches[0]!.grid === 2 * G && 2 * G <= 132 * 8);
-  assert.equal(lp.workspaceBytes, 4 * 64 * (G + 1) * 8);
-  assert.ok(r.source.includes('#pragma unroll 4'));
+  const sum = configs(call(reduceProgram('sum', x, [0, 2, 3], 'float32'), x, [0, 2, 3], [{ dtype: 'float32', row: true }]));
+  assert.equal(tag(sum.all[0]!), 'split/b512/v1');
+  assert.ok(!sum.all.some((cfg) => cfg.kind === 'reduce' && cfg.strategy === 'col'));
 });
 
 test('col kernels of a BatchNorm-backward-like group match the CPU on the host emulator', (t) => {
@@ -129,7 +153,7 @@ test('col kernels of a BatchNorm-backward-like group match the CPU on the host e
     return;
   }
   const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-  const r = spawnSync(process.execPath, [path.join(root, 'scripts/cuda-reduce-emu.mjs'), '--filter', 'col batchNorm backward float32 nhwc 2x8x9x64'], { encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(process.execPath, [path.join(root, 'scripts/cuda-reduce-emu.mjs'), '--filter', 'col batchNorm backward float32 nhwc 2x8x9x64'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, KILN_CUDA_COL_REDUCE: '1' } });
   assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
   assert.match(r.stdout, /1 cases, \d+ runs \(3 col\), .* 0 failure\(s\)/);
 });

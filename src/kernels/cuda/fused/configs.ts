@@ -90,6 +90,13 @@ export function vectorizable(spec: KernelSpec): boolean {
 }
 
 /**
+ * The 'col' strategy is opt-in (KILN_CUDA_COL_REDUCE=1) until it has run on a GPU: it was checked
+ * on the host emulator (scripts/cuda-reduce-emu.mjs) and with nvcc, and a default that no GPU has
+ * computed could give a silently wrong training step.
+ */
+const colAllowed = (): boolean => getOption('KILN_CUDA_COL_REDUCE') === true;
+
+/**
  * Every config of a kernel. The first is the default (used before or without autotuning); for
  * reductions it is chosen from the compile-time layout: thread-per-row when the row is strided and
  * rows are adjacent (reductions over a non-last dim), col for few long strided rows next to each
@@ -114,7 +121,7 @@ export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): C
   for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'thread', block, vec: 1 });
   for (const strategy of ['warp', 'block'] as const) for (const block of BLOCKS) for (const vec of vecs) all.push({ kind: 'reduce', strategy, block, vec });
   if (splittable(c)) for (const block of [256, 512, 1024] as const) for (const vec of vecs) all.push({ kind: 'reduce', strategy: 'split', block, vec });
-  if (!rowContiguous(spec) && colable(c)) for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'col', block, vec: 1 });
+  if (colAllowed() && !rowContiguous(spec) && colable(c)) for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'col', block, vec: 1 });
   return first(all, defaultReduceConfig(c, L, target, best));
 }
 
@@ -160,7 +167,7 @@ export function defaultReduceConfig(c: GroupCtx, L: KernelLayout, target: CudaTa
   // 64 rows of 200704 elements at stride 64): split and block-per-row read one element per 32-byte
   // sector with 64 row-blocks (or one pass only); col tiles adjacent rows across lanes (coalesced),
   // a wave of blocks over the reduced range, and runs groups of any number of passes.
-  if (!rowContig && fewLongRows && colable(c) && rowsAdjacent(spec, L)) return { kind: 'reduce', strategy: 'col', block: 256, vec: 1 };
+  if (colAllowed() && !rowContig && fewLongRows && colable(c) && rowsAdjacent(spec, L)) return { kind: 'reduce', strategy: 'col', block: 256, vec: 1 };
   if (splittable(c) && ((M < target.sms && N >= 1 << 16) || (!rowContig && fewLongRows))) return { kind: 'reduce', strategy: 'split', block: 512, vec: best };
   if (N >= 2048) return { kind: 'reduce', strategy: 'block', block: N >= 8192 ? 1024 : 512, vec: best };
   if (rowContig && Math.ceil(M / WARP_ROWS_PER_BLOCK) < target.sms && N >= 128 * best) {
