@@ -7,7 +7,7 @@
  * adapter. webgpu-attention.test.ts, webgpu-paged.test.ts and webgpu-topk.test.ts check their values on a real adapter.
  */
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
+import { dawnSkipReason } from './helpers/dawn.js';
 import test from 'node:test';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { StorageKind } from '../src/kernels/webgpu/storage.js';
@@ -20,15 +20,7 @@ const P = await import('../src/kernels/webgpu/paged-attention-source.js');
 const { selectSource } = await import('../src/kernels/webgpu/topk-select.js');
 const { withPrelude } = await import('../src/kernels/math/wgsl-prelude.js');
 
-const hasDawn = ((): boolean => {
-  try {
-    createRequire(import.meta.url).resolve('webgpu');
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const skip = hasDawn ? false : "the 'webgpu' package (Dawn) is not installed";
+const skip = dawnSkipReason();
 
 test('every flash attention, paged attention and topk select kernel compiles on Dawn', { skip }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;

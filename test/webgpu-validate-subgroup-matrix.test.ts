@@ -9,7 +9,7 @@
  * Values are checked where an adapter has the feature: webgpu-subgroup-matrix.test.ts.
  */
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
+import { dawnSkipReason } from './helpers/dawn.js';
 import test from 'node:test';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { GemmSpec } from '../src/kernels/webgpu/gemm-codegen.js';
@@ -19,15 +19,7 @@ process.env.KILN_WEBGPU_BACKEND = 'null';
 const kiln = await import('../src/index.js');
 const SM = await import('../src/kernels/webgpu/gemm-subgroup-matrix.js');
 
-const hasDawn = ((): boolean => {
-  try {
-    createRequire(import.meta.url).resolve('webgpu');
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const skip = hasDawn ? false : "the 'webgpu' package (Dawn) is not installed";
+const skip = dawnSkipReason();
 
 test('the subgroup matrix GEMM compiles on Dawn for every layout, epilogue and listed shape', { skip }, (t) => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;

@@ -10,7 +10,7 @@
  * as are the hand-written templates (scans, sorts, scatters, pooling, conv: webgpu-ops-cases.ts).
  */
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
+import { dawnSkipReason } from './helpers/dawn.js';
 import test from 'node:test';
 import type { StorageKind } from '../src/kernels/webgpu/storage.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
@@ -22,15 +22,7 @@ const { dispatch } = await import('../src/ops/dispatch.js');
 const { getOp } = await import('../src/ops/registry.js');
 const { pointwiseCases, argsOn } = await import('./webgpu-cases.js');
 
-const hasDawn = ((): boolean => {
-  try {
-    createRequire(import.meta.url).resolve('webgpu');
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const skip = hasDawn ? false : "the 'webgpu' package (Dawn) is not installed";
+const skip = dawnSkipReason();
 
 test('the null backend loads as webgpu:0 and says it computes nothing', { skip }, () => {
   const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
