@@ -125,6 +125,19 @@ export function broadcastStrides(shape: readonly number[], strides: readonly num
 }
 
 /**
+ * Strides over the full shape `S` of a per-row result of a reduction over `dims` (keepdim or
+ * not): 0 along the reduced dims. (The cuda and webgpu fused-group layouts share it.)
+ */
+export function rowStrides(shape: readonly number[], strides: readonly number[], S: readonly number[], dims: readonly number[]): number[] {
+  if (shape.length === S.length) return strides.map((st, d) => (dims.includes(d) || shape[d] === 1 ? 0 : st));
+  // keepdim=false: the result lacks the reduced dims; they get stride 0.
+  const st: number[] = [];
+  let k = 0;
+  for (let d = 0; d < S.length; d++) st.push(dims.includes(d) ? 0 : strides[k++]!);
+  return st;
+}
+
+/**
  * Drops size-1 dims and merges neighbours that are contiguous in every operand's strides, so a
  * kernel loops over as few dims as possible. A 0-d result becomes one dim of size 1, stride 0.
  * (The compiler's programs and the cuda fused-group layouts share it.)

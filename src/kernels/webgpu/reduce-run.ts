@@ -5,10 +5,10 @@
  * tensors into operands, strides over the input's shape and a launch. Eager and compiled
  * reductions are thereby the same WGSL.
  */
-import { broadcastStrides } from '../../tensor/layout.js';
+import { broadcastStrides, rowStrides } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { type FusedGroup, type FusedNode, type FusedValue, groupKey } from './fused/group.js';
-import { fusedLayout, rowStrides } from './fused/layout.js';
+import { fusedLayout } from './fused/layout.js';
 import { launchFused, prepareFused } from './fused/run.js';
 
 export interface GroupRun {
@@ -40,7 +40,7 @@ export function runGroup(r: GroupRun): void {
     outputs: r.outs.map((_, k) => OUT + k),
     value: (id) => r.values.get(id)!,
   };
-  const strides = [...r.outs.map((o) => (o.row ? rowStrides(o.t, S, r.dims) : broadcastStrides(o.t.shape, o.t.strides, S))), [...r.x.strides], ...extra.map((t) => broadcastStrides(t.shape, t.strides, S))];
+  const strides = [...r.outs.map((o) => (o.row ? rowStrides(o.t.shape, o.t.strides, S, r.dims) : broadcastStrides(o.t.shape, o.t.strides, S))), [...r.x.strides], ...extra.map((t) => broadcastStrides(t.shape, t.strides, S))];
   const offsets = [...r.outs.map((o) => o.t.offset), r.x.offset, ...extra.map((t) => t.offset)];
   const L = fusedLayout({ kind: 'reduce', shape: S, dims: r.dims, strides, offsets, rowRef: r.outs.length, keepRowOrder: r.keepRowOrder });
   const operands = [...r.outs.map((o) => o.t), r.x, ...extra].map((t) => ({ buffer: t.storage.buffer, dtype: t.dtype }));

@@ -10,10 +10,10 @@
  * coalescing of dims is kernels/cuda/fused/layout.ts's, which the eager cuda reductions use too.
  */
 import type { DType } from '../../../tensor/dtype.js';
-import { broadcastStrides } from '../../../tensor/layout.js';
+import { broadcastStrides, rowStrides } from '../../../tensor/layout.js';
 import type { ValueId } from '../../ir.js';
 import type { KernelGroup } from '../../lower/schedule.js';
-import { fusedLayout, rowStrides, spanOf } from '../../../kernels/cuda/fused/layout.js';
+import { fusedLayout, spanOf } from '../../../kernels/cuda/fused/layout.js';
 import type { KernelLayout, OperandLayout } from '../../../kernels/cuda/fused/spec.js';
 
 export { IDX32_LIMIT, type KernelLayout, type KernelSpec, kernelSpec, type OperandLayout, type OperandSpec, prod, specKey } from '../../../kernels/cuda/fused/spec.js';

@@ -5,7 +5,8 @@
  * a keepdim=false one gets them inserted), then ordered and coalesced by fusedLayout.
  */
 import type { FusedGroup, FusedNode } from '../../../kernels/webgpu/fused/group.js';
-import { type FusedLayout, fusedLayout, rowStrides } from '../../../kernels/webgpu/fused/layout.js';
+import { type FusedLayout, fusedLayout } from '../../../kernels/webgpu/fused/layout.js';
+import { rowStrides } from '../../../tensor/layout.js';
 import type { DType } from '../../../tensor/dtype.js';
 import { broadcastStrides } from '../../../tensor/layout.js';
 import type { ValueId } from '../../ir.js';
@@ -40,7 +41,7 @@ export function groupLayout(g: KernelGroup, metaOf: (id: ValueId) => ValueLayout
   const offsets: number[] = [];
   for (const o of g.outputs) {
     const m = metaOf(o);
-    strides.push(g.rowScalars.has(o) ? rowStrides(m, S, g.dims) : [...m.strides]);
+    strides.push(g.rowScalars.has(o) ? rowStrides(m.shape, m.strides, S, g.dims) : [...m.strides]);
     offsets.push(m.offset);
   }
   for (const id of g.inputs) {

@@ -10,13 +10,13 @@
  */
 import { createHash } from '../../../platform/index.js';
 import type { DType } from '../../../tensor/dtype.js';
-import { broadcastStrides } from '../../../tensor/layout.js';
+import { broadcastStrides, rowStrides } from '../../../tensor/layout.js';
 import type { Param } from '../fused/args.js';
 import { type GroupCtx, groupCtx } from '../fused/body.js';
 import { type CudaTarget, configTag, defaultReduceConfig, inapplicable, vectorWidthFor } from '../fused/configs.js';
 import { emitReduce, type ReduceConfig } from '../fused/emit-reduce.js';
 import type { FusedArg, FusedGroup, FusedNode, FusedValue } from '../fused/group.js';
-import { fusedLayout, rowStrides, spanOf } from '../fused/layout.js';
+import { fusedLayout, spanOf } from '../fused/layout.js';
 import { prelude } from '../fused/prelude.js';
 import { type KernelLayout, type KernelSpec, type OperandLayout, prod, specKey } from '../fused/spec.js';
 

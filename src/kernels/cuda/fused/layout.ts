@@ -24,16 +24,6 @@ export function spanOf(shape: readonly number[], strides: readonly number[]): nu
   return hi + 1;
 }
 
-/** Strides over the full shape `S` of a per-row result (keepdim or not): 0 along the reduced dims. */
-export function rowStrides(shape: readonly number[], strides: readonly number[], S: readonly number[], dims: readonly number[]): number[] {
-  if (shape.length === S.length) return strides.map((st, d) => (dims.includes(d) || shape[d] === 1 ? 0 : st));
-  // keepdim=false: the result lacks the reduced dims; they get stride 0.
-  const st: number[] = [];
-  let k = 0;
-  for (let d = 0; d < S.length; d++) st.push(dims.includes(d) ? 0 : strides[k++]!);
-  return st;
-}
-
 export interface LayoutRequest {
   readonly kind: 'pointwise' | 'reduce';
   /** The full iteration shape (a reduce group: its reductions' input shape). */

@@ -13,6 +13,7 @@
  * Pointwise words: [n, size[0..R), then per operand: offset, stride[0..R)].
  * Reduce words: [M, N, osize[0..O), rsize[0..Q), then per operand: offset, ostride[0..O), rstride[0..Q)].
  */
+import { coalesceDims as coalesceNonEmpty } from '../../../tensor/layout.js';
 
 export interface FusedLayout {
   readonly kind: 'pointwise' | 'reduce';
@@ -27,39 +28,18 @@ export interface FusedLayout {
 
 const prod = (xs: readonly number[]): number => xs.reduce((a, b) => a * b, 1);
 
-/** Drops size-1 dims and merges dims contiguous for every operand; nothing left gives [1] (stride 0), an empty space [0]. */
+/**
+ * tensor/layout.ts's coalesceDims, except that an empty space becomes [0] (stride 0) here, where
+ * tensor's keeps the empty dims apart; nothing left gives [1] (stride 0) in both.
+ */
 export function coalesceDims(shape: readonly number[], strides: readonly (readonly number[])[]): { shape: number[]; strides: number[][] } {
   if (shape.includes(0)) return { shape: [0], strides: strides.map(() => [0]) };
-  const outShape: number[] = [];
-  const outStrides: number[][] = strides.map(() => []);
-  for (let d = 0; d < shape.length; d++) {
-    const size = shape[d]!;
-    if (size === 1) continue;
-    const last = outShape.length - 1;
-    if (last >= 0 && strides.every((s, k) => outStrides[k]![last] === s[d]! * size)) {
-      outShape[last]! *= size;
-      strides.forEach((s, k) => (outStrides[k]![last] = s[d]!));
-    } else {
-      outShape.push(size);
-      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
-    }
-  }
-  if (outShape.length === 0) return { shape: [1], strides: strides.map(() => [0]) };
-  return { shape: outShape, strides: outStrides };
+  return coalesceNonEmpty(shape, strides);
 }
 
 /** Dims ordered outermost-first by `strides` (descending magnitude), stable. */
 function orderBy(dims: readonly number[], strides: readonly number[]): number[] {
   return [...dims].sort((a, b) => Math.abs(strides[b]!) - Math.abs(strides[a]!) || a - b);
-}
-
-/** Strides over the full shape `S` of a per-row result (keepdim or not): 0 along the reduced dims. */
-export function rowStrides(t: { shape: readonly number[]; strides: readonly number[] }, S: readonly number[], dims: readonly number[]): number[] {
-  if (t.shape.length === S.length) return S.map((_, d) => (dims.includes(d) || t.shape[d] === 1 ? 0 : t.strides[d]!));
-  const st: number[] = [];
-  let k = 0;
-  for (let d = 0; d < S.length; d++) st.push(dims.includes(d) ? 0 : t.strides[k++]!);
-  return st;
 }
 
 export interface LayoutRequest {
