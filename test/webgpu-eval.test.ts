@@ -29,3 +29,18 @@ test('node --input-type=module -e with a webgpu op finishes and prints the right
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /^result 34\.25$/m, `stdout: ${r.stdout}\nstderr: ${r.stderr}`);
 });
+
+// A program that queues thousands of dispatches and exits without reading a result used to abort
+// (exit code 134, Dawn's napi_throw) when Node killed the device thread inside a Dawn call; the
+// bridge now waits for the queued work at exit. The child also exits through process.exit(0).
+for (const ending of ['natural', 'process.exit'] as const) {
+  test(`a webgpu program that exits (${ending}) with work still queued exits cleanly`, { skip }, () => {
+    const tail = ending === 'natural' ? '' : ' process.exit(0);';
+    const code = `import * as kiln from ${JSON.stringify(index)}; const x = kiln.randn([8], { device: 'webgpu' }); for (let i = 0; i < 20000; i++) x.mul(2).add(1).dispose(); console.log('queued');${tail}`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', timeout: 120_000, env: process.env, cwd: fileURLToPath(new URL('.', import.meta.url)) });
+    assert.equal(r.error, undefined, `the child did not finish: ${String(r.error)}\n${r.stderr}`);
+    assert.equal(r.signal, null, r.stderr);
+    assert.equal(r.status, 0, `exit code ${r.status}: ${r.stderr.slice(0, 400)}`);
+    assert.match(r.stdout, /^queued$/m);
+  });
+}

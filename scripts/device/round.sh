@@ -3,7 +3,7 @@
 # numeric tests on Dawn/Vulkan (#20), Kiln's compiled decode (#17), then the whole test suite on the
 # H200, each under its own time cap so the call fits the device tool's 600 s limit. Run from the repo
 # root through .device/run.sh with dist/ built and carried:
-#   bash .device/run.sh bash scripts/device/round.sh [fuzz,webgpu,decode,breakdown,abab,prefill,prof,torch,tests,train,suite,cudaprof,fuzzcuda]
+#   bash .device/run.sh bash scripts/device/round.sh [trainstep,trainstepcol,wgpumm,fuzz,webgpu,decode,breakdown,abab,prefill,prof,torch,tests,train,suite,cudaprof,fuzzcuda]
 # (TESTS: files for 'tests'; TORCH_BATCHES, TORCH_S, TRAIN_S, SUITE_S: sizes and caps.)
 # Logs and JSON under $OUT; a summary table prints last.
 set -uo pipefail
@@ -103,6 +103,21 @@ if has trainstep; then
   KILN_CACHE_DIR=/tmp/kiln-train-cache timeout ${TRAINSTEP_S:-90} node --stack-trace-limit=60 dist/bench/train-step.js --device cuda --size full \
     --reps ${TRAINSTEP_REPS:-20} --warmup 3 --out "$out/h200-train-step-conv-stack.json" > "$out/train-step.txt" 2>&1
   el "train-step rc=$?"; grep -E '_ms|speedup|fallbacks|rror' "$out/train-step.txt" | head -12 | tee -a "$out/summary.txt"
+fi
+if has trainstepcol; then
+  # The same step with the coalesced 'col' reduction strategy allowed (KILN_CUDA_COL_REDUCE=1, #19 item 6).
+  KILN_CUDA_COL_REDUCE=1 KILN_CACHE_DIR=/tmp/kiln-train-cache-col timeout ${TRAINSTEP_S:-90} node --stack-trace-limit=60 dist/bench/train-step.js --device cuda --size full \
+    --reps ${TRAINSTEP_REPS:-20} --warmup 3 --out "$out/h200-train-step-conv-stack-col.json" > "$out/train-step-col.txt" 2>&1
+  el "train-step col rc=$?"; grep -E '_ms|speedup|fallbacks|rror' "$out/train-step-col.txt" | head -12 | tee -a "$out/summary.txt"
+fi
+if has wgpumm; then
+  # The float16 subgroup-matrix GEMM against float64 references, then matmul throughput rows (#20).
+  KILN_WEBGPU_BACKEND=vulkan timeout ${WGPUMM_S:-150} node --test dist/test/webgpu-subgroup-matrix.test.js > "$out/webgpu-subgroup-matrix.txt" 2>&1
+  el "subgroup-matrix test rc=$?"; grep -E "^# (pass|fail|skipped)|^not ok|# SKIP|max \|err|error" "$out/webgpu-subgroup-matrix.txt" | head -12 | cut -c1-300 | tee -a "$out/summary.txt"
+  KILN_WEBGPU_BACKEND=vulkan timeout 150 node scripts/bench-webgpu-matmul.mjs dist --shapes float32:4096:4096:4096,float16:8192:8192:8192,float16:4096:4096:4096 > "$out/webgpu-matmul.jsonl" 2> "$out/webgpu-matmul.err"
+  el "webgpu matmul rc=$?"; cat "$out/webgpu-matmul.jsonl" | cut -c1-300 | tee -a "$out/summary.txt"; tail -n 5 "$out/webgpu-matmul.err" | cut -c1-300 | tee -a "$out/summary.txt"
+  KILN_WEBGPU_SUBGROUP_MATRIX=0 KILN_WEBGPU_BACKEND=vulkan timeout 90 node scripts/bench-webgpu-matmul.mjs dist --shapes float16:8192:8192:8192 >> "$out/webgpu-matmul.jsonl" 2>> "$out/webgpu-matmul.err"
+  el "webgpu matmul tiled f16 rc=$?"; tail -n 1 "$out/webgpu-matmul.jsonl" | cut -c1-300 | tee -a "$out/summary.txt"
 fi
 if has ab; then
   # Old vs new build (AB_OLD holds the old dist/ and package.json), every workload, AB_ORDER rounds.

@@ -35,8 +35,9 @@ export const BENCH_USAGE = `Usage: kiln bench [options]
 
 Options:
   --device <d>          device to run on (default: the first GPU accelerator, else cpu)
-  --dtype <t...>        float32 (default) and/or bfloat16: repeat the flag, separate with commas or
-                        list several after it (--dtype float32 bfloat16); each workload runs per dtype
+  --dtype <t...>        float32 (default), bfloat16 and/or float16: repeat the flag, separate with
+                        commas or list several after it (--dtype float32 bfloat16); each workload
+                        runs per dtype
   --size <s>            full | cpu | tiny (default: cpu on the cpu device, full elsewhere)
   --workload <w>        a workload to run (repeatable, or comma-separated; 'all' for every one;
                         default: the quick subset ${QUICK_WORKLOADS.join(', ')})
@@ -59,7 +60,7 @@ A workload that fails is reported and the others still run; the exit status is t
 
 Workloads: ${WORKLOADS.map((w) => w.name).join(', ')}`;
 
-const DTYPES: readonly DType[] = ['float32', 'bfloat16'];
+const DTYPES: readonly DType[] = ['float32', 'bfloat16', 'float16'];
 
 export interface BenchCliOptions {
   device: string;

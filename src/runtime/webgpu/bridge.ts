@@ -13,6 +13,12 @@ import { WebgpuError } from './errors.js';
 const BATCH_LIMIT = 256;
 /** How long a call may wait for the worker before Kiln gives up on it. */
 const CALL_TIMEOUT_MS = 120_000;
+/**
+ * How long the process's exit waits for queued GPU work. Node kills a worker thread at exit even
+ * inside a Dawn call, and Dawn then aborts the process (napi_throw, exit code 134): a program that
+ * queued thousands of dispatches without reading a result crashed after printing its output.
+ */
+const EXIT_DRAIN_MS = 30_000;
 
 /** What the bridge needs of a Node worker thread or a browser's Web Worker. */
 interface DeviceWorker {
@@ -73,6 +79,18 @@ export class Bridge {
       throw new WebgpuError(a.error, 'worker');
     }
     this.adapter = a.adapter!;
+    // 'exit' also runs on process.exit(); its handlers may only block, which call() does.
+    process.once('exit', () => this.drainAtExit());
+  }
+
+  /** Waits (bounded) until the worker has applied every batch, so exit never kills it inside Dawn. */
+  private drainAtExit(): void {
+    if (this.dead !== undefined) return;
+    try {
+      this.call({ k: 'sync' }, 'finishing queued work at exit', EXIT_DRAIN_MS);
+    } catch {
+      // A device lost or a worker that does not answer: nothing left to protect.
+    }
   }
 
   /**
@@ -139,7 +157,7 @@ export class Bridge {
   }
 
   /** Sends what is queued, then `call`, and waits for the answer. */
-  call(call: Call, doing: string): Answer {
+  call(call: Call, doing: string, timeoutMs = CALL_TIMEOUT_MS): Answer {
     if (this.dead !== undefined) throw new WebgpuError(`${this.dead} (while ${doing})`, 'worker');
     this.flush();
     Atomics.store(this.flag, 0, 0);
@@ -148,9 +166,9 @@ export class Bridge {
     this.worker.postMessage(msg);
     const start = Date.now();
     while (Atomics.load(this.flag, 0) === 0) {
-      Atomics.wait(this.flag, 0, 0, 1000);
-      if (Atomics.load(this.flag, 0) === 0 && Date.now() - start > CALL_TIMEOUT_MS) {
-        this.dead = `the webgpu device thread did not answer within ${CALL_TIMEOUT_MS / 1000} s`;
+      Atomics.wait(this.flag, 0, 0, Math.min(1000, timeoutMs));
+      if (Atomics.load(this.flag, 0) === 0 && Date.now() - start > timeoutMs) {
+        this.dead = `the webgpu device thread did not answer within ${timeoutMs / 1000} s`;
         throw new WebgpuError(`${this.dead} (while ${doing})`, 'worker');
       }
     }
