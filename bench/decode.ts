@@ -24,6 +24,8 @@
  * {framework, workload, model, device, dtype, batch, prompt_tokens, new_tokens, decode_tok_s, ttft_ms}.
  *
  *   node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --json out.json
+ *   node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --batches 1,32   (MoE rows)
+ * --config: qwen3-0.6b (default), qwen3-30b-a3b-4l, tiny, tiny-moe.
  */
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -52,7 +54,37 @@ const { values: a } = parseArgs({
   },
 });
 
-const configs: Record<string, () => kiln.models.Qwen3Config> = { tiny: () => kiln.models.QWEN3_TINY, 'qwen3-0.6b': () => kiln.models.QWEN3_0_6B };
+/**
+ * Qwen3-30B-A3B's layer shapes (hidden 2048, 32 query / 4 key-value heads of 128, 128 experts of
+ * 768, top-8 with normalised weights, untied 151936-token embeddings; its config.json) with
+ * `layers` decoder layers: issue #17's MoE decode rows use 4.
+ */
+const qwen3MoeA3b = (layers: number): kiln.models.Qwen3Config =>
+  kiln.models.QWEN3_0_6B.with({
+    modelType: 'qwen3_moe',
+    hiddenSize: 2048,
+    intermediateSize: 6144,
+    numHiddenLayers: layers,
+    numAttentionHeads: 32,
+    numKeyValueHeads: 4,
+    headDim: 128,
+    tieWordEmbeddings: false,
+    numExperts: 128,
+    numExpertsPerTok: 8,
+    moeIntermediateSize: 768,
+    normTopkProb: true,
+    decoderSparseStep: 1,
+    mlpOnlyLayers: [],
+  });
+/** A small MoE with the same structure (8 experts, top-2), for a quick check on cpu. */
+const tinyMoe = (): kiln.models.Qwen3Config =>
+  kiln.models.QWEN3_TINY.with({ modelType: 'qwen3_moe', numExperts: 8, numExpertsPerTok: 2, moeIntermediateSize: 32, normTopkProb: true, decoderSparseStep: 1, mlpOnlyLayers: [] });
+const configs: Record<string, () => kiln.models.Qwen3Config> = {
+  tiny: () => kiln.models.QWEN3_TINY,
+  'tiny-moe': tinyMoe,
+  'qwen3-0.6b': () => kiln.models.QWEN3_0_6B,
+  'qwen3-30b-a3b-4l': () => qwen3MoeA3b(4),
+};
 const config = configs[a.config]?.();
 if (!config) throw new Error(`bench/decode: unknown --config ${a.config} (${Object.keys(configs).join(', ')})`);
 const dtype = a.dtype as DType;
@@ -62,7 +94,7 @@ const reps = Number(a.reps);
 const decode = a.decode === '' ? undefined : (a.decode as 'compiled' | 'eager' | 'step');
 const prefill = a.prefill === '' ? undefined : (a.prefill as 'rows' | 'step');
 
-const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
+const model = (config.isMoe ? kiln.models.Qwen3MoeForCausalLM : kiln.models.Qwen3ForCausalLM).fromConfig(config, { seed: 0, dtype, device: a.device });
 model.eval();
 
 /** Weight bytes one decode token reads: every parameter once (a tied LM head is the embedding), without untied embedding rows. */
