@@ -3,7 +3,7 @@
 # numeric tests on Dawn/Vulkan (#20), Kiln's compiled decode (#17), then the whole test suite on the
 # H200, each under its own time cap so the call fits the device tool's 600 s limit. Run from the repo
 # root through .device/run.sh with dist/ built and carried:
-#   bash .device/run.sh bash scripts/device/round.sh [trainstep,trainstepcol,wgpumm,fuzz,webgpu,decode,breakdown,abab,prefill,prof,torch,tests,train,suite,cudaprof,fuzzcuda]
+#   bash .device/run.sh bash scripts/device/round.sh [trainstep,trainstepcol,wgpumm,moe,serve,fuzz,webgpu,decode,breakdown,abab,prefill,prof,torch,tests,train,suite,cudaprof,fuzzcuda]
 # (TESTS: files for 'tests'; TORCH_BATCHES, TORCH_S, TRAIN_S, SUITE_S: sizes and caps.)
 # Logs and JSON under $OUT; a summary table prints last.
 set -uo pipefail
@@ -118,6 +118,18 @@ if has wgpumm; then
   el "webgpu matmul rc=$?"; cat "$out/webgpu-matmul.jsonl" | cut -c1-300 | tee -a "$out/summary.txt"; tail -n 5 "$out/webgpu-matmul.err" | cut -c1-300 | tee -a "$out/summary.txt"
   KILN_WEBGPU_SUBGROUP_MATRIX=0 KILN_WEBGPU_BACKEND=vulkan timeout 90 node scripts/bench-webgpu-matmul.mjs dist --shapes float16:8192:8192:8192 >> "$out/webgpu-matmul.jsonl" 2>> "$out/webgpu-matmul.err"
   el "webgpu matmul tiled f16 rc=$?"; tail -n 1 "$out/webgpu-matmul.jsonl" | cut -c1-300 | tee -a "$out/summary.txt"
+fi
+if has moe; then
+  # Qwen3-30B-A3B's layer shapes, 4 layers, compiled decode at batch 1 and 32 (#17's MoE rows).
+  timeout ${MOE_S:-150} node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --dtype bfloat16 --batches ${MOE_BATCHES:-1,32} --reps 2 \
+    --json "$out/kiln-decode-moe.json" > "$out/kiln-decode-moe.txt" 2>&1; el "moe decode rc=$?"
+  grep -E "tok/s|rror" "$out/kiln-decode-moe.txt" | head -6 | cut -c1-250 | tee -a "$out/summary.txt"
+fi
+if has serve; then
+  # Engine vs streaming HTTP throughput, and kiln serve's cold/warm start to first token (#17).
+  timeout ${SERVE_S:-150} node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --clients ${SERVE_CLIENTS:-16} --prompt 128 --new 64 --reps 3 \
+    --json "$out/kiln-serve.json" > "$out/kiln-serve.txt" 2>&1; el "serve rc=$?"
+  grep -vE "^\s*$" "$out/kiln-serve.txt" | tail -n 8 | cut -c1-250 | tee -a "$out/summary.txt"
 fi
 if has ab; then
   # Old vs new build (AB_OLD holds the old dist/ and package.json), every workload, AB_ORDER rounds.
