@@ -54,7 +54,8 @@ let eagerPrefix = '';
 /** > 0 while a compiled program runs (its externs' dispatches are not recorded separately). */
 let inProgram = 0;
 
-const fmtShape = (r: Tensor | Tensor[]): string => (Array.isArray(r) ? r.map((t) => `[${t.shape.join(',')}]`).join(' ') : `[${r.shape.join(',')}]`);
+/** An op's result as shapes (results that are not tensors, such as a list's nulls, as '-'). */
+const fmtShape = (r: unknown): string => (Array.isArray(r) ? r.map(fmtShape).join(' ') : r instanceof Tensor ? `[${r.shape.join(',')}]` : '-');
 
 addPostDispatchHook((op, _args, result) => {
   if (marks === null || inProgram > 0) return;

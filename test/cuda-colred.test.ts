@@ -3,8 +3,10 @@
  * emit-col.ts): few long strided rows that lie next to each other (BatchNorm over a channels_last
  * activation) get it by default, every other layout keeps its default, arg reductions never get it,
  * and a multi-level group with full-size outputs launches a tile and a finishing kernel per level
- * and a store kernel. The last test runs a BatchNorm-backward-like group's col kernels on the host
- * (scripts/cuda-reduce-emu.mjs: a fiber per CUDA thread) against the CPU when g++ is present.
+ * and a store kernel. With KILN_CUDA_COL_FEW_ROWS a group over one long contiguous row with a
+ * full-size output takes col with one row per tile (it had one block). The emulator tests run a
+ * BatchNorm-backward-like group's col kernels on the host (scripts/cuda-reduce-emu.mjs: a fiber per
+ * CUDA thread) against the CPU when g++ is present, over channels_last rows and over one flat row.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
