@@ -1,7 +1,7 @@
 /**
  * Training-step time, eager vs kiln.compile (joint forward+backward), for a bench workload with a
  * module (conv-stack by default): one step is zeroGrad, loss = mse(forward(x), target), backward,
- * SGD step. Two copies of the model are built from one seed, one per mode, and the modes alternate
+ * SGD step (train-step-runner.ts, which cuda-profile.ts's 'conv-stack-train' profiles). Two copies of the model are built from one seed, one per mode, and the modes alternate
  * rep by rep so machine load hits both alike; medians are reported, with the compiled function's
  * counters (fallbacks 0 means the backward was compiled too) and the largest parameter difference
  * between the copies after the same steps.
