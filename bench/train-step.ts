@@ -1,7 +1,7 @@
 /**
  * Training-step time, eager vs kiln.compile (joint forward+backward), for a bench workload with a
  * module (conv-stack by default): one step is zeroGrad, loss = mse(forward(x), target), backward,
- * SGD step. Two copies of the model are built from one seed, one per mode, and the modes alternate
+ * SGD step (train-step-runner.ts, which cuda-profile.ts's 'conv-stack-train' profiles). Two copies of the model are built from one seed, one per mode, and the modes alternate
  * rep by rep so machine load hits both alike; medians are reported, with the compiled function's
  * counters (fallbacks 0 means the backward was compiled too) and the largest parameter difference
  * between the copies after the same steps.
@@ -12,9 +12,9 @@
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
-import type { Tensor } from '../src/index.js';
-import { getWorkload, type BenchSize } from '../src/bench/workloads.js';
+import type { BenchSize } from '../src/bench/workloads.js';
 import { deviceInfo, machineInfo } from '../src/cli/bench.js';
+import { trainRunner } from './train-step-runner.js';
 
 const arg = (name: string, dflt: string): string => {
   const i = process.argv.indexOf(`--${name}`);
@@ -35,44 +35,9 @@ function commit(): string {
   }
 }
 
-interface Runner {
-  step(): void;
-  params: Tensor[];
-  counters?: Record<string, number>;
-}
-
-function runner(compiled: boolean): Runner {
-  const w = getWorkload(workload).build({ size, device, dtype: 'float32', seed: 0 });
-  if (!w.module) throw new Error(`train-step: workload '${workload}' has no module to train`);
-  w.module.train();
-  const params = [...w.module.parameters()];
-  const target = kiln.noGrad(() => kiln.zeros([...w.outputShape], { device }));
-  const lossOf = (t: Tensor, ...inputs: Tensor[]): Tensor => kiln.nn.functional.mseLoss(w.forward(...inputs), t);
-  const fn = compiled ? kiln.compile(lossOf, { name: `${workload}-train` }) : lossOf;
-  const opt = new kiln.optim.SGD(params, { lr: 0.01, momentum: 0.9 });
-  return {
-    params,
-    get counters() {
-      return compiled ? { ...(fn as kiln.CompiledFunction<typeof lossOf>).counters } : undefined;
-    },
-    step() {
-      opt.zeroGrad();
-      const loss = fn(target, ...w.inputs);
-      // Says which runner gave a loss without a graph (seen once on the H200, not reproduced off it).
-      if (!loss.requiresGrad) {
-        const c = compiled ? JSON.stringify((fn as kiln.CompiledFunction<typeof lossOf>).counters) : 'eager';
-        throw new Error(`train-step: the ${compiled ? 'compiled' : 'eager'} loss does not require grad (grad mode ${kiln.isGradEnabled()}; counters ${c})`);
-      }
-      loss.backward();
-      opt.step();
-      kiln.synchronize(device);
-    },
-  };
-}
-
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-const eager = runner(false);
-const compiled = runner(true);
+const eager = trainRunner({ workload, size, device, compiled: false });
+const compiled = trainRunner({ workload, size, device, compiled: true });
 const t0 = performance.now();
 compiled.step();
 const firstCompiledMs = performance.now() - t0;

@@ -8,7 +8,8 @@
 // thread, barriers for __syncthreads and warp shuffles; one g++ translation unit for all cases.
 // The 'col' cases run the column strategy (few long strided rows next to each other: BatchNorm
 // over channels_last) on NHWC, NCHW, 2-d and 2-d-outer layouts from 1 to 300 rows of up to 1e5
-// elements, float32/float16/bfloat16, sum/mean/var/amax, batchNorm statistics and a BatchNorm-
+// elements, and rows read at unit stride (a whole tensor as one row, a few contiguous rows:
+// KILN_CUDA_COL_FEW_ROWS), float32/float16/bfloat16, sum/mean/var/amax, batchNorm statistics and a BatchNorm-
 // backward-like group (three levels of reductions, two row outputs, a full-size output), each in
 // its default config and col at every block size, on a larger emulated device (more chunks).
 //   npm run build && node scripts/cuda-reduce-emu.mjs [--keep] [--filter substring] [--nvcc]
@@ -357,6 +358,12 @@ const COL_LAYOUTS = [
   { name: 'cols 5000x37', shape: [5000, 37], view: (t) => t, dims: [0] },
   { name: 'cols 1x5', shape: [1, 5], view: (t) => t, dims: [0] },
   { name: 'outer2 300x4x6', shape: [300, 4, 7], view: (t) => kiln.narrow(t, 2, 0, 6), dims: [0] },
+  // Rows read at unit stride (one row per tile, TX = 1): a whole tensor as one row (the default
+  // under KILN_CUDA_COL_FEW_ROWS=1 from 2^16 elements), a few contiguous rows, an offset row.
+  { name: 'flat 7x100x100', shape: [7, 100, 100], view: (t) => t, dims: [0, 1, 2] },
+  { name: 'flat nhwc 2x9x10x8', shape: [2, 9, 10, 8], view: (t) => kiln.permute(t, [0, 3, 1, 2]), dims: [0, 1, 2, 3] },
+  { name: 'rows 3x20000', shape: [3, 20000], view: (t) => t, dims: [1] },
+  { name: 'rows offset 2x999', shape: [2, 1001], view: (t) => kiln.narrow(t, 1, 2, 999), dims: [1] },
 ];
 
 /** A BatchNorm-backward-like group: mean, variance, mean(dy) and mean(dy * xhat), then dx (s0 = eps). */
@@ -454,8 +461,9 @@ let rotation = 0;
 function pickConfigs(ctx, L, c) {
   const target = c.target ?? TARGET;
   if (c.configs) {
-    // Forced configs (col cases): the default, then these.
-    const def = configSpace(ctx, L, target)[0];
+    // Forced configs (col cases): the default (or, as a program does, the first config that can
+    // run the layout when the default's vector width cannot), then these.
+    const def = configSpace(ctx, L, target).find((x) => inapplicable(x, ctx.spec, L) === null);
     return [...new Map([def, ...c.configs].map((x) => [configTag(x), x])).values()];
   }
   const all = configSpace(ctx, L, target).filter((c) => inapplicable(c, ctx.spec, L) === null);

@@ -3,8 +3,10 @@
  * emit-col.ts): few long strided rows that lie next to each other (BatchNorm over a channels_last
  * activation) get it by default, every other layout keeps its default, arg reductions never get it,
  * and a multi-level group with full-size outputs launches a tile and a finishing kernel per level
- * and a store kernel. The last test runs a BatchNorm-backward-like group's col kernels on the host
- * (scripts/cuda-reduce-emu.mjs: a fiber per CUDA thread) against the CPU when g++ is present.
+ * and a store kernel. With KILN_CUDA_COL_FEW_ROWS a group over one long contiguous row with a
+ * full-size output takes col with one row per tile (it had one block). The emulator tests run a
+ * BatchNorm-backward-like group's col kernels on the host (scripts/cuda-reduce-emu.mjs: a fiber per
+ * CUDA thread) against the CPU when g++ is present, over channels_last rows and over one flat row.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -154,6 +156,53 @@ test('col kernels of a BatchNorm-backward-like group match the CPU on the host e
   }
   const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
   const r = spawnSync(process.execPath, [path.join(root, 'scripts/cuda-reduce-emu.mjs'), '--filter', 'col batchNorm backward float32 nhwc 2x8x9x64'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, KILN_CUDA_COL_REDUCE: '1' } });
+  assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+  assert.match(r.stdout, /1 cases, \d+ runs \(3 col\), .* 0 failure\(s\)/);
+});
+
+/** Runs `f` with KILN_CUDA_COL_FEW_ROWS on, restoring the setting after. */
+function withFewRows<T>(f: () => T): T {
+  setOption('KILN_CUDA_COL_FEW_ROWS', true);
+  try {
+    return f();
+  } finally {
+    setOption('KILN_CUDA_COL_FEW_ROWS', undefined);
+  }
+}
+
+test('KILN_CUDA_COL_FEW_ROWS: one long contiguous row with a full-size output takes col, one row per tile, a wave of chunks; without it a block per row (one block)', () => {
+  const x = dense([16, 64, 112, 112]);
+  const all = [0, 1, 2, 3];
+  const c = call(bnBackward(x, all), x, all, [{ dtype: 'float32', row: false }, { dtype: 'float32', row: true }, { dtype: 'float32', row: true }], [x]);
+  const before = configs(c);
+  assert.equal(tag(before.all[0]!), 'block/b1024/v4');
+  assert.equal(launchPlan(before.all[0]!, before.plan.spec, before.L, H200_TARGET, reduceShape(before.plan.ctx)).launches[0]!.grid, 1);
+  withFewRows(() => {
+    const { all: cfgs, plan, L } = configs(c);
+    assert.equal(tag(cfgs[0]!), 'col/b256/v1');
+    const lp = launchPlan(cfgs[0]!, plan.spec, L, H200_TARGET, reduceShape(plan.ctx));
+    const { G, chunk, TX } = lp.extraInts as { G: number; chunk: number; TX: number };
+    const N = 16 * 64 * 112 * 112;
+    assert.equal(TX, 1);
+    assert.ok(G * chunk >= N && (G - 1) * chunk < N && chunk % 256 === 0);
+    assert.equal(lp.launches[0]!.grid, G);
+    // About one wave of 256-thread blocks (8 per SM): chunks rounded to whole slices.
+    assert.ok(G <= 132 * 8 && G > 132 * 7, `G ${G}`);
+    // A single-pass sum stays split; 64 contiguous rows (NCHW BatchNorm) keep their defaults.
+    const sum = configs(call(reduceProgram('sum', x, all, 'float32'), x, all, [{ dtype: 'float32', row: true }]));
+    assert.equal(tag(sum.all[0]!), 'split/b512/v4');
+    const nchw = configs(call(bnBackward(x, [0, 2, 3]), x, [0, 2, 3], [{ dtype: 'float32', row: false }, { dtype: 'float32', row: true }, { dtype: 'float32', row: true }], [x]));
+    assert.equal(tag(nchw.all[0]!), 'block/b1024/v4');
+  });
+});
+
+test('col kernels with one row per tile (a whole tensor as one row) match the CPU on the host emulator', (t) => {
+  if (spawnSync('g++', ['--version']).status !== 0) {
+    t.skip('no g++');
+    return;
+  }
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  const r = spawnSync(process.execPath, [path.join(root, 'scripts/cuda-reduce-emu.mjs'), '--filter', 'col batchNorm backward float32 flat 7x100x100'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, KILN_CUDA_COL_FEW_ROWS: '1' } });
   assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
   assert.match(r.stdout, /1 cases, \d+ runs \(3 col\), .* 0 failure\(s\)/);
 });

@@ -3,7 +3,7 @@
 # numeric tests on Dawn/Vulkan (#20), Kiln's compiled decode (#17), then the whole test suite on the
 # H200, each under its own time cap so the call fits the device tool's 600 s limit. Run from the repo
 # root through .device/run.sh with dist/ built and carried:
-#   bash .device/run.sh bash scripts/device/round.sh [trainstep,trainstepcol,wgpumm,moe,serve,fuzz,webgpu,decode,breakdown,abab,prefill,prof,torch,tests,train,suite,cudaprof,fuzzcuda]
+#   bash .device/run.sh bash scripts/device/round.sh [trainstep,trainstepcol,trainab,trainprof,colrows,wgpumm,moe,serve,fuzz,webgpu,decode,breakdown,abab,prefill,prof,torch,tests,train,suite,cudaprof,fuzzcuda]
 # (TESTS: files for 'tests'; TORCH_BATCHES, TORCH_S, TRAIN_S, SUITE_S: sizes and caps.)
 # Logs and JSON under $OUT; a summary table prints last.
 set -uo pipefail
@@ -109,6 +109,34 @@ if has trainstepcol; then
   KILN_CUDA_COL_REDUCE=1 KILN_CACHE_DIR=/tmp/kiln-train-cache-col timeout ${TRAINSTEP_S:-90} node --stack-trace-limit=60 dist/bench/train-step.js --device cuda --size full \
     --reps ${TRAINSTEP_REPS:-20} --warmup 3 --out "$out/h200-train-step-conv-stack-col.json" > "$out/train-step-col.txt" 2>&1
   el "train-step col rc=$?"; grep -E '_ms|speedup|fallbacks|rror' "$out/train-step-col.txt" | head -12 | tee -a "$out/summary.txt"
+fi
+if has trainab; then
+  # The train step A/B over the opt-in reduction options (#19 item 6): default, KILN_CUDA_COL_FEW_ROWS
+  # (the loss group on a wave of blocks instead of one), KILN_CUDA_COL_REDUCE, both.
+  for cfg in default fewrows col both; do
+    case $cfg in
+      default) envs=() ;;
+      fewrows) envs=(KILN_CUDA_COL_FEW_ROWS=1) ;;
+      col) envs=(KILN_CUDA_COL_REDUCE=1) ;;
+      both) envs=(KILN_CUDA_COL_REDUCE=1 KILN_CUDA_COL_FEW_ROWS=1) ;;
+    esac
+    env "${envs[@]}" KILN_CACHE_DIR=/tmp/kiln-train-cache-$cfg timeout ${TRAINSTEP_S:-90} node dist/bench/train-step.js --device cuda --size full \
+      --reps ${TRAINSTEP_REPS:-20} --warmup 3 --out "$out/h200-train-step-conv-stack-$cfg.json" > "$out/train-step-$cfg.txt" 2>&1
+    el "train-step $cfg rc=$?"; grep -E '_ms|speedup|max_param|rror' "$out/train-step-$cfg.txt" | head -8 | tee -a "$out/summary.txt"
+  done
+fi
+if has trainprof; then
+  # Where the train step's device time goes, compiled step by step and eager op by op (bench/cuda-profile-train.ts), default and both options.
+  timeout ${TRAINPROF_S:-90} node dist/bench/cuda-profile.js conv-stack-train --top 40 --json "$out/h200-train-profile-default.json" > "$out/train-profile-default.txt" 2>&1
+  el "train profile default rc=$?"; head -n 30 "$out/train-profile-default.txt" | cut -c1-400 | tee -a "$out/summary.txt"
+  KILN_CUDA_COL_REDUCE=1 KILN_CUDA_COL_FEW_ROWS=1 timeout ${TRAINPROF_S:-90} node dist/bench/cuda-profile.js conv-stack-train --top 40 --json "$out/h200-train-profile-both.json" > "$out/train-profile-both.txt" 2>&1
+  el "train profile both options rc=$?"; head -n 30 "$out/train-profile-both.txt" | cut -c1-400 | tee -a "$out/summary.txt"
+fi
+if has colrows; then
+  # KILN_CUDA_COL_FEW_ROWS's kernels on the device against float64, and the reduction tests with both col options on.
+  timeout 120 node --test dist/test/cuda-col-rows.test.js > "$out/col-rows-test.txt" 2>&1; el "cuda-col-rows test rc=$?"
+  KILN_CUDA_COL_REDUCE=1 KILN_CUDA_COL_FEW_ROWS=1 timeout 240 node --test dist/test/cuda-reductions.test.js dist/test/cuda-compile.test.js > "$out/col-both-tests.txt" 2>&1; el "reductions+compile tests, both col options rc=$?"
+  grep -hE "^# (pass|fail|skipped)|^not ok" "$out/col-rows-test.txt" "$out/col-both-tests.txt" | head -12 | tee -a "$out/summary.txt"
 fi
 if has wgpumm; then
   # The float16 subgroup-matrix GEMM against float64 references, then matmul throughput rows (#20).

@@ -97,11 +97,30 @@ export function vectorizable(spec: KernelSpec): boolean {
 const colAllowed = (): boolean => getOption('KILN_CUDA_COL_REDUCE') === true;
 
 /**
+ * col as the default of groups over very few long contiguous rows that split cannot run
+ * (KILN_CUDA_COL_FEW_ROWS=1, opt-in until measured on a GPU): see fewRowsCol.
+ */
+const colFewRowsAllowed = (): boolean => getOption('KILN_CUDA_COL_FEW_ROWS') === true;
+
+/**
+ * Whether a group over very few long rows, read at unit stride, takes col (one row per tile, a
+ * wave of chunks along it) instead of a block per row: the group is not splittable (it has
+ * full-size outputs or several levels of reductions), there are fewer rows than a quarter of the
+ * SMs and they are at least 2^16 long. The conv-stack training step's loss, mean((relu(bn) -
+ * target)^2) fused with the relu and the difference it stores for the backward, is one row of
+ * 12.8M elements: a block per row ran it on one SM of the H200's 132.
+ */
+function fewRowsCol(c: GroupCtx, M: number, N: number, target: CudaTarget): boolean {
+  return colFewRowsAllowed() && rowContiguous(c.spec) && !splittable(c) && colable(c) && M * 4 < target.sms && N >= 1 << 16;
+}
+
+/**
  * Every config of a kernel. The first is the default (used before or without autotuning); for
  * reductions it is chosen from the compile-time layout: thread-per-row when the row is strided and
  * rows are adjacent (reductions over a non-last dim), col for few long strided rows next to each
  * other, split for few long rows, else warp or block per row by row length. col is a candidate of
- * every group without arg reductions whose rows are strided for every operand.
+ * every group without arg reductions whose rows are strided for every operand (KILN_CUDA_COL_REDUCE)
+ * or read at unit stride by some operand (KILN_CUDA_COL_FEW_ROWS).
  */
 export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): CudaKernelConfig[] {
   const { spec } = c;
@@ -121,7 +140,9 @@ export function configSpace(c: GroupCtx, L: KernelLayout, target: CudaTarget): C
   for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'thread', block, vec: 1 });
   for (const strategy of ['warp', 'block'] as const) for (const block of BLOCKS) for (const vec of vecs) all.push({ kind: 'reduce', strategy, block, vec });
   if (splittable(c)) for (const block of [256, 512, 1024] as const) for (const vec of vecs) all.push({ kind: 'reduce', strategy: 'split', block, vec });
-  if (colAllowed() && !rowContiguous(spec) && colable(c)) for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'col', block, vec: 1 });
+  if (((colAllowed() && !rowContiguous(spec)) || (colFewRowsAllowed() && rowContiguous(spec))) && colable(c)) {
+    for (const block of [128, 256, 512] as const) all.push({ kind: 'reduce', strategy: 'col', block, vec: 1 });
+  }
   return first(all, defaultReduceConfig(c, L, target, best));
 }
 
@@ -169,6 +190,7 @@ export function defaultReduceConfig(c: GroupCtx, L: KernelLayout, target: CudaTa
   // a wave of blocks over the reduced range, and runs groups of any number of passes.
   if (colAllowed() && !rowContig && fewLongRows && colable(c) && rowsAdjacent(spec, L)) return { kind: 'reduce', strategy: 'col', block: 256, vec: 1 };
   if (splittable(c) && ((M < target.sms && N >= 1 << 16) || (!rowContig && fewLongRows))) return { kind: 'reduce', strategy: 'split', block: 512, vec: best };
+  if (fewRowsCol(c, M, N, target)) return { kind: 'reduce', strategy: 'col', block: 256, vec: 1 };
   if (N >= 2048) return { kind: 'reduce', strategy: 'block', block: N >= 8192 ? 1024 : 512, vec: best };
   if (rowContig && Math.ceil(M / WARP_ROWS_PER_BLOCK) < target.sms && N >= 128 * best) {
     // Few medium rows (a transformer's add+RMSNorm over 128 tokens x 1024): warp-per-row blocks
@@ -281,7 +303,7 @@ export function launchPlan(cfg: CudaKernelConfig, spec: KernelSpec, L: KernelLay
       };
     }
     case 'col':
-      return colPlan(B, M, N, target, shape, grid);
+      return colPlan(B, M, N, target, shape, grid, rowContiguous(spec));
   }
 }
 
@@ -290,12 +312,14 @@ const COL_MIN_PER_THREAD = 8;
 
 /**
  * Geometry of the col strategy (emit-col.ts): TX adjacent rows per tile (a power of two up to a
- * warp), TY = B / TX slices; about one wave of resident blocks over (row tiles x G chunks); per
- * level a tile launch and a finishing launch (a warp per row), then the stores' tile launch.
+ * warp; 1 when some operand reads its rows at unit stride, so a warp's lanes walk one row's
+ * consecutive elements), TY = B / TX slices; about one wave of resident blocks over (row tiles x G
+ * chunks); per level a tile launch and a finishing launch (a warp per row), then the stores' tile
+ * launch.
  */
-function colPlan(B: number, M: number, N: number, target: CudaTarget, shape: ReduceShape, grid: (n: number) => number): LaunchPlan {
+function colPlan(B: number, M: number, N: number, target: CudaTarget, shape: ReduceShape, grid: (n: number) => number, rowContig: boolean): LaunchPlan {
   let TX = 1;
-  while (TX < 32 && TX < M) TX *= 2;
+  while (!rowContig && TX < 32 && TX < M) TX *= 2;
   const TY = B / TX;
   const T = ceilDiv(M, TX);
   const wave = target.sms * Math.max(1, Math.floor(target.maxThreadsPerSm / B));
