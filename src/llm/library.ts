@@ -108,6 +108,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     backward: 'in place (vLLM inference kernel)',
   },
   {
+    op: 'llm.qkNormRotaryCache',
+    kind: 'opaque',
+    mutates: ['keyCache', 'valueCache'],
+    dynamic: [TOKENS],
+    requires: ['as llm.qkNormRotary for q, k and the tables', 'k and v [N, kvHeads, headDim] of the caches, as llm.reshapeAndCache'],
+    dtypes: FLOATS,
+    backward: 'inference fusion of a decode step (kiln.compile maps qkNormRotary + reshapeAndCache onto it)',
+  },
+  {
     op: 'llm.pagedAttention',
     kind: 'opaque',
     mutates: [],

@@ -238,6 +238,10 @@ const REFERENCES: Record<string, RefFn> = {
   'llm.mhcHeadCollapse': mhcHeadRef,
   'llm.reshapeAndCache': reshapeAndCacheRef,
   'llm.pagedAttention': pagedAttentionRef,
+  'llm.qkNormRotaryCache': (q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, kc: Tensor, vc: Tensor, slots: Tensor) => {
+    const [kco, vco] = reshapeAndCacheRef(normRotary(k, kw, eps, cos, sin, isNeox), v, kc, vc, slots);
+    return [normRotary(q, qw, eps, cos, sin, isNeox), kco!, vco!];
+  },
 };
 
 for (const [op, fn] of Object.entries(REFERENCES)) {
