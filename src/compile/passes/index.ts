@@ -46,6 +46,12 @@ export interface PassOptions {
    * (the pass src/llm registers in slot 'qkNormRotary'; needs the rotary rewrite first). No backward: inference only.
    */
   qkNormRotary?: boolean;
+  /**
+   * llm.qkNormRotary + llm.reshapeAndCache pairs of a decode step onto one llm.qkNormRotaryCache
+   * (slot 'qkNormRotaryCache', run after 'qkNormRotary'). Inference only; kiln.compile turns it on
+   * with KILN_QK_NORM_ROTARY_CACHE=1.
+   */
+  qkNormRotaryCache?: boolean;
 }
 
 /** What kiln.compile adds to the user's switches (not a `passes` option). */
@@ -81,6 +87,8 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   if (o.horizontalFusion === true) graph = horizontalLinearFusion(graph).graph;
   const qkNormRotary = o.qkNormRotary === true ? registeredGraphPass('qkNormRotary') : undefined;
   if (qkNormRotary) graph = qkNormRotary(graph);
+  const qkNormRotaryCache = o.qkNormRotaryCache === true ? registeredGraphPass('qkNormRotaryCache') : undefined;
+  if (qkNormRotaryCache) graph = qkNormRotaryCache(graph);
   if (o.decompose === true) {
     graph = decompose(graph);
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);
