@@ -108,6 +108,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     backward: 'in place (vLLM inference kernel)',
   },
   {
+    op: 'llm.linearSiluAndMul',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['weight [2I, K]: gate rows then up rows; bias [2I] or null; one dtype'],
+    dtypes: FLOATS,
+    backward: 'inference fusion of a decode step (kiln.compile maps linear + silu * mul onto it)',
+  },
+  {
     op: 'llm.qkNormRotaryCache',
     kind: 'opaque',
     mutates: ['keyCache', 'valueCache'],

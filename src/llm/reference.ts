@@ -207,6 +207,7 @@ const REFERENCES: Record<string, RefFn> = {
     return [rms(s, w, eps), s];
   },
   'llm.siluAndMul': (x: Tensor) => gated(x, silu),
+  'llm.linearSiluAndMul': (x: Tensor, w: Tensor, b: Tensor | null) => gated(linear(x, w, b), silu),
   'llm.geluAndMul': (x: Tensor, approximate: GeluApproximate) => gated(x, (a) => gelu(a, approximate)),
   'llm.rotaryEmbedding': (positions: Tensor, q: Tensor, k: Tensor | null, headSize: number, cache: Tensor, isNeox: boolean) => {
     assertNoOverlap('llm.rotaryEmbedding', ['query', q], ['key', k]);

@@ -52,6 +52,12 @@ export interface PassOptions {
    * with KILN_QK_NORM_ROTARY_CACHE=1.
    */
   qkNormRotaryCache?: boolean;
+  /**
+   * A SwiGLU MLP's concatenated gate/up linear and silu * mul onto one llm.linearSiluAndMul (slot
+   * 'linearSiluMul', after horizontal fusion). Inference only; kiln.compile turns it on with
+   * KILN_LINEAR_SILU_MUL=1.
+   */
+  linearSiluMul?: boolean;
 }
 
 /** What kiln.compile adds to the user's switches (not a `passes` option). */
@@ -89,6 +95,8 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   if (qkNormRotary) graph = qkNormRotary(graph);
   const qkNormRotaryCache = o.qkNormRotaryCache === true ? registeredGraphPass('qkNormRotaryCache') : undefined;
   if (qkNormRotaryCache) graph = qkNormRotaryCache(graph);
+  const linearSiluMul = o.linearSiluMul === true ? registeredGraphPass('linearSiluMul') : undefined;
+  if (linearSiluMul) graph = linearSiluMul(graph);
   if (o.decompose === true) {
     graph = decompose(graph);
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);
