@@ -93,6 +93,7 @@ test('cuda llm.qkNormRotaryCache equals the float64 loop and the two kernels it 
             }
           });
           const gk = host(kc!);
+          assert.ok(Math.max(...gq.map(Math.abs)) > 1e-2, `${label}: a real result (not all zeros)`);
           const gv = host(vc!);
           assert.ok(worst(gk, wantK, dtype) <= 1, `${label}: key cache vs float64`);
           assert.deepEqual(gv, wantV, `${label}: value cache (copied rows, others untouched)`);
