@@ -57,7 +57,7 @@
  *                 (test/samples/llm.ts: all implementations, meta, dynamic T, float64 gradcheck);
  *                 forward + backward of every sample with a gradient in float32 and bfloat16; the
  *                 model-sized shapes of test/llm-cuda.test.ts / llm-moe-cuda.test.ts (norms, act-and-
- *                 mul, rope, qkNormRotary, qkNormRotaryCache, topk, grouped topk, moeSum, fusedMoe, mHC) forward, and
+ *                 mul, rope, qkNormRotary, qkNormRotaryCache, linearSiluAndMul, topk, grouped topk, moeSum, fusedMoe, mHC) forward, and
  *                 rmsNorm / addRmsNorm / act-and-mul backward; kiln.compile (fullgraph) of the graphs
  *                 of test/llm-compile.test.ts (norm-act-rope, a Qwen3-MoE block, an mHC block) and of
  *                 a core-op rmsNorm + silu-mul pattern the rewrites turn into library ops, float32 and
@@ -546,6 +546,8 @@ function llmSteps(kiln, samples, make, device, run) {
             llm.qkNormRotaryCache(part(0, 4), part(4, 1), part(5, 1), on(rand([D], 9, 'contiguous', dtype)), on(rand([D], 10, 'contiguous', dtype)), 1e-6, tbl(cs), tbl(sn), true, cacheT(), cacheT(), slots);
           }
         }
+        // linearSiluAndMul: the gated GEMV at one row (Qwen3-0.6B's gate/up: I 3072, K 1024; a small I for a split K), else the fallback.
+        for (const [I, K] of [[3072, 1024], [16, 256]]) llm.linearSiluAndMul(on(rand([1, K], 11, 'contiguous', dtype)), on(rand([2 * I, K], 12, 'contiguous', dtype)), null);
       }
     }),
   );
