@@ -57,7 +57,7 @@
  *                 (test/samples/llm.ts: all implementations, meta, dynamic T, float64 gradcheck);
  *                 forward + backward of every sample with a gradient in float32 and bfloat16; the
  *                 model-sized shapes of test/llm-cuda.test.ts / llm-moe-cuda.test.ts (norms, act-and-
- *                 mul, rope, qkNormRotary, topk, grouped topk, moeSum, fusedMoe, mHC) forward, and
+ *                 mul, rope, qkNormRotary, qkNormRotaryCache, linearSiluAndMul, topk, grouped topk, moeSum, fusedMoe, mHC) forward, and
  *                 rmsNorm / addRmsNorm / act-and-mul backward; kiln.compile (fullgraph) of the graphs
  *                 of test/llm-compile.test.ts (norm-act-rope, a Qwen3-MoE block, an mHC block) and of
  *                 a core-op rmsNorm + silu-mul pattern the rewrites turn into library ops, float32 and
@@ -536,7 +536,18 @@ function llmSteps(kiln, samples, make, device, run) {
           const cs = on(kiln.cat([cache.narrow(1, 0, D / 2), cache.narrow(1, 0, D / 2)], 1));
           const sn = on(kiln.cat([cache.narrow(1, D / 2, D / 2), cache.narrow(1, D / 2, D / 2)], 1));
           llm.qkNormRotary(q, k, on(rand([D], 9, 'contiguous', dtype)), on(rand([D], 10, 'contiguous', dtype)), 1e-6, cs, sn, true);
+          // qkNormRotaryCache (a decode step's rotary + paged-cache write): [T, heads, D] slices of the qkv, int64 and int32 slots.
+          for (const slotDtype of ['int64', 'int32']) {
+            const flat = kiln.reshape(qkv, [T, 6 * D]);
+            const part = (at, h) => kiln.reshape(kiln.narrow(flat, 1, at * D, h * D), [T, h, D]);
+            const cacheT = () => on(kiln.zeros([4, 4, 1, D], { dtype }));
+            const slots = on(kiln.tensor([3, -1, 0, 9, 5], { dtype: slotDtype }));
+            const tbl = (t) => kiln.reshape(t, [T, 1, D]);
+            llm.qkNormRotaryCache(part(0, 4), part(4, 1), part(5, 1), on(rand([D], 9, 'contiguous', dtype)), on(rand([D], 10, 'contiguous', dtype)), 1e-6, tbl(cs), tbl(sn), true, cacheT(), cacheT(), slots);
+          }
         }
+        // linearSiluAndMul: the gated GEMV at one row (Qwen3-0.6B's gate/up: I 3072, K 1024; a small I for a split K), else the fallback.
+        for (const [I, K] of [[3072, 1024], [16, 256]]) llm.linearSiluAndMul(on(rand([1, K], 11, 'contiguous', dtype)), on(rand([2 * I, K], 12, 'contiguous', dtype)), null);
       }
     }),
   );

@@ -10,6 +10,8 @@ import * as H from '../ops/defs/llm-mhc.js';
 import * as R from '../ops/defs/llm-rotary.js';
 import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
 import * as PG from '../ops/defs/llm-paged.js';
+import * as QKC from '../ops/defs/llm-qk-norm-rotary-cache.js';
+import * as LSM from '../ops/defs/llm-linear-silu-mul.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { fmtShape } from '../tensor/layout.js';
 import { parseRmsNormArgs, type RmsNormArgs, type RmsNormOptions } from './rms-norm-args.js';
@@ -195,6 +197,38 @@ export function mhcHeadCollapse(streams: Tensor, phi: Tensor, alpha: Tensor, bia
 export function reshapeAndCache(key: Tensor, value: Tensor, keyCache: Tensor, valueCache: Tensor, slotMapping: Tensor): { keyCache: Tensor; valueCache: Tensor } {
   const [k, v] = dispatch(PG.reshapeAndCache, key, value, keyCache, valueCache, slotMapping);
   return { keyCache: k!, valueCache: v! };
+}
+
+/**
+ * siluAndMul(linear(input, weight, bias)) in one call: weight [2I, K] holds the gate rows then the
+ * up rows; returns [..., I]. On cuda one GEMV launch (bfloat16, few rows) with the activation in
+ * its epilogue; what a compiled decode step's MLP runs under KILN_LINEAR_SILU_MUL=1.
+ */
+export function linearSiluAndMul(input: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
+  return dispatch(LSM.linearSiluAndMul, input, weight, bias);
+}
+
+/**
+ * qkNormRotary of q and k, then reshapeAndCache of the rotated k and of v, in one call: returns the
+ * rotated q and the caches (written in place). One cuda launch where the two ops take two; what a
+ * compiled decode step runs under KILN_QK_NORM_ROTARY_CACHE=1. Inference only (no backward).
+ */
+export function qkNormRotaryCache(
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  qWeight: Tensor,
+  kWeight: Tensor,
+  eps: number,
+  cos: Tensor,
+  sin: Tensor,
+  isNeox: boolean,
+  keyCache: Tensor,
+  valueCache: Tensor,
+  slotMapping: Tensor,
+): { q: Tensor; keyCache: Tensor; valueCache: Tensor } {
+  const [qo, kc, vc] = dispatch(QKC.qkNormRotaryCache, q, k, v, qWeight, kWeight, eps, cos, sin, isNeox, keyCache, valueCache, slotMapping);
+  return { q: qo!, keyCache: kc!, valueCache: vc! };
 }
 
 /**

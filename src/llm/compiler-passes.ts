@@ -1,13 +1,19 @@
 /**
- * Registers the LLM library's graph rewrites and its q/k-norm + rotary pass with the compiler
- * (src/compile/passes/extensions.ts). The library sits above the compiler in the layer order, so it
- * plugs in here instead of the compiler importing it; loading kiln.llm (src/index.ts does) is what
- * makes kiln.compile rewrite to library ops.
+ * Registers the LLM library's graph rewrites and its two graph passes with the compiler
+ * (src/compile/passes/extensions.ts): the q/k-norm + rotary fusion and its decode-step sequel,
+ * the rotary fused with the paged-cache write (on with KILN_QK_NORM_ROTARY_CACHE=1), and the MLP's
+ * gate/up projection fused with silu * mul (KILN_LINEAR_SILU_MUL=1). The library
+ * sits above the compiler in the layer order, so it plugs in here instead of the compiler
+ * importing it; loading kiln.llm (src/index.ts does) is what makes kiln.compile rewrite to library ops.
  */
 import { registerGraphPass, registerRewriteRules } from '../compile/passes/extensions.js';
 import { fuseQkNormRotary } from './qk-norm-rotary-pass.js';
+import { fuseQkNormRotaryCache } from './qk-norm-rotary-cache-pass.js';
+import { fuseLinearSiluMul } from './linear-silu-mul-pass.js';
 import { autoRewriteRules, llmRewriteRules } from './rewrites.js';
 
 registerRewriteRules('library', llmRewriteRules);
 registerRewriteRules('auto', autoRewriteRules);
 registerGraphPass('qkNormRotary', (g) => fuseQkNormRotary(g).graph);
+registerGraphPass('qkNormRotaryCache', (g) => fuseQkNormRotaryCache(g).graph);
+registerGraphPass('linearSiluMul', (g) => fuseLinearSiluMul(g).graph);

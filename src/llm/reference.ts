@@ -207,6 +207,7 @@ const REFERENCES: Record<string, RefFn> = {
     return [rms(s, w, eps), s];
   },
   'llm.siluAndMul': (x: Tensor) => gated(x, silu),
+  'llm.linearSiluAndMul': (x: Tensor, w: Tensor, b: Tensor | null) => gated(linear(x, w, b), silu),
   'llm.geluAndMul': (x: Tensor, approximate: GeluApproximate) => gated(x, (a) => gelu(a, approximate)),
   'llm.rotaryEmbedding': (positions: Tensor, q: Tensor, k: Tensor | null, headSize: number, cache: Tensor, isNeox: boolean) => {
     assertNoOverlap('llm.rotaryEmbedding', ['query', q], ['key', k]);
@@ -238,6 +239,10 @@ const REFERENCES: Record<string, RefFn> = {
   'llm.mhcHeadCollapse': mhcHeadRef,
   'llm.reshapeAndCache': reshapeAndCacheRef,
   'llm.pagedAttention': pagedAttentionRef,
+  'llm.qkNormRotaryCache': (q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, kc: Tensor, vc: Tensor, slots: Tensor) => {
+    const [kco, vco] = reshapeAndCacheRef(normRotary(k, kw, eps, cos, sin, isNeox), v, kc, vc, slots);
+    return [normRotary(q, qw, eps, cos, sin, isNeox), kco!, vco!];
+  },
 };
 
 for (const [op, fn] of Object.entries(REFERENCES)) {

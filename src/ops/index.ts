@@ -14,6 +14,8 @@ import './defs/llm-mhc.js';
 import './defs/llm-rotary.js';
 import './defs/llm-qk-norm-rotary.js';
 import './defs/llm-paged.js';
+import './defs/llm-qk-norm-rotary-cache.js';
+import './defs/llm-linear-silu-mul.js';
 import './defs/shape-extra.js';
 import './defs/nonzero.js';
 // The decomposition table (eager fallback and the compiler's rewrites), once the ops exist.

@@ -235,6 +235,22 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
     { label: 'float32, one padding slot', dims: { T: 3 }, make: (d, dev) => [r([T(d), 2, 8], 1, dev), r([T(d), 2, 8], 2, dev), zerosOn([6, 4, 2, 8], dev), zerosOn([6, 4, 2, 8], dev), on(distinctSlots(T(d), 24, 3, true), dev)] },
     { label: 'bfloat16 strided key, int32 slots', dims: { T: 2 }, make: (d, dev) => [r([T(d), 1, 4], 4, dev, 'strided', 'bfloat16'), r([T(d), 1, 4], 5, dev, 'contiguous', 'bfloat16'), zerosOn([3, 2, 1, 4], dev, 'bfloat16'), zerosOn([3, 2, 1, 4], dev, 'bfloat16'), on(distinctSlots(T(d), 6, 6, false, 'int32'), dev)] },
   ],
+  'llm.linearSiluAndMul': [
+    { label: 'float32 with bias', dims: { T: 3 }, make: (d, dev) => [r([T(d), 8], 1, dev), r([12, 8], 2, dev), r([12], 3, dev)] },
+    { label: 'bfloat16 3-d, no bias', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 16], 4, dev, 'contiguous', 'bfloat16'), r([6, 16], 5, dev, 'contiguous', 'bfloat16'), null] },
+  ],
+  'llm.qkNormRotaryCache': [
+    {
+      label: 'float32 neox, 4 q heads over 2 kv heads, [T, 1, D] tables, one padding slot',
+      dims: { T: 3 },
+      make: (d, dev) => [r([T(d), 4, 8], 1, dev), r([T(d), 2, 8], 2, dev), r([T(d), 2, 8], 3, dev), r([8], 4, dev), r([8], 5, dev), 1e-6, r([T(d), 1, 8], 6, dev), r([T(d), 1, 8], 7, dev), true, zerosOn([6, 4, 2, 8], dev), zerosOn([6, 4, 2, 8], dev), on(distinctSlots(T(d), 24, 8, true), dev)],
+    },
+    {
+      label: 'bfloat16 gpt-j, strided k and v, int32 slots',
+      dims: { T: 2 },
+      make: (d, dev) => [r([T(d), 2, 6], 9, dev, 'contiguous', 'bfloat16'), r([T(d), 1, 6], 10, dev, 'strided', 'bfloat16'), r([T(d), 1, 6], 11, dev, 'strided', 'bfloat16'), r([6], 12, dev, 'contiguous', 'bfloat16'), r([6], 13, dev, 'contiguous', 'bfloat16'), 1e-5, r([T(d), 1, 6], 14, dev, 'contiguous', 'bfloat16'), r([T(d), 1, 6], 15, dev, 'contiguous', 'bfloat16'), false, zerosOn([3, 2, 1, 6], dev, 'bfloat16'), zerosOn([3, 2, 1, 6], dev, 'bfloat16'), on(distinctSlots(T(d), 6, 16, false, 'int32'), dev)],
+    },
+  ],
   'llm.pagedAttention': [
     {
       label: 'float32, 4 query heads over 2 kv heads, ragged lengths',

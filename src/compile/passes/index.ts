@@ -46,6 +46,18 @@ export interface PassOptions {
    * (the pass src/llm registers in slot 'qkNormRotary'; needs the rotary rewrite first). No backward: inference only.
    */
   qkNormRotary?: boolean;
+  /**
+   * llm.qkNormRotary + llm.reshapeAndCache pairs of a decode step onto one llm.qkNormRotaryCache
+   * (slot 'qkNormRotaryCache', run after 'qkNormRotary'). Inference only; kiln.compile turns it on
+   * with KILN_QK_NORM_ROTARY_CACHE=1.
+   */
+  qkNormRotaryCache?: boolean;
+  /**
+   * A SwiGLU MLP's concatenated gate/up linear and silu * mul onto one llm.linearSiluAndMul (slot
+   * 'linearSiluMul', after horizontal fusion). Inference only; kiln.compile turns it on with
+   * KILN_LINEAR_SILU_MUL=1.
+   */
+  linearSiluMul?: boolean;
 }
 
 /** What kiln.compile adds to the user's switches (not a `passes` option). */
@@ -81,6 +93,10 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   if (o.horizontalFusion === true) graph = horizontalLinearFusion(graph).graph;
   const qkNormRotary = o.qkNormRotary === true ? registeredGraphPass('qkNormRotary') : undefined;
   if (qkNormRotary) graph = qkNormRotary(graph);
+  const qkNormRotaryCache = o.qkNormRotaryCache === true ? registeredGraphPass('qkNormRotaryCache') : undefined;
+  if (qkNormRotaryCache) graph = qkNormRotaryCache(graph);
+  const linearSiluMul = o.linearSiluMul === true ? registeredGraphPass('linearSiluMul') : undefined;
+  if (linearSiluMul) graph = linearSiluMul(graph);
   if (o.decompose === true) {
     graph = decompose(graph);
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);

@@ -114,6 +114,115 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${name(m, kw)}(
 `;
 }
 
+const FAST_HELPERS = `static __device__ __forceinline__ float kiln_gv_exp(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y; }
+static __device__ __forceinline__ float kiln_gv_rcp(float d) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(d)); return y; }
+`;
+
+/** Kernel name of the gated variant (llm.linearSiluAndMul). */
+function gatedName(m: number, kw: number, fast: boolean): string {
+  return `kiln_gemv_silu_mul_bf16_m${m}_kw${kw}${fast ? '_fast' : ''}`;
+}
+
+/**
+ * The gated variant: W is [2N, K] (gate rows, then up rows), and output column n is
+ * silu(g) * u of the products with rows n and N + n, each rounded to bfloat16 first (as the linear
+ * stores them) and the result rounded once (as the fused silu * mul kernel stores it). Each warp
+ * slot streams both rows, so W is still read once and the [M, 2N] intermediate never exists.
+ * `fast`: silu through ex2.approx / rcp.approx, as generated kernels compute it under
+ * KILN_CUDA_FAST_MATH (so the result equals the unfused kernels'); else expf and a division.
+ */
+export function gemvGatedSource(m: number, kw: number, fast: boolean): string {
+  const rows = WARPS / kw;
+  const silu = fast ? 'g * kiln_gv_rcp(1.0f + kiln_gv_exp(-g))' : 'g / (1.0f + expf(-g))';
+  return `
+static __device__ __forceinline__ float kiln_gv_bf(unsigned int h) { return __uint_as_float(h << 16); }
+static __device__ __forceinline__ unsigned short kiln_gv_tobf(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+${fast ? FAST_HELPERS : ''}static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
+  if (bias) { g += kiln_gv_bf(bias[n]); u += kiln_gv_bf(bias[N + n]); }
+  g = kiln_gv_bf(kiln_gv_tobf(g));
+  u = kiln_gv_bf(kiln_gv_tobf(u));
+  return kiln_gv_tobf((${silu}) * u);
+}
+extern "C" __global__ void __launch_bounds__(${THREADS}) ${gatedName(m, kw, fast)}(
+    const unsigned short* __restrict__ x, const unsigned short* __restrict__ w, unsigned short* __restrict__ out,
+    const unsigned short* __restrict__ bias, int N, int K, long long ldx, long long ldw, long long ldo) {
+  __shared__ float part[${WARPS}][${2 * m}];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int slot = warp / ${kw}, sub = warp % ${kw};
+  const int n = blockIdx.x * ${rows} + slot;
+  float ag[${m}], au[${m}];
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) { ag[r] = 0.0f; au[r] = 0.0f; }
+  if (n < N) {
+    const unsigned short* wg = w + (long long)n * ldw;
+    const unsigned short* wu = w + (long long)(N + n) * ldw;
+#pragma unroll 2
+    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+      const uint4 gv = __ldg(reinterpret_cast<const uint4*>(wg + k));
+      const uint4 uv = __ldg(reinterpret_cast<const uint4*>(wu + k));
+      const unsigned int gp[4] = {gv.x, gv.y, gv.z, gv.w};
+      const unsigned int up[4] = {uv.x, uv.y, uv.z, uv.w};
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) {
+        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + r * ldx + k));
+        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const float x0 = kiln_gv_bf(xp[j] & 0xffffu), x1 = kiln_gv_bf(xp[j] >> 16);
+          ag[r] = fmaf(kiln_gv_bf(gp[j] & 0xffffu), x0, ag[r]);
+          ag[r] = fmaf(kiln_gv_bf(gp[j] >> 16), x1, ag[r]);
+          au[r] = fmaf(kiln_gv_bf(up[j] & 0xffffu), x0, au[r]);
+          au[r] = fmaf(kiln_gv_bf(up[j] >> 16), x1, au[r]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
+      au[r] += __shfl_xor_sync(0xffffffffu, au[r], o);
+    }
+  }
+  if (${kw} == 1) {
+    if (n < N && lane < ${m}) {
+      float g = 0.0f, u = 0.0f;
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) if (r == lane) { g = ag[r]; u = au[r]; }
+      out[lane * ldo + n] = kiln_gv_gate(g, u, bias, n, N);
+    }
+    return;
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < ${m}; r++) { part[warp][r] = ag[r]; part[warp][${m} + r] = au[r]; }
+  }
+  __syncthreads();
+  if (sub == 0 && n < N && lane < ${m}) {
+    float g = 0.0f, u = 0.0f;
+#pragma unroll
+    for (int s = 0; s < ${kw}; s++) { g += part[warp + s][lane]; u += part[warp + s][${m} + lane]; }
+    out[lane * ldo + n] = kiln_gv_gate(g, u, bias, n, N);
+  }
+}
+`;
+}
+
+/** Runs the gated variant: `p.n` is the output width (half of W's rows), W [2n, k]. */
+export function runGemvGated(index: number, stream: CudaStream, p: GemvProblem, fast: boolean): void {
+  // Each slot streams two rows: pick the split as for 2n rows.
+  const kw = gemvWarpsPerRow(2 * p.n, deviceInfo(index).smCount);
+  const kern = kernelFromSource(index, gemvGatedSource(p.m, kw, fast), gatedName(p.m, kw, fast), PARAMS);
+  gemvStats.runs++;
+  launch(kern, [p.x, p.w, p.out, p.bias ?? 0, p.n, p.k, p.ldx, p.ldw, p.ldo], { grid: Math.ceil(p.n / (WARPS / kw)), block: THREADS }, stream);
+}
+
 /**
  * Warps per output column: the fewest that still give every SM a few blocks (a small N, such as
  * Qwen3's o/down projections with N = 1024, would otherwise stream from too few warps).

@@ -13,6 +13,7 @@ import './nn.js';
 import './pool.js';
 import './llm-rotary.js';
 import './llm-qk-norm-rotary.js';
+import './llm-linear-silu-mul.js';
 import './nn-extra.js';
 import './scatter.js';
 import './scatter-add.js';
