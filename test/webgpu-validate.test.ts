@@ -270,6 +270,21 @@ test('every kernel of webgpu-ops-cases (scans, sorts, scatters, index writes, ma
   assert.ok(ran > 200, `ran ${ran} cases`);
 });
 
+test('every implicit-GEMM conv2d source (each storage kind, K order, bias) compiles on Dawn', { skip }, async () => {
+  const { generateConvGemm } = await import('../src/kernels/webgpu/conv-gemm.js');
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  let n = 0;
+  for (const kind of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
+    for (const order of ['hwc', 'chw'] as const) {
+      for (const bias of [false, true]) {
+        acc.kernel(generateConvGemm({ kind, order, bias }), `conv2d gemm ${kind} ${order}${bias ? ' bias' : ''}`);
+        n++;
+      }
+    }
+  }
+  assert.equal(n, 16);
+});
+
 // Last in this file: it destroys the process's webgpu device.
 test('the webgpu LLM cases and the tiny Qwen3 (forward, compiled forward, generate; float32, float16, bfloat16) encode with no unsupported op', { skip }, async () => {
   const { llmCases } = await import('./webgpu-llm-cases.js');
