@@ -82,3 +82,25 @@ test('a depthwise conv2d stays on the direct kernel with the GEMM on', { skip },
   }).filter((n) => n.startsWith('kiln.conv2d.'));
   assert.deepEqual(names, ['kiln.conv2d.f32.']);
 });
+
+test('conv2d backward on webgpu through the GEMM (the weight gradient splits K) matches the CPU in float64', { skip }, () => {
+  // Weight gradient: a conv with M = 8 * 3 * 3, N = 24, K = 4 * 24 * 24 = 2304 (split); input gradient: 24 -> 8 channels.
+  const x = make([4, 8, 24, 24], 'float32', 'channelsLast');
+  const w = make([24, 8, 3, 3]);
+  const b = make([24]);
+  const grads = (on: (t: Tensor) => Tensor): { names: string[]; g: Tensor[] } => {
+    const leaves = [on(x), on(w), on(b)].map((t) => t.detach().requiresGrad_());
+    const names = dispatched(() => {
+      const y = kiln.conv2d(leaves[0]!, leaves[1]!, leaves[2]!, 1, 1);
+      kiln.sum(kiln.mul(y, y)).backward();
+    });
+    return { names, g: leaves.map((t) => t.grad!) };
+  };
+  const got = grads(sameLayoutOnWebgpu);
+  const want = grads((t) => t.to('float64'));
+  assert.ok(got.names.some((n) => n.startsWith('kiln.conv2d.gemm.combine.')), `split K ran: ${got.names.join(', ')}`);
+  got.g.forEach((g, i) => {
+    const scale = Math.max(...(want.g[i]!.abs().toFlatArray() as number[]));
+    assert.equal(mismatch(g, want.g[i]!.to('float32'), 1e-5 * scale, 1e-4), null, `gradient ${i}`);
+  });
+});

@@ -277,6 +277,12 @@ export function convGemms(): OpCase[] {
   }
   out.push({ label: 'conv gemm unbatched 1x1 bias', inputs: [make([17, 6, 5]), make([9, 17, 1, 1]), make([9])], run: (x, w, b) => kiln.conv2d(x, w!, b!), tol: { atol: 1e-4, rtol: 1e-4 } });
   out.push({ label: 'conv gemm 7x7 stride 2 pad 3 stem channels_last', inputs: [make([2, 3, 30, 26], 'float32', 'channelsLast'), make([64, 3, 7, 7]), make([64])], run: (x, w, b) => kiln.conv2d(x, w!, b!, 2, 3), tol: { atol: 1e-4, rtol: 1e-4 } });
+  // One-tile GEMMs with K = 2304 (4 slices of 576) and 1024 (2 of 512): split K and the combine kernel.
+  for (const dt of FLOATS) {
+    const tol = dt === 'float32' ? { atol: 1e-3, rtol: 1e-4 } : undefined;
+    out.push({ label: `conv gemm split K bias ${dt} channels_last`, inputs: [make([1, 256, 6, 7], dt, 'channelsLast'), make([20, 256, 3, 3], dt), make([20], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 1), tol });
+  }
+  out.push({ label: 'conv gemm split K groups 2 contiguous', inputs: [make([2, 128, 6, 6]), make([16, 64, 4, 4])], run: (x, w) => kiln.conv2d(x, w!, null, 1, 0, 1, 2), tol: { atol: 1e-3, rtol: 1e-4 } });
   out.push({ label: 'conv gemm 3x3 64->64 channels_last, several M tiles', inputs: [make([2, 64, 12, 12], 'float32', 'channelsLast'), make([64, 64, 3, 3], 'float32', 'channelsLast')], run: (x, w) => kiln.conv2d(x, w!, null, 1, 1), tol: { atol: 1e-4, rtol: 1e-4 } });
   return out;
 }

@@ -16,10 +16,18 @@
  * into (n, oh, ow) and its input window origin is hoisted out of the K loop (once per tile and
  * load); only k's decomposition is done per step.
  *
- * conv.ts decides between this kernel and its direct one (convGemmApplies).
+ * Split K: where the tiles of C are too few to fill a GPU and K is long (the weight gradient of
+ * conv-grad.ts is such a convolution: M = Cin * KH * KW and N = O are small, K = batch * OH * OW is
+ * large), each group's K is cut into `splits` slices of Kc (a multiple of the K step), one
+ * workgroup z per (group, slice); the slices store f32 partial tiles to a scratch buffer and a
+ * second kernel (combineSource) sums them in slice order, adds the bias and rounds once to the
+ * output. planSplits says when.
+ *
+ * conv.ts decides between this kernel and its direct one.
  */
-import { aTileCoords, buildGemmTile, gemmDecls, gemmStoreRow, GEMM_BM, GEMM_BN, GEMM_LOADS, GEMM_RM, GEMM_THREADS } from './gemm-tile.js';
+import { aTileCoords, buildGemmTile, gemmDecls, gemmStoreRow, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_LOADS, GEMM_RM, GEMM_THREADS } from './gemm-tile.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { header, WG } from './template.js';
 
 export interface ConvGemmSpec {
   /** Storage kind of input, weight, bias and output alike. */
@@ -27,15 +35,35 @@ export interface ConvGemmSpec {
   /** K order: 'hwc' (channels_last input) or 'chw'. */
   readonly order: 'hwc' | 'chw';
   readonly bias: boolean;
+  /** Store f32 partial sums of a K slice to the scratch (binding 0) instead of the output. */
+  readonly partial: boolean;
 }
 
 /**
- * Metadata word positions: [M, N, K, groups, tilesN, tilesM, OH, OW, Cg, KH, KW, H, W, sh, sw, pt,
- * pl, dh, dw, xOff, wOff, oOff, bOff, bStride, xs0..3, ws0..3, os0..3].
+ * Metadata word positions: [M, N, K, groups * splits, tilesN, tilesM, OH, OW, Cg, KH, KW, H, W, sh,
+ * sw, pt, pl, dh, dw, xOff, wOff, oOff, bOff, bStride, xs0..3, ws0..3, os0..3, splits, Kc].
  */
-export const CONV_GEMM_META = { x: 19, w: 20, o: 21, bias: 22, xs: 24, ws: 28, os: 32, words: 36 } as const;
+export const CONV_GEMM_META = { x: 19, w: 20, o: 21, bias: 22, xs: 24, ws: 28, os: 32, splits: 36, kc: 37, words: 38 } as const;
 
-export const convGemmKey = (s: ConvGemmSpec): string => `${s.kind}.${s.order}.${s.bias ? 'b' : ''}`;
+export const convGemmKey = (s: ConvGemmSpec): string => `${s.kind}.${s.order}.${s.bias ? 'b' : ''}${s.partial ? '.partial' : ''}`;
+
+/** Workgroups below which a long K is split. */
+const SPLIT_TARGET = 256;
+/** The shortest K slice worth a workgroup (32 K steps). */
+const SPLIT_MIN_K = 512;
+/** The most f32 partial sums a split may hold (64 MiB of scratch). */
+const SPLIT_MAX_PARTIALS = 1 << 24;
+
+/** K slices per group (1: no split) and the K of each slice (a multiple of the K step). */
+export function planSplits(m: number, n: number, k: number, groups: number): { splits: number; kc: number } {
+  const { tilesM, tilesN } = convGemmTiles(m, n);
+  const wgs = tilesM * tilesN * groups;
+  let splits = Math.min(Math.ceil(SPLIT_TARGET / wgs), Math.floor(k / SPLIT_MIN_K), Math.floor(SPLIT_MAX_PARTIALS / (m * n * groups)));
+  if (splits <= 1) return { splits: 1, kc: Math.ceil(k / GEMM_BK) * GEMM_BK };
+  const kc = Math.ceil(k / splits / GEMM_BK) * GEMM_BK;
+  splits = Math.ceil(k / kc);
+  return { splits, kc };
+}
 
 /** Statements splitting k (a u32 expression) into c, kh, kw for the K order. */
 function splitK(order: 'hwc' | 'chw', k: string): string {
@@ -65,7 +93,7 @@ export function generateConvGemm(s: ConvGemmSpec): string {
     );
   }
   return buildGemmTile({
-    decls: gemmDecls(k, k, k, s.bias),
+    decls: gemmDecls(k, k, s.partial ? 'f32' : k, s.bias && !s.partial),
     prologue: [
       'let M = kmeta[0]; let N = kmeta[1]; let K = kmeta[2];',
       'let batch = kmeta[3]; let tilesN = kmeta[4]; let tilesM = kmeta[5];',
@@ -76,18 +104,21 @@ export function generateConvGemm(s: ConvGemmSpec): string {
       'let swo = kmeta[28]; let swc = kmeta[29]; let swh = kmeta[30]; let sww = kmeta[31];',
       'let son = kmeta[32]; let soc = kmeta[33]; let soh = kmeta[34]; let sow = kmeta[35];',
     ],
-    // bz is the group: its input channels, output channels (weight rows) and bias entries.
+    // bz is (group, K slice): the group's input channels, output channels (weight rows) and bias
+    // entries, and the slice's K range.
     batchPrologue: [
-      'let oX = kmeta[19] + bz * Cg * sxc; let oW = kmeta[20] + bz * N * swo;',
-      'let oO = kmeta[21] + bz * N * soc; let oB = kmeta[22] + bz * N * kmeta[23];',
+      'let grp = bz / kmeta[36]; let kBeg = (bz % kmeta[36]) * kmeta[37]; let kEnd = min(K, kBeg + kmeta[37]);',
+      'let oX = kmeta[19] + grp * Cg * sxc; let oW = kmeta[20] + grp * N * swo;',
+      'let oO = kmeta[21] + grp * N * soc; let oB = kmeta[22] + grp * N * kmeta[23];',
     ],
+    kRange: { begin: 'kBeg', end: 'kEnd' },
     tilePrologue,
     aMajor,
     bMajor: 'k',
     loadA: (r) => [
       'let gk = k0 + ak;',
       'var av = 0.0;',
-      `if (okm${r} && gk < K) {`,
+      `if (okm${r} && gk < kEnd) {`,
       `  ${splitK(s.order, 'gk')}`,
       `  let ih = ih${r} + i32(kh * dh); let iw = iw${r} + i32(kw * dw);`,
       `  if (ih >= 0 && ih < H && iw >= 0 && iw < W) { av = ${loadExpr(k, 'a', `xb${r} + c * sxc + u32(ih) * sxh + u32(iw) * sxw`, false)}; }`,
@@ -96,13 +127,14 @@ export function generateConvGemm(s: ConvGemmSpec): string {
     loadB: () => [
       'let hn = n0 + bn; let hk = k0 + bk;',
       'var bv = 0.0;',
-      `if (hn < N && hk < K) { ${splitK(s.order, 'hk')} bv = ${loadExpr(k, 'b', 'oW + hn * swo + c * swc + kh * swh + kw * sww', false)}; }`,
+      `if (hn < N && hk < kEnd) { ${splitK(s.order, 'hk')} bv = ${loadExpr(k, 'b', 'oW + hn * swo + c * swc + kh * swh + kw * sww', false)}; }`,
     ],
-    storePrologue,
-    store: (acc, i) => [
+    storePrologue: s.partial ? [] : storePrologue,
+    // A partial tile goes to scratch[bz][gm][gn] (dense f32).
+    store: (acc, i) => s.partial ? [`c[(bz * M + gm) * N + gn] = ${acc};`] : [
       `let ic = orow${i} + gn * soc;`,
       `var v = ${acc};`,
-      ...(s.bias ? [`v = v + ${loadExpr(k, 'bias', 'oB + gn * kmeta[23]', false)};`] : []),
+      ...(s.bias && !s.partial ? [`v = v + ${loadExpr(k, 'bias', 'oB + gn * kmeta[23]', false)};`] : []),
       storeStmt(k, 'c', 'ic', 'v'),
     ],
   });
@@ -110,3 +142,29 @@ export function generateConvGemm(s: ConvGemmSpec): string {
 
 /** Tiles of the GEMM for M output pixels and N output channels per group. */
 export const convGemmTiles = (m: number, n: number): { tilesM: number; tilesN: number } => ({ tilesM: Math.ceil(m / GEMM_BM), tilesN: Math.ceil(n / GEMM_BN) });
+
+/**
+ * The split-K combine: one invocation per output element (group, pixel, channel) sums its slices'
+ * partials in slice order, adds the bias and stores the output at its strides. Bindings: output,
+ * scratch (f32), bias; the conv GEMM's metadata.
+ */
+export function combineSource(k: StorageKind, bias: boolean): string {
+  const lines = header([{ kind: k, written: true }, { kind: 'f32', written: false }, ...(bias ? [{ kind: k, written: false }] : [])]);
+  lines.push(
+    `@compute @workgroup_size(${WG})`,
+    'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {',
+    '  let M = kmeta[0]; let N = kmeta[1]; let OH = kmeta[6]; let OW = kmeta[7]; let S = kmeta[36];',
+    '  let total = (kmeta[3] / S) * M * N;',
+    `  for (var e = gid.x; e < total; e = e + ng.x * ${WG}u) {`,
+    '    let gn = e % N; let gm = (e / N) % M; let grp = e / (N * M);',
+    '    var v = 0.0;',
+    '    for (var sp = 0u; sp < S; sp = sp + 1u) { v = v + b1[((grp * S + sp) * M + gm) * N + gn]; }',
+    '    let o = grp * N + gn;',
+    ...(bias ? [`    v = v + ${loadExpr(k, 'b2', 'kmeta[22] + o * kmeta[23]', false)};`] : []),
+    '    let q = gm / OW;',
+    `    ${storeStmt(k, 'b0', 'kmeta[21] + (q / OH) * kmeta[32] + o * kmeta[33] + (q % OH) * kmeta[34] + (gm % OW) * kmeta[35]', 'v').replace(/\n/g, '\n    ')}`,
+    '  }',
+    '}',
+  );
+  return lines.join('\n');
+}

@@ -9,7 +9,8 @@
  * default), the convolution runs instead as a tiled implicit GEMM (conv-gemm.ts): the direct kernel
  * reads every input element once per output channel from global memory, which left the 3x3 64->64
  * conv of the conv-stack bench at about 0.5 TFLOP/s on an H200. The direct kernel stays for the
- * geometries a 64-column GEMM tile would mostly waste (depthwise and other narrow groups).
+ * geometries a 64-column GEMM tile would mostly waste (depthwise and other narrow groups). Where the
+ * GEMM has few tiles and a long K (the weight gradient), it splits K (conv-gemm.ts, planSplits).
  */
 import { conv2d, convOutputSize, convPadding } from '../../ops/defs/nn.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -18,7 +19,7 @@ import { allocOut, unsupportedDtype, webgpu } from './device.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { dataKind, groupsFor, header, kernelFor, WG, words } from './template.js';
 import { getOption } from '../../runtime/config.js';
-import { CONV_GEMM_META, convGemmKey, convGemmTiles, generateConvGemm } from './conv-gemm.js';
+import { combineSource, CONV_GEMM_META, convGemmKey, convGemmTiles, generateConvGemm, planSplits } from './conv-gemm.js';
 
 /** Output channels per group from which the implicit GEMM is used (fewer waste most of its 64-wide tile). */
 export const GEMM_MIN_OG = 8;
@@ -91,13 +92,30 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
   if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM')) {
     const xs = four(input);
     // (kh, kw, c) when the channels are the input's unit-stride dim (channels_last), else (c, kh, kw).
-    const spec = { kind: k.kind, order: xs[1] === 1 && cg > 1 ? 'hwc' : 'chw', bias: hasBias } as const;
+    const order = xs[1] === 1 && cg > 1 ? 'hwc' : 'chw';
     const m = n * oh * ow;
-    const { tilesM, tilesN } = convGemmTiles(m, o / g);
-    const gm = words([m, o / g, cg * kh * kw, g, tilesN, tilesM, oh, ow, cg, kh, kw, h, w, sh, sw, pt, pl, dh, dw, input.offset, weight.offset, out.offset, bias?.offset ?? 0, bias?.strides[0] ?? 0, ...xs, ...weight.strides, ...four(out)]);
+    const og = o / g;
+    const K = cg * kh * kw;
+    const { tilesM, tilesN } = convGemmTiles(m, og);
+    const { splits, kc } = planSplits(m, og, K, g);
+    const gm = words([m, og, K, g * splits, tilesN, tilesM, oh, ow, cg, kh, kw, h, w, sh, sw, pt, pl, dh, dw, input.offset, weight.offset, out.offset, bias?.offset ?? 0, bias?.strides[0] ?? 0, ...xs, ...weight.strides, ...four(out), splits, kc]);
     if (gm.length !== CONV_GEMM_META.words) throw new Error(`conv2d: ${gm.length} metadata words, want ${CONV_GEMM_META.words}`);
-    const kern = kernelFor(`conv2d.gemm.${convGemmKey(spec)}`, () => generateConvGemm(spec));
-    webgpu().dispatch(kern, bufs, gm, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(g, 65535)]);
+    const grid: [number, number, number] = [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(g * splits, 65535)];
+    const acc = webgpu();
+    if (splits === 1) {
+      const spec = { kind: k.kind, order, bias: hasBias, partial: false } as const;
+      acc.dispatch(kernelFor(`conv2d.gemm.${convGemmKey(spec)}`, () => generateConvGemm(spec)), bufs, gm, grid);
+      return out;
+    }
+    const spec = { kind: k.kind, order, bias: false, partial: true } as const;
+    const part = allocOut({ shape: [g * splits * m * og], strides: [1], dtype: 'float32', device: out.device });
+    try {
+      acc.dispatch(kernelFor(`conv2d.gemm.${convGemmKey(spec)}`, () => generateConvGemm(spec)), [part.storage.buffer, input.storage.buffer, weight.storage.buffer], gm, grid);
+      const combine = kernelFor(`conv2d.gemm.combine.${k.kind}.${hasBias ? 'b' : ''}`, () => combineSource(k.kind, hasBias));
+      acc.dispatch(combine, [out.storage.buffer, part.storage.buffer, ...(bias ? [bias.storage.buffer] : [])], gm, groupsFor(g * m * og));
+    } finally {
+      part.dispose();
+    }
     return out;
   }
   const meta = words([

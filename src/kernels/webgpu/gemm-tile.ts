@@ -62,6 +62,8 @@ export interface GemmTileParts {
   readonly prologue: readonly string[];
   /** Batch prologue, `bz` (the batch index) in scope. */
   readonly batchPrologue: readonly string[];
+  /** The K range of a batch (WGSL expressions; default 0 .. K); a split-K kernel gives each batch a slice. */
+  readonly kRange?: { readonly begin: string; readonly end: string };
   /** Tile prologue, `m0` and `n0` (the tile's first row and column) in scope. */
   readonly tilePrologue?: readonly string[];
   readonly aMajor: 'k' | 'm';
@@ -104,7 +106,7 @@ export function buildGemmTile(p: GemmTileParts): string {
   const acc: string[] = [];
   for (let i = 0; i < GEMM_RM; i++) for (let j = 0; j < GEMM_RN; j++) acc.push(`acc${i}_${j}`);
   lines.push(`        ${acc.map((x) => `var ${x} = 0.0;`).join(' ')}`);
-  lines.push(`        for (var k0 = 0u; k0 < K; k0 = k0 + ${BK}u) {`);
+  lines.push(`        for (var k0 = ${p.kRange?.begin ?? '0u'}; k0 < ${p.kRange?.end ?? 'K'}; k0 = k0 + ${BK}u) {`);
   for (let r = 0; r < GEMM_LOADS; r++) {
     lines.push('          {');
     lines.push(`            let e = tid + ${r * T}u;`);
