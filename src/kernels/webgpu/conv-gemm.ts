@@ -65,11 +65,11 @@ export function planSplits(m: number, n: number, k: number, groups: number): { s
   return { splits, kc };
 }
 
-/** Statements splitting k (a u32 expression) into c, kh, kw for the K order. */
-function splitK(order: 'hwc' | 'chw', k: string): string {
+/** Statements splitting k (a u32 expression) into `${p}c`, `${p}kh`, `${p}kw` for the K order. */
+function splitK(order: 'hwc' | 'chw', k: string, p = ''): string {
   return order === 'hwc'
-    ? `let c = ${k} % Cg; let kt = ${k} / Cg; let kw = kt % KW; let kh = kt / KW;`
-    : `let kw = ${k} % KW; let kt = ${k} / KW; let kh = kt % KH; let c = kt / KH;`;
+    ? `let ${p}c = ${k} % Cg; let ${p}kt = ${k} / Cg; let ${p}kw = ${p}kt % KW; let ${p}kh = ${p}kt / KW;`
+    : `let ${p}kw = ${k} % KW; let ${p}kt = ${k} / KW; let ${p}kh = ${p}kt % KH; let ${p}c = ${p}kt / KH;`;
 }
 
 export function generateConvGemm(s: ConvGemmSpec): string {
@@ -115,19 +115,22 @@ export function generateConvGemm(s: ConvGemmSpec): string {
     tilePrologue,
     aMajor,
     bMajor: 'k',
+    // The B tile's k (bMajor 'k': e % BK, so tid % BK for every load), split once per K step; under
+    // (kh, kw, c) the A tile walks k fastest too, so its k is the same (aMajor 'k': ak = tid % BK).
+    kStep: [`let qk = k0 + tid % ${GEMM_BK}u; ${splitK(s.order, 'qk', 'q')}`],
     loadA: (r) => [
       'let gk = k0 + ak;',
       'var av = 0.0;',
       `if (okm${r} && gk < kEnd) {`,
-      `  ${splitK(s.order, 'gk')}`,
+      `  ${s.order === 'hwc' ? 'let c = qc; let kh = qkh; let kw = qkw;' : splitK(s.order, 'gk')}`,
       `  let ih = ih${r} + i32(kh * dh); let iw = iw${r} + i32(kw * dw);`,
       `  if (ih >= 0 && ih < H && iw >= 0 && iw < W) { av = ${loadExpr(k, 'a', `xb${r} + c * sxc + u32(ih) * sxh + u32(iw) * sxw`, false)}; }`,
       '}',
     ],
     loadB: () => [
-      'let hn = n0 + bn; let hk = k0 + bk;',
+      'let hn = n0 + bn;',
       'var bv = 0.0;',
-      `if (hn < N && hk < kEnd) { ${splitK(s.order, 'hk')} bv = ${loadExpr(k, 'b', 'oW + hn * swo + c * swc + kh * swh + kw * sww', false)}; }`,
+      `if (hn < N && qk < kEnd) { bv = ${loadExpr(k, 'b', 'oW + hn * swo + qc * swc + qkh * swh + qkw * sww', false)}; }`,
     ],
     storePrologue: s.partial ? [] : storePrologue,
     // A partial tile goes to scratch[bz][gm][gn] (dense f32).

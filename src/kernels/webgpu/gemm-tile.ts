@@ -68,6 +68,8 @@ export interface GemmTileParts {
   readonly tilePrologue?: readonly string[];
   readonly aMajor: 'k' | 'm';
   readonly bMajor: 'n' | 'k';
+  /** Statements at the top of each K step, `k0` in scope (before the tile loads). */
+  readonly kStep?: readonly string[];
   /** Sets `var av` to A[m0 + am][k0 + ak] (0 outside A) for load r of the invocation (`am`, `ak`, `k0` in scope). */
   readonly loadA: (r: number) => readonly string[];
   /** Sets `var bv` to B[k0 + bk][n0 + bn] (0 outside B) for load r (`bn`, `bk`, `k0` in scope). */
@@ -107,6 +109,7 @@ export function buildGemmTile(p: GemmTileParts): string {
   for (let i = 0; i < GEMM_RM; i++) for (let j = 0; j < GEMM_RN; j++) acc.push(`acc${i}_${j}`);
   lines.push(`        ${acc.map((x) => `var ${x} = 0.0;`).join(' ')}`);
   lines.push(`        for (var k0 = ${p.kRange?.begin ?? '0u'}; k0 < ${p.kRange?.end ?? 'K'}; k0 = k0 + ${BK}u) {`);
+  put(10, p.kStep ?? []);
   for (let r = 0; r < GEMM_LOADS; r++) {
     lines.push('          {');
     lines.push(`            let e = tid + ${r * T}u;`);
