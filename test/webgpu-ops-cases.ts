@@ -263,8 +263,9 @@ function convs(): OpCase[] {
 /**
  * Convolutions on the implicit GEMM (conv-gemm.ts: 8 or more output channels per group): M, N and
  * K off the 64/64/16 tile, stride 2, asymmetric padding, dilation, groups 2, channels_last and
- * contiguous (the two K orders) and strided, bias on and off, each float dtype, unbatched, and one
- * case spanning several M tiles with a 7x7 stride-2 stem like the conv-stack bench's.
+ * contiguous inputs (the two K orders) and strided ones, weights walked k-fastest and (O stride 1)
+ * channel-fastest, bias on and off, each float dtype, unbatched, split K (few tiles, long K), a 7x7
+ * stride-2 stem like the conv-stack bench's and a case spanning several M tiles.
  */
 export function convGemms(): OpCase[] {
   const out: OpCase[] = [];
@@ -273,6 +274,7 @@ export function convGemms(): OpCase[] {
     out.push({ label: `conv gemm 3x3 pad 1 bias ${dt} channels_last`, inputs: [make([2, 5, 11, 13], dt, 'channelsLast'), make([70, 5, 3, 3], dt), make([70], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 1), tol });
     out.push({ label: `conv gemm 3x3 pad 1 ${dt} contiguous`, inputs: [make([2, 5, 11, 13], dt), make([70, 5, 3, 3], dt, 'channelsLast')], run: (x, w) => kiln.conv2d(x, w!, null, 1, 1), tol });
     out.push({ label: `conv gemm groups 2 stride 2 dilation 2 pad [1,2] bias ${dt} channels_last`, inputs: [make([3, 6, 15, 14], dt, 'channelsLast'), make([20, 3, 3, 2], dt, 'channelsLast'), make([20], dt, 'strided')], run: (x, w, b) => kiln.conv2d(x, w!, b!, 2, [1, 2], 2, 2), tol });
+    out.push({ label: `conv gemm weight O-major pad 2 bias ${dt}`, inputs: [make([2, 5, 9, 10], dt), make([40, 5, 3, 3], dt, 'transposed'), make([40], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 2), tol });
     out.push({ label: `conv gemm groups 2 stride [2,1] ${dt} strided`, inputs: [make([2, 4, 9, 10], dt, 'strided'), make([18, 2, 2, 3], dt, 'strided')], run: (x, w) => kiln.conv2d(x, w!, null, [2, 1], 0, 1, 2), tol });
   }
   out.push({ label: 'conv gemm unbatched 1x1 bias', inputs: [make([17, 6, 5]), make([9, 17, 1, 1]), make([9])], run: (x, w, b) => kiln.conv2d(x, w!, b!), tol: { atol: 1e-4, rtol: 1e-4 } });
@@ -282,6 +284,7 @@ export function convGemms(): OpCase[] {
     const tol = dt === 'float32' ? { atol: 1e-3, rtol: 1e-4 } : undefined;
     out.push({ label: `conv gemm split K bias ${dt} channels_last`, inputs: [make([1, 256, 6, 7], dt, 'channelsLast'), make([20, 256, 3, 3], dt), make([20], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 1), tol });
   }
+  out.push({ label: 'conv gemm split K weight O-major channels_last', inputs: [make([1, 256, 6, 7], 'float32', 'channelsLast'), make([20, 256, 3, 3], 'float32', 'transposed')], run: (x, w) => kiln.conv2d(x, w!, null, 1, 1), tol: { atol: 1e-3, rtol: 1e-4 } });
   out.push({ label: 'conv gemm split K groups 2 contiguous', inputs: [make([2, 128, 6, 6]), make([16, 64, 4, 4])], run: (x, w) => kiln.conv2d(x, w!, null, 1, 0, 1, 2), tol: { atol: 1e-3, rtol: 1e-4 } });
   out.push({ label: 'conv gemm 3x3 64->64 channels_last, several M tiles', inputs: [make([2, 64, 12, 12], 'float32', 'channelsLast'), make([64, 64, 3, 3], 'float32', 'channelsLast')], run: (x, w) => kiln.conv2d(x, w!, null, 1, 1), tol: { atol: 1e-4, rtol: 1e-4 } });
   return out;

@@ -34,6 +34,8 @@ export interface ConvGemmSpec {
   readonly kind: StorageKind;
   /** K order: 'hwc' (channels_last input) or 'chw'. */
   readonly order: 'hwc' | 'chw';
+  /** How the B tile walks the weight: 'k' (k fastest, the usual layouts) or 'n' (output channels fastest: a weight whose O stride is 1, as the weight gradient's). */
+  readonly bMajor: 'n' | 'k';
   readonly bias: boolean;
   /** Store f32 partial sums of a K slice to the scratch (binding 0) instead of the output. */
   readonly partial: boolean;
@@ -45,7 +47,7 @@ export interface ConvGemmSpec {
  */
 export const CONV_GEMM_META = { x: 19, w: 20, o: 21, bias: 22, xs: 24, ws: 28, os: 32, splits: 36, kc: 37, words: 38 } as const;
 
-export const convGemmKey = (s: ConvGemmSpec): string => `${s.kind}.${s.order}.${s.bias ? 'b' : ''}${s.partial ? '.partial' : ''}`;
+export const convGemmKey = (s: ConvGemmSpec): string => `${s.kind}.${s.order}.${s.bMajor}.${s.bias ? 'b' : ''}${s.partial ? '.partial' : ''}`;
 
 /** Workgroups below which a long K is split. */
 const SPLIT_TARGET = 256;
@@ -114,10 +116,10 @@ export function generateConvGemm(s: ConvGemmSpec): string {
     kRange: { begin: 'kBeg', end: 'kEnd' },
     tilePrologue,
     aMajor,
-    bMajor: 'k',
-    // The B tile's k (bMajor 'k': e % BK, so tid % BK for every load), split once per K step; under
-    // (kh, kw, c) the A tile walks k fastest too, so its k is the same (aMajor 'k': ak = tid % BK).
-    kStep: [`let qk = k0 + tid % ${GEMM_BK}u; ${splitK(s.order, 'qk', 'q')}`],
+    bMajor: s.bMajor,
+    // The k of tid % BK, split once per K step: every B load's k when the B tile walks k fastest
+    // (bMajor 'k': bk = e % BK), and every A load's under (kh, kw, c) (aMajor 'k': ak = e % BK).
+    kStep: s.order === 'hwc' || s.bMajor === 'k' ? [`let qk = k0 + tid % ${GEMM_BK}u; ${splitK(s.order, 'qk', 'q')}`] : [],
     loadA: (r) => [
       'let gk = k0 + ak;',
       'var av = 0.0;',
@@ -127,11 +129,14 @@ export function generateConvGemm(s: ConvGemmSpec): string {
       `  if (ih >= 0 && ih < H && iw >= 0 && iw < W) { av = ${loadExpr(k, 'a', `xb${r} + c * sxc + u32(ih) * sxh + u32(iw) * sxw`, false)}; }`,
       '}',
     ],
-    loadB: () => [
-      'let hn = n0 + bn;',
-      'var bv = 0.0;',
-      `if (hn < N && qk < kEnd) { bv = ${loadExpr(k, 'b', 'oW + hn * swo + qc * swc + qkh * swh + qkw * sww', false)}; }`,
-    ],
+    loadB: () =>
+      s.bMajor === 'k'
+        ? ['let hn = n0 + bn;', 'var bv = 0.0;', `if (hn < N && qk < kEnd) { bv = ${loadExpr(k, 'b', 'oW + hn * swo + qc * swc + qkh * swh + qkw * sww', false)}; }`]
+        : [
+            'let hn = n0 + bn; let hk = k0 + bk;',
+            'var bv = 0.0;',
+            `if (hn < N && hk < kEnd) { ${splitK(s.order, 'hk')} bv = ${loadExpr(k, 'b', 'oW + hn * swo + c * swc + kh * swh + kw * sww', false)}; }`,
+          ],
     storePrologue: s.partial ? [] : storePrologue,
     // A partial tile goes to scratch[bz][gm][gn] (dense f32).
     store: (acc, i) => s.partial ? [`c[(bz * M + gm) * N + gn] = ${acc};`] : [

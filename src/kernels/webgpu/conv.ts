@@ -91,10 +91,12 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
   const bufs = [out.storage.buffer, input.storage.buffer, weight.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
   if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM')) {
     const xs = four(input);
+    const og = o / g;
     // (kh, kw, c) when the channels are the input's unit-stride dim (channels_last), else (c, kh, kw).
     const order = xs[1] === 1 && cg > 1 ? 'hwc' : 'chw';
+    // Weight tiles walk output channels fastest where those are the weight's unit-stride dim.
+    const bMajor = weight.strides[0] === 1 && og > 1 ? 'n' : 'k';
     const m = n * oh * ow;
-    const og = o / g;
     const K = cg * kh * kw;
     const { tilesM, tilesN } = convGemmTiles(m, og);
     const { splits, kc } = planSplits(m, og, K, g);
@@ -103,11 +105,11 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
     const grid: [number, number, number] = [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(g * splits, 65535)];
     const acc = webgpu();
     if (splits === 1) {
-      const spec = { kind: k.kind, order, bias: hasBias, partial: false } as const;
+      const spec = { kind: k.kind, order, bMajor, bias: hasBias, partial: false } as const;
       acc.dispatch(kernelFor(`conv2d.gemm.${convGemmKey(spec)}`, () => generateConvGemm(spec)), bufs, gm, grid);
       return out;
     }
-    const spec = { kind: k.kind, order, bias: false, partial: true } as const;
+    const spec = { kind: k.kind, order, bMajor, bias: false, partial: true } as const;
     const part = allocOut({ shape: [g * splits * m * og], strides: [1], dtype: 'float32', device: out.device });
     try {
       acc.dispatch(kernelFor(`conv2d.gemm.${convGemmKey(spec)}`, () => generateConvGemm(spec)), [part.storage.buffer, input.storage.buffer, weight.storage.buffer], gm, grid);
