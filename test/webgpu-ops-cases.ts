@@ -254,8 +254,39 @@ function convs(): OpCase[] {
     out.push({ label: `conv2d 3x3 pad 1 bias ${dt}`, inputs: [make([2, 4, 7, 6], dt, 'strided'), make([5, 4, 3, 3], dt), make([5], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 1), tol });
     out.push({ label: `conv2d groups 2 stride 2 dilation 2 ${dt} channels_last`, inputs: [make([1, 4, 9, 9], dt, 'channelsLast'), make([6, 2, 2, 3], dt, 'channelsLast')], run: (x, w) => kiln.conv2d(x, w!, null, 2, [1, 2], 2, 2), tol });
   }
+  out.push(...convGemms());
   out.push({ label: 'conv2d unbatched, padding same, depthwise', inputs: [make([3, 6, 5]), make([3, 1, 3, 2])], run: (x, w) => kiln.conv2d(x, w!, null, 1, 'same', 1, 3), tol: { atol: 1e-4, rtol: 1e-4 } });
   out.push({ label: 'conv2d empty batch', inputs: [make([0, 2, 4, 4]), make([3, 2, 1, 1])], run: (x, w) => kiln.conv2d(x, w!) });
+  return out;
+}
+
+/**
+ * Convolutions on the implicit GEMM (conv-gemm.ts: 8 or more output channels per group): M, N and
+ * K off the 64/64/16 tile, stride 2, asymmetric padding, dilation, groups 2, channels_last and
+ * contiguous inputs (the two K orders) and strided ones, weights walked k-fastest and (O stride 1)
+ * channel-fastest, bias on and off, each float dtype, unbatched, split K (few tiles, long K), a 7x7
+ * stride-2 stem like the conv-stack bench's and a case spanning several M tiles.
+ */
+export function convGemms(): OpCase[] {
+  const out: OpCase[] = [];
+  for (const dt of FLOATS) {
+    const tol = dt === 'float32' ? { atol: 1e-4, rtol: 1e-4 } : undefined;
+    out.push({ label: `conv gemm 3x3 pad 1 bias ${dt} channels_last`, inputs: [make([2, 5, 11, 13], dt, 'channelsLast'), make([70, 5, 3, 3], dt), make([70], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 1), tol });
+    out.push({ label: `conv gemm 3x3 pad 1 ${dt} contiguous`, inputs: [make([2, 5, 11, 13], dt), make([70, 5, 3, 3], dt, 'channelsLast')], run: (x, w) => kiln.conv2d(x, w!, null, 1, 1), tol });
+    out.push({ label: `conv gemm groups 2 stride 2 dilation 2 pad [1,2] bias ${dt} channels_last`, inputs: [make([3, 6, 15, 14], dt, 'channelsLast'), make([20, 3, 3, 2], dt, 'channelsLast'), make([20], dt, 'strided')], run: (x, w, b) => kiln.conv2d(x, w!, b!, 2, [1, 2], 2, 2), tol });
+    out.push({ label: `conv gemm weight O-major pad 2 bias ${dt}`, inputs: [make([2, 5, 9, 10], dt), make([40, 5, 3, 3], dt, 'transposed'), make([40], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 2), tol });
+    out.push({ label: `conv gemm groups 2 stride [2,1] ${dt} strided`, inputs: [make([2, 4, 9, 10], dt, 'strided'), make([18, 2, 2, 3], dt, 'strided')], run: (x, w) => kiln.conv2d(x, w!, null, [2, 1], 0, 1, 2), tol });
+  }
+  out.push({ label: 'conv gemm unbatched 1x1 bias', inputs: [make([17, 6, 5]), make([9, 17, 1, 1]), make([9])], run: (x, w, b) => kiln.conv2d(x, w!, b!), tol: { atol: 1e-4, rtol: 1e-4 } });
+  out.push({ label: 'conv gemm 7x7 stride 2 pad 3 stem channels_last', inputs: [make([2, 3, 30, 26], 'float32', 'channelsLast'), make([64, 3, 7, 7]), make([64])], run: (x, w, b) => kiln.conv2d(x, w!, b!, 2, 3), tol: { atol: 1e-4, rtol: 1e-4 } });
+  // One-tile GEMMs with K = 2304 (4 slices of 576) and 1024 (2 of 512): split K and the combine kernel.
+  for (const dt of FLOATS) {
+    const tol = dt === 'float32' ? { atol: 1e-3, rtol: 1e-4 } : undefined;
+    out.push({ label: `conv gemm split K bias ${dt} channels_last`, inputs: [make([1, 256, 6, 7], dt, 'channelsLast'), make([20, 256, 3, 3], dt), make([20], dt)], run: (x, w, b) => kiln.conv2d(x, w!, b!, 1, 1), tol });
+  }
+  out.push({ label: 'conv gemm split K weight O-major channels_last', inputs: [make([1, 256, 6, 7], 'float32', 'channelsLast'), make([20, 256, 3, 3], 'float32', 'transposed')], run: (x, w) => kiln.conv2d(x, w!, null, 1, 1), tol: { atol: 1e-3, rtol: 1e-4 } });
+  out.push({ label: 'conv gemm split K groups 2 contiguous', inputs: [make([2, 128, 6, 6]), make([16, 64, 4, 4])], run: (x, w) => kiln.conv2d(x, w!, null, 1, 0, 1, 2), tol: { atol: 1e-3, rtol: 1e-4 } });
+  out.push({ label: 'conv gemm 3x3 64->64 channels_last, several M tiles', inputs: [make([2, 64, 12, 12], 'float32', 'channelsLast'), make([64, 64, 3, 3], 'float32', 'channelsLast')], run: (x, w) => kiln.conv2d(x, w!, null, 1, 1), tol: { atol: 1e-4, rtol: 1e-4 } });
   return out;
 }
 

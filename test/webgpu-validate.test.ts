@@ -270,6 +270,27 @@ test('every kernel of webgpu-ops-cases (scans, sorts, scatters, index writes, ma
   assert.ok(ran > 200, `ran ${ran} cases`);
 });
 
+test('every implicit-GEMM conv2d source (each storage kind, K order, weight walk, bias, split-K partial and combine) compiles on Dawn', { skip }, async () => {
+  const { combineSource, generateConvGemm } = await import('../src/kernels/webgpu/conv-gemm.js');
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  let n = 0;
+  for (const kind of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
+    for (const bias of [false, true]) {
+      acc.kernel(combineSource(kind, bias), `conv2d gemm combine ${kind}${bias ? ' bias' : ''}`);
+      n++;
+    }
+    for (const order of ['hwc', 'chw'] as const) {
+      for (const bMajor of ['k', 'n'] as const) {
+        for (const [bias, partial] of [[false, false], [true, false], [false, true]] as const) {
+          acc.kernel(generateConvGemm({ kind, order, bMajor, bias, partial }), `conv2d gemm ${kind} ${order} ${bMajor}${bias ? ' bias' : ''}${partial ? ' partial' : ''}`);
+          n++;
+        }
+      }
+    }
+  }
+  assert.equal(n, 56);
+});
+
 // Last in this file: it destroys the process's webgpu device.
 test('the webgpu LLM cases and the tiny Qwen3 (forward, compiled forward, generate; float32, float16, bfloat16) encode with no unsupported op', { skip }, async () => {
   const { llmCases } = await import('./webgpu-llm-cases.js');

@@ -5,10 +5,12 @@
  * groups; input, weight and output of any strides (contiguous and channels_last alike; an
  * unbatched input is a batch of one), read in place. float32, float16 and bfloat16.
  *
- * Direct rather than implicit GEMM: it is the simplest form that serves every geometry, and the
- * backward passes (transposed and weight-gradient convolutions, conv-grad.ts) have the geometries
- * (large strides and dilations, one group per channel) where a GEMM tiling gains least. A tiled
- * implicit GEMM is the next step once a webgpu workload shows the cost.
+ * Where a group has GEMM_MIN_OG or more output channels (and KILN_WEBGPU_CONV_GEMM is on, the
+ * default), the convolution runs instead as a tiled implicit GEMM (conv-gemm.ts): the direct kernel
+ * reads every input element once per output channel from global memory, which left the 3x3 64->64
+ * conv of the conv-stack bench at about 0.5 TFLOP/s on an H200. The direct kernel stays for the
+ * geometries a 64-column GEMM tile would mostly waste (depthwise and other narrow groups). Where the
+ * GEMM has few tiles and a long K (the weight gradient), it splits K (conv-gemm.ts, planSplits).
  */
 import { conv2d, convOutputSize, convPadding } from '../../ops/defs/nn.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -16,6 +18,11 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { dataKind, groupsFor, header, kernelFor, WG, words } from './template.js';
+import { getOption } from '../../runtime/config.js';
+import { combineSource, CONV_GEMM_META, convGemmKey, convGemmTiles, generateConvGemm, planSplits } from './conv-gemm.js';
+
+/** Output channels per group from which the implicit GEMM is used (fewer waste most of its 64-wide tile). */
+export const GEMM_MIN_OG = 8;
 
 /**
  * Metadata: [total, O, OH, OW, Cg, KH, KW, H, W, sh, sw, pt, pl, dh, dw, Og, xOff, wOff, oOff,
@@ -80,6 +87,39 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
   if (total === 0) return out;
   const four = (t: Tensor): number[] => (batched ? [...t.strides] : [0, ...t.strides]);
   const g = groups as number;
+  const hasBias = bias !== null && bias !== undefined;
+  const bufs = [out.storage.buffer, input.storage.buffer, weight.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
+  if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM')) {
+    const xs = four(input);
+    const og = o / g;
+    // (kh, kw, c) when the channels are the input's unit-stride dim (channels_last), else (c, kh, kw).
+    const order = xs[1] === 1 && cg > 1 ? 'hwc' : 'chw';
+    // Weight tiles walk output channels fastest where those are the weight's unit-stride dim.
+    const bMajor = weight.strides[0] === 1 && og > 1 ? 'n' : 'k';
+    const m = n * oh * ow;
+    const K = cg * kh * kw;
+    const { tilesM, tilesN } = convGemmTiles(m, og);
+    const { splits, kc } = planSplits(m, og, K, g);
+    const gm = words([m, og, K, g * splits, tilesN, tilesM, oh, ow, cg, kh, kw, h, w, sh, sw, pt, pl, dh, dw, input.offset, weight.offset, out.offset, bias?.offset ?? 0, bias?.strides[0] ?? 0, ...xs, ...weight.strides, ...four(out), splits, kc]);
+    if (gm.length !== CONV_GEMM_META.words) throw new Error(`conv2d: ${gm.length} metadata words, want ${CONV_GEMM_META.words}`);
+    const grid: [number, number, number] = [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(g * splits, 65535)];
+    const acc = webgpu();
+    if (splits === 1) {
+      const spec = { kind: k.kind, order, bMajor, bias: hasBias, partial: false } as const;
+      acc.dispatch(kernelFor(`conv2d.gemm.${convGemmKey(spec)}`, () => generateConvGemm(spec)), bufs, gm, grid);
+      return out;
+    }
+    const spec = { kind: k.kind, order, bMajor, bias: false, partial: true } as const;
+    const part = allocOut({ shape: [g * splits * m * og], strides: [1], dtype: 'float32', device: out.device });
+    try {
+      acc.dispatch(kernelFor(`conv2d.gemm.${convGemmKey(spec)}`, () => generateConvGemm(spec)), [part.storage.buffer, input.storage.buffer, weight.storage.buffer], gm, grid);
+      const combine = kernelFor(`conv2d.gemm.combine.${k.kind}.${hasBias ? 'b' : ''}`, () => combineSource(k.kind, hasBias));
+      acc.dispatch(combine, [out.storage.buffer, part.storage.buffer, ...(bias ? [bias.storage.buffer] : [])], gm, groupsFor(g * m * og));
+    } finally {
+      part.dispose();
+    }
+    return out;
+  }
   const meta = words([
     total,
     o,
@@ -106,8 +146,7 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
     ...weight.strides,
     ...four(out),
   ]);
-  const kern = kernelFor(`conv2d.${k.kind}.${bias ? 'b' : ''}`, () => convSource(k.kind, bias !== null && bias !== undefined));
-  const bufs = [out.storage.buffer, input.storage.buffer, weight.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
+  const kern = kernelFor(`conv2d.${k.kind}.${bias ? 'b' : ''}`, () => convSource(k.kind, hasBias));
   webgpu().dispatch(kern, bufs, meta, groupsFor(total));
   return out;
 });
