@@ -22,11 +22,12 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
+import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { getOption } from '../../runtime/config.js';
 import { runPointwise } from './pointwise-run.js';
 import { coalesceDims as coalesce } from './fused/layout.js';
-import { storageKind } from './storage.js';
+import { storageKind, type StorageKind } from './storage.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16'];
 const programs = new Map<string, WebgpuKernel>();
@@ -57,6 +58,38 @@ export function gemmKernel(spec: GemmSpec): WebgpuKernel {
     programs.set(key, k);
   }
   return k;
+}
+
+/** Keys of the GEMM pipelines compiled so far (tests: which kernel a product ran on). */
+export function gemmPipelineKeys(): string[] {
+  return [...programs.keys()];
+}
+
+/** The skinny-GEMM pipeline for a spec, compiled on first use. */
+export function gemvKernel(spec: GemvSpec): WebgpuKernel {
+  const key = gemvKey(spec);
+  let k = programs.get(key);
+  if (!k) {
+    k = webgpu().kernel(generateGemv(spec), `kiln.gemm (${key})`);
+    programs.set(key, k);
+  }
+  return k;
+}
+
+/**
+ * Whether a GEMM of a few rows runs on the skinny kernel (gemv-codegen.ts): KILN_WEBGPU_GEMV is on,
+ * M <= GEMV_MAX_M, one batch, and A and B are exact as 16-byte words along K (unit K strides; K,
+ * offsets and row strides multiples of a word's elements).
+ */
+function gemvEligible(kind: StorageKind, M: number, K: number, nb: number, a: Tensor, b: Tensor): boolean {
+  if (!getOption('KILN_WEBGPU_GEMV') || M > GEMV_MAX_M || nb !== 1 || K === 0) return false;
+  const v = gemvVecElems(kind);
+  if (v === 0 || K % v !== 0) return false;
+  const sAm = a.strides[a.ndim - 2]!;
+  const sAk = a.strides[a.ndim - 1]!;
+  const sBk = b.strides[b.ndim - 2]!;
+  const sBn = b.strides[b.ndim - 1]!;
+  return sAk === 1 && sBk === 1 && a.offset % v === 0 && b.offset % v === 0 && (M === 1 || sAm % v === 0) && sBn % v === 0;
 }
 
 let smPlan: SubgroupMatrixPlan | { reason: string } | undefined;
@@ -138,19 +171,30 @@ export function runGemm(g: WebgpuGemm): Tensor {
     const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
     for (const buf of buffers) if (buf.capacity > limit) throw new RangeError(`${op}: a webgpu buffer of ${buf.capacity} bytes exceeds the device's maxStorageBufferBindingSize (${limit}) (${shapes}); tensors that large need chunked kernels (not yet)`);
 
+    const meta = new Uint32Array(GEMM_META.words);
+    const fillMeta = (tilesN: number, tilesM: number): void => {
+      const w = GEMM_META;
+      meta.set([M, N, K, nb, tilesN, tilesM, ...sizes]);
+      meta.set([out.offset, out.strides[out.ndim - 2]!, out.strides[out.ndim - 1]!, ...bstr[0]!], w.c);
+      meta.set([a.offset, sAm, sAk, ...bstr[1]!], w.a);
+      meta.set([b.offset, sBk, sBn, ...bstr[2]!], w.b);
+      if (bias) meta.set([bias.offset, bias.ndim === 0 || bias.shape[bias.ndim - 1] === 1 ? 0 : bias.strides[bias.ndim - 1]!], w.bias);
+      meta[w.alpha] = f32Bits(g.alpha ?? 1);
+      meta[w.beta] = f32Bits(g.beta ?? 0);
+    };
+    if (gemvEligible(kind, M, K, nb, a, b)) {
+      // A few rows (a decode step's projections): the skinny kernel, grid x over 8-column groups.
+      const mr = gemvRows(M);
+      const groups = Math.ceil(N / GEMV_COLS);
+      fillMeta(groups, Math.ceil(M / mr));
+      acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+      return out;
+    }
     const plan = kind === 'f16' && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
     const sm = plan !== null && !('reason' in plan) ? plan : null;
-    const w = GEMM_META;
-    const meta = new Uint32Array(w.words);
-    const tilesN = Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN));
-    const tilesM = Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM));
-    meta.set([M, N, K, nb, tilesN, tilesM, ...sizes]);
-    meta.set([out.offset, out.strides[out.ndim - 2]!, out.strides[out.ndim - 1]!, ...bstr[0]!], w.c);
-    meta.set([a.offset, sAm, sAk, ...bstr[1]!], w.a);
-    meta.set([b.offset, sBk, sBn, ...bstr[2]!], w.b);
-    if (bias) meta.set([bias.offset, bias.ndim === 0 || bias.shape[bias.ndim - 1] === 1 ? 0 : bias.strides[bias.ndim - 1]!], w.bias);
-    meta[w.alpha] = f32Bits(g.alpha ?? 1);
-    meta[w.beta] = f32Bits(g.beta ?? 0);
+    fillMeta(Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN)), Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM)));
+    const tilesN = meta[GEMM_META.tilesN]!;
+    const tilesM = meta[GEMM_META.tilesM]!;
     acc.dispatch(sm ? subgroupMatrixKernel(spec, sm) : gemmKernel(spec), buffers, meta, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(nb, 65535)]);
   } finally {
     for (const t of temps) t.dispose();
