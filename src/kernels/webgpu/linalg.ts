@@ -23,6 +23,7 @@ import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
 import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
+import { generateStagedGemm, planStaged, stagedKey, stagedTileM, stagedTileN } from './gemm-subgroup-matrix-staged.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { getOption } from '../../runtime/config.js';
 import { runPointwise } from './pointwise-run.js';
@@ -111,6 +112,44 @@ export function subgroupMatrixKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): 
   return k;
 }
 
+let stagedPlan: SubgroupMatrixPlan | null | undefined;
+
+/** The staged subgroup matrix plan (from the device's plan), or null where no tile fits. */
+function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): SubgroupMatrixPlan | null {
+  if (stagedPlan === undefined) {
+    const l = webgpu().bridge.adapter.limits;
+    stagedPlan = planStaged(base, { maxInvocations: Math.min(l.maxComputeInvocationsPerWorkgroup ?? 256, l.maxComputeWorkgroupSizeX ?? 256), maxWorkgroupBytes: l.maxComputeWorkgroupStorageSize ?? 16384 });
+  }
+  return stagedPlan;
+}
+
+/** The staged subgroup matrix pipeline for a spec and plan, compiled on first use. */
+export function stagedKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): WebgpuKernel {
+  const key = stagedKey(spec, plan);
+  let k = programs.get(key);
+  if (!k) {
+    k = webgpu().kernel(generateStagedGemm(spec, plan), `kiln.gemm (${key})`);
+    programs.set(key, k);
+  }
+  return k;
+}
+
+/**
+ * Whether the staged kernel can read both operands as 16-byte words (gemm-subgroup-matrix-staged.ts):
+ * each contiguous along the dim its spec names, that dim's extent a multiple of 8, and its offset,
+ * other stride (where it has more than one line) and batch strides multiples of 8.
+ */
+function stagedEligible(spec: GemmSpec, M: number, N: number, K: number, a: Tensor, b: Tensor, batchStrides: readonly (readonly number[])[]): boolean {
+  const sAm = a.strides[a.ndim - 2]!;
+  const sAk = a.strides[a.ndim - 1]!;
+  const sBk = b.strides[b.ndim - 2]!;
+  const sBn = b.strides[b.ndim - 1]!;
+  const w = (x: number): boolean => x % 8 === 0;
+  const aOk = spec.aMajor === 'k' ? sAk === 1 && w(K) && (M === 1 || w(sAm)) : sAm === 1 && w(M) && (K === 1 || w(sAk));
+  const bOk = spec.bMajor === 'n' ? sBn === 1 && w(N) && (K === 1 || w(sBk)) : sBk === 1 && w(K) && (N === 1 || w(sBn));
+  return aOk && bOk && w(a.offset) && w(b.offset) && batchStrides[1]!.every(w) && batchStrides[2]!.every(w);
+}
+
 /** `t` [...tBatch, R, C] expanded to [...batch, R, C] and copied contiguous. */
 function denseExpanded(t: Tensor, batch: readonly number[]): Tensor {
   const mat = t.shape.slice(-2);
@@ -192,6 +231,13 @@ export function runGemm(g: WebgpuGemm): Tensor {
     }
     const plan = kind === 'f16' && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
     const sm = plan !== null && !('reason' in plan) ? plan : null;
+    const staged = sm && getOption('KILN_WEBGPU_SM_KERNEL') === 'staged' && stagedEligible(spec, M, N, K, a, b, bstr) ? stagedSubgroupMatrixPlan(sm) : null;
+    if (staged) {
+      fillMeta(Math.ceil(N / stagedTileN(staged)), Math.ceil(M / stagedTileM(staged)));
+      const [tn, tm] = [meta[GEMM_META.tilesN]!, meta[GEMM_META.tilesM]!];
+      acc.dispatch(stagedKernel(spec, staged), buffers, meta, [Math.min(tn, 65535), Math.min(tm, 65535), Math.min(nb, 65535)]);
+      return out;
+    }
     fillMeta(Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN)), Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM)));
     const tilesN = meta[GEMM_META.tilesN]!;
     const tilesM = meta[GEMM_META.tilesM]!;
