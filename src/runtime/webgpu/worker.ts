@@ -31,6 +31,11 @@ const keep: unknown[] = [];
 let lostReason: string | undefined;
 const buffers = new Map<number, GPUBuffer>();
 const pipelines = new Map<number, GPUComputePipeline>();
+/**
+ * Each pipeline's bind group layout, asked of Dawn once: getBindGroupLayout makes a new wrapper
+ * object per call, and a decode step asks for one per dispatch (about a thousand).
+ */
+const layouts = new Map<number, GPUBindGroupLayout>();
 /** Pipelines being created (createComputePipelineAsync) for 'pipeline' commands: a batch that dispatches one waits for it. */
 const creating = new Map<number, Promise<void>>();
 /** Timestamp slots for events (created on the first stamp; needs the timestamp-query feature). */
@@ -137,6 +142,7 @@ function applyBatch(cmds: readonly Command[]): void {
   let enc = d.createCommandEncoder({ label: 'kiln batch' });
   let encoded = false;
   let pass: GPUComputePassEncoder | undefined;
+  let passPipeline: GPUComputePipeline | undefined;
   const endPass = (): void => {
     pass?.end();
     pass = undefined;
@@ -180,9 +186,16 @@ function applyBatch(cmds: readonly Command[]): void {
         const entries: GPUBindGroupEntry[] = c.buffers.map((id, i) => ({ binding: i, resource: { buffer: buf(id) } }));
         entries.push({ binding: c.buffers.length, resource: { buffer: meta!, offset: metaAt * 4, size } });
         metaAt += size / 4;
-        const group = d.createBindGroup({ layout: p.getBindGroupLayout(0), entries, label: p.label });
-        pass ??= enc.beginComputePass({ label: 'kiln pass' });
-        pass.setPipeline(p);
+        let layout = layouts.get(c.pipeline);
+        if (!layout) layouts.set(c.pipeline, (layout = p.getBindGroupLayout(0)));
+        const group = d.createBindGroup({ layout, entries, label: p.label });
+        if (!pass) {
+          pass = enc.beginComputePass({ label: 'kiln pass' });
+          passPipeline = undefined;
+        }
+        // Consecutive dispatches of one pipeline (a layer's GEMVs, elementwise chains) set it once.
+        if (passPipeline !== p) pass.setPipeline(p);
+        passPipeline = p;
         pass.setBindGroup(0, group);
         pass.dispatchWorkgroups(c.groups[0], c.groups[1], c.groups[2]);
         encoded = true;
