@@ -8,6 +8,11 @@
  * copied contiguous first. float16 products run on the subgroup matrix kernel
  * (gemm-subgroup-matrix.ts) where the device has subgroup matrices, shader-f16 and a fixed subgroup
  * size (and KILN_WEBGPU_SUBGROUP_MATRIX is on); else, and for the other dtypes, on the tiled kernel.
+ * With KILN_WEBGPU_SM_KERNEL=staged, float16 products whose operands are 16-byte words along their
+ * contiguous dims run on the staged subgroup matrix kernel (gemm-subgroup-matrix-staged.ts) instead.
+ * With KILN_WEBGPU_GEMV, products of at most 8 rows with both operands contiguous along K (a decode
+ * step's projections, x @ W^T) run on the skinny kernel (gemv-codegen.ts) whatever the dtype: the
+ * tiled kernels would give such a product N/64 or N/128 workgroups with one real row each.
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
@@ -78,6 +83,12 @@ export function gemvKernel(spec: GemvSpec): WebgpuKernel {
 }
 
 /**
+ * Whether `t`'s buffer is whole 16-byte words, so that a kernel viewing it as array<vec4<u32>> sees
+ * every byte (the caching allocator rounds to 512 bytes; a buffer made otherwise might not).
+ */
+const wholeWords = (t: Tensor): boolean => t.storage.buffer.capacity % 16 === 0;
+
+/**
  * Whether a GEMM of a few rows runs on the skinny kernel (gemv-codegen.ts): KILN_WEBGPU_GEMV is on,
  * M <= GEMV_MAX_M, one batch, and A and B are exact as 16-byte words along K (unit K strides; K,
  * offsets and row strides multiples of a word's elements).
@@ -90,7 +101,7 @@ function gemvEligible(kind: StorageKind, M: number, K: number, nb: number, a: Te
   const sAk = a.strides[a.ndim - 1]!;
   const sBk = b.strides[b.ndim - 2]!;
   const sBn = b.strides[b.ndim - 1]!;
-  return sAk === 1 && sBk === 1 && a.offset % v === 0 && b.offset % v === 0 && (M === 1 || sAm % v === 0) && sBn % v === 0;
+  return sAk === 1 && sBk === 1 && a.offset % v === 0 && b.offset % v === 0 && (M === 1 || sAm % v === 0) && sBn % v === 0 && wholeWords(a) && wholeWords(b);
 }
 
 let smPlan: SubgroupMatrixPlan | { reason: string } | undefined;
@@ -147,7 +158,7 @@ function stagedEligible(spec: GemmSpec, M: number, N: number, K: number, a: Tens
   const w = (x: number): boolean => x % 8 === 0;
   const aOk = spec.aMajor === 'k' ? sAk === 1 && w(K) && (M === 1 || w(sAm)) : sAm === 1 && w(M) && (K === 1 || w(sAk));
   const bOk = spec.bMajor === 'n' ? sBn === 1 && w(N) && (K === 1 || w(sBk)) : sBk === 1 && w(K) && (N === 1 || w(sBn));
-  return aOk && bOk && w(a.offset) && w(b.offset) && batchStrides[1]!.every(w) && batchStrides[2]!.every(w);
+  return aOk && bOk && wholeWords(a) && wholeWords(b) && w(a.offset) && w(b.offset) && batchStrides[1]!.every(w) && batchStrides[2]!.every(w);
 }
 
 /** `t` [...tBatch, R, C] expanded to [...batch, R, C] and copied contiguous. */
