@@ -6,7 +6,7 @@
  */
 import { inNode, workerExecArgv, workerThreads } from '../../platform/index.js';
 import type { MessagePort } from 'node:worker_threads';
-import { decodeAnswer, REPLY_SLACK, type AdapterReport, type Answer, type Call, type Command, type ToWorker, type WorkerInit } from './protocol.js';
+import { decodeAnswer, REPLY_SLACK, type AdapterReport, type Answer, type Call, type Command, type ToWorker, type WireCommand, type WorkerInit } from './protocol.js';
 import { WebgpuError } from './errors.js';
 
 /** Commands queued before a batch is sent without waiting for a call. */
@@ -39,7 +39,11 @@ export class Bridge {
   private readonly worker: DeviceWorker;
   private readonly port: MessagePort | undefined;
   private readonly flag = new Int32Array(new SharedArrayBuffer(4));
-  private queue: Command[] = [];
+  private queue: WireCommand[] = [];
+  /** The queued dispatches' metadata words, packed in slots of the device's storage-offset alignment. */
+  private meta = new Uint32Array(1 << 14);
+  private metaUsed = 0;
+  private metaSlot = 64;
   private transfers: ArrayBuffer[] = [];
   private flushScheduled = false;
   private dead: string | undefined;
@@ -52,6 +56,7 @@ export class Bridge {
       this.flag = browser.flag;
       this.port = undefined;
       this.adapter = browser.adapter;
+      this.metaSlot = (this.adapter.limits.minStorageBufferOffsetAlignment ?? 256) / 4;
       return;
     }
     const { port1, port2 } = new workerThreads.MessageChannel();
@@ -79,6 +84,7 @@ export class Bridge {
       throw new WebgpuError(a.error, 'worker');
     }
     this.adapter = a.adapter!;
+    this.metaSlot = (this.adapter.limits.minStorageBufferOffsetAlignment ?? 256) / 4;
     // 'exit' also runs on process.exit(); its handlers may only block, which call() does.
     process.once('exit', () => this.drainAtExit());
   }
@@ -133,7 +139,18 @@ export class Bridge {
 
   /** Queues a command; `transfer` names a buffer the command owns (moved, not copied, to the worker). */
   enqueue(cmd: Command, transfer?: ArrayBuffer): void {
-    this.queue.push(cmd);
+    if (cmd.k === 'dispatch') {
+      const size = Math.ceil(Math.max(cmd.meta.length, 1) / this.metaSlot) * this.metaSlot;
+      if (this.metaUsed + size > this.meta.length) {
+        const grown = new Uint32Array(Math.max(2 * this.meta.length, this.metaUsed + size));
+        grown.set(this.meta.subarray(0, this.metaUsed));
+        this.meta = grown;
+      }
+      this.meta.set(cmd.meta, this.metaUsed);
+      // The slot's tail may hold an earlier batch's words: the kernel reads only its own.
+      this.queue.push({ k: 'dispatch', pipeline: cmd.pipeline, buffers: cmd.buffers, metaAt: this.metaUsed, metaSize: size, groups: cmd.groups });
+      this.metaUsed += size;
+    } else this.queue.push(cmd);
     if (transfer) this.transfers.push(transfer);
     if (this.queue.length >= BATCH_LIMIT) this.flush();
     else if (!this.flushScheduled) {
@@ -150,10 +167,13 @@ export class Bridge {
   /** Sends the queued commands as one batch. */
   flush(): void {
     if (this.queue.length === 0 || this.dead !== undefined) return;
-    const msg: ToWorker = { t: 'batch', cmds: this.queue };
+    const meta = this.metaUsed > 0 ? this.meta.slice(0, this.metaUsed) : undefined;
+    if (meta) this.transfers.push(meta.buffer);
+    const msg: ToWorker = { t: 'batch', cmds: this.queue, meta };
     this.worker.postMessage(msg, this.transfers);
     this.queue = [];
     this.transfers = [];
+    this.metaUsed = 0;
   }
 
   /** Sends what is queued, then `call`, and waits for the answer. */

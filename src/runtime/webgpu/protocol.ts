@@ -40,6 +40,14 @@ export const STAMP_SLOTS = 4096;
 
 export type CommandKind = Command['k'];
 
+/**
+ * A command as sent: a dispatch's metadata words travel in the batch's one packed array (`meta` of
+ * the batch message, transferred, at word `metaAt`, `metaSize` words: a slot of the device's
+ * storage-offset alignment), not as a typed array of its own. Structured-cloning a thousand small
+ * typed arrays per decode step was the largest share of the main thread's time in postMessage.
+ */
+export type WireCommand = Exclude<Command, { k: 'dispatch' }> | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly metaAt: number; readonly metaSize: number; readonly groups: readonly [number, number, number] };
+
 /** Calls: the main thread blocks until the worker answers. */
 export type Call =
   | { readonly k: 'init' }
@@ -96,7 +104,7 @@ export type Answer =
  * `start` (a Web Worker has no workerData).
  */
 export type ToWorker =
-  | { readonly t: 'batch'; readonly cmds: readonly Command[] }
+  | { readonly t: 'batch'; readonly cmds: readonly WireCommand[]; readonly meta?: Uint32Array }
   | { readonly t: 'call'; readonly call: Call; readonly reply?: SharedArrayBuffer }
   | { readonly t: 'start'; readonly init: WorkerInit };
 

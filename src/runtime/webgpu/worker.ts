@@ -10,7 +10,7 @@
  * start at once, several together, and only a batch that dispatches one waits for it.
  */
 import { inNode, workerThreads } from '../../platform/index.js';
-import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WorkerInit } from './protocol.js';
+import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WireCommand, type WorkerInit } from './protocol.js';
 
 /** Node: the worker's data. Browser: the first message ({ t: 'start' }). */
 let init: WorkerInit = inNode ? (workerThreads.workerData as WorkerInit) : (undefined as unknown as WorkerInit);
@@ -40,8 +40,6 @@ const layouts = new Map<number, GPUBindGroupLayout>();
 const creating = new Map<number, Promise<void>>();
 /** Timestamp slots for events (created on the first stamp; needs the timestamp-query feature). */
 let stampSet: GPUQuerySet | undefined;
-/** Storage-binding offset alignment of the metadata slots (the device's minimum). */
-let metaAlign = 256;
 
 // Usage flags (the WebGPU constants; Dawn's globals are not installed on this thread's globalThis).
 const MAP_READ = 0x0001;
@@ -97,7 +95,6 @@ async function open(): Promise<AdapterReport> {
     faults.push({ kind: 'lost', message: lostReason });
   });
   device = d;
-  metaAlign = d.limits.minStorageBufferOffsetAlignment;
   const limits: Record<string, number> = {};
   for (const k of [...want, 'minStorageBufferOffsetAlignment', 'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ']) limits[k] = (d.limits as unknown as Record<string, number>)[k]!;
   const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number; subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> };
@@ -122,21 +119,12 @@ async function open(): Promise<AdapterReport> {
 }
 
 /** Applies one batch: one encoder (split only around uploads), compute passes split only by copies and clears. */
-function applyBatch(cmds: readonly Command[]): void {
+function applyBatch(cmds: readonly WireCommand[], words: Uint32Array | undefined): void {
   const d = dev();
-  let metaWords = 0;
-  const slot = metaAlign / 4;
-  for (const c of cmds) if (c.k === 'dispatch') metaWords += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
+  // The dispatches' metadata, packed by the bridge in slots of the storage-offset alignment.
   let meta: GPUBuffer | undefined;
-  if (metaWords > 0) {
-    const words = new Uint32Array(metaWords);
-    let at = 0;
-    for (const c of cmds) {
-      if (c.k !== 'dispatch') continue;
-      words.set(c.meta, at);
-      at += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
-    }
-    meta = d.createBuffer({ size: metaWords * 4, usage: STORAGE | COPY_DST, label: 'kiln meta' });
+  if (words && words.length > 0) {
+    meta = d.createBuffer({ size: words.length * 4, usage: STORAGE | COPY_DST, label: 'kiln meta' });
     d.queue.writeBuffer(meta, 0, words);
   }
   let enc = d.createCommandEncoder({ label: 'kiln batch' });
@@ -148,7 +136,6 @@ function applyBatch(cmds: readonly Command[]): void {
     pass = undefined;
   };
   const destroyed: number[] = [];
-  let metaAt = 0;
   for (const c of cmds) {
     switch (c.k) {
       case 'create':
@@ -182,10 +169,8 @@ function applyBatch(cmds: readonly Command[]): void {
       case 'dispatch': {
         const p = pipelines.get(c.pipeline);
         if (!p) throw new Error(`webgpu worker: unknown pipeline ${c.pipeline}`);
-        const size = Math.ceil(Math.max(c.meta.length, 1) / slot) * slot * 4;
         const entries: GPUBindGroupEntry[] = c.buffers.map((id, i) => ({ binding: i, resource: { buffer: buf(id) } }));
-        entries.push({ binding: c.buffers.length, resource: { buffer: meta!, offset: metaAt * 4, size } });
-        metaAt += size / 4;
+        entries.push({ binding: c.buffers.length, resource: { buffer: meta!, offset: c.metaAt * 4, size: c.metaSize * 4 } });
         let layout = layouts.get(c.pipeline);
         if (!layout) layouts.set(c.pipeline, (layout = p.getBindGroupLayout(0)));
         const group = d.createBindGroup({ layout, entries, label: p.label });
@@ -252,7 +237,7 @@ async function compile(c: { readonly id: number; readonly source: string; readon
  * Starts the batch's 'pipeline' commands and waits for the pipelines its dispatches use. A
  * pipeline that does not compile is a fault (reported with the next answer); its dispatches fail.
  */
-async function startPipelines(cmds: readonly Command[]): Promise<void> {
+async function startPipelines(cmds: readonly WireCommand[]): Promise<void> {
   for (const c of cmds) {
     if (c.k !== 'pipeline' || creating.has(c.id)) continue;
     creating.set(
@@ -359,7 +344,7 @@ function onMessage(m: ToWorker): void {
     if (m.t === 'batch') {
       try {
         await startPipelines(m.cmds);
-        applyBatch(m.cmds);
+        applyBatch(m.cmds, m.meta);
       } catch (e) {
         // After a loss every batch fails; the loss itself is the one fault to report.
         if (lostReason !== undefined) return;
