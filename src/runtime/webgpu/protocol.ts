@@ -104,7 +104,7 @@ export type Answer =
  * `start` (a Web Worker has no workerData).
  */
 export type ToWorker =
-  | { readonly t: 'batch'; readonly cmds: readonly WireCommand[]; readonly meta?: Uint32Array }
+  | { readonly t: 'batch'; readonly ops: Float64Array; readonly others: readonly WireCommand[]; readonly meta?: Uint32Array }
   | { readonly t: 'call'; readonly call: Call; readonly reply?: SharedArrayBuffer }
   | { readonly t: 'start'; readonly init: WorkerInit };
 
@@ -135,6 +135,33 @@ export function decodeAnswer(reply: SharedArrayBuffer): Answer {
   if (!a.ok || dataLen === 0) return a;
   const data = new Uint8Array(reply, 8 + jsonLen, dataLen).slice().buffer;
   return { ...a, data };
+}
+
+/**
+ * A batch's commands in order, as numbers: a dispatch is [1, pipeline, metaAt, metaSize, x, y, z,
+ * n, buffer ids x n], any other command [0, its index in `others`] (sent as objects: uploads carry
+ * their bytes, pipelines their WGSL). A decode step is about a thousand dispatches: as one
+ * transferred Float64Array they cost postMessage nothing to clone.
+ */
+export const OP_OTHER = 0;
+export const OP_DISPATCH = 1;
+
+/** The commands of a batch message, in order (the worker's view of `ops` and `others`). */
+export function decodeBatch(ops: Float64Array, others: readonly WireCommand[]): WireCommand[] {
+  const out: WireCommand[] = [];
+  for (let i = 0; i < ops.length; ) {
+    if (ops[i] === OP_OTHER) {
+      out.push(others[ops[i + 1]!]!);
+      i += 2;
+      continue;
+    }
+    const n = ops[i + 7]!;
+    const buffers: number[] = new Array<number>(n);
+    for (let j = 0; j < n; j++) buffers[j] = ops[i + 8 + j]!;
+    out.push({ k: 'dispatch', pipeline: ops[i + 1]!, metaAt: ops[i + 2]!, metaSize: ops[i + 3]!, groups: [ops[i + 4]!, ops[i + 5]!, ops[i + 6]!], buffers });
+    i += 8 + n;
+  }
+  return out;
 }
 
 /** Data the worker starts with. */

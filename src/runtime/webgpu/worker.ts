@@ -10,7 +10,7 @@
  * start at once, several together, and only a batch that dispatches one waits for it.
  */
 import { inNode, workerThreads } from '../../platform/index.js';
-import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WireCommand, type WorkerInit } from './protocol.js';
+import { decodeBatch, encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WireCommand, type WorkerInit } from './protocol.js';
 
 /** Node: the worker's data. Browser: the first message ({ t: 'start' }). */
 let init: WorkerInit = inNode ? (workerThreads.workerData as WorkerInit) : (undefined as unknown as WorkerInit);
@@ -342,13 +342,14 @@ function onMessage(m: ToWorker): void {
       return;
     }
     if (m.t === 'batch') {
+      const cmds = decodeBatch(m.ops, m.others);
       try {
-        await startPipelines(m.cmds);
-        applyBatch(m.cmds, m.meta);
+        await startPipelines(cmds);
+        applyBatch(cmds, m.meta);
       } catch (e) {
         // After a loss every batch fails; the loss itself is the one fault to report.
         if (lostReason !== undefined) return;
-        faults.push({ kind: 'validation', message: `applying a batch of ${m.cmds.length} commands: ${(e as Error).message}` });
+        faults.push({ kind: 'validation', message: `applying a batch of ${cmds.length} commands: ${(e as Error).message}` });
       }
       return;
     }
