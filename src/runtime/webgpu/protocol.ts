@@ -4,7 +4,9 @@
  * Node thread cannot wait for its own promises; so the device lives on a worker and the main thread
  * waits for answers with Atomics.wait, which is what makes `toArray()` and `.to('cpu')` synchronous.
  *
- * Work is sent in batches (one postMessage per flush; on the worker one command encoder per batch, split only where an upload must run at its place in the queue);
+ * Work is sent in batches (one postMessage per flush, the commands as one transferred Float64Array
+ * and the dispatches' metadata as one Uint32Array: OP_DISPATCH; on the worker one command encoder
+ * per batch, split only where an upload must run at its place in the queue);
  * calls (init, compile, read, sync) are answered through a MessagePort and a shared flag. Buffers
  * and pipelines are numbered by the main thread, so a batch never waits for an id.
  */
