@@ -6,7 +6,10 @@
  * being float32 4096^3 and float16 8192^3 (float16 runs on the subgroup matrix GEMM where the device
  * has it; the row says which kernel with `kernel`). Time is the median over reps of kiln.Event pairs
  * around a batch of back-to-back products: device timestamps where the adapter has timestamp-query
- * (`timing: "device"`), else host time with a synchronize (`timing: "host"`).
+ * (`timing: "device"`), else host time with a synchronize (`timing: "host"`). `kernel` is the GEMM
+ * pipeline the row compiled (gemm-codegen / gemm-subgroup-matrix / -staged keys: KILN_WEBGPU_SM_KERNEL
+ * picks the float16 one); `max_rel_err` checks 16 sampled outputs against float64 dot products
+ * (relative to sum |a_k b_k|: ~1e-3 for float16 rounding, O(1) for a wrong kernel).
  *
  *   node scripts/bench-webgpu-matmul.mjs [dist] [--quick] [--shapes dtype:m:n:k,...]
  *
@@ -26,7 +29,7 @@ const value = (name) => {
 const positional = args.filter((a, i) => !a.startsWith('--') && !(i > 0 && args[i - 1] === '--shapes'));
 const root = path.resolve(positional[0] ?? 'dist');
 const kiln = await import(pathToFileURL(path.join(root, 'src/index.js')).href);
-const { subgroupMatrixPlan } = await import(pathToFileURL(path.join(root, 'src/kernels/webgpu/linalg.js')).href);
+const { gemmPipelineKeys, subgroupMatrixPlan } = await import(pathToFileURL(path.join(root, 'src/kernels/webgpu/linalg.js')).href);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const parse = (s) =>
@@ -47,14 +50,37 @@ const timing = acc.deviceTimestamps ? 'device' : 'host';
 const plan = subgroupMatrixPlan();
 
 for (const { dtype, m, n, k } of shapes) {
-  const a = kiln.randn([m, k]).to(dtype).to('webgpu');
-  const b = kiln.randn([k, n]).to(dtype).to('webgpu');
+  const aHost = kiln.randn([m, k]).to(dtype);
+  const bHost = kiln.randn([k, n]).to(dtype);
+  const a = aHost.to('webgpu');
+  const b = bHost.to('webgpu');
   const flops = 2 * m * n * k;
   // Enough products per timed batch for ~50 ms at 100 TFLOP/s, at least 2, at most 20.
   const inner = Math.max(2, Math.min(20, Math.ceil((0.05 * 100e12) / flops)));
   const reps = flag('--quick') ? 3 : 7;
-  kiln.matmul(a, b).dispose();
+  const before = new Set(gemmPipelineKeys());
+  const first = kiln.matmul(a, b);
   kiln.synchronize('webgpu');
+  // The GEMM pipeline this product compiled (a later row of the same kernel compiles none: then the plan's guess).
+  const compiled = gemmPipelineKeys().filter((x) => !before.has(x));
+  // 16 sampled elements against float64 dot products of the same rounded inputs: the largest
+  // error relative to sum |a||b| (a wrong kernel shows as O(1), rounding as ~1e-3 for float16).
+  let maxRelErr = 0;
+  for (let s = 0; s < 16; s++) {
+    const i = (s * 7919) % m;
+    const j = (s * 104729 + 13) % n;
+    const row = aHost.narrow(0, i, 1).to('float64').toFlatArray();
+    const col = bHost.narrow(1, j, 1).to('float64').toFlatArray();
+    let want = 0;
+    let mag = 0;
+    for (let x = 0; x < k; x++) {
+      want += row[x] * col[x];
+      mag += Math.abs(row[x] * col[x]);
+    }
+    const got = first.narrow(0, i, 1).narrow(1, j, 1).to('cpu').to('float64').toFlatArray()[0];
+    maxRelErr = Math.max(maxRelErr, Math.abs(got - want) / (mag + 1e-30));
+  }
+  first.dispose();
   const ms = [];
   for (let r = 0; r < reps; r++) {
     const outs = [];
@@ -68,9 +94,12 @@ for (const { dtype, m, n, k } of shapes) {
     for (const o of outs) o.dispose();
   }
   const t = median(ms);
-  const kernel = dtype === 'float16' && acc.hasFeature('shader-f16') && process.env.KILN_WEBGPU_SUBGROUP_MATRIX !== '0' && !('reason' in plan) ? `subgroup-matrix ${plan.m}x${plan.n}x${plan.k}` : 'tiled-fma';
-  console.log(JSON.stringify({ framework: 'kiln', workload: 'matmul', device, dtype, m, n, k, tflops: Number((flops / (t * 1e-3) / 1e12).toPrecision(4)), ms: Number(t.toFixed(4)), timing, kernel, reps, inner }));
+  const guess = dtype === 'float16' && acc.hasFeature('shader-f16') && process.env.KILN_WEBGPU_SUBGROUP_MATRIX !== '0' && !('reason' in plan) ? `subgroup-matrix ${plan.m}x${plan.n}x${plan.k}` : 'tiled-fma';
+  const kernel = compiled.length > 0 ? compiled.join(' ') : guess;
+  console.log(JSON.stringify({ framework: 'kiln', workload: 'matmul', device, dtype, m, n, k, tflops: Number((flops / (t * 1e-3) / 1e12).toPrecision(4)), ms: Number(t.toFixed(4)), timing, kernel, max_rel_err: Number(maxRelErr.toPrecision(3)), reps, inner }));
   a.dispose();
   b.dispose();
+  aHost.dispose();
+  bHost.dispose();
 }
 process.exit(0);

@@ -4,7 +4,9 @@
  * reference where the device has chromium-experimental-subgroup-matrix (an NVIDIA GPU through Dawn's
  * Vulkan backend with the toggles of dawn-options.ts); elsewhere (SwiftShader has no subgroup
  * matrices) the value test skips and says why. Shapes are ragged (not multiples of any tile), with
- * transposed operands, a batch and the bias / beta epilogues.
+ * transposed operands, a batch and the bias / beta epilogues. The staged kernel
+ * (KILN_WEBGPU_SM_KERNEL=staged, gemm-subgroup-matrix-staged.ts) runs the same checks in all four
+ * operand layouts on sizes that are multiples of 8 (its 16-byte words) but not of its tiles.
  */
 import assert from 'node:assert/strict';
 import test from 'node:test';
@@ -74,4 +76,53 @@ test('float16 matmul, linear and addmm on subgroup matrices match float64', { sk
   const ba = h([3, 33, 40]);
   const bb = h([3, 40, 17]);
   close(kiln.bmm(ba.to('webgpu'), bb.to('webgpu')), kiln.bmm(wide(ba), wide(bb)), 'bmm 3x33x17x40');
+});
+
+test('float16 products on the staged subgroup matrix GEMM (KILN_WEBGPU_SM_KERNEL=staged) match float64 in every operand layout', { skip: webgpuSkipReason() }, async (t) => {
+  const { gemmPipelineKeys, subgroupMatrixPlan } = await import('../src/kernels/webgpu/linalg.js');
+  const { setOption } = await import('../src/runtime/config.js');
+  const plan = subgroupMatrixPlan();
+  if ('reason' in plan) {
+    t.skip(`this device has no usable subgroup matrices: ${plan.reason}`);
+    return;
+  }
+  setOption('KILN_WEBGPU_SM_KERNEL', 'staged');
+  try {
+    kiln.manualSeed(5);
+    const close = (got: Tensor, want: Tensor, label: string): void => {
+      const g = got.to('cpu').to('float64').toFlatArray() as number[];
+      const w = want.toFlatArray() as number[];
+      assert.equal(g.length, w.length, label);
+      for (let i = 0; i < w.length; i++) assert.ok(Math.abs(g[i]! - w[i]!) <= 2e-2 + 4e-3 * Math.abs(w[i]!), `${label}: element ${i} got ${g[i]}, want ${w[i]}`);
+    };
+    const h = (shape: number[]): Tensor => kiln.randn(shape).to('float16');
+    const wide = (x: Tensor): Tensor => x.to('float64');
+    // Multiples of 8 (the staged kernel's words) that leave partial 128 x 128 tiles and K steps.
+    for (const [M, N, K] of [
+      [16, 8, 8],
+      [136, 200, 88],
+      [264, 136, 520],
+    ]) {
+      const a = h([M, K]);
+      const b = h([K, N]);
+      const want = kiln.matmul(wide(a), wide(b));
+      close(kiln.matmul(a.to('webgpu'), b.to('webgpu')), want, `mm ${M}x${N}x${K}`);
+      close(kiln.matmul(a.t().contiguous().to('webgpu').t(), b.to('webgpu')), want, `mm A^T ${M}x${N}x${K}`);
+      close(kiln.matmul(a.to('webgpu'), b.t().contiguous().to('webgpu').t()), want, `mm B^T ${M}x${N}x${K}`);
+      close(kiln.matmul(a.t().contiguous().to('webgpu').t(), b.t().contiguous().to('webgpu').t()), want, `mm A^T B^T ${M}x${N}x${K}`);
+      const wgt = h([N, K]);
+      const bias = h([N]);
+      close(kiln.nn.functional.linear(a.to('webgpu'), wgt.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(a), wide(wgt), wide(bias)), `linear ${M}x${N}x${K}`);
+      const c = h([M, N]);
+      close(kiln.addmm(c.to('webgpu'), a.to('webgpu'), b.to('webgpu'), 0.5, 2), kiln.addmm(wide(c), wide(a), wide(b), 0.5, 2), `addmm ${M}x${N}x${K}`);
+    }
+    const ba = h([3, 40, 48]);
+    const bb = h([3, 48, 24]);
+    close(kiln.bmm(ba.to('webgpu'), bb.to('webgpu')), kiln.bmm(wide(ba), wide(bb)), 'bmm 3x40x24x48');
+    const keys = gemmPipelineKeys().filter((k) => k.startsWith('smstaged'));
+    for (const layout of ['kn', 'mn', 'kk', 'mk']) assert.ok(keys.some((k) => k.includes(`,${layout},`)), `the staged kernel ran with layout ${layout} (compiled: ${keys.join(' ')})`);
+    assert.ok(keys.some((k) => k.endsWith(',bias,')) && keys.some((k) => k.endsWith(',beta')), `the staged epilogues ran (compiled: ${keys.join(' ')})`);
+  } finally {
+    setOption('KILN_WEBGPU_SM_KERNEL', undefined);
+  }
 });

@@ -8,6 +8,11 @@
  * copied contiguous first. float16 products run on the subgroup matrix kernel
  * (gemm-subgroup-matrix.ts) where the device has subgroup matrices, shader-f16 and a fixed subgroup
  * size (and KILN_WEBGPU_SUBGROUP_MATRIX is on); else, and for the other dtypes, on the tiled kernel.
+ * With KILN_WEBGPU_SM_KERNEL=staged, float16 products whose operands are 16-byte words along their
+ * contiguous dims run on the staged subgroup matrix kernel (gemm-subgroup-matrix-staged.ts) instead.
+ * With KILN_WEBGPU_GEMV, products of at most 8 rows with both operands contiguous along K (a decode
+ * step's projections, x @ W^T) run on the skinny kernel (gemv-codegen.ts) whatever the dtype: the
+ * tiled kernels would give such a product N/64 or N/128 workgroups with one real row each.
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
@@ -22,11 +27,13 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
+import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
+import { generateStagedGemm, planStaged, stagedKey, stagedTileM, stagedTileN } from './gemm-subgroup-matrix-staged.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { getOption } from '../../runtime/config.js';
 import { runPointwise } from './pointwise-run.js';
 import { coalesceDims as coalesce } from './fused/layout.js';
-import { storageKind } from './storage.js';
+import { storageKind, type StorageKind } from './storage.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16'];
 const programs = new Map<string, WebgpuKernel>();
@@ -59,6 +66,44 @@ export function gemmKernel(spec: GemmSpec): WebgpuKernel {
   return k;
 }
 
+/** Keys of the GEMM pipelines compiled so far (tests: which kernel a product ran on). */
+export function gemmPipelineKeys(): string[] {
+  return [...programs.keys()];
+}
+
+/** The skinny-GEMM pipeline for a spec, compiled on first use. */
+export function gemvKernel(spec: GemvSpec): WebgpuKernel {
+  const key = gemvKey(spec);
+  let k = programs.get(key);
+  if (!k) {
+    k = webgpu().kernel(generateGemv(spec), `kiln.gemm (${key})`);
+    programs.set(key, k);
+  }
+  return k;
+}
+
+/**
+ * Whether `t`'s buffer is whole 16-byte words, so that a kernel viewing it as array<vec4<u32>> sees
+ * every byte (the caching allocator rounds to 512 bytes; a buffer made otherwise might not).
+ */
+const wholeWords = (t: Tensor): boolean => t.storage.buffer.capacity % 16 === 0;
+
+/**
+ * Whether a GEMM of a few rows runs on the skinny kernel (gemv-codegen.ts): KILN_WEBGPU_GEMV is on,
+ * M <= GEMV_MAX_M, one batch, and A and B are exact as 16-byte words along K (unit K strides; K,
+ * offsets and row strides multiples of a word's elements).
+ */
+function gemvEligible(kind: StorageKind, M: number, K: number, nb: number, a: Tensor, b: Tensor): boolean {
+  if (!getOption('KILN_WEBGPU_GEMV') || M > GEMV_MAX_M || nb !== 1 || K === 0) return false;
+  const v = gemvVecElems(kind);
+  if (v === 0 || K % v !== 0) return false;
+  const sAm = a.strides[a.ndim - 2]!;
+  const sAk = a.strides[a.ndim - 1]!;
+  const sBk = b.strides[b.ndim - 2]!;
+  const sBn = b.strides[b.ndim - 1]!;
+  return sAk === 1 && sBk === 1 && a.offset % v === 0 && b.offset % v === 0 && (M === 1 || sAm % v === 0) && sBn % v === 0 && wholeWords(a) && wholeWords(b);
+}
+
 let smPlan: SubgroupMatrixPlan | { reason: string } | undefined;
 
 /** The subgroup matrix plan of this device (computed once), or why float16 GEMMs do not use one. */
@@ -76,6 +121,44 @@ export function subgroupMatrixKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): 
     programs.set(key, k);
   }
   return k;
+}
+
+let stagedPlan: SubgroupMatrixPlan | null | undefined;
+
+/** The staged subgroup matrix plan (from the device's plan), or null where no tile fits. */
+function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): SubgroupMatrixPlan | null {
+  if (stagedPlan === undefined) {
+    const l = webgpu().bridge.adapter.limits;
+    stagedPlan = planStaged(base, { maxInvocations: Math.min(l.maxComputeInvocationsPerWorkgroup ?? 256, l.maxComputeWorkgroupSizeX ?? 256), maxWorkgroupBytes: l.maxComputeWorkgroupStorageSize ?? 16384 });
+  }
+  return stagedPlan;
+}
+
+/** The staged subgroup matrix pipeline for a spec and plan, compiled on first use. */
+export function stagedKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): WebgpuKernel {
+  const key = stagedKey(spec, plan);
+  let k = programs.get(key);
+  if (!k) {
+    k = webgpu().kernel(generateStagedGemm(spec, plan), `kiln.gemm (${key})`);
+    programs.set(key, k);
+  }
+  return k;
+}
+
+/**
+ * Whether the staged kernel can read both operands as 16-byte words (gemm-subgroup-matrix-staged.ts):
+ * each contiguous along the dim its spec names, that dim's extent a multiple of 8, and its offset,
+ * other stride (where it has more than one line) and batch strides multiples of 8.
+ */
+function stagedEligible(spec: GemmSpec, M: number, N: number, K: number, a: Tensor, b: Tensor, batchStrides: readonly (readonly number[])[]): boolean {
+  const sAm = a.strides[a.ndim - 2]!;
+  const sAk = a.strides[a.ndim - 1]!;
+  const sBk = b.strides[b.ndim - 2]!;
+  const sBn = b.strides[b.ndim - 1]!;
+  const w = (x: number): boolean => x % 8 === 0;
+  const aOk = spec.aMajor === 'k' ? sAk === 1 && w(K) && (M === 1 || w(sAm)) : sAm === 1 && w(M) && (K === 1 || w(sAk));
+  const bOk = spec.bMajor === 'n' ? sBn === 1 && w(N) && (K === 1 || w(sBk)) : sBk === 1 && w(K) && (N === 1 || w(sBn));
+  return aOk && bOk && wholeWords(a) && wholeWords(b) && w(a.offset) && w(b.offset) && batchStrides[1]!.every(w) && batchStrides[2]!.every(w);
 }
 
 /** `t` [...tBatch, R, C] expanded to [...batch, R, C] and copied contiguous. */
@@ -138,19 +221,37 @@ export function runGemm(g: WebgpuGemm): Tensor {
     const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
     for (const buf of buffers) if (buf.capacity > limit) throw new RangeError(`${op}: a webgpu buffer of ${buf.capacity} bytes exceeds the device's maxStorageBufferBindingSize (${limit}) (${shapes}); tensors that large need chunked kernels (not yet)`);
 
+    const meta = new Uint32Array(GEMM_META.words);
+    const fillMeta = (tilesN: number, tilesM: number): void => {
+      const w = GEMM_META;
+      meta.set([M, N, K, nb, tilesN, tilesM, ...sizes]);
+      meta.set([out.offset, out.strides[out.ndim - 2]!, out.strides[out.ndim - 1]!, ...bstr[0]!], w.c);
+      meta.set([a.offset, sAm, sAk, ...bstr[1]!], w.a);
+      meta.set([b.offset, sBk, sBn, ...bstr[2]!], w.b);
+      if (bias) meta.set([bias.offset, bias.ndim === 0 || bias.shape[bias.ndim - 1] === 1 ? 0 : bias.strides[bias.ndim - 1]!], w.bias);
+      meta[w.alpha] = f32Bits(g.alpha ?? 1);
+      meta[w.beta] = f32Bits(g.beta ?? 0);
+    };
+    if (gemvEligible(kind, M, K, nb, a, b)) {
+      // A few rows (a decode step's projections): the skinny kernel, grid x over 8-column groups.
+      const mr = gemvRows(M);
+      const groups = Math.ceil(N / GEMV_COLS);
+      fillMeta(groups, Math.ceil(M / mr));
+      acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+      return out;
+    }
     const plan = kind === 'f16' && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
     const sm = plan !== null && !('reason' in plan) ? plan : null;
-    const w = GEMM_META;
-    const meta = new Uint32Array(w.words);
-    const tilesN = Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN));
-    const tilesM = Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM));
-    meta.set([M, N, K, nb, tilesN, tilesM, ...sizes]);
-    meta.set([out.offset, out.strides[out.ndim - 2]!, out.strides[out.ndim - 1]!, ...bstr[0]!], w.c);
-    meta.set([a.offset, sAm, sAk, ...bstr[1]!], w.a);
-    meta.set([b.offset, sBk, sBn, ...bstr[2]!], w.b);
-    if (bias) meta.set([bias.offset, bias.ndim === 0 || bias.shape[bias.ndim - 1] === 1 ? 0 : bias.strides[bias.ndim - 1]!], w.bias);
-    meta[w.alpha] = f32Bits(g.alpha ?? 1);
-    meta[w.beta] = f32Bits(g.beta ?? 0);
+    const staged = sm && getOption('KILN_WEBGPU_SM_KERNEL') === 'staged' && stagedEligible(spec, M, N, K, a, b, bstr) ? stagedSubgroupMatrixPlan(sm) : null;
+    if (staged) {
+      fillMeta(Math.ceil(N / stagedTileN(staged)), Math.ceil(M / stagedTileM(staged)));
+      const [tn, tm] = [meta[GEMM_META.tilesN]!, meta[GEMM_META.tilesM]!];
+      acc.dispatch(stagedKernel(spec, staged), buffers, meta, [Math.min(tn, 65535), Math.min(tm, 65535), Math.min(nb, 65535)]);
+      return out;
+    }
+    fillMeta(Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN)), Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM)));
+    const tilesN = meta[GEMM_META.tilesN]!;
+    const tilesM = meta[GEMM_META.tilesM]!;
     acc.dispatch(sm ? subgroupMatrixKernel(spec, sm) : gemmKernel(spec), buffers, meta, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(nb, 65535)]);
   } finally {
     for (const t of temps) t.dispose();

@@ -6,7 +6,7 @@
  */
 import { inNode, workerExecArgv, workerThreads } from '../../platform/index.js';
 import type { MessagePort } from 'node:worker_threads';
-import { decodeAnswer, REPLY_SLACK, type AdapterReport, type Answer, type Call, type Command, type ToWorker, type WorkerInit } from './protocol.js';
+import { decodeAnswer, REPLY_SLACK, type AdapterReport, type Answer, type Call, type Command, type ToWorker, type WireCommand, type WorkerInit, OP_DISPATCH, OP_OTHER } from './protocol.js';
 import { WebgpuError } from './errors.js';
 
 /** Commands queued before a batch is sent without waiting for a call. */
@@ -39,7 +39,15 @@ export class Bridge {
   private readonly worker: DeviceWorker;
   private readonly port: MessagePort | undefined;
   private readonly flag = new Int32Array(new SharedArrayBuffer(4));
-  private queue: Command[] = [];
+  /** The queued commands as numbers (protocol.ts: OP_*), and the ones sent as objects. */
+  private ops = new Float64Array(1 << 14);
+  private opsUsed = 0;
+  private queued = 0;
+  private others: WireCommand[] = [];
+  /** The queued dispatches' metadata words, packed in slots of the device's storage-offset alignment. */
+  private meta = new Uint32Array(1 << 14);
+  private metaUsed = 0;
+  private metaSlot = 64;
   private transfers: ArrayBuffer[] = [];
   private flushScheduled = false;
   private dead: string | undefined;
@@ -52,6 +60,7 @@ export class Bridge {
       this.flag = browser.flag;
       this.port = undefined;
       this.adapter = browser.adapter;
+      this.metaSlot = (this.adapter.limits.minStorageBufferOffsetAlignment ?? 256) / 4;
       return;
     }
     const { port1, port2 } = new workerThreads.MessageChannel();
@@ -79,6 +88,7 @@ export class Bridge {
       throw new WebgpuError(a.error, 'worker');
     }
     this.adapter = a.adapter!;
+    this.metaSlot = (this.adapter.limits.minStorageBufferOffsetAlignment ?? 256) / 4;
     // 'exit' also runs on process.exit(); its handlers may only block, which call() does.
     process.once('exit', () => this.drainAtExit());
   }
@@ -133,9 +143,37 @@ export class Bridge {
 
   /** Queues a command; `transfer` names a buffer the command owns (moved, not copied, to the worker). */
   enqueue(cmd: Command, transfer?: ArrayBuffer): void {
-    this.queue.push(cmd);
+    if (cmd.k === 'dispatch') {
+      const size = Math.ceil(Math.max(cmd.meta.length, 1) / this.metaSlot) * this.metaSlot;
+      if (this.metaUsed + size > this.meta.length) {
+        const grown = new Uint32Array(Math.max(2 * this.meta.length, this.metaUsed + size));
+        grown.set(this.meta.subarray(0, this.metaUsed));
+        this.meta = grown;
+      }
+      this.meta.set(cmd.meta, this.metaUsed);
+      // The slot's tail may hold an earlier batch's words: the kernel reads only its own.
+      const n = cmd.buffers.length;
+      const at = this.reserveOps(8 + n);
+      const o = this.ops;
+      o[at] = OP_DISPATCH;
+      o[at + 1] = cmd.pipeline;
+      o[at + 2] = this.metaUsed;
+      o[at + 3] = size;
+      o[at + 4] = cmd.groups[0];
+      o[at + 5] = cmd.groups[1];
+      o[at + 6] = cmd.groups[2];
+      o[at + 7] = n;
+      for (let j = 0; j < n; j++) o[at + 8 + j] = cmd.buffers[j]!;
+      this.metaUsed += size;
+    } else {
+      const at = this.reserveOps(2);
+      this.ops[at] = OP_OTHER;
+      this.ops[at + 1] = this.others.length;
+      this.others.push(cmd);
+    }
+    this.queued++;
     if (transfer) this.transfers.push(transfer);
-    if (this.queue.length >= BATCH_LIMIT) this.flush();
+    if (this.queued >= BATCH_LIMIT) this.flush();
     else if (!this.flushScheduled) {
       this.flushScheduled = true;
       const later = (): void => {
@@ -147,13 +185,32 @@ export class Bridge {
     }
   }
 
+  /** The index of `n` free numbers at the end of the queued ops (grown as needed). */
+  private reserveOps(n: number): number {
+    if (this.opsUsed + n > this.ops.length) {
+      const grown = new Float64Array(Math.max(2 * this.ops.length, this.opsUsed + n));
+      grown.set(this.ops.subarray(0, this.opsUsed));
+      this.ops = grown;
+    }
+    const at = this.opsUsed;
+    this.opsUsed += n;
+    return at;
+  }
+
   /** Sends the queued commands as one batch. */
   flush(): void {
-    if (this.queue.length === 0 || this.dead !== undefined) return;
-    const msg: ToWorker = { t: 'batch', cmds: this.queue };
+    if (this.queued === 0 || this.dead !== undefined) return;
+    const meta = this.metaUsed > 0 ? this.meta.slice(0, this.metaUsed) : undefined;
+    if (meta) this.transfers.push(meta.buffer);
+    const ops = this.ops.slice(0, this.opsUsed);
+    this.transfers.push(ops.buffer);
+    const msg: ToWorker = { t: 'batch', ops, others: this.others, meta };
     this.worker.postMessage(msg, this.transfers);
-    this.queue = [];
+    this.others = [];
     this.transfers = [];
+    this.metaUsed = 0;
+    this.opsUsed = 0;
+    this.queued = 0;
   }
 
   /** Sends what is queued, then `call`, and waits for the answer. */

@@ -4,7 +4,9 @@
  * Node thread cannot wait for its own promises; so the device lives on a worker and the main thread
  * waits for answers with Atomics.wait, which is what makes `toArray()` and `.to('cpu')` synchronous.
  *
- * Work is sent in batches (one postMessage per flush; on the worker one command encoder per batch, split only where an upload must run at its place in the queue);
+ * Work is sent in batches (one postMessage per flush, the commands as one transferred Float64Array
+ * and the dispatches' metadata as one Uint32Array: OP_DISPATCH; on the worker one command encoder
+ * per batch, split only where an upload must run at its place in the queue);
  * calls (init, compile, read, sync) are answered through a MessagePort and a shared flag. Buffers
  * and pipelines are numbered by the main thread, so a batch never waits for an id.
  */
@@ -39,6 +41,14 @@ export type Command =
 export const STAMP_SLOTS = 4096;
 
 export type CommandKind = Command['k'];
+
+/**
+ * A command as sent: a dispatch's metadata words travel in the batch's one packed array (`meta` of
+ * the batch message, transferred, at word `metaAt`, `metaSize` words: a slot of the device's
+ * storage-offset alignment), not as a typed array of its own. Structured-cloning a thousand small
+ * typed arrays per decode step was the largest share of the main thread's time in postMessage.
+ */
+export type WireCommand = Exclude<Command, { k: 'dispatch' }> | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly metaAt: number; readonly metaSize: number; readonly groups: readonly [number, number, number] };
 
 /** Calls: the main thread blocks until the worker answers. */
 export type Call =
@@ -96,7 +106,7 @@ export type Answer =
  * `start` (a Web Worker has no workerData).
  */
 export type ToWorker =
-  | { readonly t: 'batch'; readonly cmds: readonly Command[] }
+  | { readonly t: 'batch'; readonly ops: Float64Array; readonly others: readonly WireCommand[]; readonly meta?: Uint32Array }
   | { readonly t: 'call'; readonly call: Call; readonly reply?: SharedArrayBuffer }
   | { readonly t: 'start'; readonly init: WorkerInit };
 
@@ -127,6 +137,33 @@ export function decodeAnswer(reply: SharedArrayBuffer): Answer {
   if (!a.ok || dataLen === 0) return a;
   const data = new Uint8Array(reply, 8 + jsonLen, dataLen).slice().buffer;
   return { ...a, data };
+}
+
+/**
+ * A batch's commands in order, as numbers: a dispatch is [1, pipeline, metaAt, metaSize, x, y, z,
+ * n, buffer ids x n], any other command [0, its index in `others`] (sent as objects: uploads carry
+ * their bytes, pipelines their WGSL). A decode step is about a thousand dispatches: as one
+ * transferred Float64Array they cost postMessage nothing to clone.
+ */
+export const OP_OTHER = 0;
+export const OP_DISPATCH = 1;
+
+/** The commands of a batch message, in order (the worker's view of `ops` and `others`). */
+export function decodeBatch(ops: Float64Array, others: readonly WireCommand[]): WireCommand[] {
+  const out: WireCommand[] = [];
+  for (let i = 0; i < ops.length; ) {
+    if (ops[i] === OP_OTHER) {
+      out.push(others[ops[i + 1]!]!);
+      i += 2;
+      continue;
+    }
+    const n = ops[i + 7]!;
+    const buffers: number[] = new Array<number>(n);
+    for (let j = 0; j < n; j++) buffers[j] = ops[i + 8 + j]!;
+    out.push({ k: 'dispatch', pipeline: ops[i + 1]!, metaAt: ops[i + 2]!, metaSize: ops[i + 3]!, groups: [ops[i + 4]!, ops[i + 5]!, ops[i + 6]!], buffers });
+    i += 8 + n;
+  }
+  return out;
 }
 
 /** Data the worker starts with. */

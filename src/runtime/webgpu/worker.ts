@@ -10,7 +10,7 @@
  * start at once, several together, and only a batch that dispatches one waits for it.
  */
 import { inNode, workerThreads } from '../../platform/index.js';
-import { encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type Command, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WorkerInit } from './protocol.js';
+import { decodeBatch, encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WireCommand, type WorkerInit } from './protocol.js';
 
 /** Node: the worker's data. Browser: the first message ({ t: 'start' }). */
 let init: WorkerInit = inNode ? (workerThreads.workerData as WorkerInit) : (undefined as unknown as WorkerInit);
@@ -31,12 +31,15 @@ const keep: unknown[] = [];
 let lostReason: string | undefined;
 const buffers = new Map<number, GPUBuffer>();
 const pipelines = new Map<number, GPUComputePipeline>();
+/**
+ * Each pipeline's bind group layout, asked of Dawn once: getBindGroupLayout makes a new wrapper
+ * object per call, and a decode step asks for one per dispatch (about a thousand).
+ */
+const layouts = new Map<number, GPUBindGroupLayout>();
 /** Pipelines being created (createComputePipelineAsync) for 'pipeline' commands: a batch that dispatches one waits for it. */
 const creating = new Map<number, Promise<void>>();
 /** Timestamp slots for events (created on the first stamp; needs the timestamp-query feature). */
 let stampSet: GPUQuerySet | undefined;
-/** Storage-binding offset alignment of the metadata slots (the device's minimum). */
-let metaAlign = 256;
 
 // Usage flags (the WebGPU constants; Dawn's globals are not installed on this thread's globalThis).
 const MAP_READ = 0x0001;
@@ -92,7 +95,6 @@ async function open(): Promise<AdapterReport> {
     faults.push({ kind: 'lost', message: lostReason });
   });
   device = d;
-  metaAlign = d.limits.minStorageBufferOffsetAlignment;
   const limits: Record<string, number> = {};
   for (const k of [...want, 'minStorageBufferOffsetAlignment', 'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ']) limits[k] = (d.limits as unknown as Record<string, number>)[k]!;
   const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number; subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> };
@@ -117,32 +119,23 @@ async function open(): Promise<AdapterReport> {
 }
 
 /** Applies one batch: one encoder (split only around uploads), compute passes split only by copies and clears. */
-function applyBatch(cmds: readonly Command[]): void {
+function applyBatch(cmds: readonly WireCommand[], words: Uint32Array | undefined): void {
   const d = dev();
-  let metaWords = 0;
-  const slot = metaAlign / 4;
-  for (const c of cmds) if (c.k === 'dispatch') metaWords += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
+  // The dispatches' metadata, packed by the bridge in slots of the storage-offset alignment.
   let meta: GPUBuffer | undefined;
-  if (metaWords > 0) {
-    const words = new Uint32Array(metaWords);
-    let at = 0;
-    for (const c of cmds) {
-      if (c.k !== 'dispatch') continue;
-      words.set(c.meta, at);
-      at += Math.ceil(Math.max(c.meta.length, 1) / slot) * slot;
-    }
-    meta = d.createBuffer({ size: metaWords * 4, usage: STORAGE | COPY_DST, label: 'kiln meta' });
+  if (words && words.length > 0) {
+    meta = d.createBuffer({ size: words.length * 4, usage: STORAGE | COPY_DST, label: 'kiln meta' });
     d.queue.writeBuffer(meta, 0, words);
   }
   let enc = d.createCommandEncoder({ label: 'kiln batch' });
   let encoded = false;
   let pass: GPUComputePassEncoder | undefined;
+  let passPipeline: GPUComputePipeline | undefined;
   const endPass = (): void => {
     pass?.end();
     pass = undefined;
   };
   const destroyed: number[] = [];
-  let metaAt = 0;
   for (const c of cmds) {
     switch (c.k) {
       case 'create':
@@ -176,13 +169,18 @@ function applyBatch(cmds: readonly Command[]): void {
       case 'dispatch': {
         const p = pipelines.get(c.pipeline);
         if (!p) throw new Error(`webgpu worker: unknown pipeline ${c.pipeline}`);
-        const size = Math.ceil(Math.max(c.meta.length, 1) / slot) * slot * 4;
         const entries: GPUBindGroupEntry[] = c.buffers.map((id, i) => ({ binding: i, resource: { buffer: buf(id) } }));
-        entries.push({ binding: c.buffers.length, resource: { buffer: meta!, offset: metaAt * 4, size } });
-        metaAt += size / 4;
-        const group = d.createBindGroup({ layout: p.getBindGroupLayout(0), entries, label: p.label });
-        pass ??= enc.beginComputePass({ label: 'kiln pass' });
-        pass.setPipeline(p);
+        entries.push({ binding: c.buffers.length, resource: { buffer: meta!, offset: c.metaAt * 4, size: c.metaSize * 4 } });
+        let layout = layouts.get(c.pipeline);
+        if (!layout) layouts.set(c.pipeline, (layout = p.getBindGroupLayout(0)));
+        const group = d.createBindGroup({ layout, entries, label: p.label });
+        if (!pass) {
+          pass = enc.beginComputePass({ label: 'kiln pass' });
+          passPipeline = undefined;
+        }
+        // Consecutive dispatches of one pipeline (a layer's GEMVs, elementwise chains) set it once.
+        if (passPipeline !== p) pass.setPipeline(p);
+        passPipeline = p;
         pass.setBindGroup(0, group);
         pass.dispatchWorkgroups(c.groups[0], c.groups[1], c.groups[2]);
         encoded = true;
@@ -239,7 +237,7 @@ async function compile(c: { readonly id: number; readonly source: string; readon
  * Starts the batch's 'pipeline' commands and waits for the pipelines its dispatches use. A
  * pipeline that does not compile is a fault (reported with the next answer); its dispatches fail.
  */
-async function startPipelines(cmds: readonly Command[]): Promise<void> {
+async function startPipelines(cmds: readonly WireCommand[]): Promise<void> {
   for (const c of cmds) {
     if (c.k !== 'pipeline' || creating.has(c.id)) continue;
     creating.set(
@@ -344,13 +342,14 @@ function onMessage(m: ToWorker): void {
       return;
     }
     if (m.t === 'batch') {
+      const cmds = decodeBatch(m.ops, m.others);
       try {
-        await startPipelines(m.cmds);
-        applyBatch(m.cmds);
+        await startPipelines(cmds);
+        applyBatch(cmds, m.meta);
       } catch (e) {
         // After a loss every batch fails; the loss itself is the one fault to report.
         if (lostReason !== undefined) return;
-        faults.push({ kind: 'validation', message: `applying a batch of ${m.cmds.length} commands: ${(e as Error).message}` });
+        faults.push({ kind: 'validation', message: `applying a batch of ${cmds.length} commands: ${(e as Error).message}` });
       }
       return;
     }

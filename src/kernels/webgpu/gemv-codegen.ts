@@ -1,0 +1,174 @@
+/**
+ * The WGSL source of Kiln's skinny GEMM on webgpu (a GEMV for a few rows): C [M, N] = alpha *
+ * (A [M, K] @ B [K, N]) [+ bias] [+ beta * C] for M <= GEMV_MAX_M, with B read along K (linear's
+ * weight W [N, K] read transposed: every output column is a contiguous row of W). This is the
+ * shape of every projection of a decode step, where the tiled GEMMs fill a 64-row tile (tiled
+ * kernel) or a 64-row tile of 16x16 matrices (subgroup matrix kernel) with one real row, and
+ * N / 64 or N / 128 workgroups walk all of K one after another: a 1024-wide projection ran as 8 to
+ * 16 workgroups on a 132-SM GPU, bound by latency, not by the bytes of the weight.
+ *
+ * Here a workgroup of 256 invocations computes 8 output columns (one team of 32 invocations per
+ * column) for MR rows (1, 2, 4 or 8; the grid's y covers M in steps of MR). A team reads its
+ * column's weight row in 16-byte words (vec4<u32>: 8 16-bit or 4 f32 elements), lane-strided so a
+ * team's 32 loads are 512 consecutive bytes, four words in flight per lane where K allows, and
+ * takes each word's dot product with the same K range of each of its MR rows of A (read the same
+ * way; A is small and stays in cache). Products accumulate in f32. The 256 x MR partial sums meet in
+ * workgroup memory and 8 x MR invocations add their team's 32 partials and apply the epilogue,
+ * storing through storage.ts (so a packed float16 output is written as the tiled kernel writes it).
+ *
+ * Every operand kind is read from the same vec4<u32> view (float16 with or without shader-f16:
+ * unpack2x16float widens exactly; bfloat16 as the high halves of f32; float32 by bitcast). The
+ * host uses this kernel only when the 16-byte view is exact (linalg.ts: gemvEligible): A and B
+ * contiguous along K, K and the offsets and row strides of A and B multiples of a word's elements,
+ * and a single batch. Metadata are gemm-codegen.ts's GEMM_META words (tilesN = the number of
+ * 8-column groups), so runGemm fills one layout for every kernel.
+ */
+import { GEMM_META } from './gemm-codegen.js';
+import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
+
+/** Rows of A up to which runGemm may use the skinny kernel. */
+export const GEMV_MAX_M = 8;
+/** Output columns per workgroup (one team of GEMV_TEAM invocations each). */
+export const GEMV_COLS = 8;
+const GEMV_TEAM = 32;
+/** Independent 16-byte words each lane loads per step of its K loop (memory-level parallelism). */
+const GEMV_UNROLL = 4;
+
+export interface GemvSpec {
+  /** The storage kind of A, B and C (runGemm's GEMMs have one dtype). */
+  readonly kind: StorageKind;
+  /** Rows of A per workgroup: 1, 2, 4 or 8. */
+  readonly mr: 1 | 2 | 4 | 8;
+  readonly bias: boolean;
+  readonly beta: boolean;
+}
+
+/** Elements of `kind` in one 16-byte word, or 0 where the kind has no GEMV form. */
+export function gemvVecElems(kind: StorageKind): number {
+  switch (kind) {
+    case 'f32':
+      return 4;
+    case 'f16':
+    case 'f16p':
+    case 'bf16p':
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+/** The smallest row block that holds M rows (M <= GEMV_MAX_M). */
+export function gemvRows(M: number): GemvSpec['mr'] {
+  return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
+}
+
+export function gemvKey(s: GemvSpec): string {
+  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}`;
+}
+
+/** WGSL that turns a 16-byte word into f32 lanes: one vec4 (f32) or two (16-bit kinds, low first). */
+function unpackHelpers(kind: StorageKind): string {
+  switch (kind) {
+    case 'f32':
+      return 'fn kiln_w0(w: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(w); }';
+    case 'f16':
+    case 'f16p':
+      return [
+        'fn kiln_w0(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }',
+        'fn kiln_w1(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)); }',
+      ].join('\n');
+    case 'bf16p':
+      return [
+        'fn kiln_bf2(u: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(u << 16u), bitcast<f32>(u & 0xffff0000u)); }',
+        'fn kiln_w0(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(kiln_bf2(w.x), kiln_bf2(w.y)); }',
+        'fn kiln_w1(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(kiln_bf2(w.z), kiln_bf2(w.w)); }',
+      ].join('\n');
+    default:
+      throw new Error(`the webgpu GEMV does not take ${kind}`);
+  }
+}
+
+/** Statements adding word `q` of B (at word `at` of its row) times the same words of the MR rows of A to acc0..acc(MR-1). */
+function wordTimesRows(q: string, at: string, tag: string, half: boolean, MR: number): string[] {
+  const out = [`let w0_${tag} = kiln_w0(${q});`];
+  if (half) out.push(`let w1_${tag} = kiln_w1(${q});`);
+  for (let r = 0; r < MR; r++) {
+    out.push(`{ let x = a[ra${r} + ${at}]; acc${r} = acc${r} + dot(w0_${tag}, kiln_w0(x))${half ? ` + dot(w1_${tag}, kiln_w1(x))` : ''}; }`);
+  }
+  return out;
+}
+
+export function generateGemv(s: GemvSpec): string {
+  const V = gemvVecElems(s.kind);
+  if (V === 0) throw new Error(`the webgpu GEMV does not take ${s.kind}`);
+  const half = V === 8;
+  const MR = s.mr;
+  const C = GEMV_COLS;
+  const T = C * GEMV_TEAM;
+  const U = GEMV_UNROLL;
+  const m = GEMM_META;
+  const L: string[] = [];
+  if (s.kind === 'f16') L.push('enable f16;');
+  L.push(`@group(0) @binding(0) var<storage, read_write> c: ${arrayType(s.kind, true)};`);
+  L.push('@group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;');
+  L.push('@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;');
+  if (s.bias) L.push(`@group(0) @binding(3) var<storage, read> bias: ${arrayType(s.kind, false)};`);
+  L.push(`@group(0) @binding(${s.bias ? 4 : 3}) var<storage, read> kmeta: array<u32>;`);
+  const helpers = storagePrelude([s.kind]);
+  if (helpers) L.push(helpers);
+  L.push(unpackHelpers(s.kind));
+  // Partial sums, lane-major: the 8 x MR invocations that add a team's partials read consecutive words.
+  L.push(`var<workgroup> red: array<f32, ${T * MR}>;`);
+  L.push('');
+  L.push(`@compute @workgroup_size(${T})`);
+  L.push('fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
+  L.push(`  let M = kmeta[${m.M}]; let N = kmeta[${m.N}]; let K = kmeta[${m.K}];`);
+  L.push(`  let groups = kmeta[${m.tilesN}];`);
+  L.push(`  let kv = K / ${V}u;`);
+  L.push(`  let oA = kmeta[${m.a}] / ${V}u; let sAm = kmeta[${m.a + 1}] / ${V}u;`);
+  L.push(`  let oB = kmeta[${m.b}] / ${V}u; let sBn = kmeta[${m.b + 2}] / ${V}u;`);
+  L.push(`  let oC = kmeta[${m.c}]; let sCm = kmeta[${m.c + 1}]; let sCn = kmeta[${m.c + 2}];`);
+  L.push(`  let alpha = bitcast<f32>(kmeta[${m.alpha}]);`);
+  if (s.beta) L.push(`  let beta = bitcast<f32>(kmeta[${m.beta}]);`);
+  L.push(`  let team = tid / ${GEMV_TEAM}u; let lane = tid % ${GEMV_TEAM}u;`);
+  L.push(`  let m0 = wid.y * ${MR}u;`);
+  // Rows past M read row M - 1 (in bounds, no divergence); their sums are never stored.
+  for (let r = 0; r < MR; r++) L.push(`  let ra${r} = oA + min(m0 + ${r}u, M - 1u) * sAm;`);
+  L.push('  for (var g = wid.x; g < groups; g = g + ng.x) {');
+  L.push(`    let n = g * ${C}u + team;`);
+  L.push(`    ${Array.from({ length: MR }, (_, r) => `var acc${r} = 0.0;`).join(' ')}`);
+  L.push('    if (n < N) {');
+  L.push('      let rb = oB + n * sBn;');
+  L.push('      var kk = lane;');
+  const step = U * GEMV_TEAM;
+  L.push(`      for (; kk + ${(U - 1) * GEMV_TEAM}u < kv; kk = kk + ${step}u) {`);
+  // Every word loaded first, then the arithmetic: U independent loads in flight per lane.
+  for (let u = 0; u < U; u++) {
+    L.push(`        let q${u} = b[rb + kk + ${u * GEMV_TEAM}u];`);
+  }
+  for (let u = 0; u < U; u++) for (const line of wordTimesRows(`q${u}`, `kk + ${u * GEMV_TEAM}u`, `${u}`, half, MR)) L.push(`        ${line}`);
+  L.push('      }');
+  L.push(`      for (; kk < kv; kk = kk + ${GEMV_TEAM}u) {`);
+  L.push('        let q = b[rb + kk];');
+  for (const line of wordTimesRows('q', 'kk', 't', half, MR)) L.push(`        ${line}`);
+  L.push('      }');
+  L.push('    }');
+  for (let r = 0; r < MR; r++) L.push(`    red[lane * ${C * MR}u + team * ${MR}u + ${r}u] = acc${r};`);
+  L.push('    workgroupBarrier();');
+  L.push(`    if (tid < ${C * MR}u) {`);
+  L.push(`      var v = 0.0;`);
+  L.push(`      for (var j = 0u; j < ${GEMV_TEAM}u; j = j + 1u) { v = v + red[j * ${C * MR}u + tid]; }`);
+  L.push(`      let gn = g * ${C}u + tid / ${MR}u; let gm = m0 + tid % ${MR}u;`);
+  L.push('      if (gn < N && gm < M) {');
+  L.push('        let ic = oC + gm * sCm + gn * sCn;');
+  L.push('        v = alpha * v;');
+  if (s.bias) L.push(`        { let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(s.kind, 'bias', 'ib', false)}; }`);
+  if (s.beta) L.push(`        v = v + beta * ${loadExpr(s.kind, 'c', 'ic', true)};`);
+  L.push(`        ${storeStmt(s.kind, 'c', 'ic', 'v').replace(/\n/g, '\n        ')}`);
+  L.push('      }');
+  L.push('    }');
+  L.push('    workgroupBarrier();');
+  L.push('  }');
+  L.push('}');
+  return L.join('\n');
+}
