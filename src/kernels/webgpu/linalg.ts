@@ -10,7 +10,7 @@
  * size (and KILN_WEBGPU_SUBGROUP_MATRIX is on); else, and for the other dtypes, on the tiled kernel.
  * With KILN_WEBGPU_SM_KERNEL=staged, float16 products whose operands are 16-byte words along their
  * contiguous dims run on the staged subgroup matrix kernel (gemm-subgroup-matrix-staged.ts) instead.
- * With KILN_WEBGPU_GEMV, products of at most 8 rows with both operands contiguous along K (a decode
+ * With KILN_WEBGPU_GEMV (the default), products of at most 8 rows with both operands contiguous along K (a decode
  * step's projections, x @ W^T) run on the skinny kernel (gemv-codegen.ts) whatever the dtype: the
  * tiled kernels would give such a product N/64 or N/128 workgroups with one real row each.
  */
