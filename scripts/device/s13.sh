@@ -3,6 +3,7 @@
 # from the repo root through .device/run.sh with dist/ built and carried:
 #   bash .device/run.sh bash scripts/device/s13.sh cuda     # #19 train step, #17 decode fusions, MoE decode
 #   bash .device/run.sh bash scripts/device/s13.sh webgpu   # #20 GEMV, staged subgroup-matrix GEMM, conv GEMM; #17 serve
+#   bash .device/run.sh bash scripts/device/s13.sh final    # the new defaults: train step, cuda tests, GEMM kernels, webgpu table rows
 # Every step has its own cap; logs and JSON under $OUT/s13 come back as one tarball, a summary last.
 set -uo pipefail
 part=${1:?usage: s13.sh cuda|webgpu}
@@ -11,7 +12,27 @@ t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
 sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-300 | tee -a "$out/summary.txt"; }
 export KILN_CACHE_DIR=/tmp/kiln-cache
-if [ "$part" = cuda ]; then
+if [ "$part" = final ]; then
+  # The defaults after the A/Bs (KILN_CUDA_COL_FEW_ROWS, KILN_WEBGPU_GEMV on): the train step twice,
+  # the cuda reduction/compile tests, the float16 GEMM kernels, and the webgpu rows of #20's table.
+  for r in 1 2; do
+    KILN_CACHE_DIR=/tmp/kiln-train-final-$r timeout 45 node dist/bench/train-step.js --device cuda --size full --reps 30 --warmup 3 \
+      --out "$out/train-step-final-$r.json" > "$out/train-step-final-$r.txt" 2>&1
+    el "train-step (defaults) run $r rc=$?"; sum "$out/train-step-final-$r.txt" '"(eager_ms|compiled_ms|speedup|max_param_diff)"|rror' 6
+  done
+  timeout 150 node --test dist/test/cuda-colred.test.js dist/test/cuda-col-rows.test.js dist/test/cuda-reductions.test.js dist/test/cuda-compile.test.js dist/test/compile-cnn-train.test.js > "$out/cuda-tests-final.txt" 2>&1
+  el "cuda reduction/compile tests rc=$?"; sum "$out/cuda-tests-final.txt" "^# (pass|fail|skipped)|^not ok" 12
+  export KILN_WEBGPU_BACKEND=vulkan
+  for k in staged v1; do
+    KILN_WEBGPU_SM_KERNEL=$k timeout 45 node scripts/bench-webgpu-matmul.mjs dist --shapes float16:8192:8192:8192,float16:4096:4096:4096 > "$out/matmul-$k.jsonl" 2> "$out/matmul-$k.err"
+    el "matmul float16 $k rc=$?"; sum "$out/matmul-$k.jsonl" "tflops" 3
+  done
+  KILN_WEBGPU_SM_KERNEL=staged timeout 40 node scripts/bench-webgpu-matmul.mjs dist --check --shapes float16:2048:2048:2048 > "$out/matmul-staged-check.jsonl" 2>&1
+  el "matmul staged --check rc=$?"; sum "$out/matmul-staged-check.jsonl" "tflops" 2
+  timeout 150 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload all --include-slow --reps 30 --no-progress \
+    --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
+  el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "webgpu:0|FAILED" 16
+elif [ "$part" = cuda ]; then
   timeout 60 node --test dist/test/cuda-col-rows.test.js dist/test/cuda-qk-norm-rotary-cache.test.js dist/test/cuda-linear-silu-mul.test.js > "$out/cuda-tests.txt" 2>&1
   el "cuda tests (col rows, qkNormRotaryCache, linearSiluAndMul) rc=$?"; sum "$out/cuda-tests.txt" "^# (pass|fail|skipped)|^not ok" 12
   KILN_QK_NORM_ROTARY_CACHE=1 KILN_LINEAR_SILU_MUL=1 timeout 60 node --test dist/test/decode-runner.test.js > "$out/decode-runner-fused.txt" 2>&1
