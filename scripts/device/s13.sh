@@ -32,6 +32,16 @@ if [ "$part" = final ]; then
   timeout 150 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload all --include-slow --reps 30 --no-progress \
     --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
   el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "webgpu:0|FAILED" 16
+elif [ "$part" = staged ]; then
+  # After KILN_WEBGPU_SM_KERNEL defaulted to staged: the float16 GEMM tests, the float16 webgpu rows, decode.
+  export KILN_WEBGPU_BACKEND=vulkan
+  timeout 150 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linalg.test.js dist/test/webgpu-llm.test.js > "$out/webgpu-tests-staged.txt" 2>&1
+  el "webgpu subgroup-matrix, linalg, llm tests rc=$?"; sum "$out/webgpu-tests-staged.txt" "^# (pass|fail|skipped)|^not ok" 10
+  timeout 120 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload all --include-slow --reps 30 --no-progress \
+    --json "$out/kiln-webgpu-f16.json" > "$out/kiln-webgpu-f16.txt" 2>&1
+  el "kiln bench webgpu float16 rc=$?"; sum "$out/kiln-webgpu-f16.txt" "webgpu:0|FAILED" 8
+  timeout 90 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/webgpu-decode-f16.json" > "$out/webgpu-decode-f16.txt" 2>&1
+  el "webgpu decode float16 rc=$?"; sum "$out/webgpu-decode-f16.txt" "^decode +batch|^ttft|rror" 3
 elif [ "$part" = cuda ]; then
   timeout 60 node --test dist/test/cuda-col-rows.test.js dist/test/cuda-qk-norm-rotary-cache.test.js dist/test/cuda-linear-silu-mul.test.js > "$out/cuda-tests.txt" 2>&1
   el "cuda tests (col rows, qkNormRotaryCache, linearSiluAndMul) rc=$?"; sum "$out/cuda-tests.txt" "^# (pass|fail|skipped)|^not ok" 12
