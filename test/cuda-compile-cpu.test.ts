@@ -42,8 +42,11 @@ test('kiln bench --dtype takes several dtypes (listed, repeated or comma-separat
   const dflt = parseBenchArgs([]);
   assert.ok(dflt !== 'help');
   assert.deepEqual(dflt.dtypes, ['float32']);
-  assert.throws(() => parseBenchArgs(['--dtype', 'float32', 'float16']), /unexpected argument 'float16'/);
-  assert.throws(() => parseBenchArgs(['--dtype', 'float32,float16']), /--dtype must be one of float32, bfloat16, got 'float16'/);
+  const three = parseBenchArgs(['--dtype', 'float32', 'float16', 'bfloat16']);
+  assert.ok(three !== 'help');
+  assert.deepEqual(three.dtypes, ['float32', 'float16', 'bfloat16']);
+  assert.throws(() => parseBenchArgs(['--dtype', 'float32', 'float64']), /unexpected argument 'float64'/);
+  assert.throws(() => parseBenchArgs(['--dtype', 'float32,float64']), /--dtype must be one of float32, bfloat16, float16, got 'float64'/);
   assert.throws(() => parseBenchArgs(['bfloat16']), /dtypes go after --dtype/);
 });
 
