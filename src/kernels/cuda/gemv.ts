@@ -41,18 +41,21 @@ function name(m: number, kw: number): string {
   return `kiln_gemv_bf16_m${m}_kw${kw}`;
 }
 
-/** CUDA C for M rows of x and KW warps per output column. */
-export function gemvSource(m: number, kw: number): string {
-  const rows = WARPS / kw;
-  return `
-static __device__ __forceinline__ float kiln_gv_bf(unsigned int h) { return __uint_as_float(h << 16); }
+/** bfloat16 load and round-to-nearest-even store, shared by the plain and the gated GEMV. */
+const BF16_HELPERS = `static __device__ __forceinline__ float kiln_gv_bf(unsigned int h) { return __uint_as_float(h << 16); }
 static __device__ __forceinline__ unsigned short kiln_gv_tobf(float f) {
   unsigned int u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); // NaN stays NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
 }
-extern "C" __global__ void __launch_bounds__(${THREADS}) ${name(m, kw)}(
+`;
+
+/** CUDA C for M rows of x and KW warps per output column. */
+export function gemvSource(m: number, kw: number): string {
+  const rows = WARPS / kw;
+  return `
+${BF16_HELPERS}extern "C" __global__ void __launch_bounds__(${THREADS}) ${name(m, kw)}(
     const unsigned short* __restrict__ x, const unsigned short* __restrict__ w, unsigned short* __restrict__ out,
     const unsigned short* __restrict__ bias, int N, int K, long long ldx, long long ldw, long long ldo) {
   __shared__ float part[${WARPS}][${m}];
@@ -135,14 +138,7 @@ export function gemvGatedSource(m: number, kw: number, fast: boolean): string {
   const rows = WARPS / kw;
   const silu = fast ? 'g * kiln_gv_rcp(1.0f + kiln_gv_exp(-g))' : 'g / (1.0f + expf(-g))';
   return `
-static __device__ __forceinline__ float kiln_gv_bf(unsigned int h) { return __uint_as_float(h << 16); }
-static __device__ __forceinline__ unsigned short kiln_gv_tobf(float f) {
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-${fast ? FAST_HELPERS : ''}static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
+${BF16_HELPERS}${fast ? FAST_HELPERS : ''}static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
   if (bias) { g += kiln_gv_bf(bias[n]); u += kiln_gv_bf(bias[N + n]); }
   g = kiln_gv_bf(kiln_gv_tobf(g));
   u = kiln_gv_bf(kiln_gv_tobf(u));
