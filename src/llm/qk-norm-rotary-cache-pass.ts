@@ -15,9 +15,9 @@
  * choice on the device is a library kernel (cuda). Qwen3-0.6B decode step: 28 launches fewer.
  */
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
-import { argValues, outputValues } from '../compile/ir.js';
+import { outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
-import { GraphBuilder, Val } from '../compile/passes/util.js';
+import { GraphBuilder, nodeIndex, Val } from '../compile/passes/util.js';
 import { llmChoice } from '../ops/library/policy.js';
 import type { DeviceType } from '../runtime/device.js';
 
@@ -39,12 +39,7 @@ function constOf(a: IRArg | undefined): unknown {
 export function fuseQkNormRotaryCache(graph: Graph, fires: (device: DeviceType) => boolean = kernelChosen): QkNormRotaryCacheResult {
   // Nodes earlier rewrites replaced stay in place until the final DCE and may still read values.
   const g = deadCodeElimination(graph);
-  const producer = new Map<ValueId, number>();
-  const readers = new Map<ValueId, number[]>();
-  g.nodes.forEach((n, i) => {
-    for (const o of n.outputs) producer.set(o, i);
-    for (const a of n.args) for (const id of argValues(a)) (readers.get(id) ?? readers.set(id, []).get(id)!).push(i);
-  });
+  const { producer, readers } = nodeIndex(g);
   const returned = new Set(outputValues(g.output));
 
   /** reshapeAndCache node id -> the qkNormRotary node it absorbs. */

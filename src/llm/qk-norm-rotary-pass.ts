@@ -19,9 +19,9 @@
  * Qwen3-0.6B per forward: 56 norm kernels and 56 rotary kernels become 28 launches.
  */
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
-import { argValues, outputValues } from '../compile/ir.js';
+import { outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
-import { GraphBuilder, Val } from '../compile/passes/util.js';
+import { GraphBuilder, nodeIndex, Val } from '../compile/passes/util.js';
 import { finfoEps } from '../ops/defs/linalg.js';
 import { getOp } from '../ops/registry.js';
 import type { OutMeta } from '../ops/schema.js';
@@ -73,12 +73,7 @@ export function fuseQkNormRotary(graph: Graph, fires: (device: DeviceType) => bo
   // The rewrites before this pass leave the nodes they replaced in place (dead until the final
   // DCE), and those still read the norm and transpose results: drop them first.
   const g = deadCodeElimination(graph);
-  const producer = new Map<ValueId, number>();
-  const readers = new Map<ValueId, number[]>();
-  g.nodes.forEach((n, i) => {
-    for (const o of n.outputs) producer.set(o, i);
-    for (const a of n.args) for (const id of argValues(a)) (readers.get(id) ?? readers.set(id, []).get(id)!).push(i);
-  });
+  const { producer, readers } = nodeIndex(g);
   const returned = new Set(outputValues(g.output));
   const only = (id: ValueId, reader: number): boolean => !returned.has(id) && (readers.get(id) ?? []).every((r) => r === reader) && (readers.get(id)?.length ?? 0) === 1;
 

@@ -54,6 +54,17 @@ export function aliasRoot(g: Pick<Graph, 'values'>, id: ValueId): ValueId {
 }
 
 /** How many times each value is read by a node or returned. */
+/** Each value's producing node index and the indices of the nodes that read it (in node order). */
+export function nodeIndex(g: Graph): { producer: Map<ValueId, number>; readers: Map<ValueId, number[]> } {
+  const producer = new Map<ValueId, number>();
+  const readers = new Map<ValueId, number[]>();
+  g.nodes.forEach((n, i) => {
+    for (const o of n.outputs) producer.set(o, i);
+    for (const a of n.args) for (const id of argValues(a)) (readers.get(id) ?? readers.set(id, []).get(id)!).push(i);
+  });
+  return { producer, readers };
+}
+
 export function useCounts(g: Graph): Map<ValueId, number> {
   const uses = new Map<ValueId, number>();
   const bump = (id: ValueId): void => void uses.set(id, (uses.get(id) ?? 0) + 1);
