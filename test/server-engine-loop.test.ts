@@ -23,10 +23,28 @@ interface Log {
 }
 
 /** Runs `count` requests of `newTokens` through an EngineLoop, busy-waiting `ioMs` in every event-loop turn (slow I/O). */
-async function runLoop(maxSliceMs: number, ioMs: number, count: number, newTokens: number): Promise<{ logs: Log[]; steps: number; turns: number }> {
+async function runLoop(
+  maxSliceMs: number,
+  ioMs: number,
+  count: number,
+  newTokens: number,
+  flushWhileDeviceRuns = false,
+): Promise<{ logs: Log[]; steps: number; turns: number; flushesInStep: number }> {
   const engine = new kiln.serve.Engine(model, { numBlocks: 64 });
   let steps = 0;
-  const loop = new kiln.serve.EngineLoop(engine, { maxQueue: 16, maxSliceMs, onStep: () => steps++ });
+  // Flushes made while engine.step() runs (the deferred form flushes there, before the step's read).
+  let stepping = false;
+  let flushesInStep = 0;
+  const step = engine.step.bind(engine);
+  engine.step = (o) => {
+    stepping = true;
+    try {
+      return step(o);
+    } finally {
+      stepping = false;
+    }
+  };
+  const loop = new kiln.serve.EngineLoop(engine, { maxQueue: 16, maxSliceMs, onStep: () => steps++, flushWhileDeviceRuns });
   const logs: Log[] = [];
   for (let i = 0; i < count; i++) {
     const log: Log = { outputs: [], flushes: [], done: false };
@@ -35,6 +53,7 @@ async function runLoop(maxSliceMs: number, ioMs: number, count: number, newToken
       onOutput: (o) => log.outputs.push(o),
       onError: (e) => assert.fail(e),
       flush: () => {
+        if (stepping) flushesInStep++;
         assert.ok(log.outputs.length > (log.flushes.at(-1) ?? 0), 'a flush follows new outputs');
         log.flushes.push(log.outputs.length);
         if (log.outputs.at(-1)!.finished) log.done = true;
@@ -44,8 +63,10 @@ async function runLoop(maxSliceMs: number, ioMs: number, count: number, newToken
   let turns = 0;
   await untilTrue(() => {
     turns++;
-    // Between two turns every output has been flushed.
-    for (const log of logs) assert.equal(log.flushes.at(-1) ?? 0, log.outputs.length, 'nothing is left unflushed when the loop yields');
+    // Between two turns every output has been flushed (deferred: all but the last step's, whose
+    // outputs go out during the next step).
+    const slack = flushWhileDeviceRuns ? 1 : 0;
+    for (const log of logs) assert.ok(log.outputs.length - (log.flushes.at(-1) ?? 0) <= slack, 'nothing more is left unflushed when the loop yields');
     const until = performance.now() + ioMs;
     while (performance.now() < until);
     return logs.every((l) => l.done);
@@ -58,9 +79,10 @@ async function runLoop(maxSliceMs: number, ioMs: number, count: number, newToken
       'one output per token, in order',
     );
   }
+  for (const log of logs) assert.equal(log.flushes.at(-1), log.outputs.length, 'every output is flushed in the end');
   assert.equal(engine.cache.allocator.numFree, engine.cache.numBlocks);
   engine.dispose();
-  return { logs, steps, turns };
+  return { logs, steps, turns, flushesInStep };
 }
 
 test('engine loop: slow I/O between slices gets several steps per slice and one flush per client per slice', async (t) => {
@@ -74,6 +96,19 @@ test('engine loop: maxSliceMs 0 is one step per slice, every output flushed at o
   const { logs, steps } = await runLoop(0, 4, 2, 20);
   for (const log of logs) assert.deepEqual(log.flushes, log.outputs.map((_, k) => k + 1), 'a flush per output');
   assert.equal(steps, 20, 'the prefill step makes the first token, then one step per token');
+});
+
+test('engine loop: flushWhileDeviceRuns writes each step\'s outputs during the next step, first and last tokens at once', async () => {
+  const { logs, steps, flushesInStep } = await runLoop(0, 1, 2, 20, true);
+  assert.equal(steps, 20);
+  for (const log of logs) {
+    // The first token (end of prefill) is flushed at once; then each output goes out with the
+    // next step (one per flush) and the last one, when the engine is idle, at the slice's end.
+    assert.deepEqual(log.flushes, log.outputs.map((_, k) => k + 1), 'a flush per output, in order');
+  }
+  // Of each request's 20 flushes, the first (first token) and the last (engine idle) are made
+  // outside a step; the 18 in between are made inside the next step, before its read.
+  assert.equal(flushesInStep, 2 * 18, `flushes made during a step: ${flushesInStep}`);
 });
 
 /** POST /v1/completions with stream: true on a raw node:http request (the response can be paused). */

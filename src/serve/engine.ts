@@ -37,6 +37,18 @@ export const DEFAULT_CACHE_BYTES = 512 * 1024 * 1024;
 /** New tokens per request when params.maxNewTokens is absent. */
 export const DEFAULT_MAX_NEW_TOKENS = 16;
 
+/** Options of one Engine.step(). */
+export interface StepOptions {
+  /**
+   * Called once per step while the device computes it: after the step's model and sampling work
+   * is queued and before the host waits for the sampled ids (on the cpu, where work runs as it is
+   * queued, that is after the compute). Work done here (serve writes the previous step's tokens
+   * to its sockets) overlaps a GPU's compute instead of adding to the step. It must not re-enter
+   * the engine.
+   */
+  whileDeviceRuns?: () => void;
+}
+
 export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
   /** Picks the tokens (default: a LogitsSampler the engine owns and disposes). */
   sampler?: Sampler;
@@ -186,15 +198,26 @@ export class Engine {
   }
 
   /** One scheduler iteration; returns the outputs of the requests that got a token or finished. */
-  step(): RequestOutput[] {
+  step(options: StepOptions = {}): RequestOutput[] {
     const { entries } = this.scheduler.schedule();
     if (entries.length === 0) return [];
+    // Called once: by the sampler before its host read, or by runStep before it delivers outputs.
+    let hookDue = options.whileDeviceRuns !== undefined;
+    const whileDeviceRuns = (): void => {
+      if (!hookDue) return;
+      hookDue = false;
+      options.whileDeviceRuns!();
+    };
+    return this.runStep(entries, whileDeviceRuns);
+  }
+
+  private runStep(entries: readonly ScheduledEntry[], whileDeviceRuns: () => void): RequestOutput[] {
     // Sequences adding their next sampled token run through the device-side decode step (one
     // row each); the rest (prefill chunks) through forwardStep, in the same engine step.
     const runner = this.decodeRunner;
     if (runner && this.prefillRows && entries.some((e) => e.numNew !== 1)) {
       const total = entries.reduce((n, e) => n + e.numNew, 0);
-      if (total <= DECODE_BUCKETS[DECODE_BUCKETS.length - 1]!) return this.rowsStep(runner, entries);
+      if (total <= DECODE_BUCKETS[DECODE_BUCKETS.length - 1]!) return this.rowsStep(runner, entries, whileDeviceRuns);
     }
     const fast = runner ? entries.filter((e) => e.numNew === 1 && e.seq.numComputed + 1 === e.seq.length) : [];
     const fastSet = new Set(fast);
@@ -231,13 +254,14 @@ export class Engine {
           if (logitsRows.length > 0) parts.push(logits);
         }
         if (sampling.length === 0) return [];
-        return this.sampler.sample(parts.length === 1 ? parts[0]! : cat(parts, 0), rows);
+        return this.sampler.sample(parts.length === 1 ? parts[0]! : cat(parts, 0), rows, whileDeviceRuns);
       }),
     );
     if (fast.length > 0) this.counters.decodeSteps++;
     this.scheduler.commit(order);
     this.counters.steps++;
     this.counters.tokensComputed += ids.length + fast.length;
+    whileDeviceRuns();
     return this.append(sampling, sampled);
   }
 
@@ -249,7 +273,7 @@ export class Engine {
    * rows that sample (each sequence's last token once its prompt is all cached) are selected on
    * the device.
    */
-  private rowsStep(runner: DecodeRunner, entries: readonly ScheduledEntry[]): RequestOutput[] {
+  private rowsStep(runner: DecodeRunner, entries: readonly ScheduledEntry[], whileDeviceRuns: () => void): RequestOutput[] {
     const rows: DecodeRow[] = [];
     const pick: number[] = [];
     const sampling: Sequence[] = [];
@@ -267,7 +291,7 @@ export class Engine {
         if (sampling.length === 0) return [];
         const all = pick.length === rows.length;
         const chosen = all ? logits : indexSelect(logits, 0, tensor(pick, { dtype: 'int64', device: logits.device }));
-        return this.sampler.sample(chosen, samplingRows);
+        return this.sampler.sample(chosen, samplingRows, whileDeviceRuns);
       }),
     );
     if (entries.every((e) => e.numNew === 1)) this.counters.decodeSteps++;
@@ -275,6 +299,7 @@ export class Engine {
     this.counters.steps++;
     this.counters.rowsSteps++;
     this.counters.tokensComputed += rows.length;
+    whileDeviceRuns();
     return this.append(sampling, sampled);
   }
 

@@ -57,7 +57,12 @@ export interface SampledToken {
  * read the device once per step (the chosen ids, and logprobs where asked), never once per row.
  */
 export interface Sampler {
-  sample(logits: Tensor, rows: readonly SamplingRow[]): SampledToken[];
+  /**
+   * `whileDeviceRuns`, when given, is called once after the sampling work is queued on the device
+   * and before the host waits for its result (the engine's StepOptions.whileDeviceRuns); a sampler
+   * that ignores it is still correct: the engine then calls it after sample() returns.
+   */
+  sample(logits: Tensor, rows: readonly SamplingRow[], whileDeviceRuns?: () => void): SampledToken[];
   /**
    * Optional: throws, naming the option, if this sampler cannot honour `params` (`where` prefixes
    * the message). The engine calls it in addRequest, so a bad option fails its own request there

@@ -13,6 +13,10 @@
  * token streams at once; when steps are cheap (a tiny model, many clients) the engine still gets
  * most of the thread, and the event loop is never held longer than maxSliceMs plus one step.
  *
+ * On cuda and webgpu the flush of a slice that leaves work behind waits for the next step, which
+ * runs it while the device computes (Engine.step's whileDeviceRuns): the sockets are written
+ * during GPU time, not between steps. A first token, and the last outputs, are flushed at once.
+ *
  * Outputs reach each request's client through the engine's onOutput, during step(). Aborts asked
  * for during a step (a stop string matched while detokenizing) are applied right after it, so the
  * engine is never re-entered mid-delivery. If a step throws, every request in the engine fails
@@ -55,6 +59,11 @@ export interface EngineLoopOptions {
   onStep?: (info: StepInfo) => void;
   /** Longest a slice keeps stepping, ms (default DEFAULT_MAX_SLICE_MS); 0: one step per slice. */
   maxSliceMs?: number;
+  /**
+   * Flush a slice's outputs during the next step's device time rather than at the slice's end
+   * (default: on cuda and webgpu, whose steps run asynchronously to the host; not on the cpu).
+   */
+  flushWhileDeviceRuns?: boolean;
 }
 
 /** The default longest slice of steps between two turns of the event loop, ms. */
@@ -75,6 +84,16 @@ export class EngineLoop {
   private readonly deferredAborts: string[] = [];
   /** During a slice: the clients that got outputs in it (null outside a slice). */
   private touched: Set<LoopClient> | null = null;
+  /** Clients whose outputs are not flushed yet (see deferFlush). */
+  private readonly pending = new Set<LoopClient>();
+  /**
+   * On an asynchronous device (cuda, webgpu) a slice that leaves work for the next one does not
+   * flush at its end: the next step flushes while the device computes it (StepOptions.
+   * whileDeviceRuns), so socket writes overlap the GPU instead of adding to each step. On the cpu
+   * the compute happens as it is queued, so that would delay every token by a step: flush at once.
+   */
+  private readonly deferFlush: boolean;
+  private readonly flushPendingFn = (): void => this.flushPending();
   /** A request got its first token in the step now running: the slice ends after it. */
   private firstToken = false;
   private readonly maxSliceMs: number;
@@ -88,6 +107,7 @@ export class EngineLoop {
     private readonly options: EngineLoopOptions,
   ) {
     this.maxSliceMs = options.maxSliceMs ?? DEFAULT_MAX_SLICE_MS;
+    this.deferFlush = options.flushWhileDeviceRuns ?? engine.cache.geometry.device.type !== 'cpu';
     if (!(this.maxSliceMs >= 0)) throw new Error(`EngineLoop: maxSliceMs must be >= 0, got ${options.maxSliceMs}`);
   }
 
@@ -161,7 +181,10 @@ export class EngineLoop {
 
   private kick(): void {
     if (this.scheduled || !this.engine.hasUnfinished()) {
-      if (!this.scheduled) this.lastSliceEnd = null;
+      if (!this.scheduled) {
+        this.lastSliceEnd = null;
+        this.flushPending();
+      }
       return;
     }
     this.scheduled = true;
@@ -174,8 +197,7 @@ export class EngineLoop {
     const start = performance.now();
     if (this.lastSliceEnd !== null) this.gapMs += GAP_WEIGHT * (start - this.lastSliceEnd - this.gapMs);
     const budget = Math.min(this.maxSliceMs, SLICE_SHARE * this.gapMs);
-    const touched = new Set<LoopClient>();
-    this.touched = touched;
+    this.touched = this.pending;
     try {
       for (;;) {
         const more = this.step();
@@ -183,12 +205,22 @@ export class EngineLoop {
       }
     } finally {
       this.touched = null;
+      // A first token goes out at once (time to first token); so does everything once idle.
+      const flushNow = !this.deferFlush || this.firstToken || !this.engine.hasUnfinished();
       this.firstToken = false;
       // Writing counts as time outside the loop.
       this.lastSliceEnd = performance.now();
-      for (const client of touched) client.flush?.();
+      if (flushNow) this.flushPending();
     }
     this.kick();
+  }
+
+  /** Tells each client with unflushed outputs to send them (in the order they got outputs). */
+  private flushPending(): void {
+    if (this.pending.size === 0) return;
+    const clients = [...this.pending];
+    this.pending.clear();
+    for (const client of clients) client.flush?.();
   }
 
   /** One engine step; whether the loop may step again at once (the engine ran and has work left). */
@@ -199,7 +231,7 @@ export class EngineLoop {
     this.inStep = true;
     let outputs = 0;
     try {
-      outputs = this.engine.step().length;
+      outputs = this.engine.step(this.deferFlush ? { whileDeviceRuns: this.flushPendingFn } : {}).length;
     } catch (e) {
       this.inStep = false;
       this.failAll(e instanceof Error ? e : new Error(String(e)));
@@ -219,6 +251,7 @@ export class EngineLoop {
   }
 
   private failAll(e: Error): void {
+    this.flushPending();
     const clients = [...this.clients];
     this.clients.clear();
     for (const [id, client] of clients) {

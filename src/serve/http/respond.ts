@@ -3,9 +3,10 @@
  * `data: {chunk}\n\n` per delta in the endpoint's chunk shape, then the usage chunk when
  * stream_options.include_usage asked for it, then `data: [DONE]\n\n`. Headers go out at once for a
  * stream, so a client sees the stream open before the first token. If the engine fails mid-stream
- * the error is sent as a last event (OpenAI's error shape) before [DONE]. Events are gathered and
- * written together when the engine loop flushes (once per slice of steps: one socket write per
- * client, not one per token), in the order they were made; the last ones go with the end. When the
+ * the error is sent as a last event (OpenAI's error shape) before [DONE]. Deltas are gathered,
+ * then formatted and written together when the engine loop flushes (once per slice of steps: one
+ * socket write per client, not one per token), in the order they were made; the last ones go with
+ * the end. When the
  * client closes the connection first, the generation is cancelled, which frees its engine requests
  * at once.
  */
@@ -61,24 +62,32 @@ export function respond(res: ServerResponse, gen: Generation, options: StreamOpt
     }
     // Submit before the headers, so that a refusal is still a plain JSON error; outputs only
     // come from later steps, after the headers below.
-    // Events made and not yet written.
-    let pending = '';
+    // Deltas made and not yet written. They are formatted when written, in the order they came
+    // (the formatters keep per-choice offsets): on a GPU the flush runs while the next step
+    // computes (engine-loop.ts), so the JSON work overlaps it too.
+    let deltas: [ChoiceDecoder, ChoiceDelta][] = [];
+    const drain = (): string => {
+      let text = '';
+      for (const [choice, delta] of deltas) text += event(fmt.chunk(choice, delta));
+      deltas = [];
+      return text;
+    };
     gen.start({
       onDelta: (choice, delta) => {
-        if (!res.writableEnded) pending += event(fmt.chunk(choice, delta));
+        if (!res.writableEnded) deltas.push([choice, delta]);
       },
       onFlush: () => {
-        if (pending.length > 0 && !res.writableEnded) res.write(pending);
-        pending = '';
+        const text = drain();
+        if (text.length > 0 && !res.writableEnded) res.write(text);
       },
       onDone: (error) => {
         finished = true;
         if (res.writableEnded) return;
-        if (error) pending += event(toApiError(error).body);
-        else if (options.includeUsage) pending += event(fmt.usageChunk(gen.usage));
-        pending += event('[DONE]');
-        res.end(pending);
-        pending = '';
+        let text = drain();
+        if (error) text += event(toApiError(error).body);
+        else if (options.includeUsage) text += event(fmt.usageChunk(gen.usage));
+        text += event('[DONE]');
+        res.end(text);
       },
     });
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
