@@ -18,7 +18,9 @@
  * the rows give the medians, the serve row its ratio as the median of the R per-rep ratios (each
  * http run against the engine run just before it), with every rep's numbers beside: on a shared,
  * loaded cpu one pair of runs says little. --max-slice-ms 0,25 runs the http side once per value of
- * createServer's maxSliceMs in every rep (0: one engine step per event-loop turn), one serve row each.
+ * createServer's maxSliceMs in every rep (0: one engine step per event-loop turn), one serve row each;
+ * --overlap on,off likewise for flushWhileDeviceRuns (streams written during the next GPU step or
+ * between steps).
  *
  *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --reps 5 --json out.json
  */
@@ -42,6 +44,7 @@ const { values: a } = parseArgs({
     new: { type: 'string', default: '32' },
     reps: { type: 'string', default: '1' },
     'max-slice-ms': { type: 'string' },
+    overlap: { type: 'string' },
     json: { type: 'string' },
     'no-start': { type: 'boolean', default: false },
   },
@@ -53,8 +56,17 @@ const N = Number(a.clients);
 const P = Number(a.prompt);
 const T = Number(a.new);
 const R = Number(a.reps);
-// createServer's maxSliceMs; a comma list runs one serve row per value, each rep running them all.
-const slices: (number | undefined)[] = a['max-slice-ms'] === undefined ? [undefined] : a['max-slice-ms'].split(',').map(Number);
+// createServer's maxSliceMs and flushWhileDeviceRuns; comma lists run one serve row per
+// combination, each rep running them all.
+const sliceValues: (number | undefined)[] = a['max-slice-ms'] === undefined ? [undefined] : a['max-slice-ms'].split(',').map(Number);
+const overlapValues: (boolean | undefined)[] =
+  a.overlap === undefined
+    ? [undefined]
+    : a.overlap.split(',').map((v) => {
+        if (v !== 'on' && v !== 'off') throw new Error(`bench/serve: --overlap takes on, off or on,off; got ${a.overlap}`);
+        return v === 'on';
+      });
+const slices = sliceValues.flatMap((ms) => overlapValues.map((overlap) => ({ ms, overlap })));
 if (!Number.isInteger(R) || R < 1) throw new Error(`bench/serve: --reps must be a positive integer, got ${a.reps}`);
 const dtype = a.dtype as DType;
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
@@ -128,8 +140,8 @@ function clientWorker(): { run: (url: string, ps: number[][], n: number) => Prom
   };
 }
 
-async function httpRun(maxSliceMs: number | undefined): Promise<number> {
-  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions, maxSliceMs });
+async function httpRun(v: { ms: number | undefined; overlap: boolean | undefined }): Promise<number> {
+  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions, maxSliceMs: v.ms, flushWhileDeviceRuns: v.overlap });
   const { url } = await server.listen(0);
   const clients = clientWorker();
   await clients.run(url, prompts, 4);
@@ -177,11 +189,11 @@ const engineReps: number[] = [];
 const httpReps: number[][] = slices.map(() => []);
 for (let r = 0; r < R; r++) {
   engineReps.push(engineRun());
-  for (const [i, ms] of slices.entries()) httpReps[i]!.push(await httpRun(ms));
+  for (const [i, v] of slices.entries()) httpReps[i]!.push(await httpRun(v));
 }
 const repFields = (xs: readonly number[]): object => (R > 1 ? { reps: R, reps_tok_s: xs.map(Math.round) } : {});
 rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(median(engineReps)), ...repFields(engineReps) });
-for (const [i, ms] of slices.entries()) {
+for (const [i, { ms, overlap }] of slices.entries()) {
   const reps = httpReps[i]!;
   const ratios = reps.map((h, j) => h / engineReps[j]!);
   rows.push({
@@ -193,6 +205,7 @@ for (const [i, ms] of slices.entries()) {
     ratio_to_engine: Number(median(ratios).toFixed(3)),
     clients: N,
     ...(ms === undefined ? {} : { max_slice_ms: ms }),
+    ...(overlap === undefined ? {} : { flush_while_device_runs: overlap }),
     ...repFields(reps),
     ...(R > 1 ? { reps_ratio: ratios.map((x) => Number(x.toFixed(3))) } : {}),
   });

@@ -61,6 +61,11 @@ export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<En
    * per run (engine-loop.ts); 0 is one step per turn and a write per token.
    */
   maxSliceMs?: number;
+  /**
+   * Write a step's streamed tokens while the device computes the next step (default: on cuda and
+   * webgpu, not on the cpu; engine-loop.ts).
+   */
+  flushWhileDeviceRuns?: boolean;
 }
 
 export interface ListenAddress {
@@ -151,7 +156,7 @@ export function createServer(options: ServerOptions): KilnServer {
   const modelName = options.modelName ?? 'kiln';
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   // onStep first runs after the first submit, when metrics exists.
-  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, maxSliceMs: options.maxSliceMs, onStep: (s) => metrics.onStep(s) });
+  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, maxSliceMs: options.maxSliceMs, flushWhileDeviceRuns: options.flushWhileDeviceRuns, onStep: (s) => metrics.onStep(s) });
   const metrics = new ServerMetrics(loop);
   const ctx: EndpointContext = { loop, metrics, tokenizer, modelName, maxModelLen, vocabSize: model.vocabSize };
   const created = nowSeconds();
