@@ -92,7 +92,7 @@ export class ConcatConstant implements DerivedTensor {
  */
 const shared = new WeakMap<Tensor, Map<string, WeakRef<ConcatConstant>>>();
 
-function concatOf(sources: readonly Tensor[]): ConcatConstant {
+export function concatOf(sources: readonly Tensor[]): ConcatConstant {
   const key = sources.map((t) => objectId(t)).join(',');
   let byKey = shared.get(sources[0]!);
   if (!byKey) shared.set(sources[0]!, (byKey = new Map()));

@@ -1,7 +1,7 @@
 /**
  * The pass pipeline run on every captured graph before the backend sees it:
  * DCE -> CSE -> constant folding -> (conv+BatchNorm fold) -> (pattern rewrites) -> (horizontal linear
- * fusion) -> (q/k norm + rotary fusion) -> (decompositions) -> CSE -> DCE.
+ * fusion, lifted-cat constants) -> (q/k norm + rotary fusion) -> (decompositions) -> CSE -> DCE.
  * Every pass keeps the graph's semantics (interpret(before) equals interpret(after)).
  */
 import type { Tensor } from '../../tensor/tensor.js';
@@ -12,6 +12,7 @@ import { deadCodeElimination } from './dce.js';
 import { decompose } from './decompose.js';
 import { constantFolding } from './fold.js';
 import { horizontalLinearFusion } from './horizontal.js';
+import { liftedCatConstants } from './lifted-cat.js';
 import { registeredGraphPass, registeredRewriteRules } from './extensions.js';
 import { applyRewrites, defaultRewriteRules, type RewriteRule } from './rewrite.js';
 
@@ -24,6 +25,7 @@ export { GraphBuilder, Val, isImpure, isMutating, isRandom } from './util.js';
 export { registerRewriteRules, registeredRewriteRules, registerGraphPass, registeredGraphPass, type RewriteSet, type PassSlot } from './extensions.js';
 export { graphSignature } from './signature.js';
 export { horizontalLinearFusion, ConcatConstant, type HorizontalFusionResult } from './horizontal.js';
+export { liftedCatConstants, type LiftedCatResult } from './lifted-cat.js';
 export { foldConvBatchNorm } from './conv-bn.js';
 
 export interface PassOptions {
@@ -37,8 +39,10 @@ export interface PassOptions {
   /** Pattern rewrite rules applied before decompositions (default: none; 'default' = silu and the registered 'library' rules). */
   rewrites?: readonly RewriteRule[] | 'default';
   /**
-   * Merge linears that share an input into one GEMM over concatenated weights (passes/horizontal.ts).
-   * Only valid for programs run without grad; kiln.compile turns it on for its inference programs.
+   * Merge linears that share an input into one GEMM over concatenated weights (passes/horizontal.ts),
+   * and make concatenations of lifted tensors derived constants (passes/lifted-cat.ts: the MoE
+   * block's stacked expert weights). Only valid for programs run without grad; kiln.compile turns
+   * it on for its inference programs.
    */
   horizontalFusion?: boolean;
   /**
@@ -90,7 +94,10 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   if (o.foldConvBn === true) graph = foldConvBatchNorm(graph).graph;
   const rules = o.rewrites === 'default' ? [...defaultRewriteRules, ...registeredRewriteRules('library')] : (o.rewrites ?? []);
   if (rules.length > 0) graph = applyRewrites(graph, rules).graph;
-  if (o.horizontalFusion === true) graph = horizontalLinearFusion(graph).graph;
+  if (o.horizontalFusion === true) {
+    graph = horizontalLinearFusion(graph).graph;
+    graph = liftedCatConstants(graph).graph;
+  }
   const qkNormRotary = o.qkNormRotary === true ? registeredGraphPass('qkNormRotary') : undefined;
   if (qkNormRotary) graph = qkNormRotary(graph);
   const qkNormRotaryCache = o.qkNormRotaryCache === true ? registeredGraphPass('qkNormRotaryCache') : undefined;

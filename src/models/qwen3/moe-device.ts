@@ -5,8 +5,9 @@
  *
  * - grad off (inference programs): llm.topkSoftmax routes and llm.fusedMoe runs each token
  *   through its k experts only, over the experts' weights stacked into w13 [E, 2I, H] (gate rows
- *   then up rows) and w2 [E, H, I]. The stacking is one copy of the expert weights per call, about
- *   what reading them costs anyway; the FLOPs are the sparse k/E of the dense form. fusedMoe's
+ *   then up rows) and w2 [E, H, I]. Traced, the stacking cats are made compile-time constants by
+ *   passes/lifted-cat.ts (copied once, refreshed when a weight is written), not a copy of every
+ *   expert per call; the FLOPs are the sparse k/E of the dense form. fusedMoe's
  *   kernels count tokens per expert themselves (on cuda a host-synchronising op, which the CUDA
  *   graph splitter already cuts around).
  * - grad on (a compiled training step): every expert on every token, weighted by the token's
