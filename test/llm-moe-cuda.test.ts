@@ -14,6 +14,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, rand } from './helpers/make.js';
 import { llmOpcheckSamples, routedIds } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { setOption } from '../src/runtime/config.js';
 
 const skip = skipUnlessCuda();
 const llm = kiln.llm;
@@ -198,25 +199,37 @@ function erfAS(x: number): number {
   return s * y;
 }
 
-test('fusedMoe on cuda: float64 reference, silu and gelu, idle experts, int32 and int64 ids, strided weights', { skip }, () => {
-  for (const dtype of ['float32', 'bfloat16', 'float16'] as DType[]) {
-    for (const [t, h, inter, e, k, act, idDtype] of [[37, 64, 48, 8, 2, 'silu', 'int32'], [5, 33, 20, 6, 3, 'gelu', 'int64'], [1, 16, 8, 16, 2, 'silu', 'int32']] as [number, number, number, number, number, 'silu' | 'gelu', DType][]) {
-      const x = rand([t, h], t + h, 'contiguous', dtype, -1, 1);
-      const w13 = rand([e, 2 * inter, h], e + 1, 'contiguous', dtype, -0.3, 0.3);
-      const w2 = rand([e, h, inter], e + 2, 'contiguous', dtype, -0.3, 0.3);
-      const tw = rand([t, k], 3, 'strided', 'float32', 0, 1);
-      // Experts 0..e/2 only: the others get no tokens.
-      const ids = routedIds(t, k, Math.max(k, e / 2), 7).to(idDtype);
-      const want = fusedRef(x.toFlatArray(), w13.toFlatArray(), w2.toFlatArray(), tw.toFlatArray(), ids.toFlatArray(), t, h, inter, k, act, erfAS);
-      const got = llm.fusedMoe(x.to('cuda'), w13.to('cuda'), w2.to('cuda'), kiln.narrow(kiln.cat([tw.to('cuda'), tw.to('cuda')], 1), 1, 0, k), ids.to('cuda'), act);
-      near(`fusedMoe ${dtype} T=${t} H=${h} I=${inter} E=${e} k=${k} ${act} ${idDtype}`, got, want, dtype === 'float32' ? 1e-5 : dtype === 'float16' ? 5e-3 : 4e-2);
+test('fusedMoe on cuda: float64 reference, silu and gelu, idle experts, int32 and int64 ids, strided weights; grouped and decode (GEMV) forms', { skip }, () => {
+  // Both forms on every case: grouped (KILN_MOE_GEMV_MAX_PAIRS 0) and the decode form (any count).
+  for (const maxPairs of [0, 1e9]) {
+    setOption('KILN_MOE_GEMV_MAX_PAIRS', maxPairs);
+    for (const dtype of ['float32', 'bfloat16', 'float16'] as DType[]) {
+      for (const [t, h, inter, e, k, act, idDtype] of [[37, 64, 48, 8, 2, 'silu', 'int32'], [5, 33, 20, 6, 3, 'gelu', 'int64'], [1, 16, 8, 16, 2, 'silu', 'int32']] as [number, number, number, number, number, 'silu' | 'gelu', DType][]) {
+        const x = rand([t, h], t + h, 'contiguous', dtype, -1, 1);
+        const w13 = rand([e, 2 * inter, h], e + 1, 'contiguous', dtype, -0.3, 0.3);
+        const w2 = rand([e, h, inter], e + 2, 'contiguous', dtype, -0.3, 0.3);
+        const tw = rand([t, k], 3, 'strided', 'float32', 0, 1);
+        // Experts 0..e/2 only: the others get no tokens.
+        const ids = routedIds(t, k, Math.max(k, e / 2), 7).to(idDtype);
+        const want = fusedRef(x.toFlatArray(), w13.toFlatArray(), w2.toFlatArray(), tw.toFlatArray(), ids.toFlatArray(), t, h, inter, k, act, erfAS);
+        const got = llm.fusedMoe(x.to('cuda'), w13.to('cuda'), w2.to('cuda'), kiln.narrow(kiln.cat([tw.to('cuda'), tw.to('cuda')], 1), 1, 0, k), ids.to('cuda'), act);
+        near(`fusedMoe ${dtype} T=${t} H=${h} I=${inter} E=${e} k=${k} ${act} ${idDtype} maxPairs=${maxPairs}`, got, want, dtype === 'float32' ? 1e-5 : dtype === 'float16' ? 5e-3 : 4e-2);
+      }
     }
   }
   const bad = makeTensor([0, 1, 2, 9], [2, 2], 'int32').to('cuda');
-  assert.throws(
-    () => llm.fusedMoe(kiln.zeros([2, 4], { device: 'cuda' }), kiln.zeros([3, 6, 4], { device: 'cuda' }), kiln.zeros([3, 4, 3], { device: 'cuda' }), kiln.ones([2, 2], { device: 'cuda' }), bad, 'silu'),
-    /llm\.fusedMoe: topkIds\[1, 1\] = 9 is not an expert index in \[0, 3\)/,
-  );
+  const badCall = (): Tensor => llm.fusedMoe(kiln.ones([2, 4], { device: 'cuda' }), kiln.ones([3, 6, 4], { device: 'cuda' }), kiln.ones([3, 4, 3], { device: 'cuda' }), kiln.ones([2, 2], { device: 'cuda' }), bad, 'silu');
+  // Grouped: the counts are read back, so the call itself throws.
+  setOption('KILN_MOE_GEMV_MAX_PAIRS', 0);
+  assert.throws(badCall, /llm\.fusedMoe: topkIds\[1, 1\] = 9 is not an expert index in \[0, 3\)/);
+  // Decode form: no host read; the device-side check raises at the next synchronisation.
+  setOption('KILN_MOE_GEMV_MAX_PAIRS', undefined);
+  const out = badCall();
+  assert.throws(() => out.toFlatArray(), /llm\.fusedMoe: index 9 is out of range for 'topkIds' expert ids \(w13 \[3, 6, 4\]\) of size 3/);
+  // The context stays usable, and token 0's pairs (valid ids) were computed.
+  const again = badCall();
+  assert.throws(() => kiln.synchronize('cuda'), /index 9 is out of range/);
+  assert.ok(again.toFlatArray().slice(0, 4).every((v) => v !== 0), 'the valid token is computed');
 });
 
 test('mhcPre, mhcPost and mhcHeadCollapse on cuda match the CPU kernels (float64 math) for n = 1, 4, 6, 10 (fused and GEMM collapse)', { skip }, () => {

@@ -301,11 +301,16 @@ const ACT_PARAMS: ParamType[] = ['ptr', 'ptr', 'i64', 'i64'];
  * type (the gate/up GEMM writes float32 for half inputs); a is stored in the input dtype, the
  * down GEMM's operand.
  */
+/** The activation of a gate value `g` in compute type `ct` (shared with llm-moe-gemv.ts). */
+export function actExpr(act: 'silu' | 'gelu', ct: CType): string {
+  return act === 'silu' ? `g / ((${ct})1 + kiln_exp(-g))` : `g * (${ct})0.5 * ((${ct})1 + erf(g * (${ct})0.70710678118654752440))`;
+}
+
 export function moeActSource(d: DType, act: 'silu' | 'gelu'): MoeKernel {
   const t = storageType(d);
   const ct = computeType(d);
   const name = `kiln_moe_act_${act}_${d}`;
-  const f = act === 'silu' ? `g / ((${ct})1 + kiln_exp(-g))` : `g * (${ct})0.5 * ((${ct})1 + erf(g * (${ct})0.70710678118654752440))`;
+  const f = actExpr(act, ct);
   const source = `${PRELUDE}
 extern "C" __global__ void __launch_bounds__(256) ${name}(const ${ct}* __restrict__ gu, ${t}* __restrict__ a, long long n, long long I) {
   const long long total = n * I;
