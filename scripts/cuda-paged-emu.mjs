@@ -4,7 +4,9 @@
 // (scripts/cuda-emu/emu.h: a fiber per CUDA thread) and compares with a float64 loop over the same
 // dtype-rounded inputs. The blocks of a launch run in a shuffled order (each case twice, with two
 // orders), so the last-block-done fold of the split partials is exercised whichever block is last;
-// after every launch the split counters must be back at zero. Cases: batch 1 and ragged batches,
+// after every launch the split counters must be back at zero, and every thread of a block must have
+// fenced its partials before the block's counter increment (blocks run one at a time here, so a
+// missing barrier would not show in the numbers; on the GPU it is a race). Cases: batch 1 and ragged batches,
 // contexts crossing block and chunk boundaries, one to many chunks per split, GQA ratios 1-16,
 // head dims 7-256, the vector layouts (16/8/4-byte and scalar loads, padded rows), float32,
 // float16, bfloat16 and float64, int32/int64 tables and lengths, table entries past a sequence's
@@ -227,14 +229,14 @@ for (const c of cases) {
       const L = [];
       L.push(`static void run${id}(const unsigned char* in, FILE* out) {`);
       L.push(`  std::vector<unsigned char> o(${outBytes}, 0xff), pacc(${Math.max(1, B * H * splits * D * accB)}, 0xff), pml(${Math.max(1, B * H * splits * 2 * accB)}, 0xff);`);
-      L.push('  unsigned long long claim = 0; long long report[4] = {0, 0, 0, 0};');
+      L.push('  unsigned long long claim = 0; long long report[4] = {0, 0, 0, 0}; emu_early_count = 0;');
       L.push(`  static const unsigned order[][3] = {${order.map((o) => `{${o.join(',')}}`).join(',')}};`);
       L.push(`  emu_launch3(order, ${order.length}, {${Hkv}, ${B}, ${splits}}, ${block}, [&] { ns_${kern.name}::${kern.name}(&claim, report, 11LL, 22LL, AnyPtr{(void*)(in + ${offs.q})}, ${qsb}LL, ${qsh}LL, AnyPtr{(void*)(in + ${offs.k})}, AnyPtr{(void*)(in + ${offs.v})}, AnyPtr{(void*)(in + ${offs.t})}, ${M}LL, AnyPtr{(void*)(in + ${offs.l})}, AnyPtr{(void*)o.data()}, AnyPtr{(void*)pacc.data()}, AnyPtr{(void*)pml.data()}, ${NB}, ${BS}, ${M}, ${Hkv}, ${scaleLit}, ${splits}); });`);
       if (reduce) L.push(`  emu_launch(${B * H}, ${Math.min(256, Math.ceil(D / 32) * 32)}, [&] { ns_${reduce.name}::${reduce.name}(AnyPtr{(void*)o.data()}, AnyPtr{(void*)pacc.data()}, AnyPtr{(void*)pml.data()}, ${D}, ${splits}); });`);
       L.push(`  long long nonzero = 0;`);
       if (nameCounters) L.push(`  for (int i = 0; i < ${P.PAGED_COUNTERS}; i++) nonzero += ${nameCounters}[i] != 0;`);
-      L.push(`  long long meta[3] = {report[0], report[1], nonzero};`);
-      L.push('  fwrite(meta, 8, 3, out);');
+      L.push(`  long long meta[4] = {report[0], report[1], nonzero, emu_early_count};`);
+      L.push('  fwrite(meta, 8, 4, out);');
       L.push('  fwrite(o.data(), 1, o.size(), out);');
       L.push('}');
       cpp.push(L.join('\n'));
@@ -251,9 +253,15 @@ struct __align__(8) uint2 { unsigned x, y; };
 template <typename T> inline T __ldg(const T* p) { return *p; }
 template <typename T> inline T __ldcg(const T* p) { return *p; }
 inline float __expf(float x) { return expf(x); }
-inline void __threadfence() {}
+// Blocks run one after another here, so a block's partials are all written before the next block
+// runs whatever the kernel's order; instead, the split counter's increment checks that every thread
+// of the block has passed a __threadfence first (the order the GPU needs: write, fence, barrier,
+// count), and the run reports it otherwise.
+static unsigned emu_fenced;
+static int emu_early_count;
+inline void __threadfence() { emu_fenced++; }
 inline void __threadfence_system() {}
-inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { if (emu_fenced < blockDim.x) emu_early_count = 1; unsigned o = *p; *p = o + v; return o; }
 inline unsigned atomicExch(unsigned* p, unsigned v) { unsigned o = *p; *p = v; return o; }
 inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long cmp, unsigned long long v) { unsigned long long o = *p; if (o == cmp) *p = v; return o; }
 static int emu_or_value;
@@ -277,6 +285,7 @@ inline void emu_launch3(const unsigned (*order)[3], unsigned n, Dim3 grid, unsig
   for (unsigned w = 0; w < 32; w++) emu_warp_barrier[w] = EmuBarrier{32};
   for (unsigned i = 0; i < n; i++) {
     blockIdx.x = order[i][0]; blockIdx.y = order[i][1]; blockIdx.z = order[i][2];
+    emu_fenced = 0;
     for (unsigned t = 0; t < block; t++) {
       void** sp = reinterpret_cast<void**>(stacks + STACK * (t + 1));
       *--sp = nullptr;
@@ -345,8 +354,8 @@ let failures = 0;
 const tol = (d) => (d === 'bfloat16' ? [1e-2, 8e-3] : d === 'float16' ? [2e-3, 2e-3] : d === 'float32' ? [2e-5, 2e-5] : [1e-6, 1e-6]);
 for (const r of runs) {
   const c = r.c;
-  const meta = new BigInt64Array(outBuf.buffer.slice(outBuf.byteOffset + pos, outBuf.byteOffset + pos + 24));
-  pos += 24;
+  const meta = new BigInt64Array(outBuf.buffer.slice(outBuf.byteOffset + pos, outBuf.byteOffset + pos + 32));
+  pos += 32;
   const bytes = new Uint8Array(outBuf.buffer.slice(outBuf.byteOffset + pos, outBuf.byteOffset + pos + r.outBytes));
   pos += r.outBytes;
   const arr = storageArray(c.dtype, bytes.buffer, 0, r.outBytes / esize(c.dtype));
@@ -357,6 +366,7 @@ for (const r of runs) {
   const wantCode = c.expectError === 'block' ? 11 : c.expectError === 'len' ? 22 : 0;
   if (code !== wantCode) problems.push(`error code ${code} (value ${meta[1]}), expected ${wantCode}`);
   if (meta[2] !== 0n) problems.push(`${meta[2]} split counters not back at 0`);
+  if (meta[3] !== 0n) problems.push('a split counter was incremented before every thread of its block had fenced its partials');
   let worst = 0;
   {
     for (let i = 0; i < c.want.length; i++) {

@@ -418,8 +418,11 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
     }
   }
   if (direct) return;
-  // Publish the partials, count this split in; the last of the nActive splits folds them.
+  // Publish the partials (every thread's writes fenced, then the barrier, before thread 0 counts
+  // this split in: the counter must not run ahead of any thread's partials); the last of the
+  // nActive splits folds them.
   __threadfence();
+  __syncthreads();
   unsigned int* counter = &${name}_counters[b * Hkv + kvh];
   bool last = false;
   if (threadIdx.x == 0) {
