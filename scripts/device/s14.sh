@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Session 14's device calls, each under the device tool's 600 s limit, from the repo root through
+# .device/run.sh with dist/ built and carried:
+#   bash .device/run.sh bash scripts/device/s14.sh cuda     # #17: paged attention v2, MoE decode form, decode A/Bs, serve overlap
+# Every step has its own cap; logs and JSON under $OUT/s14 come back as one tarball, a summary last.
+set -uo pipefail
+part=${1:?usage: s14.sh cuda}
+final=${OUT:-/tmp/out}; out=$final/s14-$part; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-300 | tee -a "$out/summary.txt"; }
+export KILN_CACHE_DIR=/tmp/kiln-cache
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
+if [ "$part" = cuda ]; then
+  timeout 150 node --test dist/test/cuda-paged-attention.test.js dist/test/llm-moe-cuda.test.js dist/test/decode-runner.test.js dist/test/llm-contracts.test.js > "$out/tests.txt" 2>&1
+  el "tests rc=$?"; sum "$out/tests.txt" "^# (pass|fail|skipped)|^not ok" 12
+  timeout 60 node dist/bench/cuda-paged-attention.js --json "$out/pa.json" > "$out/pa.txt" 2>&1
+  el "paged attention bench rc=$?"; tail -n 20 "$out/pa.txt" | cut -c1-200 | tee -a "$out/summary.txt"
+  for v in v2 v1; do
+    KILN_CUDA_PAGED_ATTN=$v timeout 75 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 128 --reps 2 \
+      --json "$out/decode-$v.json" > "$out/decode-$v.txt" 2>&1
+    el "decode attn=$v rc=$?"; sum "$out/decode-$v.txt" "^decode +batch|rror" 4
+  done
+  timeout 50 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b1 bfloat16 --top 30 --json "$out/profile-b1.json" > "$out/profile-b1.txt" 2>&1
+  el "profile b1 rc=$?"; head -n 16 "$out/profile-b1.txt" | cut -c1-200 | tee -a "$out/summary.txt"
+  # KILN_MOE_GEMV_MAX_PAIRS: 64 (default; batch 1 = 8 pairs on the decode form, batch 32 = 256 pairs
+  # grouped), 256 (batch 32 on the decode form), 0 (batch 1 grouped: the decode form's A/B).
+  for run in 64:1,32 256:32 0:1; do
+    mp=${run%%:*}; b=${run#*:}
+    KILN_MOE_GEMV_MAX_PAIRS=$mp timeout 70 node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --dtype bfloat16 --batches $b --new 128 --reps 2 \
+      --json "$out/decode-moe-$mp.json" > "$out/decode-moe-$mp.txt" 2>&1
+    el "moe decode maxpairs=$mp batches=$b rc=$?"; sum "$out/decode-moe-$mp.txt" "^decode +batch|rror" 4
+  done
+fi
+tar -C "$out" -czf "$final/s14-$part.tgz" .
+echo "=== summary"; cat "$out/summary.txt"
