@@ -8,8 +8,12 @@ const u32 = new Uint32Array(f32.buffer);
 
 export function float32ToBfloat16Bits(x: number): number {
   f32[0] = x;
-  const bits = u32[0]!;
-  if ((bits & 0x7f800000) === 0x7f800000 && (bits & 0x007fffff) !== 0) return ((bits >>> 16) | 0x0040) & 0xffff; // quiet NaN
+  return bfloat16FromFloat32Bits(u32[0]!);
+}
+
+/** float32ToBfloat16Bits on a float32's bit pattern (the bulk converters below share it). */
+export function bfloat16FromFloat32Bits(bits: number): number {
+  if ((bits & 0x7fffffff) > 0x7f800000) return ((bits >>> 16) | 0x0040) & 0xffff; // NaN (exponent all ones, mantissa not 0): keep it quiet
   const roundingBias = 0x7fff + ((bits >>> 16) & 1);
   return ((bits + roundingBias) >>> 16) & 0xffff;
 }
@@ -21,7 +25,19 @@ export function bfloat16BitsToFloat32(h: number): number {
 
 export function float32ToFloat16Bits(x: number): number {
   f32[0] = x;
-  const bits = u32[0]!;
+  return float16FromFloat32Bits(u32[0]!);
+}
+
+/** float32ToFloat16Bits on a float32's bit pattern (the bulk converters below share it). */
+export function float16FromFloat32Bits(bits: number): number {
+  const abs = bits & 0x7fffffff;
+  if (abs >= 0x38800000 && abs < 0x47800000) {
+    // A normal float16 result (float32 exponent 113..142): rebias the exponent and round the low 13
+    // bits to nearest even without a branch (adding 0xfff plus the lowest kept bit carries exactly
+    // when the general path below rounds up; a mantissa carry bumps the exponent, and rounding up
+    // from the largest exponent gives 0x7c00, infinity, as the general path does).
+    return ((bits >>> 16) & 0x8000) | ((abs - 0x38000000 + 0xfff + ((abs >>> 13) & 1)) >>> 13);
+  }
   const sign = (bits >>> 16) & 0x8000;
   const exp = (bits >>> 23) & 0xff;
   let mant = bits & 0x7fffff;
@@ -50,6 +66,22 @@ export function float32ToFloat16Bits(x: number): number {
     }
   }
   return sign | (e << 10) | m;
+}
+
+/**
+ * Rounds float32 values to bfloat16 words in bulk: dst[dstStart + i] = float32ToBfloat16Bits(src[i])
+ * for i < src.length, reading the bits through a Uint32Array view instead of a scalar round trip
+ * through a one-element Float32Array per value.
+ */
+export function float32ArrayToBfloat16Bits(src: Float32Array, dst: Uint16Array, dstStart = 0): void {
+  const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
+  for (let i = 0; i < bits.length; i++) dst[dstStart + i] = bfloat16FromFloat32Bits(bits[i]!);
+}
+
+/** float32ArrayToBfloat16Bits for float16 (float32ToFloat16Bits' rounding). */
+export function float32ArrayToFloat16Bits(src: Float32Array, dst: Uint16Array, dstStart = 0): void {
+  const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
+  for (let i = 0; i < bits.length; i++) dst[dstStart + i] = float16FromFloat32Bits(bits[i]!);
 }
 
 export function float16BitsToFloat32(h: number): number {
