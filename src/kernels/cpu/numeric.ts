@@ -6,7 +6,7 @@
  */
 import type { DType } from '../../tensor/dtype.js';
 import { itemSize } from '../../tensor/dtype.js';
-import { float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from '../../tensor/half.js';
+import { float16BitsToFloat32, float32ArrayToBfloat16Bits, float32ArrayToFloat16Bits, float32ToBfloat16Bits, float32ToFloat16Bits } from '../../tensor/half.js';
 import { isContiguousStrides, numel } from '../../tensor/layout.js';
 import { Tensor, storageSpan } from '../../tensor/tensor.js';
 import { storageArray } from '../../tensor/typed.js';
@@ -115,12 +115,15 @@ function encodeSpan(t: Tensor, scratch: NumArray, span: number): void {
   switch (t.dtype) {
     case 'float16': {
       const w = words as Uint16Array;
-      for (let i = 0; i < span; i++) w[i] = float32ToFloat16Bits(scratch[i]!);
+      // The scratch of a half tensor is float32 (computeArrayFor): rounded in bulk from its bits.
+      if (scratch instanceof Float32Array) float32ArrayToFloat16Bits(scratch.length === span ? scratch : scratch.subarray(0, span), w);
+      else for (let i = 0; i < span; i++) w[i] = float32ToFloat16Bits(scratch[i]!);
       return;
     }
     case 'bfloat16': {
       const w = words as Uint16Array;
-      for (let i = 0; i < span; i++) w[i] = float32ToBfloat16Bits(scratch[i]!);
+      if (scratch instanceof Float32Array) float32ArrayToBfloat16Bits(scratch.length === span ? scratch : scratch.subarray(0, span), w);
+      else for (let i = 0; i < span; i++) w[i] = float32ToBfloat16Bits(scratch[i]!);
       return;
     }
     case 'int64': {
