@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { CachingAllocator } from '../src/runtime/caching-allocator.js';
 import { setOption } from '../src/runtime/config.js';
-import { forceGc, memoryPressureCollections, onMemoryPressure } from '../src/runtime/memory-pressure.js';
+import { forceGc, memoryPressureCollections, onMemoryPressure, PressureTrigger } from '../src/runtime/memory-pressure.js';
 
 const MiB = 1 << 20;
 const N = 256; // a [256, 256] float32 tensor is 256 KiB; each step makes two (matmul, relu)
@@ -89,6 +89,46 @@ test('KILN_GC_THRESHOLD_MB=0 turns the mechanism off (and the loop then grows)',
     assert.equal(memoryPressureCollections(), passes, 'no collection');
     // Finalizers cannot run inside a synchronous loop: every dropped result is still counted.
     assert.ok(kiln.memoryStats('cpu').allocatedBytes - before >= 120 * N * N * 4, 'the dropped tensors are still allocated');
+  } finally {
+    setOption('KILN_GC_THRESHOLD_MB', undefined);
+  }
+});
+
+test('live growth backs off: gigabytes that stay alive cost a few passes, a dropping loop goes back to the threshold', () => {
+  // A trigger over a simulated allocator: `live` bytes stay, `garbage` bytes are what a pass frees
+  // (this test's hook frees them; the hooks of the tensor layer run too and find nothing of ours).
+  let live = 0;
+  let garbage = 0;
+  onMemoryPressure(() => {
+    garbage = 0;
+  });
+  const trigger = new PressureTrigger();
+  const allocated = (): number => live + garbage;
+  setOption('KILN_GC_THRESHOLD_MB', 1);
+  try {
+    // 100 MiB that stays alive (weights, a KV cache), 64 KiB at a time: one pass per MiB would be 100.
+    let passes = memoryPressureCollections();
+    for (let i = 0; i < 1600; i++) {
+      live += 64 * 1024;
+      trigger.grew(allocated);
+    }
+    const livePasses = memoryPressureCollections() - passes;
+    assert.ok(livePasses >= 3 && livePasses <= 8, `${livePasses} passes for 100 MiB of live growth (steps 1, 2, 4, ... MiB)`);
+    // Then a loop that drops everything it makes: after the first pass (which frees it all) the
+    // step is the threshold again, so garbage never grows past 1 MiB plus one allocation.
+    passes = memoryPressureCollections();
+    let firstPassSeen = false;
+    let worst = 0;
+    for (let i = 0; i < 4000; i++) {
+      const before = memoryPressureCollections();
+      garbage += 64 * 1024;
+      if (firstPassSeen) worst = Math.max(worst, garbage);
+      trigger.grew(allocated);
+      if (memoryPressureCollections() > before) firstPassSeen = true;
+    }
+    assert.ok(firstPassSeen);
+    assert.ok(memoryPressureCollections() - passes >= 100, 'the dropping loop is collected every MiB again');
+    assert.ok(worst <= MiB + 64 * 1024, `garbage reached ${(worst / MiB).toFixed(2)} MiB between passes`);
   } finally {
     setOption('KILN_GC_THRESHOLD_MB', undefined);
   }

@@ -55,20 +55,29 @@ export function gcThresholdBytes(): number {
  * One allocator's trigger: it calls `grew` after an allocation that reached the system allocator
  * (a cache miss, already the slow path, so reading the option there costs nothing that matters).
  * Growth is measured from the allocated bytes after the last pass, so a loop that disposes its
- * tensors never triggers one, and a program whose live tensors really grow pays one pass per
- * threshold of growth.
- */
+ * tensors never triggers one. A pass that frees most of the growth (a loop dropping tensors) keeps
+ * the step at the threshold; one that frees less than half of it (the growth was live memory: a
+ * model's weights, a KV cache) doubles the step for the next, up to the memory then allocated, so
+ * allocating gigabytes that stay alive costs a few passes (a forced full GC each, tens of ms)
+ * rather than one per threshold (issue #17: 36 passes while a 0.6B model's server allocated its
+ * 4.5 GB KV cache).  */
 export class PressureTrigger {
   private base = 0;
+  /** Growth that triggers the next pass (0: the threshold). */
+  private step = 0;
 
   /** `allocatedBytes` reads the allocator's count (the allocation just made included; read again after a pass). */
   grew(allocatedBytes: () => number): void {
     const threshold = gcThresholdBytes();
     if (threshold === 0) return;
     const now = allocatedBytes();
-    if (now - this.base <= threshold) return;
+    const step = Math.max(threshold, this.step);
+    if (now - this.base <= step) return;
     reclaimUnreachable();
-    this.base = allocatedBytes();
+    const after = allocatedBytes();
+    const freed = now - after;
+    this.step = freed * 2 >= now - this.base ? 0 : Math.min(2 * step, Math.max(threshold, after));
+    this.base = after;
   }
 
   /** The allocated count went down (frees): growth is measured from the lower point. */
