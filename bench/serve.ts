@@ -9,7 +9,10 @@
  *           a fetch client: tokens/s counted from the chunks' token_ids, and its ratio to the
  *           engine's (goal >= 0.9);
  *   start   `kiln serve --random <config>` spawned with an empty cache folder (cold) and again with
- *           the same folder (warm): time from spawn to the first streamed token of one request.
+ *           the same folder (warm; R times with --reps R, the median reported): time from spawn to
+ *           the first streamed token of one request (P prompt tokens), with the server's own
+ *           start-up lines (where the time went: weights, engine, the first step) in the row.
+ *           --start-only runs just this (no model in the bench process, no throughput runs).
  * Both throughput runs go once untimed first (compile, capture; all N prompts, 4 new tokens), then
  * timed; rows are JSON like bench/decode.ts's: {framework, workload: 'serve' | 'engine' |
  * 'serve-start', ...}.
@@ -47,6 +50,7 @@ const { values: a } = parseArgs({
     overlap: { type: 'string' },
     json: { type: 'string' },
     'no-start': { type: 'boolean', default: false },
+    'start-only': { type: 'boolean', default: false },
   },
 });
 const configs: Record<string, () => kiln.models.Qwen3Config> = { tiny: () => kiln.models.QWEN3_TINY, 'qwen3-0.6b': () => kiln.models.QWEN3_0_6B };
@@ -68,9 +72,12 @@ const overlapValues: (boolean | undefined)[] =
       });
 const slices = sliceValues.flatMap((ms) => overlapValues.map((overlap) => ({ ms, overlap })));
 if (!Number.isInteger(R) || R < 1) throw new Error(`bench/serve: --reps must be a positive integer, got ${a.reps}`);
+if (a['no-start'] && a['start-only']) throw new Error('bench/serve: --no-start and --start-only exclude each other');
 const dtype = a.dtype as DType;
-const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
-model.eval();
+const startOnly = a['start-only'];
+// --start-only needs no model here: the spawned servers build their own.
+const model = startOnly ? (undefined as unknown as kiln.models.Qwen3ForCausalLM) : kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
+if (!startOnly) model.eval();
 const prompts = Array.from({ length: N }, (_, i) => Array.from({ length: P }, (_, j) => (i * 7919 + j * 104729) % config.vocabSize));
 const engineOptions = { numBlocks: N * Math.ceil((P + T + 1) / 16) + 8, maxNumSeqs: N, maxNumBatchedTokens: Math.max(512, N * P), prefixCaching: false };
 
@@ -152,14 +159,18 @@ async function httpRun(v: { ms: number | undefined; overlap: boolean | undefined
   return tokens / (ms / 1000);
 }
 
-/** Spawn to first streamed token of `kiln serve --random`, with the given cache folder. */
-async function startToFirstToken(cacheDir: string): Promise<number> {
+/**
+ * Spawn to first streamed token of `kiln serve --random`, with the given cache folder; with the
+ * server's 'ready in' and 'first step' lines (where its start-up went).
+ */
+async function startToFirstToken(cacheDir: string): Promise<{ ms: number; ready: string; firstStep: string }> {
   const main = path.join(path.dirname(fileURLToPath(import.meta.url)), '../src/cli/main.js');
   const t0 = performance.now();
   const child = spawn(process.execPath, [main, 'serve', '--random', a.config, '--device', a.device, '--dtype', dtype, '--port', '0'], { env: { ...process.env, KILN_CACHE_DIR: cacheDir }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  const line = (re: RegExp): string => re.exec(out)?.[1] ?? '';
   try {
     const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
       child.stdout.on('data', (d: Buffer) => {
         out += d.toString();
         const m = /listening on (http:\/\/\S+)/.exec(out);
@@ -172,7 +183,9 @@ async function startToFirstToken(cacheDir: string): Promise<number> {
     await reader.read();
     const ms = performance.now() - t0;
     await reader.cancel();
-    return ms;
+    // The first-step line is printed with the step; give its pipe a moment.
+    for (let i = 0; i < 40 && !/first step/.test(out); i++) await new Promise((r) => setTimeout(r, 50));
+    return { ms, ready: line(/kiln serve: (ready in [^\n]*)/), firstStep: line(/kiln serve: (first step [^\n]*)/) };
   } finally {
     child.kill('SIGKILL');
   }
@@ -184,16 +197,18 @@ const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((x, y) => x - y);
   return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
-engineRun(); // warm-up of the process (kernels, compile caches)
 const engineReps: number[] = [];
 const httpReps: number[][] = slices.map(() => []);
-for (let r = 0; r < R; r++) {
-  engineReps.push(engineRun());
-  for (const [i, v] of slices.entries()) httpReps[i]!.push(await httpRun(v));
+if (!startOnly) {
+  engineRun(); // warm-up of the process (kernels, compile caches)
+  for (let r = 0; r < R; r++) {
+    engineReps.push(engineRun());
+    for (const [i, v] of slices.entries()) httpReps[i]!.push(await httpRun(v));
+  }
 }
 const repFields = (xs: readonly number[]): object => (R > 1 ? { reps: R, reps_tok_s: xs.map(Math.round) } : {});
-rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(median(engineReps)), ...repFields(engineReps) });
-for (const [i, { ms, overlap }] of slices.entries()) {
+if (!startOnly) rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(median(engineReps)), ...repFields(engineReps) });
+for (const [i, { ms, overlap }] of startOnly ? [] : slices.entries()) {
   const reps = httpReps[i]!;
   const ratios = reps.map((h, j) => h / engineReps[j]!);
   rows.push({
@@ -213,9 +228,24 @@ for (const [i, { ms, overlap }] of slices.entries()) {
 if (!a['no-start']) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-serve-start-'));
   const cold = await startToFirstToken(dir);
-  const warm = await startToFirstToken(dir);
+  const warm = [];
+  for (let r = 0; r < R; r++) warm.push(await startToFirstToken(dir));
   fs.rmSync(dir, { recursive: true, force: true });
-  rows.push({ framework: 'kiln', workload: 'serve-start', ...base, batch: 1, cold_ms: Math.round(cold), warm_ms: Math.round(warm) });
+  const warmMs = warm.map((w) => w.ms);
+  const mid = warm[warmMs.indexOf([...warmMs].sort((x, y) => x - y)[(R - 1) >> 1]!)]!;
+  rows.push({
+    framework: 'kiln',
+    workload: 'serve-start',
+    ...base,
+    batch: 1,
+    cold_ms: Math.round(cold.ms),
+    warm_ms: Math.round(median(warmMs)),
+    ...(R > 1 ? { warm_reps_ms: warmMs.map(Math.round) } : {}),
+    cold_ready: cold.ready,
+    cold_first_step: cold.firstStep,
+    warm_ready: mid.ready,
+    warm_first_step: mid.firstStep,
+  });
 }
 const out = { meta: { machine: os.hostname(), cpus: os.cpus().length, loadavg: os.loadavg(), date: new Date().toISOString(), command: `node dist/bench/serve.js ${process.argv.slice(2).join(' ')}`, kiln_version: kiln.version, node: process.version }, results: rows };
 if (a.json) fs.writeFileSync(a.json, JSON.stringify(out, null, 2));

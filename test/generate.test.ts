@@ -171,6 +171,9 @@ test('kiln generate --random tiny prints 8 ids and a tokens/s line', () => {
   assert.equal(ids.length, 8);
   assert.ok(ids.every((id) => Number.isInteger(id) && id >= 0 && id < 96), lines[0]);
   assert.match(lines[1]!, /^8 tokens in \d+\.\d{3} s: \d+\.\d tokens\/s, time to first token \d+\.\d ms \(prompt 3 tokens, cpu float32, finish: length\)$/);
+  // Where start-up went, on stderr (stdout stays the ids and the tokens/s line).
+  assert.match(r.stderr, /^kiln generate: ready in \d+\.\d\d s: node and imports \d+\.\d\d s(, [A-Za-z ]+ \d+\.\d\d s)*; disk cache \d+ hits, \d+ misses, \d+ writes\n/);
+  assert.match(r.stderr, /\nkiln generate: first token \d+\.\d\d s after ready \(disk cache \d+ hits, \d+ misses, \d+ writes since ready\)\n/);
   // Seeded: the same command prints the same ids.
   assert.equal(cli(['--random', 'tiny', '--prompt-ids', '1,2,3', '--max-tokens', '8']).stdout.split('\n')[0], lines[0]);
 });

@@ -603,6 +603,17 @@ test('kiln serve --random tiny --port 0: prints its URL, answers, exits 0 on SIG
     assert.equal(r.status, 200);
     const body = (await r.json()) as { choices: { token_ids: number[] }[] };
     assert.equal(body.choices[0]!.token_ids.length, 4);
+    // Where start-up went: the phases (each listed one at least 5 ms) add up to at most the total.
+    const ready = /kiln serve: ready in (\d+\.\d\d) s: (.*); KV cache \d+ MiB; disk cache \d+ hits, \d+ misses, \d+ writes\n/.exec(out);
+    assert.ok(ready, out);
+    const phases = ready[2]!.split(', ').map((p) => /^([A-Za-z ]+) (\d+\.\d\d) s$/.exec(p));
+    assert.ok(phases.every((m) => m !== null) && phases[0]![1] === 'node and imports', ready[2]);
+    const sum = phases.reduce((s, m) => s + Number(m![2]), 0);
+    assert.ok(sum <= Number(ready[1]) + 0.005 * (phases.length + 1), `phases add up to ${sum} s, more than the total ${ready[1]} s`);
+    // The first step is logged once, with its tokens (the 3 prompt tokens).
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(out.match(/kiln serve: first step/g)?.length, 1, out);
+    assert.match(out, /kiln serve: first step \d+\.\d\d s \(3 tokens; disk cache \d+ hits, \d+ misses, \d+ writes since ready\)/);
     child.kill('SIGTERM');
     assert.equal(await exited, 0, `exit code (stderr: ${err})`);
     assert.match(out, /stopped/);

@@ -13,6 +13,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as kiln from '../index.js';
 import type { DType } from '../index.js';
+import { getDiskCache } from '../runtime/cache/index.js';
+import { diskCacheSummary, StartupClock } from './startup.js';
 
 export const GENERATE_USAGE = `Usage: kiln generate <model-folder> (--prompt <text> [--chat] | --prompt-ids <ids>) [options]
        kiln generate --random <config> [--tokenizer <dir>] (--prompt <text> | --prompt-ids <ids>) [options]
@@ -137,6 +139,7 @@ export function runGenerate(argv: string[]): number {
   if ((folder === undefined) === (values.random === undefined)) {
     throw new Error(`generate: give a model folder or --random <config>, not ${folder === undefined ? 'neither' : 'both'}\n\n${GENERATE_USAGE}`);
   }
+  const clock = new StartupClock();
   const tokenizerDir = values.tokenizer ?? (folder !== undefined && fs.existsSync(path.join(folder, 'tokenizer.json')) ? folder : undefined);
   const tokenizer = tokenizerDir === undefined ? null : kiln.io.Tokenizer.fromFolder(tokenizerDir);
   if (values.prompt !== undefined && tokenizer === null) {
@@ -149,6 +152,7 @@ export function runGenerate(argv: string[]): number {
         ? tokenizer!.encode(tokenizer!.applyChatTemplate([{ role: 'user', content: values.prompt }], { addGenerationPrompt: true }), { addSpecialTokens: false })
         : tokenizer!.encode(values.prompt);
   const params = samplingParams(values, maxTokens);
+  clock.mark('tokenizer');
 
   let model: kiln.models.Qwen3CausalLMBase;
   let eos: number[] = tokenizer?.eosTokenIds.slice() ?? [];
@@ -165,18 +169,30 @@ export function runGenerate(argv: string[]): number {
     eos = [...new Set([...eos, ...folderEosIds(folder!)])];
   }
   eos = eos.filter((id) => id < model.config.vocabSize);
+  // Uploads are asynchronous: the weights phase ends when they have landed.
+  kiln.synchronize(model.kvGeometry().device);
+  clock.mark('weights');
 
   // One request: a cache of exactly the blocks it can use.
   const total = Math.min(promptIds.length + maxTokens, model.maxPositions);
   const engine = new kiln.serve.Engine(model, { eosTokenIds: eos, numBlocks: Math.ceil(total / kiln.serve.DEFAULT_BLOCK_SIZE), decode });
+  kiln.synchronize(model.kvGeometry().device);
+  clock.mark('engine and KV cache');
+  // On stderr: stdout is the generated text (or ids) and the tokens/s line, for scripts to read.
+  console.error(`kiln generate: ${clock.line()}; ${diskCacheSummary()}`);
+  const diskAtReady = getDiskCache().stats();
   try {
     const start = performance.now();
     let firstToken = 0;
+    let atFirstToken: { counters?: { compiles: number; diskHits: number }; disk: string } | undefined;
     let final: kiln.serve.RequestOutput | undefined;
     const text = tokenizer?.createStreamDecoder({ skipSpecialTokens: true });
     engine.addRequest(promptIds, { ...params, ignoreEos: values['ignore-eos'] }, {
       onOutput: (o) => {
-        if (firstToken === 0 && o.newIds.length > 0) firstToken = performance.now();
+        if (firstToken === 0 && o.newIds.length > 0) {
+          firstToken = performance.now();
+          atFirstToken = { counters: engine.decodeRunner?.compileCounters ?? undefined, disk: diskCacheSummary(diskAtReady) };
+        }
         if (text) for (const id of o.newIds) process.stdout.write(text.push(id));
         if (o.finished) final = o;
       },
@@ -187,6 +203,12 @@ export function runGenerate(argv: string[]): number {
     if (text) process.stdout.write(`${text.flush()}\n`);
     else console.log(ids.join(','));
     const ttft = firstToken === 0 ? 0 : firstToken - start;
+    // What the first step paid for (compiled programs and kernels from the disk cache, or built).
+    if (atFirstToken !== undefined) {
+      const c = atFirstToken.counters;
+      const compiled = c ? `compiled step: ${c.compiles} compiles, ${c.diskHits} programs from the disk cache; ` : '';
+      console.error(`kiln generate: first token ${(ttft / 1000).toFixed(2)} s after ready (${compiled}${atFirstToken.disk} since ready)`);
+    }
     console.log(
       `${ids.length} tokens in ${seconds.toFixed(3)} s: ${(ids.length / seconds).toFixed(1)} tokens/s, time to first token ${ttft.toFixed(1)} ms ` +
         `(prompt ${promptIds.length} tokens, ${device} ${dtype}, finish: ${final!.finishReason})`,

@@ -13,6 +13,8 @@ import { parseArgs } from 'node:util';
 import * as kiln from '../index.js';
 import type { DType } from '../index.js';
 import { folderEosIds, RANDOM_CONFIGS } from './generate.js';
+import { diskCacheSummary, StartupClock } from './startup.js';
+import { getDiskCache, type DiskCacheStats } from '../runtime/cache/index.js';
 
 export const SERVE_USAGE = `Usage: kiln serve <model-folder> [options]
        kiln serve --random <config> [options]
@@ -80,6 +82,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const device = values.device!;
   const shutdownSeconds = intOption('--shutdown-timeout', values['shutdown-timeout'], 0) ?? kiln.serve.DEFAULT_SHUTDOWN_MS / 1000;
 
+  const clock = new StartupClock();
   let model: kiln.models.Qwen3CausalLMBase;
   let modelName: string;
   let eos: number[] = [];
@@ -94,10 +97,16 @@ export async function runServe(argv: string[]): Promise<number> {
     modelName = folder!;
     eos = folderEosIds(folder!);
   }
+  // Uploads are asynchronous: the weights phase ends when they have landed.
+  kiln.synchronize(model.kvGeometry().device);
+  clock.mark('weights');
   const tokenizerDir = values.tokenizer ?? (folder !== undefined && fs.existsSync(path.join(folder, 'tokenizer.json')) ? folder : undefined);
   const tokenizer = tokenizerDir === undefined ? undefined : kiln.io.Tokenizer.fromFolder(tokenizerDir);
   if (tokenizer !== undefined && tokenizer.eosTokenIds.length > 0) eos = [...tokenizer.eosTokenIds];
+  clock.mark('tokenizer');
 
+  // The disk cache's counters when the server became ready; the first step is logged once.
+  const firstStep: { disk?: DiskCacheStats; logged: boolean } = { logged: false };
   const server = kiln.serve.createServer({
     model,
     tokenizer,
@@ -107,7 +116,18 @@ export async function runServe(argv: string[]): Promise<number> {
     maxModelLen: intOption('--max-model-len', values['max-model-len'], 2),
     maxNumSeqs: intOption('--max-num-seqs', values['max-num-seqs'], 1),
     maxQueue: intOption('--max-queue', values['max-queue'], 1),
+    onStep: (s) => {
+      // The first step pays for what start-up left to first use: on cuda the compiled step of the
+      // request's token bucket (its program from the disk cache when warm, then a CUDA graph capture).
+      if (firstStep.logged) return;
+      firstStep.logged = true;
+      const counters = server.engine.decodeRunner?.compileCounters;
+      const compiled = counters ? `; compiled step: ${counters.compiles} compiles, ${counters.diskHits} programs from the disk cache` : '';
+      console.log(`kiln serve: first step ${s.seconds.toFixed(2)} s (${s.tokens} tokens${compiled}; ${diskCacheSummary(firstStep.disk)} since ready)`);
+    },
   });
+  kiln.synchronize(model.kvGeometry().device);
+  clock.mark('engine and KV cache');
   let address: kiln.serve.ListenAddress;
   try {
     address = await server.listen(port, values.host);
@@ -115,8 +135,11 @@ export async function runServe(argv: string[]): Promise<number> {
     await server.close({ timeoutMs: 0 });
     throw new Error(`serve: cannot listen on ${values.host}:${port}: ${(e as Error).message}`);
   }
+  clock.mark('listen');
+  firstStep.disk = getDiskCache().stats();
   const cache = server.engine.cache;
   console.log(`kiln serve: listening on ${address.url} (model '${server.modelName}', ${device} ${dtype}, max-model-len ${server.maxModelLen}, KV cache ${cache.numBlocks} blocks of ${cache.blockSize} tokens, ${tokenizer === undefined ? 'no tokenizer: token-id prompts only' : 'tokenizer loaded'})`);
+  console.log(`kiln serve: ${clock.line()}; KV cache ${(cache.bytes / 2 ** 20).toFixed(0)} MiB; ${diskCacheSummary()}`);
 
   return new Promise<number>((resolve) => {
     let stopping = false;

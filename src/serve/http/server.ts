@@ -31,7 +31,7 @@ import { DEFAULT_BODY_LIMIT, readJsonObject } from './body.js';
 import { handleChat } from './chat.js';
 import { handleCompletions } from './completions.js';
 import { type EndpointContext, nowSeconds } from './context.js';
-import { EngineLoop } from './engine-loop.js';
+import { EngineLoop, type StepInfo } from './engine-loop.js';
 import { ApiError } from './errors.js';
 import { ServerMetrics } from './metrics.js';
 import { CONTENT_TYPE } from './prometheus.js';
@@ -66,6 +66,8 @@ export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<En
    * webgpu, not on the cpu; engine-loop.ts).
    */
   flushWhileDeviceRuns?: boolean;
+  /** Called after each engine step the server runs (after its metrics see it): `kiln serve` logs the first. */
+  onStep?: (info: StepInfo) => void;
 }
 
 export interface ListenAddress {
@@ -156,7 +158,11 @@ export function createServer(options: ServerOptions): KilnServer {
   const modelName = options.modelName ?? 'kiln';
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   // onStep first runs after the first submit, when metrics exists.
-  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, maxSliceMs: options.maxSliceMs, flushWhileDeviceRuns: options.flushWhileDeviceRuns, onStep: (s) => metrics.onStep(s) });
+  const onStep = (s: StepInfo): void => {
+    metrics.onStep(s);
+    options.onStep?.(s);
+  };
+  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, maxSliceMs: options.maxSliceMs, flushWhileDeviceRuns: options.flushWhileDeviceRuns, onStep });
   const metrics = new ServerMetrics(loop);
   const ctx: EndpointContext = { loop, metrics, tokenizer, modelName, maxModelLen, vocabSize: model.vocabSize };
   const created = nowSeconds();
