@@ -175,12 +175,15 @@ function applyBits(m: Int32Array, v: State): State {
   let r1 = 0;
   let r2 = 0;
   let r3 = 0;
-  for (let j = 0; j < 128; j++) {
-    if (((v[j >>> 5]! >>> (j & 31)) & 1) === 0) continue;
-    r0 ^= m[4 * j]!;
-    r1 ^= m[4 * j + 1]!;
-    r2 ^= m[4 * j + 2]!;
-    r3 ^= m[4 * j + 3]!;
+  // Only the set bits of the state contribute: visit them lowest first (w & -w isolates one).
+  for (let k = 0; k < 4; k++) {
+    for (let w = v[k]! | 0; w !== 0; w &= w - 1) {
+      const j = 4 * (32 * k + 31 - Math.clz32(w & -w));
+      r0 ^= m[j]!;
+      r1 ^= m[j + 1]!;
+      r2 ^= m[j + 2]!;
+      r3 ^= m[j + 3]!;
+    }
   }
   return [r0, r1, r2, r3];
 }
