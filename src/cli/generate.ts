@@ -206,7 +206,7 @@ export function runGenerate(argv: string[]): number {
     // What the first step paid for (compiled programs and kernels from the disk cache, or built).
     if (atFirstToken !== undefined) {
       const c = atFirstToken.counters;
-      const compiled = c ? `compiled step: ${c.compiles} compiles, ${c.diskHits} programs from the disk cache; ` : '';
+      const compiled = c ? `compiled step: ${c.compiles} compiles, ${c.diskHits} from the program disk cache; ` : '';
       console.error(`kiln generate: first token ${(ttft / 1000).toFixed(2)} s after ready (${compiled}${atFirstToken.disk} since ready)`);
     }
     console.log(

@@ -122,7 +122,7 @@ export async function runServe(argv: string[]): Promise<number> {
       if (firstStep.logged) return;
       firstStep.logged = true;
       const counters = server.engine.decodeRunner?.compileCounters;
-      const compiled = counters ? `; compiled step: ${counters.compiles} compiles, ${counters.diskHits} programs from the disk cache` : '';
+      const compiled = counters ? `; compiled step: ${counters.compiles} compiles, ${counters.diskHits} from the program disk cache` : '';
       console.log(`kiln serve: first step ${s.seconds.toFixed(2)} s (${s.tokens} tokens${compiled}; ${diskCacheSummary(firstStep.disk)} since ready)`);
     },
   });
