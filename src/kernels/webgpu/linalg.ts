@@ -279,8 +279,9 @@ export function runGemm(g: WebgpuGemm): Tensor {
     const plan = (kind === 'f16' || (emulated !== null && kind === 'f16p')) && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
     let sm = plan !== null && !('reason' in plan) ? plan : null;
     let staged = sm && (emulated !== null || getOption('KILN_WEBGPU_SM_KERNEL') === 'staged') && stagedEligible(spec, M, N, K, a, b, bstr) ? stagedSubgroupMatrixPlan(sm) : null;
-    // Stages 0 loads whole matrices from the operands: only whole tiles (else the planner's plan).
-    if (staged && staged.stages === 0 && (M % stagedTileM(staged) !== 0 || N % stagedTileN(staged) !== 0 || K % stagedTileK(staged) !== 0)) staged = planStaged(sm!, stagedLimits(), { emulate: emulated !== null });
+    // Stages 0 loads whole matrices from the operands, the first K step's before the loop: only
+    // whole tiles and K > 0 (else the planner's plan), so no matrix load leaves its operand.
+    if (staged && staged.stages === 0 && (K === 0 || M % stagedTileM(staged) !== 0 || N % stagedTileN(staged) !== 0 || K % stagedTileK(staged) !== 0)) staged = planStaged(sm!, stagedLimits(), { emulate: emulated !== null });
     if (staged) {
       fillMeta(Math.ceil(N / stagedTileN(staged)), Math.ceil(M / stagedTileM(staged)));
       const [tn, tm] = [meta[GEMM_META.tilesN]!, meta[GEMM_META.tilesM]!];
