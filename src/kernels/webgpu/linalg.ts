@@ -9,7 +9,9 @@
  * (gemm-subgroup-matrix.ts) where the device has subgroup matrices, shader-f16 and a fixed subgroup
  * size (and KILN_WEBGPU_SUBGROUP_MATRIX is on); else, and for the other dtypes, on the tiled kernel.
  * With KILN_WEBGPU_SM_KERNEL=staged, float16 products whose operands are 16-byte words along their
- * contiguous dims run on the staged subgroup matrix kernel (gemm-subgroup-matrix-staged.ts) instead.
+ * contiguous dims run on the staged subgroup matrix kernel (gemm-subgroup-matrix-staged.ts) instead,
+ * on the planner's tiles or KILN_WEBGPU_SM_PLAN's (experiments; a stages-0 plan runs only on products
+ * whose M, N and K are multiples of its tile, the others on the planner's).
  * With KILN_WEBGPU_GEMV (the default), products of at most 8 rows with both operands contiguous along K (a decode
  * step's projections, x @ W^T) run on the skinny kernel (gemv-codegen.ts) whatever the dtype: the
  * tiled kernels would give such a product N/64 or N/128 workgroups with one real row each.
@@ -28,7 +30,7 @@ import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
 import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
-import { generateStagedGemm, planStaged, stagedKey, stagedTileM, stagedTileN } from './gemm-subgroup-matrix-staged.js';
+import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { getOption } from '../../runtime/config.js';
 import { runPointwise } from './pointwise-run.js';
@@ -105,11 +107,26 @@ function gemvEligible(kind: StorageKind, M: number, K: number, nb: number, a: Te
 }
 
 let smPlan: SubgroupMatrixPlan | { reason: string } | undefined;
+/** Test hook (emulateSubgroupMatrix): the matrix shape and subgroup size the staged kernel emulates. */
+let emulated: { m: number; n: number; k: number; sg: number } | null = null;
 
 /** The subgroup matrix plan of this device (computed once), or why float16 GEMMs do not use one. */
 export function subgroupMatrixPlan(): SubgroupMatrixPlan | { reason: string } {
+  if (emulated) return { ...emulated, sgm: 2, sgn: 2, tm: 2, tn: 4, ks: Math.max(1, Math.floor(32 / emulated.k)) };
   smPlan ??= planSubgroupMatrix(webgpu().bridge.adapter);
   return smPlan;
+}
+
+/**
+ * Tests only: float16 products run on the staged kernel written without subgroup matrices or
+ * shader-f16 (gemm-subgroup-matrix-staged.ts, `emulate`) for matrices of this shape and subgroup
+ * size, so SwiftShader checks the staged plans' numbers; null turns it off. Products the staged
+ * kernel does not take run on the tiled kernel meanwhile (the first subgroup matrix kernel has no
+ * emulation).
+ */
+export function emulateSubgroupMatrix(shape: { m: number; n: number; k: number; sg: number } | null): void {
+  emulated = shape;
+  stagedPlans.clear();
 }
 
 /** The subgroup matrix pipeline for a spec and plan, compiled on first use. */
@@ -123,23 +140,42 @@ export function subgroupMatrixKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): 
   return k;
 }
 
-let stagedPlan: SubgroupMatrixPlan | null | undefined;
+/** Staged plans by KILN_WEBGPU_SM_PLAN ('' for the planner's): the plan, or null where no tile fits. */
+const stagedPlans = new Map<string, StagedPlan | null>();
 
-/** The staged subgroup matrix plan (from the device's plan), or null where no tile fits. */
-function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): SubgroupMatrixPlan | null {
-  if (stagedPlan === undefined) {
-    const l = webgpu().bridge.adapter.limits;
-    stagedPlan = planStaged(base, { maxInvocations: Math.min(l.maxComputeInvocationsPerWorkgroup ?? 256, l.maxComputeWorkgroupSizeX ?? 256), maxWorkgroupBytes: l.maxComputeWorkgroupStorageSize ?? 16384 });
+function stagedLimits(): StagedLimits {
+  const l = webgpu().bridge.adapter.limits;
+  return { maxInvocations: Math.min(l.maxComputeInvocationsPerWorkgroup ?? 256, l.maxComputeWorkgroupSizeX ?? 256), maxWorkgroupBytes: l.maxComputeWorkgroupStorageSize ?? 16384 };
+}
+
+/**
+ * The staged subgroup matrix plan (from the device's plan): KILN_WEBGPU_SM_PLAN's where set (a plan
+ * the device cannot run throws, saying why), else the planner's; null where no tile fits.
+ */
+export function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): StagedPlan | null {
+  const text = getOption('KILN_WEBGPU_SM_PLAN') ?? '';
+  let plan = stagedPlans.get(text);
+  if (plan === undefined) {
+    const opts = { emulate: emulated !== null };
+    if (text === '') {
+      plan = planStaged(base, stagedLimits(), opts);
+    } else {
+      plan = parseStagedPlan(text, base);
+      const why = stagedPlanProblem(plan, stagedLimits(), opts);
+      if (why !== null) throw new RangeError(`KILN_WEBGPU_SM_PLAN=${JSON.stringify(text)}: this device cannot run the plan: ${why} (matrices ${base.m}x${base.n}x${base.k}, subgroups of ${base.sg})`);
+    }
+    stagedPlans.set(text, plan);
   }
-  return stagedPlan;
+  return plan;
 }
 
 /** The staged subgroup matrix pipeline for a spec and plan, compiled on first use. */
-export function stagedKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): WebgpuKernel {
-  const key = stagedKey(spec, plan);
+export function stagedKernel(spec: GemmSpec, plan: StagedPlan): WebgpuKernel {
+  const opts = { emulate: emulated !== null };
+  const key = stagedKey(spec, plan, opts);
   let k = programs.get(key);
   if (!k) {
-    k = webgpu().kernel(generateStagedGemm(spec, plan), `kiln.gemm (${key})`);
+    k = webgpu().kernel(generateStagedGemm(spec, plan, opts), `kiln.gemm (${key})`);
     programs.set(key, k);
   }
   return k;
@@ -240,15 +276,20 @@ export function runGemm(g: WebgpuGemm): Tensor {
       acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
       return out;
     }
-    const plan = kind === 'f16' && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
-    const sm = plan !== null && !('reason' in plan) ? plan : null;
-    const staged = sm && getOption('KILN_WEBGPU_SM_KERNEL') === 'staged' && stagedEligible(spec, M, N, K, a, b, bstr) ? stagedSubgroupMatrixPlan(sm) : null;
+    const plan = (kind === 'f16' || (emulated !== null && kind === 'f16p')) && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
+    let sm = plan !== null && !('reason' in plan) ? plan : null;
+    let staged = sm && (emulated !== null || getOption('KILN_WEBGPU_SM_KERNEL') === 'staged') && stagedEligible(spec, M, N, K, a, b, bstr) ? stagedSubgroupMatrixPlan(sm) : null;
+    // Stages 0 loads whole matrices from the operands, the first K step's before the loop: only
+    // whole tiles and K > 0 (else the planner's plan), so no matrix load leaves its operand.
+    if (staged && staged.stages === 0 && (K === 0 || M % stagedTileM(staged) !== 0 || N % stagedTileN(staged) !== 0 || K % stagedTileK(staged) !== 0)) staged = planStaged(sm!, stagedLimits(), { emulate: emulated !== null });
     if (staged) {
       fillMeta(Math.ceil(N / stagedTileN(staged)), Math.ceil(M / stagedTileM(staged)));
       const [tn, tm] = [meta[GEMM_META.tilesN]!, meta[GEMM_META.tilesM]!];
       acc.dispatch(stagedKernel(spec, staged), buffers, meta, [Math.min(tn, 65535), Math.min(tm, 65535), Math.min(nb, 65535)]);
       return out;
     }
+    // Emulation covers the staged kernel only: what it does not take runs on the tiled kernel.
+    if (emulated !== null) sm = null;
     fillMeta(Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN)), Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM)));
     const tilesN = meta[GEMM_META.tilesN]!;
     const tilesM = meta[GEMM_META.tilesM]!;

@@ -14,8 +14,22 @@ export const DAWN_TOGGLES: readonly string[] = [
 /** Requested when the adapter offers them; kernels check the device's features before use. */
 export const WANTED_FEATURES: readonly string[] = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'];
 
-/** Dawn's `create` options for the configured backend (KILN_WEBGPU_BACKEND). */
+/**
+ * DAWN_TOGGLES with KILN_WEBGPU_DAWN_TOGGLES merged in: its comma-separated names are enabled, names
+ * with a leading '-' disabled (Dawn reads one enable and one disable list, so they join ours).
+ */
+export function dawnToggles(extra: string | undefined = getOption('KILN_WEBGPU_DAWN_TOGGLES')): string[] {
+  const names = (extra ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  for (const n of names) if (!/^-?[a-z0-9_]+$/.test(n)) throw new RangeError(`KILN_WEBGPU_DAWN_TOGGLES: ${JSON.stringify(n)} is not a Dawn toggle name (lower-case words joined by '_', '-' in front to disable), in ${JSON.stringify(extra)}`);
+  const add = (flag: string, more: string[]): string => (more.length === 0 ? flag : `${flag},${more.join(',')}`);
+  const on = names.filter((n) => !n.startsWith('-'));
+  const off = names.filter((n) => n.startsWith('-')).map((n) => n.slice(1));
+  return DAWN_TOGGLES.map((t) => (t.startsWith('enable-dawn-features=') ? add(t, on) : t.startsWith('disable-dawn-features=') ? add(t, off) : t));
+}
+
+/** Dawn's `create` options for the configured backend (KILN_WEBGPU_BACKEND) and toggles (dawnToggles). */
 export function dawnOptions(): string[] {
   const backend = getOption('KILN_WEBGPU_BACKEND');
-  return backend === 'auto' ? [...DAWN_TOGGLES] : [`backend=${backend}`, ...DAWN_TOGGLES];
+  const toggles = dawnToggles();
+  return backend === 'auto' ? toggles : [`backend=${backend}`, ...toggles];
 }
