@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 14's device calls, each under the device tool's 600 s limit, from the repo root through
 # .device/run.sh with dist/ built and carried:
-#   bash .device/run.sh bash scripts/device/s14.sh cuda     # #17: paged attention v2, MoE decode form, decode A/Bs, serve overlap
+#   bash .device/run.sh bash scripts/device/s14.sh cuda     # #17: paged attention v2, MoE decode form, decode A/Bs
+#   bash .device/run.sh bash scripts/device/s14.sh serve    # #17 serve start and HTTP overlap; #20 float16 GEMM plan sweep
 # Every step has its own cap; logs and JSON under $OUT/s14 come back as one tarball, a summary last.
 set -uo pipefail
 part=${1:?usage: s14.sh cuda}
@@ -31,6 +32,17 @@ if [ "$part" = cuda ]; then
       --json "$out/decode-moe-$mp.json" > "$out/decode-moe-$mp.txt" 2>&1
     el "moe decode maxpairs=$mp batches=$b rc=$?"; sum "$out/decode-moe-$mp.txt" "^decode +batch|rror" 4
   done
+elif [ "$part" = serve ]; then
+  # #17 serve: start to first token (cold, then 3 warm starts), HTTP vs engine with the write overlap on and off.
+  timeout 150 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --prompt 128 --start-only --reps 3 \
+    --json "$out/serve-start.json" > "$out/serve-start.txt" 2>&1
+  el "serve start rc=$?"; grep -vE "^\s*$" "$out/serve-start.txt" | tail -n 4 | cut -c1-300 | tee -a "$out/summary.txt"
+  timeout 170 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --clients 16 --prompt 128 --new 128 --reps 3 --overlap on,off --no-start \
+    --json "$out/serve.json" > "$out/serve.txt" 2>&1
+  el "serve throughput rc=$?"; grep -vE "^\s*$" "$out/serve.txt" | tail -n 4 | cut -c1-300 | tee -a "$out/summary.txt"
+  # #20 float16 subgroup-matrix GEMM plans (its own cap, about 3.8 min).
+  OUT="$out" bash scripts/device/wggemm-sweep.sh > "$out/wggemm.txt" 2>&1
+  el "wggemm sweep rc=$?"; tail -n 14 "$out/wggemm.txt" | cut -c1-200 | tee -a "$out/summary.txt"
 fi
 tar -C "$out" -czf "$final/s14-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
