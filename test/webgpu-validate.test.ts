@@ -251,6 +251,47 @@ test('every strategy of every compiled group validates: thread and workgroup, su
   assert.ok(n > 50, `${n} sources`);
 });
 
+test('every vector form of a pointwise kernel validates: each storage kind, 2 and 4 lanes, broadcast lanes, mixed kinds, in place', { skip }, async () => {
+  const { hasVectorForm } = await import('../src/kernels/webgpu/storage.js');
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const DT: Record<StorageKind, string> = { f32: 'float32', i32: 'int32', f16: 'float16', f16p: 'float16', bf16p: 'bfloat16', u8p: 'uint8', boolp: 'bool' };
+  const kinds: StorageKind[] = ['f32', 'i32', 'f16p', 'bf16p', 'u8p', 'boolp', ...(acc.hasFeature('shader-f16') ? (['f16'] as const) : [])];
+  let n = 0;
+  for (const out of kinds) {
+    for (const inp of [out, 'f32' as StorageKind]) {
+      for (const V of [2, 4] as const) {
+        if (!hasVectorForm(out, V) || !hasVectorForm(inp, V)) continue;
+        // out = v1 + v2 (v2 broadcast along the innermost dim), rank 1 and 2, separate and in place.
+        const values = new Map([
+          [1, { dtype: DT[inp], shape: [8] }],
+          [2, { dtype: DT[inp], shape: [8] }],
+          [100, { dtype: DT[out], shape: [8] }],
+        ]);
+        const cast = DT[out] === 'float32' || DT[out] === 'int32' ? '' : 'f32';
+        const g = {
+          kind: 'pointwise' as const,
+          nodes: [{ kind: 'pointwise' as const, op: 'add', args: [1, 2].map((id) => ({ kind: 'value' as const, id })), outputs: [100], expr: DT[out] === 'int32' || DT[out] === 'uint8' || DT[out] === 'bool' ? `i32(v1) + i32(v2)` : `${cast}(v1) + ${cast}(v2)` }],
+          rowScalars: new Set<number>(),
+          inputs: [1, 2],
+          outputs: [100],
+          value: (id: number) => values.get(id) as never,
+        };
+        for (const orank of [1, 2]) {
+          for (const inPlace of inp === out ? [false, true] : [false]) {
+            const bindings = inPlace
+              ? [{ kind: out, written: true }, { kind: inp, written: false }]
+              : [{ kind: out, written: true }, { kind: inp, written: false }, { kind: inp, written: false }];
+            const spec = { strategy: 'pointwise' as const, orank, rrank: 0, bindings, operandBinding: inPlace ? [0, 0, 1] : [0, 1, 2], subgroups: false, vector: { vec: V, operandVector: [true, true, false] } };
+            acc.kernel(renderFused(g as never, spec), `vector ${out}<-${inp} v${V} r${orank}${inPlace ? ' in place' : ''}`);
+            n++;
+          }
+        }
+      }
+    }
+  }
+  assert.ok(n >= 40, `${n} sources`);
+});
+
 test('every kernel of webgpu-ops-cases (scans, sorts, scatters, index writes, masks, pooling, conv, norms) compiles and encodes on Dawn', { skip }, async () => {
   const { opCases } = await import('./webgpu-ops-cases.js');
   const { sameLayoutOnWebgpu } = await import('./helpers/webgpu.js');

@@ -62,13 +62,8 @@ export function arrayType(k: StorageKind, written: boolean): string {
   return written ? 'array<atomic<u32>>' : 'array<u32>';
 }
 
-/** Load element `i` (a u32 expression) of binding `b` into the kind's compute type. */
-export function loadExpr(k: StorageKind, b: string, i: string, written: boolean): string {
-  const bits = packedBits(k);
-  if (bits === 0) return k === 'f16' ? `f32(${b}[${i}])` : `${b}[${i}]`;
-  const per = 32 / bits;
-  const word = written ? `atomicLoad(&${b}[(${i}) / ${per}u])` : `${b}[(${i}) / ${per}u]`;
-  const raw = `((${word} >> (((${i}) % ${per}u) * ${bits}u)) & ${bits === 16 ? '0xffffu' : '0xffu'})`;
+/** A packed kind's element (`raw`: its bits, a u32 expression) as its compute type. */
+function fromRaw(k: StorageKind, raw: string): string {
   switch (k) {
     case 'f16p':
       return `unpack2x16float(${raw}).x`;
@@ -83,30 +78,136 @@ export function loadExpr(k: StorageKind, b: string, i: string, written: boolean)
   }
 }
 
+/** A compute value `v` as a packed kind's bits (a u32 expression below 2^bits). */
+function toRaw(k: StorageKind, v: string): string {
+  switch (k) {
+    case 'f16p':
+      return `kiln_f16_bits(${v})`;
+    case 'bf16p':
+      return `kiln_bf16_bits(${v})`;
+    case 'u8p':
+      return `(u32(${v}) & 0xffu)`;
+    case 'boolp':
+      return `select(0u, 1u, ${v} != 0i)`;
+    default:
+      throw new Error(`storeStmt: ${k} is not packed`);
+  }
+}
+
+const bitsMask = (bits: number): string => (bits === 16 ? '0xffffu' : '0xffu');
+
+/** Load element `i` (a u32 expression) of binding `b` into the kind's compute type. */
+export function loadExpr(k: StorageKind, b: string, i: string, written: boolean): string {
+  const bits = packedBits(k);
+  if (bits === 0) return k === 'f16' ? `f32(${b}[${i}])` : `${b}[${i}]`;
+  const per = 32 / bits;
+  const word = written ? `atomicLoad(&${b}[(${i}) / ${per}u])` : `${b}[(${i}) / ${per}u]`;
+  return fromRaw(k, `((${word} >> (((${i}) % ${per}u) * ${bits}u)) & ${bitsMask(bits)})`);
+}
+
 /** Statements storing compute value `v` at element `i` of binding `b`. */
 export function storeStmt(k: StorageKind, b: string, i: string, v: string): string {
   const bits = packedBits(k);
   if (bits === 0) return k === 'f16' ? `${b}[${i}] = bitcast<vec2<f16>>(kiln_f16_bits(${v})).x;` : `${b}[${i}] = ${v};`;
   const per = 32 / bits;
-  const raw = ((): string => {
-    switch (k) {
-      case 'f16p':
-        return `kiln_f16_bits(${v})`;
-      case 'bf16p':
-        return `kiln_bf16_bits(${v})`;
-      case 'u8p':
-        return `(u32(${v}) & 0xffu)`;
-      case 'boolp':
-        return `select(0u, 1u, ${v} != 0i)`;
-      default:
-        throw new Error(`storeStmt: ${k} is not packed`);
-    }
-  })();
-  const mask = bits === 16 ? '0xffffu' : '0xffu';
+  const mask = bitsMask(bits);
   return [
     `{ let w = (${i}) / ${per}u; let sh = ((${i}) % ${per}u) * ${bits}u;`,
-    `  atomicAnd(&${b}[w], ~(${mask} << sh)); atomicOr(&${b}[w], ${raw} << sh); }`,
+    `  atomicAnd(&${b}[w], ~(${mask} << sh)); atomicOr(&${b}[w], ${toRaw(k, v)} << sh); }`,
   ].join('\n');
+}
+
+// ------------------------------------------------------------------------------------------------
+// Vector forms (vectorised pointwise kernels, fused/vector.ts): a binding read or written V
+// elements at a time (V = 2 or 4, one vector per invocation step). Native kinds are arrays of
+// vec<V>; packed kinds are arrays of whole words (V / per words: u32 or vec2<u32>), written whole
+// by the one invocation that owns them, so neither atomics nor a read-modify-write are needed.
+// Every element is converted with the same expressions as the scalar forms above (fromRaw, toRaw,
+// kiln_f16_bits), so a vectorised kernel computes the bits the scalar one does.
+// ------------------------------------------------------------------------------------------------
+
+/** Elements per vector access of a vectorised pointwise kernel. */
+export type VecWidth = 2 | 4;
+
+/** Bytes per element of a storage kind. */
+export function kindBytes(k: StorageKind): 1 | 2 | 4 {
+  const bits = packedBits(k);
+  return bits === 0 ? (k === 'f16' ? 2 : 4) : bits === 16 ? 2 : 1;
+}
+
+/** Whether kind k has a vector form of width V (8-bit kinds only in whole words: V = 4). */
+export function hasVectorForm(k: StorageKind, V: VecWidth): boolean {
+  return packedBits(k) !== 8 || V === 4;
+}
+
+/** The WGSL array type of a binding of kind k accessed V elements at a time (never atomic). */
+export function vectorArrayType(k: StorageKind, V: VecWidth): string {
+  const bits = packedBits(k);
+  if (bits === 0) return `array<vec${V}<${k}>>`;
+  const words = (V * bits) / 32;
+  if (words === 1) return 'array<u32>';
+  if (words === 2) return 'array<vec2<u32>>';
+  throw new Error(`vectorArrayType: ${k} has no vector form of ${V} elements`);
+}
+
+/** Lane c (a constant) of vector `x` (a value read from a vector binding of kind k) as the compute type. */
+export function laneExpr(k: StorageKind, V: VecWidth, x: string, c: number): string {
+  const bits = packedBits(k);
+  if (bits === 0) return k === 'f16' ? `f32(${x}[${c}])` : `${x}[${c}]`;
+  const per = 32 / bits;
+  const word = V / per === 1 ? x : `${x}[${Math.floor(c / per)}]`;
+  return fromRaw(k, `((${word} >> ${(c % per) * bits}u) & ${bitsMask(bits)})`);
+}
+
+/** The statement storing lanes 0..V-1 of `v` (a vec<V> of the compute type) as vector `j` of binding `b`. */
+export function vectorStoreStmt(k: StorageKind, V: VecWidth, b: string, j: string, v: string): string {
+  const bits = packedBits(k);
+  if (bits === 0 && k !== 'f16') return `${b}[${j}] = ${v};`;
+  // 16-bit kinds (f16 included: its bits are kiln_f16_bits, as a scalar store's) and 8-bit kinds as u32 words.
+  const eb = bits === 0 ? 16 : bits;
+  const per = 32 / eb;
+  const raw = (c: number): string => (k === 'f16' ? `kiln_f16_bits(${v}[${c}])` : toRaw(k, `${v}[${c}]`));
+  const words: string[] = [];
+  for (let w = 0; w < (V * eb) / 32; w++) {
+    const parts: string[] = [];
+    for (let c = 0; c < per; c++) parts.push(c === 0 ? raw(w * per) : `(${raw(w * per + c)} << ${c * eb}u)`);
+    words.push(parts.join(' | '));
+  }
+  const value = words.length === 1 ? words[0]! : `vec2<u32>(${words.join(', ')})`;
+  return k === 'f16' ? `${b}[${j}] = bitcast<vec${V}<f16>>(${value});` : `${b}[${j}] = ${value};`;
+}
+
+/** The u32 word holding element `i` of a vector binding of packed kind k (a reference expression). */
+function vectorWord(bits: number, V: VecWidth, b: string, i: string): string {
+  const per = 32 / bits;
+  return V === per ? `${b}[(${i}) / ${per}u]` : `${b}[(${i}) / ${V}u][((${i}) / ${per}u) % ${(V * bits) / 32}u]`;
+}
+
+/** Load element `i` (a u32 expression) of a vector binding (a broadcast operand, the scalar tail). */
+export function vectorElementLoad(k: StorageKind, V: VecWidth, b: string, i: string): string {
+  const bits = packedBits(k);
+  if (bits === 0) {
+    const e = `${b}[(${i}) / ${V}u][(${i}) % ${V}u]`;
+    return k === 'f16' ? `f32(${e})` : e;
+  }
+  const per = 32 / bits;
+  return fromRaw(k, `((${vectorWord(bits, V, b, i)} >> (((${i}) % ${per}u) * ${bits}u)) & ${bitsMask(bits)})`);
+}
+
+/**
+ * Statements storing compute value `v` at element `i` of a vector binding: only for elements of a
+ * vector no other invocation writes (the scalar tail), since a packed element is stored by a plain
+ * read-modify-write of its word.
+ */
+export function vectorElementStoreStmt(k: StorageKind, V: VecWidth, b: string, i: string, v: string): string {
+  const bits = packedBits(k);
+  if (bits === 0) {
+    const e = `${b}[(${i}) / ${V}u][(${i}) % ${V}u]`;
+    return k === 'f16' ? `${e} = bitcast<vec2<f16>>(kiln_f16_bits(${v})).x;` : `${e} = ${v};`;
+  }
+  const per = 32 / bits;
+  const w = vectorWord(bits, V, b, i);
+  return `{ let sh = ((${i}) % ${per}u) * ${bits}u; ${w} = (${w} & ~(${bitsMask(bits)} << sh)) | (${toRaw(k, v)} << sh); }`;
 }
 
 /** bfloat16 rounding (to nearest even; NaN stays a quiet NaN), used by packed bfloat16 stores. */

@@ -7,7 +7,9 @@
  * 16 bits in u32 words; computed in f32). The structure mirrors the CUDA generator
  * (kernels/cuda/fused/emit-pointwise.ts, emit-reduce.ts), not its code:
  *
- * - pointwise: invocations loop grid-stride over the elements;
+ * - pointwise: invocations loop grid-stride over the elements; vectorised (a VectorPlan, vector.ts
+ *   decides) each step covers V consecutive elements, loaded and stored as vectors, each lane
+ *   running the scalar element code, with the elements past the last whole vector a scalar tail;
  * - reduce, strategy 'workgroup': one workgroup per row (rows grid-stride over workgroups),
  *   invocations stride the row, then a workgroup all-reduce (shared-memory tree; with the
  *   `subgroups` feature, sums reduce within subgroups first, one partial per subgroup_id) that
@@ -25,8 +27,9 @@ import { isFloating } from '../../../tensor/dtype.js';
 import type { MathArg } from '../../math/args.js';
 import { WGSL_TEMPLATES, wgslComputeType, wgslLit, type WgslType } from '../../math/wgsl.js';
 import { PRELUDE_MARK, withPrelude } from '../../math/wgsl-prelude.js';
-import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from '../storage.js';
+import { arrayType, laneExpr, loadExpr, storagePrelude, storeStmt, type StorageKind, vectorArrayType, vectorElementLoad, vectorElementStoreStmt, vectorStoreStmt } from '../storage.js';
 import type { FusedGroup, FusedNode, FusedReduceKind } from './group.js';
+import { vectorBinding, type VectorPlan } from './vector.js';
 
 /** Invocations per workgroup of every fused kernel. */
 export const FUSED_WORKGROUP = 256;
@@ -56,6 +59,8 @@ export interface RenderSpec {
   readonly subgroups: boolean;
   /** Invocations per workgroup, a power of two (default FUSED_WORKGROUP; the autotuner's candidates vary it). */
   readonly workgroup?: number;
+  /** Pointwise: V elements per invocation step (vector.ts); absent: one. */
+  readonly vector?: VectorPlan;
 }
 
 /** A spec's workgroup size. */
@@ -104,10 +109,15 @@ function nodeStatement(g: FusedGroup, n: FusedNode): string {
   return `let v${out}: ${ctype(dt)} = ${rounded(expr, dt, n.cast === true)};`;
 }
 
+/** Whether binding b is declared as an array of vectors (some operand on it is vector-accessed). */
+const isVectorBinding = (spec: RenderSpec, b: number): boolean => spec.vector !== undefined && vectorBinding(spec.vector, spec.operandBinding, b);
+
+/** Element `index` of operand k (on a vector binding too: a broadcast operand, the scalar tail). */
 function load(spec: RenderSpec, k: number, index: string): string {
   const b = spec.operandBinding[k]!;
   const bind = spec.bindings[b]!;
   if (bind.kind === 'i64') throw new Error('kiln wgsl: int64 operands are written only (indices)');
+  if (isVectorBinding(spec, b)) return vectorElementLoad(bind.kind, spec.vector!.vec, `b${b}`, index);
   return loadExpr(bind.kind, `b${b}`, index, bind.written);
 }
 
@@ -115,6 +125,7 @@ function store(spec: RenderSpec, k: number, index: string, v: string): string {
   const b = spec.operandBinding[k]!;
   const kind = spec.bindings[b]!.kind;
   if (kind === 'i64') return `b${b}[2u * (${index})] = bitcast<u32>(${v}); b${b}[2u * (${index}) + 1u] = select(0u, 0xffffffffu, ${v} < 0i);`;
+  if (isVectorBinding(spec, b)) return vectorElementStoreStmt(kind, spec.vector!.vec, `b${b}`, index, v);
   return storeStmt(kind, `b${b}`, index, v);
 }
 
@@ -154,12 +165,18 @@ function context(g: FusedGroup, spec: RenderSpec): Ctx {
 
 const valueInputs = (n: FusedNode): number[] => (n.kind === 'reduction' ? [n.reduce!.input] : n.args.flatMap((a) => (a.kind === 'value' ? [a.id] : [])));
 
+/** How element code reads operand k's element and writes an output's (default: load, store at `offset(k)`). */
+interface Access {
+  load(k: number): string;
+  store(k: number, v: string): string;
+}
+
 /**
  * One element's code: loads of the inputs the roots and stores need, the pointwise nodes between,
  * the stores. `leaves` are values already declared (per-row scalars); `offset(k)` is operand k's
- * element offset expression; `declareOffset(k)` is called once for each operand used.
+ * element offset expression; `access`, if given, replaces the loads and stores (a vector lane).
  */
-function elementCode(c: Ctx, roots: readonly number[], stores: readonly number[], leaves: ReadonlySet<number>, offset: (k: number) => string): { used: Set<number>; stmts: string[] } {
+function elementCode(c: Ctx, roots: readonly number[], stores: readonly number[], leaves: ReadonlySet<number>, offset: (k: number) => string, access?: Access): { used: Set<number>; stmts: string[] } {
   const need = new Set<number>();
   const visit = (id: number): void => {
     if (need.has(id) || leaves.has(id)) return;
@@ -176,7 +193,7 @@ function elementCode(c: Ctx, roots: readonly number[], stores: readonly number[]
     const k = c.inOperand.get(id);
     if (k === undefined) throw new Error(`kiln wgsl: value %${id} is neither computed in the group nor one of its inputs`);
     used.add(k);
-    stmts.push(`let v${id}: ${ctype(c.g.value(id).dtype)} = ${load(c.spec, k, offset(k))};`);
+    stmts.push(`let v${id}: ${ctype(c.g.value(id).dtype)} = ${access ? access.load(k) : load(c.spec, k, offset(k))};`);
   }
   for (const n of c.g.nodes) {
     if (n.kind !== 'pointwise' || !need.has(n.outputs[0]!)) continue;
@@ -186,7 +203,7 @@ function elementCode(c: Ctx, roots: readonly number[], stores: readonly number[]
   for (const s of stores) {
     const k = c.outOperand.get(s)!;
     used.add(k);
-    stmts.push(store(c.spec, k, offset(k), `v${s}`));
+    stmts.push(access ? access.store(k, `v${s}`) : store(c.spec, k, offset(k), `v${s}`));
   }
   return { used, stmts };
 }
@@ -214,7 +231,7 @@ function header(c: Ctx, extra: string[]): string[] {
   if (spec.bindings.some((b) => b.kind === 'f16')) lines.push('enable f16;');
   if (extra.includes('subgroups')) lines.push('enable subgroups;');
   spec.bindings.forEach((b, i) => {
-    const type = b.kind === 'i64' ? 'array<u32>' : arrayType(b.kind, b.written);
+    const type = b.kind === 'i64' ? 'array<u32>' : isVectorBinding(spec, i) ? vectorArrayType(b.kind, spec.vector!.vec) : arrayType(b.kind, b.written);
     lines.push(`@group(0) @binding(${i}) var<storage, ${b.written ? 'read_write' : 'read'}> b${i}: ${type};`);
   });
   lines.push(`@group(0) @binding(${spec.bindings.length}) var<storage, read> kmeta: array<u32>;`);
@@ -228,6 +245,7 @@ function header(c: Ctx, extra: string[]): string[] {
 
 function renderPointwise(c: Ctx): string {
   const { spec, g } = c;
+  if (spec.vector !== undefined) return renderPointwiseVector(c, spec.vector);
   const R = spec.orank;
   const T = g.outputs.length + g.inputs.length;
   const base = (k: number): number => 1 + R + k * (1 + R);
@@ -252,6 +270,84 @@ function renderPointwise(c: Ctx): string {
   );
   const body = elementCode(c, [], g.outputs, new Set(), (k) => `o${k}`);
   for (const s of body.stmts) L.line(s);
+  L.close();
+  L.close();
+  return L.out.join('\n');
+}
+
+/**
+ * The vectorised pointwise kernel: step j covers elements j*V .. j*V+V-1, whose offsets are those
+ * of element j*V plus the lane (stride 1) or the same (stride 0). Vector operands are loaded once
+ * per step, broadcast operands one element per step; each lane is a block running the scalar
+ * element code (WGSL lets a block redeclare its enclosing scope's names, so the lanes' v<id> are
+ * the scalar kernel's statements unchanged) and leaving its outputs in lane c of r<k>; the vectors
+ * are stored whole. Invocation 0 then runs the scalar element code on the tail (n % V elements,
+ * all in the last partial vector of each vector operand, so no other invocation writes its words).
+ */
+function renderPointwiseVector(c: Ctx, plan: VectorPlan): string {
+  const { spec, g } = c;
+  const V = plan.vec;
+  const R = spec.orank;
+  const nOut = g.outputs.length;
+  const T = nOut + g.inputs.length;
+  const base = (k: number): number => 1 + R + k * (1 + R);
+  const W = workgroupOf(spec);
+  const kindOf = (k: number): StorageKind => {
+    const kind = spec.bindings[spec.operandBinding[k]!]!.kind;
+    if (kind === 'i64') throw new Error('kiln wgsl: a vectorised kernel has no int64 operand');
+    return kind;
+  };
+  const ks = Array.from({ length: T }, (_, k) => k);
+  const offsets = (L: Lines, idx: string): void =>
+    decompose(
+      L,
+      idx,
+      R,
+      (d) => `kmeta[${1 + d}]`,
+      ks,
+      (k) => `o${k}`,
+      (k) => `kmeta[${base(k)}]`,
+      (k, d) => `kmeta[${base(k) + 1 + d}]`,
+      'rem',
+    );
+  // Lanes first: which inputs they read decides the loads before them.
+  const used = new Set<number>();
+  const lanes: string[][] = [];
+  for (let lane = 0; lane < V; lane++) {
+    const body = elementCode(c, [], g.outputs, new Set(), (k) => `o${k}`, {
+      load: (k) => (plan.operandVector[k] ? laneExpr(kindOf(k), V, `x${k}`, lane) : `s${k}`),
+      store: (k, v) => `r${k}[${lane}] = ${v};`,
+    });
+    for (const k of body.used) used.add(k);
+    lanes.push(body.stmts);
+  }
+  const L = new Lines();
+  for (const l of header(c, [])) L.line(l);
+  L.line(`@compute @workgroup_size(${W})`);
+  L.open('fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
+  L.line('let n = kmeta[0];');
+  L.line(`let nv = n / ${V}u;`);
+  L.open(`for (var j = gid.x; j < nv; j = j + ng.x * ${W}u) {`);
+  offsets(L, `j * ${V}u`);
+  for (const k of [...used].sort((a, b) => a - b)) {
+    if (k < nOut) continue;
+    const b = spec.operandBinding[k]!;
+    if (plan.operandVector[k]) L.line(`let x${k} = b${b}[o${k} / ${V}u];`);
+    else L.line(`let s${k}: ${ctype(c.g.value(g.inputs[k - nOut]!).dtype)} = ${load(spec, k, `o${k}`)};`);
+  }
+  for (let k = 0; k < nOut; k++) L.line(`var r${k}: vec${V}<${ctype(g.value(g.outputs[k]!).dtype)}>;`);
+  for (const stmts of lanes) {
+    L.open('{');
+    for (const st of stmts) L.line(st);
+    L.close();
+  }
+  for (let k = 0; k < nOut; k++) L.line(vectorStoreStmt(kindOf(k), V, `b${spec.operandBinding[k]!}`, `o${k} / ${V}u`, `r${k}`));
+  L.close();
+  L.open(`if (gid.x == 0u) {`);
+  L.open(`for (var i = nv * ${V}u; i < n; i = i + 1u) {`);
+  offsets(L, 'i');
+  for (const st of elementCode(c, [], g.outputs, new Set(), (k) => `o${k}`).stmts) L.line(st);
+  L.close();
   L.close();
   L.close();
   return L.out.join('\n');

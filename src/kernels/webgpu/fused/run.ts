@@ -13,6 +13,8 @@
  * FUSED_WORKGROUP invocations); the compiled program may ask for any of `fusedCandidates` (the
  * workgroup size, and for reductions one row per workgroup or one row per invocation, i.e. the
  * rows a workgroup handles), which its autotuner times. Every candidate computes the same values.
+ * Pointwise launches run vectorised where the layout allows (vector.ts: the plan is part of the
+ * spec and of the memo key, and a step covers V elements, so V times fewer invocations are launched).
  * A launch names its memo key (`FusedLaunch.memo`), under which a compiled program stores the
  * source on disk and `adoptFused` seeds it in a later process (no render, an async pipeline).
  */
@@ -24,6 +26,7 @@ import { storageKind } from '../storage.js';
 import type { FusedGroup } from './group.js';
 import { type FusedLayout, layoutRowLength, layoutRows, metaWords } from './layout.js';
 import { FUSED_WORKGROUP, type FusedBinding, type FusedStrategy, renderFused, type RenderSpec, workgroupOf } from './render.js';
+import { planKey, vectorPlan } from './vector.js';
 
 export interface FusedOperand {
   readonly buffer: DeviceBuffer;
@@ -54,8 +57,8 @@ export interface FusedConfig {
 const pipelines = new Map<string, { kernel: WebgpuKernel; source: string }>();
 const MAX_GROUPS = 65535;
 
-/** Sources rendered and pipelines compiled here, and those adopted from a disk cache (tests count them). */
-export const fusedStats = { rendered: 0, adopted: 0 };
+/** Sources rendered and pipelines compiled here, those adopted from a disk cache, and launches prepared vectorised (tests count them). */
+export const fusedStats = { rendered: 0, adopted: 0, vectorised: 0 };
 
 /**
  * Seeds the memo with a source rendered by an earlier process (a compiled program's disk entry):
@@ -151,6 +154,7 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
   const nOut = g.outputs.length;
   const cfg = config ?? defaultConfig(L, nOut);
   const strategy = cfg.strategy;
+  const vector = strategy === 'pointwise' ? vectorPlan(L, nOut, bindings, operandBinding, buffers.map((b) => b.capacity)) : null;
   const spec: RenderSpec = {
     strategy,
     orank: L.oshape.length,
@@ -159,9 +163,10 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
     operandBinding,
     subgroups: acc.hasFeature('subgroups'),
     workgroup: cfg.workgroup,
+    ...(vector ? { vector } : {}),
   };
   const W = workgroupOf(spec);
-  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}`;
+  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${planKey(vector)}`;
   let p = pipelines.get(memo);
   if (!p) {
     const source = renderFused(g, spec);
@@ -169,8 +174,10 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
     p = { kernel: acc.kernel(source, label), source };
     pipelines.set(memo, p);
   }
+  if (vector) fusedStats.vectorised++;
   const rows = layoutRows(L);
-  const groups = strategy === 'workgroup' ? Math.min(rows, MAX_GROUPS) : Math.min(Math.ceil(rows / W), MAX_GROUPS);
+  const perGroup = W * (vector?.vec ?? 1);
+  const groups = strategy === 'workgroup' ? Math.min(rows, MAX_GROUPS) : Math.min(Math.ceil(rows / perGroup), MAX_GROUPS);
   const writesInput = operandBinding.some((b, k) => k >= nOut && bindings[b]!.written);
   return { kernel: p.kernel, source: p.source, memo, config: cfg, buffers, meta: metaWords(L), groups: [Math.max(groups, 1), 1, 1], writesInput };
 }
@@ -186,13 +193,16 @@ export function renderDistinct(g: FusedGroup, dtypes: readonly DType[], L: Fused
   const acc = webgpu();
   const nOut = g.outputs.length;
   const bindings = dtypes.map((dt, k): FusedBinding => ({ kind: dt === 'int64' && k < nOut ? 'i64' : (storageKind(dt, acc.hasFeature('shader-f16')) ?? 'f32'), written: k < nOut }));
+  const operandBinding = dtypes.map((_, k) => k);
+  const vector = vectorPlan(L, nOut, bindings, operandBinding, null);
   const spec: RenderSpec = {
     strategy: pickStrategy(L, rowRefStride(L, nOut)),
     orank: L.oshape.length,
     rrank: L.kind === 'reduce' ? L.rshape.length : 0,
     bindings,
-    operandBinding: dtypes.map((_, k) => k),
+    operandBinding,
     subgroups: acc.hasFeature('subgroups'),
+    ...(vector ? { vector } : {}),
   };
   return renderFused(g, spec);
 }

@@ -1,0 +1,173 @@
+/**
+ * Issue #20's target: compiled elementwise on webgpu at >= 80% of copy bandwidth. Measures, in one
+ * process and alternating rep by rep so clock drift hits every variant alike, for each dtype on
+ * x [n, n] (the elementwise-4096 workload's input):
+ *   - copy:         a device-to-device buffer copy of x's bytes (copyBufferToBuffer), the reference;
+ *   - clone vec/scalar: x.clone(), the one-node pointwise copy kernel, vectorised
+ *                   (KILN_WEBGPU_VEC_POINTWISE=1) and one element per invocation (=0): the kernel
+ *                   structure's bandwidth without the math;
+ *   - compiled vec/scalar: kiln.compile(elementwiseForward)(x), the workload's compiled call.
+ * Each figure is device time (kiln.Event: timestamp queries) of `--calls` calls queued back to
+ * back, divided by the calls, median of `--reps` batches; GB/s counts bytes read + written. It
+ * checks that the vectorised compiled output has the scalar kernel's bits (on this device's driver)
+ * and prints one JSON line per row, then a table with each row's fraction of the copy.
+ *
+ * `--grid` also dispatches the vectorised compiled kernel's own WGSL by hand with the workgroup
+ * count capped at each of 65535 (the default launch), 8192, 4096, 2048, 1024 and 512 (the
+ * kernel's loop is grid-stride, so every count computes the same): whether fewer, fuller
+ * workgroups would pay. `--dump DIR` writes the compiled kernels' WGSL sources there.
+ *
+ *   node dist/bench/webgpu-elementwise-vec.js [--n 4096] [--dtypes float32,float16,bfloat16]
+ *        [--calls 20] [--reps 15] [--grid] [--dump DIR] [--json out.json]
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import * as kiln from '../src/index.js';
+import { elementwiseForward } from '../src/bench/workloads.js';
+import type { WgslProgram } from '../src/compile/codegen/wgsl/program.js';
+import { setOption } from '../src/runtime/config.js';
+import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
+import type { DType } from '../src/tensor/dtype.js';
+import { itemSize } from '../src/tensor/dtype.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const n = Number(flag('--n') ?? 4096);
+const dtypes = (flag('--dtypes') ?? 'float32,float16,bfloat16').split(',') as DType[];
+const calls = Number(flag('--calls') ?? 20);
+const reps = Number(flag('--reps') ?? 15);
+const grid = argv.includes('--grid');
+const dump = flag('--dump');
+const jsonOut = flag('--json');
+
+const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+
+/** Device ms per call of each fn: `calls` calls between two events, batches alternating fn by fn, median of `reps`. */
+function deviceMs(fns: (() => void)[]): number[] {
+  for (const fn of fns) for (let i = 0; i < 3; i++) fn();
+  kiln.synchronize('webgpu');
+  const times = fns.map(() => [] as number[]);
+  for (let r = 0; r < reps; r++) {
+    fns.forEach((fn, k) => {
+      kiln.scope(() => {
+        const s = new kiln.Event('webgpu').record();
+        for (let i = 0; i < calls; i++) fn();
+        const e = new kiln.Event('webgpu').record();
+        e.synchronize();
+        times[k]!.push(s.elapsedTime(e) / calls);
+      });
+    });
+  }
+  return times.map(median);
+}
+
+/** fn run with the vectorised pointwise kernels on or off. */
+const withVec = (on: boolean, fn: () => void) => (): void => {
+  setOption('KILN_WEBGPU_VEC_POINTWISE', on);
+  try {
+    fn();
+  } finally {
+    setOption('KILN_WEBGPU_VEC_POINTWISE', undefined);
+  }
+};
+
+/** The storage words of a contiguous tensor (float32 bits, 16-bit words), read back. */
+function bitsOf(t: Tensor): Uint32Array | Uint16Array {
+  const c = t.to('cpu');
+  const buf = c.storage.cpuArrayBuffer();
+  return itemSize(c.dtype) === 4 ? new Uint32Array(buf, 4 * c.offset, c.numel()) : new Uint16Array(buf, 2 * c.offset, c.numel());
+}
+
+interface Row {
+  dtype: DType;
+  variant: string;
+  ms: number;
+  gbs: number;
+  of_copy: number;
+}
+const rows: Row[] = [];
+const props = acc.properties(0);
+console.log(JSON.stringify({ device: props.name, backend: props.backend, features: acc.bridge.adapter.features, n, calls, reps }));
+
+for (const dtype of dtypes) {
+  const x = kiln.randn([n, n]).to(dtype).to('webgpu');
+  const bytes = 2 * x.numel() * itemSize(dtype);
+  const dst = kiln.empty([n, n], { dtype, device: 'webgpu' });
+  const f = kiln.compile(elementwiseForward, { name: `ew-vec-${dtype}` });
+  const call = (): void => void kiln.noGrad(() => f(x));
+
+  // The vectorised output has the scalar kernel's bits.
+  const vecOut = kiln.noGrad(() => withVecValue(true, () => f(x)));
+  const scalarOut = kiln.noGrad(() => withVecValue(false, () => f(x)));
+  const a = bitsOf(vecOut);
+  const b = bitsOf(scalarOut);
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) diff++;
+  console.log(JSON.stringify({ dtype, check: 'compiled vectorised vs scalar bits', differing_elements: diff, of: a.length }));
+  vecOut.dispose();
+  scalarOut.dispose();
+
+  const variants: [string, () => void][] = [
+    ['copy (copyBufferToBuffer)', () => acc.copyDeviceToDevice(dst.storage.buffer, 0, x.storage.buffer, 0, x.numel() * itemSize(dtype))],
+    ['clone vec', withVec(true, () => void x.clone())],
+    ['clone scalar', withVec(false, () => void x.clone())],
+    ['compiled vec', withVec(true, call)],
+    ['compiled scalar', withVec(false, call)],
+  ];
+  const ms = deviceMs(variants.map((v) => v[1]));
+  const copyMs = ms[0]!;
+  variants.forEach(([variant], k) => {
+    const row: Row = { dtype, variant, ms: Number(ms[k]!.toFixed(4)), gbs: Number((bytes / ms[k]! / 1e6).toFixed(1)), of_copy: Number((copyMs / ms[k]!).toFixed(3)) };
+    rows.push(row);
+    console.log(JSON.stringify(row));
+  });
+
+  const program = f.programs().inference[0] as WgslProgram | undefined;
+  const sources = program?.seed().sources ?? [];
+  if (dump !== undefined) {
+    fs.mkdirSync(dump, { recursive: true });
+    for (const s of sources) fs.writeFileSync(path.join(dump, `${dtype}-${/\|v\d/.test(s.memo) ? 'vec' : 'scalar'}.wgsl`), `// ${s.memo}\n${s.source}\n`);
+  }
+  if (grid) {
+    const src = sources.find((s) => /\|v4/.test(s.memo));
+    if (src === undefined) {
+      console.log(JSON.stringify({ dtype, grid: 'no vectorised source launched' }));
+    } else {
+      const k = acc.kernel(src.source, `${dtype} grid sweep`);
+      const y = kiln.empty([n, n], { dtype, device: 'webgpu' });
+      const N = n * n;
+      const meta = new Uint32Array([N, N, 0, 1, 0, 1]);
+      const full = Math.ceil(N / 4 / 256);
+      const caps = [...new Set([65535, 8192, 4096, 2048, 1024, 512].map((c) => Math.min(full, c)))];
+      const gms = deviceMs(caps.map((cap) => () => acc.dispatch(k, [y.storage.buffer, x.storage.buffer], meta, [Math.min(full, cap), 1, 1])));
+      caps.forEach((cap, i) => {
+        const row: Row = { dtype, variant: `compiled vec kernel, ${cap} workgroups`, ms: Number(gms[i]!.toFixed(4)), gbs: Number((bytes / gms[i]! / 1e6).toFixed(1)), of_copy: Number((copyMs / gms[i]!).toFixed(3)) };
+        rows.push(row);
+        console.log(JSON.stringify(row));
+      });
+      y.dispose();
+    }
+  }
+  x.dispose();
+  dst.dispose();
+}
+
+function withVecValue<T>(on: boolean, fn: () => T): T {
+  setOption('KILN_WEBGPU_VEC_POINTWISE', on);
+  try {
+    return fn();
+  } finally {
+    setOption('KILN_WEBGPU_VEC_POINTWISE', undefined);
+  }
+}
+
+console.log('');
+console.log(`${'dtype'.padEnd(9)} ${'variant'.padEnd(42)} ${'ms'.padStart(8)} ${'GB/s'.padStart(8)} ${'of copy'.padStart(8)}`);
+for (const r of rows) console.log(`${r.dtype.padEnd(9)} ${r.variant.padEnd(42)} ${r.ms.toFixed(4).padStart(8)} ${r.gbs.toFixed(1).padStart(8)} ${`${(100 * r.of_copy).toFixed(1)}%`.padStart(8)}`);
+if (jsonOut) fs.writeFileSync(jsonOut, `${JSON.stringify({ device: props.name, n, calls, reps, rows }, null, 1)}\n`);
+process.exit(0);
