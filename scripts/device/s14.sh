@@ -32,6 +32,31 @@ if [ "$part" = cuda ]; then
       --json "$out/decode-moe-$mp.json" > "$out/decode-moe-$mp.txt" 2>&1
     el "moe decode maxpairs=$mp batches=$b rc=$?"; sum "$out/decode-moe-$mp.txt" "^decode +batch|rror" 4
   done
+elif [ "$part" = final ]; then
+  # After the first call (pagedAttention v2 failed its graph test and hung its benchmark; reverted):
+  # #17 MoE decode form A/B, serve start and HTTP overlap A/B; #20 vectorised pointwise tests and A/B.
+  for run in 64:1,32 0:1; do
+    mp=${run%%:*}; b=${run#*:}
+    KILN_MOE_GEMV_MAX_PAIRS=$mp timeout 70 node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --dtype bfloat16 --batches $b --new 128 --reps 2 \
+      --json "$out/decode-moe-$mp.json" > "$out/decode-moe-$mp.txt" 2>&1
+    el "moe decode maxpairs=$mp batches=$b rc=$?"; sum "$out/decode-moe-$mp.txt" "^decode +batch|rror" 4
+  done
+  timeout 80 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --prompt 128 --start-only --reps 2 \
+    --json "$out/serve-start.json" > "$out/serve-start.txt" 2>&1
+  el "serve start rc=$?"; grep -vE "^\s*$" "$out/serve-start.txt" | tail -n 3 | cut -c1-400 | tee -a "$out/summary.txt"
+  timeout 130 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --clients 16 --prompt 128 --new 128 --reps 2 --overlap on,off --no-start \
+    --json "$out/serve.json" > "$out/serve.txt" 2>&1
+  el "serve throughput rc=$?"; grep -vE "^\s*$" "$out/serve.txt" | tail -n 3 | cut -c1-300 | tee -a "$out/summary.txt"
+  export KILN_WEBGPU_BACKEND=vulkan
+  timeout 60 node --test dist/test/webgpu-vector-pointwise.test.js dist/test/webgpu-int64.test.js > "$out/wgvec-tests.txt" 2>&1
+  el "webgpu vector pointwise + int64 tests rc=$?"; sum "$out/wgvec-tests.txt" "^# (pass|fail|skipped)|^not ok" 6
+  timeout 60 node dist/bench/webgpu-elementwise-vec.js --json "$out/ew-vec.json" > "$out/ew-vec.txt" 2>&1
+  el "elementwise vec bench rc=$?"; grep -vE '^\{"dtype"' "$out/ew-vec.txt" | tail -n 14 | cut -c1-200 | tee -a "$out/summary.txt"
+  for v in 1 0; do
+    KILN_WEBGPU_VEC_POINTWISE=$v timeout 45 node dist/src/cli/main.js bench --device webgpu --workload elementwise-4096 --dtype float32 float16 --no-progress \
+      --json "$out/ew-bench-vec$v.json" > "$out/ew-bench-vec$v.txt" 2>&1
+    el "kiln bench elementwise-4096 vec=$v rc=$?"; sum "$out/ew-bench-vec$v.txt" "elementwise|FAILED" 4
+  done
 elif [ "$part" = serve ]; then
   # #17 serve: start to first token (cold, then 3 warm starts), HTTP vs engine with the write overlap on and off.
   timeout 150 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --prompt 128 --start-only --reps 3 \
