@@ -57,6 +57,19 @@ elif [ "$part" = final ]; then
       --json "$out/ew-bench-vec$v.json" > "$out/ew-bench-vec$v.txt" 2>&1
     el "kiln bench elementwise-4096 vec=$v rc=$?"; sum "$out/ew-bench-vec$v.txt" "elementwise|FAILED" 4
   done
+elif [ "$part" = verify ]; then
+  # #20 with shader robustness off by default (KILN_WEBGPU_ROBUSTNESS): GPU tests of the webgpu
+  # kernels, kiln bench rows of every workload (float32, float16), the GEMM shapes, float16 decode.
+  export KILN_WEBGPU_BACKEND=vulkan
+  timeout 110 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linalg.test.js dist/test/webgpu-pointwise.test.js dist/test/webgpu-vector-pointwise.test.js dist/test/webgpu-llm.test.js dist/test/webgpu-generate.test.js > "$out/webgpu-tests.txt" 2>&1
+  el "webgpu tests rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 8
+  timeout 35 node scripts/bench-webgpu-matmul.mjs dist --shapes float16:8192:8192:8192,float16:4096:4096:4096,float32:4096:4096:4096 > "$out/matmul.jsonl" 2> "$out/matmul.err"
+  el "matmul rc=$?"; sum "$out/matmul.jsonl" "tflops" 3
+  timeout 120 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload all --include-slow --reps 20 --no-progress \
+    --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
+  el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "webgpu:0|FAILED" 16
+  timeout 50 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/webgpu-decode-f16.json" > "$out/webgpu-decode-f16.txt" 2>&1
+  el "webgpu decode float16 rc=$?"; sum "$out/webgpu-decode-f16.txt" "^decode +batch|rror" 3
 elif [ "$part" = serve ]; then
   # #17 serve: start to first token (cold, then 3 warm starts), HTTP vs engine with the write overlap on and off.
   timeout 150 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --prompt 128 --start-only --reps 3 \
