@@ -13,9 +13,9 @@
  * token streams at once; when steps are cheap (a tiny model, many clients) the engine still gets
  * most of the thread, and the event loop is never held longer than maxSliceMs plus one step.
  *
- * On cuda and webgpu the flush of a slice that leaves work behind waits for the next step, which
- * runs it while the device computes (Engine.step's whileDeviceRuns): the sockets are written
- * during GPU time, not between steps. A first token, and the last outputs, are flushed at once.
+ * With flushWhileDeviceRuns (cuda, webgpu; off by default, no gain measured yet) the flush of a
+ * slice that leaves work behind waits for the next step, which runs it while the device computes
+ * (Engine.step's whileDeviceRuns). A first token, and the last outputs, are flushed at once.
  *
  * Outputs reach each request's client through the engine's onOutput, during step(). Aborts asked
  * for during a step (a stop string matched while detokenizing) are applied right after it, so the
@@ -61,7 +61,9 @@ export interface EngineLoopOptions {
   maxSliceMs?: number;
   /**
    * Flush a slice's outputs during the next step's device time rather than at the slice's end
-   * (default: on cuda and webgpu, whose steps run asynchronously to the host; not on the cpu).
+   * (for cuda and webgpu, whose steps run asynchronously to the host; never useful on the cpu).
+   * Default off: on the H200 (Qwen3-0.6B, 16 streaming clients) it measured no gain, 5018 against
+   * 5057 tok/s (bench/results/h200-s14-serve-qwen3-0.6b-2026-12-03.json).
    */
   flushWhileDeviceRuns?: boolean;
 }
@@ -87,10 +89,9 @@ export class EngineLoop {
   /** Clients whose outputs are not flushed yet (see deferFlush). */
   private readonly pending = new Set<LoopClient>();
   /**
-   * On an asynchronous device (cuda, webgpu) a slice that leaves work for the next one does not
-   * flush at its end: the next step flushes while the device computes it (StepOptions.
-   * whileDeviceRuns), so socket writes overlap the GPU instead of adding to each step. On the cpu
-   * the compute happens as it is queued, so that would delay every token by a step: flush at once.
+   * flushWhileDeviceRuns: a slice that leaves work for the next one does not flush at its end;
+   * the next step flushes while the device computes it (StepOptions.whileDeviceRuns). On the cpu
+   * the compute happens as it is queued, so that would delay every token by a step.
    */
   private readonly deferFlush: boolean;
   private readonly flushPendingFn = (): void => this.flushPending();
@@ -107,7 +108,7 @@ export class EngineLoop {
     private readonly options: EngineLoopOptions,
   ) {
     this.maxSliceMs = options.maxSliceMs ?? DEFAULT_MAX_SLICE_MS;
-    this.deferFlush = options.flushWhileDeviceRuns ?? engine.cache.geometry.device.type !== 'cpu';
+    this.deferFlush = options.flushWhileDeviceRuns ?? false;
     if (!(this.maxSliceMs >= 0)) throw new Error(`EngineLoop: maxSliceMs must be >= 0, got ${options.maxSliceMs}`);
   }
 

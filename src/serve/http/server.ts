@@ -62,8 +62,8 @@ export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<En
    */
   maxSliceMs?: number;
   /**
-   * Write a step's streamed tokens while the device computes the next step (default: on cuda and
-   * webgpu, not on the cpu; engine-loop.ts).
+   * Write a step's streamed tokens while the device computes the next step (cuda, webgpu; default
+   * off: no gain measured on the H200 yet; engine-loop.ts).
    */
   flushWhileDeviceRuns?: boolean;
   /** Called after each engine step the server runs (after its metrics see it): `kiln serve` logs the first. */
