@@ -70,6 +70,13 @@ elif [ "$part" = verify ]; then
   el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "webgpu:0|FAILED" 16
   timeout 50 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/webgpu-decode-f16.json" > "$out/webgpu-decode-f16.txt" 2>&1
   el "webgpu decode float16 rc=$?"; sum "$out/webgpu-decode-f16.txt" "^decode +batch|rror" 3
+elif [ "$part" = mini ]; then
+  # What the device budget left allows: robustness off by default, checked by the webgpu tests on the GPU.
+  export KILN_WEBGPU_BACKEND=vulkan
+  timeout 90 node --test dist/test/webgpu-llm.test.js dist/test/webgpu-pointwise.test.js dist/test/webgpu-linalg.test.js dist/test/webgpu-generate.test.js > "$out/webgpu-tests.txt" 2>&1
+  el "webgpu tests (robustness off) rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 8
+  timeout 25 node scripts/bench-webgpu-matmul.mjs dist --shapes float16:8192:8192:8192,float32:4096:4096:4096 > "$out/matmul.jsonl" 2> "$out/matmul.err"
+  el "matmul rc=$?"; sum "$out/matmul.jsonl" "tflops" 2
 elif [ "$part" = serve ]; then
   # #17 serve: start to first token (cold, then 3 warm starts), HTTP vs engine with the write overlap on and off.
   timeout 150 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --prompt 128 --start-only --reps 3 \
