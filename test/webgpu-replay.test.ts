@@ -6,7 +6,8 @@
  * outputs (the recorded call's result shows the next call's values), in-place writes to captured
  * tensors happen exactly once per call, moved inputs record again, and a call with a host-to-device
  * write inside (an int64 maskedFill uploads its scalar) is never replayed, with the reason in the
- * program's stats. Needs a real adapter (SwiftShader in CI); skips on Dawn's null backend.
+ * program's stats; a replay that submits after every dispatch (KILN_WEBGPU_REPLAY_SUBMIT=1) computes
+ * the same. Needs a real adapter (SwiftShader in CI); skips on Dawn's null backend.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -16,6 +17,7 @@ import type { CompiledProgram } from '../src/compile/backend.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
+import { setOption } from '../src/runtime/config.js';
 
 const skip = webgpuSkipReason();
 
@@ -39,7 +41,9 @@ test("webgpu reduce-overhead: call 2 is recorded, later calls replay it with the
   const cf = kiln.compile((a: Tensor, b: Tensor) => kiln.relu(kiln.add(kiln.nn.functional.linear(a, b), 0.5)).mul(2).sum(-1), { mode: 'reduce-overhead' });
   const results: Tensor[] = [];
   const want: number[][] = [];
+  // Calls 3 and 4 replay with a submit after every dispatch (KILN_WEBGPU_REPLAY_SUBMIT), 2 with one submit.
   for (let call = 0; call < 5; call++) {
+    setOption('KILN_WEBGPU_REPLAY_SUBMIT', call >= 3 ? 1 : 0);
     const xHost = kiln.randn([4, 5]);
     kiln.copy_(x, xHost.to('webgpu'));
     const ref = kiln.relu(kiln.add(kiln.nn.functional.linear(xHost.to('float64'), wHost.to('float64')), 0.5)).mul(2).sum(-1);
@@ -50,6 +54,7 @@ test("webgpu reduce-overhead: call 2 is recorded, later calls replay it with the
     results.push(r);
     want.push(ref.toFlatArray() as number[]);
   }
+  setOption('KILN_WEBGPU_REPLAY_SUBMIT', undefined);
   const p = replayProgram(cf);
   assert.deepEqual({ ...p.stats, dispatches: p.stats.dispatches > 0 }, { plainRuns: 1, recordings: 1, replays: 3, dispatches: true, disabled: null });
   // Calls 1.. return tensors over the same static output: each now reads the last call's values.

@@ -46,7 +46,8 @@ export type Command =
    */
   | { readonly k: 'record'; readonly id: number }
   | { readonly k: 'record-end'; readonly id: number; readonly keep: boolean }
-  | { readonly k: 'replay'; readonly id: number }
+  /** `submitEvery` > 0: submit after every that many of its dispatches, so the GPU starts while the rest is encoded. */
+  | { readonly k: 'replay'; readonly id: number; readonly submitEvery: number }
   | { readonly k: 'drop-recording'; readonly id: number };
 
 /** Slots of the timestamp query set (a ring: an event's stamp is good until this many later records). */

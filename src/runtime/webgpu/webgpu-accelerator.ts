@@ -369,7 +369,7 @@ export class WebgpuAccelerator implements Accelerator {
   /** Queues recording `id` again (its `dispatches` count toward dispatchCount). */
   replay(id: number, dispatches: number): void {
     this.dispatchCount += dispatches;
-    this.enqueue({ k: 'replay', id });
+    this.enqueue({ k: 'replay', id, submitEvery: getOption('KILN_WEBGPU_REPLAY_SUBMIT') });
   }
 
   /** Frees recording `id` on the device thread. */

@@ -268,8 +268,17 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
           break;
         }
         counters.replays++;
+        let n = 0;
         for (const o of r.ops) {
           if (o.t === 'dispatch') {
+            // The GPU starts at a submit: one every submitEvery dispatches overlaps its work with
+            // the encoding (and Dawn's translation at submit) of the rest.
+            if (c.submitEvery > 0 && n > 0 && n % c.submitEvery === 0) {
+              endPass();
+              d.queue.submit([enc.finish()]);
+              enc = d.createCommandEncoder({ label: 'kiln batch' });
+            }
+            n++;
             if (!pass) {
               pass = enc.beginComputePass({ label: 'kiln pass' });
               passPipeline = undefined;
