@@ -45,6 +45,11 @@ test("webgpu engine, float32: decode 'eager' and 'compiled', prefill 'step' and 
     const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode, prefill });
     try {
       assert.equal(engine.cache.keys[0]!.device.type, 'webgpu', 'the cache lives on webgpu');
+      if (decode === 'compiled' && prefill === 'rows') {
+        const byDefault = new kiln.serve.Engine(model, { numBlocks: 4 });
+        assert.deepEqual([byDefault.decodeRunner!.path, byDefault.prefillRows], ['compiled', true], "the default on webgpu: decode 'compiled', prefill 'rows'");
+        byDefault.dispose();
+      }
       const outs = engine.generateAll(prompts, { maxNewTokens: ref.new_tokens });
       ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `${label}: prompt ${i}`));
       const stats = engine.stats;
@@ -112,7 +117,8 @@ function countReads<T>(fn: () => T): { value: T; reads: number } {
 test("kiln.generate on webgpu: an int64 webgpu tensor in, [1, T + n] int64 on webgpu out, transformers' tokens (eager and compiled decode), one device read per token", { skip }, () => {
   const model = kiln.models.loadQwen3(DENSE, { dtype: 'float32', device: 'webgpu' });
   const c = ref.cases[2]!;
-  for (const decode of [undefined, 'compiled'] as const) {
+  // undefined: the engine's default on webgpu ('compiled', replayed).
+  for (const decode of ['eager', undefined] as const) {
     const input = kiln.tensor([c.prompt], { dtype: 'int64' }).to('webgpu');
     const { value: out, reads } = countReads(() => kiln.generate(model, input, { maxNewTokens: ref.new_tokens, decode }));
     // The prompt ids once, then the sampled id of each step: prefill, cache writes, attention and
@@ -125,9 +131,9 @@ test("kiln.generate on webgpu: an int64 webgpu tensor in, [1, T + n] int64 on we
   }
 });
 
-test('kiln generate --device webgpu --decode compiled prints transformers\' ids', { skip }, () => {
+test('kiln generate --device webgpu (compiled decode, the default) prints transformers\' ids', { skip }, () => {
   const c = ref.cases[1]!;
-  const r = spawnSync(process.execPath, [MAIN, 'generate', DENSE, '--device', 'webgpu', '--decode', 'compiled', '--prompt-ids', c.prompt.join(','), '--max-tokens', String(ref.new_tokens)], {
+  const r = spawnSync(process.execPath, [MAIN, 'generate', DENSE, '--device', 'webgpu', '--prompt-ids', c.prompt.join(','), '--max-tokens', String(ref.new_tokens)], {
     encoding: 'utf8',
     timeout: 300_000,
   });
