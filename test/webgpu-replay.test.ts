@@ -123,3 +123,22 @@ test('webgpu reduce-overhead: a call that uploads host data inside is not replay
   assert.equal(p.stats.recordings, 0);
   assert.match(p.stats.disabled ?? '', /host-to-device write/);
 });
+
+test('webgpu reduce-overhead: dispose() frees a recording (static outputs and private pool back to the allocator); later calls run plainly', { skip }, () => {
+  const w = kiln.randn([64, 64]).to('webgpu');
+  const x = kiln.randn([8, 64]).to('webgpu');
+  const cf = kiln.compile((a: Tensor) => kiln.relu(kiln.matmul(kiln.add(a, 1), w)).mul(3), { mode: 'reduce-overhead', capturedTensors: 'allow' });
+  const want = kiln.relu(kiln.matmul(kiln.add(x, 1), w)).mul(3).toFlatArray() as number[];
+  const before = kiln.memoryStats('webgpu').allocatedBytes;
+  for (let call = 0; call < 3; call++) cf(x).dispose();
+  const p = replayProgram(cf);
+  assert.equal(p.stats.replays, 1);
+  assert.ok(kiln.memoryStats('webgpu').allocatedBytes > before, 'the static output is held while recorded');
+  p.dispose();
+  assert.equal(kiln.memoryStats('webgpu').allocatedBytes, before, 'dispose gives the static output back');
+  const r = cf(x);
+  close(r.toFlatArray() as number[], want, 'a call after dispose');
+  assert.equal(p.stats.disabled, 'disposed');
+  assert.equal(p.stats.replays, 1);
+  r.dispose();
+});

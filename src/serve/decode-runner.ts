@@ -158,8 +158,13 @@ export class DecodeRunner {
     return B === n ? logits : narrow(logits, 0, 0, n);
   }
 
-  /** Frees the input buffers (the compiled programs go with the compiled function). */
+  /**
+   * Frees the input buffers, and what the compiled programs hold on the device beyond the garbage
+   * collector's reach (webgpu recordings: their static outputs and private pool); the programs go
+   * with the compiled function.
+   */
   dispose(): void {
+    for (const p of this.programs) (p as { dispose?: () => void }).dispose?.();
     for (const b of this.buckets.values()) for (const t of b.owned) t.dispose();
     this.buckets.clear();
   }

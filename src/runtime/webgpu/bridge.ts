@@ -166,6 +166,8 @@ export class Bridge {
     if (this.recording && this.recording.broken === undefined) {
       if (cmd.k === 'write') this.recording.broken = 'a host-to-device write';
       else if (cmd.k === 'destroy') this.recording.broken = 'a buffer destroyed';
+      // The device thread keeps what it applies, not what another recording replays.
+      else if (cmd.k === 'replay') this.recording.broken = 'a replay of another recording';
     }
     if (cmd.k === 'dispatch') {
       const size = cmd.meta.length;

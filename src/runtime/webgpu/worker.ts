@@ -262,6 +262,8 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
         break;
       }
       case 'replay': {
+        // Not kept by a recording being made (the bridge refuses that recording too).
+        if (building) building.broken ??= 'a replay of another recording';
         const r = recordings.get(c.id);
         if (!r || r.broken !== undefined) {
           faults.push({ kind: 'validation', message: `webgpu: replaying recording ${c.id}: ${r ? r.broken! : 'no such recording'}` });

@@ -203,6 +203,16 @@ export class WgslReplayProgram implements CompiledProgram {
     return mapTensors(output, (t) => new Tensor(t.storage, t.dtype, t.shape, t.strides, t.offset));
   }
 
+  /**
+   * Frees the recording (its device-thread copy, static outputs and private pool); later calls run
+   * plainly. A compiled function has no dispose of its own, so an owner that is done with it (the
+   * serve engine's decode runner) calls this, or the blocks would stay set apart for good.
+   */
+  dispose(): void {
+    if (this.rec) this.release(this.rec);
+    this.stats.disabled ??= 'disposed';
+  }
+
   private release(r: Recorded): void {
     const acc = this.acc();
     acc.dropRecording(r.id);
