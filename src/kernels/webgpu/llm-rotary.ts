@@ -108,10 +108,18 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
   const lines = header(binds, { f16: kind === 'f16' || kind === 'f16p', bf16: kind === 'bf16p' });
   const v = (r: Role): string => `b${b.of.get(r)!}`;
   const ld = (r: Role, i: string): string => loadExpr(kind, v(r), i, b.written[b.of.get(r)!]!);
-  // q's operand or k's: one binding when both share it, else select() by isQ, which evaluates both
-  // loads (the other binding read at this tensor's index: robust buffer access keeps it in bounds,
-  // and the value is discarded).
-  const pick = (rq: Role, rk: Role, i: string): string => (!two || b.of.get(rq) === b.of.get(rk) ? ld(rq, i) : `select(${ld(rk, i)}, ${ld(rq, i)}, isQ)`);
+  // q's operand or k's, through a function per pair: one load where both share a binding, else a
+  // branch on isQ (never select(), which would read the other binding at this tensor's index: out
+  // of bounds, and Node runs Dawn without robustness).
+  const helpers: string[] = [];
+  const pick = (rq: Role, rk: Role, i: string): string => {
+    const name = `ld_${rq}`;
+    if (!helpers.some((h) => h.startsWith(`fn ${name}(`))) {
+      const body = !two || b.of.get(rq) === b.of.get(rk) ? `return ${ld(rq, 'i')};` : `if (isQ) { return ${ld(rq, 'i')}; } return ${ld(rk, 'i')};`;
+      helpers.push(`fn ${name}(isQ: bool, i: u32) -> f32 { ${body} }`);
+    }
+    return `${name}(isQ, ${i})`;
+  };
   const round =
     kind === 'f32' ? (e: string): string => e : kind === 'bf16p' ? (e: string): string => `bitcast<f32>(kiln_bf16_bits(${e}) << 16u)` : (e: string): string => `kiln_f16_value(kiln_f16_bits(${e}))`;
   const store = (i: string, val: string): string =>
@@ -162,6 +170,9 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
     '  }',
     '}',
   );
+  // The helpers go before main (after the bindings and the prelude mark), once the body named them.
+  const at0 = lines.findIndex((l) => l.startsWith('@compute'));
+  lines.splice(at0, 0, ...helpers);
   return lines.join('\n');
 }
 
