@@ -46,6 +46,43 @@ test('caching allocator reuses freed blocks by size class and keeps stats', () =
   assert.equal(alloc.stats().peakAllocatedBytes, 1000);
 });
 
+test('caching allocator: a private pool keeps the blocks freed while it is open, reuses them inside, gives them back on release', () => {
+  const made: ArrayBuffer[] = [];
+  const alloc = new CachingAllocator('cpu', 0, {
+    alloc: (n) => {
+      const b = new ArrayBuffer(n);
+      made.push(b);
+      return b;
+    },
+    free: () => {},
+    zero: () => {},
+  });
+  const before = alloc.allocate(1000);
+  const pool = alloc.beginPool();
+  assertThrowsWith(() => alloc.beginPool(), 'already open');
+  // Freed while open (even a block made before): to the pool, not the shared free lists.
+  alloc.free(before);
+  const a = alloc.allocate(800);
+  assert.equal(a.handle, before.handle, 'an allocation inside takes the pool first');
+  const b = alloc.allocate(800);
+  alloc.free(a);
+  alloc.free(b);
+  assert.equal(pool.bytes, 2048);
+  assert.equal(alloc.stats().cachedBytes, 0, 'pool blocks are not cached for others');
+  alloc.endPool(pool);
+  const c = alloc.allocate(800);
+  assert.ok(c.handle !== a.handle && c.handle !== b.handle, 'after endPool nobody else gets the pool blocks');
+  assert.equal(made.length, 3);
+  alloc.free(c);
+  assert.equal(alloc.stats().cachedBytes, 1024, 'a free after endPool goes to the shared lists');
+  alloc.releasePool(pool);
+  assert.equal(pool.bytes, 0);
+  assert.equal(alloc.stats().cachedBytes, 3 * 1024);
+  const handles = new Set([alloc.allocate(800).handle, alloc.allocate(800).handle, alloc.allocate(800).handle]);
+  assert.deepEqual(handles, new Set([a.handle, b.handle, c.handle]), 'released blocks serve later allocations');
+  assert.equal(made.length, 3);
+});
+
 test('allocator reports out-of-memory with what it holds', () => {
   const alloc = new CachingAllocator('cpu', 0, {
     alloc: (n) => {

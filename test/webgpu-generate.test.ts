@@ -2,7 +2,8 @@
  * Generation on webgpu: the engine (serve/engine.ts) runs the tiny Qwen3 checkpoint on a webgpu
  * device and gives transformers' greedy tokens (generate.json: 5 prompts of 1..20 tokens, 32 new
  * tokens each, the top-2 logit gap per step) with decode 'eager' and 'compiled' (fused WGSL
- * programs, one per batch bucket: the compile counters show one trace per bucket, none per token)
+ * programs, one per batch bucket: the compile counters show one trace per bucket, none per token;
+ * each program's calls are recorded once and replayed)
  * and prefill 'step' and 'rows'; float16 and bfloat16 follow them up to a near tie of the dtype;
  * kiln.generate takes and returns webgpu tensors and reads the device once per token (the sampled
  * id); `kiln generate --device webgpu` prints the same ids. Sampling is webgpu-sampling.test.ts's,
@@ -19,6 +20,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
 import { Bridge } from '../src/runtime/webgpu/bridge.js';
+import { WgslReplayProgram } from '../src/compile/codegen/wgsl/replay.js';
 import { checkTokens, matchedSteps, NEAR_TIE, readGenerateReference } from './helpers/generate-ref.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 
@@ -43,6 +45,11 @@ test("webgpu engine, float32: decode 'eager' and 'compiled', prefill 'step' and 
     const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode, prefill });
     try {
       assert.equal(engine.cache.keys[0]!.device.type, 'webgpu', 'the cache lives on webgpu');
+      if (decode === 'compiled' && prefill === 'rows') {
+        const byDefault = new kiln.serve.Engine(model, { numBlocks: 4 });
+        assert.deepEqual([byDefault.decodeRunner!.path, byDefault.prefillRows], ['compiled', true], "the default on webgpu: decode 'compiled', prefill 'rows'");
+        byDefault.dispose();
+      }
       const outs = engine.generateAll(prompts, { maxNewTokens: ref.new_tokens });
       ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `${label}: prompt ${i}`));
       const stats = engine.stats;
@@ -59,6 +66,10 @@ test("webgpu engine, float32: decode 'eager' and 'compiled', prefill 'step' and 
         assert.equal(c.traces, buckets.length, `${label}: ${c.traces} traces for buckets ${buckets.join(', ')}`);
         assert.equal(c.calls, runner.counters.steps, `${label}: every runner step is a compiled call`);
         assert.equal(c.cacheHits, c.calls - c.traces, `${label}: every call after a bucket's first is a cache hit`);
+        // Mode 'reduce-overhead': each bucket's program records its second call and replays it.
+        const programs = runner.programs;
+        assert.ok(programs.length > 0 && programs.every((p) => p instanceof WgslReplayProgram && p.stats.disabled === null), `${label}: replay programs, none disabled`);
+        assert.ok(programs.some((p) => (p as WgslReplayProgram).stats.replays > 0), `${label}: decode steps replay`);
         t.diagnostic(`${label}: ${runner.counters.steps} runner steps, buckets ${buckets.join(', ')}, ${c.traces} traces, ${c.cacheHits} cache hits`);
       } else {
         assert.equal(runner.compileCounters, null);
@@ -106,7 +117,8 @@ function countReads<T>(fn: () => T): { value: T; reads: number } {
 test("kiln.generate on webgpu: an int64 webgpu tensor in, [1, T + n] int64 on webgpu out, transformers' tokens (eager and compiled decode), one device read per token", { skip }, () => {
   const model = kiln.models.loadQwen3(DENSE, { dtype: 'float32', device: 'webgpu' });
   const c = ref.cases[2]!;
-  for (const decode of [undefined, 'compiled'] as const) {
+  // undefined: the engine's default on webgpu ('compiled', replayed).
+  for (const decode of ['eager', undefined] as const) {
     const input = kiln.tensor([c.prompt], { dtype: 'int64' }).to('webgpu');
     const { value: out, reads } = countReads(() => kiln.generate(model, input, { maxNewTokens: ref.new_tokens, decode }));
     // The prompt ids once, then the sampled id of each step: prefill, cache writes, attention and
@@ -119,9 +131,9 @@ test("kiln.generate on webgpu: an int64 webgpu tensor in, [1, T + n] int64 on we
   }
 });
 
-test('kiln generate --device webgpu --decode compiled prints transformers\' ids', { skip }, () => {
+test('kiln generate --device webgpu (compiled decode, the default) prints transformers\' ids', { skip }, () => {
   const c = ref.cases[1]!;
-  const r = spawnSync(process.execPath, [MAIN, 'generate', DENSE, '--device', 'webgpu', '--decode', 'compiled', '--prompt-ids', c.prompt.join(','), '--max-tokens', String(ref.new_tokens)], {
+  const r = spawnSync(process.execPath, [MAIN, 'generate', DENSE, '--device', 'webgpu', '--prompt-ids', c.prompt.join(','), '--max-tokens', String(ref.new_tokens)], {
     encoding: 'utf8',
     timeout: 300_000,
   });

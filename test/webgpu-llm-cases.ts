@@ -2,7 +2,7 @@
  * The cases of the webgpu ops a Qwen3 forward and generation need beyond pointwise, reductions and
  * GEMM (issue #20): indexSelect, embedding, cat, stack, indexPut_ by rows, int64 copies,
  * scaledDotProductAttention (causal, bool and float masks, grouped-query), rmsNorm,
- * llm.reshapeAndCache and llm.pagedAttention. Each case runs on a device from seeded CPU inputs: on
+ * llm.reshapeAndCache, llm.pagedAttention, llm.qkNormRotary and llm.applyRotaryEmb. Each case runs on a device from seeded CPU inputs: on
  * webgpu in its dtype, and as the reference on the CPU with float inputs widened to float64 (the
  * result rounded to the case's dtype), so webgpu-llm.test.ts compares values and
  * webgpu-validate.test.ts (Dawn's null backend) checks that every case compiles and encodes.
@@ -79,10 +79,44 @@ export function llmCases(): LlmCase[] {
       kiln.llm.reshapeAndCache(nk(d, w), nv(d, w), kk, vv, ints([5, -1, 14])(d));
       return kiln.cat([kk, vv], 0);
     });
+    // A decode step's keys and values: column slices of one buffer, int32 slots.
+    const kvOne = mk([3, 2, 16]);
+    add('llm.reshapeAndCache, k and v slices of one buffer, int32 slots', (d, w) => {
+      const kk = kc(d, w).clone();
+      const vv = vc(d, w).clone();
+      const t = kvOne(d, w);
+      kiln.llm.reshapeAndCache(t.narrow(2, 0, 8), t.narrow(2, 8, 8), kk, vv, ints([15, 0, -1], 'int32')(d));
+      return kiln.cat([kk, vv], 0);
+    });
     const pq = mk([3, 4, 8]);
     add('llm.pagedAttention (lengths 5, 0, 16)', (d, w) =>
       kiln.llm.pagedAttention(pq(d, w), kc(d, w), vc(d, w), kiln.tensor([[2, 0, 0, 0], [1, 1, 1, 1], [3, 1, 0, 2]], { dtype: 'int32' }).to(d), ints([5, 0, 16], 'int32')(d), 0.35),
     );
+    // q/k norm + rotary as a decode step has it: q [3, 2, 16] and k [3, 1, 16] column slices of one
+    // fused qkv output (one binding), cos/sin [3, 1, 16] broadcast over the heads.
+    const qkv = mk([3, 64]);
+    const wq = mk([16]);
+    const wk = mk([16]);
+    const cs = mk([3, 1, 16]);
+    const sn = mk([3, 1, 16]);
+    const flat = (r: { q: Tensor; k: Tensor }): Tensor => kiln.cat([r.q.reshape([-1]), r.k.reshape([-1])], 0);
+    const qOf = (d: string, w: boolean): Tensor => qkv(d, w).narrow(1, 0, 32).view([3, 2, 16]);
+    const kOf = (d: string, w: boolean): Tensor => qkv(d, w).narrow(1, 32, 16).view([3, 1, 16]);
+    for (const neox of [true, false]) {
+      const style = neox ? 'neox' : 'gpt-j';
+      add(`llm.qkNormRotary ${style}, q/k slices of one qkv`, (d, w) => flat(kiln.llm.qkNormRotary(qOf(d, w), kOf(d, w), wq(d, w), wk(d, w), 1e-6, cs(d, w), sn(d, w), neox)));
+      add(`llm.applyRotaryEmb ${style}, a slice`, (d, w) => kiln.llm.applyRotaryEmb(qOf(d, w), cs(d, w), sn(d, w), neox));
+    }
+    // Prefill layout: [B, H, T, D] transposed views of separate q and k (bindings over 8 on a device
+    // with the default limit: two launches), cos/sin [T, D] broadcast.
+    const q4 = mk([2, 5, 3, 16]);
+    const k4 = mk([2, 5, 1, 16]);
+    const c2 = mk([5, 16]);
+    const s2 = mk([5, 16]);
+    add('llm.qkNormRotary [B, H, T, D] transposed, separate q and k', (d, w) =>
+      flat(kiln.llm.qkNormRotary(q4(d, w).transpose(1, 2), k4(d, w).transpose(1, 2), wq(d, w), wk(d, w), 1e-5, c2(d, w), s2(d, w), true)),
+    );
+    add('llm.applyRotaryEmb [B, H, T, D] transposed', (d, w) => kiln.llm.applyRotaryEmb(q4(d, w).transpose(1, 2), c2(d, w), s2(d, w), true));
   }
   cases.push({
     label: 'int64 copies: contiguous of a transposed view, fill, cat',

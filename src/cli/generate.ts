@@ -35,7 +35,7 @@ Options:
   --seed <n>            seed of the random weights (default 0)
   --device <d>          cpu (default), cuda or webgpu
   --dtype <t>           float32 (default), bfloat16 or float16
-  --decode <path>       how decode steps run: compiled, eager or step (default: compiled on cuda, else eager)
+  --decode <path>       how decode steps run: compiled, eager or step (default: compiled on cuda and webgpu, else eager)
   --ignore-eos          keep going past the model's end-of-sequence ids (folder and tokenizer)
 
 Streams the new text (or prints the generated ids), then tokens/s and the time to first token.`;

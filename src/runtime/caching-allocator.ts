@@ -29,9 +29,24 @@ interface Block extends DeviceBuffer {
   live: boolean;
 }
 
+/**
+ * Blocks set apart for one recorded call (a webgpu program's recorded commands, which replays
+ * write and read again): while the pool is open, every freed block goes to it instead of the shared
+ * free lists, and allocations take from it first, so the recorded call still reuses its dead
+ * intermediates; after `endPool` it keeps them, so no other tensor is ever handed a block a replay
+ * writes. `releasePool` gives them back (the recording is dropped).
+ */
+export interface PrivatePool {
+  readonly freeLists: Map<number, unknown[]>;
+  /** Bytes of the blocks it holds. */
+  bytes: number;
+}
+
 export class CachingAllocator implements Allocator {
   private readonly freeLists = new Map<number, unknown[]>();
   private readonly pressure = new PressureTrigger();
+  /** The open private pool (beginPool), if any. */
+  private pool: PrivatePool | undefined;
   private s: AllocatorStats = {
     allocatedBytes: 0,
     reservedBytes: 0,
@@ -53,10 +68,16 @@ export class CachingAllocator implements Allocator {
       throw new Error(`allocate: invalid byte count ${nbytes} on ${this.deviceType}:${this.deviceIndex}`);
     }
     const capacity = sizeClass(nbytes);
+    const own = this.pool?.freeLists.get(capacity);
     const list = this.freeLists.get(capacity);
     let handle: unknown;
     let missed = false;
-    if (list && list.length > 0) {
+    if (own && own.length > 0) {
+      handle = own.pop();
+      this.pool!.bytes -= capacity;
+      this.s.cacheHits++;
+      if (options.zero) this.raw.zero(handle, capacity);
+    } else if (list && list.length > 0) {
       handle = list.pop();
       this.s.cacheHits++;
       this.s.cachedBytes -= capacity;
@@ -108,10 +129,42 @@ export class CachingAllocator implements Allocator {
     this.s.activeAllocations--;
     this.s.allocatedBytes -= block.nbytes;
     this.pressure.shrank(this.s.allocatedBytes);
+    if (this.pool) {
+      const own = this.pool.freeLists.get(block.capacity);
+      if (own) own.push(block.handle);
+      else this.pool.freeLists.set(block.capacity, [block.handle]);
+      this.pool.bytes += block.capacity;
+      return;
+    }
     let list = this.freeLists.get(block.capacity);
     if (!list) this.freeLists.set(block.capacity, (list = []));
     list.push(block.handle);
     this.s.cachedBytes += block.capacity;
+  }
+
+  /** Opens a private pool (see PrivatePool): frees go to it until endPool. One at a time. */
+  beginPool(): PrivatePool {
+    if (this.pool) throw new Error(`beginPool: a private pool is already open on ${this.deviceType}:${this.deviceIndex}`);
+    this.pool = { freeLists: new Map(), bytes: 0 };
+    return this.pool;
+  }
+
+  /** Closes `pool`: it keeps its blocks (reserved, neither allocated nor cached) until releasePool. */
+  endPool(pool: PrivatePool): void {
+    if (this.pool === pool) this.pool = undefined;
+  }
+
+  /** Gives a closed pool's blocks to the shared free lists. */
+  releasePool(pool: PrivatePool): void {
+    this.endPool(pool);
+    for (const [capacity, handles] of pool.freeLists) {
+      let list = this.freeLists.get(capacity);
+      if (!list) this.freeLists.set(capacity, (list = []));
+      for (const h of handles) list.push(h);
+      this.s.cachedBytes += capacity * handles.length;
+    }
+    pool.freeLists.clear();
+    pool.bytes = 0;
   }
 
   release(buffer: DeviceBuffer): void {

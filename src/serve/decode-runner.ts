@@ -8,8 +8,9 @@
  * Paths:
  * - 'compiled': kiln.compile over the step, one program per bucket; on cuda in mode
  *   'reduce-overhead', so each bucket is captured once as a CUDA graph and every later step is one
- *   graph launch plus the copies of the five small index tensors; on webgpu (mode 'default') the
- *   program's fused WGSL kernels and the LLM library's kernels, dispatched each step. Lengths and
+ *   graph launch plus the copies of the five small index tensors; on webgpu (also
+ *   'reduce-overhead') the program's fused WGSL kernels and the LLM library's kernels, recorded on
+ *   the device thread once and replayed each step (compile/codegen/wgsl/replay.ts). Lengths and
  *   positions are values in those tensors, never shapes: no recompile per token, length or request.
  * - 'eager': the same step op by op (llm.reshapeAndCache, llm.pagedAttention); no compile.
  *
@@ -19,8 +20,9 @@
  * tensors at the same addresses every step, so a captured graph replays in place (no per-argument
  * device copies) and nothing is allocated per step.
  *
- * The logits returned are the real rows of the bucket's output; with CUDA graphs they alias the
- * graph's static output, valid until the next decode step (the engine samples before that).
+ * The logits returned are the real rows of the bucket's output; with CUDA graphs (and webgpu
+ * replays) they alias the static output, valid until the next decode step (the engine samples
+ * before that).
  */
 import { copy_ } from '../api/core.js';
 import { empty } from '../api/creation.js';
@@ -28,7 +30,7 @@ import { narrow, view } from '../api/views.js';
 import { keep } from '../tensor/scope.js';
 import { storageArray } from '../tensor/typed.js';
 import { compile, type CompiledFunction } from '../compile/compile.js';
-import type { CompileMode } from '../compile/backend.js';
+import type { CompiledProgram, CompileMode } from '../compile/backend.js';
 import type { DecodeBatch, PagedKvTensors, StepModel } from '../models/step-kv.js';
 import type { Tensor } from '../tensor/tensor.js';
 import type { PagedKvCache } from './kv-cache.js';
@@ -47,7 +49,7 @@ export interface DecodeRow {
 }
 
 export interface DecodeRunnerOptions {
-  /** kiln.compile mode for the 'compiled' path (default 'reduce-overhead' on cuda, 'default' on cpu). */
+  /** kiln.compile mode for the 'compiled' path (default 'reduce-overhead' on cuda and webgpu, 'default' on cpu). */
   mode?: CompileMode;
 }
 
@@ -91,7 +93,10 @@ export class DecodeRunner {
     const tensors: PagedKvTensors = { keys: cache.keys, values: cache.values };
     const raw: StepFn = (inputIds, positions, slotMapping, blockTables, contextLens) => decode({ inputIds, positions, slotMapping, blockTables, contextLens } satisfies DecodeBatch, tensors);
     if (path === 'compiled') {
-      const mode = options.mode ?? (cache.geometry.device.type === 'cuda' ? 'reduce-overhead' : 'default');
+      // cuda: CUDA graphs; webgpu: recorded replays (compile/codegen/wgsl/replay.ts). Both alias
+      // the logits to a static buffer, which the engine samples before the next step.
+      const type = cache.geometry.device.type;
+      const mode = options.mode ?? (type === 'cuda' || type === 'webgpu' ? 'reduce-overhead' : 'default');
       // One entry per bucket; the limit must not push a bucket back to eager.
       // The cache tensors and rotary tables are captured on purpose (written in place, never reassigned).
       this.compiled = compile(raw, { mode, dynamic: false, recompileLimit: DECODE_BUCKETS.length + 8, capturedTensors: 'allow' });
@@ -105,6 +110,11 @@ export class DecodeRunner {
   /** Compile counters of the 'compiled' path (traces, compiles, cache hits), or null. */
   get compileCounters(): CompiledFunction<StepFn>['counters'] | null {
     return this.compiled?.counters ?? null;
+  }
+
+  /** The compiled path's programs (one per bucket; tests and tools inspect them), or none. */
+  get programs(): readonly CompiledProgram[] {
+    return this.compiled?.programs().inference ?? [];
   }
 
   /** The bucket sizes run so far, in first-use order: the compiled path traces once for each. */
@@ -148,8 +158,13 @@ export class DecodeRunner {
     return B === n ? logits : narrow(logits, 0, 0, n);
   }
 
-  /** Frees the input buffers (the compiled programs go with the compiled function). */
+  /**
+   * Frees the input buffers, and what the compiled programs hold on the device beyond the garbage
+   * collector's reach (webgpu recordings: their static outputs and private pool); the programs go
+   * with the compiled function.
+   */
   dispose(): void {
+    for (const p of this.programs) (p as { dispose?: () => void }).dispose?.();
     for (const b of this.buckets.values()) for (const t of b.owned) t.dispose();
     this.buckets.clear();
   }

@@ -56,14 +56,15 @@ export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
   eosTokenIds?: readonly number[];
   /**
    * How steps in which every sequence adds one token run (decode-runner.ts): 'compiled' (the
-   * model's decodeStep under kiln.compile, one program per batch bucket; CUDA graphs on cuda),
-   * 'eager' (decodeStep op by op) or 'step' (the general forwardStep, as prefill runs). Default:
-   * 'compiled' on cuda, 'eager' on cpu and webgpu; 'step' for a model without decodeStep. (On
-   * webgpu 'compiled' gives the same tokens with fused WGSL kernels, but each new bucket builds
-   * its pipelines first, and no real GPU has measured it faster yet.)
+   * model's decodeStep under kiln.compile, one program per batch bucket; CUDA graphs on cuda,
+   * recorded replays on webgpu), 'eager' (decodeStep op by op) or 'step' (the general forwardStep,
+   * as prefill runs). Default: 'compiled' on cuda and webgpu, 'eager' on cpu; 'step' for a model
+   * without decodeStep. (On webgpu a compiled Qwen3-0.6B step is about 316 dispatches replayed from
+   * one command, where eager issues about 570 one by one from the main thread: issue #20. Each new
+   * bucket compiles first, which adds to its first step.)
    */
   decode?: DecodePath;
-  /** kiln.compile mode of the compiled decode (default 'reduce-overhead' on cuda, 'default' on cpu). */
+  /** kiln.compile mode of the compiled decode (default 'reduce-overhead' on cuda and webgpu, 'default' on cpu). */
   decodeMode?: CompileMode;
   /**
    * How prompt tokens (prefill chunks) run: 'rows' puts every new token of the step, prompt or
@@ -151,7 +152,7 @@ export class Engine {
     this.sampler = options.sampler ?? this.ownSampler!;
     this.eosTokenIds = [...(options.eosTokenIds ?? [])];
     for (const id of this.eosTokenIds) this.checkTokenId('Engine', 'eosTokenIds', id);
-    const path = options.decode ?? (model.decodeStep === undefined ? 'step' : g.device.type === 'cuda' ? 'compiled' : 'eager');
+    const path = options.decode ?? (model.decodeStep === undefined ? 'step' : g.device.type === 'cuda' || g.device.type === 'webgpu' ? 'compiled' : 'eager');
     if (path !== 'step' && path !== 'eager' && path !== 'compiled') throw new Error(`Engine: options.decode must be 'compiled', 'eager' or 'step', got ${JSON.stringify(path)}`);
     if (path !== 'step' && model.decodeStep === undefined) throw new Error(`Engine: options.decode '${path}' needs a model with decodeStep; this one has only forwardStep (use decode: 'step')`);
     this.decodeRunner = path === 'step' ? null : new DecodeRunner(model, this.cache, path, { mode: options.decodeMode });

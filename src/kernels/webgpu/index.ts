@@ -18,3 +18,4 @@ import './conv.js';
 import './dropout.js';
 import './attention.js';
 import './llm-paged.js';
+import './llm-rotary.js';

@@ -3,8 +3,9 @@
  * host (the references read the slot mapping back, and pagedAttention's computes slots in int64,
  * which WGSL lacks):
  *
- * - reshapeAndCache: two row scatters (indexing.ts) of the step's keys and values into the caches
- *   viewed [numBlocks * blockSize, kvHeads, headDim], rows whose slot is negative skipped.
+ * - reshapeAndCache: one kernel writes the step's keys and values, read in place, into the caches
+ *   at their tokens' slots, tokens whose slot is negative skipped (it was two row scatters, each
+ *   copying its source contiguous first: four dispatches a layer, now one).
  * - pagedAttention: the split-over-keys decode kernel of paged-attention-source.ts (online softmax
  *   per split over 64-key blocks read through the block table, the query heads of one kv head
  *   sharing each key and value read, then a combine pass), float32 / float16 / bfloat16. The plan
@@ -16,31 +17,77 @@ import { cacheGeometry, pagedAttention, reshapeAndCache } from '../../ops/defs/l
 import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { Tensor } from '../../tensor/tensor.js';
+import type { DType } from '../../tensor/dtype.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
-import { scatterRows } from './indexing.js';
 import { PAGED_WG, pagedCombineSource, pagedSplitSource, type PagedKinds } from './paged-attention-source.js';
-import { dataKind, groupsFor, kernelFor, words } from './template.js';
+import { loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, WG, words } from './template.js';
 
 function registerWebgpu(opName: string, fn: ImplFn): void {
   registerLlmImpl(opName, { name: 'webgpu-kernel', kind: 'kernel', device: 'webgpu', priority: 0, fn });
+}
+
+/**
+ * reshapeAndCache's kernel: one invocation per (token, head, element) writes the key's element and
+ * the value's into their caches at the token's slot (a negative slot or one past the capacity
+ * skips it). Keys and values are read in place with their strides (a decode step's values are a
+ * column slice of the fused qkv output); a key and value in one buffer share a binding.
+ * Metadata: [N, kvHeads, headDim, capacity, kcOff, vcOff, kOff, k strides x3, vOff, v strides x3,
+ * slotOff, slotStride].
+ */
+function cacheWriteSource(x: StorageKind, slots: DType, shared: boolean): string {
+  const kv: Bind[] = shared ? [{ kind: x, written: false }] : [{ kind: x, written: false }, { kind: x, written: false }];
+  const slotBind = 2 + kv.length;
+  const lines = header([{ kind: x, written: true }, { kind: x, written: true }, ...kv, { kind: indexBind(slots), written: false }]);
+  const vb = shared ? 'b2' : 'b3';
+  lines.push(
+    `@compute @workgroup_size(${WG})`,
+    'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {',
+    '  let N = kmeta[0]; let H = kmeta[1]; let D = kmeta[2]; let cap = kmeta[3];',
+    '  let total = N * H * D;',
+    `  for (var i = gid.x; i < total; i = i + ng.x * ${WG}u) {`,
+    '    let e = i % D; let h = (i / D) % H; let n = i / (D * H);',
+    `    let slot = ${indexLoad(slots, `b${slotBind}`, 'kmeta[14] + n * kmeta[15]')};`,
+    '    if (slot < 0i || u32(slot) >= cap) { continue; }',
+    '    let at = (u32(slot) * H + h) * D + e;',
+    '    let ki = u32(i32(kmeta[6]) + i32(n) * bitcast<i32>(kmeta[7]) + i32(h) * bitcast<i32>(kmeta[8]) + i32(e) * bitcast<i32>(kmeta[9]));',
+    '    let vi = u32(i32(kmeta[10]) + i32(n) * bitcast<i32>(kmeta[11]) + i32(h) * bitcast<i32>(kmeta[12]) + i32(e) * bitcast<i32>(kmeta[13]));',
+    `    let kval = ${loadExpr(x, 'b2', 'ki', false)};`,
+    `    let vval = ${loadExpr(x, vb, 'vi', false)};`,
+    `    ${storeStmt(x, 'b0', 'kmeta[4] + at', 'kval').replace(/\n/g, '\n    ')}`,
+    `    ${storeStmt(x, 'b1', 'kmeta[5] + at', 'vval').replace(/\n/g, '\n    ')}`,
+    '  }',
+    '}',
+  );
+  return lines.join('\n');
 }
 
 registerWebgpu(reshapeAndCache.name, (_ctx, key, value, keyCache, valueCache, slotMapping) => {
   const op = reshapeAndCache.name;
   const kc = keyCache as Tensor;
   const vc = valueCache as Tensor;
+  const k = key as Tensor;
+  const v = value as Tensor;
+  const slots = slotMapping as Tensor;
   const g = cacheGeometry(op, kc, vc);
-  const rows = [g.numBlocks * g.blockSize, g.kvHeads, g.headDim];
-  for (const [cache, src] of [
-    [kc, key as Tensor],
-    [vc, value as Tensor],
-  ] as const) {
-    const flat = new Tensor(cache.storage, cache.dtype, rows, undefined, cache.offset);
-    try {
-      scatterRows(op, flat, slotMapping as Tensor, src, true);
-    } finally {
-      flat.dispose();
-    }
+  const n = k.shape[0]!;
+  if (n === 0 || g.kvHeads === 0 || g.headDim === 0) return [kc, vc];
+  if (kc.storage.buffer === vc.storage.buffer) throw new Error(`${op}: the webgpu kernel writes 'keyCache' and 'valueCache' as two buffers; they share one`);
+  const x = dataKind(op, kc).kind;
+  if (dataKind(op, k).wide) throw unsupportedDtype(op, k);
+  const idx = slots.device.type === 'webgpu' ? slots : slots.to(kc.device);
+  try {
+    const shared = k.storage.buffer === v.storage.buffer;
+    const meta = words([
+      n, g.kvHeads, g.headDim, g.numBlocks * g.blockSize, kc.offset, vc.offset,
+      k.offset, k.strides[0]!, k.strides[1]!, k.strides[2]!, v.offset, v.strides[0]!, v.strides[1]!, v.strides[2]!,
+      idx.offset, idx.ndim === 0 ? 0 : idx.strides[0]!,
+    ]);
+    const kernel = kernelFor(`paged.cache.${x}.${idx.dtype}${shared ? '.shared' : ''}`, () => cacheWriteSource(x, idx.dtype, shared));
+    const buffers = shared ? [kc.storage.buffer, vc.storage.buffer, k.storage.buffer, idx.storage.buffer] : [kc.storage.buffer, vc.storage.buffer, k.storage.buffer, v.storage.buffer, idx.storage.buffer];
+    webgpu().dispatch(kernel, buffers, meta, groupsFor(n * g.kvHeads * g.headDim));
+  } finally {
+    if (idx !== slots) idx.dispose();
   }
   return [kc, vc];
 });

@@ -139,6 +139,16 @@ function fusedDecode(x: Tensor): boolean {
   return x.device.type === 'cpu' && !(x instanceof FakeTensor);
 }
 
+/**
+ * Whether an eager decode step's rotary is llm.applyRotaryEmb: as fusedDecode, and on webgpu too,
+ * whose kernel (kernels/webgpu/llm-rotary.ts) is one dispatch where the rotate-half chain (neg, cat,
+ * two muls, an add) is six (issue #20: 280 of a Qwen3-0.6B eager step's 848 dispatches). The add +
+ * norm stays two ops there (llm.addRmsNorm has no webgpu kernel; its reference adds casts).
+ */
+function fusedRotary(x: Tensor): boolean {
+  return (x.device.type === 'cpu' || x.device.type === 'webgpu') && !(x instanceof FakeTensor);
+}
+
 function normalizePositions(positions: Positions | undefined, B: number, T: number): number[][] {
   if (positions === undefined) return [Array.from({ length: T }, (_, i) => i)];
   let rows: number[][];
@@ -232,7 +242,7 @@ export class Qwen3Attention extends Module {
   forwardDecode(x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): Tensor {
     const B = x.shape[0]!;
     const { numHeads: nh, numKvHeads: nkv, headDim: D } = this;
-    const rope = fusedDecode(x) ? (t: Tensor): Tensor => applyRotaryEmb(t, cos, sin, true) : (t: Tensor): Tensor => applyRotaryPosEmb(t, cos, sin);
+    const rope = fusedRotary(x) ? (t: Tensor): Tensor => applyRotaryEmb(t, cos, sin, true) : (t: Tensor): Tensor => applyRotaryPosEmb(t, cos, sin);
     const q = rope(this.q_norm.forward(view(this.q_proj.forward(x), [B, nh, D])));
     const k = rope(this.k_norm.forward(view(this.k_proj.forward(x), [B, nkv, D])));
     const v = view(this.v_proj.forward(x), [B, nkv, D]);

@@ -2,7 +2,8 @@
  * The main thread's side of the device thread (protocol.ts): starts the worker, queues commands
  * and sends them as one batch per flush, and makes calls that block on Atomics.wait until the
  * worker answers. A flush happens at every call, when the queue is long, and on the next turn of
- * the event loop, so the GPU starts while the host is still issuing work.
+ * the event loop, so the GPU starts while the host is still issuing work. Between beginRecording
+ * and endRecording it notes what a replay could not repeat (compile/codegen/wgsl/replay.ts).
  */
 import { inNode, workerExecArgv, workerThreads } from '../../platform/index.js';
 import type { MessagePort } from 'node:worker_threads';
@@ -44,13 +45,18 @@ export class Bridge {
   private opsUsed = 0;
   private queued = 0;
   private others: WireCommand[] = [];
-  /** The queued dispatches' metadata words, packed in slots of the device's storage-offset alignment. */
+  /** The queued dispatches' metadata words, packed one after another. */
   private meta = new Uint32Array(1 << 14);
   private metaUsed = 0;
-  private metaSlot = 64;
   private transfers: ArrayBuffer[] = [];
   private flushScheduled = false;
   private dead: string | undefined;
+  /**
+   * The recording being made (between 'record' and 'record-end'), and why it cannot be replayed if
+   * something enqueued or called since would not repeat: a host-to-device write (its bytes are the
+   * host's of this call), a destroyed buffer, or a read of device data (the host decided on it).
+   */
+  private recording: { readonly id: number; broken?: string } | undefined;
   readonly adapter: AdapterReport;
 
   /** Starts the worker and opens the adapter; throws when Dawn finds none. Node only: a browser uses Bridge.openInBrowser. */
@@ -60,7 +66,6 @@ export class Bridge {
       this.flag = browser.flag;
       this.port = undefined;
       this.adapter = browser.adapter;
-      this.metaSlot = (this.adapter.limits.minStorageBufferOffsetAlignment ?? 256) / 4;
       return;
     }
     const { port1, port2 } = new workerThreads.MessageChannel();
@@ -88,7 +93,6 @@ export class Bridge {
       throw new WebgpuError(a.error, 'worker');
     }
     this.adapter = a.adapter!;
-    this.metaSlot = (this.adapter.limits.minStorageBufferOffsetAlignment ?? 256) / 4;
     // 'exit' also runs on process.exit(); its handlers may only block, which call() does.
     process.once('exit', () => this.drainAtExit());
   }
@@ -141,17 +145,38 @@ export class Bridge {
     return new Bridge([], wantedFeatures, { worker, adapter: a.adapter!, flag });
   }
 
+  /** Starts recording `id` (protocol.ts: 'record'); endRecording says whether it can be replayed. */
+  beginRecording(id: number): void {
+    if (this.recording) throw new WebgpuError(`recording ${id} started while recording ${this.recording.id}`, 'worker');
+    this.enqueue({ k: 'record', id });
+    this.recording = { id };
+  }
+
+  /** Ends the recording: kept on the device thread unless something in it cannot be replayed (returned). */
+  endRecording(): { id: number; broken?: string } {
+    const r = this.recording;
+    if (!r) throw new WebgpuError('endRecording without beginRecording', 'worker');
+    this.recording = undefined;
+    this.enqueue({ k: 'record-end', id: r.id, keep: r.broken === undefined });
+    return r;
+  }
+
   /** Queues a command; `transfer` names a buffer the command owns (moved, not copied, to the worker). */
   enqueue(cmd: Command, transfer?: ArrayBuffer): void {
+    if (this.recording && this.recording.broken === undefined) {
+      if (cmd.k === 'write') this.recording.broken = 'a host-to-device write';
+      else if (cmd.k === 'destroy') this.recording.broken = 'a buffer destroyed';
+      // The device thread keeps what it applies, not what another recording replays.
+      else if (cmd.k === 'replay') this.recording.broken = 'a replay of another recording';
+    }
     if (cmd.k === 'dispatch') {
-      const size = Math.ceil(Math.max(cmd.meta.length, 1) / this.metaSlot) * this.metaSlot;
+      const size = cmd.meta.length;
       if (this.metaUsed + size > this.meta.length) {
         const grown = new Uint32Array(Math.max(2 * this.meta.length, this.metaUsed + size));
         grown.set(this.meta.subarray(0, this.metaUsed));
         this.meta = grown;
       }
       this.meta.set(cmd.meta, this.metaUsed);
-      // The slot's tail may hold an earlier batch's words: the kernel reads only its own.
       const n = cmd.buffers.length;
       const at = this.reserveOps(8 + n);
       const o = this.ops;
@@ -216,6 +241,7 @@ export class Bridge {
   /** Sends what is queued, then `call`, and waits for the answer. */
   call(call: Call, doing: string, timeoutMs = CALL_TIMEOUT_MS): Answer {
     if (this.dead !== undefined) throw new WebgpuError(`${this.dead} (while ${doing})`, 'worker');
+    if (this.recording && this.recording.broken === undefined && (call.k === 'read' || call.k === 'stamps')) this.recording.broken = `a read of device data (${doing})`;
     this.flush();
     Atomics.store(this.flag, 0, 0);
     const reply = this.port ? undefined : new SharedArrayBuffer(REPLY_SLACK + (call.k === 'read' ? call.size : call.k === 'stamps' ? call.slots.length * 8 : 0));

@@ -6,7 +6,8 @@
  *
  * Work is sent in batches (one postMessage per flush, the commands as one transferred Float64Array
  * and the dispatches' metadata as one Uint32Array: OP_DISPATCH; on the worker one command encoder
- * per batch, split only where an upload must run at its place in the queue);
+ * per batch, split only where an upload must run at its place in the queue, and bind groups reused
+ * across batches: bind-groups.ts; a recorded program replays as one command: 'replay');
  * calls (init, compile, read, sync) are answered through a MessagePort and a shared flag. Buffers
  * and pipelines are numbered by the main thread, so a batch never waits for an id.
  */
@@ -35,7 +36,19 @@ export type Command =
    * sources); a later dispatch of it waits on the worker, never on the main thread. A compile error
    * is a fault reported with the next answer.
    */
-  | { readonly k: 'pipeline'; readonly id: number; readonly source: string; readonly label: string };
+  | { readonly k: 'pipeline'; readonly id: number; readonly source: string; readonly label: string }
+  /**
+   * Recordings (a compiled program's commands, replayed by later calls: compile/codegen/wgsl/replay.ts).
+   * Between 'record' and 'record-end' the device thread applies dispatches, copies and clears as
+   * usual and also keeps them; 'record-end' with keep makes recording `id` (its own metadata
+   * buffer and bind groups), without keep forgets them. 'replay' encodes a recording's commands
+   * again at its place in the queue; 'drop-recording' frees it.
+   */
+  | { readonly k: 'record'; readonly id: number }
+  | { readonly k: 'record-end'; readonly id: number; readonly keep: boolean }
+  /** `submitEvery` > 0: submit after every that many of its dispatches, so the GPU starts while the rest is encoded. */
+  | { readonly k: 'replay'; readonly id: number; readonly submitEvery: number }
+  | { readonly k: 'drop-recording'; readonly id: number };
 
 /** Slots of the timestamp query set (a ring: an event's stamp is good until this many later records). */
 export const STAMP_SLOTS = 4096;
@@ -44,11 +57,12 @@ export type CommandKind = Command['k'];
 
 /**
  * A command as sent: a dispatch's metadata words travel in the batch's one packed array (`meta` of
- * the batch message, transferred, at word `metaAt`, `metaSize` words: a slot of the device's
- * storage-offset alignment), not as a typed array of its own. Structured-cloning a thousand small
- * typed arrays per decode step was the largest share of the main thread's time in postMessage.
+ * the batch message, transferred, at word `metaAt`, `metaLen` words, packed without gaps), not as a
+ * typed array of its own. Structured-cloning a thousand small typed arrays per decode step was the
+ * largest share of the main thread's time in postMessage. The device thread interns the words in
+ * its metadata arena (bind-groups.ts), in slots of the storage-offset alignment.
  */
-export type WireCommand = Exclude<Command, { k: 'dispatch' }> | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly metaAt: number; readonly metaSize: number; readonly groups: readonly [number, number, number] };
+export type WireCommand = Exclude<Command, { k: 'dispatch' }> | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly metaAt: number; readonly metaLen: number; readonly groups: readonly [number, number, number] };
 
 /** Calls: the main thread blocks until the worker answers. */
 export type Call =
@@ -59,7 +73,9 @@ export type Call =
   /** The stamps of these slots, in nanoseconds, as a Float64Array's buffer (after earlier work). */
   | { readonly k: 'stamps'; readonly slots: readonly number[] }
   /** Destroys the device (tests: the device-lost path without a driver reset). */
-  | { readonly k: 'lose' };
+  | { readonly k: 'lose' }
+  /** The device thread's counters (bind-groups.ts: groups made and reused, arena writes), after earlier work. */
+  | { readonly k: 'stats' };
 
 export type CallKind = Call['k'];
 
@@ -96,7 +112,7 @@ export interface SubgroupMatrixConfig {
 }
 
 export type Answer =
-  | { readonly ok: true; readonly faults: readonly DeviceFault[]; readonly adapter?: AdapterReport; readonly data?: ArrayBuffer }
+  | { readonly ok: true; readonly faults: readonly DeviceFault[]; readonly adapter?: AdapterReport; readonly data?: ArrayBuffer; readonly stats?: Readonly<Record<string, number>> }
   | { readonly ok: false; readonly faults: readonly DeviceFault[]; readonly error: string };
 
 /**
@@ -140,7 +156,7 @@ export function decodeAnswer(reply: SharedArrayBuffer): Answer {
 }
 
 /**
- * A batch's commands in order, as numbers: a dispatch is [1, pipeline, metaAt, metaSize, x, y, z,
+ * A batch's commands in order, as numbers: a dispatch is [1, pipeline, metaAt, metaLen, x, y, z,
  * n, buffer ids x n], any other command [0, its index in `others`] (sent as objects: uploads carry
  * their bytes, pipelines their WGSL). A decode step is about a thousand dispatches: as one
  * transferred Float64Array they cost postMessage nothing to clone.
@@ -160,7 +176,7 @@ export function decodeBatch(ops: Float64Array, others: readonly WireCommand[]): 
     const n = ops[i + 7]!;
     const buffers: number[] = new Array<number>(n);
     for (let j = 0; j < n; j++) buffers[j] = ops[i + 8 + j]!;
-    out.push({ k: 'dispatch', pipeline: ops[i + 1]!, metaAt: ops[i + 2]!, metaSize: ops[i + 3]!, groups: [ops[i + 4]!, ops[i + 5]!, ops[i + 6]!], buffers });
+    out.push({ k: 'dispatch', pipeline: ops[i + 1]!, metaAt: ops[i + 2]!, metaLen: ops[i + 3]!, groups: [ops[i + 4]!, ops[i + 5]!, ops[i + 6]!], buffers });
     i += 8 + n;
   }
   return out;

@@ -194,6 +194,12 @@ export class WebgpuAccelerator implements Accelerator {
     return a;
   }
 
+  /** The device thread's counters: bind groups made and reused, metadata arena writes and resets (bind-groups.ts). */
+  deviceThreadStats(): Readonly<Record<string, number>> {
+    const a = this.call({ k: 'stats' }, 'reading the webgpu device thread counters');
+    return (a.ok ? a.stats : undefined) ?? {};
+  }
+
   /** Destroys the Dawn device, as a driver reset would lose it (tests of the device-lost path). */
   loseDeviceForTesting(): void {
     this.bridge.call({ k: 'lose' }, 'destroying the webgpu device (test)');
@@ -324,9 +330,51 @@ export class WebgpuAccelerator implements Accelerator {
     }
   }
 
+  /** Dispatches queued so far, those of replayed recordings included (benchmarks: dispatches per step). */
+  dispatchCount = 0;
+
   /** Queues one dispatch: `buffers` at bindings 0..n-1, `meta` at binding n. */
   dispatch(kernel: WebgpuKernel, buffers: readonly DeviceBuffer[], meta: Uint32Array, groups: readonly [number, number, number]): void {
+    this.dispatchCount++;
     this.enqueue({ k: 'dispatch', pipeline: kernel.id, buffers: buffers.map(bufferId), meta, groups });
+  }
+
+  private nextRecording = 1;
+  /** The recording being made: its id and the dispatch count when it began. */
+  private recordingNow: { id: number; from: number } | undefined;
+
+  /**
+   * Starts recording what is queued from now on (compile/codegen/wgsl/replay.ts): the commands
+   * still run now, and endRecording keeps them on the device thread for `replay`. Work queued before
+   * is not part of it.
+   */
+  beginRecording(): void {
+    const id = this.nextRecording++;
+    this.bridge.beginRecording(id);
+    this.recordingNow = { id, from: this.dispatchCount };
+  }
+
+  /**
+   * Ends the recording: its id and dispatch count, or why it cannot be replayed (a host write, a
+   * device read or a destroyed buffer inside it; nothing is kept then).
+   */
+  endRecording(): { id: number; dispatches: number } | { broken: string } {
+    const r = this.recordingNow;
+    if (!r) throw new WebgpuError('endRecording without beginRecording', 'worker');
+    this.recordingNow = undefined;
+    const end = this.bridge.endRecording();
+    return end.broken !== undefined ? { broken: end.broken } : { id: r.id, dispatches: this.dispatchCount - r.from };
+  }
+
+  /** Queues recording `id` again (its `dispatches` count toward dispatchCount). */
+  replay(id: number, dispatches: number): void {
+    this.dispatchCount += dispatches;
+    this.enqueue({ k: 'replay', id, submitEvery: getOption('KILN_WEBGPU_REPLAY_SUBMIT') });
+  }
+
+  /** Frees recording `id` on the device thread. */
+  dropRecording(id: number): void {
+    this.enqueue({ k: 'drop-recording', id });
   }
 
   launchKernel(module: KernelModule, args: readonly unknown[], launch: Record<string, unknown>): void {

@@ -4,13 +4,17 @@
  * batches in order (one command encoder per batch, split around uploads; one compute pass across consecutive
  * dispatches, whose barriers Dawn inserts), answers calls after earlier work, and collects every
  * uncaptured error and the device's loss, to hand them to the main thread with the next answer.
+ * Bind groups are made once and reused (bind-groups.ts: createBindGroup was most of a dispatch's
+ * cost here), and recordings (a compiled program's commands, compile/codegen/wgsl/replay.ts) keep
+ * theirs, so a replay encodes only setPipeline, setBindGroup and dispatchWorkgroups per dispatch.
  * Messages are handled one at a time on a promise chain, since a read's mapAsync must not let a
  * later batch overtake it. Pipelines are created with createComputePipelineAsync: a 'compile' call
  * answers when its pipeline is ready; 'pipeline' commands (sources known good, from the disk cache)
  * start at once, several together, and only a batch that dispatches one waits for it.
  */
 import { inNode, workerThreads } from '../../platform/index.js';
-import { decodeBatch, encodeAnswer, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WireCommand, type WorkerInit } from './protocol.js';
+import { decodeBatch, encodeAnswer, OP_DISPATCH, STAMP_SLOTS, type AdapterReport, type Answer, type Call, type DeviceFault, type SubgroupMatrixConfig, type ToWorker, type WireCommand, type WorkerInit } from './protocol.js';
+import { BindGroupCache } from './bind-groups.js';
 
 /** Node: the worker's data. Browser: the first message ({ t: 'start' }). */
 let init: WorkerInit = inNode ? (workerThreads.workerData as WorkerInit) : (undefined as unknown as WorkerInit);
@@ -36,6 +40,38 @@ const pipelines = new Map<number, GPUComputePipeline>();
  * object per call, and a decode step asks for one per dispatch (about a thousand).
  */
 const layouts = new Map<number, GPUBindGroupLayout>();
+/**
+ * Batches applied and the time spent applying them (encoding and submitting), recordings made and
+ * replayed: the 'stats' call reports them.
+ */
+const counters = { batches: 0, applyMs: 0, recordings: 0, replays: 0 };
+/** Bind groups made once and reused, over the metadata arena (bind-groups.ts); made with the device. */
+let groupCache: BindGroupCache<GPUBuffer, GPUBindGroupLayout, GPUBindGroup> | undefined;
+/** Arenas replaced while a batch is applied: destroyed after its submit. */
+const retired: GPUBuffer[] = [];
+/** A command kept between 'record' and 'record-end': dispatches with their metadata words copied. */
+type RecordedOp =
+  | { readonly t: 'dispatch'; readonly pipeline: number; readonly ids: readonly number[]; readonly words: Uint32Array; readonly x: number; readonly y: number; readonly z: number }
+  | { readonly t: 'copy'; readonly src: number; readonly srcOffset: number; readonly dst: number; readonly dstOffset: number; readonly size: number }
+  | { readonly t: 'zero'; readonly id: number; readonly offset: number; readonly size: number };
+/** The recording being made, if any. */
+let building: { readonly id: number; readonly ops: RecordedOp[]; broken?: string } | undefined;
+/** A recording ready to replay: pipelines and bind groups made, buffers resolved. */
+type ReadyOp =
+  | { readonly t: 'dispatch'; readonly p: GPUComputePipeline; readonly g: GPUBindGroup; readonly x: number; readonly y: number; readonly z: number }
+  | { readonly t: 'copy'; readonly src: GPUBuffer; readonly srcOffset: number; readonly dst: GPUBuffer; readonly dstOffset: number; readonly size: number }
+  | { readonly t: 'zero'; readonly b: GPUBuffer; readonly offset: number; readonly size: number };
+interface Recording {
+  readonly ops: readonly ReadyOp[];
+  /** Its dispatches' metadata, one slot of the storage-offset alignment (or more) each. */
+  readonly meta: GPUBuffer | undefined;
+  readonly buffers: readonly number[];
+  /** Set when a buffer it uses was destroyed: replaying it is a fault. */
+  broken?: string;
+}
+const recordings = new Map<number, Recording>();
+/** Recordings by the buffers they use (a destroyed buffer breaks them). */
+const recordingsOf = new Map<number, Set<number>>();
 /** Pipelines being created (createComputePipelineAsync) for 'pipeline' commands: a batch that dispatches one waits for it. */
 const creating = new Map<number, Promise<void>>();
 /** Timestamp slots for events (created on the first stamp; needs the timestamp-query feature). */
@@ -95,6 +131,19 @@ async function open(): Promise<AdapterReport> {
     faults.push({ kind: 'lost', message: lostReason });
   });
   device = d;
+  groupCache = new BindGroupCache(
+    {
+      createArena: (bytes) => d.createBuffer({ size: bytes, usage: STORAGE | COPY_DST, label: 'kiln meta arena' }),
+      writeArena: (arena, offset, words) => d.queue.writeBuffer(arena, offset, words),
+      retireArena: (arena) => retired.push(arena),
+      createBindGroup: (layout, ids, arena, offset, bytes, label) => {
+        const entries: GPUBindGroupEntry[] = ids.map((id, i) => ({ binding: i, resource: { buffer: buf(id) } }));
+        entries.push({ binding: ids.length, resource: { buffer: arena, offset, size: bytes } });
+        return d.createBindGroup({ layout, entries, label });
+      },
+    },
+    d.limits.minStorageBufferOffsetAlignment,
+  );
   const limits: Record<string, number> = {};
   for (const k of [...want, 'minStorageBufferOffsetAlignment', 'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ']) limits[k] = (d.limits as unknown as Record<string, number>)[k]!;
   const info = adapter.info as GPUAdapterInfo & { subgroupMinSize?: number; subgroupMaxSize?: number; subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> };
@@ -118,15 +167,15 @@ async function open(): Promise<AdapterReport> {
   };
 }
 
-/** Applies one batch: one encoder (split only around uploads), compute passes split only by copies and clears. */
-function applyBatch(cmds: readonly WireCommand[], words: Uint32Array | undefined): void {
+/**
+ * Applies one batch: one encoder (split only around uploads), compute passes split only by copies
+ * and clears. Dispatches are read straight from the packed numbers (protocol.ts: OP_DISPATCH), with
+ * their bind groups from the cache.
+ */
+function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Uint32Array | undefined): void {
   const d = dev();
-  // The dispatches' metadata, packed by the bridge in slots of the storage-offset alignment.
-  let meta: GPUBuffer | undefined;
-  if (words && words.length > 0) {
-    meta = d.createBuffer({ size: words.length * 4, usage: STORAGE | COPY_DST, label: 'kiln meta' });
-    d.queue.writeBuffer(meta, 0, words);
-  }
+  const cache = groupCache!;
+  const noWords = new Uint32Array(0);
   let enc = d.createCommandEncoder({ label: 'kiln batch' });
   let encoded = false;
   let pass: GPUComputePassEncoder | undefined;
@@ -136,7 +185,34 @@ function applyBatch(cmds: readonly WireCommand[], words: Uint32Array | undefined
     pass = undefined;
   };
   const destroyed: number[] = [];
-  for (const c of cmds) {
+  for (let i = 0; i < ops.length; ) {
+    if (ops[i] === OP_DISPATCH) {
+      const pid = ops[i + 1]!;
+      const n = ops[i + 7]!;
+      const p = pipelines.get(pid);
+      if (!p) throw new Error(`webgpu worker: unknown pipeline ${pid}`);
+      let layout = layouts.get(pid);
+      if (!layout) layouts.set(pid, (layout = p.getBindGroupLayout(0)));
+      const w = words ?? noWords;
+      const at = ops[i + 2]!;
+      const len = ops[i + 3]!;
+      const group = cache.groupFor(pid, layout, p.label, ops, i + 8, n, w, at, len);
+      if (building) building.ops.push({ t: 'dispatch', pipeline: pid, ids: Array.from(ops.subarray(i + 8, i + 8 + n)), words: w.slice(at, at + len), x: ops[i + 4]!, y: ops[i + 5]!, z: ops[i + 6]! });
+      if (!pass) {
+        pass = enc.beginComputePass({ label: 'kiln pass' });
+        passPipeline = undefined;
+      }
+      // Consecutive dispatches of one pipeline (a layer's GEMVs, elementwise chains) set it once.
+      if (passPipeline !== p) pass.setPipeline(p);
+      passPipeline = p;
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(ops[i + 4]!, ops[i + 5]!, ops[i + 6]!);
+      encoded = true;
+      i += 8 + n;
+      continue;
+    }
+    const c = others[ops[i + 1]!]!;
+    i += 2;
     switch (c.k) {
       case 'create':
         buffers.set(c.id, d.createBuffer({ size: c.size, usage: STORAGE | COPY_SRC | COPY_DST, label: `kiln buffer ${c.id}` }));
@@ -145,8 +221,11 @@ function applyBatch(cmds: readonly WireCommand[], words: Uint32Array | undefined
         // After this batch's submit: a buffer this encoder uses must still exist when submitted
         // (and destroy() after a submit waits for the work that uses it).
         destroyed.push(c.id);
+        if (building) building.broken ??= `buffer ${c.id} was destroyed while recording`;
         break;
       case 'write':
+        // A replay would not upload the bytes again (the main thread knows it too: bridge.ts).
+        if (building) building.broken ??= 'a host-to-device write while recording';
         // writeBuffer runs at its place in the queue: submit what this batch encoded before it.
         endPass();
         if (encoded) {
@@ -160,32 +239,76 @@ function applyBatch(cmds: readonly WireCommand[], words: Uint32Array | undefined
         endPass();
         enc.copyBufferToBuffer(buf(c.src), c.srcOffset, buf(c.dst), c.dstOffset, c.size);
         encoded = true;
+        if (building) building.ops.push({ t: 'copy', src: c.src, srcOffset: c.srcOffset, dst: c.dst, dstOffset: c.dstOffset, size: c.size });
         break;
       case 'zero':
         endPass();
         enc.clearBuffer(buf(c.id), c.offset, c.size);
         encoded = true;
+        if (building) building.ops.push({ t: 'zero', id: c.id, offset: c.offset, size: c.size });
         break;
-      case 'dispatch': {
-        const p = pipelines.get(c.pipeline);
-        if (!p) throw new Error(`webgpu worker: unknown pipeline ${c.pipeline}`);
-        const entries: GPUBindGroupEntry[] = c.buffers.map((id, i) => ({ binding: i, resource: { buffer: buf(id) } }));
-        entries.push({ binding: c.buffers.length, resource: { buffer: meta!, offset: c.metaAt * 4, size: c.metaSize * 4 } });
-        let layout = layouts.get(c.pipeline);
-        if (!layout) layouts.set(c.pipeline, (layout = p.getBindGroupLayout(0)));
-        const group = d.createBindGroup({ layout, entries, label: p.label });
-        if (!pass) {
-          pass = enc.beginComputePass({ label: 'kiln pass' });
-          passPipeline = undefined;
+      case 'record':
+        if (building) throw new Error(`webgpu worker: recording ${c.id} started inside recording ${building.id}`);
+        building = { id: c.id, ops: [] };
+        break;
+      case 'record-end': {
+        const b = building;
+        building = undefined;
+        if (!b || b.id !== c.id) throw new Error(`webgpu worker: 'record-end' of ${c.id} without its 'record'`);
+        if (c.keep && b.broken === undefined) {
+          makeRecording(d, b.id, b.ops);
+          counters.recordings++;
         }
-        // Consecutive dispatches of one pipeline (a layer's GEMVs, elementwise chains) set it once.
-        if (passPipeline !== p) pass.setPipeline(p);
-        passPipeline = p;
-        pass.setBindGroup(0, group);
-        pass.dispatchWorkgroups(c.groups[0], c.groups[1], c.groups[2]);
-        encoded = true;
         break;
       }
+      case 'replay': {
+        // Not kept by a recording being made (the bridge refuses that recording too).
+        if (building) building.broken ??= 'a replay of another recording';
+        const r = recordings.get(c.id);
+        if (!r || r.broken !== undefined) {
+          faults.push({ kind: 'validation', message: `webgpu: replaying recording ${c.id}: ${r ? r.broken! : 'no such recording'}` });
+          break;
+        }
+        counters.replays++;
+        let n = 0;
+        for (const o of r.ops) {
+          if (o.t === 'dispatch') {
+            // The GPU starts at a submit: one every submitEvery dispatches overlaps its work with
+            // the encoding (and Dawn's translation at submit) of the rest.
+            if (c.submitEvery > 0 && n > 0 && n % c.submitEvery === 0) {
+              endPass();
+              d.queue.submit([enc.finish()]);
+              enc = d.createCommandEncoder({ label: 'kiln batch' });
+            }
+            n++;
+            if (!pass) {
+              pass = enc.beginComputePass({ label: 'kiln pass' });
+              passPipeline = undefined;
+            }
+            if (passPipeline !== o.p) pass.setPipeline(o.p);
+            passPipeline = o.p;
+            pass.setBindGroup(0, o.g);
+            pass.dispatchWorkgroups(o.x, o.y, o.z);
+          } else if (o.t === 'copy') {
+            endPass();
+            enc.copyBufferToBuffer(o.src, o.srcOffset, o.dst, o.dstOffset, o.size);
+          } else {
+            endPass();
+            enc.clearBuffer(o.b, o.offset, o.size);
+          }
+          encoded = true;
+        }
+        break;
+      }
+      case 'drop-recording': {
+        const r = recordings.get(c.id);
+        recordings.delete(c.id);
+        if (r?.meta) retired.push(r.meta);
+        for (const id of r?.buffers ?? []) recordingsOf.get(id)?.delete(c.id);
+        break;
+      }
+      case 'dispatch':
+        throw new Error('webgpu worker: a dispatch sent as an object (dispatches travel as numbers)');
       case 'pipeline':
         // Started (and awaited where dispatched) before the batch was applied: startPipelines.
         break;
@@ -202,10 +325,71 @@ function applyBatch(cmds: readonly WireCommand[], words: Uint32Array | undefined
   }
   endPass();
   d.queue.submit([enc.finish()]);
-  meta?.destroy();
+  for (const a of retired.splice(0)) a.destroy();
   for (const id of destroyed) {
+    cache.dropBuffer(id);
+    for (const r of recordingsOf.get(id) ?? []) {
+      const rec = recordings.get(r);
+      if (rec) rec.broken ??= `buffer ${id}, which it uses, was destroyed`;
+    }
+    recordingsOf.delete(id);
     buffers.get(id)?.destroy();
     buffers.delete(id);
+  }
+}
+
+/**
+ * Makes recording `id` from the commands kept while recording: one metadata buffer holding every
+ * dispatch's words (a slot of the storage-offset alignment or more each), a bind group per
+ * dispatch over it, and the buffers resolved, so a replay is only setPipeline, setBindGroup and
+ * dispatchWorkgroups per dispatch.
+ */
+function makeRecording(d: GPUDevice, id: number, ops: readonly RecordedOp[]): void {
+  const align = d.limits.minStorageBufferOffsetAlignment;
+  const slotBytes = (o: RecordedOp): number => (o.t === 'dispatch' ? Math.max(1, Math.ceil((o.words.length * 4) / align)) * align : 0);
+  let total = 0;
+  for (const o of ops) total += slotBytes(o);
+  let meta: GPUBuffer | undefined;
+  if (total > 0) {
+    meta = d.createBuffer({ size: total, usage: STORAGE | COPY_DST, label: `kiln recording ${id} meta` });
+    const staged = new Uint32Array(total / 4);
+    let at = 0;
+    for (const o of ops) {
+      if (o.t !== 'dispatch') continue;
+      staged.set(o.words, at / 4);
+      at += slotBytes(o);
+    }
+    d.queue.writeBuffer(meta, 0, staged);
+  }
+  const used = new Set<number>();
+  const ready: ReadyOp[] = [];
+  let at = 0;
+  for (const o of ops) {
+    if (o.t === 'dispatch') {
+      const p = pipelines.get(o.pipeline);
+      if (!p) throw new Error(`webgpu worker: unknown pipeline ${o.pipeline} in recording ${id}`);
+      let layout = layouts.get(o.pipeline);
+      if (!layout) layouts.set(o.pipeline, (layout = p.getBindGroupLayout(0)));
+      const entries: GPUBindGroupEntry[] = o.ids.map((b, i) => ({ binding: i, resource: { buffer: buf(b) } }));
+      const bytes = slotBytes(o);
+      entries.push({ binding: o.ids.length, resource: { buffer: meta!, offset: at, size: bytes } });
+      at += bytes;
+      for (const b of o.ids) used.add(b);
+      ready.push({ t: 'dispatch', p, g: d.createBindGroup({ layout, entries, label: p.label }), x: o.x, y: o.y, z: o.z });
+    } else if (o.t === 'copy') {
+      used.add(o.src).add(o.dst);
+      ready.push({ t: 'copy', src: buf(o.src), srcOffset: o.srcOffset, dst: buf(o.dst), dstOffset: o.dstOffset, size: o.size });
+    } else {
+      used.add(o.id);
+      ready.push({ t: 'zero', b: buf(o.id), offset: o.offset, size: o.size });
+    }
+  }
+  const buffers = [...used];
+  recordings.set(id, { ops: ready, meta, buffers });
+  for (const b of buffers) {
+    const s = recordingsOf.get(b);
+    if (s) s.add(id);
+    else recordingsOf.set(b, new Set([id]));
   }
 }
 
@@ -237,8 +421,8 @@ async function compile(c: { readonly id: number; readonly source: string; readon
  * Starts the batch's 'pipeline' commands and waits for the pipelines its dispatches use. A
  * pipeline that does not compile is a fault (reported with the next answer); its dispatches fail.
  */
-async function startPipelines(cmds: readonly WireCommand[]): Promise<void> {
-  for (const c of cmds) {
+async function startPipelines(ops: Float64Array, others: readonly WireCommand[]): Promise<void> {
+  for (const c of others) {
     if (c.k !== 'pipeline' || creating.has(c.id)) continue;
     creating.set(
       c.id,
@@ -254,10 +438,16 @@ async function startPipelines(cmds: readonly WireCommand[]): Promise<void> {
       ),
     );
   }
+  if (creating.size === 0) return;
   const wait = new Set<Promise<void>>();
-  for (const c of cmds) {
-    const p = c.k === 'dispatch' ? creating.get(c.pipeline) : undefined;
+  for (let i = 0; i < ops.length; ) {
+    if (ops[i] !== OP_DISPATCH) {
+      i += 2;
+      continue;
+    }
+    const p = creating.get(ops[i + 1]!);
     if (p) wait.add(p);
+    i += 8 + ops[i + 7]!;
   }
   if (wait.size > 0) await Promise.all(wait);
 }
@@ -320,6 +510,8 @@ async function handleCall(call: Call): Promise<Answer> {
       const data = await stamps(call);
       return { ok: true, faults: drained(), data };
     }
+    case 'stats':
+      return { ok: true, faults: drained(), stats: { ...counters, ...(groupCache?.stats ?? {}), groupsHeld: groupCache?.size ?? 0 } };
     case 'lose': {
       const d = dev();
       d.destroy();
@@ -342,14 +534,16 @@ function onMessage(m: ToWorker): void {
       return;
     }
     if (m.t === 'batch') {
-      const cmds = decodeBatch(m.ops, m.others);
       try {
-        await startPipelines(cmds);
-        applyBatch(cmds, m.meta);
+        await startPipelines(m.ops, m.others);
+        const t0 = performance.now();
+        applyBatch(m.ops, m.others, m.meta);
+        counters.batches++;
+        counters.applyMs += performance.now() - t0;
       } catch (e) {
         // After a loss every batch fails; the loss itself is the one fault to report.
         if (lostReason !== undefined) return;
-        faults.push({ kind: 'validation', message: `applying a batch of ${cmds.length} commands: ${(e as Error).message}` });
+        faults.push({ kind: 'validation', message: `applying a batch of ${decodeBatch(m.ops, m.others).length} commands: ${(e as Error).message}` });
       }
       return;
     }

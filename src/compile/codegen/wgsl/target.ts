@@ -4,7 +4,8 @@
  * share and launched through the accelerator's launchKernel (WgslProgram); what WEBGPU_FUSION
  * refuses runs through dispatch. Programs are cached on disk with their WGSL sources and config
  * decisions (program-cache.ts); in mode 'max-autotune' each kernel's configs are timed with device
- * timestamps on its first run (tune.ts). Registers itself for 'webgpu'; kiln-backend.ts imports it.
+ * timestamps on its first run (tune.ts); in mode 'reduce-overhead' calls are recorded once and
+ * replayed (replay.ts). Registers itself for 'webgpu'; kiln-backend.ts imports it.
  */
 import type { Graph } from '../../ir.js';
 import { type CompileTarget, lowerFor, registerCompileTarget } from '../../target.js';
@@ -13,13 +14,25 @@ import { WEBGPU_FUSION } from './fusion.js';
 import { decodeMode } from '../../mode.js';
 import { WgslProgram, type WgslProgramOptions } from './program.js';
 import { compileWgslWithCache } from './program-cache.js';
+import { replayRefusal, WgslReplayProgram } from './replay.js';
+import type { CompiledProgram } from '../../backend.js';
+import { getOption } from '../../../runtime/config.js';
 
 export const webgpuTarget: CompileTarget = {
   description: 'webgpu: WGSL kernels (fused pointwise chains, reductions, row kernels) through Dawn',
   fusion: WEBGPU_FUSION,
   program: (low, sched, _device, options) => new WgslProgram(low, sched, { tuneOnFirstRun: decodeMode(options.mode).tuneOnFirstRun }),
-  compile: (graph, _device, options) => compileWgsl(graph, options),
+  compile: (graph, _device, options) => withReplay(graph, compileWgsl(graph, options), options),
 };
+
+/**
+ * Mode 'reduce-overhead': the program's calls are recorded once and replayed (replay.ts), unless
+ * KILN_WEBGPU_REPLAY=0; its outputs then alias static buffers, as a CUDA graph's do in that mode.
+ */
+function withReplay(graph: Graph, program: WgslProgram, options: Partial<BackendOptions>): CompiledProgram {
+  if (!decodeMode(options.mode).aliasOutputs || !getOption('KILN_WEBGPU_REPLAY')) return program;
+  return new WgslReplayProgram(program, replayRefusal(graph));
+}
 
 registerCompileTarget('webgpu', webgpuTarget);
 

@@ -1,0 +1,252 @@
+/**
+ * webgpu kernels of llm.qkNormRotary and llm.applyRotaryEmb (issue #20): a compiled decode step's
+ * q/k norm and rotary ran as two norm kernels and the rotary's reference composition (about ten
+ * dispatches per tensor, in float32 with casts), 24 dispatches a layer; this is one. With a kernel
+ * chosen on webgpu, kiln.compile's q/k-norm + rotary pass (src/llm/qk-norm-rotary-pass.ts) fires
+ * there too.
+ *
+ * One workgroup of 64 per head row (q rows first, then k rows; grid-stride past the grid limit):
+ * the sum of squares of the row reduced in workgroup memory, then each invocation takes rotated
+ * pairs (i1, i2) = (j, j + D/2) (neox) or (2j, 2j + 1) (gpt-j), normalises them and rounds them to
+ * the dtype (as the unfused norm stores its output), rotates them with cos and sin and stores:
+ *   n = round(x * rsqrt(mean(x^2) + eps) * w);  out[i1] = n1 cos[i1] - n2 sin[i1];  out[i2] = n2 cos[i2] + n1 sin[i2]
+ * Without the norm (applyRotaryEmb) n = x. Float32 compute for every storage form (16-bit loaded
+ * into f32, rounded once at the store; rsqrt is the math library's, as the eager norm's).
+ *
+ * Up to three leading dims per tensor (size-1 dims dropped) with any strides, so q and k read as
+ * column slices of a fused qkv output, transposed or not, are read in place; cos and sin broadcast.
+ * Operands that share a buffer share a binding (the q and k of a fused qkv output, usually), which
+ * keeps the kernel within the default 8 storage bindings; a device that binds fewer than the two
+ * tensors need runs them as two launches.
+ *
+ * Metadata (u32): per tensor (q at 0, k at 25) rows, n1, n2, then offset and strides (3 leading,
+ * last) of x, out, cos and sin, then the weight's offset and stride; word 50 eps (f32 bits).
+ */
+import { qkNormRotary } from '../../ops/defs/llm-qk-norm-rotary.js';
+import { applyRotaryEmb } from '../../ops/defs/llm-rotary.js';
+import { registerLlmImpl } from '../../ops/library/policy.js';
+import type { OutMeta } from '../../ops/schema.js';
+import { broadcastStrides } from '../../tensor/layout.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import type { DeviceBuffer } from '../../runtime/accelerator.js';
+import { allocOut, unsupportedDtype, webgpu } from './device.js';
+import { loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { dataKind, groupsFor, header, kernelFor, words } from './template.js';
+
+const WG = 64;
+/** Metadata words per tensor, and the eps word. */
+const PER = 25;
+const EPS_AT = 2 * PER;
+const LEAD = 3;
+
+/** The roles a launch binds (k's only in the two-tensor kernel, weights only with the norm). */
+type Role = 'outQ' | 'outK' | 'xQ' | 'xK' | 'wQ' | 'wK' | 'cos' | 'sin';
+
+interface Operand {
+  readonly role: Role;
+  readonly t: Tensor;
+  readonly written: boolean;
+}
+
+/** Roles to bindings: each distinct buffer bound once (outputs never share). */
+interface Binding {
+  readonly buffers: DeviceBuffer[];
+  readonly written: boolean[];
+  readonly of: Map<Role, number>;
+}
+
+function bind(ops: readonly Operand[]): Binding {
+  const buffers: DeviceBuffer[] = [];
+  const written: boolean[] = [];
+  const of = new Map<Role, number>();
+  for (const o of ops) {
+    const buf = o.t.storage.buffer;
+    let b = o.written ? -1 : buffers.findIndex((x, i) => x === buf && !written[i]);
+    if (b < 0) {
+      if (buffers.some((x) => x === buf)) throw new Error(`webgpu rotary kernel: operand '${o.role}' shares a buffer with a written operand`);
+      b = buffers.length;
+      buffers.push(buf);
+      written.push(o.written);
+    }
+    of.set(o.role, b);
+  }
+  return { buffers, written, of };
+}
+
+/** Leading dims of x without the size-1 ones (at most LEAD), padded in front to LEAD. */
+function leadDims(op: string, name: string, x: Tensor): number[] {
+  const lead = x.shape.slice(0, -1).map((s, i) => ({ s, i })).filter((d) => d.s !== 1);
+  if (lead.length > LEAD) throw new Error(`${op}: the webgpu kernel takes at most ${LEAD} leading dims of size > 1 in '${name}', got shape [${x.shape.join(', ')}]`);
+  const idx = lead.map((d) => d.i);
+  while (idx.length < LEAD) idx.unshift(-1);
+  return idx;
+}
+
+/** The metadata of one tensor: its rows and leading sizes, x/out/cos/sin offsets and strides, the weight's. */
+function tensorWords(op: string, name: string, x: Tensor, out: Tensor, cos: Tensor, sin: Tensor, w: Tensor | null): number[] {
+  const idx = leadDims(op, name, x);
+  const size = (i: number): number => (i < 0 ? 1 : x.shape[i]!);
+  const last = x.ndim - 1;
+  const place = (strides: readonly number[], offset: number): number[] => [offset, ...idx.map((i) => (i < 0 ? 0 : strides[i]!)), strides[last]!];
+  const rows = idx.reduce((n, i) => n * size(i), 1);
+  return [
+    rows,
+    size(idx[1]!),
+    size(idx[2]!),
+    ...place(x.strides, x.offset),
+    ...place(out.strides, out.offset),
+    ...place(broadcastStrides(cos.shape, cos.strides, x.shape), cos.offset),
+    ...place(broadcastStrides(sin.shape, sin.strides, x.shape), sin.offset),
+    w ? w.offset : 0,
+    w ? (w.strides[0] ?? 1) : 0,
+  ];
+}
+
+/** The WGSL of one launch: `b` maps roles to bindings (every binding of storage kind `kind`). */
+function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, two: boolean, b: Binding): string {
+  const binds = b.buffers.map((_, i) => ({ kind, written: b.written[i]! }));
+  const lines = header(binds, { f16: kind === 'f16' || kind === 'f16p', bf16: kind === 'bf16p' });
+  const v = (r: Role): string => `b${b.of.get(r)!}`;
+  const ld = (r: Role, i: string): string => loadExpr(kind, v(r), i, b.written[b.of.get(r)!]!);
+  // q's operand or k's, through a function per pair: one load where both share a binding, else a
+  // branch on isQ (never select(), which would read the other binding at this tensor's index: out
+  // of bounds, and Node runs Dawn without robustness).
+  const helpers: string[] = [];
+  const pick = (rq: Role, rk: Role, i: string): string => {
+    const name = `ld_${rq}`;
+    if (!helpers.some((h) => h.startsWith(`fn ${name}(`))) {
+      const body = !two || b.of.get(rq) === b.of.get(rk) ? `return ${ld(rq, 'i')};` : `if (isQ) { return ${ld(rq, 'i')}; } return ${ld(rk, 'i')};`;
+      helpers.push(`fn ${name}(isQ: bool, i: u32) -> f32 { ${body} }`);
+    }
+    return `${name}(isQ, ${i})`;
+  };
+  const round =
+    kind === 'f32' ? (e: string): string => e : kind === 'bf16p' ? (e: string): string => `bitcast<f32>(kiln_bf16_bits(${e}) << 16u)` : (e: string): string => `kiln_f16_value(kiln_f16_bits(${e}))`;
+  const store = (i: string, val: string): string =>
+    two ? `if (isQ) { ${storeStmt(kind, v('outQ'), i, val)} } else { ${storeStmt(kind, v('outK'), i, val)} }` : storeStmt(kind, v('outQ'), i, val);
+  const at = (base: string, i: string): string => `u32(i32(kmeta[${base}]) + i32(i0) * bitcast<i32>(kmeta[${base} + 1u]) + i32(i1) * bitcast<i32>(kmeta[${base} + 2u]) + i32(i2) * bitcast<i32>(kmeta[${base} + 3u]) + i32(${i}) * bitcast<i32>(kmeta[${base} + 4u]))`;
+  lines.push(
+    `const D = ${d}u;`,
+    `const HALF = ${d / 2}u;`,
+    `var<workgroup> red: array<f32, ${WG}>;`,
+    `@compute @workgroup_size(${WG})`,
+    'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u) {',
+    `  let rowsQ = kmeta[0]; let rowsK = ${two ? `kmeta[${PER}]` : '0u'};`,
+    `  let eps = bitcast<f32>(kmeta[${EPS_AT}]);`,
+    '  for (var r = wid.x; r < rowsQ + rowsK; r = r + ng.x) {',
+    '    let isQ = r < rowsQ;',
+    `    let m = select(${PER}u, 0u, isQ);`,
+    '    let row = select(r - rowsQ, r, isQ);',
+    '    let n1 = kmeta[m + 1u]; let n2 = kmeta[m + 2u];',
+    '    let i2 = row % n2; let i1 = (row / n2) % n1; let i0 = row / (n1 * n2);',
+    '    var scale = 1.0;',
+  );
+  if (norm) {
+    lines.push(
+      '    var acc = 0.0;',
+      `    for (var e = lid; e < D; e = e + ${WG}u) { let x = ${pick('xQ', 'xK', at('m + 3u', 'e'))}; acc = acc + x * x; }`,
+      '    red[lid] = acc;',
+      '    workgroupBarrier();',
+      `    for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {`,
+      '      if (lid < s) { red[lid] = red[lid] + red[lid + s]; }',
+      '      workgroupBarrier();',
+      '    }',
+      '    scale = kiln_rsqrt(red[0] / f32(D) + eps);',
+      '    workgroupBarrier();',
+    );
+  }
+  const w = (i: string): string => pick('wQ', 'wK', `kmeta[m + 23u] + (${i}) * kmeta[m + 24u]`);
+  lines.push(
+    `    for (var j = lid; j < HALF; j = j + ${WG}u) {`,
+    `      let p1 = ${isNeox ? 'j' : '2u * j'}; let p2 = ${isNeox ? 'j + HALF' : '2u * j + 1u'};`,
+    `      let a = ${pick('xQ', 'xK', at('m + 3u', 'p1'))};`,
+    `      let b = ${pick('xQ', 'xK', at('m + 3u', 'p2'))};`,
+    norm ? `      let n1v = ${round(`a * scale * ${w('p1')}`)}; let n2v = ${round(`b * scale * ${w('p2')}`)};` : '      let n1v = a; let n2v = b;',
+    `      let c1 = ${pick('cos', 'cos', at('m + 13u', 'p1'))}; let s1 = ${pick('sin', 'sin', at('m + 18u', 'p1'))};`,
+    `      let c2 = ${pick('cos', 'cos', at('m + 13u', 'p2'))}; let s2 = ${pick('sin', 'sin', at('m + 18u', 'p2'))};`,
+    `      ${store(at('m + 8u', 'p1'), 'n1v * c1 - n2v * s1')}`,
+    `      ${store(at('m + 8u', 'p2'), 'n2v * c2 + n1v * s2')}`,
+    '    }',
+    '  }',
+    '}',
+  );
+  // The helpers go before main (after the bindings and the prelude mark), once the body named them.
+  const at0 = lines.findIndex((l) => l.startsWith('@compute'));
+  lines.splice(at0, 0, ...helpers);
+  return lines.join('\n');
+}
+
+interface Part {
+  readonly name: 'q' | 'k';
+  readonly x: Tensor;
+  readonly out: Tensor;
+  readonly w: Tensor | null;
+}
+
+/** Launches the kernel over `parts` (q, and k when there is one), in one launch where the device binds every operand. */
+function launch(op: string, parts: readonly Part[], cos: Tensor, sin: Tensor, eps: number, isNeox: boolean): void {
+  const x0 = parts[0]!.x;
+  const d = x0.shape[x0.ndim - 1]!;
+  const { kind, wide } = dataKind(op, x0);
+  if (wide) throw unsupportedDtype(op, x0);
+  const acc = webgpu();
+  const maxBindings = (acc.bridge.adapter.limits.maxStorageBuffersPerShaderStage ?? 8) - 1;
+  const norm = parts[0]!.w !== null;
+  const operands = (ps: readonly Part[]): Operand[] => {
+    const [q, k] = ps;
+    const list: Operand[] = [{ role: 'outQ', t: q!.out, written: true }];
+    if (k) list.push({ role: 'outK', t: k.out, written: true });
+    list.push({ role: 'xQ', t: q!.x, written: false });
+    if (k) list.push({ role: 'xK', t: k.x, written: false });
+    if (norm) {
+      list.push({ role: 'wQ', t: q!.w!, written: false });
+      if (k) list.push({ role: 'wK', t: k.w!, written: false });
+    }
+    list.push({ role: 'cos', t: cos, written: false }, { role: 'sin', t: sin, written: false });
+    return list;
+  };
+  const run = (ps: readonly Part[]): void => {
+    const b = bind(operands(ps));
+    const two = ps.length === 2;
+    const meta = new Array<number>(EPS_AT + 1).fill(0);
+    ps.forEach((p, i) => tensorWords(op, p.name, p.x, p.out, cos, sin, p.w).forEach((wd, j) => (meta[i * PER + j] = wd)));
+    meta[EPS_AT] = new Uint32Array(new Float32Array([eps]).buffer)[0]!;
+    const key = `rotary.${kind}.${d}.${isNeox ? 'neox' : 'gptj'}.${norm ? 'norm' : 'plain'}.${two ? 'qk' : 'q'}.${[...b.of.entries()].map(([r, i]) => `${r}${i}`).join('')}`;
+    const k = kernelFor(key, () => source(kind, d, isNeox, norm, two, b));
+    const rows = ps.reduce((n, p) => n + p.x.numel() / d, 0);
+    acc.dispatch(k, b.buffers, words(meta), groupsFor(rows, 1));
+  };
+  if (parts.length === 2 && bind(operands(parts)).buffers.length > maxBindings) {
+    run([parts[0]!]);
+    run([parts[1]!]);
+  } else run(parts);
+}
+
+registerLlmImpl(qkNormRotary.name, {
+  name: 'webgpu-kernel',
+  kind: 'kernel',
+  device: 'webgpu',
+  priority: 0,
+  fn: (ctx, q, k, qw, kw, eps, cos, sin, isNeox) => {
+    const [mq, mk] = ctx.out as OutMeta[];
+    const qo = allocOut(mq!);
+    const ko = allocOut(mk!);
+    const parts: Part[] = [];
+    if ((q as Tensor).numel() > 0) parts.push({ name: 'q', x: q as Tensor, out: qo, w: qw as Tensor });
+    if ((k as Tensor).numel() > 0) parts.push({ name: 'k', x: k as Tensor, out: ko, w: kw as Tensor });
+    if (parts.length > 0) launch(qkNormRotary.name, parts, cos as Tensor, sin as Tensor, eps as number, isNeox as boolean);
+    return [qo, ko];
+  },
+});
+
+registerLlmImpl(applyRotaryEmb.name, {
+  name: 'webgpu-kernel',
+  kind: 'kernel',
+  device: 'webgpu',
+  priority: 0,
+  fn: (ctx, x, cos, sin, isNeox) => {
+    const out = allocOut(ctx.out as OutMeta);
+    if ((x as Tensor).numel() > 0) launch(applyRotaryEmb.name, [{ name: 'q', x: x as Tensor, out, w: null }], cos as Tensor, sin as Tensor, 0, isNeox as boolean);
+    return out;
+  },
+});
