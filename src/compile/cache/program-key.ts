@@ -5,9 +5,9 @@
  *   and the guard key of the call (argument structure, dtypes, devices, sizes or '?', layouts);
  * - compile mode and backend name;
  * - kiln's version (via cacheKey), an explicit program-format version, and a hash of the compiler's
- *   own code (every module under src/compile except its cache plumbing), so any change to
- *   lowering, scheduling or code generation invalidates entries without anyone remembering to bump
- *   a number;
+ *   own code (every module under src/compile except its cache plumbing, and src/kernels, whose
+ *   renderers write the generated code), so any change to lowering, scheduling or code generation
+ *   invalidates entries without anyone remembering to bump a number;
  * - the LLM library's manifest and frozen dispatch choices (llmManifestHash): a program built under
  *   one library choice is never reused under another;
  * - each device the graph touches, with its accelerator's properties (name, architecture...);
@@ -48,6 +48,9 @@ export function compilerCodeHash(): string | null {
 
 function hashCompilerFiles(): string {
   const root = path.dirname(path.dirname(url.fileURLToPath(import.meta.url)));
+  // The kernels folder holds the renderers the compiler's generated code comes from (the fused
+  // WGSL/CUDA renderers, templates): a change there must invalidate stored programs too.
+  const kernels = path.join(path.dirname(root), 'kernels');
   const files: string[] = [];
   const walk = (dir: string, top: boolean): void => {
     for (const e of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
@@ -60,9 +63,11 @@ function hashCompilerFiles(): string {
     }
   };
   walk(root, true);
+  walk(kernels, false);
+  const base = path.dirname(root);
   const h = createHash('sha256');
   for (const f of files) {
-    h.update(path.relative(root, f)).update('\0');
+    h.update(path.relative(base, f)).update('\0');
     h.update(fs.readFileSync(f)).update('\0');
   }
   return h.digest('hex');
