@@ -17,17 +17,12 @@ import * as kiln from '../src/index.js';
 import { emulateSubgroupMatrix, gemmPipelineKeys } from '../src/kernels/webgpu/linalg.js';
 import { setOption } from '../src/runtime/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { webgpuSkipReason } from './helpers/webgpu.js';
+import { closeF16, randnF16, webgpuSkipReason } from './helpers/webgpu.js';
 
 const skip = webgpuSkipReason();
 
-const close = (got: Tensor, want: Tensor, label: string): void => {
-  const g = got.to('cpu').to('float64').toFlatArray() as number[];
-  const w = want.toFlatArray() as number[];
-  assert.equal(g.length, w.length, label);
-  for (let i = 0; i < w.length; i++) assert.ok(Math.abs(g[i]! - w[i]!) <= 2e-2 + 4e-3 * Math.abs(w[i]!), `${label}: element ${i} got ${g[i]}, want ${w[i]}`);
-};
-const h = (shape: number[]): Tensor => kiln.randn(shape).to('float16');
+const close = closeF16;
+const h = randnF16;
 const wide = (x: Tensor): Tensor => x.to('float64');
 const onGpu = (x: Tensor, transposed: boolean): Tensor => (transposed ? x.t().contiguous().to('webgpu').t() : x.to('webgpu'));
 

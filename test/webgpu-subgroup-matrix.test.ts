@@ -14,7 +14,7 @@ import * as kiln from '../src/index.js';
 import { pickConfig, planSubgroupMatrix, smWorkgroupBytes } from '../src/kernels/webgpu/gemm-subgroup-matrix.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { setOption } from '../src/runtime/config.js';
-import { webgpuSkipReason } from './helpers/webgpu.js';
+import { closeF16, randnF16, webgpuSkipReason } from './helpers/webgpu.js';
 
 const NVIDIA_LIKE = {
   features: ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix'],
@@ -54,13 +54,8 @@ test('float16 matmul, linear and addmm on subgroup matrices (v1) match float64',
   setOption('KILN_WEBGPU_SM_KERNEL', 'v1');
   t.after(() => setOption('KILN_WEBGPU_SM_KERNEL', undefined));
   kiln.manualSeed(3);
-  const close = (got: Tensor, want: Tensor, label: string): void => {
-    const g = got.to('cpu').to('float64').toFlatArray() as number[];
-    const w = want.toFlatArray() as number[];
-    assert.equal(g.length, w.length, label);
-    for (let i = 0; i < w.length; i++) assert.ok(Math.abs(g[i]! - w[i]!) <= 2e-2 + 4e-3 * Math.abs(w[i]!), `${label}: element ${i} got ${g[i]}, want ${w[i]}`);
-  };
-  const h = (shape: number[]): Tensor => kiln.randn(shape).to('float16');
+  const close = closeF16;
+  const h = randnF16;
   const wide = (x: Tensor): Tensor => x.to('float64');
   for (const [M, N, K] of [
     [1, 1, 1],

@@ -11,6 +11,16 @@ t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
 sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-300 | tee -a "$out/summary.txt"; }
 export KILN_CACHE_DIR=/tmp/kiln-cache
+# moe_decode MAXPAIRS:BATCHES ...: the MoE decode rows under each KILN_MOE_GEMV_MAX_PAIRS.
+moe_decode() {
+  local run mp b
+  for run in "$@"; do
+    mp=${run%%:*}; b=${run#*:}
+    KILN_MOE_GEMV_MAX_PAIRS=$mp timeout 70 node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --dtype bfloat16 --batches $b --new 128 --reps 2 \
+      --json "$out/decode-moe-$mp.json" > "$out/decode-moe-$mp.txt" 2>&1
+    el "moe decode maxpairs=$mp batches=$b rc=$?"; sum "$out/decode-moe-$mp.txt" "^decode +batch|rror" 4
+  done
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
 if [ "$part" = cuda ]; then
   timeout 150 node --test dist/test/cuda-paged-attention.test.js dist/test/llm-moe-cuda.test.js dist/test/decode-runner.test.js dist/test/llm-contracts.test.js > "$out/tests.txt" 2>&1
@@ -26,21 +36,11 @@ if [ "$part" = cuda ]; then
   el "profile b1 rc=$?"; head -n 16 "$out/profile-b1.txt" | cut -c1-200 | tee -a "$out/summary.txt"
   # KILN_MOE_GEMV_MAX_PAIRS: 64 (default; batch 1 = 8 pairs on the decode form, batch 32 = 256 pairs
   # grouped), 256 (batch 32 on the decode form), 0 (batch 1 grouped: the decode form's A/B).
-  for run in 64:1,32 256:32 0:1; do
-    mp=${run%%:*}; b=${run#*:}
-    KILN_MOE_GEMV_MAX_PAIRS=$mp timeout 70 node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --dtype bfloat16 --batches $b --new 128 --reps 2 \
-      --json "$out/decode-moe-$mp.json" > "$out/decode-moe-$mp.txt" 2>&1
-    el "moe decode maxpairs=$mp batches=$b rc=$?"; sum "$out/decode-moe-$mp.txt" "^decode +batch|rror" 4
-  done
+  moe_decode 64:1,32 256:32 0:1
 elif [ "$part" = final ]; then
   # After the first call (pagedAttention v2 failed its graph test and hung its benchmark; reverted):
   # #17 MoE decode form A/B, serve start and HTTP overlap A/B; #20 vectorised pointwise tests and A/B.
-  for run in 64:1,32 0:1; do
-    mp=${run%%:*}; b=${run#*:}
-    KILN_MOE_GEMV_MAX_PAIRS=$mp timeout 70 node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --dtype bfloat16 --batches $b --new 128 --reps 2 \
-      --json "$out/decode-moe-$mp.json" > "$out/decode-moe-$mp.txt" 2>&1
-    el "moe decode maxpairs=$mp batches=$b rc=$?"; sum "$out/decode-moe-$mp.txt" "^decode +batch|rror" 4
-  done
+  moe_decode 64:1,32 0:1
   timeout 80 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --prompt 128 --start-only --reps 2 \
     --json "$out/serve-start.json" > "$out/serve-start.txt" 2>&1
   el "serve start rc=$?"; grep -vE "^\s*$" "$out/serve-start.txt" | tail -n 3 | cut -c1-400 | tee -a "$out/summary.txt"

@@ -5,6 +5,7 @@
  * sliced, broadcast (stride 0) and channels_last samples stay what they are; cpu devices among the
  * arguments become webgpu's.
  */
+import assert from 'node:assert/strict';
 import * as kiln from '../../src/index.js';
 import { Device } from '../../src/runtime/device.js';
 import { itemSize } from '../../src/tensor/dtype.js';
@@ -43,3 +44,14 @@ export function argsOnWebgpu(args: readonly unknown[]): unknown[] {
   };
   return args.map(move);
 }
+
+/** float16 GEMM results against a float64 reference: |got - want| <= 2e-2 + 4e-3 |want| per element. */
+export function closeF16(got: Tensor, want: Tensor, label: string): void {
+  const g = got.to('cpu').to('float64').toFlatArray() as number[];
+  const w = want.toFlatArray() as number[];
+  assert.equal(g.length, w.length, label);
+  for (let i = 0; i < w.length; i++) assert.ok(Math.abs(g[i]! - w[i]!) <= 2e-2 + 4e-3 * Math.abs(w[i]!), `${label}: element ${i} got ${g[i]}, want ${w[i]}`);
+}
+
+/** A standard-normal float16 sample (on the cpu). */
+export const randnF16 = (shape: number[]): Tensor => kiln.randn(shape).to('float16');
