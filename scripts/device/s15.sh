@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Session 15's device calls, each under the device tool's 600 s limit, from the repo root through
+# .device/run.sh with dist/ built and carried:
+#   bash .device/run.sh bash scripts/device/s15.sh measure   # where things stand: #20 webgpu tests with
+#       robustness off, webgpu decode, kiln bench webgpu vs cuda; #17 dense decode b1/8/64 and its profile
+# Every step has its own cap; logs and JSON under $OUT/s15-PART come back as one tarball, a summary last.
+set -uo pipefail
+part=${1:?usage: s15.sh measure}
+final=${OUT:-/tmp/out}; out=$final/s15-$part; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-300 | tee -a "$out/summary.txt"; }
+export KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
+if [ "$part" = measure ]; then
+  timeout 75 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 128 --reps 2 \
+    --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
+  el "cuda decode rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|rror" 4
+  timeout 45 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b1 bfloat16 --top 30 --json "$out/profile-b1.json" > "$out/profile-b1.txt" 2>&1
+  el "profile b1 rc=$?"; head -n 12 "$out/profile-b1.txt" | cut -c1-200 | tee -a "$out/summary.txt"
+  export KILN_WEBGPU_BACKEND=vulkan
+  timeout 130 node --test dist/test/webgpu-llm.test.js dist/test/webgpu-pointwise.test.js dist/test/webgpu-linalg.test.js dist/test/webgpu-generate.test.js dist/test/webgpu-replay.test.js dist/test/webgpu-vector-pointwise.test.js dist/test/webgpu-subgroup-matrix.test.js > "$out/webgpu-tests.txt" 2>&1
+  el "webgpu tests (robustness off) rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 10
+  timeout 70 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --breakdown \
+    --json "$out/decode-webgpu-f16.json" > "$out/decode-webgpu-f16.txt" 2>&1
+  el "webgpu decode float16 rc=$?"; sum "$out/decode-webgpu-f16.txt" "^decode +batch|rror|host|device" 6
+  timeout 20 node scripts/bench-webgpu-matmul.mjs dist --shapes float16:8192:8192:8192,float32:4096:4096:4096 > "$out/matmul.jsonl" 2> "$out/matmul.err"
+  el "matmul rc=$?"; sum "$out/matmul.jsonl" "tflops" 2
+  timeout 110 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload all --include-slow --reps 20 --no-progress \
+    --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
+  el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 16
+  unset KILN_WEBGPU_BACKEND
+  timeout 70 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 float16 --workload all --include-slow --reps 20 --no-progress \
+    --json "$out/kiln-cuda.json" > "$out/kiln-cuda.txt" 2>&1
+  el "kiln bench cuda rc=$?"; sum "$out/kiln-cuda.txt" "^[a-z0-9.-]+ +cuda|FAILED" 16
+fi
+tar -C "$out" -czf "$final/s15-$part.tgz" .
+echo "=== summary"; cat "$out/summary.txt"
