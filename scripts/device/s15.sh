@@ -33,6 +33,21 @@ if [ "$part" = measure ]; then
   timeout 70 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 float16 --workload all --include-slow --reps 20 --no-progress \
     --json "$out/kiln-cuda.json" > "$out/kiln-cuda.txt" 2>&1
   el "kiln bench cuda rc=$?"; sum "$out/kiln-cuda.txt" "^[a-z0-9.-]+ +cuda|FAILED" 16
+elif [ "$part" = fusions ]; then
+  # #17: the decode fusions that landed default-off (KILN_LINEAR_SILU_MUL, KILN_QK_NORM_ROTARY_CACHE), A/B in one
+  # process order base / lsm / qnrc / both, twice; then the GEMV per shape and the batch-64 profile.
+  for rep in 1 2; do
+    for v in base lsm qnrc both; do
+      case $v in base) e=();; lsm) e=(KILN_LINEAR_SILU_MUL=1);; qnrc) e=(KILN_QK_NORM_ROTARY_CACHE=1);; both) e=(KILN_LINEAR_SILU_MUL=1 KILN_QK_NORM_ROTARY_CACHE=1);; esac
+      env "${e[@]}" timeout 45 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 128 --reps 2 \
+        --json "$out/decode-$v-$rep.json" > "$out/decode-$v-$rep.txt" 2>&1
+      el "decode $v rep $rep rc=$?"; sum "$out/decode-$v-$rep.txt" "^decode +batch|rror" 4
+    done
+  done
+  timeout 40 node dist/bench/cuda-gemv.js --rows 1,8 --runs 20 --batches 5 --json "$out/gemv.json" > "$out/gemv.txt" 2>&1
+  el "gemv rc=$?"; tail -n 24 "$out/gemv.txt" | cut -c1-200 | tee -a "$out/summary.txt"
+  timeout 45 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b64 bfloat16 --top 16 --json "$out/profile-b64.json" > "$out/profile-b64.txt" 2>&1
+  el "profile b64 rc=$?"; head -n 16 "$out/profile-b64.txt" | cut -c1-200 | tee -a "$out/summary.txt"
 fi
 tar -C "$out" -czf "$final/s15-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"

@@ -202,7 +202,7 @@ export function reshapeAndCache(key: Tensor, value: Tensor, keyCache: Tensor, va
 /**
  * siluAndMul(linear(input, weight, bias)) in one call: weight [2I, K] holds the gate rows then the
  * up rows; returns [..., I]. On cuda one GEMV launch (bfloat16, few rows) with the activation in
- * its epilogue; what a compiled decode step's MLP runs under KILN_LINEAR_SILU_MUL=1.
+ * its epilogue; what a compiled decode step's MLP runs on cuda (KILN_LINEAR_SILU_MUL, on by default).
  */
 export function linearSiluAndMul(input: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
   return dispatch(LSM.linearSiluAndMul, input, weight, bias);
@@ -211,7 +211,7 @@ export function linearSiluAndMul(input: Tensor, weight: Tensor, bias: Tensor | n
 /**
  * qkNormRotary of q and k, then reshapeAndCache of the rotated k and of v, in one call: returns the
  * rotated q and the caches (written in place). One cuda launch where the two ops take two; what a
- * compiled decode step runs under KILN_QK_NORM_ROTARY_CACHE=1. Inference only (no backward).
+ * compiled decode step runs on cuda (KILN_QK_NORM_ROTARY_CACHE, on by default). Inference only (no backward).
  */
 export function qkNormRotaryCache(
   q: Tensor,

@@ -1,8 +1,8 @@
 /**
  * Registers the LLM library's graph rewrites and its two graph passes with the compiler
  * (src/compile/passes/extensions.ts): the q/k-norm + rotary fusion and its decode-step sequel,
- * the rotary fused with the paged-cache write (on with KILN_QK_NORM_ROTARY_CACHE=1), and the MLP's
- * gate/up projection fused with silu * mul (KILN_LINEAR_SILU_MUL=1). The library
+ * the rotary fused with the paged-cache write (on by default on cuda; KILN_QK_NORM_ROTARY_CACHE=0 turns it off), and the MLP's
+ * gate/up projection fused with silu * mul (on by default on cuda; KILN_LINEAR_SILU_MUL=0 turns it off). The library
  * sits above the compiler in the layer order, so it plugs in here instead of the compiler
  * importing it; loading kiln.llm (src/index.ts does) is what makes kiln.compile rewrite to library ops.
  */

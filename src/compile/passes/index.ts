@@ -52,14 +52,14 @@ export interface PassOptions {
   qkNormRotary?: boolean;
   /**
    * llm.qkNormRotary + llm.reshapeAndCache pairs of a decode step onto one llm.qkNormRotaryCache
-   * (slot 'qkNormRotaryCache', run after 'qkNormRotary'). Inference only; kiln.compile turns it on
-   * with KILN_QK_NORM_ROTARY_CACHE=1.
+   * (slot 'qkNormRotaryCache', run after 'qkNormRotary'). Inference only; kiln.compile turns it on by
+   * default (KILN_QK_NORM_ROTARY_CACHE=0: off).
    */
   qkNormRotaryCache?: boolean;
   /**
    * A SwiGLU MLP's concatenated gate/up linear and silu * mul onto one llm.linearSiluAndMul (slot
-   * 'linearSiluMul', after horizontal fusion). Inference only; kiln.compile turns it on with
-   * KILN_LINEAR_SILU_MUL=1.
+   * 'linearSiluMul', after horizontal fusion). Inference only; kiln.compile turns it on by
+   * default (KILN_LINEAR_SILU_MUL=0: off).
    */
   linearSiluMul?: boolean;
 }
