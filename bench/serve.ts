@@ -26,6 +26,10 @@
  * between steps); --batch-window-ms 0,2 for batchWindowMs (how long a request finding the engine idle
  * waits for the rest of its burst).
  *
+ * --replay adds an engine-replay row per http variant: the engine alone running each http run's
+ * steps (its requests added at the same step boundaries: engineReplay), with the http run's ratio
+ * to it.
+ *
  *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --reps 5 --json out.json
  */
 import { spawn } from 'node:child_process';
@@ -34,6 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
 import type { DType } from '../src/index.js';
@@ -52,6 +57,7 @@ const { values: a } = parseArgs({
     'batch-window-ms': { type: 'string' },
     json: { type: 'string' },
     trace: { type: 'string' },
+    replay: { type: 'boolean', default: false },
     'no-start': { type: 'boolean', default: false },
     'start-only': { type: 'boolean', default: false },
   },
@@ -86,7 +92,8 @@ const prompts = Array.from({ length: N }, (_, i) => Array.from({ length: P }, (_
 /**
  * --trace FILE: every engine and http run (warm-ups too) records the engine's trace events
  * (EngineOptions.trace: request arrivals, each step's prefill tokens, decode batch, path, bucket,
- * host ms); FILE gets them all, stderr a summary per timed run.
+ * host ms) and this thread's garbage collections; FILE gets them all, stderr a summary per timed
+ * run (where its time went) and for each http run its comparison with the engine run before it.
  */
 /** start, end: the timed region (performance.now() of this thread), set after the run. */
 interface RunTrace {
@@ -97,19 +104,24 @@ interface RunTrace {
 }
 const traces: RunTrace[] = [];
 let traceSink: kiln.serve.EngineTraceEvent[] | null = null;
+// --replay needs the http runs' arrivals: the trace is on for it too.
+const tracing = a.trace !== undefined || a.replay;
 const traceRun = (run: string): void => {
-  if (a.trace === undefined) return;
+  if (!tracing) return;
   traceSink = [];
   traces.push({ run, events: traceSink });
 };
 const traceSpan = (start: number, end: number): void => {
   const last = traces.at(-1);
-  if (a.trace === undefined || last === undefined) return;
+  if (!tracing || last === undefined) return;
   last.start = start;
   last.end = end;
   traceSink = null;
 };
-const trace = a.trace === undefined ? undefined : (e: kiln.serve.EngineTraceEvent): void => void traceSink?.push(e);
+/** Garbage collections of this thread (start, ms) while tracing: each run's line sums those in its span. */
+const gcEntries: [number, number][] = [];
+if (tracing) new PerformanceObserver((list) => void list.getEntries().forEach((e) => gcEntries.push([e.startTime, e.duration]))).observe({ entryTypes: ['gc'] });
+const trace = !tracing ? undefined : (e: kiln.serve.EngineTraceEvent): void => void traceSink?.push(e);
 const engineOptions = { numBlocks: N * Math.ceil((P + T + 1) / 16) + 8, maxNumSeqs: N, maxNumBatchedTokens: Math.max(512, N * P), prefixCaching: false, trace };
 
 let runNo = 0;
@@ -127,6 +139,50 @@ function engineRun(): number {
   const tokens = outs.reduce((s, o) => s + o.outputIds.length, 0);
   engine.dispose();
   return tokens / (ms / 1000);
+}
+
+/**
+ * --replay: the engine alone, given the http run's requests at the same step boundaries: a
+ * request the server added after its k-th step is added here after the k-th step too, so every
+ * step has the http run's batch composition (prefills split the same way, the same decode batch
+ * sizes and tail), run back to back with no idle time. Run once untimed first (the same steps, so
+ * the same compiled buckets), then timed from its first step. http/replay is HTTP's own cost
+ * (lead-in, batch window, I/O between steps, delivery, tail) at equal steps; replay/engine is what
+ * the http run's arrival pattern costs the engine.
+ */
+function engineReplay(addedAfterStep: readonly number[]): number {
+  const engine = new kiln.serve.Engine(model, engineOptions);
+  const no = runNo++;
+  const once = (): number => {
+    let finished = 0;
+    let next = 0;
+    let t0 = 0;
+    for (let k = 0; finished < N; k++) {
+      for (; next < N && addedAfterStep[next]! <= k; next++) engine.addRequest(prompts[next]!, { maxNewTokens: T }, { onOutput: (o) => void (o.finished && finished++) });
+      if (k === 0) t0 = performance.now();
+      engine.step();
+    }
+    return t0;
+  };
+  traceRun(`engine-replay ${no} warm-up`);
+  once();
+  traceRun(`engine-replay ${no}`);
+  const t0 = once();
+  const t1 = performance.now();
+  traceSpan(t0, t1);
+  engine.dispose();
+  return (N * T) / ((t1 - t0) / 1000);
+}
+
+/** For each request of a traced run, in arrival order: how many steps had run when it was added. */
+function stepsBeforeAdds(events: readonly kiln.serve.EngineTraceEvent[]): number[] {
+  const out: number[] = [];
+  let steps = 0;
+  for (const e of events) {
+    if (e.kind === 'step') steps++;
+    else out.push(steps);
+  }
+  return out;
 }
 
 /**
@@ -248,11 +304,17 @@ const median = (xs: readonly number[]): number => {
 };
 const engineReps: number[] = [];
 const httpReps: number[][] = slices.map(() => []);
+const replayReps: number[][] = slices.map(() => []);
 if (!startOnly) {
   engineRun(); // warm-up of the process (kernels, compile caches)
   for (let r = 0; r < R; r++) {
     engineReps.push(engineRun());
-    for (const [i, v] of slices.entries()) httpReps[i]!.push(await httpRun(v));
+    for (const [i, v] of slices.entries()) {
+      httpReps[i]!.push(await httpRun(v));
+      if (a.replay) {
+        replayReps[i]!.push(engineReplay(stepsBeforeAdds(traces.at(-1)!.events)));
+      }
+    }
   }
 }
 const repFields = (xs: readonly number[]): object => (R > 1 ? { reps: R, reps_tok_s: xs.map(Math.round) } : {});
@@ -274,6 +336,24 @@ for (const [i, { ms, overlap, window }] of startOnly ? [] : slices.entries()) {
     ...repFields(reps),
     ...(R > 1 ? { reps_ratio: ratios.map((x) => Number(x.toFixed(3))) } : {}),
   });
+  if (a.replay) {
+    // The engine under the http run's arrivals, and the http run against it (see engineReplay).
+    const rr = replayReps[i]!;
+    const vsReplay = reps.map((h, j) => h / rr[j]!);
+    rows.push({
+      framework: 'kiln',
+      workload: 'engine-replay',
+      ...base,
+      decode_tok_s: null,
+      throughput_tok_s: Math.round(median(rr)),
+      ratio_to_engine: Number(median(rr.map((x, j) => x / engineReps[j]!)).toFixed(3)),
+      http_ratio_to_replay: Number(median(vsReplay).toFixed(3)),
+      ...(ms === undefined ? {} : { max_slice_ms: ms }),
+      ...(overlap === undefined ? {} : { flush_while_device_runs: overlap }),
+      ...(window === undefined ? {} : { batch_window_ms: window }),
+      ...repFields(rr),
+    });
+  }
 }
 if (!a['no-start']) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-serve-start-'));
@@ -298,14 +378,17 @@ if (!a['no-start']) {
   });
 }
 if (a.trace !== undefined) {
-  fs.writeFileSync(a.trace, JSON.stringify(traces));
+  fs.writeFileSync(a.trace, JSON.stringify({ traces, gc: gcEntries }));
   let engineTrace: TraceNumbers | undefined;
+  let httpTrace: TraceNumbers | undefined;
   for (const t of traces) {
     if (t.run.endsWith('warm-up')) continue;
     const n = traceNumbers(t);
     console.error(`${t.run}: ${n.line}`);
-    if (t.run.startsWith('engine')) engineTrace = n;
-    else if (engineTrace !== undefined) console.error(`  vs ${engineTrace.run}: ${traceCompare(engineTrace, n)}`);
+    if (t.run.startsWith('engine ')) engineTrace = n;
+    else if (t.run.startsWith('http') && engineTrace !== undefined) console.error(`  vs ${engineTrace.run}: ${traceCompare(engineTrace, n)}`);
+    else if (t.run.startsWith('engine-replay') && httpTrace !== undefined) console.error(`  ${httpTrace.run} against this replay of its steps: ${traceCompare(n, httpTrace)}`);
+    if (t.run.startsWith('http')) httpTrace = n;
   }
 }
 const out = { meta: { machine: os.hostname(), cpus: os.cpus().length, loadavg: os.loadavg(), date: new Date().toISOString(), command: `node dist/bench/serve.js ${process.argv.slice(2).join(' ')}`, kiln_version: kiln.version, node: process.version }, results: rows };
@@ -358,12 +441,20 @@ function traceNumbers(t: RunTrace): TraceNumbers {
     prefillMs: sum(pre.map((s) => s.ms)),
   };
   const f = (x: number): string => x.toFixed(1);
+  const gc = gcEntries.filter(([at]) => at >= t0 && at <= end);
+  // The decode steps at the run's largest batch: their median host ms compares step cost alone.
+  const top = Math.max(0, ...dec.map((s) => s.decodeSeqs));
+  const topMs = dec.filter((s) => s.decodeSeqs === top).map((s) => s.ms).sort((x, y) => x - y);
+  const slow = steps.reduce((m, s) => (s.ms > m.ms ? s : m), steps[0] ?? { ms: 0, prefillTokens: 0, decodeSeqs: 0, path: 'step', bucket: 0 });
   const line = [
     `${f(n.totalMs)} ms = lead-in ${f(n.leadMs)} + first arrival to first step ${f(first ? first.t - (adds[0]?.t ?? t0) : 0)} + steps ${f(stepMs)} + between steps ${f(n.gapMs)} + tail ${f(n.tailMs)}`,
     `arrivals at +${adds.map((e) => f(e.t - t0)).join(',')}`,
     `${steps.length} steps`,
     `${pre.length} with prefill (${f(n.prefillMs)} ms) [${pre.map((s) => `+${f(s.t - t0)}: ${s.prefillTokens}p/${s.prefillSeqs}+${s.decodeSeqs}d ${s.path}${s.bucket ? '/' + s.bucket : ''} ${f(s.ms)}ms`).join(', ')}]`,
     `${dec.length} decode-only (${f(sum(dec.map((s) => s.ms)))} ms), batch:steps ${[...batches].sort((x, y) => y[0] - x[0]).map(([b, k]) => `${b}:${k}`).join(' ')}`,
+    `batch-${top} decode step median ${topMs.length ? topMs[topMs.length >> 1]!.toFixed(2) : '-'} ms`,
+    `slowest step ${f(slow.ms)} ms (${slow.prefillTokens}p+${slow.decodeSeqs}d ${slow.path}${slow.bucket ? '/' + slow.bucket : ''})`,
+    `GC ${gc.length}x ${f(sum(gc.map(([, d]) => d)))} ms`,
   ].join('; ');
   return { ...n, line };
 }
