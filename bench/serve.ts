@@ -23,7 +23,12 @@
  * loaded cpu one pair of runs says little. --max-slice-ms 0,25 runs the http side once per value of
  * createServer's maxSliceMs in every rep (0: one engine step per event-loop turn), one serve row each;
  * --overlap on,off likewise for flushWhileDeviceRuns (streams written during the next GPU step or
- * between steps).
+ * between steps); --batch-window-ms 0,2 for batchWindowMs (how long a request finding the engine idle
+ * waits for the rest of its burst).
+ *
+ * --replay adds an engine-replay row per http variant: the engine alone running each http run's
+ * steps (its requests added at the same step boundaries: engineReplay), with the http run's ratio
+ * to it.
  *
  *   node dist/bench/serve.js --config tiny --device cpu --clients 16 --new 32 --reps 5 --json out.json
  */
@@ -33,6 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
 import type { DType } from '../src/index.js';
@@ -48,7 +54,10 @@ const { values: a } = parseArgs({
     reps: { type: 'string', default: '1' },
     'max-slice-ms': { type: 'string' },
     overlap: { type: 'string' },
+    'batch-window-ms': { type: 'string' },
     json: { type: 'string' },
+    trace: { type: 'string' },
+    replay: { type: 'boolean', default: false },
     'no-start': { type: 'boolean', default: false },
     'start-only': { type: 'boolean', default: false },
   },
@@ -70,7 +79,8 @@ const overlapValues: (boolean | undefined)[] =
         if (v !== 'on' && v !== 'off') throw new Error(`bench/serve: --overlap takes on, off or on,off; got ${a.overlap}`);
         return v === 'on';
       });
-const slices = sliceValues.flatMap((ms) => overlapValues.map((overlap) => ({ ms, overlap })));
+const windowValues: (number | undefined)[] = a['batch-window-ms'] === undefined ? [undefined] : a['batch-window-ms'].split(',').map(Number);
+const slices = sliceValues.flatMap((ms) => overlapValues.flatMap((overlap) => windowValues.map((window) => ({ ms, overlap, window }))));
 if (!Number.isInteger(R) || R < 1) throw new Error(`bench/serve: --reps must be a positive integer, got ${a.reps}`);
 if (a['no-start'] && a['start-only']) throw new Error('bench/serve: --no-start and --start-only exclude each other');
 const dtype = a.dtype as DType;
@@ -79,17 +89,100 @@ const startOnly = a['start-only'];
 const model = startOnly ? (undefined as unknown as kiln.models.Qwen3ForCausalLM) : kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: a.device });
 if (!startOnly) model.eval();
 const prompts = Array.from({ length: N }, (_, i) => Array.from({ length: P }, (_, j) => (i * 7919 + j * 104729) % config.vocabSize));
-const engineOptions = { numBlocks: N * Math.ceil((P + T + 1) / 16) + 8, maxNumSeqs: N, maxNumBatchedTokens: Math.max(512, N * P), prefixCaching: false };
+/**
+ * --trace FILE: every engine and http run (warm-ups too) records the engine's trace events
+ * (EngineOptions.trace: request arrivals, each step's prefill tokens, decode batch, path, bucket,
+ * host ms) and this thread's garbage collections; FILE gets them all, stderr a summary per timed
+ * run (where its time went) and for each http run its comparison with the engine run before it.
+ */
+/** start, end: the timed region (performance.now() of this thread), set after the run. */
+interface RunTrace {
+  run: string;
+  events: kiln.serve.EngineTraceEvent[];
+  start?: number;
+  end?: number;
+}
+const traces: RunTrace[] = [];
+let traceSink: kiln.serve.EngineTraceEvent[] | null = null;
+// --replay needs the http runs' arrivals: the trace is on for it too.
+const tracing = a.trace !== undefined || a.replay;
+const traceRun = (run: string): void => {
+  if (!tracing) return;
+  traceSink = [];
+  traces.push({ run, events: traceSink });
+};
+const traceSpan = (start: number, end: number): void => {
+  const last = traces.at(-1);
+  if (!tracing || last === undefined) return;
+  last.start = start;
+  last.end = end;
+  traceSink = null;
+};
+/** Garbage collections of this thread (start, ms) while tracing: each run's line sums those in its span. */
+const gcEntries: [number, number][] = [];
+if (tracing) new PerformanceObserver((list) => void list.getEntries().forEach((e) => gcEntries.push([e.startTime, e.duration]))).observe({ entryTypes: ['gc'] });
+const trace = !tracing ? undefined : (e: kiln.serve.EngineTraceEvent): void => void traceSink?.push(e);
+const engineOptions = { numBlocks: N * Math.ceil((P + T + 1) / 16) + 8, maxNumSeqs: N, maxNumBatchedTokens: Math.max(512, N * P), prefixCaching: false, trace };
 
+let runNo = 0;
 function engineRun(): number {
   const engine = new kiln.serve.Engine(model, engineOptions);
+  const no = runNo++;
+  traceRun(`engine ${no} warm-up`);
   engine.generateAll(prompts, { maxNewTokens: 4 });
+  traceRun(`engine ${no}`);
   const t0 = performance.now();
   const outs = engine.generateAll(prompts, { maxNewTokens: T });
-  const ms = performance.now() - t0;
+  const t1 = performance.now();
+  const ms = t1 - t0;
+  traceSpan(t0, t1);
   const tokens = outs.reduce((s, o) => s + o.outputIds.length, 0);
   engine.dispose();
   return tokens / (ms / 1000);
+}
+
+/**
+ * --replay: the engine alone, given the http run's requests at the same step boundaries: a
+ * request the server added after its k-th step is added here after the k-th step too, so every
+ * step has the http run's batch composition (prefills split the same way, the same decode batch
+ * sizes and tail), run back to back with no idle time. Run once untimed first (the same steps, so
+ * the same compiled buckets), then timed from its first step. http/replay is HTTP's own cost
+ * (lead-in, batch window, I/O between steps, delivery, tail) at equal steps; replay/engine is what
+ * the http run's arrival pattern costs the engine.
+ */
+function engineReplay(addedAfterStep: readonly number[]): number {
+  const engine = new kiln.serve.Engine(model, engineOptions);
+  const no = runNo++;
+  const once = (): number => {
+    let finished = 0;
+    let next = 0;
+    let t0 = 0;
+    for (let k = 0; finished < N; k++) {
+      for (; next < N && addedAfterStep[next]! <= k; next++) engine.addRequest(prompts[next]!, { maxNewTokens: T }, { onOutput: (o) => void (o.finished && finished++) });
+      if (k === 0) t0 = performance.now();
+      engine.step();
+    }
+    return t0;
+  };
+  traceRun(`engine-replay ${no} warm-up`);
+  once();
+  traceRun(`engine-replay ${no}`);
+  const t0 = once();
+  const t1 = performance.now();
+  traceSpan(t0, t1);
+  engine.dispose();
+  return (N * T) / ((t1 - t0) / 1000);
+}
+
+/** For each request of a traced run, in arrival order: how many steps had run when it was added. */
+function stepsBeforeAdds(events: readonly kiln.serve.EngineTraceEvent[]): number[] {
+  const out: number[] = [];
+  let steps = 0;
+  for (const e of events) {
+    if (e.kind === 'step') steps++;
+    else out.push(steps);
+  }
+  return out;
 }
 
 /**
@@ -122,21 +215,29 @@ async function one(url, prompt, n) {
 parentPort.on('message', ({ url, prompts, n }) => {
   const t0 = performance.now();
   Promise.all(prompts.map((p) => one(url, p, n))).then(
-    (counts) => parentPort.postMessage({ tokens: counts.reduce((a, b) => a + b, 0), ms: performance.now() - t0 }),
+    (counts) => { const t1 = performance.now(); parentPort.postMessage({ tokens: counts.reduce((a, b) => a + b, 0), ms: t1 - t0, start: performance.timeOrigin + t0, end: performance.timeOrigin + t1 }); },
     (e) => parentPort.postMessage({ error: String(e) }),
   );
 });
 `;
 
 /** A client worker: run(url, prompts, n) streams them all and resolves with tokens and ms. */
-function clientWorker(): { run: (url: string, ps: number[][], n: number) => Promise<{ tokens: number; ms: number }>; close: () => Promise<number> } {
+/** start and end: the run's first fetch and its last [DONE], as performance.timeOrigin + now (comparable across threads). */
+interface ClientRun {
+  tokens: number;
+  ms: number;
+  start: number;
+  end: number;
+}
+
+function clientWorker(): { run: (url: string, ps: number[][], n: number) => Promise<ClientRun>; close: () => Promise<number> } {
   const w = new Worker(CLIENT_WORKER, { eval: true });
   return {
     run: (url, ps, n) =>
       new Promise((resolve, reject) => {
         const onError = (e: Error): void => reject(e);
         w.once('error', onError);
-        w.once('message', (m: { tokens: number; ms: number; error?: string }) => {
+        w.once('message', (m: ClientRun & { error?: string }) => {
           w.off('error', onError);
           if (m.error) reject(new Error(`bench/serve client: ${m.error}`));
           else resolve(m);
@@ -147,12 +248,16 @@ function clientWorker(): { run: (url: string, ps: number[][], n: number) => Prom
   };
 }
 
-async function httpRun(v: { ms: number | undefined; overlap: boolean | undefined }): Promise<number> {
-  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions, maxSliceMs: v.ms, flushWhileDeviceRuns: v.overlap });
+async function httpRun(v: { ms: number | undefined; overlap: boolean | undefined; window: number | undefined }): Promise<number> {
+  const server = kiln.serve.createServer({ model, modelName: 'bench', ...engineOptions, maxSliceMs: v.ms, flushWhileDeviceRuns: v.overlap, batchWindowMs: v.window });
   const { url } = await server.listen(0);
   const clients = clientWorker();
+  const no = runNo++;
+  traceRun(`http ${no}${v.window === undefined ? '' : ` window ${v.window}`} warm-up`);
   await clients.run(url, prompts, 4);
-  const { tokens, ms } = await clients.run(url, prompts, T);
+  traceRun(`http ${no}${v.window === undefined ? '' : ` window ${v.window}`}`);
+  const { tokens, ms, start, end } = await clients.run(url, prompts, T);
+  traceSpan(start - performance.timeOrigin, end - performance.timeOrigin);
   await clients.close();
   await server.close();
   if (tokens !== N * T) throw new Error(`bench/serve: ${tokens} tokens streamed, expected ${N * T}`);
@@ -199,16 +304,22 @@ const median = (xs: readonly number[]): number => {
 };
 const engineReps: number[] = [];
 const httpReps: number[][] = slices.map(() => []);
+const replayReps: number[][] = slices.map(() => []);
 if (!startOnly) {
   engineRun(); // warm-up of the process (kernels, compile caches)
   for (let r = 0; r < R; r++) {
     engineReps.push(engineRun());
-    for (const [i, v] of slices.entries()) httpReps[i]!.push(await httpRun(v));
+    for (const [i, v] of slices.entries()) {
+      httpReps[i]!.push(await httpRun(v));
+      if (a.replay) {
+        replayReps[i]!.push(engineReplay(stepsBeforeAdds(traces.at(-1)!.events)));
+      }
+    }
   }
 }
 const repFields = (xs: readonly number[]): object => (R > 1 ? { reps: R, reps_tok_s: xs.map(Math.round) } : {});
 if (!startOnly) rows.push({ framework: 'kiln', workload: 'engine', ...base, decode_tok_s: null, throughput_tok_s: Math.round(median(engineReps)), ...repFields(engineReps) });
-for (const [i, { ms, overlap }] of startOnly ? [] : slices.entries()) {
+for (const [i, { ms, overlap, window }] of startOnly ? [] : slices.entries()) {
   const reps = httpReps[i]!;
   const ratios = reps.map((h, j) => h / engineReps[j]!);
   rows.push({
@@ -221,9 +332,28 @@ for (const [i, { ms, overlap }] of startOnly ? [] : slices.entries()) {
     clients: N,
     ...(ms === undefined ? {} : { max_slice_ms: ms }),
     ...(overlap === undefined ? {} : { flush_while_device_runs: overlap }),
+    ...(window === undefined ? {} : { batch_window_ms: window }),
     ...repFields(reps),
     ...(R > 1 ? { reps_ratio: ratios.map((x) => Number(x.toFixed(3))) } : {}),
   });
+  if (a.replay) {
+    // The engine under the http run's arrivals, and the http run against it (see engineReplay).
+    const rr = replayReps[i]!;
+    const vsReplay = reps.map((h, j) => h / rr[j]!);
+    rows.push({
+      framework: 'kiln',
+      workload: 'engine-replay',
+      ...base,
+      decode_tok_s: null,
+      throughput_tok_s: Math.round(median(rr)),
+      ratio_to_engine: Number(median(rr.map((x, j) => x / engineReps[j]!)).toFixed(3)),
+      http_ratio_to_replay: Number(median(vsReplay).toFixed(3)),
+      ...(ms === undefined ? {} : { max_slice_ms: ms }),
+      ...(overlap === undefined ? {} : { flush_while_device_runs: overlap }),
+      ...(window === undefined ? {} : { batch_window_ms: window }),
+      ...repFields(rr),
+    });
+  }
 }
 if (!a['no-start']) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-serve-start-'));
@@ -247,6 +377,98 @@ if (!a['no-start']) {
     warm_first_step: mid.firstStep,
   });
 }
+if (a.trace !== undefined) {
+  fs.writeFileSync(a.trace, JSON.stringify({ traces, gc: gcEntries }));
+  let engineTrace: TraceNumbers | undefined;
+  let httpTrace: TraceNumbers | undefined;
+  for (const t of traces) {
+    if (t.run.endsWith('warm-up')) continue;
+    const n = traceNumbers(t);
+    console.error(`${t.run}: ${n.line}`);
+    if (t.run.startsWith('engine ')) engineTrace = n;
+    else if (t.run.startsWith('http') && engineTrace !== undefined) console.error(`  vs ${engineTrace.run}: ${traceCompare(engineTrace, n)}`);
+    else if (t.run.startsWith('engine-replay') && httpTrace !== undefined) console.error(`  ${httpTrace.run} against this replay of its steps: ${traceCompare(n, httpTrace)}`);
+    if (t.run.startsWith('http')) httpTrace = n;
+  }
+}
 const out = { meta: { machine: os.hostname(), cpus: os.cpus().length, loadavg: os.loadavg(), date: new Date().toISOString(), command: `node dist/bench/serve.js ${process.argv.slice(2).join(' ')}`, kiln_version: kiln.version, node: process.version }, results: rows };
 if (a.json) fs.writeFileSync(a.json, JSON.stringify(out, null, 2));
 for (const r of rows) console.log(JSON.stringify(r));
+
+interface TraceNumbers {
+  run: string;
+  /** The timed region, ms. */
+  totalMs: number;
+  /** Region start to the first request's arrival at the engine. */
+  leadMs: number;
+  /** Time inside engine steps. */
+  stepMs: number;
+  /** Between the first step's start and the last step's end, outside steps. */
+  gapMs: number;
+  /** Last step's end to the region's end. */
+  tailMs: number;
+  steps: number;
+  /** Of stepMs, the steps with prefill. */
+  prefillMs: number;
+  line: string;
+}
+
+/**
+ * A run's trace in numbers (see TraceNumbers) and one line: arrivals (ms after the region's
+ * start), steps by kind with their host ms, decode batch sizes and where the region's time went.
+ */
+function traceNumbers(t: RunTrace): TraceNumbers {
+  const adds = t.events.filter((e) => e.kind === 'add');
+  const steps = t.events.flatMap((e) => (e.kind === 'step' ? [e] : []));
+  const t0 = t.start ?? adds[0]?.t ?? 0;
+  const end = t.end ?? t0;
+  const sum = (xs: readonly number[]): number => xs.reduce((x, y) => x + y, 0);
+  const pre = steps.filter((s) => s.prefillTokens > 0);
+  const dec = steps.filter((s) => s.prefillTokens === 0);
+  const batches = new Map<number, number>();
+  for (const s of dec) batches.set(s.decodeSeqs, (batches.get(s.decodeSeqs) ?? 0) + 1);
+  const first = steps[0];
+  const last = steps.at(-1);
+  const stepMs = sum(steps.map((s) => s.ms));
+  const n = {
+    run: t.run,
+    totalMs: end - t0,
+    leadMs: (adds[0]?.t ?? t0) - t0,
+    stepMs,
+    gapMs: first && last ? last.t + last.ms - first.t - stepMs : 0,
+    tailMs: last ? end - (last.t + last.ms) : 0,
+    steps: steps.length,
+    prefillMs: sum(pre.map((s) => s.ms)),
+  };
+  const f = (x: number): string => x.toFixed(1);
+  const gc = gcEntries.filter(([at]) => at >= t0 && at <= end);
+  // The decode steps at the run's largest batch: their median host ms compares step cost alone.
+  const top = Math.max(0, ...dec.map((s) => s.decodeSeqs));
+  const topMs = dec.filter((s) => s.decodeSeqs === top).map((s) => s.ms).sort((x, y) => x - y);
+  const slow = steps.reduce((m, s) => (s.ms > m.ms ? s : m), steps[0] ?? { ms: 0, prefillTokens: 0, decodeSeqs: 0, path: 'step', bucket: 0 });
+  const line = [
+    `${f(n.totalMs)} ms = lead-in ${f(n.leadMs)} + first arrival to first step ${f(first ? first.t - (adds[0]?.t ?? t0) : 0)} + steps ${f(stepMs)} + between steps ${f(n.gapMs)} + tail ${f(n.tailMs)}`,
+    `arrivals at +${adds.map((e) => f(e.t - t0)).join(',')}`,
+    `${steps.length} steps`,
+    `${pre.length} with prefill (${f(n.prefillMs)} ms) [${pre.map((s) => `+${f(s.t - t0)}: ${s.prefillTokens}p/${s.prefillSeqs}+${s.decodeSeqs}d ${s.path}${s.bucket ? '/' + s.bucket : ''} ${f(s.ms)}ms`).join(', ')}]`,
+    `${dec.length} decode-only (${f(sum(dec.map((s) => s.ms)))} ms), batch:steps ${[...batches].sort((x, y) => y[0] - x[0]).map(([b, k]) => `${b}:${k}`).join(' ')}`,
+    `batch-${top} decode step median ${topMs.length ? topMs[topMs.length >> 1]!.toFixed(2) : '-'} ms`,
+    `slowest step ${f(slow.ms)} ms (${slow.prefillTokens}p+${slow.decodeSeqs}d ${slow.path}${slow.bucket ? '/' + slow.bucket : ''})`,
+    `GC ${gc.length}x ${f(sum(gc.map(([, d]) => d)))} ms`,
+  ].join('; ');
+  return { ...n, line };
+}
+
+/**
+ * The http run against the engine run before it: the ratio measured, and the ratio if the http
+ * run's only cost were its steps (lead-in, gaps and tail free): what the step composition alone
+ * explains.
+ */
+function traceCompare(e: TraceNumbers, h: TraceNumbers): string {
+  const f = (x: number): string => x.toFixed(3);
+  return [
+    `ratio ${f(e.totalMs / h.totalMs)}`,
+    `steps alone predict ${f(e.totalMs / (h.stepMs + (e.totalMs - e.stepMs)))} (${h.steps} steps, ${h.stepMs.toFixed(1)} ms, against ${e.steps}, ${e.stepMs.toFixed(1)} ms)`,
+    `extra ms: lead-in ${(h.leadMs - e.leadMs).toFixed(1)}, steps ${(h.stepMs - e.stepMs).toFixed(1)} (prefill steps ${(h.prefillMs - e.prefillMs).toFixed(1)}), between steps ${(h.gapMs - e.gapMs).toFixed(1)}, tail ${(h.tailMs - e.tailMs).toFixed(1)}`,
+  ].join('; ');
+}

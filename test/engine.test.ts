@@ -262,3 +262,39 @@ test('a 64-step decode loop leaves live device memory flat', () => {
   assert.equal(after.activeAllocations, before.activeAllocations, 'live allocations unchanged');
   e.dispose();
 });
+
+test('trace: arrivals and each step\'s composition (chunked prefill mixed with decode)', () => {
+  const events: kiln.serve.EngineTraceEvent[] = [];
+  // A budget of 6 tokens: the 5-token prompt and the first token of the 4-token one, then the
+  // rest of that prompt beside the first request's first decode.
+  const e = new Engine(model, { numBlocks: 16, maxNumBatchedTokens: 6, trace: (ev) => events.push(ev) });
+  e.generateAll([prompts[4]!.slice(0, 5), prompts[3]!.slice(0, 4)], { maxNewTokens: 3 });
+  const adds = events.filter((ev) => ev.kind === 'add');
+  assert.deepEqual(
+    adds.map((ev) => ev.promptTokens),
+    [5, 4],
+  );
+  const steps = events.flatMap((ev) => (ev.kind === 'step' ? [ev] : []));
+  assert.deepEqual(
+    steps.map((s) => [s.prefillTokens, s.prefillSeqs, s.decodeSeqs]),
+    [
+      [6, 2, 0], // prompt 0 whole, prompt 1's first token (chunked prefill)
+      [3, 1, 1], // prompt 1's other 3 tokens and prompt 0's next token
+      [0, 0, 2],
+      [0, 0, 1], // prompt 0 done after 3 tokens; prompt 1's last
+    ],
+  );
+  assert.equal(e.stats.steps, steps.length);
+  // On the cpu the default decode is eager (decode runner) with prefill through forwardStep.
+  assert.deepEqual(
+    steps.map((s) => [s.path, s.bucket]),
+    [
+      ['step', 0],
+      ['step', 1],
+      ['decode', 2],
+      ['decode', 1],
+    ],
+  );
+  for (const s of steps) assert.ok(s.ms >= 0 && Number.isFinite(s.t));
+  e.dispose();
+});

@@ -153,3 +153,89 @@ test('over HTTP: a client that stops reading a long stream stalls no one; reques
     await server.close();
   }
 });
+
+/**
+ * An EngineLoop over the tiny model whose engine traces its steps: [prefill sequences, decode
+ * sequences] per step, and per request whether it finished.
+ */
+function windowLoop(batchWindowMs: number, engineOptions: kiln.serve.EngineOptions) {
+  const steps: [number, number][] = [];
+  const engine = new kiln.serve.Engine(model, { numBlocks: 64, ...engineOptions, trace: (e) => void (e.kind === 'step' && steps.push([e.prefillSeqs, e.decodeSeqs])) });
+  // One step per slice (maxSliceMs 0), so a request submitted between turns joins a known step.
+  const loop = new kiln.serve.EngineLoop(engine, { maxQueue: 16, batchWindowMs, maxSliceMs: 0 });
+  const done = new Map<string, number[]>();
+  const submit = (id: string, prompt: number[], n = 3): void =>
+    loop.submit([{ requestId: id, promptIds: prompt, params: { maxNewTokens: n } }], {
+      onOutput: (o) => void (o.finished && done.set(id, [...o.outputIds])),
+      onError: (e) => assert.fail(e),
+    });
+  return { engine, loop, steps, done, submit };
+}
+
+const turn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
+
+test('batch window: requests arriving over several turns while the engine is idle share one prefill step; a full batch starts at once', async () => {
+  // A window no test could wait out: the step must start because the batch is full.
+  for (const [label, options, count] of [
+    ['maxNumSeqs', { maxNumSeqs: 4 }, 4],
+    ['maxNumBatchedTokens', { maxNumBatchedTokens: 9 }, 3],
+  ] as const) {
+    const w = windowLoop(600_000, options);
+    for (let i = 0; i < count; i++) {
+      w.submit(`r${i}`, [1 + i, 2, 3]);
+      for (let k = 0; k < 5; k++) await turn();
+      if (i < count - 1) assert.equal(w.steps.length, 0, `${label}: no step while the batch is not full (after ${i + 1} requests)`);
+    }
+    await untilTrue(() => w.done.size === count, `${label}: every request finished`);
+    assert.deepEqual(w.steps[0], [count, 0], `${label}: the first step prefills all ${count} requests`);
+    assert.ok(
+      w.steps.slice(1).every(([p, d]) => p === 0 && d === count),
+      `${label}: then they decode together: ${JSON.stringify(w.steps)}`,
+    );
+    for (let i = 0; i < count; i++) assert.deepEqual(w.done.get(`r${i}`), greedy(model, [1 + i, 2, 3], 3), `${label}: request ${i} gets its greedy tokens`);
+    w.engine.dispose();
+  }
+});
+
+test('batch window: a lone request waits for the window and no longer; requests arriving while the engine runs are not held', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const w = windowLoop(5, { maxNumSeqs: 4 });
+  w.submit('a', [1, 2, 3], 6);
+  for (let k = 0; k < 5; k++) await turn();
+  t.mock.timers.tick(4);
+  for (let k = 0; k < 5; k++) await turn();
+  assert.equal(w.steps.length, 0, 'no step 4 ms into a 5 ms window');
+  t.mock.timers.tick(1);
+  await untilTrue(() => w.steps.length > 0, 'the first step runs when the window ends');
+  assert.deepEqual(w.steps[0], [1, 0]);
+  // Now the engine runs: a new request joins the next steps with no timer (none is ticked).
+  await untilTrue(() => w.steps.length >= 2, 'a decode step');
+  w.submit('b', [4, 5, 6], 2);
+  await untilTrue(() => w.done.size === 2, 'both requests finished without another tick');
+  assert.ok(
+    w.steps.some(([p, d]) => p === 1 && d === 1),
+    `b's prefill ran beside a's decode: ${JSON.stringify(w.steps)}`,
+  );
+  assert.deepEqual(w.done.get('a'), greedy(model, [1, 2, 3], 6));
+  assert.deepEqual(w.done.get('b'), greedy(model, [4, 5, 6], 2));
+  // Idle again: the next request waits for the window again.
+  const before = w.steps.length;
+  w.submit('c', [7, 8, 9], 1);
+  for (let k = 0; k < 5; k++) await turn();
+  assert.equal(w.steps.length, before, 'idle again: the window applies');
+  t.mock.timers.tick(5);
+  await untilTrue(() => w.done.size === 3, 'c finished after its window');
+  w.engine.dispose();
+});
+
+test('batch window: 0 starts the first step without a timer; a bad value is refused', async () => {
+  const w = windowLoop(0, { maxNumSeqs: 4 });
+  w.submit('a', [1, 2, 3]);
+  await untilTrue(() => w.done.size === 1, 'finished');
+  w.engine.dispose();
+  const e = new kiln.serve.Engine(model, { numBlocks: 8 });
+  for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    assert.throws(() => new kiln.serve.EngineLoop(e, { maxQueue: 1, batchWindowMs: bad }), /EngineLoop: batchWindowMs must be a finite number >= 0, got/);
+  }
+  e.dispose();
+});

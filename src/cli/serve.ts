@@ -32,6 +32,7 @@ Options:
   --max-model-len <n>        prompt + new tokens at most (default: the model's max_position_embeddings)
   --max-num-seqs <n>         requests running at once (default 64)
   --max-queue <n>            requests waiting at most; more get HTTP 429 (default ${kiln.serve.DEFAULT_MAX_QUEUE})
+  --batch-window-ms <ms>     a request finding the engine idle waits this long for others to share its first step (default 2; 0: none)
   --shutdown-timeout <s>     seconds in-flight requests get to finish on SIGTERM/SIGINT (default ${kiln.serve.DEFAULT_SHUTDOWN_MS / 1000})
 
 Endpoints: GET /health, GET /metrics, GET /v1/models, POST /v1/completions, POST /v1/chat/completions.`;
@@ -42,6 +43,13 @@ function intOption(name: string, text: string | undefined, min: number): number 
   if (text === undefined) return undefined;
   const v = Number(text);
   if (!Number.isInteger(v) || v < min) throw new Error(`serve: ${name} must be an integer >= ${min}, got '${text}'`);
+  return v;
+}
+
+function msOption(name: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const v = Number(text);
+  if (text.trim() === '' || !Number.isFinite(v) || v < 0) throw new Error(`serve: ${name} must be a number of ms >= 0, got '${text}'`);
   return v;
 }
 
@@ -63,6 +71,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'max-num-seqs': { type: 'string' },
       'max-queue': { type: 'string' },
       'shutdown-timeout': { type: 'string' },
+      'batch-window-ms': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -116,6 +125,7 @@ export async function runServe(argv: string[]): Promise<number> {
     maxModelLen: intOption('--max-model-len', values['max-model-len'], 2),
     maxNumSeqs: intOption('--max-num-seqs', values['max-num-seqs'], 1),
     maxQueue: intOption('--max-queue', values['max-queue'], 1),
+    batchWindowMs: msOption('--batch-window-ms', values['batch-window-ms']),
     onStep: (s) => {
       // The first step pays for what start-up left to first use: on cuda the compiled step of the
       // request's token bucket (its program from the disk cache when warm, then a CUDA graph capture).

@@ -29,7 +29,7 @@ import type { SampledToken, Sampler, SamplingParams, SamplingRow } from './sampl
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
 import { type FinishReason, Sequence } from './sequence.js';
 import { PagedStepKv, type StepEntry } from './step-context.js';
-import { DECODE_BUCKETS, DecodeRunner, type DecodePath, type DecodeRow } from './decode-runner.js';
+import { DECODE_BUCKETS, DecodeRunner, decodeBucket, type DecodePath, type DecodeRow } from './decode-runner.js';
 import type { CompileMode } from '../compile/backend.js';
 
 /** Cache size when neither numBlocks nor memoryBytes is given (capped by what maxNumSeqs full-length sequences need). */
@@ -76,7 +76,34 @@ export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
    * GPU), else 'step'.
    */
   prefill?: 'rows' | 'step';
+  /**
+   * Debugging and benchmarks: called with every request added and every step run (its batch
+   * composition and host time; see EngineTraceEvent). Off by default; costs nothing when absent.
+   */
+  trace?: (e: EngineTraceEvent) => void;
 }
+
+/**
+ * What EngineOptions.trace sees. Times are performance.now() ms. A step's `ms` is its host time,
+ * which on cuda and webgpu includes the wait for the sampled ids (the step's device time).
+ */
+export type EngineTraceEvent =
+  | { readonly kind: 'add'; readonly t: number; readonly requestId: string; readonly promptTokens: number }
+  | {
+      readonly kind: 'step';
+      readonly t: number;
+      readonly ms: number;
+      /** Prompt tokens computed in the step (prefill chunks; recompute after preemption counts too). */
+      readonly prefillTokens: number;
+      /** Sequences with a prefill chunk in the step. */
+      readonly prefillSeqs: number;
+      /** Sequences adding their next token (one each). */
+      readonly decodeSeqs: number;
+      /** How it ran: 'rows' (every token a decode-runner row), 'decode' (decode runner only), 'step' (forwardStep, with or without decode-runner rows). */
+      readonly path: 'rows' | 'decode' | 'step';
+      /** Rows the decode runner ran, padded to its bucket (0 when it did not run). */
+      readonly bucket: number;
+    };
 
 export interface RequestOutput {
   readonly requestId: string;
@@ -133,6 +160,7 @@ export class Engine {
   readonly decodeRunner: DecodeRunner | null;
   /** Whether prompt tokens run through the decode runner too (EngineOptions.prefill 'rows'). */
   readonly prefillRows: boolean;
+  private readonly trace: ((e: EngineTraceEvent) => void) | undefined;
 
   constructor(
     readonly model: StepModel,
@@ -160,6 +188,7 @@ export class Engine {
     if (prefill !== 'rows' && prefill !== 'step') throw new Error(`Engine: options.prefill must be 'rows' or 'step', got ${JSON.stringify(prefill)}`);
     if (prefill === 'rows' && path === 'step') throw new Error(`Engine: options.prefill 'rows' runs prompts through the decode runner, which decode: 'step' does not have`);
     this.prefillRows = prefill === 'rows';
+    this.trace = options.trace;
   }
 
   /** Longest sequence (prompt + output) a request can reach: model positions or cache capacity. */
@@ -195,6 +224,7 @@ export class Engine {
     const seq = new Sequence(requestId, [...promptIds], { ...params }, maxNew, stopIds, this.maxLength);
     this.requests.set(requestId, { seq, onOutput: options.onOutput });
     this.scheduler.add(seq);
+    this.trace?.({ kind: 'add', t: performance.now(), requestId, promptTokens: promptIds.length });
     return requestId;
   }
 
@@ -209,7 +239,37 @@ export class Engine {
       hookDue = false;
       options.whileDeviceRuns!();
     };
-    return this.runStep(entries, whileDeviceRuns);
+    if (this.trace === undefined) return this.runStep(entries, whileDeviceRuns);
+    return this.tracedStep(entries, whileDeviceRuns, this.trace);
+  }
+
+  /** runStep, reporting the step's composition and time to EngineOptions.trace. */
+  private tracedStep(entries: readonly ScheduledEntry[], whileDeviceRuns: () => void, trace: (e: EngineTraceEvent) => void): RequestOutput[] {
+    let prefillTokens = 0;
+    let prefillSeqs = 0;
+    let tokens = 0;
+    for (const { seq, numNew } of entries) {
+      // A decode entry adds the token sampled last step; anything else is a prefill chunk (a
+      // prompt's, or a preempted sequence's recompute).
+      const decode = numNew === 1 && seq.numComputed + 1 === seq.length && seq.outputIds.length > 0;
+      if (!decode) {
+        prefillTokens += numNew;
+        prefillSeqs++;
+      }
+      tokens += numNew;
+    }
+    const decodeSeqs = entries.length - prefillSeqs;
+    const rowsBefore = this.counters.rowsSteps;
+    const runnerBefore = this.decodeRunner?.counters.steps ?? 0;
+    const t = performance.now();
+    const out = this.runStep(entries, whileDeviceRuns);
+    const ms = performance.now() - t;
+    const ran = (this.decodeRunner?.counters.steps ?? 0) > runnerBefore;
+    const path = this.counters.rowsSteps > rowsBefore ? 'rows' : ran && prefillSeqs === 0 ? 'decode' : 'step';
+    // The runner's rows: every token ('rows') or the decode sequences, padded to the bucket.
+    const bucket = !ran ? 0 : decodeBucket(path === 'rows' ? tokens : decodeSeqs);
+    trace({ kind: 'step', t, ms, prefillTokens, prefillSeqs, decodeSeqs, path, bucket });
+    return out;
   }
 
   private runStep(entries: readonly ScheduledEntry[], whileDeviceRuns: () => void): RequestOutput[] {

@@ -1,7 +1,7 @@
 /** `kiln.serve`: text generation — paged KV cache, scheduler, engine, generate(), and the OpenAI-compatible HTTP server. */
 export { generate, type GenerateOptions } from './generate.js';
 export { streamText, generateText, promptIds, type TextOptions } from './text.js';
-export { Engine, DEFAULT_CACHE_BYTES, DEFAULT_MAX_NEW_TOKENS, type EngineOptions, type EngineStats, type RequestOutput, type AddRequestOptions } from './engine.js';
+export { Engine, DEFAULT_CACHE_BYTES, DEFAULT_MAX_NEW_TOKENS, type EngineOptions, type EngineStats, type EngineTraceEvent, type RequestOutput, type AddRequestOptions } from './engine.js';
 export type { DecodePath } from './decode-runner.js';
 export { PagedKvCache, DEFAULT_BLOCK_SIZE, type KvCacheOptions } from './kv-cache.js';
 export { BlockAllocator, type BlockAllocatorStats } from './block-allocator.js';

@@ -17,6 +17,15 @@
  * slice that leaves work behind waits for the next step, which runs it while the device computes
  * (Engine.step's whileDeviceRuns). A first token, and the last outputs, are flushed at once.
  *
+ * With batchWindowMs (default DEFAULT_BATCH_WINDOW_MS), a request that finds the engine idle (nothing
+ * running) does not start a step at once: the loop waits until that many ms after it, so requests
+ * that arrive together (a burst of clients, one client's parallel requests) are prefilled in one
+ * step and then decode together, instead of the first prefilling alone and running a step or more
+ * ahead of the rest (whose last tokens then run as a tail at a smaller batch). The wait ends early
+ * once the waiting requests fill a step (maxNumSeqs of them, or maxNumBatchedTokens of prompt). A
+ * lone request's first token is delayed by at most the window; requests that arrive while the
+ * engine runs join the next step as before (their prefill mixed with the running decodes).
+ *
  * Outputs reach each request's client through the engine's onOutput, during step(). Aborts asked
  * for during a step (a stop string matched while detokenizing) are applied right after it, so the
  * engine is never re-entered mid-delivery. If a step throws, every request in the engine fails
@@ -66,8 +75,18 @@ export interface EngineLoopOptions {
    * 5057 tok/s (bench/results/h200-s14-serve-qwen3-0.6b-2026-12-03.json).
    */
   flushWhileDeviceRuns?: boolean;
+  /**
+   * How long a request that finds the engine idle waits for others to join its first step, ms
+   * (default DEFAULT_BATCH_WINDOW_MS; 0: no wait). See the file header.
+   */
+  batchWindowMs?: number;
 }
 
+/**
+ * The default batch window, ms: about the spread of a burst of loopback requests as the server
+ * reads them (bench/serve.ts --trace), small next to a prefill step of a real model.
+ */
+export const DEFAULT_BATCH_WINDOW_MS = 2;
 /** The default longest slice of steps between two turns of the event loop, ms. */
 export const DEFAULT_MAX_SLICE_MS = 25;
 /**
@@ -80,6 +99,9 @@ const GAP_WEIGHT = 0.25;
 
 export class EngineLoop {
   private scheduled = false;
+  /** The batch window's timer, while the loop waits for more requests before its first step. */
+  private windowTimer: NodeJS.Timeout | null = null;
+  private readonly batchWindowMs: number;
   private inStep = false;
   private closed = false;
   private readonly clients = new Map<string, LoopClient>();
@@ -109,7 +131,9 @@ export class EngineLoop {
   ) {
     this.maxSliceMs = options.maxSliceMs ?? DEFAULT_MAX_SLICE_MS;
     this.deferFlush = options.flushWhileDeviceRuns ?? false;
+    this.batchWindowMs = options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS;
     if (!(this.maxSliceMs >= 0)) throw new Error(`EngineLoop: maxSliceMs must be >= 0, got ${options.maxSliceMs}`);
+    if (!(this.batchWindowMs >= 0 && Number.isFinite(this.batchWindowMs))) throw new Error(`EngineLoop: batchWindowMs must be a finite number >= 0, got ${options.batchWindowMs}`);
   }
 
   get numWaiting(): number {
@@ -152,7 +176,7 @@ export class EngineLoop {
       for (const id of added) this.abort(id);
       throw e;
     }
-    this.kick();
+    this.kick(true);
   }
 
   /** Ends a request and frees its blocks (after the current step if one is running). */
@@ -180,7 +204,14 @@ export class EngineLoop {
     else client.flush?.();
   }
 
-  private kick(): void {
+  /** Schedules the next slice if there is work; `arrival`: called for a submit (the batch window may apply). */
+  private kick(arrival = false): void {
+    if (this.windowTimer !== null) {
+      // Waiting for the batch to fill: start now if it has (or if everything was aborted).
+      if (this.engine.hasUnfinished() && !this.batchFull()) return;
+      clearTimeout(this.windowTimer);
+      this.windowTimer = null;
+    }
     if (this.scheduled || !this.engine.hasUnfinished()) {
       if (!this.scheduled) {
         this.lastSliceEnd = null;
@@ -188,8 +219,25 @@ export class EngineLoop {
       }
       return;
     }
+    if (arrival && this.batchWindowMs > 0 && this.numRunning === 0 && !this.batchFull()) {
+      // The engine is idle: this is a first arrival. Give the others of its burst the window.
+      this.windowTimer = setTimeout(() => {
+        this.windowTimer = null;
+        this.kick();
+      }, this.batchWindowMs);
+      return;
+    }
     this.scheduled = true;
     setImmediate(() => this.slice());
+  }
+
+  /** Whether the waiting requests fill a step already (no point waiting for more). */
+  private batchFull(): boolean {
+    const s = this.engine.scheduler;
+    if (s.waiting.length + s.running.length >= s.maxNumSeqs) return true;
+    let tokens = 0;
+    for (const seq of s.waiting) tokens += seq.length;
+    return tokens >= s.maxNumBatchedTokens;
   }
 
   /** Steps back to back (see the file header), then flushes the clients that got outputs. */

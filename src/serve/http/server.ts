@@ -37,7 +37,7 @@ import { ServerMetrics } from './metrics.js';
 import { CONTENT_TYPE } from './prometheus.js';
 import { sendError, sendJson, sendText } from './reply.js';
 
-export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<EngineOptions, 'decode' | 'decodeMode'> {
+export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<EngineOptions, 'decode' | 'decodeMode' | 'trace'> {
   model: StepModel;
   /** Text prompts, chat and text in responses need one; without it only token-id prompts work. */
   tokenizer?: Tokenizer;
@@ -66,6 +66,12 @@ export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<En
    * off: no gain measured on the H200 yet; engine-loop.ts).
    */
   flushWhileDeviceRuns?: boolean;
+  /**
+   * A request that finds the engine idle waits up to this many ms for others to join its first
+   * step (default 2; 0: none), so a burst of requests prefills together and decodes together
+   * (engine-loop.ts). Requests arriving while the engine runs join the next step regardless.
+   */
+  batchWindowMs?: number;
   /** Called after each engine step the server runs (after its metrics see it): `kiln serve` logs the first. */
   onStep?: (info: StepInfo) => void;
 }
@@ -127,6 +133,7 @@ export function createServer(options: ServerOptions): KilnServer {
   positiveInt(fn, 'maxQueue', options.maxQueue);
   positiveInt(fn, 'bodyLimit', options.bodyLimit);
   if (options.maxSliceMs !== undefined && !(Number.isFinite(options.maxSliceMs) && options.maxSliceMs >= 0)) throw new Error(`${fn}: maxSliceMs must be a number >= 0, got ${options.maxSliceMs}`);
+  if (options.batchWindowMs !== undefined && !(Number.isFinite(options.batchWindowMs) && options.batchWindowMs >= 0)) throw new Error(`${fn}: batchWindowMs must be a number >= 0, got ${options.batchWindowMs}`);
   if (options.maxModelLen !== undefined && (options.maxModelLen > model.maxPositions || options.maxModelLen < 2)) {
     throw new Error(`${fn}: maxModelLen must be in [2, ${model.maxPositions}] (the model's max_position_embeddings), got ${options.maxModelLen}`);
   }
@@ -153,6 +160,7 @@ export function createServer(options: ServerOptions): KilnServer {
     maxNumBatchedTokens: options.maxNumBatchedTokens,
     decode: options.decode,
     decodeMode: options.decodeMode,
+    trace: options.trace,
   });
   const maxModelLen = Math.min(wantedLen, engine.maxLength);
   const modelName = options.modelName ?? 'kiln';
@@ -162,7 +170,7 @@ export function createServer(options: ServerOptions): KilnServer {
     metrics.onStep(s);
     options.onStep?.(s);
   };
-  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, maxSliceMs: options.maxSliceMs, flushWhileDeviceRuns: options.flushWhileDeviceRuns, onStep });
+  const loop = new EngineLoop(engine, { maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE, maxSliceMs: options.maxSliceMs, flushWhileDeviceRuns: options.flushWhileDeviceRuns, batchWindowMs: options.batchWindowMs, onStep });
   const metrics = new ServerMetrics(loop);
   const ctx: EndpointContext = { loop, metrics, tokenizer, modelName, maxModelLen, vocabSize: model.vocabSize };
   const created = nowSeconds();
