@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as kiln from '../src/index.js';
 import { WGSL_LIBM, wgslLibmFor } from '../src/kernels/math/wgsl-libm/index.js';
+import { setOption } from '../src/runtime/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { BINARY_CASES, EDGE_PAIRS, EDGES, FMOD_PAIRS, GELU_TANH_CASE, UNARY_CASES } from './webgpu-math-cases.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
@@ -70,6 +71,16 @@ test('a kernel carries the library helpers its source uses, with theirs, and no 
   }
 });
 
+test('exp, tanh and sigmoid are branch-free without float-to-int conversions (v2); KILN_WEBGPU_MATH=v1 and fast render the earlier forms and the builtins', () => {
+  // The code without its comments (which name what the code avoids).
+  const v2 = wgslLibmFor('let y = kiln_exp(x) + kiln_tanh(x) + kiln_sigmoid(x);', 'v2').replace(/\/\/.*$/gm, '');
+  for (const banned of ['if (', 'round(', 'i32(', ' / 2;']) assert.ok(!v2.includes(banned), `v2 has no ${banned}`);
+  const v1 = wgslLibmFor('let y = kiln_exp(x) + kiln_tanh(x);', 'v1');
+  for (const used of ['if (kiln_isnan(hi))', 'round(', 'let k = i32(n);', 'if (a < 0.55f)']) assert.ok(v1.includes(used), `v1 has ${used}`);
+  assert.ok(!v1.includes('kiln_ldexp1p') && !v1.includes('kiln_tanh_poly'), 'v1 carries none of the v2 helpers');
+  assert.match(wgslLibmFor('let y = kiln_exp(x);', 'fast'), /return exp\(x\);/);
+});
+
 test('every op of the WGSL math library is within its ulp bound of float64 over its ranges (eager)', { skip }, () => {
   const failures: string[] = [];
   for (const c of UNARY_CASES) {
@@ -84,6 +95,22 @@ test('every op of the WGSL math library is within its ulp bound of float64 over 
     const got = values((kiln as unknown as Record<string, (a: Tensor, b: Tensor) => Tensor>)[c.op]!(onWebgpu(c.a), onWebgpu(c.b)));
     const m2 = worst(c.label, got, (i) => c.ref(c.a[i]!, c.b[i]!), c.maxUlp, (i) => `(${c.a[i]}, ${c.b[i]})`);
     if (m2) failures.push(m2);
+  }
+  assert.deepEqual(failures, []);
+});
+
+test('the v1 forms (KILN_WEBGPU_MATH=v1, kept for A/B benchmarks) stay within the same bounds', { skip }, () => {
+  const ops = new Set(['exp', 'tanh', 'sigmoid', 'silu', 'erf', 'gelu']);
+  const failures: string[] = [];
+  setOption('KILN_WEBGPU_MATH', 'v1');
+  try {
+    for (const c of UNARY_CASES.filter((u) => ops.has(u.op))) {
+      const got = values((kiln as unknown as Record<string, (t: Tensor) => Tensor>)[c.op]!(onWebgpu(c.inputs)));
+      const m = worst(`v1 ${c.label}`, got, (i) => c.ref(c.inputs[i]!), c.maxUlp, (i) => `x = ${c.inputs[i]}`);
+      if (m) failures.push(m);
+    }
+  } finally {
+    setOption('KILN_WEBGPU_MATH', undefined);
   }
   assert.deepEqual(failures, []);
 });

@@ -12,6 +12,7 @@
  * (an NVIDIA Vulkan driver does), which made float16 casts inside fused kernels round nothing.
  */
 import type { DType } from '../../tensor/dtype.js';
+import { wgslMathForm } from '../math/wgsl-libm/index.js';
 
 export type StorageKind = 'f32' | 'i32' | 'f16' | 'f16p' | 'bf16p' | 'u8p' | 'boolp';
 
@@ -254,10 +255,17 @@ fn kiln_f16_value(h: u32) -> f32 {
 }
 `;
 
+/**
+ * KILN_WEBGPU_MATH=fast, a diagnostic (wgsl-libm/v1.ts): float16 bits through pack2x16float, whose
+ * rounding WGSL leaves to the implementation (see the header), to measure what the integer rounding
+ * of kiln_f16_bits costs a float16 store.
+ */
+const F16_FAST_PRELUDE = F16_PRELUDE.replace(/fn kiln_f16_bits[\s\S]*?\n}\n/, 'fn kiln_f16_bits(v: f32) -> u32 { return pack2x16float(vec2<f32>(v, 0.0f)); }\n');
+
 /** The helpers that loads and stores of these storage kinds call (BF16_PRELUDE, F16_PRELUDE), and those named in `also`. */
 export function storagePrelude(kinds: readonly StorageKind[], also: { f16?: boolean; bf16?: boolean } = {}): string {
   const out: string[] = [];
-  if (also.f16 === true || kinds.includes('f16') || kinds.includes('f16p')) out.push(F16_PRELUDE.trim());
+  if (also.f16 === true || kinds.includes('f16') || kinds.includes('f16p')) out.push((wgslMathForm() === 'fast' ? F16_FAST_PRELUDE : F16_PRELUDE).trim());
   if (also.bf16 === true || kinds.includes('bf16p')) out.push(BF16_PRELUDE.trim());
   return out.join('\n');
 }

@@ -13,6 +13,7 @@ import type { ScalarValue } from '../../ops/schema.js';
 import { castValue } from '../../tensor/typed.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
+import { wgslMathKey } from '../math/wgsl-libm/index.js';
 import { toDeviceKernel } from '../cpu/core.js';
 import { unsupportedDtype, webgpu } from './device.js';
 import { arrayType, storageKind, storagePrelude, type StorageKind } from './storage.js';
@@ -25,11 +26,13 @@ const kernels = new Map<string, WebgpuKernel>();
 
 /** The pipeline named `key`, its source rendered and compiled on first use. */
 export function kernelFor(key: string, source: () => string): WebgpuKernel {
-  let k = kernels.get(key);
+  // A kernel rendered under another math form (KILN_WEBGPU_MATH) is another pipeline.
+  const memo = key + wgslMathKey();
+  let k = kernels.get(memo);
   if (!k) {
     // The math helpers the source calls replace the header's mark (kernels carry only what they use).
     k = webgpu().kernel(withPrelude(source()), `kiln.${key}`);
-    kernels.set(key, k);
+    kernels.set(memo, k);
   }
   return k;
 }

@@ -5,7 +5,9 @@
  *
  * exp: x = n ln2 + r with n ln2_hi exact (ln2_hi has 16 bits, |n| <= 150), then e^r = 1 + expm1(r)
  * from a minimax polynomial on [-ln2/2, ln2/2], scaled by 2^n in two halves (each a normal power
- * of two, so the product is rounded once also where it is subnormal). log: x = 2^k (1 + f) with
+ * of two, so the product is rounded once also where it is subnormal). Branch-free since issue #20
+ * (about 24 operations, none on the conversion pipe; the earlier form, three branches, round() and
+ * a clamped float-to-int conversion, about 35, is wgsl-libm/v1.ts). log: x = 2^k (1 + f) with
  * 1 + f in [sqrt(1/2), sqrt(2)), log1p(f) = f - f^2/2 + s (f^2/2 + R(s^2)) with s = f / (2 + f)
  * (fdlibm's form: f is exact, the rest is a small correction), R a minimax polynomial. log1p adds
  * the part of x that 1 + x rounds off as c / (1 + x). Coefficients: scripts/wgsl-math-fit.py.
@@ -14,24 +16,42 @@ const LOG2E = '0x1.715476p0f';
 const LN2_HI = '0x1.62e4p-1f';
 const LN2_LO = '0x1.7f7d1cp-20f';
 
+export { LOG2E, LN2_HI, LN2_LO };
+
 export const EXP_LOG: Readonly<Record<string, string>> = {
   kiln_expm1_poly: `// (expm1(r) - r) / r^2 on [-ln2/2, ln2/2]
 fn kiln_expm1_poly(r: f32) -> f32 {
   return 0x1.fffffep-2f + r * (0x1.5554aep-3f + r * (0x1.555676p-5f + r * (0x1.122886p-7f + r * 0x1.6bebdcp-10f)));
 }`,
-  kiln_exp_hl: `// e^(hi + lo) for an argument carried in two parts (|lo| much below |hi|).
-fn kiln_exp_hl(hi: f32, lo: f32) -> f32 {
-  if (kiln_isnan(hi)) { return hi; }
-  if (hi > 0x1.62e42ep6f) { return kiln_inf(); }
-  if (hi < -0x1.9fe368p6f) { return 0.0f; }
-  let n = round(hi * ${LOG2E});
-  let r = ((hi - n * ${LN2_HI}) + lo) - n * ${LN2_LO};
-  let p = r + r * r * kiln_expm1_poly(r);
-  let k = i32(n);
-  let k1 = k / 2;
-  return (1.0f + p) * kiln_pow2i(k1) * kiln_pow2i(k - k1);
+  kiln_ldexp1p: `// (1 + p) 2^k for k in [-150, 128], in two power-of-two factors (each a normal float) so that a
+// subnormal result is rounded once and k = 128 overflows to infinity.
+fn kiln_ldexp1p(p: f32, k: i32) -> f32 {
+  let k1 = k >> 1u;
+  return (1.0f + p) * bitcast<f32>((k1 + 127) << 23u) * bitcast<f32>((k - k1 + 127) << 23u);
 }`,
-  kiln_exp: 'fn kiln_exp(x: f32) -> f32 { return kiln_exp_hl(x, 0.0f); }',
+  kiln_exp_hl: `// e^(hi + lo) for an argument carried in two parts (|lo| much below |hi|). Branch-free: hi is
+// clamped to [-104, 89] (e^-104 rounds to 0, e^89 overflows: both come out of the scaling) and NaN
+// selected at the end. n = round(hi log2 e) from the bits of hi log2 e + 1.5 2^23 (rounded to an
+// integer by the add, read back through a mask, which no compiler can fold the way it may fold
+// (y + c) - c), not round() and a float-to-int conversion (16 per clock per SM on NVIDIA, a quarter
+// of the FMA rate; Tint adds a clamp to every conversion).
+fn kiln_exp_hl(hi: f32, lo: f32) -> f32 {
+  let c = clamp(hi, -104.0f, 89.0f);
+  let b = bitcast<i32>(c * ${LOG2E} + 0x1.8p23f);
+  let n = bitcast<f32>((b & 0x7fffff) | 0x4b000000) - 0x1.8p23f;
+  let r = ((c - n * ${LN2_HI}) + lo) - n * ${LN2_LO};
+  let y = kiln_ldexp1p(r + r * r * kiln_expm1_poly(r), b - 0x4b400000);
+  return select(y, hi, kiln_isnan(hi));
+}`,
+  kiln_exp: `// kiln_exp_hl without the low part (an added 0 is not an identity in IEEE arithmetic: -0 + 0 = 0).
+fn kiln_exp(x: f32) -> f32 {
+  let c = clamp(x, -104.0f, 89.0f);
+  let b = bitcast<i32>(c * ${LOG2E} + 0x1.8p23f);
+  let n = bitcast<f32>((b & 0x7fffff) | 0x4b000000) - 0x1.8p23f;
+  let r = (c - n * ${LN2_HI}) - n * ${LN2_LO};
+  let y = kiln_ldexp1p(r + r * r * kiln_expm1_poly(r), b - 0x4b400000);
+  return select(y, x, kiln_isnan(x));
+}`,
   kiln_expm1: `// e^x - 1 = 2^n (1 + p) - 1 with p = expm1(r), summed so that one rounding dominates:
 // 2^n (p + (1 - 2^-n)) above, 2^n p + (2^n - 1) below (both constants exact for |n| <= 24).
 fn kiln_expm1(x: f32) -> f32 {

@@ -30,15 +30,38 @@ import { EXP_LOG } from './exp-log.js';
 import { IEEE_HELPERS } from './ieee.js';
 import { SPECIAL } from './special.js';
 import { TRIG } from './trig.js';
+import { FAST_FORMS, V1_FORMS } from './v1.js';
+import { getOption } from '../../../runtime/config.js';
 
 /** Every declaration of the library by name (functions, the reduction's struct and table). */
 export const WGSL_LIBM: ReadonlyMap<string, string> = new Map(Object.entries({ ...IEEE_HELPERS, ...EXP_LOG, ...TRIG, ...SPECIAL, ...ARITH }));
 
+/** The library's forms (KILN_WEBGPU_MATH): v2 the current, v1 the forms before issue #20, fast a diagnostic (v1.ts). */
+export type WgslMathForm = 'v2' | 'v1' | 'fast';
+
+/** The form kernels render with now (KILN_WEBGPU_MATH; read at every render, so a process can switch it). */
+export const wgslMathForm = (): WgslMathForm => getOption('KILN_WEBGPU_MATH');
+
+/**
+ * What a kernel cache key adds for the math form: nothing for the default (keys stay as they were),
+ * else '|m' and the form, so that pipelines rendered under different forms in one process differ.
+ */
+export const wgslMathKey = (): string => (wgslMathForm() === 'v2' ? '' : `|m${wgslMathForm()}`);
+
+const LIBMS: Record<WgslMathForm, ReadonlyMap<string, string>> = {
+  v2: WGSL_LIBM,
+  v1: new Map([...WGSL_LIBM, ...Object.entries(V1_FORMS)]),
+  fast: new Map([...WGSL_LIBM, ...Object.entries(FAST_FORMS)]),
+};
+
+/** The library's declarations in form `form`. */
+export const wgslLibm = (form: WgslMathForm = wgslMathForm()): ReadonlyMap<string, string> => LIBMS[form];
+
 const NAME = /\bkiln_[a-z0-9_]+\b/g;
 
 /** The library's names that `code` mentions. */
-function mentioned(code: string): string[] {
-  return [...new Set(code.match(NAME) ?? [])].filter((n) => WGSL_LIBM.has(n));
+function mentioned(code: string, lib: ReadonlyMap<string, string>): string[] {
+  return [...new Set(code.match(NAME) ?? [])].filter((n) => lib.has(n));
 }
 
 /**
@@ -46,14 +69,15 @@ function mentioned(code: string): string[] {
  * module-scope declarations refer to later ones). A kernel carries only these, so that shader
  * compilation does not pay for the whole library.
  */
-export function wgslLibmFor(code: string): string {
+export function wgslLibmFor(code: string, form: WgslMathForm = wgslMathForm()): string {
+  const lib = wgslLibm(form);
   const need = new Set<string>();
-  const stack = mentioned(code);
+  const stack = mentioned(code, lib);
   while (stack.length > 0) {
     const n = stack.pop()!;
     if (need.has(n)) continue;
     need.add(n);
-    stack.push(...mentioned(WGSL_LIBM.get(n)!));
+    stack.push(...mentioned(lib.get(n)!, lib));
   }
-  return [...WGSL_LIBM].filter(([n]) => need.has(n)).map(([, text]) => text).join('\n');
+  return [...lib].filter(([n]) => need.has(n)).map(([, text]) => text).join('\n');
 }

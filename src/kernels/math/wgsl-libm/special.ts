@@ -3,7 +3,8 @@
  * (WGSL's tanh is only 1e-5 absolute: tanh(1e-30) was 0 on SwiftShader, and exp(NaN) was inf).
  *
  * - tanh: an odd minimax polynomial below 0.55, 1 - 2 / (e^2|x| + 1) above (no cancellation
- *   there: tanh >= 0.5), 1 beyond 9.1.
+ *   there: tanh >= 0.5), 1 beyond 9.1; both computed and one selected, no branch (issue #20; the
+ *   branching form is wgsl-libm/v1.ts).
  * - sigmoid: 1 / (1 + e^-|x|), times e^-|x| for x < 0, so the divisor stays in [1, 2] (1 / (1 + e^-x)
  *   divides by up to 3e38, beyond the range where WGSL bounds a division) and small values keep
  *   their relative accuracy.
@@ -17,24 +18,33 @@
  *   form: 1 + tanh(u) = 2 sigmoid(2u), so x sigmoid(2u), which does not cancel either.
  * Coefficients: scripts/wgsl-math-fit.py.
  */
+import { LN2_HI, LN2_LO, LOG2E } from './exp-log.js';
+
 export const SPECIAL: Readonly<Record<string, string>> = {
-  kiln_tanh: `fn kiln_tanh(x: f32) -> f32 {
-  if (kiln_isnan(x)) { return x; }
-  let a = abs(x);
-  var t = 1.0f;
-  if (a < 0.55f) {
-    let z = a * a;
-    t = a + a * z * (-0x1.55554ap-2f + z * (0x1.110d26p-3f + z * (-0x1.b9287ap-5f + z * (0x1.593d06p-6f + z * -0x1.9b3046p-8f))));
-  } else if (a < 9.1f) {
-    t = 1.0f - 2.0f / (kiln_exp(2.0f * a) + 1.0f);
-  }
-  return select(t, -t, kiln_signbit(x));
+  kiln_tanh_poly: `// (tanh(a) - a) / a^3 on [0, 0.55] as a polynomial in z = a^2.
+fn kiln_tanh_poly(z: f32) -> f32 {
+  return -0x1.55554ap-2f + z * (0x1.110d26p-3f + z * (-0x1.b9287ap-5f + z * (0x1.593d06p-6f + z * -0x1.9b3046p-8f)));
+}`,
+  kiln_tanh: `// Both forms computed and one selected: a branch on |x| < 0.55 made a warp of normal data
+// (which straddles it) run both anyway, plus the branch. e^(2a) for 2a in [0, 18.2] needs one
+// power-of-two factor (n in [0, 27]); n from the bits of 2a log2 e + 1.5 2^23 as in kiln_exp_hl.
+fn kiln_tanh(x: f32) -> f32 {
+  let a = min(abs(x), 9.1f);
+  let z = a * a;
+  let tp = a + a * z * kiln_tanh_poly(z);
+  let c = 2.0f * a;
+  let b = bitcast<i32>(c * ${LOG2E} + 0x1.8p23f);
+  let n = bitcast<f32>((b & 0x7fffff) | 0x4b000000) - 0x1.8p23f;
+  let r = (c - n * ${LN2_HI}) - n * ${LN2_LO};
+  let e = (1.0f + (r + r * r * kiln_expm1_poly(r))) * bitcast<f32>((b - 0x4b400000 + 127) << 23u);
+  let t = select(1.0f - 2.0f / (e + 1.0f), tp, a < 0.55f);
+  let s = bitcast<f32>(bitcast<u32>(t) | (bitcast<u32>(x) & 0x80000000u));
+  return select(s, x, kiln_isnan(x));
 }`,
   kiln_sigmoid: `fn kiln_sigmoid(x: f32) -> f32 {
-  if (kiln_isnan(x)) { return x; }
   let e = kiln_exp(-abs(x));
   let r = 1.0f / (1.0f + e);
-  return select(r, e * r, x < 0.0f);
+  return select(select(r, e * r, x < 0.0f), x, kiln_isnan(x));
 }`,
   kiln_sq_hl: `// x^2 as hi + lo: hi the exact square of x's top 12 bits, lo the rest (rounded, small).
 fn kiln_sq_hl(x: f32) -> vec2<f32> {

@@ -27,6 +27,7 @@ import type { FusedGroup } from './group.js';
 import { type FusedLayout, layoutRowLength, layoutRows, metaWords } from './layout.js';
 import { FUSED_WORKGROUP, type FusedBinding, type FusedStrategy, renderFused, type RenderSpec, workgroupOf } from './render.js';
 import { planKey, vectorPlan } from './vector.js';
+import { wgslMathKey } from '../../math/wgsl-libm/index.js';
 
 export interface FusedOperand {
   readonly buffer: DeviceBuffer;
@@ -166,7 +167,7 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
     ...(vector ? { vector } : {}),
   };
   const W = workgroupOf(spec);
-  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${planKey(vector)}`;
+  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${planKey(vector)}${wgslMathKey()}`;
   let p = pipelines.get(memo);
   if (!p) {
     const source = renderFused(g, spec);
