@@ -3,15 +3,16 @@
  * reads device data on the host, so both run inside a captured decode step (CUDA graphs): bad
  * slots, block ids and lengths go to the device-side error word (raised at the next sync).
  *
- * Splits of the decode attention (pagedSplits): enough (kv head, sequence, split) blocks for 4 per
- * SM, at most 64 and at most one per chunk of the table's capacity. The count depends on the batch
- * size and the table width only (both fixed for a captured graph), never on the lengths; each
- * sequence uses as many of its splits as its length has chunks, decided on the device, and the
- * last split to finish folds the others' partials in the same launch.
- *
- * KILN_CUDA_PAGED_ATTN=v1 runs the first kernel instead (codegen/paged-attention-v1.ts: a block
- * per (kv head, sequence, split) over ceil(len / splits) tokens, a second kernel for the splits),
- * for benchmarks against it (bench/cuda-paged-attention.ts).
+ * Two decode attention kernels, picked by KILN_CUDA_PAGED_ATTN (read per call, so a benchmark can
+ * alternate them):
+ * - v1, the default (codegen/paged-attention-v1.ts): a block per (kv head, sequence, split) over
+ *   ceil(len / splits) tokens, a second kernel to merge the splits.
+ * - v2 (codegen/paged-attention.ts; pagedSplits): enough (kv head, sequence, split) blocks for 4
+ *   per SM, at most 64 and at most one per chunk of the table's capacity; each sequence uses as many
+ *   of its splits as its length has chunks, decided on the device, and the last split to arrive
+ *   folds the others' partials in the same launch (no block waits for another).
+ * Both split counts depend on the batch size and the table width only (both fixed for a captured
+ * graph), never on the lengths.
  */
 import { cacheGeometry, pagedAttention, reshapeAndCache } from '../../ops/defs/llm-paged.js';
 import type { OutMeta } from '../../ops/schema.js';
