@@ -10,7 +10,11 @@
  *   - batches 8 and 64 with ragged lengths (0, 1, block and chunk edges), int64 tables and lengths;
  *   - table entries past a row's length that are not block ids (the kernel must not read them);
  *   - the same step captured in a CUDA graph and replayed with other lengths (lengths are device
- *     values; the split counters must come back to zero after every launch).
+ *     values; the split counters must come back to zero after every launch). The tables cover the
+ *     longest length each row is replayed with: an entry inside a row's length that is not a block
+ *     id is an error the kernels must report (the H200 run of the first version of this test
+ *     replayed length 2049 over a row built for 40 tokens and got `index 209 ... of size 162`,
+ *     rightly), which the last test checks on purpose.
  * Skips without a CUDA device.
  */
 import assert from 'node:assert/strict';
@@ -197,7 +201,9 @@ test('pagedAttention on cuda: batches 8 and 64 with ragged lengths (0, 1, block 
 });
 
 test('pagedAttention on cuda in a CUDA graph: replays with other lengths (device values) give each length its own result', { skip }, () => {
-  const c: Case = { B: 2, ...QWEN, M: 160, lens: [2500, 40] };
+  // c.lens: each row's longest replayed length (the tables are built for them; see the header).
+  const replays = [[2500, 40], [1, 33], [0, 1], [2048, 2049], [129, 17], [2500, 40]];
+  const c: Case = { B: 2, ...QWEN, M: 160, lens: [0, 1].map((b) => Math.max(...replays.map((l) => l[b]!))) };
   const scale = 1 / Math.sqrt(c.D);
   const x = inputs(c, 'bfloat16', 300, scale);
   const qf = x.q.to('cpu').toFlatArray();
@@ -206,7 +212,7 @@ test('pagedAttention on cuda in a CUDA graph: replays with other lengths (device
   const tables = x.tables.to('cpu').toFlatArray().map(Number);
   const f = kiln.compile((q: T, kc: T, vc: T, t: T, l: T) => llm.pagedAttention(q, kc, vc, t, l, scale).mul(2), { mode: 'reduce-overhead' });
   try {
-    for (const lens of [[2500, 40], [1, 33], [0, 1], [2048, 2049], [129, 17], [2500, 40]]) {
+    for (const lens of replays) {
       x.lens.copy_(makeTensor(lens, [2], 'int32').to('cuda'));
       const out = f(x.q, x.kc, x.vc, x.tables, x.lens) as T;
       const want = reference(qf, kf, vf, tables, lens, c, scale).map((v) => 2 * v);
@@ -222,6 +228,40 @@ test('pagedAttention on cuda in a CUDA graph: replays with other lengths (device
     assert.ok(prog instanceof CudaGraphProgram, 'compiled to a cuda graph program');
     assert.ok(prog.stats.replays >= 4, `the graph replayed (${prog.stats.replays} replays, ${prog.stats.captures} captures)`);
   } finally {
+    for (const t of [x.q, x.kc, x.vc, x.tables, x.lens]) t.dispose();
+  }
+});
+
+test('pagedAttention on cuda: a length that reaches a table entry which is not a block id is reported (device-side check), and the next call is clean', { skip }, () => {
+  // Row 1's table is built for 40 tokens (3 blocks); its entries past them are -3 or 162 + 5 + j.
+  const c: Case = { B: 2, ...QWEN, M: 160, lens: [2500, 40] };
+  const scale = 1 / Math.sqrt(c.D);
+  const x = inputs(c, 'bfloat16', 301, scale);
+  const garbage = x.tables.to('cpu').toFlatArray().slice(c.M + 3).map(Number);
+  try {
+    for (const kernel of ['v2', 'v1'] as const) {
+      setOption('KILN_CUDA_PAGED_ATTN', kernel);
+      // 2049 tokens in row 1: entries 3..128 are inside the length. Which one is reported first
+      // depends on block order; the message must name the op, one of those values and the cache's
+      // block count.
+      const bad = makeTensor([2048, 2049], [2], 'int32').to('cuda');
+      assert.throws(
+        () => llm.pagedAttention(x.q, x.kc, x.vc, x.tables, bad, scale).toFlatArray(),
+        (e: unknown) => {
+          const m = /pagedAttention: index (-?\d+) is out of range for the cache's blocks \(a blockTables entry\) of size 162/.exec(String((e as Error).message));
+          assert.ok(m, `${kernel}: message ${String((e as Error).message)}`);
+          assert.ok(garbage.includes(Number(m[1])), `${kernel}: reported ${m[1]}, not one of row 1's entries past its blocks`);
+          return true;
+        },
+      );
+      bad.dispose();
+      // The lengths the tables were built for: no report, float64 numbers.
+      const out = llm.pagedAttention(x.q, x.kc, x.vc, x.tables, x.lens, scale);
+      check(`after the report (${kernel})`, out, x.want, 'bfloat16');
+      out.dispose();
+    }
+  } finally {
+    setOption('KILN_CUDA_PAGED_ATTN', undefined);
     for (const t of [x.q, x.kc, x.vc, x.tables, x.lens]) t.dispose();
   }
 });

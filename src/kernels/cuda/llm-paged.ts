@@ -112,6 +112,8 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
     const { claim, report } = deviceErrorArgs(index);
     const codeBlock = deviceCheckCode({ op, what: "the cache's blocks (a blockTables entry)" });
     const codeLen = deviceCheckCode({ op, what: 'the block table of a row (contextLens)' });
+    // v2 only: a split ticket past the last (launches of one kernel overlapping; never expected).
+    const codeSplit = deviceCheckCode({ op, what: 'the split tickets of a (sequence, kv head) pair (two launches of the v2 kernel overlapped)' });
     const sms = deviceInfo(index).smCount;
     const acc = q.dtype === 'float64' ? 'float64' : 'float32';
     const v1 = getOption('KILN_CUDA_PAGED_ATTN') === 'v1';
@@ -137,7 +139,7 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
     launch(
       kern,
       [
-        claim, report, codeBlock, codeLen,
+        claim, report, codeBlock, codeLen, ...(v1 ? [] : [codeSplit]),
         ptrOf(qd), qd.strides[0]!, qd.strides[1]!,
         ptrOf(kc), ptrOf(vc),
         ptrOf(tables), tables.strides[0]!,

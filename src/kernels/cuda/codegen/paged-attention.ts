@@ -16,7 +16,14 @@
  *   on 5 blocks per kv head, each with one round of loads, and 8192 tokens on 64.
  * - Chunk s's block ids are read before the length arrives (the table row has maxBlocks entries
  *   whatever the length), and the next chunk's while this one computes: the first K/V load waits
- *   for one round trip (max of length, table, query), not for length then table.
+ *   for one round trip (max of length, table, query), not for length then table. Entries of blocks
+ *   at or past ceil(len / blockSize) are unused by contract (garbage, -1, ids past the cache): a
+ *   prefetched entry is only a candidate; it is checked against the cache and used to address it
+ *   only for a token below the length (the `ok` test), so a garbage entry is never reported and
+ *   never indexes the cache. (An H200 run reported `index 209 ... of size 162` from the CUDA-graph
+ *   test: that test replayed length 2049 over a row whose table covered 40 tokens, so the entry
+ *   was inside the length and the report was right; the test now builds tables for every length
+ *   it replays.)
  * - A K or V row is read by R lanes with one 16-byte load each where the layout allows (bf16
  *   head dim 128: 16 lanes, so a warp reads TPW = 2 rows per load; smaller vectors when the cache
  *   address or head dim does not allow it, or when the query heads of a group would need too many
@@ -26,13 +33,19 @@
  *   log2(R) shuffles, independent across tokens and heads.
  * - The warps' states merge through shared memory; a sequence with one active split writes the
  *   output there. Otherwise each split writes unnormalised partials (accumulators, max, sum) and
- *   the last block to finish (an atomic counter per (sequence, kv head)) folds them in split
- *   order (deterministic) in the same launch: no second kernel.
+ *   the last block to finish (an atomic ticket per (sequence, kv head)) folds them in split
+ *   order (deterministic) in the same launch: no second kernel. No block ever waits for another
+ *   (no spin on a flag or counter), so a launch cannot hang whatever the lengths, the split count
+ *   against the chunk count, or the order and residency of its blocks: splits past a sequence's
+ *   chunks return before taking a ticket, and the ticket count a pair waits for (nActive) is
+ *   computed identically by all its blocks from the same length.
  *
  * The counters are a `__device__` array of the module (zero when the module loads); the folding
  * block puts its counter back to 0, so every launch finds them zero. That holds because Kiln runs a
  * device's kernels in one ordered stream (the default stream; graph capture and replay switch it
  * with event waits on both sides, runtime/cuda/graph.ts): two launches of one module never overlap.
+ * A ticket past the last (only possible if two launches overlapped) is reported through the
+ * device-side error word rather than leaving stale output unnoticed.
  * Batches with more (sequence, kv head) pairs than counters run unsplit (they fill the GPU anyway).
  * Arithmetic in float (double for float64), exp via __expf.
  */
@@ -183,7 +196,7 @@ export function pagedSplits(batch: number, kvHeads: number, capacityTokens: numb
 
 export function pagedAttentionParams(dtype: DType): ParamType[] {
   return [
-    'ptr', 'ptr', 'i64', 'i64', // error claim, report, codes: block id, length
+    'ptr', 'ptr', 'i64', 'i64', 'i64', // error claim, report, codes: block id, length, split counter
     'ptr', 'i64', 'i64', // query, row stride, head stride
     'ptr', 'ptr', // key cache, value cache
     'ptr', 'i64', // block tables, row stride
@@ -240,7 +253,7 @@ __device__ __forceinline__ ${ct} row_sum(${ct} v) {
   return v;
 }
 extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
-    unsigned long long* claim, long long* report, long long codeBlock, long long codeLen,
+    unsigned long long* claim, long long* report, long long codeBlock, long long codeLen, long long codeSplit,
     const ${st}* __restrict__ q, long long qsb, long long qsh,
     const ${st}* __restrict__ kc, const ${st}* __restrict__ vc,
     const ${storageType(s.tableDtype)}* __restrict__ tables, long long tsb,
@@ -423,12 +436,19 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
   // nActive splits folds them.
   __threadfence();
   __syncthreads();
+  // A ticket, never a wait: no block spins on another, so the launch finishes whatever order (or
+  // residency) its blocks get. Exactly nActive blocks of this (sequence, kv head) take a ticket
+  // (the others returned above, before any barrier), so ticket nActive - 1 is the last arrival.
   unsigned int* counter = &${name}_counters[b * Hkv + kvh];
   bool last = false;
   if (threadIdx.x == 0) {
-    last = atomicAdd(counter, 1u) == (unsigned int)(nActive - 1);
+    const unsigned int ticket = atomicAdd(counter, 1u);
+    last = ticket == (unsigned int)(nActive - 1);
     // Every split of this launch has counted: back to 0 for the next launch on the stream.
     if (last) atomicExch(counter, 0u);
+    // A ticket past the last one cannot happen while launches of this module are ordered (one
+    // stream); if it ever does, no block of this pair folds: say so instead of leaving stale output.
+    else if (ticket >= (unsigned int)nActive) kiln_report_index(claim, report, codeSplit, (long long)ticket, nActive);
   }
   if (!__syncthreads_or(last)) return;
   __threadfence();
