@@ -1,7 +1,8 @@
 /**
- * The first cuda llm.pagedAttention decode kernel (sessions 9-13), kept as the baseline that
- * bench/cuda-paged-attention.ts times the current kernel (paged-attention.ts) against, and that
- * KILN_CUDA_PAGED_ATTN=v1 selects. In the shape of vLLM's paged_attention_v2:
+ * The first cuda llm.pagedAttention decode kernel (sessions 9-13), the default
+ * (KILN_CUDA_PAGED_ATTN=v1) until the H200 A/B of the one-launch kernel (paged-attention.ts, v2),
+ * and the baseline bench/cuda-paged-attention.ts times v2 against. In the shape of vLLM's
+ * paged_attention_v2:
  *
  * One thread block per (kv head, sequence, split); its warps stride over the split's tokens U at
  * a time (pagedUnrollV1); a lane holds headDim / 32 features of the query, key and value; each of
@@ -11,7 +12,10 @@
  * multiple of the warp stride); with one split the block writes the output, otherwise
  * unnormalised partials (acc, max, sum) that a second kernel (generatePagedReduceV1) merges.
  *
- * Why it was replaced (H200 profile of Qwen3-0.6B decode at batch 1, 129 tokens: 13.7 us per
+ * Table entries: only those of tokens below the length are read (t < end <= len), so entries past
+ * ceil(len / blockSize) are never read, checked or used.
+ *
+ * Why v2 was written (H200 profile of Qwen3-0.6B decode at batch 1, 129 tokens: 13.7 us per
  * layer): the chain length before, inside and after the token loop, not bandwidth: the length,
  * then the table, then K/V were loaded one after another; each token's score waited on a
  * 5-step shuffle and two exps per query head; 8 warps merged through shared memory even when a

@@ -2,7 +2,7 @@
  * CUDA C for the paged-cache ops (ops/defs/llm-paged.ts): reshape_and_cache and the split-K
  * decode attention, for Kiln's cache layout ([numBlocks, blockSize, kvHeads, headDim]) and its
  * device-side error word. (The first decode kernel, and its separate reduce kernel, are in
- * paged-attention-v1.ts: the benchmark's baseline, KILN_CUDA_PAGED_ATTN=v1.)
+ * paged-attention-v1.ts: still the default; KILN_CUDA_PAGED_ATTN=v2 selects this one.)
  *
  * Decode attention is latency-bound at small batches: at batch 1 a Qwen3-0.6B layer reads about
  * 1 MB of K/V (< 1 us at the H200's bandwidth), so what counts is how many dependent steps a
