@@ -3,32 +3,56 @@
  * reads device data on the host, so both run inside a captured decode step (CUDA graphs): bad
  * slots, block ids and lengths go to the device-side error word (raised at the next sync).
  *
- * Splits of the decode attention: enough (kv head, sequence) blocks to fill the GPU twice over, at
- * most 32 and at most one per 32 tokens of the table's capacity. The count depends on the batch
- * size and the table width only (both fixed for a captured graph), never on the lengths; each
- * block sizes its own share of a sequence from that sequence's length on the device.
+ * Two decode attention kernels, picked by KILN_CUDA_PAGED_ATTN (read per call, so a benchmark can
+ * alternate them):
+ * - v1, the default (codegen/paged-attention-v1.ts): a block per (kv head, sequence, split) over
+ *   ceil(len / splits) tokens, a second kernel to merge the splits.
+ * - v2 (codegen/paged-attention.ts; pagedSplits): enough (kv head, sequence, split) blocks for 4
+ *   per SM, at most 64 and at most one per chunk of the table's capacity; each sequence uses as many
+ *   of its splits as its length has chunks, decided on the device, and the last split to arrive
+ *   folds the others' partials in the same launch (no block waits for another).
+ * Both split counts depend on the batch size and the table width only (both fixed for a captured
+ * graph), never on the lengths.
  */
 import { cacheGeometry, pagedAttention, reshapeAndCache } from '../../ops/defs/llm-paged.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { deviceCheckCode, deviceErrorArgs } from '../../runtime/cuda/device-errors.js';
-import { launch } from '../../runtime/cuda/launch.js';
+import { launch, type CudaKernel, type LaunchDims } from '../../runtime/cuda/launch.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import {
   generatePagedAttention,
-  generatePagedReduce,
   generateReshapeAndCache,
   pagedAttentionName,
-  pagedVectorBytes,
   pagedAttentionSupported,
-  pagedWarps,
+  pagedPlan,
+  pagedSplits,
   reshapeAndCacheName,
   type PagedAttentionSpec,
 } from './codegen/paged-attention.js';
+import {
+  generatePagedAttentionV1,
+  generatePagedReduceV1,
+  pagedAttentionNameV1,
+  pagedVectorBytesV1,
+  pagedWarpsV1,
+  type PagedAttentionSpecV1,
+} from './codegen/paged-attention-v1.js';
+import { getOption } from '../../runtime/config.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
 import { cachedKernel, registerCuda, Temps } from './llm-util.js';
 
-const MAX_SPLITS = 32;
+/** Splits of the v1 kernel: at most 32. */
+const MAX_SPLITS_V1 = 32;
+/** Tokens a table row may address: below 2^31 with room for the kernel's next-chunk index (int). */
+const MAX_TABLE_TOKENS = 2 ** 31 - 2 ** 16;
+
+/** Largest power of two up to 16 dividing `ptr`. */
+function alignment(ptr: number): number {
+  let a = 16;
+  while (a > 1 && ptr % a !== 0) a >>= 1;
+  return a;
+}
 
 function intKind(t: Tensor): 'int32' | 'int64' {
   return t.dtype === 'int32' ? 'int32' : 'int64';
@@ -82,25 +106,40 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
     const qd = q.strides[2] === 1 ? q : t.dense(q);
     const tables = (blockTables as Tensor).strides[1] === 1 ? (blockTables as Tensor) : t.dense(blockTables as Tensor);
     const lens = (contextLens as Tensor).strides[0] === 1 ? (contextLens as Tensor) : t.dense(contextLens as Tensor);
-    const vb = pagedVectorBytes(q.dtype, d);
-    const vec = vb > 0 && ptrOf(kc) % vb === 0 && ptrOf(vc) % vb === 0;
-    const spec: PagedAttentionSpec = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, vec };
-    const index = q.device.index;
-    if (tables.shape[1]! * g.blockSize >= 2 ** 31) throw new Error(`${op}: block tables of ${tables.shape[1]} blocks of ${g.blockSize} tokens address 2^31 tokens or more; the cuda kernel indexes a row's tokens with 32-bit integers`);
-    const kern = cachedKernel(index, pagedAttentionName(spec), () => generatePagedAttention(spec));
     const maxBlocks = tables.shape[1]!;
-    const sms = deviceInfo(index).smCount;
-    const splits = Math.max(1, Math.min(MAX_SPLITS, Math.ceil((2 * sms) / (b * g.kvHeads)), Math.ceil((maxBlocks * g.blockSize) / 32)));
-    const acc = q.dtype === 'float64' ? 'float64' : 'float32';
-    const pacc = splits > 1 ? t.keep(allocOut({ shape: [b * heads * splits * d], strides: [1], dtype: acc, device: q.device })) : null;
-    const pml = splits > 1 ? t.keep(allocOut({ shape: [b * heads * splits * 2], strides: [1], dtype: acc, device: q.device })) : null;
+    if (maxBlocks * g.blockSize > MAX_TABLE_TOKENS) throw new Error(`${op}: block tables of ${maxBlocks} blocks of ${g.blockSize} tokens address more than 2^31 - 2^16 tokens; the cuda kernel indexes a row's tokens with 32-bit integers`);
+    const index = q.device.index;
     const { claim, report } = deviceErrorArgs(index);
     const codeBlock = deviceCheckCode({ op, what: "the cache's blocks (a blockTables entry)" });
     const codeLen = deviceCheckCode({ op, what: 'the block table of a row (contextLens)' });
+    // v2 only: a split ticket past the last (launches of one kernel overlapping; never expected).
+    const codeSplit = deviceCheckCode({ op, what: 'the split tickets of a (sequence, kv head) pair (two launches of the v2 kernel overlapped)' });
+    const sms = deviceInfo(index).smCount;
+    const acc = q.dtype === 'float64' ? 'float64' : 'float32';
+    const v1 = getOption('KILN_CUDA_PAGED_ATTN') === 'v1';
+    let splits: number;
+    let kern: CudaKernel;
+    let dims: LaunchDims;
+    if (v1) {
+      const vb = pagedVectorBytesV1(q.dtype, d);
+      const vec = vb > 0 && ptrOf(kc) % vb === 0 && ptrOf(vc) % vb === 0;
+      const spec: PagedAttentionSpecV1 = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, vec };
+      kern = cachedKernel(index, pagedAttentionNameV1(spec), () => generatePagedAttentionV1(spec));
+      splits = Math.max(1, Math.min(MAX_SPLITS_V1, Math.ceil((2 * sms) / (b * g.kvHeads)), Math.ceil((maxBlocks * g.blockSize) / 32)));
+      dims = { grid: g.kvHeads, gridY: b, gridZ: splits, block: pagedWarpsV1(spec) * 32 };
+    } else {
+      const spec: PagedAttentionSpec = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))) };
+      const plan = pagedPlan(spec);
+      kern = cachedKernel(index, pagedAttentionName(spec), () => generatePagedAttention(spec));
+      splits = pagedSplits(b, g.kvHeads, maxBlocks * g.blockSize, plan.span, sms);
+      dims = { grid: g.kvHeads, gridY: b, gridZ: splits, block: plan.nw * 32 };
+    }
+    const pacc = splits > 1 ? t.keep(allocOut({ shape: [b * heads * splits * d], strides: [1], dtype: acc, device: q.device })) : null;
+    const pml = splits > 1 ? t.keep(allocOut({ shape: [b * heads * splits * 2], strides: [1], dtype: acc, device: q.device })) : null;
     launch(
       kern,
       [
-        claim, report, codeBlock, codeLen,
+        claim, report, codeBlock, codeLen, ...(v1 ? [] : [codeSplit]),
         ptrOf(qd), qd.strides[0]!, qd.strides[1]!,
         ptrOf(kc), ptrOf(vc),
         ptrOf(tables), tables.strides[0]!,
@@ -108,11 +147,11 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
         ptrOf(out), pacc ? ptrOf(pacc) : 0, pml ? ptrOf(pml) : 0,
         g.numBlocks, g.blockSize, maxBlocks, g.kvHeads, scale as number, splits,
       ],
-      { grid: g.kvHeads, gridY: b, gridZ: splits, block: pagedWarps(spec) * 32 },
+      dims,
       streamOf(q),
     );
-    if (pacc && pml) {
-      const reduce = cachedKernel(index, `kiln_paged_attn_reduce_${q.dtype}`, () => generatePagedReduce(q.dtype));
+    if (v1 && pacc && pml) {
+      const reduce = cachedKernel(index, `kiln_paged_attn_v1_reduce_${q.dtype}`, () => generatePagedReduceV1(q.dtype));
       launch(reduce, [ptrOf(out), ptrOf(pacc), ptrOf(pml), d, splits], { grid: b * heads, block: Math.min(256, Math.ceil(d / 32) * 32) }, streamOf(q));
     }
   } finally {
