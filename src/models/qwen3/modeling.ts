@@ -47,6 +47,7 @@ import { Device } from '../../runtime/device.js';
 import type { DType } from '../../tensor/dtype.js';
 import { fmtShape } from '../../tensor/layout.js';
 import { Generator } from '../../tensor/random.js';
+import { float32ArrayToBfloat16Bits, float32ArrayToFloat16Bits } from '../../tensor/half.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { ModuleList } from '../../nn/layers/container.js';
 import { Qwen3Config } from './config.js';
@@ -106,10 +107,20 @@ export function ropeTables(positions: number[][], headDim: number, theta: number
   const mk = (data: Float32Array): Tensor => {
     // A real tensor even under kiln.compile's tracer (no op: the shape is set directly), so a
     // table made while tracing can be kept (Qwen3Model.ropeTable).
-    const flat = tensor(data);
-    let t: Tensor = new Tensor(flat.storage, 'float32', [P, 1, T, headDim]);
-    flat.dispose();
-    if (dtype !== 'float32') t = t.to(dtype);
+    let t: Tensor;
+    if (dtype === 'bfloat16' || dtype === 'float16') {
+      // Rounded in bulk as the cpu cast rounds (half.ts), with no float32 tensor and no cast: the
+      // serving engine's full table (40960 positions for Qwen3) took a quarter second through a cast.
+      t = Tensor.empty([P, 1, T, headDim], dtype, new Device('cpu'));
+      const words = new Uint16Array(t.storage.cpuArrayBuffer(), t.offset * 2, data.length);
+      if (dtype === 'bfloat16') float32ArrayToBfloat16Bits(data, words);
+      else float32ArrayToFloat16Bits(data, words);
+    } else {
+      const flat = tensor(data);
+      t = new Tensor(flat.storage, 'float32', [P, 1, T, headDim]);
+      flat.dispose();
+      if (dtype !== 'float32') t = t.to(dtype);
+    }
     if (!device.equals(t.device)) t = t.to(device);
     return t;
   };
