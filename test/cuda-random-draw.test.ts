@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { DRAW_KERNELS, DRAW_LOG_K, jumpTableWords, uniformDrawSource } from '../src/kernels/cuda/random-draw.js';
+import { DRAW_KERNELS, DRAW_LOG_K, deviceDrawStats, jumpTableWords, uniformDrawSource } from '../src/kernels/cuda/random-draw.js';
 import { findNvcc, nvccCheck } from '../src/compile/codegen/cuda/nvcc-check.js';
 import { fillUniformStd_ } from '../src/models/init.js';
 import { Generator } from '../src/tensor/random.js';
@@ -204,7 +204,9 @@ test('cuda: fillUniformStd_ draws the cpu bits on the GPU and leaves the generat
         dev.fill_(0);
       });
       fillUniformStd_(cpu.narrow(0, 3, n), 0.05, gc);
+      const launches = deviceDrawStats.launches;
       fillUniformStd_(dev.narrow(0, 3, n), 0.05, gd);
+      assert.equal(deviceDrawStats.launches, launches + 1, `${dtype} n=${n}: drawn by the cuda kernel (not the host fallback)`);
       assert.deepEqual(gd.getState(), gc.getState(), `${dtype} n=${n}: generator state afterwards`);
       assert.deepEqual(bitsOf(dev), bitsOf(cpu), `${dtype} n=${n}: bits`);
     }
@@ -214,7 +216,9 @@ test('cuda: fillUniformStd_ draws the cpu bits on the GPU and leaves the generat
 test('cuda: a random Qwen3 built on cuda has the weights of the cpu build', { skip: skipCuda }, () => {
   const cfg = kiln.models.QWEN3_TINY;
   const onCpu = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { seed: 5, dtype: 'bfloat16', device: 'cpu' });
+  const launches = deviceDrawStats.launches;
   const onGpu = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { seed: 5, dtype: 'bfloat16', device: 'cuda' });
+  assert.ok(deviceDrawStats.launches > launches, 'the cuda build drew its weights with the kernel');
   const a = onCpu.stateDict();
   const b = onGpu.stateDict();
   assert.deepEqual(Object.keys(b), Object.keys(a));

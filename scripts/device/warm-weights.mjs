@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import * as kiln from '../../dist/src/index.js';
 import { setOption } from '../../dist/src/runtime/config.js';
 import { itemSize } from '../../dist/src/tensor/dtype.js';
+import { deviceDrawStats } from '../../dist/src/kernels/cuda/random-draw.js';
 
 const [config = 'qwen3-0.6b', dtype = 'bfloat16', outFile] = process.argv.slice(2);
 const cfg = { tiny: kiln.models.QWEN3_TINY, 'qwen3-0.6b': kiln.models.QWEN3_0_6B }[config];
@@ -16,6 +17,7 @@ if (!cfg) throw new Error(`warm-weights: unknown config ${config}`);
 function build(deviceDraw) {
   setOption('KILN_DEVICE_RANDOM', deviceDraw);
   kiln.synchronize('cuda');
+  const launches = deviceDrawStats.launches;
   const t0 = performance.now();
   const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { seed: 0, dtype, device: 'cuda' });
   kiln.synchronize('cuda');
@@ -29,7 +31,7 @@ function build(deviceDraw) {
     bytes += size;
   }
   for (const p of Object.values(model.stateDict())) p.dispose();
-  return { deviceDraw, ms: Math.round(ms), bytes, sha256: h.digest('hex') };
+  return { deviceDraw, kernelFills: deviceDrawStats.launches - launches, ms: Math.round(ms), bytes, sha256: h.digest('hex') };
 }
 
 // The first build loads the accelerator and the draw kernel (NVRTC or the disk cache): build twice
@@ -38,6 +40,8 @@ const first = build(true);
 const gpu = build(true);
 const host = build(false);
 const result = { config, dtype, gpu_first_ms: first.ms, gpu_ms: gpu.ms, host_ms: host.ms, identical: gpu.sha256 === host.sha256 && first.sha256 === gpu.sha256, gpu, host };
+// The GPU builds must have used the kernel (not the host fallback) and the host build must not.
+result.ok = result.identical && gpu.kernelFills > 0 && host.kernelFills === 0;
 console.log(JSON.stringify(result));
 if (outFile) fs.writeFileSync(outFile, JSON.stringify(result, null, 2));
-if (!result.identical) process.exit(1);
+if (!result.ok) process.exit(1);

@@ -23,6 +23,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { getOption } from '../../runtime/config.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type CudaKernel, type ParamType } from '../../runtime/cuda/launch.js';
+import { emitWarning } from '../../platform/index.js';
 import { cuda, ptrOf, streamOf } from './device.js';
 
 /** Words per thread: 2^LOG_K. */
@@ -178,6 +179,10 @@ function jumpTable(t: Tensor): Tensor {
 }
 
 let source: string | undefined;
+/** Fills drawn on the GPU (tests check that the device path really ran, not the host fallback). */
+export const deviceDrawStats = { launches: 0 };
+/** Set when the kernels failed to build or load: every later fill draws on the host. */
+let broken: string | undefined;
 
 function drawKernel(index: number, dtype: DrawDType): CudaKernel {
   source ??= uniformDrawSource();
@@ -195,11 +200,22 @@ function drawOnCuda(t: Tensor, dtype: DrawDType, scale: number, shift: number, s
   if (stream.isCapturing()) return false;
   const n = t.numel();
   if (n === 0) return true;
-  const table = jumpTable(t);
-  const kernel = drawKernel(t.device.index, dtype);
+  if (broken !== undefined) return false;
+  let table: Tensor;
+  let kernel: CudaKernel;
+  try {
+    table = jumpTable(t);
+    kernel = drawKernel(t.device.index, dtype);
+  } catch (e) {
+    // The host draw gives the same bits, only slower: say why once and use it from now on.
+    broken = (e as Error).message;
+    emitWarning(`kiln: the cuda random-draw kernels are unavailable (${broken}); seeded random weights are drawn on the host and uploaded`, { type: 'KilnWarning', code: 'KILN_DEVICE_RANDOM' });
+    return false;
+  }
   const threads = Math.ceil(n / 2 ** DRAW_LOG_K);
   const [s0, s1, s2, s3] = state.s;
   launch(kernel, [ptrOf(t), n, s0 >>> 0, s1 >>> 0, s2 >>> 0, s3 >>> 0, scale, shift, ptrOf(table)], { grid: Math.ceil(threads / BLOCK), block: BLOCK }, stream);
+  deviceDrawStats.launches++;
   return true;
 }
 
