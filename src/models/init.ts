@@ -16,6 +16,7 @@ import { compileInPoolSync, compileWorkers, registerCompileTaskHandler } from '.
 import { inNode } from '../platform/index.js';
 import type { DType } from '../tensor/dtype.js';
 import { defaultGenerator, type Generator } from '../tensor/random.js';
+import { deviceUniformDraw } from '../tensor/device-draw.js';
 import { Tensor } from '../tensor/tensor.js';
 import { drawItemSize, drawUniformTask, drawUniformWords, drawWords, isDrawDType, type DrawUniformPayload } from '../tensor/random-fill.js';
 
@@ -78,7 +79,8 @@ function fillWorkers(n: number): number {
  * values are drawn on the host in t's dtype (tensor/random-fill.ts) straight into a cpu tensor's
  * storage, or into host chunks that are uploaded into an accelerator tensor's storage (no float32
  * staging tensor, no device-side cast: the bits a cpu draw gives). Large fills are spread over
- * the worker pool, each part from its own position in the stream, with the same result.
+ * the worker pool, each part from its own position in the stream, with the same result. An
+ * accelerator with a device draw (cuda: kernels/cuda/random-draw.ts) makes the same bits itself.
  */
 export function fillUniformStd_(t: Tensor, std: number, generator: Generator = defaultGenerator): Tensor {
   const n = t.numel();
@@ -93,9 +95,16 @@ export function fillUniformStd_(t: Tensor, std: number, generator: Generator = d
     host.dispose();
     return t;
   }
+  const onCpu = t.device.type === 'cpu';
+  // An accelerator that draws the same words itself (tensor/device-draw.ts) needs no host draw and
+  // no upload; the generator moves on as the host draw would have moved it.
+  if (!onCpu && deviceUniformDraw(t.device.type)?.(t, dtype, scale, a, generator.getState()) === true) {
+    generator.advance(n);
+    t.storage.version++;
+    return t;
+  }
   const size = drawItemSize(dtype);
   const byteOffset = t.offset * size;
-  const onCpu = t.device.type === 'cpu';
   const put = (bytes: Uint8Array, at: number): void => {
     if (onCpu) new Uint8Array(t.storage.cpuArrayBuffer(), byteOffset + at * size, bytes.byteLength).set(bytes);
     else acceleratorFor(t.device).accelerator.copyHostToDevice(t.storage.buffer, byteOffset + at * size, bytes);

@@ -188,6 +188,17 @@ function applyBits(m: Int32Array, v: State): State {
   return [r0, r1, r2, r3];
 }
 
+/**
+ * T^(2^k), the jump of 2^k words, as 128 columns of 4 int32 words (column j: the state that the
+ * state with only bit j set (bit j & 31 of word j >> 5) becomes after 2^k updates). Device-side
+ * draws (kernels/cuda/random-draw.ts) jump each thread to its part of the stream with these. The
+ * array is shared: do not write to it.
+ */
+export function jumpMatrix(k: number): Int32Array {
+  if (!Number.isInteger(k) || k < 0 || k > 63) throw new RangeError(`jumpMatrix: k must be an integer in [0, 63], got ${k}`);
+  return stepPower(k);
+}
+
 function stepPower(k: number): Int32Array {
   while (POWERS.length <= k) {
     const m = new Int32Array(512);

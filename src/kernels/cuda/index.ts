@@ -25,3 +25,4 @@ import './sort.js';
 import './llm-moe.js';
 import './llm-mhc.js';
 import './llm-paged.js';
+import './random-draw.js';

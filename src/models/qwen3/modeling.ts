@@ -47,6 +47,7 @@ import { Device } from '../../runtime/device.js';
 import type { DType } from '../../tensor/dtype.js';
 import { fmtShape } from '../../tensor/layout.js';
 import { Generator } from '../../tensor/random.js';
+import { float32ArrayToBfloat16Bits, float32ArrayToFloat16Bits } from '../../tensor/half.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { ModuleList } from '../../nn/layers/container.js';
 import { Qwen3Config } from './config.js';
@@ -85,35 +86,58 @@ export function ropeTables(positions: number[][], headDim: number, theta: number
   for (let i = 0; i < half; i++) invFreq[i] = Math.fround(1 / Math.fround(Math.pow(theta, Math.fround((2 * i) / headDim))));
   const P = positions.length;
   const T = positions[0]?.length ?? 0;
-  const cos = new Float32Array(P * T * headDim);
-  const sin = new Float32Array(P * T * headDim);
+  const rows = P * T;
+  // One half row per position (the two halves of a row are equal): half the trig results to
+  // store and, for 16-bit dtypes, half the values to round; the halves are duplicated at the end.
+  const cosH = new Float32Array(rows * half);
+  const sinH = new Float32Array(rows * half);
   for (let p = 0; p < P; p++) {
     const row = positions[p]!;
     for (let t = 0; t < T; t++) {
       const pos = Math.fround(row[t]!);
-      const base = (p * T + t) * headDim;
+      const base = (p * T + t) * half;
       for (let i = 0; i < half; i++) {
         const a = Math.fround(pos * invFreq[i]!);
-        const c = Math.cos(a);
-        const s = Math.sin(a);
-        cos[base + i] = c;
-        cos[base + half + i] = c;
-        sin[base + i] = s;
-        sin[base + half + i] = s;
+        cosH[base + i] = Math.cos(a);
+        sinH[base + i] = Math.sin(a);
       }
     }
   }
-  const mk = (data: Float32Array): Tensor => {
+  // Row r of the table: [h_r, h_r], h_r the r-th half row.
+  const expand = <A extends Float32Array | Uint16Array>(h: A, out: A): A => {
+    for (let r = 0; r < rows; r++) {
+      const src = r * half;
+      const dst = r * headDim;
+      for (let i = 0; i < half; i++) {
+        const v = h[src + i]!;
+        out[dst + i] = v;
+        out[dst + half + i] = v;
+      }
+    }
+    return out;
+  };
+  const mk = (h: Float32Array): Tensor => {
     // A real tensor even under kiln.compile's tracer (no op: the shape is set directly), so a
     // table made while tracing can be kept (Qwen3Model.ropeTable).
-    const flat = tensor(data);
-    let t: Tensor = new Tensor(flat.storage, 'float32', [P, 1, T, headDim]);
-    flat.dispose();
-    if (dtype !== 'float32') t = t.to(dtype);
+    let t: Tensor;
+    if (dtype === 'bfloat16' || dtype === 'float16') {
+      // Rounded in bulk as the cpu cast rounds (half.ts), with no float32 tensor and no cast: the
+      // serving engine's full table (40960 positions for Qwen3) took a quarter second through a cast.
+      const hw = new Uint16Array(h.length);
+      if (dtype === 'bfloat16') float32ArrayToBfloat16Bits(h, hw);
+      else float32ArrayToFloat16Bits(h, hw);
+      t = Tensor.empty([P, 1, T, headDim], dtype, new Device('cpu'));
+      expand(hw, new Uint16Array(t.storage.cpuArrayBuffer(), t.offset * 2, rows * headDim));
+    } else {
+      const flat = tensor(expand(h, new Float32Array(rows * headDim)));
+      t = new Tensor(flat.storage, 'float32', [P, 1, T, headDim]);
+      flat.dispose();
+      if (dtype !== 'float32') t = t.to(dtype);
+    }
     if (!device.equals(t.device)) t = t.to(device);
     return t;
   };
-  return { cos: mk(cos), sin: mk(sin) };
+  return { cos: mk(cosH), sin: mk(sinH) };
 }
 
 /** [-x2, x1] where x1, x2 are the two halves of the last dim. */
