@@ -109,6 +109,12 @@ test('every GEMM variant compiles, and every matrix-product case encodes on Dawn
     }
   }
   assert.equal(compiled, kinds.length * 16);
+  // Split K: the partial-sum kernels (f32 scratch) of every operand kind and layout, and the combine of every output kind and epilogue.
+  const { gemmCombineKernel } = await import('../src/kernels/webgpu/linalg.js');
+  for (const k of kinds) {
+    for (const aMajor of ['k', 'm'] as const) for (const bMajor of ['n', 'k'] as const) gemmKernel({ a: k, b: k, c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true });
+    for (const bias of [false, true]) for (const beta of [false, true]) gemmCombineKernel(k, bias, beta);
+  }
   let ran = 0;
   for (const dtype of GEMM_TEST_DTYPES) {
     for (const c of GEMM_CASES) {
