@@ -85,6 +85,17 @@ export function gemmCombineKernel(c: Kind, bias: boolean, beta: boolean): Webgpu
   return k;
 }
 
+/**
+ * Whether float16 GEMMs of storage `kind` whose operands are 16-byte words run on the staged
+ * subgroup matrix kernel here (conv-im2col.ts builds such operands for float16 convolutions).
+ */
+export function stagedGemmAvailable(kind: Kind): boolean {
+  if (!(kind === 'f16' || (emulated !== null && kind === 'f16p')) || !getOption('KILN_WEBGPU_SUBGROUP_MATRIX')) return false;
+  if (emulated === null && getOption('KILN_WEBGPU_SM_KERNEL') !== 'staged') return false;
+  const plan = subgroupMatrixPlan();
+  return !('reason' in plan) && stagedSubgroupMatrixPlan(plan) !== null;
+}
+
 /** Output tiles (workgroups) below which a single-batch product takes smaller tiles and splits K. */
 export const SPLIT_TARGET = 256;
 /** The shortest K slice of a split (elements): 8 tiled or 4 staged K steps. */
@@ -339,10 +350,15 @@ export function runGemm(g: WebgpuGemm): Tensor {
       }
     };
     if (staged) {
-      // Few 128x128 tiles: 64x64 ones (4 times the workgroups; the planner's plan only).
-      if (small && getOption('KILN_WEBGPU_SM_PLAN') === undefined && staged.tm * staged.tn > 4 && Math.ceil(N / stagedTileN(staged)) * Math.ceil(M / stagedTileM(staged)) < SPLIT_TARGET) {
-        const quarter: StagedPlan = { ...staged, tm: Math.min(2, staged.tm), tn: Math.min(2, staged.tn) };
-        if (stagedPlanProblem(quarter, stagedLimits(), { emulate: emulated !== null }) === null) staged = quarter;
+      // The planner's plan only: 64-wide tiles along a dim of at most 64 (a 128-wide tile would
+      // be half padding), and 64x64 tiles where 128x128 ones give a single batch few workgroups.
+      if (getOption('KILN_WEBGPU_GEMM_SMALL') && getOption('KILN_WEBGPU_SM_PLAN') === undefined) {
+        let tm = M <= 64 ? Math.min(2, staged.tm) : staged.tm;
+        let tn = N <= 64 ? Math.min(2, staged.tn) : staged.tn;
+        const tiles = Math.ceil(N / (staged.sgn * tn * staged.n)) * Math.ceil(M / (staged.sgm * tm * staged.m));
+        if (nb === 1 && tiles < SPLIT_TARGET) [tm, tn] = [Math.min(2, tm), Math.min(2, tn)];
+        const shrunk: StagedPlan = { ...staged, tm, tn };
+        if ((tm !== staged.tm || tn !== staged.tn) && stagedPlanProblem(shrunk, stagedLimits(), { emulate: emulated !== null }) === null) staged = shrunk;
       }
       const plan = staged;
       const tn = Math.ceil(N / stagedTileN(plan));
