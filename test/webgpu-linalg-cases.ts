@@ -1,6 +1,6 @@
 /**
  * The matrix-product cases the webgpu tests run (mm, bmm, matmul with broadcast batches and 1-D
- * operands, linear, addmm, dot): ragged sizes that leave partial tiles, K = 0, transposed and
+ * operands, linear, addmm, dot): ragged sizes that leave partial tiles, K = 0, split K, transposed and
  * strided operands read in place, broadcast batches beyond the kernel's three batch dims (the
  * contiguous-copy path). `argsFor` builds a case's arguments on a device in a dtype, or on the CPU
  * in float64 from the same rounded values (the reference).
@@ -50,6 +50,10 @@ export const GEMM_CASES: readonly GemmCase[] = [
   { label: 'addmm beta 1 alpha 1, self [M,N]', op: 'addmm', build: (mk) => [mk([13, 21]), mk([13, 17]), mk([17, 21]), 1, 1] },
   { label: 'addmm beta 0 ignores self', op: 'addmm', build: (mk) => [mk([13, 21]), mk([13, 17]), mk([17, 21]), 0, 1] },
   { label: 'dot', op: 'dot', build: (mk) => [mk([300]), mk([300])] },
+  // Split K (few output tiles, K >= 256: linalg.ts planSplitK): partial sums and the combine's epilogue.
+  { label: 'linear split K with bias [2,20,296] @ [30,296]^T', op: 'linear', build: (mk) => [mk([2, 20, 296]), mk([30, 296]), mk([30])] },
+  { label: 'addmm split K beta 0.5 alpha 2, K 300', op: 'addmm', build: (mk) => [mk([13, 21]), mk([13, 300]), mk([300, 21]), 0.5, 2] },
+  { label: 'mm split K, b transposed, 70x264 @ 264x9', op: 'mm', build: (mk) => [mk([70, 264]), mk([9, 264]).t()] },
 ];
 
 /** A small deterministic generator (the same values on every run and device). */

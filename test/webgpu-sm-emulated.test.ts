@@ -5,7 +5,7 @@
  * a private array (8 x 8 x 8 matrices, "subgroups" of 8 invocations), with the real kernel's
  * indexing, barriers and buffer switches, through runGemm's own eligibility, metadata and grid.
  * Values are compared with float64 matmul in every operand layout, with the bias and beta epilogues
- * and a batch; the pipeline keys show which plan ran. Needs a webgpu adapter that computes
+ * and a batch, and split K (partial sums and the combine); the pipeline keys show which plan ran. Needs a webgpu adapter that computes
  * (SwiftShader here: each kernel takes seconds to compile, hence few plans and layouts, and at
  * most two words per invocation per operand: SwiftShader's compile time explodes past that); skips
  * on the null backend. The real matrices run in webgpu-subgroup-matrix.test.ts and scripts/device/wggemm-sweep.sh
@@ -97,4 +97,26 @@ test('emulated staged plans: workgroup bands, 2 x 4 subgroups and a batch', { sk
     close(kiln.bmm(ba.to('webgpu'), bb.to('webgpu')), kiln.bmm(wide(ba), wide(bb)), 'bmm 3x40x72x48');
   });
   assert.ok(keys.some((k) => k.startsWith('smstaged8x8x8.sg8.2x4.1x1.4.g3.emu,kn,')), `the banded 2 x 4 plan ran (compiled: ${keys.join(' ')})`);
+});
+
+test('emulated staged plans: split K (partial f32 sums per K slice, combined with bias and beta) matches float64', { skip }, () => {
+  kiln.manualSeed(14);
+  for (const text of ['2,2,2,2,2', '2,2,2,2,2,stages=2']) {
+    const two = text.includes('stages=2');
+    const keys = withPlan(text, () => {
+      // 32 x 32 tiles, K steps of 16: 2 tiles and K 264 make 2 slices of 144 and 120 (linalg.ts planSplitK).
+      const x = h([40, 264]);
+      const w = h([24, 264]);
+      const bias = h([24]);
+      close(kiln.nn.functional.linear(x.to('webgpu'), w.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(x), wide(w), wide(bias)), `${text} linear split K`);
+      if (two) return;
+      const a = h([48, 392]);
+      const b = h([392, 32]);
+      const c = h([48, 32]);
+      close(kiln.addmm(c.to('webgpu'), a.to('webgpu'), b.to('webgpu'), 0.5, 2), kiln.addmm(wide(c), wide(a), wide(b), 0.5, 2), `${text} addmm split K`);
+    });
+    const prefix = `smstaged8x8x8.sg8.2x2.2x2.2${two ? '.s2' : ''}.emu,`;
+    assert.ok(keys.some((k) => k === `${prefix}kk,,,partial`), `${text}: the split linear ran as partial sums (compiled: ${keys.join(' ')})`);
+    if (!two) assert.ok(keys.some((k) => k === `${prefix}kn,,,partial`), `${text}: the split addmm ran as partial sums (compiled: ${keys.join(' ')})`);
+  }
 });

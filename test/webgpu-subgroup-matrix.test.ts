@@ -125,3 +125,42 @@ test('float16 products on the staged subgroup matrix GEMM (KILN_WEBGPU_SM_KERNEL
     setOption('KILN_WEBGPU_SM_KERNEL', undefined);
   }
 });
+
+test('float16 small products (64x64 tiles, split K) and float16 conv2d through im2col on the staged GEMM match float64', { skip: webgpuSkipReason() }, async (t) => {
+  const { gemmPipelineKeys, subgroupMatrixPlan } = await import('../src/kernels/webgpu/linalg.js');
+  const plan = subgroupMatrixPlan();
+  if ('reason' in plan) {
+    t.skip(`this device has no usable subgroup matrices: ${plan.reason}`);
+    return;
+  }
+  kiln.manualSeed(6);
+  const { closeF16, randnF16 } = await import('./helpers/webgpu.js');
+  const wide = (x: Tensor): Tensor => x.to('float64');
+  const before = new Set(gemmPipelineKeys());
+  // A 128-token prefill's down projection (8 K slices), the 64-row MLP, a 64-column product.
+  for (const [M, N, K] of [
+    [128, 1024, 3072],
+    [64, 512, 512],
+    [520, 64, 264],
+  ] as const) {
+    const x = randnF16([M, K]);
+    const w = randnF16([N, K]);
+    const bias = randnF16([N]);
+    closeF16(kiln.nn.functional.linear(x.to('webgpu'), w.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(x), wide(w), wide(bias)), `linear ${M}x${N}x${K}`);
+  }
+  // The conv-stack's layers, small: 7x7 stride 2 over 3 channels (K 147, padded to 152), 3x3 over 64.
+  for (const [C, k, s, p] of [
+    [3, 7, 2, 3],
+    [64, 3, 1, 1],
+  ] as const) {
+    const x = randnF16([2, C, 20, 18]);
+    const w = randnF16([64, C, k, k]);
+    const b = randnF16([64]);
+    const want = kiln.nn.functional.conv2d(wide(x), wide(w), wide(b), s, p);
+    closeF16(kiln.nn.functional.conv2d(x.to('webgpu').contiguous('channelsLast'), w.to('webgpu'), b.to('webgpu'), s, p), want, `conv2d C${C} ${k}x${k} s${s}`);
+  }
+  const keys = gemmPipelineKeys().filter((k) => !before.has(k));
+  assert.ok(keys.some((k) => k.startsWith('smstaged') && k.includes('.2x2.') && k.endsWith(',partial')), `split K ran on 64x64 tiles (compiled: ${keys.join(' ')})`);
+  assert.ok(keys.some((k) => k.startsWith('combine,f16,bias')), `the combine added the bias (compiled: ${keys.join(' ')})`);
+  assert.ok(keys.some((k) => k.startsWith('smstaged') && k.includes('x2.') && k.endsWith(',kk,bias,')), `a 64x64-tile product ran with the bias epilogue (compiled: ${keys.join(' ')})`);
+});

@@ -2,7 +2,8 @@
  * Compiles the staged float16 subgroup matrix GEMM (gemm-subgroup-matrix-staged.ts) on Dawn's null
  * backend (no GPU; it offers chromium-experimental-subgroup-matrix with shader-f16): every operand
  * layout (row-major / transposed A and B: four tile layouts and row_major / col_major matrix loads),
- * the bias and beta epilogues, for the matrix shapes real adapters list and subgroups of 32 (NVIDIA);
+ * the bias and beta epilogues, the split-K partial sums (planner's plan and its 64 x 64 form), for
+ * the matrix shapes real adapters list and subgroups of 32 (NVIDIA);
  * and the planner's tiles (whole words per invocation, within the workgroup-memory limit); the
  * KILN_WEBGPU_SM_PLAN parser and plan checks; and the experimental plans (2 x 4 / 4 x 2 / 4 x 4
  * subgroups, 4 x 8 matrices per subgroup, K steps of 16 to 64, stages 0 and 2, workgroup bands) in
@@ -66,12 +67,18 @@ test('the staged subgroup matrix GEMM compiles on Dawn for every layout, epilogu
             acc.kernel(ST.generateStagedGemm(spec, plan), `kiln.gemm (${ST.stagedKey(spec, plan)})`);
             n++;
           }
+          // Split K: raw f32 sums per K slice, on the planner's plan and its 64 x 64 form (small products, linalg.ts).
+          for (const p of [plan, { ...plan, tm: 2, tn: 2 }]) {
+            const part: GemmSpec = { a: 'f16', b: 'f16', c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true };
+            acc.kernel(ST.generateStagedGemm(part, p), `kiln.gemm (${ST.stagedKey(part, p)})`);
+            n++;
+          }
         }
       }
     }
   }
   kiln.synchronize('webgpu');
-  assert.ok(n >= 36);
+  assert.ok(n >= 60);
 });
 
 test('KILN_WEBGPU_SM_PLAN strings parse to plans, and bad ones fail naming the variable and the field', () => {
@@ -161,6 +168,10 @@ test('the experimental staged plans compile on Dawn in every layout and epilogue
           for (const [bias, beta] of [[false, false], [true, true]] as const) {
             const spec: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias, beta };
             compile(ST.generateStagedGemm(spec, plan), `kiln.gemm (${ST.stagedKey(spec, plan)})`, ST.stagedPlanProblem(plan, limits) === null);
+            if (bias && plan.stages !== 0) {
+              const part: GemmSpec = { ...spec, c: 'f32', bias: false, beta: false, partial: true };
+              compile(ST.generateStagedGemm(part, plan), `kiln.gemm (${ST.stagedKey(part, plan)})`, ST.stagedPlanProblem(plan, limits) === null);
+            }
             if (m === 8 && bias) {
               const espec: GemmSpec = { ...spec, a: 'f16p', b: 'f16p', c: 'f16p' };
               compile(ST.generateStagedGemm(espec, emu, { emulate: true }), `kiln.gemm (${ST.stagedKey(espec, emu, { emulate: true })})`, ST.stagedPlanProblem(emu, limits, { emulate: true }) === null);

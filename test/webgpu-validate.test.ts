@@ -109,6 +109,15 @@ test('every GEMM variant compiles, and every matrix-product case encodes on Dawn
     }
   }
   assert.equal(compiled, kinds.length * 16);
+  // Split K: the partial-sum kernels (f32 scratch) of every operand kind and layout, and the combine of every output kind and epilogue.
+  const { gemmCombineKernel } = await import('../src/kernels/webgpu/linalg.js');
+  for (const k of kinds) {
+    for (const aMajor of ['k', 'm'] as const) for (const bMajor of ['n', 'k'] as const) gemmKernel({ a: k, b: k, c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true });
+    for (const bias of [false, true]) for (const beta of [false, true]) gemmCombineKernel(k, bias, beta);
+  }
+  // The float16 conv's im2col gather (conv-im2col.ts).
+  const { im2colSource } = await import('../src/kernels/webgpu/conv-im2col.js');
+  acc.kernel(im2colSource(), 'kiln.conv2d.im2col.16');
   let ran = 0;
   for (const dtype of GEMM_TEST_DTYPES) {
     for (const c of GEMM_CASES) {

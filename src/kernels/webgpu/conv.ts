@@ -11,6 +11,8 @@
  * conv of the conv-stack bench at about 0.5 TFLOP/s on an H200. The direct kernel stays for the
  * geometries a 64-column GEMM tile would mostly waste (depthwise and other narrow groups). Where the
  * GEMM has few tiles and a long K (the weight gradient), it splits K (conv-gemm.ts, planSplits).
+ * float16 convolutions of one group with a channels_last output run instead on the subgroup matrix
+ * GEMM through an explicit im2col where the device has it (conv-im2col.ts; KILN_WEBGPU_CONV_IM2COL).
  */
 import { conv2d, convOutputSize, convPadding } from '../../ops/defs/nn.js';
 import { registerKernel } from '../../ops/registry.js';
@@ -19,6 +21,9 @@ import { allocOut, unsupportedDtype, webgpu } from './device.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { dataKind, groupsFor, header, kernelFor, WG, words } from './template.js';
 import { getOption } from '../../runtime/config.js';
+import { IM2COL_META_WORDS, IM2COL_WG, IM2COL_WORD, im2colSource } from './conv-im2col.js';
+import { runGemm, stagedGemmAvailable } from './linalg.js';
+import { Tensor as TensorImpl } from '../../tensor/tensor.js';
 import { combineSource, CONV_GEMM_META, convGemmKey, convGemmTiles, generateConvGemm, planSplits } from './conv-gemm.js';
 
 /** Output channels per group from which the implicit GEMM is used (fewer waste most of its 64-wide tile). */
@@ -89,6 +94,7 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
   const g = groups as number;
   const hasBias = bias !== null && bias !== undefined;
   const bufs = [out.storage.buffer, input.storage.buffer, weight.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
+  if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM') && im2colConv(out, input, weight, bias ?? null, k.kind, { n, h, w, o, cg, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, g, batched })) return out;
   if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM')) {
     const xs = four(input);
     const og = o / g;
@@ -150,3 +156,59 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
   webgpu().dispatch(kern, bufs, meta, groupsFor(total));
   return out;
 });
+
+interface ConvGeometry {
+  n: number; h: number; w: number; o: number; cg: number; kh: number; kw: number;
+  sh: number; sw: number; dh: number; dw: number; pt: number; pl: number; oh: number; ow: number; g: number; batched: boolean;
+}
+
+/** Whether `t`'s buffer is whole u32 words (the gather reads 16-bit pairs as u32). */
+const wholeU32 = (t: Tensor): boolean => t.storage.buffer.capacity % 4 === 0;
+
+/**
+ * The float16 route of conv-im2col.ts, where it applies (one group, float16 on the staged subgroup
+ * matrix GEMM, a channels_last output, A within a binding): weight packed, input gathered, one
+ * GEMM with the bias in its epilogue. Returns false (nothing done) where it does not apply.
+ */
+function im2colConv(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | null, kind: StorageKind, q: ConvGeometry): boolean {
+  if (q.g !== 1 || !getOption('KILN_WEBGPU_CONV_IM2COL') || !stagedGemmAvailable(kind)) return false;
+  const os = q.batched ? out.strides : [0, ...out.strides];
+  const M = q.n * q.oh * q.ow;
+  // The output as a row-major [pixels, channels] matrix: channels_last (or one pixel per image row).
+  if (!(os[1] === 1 && os[3] === q.o && (q.ow === 1 || os[2] === q.ow * q.o) && (q.n === 1 || os[0] === q.oh * q.ow * q.o))) return false;
+  if (out.offset % IM2COL_WORD !== 0 || !wholeU32(input) || !wholeU32(weight)) return false;
+  const K = q.cg * q.kh * q.kw;
+  const Kp = Math.ceil(K / IM2COL_WORD) * IM2COL_WORD;
+  const acc = webgpu();
+  const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
+  if (M * Kp * 2 > limit) return false;
+  const gather = kernelFor('conv2d.im2col.16', im2colSource);
+  const run = (dst: Tensor, src: Tensor, rows: number, geo: number[], srcStrides: readonly number[]): void => {
+    const total = (rows * Kp) / IM2COL_WORD;
+    const groups = Math.ceil(total / IM2COL_WG);
+    const meta = words([total, Kp, K, q.cg, q.kh, q.kw, ...geo, src.offset, ...srcStrides]);
+    if (meta.length !== IM2COL_META_WORDS) throw new Error(`conv2d: ${meta.length} im2col metadata words, want ${IM2COL_META_WORDS}`);
+    acc.dispatch(gather, [dst.storage.buffer, src.storage.buffer], meta, [Math.min(groups, 65535), Math.ceil(groups / 65535), 1]);
+  };
+  const temps: Tensor[] = [];
+  try {
+    const wp = allocOut({ shape: [q.o, Kp], strides: [Kp, 1], dtype: weight.dtype, device: out.device });
+    temps.push(wp);
+    // The weight as O images of KH x KW pixels, C channels, convolved to 1 x 1 outputs.
+    run(wp, weight, q.o, [1, 1, q.kh, q.kw, 1, 1, 0, 0, 1, 1], weight.strides);
+    const a = allocOut({ shape: [M, Kp], strides: [Kp, 1], dtype: input.dtype, device: out.device });
+    temps.push(a);
+    const xs = q.batched ? input.strides : [0, ...input.strides];
+    run(a, input, M, [q.oh, q.ow, q.h, q.w, q.sh, q.sw, q.pt, q.pl, q.dh, q.dw], xs);
+    const wt = new TensorImpl(wp.storage, wp.dtype, [Kp, q.o], [1, Kp], wp.offset);
+    temps.push(wt);
+    const flat = new TensorImpl(out.storage, out.dtype, [M, q.o], [q.o, 1], out.offset);
+    temps.push(flat);
+    const b = bias === null ? null : new TensorImpl(bias.storage, bias.dtype, [q.o], [bias.strides[0] ?? 1], bias.offset);
+    if (b) temps.push(b);
+    runGemm({ op: 'conv2d', out: flat, a, b: wt, batch: [], M, N: q.o, K: Kp, bias: b });
+  } finally {
+    for (const t of temps) t.dispose();
+  }
+  return true;
+}

@@ -15,9 +15,17 @@
  * 65535-workgroup grid limit. The tiling and inner product are gemm-tile.ts's skeleton (shared with
  * the implicit-GEMM convolution, conv-gemm.ts); this file gives it the strided-matrix loads and the
  * alpha/bias/beta epilogue.
+ *
+ * Split K (`partial`): a product with too few output tiles to fill the GPU and a long K (a 128-row
+ * prefill's projections: 8 to 32 tiles walking K = 1024..3072 one step at a time) is cut into K
+ * slices of GEMM_META.kc elements, one workgroup z per slice (the batch loop's index; linalg.ts
+ * uses it for single-batch products only). Each slice stores its raw f32 sums to a dense scratch
+ * [slice][M][N], and generateGemmCombine sums the slices in slice order, then applies alpha, bias
+ * and beta and rounds once to the output, as the unsplit epilogue does. linalg.ts plans the split
+ * (planSplitK) for this kernel and for the staged subgroup matrix one.
  */
 import { GEMM_BM, GEMM_BN, GEMM_BK, GEMM_THREADS, buildGemmTile, gemmDecls } from './gemm-tile.js';
-import { loadExpr, storeStmt, type StorageKind } from './storage.js';
+import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
 export { GEMM_BM, GEMM_BN, GEMM_BK, GEMM_THREADS };
 /** Batch dims the kernel indexes itself; more are copied contiguous by the host first. */
@@ -35,11 +43,17 @@ export interface GemmSpec {
   readonly bias: boolean;
   /** C is read back and added times beta (addmm). */
   readonly beta: boolean;
+  /**
+   * Split K: workgroup z is K slice z (kmeta[kc] elements); binding 0 is the f32 scratch
+   * [slice][M][N] of raw sums (no alpha, bias or beta: generateGemmCombine applies them). c is 'f32'.
+   */
+  readonly partial?: boolean;
 }
 
 /**
  * Metadata word positions: [M, N, K, batch, tilesN, tilesM, bd0, bd1, bd2,
- * C: off, sM, sN, sb0..2, A: off, sM, sK, sb0..2, B: off, sK, sN, sb0..2, bias: off, sN, alpha bits, beta bits].
+ * C: off, sM, sN, sb0..2, A: off, sM, sK, sb0..2, B: off, sK, sN, sb0..2, bias: off, sN, alpha bits, beta bits,
+ * kc (split K: the K of one slice; batch is then the number of slices)].
  */
 export const GEMM_META = {
   M: 0,
@@ -55,15 +69,25 @@ export const GEMM_META = {
   bias: 27,
   alpha: 29,
   beta: 30,
-  words: 31,
+  kc: 31,
+  words: 32,
 } as const;
 
 export function gemmKey(s: GemmSpec): string {
-  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}`;
+  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}`;
+}
+
+/** Checks a split-K spec: raw f32 sums, no epilogue terms (the combine kernel applies them). */
+export function checkPartialSpec(s: GemmSpec): void {
+  if (s.partial === true && (s.c !== 'f32' || s.bias || s.beta)) throw new Error(`a split-K GEMM writes raw f32 sums (c 'f32', no bias or beta), got ${gemmKey(s)}`);
 }
 
 export function generateGemm(s: GemmSpec): string {
   const m = GEMM_META;
+  checkPartialSpec(s);
+  const partial = s.partial === true;
+  // A slice's loads stop at its end (the last K step of a slice would reach into the next one).
+  const kLim = partial ? 'kEnd' : 'K';
   return buildGemmTile({
     decls: gemmDecls(s.a, s.b, s.c, s.bias),
     prologue: [
@@ -79,12 +103,15 @@ export function generateGemm(s: GemmSpec): string {
     batchPrologue: [
       'let c2 = bz % bd2; let rb = bz / bd2; let c1 = rb % bd1; let c0 = rb / bd1;',
       ...([['oC', m.c], ['oA', m.a], ['oB', m.b]] as const).map(([name, base]) => `let ${name} = kmeta[${base}] + c0 * kmeta[${base + 3}] + c1 * kmeta[${base + 4}] + c2 * kmeta[${base + 5}];`),
+      // Split K: bz is the slice (batch sizes are 1 and batch strides 0, so c0 = bz moves no operand).
+      ...(partial ? [`let kBeg = bz * kmeta[${m.kc}]; let kEnd = min(K, kBeg + kmeta[${m.kc}]);`] : []),
     ],
+    ...(partial ? { kRange: { begin: 'kBeg', end: 'kEnd' } } : {}),
     aMajor: s.aMajor,
     bMajor: s.bMajor,
-    loadA: () => ['let gm = m0 + am; let gk = k0 + ak;', 'var av = 0.0;', `if (gm < M && gk < K) { let i = oA + gm * sAm + gk * sAk; av = ${loadExpr(s.a, 'a', 'i', false)}; }`],
-    loadB: () => ['let hn = n0 + bn; let hk = k0 + bk;', 'var bv = 0.0;', `if (hn < N && hk < K) { let i = oB + hk * sBk + hn * sBn; bv = ${loadExpr(s.b, 'b', 'i', false)}; }`],
-    store: (acc) => [
+    loadA: () => ['let gm = m0 + am; let gk = k0 + ak;', 'var av = 0.0;', `if (gm < M && gk < ${kLim}) { let i = oA + gm * sAm + gk * sAk; av = ${loadExpr(s.a, 'a', 'i', false)}; }`],
+    loadB: () => ['let hn = n0 + bn; let hk = k0 + bk;', 'var bv = 0.0;', `if (hn < N && hk < ${kLim}) { let i = oB + hk * sBk + hn * sBn; bv = ${loadExpr(s.b, 'b', 'i', false)}; }`],
+    store: (acc) => partial ? [`c[(bz * M + gm) * N + gn] = ${acc};`] : [
       'let ic = oC + gm * sCm + gn * sCn;',
       `var v = alpha * ${acc};`,
       ...(s.bias ? [`{ let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(s.c, 'bias', 'ib', false)}; }`] : []),
@@ -92,4 +119,48 @@ export function generateGemm(s: GemmSpec): string {
       storeStmt(s.c, 'c', 'ic', 'v'),
     ],
   });
+}
+
+/** The combine's key (its pipeline depends on the output kind and the epilogue terms only). */
+export const gemmCombineKey = (c: StorageKind, bias: boolean, beta: boolean): string => `combine,${c},${bias ? 'bias' : ''},${beta ? 'beta' : ''}`;
+
+/** Invocations per workgroup of the combine kernel. */
+export const GEMM_COMBINE_WG = 256;
+
+/**
+ * The split-K combine: one invocation per output element (grid-stride) sums its kmeta[batch]
+ * slices' raw f32 sums in slice order from the scratch [slice][M][N] (binding 1), then applies
+ * alpha, bias and beta as generateGemm's epilogue does and rounds once to C's kind (binding 0 at
+ * its offset and strides). Bindings: c, scratch, bias (optional), kmeta (GEMM_META words).
+ */
+export function generateGemmCombine(c: StorageKind, bias: boolean, beta: boolean): string {
+  const m = GEMM_META;
+  const lines: string[] = [];
+  if (c === 'f16') lines.push('enable f16;');
+  lines.push(`@group(0) @binding(0) var<storage, read_write> c: ${arrayType(c, true)};`);
+  lines.push('@group(0) @binding(1) var<storage, read> parts: array<f32>;');
+  if (bias) lines.push(`@group(0) @binding(2) var<storage, read> bias: ${arrayType(c, false)};`);
+  lines.push(`@group(0) @binding(${bias ? 3 : 2}) var<storage, read> kmeta: array<u32>;`);
+  const helpers = storagePrelude([c]);
+  if (helpers) lines.push(helpers);
+  lines.push(
+    `@compute @workgroup_size(${GEMM_COMBINE_WG})`,
+    'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {',
+    `  let M = kmeta[${m.M}]; let N = kmeta[${m.N}]; let S = kmeta[${m.batch}]; let MN = M * N;`,
+    `  let sCm = kmeta[${m.c + 1}]; let sCn = kmeta[${m.c + 2}];`,
+    `  let alpha = bitcast<f32>(kmeta[${m.alpha}]);`,
+    ...(beta ? [`  let beta = bitcast<f32>(kmeta[${m.beta}]);`] : []),
+    `  for (var e = gid.x + gid.y * ng.x * ${GEMM_COMBINE_WG}u; e < MN; e = e + ng.x * ng.y * ${GEMM_COMBINE_WG}u) {`,
+    '    let gm = e / N; let gn = e % N;',
+    '    var s = 0.0;',
+    '    for (var sp = 0u; sp < S; sp = sp + 1u) { s = s + parts[sp * MN + e]; }',
+    `    let ic = kmeta[${m.c}] + gm * sCm + gn * sCn;`,
+    '    var v = alpha * s;',
+    ...(bias ? [`    { let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(c, 'bias', 'ib', false)}; }`] : []),
+    ...(beta ? [`    v = v + beta * ${loadExpr(c, 'c', 'ic', true)};`] : []),
+    `    ${storeStmt(c, 'c', 'ic', 'v').replace(/\n/g, '\n    ')}`,
+    '  }',
+    '}',
+  );
+  return lines.join('\n');
 }

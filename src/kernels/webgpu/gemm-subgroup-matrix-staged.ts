@@ -45,8 +45,13 @@
  * invocations (element e on invocation e % sg), as real results are. Tiles are f32 and the output
  * packed float16 (storage.ts 'f16p'). Every index, barrier and buffer switch is the real kernel's,
  * so SwiftShader checks a plan's numbers on a machine without subgroup matrices.
+ *
+ * Split K (spec.partial, stages 1 and 2): workgroup z is K slice z of kmeta[kc] elements (a
+ * multiple of the K step, so a word never straddles a slice's end); the epilogue stores the raw
+ * f32 sums to the scratch [slice][M][N] (binding 0) and gemm-codegen.ts's combine kernel applies
+ * alpha, bias and beta (see there).
  */
-import { GEMM_META, type GemmSpec } from './gemm-codegen.js';
+import { checkPartialSpec, GEMM_META, type GemmSpec } from './gemm-codegen.js';
 import type { SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
@@ -154,7 +159,7 @@ export function parseStagedPlan(text: string, base: SubgroupMatrixPlan): StagedP
 export function stagedKey(s: GemmSpec, p: StagedPlan, opts: StagedOptions = {}): string {
   // The default plan's key (stages 1, group 1) is the key it always had.
   const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${opts.emulate === true ? '.emu' : ''}`;
-  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}`;
+  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}`;
 }
 
 /** How the kernel spells matrices: the real builtins, or their emulation (see the header). */
@@ -255,7 +260,10 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   const emulate = opts.emulate === true;
   // The emulation reads and writes float16 packed in u32 words (no shader-f16 needed).
   const f16 = emulate ? 'f16p' : 'f16';
-  if (s.a !== f16 || s.b !== f16 || s.c !== f16) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix GEMM takes float16 (${f16}), got ${s.a} x ${s.b} -> ${s.c}`);
+  const partial = s.partial === true;
+  checkPartialSpec(s);
+  if (partial && p.stages === 0) throw new Error('the staged subgroup matrix GEMM splits K with stages 1 or 2 only (stages 0 loads whole tiles of K)');
+  if (s.a !== f16 || s.b !== f16 || (partial ? s.c !== 'f32' : s.c !== f16)) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix GEMM takes float16 (${f16}), got ${s.a} x ${s.b} -> ${s.c}`);
   const D = emulate ? emulatedDialect(p) : realDialect(p);
   const BM = stagedTileM(p);
   const BN = stagedTileN(p);
@@ -276,7 +284,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   // One stage's tile sizes (elements); stages 2 keeps two of each, the second at these offsets.
   const ZA = (aRows ? BM : BK) * SA;
   const ZB = (bRows ? BK : BN) * SB;
-  const outArray = emulate ? 'array<atomic<u32>>' : 'array<f16>';
+  const outArray = partial ? 'array<f32>' : emulate ? 'array<atomic<u32>>' : 'array<f16>';
   const L: string[] = [...D.enables];
   L.push(`@group(0) @binding(0) var<storage, read_write> c: ${outArray};`);
   const opType = direct ? `array<${D.operand}>` : 'array<vec4<u32>>';
@@ -327,6 +335,8 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   for (const [name, base] of [['oA', w.a], ['oB', w.b]] as const) {
     L.push(`    let ${name} = (kmeta[${base}] + c0 * kmeta[${base + 3}] + c1 * kmeta[${base + 4}] + c2 * kmeta[${base + 5}])${direct ? '' : ` / ${W}u`};`);
   }
+  // Split K: bz is the slice (batch sizes 1, batch strides 0: c0 = bz moves no operand).
+  if (partial) L.push(`    let kBeg = bz * kmeta[${w.kc}]; let kEnd = min(K, kBeg + kmeta[${w.kc}]);`);
   if (p.group === 1) {
     L.push('    for (var tm = wid.y; tm < tilesM; tm = tm + ng.y) {');
     L.push('      for (var tn = wid.x; tn < tilesN; tn = tn + ng.x) {');
@@ -343,7 +353,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   if (direct) {
     L.push(...directLoop(s, p, D, accs));
   } else {
-    L.push(...stagedLoop(s, p, D, accs, { NA, NB, SA, SB, ZA, ZB }));
+    L.push(...stagedLoop(s, p, D, accs, { NA, NB, SA, SB, ZA, ZB }, partial ? { begin: 'kBeg', end: 'kEnd' } : { begin: '0u', end: 'K' }));
   }
   for (let i = 0; i < p.tm; i++) {
     for (let j = 0; j < p.tn; j++) {
@@ -353,6 +363,12 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
       L.push(`        for (var e = lane; e < ${MN}u; e = e + ${p.sg}u) {`);
       L.push(`          let gm = m0 + em * ${p.tm * p.m}u + ${i * p.m}u + e / ${p.n}u; let gn = n0 + en * ${p.tn * p.n}u + ${j * p.n}u + e % ${p.n}u;`);
       L.push('          if (gm < M && gn < N) {');
+      if (partial) {
+        L.push(`            c[(bz * M + gm) * N + gn] = Cs[es * ${MN}u + e];`);
+        L.push('          }');
+        L.push('        }');
+        continue;
+      }
       L.push('            let ic = oC + gm * sCm + gn * sCn;');
       L.push(`            var v = alpha * Cs[es * ${MN}u + e];`);
       const biasAt = `kmeta[${w.bias}] + gn * kmeta[${w.bias + 1}]`;
@@ -372,7 +388,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
 }
 
 /** The K loop of stages 1 and 2: words to registers, registers to the tile buffer, matrices from the tiles. */
-function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly string[], t: { NA: number; NB: number; SA: number; SB: number; ZA: number; ZB: number }): string[] {
+function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly string[], t: { NA: number; NB: number; SA: number; SB: number; ZA: number; ZB: number }, kr: { begin: string; end: string }): string[] {
   const { NA, NB, SA, SB, ZA, ZB } = t;
   const BK = stagedTileK(p);
   const aRows = s.aMajor === 'k';
@@ -385,13 +401,13 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
       // [m][k]: line = m, word along k; [k][m]: line = k, word along m.
       const [gm, gk] = aRows ? [`m0 + la${i}`, `${k0} + wa${i} * ${W}u`] : [`m0 + wa${i} * ${W}u`, `${k0} + la${i}`];
       const idx = aRows ? `oA + (${gm}) * sA + (${gk}) / ${W}u` : `oA + (${gk}) * sA + (${gm}) / ${W}u`;
-      out.push(`if (${gm} < M && ${gk} < K) { pa${i} = a[${idx}]; } else { pa${i} = vec4<u32>(); }`);
+      out.push(`if (${gm} < M && ${gk} < ${kr.end}) { pa${i} = a[${idx}]; } else { pa${i} = vec4<u32>(); }`);
     }
     for (let i = 0; i < NB; i++) {
       // [k][n]: line = k, word along n; [n][k]: line = n, word along k.
       const [gk, gn] = bRows ? [`${k0} + lb${i}`, `n0 + wb${i} * ${W}u`] : [`${k0} + wb${i} * ${W}u`, `n0 + lb${i}`];
       const idx = bRows ? `oB + (${gk}) * sB + (${gn}) / ${W}u` : `oB + (${gn}) * sB + (${gk}) / ${W}u`;
-      out.push(`if (${gk} < K && ${gn} < N) { pb${i} = b[${idx}]; } else { pb${i} = vec4<u32>(); }`);
+      out.push(`if (${gk} < ${kr.end} && ${gn} < N) { pb${i} = b[${idx}]; } else { pb${i} = vec4<u32>(); }`);
     }
     return out;
   };
@@ -422,16 +438,16 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
   };
   for (let i = 0; i < NA; i++) L.push(`        var pa${i}: vec4<u32>;`);
   for (let i = 0; i < NB; i++) L.push(`        var pb${i}: vec4<u32>;`);
-  for (const x of loads('0u')) L.push(`        ${x}`);
+  for (const x of loads(kr.begin)) L.push(`        ${x}`);
   for (const x of accs) L.push(`        var ${x} = ${D.result}();`);
   if (p.stages === 1) {
-    L.push(`        for (var k0 = 0u; k0 < K; k0 = k0 + ${BK}u) {`);
+    L.push(`        for (var k0 = ${kr.begin}; k0 < ${kr.end}; k0 = k0 + ${BK}u) {`);
     L.push('          workgroupBarrier();');
     for (const x of puts('', '')) L.push(`          ${x}`);
     L.push('          workgroupBarrier();');
     // The next step's words are in flight while this step multiplies.
     L.push(`          let k1 = k0 + ${BK}u;`);
-    L.push('          if (k1 < K) {');
+    L.push(`          if (k1 < ${kr.end}) {`);
     for (const x of loads('k1')) L.push(`            ${x}`);
     L.push('          }');
     L.push(...multiplies('', ''));
@@ -444,14 +460,14 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
   for (const x of puts('', '')) L.push(`        ${x}`);
   L.push('        workgroupBarrier();');
   L.push('        var ph = 0u;');
-  L.push(`        for (var k0 = 0u; k0 < K; k0 = k0 + ${BK}u) {`);
+  L.push(`        for (var k0 = ${kr.begin}; k0 < ${kr.end}; k0 = k0 + ${BK}u) {`);
   L.push(`          let k1 = k0 + ${BK}u;`);
-  L.push('          if (k1 < K) {');
+  L.push(`          if (k1 < ${kr.end}) {`);
   for (const x of loads('k1')) L.push(`            ${x}`);
   L.push('          }');
   L.push(`          let ao = ph * ${ZA}u; let bo = ph * ${ZB}u;`);
   L.push(...multiplies('ao + ', 'bo + '));
-  L.push('          if (k1 < K) {');
+  L.push(`          if (k1 < ${kr.end}) {`);
   L.push(`            let an = ${ZA}u - ao; let bn = ${ZB}u - bo;`);
   for (const x of puts('an + ', 'bn + ')) L.push(`            ${x}`);
   L.push('          }');

@@ -15,6 +15,11 @@
  * With KILN_WEBGPU_GEMV (the default), products of at most 8 rows with both operands contiguous along K (a decode
  * step's projections, x @ W^T) run on the skinny kernel (gemv-codegen.ts) whatever the dtype: the
  * tiled kernels would give such a product N/64 or N/128 workgroups with one real row each.
+ * With KILN_WEBGPU_GEMM_SMALL (the default), single-batch products with fewer than SPLIT_TARGET
+ * output tiles (a 128-token prefill's projections: 8 to 32 tiles walking K = 1024..3072; the
+ * 64-row MLP) take the staged kernel's 64x64 tiles instead of 128x128, and split K into slices
+ * (planSplitK): f32 partial sums per slice, summed in slice order by a combine kernel that applies
+ * alpha, bias and beta (gemm-codegen.ts), for the tiled and the staged kernels alike.
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
@@ -28,9 +33,10 @@ import { Tensor } from '../../tensor/tensor.js';
 import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
-import { GEMM_BATCH_DIMS, GEMM_BM, GEMM_BN, GEMM_META, gemmKey, generateGemm, type GemmSpec } from './gemm-codegen.js';
+import { GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
 import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
+import type { StorageKind as Kind } from './storage.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { getOption } from '../../runtime/config.js';
 import { runPointwise } from './pointwise-run.js';
@@ -66,6 +72,50 @@ export function gemmKernel(spec: GemmSpec): WebgpuKernel {
     programs.set(key, k);
   }
   return k;
+}
+
+/** The split-K combine pipeline for an output kind and epilogue, compiled on first use. */
+export function gemmCombineKernel(c: Kind, bias: boolean, beta: boolean): WebgpuKernel {
+  const key = gemmCombineKey(c, bias, beta);
+  let k = programs.get(key);
+  if (!k) {
+    k = webgpu().kernel(generateGemmCombine(c, bias, beta), `kiln.gemm (${key})`);
+    programs.set(key, k);
+  }
+  return k;
+}
+
+/**
+ * Whether float16 GEMMs of storage `kind` whose operands are 16-byte words run on the staged
+ * subgroup matrix kernel here (conv-im2col.ts builds such operands for float16 convolutions).
+ */
+export function stagedGemmAvailable(kind: Kind): boolean {
+  if (!(kind === 'f16' || (emulated !== null && kind === 'f16p')) || !getOption('KILN_WEBGPU_SUBGROUP_MATRIX')) return false;
+  if (emulated === null && getOption('KILN_WEBGPU_SM_KERNEL') !== 'staged') return false;
+  const plan = subgroupMatrixPlan();
+  return !('reason' in plan) && stagedSubgroupMatrixPlan(plan) !== null;
+}
+
+/** Output tiles (workgroups) below which a single-batch product takes smaller tiles and splits K. */
+export const SPLIT_TARGET = 256;
+/** The shortest K slice of a split (elements): 8 tiled or 4 staged K steps. */
+const SPLIT_MIN_K = 128;
+/** The most f32 partial sums a split may hold (64 MiB of scratch). */
+const SPLIT_MAX_PARTIALS = 1 << 24;
+
+/**
+ * K slices for a single-batch product of `tiles` output tiles (1: no split) and the K of each
+ * slice, a multiple of the kernel's K step `kStep`: enough slices for about SPLIT_TARGET
+ * workgroups, none shorter than SPLIT_MIN_K, the partial sums within SPLIT_MAX_PARTIALS.
+ */
+export function planSplitK(tiles: number, M: number, N: number, K: number, kStep: number): { splits: number; kc: number } {
+  const none = { splits: 1, kc: K };
+  if (tiles >= SPLIT_TARGET) return none;
+  const want = Math.min(Math.ceil(SPLIT_TARGET / tiles), Math.floor(K / SPLIT_MIN_K), Math.floor(SPLIT_MAX_PARTIALS / (M * N)));
+  if (want <= 1) return none;
+  const kc = Math.ceil(K / want / kStep) * kStep;
+  const splits = Math.ceil(K / kc);
+  return splits <= 1 ? none : { splits, kc };
 }
 
 /** Keys of the GEMM pipelines compiled so far (tests: which kernel a product ran on). */
@@ -282,14 +332,57 @@ export function runGemm(g: WebgpuGemm): Tensor {
     // Stages 0 loads whole matrices from the operands, the first K step's before the loop: only
     // whole tiles and K > 0 (else the planner's plan), so no matrix load leaves its operand.
     if (staged && staged.stages === 0 && (K === 0 || M % stagedTileM(staged) !== 0 || N % stagedTileN(staged) !== 0 || K % stagedTileK(staged) !== 0)) staged = planStaged(sm!, stagedLimits(), { emulate: emulated !== null });
+    const small = nb === 1 && getOption('KILN_WEBGPU_GEMM_SMALL');
+    // Split K: the partial kernel writes raw f32 sums per slice, the combine applies the epilogue.
+    const splitRun = (kernel: (s: GemmSpec) => WebgpuKernel, tn: number, tm: number, split: { splits: number; kc: number }): void => {
+      const scratch = allocOut({ shape: [split.splits * M * N], strides: [1], dtype: 'float32', device: out.device });
+      try {
+        fillMeta(tn, tm);
+        meta[GEMM_META.batch] = split.splits;
+        meta[GEMM_META.kc] = split.kc;
+        const pspec: GemmSpec = { ...spec, c: 'f32', bias: false, beta: false, partial: true };
+        acc.dispatch(kernel(pspec), [scratch.storage.buffer, a.storage.buffer, b.storage.buffer], meta, [Math.min(tn, 65535), Math.min(tm, 65535), split.splits]);
+        const cbufs = [out.storage.buffer, scratch.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
+        const groups = Math.ceil((M * N) / GEMM_COMBINE_WG);
+        acc.dispatch(gemmCombineKernel(kind, spec.bias, spec.beta), cbufs, meta, [Math.min(groups, 65535), Math.min(Math.ceil(groups / 65535), 65535), 1]);
+      } finally {
+        scratch.dispose();
+      }
+    };
     if (staged) {
-      fillMeta(Math.ceil(N / stagedTileN(staged)), Math.ceil(M / stagedTileM(staged)));
-      const [tn, tm] = [meta[GEMM_META.tilesN]!, meta[GEMM_META.tilesM]!];
-      acc.dispatch(stagedKernel(spec, staged), buffers, meta, [Math.min(tn, 65535), Math.min(tm, 65535), Math.min(nb, 65535)]);
+      // The planner's plan only: 64-wide tiles along a dim of at most 64 (a 128-wide tile would
+      // be half padding), and 64x64 tiles where 128x128 ones give a single batch few workgroups.
+      if (getOption('KILN_WEBGPU_GEMM_SMALL') && getOption('KILN_WEBGPU_SM_PLAN') === undefined) {
+        let tm = M <= 64 ? Math.min(2, staged.tm) : staged.tm;
+        let tn = N <= 64 ? Math.min(2, staged.tn) : staged.tn;
+        const tiles = Math.ceil(N / (staged.sgn * tn * staged.n)) * Math.ceil(M / (staged.sgm * tm * staged.m));
+        if (nb === 1 && tiles < SPLIT_TARGET) [tm, tn] = [Math.min(2, tm), Math.min(2, tn)];
+        const shrunk: StagedPlan = { ...staged, tm, tn };
+        if ((tm !== staged.tm || tn !== staged.tn) && stagedPlanProblem(shrunk, stagedLimits(), { emulate: emulated !== null }) === null) staged = shrunk;
+      }
+      const plan = staged;
+      const tn = Math.ceil(N / stagedTileN(plan));
+      const tm = Math.ceil(M / stagedTileM(plan));
+      const split = small && plan.stages !== 0 ? planSplitK(tn * tm, M, N, K, stagedTileK(plan)) : { splits: 1, kc: K };
+      if (split.splits > 1) {
+        splitRun((s) => stagedKernel(s, plan), tn, tm, split);
+        return out;
+      }
+      fillMeta(tn, tm);
+      acc.dispatch(stagedKernel(spec, plan), buffers, meta, [Math.min(tn, 65535), Math.min(tm, 65535), Math.min(nb, 65535)]);
       return out;
     }
     // Emulation covers the staged kernel only: what it does not take runs on the tiled kernel.
     if (emulated !== null) sm = null;
+    if (!sm && small) {
+      const tn = Math.ceil(N / GEMM_BN);
+      const tm = Math.ceil(M / GEMM_BM);
+      const split = planSplitK(tn * tm, M, N, K, GEMM_BK);
+      if (split.splits > 1) {
+        splitRun(gemmKernel, tn, tm, split);
+        return out;
+      }
+    }
     fillMeta(Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN)), Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM)));
     const tilesN = meta[GEMM_META.tilesN]!;
     const tilesM = meta[GEMM_META.tilesM]!;
