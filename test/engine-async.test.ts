@@ -305,12 +305,62 @@ test('sampleAsync: ids on the device equal the ids read; numGenerated sets the s
   ahead.dispose();
 });
 
-test('transfers: uploadFromHost and readLater copy values and name bad arguments', () => {
-  const dst = kiln.zeros([4], { dtype: 'int64' });
-  uploadFromHost(dst, kiln.tensor([5, -1, 2 ** 40, 7], { dtype: 'int64' }));
-  assert.deepEqual(dst.toFlatArray(), [5, -1, 2 ** 40, 7]);
-  const r = readLater(kiln.tensor([1.5, -2], { dtype: 'float32' }));
-  assert.deepEqual(r.wait(), [1.5, -2]);
-  assert.throws(() => uploadFromHost(dst, kiln.tensor([1, 2], { dtype: 'int64' })), /uploadFromHost: dst int64 \[4\] and src int64 \[2\] must have the same dtype and element count/);
-  assert.throws(() => readLater(kiln.zeros([2, 3]).transpose(0, 1)), /readLater: t must be contiguous, got shape \[3, 2\] strides \[1, 3\]/);
-});
+const devices = ['cpu', ...(kiln.isAvailable('cuda') ? ['cuda'] : [])];
+
+for (const device of devices) {
+  test(`transfers: uploadFromHost and readLater copy values in stream order and name bad arguments [${device}]`, () => {
+    const dst = kiln.zeros([4], { dtype: 'int64', device });
+    const host = kiln.tensor([5, -1, 2 ** 40, 7], { dtype: 'int64' });
+    uploadFromHost(dst, host);
+    // The bytes were staged: changing the host tensor at once does not change the upload.
+    host.fill_(0);
+    assert.deepEqual(dst.toFlatArray(), [5, -1, 2 ** 40, 7]);
+    // A read started before later work sees the values from before it.
+    const t = kiln.tensor([1.5, -2, 3], { dtype: 'float32', device });
+    const r = readLater(t);
+    t.fill_(9);
+    assert.deepEqual(r.wait(), [1.5, -2, 3]);
+    assert.deepEqual(t.toFlatArray(), [9, 9, 9]);
+    // More bytes in flight than cuda's pinned ring (8 MiB) holds: older reads are copied out
+    // before their bytes are reused, and every read keeps its values.
+    const big = Array.from({ length: 4 }, (_, i) => kiln.full([768 * 1024], i + 0.5, { device }));
+    const reads = big.map((b) => readLater(b));
+    for (const b of big) b.fill_(-1);
+    reads.forEach((rd, i) => {
+      const v = rd.wait();
+      assert.equal(v.length, 768 * 1024);
+      assert.ok(v[0] === i + 0.5 && v[v.length - 1] === i + 0.5, `read ${i}: ${v[0]}, ${v[v.length - 1]}`);
+    });
+    assert.throws(() => uploadFromHost(dst, kiln.tensor([1, 2], { dtype: 'int64' })), /uploadFromHost: dst int64 \[4\] and src int64 \[2\] must have the same dtype and element count/);
+    assert.throws(() => readLater(kiln.zeros([2, 3], { device }).transpose(0, 1)), /readLater: t must be contiguous, got shape \[3, 2\] strides \[1, 3\]/);
+  });
+}
+
+if (devices.includes('cuda')) {
+  test('cuda, compiled decode (CUDA graphs): async steps give the synchronous tokens; greedy gives transformers\' tokens', () => {
+    const cudaModel = kiln.models.loadQwen3(DENSE, { dtype: 'float32', device: 'cuda' });
+    const runOn = (asyncSteps: boolean, params: SamplingParams | SamplingParams[]): { outs: RequestOutput[]; ahead: number } => {
+      const e = new Engine(cudaModel, { numBlocks: 64, asyncSteps });
+      assert.equal(e.decodeRunner?.path, 'compiled');
+      const outs = e.generateAll(prompts, params);
+      allFree(e);
+      const ahead = e.stats.stepsAhead;
+      e.dispose();
+      return { outs, ahead };
+    };
+    const greedy = runOn(true, { maxNewTokens: 32 });
+    assert.deepEqual(
+      greedy.outs.map((o) => o.outputIds),
+      cases.map((c) => c.generated),
+    );
+    assert.ok(greedy.ahead > 0);
+    const sampled = prompts.map((_, i): SamplingParams => ({ doSample: true, temperature: 0.9, topP: 0.9, seed: 40 + i, logprobs: 1, maxNewTokens: 24 - 3 * i }));
+    const on = runOn(true, sampled);
+    const off = runOn(false, sampled);
+    assert.deepEqual(
+      on.outs.map((o) => o.outputIds),
+      off.outs.map((o) => o.outputIds),
+    );
+    assert.ok(on.ahead > 0);
+  });
+}

@@ -123,13 +123,14 @@ export class LogitsSampler implements Sampler {
       const saved = !mayRedo ? null : x !== logits ? x : logitsReused ? clone(x) : null;
       return { packed: keep(packed), ids: keep(ids), saved: saved && keep(saved) };
     });
-    const redoFrom = saved ?? logits;
+    const redoFrom = saved ?? logits; // logits: the sync path, where nothing overwrites them before read()
     const read = readLater(packed);
     return {
       ids,
       read: () => {
         const host = [...read.wait()];
-        const redo = plans.map((_, r) => r).filter((r) => host[r * width + 1] === 0);
+        // Only a row that mayRedo covers can miss its candidates (sample-rows.ts' fits column).
+        const redo = mayRedo ? plans.map((_, r) => r).filter((r) => host[r * width + 1] === 0) : [];
         if (redo.length > 0) {
           scope(() => {
             const cpuRows = to(indexSelect(to(redoFrom, 'float32'), 0, tensor(redo, { dtype: 'int64', device: redoFrom.device })), 'cpu');
