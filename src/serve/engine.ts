@@ -15,6 +15,16 @@
  * logits) is freed when it returns, so a long decode loop holds only the cache and the weights.
  * The sampler is pluggable (sampling-params.ts' Sampler); the default is LogitsSampler (sampler.ts:
  * greedy unless doSample, temperature, top-k/p, min-p, penalties, seeds, logprobs).
+ *
+ * Async steps (EngineOptions.asyncSteps): step() launches the next step and then reads the one
+ * launched by the previous call (an Inflight). When the batch stays the same, the next step is a
+ * continuation: the decode runner copies the in-flight step's sampled ids (still on the device)
+ * into its input ids, positions are the sequences' lengths, and a block is allocated ahead where a
+ * sequence crosses into one. The continuation's entries are committed (numComputed, prefix hashes)
+ * only after the read, when the tokens they hash are on the host. A row whose sequence finished
+ * or was aborted meanwhile is dropped at the read; nothing else reads its extra key/value (the
+ * blocks go back with the request; the slot is in its last, unregistered block). Whenever the
+ * batch would change, the in-flight step is read first and the step is scheduled as usual.
  */
 import { tensor } from '../api/data.js';
 import { cat, indexSelect } from '../api/indexing.js';

@@ -12,7 +12,11 @@
  * token a candidate, exactly. Host-to-device copies per step: the rows' settings and draws (one
  * [B, 9] table), and the penalised ids, factors and offsets when a row has penalties.
  *
- * Randomness: a seeded row's draw is seededUniform(seed, outputIds.length) (sampler-random.ts), so
+ * sampleAsync (the engine's async steps) queues the same work and returns before the host read:
+ * the ids stay on the device (int64 [B]) for the next step, and the read (tensor/transfer.ts'
+ * readLater: on cuda a copy that waits only for itself) comes later, while the next step runs.
+ *
+ * Randomness: a seeded row's draw is seededUniform(seed, numGenerated ?? outputIds.length) (sampler-random.ts), so
  * its tokens do not depend on the batch; unseeded rows draw from this sampler's own Generator.
  *
  * Logprobs are those of the processed distribution (log_softmax after penalties, temperature and
