@@ -5,6 +5,9 @@
  * - uploadFromHost(dst, src): a cpu tensor's bytes into a device tensor of the same dtype and
  *   size; the copy runs in stream order after the work already queued, and the host returns at
  *   once where the accelerator has copyHostToDeviceAsync (cuda), else it is a plain copy.
+ * - toDeviceNonBlocking(src, device): a new tensor on `device` holding a cpu tensor's values,
+ *   uploaded as uploadFromHost does (small per-step tables: a plain `tensor(data, { device })`
+ *   upload waits for everything queued, e.g. a decode step launched just before).
  * - readLater(t): starts the read of a tensor's values; wait() returns them. On cuda the copy is
  *   queued now and wait() waits only for it, not for work queued after readLater (a next step);
  *   on the cpu the values are read at once (the work that made them has already run); elsewhere
@@ -12,9 +15,10 @@
  *
  * Both take contiguous tensors (callers make them so): the bytes move as one span.
  */
+import type { Device } from '../runtime/device.js';
 import { itemSize } from './dtype.js';
 import { acceleratorFor } from '../runtime/registry.js';
-import type { Tensor } from './tensor.js';
+import { Tensor } from './tensor.js';
 import { decoder, storageArray } from './typed.js';
 
 /** A read in flight (readLater). */
@@ -47,6 +51,14 @@ export function uploadFromHost(dst: Tensor, src: Tensor): void {
   const { accelerator } = acceleratorFor(dst.device);
   if (accelerator.copyHostToDeviceAsync) accelerator.copyHostToDeviceAsync(dst.storage.buffer, dst.offset * size, bytes);
   else accelerator.copyHostToDevice(dst.storage.buffer, dst.offset * size, bytes);
+}
+
+/** A copy of contiguous cpu tensor `src` on `device`, uploaded without waiting for the device where it can. */
+export function toDeviceNonBlocking(src: Tensor, device: Device): Tensor {
+  if (device.type === 'cpu') return src;
+  const out = Tensor.empty(src.shape, src.dtype, device);
+  uploadFromHost(out, src);
+  return out;
 }
 
 /** Starts reading `t`'s values (see the header for when the device is waited for). */
