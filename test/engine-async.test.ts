@@ -82,7 +82,8 @@ for (const [label, options] of [
 }
 
 test('async steps: one decode step per token after the first, each launched before the previous token is read', () => {
-  const e = new Engine(model, { numBlocks: 16, asyncSteps: true });
+  const paths: string[] = [];
+  const e = new Engine(model, { numBlocks: 16, asyncSteps: true, trace: (ev) => (ev.kind === 'step' ? paths.push(ev.path) : undefined) });
   const id = e.addRequest(prompts[1]!, { maxNewTokens: 20 });
   // The first call launches the prefill and reads nothing; each later call launches the next
   // decode step from the device's ids, then reads the step before it.
@@ -96,6 +97,8 @@ test('async steps: one decode step per token after the first, each launched befo
   assert.equal(s.stepsAhead, 19, 'every decode step ran ahead');
   assert.equal(s.tokensComputed, prompts[1]!.length + 19);
   assert.equal(s.tokensGenerated, 20);
+  // EngineOptions.trace sees every launch, the steps launched ahead too.
+  assert.deepEqual(paths, ['step', ...new Array<string>(19).fill('decode')]);
   allFree(e);
   e.dispose();
 });
