@@ -14,10 +14,15 @@
  * head is the embedding, read whole for the logits; untied embedding rows are negligible), and
  * decode_tok_s as a fraction of it. --no-bound skips the measurement.
  * --breakdown adds, per batch size, where a decode step's time goes (medians of 30 steps on the
- * warm engine, every request mid-decode): the whole engine.step(); the decode runner's call alone
+ * warm engine, every request mid-decode): the whole engine.step() (30 steps back to back, then
+ * each part alone); the decode runner's call alone
  * (host: input upload and the graph launch, until it returns), its device time (kiln.Event around
  * it) and its wall time to a synchronize; the sampler alone on those logits (it ends with the host
  * read of the ids). Step minus runner-to-sync minus sampler is the engine's own host share.
+ * With async steps (EngineOptions.asyncSteps) step_ms is a step's time in a run of steps, each
+ * launched before the previous one is read, and the parts are measured alone (synchronised).
+ * --async on,off runs each batch size with async steps on and then off (one engine each; rows
+ * carry async_steps), for a side-by-side A/B in one process; without it, the engine's default.
  * Prompts are chunked by the engine's token budget per step (--max-batched-tokens, default 512 as
  * the engine's): at batch 8 and 64 the first tokens come after several prefill steps.
  * One engine per batch size; a warm-up run on it compiles (and captures) first. Rows follow the issue's schema:
@@ -51,6 +56,7 @@ const { values: a } = parseArgs({
     json: { type: 'string' },
     'no-bound': { type: 'boolean', default: false },
     breakdown: { type: 'boolean', default: false },
+    async: { type: 'string', default: '' },
   },
 });
 
@@ -93,6 +99,14 @@ const newTokens = Number(a.new);
 const reps = Number(a.reps);
 const decode = a.decode === '' ? undefined : (a.decode as 'compiled' | 'eager' | 'step');
 const prefill = a.prefill === '' ? undefined : (a.prefill as 'rows' | 'step');
+/** --async on,off: one engine per batch size and mode, rows side by side (undefined: the engine's default). */
+const asyncModes: (boolean | undefined)[] =
+  a.async === ''
+    ? [undefined]
+    : a.async.split(',').map((m) => {
+        if (m !== 'on' && m !== 'off') throw new Error(`bench/decode: --async takes on, off or both (on,off), got ${a.async}`);
+        return m === 'on';
+      });
 
 const model = (config.isMoe ? kiln.models.Qwen3MoeForCausalLM : kiln.models.Qwen3ForCausalLM).fromConfig(config, { seed: 0, dtype, device: a.device });
 model.eval();
@@ -129,9 +143,9 @@ interface Run {
 const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 
 /** One engine per batch size (its compiled decode programs and CUDA graphs live as long as it does). */
-function makeEngine(b: number): kiln.serve.Engine {
+function makeEngine(b: number, asyncSteps: boolean | undefined): kiln.serve.Engine {
   const blocks = b * Math.ceil((promptLen + newTokens + 1) / 16) + 8;
-  return new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Number(a['max-batched-tokens']), decode, prefill, prefixCaching: false });
+  return new kiln.serve.Engine(model, { numBlocks: blocks, maxNumSeqs: b, maxNumBatchedTokens: Number(a['max-batched-tokens']), decode, prefill, prefixCaching: false, asyncSteps });
 }
 
 function runOnce(engine: kiln.serve.Engine, b: number, n: number, seed: number): Run {
@@ -160,8 +174,11 @@ function runOnce(engine: kiln.serve.Engine, b: number, n: number, seed: number):
 }
 
 const rows: Record<string, unknown>[] = [];
-for (const b of a.batches.split(',').map(Number)) {
-  const engine = makeEngine(b);
+for (const b of a.batches.split(',').map(Number)) for (const mode of asyncModes) benchBatch(b, mode);
+
+function benchBatch(b: number, mode: boolean | undefined): void {
+  const engine = makeEngine(b, mode);
+  const asyncSteps = engine.asyncSteps;
   const warm = runOnce(engine, b, 8, 1); // warm-up: compile and capture this batch's bucket
   const runs: Run[] = [];
   const bwBefore = bound ? readBandwidth() : null;
@@ -182,19 +199,19 @@ for (const b of a.batches.split(',').map(Number)) {
   const counters = engine.decodeRunner?.compileCounters;
   rows.push({
     framework: 'kiln', workload: 'decode', model: a.config, device: a.device, dtype, batch: b, prompt_tokens: promptLen, new_tokens: newTokens,
-    decode_tok_s: Number(decodeTokS.toFixed(2)), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step', prefill_path: engine.prefillRows ? 'rows' : 'step', ...boundRow, loadavg_1m: [loadBefore[0], loadAfter[0]],
+    decode_tok_s: Number(decodeTokS.toFixed(2)), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step', prefill_path: engine.prefillRows ? 'rows' : 'step', async_steps: asyncSteps, ...boundRow, loadavg_1m: [loadBefore[0], loadAfter[0]],
     step_median_ms: Number(best.stepMedianMs.toFixed(3)), step_max_ms: Number(best.stepMaxMs.toFixed(2)), warmup_ms: Number((warm.ttftMs + warm.decodeMs).toFixed(0)),
     compile: counters ? { traces: counters.traces, compiles: counters.compiles, cacheHits: counters.cacheHits, graphBreaks: counters.graphBreaks } : null,
     runs: runs.map((r) => ({ decode_ms: Number(r.decodeMs.toFixed(1)), ttft_ms: Number(r.ttftMs.toFixed(2)) })),
   });
   if (boundRow.bound_tok_s !== undefined) console.error(`batch ${b}: bound ${String(boundRow.bound_tok_s)} tok/s at ${String(boundRow.bandwidth_gb_s)} GB/s; ${(100 * Number(boundRow.fraction_of_bound)).toFixed(1)}% of it`);
-  console.error(`batch ${b}: ${decodeTokS.toFixed(2)} tok/s decode (step median ${best.stepMedianMs.toFixed(2)} ms), first tokens after ${best.ttftMs.toFixed(1)} ms`);
+  console.error(`batch ${b}${asyncSteps ? ' async' : ''}: ${decodeTokS.toFixed(2)} tok/s decode (step median ${best.stepMedianMs.toFixed(2)} ms), first tokens after ${best.ttftMs.toFixed(1)} ms`);
   if (a.breakdown && engine.decodeRunner) rows.push(breakdown(engine, b));
   if (b === 1) {
     // Time to first token at batch 1: the median of `reps` short runs on the warm engine.
     const ttfts: number[] = [];
     for (let r = 0; r < reps; r++) ttfts.push(runOnce(engine, 1, 1, 200 + r).ttftMs);
-    rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), prefill_path: engine.prefillRows ? 'rows' : 'step', samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
+    rows.push({ framework: 'kiln', workload: 'ttft', model: a.config, device: a.device, dtype, batch: 1, prompt_tokens: promptLen, new_tokens: 1, decode_tok_s: null, ttft_ms: Number(median(ttfts).toFixed(2)), prefill_path: engine.prefillRows ? 'rows' : 'step', async_steps: asyncSteps, samples_ms: ttfts.map((x) => Number(x.toFixed(2))) });
   }
   engine.dispose();
 }
@@ -211,10 +228,15 @@ function breakdown(engine: kiln.serve.Engine, b: number): Record<string, unknown
   const syncMs: number[] = [];
   const sampleMs: number[] = [];
   const device = engine.cache.geometry.device;
+  // Whole steps back to back (with async steps each overlaps the next one's launch), then the parts.
   for (let r = 0; r < reps; r++) {
-    let t = performance.now();
+    const t = performance.now();
     engine.step();
     stepMs.push(performance.now() - t);
+  }
+  kiln.synchronize(device);
+  for (let r = 0; r < reps; r++) {
+    let t = 0;
     const seqs = engine.scheduler.running;
     // Each row redoes its sequence's last cached token (same id and position: the cache gets the
     // same keys and values back), so no block beyond the scheduler's allocation is touched.
@@ -239,8 +261,8 @@ function breakdown(engine: kiln.serve.Engine, b: number): Record<string, unknown
   }
   for (const id of ids) engine.abort(id);
   const m = (xs: number[]): number => Number(median(xs).toFixed(3));
-  const row = { framework: 'kiln', workload: 'decode-breakdown', model: a.config, device: a.device, dtype, batch: b, step_ms: m(stepMs), runner_launch_ms: m(launchMs), runner_device_ms: m(deviceMs), runner_sync_ms: m(syncMs), sample_ms: m(sampleMs), engine_host_ms: Number((median(stepMs) - median(syncMs) - median(sampleMs)).toFixed(3)) };
-  console.error(`batch ${b} breakdown: step ${row.step_ms} ms = runner ${row.runner_sync_ms} (launch ${row.runner_launch_ms}, device ${row.runner_device_ms}) + sample ${row.sample_ms} + engine ${row.engine_host_ms}`);
+  const row = { framework: 'kiln', workload: 'decode-breakdown', model: a.config, device: a.device, dtype, batch: b, async_steps: engine.asyncSteps, step_ms: m(stepMs), runner_launch_ms: m(launchMs), runner_device_ms: m(deviceMs), runner_sync_ms: m(syncMs), sample_ms: m(sampleMs), engine_host_ms: Number((median(stepMs) - median(syncMs) - median(sampleMs)).toFixed(3)) };
+  console.error(`batch ${b}${engine.asyncSteps ? ' async' : ''} breakdown: step ${row.step_ms} ms = runner ${row.runner_sync_ms} (launch ${row.runner_launch_ms}, device ${row.runner_device_ms}) + sample ${row.sample_ms} + engine ${row.engine_host_ms}`);
   return row;
 }
 
@@ -252,4 +274,4 @@ try {
 }
 const out = { meta: { machine: os.hostname(), cpu: os.cpus()[0]?.model, cpus: os.cpus().length, date: new Date().toISOString(), command: `node dist/bench/decode.js ${process.argv.slice(2).join(' ')}`, commit, kiln_version: kiln.version, node: process.version }, results: rows };
 if (a.json) fs.writeFileSync(a.json, JSON.stringify(out, null, 2));
-for (const r of rows) console.log(`${String(r.workload).padEnd(7)} batch ${String(r.batch).padStart(3)}  decode ${String(r.decode_tok_s ?? '-').padStart(7)} tok/s  ttft ${r.ttft_ms} ms`);
+for (const r of rows) console.log(`${String(r.workload).padEnd(7)} batch ${String(r.batch).padStart(3)}${r.async_steps ? ' async' : '      '}  decode ${String(r.decode_tok_s ?? '-').padStart(7)} tok/s  ttft ${r.ttft_ms} ms${r.step_ms !== undefined ? `  step ${String(r.step_ms)} ms` : ''}`);

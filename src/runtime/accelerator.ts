@@ -58,6 +58,14 @@ export interface DeviceEvent {
   elapsedTime(end: DeviceEvent): number;
 }
 
+/** A device-to-host copy in flight (Accelerator.readDeviceToHostAsync). */
+export interface PendingHostRead {
+  /** Waits for the copy and returns its bytes (the same array on every call). */
+  wait(): Uint8Array;
+  /** Gives up the result (its host memory may be reused); wait() must not follow. */
+  dispose(): void;
+}
+
 export interface DeviceProperties {
   name: string;
   /** Free-form, accelerator-specific properties (SM count, compute capability, cores...). */
@@ -78,6 +86,20 @@ export interface Accelerator {
   copyHostToDevice(dst: DeviceBuffer, dstByteOffset: number, src: Uint8Array, stream?: DeviceStream): void;
   /** Copies `dst.byteLength` bytes from `src` at byteOffset into host memory. */
   copyDeviceToHost(dst: Uint8Array, src: DeviceBuffer, srcByteOffset: number, stream?: DeviceStream): void;
+  /**
+   * Optional: copyHostToDevice that does not wait for the device. `src` is staged before it
+   * returns (the caller may reuse it at once) and the copy runs in stream order, after the work
+   * queued before it, while the host goes on. Callers fall back to copyHostToDevice without it
+   * (tensor/transfer.ts).
+   */
+  copyHostToDeviceAsync?(dst: DeviceBuffer, dstByteOffset: number, src: Uint8Array, stream?: DeviceStream): void;
+  /**
+   * Optional: queues a copy of `nbytes` from `src` at byteOffset to host memory in stream order and
+   * returns at once; the handle's wait() blocks until that copy (not the work queued after it)
+   * has finished and returns the bytes. Lets a host read of one step's result overlap the next
+   * step's compute. Callers fall back to a plain read at wait() time without it.
+   */
+  readDeviceToHostAsync?(src: DeviceBuffer, srcByteOffset: number, nbytes: number, stream?: DeviceStream): PendingHostRead;
   copyDeviceToDevice(
     dst: DeviceBuffer,
     dstByteOffset: number,

@@ -16,7 +16,10 @@
  *
  * Inputs live in two device buffers per bucket, made once (int64 [3B]: ids, positions, slots;
  * int32 [B + B x maxBlocks]: lengths, tables) and viewed as the step's five arguments; each step
- * fills a host copy and uploads it with one copy per buffer. The arguments are then the same
+ * fills a host copy and uploads it with one copy per buffer, which does not wait for the device
+ * (tensor/transfer.ts: the previous step may still be running). An async engine step passes the
+ * previous step's sampled ids as a device tensor, copied into the ids argument after the upload,
+ * in stream order (engine.ts, asyncSteps). The arguments are then the same
  * tensors at the same addresses every step, so a captured graph replays in place (no per-argument
  * device copies) and nothing is allocated per step.
  *
@@ -28,6 +31,7 @@ import { copy_ } from '../api/core.js';
 import { empty } from '../api/creation.js';
 import { narrow, view } from '../api/views.js';
 import { keep } from '../tensor/scope.js';
+import { uploadFromHost } from '../tensor/transfer.js';
 import { storageArray } from '../tensor/typed.js';
 import { compile, type CompiledFunction } from '../compile/compile.js';
 import type { CompiledProgram, CompileMode } from '../compile/backend.js';
@@ -122,8 +126,13 @@ export class DecodeRunner {
     return [...this.buckets.keys()];
   }
 
-  /** Logits [rows.length, vocab] of the rows' next tokens (their K/V are written to the cache). */
-  run(rows: readonly DecodeRow[]): Tensor {
+  /**
+   * Logits [rows.length, vocab] of the rows' next tokens (their K/V are written to the cache).
+   * `deviceIds` (int64 [k], k <= rows.length, on the cache's device): the first k rows' token ids,
+   * copied device to device into the step's static input after the upload (those rows' tokenId is
+   * ignored): the previous step's sampled ids, which the host has not read yet (async steps).
+   */
+  run(rows: readonly DecodeRow[], deviceIds?: Tensor): Tensor {
     const n = rows.length;
     if (n === 0) throw new Error('DecodeRunner.run: no rows');
     const B = decodeBucket(n);
@@ -149,8 +158,21 @@ export class DecodeRunner {
       iw.set(r.blockTable, B + i * M);
     });
     if (inp.longDevice !== inp.longHost) {
-      copy_(inp.longDevice, inp.longHost);
-      copy_(inp.intDevice, inp.intHost);
+      // Not waiting for the device: the previous step may still be running (stream order puts
+      // these copies after it).
+      uploadFromHost(inp.longDevice, inp.longHost);
+      uploadFromHost(inp.intDevice, inp.intHost);
+    }
+    if (deviceIds !== undefined) {
+      const k = deviceIds.numel();
+      if (deviceIds.ndim !== 1 || deviceIds.dtype !== 'int64' || k > n || !deviceIds.device.equals(this.cache.geometry.device)) {
+        throw new Error(`DecodeRunner.run: deviceIds must be int64 [k <= ${n}] on ${this.cache.geometry.device.toString()}, got ${deviceIds.dtype} [${deviceIds.shape.join(', ')}] on ${deviceIds.device.toString()}`);
+      }
+      if (k > 0) {
+        const dst = narrow(inp.args[0], 0, 0, k);
+        copy_(dst, deviceIds);
+        dst.dispose();
+      }
     }
     const logits = this.step(...inp.args);
     this.counters.steps++;

@@ -15,6 +15,16 @@
  * logits) is freed when it returns, so a long decode loop holds only the cache and the weights.
  * The sampler is pluggable (sampling-params.ts' Sampler); the default is LogitsSampler (sampler.ts:
  * greedy unless doSample, temperature, top-k/p, min-p, penalties, seeds, logprobs).
+ *
+ * Async steps (EngineOptions.asyncSteps): step() launches the next step and then reads the one
+ * launched by the previous call (an Inflight). When the batch stays the same, the next step is a
+ * continuation: the decode runner copies the in-flight step's sampled ids (still on the device)
+ * into its input ids, positions are the sequences' lengths, and a block is allocated ahead where a
+ * sequence crosses into one. The continuation's entries are committed (numComputed, prefix hashes)
+ * only after the read, when the tokens they hash are on the host. A row whose sequence finished
+ * or was aborted meanwhile is dropped at the read; nothing else reads its extra key/value (the
+ * blocks go back with the request; the slot is in its last, unregistered block). Whenever the
+ * batch would change, the in-flight step is read first and the step is scheduled as usual.
  */
 import { tensor } from '../api/data.js';
 import { cat, indexSelect } from '../api/indexing.js';
@@ -25,7 +35,9 @@ import { scope } from '../tensor/scope.js';
 import { LogitsSampler } from './sampler.js';
 import { validateSamplingParams } from './sampling-validate.js';
 import { DEFAULT_BLOCK_SIZE, type KvCacheOptions, PagedKvCache } from './kv-cache.js';
-import type { SampledToken, Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
+import type { PendingSample, SampledToken, Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
+import { hasPenalties } from './penalties.js';
+import { env } from '../platform/index.js';
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
 import { type FinishReason, Sequence } from './sequence.js';
 import { PagedStepKv, type StepEntry } from './step-context.js';
@@ -81,6 +93,22 @@ export interface EngineOptions extends KvCacheOptions, SchedulerOptions {
    * composition and host time; see EngineTraceEvent). Off by default; costs nothing when absent.
    */
   trace?: (e: EngineTraceEvent) => void;
+  /**
+   * Async steps (vLLM's async scheduling; gpt-fast's loop): a decode step is launched before the
+   * host has read the previous step's sampled ids, which stay on the device and are copied into
+   * the new step's input ids (decode-runner.ts); the host then reads the previous ids while the
+   * device runs, so the host's share of a step (the read, streaming, stop checks, bookkeeping,
+   * the next launch) no longer leaves the device idle. step() then returns the outputs of the
+   * step before the one it launched. A sequence that stopped (eos, stop id) has had one more token
+   * computed: it is dropped unread. Steps run synchronously (the previous ids read first) when
+   * the batch would change: a request joins, leaves (its length limit is known ahead), is
+   * aborted, or needs a block that is not free; or a row has penalties (they need the ids). The
+   * tokens are those of synchronous steps, seeded sampling included; unseeded sampling draws from
+   * the sampler's generator in the same order unless a dropped row took a draw.
+   * Needs the decode runner (decode 'eager' or 'compiled') and a sampler with sampleAsync.
+   * Default: off; KILN_ASYNC_STEPS=1 (or 0) sets the default.
+   */
+  asyncSteps?: boolean;
 }
 
 /**
@@ -127,6 +155,17 @@ export interface AddRequestOptions {
   onOutput?: (out: RequestOutput) => void;
 }
 
+/** A step whose sampled ids the host has not read yet (asyncSteps). */
+interface Inflight {
+  /** The sequences that sample in it, in the row order of `pending`. */
+  readonly sampling: readonly Sequence[];
+  readonly pending: PendingSample;
+  /** Rows to drop unread: their input id was redrawn on the host after the step was launched. */
+  readonly discard: Set<Sequence>;
+  /** A continuation's entries: committed once the tokens before them are on the host (prefix hashes). */
+  readonly uncommitted: readonly ScheduledEntry[];
+}
+
 interface Request {
   readonly seq: Sequence;
   readonly onOutput?: (out: RequestOutput) => void;
@@ -140,6 +179,8 @@ export interface EngineStats {
   decodeSteps: number;
   /** Of the steps, those that ran prompt tokens through the decode runner as rows (prefill 'rows'). */
   rowsSteps: number;
+  /** Of the decode steps, those launched before the previous step's ids were read (asyncSteps). */
+  stepsAhead: number;
   /** Tokens run through the model (prefill and decode). */
   tokensComputed: number;
   tokensGenerated: number;
@@ -155,12 +196,16 @@ export class Engine {
   readonly eosTokenIds: readonly number[];
   private readonly requests = new Map<string, Request>();
   private nextId = 0;
-  private readonly counters = { steps: 0, tokensComputed: 0, tokensGenerated: 0, decodeSteps: 0, rowsSteps: 0 };
+  private readonly counters = { steps: 0, tokensComputed: 0, tokensGenerated: 0, decodeSteps: 0, rowsSteps: 0, stepsAhead: 0 };
   /** Runs the all-decode steps on the device (null: decode: 'step'). */
   readonly decodeRunner: DecodeRunner | null;
   /** Whether prompt tokens run through the decode runner too (EngineOptions.prefill 'rows'). */
   readonly prefillRows: boolean;
   private readonly trace: ((e: EngineTraceEvent) => void) | undefined;
+  /** Whether steps run ahead of the host's read (EngineOptions.asyncSteps, when the runner and sampler allow). */
+  readonly asyncSteps: boolean;
+  /** The launched step not read yet (asyncSteps). */
+  private inflight: Inflight | null = null;
 
   constructor(
     readonly model: StepModel,
@@ -189,6 +234,10 @@ export class Engine {
     if (prefill === 'rows' && path === 'step') throw new Error(`Engine: options.prefill 'rows' runs prompts through the decode runner, which decode: 'step' does not have`);
     this.prefillRows = prefill === 'rows';
     this.trace = options.trace;
+    const asyncEnv = env.KILN_ASYNC_STEPS;
+    const wantAsync = options.asyncSteps ?? (asyncEnv === '1' || asyncEnv === 'true');
+    if (typeof wantAsync !== 'boolean') throw new Error(`Engine: options.asyncSteps must be a boolean, got ${JSON.stringify(wantAsync)}`);
+    this.asyncSteps = wantAsync && this.decodeRunner !== null && this.sampler.sampleAsync !== undefined;
   }
 
   /** Longest sequence (prompt + output) a request can reach: model positions or cache capacity. */
@@ -230,8 +279,6 @@ export class Engine {
 
   /** One scheduler iteration; returns the outputs of the requests that got a token or finished. */
   step(options: StepOptions = {}): RequestOutput[] {
-    const { entries } = this.scheduler.schedule();
-    if (entries.length === 0) return [];
     // Called once: by the sampler before its host read, or by runStep before it delivers outputs.
     let hookDue = options.whileDeviceRuns !== undefined;
     const whileDeviceRuns = (): void => {
@@ -239,12 +286,18 @@ export class Engine {
       hookDue = false;
       options.whileDeviceRuns!();
     };
-    if (this.trace === undefined) return this.runStep(entries, whileDeviceRuns);
-    return this.tracedStep(entries, whileDeviceRuns, this.trace);
+    if (this.asyncSteps) return this.asyncStep(whileDeviceRuns);
+    const { entries } = this.scheduler.schedule();
+    if (entries.length === 0) return [];
+    if (this.trace === undefined) return this.runStep(entries, whileDeviceRuns, false) as RequestOutput[];
+    return this.tracedStep(entries, whileDeviceRuns, this.trace, false) as RequestOutput[];
   }
 
-  /** runStep, reporting the step's composition and time to EngineOptions.trace. */
-  private tracedStep(entries: readonly ScheduledEntry[], whileDeviceRuns: () => void, trace: (e: EngineTraceEvent) => void): RequestOutput[] {
+  /**
+   * runStep, reporting the step's composition and time to EngineOptions.trace (with async steps,
+   * `ms` is the launch's host time: the read comes in a later call).
+   */
+  private tracedStep(entries: readonly ScheduledEntry[], whileDeviceRuns: () => void, trace: (e: EngineTraceEvent) => void, async: boolean): RequestOutput[] | Inflight {
     let prefillTokens = 0;
     let prefillSeqs = 0;
     let tokens = 0;
@@ -262,7 +315,7 @@ export class Engine {
     const rowsBefore = this.counters.rowsSteps;
     const runnerBefore = this.decodeRunner?.counters.steps ?? 0;
     const t = performance.now();
-    const out = this.runStep(entries, whileDeviceRuns);
+    const out = this.runStep(entries, whileDeviceRuns, async);
     const ms = performance.now() - t;
     const ran = (this.decodeRunner?.counters.steps ?? 0) > runnerBefore;
     const path = this.counters.rowsSteps > rowsBefore ? 'rows' : ran && prefillSeqs === 0 ? 'decode' : 'step';
@@ -272,13 +325,116 @@ export class Engine {
     return out;
   }
 
-  private runStep(entries: readonly ScheduledEntry[], whileDeviceRuns: () => void): RequestOutput[] {
+  /**
+   * One step of the async loop (EngineOptions.asyncSteps): launch the next step, from the
+   * in-flight one's ids on the device when the batch stays the same (a continuation), else after
+   * reading them; then read the in-flight step while the new one runs. Returns the outputs read.
+   */
+  private asyncStep(whileDeviceRuns: () => void): RequestOutput[] {
+    const outputs: RequestOutput[] = [];
+    let prev = this.inflight;
+    this.inflight = null;
+    let next: Inflight | null = null;
+    try {
+      if (prev !== null && !this.canContinue(prev)) {
+        const done = prev;
+        prev = null;
+        outputs.push(...this.complete(done).outputs);
+      }
+      if (prev !== null) {
+        next = this.launchContinuation(prev);
+      } else {
+        const { entries } = this.scheduler.schedule();
+        if (entries.length === 0) return outputs;
+        const ran = this.trace === undefined ? this.runStep(entries, whileDeviceRuns, true) : this.tracedStep(entries, whileDeviceRuns, this.trace, true);
+        if (Array.isArray(ran)) return [...outputs, ...ran];
+        next = ran;
+      }
+      whileDeviceRuns();
+      if (prev !== null) {
+        const done = prev;
+        prev = null;
+        const { outputs: read, redrawn } = this.complete(done);
+        outputs.push(...read);
+        // A row whose input id was redrawn on the host computed from the wrong token: dropped, and
+        // its sequence runs that position again in the next (synchronous) step.
+        for (const seq of redrawn) next.discard.add(seq);
+        this.scheduler.commit(next.uncommitted.filter((e) => e.seq.status === 'running' && !next!.discard.has(e.seq)));
+      }
+      if (next.sampling.some((seq) => seq.status === 'running' && !next!.discard.has(seq))) this.inflight = next;
+      else next.pending.dispose();
+      return outputs;
+    } catch (e) {
+      // Leave no half-read step behind: the requests' state is that of the last completed read.
+      prev?.pending.dispose();
+      if (next !== null && this.inflight !== next) next.pending.dispose();
+      throw e;
+    }
+  }
+
+  /**
+   * Whether the next step can start from `f`'s ids on the device: the same sequences, in the
+   * scheduler's order, each adding one token, none ending by length with f's token (known ahead),
+   * nobody waiting to join, no penalties, and free blocks for the sequences crossing into a new one.
+   */
+  private canContinue(f: Inflight): boolean {
+    const running = this.scheduler.running;
+    const seqs = f.sampling;
+    if (seqs.length === 0 || seqs.length !== running.length || f.discard.size > 0) return false;
+    if (seqs.length > this.scheduler.maxNumBatchedTokens) return false;
+    if (this.scheduler.waiting.length > 0 && running.length < this.scheduler.maxNumSeqs) return false;
+    let blocks = 0;
+    for (let i = 0; i < seqs.length; i++) {
+      const seq = seqs[i]!;
+      if (seq !== running[i] || seq.status !== 'running' || seq.numComputed !== seq.length) return false;
+      if (seq.outputIds.length + 1 >= seq.maxNewTokens || seq.length + 1 >= seq.maxLength) return false;
+      if (hasPenalties(seq)) return false;
+      blocks += this.cache.blocksFor(seq.length + 1) - seq.blockTable.length;
+    }
+    return blocks <= this.cache.allocator.numFree;
+  }
+
+  /** Launches the decode step after `f`: each sequence's next token is f's sampled id, on the device. */
+  private launchContinuation(f: Inflight): Inflight {
+    const runner = this.decodeRunner!;
+    const seqs = f.sampling;
+    // The position of f's token is known (the sequence's length): its block is allocated now.
+    for (const seq of seqs) this.cache.grow(seq.blockTable, seq.length + 1);
+    const rows: DecodeRow[] = seqs.map((seq) => ({ tokenId: 0, position: seq.length, blockTable: seq.blockTable }));
+    const samplingRows: SamplingRow[] = seqs.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds, numGenerated: s.outputIds.length + 1 }));
+    const t = performance.now();
+    const pending = noGrad(() => scope(() => this.sampler.sampleAsync!(runner.run(rows, f.pending.ids), samplingRows)));
+    this.trace?.({ kind: 'step', t, ms: performance.now() - t, prefillTokens: 0, prefillSeqs: 0, decodeSeqs: seqs.length, path: 'decode', bucket: decodeBucket(seqs.length) });
+    this.counters.steps++;
+    this.counters.decodeSteps++;
+    this.counters.stepsAhead++;
+    this.counters.tokensComputed += seqs.length;
+    return { sampling: seqs, pending, discard: new Set(), uncommitted: seqs.map((seq) => ({ seq, numNew: 1 })) };
+  }
+
+  /** The host read of `f`: appends each live row's token, finishes those that are done, delivers. */
+  private complete(f: Inflight): { outputs: RequestOutput[]; redrawn: Sequence[] } {
+    let read: ReturnType<PendingSample['read']>;
+    try {
+      read = f.pending.read();
+    } finally {
+      f.pending.dispose();
+    }
+    const live = f.sampling.map((seq) => seq.status === 'running' && !f.discard.has(seq));
+    const outputs = this.append(
+      f.sampling.filter((_, i) => live[i]),
+      read.tokens.filter((_, i) => live[i]),
+    );
+    return { outputs, redrawn: read.redrawn.map((r) => f.sampling[r]!) };
+  }
+
+  private runStep(entries: readonly ScheduledEntry[], whileDeviceRuns: () => void, async: boolean): RequestOutput[] | Inflight {
     // Sequences adding their next sampled token run through the device-side decode step (one
     // row each); the rest (prefill chunks) through forwardStep, in the same engine step.
     const runner = this.decodeRunner;
     if (runner && this.prefillRows && entries.some((e) => e.numNew !== 1)) {
       const total = entries.reduce((n, e) => n + e.numNew, 0);
-      if (total <= DECODE_BUCKETS[DECODE_BUCKETS.length - 1]!) return this.rowsStep(runner, entries, whileDeviceRuns);
+      if (total <= DECODE_BUCKETS[DECODE_BUCKETS.length - 1]!) return this.rowsStep(runner, entries, whileDeviceRuns, async);
     }
     const fast = runner ? entries.filter((e) => e.numNew === 1 && e.seq.numComputed + 1 === e.seq.length) : [];
     const fastSet = new Set(fast);
@@ -303,25 +459,42 @@ export class Engine {
         sampling.push(seq);
       }
     }
-    const rows: SamplingRow[] = sampling.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
-    const sampled = noGrad(() =>
-      scope(() => {
-        const parts: Tensor[] = [];
-        if (fast.length > 0) parts.push(runner!.run(fast.map(({ seq }) => ({ tokenId: seq.tokens[seq.numComputed]!, position: seq.numComputed, blockTable: seq.blockTable }))));
-        if (restOrder.length > 0) {
-          const kv = new PagedStepKv(this.cache, stepEntries);
-          const input = tensor(ids, { dtype: 'int64', device: this.cache.geometry.device });
-          const logits = this.model.forwardStep(input, positions, kv, logitsRows);
-          if (logitsRows.length > 0) parts.push(logits);
-        }
-        if (sampling.length === 0) return [];
-        return this.sampler.sample(parts.length === 1 ? parts[0]! : cat(parts, 0), rows, whileDeviceRuns);
-      }),
-    );
     if (fast.length > 0) this.counters.decodeSteps++;
-    this.scheduler.commit(order);
     this.counters.steps++;
     this.counters.tokensComputed += ids.length + fast.length;
+    return this.sampleStep(order, sampling, whileDeviceRuns, async, () => {
+      const parts: Tensor[] = [];
+      if (fast.length > 0) parts.push(runner!.run(fast.map(({ seq }) => ({ tokenId: seq.tokens[seq.numComputed]!, position: seq.numComputed, blockTable: seq.blockTable }))));
+      if (restOrder.length > 0) {
+        const kv = new PagedStepKv(this.cache, stepEntries);
+        const input = tensor(ids, { dtype: 'int64', device: this.cache.geometry.device });
+        const logits = this.model.forwardStep(input, positions, kv, logitsRows);
+        if (logitsRows.length > 0) parts.push(logits);
+      }
+      return parts.length === 0 ? null : parts.length === 1 ? parts[0]! : cat(parts, 0);
+    });
+  }
+
+  /**
+   * Runs a step's model work (`forward`: the sampling rows' logits, or null when no row samples)
+   * and its sampling, then commits `entries` (their tokens are cached). Synchronous: reads the ids
+   * and returns the outputs. `async` (with rows to sample): leaves the sampling in flight.
+   */
+  private sampleStep(entries: readonly ScheduledEntry[], sampling: readonly Sequence[], whileDeviceRuns: () => void, async: boolean, forward: () => Tensor | null): RequestOutput[] | Inflight {
+    const rows: SamplingRow[] = sampling.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
+    if (async && sampling.length > 0) {
+      const pending = noGrad(() => scope(() => this.sampler.sampleAsync!(forward()!, rows)));
+      this.scheduler.commit(entries);
+      return { sampling, pending, discard: new Set(), uncommitted: [] };
+    }
+    const sampled = noGrad(() =>
+      scope(() => {
+        const logits = forward();
+        if (sampling.length === 0) return [];
+        return this.sampler.sample(logits!, rows, whileDeviceRuns);
+      }),
+    );
+    this.scheduler.commit(entries);
     whileDeviceRuns();
     return this.append(sampling, sampled);
   }
@@ -334,7 +507,7 @@ export class Engine {
    * rows that sample (each sequence's last token once its prompt is all cached) are selected on
    * the device.
    */
-  private rowsStep(runner: DecodeRunner, entries: readonly ScheduledEntry[], whileDeviceRuns: () => void): RequestOutput[] {
+  private rowsStep(runner: DecodeRunner, entries: readonly ScheduledEntry[], whileDeviceRuns: () => void, async: boolean): RequestOutput[] | Inflight {
     const rows: DecodeRow[] = [];
     const pick: number[] = [];
     const sampling: Sequence[] = [];
@@ -345,23 +518,15 @@ export class Engine {
         sampling.push(seq);
       }
     }
-    const samplingRows: SamplingRow[] = sampling.map((s) => ({ params: s.params, promptIds: s.promptIds, outputIds: s.outputIds }));
-    const sampled = noGrad(() =>
-      scope(() => {
-        const logits = runner.run(rows);
-        if (sampling.length === 0) return [];
-        const all = pick.length === rows.length;
-        const chosen = all ? logits : indexSelect(logits, 0, tensor(pick, { dtype: 'int64', device: logits.device }));
-        return this.sampler.sample(chosen, samplingRows, whileDeviceRuns);
-      }),
-    );
     if (entries.every((e) => e.numNew === 1)) this.counters.decodeSteps++;
-    this.scheduler.commit(entries);
     this.counters.steps++;
     this.counters.rowsSteps++;
     this.counters.tokensComputed += rows.length;
-    whileDeviceRuns();
-    return this.append(sampling, sampled);
+    return this.sampleStep(entries, sampling, whileDeviceRuns, async, () => {
+      const logits = runner.run(rows);
+      if (sampling.length === 0) return null;
+      return pick.length === rows.length ? logits : indexSelect(logits, 0, tensor(pick, { dtype: 'int64', device: logits.device }));
+    });
   }
 
   /** Appends each sampling sequence's token, finishes those that are done, delivers the outputs. */
@@ -433,6 +598,8 @@ export class Engine {
 
   /** Frees the cache. */
   dispose(): void {
+    this.inflight?.pending.dispose();
+    this.inflight = null;
     for (const { seq } of this.requests.values()) if (seq.status !== 'finished') this.finish(seq, 'abort');
     this.decodeRunner?.dispose();
     this.cache.dispose();

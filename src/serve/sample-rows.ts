@@ -38,6 +38,7 @@ import { div, eq, exp, ge, gt, le, log, logicalAnd, logicalNot, logicalOr, lt, m
 import { amax, any, argmax, cumsum, logsumexp, sum, topk } from '../api/reduction.js';
 import { narrow } from '../api/views.js';
 import type { Tensor } from '../tensor/tensor.js';
+import { toDeviceNonBlocking } from '../tensor/transfer.js';
 
 /** One row's settings for the step, already validated and defaulted. */
 export interface RowPlan {
@@ -104,7 +105,10 @@ export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, w
     const pOn = plans.map((p, r) => sampling[r]! && p.topP < 1);
     const need = Math.max(0, ...plans.map((p, r) => (pOn[r] ? Infinity : kOn[r] ? p.topK : 0)));
     const C = Math.min(V, maxCandidates, need);
-    const table = tensor(
+    // Made on the cpu and uploaded without waiting: in an async engine step the previous
+    // step's work (and this one's model) are still queued, and a waiting upload would idle the
+    // device while the host catches up (tensor/transfer.ts).
+    const hostTable = tensor(
       plans.map((p, r) => {
         const row = new Array<number>(Col.Count).fill(0);
         row[Col.Temperature] = p.temperature;
@@ -118,8 +122,9 @@ export function sampleRows(x: Tensor, plans: readonly RowPlan[], nTop: number, w
         row[Col.Sampling] = sampling[r] ? 1 : 0;
         return row;
       }),
-      { dtype: 'float32', device },
+      { dtype: 'float32' },
     );
+    const table = toDeviceNonBlocking(hostTable, device);
     const col = (c: Col): Tensor => narrow(table, 1, c, 1);
     const flag = (c: Col): Tensor => gt(col(c), 0);
 

@@ -12,7 +12,11 @@
  * token a candidate, exactly. Host-to-device copies per step: the rows' settings and draws (one
  * [B, 9] table), and the penalised ids, factors and offsets when a row has penalties.
  *
- * Randomness: a seeded row's draw is seededUniform(seed, outputIds.length) (sampler-random.ts), so
+ * sampleAsync (the engine's async steps) queues the same work and returns before the host read:
+ * the ids stay on the device (int64 [B]) for the next step, and the read (tensor/transfer.ts'
+ * readLater: on cuda a copy that waits only for itself) comes later, while the next step runs.
+ *
+ * Randomness: a seeded row's draw is seededUniform(seed, numGenerated ?? outputIds.length) (sampler-random.ts), so
  * its tokens do not depend on the batch; unseeded rows draw from this sampler's own Generator.
  *
  * Logprobs are those of the processed distribution (log_softmax after penalties, temperature and
@@ -21,21 +25,22 @@
  * Greedy rows report log_softmax of the penalised logits. The top n alternatives are the n most
  * likely (ties by lower id); when n exceeds what the filters left, the rest are -Infinity.
  */
-import { to } from '../api/core.js';
-import { arange } from '../api/creation.js';
+import { clone, contiguous, to } from '../api/core.js';
+import { arange, empty } from '../api/creation.js';
 import { tensor } from '../api/data.js';
 import { indexSelect } from '../api/indexing.js';
 import { argmax } from '../api/reduction.js';
-import { reshape } from '../api/views.js';
+import { narrow, reshape } from '../api/views.js';
 import type { Device } from '../runtime/device.js';
 import { isFloating } from '../tensor/dtype.js';
 import { Generator } from '../tensor/random.js';
 import { keep, scope } from '../tensor/scope.js';
 import { Tensor } from '../tensor/tensor.js';
+import { readLater } from '../tensor/transfer.js';
 import { applyPenalties, hasPenalties } from './penalties.js';
 import { type RowPlan, sampleRows } from './sample-rows.js';
 import { seededUniform } from './sampler-random.js';
-import type { SampledToken, Sampler, SamplingRow } from './sampling-params.js';
+import type { PendingSample, SampledToken, Sampler, SamplingRow } from './sampling-params.js';
 import { validateSamplingParams } from './sampling-validate.js';
 
 export interface LogitsSamplerOptions {
@@ -66,46 +71,95 @@ export class LogitsSampler implements Sampler {
   }
 
   sample(logits: Tensor, rows: readonly SamplingRow[], whileDeviceRuns?: () => void): SampledToken[] {
+    const pending = this.launch(logits, rows, false);
+    try {
+      whileDeviceRuns?.();
+      return pending.read().tokens;
+    } finally {
+      pending.dispose();
+    }
+  }
+
+  /**
+   * The step queued, its ids left on the device for the next step (the engine's async steps), read
+   * later. Rows whose nucleus may not fit the candidates keep a copy of their logits for the exact
+   * redo (the caller's logits may be a static buffer the next step overwrites).
+   */
+  sampleAsync(logits: Tensor, rows: readonly SamplingRow[]): PendingSample {
+    return this.launch(logits, rows, true);
+  }
+
+  private launch(logits: Tensor, rows: readonly SamplingRow[], logitsReused: boolean): PendingSample {
     const { vocab } = this.checkInputs(logits, rows);
-    if (rows.length === 0) return [];
+    if (rows.length === 0) {
+      const ids = keep(empty([0], { dtype: 'int64', device: logits.device }));
+      return { ids, read: () => ({ tokens: [], redrawn: [] }), dispose: () => ids.dispose() };
+    }
     const plans = rows.map((row) => this.plan(row, vocab));
     // Greedy rows with no penalties and no logprobs (the common decode): argmax straight on the
     // logits in their own dtype (a float32 copy would not change the first maximum) and one read of
     // the ids: one kernel instead of the general path's six (measured on the H200 at batch 1: the
     // general path took 0.33 ms of a 2 ms step).
     if (rows.every((r) => !r.params.doSample && r.params.logprobs === undefined && !hasPenalties(r))) {
-      const ids = scope(() => {
-        const picked = argmax(logits, 1);
-        whileDeviceRuns?.();
-        return picked.toFlatArray();
-      });
-      return ids.map((id) => ({ id: Number(id) }));
+      const ids = keep(argmax(logits, 1));
+      const read = readLater(ids);
+      return {
+        ids,
+        read: () => ({ tokens: read.wait().map((id) => ({ id: Number(id) })), redrawn: [] }),
+        dispose: () => {
+          read.dispose();
+          ids.dispose();
+        },
+      };
     }
+    const B = rows.length;
     const nTop = Math.max(0, ...rows.map((r) => r.params.logprobs ?? 0));
     const withLogprobs = rows.some((r) => r.params.logprobs !== undefined);
     const width = withLogprobs ? 3 + 2 * Math.min(nTop, vocab) : 2;
-    const out = scope(() => {
+    // A row can need the exact pass only when its topP nucleus or topK may reach past the candidates.
+    const mayRedo = vocab > this.maxCandidates && plans.some((p) => !p.greedy && (p.topP < 1 || p.topK > this.maxCandidates));
+    const { packed, ids, saved } = scope(() => {
       const x = applyPenalties(to(logits, 'float32'), rows);
       const packed = sampleRows(x, plans, nTop, withLogprobs, this.maxCandidates, this.iota(x.device, vocab));
-      whileDeviceRuns?.();
-      const host = packed.toFlatArray();
-      const redo = plans.map((_, r) => r).filter((r) => host[r * width + 1] === 0);
-      if (redo.length > 0) {
-        const cpuRows = to(indexSelect(x, 0, tensor(redo, { dtype: 'int64', device: x.device })), 'cpu');
-        const again = sampleRows(cpuRows, redo.map((r) => plans[r]!), nTop, withLogprobs, Infinity, this.iota(cpuRows.device, vocab)).toFlatArray();
-        redo.forEach((r, i) => host.splice(r * width, width, ...again.slice(i * width, (i + 1) * width)));
-      }
-      return host;
+      const ids = contiguous(reshape(to(narrow(packed, 1, 0, 1), 'int64'), [B]));
+      // x is the caller's logits when they are float32 and no row has penalties: copy them only
+      // when the caller may overwrite them before the read.
+      const saved = !mayRedo ? null : x !== logits ? x : logitsReused ? clone(x) : null;
+      return { packed: keep(packed), ids: keep(ids), saved: saved && keep(saved) };
     });
-    return rows.map((row, r) => {
-      const at = r * width;
-      const id = out[at]!;
-      const n = row.params.logprobs;
-      if (n === undefined) return { id };
-      const k = Math.min(n, vocab);
-      const top = Array.from({ length: k }, (_, j) => ({ id: out[at + 3 + j]!, logprob: out[at + 3 + Math.min(nTop, vocab) + j]! }));
-      return { id, logprob: out[at + 2]!, top };
-    });
+    const redoFrom = saved ?? logits; // logits: the sync path, where nothing overwrites them before read()
+    const read = readLater(packed);
+    return {
+      ids,
+      read: () => {
+        const host = [...read.wait()];
+        // Only a row that mayRedo covers can miss its candidates (sample-rows.ts' fits column).
+        const redo = mayRedo ? plans.map((_, r) => r).filter((r) => host[r * width + 1] === 0) : [];
+        if (redo.length > 0) {
+          scope(() => {
+            const cpuRows = to(indexSelect(to(redoFrom, 'float32'), 0, tensor(redo, { dtype: 'int64', device: redoFrom.device })), 'cpu');
+            const again = sampleRows(cpuRows, redo.map((r) => plans[r]!), nTop, withLogprobs, Infinity, this.iota(cpuRows.device, vocab)).toFlatArray();
+            redo.forEach((r, i) => host.splice(r * width, width, ...again.slice(i * width, (i + 1) * width)));
+          });
+        }
+        const tokens = rows.map((row, r): SampledToken => {
+          const at = r * width;
+          const id = host[at]!;
+          const n = row.params.logprobs;
+          if (n === undefined) return { id };
+          const k = Math.min(n, vocab);
+          const top = Array.from({ length: k }, (_, j) => ({ id: host[at + 3 + j]!, logprob: host[at + 3 + Math.min(nTop, vocab) + j]! }));
+          return { id, logprob: host[at + 2]!, top };
+        });
+        return { tokens, redrawn: redo };
+      },
+      dispose: () => {
+        read.dispose();
+        packed.dispose();
+        ids.dispose();
+        saved?.dispose();
+      },
+    };
   }
 
   /** Frees the cached index rows (the sampler stays usable and rebuilds them on demand). */
@@ -166,7 +220,7 @@ export class LogitsSampler implements Sampler {
       topK: topK >= vocab ? 0 : topK,
       topP: p.topP ?? 1,
       minP: p.minP ?? 0,
-      uniform: p.seed !== undefined ? seededUniform(p.seed, row.outputIds.length) : this.generator.nextDouble(),
+      uniform: p.seed !== undefined ? seededUniform(p.seed, row.numGenerated ?? row.outputIds.length) : this.generator.nextDouble(),
     };
   }
 }

@@ -42,6 +42,13 @@ export interface SamplingRow {
   /** Prompt and generated token ids so far (penalties read them). */
   readonly promptIds: readonly number[];
   readonly outputIds: readonly number[];
+  /**
+   * Tokens the sequence generated before this one: outputIds.length, except in an async engine
+   * step (engine.ts, asyncSteps), where the previous token is still on the device and outputIds
+   * lacks it. Seeded draws use this count. Rows of such steps never have penalties (which need
+   * the ids themselves: the engine reads them first).
+   */
+  readonly numGenerated?: number;
 }
 
 export interface SampledToken {
@@ -50,6 +57,20 @@ export interface SampledToken {
   readonly logprob?: number;
   /** The row's top-n alternatives (id, logprob), most likely first, when asked for. */
   readonly top?: readonly { id: number; logprob: number }[];
+}
+
+/** A sampling step queued on the device whose result the host has not read yet (Sampler.sampleAsync). */
+export interface PendingSample {
+  /**
+   * int64 [rows] on the logits' device: the sampled ids, valid in stream order, so the next step
+   * can read them on the device before the host has. They equal read()'s ids except at the rows
+   * read() reports `redrawn` (picked again on the host after the device's pick).
+   */
+  readonly ids: Tensor;
+  /** Waits for the result (the step's one host read) and returns one token per row. */
+  read(): { tokens: SampledToken[]; redrawn: readonly number[] };
+  /** Frees what it holds (after read(), or instead of it). */
+  dispose(): void;
 }
 
 /**
@@ -63,6 +84,13 @@ export interface Sampler {
    * that ignores it is still correct: the engine then calls it after sample() returns.
    */
   sample(logits: Tensor, rows: readonly SamplingRow[], whileDeviceRuns?: () => void): SampledToken[];
+  /**
+   * Optional: queues the step and returns before the host read, leaving the ids on the device.
+   * `logits` may be overwritten by device work queued after this call (a CUDA graph's static
+   * output): what read() needs later must be copied now. The engine's async steps (asyncSteps)
+   * need it; without it the engine runs every step synchronously.
+   */
+  sampleAsync?(logits: Tensor, rows: readonly SamplingRow[]): PendingSample;
   /**
    * Optional: throws, naming the option, if this sampler cannot honour `params` (`where` prefixes
    * the message). The engine calls it in addRequest, so a bad option fails its own request there

@@ -4,7 +4,7 @@
  * one overlaps the DMA of the other); all work is asynchronous on each device's Kiln default stream
  * (created non-blocking), and reading back to the host synchronises that stream.
  */
-import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule } from '../accelerator.js';
+import type { Accelerator, DeviceBuffer, DeviceEvent, DeviceProperties, DeviceStream, KernelModule, PendingHostRead } from '../accelerator.js';
 import { CudaAllocator } from './allocator.js';
 import { raiseDeviceErrors } from './device-errors.js';
 import { check, deviceCount, driver, makeCurrent } from './driver.js';
@@ -12,6 +12,7 @@ import type { DevPtr, Ptr } from './ffi.js';
 import { kernelFromSource } from './kernel-cache.js';
 import { type CudaKernel, launch, type LaunchDims, type ParamType } from './launch.js';
 import { nvrtcVersion } from './nvrtc.js';
+import { PinnedRing } from './pinned-ring.js';
 import { deviceInfo } from './properties.js';
 import { CudaEvent, CudaStream } from './stream.js';
 
@@ -33,6 +34,7 @@ export class CudaAccelerator implements Accelerator {
   private readonly allocators = new Map<number, CudaAllocator>();
   private readonly streams = new Map<number, CudaStream>();
   private readonly staging = new Map<number, Staging>();
+  private readonly rings = new Map<number, PinnedRing>();
 
   constructor() {
     this.count = deviceCount();
@@ -181,6 +183,84 @@ export class CudaAccelerator implements Accelerator {
     }
     // A read-back is where eager code waits for the device: report bad input its kernels found.
     raiseDeviceErrors(src.deviceIndex, this.defaultStream(src.deviceIndex).handle);
+  }
+
+  private ringFor(index: number): PinnedRing {
+    let r = this.rings.get(index);
+    if (!r) {
+      r = new PinnedRing(index);
+      this.rings.set(index, r);
+    }
+    return r;
+  }
+
+  /** Stages `src` in the pinned ring and queues its copy; returns without waiting (pinned-ring.ts). */
+  copyHostToDeviceAsync(dst: DeviceBuffer, dstByteOffset: number, src: Uint8Array, stream?: DeviceStream): void {
+    if (src.byteLength === 0) return;
+    checkRange('copyHostToDeviceAsync', dst, dstByteOffset, src.byteLength);
+    const s = this.stream(dst, stream);
+    makeCurrent(dst.deviceIndex);
+    if (s.isCapturing()) throw uncapturableCopy('host->cuda', src.byteLength, dst.deviceIndex);
+    const slot = this.ringFor(dst.deviceIndex).take(src.byteLength, ({ event }) => ({ done: () => event.query(), retire: () => event.synchronize() }));
+    if (slot === null) {
+      this.copyHostToDevice(dst, dstByteOffset, src, stream);
+      return;
+    }
+    slot.view.set(src);
+    check(driver().cu.cuMemcpyHtoDAsync_v2(devPtr(dst, dstByteOffset), slot.ptr, src.byteLength, s.handle), `copying ${src.byteLength} bytes host->cuda:${dst.deviceIndex}`);
+    slot.event.record(s);
+  }
+
+  /** Queues a copy into the pinned ring; wait() waits for that copy's event only (pinned-ring.ts). */
+  readDeviceToHostAsync(src: DeviceBuffer, srcByteOffset: number, nbytes: number, stream?: DeviceStream): PendingHostRead {
+    checkRange('readDeviceToHostAsync', src, srcByteOffset, nbytes);
+    const s = this.stream(src, stream);
+    makeCurrent(src.deviceIndex);
+    if (s.isCapturing()) throw uncapturableCopy('cuda->host', nbytes, src.deviceIndex);
+    const index = src.deviceIndex;
+    let data: Uint8Array | null = null;
+    let disposed = false;
+    let copyOut: () => void = () => undefined;
+    const slot = nbytes === 0 ? null : this.ringFor(index).take(nbytes, ({ view, event }) => {
+      copyOut = (): void => {
+        event.synchronize();
+        data = view.slice();
+      };
+      return {
+        done: () => data !== null || disposed,
+        retire: () => {
+          if (data === null && !disposed) copyOut();
+        },
+      };
+    });
+    if (slot === null) {
+      // Empty, or larger than the ring: read at wait() time (it then waits for the whole stream).
+      return {
+        wait: () => {
+          if (data === null) {
+            data = new Uint8Array(nbytes);
+            this.copyDeviceToHost(data, src, srcByteOffset, stream);
+          }
+          return data;
+        },
+        dispose: () => undefined,
+      };
+    }
+    check(driver().cu.cuMemcpyDtoHAsync_v2(slot.ptr, devPtr(src, srcByteOffset), nbytes, s.handle), `copying ${nbytes} bytes cuda:${index}->host`);
+    s.lastOpKernel = false;
+    slot.event.record(s);
+    return {
+      wait: () => {
+        if (disposed) throw new Error('cuda: readDeviceToHostAsync: wait() after dispose()');
+        if (data === null) copyOut();
+        // Bad input the kernels before the copy found: their writes are visible once it is done.
+        raiseDeviceErrors(index, this.defaultStream(index).handle);
+        return data!;
+      },
+      dispose: () => {
+        disposed = true;
+      },
+    };
   }
 
   copyDeviceToDevice(dst: DeviceBuffer, dstByteOffset: number, src: DeviceBuffer, srcByteOffset: number, nbytes: number, stream?: DeviceStream): void {

@@ -37,7 +37,7 @@ import { ServerMetrics } from './metrics.js';
 import { CONTENT_TYPE } from './prometheus.js';
 import { sendError, sendJson, sendText } from './reply.js';
 
-export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<EngineOptions, 'decode' | 'decodeMode' | 'trace'> {
+export interface ServerOptions extends KvCacheOptions, SchedulerOptions, Pick<EngineOptions, 'decode' | 'decodeMode' | 'trace' | 'asyncSteps'> {
   model: StepModel;
   /** Text prompts, chat and text in responses need one; without it only token-id prompts work. */
   tokenizer?: Tokenizer;
@@ -161,6 +161,7 @@ export function createServer(options: ServerOptions): KilnServer {
     decode: options.decode,
     decodeMode: options.decodeMode,
     trace: options.trace,
+    asyncSteps: options.asyncSteps,
   });
   const maxModelLen = Math.min(wantedLen, engine.maxLength);
   const modelName = options.modelName ?? 'kiln';
