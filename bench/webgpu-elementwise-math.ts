@@ -23,6 +23,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import * as kiln from '../src/index.js';
+import { deviceMsPerCall } from './webgpu-device-ms.js';
 import { elementwiseForward } from '../src/bench/workloads.js';
 import type { WgslProgram } from '../src/compile/codegen/wgsl/program.js';
 import type { WgslMathForm } from '../src/kernels/math/wgsl-libm/index.js';
@@ -46,7 +47,6 @@ const dump = flag('--dump');
 const jsonOut = flag('--json');
 
 const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
 /** fn run with math form `form` (pipelines are memoised per form, so each call must see its own). */
 function withForm<T>(form: WgslMathForm, fn: () => T): T {
@@ -58,24 +58,7 @@ function withForm<T>(form: WgslMathForm, fn: () => T): T {
   }
 }
 
-/** Device ms per call of each fn: `calls` calls between two events, batches alternating fn by fn, median of `reps`. */
-function deviceMs(fns: (() => void)[]): number[] {
-  for (const fn of fns) for (let i = 0; i < 3; i++) fn();
-  kiln.synchronize('webgpu');
-  const times = fns.map(() => [] as number[]);
-  for (let r = 0; r < reps; r++) {
-    fns.forEach((fn, k) => {
-      kiln.scope(() => {
-        const s = new kiln.Event('webgpu').record();
-        for (let i = 0; i < calls; i++) fn();
-        const e = new kiln.Event('webgpu').record();
-        e.synchronize();
-        times[k]!.push(s.elapsedTime(e) / calls);
-      });
-    });
-  }
-  return times.map(median);
-}
+const deviceMs = (fns: (() => void)[]): number[] => deviceMsPerCall(fns, reps, calls);
 
 const sigmoid64 = (v: number): number => (v >= 0 ? 1 / (1 + Math.exp(-v)) : Math.exp(v) / (1 + Math.exp(v)));
 /** elementwiseForward in float64. */

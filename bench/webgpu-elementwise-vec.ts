@@ -23,6 +23,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import * as kiln from '../src/index.js';
+import { deviceMsPerCall } from './webgpu-device-ms.js';
 import { elementwiseForward } from '../src/bench/workloads.js';
 import type { WgslProgram } from '../src/compile/codegen/wgsl/program.js';
 import { setOption } from '../src/runtime/config.js';
@@ -45,26 +46,8 @@ const dump = flag('--dump');
 const jsonOut = flag('--json');
 
 const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
-/** Device ms per call of each fn: `calls` calls between two events, batches alternating fn by fn, median of `reps`. */
-function deviceMs(fns: (() => void)[]): number[] {
-  for (const fn of fns) for (let i = 0; i < 3; i++) fn();
-  kiln.synchronize('webgpu');
-  const times = fns.map(() => [] as number[]);
-  for (let r = 0; r < reps; r++) {
-    fns.forEach((fn, k) => {
-      kiln.scope(() => {
-        const s = new kiln.Event('webgpu').record();
-        for (let i = 0; i < calls; i++) fn();
-        const e = new kiln.Event('webgpu').record();
-        e.synchronize();
-        times[k]!.push(s.elapsedTime(e) / calls);
-      });
-    });
-  }
-  return times.map(median);
-}
+const deviceMs = (fns: (() => void)[]): number[] => deviceMsPerCall(fns, reps, calls);
 
 /** fn run with the vectorised pointwise kernels on or off. */
 const withVec = (on: boolean, fn: () => void) => (): void => {

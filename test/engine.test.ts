@@ -15,6 +15,7 @@ import * as kiln from '../src/index.js';
 import type { RequestOutput } from '../src/serve/engine.js';
 import { assertThrowsWith } from './helpers/assert.js';
 import { randomInts } from './helpers/make.js';
+import { decodeLoopMemory } from './helpers/serve.js';
 
 const { Engine } = kiln.serve;
 
@@ -247,20 +248,10 @@ test('bad requests fail at addRequest, naming the argument and value', () => {
 });
 
 test('a 64-step decode loop leaves live device memory flat', () => {
-  const e = new Engine(model, { numBlocks: 16 });
-  const id = e.addRequest([1, 2, 3], { maxNewTokens: 100 });
-  let last: RequestOutput | undefined;
-  const stepOnce = (): void => {
-    for (const o of e.step()) if (o.requestId === id) last = o;
-  };
-  for (let i = 0; i < 4; i++) stepOnce();
-  const before = kiln.memoryStats('cpu');
-  for (let i = 0; i < 64; i++) stepOnce();
-  const after = kiln.memoryStats('cpu');
-  assert.equal(last!.outputIds.length, 68, 'the loop really decoded');
+  const { tokens, before, after } = decodeLoopMemory(model, { numBlocks: 16 });
+  assert.equal(tokens, 68, 'the loop really decoded');
   assert.equal(after.allocatedBytes, before.allocatedBytes, 'live bytes unchanged');
   assert.equal(after.activeAllocations, before.activeAllocations, 'live allocations unchanged');
-  e.dispose();
 });
 
 test('trace: arrivals and each step\'s composition (chunked prefill mixed with decode)', () => {

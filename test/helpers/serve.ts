@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import * as kiln from '../../src/index.js';
+import { Engine, type EngineOptions, type RequestOutput } from '../../src/serve/engine.js';
 
 /** QWEN3_TINY with seeded weights of std 1 (std 0.02 makes every continuation the same id). */
 export function tinyModel(): kiln.models.Qwen3ForCausalLM {
@@ -136,4 +137,29 @@ export function parsePrometheus(text: string): { types: Map<string, string>; sam
 export function sampleValue(samples: readonly PromSample[], name: string, labels: Readonly<Record<string, string>> = {}): number {
   const s = samples.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v));
   return s?.value ?? 0;
+}
+
+type LiveMemory = ReturnType<typeof kiln.memoryStats>;
+
+/**
+ * Live cpu memory across a 64-step decode loop of one request (after 4 warm steps): the tokens
+ * the request holds at the end and the live bytes and allocations before and after, so a test
+ * asserts the loop really decoded and left memory flat (engine.test.ts, engine-async.test.ts).
+ */
+export function decodeLoopMemory(
+  model: kiln.models.Qwen3ForCausalLM,
+  options: EngineOptions,
+): { tokens: number; before: LiveMemory; after: LiveMemory } {
+  const e = new Engine(model, options);
+  const id = e.addRequest([1, 2, 3], { maxNewTokens: 100 });
+  let last: RequestOutput | undefined;
+  const stepOnce = (): void => {
+    for (const o of e.step()) if (o.requestId === id) last = o;
+  };
+  for (let i = 0; i < 4; i++) stepOnce();
+  const before = kiln.memoryStats('cpu');
+  for (let i = 0; i < 64; i++) stepOnce();
+  const after = kiln.memoryStats('cpu');
+  e.dispose();
+  return { tokens: last!.outputIds.length, before, after };
 }
