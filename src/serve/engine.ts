@@ -37,7 +37,7 @@ import { validateSamplingParams } from './sampling-validate.js';
 import { DEFAULT_BLOCK_SIZE, type KvCacheOptions, PagedKvCache } from './kv-cache.js';
 import type { PendingSample, SampledToken, Sampler, SamplingParams, SamplingRow } from './sampling-params.js';
 import { hasPenalties } from './penalties.js';
-import { env } from '../platform/index.js';
+import { getOption } from '../runtime/config.js';
 import { type ScheduledEntry, Scheduler, type SchedulerOptions } from './scheduler.js';
 import { type FinishReason, Sequence } from './sequence.js';
 import { PagedStepKv, type StepEntry } from './step-context.js';
@@ -234,8 +234,7 @@ export class Engine {
     if (prefill === 'rows' && path === 'step') throw new Error(`Engine: options.prefill 'rows' runs prompts through the decode runner, which decode: 'step' does not have`);
     this.prefillRows = prefill === 'rows';
     this.trace = options.trace;
-    const asyncEnv = env.KILN_ASYNC_STEPS;
-    const wantAsync = options.asyncSteps ?? (asyncEnv === '1' || asyncEnv === 'true');
+    const wantAsync = options.asyncSteps ?? getOption('KILN_ASYNC_STEPS');
     if (typeof wantAsync !== 'boolean') throw new Error(`Engine: options.asyncSteps must be a boolean, got ${JSON.stringify(wantAsync)}`);
     this.asyncSteps = wantAsync && this.decodeRunner !== null && this.sampler.sampleAsync !== undefined;
   }
