@@ -269,6 +269,17 @@ function normName(m: number, kw: number, gated: boolean, fast: boolean): string 
 export function gemvNormSharedBytes(m: number, k: number): number {
   return m * k * 2;
 }
+/**
+ * The grid of the norm-prologue variant over `groups` groups of output columns: one group per
+ * block (as the plain GEMV) while that fits about one wave (8 blocks of 256 threads per SM on
+ * sm_90), else 4 blocks per SM that are all resident at once (<= 64 registers a thread) and share
+ * the groups evenly through the kernel's grid-stride loop, so the prologue runs once per block and
+ * no late wave makes a tail. Qwen3-0.6B on 132 SMs: qkv (512 groups) and gate/up (768) one group a
+ * block; the LM head (18,992 groups) 528 blocks of 36 groups.
+ */
+export function gemvNormGrid(groups: number, sms: number): number {
+  return groups <= 8 * sms ? groups : 4 * sms;
+}
 /** Without the opt-in attribute a launch gets 48 KiB of dynamic shared memory. */
 const NORM_SHARED_LIMIT = 48 * 1024;
 
@@ -444,7 +455,10 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated
   }
   __syncthreads(); // xs complete; part free again
   const int slot = warp / ${kw}, sub = warp % ${kw};
-  const int n = blockIdx.x * ${rows} + slot;
+  // Grid-stride over the groups of ${rows} output columns: a wide weight (an LM head's vocabulary)
+  // gets a grid of a few blocks per SM (runGemvNorm), so the prologue runs once per block, not once per group.
+  for (int base = blockIdx.x * ${rows}; base < N; base += gridDim.x * ${rows}) {
+  const int n = base + slot;
   ${accDecl}
   if (n < N) {
     ${loop}
@@ -460,7 +474,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated
     if (n < N && lane < ${m}) {
       ${storeOne}
     }
-    return;
+    continue;
   }
   if (lane == 0) {
 #pragma unroll
@@ -469,6 +483,8 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated
   __syncthreads();
   if (sub == 0 && n < N && lane < ${m}) {
     ${storeSplit}
+  }
+  __syncthreads(); // part is rewritten by the next group
   }
 }
 `;
@@ -502,7 +518,7 @@ export function runGemvNorm(index: number, stream: CudaStream, p: GemvNormProble
   launch(
     kern,
     [p.x, p.res ?? 0, p.gamma, p.w, p.out, p.hout ?? 0, p.bias ?? 0, p.eps, p.n, p.k, p.ldx, p.ldr, p.ldw, p.ldo, p.ldh],
-    { grid: Math.ceil(p.n / (WARPS / kw)), block: THREADS, sharedBytes: gemvNormSharedBytes(p.m, p.k) },
+    { grid: gemvNormGrid(Math.ceil(p.n / (WARPS / kw)), deviceInfo(index).smCount), block: THREADS, sharedBytes: gemvNormSharedBytes(p.m, p.k) },
     stream,
   );
 }
