@@ -50,6 +50,7 @@ const sanitize = (src) =>
     .replace(/__shared__ float/g, 'static float')
     .replace(/asm\("ex2\.approx\.ftz\.f32 %0, %1;" : "=f"\(y\) : "f"\(x \* 1\.4426950408889634f\)\);/, 'y = exp2f(x * 1.4426950408889634f);')
     .replace(/asm\("rcp\.approx\.f32 %0, %1;" : "=f"\(y\) : "f"\(d\)\);/, 'y = 1.0f / d;')
+    .replace(/asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\(p\)\);/, '(void)p;')
     .replace(/extern "C" /, '');
 const L = [
   '#include "emu.h"',

@@ -133,9 +133,9 @@ test('compiled add -> rmsNorm -> linear (bf16, one row, Qwen3 sizes) with KILN_A
     assert.deepEqual(host(fh!), host(ph!), `call ${s}: the residual stream bit for bit`);
     const [a, b] = [host(fo!), host(po!)];
     assert.ok(Math.max(...b.map(Math.abs)) > 0.1, 'real products');
-    // The sum of squares is added in another order: rstd may move by an ulp and a normalised
-    // element by one bfloat16 step here and there.
-    assert.ok(worst(a, b) <= 0.5, `call ${s}: fused vs unfused ${worst(a, b)}`);
+    // The sum of squares is added in another order: rstd may move by an ulp, a normalised element
+    // by one bfloat16 step here and there, and an output by one bfloat16 step.
+    assert.ok(worst(a, b) <= 1, `call ${s}: fused vs unfused ${worst(a, b)}`);
   }
   const text = fused.programs().inference.map((p) => p.describe()).join('\n');
   assert.match(text, /extern llm\.addRmsNormLinear/, 'the fused program calls the op');

@@ -377,7 +377,8 @@ export function gemvNormSource(m: number, kw: number, gated: boolean, fast: bool
     if (bias) v += kiln_gv_bf(bias[n]);
     out[lane * ldo + n] = kiln_gv_tobf(v);`;
   return `
-${BF16_HELPERS}${gated && fast ? FAST_HELPERS : ''}${gate}// s = x (+ residual) of 8 elements at k, in float32 (the add's unrounded sum, as the norm reads it).
+${BF16_HELPERS}${gated && fast ? FAST_HELPERS : ''}${gate}static __device__ __forceinline__ void kiln_gv_prefetch(const unsigned short* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+// s = x (+ residual) of 8 elements at k, in float32 (the add's unrounded sum, as the norm reads it).
 static __device__ __forceinline__ void kiln_gv_sum8(const unsigned short* __restrict__ x, const unsigned short* __restrict__ res, float* s) {
   const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x));
   const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
@@ -398,6 +399,16 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated
   extern __shared__ __align__(16) unsigned short xs[]; // [${m}][K]: the normalised rows, bfloat16
   __shared__ float part[${WARPS}][${pw}];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // The first group's weight rows start their way from HBM into L2 now, so the stream overlaps the
+  // prologue instead of waiting for it (a few 16-byte prefetches a lane; nothing is read yet).
+  {
+    const int n0 = blockIdx.x * ${rows} + warp / ${kw};
+    if (n0 < N) {
+      for (int k = ((warp % ${kw}) * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+        kiln_gv_prefetch(w + (long long)n0 * ldw + k);${gated ? '\n        kiln_gv_prefetch(w + (long long)(N + n0) * ldw + k);' : ''}
+      }
+    }
+  }
   // Prologue 1: each row's sum of squares of s = x + residual (float32, unrounded).
   float ss[${m}];
 #pragma unroll
