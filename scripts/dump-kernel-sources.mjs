@@ -57,7 +57,7 @@
  *                 (test/samples/llm.ts: all implementations, meta, dynamic T, float64 gradcheck);
  *                 forward + backward of every sample with a gradient in float32 and bfloat16; the
  *                 model-sized shapes of test/llm-cuda.test.ts / llm-moe-cuda.test.ts (norms, act-and-
- *                 mul, rope, qkNormRotary, qkNormRotaryCache, linearSiluAndMul, topk, grouped topk, moeSum, fusedMoe, mHC) forward, and
+ *                 mul, rope, qkNormRotary, qkNormRotaryCache, linearSiluAndMul, addRmsNormLinear, topk, grouped topk, moeSum, fusedMoe, mHC) forward, and
  *                 rmsNorm / addRmsNorm / act-and-mul backward; kiln.compile (fullgraph) of the graphs
  *                 of test/llm-compile.test.ts (norm-act-rope, a Qwen3-MoE block, an mHC block) and of
  *                 a core-op rmsNorm + silu-mul pattern the rewrites turn into library ops, float32 and
@@ -548,6 +548,10 @@ function llmSteps(kiln, samples, make, device, run) {
         }
         // linearSiluAndMul: the gated GEMV at one row (Qwen3-0.6B's gate/up: I 3072, K 1024; a small I for a split K), else the fallback.
         for (const [I, K] of [[3072, 1024], [16, 256]]) llm.linearSiluAndMul(on(rand([1, K], 11, 'contiguous', dtype)), on(rand([2 * I, K], 12, 'contiguous', dtype)), null);
+        // addRmsNormLinear: the norm-prologue GEMV at one row (qkv N 4096 and gate/up I 3072 at K 1024; a small N for a split K), else the parts.
+        for (const [N, K, gated] of [[4096, 1024, false], [3072, 1024, true], [16, 256, false]]) {
+          llm.addRmsNormLinear(on(rand([1, K], 13, 'contiguous', dtype)), on(rand([1, K], 14, 'contiguous', dtype)), on(rand([K], 15, 'contiguous', dtype)), 1e-6, on(rand([gated ? 2 * N : N, K], 16, 'contiguous', dtype)), null, gated);
+        }
       }
     }),
   );

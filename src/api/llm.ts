@@ -12,6 +12,7 @@ import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
 import * as PG from '../ops/defs/llm-paged.js';
 import * as QKC from '../ops/defs/llm-qk-norm-rotary-cache.js';
 import * as LSM from '../ops/defs/llm-linear-silu-mul.js';
+import * as ARL from '../ops/defs/llm-add-rms-norm-linear.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { fmtShape } from '../tensor/layout.js';
 import { parseRmsNormArgs, type RmsNormArgs, type RmsNormOptions } from './rms-norm-args.js';
@@ -206,6 +207,27 @@ export function reshapeAndCache(key: Tensor, value: Tensor, keyCache: Tensor, va
  */
 export function linearSiluAndMul(input: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
   return dispatch(LSM.linearSiluAndMul, input, weight, bias);
+}
+
+/**
+ * The residual add and RMSNorm before a linear, and the linear, in one call: s = input + residual
+ * (residual null: s = input), out = linear(rmsNorm(s) * normWeight, weight, bias) (with `gated`,
+ * siluAndMul of it: weight [2I, K] gate rows then up rows), residualOut = s; the norm reads the
+ * unrounded sum and its output is rounded to the dtype before the linear. On cuda one GEMV launch
+ * (bfloat16, few rows) with the norm in its prologue; what a compiled decode step runs under
+ * KILN_ADD_RMSNORM_LINEAR=1.
+ */
+export function addRmsNormLinear(
+  input: Tensor,
+  residual: Tensor | null,
+  normWeight: Tensor,
+  eps: number,
+  weight: Tensor,
+  bias: Tensor | null = null,
+  gated = false,
+): { out: Tensor; residual: Tensor } {
+  const [out, res] = dispatch(ARL.addRmsNormLinear, input, residual, normWeight, eps, weight, bias, gated);
+  return { out: out!, residual: res! };
 }
 
 /**

@@ -270,7 +270,7 @@ const COMPILE_KEYS = keysOf<CompileOptions>({
   verify: true,
   capturedTensors: true,
 });
-const PASS_KEYS = keysOf<PassOptions>({ dce: true, cse: true, constantFolding: true, decompose: true, foldConvBn: true, rewrites: true, horizontalFusion: true, qkNormRotary: true, qkNormRotaryCache: true, linearSiluMul: true });
+const PASS_KEYS = keysOf<PassOptions>({ dce: true, cse: true, constantFolding: true, decompose: true, foldConvBn: true, rewrites: true, horizontalFusion: true, qkNormRotary: true, qkNormRotaryCache: true, linearSiluMul: true, addRmsNormLinear: true });
 
 function resolveSettings(target: unknown, options: CompileOptions): CompileSettings {
   // A misspelt key would silently compile with the default (issue #18 item 8).
@@ -300,6 +300,8 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     qkNormRotaryCache: codegen && getOption('KILN_QK_NORM_ROTARY_CACHE'),
     // And the MLP's gate/up GEMV with silu * mul in its epilogue: off until measured on a GPU.
     linearSiluMul: codegen && getOption('KILN_LINEAR_SILU_MUL'),
+    // And the add + RMSNorm in the prologue of the GEMV after it: off until measured on a GPU.
+    addRmsNormLinear: codegen && getOption('KILN_ADD_RMSNORM_LINEAR'),
     ...options.passes,
   };
   return {
@@ -312,7 +314,7 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     dynamic: options.dynamic,
     fullgraph: options.fullgraph === true,
     passOptions,
-    jointPassOptions: { ...passOptions, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false },
+    jointPassOptions: { ...passOptions, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false, addRmsNormLinear: false },
     logs: options.log,
     // KILN_COMPILE_FAST_CALL=0 takes the full guard check on every call (A/B timing, and a way out
     // should the fast path ever disagree with it); read when the function is compiled.

@@ -117,6 +117,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     backward: 'inference fusion of a decode step (kiln.compile maps linear + silu * mul onto it)',
   },
   {
+    op: 'llm.addRmsNormLinear',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['residual null or the shape and dtype of input', 'normWeight [K]', 'weight [N, K] (gated: [2I, K], gate rows then up rows); bias [N] / [2I] or null; one dtype'],
+    dtypes: FLOATS,
+    backward: 'inference fusion of a decode step (kiln.compile maps add + rmsNorm + linear onto it)',
+  },
+  {
     op: 'llm.qkNormRotaryCache',
     kind: 'opaque',
     mutates: ['keyCache', 'valueCache'],

@@ -7,7 +7,7 @@
  * noGrad: the op's own backward formula (or none) is what autograd records.
  */
 import { noGrad } from '../autograd/grad-mode.js';
-import { add, contiguous, copy_ } from '../api/core.js';
+import { add, clone, contiguous, copy_ } from '../api/core.js';
 import { arange, zeros } from '../api/creation.js';
 import { cat, gather, indexPut_, indexSelect, stack } from '../api/indexing.js';
 import { linear, matmul } from '../api/linalg.js';
@@ -208,6 +208,14 @@ const REFERENCES: Record<string, RefFn> = {
   },
   'llm.siluAndMul': (x: Tensor) => gated(x, silu),
   'llm.linearSiluAndMul': (x: Tensor, w: Tensor, b: Tensor | null) => gated(linear(x, w, b), silu),
+  'llm.addRmsNormLinear': (x: Tensor, r: Tensor | null, g: Tensor, eps: number, w: Tensor, b: Tensor | null, isGated: boolean) => {
+    // The norm reads the unrounded sum (as the compiled add + rmsNorm kernel); both stores round.
+    const s = r ? add(up(x), up(r)) : up(x);
+    const h = s === x ? clone(x, 'contiguous') : down(s, x);
+    const y = down(rms(s, g, eps), x);
+    const lin = linear(y, w, b);
+    return [isGated ? gated(lin, silu) : contiguous(lin), h];
+  },
   'llm.geluAndMul': (x: Tensor, approximate: GeluApproximate) => gated(x, (a) => gelu(a, approximate)),
   'llm.rotaryEmbedding': (positions: Tensor, q: Tensor, k: Tensor | null, headSize: number, cache: Tensor, isNeox: boolean) => {
     assertNoOverlap('llm.rotaryEmbedding', ['query', q], ['key', k]);

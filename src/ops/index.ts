@@ -16,6 +16,7 @@ import './defs/llm-qk-norm-rotary.js';
 import './defs/llm-paged.js';
 import './defs/llm-qk-norm-rotary-cache.js';
 import './defs/llm-linear-silu-mul.js';
+import './defs/llm-add-rms-norm-linear.js';
 import './defs/shape-extra.js';
 import './defs/nonzero.js';
 // The decomposition table (eager fallback and the compiler's rewrites), once the ops exist.

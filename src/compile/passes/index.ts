@@ -62,6 +62,12 @@ export interface PassOptions {
    * default (KILN_LINEAR_SILU_MUL=0: off).
    */
   linearSiluMul?: boolean;
+  /**
+   * [residual add ->] rmsNorm -> linear (or llm.linearSiluAndMul) onto one llm.addRmsNormLinear:
+   * the norm in the bf16 GEMV's prologue (slot 'addRmsNormLinear', after 'linearSiluMul', so the
+   * gated linear is matched too). Inference only; kiln.compile turns it on with KILN_ADD_RMSNORM_LINEAR=1.
+   */
+  addRmsNormLinear?: boolean;
 }
 
 /** What kiln.compile adds to the user's switches (not a `passes` option). */
@@ -104,6 +110,8 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   if (qkNormRotaryCache) graph = qkNormRotaryCache(graph);
   const linearSiluMul = o.linearSiluMul === true ? registeredGraphPass('linearSiluMul') : undefined;
   if (linearSiluMul) graph = linearSiluMul(graph);
+  const addRmsNormLinear = o.addRmsNormLinear === true ? registeredGraphPass('addRmsNormLinear') : undefined;
+  if (addRmsNormLinear) graph = addRmsNormLinear(graph);
   if (o.decompose === true) {
     graph = decompose(graph);
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);

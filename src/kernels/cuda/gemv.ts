@@ -259,3 +259,277 @@ export function runGemv(index: number, stream: CudaStream, p: GemvProblem): void
   gemvStats.runs++;
   launch(kern, [p.x, p.w, p.out, p.bias ?? 0, p.n, p.k, p.ldx, p.ldw, p.ldo], { grid: Math.ceil(p.n / rows), block: THREADS }, stream);
 }
+
+/** Kernel name of the norm-prologue variant (llm.addRmsNormLinear). */
+function normName(m: number, kw: number, gated: boolean, fast: boolean): string {
+  return `kiln_gemv_rmsnorm${gated ? '_silu_mul' : ''}_bf16_m${m}_kw${kw}${gated && fast ? '_fast' : ''}`;
+}
+
+/** Shared memory the norm-prologue variant takes for M rows of K (the normalised rows, bfloat16). */
+export function gemvNormSharedBytes(m: number, k: number): number {
+  return m * k * 2;
+}
+/**
+ * The grid of the norm-prologue variant over `groups` groups of output columns: one group per
+ * block (as the plain GEMV) while that fits about one wave (8 blocks of 256 threads per SM on
+ * sm_90), else 4 blocks per SM that are all resident at once (<= 64 registers a thread) and share
+ * the groups evenly through the kernel's grid-stride loop, so the prologue runs once per block and
+ * no late wave makes a tail. Qwen3-0.6B on 132 SMs: qkv (512 groups) and gate/up (768) one group a
+ * block; the LM head (18,992 groups) 528 blocks of 36 groups.
+ */
+export function gemvNormGrid(groups: number, sms: number): number {
+  return groups <= 8 * sms ? groups : 4 * sms;
+}
+/** Without the opt-in attribute a launch gets 48 KiB of dynamic shared memory. */
+const NORM_SHARED_LIMIT = 48 * 1024;
+
+/**
+ * The norm-prologue variant (llm.addRmsNormLinear): every block first computes, for each of the M
+ * rows, s = x + residual in float32 (residual may be null: s = x), rstd = rsqrtf(sum(s^2) / K +
+ * eps), and the normalised row bf16((s * rstd) * gamma) into shared memory; block 0 also stores
+ * bf16(s), the new residual stream. This is what the compiled program's generated add + rmsNorm
+ * reduce kernel computes (the sum unrounded in the norm, the mean as a float division, rsqrtf, the
+ * two products in that order, one rounding at each store); only the order of the float32 sum of
+ * squares differs, which can move rstd by an ulp. Then the GEMV (plain or gated, as above) reads x
+ * from shared memory. x, residual and gamma are K elements per row from L2: each block re-reading
+ * them costs less than the launch and tail of a separate norm kernel at M = 1 (issue #17).
+ */
+export function gemvNormSource(m: number, kw: number, gated: boolean, fast: boolean): string {
+  const rows = WARPS / kw;
+  const pw = gated ? 2 * m : m;
+  const silu = fast ? 'g * kiln_gv_rcp(1.0f + kiln_gv_exp(-g))' : 'g / (1.0f + expf(-g))';
+  const gate = gated
+    ? `static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
+  if (bias) { g += kiln_gv_bf(bias[n]); u += kiln_gv_bf(bias[N + n]); }
+  g = kiln_gv_bf(kiln_gv_tobf(g));
+  u = kiln_gv_bf(kiln_gv_tobf(u));
+  return kiln_gv_tobf((${silu}) * u);
+}
+`
+    : '';
+  // The dot products: one accumulator per row (plain) or two (gate row n, up row N + n).
+  const accDecl = gated ? `float ag[${m}], au[${m}];\n#pragma unroll\n  for (int r = 0; r < ${m}; r++) { ag[r] = 0.0f; au[r] = 0.0f; }` : `float acc[${m}];\n#pragma unroll\n  for (int r = 0; r < ${m}; r++) acc[r] = 0.0f;`;
+  const loop = gated
+    ? `const unsigned short* wg = w + (long long)n * ldw;
+    const unsigned short* wu = w + (long long)(N + n) * ldw;
+#pragma unroll 2
+    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+      const uint4 gv = __ldg(reinterpret_cast<const uint4*>(wg + k));
+      const uint4 uv = __ldg(reinterpret_cast<const uint4*>(wu + k));
+      const unsigned int gp[4] = {gv.x, gv.y, gv.z, gv.w};
+      const unsigned int up[4] = {uv.x, uv.y, uv.z, uv.w};
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) {
+        const uint4 xv = *reinterpret_cast<const uint4*>(xs + r * K + k);
+        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const float x0 = kiln_gv_bf(xp[j] & 0xffffu), x1 = kiln_gv_bf(xp[j] >> 16);
+          ag[r] = fmaf(kiln_gv_bf(gp[j] & 0xffffu), x0, ag[r]);
+          ag[r] = fmaf(kiln_gv_bf(gp[j] >> 16), x1, ag[r]);
+          au[r] = fmaf(kiln_gv_bf(up[j] & 0xffffu), x0, au[r]);
+          au[r] = fmaf(kiln_gv_bf(up[j] >> 16), x1, au[r]);
+        }
+      }
+    }`
+    : `const unsigned short* wr = w + (long long)n * ldw;
+#pragma unroll 4
+    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + k));
+      const unsigned int wp[4] = {wv.x, wv.y, wv.z, wv.w};
+      float wf[8];
+#pragma unroll
+      for (int j = 0; j < 4; j++) { wf[2 * j] = kiln_gv_bf(wp[j] & 0xffffu); wf[2 * j + 1] = kiln_gv_bf(wp[j] >> 16); }
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) {
+        const uint4 xv = *reinterpret_cast<const uint4*>(xs + r * K + k);
+        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          acc[r] = fmaf(wf[2 * j], kiln_gv_bf(xp[j] & 0xffffu), acc[r]);
+          acc[r] = fmaf(wf[2 * j + 1], kiln_gv_bf(xp[j] >> 16), acc[r]);
+        }
+      }
+    }`;
+  const shuffle = gated
+    ? `ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
+      au[r] += __shfl_xor_sync(0xffffffffu, au[r], o);`
+    : `acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);`;
+  const storeOne = gated
+    ? `float g = 0.0f, u = 0.0f;
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) if (r == lane) { g = ag[r]; u = au[r]; }
+      out[lane * ldo + n] = kiln_gv_gate(g, u, bias, n, N);`
+    : `float v = 0.0f;
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) if (r == lane) v = acc[r];
+      if (bias) v += kiln_gv_bf(bias[n]);
+      out[lane * ldo + n] = kiln_gv_tobf(v);`;
+  const toPart = gated ? `part[warp][r] = ag[r]; part[warp][${m} + r] = au[r];` : `part[warp][r] = acc[r];`;
+  const storeSplit = gated
+    ? `float g = 0.0f, u = 0.0f;
+#pragma unroll
+    for (int s = 0; s < ${kw}; s++) { g += part[warp + s][lane]; u += part[warp + s][${m} + lane]; }
+    out[lane * ldo + n] = kiln_gv_gate(g, u, bias, n, N);`
+    : `float v = 0.0f;
+#pragma unroll
+    for (int s = 0; s < ${kw}; s++) v += part[warp + s][lane];
+    if (bias) v += kiln_gv_bf(bias[n]);
+    out[lane * ldo + n] = kiln_gv_tobf(v);`;
+  return `
+${BF16_HELPERS}${gated && fast ? FAST_HELPERS : ''}${gate}static __device__ __forceinline__ void kiln_gv_prefetch(const unsigned short* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+// s = x (+ residual) of 8 elements at k, in float32 (the add's unrounded sum, as the norm reads it).
+static __device__ __forceinline__ void kiln_gv_sum8(const unsigned short* __restrict__ x, const unsigned short* __restrict__ res, float* s) {
+  const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x));
+  const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+  for (int j = 0; j < 4; j++) { s[2 * j] = kiln_gv_bf(xp[j] & 0xffffu); s[2 * j + 1] = kiln_gv_bf(xp[j] >> 16); }
+  if (res) {
+    const uint4 rv = __ldg(reinterpret_cast<const uint4*>(res));
+    const unsigned int rp[4] = {rv.x, rv.y, rv.z, rv.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) { s[2 * j] = s[2 * j] + kiln_gv_bf(rp[j] & 0xffffu); s[2 * j + 1] = s[2 * j + 1] + kiln_gv_bf(rp[j] >> 16); }
+  }
+}
+extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated, fast)}(
+    const unsigned short* __restrict__ x, const unsigned short* __restrict__ res, const unsigned short* __restrict__ gamma,
+    const unsigned short* __restrict__ w, unsigned short* __restrict__ out, unsigned short* __restrict__ hout,
+    const unsigned short* __restrict__ bias, float eps, int N, int K, long long ldx, long long ldr, long long ldw,
+    long long ldo, long long ldh) {
+  extern __shared__ __align__(16) unsigned short xs[]; // [${m}][K]: the normalised rows, bfloat16
+  __shared__ float part[${WARPS}][${pw}];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // The first group's weight rows start their way from HBM into L2 now, so the stream overlaps the
+  // prologue instead of waiting for it (a few 16-byte prefetches a lane; nothing is read yet).
+  {
+    const int n0 = blockIdx.x * ${rows} + warp / ${kw};
+    if (n0 < N) {
+      for (int k = ((warp % ${kw}) * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+        kiln_gv_prefetch(w + (long long)n0 * ldw + k);${gated ? '\n        kiln_gv_prefetch(w + (long long)(N + n0) * ldw + k);' : ''}
+      }
+    }
+  }
+  // Prologue 1: each row's sum of squares of s = x + residual (float32, unrounded).
+  float ss[${m}];
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) ss[r] = 0.0f;
+  for (int k = threadIdx.x * 8; k < K; k += ${THREADS * 8}) {
+#pragma unroll
+    for (int r = 0; r < ${m}; r++) {
+      float s[8];
+      kiln_gv_sum8(x + r * ldx + k, res ? res + r * ldr + k : nullptr, s);
+#pragma unroll
+      for (int j = 0; j < 8; j++) ss[r] += s[j] * s[j];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < ${m}; r++) part[warp][r] = ss[r];
+  }
+  __syncthreads();
+  float rstd[${m}];
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) {
+    float t = 0.0f;
+#pragma unroll
+    for (int q = 0; q < ${WARPS}; q++) t += part[q][r];
+    rstd[r] = rsqrtf(t / (float)K + eps);
+  }
+  // Prologue 2: the normalised rows bf16((s * rstd) * gamma) into shared memory; block 0 stores bf16(s).
+  const bool writeH = hout != nullptr && blockIdx.x == 0;
+  for (int k = threadIdx.x * 8; k < K; k += ${THREADS * 8}) {
+    const uint4 gv = __ldg(reinterpret_cast<const uint4*>(gamma + k));
+    const unsigned int gp[4] = {gv.x, gv.y, gv.z, gv.w};
+    float gf[8];
+#pragma unroll
+    for (int j = 0; j < 4; j++) { gf[2 * j] = kiln_gv_bf(gp[j] & 0xffffu); gf[2 * j + 1] = kiln_gv_bf(gp[j] >> 16); }
+#pragma unroll
+    for (int r = 0; r < ${m}; r++) {
+      float s[8];
+      kiln_gv_sum8(x + r * ldx + k, res ? res + r * ldr + k : nullptr, s);
+      unsigned int yp[4], hp[4];
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const float y0 = (s[2 * j] * rstd[r]) * gf[2 * j];
+        const float y1 = (s[2 * j + 1] * rstd[r]) * gf[2 * j + 1];
+        yp[j] = (unsigned int)kiln_gv_tobf(y0) | ((unsigned int)kiln_gv_tobf(y1) << 16);
+        hp[j] = (unsigned int)kiln_gv_tobf(s[2 * j]) | ((unsigned int)kiln_gv_tobf(s[2 * j + 1]) << 16);
+      }
+      *reinterpret_cast<uint4*>(xs + r * K + k) = make_uint4(yp[0], yp[1], yp[2], yp[3]);
+      if (writeH) *reinterpret_cast<uint4*>(hout + r * ldh + k) = make_uint4(hp[0], hp[1], hp[2], hp[3]);
+    }
+  }
+  __syncthreads(); // xs complete; part free again
+  const int slot = warp / ${kw}, sub = warp % ${kw};
+  // Grid-stride over the groups of ${rows} output columns: a wide weight (an LM head's vocabulary)
+  // gets a grid of a few blocks per SM (runGemvNorm), so the prologue runs once per block, not once per group.
+  for (int base = blockIdx.x * ${rows}; base < N; base += gridDim.x * ${rows}) {
+  const int n = base + slot;
+  ${accDecl}
+  if (n < N) {
+    ${loop}
+  }
+#pragma unroll
+  for (int r = 0; r < ${m}; r++) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      ${shuffle}
+    }
+  }
+  if (${kw} == 1) {
+    if (n < N && lane < ${m}) {
+      ${storeOne}
+    }
+    continue;
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < ${m}; r++) { ${toPart} }
+  }
+  __syncthreads();
+  if (sub == 0 && n < N && lane < ${m}) {
+    ${storeSplit}
+  }
+  __syncthreads(); // part is rewritten by the next group
+  }
+}
+`;
+}
+
+const NORM_PARAMS: readonly ParamType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'f32', 'i32', 'i32', 'i64', 'i64', 'i64', 'i64', 'i64'];
+
+export interface GemvNormProblem extends GemvProblem {
+  /** residual [M, K] (row stride ldr) or absent (s = x). */
+  res?: DevPtr;
+  ldr: number;
+  gamma: DevPtr;
+  eps: number;
+  /** Where bf16(s) goes ([M, K], row stride ldh), or absent. */
+  hout?: DevPtr;
+  ldh: number;
+}
+
+/** Whether the norm-prologue variant takes the problem: the GEMV's conditions, 16-byte rows of residual / gamma / h, and its shared memory. */
+export function gemvNormApplies(p: GemvNormProblem): boolean {
+  if (!gemvApplies(p) || gemvNormSharedBytes(p.m, p.k) > NORM_SHARED_LIMIT || p.gamma % 16 !== 0) return false;
+  if (p.res !== undefined && (p.res % 16 !== 0 || p.ldr % 8 !== 0)) return false;
+  return p.hout === undefined || (p.hout % 16 === 0 && p.ldh % 8 === 0);
+}
+
+/** Runs the norm-prologue variant; `gated`: W is [2n, k] and the epilogue is silu(g) * u, as runGemvGated. */
+export function runGemvNorm(index: number, stream: CudaStream, p: GemvNormProblem, gated: boolean, fast: boolean): void {
+  const kw = gemvWarpsPerRow(gated ? 2 * p.n : p.n, deviceInfo(index).smCount);
+  const kern = kernelFromSource(index, gemvNormSource(p.m, kw, gated, fast), normName(p.m, kw, gated, fast), NORM_PARAMS);
+  gemvStats.runs++;
+  launch(
+    kern,
+    [p.x, p.res ?? 0, p.gamma, p.w, p.out, p.hout ?? 0, p.bias ?? 0, p.eps, p.n, p.k, p.ldx, p.ldr, p.ldw, p.ldo, p.ldh],
+    { grid: gemvNormGrid(Math.ceil(p.n / (WARPS / kw)), deviceInfo(index).smCount), block: THREADS, sharedBytes: gemvNormSharedBytes(p.m, p.k) },
+    stream,
+  );
+}

@@ -14,6 +14,7 @@ import './pool.js';
 import './llm-rotary.js';
 import './llm-qk-norm-rotary.js';
 import './llm-linear-silu-mul.js';
+import './llm-add-rms-norm-linear.js';
 import './nn-extra.js';
 import './scatter.js';
 import './scatter-add.js';
