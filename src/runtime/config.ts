@@ -77,11 +77,8 @@ export const OPTIONS = {
   KILN_PTXAS: { type: 'string', default: 'ptxas', env: true, codegen: false, doc: 'ptxas used by the offline generated-source check' },
   KILN_QK_NORM_ROTARY: { type: 'boolean', default: true, env: true, codegen: true, doc: 'q/k norm + rotary fusion in inference programs (read when a function is compiled)' },
   KILN_QK_NORM_ROTARY_CACHE: { type: 'boolean', default: true, env: true, codegen: true, doc: "Compiled decode steps fuse each layer's llm.qkNormRotary with its llm.reshapeAndCache into one llm.qkNormRotaryCache launch (cuda; needs KILN_QK_NORM_ROTARY); on by default since the H200 A/B (bench/results/h200-s15-decode-fusions-ab-2026-12-03.json) (read when a function is compiled)" },
-<<<<<<< HEAD
   KILN_ASYNC_STEPS: { type: 'boolean', default: false, env: true, codegen: false, doc: "The serve engine's default for asyncSteps: launch the next decode step before reading the sampled ids of the last (ids fed on the device); off until measured on a GPU (read when an Engine is made)" },
-=======
   KILN_ADD_RMSNORM_LINEAR: { type: 'boolean', default: false, env: true, codegen: true, doc: "Compiled inference programs fuse the residual add + RMSNorm before a linear (or llm.linearSiluAndMul) into one llm.addRmsNormLinear: on cuda (bfloat16, rows <= KILN_GEMV_MAX_ROWS) the GEMV computes the norm in its prologue, one launch fewer per norm; off until an H200 A/B (read when a function is compiled)" },
->>>>>>> normgemv
   KILN_LINEAR_SILU_MUL: { type: 'boolean', default: true, env: true, codegen: true, doc: "Compiled inference programs fuse a SwiGLU MLP's concatenated gate/up linear with silu * mul into one llm.linearSiluAndMul (on cuda the bfloat16 GEMV with the activation in its epilogue); on by default since the H200 A/B (bench/results/h200-s15-decode-fusions-ab-2026-12-03.json) (read when a function is compiled)" },
   KILN_QUIET: { type: 'boolean', default: false, env: true, codegen: false, doc: 'Silences the slow-build notes on stderr (warnings and KILN_LOG output stay)' },
   KILN_SGEMM: { type: 'boolean', default: false, env: true, once: true, codegen: true, setter: 'setSimtLinear', doc: "Exact-fp32 linear GEMMs on Kiln's SIMT kernel instead of cuBLASLt (experiment)" },
