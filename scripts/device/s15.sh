@@ -51,15 +51,18 @@ elif [ "$part" = fusions ]; then
 elif [ "$part" = final ]; then
   # Everything the helpers built, in one call ordered by priority; a step starts only while the call
   # is under its deadline (S15_DEADLINE s), so the tail is what gets cut.
-  dl=${S15_DEADLINE:-470}
+  dl=${S15_DEADLINE:-440}
   go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; }
   K="timeout -k 5"
   go tests && { $K 100 node --test dist/test/cuda-linear-silu-mul.test.js dist/test/cuda-qk-norm-rotary-cache.test.js dist/test/cuda-paged-attention.test.js \
-      dist/test/cuda-random-draw.test.js dist/test/engine-async.test.js dist/test/sampler-cuda.test.js > "$out/cuda-tests.txt" 2>&1
+      dist/test/cuda-random-draw.test.js dist/test/engine-async.test.js dist/test/sampler-cuda.test.js dist/test/cuda-add-rms-norm-linear.test.js > "$out/cuda-tests.txt" 2>&1
     el "cuda tests rc=$?"; sum "$out/cuda-tests.txt" "^# (pass|fail|skipped)|^not ok" 10; }
   go decode && { $K 85 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 128 --reps 2 --async on,off \
       --json "$out/decode-async.json" > "$out/decode-async.txt" 2>&1
     el "cuda decode async on,off rc=$?"; sum "$out/decode-async.txt" "^decode +batch|rror" 8; }
+  go arl && { KILN_ADD_RMSNORM_LINEAR=1 $K 50 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8 --new 128 --reps 2 --async on,off \
+      --json "$out/decode-arl.json" > "$out/decode-arl.txt" 2>&1
+    el "cuda decode KILN_ADD_RMSNORM_LINEAR=1 async on,off rc=$?"; sum "$out/decode-arl.txt" "^decode +batch|rror" 4; }
   export KILN_WEBGPU_BACKEND=vulkan
   go wgdecode && { $K 50 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --breakdown \
       --json "$out/decode-webgpu-f16.json" > "$out/decode-webgpu-f16.txt" 2>&1
