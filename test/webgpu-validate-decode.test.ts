@@ -1,0 +1,51 @@
+/**
+ * Compiles the decode-step kernels of issue #20 on Dawn's null backend, which needs no GPU and
+ * offers shader-f16 (SwiftShader, where the value tests run, has no f16): the split argmax /
+ * argmin (argreduce-split.ts) for every storage kind, and the paged decode attention
+ * (paged-attention-source.ts) for every storage kind, with and without the split scratch. Dawn
+ * compiles the WGSL and creates the pipeline (types, uniformity of the barriers, workgroup memory).
+ */
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { dawnSkipReason } from './helpers/dawn.js';
+import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
+import type { StorageKind } from '../src/kernels/webgpu/storage.js';
+
+// Before Kiln reads its options: this process's webgpu device is Dawn's null backend.
+process.env.KILN_WEBGPU_BACKEND = 'null';
+const kiln = await import('../src/index.js');
+const A = await import('../src/kernels/webgpu/argreduce-split.js');
+const P = await import('../src/kernels/webgpu/paged-attention-source.js');
+const { withPrelude } = await import('../src/kernels/math/wgsl-prelude.js');
+
+test('the split argmax / argmin kernels compile on Dawn for every storage kind', { skip: dawnSkipReason() }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  assert.ok(acc.hasFeature('shader-f16'), 'the null device offers shader-f16');
+  let n = 0;
+  for (const x of ['f32', 'f16', 'f16p', 'bf16p', 'i32', 'u8p'] as StorageKind[]) {
+    for (const kind of ['argmax', 'argmin'] as const) {
+      acc.kernel(withPrelude(A.splitArgPartSource(kind, x)), `kiln.${kind}.split.part.${x}`);
+      acc.kernel(withPrelude(A.splitArgFinalSource(kind, x)), `kiln.${kind}.split.final.${x}`);
+      n += 2;
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.equal(n, 24);
+});
+
+test('the paged decode attention kernels compile on Dawn for every storage kind', { skip: dawnSkipReason() }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  let n = 0;
+  for (const x of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
+    for (const [d, hg] of [[128, 2], [64, 1], [256, 4]] as const) {
+      for (const partial of [false, true]) {
+        acc.kernel(withPrelude(P.pagedSplitSource({ x, table: 'int32', lens: 'int32', d, hg }, partial)), `kiln.paged.${partial ? 'split' : 'decode'}.${x}.${d}.${hg}`);
+        n++;
+      }
+    }
+    acc.kernel(withPrelude(P.pagedCombineSource(x, 128)), `kiln.paged.combine.${x}`);
+    n++;
+  }
+  kiln.synchronize('webgpu');
+  assert.equal(n, 28);
+});
