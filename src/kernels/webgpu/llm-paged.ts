@@ -94,8 +94,6 @@ registerWebgpu(reshapeAndCache.name, (_ctx, key, value, keyCache, valueCache, sl
 
 /** Workgroups below which the keys are split. */
 const TARGET_GROUPS = 256;
-/** Fewest keys per split. */
-const SPLIT_MIN = 256;
 /** The largest head dim. */
 const MAX_DIM = 512;
 /** f32s of workgroup memory the head group's queries may take (8 KiB). */
@@ -112,14 +110,16 @@ function headGroup(g: number, d: number): number {
 }
 
 /**
- * The launch plan for B sequences of up to `capacity` tokens: splits over the keys (a multiple of
- * the 64-key block each) when the (sequence, kv head, head group) work items alone would leave most
- * of the device idle. Depends on shapes only, never on the lengths (no host read).
+ * The launch plan for B sequences of up to `capacity` tokens: splits over the keys when the
+ * (sequence, kv head, head group) work items alone would leave most of the device idle (at most one
+ * per 64-key block of the capacity). The kernel spreads each sequence's actual keys over all the
+ * splits (ceil(len / splits) rounded up to 64), so a batch-1 decode step of a short context still
+ * runs on `splits` workgroups per item; `splitLen` is what a split takes at full capacity.
+ * Depends on shapes only, never on the lengths (no host read).
  */
 export function pagedPlan(items: number, capacity: number): { splits: number; splitLen: number } {
-  const want = Math.max(1, Math.min(Math.ceil(TARGET_GROUPS / Math.max(items, 1)), Math.floor(capacity / SPLIT_MIN)));
-  const splitLen = Math.max(PAGED_WG, Math.ceil(Math.ceil(capacity / want) / PAGED_WG) * PAGED_WG);
-  return { splits: Math.max(1, Math.ceil(capacity / splitLen)), splitLen };
+  const splits = Math.max(1, Math.min(Math.ceil(TARGET_GROUPS / Math.max(items, 1)), Math.ceil(capacity / PAGED_WG)));
+  return { splits, splitLen: Math.max(PAGED_WG, Math.ceil(Math.ceil(capacity / splits) / PAGED_WG) * PAGED_WG) };
 }
 
 registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables, contextLens, scale) => {

@@ -5,7 +5,9 @@
  * workgroups, the splits merged by a combine pass (flash-decoding). Every value is computed in f32
  * (16-bit storage is loaded into f32 and rounded once when stored).
  *
- * - `split`: one workgroup of 64 per (sequence, kv head, head group, key split). A head group is HG
+ * - `split`: one workgroup of 64 per (sequence, kv head, head group, key split); a sequence's
+ *   keys are spread over the splits by its length (ceil(len / splits) rounded up to 64-key blocks),
+ *   so a short context is split as finely as a long one. A head group is HG
  *   of the G = Hq / Hkv query heads that share the kv head (grouped-query attention), so each key
  *   and value row is read once for HG heads. Their scaled queries sit in workgroup memory;
  *   invocation t scores key j0 + t of each block of 64 for every head of the group (one read of the
@@ -22,7 +24,8 @@
  * library's kiln_exp (WGSL's exp is loose).
  *
  * Metadata (u32 words): [B, H, hkv, blockSize, maxBlocks, qRow, qHead, qOff, tableRow, tableOff,
- * lenOff, lenStride, scale bits, numBlocks, kcOff, vcOff, splits, splitLen, headGroups, outOff].
+ * lenOff, lenStride, scale bits, numBlocks, kcOff, vcOff, splits, splitLen (the most keys a split
+ * takes at full capacity; informational), headGroups, outOff].
  */
 import type { DType } from '../../tensor/dtype.js';
 import type { StorageKind } from './storage.js';
@@ -75,7 +78,7 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u) {',
     '  let B = kmeta[0]; let H = kmeta[1]; let hkv = kmeta[2]; let bs = kmeta[3]; let maxBlocks = kmeta[4];',
     '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
-    '  let splits = kmeta[16]; let splitLen = kmeta[17]; let groups = kmeta[18];',
+    '  let splits = kmeta[16]; let groups = kmeta[18];',
     '  let total = B * hkv * groups * splits;',
     '  for (var t = wid.x; t < total; t = t + ng.x) {',
     '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
@@ -91,7 +94,10 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     `    for (var r = 0u; r < ${hg * R}u; r++) { acc[r] = 0.0f; }`,
     '    var m: array<f32, HG>; var l: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
     `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; l[h] = 0.0f; started[h] = false; bad[h] = false; }`,
-    '    let js = sp * splitLen; let je = min(len, js + splitLen);',
+    // The row's keys spread over every split whatever its length (a short context too): splits
+    // of whole 64-key blocks, ceil(len / splits) rounded up; splits past the last key take none.
+    `    let per = (len + splits - 1u) / splits; let sl = max(${W}u, ((per + ${W - 1}u) / ${W}u) * ${W}u);`,
+    '    let js = sp * sl; let je = min(len, js + sl);',
     `    for (var j0 = js; j0 < je; j0 = j0 + ${W}u) {`,
     '      let j = j0 + lid;',
     '      var ok = j < je;',
