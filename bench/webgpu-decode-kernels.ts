@@ -9,7 +9,7 @@
  * at a 300-token context (capacity 40960 tokens, as the serve engine's tables).
  *
  *   node dist/bench/webgpu-decode-kernels.js [--dtype float16] [--reps 50] [--json out.json]
- *   KILN_WEBGPU_SPLIT_ARG=0 ...   (the argmax on one workgroup, for comparison)
+ *   KILN_WEBGPU_SPLIT_ARG=0 node dist/bench/webgpu-decode-kernels.js --only argmax   (one workgroup, for comparison)
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -17,7 +17,7 @@ import * as kiln from '../src/index.js';
 import type { DType } from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
-const { values: a } = parseArgs({ options: { dtype: { type: 'string', default: 'float16' }, reps: { type: 'string', default: '50' }, context: { type: 'string', default: '300' }, json: { type: 'string' } } });
+const { values: a } = parseArgs({ options: { dtype: { type: 'string', default: 'float16' }, reps: { type: 'string', default: '50' }, only: { type: 'string', default: '' }, context: { type: 'string', default: '300' }, json: { type: 'string' } } });
 const dtype = a.dtype as DType;
 const reps = Number(a.reps);
 const dev = 'webgpu';
@@ -43,6 +43,8 @@ function time(f: () => Tensor): number {
 }
 
 const rows: { kernel: string; us: number; gbps?: number }[] = [];
+/** --only: the rows whose name contains it (the others are neither set up nor run). */
+const want = (name: string): boolean => a.only === '' || name.includes(a.only);
 const report = (kernel: string, us: number, moved?: number): void => {
   const gbps = moved === undefined ? undefined : moved / us / 1e3;
   rows.push({ kernel, us: Number(us.toFixed(2)), ...(gbps === undefined ? {} : { gbps: Number(gbps.toFixed(0)) }) });
@@ -51,9 +53,10 @@ const report = (kernel: string, us: number, moved?: number): void => {
 
 kiln.manualSeed(0);
 const small = kiln.randn([1024], { device: dev }).to(dtype);
-report('pointwise add [1024] (dispatch floor)', time(() => kiln.add(small, small)));
+if (want('pointwise')) report('pointwise add [1024] (dispatch floor)', time(() => kiln.add(small, small)));
 
 for (const [name, n, k] of [['qkv 4096x1024', 4096, 1024], ['o 1024x2048', 1024, 2048], ['gate_up 6144x1024', 6144, 1024], ['down 1024x3072', 1024, 3072], ['lm_head 151936x1024', 151936, 1024]] as const) {
+  if (!want(`gemv ${name}`)) continue;
   const w = kiln.randn([n, k], { device: dev }).to(dtype);
   const x = kiln.randn([1, k], { device: dev }).to(dtype);
   report(`gemv ${name}`, time(() => kiln.linear(x, w)), n * k * bytes);
@@ -63,21 +66,24 @@ for (const [name, n, k] of [['qkv 4096x1024', 4096, 1024], ['o 1024x2048', 1024,
 
 const h = kiln.randn([1, 1024], { device: dev }).to(dtype);
 const g = kiln.randn([1024], { device: dev }).to(dtype);
-report('rmsNorm [1, 1024]', time(() => kiln.llm.rmsNorm(h, g, 1e-6)));
+if (want('rmsNorm')) report('rmsNorm [1, 1024]', time(() => kiln.llm.rmsNorm(h, g, 1e-6)));
 
-const logits = kiln.randn([1, 151936], { device: dev }).to(dtype);
-report(`argmax [1, 151936] (split ${process.env.KILN_WEBGPU_SPLIT_ARG ?? '1'})`, time(() => kiln.argmax(logits, 1)), 151936 * bytes);
+const logits = want('argmax') ? kiln.randn([1, 151936], { device: dev }).to(dtype) : small;
+if (want('argmax')) report(`argmax [1, 151936] (split ${process.env.KILN_WEBGPU_SPLIT_ARG ?? '1'})`, time(() => kiln.argmax(logits, 1)), 151936 * bytes);
 
 // Paged decode attention: 16 query heads over 8 kv heads of 128, blocks of 16, a 300-token context.
 const bs = 16;
 const maxBlocks = 40960 / bs;
 const ctx = Number(a.context);
-const kc = kiln.randn([maxBlocks, bs, 8, 128], { device: dev }).to(dtype);
-const vc = kiln.randn([maxBlocks, bs, 8, 128], { device: dev }).to(dtype);
-const q = kiln.randn([1, 16, 128], { device: dev }).to(dtype);
-const tables = kiln.tensor([Array.from({ length: maxBlocks }, (_, i) => i)], { dtype: 'int32', device: dev });
-const lens = kiln.tensor([ctx], { dtype: 'int32', device: dev });
-report(`pagedAttention ctx ${ctx} (capacity 40960)`, time(() => kiln.llm.pagedAttention(q, kc, vc, tables, lens, 1 / Math.sqrt(128))), 2 * ctx * 8 * 128 * bytes);
+if (want('pagedAttention')) pagedRow();
+function pagedRow(): void {
+  const kc = kiln.randn([maxBlocks, bs, 8, 128], { device: dev }).to(dtype);
+  const vc = kiln.randn([maxBlocks, bs, 8, 128], { device: dev }).to(dtype);
+  const q = kiln.randn([1, 16, 128], { device: dev }).to(dtype);
+  const tables = kiln.tensor([Array.from({ length: maxBlocks }, (_, i) => i)], { dtype: 'int32', device: dev });
+  const lens = kiln.tensor([ctx], { dtype: 'int32', device: dev });
+  report(`pagedAttention ctx ${ctx} (capacity 40960)`, time(() => kiln.llm.pagedAttention(q, kc, vc, tables, lens, 1 / Math.sqrt(128))), 2 * ctx * 8 * 128 * bytes);
+}
 
 if (a.json) fs.writeFileSync(a.json, JSON.stringify({ dtype, reps, rows }, null, 2));
 process.exit(0);
