@@ -2,7 +2,8 @@
  * Compiles the decode-step kernels of issue #20 on Dawn's null backend, which needs no GPU and
  * offers shader-f16 (SwiftShader, where the value tests run, has no f16): the split argmax /
  * argmin (argreduce-split.ts) for every storage kind, and the paged decode attention
- * (paged-attention-source.ts) for every storage kind, with and without the split scratch. Dawn
+ * (paged-attention-source.ts) for every storage kind, with and without the split scratch, and the
+ * gated GEMV of llm.linearSiluAndMul (gemv-codegen.ts) for every kind, row block and bias. Dawn
  * compiles the WGSL and creates the pipeline (types, uniformity of the barriers, workgroup memory).
  */
 import assert from 'node:assert/strict';
@@ -17,6 +18,7 @@ const kiln = await import('../src/index.js');
 const A = await import('../src/kernels/webgpu/argreduce-split.js');
 const P = await import('../src/kernels/webgpu/paged-attention-source.js');
 const { withPrelude } = await import('../src/kernels/math/wgsl-prelude.js');
+const G = await import('../src/kernels/webgpu/gemv-codegen.js');
 
 test('the split argmax / argmin kernels compile on Dawn for every storage kind', { skip: dawnSkipReason() }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
@@ -48,4 +50,20 @@ test('the paged decode attention kernels compile on Dawn for every storage kind'
   }
   kiln.synchronize('webgpu');
   assert.equal(n, 28);
+});
+
+test('the gated GEMV (llm.linearSiluAndMul) compiles on Dawn for every storage kind, row block and bias', { skip: dawnSkipReason() }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  let n = 0;
+  for (const kind of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
+    for (const mr of [1, 2, 4, 8] as const) {
+      for (const bias of [false, true]) {
+        const spec = { kind, mr, bias, beta: false, gated: true };
+        acc.kernel(G.generateGemv(spec), `kiln.gemm (${G.gemvKey(spec)})`);
+        n++;
+      }
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.equal(n, 32);
 });
