@@ -4,7 +4,8 @@
  * the CPU kernel against the same reference: float32, float16 and bfloat16; many context lengths
  * (1, ends mid-block, whole blocks, past a 64-key block and a split, zero) for several sequences of
  * different lengths in one batch; grouped-query heads (group sizes 1, 3, 4), head dims 32 and 80
- * (value dims past one 64-wide pass); one split (many work items) and several (few items: each
+ * (value dims past one 64-wide pass), 36 (16-bit keys read one element at a time, not as 16-byte
+ * words); one split (many work items) and several (few items: each
  * sequence's keys spread over them by its length);
  * int32 and int64 block tables; shuffled block ids. Needs a real adapter (SwiftShader in CI);
  * webgpu-validate-attention.test.ts compiles every variant on Dawn's null backend.
@@ -136,6 +137,8 @@ test('webgpu llm.pagedAttention matches a float64 reference (splits, GQA, mid-bl
   }
   // One split (256 work items: 16 sequences x 16 kv heads): the kernel that writes the output itself.
   failures.push(...check({ dtype: 'float16', lens: [1, 15, 16, 17, 0, 256, 63, 64, 65, 100, 128, 129, 200, 255, 2, 190], heads: 16, kvHeads: 16, d: 32, blockSize: 16, maxBlocks: 16, index: 'int32' }, seed++));
+  // Head dim 36: 16-bit key rows are not whole 16-byte words (scalar key loads); float32 rows are (4 per word).
+  for (const dtype of ['float16', 'float32'] as const) failures.push(...check({ dtype, lens: [5, 70, 129], heads: 4, kvHeads: 2, d: 36, blockSize: 16, maxBlocks: 12, index: 'int32' }, seed++));
   // Group 4 over splits, head dim 80, lengths ending mid-block everywhere.
   failures.push(...check({ dtype: 'float32', lens: [257, 511, 700, 1023], heads: 8, kvHeads: 2, d: 80, blockSize: 16, maxBlocks: 64, index: 'int64' }, seed++));
   assert.deepEqual(failures, [], failures.join('\n'));

@@ -2,7 +2,8 @@
  * Compiles the decode-step kernels of issue #20 on Dawn's null backend, which needs no GPU and
  * offers shader-f16 (SwiftShader, where the value tests run, has no f16): the split argmax /
  * argmin (argreduce-split.ts) for every storage kind, and the paged decode attention
- * (paged-attention-source.ts) for every storage kind, with and without the split scratch, and the
+ * (paged-attention-source.ts) for every storage kind, with and without the split scratch and the
+ * 16-byte key loads, and the
  * gated GEMV of llm.linearSiluAndMul (gemv-codegen.ts) for every kind, row block and bias. Dawn
  * compiles the WGSL and creates the pipeline (types, uniformity of the barriers, workgroup memory).
  */
@@ -41,15 +42,17 @@ test('the paged decode attention kernels compile on Dawn for every storage kind'
   for (const x of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
     for (const [d, hg] of [[128, 2], [64, 1], [256, 4]] as const) {
       for (const partial of [false, true]) {
-        acc.kernel(withPrelude(P.pagedSplitSource({ x, table: 'int32', lens: 'int32', d, hg }, partial)), `kiln.paged.${partial ? 'split' : 'decode'}.${x}.${d}.${hg}`);
-        n++;
+        for (const vecK of [false, true]) {
+          acc.kernel(withPrelude(P.pagedSplitSource({ x, table: 'int32', lens: 'int32', d, hg, vecK }, partial)), `kiln.paged.${partial ? 'split' : 'decode'}.${x}.${d}.${hg}${vecK ? '.vk' : ''}`);
+          n++;
+        }
       }
     }
     acc.kernel(withPrelude(P.pagedCombineSource(x, 128)), `kiln.paged.combine.${x}`);
     n++;
   }
   kiln.synchronize('webgpu');
-  assert.equal(n, 28);
+  assert.equal(n, 52);
 });
 
 test('the gated GEMV (llm.linearSiluAndMul) compiles on Dawn for every storage kind, row block and bias', { skip: dawnSkipReason() }, () => {

@@ -19,7 +19,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { DType } from '../../tensor/dtype.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
-import { PAGED_WG, pagedCombineSource, pagedSplitSource, type PagedKinds } from './paged-attention-source.js';
+import { PAGED_WG, pagedCombineSource, pagedSplitSource, pagedVecElems, type PagedKinds } from './paged-attention-source.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, WG, words } from './template.js';
 
@@ -141,14 +141,17 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const hg = headGroup(heads / g.kvHeads, d);
   const groups = heads / g.kvHeads / hg;
   const { splits, splitLen } = pagedPlan(b * g.kvHeads * groups, maxBlocks * g.blockSize);
-  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg };
+  // Key rows as 16-byte words where they are exact (pagedVecElems): the head dim and the cache's offset whole words, its buffer whole words.
+  const ve = pagedVecElems(x);
+  const vecK = ve > 0 && d % ve === 0 && kc.offset % ve === 0 && kc.storage.buffer.capacity % 16 === 0;
+  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg, vecK };
   const meta = words([
     b, heads, g.kvHeads, g.blockSize, maxBlocks, q.strides[0]!, q.strides[1]!, q.offset, tables.strides[0]!, tables.offset,
     lens.offset, lens.strides[0] ?? 1, f32Bits(scale as number), g.numBlocks, kc.offset, vc.offset, splits, splitLen, groups, out.offset,
   ]);
   const acc = webgpu();
   const inputs = [q.storage.buffer, kc.storage.buffer, vc.storage.buffer, tables.storage.buffer, lens.storage.buffer];
-  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}`;
+  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}`;
   const items = b * g.kvHeads * groups * splits;
   if (splits === 1) {
     acc.dispatch(kernelFor(`paged.decode.${tag}`, () => pagedSplitSource(kinds, false)), [out.storage.buffer, ...inputs], meta, groupsFor(items, 1));

@@ -46,6 +46,33 @@ export interface PagedKinds {
   readonly d: number;
   /** Query heads per workgroup (a divisor of Hq / Hkv). */
   readonly hg: number;
+  /**
+   * Key rows read as 16-byte words (vec4<u32>: 8 16-bit or 4 f32 elements), a 128-dim float16 row
+   * in 16 loads instead of 128: the head dim and the key cache's offset are multiples of a word's
+   * elements and its buffer whole words (llm-paged.ts decides).
+   */
+  readonly vecK?: boolean;
+}
+
+/** Elements of storage kind `x` in a 16-byte word (the vector key loads), or 0 where none. */
+export function pagedVecElems(x: StorageKind): number {
+  return x === 'f32' ? 4 : x === 'f16' || x === 'f16p' || x === 'bf16p' ? 8 : 0;
+}
+
+/** WGSL turning a 16-byte word into f32 lanes: kiln_kw0 (and kiln_kw1 for 16-bit kinds, the high half). */
+function keyWordHelpers(x: StorageKind): string[] {
+  if (x === 'f32') return ['fn kiln_kw0(w: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(w); }'];
+  if (x === 'bf16p') {
+    return [
+      'fn kiln_kbf2(u: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(u << 16u), bitcast<f32>(u & 0xffff0000u)); }',
+      'fn kiln_kw0(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(kiln_kbf2(w.x), kiln_kbf2(w.y)); }',
+      'fn kiln_kw1(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(kiln_kbf2(w.z), kiln_kbf2(w.w)); }',
+    ];
+  }
+  return [
+    'fn kiln_kw0(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }',
+    'fn kiln_kw1(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)); }',
+  ];
 }
 
 const NEG_MAX = '-3.4028234663852886e38f';
@@ -67,6 +94,14 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     { kind: indexBind(k.table), written: false },
     { kind: indexBind(k.lens), written: false },
   ]);
+  const V = pagedVecElems(x);
+  const vec = k.vecK === true && V > 0 && d % V === 0;
+  if (vec) {
+    // The key cache as 16-byte words (its other loads are the value cache's, through b3).
+    const at = lines.findIndex((l) => l.startsWith('@group(0) @binding(2)'));
+    lines[at] = '@group(0) @binding(2) var<storage, read> b2: array<vec4<u32>>;';
+    lines.push(...keyWordHelpers(x));
+  }
   lines.push(
     `const D = ${d}u;`,
     `const HG = ${hg}u;`,
@@ -110,10 +145,21 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '        if (ok) {',
     '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
     '          let kr = kmeta[14] + base;',
-    '          for (var e = 0u; e < D; e++) {',
-    `            let kv = ${loadExpr(x, 'b2', 'kr + e', false)};`,
-    '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
-    '          }',
+    ...(vec
+      ? [
+          `          for (var e = 0u; e < D; e = e + ${V}u) {`,
+          `            let kw = b2[(kr + e) / ${V}u];`,
+          '            let k0 = kiln_kw0(kw);',
+          ...(V === 8 ? ['            let k1 = kiln_kw1(kw);'] : []),
+          `            for (var h = 0u; h < HG; h++) { let qb = h * D + e; s[h] += dot(vec4<f32>(qs[qb], qs[qb + 1u], qs[qb + 2u], qs[qb + 3u]), k0)${V === 8 ? ' + dot(vec4<f32>(qs[qb + 4u], qs[qb + 5u], qs[qb + 6u], qs[qb + 7u]), k1)' : ''}; }`,
+          '          }',
+        ]
+      : [
+          '          for (var e = 0u; e < D; e++) {',
+          `            let kv = ${loadExpr(x, 'b2', 'kr + e', false)};`,
+          '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
+          '          }',
+        ]),
     '        }',
     '      }',
     '      kb[lid] = base;',
