@@ -48,11 +48,13 @@ test('the paged decode attention kernels compile on Dawn for every storage kind'
         }
       }
     }
-    acc.kernel(withPrelude(P.pagedCombineSource(x, 128)), `kiln.paged.combine.${x}`);
-    n++;
+    for (const lens of ['int32', 'int64'] as const) {
+      acc.kernel(withPrelude(P.pagedCombineSource(x, 128, lens)), `kiln.paged.combine.${x}.${lens}`);
+      n++;
+    }
   }
   kiln.synchronize('webgpu');
-  assert.equal(n, 52);
+  assert.equal(n, 56);
 });
 
 test('the gated GEMV (llm.linearSiluAndMul) compiles on Dawn for every storage kind, row block and bias', { skip: dawnSkipReason() }, () => {

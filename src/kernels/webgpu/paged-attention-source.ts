@@ -78,6 +78,12 @@ function keyWordHelpers(x: StorageKind): string[] {
 const NEG_MAX = '-3.4028234663852886e38f';
 const indent = (s: string, n: number): string => s.replace(/\n/g, `\n${' '.repeat(n)}`);
 
+/**
+ * WGSL: the keys a split of a sequence takes (needs `len` and `splits`): ceil(len / splits) rounded
+ * up to whole 64-key blocks. The split kernel and the combine pass must agree on it.
+ */
+const SPLIT_LEN_EXPR = `max(${PAGED_WG}u, (((len + splits - 1u) / splits + ${PAGED_WG - 1}u) / ${PAGED_WG}u) * ${PAGED_WG}u)`;
+
 /** Value dims each invocation accumulates per head. */
 export const pagedPerThread = (d: number): number => Math.max(1, Math.ceil(d / PAGED_WG));
 
@@ -131,7 +137,7 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; l[h] = 0.0f; started[h] = false; bad[h] = false; }`,
     // The row's keys spread over every split whatever its length (a short context too): splits
     // of whole 64-key blocks, ceil(len / splits) rounded up; splits past the last key take none.
-    `    let per = (len + splits - 1u) / splits; let sl = max(${W}u, ((per + ${W - 1}u) / ${W}u) * ${W}u);`,
+    `    let sl = ${SPLIT_LEN_EXPR};`,
     '    let js = sp * sl; let je = min(len, js + sl);',
     `    for (var j0 = js; j0 < je; j0 = j0 + ${W}u) {`,
     '      let j = j0 + lid;',
@@ -226,11 +232,16 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
   return lines.join('\n');
 }
 
-/** Merges the splits' partial results: one invocation per (sequence, head, dim). */
-export function pagedCombineSource(x: StorageKind, d: number): string {
+/**
+ * Merges the splits' partial results: one invocation per (sequence, head, dim), over the splits
+ * that hold keys of the sequence (ceil(len / sl), the rest are empty): a short context reads a few
+ * partials, not all `splits`.
+ */
+export function pagedCombineSource(x: StorageKind, d: number, lens: DType): string {
   const lines = header([
     { kind: x, written: true },
     { kind: 'f32', written: false },
+    { kind: indexBind(lens), written: false },
   ]);
   lines.push(
     `const D = ${d}u;`,
@@ -238,15 +249,18 @@ export function pagedCombineSource(x: StorageKind, d: number): string {
     'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {',
     '  let splits = kmeta[16]; let n = kmeta[0] * kmeta[1] * D;',
     `  for (var g = gid.x; g < n; g = g + ng.x * ${PAGED_WG}u) {`,
-    '    let e = g % D; let row = g / D;',
+    '    let e = g % D; let row = g / D; let b = row / kmeta[1];',
+    `    let len = u32(clamp(${indexLoad(lens, 'b2', 'kmeta[10] + b * kmeta[11]')}, 0i, i32(kmeta[4] * kmeta[3])));`,
+    `    let sl = ${SPLIT_LEN_EXPR};`,
+    '    let used = min(splits, (len + sl - 1u) / sl);',
     `    var mx = ${NEG_MAX}; var bad = false;`,
-    '    for (var sp = 0u; sp < splits; sp++) {',
+    '    for (var sp = 0u; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { mx = max(mx, b1[pb]); }',
     '      if (b1[pb + 2u] != 0.0f) { bad = true; }',
     '    }',
     '    var l = 0.0f; var a = 0.0f;',
-    '    for (var sp = 0u; sp < splits; sp++) {',
+    '    for (var sp = 0u; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { let c = kiln_exp(b1[pb] - mx); l += b1[pb + 1u] * c; a += b1[pb + 3u + e] * c; }',
     '    }',
