@@ -28,10 +28,8 @@ export function copy_(self: Tensor, src: Tensor | ScalarValue): Tensor {
   }
   return dispatch(core.copy_, self, src);
 }
-/** A cpu `src` with dst's dtype and shape, both contiguous, dst's bytes whole 4-byte words, no gradients. */
+/** A cpu `src` with dst's dtype and shape, both contiguous, dst's bytes whole 4-byte words. */
 function wordUpload(dst: Tensor, src: Tensor): boolean {
-  // Autograd keeps the device move (its backward takes the gradient back to the cpu).
-  if (src.requiresGrad || dst.requiresGrad) return false;
   if (src.device.type !== 'cpu' || src.dtype !== dst.dtype || src.ndim !== dst.ndim || src.shape.some((n, i) => n !== dst.shape[i])) return false;
   if (!src.isContiguous() || !dst.isContiguous()) return false;
   const size = itemSize(dst.dtype);
