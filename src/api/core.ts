@@ -2,7 +2,7 @@
 import { Device, type DeviceLike } from '../runtime/device.js';
 import { checkOptionKeys, keysOf } from '../runtime/option-keys.js';
 import type { DType } from '../tensor/dtype.js';
-import { isDType, itemSize } from '../tensor/dtype.js';
+import { isDType } from '../tensor/dtype.js';
 import type { MemoryFormat } from '../tensor/layout.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { dispatch } from '../ops/dispatch.js';
@@ -17,9 +17,6 @@ export function add_(self: Tensor, other: Tensor | ScalarValue, alpha: ScalarVal
   return dispatch(core.add_, self, other, alpha);
 }
 export function copy_(self: Tensor, src: Tensor | ScalarValue): Tensor {
-  // webgpu's copy_ writes a same-layout cpu source of whole 4-byte words straight into self's
-  // buffer (kernels/webgpu/core.ts): no staging buffer, no copy dispatch (decode inputs, each step).
-  if (typeof src === 'object' && self.device.type === 'webgpu' && wordUpload(self, src)) return dispatch(core.copy_, self, src);
   if (typeof src === 'object' && !src.device.equals(self.device)) {
     const moved = dispatch(core.toDevice, src, self.device);
     dispatch(core.copy_, self, moved);
@@ -27,13 +24,6 @@ export function copy_(self: Tensor, src: Tensor | ScalarValue): Tensor {
     return self;
   }
   return dispatch(core.copy_, self, src);
-}
-/** A cpu `src` with dst's dtype and shape, both contiguous, dst's bytes whole 4-byte words. */
-function wordUpload(dst: Tensor, src: Tensor): boolean {
-  if (src.device.type !== 'cpu' || src.dtype !== dst.dtype || src.ndim !== dst.ndim || src.shape.some((n, i) => n !== dst.shape[i])) return false;
-  if (!src.isContiguous() || !dst.isContiguous()) return false;
-  const size = itemSize(dst.dtype);
-  return (dst.offset * size) % 4 === 0 && (dst.numel() * size) % 4 === 0;
 }
 export function clone(self: Tensor, memoryFormat: MemoryFormat = 'preserve'): Tensor {
   return dispatch(core.clone, self, memoryFormat);

@@ -15,8 +15,6 @@ import { fill_, zero_ } from '../../ops/defs/pointwise.js';
 import { registerKernel, type Op } from '../../ops/registry.js';
 import type { OutMeta, ScalarValue } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
-import { itemSize } from '../../tensor/dtype.js';
-import { acceleratorFor } from '../../runtime/registry.js';
 import { broadcastStrides, contiguousStrides } from '../../tensor/layout.js';
 import { castValue } from '../../tensor/typed.js';
 import { Tensor } from '../../tensor/tensor.js';
@@ -38,31 +36,8 @@ function words(t: Tensor, shape: readonly number[] = t.shape, strides: readonly 
   return new Tensor(t.storage, 'int32', [...shape, 2], [...strides.map((s) => 2 * s), 1], 2 * t.offset);
 }
 
-/**
- * Whether `src` (on the cpu) is written into `dst` as its bytes: same dtype and shape, both
- * contiguous, dst's bytes whole 4-byte words (a partial word would need a read of the device's).
- * api copy_ sends only such cpu sources here (others are moved to the device first). The serve
- * engine's decode inputs take this path every step: one queued write each, where an upload to a
- * fresh buffer and a copy dispatch (two per step) cost a buffer and a dispatch.
- */
-function directUpload(dst: Tensor, src: Tensor): boolean {
-  if (src.device.type !== 'cpu' || src.dtype !== dst.dtype || src.ndim !== dst.ndim || src.shape.some((s, i) => s !== dst.shape[i])) return false;
-  if (!src.isContiguous() || !dst.isContiguous()) return false;
-  const size = itemSize(dst.dtype);
-  return (dst.offset * size) % 4 === 0 && (dst.numel() * size) % 4 === 0;
-}
-
 /** dst[...] = src (broadcast, cast), on dst's device; src may live on another device. */
 export function copyTensor(dst: Tensor, src: Tensor): Tensor {
-  if (directUpload(dst, src)) {
-    const size = itemSize(dst.dtype);
-    const host = new Uint8Array(dst.numel() * size);
-    if (host.byteLength > 0) {
-      acceleratorFor(src.device).accelerator.copyDeviceToHost(host, src.storage.buffer, src.offset * size);
-      acceleratorFor(dst.device).accelerator.copyHostToDevice(dst.storage.buffer, dst.offset * size, host);
-    }
-    return dst;
-  }
   let from = src;
   const wide = WIDE.has(dst.dtype) && src.dtype === dst.dtype;
   if (src.device.type !== 'webgpu' && (wide || !(src.device.type === 'cpu' && src.numel() === 1))) {
