@@ -6,6 +6,9 @@
  * 16-byte key loads, and the
  * gated GEMV of llm.linearSiluAndMul (gemv-codegen.ts) for every kind, row block and bias. Dawn
  * compiles the WGSL and creates the pipeline (types, uniformity of the barriers, workgroup memory).
+ * llm.qkNormRotaryCache's kernel binds nine buffers, more than the null device's eight: its WGSL
+ * is compiled as a shader module on a Dawn null device of this process (types and uniformity; no
+ * pipeline, so no binding limit).
  */
 import assert from 'node:assert/strict';
 import test from 'node:test';
@@ -70,5 +73,31 @@ test('the gated GEMV (llm.linearSiluAndMul) compiles on Dawn for every storage k
     }
   }
   kiln.synchronize('webgpu');
+  assert.equal(n, 32);
+});
+
+test("llm.qkNormRotaryCache's kernel compiles as a shader module on Dawn for every storage kind, style, head dim and slot dtype", { skip: dawnSkipReason() }, async () => {
+  const R = await import('../src/kernels/webgpu/llm-rotary.js');
+  const { dawnToggles } = await import('../src/runtime/webgpu/dawn-options.js');
+  const dawn = (await import('webgpu')) as unknown as { create(o: string[]): GPU };
+  const gpu = dawn.create(['backend=null', ...dawnToggles()]);
+  const adapter = (await gpu.requestAdapter())!;
+  const device = await adapter.requestDevice({ requiredFeatures: ['shader-f16'] as GPUFeatureName[] });
+  const errors: string[] = [];
+  let n = 0;
+  for (const x of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
+    for (const isNeox of [true, false]) {
+      for (const d of [64, 128]) {
+        for (const slots of ['int32', 'int64'] as const) {
+          const code = R.qkNormRotaryCacheSourceForTest(x, d, isNeox, slots);
+          const info = await device.createShaderModule({ code }).getCompilationInfo();
+          for (const m of info.messages) if (m.type === 'error') errors.push(`${x} ${isNeox} ${d} ${slots}: line ${m.lineNum}: ${m.message}`);
+          n++;
+        }
+      }
+    }
+  }
+  device.destroy();
+  assert.deepEqual(errors, []);
   assert.equal(n, 32);
 });

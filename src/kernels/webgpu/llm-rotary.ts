@@ -33,6 +33,7 @@ import { broadcastStrides } from '../../tensor/layout.js';
 import type { DType } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import type { DeviceBuffer } from '../../runtime/accelerator.js';
+import { withPrelude } from '../math/wgsl-prelude.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, words } from './template.js';
@@ -308,6 +309,19 @@ function launchCache(q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, ep
   const rows = q.numel() / d + k.numel() / d;
   acc.dispatch(kernel, b.buffers, words(meta), groupsFor(rows, 1));
   return true;
+}
+
+/**
+ * Tests: the WGSL of llm.qkNormRotaryCache's kernel for a decode step's usual operands (q, k and v
+ * slices of one qkv buffer; weights, cos, sin, caches and slots apart), for compile checks on a
+ * device that binds fewer buffers than the kernel needs (Dawn's null backend binds 8).
+ */
+export function qkNormRotaryCacheSourceForTest(kind: StorageKind, d: number, isNeox: boolean, slots: DType): string {
+  const roles: Role[][] = [['outQ'], ['kc'], ['vc'], ['xQ', 'xK', 'v'], ['wQ'], ['wK'], ['cos'], ['sin'], ['slots']];
+  const of = new Map<Role, number>();
+  roles.forEach((rs, i) => rs.forEach((r) => of.set(r, i)));
+  const b: Binding = { buffers: roles.map(() => ({}) as DeviceBuffer), written: roles.map((_, i) => i < 3), of };
+  return withPrelude(source(kind, d, isNeox, true, true, b, slots));
 }
 
 registerLlmImpl(qkNormRotaryCache.name, {
