@@ -4,7 +4,9 @@
  * the CPU kernel against the same reference: float32, float16 and bfloat16; many context lengths
  * (1, ends mid-block, whole blocks, past a 64-key block and a split, zero) for several sequences of
  * different lengths in one batch; grouped-query heads (group sizes 1, 3, 4), head dims 32 and 80
- * (value dims past one 64-wide pass); one split (small capacity) and several (capacity 640, 1024);
+ * (value dims past one 64-wide pass), 36 (16-bit keys read one element at a time, not as 16-byte
+ * words); one split (many work items) and several (few items: each
+ * sequence's keys spread over them by its length);
  * int32 and int64 block tables; shuffled block ids. Needs a real adapter (SwiftShader in CI);
  * webgpu-validate-attention.test.ts compiles every variant on Dawn's null backend.
  */
@@ -111,27 +113,33 @@ function check(c: Case, seed: number): string[] {
   return failures;
 }
 
-test('the paged plan splits long capacities and only those', () => {
-  assert.deepEqual(pagedPlan(2, 256), { splits: 1, splitLen: 256 });
-  assert.deepEqual(pagedPlan(2, 640), { splits: 2, splitLen: 320 });
-  assert.deepEqual(pagedPlan(4, 1024), { splits: 4, splitLen: 256 });
+test('the paged plan splits while the work items leave the device idle, at most one split per 64-key block', () => {
+  assert.deepEqual(pagedPlan(2, 256), { splits: 4, splitLen: 64 });
+  assert.deepEqual(pagedPlan(2, 640), { splits: 10, splitLen: 64 });
+  assert.deepEqual(pagedPlan(4, 1024), { splits: 16, splitLen: 64 });
+  assert.deepEqual(pagedPlan(8, 40960), { splits: 32, splitLen: 1280 });
+  assert.deepEqual(pagedPlan(256, 4096), { splits: 1, splitLen: 4096 });
   assert.deepEqual(pagedPlan(1000, 4096), { splits: 1, splitLen: 4096 });
-  const p = pagedPlan(8, 40000);
-  assert.ok(p.splits > 1 && p.splitLen % 64 === 0 && p.splits * p.splitLen >= 40000);
+  assert.deepEqual(pagedPlan(8, 40), { splits: 1, splitLen: 64 });
 });
 
 test('webgpu llm.pagedAttention matches a float64 reference (splits, GQA, mid-block lengths)', { skip }, () => {
   const failures: string[] = [];
   let seed = 7;
   for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
-    // One split (capacity 256): lengths inside a block, at and past block ends, zero.
+    // Four splits (capacity 256): lengths inside a block, at and past block ends, zero.
     failures.push(...check({ dtype, lens: [1, 15, 16, 17, 0, 256], heads: 8, kvHeads: 2, d: 32, blockSize: 16, maxBlocks: 16, index: 'int32' }, seed++));
-    // Two splits of 320 (capacity 640): lengths around the split and 64-key block boundaries.
+    // Ten splits (capacity 640): lengths around the 64-key block boundaries; the longest rows
+    // take two blocks per split, the shortest leave most splits empty.
     failures.push(...check({ dtype, lens: [63, 65, 319, 321, 640], heads: 6, kvHeads: 2, d: 80, blockSize: 16, maxBlocks: 40, index: 'int64' }, seed++));
-    // Four splits (capacity 1024), multi-head (group 1) and one long, one short sequence.
+    // Sixteen splits (capacity 1024), multi-head (group 1) and one long, one short sequence.
     failures.push(...check({ dtype, lens: [1000, 3], heads: 2, kvHeads: 2, d: 32, blockSize: 32, maxBlocks: 32, index: 'int32' }, seed++));
   }
-  // Group 4 over four splits, head dim 80, lengths ending mid-block everywhere.
+  // One split (256 work items: 16 sequences x 16 kv heads): the kernel that writes the output itself.
+  failures.push(...check({ dtype: 'float16', lens: [1, 15, 16, 17, 0, 256, 63, 64, 65, 100, 128, 129, 200, 255, 2, 190], heads: 16, kvHeads: 16, d: 32, blockSize: 16, maxBlocks: 16, index: 'int32' }, seed++));
+  // Head dim 36: 16-bit key rows are not whole 16-byte words (scalar key loads); float32 rows are (4 per word).
+  for (const dtype of ['float16', 'float32'] as const) failures.push(...check({ dtype, lens: [5, 70, 129], heads: 4, kvHeads: 2, d: 36, blockSize: 16, maxBlocks: 12, index: 'int32' }, seed++));
+  // Group 4 over splits, head dim 80, lengths ending mid-block everywhere.
   failures.push(...check({ dtype: 'float32', lens: [257, 511, 700, 1023], heads: 8, kvHeads: 2, d: 80, blockSize: 16, maxBlocks: 64, index: 'int64' }, seed++));
   assert.deepEqual(failures, [], failures.join('\n'));
 });

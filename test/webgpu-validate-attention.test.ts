@@ -62,7 +62,7 @@ test('every flash attention, paged attention and topk select kernel compiles on 
         compile(P.pagedSplitSource(k, true), `paged split ${x} ${d} ${hg} ${index}`);
       }
     }
-    for (const d of [32, 80, 128, 512]) compile(P.pagedCombineSource(x, d), `paged combine ${x} ${d}`);
+    for (const d of [32, 80, 128, 512]) for (const lens of ['int32', 'int64'] as const) compile(P.pagedCombineSource(x, d, lens), `paged combine ${x} ${d} ${lens}`);
   }
   for (const x of [...floats, 'i32', 'u8p'] as const) compile(selectSource(x, x), `select ${x}`);
   kiln.synchronize('webgpu');

@@ -24,6 +24,7 @@
  * 8-column groups), so runGemm fills one layout for every kernel.
  */
 import { GEMM_META } from './gemm-codegen.js';
+import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
 import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
 /** Rows of A up to which runGemm may use the skinny kernel. */
@@ -41,6 +42,12 @@ export interface GemvSpec {
   readonly mr: 1 | 2 | 4 | 8;
   readonly bias: boolean;
   readonly beta: boolean;
+  /**
+   * llm.linearSiluAndMul: B holds 2N columns (gate then up); a team streams gate column n and up
+   * column N + n and stores silu(g) * u, g and u rounded to the dtype first (as the linear stores
+   * them). No beta.
+   */
+  readonly gated?: boolean;
 }
 
 /** Elements of `kind` in one 16-byte word, or 0 where the kind has no GEMV form. */
@@ -63,7 +70,7 @@ export function gemvRows(M: number): GemvSpec['mr'] {
 }
 
 export function gemvKey(s: GemvSpec): string {
-  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}`;
+  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}`;
 }
 
 /** WGSL that turns a 16-byte word into f32 lanes: one vec4 (f32) or two (16-bit kinds, low first). */
@@ -89,24 +96,34 @@ function unpackHelpers(kind: StorageKind): string {
 }
 
 /** Statements adding word `q` of B (at word `at` of its row) times the same words of the MR rows of A to acc0..acc(MR-1). */
-function wordTimesRows(q: string, at: string, tag: string, half: boolean, MR: number): string[] {
+function wordTimesRows(q: string, at: string, tag: string, half: boolean, MR: number, acc = 'acc'): string[] {
   const out = [`let w0_${tag} = kiln_w0(${q});`];
   if (half) out.push(`let w1_${tag} = kiln_w1(${q});`);
   for (let r = 0; r < MR; r++) {
-    out.push(`{ let x = a[ra${r} + ${at}]; acc${r} = acc${r} + dot(w0_${tag}, kiln_w0(x))${half ? ` + dot(w1_${tag}, kiln_w1(x))` : ''}; }`);
+    out.push(`{ let x = a[ra${r} + ${at}]; ${acc}${r} = ${acc}${r} + dot(w0_${tag}, kiln_w0(x))${half ? ` + dot(w1_${tag}, kiln_w1(x))` : ''}; }`);
   }
   return out;
+}
+
+/** WGSL rounding an f32 to the storage kind's dtype (what a store then a load would give). */
+function roundTo(kind: StorageKind, v: string): string {
+  if (kind === 'f16' || kind === 'f16p') return `kiln_f16_value(kiln_f16_bits(${v}))`;
+  if (kind === 'bf16p') return `bitcast<f32>(kiln_bf16_bits(${v}) << 16u)`;
+  return v;
 }
 
 export function generateGemv(s: GemvSpec): string {
   const V = gemvVecElems(s.kind);
   if (V === 0) throw new Error(`the webgpu GEMV does not take ${s.kind}`);
+  if (s.gated && s.beta) throw new Error('the gated webgpu GEMV has no beta');
   const half = V === 8;
   const MR = s.mr;
   const C = GEMV_COLS;
   const T = C * GEMV_TEAM;
   const U = GEMV_UNROLL;
   const m = GEMM_META;
+  /** Accumulator sets: the plain product, or the gate's and the up projection's. */
+  const sets = s.gated ? ['acc', 'upc'] : ['acc'];
   const L: string[] = [];
   if (s.kind === 'f16') L.push('enable f16;');
   L.push(`@group(0) @binding(0) var<storage, read_write> c: ${arrayType(s.kind, true)};`);
@@ -114,11 +131,12 @@ export function generateGemv(s: GemvSpec): string {
   L.push('@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;');
   if (s.bias) L.push(`@group(0) @binding(3) var<storage, read> bias: ${arrayType(s.kind, false)};`);
   L.push(`@group(0) @binding(${s.bias ? 4 : 3}) var<storage, read> kmeta: array<u32>;`);
-  const helpers = storagePrelude([s.kind]);
+  if (s.gated) L.push(PRELUDE_MARK);
+  const helpers = storagePrelude([s.kind], { f16: s.gated === true && s.kind === 'f16p', bf16: s.gated === true && s.kind === 'bf16p' });
   if (helpers) L.push(helpers);
   L.push(unpackHelpers(s.kind));
-  // Partial sums, lane-major: the 8 x MR invocations that add a team's partials read consecutive words.
-  L.push(`var<workgroup> red: array<f32, ${T * MR}>;`);
+  // Partial sums, lane-major per set: the 8 x MR invocations that add a team's partials read consecutive words.
+  L.push(`var<workgroup> red: array<f32, ${T * MR * sets.length}>;`);
   L.push('');
   L.push(`@compute @workgroup_size(${T})`);
   L.push('fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
@@ -136,39 +154,63 @@ export function generateGemv(s: GemvSpec): string {
   for (let r = 0; r < MR; r++) L.push(`  let ra${r} = oA + min(m0 + ${r}u, M - 1u) * sAm;`);
   L.push('  for (var g = wid.x; g < groups; g = g + ng.x) {');
   L.push(`    let n = g * ${C}u + team;`);
-  L.push(`    ${Array.from({ length: MR }, (_, r) => `var acc${r} = 0.0;`).join(' ')}`);
+  for (const acc of sets) L.push(`    ${Array.from({ length: MR }, (_, r) => `var ${acc}${r} = 0.0;`).join(' ')}`);
   L.push('    if (n < N) {');
   L.push('      let rb = oB + n * sBn;');
+  if (s.gated) L.push('      let rbu = oB + (N + n) * sBn;');
   L.push('      var kk = lane;');
   const step = U * GEMV_TEAM;
   L.push(`      for (; kk + ${(U - 1) * GEMV_TEAM}u < kv; kk = kk + ${step}u) {`);
-  // Every word loaded first, then the arithmetic: U independent loads in flight per lane.
+  // Every word loaded first, then the arithmetic: U independent loads in flight per lane (per set).
   for (let u = 0; u < U; u++) {
     L.push(`        let q${u} = b[rb + kk + ${u * GEMV_TEAM}u];`);
+    if (s.gated) L.push(`        let p${u} = b[rbu + kk + ${u * GEMV_TEAM}u];`);
   }
-  for (let u = 0; u < U; u++) for (const line of wordTimesRows(`q${u}`, `kk + ${u * GEMV_TEAM}u`, `${u}`, half, MR)) L.push(`        ${line}`);
+  for (let u = 0; u < U; u++) {
+    for (const line of wordTimesRows(`q${u}`, `kk + ${u * GEMV_TEAM}u`, `${u}`, half, MR)) L.push(`        ${line}`);
+    if (s.gated) for (const line of wordTimesRows(`p${u}`, `kk + ${u * GEMV_TEAM}u`, `u${u}`, half, MR, 'upc')) L.push(`        ${line}`);
+  }
   L.push('      }');
   L.push(`      for (; kk < kv; kk = kk + ${GEMV_TEAM}u) {`);
   L.push('        let q = b[rb + kk];');
   for (const line of wordTimesRows('q', 'kk', 't', half, MR)) L.push(`        ${line}`);
+  if (s.gated) {
+    L.push('        let p = b[rbu + kk];');
+    for (const line of wordTimesRows('p', 'kk', 'tu', half, MR, 'upc')) L.push(`        ${line}`);
+  }
   L.push('      }');
   L.push('    }');
-  for (let r = 0; r < MR; r++) L.push(`    red[lane * ${C * MR}u + team * ${MR}u + ${r}u] = acc${r};`);
+  sets.forEach((acc, p) => {
+    for (let r = 0; r < MR; r++) L.push(`    red[${p * T * MR}u + lane * ${C * MR}u + team * ${MR}u + ${r}u] = ${acc}${r};`);
+  });
   L.push('    workgroupBarrier();');
   L.push(`    if (tid < ${C * MR}u) {`);
   L.push(`      var v = 0.0;`);
   L.push(`      for (var j = 0u; j < ${GEMV_TEAM}u; j = j + 1u) { v = v + red[j * ${C * MR}u + tid]; }`);
+  if (s.gated) {
+    L.push(`      var vu = 0.0;`);
+    L.push(`      for (var j = 0u; j < ${GEMV_TEAM}u; j = j + 1u) { vu = vu + red[${T * MR}u + j * ${C * MR}u + tid]; }`);
+  }
   L.push(`      let gn = g * ${C}u + tid / ${MR}u; let gm = m0 + tid % ${MR}u;`);
   L.push('      if (gn < N && gm < M) {');
   L.push('        let ic = oC + gm * sCm + gn * sCn;');
   L.push('        v = alpha * v;');
-  if (s.bias) L.push(`        { let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(s.kind, 'bias', 'ib', false)}; }`);
+  if (s.gated) L.push('        vu = alpha * vu;');
+  if (s.bias) {
+    L.push(`        { let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(s.kind, 'bias', 'ib', false)}; }`);
+    if (s.gated) L.push(`        { let ib = kmeta[${m.bias}] + (N + gn) * kmeta[${m.bias + 1}]; vu = vu + ${loadExpr(s.kind, 'bias', 'ib', false)}; }`);
+  }
   if (s.beta) L.push(`        v = v + beta * ${loadExpr(s.kind, 'c', 'ic', true)};`);
+  if (s.gated) {
+    // As the unfused ops: the linear stores g and u (rounded), silu(g) * u is rounded once at the store.
+    L.push(`        let gv = ${roundTo(s.kind, 'v')}; let uv = ${roundTo(s.kind, 'vu')};`);
+    L.push('        v = (gv * kiln_sigmoid(gv)) * uv;');
+  }
   L.push(`        ${storeStmt(s.kind, 'c', 'ic', 'v').replace(/\n/g, '\n        ')}`);
   L.push('      }');
   L.push('    }');
   L.push('    workgroupBarrier();');
   L.push('  }');
   L.push('}');
-  return L.join('\n');
+  return s.gated ? withPrelude(L.join('\n')) : L.join('\n');
 }

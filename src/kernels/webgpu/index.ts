@@ -19,3 +19,4 @@ import './dropout.js';
 import './attention.js';
 import './llm-paged.js';
 import './llm-rotary.js';
+import './llm-linear-silu-mul.js';

@@ -260,6 +260,47 @@ function denseExpanded(t: Tensor, batch: readonly number[]): Tensor {
   }
 }
 
+/**
+ * llm.linearSiluAndMul on the skinny kernel's gated variant (gemv-codegen.ts): out [M, I] =
+ * silu(x W[:I]^T + b[:I]) * (x W[I:]^T + b[I:]) for x [M, K] with M <= GEMV_MAX_M rows, where the
+ * plain GEMV would take x @ W^T (gemvEligible; x's rows one stride apart, W dense along K, a bias
+ * dense too). Returns false, dispatching nothing, where it does not apply (the caller runs the two
+ * ops). `out` is contiguous [..., I].
+ */
+export function runGemvGated(x: Tensor, w: Tensor, bias: Tensor | null, out: Tensor): boolean {
+  const K = x.shape[x.ndim - 1]!;
+  const I = w.shape[0]! / 2;
+  const M = numel(x.shape) / Math.max(K, 1);
+  if (M === 0 || I === 0 || M > GEMV_MAX_M || !GEMM_DTYPES.includes(x.dtype)) return false;
+  if (bias !== null && bias.strides[0] !== 1) return false;
+  // x's rows as one matrix: every leading dim folds into the row stride (contiguous x, or one row).
+  const rowStride = M === 1 ? K : x.isContiguous() ? K : -1;
+  if (rowStride < 0 || x.strides[x.ndim - 1] !== 1) return false;
+  const acc = webgpu();
+  const kind = storageKind(x.dtype, acc.hasFeature('shader-f16'))!;
+  const a = new Tensor(x.storage, x.dtype, [M, K], [rowStride, 1], x.offset);
+  const b = new Tensor(w.storage, w.dtype, [K, 2 * I], [w.strides[1]!, w.strides[0]!], w.offset);
+  try {
+    if (!gemvEligible(kind, M, K, 1, a, b)) return false;
+    const mr = gemvRows(M);
+    const groups = Math.ceil(I / GEMV_COLS);
+    const m = GEMM_META;
+    const meta = new Uint32Array(m.words);
+    meta.set([M, I, K, 1, groups, Math.ceil(M / mr), 1, 1, 1]);
+    meta.set([out.offset, I, 1, 0, 0, 0], m.c);
+    meta.set([a.offset, rowStride, 1, 0, 0, 0], m.a);
+    meta.set([b.offset, 1, w.strides[0]!, 0, 0, 0], m.b);
+    if (bias) meta.set([bias.offset, 1], m.bias);
+    meta[m.alpha] = f32Bits(1);
+    const buffers: DeviceBuffer[] = [out.storage.buffer, x.storage.buffer, w.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
+    acc.dispatch(gemvKernel({ kind, mr, bias: bias !== null, beta: false, gated: true }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+    return true;
+  } finally {
+    a.dispose();
+    b.dispose();
+  }
+}
+
 /** Runs one GEMM on webgpu; returns `out`. */
 export function runGemm(g: WebgpuGemm): Tensor {
   const { op, out, M, N, K, batch } = g;

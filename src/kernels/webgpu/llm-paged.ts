@@ -19,7 +19,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { DType } from '../../tensor/dtype.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
-import { PAGED_WG, pagedCombineSource, pagedSplitSource, type PagedKinds } from './paged-attention-source.js';
+import { PAGED_WG, pagedCombineSource, pagedSplitSource, pagedVecElems, type PagedKinds } from './paged-attention-source.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, WG, words } from './template.js';
 
@@ -94,8 +94,6 @@ registerWebgpu(reshapeAndCache.name, (_ctx, key, value, keyCache, valueCache, sl
 
 /** Workgroups below which the keys are split. */
 const TARGET_GROUPS = 256;
-/** Fewest keys per split. */
-const SPLIT_MIN = 256;
 /** The largest head dim. */
 const MAX_DIM = 512;
 /** f32s of workgroup memory the head group's queries may take (8 KiB). */
@@ -112,14 +110,16 @@ function headGroup(g: number, d: number): number {
 }
 
 /**
- * The launch plan for B sequences of up to `capacity` tokens: splits over the keys (a multiple of
- * the 64-key block each) when the (sequence, kv head, head group) work items alone would leave most
- * of the device idle. Depends on shapes only, never on the lengths (no host read).
+ * The launch plan for B sequences of up to `capacity` tokens: splits over the keys when the
+ * (sequence, kv head, head group) work items alone would leave most of the device idle (at most one
+ * per 64-key block of the capacity). The kernel spreads each sequence's actual keys over all the
+ * splits (ceil(len / splits) rounded up to 64), so a batch-1 decode step of a short context still
+ * runs on `splits` workgroups per item; `splitLen` is what a split takes at full capacity.
+ * Depends on shapes only, never on the lengths (no host read).
  */
 export function pagedPlan(items: number, capacity: number): { splits: number; splitLen: number } {
-  const want = Math.max(1, Math.min(Math.ceil(TARGET_GROUPS / Math.max(items, 1)), Math.floor(capacity / SPLIT_MIN)));
-  const splitLen = Math.max(PAGED_WG, Math.ceil(Math.ceil(capacity / want) / PAGED_WG) * PAGED_WG);
-  return { splits: Math.max(1, Math.ceil(capacity / splitLen)), splitLen };
+  const splits = Math.max(1, Math.min(Math.ceil(TARGET_GROUPS / Math.max(items, 1)), Math.ceil(capacity / PAGED_WG)));
+  return { splits, splitLen: Math.max(PAGED_WG, Math.ceil(Math.ceil(capacity / splits) / PAGED_WG) * PAGED_WG) };
 }
 
 registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables, contextLens, scale) => {
@@ -141,14 +141,17 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const hg = headGroup(heads / g.kvHeads, d);
   const groups = heads / g.kvHeads / hg;
   const { splits, splitLen } = pagedPlan(b * g.kvHeads * groups, maxBlocks * g.blockSize);
-  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg };
+  // Key rows as 16-byte words where they are exact (pagedVecElems): the head dim and the cache's offset whole words, its buffer whole words.
+  const ve = pagedVecElems(x);
+  const vecK = ve > 0 && d % ve === 0 && kc.offset % ve === 0 && kc.storage.buffer.capacity % 16 === 0;
+  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg, vecK };
   const meta = words([
     b, heads, g.kvHeads, g.blockSize, maxBlocks, q.strides[0]!, q.strides[1]!, q.offset, tables.strides[0]!, tables.offset,
     lens.offset, lens.strides[0] ?? 1, f32Bits(scale as number), g.numBlocks, kc.offset, vc.offset, splits, splitLen, groups, out.offset,
   ]);
   const acc = webgpu();
   const inputs = [q.storage.buffer, kc.storage.buffer, vc.storage.buffer, tables.storage.buffer, lens.storage.buffer];
-  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}`;
+  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}`;
   const items = b * g.kvHeads * groups * splits;
   if (splits === 1) {
     acc.dispatch(kernelFor(`paged.decode.${tag}`, () => pagedSplitSource(kinds, false)), [out.storage.buffer, ...inputs], meta, groupsFor(items, 1));
@@ -157,7 +160,7 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const part = allocOut({ shape: [b * heads * splits * (d + 3)], strides: [1], dtype: 'float32', device: out.device });
   try {
     acc.dispatch(kernelFor(`paged.split.${tag}`, () => pagedSplitSource(kinds, true)), [part.storage.buffer, ...inputs], meta, groupsFor(items, 1));
-    acc.dispatch(kernelFor(`paged.combine.${x}.${d}`, () => pagedCombineSource(x, d)), [out.storage.buffer, part.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
+    acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}`, () => pagedCombineSource(x, d, lens.dtype)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
   } finally {
     part.dispose();
   }

@@ -22,25 +22,36 @@
  * Metadata (u32): per tensor (q at 0, k at 25) rows, n1, n2, then offset and strides (3 leading,
  * last) of x, out, cos and sin, then the weight's offset and stride; word 50 eps (f32 bits).
  */
+import { cacheGeometry, reshapeAndCache } from '../../ops/defs/llm-paged.js';
 import { qkNormRotary } from '../../ops/defs/llm-qk-norm-rotary.js';
+import { qkNormRotaryCache } from '../../ops/defs/llm-qk-norm-rotary-cache.js';
+import { dispatch } from '../../ops/dispatch.js';
 import { applyRotaryEmb } from '../../ops/defs/llm-rotary.js';
 import { registerLlmImpl } from '../../ops/library/policy.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { broadcastStrides } from '../../tensor/layout.js';
+import type { DType } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import type { DeviceBuffer } from '../../runtime/accelerator.js';
+import { withPrelude } from '../math/wgsl-prelude.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
-import { dataKind, groupsFor, header, kernelFor, words } from './template.js';
+import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, words } from './template.js';
 
 const WG = 64;
 /** Metadata words per tensor, and the eps word. */
 const PER = 25;
 const EPS_AT = 2 * PER;
+/** llm.qkNormRotaryCache's words: kvHeads, capacity, key and value cache offsets, v's offset and strides (3), the slots' offset and stride. */
+const CACHE_AT = EPS_AT + 1;
+const CACHE_WORDS = 10;
 const LEAD = 3;
 
-/** The roles a launch binds (k's only in the two-tensor kernel, weights only with the norm). */
-type Role = 'outQ' | 'outK' | 'xQ' | 'xK' | 'wQ' | 'wK' | 'cos' | 'sin';
+/**
+ * The roles a launch binds (k's only in the two-tensor kernel, weights only with the norm; the
+ * caches, v and the slots only in llm.qkNormRotaryCache's, where k's rows go to the key cache).
+ */
+type Role = 'outQ' | 'outK' | 'xQ' | 'xK' | 'wQ' | 'wK' | 'cos' | 'sin' | 'kc' | 'vc' | 'v' | 'slots';
 
 interface Operand {
   readonly role: Role;
@@ -59,14 +70,17 @@ function bind(ops: readonly Operand[]): Binding {
   const buffers: DeviceBuffer[] = [];
   const written: boolean[] = [];
   const of = new Map<Role, number>();
+  // The slots (an index dtype) get a binding of their own: no data operand shares it.
+  const ownKind = new Set<number>();
   for (const o of ops) {
     const buf = o.t.storage.buffer;
-    let b = o.written ? -1 : buffers.findIndex((x, i) => x === buf && !written[i]);
+    let b = o.written || o.role === 'slots' ? -1 : buffers.findIndex((x, i) => x === buf && !written[i] && !ownKind.has(i));
     if (b < 0) {
       if (buffers.some((x) => x === buf)) throw new Error(`webgpu rotary kernel: operand '${o.role}' shares a buffer with a written operand`);
       b = buffers.length;
       buffers.push(buf);
       written.push(o.written);
+      if (o.role === 'slots') ownKind.add(b);
     }
     of.set(o.role, b);
   }
@@ -102,9 +116,15 @@ function tensorWords(op: string, name: string, x: Tensor, out: Tensor, cos: Tens
   ];
 }
 
-/** The WGSL of one launch: `b` maps roles to bindings (every binding of storage kind `kind`). */
-function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, two: boolean, b: Binding): string {
-  const binds = b.buffers.map((_, i) => ({ kind, written: b.written[i]! }));
+/**
+ * The WGSL of one launch: `b` maps roles to bindings (every binding of storage kind `kind` but the
+ * slots', of `slots`). With `slots` (llm.qkNormRotaryCache) k's rows are stored into the key cache
+ * at their token's slot and the workgroup of each k row copies the same row of v into the value
+ * cache (a negative slot or one past the capacity skips both).
+ */
+function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, two: boolean, b: Binding, slots: DType | null = null): string {
+  const slotBinding = slots === null ? -1 : b.of.get('slots')!;
+  const binds: Bind[] = b.buffers.map((_, i) => (i === slotBinding ? { kind: indexBind(slots!), written: false } : { kind, written: b.written[i]! }));
   const lines = header(binds, { f16: kind === 'f16' || kind === 'f16p', bf16: kind === 'bf16p' });
   const v = (r: Role): string => `b${b.of.get(r)!}`;
   const ld = (r: Role, i: string): string => loadExpr(kind, v(r), i, b.written[b.of.get(r)!]!);
@@ -122,8 +142,13 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
   };
   const round =
     kind === 'f32' ? (e: string): string => e : kind === 'bf16p' ? (e: string): string => `bitcast<f32>(kiln_bf16_bits(${e}) << 16u)` : (e: string): string => `kiln_f16_value(kiln_f16_bits(${e}))`;
-  const store = (i: string, val: string): string =>
-    two ? `if (isQ) { ${storeStmt(kind, v('outQ'), i, val)} } else { ${storeStmt(kind, v('outK'), i, val)} }` : storeStmt(kind, v('outQ'), i, val);
+  // Element p of the row's output: q's (or k's) output tensor, or k's slot in the key cache.
+  const store = (p: string, val: string): string => {
+    const i = at('m + 8u', p);
+    if (!two) return storeStmt(kind, v('outQ'), i, val);
+    const kStore = slots !== null ? `if (cs >= 0i) { ${storeStmt(kind, v('kc'), `kmeta[${CACHE_AT + 2}] + (u32(cs) * CKV + hh) * D + ${p}`, val)} }` : storeStmt(kind, v('outK'), i, val);
+    return `if (isQ) { ${storeStmt(kind, v('outQ'), i, val)} } else { ${kStore} }`;
+  };
   const at = (base: string, i: string): string => `u32(i32(kmeta[${base}]) + i32(i0) * bitcast<i32>(kmeta[${base} + 1u]) + i32(i1) * bitcast<i32>(kmeta[${base} + 2u]) + i32(i2) * bitcast<i32>(kmeta[${base} + 3u]) + i32(${i}) * bitcast<i32>(kmeta[${base} + 4u]))`;
   lines.push(
     `const D = ${d}u;`,
@@ -141,6 +166,14 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
     '    let i2 = row % n2; let i1 = (row / n2) % n1; let i0 = row / (n1 * n2);',
     '    var scale = 1.0;',
   );
+  if (slots !== null) {
+    // k is [N, kvHeads, D]: its row r is token r / kvHeads, head r % kvHeads.
+    lines.push(
+      `    let CKV = kmeta[${CACHE_AT}]; let tok = row / CKV; let hh = row % CKV;`,
+      '    var cs = -1i;',
+      `    if (!isQ) { cs = ${indexLoad(slots, v('slots'), `kmeta[${CACHE_AT + 8}] + tok * kmeta[${CACHE_AT + 9}]`)}; if (cs >= 0i && u32(cs) >= kmeta[${CACHE_AT + 1}]) { cs = -1i; } }`,
+    );
+  }
   if (norm) {
     lines.push(
       '    var acc = 0.0;',
@@ -164,12 +197,17 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
     norm ? `      let n1v = ${round(`a * scale * ${w('p1')}`)}; let n2v = ${round(`b * scale * ${w('p2')}`)};` : '      let n1v = a; let n2v = b;',
     `      let c1 = ${pick('cos', 'cos', at('m + 13u', 'p1'))}; let s1 = ${pick('sin', 'sin', at('m + 18u', 'p1'))};`,
     `      let c2 = ${pick('cos', 'cos', at('m + 13u', 'p2'))}; let s2 = ${pick('sin', 'sin', at('m + 18u', 'p2'))};`,
-    `      ${store(at('m + 8u', 'p1'), 'n1v * c1 - n2v * s1')}`,
-    `      ${store(at('m + 8u', 'p2'), 'n2v * c2 + n1v * s2')}`,
+    `      ${store('p1', 'n1v * c1 - n2v * s1')}`,
+    `      ${store('p2', 'n2v * c2 + n1v * s2')}`,
     '    }',
-    '  }',
-    '}',
   );
+  if (slots !== null) {
+    const vi = `u32(i32(kmeta[${CACHE_AT + 4}]) + i32(tok) * bitcast<i32>(kmeta[${CACHE_AT + 5}]) + i32(hh) * bitcast<i32>(kmeta[${CACHE_AT + 6}]) + i32(e) * bitcast<i32>(kmeta[${CACHE_AT + 7}]))`;
+    lines.push(
+      `    if (!isQ && cs >= 0i) { for (var e = lid; e < D; e = e + ${WG}u) { ${storeStmt(kind, v('vc'), `kmeta[${CACHE_AT + 3}] + (u32(cs) * CKV + hh) * D + e`, ld('v', vi))} } }`,
+    );
+  }
+  lines.push('  }', '}');
   // The helpers go before main (after the bindings and the prelude mark), once the body named them.
   const at0 = lines.findIndex((l) => l.startsWith('@compute'));
   lines.splice(at0, 0, ...helpers);
@@ -221,6 +259,94 @@ function launch(op: string, parts: readonly Part[], cos: Tensor, sin: Tensor, ep
     run([parts[1]!]);
   } else run(parts);
 }
+
+/**
+ * llm.qkNormRotaryCache in one launch: q's rows to `qo`, k's rotated rows and v's rows into the
+ * caches at their tokens' slots. Returns false, dispatching nothing, where the kernel does not
+ * apply (k or v not [N, kvHeads, D], more bindings than the device has, a buffer both read and
+ * written): the caller runs the two ops.
+ */
+function launchCache(q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, kc: Tensor, vc: Tensor, slots: Tensor, qo: Tensor): boolean {
+  const op = qkNormRotaryCache.name;
+  const g = cacheGeometry(op, kc, vc);
+  const d = q.shape[q.ndim - 1]!;
+  const shape3 = (t: Tensor): boolean => t.ndim === 3 && t.shape[1] === g.kvHeads && t.shape[2] === d;
+  if (!shape3(k) || !shape3(v) || v.shape[0] !== k.shape[0] || d !== g.headDim || slots.ndim > 1) return false;
+  if ((slots.dtype !== 'int32' && slots.dtype !== 'int64') || q.numel() === 0) return false;
+  const { kind, wide } = dataKind(op, q);
+  if (wide) throw unsupportedDtype(op, q);
+  const acc = webgpu();
+  const maxBindings = (acc.bridge.adapter.limits.maxStorageBuffersPerShaderStage ?? 8) - 1;
+  const operands: Operand[] = [
+    { role: 'outQ', t: qo, written: true },
+    { role: 'kc', t: kc, written: true },
+    { role: 'vc', t: vc, written: true },
+    { role: 'xQ', t: q, written: false },
+    { role: 'xK', t: k, written: false },
+    { role: 'wQ', t: qw, written: false },
+    { role: 'wK', t: kw, written: false },
+    { role: 'cos', t: cos, written: false },
+    { role: 'sin', t: sin, written: false },
+    { role: 'v', t: v, written: false },
+    { role: 'slots', t: slots, written: false },
+  ];
+  let b: Binding;
+  try {
+    b = bind(operands);
+  } catch {
+    return false;
+  }
+  if (b.buffers.length > maxBindings) return false;
+  const meta = new Array<number>(CACHE_AT + CACHE_WORDS).fill(0);
+  tensorWords(op, 'q', q, qo, cos, sin, qw).forEach((wd, j) => (meta[j] = wd));
+  // k's output strides are unused (its rows go to the cache): k itself stands in for them.
+  tensorWords(op, 'k', k, k, cos, sin, kw).forEach((wd, j) => (meta[PER + j] = wd));
+  meta[EPS_AT] = new Uint32Array(new Float32Array([eps]).buffer)[0]!;
+  const cacheWords = [g.kvHeads, g.numBlocks * g.blockSize, kc.offset, vc.offset, v.offset, v.strides[0]!, v.strides[1]!, v.strides[2]!, slots.offset, slots.ndim === 0 ? 0 : slots.strides[0]!];
+  cacheWords.forEach((wd, j) => (meta[CACHE_AT + j] = wd));
+  const key = `rotary.${kind}.${d}.${isNeox ? 'neox' : 'gptj'}.norm.cache.${slots.dtype}.${[...b.of.entries()].map(([r, i]) => `${r}${i}`).join('')}`;
+  const kernel = kernelFor(key, () => source(kind, d, isNeox, true, true, b, slots.dtype));
+  const rows = q.numel() / d + k.numel() / d;
+  acc.dispatch(kernel, b.buffers, words(meta), groupsFor(rows, 1));
+  return true;
+}
+
+/**
+ * Tests: the WGSL of llm.qkNormRotaryCache's kernel for a decode step's usual operands (q, k and v
+ * slices of one qkv buffer; weights, cos, sin, caches and slots apart), for compile checks on a
+ * device that binds fewer buffers than the kernel needs (Dawn's null backend binds 8).
+ */
+export function qkNormRotaryCacheSourceForTest(kind: StorageKind, d: number, isNeox: boolean, slots: DType): string {
+  const roles: Role[][] = [['outQ'], ['kc'], ['vc'], ['xQ', 'xK', 'v'], ['wQ'], ['wK'], ['cos'], ['sin'], ['slots']];
+  const of = new Map<Role, number>();
+  roles.forEach((rs, i) => rs.forEach((r) => of.set(r, i)));
+  const b: Binding = { buffers: roles.map(() => ({}) as DeviceBuffer), written: roles.map((_, i) => i < 3), of };
+  return withPrelude(source(kind, d, isNeox, true, true, b, slots));
+}
+
+registerLlmImpl(qkNormRotaryCache.name, {
+  name: 'webgpu-kernel',
+  kind: 'kernel',
+  device: 'webgpu',
+  priority: 0,
+  fn: (ctx, qIn, kIn, vIn, qwIn, kwIn, eps, cosIn, sinIn, isNeox, kcIn, vcIn, slotsIn) => {
+    const [q, k, v, qw, kw, cos, sin, kc, vc, slotsT] = [qIn, kIn, vIn, qwIn, kwIn, cosIn, sinIn, kcIn, vcIn, slotsIn] as Tensor[];
+    const metas = ctx.out as unknown as OutMeta[];
+    const slots = slotsT!.device.type === 'webgpu' ? slotsT! : slotsT!.to(kc!.device);
+    try {
+      const qo = allocOut(metas[0]!);
+      if (launchCache(q!, k!, v!, qw!, kw!, eps as number, cos!, sin!, isNeox as boolean, kc!, vc!, slots, qo)) return [qo, kc!, vc!];
+      qo.dispose();
+      // The two ops it fuses.
+      const [q2, k2] = dispatch(qkNormRotary, q!, k!, qw!, kw!, eps as number, cos!, sin!, isNeox as boolean) as unknown as Tensor[];
+      dispatch(reshapeAndCache, k2!, v!, kc!, vc!, slots);
+      k2!.dispose();
+      return [q2!, kc!, vc!];
+    } finally {
+      if (slots !== slotsT) slots.dispose();
+    }
+  },
+});
 
 registerLlmImpl(qkNormRotary.name, {
   name: 'webgpu-kernel',

@@ -5,7 +5,9 @@
  * workgroups, the splits merged by a combine pass (flash-decoding). Every value is computed in f32
  * (16-bit storage is loaded into f32 and rounded once when stored).
  *
- * - `split`: one workgroup of 64 per (sequence, kv head, head group, key split). A head group is HG
+ * - `split`: one workgroup of 64 per (sequence, kv head, head group, key split); a sequence's
+ *   keys are spread over the splits by its length (ceil(len / splits) rounded up to 64-key blocks),
+ *   so a short context is split as finely as a long one. A head group is HG
  *   of the G = Hq / Hkv query heads that share the kv head (grouped-query attention), so each key
  *   and value row is read once for HG heads. Their scaled queries sit in workgroup memory;
  *   invocation t scores key j0 + t of each block of 64 for every head of the group (one read of the
@@ -22,7 +24,8 @@
  * library's kiln_exp (WGSL's exp is loose).
  *
  * Metadata (u32 words): [B, H, hkv, blockSize, maxBlocks, qRow, qHead, qOff, tableRow, tableOff,
- * lenOff, lenStride, scale bits, numBlocks, kcOff, vcOff, splits, splitLen, headGroups, outOff].
+ * lenOff, lenStride, scale bits, numBlocks, kcOff, vcOff, splits, splitLen (the most keys a split
+ * takes at full capacity; informational), headGroups, outOff].
  */
 import type { DType } from '../../tensor/dtype.js';
 import type { StorageKind } from './storage.js';
@@ -43,10 +46,43 @@ export interface PagedKinds {
   readonly d: number;
   /** Query heads per workgroup (a divisor of Hq / Hkv). */
   readonly hg: number;
+  /**
+   * Key rows read as 16-byte words (vec4<u32>: 8 16-bit or 4 f32 elements), a 128-dim float16 row
+   * in 16 loads instead of 128: the head dim and the key cache's offset are multiples of a word's
+   * elements and its buffer whole words (llm-paged.ts decides).
+   */
+  readonly vecK?: boolean;
+}
+
+/** Elements of storage kind `x` in a 16-byte word (the vector key loads), or 0 where none. */
+export function pagedVecElems(x: StorageKind): number {
+  return x === 'f32' ? 4 : x === 'f16' || x === 'f16p' || x === 'bf16p' ? 8 : 0;
+}
+
+/** WGSL turning a 16-byte word into f32 lanes: kiln_kw0 (and kiln_kw1 for 16-bit kinds, the high half). */
+function keyWordHelpers(x: StorageKind): string[] {
+  if (x === 'f32') return ['fn kiln_kw0(w: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(w); }'];
+  if (x === 'bf16p') {
+    return [
+      'fn kiln_kbf2(u: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(u << 16u), bitcast<f32>(u & 0xffff0000u)); }',
+      'fn kiln_kw0(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(kiln_kbf2(w.x), kiln_kbf2(w.y)); }',
+      'fn kiln_kw1(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(kiln_kbf2(w.z), kiln_kbf2(w.w)); }',
+    ];
+  }
+  return [
+    'fn kiln_kw0(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }',
+    'fn kiln_kw1(w: vec4<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)); }',
+  ];
 }
 
 const NEG_MAX = '-3.4028234663852886e38f';
 const indent = (s: string, n: number): string => s.replace(/\n/g, `\n${' '.repeat(n)}`);
+
+/**
+ * WGSL: the keys a split of a sequence takes (needs `len` and `splits`): ceil(len / splits) rounded
+ * up to whole 64-key blocks. The split kernel and the combine pass must agree on it.
+ */
+const SPLIT_LEN_EXPR = `max(${PAGED_WG}u, (((len + splits - 1u) / splits + ${PAGED_WG - 1}u) / ${PAGED_WG}u) * ${PAGED_WG}u)`;
 
 /** Value dims each invocation accumulates per head. */
 export const pagedPerThread = (d: number): number => Math.max(1, Math.ceil(d / PAGED_WG));
@@ -64,6 +100,14 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     { kind: indexBind(k.table), written: false },
     { kind: indexBind(k.lens), written: false },
   ]);
+  const V = pagedVecElems(x);
+  const vec = k.vecK === true && V > 0 && d % V === 0;
+  if (vec) {
+    // The key cache as 16-byte words (its other loads are the value cache's, through b3).
+    const at = lines.findIndex((l) => l.startsWith('@group(0) @binding(2)'));
+    lines[at] = '@group(0) @binding(2) var<storage, read> b2: array<vec4<u32>>;';
+    lines.push(...keyWordHelpers(x));
+  }
   lines.push(
     `const D = ${d}u;`,
     `const HG = ${hg}u;`,
@@ -75,7 +119,7 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u) {',
     '  let B = kmeta[0]; let H = kmeta[1]; let hkv = kmeta[2]; let bs = kmeta[3]; let maxBlocks = kmeta[4];',
     '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
-    '  let splits = kmeta[16]; let splitLen = kmeta[17]; let groups = kmeta[18];',
+    '  let splits = kmeta[16]; let groups = kmeta[18];',
     '  let total = B * hkv * groups * splits;',
     '  for (var t = wid.x; t < total; t = t + ng.x) {',
     '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
@@ -91,7 +135,10 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     `    for (var r = 0u; r < ${hg * R}u; r++) { acc[r] = 0.0f; }`,
     '    var m: array<f32, HG>; var l: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
     `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; l[h] = 0.0f; started[h] = false; bad[h] = false; }`,
-    '    let js = sp * splitLen; let je = min(len, js + splitLen);',
+    // The row's keys spread over every split whatever its length (a short context too): splits
+    // of whole 64-key blocks, ceil(len / splits) rounded up; splits past the last key take none.
+    `    let sl = ${SPLIT_LEN_EXPR};`,
+    '    let js = sp * sl; let je = min(len, js + sl);',
     `    for (var j0 = js; j0 < je; j0 = j0 + ${W}u) {`,
     '      let j = j0 + lid;',
     '      var ok = j < je;',
@@ -104,10 +151,21 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '        if (ok) {',
     '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
     '          let kr = kmeta[14] + base;',
-    '          for (var e = 0u; e < D; e++) {',
-    `            let kv = ${loadExpr(x, 'b2', 'kr + e', false)};`,
-    '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
-    '          }',
+    ...(vec
+      ? [
+          `          for (var e = 0u; e < D; e = e + ${V}u) {`,
+          `            let kw = b2[(kr + e) / ${V}u];`,
+          '            let k0 = kiln_kw0(kw);',
+          ...(V === 8 ? ['            let k1 = kiln_kw1(kw);'] : []),
+          `            for (var h = 0u; h < HG; h++) { let qb = h * D + e; s[h] += dot(vec4<f32>(qs[qb], qs[qb + 1u], qs[qb + 2u], qs[qb + 3u]), k0)${V === 8 ? ' + dot(vec4<f32>(qs[qb + 4u], qs[qb + 5u], qs[qb + 6u], qs[qb + 7u]), k1)' : ''}; }`,
+          '          }',
+        ]
+      : [
+          '          for (var e = 0u; e < D; e++) {',
+          `            let kv = ${loadExpr(x, 'b2', 'kr + e', false)};`,
+          '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
+          '          }',
+        ]),
     '        }',
     '      }',
     '      kb[lid] = base;',
@@ -174,11 +232,16 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
   return lines.join('\n');
 }
 
-/** Merges the splits' partial results: one invocation per (sequence, head, dim). */
-export function pagedCombineSource(x: StorageKind, d: number): string {
+/**
+ * Merges the splits' partial results: one invocation per (sequence, head, dim), over the splits
+ * that hold keys of the sequence (ceil(len / sl), the rest are empty): a short context reads a few
+ * partials, not all `splits`.
+ */
+export function pagedCombineSource(x: StorageKind, d: number, lens: DType): string {
   const lines = header([
     { kind: x, written: true },
     { kind: 'f32', written: false },
+    { kind: indexBind(lens), written: false },
   ]);
   lines.push(
     `const D = ${d}u;`,
@@ -186,15 +249,18 @@ export function pagedCombineSource(x: StorageKind, d: number): string {
     'fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {',
     '  let splits = kmeta[16]; let n = kmeta[0] * kmeta[1] * D;',
     `  for (var g = gid.x; g < n; g = g + ng.x * ${PAGED_WG}u) {`,
-    '    let e = g % D; let row = g / D;',
+    '    let e = g % D; let row = g / D; let b = row / kmeta[1];',
+    `    let len = u32(clamp(${indexLoad(lens, 'b2', 'kmeta[10] + b * kmeta[11]')}, 0i, i32(kmeta[4] * kmeta[3])));`,
+    `    let sl = ${SPLIT_LEN_EXPR};`,
+    '    let used = min(splits, (len + sl - 1u) / sl);',
     `    var mx = ${NEG_MAX}; var bad = false;`,
-    '    for (var sp = 0u; sp < splits; sp++) {',
+    '    for (var sp = 0u; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { mx = max(mx, b1[pb]); }',
     '      if (b1[pb + 2u] != 0.0f) { bad = true; }',
     '    }',
     '    var l = 0.0f; var a = 0.0f;',
-    '    for (var sp = 0u; sp < splits; sp++) {',
+    '    for (var sp = 0u; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { let c = kiln_exp(b1[pb] - mx); l += b1[pb + 1u] * c; a += b1[pb + 3u + e] * c; }',
     '    }',

@@ -14,6 +14,8 @@ import type { DType } from '../../tensor/dtype.js';
 import { normalizeDim } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { wgslComputeType } from '../math/wgsl.js';
+import { getOption } from '../../runtime/config.js';
+import { splitArgReduce } from './argreduce-split.js';
 import { allocOut, unsupportedDtype } from './device.js';
 import type { FusedNode, FusedReduceKind, FusedValue } from './fused/group.js';
 import { C, OUT, runGroup, V, X } from './reduce-run.js';
@@ -64,6 +66,8 @@ function argReduce(op: string, kind: 'argmax' | 'argmin', x: Tensor, dims: reado
   if (x.dtype === 'bool' && valuesMeta === null) throw new TypeError(`${op}: not implemented for bool`);
   const values = valuesMeta ? allocOut(valuesMeta) : null;
   const index = allocOut(indexMeta);
+  // Long rows, few of them (a decode step's argmax over the vocabulary): split over workgroups.
+  if (!values && getOption('KILN_WEBGPU_SPLIT_ARG') && splitArgReduce(kind, x, dims, index)) return [index];
   const vals = new Map<number, FusedValue>([[X, { dtype: x.dtype, shape: x.shape }]]);
   // The value accumulator is an internal value when only the index is a result.
   const vid = values ? 100 : 50;
