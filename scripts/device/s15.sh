@@ -64,11 +64,17 @@ elif [ "$part" = final ]; then
       --json "$out/decode-arl.json" > "$out/decode-arl.txt" 2>&1
     el "cuda decode KILN_ADD_RMSNORM_LINEAR=1 async on,off rc=$?"; sum "$out/decode-arl.txt" "^decode +batch|rror" 4; }
   export KILN_WEBGPU_BACKEND=vulkan
-  go wgdecode && { $K 50 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --breakdown \
+  go wgdecode && { $K 40 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --breakdown \
       --json "$out/decode-webgpu-f16.json" > "$out/decode-webgpu-f16.txt" 2>&1
     el "webgpu decode float16 rc=$?"; sum "$out/decode-webgpu-f16.txt" "^decode +batch|rror|breakdown" 4; }
-  go wgtests && { $K 75 node --test ${S15_WG_TESTS:-dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linalg.test.js dist/test/webgpu-conv-gemm.test.js dist/test/webgpu-llm.test.js dist/test/webgpu-generate.test.js} > "$out/webgpu-tests.txt" 2>&1
-    el "webgpu tests rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 10; }
+  go wgtests && { $K 60 node --test dist/test/webgpu-argmax-split.test.js dist/test/webgpu-paged.test.js dist/test/webgpu-linear-silu-mul.test.js \
+      dist/test/webgpu-qk-norm-rotary-cache.test.js dist/test/webgpu-gemv.test.js dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linalg.test.js \
+      dist/test/webgpu-conv-gemm.test.js > "$out/webgpu-tests.txt" 2>&1
+    el "webgpu kernel tests rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 10; }
+  go wggen && { $K 30 node --test --test-name-pattern="float16, compiled decode" dist/test/webgpu-generate.test.js > "$out/webgpu-generate.txt" 2>&1
+    el "webgpu generate float16 compiled rc=$?"; sum "$out/webgpu-generate.txt" "^# (pass|fail|skipped)|^not ok|steps equal" 4; }
+  go wgkernels && { $K 25 node dist/bench/webgpu-decode-kernels.js --json "$out/webgpu-decode-kernels.json" > "$out/webgpu-decode-kernels.txt" 2>&1
+    el "webgpu decode kernels rc=$?"; tail -n 12 "$out/webgpu-decode-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   go wgbench && { $K 90 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload all --include-slow --reps 10 --no-progress \
       --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
     el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 16; }
