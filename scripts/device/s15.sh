@@ -51,49 +51,47 @@ elif [ "$part" = fusions ]; then
 elif [ "$part" = final ]; then
   # Everything the helpers built, in one call ordered by priority; a step starts only while the call
   # is under its deadline (S15_DEADLINE s), so the tail is what gets cut.
-  dl=${S15_DEADLINE:-440}
+  dl=${S15_DEADLINE:-280}
   go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; }
   K="timeout -k 5"
-  go tests && { $K 100 node --test dist/test/cuda-linear-silu-mul.test.js dist/test/cuda-qk-norm-rotary-cache.test.js dist/test/cuda-paged-attention.test.js \
+  go tests && { $K 80 node --test dist/test/cuda-linear-silu-mul.test.js dist/test/cuda-qk-norm-rotary-cache.test.js dist/test/cuda-paged-attention.test.js \
       dist/test/cuda-random-draw.test.js dist/test/engine-async.test.js dist/test/sampler-cuda.test.js dist/test/cuda-add-rms-norm-linear.test.js > "$out/cuda-tests.txt" 2>&1
     el "cuda tests rc=$?"; sum "$out/cuda-tests.txt" "^# (pass|fail|skipped)|^not ok" 10; }
   go decode && { $K 85 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 128 --reps 2 --async on,off \
       --json "$out/decode-async.json" > "$out/decode-async.txt" 2>&1
     el "cuda decode async on,off rc=$?"; sum "$out/decode-async.txt" "^decode +batch|rror" 8; }
-  go arl && { KILN_ADD_RMSNORM_LINEAR=1 $K 50 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8 --new 128 --reps 2 --async on,off \
-      --json "$out/decode-arl.json" > "$out/decode-arl.txt" 2>&1
-    el "cuda decode KILN_ADD_RMSNORM_LINEAR=1 async on,off rc=$?"; sum "$out/decode-arl.txt" "^decode +batch|rror" 4; }
-  export KILN_WEBGPU_BACKEND=vulkan
-  go wgdecode && { $K 40 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --breakdown \
+  go wgdecode && { export KILN_WEBGPU_BACKEND=vulkan; $K 40 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --breakdown \
       --json "$out/decode-webgpu-f16.json" > "$out/decode-webgpu-f16.txt" 2>&1
-    el "webgpu decode float16 rc=$?"; sum "$out/decode-webgpu-f16.txt" "^decode +batch|rror|breakdown" 4; }
-  go wgtests && { $K 60 node --test dist/test/webgpu-argmax-split.test.js dist/test/webgpu-paged.test.js dist/test/webgpu-linear-silu-mul.test.js \
-      dist/test/webgpu-qk-norm-rotary-cache.test.js dist/test/webgpu-gemv.test.js dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linalg.test.js \
-      dist/test/webgpu-conv-gemm.test.js > "$out/webgpu-tests.txt" 2>&1
-    el "webgpu kernel tests rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 10; }
-  go wggen && { $K 30 node --test --test-name-pattern="float16, compiled decode" dist/test/webgpu-generate.test.js > "$out/webgpu-generate.txt" 2>&1
-    el "webgpu generate float16 compiled rc=$?"; sum "$out/webgpu-generate.txt" "^# (pass|fail|skipped)|^not ok|steps equal" 4; }
-  go wgkernels && { $K 25 node dist/bench/webgpu-decode-kernels.js --json "$out/webgpu-decode-kernels.json" > "$out/webgpu-decode-kernels.txt" 2>&1
-    el "webgpu decode kernels rc=$?"; tail -n 12 "$out/webgpu-decode-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
-  go wgbench && { $K 90 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload all --include-slow --reps 10 --no-progress \
-      --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
-    el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 16; }
-  unset KILN_WEBGPU_BACKEND
-  go pagedv2 && { KILN_CUDA_PAGED_ATTN=v2 $K 40 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 128 --reps 2 \
-      --json "$out/decode-v2.json" > "$out/decode-v2.txt" 2>&1
-    el "cuda decode paged v2 rc=$?"; sum "$out/decode-v2.txt" "^decode +batch|rror" 4; }
+    el "webgpu decode float16 rc=$?"; sum "$out/decode-webgpu-f16.txt" "^decode +batch|rror|breakdown" 4; unset KILN_WEBGPU_BACKEND; }
   go start && { $K 45 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --prompt 128 --start-only --reps 3 \
       --json "$out/serve-start.json" > "$out/serve-start.txt" 2>&1
     el "serve start rc=$?"; grep -vE "^\s*$" "$out/serve-start.txt" | tail -n 3 | cut -c1-400 | tee -a "$out/summary.txt"; }
+  go arl && { KILN_ADD_RMSNORM_LINEAR=1 $K 50 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8 --new 128 --reps 2 --async on,off \
+      --json "$out/decode-arl.json" > "$out/decode-arl.txt" 2>&1
+    el "cuda decode KILN_ADD_RMSNORM_LINEAR=1 async on,off rc=$?"; sum "$out/decode-arl.txt" "^decode +batch|rror" 4; }
+  go wgtests && { export KILN_WEBGPU_BACKEND=vulkan; $K 60 node --test dist/test/webgpu-argmax-split.test.js dist/test/webgpu-paged.test.js dist/test/webgpu-linear-silu-mul.test.js \
+      dist/test/webgpu-qk-norm-rotary-cache.test.js dist/test/webgpu-gemv.test.js dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linalg.test.js \
+      dist/test/webgpu-conv-gemm.test.js > "$out/webgpu-tests.txt" 2>&1
+    el "webgpu kernel tests rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 10; unset KILN_WEBGPU_BACKEND; }
+  go wggen && { export KILN_WEBGPU_BACKEND=vulkan; $K 30 node --test --test-name-pattern="float16, compiled decode" dist/test/webgpu-generate.test.js > "$out/webgpu-generate.txt" 2>&1
+    el "webgpu generate float16 compiled rc=$?"; sum "$out/webgpu-generate.txt" "^# (pass|fail|skipped)|^not ok|steps equal" 4; unset KILN_WEBGPU_BACKEND; }
   go http && { $K 90 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --clients 16 --prompt 128 --new 128 --reps 2 --no-start \
       --batch-window-ms 0,2 --replay --trace "$out/trace.json" --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve-trace.txt"
     el "serve http rc=$?"; cut -c1-300 "$out/serve.txt" | tail -n 4 | tee -a "$out/summary.txt"; grep -E "^(engine|http)" "$out/serve-trace.txt" | cut -c1-300 | head -6 | tee -a "$out/summary.txt"; }
-  export KILN_WEBGPU_BACKEND=vulkan
-  go robust && { KILN_WEBGPU_ROBUSTNESS=1 $K 30 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload mlp-2048x4096,mlp-64x512,conv-stack,elementwise-4096 --reps 10 --no-progress \
+  go wgkernels && { export KILN_WEBGPU_BACKEND=vulkan; $K 25 node dist/bench/webgpu-decode-kernels.js --json "$out/webgpu-decode-kernels.json" > "$out/webgpu-decode-kernels.txt" 2>&1
+    el "webgpu decode kernels rc=$?"; tail -n 12 "$out/webgpu-decode-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; unset KILN_WEBGPU_BACKEND; }
+  go pagedv2 && { KILN_CUDA_PAGED_ATTN=v2 $K 40 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 128 --reps 2 \
+      --json "$out/decode-v2.json" > "$out/decode-v2.txt" 2>&1
+    el "cuda decode paged v2 rc=$?"; sum "$out/decode-v2.txt" "^decode +batch|rror" 4; }
+  go wgbench && { export KILN_WEBGPU_BACKEND=vulkan; $K 90 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload all --include-slow --reps 10 --no-progress \
+      --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
+    el "kiln bench webgpu rc=$?"; sum "$out/kiln-webgpu.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 16; unset KILN_WEBGPU_BACKEND; }
+  go robust && { export KILN_WEBGPU_BACKEND=vulkan; KILN_WEBGPU_ROBUSTNESS=1 $K 30 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload mlp-2048x4096,mlp-64x512,conv-stack,elementwise-4096 --reps 10 --no-progress \
       --json "$out/wg-robust.json" > "$out/wg-robust.txt" 2>&1
-    el "webgpu float16 robustness on rc=$?"; sum "$out/wg-robust.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 4; }
-  go wgmath && { $K 40 node dist/bench/webgpu-elementwise-math.js --json "$out/ew-math.json" > "$out/ew-math.txt" 2>&1
-    el "webgpu elementwise math forms rc=$?"; tail -n 12 "$out/ew-math.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+    el "webgpu float16 robustness on rc=$?"; sum "$out/wg-robust.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 4; unset KILN_WEBGPU_BACKEND; }
+  go wgmath && { export KILN_WEBGPU_BACKEND=vulkan; $K 40 node dist/bench/webgpu-elementwise-math.js --json "$out/ew-math.json" > "$out/ew-math.txt" 2>&1
+    el "webgpu elementwise math forms rc=$?"; tail -n 12 "$out/ew-math.txt" | cut -c1-200 | tee -a "$out/summary.txt"; unset KILN_WEBGPU_BACKEND; }
+
 fi
 tar -C "$out" -czf "$final/s15-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
