@@ -260,6 +260,8 @@ export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
   const LN = d / V;
   const KG = W / LN;
   const NV = V / 4;
+  /** Keys per value-pass step (independent loads in flight), at most the keys an invocation takes. */
+  const U = Math.min(4, LN);
   const lines = header([
     { kind: partial ? 'f32' : x, written: true },
     { kind: x, written: false },
@@ -348,13 +350,17 @@ export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
     '      }',
     '      workgroupBarrier();',
     `      let n = min(${W}u, je - j0);`,
-    `      for (var z = kg; z < n; z = z + ${KG}u) {`,
-    `        let vw = b3[(kmeta[15] + kb[z]) / ${V}u + lane];`,
-    ...words('vw', 'v').map((l) => `        ${l}`),
+    // U keys per step, their loads issued before any is used (a key past the block reads the
+    // block's first row and adds nothing): a chain of ceil(n / (KG * U)) load latencies.
+    `      for (var z = kg; z < n; z = z + ${KG * U}u) {`,
+    ...Array.from({ length: U }, (_, u) => `        let z${u} = min(z + ${u * KG}u, ${W - 1}u); let in${u} = z + ${u * KG}u < n; let vw${u} = b3[(kmeta[15] + kb[select(0u, z${u}, in${u})]) / ${V}u + lane];`),
+    ...Array.from({ length: U }, (_, u) => words(`vw${u}`, `v${u}_`).map((l) => `        ${l}`)).flat(),
     '        for (var h = 0u; h < HG; h++) {',
-    `          let p = ps[h * ${W}u + z];`,
-    `          acc[h * ${NV}u] += p * v0;`,
-    ...(V === 8 ? [`          acc[h * ${NV}u + 1u] += p * v1;`] : []),
+    ...Array.from({ length: U }, (_, u) => [
+      `          let p${u} = ps[h * ${W}u + z${u}];`,
+      `          acc[h * ${NV}u] += select(vec4<f32>(0.0f), p${u} * v${u}_0, in${u});`,
+      ...(V === 8 ? [`          acc[h * ${NV}u + 1u] += select(vec4<f32>(0.0f), p${u} * v${u}_1, in${u});`] : []),
+    ]).flat(),
     '        }',
     '      }',
     '      workgroupBarrier();',
