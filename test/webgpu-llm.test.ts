@@ -55,6 +55,26 @@ test('webgpu indexing, attention, rmsNorm and paged-cache ops match the CPU in f
   assert.deepEqual(failures, [], `${failures.length} cases differ:\n${failures.join('\n')}`);
 });
 
+test('webgpu llm.rmsNorm (its row kernel) matches the float64 CPU op', { skip }, () => {
+  assert.equal(kiln.llm.llmChoice('llm.rmsNorm', 'webgpu').name, 'webgpu-kernel');
+  kiln.noGrad(() => {
+    const failures: string[] = [];
+    kiln.manualSeed(3);
+    for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
+      for (const shape of [[1, 1024], [3, 5, 64], [2, 1]]) {
+        const x = kiln.randn(shape).mul(3).to(dtype);
+        const w = kiln.randn([shape.at(-1)!]).to(dtype);
+        const want = kiln.llm.rmsNorm(x.to('float64'), w.to('float64'), 1e-6).to(dtype);
+        const got = kiln.llm.rmsNorm(x.to('webgpu'), w.to('webgpu'), 1e-6).to('cpu');
+        const { atol, rtol } = tolerance(dtype);
+        const m = mismatch(got, want, atol, rtol);
+        if (m) failures.push(`${dtype} ${JSON.stringify(shape)}: ${m}`);
+      }
+    }
+    assert.deepEqual(failures, [], failures.join('\n'));
+  });
+});
+
 const { Qwen3ForCausalLM, QWEN3_TINY } = kiln.models;
 const PROMPT = [[3, 17, 42, 8, 91, 5]];
 

@@ -141,5 +141,8 @@ test('webgpu llm.pagedAttention matches a float64 reference (splits, GQA, mid-bl
   for (const dtype of ['float16', 'float32'] as const) failures.push(...check({ dtype, lens: [5, 70, 129], heads: 4, kvHeads: 2, d: 36, blockSize: 16, maxBlocks: 12, index: 'int32' }, seed++));
   // Group 4 over splits, head dim 80, lengths ending mid-block everywhere.
   failures.push(...check({ dtype: 'float32', lens: [257, 511, 700, 1023], heads: 8, kvHeads: 2, d: 80, blockSize: 16, maxBlocks: 64, index: 'int64' }, seed++));
+  // Qwen3-0.6B's shape (16 query heads over 8 kv heads of 128, group 2): the vector value pass
+  // (4 key groups x 16 lanes of 8 dims for 16-bit, 2 x 32 of 4 for float32) over 8 splits.
+  for (const dtype of ['float16', 'bfloat16', 'float32'] as const) failures.push(...check({ dtype, lens: [300, 1, 64, 129], heads: 16, kvHeads: 8, d: 128, blockSize: 16, maxBlocks: 32, index: 'int32' }, seed++));
   assert.deepEqual(failures, [], failures.join('\n'));
 });

@@ -60,6 +60,11 @@ test('every flash attention, paged attention and topk select kernel compiles on 
         const k = { x, table: index, lens: index, d, hg };
         compile(P.pagedSplitSource(k, false), `paged ${x} ${d} ${hg} ${index}`);
         compile(P.pagedSplitSource(k, true), `paged split ${x} ${d} ${hg} ${index}`);
+        if (P.pagedVecV(x, d)) {
+          const kv = { ...k, vecK: true, vecV: true };
+          compile(P.pagedSplitSourceV(kv, false), `paged vec ${x} ${d} ${hg} ${index}`);
+          compile(P.pagedSplitSourceV(kv, true), `paged vec split ${x} ${d} ${hg} ${index}`);
+        }
       }
     }
     for (const d of [32, 80, 128, 512]) for (const lens of ['int32', 'int64'] as const) compile(P.pagedCombineSource(x, d, lens), `paged combine ${x} ${d} ${lens}`);

@@ -18,8 +18,9 @@ import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { DType } from '../../tensor/dtype.js';
+import { getOption } from '../../runtime/config.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
-import { PAGED_WG, pagedCombineSource, pagedSplitSource, pagedVecElems, type PagedKinds } from './paged-attention-source.js';
+import { PAGED_WG, pagedCombineSource, pagedSplitSource, pagedSplitSourceV, pagedVecElems, pagedVecV, type PagedKinds } from './paged-attention-source.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, WG, words } from './template.js';
 
@@ -144,22 +145,25 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   // Key rows as 16-byte words where they are exact (pagedVecElems): the head dim and the cache's offset whole words, its buffer whole words.
   const ve = pagedVecElems(x);
   const vecK = ve > 0 && d % ve === 0 && kc.offset % ve === 0 && kc.storage.buffer.capacity % 16 === 0;
-  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg, vecK };
+  // Value rows as 16-byte words too where exact, with the value pass split over keys (pagedSplitSourceV).
+  const vecV = vecK && pagedVecV(x, d) && vc.offset % ve === 0 && vc.storage.buffer.capacity % 16 === 0 && getOption('KILN_WEBGPU_PAGED_VECV');
+  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg, vecK, vecV };
   const meta = words([
     b, heads, g.kvHeads, g.blockSize, maxBlocks, q.strides[0]!, q.strides[1]!, q.offset, tables.strides[0]!, tables.offset,
     lens.offset, lens.strides[0] ?? 1, f32Bits(scale as number), g.numBlocks, kc.offset, vc.offset, splits, splitLen, groups, out.offset,
   ]);
   const acc = webgpu();
   const inputs = [q.storage.buffer, kc.storage.buffer, vc.storage.buffer, tables.storage.buffer, lens.storage.buffer];
-  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}`;
+  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}${vecV ? '.vv' : ''}`;
+  const source = (partial: boolean): string => (vecV ? pagedSplitSourceV(kinds, partial) : pagedSplitSource(kinds, partial));
   const items = b * g.kvHeads * groups * splits;
   if (splits === 1) {
-    acc.dispatch(kernelFor(`paged.decode.${tag}`, () => pagedSplitSource(kinds, false)), [out.storage.buffer, ...inputs], meta, groupsFor(items, 1));
+    acc.dispatch(kernelFor(`paged.decode.${tag}`, () => source(false)), [out.storage.buffer, ...inputs], meta, groupsFor(items, 1));
     return out;
   }
   const part = allocOut({ shape: [b * heads * splits * (d + 3)], strides: [1], dtype: 'float32', device: out.device });
   try {
-    acc.dispatch(kernelFor(`paged.split.${tag}`, () => pagedSplitSource(kinds, true)), [part.storage.buffer, ...inputs], meta, groupsFor(items, 1));
+    acc.dispatch(kernelFor(`paged.split.${tag}`, () => source(true)), [part.storage.buffer, ...inputs], meta, groupsFor(items, 1));
     acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}`, () => pagedCombineSource(x, d, lens.dtype)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
   } finally {
     part.dispose();

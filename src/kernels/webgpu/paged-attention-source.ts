@@ -52,6 +52,17 @@ export interface PagedKinds {
    * elements and its buffer whole words (llm-paged.ts decides).
    */
   readonly vecK?: boolean;
+  /**
+   * Value rows read as 16-byte words too (same conditions on the value cache), the value pass
+   * split over keys as well as dims (pagedVecV): LN = D / V lanes of V dims, 64 / LN key groups.
+   */
+  readonly vecV?: boolean;
+}
+
+/** Whether the vector value pass applies: a row is whole words and its lanes divide the workgroup. */
+export function pagedVecV(x: StorageKind, d: number): boolean {
+  const v = pagedVecElems(x);
+  return v > 0 && d % v === 0 && PAGED_WG % (d / v) === 0;
 }
 
 /** Elements of storage kind `x` in a 16-byte word (the vector key loads), or 0 where none. */
@@ -228,6 +239,172 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
       '    }',
     );
   }
+  lines.push('  }', '}');
+  return lines.join('\n');
+}
+
+/**
+ * The split kernel with vector value loads (kinds.vecK and kinds.vecV): the old value pass had each
+ * invocation walk all 64 keys of a block for its dims, a serial chain of 64 dependent global loads
+ * (latency-bound: ~70 us a layer on an H200 at a 300-token context). Here invocation (kg, lane)
+ * reads dims lane*V.. of keys kg, kg + KG, ... as 16-byte words (KG = 64 / LN key groups, LN = D / V
+ * lanes: 4 x 16 for 128-dim float16, 16 loads per block instead of 64 x 2); the key groups' partial
+ * accumulators are summed once per split through workgroup memory (the queries' array, free then).
+ * The block max and NaN/any flags are a tree reduction (6 barriers, not 64 x HG serial reads per
+ * invocation), and each invocation keeps the sum of its own keys' probabilities, summed at the end.
+ */
+export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
+  const { x, d, hg } = k;
+  const W = PAGED_WG;
+  const V = pagedVecElems(x);
+  const LN = d / V;
+  const KG = W / LN;
+  const NV = V / 4;
+  /** Keys per value-pass step (independent loads in flight), at most the keys an invocation takes. */
+  const U = Math.min(4, LN);
+  const lines = header([
+    { kind: partial ? 'f32' : x, written: true },
+    { kind: x, written: false },
+    { kind: x, written: false },
+    { kind: x, written: false },
+    { kind: indexBind(k.table), written: false },
+    { kind: indexBind(k.lens), written: false },
+  ]);
+  for (const bnd of [2, 3]) {
+    const at = lines.findIndex((l) => l.startsWith(`@group(0) @binding(${bnd})`));
+    lines[at] = `@group(0) @binding(${bnd}) var<storage, read> b${bnd}: array<vec4<u32>>;`;
+  }
+  lines.push(...keyWordHelpers(x));
+  const words = (w: string, pre: string): string[] => [`let ${pre}0 = kiln_kw0(${w});`, ...(V === 8 ? [`let ${pre}1 = kiln_kw1(${w});`] : [])];
+  lines.push(
+    `const D = ${d}u;`,
+    `const HG = ${hg}u;`,
+    `var<workgroup> qs: array<f32, ${hg * d}>;`,
+    `var<workgroup> ps: array<f32, ${hg * W}>;`,
+    `var<workgroup> fl: array<u32, ${hg * W}>;`,
+    `var<workgroup> kb: array<u32, ${W}>;`,
+    `@compute @workgroup_size(${W})`,
+    'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u) {',
+    '  let B = kmeta[0]; let H = kmeta[1]; let hkv = kmeta[2]; let bs = kmeta[3]; let maxBlocks = kmeta[4];',
+    '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
+    '  let splits = kmeta[16]; let groups = kmeta[18];',
+    '  let total = B * hkv * groups * splits;',
+    `  let lane = lid % ${LN}u; let kg = lid / ${LN}u;`,
+    '  for (var t = wid.x; t < total; t = t + ng.x) {',
+    '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
+    '    let h0 = kvh * (H / hkv) + gi * HG;',
+    `    let len = u32(clamp(${indexLoad(k.lens, 'b5', 'kmeta[10] + b * kmeta[11]')}, 0i, i32(maxBlocks * bs)));`,
+    '    let trow = kmeta[9] + b * kmeta[8];',
+    '    workgroupBarrier();',
+    `    for (var z = lid; z < HG * D; z = z + ${W}u) {`,
+    `      qs[z] = ${loadExpr(x, 'b1', 'kmeta[7] + b * kmeta[5] + (h0 + z / D) * kmeta[6] + z % D', false)} * scale;`,
+    '    }',
+    '    workgroupBarrier();',
+    `    var acc: array<vec4<f32>, ${hg * NV}>;`,
+    `    for (var r = 0u; r < ${hg * NV}u; r++) { acc[r] = vec4<f32>(0.0f); }`,
+    '    var m: array<f32, HG>; var lt: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
+    `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; lt[h] = 0.0f; started[h] = false; bad[h] = false; }`,
+    `    let sl = ${SPLIT_LEN_EXPR};`,
+    '    let js = sp * sl; let je = min(len, js + sl);',
+    `    for (var j0 = js; j0 < je; j0 = j0 + ${W}u) {`,
+    '      let j = j0 + lid;',
+    '      var ok = j < je;',
+    '      var base = 0u;',
+    '      var s: array<f32, HG>;',
+    '      for (var h = 0u; h < HG; h++) { s[h] = 0.0f; }',
+    '      if (ok) {',
+    `        let blk = ${indexLoad(k.table, 'b4', 'trow + j / bs')};`,
+    '        ok = blk >= 0i && u32(blk) < numBlocks;',
+    '        if (ok) {',
+    '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
+    '          let kr = kmeta[14] + base;',
+    `          for (var e = 0u; e < D; e = e + ${V}u) {`,
+    `            let kw = b2[(kr + e) / ${V}u];`,
+    ...words('kw', 'k').map((l) => `            ${l}`),
+    `            for (var h = 0u; h < HG; h++) { let qb = h * D + e; s[h] += dot(vec4<f32>(qs[qb], qs[qb + 1u], qs[qb + 2u], qs[qb + 3u]), k0)${V === 8 ? ' + dot(vec4<f32>(qs[qb + 4u], qs[qb + 5u], qs[qb + 6u], qs[qb + 7u]), k1)' : ''}; }`,
+    '          }',
+    '        }',
+    '      }',
+    '      kb[lid] = base;',
+    // Flags as bits: 1 a scored key, 2 a NaN score; the tree ORs them and takes the max of the scored.
+    '      var f: array<u32, HG>;',
+    `      for (var h = 0u; h < HG; h++) { f[h] = select(0u, select(1u, 2u, kiln_isnan(s[h])), ok); ps[h * ${W}u + lid] = select(${NEG_MAX}, s[h], f[h] == 1u); fl[h * ${W}u + lid] = f[h]; }`,
+    '      workgroupBarrier();',
+    `      for (var st = ${W / 2}u; st > 0u; st = st >> 1u) {`,
+    `        if (lid < st) { for (var h = 0u; h < HG; h++) { let i = h * ${W}u + lid; ps[i] = max(ps[i], ps[i + st]); fl[i] = fl[i] | fl[i + st]; } }`,
+    '        workgroupBarrier();',
+    '      }',
+    '      var m2: array<f32, HG>; var any: array<bool, HG>;',
+    `      for (var h = 0u; h < HG; h++) { let fh = fl[h * ${W}u]; if ((fh & 2u) != 0u) { bad[h] = true; } any[h] = (fh & 1u) != 0u; m2[h] = max(m[h], ps[h * ${W}u]); }`,
+    '      workgroupBarrier();',
+    '      for (var h = 0u; h < HG; h++) {',
+    '        let p = select(0.0f, kiln_exp(s[h] - m2[h]), f[h] == 1u);',
+    `        ps[h * ${W}u + lid] = p;`,
+    '        if (any[h]) {',
+    '          let c = select(0.0f, kiln_exp(m[h] - m2[h]), started[h]);',
+    '          lt[h] = lt[h] * c;',
+    `          for (var r = 0u; r < ${NV}u; r++) { acc[h * ${NV}u + r] = acc[h * ${NV}u + r] * c; }`,
+    '          m[h] = m2[h]; started[h] = true;',
+    '        }',
+    '        lt[h] += p;',
+    '      }',
+    '      workgroupBarrier();',
+    `      let n = min(${W}u, je - j0);`,
+    // U keys per step, their loads issued before any is used (a key past the block reads the
+    // block's first row and adds nothing): a chain of ceil(n / (KG * U)) load latencies.
+    `      for (var z = kg; z < n; z = z + ${KG * U}u) {`,
+    ...Array.from({ length: U }, (_, u) => `        let z${u} = min(z + ${u * KG}u, ${W - 1}u); let in${u} = z + ${u * KG}u < n; let vw${u} = b3[(kmeta[15] + kb[select(0u, z${u}, in${u})]) / ${V}u + lane];`),
+    ...Array.from({ length: U }, (_, u) => words(`vw${u}`, `v${u}_`).map((l) => `        ${l}`)).flat(),
+    '        for (var h = 0u; h < HG; h++) {',
+    ...Array.from({ length: U }, (_, u) => [
+      `          let p${u} = ps[h * ${W}u + z${u}];`,
+      `          acc[h * ${NV}u] += select(vec4<f32>(0.0f), p${u} * v${u}_0, in${u});`,
+      ...(V === 8 ? [`          acc[h * ${NV}u + 1u] += select(vec4<f32>(0.0f), p${u} * v${u}_1, in${u});`] : []),
+    ]).flat(),
+    '        }',
+    '      }',
+    '      workgroupBarrier();',
+    '    }',
+    // The key groups' accumulators into group 0 (through qs: the queries are done), the
+    // invocations' probability sums into ps[h * W].
+    `    for (var g = 1u; g < ${KG}u; g++) {`,
+    `      if (kg == g) { for (var h = 0u; h < HG; h++) { for (var r = 0u; r < ${NV}u; r++) { let a = acc[h * ${NV}u + r]; let o = h * D + lane * ${V}u + r * 4u; qs[o] = a.x; qs[o + 1u] = a.y; qs[o + 2u] = a.z; qs[o + 3u] = a.w; } } }`,
+    '      workgroupBarrier();',
+    `      if (kg == 0u) { for (var h = 0u; h < HG; h++) { for (var r = 0u; r < ${NV}u; r++) { let o = h * D + lane * ${V}u + r * 4u; acc[h * ${NV}u + r] += vec4<f32>(qs[o], qs[o + 1u], qs[o + 2u], qs[o + 3u]); } } }`,
+    '      workgroupBarrier();',
+    '    }',
+    `    for (var h = 0u; h < HG; h++) { ps[h * ${W}u + lid] = lt[h]; }`,
+    '    workgroupBarrier();',
+    `    for (var st = ${W / 2}u; st > 0u; st = st >> 1u) {`,
+    `      if (lid < st) { for (var h = 0u; h < HG; h++) { let i = h * ${W}u + lid; ps[i] = ps[i] + ps[i + st]; } }`,
+    '      workgroupBarrier();',
+    '    }',
+    '    var l: array<f32, HG>;',
+    `    for (var h = 0u; h < HG; h++) { l[h] = ps[h * ${W}u]; }`,
+  );
+  if (partial) {
+    lines.push(
+      '    for (var h = 0u; h < HG; h++) {',
+      '      let pb = ((b * H + h0 + h) * splits + sp) * (D + 3u);',
+      '      if (lid == 0u) { b0[pb] = m[h]; b0[pb + 1u] = l[h]; b0[pb + 2u] = select(0.0f, 1.0f, bad[h]); }',
+      `      if (kg == 0u) { for (var r = 0u; r < ${NV}u; r++) { let a = acc[h * ${NV}u + r]; let o = pb + 3u + lane * ${V}u + r * 4u; b0[o] = a.x; b0[o + 1u] = a.y; b0[o + 2u] = a.z; b0[o + 3u] = a.w; } }`,
+      '    }',
+    );
+  } else {
+    lines.push(
+      '    if (kg == 0u) {',
+      '      for (var h = 0u; h < HG; h++) {',
+      `        for (var i = 0u; i < ${V}u; i++) {`,
+      `          let e = lane * ${V}u + i;`,
+      `          let av = acc[h * ${NV}u + i / 4u][i % 4u];`,
+      '          let o = select(select(0.0f, av / l[h], l[h] > 0.0f), kiln_nan(), bad[h]);',
+      `          ${indent(storeStmt(x, 'b0', 'kmeta[19] + (b * H + h0 + h) * D + e', 'o'), 10)}`,
+      '        }',
+      '      }',
+      '    }',
+    );
+  }
+  // The next work item's query load overwrites qs and ps: its leading barrier orders it after these reads.
   lines.push('  }', '}');
   return lines.join('\n');
 }

@@ -452,18 +452,30 @@ async function startPipelines(ops: Float64Array, others: readonly WireCommand[])
   if (wait.size > 0) await Promise.all(wait);
 }
 
+/** Reads of at most this many bytes (a sampled token id, a flag) reuse one staging buffer. */
+const SMALL_READ = 4096;
+/**
+ * The small reads' staging buffer and the device it belongs to: creating and destroying a
+ * MAP_READ buffer per read was part of a decode step's per-token read (issue #20). Reads run one
+ * at a time on the message chain, so it is always unmapped when the next read takes it.
+ */
+let staging: { d: GPUDevice; b: GPUBuffer } | undefined;
+
 async function read(c: Extract<Call, { k: 'read' }>): Promise<ArrayBuffer> {
   const d = dev();
   const start = c.offset & ~3;
   const end = (c.offset + c.size + 3) & ~3;
-  const s = d.createBuffer({ size: Math.max(4, end - start), usage: MAP_READ | COPY_DST, label: 'kiln readback' });
+  const size = Math.max(4, end - start);
+  const pooled = size <= SMALL_READ;
+  if (pooled && staging?.d !== d) staging = { d, b: d.createBuffer({ size: SMALL_READ, usage: MAP_READ | COPY_DST, label: 'kiln readback (small)' }) };
+  const s = pooled ? staging!.b : d.createBuffer({ size, usage: MAP_READ | COPY_DST, label: 'kiln readback' });
   const enc = d.createCommandEncoder({ label: 'kiln readback' });
   if (end > start) enc.copyBufferToBuffer(buf(c.id), start, s, 0, end - start);
   d.queue.submit([enc.finish()]);
-  await s.mapAsync(MAP_READ);
-  const out = s.getMappedRange().slice(c.offset - start, c.offset - start + c.size);
+  await s.mapAsync(MAP_READ, 0, size);
+  const out = s.getMappedRange(0, size).slice(c.offset - start, c.offset - start + c.size);
   s.unmap();
-  s.destroy();
+  if (!pooled) s.destroy();
   return out;
 }
 
