@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as kiln from '../src/index.js';
 import { pagedPlan } from '../src/kernels/webgpu/llm-paged.js';
+import { setOption } from '../src/runtime/config.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
@@ -123,7 +124,21 @@ test('the paged plan splits while the work items leave the device idle, at most 
   assert.deepEqual(pagedPlan(8, 40), { splits: 1, splitLen: 64 });
 });
 
-test('webgpu llm.pagedAttention matches a float64 reference (splits, GQA, mid-block lengths)', { skip }, () => {
+test('webgpu llm.pagedAttention matches a float64 reference (splits, GQA, mid-block lengths), with the vector value pass off and on', { skip }, () => {
+  const failures: string[] = [];
+  // KILN_WEBGPU_PAGED_VECV: the per-dim value pass (the default until an H200 A/B) and the vector one.
+  for (const vecV of [false, true]) {
+    setOption('KILN_WEBGPU_PAGED_VECV', vecV);
+    try {
+      failures.push(...pagedCases().map((f) => `vecV ${vecV}: ${f}`));
+    } finally {
+      setOption('KILN_WEBGPU_PAGED_VECV', undefined);
+    }
+  }
+  assert.deepEqual(failures, [], failures.join('\n'));
+});
+
+function pagedCases(): string[] {
   const failures: string[] = [];
   let seed = 7;
   for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
@@ -144,5 +159,5 @@ test('webgpu llm.pagedAttention matches a float64 reference (splits, GQA, mid-bl
   // Qwen3-0.6B's shape (16 query heads over 8 kv heads of 128, group 2): the vector value pass
   // (4 key groups x 16 lanes of 8 dims for 16-bit, 2 x 32 of 4 for float32) over 8 splits.
   for (const dtype of ['float16', 'bfloat16', 'float32'] as const) failures.push(...check({ dtype, lens: [300, 1, 64, 129], heads: 16, kvHeads: 8, d: 128, blockSize: 16, maxBlocks: 32, index: 'int32' }, seed++));
-  assert.deepEqual(failures, [], failures.join('\n'));
-});
+  return failures;
+}
