@@ -20,26 +20,14 @@ import { makeTensor, rand } from './helpers/make.js';
 import { refLinearSiluMul } from './helpers/linear-silu-mul-ref.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
+import { toBf16, hostF64, worstRel } from './helpers/rounding-ref.js';
 
 const skip = skipUnlessCuda();
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-function toBf16(v: number): number {
-  f32[0] = v;
-  const u = u32[0]!;
-  u32[0] = ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) << 16;
-  return f32[0];
-}
-const host = (t: Tensor): number[] => t.to('cpu').to('float64').contiguous().toFlatArray();
+const host = hostF64;
 
 /** Max |got - want| / (2^-7 (1 + |want|)): the output's bfloat16 rounding plus float32-sum order (<= 1 passes). */
-function worst(got: readonly number[], want: readonly number[]): number {
-  assert.equal(got.length, want.length);
-  let m = 0;
-  for (let i = 0; i < got.length; i++) m = Math.max(m, Math.abs(got[i]! - want[i]!) / (2 ** -7 * (1 + Math.abs(want[i]!))));
-  return m;
-}
+const worst = (got: readonly number[], want: readonly number[]): number => worstRel(got, want, 2 ** -7);
 
 test('cuda llm.linearSiluAndMul (gated GEMV) equals the float64 loop and linear + silu * mul: rows 1..8, every K split, bias or none', { skip }, () => {
   setOption('KILN_GEMV_MAX_ROWS', 8);

@@ -19,36 +19,17 @@ import { makeTensor, rand } from './helpers/make.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
 
 const skip = skipUnlessCuda();
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-/** Round to nearest even at bfloat16 (through float32). */
-function toBf16(v: number): number {
-  f32[0] = v;
-  const u = u32[0]!;
-  u32[0] = ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) << 16;
-  return f32[0];
-}
-/** Round to float16 (11-bit significand, subnormals below 2^-14; ties, rare here, away from zero). */
-function f16(v: number): number {
-  if (v === 0 || !Number.isFinite(v)) return v;
-  const ulp = 2 ** (Math.max(Math.floor(Math.log2(Math.abs(v))), -14) - 10);
-  return Math.round(v / ulp) * ulp;
-}
 const roundOf = (dtype: DType): ((v: number) => number) => (dtype === 'bfloat16' ? toBf16 : dtype === 'float16' ? f16 : dtype === 'float32' ? Math.fround : (v: number) => v);
 /** Relative tolerance of one output rounding plus a normalised value rounded the other way (see cuda-qk-norm-rotary.test.ts). */
 const relTol = (dtype: DType): number => (dtype === 'bfloat16' ? 2 ** -6 : dtype === 'float16' ? 2 ** -9 : dtype === 'float32' ? 2e-6 : 1e-12);
 
 /** Max |got - want| / tolerance (<= 1 passes). */
-function worst(got: readonly number[], want: readonly number[], dtype: DType): number {
-  assert.equal(got.length, want.length);
-  let m = 0;
-  for (let i = 0; i < got.length; i++) m = Math.max(m, Math.abs(got[i]! - want[i]!) / (relTol(dtype) * (1 + Math.abs(want[i]!))));
-  return m;
-}
-const host = (t: Tensor): number[] => t.to('cpu').to('float64').contiguous().toFlatArray();
+const worst = (got: readonly number[], want: readonly number[], dtype: DType): number => worstRel(got, want, relTol(dtype));
+const host = hostF64;
 
 test('cuda llm.qkNormRotaryCache equals the float64 loop and the two kernels it replaces: every float dtype, neox and gpt-j, D 8/80/128, slices of a fused qkv, int32/int64 slots', { skip }, () => {
   for (const dtype of ['float32', 'bfloat16', 'float16', 'float64'] as DType[]) {

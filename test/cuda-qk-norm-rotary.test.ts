@@ -17,24 +17,10 @@ import { rand } from './helpers/make.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { toBf16, toF16 as f16 } from './helpers/rounding-ref.js';
 
 const skip = skipUnlessCuda();
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-/** Round to nearest even at bfloat16 (through float32). */
-function toBf16(v: number): number {
-  f32[0] = v;
-  const u = u32[0]!;
-  u32[0] = ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) << 16;
-  return f32[0];
-}
-/** Round to float16 (11-bit significand, subnormals below 2^-14; ties, rare here, away from zero). */
-function f16(v: number): number {
-  if (v === 0 || !Number.isFinite(v)) return v;
-  const ulp = 2 ** (Math.max(Math.floor(Math.log2(Math.abs(v))), -14) - 10);
-  return Math.round(v / ulp) * ulp;
-}
 const roundOf = (dtype: DType): ((v: number) => number) => (dtype === 'bfloat16' ? toBf16 : dtype === 'float32' ? Math.fround : (v: number) => v);
 
 

@@ -21,6 +21,7 @@ import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, rand } from './helpers/make.js';
 import { refAddRmsNormLinear } from './helpers/add-rms-norm-linear-ref.js';
+import { toBf16 } from './helpers/rounding-ref.js';
 
 const count = (g: Graph, op: string): number => g.nodes.filter((n) => n.op === op).length;
 
@@ -36,14 +37,6 @@ function relDiff(a: readonly number[], b: readonly number[]): number {
   return m;
 }
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-function toBf16(v: number): number {
-  f32[0] = v;
-  const u = u32[0]!;
-  u32[0] = ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) << 16;
-  return f32[0];
-}
 
 test('llm.addRmsNormLinear on the cpu equals the float64 loop (float32 / float64, residual or none, bias or none, plain or gated, 3-d input)', () => {
   for (const dtype of ['float32', 'float64'] as DType[]) {

@@ -19,32 +19,15 @@ import { tinyQwen3Config } from '../src/bench/workloads.js';
 import { makeTensor, rand } from './helpers/make.js';
 import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
+import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
 
 const skip = webgpuSkipReason();
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-function toBf16(v: number): number {
-  f32[0] = v;
-  const u = u32[0]!;
-  u32[0] = ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) << 16;
-  return f32[0];
-}
-function f16(v: number): number {
-  if (v === 0 || !Number.isFinite(v)) return v;
-  const ulp = 2 ** (Math.max(Math.floor(Math.log2(Math.abs(v))), -14) - 10);
-  return Math.round(v / ulp) * ulp;
-}
 const roundOf = (dtype: DType): ((v: number) => number) => (dtype === 'bfloat16' ? toBf16 : dtype === 'float16' ? f16 : Math.fround);
 const relTol = (dtype: DType): number => (dtype === 'bfloat16' ? 2 ** -6 : dtype === 'float16' ? 2 ** -9 : 2e-6);
 
-function worst(got: readonly number[], want: readonly number[], dtype: DType): number {
-  assert.equal(got.length, want.length);
-  let m = 0;
-  for (let i = 0; i < got.length; i++) m = Math.max(m, Math.abs(got[i]! - want[i]!) / (relTol(dtype) * (1 + Math.abs(want[i]!))));
-  return m;
-}
-const host = (t: Tensor): number[] => t.to('cpu').to('float64').contiguous().toFlatArray() as number[];
+const worst = (got: readonly number[], want: readonly number[], dtype: DType): number => worstRel(got, want, relTol(dtype));
+const host = hostF64;
 
 test('webgpu llm.qkNormRotaryCache equals the float64 loop and the two kernels it replaces, in one dispatch', { skip }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
