@@ -51,6 +51,73 @@ static __device__ __forceinline__ unsigned short kiln_gv_tobf(float f) {
 }
 `;
 
+/**
+ * The dot products of one warp slot over its share of K, shared by the plain, gated and
+ * norm-prologue kernels: `xLoad` is the expression that reads 8 bfloat16 of row r of x at k (from
+ * global memory through the read-only cache, or from the normalised rows in shared memory).
+ * Plain: one accumulator per row over W row n; gated: two, over the gate row n and the up row N + n.
+ */
+function plainDotLoop(m: number, kw: number, xLoad: string): string {
+  return `const unsigned short* wr = w + (long long)n * ldw;
+#pragma unroll 4
+    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + k));
+      const unsigned int wp[4] = {wv.x, wv.y, wv.z, wv.w};
+      float wf[8];
+#pragma unroll
+      for (int j = 0; j < 4; j++) { wf[2 * j] = kiln_gv_bf(wp[j] & 0xffffu); wf[2 * j + 1] = kiln_gv_bf(wp[j] >> 16); }
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) {
+        const uint4 xv = ${xLoad};
+        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          acc[r] = fmaf(wf[2 * j], kiln_gv_bf(xp[j] & 0xffffu), acc[r]);
+          acc[r] = fmaf(wf[2 * j + 1], kiln_gv_bf(xp[j] >> 16), acc[r]);
+        }
+      }
+    }`;
+}
+function gatedDotLoop(m: number, kw: number, xLoad: string): string {
+  return `const unsigned short* wg = w + (long long)n * ldw;
+    const unsigned short* wu = w + (long long)(N + n) * ldw;
+#pragma unroll 2
+    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
+      const uint4 gv = __ldg(reinterpret_cast<const uint4*>(wg + k));
+      const uint4 uv = __ldg(reinterpret_cast<const uint4*>(wu + k));
+      const unsigned int gp[4] = {gv.x, gv.y, gv.z, gv.w};
+      const unsigned int up[4] = {uv.x, uv.y, uv.z, uv.w};
+#pragma unroll
+      for (int r = 0; r < ${m}; r++) {
+        const uint4 xv = ${xLoad};
+        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const float x0 = kiln_gv_bf(xp[j] & 0xffffu), x1 = kiln_gv_bf(xp[j] >> 16);
+          ag[r] = fmaf(kiln_gv_bf(gp[j] & 0xffffu), x0, ag[r]);
+          ag[r] = fmaf(kiln_gv_bf(gp[j] >> 16), x1, ag[r]);
+          au[r] = fmaf(kiln_gv_bf(up[j] & 0xffffu), x0, au[r]);
+          au[r] = fmaf(kiln_gv_bf(up[j] >> 16), x1, au[r]);
+        }
+      }
+    }`;
+}
+/** silu(g) * u of the gated kernels' epilogue, each product rounded to bfloat16 first (as the linear stores them). */
+function gateHelper(fast: boolean): string {
+  const silu = fast ? 'g * kiln_gv_rcp(1.0f + kiln_gv_exp(-g))' : 'g / (1.0f + expf(-g))';
+  return `static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
+  if (bias) { g += kiln_gv_bf(bias[n]); u += kiln_gv_bf(bias[N + n]); }
+  g = kiln_gv_bf(kiln_gv_tobf(g));
+  u = kiln_gv_bf(kiln_gv_tobf(u));
+  return kiln_gv_tobf((${silu}) * u);
+}
+`;
+}
+/** x read from global memory (the plain and gated kernels). */
+const X_GLOBAL = '__ldg(reinterpret_cast<const uint4*>(x + r * ldx + k))';
+/** x read from the normalised rows in shared memory (the norm-prologue kernel). */
+const X_SHARED = '*reinterpret_cast<const uint4*>(xs + r * K + k)';
+
 /** CUDA C for M rows of x and KW warps per output column. */
 export function gemvSource(m: number, kw: number): string {
   const rows = WARPS / kw;
@@ -66,25 +133,7 @@ ${BF16_HELPERS}extern "C" __global__ void __launch_bounds__(${THREADS}) ${name(m
 #pragma unroll
   for (int r = 0; r < ${m}; r++) acc[r] = 0.0f;
   if (n < N) {
-    const unsigned short* wr = w + (long long)n * ldw;
-#pragma unroll 4
-    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
-      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + k));
-      const unsigned int wp[4] = {wv.x, wv.y, wv.z, wv.w};
-      float wf[8];
-#pragma unroll
-      for (int j = 0; j < 4; j++) { wf[2 * j] = kiln_gv_bf(wp[j] & 0xffffu); wf[2 * j + 1] = kiln_gv_bf(wp[j] >> 16); }
-#pragma unroll
-      for (int r = 0; r < ${m}; r++) {
-        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + r * ldx + k));
-        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          acc[r] = fmaf(wf[2 * j], kiln_gv_bf(xp[j] & 0xffffu), acc[r]);
-          acc[r] = fmaf(wf[2 * j + 1], kiln_gv_bf(xp[j] >> 16), acc[r]);
-        }
-      }
-    }
+    ${plainDotLoop(m, kw, X_GLOBAL)}
   }
 #pragma unroll
   for (int r = 0; r < ${m}; r++) {
@@ -136,15 +185,8 @@ function gatedName(m: number, kw: number, fast: boolean): string {
  */
 export function gemvGatedSource(m: number, kw: number, fast: boolean): string {
   const rows = WARPS / kw;
-  const silu = fast ? 'g * kiln_gv_rcp(1.0f + kiln_gv_exp(-g))' : 'g / (1.0f + expf(-g))';
   return `
-${BF16_HELPERS}${fast ? FAST_HELPERS : ''}static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
-  if (bias) { g += kiln_gv_bf(bias[n]); u += kiln_gv_bf(bias[N + n]); }
-  g = kiln_gv_bf(kiln_gv_tobf(g));
-  u = kiln_gv_bf(kiln_gv_tobf(u));
-  return kiln_gv_tobf((${silu}) * u);
-}
-extern "C" __global__ void __launch_bounds__(${THREADS}) ${gatedName(m, kw, fast)}(
+${BF16_HELPERS}${fast ? FAST_HELPERS : ''}${gateHelper(fast)}extern "C" __global__ void __launch_bounds__(${THREADS}) ${gatedName(m, kw, fast)}(
     const unsigned short* __restrict__ x, const unsigned short* __restrict__ w, unsigned short* __restrict__ out,
     const unsigned short* __restrict__ bias, int N, int K, long long ldx, long long ldw, long long ldo) {
   __shared__ float part[${WARPS}][${2 * m}];
@@ -155,28 +197,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${gatedName(m, kw, fast
 #pragma unroll
   for (int r = 0; r < ${m}; r++) { ag[r] = 0.0f; au[r] = 0.0f; }
   if (n < N) {
-    const unsigned short* wg = w + (long long)n * ldw;
-    const unsigned short* wu = w + (long long)(N + n) * ldw;
-#pragma unroll 2
-    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
-      const uint4 gv = __ldg(reinterpret_cast<const uint4*>(wg + k));
-      const uint4 uv = __ldg(reinterpret_cast<const uint4*>(wu + k));
-      const unsigned int gp[4] = {gv.x, gv.y, gv.z, gv.w};
-      const unsigned int up[4] = {uv.x, uv.y, uv.z, uv.w};
-#pragma unroll
-      for (int r = 0; r < ${m}; r++) {
-        const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + r * ldx + k));
-        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const float x0 = kiln_gv_bf(xp[j] & 0xffffu), x1 = kiln_gv_bf(xp[j] >> 16);
-          ag[r] = fmaf(kiln_gv_bf(gp[j] & 0xffffu), x0, ag[r]);
-          ag[r] = fmaf(kiln_gv_bf(gp[j] >> 16), x1, ag[r]);
-          au[r] = fmaf(kiln_gv_bf(up[j] & 0xffffu), x0, au[r]);
-          au[r] = fmaf(kiln_gv_bf(up[j] >> 16), x1, au[r]);
-        }
-      }
-    }
+    ${gatedDotLoop(m, kw, X_GLOBAL)}
   }
 #pragma unroll
   for (int r = 0; r < ${m}; r++) {
@@ -297,60 +318,10 @@ const NORM_SHARED_LIMIT = 48 * 1024;
 export function gemvNormSource(m: number, kw: number, gated: boolean, fast: boolean): string {
   const rows = WARPS / kw;
   const pw = gated ? 2 * m : m;
-  const silu = fast ? 'g * kiln_gv_rcp(1.0f + kiln_gv_exp(-g))' : 'g / (1.0f + expf(-g))';
-  const gate = gated
-    ? `static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
-  if (bias) { g += kiln_gv_bf(bias[n]); u += kiln_gv_bf(bias[N + n]); }
-  g = kiln_gv_bf(kiln_gv_tobf(g));
-  u = kiln_gv_bf(kiln_gv_tobf(u));
-  return kiln_gv_tobf((${silu}) * u);
-}
-`
-    : '';
+  const gate = gated ? gateHelper(fast) : '';
   // The dot products: one accumulator per row (plain) or two (gate row n, up row N + n).
   const accDecl = gated ? `float ag[${m}], au[${m}];\n#pragma unroll\n  for (int r = 0; r < ${m}; r++) { ag[r] = 0.0f; au[r] = 0.0f; }` : `float acc[${m}];\n#pragma unroll\n  for (int r = 0; r < ${m}; r++) acc[r] = 0.0f;`;
-  const loop = gated
-    ? `const unsigned short* wg = w + (long long)n * ldw;
-    const unsigned short* wu = w + (long long)(N + n) * ldw;
-#pragma unroll 2
-    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
-      const uint4 gv = __ldg(reinterpret_cast<const uint4*>(wg + k));
-      const uint4 uv = __ldg(reinterpret_cast<const uint4*>(wu + k));
-      const unsigned int gp[4] = {gv.x, gv.y, gv.z, gv.w};
-      const unsigned int up[4] = {uv.x, uv.y, uv.z, uv.w};
-#pragma unroll
-      for (int r = 0; r < ${m}; r++) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(xs + r * K + k);
-        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const float x0 = kiln_gv_bf(xp[j] & 0xffffu), x1 = kiln_gv_bf(xp[j] >> 16);
-          ag[r] = fmaf(kiln_gv_bf(gp[j] & 0xffffu), x0, ag[r]);
-          ag[r] = fmaf(kiln_gv_bf(gp[j] >> 16), x1, ag[r]);
-          au[r] = fmaf(kiln_gv_bf(up[j] & 0xffffu), x0, au[r]);
-          au[r] = fmaf(kiln_gv_bf(up[j] >> 16), x1, au[r]);
-        }
-      }
-    }`
-    : `const unsigned short* wr = w + (long long)n * ldw;
-#pragma unroll 4
-    for (int k = (sub * 32 + lane) * 8; k < K; k += ${kw * 32 * 8}) {
-      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + k));
-      const unsigned int wp[4] = {wv.x, wv.y, wv.z, wv.w};
-      float wf[8];
-#pragma unroll
-      for (int j = 0; j < 4; j++) { wf[2 * j] = kiln_gv_bf(wp[j] & 0xffffu); wf[2 * j + 1] = kiln_gv_bf(wp[j] >> 16); }
-#pragma unroll
-      for (int r = 0; r < ${m}; r++) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(xs + r * K + k);
-        const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          acc[r] = fmaf(wf[2 * j], kiln_gv_bf(xp[j] & 0xffffu), acc[r]);
-          acc[r] = fmaf(wf[2 * j + 1], kiln_gv_bf(xp[j] >> 16), acc[r]);
-        }
-      }
-    }`;
+  const loop = gated ? gatedDotLoop(m, kw, X_SHARED) : plainDotLoop(m, kw, X_SHARED);
   const shuffle = gated
     ? `ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
       au[r] += __shfl_xor_sync(0xffffffffu, au[r], o);`
