@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Session 16's device calls, each under the device tool's 600 s limit, from the repo root through
+# .device/run.sh with dist/ built and carried:
+#   bash .device/run.sh bash scripts/device/s16.sh measure   # what session 15 merged unmeasured (#20: webgpu
+#       paged attention vector value pass A/B, rmsNorm kernel, readback; #17: decode, HTTP with async steps,
+#       batch-64 profile, MoE decode, cpu decode against the bandwidth bound)
+# A step starts only while the call is under its deadline (S16_DEADLINE s), so the tail is what gets cut;
+# logs and JSON under $OUT/s16-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s16.sh measure}
+final=${OUT:-/tmp/out}; out=$final/s16-$part; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-300 | tee -a "$out/summary.txt"; }
+dl=${S16_DEADLINE:-430}
+go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; }
+K="timeout -k 5"
+export KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
+wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
+if [ "$part" = measure ]; then
+  for v in 1 0; do
+    go wgk$v && { KILN_WEBGPU_PAGED_VECV=$v wg $K 30 node dist/bench/webgpu-decode-kernels.js --json "$out/wgk-vecv$v.json" > "$out/wgk-vecv$v.txt" 2>&1
+      el "webgpu decode kernels VECV=$v rc=$?"; grep -vE "^\s*$" "$out/wgk-vecv$v.txt" | tail -n 10 | cut -c1-160 | tee -a "$out/summary.txt"; }
+  done
+  for v in 1 0; do
+    go wgdec$v && { KILN_WEBGPU_PAGED_VECV=$v wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --breakdown \
+        --json "$out/decode-webgpu-vecv$v.json" > "$out/decode-webgpu-vecv$v.txt" 2>&1
+      el "webgpu decode f16 VECV=$v rc=$?"; sum "$out/decode-webgpu-vecv$v.txt" "^decode +batch|rror|breakdown" 4; }
+  done
+  go readback && { wg $K 25 node dist/bench/webgpu-readback.js > "$out/readback.txt" 2>&1
+    el "webgpu readback rc=$?"; tail -n 6 "$out/readback.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go wgtests && { wg $K 75 node --test dist/test/webgpu-paged.test.js dist/test/webgpu-readback.test.js dist/test/webgpu-llm.test.js \
+      dist/test/webgpu-argmax-split.test.js > "$out/webgpu-tests.txt" 2>&1
+    el "webgpu tests rc=$?"; sum "$out/webgpu-tests.txt" "^# (pass|fail|skipped)|^not ok" 10; }
+  go decode && { $K 90 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 \
+      --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
+    el "cuda decode rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|^ttft|rror" 8; }
+  go http && { $K 90 node dist/bench/serve.js --config qwen3-0.6b --device cuda --dtype bfloat16 --clients 16 --prompt 128 --new 128 --reps 3 --no-start \
+      --batch-window-ms 2 --json "$out/serve.json" > "$out/serve.txt" 2> "$out/serve-err.txt"
+    el "serve http (async steps) rc=$?"; cut -c1-300 "$out/serve.txt" | tail -n 4 | tee -a "$out/summary.txt"; }
+  go prof64 && { $K 45 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b64 bfloat16 --top 16 --json "$out/profile-b64.json" > "$out/profile-b64.txt" 2>&1
+    el "profile b64 rc=$?"; head -n 16 "$out/profile-b64.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go moe && { $K 100 node dist/bench/decode.js --config qwen3-30b-a3b-4l --device cuda --dtype bfloat16 --batches 1,32 --new 128 --reps 2 \
+      --json "$out/decode-moe.json" > "$out/decode-moe.txt" 2>&1
+    el "moe decode rc=$?"; sum "$out/decode-moe.txt" "^decode +batch|^ttft|rror" 4; }
+  go cpubound && { $K 90 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode bound rc=$?"; tail -n 6 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+fi
+tar -C "$out" -czf "$final/s16-$part.tgz" .
+echo "=== summary"; cat "$out/summary.txt"
