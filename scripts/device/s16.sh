@@ -7,7 +7,7 @@
 # A step starts only while the call is under its deadline (S16_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s16-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s16.sh measure}
+part=${1:?usage: s16.sh measure|probe}
 final=${OUT:-/tmp/out}; out=$final/s16-$part; mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
@@ -46,6 +46,27 @@ if [ "$part" = measure ]; then
     el "moe decode rc=$?"; sum "$out/decode-moe.txt" "^decode +batch|^ttft|rror" 4; }
   go cpubound && { $K 90 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode bound rc=$?"; tail -n 6 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+elif [ "$part" = probe ]; then
+  # #20: where the webgpu batch-1 decode step's time goes (runner vs sampler parts; submit chunking;
+  # context length; paged attention alone at three contexts; host counters of the device thread).
+  go wgstep && { wg $K 60 node scripts/device/wg-step.mjs float16 > "$out/wg-step.txt" 2>&1
+    el "wg-step rc=$?"; cut -c1-120 "$out/wg-step.txt" | tail -n 14 | tee -a "$out/summary.txt"; }
+  for se in 0 16 64; do
+    go sub$se && { KILN_WEBGPU_REPLAY_SUBMIT=$se wg $K 40 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 \
+        --json "$out/decode-submit$se.json" > "$out/decode-submit$se.txt" 2>&1
+      el "webgpu decode f16 REPLAY_SUBMIT=$se rc=$?"; sum "$out/decode-submit$se.txt" "^decode +batch|rror" 2; }
+  done
+  for pl in 16 1024; do
+    go prompt$pl && { wg $K 40 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --prompt $pl --new 64 --reps 2 \
+        --json "$out/decode-prompt$pl.json" > "$out/decode-prompt$pl.txt" 2>&1
+      el "webgpu decode f16 prompt $pl rc=$?"; sum "$out/decode-prompt$pl.txt" "^decode +batch|rror" 2; }
+  done
+  for c in 64 2000; do
+    go attn$c && { wg $K 25 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --context $c --json "$out/wgk-attn$c.json" > "$out/wgk-attn$c.txt" 2>&1
+      el "webgpu paged attention ctx $c rc=$?"; tail -n 2 "$out/wgk-attn$c.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
+  done
+  go wgprof && { wg $K 60 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 30 --stamp-steps 0 --json "$out/wgprof.json" > "$out/wgprof.txt" 2>&1
+    el "webgpu decode profile (host) rc=$?"; tail -n 25 "$out/wgprof.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
 fi
 tar -C "$out" -czf "$final/s16-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
