@@ -6,7 +6,8 @@
  * a call), so the time per call is the kernel plus the GPU's own gap between dependent dispatches.
  * Rows: a tiny pointwise op (that floor), each projection's GEMV (and the weight bytes over the
  * time, GB/s), the final RMSNorm, the greedy argmax over the vocabulary, paged decode attention
- * at a 300-token context (capacity 40960 tokens, as the serve engine's tables).
+ * at a 300-token context (--context) in a table of --capacity tokens (default 40960: Qwen3's 40960
+ * positions; the engine's tables are min(that, its cache's blocks) wide).
  *
  *   node dist/bench/webgpu-decode-kernels.js [--dtype float16] [--reps 50] [--json out.json]
  *   KILN_WEBGPU_SPLIT_ARG=0 node dist/bench/webgpu-decode-kernels.js --only argmax   (one workgroup, for comparison)
@@ -17,7 +18,7 @@ import * as kiln from '../src/index.js';
 import type { DType } from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
-const { values: a } = parseArgs({ options: { dtype: { type: 'string', default: 'float16' }, reps: { type: 'string', default: '50' }, only: { type: 'string', default: '' }, context: { type: 'string', default: '300' }, json: { type: 'string' } } });
+const { values: a } = parseArgs({ options: { dtype: { type: 'string', default: 'float16' }, reps: { type: 'string', default: '50' }, only: { type: 'string', default: '' }, context: { type: 'string', default: '300' }, capacity: { type: 'string', default: '40960' }, json: { type: 'string' } } });
 const dtype = a.dtype as DType;
 const reps = Number(a.reps);
 const dev = 'webgpu';
@@ -73,7 +74,8 @@ if (want('argmax')) report(`argmax [1, 151936] (split ${process.env.KILN_WEBGPU_
 
 // Paged decode attention: 16 query heads over 8 kv heads of 128, blocks of 16, a 300-token context.
 const bs = 16;
-const maxBlocks = 40960 / bs;
+const capacity = Number(a.capacity);
+const maxBlocks = Math.ceil(capacity / bs);
 const ctx = Number(a.context);
 if (want('pagedAttention')) pagedRow();
 function pagedRow(): void {
@@ -82,7 +84,7 @@ function pagedRow(): void {
   const q = kiln.randn([1, 16, 128], { device: dev }).to(dtype);
   const tables = kiln.tensor([Array.from({ length: maxBlocks }, (_, i) => i)], { dtype: 'int32', device: dev });
   const lens = kiln.tensor([ctx], { dtype: 'int32', device: dev });
-  report(`pagedAttention ctx ${ctx} (capacity 40960)`, time(() => kiln.llm.pagedAttention(q, kc, vc, tables, lens, 1 / Math.sqrt(128))), 2 * ctx * 8 * 128 * bytes);
+  report(`pagedAttention ctx ${ctx} (capacity ${capacity})`, time(() => kiln.llm.pagedAttention(q, kc, vc, tables, lens, 1 / Math.sqrt(128))), 2 * ctx * 8 * 128 * bytes);
 }
 
 if (a.json) fs.writeFileSync(a.json, JSON.stringify({ dtype, reps, rows }, null, 2));

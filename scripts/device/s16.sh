@@ -7,7 +7,7 @@
 # A step starts only while the call is under its deadline (S16_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s16-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s16.sh measure|probe}
+part=${1:?usage: s16.sh measure|probe|probe2}
 final=${OUT:-/tmp/out}; out=$final/s16-$part; mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
@@ -67,6 +67,26 @@ elif [ "$part" = probe ]; then
   done
   go wgprof && { wg $K 60 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 30 --stamp-steps 0 --json "$out/wgprof.json" > "$out/wgprof.txt" 2>&1
     el "webgpu decode profile (host) rc=$?"; tail -n 25 "$out/wgprof.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+elif [ "$part" = probe2 ]; then
+  # #20: does the webgpu paged attention's cost follow the table's capacity (the engine's tables are
+  # min(40960, cache blocks) wide)? Dawn toggles that cut the device thread's encode/submit cost or
+  # the shaders' workgroup-memory zeroing; the step's kernels one by one (stamped, no replay).
+  for cap in 336 1024 4544 40960; do
+    go cap$cap && { wg $K 25 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --context 300 --capacity $cap --json "$out/wgk-cap$cap.json" > "$out/wgk-cap$cap.txt" 2>&1
+      el "paged attention ctx 300 capacity $cap rc=$?"; tail -n 1 "$out/wgk-cap$cap.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
+  done
+  for nb in 40 284; do
+    go step$nb && { WG_STEP_BLOCKS=$nb wg $K 60 node scripts/device/wg-step.mjs float16 > "$out/wg-step-$nb.txt" 2>&1
+      el "wg-step $nb blocks rc=$?"; grep -E "engine.step|runner.run \+ sync|runner device" "$out/wg-step-$nb.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  done
+  for tg in none skip_validation disable_workgroup_init skip_validation,disable_workgroup_init; do
+    t=$tg; [ $tg = none ] && t=
+    go tg-$tg && { KILN_WEBGPU_DAWN_TOGGLES=$t wg $K 40 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 \
+        --json "$out/decode-tg-$tg.json" > "$out/decode-tg-$tg.txt" 2>&1
+      el "webgpu decode f16 toggles $tg rc=$?"; sum "$out/decode-tg-$tg.txt" "^decode +batch|rror" 2; }
+  done
+  go stamped && { KILN_WEBGPU_REPLAY=0 wg $K 90 node dist/bench/webgpu-decode-profile.js --dtype float16 --prompt 128 --steps 3 --stamp-steps 3 --json "$out/wgprof-stamped.json" > "$out/wgprof-stamped.txt" 2>&1
+    el "webgpu decode profile stamped rc=$?"; head -c 3000 "$out/wgprof-stamped.txt" | tee -a "$out/summary.txt"; echo; }
 fi
 tar -C "$out" -czf "$final/s16-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"

@@ -10,7 +10,7 @@ const dev = 'webgpu';
 const config = process.env.WG_STEP_SMALL ? kiln.models.QWEN3_0_6B.with({ vocabSize: 32000, hiddenSize: 256, intermediateSize: 768 }) : kiln.models.QWEN3_0_6B;
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: dev });
 model.eval();
-const engine = new kiln.serve.Engine(model, { numBlocks: 64, maxNumSeqs: 1, prefixCaching: false });
+const engine = new kiln.serve.Engine(model, { numBlocks: Number(process.env.WG_STEP_BLOCKS ?? 40), maxNumSeqs: 1, prefixCaching: false });
 const prompt = Array.from({ length: 128 }, (_, i) => (i * 7919) % config.vocabSize);
 engine.addRequest(prompt, { maxNewTokens: 400, ignoreEos: true });
 for (let i = 0; i < 20; i++) engine.step();
