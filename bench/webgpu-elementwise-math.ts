@@ -6,10 +6,13 @@
  *           straddles, so it ran both sides);
  *   - v2:   the current forms (branch-free exp, n from the bits of x log2 e + 1.5 2^23, no
  *           conversion; tanh computing both sides and selecting), bit-identical to v1 on SwiftShader;
+ *   - v3:   exp and tanh on WGSL's builtin exp2 over [-0.5, 0.5] after a Cody-Waite reduction, with
+ *           bounds derived from WGSL's accuracy table (wgsl-libm/v3.ts), and branch-free float16
+ *           store rounding (the same bits as v2's): opt-in until this A/B;
  *   - fast: a diagnostic, WGSL's builtin exp/tanh, plain division and pack2x16float stores (outside
  *           the library's bounds): what the kernel runs at when the exact math costs nothing.
  * Rows per dtype: the copy (copyBufferToBuffer, the reference), x.clone() (the vectorised one-node
- * copy kernel: its float16 stores round with kiln_f16_bits, pack2x16float under fast), and the
+ * copy kernel: its float16 stores round with kiln_f16_bits, branch-free under v3, pack2x16float under fast), and the
  * compiled call under each form. Each figure is device time (kiln.Event) of `--calls` calls queued
  * back to back divided by the calls, median of `--reps` batches alternating variant by variant;
  * GB/s counts bytes read + written. Each compiled form's output is checked against float64: the
@@ -18,7 +21,7 @@
  * rounded) with exact sigmoid, tanh and exp (`dev ulp@1`): the math library's share of the error.
  *
  *   node dist/bench/webgpu-elementwise-math.js [--n 4096] [--dtypes float32,float16]
- *        [--forms v1,v2,fast] [--calls 20] [--reps 15] [--dump DIR] [--json out.json]
+ *        [--forms v1,v2,v3,fast] [--calls 20] [--reps 15] [--dump DIR] [--json out.json]
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -40,7 +43,7 @@ const flag = (name: string): string | undefined => {
 };
 const n = Number(flag('--n') ?? 4096);
 const dtypes = (flag('--dtypes') ?? 'float32,float16').split(',') as DType[];
-const forms = (flag('--forms') ?? 'v1,v2,fast').split(',') as WgslMathForm[];
+const forms = (flag('--forms') ?? 'v1,v2,v3,fast').split(',') as WgslMathForm[];
 const calls = Number(flag('--calls') ?? 20);
 const reps = Number(flag('--reps') ?? 15);
 const dump = flag('--dump');

@@ -14,9 +14,11 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as kiln from '../src/index.js';
 import { WGSL_LIBM, wgslLibmFor } from '../src/kernels/math/wgsl-libm/index.js';
+import { F16_BITS_V3 } from '../src/kernels/webgpu/storage.js';
 import { setOption } from '../src/runtime/config.js';
+import { float32ToFloat16Bits } from '../src/tensor/half.js';
 import type { Tensor } from '../src/tensor/tensor.js';
-import { BINARY_CASES, EDGE_PAIRS, EDGES, FMOD_PAIRS, GELU_TANH_CASE, UNARY_CASES } from './webgpu-math-cases.js';
+import { BINARY_CASES, EDGE_PAIRS, EDGES, FMOD_PAIRS, GELU_TANH_CASE, UNARY_CASES, uniform } from './webgpu-math-cases.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const skip = webgpuSkipReason();
@@ -113,6 +115,96 @@ test('the v1 forms (KILN_WEBGPU_MATH=v1, kept for A/B benchmarks) stay within th
     setOption('KILN_WEBGPU_MATH', undefined);
   }
   assert.deepEqual(failures, []);
+});
+
+test('v3 renders exp and tanh on exp2 without branches, and float16 stores without branches', () => {
+  const v3 = wgslLibmFor('let y = kiln_exp(x) + kiln_tanh(x) + kiln_sigmoid(x);', 'v3').replace(/\/\/.*$/gm, '');
+  for (const banned of ['if (', 'round(', 'i32(', 'kiln_expm1_poly']) assert.ok(!v3.includes(banned), `v3 has no ${banned}`);
+  assert.ok(!/(?<![\w])exp\(/.test(v3), "v3 calls no builtin exp (WGSL bounds it only to 3 + 2|x| ulp)");
+  assert.equal(v3.match(/exp2\(/g)?.length, 2, 'kiln_exp and kiln_tanh each call exp2 once');
+  assert.ok(!F16_BITS_V3.includes('if ('), 'the v3 float16 rounding has no branch');
+});
+
+/**
+ * v3's bounds (wgsl-libm/v3.ts derives them from WGSL's accuracy table: exp2 within 3 + 2|t| ulp, x / y
+ * within 2.5): exp 5.5, tanh 6, sigmoid 18, silu 19, GELU's tanh form its v2 bound + 15. erf and GELU's
+ * erf form keep v2's e^(hi + lo), so v2's bounds. The largest errors measured are logged (SwiftShader:
+ * exp 3.1 ulp, tanh 1.6, sigmoid 4.8, silu 4.8: less accurate than v2, within these).
+ */
+const V3_ULP: Readonly<Record<string, number>> = { exp: 5.5, tanh: 6, sigmoid: 18, silu: 19 };
+
+test('the v3 forms (KILN_WEBGPU_MATH=v3) stay within their WGSL-derived bounds, and at the edges give what the cpu gives', { skip }, (t) => {
+  const failures: string[] = [];
+  setOption('KILN_WEBGPU_MATH', 'v3');
+  try {
+    for (const c of UNARY_CASES.filter((u) => u.op in V3_ULP || u.op === 'erf' || u.op === 'gelu')) {
+      const got = values((kiln as unknown as Record<string, (x: Tensor) => Tensor>)[c.op]!(onWebgpu(c.inputs)));
+      const bound = V3_ULP[c.op] ?? c.maxUlp;
+      const m = worst(`v3 ${c.label}`, got, (i) => c.ref(c.inputs[i]!), bound, (i) => `x = ${c.inputs[i]}`);
+      if (m) failures.push(m);
+      t.diagnostic(`v3 ${c.label}: largest error ${Math.max(...got.map((g, i) => ulpError(g, c.ref(c.inputs[i]!)))).toFixed(2)} ulp (bound ${bound})`);
+    }
+    const g = GELU_TANH_CASE;
+    const m = worst(`v3 ${g.label}`, values(kiln.nn.functional.gelu(onWebgpu(g.inputs), g.approximate)), (i) => g.ref(g.inputs[i]!), (i) => g.maxUlp(g.inputs[i]!) + 15, (i) => `x = ${g.inputs[i]}`);
+    if (m) failures.push(m);
+    const same = (a: number, b: number): boolean => Object.is(a, b) || (Number.isNaN(a) && Number.isNaN(b)) || (Math.abs(b) < MIN_NORMAL && Math.abs(a) <= MIN_NORMAL && b !== 0) || (Number.isFinite(b) && b !== 0 && Math.abs(a - b) <= 18 * ulp(b));
+    for (const op of ['exp', 'tanh', 'sigmoid', 'silu']) {
+      const f = (kiln as unknown as Record<string, (x: Tensor) => Tensor>)[op]!;
+      const got = values(f(onWebgpu(EDGES)));
+      const want = f(kiln.tensor([...EDGES])).toFlatArray() as number[];
+      EDGES.forEach((x, i) => {
+        if (!same(got[i]!, want[i]!)) failures.push(`v3 ${op}(${Object.is(x, -0) ? '-0' : x}) = ${Object.is(got[i], -0) ? '-0' : got[i]}, cpu ${Object.is(want[i], -0) ? '-0' : want[i]}`);
+      });
+    }
+  } finally {
+    setOption('KILN_WEBGPU_MATH', undefined);
+  }
+  assert.deepEqual(failures, []);
+});
+
+/**
+ * float32 inputs at every rounding boundary of float16: every exponent, with mantissas 0, 1, the
+ * largest, and for each shift a float16 rounding can take (13 for normals, 14..24 for subnormals) the
+ * bits just below, at and above the halfway point with an even and an odd kept part; then random bits.
+ */
+function f16Boundaries(): number[] {
+  const dv = new DataView(new ArrayBuffer(4));
+  const out: number[] = [];
+  const push = (bits: number): void => {
+    dv.setUint32(0, bits >>> 0);
+    out.push(dv.getFloat32(0));
+  };
+  for (let e = 0; e < 256; e++) {
+    const mants = [0, 1, 0x7fffff, 0x400000];
+    for (let sh = 13; sh <= 24; sh++) {
+      const half = 2 ** (sh - 1);
+      for (const q of [0, 1, 2, 3, 0x155, 0x3ff]) for (const d of [-1, 0, 1]) mants.push((q * 2 * half + half + d) & 0x7fffff);
+    }
+    for (const m of mants) for (const s of [0, 0x80000000]) push(s + e * 0x800000 + (m >>> 0));
+  }
+  for (const u of uniform(0, 1, 200000, 11)) push(Math.floor(u * 2 ** 32));
+  return out;
+}
+
+test('float16 stores under v3 (branch-free rounding) write the bits of v2 and of the cpu, at every rounding boundary', { skip }, () => {
+  const xs = f16Boundaries();
+  const want = xs.map((x) => float32ToFloat16Bits(x));
+  const bitsOnWebgpu = (form: 'v2' | 'v3'): number[] => {
+    setOption('KILN_WEBGPU_MATH', form);
+    try {
+      // A float16 value converts back to its own bits exactly (NaN: some NaN's).
+      return values(onWebgpu(xs).to('float16')).map((v) => float32ToFloat16Bits(v));
+    } finally {
+      setOption('KILN_WEBGPU_MATH', undefined);
+    }
+  };
+  for (const form of ['v2', 'v3'] as const) {
+    const got = bitsOnWebgpu(form);
+    // NaN: any NaN (its sign and payload do not survive the read-back as a number); else the exact bits.
+    const isNan16 = (h: number): boolean => (h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0;
+    const bad = xs.findIndex((x, i) => (Number.isNaN(x) ? !isNan16(got[i]!) : got[i] !== want[i]));
+    assert.equal(bad, -1, `${form}: float16 bits of ${xs[bad]} = 0x${got[bad]?.toString(16)}, cpu 0x${want[bad]?.toString(16)}`);
+  }
 });
 
 // Above 2^24 the quotient is the exact numerator divided once more; SwiftShader gave 1 ulp, NVIDIA's

@@ -262,10 +262,39 @@ fn kiln_f16_value(h: u32) -> f32 {
  */
 const F16_FAST_PRELUDE = F16_PRELUDE.replace(/fn kiln_f16_bits[\s\S]*?\n}\n/, 'fn kiln_f16_bits(v: f32) -> u32 { return pack2x16float(vec2<f32>(v, 0.0f)); }\n');
 
+/**
+ * KILN_WEBGPU_MATH=v3: kiln_f16_bits without branches, the same bits as F16_PRELUDE's (round to
+ * nearest even in integer code; test/wgsl-libm-mirror.test.ts checks a JavaScript mirror of this
+ * text against half.ts's float32ToFloat16Bits over every float32 exponent). v2's form returns from
+ * four branches and runs the subnormal path's variable shifts behind one; a float16 store of a
+ * vectorised kernel calls it once per lane, so a lane that branches differently (a result near
+ * zero: subnormal in float16) diverges its warp. Here both the normal and the subnormal rounding are
+ * computed and selected: rounding m >> sh to nearest even is (m + (2^(sh-1) - 1) + ((m >> sh) & 1))
+ * >> sh, the normal path's formula with sh = 13, with sh clamped to [14, 25] below 2^-14 (all of
+ * 2^-25 and less rounds to 0: m < 2^24, so m + 2^24 - 1 < 2^25; the clamp also keeps shifts below 32).
+ */
+export const F16_BITS_V3 = `fn kiln_f16_bits(v: f32) -> u32 {
+  let u = bitcast<u32>(v);
+  let a = u & 0x7fffffffu;
+  let r = a - 0x38000000u;
+  let hn = (r + 0xfffu + ((r >> 13u) & 1u)) >> 13u;
+  let m = (a & 0x7fffffu) | 0x800000u;
+  let sh = clamp(126u - min(a >> 23u, 126u), 14u, 25u);
+  let hs = (m + ((1u << (sh - 1u)) - 1u) + ((m >> sh) & 1u)) >> sh;
+  var h = select(hs, hn, a >= 0x38800000u);
+  h = select(h, 0x7c00u, a >= 0x477ff000u);
+  h = select(h, 0x7e00u, a > 0x7f800000u);
+  return ((u >> 16u) & 0x8000u) | h;
+}
+`;
+
+const F16_V3_PRELUDE = F16_PRELUDE.replace(/fn kiln_f16_bits[\s\S]*?\n}\n/, F16_BITS_V3);
+
 /** The helpers that loads and stores of these storage kinds call (BF16_PRELUDE, F16_PRELUDE), and those named in `also`. */
 export function storagePrelude(kinds: readonly StorageKind[], also: { f16?: boolean; bf16?: boolean } = {}): string {
   const out: string[] = [];
-  if (also.f16 === true || kinds.includes('f16') || kinds.includes('f16p')) out.push((wgslMathForm() === 'fast' ? F16_FAST_PRELUDE : F16_PRELUDE).trim());
+  const form = wgslMathForm();
+  if (also.f16 === true || kinds.includes('f16') || kinds.includes('f16p')) out.push((form === 'fast' ? F16_FAST_PRELUDE : form === 'v3' ? F16_V3_PRELUDE : F16_PRELUDE).trim());
   if (also.bf16 === true || kinds.includes('bf16p')) out.push(BF16_PRELUDE.trim());
   return out.join('\n');
 }

@@ -31,13 +31,17 @@ import { IEEE_HELPERS } from './ieee.js';
 import { SPECIAL } from './special.js';
 import { TRIG } from './trig.js';
 import { FAST_FORMS, V1_FORMS } from './v1.js';
+import { V3_FORMS } from './v3.js';
 import { getOption } from '../../../runtime/config.js';
 
 /** Every declaration of the library by name (functions, the reduction's struct and table). */
 export const WGSL_LIBM: ReadonlyMap<string, string> = new Map(Object.entries({ ...IEEE_HELPERS, ...EXP_LOG, ...TRIG, ...SPECIAL, ...ARITH }));
 
-/** The library's forms (KILN_WEBGPU_MATH): v2 the current, v1 the forms before issue #20, fast a diagnostic (v1.ts). */
-export type WgslMathForm = 'v2' | 'v1' | 'fast';
+/**
+ * The library's forms (KILN_WEBGPU_MATH): v2 the current, v1 the forms before issue #20, v3 exp and
+ * tanh on WGSL's exp2 over a reduced range with spec-derived bounds (v3.ts), fast a diagnostic (v1.ts).
+ */
+export type WgslMathForm = 'v2' | 'v1' | 'v3' | 'fast';
 
 /** The form kernels render with now (KILN_WEBGPU_MATH; read at every render, so a process can switch it). */
 export const wgslMathForm = (): WgslMathForm => getOption('KILN_WEBGPU_MATH');
@@ -51,6 +55,7 @@ export const wgslMathKey = (): string => (wgslMathForm() === 'v2' ? '' : `|m${wg
 const LIBMS: Record<WgslMathForm, ReadonlyMap<string, string>> = {
   v2: WGSL_LIBM,
   v1: new Map([...WGSL_LIBM, ...Object.entries(V1_FORMS)]),
+  v3: new Map([...WGSL_LIBM, ...Object.entries(V3_FORMS)]),
   fast: new Map([...WGSL_LIBM, ...Object.entries(FAST_FORMS)]),
 };
 
