@@ -7,7 +7,7 @@
 # A step starts only while the call is under its deadline (S16_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s16-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s16.sh measure|probe|probe2}
+part=${1:?usage: s16.sh measure|probe|probe2|ab}
 final=${OUT:-/tmp/out}; out=$final/s16-$part; mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
@@ -87,6 +87,28 @@ elif [ "$part" = probe2 ]; then
   done
   go stamped && { KILN_WEBGPU_REPLAY=0 wg $K 90 node dist/bench/webgpu-decode-profile.js --dtype float16 --prompt 128 --steps 3 --stamp-steps 3 --json "$out/wgprof-stamped.json" > "$out/wgprof-stamped.txt" 2>&1
     el "webgpu decode profile stamped rc=$?"; head -c 3000 "$out/wgprof-stamped.txt" | tee -a "$out/summary.txt"; echo; }
+elif [ "$part" = ab ]; then
+  # #20: KILN_WEBGPU_MATH v3 (helper wgew) on the GPU: its bounds test and elementwise-4096 per form;
+  # the Dawn skip_validation toggle on decode, alternating 3 times; #17: batch-64 decode with the
+  # warm-up that captures the full-batch graph first, with its step breakdown.
+  go mathtest && { wg $K 60 node --test dist/test/webgpu-math.test.js > "$out/webgpu-math-test.txt" 2>&1
+    el "webgpu-math test rc=$?"; sum "$out/webgpu-math-test.txt" "^# (pass|fail)|^not ok|^# v3" 14; }
+  for form in v2 v3 fast; do
+    go ew-$form && { KILN_WEBGPU_MATH=$form wg $K 40 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload elementwise-4096 --reps 30 --no-progress \
+        --json "$out/kiln-ew-$form.json" > "$out/kiln-ew-$form.txt" 2>&1
+      el "kiln bench elementwise-4096 KILN_WEBGPU_MATH=$form rc=$?"; sum "$out/kiln-ew-$form.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 4; }
+  done
+  for rep in 1 2 3; do
+    for tg in none skip_validation; do
+      t=$tg; [ $tg = none ] && t=
+      go tg-$tg-$rep && { KILN_WEBGPU_DAWN_TOGGLES=$t wg $K 40 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 \
+          --json "$out/decode-tg-$tg-$rep.json" > "$out/decode-tg-$tg-$rep.txt" 2>&1
+        el "webgpu decode f16 toggles $tg rep $rep rc=$?"; sum "$out/decode-tg-$tg-$rep.txt" "^decode +batch|rror" 2; }
+    done
+  done
+  go b64 && { $K 90 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 8,64 --new 256 --reps 2 --breakdown \
+      --json "$out/decode-cuda-b64.json" > "$out/decode-cuda-b64.txt" 2>&1
+    el "cuda decode b8/b64 (warm-up fix) rc=$?"; sum "$out/decode-cuda-b64.txt" "^decode +batch|breakdown|rror" 8; }
 fi
 tar -C "$out" -czf "$final/s16-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
