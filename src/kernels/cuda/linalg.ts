@@ -4,7 +4,8 @@
  * transposed 2-D blocks, one uniform batch stride); anything else is copied to a contiguous
  * temporary first. Float32 uses exact fp32 compute (no TF32), matching the CPU within 1e-5. A
  * problem cuBLASLt refuses (float32/float64) runs on the plain kernel of gemm-fallback.ts;
- * bfloat16 products of at most 8 rows against a row-major weight (decode) run on gemv.ts.
+ * bfloat16 products of at most 8 rows against a row-major weight (decode) run on gemv.ts, and of
+ * 2..64 rows on the tensor-core mma-gemv.ts where KILN_MMA_GEMV_MAX_ROWS lets it.
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
@@ -20,6 +21,7 @@ import { allocOut, ptrOf, streamOf } from './device.js';
 import { runPointwise } from './pointwise-run.js';
 import { runSimtLinear } from './sgemm.js';
 import { GEMV_MAX_M, gemvApplies, runGemv } from './gemv.js';
+import { MMA_GEMV_MAX_M, mmaGemvApplies, runMmaGemv } from './mma-gemv.js';
 import { backends } from '../../runtime/backends.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float64', 'float16', 'bfloat16'];
@@ -129,11 +131,16 @@ export function runGemm(c: GemmCall): Tensor {
   const batch = numel(c.batch);
   const fused = c.bias && c.bias.ndim === 1 && c.bias.shape[0] === N && c.bias.strides[0] === 1 && c.bias.dtype === dtype && (c.beta ?? 0) === 0;
   try {
-    // Decode-shaped bfloat16 products (M <= 8 rows against a row-major weight): gemv.ts.
-    if (dtype === 'bfloat16' && outDtype === dtype && batch === 1 && (c.beta ?? 0) === 0 && (c.alpha ?? 1) === 1 && M <= GEMV_MAX_M && !pa.op.trans && pb.op.trans && (!c.bias || fused)) {
+    // Decode-shaped bfloat16 products (few rows against a row-major weight): gemv.ts (M <= 8,
+    // KILN_GEMV_MAX_ROWS), else the tensor-core mma-gemv.ts (2 <= M <= 64, KILN_MMA_GEMV_MAX_ROWS).
+    if (dtype === 'bfloat16' && outDtype === dtype && batch === 1 && (c.beta ?? 0) === 0 && (c.alpha ?? 1) === 1 && M <= Math.max(GEMV_MAX_M, MMA_GEMV_MAX_M) && !pa.op.trans && pb.op.trans && (!c.bias || fused)) {
       const g = { m: M, n: N, k: K, x: pa.op.ptr, ldx: pa.op.ld, w: pb.op.ptr, ldw: pb.op.ld, out: ptrOf(out), ldo: N, bias: fused ? ptrOf(c.bias!) : undefined };
       if (gemvApplies(g)) {
         runGemv(out.device.index, streamOf(out), g);
+        return out;
+      }
+      if (mmaGemvApplies(out.device.index, g)) {
+        runMmaGemv(out.device.index, streamOf(out), g);
         return out;
       }
     }

@@ -1,7 +1,8 @@
 /**
  * cuda kernel of llm.linearSiluAndMul: the bfloat16 GEMV's gated variant (gemv.ts: each warp slot
  * streams gate row n and up row I + n and stores silu(g) * u) wherever the plain GEMV would take
- * the product (bfloat16, at most KILN_GEMV_MAX_ROWS rows, rows dense along K and 16-byte aligned);
+ * the product (bfloat16, at most KILN_GEMV_MAX_ROWS rows, rows dense along K and 16-byte aligned),
+ * or the tensor-core skinny GEMM's gated variant (mma-gemv.ts) for 2..KILN_MMA_GEMV_MAX_ROWS rows;
  * otherwise the two ops it fuses (linear, then llm.siluAndMul), so every shape and dtype works.
  */
 import { linear } from '../../ops/defs/linalg.js';
@@ -14,6 +15,7 @@ import { numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { allocOut, ptrOf, streamOf } from './device.js';
 import { gemvApplies, runGemvGated } from './gemv.js';
+import { mmaGemvApplies, runMmaGemv } from './mma-gemv.js';
 import { registerCuda, rowStride } from './llm-util.js';
 
 registerCuda(linearSiluAndMul.name, (ctx, xIn, wIn, bIn) => {
@@ -32,6 +34,10 @@ registerCuda(linearSiluAndMul.name, (ctx, xIn, wIn, bIn) => {
       const p = { m, n: half, k, x: ptrOf(x), ldx, w: ptrOf(w), ldw, out: ptrOf(out), ldo: half, bias: b ? ptrOf(b) : undefined };
       if (gemvApplies(p)) {
         runGemvGated(out.device.index, streamOf(out), p, getOption('KILN_CUDA_FAST_MATH'));
+        return out;
+      }
+      if (mmaGemvApplies(out.device.index, p)) {
+        runMmaGemv(out.device.index, streamOf(out), p, true, getOption('KILN_CUDA_FAST_MATH'));
         return out;
       }
       out.dispose();
