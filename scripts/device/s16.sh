@@ -7,7 +7,7 @@
 # A step starts only while the call is under its deadline (S16_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s16-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s16.sh measure|probe|probe2|ab}
+part=${1:?usage: s16.sh measure|probe|probe2|ab|mma}
 final=${OUT:-/tmp/out}; out=$final/s16-$part; mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
@@ -109,6 +109,20 @@ elif [ "$part" = ab ]; then
   go b64 && { $K 90 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 8,64 --new 256 --reps 2 --breakdown \
       --json "$out/decode-cuda-b64.json" > "$out/decode-cuda-b64.txt" 2>&1
     el "cuda decode b8/b64 (warm-up fix) rc=$?"; sum "$out/decode-cuda-b64.txt" "^decode +batch|breakdown|rror" 8; }
+elif [ "$part" = mma ]; then
+  # #17: the tensor-core skinny GEMM (helper mmagemv, KILN_MMA_GEMV_MAX_ROWS, off by default): its
+  # test against float64, its bench against cuBLASLt, and decode at batch 8 / 64 with it on and off.
+  go mmatest && { $K 150 node --test dist/test/cuda-mma-gemv.test.js > "$out/mma-test.txt" 2>&1
+    el "mma gemv test rc=$?"; sum "$out/mma-test.txt" "^# (pass|fail|skipped)|^not ok|worst error" 16; }
+  go mmabench && { $K 120 node dist/bench/cuda-mma-gemv.js --no-sweep --rows 8,64 --json "$out/mma-bench.json" > "$out/mma-bench.txt" 2>&1
+    el "mma gemv bench rc=$?"; tail -n 30 "$out/mma-bench.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  for rep in 1 2; do
+    for v in 64 0; do
+      go mma$v-$rep && { KILN_MMA_GEMV_MAX_ROWS=$v $K 70 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 8,64 --new 256 --reps 2 \
+          --json "$out/decode-mma$v-$rep.json" > "$out/decode-mma$v-$rep.txt" 2>&1
+        el "decode KILN_MMA_GEMV_MAX_ROWS=$v rep $rep rc=$?"; sum "$out/decode-mma$v-$rep.txt" "^decode +batch|rror" 4; }
+    done
+  done
 fi
 tar -C "$out" -czf "$final/s16-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
