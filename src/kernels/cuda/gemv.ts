@@ -24,6 +24,7 @@ import { getOption } from '../../runtime/config.js';
 import type { DevPtr } from '../../runtime/cuda/ffi.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type ParamType } from '../../runtime/cuda/launch.js';
+import { PREFETCH_BEGIN, PREFETCH_END, pdlEnabled } from '../../runtime/cuda/pdl.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import type { CudaStream } from '../../runtime/cuda/stream.js';
 
@@ -113,19 +114,98 @@ function gateHelper(fast: boolean): string {
 }
 `;
 }
+/**
+ * KILN_GEMV_PREFETCH (issue #17): under programmatic dependent launch a GEMV's blocks may start
+ * while the previous kernel still runs, waiting in the PDL prologue (runtime/cuda/pdl.ts). With
+ * this, each kernel body starts with a pre-wait section in which the first blocks prefetch the
+ * weight's first bytes into L2 (cp.async.bulk.prefetch.L2, 8 lanes of 16 KiB per block, block b
+ * the b-th 128 KiB slice, up to
+ * GEMV_PREFETCH_MAX_BYTES; the gated kernels split it between the gate and the up rows): the
+ * weight then streams from HBM while the predecessor (an RMSNorm, attention, another GEMV) runs,
+ * and the dot-product loop reads L2. The prefetch is spread over the first blocks rather than each
+ * block taking its own rows because only the blocks that fit beside the predecessor's start early,
+ * and the block scheduler starts them in index order; the prefix is what the grid reads first
+ * (blocks in order, the norm kernel's grid-stride loop in order). A weight over the bound (an LM
+ * head's 311 MB against the 50 MB L2) gets only its prefix. Rows not contiguous (ldw != K): none.
+ * After its own wait, a grid of at most one wave (`earlyBlocks`) triggers its dependents, so the
+ * next GEMV's prefetch overlaps this one's stream (pdl.ts's own early trigger stops at the SM
+ * count, and the decode GEMVs have 512-768 blocks). Results are bit-identical: nothing is loaded
+ * into registers before the wait, and L2 is the point of coherence. Undefined: sources exactly as
+ * without it.
+ */
+export interface GemvPrefetch {
+  /** Grids of at most this many blocks trigger their dependents right after their own wait (0: never). */
+  readonly earlyBlocks: number;
+}
+/** The most weight bytes one launch prefetches (about half the H200's 50 MB L2). */
+export const GEMV_PREFETCH_MAX_BYTES = 24 * 2 ** 20;
+const PREFETCH_LANES = 8;
+const PREFETCH_LANE_BYTES = 16384;
+
+/** KILN_GEMV_PREFETCH's setting for launches on device `index` (undefined: off). */
+export function gemvPrefetchFor(index: number): GemvPrefetch | undefined {
+  const o = getOption('KILN_GEMV_PREFETCH');
+  if (o === '0') return undefined; // the common case: no device query, no PDL lookup
+  const d = deviceInfo(index);
+  return gemvPrefetchSetting(o, pdlEnabled(index), getOption('KILN_PDL') === 'wait', d.smCount, d.maxThreadsPerSM);
+}
+
+/**
+ * The decision of gemvPrefetchFor from its inputs (pure, for tests): off unless the option is
+ * 'always' or it is '1' with PDL on; the early trigger up to one full wave of 256-thread blocks
+ * (the threads an SM holds, whatever the registers allow: a larger grid cannot be resident at
+ * once), none under KILN_PDL=wait.
+ */
+export function gemvPrefetchSetting(option: string, pdlOn: boolean, pdlWaitOnly: boolean, smCount: number, maxThreadsPerSM: number): GemvPrefetch | undefined {
+  if (option === '0' || (option === '1' && !pdlOn)) return undefined;
+  return { earlyBlocks: pdlWaitOnly ? 0 : smCount * Math.floor(maxThreadsPerSM / THREADS) };
+}
+
+/**
+ * The pre-wait section and the early trigger that start a kernel body under KILN_GEMV_PREFETCH
+ * ('' without it). `ranges`: 1 (W's rows [0, N)) or 2 (the gated kernels: gate rows [0, N) and up
+ * rows [N, 2N)), each range's prefix bounded by GEMV_PREFETCH_MAX_BYTES / ranges. Uses w, N, K, ldw.
+ */
+function prefetchPreamble(pf: GemvPrefetch | undefined, ranges: 1 | 2): string {
+  if (!pf) return '';
+  const cap = Math.floor(GEMV_PREFETCH_MAX_BYTES / ranges / 16) * 16;
+  const trigger = pf.earlyBlocks > 0
+    ? `#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // After the wait: a grid of one wave lets the next kernel launch now (its prefetch overlaps this stream).
+  if (gridDim.x <= ${Math.floor(pf.earlyBlocks)}u) asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+`
+    : '';
+  return `  ${PREFETCH_BEGIN} the first blocks prefetch the weight's first bytes into L2 before the PDL wait (L2 prefetches only)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (blockIdx.x < ${Math.ceil(cap / (PREFETCH_LANES * PREFETCH_LANE_BYTES))}u && threadIdx.x < ${PREFETCH_LANES * ranges} && ldw == (long long)K) {
+    const long long span = (long long)N * K * 2; // bytes of one range
+    const unsigned int len = span < ${cap}ll ? (unsigned int)span : ${cap}u;
+    const unsigned int off = (blockIdx.x * ${PREFETCH_LANES} + threadIdx.x % ${PREFETCH_LANES}) * ${PREFETCH_LANE_BYTES}u;
+    if (off < len) {
+      const unsigned int bytes = len - off < ${PREFETCH_LANE_BYTES}u ? len - off : ${PREFETCH_LANE_BYTES}u;
+      const long long at = (threadIdx.x < ${PREFETCH_LANES} ? 0ll : span / 2) + off / 2; // elements: range start + offset
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(w + at), "r"(bytes) : "memory");
+    }
+  }
+#endif
+  ${PREFETCH_END}
+${trigger}`;
+}
+
 /** x read from global memory (the plain and gated kernels). */
 const X_GLOBAL = '__ldg(reinterpret_cast<const uint4*>(x + r * ldx + k))';
 /** x read from the normalised rows in shared memory (the norm-prologue kernel). */
 const X_SHARED = '*reinterpret_cast<const uint4*>(xs + r * K + k)';
 
-/** CUDA C for M rows of x and KW warps per output column. */
-export function gemvSource(m: number, kw: number): string {
+/** CUDA C for M rows of x and KW warps per output column; `prefetch`: KILN_GEMV_PREFETCH's preamble. */
+export function gemvSource(m: number, kw: number, prefetch?: GemvPrefetch): string {
   const rows = WARPS / kw;
   return `
 ${BF16_HELPERS}extern "C" __global__ void __launch_bounds__(${THREADS}) ${name(m, kw)}(
     const unsigned short* __restrict__ x, const unsigned short* __restrict__ w, unsigned short* __restrict__ out,
     const unsigned short* __restrict__ bias, int N, int K, long long ldx, long long ldw, long long ldo) {
-  __shared__ float part[${WARPS}][${m}];
+${prefetchPreamble(prefetch, 1)}  __shared__ float part[${WARPS}][${m}];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int slot = warp / ${kw}, sub = warp % ${kw};
   const int n = blockIdx.x * ${rows} + slot;
@@ -183,13 +263,13 @@ function gatedName(m: number, kw: number, fast: boolean): string {
  * `fast`: silu through ex2.approx / rcp.approx, as generated kernels compute it under
  * KILN_CUDA_FAST_MATH (so the result equals the unfused kernels'); else expf and a division.
  */
-export function gemvGatedSource(m: number, kw: number, fast: boolean): string {
+export function gemvGatedSource(m: number, kw: number, fast: boolean, prefetch?: GemvPrefetch): string {
   const rows = WARPS / kw;
   return `
 ${BF16_HELPERS}${fast ? FAST_HELPERS : ''}${gateHelper(fast)}extern "C" __global__ void __launch_bounds__(${THREADS}) ${gatedName(m, kw, fast)}(
     const unsigned short* __restrict__ x, const unsigned short* __restrict__ w, unsigned short* __restrict__ out,
     const unsigned short* __restrict__ bias, int N, int K, long long ldx, long long ldw, long long ldo) {
-  __shared__ float part[${WARPS}][${2 * m}];
+${prefetchPreamble(prefetch, 2)}  __shared__ float part[${WARPS}][${2 * m}];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int slot = warp / ${kw}, sub = warp % ${kw};
   const int n = blockIdx.x * ${rows} + slot;
@@ -235,7 +315,7 @@ ${BF16_HELPERS}${fast ? FAST_HELPERS : ''}${gateHelper(fast)}extern "C" __global
 export function runGemvGated(index: number, stream: CudaStream, p: GemvProblem, fast: boolean): void {
   // Each slot streams two rows: pick the split as for 2n rows.
   const kw = gemvWarpsPerRow(2 * p.n, deviceInfo(index).smCount);
-  const kern = kernelFromSource(index, gemvGatedSource(p.m, kw, fast), gatedName(p.m, kw, fast), PARAMS);
+  const kern = kernelFromSource(index, gemvGatedSource(p.m, kw, fast, gemvPrefetchFor(index)), gatedName(p.m, kw, fast), PARAMS);
   gemvStats.runs++;
   launch(kern, [p.x, p.w, p.out, p.bias ?? 0, p.n, p.k, p.ldx, p.ldw, p.ldo], { grid: Math.ceil(p.n / (WARPS / kw)), block: THREADS }, stream);
 }
@@ -275,7 +355,7 @@ export function gemvApplies(p: GemvProblem): boolean {
 
 export function runGemv(index: number, stream: CudaStream, p: GemvProblem): void {
   const kw = gemvWarpsPerRow(p.n, deviceInfo(index).smCount);
-  const kern = kernelFromSource(index, gemvSource(p.m, kw), name(p.m, kw), PARAMS);
+  const kern = kernelFromSource(index, gemvSource(p.m, kw, gemvPrefetchFor(index)), name(p.m, kw), PARAMS);
   const rows = WARPS / kw;
   gemvStats.runs++;
   launch(kern, [p.x, p.w, p.out, p.bias ?? 0, p.n, p.k, p.ldx, p.ldw, p.ldo], { grid: Math.ceil(p.n / rows), block: THREADS }, stream);
@@ -315,7 +395,7 @@ const NORM_SHARED_LIMIT = 48 * 1024;
  * from shared memory. x, residual and gamma are K elements per row from L2: each block re-reading
  * them costs less than the launch and tail of a separate norm kernel at M = 1 (issue #17).
  */
-export function gemvNormSource(m: number, kw: number, gated: boolean, fast: boolean): string {
+export function gemvNormSource(m: number, kw: number, gated: boolean, fast: boolean, prefetch?: GemvPrefetch): string {
   const rows = WARPS / kw;
   const pw = gated ? 2 * m : m;
   const gate = gated ? gateHelper(fast) : '';
@@ -367,10 +447,10 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated
     const unsigned short* __restrict__ w, unsigned short* __restrict__ out, unsigned short* __restrict__ hout,
     const unsigned short* __restrict__ bias, float eps, int N, int K, long long ldx, long long ldr, long long ldw,
     long long ldo, long long ldh) {
-  extern __shared__ __align__(16) unsigned short xs[]; // [${m}][K]: the normalised rows, bfloat16
+${prefetchPreamble(prefetch, gated ? 2 : 1)}  extern __shared__ __align__(16) unsigned short xs[]; // [${m}][K]: the normalised rows, bfloat16
   __shared__ float part[${WARPS}][${pw}];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // The first group's weight rows start their way from HBM into L2 now, so the stream overlaps the
+${prefetch ? '' : `  // The first group's weight rows start their way from HBM into L2 now, so the stream overlaps the
   // prologue instead of waiting for it (a few 16-byte prefetches a lane; nothing is read yet).
   {
     const int n0 = blockIdx.x * ${rows} + warp / ${kw};
@@ -380,7 +460,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated
       }
     }
   }
-  // Prologue 1: each row's sum of squares of s = x + residual (float32, unrounded).
+`}  // Prologue 1: each row's sum of squares of s = x + residual (float32, unrounded).
   float ss[${m}];
 #pragma unroll
   for (int r = 0; r < ${m}; r++) ss[r] = 0.0f;
@@ -495,7 +575,7 @@ export function gemvNormApplies(p: GemvNormProblem): boolean {
 /** Runs the norm-prologue variant; `gated`: W is [2n, k] and the epilogue is silu(g) * u, as runGemvGated. */
 export function runGemvNorm(index: number, stream: CudaStream, p: GemvNormProblem, gated: boolean, fast: boolean): void {
   const kw = gemvWarpsPerRow(gated ? 2 * p.n : p.n, deviceInfo(index).smCount);
-  const kern = kernelFromSource(index, gemvNormSource(p.m, kw, gated, fast), normName(p.m, kw, gated, fast), NORM_PARAMS);
+  const kern = kernelFromSource(index, gemvNormSource(p.m, kw, gated, fast, gemvPrefetchFor(index)), normName(p.m, kw, gated, fast), NORM_PARAMS);
   gemvStats.runs++;
   launch(
     kern,

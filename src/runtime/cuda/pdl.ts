@@ -29,6 +29,46 @@ import { deviceInfo } from './properties.js';
 const MARKER = '// kiln-pdl:';
 
 /**
+ * A kernel body may start with a pre-wait section between these two markers (the GEMV's L2
+ * prefetch of its weights, kernels/cuda/gemv.ts under KILN_GEMV_PREFETCH): insertPdlPrologue puts
+ * the wait after it, and hasPdlPrologue accepts it only when prefetchSectionSafe does. An L2
+ * prefetch before the wait is safe even where the predecessor writes the prefetched memory: it
+ * loads nothing into registers, and L2 is the point of coherence, so the loads after the wait see
+ * the predecessor's writes (a register load or a store there would not be safe).
+ */
+export const PREFETCH_BEGIN = '// kiln-pdl-prefetch:';
+export const PREFETCH_END = '// kiln-pdl-prefetch-end';
+
+/** The asm instructions a pre-wait section may hold: L2 prefetches and the early trigger. */
+const SAFE_ASM = /^(cp\.async\.bulk\.prefetch\.L2\.global|prefetch\.global\.L2|griddepcontrol\.launch_dependents)\b/;
+
+/**
+ * Whether a pre-wait section (the text between the markers) does nothing that needs the
+ * predecessor's results: every asm statement is an L2 prefetch or the early trigger, and it has no
+ * other memory access the emitters use (__ldg, atomics, indexed or dereferenced stores, asm loads).
+ * A textual check of what Kiln's own emitters write, not a C parser: anything unexpected is refused,
+ * and the kernel then launches without the PDL attribute.
+ */
+export function prefetchSectionSafe(section: string): boolean {
+  for (const m of section.matchAll(/asm\s*(?:volatile\s*)?\(\s*"([^"]*)"/g)) if (!SAFE_ASM.test(m[1]!.trim())) return false;
+  if (/\basm\b(?!\s*(?:volatile\s*)?\(\s*")/.test(section)) return false;
+  return !/__ldg|__ld[a-z]*\(|atomic|\]\s*[-+*/|&^]?=(?!=)|\*\s*\(|reinterpret_cast|\bmemcpy\b/.test(section);
+}
+
+/**
+ * Offset just past a leading pre-wait section of the body text `body` (after its end marker's
+ * line), 0 when the body does not start with one, -1 when it starts with one that has no end.
+ */
+function prefetchSectionEnd(body: string): number {
+  const lead = body.length - body.trimStart().length;
+  if (!body.startsWith(PREFETCH_BEGIN, lead)) return 0;
+  const end = body.indexOf(PREFETCH_END, lead);
+  if (end < 0) return -1;
+  const eol = body.indexOf('\n', end);
+  return eol < 0 ? body.length : eol + 1;
+}
+
+/**
  * The prologue inserted at the start of every kernel body. A grid of at most `earlyMaxBlocks`
  * blocks triggers its dependents first (`launch_dependents`, uniform over the grid): the next kernel
  * then launches once every block of this one has started, and waits in its own prologue. Larger
@@ -57,8 +97,9 @@ export function pdlPrologue(earlyMaxBlocks = 0): string {
 
 /**
  * `source` with the prologue at the top of every __global__ function body (the first `{` after
- * `__global__` that comes before any `;`, i.e. a definition, not a declaration). Idempotent: a
- * source that already has the marker is returned unchanged. Pure (no device), for tests.
+ * `__global__` that comes before any `;`, i.e. a definition, not a declaration), after the body's
+ * leading pre-wait section where it has one (PREFETCH_BEGIN). Idempotent: a source that already
+ * has the marker is returned unchanged. Pure (no device), for tests.
  */
 export function insertPdlPrologue(source: string, earlyMaxBlocks = 0): string {
   if (source.includes(MARKER)) return source;
@@ -69,8 +110,9 @@ export function insertPdlPrologue(source: string, earlyMaxBlocks = 0): string {
     const brace = source.indexOf('{', g);
     const semi = source.indexOf(';', g);
     if (brace < 0 || (semi >= 0 && semi < brace) || brace < from) continue;
-    out += source.slice(from, brace + 1) + prologue;
-    from = brace + 1;
+    const pre = Math.max(0, prefetchSectionEnd(source.slice(brace + 1)));
+    out += source.slice(from, brace + 1 + pre) + prologue;
+    from = brace + 1 + pre;
   }
   return out + source.slice(from);
 }
@@ -88,8 +130,8 @@ export function withPdlPrologue(source: string, index: number): string {
 
 /**
  * Whether kernel `name` in `source` begins its body with the PDL prologue (only whitespace before
- * it). Anything else (no such kernel, a statement first) answers false: the kernel is then launched
- * without the attribute.
+ * it, or a pre-wait section that prefetchSectionSafe accepts). Anything else (no such kernel, a
+ * statement first) answers false: the kernel is then launched without the attribute.
  */
 export function hasPdlPrologue(source: string, name: string): boolean {
   const decl = new RegExp(`__global__[^;{]*?\\b${name.replace(/[^A-Za-z0-9_]/g, '')}\\s*\\(`).exec(source);
@@ -102,7 +144,11 @@ export function hasPdlPrologue(source: string, name: string): boolean {
   }
   const brace = source.indexOf('{', i);
   if (brace < 0 || source.slice(i, brace).includes(';')) return false;
-  return source.slice(brace + 1).trimStart().startsWith(MARKER);
+  const body = source.slice(brace + 1);
+  const pre = prefetchSectionEnd(body);
+  if (pre < 0) return false;
+  if (pre > 0 && !prefetchSectionSafe(body.slice(0, pre))) return false;
+  return body.slice(pre).trimStart().startsWith(MARKER);
 }
 
 /**
