@@ -11,12 +11,22 @@
  * CUDA graph. Each call reads another copy of W (copies cycled, at least 256 MB in all), so W
  * comes from HBM and not from the 50 MB L2, as in a decode step. GB/s counts W, x and out once.
  *
- *   node dist/bench/cuda-gemv.js [--rows 1,8] [--runs 40] [--batches 7] [--json out.json]
+ * Guards (session 15 ran it twice into the device call's cap; `timeout 40` did not end it): every
+ * wait for the device polls an event with a bound (--timeout-ms) and throws naming the row instead
+ * of blocking in the driver; a progress line is written synchronously before and after each row;
+ * rows stop starting past --budget-s (what was measured is still printed); the spin kernel's
+ * length follows the host's measured enqueue time per call (runs behind it, so the spin really
+ * covers the queueing, capped at 200 ms); the weights' float32 temporaries are freed at once; and
+ * the process exits explicitly at the end.
+ * Chains of the decode shapes with PDL and KILN_GEMV_PREFETCH: bench/cuda-gemv-chain.ts.
+ *
+ *   node dist/bench/cuda-gemv.js [--rows 1,8] [--runs 40] [--batches 7] [--shapes qkv,o,gate_up,down,lm_head]
+ *       [--timeout-ms 15000] [--budget-s 150] [--json out.json]
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
-import { deviceMsBehindSpin } from './cuda-spin.js';
+import { deviceMsBehindSpin, syncWithin } from './cuda-spin.js';
 import { gemvSource, gemvWarpsPerRow, runGemv } from '../src/kernels/cuda/gemv.js';
 import { ptrOf } from '../src/kernels/cuda/device.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
@@ -36,6 +46,12 @@ const rowsList = (flag('--rows') ?? '1,8').split(',').map(Number);
 const runs = Number(flag('--runs') ?? 40);
 const batches = Number(flag('--batches') ?? 7);
 const jsonPath = flag('--json');
+const shapeFilter = flag('--shapes')?.split(',');
+const timeoutMs = Number(flag('--timeout-ms') ?? 15_000);
+const budgetMs = Number(flag('--budget-s') ?? 150) * 1e3;
+const t0 = performance.now();
+/** A line on stdout now (synchronous, so a later hang cannot swallow it). */
+const say = (s: string): void => void fs.writeSync(1, `${s}\n`);
 
 /** Qwen3-0.6B's decode linears (after horizontal fusion of q/k/v and of gate/up): [N, K]. */
 const SHAPES: readonly { name: string; n: number; k: number }[] = [
@@ -64,18 +80,37 @@ interface Row {
 }
 const rows: Row[] = [];
 
+let skipped = 0;
 for (const s of SHAPES) {
+  if (shapeFilter && !shapeFilter.includes(s.name)) continue;
   const wBytes = s.n * s.k * 2;
   const copies = Math.max(1, Math.min(64, Math.ceil(MIN_BYTES / wBytes)));
-  const ws: Tensor[] = Array.from({ length: copies }, () => kiln.keep(kiln.mul(kiln.randn([s.n, s.k], { device: 'cuda' }), 0.02).to('bfloat16')));
+  say(`[${((performance.now() - t0) / 1e3).toFixed(1)}s] ${s.name}: ${copies} weight copies of ${s.n}x${s.k}`);
+  const ws: Tensor[] = Array.from({ length: copies }, () => kiln.keep(kiln.scope(() => kiln.mul(kiln.randn([s.n, s.k], { device: 'cuda' }), 0.02).to('bfloat16'))));
+  syncWithin(timeoutMs, `${s.name}: weights`);
   for (const m of rowsList) {
     const x = kiln.keep(kiln.randn([m, s.k], { device: 'cuda' }).to('bfloat16'));
     const out = kiln.keep(kiln.empty([m, s.n], { dtype: 'bfloat16', device: 'cuda' }));
     const bytes = wBytes + m * s.k * 2 + m * s.n * 2;
     const record = (impl: string, fn: () => void): void => {
-      for (let i = 0; i < copies + 2; i++) kiln.scope(fn); // warm-up: kernels loaded, plans made
-      const ms = deviceMsBehindSpin(fn, { runs, batches, spinNs: 5_000_000 });
+      const label = `${s.name} M=${m} ${impl}`;
+      if (performance.now() - t0 > budgetMs) {
+        skipped++;
+        say(`skip ${label} (past --budget-s)`);
+        return;
+      }
+      say(`[${((performance.now() - t0) / 1e3).toFixed(1)}s] ${label} ...`);
+      kiln.scope(fn); // first call: kernels compiled and loaded, plans made
+      syncWithin(timeoutMs, `${label} (first call)`);
+      // Warm-up, timing the host's enqueue per call: the spin must outlast `runs` of them.
+      const h0 = performance.now();
+      for (let i = 0; i < copies + 2; i++) kiln.scope(fn);
+      const hostMs = (performance.now() - h0) / (copies + 2);
+      syncWithin(timeoutMs, `${label} (warm-up)`);
+      const spinNs = Math.min(200e6, Math.max(5e6, Math.ceil(3 * runs * hostMs * 1e6)));
+      const ms = deviceMsBehindSpin(fn, { runs, batches, spinNs, timeoutMs, label });
       rows.push({ shape: s.name, n: s.n, k: s.k, m, impl, us: ms * 1e3, gbps: bytes / (ms * 1e-3) / 1e9 });
+      say(`  ${(ms * 1e3).toFixed(2)} us (host ${(hostMs * 1e3).toFixed(1)} us/call, spin ${(spinNs / 1e6).toFixed(1)} ms)`);
     };
     let i = 0;
     const next = (): Tensor => ws[i++ % copies]!;
@@ -87,18 +122,23 @@ for (const s of SHAPES) {
       record(`gemv kw=${kw}`, () => launch(kern, [ptrOf(x), ptrOf(next()), ptrOf(out), 0, s.n, s.k, s.k, s.k, s.n], { grid, block: THREADS }, stream));
     }
     setOption('KILN_GEMV_MAX_ROWS', 0);
-    record('cublaslt', () => void kiln.linear(x, next()));
-    setOption('KILN_GEMV_MAX_ROWS', undefined);
+    try {
+      record('cublaslt', () => void kiln.linear(x, next()));
+    } finally {
+      setOption('KILN_GEMV_MAX_ROWS', undefined);
+    }
     for (const t of [x, out]) t.dispose();
   }
   for (const w of ws) w.dispose();
 }
 
 const pad = (v: string, n: number): string => v.padEnd(n);
+if (skipped) say(`${skipped} rows skipped past --budget-s`);
 console.log(`${pad('shape', 9)}${pad('N x K', 14)}${pad('M', 4)}${pad('impl', 20)}${pad('us', 9)}GB/s`);
 for (const r of rows) console.log(`${pad(r.shape, 9)}${pad(`${r.n}x${r.k}`, 14)}${pad(String(r.m), 4)}${pad(r.impl, 20)}${pad(r.us.toFixed(2), 9)}${r.gbps.toFixed(0)}`);
 // The decode step's linears at batch 1: 28 layers of qkv, o, gate_up, down, and the LM head.
 for (const m of rowsList) {
+  if (SHAPES.some((s) => !rows.some((r) => r.shape === s.name && r.m === m))) continue; // a shape not measured
   const best = (shape: string, pick: (r: Row) => boolean): number => Math.min(...rows.filter((r) => r.shape === shape && r.m === m && pick(r)).map((r) => r.us));
   const step = (pick: (r: Row) => boolean): number => 28 * (best('qkv', pick) + best('o', pick) + best('gate_up', pick) + best('down', pick)) + best('lm_head', pick);
   console.log(`M=${m}: the step's 113 linears, gemv auto ${(step((r) => r.impl.startsWith('gemv auto')) / 1e3).toFixed(3)} ms; best gemv kw per shape ${(step((r) => r.impl.startsWith('gemv')) / 1e3).toFixed(3)} ms; cublaslt ${(step((r) => r.impl === 'cublaslt') / 1e3).toFixed(3)} ms`);
@@ -107,3 +147,5 @@ if (jsonPath) {
   fs.writeFileSync(jsonPath, JSON.stringify({ bench: 'cuda-gemv', host: os.hostname(), device: deviceInfo(0).name, sms, date: new Date().toISOString(), runs, batches, rows }, null, 2));
   console.log(`wrote ${jsonPath}`);
 }
+// Exit explicitly: nothing left open (a worker, a handle) may keep the device call waiting.
+process.exit(0);

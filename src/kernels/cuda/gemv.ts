@@ -428,8 +428,7 @@ export function gemvNormSource(m: number, kw: number, gated: boolean, fast: bool
     if (bias) v += kiln_gv_bf(bias[n]);
     out[lane * ldo + n] = kiln_gv_tobf(v);`;
   return `
-${BF16_HELPERS}${gated && fast ? FAST_HELPERS : ''}${gate}static __device__ __forceinline__ void kiln_gv_prefetch(const unsigned short* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
-// s = x (+ residual) of 8 elements at k, in float32 (the add's unrounded sum, as the norm reads it).
+${BF16_HELPERS}${gated && fast ? FAST_HELPERS : ''}${gate}${prefetch ? '' : 'static __device__ __forceinline__ void kiln_gv_prefetch(const unsigned short* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }\n'}// s = x (+ residual) of 8 elements at k, in float32 (the add's unrounded sum, as the norm reads it).
 static __device__ __forceinline__ void kiln_gv_sum8(const unsigned short* __restrict__ x, const unsigned short* __restrict__ res, float* s) {
   const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x));
   const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
