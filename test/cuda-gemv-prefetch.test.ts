@@ -15,7 +15,8 @@ import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { GEMV_PREFETCH_MAX_BYTES, gemvGatedSource, gemvNormSource, gemvPrefetchSetting, gemvSource, gemvStats } from '../src/kernels/cuda/gemv.js';
 import { getOption, setOption } from '../src/runtime/config.js';
-import { hasPdlPrologue, insertPdlPrologue, pdlPrologue, prefetchSectionSafe, setPdlEnabled } from '../src/runtime/cuda/pdl.js';
+import { launchStats } from '../src/runtime/cuda/launch.js';
+import { hasPdlPrologue, insertPdlPrologue, pdlEnabled, pdlPrologue, prefetchSectionSafe, setPdlEnabled } from '../src/runtime/cuda/pdl.js';
 import { skipUnlessCuda } from './cuda-util.js';
 
 const skip = skipUnlessCuda();
@@ -146,10 +147,12 @@ test('cuda: GEMVs with PDL + prefetch give the bits of PDL and prefetch off (eag
     setOption('KILN_GEMV_PREFETCH', prefetch);
     try {
       const before = gemvStats.runs;
+      const pdlBefore = launchStats.pdl;
       const eager = host(step(x));
       assert.ok(gemvStats.runs >= before + 4, 'the GEMVs ran');
-      const f = kiln.compile(step);
-      f(x);
+      if (pdl && pdlEnabled(0)) assert.ok(launchStats.pdl > pdlBefore, 'PDL on (sm_90): launches carried the attribute');
+      const f = kiln.compile(step, { mode: 'reduce-overhead' });
+      f(x); // captures
       return { eager, compiled: host(f(x) as Tensor) };
     } finally {
       setPdlEnabled(undefined);
