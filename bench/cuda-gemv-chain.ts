@@ -28,6 +28,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
 import { ptrOf } from '../src/kernels/cuda/device.js';
+import { fillUniformStd_ } from '../src/models/init.js';
 import { runGemv, runGemvGated, runGemvNorm, type GemvNormProblem, type GemvProblem } from '../src/kernels/cuda/gemv.js';
 import { setOption } from '../src/runtime/config.js';
 import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
@@ -91,7 +92,10 @@ const H = 1024;
 const QKV = 4096;
 const ATTN = 2048;
 const INTER = 3072;
-const bf16 = (shape: number[], scale: number): Tensor => kiln.keep(kiln.scope(() => kiln.mul(kiln.randn(shape, { device: 'cuda' }), scale).to('bfloat16')));
+// Uniform weights drawn on the device (models/init.ts: cuda draws the words itself); a host randn of
+// the chain's 435M values would take tens of seconds of the device call.
+const gen = new kiln.Generator(17);
+const bf16 = (shape: number[], std: number): Tensor => kiln.keep(fillUniformStd_(kiln.empty(shape, { dtype: 'bfloat16', device: 'cuda' }), std, gen));
 const empty = (n: number): Tensor => kiln.keep(kiln.empty([1, n], { dtype: 'bfloat16', device: 'cuda' }));
 
 interface Layer {
@@ -102,7 +106,7 @@ interface Layer {
   g1: Tensor;
   g2: Tensor;
 }
-say('allocating weights');
+say('drawing weights on the device');
 const weights: Layer[] = Array.from({ length: layers }, () => ({
   qkv: bf16([QKV, H], 0.03),
   o: bf16([H, ATTN], 0.022),
@@ -112,6 +116,8 @@ const weights: Layer[] = Array.from({ length: layers }, () => ({
   g2: bf16([H], 0.1),
 }));
 const layerBytes = 2 * (QKV * H + H * ATTN + 2 * INTER * H + H * INTER);
+syncStream(acc.defaultStream(0), 'drawing the weights');
+say(`weights: ${((layers * layerBytes) / 2 ** 30).toFixed(2)} GiB`);
 const x0 = bf16([1, H], 1);
 const bufX = empty(H);
 const bufT = empty(H);

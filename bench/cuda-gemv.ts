@@ -16,8 +16,8 @@
  * of blocking in the driver; a progress line is written synchronously before and after each row;
  * rows stop starting past --budget-s (what was measured is still printed); the spin kernel's
  * length follows the host's measured enqueue time per call (runs behind it, so the spin really
- * covers the queueing, capped at 200 ms); the weights' float32 temporaries are freed at once; and
- * the process exits explicitly at the end.
+ * covers the queueing, capped at 200 ms); the weights are drawn on the device (the host randn of
+ * ~690M values and 2.8 GB of uploads took tens of seconds); and the process exits explicitly.
  * Chains of the decode shapes with PDL and KILN_GEMV_PREFETCH: bench/cuda-gemv-chain.ts.
  *
  *   node dist/bench/cuda-gemv.js [--rows 1,8] [--runs 40] [--batches 7] [--shapes qkv,o,gate_up,down,lm_head]
@@ -29,6 +29,7 @@ import * as kiln from '../src/index.js';
 import { deviceMsBehindSpin, syncWithin } from './cuda-spin.js';
 import { gemvSource, gemvWarpsPerRow, runGemv } from '../src/kernels/cuda/gemv.js';
 import { ptrOf } from '../src/kernels/cuda/device.js';
+import { fillUniformStd_ } from '../src/models/init.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launch, type ParamType } from '../src/runtime/cuda/launch.js';
 import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
@@ -81,15 +82,19 @@ interface Row {
 const rows: Row[] = [];
 
 let skipped = 0;
+const gen = new kiln.Generator(7);
 for (const s of SHAPES) {
   if (shapeFilter && !shapeFilter.includes(s.name)) continue;
   const wBytes = s.n * s.k * 2;
   const copies = Math.max(1, Math.min(64, Math.ceil(MIN_BYTES / wBytes)));
   say(`[${((performance.now() - t0) / 1e3).toFixed(1)}s] ${s.name}: ${copies} weight copies of ${s.n}x${s.k}`);
-  const ws: Tensor[] = Array.from({ length: copies }, () => kiln.keep(kiln.scope(() => kiln.mul(kiln.randn([s.n, s.k], { device: 'cuda' }), 0.02).to('bfloat16'))));
+  // Drawn on the device (models/init.ts; cuda draws the words itself). Before, kiln.randn drew ~690M
+  // float32 normals on the host (about 0.15 s per million here: over a minute) and uploaded 2.8 GB,
+  // far past session 15's `timeout 40` before the first row: the likely cause of its two hangs.
+  const ws: Tensor[] = Array.from({ length: copies }, () => kiln.keep(fillUniformStd_(kiln.empty([s.n, s.k], { dtype: 'bfloat16', device: 'cuda' }), 0.02, gen)));
   syncWithin(timeoutMs, `${s.name}: weights`);
   for (const m of rowsList) {
-    const x = kiln.keep(kiln.randn([m, s.k], { device: 'cuda' }).to('bfloat16'));
+    const x = kiln.keep(fillUniformStd_(kiln.empty([m, s.k], { dtype: 'bfloat16', device: 'cuda' }), 1, gen));
     const out = kiln.keep(kiln.empty([m, s.n], { dtype: 'bfloat16', device: 'cuda' }));
     const bytes = wBytes + m * s.k * 2 + m * s.n * 2;
     const record = (impl: string, fn: () => void): void => {
