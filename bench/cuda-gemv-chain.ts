@@ -13,8 +13,9 @@
  *   - gemv+tiny: a one-block copy kernel before qkv, o and gate/up (as the decode step's RMSNorm,
  *                attention and norm kernels sit there; a one-block grid triggers early under PDL);
  *   - norm:      the add + RMSNorm prologue GEMVs for qkv and gate/up (KILN_ADD_RMSNORM_LINEAR).
- * Variants: off (no PDL), pdl (KILN_PDL=1), pdl+prefetch (KILN_PDL=1 KILN_GEMV_PREFETCH=1),
- * prefetch (KILN_GEMV_PREFETCH=always, PDL off: the prefetch without any overlap). Each chain and
+ * Variants: off (no PDL), pdl (KILN_PDL=1), pdl+prefetch (KILN_PDL=1 KILN_GEMV_PREFETCH=1), its
+ * two parts apart (pdl+pf-only: the L2 prefetch without the GEMV's early trigger; pdl+trig-only: the
+ * trigger without the prefetch), prefetch (KILN_GEMV_PREFETCH=always, PDL off: no overlap). Each chain and
  * variant is captured once into a CUDA graph and replayed; variants interleaved within each rep;
  * the median replay time, per layer and per GEMV, and the weight bytes over it (GB/s). Each
  * variant's output must equal the off variant's bit for bit. Every wait for the device polls an
@@ -22,14 +23,14 @@
  * a stuck kernel ends the bench with its label instead of hanging the device call.
  *
  *   node dist/bench/cuda-gemv-chain.js [--layers 28] [--reps 41] [--chains gemv,gemv+tiny,norm]
- *       [--variants off,pdl,pdl+prefetch,prefetch] [--timeout-ms 10000] [--json out.json]
+ *       [--variants off,pdl,pdl+prefetch,pdl+pf-only,pdl+trig-only,prefetch] [--timeout-ms 10000] [--json out.json]
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import * as kiln from '../src/index.js';
 import { ptrOf } from '../src/kernels/cuda/device.js';
 import { fillUniformStd_ } from '../src/models/init.js';
-import { runGemv, runGemvGated, runGemvNorm, type GemvNormProblem, type GemvProblem } from '../src/kernels/cuda/gemv.js';
+import { runGemv, runGemvGated, runGemvNorm, setGemvPrefetchParts, type GemvNormProblem, type GemvProblem } from '../src/kernels/cuda/gemv.js';
 import { setOption } from '../src/runtime/config.js';
 import type { CudaAccelerator } from '../src/runtime/cuda/cuda-accelerator.js';
 import { captureOn, poolStream, type CudaGraphExec } from '../src/runtime/cuda/graph.js';
@@ -49,7 +50,7 @@ const flag = (name: string): string | undefined => {
 const layers = Number(flag('--layers') ?? 28);
 const reps = Number(flag('--reps') ?? 41);
 const chainNames = (flag('--chains') ?? 'gemv,gemv+tiny,norm').split(',');
-const variantNames = (flag('--variants') ?? 'off,pdl,pdl+prefetch,prefetch').split(',');
+const variantNames = (flag('--variants') ?? 'off,pdl,pdl+prefetch,pdl+pf-only,pdl+trig-only,prefetch').split(',');
 const timeoutMs = Number(flag('--timeout-ms') ?? 10_000);
 const jsonPath = flag('--json');
 
@@ -59,12 +60,16 @@ const say = (s: string): void => void fs.writeSync(1, `${s}\n`);
 interface Variant {
   pdl: boolean;
   prefetch: '0' | '1' | 'always';
+  parts?: 'prefetch' | 'trigger';
 }
 const VARIANTS: Record<string, Variant> = {
   off: { pdl: false, prefetch: '0' },
   pdl: { pdl: true, prefetch: '0' },
   'pdl+prefetch': { pdl: true, prefetch: '1' },
   prefetch: { pdl: false, prefetch: 'always' },
+  // The two parts of KILN_GEMV_PREFETCH apart ('cuda.gemv.prefetchParts'): which one gains?
+  'pdl+pf-only': { pdl: true, prefetch: '1', parts: 'prefetch' },
+  'pdl+trig-only': { pdl: true, prefetch: '1', parts: 'trigger' },
 };
 for (const v of variantNames) if (!VARIANTS[v]) throw new Error(`--variants: unknown '${v}' (known: ${Object.keys(VARIANTS).join(', ')})`);
 for (const c of chainNames) if (!['gemv', 'gemv+tiny', 'norm'].includes(c)) throw new Error(`--chains: unknown '${c}' (known: gemv, gemv+tiny, norm)`);
@@ -162,11 +167,13 @@ function enqueue(chain: string, stream: CudaStream): void {
 function withVariant<T>(v: Variant, fn: () => T): T {
   setPdlEnabled(v.pdl);
   setOption('KILN_GEMV_PREFETCH', v.prefetch);
+  setGemvPrefetchParts(v.parts);
   try {
     return fn();
   } finally {
     setPdlEnabled(undefined);
     setOption('KILN_GEMV_PREFETCH', undefined);
+    setGemvPrefetchParts(undefined);
   }
 }
 

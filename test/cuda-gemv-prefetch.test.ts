@@ -64,6 +64,14 @@ test('gemv prefetch on: the section opens the body, the PDL wait follows it, the
   // earlyBlocks 0 (KILN_PDL=wait): the section but no trigger of the GEMV's own.
   const waitOnly = gemvSource(1, 1, { earlyBlocks: 0 });
   assert.ok(waitOnly.includes('cp.async.bulk.prefetch') && !waitOnly.includes('launch_dependents'));
+  // Trigger only ('cuda.gemv.prefetchParts' = 'trigger'): no section, the wait first, then the trigger;
+  // the norm kernel keeps its per-lane prefetch after the wait.
+  for (const src of [gemvSource(1, 4, { earlyBlocks: 1056, prefetch: false }), gemvNormSource(1, 1, true, false, { earlyBlocks: 1056, prefetch: false })]) {
+    const withPdl = insertPdlPrologue(src, 132);
+    assert.ok(!src.includes('kiln-pdl-prefetch') && hasPdlPrologue(withPdl, kernelName(src)));
+    assert.ok(withPdl.indexOf('griddepcontrol.wait') < withPdl.indexOf('gridDim.x <= 1056u'));
+  }
+  assert.ok(gemvNormSource(1, 1, true, false, { earlyBlocks: 1056, prefetch: false }).includes('kiln_gv_prefetch(w'));
   // Without the option the norm kernel keeps its per-lane prefetch of the first group.
   assert.ok(gemvNormSource(1, 1, false, false).includes('kiln_gv_prefetch(w'));
 });
@@ -113,6 +121,8 @@ test('gemvPrefetchSetting: the option, PDL and KILN_PDL=wait decide; one wave of
   assert.deepEqual(gemvPrefetchSetting('1', true, false, 132, 2048), { earlyBlocks: 1056 });
   assert.deepEqual(gemvPrefetchSetting('1', true, true, 132, 2048), { earlyBlocks: 0 }, 'KILN_PDL=wait: no early trigger');
   assert.deepEqual(gemvPrefetchSetting('always', false, false, 78, 1536), { earlyBlocks: 468 });
+  assert.deepEqual(gemvPrefetchSetting('1', true, false, 132, 2048, 'prefetch'), { earlyBlocks: 0 }, 'prefetch only');
+  assert.deepEqual(gemvPrefetchSetting('1', true, false, 132, 2048, 'trigger'), { earlyBlocks: 1056, prefetch: false }, 'trigger only');
   // The option is declared and reads '0' (off) by default; other values are refused.
   assert.equal(getOption('KILN_GEMV_PREFETCH'), '0');
   assert.throws(() => setOption('KILN_GEMV_PREFETCH', 'yes' as never), /KILN_GEMV_PREFETCH/);

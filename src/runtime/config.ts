@@ -113,6 +113,7 @@ export const OPTIONS = {
   'cuda.longTopk': { type: 'enum', values: ['auto', 'select', 'segments', 'radix'], default: 'auto', env: false, codegen: true, setter: 'setLongTopk', doc: 'First pass of cuda topk on rows longer than a block sort; auto picks by k' },
   'cuda.pdl.enabled': { type: 'boolean', default: undefined, env: false, codegen: true, setter: 'setPdlEnabled', doc: 'Overrides whether PDL is on (unset: KILN_PDL)' },
   'cuda.pdl.policy': { type: 'enum', values: ['after-kernel', 'all'], default: undefined, env: false, codegen: true, setter: 'setPdlPolicy', doc: 'Overrides which PDL launches get the attribute (unset: KILN_PDL)' },
+  'cuda.gemv.prefetchParts': { type: 'enum', values: ['both', 'prefetch', 'trigger'], default: undefined, env: false, codegen: true, setter: 'setGemvPrefetchParts', doc: "Which parts of KILN_GEMV_PREFETCH the GEMVs get where it is on (unset: both): the L2 prefetch before the PDL wait, the one-wave early trigger after it, or both (bench/cuda-gemv-chain.ts attributes the gain)" },
   'cuda.pointwiseWaves': { type: 'number', min: 1, default: Infinity, env: false, codegen: true, setter: 'setPointwiseWaves', doc: 'Grid cap of generated pointwise cuda kernels, in waves (Infinity: a block per work unit)' },
 } as const satisfies Record<string, Decl>;
 

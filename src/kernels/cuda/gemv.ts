@@ -20,7 +20,7 @@
  * with it against 457-493 without, but batch 8 at 3513-4015 against 4069-4224: with 8 rows the
  * fp32 FMAs on CUDA cores, not the weight stream, bound this kernel. 2 and 4 rows are not measured.
  */
-import { getOption } from '../../runtime/config.js';
+import { getOption, setOption } from '../../runtime/config.js';
 import type { DevPtr } from '../../runtime/cuda/ffi.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type ParamType } from '../../runtime/cuda/launch.js';
@@ -136,6 +136,8 @@ function gateHelper(fast: boolean): string {
 export interface GemvPrefetch {
   /** Grids of at most this many blocks trigger their dependents right after their own wait (0: never). */
   readonly earlyBlocks: number;
+  /** false: no L2 prefetch section, only the trigger (option 'cuda.gemv.prefetchParts' = 'trigger'). */
+  readonly prefetch?: boolean;
 }
 /** The most weight bytes one launch prefetches (about half the H200's 50 MB L2). */
 export const GEMV_PREFETCH_MAX_BYTES = 24 * 2 ** 20;
@@ -147,7 +149,12 @@ export function gemvPrefetchFor(index: number): GemvPrefetch | undefined {
   const o = getOption('KILN_GEMV_PREFETCH');
   if (o === '0') return undefined; // the common case: no device query, no PDL lookup
   const d = deviceInfo(index);
-  return gemvPrefetchSetting(o, pdlEnabled(index), getOption('KILN_PDL') === 'wait', d.smCount, d.maxThreadsPerSM);
+  return gemvPrefetchSetting(o, pdlEnabled(index), getOption('KILN_PDL') === 'wait', d.smCount, d.maxThreadsPerSM, getOption('cuda.gemv.prefetchParts') ?? 'both');
+}
+
+/** Overrides which parts of KILN_GEMV_PREFETCH apply (undefined: both); option 'cuda.gemv.prefetchParts', for benchmarks. */
+export function setGemvPrefetchParts(parts: 'both' | 'prefetch' | 'trigger' | undefined): void {
+  setOption('cuda.gemv.prefetchParts', parts);
 }
 
 /**
@@ -156,9 +163,10 @@ export function gemvPrefetchFor(index: number): GemvPrefetch | undefined {
  * (the threads an SM holds, whatever the registers allow: a larger grid cannot be resident at
  * once), none under KILN_PDL=wait.
  */
-export function gemvPrefetchSetting(option: string, pdlOn: boolean, pdlWaitOnly: boolean, smCount: number, maxThreadsPerSM: number): GemvPrefetch | undefined {
+export function gemvPrefetchSetting(option: string, pdlOn: boolean, pdlWaitOnly: boolean, smCount: number, maxThreadsPerSM: number, parts: 'both' | 'prefetch' | 'trigger' = 'both'): GemvPrefetch | undefined {
   if (option === '0' || (option === '1' && !pdlOn)) return undefined;
-  return { earlyBlocks: pdlWaitOnly ? 0 : smCount * Math.floor(maxThreadsPerSM / THREADS) };
+  const early = pdlWaitOnly || parts === 'prefetch' ? 0 : smCount * Math.floor(maxThreadsPerSM / THREADS);
+  return parts === 'trigger' ? { earlyBlocks: early, prefetch: false } : { earlyBlocks: early };
 }
 
 /**
@@ -176,6 +184,7 @@ function prefetchPreamble(pf: GemvPrefetch | undefined, ranges: 1 | 2): string {
 #endif
 `
     : '';
+  if (pf.prefetch === false) return trigger;
   return `  ${PREFETCH_BEGIN} the first blocks prefetch the weight's first bytes into L2 before the PDL wait (L2 prefetches only)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (blockIdx.x < ${Math.ceil(cap / (PREFETCH_LANES * PREFETCH_LANE_BYTES))}u && threadIdx.x < ${PREFETCH_LANES * ranges} && ldw == (long long)K) {
@@ -399,6 +408,8 @@ export function gemvNormSource(m: number, kw: number, gated: boolean, fast: bool
   const rows = WARPS / kw;
   const pw = gated ? 2 * m : m;
   const gate = gated ? gateHelper(fast) : '';
+  // The pre-wait section prefetches the first group's rows (among others): the in-body prefetch goes.
+  const preWait = prefetch !== undefined && prefetch.prefetch !== false;
   // The dot products: one accumulator per row (plain) or two (gate row n, up row N + n).
   const accDecl = gated ? `float ag[${m}], au[${m}];\n#pragma unroll\n  for (int r = 0; r < ${m}; r++) { ag[r] = 0.0f; au[r] = 0.0f; }` : `float acc[${m}];\n#pragma unroll\n  for (int r = 0; r < ${m}; r++) acc[r] = 0.0f;`;
   const loop = gated ? gatedDotLoop(m, kw, X_SHARED) : plainDotLoop(m, kw, X_SHARED);
@@ -428,7 +439,7 @@ export function gemvNormSource(m: number, kw: number, gated: boolean, fast: bool
     if (bias) v += kiln_gv_bf(bias[n]);
     out[lane * ldo + n] = kiln_gv_tobf(v);`;
   return `
-${BF16_HELPERS}${gated && fast ? FAST_HELPERS : ''}${gate}${prefetch ? '' : 'static __device__ __forceinline__ void kiln_gv_prefetch(const unsigned short* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }\n'}// s = x (+ residual) of 8 elements at k, in float32 (the add's unrounded sum, as the norm reads it).
+${BF16_HELPERS}${gated && fast ? FAST_HELPERS : ''}${gate}${preWait ? '' : 'static __device__ __forceinline__ void kiln_gv_prefetch(const unsigned short* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }\n'}// s = x (+ residual) of 8 elements at k, in float32 (the add's unrounded sum, as the norm reads it).
 static __device__ __forceinline__ void kiln_gv_sum8(const unsigned short* __restrict__ x, const unsigned short* __restrict__ res, float* s) {
   const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x));
   const unsigned int xp[4] = {xv.x, xv.y, xv.z, xv.w};
@@ -449,7 +460,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${normName(m, kw, gated
 ${prefetchPreamble(prefetch, gated ? 2 : 1)}  extern __shared__ __align__(16) unsigned short xs[]; // [${m}][K]: the normalised rows, bfloat16
   __shared__ float part[${WARPS}][${pw}];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-${prefetch ? '' : `  // The first group's weight rows start their way from HBM into L2 now, so the stream overlaps the
+${preWait ? '' : `  // The first group's weight rows start their way from HBM into L2 now, so the stream overlaps the
   // prologue instead of waiting for it (a few 16-byte prefetches a lane; nothing is read yet).
   {
     const int n0 = blockIdx.x * ${rows} + warp / ${kw};
