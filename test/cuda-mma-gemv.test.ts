@@ -174,7 +174,7 @@ test('mma-gemv gated (llm.linearSiluAndMul) equals the float64 loop: I = 3072 / 
         const before = mmaGemvStats.runs;
         const got = hostF64(kiln.llm.linearSiluAndMul(x, w, b));
         assert.equal(mmaGemvStats.runs, before + 1, `${label}: the gated mma-gemv ran`);
-        assert.ok(Math.max(...got.map(Math.abs)) > 1e-2, `${label}: a real result`);
+        assert.ok(got.reduce((a, v) => Math.max(a, Math.abs(v)), 0) > 1e-2, `${label}: a real result`); // no spread: 196608 values overflow the call stack
         // The output's bfloat16 rounding and the rounded projections (as gemv's gated test bounds them).
         const e = worstRel(got, refLinearSiluMul(x, w, b, toBf16), 2 ** -7);
         assert.ok(e <= 1, `${label}: worst error ${e}`);
