@@ -7,7 +7,7 @@
 # A step starts only while the call is under its deadline (S16_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s16-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s16.sh measure|probe|probe2|ab|mma}
+part=${1:?usage: s16.sh measure|probe|probe2|ab|mma|pdl}
 final=${OUT:-/tmp/out}; out=$final/s16-$part; mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
@@ -121,6 +121,25 @@ elif [ "$part" = mma ]; then
       go mma$v-$rep && { KILN_MMA_GEMV_MAX_ROWS=$v $K 70 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 8,64 --new 256 --reps 2 \
           --json "$out/decode-mma$v-$rep.json" > "$out/decode-mma$v-$rep.txt" 2>&1
         el "decode KILN_MMA_GEMV_MAX_ROWS=$v rep $rep rc=$?"; sum "$out/decode-mma$v-$rep.txt" "^decode +batch|rror" 4; }
+    done
+  done
+elif [ "$part" = pdl ]; then
+  # #17: GEMV weight prefetch into L2 before the PDL wait (helper pdlgemv, KILN_GEMV_PREFETCH) and the
+  # mma GEMM's gated test after its fix: tests (plain, then PDL + prefetch), the 28-layer GEMV chain
+  # bench, and decode b1/b8 with PDL off / on / on + prefetch, twice in reversed order.
+  go tests && { $K 150 node --test dist/test/cuda-gemv-prefetch.test.js dist/test/cuda-pdl.test.js dist/test/cuda-gemv.test.js dist/test/cuda-linear-silu-mul.test.js \
+      dist/test/cuda-add-rms-norm-linear.test.js dist/test/cuda-mma-gemv.test.js > "$out/tests.txt" 2>&1
+    el "cuda tests rc=$?"; sum "$out/tests.txt" "^# (pass|fail|skipped)|^not ok" 10; }
+  go testspf && { KILN_PDL=1 KILN_GEMV_PREFETCH=1 $K 100 node --test dist/test/cuda-gemv.test.js dist/test/cuda-linear-silu-mul.test.js dist/test/cuda-add-rms-norm-linear.test.js > "$out/tests-pf.txt" 2>&1
+    el "cuda tests with PDL + prefetch rc=$?"; sum "$out/tests-pf.txt" "^# (pass|fail|skipped)|^not ok" 10; }
+  go chain && { $K 100 node dist/bench/cuda-gemv-chain.js --layers 28 --reps 41 --json "$out/gemv-chain.json" > "$out/gemv-chain.txt" 2>&1
+    el "gemv chain rc=$?"; tail -n 22 "$out/gemv-chain.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  for order in "off pdl pf" "pf pdl off"; do
+    for v in $order; do
+      case $v in off) e=(KILN_PDL=0);; pdl) e=(KILN_PDL=1);; pf) e=(KILN_PDL=1 KILN_GEMV_PREFETCH=1);; esac
+      go dec-$v && { env "${e[@]}" $K 50 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8 --new 256 --reps 2 \
+          --json "$out/decode-$v-${order%% *}.json" > "$out/decode-$v-${order%% *}.txt" 2>&1
+        el "decode $v (${e[*]}) rc=$?"; sum "$out/decode-$v-${order%% *}.txt" "^decode +batch|rror" 3; }
     done
   done
 fi
