@@ -13,6 +13,7 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { cubinFor, kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launchesWithPdl, launchStats, loadKernel } from '../src/runtime/cuda/launch.js';
 import { hasPdlPrologue, insertPdlPrologue, pdlEnabled, setPdlEnabled, setPdlPolicy } from '../src/runtime/cuda/pdl.js';
+import { DRAW_KERNELS, uniformDrawSource } from '../src/kernels/cuda/random-draw.js';
 import { deviceInfo } from '../src/runtime/cuda/properties.js';
 import { skipUnlessCuda } from './cuda-util.js';
 
@@ -166,4 +167,18 @@ test('cuda: by default only a launch that follows a kernel gets the attribute', 
   } finally {
     setPdlEnabled(undefined);
   }
+});
+
+test('insertPdlPrologue: a kernel defined inside a macro is left without the prologue (and never launched early)', () => {
+  // random-draw.ts defines its per-dtype kernels in a macro; the prologue's #if lines inside the
+  // macro body broke its compile on the H200 ("expected a declaration").
+  const src = uniformDrawSource();
+  const out = insertPdlPrologue(src, 132);
+  assert.equal(out, src, 'no prologue inserted into the macro-defined kernels');
+  for (const name of Object.values(DRAW_KERNELS)) assert.equal(hasPdlPrologue(out, name), false, `${name} gets no PDL attribute`);
+  // A plain kernel next to a macro one still gets its prologue.
+  const mixed = `#define K(NAME) extern "C" __global__ void NAME(float* y) { \\\n  y[0] = 1.f; \\\n}\nK(a)\n${TWO}`;
+  const both = insertPdlPrologue(mixed);
+  assert.equal(both.split('griddepcontrol.wait').length - 1, 2, 'the two plain kernels only');
+  assert.ok(hasPdlPrologue(both, 'first') && !hasPdlPrologue(both, 'a'));
 });

@@ -17,8 +17,8 @@
  * (CudaStream.lastOpKernel; after a copy, memset or event the edge stays an ordinary one), with
  * KILN_PDL=all every launch of a prologue kernel.
  *
- * Off by default (DEFAULT_ON below says why); KILN_PDL=1 turns it on, KILN_PDL=0 or unset keeps
- * the kernels and launches of before (no prologue, no attribute); KILN_PDL=wait is on but never
+ * On by default (DEFAULT_ON below says why); KILN_PDL=0 keeps the kernels and launches of before
+ * (no prologue, no attribute), KILN_PDL=1 or unset turns it on; KILN_PDL=wait is on but never
  * triggers early (measurement). Devices below compute
  * capability 9.0 never get it (and the prologue compiles to nothing there: __CUDA_ARCH__ guard).
  */
@@ -110,6 +110,13 @@ export function insertPdlPrologue(source: string, earlyMaxBlocks = 0): string {
     const brace = source.indexOf('{', g);
     const semi = source.indexOf(';', g);
     if (brace < 0 || (semi >= 0 && semi < brace) || brace < from) continue;
+    // A kernel defined inside a macro (lines joined by a trailing backslash, as random-draw.ts's
+    // per-dtype kernels) cannot take the multi-line prologue with its #if: it is left without one,
+    // and hasPdlPrologue (which finds no kernel of the expanded name in the text) never launches it
+    // early. On the H200 the inserted prologue broke that kernel's compile (NVRTC: "expected a
+    // declaration") and seeded weights fell back to the host draw.
+    const lineEnd = source.indexOf('\n', brace);
+    if (source.slice(brace + 1, lineEnd < 0 ? undefined : lineEnd).trimEnd().endsWith('\\')) continue;
     const pre = Math.max(0, prefetchSectionEnd(source.slice(brace + 1)));
     out += source.slice(from, brace + 1 + pre) + prologue;
     from = brace + 1 + pre;
@@ -167,15 +174,16 @@ export function pdlPolicy(): PdlPolicy {
 }
 
 /**
- * Whether PDL is on when KILN_PDL is unset (KILN_PDL=1, =all or =wait turns it on, =0 off). Off:
- * measured on the H200 it saves 0.19-0.38 us per kernel boundary in 200-kernel chains of small
- * kernels (bench/cuda-pdl.ts) but nothing in the benchmark workloads, and qwen3-0.6b-forward bf16
- * compiled is 8-11 us slower with it (1.556-1.558 against 1.547 ms, bench/cuda-pdl-workloads.ts,
- * order rotated per rep; kiln bench 1.579 against 1.537 and, in the lead's merge, 1.492 against
- * 1.454 ms). In Qwen3 almost every Kiln kernel sits between two cuBLASLt GEMMs, where the chains'
- * gain does not carry over (why is not known yet).
+ * Whether PDL is on when KILN_PDL is unset (KILN_PDL=1, =all or =wait turns it on, =0 off). On since
+ * session 16: on the H200 the engine's compiled Qwen3-0.6B decode ran 957 / 1,003 tok/s at batch 1
+ * with it against 889 / 888 without, and 5,447 / 5,447 against 5,341 / 5,321 at batch 8 (two
+ * alternating reps, bench/results/h200-s16-pdl-2026-12-03.json): a decode step is a chain of ~300
+ * small kernels in a CUDA graph, where the programmatic edges hide part of each launch gap. Before,
+ * it measured nothing on the benchmark workloads and qwen3-0.6b-forward bf16 compiled 8-11 us slower
+ * (1.556-1.558 against 1.547 ms, bench/cuda-pdl-workloads.ts), where almost every Kiln kernel sits
+ * between two cuBLASLt GEMMs; that cost (under 1%) is taken for the decode gain.
  */
-const DEFAULT_ON = false;
+const DEFAULT_ON = true;
 
 /** Overrides KILN_PDL for tests and benchmarks (undefined: back to the environment); option 'cuda.pdl.enabled'. */
 export function setPdlEnabled(on: boolean | undefined): void {
