@@ -11,8 +11,10 @@
  *                    parameter once; the tied LM head is the embedding, read whole for the logits);
  *   fraction         tok_s / bound_tok_s.
  * --threads auto,2 adds an A/B of thread settings ('auto': KILN_NUM_THREADS / the adaptive default).
+ * --ab NAME runs every variant twice, with the boolean option NAME (src/runtime/config.ts) off and
+ * on, in the same rotation (e.g. --ab KILN_CPU_GEMV_STREAM: the GEMV's weight order before / after).
  *
- *   node dist/bench/cpu-decode-bound.js [--dtypes float32,bfloat16] [--rounds 6] [--steps 8] [--threads auto] [--json out.json]
+ *   node dist/bench/cpu-decode-bound.js [--dtypes float32,bfloat16] [--rounds 6] [--steps 8] [--threads auto] [--ab OPTION] [--json out.json]
  */
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -22,6 +24,7 @@ import * as kiln from '../src/index.js';
 import { setNativeThreads } from '../src/kernels/cpu/native/index.js';
 import { itemSize } from '../src/tensor/dtype.js';
 import { readBandwidth } from './bandwidth-lib.js';
+import { OPTIONS, setOption, type OptionName } from '../src/runtime/config.js';
 import type { DType } from '../src/index.js';
 
 const { values: a } = parseArgs({
@@ -32,6 +35,7 @@ const { values: a } = parseArgs({
     steps: { type: 'string', default: '8' },
     prompt: { type: 'string', default: '16' },
     threads: { type: 'string', default: 'auto' },
+    ab: { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -44,6 +48,8 @@ const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floo
 interface Variant {
   dtype: DType;
   threads: number | undefined;
+  /** --ab: the option's value for this variant (undefined without --ab). */
+  ab: boolean | undefined;
   engine: kiln.serve.Engine;
   bytes: number;
   ms: number[];
@@ -61,19 +67,23 @@ function weightBytesPerToken(model: kiln.models.Qwen3ForCausalLM): number {
   return bytes;
 }
 
+const abName = a.ab as OptionName | undefined;
+if (abName !== undefined && (OPTIONS as Record<string, { type: string }>)[abName]?.type !== 'boolean') throw new Error(`cpu-decode-bound: --ab needs a boolean option of src/runtime/config.ts, got ${abName}`);
+const abValues: (boolean | undefined)[] = abName === undefined ? [undefined] : [false, true];
 const maxNew = rounds * steps * 4 + 16;
 const variants: Variant[] = [];
 for (const dtype of a.dtypes.split(',') as DType[]) {
   const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: 'cpu' });
   model.eval();
   const bytes = weightBytesPerToken(model);
-  for (const t of a.threads.split(',')) {
+  for (const t of a.threads.split(',')) for (const ab of abValues) {
+    if (abName !== undefined) setOption(abName, ab as never);
     const engine = new kiln.serve.Engine(model, { numBlocks: Math.ceil((promptLen + maxNew + 2) / 16) + 4, maxNumSeqs: 1, decode: 'eager', prefixCaching: false });
     const prompt = Array.from({ length: promptLen }, (_, i) => (i * 7919 + 13) % config.vocabSize);
     engine.addRequest(prompt, { maxNewTokens: maxNew, ignoreEos: true });
     engine.step(); // prefill
     engine.step(); // first decode step: native builds
-    variants.push({ dtype, threads: t === 'auto' ? undefined : Number(t), engine, bytes, ms: [] });
+    variants.push({ dtype, threads: t === 'auto' ? undefined : Number(t), ab, engine, bytes, ms: [] });
   }
 }
 
@@ -91,6 +101,7 @@ for (let r = 0; r < rounds; r++) {
   for (let i = 0; i < variants.length; i++) {
     const v = variants[(i + r) % variants.length]!;
     setNativeThreads(v.threads);
+    if (abName !== undefined) setOption(abName, v.ab as never);
     for (let s = 0; s < steps; s++) {
       const t0 = performance.now();
       v.engine.step();
@@ -99,6 +110,7 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 setNativeThreads(undefined);
+if (abName !== undefined) setOption(abName, undefined as never);
 const load1 = os.loadavg();
 for (const v of variants) v.engine.dispose();
 
@@ -108,13 +120,13 @@ const results = variants.map((v) => {
   const tokS = 1000 / stepMs;
   const bound = gbS === null ? null : (gbS * 1e9) / v.bytes;
   return {
-    model: a.config, dtype: v.dtype, batch: 1, threads: v.threads ?? 'auto', decode_path: 'eager', steps: v.ms.length,
+    model: a.config, dtype: v.dtype, batch: 1, threads: v.threads ?? 'auto', ...(abName === undefined ? {} : { [abName]: v.ab }), decode_path: 'eager', steps: v.ms.length,
     step_median_ms: Number(stepMs.toFixed(2)), step_mean_ms: Number((v.ms.reduce((s, x) => s + x, 0) / v.ms.length).toFixed(2)),
     tok_s: Number(tokS.toFixed(2)), weight_bytes_per_token: v.bytes,
     bound_tok_s: bound === null ? null : Number(bound.toFixed(2)), fraction_of_bound: bound === null ? null : Number((tokS / bound).toFixed(3)),
   };
 });
-for (const r of results) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%`);
+for (const [i, r] of results.entries()) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)}${abName === undefined ? '' : ` ${abName}=${variants[i]!.ab ? 1 : 0}`} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%`);
 console.log(`bandwidth median ${String(gbS)} GB/s (samples ${bw.join(' ')}); load ${load0.map((x) => x.toFixed(2)).join(' ')} -> ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 
 let commit = '';

@@ -7,6 +7,7 @@
  * per token or length) and on cuda when present.
  */
 import assert from 'node:assert/strict';
+import { setOption } from '../src/runtime/config.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -185,6 +186,17 @@ for (const device of devices) {
           assert.ok(counters.cacheHits >= stats.decodeSteps - counters.traces);
         }
         engine.dispose();
+      }
+      // The eager path with each layer's closing add and the next norm as two ops (the default folds
+      // them into one llm.addRmsNorm on cpu): the same tokens.
+      setOption('KILN_DECODE_NORM_CHAIN', false);
+      try {
+        const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode: 'eager' });
+        const outs = engine.generateAll(prompts, { maxNewTokens: ref.new_tokens });
+        ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `decode eager, KILN_DECODE_NORM_CHAIN=0: prompt ${i}`));
+        engine.dispose();
+      } finally {
+        setOption('KILN_DECODE_NORM_CHAIN', undefined);
       }
     });
   }

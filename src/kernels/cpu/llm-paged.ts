@@ -87,7 +87,6 @@ registerCpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables,
   const kc = keyCache as Tensor;
   const vc = valueCache as Tensor;
   const g = cacheGeometry(op, kc, vc);
-  const q = denseValues(query as Tensor);
   const [B, H, D] = (query as Tensor).shape as [number, number, number];
   const group = H / g.kvHeads;
   const tables = denseValues(blockTables as Tensor);
@@ -108,6 +107,9 @@ registerCpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables,
     const native = nativePagedAttention(ctx.out as OutMeta, query as Tensor, kc, vc, g.kvHeads, g.blockSize, tables, maxBlocks, lens, scale as number);
     if (native) return native;
   }
+  // Decoded here, after the native path (which reads q's bits itself): a bfloat16 q decoded in JS
+  // cost a decode step ~10 us per layer for nothing.
+  const q = denseValues(query as Tensor);
   const readK = rowReader(kc);
   const readV = rowReader(vc);
   const out = new Float64Array(B * H * D);

@@ -51,6 +51,7 @@ import { float32ArrayToBfloat16Bits, float32ArrayToFloat16Bits } from '../../ten
 import { Tensor } from '../../tensor/tensor.js';
 import { ModuleList } from '../../nn/layers/container.js';
 import { Qwen3Config } from './config.js';
+import { getOption } from '../../runtime/config.js';
 
 export interface FromConfigOptions {
   /** Seed for the random weights (a fresh Generator; the global one when absent). */
@@ -407,6 +408,24 @@ export class Qwen3DecoderLayer extends Module {
     const h = add(x, this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache));
     return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
   }
+
+  /**
+   * The layer of a chained eager decode step (Qwen3Model.forwardDecode, cpu): `normed` is
+   * input_layernorm(x), already computed by the caller, and the residual add after the MLP is left
+   * to it too (folded into the next norm by llm.addRmsNorm): returns the MLP output and the
+   * residual stream it is added to.
+   */
+  forwardDecodeChained(normed: Tensor, x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): { mlp: Tensor; residual: Tensor } {
+    const post = this.post_attention_layernorm;
+    const a = this.self_attn.forwardDecode(normed, cos, sin, batch, keyCache, valueCache);
+    const { out, residual } = addRmsNorm(a, x, post.weight!, post.eps!);
+    return { mlp: this.mlp.forward(out), residual };
+  }
+}
+
+/** Whether a norm can be one llm.addRmsNorm: an affine RMSNorm over the last dim. */
+function chainableNorm(n: RMSNorm): boolean {
+  return n.weight !== null && n.eps !== null && n.normalizedShape.length === 1;
 }
 
 /** The decoder stack without the LM head (transformers' Qwen3Model). */
@@ -482,8 +501,30 @@ export class Qwen3Model extends Module {
     const table = this.ropeTable(h.dtype, h.device);
     const cos = view(indexSelect(table.cos, 0, batch.positions), [B, 1, D]);
     const sin = view(indexSelect(table.sin, 0, batch.positions), [B, 1, D]);
+    if (this.chainedDecode(h)) {
+      // Each layer's closing residual add is folded into the next norm (the next layer's
+      // input_layernorm, after the last layer the final norm) as one llm.addRmsNorm: per layer one
+      // op in place of an add and an rmsNorm (issue #17: ~2 of a cpu step's ~16 ms outside the
+      // linears went to these 56 small ops). The sum is rounded once, as add's; the norm reads it
+      // unrounded, as the llm.addRmsNorm after attention already does.
+      let normed = this.layers.at(0).input_layernorm.forward(h);
+      let residual = h;
+      for (let i = 0; i < this.layers.length; i++) {
+        const step = this.layers.at(i).forwardDecodeChained(normed, residual, cos, sin, batch, cache.keys[i]!, cache.values[i]!);
+        const next = i + 1 < this.layers.length ? this.layers.at(i + 1).input_layernorm : this.norm;
+        ({ out: normed, residual } = addRmsNorm(step.mlp, step.residual, next.weight!, next.eps!));
+      }
+      return normed;
+    }
     for (let i = 0; i < this.layers.length; i++) h = this.layers.at(i).forwardDecode(h, cos, sin, batch, cache.keys[i]!, cache.values[i]!);
     return this.norm.forward(h);
+  }
+
+  /** Whether forwardDecode chains the residual adds into the norms (fusedDecode, KILN_DECODE_NORM_CHAIN, affine norms). */
+  private chainedDecode(h: Tensor): boolean {
+    if (!fusedDecode(h) || !getOption('KILN_DECODE_NORM_CHAIN') || !chainableNorm(this.norm)) return false;
+    for (const layer of this.layers) if (!chainableNorm(layer.input_layernorm) || !chainableNorm(layer.post_attention_layernorm)) return false;
+    return true;
   }
 
   /** Final hidden states [N, hidden] of one generation step (see Qwen3CausalLMBase.forwardStep). */
