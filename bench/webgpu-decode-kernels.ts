@@ -16,7 +16,7 @@
  * positions; the engine's tables are min(that, its cache's blocks) wide) over a cache of
  * --cache-blocks blocks (default: the table's width; set it apart to tell the table's width from
  * the cache buffer's size), for each of KILN_WEBGPU_PAGED_UNROLL 0/1 x KILN_WEBGPU_PAGED_VECV 0/1.
- * `--only` picks rows by substring (pointwise, gemv, rmsNorm, addRmsNorm, qkNormRotaryCache,
+ * `--only` picks rows by substring (pointwise, gemv, gemv big-buffer, rmsNorm, addRmsNorm, qkNormRotaryCache,
  * embedding, argmax, pagedAttention).
  *
  *   node dist/bench/webgpu-decode-kernels.js [--dtype float16] [--reps 50] [--json out.json]
@@ -76,6 +76,22 @@ for (const [name, n, k] of [['qkv 4096x1024', 4096, 1024], ['o 1024x2048', 1024,
   report(`gemv ${name}`, time(() => kiln.linear(x, w)), n * k * bytes);
   w.dispose();
   x.dispose();
+}
+
+// Is a large buffer itself slow (the LM head's 311 MB weight; paged attention's caches at capacity
+// 40960)? The qkv GEMV's weight as the first 4096 rows of a 151936-row buffer (same bytes read as
+// the 'gemv qkv' row, from a 311 MB buffer), and the LM head as 4 GEMVs over 4 separate buffers of
+// 37984 rows (78 MB each): if the first is slower than 'gemv qkv' or the second faster than
+// 'gemv lm_head', the buffer's size costs, not the kernel.
+if (want('gemv big-buffer')) {
+  const big = kiln.randn([151936, 1024], { device: dev }).to(dtype);
+  const x = kiln.randn([1, 1024], { device: dev }).to(dtype);
+  const w = big.narrow(0, 0, 4096);
+  report('gemv big-buffer qkv 4096x1024 (rows of a 151936-row buffer)', time(() => kiln.linear(x, w)), 4096 * 1024 * bytes);
+  big.dispose();
+  const parts = Array.from({ length: 4 }, () => kiln.randn([37984, 1024], { device: dev }).to(dtype));
+  report('gemv big-buffer lm_head as 4 x 37984x1024 buffers', time(() => kiln.cat(parts.map((p) => kiln.linear(x, p)), 1)), 151936 * 1024 * bytes);
+  for (const p of parts) p.dispose();
 }
 
 const acc = kiln.getAccelerator(dev) as WebgpuAccelerator;
