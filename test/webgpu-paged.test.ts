@@ -165,7 +165,8 @@ function pagedCases(): string[] {
 test('webgpu llm.pagedAttention with unrolled loads (KILN_WEBGPU_PAGED_UNROLL) equals one load per step, bit for bit', { skip }, () => {
   // Same products accumulated in the same order: the outputs must not differ in a bit. Head dims
   // 128 (16 key words: 8 per step), 80 (10: 2 per step), 32 (4: 4 per step), 36 float32 (9: one);
-  // lengths leaving a partial last block (the scalar value pass's one-key tail) and several splits.
+  // lengths leaving a partial last block (the scalar value pass's one-key tail) and several splits
+  // (the combine's 4-split steps and its one-split tail: 16 splits used by length 1000, 5 by 300).
   const shapes = [
     { dtype: 'float16', lens: [300, 1, 64, 129], heads: 16, kvHeads: 8, d: 128, maxBlocks: 32 },
     { dtype: 'bfloat16', lens: [63, 65, 319], heads: 6, kvHeads: 2, d: 80, maxBlocks: 40 },

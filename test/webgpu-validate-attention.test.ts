@@ -73,7 +73,7 @@ test('every flash attention, paged attention and topk select kernel compiles on 
         }
       }
     }
-    for (const d of [32, 80, 128, 512]) for (const lens of ['int32', 'int64'] as const) compile(P.pagedCombineSource(x, d, lens), `paged combine ${x} ${d} ${lens}`);
+    for (const d of [32, 80, 128, 512]) for (const lens of ['int32', 'int64'] as const) for (const unroll of [false, true]) compile(P.pagedCombineSource(x, d, lens, unroll), `paged combine ${x} ${d} ${lens}${unroll ? ' unrolled' : ''}`);
   }
   for (const x of [...floats, 'i32', 'u8p'] as const) compile(selectSource(x, x), `select ${x}`);
   kiln.synchronize('webgpu');

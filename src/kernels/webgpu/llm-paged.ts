@@ -165,7 +165,7 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const part = allocOut({ shape: [b * heads * splits * (d + 3)], strides: [1], dtype: 'float32', device: out.device });
   try {
     acc.dispatch(kernelFor(`paged.split.${tag}`, () => source(true)), [part.storage.buffer, ...inputs], meta, groupsFor(items, 1));
-    acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}`, () => pagedCombineSource(x, d, lens.dtype)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
+    acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}${unroll ? '.u' : ''}`, () => pagedCombineSource(x, d, lens.dtype, unroll)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
   } finally {
     part.dispose();
   }

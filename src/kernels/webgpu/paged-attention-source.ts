@@ -461,12 +461,36 @@ export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
   return lines.join('\n');
 }
 
+/** Splits per unrolled combine step. */
+const COMBINE_STEP = 4;
+
+/**
+ * The combine's unrolled steps over the splits (before its one-split loop, which takes the rest
+ * from s0): COMBINE_STEP splits' words loaded, then folded in split order as the loop folds them
+ * ('max': the largest max and the NaN flag; 'sum': the rescaled sums), so the result is the loop's.
+ */
+function combineSteps(kind: 'max' | 'sum'): string[] {
+  const U = COMBINE_STEP;
+  const us = Array.from({ length: U }, (_, u) => u);
+  return [
+    `    for (; s0 + ${U}u <= used; s0 = s0 + ${U}u) {`,
+    ...us.map((u) => `      let pb${u} = (row * splits + s0 + ${u}u) * (D + 3u);`),
+    ...us.map((u) => `      let m${u} = b1[pb${u}]; let l${u} = b1[pb${u} + 1u]; ${kind === 'max' ? `let f${u} = b1[pb${u} + 2u];` : `let a${u} = b1[pb${u} + 3u + e];`}`),
+    ...us.map((u) =>
+      kind === 'max'
+        ? `      if (l${u} > 0.0f) { mx = max(mx, m${u}); } if (f${u} != 0.0f) { bad = true; }`
+        : `      if (l${u} > 0.0f) { let c = kiln_exp(m${u} - mx); l += l${u} * c; a += a${u} * c; }`,
+    ),
+    '    }',
+  ];
+}
+
 /**
  * Merges the splits' partial results: one invocation per (sequence, head, dim), over the splits
  * that hold keys of the sequence (ceil(len / sl), the rest are empty): a short context reads a few
  * partials, not all `splits`.
  */
-export function pagedCombineSource(x: StorageKind, d: number, lens: DType): string {
+export function pagedCombineSource(x: StorageKind, d: number, lens: DType, unroll = false): string {
   const lines = header([
     { kind: x, written: true },
     { kind: 'f32', written: false },
@@ -483,13 +507,17 @@ export function pagedCombineSource(x: StorageKind, d: number, lens: DType): stri
     `    let sl = ${SPLIT_LEN_EXPR};`,
     '    let used = min(splits, (len + sl - 1u) / sl);',
     `    var mx = ${NEG_MAX}; var bad = false;`,
-    '    for (var sp = 0u; sp < used; sp++) {',
+    '    var s0 = 0u;',
+    ...(unroll ? combineSteps('max') : []),
+    '    for (var sp = s0; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { mx = max(mx, b1[pb]); }',
     '      if (b1[pb + 2u] != 0.0f) { bad = true; }',
     '    }',
     '    var l = 0.0f; var a = 0.0f;',
-    '    for (var sp = 0u; sp < used; sp++) {',
+    '    s0 = 0u;',
+    ...(unroll ? combineSteps('sum') : []),
+    '    for (var sp = s0; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { let c = kiln_exp(b1[pb] - mx); l += b1[pb + 1u] * c; a += b1[pb + 3u + e] * c; }',
     '    }',
