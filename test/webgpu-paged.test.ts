@@ -161,3 +161,43 @@ function pagedCases(): string[] {
   for (const dtype of ['float16', 'bfloat16', 'float32'] as const) failures.push(...check({ dtype, lens: [300, 1, 64, 129], heads: 16, kvHeads: 8, d: 128, blockSize: 16, maxBlocks: 32, index: 'int32' }, seed++));
   return failures;
 }
+
+test('webgpu llm.pagedAttention with unrolled loads (KILN_WEBGPU_PAGED_UNROLL) equals one load per step, bit for bit', { skip }, () => {
+  // Same products accumulated in the same order: the outputs must not differ in a bit. Head dims
+  // 128 (16 key words: 8 per step), 80 (10: 2 per step), 32 (4: 4 per step), 36 float32 (9: one);
+  // lengths leaving a partial last block (the scalar value pass's one-key tail) and several splits
+  // (the combine's 4-split steps and its one-split tail: 16 splits used by length 1000, 5 by 300).
+  const shapes = [
+    { dtype: 'float16', lens: [300, 1, 64, 129], heads: 16, kvHeads: 8, d: 128, maxBlocks: 32 },
+    { dtype: 'bfloat16', lens: [63, 65, 319], heads: 6, kvHeads: 2, d: 80, maxBlocks: 40 },
+    { dtype: 'float32', lens: [1000, 3], heads: 2, kvHeads: 2, d: 32, maxBlocks: 64 },
+    { dtype: 'float32', lens: [5, 70, 129], heads: 4, kvHeads: 2, d: 36, maxBlocks: 12 },
+  ] as const;
+  let seed = 40;
+  for (const s of shapes) {
+    kiln.manualSeed(seed++);
+    const B = s.lens.length;
+    const numBlocks = B * s.maxBlocks;
+    const q = kiln.randn([B, s.heads, s.d]).to(s.dtype).to('webgpu');
+    const kc = kiln.randn([numBlocks, 16, s.kvHeads, s.d]).to(s.dtype).to('webgpu');
+    const vc = kiln.randn([numBlocks, 16, s.kvHeads, s.d]).to(s.dtype).to('webgpu');
+    const tab = kiln.tensor(blockTable(B, s.maxBlocks, seed), { dtype: 'int32' }).to('webgpu');
+    const lens = kiln.tensor([...s.lens], { dtype: 'int32' }).to('webgpu');
+    for (const vecV of [false, true]) {
+      const run = (unroll: boolean): number[] => {
+        setOption('KILN_WEBGPU_PAGED_VECV', vecV);
+        setOption('KILN_WEBGPU_PAGED_UNROLL', unroll);
+        try {
+          return kiln.llm.pagedAttention(q, kc, vc, tab, lens, 1 / Math.sqrt(s.d)).to('float32').toFlatArray() as number[];
+        } finally {
+          setOption('KILN_WEBGPU_PAGED_VECV', undefined);
+          setOption('KILN_WEBGPU_PAGED_UNROLL', undefined);
+        }
+      };
+      const a = run(true);
+      const b = run(false);
+      const at = a.findIndex((v, i) => !Object.is(v, b[i]));
+      assert.equal(at, -1, `${s.dtype} D ${s.d} lens [${s.lens.join(', ')}] vecV ${vecV}: element ${at} is ${a[at]} unrolled, ${b[at]} not`);
+    }
+  }
+});

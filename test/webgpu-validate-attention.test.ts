@@ -60,14 +60,20 @@ test('every flash attention, paged attention and topk select kernel compiles on 
         const k = { x, table: index, lens: index, d, hg };
         compile(P.pagedSplitSource(k, false), `paged ${x} ${d} ${hg} ${index}`);
         compile(P.pagedSplitSource(k, true), `paged split ${x} ${d} ${hg} ${index}`);
+        // Unrolled loads (KILN_WEBGPU_PAGED_UNROLL, the default): vector keys where rows are whole words.
+        const ve = P.pagedVecElems(x);
+        const ku = { ...k, unroll: true, vecK: ve > 0 && d % ve === 0 };
+        compile(P.pagedSplitSource(ku, false), `paged unrolled ${x} ${d} ${hg} ${index}`);
+        compile(P.pagedSplitSource(ku, true), `paged unrolled split ${x} ${d} ${hg} ${index}`);
         if (P.pagedVecV(x, d)) {
           const kv = { ...k, vecK: true, vecV: true };
           compile(P.pagedSplitSourceV(kv, false), `paged vec ${x} ${d} ${hg} ${index}`);
           compile(P.pagedSplitSourceV(kv, true), `paged vec split ${x} ${d} ${hg} ${index}`);
+          compile(P.pagedSplitSourceV({ ...kv, unroll: true }, true), `paged vec unrolled split ${x} ${d} ${hg} ${index}`);
         }
       }
     }
-    for (const d of [32, 80, 128, 512]) for (const lens of ['int32', 'int64'] as const) compile(P.pagedCombineSource(x, d, lens), `paged combine ${x} ${d} ${lens}`);
+    for (const d of [32, 80, 128, 512]) for (const lens of ['int32', 'int64'] as const) for (const unroll of [false, true]) compile(P.pagedCombineSource(x, d, lens, unroll), `paged combine ${x} ${d} ${lens}${unroll ? ' unrolled' : ''}`);
   }
   for (const x of [...floats, 'i32', 'u8p'] as const) compile(selectSource(x, x), `select ${x}`);
   kiln.synchronize('webgpu');

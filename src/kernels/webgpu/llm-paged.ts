@@ -147,14 +147,15 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const vecK = ve > 0 && d % ve === 0 && kc.offset % ve === 0 && kc.storage.buffer.capacity % 16 === 0;
   // Value rows as 16-byte words too where exact, with the value pass split over keys (pagedSplitSourceV).
   const vecV = vecK && pagedVecV(x, d) && vc.offset % ve === 0 && vc.storage.buffer.capacity % 16 === 0 && getOption('KILN_WEBGPU_PAGED_VECV');
-  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg, vecK, vecV };
+  const unroll = getOption('KILN_WEBGPU_PAGED_UNROLL');
+  const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg, vecK, vecV, unroll };
   const meta = words([
     b, heads, g.kvHeads, g.blockSize, maxBlocks, q.strides[0]!, q.strides[1]!, q.offset, tables.strides[0]!, tables.offset,
     lens.offset, lens.strides[0] ?? 1, f32Bits(scale as number), g.numBlocks, kc.offset, vc.offset, splits, splitLen, groups, out.offset,
   ]);
   const acc = webgpu();
   const inputs = [q.storage.buffer, kc.storage.buffer, vc.storage.buffer, tables.storage.buffer, lens.storage.buffer];
-  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}${vecV ? '.vv' : ''}`;
+  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}${vecV ? '.vv' : ''}${unroll ? '.u' : ''}`;
   const source = (partial: boolean): string => (vecV ? pagedSplitSourceV(kinds, partial) : pagedSplitSource(kinds, partial));
   const items = b * g.kvHeads * groups * splits;
   if (splits === 1) {
@@ -164,7 +165,7 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const part = allocOut({ shape: [b * heads * splits * (d + 3)], strides: [1], dtype: 'float32', device: out.device });
   try {
     acc.dispatch(kernelFor(`paged.split.${tag}`, () => source(true)), [part.storage.buffer, ...inputs], meta, groupsFor(items, 1));
-    acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}`, () => pagedCombineSource(x, d, lens.dtype)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
+    acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}${unroll ? '.u' : ''}`, () => pagedCombineSource(x, d, lens.dtype, unroll)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
   } finally {
     part.dispose();
   }

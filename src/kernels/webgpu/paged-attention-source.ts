@@ -57,6 +57,13 @@ export interface PagedKinds {
    * split over keys as well as dims (pagedVecV): LN = D / V lanes of V dims, 64 / LN key groups.
    */
   readonly vecV?: boolean;
+  /**
+   * Issue the loads of several key words (key pass) and of several keys' value elements (the scalar
+   * value pass) before using any (KILN_WEBGPU_PAGED_UNROLL): the loops' every step waited on its own
+   * load, a chain of 16 + 64 load latencies per 64-key block for 128-dim float16. Same products
+   * accumulated in the same order.
+   */
+  readonly unroll?: boolean;
 }
 
 /** Whether the vector value pass applies: a row is whole words and its lanes divide the workgroup. */
@@ -94,6 +101,33 @@ const indent = (s: string, n: number): string => s.replace(/\n/g, `\n${' '.repea
  * up to whole 64-key blocks. The split kernel and the combine pass must agree on it.
  */
 const SPLIT_LEN_EXPR = `max(${PAGED_WG}u, (((len + splits - 1u) / splits + ${PAGED_WG - 1}u) / ${PAGED_WG}u) * ${PAGED_WG}u)`;
+
+/** Key words whose loads a key-pass step issues together (unrolled): the most of 8, 4, 2, 1 that divides the row's D / V words. */
+function keyStep(d: number, V: number, unroll: boolean): number {
+  if (!unroll) return 1;
+  for (const u of [8, 4, 2]) if ((d / V) % u === 0) return u;
+  return 1;
+}
+
+/**
+ * The vector key pass (key row at word offset kr / V, scores into s[h]): U words loaded, then
+ * their dot products added in word order (so the sums are those of one word per step).
+ */
+function keyPassVec(d: number, V: number, unroll: boolean, pad: string): string[] {
+  const U = keyStep(d, V, unroll);
+  const dots = (w: number): string =>
+    `for (var h = 0u; h < HG; h++) { let qb = h * D + e + ${w * V}u; s[h] += dot(vec4<f32>(qs[qb], qs[qb + 1u], qs[qb + 2u], qs[qb + 3u]), k${w}_0)${V === 8 ? ` + dot(vec4<f32>(qs[qb + 4u], qs[qb + 5u], qs[qb + 6u], qs[qb + 7u]), k${w}_1)` : ''}; }`;
+  return [
+    `for (var e = 0u; e < D; e = e + ${U * V}u) {`,
+    ...Array.from({ length: U }, (_, w) => `  let kw${w} = b2[(kr + e) / ${V}u + ${w}u];`),
+    ...Array.from({ length: U }, (_, w) => [`  let k${w}_0 = kiln_kw0(kw${w});`, ...(V === 8 ? [`  let k${w}_1 = kiln_kw1(kw${w});`] : [])]).flat(),
+    ...Array.from({ length: U }, (_, w) => `  ${dots(w)}`),
+    '}',
+  ].map((l) => pad + l);
+}
+
+/** Keys per step of the scalar value pass (unrolled). */
+const VALUE_STEP = 8;
 
 /** Value dims each invocation accumulates per head. */
 export const pagedPerThread = (d: number): number => Math.max(1, Math.ceil(d / PAGED_WG));
@@ -163,14 +197,7 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
     '          let kr = kmeta[14] + base;',
     ...(vec
-      ? [
-          `          for (var e = 0u; e < D; e = e + ${V}u) {`,
-          `            let kw = b2[(kr + e) / ${V}u];`,
-          '            let k0 = kiln_kw0(kw);',
-          ...(V === 8 ? ['            let k1 = kiln_kw1(kw);'] : []),
-          `            for (var h = 0u; h < HG; h++) { let qb = h * D + e; s[h] += dot(vec4<f32>(qs[qb], qs[qb + 1u], qs[qb + 2u], qs[qb + 3u]), k0)${V === 8 ? ' + dot(vec4<f32>(qs[qb + 4u], qs[qb + 5u], qs[qb + 6u], qs[qb + 7u]), k1)' : ''}; }`,
-          '          }',
-        ]
+      ? keyPassVec(d, V, k.unroll === true, '          ')
       : [
           '          for (var e = 0u; e < D; e++) {',
           `            let kv = ${loadExpr(x, 'b2', 'kr + e', false)};`,
@@ -204,7 +231,9 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '        }',
     '      }',
     `      let n = min(${W}u, je - j0);`,
-    '      for (var z = 0u; z < n; z++) {',
+    '      var z0 = 0u;',
+    ...(k.unroll === true ? valueSteps(x, d, R, W) : []),
+    '      for (var z = z0; z < n; z++) {',
     '        let vr = kmeta[15] + kb[z];',
     `        for (var h = 0u; h < HG; h++) { l[h] += ps[h * ${W}u + z]; }`,
     `        for (var r = 0u; r < ${R}u; r++) {`,
@@ -241,6 +270,33 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
   }
   lines.push('  }', '}');
   return lines.join('\n');
+}
+
+/**
+ * The scalar value pass's unrolled steps (before its one-key loop, which takes the rest from z0):
+ * VALUE_STEP keys per step, each dim's loads of all of them issued before the first product, then
+ * the products and the probability sums added in key order (each accumulator's order unchanged).
+ */
+function valueSteps(x: StorageKind, d: number, R: number, W: number): string[] {
+  const U = VALUE_STEP;
+  const keys = Array.from({ length: U }, (_, u) => u);
+  return [
+    `      for (; z0 + ${U}u <= n; z0 = z0 + ${U}u) {`,
+    ...keys.map((u) => `        let vr${u} = kmeta[15] + kb[z0 + ${u}u];`),
+    `        for (var r = 0u; r < ${R}u; r++) {`,
+    `          let e = lid + r * ${W}u;`,
+    '          if (e < D) {',
+    ...keys.map((u) => `            let v${u} = ${loadExpr(x, 'b3', `vr${u} + e`, false)};`),
+    `            for (var h = 0u; h < HG; h++) {`,
+    ...keys.map((u) => `              acc[h * ${R}u + r] += ps[h * ${W}u + z0 + ${u}u] * v${u};`),
+    '            }',
+    '          }',
+    '        }',
+    `        for (var h = 0u; h < HG; h++) {`,
+    ...keys.map((u) => `          l[h] += ps[h * ${W}u + z0 + ${u}u];`),
+    '        }',
+    '      }',
+  ];
 }
 
 /**
@@ -318,11 +374,7 @@ export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
     '        if (ok) {',
     '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
     '          let kr = kmeta[14] + base;',
-    `          for (var e = 0u; e < D; e = e + ${V}u) {`,
-    `            let kw = b2[(kr + e) / ${V}u];`,
-    ...words('kw', 'k').map((l) => `            ${l}`),
-    `            for (var h = 0u; h < HG; h++) { let qb = h * D + e; s[h] += dot(vec4<f32>(qs[qb], qs[qb + 1u], qs[qb + 2u], qs[qb + 3u]), k0)${V === 8 ? ' + dot(vec4<f32>(qs[qb + 4u], qs[qb + 5u], qs[qb + 6u], qs[qb + 7u]), k1)' : ''}; }`,
-    '          }',
+    ...keyPassVec(d, V, k.unroll === true, '          '),
     '        }',
     '      }',
     '      kb[lid] = base;',
@@ -409,12 +461,36 @@ export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
   return lines.join('\n');
 }
 
+/** Splits per unrolled combine step. */
+const COMBINE_STEP = 4;
+
+/**
+ * The combine's unrolled steps over the splits (before its one-split loop, which takes the rest
+ * from s0): COMBINE_STEP splits' words loaded, then folded in split order as the loop folds them
+ * ('max': the largest max and the NaN flag; 'sum': the rescaled sums), so the result is the loop's.
+ */
+function combineSteps(kind: 'max' | 'sum'): string[] {
+  const U = COMBINE_STEP;
+  const us = Array.from({ length: U }, (_, u) => u);
+  return [
+    `    for (; s0 + ${U}u <= used; s0 = s0 + ${U}u) {`,
+    ...us.map((u) => `      let pb${u} = (row * splits + s0 + ${u}u) * (D + 3u);`),
+    ...us.map((u) => `      let m${u} = b1[pb${u}]; let l${u} = b1[pb${u} + 1u]; ${kind === 'max' ? `let f${u} = b1[pb${u} + 2u];` : `let a${u} = b1[pb${u} + 3u + e];`}`),
+    ...us.map((u) =>
+      kind === 'max'
+        ? `      if (l${u} > 0.0f) { mx = max(mx, m${u}); } if (f${u} != 0.0f) { bad = true; }`
+        : `      if (l${u} > 0.0f) { let c = kiln_exp(m${u} - mx); l += l${u} * c; a += a${u} * c; }`,
+    ),
+    '    }',
+  ];
+}
+
 /**
  * Merges the splits' partial results: one invocation per (sequence, head, dim), over the splits
  * that hold keys of the sequence (ceil(len / sl), the rest are empty): a short context reads a few
  * partials, not all `splits`.
  */
-export function pagedCombineSource(x: StorageKind, d: number, lens: DType): string {
+export function pagedCombineSource(x: StorageKind, d: number, lens: DType, unroll = false): string {
   const lines = header([
     { kind: x, written: true },
     { kind: 'f32', written: false },
@@ -431,13 +507,17 @@ export function pagedCombineSource(x: StorageKind, d: number, lens: DType): stri
     `    let sl = ${SPLIT_LEN_EXPR};`,
     '    let used = min(splits, (len + sl - 1u) / sl);',
     `    var mx = ${NEG_MAX}; var bad = false;`,
-    '    for (var sp = 0u; sp < used; sp++) {',
+    '    var s0 = 0u;',
+    ...(unroll ? combineSteps('max') : []),
+    '    for (var sp = s0; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { mx = max(mx, b1[pb]); }',
     '      if (b1[pb + 2u] != 0.0f) { bad = true; }',
     '    }',
     '    var l = 0.0f; var a = 0.0f;',
-    '    for (var sp = 0u; sp < used; sp++) {',
+    '    s0 = 0u;',
+    ...(unroll ? combineSteps('sum') : []),
+    '    for (var sp = s0; sp < used; sp++) {',
     '      let pb = (row * splits + sp) * (D + 3u);',
     '      if (b1[pb + 1u] > 0.0f) { let c = kiln_exp(b1[pb] - mx); l += b1[pb + 1u] * c; a += b1[pb + 3u + e] * c; }',
     '    }',

@@ -61,6 +61,12 @@ export interface RenderSpec {
   readonly workgroup?: number;
   /** Pointwise: V elements per invocation step (vector.ts); absent: one. */
   readonly vector?: VectorPlan;
+  /**
+   * Reduce, strategy 'workgroup': elements each invocation loads per loop step before using any
+   * (KILN_WEBGPU_REDUCE_UNROLL; absent: one). Lanes past the row load its last element and are
+   * masked out of the combine, so the values and their order are those of one per step.
+   */
+  readonly unroll?: number;
 }
 
 /** A spec's workgroup size. */
@@ -522,6 +528,7 @@ function renderReduce(c: Ctx): string {
   const reductions = g.nodes.filter((n) => n.kind === 'reduction');
   const sg = wg && spec.subgroups && reductions.some((n) => n.reduce!.kind === 'sum' || n.reduce!.kind === 'mean');
   const W = workgroupOf(spec);
+  const U = wg ? Math.max(1, Math.floor(spec.unroll ?? 1)) : 1;
   const helpers = new Helpers(sg, W);
   const { passes, rowOuts } = phases(g);
   const L = new Lines();
@@ -565,6 +572,12 @@ function renderReduce(c: Ctx): string {
       avail,
       (k) => `bs${k} + ro${k}`,
     );
+    if (wg && U > 1) {
+      unrolledPass(c, L, pass, avail, helpers, W, U);
+      for (const r of pass.reductions) finishReduction(c, L, r, helpers, wg, avail);
+      rowNodes();
+      continue;
+    }
     L.open(wg ? `for (var j = lid; j < N; j = j + ${W}u) {` : 'for (var j = 0u; j < N; j = j + 1u) {');
     const used = [...body.used].sort((a, b) => a - b);
     decompose(
@@ -590,28 +603,7 @@ function renderReduce(c: Ctx): string {
       else L.line(`a${o} = ${combine(kind, t, `a${o}`, v)};`);
     }
     L.close();
-    for (const r of pass.reductions) {
-      const o = r.outputs[0]!;
-      const dt = g.value(o).dtype;
-      const t = ctype(dt);
-      const kind = r.reduce!.kind;
-      if (kind === 'argmax' || kind === 'argmin') {
-        if (wg) {
-          L.line(`let p${o} = ${helpers.argCall(kind, t, o)};`);
-          L.line(`a${o} = bitcast<${t}>(p${o}.x); ai${o} = bitcast<i32>(p${o}.y);`);
-        }
-        L.line(`let v${o}: ${t} = a${o};`);
-        if (r.outputs[1] !== undefined) {
-          L.line(`let v${r.outputs[1]}: i32 = ai${o};`);
-          avail.add(r.outputs[1]);
-        }
-      } else {
-        if (wg) L.line(`a${o} = ${helpers.call(kind, t, `a${o}`)};`);
-        if (kind === 'mean' && !isFloating(dt)) throw new Error(`kiln wgsl: mean into ${dt}`);
-        L.line(`let v${o}: ${t} = ${kind === 'mean' ? `a${o} / f32(N)` : `a${o}`};`);
-      }
-      avail.add(o);
-    }
+    for (const r of pass.reductions) finishReduction(c, L, r, helpers, wg, avail);
     rowNodes();
   }
   if (rowOuts.length > 0) {
@@ -632,6 +624,93 @@ function renderReduce(c: Ctx): string {
   for (const l of L.out) out.line(l);
   out.close();
   return out.out.join('\n');
+}
+
+/** After a pass's loop: reduction r's accumulator combined over the workgroup (wg) and declared as v<o>. */
+function finishReduction(c: Ctx, L: Lines, r: FusedNode, helpers: Helpers, wg: boolean, avail: Set<number>): void {
+  const o = r.outputs[0]!;
+  const dt = c.g.value(o).dtype;
+  const t = ctype(dt);
+  const kind = r.reduce!.kind;
+  if (kind === 'argmax' || kind === 'argmin') {
+    if (wg) {
+      L.line(`let p${o} = ${helpers.argCall(kind, t, o)};`);
+      L.line(`a${o} = bitcast<${t}>(p${o}.x); ai${o} = bitcast<i32>(p${o}.y);`);
+    }
+    L.line(`let v${o}: ${t} = a${o};`);
+    if (r.outputs[1] !== undefined) {
+      L.line(`let v${r.outputs[1]}: i32 = ai${o};`);
+      avail.add(r.outputs[1]);
+    }
+  } else {
+    if (wg) L.line(`a${o} = ${helpers.call(kind, t, `a${o}`)};`);
+    if (kind === 'mean' && !isFloating(dt)) throw new Error(`kiln wgsl: mean into ${dt}`);
+    L.line(`let v${o}: ${t} = ${kind === 'mean' ? `a${o} / f32(N)` : `a${o}`};`);
+  }
+  avail.add(o);
+}
+
+/**
+ * One pass of a 'workgroup' reduce with U lanes per loop step (issue #20: a strided loop whose
+ * every step waited on its own load made a one-row [1, 1024] norm about four memory round trips
+ * per pass). Step j0 covers elements j0 + u * W (u < U): each lane block loads its operands at
+ * min(that, N - 1), so every load is unconditional and in bounds and the blocks' loads can all be
+ * in flight at once; a lane past the row combines the identity (select), which leaves the
+ * accumulator bit for bit as it was, so each invocation combines the same elements in the same
+ * order as the one-per-step loop (lane u of step k is that loop's step k * U + u). A pass's stores
+ * wait in registers until every lane is computed, then go out under the row bound, so no store sits
+ * between two lanes' loads (the bindings may alias for all the shader compiler knows).
+ */
+function unrolledPass(c: Ctx, L: Lines, pass: Phase, avail: ReadonlySet<number>, helpers: Helpers, W: number, U: number): void {
+  const { spec, g } = c;
+  const O = spec.orank;
+  const Q = spec.rrank;
+  const hb = (k: number): number => 2 + O + Q + k * (1 + O + Q);
+  const stride = (k: number, d: number): string => `kmeta[${hb(k) + 1 + O + d}]`;
+  const storeOps = pass.stores.map((s) => c.outOperand.get(s)!);
+  L.open(`for (var j0 = lid; j0 < N; j0 = j0 + ${U * W}u) {`);
+  for (const s of pass.stores) {
+    const k = c.outOperand.get(s)!;
+    L.line(`var sv${k}: array<${ctype(g.value(s).dtype)}, ${U}>;`);
+    L.line(`var so${k}: array<u32, ${U}>;`);
+  }
+  for (let u = 0; u < U; u++) {
+    const lane = u;
+    const body = elementCode(
+      c,
+      pass.reductions.map((n) => n.reduce!.input),
+      pass.stores,
+      avail,
+      (k) => `bs${k} + ro${k}`,
+      {
+        load: (k) => load(spec, k, `bs${k} + ro${k}`),
+        store: (k, v) => `sv${k}[${lane}] = ${v}; so${k}[${lane}] = bs${k} + ro${k};`,
+      },
+    );
+    L.open('{');
+    L.line(`let jv = j0 + ${u * W}u;`);
+    L.line('let j = min(jv, N - 1u);');
+    const used = [...body.used].sort((a, b) => a - b);
+    decompose(L, 'j', Q, (d) => `kmeta[${2 + O + d}]`, used, (k) => `ro${k}`, () => '0u', stride, 'wq');
+    for (const st of body.stmts) L.line(st);
+    for (const r of pass.reductions) {
+      const o = r.outputs[0]!;
+      const t = ctype(g.value(o).dtype);
+      const x = r.reduce!.input;
+      const v = ctype(g.value(x).dtype) === t ? `v${x}` : `${t}(v${x})`;
+      const kind = r.reduce!.kind;
+      if (kind === 'argmax' || kind === 'argmin') L.line(`if (jv < N && ${helpers.better(kind, t)}(${v}, i32(j), a${o}, ai${o})) { a${o} = ${v}; ai${o} = i32(j); }`);
+      else L.line(`a${o} = ${combine(kind, t, `a${o}`, `select(${identity(kind, t)}, ${v}, jv < N)`)};`);
+    }
+    L.close();
+  }
+  for (let u = 0; u < U; u++) {
+    if (storeOps.length === 0) break;
+    L.open(`if (j0 + ${u * W}u < N) {`);
+    for (const k of storeOps) L.line(store(spec, k, `so${k}[${u}]`, `sv${k}[${u}]`));
+    L.close();
+  }
+  L.close();
 }
 
 /** The WGSL source of group `g` under `spec`. */

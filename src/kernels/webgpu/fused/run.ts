@@ -28,6 +28,7 @@ import { type FusedLayout, layoutRowLength, layoutRows, metaWords } from './layo
 import { FUSED_WORKGROUP, type FusedBinding, type FusedStrategy, renderFused, type RenderSpec, workgroupOf } from './render.js';
 import { planKey, vectorPlan } from './vector.js';
 import { wgslMathKey } from '../../math/wgsl-libm/index.js';
+import { getOption } from '../../../runtime/config.js';
 
 export interface FusedOperand {
   readonly buffer: DeviceBuffer;
@@ -165,9 +166,10 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
     subgroups: acc.hasFeature('subgroups'),
     workgroup: cfg.workgroup,
     ...(vector ? { vector } : {}),
+    ...reduceUnroll(strategy),
   };
   const W = workgroupOf(spec);
-  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${planKey(vector)}${wgslMathKey()}`;
+  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${spec.unroll === undefined ? '' : `|u${spec.unroll}`}${planKey(vector)}${wgslMathKey()}`;
   let p = pipelines.get(memo);
   if (!p) {
     const source = renderFused(g, spec);
@@ -183,6 +185,13 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
   return { kernel: p.kernel, source: p.source, memo, config: cfg, buffers, meta: metaWords(L), groups: [Math.max(groups, 1), 1, 1], writesInput };
 }
 
+/** The spec's unroll for a strategy: KILN_WEBGPU_REDUCE_UNROLL for 'workgroup' reductions above one, else none (read per launch: a bench may switch it). */
+function reduceUnroll(strategy: FusedStrategy): { unroll?: number } {
+  if (strategy !== 'workgroup') return {};
+  const u = getOption('KILN_WEBGPU_REDUCE_UNROLL');
+  return u > 1 ? { unroll: u } : {};
+}
+
 /** Queues a prepared launch (nothing for an empty iteration space). */
 export function launchFused(l: FusedLaunch, L: FusedLayout): void {
   if (layoutRows(L) === 0) return;
@@ -196,14 +205,16 @@ export function renderDistinct(g: FusedGroup, dtypes: readonly DType[], L: Fused
   const bindings = dtypes.map((dt, k): FusedBinding => ({ kind: dt === 'int64' && k < nOut ? 'i64' : (storageKind(dt, acc.hasFeature('shader-f16')) ?? 'f32'), written: k < nOut }));
   const operandBinding = dtypes.map((_, k) => k);
   const vector = vectorPlan(L, nOut, bindings, operandBinding, null);
+  const strategy = pickStrategy(L, rowRefStride(L, nOut));
   const spec: RenderSpec = {
-    strategy: pickStrategy(L, rowRefStride(L, nOut)),
+    strategy,
     orank: L.oshape.length,
     rrank: L.kind === 'reduce' ? L.rshape.length : 0,
     bindings,
     operandBinding,
     subgroups: acc.hasFeature('subgroups'),
     ...(vector ? { vector } : {}),
+    ...reduceUnroll(strategy),
   };
   return renderFused(g, spec);
 }
