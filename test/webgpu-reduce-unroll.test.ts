@@ -45,7 +45,17 @@ function both(f: () => Tensor[], u: number): { a: string[][]; b: string[][]; sou
   }
 }
 
-test('webgpu unrolled workgroup reductions equal one element per step, bit for bit', { skip }, () => {
+/**
+ * On the H200 (Dawn/Vulkan, subgroups) this test failed in session 16: float32 llm.rmsNorm over
+ * 3 x 2500 rows gave other values unrolled (bench/results/h200-s16-final-2026-12-03.json), which is
+ * why KILN_WEBGPU_REDUCE_UNROLL defaults to 1. It stays a todo there until that is found; on
+ * adapters without subgroups (SwiftShader in CI) it must pass.
+ */
+const todo = skip === undefined && (kiln.getAccelerator('webgpu') as unknown as { hasFeature(f: string): boolean }).hasFeature('subgroups')
+  ? 'unrolled reductions differ on an adapter with subgroups (H200, session 16): KILN_WEBGPU_REDUCE_UNROLL is off by default'
+  : undefined;
+
+test('webgpu unrolled workgroup reductions equal one element per step, bit for bit', { skip, todo }, () => {
   kiln.manualSeed(7);
   // Pipelines are memoised by structure, not length: the first shape renders them.
   const rendered: string[] = [];
