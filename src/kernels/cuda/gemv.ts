@@ -103,17 +103,22 @@ function gatedDotLoop(m: number, kw: number, xLoad: string): string {
       }
     }`;
 }
-/** silu(g) * u of the gated kernels' epilogue, each product rounded to bfloat16 first (as the linear stores them). */
-function gateHelper(fast: boolean): string {
-  const silu = fast ? 'g * kiln_gv_rcp(1.0f + kiln_gv_exp(-g))' : 'g / (1.0f + expf(-g))';
-  return `static __device__ __forceinline__ unsigned short kiln_gv_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
-  if (bias) { g += kiln_gv_bf(bias[n]); u += kiln_gv_bf(bias[N + n]); }
-  g = kiln_gv_bf(kiln_gv_tobf(g));
-  u = kiln_gv_bf(kiln_gv_tobf(u));
-  return kiln_gv_tobf((${silu}) * u);
+/**
+ * silu(g) * u of the gated kernels' epilogue, each product rounded to bfloat16 first (as the linear
+ * stores them), with the kernel family's symbol prefix (`kiln_gv` here, `kiln_mg` for
+ * mma-gemv.ts): the family's `_bf`, `_tobf` (and under fast, `_rcp`, `_exp`) helpers come first.
+ */
+export function gateEpilogueHelper(prefix: string, fast: boolean): string {
+  const silu = fast ? `g * ${prefix}_rcp(1.0f + ${prefix}_exp(-g))` : 'g / (1.0f + expf(-g))';
+  return `static __device__ __forceinline__ unsigned short ${prefix}_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
+  if (bias) { g += ${prefix}_bf(bias[n]); u += ${prefix}_bf(bias[N + n]); }
+  g = ${prefix}_bf(${prefix}_tobf(g));
+  u = ${prefix}_bf(${prefix}_tobf(u));
+  return ${prefix}_tobf((${silu}) * u);
 }
 `;
 }
+const gateHelper = (fast: boolean): string => gateEpilogueHelper('kiln_gv', fast);
 /**
  * KILN_GEMV_PREFETCH (issue #17): under programmatic dependent launch a GEMV's blocks may start
  * while the previous kernel still runs, waiting in the PDL prologue (runtime/cuda/pdl.ts). With

@@ -40,7 +40,7 @@ import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type ParamType } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import type { CudaStream } from '../../runtime/cuda/stream.js';
-import type { GemvProblem } from './gemv.js';
+import { gateEpilogueHelper, type GemvProblem } from './gemv.js';
 
 /** The most rows of x one launch takes (MP / 8 accumulator tiles per weight tile, in registers). */
 export const MMA_GEMV_MAX_M = 64;
@@ -115,17 +115,8 @@ const FAST_HELPERS = `static __device__ __forceinline__ float kiln_mg_exp(float 
 static __device__ __forceinline__ float kiln_mg_rcp(float d) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(d)); return y; }
 `;
 
-/** silu(g) * u with g and u rounded to bfloat16 first, as gemv.ts's gateHelper. */
-function gateHelper(fast: boolean): string {
-  const silu = fast ? 'g * kiln_mg_rcp(1.0f + kiln_mg_exp(-g))' : 'g / (1.0f + expf(-g))';
-  return `static __device__ __forceinline__ unsigned short kiln_mg_gate(float g, float u, const unsigned short* __restrict__ bias, int n, int N) {
-  if (bias) { g += kiln_mg_bf(bias[n]); u += kiln_mg_bf(bias[N + n]); }
-  g = kiln_mg_bf(kiln_mg_tobf(g));
-  u = kiln_mg_bf(kiln_mg_tobf(u));
-  return kiln_mg_tobf((${silu}) * u);
-}
-`;
-}
+/** silu(g) * u with g and u rounded to bfloat16 first: gemv.ts's epilogue under this family's prefix. */
+const gateHelper = (fast: boolean): string => gateEpilogueHelper('kiln_mg', fast);
 
 /** CUDA C of one configuration. */
 export function mmaGemvSource(cfg: MmaGemvConfig): string {
