@@ -42,15 +42,21 @@ function name(m: number, kw: number): string {
   return `kiln_gemv_bf16_m${m}_kw${kw}`;
 }
 
-/** bfloat16 load and round-to-nearest-even store, shared by the plain and the gated GEMV. */
-const BF16_HELPERS = `static __device__ __forceinline__ float kiln_gv_bf(unsigned int h) { return __uint_as_float(h << 16); }
-static __device__ __forceinline__ unsigned short kiln_gv_tobf(float f) {
+/**
+ * bfloat16 load (`<prefix>_bf`) and round-to-nearest-even store (`<prefix>_tobf`) under a kernel
+ * family's symbol prefix: `kiln_gv` for the GEMVs here, `kiln_mg` for mma-gemv.ts.
+ */
+export function bf16Helpers(prefix: string): string {
+  return `static __device__ __forceinline__ float ${prefix}_bf(unsigned int h) { return __uint_as_float(h << 16); }
+static __device__ __forceinline__ unsigned short ${prefix}_tobf(float f) {
   unsigned int u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); // NaN stays NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
 }
 `;
+}
+const BF16_HELPERS = bf16Helpers('kiln_gv');
 
 /**
  * The dot products of one warp slot over its share of K, shared by the plain, gated and
@@ -260,9 +266,13 @@ ${prefetchPreamble(prefetch, 1)}  __shared__ float part[${WARPS}][${m}];
 `;
 }
 
-const FAST_HELPERS = `static __device__ __forceinline__ float kiln_gv_exp(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y; }
-static __device__ __forceinline__ float kiln_gv_rcp(float d) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(d)); return y; }
+/** The fast-math exp (ex2.approx) and reciprocal (rcp.approx) of the gated epilogue, under a kernel family's prefix. */
+export function fastMathHelpers(prefix: string): string {
+  return `static __device__ __forceinline__ float ${prefix}_exp(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y; }
+static __device__ __forceinline__ float ${prefix}_rcp(float d) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(d)); return y; }
 `;
+}
+const FAST_HELPERS = fastMathHelpers('kiln_gv');
 
 /** Kernel name of the gated variant (llm.linearSiluAndMul). */
 function gatedName(m: number, kw: number, fast: boolean): string {

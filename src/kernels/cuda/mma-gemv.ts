@@ -40,7 +40,7 @@ import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import { launch, type ParamType } from '../../runtime/cuda/launch.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import type { CudaStream } from '../../runtime/cuda/stream.js';
-import { gateEpilogueHelper, type GemvProblem } from './gemv.js';
+import { bf16Helpers, fastMathHelpers, gateEpilogueHelper, type GemvProblem } from './gemv.js';
 
 /** The most rows of x one launch takes (MP / 8 accumulator tiles per weight tile, in registers). */
 export const MMA_GEMV_MAX_M = 64;
@@ -78,14 +78,7 @@ function colsPerWarp(cfg: Pick<MmaGemvConfig, 'nt' | 'gated'>): number {
   return cfg.gated ? 16 : 16 * cfg.nt;
 }
 
-const HELPERS = `static __device__ __forceinline__ float kiln_mg_bf(unsigned int h) { return __uint_as_float(h << 16); }
-static __device__ __forceinline__ unsigned short kiln_mg_tobf(float f) {
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-static __device__ __forceinline__ uint4 kiln_mg_ld(const unsigned short* p, bool ok) {
+const HELPERS = `${bf16Helpers('kiln_mg')}static __device__ __forceinline__ uint4 kiln_mg_ld(const unsigned short* p, bool ok) {
   return ok ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0u, 0u, 0u, 0u);
 }
 // d += A (16 x 16, row) * B (16 x 8, col), bf16 in, fp32 accumulate.
@@ -111,9 +104,7 @@ static __device__ __forceinline__ float kiln_mg_peer(const float* p, unsigned ra
 }
 `;
 
-const FAST_HELPERS = `static __device__ __forceinline__ float kiln_mg_exp(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f)); return y; }
-static __device__ __forceinline__ float kiln_mg_rcp(float d) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(d)); return y; }
-`;
+const FAST_HELPERS = fastMathHelpers('kiln_mg');
 
 /** silu(g) * u with g and u rounded to bfloat16 first: gemv.ts's epilogue under this family's prefix. */
 const gateHelper = (fast: boolean): string => gateEpilogueHelper('kiln_mg', fast);

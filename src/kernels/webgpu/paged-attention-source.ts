@@ -132,12 +132,10 @@ const VALUE_STEP = 8;
 /** Value dims each invocation accumulates per head. */
 export const pagedPerThread = (d: number): number => Math.max(1, Math.ceil(d / PAGED_WG));
 
-/** The split kernel; with `partial`, binding 0 is the float32 scratch, else the output. */
-export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
-  const { x, d, hg } = k;
-  const R = pagedPerThread(d);
-  const W = PAGED_WG;
-  const lines = header([
+/** The split kernels' bindings: the output (float32 scratch with `partial`), q, k and v caches, table, lengths. */
+function splitHeader(k: PagedKinds, partial: boolean): string[] {
+  const { x } = k;
+  return header([
     { kind: partial ? 'f32' : x, written: true },
     { kind: x, written: false },
     { kind: x, written: false },
@@ -145,15 +143,13 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     { kind: indexBind(k.table), written: false },
     { kind: indexBind(k.lens), written: false },
   ]);
-  const V = pagedVecElems(x);
-  const vec = k.vecK === true && V > 0 && d % V === 0;
-  if (vec) {
-    // The key cache as 16-byte words (its other loads are the value cache's, through b3).
-    const at = lines.findIndex((l) => l.startsWith('@group(0) @binding(2)'));
-    lines[at] = '@group(0) @binding(2) var<storage, read> b2: array<vec4<u32>>;';
-    lines.push(...keyWordHelpers(x));
-  }
-  lines.push(
+}
+
+/** The split kernels' constants, workgroup arrays, entry point and metadata reads (both forms share them). */
+function splitDeclarations(k: PagedKinds): string[] {
+  const { d, hg } = k;
+  const W = PAGED_WG;
+  return [
     `const D = ${d}u;`,
     `const HG = ${hg}u;`,
     `var<workgroup> qs: array<f32, ${hg * d}>;`,
@@ -166,6 +162,13 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
     '  let splits = kmeta[16]; let groups = kmeta[18];',
     '  let total = B * hkv * groups * splits;',
+  ];
+}
+
+/** Opens the loop over work items (sequence, kv head, head group, split): the row's length and table row, the scaled queries in workgroup memory. */
+function splitItemStart(k: PagedKinds): string[] {
+  const W = PAGED_WG;
+  return [
     '  for (var t = wid.x; t < total; t = t + ng.x) {',
     '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
     '    let h0 = kvh * (H / hkv) + gi * HG;',
@@ -173,18 +176,23 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '    let trow = kmeta[9] + b * kmeta[8];',
     '    workgroupBarrier();',
     `    for (var z = lid; z < HG * D; z = z + ${W}u) {`,
-    `      qs[z] = ${loadExpr(x, 'b1', 'kmeta[7] + b * kmeta[5] + (h0 + z / D) * kmeta[6] + z % D', false)} * scale;`,
+    `      qs[z] = ${loadExpr(k.x, 'b1', 'kmeta[7] + b * kmeta[5] + (h0 + z / D) * kmeta[6] + z % D', false)} * scale;`,
     '    }',
     '    workgroupBarrier();',
-    `    var acc: array<f32, ${hg * R}>;`,
-    `    for (var r = 0u; r < ${hg * R}u; r++) { acc[r] = 0.0f; }`,
-    '    var m: array<f32, HG>; var l: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
-    `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; l[h] = 0.0f; started[h] = false; bad[h] = false; }`,
-    // The row's keys spread over every split whatever its length (a short context too): splits
-    // of whole 64-key blocks, ceil(len / splits) rounded up; splits past the last key take none.
+  ];
+}
+
+/**
+ * Opens the loop over the split's 64-key blocks and resolves invocation lid's key row through the
+ * block table, up to `kr` (the key row's offset), where the key pass follows. The row's keys spread
+ * over every split whatever its length (a short context too): splits of whole 64-key blocks,
+ * ceil(len / splits) rounded up; splits past the last key take none.
+ */
+function keyBlockStart(k: PagedKinds): string[] {
+  return [
     `    let sl = ${SPLIT_LEN_EXPR};`,
     '    let js = sp * sl; let je = min(len, js + sl);',
-    `    for (var j0 = js; j0 < je; j0 = j0 + ${W}u) {`,
+    `    for (var j0 = js; j0 < je; j0 = j0 + ${PAGED_WG}u) {`,
     '      let j = j0 + lid;',
     '      var ok = j < je;',
     '      var base = 0u;',
@@ -196,6 +204,36 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '        if (ok) {',
     '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
     '          let kr = kmeta[14] + base;',
+  ];
+}
+
+/** Closes the key pass: the row's base goes to workgroup memory for the value pass. */
+function keyBlockEnd(): string[] {
+  return ['        }', '      }', '      kb[lid] = base;'];
+}
+
+/** The split kernel; with `partial`, binding 0 is the float32 scratch, else the output. */
+export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
+  const { x, d, hg } = k;
+  const R = pagedPerThread(d);
+  const W = PAGED_WG;
+  const lines = splitHeader(k, partial);
+  const V = pagedVecElems(x);
+  const vec = k.vecK === true && V > 0 && d % V === 0;
+  if (vec) {
+    // The key cache as 16-byte words (its other loads are the value cache's, through b3).
+    const at = lines.findIndex((l) => l.startsWith('@group(0) @binding(2)'));
+    lines[at] = '@group(0) @binding(2) var<storage, read> b2: array<vec4<u32>>;';
+    lines.push(...keyWordHelpers(x));
+  }
+  lines.push(
+    ...splitDeclarations(k),
+    ...splitItemStart(k),
+    `    var acc: array<f32, ${hg * R}>;`,
+    `    for (var r = 0u; r < ${hg * R}u; r++) { acc[r] = 0.0f; }`,
+    '    var m: array<f32, HG>; var l: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
+    `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; l[h] = 0.0f; started[h] = false; bad[h] = false; }`,
+    ...keyBlockStart(k),
     ...(vec
       ? keyPassVec(d, V, k.unroll === true, '          ')
       : [
@@ -204,9 +242,7 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
           '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
           '          }',
         ]),
-    '        }',
-    '      }',
-    '      kb[lid] = base;',
+    ...keyBlockEnd(),
     `      for (var h = 0u; h < HG; h++) { ps[h * ${W}u + lid] = s[h]; fl[h * ${W}u + lid] = select(0u, select(1u, 2u, kiln_isnan(s[h])), ok); }`,
     '      workgroupBarrier();',
     '      var m2: array<f32, HG>; var any: array<bool, HG>;',
@@ -318,14 +354,7 @@ export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
   const NV = V / 4;
   /** Keys per value-pass step (independent loads in flight), at most the keys an invocation takes. */
   const U = Math.min(4, LN);
-  const lines = header([
-    { kind: partial ? 'f32' : x, written: true },
-    { kind: x, written: false },
-    { kind: x, written: false },
-    { kind: x, written: false },
-    { kind: indexBind(k.table), written: false },
-    { kind: indexBind(k.lens), written: false },
-  ]);
+  const lines = splitHeader(k, partial);
   for (const bnd of [2, 3]) {
     const at = lines.findIndex((l) => l.startsWith(`@group(0) @binding(${bnd})`));
     lines[at] = `@group(0) @binding(${bnd}) var<storage, read> b${bnd}: array<vec4<u32>>;`;
@@ -333,51 +362,16 @@ export function pagedSplitSourceV(k: PagedKinds, partial: boolean): string {
   lines.push(...keyWordHelpers(x));
   const words = (w: string, pre: string): string[] => [`let ${pre}0 = kiln_kw0(${w});`, ...(V === 8 ? [`let ${pre}1 = kiln_kw1(${w});`] : [])];
   lines.push(
-    `const D = ${d}u;`,
-    `const HG = ${hg}u;`,
-    `var<workgroup> qs: array<f32, ${hg * d}>;`,
-    `var<workgroup> ps: array<f32, ${hg * W}>;`,
-    `var<workgroup> fl: array<u32, ${hg * W}>;`,
-    `var<workgroup> kb: array<u32, ${W}>;`,
-    `@compute @workgroup_size(${W})`,
-    'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u) {',
-    '  let B = kmeta[0]; let H = kmeta[1]; let hkv = kmeta[2]; let bs = kmeta[3]; let maxBlocks = kmeta[4];',
-    '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
-    '  let splits = kmeta[16]; let groups = kmeta[18];',
-    '  let total = B * hkv * groups * splits;',
+    ...splitDeclarations(k),
     `  let lane = lid % ${LN}u; let kg = lid / ${LN}u;`,
-    '  for (var t = wid.x; t < total; t = t + ng.x) {',
-    '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
-    '    let h0 = kvh * (H / hkv) + gi * HG;',
-    `    let len = u32(clamp(${indexLoad(k.lens, 'b5', 'kmeta[10] + b * kmeta[11]')}, 0i, i32(maxBlocks * bs)));`,
-    '    let trow = kmeta[9] + b * kmeta[8];',
-    '    workgroupBarrier();',
-    `    for (var z = lid; z < HG * D; z = z + ${W}u) {`,
-    `      qs[z] = ${loadExpr(x, 'b1', 'kmeta[7] + b * kmeta[5] + (h0 + z / D) * kmeta[6] + z % D', false)} * scale;`,
-    '    }',
-    '    workgroupBarrier();',
+    ...splitItemStart(k),
     `    var acc: array<vec4<f32>, ${hg * NV}>;`,
     `    for (var r = 0u; r < ${hg * NV}u; r++) { acc[r] = vec4<f32>(0.0f); }`,
     '    var m: array<f32, HG>; var lt: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
     `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; lt[h] = 0.0f; started[h] = false; bad[h] = false; }`,
-    `    let sl = ${SPLIT_LEN_EXPR};`,
-    '    let js = sp * sl; let je = min(len, js + sl);',
-    `    for (var j0 = js; j0 < je; j0 = j0 + ${W}u) {`,
-    '      let j = j0 + lid;',
-    '      var ok = j < je;',
-    '      var base = 0u;',
-    '      var s: array<f32, HG>;',
-    '      for (var h = 0u; h < HG; h++) { s[h] = 0.0f; }',
-    '      if (ok) {',
-    `        let blk = ${indexLoad(k.table, 'b4', 'trow + j / bs')};`,
-    '        ok = blk >= 0i && u32(blk) < numBlocks;',
-    '        if (ok) {',
-    '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
-    '          let kr = kmeta[14] + base;',
+    ...keyBlockStart(k),
     ...keyPassVec(d, V, k.unroll === true, '          '),
-    '        }',
-    '      }',
-    '      kb[lid] = base;',
+    ...keyBlockEnd(),
     // Flags as bits: 1 a scored key, 2 a NaN score; the tree ORs them and takes the max of the scored.
     '      var f: array<u32, HG>;',
     `      for (var h = 0u; h < HG; h++) { f[h] = select(0u, select(1u, 2u, kiln_isnan(s[h])), ok); ps[h * ${W}u + lid] = select(${NEG_MAX}, s[h], f[h] == 1u); fl[h * ${W}u + lid] = f[h]; }`,
