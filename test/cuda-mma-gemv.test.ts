@@ -191,6 +191,16 @@ test('mma-gemv configuration: o/down at 132 SMs split K over a cluster, wide wei
   assert.equal(mmaGemvConfig(8, 1024, 2048, false, false, 132, false).c, 1);
   // The LM head has blocks to spare: no split, two tiles a warp from 32 rows on.
   assert.deepEqual(mmaGemvConfig(33, 151936, 1024, false, false, 132, true), { mp: 40, nt: 2, kw: 1, c: 1, gated: false, fast: false });
+  // Up to 8 rows: k over all 8 warps first, then the fewest cluster blocks for ~1.4 blocks per SM
+  // (the H200 sweep's fastest at M = 8: bench/results/h200-s17-measure-2026-12-03.json).
+  const pick = (n: number, k: number, gated = false) => {
+    const c = mmaGemvConfig(8, n, k, gated, false, 132, true);
+    return [c.nt, c.kw, c.c];
+  };
+  assert.deepEqual(pick(4096, 1024), [1, 8, 1]); // q|k|v
+  assert.deepEqual(pick(3072, 1024, true), [2, 8, 1]); // gate|up with silu * mul
+  assert.deepEqual(pick(1024, 2048), [1, 8, 4]); // o
+  assert.deepEqual(pick(1024, 3072), [1, 8, 4]); // down
   // K of one 64-wide step: never more slices than steps.
   const tiny = mmaGemvConfig(2, 64, 64, false, false, 132, true);
   assert.equal(tiny.kw * tiny.c, 1);

@@ -258,24 +258,33 @@ ${
 }
 
 /**
- * The configuration for a problem: the fewest k splits (KW warps, then C cluster blocks) that give
- * about two blocks per SM, each warp keeping at least one 64-wide k step; where nothing reaches
- * that (N = 1024: 64 row tiles), the one with the most blocks. Two tiles per warp (sharing x's
- * fragments, half the L1 traffic of x) only for wide weights with 32+ rows, where blocks abound.
+ * The configuration for a problem, each warp keeping at least one 64-wide k step:
+ * - up to 8 rows (decode at batch 2..8, the default range): k split over all 8 warps of a block
+ *   first, then over the fewest cluster blocks that give about 1.4 blocks per SM. Measured on the
+ *   H200 at M = 8 (bench/cuda-mma-gemv.ts sweep, bench/results/h200-s17-measure-2026-12-03.json):
+ *   this picks the fastest configuration of the sweep for q|k|v, gate|up, o and down, and the
+ *   gated gate|up is 6.2 us against 8.4 for the rule below (q|k|v 4.5 against 5.7, the LM head
+ *   74.9 against 80.8); about 0.1 ms of a batch-8 step.
+ * - more rows: the fewest k splits (KW warps, then C cluster blocks) that give about two blocks
+ *   per SM; where nothing reaches that (N = 1024: 64 row tiles), the one with the most blocks.
+ * Two tiles per warp (sharing x's fragments, half the L1 traffic of x) for the gated form and for
+ * wide weights with 32+ rows, where blocks abound.
  */
 export function mmaGemvConfig(m: number, n: number, k: number, gated: boolean, fast: boolean, sms: number, clusters: boolean): MmaGemvConfig {
   const mp = Math.ceil(m / 8) * 8;
   const nt = gated || (mp >= 32 && n >= 8192) ? 2 : 1;
   const groups = Math.ceil(n / colsPerWarp({ nt, gated }));
   const steps = Math.ceil(k / KSTEP);
+  const few = mp <= 8;
+  const enough = few ? 1.4 * sms : 2 * sms;
   let best: MmaGemvConfig | null = null;
   let bestBlocks = 0;
   for (const c of clusters ? [1, 2, 4] : [1]) {
-    for (const kw of [1, 2, 4, 8]) {
+    for (const kw of few ? [8, 4, 2, 1] : [1, 2, 4, 8]) {
       if ((c > 1 && kw < 2) || (kw * c > steps && kw * c > 1)) continue;
       const blocks = Math.ceil(groups / (WARPS / kw)) * c;
       const cfg = { mp, nt, kw, c, gated, fast };
-      if (blocks >= 2 * sms) return cfg;
+      if (blocks >= enough) return cfg;
       if (blocks > bestBlocks) {
         best = cfg;
         bestBlocks = blocks;
