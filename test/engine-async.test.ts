@@ -20,6 +20,7 @@ import type { SamplingParams } from '../src/serve/sampling-params.js';
 import { readLater, uploadFromHost } from '../src/tensor/transfer.js';
 import { decodeLoopMemory } from './helpers/serve.js';
 import { randomInts } from './helpers/make.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
 
 const { Engine } = kiln.serve;
 
@@ -358,3 +359,27 @@ if (devices.includes('cuda')) {
     assert.ok(on.ahead > 0);
   });
 }
+
+// webgpu: the compiled decode step is a replayed recording; a step launched ahead takes its ids
+// from the previous step's on the device (a copy recorded in the queue) while the device thread
+// encodes it and the host reads the ids before. Greedy on float32 weights: transformers' tokens.
+const webgpuSkip = webgpuSkipReason();
+test('webgpu, compiled decode (replayed recordings): async steps give transformers\' greedy tokens and the synchronous ones', { skip: webgpuSkip }, () => {
+  const wgModel = kiln.models.loadQwen3(DENSE, { dtype: 'float32', device: 'webgpu' });
+  const two = [0, 2];
+  const runOn = (asyncSteps: boolean): { ids: number[][]; ahead: number } => {
+    const e = new Engine(wgModel, { numBlocks: 32, asyncSteps, decode: 'compiled' });
+    assert.equal(e.asyncSteps, asyncSteps);
+    const outs = e.generateAll(two.map((i) => prompts[i]!), { maxNewTokens: 12 });
+    allFree(e);
+    const ahead = e.stats.stepsAhead;
+    e.dispose();
+    return { ids: outs.map((o) => [...o.outputIds]), ahead };
+  };
+  const on = runOn(true);
+  assert.deepEqual(on.ids, two.map((i) => cases[i]!.generated.slice(0, 12)));
+  assert.ok(on.ahead > 0, 'no step ran ahead');
+  const off = runOn(false);
+  assert.deepEqual(off.ids, on.ids);
+  assert.equal(off.ahead, 0);
+});
