@@ -5,8 +5,9 @@
  * splits), v2 (codegen/paged-attention.ts: chunks over many blocks, 16-byte loads, the splits
  * folded by the last-arriving block in the same launch) and v3 (codegen/paged-attention-v3.ts:
  * v2 with the next chunk's loads in flight during the math, and splits that keep every block
- * resident), selected per call with the KILN_CUDA_PAGED_ATTN option. A kernel written `v3:N` is v3
- * with its split count pinned to N (KILN_CUDA_PAGED_SPLITS).
+ * resident), selected per call with the KILN_CUDA_PAGED_ATTN option. A kernel written `v3:sN` is v3
+ * with its split count pinned to N (KILN_CUDA_PAGED_SPLITS), `v3:uN` with N token batches per warp
+ * and chunk (KILN_CUDA_PAGED_UNROLL), `v3:sN:uM` both.
  * A context written `lo-hi` gives the batch's rows lengths spread evenly over lo..hi (the decode
  * bench's 128-token prompts plus 0..256 new tokens: `128-384`; batch 1 takes the middle).
  * Qwen3-0.6B's attention heads (16 query heads over 8 kv heads, head dim 128), blocks of 16 tokens,
@@ -83,12 +84,21 @@ const budgetMs = num('--budget-s', 70) * 1e3;
 const watchdogMs = num('--watchdog-s', 85) * 1e3;
 const syncMs = num('--sync-timeout-ms', 5000);
 const jsonPath = flag('--json');
-for (const k of kernels) if (!/^(v1|v2|v3(:\d+)?)$/.test(k)) throw new Error(`cuda-paged-attention: --kernels takes v1, v2, v3 and v3:N (N pinned splits), got '${k}'`);
-/** The options a kernel name sets: KILN_CUDA_PAGED_ATTN and (v3:N) KILN_CUDA_PAGED_SPLITS. */
+for (const k of kernels) if (!/^(v1|v2|v3(:s\d+)?(:u[1-8])?)$/.test(k)) throw new Error(`cuda-paged-attention: --kernels takes v1, v2, v3, v3:sN (N pinned splits), v3:uN (N token batches, 1-8) and v3:sN:uM, got '${k}'`);
+/** v3's pinned splits and unroll in a kernel name (0: the kernel's rule). */
+function pins(k: string): { splits: number; unroll: number } {
+  return { splits: Number(/:s(\d+)/.exec(k)?.[1] ?? 0), unroll: Number(/:u(\d+)/.exec(k)?.[1] ?? 0) };
+}
+/** The options a kernel name sets: KILN_CUDA_PAGED_ATTN, and for v3 KILN_CUDA_PAGED_SPLITS / _UNROLL. */
 function select(k: string | undefined): void {
-  const [kind, n] = (k ?? '').split(':');
-  setOption('KILN_CUDA_PAGED_ATTN', k === undefined ? undefined : (kind as 'v1' | 'v2' | 'v3'));
-  setOption('KILN_CUDA_PAGED_SPLITS', k === undefined ? undefined : Number(n ?? 0));
+  const p = k === undefined ? undefined : pins(k);
+  setOption('KILN_CUDA_PAGED_ATTN', k === undefined ? undefined : (k.split(':')[0] as 'v1' | 'v2' | 'v3'));
+  setOption('KILN_CUDA_PAGED_SPLITS', p?.splits);
+  setOption('KILN_CUDA_PAGED_UNROLL', p?.unroll);
+}
+function planV3(k: string): ReturnType<typeof pagedPlanV3> {
+  const u = pins(k).unroll;
+  return pagedPlanV3({ dtype, headDim: D, group: G, align: 16, ...(u > 0 ? { unroll: u } : {}) });
 }
 
 // The watchdog: a thread of its own, so it fires even while the main thread waits inside a driver
@@ -138,8 +148,9 @@ interface Row {
   us: number;
   gbps: number;
   splits: number;
-  /** v2/v3: tokens a block loads per round, lanes per K/V row, bytes per load. */
+  /** v2/v3: tokens a block loads per round, lanes per K/V row, bytes per load; v3: token batches per warp. */
   span?: number;
+  unroll?: number;
   lanesPerRow?: number;
   loadBytes?: number;
   copies: number;
@@ -151,7 +162,7 @@ const skipped: string[] = [];
 function splitsOf(kernel: string, b: number, capacity: number): number {
   if (kernel === 'v1') return Math.max(1, Math.min(32, Math.ceil((2 * sms) / (b * HKV)), Math.ceil(capacity / 32)));
   if (kernel === 'v2') return pagedSplits(b, HKV, capacity, pagedPlan({ dtype, headDim: D, group: G, align: 16 }).span, sms);
-  return pagedSplitsV3(b, HKV, capacity, pagedPlanV3({ dtype, headDim: D, group: G, align: 16 }).span, sms, Number(kernel.split(':')[1] ?? 0));
+  return pagedSplitsV3(b, HKV, capacity, planV3(kernel).span, sms, pins(kernel).splits);
 }
 
 function writeJson(done: boolean, error?: string): void {
@@ -241,7 +252,7 @@ function runConfig(B: number, ctx: string): void {
         gbps: kvBytes / (ms * 1e-3) / 1e9,
         splits: splitsOf(k, B, M * BS),
         ...(k === 'v2' ? { span: pagedPlan({ dtype, headDim: D, group: G, align: 16 }).span, lanesPerRow: l.r, loadBytes: l.vb } : {}),
-        ...(k.startsWith('v3') ? { span: pagedPlanV3({ dtype, headDim: D, group: G, align: 16 }).span, lanesPerRow: l.r, loadBytes: l.vb } : {}),
+        ...(k.startsWith('v3') ? { span: planV3(k).span, unroll: planV3(k).u, lanesPerRow: l.r, loadBytes: l.vb } : {}),
         copies,
         ...(other ? { maxAbsDiffVsOther: diff(outs.get(k)!, outs.get(other)!) } : {}),
       });
@@ -270,8 +281,8 @@ try {
 }
 
 const pad = (v: string, n: number): string => v.padEnd(n);
-console.log(`${pad('batch', 6)}${pad('context', 9)}${pad('kernel', 7)}${pad('us', 9)}${pad('GB/s', 7)}${pad('splits', 7)}max|diff|`);
-for (const r of rows) console.log(`${pad(String(r.batch), 6)}${pad(r.context, 9)}${pad(r.kernel, 7)}${pad(r.us.toFixed(2), 9)}${pad(r.gbps.toFixed(0), 7)}${pad(String(r.splits), 7)}${r.maxAbsDiffVsOther?.toExponential(1) ?? ''}`);
+console.log(`${pad('batch', 6)}${pad('context', 9)}${pad('kernel', 10)}${pad('us', 9)}${pad('GB/s', 7)}${pad('splits', 7)}max|diff|`);
+for (const r of rows) console.log(`${pad(String(r.batch), 6)}${pad(r.context, 9)}${pad(r.kernel, 10)}${pad(r.us.toFixed(2), 9)}${pad(r.gbps.toFixed(0), 7)}${pad(String(r.splits), 7)}${r.maxAbsDiffVsOther?.toExponential(1) ?? ''}`);
 if (kernels.includes('v1')) {
   for (const k of kernels.filter((x) => x !== 'v1')) {
     for (const B of batches) {

@@ -14,7 +14,8 @@
  * - v3 (codegen/paged-attention-v3.ts; pagedSplitsV3): v2's layout and fold with the next chunk's
  *   K/V loads in flight during the current chunk's math, an exp2 softmax, and splits that keep
  *   every block resident (floor(4 x SMs / pairs): one split at batch 64 on an H200);
- *   KILN_CUDA_PAGED_SPLITS pins its split count (benchmarks).
+ *   KILN_CUDA_PAGED_SPLITS and KILN_CUDA_PAGED_UNROLL pin its split count and token batches
+ *   (benchmarks).
  * All split counts depend on the batch size and the table width only (both fixed for a captured
  * graph), never on the lengths.
  */
@@ -41,7 +42,7 @@ import {
   pagedWarpsV1,
   type PagedAttentionSpecV1,
 } from './codegen/paged-attention-v1.js';
-import { generatePagedAttentionV3, pagedAttentionNameV3, pagedPlanV3, pagedSplitsV3 } from './codegen/paged-attention-v3.js';
+import { generatePagedAttentionV3, pagedAttentionNameV3, pagedPlanV3, pagedSplitsV3, type PagedAttentionSpecV3 } from './codegen/paged-attention-v3.js';
 import { getOption } from '../../runtime/config.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
@@ -134,7 +135,9 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
       splits = Math.max(1, Math.min(MAX_SPLITS_V1, Math.ceil((2 * sms) / (b * g.kvHeads)), Math.ceil((maxBlocks * g.blockSize) / 32)));
       dims = { grid: g.kvHeads, gridY: b, gridZ: splits, block: pagedWarpsV1(spec) * 32 };
     } else if (kind === 'v3') {
-      const spec: PagedAttentionSpec = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))) };
+      const unroll = getOption('KILN_CUDA_PAGED_UNROLL');
+      if (unroll > 8) throw new Error(`${op}: KILN_CUDA_PAGED_UNROLL takes 0 (the kernel rule) to 8, got ${unroll}`);
+      const spec: PagedAttentionSpecV3 = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))), ...(unroll > 0 ? { unroll } : {}) };
       const plan = pagedPlanV3(spec);
       kern = cachedKernel(index, pagedAttentionNameV3(spec), () => generatePagedAttentionV3(spec));
       splits = pagedSplitsV3(b, g.kvHeads, maxBlocks * g.blockSize, plan.span, sms, getOption('KILN_CUDA_PAGED_SPLITS'));

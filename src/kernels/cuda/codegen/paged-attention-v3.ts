@@ -36,8 +36,15 @@ import type { GeneratedKernel } from './pointwise.js';
 const BLOCKS_PER_SM = 4;
 /** Registers per thread at BLOCKS_PER_SM blocks of 128 threads (65536 / 512). */
 const REG_CAP = 128;
-/** Registers outside the query, accumulators and K/V buffers (indices, ids, softmax state, addresses). */
-const REG_OVERHEAD = 28;
+/**
+ * Registers outside the query, accumulators and K/V buffers (indices, ids, softmax state,
+ * addresses, converted values). Calibrated with ptxas (sm_90, nvcc 13.0) over the test's shapes:
+ * 28 left bfloat16 G2 D128 at u4 / 128 registers without spills but float16 and int64-table
+ * variants spilling 16-108 bytes; 40 gives u3 and 120-126 registers, no spills, for G <= 4.
+ */
+const REG_OVERHEAD = 40;
+/** Query + accumulator registers past which the (128, 4) bound spills (G 8 at D128: 64): no bound then. */
+const MAX_BOUNDED_STATE = 48;
 
 export interface PagedPlanV3 {
   readonly layout: PagedLayout;
@@ -53,7 +60,12 @@ export interface PagedPlanV3 {
   readonly minBlocks: number;
 }
 
-export function pagedPlanV3(s: Pick<PagedAttentionSpec, 'dtype' | 'headDim' | 'group' | 'align'>): PagedPlanV3 {
+/** v3's spec: v2's, plus an optional token-batch count (KILN_CUDA_PAGED_UNROLL; 0 or absent: the rule). */
+export interface PagedAttentionSpecV3 extends PagedAttentionSpec {
+  readonly unroll?: number;
+}
+
+export function pagedPlanV3(s: Pick<PagedAttentionSpecV3, 'dtype' | 'headDim' | 'group' | 'align' | 'unroll'>): PagedPlanV3 {
   const layout = pagedLayout(s.dtype, s.headDim, s.group, s.align);
   const e = layout.nv * layout.ve;
   const words = s.dtype === 'float64' ? 2 : 1;
@@ -61,9 +73,11 @@ export function pagedPlanV3(s: Pick<PagedAttentionSpec, 'dtype' | 'headDim' | 'g
   // NV (VB / 4 registers each), twice (the chunk computed and the chunk in flight).
   const state = 2 * s.group * e * words;
   const perBatch = 2 * 2 * layout.nv * Math.max(1, layout.vb / 4);
-  const u = Math.max(1, Math.min(4, Math.floor((REG_CAP - REG_OVERHEAD - state) / perBatch)));
+  const u = s.unroll ? s.unroll : Math.max(1, Math.min(4, Math.floor((REG_CAP - REG_OVERHEAD - state) / perBatch)));
   const nw = pagedWarps(s.dtype, s.headDim, s.group);
-  const fits = nw === 4 && REG_OVERHEAD + state + u * perBatch <= REG_CAP;
+  // A pinned unroll keeps the bound when the rule's would have applied (its spills are the point
+  // of a benchmark that pins it).
+  const fits = nw === 4 && state <= MAX_BOUNDED_STATE && REG_OVERHEAD + state + (s.unroll ? 1 : u) * perBatch <= REG_CAP;
   return { layout, e, u, nw, span: nw * layout.tpw * u, minBlocks: fits ? BLOCKS_PER_SM : 1 };
 }
 
@@ -80,13 +94,14 @@ export function pagedSplitsV3(batch: number, kvHeads: number, capacityTokens: nu
   return Math.max(1, Math.min(PAGED_MAX_SPLITS, want, Math.ceil(capacityTokens / span)));
 }
 
-export function pagedAttentionNameV3(s: PagedAttentionSpec): string {
+export function pagedAttentionNameV3(s: PagedAttentionSpecV3): string {
   const p = pagedPlanV3(s);
   const l = p.layout;
   return `kiln_paged_attn_v3_${s.dtype}_${s.tableDtype}_${s.lenDtype}_d${s.headDim}_g${s.group}_b${l.vb}r${l.r}n${l.nv}_u${p.u}_w${p.nw}_m${p.minBlocks}`;
 }
 
-export function generatePagedAttentionV3(s: PagedAttentionSpec): GeneratedKernel {
+export function generatePagedAttentionV3(s: PagedAttentionSpecV3): GeneratedKernel {
+  if (s.unroll !== undefined && !(Number.isInteger(s.unroll) && s.unroll >= 0 && s.unroll <= 8)) throw new Error(`paged attention v3: unroll takes 0..8, got ${s.unroll}`);
   const name = pagedAttentionNameV3(s);
   const { layout: l, e: E, u: U, nw: NW, minBlocks } = pagedPlanV3(s);
   const st = storageType(s.dtype);
