@@ -45,6 +45,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const imp = (p) => import(pathToFileURL(path.join(root, 'dist', p)).href);
 const P = await imp('src/kernels/cuda/codegen/paged-attention.js');
 const P1 = await imp('src/kernels/cuda/codegen/paged-attention-v1.js');
+const P3 = await imp('src/kernels/cuda/codegen/paged-attention-v3.js');
 const { PRELUDE } = await imp('src/kernels/cuda/codegen/ctypes.js');
 const { REPORT_INDEX_C } = await imp('src/runtime/cuda/device-errors.js');
 const { insertPdlPrologue } = await imp('src/runtime/cuda/pdl.js');
@@ -58,6 +59,11 @@ const opt = (name) => {
 };
 const filter = opt('--filter') ?? '';
 const withV1 = argv.includes('--v1');
+// --v3: also v3 (paged-attention-v3.ts); --only-v3: v3 alone. --splits N: v3's pinned split count
+// (KILN_CUDA_PAGED_SPLITS), so few-split cases run several chunks per split through its pipeline.
+const withV3 = argv.includes('--v3') || argv.includes('--only-v3');
+const onlyV3 = argv.includes('--only-v3');
+const pinnedSplits = Number(opt('--splits') ?? 0);
 const nvcc = argv.includes('--nvcc');
 const keep = argv.includes('--keep');
 const selftest = !argv.includes('--no-selftest');
@@ -137,6 +143,11 @@ const cases = [
   C('bf16 BS1', { BS: 1, Hkv: 2, lens: [45] }),
   C('bf16 BS3 len 100', { BS: 3, Hkv: 2, lens: [100] }),
   C('bf16 strided query', { Hkv: 2, lens: [77], qStride: 3 }),
+  // v3's pipeline: one split over many chunks (the batch-64 plan), several, and mixed lengths.
+  C('bf16 b64 lengths 128..384 mixed, one split per pair (pipelined chunks, batch-64 plan)', { B: 64, Hkv: 2, sms: 32, lens: Array.from({ length: 64 }, (_, i) => 128 + ((i * 97) % 257)) }),
+  C('bf16 b7 G1 lengths 1, 15, 16, 17, 1000, 1100, 384 (3 splits)', { B: 7, Hkv: 1, G: 1, sms: 5, lens: [1, 15, 16, 17, 1000, 1100, 384] }),
+  C('f16 b7 G2 lengths 1, 15, 16, 17, 1000, 1100, 384 (one split)', { dtype: 'float16', B: 7, Hkv: 2, sms: 3, lens: [1, 15, 16, 17, 1000, 1100, 384] }),
+  C('f32 b3 G2 lengths 129, 383, 1025 (2 splits)', { dtype: 'float32', B: 3, Hkv: 2, sms: 3, lens: [129, 383, 1025] }),
   C('error: bad block id inside the length', { Hkv: 2, lens: [40], badBlock: 1, replays: [{ lens: [40], error: 'block' }] }),
   C('error: length past the table', { Hkv: 2, lens: [40], M: 2, replays: [{ lens: [40], error: 'len' }] }),
 ].filter((c) => c.name.includes(filter));
@@ -308,13 +319,21 @@ for (const [ci, c] of cases.entries()) {
     return { ...r, lens, off: addInput(encode(lens, c.lenDtype).bytes), want: reference(c, M, NB, tables, lens, qv, kv, vv, qsb, qsh) };
   });
   c.geom = { M, NB, garbage };
-  const variants = ['v2', ...(withV1 ? ['v1'] : [])];
+  const variants = onlyV3 ? ['v3'] : ['v2', ...(withV1 ? ['v1'] : []), ...(withV3 ? ['v3'] : [])];
   for (const v of variants) {
     let kern;
     let splits;
     let block;
     let nameCounters = null;
-    if (v === 'v2') {
+    if (v === 'v3') {
+      const spec = { dtype: c.dtype, tableDtype: c.tableDtype, lenDtype: c.lenDtype, headDim: D, group: G, align: c.align };
+      kern = P3.generatePagedAttentionV3(spec);
+      const plan = P3.pagedPlanV3(spec);
+      splits = P3.pagedSplitsV3(B, Hkv, cap, plan.span, c.sms, pinnedSplits);
+      block = plan.nw * 32;
+      nameCounters = `ns_${kern.name}::${kern.name}_counters`;
+      c.plan3 = plan;
+    } else if (v === 'v2') {
       const spec = { dtype: c.dtype, tableDtype: c.tableDtype, lenDtype: c.lenDtype, headDim: D, group: G, align: c.align };
       kern = P.generatePagedAttention(spec);
       const plan = P.pagedPlan(spec);
@@ -341,7 +360,7 @@ for (const [ci, c] of cases.entries()) {
     // One scratch per (case, kernel), reused by every launch: a replayed graph's partials buffers.
     const sc = `scratch_${ci}_${v}`;
     scratchDecls.push(`static std::vector<unsigned char> ${sc}_acc(${Math.max(1, B * H * splits * D * accB)}, 0xff), ${sc}_ml(${Math.max(1, B * H * splits * 2 * accB)}, 0xff);`);
-    const codes = v === 'v2' ? '11LL, 22LL, 33LL' : '11LL, 22LL';
+    const codes = v !== 'v1' ? '11LL, 22LL, 33LL' : '11LL, 22LL';
     for (let rep = 0; rep < 2; rep++) {
       for (const [ri, r] of replays.entries()) {
         const id = runs.length;
@@ -657,6 +676,8 @@ if (nvcc) {
   for (const s of specs.values()) {
     const k2 = P.generatePagedAttention(s);
     units.set(k2.name, k2.source);
+    const k3 = P3.generatePagedAttentionV3(s);
+    units.set(k3.name, k3.source);
     const vb = P1.pagedVectorBytesV1(s.dtype, s.headDim);
     for (const vec of new Set([false, vb > 0 && s.align % vb === 0])) {
       const k1 = P1.generatePagedAttentionV1({ ...s, vec });
@@ -680,7 +701,7 @@ if (nvcc) {
       console.log(`nvcc sm_90 ${name}: ${regs} registers, ${stack} bytes stack, ${spill} bytes spilled`);
     }
   }
-  console.log(`nvcc -arch=sm_90 -cubin: ${units.size} kernels compiled (v2, v1, v1 reduce, PDL variants)`);
+  console.log(`nvcc -arch=sm_90 -cubin: ${units.size} kernels compiled (v2, v3, v1, v1 reduce, PDL variants)`);
 }
 
 const t0 = Date.now();
@@ -734,7 +755,8 @@ for (const run of runs) {
     }
     worst = Math.max(worst, err);
   }
-  const planTag = run.v === 'v2' ? ` [${c.plan.layout.vb}B r${c.plan.layout.r} nv${c.plan.layout.nv} u${c.plan.u} span${c.plan.span}]` : '';
+  const pl = run.v === 'v2' ? c.plan : run.v === 'v3' ? c.plan3 : null;
+  const planTag = pl ? ` [${pl.layout.vb}B r${pl.layout.r} nv${pl.layout.nv} u${pl.u} span${pl.span}]` : '';
   const lensTag = (c.replays ?? []).length > 1 ? ` lengths [${r.lens.join(', ')}]` : '';
   const line = `${run.v} ${c.name}${lensTag}: splits ${run.splits}${planTag}, resident ${run.resident}, max err ${worst.toExponential(2)}${note}`;
   if (problems.length) {

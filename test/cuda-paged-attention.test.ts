@@ -1,7 +1,7 @@
 /**
- * The cuda llm.pagedAttention kernels (kernels/cuda/codegen/paged-attention.ts, and the v1
- * baseline that KILN_CUDA_PAGED_ATTN=v1 selects) against a float64 loop over the same
- * dtype-rounded inputs:
+ * The cuda llm.pagedAttention kernels (kernels/cuda/codegen/paged-attention.ts (v2),
+ * paged-attention-v3.ts (v3), and the v1 baseline; KILN_CUDA_PAGED_ATTN selects) against a float64
+ * loop over the same dtype-rounded inputs:
  *   - batch 1 with Qwen3-0.6B's heads (16 query heads over 8 kv heads, head dim 128, blocks of 16)
  *     and a wide table (64 splits): contexts from 1 to 4100 tokens, crossing block (16), chunk
  *     (32 bf16/f16, 16 f32 tokens) and split boundaries (one chunk per split up to 2048 tokens,
@@ -15,6 +15,10 @@
  *     id is an error the kernels must report (the H200 run of the first version of this test
  *     replayed length 2049 over a row built for 40 tokens and got `index 209 ... of size 162`,
  *     rightly), which the last test checks on purpose.
+ *   - v3's plans (issue #17): batches 1, 7 and 64, contexts 1, 15, 16, 17, 128..384 mixed and
+ *     1000+, GQA 2 and 1, bfloat16 / float16 / float32, with its own split rule and with the split
+ *     count pinned (KILN_CUDA_PAGED_SPLITS 1, 2, 3: one split walking many chunks through the
+ *     load pipeline, and folds of 2 and 3 partials).
  * Skips without a CUDA device.
  */
 import assert from 'node:assert/strict';
@@ -130,11 +134,16 @@ function check(label: string, got: T, want: number[], dtype: DType): void {
   }
 }
 
+type Kernel = 'v1' | 'v2' | 'v3';
+/** v3 alone with each pinned split count (0: its own rule). */
+type Pinned = { kernels: Kernel[]; splits: number[] };
+
 /**
- * Both kernels (v2, then v1), each called twice, on inputs made for `c` and, for each entry of
- * `lensList` (default: c.lens alone), with those lengths (at most c.lens: the tables cover c.lens).
+ * The kernels (v2, v1, v3 unless `only` says), each called twice, on inputs made for `c` and, for
+ * each entry of `lensList` (default: c.lens alone), with those lengths (at most c.lens: the
+ * tables cover c.lens).
  */
-function run(c: Case, dtype: DType, seed: number, label: string, lensList: number[][] = [c.lens]): void {
+function run(c: Case, dtype: DType, seed: number, label: string, lensList: number[][] = [c.lens], only?: Pinned): void {
   const scale = 1 / Math.sqrt(c.D);
   const x = inputs(c, dtype, seed, scale);
   const qf = x.q.to('cpu').toFlatArray();
@@ -145,19 +154,23 @@ function run(c: Case, dtype: DType, seed: number, label: string, lensList: numbe
     for (const lens of lensList) {
       const want = lens === c.lens ? x.want : reference(qf, kf, vf, tables, lens, c, scale);
       const lt = makeTensor(lens, [c.B], c.lenDtype ?? 'int32').to('cuda');
-      for (const kernel of ['v2', 'v1'] as const) {
+      for (const kernel of only?.kernels ?? (['v2', 'v1', 'v3'] as const)) {
         setOption('KILN_CUDA_PAGED_ATTN', kernel);
-        // Twice: the second launch finds the split counters the first left (back at zero).
-        for (let rep = 0; rep < 2; rep++) {
-          const out = llm.pagedAttention(x.q, x.kc, x.vc, x.tables, lt, scale);
-          check(`${label} lengths [${lens.join(', ')}] ${dtype} (${kernel}, call ${rep + 1})`, out, want, dtype);
-          out.dispose();
+        for (const splits of only?.splits ?? [0]) {
+          setOption('KILN_CUDA_PAGED_SPLITS', splits);
+          // Twice: the second launch finds the split counters the first left (back at zero).
+          for (let rep = 0; rep < 2; rep++) {
+            const out = llm.pagedAttention(x.q, x.kc, x.vc, x.tables, lt, scale);
+            check(`${label} lengths [${lens.length > 8 ? `${lens.slice(0, 8).join(', ')}, ...` : lens.join(', ')}] ${dtype} (${kernel}${splits ? `, ${splits} splits` : ''}, call ${rep + 1})`, out, want, dtype);
+            out.dispose();
+          }
         }
       }
       lt.dispose();
     }
   } finally {
     setOption('KILN_CUDA_PAGED_ATTN', undefined);
+    setOption('KILN_CUDA_PAGED_SPLITS', undefined);
     for (const t of [x.q, x.kc, x.vc, x.tables, x.lens]) t.dispose();
   }
 }
@@ -200,6 +213,28 @@ test('pagedAttention on cuda: batches 8 and 64 with ragged lengths (0, 1, block 
   run({ B: 64, ...QWEN, M: 20, lens: lens64 }, 'float16', 204, 'b64');
 });
 
+test('pagedAttention v3 on cuda: batches 1, 7, 64; contexts 1, 15, 16, 17, 128..384 mixed, 1000+; GQA 2 and 1; its split rule and pinned splits 1, 2, 3', { skip }, () => {
+  const v3: Pinned = { kernels: ['v3'], splits: [0, 1, 2, 3] };
+  const mixed = (n: number, seed: number): number[] => randomInts(n, seed, 128, 385);
+  const edges = [1, 15, 16, 17, 1000, 1100, 384];
+  let seed = 400;
+  for (const G of [2, 1]) {
+    const heads = { Hkv: 8, G, D: 128, BS: 16 };
+    for (const dtype of ['bfloat16', 'float16', 'float32'] as const) {
+      // Batch 1: each context over one table (64 splits by the rule; 1-3 pinned walk many chunks).
+      run({ B: 1, ...heads, M: 80, lens: [1100] }, dtype, seed++, `v3 b1 G${G}`, [[1], [15], [16], [17], [128], [257], [384], [1000], [1100]], v3);
+      // Batch 7: block edges, mixed and long contexts in one launch (the tables cover both lists).
+      const mix7 = mixed(7, seed);
+      run({ B: 7, ...heads, M: 80, lens: edges.map((e, i) => Math.max(e, mix7[i]!)) }, dtype, seed++, `v3 b7 G${G}`, [edges, mix7], v3);
+      // Batch 64: the issue's decode shape, contexts 128..384 mixed (one split by the rule on an H200).
+      const lens64 = mixed(64, seed++);
+      lens64[0] = 384;
+      lens64[1] = 128;
+      run({ B: 64, ...heads, M: 24, lens: lens64 }, dtype, seed++, `v3 b64 G${G}`, [lens64], v3);
+    }
+  }
+});
+
 test('pagedAttention on cuda in a CUDA graph: replays with other lengths (device values) give each length its own result', { skip }, () => {
   // c.lens: each row's longest replayed length (the tables are built for them; see the header).
   const replays = [[2500, 40], [1, 33], [0, 1], [2048, 2049], [129, 17], [2500, 40]];
@@ -210,24 +245,28 @@ test('pagedAttention on cuda in a CUDA graph: replays with other lengths (device
   const kf = x.kc.to('cpu').toFlatArray();
   const vf = x.vc.to('cpu').toFlatArray();
   const tables = x.tables.to('cpu').toFlatArray().map(Number);
-  const f = kiln.compile((q: T, kc: T, vc: T, t: T, l: T) => llm.pagedAttention(q, kc, vc, t, l, scale).mul(2), { mode: 'reduce-overhead' });
   try {
-    for (const lens of replays) {
-      x.lens.copy_(makeTensor(lens, [2], 'int32').to('cuda'));
-      const out = f(x.q, x.kc, x.vc, x.tables, x.lens) as T;
-      const want = reference(qf, kf, vf, tables, lens, c, scale).map((v) => 2 * v);
-      // Doubling is exact in bfloat16: the tolerance of the kernel's own result, doubled.
-      const { atol, rtol } = tolerance('bfloat16');
-      const g = out.toFlatArray();
-      for (let i = 0; i < want.length; i++) {
-        const err = Math.abs(g[i]! - want[i]!);
-        if (!(err <= 2 * atol + rtol * Math.abs(want[i]!))) assert.fail(`lengths [${lens}]: element ${i}: ${g[i]} vs float64 ${want[i]}`);
+    for (const kernel of ['v1', 'v3'] as const) {
+      setOption('KILN_CUDA_PAGED_ATTN', kernel);
+      const f = kiln.compile((q: T, kc: T, vc: T, t: T, l: T) => llm.pagedAttention(q, kc, vc, t, l, scale).mul(2), { mode: 'reduce-overhead' });
+      for (const lens of replays) {
+        x.lens.copy_(makeTensor(lens, [2], 'int32').to('cuda'));
+        const out = f(x.q, x.kc, x.vc, x.tables, x.lens) as T;
+        const want = reference(qf, kf, vf, tables, lens, c, scale).map((v) => 2 * v);
+        // Doubling is exact in bfloat16: the tolerance of the kernel's own result, doubled.
+        const { atol, rtol } = tolerance('bfloat16');
+        const g = out.toFlatArray();
+        for (let i = 0; i < want.length; i++) {
+          const err = Math.abs(g[i]! - want[i]!);
+          if (!(err <= 2 * atol + rtol * Math.abs(want[i]!))) assert.fail(`${kernel} lengths [${lens}]: element ${i}: ${g[i]} vs float64 ${want[i]}`);
+        }
       }
+      const prog = f.programs().inference[0];
+      assert.ok(prog instanceof CudaGraphProgram, `${kernel}: compiled to a cuda graph program`);
+      assert.ok(prog.stats.replays >= 4, `${kernel}: the graph replayed (${prog.stats.replays} replays, ${prog.stats.captures} captures)`);
     }
-    const prog = f.programs().inference[0];
-    assert.ok(prog instanceof CudaGraphProgram, 'compiled to a cuda graph program');
-    assert.ok(prog.stats.replays >= 4, `the graph replayed (${prog.stats.replays} replays, ${prog.stats.captures} captures)`);
   } finally {
+    setOption('KILN_CUDA_PAGED_ATTN', undefined);
     for (const t of [x.q, x.kc, x.vc, x.tables, x.lens]) t.dispose();
   }
 });
@@ -239,7 +278,7 @@ test('pagedAttention on cuda: a length that reaches a table entry which is not a
   const x = inputs(c, 'bfloat16', 301, scale);
   const garbage = x.tables.to('cpu').toFlatArray().slice(c.M + 3).map(Number);
   try {
-    for (const kernel of ['v2', 'v1'] as const) {
+    for (const kernel of ['v2', 'v1', 'v3'] as const) {
       setOption('KILN_CUDA_PAGED_ATTN', kernel);
       // 2049 tokens in row 1: entries 3..128 are inside the length. Which one is reported first
       // depends on block order; the message must name the op, one of those values and the cache's

@@ -3,7 +3,7 @@
  * reads device data on the host, so both run inside a captured decode step (CUDA graphs): bad
  * slots, block ids and lengths go to the device-side error word (raised at the next sync).
  *
- * Two decode attention kernels, picked by KILN_CUDA_PAGED_ATTN (read per call, so a benchmark can
+ * Three decode attention kernels, picked by KILN_CUDA_PAGED_ATTN (read per call, so a benchmark can
  * alternate them):
  * - v1, the default (codegen/paged-attention-v1.ts): a block per (kv head, sequence, split) over
  *   ceil(len / splits) tokens, a second kernel to merge the splits.
@@ -11,7 +11,12 @@
  *   per SM, at most 64 and at most one per chunk of the table's capacity; each sequence uses as many
  *   of its splits as its length has chunks, decided on the device, and the last split to arrive
  *   folds the others' partials in the same launch (no block waits for another).
- * Both split counts depend on the batch size and the table width only (both fixed for a captured
+ * - v3 (codegen/paged-attention-v3.ts; pagedSplitsV3): v2's layout and fold with the next chunk's
+ *   K/V loads in flight during the current chunk's math, an exp2 softmax, and splits that keep
+ *   every block resident (floor(4 x SMs / pairs): one split at batch 64 on an H200);
+ *   KILN_CUDA_PAGED_SPLITS and KILN_CUDA_PAGED_UNROLL pin its split count and token batches
+ *   (benchmarks).
+ * All split counts depend on the batch size and the table width only (both fixed for a captured
  * graph), never on the lengths.
  */
 import { cacheGeometry, pagedAttention, reshapeAndCache } from '../../ops/defs/llm-paged.js';
@@ -37,6 +42,7 @@ import {
   pagedWarpsV1,
   type PagedAttentionSpecV1,
 } from './codegen/paged-attention-v1.js';
+import { generatePagedAttentionV3, pagedAttentionNameV3, pagedPlanV3, pagedSplitsV3, type PagedAttentionSpecV3 } from './codegen/paged-attention-v3.js';
 import { getOption } from '../../runtime/config.js';
 import { deviceInfo } from '../../runtime/cuda/properties.js';
 import { allocOut, gridFor, ptrOf, streamOf } from './device.js';
@@ -116,7 +122,8 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
     const codeSplit = deviceCheckCode({ op, what: 'the split tickets of a (sequence, kv head) pair (two launches of the v2 kernel overlapped)' });
     const sms = deviceInfo(index).smCount;
     const acc = q.dtype === 'float64' ? 'float64' : 'float32';
-    const v1 = getOption('KILN_CUDA_PAGED_ATTN') === 'v1';
+    const kind = getOption('KILN_CUDA_PAGED_ATTN');
+    const v1 = kind === 'v1';
     let splits: number;
     let kern: CudaKernel;
     let dims: LaunchDims;
@@ -127,6 +134,14 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
       kern = cachedKernel(index, pagedAttentionNameV1(spec), () => generatePagedAttentionV1(spec));
       splits = Math.max(1, Math.min(MAX_SPLITS_V1, Math.ceil((2 * sms) / (b * g.kvHeads)), Math.ceil((maxBlocks * g.blockSize) / 32)));
       dims = { grid: g.kvHeads, gridY: b, gridZ: splits, block: pagedWarpsV1(spec) * 32 };
+    } else if (kind === 'v3') {
+      const unroll = getOption('KILN_CUDA_PAGED_UNROLL');
+      if (unroll > 8) throw new Error(`${op}: KILN_CUDA_PAGED_UNROLL takes 0 (the kernel rule) to 8, got ${unroll}`);
+      const spec: PagedAttentionSpecV3 = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))), ...(unroll > 0 ? { unroll } : {}) };
+      const plan = pagedPlanV3(spec);
+      kern = cachedKernel(index, pagedAttentionNameV3(spec), () => generatePagedAttentionV3(spec));
+      splits = pagedSplitsV3(b, g.kvHeads, maxBlocks * g.blockSize, plan.span, sms, getOption('KILN_CUDA_PAGED_SPLITS'));
+      dims = { grid: g.kvHeads, gridY: b, gridZ: splits, block: plan.nw * 32 };
     } else {
       const spec: PagedAttentionSpec = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))) };
       const plan = pagedPlan(spec);

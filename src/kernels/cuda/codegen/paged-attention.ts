@@ -153,14 +153,14 @@ export function pagedLayout(dtype: DType, headDim: number, group: number, align:
 }
 
 /** Warps per block: 4, fewer when the merge's shared memory (warps x G x headDim) would not fit. */
-function pagedWarps(dtype: DType, headDim: number, group: number): number {
+export function pagedWarps(dtype: DType, headDim: number, group: number): number {
   let w = 4;
   while (w > 1 && sharedElems(w, headDim, group) * accBytes(dtype) > SHARED_BYTES) w /= 2;
   return w;
 }
 
 /** Shared memory elements: the warps' accumulators (reused for the fold's split weights), maxes and sums. */
-function sharedElems(nw: number, headDim: number, group: number): number {
+export function sharedElems(nw: number, headDim: number, group: number): number {
   return Math.max(nw * group * headDim, 2 * PAGED_MAX_SPLITS * group) + 2 * nw * group;
 }
 
