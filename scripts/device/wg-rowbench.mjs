@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/* global process, console, GPUBufferUsage, GPUMapMode, GPUShaderStage */
+/* global process, console, performance, GPUBufferUsage, GPUMapMode, GPUShaderStage */
 /**
  * Issue #20 microbenchmark: why a one-row kernel ([1, 1024], e.g. add + RMSNorm) takes 15-18 us on
  * the H200 (Dawn/Vulkan) when a GEMV streaming 8 MB takes ~4 us. Plain Dawn (the `webgpu` package,
