@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/* global process, console */
+/* global process */
 /**
  * Issue #20 helper of wg-rowbench.mjs: the WGSL Kiln itself renders for a decode step's one-row
  * kernels, with their dispatch records, so the microbenchmark can time Kiln's real kernels beside
