@@ -8,6 +8,7 @@
  * every dispatch (buffer capacities, metadata words, grid) of:
  *   - the compiled residual add + RMSNorm over [1, N] (kiln.compile: one fused 'workgroup' kernel);
  *   - the eager llm.rmsNorm over [1, N];
+ *   - llm.qkNormRotaryCache at Qwen3-0.6B's decode shapes (q 16 x 128, k and v 8 x 128, one slot);
  * each for float16 and float32, and writes them as JSON to the path given (default stdout).
  * Options are read from the environment as Kiln reads them (e.g. KILN_WEBGPU_REDUCE_UNROLL).
  *
@@ -82,6 +83,18 @@ for (const dtype of ['float16', 'float32']) {
   const pick = (ds) => ds.filter((d) => d.source && /workgroupBarrier/.test(d.source));
   out.kernels[`addRmsNorm ${dtype}`] = pick(compiled);
   out.kernels[`rmsNorm ${dtype}`] = pick(eager);
+  // llm.qkNormRotaryCache at Qwen3-0.6B's decode shapes (webgpu-decode-kernels.ts's row).
+  const D = 128;
+  const qkv = kiln.randn([1, 32 * D], { device: dev }).to(dtype);
+  const q = qkv.narrow(-1, 0, 16 * D).view([1, 16, D]);
+  const k = qkv.narrow(-1, 16 * D, 8 * D).view([1, 8, D]);
+  const v = qkv.narrow(-1, 24 * D, 8 * D).view([1, 8, D]);
+  const [qw, kw] = [kiln.randn([D], { device: dev }).to(dtype), kiln.randn([D], { device: dev }).to(dtype)];
+  const [cos, sin] = [kiln.randn([1, 1, D], { device: dev }).to(dtype), kiln.randn([1, 1, D], { device: dev }).to(dtype)];
+  const kc = kiln.randn([64, 16, 8, D], { device: dev }).to(dtype);
+  const vc = kiln.randn([64, 16, 8, D], { device: dev }).to(dtype);
+  const slots = kiln.tensor([300], { dtype: 'int32', device: dev });
+  out.kernels[`qkNormRotaryCache ${dtype}`] = capture(() => kiln.llm.qkNormRotaryCache(q, k, v, qw, kw, 1e-6, cos, sin, true, kc, vc, slots));
 }
 const text = JSON.stringify(out, null, 1);
 if (outPath) fs.writeFileSync(outPath, text);

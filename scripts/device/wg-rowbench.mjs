@@ -21,7 +21,7 @@
  *   b' a GEMV-like kernel (y[4096] = W[4096, 1024] x: 8 MB of f16 weights) with W in its own buffer
  *      against W inside a 311 MB buffer (whole binding / range binding): a Kiln GEMV was 15.2 us
  *      against 4.15 us there;
- *   g  Kiln's own kernels (compiled add + RMSNorm, eager llm.rmsNorm) as Kiln renders them on this
+ *   g  Kiln's own kernels (compiled add + RMSNorm, eager llm.rmsNorm, llm.qkNormRotaryCache) as Kiln renders them on this
  *      device, from wg-rowbench-dump.mjs run in a child process under each option set of KILN_SETS.
  * Prints a table and writes JSON to --json. Numbers from SwiftShader or the null backend mean
  * nothing (the null backend computes nothing: it validates the WGSL and the harness).
@@ -53,9 +53,9 @@ const W = 256;
 /** Kiln option sets the g rows are rendered under (each a child process: options are read once). */
 const KILN_SETS = [
   { tag: 'default', env: {} },
-  { tag: 'registers=0', env: { KILN_WEBGPU_REDUCE_REGISTERS: '0' } },
-  { tag: 'registers=8', env: { KILN_WEBGPU_REDUCE_REGISTERS: '8' } },
-  { tag: 'unroll=4,registers=0', env: { KILN_WEBGPU_REDUCE_UNROLL: '4', KILN_WEBGPU_REDUCE_REGISTERS: '0' } },
+  { tag: 'loop', env: { KILN_WEBGPU_REDUCE_REGISTERS: '0', KILN_WEBGPU_REDUCE_UNROLL: '1', KILN_WEBGPU_ROTARY_REGISTERS: '0' } },
+  { tag: 'unroll4', env: { KILN_WEBGPU_REDUCE_REGISTERS: '0', KILN_WEBGPU_REDUCE_UNROLL: '4', KILN_WEBGPU_ROTARY_REGISTERS: '0' } },
+  { tag: 'registers', env: { KILN_WEBGPU_REDUCE_REGISTERS: '8', KILN_WEBGPU_ROTARY_REGISTERS: '1' } },
 ];
 
 const { dawnOptions } = await import(pathToFileURL(path.join(repo, 'dist/src/runtime/webgpu/dawn-options.js')).href);
@@ -326,7 +326,7 @@ async function run(id, T, fn) {
   const err = errors.splice(0);
   if (err.length > 0) Object.assign(row, { status: 'error', reason: err.join(' | ').slice(0, 400) });
   rows.push(row);
-  console.log(`${id.padEnd(34)} ${T.padEnd(4)} ${row.status === 'ok' ? `${row.us.toFixed(2).padStart(8)} us  (min ${row.min?.toFixed(2) ?? '-'}, max ${row.max?.toFixed(2) ?? '-'}, ${row.timing}${row.check !== undefined ? `, check ${row.check}` : ''}${row.gbps ? `, ${row.gbps} GB/s` : ''})` : `${row.status}: ${row.reason}`}`);
+  console.log(`${id.padEnd(34)} ${T.padEnd(4)} ${row.status === 'ok' ? `${row.us.toFixed(2).padStart(8)} us  (min ${row.min?.toFixed(2) ?? '-'}, max ${row.max?.toFixed(2) ?? '-'}, ${row.timing}${row.check !== undefined ? `, check ${row.check}` : ''}${row.gbps ? `, ${row.gbps} GB/s` : ''}${row.form ? `, ${row.form}` : ''})` : `${row.status}: ${row.reason}`}`);
 }
 
 const sg = has('subgroups');
@@ -449,8 +449,13 @@ if (!args.includes('--no-kiln') && (only.length === 0 || only.includes('g'))) {
         const d = ds[0];
         const { p, bgl } = pipeline(d.source, `g ${name}`);
         const bufs = d.buffers.map((b) => buffer(b.capacity));
-        // Values: each buffer filled with random data of the kernel's element type.
-        d.buffers.forEach((b, i) => write(bufs[i], 0, T === 'f32' ? values('f32', b.capacity / 4) : values('f16', b.capacity / 2)));
+        // Values: each data buffer filled with random data of the kernel's element type; index
+        // bindings (array<i32>: the slots) stay zero (Dawn clears new buffers): slot 0, a real write.
+        const elem = [...d.source.matchAll(/@binding\((\d+)\)\s*var<storage,\s*(?:read_write|read)>\s*(\w+):\s*array<(\w+)/g)].map((m) => m[3]);
+        d.buffers.forEach((b, i) => {
+          if (elem[i] === 'i32') return;
+          write(bufs[i], 0, T === 'f32' ? values('f32', Math.floor(b.capacity / 4)) : values('f16', Math.floor(b.capacity / 2)));
+        });
         const meta = metaBuffer(d.meta);
         // Ping-pong: swap the first input (read-only) binding with the last output (read_write).
         const kinds = [...d.source.matchAll(/@binding\((\d+)\)\s*var<storage,\s*(read_write|read)>\s*(\w+)/g)].filter((m) => m[3] !== 'kmeta').map((m) => m[2]);
@@ -459,7 +464,8 @@ if (!args.includes('--no-kiln') && (only.length === 0 || only.includes('g'))) {
         const a = [...bufs, meta];
         const b = [...bufs, meta];
         if (firstIn >= 0 && lastOut >= 0 && d.buffers[firstIn].capacity === d.buffers[lastOut].capacity) [b[firstIn], b[lastOut]] = [bufs[lastOut], bufs[firstIn]];
-        return { ...(await timeChain(p, [group(bgl, a), group(bgl, b)], d.groups[0])), form: /j0 = j0|var x\d+_\d+/.test(d.source) ? 'unrolled/registers' : 'strided' };
+        const form = /var x\d+_\d+|let xa0/.test(d.source) ? 'registers' : /j0 = j0/.test(d.source) ? 'unrolled' : 'loop';
+        return { ...(await timeChain(p, [group(bgl, a), group(bgl, b)], d.groups[0])), form };
       });
     }
   }
