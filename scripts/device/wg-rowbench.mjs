@@ -319,14 +319,15 @@ async function run(id, T, fn) {
     const res = await fn();
     if (res === null) return;
     if (typeof res === 'string') Object.assign(row, { status: 'skip', reason: res });
-    else Object.assign(row, { status: 'ok' }, res);
+    // check: the worst |got - want| / tolerance of one dispatch against float64 (over 1: wrong numbers).
+    else Object.assign(row, { status: res.check !== undefined && !(res.check <= 1) ? 'wrong' : 'ok' }, res);
   } catch (e) {
     Object.assign(row, { status: 'error', reason: String(e?.message ?? e).slice(0, 400) });
   }
   const err = errors.splice(0);
   if (err.length > 0) Object.assign(row, { status: 'error', reason: err.join(' | ').slice(0, 400) });
   rows.push(row);
-  console.log(`${id.padEnd(34)} ${T.padEnd(4)} ${row.status === 'ok' ? `${row.us.toFixed(2).padStart(8)} us  (min ${row.min?.toFixed(2) ?? '-'}, max ${row.max?.toFixed(2) ?? '-'}, ${row.timing}${row.check !== undefined ? `, check ${row.check}` : ''}${row.gbps ? `, ${row.gbps} GB/s` : ''}${row.form ? `, ${row.form}` : ''})` : `${row.status}: ${row.reason}`}`);
+  console.log(`${id.padEnd(34)} ${T.padEnd(4)} ${row.status === 'ok' || row.status === 'wrong' ? `${row.status === 'wrong' ? 'WRONG ' : ''}${row.us.toFixed(2).padStart(8)} us  (min ${row.min?.toFixed(2) ?? '-'}, max ${row.max?.toFixed(2) ?? '-'}, ${row.timing}${row.check !== undefined ? `, check ${row.check}` : ''}${row.gbps ? `, ${row.gbps} GB/s` : ''}${row.form ? `, ${row.form}` : ''})` : `${row.status}: ${row.reason}`}`);
 }
 
 const sg = has('subgroups');
