@@ -13,13 +13,16 @@
  * - reduce, strategy 'workgroup': one workgroup per row (rows grid-stride over workgroups),
  *   invocations stride the row, then a workgroup all-reduce (shared-memory tree; with the
  *   `subgroups` feature, sums reduce within subgroups first, one partial per subgroup_id) that
- *   every invocation gets back;
+ *   every invocation gets back. A row of at most `resident` elements per invocation is held in
+ *   registers instead (residentLoads: every input element loaded once, all loads issued before any
+ *   use; each pass computes from the registers); longer rows loop, U elements per step with
+ *   `unroll` (unrolledPass) or one;
  * - reduce, strategy 'thread': one invocation per row, a serial loop (short rows, or reductions
  *   over an outer dim, where neighbouring invocations read neighbouring addresses).
  *
  * A group with reductions at several levels (amax, then the sum of exp(x - max)) makes one pass
  * over the row per level and a last pass for full-size outputs, recomputing prologue values from
- * memory, as the CUDA generator does. Arg reductions (argmax, argmin: the eager max/min with a
+ * memory (from registers in the resident form), as the CUDA generator does. Arg reductions (argmax, argmin: the eager max/min with a
  * dim) carry an index accumulator and take the first index among equals, NaN first, as torch.
  */
 import type { DType } from '../../../tensor/dtype.js';
