@@ -12,6 +12,9 @@
  *   n = round(x * rsqrt(mean(x^2) + eps) * w);  out[i1] = n1 cos[i1] - n2 sin[i1];  out[i2] = n2 cos[i2] + n1 sin[i2]
  * Without the norm (applyRotaryEmb) n = x. Float32 compute for every storage form (16-bit loaded
  * into f32, rounded once at the store; rsqrt is the math library's, as the eager norm's).
+ * KILN_WEBGPU_ROTARY_REGISTERS (default on) renders the register-resident form (registerBody):
+ * every load of the row issued first and kept in registers, the sum by subgroupAdd where the
+ * device has subgroups, no second pass over memory; 0 renders the loop form described above.
  *
  * Up to three leading dims per tensor (size-1 dims dropped) with any strides, so q and k read as
  * column slices of a fused qkv output, transposed or not, are read in place; cos and sin broadcast.
