@@ -7,10 +7,12 @@
  * Rows: a tiny pointwise op (that floor), each projection's GEMV (and the weight bytes over the
  * time, GB/s), the eager one-row rmsNorm and the compiled residual add + RMSNorm ([1, 1024]: the
  * fused reduce kernel kiln.compile renders for a decode step's 57 norms, checked to be one
- * dispatch), each under KILN_WEBGPU_REDUCE_UNROLL 1 (one element per loop step, the renderer
- * before issue #20's fix) and the default, in the same process; "chained" rows feed each call's
+ * dispatch), each in the strided-loop form (one element per loop step, the renderer before issue
+ * #20's fixes), KILN_WEBGPU_REDUCE_UNROLL 4 and the register-resident form (KILN_WEBGPU_REDUCE_REGISTERS,
+ * the default), in the same process; "chained" rows feed each call's
  * output to the next (a step's norms are dependent: latency, not throughput);
- * llm.qkNormRotaryCache at Qwen3-0.6B's shapes (q 16 x 128, k and v 8 x 128, one token, one dispatch),
+ * llm.qkNormRotaryCache at Qwen3-0.6B's shapes (q 16 x 128, k and v 8 x 128, one token, one dispatch;
+ * KILN_WEBGPU_ROTARY_REGISTERS 0 and 1),
  * the embedding gather of one token, the greedy argmax over the vocabulary, paged decode attention
  * at a 300-token context (--context) in a table of --capacity tokens (default 40960: Qwen3's 40960
  * positions; the engine's tables are min(that, its cache's blocks) wide) over a cache of
@@ -123,24 +125,34 @@ function timeChain(first: Tensor, f: (x: Tensor) => Tensor): number {
   return trials.sort((x, y) => x - y)[2]!;
 }
 
-/** Rows under each KILN_WEBGPU_REDUCE_UNROLL (1: the one-element-per-step loop before issue #20; 4: the default). */
-const UNROLLS = [1, 4] as const;
-function underUnroll(u: number, f: () => void): void {
-  setOption('KILN_WEBGPU_REDUCE_UNROLL', u);
+/**
+ * Rows under each form of the 'workgroup' reductions (issue #20): the strided loop (one element
+ * per step, the renderer before the issue), KILN_WEBGPU_REDUCE_UNROLL 4, and the register-resident
+ * row (KILN_WEBGPU_REDUCE_REGISTERS 8, the default).
+ */
+const FORMS = [
+  { label: 'loop', unroll: 1, registers: 0 },
+  { label: 'unroll 4', unroll: 4, registers: 0 },
+  { label: 'registers', unroll: 1, registers: 8 },
+] as const;
+function underForm(f: (typeof FORMS)[number], fn: () => void): void {
+  setOption('KILN_WEBGPU_REDUCE_UNROLL', f.unroll);
+  setOption('KILN_WEBGPU_REDUCE_REGISTERS', f.registers);
   try {
-    f();
+    fn();
   } finally {
     setOption('KILN_WEBGPU_REDUCE_UNROLL', undefined);
+    setOption('KILN_WEBGPU_REDUCE_REGISTERS', undefined);
   }
 }
 
 const h = kiln.randn([1, 1024], { device: dev }).to(dtype);
 const g = kiln.randn([1024], { device: dev }).to(dtype);
 if (want('rmsNorm')) {
-  for (const u of UNROLLS) {
-    underUnroll(u, () => {
-      report(`rmsNorm [1, 1024] (unroll ${u})`, time(() => kiln.llm.rmsNorm(h, g, 1e-6)));
-      report(`rmsNorm [1, 1024] chained (unroll ${u})`, timeChain(h, (x) => kiln.llm.rmsNorm(x, g, 1e-6)));
+  for (const form of FORMS) {
+    underForm(form, () => {
+      report(`rmsNorm [1, 1024] (${form.label})`, time(() => kiln.llm.rmsNorm(h, g, 1e-6)));
+      report(`rmsNorm [1, 1024] chained (${form.label})`, timeChain(h, (x) => kiln.llm.rmsNorm(x, g, 1e-6)));
     });
   }
 }
@@ -149,8 +161,8 @@ if (want('rmsNorm')) {
 // fuses it into one reduce kernel (add+mul+mean+add+rsqrt+mul+mul), stores the sum and the norm.
 if (want('addRmsNorm')) {
   const res = kiln.randn([1, 1024], { device: dev }).to(dtype);
-  for (const u of UNROLLS) {
-    underUnroll(u, () => {
+  for (const form of FORMS) {
+    underForm(form, () => {
       // A fresh function per setting: the option is part of the compiled program's kernel keys.
       const f = kiln.compile((x: Tensor, r: Tensor, w: Tensor) => {
         const s = kiln.add(x, r);
@@ -158,8 +170,8 @@ if (want('addRmsNorm')) {
       });
       const call = (x: Tensor): Tensor => (f(x, res, g) as readonly Tensor[])[0]!;
       const n = dispatchesOf(() => call(h));
-      report(`compiled addRmsNorm [1, 1024] (unroll ${u}, ${n} dispatch${n === 1 ? '' : 'es'})`, time(() => call(h)));
-      report(`compiled addRmsNorm [1, 1024] chained (unroll ${u})`, timeChain(h, call));
+      report(`compiled addRmsNorm [1, 1024] (${form.label}, ${n} dispatch${n === 1 ? '' : 'es'})`, time(() => call(h)));
+      report(`compiled addRmsNorm [1, 1024] chained (${form.label})`, timeChain(h, call));
     });
   }
 }
@@ -180,8 +192,16 @@ if (want('qkNormRotaryCache')) {
   const vc = kiln.randn([64, 16, 8, D], { device: dev }).to(dtype);
   const slots = kiln.tensor([300], { dtype: 'int32', device: dev });
   const call = (): Tensor => kiln.llm.qkNormRotaryCache(q, k, v, qw, kw, 1e-6, cos, sin, true, kc, vc, slots).q;
-  const n = dispatchesOf(call);
-  report(`qkNormRotaryCache q 16x128 kv 8x128 (${n} dispatch${n === 1 ? '' : 'es'})`, time(call));
+  // The loop form and the register-resident one (KILN_WEBGPU_ROTARY_REGISTERS, the default).
+  for (const registers of [false, true]) {
+    setOption('KILN_WEBGPU_ROTARY_REGISTERS', registers);
+    try {
+      const n = dispatchesOf(call);
+      report(`qkNormRotaryCache q 16x128 kv 8x128 (${registers ? 'registers' : 'loop'}, ${n} dispatch${n === 1 ? '' : 'es'})`, time(call));
+    } finally {
+      setOption('KILN_WEBGPU_ROTARY_REGISTERS', undefined);
+    }
+  }
 }
 
 // The embedding gather of one token id from Qwen3-0.6B's [151936, 1024] table.

@@ -76,28 +76,35 @@ test('the gated GEMV (llm.linearSiluAndMul) compiles on Dawn for every storage k
   assert.equal(n, 32);
 });
 
-test("llm.qkNormRotaryCache's kernel compiles as a shader module on Dawn for every storage kind, style, head dim and slot dtype", { skip: dawnSkipReason() }, async () => {
+test("llm.qkNormRotaryCache's kernel compiles as a shader module on Dawn for every storage kind, style, head dim, slot dtype and form (loop; registers with and without subgroups)", { skip: dawnSkipReason() }, async () => {
   const R = await import('../src/kernels/webgpu/llm-rotary.js');
   const { dawnToggles } = await import('../src/runtime/webgpu/dawn-options.js');
   const dawn = (await import('webgpu')) as unknown as { create(o: string[]): GPU };
   const gpu = dawn.create(['backend=null', ...dawnToggles()]);
   const adapter = (await gpu.requestAdapter())!;
-  const device = await adapter.requestDevice({ requiredFeatures: ['shader-f16'] as GPUFeatureName[] });
+  const device = await adapter.requestDevice({ requiredFeatures: ['shader-f16', 'subgroups'] as GPUFeatureName[] });
+  const forms = [
+    { registers: false, subgroups: false },
+    { registers: true, subgroups: true },
+    { registers: true, subgroups: false },
+  ];
   const errors: string[] = [];
   let n = 0;
   for (const x of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
     for (const isNeox of [true, false]) {
       for (const d of [64, 128]) {
         for (const slots of ['int32', 'int64'] as const) {
-          const code = R.qkNormRotaryCacheSourceForTest(x, d, isNeox, slots);
-          const info = await device.createShaderModule({ code }).getCompilationInfo();
-          for (const m of info.messages) if (m.type === 'error') errors.push(`${x} ${isNeox} ${d} ${slots}: line ${m.lineNum}: ${m.message}`);
-          n++;
+          for (const form of forms) {
+            const code = R.qkNormRotaryCacheSourceForTest(x, d, isNeox, slots, form);
+            const info = await device.createShaderModule({ code }).getCompilationInfo();
+            for (const m of info.messages) if (m.type === 'error') errors.push(`${x} ${isNeox} ${d} ${slots} ${JSON.stringify(form)}: line ${m.lineNum}: ${m.message}`);
+            n++;
+          }
         }
       }
     }
   }
   device.destroy();
   assert.deepEqual(errors, []);
-  assert.equal(n, 32);
+  assert.equal(n, 96);
 });

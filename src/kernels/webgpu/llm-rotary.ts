@@ -12,6 +12,9 @@
  *   n = round(x * rsqrt(mean(x^2) + eps) * w);  out[i1] = n1 cos[i1] - n2 sin[i1];  out[i2] = n2 cos[i2] + n1 sin[i2]
  * Without the norm (applyRotaryEmb) n = x. Float32 compute for every storage form (16-bit loaded
  * into f32, rounded once at the store; rsqrt is the math library's, as the eager norm's).
+ * KILN_WEBGPU_ROTARY_REGISTERS (default on) renders the register-resident form (registerBody):
+ * every load of the row issued first and kept in registers, the sum by subgroupAdd where the
+ * device has subgroups, no second pass over memory; 0 renders the loop form described above.
  *
  * Up to three leading dims per tensor (size-1 dims dropped) with any strides, so q and k read as
  * column slices of a fused qkv output, transposed or not, are read in place; cos and sin broadcast.
@@ -34,6 +37,7 @@ import type { DType } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import type { DeviceBuffer } from '../../runtime/accelerator.js';
 import { withPrelude } from '../math/wgsl-prelude.js';
+import { getOption } from '../../runtime/config.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, words } from './template.js';
@@ -122,7 +126,7 @@ function tensorWords(op: string, name: string, x: Tensor, out: Tensor, cos: Tens
  * at their token's slot and the workgroup of each k row copies the same row of v into the value
  * cache (a negative slot or one past the capacity skips both).
  */
-function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, two: boolean, b: Binding, slots: DType | null = null): string {
+function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, two: boolean, b: Binding, slots: DType | null = null, form: RotaryForm = { registers: false, subgroups: false }): string {
   const slotBinding = slots === null ? -1 : b.of.get('slots')!;
   const binds: Bind[] = b.buffers.map((_, i) => (i === slotBinding ? { kind: indexBind(slots!), written: false } : { kind, written: b.written[i]! }));
   const lines = header(binds, { f16: kind === 'f16' || kind === 'f16p', bf16: kind === 'bf16p' });
@@ -155,7 +159,7 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
     `const HALF = ${d / 2}u;`,
     `var<workgroup> red: array<f32, ${WG}>;`,
     `@compute @workgroup_size(${WG})`,
-    'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u) {',
+    `fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) ng: vec3u${form.registers && form.subgroups && norm ? ', @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) sgid: u32, @builtin(num_subgroups) nsub: u32' : ''}) {`,
     `  let rowsQ = kmeta[0]; let rowsK = ${two ? `kmeta[${PER}]` : '0u'};`,
     `  let eps = bitcast<f32>(kmeta[${EPS_AT}]);`,
     '  for (var r = wid.x; r < rowsQ + rowsK; r = r + ng.x) {',
@@ -166,6 +170,16 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
     '    let i2 = row % n2; let i1 = (row / n2) % n1; let i0 = row / (n1 * n2);',
     '    var scale = 1.0;',
   );
+  if (form.registers) {
+    const slotLoad = (i: string): string => indexLoad(slots!, v('slots'), i);
+    const vStore = (e: string, val: string): string => storeStmt(kind, v('vc'), `kmeta[${CACHE_AT + 3}] + (u32(cs) * CKV + hh) * D + ${e}`, val);
+    registerBody(lines, { d, isNeox, norm, slots, subgroups: form.subgroups, pick, round, store, at, ld, slotLoad, vStore });
+    lines.push('  }', '}');
+    const at0 = lines.findIndex((l) => l.startsWith('@compute'));
+    lines.splice(at0, 0, ...helpers);
+    if (form.subgroups && norm) lines.unshift('enable subgroups;');
+    return lines.join('\n');
+  }
   if (slots !== null) {
     // k is [N, kvHeads, D]: its row r is token r / kvHeads, head r % kvHeads.
     lines.push(
@@ -214,6 +228,108 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
   return lines.join('\n');
 }
 
+/** How the kernel walks a row: the loop form, or register-resident (KILN_WEBGPU_ROTARY_REGISTERS), with subgroup sums where the device has them. */
+export interface RotaryForm {
+  readonly registers: boolean;
+  readonly subgroups: boolean;
+}
+
+/** The form launches take now (options read per launch: a bench may switch them), and its kernel-key suffix. */
+function rotaryForm(): { form: RotaryForm; key: string } {
+  const registers = getOption('KILN_WEBGPU_ROTARY_REGISTERS');
+  const subgroups = registers && webgpu().hasFeature('subgroups');
+  return { form: { registers, subgroups }, key: registers ? `.regs${subgroups ? '.sg' : ''}` : '' };
+}
+
+interface BodyParts {
+  readonly d: number;
+  readonly isNeox: boolean;
+  readonly norm: boolean;
+  readonly slots: DType | null;
+  readonly subgroups: boolean;
+  pick(rq: Role, rk: Role, i: string): string;
+  round(e: string): string;
+  store(p: string, val: string): string;
+  at(base: string, i: string): string;
+  ld(r: Role, i: string): string;
+  /** Cache mode: the slot load at index i, and the store of value element e into the value cache. */
+  slotLoad(i: string): string;
+  vStore(e: string, val: string): string;
+}
+
+/**
+ * The row body of the register-resident form (issue #20: llm.qkNormRotaryCache took 21.7 us for a
+ * decode step's 24 head rows on the H200, a chain of round trips: the norm's loop loaded the row,
+ * the rotary pass loaded it again with the weights, cos and sin after the reduction's barriers,
+ * and the value row's copy came last). Every invocation first issues all its loads: its pairs'
+ * x values (pair j = lid + u * 64, clamped to the row: lanes past it load a valid pair and are
+ * masked out), weights, cos and sin, and in cache mode its elements of the k row's value row; then
+ * the slot; the sum of squares from those registers (subgroupAdd and one partial per subgroup
+ * where the device has subgroups, else the workgroup-memory tree); then the stores, from registers.
+ * The sum's order differs from the loop form's (the values within float32 rounding of each other).
+ */
+function registerBody(lines: string[], c: BodyParts): void {
+  const P = Math.ceil(c.d / 2 / WG);
+  const E = Math.ceil(c.d / WG);
+  const w = (i: string): string => c.pick('wQ', 'wK', `kmeta[m + 23u] + (${i}) * kmeta[m + 24u]`);
+  for (let u = 0; u < P; u++) {
+    lines.push(
+      `    let jv${u} = lid + ${u * WG}u; let j${u} = min(jv${u}, HALF - 1u);`,
+      `    let p1_${u} = ${c.isNeox ? `j${u}` : `2u * j${u}`}; let p2_${u} = ${c.isNeox ? `j${u} + HALF` : `2u * j${u} + 1u`};`,
+      `    let xa${u} = ${c.pick('xQ', 'xK', c.at('m + 3u', `p1_${u}`))}; let xb${u} = ${c.pick('xQ', 'xK', c.at('m + 3u', `p2_${u}`))};`,
+      ...(c.norm ? [`    let w1_${u} = ${w(`p1_${u}`)}; let w2_${u} = ${w(`p2_${u}`)};`] : []),
+      `    let c1_${u} = ${c.pick('cos', 'cos', c.at('m + 13u', `p1_${u}`))}; let s1_${u} = ${c.pick('sin', 'sin', c.at('m + 18u', `p1_${u}`))};`,
+      `    let c2_${u} = ${c.pick('cos', 'cos', c.at('m + 13u', `p2_${u}`))}; let s2_${u} = ${c.pick('sin', 'sin', c.at('m + 18u', `p2_${u}`))};`,
+    );
+  }
+  if (c.slots !== null) {
+    // k is [N, kvHeads, D]: its row r is token r / kvHeads, head r % kvHeads; its value row's elements (e = lid + k * 64, clamped).
+    lines.push(`    let CKV = kmeta[${CACHE_AT}]; let tok = row / CKV; let hh = row % CKV;`);
+    for (let e = 0; e < E; e++) lines.push(`    var vv${e} = 0.0;`);
+    const vi = (e: string): string => `u32(i32(kmeta[${CACHE_AT + 4}]) + i32(tok) * bitcast<i32>(kmeta[${CACHE_AT + 5}]) + i32(hh) * bitcast<i32>(kmeta[${CACHE_AT + 6}]) + i32(${e}) * bitcast<i32>(kmeta[${CACHE_AT + 7}]))`;
+    lines.push(`    if (!isQ) { ${Array.from({ length: E }, (_, e) => `vv${e} = ${c.ld('v', vi(`min(lid + ${e * WG}u, D - 1u)`))};`).join(' ')} }`);
+    lines.push(
+      '    var cs = -1i;',
+      `    if (!isQ) { cs = ${c.slotLoad(`kmeta[${CACHE_AT + 8}] + tok * kmeta[${CACHE_AT + 9}]`)}; if (cs >= 0i && u32(cs) >= kmeta[${CACHE_AT + 1}]) { cs = -1i; } }`,
+    );
+  }
+  if (c.norm) {
+    lines.push('    var acc = 0.0;');
+    for (let u = 0; u < P; u++) lines.push(`    acc = acc + select(0.0, xa${u} * xa${u} + xb${u} * xb${u}, jv${u} < HALF);`);
+    if (c.subgroups)
+      lines.push(
+        '    let sgs = subgroupAdd(acc);',
+        '    if (sgid == 0u) { red[sid] = sgs; }',
+        '    workgroupBarrier();',
+        '    var tot = red[0];',
+        '    for (var k = 1u; k < nsub; k = k + 1u) { tot = tot + red[k]; }',
+        '    scale = kiln_rsqrt(tot / f32(D) + eps);',
+        '    workgroupBarrier();',
+      );
+    else
+      lines.push(
+        '    red[lid] = acc;',
+        '    workgroupBarrier();',
+        `    for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {`,
+        '      if (lid < s) { red[lid] = red[lid] + red[lid + s]; }',
+        '      workgroupBarrier();',
+        '    }',
+        '    scale = kiln_rsqrt(red[0] / f32(D) + eps);',
+        '    workgroupBarrier();',
+      );
+  }
+  for (let u = 0; u < P; u++) {
+    lines.push(
+      `    if (jv${u} < HALF) {`,
+      c.norm ? `      let n1v = ${c.round(`xa${u} * scale * w1_${u}`)}; let n2v = ${c.round(`xb${u} * scale * w2_${u}`)};` : `      let n1v = xa${u}; let n2v = xb${u};`,
+      `      ${c.store(`p1_${u}`, `n1v * c1_${u} - n2v * s1_${u}`)}`,
+      `      ${c.store(`p2_${u}`, `n2v * c2_${u} + n1v * s2_${u}`)}`,
+      '    }',
+    );
+  }
+  if (c.slots !== null) lines.push(`    if (!isQ && cs >= 0i) { ${Array.from({ length: E }, (_, e) => `if (lid + ${e * WG}u < D) { ${c.vStore(`lid + ${e * WG}u`, `vv${e}`)} }`).join(' ')} }`);
+}
+
 interface Part {
   readonly name: 'q' | 'k';
   readonly x: Tensor;
@@ -249,8 +365,9 @@ function launch(op: string, parts: readonly Part[], cos: Tensor, sin: Tensor, ep
     const meta = new Array<number>(EPS_AT + 1).fill(0);
     ps.forEach((p, i) => tensorWords(op, p.name, p.x, p.out, cos, sin, p.w).forEach((wd, j) => (meta[i * PER + j] = wd)));
     meta[EPS_AT] = new Uint32Array(new Float32Array([eps]).buffer)[0]!;
-    const key = `rotary.${kind}.${d}.${isNeox ? 'neox' : 'gptj'}.${norm ? 'norm' : 'plain'}.${two ? 'qk' : 'q'}.${[...b.of.entries()].map(([r, i]) => `${r}${i}`).join('')}`;
-    const k = kernelFor(key, () => source(kind, d, isNeox, norm, two, b));
+    const rf = rotaryForm();
+    const key = `rotary.${kind}.${d}.${isNeox ? 'neox' : 'gptj'}.${norm ? 'norm' : 'plain'}.${two ? 'qk' : 'q'}.${[...b.of.entries()].map(([r, i]) => `${r}${i}`).join('')}${rf.key}`;
+    const k = kernelFor(key, () => source(kind, d, isNeox, norm, two, b, null, rf.form));
     const rows = ps.reduce((n, p) => n + p.x.numel() / d, 0);
     acc.dispatch(k, b.buffers, words(meta), groupsFor(rows, 1));
   };
@@ -304,8 +421,9 @@ function launchCache(q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, ep
   meta[EPS_AT] = new Uint32Array(new Float32Array([eps]).buffer)[0]!;
   const cacheWords = [g.kvHeads, g.numBlocks * g.blockSize, kc.offset, vc.offset, v.offset, v.strides[0]!, v.strides[1]!, v.strides[2]!, slots.offset, slots.ndim === 0 ? 0 : slots.strides[0]!];
   cacheWords.forEach((wd, j) => (meta[CACHE_AT + j] = wd));
-  const key = `rotary.${kind}.${d}.${isNeox ? 'neox' : 'gptj'}.norm.cache.${slots.dtype}.${[...b.of.entries()].map(([r, i]) => `${r}${i}`).join('')}`;
-  const kernel = kernelFor(key, () => source(kind, d, isNeox, true, true, b, slots.dtype));
+  const rf = rotaryForm();
+  const key = `rotary.${kind}.${d}.${isNeox ? 'neox' : 'gptj'}.norm.cache.${slots.dtype}.${[...b.of.entries()].map(([r, i]) => `${r}${i}`).join('')}${rf.key}`;
+  const kernel = kernelFor(key, () => source(kind, d, isNeox, true, true, b, slots.dtype, rf.form));
   const rows = q.numel() / d + k.numel() / d;
   acc.dispatch(kernel, b.buffers, words(meta), groupsFor(rows, 1));
   return true;
@@ -316,12 +434,12 @@ function launchCache(q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, ep
  * slices of one qkv buffer; weights, cos, sin, caches and slots apart), for compile checks on a
  * device that binds fewer buffers than the kernel needs (Dawn's null backend binds 8).
  */
-export function qkNormRotaryCacheSourceForTest(kind: StorageKind, d: number, isNeox: boolean, slots: DType): string {
+export function qkNormRotaryCacheSourceForTest(kind: StorageKind, d: number, isNeox: boolean, slots: DType, form: RotaryForm = rotaryForm().form): string {
   const roles: Role[][] = [['outQ'], ['kc'], ['vc'], ['xQ', 'xK', 'v'], ['wQ'], ['wK'], ['cos'], ['sin'], ['slots']];
   const of = new Map<Role, number>();
   roles.forEach((rs, i) => rs.forEach((r) => of.set(r, i)));
   const b: Binding = { buffers: roles.map(() => ({}) as DeviceBuffer), written: roles.map((_, i) => i < 3), of };
-  return withPrelude(source(kind, d, isNeox, true, true, b, slots));
+  return withPrelude(source(kind, d, isNeox, true, true, b, slots, form));
 }
 
 registerLlmImpl(qkNormRotaryCache.name, {

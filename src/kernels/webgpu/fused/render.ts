@@ -13,13 +13,16 @@
  * - reduce, strategy 'workgroup': one workgroup per row (rows grid-stride over workgroups),
  *   invocations stride the row, then a workgroup all-reduce (shared-memory tree; with the
  *   `subgroups` feature, sums reduce within subgroups first, one partial per subgroup_id) that
- *   every invocation gets back;
+ *   every invocation gets back. A row of at most `resident` elements per invocation is held in
+ *   registers instead (residentLoads: every input element loaded once, all loads issued before any
+ *   use; each pass computes from the registers); longer rows loop, U elements per step with
+ *   `unroll` (unrolledPass) or one;
  * - reduce, strategy 'thread': one invocation per row, a serial loop (short rows, or reductions
  *   over an outer dim, where neighbouring invocations read neighbouring addresses).
  *
  * A group with reductions at several levels (amax, then the sum of exp(x - max)) makes one pass
  * over the row per level and a last pass for full-size outputs, recomputing prologue values from
- * memory, as the CUDA generator does. Arg reductions (argmax, argmin: the eager max/min with a
+ * memory (from registers in the resident form), as the CUDA generator does. Arg reductions (argmax, argmin: the eager max/min with a
  * dim) carry an index accumulator and take the first index among equals, NaN first, as torch.
  */
 import type { DType } from '../../../tensor/dtype.js';
@@ -67,6 +70,14 @@ export interface RenderSpec {
    * masked out of the combine, so the values and their order are those of one per step.
    */
   readonly unroll?: number;
+  /**
+   * Reduce, strategy 'workgroup': the row is register-resident (KILN_WEBGPU_REDUCE_REGISTERS):
+   * every invocation loads its `resident` elements (j = lid + u * W, u < resident; the row's length
+   * must be at most resident * W) of every input once, all before any use, keeps them in registers,
+   * and every pass (the reductions' levels, the full-size stores) computes from those registers
+   * instead of looping over the row and reloading it. Overrides `unroll`.
+   */
+  readonly resident?: number;
 }
 
 /** A spec's workgroup size. */
@@ -528,16 +539,17 @@ function renderReduce(c: Ctx): string {
   const reductions = g.nodes.filter((n) => n.kind === 'reduction');
   const sg = wg && spec.subgroups && reductions.some((n) => n.reduce!.kind === 'sum' || n.reduce!.kind === 'mean');
   const W = workgroupOf(spec);
-  const U = wg ? Math.max(1, Math.floor(spec.unroll ?? 1)) : 1;
+  const R = wg && spec.resident !== undefined ? Math.max(1, Math.floor(spec.resident)) : 0;
+  const U = wg && R === 0 ? Math.max(1, Math.floor(spec.unroll ?? 1)) : 1;
   const helpers = new Helpers(sg, W);
   const { passes, rowOuts } = phases(g);
-  const L = new Lines();
-  L.line('let M = kmeta[0];');
-  L.line('let N = kmeta[1];');
-  L.open(wg ? 'for (var row = wid.x; row < M; row = row + ng.x) {' : `for (var row = gid.x; row < M; row = row + ng.x * ${W}u) {`);
+  const rowLines = new Lines();
+  rowLines.line('let M = kmeta[0];');
+  rowLines.line('let N = kmeta[1];');
+  rowLines.open(wg ? 'for (var row = wid.x; row < M; row = row + ng.x) {' : `for (var row = gid.x; row < M; row = row + ng.x * ${W}u) {`);
   const ks = Array.from({ length: T }, (_, k) => k);
   decompose(
-    L,
+    rowLines,
     'row',
     O,
     (d) => `kmeta[${2 + d}]`,
@@ -548,6 +560,10 @@ function renderReduce(c: Ctx): string {
     'q',
   );
   const avail = new Set<number>();
+  // Register-resident rows: the passes are rendered first (they say which inputs they read, into
+  // `loaded`), then the loads of those inputs go before them.
+  const loaded = new Set<number>();
+  const L = R > 0 ? new Lines() : rowLines;
   /** Per-row nodes whose inputs are all available. */
   const rowNodes = (): void => {
     for (const n of g.nodes) {
@@ -572,6 +588,12 @@ function renderReduce(c: Ctx): string {
       avail,
       (k) => `bs${k} + ro${k}`,
     );
+    if (R > 0) {
+      residentPass(c, L, pass, avail, helpers, W, R, loaded);
+      for (const r of pass.reductions) finishReduction(c, L, r, helpers, wg, avail);
+      rowNodes();
+      continue;
+    }
     if (wg && U > 1) {
       unrolledPass(c, L, pass, avail, helpers, W, U);
       for (const r of pass.reductions) finishReduction(c, L, r, helpers, wg, avail);
@@ -611,7 +633,11 @@ function renderReduce(c: Ctx): string {
     for (const o of rowOuts) L.line(store(spec, c.outOperand.get(o)!, `bs${c.outOperand.get(o)!}`, `v${o}`));
     if (wg) L.close();
   }
-  L.close();
+  if (R > 0) {
+    residentLoads(c, rowLines, loaded, W, R);
+    for (const l of L.out) rowLines.line(l);
+  }
+  rowLines.close();
 
   const out = new Lines();
   for (const l of header(c, sg ? ['subgroups'] : [])) out.line(l);
@@ -621,7 +647,7 @@ function renderReduce(c: Ctx): string {
     ? ['@builtin(workgroup_id) wid: vec3u', '@builtin(local_invocation_index) lid: u32', '@builtin(num_workgroups) ng: vec3u', ...(sg ? ['@builtin(subgroup_id) sid: u32', '@builtin(subgroup_invocation_id) sgid: u32', '@builtin(num_subgroups) nsub: u32'] : [])]
     : ['@builtin(global_invocation_id) gid: vec3u', '@builtin(num_workgroups) ng: vec3u'];
   out.open(`fn main(${builtins.join(', ')}) {`);
-  for (const l of L.out) out.line(l);
+  for (const l of rowLines.out) out.line(l);
   out.close();
   return out.out.join('\n');
 }
@@ -711,6 +737,79 @@ function unrolledPass(c: Ctx, L: Lines, pass: Phase, avail: ReadonlySet<number>,
     L.close();
   }
   L.close();
+}
+
+/**
+ * A register-resident row's loads (issue #20: a one-row [1, 1024] add + RMSNorm was 15-18 us on
+ * the H200, a chain of dependent loads: a strided loop whose every step waited on its load, and a
+ * second pass that loaded the row again). Input operand k's lane u is x<k>_<u>, element
+ * j = lid + u * W clamped to the row (a lane past the row loads the last element: every load is
+ * unconditional and in bounds, so all R * inputs loads can be in flight at once; the passes mask
+ * such lanes out). Values are held in the compute type.
+ */
+function residentLoads(c: Ctx, L: Lines, loaded: ReadonlySet<number>, W: number, R: number): void {
+  const { spec, g } = c;
+  const O = spec.orank;
+  const Q = spec.rrank;
+  const hb = (k: number): number => 2 + O + Q + k * (1 + O + Q);
+  const ks = [...loaded].sort((a, b) => a - b);
+  for (const k of ks) {
+    const id = g.inputs[k - g.outputs.length]!;
+    for (let u = 0; u < R; u++) L.line(`var x${k}_${u}: ${ctype(g.value(id).dtype)};`);
+  }
+  for (let u = 0; u < R; u++) {
+    L.open('{');
+    L.line(`let j = min(lid + ${u * W}u, N - 1u);`);
+    decompose(L, 'j', Q, (d) => `kmeta[${2 + O + d}]`, ks, (k) => `ro${k}`, () => '0u', (k, d) => `kmeta[${hb(k) + 1 + O + d}]`, 'wq');
+    for (const k of ks) L.line(`x${k}_${u} = ${load(spec, k, `bs${k} + ro${k}`)};`);
+    L.close();
+  }
+}
+
+/**
+ * One pass of a register-resident 'workgroup' reduce: lane u of every invocation (element
+ * lid + u * W) computed from the registers residentLoads fills (the operands it reads are added to
+ * `loaded`), combined into the accumulators in lane order (each invocation combines its elements in
+ * the order of the strided loop; lanes past the row combine the identity) and its full-size outputs
+ * stored under the row bound. No loads of the row here: every one was issued before the first pass.
+ */
+function residentPass(c: Ctx, L: Lines, pass: Phase, avail: ReadonlySet<number>, helpers: Helpers, W: number, R: number, loaded: Set<number>): void {
+  const { spec, g } = c;
+  const O = spec.orank;
+  const Q = spec.rrank;
+  const hb = (k: number): number => 2 + O + Q + k * (1 + O + Q);
+  const storeOps = pass.stores.map((s) => c.outOperand.get(s)!).sort((a, b) => a - b);
+  for (let u = 0; u < R; u++) {
+    const body = elementCode(
+      c,
+      pass.reductions.map((n) => n.reduce!.input),
+      pass.stores,
+      avail,
+      (k) => `bs${k} + ro${k}`,
+      {
+        load: (k) => {
+          loaded.add(k);
+          return `x${k}_${u}`;
+        },
+        store: (k, v) => `if (jv < N) { ${store(spec, k, `bs${k} + ro${k}`, v)} }`,
+      },
+    );
+    L.open('{');
+    L.line(`let jv = lid + ${u * W}u;`);
+    L.line('let j = min(jv, N - 1u);');
+    decompose(L, 'j', Q, (d) => `kmeta[${2 + O + d}]`, storeOps, (k) => `ro${k}`, () => '0u', (k, d) => `kmeta[${hb(k) + 1 + O + d}]`, 'wq');
+    for (const st of body.stmts) L.line(st);
+    for (const r of pass.reductions) {
+      const o = r.outputs[0]!;
+      const t = ctype(g.value(o).dtype);
+      const x = r.reduce!.input;
+      const v = ctype(g.value(x).dtype) === t ? `v${x}` : `${t}(v${x})`;
+      const kind = r.reduce!.kind;
+      if (kind === 'argmax' || kind === 'argmin') L.line(`if (jv < N && ${helpers.better(kind, t)}(${v}, i32(j), a${o}, ai${o})) { a${o} = ${v}; ai${o} = i32(j); }`);
+      else L.line(`a${o} = ${combine(kind, t, `a${o}`, `select(${identity(kind, t)}, ${v}, jv < N)`)};`);
+    }
+    L.close();
+  }
 }
 
 /** The WGSL source of group `g` under `spec`. */

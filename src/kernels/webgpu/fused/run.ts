@@ -166,10 +166,10 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
     subgroups: acc.hasFeature('subgroups'),
     workgroup: cfg.workgroup,
     ...(vector ? { vector } : {}),
-    ...reduceUnroll(strategy),
+    ...reduceForm(strategy, L, cfg.workgroup),
   };
   const W = workgroupOf(spec);
-  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${spec.unroll === undefined ? '' : `|u${spec.unroll}`}${planKey(vector)}${wgslMathKey()}`;
+  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${spec.unroll === undefined ? '' : `|u${spec.unroll}`}${spec.resident === undefined ? '' : `|r${spec.resident}`}${planKey(vector)}${wgslMathKey()}`;
   let p = pipelines.get(memo);
   if (!p) {
     const source = renderFused(g, spec);
@@ -185,9 +185,18 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
   return { kernel: p.kernel, source: p.source, memo, config: cfg, buffers, meta: metaWords(L), groups: [Math.max(groups, 1), 1, 1], writesInput };
 }
 
-/** The spec's unroll for a strategy: KILN_WEBGPU_REDUCE_UNROLL for 'workgroup' reductions above one, else none (read per launch: a bench may switch it). */
-function reduceUnroll(strategy: FusedStrategy): { unroll?: number } {
+/**
+ * How a 'workgroup' reduction walks its row (options read per launch: a bench may switch them):
+ * register-resident (`resident`: each of the W invocations holds ceil(N / W) elements) where the
+ * row has at most KILN_WEBGPU_REDUCE_REGISTERS * W elements, else KILN_WEBGPU_REDUCE_UNROLL
+ * elements per loop step above one, else the strided loop. A resident count is part of the
+ * pipeline's key (at most KILN_WEBGPU_REDUCE_REGISTERS sources per group structure and workgroup).
+ */
+export function reduceForm(strategy: FusedStrategy, L: FusedLayout, workgroup: number): { unroll?: number; resident?: number } {
   if (strategy !== 'workgroup') return {};
+  const N = layoutRowLength(L);
+  const maxRegisters = getOption('KILN_WEBGPU_REDUCE_REGISTERS');
+  if (N >= 1 && N <= maxRegisters * workgroup) return { resident: Math.ceil(N / workgroup) };
   const u = getOption('KILN_WEBGPU_REDUCE_UNROLL');
   return u > 1 ? { unroll: u } : {};
 }
@@ -214,7 +223,7 @@ export function renderDistinct(g: FusedGroup, dtypes: readonly DType[], L: Fused
     operandBinding,
     subgroups: acc.hasFeature('subgroups'),
     ...(vector ? { vector } : {}),
-    ...reduceUnroll(strategy),
+    ...reduceForm(strategy, L, FUSED_WORKGROUP),
   };
   return renderFused(g, spec);
 }
