@@ -95,7 +95,14 @@ typedef struct {
   int64_t rows_per_item;
   const float *xs;   /* bfloat16 W without dot-product instructions: x split per 32 columns into even / odd halves (gv_rows4_bf16) */
   const uint16_t *xb; /* bfloat16 W with AVX512-BF16: x as bfloat16 bits, m x k contiguous (exact: x was bfloat16) */
+  int32_t stream;     /* GV_STREAM: one weight row at a time, front to back (gv_row_stream_*) */
 } gv_ctx;
+
+/* kiln_gemv flags. */
+#define GV_STREAM 1
+/* Stream order's software prefetch distance in bytes: a few hundred ns of one thread's stream
+   ahead of the loads, across row ends (rows of an item are adjacent when ldw == k). */
+#define GV_PF_BYTES 1024
 
 static inline void gv_store(const gv_ctx *c, int64_t i, int64_t j, float v) {
   if (c->bias) v += c->bias[j * c->bs];
@@ -184,6 +191,90 @@ static void gv_rows4_bf16(const gv_ctx *c, int64_t i, int64_t j0) {
   for (int r = 0; r < 4; r++) gv_store(c, i, j0 + r, s[r]);
 }
 
+/* Stream order (GV_STREAM): row j alone, front to back, for each x row; the row is re-read from
+   L1 for x rows after the first. Each thread then reads one sequential run per item (its rows are
+   adjacent), the pattern the hardware prefetchers and the bandwidth probe's read kernel use,
+   instead of 4 or 8 interleaved runs. Four accumulators keep the FMA chains independent. */
+static void gv_row_stream_f32(const gv_ctx *c, int64_t j) {
+  const float *w = (const float *)c->w + j * c->ldw;
+  const int64_t k = c->k, k64 = k & ~(int64_t)63, k16 = k & ~(int64_t)15;
+  for (int64_t i = 0; i < c->m; i++) {
+    const float *x = c->x + i * k;
+    gv_f16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    int64_t p = 0;
+    for (; p < k64; p += 64) {
+      if (i == 0) for (int q = 0; q < 64; q += 16) __builtin_prefetch(w + p + q + GV_PF_BYTES / 4);
+      gv_f16 x0, x1, x2, x3, w0, w1, w2, w3;
+      memcpy(&x0, x + p, sizeof x0); memcpy(&x1, x + p + 16, sizeof x1);
+      memcpy(&x2, x + p + 32, sizeof x2); memcpy(&x3, x + p + 48, sizeof x3);
+      memcpy(&w0, w + p, sizeof w0); memcpy(&w1, w + p + 16, sizeof w1);
+      memcpy(&w2, w + p + 32, sizeof w2); memcpy(&w3, w + p + 48, sizeof w3);
+      a0 += x0 * w0; a1 += x1 * w1; a2 += x2 * w2; a3 += x3 * w3;
+    }
+    for (; p < k16; p += 16) {
+      gv_f16 xv, wv;
+      memcpy(&xv, x + p, sizeof xv);
+      memcpy(&wv, w + p, sizeof wv);
+      a0 += xv * wv;
+    }
+    float s = gv_hsum((a0 + a1) + (a2 + a3));
+    for (; p < k; p++) s += x[p] * w[p];
+    gv_store(c, i, j, s);
+  }
+}
+
+#if GV_DPBF16
+static void gv_row_stream_dpbf16(const gv_ctx *c, int64_t j) {
+  const uint16_t *w = (const uint16_t *)c->w + j * c->ldw;
+  const int64_t k = c->k, k128 = k & ~(int64_t)127, k32 = k & ~(int64_t)31;
+  for (int64_t i = 0; i < c->m; i++) {
+    const uint16_t *xb = c->xb + i * k;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p < k128; p += 128) {
+      if (i == 0) for (int q = 0; q < 128; q += 32) __builtin_prefetch(w + p + q + GV_PF_BYTES / 2);
+      a0 = _mm512_dpbf16_ps(a0, (__m512bh)_mm512_loadu_si512((const void *)(w + p)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p)));
+      a1 = _mm512_dpbf16_ps(a1, (__m512bh)_mm512_loadu_si512((const void *)(w + p + 32)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p + 32)));
+      a2 = _mm512_dpbf16_ps(a2, (__m512bh)_mm512_loadu_si512((const void *)(w + p + 64)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p + 64)));
+      a3 = _mm512_dpbf16_ps(a3, (__m512bh)_mm512_loadu_si512((const void *)(w + p + 96)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p + 96)));
+    }
+    for (; p < k32; p += 32)
+      a0 = _mm512_dpbf16_ps(a0, (__m512bh)_mm512_loadu_si512((const void *)(w + p)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p)));
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    for (; p < k; p++) s += c->x[i * k + p] * gv_w1(c->w, 1, j * c->ldw + p);
+    gv_store(c, i, j, s);
+  }
+}
+#endif
+
+/* bfloat16 W without the dot-product instructions, widened as gv_rows4_bf16 does (x split). */
+static void gv_row_stream_bf16(const gv_ctx *c, int64_t j) {
+  const uint16_t *w = (const uint16_t *)c->w + j * c->ldw;
+  const int64_t k = c->k, k64 = k & ~(int64_t)63, k32 = k & ~(int64_t)31;
+  const gv_u16 hi = {0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u,
+                     0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u};
+  for (int64_t i = 0; i < c->m; i++) {
+    const float *x = c->x + i * k, *xs = c->xs + i * k;
+    gv_f16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    int64_t p = 0;
+#define GV_BF16_BLOCK(ae, ao, q) { \
+      gv_f16 xe, xo, we, wo; gv_u16 u, lo_, hi_; \
+      memcpy(&xe, xs + (q), sizeof xe); memcpy(&xo, xs + (q) + 16, sizeof xo); \
+      memcpy(&u, w + (q), sizeof u); lo_ = u << 16; hi_ = u & hi; \
+      memcpy(&we, &lo_, sizeof we); memcpy(&wo, &hi_, sizeof wo); \
+      ae += xe * we; ao += xo * wo; }
+    for (; p < k64; p += 64) {
+      if (i == 0) { __builtin_prefetch(w + p + GV_PF_BYTES / 2); __builtin_prefetch(w + p + 32 + GV_PF_BYTES / 2); }
+      GV_BF16_BLOCK(a0, a1, p) GV_BF16_BLOCK(a2, a3, p + 32)
+    }
+    for (; p < k32; p += 32) GV_BF16_BLOCK(a0, a1, p)
+#undef GV_BF16_BLOCK
+    float s = gv_hsum((a0 + a1) + (a2 + a3));
+    for (; p < k; p++) s += x[p] * gv_w1(c->w, 1, j * c->ldw + p);
+    gv_store(c, i, j, s);
+  }
+}
+
 static void gv_row1(const gv_ctx *c, int64_t i, int64_t j) {
   const float *x = c->x + i * c->k;
   const int64_t k = c->k, kv = k & ~(int64_t)15;
@@ -203,6 +294,16 @@ static void gv_item(void *vctx, int64_t item) {
   int64_t j0 = item * c->rows_per_item, j1 = j0 + c->rows_per_item;
   if (j1 > c->n) j1 = c->n;
   int64_t j = j0;
+  if (c->stream) {
+    for (; j < j1; j++) {
+#if GV_DPBF16
+      if (c->xb) { gv_row_stream_dpbf16(c, j); continue; }
+#endif
+      if (c->bf16) gv_row_stream_bf16(c, j);
+      else gv_row_stream_f32(c, j);
+    }
+    return;
+  }
 #if GV_DPBF16
   if (c->xb) {
     for (; j + GV_DP_ROWS <= j1; j += GV_DP_ROWS)
@@ -222,10 +323,11 @@ static void gv_item(void *vctx, int64_t item) {
 
 /* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
    i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
-   (ybf16) bfloat16 bits, rounded once to nearest even. Returns 0, or -1 when the copies of x
+   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order.
+   Returns 0, or -1 when the copies of x
    cannot be allocated (nothing written). */
 int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
-               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads) {
+               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
   if (m <= 0 || n <= 0) return 0;
   gv_ctx c;
   c.m = m; c.n = n; c.k = k;
@@ -234,6 +336,7 @@ int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t 
   c.bias = bias ? (const float *)bias + biaso : 0; c.bs = bs;
   c.y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
   c.ldy = ldy; c.ybf16 = ybf16;
+  c.stream = (flags & GV_STREAM) != 0;
   /* ~64 KiB of weights per item (a multiple of 8 rows): small enough to balance two threads on a
      2048-row projection, large enough that claiming an item costs nothing next to streaming it. */
   int64_t row_bytes = k * (wbf16 ? 2 : 4);

@@ -34,7 +34,7 @@ function gemv(): NativeFn {
   ensureSharedPool();
   const lib = loadLibrary(buildSharedObjectSync('kiln_gemv', GEMV_C_SOURCE, probe.toolchain));
   gemvFn = lib.func(
-    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads)',
+    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags)',
   );
   return gemvFn;
 }
@@ -71,7 +71,7 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   input.assertAlive('linear');
   const b = bias === null ? null : readable(bias);
   const out = allocOut(meta);
-  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads());
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads(), getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0);
   if (rc !== 0) throw new Error(`native GEMV [${m}, ${k}] x [${n}, ${k}]^T: out of memory`);
   return out;
 }
