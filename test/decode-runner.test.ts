@@ -198,6 +198,19 @@ for (const device of devices) {
       } finally {
         setOption('KILN_DECODE_NORM_CHAIN', undefined);
       }
+      // The eager path with q/k norms, rotaries and the cache write as five ops (the default on cpu
+      // is one llm.qkNormRotaryCache), and with the GEMV's stream order: the same tokens.
+      for (const [option, value] of [['KILN_DECODE_QK_CACHE', false], ['KILN_CPU_GEMV_STREAM', true]] as const) {
+        setOption(option, value);
+        try {
+          const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode: 'eager' });
+          const outs = engine.generateAll(prompts, { maxNewTokens: ref.new_tokens });
+          ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `decode eager, ${option}=${value ? 1 : 0}: prompt ${i}`));
+          engine.dispose();
+        } finally {
+          setOption(option, undefined);
+        }
+      }
     });
   }
 }

@@ -34,7 +34,7 @@ import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { scope } from '../../tensor/scope.js';
 import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
-import { addRmsNorm, applyRotaryEmb, pagedAttention, reshapeAndCache } from '../../api/llm.js';
+import { addRmsNorm, applyRotaryEmb, pagedAttention, qkNormRotaryCache, reshapeAndCache } from '../../api/llm.js';
 import { keep } from '../../tensor/scope.js';
 import { FakeTensor } from '../../compile/capture.js';
 import { moeOnDevice } from './moe-device.js';
@@ -267,6 +267,16 @@ export class Qwen3Attention extends Module {
   forwardDecode(x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): Tensor {
     const B = x.shape[0]!;
     const { numHeads: nh, numKvHeads: nkv, headDim: D } = this;
+    if (this.fusedQkCache(x)) {
+      // q/k norms, both rotaries and the cache write as one llm.qkNormRotaryCache (one native call
+      // on the cpu) in place of five ops: the same roundings (issue #17).
+      const q = view(this.q_proj.forward(x), [B, nh, D]);
+      const k = view(this.k_proj.forward(x), [B, nkv, D]);
+      const v = view(this.v_proj.forward(x), [B, nkv, D]);
+      const r = qkNormRotaryCache(q, k, v, this.q_norm.weight!, this.k_norm.weight!, this.q_norm.eps!, cos, sin, true, keyCache, valueCache, batch.slotMapping);
+      const o = pagedAttention(r.q, r.keyCache, r.valueCache, batch.blockTables, batch.contextLens, this.scaling);
+      return this.o_proj.forward(reshape(o, [B, nh * D]));
+    }
     const rope = fusedRotary(x) ? (t: Tensor): Tensor => applyRotaryEmb(t, cos, sin, true) : (t: Tensor): Tensor => applyRotaryPosEmb(t, cos, sin);
     const q = rope(this.q_norm.forward(view(this.q_proj.forward(x), [B, nh, D])));
     const k = rope(this.k_norm.forward(view(this.k_proj.forward(x), [B, nkv, D])));
@@ -274,6 +284,12 @@ export class Qwen3Attention extends Module {
     const written = reshapeAndCache(k, v, keyCache, valueCache, batch.slotMapping);
     const o = pagedAttention(q, written.keyCache, written.valueCache, batch.blockTables, batch.contextLens, this.scaling);
     return this.o_proj.forward(reshape(o, [B, nh * D]));
+  }
+
+  /** Whether forwardDecode runs llm.qkNormRotaryCache: eager cpu (fusedDecode), KILN_DECODE_QK_CACHE, affine norms of one eps. */
+  private fusedQkCache(x: Tensor): boolean {
+    const { q_norm: qn, k_norm: kn } = this;
+    return fusedDecode(x) && getOption('KILN_DECODE_QK_CACHE') && qn.weight !== null && kn.weight !== null && qn.eps !== null && qn.eps === kn.eps && qn.normalizedShape.length === 1 && kn.normalizedShape.length === 1;
   }
 }
 
