@@ -199,8 +199,9 @@ for (const device of devices) {
         setOption('KILN_DECODE_NORM_CHAIN', undefined);
       }
       // The eager path with q/k norms, rotaries and the cache write as five ops (the default on cpu
-      // is one llm.qkNormRotaryCache), and with the GEMV's stream order: the same tokens.
-      for (const [option, value] of [['KILN_DECODE_QK_CACHE', false], ['KILN_CPU_GEMV_STREAM', true]] as const) {
+      // is one llm.qkNormRotaryCache), with the MLP's gate/up/silu/mul as four ops (default: one
+      // llm.gateUpSiluAndMul), and with the GEMV's stream order: the same tokens.
+      for (const [option, value] of [['KILN_DECODE_QK_CACHE', false], ['KILN_DECODE_GATE_UP', false], ['KILN_CPU_GEMV_STREAM', true]] as const) {
         setOption(option, value);
         try {
           const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode: 'eager' });

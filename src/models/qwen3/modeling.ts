@@ -34,7 +34,8 @@ import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { scope } from '../../tensor/scope.js';
 import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
-import { addRmsNorm, applyRotaryEmb, pagedAttention, qkNormRotaryCache, reshapeAndCache } from '../../api/llm.js';
+import { addRmsNorm, applyRotaryEmb, gateUpSiluAndMul, pagedAttention, qkNormRotaryCache, reshapeAndCache } from '../../api/llm.js';
+import { GEMV_MAX_ROWS } from '../../kernels/cpu/native/gemv-c.js';
 import { keep } from '../../tensor/scope.js';
 import { FakeTensor } from '../../compile/capture.js';
 import { moeOnDevice } from './moe-device.js';
@@ -309,6 +310,20 @@ export class Qwen3MLP extends Module {
   forward(x: Tensor): Tensor {
     return this.down_proj.forward(mul(silu(this.gate_proj.forward(x)), this.up_proj.forward(x)));
   }
+
+  /**
+   * The MLP of an eager decode step: on the cpu (fusedDecode, KILN_DECODE_GATE_UP, no biases, at
+   * most the GEMV's rows) the gate and up projections and silu * mul are one llm.gateUpSiluAndMul
+   * (one native call where they were four ops; silu(g) * u rounded once, not silu(g) first).
+   */
+  forwardDecode(x: Tensor): Tensor {
+    const { gate_proj: g, up_proj: u } = this;
+    const rows = x.shape[0] ?? 1;
+    if (fusedDecode(x) && getOption('KILN_DECODE_GATE_UP') && g.bias === null && u.bias === null && rows <= GEMV_MAX_ROWS) {
+      return this.down_proj.forward(gateUpSiluAndMul(x, g.weight, u.weight));
+    }
+    return this.forward(x);
+  }
 }
 
 /** Routing of a batch of tokens: per token the chosen experts and their weights. */
@@ -419,7 +434,7 @@ export class Qwen3DecoderLayer extends Module {
     if (fusedDecode(x) && post.weight !== null && post.eps !== null && post.normalizedShape.length === 1) {
       const a = this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache);
       const { out, residual } = addRmsNorm(a, x, post.weight, post.eps);
-      return add(residual, this.mlp.forward(out));
+      return add(residual, this.mlp instanceof Qwen3MLP ? this.mlp.forwardDecode(out) : this.mlp.forward(out));
     }
     const h = add(x, this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache));
     return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
@@ -435,7 +450,7 @@ export class Qwen3DecoderLayer extends Module {
     const post = this.post_attention_layernorm;
     const a = this.self_attn.forwardDecode(normed, cos, sin, batch, keyCache, valueCache);
     const { out, residual } = addRmsNorm(a, x, post.weight!, post.eps!);
-    return { mlp: this.mlp.forward(out), residual };
+    return { mlp: this.mlp instanceof Qwen3MLP ? this.mlp.forwardDecode(out) : this.mlp.forward(out), residual };
   }
 }
 

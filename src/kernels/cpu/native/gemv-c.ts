@@ -21,12 +21,17 @@
  * x and y may be bfloat16 bits (`xbf16`, `ybf16`): decoded and rounded (nearest even) here, so
  * the caller makes no JS pass over them; bias is float32.
  *
+ * kiln_gemv_gated runs a SwiGLU MLP's gate and up projections (two weights, one x) as one pool job
+ * with silu(g) * u in the epilogue (llm.gateUpSiluAndMul): per item the same output rows of both
+ * weights, so the two streams share the threads and the activation needs no extra pass or op.
+ *
  * Tried and dropped (issue #17, helper cpudec, 2026-12-03): one weight row at a time front to back
  * (a single sequential stream per thread, 4 accumulators). In a C loop over 256 MiB it read ~34
  * GB/s on one thread vs ~28 for the 4-row interleave (the probe ~33), but in Qwen3-0.6B decode
  * steps (alternating A/B in one process, 1 and 2 threads) it was no faster or slower (bf16 step
  * cpu time median 80.5 vs 72.5 ms on one thread), so the interleaved passes stay.
  */
+import { C_MATH } from './c-math.js';
 import { POOL_C_SOURCE } from './pool-c.js';
 
 /** The most rows of x the GEMV takes; above it the GEMM's reuse of each weight tile wins. */
@@ -36,7 +41,9 @@ export const GEMV_C_SOURCE = String.raw`
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 ${POOL_C_SOURCE}
+${C_MATH}
 
 typedef float gv_f16 __attribute__((vector_size(64)));
 typedef uint16_t gv_h16 __attribute__((vector_size(32)));
@@ -326,31 +333,32 @@ static void gv_item(void *vctx, int64_t item) {
    (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order.
    Returns 0, or -1 when the copies of x
    cannot be allocated (nothing written). */
-int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
-               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
-  if (m <= 0 || n <= 0) return 0;
-  gv_ctx c;
-  c.m = m; c.n = n; c.k = k;
-  c.w = wbf16 ? (const void *)((const uint16_t *)w + wo) : (const void *)((const float *)w + wo);
-  c.ldw = ldw; c.bf16 = wbf16;
-  c.bias = bias ? (const float *)bias + biaso : 0; c.bs = bs;
-  c.y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
-  c.ldy = ldy; c.ybf16 = ybf16;
-  c.stream = (flags & GV_STREAM) != 0;
+/* Fills c for y = x W^T (+ bias) and copies x as the paths need it (see kiln_gemv); returns the
+   copies' buffer to free after the run (0: out of memory), the item count in *items and the
+   thread count, capped for small weights (wbytes: the weight bytes the call streams), in *nthreads. */
+static float *gv_prepare(gv_ctx *c, int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
+                         void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t flags, int64_t wbytes, int64_t *items, int32_t *nthreads) {
+  c->m = m; c->n = n; c->k = k;
+  c->w = wbf16 ? (const void *)((const uint16_t *)w + wo) : (const void *)((const float *)w + wo);
+  c->ldw = ldw; c->bf16 = wbf16;
+  c->bias = bias ? (const float *)bias + biaso : 0; c->bs = bs;
+  c->y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
+  c->ldy = ldy; c->ybf16 = ybf16;
+  c->stream = (flags & GV_STREAM) != 0;
   /* ~64 KiB of weights per item (a multiple of 8 rows): small enough to balance two threads on a
      2048-row projection, large enough that claiming an item costs nothing next to streaming it. */
   int64_t row_bytes = k * (wbf16 ? 2 : 4);
   int64_t rows = (65536 / (row_bytes > 0 ? row_bytes : 1)) & ~(int64_t)7;
-  c.rows_per_item = rows < 8 ? 8 : rows;
-  int64_t items = (n + c.rows_per_item - 1) / c.rows_per_item;
+  c->rows_per_item = rows < 8 ? 8 : rows;
+  *items = (n + c->rows_per_item - 1) / c->rows_per_item;
   /* Under ~256 KiB of weights a second thread's wake-up costs more than it saves. */
-  if (n * row_bytes < (256 << 10)) nthreads = 1;
+  if (wbytes < (256 << 10)) *nthreads = 1;
   /* One allocation: x as contiguous float32, then the split copy (bfloat16 W without dot-product
      instructions) or the bfloat16 bits (with them). */
   int use_dp = GV_DPBF16 && wbf16 && xbf16;
   size_t nx = (size_t)(m * k);
   float *buf = (float *)malloc(nx * sizeof(float) * (wbf16 ? 2 : 1) + 64);
-  if (!buf) return -1;
+  if (!buf) return 0;
   float *xf = buf;
   for (int64_t i = 0; i < m; i++) {
     float *d = xf + i * k;
@@ -361,11 +369,11 @@ int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t 
       memcpy(d, (const float *)x + xo + i * ldx, (size_t)k * sizeof(float));
     }
   }
-  c.x = xf; c.xs = 0; c.xb = 0;
+  c->x = xf; c->xs = 0; c->xb = 0;
   if (use_dp) {
     uint16_t *xb = (uint16_t *)(buf + nx);
     for (int64_t i = 0; i < m; i++) memcpy(xb + i * k, (const uint16_t *)x + xo + i * ldx, (size_t)k * sizeof(uint16_t));
-    c.xb = xb;
+    c->xb = xb;
   } else if (wbf16) {
     float *xs = buf + nx;
     for (int64_t i = 0; i < m; i++) {
@@ -374,10 +382,77 @@ int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t 
       for (int64_t p = 0; p + 32 <= k; p += 32)
         for (int q = 0; q < 16; q++) { d[p + q] = xr[p + 2 * q]; d[p + 16 + q] = xr[p + 2 * q + 1]; }
     }
-    c.xs = xs;
+    c->xs = xs;
   }
+  return buf;
+}
+
+int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
+               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
+  if (m <= 0 || n <= 0) return 0;
+  gv_ctx c;
+  int64_t items;
+  float *buf = gv_prepare(&c, m, n, k, x, xo, ldx, xbf16, w, wo, ldw, wbf16, bias, biaso, bs, y, yo, ldy, ybf16, flags, n * k * (wbf16 ? 2 : 4), &items, &nthreads);
+  if (!buf) return -1;
   pool_run(gv_item, &c, items, nthreads);
   free(buf);
+  return 0;
+}
+
+/* Gated pair (llm.gateUpSiluAndMul): two weights of one shape against one x; each item runs the
+   same output rows of both (gate, then up) into float32 scratch and ends with the epilogue. */
+typedef struct {
+  gv_ctx g, u;
+  void *y; int64_t ldy; int32_t ybf16;
+} gv_gated_ctx;
+
+static inline float gv_round(float v, int32_t bf16) {
+  if (!bf16) return v;
+  uint32_t u = (uint32_t)gv_to_bf16(v) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void gv_gated_item(void *vctx, int64_t item) {
+  const gv_gated_ctx *c = (const gv_gated_ctx *)vctx;
+  gv_item((void *)&c->g, item);
+  gv_item((void *)&c->u, item);
+  int64_t j0 = item * c->g.rows_per_item, j1 = j0 + c->g.rows_per_item;
+  if (j1 > c->g.n) j1 = c->g.n;
+  const float *gs = (const float *)c->g.y, *us = (const float *)c->u.y;
+  for (int64_t i = 0; i < c->g.m; i++)
+    for (int64_t j = j0; j < j1; j++) {
+      /* g and u as the linears would store them (rounded to the dtype), silu(g) * u in float32
+         (k_sigmoid: the native silu's), rounded once. */
+      const float g = gv_round(gs[i * c->g.n + j], c->ybf16), u = gv_round(us[i * c->g.n + j], c->ybf16);
+      const float v = g * k_sigmoid(g) * u;
+      if (c->ybf16) ((uint16_t *)c->y)[i * c->ldy + j] = gv_to_bf16(v);
+      else ((float *)c->y)[i * c->ldy + j] = v;
+    }
+}
+
+/* y[i * ldy + j] = silu(x[i, :] . Wg[j, :]) * (x[i, :] . Wu[j, :]) for j < n: Wg and Wu row-major
+   [n, k] (row strides ldg / ldu) of one dtype; x and y as in kiln_gemv (no bias). Returns 0, or -1
+   when the scratch cannot be allocated (nothing written). */
+int32_t kiln_gemv_gated(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *wg, int64_t wgo, int64_t ldg, void *wu, int64_t wuo, int64_t ldu,
+                        int32_t wbf16, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
+  if (m <= 0 || n <= 0) return 0;
+  float *scratch = (float *)malloc((size_t)(2 * m * n) * sizeof(float) + 64);
+  if (!scratch) return -1;
+  gv_gated_ctx c;
+  int64_t items;
+  float *buf = gv_prepare(&c.g, m, n, k, x, xo, ldx, xbf16, wg, wgo, ldg, wbf16, 0, 0, 0, scratch, 0, n, 0, flags, 2 * n * k * (wbf16 ? 2 : 4), &items, &nthreads);
+  if (!buf) { free(scratch); return -1; }
+  c.u = c.g;
+  c.u.w = wbf16 ? (const void *)((const uint16_t *)wu + wuo) : (const void *)((const float *)wu + wuo);
+  c.u.ldw = ldu;
+  c.u.y = scratch + m * n;
+  c.y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
+  c.ldy = ldy; c.ybf16 = ybf16;
+  pool_run(gv_gated_item, &c, items, nthreads);
+  free(buf);
+  free(scratch);
   return 0;
 }
 `;
