@@ -200,8 +200,9 @@ for (const device of devices) {
       }
       // The eager path with q/k norms, rotaries and the cache write as five ops (the default on cpu
       // is one llm.qkNormRotaryCache), with the MLP's gate/up/silu/mul as four ops (default: one
-      // llm.gateUpSiluAndMul), and with the GEMV's stream order: the same tokens.
-      for (const [option, value] of [['KILN_DECODE_QK_CACHE', false], ['KILN_DECODE_GATE_UP', false], ['KILN_CPU_GEMV_STREAM', true]] as const) {
+      // llm.gateUpSiluAndMul), and with the GEMV's interleaved row order (default: the stream order): the
+      // same tokens.
+      for (const [option, value] of [['KILN_DECODE_QK_CACHE', false], ['KILN_DECODE_GATE_UP', false], ['KILN_CPU_GEMV_STREAM', false]] as const) {
         setOption(option, value);
         try {
           const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode: 'eager' });

@@ -25,11 +25,15 @@
  * with silu(g) * u in the epilogue (llm.gateUpSiluAndMul): per item the same output rows of both
  * weights, so the two streams share the threads and the activation needs no extra pass or op.
  *
- * Tried and dropped (issue #17, helper cpudec, 2026-12-03): one weight row at a time front to back
- * (a single sequential stream per thread, 4 accumulators). In a C loop over 256 MiB it read ~34
- * GB/s on one thread vs ~28 for the 4-row interleave (the probe ~33), but in Qwen3-0.6B decode
- * steps (alternating A/B in one process, 1 and 2 threads) it was no faster or slower (bf16 step
- * cpu time median 80.5 vs 72.5 ms on one thread), so the interleaved passes stay.
+ * Weight order (issue #17). Default (GV_STREAM, KILN_CPU_GEMV_STREAM): each thread reads its rows
+ * one at a time front to back, four accumulators per row and a software prefetch 1 KiB ahead, so an
+ * item (adjacent rows) is one sequential run. The passes of 4 (float32) or 8 (AVX512-BF16) rows
+ * interleave that many runs; they stay behind flags 0. Helper cpudec (2026-12-03) tried a row at a
+ * time without the prefetch and saw no gain in decode steps; helper cpubf16 (2026-12-03, this
+ * order) measured Qwen3-0.6B decode on the 2-core VM with the option alternated in one process
+ * (bench/cpu-decode-bound.ts --ab, machine loaded by other jobs): 1 thread bfloat16 88.4 -> 76.7
+ * ms/step, float32 181.6 -> 154.2; 2 threads 184.0 -> 175.4 and 363.9 -> 340.6; and in a C loop
+ * over the 197 bfloat16 weights (1.19 GB, one thread) best step 43.6 -> 38.1 ms.
  */
 import { C_MATH } from './c-math.js';
 import { POOL_C_SOURCE } from './pool-c.js';
