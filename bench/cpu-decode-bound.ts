@@ -12,9 +12,10 @@
  *   fraction         tok_s / bound_tok_s.
  * --threads auto,2 adds an A/B of thread settings ('auto': KILN_NUM_THREADS / the adaptive default).
  * --ab NAME runs every variant twice, with the boolean option NAME (src/runtime/config.ts) off and
- * on, in the same rotation (e.g. --ab KILN_CPU_GEMV_STREAM: the GEMV's weight order before / after).
+ * on, in the same rotation (e.g. --ab KILN_CPU_GEMV_STREAM: the GEMV's weight order before / after);
+ * --ab NAME1,NAME2 switches several options together (all off vs all on).
  *
- *   node dist/bench/cpu-decode-bound.js [--dtypes float32,bfloat16] [--rounds 6] [--steps 8] [--threads auto] [--ab OPTION] [--json out.json]
+ *   node dist/bench/cpu-decode-bound.js [--dtypes float32,bfloat16] [--rounds 6] [--steps 8] [--threads auto] [--ab OPTION[,OPTION]] [--json out.json]
  */
 import { execSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -67,8 +68,13 @@ function weightBytesPerToken(model: kiln.models.Qwen3ForCausalLM): number {
   return bytes;
 }
 
-const abName = a.ab as OptionName | undefined;
-if (abName !== undefined && (OPTIONS as Record<string, { type: string }>)[abName]?.type !== 'boolean') throw new Error(`cpu-decode-bound: --ab needs a boolean option of src/runtime/config.ts, got ${abName}`);
+const abName = a.ab;
+const abNames = (a.ab?.split(',') ?? []) as OptionName[];
+for (const n of abNames) if ((OPTIONS as Record<string, { type: string }>)[n]?.type !== 'boolean') throw new Error(`cpu-decode-bound: --ab needs boolean options of src/runtime/config.ts, got ${n}`);
+/** Sets every --ab option to `v` (undefined: back to the environment / default). */
+const setAb = (v: boolean | undefined): void => {
+  for (const n of abNames) setOption(n, v as never);
+};
 const abValues: (boolean | undefined)[] = abName === undefined ? [undefined] : [false, true];
 const maxNew = rounds * steps * 4 + 16;
 const variants: Variant[] = [];
@@ -77,7 +83,7 @@ for (const dtype of a.dtypes.split(',') as DType[]) {
   model.eval();
   const bytes = weightBytesPerToken(model);
   for (const t of a.threads.split(',')) for (const ab of abValues) {
-    if (abName !== undefined) setOption(abName, ab as never);
+    if (abName !== undefined) setAb(ab);
     const engine = new kiln.serve.Engine(model, { numBlocks: Math.ceil((promptLen + maxNew + 2) / 16) + 4, maxNumSeqs: 1, decode: 'eager', prefixCaching: false });
     const prompt = Array.from({ length: promptLen }, (_, i) => (i * 7919 + 13) % config.vocabSize);
     engine.addRequest(prompt, { maxNewTokens: maxNew, ignoreEos: true });
@@ -101,7 +107,7 @@ for (let r = 0; r < rounds; r++) {
   for (let i = 0; i < variants.length; i++) {
     const v = variants[(i + r) % variants.length]!;
     setNativeThreads(v.threads);
-    if (abName !== undefined) setOption(abName, v.ab as never);
+    if (abName !== undefined) setAb(v.ab);
     for (let s = 0; s < steps; s++) {
       const t0 = performance.now();
       v.engine.step();
@@ -110,7 +116,7 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 setNativeThreads(undefined);
-if (abName !== undefined) setOption(abName, undefined as never);
+if (abName !== undefined) setAb(undefined);
 const load1 = os.loadavg();
 for (const v of variants) v.engine.dispose();
 

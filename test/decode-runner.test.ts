@@ -198,6 +198,21 @@ for (const device of devices) {
       } finally {
         setOption('KILN_DECODE_NORM_CHAIN', undefined);
       }
+      // The eager path with q/k norms, rotaries and the cache write as five ops (the default on cpu
+      // is one llm.qkNormRotaryCache), with the MLP's gate/up/silu/mul as four ops (default: one
+      // llm.gateUpSiluAndMul), and with the GEMV's interleaved row order (default: the stream order): the
+      // same tokens.
+      for (const [option, value] of [['KILN_DECODE_QK_CACHE', false], ['KILN_DECODE_GATE_UP', false], ['KILN_CPU_GEMV_STREAM', false]] as const) {
+        setOption(option, value);
+        try {
+          const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode: 'eager' });
+          const outs = engine.generateAll(prompts, { maxNewTokens: ref.new_tokens });
+          ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `decode eager, ${option}=${value ? 1 : 0}: prompt ${i}`));
+          engine.dispose();
+        } finally {
+          setOption(option, undefined);
+        }
+      }
     });
   }
 }

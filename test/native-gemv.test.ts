@@ -2,7 +2,7 @@
  * The native GEMV (kernels/cpu/native/gemv.ts) that runs decode-sized linears: float32 and
  * bfloat16 weights, 1-4 rows, with and without bias, sizes that leave vector and 4-row tails, a
  * strided single row, a weight view with a row stride; against float64 references of the same
- * (bfloat16-exact) inputs. Each case asserts the GEMV ran; 5 rows fall back to the GEMM. Skips
+ * (bfloat16-exact) inputs, in both weight orders (KILN_CPU_GEMV_STREAM). Each case asserts the GEMV ran; 5 rows fall back to the GEMM. Skips
  * where no C compiler works.
  */
 import assert from 'node:assert/strict';
@@ -14,6 +14,7 @@ import { GEMV_C_SOURCE } from '../src/kernels/cpu/native/gemv-c.js';
 import { bfloat16BitsToFloat32 } from '../src/tensor/half.js';
 import { nativeGemvCalls } from '../src/kernels/cpu/native/gemv.js';
 import { randomValues } from './helpers/make.js';
+import { setOption } from '../src/runtime/config.js';
 
 const probe = probeToolchain();
 const skip = probe.ok ? false : `native cpu path unavailable: ${probe.reason}`;
@@ -36,7 +37,19 @@ function reference(x: Tensor, w: Tensor, b: Tensor | null): number[] {
   return out;
 }
 
+/** Runs the linear in both weight orders (KILN_CPU_GEMV_STREAM off and on). */
 function check(x: Tensor, w: Tensor, b: Tensor | null, what: string): void {
+  for (const stream of [false, true]) {
+    setOption('KILN_CPU_GEMV_STREAM', stream);
+    try {
+      checkOnce(x, w, b, `${what}${stream ? ' (stream order)' : ''}`);
+    } finally {
+      setOption('KILN_CPU_GEMV_STREAM', undefined);
+    }
+  }
+}
+
+function checkOnce(x: Tensor, w: Tensor, b: Tensor | null, what: string): void {
   setCpuPath('native');
   try {
     const before = nativeGemvCalls();
@@ -114,7 +127,7 @@ function bf16Bits(v: number): number {
 
 test('GEMV C kernel, both bfloat16 paths (dot-product instructions where built, portable widening): bfloat16 or float32 x and y vs float64', { skip }, () => {
   if (!probe.ok) return;
-  const sig = 'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads)';
+  const sig = 'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags)';
   const fns = [GEMV_C_SOURCE, `#define GV_PORTABLE 1\n${GEMV_C_SOURCE}`].map((src, i) => loadLibrary(buildSharedObjectSync(`kiln_gemv_test${i}`, src, probe.toolchain)).func(sig));
   for (const [m, n, k] of [[1, 45, 1000], [3, 67, 129], [4, 130, 40], [2, 3, 5]] as const) {
     const xv = randomValues(m * k, m + k).map((v) => bfloat16BitsToFloat32(bf16Bits(v)));
@@ -126,16 +139,19 @@ test('GEMV C kernel, both bfloat16 paths (dot-product instructions where built, 
       for (const [xbf16, ybf16] of [[1, 1], [1, 0], [0, 0]] as const) {
         // One padding element in front: offsets into x, W and y are honoured.
         const x = xbf16 ? new Uint16Array([0, ...xb]) : new Float32Array([0, ...xv]);
-        const y = ybf16 ? new Uint16Array(m * n + 1) : new Float32Array(m * n + 1);
-        const rc = fn(m, n, k, x, 1, k, xbf16, new Uint16Array([0, ...wb]), 1, k, 1, bias, 0, 1, y, 1, n, ybf16, 2) as number;
-        assert.equal(rc, 0);
-        for (let i = 0; i < m; i++) {
-          for (let j = 0; j < n; j++) {
-            let s = bias[j]!;
-            for (let p = 0; p < k; p++) s += xv[i * k + p]! * wv[j * k + p]!;
-            const got = ybf16 ? bfloat16BitsToFloat32(y[1 + i * n + j]!) : y[1 + i * n + j]!;
-            const tol = (ybf16 ? 2 ** -8 * Math.abs(s) : 0) + 2e-6 * k;
-            assert.ok(Math.abs(got - s) <= tol, `[${m}, ${n}, ${k}] x${xbf16 ? 'bf16' : 'f32'} y${ybf16 ? 'bf16' : 'f32'} (${i}, ${j}): got ${got}, expected ${s}`);
+        // flags 1: the stream order (GV_STREAM). y starts as NaN each time, so each pass writes all of it.
+        for (const flags of [0, 1]) {
+          const y = ybf16 ? new Uint16Array(m * n + 1).fill(0x7fc0) : new Float32Array(m * n + 1).fill(NaN);
+          const rc = fn(m, n, k, x, 1, k, xbf16, new Uint16Array([0, ...wb]), 1, k, 1, bias, 0, 1, y, 1, n, ybf16, 2, flags) as number;
+          assert.equal(rc, 0);
+          for (let i = 0; i < m; i++) {
+            for (let j = 0; j < n; j++) {
+              let s = bias[j]!;
+              for (let p = 0; p < k; p++) s += xv[i * k + p]! * wv[j * k + p]!;
+              const got = ybf16 ? bfloat16BitsToFloat32(y[1 + i * n + j]!) : y[1 + i * n + j]!;
+              const tol = (ybf16 ? 2 ** -8 * Math.abs(s) : 0) + 2e-6 * k;
+              assert.ok(Math.abs(got - s) <= tol, `[${m}, ${n}, ${k}] x${xbf16 ? 'bf16' : 'f32'} y${ybf16 ? 'bf16' : 'f32'} flags ${flags} (${i}, ${j}): got ${got}, expected ${s}`);
+            }
           }
         }
       }

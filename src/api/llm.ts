@@ -12,6 +12,7 @@ import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
 import * as PG from '../ops/defs/llm-paged.js';
 import * as QKC from '../ops/defs/llm-qk-norm-rotary-cache.js';
 import * as LSM from '../ops/defs/llm-linear-silu-mul.js';
+import * as GUS from '../ops/defs/llm-gate-up-silu-mul.js';
 import * as ARL from '../ops/defs/llm-add-rms-norm-linear.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { fmtShape } from '../tensor/layout.js';
@@ -207,6 +208,16 @@ export function reshapeAndCache(key: Tensor, value: Tensor, keyCache: Tensor, va
  */
 export function linearSiluAndMul(input: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
   return dispatch(LSM.linearSiluAndMul, input, weight, bias);
+}
+
+/**
+ * silu(input @ gateWeight^T) * (input @ upWeight^T) in one call (a SwiGLU MLP's gate and up
+ * projections kept as two weights [I, K]); returns [..., I]. On the cpu one native call for up to
+ * 4 rows (both weights streamed in one job, the activation in its epilogue): what Qwen3's eager cpu
+ * decode step runs (KILN_DECODE_GATE_UP). Inference only (no backward).
+ */
+export function gateUpSiluAndMul(input: Tensor, gateWeight: Tensor, upWeight: Tensor): Tensor {
+  return dispatch(GUS.gateUpSiluAndMul, input, gateWeight, upWeight);
 }
 
 /**

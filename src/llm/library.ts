@@ -117,6 +117,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     backward: 'inference fusion of a decode step (kiln.compile maps linear + silu * mul onto it)',
   },
   {
+    op: 'llm.gateUpSiluAndMul',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['gateWeight and upWeight [I, K] of the dtype of input (no bias)'],
+    dtypes: FLOATS,
+    backward: "inference fusion of a decode step (Qwen3's eager cpu decode calls it; the unfused ops are differentiable)",
+  },
+  {
     op: 'llm.addRmsNormLinear',
     kind: 'opaque',
     mutates: [],

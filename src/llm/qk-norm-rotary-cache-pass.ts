@@ -12,7 +12,7 @@
  * other reader or writer of the caches), which moves qr later: every reader of qr must come after
  * the write (in Qwen3's decode step qr's one reader is pagedAttention, which reads the written
  * caches). kr must have no other reader and not be returned. Only where the fused op's dispatch
- * choice on the device is a library kernel (cuda). Qwen3-0.6B decode step: 28 launches fewer.
+ * choice on the device is a library kernel (cuda; not the cpu, see kernelChosen). Qwen3-0.6B decode step: 28 launches fewer.
  */
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
 import { outputValues } from '../compile/ir.js';
@@ -29,7 +29,10 @@ export interface QkNormRotaryCacheResult {
   fused: number;
 }
 
-const kernelChosen = (device: DeviceType): boolean => llmChoice(OP, device).kind === 'kernel';
+/* Not on the cpu: its kernel (native row code) serves eager decode steps (Qwen3's eager cpu decode
+   calls the op itself); compiled cpu programs keep the primitives, as before that kernel existed
+   (not measured there). */
+const kernelChosen = (device: DeviceType): boolean => device !== 'cpu' && llmChoice(OP, device).kind === 'kernel';
 
 function constOf(a: IRArg | undefined): unknown {
   return a?.kind === 'const' ? a.value : undefined;

@@ -8,8 +8,13 @@
  * kernels report them through the device-side error word). On the native path, attention runs in
  * C (native/paged-c.ts: float32 accumulation, float32 or bfloat16 caches), and so do the cache
  * writes when key / value have the cache's dtype (native/rows.ts: bit copies of the rows).
+ * llm.qkNormRotaryCache runs as one native call where it fits (neox, contiguous, float32 /
+ * bfloat16: an eager cpu decode layer's q/k norms, rotaries and cache write), else as its
+ * reference composition.
  */
 import { pagedAttention, reshapeAndCache, cacheGeometry } from '../../ops/defs/llm-paged.js';
+import { qkNormRotaryCache } from '../../ops/defs/llm-qk-norm-rotary-cache.js';
+import { llmImpls } from '../../ops/library/policy.js';
 import type { OutMeta } from '../../ops/schema.js';
 import type { DType } from '../../tensor/dtype.js';
 import { itemSize } from '../../tensor/dtype.js';
@@ -20,7 +25,7 @@ import { registerCpu } from './llm.js';
 import { denseValues, fromDense } from './numeric.js';
 import { cpuPath } from './native/path.js';
 import { nativePagedAttention } from './native/paged.js';
-import { nativeCacheRows } from './native/rows.js';
+import { nativeCacheRows, nativeQkNormRotaryCache } from './native/rows.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -155,4 +160,20 @@ registerCpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables,
     }
   }
   return fromDense(ctx.out as OutMeta, out);
+});
+
+registerCpu(qkNormRotaryCache.name, (ctx, q, k, v, qw, kw, eps, cos, sin, isNeox, keyCache, valueCache, slotMapping) => {
+  const op = qkNormRotaryCache.name;
+  const kc = keyCache as Tensor;
+  const vc = valueCache as Tensor;
+  const g = cacheGeometry(op, kc, vc);
+  const capacity = g.numBlocks * g.blockSize;
+  const bad = (n: number, s: number): RangeError => new RangeError(`${op}: slotMapping[${n}] = ${s} is outside the cache's ${capacity} slots (${g.numBlocks} blocks of ${g.blockSize})`);
+  const [qMeta] = ctx.out as OutMeta[];
+  const native = nativeQkNormRotaryCache(qMeta!, q as Tensor, k as Tensor, v as Tensor, qw as Tensor, kw as Tensor, eps as number, cos as Tensor, sin as Tensor, isNeox as boolean, kc, vc, slotMapping as Tensor, capacity, bad);
+  if (native) return [native, kc, vc];
+  // Other layouts, dtypes and the gpt-j rotation: the op's reference composition (core ops).
+  const ref = llmImpls(op).find((m) => m.kind === 'reference');
+  if (!ref) throw new Error(`${op}: no reference composition registered for the cpu fallback`);
+  return ref.fn(ctx, q, k, v, qw, kw, eps, cos, sin, isNeox, keyCache, valueCache, slotMapping);
 });

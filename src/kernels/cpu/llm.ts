@@ -6,6 +6,7 @@
  * every kiln CPU kernel stores). One difference from vLLM's RMSNorm, deliberate: vLLM rounds
  * x * rsqrt(...) to the dtype before multiplying by the weight; here x * rsqrt(...) * w is rounded
  * once, so half-precision results can differ from vLLM's by one unit in the last place.
+ * llm.gateUpSiluAndMul runs the native gated GEMV for up to 4 rows (else its reference composition).
  * Registered as the 'cpu-kernel' implementation of each op through the llm dispatch policy.
  */
 import { addRmsNorm, fusedAddRmsNorm, geluAndMul, type GeluApproximate, rmsNorm, ropeGeometry, rotaryEmbedding, siluAndMul } from '../../ops/defs/llm.js';
@@ -18,6 +19,9 @@ import { castValue } from '../../tensor/typed.js';
 import { geluErf, geluTanh, silu } from './pointwise-math.js';
 import { denseValues, fromDense, scatterStrided, writable } from './numeric.js';
 import { nativeAddRms, nativeSiluAndMul } from './native/rows.js';
+import { nativeGateUpSiluMul } from './native/gemv.js';
+import { gateUpSiluAndMul } from '../../ops/defs/llm-gate-up-silu-mul.js';
+import { llmImpls } from '../../ops/library/policy.js';
 
 export function registerCpu(opName: string, fn: ImplFn): void {
   registerLlmImpl(opName, { name: 'cpu-kernel', kind: 'kernel', device: 'cpu', priority: 0, fn });
@@ -110,6 +114,14 @@ function gated(ctx: KernelContext, input: Tensor, act: (a: number) => number): T
 }
 
 registerCpu(siluAndMul.name, (ctx, input) => nativeSiluAndMul(ctx.out as OutMeta, input as Tensor) ?? gated(ctx, input as Tensor, silu));
+// A decode step's few rows: the gated native GEMV (one call); otherwise the reference composition.
+registerCpu(gateUpSiluAndMul.name, (ctx, input, gateWeight, upWeight) => {
+  const native = nativeGateUpSiluMul(ctx.out as OutMeta, input as Tensor, gateWeight as Tensor, upWeight as Tensor);
+  if (native) return native;
+  const ref = llmImpls(gateUpSiluAndMul.name).find((m) => m.kind === 'reference');
+  if (!ref) throw new Error(`${gateUpSiluAndMul.name}: no reference composition registered for the cpu fallback`);
+  return ref.fn(ctx, input, gateWeight, upWeight);
+});
 registerCpu(geluAndMul.name, (ctx, input, approximate) => gated(ctx, input as Tensor, (a) => gelu(a, approximate as GeluApproximate)));
 
 /**

@@ -34,7 +34,8 @@ import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { scope } from '../../tensor/scope.js';
 import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
-import { addRmsNorm, applyRotaryEmb, pagedAttention, reshapeAndCache } from '../../api/llm.js';
+import { addRmsNorm, applyRotaryEmb, gateUpSiluAndMul, pagedAttention, qkNormRotaryCache, reshapeAndCache } from '../../api/llm.js';
+import { GEMV_MAX_ROWS } from '../../kernels/cpu/native/gemv-c.js';
 import { keep } from '../../tensor/scope.js';
 import { FakeTensor } from '../../compile/capture.js';
 import { moeOnDevice } from './moe-device.js';
@@ -267,6 +268,18 @@ export class Qwen3Attention extends Module {
   forwardDecode(x: Tensor, cos: Tensor, sin: Tensor, batch: DecodeBatch, keyCache: Tensor, valueCache: Tensor): Tensor {
     const B = x.shape[0]!;
     const { numHeads: nh, numKvHeads: nkv, headDim: D } = this;
+    if (this.fusedQkCache(x)) {
+      // q/k norms, both rotaries and the cache write as one llm.qkNormRotaryCache (one native call
+      // on the cpu) in place of five ops: the same roundings (issue #17).
+      const q = view(this.q_proj.forward(x), [B, nh, D]);
+      const k = view(this.k_proj.forward(x), [B, nkv, D]);
+      const v = view(this.v_proj.forward(x), [B, nkv, D]);
+      const r = qkNormRotaryCache(q, k, v, this.q_norm.weight!, this.k_norm.weight!, this.q_norm.eps!, cos, sin, true, keyCache, valueCache, batch.slotMapping);
+      const o = pagedAttention(r.q, r.keyCache, r.valueCache, batch.blockTables, batch.contextLens, this.scaling);
+      // view: attention's output is a fresh contiguous tensor (reshape ~5 us a call, view ~2, on
+      // the 2-core machine).
+      return this.o_proj.forward(view(o, [B, nh * D]));
+    }
     const rope = fusedRotary(x) ? (t: Tensor): Tensor => applyRotaryEmb(t, cos, sin, true) : (t: Tensor): Tensor => applyRotaryPosEmb(t, cos, sin);
     const q = rope(this.q_norm.forward(view(this.q_proj.forward(x), [B, nh, D])));
     const k = rope(this.k_norm.forward(view(this.k_proj.forward(x), [B, nkv, D])));
@@ -274,6 +287,12 @@ export class Qwen3Attention extends Module {
     const written = reshapeAndCache(k, v, keyCache, valueCache, batch.slotMapping);
     const o = pagedAttention(q, written.keyCache, written.valueCache, batch.blockTables, batch.contextLens, this.scaling);
     return this.o_proj.forward(reshape(o, [B, nh * D]));
+  }
+
+  /** Whether forwardDecode runs llm.qkNormRotaryCache: eager cpu (fusedDecode), KILN_DECODE_QK_CACHE, affine norms of one eps. */
+  private fusedQkCache(x: Tensor): boolean {
+    const { q_norm: qn, k_norm: kn } = this;
+    return fusedDecode(x) && getOption('KILN_DECODE_QK_CACHE') && qn.weight !== null && kn.weight !== null && qn.eps !== null && qn.eps === kn.eps && qn.normalizedShape.length === 1 && kn.normalizedShape.length === 1;
   }
 }
 
@@ -292,6 +311,20 @@ export class Qwen3MLP extends Module {
 
   forward(x: Tensor): Tensor {
     return this.down_proj.forward(mul(silu(this.gate_proj.forward(x)), this.up_proj.forward(x)));
+  }
+
+  /**
+   * The MLP of an eager decode step: on the cpu (fusedDecode, KILN_DECODE_GATE_UP, no biases, at
+   * most the GEMV's rows) the gate and up projections and silu * mul are one llm.gateUpSiluAndMul
+   * (one native call where they were four ops; silu(g) * u rounded once, not silu(g) first).
+   */
+  forwardDecode(x: Tensor): Tensor {
+    const { gate_proj: g, up_proj: u } = this;
+    const rows = x.shape[0] ?? 1;
+    if (fusedDecode(x) && getOption('KILN_DECODE_GATE_UP') && g.bias === null && u.bias === null && rows <= GEMV_MAX_ROWS) {
+      return this.down_proj.forward(gateUpSiluAndMul(x, g.weight, u.weight));
+    }
+    return this.forward(x);
   }
 }
 
@@ -403,7 +436,7 @@ export class Qwen3DecoderLayer extends Module {
     if (fusedDecode(x) && post.weight !== null && post.eps !== null && post.normalizedShape.length === 1) {
       const a = this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache);
       const { out, residual } = addRmsNorm(a, x, post.weight, post.eps);
-      return add(residual, this.mlp.forward(out));
+      return add(residual, this.mlp instanceof Qwen3MLP ? this.mlp.forwardDecode(out) : this.mlp.forward(out));
     }
     const h = add(x, this.self_attn.forwardDecode(this.input_layernorm.forward(x), cos, sin, batch, keyCache, valueCache));
     return add(h, this.mlp.forward(this.post_attention_layernorm.forward(h)));
@@ -419,7 +452,7 @@ export class Qwen3DecoderLayer extends Module {
     const post = this.post_attention_layernorm;
     const a = this.self_attn.forwardDecode(normed, cos, sin, batch, keyCache, valueCache);
     const { out, residual } = addRmsNorm(a, x, post.weight!, post.eps!);
-    return { mlp: this.mlp.forward(out), residual };
+    return { mlp: this.mlp instanceof Qwen3MLP ? this.mlp.forwardDecode(out) : this.mlp.forward(out), residual };
   }
 }
 

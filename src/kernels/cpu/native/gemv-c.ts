@@ -21,12 +21,21 @@
  * x and y may be bfloat16 bits (`xbf16`, `ybf16`): decoded and rounded (nearest even) here, so
  * the caller makes no JS pass over them; bias is float32.
  *
- * Tried and dropped (issue #17, helper cpudec, 2026-12-03): one weight row at a time front to back
- * (a single sequential stream per thread, 4 accumulators). In a C loop over 256 MiB it read ~34
- * GB/s on one thread vs ~28 for the 4-row interleave (the probe ~33), but in Qwen3-0.6B decode
- * steps (alternating A/B in one process, 1 and 2 threads) it was no faster or slower (bf16 step
- * cpu time median 80.5 vs 72.5 ms on one thread), so the interleaved passes stay.
+ * kiln_gemv_gated runs a SwiGLU MLP's gate and up projections (two weights, one x) as one pool job
+ * with silu(g) * u in the epilogue (llm.gateUpSiluAndMul): per item the same output rows of both
+ * weights, so the two streams share the threads and the activation needs no extra pass or op.
+ *
+ * Weight order (issue #17). Default (GV_STREAM, KILN_CPU_GEMV_STREAM): each thread reads its rows
+ * one at a time front to back, four accumulators per row and a software prefetch 1 KiB ahead, so an
+ * item (adjacent rows) is one sequential run. The passes of 4 (float32) or 8 (AVX512-BF16) rows
+ * interleave that many runs; they stay behind flags 0. Helper cpudec (2026-12-03) tried a row at a
+ * time without the prefetch and saw no gain in decode steps; helper cpubf16 (2026-12-03, this
+ * order) measured Qwen3-0.6B decode on the 2-core VM with the option alternated in one process
+ * (bench/cpu-decode-bound.ts --ab, machine loaded by other jobs): 1 thread bfloat16 88.4 -> 76.7
+ * ms/step, float32 181.6 -> 154.2; 2 threads 184.0 -> 175.4 and 363.9 -> 340.6; and in a C loop
+ * over the 197 bfloat16 weights (1.19 GB, one thread) best step 43.6 -> 38.1 ms.
  */
+import { C_MATH } from './c-math.js';
 import { POOL_C_SOURCE } from './pool-c.js';
 
 /** The most rows of x the GEMV takes; above it the GEMM's reuse of each weight tile wins. */
@@ -36,7 +45,9 @@ export const GEMV_C_SOURCE = String.raw`
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 ${POOL_C_SOURCE}
+${C_MATH}
 
 typedef float gv_f16 __attribute__((vector_size(64)));
 typedef uint16_t gv_h16 __attribute__((vector_size(32)));
@@ -95,7 +106,14 @@ typedef struct {
   int64_t rows_per_item;
   const float *xs;   /* bfloat16 W without dot-product instructions: x split per 32 columns into even / odd halves (gv_rows4_bf16) */
   const uint16_t *xb; /* bfloat16 W with AVX512-BF16: x as bfloat16 bits, m x k contiguous (exact: x was bfloat16) */
+  int32_t stream;     /* GV_STREAM: one weight row at a time, front to back (gv_row_stream_*) */
 } gv_ctx;
+
+/* kiln_gemv flags. */
+#define GV_STREAM 1
+/* Stream order's software prefetch distance in bytes: a few hundred ns of one thread's stream
+   ahead of the loads, across row ends (rows of an item are adjacent when ldw == k). */
+#define GV_PF_BYTES 1024
 
 static inline void gv_store(const gv_ctx *c, int64_t i, int64_t j, float v) {
   if (c->bias) v += c->bias[j * c->bs];
@@ -184,6 +202,90 @@ static void gv_rows4_bf16(const gv_ctx *c, int64_t i, int64_t j0) {
   for (int r = 0; r < 4; r++) gv_store(c, i, j0 + r, s[r]);
 }
 
+/* Stream order (GV_STREAM): row j alone, front to back, for each x row; the row is re-read from
+   L1 for x rows after the first. Each thread then reads one sequential run per item (its rows are
+   adjacent), the pattern the hardware prefetchers and the bandwidth probe's read kernel use,
+   instead of 4 or 8 interleaved runs. Four accumulators keep the FMA chains independent. */
+static void gv_row_stream_f32(const gv_ctx *c, int64_t j) {
+  const float *w = (const float *)c->w + j * c->ldw;
+  const int64_t k = c->k, k64 = k & ~(int64_t)63, k16 = k & ~(int64_t)15;
+  for (int64_t i = 0; i < c->m; i++) {
+    const float *x = c->x + i * k;
+    gv_f16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    int64_t p = 0;
+    for (; p < k64; p += 64) {
+      if (i == 0) for (int q = 0; q < 64; q += 16) __builtin_prefetch(w + p + q + GV_PF_BYTES / 4);
+      gv_f16 x0, x1, x2, x3, w0, w1, w2, w3;
+      memcpy(&x0, x + p, sizeof x0); memcpy(&x1, x + p + 16, sizeof x1);
+      memcpy(&x2, x + p + 32, sizeof x2); memcpy(&x3, x + p + 48, sizeof x3);
+      memcpy(&w0, w + p, sizeof w0); memcpy(&w1, w + p + 16, sizeof w1);
+      memcpy(&w2, w + p + 32, sizeof w2); memcpy(&w3, w + p + 48, sizeof w3);
+      a0 += x0 * w0; a1 += x1 * w1; a2 += x2 * w2; a3 += x3 * w3;
+    }
+    for (; p < k16; p += 16) {
+      gv_f16 xv, wv;
+      memcpy(&xv, x + p, sizeof xv);
+      memcpy(&wv, w + p, sizeof wv);
+      a0 += xv * wv;
+    }
+    float s = gv_hsum((a0 + a1) + (a2 + a3));
+    for (; p < k; p++) s += x[p] * w[p];
+    gv_store(c, i, j, s);
+  }
+}
+
+#if GV_DPBF16
+static void gv_row_stream_dpbf16(const gv_ctx *c, int64_t j) {
+  const uint16_t *w = (const uint16_t *)c->w + j * c->ldw;
+  const int64_t k = c->k, k128 = k & ~(int64_t)127, k32 = k & ~(int64_t)31;
+  for (int64_t i = 0; i < c->m; i++) {
+    const uint16_t *xb = c->xb + i * k;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p < k128; p += 128) {
+      if (i == 0) for (int q = 0; q < 128; q += 32) __builtin_prefetch(w + p + q + GV_PF_BYTES / 2);
+      a0 = _mm512_dpbf16_ps(a0, (__m512bh)_mm512_loadu_si512((const void *)(w + p)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p)));
+      a1 = _mm512_dpbf16_ps(a1, (__m512bh)_mm512_loadu_si512((const void *)(w + p + 32)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p + 32)));
+      a2 = _mm512_dpbf16_ps(a2, (__m512bh)_mm512_loadu_si512((const void *)(w + p + 64)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p + 64)));
+      a3 = _mm512_dpbf16_ps(a3, (__m512bh)_mm512_loadu_si512((const void *)(w + p + 96)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p + 96)));
+    }
+    for (; p < k32; p += 32)
+      a0 = _mm512_dpbf16_ps(a0, (__m512bh)_mm512_loadu_si512((const void *)(w + p)), (__m512bh)_mm512_loadu_si512((const void *)(xb + p)));
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    for (; p < k; p++) s += c->x[i * k + p] * gv_w1(c->w, 1, j * c->ldw + p);
+    gv_store(c, i, j, s);
+  }
+}
+#endif
+
+/* bfloat16 W without the dot-product instructions, widened as gv_rows4_bf16 does (x split). */
+static void gv_row_stream_bf16(const gv_ctx *c, int64_t j) {
+  const uint16_t *w = (const uint16_t *)c->w + j * c->ldw;
+  const int64_t k = c->k, k64 = k & ~(int64_t)63, k32 = k & ~(int64_t)31;
+  const gv_u16 hi = {0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u,
+                     0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u};
+  for (int64_t i = 0; i < c->m; i++) {
+    const float *x = c->x + i * k, *xs = c->xs + i * k;
+    gv_f16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    int64_t p = 0;
+#define GV_BF16_BLOCK(ae, ao, q) { \
+      gv_f16 xe, xo, we, wo; gv_u16 u, lo_, hi_; \
+      memcpy(&xe, xs + (q), sizeof xe); memcpy(&xo, xs + (q) + 16, sizeof xo); \
+      memcpy(&u, w + (q), sizeof u); lo_ = u << 16; hi_ = u & hi; \
+      memcpy(&we, &lo_, sizeof we); memcpy(&wo, &hi_, sizeof wo); \
+      ae += xe * we; ao += xo * wo; }
+    for (; p < k64; p += 64) {
+      if (i == 0) { __builtin_prefetch(w + p + GV_PF_BYTES / 2); __builtin_prefetch(w + p + 32 + GV_PF_BYTES / 2); }
+      GV_BF16_BLOCK(a0, a1, p) GV_BF16_BLOCK(a2, a3, p + 32)
+    }
+    for (; p < k32; p += 32) GV_BF16_BLOCK(a0, a1, p)
+#undef GV_BF16_BLOCK
+    float s = gv_hsum((a0 + a1) + (a2 + a3));
+    for (; p < k; p++) s += x[p] * gv_w1(c->w, 1, j * c->ldw + p);
+    gv_store(c, i, j, s);
+  }
+}
+
 static void gv_row1(const gv_ctx *c, int64_t i, int64_t j) {
   const float *x = c->x + i * c->k;
   const int64_t k = c->k, kv = k & ~(int64_t)15;
@@ -203,6 +305,16 @@ static void gv_item(void *vctx, int64_t item) {
   int64_t j0 = item * c->rows_per_item, j1 = j0 + c->rows_per_item;
   if (j1 > c->n) j1 = c->n;
   int64_t j = j0;
+  if (c->stream) {
+    for (; j < j1; j++) {
+#if GV_DPBF16
+      if (c->xb) { gv_row_stream_dpbf16(c, j); continue; }
+#endif
+      if (c->bf16) gv_row_stream_bf16(c, j);
+      else gv_row_stream_f32(c, j);
+    }
+    return;
+  }
 #if GV_DPBF16
   if (c->xb) {
     for (; j + GV_DP_ROWS <= j1; j += GV_DP_ROWS)
@@ -222,32 +334,35 @@ static void gv_item(void *vctx, int64_t item) {
 
 /* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
    i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
-   (ybf16) bfloat16 bits, rounded once to nearest even. Returns 0, or -1 when the copies of x
+   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order.
+   Returns 0, or -1 when the copies of x
    cannot be allocated (nothing written). */
-int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
-               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads) {
-  if (m <= 0 || n <= 0) return 0;
-  gv_ctx c;
-  c.m = m; c.n = n; c.k = k;
-  c.w = wbf16 ? (const void *)((const uint16_t *)w + wo) : (const void *)((const float *)w + wo);
-  c.ldw = ldw; c.bf16 = wbf16;
-  c.bias = bias ? (const float *)bias + biaso : 0; c.bs = bs;
-  c.y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
-  c.ldy = ldy; c.ybf16 = ybf16;
+/* Fills c for y = x W^T (+ bias) and copies x as the paths need it (see kiln_gemv); returns the
+   copies' buffer to free after the run (0: out of memory), the item count in *items and the
+   thread count, capped for small weights (wbytes: the weight bytes the call streams), in *nthreads. */
+static float *gv_prepare(gv_ctx *c, int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
+                         void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t flags, int64_t wbytes, int64_t *items, int32_t *nthreads) {
+  c->m = m; c->n = n; c->k = k;
+  c->w = wbf16 ? (const void *)((const uint16_t *)w + wo) : (const void *)((const float *)w + wo);
+  c->ldw = ldw; c->bf16 = wbf16;
+  c->bias = bias ? (const float *)bias + biaso : 0; c->bs = bs;
+  c->y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
+  c->ldy = ldy; c->ybf16 = ybf16;
+  c->stream = (flags & GV_STREAM) != 0;
   /* ~64 KiB of weights per item (a multiple of 8 rows): small enough to balance two threads on a
      2048-row projection, large enough that claiming an item costs nothing next to streaming it. */
   int64_t row_bytes = k * (wbf16 ? 2 : 4);
   int64_t rows = (65536 / (row_bytes > 0 ? row_bytes : 1)) & ~(int64_t)7;
-  c.rows_per_item = rows < 8 ? 8 : rows;
-  int64_t items = (n + c.rows_per_item - 1) / c.rows_per_item;
+  c->rows_per_item = rows < 8 ? 8 : rows;
+  *items = (n + c->rows_per_item - 1) / c->rows_per_item;
   /* Under ~256 KiB of weights a second thread's wake-up costs more than it saves. */
-  if (n * row_bytes < (256 << 10)) nthreads = 1;
+  if (wbytes < (256 << 10)) *nthreads = 1;
   /* One allocation: x as contiguous float32, then the split copy (bfloat16 W without dot-product
      instructions) or the bfloat16 bits (with them). */
   int use_dp = GV_DPBF16 && wbf16 && xbf16;
   size_t nx = (size_t)(m * k);
   float *buf = (float *)malloc(nx * sizeof(float) * (wbf16 ? 2 : 1) + 64);
-  if (!buf) return -1;
+  if (!buf) return 0;
   float *xf = buf;
   for (int64_t i = 0; i < m; i++) {
     float *d = xf + i * k;
@@ -258,11 +373,11 @@ int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t 
       memcpy(d, (const float *)x + xo + i * ldx, (size_t)k * sizeof(float));
     }
   }
-  c.x = xf; c.xs = 0; c.xb = 0;
+  c->x = xf; c->xs = 0; c->xb = 0;
   if (use_dp) {
     uint16_t *xb = (uint16_t *)(buf + nx);
     for (int64_t i = 0; i < m; i++) memcpy(xb + i * k, (const uint16_t *)x + xo + i * ldx, (size_t)k * sizeof(uint16_t));
-    c.xb = xb;
+    c->xb = xb;
   } else if (wbf16) {
     float *xs = buf + nx;
     for (int64_t i = 0; i < m; i++) {
@@ -271,10 +386,77 @@ int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t 
       for (int64_t p = 0; p + 32 <= k; p += 32)
         for (int q = 0; q < 16; q++) { d[p + q] = xr[p + 2 * q]; d[p + 16 + q] = xr[p + 2 * q + 1]; }
     }
-    c.xs = xs;
+    c->xs = xs;
   }
+  return buf;
+}
+
+int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
+               void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
+  if (m <= 0 || n <= 0) return 0;
+  gv_ctx c;
+  int64_t items;
+  float *buf = gv_prepare(&c, m, n, k, x, xo, ldx, xbf16, w, wo, ldw, wbf16, bias, biaso, bs, y, yo, ldy, ybf16, flags, n * k * (wbf16 ? 2 : 4), &items, &nthreads);
+  if (!buf) return -1;
   pool_run(gv_item, &c, items, nthreads);
   free(buf);
+  return 0;
+}
+
+/* Gated pair (llm.gateUpSiluAndMul): two weights of one shape against one x; each item runs the
+   same output rows of both (gate, then up) into float32 scratch and ends with the epilogue. */
+typedef struct {
+  gv_ctx g, u;
+  void *y; int64_t ldy; int32_t ybf16;
+} gv_gated_ctx;
+
+static inline float gv_round(float v, int32_t bf16) {
+  if (!bf16) return v;
+  uint32_t u = (uint32_t)gv_to_bf16(v) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void gv_gated_item(void *vctx, int64_t item) {
+  const gv_gated_ctx *c = (const gv_gated_ctx *)vctx;
+  gv_item((void *)&c->g, item);
+  gv_item((void *)&c->u, item);
+  int64_t j0 = item * c->g.rows_per_item, j1 = j0 + c->g.rows_per_item;
+  if (j1 > c->g.n) j1 = c->g.n;
+  const float *gs = (const float *)c->g.y, *us = (const float *)c->u.y;
+  for (int64_t i = 0; i < c->g.m; i++)
+    for (int64_t j = j0; j < j1; j++) {
+      /* g and u as the linears would store them (rounded to the dtype), silu(g) * u in float32
+         (k_sigmoid: the native silu's), rounded once. */
+      const float g = gv_round(gs[i * c->g.n + j], c->ybf16), u = gv_round(us[i * c->g.n + j], c->ybf16);
+      const float v = g * k_sigmoid(g) * u;
+      if (c->ybf16) ((uint16_t *)c->y)[i * c->ldy + j] = gv_to_bf16(v);
+      else ((float *)c->y)[i * c->ldy + j] = v;
+    }
+}
+
+/* y[i * ldy + j] = silu(x[i, :] . Wg[j, :]) * (x[i, :] . Wu[j, :]) for j < n: Wg and Wu row-major
+   [n, k] (row strides ldg / ldu) of one dtype; x and y as in kiln_gemv (no bias). Returns 0, or -1
+   when the scratch cannot be allocated (nothing written). */
+int32_t kiln_gemv_gated(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *wg, int64_t wgo, int64_t ldg, void *wu, int64_t wuo, int64_t ldu,
+                        int32_t wbf16, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
+  if (m <= 0 || n <= 0) return 0;
+  float *scratch = (float *)malloc((size_t)(2 * m * n) * sizeof(float) + 64);
+  if (!scratch) return -1;
+  gv_gated_ctx c;
+  int64_t items;
+  float *buf = gv_prepare(&c.g, m, n, k, x, xo, ldx, xbf16, wg, wgo, ldg, wbf16, 0, 0, 0, scratch, 0, n, 0, flags, 2 * n * k * (wbf16 ? 2 : 4), &items, &nthreads);
+  if (!buf) { free(scratch); return -1; }
+  c.u = c.g;
+  c.u.w = wbf16 ? (const void *)((const uint16_t *)wu + wuo) : (const void *)((const float *)wu + wuo);
+  c.u.ldw = ldu;
+  c.u.y = scratch + m * n;
+  c.y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
+  c.ldy = ldy; c.ybf16 = ybf16;
+  pool_run(gv_gated_item, &c, items, nthreads);
+  free(buf);
+  free(scratch);
   return 0;
 }
 `;

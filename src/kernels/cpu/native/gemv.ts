@@ -20,6 +20,7 @@ import { nativeThreads } from './threads.js';
 import { probeToolchain } from './toolchain.js';
 
 let gemvFn: NativeFn | undefined;
+let gatedFn: NativeFn | undefined;
 let calls = 0;
 
 /** How many native GEMV calls this process made (tests check that it ran). */
@@ -29,14 +30,30 @@ export function nativeGemvCalls(): number {
 
 function gemv(): NativeFn {
   if (gemvFn) return gemvFn;
+  const lib = gemvLibrary();
+  gemvFn = lib.func(
+    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags)',
+  );
+  return gemvFn;
+}
+
+function gated(): NativeFn {
+  if (gatedFn) return gatedFn;
+  gatedFn = gemvLibrary().func(
+    'int32_t kiln_gemv_gated(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *wg, int64_t wgo, int64_t ldg, void *wu, int64_t wuo, int64_t ldu, int32_t wbf16, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags)',
+  );
+  return gatedFn;
+}
+
+let gemvLib: ReturnType<typeof loadLibrary> | undefined;
+
+function gemvLibrary(): ReturnType<typeof loadLibrary> {
+  if (gemvLib) return gemvLib;
   const probe = probeToolchain();
   if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
   ensureSharedPool();
-  const lib = loadLibrary(buildSharedObjectSync('kiln_gemv', GEMV_C_SOURCE, probe.toolchain));
-  gemvFn = lib.func(
-    'int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16, void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads)',
-  );
-  return gemvFn;
+  gemvLib = loadLibrary(buildSharedObjectSync('kiln_gemv', GEMV_C_SOURCE, probe.toolchain));
+  return gemvLib;
 }
 
 /** Threads of one GEMV call. */
@@ -46,6 +63,39 @@ function gemvThreads(): number {
 
 /** The dtypes the GEMV reads weights in (x, bias and output share the weight's dtype). */
 const GEMV_DTYPES: ReadonlySet<string> = new Set(['float32', 'bfloat16']);
+
+/** The storage of a float32 / bfloat16 tensor as its words (bfloat16: bits), from element 0. */
+function bits(t: Tensor): Uint16Array | Float32Array {
+  const buf = t.storage.cpuArrayBuffer();
+  return t.dtype === 'bfloat16' ? new Uint16Array(buf, 0, t.storage.nbytes / 2) : new Float32Array(buf, 0, t.storage.nbytes / 4);
+}
+
+/**
+ * llm.gateUpSiluAndMul(input, gateWeight, upWeight) through the gated GEMV (kiln_gemv_gated: both
+ * projections in one pool job, silu(g) * u in its epilogue), or null when it does not apply (the
+ * caller runs the composition): the conditions of nativeLinearGemv, both weights [n, k] of the input's dtype.
+ */
+export function nativeGateUpSiluMul(meta: OutMeta, input: Tensor, gateWeight: Tensor, upWeight: Tensor): Tensor | null {
+  if (gateWeight.ndim !== 2 || upWeight.ndim !== 2 || input.ndim < 1) return null;
+  const dtype = gateWeight.dtype;
+  if (!GEMV_DTYPES.has(dtype) || upWeight.dtype !== dtype || input.dtype !== dtype || meta.dtype !== dtype) return null;
+  const [n, k] = gateWeight.shape as [number, number];
+  if (upWeight.shape[0] !== n || upWeight.shape[1] !== k || k === 0 || n === 0 || gateWeight.strides[1] !== 1 || upWeight.strides[1] !== 1) return null;
+  const m = numel(input.shape) / k;
+  if (m < 1 || m > GEMV_MAX_ROWS) return null;
+  if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
+  if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
+  if (!isContiguousStrides(meta.shape, meta.strides)) return null;
+  if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
+  const fn = gated();
+  calls++;
+  const bf16 = dtype === 'bfloat16' ? 1 : 0;
+  input.assertAlive('llm.gateUpSiluAndMul');
+  const out = allocOut(meta);
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16, bits(gateWeight), gateWeight.offset, gateWeight.strides[0]!, bits(upWeight), upWeight.offset, upWeight.strides[0]!, bf16, bits(out), out.offset, n, bf16, gemvThreads(), getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0);
+  if (rc !== 0) throw new Error(`native gated GEMV [${m}, ${k}] x 2 x [${n}, ${k}]^T: out of memory`);
+  return out;
+}
 
 /** linear(input, weight, bias) through the GEMV, or null when it does not apply. */
 export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
@@ -71,7 +121,7 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   input.assertAlive('linear');
   const b = bias === null ? null : readable(bias);
   const out = allocOut(meta);
-  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads());
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads(), getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0);
   if (rc !== 0) throw new Error(`native GEMV [${m}, ${k}] x [${n}, ${k}]^T: out of memory`);
   return out;
 }

@@ -17,6 +17,13 @@
  *                  slots[n] of the caches (same dtype: the bits are copied); slots < 0 skip; the
  *                  first slot >= capacity stops the copy and its index is returned (-1: all done).
  *   kiln_argmax    per row of n: index of the first maximum, or of the first NaN (int64 out).
+ *   kiln_qk_norm_rope_cache  llm.qkNormRotaryCache (neox): per token, each q head and each k head
+ *                  RMS-normalised (as kiln_add_rms, rounded to the dtype) then rotated (as
+ *                  kiln_rope, rounded once); q heads to qout, k heads straight into their cache
+ *                  slot, v rows copied there (bits); slots < 0 skip the cache write; the first
+ *                  slot >= capacity stops and its index is returned (-1: all done). The same
+ *                  arithmetic as rmsNorm -> applyRotaryEmb -> reshapeAndCache through the kernels
+ *                  above, in one call per layer instead of five ops (issue #17).
  */
 import { C_MATH } from './c-math.js';
 
@@ -134,6 +141,40 @@ int64_t kiln_cache_rows(int64_t n, int64_t row_bytes, const void *slots, int32_t
     if (s >= capacity) return t;
     memcpy((char *)kc + s * row_bytes, (const char *)k + t * row_bytes, (size_t)row_bytes);
     memcpy((char *)vc + s * row_bytes, (const char *)v + t * row_bytes, (size_t)row_bytes);
+  }
+  return -1;
+}
+
+/* A value as a store into the dtype leaves it (float, then bfloat16 nearest even: as rw_put). */
+static inline double rw_round(double v, int32_t bf16) {
+  float f = (float)v;
+  return bf16 ? (double)rw_bf(rw_tobf(f)) : (double)f;
+}
+
+/* One head of d: t = round(rmsNorm(x) * w), then out = t cos + rotate_half(t) sin, rounded. */
+static void rw_norm_rope(int64_t d, const void *x, int64_t xo, const void *w, double eps, const void *cs, const void *sn, int64_t co, void *out, int64_t oo, int32_t bf16, double *t) {
+  double ss = 0;
+  for (int64_t i = 0; i < d; i++) { const double v = rw_get(x, bf16, xo + i); t[i] = v; ss += v * v; }
+  const double inv = 1.0 / sqrt(ss / (double)d + eps);
+  for (int64_t i = 0; i < d; i++) t[i] = rw_round(t[i] * inv * rw_get(w, bf16, i), bf16);
+  const int64_t h = d / 2;
+  for (int64_t i = 0; i < d; i++) {
+    const double rot = i < h ? -t[i + h] : t[i - h];
+    rw_put(out, bf16, oo + i, t[i] * rw_get(cs, bf16, co + i) + rot * rw_get(sn, bf16, co + i));
+  }
+}
+
+int64_t kiln_qk_norm_rope_cache(int64_t n, int64_t hq, int64_t hk, int64_t d, const void *q, const void *k, const void *v, const void *qw, const void *kw, double eps,
+                                const void *cs, const void *sn, void *qout, const void *slots, int32_t slots64, int64_t capacity, void *kc, void *vc, int32_t bf16) {
+  double t[d > 0 ? d : 1];
+  const int64_t row = hk * d, esz = bf16 ? 2 : 4;
+  for (int64_t tok = 0; tok < n; tok++) {
+    for (int64_t h = 0; h < hq; h++) rw_norm_rope(d, q, (tok * hq + h) * d, qw, eps, cs, sn, tok * d, qout, (tok * hq + h) * d, bf16, t);
+    const int64_t s = slots64 ? ((const int64_t *)slots)[tok] : (int64_t)((const int32_t *)slots)[tok];
+    if (s < 0) continue;
+    if (s >= capacity) return tok;
+    for (int64_t h = 0; h < hk; h++) rw_norm_rope(d, k, (tok * hk + h) * d, kw, eps, cs, sn, tok * d, kc, s * row + h * d, bf16, t);
+    memcpy((char *)vc + s * row * esz, (const char *)v + tok * row * esz, (size_t)(row * esz));
   }
   return -1;
 }

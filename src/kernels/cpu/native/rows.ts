@@ -1,6 +1,7 @@
 /**
  * Eager hooks of the native row kernels (rows-c.ts): RMSNorm, add + RMSNorm, neox rotary, silu,
- * same-shape mul, llm.siluAndMul, llm.reshapeAndCache's row copies and argmax over trailing dims,
+ * same-shape mul, llm.siluAndMul, llm.reshapeAndCache's row copies, llm.qkNormRotaryCache (neox) and
+ * argmax over trailing dims,
  * for contiguous float32 or bfloat16 tensors of one dtype on the native path; each returns null
  * (false for the cache copy) when the call does not fit (the JS kernel then runs). They replace JS
  * loops that decode and round every element through doubles: the small ops of a cpu decode step
@@ -24,6 +25,7 @@ interface RowsLib {
   siluMul: NativeFn;
   cacheRows: NativeFn;
   argmax: NativeFn;
+  qkNormRopeCache: NativeFn;
 }
 
 let lib: RowsLib | undefined;
@@ -47,6 +49,9 @@ function rows(): RowsLib {
     siluMul: l.func('void kiln_silu_mul(int64_t rows, int64_t d, void *x, void *out, int32_t bf16)'),
     cacheRows: l.func('int64_t kiln_cache_rows(int64_t n, int64_t rowBytes, void *slots, int32_t slots64, int64_t capacity, void *k, void *v, void *kc, void *vc)'),
     argmax: l.func('void kiln_argmax(int64_t rows, int64_t n, void *x, void *out, int32_t bf16)'),
+    qkNormRopeCache: l.func(
+      'int64_t kiln_qk_norm_rope_cache(int64_t n, int64_t hq, int64_t hk, int64_t d, void *q, void *k, void *v, void *qw, void *kw, double eps, void *cs, void *sn, void *qout, void *slots, int32_t slots64, int64_t capacity, void *kc, void *vc, int32_t bf16)',
+    ),
   };
   return lib;
 }
@@ -138,6 +143,32 @@ export function nativeCacheRows(key: Tensor, value: Tensor, keyCache: Tensor, va
   const at = Number(rows().cacheRows(n, row * size, slots, sd === 'int64' ? 1 : 0, capacity, words(key), words(value), words(keyCache), words(valueCache)));
   if (at >= 0) throw bad(at, Number(slots[at]!));
   return true;
+}
+
+/**
+ * llm.qkNormRotaryCache, neox, in one native call: q [N, Hq, D] -> the returned q', k [N, Hkv, D]
+ * normalised and rotated straight into the key cache's slots, v copied into the value cache's;
+ * cos / sin [N, 1, D]; every tensor contiguous and of one dtype (float32 / bfloat16), slots
+ * int32 / int64. null when the call does not fit (the caller runs the composition); a slot >=
+ * capacity throws `bad(n, slot)` after the tokens before it are written, as the cache copy does.
+ */
+export function nativeQkNormRotaryCache(meta: OutMeta, q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, keyCache: Tensor, valueCache: Tensor, slotMapping: Tensor, capacity: number, bad: (n: number, slot: number) => Error): Tensor | null {
+  const sd = slotMapping.dtype;
+  if (!isNeox || (sd !== 'int32' && sd !== 'int64') || !isContiguousStrides(slotMapping.shape, slotMapping.strides)) return null;
+  if (q.ndim !== 3 || k.ndim !== 3 || v.ndim !== 3 || !fits(q.dtype, q, k, v, qw, kw, cos, sin, keyCache, valueCache, meta)) return null;
+  const [N, Hq, D] = q.shape as [number, number, number];
+  const Hk = k.shape[1]!;
+  if (k.shape[0] !== N || k.shape[2] !== D || !sameShape(k.shape, v.shape) || D % 2 !== 0 || numel(slotMapping.shape) !== N) return null;
+  if (numel(qw.shape) !== D || numel(kw.shape) !== D) return null;
+  for (const t of [cos, sin]) if (t.ndim !== 3 || t.shape[0] !== N || t.shape[1] !== 1 || t.shape[2] !== D) return null;
+  const out = allocOut(meta);
+  calls++;
+  if (N === 0 || D === 0) return out;
+  const buf = slotMapping.storage.cpuArrayBuffer();
+  const slots = sd === 'int64' ? new BigInt64Array(buf, slotMapping.offset * 8, N) : new Int32Array(buf, slotMapping.offset * 4, N);
+  const at = Number(rows().qkNormRopeCache(N, Hq, Hk, D, words(q), words(k), words(v), words(qw), words(kw), eps, words(cos), words(sin), words(out), slots, sd === 'int64' ? 1 : 0, capacity, words(keyCache), words(valueCache), bf(q)));
+  if (at >= 0) throw bad(at, Number(slots[at]!));
+  return out;
 }
 
 /** argmax over the trailing `n` elements of each row of a contiguous x into an int64 meta, or null. */
