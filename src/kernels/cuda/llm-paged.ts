@@ -5,7 +5,7 @@
  *
  * Three decode attention kernels, picked by KILN_CUDA_PAGED_ATTN (read per call, so a benchmark can
  * alternate them):
- * - v1, the default (codegen/paged-attention-v1.ts): a block per (kv head, sequence, split) over
+ * - v1 (codegen/paged-attention-v1.ts): a block per (kv head, sequence, split) over
  *   ceil(len / splits) tokens, a second kernel to merge the splits.
  * - v2 (codegen/paged-attention.ts; pagedSplits): enough (kv head, sequence, split) blocks for 4
  *   per SM, at most 64 and at most one per chunk of the table's capacity; each sequence uses as many
@@ -13,7 +13,8 @@
  *   folds the others' partials in the same launch (no block waits for another).
  * - v3 (codegen/paged-attention-v3.ts; pagedSplitsV3): v2's layout and fold with the next chunk's
  *   K/V loads in flight during the current chunk's math, an exp2 softmax, and splits that keep
- *   every block resident (floor(4 x SMs / pairs): one split at batch 64 on an H200);
+ *   every block resident (floor(4 x SMs / pairs): one split at batch 64 on an H200); the default
+ *   since session 17 (H200 decode A/B: batch 8 +9%, batch 64 +14%);
  *   KILN_CUDA_PAGED_SPLITS and KILN_CUDA_PAGED_UNROLL pin its split count and token batches
  *   (benchmarks).
  * All split counts depend on the batch size and the table width only (both fixed for a captured
