@@ -109,6 +109,30 @@ elif [ "$part" = ab4 ]; then
     el "attention bench batch 64 rc=$?"; tail -n 12 "$out/attn-bench64.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go wgk && { KILN_ADD_RMSNORM_LINEAR=1 wg $K 40 node dist/bench/webgpu-decode-kernels.js --only addRmsNorm --json "$out/wgk-arl.json" > "$out/wgk-arl.txt" 2>&1
     el "webgpu addRmsNorm(+linear) kernel rows rc=$?"; grep -vE "^\s*$" "$out/wgk-arl.txt" | tail -n 10 | cut -c1-160 | tee -a "$out/summary.txt"; }
+elif [ "$part" = final ]; then
+  # The session's defaults (paged attention v3, register-resident webgpu one-row kernels, the cpu
+  # decode fusions and GEMV stream order): paged attention tests on cuda (three processes by test
+  # name, each with its own kernel cache), the cpu kernels' tests on the 16-core host, final cuda
+  # decode, cpu decode against the bound (the cpubf16 options all off vs all on), webgpu decode
+  # with KILN_ADD_RMSNORM_LINEAR 0 / 1 alternating.
+  go tests && {
+    i=0
+    for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
+      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 210 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
+    done
+    ( $K 150 node --test dist/test/native-gemv.test.js dist/test/llm-gate-up-silu-mul.test.js dist/test/llm-qk-norm-rotary-cache.test.js > "$out/cpu-tests.txt" 2>&1; echo "rc=$?" >> "$out/cpu-tests.txt" ) &
+    wait
+    el "tests"; for f in attn-test-1 attn-test-2 attn-test-3 cpu-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+  go decode && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 \
+      --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
+    el "cuda decode (defaults) rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|^ttft|rror" 6; }
+  go cpubound && { $K 110 node dist/bench/cpu-decode-bound.js --rounds 2 --steps 6 --ab KILN_DECODE_QK_CACHE,KILN_DECODE_GATE_UP,KILN_CPU_GEMV_STREAM --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode bound (cpubf16 options off vs on) rc=$?"; tail -n 8 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  for arl in 0 1; do
+    go wg-arl$arl && { KILN_ADD_RMSNORM_LINEAR=$arl wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 \
+        --json "$out/decode-webgpu-arl$arl.json" > "$out/decode-webgpu-arl$arl.txt" 2>&1
+      el "webgpu decode f16 KILN_ADD_RMSNORM_LINEAR=$arl rc=$?"; sum "$out/decode-webgpu-arl$arl.txt" "^decode +batch|rror" 2; }
+  done
 fi
 tar -C "$out" -czf "$final/s17-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
