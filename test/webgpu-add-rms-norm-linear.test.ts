@@ -6,9 +6,11 @@
  * The bound on out allows each y element to land on the neighbouring value of the dtype (the
  * kernel's f32 rstd is not the float64 one), the f32 sums' error and the output's rounding.
  * Rows 1..8, K = 1024 (Qwen3-0.6B's hidden size) and widths of fewer / more 16-byte words than the
- * workgroup's 256 invocations, several N (a partial 8-column group), residual or none, bias or
+ * workgroup's 256 invocations, several N (a partial 8-column group; more groups than the grid's
+ * workgroups, so that a workgroup walks two), residual or none, bias or
  * none, plain and gated, float32 / float16 (packed without shader-f16) / bfloat16, the prologue's
- * sum of squares through subgroups and through the workgroup tree. Eligible cases are one dispatch;
+ * sum of squares through subgroups (with the weight prefetch) and through the workgroup tree
+ * (without). Eligible cases are one dispatch;
  * the others (9 rows, K not whole words) run the parts and must still be right; opcheck against
  * the reference composition. The compile pass on
  * webgpu: webgpu-add-rms-norm-linear-decode.test.ts. WGSL on Dawn's null backend (shader-f16):
@@ -20,6 +22,7 @@ import * as kiln from '../src/index.js';
 import { GEMV_THREADS, gemvRows } from '../src/kernels/webgpu/gemv-codegen.js';
 import { gemvNormWorkgroupBytes } from '../src/kernels/webgpu/gemv-norm.js';
 import { setGemvNormSubgroups } from '../src/kernels/webgpu/llm-add-rms-norm-linear.js';
+import { setOption } from '../src/runtime/config.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
@@ -58,6 +61,9 @@ const CASES: Case[] = [
   // Not the kernel's: 9 rows; K not a whole number of words.
   { M: 9, N: 11, K: 64, res: true, bias: true, gated: false },
   { M: 1, N: 6, K: 30, res: true, bias: false, gated: true },
+  // More 8-column groups than the grid's 1024 workgroups: workgroups walk two (the prefetched first step only in the first).
+  { M: 1, N: 8200, K: 1024, res: true, bias: true, gated: false },
+  { M: 2, N: 8200, K: 1024, res: false, bias: false, gated: true },
 ];
 
 test('webgpu llm.addRmsNormLinear matches a float64 loop (norm-prologue GEMV, subgroups or not, and the fallback)', { skip }, () => {
@@ -68,7 +74,9 @@ test('webgpu llm.addRmsNormLinear matches a float64 loop (norm-prologue GEMV, su
   let fusedRuns = 0;
   try {
     for (const sg of [true, false]) {
+      // Subgroups with the weight prefetch (the defaults), then the tree without it.
       setGemvNormSubgroups(sg);
+      setOption('KILN_WEBGPU_GEMV_NORM_PREFETCH', sg);
       // The tree path on fewer cases: every pipeline compiles on first use (seconds each on SwiftShader).
       for (const dtype of (sg ? ['float32', 'float16', 'bfloat16'] : ['float32', 'float16']) as DType[]) {
         const V = dtype === 'float32' ? 4 : 8;
@@ -155,6 +163,7 @@ test('webgpu llm.addRmsNormLinear matches a float64 loop (norm-prologue GEMV, su
     }
   } finally {
     setGemvNormSubgroups(true);
+    setOption('KILN_WEBGPU_GEMV_NORM_PREFETCH', undefined);
   }
   assert.ok(fusedRuns >= 30, `the kernel ran ${fusedRuns} cases`);
   assert.deepEqual(failures.slice(0, 10), [], `${failures.length} failures`);

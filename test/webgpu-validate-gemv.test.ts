@@ -37,7 +37,7 @@ test('the skinny GEMM compiles on Dawn for every storage kind, row block and epi
   assert.equal(n, 64);
 });
 
-test('the norm-prologue GEMV (llm.addRmsNormLinear) compiles on Dawn for every storage kind, row block, epilogue, residual or none, subgroups or the tree, and K of fewer / more words than invocations', { skip: dawnSkipReason() }, () => {
+test('the norm-prologue GEMV (llm.addRmsNormLinear) compiles on Dawn for every storage kind, row block, epilogue, residual or none, subgroups or the tree, weight prefetch or not, and K of fewer / more words than invocations', { skip: dawnSkipReason() }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
   const limit = acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384;
   assert.ok(acc.hasFeature('subgroups'), 'the null device offers subgroups');
@@ -46,13 +46,13 @@ test('the norm-prologue GEMV (llm.addRmsNormLinear) compiles on Dawn for every s
   for (const kind of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
     for (const mr of [1, 2, 4, 8] as const) {
       for (const kv of [128, 33, 257]) {
-        for (const [bias, gated, residual, subgroups] of [[false, false, true, true], [true, true, true, false], [true, false, false, true], [false, true, false, false]] as const) {
+        for (const [bias, gated, residual, subgroups, prefetch] of [[false, false, true, true, true], [true, true, true, false, true], [true, false, false, true, false], [false, true, false, false, false], [false, true, true, true, true]] as const) {
           // The host runs only variants whose workgroup memory fits (llm-add-rms-norm-linear.ts).
           if (N.gemvNormWorkgroupBytes(mr, kv, gated, G.GEMV_THREADS) > limit) {
             skipped++;
             continue;
           }
-          const spec: GemvSpec = { kind, mr, bias, beta: false, gated, norm: { kv, residual, subgroups } };
+          const spec: GemvSpec = { kind, mr, bias, beta: false, gated, norm: { kv, residual, subgroups, prefetch } };
           acc.kernel(G.generateGemv(spec), `kiln.gemm (${G.gemvKey(spec)})`);
           n++;
         }

@@ -7,6 +7,8 @@
 #   bash .device/run.sh bash scripts/device/wgnormlin.sh kernels   fused vs separate rows (float16, float32)
 #   bash .device/run.sh bash scripts/device/wgnormlin.sh decode    Qwen3-0.6B float16 decode, option off / on,
 #                                                                  alternating, two runs each
+#   bash .device/run.sh bash scripts/device/wgnormlin.sh decode-pf the same with the option on, weight
+#                                                                  prefetch (KILN_WEBGPU_GEMV_NORM_PREFETCH) off / on
 set -uo pipefail
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 t0=$(date +%s)
@@ -24,18 +26,26 @@ case "$stage" in
   kernels)
     for dt in float16 float32; do
       el "kernel rows $dt"
-      timeout 240 node dist/bench/webgpu-decode-kernels.js --dtype $dt --only addRmsNorm --reps 50 --json "$out/kernels-$dt.json" 2>&1 | tail -16
+      timeout 240 node dist/bench/webgpu-decode-kernels.js --dtype $dt --only addRmsNorm --reps 50 --json "$out/kernels-$dt.json" 2>&1 | tail -20
     done
     ;;
   decode)
     for rep in 1 2; do
       for on in 0 1; do
         el "decode float16 KILN_ADD_RMSNORM_LINEAR=$on (run $rep)"
-        KILN_ADD_RMSNORM_LINEAR=$on timeout 200 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/decode-f16-arl$on-run$rep.json" 2>&1 | grep -E "batch 1:|^decode|tok/s" | head -4
+        KILN_ADD_RMSNORM_LINEAR=$on timeout 140 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/decode-f16-arl$on-run$rep.json" 2>&1 | grep -E "batch 1:|^decode|tok/s" | head -4
+      done
+    done
+    ;;
+  decode-pf)
+    for rep in 1 2; do
+      for pf in 0 1; do
+        el "decode float16 KILN_ADD_RMSNORM_LINEAR=1 KILN_WEBGPU_GEMV_NORM_PREFETCH=$pf (run $rep)"
+        KILN_ADD_RMSNORM_LINEAR=1 KILN_WEBGPU_GEMV_NORM_PREFETCH=$pf timeout 140 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/decode-f16-arl1-pf$pf-run$rep.json" 2>&1 | grep -E "tok/s" | head -4
       done
     done
     ;;
   *)
-    echo "unknown stage '$stage' (tests, kernels, decode)"; exit 2 ;;
+    echo "unknown stage '$stage' (tests, kernels, decode, decode-pf)"; exit 2 ;;
 esac
 el "done"

@@ -81,7 +81,7 @@ export function gemvRows(M: number): GemvSpec['mr'] {
 
 export function gemvKey(s: GemvSpec): string {
   const n = s.norm;
-  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}${n ? `,norm${n.kv}${n.residual ? 'r' : ''}${n.subgroups ? 'sg' : ''}` : ''}`;
+  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}${n ? `,norm${n.kv}${n.residual ? 'r' : ''}${n.subgroups ? 'sg' : ''}${n.prefetch === true ? 'pf' : ''}` : ''}`;
 }
 
 /** WGSL that turns a 16-byte word into f32 lanes: one vec4 (f32) or two (16-bit kinds, low first). */
@@ -174,6 +174,17 @@ export function generateGemv(s: GemvSpec): string {
   L.push(`  let m0 = wid.y * ${MR}u;`);
   // Rows past M read row M - 1 (in bounds, no divergence); their sums are never stored.
   for (let r = 0; r < MR; r++) L.push(`  let ra${r} = oA + min(m0 + ${r}u, M - 1u) * sAm;`);
+  // Prefetch (norm variant): the first group's first K step of the weight, loaded before the
+  // prologue so that its latency overlaps the norm's; the loop takes them instead of loading.
+  const pre = nm?.prefetch === true;
+  if (pre) {
+    L.push(`  let rbPre = oB + min(wid.x * ${C}u + team, N - 1u) * sBn;`);
+    if (s.gated) L.push(`  let rbuPre = oB + (N + min(wid.x * ${C}u + team, N - 1u)) * sBn;`);
+    for (let u = 0; u < U; u++) {
+      L.push(`  let pq${u} = b[rbPre + min(lane + ${u * GEMV_TEAM}u, kv - 1u)];`);
+      if (s.gated) L.push(`  let pp${u} = b[rbuPre + min(lane + ${u * GEMV_TEAM}u, kv - 1u)];`);
+    }
+  }
   if (nm) L.push(...gemvNormPrologue(nm, s.kind, MR, T, V));
   L.push('  for (var g = wid.x; g < groups; g = g + ng.x) {');
   L.push(`    let n = g * ${C}u + team;`);
@@ -185,9 +196,18 @@ export function generateGemv(s: GemvSpec): string {
   const step = U * GEMV_TEAM;
   L.push(`      for (; kk + ${(U - 1) * GEMV_TEAM}u < kv; kk = kk + ${step}u) {`);
   // Every word loaded first, then the arithmetic: U independent loads in flight per lane (per set).
-  for (let u = 0; u < U; u++) {
-    L.push(`        let q${u} = b[rb + kk + ${u * GEMV_TEAM}u];`);
-    if (s.gated) L.push(`        let p${u} = b[rbu + kk + ${u * GEMV_TEAM}u];`);
+  if (pre) {
+    // The first step of the workgroup's first group (the same for every lane: no divergence).
+    L.push('        let first = g == wid.x && kk == lane;');
+    for (let u = 0; u < U; u++) {
+      L.push(`        var q${u} = pq${u}; if (!first) { q${u} = b[rb + kk + ${u * GEMV_TEAM}u]; }`);
+      if (s.gated) L.push(`        var p${u} = pp${u}; if (!first) { p${u} = b[rbu + kk + ${u * GEMV_TEAM}u]; }`);
+    }
+  } else {
+    for (let u = 0; u < U; u++) {
+      L.push(`        let q${u} = b[rb + kk + ${u * GEMV_TEAM}u];`);
+      if (s.gated) L.push(`        let p${u} = b[rbu + kk + ${u * GEMV_TEAM}u];`);
+    }
   }
   for (let u = 0; u < U; u++) {
     for (const line of wordTimesRows(`q${u}`, `kk + ${u * GEMV_TEAM}u`, `${u}`, half, MR, 'acc', kvx)) L.push(`        ${line}`);

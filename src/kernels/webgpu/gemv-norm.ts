@@ -16,6 +16,8 @@
  * the GEMV's epilogue; the barrier after xs orders the two uses). Only the summation order differs
  * from the compiled norm kernel's, which can move rstd by an ulp.
  *
+ * With `prefetch` the GEMV issues its first K step's weight loads before the prologue (at K = 1024
+ * in float16 that is a team's whole weight row), so the prologue hides under them.
  * A workgroup pays the prologue once, however many 8-column groups it then walks: the host caps
  * the grid at GEMV_NORM_MAX_WORKGROUPS (an LM head's 18,992 groups run on that many workgroups).
  * Metadata: the GEMV's GEMM_META words, then GEMV_NORM_META's (element offsets and row strides of
@@ -31,6 +33,11 @@ export interface GemvNormSpec {
   readonly residual: boolean;
   /** Reduce the sum of squares with subgroupAdd (the device has `subgroups`). */
   readonly subgroups: boolean;
+  /**
+   * Load the first group's first K step of the weight (4 words a lane, both halves when gated)
+   * before the prologue, so its latency overlaps the norm's (KILN_WEBGPU_GEMV_NORM_PREFETCH).
+   */
+  readonly prefetch?: boolean;
 }
 
 /** Metadata words after the GEMV's (GEMM_META). */

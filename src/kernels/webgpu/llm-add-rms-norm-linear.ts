@@ -96,7 +96,7 @@ function runGemvNorm(x: Tensor, r: Tensor | null, gamma: Tensor, eps: number, w:
     if (bias) buffers.push(bias.storage.buffer);
     if (r) buffers.push(r.storage.buffer);
     buffers.push(gamma.storage.buffer, h.storage.buffer);
-    const norm = { kv: K / V, residual: r !== null, subgroups: useSubgroups && acc.hasFeature('subgroups') };
+    const norm = { kv: K / V, residual: r !== null, subgroups: useSubgroups && acc.hasFeature('subgroups'), prefetch: getOption('KILN_WEBGPU_GEMV_NORM_PREFETCH') };
     const spec = { kind, mr, bias: bias !== null, beta: false, gated, norm };
     acc.dispatch(gemvKernel(spec), buffers, meta, [Math.min(groups, GEMV_NORM_MAX_WORKGROUPS), Math.ceil(M / mr), 1]);
     return true;
