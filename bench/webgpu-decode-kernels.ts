@@ -18,8 +18,11 @@
  * positions; the engine's tables are min(that, its cache's blocks) wide) over a cache of
  * --cache-blocks blocks (default: the table's width; set it apart to tell the table's width from
  * the cache buffer's size), for each of KILN_WEBGPU_PAGED_UNROLL 0/1 x KILN_WEBGPU_PAGED_VECV 0/1.
- * `--only` picks rows by substring (pointwise, gemv, gemv big-buffer, rmsNorm, addRmsNorm, qkNormRotaryCache,
- * embedding, argmax, pagedAttention).
+ * llm.addRmsNormLinear (the GEMV with the add + RMSNorm in its prologue) for qkv, the gated gate/up
+ * and the LM head, each fused (weight prefetch on and off) and as the separate compiled add + RMSNorm
+ * and GEMV it replaces.
+ * `--only` picks rows by substring (pointwise, gemv, gemv big-buffer, rmsNorm, addRmsNorm (which
+ * includes addRmsNormLinear), addRmsNormLinear, qkNormRotaryCache, embedding, argmax, pagedAttention).
  *
  *   node dist/bench/webgpu-decode-kernels.js [--dtype float16] [--reps 50] [--json out.json]
  *   node dist/bench/webgpu-decode-kernels.js --only pagedAttention --capacity 40960 --cache-blocks 40
@@ -173,6 +176,37 @@ if (want('addRmsNorm')) {
       report(`compiled addRmsNorm [1, 1024] (${form.label}, ${n} dispatch${n === 1 ? '' : 'es'})`, time(() => call(h)));
       report(`compiled addRmsNorm [1, 1024] chained (${form.label})`, timeChain(h, call));
     });
+  }
+}
+
+// llm.addRmsNormLinear (the norm-prologue GEMV, KILN_ADD_RMSNORM_LINEAR's op) at Qwen3-0.6B's
+// shapes, one row: the residual add + RMSNorm into qkv (N 4096) and into the gated gate/up (2 x 3072),
+// and the final norm into the LM head, with and without the weight prefetch (KILN_WEBGPU_GEMV_NORM_PREFETCH);
+// each next to the separate pair it replaces (the compiled
+// add + RMSNorm kernel, then the GEMV / gated GEMV it feeds: two dependent dispatches).
+if (want('addRmsNormLinear')) {
+  const res = kiln.randn([1, 1024], { device: dev }).to(dtype);
+  const norm = kiln.compile((x: Tensor, r: Tensor, w: Tensor) => {
+    const s = kiln.add(x, r);
+    return [kiln.nn.functional.rmsNorm(s, [1024], w, 1e-6), s] as const;
+  });
+  const normed = (x: Tensor): Tensor => (norm(x, res, g) as readonly Tensor[])[0]!;
+  for (const [name, n, gated] of [['qkv 4096x1024', 4096, false], ['gate_up 6144x1024 gated', 6144, true], ['lm_head 151936x1024', 151936, false]] as const) {
+    const w = kiln.randn([n, 1024], { device: dev }).to(dtype);
+    const fused = (): Tensor => kiln.llm.addRmsNormLinear(h, res, g, 1e-6, w, null, gated).out;
+    for (const pf of [true, false]) {
+      setOption('KILN_WEBGPU_GEMV_NORM_PREFETCH', pf);
+      try {
+        const nf = dispatchesOf(fused);
+        report(`addRmsNormLinear ${name} fused (prefetch ${pf ? 1 : 0}, ${nf} dispatch${nf === 1 ? '' : 'es'})`, time(fused), n * 1024 * bytes);
+      } finally {
+        setOption('KILN_WEBGPU_GEMV_NORM_PREFETCH', undefined);
+      }
+    }
+    const separate = (): Tensor => (gated ? kiln.llm.linearSiluAndMul(normed(h), w) : kiln.linear(normed(h), w));
+    const ns = dispatchesOf(separate);
+    report(`addRmsNormLinear ${name} separate (${ns} dispatches)`, time(separate), n * 1024 * bytes);
+    w.dispose();
   }
 }
 

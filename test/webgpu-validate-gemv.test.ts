@@ -1,8 +1,10 @@
 /**
  * Compiles the skinny webgpu GEMM (gemv-codegen.ts) on Dawn's null backend, which needs no GPU and
  * offers shader-f16: every storage kind (f32, float16 native and packed, bfloat16 packed), row block
- * (1, 2, 4, 8) and epilogue (bias, beta). Dawn compiles the WGSL and creates the pipeline (types,
- * uniformity of the barriers, workgroup memory). Values: webgpu-gemv.test.ts, on a real adapter.
+ * (1, 2, 4, 8) and epilogue (bias, beta); and its norm-prologue variant (gemv-norm.ts, the kernel
+ * of llm.addRmsNormLinear). Dawn compiles the WGSL and creates the pipeline (types, uniformity of
+ * the barriers, workgroup memory). Values: webgpu-gemv.test.ts and webgpu-add-rms-norm-linear.test.ts,
+ * on a real adapter.
  */
 import assert from 'node:assert/strict';
 import test from 'node:test';
@@ -15,6 +17,7 @@ import type { GemvSpec } from '../src/kernels/webgpu/gemv-codegen.js';
 process.env.KILN_WEBGPU_BACKEND = 'null';
 const kiln = await import('../src/index.js');
 const G = await import('../src/kernels/webgpu/gemv-codegen.js');
+const N = await import('../src/kernels/webgpu/gemv-norm.js');
 
 test('the skinny GEMM compiles on Dawn for every storage kind, row block and epilogue', { skip: dawnSkipReason() }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
@@ -32,4 +35,30 @@ test('the skinny GEMM compiles on Dawn for every storage kind, row block and epi
   }
   kiln.synchronize('webgpu');
   assert.equal(n, 64);
+});
+
+test('the norm-prologue GEMV (llm.addRmsNormLinear) compiles on Dawn for every storage kind, row block, epilogue, residual or none, subgroups or the tree, weight prefetch or not, and K of fewer / more words than invocations', { skip: dawnSkipReason() }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const limit = acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384;
+  assert.ok(acc.hasFeature('subgroups'), 'the null device offers subgroups');
+  let n = 0;
+  let skipped = 0;
+  for (const kind of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
+    for (const mr of [1, 2, 4, 8] as const) {
+      for (const kv of [128, 33, 257]) {
+        for (const [bias, gated, residual, subgroups, prefetch] of [[false, false, true, true, true], [true, true, true, false, true], [true, false, false, true, false], [false, true, false, false, false], [false, true, true, true, true]] as const) {
+          // The host runs only variants whose workgroup memory fits (llm-add-rms-norm-linear.ts).
+          if (N.gemvNormWorkgroupBytes(mr, kv, gated, G.GEMV_THREADS) > limit) {
+            skipped++;
+            continue;
+          }
+          const spec: GemvSpec = { kind, mr, bias, beta: false, gated, norm: { kv, residual, subgroups, prefetch } };
+          acc.kernel(G.generateGemv(spec), `kiln.gemm (${G.gemvKey(spec)})`);
+          n++;
+        }
+      }
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.ok(n >= 100 && skipped > 0, `${n} compiled, ${skipped} over the workgroup memory`);
 });

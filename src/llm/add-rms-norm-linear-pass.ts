@@ -11,9 +11,11 @@
  * y must have no other reader and not be returned; s may (it is the residual stream the next add
  * reads): the fused node's second output replaces it, and its place is the linear's, so every
  * other reader of s must come after the linear. Fires only where the op's dispatch choice on the
- * device is a library kernel (cuda), the dtype is bfloat16 and the rows (the product of the
- * leading dims) are at most KILN_GEMV_MAX_ROWS: where the kernel's GEMV runs. Elsewhere the op
- * would fall back to its parts, one launch more than the compiled add + norm kernel.
+ * device is a library kernel that takes the site itself (LlmImpl.takes: its dtype, rows = the
+ * product of the leading dims, and K): cuda's bfloat16 GEMV at most KILN_GEMV_MAX_ROWS rows,
+ * webgpu's skinny GEMV at most 8 rows (float32, float16, bfloat16; K whole 16-byte words; its
+ * workgroup memory). Elsewhere the op would fall back to its parts, one launch more than the
+ * compiled add + norm kernel.
  * Qwen3-0.6B decode step at batch 1: 57 norms (the 56 add + norm kernels and the first layer's
  * plain norm) go into the qkv, gate/up and lm_head GEMVs.
  */
@@ -22,7 +24,6 @@ import { argValues, outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
 import { GraphBuilder, Val } from '../compile/passes/util.js';
 import { llmChoice } from '../ops/library/policy.js';
-import { getOption } from '../runtime/config.js';
 import type { DeviceType } from '../runtime/device.js';
 import type { DType } from '../tensor/dtype.js';
 
@@ -34,10 +35,10 @@ export interface AddRmsNormLinearResult {
   fused: number;
 }
 
-/** Where the pass fires by default: the cuda GEMV's case (see the header). */
-export function addRmsNormLinearFires(device: DeviceType, dtype: DType, rows: number): boolean {
-  const maxRows = Math.min(8, Number(getOption('KILN_GEMV_MAX_ROWS')));
-  return llmChoice(OP, device).kind === 'kernel' && device === 'cuda' && dtype === 'bfloat16' && rows >= 1 && rows <= maxRows;
+/** Where the pass fires by default: where the device's chosen kernel takes the product itself (see the header). */
+export function addRmsNormLinearFires(device: DeviceType, dtype: DType, rows: number, k: number): boolean {
+  const impl = llmChoice(OP, device);
+  return impl.kind === 'kernel' && impl.takes?.(dtype, rows, k) === true;
 }
 
 function constOf(a: IRArg | undefined): unknown {
@@ -54,7 +55,7 @@ interface Match {
 }
 
 /** Rewrites [add ->] rmsNorm -> linear / linearSiluAndMul (see the header); `fires` decides per site. */
-export function fuseAddRmsNormLinear(graph: Graph, fires: (device: DeviceType, dtype: DType, rows: number) => boolean = addRmsNormLinearFires): AddRmsNormLinearResult {
+export function fuseAddRmsNormLinear(graph: Graph, fires: (device: DeviceType, dtype: DType, rows: number, k: number) => boolean = addRmsNormLinearFires): AddRmsNormLinearResult {
   const g = deadCodeElimination(graph);
   const producer = new Map<ValueId, IRNode>();
   const readers = new Map<ValueId, number[]>();
@@ -88,7 +89,7 @@ export function fuseAddRmsNormLinear(graph: Graph, fires: (device: DeviceType, d
     const wi = g.values.get(w)!;
     if (gi.dtype !== xi.dtype || gi.shape.length !== 1 || wi.dtype !== xi.dtype || wi.shape.length !== 2 || wi.shape[1] !== k) continue;
     const rows = xi.shape.slice(0, -1).reduce((p, s) => p * s, 1);
-    if (!fires(xi.device.type, xi.dtype, rows)) continue;
+    if (!fires(xi.device.type, xi.dtype, rows, k!)) continue;
     // The add, when x is a same-shape, same-dtype sum (alpha 1) whose other readers all follow the linear.
     let add: IRNode | null = null;
     const p = producer.get(x);

@@ -4,7 +4,8 @@
  * stores s; then the plain or gated GEMV) wherever the GEMV would take the product (bfloat16, at
  * most KILN_GEMV_MAX_ROWS rows, rows dense along K and 16-byte aligned, M * K * 2 bytes of shared
  * memory within 48 KiB); otherwise the op's parts (add, rmsNorm, linear / llm.linearSiluAndMul), so
- * every shape and dtype works.
+ * every shape and dtype works. `takes` (the compile pass's test): bfloat16, 1 to min(8,
+ * KILN_GEMV_MAX_ROWS) rows.
  */
 import { add } from '../../ops/defs/core.js';
 import { linear, rmsNorm } from '../../ops/defs/linalg.js';
@@ -71,4 +72,4 @@ registerCuda(addRmsNormLinear.name, (ctx, xIn, rIn, gIn, epsIn, wIn, bIn, gatedI
   const out = gated ? dispatch(linearSiluAndMul, y, w, b) : dispatch(linear, y, w, b);
   y.dispose();
   return [out, h];
-});
+}, (dtype, rows) => dtype === 'bfloat16' && rows >= 1 && rows <= Math.min(8, Number(getOption('KILN_GEMV_MAX_ROWS'))));

@@ -4,7 +4,7 @@
  * which is how the kernels address memory), staging copies for layouts that are not, and the
  * registration of a kernel as the 'cuda-kernel' implementation in the llm dispatch policy.
  */
-import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
+import { registerLlmImpl, type ImplFn, type LlmImpl } from '../../ops/library/policy.js';
 import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
 import type { CudaKernel } from '../../runtime/cuda/launch.js';
 import { itemSize } from '../../tensor/dtype.js';
@@ -14,8 +14,8 @@ import type { GeneratedKernel } from './codegen/pointwise.js';
 import { copyTensor } from './core.js';
 import { allocOut, ptrOf } from './device.js';
 
-export function registerCuda(opName: string, fn: ImplFn): void {
-  registerLlmImpl(opName, { name: 'cuda-kernel', kind: 'kernel', device: 'cuda', priority: 0, fn });
+export function registerCuda(opName: string, fn: ImplFn, takes?: LlmImpl['takes']): void {
+  registerLlmImpl(opName, { name: 'cuda-kernel', kind: 'kernel', device: 'cuda', priority: 0, fn, ...(takes ? { takes } : {}) });
 }
 
 const kernels = new Map<string, CudaKernel>();

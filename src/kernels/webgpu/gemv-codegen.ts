@@ -18,12 +18,15 @@
  *
  * Every operand kind is read from the same vec4<u32> view (float16 with or without shader-f16:
  * unpack2x16float widens exactly; bfloat16 as the high halves of f32; float32 by bitcast). The
+ * llm.addRmsNormLinear's variant (GemvSpec.norm, gemv-norm.ts) first normalises its rows of A
+ * (x + residual, RMSNorm) into workgroup memory and reads them from there. The
  * host uses this kernel only when the 16-byte view is exact (linalg.ts: gemvEligible): A and B
  * contiguous along K, K and the offsets and row strides of A and B multiples of a word's elements,
  * and a single batch. Metadata are gemm-codegen.ts's GEMM_META words (tilesN = the number of
  * 8-column groups), so runGemm fills one layout for every kernel.
  */
 import { GEMM_META } from './gemm-codegen.js';
+import { gemvNormBindingCount, gemvNormBindings, gemvNormPrologue, type GemvNormSpec } from './gemv-norm.js';
 import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
 import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
@@ -32,6 +35,8 @@ export const GEMV_MAX_M = 8;
 /** Output columns per workgroup (one team of GEMV_TEAM invocations each). */
 export const GEMV_COLS = 8;
 const GEMV_TEAM = 32;
+/** Invocations per workgroup. */
+export const GEMV_THREADS = GEMV_COLS * GEMV_TEAM;
 /** Independent 16-byte words each lane loads per step of its K loop (memory-level parallelism). */
 const GEMV_UNROLL = 4;
 
@@ -48,6 +53,11 @@ export interface GemvSpec {
    * them). No beta.
    */
   readonly gated?: boolean;
+  /**
+   * llm.addRmsNormLinear: A's rows are normalised first (x + residual, RMSNorm with gamma) into
+   * workgroup memory, and workgroup x = 0 stores the sum (gemv-norm.ts). No beta, alpha 1.
+   */
+  readonly norm?: GemvNormSpec;
 }
 
 /** Elements of `kind` in one 16-byte word, or 0 where the kind has no GEMV form. */
@@ -70,7 +80,8 @@ export function gemvRows(M: number): GemvSpec['mr'] {
 }
 
 export function gemvKey(s: GemvSpec): string {
-  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}`;
+  const n = s.norm;
+  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}${n ? `,norm${n.kv}${n.residual ? 'r' : ''}${n.subgroups ? 'sg' : ''}${n.prefetch === true ? 'pf' : ''}` : ''}`;
 }
 
 /** WGSL that turns a 16-byte word into f32 lanes: one vec4 (f32) or two (16-bit kinds, low first). */
@@ -95,12 +106,16 @@ function unpackHelpers(kind: StorageKind): string {
   }
 }
 
-/** Statements adding word `q` of B (at word `at` of its row) times the same words of the MR rows of A to acc0..acc(MR-1). */
-function wordTimesRows(q: string, at: string, tag: string, half: boolean, MR: number, acc = 'acc'): string[] {
+/**
+ * Statements adding word `q` of B (at word `at` of its row) times the same words of the MR rows of A
+ * to acc0..acc(MR-1); `kv`: A's rows come from the norm prologue's xs, kv words each.
+ */
+function wordTimesRows(q: string, at: string, tag: string, half: boolean, MR: number, acc = 'acc', kv = 0): string[] {
   const out = [`let w0_${tag} = kiln_w0(${q});`];
   if (half) out.push(`let w1_${tag} = kiln_w1(${q});`);
   for (let r = 0; r < MR; r++) {
-    out.push(`{ let x = a[ra${r} + ${at}]; ${acc}${r} = ${acc}${r} + dot(w0_${tag}, kiln_w0(x))${half ? ` + dot(w1_${tag}, kiln_w1(x))` : ''}; }`);
+    const x = kv > 0 ? `xs[${r * kv}u + ${at}]` : `a[ra${r} + ${at}]`;
+    out.push(`{ let x = ${x}; ${acc}${r} = ${acc}${r} + dot(w0_${tag}, kiln_w0(x))${half ? ` + dot(w1_${tag}, kiln_w1(x))` : ''}; }`);
   }
   return out;
 }
@@ -116,6 +131,9 @@ export function generateGemv(s: GemvSpec): string {
   const V = gemvVecElems(s.kind);
   if (V === 0) throw new Error(`the webgpu GEMV does not take ${s.kind}`);
   if (s.gated && s.beta) throw new Error('the gated webgpu GEMV has no beta');
+  if (s.norm && s.beta) throw new Error('the norm-prologue webgpu GEMV has no beta');
+  const nm = s.norm;
+  const kvx = nm ? nm.kv : 0;
   const half = V === 8;
   const MR = s.mr;
   const C = GEMV_COLS;
@@ -126,12 +144,15 @@ export function generateGemv(s: GemvSpec): string {
   const sets = s.gated ? ['acc', 'upc'] : ['acc'];
   const L: string[] = [];
   if (s.kind === 'f16') L.push('enable f16;');
+  if (nm?.subgroups) L.push('enable subgroups;');
   L.push(`@group(0) @binding(0) var<storage, read_write> c: ${arrayType(s.kind, true)};`);
   L.push('@group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;');
   L.push('@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;');
   if (s.bias) L.push(`@group(0) @binding(3) var<storage, read> bias: ${arrayType(s.kind, false)};`);
-  L.push(`@group(0) @binding(${s.bias ? 4 : 3}) var<storage, read> kmeta: array<u32>;`);
-  if (s.gated) L.push(PRELUDE_MARK);
+  const first = s.bias ? 4 : 3;
+  if (nm) L.push(...gemvNormBindings(nm, first, MR));
+  L.push(`@group(0) @binding(${first + (nm ? gemvNormBindingCount(nm) : 0)}) var<storage, read> kmeta: array<u32>;`);
+  if (s.gated || nm) L.push(PRELUDE_MARK);
   const helpers = storagePrelude([s.kind], { f16: s.gated === true && s.kind === 'f16p', bf16: s.gated === true && s.kind === 'bf16p' });
   if (helpers) L.push(helpers);
   L.push(unpackHelpers(s.kind));
@@ -139,7 +160,8 @@ export function generateGemv(s: GemvSpec): string {
   L.push(`var<workgroup> red: array<f32, ${T * MR * sets.length}>;`);
   L.push('');
   L.push(`@compute @workgroup_size(${T})`);
-  L.push('fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
+  const sgIn = nm?.subgroups ? ', @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) sgid: u32, @builtin(num_subgroups) nsub: u32' : '';
+  L.push(`fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) ng: vec3u${sgIn}) {`);
   L.push(`  let M = kmeta[${m.M}]; let N = kmeta[${m.N}]; let K = kmeta[${m.K}];`);
   L.push(`  let groups = kmeta[${m.tilesN}];`);
   L.push(`  let kv = K / ${V}u;`);
@@ -152,6 +174,18 @@ export function generateGemv(s: GemvSpec): string {
   L.push(`  let m0 = wid.y * ${MR}u;`);
   // Rows past M read row M - 1 (in bounds, no divergence); their sums are never stored.
   for (let r = 0; r < MR; r++) L.push(`  let ra${r} = oA + min(m0 + ${r}u, M - 1u) * sAm;`);
+  // Prefetch (norm variant): the first group's first K step of the weight, loaded before the
+  // prologue so that its latency overlaps the norm's; the loop takes them instead of loading.
+  const pre = nm?.prefetch === true;
+  if (pre) {
+    L.push(`  let rbPre = oB + min(wid.x * ${C}u + team, N - 1u) * sBn;`);
+    if (s.gated) L.push(`  let rbuPre = oB + (N + min(wid.x * ${C}u + team, N - 1u)) * sBn;`);
+    for (let u = 0; u < U; u++) {
+      L.push(`  let pq${u} = b[rbPre + min(lane + ${u * GEMV_TEAM}u, kv - 1u)];`);
+      if (s.gated) L.push(`  let pp${u} = b[rbuPre + min(lane + ${u * GEMV_TEAM}u, kv - 1u)];`);
+    }
+  }
+  if (nm) L.push(...gemvNormPrologue(nm, s.kind, MR, T, V));
   L.push('  for (var g = wid.x; g < groups; g = g + ng.x) {');
   L.push(`    let n = g * ${C}u + team;`);
   for (const acc of sets) L.push(`    ${Array.from({ length: MR }, (_, r) => `var ${acc}${r} = 0.0;`).join(' ')}`);
@@ -162,21 +196,30 @@ export function generateGemv(s: GemvSpec): string {
   const step = U * GEMV_TEAM;
   L.push(`      for (; kk + ${(U - 1) * GEMV_TEAM}u < kv; kk = kk + ${step}u) {`);
   // Every word loaded first, then the arithmetic: U independent loads in flight per lane (per set).
-  for (let u = 0; u < U; u++) {
-    L.push(`        let q${u} = b[rb + kk + ${u * GEMV_TEAM}u];`);
-    if (s.gated) L.push(`        let p${u} = b[rbu + kk + ${u * GEMV_TEAM}u];`);
+  if (pre) {
+    // The first step of the workgroup's first group (the same for every lane: no divergence).
+    L.push('        let first = g == wid.x && kk == lane;');
+    for (let u = 0; u < U; u++) {
+      L.push(`        var q${u} = pq${u}; if (!first) { q${u} = b[rb + kk + ${u * GEMV_TEAM}u]; }`);
+      if (s.gated) L.push(`        var p${u} = pp${u}; if (!first) { p${u} = b[rbu + kk + ${u * GEMV_TEAM}u]; }`);
+    }
+  } else {
+    for (let u = 0; u < U; u++) {
+      L.push(`        let q${u} = b[rb + kk + ${u * GEMV_TEAM}u];`);
+      if (s.gated) L.push(`        let p${u} = b[rbu + kk + ${u * GEMV_TEAM}u];`);
+    }
   }
   for (let u = 0; u < U; u++) {
-    for (const line of wordTimesRows(`q${u}`, `kk + ${u * GEMV_TEAM}u`, `${u}`, half, MR)) L.push(`        ${line}`);
-    if (s.gated) for (const line of wordTimesRows(`p${u}`, `kk + ${u * GEMV_TEAM}u`, `u${u}`, half, MR, 'upc')) L.push(`        ${line}`);
+    for (const line of wordTimesRows(`q${u}`, `kk + ${u * GEMV_TEAM}u`, `${u}`, half, MR, 'acc', kvx)) L.push(`        ${line}`);
+    if (s.gated) for (const line of wordTimesRows(`p${u}`, `kk + ${u * GEMV_TEAM}u`, `u${u}`, half, MR, 'upc', kvx)) L.push(`        ${line}`);
   }
   L.push('      }');
   L.push(`      for (; kk < kv; kk = kk + ${GEMV_TEAM}u) {`);
   L.push('        let q = b[rb + kk];');
-  for (const line of wordTimesRows('q', 'kk', 't', half, MR)) L.push(`        ${line}`);
+  for (const line of wordTimesRows('q', 'kk', 't', half, MR, 'acc', kvx)) L.push(`        ${line}`);
   if (s.gated) {
     L.push('        let p = b[rbu + kk];');
-    for (const line of wordTimesRows('p', 'kk', 'tu', half, MR, 'upc')) L.push(`        ${line}`);
+    for (const line of wordTimesRows('p', 'kk', 'tu', half, MR, 'upc', kvx)) L.push(`        ${line}`);
   }
   L.push('      }');
   L.push('    }');
@@ -212,5 +255,5 @@ export function generateGemv(s: GemvSpec): string {
   L.push('    workgroupBarrier();');
   L.push('  }');
   L.push('}');
-  return s.gated ? withPrelude(L.join('\n')) : L.join('\n');
+  return s.gated || nm ? withPrelude(L.join('\n')) : L.join('\n');
 }

@@ -20,3 +20,4 @@ import './attention.js';
 import './llm-paged.js';
 import './llm-rotary.js';
 import './llm-linear-silu-mul.js';
+import './llm-add-rms-norm-linear.js';

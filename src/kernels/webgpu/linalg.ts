@@ -138,14 +138,14 @@ export function gemvKernel(spec: GemvSpec): WebgpuKernel {
  * Whether `t`'s buffer is whole 16-byte words, so that a kernel viewing it as array<vec4<u32>> sees
  * every byte (the caching allocator rounds to 512 bytes; a buffer made otherwise might not).
  */
-const wholeWords = (t: Tensor): boolean => t.storage.buffer.capacity % 16 === 0;
+export const wholeWords = (t: Tensor): boolean => t.storage.buffer.capacity % 16 === 0;
 
 /**
  * Whether a GEMM of a few rows runs on the skinny kernel (gemv-codegen.ts): KILN_WEBGPU_GEMV is on,
  * M <= GEMV_MAX_M, one batch, and A and B are exact as 16-byte words along K (unit K strides; K,
  * offsets and row strides multiples of a word's elements).
  */
-function gemvEligible(kind: StorageKind, M: number, K: number, nb: number, a: Tensor, b: Tensor): boolean {
+export function gemvEligible(kind: StorageKind, M: number, K: number, nb: number, a: Tensor, b: Tensor): boolean {
   if (!getOption('KILN_WEBGPU_GEMV') || M > GEMV_MAX_M || nb !== 1 || K === 0) return false;
   const v = gemvVecElems(kind);
   if (v === 0 || K % v !== 0) return false;

@@ -13,7 +13,8 @@
  * kernel normalises the float32 sum and rounds only its two stores). A decode step at batch 1 has
  * two of these per layer; on cuda the bfloat16 GEMV computes the norm in its prologue (each block
  * from x and the residual, K elements from L2), so the norm's launch, tail and the [M, K]
- * round trip go (issue #17). kiln.compile maps rmsNorm (of an add) -> linear / llm.linearSiluAndMul
+ * round trip go (issue #17); on webgpu the skinny GEMV does the same for float32 / float16 /
+ * bfloat16 (issue #20, kernels/webgpu/gemv-norm.ts). kiln.compile maps rmsNorm (of an add) -> linear / llm.linearSiluAndMul
  * onto it in inference programs behind KILN_ADD_RMSNORM_LINEAR (src/llm/add-rms-norm-linear-pass.ts).
  */
 import type { TensorMeta } from '../../tensor/tensor.js';

@@ -19,6 +19,7 @@ import { getOption } from '../../runtime/config.js';
 import type { DeviceType } from '../../runtime/device.js';
 import { getOp, registerKernel, setDecomposition } from '../registry.js';
 import type { KernelContext, MetaResult } from '../schema.js';
+import type { DType } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { manifestText, manifestVersion } from './manifest.js';
 
@@ -35,6 +36,13 @@ export interface LlmImpl {
   /** Higher wins among implementations the policy ranks equally. */
   readonly priority: number;
   readonly fn: ImplFn;
+  /**
+   * Ops that a compile pass creates from other ops (llm.addRmsNormLinear): whether this
+   * implementation runs the op as its own kernel for operands of `dtype` with `rows` rows of `k`,
+   * rather than as the op's parts. The pass fires only where the chosen implementation says so
+   * (absent: nowhere), so a device opts in by registering, and the pass names no device.
+   */
+  readonly takes?: (dtype: DType, rows: number, k: number) => boolean;
 }
 
 export interface LlmPolicy {

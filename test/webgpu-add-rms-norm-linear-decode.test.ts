@@ -1,0 +1,118 @@
+/**
+ * kiln.compile's add + RMSNorm + linear pass (src/llm/add-rms-norm-linear-pass.ts) on webgpu, where
+ * the webgpu kernel of llm.addRmsNormLinear (kernels/webgpu/llm-add-rms-norm-linear.ts) takes the
+ * site: a compiled tiny Qwen3 decode step with KILN_ADD_RMSNORM_LINEAR=1 against the step without,
+ * float32 and float16 (logits within rounding, five dispatches fewer per replayed step: both norms
+ * of both layers and the final norm run in GEMV prologues); and the webgpu engine's compiled decode
+ * on the tiny checkpoint with the option, float32, giving transformers' greedy tokens (what eager
+ * decode gives: webgpu-generate.test.ts). The kernel's values: webgpu-add-rms-norm-linear.test.ts.
+ * Needs an adapter that computes (SwiftShader here: about a minute).
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import * as kiln from '../src/index.js';
+import { tinyQwen3Config } from '../src/bench/workloads.js';
+import { gemmPipelineKeys } from '../src/kernels/webgpu/linalg.js';
+import { addRmsNormLinearFires } from '../src/llm/add-rms-norm-linear-pass.js';
+import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
+import type { DType } from '../src/tensor/dtype.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+import { readGenerateReference } from './helpers/generate-ref.js';
+import { makeTensor, rand } from './helpers/make.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
+
+const skip = webgpuSkipReason();
+const here = path.dirname(fileURLToPath(import.meta.url));
+const fixtures = [path.join(here, 'fixtures'), path.join(here, '../../test/fixtures')].find((p) => fs.existsSync(path.join(p, 'qwen3-tiny')))!;
+const DENSE = path.join(fixtures, 'qwen3-tiny');
+
+function withEnv<T>(name: string, value: string, fn: () => T): T {
+  const prev = process.env[name];
+  process.env[name] = value;
+  try {
+    return fn();
+  } finally {
+    if (prev === undefined) delete process.env[name];
+    else process.env[name] = prev;
+  }
+}
+
+test('the pass fires on webgpu for float32 / float16 / bfloat16 at 1..8 rows of whole 16-byte words, not beyond', { skip }, () => {
+  for (const dtype of ['float32', 'float16', 'bfloat16'] as DType[]) {
+    for (const rows of [1, 2, 4]) assert.ok(addRmsNormLinearFires('webgpu', dtype, rows, 1024), `${dtype} rows ${rows}`);
+    assert.equal(addRmsNormLinearFires('webgpu', dtype, 9, 1024), false, `${dtype} 9 rows`);
+    assert.equal(addRmsNormLinearFires('webgpu', dtype, 1, 30), false, `${dtype} K = 30`);
+  }
+  assert.equal(addRmsNormLinearFires('webgpu', 'float64', 1, 1024), false);
+  assert.equal(addRmsNormLinearFires('cpu', 'float32', 1, 1024), false);
+});
+
+test('a compiled Qwen3 decode step on webgpu with KILN_ADD_RMSNORM_LINEAR=1: five dispatches fewer, logits equal the step without it', { skip }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  for (const dtype of ['float32', 'float16'] as DType[]) {
+    const config = tinyQwen3Config().with({ numHiddenLayers: 2, hiddenSize: 128, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 64 });
+    const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 3, dtype, device: 'webgpu' });
+    model.eval();
+    model.prepareDecode();
+    const [NB, BS, M] = [8, 4, 4];
+    const start = [0, 1].flatMap(() => [rand([NB, BS, 2, 64], 10, 'contiguous', dtype), rand([NB, BS, 2, 64], 11, 'contiguous', dtype)]);
+    const makeCache = () => {
+      const t = start.map((x) => x.to('webgpu'));
+      return { keys: [t[0]!, t[2]!], values: [t[1]!, t[3]!] };
+    };
+    const caches = [makeCache(), makeCache()];
+    const step = (c: { keys: Tensor[]; values: Tensor[] }) => (ids: Tensor, positions: Tensor, slotMapping: Tensor, blockTables: Tensor, contextLens: Tensor): Tensor =>
+      model.decodeStep({ inputIds: ids, positions, slotMapping, blockTables, contextLens }, c);
+    const opts = { mode: 'reduce-overhead' as const, dynamic: false, capturedTensors: 'allow' as const };
+    const fused = withEnv('KILN_ADD_RMSNORM_LINEAR', '1', () => kiln.compile(step(caches[0]!), opts));
+    const plain = withEnv('KILN_ADD_RMSNORM_LINEAR', '0', () => kiln.compile(step(caches[1]!), opts));
+    const dispatches: number[][] = [[], []];
+    // Two rows and a padding row; three steps, so the recording replays.
+    for (let s = 0; s < 3; s++) {
+      const args = [
+        makeTensor([5 + s, 9, 0], [3], 'int64'),
+        makeTensor([6 + s, 2 + s, 0], [3], 'int64'),
+        makeTensor([4 * 2 + 2 + s, 5 * 4 + 2 + s, -1], [3], 'int64'),
+        makeTensor([1, 2, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0], [3, M], 'int32'),
+        makeTensor([7 + s, 3 + s, 0], [3], 'int32'),
+      ].map((t) => t.to('webgpu')) as [Tensor, Tensor, Tensor, Tensor, Tensor];
+      let d0 = acc.dispatchCount;
+      const a = withEnv('KILN_ADD_RMSNORM_LINEAR', '1', () => kiln.noGrad(() => fused(...args))).to('cpu').to('float32').toFlatArray() as number[];
+      dispatches[0]!.push(acc.dispatchCount - d0);
+      d0 = acc.dispatchCount;
+      const b = withEnv('KILN_ADD_RMSNORM_LINEAR', '0', () => kiln.noGrad(() => plain(...args))).to('cpu').to('float32').toFlatArray() as number[];
+      dispatches[1]!.push(acc.dispatchCount - d0);
+      let m = 0;
+      for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+      const scale = Math.max(...b.map(Math.abs));
+      assert.ok(scale > 1e-3, `${dtype} step ${s}: real logits`);
+      assert.ok(m <= (dtype === 'float32' ? 1e-5 : 1e-2) * scale, `${dtype} step ${s}: max |fused - unfused| ${m} (logits up to ${scale})`);
+    }
+    assert.equal(dispatches[1]![2]! - dispatches[0]![2]!, 5, `${dtype}: dispatches per replayed step fused ${dispatches[0]!.join(',')}, unfused ${dispatches[1]!.join(',')}`);
+  }
+});
+
+test("the webgpu engine's compiled decode with KILN_ADD_RMSNORM_LINEAR=1 gives transformers' greedy tokens (float32, tiny Qwen3)", { skip }, () => {
+  const ref = readGenerateReference(DENSE);
+  withEnv('KILN_ADD_RMSNORM_LINEAR', '1', () => {
+    const model = kiln.models.loadQwen3(DENSE, { dtype: 'float32', device: 'webgpu' });
+    const engine = new kiln.serve.Engine(model, { numBlocks: 48, decode: 'compiled' });
+    try {
+      const outs = engine.generateAll(
+        ref.cases.map((c) => c.prompt),
+        { maxNewTokens: ref.new_tokens },
+      );
+      ref.cases.forEach((c, i) => assert.deepEqual(outs[i]!.outputIds, c.generated, `prompt ${i}`));
+      // The norm-prologue GEMV ran: float32, K = 64 (16 words), with a residual.
+      assert.ok(gemmPipelineKeys().some((k) => k.startsWith('gemv') && k.includes(',f32,') && k.includes(',norm16r')), `norm GEMV pipelines: ${gemmPipelineKeys().join('; ')}`);
+      const c = engine.decodeRunner!.compileCounters!;
+      assert.equal(c.fallbacks, 0, 'fallbacks');
+      assert.equal(c.eagerCalls, 0, 'eager calls');
+    } finally {
+      engine.dispose();
+    }
+  });
+});
