@@ -120,9 +120,10 @@ elif [ "$part" = final ]; then
     for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
       i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 210 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
     done
+    ( wg $K 150 node --test dist/test/webgpu-add-rms-norm-linear.test.js dist/test/webgpu-add-rms-norm-linear-decode.test.js > "$out/wg-tests.txt" 2>&1; echo "rc=$?" >> "$out/wg-tests.txt" ) &
     ( $K 150 node --test dist/test/native-gemv.test.js dist/test/llm-gate-up-silu-mul.test.js dist/test/llm-qk-norm-rotary-cache.test.js > "$out/cpu-tests.txt" 2>&1; echo "rc=$?" >> "$out/cpu-tests.txt" ) &
     wait
-    el "tests"; for f in attn-test-1 attn-test-2 attn-test-3 cpu-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+    el "tests"; for f in attn-test-1 attn-test-2 attn-test-3 cpu-tests wg-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
   go decode && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 \
       --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
     el "cuda decode (defaults) rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|^ttft|rror" 6; }
