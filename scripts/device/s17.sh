@@ -127,6 +127,10 @@ elif [ "$part" = final ]; then
   go decode && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 \
       --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
     el "cuda decode (defaults) rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|^ttft|rror" 6; }
+  for arl in 0 1; do
+    go wgprof$arl && { KILN_ADD_RMSNORM_LINEAR=$arl wg $K 50 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 40 --stamp-steps 0 --json "$out/wgprof-arl$arl.json" > "$out/wgprof-arl$arl.txt" 2>&1
+      el "webgpu decode profile (host counters) KILN_ADD_RMSNORM_LINEAR=$arl rc=$?"; tail -n 3 "$out/wgprof-arl$arl.txt" | cut -c1-600 | tee -a "$out/summary.txt"; }
+  done
   go cpubound && { $K 110 node dist/bench/cpu-decode-bound.js --rounds 2 --steps 6 --ab KILN_DECODE_QK_CACHE,KILN_DECODE_GATE_UP,KILN_CPU_GEMV_STREAM --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode bound (cpubf16 options off vs on) rc=$?"; tail -n 8 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   for arl in 0 1; do
