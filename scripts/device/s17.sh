@@ -118,7 +118,7 @@ elif [ "$part" = final ]; then
   go tests && {
     i=0
     for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
-      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 210 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
+      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 190 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
     done
     ( wg $K 150 node --test dist/test/webgpu-add-rms-norm-linear.test.js dist/test/webgpu-add-rms-norm-linear-decode.test.js > "$out/wg-tests.txt" 2>&1; echo "rc=$?" >> "$out/wg-tests.txt" ) &
     ( $K 150 node --test dist/test/native-gemv.test.js dist/test/llm-gate-up-silu-mul.test.js dist/test/llm-qk-norm-rotary-cache.test.js > "$out/cpu-tests.txt" 2>&1; echo "rc=$?" >> "$out/cpu-tests.txt" ) &
@@ -127,16 +127,16 @@ elif [ "$part" = final ]; then
   go decode && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 \
       --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
     el "cuda decode (defaults) rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|^ttft|rror" 6; }
-  for arl in 0 1; do
-    go wgprof$arl && { KILN_ADD_RMSNORM_LINEAR=$arl wg $K 50 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 40 --stamp-steps 0 --json "$out/wgprof-arl$arl.json" > "$out/wgprof-arl$arl.txt" 2>&1
-      el "webgpu decode profile (host counters) KILN_ADD_RMSNORM_LINEAR=$arl rc=$?"; tail -n 3 "$out/wgprof-arl$arl.txt" | cut -c1-600 | tee -a "$out/summary.txt"; }
-  done
-  go cpubound && { $K 110 node dist/bench/cpu-decode-bound.js --rounds 2 --steps 6 --ab KILN_DECODE_QK_CACHE,KILN_DECODE_GATE_UP,KILN_CPU_GEMV_STREAM --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+  go cpubound && { $K 110 node dist/bench/cpu-decode-bound.js --rounds 2 --steps 5 --ab KILN_DECODE_QK_CACHE,KILN_DECODE_GATE_UP,KILN_CPU_GEMV_STREAM --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode bound (cpubf16 options off vs on) rc=$?"; tail -n 8 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   for arl in 0 1; do
     go wg-arl$arl && { KILN_ADD_RMSNORM_LINEAR=$arl wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 \
         --json "$out/decode-webgpu-arl$arl.json" > "$out/decode-webgpu-arl$arl.txt" 2>&1
       el "webgpu decode f16 KILN_ADD_RMSNORM_LINEAR=$arl rc=$?"; sum "$out/decode-webgpu-arl$arl.txt" "^decode +batch|rror" 2; }
+  done
+  for arl in 0 1; do
+    go wgprof$arl && { KILN_ADD_RMSNORM_LINEAR=$arl wg $K 50 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 40 --stamp-steps 0 --json "$out/wgprof-arl$arl.json" > "$out/wgprof-arl$arl.txt" 2>&1
+      el "webgpu decode profile (host counters) KILN_ADD_RMSNORM_LINEAR=$arl rc=$?"; tail -n 3 "$out/wgprof-arl$arl.txt" | cut -c1-600 | tee -a "$out/summary.txt"; }
   done
 fi
 tar -C "$out" -czf "$final/s17-$part.tgz" .
