@@ -24,6 +24,7 @@ import { refAddRmsNormLinear } from './helpers/add-rms-norm-linear-ref.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { toBf16, hostF64, worstRel } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
 
 const skip = skipUnlessCuda();
 
@@ -90,17 +91,6 @@ test('opcheck llm.addRmsNormLinear on cuda: the kernel agrees with the reference
   const report = kiln.llm.opcheck('llm.addRmsNormLinear', llmOpcheckSamples['llm.addRmsNormLinear']!, { device: 'cuda' });
   assert.ok(report.implementations.includes('cuda-kernel'));
 });
-
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
-}
 
 test('compiled add -> rmsNorm -> linear (bf16, one row, Qwen3 sizes) with KILN_ADD_RMSNORM_LINEAR=1 equals the generated norm kernel + GEMV: residual bit for bit, the product within rounding', { skip }, () => {
   const [k, n] = [1024, 4096];

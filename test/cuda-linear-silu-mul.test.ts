@@ -21,6 +21,7 @@ import { refLinearSiluMul } from './helpers/linear-silu-mul-ref.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { toBf16, hostF64, worstRel } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
 
 const skip = skipUnlessCuda();
 
@@ -79,17 +80,6 @@ function program(cf: { programs(): { inference: readonly CompiledProgram[] } }):
   const p = cf.programs().inference.find((x) => x instanceof CudaGraphProgram);
   assert.ok(p instanceof CudaGraphProgram);
   return p;
-}
-
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
 }
 
 test('a compiled bf16 Qwen3 decode step at batch 1 on cuda with KILN_LINEAR_SILU_MUL=1: one llm.linearSiluAndMul per layer, one node fewer per layer, logits equal the step without it', { skip }, () => {

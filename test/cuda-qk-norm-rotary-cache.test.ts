@@ -20,6 +20,7 @@ import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
 
 const skip = skipUnlessCuda();
 
@@ -111,17 +112,6 @@ function program(cf: { programs(): { inference: readonly CompiledProgram[] } }):
   const p = cf.programs().inference.find((x) => x instanceof CudaGraphProgram);
   assert.ok(p instanceof CudaGraphProgram);
   return p;
-}
-
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
 }
 
 test('a compiled Qwen3 decode step on cuda with KILN_QK_NORM_ROTARY_CACHE=1: one llm.qkNormRotaryCache per layer, captured, logits and caches equal the step without it', { skip }, () => {

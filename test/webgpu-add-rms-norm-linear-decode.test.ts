@@ -23,22 +23,12 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { readGenerateReference } from './helpers/generate-ref.js';
 import { makeTensor, rand } from './helpers/make.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
+import { withEnv } from './helpers/env.js';
 
 const skip = webgpuSkipReason();
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixtures = [path.join(here, 'fixtures'), path.join(here, '../../test/fixtures')].find((p) => fs.existsSync(path.join(p, 'qwen3-tiny')))!;
 const DENSE = path.join(fixtures, 'qwen3-tiny');
-
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
-}
 
 test('the pass fires on webgpu for float32 / float16 / bfloat16 at 1..8 rows of whole 16-byte words, not beyond', { skip }, () => {
   for (const dtype of ['float32', 'float16', 'bfloat16'] as DType[]) {

@@ -20,6 +20,7 @@ import { makeTensor, rand } from './helpers/make.js';
 import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
 
 const skip = webgpuSkipReason();
 
@@ -84,17 +85,6 @@ test('webgpu llm.qkNormRotaryCache equals the float64 loop and the two kernels i
     }
   }
 });
-
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
-}
 
 test('a compiled Qwen3 decode step on webgpu with KILN_QK_NORM_ROTARY_CACHE=1 and KILN_LINEAR_SILU_MUL=1: fused ops in the program, logits and caches equal the step without them', { skip }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
