@@ -16,7 +16,7 @@ import type { DType } from '../src/tensor/dtype.js';
 import { makeTensor, rand } from './helpers/make.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
-import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { refCacheWrite, refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
 import { withEnv } from './helpers/env.js';
 import { DECODE_COMPILE_OPTIONS, decodeArgs, decodePair, maxAbsDiff } from './helpers/decode-pair.js';
@@ -62,17 +62,7 @@ test('cuda llm.qkNormRotaryCache equals the float64 loop and the two kernels it 
           const gq = host(r.q);
           assert.ok(worst(gq, refNormRotary(q, qw, 1e-6, cos, sin, isNeox, round), dtype) <= 1, `${label}: q vs float64`);
           const kr = refNormRotary(k, kw, 1e-6, cos, sin, isNeox, round);
-          const vv = host(v);
-          const wantK = host(kc0);
-          const wantV = host(vc0);
-          const row = Hkv * d;
-          slotList.forEach((s, n) => {
-            if (s < 0) return;
-            for (let i = 0; i < row; i++) {
-              wantK[s * row + i] = kr[n * row + i]!;
-              wantV[s * row + i] = vv[n * row + i]!;
-            }
-          });
+          const { keys: wantK, values: wantV } = refCacheWrite(host(kc0), host(vc0), kr, host(v), slotList, Hkv * d);
           const gk = host(kc!);
           assert.ok(Math.max(...gq.map(Math.abs)) > 1e-2, `${label}: a real result (not all zeros)`);
           const gv = host(vc!);

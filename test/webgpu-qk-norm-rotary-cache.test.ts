@@ -15,7 +15,7 @@ import * as kiln from '../src/index.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { makeTensor, rand } from './helpers/make.js';
-import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { refCacheWrite, refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
 import { withEnv } from './helpers/env.js';
@@ -61,17 +61,7 @@ test('webgpu llm.qkNormRotaryCache equals the float64 loop and the two kernels i
           const gq = host(r.q);
           assert.ok(worst(gq, refNormRotary(q, qw, 1e-6, cos, sin, isNeox, round), dtype) <= 1, `${label}: q vs float64`);
           const kr = refNormRotary(k, kw, 1e-6, cos, sin, isNeox, round);
-          const vv = host(v);
-          const wantK = host(kc0);
-          const wantV = host(vc0);
-          const row = Hkv * d;
-          slotList.forEach((s, n) => {
-            if (s < 0 || s >= NB * BS) return;
-            for (let i = 0; i < row; i++) {
-              wantK[s * row + i] = kr[n * row + i]!;
-              wantV[s * row + i] = vv[n * row + i]!;
-            }
-          });
+          const { keys: wantK, values: wantV } = refCacheWrite(host(kc0), host(vc0), kr, host(v), slotList, Hkv * d);
           const gk = host(kc!);
           const gv = host(vc!);
           assert.ok(Math.max(...gq.map(Math.abs)) > 1e-2, `${label}: a real result (not all zeros)`);
