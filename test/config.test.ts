@@ -30,6 +30,7 @@ import { nativeThreads, setNativeThreads } from '../src/kernels/cpu/native/threa
 import { setCpuPath } from '../src/kernels/cpu/native/path.js';
 import { backends } from '../src/runtime/backends.js';
 import * as kiln from '../src/index.js';
+import { withEnv } from './helpers/env.js';
 
 const SRC = fileURLToPath(new URL('../../src', import.meta.url));
 const CONFIG = path.join(SRC, 'runtime', 'config.ts');
@@ -44,19 +45,6 @@ function sourceFiles(dir: string): string[] {
 const files = sourceFiles(SRC).filter((f) => f !== CONFIG);
 const texts = new Map(files.map((f) => [f, fs.readFileSync(f, 'utf8')]));
 const all = [...texts.values()].join('\n');
-
-/** Runs `fn` with environment variable `name` set (or removed), restoring it afterwards. */
-function withEnv<T>(name: string, value: string | undefined, fn: () => T): T {
-  const saved = process.env[name];
-  if (value === undefined) delete process.env[name];
-  else process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (saved === undefined) delete process.env[name];
-    else process.env[name] = saved;
-  }
-}
 
 test('the sources were found (the scan below is not vacuous)', () => {
   assert.ok(files.length > 100, `found ${files.length} source files under ${SRC}`);

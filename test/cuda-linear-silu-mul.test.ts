@@ -11,16 +11,16 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { CompiledProgram } from '../src/compile/backend.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
-import { tinyQwen3Config } from '../src/bench/workloads.js';
 import { gemvStats } from '../src/kernels/cuda/gemv.js';
 import { setOption } from '../src/runtime/config.js';
 import type { DType } from '../src/tensor/dtype.js';
-import type { Tensor } from '../src/tensor/tensor.js';
-import { makeTensor, rand } from './helpers/make.js';
+import { rand } from './helpers/make.js';
 import { refLinearSiluMul } from './helpers/linear-silu-mul-ref.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { toBf16, hostF64, worstRel } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
+import { DECODE_COMPILE_OPTIONS, decodeArgs, decodePair, maxAbsDiff } from './helpers/decode-pair.js';
 
 const skip = skipUnlessCuda();
 
@@ -81,36 +81,15 @@ function program(cf: { programs(): { inference: readonly CompiledProgram[] } }):
   return p;
 }
 
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
-}
-
 test('a compiled bf16 Qwen3 decode step at batch 1 on cuda with KILN_LINEAR_SILU_MUL=1: one llm.linearSiluAndMul per layer, one node fewer per layer, logits equal the step without it', { skip }, () => {
-  const config = tinyQwen3Config().with({ numHiddenLayers: 2, hiddenSize: 128, intermediateSize: 384, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 64 });
-  const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 3, dtype: 'bfloat16', device: 'cuda' });
-  model.eval();
-  model.prepareDecode();
-  const [NB, BS, M] = [8, 4, 4];
-  const makeCache = () => ({ keys: [0, 1].map(() => kiln.zeros([NB, BS, 2, 64], { dtype: 'bfloat16', device: 'cuda' })), values: [0, 1].map(() => kiln.zeros([NB, BS, 2, 64], { dtype: 'bfloat16', device: 'cuda' })) });
-  const caches = [makeCache(), makeCache()];
-  const step = (c: { keys: Tensor[]; values: Tensor[] }) => (ids: Tensor, positions: Tensor, slotMapping: Tensor, blockTables: Tensor, contextLens: Tensor): Tensor =>
-    model.decodeStep({ inputIds: ids, positions, slotMapping, blockTables, contextLens }, c);
-  const opts = { mode: 'reduce-overhead', dynamic: false, capturedTensors: 'allow' } as const;
-  const fused = withEnv('KILN_LINEAR_SILU_MUL', '1', () => kiln.compile(step(caches[0]!), opts));
-  const plain = withEnv('KILN_LINEAR_SILU_MUL', '0', () => kiln.compile(step(caches[1]!), opts));
+  const { caches, step } = decodePair('cuda', 'bfloat16', 'zeros', 384);
+  const fused = withEnv('KILN_LINEAR_SILU_MUL', '1', () => kiln.compile(step(caches[0]), DECODE_COMPILE_OPTIONS));
+  const plain = withEnv('KILN_LINEAR_SILU_MUL', '0', () => kiln.compile(step(caches[1]), DECODE_COMPILE_OPTIONS));
   for (let s = 0; s < 3; s++) {
-    const args = [makeTensor([5 + s], [1], 'int64'), makeTensor([s], [1], 'int64'), makeTensor([4 + s], [1], 'int64'), makeTensor([1, 2, 0, 0], [1, M], 'int32'), makeTensor([s + 1], [1], 'int32')].map((t) => t.to('cuda'));
-    const a = kiln.noGrad(() => fused(...(args as [Tensor, Tensor, Tensor, Tensor, Tensor]))).to('float32').toFlatArray();
-    const b = kiln.noGrad(() => plain(...(args as [Tensor, Tensor, Tensor, Tensor, Tensor]))).to('float32').toFlatArray();
-    let d = 0;
-    for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i]! - b[i]!));
+    const args = decodeArgs(s, 1, 'cuda');
+    const a = kiln.noGrad(() => fused(...args)).to('float32').toFlatArray();
+    const b = kiln.noGrad(() => plain(...args)).to('float32').toFlatArray();
+    const d = maxAbsDiff(a, b);
     const scale = Math.max(...b.map(Math.abs));
     assert.ok(d <= 2e-2 * scale, `step ${s}: max |fused - unfused| ${d} (logits up to ${scale})`);
   }

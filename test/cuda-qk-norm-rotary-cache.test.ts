@@ -12,14 +12,14 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { CompiledProgram } from '../src/compile/backend.js';
 import { CudaGraphProgram } from '../src/compile/cuda-graphs/graph-program.js';
-import { tinyQwen3Config } from '../src/bench/workloads.js';
 import type { DType } from '../src/tensor/dtype.js';
-import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, rand } from './helpers/make.js';
 import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
-import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { refCacheWrite, refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
+import { DECODE_COMPILE_OPTIONS, decodeArgs, decodePair, maxAbsDiff } from './helpers/decode-pair.js';
 
 const skip = skipUnlessCuda();
 
@@ -62,17 +62,7 @@ test('cuda llm.qkNormRotaryCache equals the float64 loop and the two kernels it 
           const gq = host(r.q);
           assert.ok(worst(gq, refNormRotary(q, qw, 1e-6, cos, sin, isNeox, round), dtype) <= 1, `${label}: q vs float64`);
           const kr = refNormRotary(k, kw, 1e-6, cos, sin, isNeox, round);
-          const vv = host(v);
-          const wantK = host(kc0);
-          const wantV = host(vc0);
-          const row = Hkv * d;
-          slotList.forEach((s, n) => {
-            if (s < 0) return;
-            for (let i = 0; i < row; i++) {
-              wantK[s * row + i] = kr[n * row + i]!;
-              wantV[s * row + i] = vv[n * row + i]!;
-            }
-          });
+          const { keys: wantK, values: wantV } = refCacheWrite(host(kc0), host(vc0), kr, host(v), slotList, Hkv * d);
           const gk = host(kc!);
           assert.ok(Math.max(...gq.map(Math.abs)) > 1e-2, `${label}: a real result (not all zeros)`);
           const gv = host(vc!);
@@ -113,47 +103,17 @@ function program(cf: { programs(): { inference: readonly CompiledProgram[] } }):
   return p;
 }
 
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
-}
-
 test('a compiled Qwen3 decode step on cuda with KILN_QK_NORM_ROTARY_CACHE=1: one llm.qkNormRotaryCache per layer, captured, logits and caches equal the step without it', { skip }, () => {
   for (const dtype of ['float32', 'bfloat16'] as DType[]) {
-    const config = tinyQwen3Config().with({ numHiddenLayers: 2, hiddenSize: 128, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 64 });
-    const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 3, dtype, device: 'cuda' });
-    model.eval();
-    model.prepareDecode();
-    const [NB, BS, M] = [8, 4, 4];
-    const start = [0, 1].flatMap(() => [rand([NB, BS, 2, 64], 10, 'contiguous', dtype), rand([NB, BS, 2, 64], 11, 'contiguous', dtype)]);
-    const makeCache = () => {
-      const t = start.map((x) => x.to('cuda'));
-      return { keys: [t[0]!, t[2]!], values: [t[1]!, t[3]!] };
-    };
-    const caches = [makeCache(), makeCache()];
-    const step = (c: { keys: Tensor[]; values: Tensor[] }) => (ids: Tensor, positions: Tensor, slotMapping: Tensor, blockTables: Tensor, contextLens: Tensor): Tensor =>
-      model.decodeStep({ inputIds: ids, positions, slotMapping, blockTables, contextLens }, c);
-    const fused = withEnv('KILN_QK_NORM_ROTARY_CACHE', '1', () => kiln.compile(step(caches[0]!), { mode: 'reduce-overhead', dynamic: false, capturedTensors: 'allow' }));
-    const plain = withEnv('KILN_QK_NORM_ROTARY_CACHE', '0', () => kiln.compile(step(caches[1]!), { mode: 'reduce-overhead', dynamic: false, capturedTensors: 'allow' }));
+    const { caches, step } = decodePair('cuda', dtype, 'random');
+    const fused = withEnv('KILN_QK_NORM_ROTARY_CACHE', '1', () => kiln.compile(step(caches[0]), DECODE_COMPILE_OPTIONS));
+    const plain = withEnv('KILN_QK_NORM_ROTARY_CACHE', '0', () => kiln.compile(step(caches[1]), DECODE_COMPILE_OPTIONS));
     // Two rows and a padding row (slot -1, length 0); three steps, so the graph replays.
     for (let s = 0; s < 3; s++) {
-      const args = [
-        makeTensor([5 + s, 9, 0], [3], 'int64'),
-        makeTensor([6 + s, 2 + s, 0], [3], 'int64'),
-        makeTensor([4 * 2 + 2 + s, 5 * 4 + 2 + s, -1], [3], 'int64'),
-        makeTensor([1, 2, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0], [3, M], 'int32'),
-        makeTensor([7 + s, 3 + s, 0], [3], 'int32'),
-      ].map((t) => t.to('cuda'));
-      const a = kiln.noGrad(() => fused(...(args as [Tensor, Tensor, Tensor, Tensor, Tensor]))).to('float32').toFlatArray();
-      const b = kiln.noGrad(() => plain(...(args as [Tensor, Tensor, Tensor, Tensor, Tensor]))).to('float32').toFlatArray();
-      let m = 0;
-      for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+      const args = decodeArgs(s, 3, 'cuda');
+      const a = kiln.noGrad(() => fused(...args)).to('float32').toFlatArray();
+      const b = kiln.noGrad(() => plain(...args)).to('float32').toFlatArray();
+      const m = maxAbsDiff(a, b);
       const scale = Math.max(...b.map(Math.abs));
       assert.ok(m <= (dtype === 'float32' ? 1e-5 : 1e-2) * scale, `${dtype} step ${s}: max |fused - unfused| ${m} (logits up to ${scale})`);
     }
@@ -161,8 +121,7 @@ test('a compiled Qwen3 decode step on cuda with KILN_QK_NORM_ROTARY_CACHE=1: one
       for (let l = 0; l < 2; l++) {
         const x = caches[0]![kind][l]!.to('float32').toFlatArray();
         const y = caches[1]![kind][l]!.to('float32').toFlatArray();
-        let m = 0;
-        for (let i = 0; i < x.length; i++) m = Math.max(m, Math.abs(x[i]! - y[i]!));
+        const m = maxAbsDiff(x, y);
         assert.ok(m <= (dtype === 'float32' ? 1e-5 : 2e-2), `${dtype} ${kind}[${l}]: max |fused - unfused| ${m}`);
       }
     }

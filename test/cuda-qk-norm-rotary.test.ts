@@ -18,11 +18,11 @@ import { llmOpcheckSamples } from './samples/llm.js';
 import { skipUnlessCuda } from './cuda-util.js';
 import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { toBf16, toF16 as f16 } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
 
 const skip = skipUnlessCuda();
 
 const roundOf = (dtype: DType): ((v: number) => number) => (dtype === 'bfloat16' ? toBf16 : dtype === 'float32' ? Math.fround : (v: number) => v);
-
 
 
 /** Max |got - want| / (ulp-scale tolerance): <= 1 passes. */
@@ -86,17 +86,6 @@ function program(cf: { programs(): { inference: readonly CompiledProgram[] } }):
   const p = cf.programs().inference.find((x) => x instanceof CudaGraphProgram);
   assert.ok(p instanceof CudaGraphProgram);
   return p;
-}
-
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
 }
 
 test('Qwen3 on cuda (2 layers, head size 64): the compiled program uses one llm.qkNormRotary per layer and equals the unfused program and eager', { skip }, () => {

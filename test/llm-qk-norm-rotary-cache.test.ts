@@ -21,7 +21,7 @@ import { tinyQwen3Config } from '../src/bench/workloads.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, rand } from './helpers/make.js';
-import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { refCacheWrite, refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { nativeRowCalls } from '../src/kernels/cpu/native/rows.js';
 import { probeToolchain, setCpuPath } from '../src/kernels/cpu/native/index.js';
 import { roundToBfloat16 } from '../src/tensor/half.js';
@@ -58,17 +58,9 @@ test('llm.qkNormRotaryCache on the cpu: q rotated, k rotated into its slots, v c
       const tol = dtype === 'float32' ? 1e-5 : 1e-12;
       assert.ok(maxDiff(r.q.contiguous().toFlatArray(), refNormRotary(q, qw, 1e-6, cos, sin, isNeox)) <= tol);
       const kr = refNormRotary(k, kw, 1e-6, cos, sin, isNeox);
-      const vv = v.contiguous().toFlatArray();
       const row = Hkv * D;
-      const wantK = new Array<number>(NB * BS * row).fill(0);
-      const wantV = new Array<number>(NB * BS * row).fill(0);
-      slots.forEach((s, n) => {
-        if (s < 0) return;
-        for (let i = 0; i < row; i++) {
-          wantK[s * row + i] = kr[n * row + i]!;
-          wantV[s * row + i] = vv[n * row + i]!;
-        }
-      });
+      const zeros = new Array<number>(NB * BS * row).fill(0);
+      const { keys: wantK, values: wantV } = refCacheWrite(zeros, zeros, kr, v.contiguous().toFlatArray(), slots, row);
       assert.ok(maxDiff(kc.toFlatArray(), wantK) <= tol, `${dtype} ${isNeox}: key cache`);
       assert.deepEqual(vc.toFlatArray(), wantV, `${dtype} ${isNeox}: value cache`);
     }
@@ -104,17 +96,7 @@ test('llm.qkNormRotaryCache, cpu native kernel (neox, contiguous, float32 / bflo
         const qWant = refNormRotary(q, qw, eps, cos, sin, true, round);
         r.q.toFlatArray().forEach((g, i) => assert.ok(Math.abs(g - qWant[i]!) <= tolOf(qWant[i]!), `${dtype} q[${i}]: ${g} vs ${qWant[i]}`));
         const kWant = refNormRotary(k, kw, eps, cos, sin, true, round);
-        const vv = v.toFlatArray();
-        const row = Hkv * D;
-        const wantK = fill.toFlatArray();
-        const wantV = fill.toFlatArray();
-        slots.forEach((s, n) => {
-          if (s < 0) return;
-          for (let i = 0; i < row; i++) {
-            wantK[s * row + i] = kWant[n * row + i]!;
-            wantV[s * row + i] = vv[n * row + i]!;
-          }
-        });
+        const { keys: wantK, values: wantV } = refCacheWrite(fill.toFlatArray(), fill.toFlatArray(), kWant, v.toFlatArray(), slots, Hkv * D);
         kc.toFlatArray().forEach((g, i) => assert.ok(Math.abs(g - wantK[i]!) <= tolOf(wantK[i]!), `${dtype} keyCache[${i}]: ${g} vs ${wantK[i]}`));
         assert.deepEqual(vc.toFlatArray(), wantV, `${dtype}: value cache (bit copies; other slots untouched)`);
         if (dtype === 'bfloat16') {

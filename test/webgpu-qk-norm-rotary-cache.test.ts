@@ -14,12 +14,12 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../src/tensor/dtype.js';
-import type { Tensor } from '../src/tensor/tensor.js';
-import { tinyQwen3Config } from '../src/bench/workloads.js';
 import { makeTensor, rand } from './helpers/make.js';
-import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { refCacheWrite, refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 import { toBf16, toF16 as f16, hostF64, worstRel } from './helpers/rounding-ref.js';
+import { withEnv } from './helpers/env.js';
+import { DECODE_COMPILE_OPTIONS, decodeArgs, decodePair, maxAbsDiff } from './helpers/decode-pair.js';
 
 const skip = webgpuSkipReason();
 
@@ -61,17 +61,7 @@ test('webgpu llm.qkNormRotaryCache equals the float64 loop and the two kernels i
           const gq = host(r.q);
           assert.ok(worst(gq, refNormRotary(q, qw, 1e-6, cos, sin, isNeox, round), dtype) <= 1, `${label}: q vs float64`);
           const kr = refNormRotary(k, kw, 1e-6, cos, sin, isNeox, round);
-          const vv = host(v);
-          const wantK = host(kc0);
-          const wantV = host(vc0);
-          const row = Hkv * d;
-          slotList.forEach((s, n) => {
-            if (s < 0 || s >= NB * BS) return;
-            for (let i = 0; i < row; i++) {
-              wantK[s * row + i] = kr[n * row + i]!;
-              wantV[s * row + i] = vv[n * row + i]!;
-            }
-          });
+          const { keys: wantK, values: wantV } = refCacheWrite(host(kc0), host(vc0), kr, host(v), slotList, Hkv * d);
           const gk = host(kc!);
           const gv = host(vc!);
           assert.ok(Math.max(...gq.map(Math.abs)) > 1e-2, `${label}: a real result (not all zeros)`);
@@ -85,56 +75,25 @@ test('webgpu llm.qkNormRotaryCache equals the float64 loop and the two kernels i
   }
 });
 
-function withEnv<T>(name: string, value: string, fn: () => T): T {
-  const prev = process.env[name];
-  process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
-}
-
 test('a compiled Qwen3 decode step on webgpu with KILN_QK_NORM_ROTARY_CACHE=1 and KILN_LINEAR_SILU_MUL=1: fused ops in the program, logits and caches equal the step without them', { skip }, () => {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
   // The fused rotary + cache kernel binds nine buffers: below that it runs the two ops.
   const fusedKernel = (acc.bridge.adapter.limits.maxStorageBuffersPerShaderStage ?? 8) > 9;
   for (const dtype of ['float32', 'float16'] as DType[]) {
-    const config = tinyQwen3Config().with({ numHiddenLayers: 2, hiddenSize: 128, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 64 });
-    const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 3, dtype, device: 'webgpu' });
-    model.eval();
-    model.prepareDecode();
-    const [NB, BS, M] = [8, 4, 4];
-    const start = [0, 1].flatMap(() => [rand([NB, BS, 2, 64], 10, 'contiguous', dtype), rand([NB, BS, 2, 64], 11, 'contiguous', dtype)]);
-    const makeCache = () => {
-      const t = start.map((x) => x.to('webgpu'));
-      return { keys: [t[0]!, t[2]!], values: [t[1]!, t[3]!] };
-    };
-    const caches = [makeCache(), makeCache()];
-    const step = (c: { keys: Tensor[]; values: Tensor[] }) => (ids: Tensor, positions: Tensor, slotMapping: Tensor, blockTables: Tensor, contextLens: Tensor): Tensor =>
-      model.decodeStep({ inputIds: ids, positions, slotMapping, blockTables, contextLens }, c);
-    const opts = { mode: 'reduce-overhead' as const, dynamic: false, capturedTensors: 'allow' as const };
-    const fused = withEnv('KILN_QK_NORM_ROTARY_CACHE', '1', () => withEnv('KILN_LINEAR_SILU_MUL', '1', () => kiln.compile(step(caches[0]!), opts)));
-    const plain = withEnv('KILN_QK_NORM_ROTARY_CACHE', '0', () => withEnv('KILN_LINEAR_SILU_MUL', '0', () => kiln.compile(step(caches[1]!), opts)));
+    const { caches, step } = decodePair('webgpu', dtype, 'random');
+    const fused = withEnv('KILN_QK_NORM_ROTARY_CACHE', '1', () => withEnv('KILN_LINEAR_SILU_MUL', '1', () => kiln.compile(step(caches[0]), DECODE_COMPILE_OPTIONS)));
+    const plain = withEnv('KILN_QK_NORM_ROTARY_CACHE', '0', () => withEnv('KILN_LINEAR_SILU_MUL', '0', () => kiln.compile(step(caches[1]), DECODE_COMPILE_OPTIONS)));
     const dispatches: number[][] = [[], []];
     // Two rows and a padding row (slot -1, length 0); three steps, so the recording replays.
     for (let s = 0; s < 3; s++) {
-      const args = [
-        makeTensor([5 + s, 9, 0], [3], 'int64'),
-        makeTensor([6 + s, 2 + s, 0], [3], 'int64'),
-        makeTensor([4 * 2 + 2 + s, 5 * 4 + 2 + s, -1], [3], 'int64'),
-        makeTensor([1, 2, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0], [3, M], 'int32'),
-        makeTensor([7 + s, 3 + s, 0], [3], 'int32'),
-      ].map((t) => t.to('webgpu')) as [Tensor, Tensor, Tensor, Tensor, Tensor];
+      const args = decodeArgs(s, 3, 'webgpu');
       let d0 = acc.dispatchCount;
       const a = kiln.noGrad(() => fused(...args)).to('cpu').to('float32').toFlatArray() as number[];
       dispatches[0]!.push(acc.dispatchCount - d0);
       d0 = acc.dispatchCount;
       const b = kiln.noGrad(() => plain(...args)).to('cpu').to('float32').toFlatArray() as number[];
       dispatches[1]!.push(acc.dispatchCount - d0);
-      let m = 0;
-      for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+      const m = maxAbsDiff(a, b);
       const scale = Math.max(...b.map(Math.abs));
       assert.ok(m <= (dtype === 'float32' ? 1e-5 : 1e-2) * scale, `${dtype} step ${s}: max |fused - unfused| ${m} (logits up to ${scale})`);
     }
@@ -142,8 +101,7 @@ test('a compiled Qwen3 decode step on webgpu with KILN_QK_NORM_ROTARY_CACHE=1 an
       for (let l = 0; l < 2; l++) {
         const x = caches[0]![kind][l]!.to('cpu').to('float32').toFlatArray() as number[];
         const y = caches[1]![kind][l]!.to('cpu').to('float32').toFlatArray() as number[];
-        let m = 0;
-        for (let i = 0; i < x.length; i++) m = Math.max(m, Math.abs(x[i]! - y[i]!));
+        const m = maxAbsDiff(x, y);
         assert.ok(m <= (dtype === 'float32' ? 1e-5 : 2e-2), `${dtype} ${kind}[${l}]: max |fused - unfused| ${m}`);
       }
     }

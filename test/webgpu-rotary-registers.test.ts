@@ -16,7 +16,7 @@ import { setOption } from '../src/runtime/config.js';
 import { webgpu } from '../src/kernels/webgpu/device.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { makeTensor, rand } from './helpers/make.js';
-import { refNormRotary } from './helpers/qk-norm-rotary-ref.js';
+import { refCacheWrite, refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { webgpuSkipReason } from './helpers/webgpu.js';
 import { hostF64, toBf16, toF16, worstRel } from './helpers/rounding-ref.js';
 
@@ -100,19 +100,10 @@ test('webgpu q/k norm + rotary kernels in each form match float64', { skip }, ()
             const kc = rand([NB, BS, Hkv, d], 8, 'contiguous', dtype).to('webgpu');
             const vc = rand([NB, BS, Hkv, d], 9, 'contiguous', dtype).to('webgpu');
             const slotList = [4, -1, 1];
-            const wantK = hostF64(kc);
-            const wantV = hostF64(vc);
+            const [kc0, vc0] = [hostF64(kc), hostF64(vc)];
             const c = kiln.llm.qkNormRotaryCache(q, k, v, qw, kw, 1e-6, cos, sin, isNeox, kc, vc, makeTensor(slotList, [N], 'int32').to('webgpu'));
             const kr = refNormRotary(k, kw, 1e-6, cos, sin, isNeox, round);
-            const vv = hostF64(v);
-            const row = Hkv * d;
-            slotList.forEach((s, n) => {
-              if (s < 0) return;
-              for (let i = 0; i < row; i++) {
-                wantK[s * row + i] = kr[n * row + i]!;
-                wantV[s * row + i] = vv[n * row + i]!;
-              }
-            });
+            const { keys: wantK, values: wantV } = refCacheWrite(kc0, vc0, kr, hostF64(v), slotList, Hkv * d);
             assert.ok(worstRel(hostF64(c.q), refNormRotary(q, qw, 1e-6, cos, sin, isNeox, round), relTol(dtype)) <= 1, `${label}: cache mode q`);
             assert.ok(worstRel(hostF64(kc), wantK, relTol(dtype)) <= 1, `${label}: key cache`);
             assert.deepEqual(hostF64(vc), wantV, `${label}: value cache (copied rows, others untouched)`);

@@ -28,3 +28,22 @@ export function refNormRotary(x: Tensor, w: Tensor, eps: number, cos: Tensor, si
   }
   return out;
 }
+
+/**
+ * The caches llm.qkNormRotaryCache (or qkNormRotary + reshapeAndCache) leaves, flat: row n of the
+ * new keys `kRows` and values `vRows` (`row` elements each: kv heads x head dim) in slot slots[n]
+ * of copies of `keyCache` / `valueCache` (as they were before the call); a negative slot (padding)
+ * or one past the caches writes nothing.
+ */
+export function refCacheWrite(keyCache: readonly number[], valueCache: readonly number[], kRows: readonly number[], vRows: readonly number[], slots: readonly number[], row: number): { keys: number[]; values: number[] } {
+  const keys = [...keyCache];
+  const values = [...valueCache];
+  slots.forEach((s, n) => {
+    if (s < 0 || (s + 1) * row > keys.length) return;
+    for (let i = 0; i < row; i++) {
+      keys[s * row + i] = kRows[n * row + i]!;
+      values[s * row + i] = vRows[n * row + i]!;
+    }
+  });
+  return { keys, values };
+}

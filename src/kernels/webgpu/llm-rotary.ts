@@ -50,6 +50,20 @@ const EPS_AT = 2 * PER;
 const CACHE_AT = EPS_AT + 1;
 const CACHE_WORDS = 10;
 const LEAD = 3;
+/**
+ * The norm's scale from each invocation's partial sum of squares `acc`, through the workgroup-memory
+ * tree (the loop form, and the register form without subgroups).
+ */
+const NORM_TREE: readonly string[] = [
+  '    red[lid] = acc;',
+  '    workgroupBarrier();',
+  `    for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {`,
+  '      if (lid < s) { red[lid] = red[lid] + red[lid + s]; }',
+  '      workgroupBarrier();',
+  '    }',
+  '    scale = kiln_rsqrt(red[0] / f32(D) + eps);',
+  '    workgroupBarrier();',
+];
 
 /**
  * The roles a launch binds (k's only in the two-tensor kernel, weights only with the norm; the
@@ -192,14 +206,7 @@ function source(kind: StorageKind, d: number, isNeox: boolean, norm: boolean, tw
     lines.push(
       '    var acc = 0.0;',
       `    for (var e = lid; e < D; e = e + ${WG}u) { let x = ${pick('xQ', 'xK', at('m + 3u', 'e'))}; acc = acc + x * x; }`,
-      '    red[lid] = acc;',
-      '    workgroupBarrier();',
-      `    for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {`,
-      '      if (lid < s) { red[lid] = red[lid] + red[lid + s]; }',
-      '      workgroupBarrier();',
-      '    }',
-      '    scale = kiln_rsqrt(red[0] / f32(D) + eps);',
-      '    workgroupBarrier();',
+      ...NORM_TREE,
     );
   }
   const w = (i: string): string => pick('wQ', 'wK', `kmeta[m + 23u] + (${i}) * kmeta[m + 24u]`);
@@ -306,17 +313,7 @@ function registerBody(lines: string[], c: BodyParts): void {
         '    scale = kiln_rsqrt(tot / f32(D) + eps);',
         '    workgroupBarrier();',
       );
-    else
-      lines.push(
-        '    red[lid] = acc;',
-        '    workgroupBarrier();',
-        `    for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {`,
-        '      if (lid < s) { red[lid] = red[lid] + red[lid + s]; }',
-        '      workgroupBarrier();',
-        '    }',
-        '    scale = kiln_rsqrt(red[0] / f32(D) + eps);',
-        '    workgroupBarrier();',
-      );
+    else lines.push(...NORM_TREE);
   }
   for (let u = 0; u < P; u++) {
     lines.push(

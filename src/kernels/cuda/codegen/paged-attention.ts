@@ -52,7 +52,7 @@
 import type { DType } from '../../../tensor/dtype.js';
 import type { ParamType } from '../../../runtime/cuda/launch.js';
 import { REPORT_INDEX_C } from '../../../runtime/cuda/device-errors.js';
-import { computeType, loadAs, PRELUDE, storageType, storeAs } from './ctypes.js';
+import { computeType, loadAs, PRELUDE, storageType, storeAs, type CType } from './ctypes.js';
 import type { GeneratedKernel } from './pointwise.js';
 
 /** Static shared memory limit (48 KiB). */
@@ -212,30 +212,54 @@ export function pagedAttentionName(s: PagedAttentionSpec): string {
   return `kiln_paged_attn_${s.dtype}_${s.tableDtype}_${s.lenDtype}_d${s.headDim}_g${s.group}_b${l.vb}r${l.r}n${l.nv}_u${p.u}_w${p.nw}`;
 }
 
-export function generatePagedAttention(s: PagedAttentionSpec): GeneratedKernel {
-  const name = pagedAttentionName(s);
-  const { layout: l, e: E, u: U, nw: NW } = pagedPlan(s);
-  const st = storageType(s.dtype);
-  const ct = computeType(s.dtype);
-  const D = s.headDim;
-  const G = s.group;
-  const exp = ct === 'double' ? 'exp' : '__expf';
+/*
+ * The CUDA C text v2 and v3 (paged-attention-v3.ts) share, as builders over one PagedText: v3 is
+ * v2 with a register double buffer around the token loop, base-2 exponentials (the query
+ * prescaled by scale x log2(e)) and its own launch bounds, so the parts that do not depend on
+ * those are written once here. Each builder returns whole lines, every one ending in a newline, for
+ * a generator to splice between its own lines. Comments inside the CUDA text are part of the
+ * source: where v2's and v3's differ they stay in the generators, so both sources are unchanged
+ * by the sharing (scripts/paged-attention-sources-hash.mjs checks that).
+ */
+
+/** What the shared text builders need of one kernel: its spec, name, plan and C types. */
+export interface PagedText {
+  readonly s: PagedAttentionSpec;
+  readonly name: string;
+  readonly plan: Pick<PagedPlan, 'layout' | 'e' | 'u' | 'nw'>;
+  /** Storage C type of the dtype. */
+  readonly st: string;
+  /** Compute C type: double for float64, else float. */
+  readonly ct: CType;
+  /** The exponential of the softmax, the merges and the fold (v2: e-based; v3: base 2). */
+  readonly exp: string;
+  /** `inRow(j)`: vector j of this lane lies in the row (always, unless the layout is padded). */
+  readonly inRow: (j: string) => string;
+}
+
+export function pagedText(s: PagedAttentionSpec, name: string, plan: PagedText['plan'], exp: string): PagedText {
+  const padded = plan.layout.padded;
+  return { s, name, plan, st: storageType(s.dtype), ct: computeType(s.dtype), exp, inRow: (j) => (padded ? `(${j} * R + r < NVEC)` : 'true') };
+}
+
+/**
+ * The defines, types and helpers, the kernel's signature (launch bounds `bounds`, e.g. `NW * 32`)
+ * and its first lines, up to this lane's first token offset lt0.
+ */
+export function pagedKernelHead(p: PagedText, bounds: string): string {
+  const { s, name, st, ct } = p;
+  const { layout: l, e: E, u: U, nw: NW } = p.plan;
   const vt = l.vb === 16 ? 'uint4' : l.vb === 8 ? 'uint2' : l.vb === 4 && l.ve > 1 ? 'unsigned int' : st;
   const ninf = ct === 'double' ? '__longlong_as_double((long long)0xfff0000000000000ULL)' : '__int_as_float(0xff800000)';
-  const log2r = Math.log2(l.r);
-  const nVec = D / l.ve;
-  const smA = Math.max(NW * G * D, 2 * PAGED_MAX_SPLITS * G);
-  // `inRow(j)`: vector j of this lane lies in the row (always, unless the layout is padded).
-  const inRow = (j: string): string => (l.padded ? `(${j} * R + r < NVEC)` : 'true');
-  const source = `${PRELUDE}${REPORT_INDEX_C}
-#define D ${D}
-#define G ${G}
+  return `${PRELUDE}${REPORT_INDEX_C}
+#define D ${s.headDim}
+#define G ${s.group}
 #define R ${l.r}
-#define LOG2R ${log2r}
+#define LOG2R ${Math.log2(l.r)}
 #define NV ${l.nv}
 #define VE ${l.ve}
 #define E ${E}
-#define NVEC ${nVec}
+#define NVEC ${s.headDim / l.ve}
 #define TPW ${l.tpw}
 #define U ${U}
 #define NW ${NW}
@@ -252,7 +276,7 @@ __device__ __forceinline__ ${ct} row_sum(${ct} v) {
   for (int o = R / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
+extern "C" __global__ void __launch_bounds__(${bounds}) ${name}(
     unsigned long long* claim, long long* report, long long codeBlock, long long codeLen, long long codeSplit,
     const ${st}* __restrict__ q, long long qsb, long long qsh,
     const ${st}* __restrict__ kc, const ${st}* __restrict__ vc,
@@ -267,29 +291,43 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
   const int cap = M * BS;
   // This lane's token of batch u in chunk c: c * SPAN + lt0 + u * TPW.
   const int lt0 = warp * (U * TPW) + rg;
-  // Loads that need nothing else, issued together: the length, the block ids of this split's
-  // first chunk (any of the row's M entries may be read before the length is known) and the query.
-  long long L = (long long)lens[b];
-  // Block ids as int (a valid one is below numBlocks); -1 for one outside the cache, which the
-  // loop reads again to report if its token is inside the length.
-  int blkNext[U];
-  #pragma unroll
+`;
+}
+
+/** The block ids of this split's first chunk into the int array `blk` (any of the row's M entries; -1 past the table). */
+export function pagedFirstIds(blk: string): string {
+  return `  #pragma unroll
   for (int u = 0; u < U; u++) {
     const int t = sp * SPAN + lt0 + u * TPW;
-    blkNext[u] = t < cap ? block_id(tables[b * tsb + t / BS], numBlocks) : -1;
+    ${blk}[u] = t < cap ? block_id(tables[b * tsb + t / BS], numBlocks) : -1;
   }
-  ${ct} qv[G][E];
+`;
+}
+
+/** The query heads of the group into qv, each value times `factor` (a C suffix such as ` * qscale`, or ''). */
+export function pagedQuery(p: PagedText, factor: string): string {
+  const { s, ct } = p;
+  return `  ${ct} qv[G][E];
   #pragma unroll
   for (int g = 0; g < G; g++) {
     #pragma unroll
     for (int j = 0; j < NV; j++) {
       #pragma unroll
       for (int k = 0; k < VE; k++) {
-        qv[g][j * VE + k] = ${inRow('j')} ? ${loadAs(s.dtype, 'q[b * qsb + (long long)(kvh * G + g) * qsh + (j * R + r) * VE + k]', ct)} : (${ct})0;
+        qv[g][j * VE + k] = ${p.inRow('j')} ? ${loadAs(s.dtype, 'q[b * qsb + (long long)(kvh * G + g) * qsh + (j * R + r) * VE + k]', ct)}${factor} : (${ct})0;
       }
     }
   }
-  if (L < 0 || L > cap) {
+`;
+}
+
+/**
+ * The length's check (a length past the table is reported and read as 0), the chunk and active
+ * split counts (a split past them returns) and the online-softmax state.
+ */
+export function pagedLengthAndState(p: PagedText): string {
+  const { ct } = p;
+  return `  if (L < 0 || L > cap) {
     if (threadIdx.x == 0 && kvh == 0 && sp == 0) kiln_report_index(claim, report, codeLen, L, (long long)cap + 1);
     L = 0;
   }
@@ -304,38 +342,41 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
     #pragma unroll
     for (int i = 0; i < E; i++) acc[g][i] = 0;
   }
-  for (int c = sp; c < nChunks; c += splits) {
-    kiln_kv kr[U][NV], vr[U][NV];
-    bool ok[U];
-    #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int t = c * SPAN + lt0 + u * TPW;
-      const int blk = blkNext[u];
-      ok[u] = t < len;
-      if (ok[u] && blk < 0) {
+`;
+}
+
+/**
+ * Inside a loop over the token batches u, after `t`, `blk` and `OK[u]` (token below the length)
+ * are set: a block id that is not one is reported and masks the token; the row's K/V vectors go
+ * to K[u]/V[u] (zeros where masked or past the row).
+ */
+export function pagedKvLoad(p: PagedText, K: string, V: string, OK: string): string {
+  return `      if (${OK}[u] && blk < 0) {
         if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)tables[b * tsb + t / BS], numBlocks);
-        ok[u] = false;
+        ${OK}[u] = false;
       }
       // 32-bit t / BS and t % BS: t < M * BS, which the launcher keeps below 2^31.
-      const long long base = ok[u] ? (((long long)blk * BS + t % BS) * Hkv + kvh) * (long long)D : 0;
+      const long long base = ${OK}[u] ? (((long long)blk * BS + t % BS) * Hkv + kvh) * (long long)D : 0;
       #pragma unroll
       for (int j = 0; j < NV; j++) {
-        if (ok[u] && ${inRow('j')}) {
-          kr[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(kc + base + (j * R + r) * VE));
-          vr[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(vc + base + (j * R + r) * VE));
+        if (${OK}[u] && ${p.inRow('j')}) {
+          ${K}[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(kc + base + (j * R + r) * VE));
+          ${V}[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(vc + base + (j * R + r) * VE));
         } else {
           #pragma unroll
-          for (int k = 0; k < VE; k++) { kr[u][j].e[k] = 0; vr[u][j].e[k] = 0; }
+          for (int k = 0; k < VE; k++) { ${K}[u][j].e[k] = 0; ${V}[u][j].e[k] = 0; }
         }
       }
-    }
-    // The next chunk's block ids, in flight while this chunk computes.
-    #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int tn = (c + splits) * SPAN + lt0 + u * TPW;
-      blkNext[u] = (c + splits < nChunks && tn < len) ? block_id(tables[b * tsb + tn / BS], numBlocks) : -1;
-    }
-    ${ct} sc[U][G];
+`;
+}
+
+/**
+ * One chunk's math from kr/vr/ok: the scores (row sums times `scoreScale`, a C suffix or ''), then
+ * one online-softmax update per query head for its U tokens.
+ */
+export function pagedChunkMath(p: PagedText, scoreScale: string): string {
+  const { s, ct, exp } = p;
+  return `    ${ct} sc[U][G];
     #pragma unroll
     for (int u = 0; u < U; u++) {
       #pragma unroll
@@ -346,7 +387,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
           #pragma unroll
           for (int k = 0; k < VE; k++) dot += qv[g][j * VE + k] * ${loadAs(s.dtype, 'kr[u][j].e[k]', ct)};
         }
-        sc[u][g] = row_sum(dot) * scale;
+        sc[u][g] = row_sum(dot)${scoreScale};
       }
     }
     // One online-softmax update per query head for the U tokens (lanes of a row group agree).
@@ -373,8 +414,18 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
       }
       m[g] = mx;
     }
-  }
-  // Merge the warp's row groups (lanes r, r + R, ... hold the same features of other tokens).
+`;
+}
+
+/**
+ * After the token loop: the warp's row groups merged by shuffles, the warps' states through
+ * shared memory; one active split writes the output and returns, several write their partials.
+ */
+export function pagedMergeWarps(p: PagedText): string {
+  const { s, ct, exp } = p;
+  const { nw: NW } = p.plan;
+  const smA = Math.max(NW * s.group * s.headDim, 2 * PAGED_MAX_SPLITS * s.group);
+  return `  // Merge the warp's row groups (lanes r, r + R, ... hold the same features of other tokens).
   #pragma unroll
   for (int o = R; o < 32; o <<= 1) {
     #pragma unroll
@@ -399,7 +450,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
       if (lane == 0) { smM[warp][g] = m[g]; smL[warp][g] = l[g]; }
       #pragma unroll
       for (int j = 0; j < NV; j++) {
-        if (${inRow('j')}) {
+        if (${p.inRow('j')}) {
           #pragma unroll
           for (int k = 0; k < VE; k++) smA[(warp * G + g) * D + (j * R + r) * VE + k] = acc[g][j * VE + k];
         }
@@ -431,29 +482,41 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
     }
   }
   if (direct) return;
-  // Publish the partials (every thread's writes fenced, then the barrier, before thread 0 counts
-  // this split in: the counter must not run ahead of any thread's partials); the last of the
-  // nActive splits folds them.
-  __threadfence();
+`;
+}
+
+/**
+ * The split protocol (see this file's header): fence and barrier, one ticket per block, the last
+ * of the nActive splits goes on to fold (the others return). `notes`: the protocol's comments
+ * inline in the CUDA text (v2's source has them; v3's refers to v2's).
+ */
+export function pagedFoldTicket(p: PagedText, notes: boolean): string {
+  const note = (text: string): string => (notes ? text : '');
+  return `  __threadfence();
   __syncthreads();
-  // A ticket, never a wait: no block spins on another, so the launch finishes whatever order (or
+${note(`  // A ticket, never a wait: no block spins on another, so the launch finishes whatever order (or
   // residency) its blocks get. Exactly nActive blocks of this (sequence, kv head) take a ticket
   // (the others returned above, before any barrier), so ticket nActive - 1 is the last arrival.
-  unsigned int* counter = &${name}_counters[b * Hkv + kvh];
+`)}  unsigned int* counter = &${p.name}_counters[b * Hkv + kvh];
   bool last = false;
   if (threadIdx.x == 0) {
     const unsigned int ticket = atomicAdd(counter, 1u);
     last = ticket == (unsigned int)(nActive - 1);
-    // Every split of this launch has counted: back to 0 for the next launch on the stream.
-    if (last) atomicExch(counter, 0u);
-    // A ticket past the last one cannot happen while launches of this module are ordered (one
+${note(`    // Every split of this launch has counted: back to 0 for the next launch on the stream.
+`)}    if (last) atomicExch(counter, 0u);
+${note(`    // A ticket past the last one cannot happen while launches of this module are ordered (one
     // stream); if it ever does, no block of this pair folds: say so instead of leaving stale output.
-    else if (ticket >= (unsigned int)nActive) kiln_report_index(claim, report, codeSplit, (long long)ticket, nActive);
+`)}    else if (ticket >= (unsigned int)nActive) kiln_report_index(claim, report, codeSplit, (long long)ticket, nActive);
   }
   if (!__syncthreads_or(last)) return;
   __threadfence();
-  // Per query head: the splits' max, then weight_s = exp(m_s - max) / sum_s' l_s' exp(m_s' - max).
-  ${ct}* fm = smA;
+`;
+}
+
+/** The last split's fold, in split order: per query head the splits' weights, then the output; closes the kernel. */
+export function pagedFoldSplits(p: PagedText): string {
+  const { s, ct, exp } = p;
+  return `  ${ct}* fm = smA;
   ${ct}* fl = smA + MAXS * G;
   for (int i = threadIdx.x; i < nActive * G; i += NW * 32) {
     const int s = i / G, g = i - s * G;
@@ -491,6 +554,38 @@ extern "C" __global__ void __launch_bounds__(NW * 32) ${name}(
   }
 }
 `;
+}
+
+export function generatePagedAttention(s: PagedAttentionSpec): GeneratedKernel {
+  const name = pagedAttentionName(s);
+  const p = pagedText(s, name, pagedPlan(s), computeType(s.dtype) === 'double' ? 'exp' : '__expf');
+  const source = `${pagedKernelHead(p, 'NW * 32')}  // Loads that need nothing else, issued together: the length, the block ids of this split's
+  // first chunk (any of the row's M entries may be read before the length is known) and the query.
+  long long L = (long long)lens[b];
+  // Block ids as int (a valid one is below numBlocks); -1 for one outside the cache, which the
+  // loop reads again to report if its token is inside the length.
+  int blkNext[U];
+${pagedFirstIds('blkNext')}${pagedQuery(p, '')}${pagedLengthAndState(p)}  for (int c = sp; c < nChunks; c += splits) {
+    kiln_kv kr[U][NV], vr[U][NV];
+    bool ok[U];
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int t = c * SPAN + lt0 + u * TPW;
+      const int blk = blkNext[u];
+      ok[u] = t < len;
+${pagedKvLoad(p, 'kr', 'vr', 'ok')}    }
+    // The next chunk's block ids, in flight while this chunk computes.
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int tn = (c + splits) * SPAN + lt0 + u * TPW;
+      blkNext[u] = (c + splits < nChunks && tn < len) ? block_id(tables[b * tsb + tn / BS], numBlocks) : -1;
+    }
+${pagedChunkMath(p, ' * scale')}  }
+${pagedMergeWarps(p)}  // Publish the partials (every thread's writes fenced, then the barrier, before thread 0 counts
+  // this split in: the counter must not run ahead of any thread's partials); the last of the
+  // nActive splits folds them.
+${pagedFoldTicket(p, true)}  // Per query head: the splits' max, then weight_s = exp(m_s - max) / sum_s' l_s' exp(m_s' - max).
+${pagedFoldSplits(p)}`;
   return { name, source, params: pagedAttentionParams(s.dtype) };
 }
 

@@ -614,16 +614,7 @@ function renderReduce(c: Ctx): string {
       'wq',
     );
     for (const s of body.stmts) L.line(s);
-    for (const r of pass.reductions) {
-      const o = r.outputs[0]!;
-      const t = ctype(g.value(o).dtype);
-      const x = r.reduce!.input;
-      const xt = ctype(g.value(x).dtype);
-      const v = xt === t ? `v${x}` : `${t}(v${x})`;
-      const kind = r.reduce!.kind;
-      if (kind === 'argmax' || kind === 'argmin') L.line(`if (${helpers.better(kind, t)}(${v}, i32(j), a${o}, ai${o})) { a${o} = ${v}; ai${o} = i32(j); }`);
-      else L.line(`a${o} = ${combine(kind, t, `a${o}`, v)};`);
-    }
+    combineElement(c, L, pass, helpers, false);
     L.close();
     for (const r of pass.reductions) finishReduction(c, L, r, helpers, wg, avail);
     rowNodes();
@@ -650,6 +641,25 @@ function renderReduce(c: Ctx): string {
   for (const l of rowLines.out) out.line(l);
   out.close();
   return out.out.join('\n');
+}
+
+/**
+ * Inside a pass's loop, after element j's statements: each reduction of the pass takes v<input>
+ * (argmax/argmin keep the first index among equals; the others combine). `masked`: the unrolled
+ * and register-resident forms, whose lanes past the row (jv >= N) hold a clamped element and must
+ * leave the accumulators as they are.
+ */
+function combineElement(c: Ctx, L: Lines, pass: Phase, helpers: Helpers, masked: boolean): void {
+  const { g } = c;
+  for (const r of pass.reductions) {
+    const o = r.outputs[0]!;
+    const t = ctype(g.value(o).dtype);
+    const x = r.reduce!.input;
+    const v = ctype(g.value(x).dtype) === t ? `v${x}` : `${t}(v${x})`;
+    const kind = r.reduce!.kind;
+    if (kind === 'argmax' || kind === 'argmin') L.line(`if (${masked ? 'jv < N && ' : ''}${helpers.better(kind, t)}(${v}, i32(j), a${o}, ai${o})) { a${o} = ${v}; ai${o} = i32(j); }`);
+    else L.line(`a${o} = ${combine(kind, t, `a${o}`, masked ? `select(${identity(kind, t)}, ${v}, jv < N)` : v)};`);
+  }
 }
 
 /** After a pass's loop: reduction r's accumulator combined over the workgroup (wg) and declared as v<o>. */
@@ -719,15 +729,7 @@ function unrolledPass(c: Ctx, L: Lines, pass: Phase, avail: ReadonlySet<number>,
     const used = [...body.used].sort((a, b) => a - b);
     decompose(L, 'j', Q, (d) => `kmeta[${2 + O + d}]`, used, (k) => `ro${k}`, () => '0u', stride, 'wq');
     for (const st of body.stmts) L.line(st);
-    for (const r of pass.reductions) {
-      const o = r.outputs[0]!;
-      const t = ctype(g.value(o).dtype);
-      const x = r.reduce!.input;
-      const v = ctype(g.value(x).dtype) === t ? `v${x}` : `${t}(v${x})`;
-      const kind = r.reduce!.kind;
-      if (kind === 'argmax' || kind === 'argmin') L.line(`if (jv < N && ${helpers.better(kind, t)}(${v}, i32(j), a${o}, ai${o})) { a${o} = ${v}; ai${o} = i32(j); }`);
-      else L.line(`a${o} = ${combine(kind, t, `a${o}`, `select(${identity(kind, t)}, ${v}, jv < N)`)};`);
-    }
+    combineElement(c, L, pass, helpers, true);
     L.close();
   }
   for (let u = 0; u < U; u++) {
@@ -774,7 +776,7 @@ function residentLoads(c: Ctx, L: Lines, loaded: ReadonlySet<number>, W: number,
  * stored under the row bound. No loads of the row here: every one was issued before the first pass.
  */
 function residentPass(c: Ctx, L: Lines, pass: Phase, avail: ReadonlySet<number>, helpers: Helpers, W: number, R: number, loaded: Set<number>): void {
-  const { spec, g } = c;
+  const { spec } = c;
   const O = spec.orank;
   const Q = spec.rrank;
   const hb = (k: number): number => 2 + O + Q + k * (1 + O + Q);
@@ -799,15 +801,7 @@ function residentPass(c: Ctx, L: Lines, pass: Phase, avail: ReadonlySet<number>,
     L.line('let j = min(jv, N - 1u);');
     decompose(L, 'j', Q, (d) => `kmeta[${2 + O + d}]`, storeOps, (k) => `ro${k}`, () => '0u', (k, d) => `kmeta[${hb(k) + 1 + O + d}]`, 'wq');
     for (const st of body.stmts) L.line(st);
-    for (const r of pass.reductions) {
-      const o = r.outputs[0]!;
-      const t = ctype(g.value(o).dtype);
-      const x = r.reduce!.input;
-      const v = ctype(g.value(x).dtype) === t ? `v${x}` : `${t}(v${x})`;
-      const kind = r.reduce!.kind;
-      if (kind === 'argmax' || kind === 'argmin') L.line(`if (jv < N && ${helpers.better(kind, t)}(${v}, i32(j), a${o}, ai${o})) { a${o} = ${v}; ai${o} = i32(j); }`);
-      else L.line(`a${o} = ${combine(kind, t, `a${o}`, `select(${identity(kind, t)}, ${v}, jv < N)`)};`);
-    }
+    combineElement(c, L, pass, helpers, true);
     L.close();
   }
 }
