@@ -124,11 +124,11 @@ elif [ "$part" = final ]; then
     ( $K 150 node --test dist/test/native-gemv.test.js dist/test/llm-gate-up-silu-mul.test.js dist/test/llm-qk-norm-rotary-cache.test.js > "$out/cpu-tests.txt" 2>&1; echo "rc=$?" >> "$out/cpu-tests.txt" ) &
     wait
     el "tests"; for f in attn-test-1 attn-test-2 attn-test-3 cpu-tests wg-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+  go cpubound && { $K 110 node dist/bench/cpu-decode-bound.js --rounds 2 --steps 4 --ab KILN_DECODE_QK_CACHE,KILN_DECODE_GATE_UP,KILN_CPU_GEMV_STREAM --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode bound (cpubf16 options off vs on) rc=$?"; tail -n 8 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   go decode && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 \
       --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
     el "cuda decode (defaults) rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|^ttft|rror" 6; }
-  go cpubound && { $K 110 node dist/bench/cpu-decode-bound.js --rounds 2 --steps 5 --ab KILN_DECODE_QK_CACHE,KILN_DECODE_GATE_UP,KILN_CPU_GEMV_STREAM --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
-    el "cpu decode bound (cpubf16 options off vs on) rc=$?"; tail -n 8 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   for arl in 0 1; do
     go wg-arl$arl && { KILN_ADD_RMSNORM_LINEAR=$arl wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 \
         --json "$out/decode-webgpu-arl$arl.json" > "$out/decode-webgpu-arl$arl.txt" 2>&1
