@@ -121,7 +121,11 @@ function rawStream(url: string, body: object): Promise<http.IncomingMessage> {
 }
 
 test('over HTTP: a client that stops reading a long stream stalls no one; requests are answered while it decodes; it later gets the whole stream in order', async () => {
-  const { server, url, client } = await startServer({ model });
+  // One engine step per event-loop turn (maxSliceMs 0): the steps the long stream gets while a
+  // short request makes its round trip are counted in turns, not milliseconds, so the check that it
+  // is still decoding does not depend on the machine's speed or load (with time slices, a loaded CI
+  // machine once let all 500 tokens through before the first short answer).
+  const { server, url, client } = await startServer({ model, maxSliceMs: 0 });
   try {
     const long = 500;
     const res = await rawStream(url, { prompt: [5, 6, 7], max_tokens: long, temperature: 0, ignore_eos: true });
