@@ -10,7 +10,7 @@
 import { add } from '../../ops/defs/core.js';
 import { linear, rmsNorm } from '../../ops/defs/linalg.js';
 import { linearSiluAndMul } from '../../ops/defs/llm-linear-silu-mul.js';
-import { addRmsNormLinear } from '../../ops/defs/llm-add-rms-norm-linear.js';
+import { addRmsNormLinear, addRmsNormLinearArgs } from '../../ops/defs/llm-add-rms-norm-linear.js';
 import { dispatch } from '../../ops/dispatch.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { getOption } from '../../runtime/config.js';
@@ -28,14 +28,8 @@ function bf16Eps(eps: number): number {
   return f[0]!;
 }
 
-registerCuda(addRmsNormLinear.name, (ctx, xIn, rIn, gIn, epsIn, wIn, bIn, gatedIn) => {
-  const x = xIn as Tensor;
-  const r = (rIn ?? null) as Tensor | null;
-  const g = gIn as Tensor;
-  const eps = epsIn as number;
-  const w = wIn as Tensor;
-  const b = (bIn ?? null) as Tensor | null;
-  const gated = gatedIn as boolean;
+registerCuda(addRmsNormLinear.name, (ctx, ...args) => {
+  const { x, r, g, eps, w, b, gated } = addRmsNormLinearArgs(args);
   const k = x.shape[x.ndim - 1]!;
   const n = gated ? w.shape[0]! / 2 : w.shape[0]!;
   const m = numel(x.shape) / Math.max(k, 1);

@@ -45,7 +45,8 @@ import { storageKind, type StorageKind } from './storage.js';
 
 const GEMM_DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16'];
 const programs = new Map<string, WebgpuKernel>();
-const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+/** The bits of v rounded to float32 (a metadata word). */
+export const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
 /** One GEMM problem: out [...batch, M, N] = alpha * a [...batch, M, K] @ b [...batch, K, N] (+ bias [N]) (+ beta * out). */
 export interface WebgpuGemm {
@@ -261,6 +262,21 @@ function denseExpanded(t: Tensor, batch: readonly number[]): Tensor {
 }
 
 /**
+ * The GEMM_META words a skinny GEMV launch reads (shared by the gated and the norm-prologue GEMV):
+ * sizes and grid ([M, N, K], one batch, N's column groups, row blocks of `mr`), out [M, N] dense,
+ * x rows `lda` apart from `aOffset`, W's rows `ldw` apart from `bOffset`, the bias if any, alpha 1.
+ */
+export function setGemvMeta(meta: Uint32Array, M: number, N: number, K: number, mr: number, out: Tensor, aOffset: number, lda: number, bOffset: number, ldw: number, bias: Tensor | null): void {
+  const m = GEMM_META;
+  meta.set([M, N, K, 1, Math.ceil(N / GEMV_COLS), Math.ceil(M / mr), 1, 1, 1]);
+  meta.set([out.offset, N, 1, 0, 0, 0], m.c);
+  meta.set([aOffset, lda, 1, 0, 0, 0], m.a);
+  meta.set([bOffset, 1, ldw, 0, 0, 0], m.b);
+  if (bias) meta.set([bias.offset, 1], m.bias);
+  meta[m.alpha] = f32Bits(1);
+}
+
+/**
  * llm.linearSiluAndMul on the skinny kernel's gated variant (gemv-codegen.ts): out [M, I] =
  * silu(x W[:I]^T + b[:I]) * (x W[I:]^T + b[I:]) for x [M, K] with M <= GEMV_MAX_M rows, where the
  * plain GEMV would take x @ W^T (gemvEligible; x's rows one stride apart, W dense along K, a bias
@@ -284,14 +300,8 @@ export function runGemvGated(x: Tensor, w: Tensor, bias: Tensor | null, out: Ten
     if (!gemvEligible(kind, M, K, 1, a, b)) return false;
     const mr = gemvRows(M);
     const groups = Math.ceil(I / GEMV_COLS);
-    const m = GEMM_META;
-    const meta = new Uint32Array(m.words);
-    meta.set([M, I, K, 1, groups, Math.ceil(M / mr), 1, 1, 1]);
-    meta.set([out.offset, I, 1, 0, 0, 0], m.c);
-    meta.set([a.offset, rowStride, 1, 0, 0, 0], m.a);
-    meta.set([b.offset, 1, w.strides[0]!, 0, 0, 0], m.b);
-    if (bias) meta.set([bias.offset, 1], m.bias);
-    meta[m.alpha] = f32Bits(1);
+    const meta = new Uint32Array(GEMM_META.words);
+    setGemvMeta(meta, M, I, K, mr, out, a.offset, rowStride, b.offset, w.strides[0]!, bias);
     const buffers: DeviceBuffer[] = [out.storage.buffer, x.storage.buffer, w.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
     acc.dispatch(gemvKernel({ kind, mr, bias: bias !== null, beta: false, gated: true }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
     return true;

@@ -11,7 +11,7 @@
  */
 import { add } from '../../ops/defs/core.js';
 import { linear, rmsNorm } from '../../ops/defs/linalg.js';
-import { addRmsNormLinear } from '../../ops/defs/llm-add-rms-norm-linear.js';
+import { addRmsNormLinear, addRmsNormLinearArgs } from '../../ops/defs/llm-add-rms-norm-linear.js';
 import { linearSiluAndMul } from '../../ops/defs/llm-linear-silu-mul.js';
 import { dispatch } from '../../ops/dispatch.js';
 import { registerLlmImpl } from '../../ops/library/policy.js';
@@ -22,10 +22,9 @@ import type { DType } from '../../tensor/dtype.js';
 import { numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { allocOut, webgpu } from './device.js';
-import { GEMM_META } from './gemm-codegen.js';
 import { GEMV_COLS, GEMV_MAX_M, GEMV_THREADS, gemvRows, gemvVecElems } from './gemv-codegen.js';
 import { GEMV_NORM_MAX_WORKGROUPS, GEMV_NORM_META, gemvNormWorkgroupBytes } from './gemv-norm.js';
-import { gemvEligible, gemvKernel, wholeWords } from './linalg.js';
+import { f32Bits, gemvEligible, gemvKernel, setGemvMeta, wholeWords } from './linalg.js';
 import { storageKind } from './storage.js';
 
 const DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16'];
@@ -36,7 +35,6 @@ let useSubgroups = true;
 export function setGemvNormSubgroups(on: boolean): void {
   useSubgroups = on;
 }
-const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
 /** Whether the device's workgroup memory holds the variant's normalised rows and partial sums. */
 function fits(mr: number, kv: number, gated: boolean): boolean {
@@ -78,15 +76,9 @@ function runGemvNorm(x: Tensor, r: Tensor | null, gamma: Tensor, eps: number, w:
   try {
     if (!gemvEligible(kind, M, K, 1, a, b)) return false;
     const groups = Math.ceil(N / GEMV_COLS);
-    const m = GEMM_META;
     const nm = GEMV_NORM_META;
     const meta = new Uint32Array(nm.words);
-    meta.set([M, N, K, 1, groups, Math.ceil(M / mr), 1, 1, 1]);
-    meta.set([out.offset, N, 1, 0, 0, 0], m.c);
-    meta.set([a.offset, sx, 1, 0, 0, 0], m.a);
-    meta.set([b.offset, 1, w.strides[0]!, 0, 0, 0], m.b);
-    if (bias) meta.set([bias.offset, 1], m.bias);
-    meta[m.alpha] = f32Bits(1);
+    setGemvMeta(meta, M, N, K, mr, out, a.offset, sx, b.offset, w.strides[0]!, bias);
     if (r) meta.set([r.offset, sr], nm.res);
     meta[nm.gamma] = gamma.offset;
     meta.set([h.offset, K], nm.h);
@@ -112,14 +104,8 @@ registerLlmImpl(addRmsNormLinear.name, {
   device: 'webgpu',
   priority: 0,
   takes,
-  fn: (ctx, xIn, rIn, gIn, epsIn, wIn, bIn, gatedIn) => {
-    const x = xIn as Tensor;
-    const r = (rIn ?? null) as Tensor | null;
-    const g = gIn as Tensor;
-    const eps = epsIn as number;
-    const w = wIn as Tensor;
-    const b = (bIn ?? null) as Tensor | null;
-    const gated = gatedIn as boolean;
+  fn: (ctx, ...args) => {
+    const { x, r, g, eps, w, b, gated } = addRmsNormLinearArgs(args);
     const metas = ctx.out as OutMeta[];
     const out = allocOut(metas[0]!);
     const h = allocOut(metas[1]!);

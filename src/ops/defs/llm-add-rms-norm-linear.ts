@@ -17,7 +17,7 @@
  * bfloat16 (issue #20, kernels/webgpu/gemv-norm.ts). kiln.compile maps rmsNorm (of an add) -> linear / llm.linearSiluAndMul
  * onto it in inference programs behind KILN_ADD_RMSNORM_LINEAR (src/llm/add-rms-norm-linear-pass.ts).
  */
-import type { TensorMeta } from '../../tensor/tensor.js';
+import type { Tensor, TensorMeta } from '../../tensor/tensor.js';
 import { describe } from '../meta-helpers.js';
 import { defineOp } from '../registry.js';
 import type { OutMeta } from '../schema.js';
@@ -73,3 +73,20 @@ export const addRmsNormLinear = defineOp({
     return [dense([...input.shape.slice(0, -1), n], input.dtype, input.device), dense(input.shape, input.dtype, input.device)];
   },
 });
+
+/** The op's arguments as a kernel receives them (x, r or null, gamma, eps, W, bias or null, gated), typed. */
+export interface AddRmsNormLinearArgs {
+  readonly x: Tensor;
+  readonly r: Tensor | null;
+  readonly g: Tensor;
+  readonly eps: number;
+  readonly w: Tensor;
+  readonly b: Tensor | null;
+  readonly gated: boolean;
+}
+
+/** Types a kernel's raw arguments (shared by every device's kernel; the op's meta function checked them). */
+export function addRmsNormLinearArgs(args: readonly unknown[]): AddRmsNormLinearArgs {
+  const [x, r, g, eps, w, b, gated] = args;
+  return { x: x as Tensor, r: (r ?? null) as Tensor | null, g: g as Tensor, eps: eps as number, w: w as Tensor, b: (b ?? null) as Tensor | null, gated: gated as boolean };
+}
