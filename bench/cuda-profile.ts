@@ -38,13 +38,13 @@ const SPIN = `extern "C" __global__ void kiln_spin(long long ns) { long long t =
 
 /**
  * 'qwen3-0.6b-decode-bN': the engine's decode step at batch N (what DecodeRunner compiles): seeded
- * Qwen3-0.6B weights, a paged cache, every row at position `DECODE_POS` with its own blocks.
+ * Qwen3-0.6B weights, a paged cache, every row at position `DECODE_POS` (--pos, default 128) with its own blocks.
  */
 function decodeWorkload(name: string): { forward: (...args: kiln.Tensor[]) => kiln.Tensor; inputs: kiln.Tensor[] } | null {
   const m = /^qwen3-0\.6b-decode-b(\d+)$/.exec(name);
   if (!m) return null;
   const B = Number(m[1]);
-  const DECODE_POS = 128;
+  const DECODE_POS = Number(flag('--pos') ?? 128);
   const model = kiln.models.Qwen3ForCausalLM.fromConfig(kiln.models.QWEN3_0_6B, { seed: 0, dtype, device: 'cuda' });
   model.eval();
   model.prepareDecode();

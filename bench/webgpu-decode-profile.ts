@@ -44,10 +44,10 @@ if (!acc.deviceTimestamps) throw new Error('webgpu-decode-profile: the adapter h
 
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: 'webgpu' });
 model.eval();
-const tokens = Number(a.prompt) + 64 + steps + stampSteps;
+const tokens = Number(a.prompt) + 64 + steps + Math.min(steps, 32) + stampSteps;
 const engine = new kiln.serve.Engine(model, { numBlocks: Math.ceil(tokens / 16) + 8, maxNumSeqs: 1, decode: a.decode === '' ? undefined : (a.decode as 'compiled' | 'eager' | 'step'), prefixCaching: false });
 const prompt = Array.from({ length: Number(a.prompt) }, (_, i) => (i * 7919) % config.vocabSize);
-engine.addRequest(prompt, { maxNewTokens: 64 + steps + stampSteps, ignoreEos: true });
+engine.addRequest(prompt, { maxNewTokens: 64 + steps + Math.min(steps, 32) + stampSteps, ignoreEos: true });
 // Prefill and warm-up (pipelines compiled, buckets captured).
 for (let i = 0; i < 6; i++) engine.step();
 
@@ -107,11 +107,24 @@ for (let i = 0; i < steps; i++) {
 }
 const cpu1 = threadCpuMs();
 const thread1 = acc.deviceThreadStats();
+const dispatches = acc.dispatchCount - dispatches0;
+const callsTimed = { ...calls };
+
+// The GPU's span of a step: a stamp queued before the step and one after it (the sampler's read
+// included). Against the step's wall time it says whether the GPU or the host bounds the step;
+// against the summed dispatch times, how long the GPU waited for commands inside it.
+const spans: number[] = [];
+for (let i = 0; i < Math.min(steps, 32); i++) {
+  const s0 = acc.recordStamp();
+  engine.step();
+  const s1 = acc.recordStamp();
+  const [t0, t1] = acc.readStamps([s0, s1]);
+  spans.push((t1! - t0!) / 1e6);
+}
 /** The device thread's counters over the timed steps, per step (applyMs: its time encoding and submitting). */
 const threadStats = Object.fromEntries(Object.keys(thread1).map((k) => [k, Number((((thread1[k] ?? 0) - (thread0[k] ?? 0)) / steps).toFixed(3))]));
 const cpuPerStep = cpu0 && cpu1 ? { main_thread_cpu_ms: (cpu1.main - cpu0.main) / steps, other_threads_cpu_ms: (cpu1.others - cpu0.others) / steps } : null;
-const dispatches = acc.dispatchCount - dispatches0;
-const perStep = { dispatches: dispatches / steps, calls: Object.fromEntries(Object.entries(calls).map(([k, v]) => [k, v / steps])) };
+const perStep = { gpu_span_ms: spans.length ? Number([...spans].sort((x, y) => x - y)[spans.length >> 1]!.toFixed(3)) : null, dispatches: dispatches / steps, calls: Object.fromEntries(Object.entries(callsTimed).map(([k, v]) => [k, v / steps])) };
 
 // Profiled steps: a stamp before every dispatch.
 type Stamp = ReturnType<WebgpuAccelerator['recordStamp']>;
@@ -140,7 +153,7 @@ engine.dispose();
 
 const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 const rows = [...byLabel.entries()].map(([label, e]) => ({ label, per_step: e.n / stampSteps, ms_per_step: Number((e.ms / stampSteps).toFixed(4)), us_per_dispatch: Number(((1000 * e.ms) / e.n).toFixed(2)) })).sort((x, y) => y.ms_per_step - x.ms_per_step);
-console.log(`${a.config} ${dtype} decode on webgpu (${engine.decodeRunner?.path ?? 'step'}): step wall ${median(wall).toFixed(2)} ms (median of ${steps}; main thread outside blocking calls ${median(issue).toFixed(2)} ms${cpuPerStep ? `; cpu per step: main thread ${cpuPerStep.main_thread_cpu_ms.toFixed(2)} ms, other threads ${cpuPerStep.other_threads_cpu_ms.toFixed(2)} ms` : ''}), device ${(deviceMs / Math.max(stampSteps, 1)).toFixed(2)} ms per step summed over dispatches, ${perStep.dispatches} dispatches, calls ${JSON.stringify(perStep.calls)} per step; device thread ${JSON.stringify(threadStats)}`);
+console.log(`${a.config} ${dtype} decode on webgpu (${engine.decodeRunner?.path ?? 'step'}): step wall ${median(wall).toFixed(2)} ms (median of ${steps}; main thread outside blocking calls ${median(issue).toFixed(2)} ms${cpuPerStep ? `; cpu per step: main thread ${cpuPerStep.main_thread_cpu_ms.toFixed(2)} ms, other threads ${cpuPerStep.other_threads_cpu_ms.toFixed(2)} ms` : ''}), GPU span of a step ${perStep.gpu_span_ms} ms (median), device ${(deviceMs / Math.max(stampSteps, 1)).toFixed(2)} ms per step summed over dispatches, ${perStep.dispatches} dispatches, calls ${JSON.stringify(perStep.calls)} per step; device thread ${JSON.stringify(threadStats)}`);
 for (const r of rows) console.log(`${r.ms_per_step.toFixed(3).padStart(9)} ms  ${String(r.per_step).padStart(5)} x ${r.us_per_dispatch.toFixed(1).padStart(8)} us  ${r.label}`);
 if (a.json) fs.writeFileSync(a.json, JSON.stringify({ config: a.config, dtype, path: engine.decodeRunner?.path ?? 'step', step_wall_ms: median(wall), step_main_thread_ms: median(issue), ...cpuPerStep, device_thread: threadStats, device_ms_per_step: deviceMs / Math.max(stampSteps, 1), ...perStep, kernels: rows }, null, 2));
 process.exit(0);

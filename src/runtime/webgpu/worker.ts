@@ -41,10 +41,20 @@ const pipelines = new Map<number, GPUComputePipeline>();
  */
 const layouts = new Map<number, GPUBindGroupLayout>();
 /**
- * Batches applied and the time spent applying them (encoding and submitting), recordings made and
- * replayed: the 'stats' call reports them.
+ * Batches applied and the time spent applying them (encoding and submitting; submitMs: the part
+ * inside finish + submit, where Dawn translates to the backend's commands), the time batches waited
+ * between arriving and being applied (queuedMs: earlier messages, pipeline creation), reads and the
+ * time from a read's submit to its mapping (readMs: mostly the GPU finishing the work before it),
+ * recordings made and replayed: the 'stats' call reports them (issue #20: where a step's host time goes).
  */
-const counters = { batches: 0, applyMs: 0, recordings: 0, replays: 0 };
+const counters = { batches: 0, applyMs: 0, submitMs: 0, queuedMs: 0, reads: 0, readMs: 0, recordings: 0, replays: 0 };
+
+/** Finishes `enc` and submits it, timed into counters.submitMs. */
+function submitTimed(d: GPUDevice, enc: GPUCommandEncoder): void {
+  const t0 = performance.now();
+  d.queue.submit([enc.finish()]);
+  counters.submitMs += performance.now() - t0;
+}
 /** Bind groups made once and reused, over the metadata arena (bind-groups.ts); made with the device. */
 let groupCache: BindGroupCache<GPUBuffer, GPUBindGroupLayout, GPUBindGroup> | undefined;
 /** Arenas replaced while a batch is applied: destroyed after its submit. */
@@ -229,7 +239,7 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
         // writeBuffer runs at its place in the queue: submit what this batch encoded before it.
         endPass();
         if (encoded) {
-          d.queue.submit([enc.finish()]);
+          submitTimed(d, enc);
           enc = d.createCommandEncoder({ label: 'kiln batch' });
           encoded = false;
         }
@@ -277,7 +287,7 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
             // the encoding (and Dawn's translation at submit) of the rest.
             if (c.submitEvery > 0 && n > 0 && n % c.submitEvery === 0) {
               endPass();
-              d.queue.submit([enc.finish()]);
+              submitTimed(d, enc);
               enc = d.createCommandEncoder({ label: 'kiln batch' });
             }
             n++;
@@ -324,7 +334,7 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
     }
   }
   endPass();
-  d.queue.submit([enc.finish()]);
+  submitTimed(d, enc);
   for (const a of retired.splice(0)) a.destroy();
   for (const id of destroyed) {
     cache.dropBuffer(id);
@@ -472,7 +482,10 @@ async function read(c: Extract<Call, { k: 'read' }>): Promise<ArrayBuffer> {
   const enc = d.createCommandEncoder({ label: 'kiln readback' });
   if (end > start) enc.copyBufferToBuffer(buf(c.id), start, s, 0, end - start);
   d.queue.submit([enc.finish()]);
+  const t0 = performance.now();
   await s.mapAsync(MAP_READ, 0, size);
+  counters.reads++;
+  counters.readMs += performance.now() - t0;
   const out = s.getMappedRange(0, size).slice(c.offset - start, c.offset - start + c.size);
   s.unmap();
   if (!pooled) s.destroy();
@@ -539,6 +552,7 @@ async function handleCall(call: Call): Promise<Answer> {
 let chain: Promise<void> = Promise.resolve();
 /** A batch that threw: reported with the next answer (the main thread is not waiting for batches). */
 function onMessage(m: ToWorker): void {
+  const arrived = performance.now();
   chain = chain.then(async () => {
     if (m.t === 'start') {
       init = m.init;
@@ -549,6 +563,7 @@ function onMessage(m: ToWorker): void {
       try {
         await startPipelines(m.ops, m.others);
         const t0 = performance.now();
+        counters.queuedMs += t0 - arrived;
         applyBatch(m.ops, m.others, m.meta);
         counters.batches++;
         counters.applyMs += performance.now() - t0;

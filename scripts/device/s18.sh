@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Session 18's device calls, each under the device tool's 600 s limit, from the repo root through
+# .device/run.sh with dist/ built and carried:
+#   bash .device/run.sh bash scripts/device/s18.sh measure   # #20: the GPU's clocks while webgpu and
+#       cuda decode run (nvidia-smi sampled every 100 ms), raw Dawn encode + submit cost per dispatch
+#       on this host (scripts/device/wg-encode.mjs), the webgpu step's host counters and GPU span;
+#       #17: where the cuda decode step's device time goes at batch 1 and 64 (bench/cuda-profile.ts)
+# A step starts only while the call is under its deadline (S18_DEADLINE s), so the tail is what gets cut;
+# logs and JSON under $OUT/s18-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s18.sh measure|...}
+final=${OUT:-/tmp/out}; out=$final/s18-$part; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-400 | tee -a "$out/summary.txt"; }
+dl=${S18_DEADLINE:-430}
+go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; echo "$(date +%s.%N) start $1" >> "$out/phases.txt"; }
+K="timeout -k 5"
+export KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
+# Clocks through the whole call: SM / memory clock, utilisation, power, every 100 ms.
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 100 > "$out/clocks.csv" 2>&1 &
+smi=$!
+wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
+if [ "$part" = measure ]; then
+  for v in "1 0" "1 1" "6 0" "6 1"; do
+    set -- $v
+    go enc$1$2 && { wg BK=vulkan NB=$1 ALT=$2 EVERY=0,64 $K 40 node scripts/device/wg-encode.mjs >> "$out/wg-encode.txt" 2>&1; el "raw Dawn encode bindings=$1 alt=$2 rc=$?"; }
+  done
+  sum "$out/wg-encode.txt" "backend" 8
+  for rep in 1 2; do
+    go wgprof$rep && { wg $K 60 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 60 --stamp-steps 0 --json "$out/wgprof-$rep.json" > "$out/wgprof-$rep.txt" 2>&1
+      el "webgpu decode profile rep $rep rc=$?"; tail -n 2 "$out/wgprof-$rep.txt" | cut -c1-900 | tee -a "$out/summary.txt"; }
+  done
+  go wgdec && { wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/decode-webgpu.json" > "$out/decode-webgpu.txt" 2>&1
+    el "webgpu decode f16 rc=$?"; sum "$out/decode-webgpu.txt" "^decode +batch|rror" 2; }
+  for b in 1 64; do
+    go prof$b && { $K 110 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b$b bfloat16 --pos 256 --top 30 --json "$out/cuda-profile-b$b.json" > "$out/cuda-profile-b$b.txt" 2>&1
+      el "cuda profile decode b$b rc=$?"; head -n 45 "$out/cuda-profile-b$b.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  done
+  go cudadec && { $K 70 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,64 --new 256 --reps 2 --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
+    el "cuda decode b1/b64 rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|rror" 4; }
+fi
+kill $smi 2>/dev/null
+# Clock summary per phase: median and max SM clock while each phase ran.
+python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+import sys, datetime, statistics
+out = sys.argv[1]
+ph = []
+for l in open(f'{out}/phases.txt'):
+    t, _, name = l.split()
+    ph.append((float(t), name))
+rows = []
+for l in open(f'{out}/clocks.csv'):
+    f = [x.strip() for x in l.split(',')]
+    try:
+        ts = datetime.datetime.strptime(f[0], '%Y/%m/%d %H:%M:%S.%f').timestamp()
+        rows.append((ts, int(f[1].split()[0]), int(f[3].split()[0]), float(f[4].split()[0])))
+    except Exception:
+        pass
+for i, (t, name) in enumerate(ph):
+    end = ph[i + 1][0] if i + 1 < len(ph) else 1e18
+    r = [x for x in rows if t <= x[0] < end]
+    if r:
+        sm = [x[1] for x in r]; ut = [x[2] for x in r]; pw = [x[3] for x in r]
+        print(f'clocks {name}: sm MHz median {statistics.median(sm)} min {min(sm)} max {max(sm)}; util % median {statistics.median(ut)}; power W median {statistics.median(pw)} ({len(r)} samples)')
+PY
+tar -C "$out" -czf "$final/s18-$part.tgz" .
+echo "=== summary"; cat "$out/summary.txt"
