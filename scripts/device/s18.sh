@@ -3,7 +3,8 @@
 # .device/run.sh with dist/ built and carried:
 #   bash .device/run.sh bash scripts/device/s18.sh measure   # #20: the GPU's clocks while webgpu and
 #       cuda decode run (nvidia-smi sampled every 100 ms), raw Dawn encode + submit cost per dispatch
-#       on this host (scripts/device/wg-encode.mjs), the webgpu step's host counters and GPU span;
+#       on this host (scripts/device/wg-encode.mjs), the webgpu step's host counters and GPU span,
+#       and decode with the next replay encoded ahead (KILN_WEBGPU_ENCODE_AHEAD 0 / 1, alternating);
 #       #17: where the cuda decode step's device time goes at batch 1 and 64 (bench/cuda-profile.ts)
 # A step starts only while the call is under its deadline (S18_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s18-PART come back as one tarball, the summary printed last.
@@ -28,12 +29,16 @@ if [ "$part" = measure ]; then
     go enc$1$2 && { wg BK=vulkan NB=$1 ALT=$2 EVERY=0,64 $K 40 node scripts/device/wg-encode.mjs >> "$out/wg-encode.txt" 2>&1; el "raw Dawn encode bindings=$1 alt=$2 rc=$?"; }
   done
   sum "$out/wg-encode.txt" "backend" 8
-  for rep in 1 2; do
-    go wgprof$rep && { wg $K 60 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 60 --stamp-steps 0 --json "$out/wgprof-$rep.json" > "$out/wgprof-$rep.txt" 2>&1
-      el "webgpu decode profile rep $rep rc=$?"; tail -n 2 "$out/wgprof-$rep.txt" | cut -c1-900 | tee -a "$out/summary.txt"; }
+  for ah in 0 1; do
+    go wgprof$ah && { KILN_WEBGPU_ENCODE_AHEAD=$ah wg $K 60 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 60 --stamp-steps 0 --json "$out/wgprof-ahead$ah.json" > "$out/wgprof-ahead$ah.txt" 2>&1
+      el "webgpu decode profile KILN_WEBGPU_ENCODE_AHEAD=$ah rc=$?"; tail -n 2 "$out/wgprof-ahead$ah.txt" | cut -c1-900 | tee -a "$out/summary.txt"; }
   done
-  go wgdec && { wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/decode-webgpu.json" > "$out/decode-webgpu.txt" 2>&1
-    el "webgpu decode f16 rc=$?"; sum "$out/decode-webgpu.txt" "^decode +batch|rror" 2; }
+  for rep in 1 2; do
+    for ah in 0 1; do
+      go wgdec$ah-$rep && { KILN_WEBGPU_ENCODE_AHEAD=$ah wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/decode-webgpu-ahead$ah-$rep.json" > "$out/decode-webgpu-ahead$ah-$rep.txt" 2>&1
+        el "webgpu decode f16 KILN_WEBGPU_ENCODE_AHEAD=$ah rep $rep rc=$?"; sum "$out/decode-webgpu-ahead$ah-$rep.txt" "^decode +batch|rror" 2; }
+    done
+  done
   for b in 1 64; do
     go prof$b && { $K 110 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b$b bfloat16 --pos 256 --top 30 --json "$out/cuda-profile-b$b.json" > "$out/cuda-profile-b$b.txt" 2>&1
       el "cuda profile decode b$b rc=$?"; head -n 45 "$out/cuda-profile-b$b.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }

@@ -46,8 +46,12 @@ export type Command =
    */
   | { readonly k: 'record'; readonly id: number }
   | { readonly k: 'record-end'; readonly id: number; readonly keep: boolean }
-  /** `submitEvery` > 0: submit after every that many of its dispatches, so the GPU starts while the rest is encoded. */
-  | { readonly k: 'replay'; readonly id: number; readonly submitEvery: number }
+  /**
+   * `submitEvery` > 0: submit after every that many of its dispatches, so the GPU starts while the
+   * rest is encoded. `ahead`: the device thread encodes the recording's next replay while it has
+   * nothing else to do (worker.ts, EncodeAhead), so that replay only submits.
+   */
+  | { readonly k: 'replay'; readonly id: number; readonly submitEvery: number; readonly ahead: boolean }
   | { readonly k: 'drop-recording'; readonly id: number };
 
 /** Slots of the timestamp query set (a ring: an event's stamp is good until this many later records). */

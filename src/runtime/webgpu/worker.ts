@@ -45,9 +45,11 @@ const layouts = new Map<number, GPUBindGroupLayout>();
  * inside finish + submit, where Dawn translates to the backend's commands), the time batches waited
  * between arriving and being applied (queuedMs: earlier messages, pipeline creation), reads and the
  * time from a read's submit to its mapping (readMs: mostly the GPU finishing the work before it),
- * recordings made and replayed: the 'stats' call reports them (issue #20: where a step's host time goes).
+ * recordings made and replayed, the time spent encoding replays ahead and the dispatches of
+ * replays that had been encoded ahead (aheadMs, aheadDispatches): the 'stats' call reports them
+ * (issue #20: where a step's host time goes).
  */
-const counters = { batches: 0, applyMs: 0, submitMs: 0, queuedMs: 0, reads: 0, readMs: 0, recordings: 0, replays: 0 };
+const counters = { batches: 0, applyMs: 0, submitMs: 0, queuedMs: 0, reads: 0, readMs: 0, recordings: 0, replays: 0, aheadMs: 0, aheadDispatches: 0 };
 
 /** Finishes `enc` and submits it, timed into counters.submitMs. */
 function submitTimed(d: GPUDevice, enc: GPUCommandEncoder): void {
@@ -280,39 +282,38 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
           break;
         }
         counters.replays++;
-        let n = 0;
-        for (const o of r.ops) {
-          if (o.t === 'dispatch') {
-            // The GPU starts at a submit: one every submitEvery dispatches overlaps its work with
-            // the encoding (and Dawn's translation at submit) of the rest.
-            if (c.submitEvery > 0 && n > 0 && n % c.submitEvery === 0) {
-              endPass();
-              submitTimed(d, enc);
-              enc = d.createCommandEncoder({ label: 'kiln batch' });
-            }
-            n++;
-            if (!pass) {
-              pass = enc.beginComputePass({ label: 'kiln pass' });
-              passPipeline = undefined;
-            }
-            if (passPipeline !== o.p) pass.setPipeline(o.p);
-            passPipeline = o.p;
-            pass.setBindGroup(0, o.g);
-            pass.dispatchWorkgroups(o.x, o.y, o.z);
-          } else if (o.t === 'copy') {
-            endPass();
-            enc.copyBufferToBuffer(o.src, o.srcOffset, o.dst, o.dstOffset, o.size);
-          } else {
-            endPass();
-            enc.clearBuffer(o.b, o.offset, o.size);
+        // What this batch encoded before the replay runs before it.
+        endPass();
+        if (encoded) {
+          submitTimed(d, enc);
+          enc = d.createCommandEncoder({ label: 'kiln batch' });
+          encoded = false;
+        }
+        let job = ahead.get(c.id);
+        ahead.delete(c.id);
+        if (!job || job.submitEvery !== c.submitEvery) job = new EncodeAhead(d, r, c.submitEvery);
+        else counters.aheadDispatches += job.dispatchesDone;
+        // Finished command buffers are submitted one by one (the GPU starts on the first while
+        // Dawn translates the next); what was not encoded ahead is encoded here.
+        for (;;) {
+          for (const cb of job.take()) {
+            const t0 = performance.now();
+            d.queue.submit([cb]);
+            counters.submitMs += performance.now() - t0;
           }
-          encoded = true;
+          if (job.done) break;
+          job.advance(c.submitEvery > 0 ? c.submitEvery : Infinity);
+        }
+        if (c.ahead) {
+          ahead.set(c.id, new EncodeAhead(d, r, c.submitEvery));
+          scheduleAhead();
         }
         break;
       }
       case 'drop-recording': {
         const r = recordings.get(c.id);
         recordings.delete(c.id);
+        ahead.delete(c.id);
         if (r?.meta) retired.push(r.meta);
         for (const id of r?.buffers ?? []) recordingsOf.get(id)?.delete(c.id);
         break;
@@ -341,11 +342,116 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
     for (const r of recordingsOf.get(id) ?? []) {
       const rec = recordings.get(r);
       if (rec) rec.broken ??= `buffer ${id}, which it uses, was destroyed`;
+      // Its commands encoded ahead name the buffer: never submitted.
+      ahead.delete(r);
     }
     recordingsOf.delete(id);
     buffers.get(id)?.destroy();
     buffers.delete(id);
   }
+}
+
+/**
+ * A recording's next replay encoded ahead (KILN_WEBGPU_ENCODE_AHEAD, issue #20). WebGPU command
+ * buffers are single-use, so a replay must encode its ~260 dispatches again each step; on the
+ * H200's host that cost the device thread about 2.5-2.9 ms of a 3 ms batch-1 decode step, while
+ * the thread idles during the step's GPU tail and the host's sampling. This encodes the next
+ * replay in slices of SLICE dispatches in those idle turns (a read or a batch arriving waits at
+ * most one slice), into command buffers finished every `submitEvery` dispatches; the replay then
+ * submits them and encodes only what is left. A command buffer may be submitted any time after it
+ * is finished, so the order of work is the order of submits, as before. Buffers it names are kept
+ * alive by the recording; a destroyed one drops the job (the recording is broken then too).
+ */
+class EncodeAhead {
+  private i = 0;
+  private n = 0;
+  private enc: GPUCommandEncoder | undefined;
+  private pass: GPUComputePassEncoder | undefined;
+  private pipeline: GPUComputePipeline | undefined;
+  private readonly finished: GPUCommandBuffer[] = [];
+  done = false;
+  dispatchesDone = 0;
+
+  constructor(
+    private readonly d: GPUDevice,
+    private readonly r: Recording,
+    readonly submitEvery: number,
+  ) {}
+
+  /** Command buffers finished so far (each once). */
+  take(): GPUCommandBuffer[] {
+    return this.finished.splice(0);
+  }
+
+  /** Encodes up to `budget` more dispatches (and the copies and clears between them). */
+  advance(budget: number): void {
+    const ops = this.r.ops;
+    let spent = 0;
+    while (this.i < ops.length && spent < budget) {
+      const o = ops[this.i]!;
+      this.enc ??= this.d.createCommandEncoder({ label: 'kiln replay' });
+      if (o.t === 'dispatch') {
+        this.n++;
+        spent++;
+        if (!this.pass) {
+          this.pass = this.enc.beginComputePass({ label: 'kiln pass' });
+          this.pipeline = undefined;
+        }
+        if (this.pipeline !== o.p) this.pass.setPipeline(o.p);
+        this.pipeline = o.p;
+        this.pass.setBindGroup(0, o.g);
+        this.pass.dispatchWorkgroups(o.x, o.y, o.z);
+        // A command buffer every submitEvery dispatches, so the GPU can start on it.
+        if (this.submitEvery > 0 && this.n % this.submitEvery === 0) this.finish();
+      } else {
+        this.pass?.end();
+        this.pass = undefined;
+        if (o.t === 'copy') this.enc.copyBufferToBuffer(o.src, o.srcOffset, o.dst, o.dstOffset, o.size);
+        else this.enc.clearBuffer(o.b, o.offset, o.size);
+      }
+      this.i++;
+    }
+    this.dispatchesDone = this.n;
+    if (this.i >= ops.length && !this.done) {
+      this.finish();
+      this.done = true;
+    }
+  }
+
+  private finish(): void {
+    this.pass?.end();
+    this.pass = undefined;
+    if (this.enc) this.finished.push(this.enc.finish());
+    this.enc = undefined;
+  }
+}
+
+/** Dispatches encoded ahead per idle turn: small, so a read's answer or a new batch waits little. */
+const AHEAD_SLICE = 16;
+/** Recordings whose next replay is being encoded ahead. */
+const ahead = new Map<number, EncodeAhead>();
+let aheadScheduled = false;
+/** Runs one slice of encoding ahead on a later turn, and again until every job is done. */
+function scheduleAhead(): void {
+  if (aheadScheduled) return;
+  aheadScheduled = true;
+  const later = typeof setImmediate === 'function' ? setImmediate : (f: () => void) => setTimeout(f, 0);
+  later(() => {
+    aheadScheduled = false;
+    const job = [...ahead.values()].find((j) => !j.done);
+    if (!job || lostReason !== undefined) return;
+    const t0 = performance.now();
+    try {
+      job.advance(AHEAD_SLICE);
+    } catch (e) {
+      // Encoding ahead is an optimisation: a failure drops the job, and the replay encodes inline
+      // (where a real fault is reported).
+      for (const [id, j] of ahead) if (j === job) ahead.delete(id);
+      void e;
+    }
+    counters.aheadMs += performance.now() - t0;
+    if ([...ahead.values()].some((j) => !j.done)) scheduleAhead();
+  });
 }
 
 /**
