@@ -113,18 +113,33 @@ const callsTimed = { ...calls };
 // The GPU's span of a step: a stamp queued before the step and one after it (the sampler's read
 // included). Against the step's wall time it says whether the GPU or the host bounds the step;
 // against the summed dispatch times, how long the GPU waited for commands inside it.
+// Also a stamp before and after each replay inside the step: the GPU's time from the replay's
+// first command to its last (its dispatches plus the gaps between them and between its submits).
 const spans: number[] = [];
+const replaySpans: number[] = [];
+const origReplay = acc.replay.bind(acc);
 for (let i = 0; i < Math.min(steps, 32); i++) {
+  const around: ReturnType<WebgpuAccelerator['recordStamp']>[] = [];
+  acc.replay = (id: number, n: number): void => {
+    around.push(acc.recordStamp());
+    origReplay(id, n);
+    around.push(acc.recordStamp());
+  };
   const s0 = acc.recordStamp();
   engine.step();
   const s1 = acc.recordStamp();
-  const [t0, t1] = acc.readStamps([s0, s1]);
-  spans.push((t1! - t0!) / 1e6);
+  acc.replay = origReplay;
+  const ns = acc.readStamps([s0, s1, ...around]);
+  spans.push((ns[1]! - ns[0]!) / 1e6);
+  let r = 0;
+  for (let j = 2; j + 1 < ns.length; j += 2) r += (ns[j + 1]! - ns[j]!) / 1e6;
+  if (around.length > 0) replaySpans.push(r);
 }
 /** The device thread's counters over the timed steps, per step (applyMs: its time encoding and submitting). */
 const threadStats = Object.fromEntries(Object.keys(thread1).map((k) => [k, Number((((thread1[k] ?? 0) - (thread0[k] ?? 0)) / steps).toFixed(3))]));
 const cpuPerStep = cpu0 && cpu1 ? { main_thread_cpu_ms: (cpu1.main - cpu0.main) / steps, other_threads_cpu_ms: (cpu1.others - cpu0.others) / steps } : null;
-const perStep = { gpu_span_ms: spans.length ? Number([...spans].sort((x, y) => x - y)[spans.length >> 1]!.toFixed(3)) : null, dispatches: dispatches / steps, calls: Object.fromEntries(Object.entries(callsTimed).map(([k, v]) => [k, v / steps])) };
+const med3 = (xs: number[]): number | null => (xs.length ? Number([...xs].sort((x, y) => x - y)[xs.length >> 1]!.toFixed(3)) : null);
+const perStep = { gpu_span_ms: med3(spans), replay_gpu_ms: med3(replaySpans), dispatches: dispatches / steps, calls: Object.fromEntries(Object.entries(callsTimed).map(([k, v]) => [k, v / steps])) };
 
 // Profiled steps: a stamp before every dispatch.
 type Stamp = ReturnType<WebgpuAccelerator['recordStamp']>;
@@ -153,7 +168,7 @@ engine.dispose();
 
 const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 const rows = [...byLabel.entries()].map(([label, e]) => ({ label, per_step: e.n / stampSteps, ms_per_step: Number((e.ms / stampSteps).toFixed(4)), us_per_dispatch: Number(((1000 * e.ms) / e.n).toFixed(2)) })).sort((x, y) => y.ms_per_step - x.ms_per_step);
-console.log(`${a.config} ${dtype} decode on webgpu (${engine.decodeRunner?.path ?? 'step'}): step wall ${median(wall).toFixed(2)} ms (median of ${steps}; main thread outside blocking calls ${median(issue).toFixed(2)} ms${cpuPerStep ? `; cpu per step: main thread ${cpuPerStep.main_thread_cpu_ms.toFixed(2)} ms, other threads ${cpuPerStep.other_threads_cpu_ms.toFixed(2)} ms` : ''}), GPU span of a step ${perStep.gpu_span_ms} ms (median), device ${(deviceMs / Math.max(stampSteps, 1)).toFixed(2)} ms per step summed over dispatches, ${perStep.dispatches} dispatches, calls ${JSON.stringify(perStep.calls)} per step; device thread ${JSON.stringify(threadStats)}`);
+console.log(`${a.config} ${dtype} decode on webgpu (${engine.decodeRunner?.path ?? 'step'}): step wall ${median(wall).toFixed(2)} ms (median of ${steps}; main thread outside blocking calls ${median(issue).toFixed(2)} ms${cpuPerStep ? `; cpu per step: main thread ${cpuPerStep.main_thread_cpu_ms.toFixed(2)} ms, other threads ${cpuPerStep.other_threads_cpu_ms.toFixed(2)} ms` : ''}), GPU span of a step ${perStep.gpu_span_ms} ms (median; of its replays ${perStep.replay_gpu_ms} ms), device ${(deviceMs / Math.max(stampSteps, 1)).toFixed(2)} ms per step summed over dispatches, ${perStep.dispatches} dispatches, calls ${JSON.stringify(perStep.calls)} per step; device thread ${JSON.stringify(threadStats)}`);
 for (const r of rows) console.log(`${r.ms_per_step.toFixed(3).padStart(9)} ms  ${String(r.per_step).padStart(5)} x ${r.us_per_dispatch.toFixed(1).padStart(8)} us  ${r.label}`);
 if (a.json) fs.writeFileSync(a.json, JSON.stringify({ config: a.config, dtype, path: engine.decodeRunner?.path ?? 'step', step_wall_ms: median(wall), step_main_thread_ms: median(issue), ...cpuPerStep, device_thread: threadStats, device_ms_per_step: deviceMs / Math.max(stampSteps, 1), ...perStep, kernels: rows }, null, 2));
 process.exit(0);

@@ -26,7 +26,7 @@ wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
 if [ "$part" = measure ]; then
   for v in "1 0" "1 1" "6 0" "6 1"; do
     set -- $v
-    go enc$1$2 && { wg BK=vulkan NB=$1 ALT=$2 EVERY=0,64 $K 40 node scripts/device/wg-encode.mjs >> "$out/wg-encode.txt" 2>&1; el "raw Dawn encode bindings=$1 alt=$2 rc=$?"; }
+    go enc$1$2 && { BK=vulkan NB=$1 ALT=$2 EVERY=0,64 KILN_WEBGPU_BACKEND=vulkan $K 40 node scripts/device/wg-encode.mjs >> "$out/wg-encode.txt" 2>&1; el "raw Dawn encode bindings=$1 alt=$2 rc=$?"; }
   done
   sum "$out/wg-encode.txt" "backend" 8
   for ah in 0 1; do
@@ -45,6 +45,33 @@ if [ "$part" = measure ]; then
   done
   go cudadec && { $K 70 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,64 --new 256 --reps 2 --json "$out/decode-cuda.json" > "$out/decode-cuda.txt" 2>&1
     el "cuda decode b1/b64 rc=$?"; sum "$out/decode-cuda.txt" "^decode +batch|rror" 4; }
+elif [ "$part" = probe2 ]; then
+  # #17: why paged attention v3 reads K/V at ~1.6 TB/s at batch 64 (40 us a layer) and takes 13 us
+  # at batch 1: Nsight Compute sections on one launch each; #20: the webgpu replay's GPU span with
+  # its next replay encoded ahead, by submit chunk (KILN_WEBGPU_REPLAY_SUBMIT 64 / 0 / 128), and raw
+  # Dawn encode cost on this host.
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for b in 64 1; do
+    go ncu$b && { $K 150 "$NCU" --target-processes all --kernel-name regex:paged_attn_v3 --launch-skip 4 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+        node dist/bench/cuda-paged-attention.js --batch $b --context 256 --kernels v3 --runs 3 --batches 1 --rounds 1 --budget-s 100 --watchdog-s 140 > "$out/ncu-b$b.txt" 2>&1
+      el "ncu paged attention v3 b$b rc=$?"; grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|L2 Hit|Mem Busy|Max Bandwidth|Grid Size|Waves|==ERR|==WARN" "$out/ncu-b$b.txt" | head -40 | cut -c1-160 | tee -a "$out/summary.txt"; }
+  done
+  for v in "1 0" "1 1" "6 1"; do
+    set -- $v
+    go enc$1$2 && { BK=vulkan NB=$1 ALT=$2 EVERY=0,64 KILN_WEBGPU_BACKEND=vulkan $K 40 node scripts/device/wg-encode.mjs >> "$out/wg-encode.txt" 2>&1; el "raw Dawn encode bindings=$1 alt=$2 rc=$?"; }
+  done
+  sum "$out/wg-encode.txt" "backend" 8
+  for se in 64 0 128; do
+    go wgprof$se && { KILN_WEBGPU_ENCODE_AHEAD=1 KILN_WEBGPU_REPLAY_SUBMIT=$se wg $K 60 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 60 --stamp-steps 0 --json "$out/wgprof-submit$se.json" > "$out/wgprof-submit$se.txt" 2>&1
+      el "webgpu decode profile ahead, KILN_WEBGPU_REPLAY_SUBMIT=$se rc=$?"; tail -n 1 "$out/wgprof-submit$se.txt" | cut -c1-900 | tee -a "$out/summary.txt"; }
+  done
+  for rep in 1 2; do
+    for se in 64 0 128; do
+      go wgdec$se-$rep && { KILN_WEBGPU_ENCODE_AHEAD=1 KILN_WEBGPU_REPLAY_SUBMIT=$se wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 64 --reps 2 --json "$out/decode-webgpu-submit$se-$rep.json" > "$out/decode-webgpu-submit$se-$rep.txt" 2>&1
+        el "webgpu decode f16 ahead, KILN_WEBGPU_REPLAY_SUBMIT=$se rep $rep rc=$?"; sum "$out/decode-webgpu-submit$se-$rep.txt" "^decode +batch|step median|rror" 3; }
+    done
+  done
 fi
 kill $smi 2>/dev/null
 # Clock summary per phase: median and max SM clock while each phase ran.
