@@ -72,6 +72,39 @@ elif [ "$part" = probe2 ]; then
         el "webgpu decode f16 ahead, KILN_WEBGPU_REPLAY_SUBMIT=$se rep $rep rc=$?"; sum "$out/decode-webgpu-submit$se-$rep.txt" "^decode +batch|step median|rror" 3; }
     done
   done
+elif [ "$part" = ab1 ]; then
+  # #17: paged attention v3 with a shift/mask block index and 32-bit addresses (KILN_CUDA_PAGED_INDEX
+  # fast, the new default) against the division form (div): the paged-attention tests (three
+  # processes by test name), the kernel at batch 64 / 1, ncu at batch 64, decode b1/b8/b64;
+  # #20: webgpu decode with encoding ahead and the norm-prologue GEMV (KILN_ADD_RMSNORM_LINEAR).
+  for ix in fast div; do
+    go attn-$ix && { KILN_CUDA_PAGED_INDEX=$ix $K 100 node dist/bench/cuda-paged-attention.js --batch 64,1 --context 256,128-384 --kernels v3 --json "$out/attn-$ix.json" > "$out/attn-$ix.txt" 2>&1
+      el "attention bench KILN_CUDA_PAGED_INDEX=$ix rc=$?"; grep -vE "^\\s*$" "$out/attn-$ix.txt" | tail -n 8 | cut -c1-200 | tee -a "$out/summary.txt"; }
+  done
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  go ncu64 && { $K 100 "$NCU" --target-processes all --kernel-name regex:paged_attn_v3 --launch-skip 4 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+      node dist/bench/cuda-paged-attention.js --batch 64 --context 256 --kernels v3 --runs 3 --batches 1 --rounds 1 --budget-s 80 --watchdog-s 95 > "$out/ncu-b64.txt" 2>&1
+    el "ncu paged attention v3 (fast) b64 rc=$?"; grep -E "Duration|DRAM Throughput|Registers Per|Issued Warp|No Eligible|Eligible Warps|Warp Cycles Per Issued|Achieved Occupancy|==ERR" "$out/ncu-b64.txt" | head -12 | cut -c1-160 | tee -a "$out/summary.txt"; }
+  for ix in fast div; do
+    go dec-$ix && { KILN_CUDA_PAGED_INDEX=$ix $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,64 --new 256 --reps 2 --json "$out/decode-cuda-$ix.json" > "$out/decode-cuda-$ix.txt" 2>&1
+      el "cuda decode KILN_CUDA_PAGED_INDEX=$ix rc=$?"; sum "$out/decode-cuda-$ix.txt" "^decode +batch|rror" 4; }
+  done
+  for rep in 1 2; do
+    for v in "0 0" "1 0" "1 1"; do
+      set -- $v
+      go wg$1$2-$rep && { KILN_WEBGPU_ENCODE_AHEAD=$1 KILN_ADD_RMSNORM_LINEAR=$2 wg $K 45 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 128 --reps 2 --json "$out/decode-webgpu-ahead$1-arl$2-$rep.json" > "$out/decode-webgpu-ahead$1-arl$2-$rep.txt" 2>&1
+        el "webgpu decode f16 KILN_WEBGPU_ENCODE_AHEAD=$1 KILN_ADD_RMSNORM_LINEAR=$2 rep $rep rc=$?"; sum "$out/decode-webgpu-ahead$1-arl$2-$rep.txt" "step median|rror" 2; }
+    done
+  done
+  go tests && {
+    i=0; pids=()
+    for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
+      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 200 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
+      pids+=($!)
+    done
+    wait "${pids[@]}"  # not the clock sampler
+    el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
 fi
 kill $smi 2>/dev/null
 # Clock summary per phase: median and max SM clock while each phase ran.

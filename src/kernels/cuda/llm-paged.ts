@@ -138,7 +138,15 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
     } else if (kind === 'v3') {
       const unroll = getOption('KILN_CUDA_PAGED_UNROLL');
       if (unroll > 8) throw new Error(`${op}: KILN_CUDA_PAGED_UNROLL takes 0 (the kernel rule) to 8, got ${unroll}`);
-      const spec: PagedAttentionSpecV3 = { dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))), ...(unroll > 0 ? { unroll } : {}) };
+      // A power-of-two block size becomes a shift, a cache under 2^31 elements 32-bit addressing
+      // (PagedAttentionSpec.blockShift / index32); both keep the kernel's signature and results.
+      const fast = getOption('KILN_CUDA_PAGED_INDEX') === 'fast';
+      const pow2 = fast && Number.isInteger(g.blockSize) && g.blockSize > 0 && (g.blockSize & (g.blockSize - 1)) === 0;
+      const index32 = fast && g.numBlocks * g.blockSize * g.kvHeads * d < 2 ** 31;
+      const spec: PagedAttentionSpecV3 = {
+        dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))),
+        ...(unroll > 0 ? { unroll } : {}), ...(pow2 ? { blockShift: Math.log2(g.blockSize) } : {}), ...(index32 ? { index32 } : {}),
+      };
       const plan = pagedPlanV3(spec);
       kern = cachedKernel(index, pagedAttentionNameV3(spec), () => generatePagedAttentionV3(spec));
       splits = pagedSplitsV3(b, g.kvHeads, maxBlocks * g.blockSize, plan.span, sms, getOption('KILN_CUDA_PAGED_SPLITS'));

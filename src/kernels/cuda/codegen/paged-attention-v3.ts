@@ -114,7 +114,7 @@ export function pagedSplitsV3(batch: number, kvHeads: number, capacityTokens: nu
 export function pagedAttentionNameV3(s: PagedAttentionSpecV3): string {
   const p = pagedPlanV3(s);
   const l = p.layout;
-  return `kiln_paged_attn_v3_${s.dtype}_${s.tableDtype}_${s.lenDtype}_d${s.headDim}_g${s.group}_b${l.vb}r${l.r}n${l.nv}_u${p.u}_w${p.nw}_m${p.minBlocks}`;
+  return `kiln_paged_attn_v3_${s.dtype}_${s.tableDtype}_${s.lenDtype}_d${s.headDim}_g${s.group}_b${l.vb}r${l.r}n${l.nv}_u${p.u}_w${p.nw}_m${p.minBlocks}${s.blockShift !== undefined ? `_bs${s.blockShift}` : ''}${s.index32 ? '_i32' : ''}`;
 }
 
 export function generatePagedAttentionV3(s: PagedAttentionSpecV3): GeneratedKernel {
@@ -144,7 +144,7 @@ ${pagedKvLoad(p, K, V, OK)}    }`;
     for (int u = 0; u < U; u++) {
       const bool inC = ${c} < nChunks;
       const int t = inC ? ${c} * SPAN + lt0 + u * TPW : 0;
-      blkA[u] = inC && t < len ? block_id(tables[b * tsb + t / BS], numBlocks) : -1;
+      blkA[u] = inC && t < len ? block_id(tables[b * tsb + TBLK(t)], numBlocks) : -1;
     }`;
   const source = `${pagedKernelHead(p, `NW * 32, ${plan.minBlocks}`)}  // Issued together, needing nothing else: the length, this split's first chunk's block ids (any
   // of the row's M entries may be read before the length is known; an id is only used for a token

@@ -73,6 +73,18 @@ export interface PagedAttentionSpec {
   readonly group: number;
   /** Largest power of two, at most 16, dividing both cache addresses: the widest K/V load allowed. */
   readonly align: number;
+  /**
+   * log2 of the cache's block size when it is a power of two (v3; issue #17): a token's block and
+   * offset become a shift and a mask instead of two integer divisions by the run-time BS (about 20
+   * instructions each, three per token and lane, which left v3 issue-bound at batch 64: ncu, H200,
+   * 0.55 warps issued per scheduler cycle at 31% of DRAM bandwidth). The launcher passes BS = 2^shift.
+   */
+  readonly blockShift?: number;
+  /**
+   * Every K/V element index of the cache is below 2^31 (numBlocks x BS x kvHeads x headDim): the
+   * row address is formed in 32-bit integers instead of 64-bit products (v3).
+   */
+  readonly index32?: boolean;
 }
 
 /** How a warp reads K/V rows: R lanes per row, each NV vectors of VE elements (VB bytes). */
@@ -266,6 +278,11 @@ export function pagedKernelHead(p: PagedText, bounds: string): string {
 #define SPAN (NW * TPW * U)
 #define MAXS ${PAGED_MAX_SPLITS}
 #define NINF ${ninf}
+${s.blockShift !== undefined ? `#define BS_SHIFT ${s.blockShift}
+#define TBLK(t) ((t) >> BS_SHIFT)
+#define TOFF(t) ((t) & ((1 << BS_SHIFT) - 1))` : `#define TBLK(t) ((t) / BS)
+#define TOFF(t) ((t) % BS)`}
+${s.index32 ? `#define KV_BASE(blk, t) ((long long)(unsigned)((((blk) * BS + TOFF(t)) * Hkv + kvh) * D))` : `#define KV_BASE(blk, t) ((((long long)(blk) * BS + TOFF(t)) * Hkv + kvh) * (long long)D)`}
 typedef ${vt} kiln_vt;
 union kiln_kv { kiln_vt raw; ${st} e[VE]; };
 __device__ unsigned int ${name}_counters[${PAGED_COUNTERS}];
@@ -299,7 +316,7 @@ export function pagedFirstIds(blk: string): string {
   return `  #pragma unroll
   for (int u = 0; u < U; u++) {
     const int t = sp * SPAN + lt0 + u * TPW;
-    ${blk}[u] = t < cap ? block_id(tables[b * tsb + t / BS], numBlocks) : -1;
+    ${blk}[u] = t < cap ? block_id(tables[b * tsb + TBLK(t)], numBlocks) : -1;
   }
 `;
 }
@@ -352,11 +369,11 @@ export function pagedLengthAndState(p: PagedText): string {
  */
 export function pagedKvLoad(p: PagedText, K: string, V: string, OK: string): string {
   return `      if (${OK}[u] && blk < 0) {
-        if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)tables[b * tsb + t / BS], numBlocks);
+        if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)tables[b * tsb + TBLK(t)], numBlocks);
         ${OK}[u] = false;
       }
-      // 32-bit t / BS and t % BS: t < M * BS, which the launcher keeps below 2^31.
-      const long long base = ${OK}[u] ? (((long long)blk * BS + t % BS) * Hkv + kvh) * (long long)D : 0;
+      // 32-bit TBLK(t) and TOFF(t): t < M * BS, which the launcher keeps below 2^31.
+      const long long base = ${OK}[u] ? KV_BASE(blk, t) : 0;
       #pragma unroll
       for (int j = 0; j < NV; j++) {
         if (${OK}[u] && ${p.inRow('j')}) {
@@ -578,7 +595,7 @@ ${pagedKvLoad(p, 'kr', 'vr', 'ok')}    }
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int tn = (c + splits) * SPAN + lt0 + u * TPW;
-      blkNext[u] = (c + splits < nChunks && tn < len) ? block_id(tables[b * tsb + tn / BS], numBlocks) : -1;
+      blkNext[u] = (c + splits < nChunks && tn < len) ? block_id(tables[b * tsb + TBLK(tn)], numBlocks) : -1;
     }
 ${pagedChunkMath(p, ' * scale')}  }
 ${pagedMergeWarps(p)}  // Publish the partials (every thread's writes fenced, then the barrier, before thread 0 counts
