@@ -105,6 +105,33 @@ elif [ "$part" = ab1 ]; then
     done
     wait "${pids[@]}"  # not the clock sampler
     el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+elif [ "$part" = final ]; then
+  # The session's defaults (paged attention index 'fast', webgpu encoding ahead): cuda decode
+  # b1/b8/b64 twice; webgpu decode with async steps on and off (alternating), and a submit every 32
+  # dispatches; paged attention v3 pins at batch 64; ncu's SASS-level source counters of v3 at batch
+  # 64 (for the next step on it); webgpu tests of encoding ahead, replay and async steps on the H200.
+  for rep in 1 2; do
+    go dec$rep && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 --json "$out/decode-cuda-$rep.json" > "$out/decode-cuda-$rep.txt" 2>&1
+      el "cuda decode (defaults) rep $rep rc=$?"; sum "$out/decode-cuda-$rep.txt" "^decode +batch|^ttft|rror" 6; }
+  done
+  for rep in 1 2; do
+    go wgasync$rep && { wg $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 256 --reps 2 --async on,off --json "$out/decode-webgpu-async-$rep.json" > "$out/decode-webgpu-async-$rep.txt" 2>&1
+      el "webgpu decode f16 (ahead) async on,off rep $rep rc=$?"; sum "$out/decode-webgpu-async-$rep.txt" "step median|^decode +batch|rror" 4; }
+  done
+  go wgsub32 && { KILN_WEBGPU_REPLAY_SUBMIT=32 wg $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 256 --reps 2 --async on,off --json "$out/decode-webgpu-submit32.json" > "$out/decode-webgpu-submit32.txt" 2>&1
+    el "webgpu decode f16 (ahead) submit 32, async on,off rc=$?"; sum "$out/decode-webgpu-submit32.txt" "step median|rror" 2; }
+  go attnpins && { $K 90 node dist/bench/cuda-paged-attention.js --batch 64 --context 256,128-384 --kernels v3,v3:u2,v3:u4,v3:s2 --json "$out/attn-pins.json" > "$out/attn-pins.txt" 2>&1
+    el "attention pins b64 rc=$?"; grep -vE "^\\s*$" "$out/attn-pins.txt" | tail -n 10 | cut -c1-200 | tee -a "$out/summary.txt"; }
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  go ncusrc && { $K 100 "$NCU" --target-processes all --kernel-name regex:paged_attn_v3 --launch-skip 4 --launch-count 1 --section SourceCounters --section InstructionStats --section WarpStateStats \
+      --page source --print-source sass --csv node dist/bench/cuda-paged-attention.js --batch 64 --context 256 --kernels v3 --runs 3 --batches 1 --rounds 1 --budget-s 80 --watchdog-s 95 > "$out/ncu-src-b64.csv" 2>&1
+    el "ncu source page v3 b64 rc=$? ($(wc -l < "$out/ncu-src-b64.csv") lines)"; grep -E "==ERR|==WARN" "$out/ncu-src-b64.csv" | head -3 | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go wgtests && {
+    wg $K 150 node --test dist/test/webgpu-encode-ahead.test.js dist/test/webgpu-replay.test.js > "$out/wg-tests.txt" 2>&1; echo "rc=$?" >> "$out/wg-tests.txt"
+    wg $K 90 node --test --test-name-pattern "webgpu" dist/test/engine-async.test.js > "$out/wg-async-tests.txt" 2>&1; echo "rc=$?" >> "$out/wg-async-tests.txt"
+    el "webgpu tests"; for f in wg-tests wg-async-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+  go cpubound && { $K 150 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode bound rc=$?"; tail -n 6 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
 fi
 kill $smi 2>/dev/null
 # Clock summary per phase: median and max SM clock while each phase ran.
