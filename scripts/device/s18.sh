@@ -132,6 +132,31 @@ elif [ "$part" = final ]; then
     el "webgpu tests"; for f in wg-tests wg-async-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
   go cpubound && { $K 150 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode bound rc=$?"; tail -n 6 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+elif [ "$part" = final2 ]; then
+  # Paged attention v3's hot loop with fewer address instructions (ncu's SASS of the final call:
+  # block sizes and head counts reloaded from the parameter bank, 64-bit address arithmetic and the
+  # table row's address per token): the kernel at batch 64 / 1 (and the division form as the
+  # same-call anchor), ncu's source counters again, decode b1/b8/b64 twice, the paged-attention tests.
+  go attn && { $K 90 node dist/bench/cuda-paged-attention.js --batch 64,1 --context 256,128-384 --kernels v3,v3:u2 --json "$out/attn-fast2.json" > "$out/attn-fast2.txt" 2>&1
+    el "attention bench (fast, new loop) rc=$?"; grep -vE "^\\s*$" "$out/attn-fast2.txt" | tail -n 10 | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go attndiv && { KILN_CUDA_PAGED_INDEX=div $K 90 node dist/bench/cuda-paged-attention.js --batch 64,1 --context 256,128-384 --kernels v3 --json "$out/attn-div.json" > "$out/attn-div.txt" 2>&1
+    el "attention bench (div) rc=$?"; grep -vE "^\\s*$" "$out/attn-div.txt" | tail -n 6 | cut -c1-200 | tee -a "$out/summary.txt"; }
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  go ncusrc && { $K 100 "$NCU" --target-processes all --kernel-name regex:paged_attn_v3 --launch-skip 4 --launch-count 1 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+      --page source --print-source sass --csv node dist/bench/cuda-paged-attention.js --batch 64 --context 256 --kernels v3 --runs 3 --batches 1 --rounds 1 --budget-s 80 --watchdog-s 95 > "$out/ncu-src-b64.csv" 2>&1
+    el "ncu source page v3 b64 rc=$?"; }
+  for rep in 1 2; do
+    go dec$rep && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 --json "$out/decode-cuda-$rep.json" > "$out/decode-cuda-$rep.txt" 2>&1
+      el "cuda decode (defaults) rep $rep rc=$?"; sum "$out/decode-cuda-$rep.txt" "^decode +batch|^ttft|rror" 6; }
+  done
+  go tests && {
+    i=0; pids=()
+    for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
+      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 200 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
 fi
 kill $smi 2>/dev/null
 # Clock summary per phase: median and max SM clock while each phase ran.

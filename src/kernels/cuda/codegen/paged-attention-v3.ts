@@ -144,7 +144,7 @@ ${pagedKvLoad(p, K, V, OK)}    }`;
     for (int u = 0; u < U; u++) {
       const bool inC = ${c} < nChunks;
       const int t = inC ? ${c} * SPAN + lt0 + u * TPW : 0;
-      blkA[u] = inC && t < len ? block_id(tables[b * tsb + TBLK(t)], numBlocks) : -1;
+      blkA[u] = inC && t < len ? block_id(trow[TBLK(t)], numBlocks) : -1;
     }`;
   const source = `${pagedKernelHead(p, `NW * 32, ${plan.minBlocks}`)}  // Issued together, needing nothing else: the length, this split's first chunk's block ids (any
   // of the row's M entries may be read before the length is known; an id is only used for a token

@@ -282,7 +282,10 @@ ${s.blockShift !== undefined ? `#define BS_SHIFT ${s.blockShift}
 #define TBLK(t) ((t) >> BS_SHIFT)
 #define TOFF(t) ((t) & ((1 << BS_SHIFT) - 1))` : `#define TBLK(t) ((t) / BS)
 #define TOFF(t) ((t) % BS)`}
-${s.index32 ? `#define KV_BASE(blk, t) ((long long)(unsigned)((((blk) * BS + TOFF(t)) * Hkv + kvh) * D))` : `#define KV_BASE(blk, t) ((((long long)(blk) * BS + TOFF(t)) * Hkv + kvh) * (long long)D)`}
+${s.index32 ? `// 32-bit element offsets: a pointer plus an unsigned offset is one wide multiply-add.
+typedef unsigned kv_idx;
+#define KV_BASE(blk, t) ((kv_idx)((((blk) ${s.blockShift !== undefined ? '<< BS_SHIFT' : '* BS'}) + TOFF(t)) * Hkv + kvh) * D)` : `typedef long long kv_idx;
+#define KV_BASE(blk, t) ((((long long)(blk) * BS + TOFF(t)) * Hkv + kvh) * (long long)D)`}
 typedef ${vt} kiln_vt;
 union kiln_kv { kiln_vt raw; ${st} e[VE]; };
 __device__ unsigned int ${name}_counters[${PAGED_COUNTERS}];
@@ -302,6 +305,8 @@ extern "C" __global__ void __launch_bounds__(${bounds}) ${name}(
     ${st}* __restrict__ out, ${ct}* __restrict__ pacc, ${ct}* __restrict__ pml,
     int numBlocks, int BS, int M, int Hkv, ${ct} scale, int splits) {
   const int kvh = blockIdx.x, b = blockIdx.y, sp = blockIdx.z;
+  // This row's block table (its address formed once, not per token).
+  const ${storageType(s.tableDtype)}* __restrict__ trow = tables + (long long)b * tsb;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int r = lane & (R - 1), rg = lane >> LOG2R;
   const int H = Hkv * G;
@@ -316,7 +321,7 @@ export function pagedFirstIds(blk: string): string {
   return `  #pragma unroll
   for (int u = 0; u < U; u++) {
     const int t = sp * SPAN + lt0 + u * TPW;
-    ${blk}[u] = t < cap ? block_id(tables[b * tsb + TBLK(t)], numBlocks) : -1;
+    ${blk}[u] = t < cap ? block_id(trow[TBLK(t)], numBlocks) : -1;
   }
 `;
 }
@@ -369,16 +374,17 @@ export function pagedLengthAndState(p: PagedText): string {
  */
 export function pagedKvLoad(p: PagedText, K: string, V: string, OK: string): string {
   return `      if (${OK}[u] && blk < 0) {
-        if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)tables[b * tsb + TBLK(t)], numBlocks);
+        if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)trow[TBLK(t)], numBlocks);
         ${OK}[u] = false;
       }
       // 32-bit TBLK(t) and TOFF(t): t < M * BS, which the launcher keeps below 2^31.
-      const long long base = ${OK}[u] ? KV_BASE(blk, t) : 0;
+      const kv_idx base = ${OK}[u] ? KV_BASE(blk, t) : 0;
       #pragma unroll
       for (int j = 0; j < NV; j++) {
         if (${OK}[u] && ${p.inRow('j')}) {
-          ${K}[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(kc + base + (j * R + r) * VE));
-          ${V}[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(vc + base + (j * R + r) * VE));
+          const kv_idx at = base + (kv_idx)((j * R + r) * VE);
+          ${K}[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(kc + at));
+          ${V}[u][j].raw = __ldg(reinterpret_cast<const kiln_vt*>(vc + at));
         } else {
           #pragma unroll
           for (int k = 0; k < VE; k++) { ${K}[u][j].e[k] = 0; ${V}[u][j].e[k] = 0; }
@@ -595,7 +601,7 @@ ${pagedKvLoad(p, 'kr', 'vr', 'ok')}    }
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int tn = (c + splits) * SPAN + lt0 + u * TPW;
-      blkNext[u] = (c + splits < nChunks && tn < len) ? block_id(tables[b * tsb + TBLK(tn)], numBlocks) : -1;
+      blkNext[u] = (c + splits < nChunks && tn < len) ? block_id(trow[TBLK(tn)], numBlocks) : -1;
     }
 ${pagedChunkMath(p, ' * scale')}  }
 ${pagedMergeWarps(p)}  // Publish the partials (every thread's writes fenced, then the barrier, before thread 0 counts
