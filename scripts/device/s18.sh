@@ -132,6 +132,27 @@ elif [ "$part" = final ]; then
     el "webgpu tests"; for f in wg-tests wg-async-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
   go cpubound && { $K 150 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode bound rc=$?"; tail -n 6 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+elif [ "$part" = final3 ]; then
+  # The session's last defaults (v3's rule at most 2 token batches): the kernel (and the division
+  # form as the same-call anchor), decode b1/b8/b64 twice, webgpu decode twice, the paged-attention tests.
+  go attn && { $K 90 node dist/bench/cuda-paged-attention.js --batch 64,1 --context 256,128-384 --kernels v3,v3:u3 --json "$out/attn-fast3.json" > "$out/attn-fast3.txt" 2>&1
+    el "attention bench (rule u2, pinned u3) rc=$?"; grep -vE "^\\s*$" "$out/attn-fast3.txt" | tail -n 10 | cut -c1-200 | tee -a "$out/summary.txt"; }
+  for rep in 1 2; do
+    go dec$rep && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 --json "$out/decode-cuda-$rep.json" > "$out/decode-cuda-$rep.txt" 2>&1
+      el "cuda decode (defaults) rep $rep rc=$?"; sum "$out/decode-cuda-$rep.txt" "^decode +batch|^ttft|rror" 6; }
+  done
+  for rep in 1 2; do
+    go wg$rep && { wg $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 256 --reps 2 --json "$out/decode-webgpu-$rep.json" > "$out/decode-webgpu-$rep.txt" 2>&1
+      el "webgpu decode f16 (defaults) rep $rep rc=$?"; sum "$out/decode-webgpu-$rep.txt" "step median|rror" 2; }
+  done
+  go tests && {
+    i=0; pids=()
+    for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
+      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 200 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
 elif [ "$part" = final2 ]; then
   # Paged attention v3's hot loop with fewer address instructions (ncu's SASS of the final call:
   # block sizes and head counts reloaded from the parameter bank, 64-bit address arithmetic and the

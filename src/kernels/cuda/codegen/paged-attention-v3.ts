@@ -60,6 +60,14 @@ const REG_CAP = 128;
  * variants spilling 16-108 bytes; 40 gives u3 and 120-126 registers, no spills, for G <= 4.
  */
 const REG_OVERHEAD = 40;
+/**
+ * Most token batches the rule gives a warp per chunk. H200, Qwen3-0.6B heads (bfloat16, D128, G2),
+ * with the shift/32-bit addressing of session 18 (bench/results/h200-s18-final*-2026-12-03.json):
+ * 2 batches beat the 3 that the register budget allows at batch 64 (28.9 against 29.6 us, context
+ * 256; 38.0 against 38.2 over 128..384) and at batch 1 (8.5 against 9.2 us), and 4 was slower
+ * than 3 (30.7 against 30.2). The cap applies to every shape; KILN_CUDA_PAGED_UNROLL pins others.
+ */
+const MAX_RULE_UNROLL = 2;
 /** Query + accumulator registers past which the (128, 4) bound spills (G 8 at D128: 64): no bound then. */
 const MAX_BOUNDED_STATE = 48;
 
@@ -90,7 +98,7 @@ export function pagedPlanV3(s: Pick<PagedAttentionSpecV3, 'dtype' | 'headDim' | 
   // NV (VB / 4 registers each), twice (the chunk computed and the chunk in flight).
   const state = 2 * s.group * e * words;
   const perBatch = 2 * 2 * layout.nv * Math.max(1, layout.vb / 4);
-  const u = s.unroll ? s.unroll : Math.max(1, Math.min(4, Math.floor((REG_CAP - REG_OVERHEAD - state) / perBatch)));
+  const u = s.unroll ? s.unroll : Math.max(1, Math.min(MAX_RULE_UNROLL, Math.floor((REG_CAP - REG_OVERHEAD - state) / perBatch)));
   const nw = pagedWarps(s.dtype, s.headDim, s.group);
   // A pinned unroll keeps the bound when the rule's would have applied (its spills are the point
   // of a benchmark that pins it).
