@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Session 18's device calls, each under the device tool's 600 s limit, from the repo root through
-# .device/run.sh with dist/ built and carried:
-#   bash .device/run.sh bash scripts/device/s18.sh measure   # #20: the GPU's clocks while webgpu and
-#       cuda decode run (nvidia-smi sampled every 100 ms), raw Dawn encode + submit cost per dispatch
-#       on this host (scripts/device/wg-encode.mjs), the webgpu step's host counters and GPU span,
-#       and decode with the next replay encoded ahead (KILN_WEBGPU_ENCODE_AHEAD 0 / 1, alternating);
-#       #17: where the cuda decode step's device time goes at batch 1 and 64 (bench/cuda-profile.ts)
+# .device/run.sh with dist/ built and carried (bash .device/run.sh bash scripts/device/s18.sh PART):
+#   measure  #20: the GPU's clocks while webgpu and cuda decode run (nvidia-smi every 100 ms), raw
+#            Dawn encode + submit cost per dispatch (wg-encode.mjs), the webgpu step's host counters
+#            and GPU span, decode with the next replay encoded ahead (KILN_WEBGPU_ENCODE_AHEAD 0 / 1);
+#            #17: where the cuda decode step's device time goes at batch 1 / 64 (cuda-profile.ts)
+#   probe2   ncu on paged attention v3 at batch 64 / 1; webgpu submit chunks with encoding ahead
+#   ab1      paged attention v3's address forms (KILN_CUDA_PAGED_INDEX fast / div): kernel, ncu,
+#            decode, tests; webgpu encoding ahead with and without the norm-prologue GEMV
+#   final    defaults: cuda decode twice, webgpu async steps on / off, v3 pins, ncu's SASS source
+#            counters, webgpu tests, cpu decode against the bound
+#   final2   v3 with the table row once and 32-bit element offsets: kernel, ncu SASS, decode, tests
+#   final3   the session's last defaults (v3 rule at most 2 token batches): kernel, decode, webgpu
+#            decode, tests
+# Every part also samples the GPU's clocks and prints them per step at the end.
 # A step starts only while the call is under its deadline (S18_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s18-PART come back as one tarball, the summary printed last.
 set -uo pipefail
@@ -23,6 +31,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 100 > "$out/clocks.csv" 2>&1 &
 smi=$!
 wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
+# The cuda paged-attention tests in three processes by test name (each with its own kernel cache):
+# the single file outran 200 s on kernel compiles.
+attn_tests() {
+  local i=0 pids=() pat f
+  for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
+    i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 200 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"  # not the clock sampler
+  el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done
+}
 if [ "$part" = measure ]; then
   for v in "1 0" "1 1" "6 0" "6 1"; do
     set -- $v
@@ -97,14 +116,7 @@ elif [ "$part" = ab1 ]; then
         el "webgpu decode f16 KILN_WEBGPU_ENCODE_AHEAD=$1 KILN_ADD_RMSNORM_LINEAR=$2 rep $rep rc=$?"; sum "$out/decode-webgpu-ahead$1-arl$2-$rep.txt" "step median|rror" 2; }
     done
   done
-  go tests && {
-    i=0; pids=()
-    for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
-      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 200 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
-      pids+=($!)
-    done
-    wait "${pids[@]}"  # not the clock sampler
-    el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+  go tests && attn_tests
 elif [ "$part" = final ]; then
   # The session's defaults (paged attention index 'fast', webgpu encoding ahead): cuda decode
   # b1/b8/b64 twice; webgpu decode with async steps on and off (alternating), and a submit every 32
@@ -145,14 +157,7 @@ elif [ "$part" = final3 ]; then
     go wg$rep && { wg $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 256 --reps 2 --json "$out/decode-webgpu-$rep.json" > "$out/decode-webgpu-$rep.txt" 2>&1
       el "webgpu decode f16 (defaults) rep $rep rc=$?"; sum "$out/decode-webgpu-$rep.txt" "step median|rror" 2; }
   done
-  go tests && {
-    i=0; pids=()
-    for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
-      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 200 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
-      pids+=($!)
-    done
-    wait "${pids[@]}"
-    el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+  go tests && attn_tests
 elif [ "$part" = final2 ]; then
   # Paged attention v3's hot loop with fewer address instructions (ncu's SASS of the final call:
   # block sizes and head counts reloaded from the parameter bank, 64-bit address arithmetic and the
@@ -170,14 +175,7 @@ elif [ "$part" = final2 ]; then
     go dec$rep && { $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 --json "$out/decode-cuda-$rep.json" > "$out/decode-cuda-$rep.txt" 2>&1
       el "cuda decode (defaults) rep $rep rc=$?"; sum "$out/decode-cuda-$rep.txt" "^decode +batch|^ttft|rror" 6; }
   done
-  go tests && {
-    i=0; pids=()
-    for pat in "batch 1, Qwen3|GQA ratios" "batches 8 and 64|in a CUDA graph|is reported" "v3 on cuda"; do
-      i=$((i+1)); ( KILN_CACHE_DIR=/tmp/kiln-cache-$i $K 200 node --test --test-name-pattern "$pat" dist/test/cuda-paged-attention.test.js > "$out/attn-test-$i.txt" 2>&1; echo "rc=$?" >> "$out/attn-test-$i.txt" ) &
-      pids+=($!)
-    done
-    wait "${pids[@]}"
-    el "paged attention tests"; for f in attn-test-1 attn-test-2 attn-test-3; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
+  go tests && attn_tests
 fi
 kill $smi 2>/dev/null
 # Clock summary per phase: median and max SM clock while each phase ran.
