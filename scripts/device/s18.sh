@@ -13,6 +13,7 @@
 #   final2   v3 with the table row once and 32-bit element offsets: kernel, ncu SASS, decode, tests
 #   final3   the session's last defaults (v3 rule at most 2 token batches): kernel, decode, webgpu
 #            decode, tests
+#   pp       v3's ping-pong chunk loop (KILN_CUDA_PAGED_PIPE) against the copy form, and its tests
 # Every part also samples the GPU's clocks and prints them per step at the end.
 # A step starts only while the call is under its deadline (S18_DEADLINE s), so the tail is what gets cut;
 # logs and JSON under $OUT/s18-PART come back as one tarball, the summary printed last.
@@ -144,6 +145,20 @@ elif [ "$part" = final ]; then
     el "webgpu tests"; for f in wg-tests wg-async-tests; do echo "-- $f" | tee -a "$out/summary.txt"; sum "$out/$f.txt" "^# (pass|fail|skipped|todo)|^not ok|^rc=" 8; done; }
   go cpubound && { $K 150 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode bound rc=$?"; tail -n 6 "$out/cpu-bound.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+elif [ "$part" = pp ]; then
+  # v3's ping-pong chunk loop with predicated loads (KILN_CUDA_PAGED_PIPE=pingpong) against the
+  # copy form: the kernel at batch 64 / 1, decode b1/b8/b64 each way, the paged-attention tests
+  # with pingpong.
+  for pp in copy pingpong; do
+    go attn-$pp && { KILN_CUDA_PAGED_PIPE=$pp $K 60 node dist/bench/cuda-paged-attention.js --batch 64,1 --context 256,128-384 --kernels v3 --json "$out/attn-$pp.json" > "$out/attn-$pp.txt" 2>&1
+      el "attention bench KILN_CUDA_PAGED_PIPE=$pp rc=$?"; grep -vE "^\\s*$" "$out/attn-$pp.txt" | tail -n 5 | cut -c1-200 | tee -a "$out/summary.txt"; }
+  done
+  for pp in pingpong copy; do
+    go dec-$pp && { KILN_CUDA_PAGED_PIPE=$pp $K 60 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1,8,64 --new 256 --reps 2 --json "$out/decode-cuda-$pp.json" > "$out/decode-cuda-$pp.txt" 2>&1
+      el "cuda decode KILN_CUDA_PAGED_PIPE=$pp rc=$?"; sum "$out/decode-cuda-$pp.txt" "^decode +batch|rror" 4; }
+  done
+  export KILN_CUDA_PAGED_PIPE=pingpong
+  go tests && attn_tests
 elif [ "$part" = final3 ]; then
   # The session's last defaults (v3's rule at most 2 token batches): the kernel (and the division
   # form as the same-call anchor), decode b1/b8/b64 twice, webgpu decode twice, the paged-attention tests.

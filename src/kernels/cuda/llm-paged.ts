@@ -146,6 +146,7 @@ registerCuda(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables
       const spec: PagedAttentionSpecV3 = {
         dtype: q.dtype, tableDtype: intKind(tables), lenDtype: intKind(lens), headDim: d, group, align: Math.min(alignment(ptrOf(kc)), alignment(ptrOf(vc))),
         ...(unroll > 0 ? { unroll } : {}), ...(pow2 ? { blockShift: Math.log2(g.blockSize) } : {}), ...(index32 ? { index32 } : {}),
+        ...(getOption('KILN_CUDA_PAGED_PIPE') === 'pingpong' ? { pingpong: true } : {}),
       };
       const plan = pagedPlanV3(spec);
       kern = cachedKernel(index, pagedAttentionNameV3(spec), () => generatePagedAttentionV3(spec));

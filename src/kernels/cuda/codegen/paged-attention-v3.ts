@@ -88,6 +88,15 @@ export interface PagedPlanV3 {
 /** v3's spec: v2's, plus an optional token-batch count (KILN_CUDA_PAGED_UNROLL; 0 or absent: the rule). */
 export interface PagedAttentionSpecV3 extends PagedAttentionSpec {
   readonly unroll?: number;
+  /**
+   * The chunk loop unrolled by two over two named K/V buffers (no copy of the next chunk into the
+   * current one at the end of an iteration), and 16-byte K/V loads as predicated PTX loads into
+   * zeroed registers (KILN_CUDA_PAGED_PIPE=pingpong). Why: ncu's SASS of the copy form (session
+   * 18) has the compiler load into temporaries and move them into the buffer right after the load
+   * (12% of the warp stall samples on one such move), and the rotation at the loop's end waits for
+   * the next chunk before the chunk after it is issued, so at most one chunk is in flight.
+   */
+  readonly pingpong?: boolean;
 }
 
 export function pagedPlanV3(s: Pick<PagedAttentionSpecV3, 'dtype' | 'headDim' | 'group' | 'align' | 'unroll'>): PagedPlanV3 {
@@ -122,7 +131,7 @@ export function pagedSplitsV3(batch: number, kvHeads: number, capacityTokens: nu
 export function pagedAttentionNameV3(s: PagedAttentionSpecV3): string {
   const p = pagedPlanV3(s);
   const l = p.layout;
-  return `kiln_paged_attn_v3_${s.dtype}_${s.tableDtype}_${s.lenDtype}_d${s.headDim}_g${s.group}_b${l.vb}r${l.r}n${l.nv}_u${p.u}_w${p.nw}_m${p.minBlocks}${s.blockShift !== undefined ? `_bs${s.blockShift}` : ''}${s.index32 ? '_i32' : ''}`;
+  return `kiln_paged_attn_v3_${s.dtype}_${s.tableDtype}_${s.lenDtype}_d${s.headDim}_g${s.group}_b${l.vb}r${l.r}n${l.nv}_u${p.u}_w${p.nw}_m${p.minBlocks}${s.blockShift !== undefined ? `_bs${s.blockShift}` : ''}${s.index32 ? '_i32' : ''}${s.pingpong ? '_pp' : ''}`;
 }
 
 export function generatePagedAttentionV3(s: PagedAttentionSpecV3): GeneratedKernel {
@@ -138,6 +147,7 @@ export function generatePagedAttentionV3(s: PagedAttentionSpecV3): GeneratedKern
    * not a block id is reported (its table entry read again for the message) and masked. t is only
    * formed for a chunk below nChunks (no int overflow near the table's 2^31-token bound).
    */
+  const predLoads = s.pingpong === true && plan.layout.vb === 16 && !plan.layout.padded;
   const issue = (c: string, K: string, V: string, OK: string): string => `
     #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -145,7 +155,7 @@ export function generatePagedAttentionV3(s: PagedAttentionSpecV3): GeneratedKern
       const int t = inC ? ${c} * SPAN + lt0 + u * TPW : 0;
       const int blk = blkA[u];
       ${OK}[u] = inC && t < len;
-${pagedKvLoad(p, K, V, OK)}    }`;
+${predLoads ? predicatedKvLoad(K, V, OK) : pagedKvLoad(p, K, V, OK)}    }`;
   /** The block ids of chunk `c` into blkA (-1 past the last chunk or the length). */
   const ids = (c: string): string => `
     #pragma unroll
@@ -154,7 +164,8 @@ ${pagedKvLoad(p, K, V, OK)}    }`;
       const int t = inC ? ${c} * SPAN + lt0 + u * TPW : 0;
       blkA[u] = inC && t < len ? block_id(trow[TBLK(t)], numBlocks) : -1;
     }`;
-  const source = `${pagedKernelHead(p, `NW * 32, ${plan.minBlocks}`)}  // Issued together, needing nothing else: the length, this split's first chunk's block ids (any
+  const head = pagedKernelHead(p, `NW * 32, ${plan.minBlocks}`);
+  const source = `${predLoads ? head.replace('extern "C" __global__', `${LD16}extern "C" __global__`) : head}  // Issued together, needing nothing else: the length, this split's first chunk's block ids (any
   // of the row's M entries may be read before the length is known; an id is only used for a token
   // below the length) and the query.
   long long L = (long long)lens[b];
@@ -170,7 +181,7 @@ ${pagedQuery(p, ' * qscale')}${pagedLengthAndState(p)}  // The register double b
     const int c1 = sp + splits;
     ${ids('c1')}
   }
-  for (int c = sp; c < nChunks; c += splits) {
+${s.pingpong ? pingpongLoop(issue, ids, pagedChunkMath(p, '')) : `  for (int c = sp; c < nChunks; c += splits) {
     kiln_kv kn[U][NV], vn[U][NV];
     bool okn[U];
     const int cn = c + splits;
@@ -186,10 +197,77 @@ ${pagedChunkMath(p, '')}    #pragma unroll
       #pragma unroll
       for (int j = 0; j < NV; j++) { kr[u][j] = kn[u][j]; vr[u][j] = vn[u][j]; }
     }
-  }
+  }`}
 ${pagedMergeWarps(p)}  // v2's fold (paged-attention.ts): every thread's partials fenced, a barrier, then one ticket per
   // block; the last of the nActive splits folds them in split order. No block waits for another.
 ${pagedFoldTicket(p, false)}  // Per query head: the splits' max, then weight_s = exp2(m_s - max) / sum_s' l_s' exp2(m_s' - max).
 ${pagedFoldSplits(p)}`;
   return { name, source, params: pagedAttentionParams(s.dtype) };
+}
+
+/**
+ * Loads of chunk u's K/V row vectors (16 bytes each) as predicated PTX loads into zeroed registers
+ * (kiln_ld16: no select or move after the load, so nothing waits for it before its use); the
+ * table-entry check and the address are pagedKvLoad's.
+ */
+function predicatedKvLoad(K: string, V: string, OK: string): string {
+  return `      if (${OK}[u] && blk < 0) {
+        if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)trow[TBLK(t)], numBlocks);
+        ${OK}[u] = false;
+      }
+      const kv_idx base = ${OK}[u] ? KV_BASE(blk, t) : 0;
+      #pragma unroll
+      for (int j = 0; j < NV; j++) {
+        const kv_idx at = base + (kv_idx)((j * R + r) * VE);
+        ${K}[u][j].raw = kiln_ld16(kc + at, ${OK}[u]);
+        ${V}[u][j].raw = kiln_ld16(vc + at, ${OK}[u]);
+      }
+`;
+}
+
+/** The predicated 16-byte load (device: one PTX block; the host emulator: __ldg or zeros). */
+const LD16 = `__device__ __forceinline__ uint4 kiln_ld16(const void* p, bool pred) {
+#ifdef __CUDA_ARCH__
+  uint4 v;
+  asm volatile("{\\n\\t.reg .pred q;\\n\\tsetp.ne.b32 q, %5, 0;\\n\\tmov.b32 %0, 0;\\n\\tmov.b32 %1, 0;\\n\\tmov.b32 %2, 0;\\n\\tmov.b32 %3, 0;\\n\\t@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\\n\\t}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)pred));
+  return v;
+#else
+  if (pred) return __ldg(reinterpret_cast<const uint4*>(p));
+  uint4 z; z.x = 0; z.y = 0; z.z = 0; z.w = 0;
+  return z;
+#endif
+}
+`;
+
+/**
+ * The chunk loop unrolled by two: chunk c in kr/vr/ok, chunk c + splits in kn/vn/okn; each half
+ * issues the loads of the chunk after the next into the buffer it just consumed... in this order:
+ * issue c + splits into kn, compute kr (chunk c), issue c + 2 splits into kr, compute kn. Both
+ * buffers are live across the loop, so two chunks are in flight while one computes.
+ */
+function pingpongLoop(issue: (c: string, K: string, V: string, OK: string) => string, ids: (c: string) => string, math: string): string {
+  const mathN = math.replace(/\bkr\[/g, 'kn[').replace(/\bvr\[/g, 'vn[').replace(/\bok\[/g, 'okn[');
+  return `  kiln_kv kn[U][NV], vn[U][NV];
+  bool okn[U];
+  // No int overflow: c < nChunks <= 2^31 - 2^16 (the launcher's table bound), splits <= MAXS.
+  for (int c = sp; c < nChunks; c += 2 * splits) {
+    {
+      const int cn = c + splits;
+      ${issue('cn', 'kn', 'vn', 'okn')}
+      const int c2 = cn + splits;
+      ${ids('c2')}
+    }
+    {
+${math}    }
+    if (c + splits >= nChunks) break;
+    {
+      const int cn = c + 2 * splits;
+      ${issue('cn', 'kr', 'vr', 'ok')}
+      const int c2 = cn + splits;
+      ${ids('c2')}
+    }
+    {
+${mathN}    }
+  }`;
 }
