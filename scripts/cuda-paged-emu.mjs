@@ -29,7 +29,7 @@
 // valid ids that must not be used (0), lengths that change between launches (graph replays), a
 // strided query, and the device-side errors (a bad block id inside the length, a length past the
 // table; the H200's `index 209 ... of size 162` of the cuda test's graph case, reproduced).
-//   npm run build && node scripts/cuda-paged-emu.mjs [--filter substring] [--v1] [--v3 | --only-v3] [--v3-div] [--v3-pp] [--nvcc] [--keep]
+//   npm run build && node scripts/cuda-paged-emu.mjs [--filter substring] [--v1] [--v3 | --only-v3] [--v3-div] [--v3-copy] [--nvcc] [--keep]
 //     [--timeout-s 900] [--no-selftest]
 // --nvcc also compiles with `nvcc -arch=sm_90 -cubin` every variant the emulated cases use and every
 // variant test/cuda-paged-attention.test.ts, bench/cuda-paged-attention.ts and the Qwen3 decode
@@ -64,8 +64,8 @@ const withV1 = argv.includes('--v1');
 const withV3 = argv.includes('--v3') || argv.includes('--only-v3');
 const onlyV3 = argv.includes('--only-v3');
 const v3Div = argv.includes('--v3-div');
-// --v3-pp: v3's ping-pong chunk loop with predicated loads (KILN_CUDA_PAGED_PIPE=pingpong).
-const v3Pp = argv.includes('--v3-pp');
+// v3's chunk loop as the launcher's default (KILN_CUDA_PAGED_PIPE=pingpong); --v3-copy: the copy form.
+const v3Pp = !argv.includes('--v3-copy');
 const pinnedSplits = Number(opt('--splits') ?? 0);
 const nvcc = argv.includes('--nvcc');
 const keep = argv.includes('--keep');
