@@ -243,10 +243,10 @@ const LD16 = `__device__ __forceinline__ uint4 kiln_ld16(const void* p, bool pre
 `;
 
 /**
- * The chunk loop unrolled by two: chunk c in kr/vr/ok, chunk c + splits in kn/vn/okn; each half
- * issues the loads of the chunk after the next into the buffer it just consumed... in this order:
- * issue c + splits into kn, compute kr (chunk c), issue c + 2 splits into kr, compute kn. Both
- * buffers are live across the loop, so two chunks are in flight while one computes.
+ * The chunk loop unrolled by two: chunk c in kr/vr/ok, chunk c + splits in kn/vn/okn. Per trip:
+ * issue chunk c + splits into kn, compute kr (chunk c), issue chunk c + 2 splits into kr (just
+ * consumed), compute kn. No buffer is copied into the other, so a warp issues the next chunk's
+ * loads before it waits for the current one's, and two chunks can be in flight.
  */
 function pingpongLoop(issue: (c: string, K: string, V: string, OK: string) => string, ids: (c: string) => string, math: string): string {
   const mathN = math.replace(/\bkr\[/g, 'kn[').replace(/\bvr\[/g, 'vn[').replace(/\bok\[/g, 'okn[');
