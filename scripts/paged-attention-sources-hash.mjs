@@ -16,6 +16,8 @@
  *   group         1, 2, 3, 4, 5, 8, 16
  *   align (v2/v3) 1, 2, 4, 8, 16            vec (v1) false, true
  *   unroll (v3)   absent, 1..8 (0 is the same as absent by the spec)
+ *   form (v3)     the division form; shift + 32-bit products + ping-pong loop (the launcher's
+ *                 default for blocks of 16); shift 0 + 32-bit; ping-pong alone (session 18)
  * Combinations a generator's support check rejects are skipped. Each source is hashed as
  * `<kind>\0<name>\0<params joined by ,>\0<source>\0` in a fixed order, so a change of a kernel's
  * name or parameter list changes the hash too. --list prints a per-kind count and sub-hash.
@@ -29,6 +31,8 @@ const mod = (p) => import(pathToFileURL(path.join(root, 'dist/src/kernels/cuda/c
 const P1 = await mod('paged-attention-v1.js');
 const P2 = await mod('paged-attention.js');
 const P3 = await mod('paged-attention-v3.js');
+/** v3's address and loop forms (PagedAttentionSpec.blockShift / index32, PagedAttentionSpecV3.pingpong). */
+const V3_FORMS = [{}, { blockShift: 4, index32: true, pingpong: true }, { blockShift: 0, index32: true }, { pingpong: true }];
 
 const DTYPES = ['float32', 'float16', 'bfloat16', 'float64'];
 const INTS = ['int32', 'int64'];
@@ -65,7 +69,9 @@ for (const dtype of DTYPES) {
           if (!P2.pagedAttentionSupported(geo)) continue;
           for (const align of ALIGNS) {
             add('v2', P2.generatePagedAttention({ ...geo, align }));
-            for (const unroll of UNROLLS) add('v3', P3.generatePagedAttentionV3({ ...geo, align, ...(unroll === undefined ? {} : { unroll }) }));
+            for (const unroll of UNROLLS) {
+              for (const form of V3_FORMS) add('v3', P3.generatePagedAttentionV3({ ...geo, align, ...(unroll === undefined ? {} : { unroll }), ...form }));
+            }
           }
         }
       }
