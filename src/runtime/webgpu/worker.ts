@@ -51,10 +51,10 @@ const layouts = new Map<number, GPUBindGroupLayout>();
  */
 const counters = { batches: 0, applyMs: 0, submitMs: 0, queuedMs: 0, reads: 0, readMs: 0, recordings: 0, replays: 0, aheadMs: 0, aheadDispatches: 0 };
 
-/** Finishes `enc` and submits it, timed into counters.submitMs. */
-function submitTimed(d: GPUDevice, enc: GPUCommandEncoder): void {
+/** Submits a finished command buffer, or finishes an encoder and submits it, timed into counters.submitMs. */
+function submitTimed(d: GPUDevice, work: GPUCommandEncoder | GPUCommandBuffer): void {
   const t0 = performance.now();
-  d.queue.submit([enc.finish()]);
+  d.queue.submit(['finish' in work ? work.finish() : work]);
   counters.submitMs += performance.now() - t0;
 }
 /** Bind groups made once and reused, over the metadata arena (bind-groups.ts); made with the device. */
@@ -296,11 +296,7 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
         // Finished command buffers are submitted one by one (the GPU starts on the first while
         // Dawn translates the next); what was not encoded ahead is encoded here.
         for (;;) {
-          for (const cb of job.take()) {
-            const t0 = performance.now();
-            d.queue.submit([cb]);
-            counters.submitMs += performance.now() - t0;
-          }
+          for (const cb of job.take()) submitTimed(d, cb);
           if (job.done) break;
           job.advance(c.submitEvery > 0 ? c.submitEvery : Infinity);
         }
@@ -356,7 +352,7 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
  * buffers are single-use, so a replay must encode its ~260 dispatches again each step; on the
  * H200's host that cost the device thread about 2.5-2.9 ms of a 3 ms batch-1 decode step, while
  * the thread idles during the step's GPU tail and the host's sampling. This encodes the next
- * replay in slices of SLICE dispatches in those idle turns (a read or a batch arriving waits at
+ * replay in slices of AHEAD_SLICE dispatches in those idle turns (a read or a batch arriving waits at
  * most one slice), into command buffers finished every `submitEvery` dispatches; the replay then
  * submits them and encodes only what is left. A command buffer may be submitted any time after it
  * is finished, so the order of work is the order of submits, as before. Buffers it names are kept
@@ -370,13 +366,17 @@ class EncodeAhead {
   private pipeline: GPUComputePipeline | undefined;
   private readonly finished: GPUCommandBuffer[] = [];
   done = false;
-  dispatchesDone = 0;
 
   constructor(
     private readonly d: GPUDevice,
     private readonly r: Recording,
     readonly submitEvery: number,
   ) {}
+
+  /** Dispatches encoded so far. */
+  get dispatchesDone(): number {
+    return this.n;
+  }
 
   /** Command buffers finished so far (each once). */
   take(): GPUCommandBuffer[] {
@@ -411,7 +411,6 @@ class EncodeAhead {
       }
       this.i++;
     }
-    this.dispatchesDone = this.n;
     if (this.i >= ops.length && !this.done) {
       this.finish();
       this.done = true;
@@ -438,7 +437,7 @@ function scheduleAhead(): void {
   const later = typeof setImmediate === 'function' ? setImmediate : (f: () => void) => setTimeout(f, 0);
   later(() => {
     aheadScheduled = false;
-    const job = [...ahead.values()].find((j) => !j.done);
+    const job = pendingAhead();
     if (!job || lostReason !== undefined) return;
     const t0 = performance.now();
     try {
@@ -450,8 +449,14 @@ function scheduleAhead(): void {
       void e;
     }
     counters.aheadMs += performance.now() - t0;
-    if ([...ahead.values()].some((j) => !j.done)) scheduleAhead();
+    if (pendingAhead()) scheduleAhead();
   });
+}
+
+/** A job still being encoded ahead, if any. */
+function pendingAhead(): EncodeAhead | undefined {
+  for (const j of ahead.values()) if (!j.done) return j;
+  return undefined;
 }
 
 /**

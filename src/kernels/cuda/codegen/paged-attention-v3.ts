@@ -37,6 +37,7 @@ import {
   pagedFoldSplits,
   pagedFoldTicket,
   pagedKernelHead,
+  pagedKvBase,
   pagedKvLoad,
   pagedLayout,
   pagedLengthAndState,
@@ -210,15 +211,10 @@ ${pagedFoldSplits(p)}`;
 /**
  * Loads of chunk u's K/V row vectors (16 bytes each) as predicated PTX loads into zeroed registers
  * (kiln_ld16: no select or move after the load, so nothing waits for it before its use); the
- * table-entry check and the address are pagedKvLoad's.
+ * table-entry check and the address are pagedKvLoad's (pagedKvBase).
  */
 function predicatedKvLoad(K: string, V: string, OK: string): string {
-  return `      if (${OK}[u] && blk < 0) {
-        if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)trow[TBLK(t)], numBlocks);
-        ${OK}[u] = false;
-      }
-      const kv_idx base = ${OK}[u] ? KV_BASE(blk, t) : 0;
-      #pragma unroll
+  return `${pagedKvBase(OK)}      #pragma unroll
       for (int j = 0; j < NV; j++) {
         const kv_idx at = base + (kv_idx)((j * R + r) * VE);
         ${K}[u][j].raw = kiln_ld16(kc + at, ${OK}[u]);

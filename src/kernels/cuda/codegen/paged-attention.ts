@@ -368,18 +368,28 @@ export function pagedLengthAndState(p: PagedText): string {
 }
 
 /**
- * Inside a loop over the token batches u, after `t`, `blk` and `OK[u]` (token below the length)
- * are set: a block id that is not one is reported and masks the token; the row's K/V vectors go
- * to K[u]/V[u] (zeros where masked or past the row).
+ * Token u's table-entry check and row address (the loads' common part: pagedKvLoad, and v3's
+ * predicated loads): a token below the length whose entry is not a block id is reported (its
+ * entry read again for the message) and masked; `base` is its K/V row's first element (0 when
+ * masked).
  */
-export function pagedKvLoad(p: PagedText, K: string, V: string, OK: string): string {
+export function pagedKvBase(OK: string): string {
   return `      if (${OK}[u] && blk < 0) {
         if (r == 0) kiln_report_index(claim, report, codeBlock, (long long)trow[TBLK(t)], numBlocks);
         ${OK}[u] = false;
       }
       // 32-bit TBLK(t) and TOFF(t): t < M * BS, which the launcher keeps below 2^31.
       const kv_idx base = ${OK}[u] ? KV_BASE(blk, t) : 0;
-      #pragma unroll
+`;
+}
+
+/**
+ * Inside a loop over the token batches u, after `t`, `blk` and `OK[u]` (token below the length)
+ * are set: a block id that is not one is reported and masks the token; the row's K/V vectors go
+ * to K[u]/V[u] (zeros where masked or past the row).
+ */
+export function pagedKvLoad(p: PagedText, K: string, V: string, OK: string): string {
+  return `${pagedKvBase(OK)}      #pragma unroll
       for (int j = 0; j < NV; j++) {
         if (${OK}[u] && ${p.inRow('j')}) {
           const kv_idx at = base + (kv_idx)((j * R + r) * VE);
