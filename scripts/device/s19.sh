@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Session 19's device calls, each under the device tool's 600 s limit, from the repo root through
+# .device/run.sh with dist/ built and carried (bash .device/run.sh bash scripts/device/s19.sh PART):
+#   measure  #17 cpu: where a bfloat16 / float32 eager decode step's time goes on this 16-core host
+#            (decode-profile by op, cpu-step-prof.mjs main thread: native calls vs JavaScript), the
+#            fraction of the bound; #17 cuda: batch-1 decode with the add + RMSNorm GEMV prologue
+#            (KILN_ADD_RMSNORM_LINEAR 0 / 1, alternating) under PDL, the batch-1 profile;
+#            #20: webgpu float16 decode at batch 1 (the baseline for this session's changes)
+#   ab       the session's changes against their off forms (set by S19_AB, see below), tests
+#   final    the session's defaults: cuda, webgpu and cpu decode, tests
+# A step starts only while the call is under its deadline (S19_DEADLINE s); logs and JSON under
+# $OUT/s19-PART come back as one tarball, the summary printed last. nvidia-smi samples the clocks.
+set -uo pipefail
+part=${1:?usage: s19.sh measure|ab|final}
+final=${OUT:-/tmp/out}; out=$final/s19-$part; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-400 | tee -a "$out/summary.txt"; }
+dl=${S19_DEADLINE:-430}
+go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; echo "$(date +%s.%N) start $1" >> "$out/phases.txt"; }
+K="timeout -k 5"
+export KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
+lscpu > "$out/lscpu.txt" 2>&1
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 100 > "$out/clocks.csv" 2>&1 &
+smi=$!
+wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
+wgdec() { # name, env..., : webgpu float16 decode at batch 1
+  local n=$1; shift
+  go wg-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 256 --reps 2 --json "$out/decode-webgpu-$n.json" > "$out/decode-webgpu-$n.txt" 2>&1
+    el "webgpu decode f16 b1 $n ($*) rc=$?"; sum "$out/decode-webgpu-$n.txt" "^decode +batch|rror" 2; }
+}
+cudadec() { # name, batches, env...
+  local n=$1 b=$2; shift 2
+  go cuda-$n && { env "$@" $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches $b --new 256 --reps 2 --json "$out/decode-cuda-$n.json" > "$out/decode-cuda-$n.txt" 2>&1
+    el "cuda decode b$b $n ($*) rc=$?"; sum "$out/decode-cuda-$n.txt" "^decode +batch|^ttft|rror" 4; }
+}
+if [ "$part" = measure ]; then
+  go cpuprof && { $K 100 node dist/bench/decode-profile.js --dtype bfloat16 --steps 8 --json "$out/cpu-profile-bf16.json" > "$out/cpu-profile-bf16.txt" 2>&1
+    el "cpu decode profile bf16 rc=$?"; tail -n 18 "$out/cpu-profile-bf16.txt" | tee -a "$out/summary.txt"; }
+  for dt in bfloat16; do
+    go js$dt && { $K 90 node scripts/device/cpu-step-prof.mjs $dt 24 "$out/cpu-step-prof-$dt.json" > "$out/cpu-step-prof-$dt.txt" 2>&1
+      el "cpu step main-thread profile $dt rc=$?"; tail -n 15 "$out/cpu-step-prof-$dt.txt" | tee -a "$out/summary.txt"; }
+  done
+  go cpubound && { $K 120 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode vs bound rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
+  for rep in 1 2; do
+    for arl in 0 1; do cudadec arl$arl-$rep 1 KILN_ADD_RMSNORM_LINEAR=$arl; done
+  done
+  go prof1 && { $K 110 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b1 bfloat16 --pos 256 --top 30 --json "$out/cuda-profile-b1.json" > "$out/cuda-profile-b1.txt" 2>&1
+    el "cuda profile decode b1 rc=$?"; head -n 40 "$out/cuda-profile-b1.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  wgdec base
+elif [ "$part" = ab ]; then
+  # S19_AB: space-separated NAME=OPTION pairs; each runs off / on alternating, twice.
+  for pair in ${S19_AB:-}; do
+    n=${pair%%=*}; opt=${pair#*=}
+    for rep in 1 2; do for v in 0 1; do
+      case $n in
+        wg*) wgdec $n$v-$rep $opt=$v ;;
+        cuda*) cudadec $n$v-$rep 1 $opt=$v ;;
+      esac
+    done; done
+  done
+  if [ -n "${S19_TESTS:-}" ]; then
+    go tests && { wg $K 200 node --test ${S19_TESTS} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  fi
+elif [ "$part" = final ]; then
+  cudadec final 1,8,64
+  wgdec final1
+  wgdec final2
+  go cpubound && { $K 120 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode vs bound rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
+fi
+kill $smi 2>/dev/null
+python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+import sys, datetime, statistics
+out = sys.argv[1]
+ph = []
+for l in open(f'{out}/phases.txt'):
+    t, _, name = l.split()
+    ph.append((float(t), name))
+rows = []
+for l in open(f'{out}/clocks.csv'):
+    f = [x.strip() for x in l.split(',')]
+    try:
+        ts = datetime.datetime.strptime(f[0], '%Y/%m/%d %H:%M:%S.%f').timestamp()
+        rows.append((ts, int(f[1].split()[0]), int(f[3].split()[0]), float(f[4].split()[0])))
+    except Exception:
+        pass
+for i, (t, name) in enumerate(ph):
+    end = ph[i + 1][0] if i + 1 < len(ph) else 1e18
+    r = [x for x in rows if t <= x[0] < end]
+    if r:
+        sm = [x[1] for x in r]
+        print(f'clocks {name}: sm MHz median {statistics.median(sm)} ({len(r)} samples)')
+PY
+tar -C "$out" -czf "$final/s19-$part.tgz" .
+echo "=== summary"; cat "$out/summary.txt"
