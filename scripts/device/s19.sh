@@ -6,6 +6,7 @@
 #            fraction of the bound; #17 cuda: batch-1 decode with the add + RMSNorm GEMV prologue
 #            (KILN_ADD_RMSNORM_LINEAR 0 / 1, alternating) under PDL, the batch-1 profile;
 #            #20: webgpu float16 decode at batch 1 (the baseline for this session's changes)
+#   probe    #17 cpu: the fixed cost of a GEMV call by size (gemv-sizes.mjs), per-op costs (cpu-op-costs.mjs)
 #   ab       the session's changes against their off forms (set by S19_AB, see below), tests
 #   final    the session's defaults: cuda, webgpu and cpu decode, tests
 # A step starts only while the call is under its deadline (S19_DEADLINE s); logs and JSON under
@@ -50,6 +51,12 @@ if [ "$part" = measure ]; then
   go prof1 && { $K 110 node dist/bench/cuda-profile.js qwen3-0.6b-decode-b1 bfloat16 --pos 256 --top 30 --json "$out/cuda-profile-b1.json" > "$out/cuda-profile-b1.txt" 2>&1
     el "cuda profile decode b1 rc=$?"; head -n 40 "$out/cuda-profile-b1.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   wgdec base
+elif [ "$part" = probe ]; then
+  # #17 cpu: the fixed cost of a GEMV call by weight size and thread count, per-op costs.
+  for th in "" 1; do
+    go gemv$th && { $K 100 node scripts/device/gemv-sizes.mjs 7 $th > "$out/gemv-sizes$th.txt" 2>&1; el "cpu GEMV call sizes threads=${th:-auto} rc=$?"; cat "$out/gemv-sizes$th.txt" | tee -a "$out/summary.txt"; }
+  done
+  go opcost && { $K 100 node scripts/device/cpu-op-costs.mjs > "$out/op-costs.txt" 2>&1; el "cpu op costs rc=$?"; cat "$out/op-costs.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = ab ]; then
   # S19_AB: space-separated NAME=OPTION pairs; each runs off / on alternating, twice.
   for pair in ${S19_AB:-}; do
