@@ -56,6 +56,8 @@ elif [ "$part" = probe ]; then
   for th in "" 1; do
     go gemv$th && { $K 100 node scripts/device/gemv-sizes.mjs 7 $th > "$out/gemv-sizes$th.txt" 2>&1; el "cpu GEMV call sizes threads=${th:-auto} rc=$?"; cat "$out/gemv-sizes$th.txt" | tee -a "$out/summary.txt"; }
   done
+  go threads && { $K 150 node dist/bench/cpu-decode-bound.js --dtypes bfloat16 --threads ${S19_THREADS:-8,12,14,15,16} --rounds 3 --steps 6 --json "$out/cpu-threads.json" > "$out/cpu-threads.txt" 2>&1
+    el "cpu decode bf16 by thread count rc=$?"; tail -n 7 "$out/cpu-threads.txt" | tee -a "$out/summary.txt"; }
   go opcost && { $K 100 node scripts/device/cpu-op-costs.mjs > "$out/op-costs.txt" 2>&1; el "cpu op costs rc=$?"; cat "$out/op-costs.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = ab ]; then
   # S19_AB: space-separated NAME=OPTION pairs; each runs off / on alternating, twice.
