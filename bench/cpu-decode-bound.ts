@@ -10,7 +10,8 @@
  *   bound_tok_s      the median probed bandwidth / the weight bytes one token reads (every
  *                    parameter once; the tied LM head is the embedding, read whole for the logits);
  *   fraction         tok_s / bound_tok_s.
- * --threads auto,2 adds an A/B of thread settings ('auto': KILN_NUM_THREADS / the adaptive default).
+ * --threads auto,2 adds an A/B of thread settings ('auto': KILN_NUM_THREADS / the adaptive default);
+ * --vary NAME=v1,v2 a variant per value of a number option (KILN_CPU_GEMV_ITEM_KIB=64,16).
  * --ab NAME runs every variant twice, with the boolean option NAME (src/runtime/config.ts) off and
  * on, in the same rotation (e.g. --ab KILN_CPU_GEMV_STREAM: the GEMV's weight order before / after);
  * --ab NAME1,NAME2 switches several options together (all off vs all on).
@@ -37,6 +38,7 @@ const { values: a } = parseArgs({
     prompt: { type: 'string', default: '16' },
     threads: { type: 'string', default: 'auto' },
     ab: { type: 'string' },
+    vary: { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -51,6 +53,8 @@ interface Variant {
   threads: number | undefined;
   /** --ab: the option's value for this variant (undefined without --ab). */
   ab: boolean | undefined;
+  /** --vary: the varied option's value for this variant (undefined without --vary). */
+  vary: string | undefined;
   engine: kiln.serve.Engine;
   bytes: number;
   ms: number[];
@@ -76,20 +80,28 @@ const setAb = (v: boolean | undefined): void => {
   for (const n of abNames) setOption(n, v as never);
 };
 const abValues: (boolean | undefined)[] = abName === undefined ? [undefined] : [false, true];
+// --vary NAME=v1,v2: one variant per value of a number option (set for its steps, then unset).
+const [varyName, varyList] = (a.vary?.split('=') ?? []) as [OptionName | undefined, string | undefined];
+if (varyName !== undefined && (OPTIONS as Record<string, { type: string }>)[varyName]?.type !== 'number') throw new Error(`cpu-decode-bound: --vary needs a number option of src/runtime/config.ts, got ${varyName}`);
+const varyValues: (string | undefined)[] = varyName === undefined ? [undefined] : (varyList ?? '').split(',');
+const setVary = (v: string | undefined): void => {
+  if (varyName !== undefined) setOption(varyName, (v === undefined ? undefined : Number(v)) as never);
+};
 const maxNew = rounds * steps * 4 + 16;
 const variants: Variant[] = [];
 for (const dtype of a.dtypes.split(',') as DType[]) {
   const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: 'cpu' });
   model.eval();
   const bytes = weightBytesPerToken(model);
-  for (const t of a.threads.split(',')) for (const ab of abValues) {
+  for (const t of a.threads.split(',')) for (const ab of abValues) for (const vary of varyValues) {
     if (abName !== undefined) setAb(ab);
+    setVary(vary);
     const engine = new kiln.serve.Engine(model, { numBlocks: Math.ceil((promptLen + maxNew + 2) / 16) + 4, maxNumSeqs: 1, decode: 'eager', prefixCaching: false });
     const prompt = Array.from({ length: promptLen }, (_, i) => (i * 7919 + 13) % config.vocabSize);
     engine.addRequest(prompt, { maxNewTokens: maxNew, ignoreEos: true });
     engine.step(); // prefill
     engine.step(); // first decode step: native builds
-    variants.push({ dtype, threads: t === 'auto' ? undefined : Number(t), ab, engine, bytes, ms: [] });
+    variants.push({ dtype, threads: t === 'auto' ? undefined : Number(t), ab, vary, engine, bytes, ms: [] });
   }
 }
 
@@ -108,6 +120,7 @@ for (let r = 0; r < rounds; r++) {
     const v = variants[(i + r) % variants.length]!;
     setNativeThreads(v.threads);
     if (abName !== undefined) setAb(v.ab);
+    setVary(v.vary);
     for (let s = 0; s < steps; s++) {
       const t0 = performance.now();
       v.engine.step();
@@ -117,6 +130,7 @@ for (let r = 0; r < rounds; r++) {
 }
 setNativeThreads(undefined);
 if (abName !== undefined) setAb(undefined);
+setVary(undefined);
 const load1 = os.loadavg();
 for (const v of variants) v.engine.dispose();
 
@@ -126,13 +140,13 @@ const results = variants.map((v) => {
   const tokS = 1000 / stepMs;
   const bound = gbS === null ? null : (gbS * 1e9) / v.bytes;
   return {
-    model: a.config, dtype: v.dtype, batch: 1, threads: v.threads ?? 'auto', ...(abName === undefined ? {} : { [abName]: v.ab }), decode_path: 'eager', steps: v.ms.length,
+    model: a.config, dtype: v.dtype, batch: 1, threads: v.threads ?? 'auto', ...(abName === undefined ? {} : { [abName]: v.ab }), ...(varyName === undefined ? {} : { [varyName]: Number(v.vary) }), decode_path: 'eager', steps: v.ms.length,
     step_median_ms: Number(stepMs.toFixed(2)), step_mean_ms: Number((v.ms.reduce((s, x) => s + x, 0) / v.ms.length).toFixed(2)),
     tok_s: Number(tokS.toFixed(2)), weight_bytes_per_token: v.bytes,
     bound_tok_s: bound === null ? null : Number(bound.toFixed(2)), fraction_of_bound: bound === null ? null : Number((tokS / bound).toFixed(3)),
   };
 });
-for (const [i, r] of results.entries()) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)}${abName === undefined ? '' : ` ${abName}=${variants[i]!.ab ? 1 : 0}`} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%`);
+for (const [i, r] of results.entries()) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)}${abName === undefined ? '' : ` ${abName}=${variants[i]!.ab ? 1 : 0}`}${varyName === undefined ? '' : ` ${varyName}=${variants[i]!.vary}`} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%`);
 console.log(`bandwidth median ${String(gbS)} GB/s (samples ${bw.join(' ')}); load ${load0.map((x) => x.toFixed(2)).join(' ')} -> ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 
 let commit = '';

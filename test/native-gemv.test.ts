@@ -158,3 +158,32 @@ test('GEMV C kernel, both bfloat16 paths (dot-product instructions where built, 
     }
   }
 });
+
+test('GEMV work item size (KILN_CPU_GEMV_ITEM_KIB): the same bits at 1, 16 and 64 KiB on 2 threads, and float64 agreement', { skip }, async () => {
+  const { setNativeThreads } = await import('../src/kernels/cpu/native/threads.js');
+  // 1 KiB rounds up to the 8-row minimum: 300 rows of 512 bfloat16 (1 KiB each) are 38 items at
+  // 1 KiB, 19 at 16 KiB (16 rows) and 5 at 64 KiB; 300 KiB of weights, above the 256 KiB under which
+  // the GEMV runs on one thread, so two threads share the items.
+  const x = kiln.tensor(randomValues(2 * 512, 41), { dtype: 'float32' }).reshape([2, 512]).to('bfloat16');
+  const w = kiln.tensor(randomValues(300 * 512, 42), { dtype: 'float32' }).reshape([300, 512]).to('bfloat16');
+  setCpuPath('native');
+  setNativeThreads(2);
+  try {
+    const bits: number[][] = [];
+    for (const kib of [1, 16, 64]) {
+      setOption('KILN_CPU_GEMV_ITEM_KIB', kib);
+      const before = nativeGemvCalls();
+      const y = kiln.nn.functional.linear(x, w);
+      assert.equal(nativeGemvCalls() - before, 1, `${kib} KiB: the GEMV ran`);
+      bits.push(y.to('float32').toFlatArray());
+    }
+    assert.deepEqual(bits[0], bits[2], '1 KiB items give the 64 KiB bits');
+    assert.deepEqual(bits[1], bits[2], '16 KiB items give the 64 KiB bits');
+    const ref = reference(x, w, null);
+    for (let i = 0; i < ref.length; i++) assert.ok(Math.abs(bits[0]![i]! - ref[i]!) <= 1e-2 * (1 + Math.abs(ref[i]!)), `element ${i}: ${bits[0]![i]} vs ${ref[i]}`);
+  } finally {
+    setOption('KILN_CPU_GEMV_ITEM_KIB', undefined);
+    setNativeThreads(undefined);
+    setCpuPath(undefined);
+  }
+});

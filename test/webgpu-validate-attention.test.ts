@@ -1,7 +1,8 @@
 /**
  * Compiles every variant of the webgpu flash attention (prefill, decode, split decode, combine:
  * each storage kind, head dims 32..256, no / bool / additive mask), of the paged decode attention
- * (split and direct, each storage kind and index dtype, head dims 32..512, head groups 1..8) and of
+ * (split and direct, each storage kind and index dtype, head dims 32..512, head groups 1..8; the
+ * fused split + combine with 2..4 sub-splits where its workgroup memory fits) and of
  * the topk radix select (each input and value kind) on Dawn's null backend, which needs no GPU: a WGSL or pipeline error
  * (workgroup memory over 16 KiB, a barrier in non-uniform control flow) fails here, where CI has no
  * adapter. webgpu-attention.test.ts, webgpu-paged.test.ts and webgpu-topk.test.ts check their values on a real adapter.
@@ -70,6 +71,11 @@ test('every flash attention, paged attention and topk select kernel compiles on 
           compile(P.pagedSplitSourceV(kv, false), `paged vec ${x} ${d} ${hg} ${index}`);
           compile(P.pagedSplitSourceV(kv, true), `paged vec split ${x} ${d} ${hg} ${index}`);
           compile(P.pagedSplitSourceV({ ...kv, unroll: true }, true), `paged vec unrolled split ${x} ${d} ${hg} ${index}`);
+        }
+        // The fused split + combine (KILN_WEBGPU_PAGED_FUSED) with every sub-split count whose workgroup fits the null backend's limits (256 invocations, 16 KiB).
+        for (let splits = 2; splits <= 4; splits++) {
+          if (P.pagedFusedWorkgroupBytes(splits, hg, d) > 16384) continue;
+          for (const kf of [k, ku]) compile(P.pagedFusedSource(kf, splits), `paged fused ${x} ${d} ${hg} ${index} s${splits}${kf === ku ? ' unrolled' : ''}`);
         }
       }
     }

@@ -8,7 +8,11 @@
  *   copying its source contiguous first: four dispatches a layer, now one).
  * - pagedAttention: the split-over-keys decode kernel of paged-attention-source.ts (online softmax
  *   per split over 64-key blocks read through the block table, the query heads of one kv head
- *   sharing each key and value read, then a combine pass), float32 / float16 / bfloat16. The plan
+ *   sharing each key and value read, then a combine pass), float32 / float16 / bfloat16; where
+ *   the splits fit one workgroup (splits x 64 invocations and the workgroup memory of
+ *   pagedFusedWorkgroupBytes within the device's limits) and the value pass is the scalar one, the
+ *   split kernel and the combine are one dispatch (pagedFusedSource, KILN_WEBGPU_PAGED_FUSED: a
+ *   decode step at batch 1 launches one kernel a layer fewer). The plan
  *   (splits, heads per workgroup) depends on shapes only: a compiled decode step replays it for any
  *   length. A row of length 0 is zeros (as the reference); a block id outside the cache skips its
  *   token (the cpu and cuda kernels raise; a WebGPU kernel cannot).
@@ -20,7 +24,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import type { DType } from '../../tensor/dtype.js';
 import { getOption } from '../../runtime/config.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
-import { PAGED_WG, pagedCombineSource, pagedSplitSource, pagedSplitSourceV, pagedVecElems, pagedVecV, type PagedKinds } from './paged-attention-source.js';
+import { PAGED_WG, pagedCombineSource, pagedFusedSource, pagedFusedWorkgroupBytes, pagedSplitSource, pagedSplitSourceV, pagedVecElems, pagedVecV, type PagedKinds } from './paged-attention-source.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, WG, words } from './template.js';
 
@@ -123,6 +127,18 @@ export function pagedPlan(items: number, capacity: number): { splits: number; sp
   return { splits, splitLen: Math.max(PAGED_WG, Math.ceil(Math.ceil(capacity / splits) / PAGED_WG) * PAGED_WG) };
 }
 
+/**
+ * Whether the split kernel and the combine run as one dispatch (pagedFusedSource): KILN_WEBGPU_PAGED_FUSED,
+ * more than one split, the scalar value pass, and `splits` sub-splits of 64 invocations and their
+ * workgroup memory within the device's limits. Shapes only, as the plan.
+ */
+export function pagedFuses(splits: number, hg: number, d: number, vecV: boolean): boolean {
+  if (splits <= 1 || vecV || !getOption('KILN_WEBGPU_PAGED_FUSED')) return false;
+  const lim = webgpu().bridge.adapter.limits;
+  const inv = splits * PAGED_WG;
+  return inv <= (lim.maxComputeInvocationsPerWorkgroup ?? 256) && inv <= (lim.maxComputeWorkgroupSizeX ?? 256) && pagedFusedWorkgroupBytes(splits, hg, d) <= (lim.maxComputeWorkgroupStorageSize ?? 16384);
+}
+
 registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables, contextLens, scale) => {
   const op = pagedAttention.name;
   const kc = keyCache as Tensor;
@@ -160,6 +176,11 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const items = b * g.kvHeads * groups * splits;
   if (splits === 1) {
     acc.dispatch(kernelFor(`paged.decode.${tag}`, () => source(false)), [out.storage.buffer, ...inputs], meta, groupsFor(items, 1));
+    return out;
+  }
+  if (pagedFuses(splits, hg, d, vecV)) {
+    // One workgroup of `splits` x 64 invocations per (sequence, kv head, head group): splits and combine in one dispatch.
+    acc.dispatch(kernelFor(`paged.fused.${tag}.s${splits}`, () => pagedFusedSource(kinds, splits)), [out.storage.buffer, ...inputs], meta, groupsFor(items / splits, 1));
     return out;
   }
   const part = allocOut({ shape: [b * heads * splits * (d + 3)], strides: [1], dtype: 'float32', device: out.device });

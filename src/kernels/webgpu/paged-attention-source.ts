@@ -17,6 +17,14 @@
  *   output; with several, each split's (max, sum, NaN flag, accumulator[D]) per head goes to a
  *   float32 scratch that `combine` merges.
  * - `combine`: one invocation per (sequence, head, dim).
+ * - `fused` (pagedFusedSource, KILN_WEBGPU_PAGED_FUSED): the split kernel and the combine in one
+ *   dispatch where the splits fit one workgroup: S = splits sub-splits of 64 invocations per work
+ *   item (sequence, kv head, head group), each walking the keys of split `sp` as the split kernel
+ *   does (same 64-key blocks, same arithmetic; the block loop runs ceil(splitLen / 64) times for
+ *   every sub-split so the barriers stay uniform, a sub-split past its keys doing nothing), their
+ *   partials in workgroup memory instead of the float32 scratch, then the combine's merge over the
+ *   used splits in split order, behind a workgroupBarrier (no cross-workgroup ordering involved).
+ *   The queries are loaded once per item and shared by the sub-splits.
  *
  * Semantics of the CPU kernel: tokens t < contextLens[b] (clamped to the table's capacity: a WGSL
  * kernel cannot raise); a row with no token is zeros; a NaN score makes the row NaN. A block id
@@ -145,10 +153,30 @@ function splitHeader(k: PagedKinds, partial: boolean): string[] {
   ]);
 }
 
-/** The split kernels' constants, workgroup arrays, entry point and metadata reads (both forms share them). */
-function splitDeclarations(k: PagedKinds): string[] {
+/** The split kernels' constants, workgroup arrays, entry point and metadata reads (both forms share them); `fused` > 0: the fused kernel's, with that many sub-splits. */
+function splitDeclarations(k: PagedKinds, fused = 0): string[] {
   const { d, hg } = k;
   const W = PAGED_WG;
+  if (fused > 0) {
+    const S = fused;
+    return [
+      `const D = ${d}u;`,
+      `const HG = ${hg}u;`,
+      `var<workgroup> qs: array<f32, ${hg * d}>;`,
+      `var<workgroup> ps: array<f32, ${S * hg * W}>;`,
+      `var<workgroup> fl: array<u32, ${S * hg * W}>;`,
+      `var<workgroup> kb: array<u32, ${S * W}>;`,
+      `var<workgroup> pw: array<f32, ${S * hg * (d + 3)}>;`,
+      `@compute @workgroup_size(${S * W})`,
+      'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32, @builtin(num_workgroups) ng: vec3u) {',
+      '  let B = kmeta[0]; let H = kmeta[1]; let hkv = kmeta[2]; let bs = kmeta[3]; let maxBlocks = kmeta[4];',
+      '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
+      '  let splits = kmeta[16]; let groups = kmeta[18];',
+      '  let total = B * hkv * groups;',
+      // Invocation li is lane lid of sub-split sp; po and ko: the sub-split's part of ps / fl and of kb.
+      `  let lid = li % ${W}u; let sp = li / ${W}u; let po = sp * HG * ${W}u; let ko = sp * ${W}u;`,
+    ];
+  }
   return [
     `const D = ${d}u;`,
     `const HG = ${hg}u;`,
@@ -165,17 +193,24 @@ function splitDeclarations(k: PagedKinds): string[] {
   ];
 }
 
+/** Bytes of workgroup memory of the fused kernel with `splits` sub-splits (qs, ps, fl, kb, pw). */
+export function pagedFusedWorkgroupBytes(splits: number, hg: number, d: number): number {
+  return 4 * (hg * d + 2 * splits * hg * PAGED_WG + splits * PAGED_WG + splits * hg * (d + 3));
+}
+
 /** Opens the loop over work items (sequence, kv head, head group, split): the row's length and table row, the scaled queries in workgroup memory. */
-function splitItemStart(k: PagedKinds): string[] {
+function splitItemStart(k: PagedKinds, fused = 0): string[] {
   const W = PAGED_WG;
   return [
     '  for (var t = wid.x; t < total; t = t + ng.x) {',
-    '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
+    fused > 0
+      ? '    let r1 = t; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;'
+      : '    let sp = t % splits; let r1 = t / splits; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;',
     '    let h0 = kvh * (H / hkv) + gi * HG;',
     `    let len = u32(clamp(${indexLoad(k.lens, 'b5', 'kmeta[10] + b * kmeta[11]')}, 0i, i32(maxBlocks * bs)));`,
     '    let trow = kmeta[9] + b * kmeta[8];',
     '    workgroupBarrier();',
-    `    for (var z = lid; z < HG * D; z = z + ${W}u) {`,
+    fused > 0 ? `    for (var z = li; z < HG * D; z = z + ${fused * W}u) {` : `    for (var z = lid; z < HG * D; z = z + ${W}u) {`,
     `      qs[z] = ${loadExpr(k.x, 'b1', 'kmeta[7] + b * kmeta[5] + (h0 + z / D) * kmeta[6] + z % D', false)} * scale;`,
     '    }',
     '    workgroupBarrier();',
@@ -188,11 +223,12 @@ function splitItemStart(k: PagedKinds): string[] {
  * over every split whatever its length (a short context too): splits of whole 64-key blocks,
  * ceil(len / splits) rounded up; splits past the last key take none.
  */
-function keyBlockStart(k: PagedKinds): string[] {
+function keyBlockStart(k: PagedKinds, fused = 0): string[] {
   return [
     `    let sl = ${SPLIT_LEN_EXPR};`,
     '    let js = sp * sl; let je = min(len, js + sl);',
-    `    for (var j0 = js; j0 < je; j0 = j0 + ${PAGED_WG}u) {`,
+    // Fused: every sub-split runs the loop sl / 64 times (uniform, for the barriers), a block past its keys scoring none.
+    ...(fused > 0 ? [`    for (var ib = 0u; ib < sl / ${PAGED_WG}u; ib++) {`, `      let j0 = js + ib * ${PAGED_WG}u;`] : [`    for (var j0 = js; j0 < je; j0 = j0 + ${PAGED_WG}u) {`]),
     '      let j = j0 + lid;',
     '      var ok = j < je;',
     '      var base = 0u;',
@@ -207,16 +243,35 @@ function keyBlockStart(k: PagedKinds): string[] {
   ];
 }
 
-/** Closes the key pass: the row's base goes to workgroup memory for the value pass. */
-function keyBlockEnd(): string[] {
-  return ['        }', '      }', '      kb[lid] = base;'];
+/** Closes the key pass: the row's base goes to workgroup memory for the value pass (`ko`: the fused kernel's sub-split offset). */
+function keyBlockEnd(ko = ''): string[] {
+  return ['        }', '      }', `      kb[${ko}lid] = base;`];
 }
 
 /** The split kernel; with `partial`, binding 0 is the float32 scratch, else the output. */
 export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
+  return scalarSplitSource(k, partial, 0);
+}
+
+/**
+ * The split kernel and the combine in one dispatch (see the header: `fused`), for the scalar value
+ * pass (not kinds.vecV): `splits` sub-splits of 64 invocations in one workgroup per work item, binding
+ * 0 the output. The host launches it only where splits x 64 invocations and
+ * pagedFusedWorkgroupBytes fit the device, and sets metadata word 16 (splits) to `splits`.
+ */
+export function pagedFusedSource(k: PagedKinds, splits: number): string {
+  if (!(splits >= 1) || k.vecV === true) throw new Error(`pagedFusedSource: needs splits >= 1 and the scalar value pass, got splits ${splits}, vecV ${k.vecV}`);
+  return scalarSplitSource(k, false, splits);
+}
+
+/** The scalar split kernel: `fused` 0 the split kernel (partial or not), else the fused kernel with that many sub-splits. */
+function scalarSplitSource(k: PagedKinds, partial: boolean, fused: number): string {
   const { x, d, hg } = k;
   const R = pagedPerThread(d);
   const W = PAGED_WG;
+  // The fused kernel's sub-split offsets into ps / fl (po) and kb (ko); empty in the split kernel (its text unchanged).
+  const P = fused > 0 ? 'po + ' : '';
+  const KO = fused > 0 ? 'ko + ' : '';
   const lines = splitHeader(k, partial);
   const V = pagedVecElems(x);
   const vec = k.vecK === true && V > 0 && d % V === 0;
@@ -227,13 +282,13 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     lines.push(...keyWordHelpers(x));
   }
   lines.push(
-    ...splitDeclarations(k),
-    ...splitItemStart(k),
+    ...splitDeclarations(k, fused),
+    ...splitItemStart(k, fused),
     `    var acc: array<f32, ${hg * R}>;`,
     `    for (var r = 0u; r < ${hg * R}u; r++) { acc[r] = 0.0f; }`,
     '    var m: array<f32, HG>; var l: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
     `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; l[h] = 0.0f; started[h] = false; bad[h] = false; }`,
-    ...keyBlockStart(k),
+    ...keyBlockStart(k, fused),
     ...(vec
       ? keyPassVec(d, V, k.unroll === true, '          ')
       : [
@@ -242,21 +297,21 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
           '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
           '          }',
         ]),
-    ...keyBlockEnd(),
-    `      for (var h = 0u; h < HG; h++) { ps[h * ${W}u + lid] = s[h]; fl[h * ${W}u + lid] = select(0u, select(1u, 2u, kiln_isnan(s[h])), ok); }`,
+    ...keyBlockEnd(KO),
+    `      for (var h = 0u; h < HG; h++) { ps[${P}h * ${W}u + lid] = s[h]; fl[${P}h * ${W}u + lid] = select(0u, select(1u, 2u, kiln_isnan(s[h])), ok); }`,
     '      workgroupBarrier();',
     '      var m2: array<f32, HG>; var any: array<bool, HG>;',
     '      for (var h = 0u; h < HG; h++) {',
     `        var bm = ${NEG_MAX}; var a = false;`,
     `        for (var z = 0u; z < ${W}u; z++) {`,
-    `          let f = fl[h * ${W}u + z];`,
+    `          let f = fl[${P}h * ${W}u + z];`,
     '          if (f == 2u) { bad[h] = true; }',
-    `          if (f == 1u) { a = true; bm = max(bm, ps[h * ${W}u + z]); }`,
+    `          if (f == 1u) { a = true; bm = max(bm, ps[${P}h * ${W}u + z]); }`,
     '        }',
     '        m2[h] = max(m[h], bm); any[h] = a;',
     '      }',
     '      workgroupBarrier();',
-    `      for (var h = 0u; h < HG; h++) { ps[h * ${W}u + lid] = select(0.0f, kiln_exp(s[h] - m2[h]), ok && fl[h * ${W}u + lid] == 1u); }`,
+    `      for (var h = 0u; h < HG; h++) { ps[${P}h * ${W}u + lid] = select(0.0f, kiln_exp(s[h] - m2[h]), ok && fl[${P}h * ${W}u + lid] == 1u); }`,
     '      workgroupBarrier();',
     '      for (var h = 0u; h < HG; h++) {',
     '        if (any[h]) {',
@@ -266,24 +321,26 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
     '          m[h] = m2[h]; started[h] = true;',
     '        }',
     '      }',
-    `      let n = min(${W}u, je - j0);`,
+    // A fused sub-split's block past its keys (j0 >= je) takes none.
+    fused > 0 ? `      let n = select(0u, min(${W}u, je - j0), j0 < je);` : `      let n = min(${W}u, je - j0);`,
     '      var z0 = 0u;',
-    ...(k.unroll === true ? valueSteps(x, d, R, W) : []),
+    ...(k.unroll === true ? valueSteps(x, d, R, W, P, KO) : []),
     '      for (var z = z0; z < n; z++) {',
-    '        let vr = kmeta[15] + kb[z];',
-    `        for (var h = 0u; h < HG; h++) { l[h] += ps[h * ${W}u + z]; }`,
+    `        let vr = kmeta[15] + kb[${KO}z];`,
+    `        for (var h = 0u; h < HG; h++) { l[h] += ps[${P}h * ${W}u + z]; }`,
     `        for (var r = 0u; r < ${R}u; r++) {`,
     `          let e = lid + r * ${W}u;`,
     '          if (e < D) {',
     `            let v = ${loadExpr(x, 'b3', 'vr + e', false)};`,
-    `            for (var h = 0u; h < HG; h++) { acc[h * ${R}u + r] += ps[h * ${W}u + z] * v; }`,
+    `            for (var h = 0u; h < HG; h++) { acc[h * ${R}u + r] += ps[${P}h * ${W}u + z] * v; }`,
     '          }',
     '        }',
     '      }',
     '      workgroupBarrier();',
     '    }',
   );
-  if (partial) {
+  if (fused > 0) lines.push(...fusedCombine(x, R, fused));
+  else if (partial) {
     lines.push(
       '    for (var h = 0u; h < HG; h++) {',
       '      let pb = ((b * H + h0 + h) * splits + sp) * (D + 3u);',
@@ -309,27 +366,62 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
 }
 
 /**
+ * The fused kernel's end of a work item: each sub-split's (max, sum, NaN flag, accumulator[D]) per
+ * head into workgroup memory (pw, laid out as the split kernel's scratch with S splits a row), a
+ * barrier, then the combine pass's merge over the splits that hold keys, in split order, invocation
+ * li taking (head, dim) li, li + S x 64, ...
+ */
+function fusedCombine(x: StorageKind, R: number, S: number): string[] {
+  const W = PAGED_WG;
+  return [
+    '    for (var h = 0u; h < HG; h++) {',
+    `      let pb = (h * ${S}u + sp) * (D + 3u);`,
+    '      if (lid == 0u) { pw[pb] = m[h]; pw[pb + 1u] = l[h]; pw[pb + 2u] = select(0.0f, 1.0f, bad[h]); }',
+    `      for (var r = 0u; r < ${R}u; r++) { let e = lid + r * ${W}u; if (e < D) { pw[pb + 3u + e] = acc[h * ${R}u + r]; } }`,
+    '    }',
+    '    workgroupBarrier();',
+    '    let used = min(splits, (len + sl - 1u) / sl);',
+    `    for (var z = li; z < HG * D; z = z + ${S * W}u) {`,
+    '      let h = z / D; let e = z % D;',
+    `      var cm = ${NEG_MAX}; var cbad = false;`,
+    '      for (var c = 0u; c < used; c++) {',
+    `        let pb = (h * ${S}u + c) * (D + 3u);`,
+    '        if (pw[pb + 1u] > 0.0f) { cm = max(cm, pw[pb]); }',
+    '        if (pw[pb + 2u] != 0.0f) { cbad = true; }',
+    '      }',
+    '      var cl = 0.0f; var ca = 0.0f;',
+    '      for (var c = 0u; c < used; c++) {',
+    `        let pb = (h * ${S}u + c) * (D + 3u);`,
+    '        if (pw[pb + 1u] > 0.0f) { let f = kiln_exp(pw[pb] - cm); cl += pw[pb + 1u] * f; ca += pw[pb + 3u + e] * f; }',
+    '      }',
+    '      let o = select(select(0.0f, ca / cl, cl > 0.0f), kiln_nan(), cbad);',
+    `      ${indent(storeStmt(x, 'b0', 'kmeta[19] + (b * H + h0 + h) * D + e', 'o'), 6)}`,
+    '    }',
+  ];
+}
+
+/**
  * The scalar value pass's unrolled steps (before its one-key loop, which takes the rest from z0):
  * VALUE_STEP keys per step, each dim's loads of all of them issued before the first product, then
  * the products and the probability sums added in key order (each accumulator's order unchanged).
  */
-function valueSteps(x: StorageKind, d: number, R: number, W: number): string[] {
+function valueSteps(x: StorageKind, d: number, R: number, W: number, P = '', KO = ''): string[] {
   const U = VALUE_STEP;
   const keys = Array.from({ length: U }, (_, u) => u);
   return [
     `      for (; z0 + ${U}u <= n; z0 = z0 + ${U}u) {`,
-    ...keys.map((u) => `        let vr${u} = kmeta[15] + kb[z0 + ${u}u];`),
+    ...keys.map((u) => `        let vr${u} = kmeta[15] + kb[${KO}z0 + ${u}u];`),
     `        for (var r = 0u; r < ${R}u; r++) {`,
     `          let e = lid + r * ${W}u;`,
     '          if (e < D) {',
     ...keys.map((u) => `            let v${u} = ${loadExpr(x, 'b3', `vr${u} + e`, false)};`),
     `            for (var h = 0u; h < HG; h++) {`,
-    ...keys.map((u) => `              acc[h * ${R}u + r] += ps[h * ${W}u + z0 + ${u}u] * v${u};`),
+    ...keys.map((u) => `              acc[h * ${R}u + r] += ps[${P}h * ${W}u + z0 + ${u}u] * v${u};`),
     '            }',
     '          }',
     '        }',
     `        for (var h = 0u; h < HG; h++) {`,
-    ...keys.map((u) => `          l[h] += ps[h * ${W}u + z0 + ${u}u];`),
+    ...keys.map((u) => `          l[h] += ps[${P}h * ${W}u + z0 + ${u}u];`),
     '        }',
     '      }',
   ];

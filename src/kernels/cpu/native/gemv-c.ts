@@ -334,7 +334,8 @@ static void gv_item(void *vctx, int64_t item) {
 
 /* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
    i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
-   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order.
+   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order,
+   bits 8 and up the item size in KiB (0: 64).
    Returns 0, or -1 when the copies of x
    cannot be allocated (nothing written). */
 /* Fills c for y = x W^T (+ bias) and copies x as the paths need it (see kiln_gemv); returns the
@@ -349,10 +350,14 @@ static float *gv_prepare(gv_ctx *c, int64_t m, int64_t n, int64_t k, void *x, in
   c->y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
   c->ldy = ldy; c->ybf16 = ybf16;
   c->stream = (flags & GV_STREAM) != 0;
-  /* ~64 KiB of weights per item (a multiple of 8 rows): small enough to balance two threads on a
-     2048-row projection, large enough that claiming an item costs nothing next to streaming it. */
+  /* Weight bytes per item (a multiple of 8 rows): flags >> 8 KiB (KILN_CPU_GEMV_ITEM_KIB), else
+     64 KiB: small enough to balance two threads on a 2048-row projection, large enough that
+     claiming an item costs nothing next to streaming it. With many threads the call ends when the
+     last item does, so the item size is also the call's tail (gemv.ts says what was measured). */
+  int64_t item_bytes = (int64_t)((uint32_t)flags >> 8) << 10;
+  if (item_bytes <= 0) item_bytes = 65536;
   int64_t row_bytes = k * (wbf16 ? 2 : 4);
-  int64_t rows = (65536 / (row_bytes > 0 ? row_bytes : 1)) & ~(int64_t)7;
+  int64_t rows = (item_bytes / (row_bytes > 0 ? row_bytes : 1)) & ~(int64_t)7;
   c->rows_per_item = rows < 8 ? 8 : rows;
   *items = (n + c->rows_per_item - 1) / c->rows_per_item;
   /* Under ~256 KiB of weights a second thread's wake-up costs more than it saves. */

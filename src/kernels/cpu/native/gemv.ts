@@ -61,6 +61,11 @@ function gemvThreads(): number {
   return nativeThreads();
 }
 
+/** kiln_gemv's flags: the stream order (bit 0) and the item size in KiB (bits 8 and up). */
+function gemvFlags(): number {
+  return (getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0) | (Math.min(getOption('KILN_CPU_GEMV_ITEM_KIB'), 1 << 20) << 8);
+}
+
 /** The dtypes the GEMV reads weights in (x, bias and output share the weight's dtype). */
 const GEMV_DTYPES: ReadonlySet<string> = new Set(['float32', 'bfloat16']);
 
@@ -92,7 +97,7 @@ export function nativeGateUpSiluMul(meta: OutMeta, input: Tensor, gateWeight: Te
   const bf16 = dtype === 'bfloat16' ? 1 : 0;
   input.assertAlive('llm.gateUpSiluAndMul');
   const out = allocOut(meta);
-  const rc = fn(m, n, k, bits(input), input.offset, k, bf16, bits(gateWeight), gateWeight.offset, gateWeight.strides[0]!, bits(upWeight), upWeight.offset, upWeight.strides[0]!, bf16, bits(out), out.offset, n, bf16, gemvThreads(), getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0);
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16, bits(gateWeight), gateWeight.offset, gateWeight.strides[0]!, bits(upWeight), upWeight.offset, upWeight.strides[0]!, bf16, bits(out), out.offset, n, bf16, gemvThreads(), gemvFlags());
   if (rc !== 0) throw new Error(`native gated GEMV [${m}, ${k}] x 2 x [${n}, ${k}]^T: out of memory`);
   return out;
 }
@@ -121,7 +126,7 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   input.assertAlive('linear');
   const b = bias === null ? null : readable(bias);
   const out = allocOut(meta);
-  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads(), getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0);
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads(), gemvFlags());
   if (rc !== 0) throw new Error(`native GEMV [${m}, ${k}] x [${n}, ${k}]^T: out of memory`);
   return out;
 }
