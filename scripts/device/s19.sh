@@ -8,6 +8,7 @@
 #            #20: webgpu float16 decode at batch 1 (the baseline for this session's changes)
 #   probe    #17 cpu: the fixed cost of a GEMV call by size (gemv-sizes.mjs), per-op costs (cpu-op-costs.mjs)
 #   ab       the session's changes against their off forms (set by S19_AB, see below), tests
+#   fused    #20 webgpu paged attention in one dispatch A/B + tests; #17 cpu GEMV item size A/B
 #   final    the session's defaults: cuda, webgpu and cpu decode, tests
 # A step starts only while the call is under its deadline (S19_DEADLINE s); logs and JSON under
 # $OUT/s19-PART come back as one tarball, the summary printed last. nvidia-smi samples the clocks.
@@ -73,6 +74,15 @@ elif [ "$part" = ab ]; then
   if [ -n "${S19_TESTS:-}" ]; then
     go tests && { wg $K 200 node --test ${S19_TESTS} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   fi
+elif [ "$part" = fused ]; then
+  # #20: webgpu paged attention in one dispatch (KILN_WEBGPU_PAGED_FUSED 0 / 1 alternating), with the
+  # norm-prologue GEMV too, and its tests on the H200; #17 cpu: the GEMV's work item size.
+  for rep in 1 2; do for v in 0 1; do wgdec fused$v-$rep KILN_WEBGPU_PAGED_FUSED=$v; done; done
+  wgdec fused1-arl1 KILN_WEBGPU_PAGED_FUSED=1 KILN_ADD_RMSNORM_LINEAR=1
+  go wgtests && { wg $K 150 node --test dist/test/webgpu-paged-fused.test.js dist/test/webgpu-paged.test.js > "$out/wg-tests.txt" 2>&1; el "webgpu paged tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  go gemvitems && { ITEMS=64,32,16,8 $K 100 node scripts/device/gemv-sizes.mjs 7 > "$out/gemv-items.txt" 2>&1; el "cpu GEMV by item size rc=$?"; cat "$out/gemv-items.txt" | tee -a "$out/summary.txt"; }
+  go cpuitems && { $K 150 node dist/bench/cpu-decode-bound.js --dtypes bfloat16 --vary KILN_CPU_GEMV_ITEM_KIB=64,16 --rounds 4 --steps 6 --json "$out/cpu-items.json" > "$out/cpu-items.txt" 2>&1
+    el "cpu decode bf16 by GEMV item size rc=$?"; tail -n 3 "$out/cpu-items.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = final ]; then
   cudadec final 1,8,64
   wgdec final1
