@@ -3,6 +3,7 @@
  * that bench/decode.ts puts next to cpu decode rates): a float32 read-sum and STREAM's copy / scale /
  * add / triad, built by Kiln's toolchain with its flags (-O3 -march=native -fopenmp), OpenMP threads.
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import { buildSharedObjectSync, loadLibrary, probeToolchain } from '../src/kernels/cpu/native/index.js';
 
@@ -72,12 +73,43 @@ export function bandwidthKernels(): BandwidthKernels | string {
   };
 }
 
+/** The largest cache's size in bytes from Linux's sysfs (cpu0's highest level), or 0 where unknown. */
+export function lastLevelCacheBytes(): number {
+  let best = 0;
+  let level = 0;
+  for (let i = 0; i < 8; i++) {
+    const dir = `/sys/devices/system/cpu/cpu0/cache/index${i}`;
+    try {
+      const lv = Number(fs.readFileSync(`${dir}/level`, 'utf8').trim());
+      const m = /^(\d+)([KMG]?)/.exec(fs.readFileSync(`${dir}/size`, 'utf8').trim());
+      if (!m) continue;
+      const bytes = Number(m[1]) * ({ K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[m[2] as 'K' | 'M' | 'G'] ?? 1);
+      if (lv > level || (lv === level && bytes > best)) [level, best] = [lv, bytes];
+    } catch {
+      break;
+    }
+  }
+  return best;
+}
+
 /**
- * The median read rate (GB/s) over `reps` passes of a `mib` MiB buffer, the best of 1 thread and
- * all cores (interleaved), or null without a toolchain: the in-window bandwidth a decode rate is
- * compared with on a machine whose load changes minute to minute.
+ * The probe buffer (MiB) for a DRAM read rate: at least 256 MiB and four times the last-level
+ * cache, at most 4 GiB. A decode step streams its weights (1.19 GB for Qwen3-0.6B in bfloat16) in
+ * a cycle larger than any cache, so each step reads them from DRAM; a probe that fits the cache
+ * reads part of it from there. Session 19 found the H200 host's 16-core VM reports a 300 MiB L3:
+ * its 256 MiB probe read 54-130 GB/s from call to call, an inflated, unsteady bound.
  */
-export function readBandwidth(mib = 256, reps = 5): { gbS: number; threads: number } | null {
+export function dramProbeMiB(): number {
+  const llc = lastLevelCacheBytes() / (1024 * 1024);
+  return Math.min(4096, Math.max(256, Math.ceil((4 * llc) / 64) * 64));
+}
+
+/**
+ * The median read rate (GB/s) over `reps` passes of a `mib` MiB buffer (default dramProbeMiB()),
+ * the best of 1 thread and all cores (interleaved), or null without a toolchain: the in-window
+ * bandwidth a decode rate is compared with on a machine whose load changes minute to minute.
+ */
+export function readBandwidth(mib = dramProbeMiB(), reps = 5): { gbS: number; threads: number } | null {
   const k = bandwidthKernels();
   if (typeof k === 'string') return null;
   const n = (mib * 1024 * 1024) / 4;

@@ -25,7 +25,7 @@ import { parseArgs } from 'node:util';
 import * as kiln from '../src/index.js';
 import { setNativeThreads } from '../src/kernels/cpu/native/index.js';
 import { itemSize } from '../src/tensor/dtype.js';
-import { readBandwidth } from './bandwidth-lib.js';
+import { dramProbeMiB, lastLevelCacheBytes, readBandwidth } from './bandwidth-lib.js';
 import { OPTIONS, setOption, type OptionName } from '../src/runtime/config.js';
 import type { DType } from '../src/index.js';
 
@@ -39,6 +39,7 @@ const { values: a } = parseArgs({
     threads: { type: 'string', default: 'auto' },
     ab: { type: 'string' },
     vary: { type: 'string' },
+    'probe-mib': { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -46,6 +47,8 @@ const config = a.config === 'tiny' ? kiln.models.QWEN3_TINY : kiln.models.QWEN3_
 const rounds = Number(a.rounds);
 const steps = Number(a.steps);
 const promptLen = Number(a.prompt);
+// The bandwidth probe's buffer: larger than the last-level cache (bandwidth-lib.ts dramProbeMiB), or --probe-mib.
+const probeMiB = a['probe-mib'] ? Number(a['probe-mib']) : dramProbeMiB();
 const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 
 interface Variant {
@@ -107,13 +110,19 @@ for (const dtype of a.dtypes.split(',') as DType[]) {
 
 const bw: number[] = [];
 const bwThreads: number[] = [];
+/** The old 256 MiB probe beside it (when the probe is larger): what a cache-sized buffer reads. */
+const bw256: number[] = [];
 const load0 = os.loadavg();
 const loads: number[] = [];
 for (let r = 0; r < rounds; r++) {
-  const probe = readBandwidth(256, 3);
+  const probe = readBandwidth(probeMiB, 3);
   if (probe) {
     bw.push(probe.gbS);
     bwThreads.push(probe.threads);
+  }
+  if (probeMiB !== 256) {
+    const small = readBandwidth(256, 3);
+    if (small) bw256.push(small.gbS);
   }
   loads.push(os.loadavg()[0]!);
   for (let i = 0; i < variants.length; i++) {
@@ -147,7 +156,7 @@ const results = variants.map((v) => {
   };
 });
 for (const [i, r] of results.entries()) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)}${abName === undefined ? '' : ` ${abName}=${variants[i]!.ab ? 1 : 0}`}${varyName === undefined ? '' : ` ${varyName}=${variants[i]!.vary}`} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%`);
-console.log(`bandwidth median ${String(gbS)} GB/s (samples ${bw.join(' ')}); load ${load0.map((x) => x.toFixed(2)).join(' ')} -> ${load1.map((x) => x.toFixed(2)).join(' ')}`);
+console.log(`bandwidth median ${String(gbS)} GB/s (${probeMiB} MiB probe, last-level cache ${(lastLevelCacheBytes() / 2 ** 20).toFixed(0)} MiB; samples ${bw.join(' ')}${bw256.length ? `; 256 MiB probe: ${bw256.join(' ')}` : ''}); load ${load0.map((x) => x.toFixed(2)).join(' ')} -> ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 
 let commit = '';
 try {
@@ -160,4 +169,4 @@ const meta = {
   command: `node dist/bench/cpu-decode-bound.js ${process.argv.slice(2).join(' ')}`, commit, node: process.version,
   loadavg_before: load0, loadavg_after: load1, loadavg_1m_per_round: loads, rounds, steps_per_round: steps,
 };
-if (a.json) fs.writeFileSync(a.json, JSON.stringify({ meta, bandwidth_gb_s: gbS, bandwidth_samples_gb_s: bw, bandwidth_threads: bwThreads, results }, null, 2) + '\n');
+if (a.json) fs.writeFileSync(a.json, JSON.stringify({ meta, probe_mib: probeMiB, last_level_cache_mib: lastLevelCacheBytes() / 2 ** 20, bandwidth_gb_s: gbS, bandwidth_samples_gb_s: bw, bandwidth_threads: bwThreads, bandwidth_256mib_samples_gb_s: bw256, results }, null, 2) + '\n');

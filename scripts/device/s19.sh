@@ -83,6 +83,10 @@ elif [ "$part" = fused ]; then
   go gemvitems && { ITEMS=64,32,16,8 $K 100 node scripts/device/gemv-sizes.mjs 7 > "$out/gemv-items.txt" 2>&1; el "cpu GEMV by item size rc=$?"; cat "$out/gemv-items.txt" | tee -a "$out/summary.txt"; }
   go cpuitems && { $K 150 node dist/bench/cpu-decode-bound.js --dtypes bfloat16 --vary KILN_CPU_GEMV_ITEM_KIB=64,16 --rounds 4 --steps 6 --json "$out/cpu-items.json" > "$out/cpu-items.txt" 2>&1
     el "cpu decode bf16 by GEMV item size rc=$?"; tail -n 3 "$out/cpu-items.txt" | tee -a "$out/summary.txt"; }
+elif [ "$part" = bound ]; then
+  # #17 cpu: decode against a DRAM-sized probe (4x the last-level cache; the 256 MiB probe beside it).
+  go bound && { $K 300 node dist/bench/cpu-decode-bound.js --rounds 4 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode vs DRAM-sized probe rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = final ]; then
   cudadec final 1,8,64
   wgdec final1
