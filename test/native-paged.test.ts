@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { llm } from '../src/index.js';
 import { probeToolchain, setCpuPath } from '../src/kernels/cpu/native/index.js';
-import { nativePagedAttentionCalls } from '../src/kernels/cpu/native/paged.js';
+import { nativePagedAttentionCalls, nativePagedSplitCalls } from '../src/kernels/cpu/native/paged.js';
 import { makeTensor, randomInts, randomValues } from './helpers/make.js';
 
 const probe = probeToolchain();
@@ -85,6 +85,64 @@ test('native pagedAttention: bad block ids and lengths are RangeErrors', { skip 
     assert.throws(() => llm.pagedAttention(q, kc, kc, makeTensor([1, 5], [1, 2], 'int32'), makeTensor([6], [1], 'int32'), 1), /llm\.pagedAttention: blockTables\[0, 1\] = 5 is outside/);
     assert.throws(() => llm.pagedAttention(q, kc, kc, makeTensor([0, 1], [1, 2], 'int32'), makeTensor([9], [1], 'int32'), 1), /llm\.pagedAttention: contextLens\[0\] = 9/);
   } finally {
+    setCpuPath(undefined);
+  }
+});
+
+test('native pagedAttention, key ranges split across threads (KILN_CPU_PAGED_SPLIT): float64 agreement at long contexts, ragged and empty rows, a NaN key; the same values as one range per item', { skip }, async () => {
+  const { setNativeThreads } = await import('../src/kernels/cpu/native/threads.js');
+  const { setOption } = await import('../src/runtime/config.js');
+  setCpuPath('native');
+  // 8 threads (more than this machine may have: correctness only) and few (sequence, kv head)
+  // items, so the kernel splits each kv head's keys into ranges (at least 128 keys each); every case
+  // reads more than the 256 KiB under which the call runs on one thread.
+  setNativeThreads(8);
+  try {
+    const cases = [
+      { B: 1, H: 16, Hkv: 8, D: 128, NB: 40, BS: 16, M: 40, lens: [613] },
+      { B: 2, H: 4, Hkv: 1, D: 128, NB: 90, BS: 8, M: 90, lens: [700, 0] },
+      { B: 2, H: 2, Hkv: 2, D: 96, NB: 70, BS: 5, M: 70, lens: [129, 300] },
+    ];
+    for (const [ci, c] of cases.entries()) {
+      for (const dtype of ['float32', 'bfloat16'] as const) {
+        const round = dtype === 'bfloat16' ? bf16 : (x: number): number => Math.fround(x);
+        const q = randomValues(c.B * c.H * c.D, 30 + ci, -1, 1).map(round);
+        const k = randomValues(c.NB * c.BS * c.Hkv * c.D, 40 + ci, -1, 1).map(round);
+        const v = randomValues(c.NB * c.BS * c.Hkv * c.D, 50 + ci, -1, 1).map(round);
+        const tables = randomInts(c.B * c.M, 60 + ci, 0, c.NB);
+        const scale = 1 / Math.sqrt(c.D);
+        const run = (split: boolean): number[] => {
+          setOption('KILN_CPU_PAGED_SPLIT', split);
+          const before = nativePagedAttentionCalls();
+          const splitBefore = nativePagedSplitCalls();
+          const out = llm.pagedAttention(makeTensor(q, [c.B, c.H, c.D], dtype), makeTensor(k, [c.NB, c.BS, c.Hkv, c.D], dtype), makeTensor(v, [c.NB, c.BS, c.Hkv, c.D], dtype),
+            makeTensor(tables, [c.B, c.M], 'int32'), makeTensor(c.lens, [c.B], 'int32'), scale);
+          assert.equal(nativePagedAttentionCalls() - before, 1, 'the native kernel ran');
+          assert.equal(nativePagedSplitCalls() - splitBefore, split ? 1 : 0, `case ${ci}: the keys were ${split ? '' : 'not '}split`);
+          return out.toFlatArray();
+        };
+        const want = reference(q, k, v, tables, c.lens, c.B, c.H, c.Hkv, c.D, c.BS, c.M, scale);
+        const split = run(true);
+        const whole = run(false);
+        for (let i = 0; i < want.length; i++) {
+          const tol = dtype === 'float32' ? 2e-6 : 2 ** -8 * Math.abs(want[i]!) + 1e-6;
+          assert.ok(Math.abs(split[i]! - want[i]!) <= tol, `case ${ci} ${dtype} split [${i}]: got ${split[i]}, expected ${want[i]}`);
+          assert.ok(Math.abs(split[i]! - whole[i]!) <= tol, `case ${ci} ${dtype} [${i}]: split ${split[i]} vs one range ${whole[i]}`);
+        }
+      }
+    }
+    // A NaN key in the last range makes its query rows NaN (as the unsplit kernel), not dropped.
+    const c = { H: 2, Hkv: 1, D: 128, NB: 40, BS: 8 };
+    const k = randomValues(c.NB * c.BS * c.D, 71, -1, 1);
+    const tables = Array.from({ length: c.NB }, (_, i) => i);
+    k[(300 * c.D) + 3] = Number.NaN;
+    setOption('KILN_CPU_PAGED_SPLIT', true);
+    const out = llm.pagedAttention(makeTensor(randomValues(c.H * c.D, 72, -1, 1), [1, c.H, c.D], 'float32'), makeTensor(k, [c.NB, c.BS, c.Hkv, c.D], 'float32'),
+      makeTensor(randomValues(c.NB * c.BS * c.D, 73, -1, 1), [c.NB, c.BS, c.Hkv, c.D], 'float32'), makeTensor(tables, [1, c.NB], 'int32'), makeTensor([310], [1], 'int32'), 0.3).toFlatArray();
+    assert.ok(out.every((x) => Number.isNaN(x)), `every output of a row with a NaN score is NaN, got ${out.slice(0, 4).join(', ')}`);
+  } finally {
+    setOption('KILN_CPU_PAGED_SPLIT', undefined);
+    setNativeThreads(undefined);
     setCpuPath(undefined);
   }
 });

@@ -14,8 +14,14 @@
  * scores (float32 dot products, 16-lane vectors), a softmax per query row (max subtracted, expf),
  * then the weighted value sum; float32 throughout, the output rounded once (nearest even) for
  * bfloat16. Items run on the shared work-sharing pool (pool-c.ts) when the context is long.
+ * With fewer (sequence, kv head) items than two per thread (a batch-1 decode step: 8 kv heads on 16
+ * threads), each kv head's keys are split into ranges of at least 128 keys (KILN_CPU_PAGED_SPLIT,
+ * flash-decoding): each range keeps its own max, sum and unnormalised values, and a merge rescales
+ * them to the row's max and divides once (pa_split_item, pa_merge). Session 19 on the H200 host:
+ * see docs/cpu.md.
  * The caller validates lengths and block ids (the JS kernel's RangeErrors); a context length of
- * 0 gives zeros, as the JS kernel. Returns -1 when the scratch cannot be allocated.
+ * 0 gives zeros, as the JS kernel. Returns the key ranges per item (1: unsplit), or -1 when the scratch
+ * cannot be allocated.
  */
 import { POOL_C_SOURCE } from './pool-c.js';
 
@@ -75,6 +81,9 @@ typedef struct {
   float scale;
   float *scratch; int64_t per_item, max_len;
   int64_t hpi; /* kv heads per item: all of them on one thread, else split so every thread gets items */
+  int64_t nsplit; /* key ranges per (sequence, kv heads): > 1 runs pa_split_item, merged by pa_merge */
+  int64_t span;   /* nsplit > 1: the most keys a range takes (whole blocks) */
+  float *part;    /* nsplit > 1: per item and query row, (max, sum, acc[D]) of its key range */
 } pa_ctx;
 
 static void pa_item(void *vctx, int64_t item) {
@@ -127,11 +136,89 @@ static void pa_item(void *vctx, int64_t item) {
     }
 }
 
+/* Split form (nsplit > 1, flash-decoding on the cpu): item = (sequence, kv head run, key range);
+   the range is ceil(len / nsplit) keys rounded up to whole cache blocks. The scores and the value
+   pass are pa_item's, over the range only, with exp(s - m) of the range's own max m and the values
+   summed unnormalised; pa_merge rescales the ranges to the row's max and divides once. */
+static void pa_split_item(void *vctx, int64_t item) {
+  const pa_ctx *c = (const pa_ctx *)vctx;
+  const int64_t ipb = c->kvh / c->hpi, base_item = item / c->nsplit, sp = item % c->nsplit;
+  const int64_t b = base_item / ipb, kh0 = (base_item % ipb) * c->hpi, nh = c->hpi;
+  const int64_t D = c->D, G = c->group, len = c->lens[b], bs = c->block_size;
+  const int64_t span = ((len + c->nsplit - 1) / c->nsplit + bs - 1) / bs * bs;
+  const int64_t ta = sp * span < len ? sp * span : len, tb = ta + span < len ? ta + span : len, n_t = tb - ta;
+  float *q = c->scratch + item * c->per_item, *s = q + nh * G * D, *row = s + nh * G * c->span;
+  float *part = c->part + item * nh * G * (D + 2);
+  for (int64_t h = 0; h < nh; h++)
+    for (int64_t j = 0; j < G; j++) pa_row(c->q, c->qbf16, (b * c->H + (kh0 + h) * G + j) * D, D, q + (h * G + j) * D);
+  for (int64_t r = 0; r < nh * G; r++) {
+    float *pr = part + r * (D + 2);
+    pr[0] = -INFINITY; pr[1] = 0;
+    memset(pr + 2, 0, sizeof(float) * (size_t)D);
+  }
+  if (n_t <= 0) return;
+  const int32_t *tab = c->tables + b * c->max_blocks;
+  for (int64_t t0 = ta; t0 < tb; t0 += bs) {
+    const int64_t n = tb - t0 < bs ? tb - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
+    for (int64_t sl = 0; sl < n; sl++)
+      for (int64_t h = 0; h < nh; h++) {
+        pa_row(c->kc, c->cbf16, base + (sl * c->kvh + h) * D, D, row);
+        for (int64_t j = 0; j < G; j++) s[(h * G + j) * n_t + t0 - ta + sl] = pa_dot(q + (h * G + j) * D, row, D) * c->scale;
+      }
+  }
+  for (int64_t r = 0; r < nh * G; r++) {
+    float *sr = s + r * n_t, m = -INFINITY, l = 0;
+    for (int64_t t = 0; t < n_t; t++) m = sr[t] > m ? sr[t] : m;
+    for (int64_t t = 0; t < n_t; t++) { sr[t] = expf(sr[t] - m); l += sr[t]; }
+    part[r * (D + 2)] = m; part[r * (D + 2) + 1] = l;
+  }
+  for (int64_t t0 = ta; t0 < tb; t0 += bs) {
+    const int64_t n = tb - t0 < bs ? tb - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
+    for (int64_t sl = 0; sl < n; sl++)
+      for (int64_t h = 0; h < nh; h++) {
+        pa_row(c->vc, c->cbf16, base + (sl * c->kvh + h) * D, D, row);
+        for (int64_t j = 0; j < G; j++) {
+          const float p = s[(h * G + j) * n_t + t0 - ta + sl];
+          float *a = part + (h * G + j) * (D + 2) + 2;
+          for (int64_t d = 0; d < D; d++) a[d] += p * row[d];
+        }
+      }
+  }
+}
+
+/* Merge of the split form, one item per (sequence, query head): the ranges' sums and values
+   rescaled by exp(m_s - M) to the row's max M, out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)
+   (a row with no keys: zeros, as pa_item). */
+static void pa_merge(void *vctx, int64_t item) {
+  const pa_ctx *c = (const pa_ctx *)vctx;
+  const int64_t D = c->D, G = c->group, b = item / c->H, hq = item % c->H, kh = hq / G, j = hq % G;
+  const int64_t ipb = c->kvh / c->hpi, base_item = b * ipb + kh / c->hpi, r = (kh % c->hpi) * G + j;
+  const int64_t stride = c->hpi * G * (D + 2);
+  const float *p0 = c->part + base_item * c->nsplit * stride + r * (D + 2);
+  float M = -INFINITY, L = 0;
+  for (int64_t sp = 0; sp < c->nsplit; sp++) { const float m = p0[sp * stride]; M = m > M ? m : M; }
+  float w[64];
+  for (int64_t sp = 0; sp < c->nsplit; sp++) {
+    const float *p = p0 + sp * stride;
+    w[sp] = p[1] != 0 ? expf(p[0] - M) : 0.0f; /* an empty range adds nothing; a NaN sum stays NaN */
+    L += p[1] * w[sp];
+  }
+  const float inv = L > 0 ? 1.0f / L : 0.0f;
+  const int64_t oa = (b * c->H + hq) * D;
+  for (int64_t d = 0; d < D; d++) {
+    float v = 0;
+    for (int64_t sp = 0; sp < c->nsplit; sp++) v += p0[sp * stride + 2 + d] * w[sp];
+    v *= inv;
+    if (c->obf16) ((uint16_t *)c->out)[oa + d] = pa_to_bf16(v);
+    else ((float *)c->out)[oa + d] = v;
+  }
+}
+
 /* q [B, H, D] dense at element offset qo; caches at offsets kco / vco; tables [B, maxBlocks] and
    lens [B] int32; out [B, H, D] dense at offset oo. */
 int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks,
                           void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16,
-                          int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads) {
+                          int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split) {
   pa_ctx c;
   c.H = H; c.D = D; c.kvh = kvh; c.group = H / kvh; c.block_size = block_size; c.max_blocks = max_blocks;
   c.q = qbf16 ? (const void *)((const uint16_t *)q + qo) : (const void *)((const float *)q + qo); c.qbf16 = qbf16;
@@ -154,11 +241,38 @@ int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64
       hpi = d;
     }
   c.hpi = hpi;
+  /* Key ranges: with fewer (sequence, kv head) items than two per thread and long enough
+     contexts (at least 128 keys a range), each kv head's keys are split into ranges (at most 64;
+     max_split caps it, 1: never) so every thread streams a part of the cache. */
+  int64_t nsplit = 1;
+  if (nthreads > 1 && max_split > 1 && B * kvh < 2 * (int64_t)nthreads) {
+    nsplit = (2 * (int64_t)nthreads + B * kvh - 1) / (B * kvh);
+    if (nsplit > max_len / 128) nsplit = max_len / 128;
+    if (nsplit > max_split) nsplit = max_split;
+    if (nsplit > 64) nsplit = 64;
+    if (nsplit < 1) nsplit = 1;
+    if (nsplit > 1) c.hpi = hpi = 1;
+  }
+  c.nsplit = nsplit;
+  c.part = 0;
+  if (nsplit > 1) {
+    const int64_t span = ((max_len + nsplit - 1) / nsplit + block_size - 1) / block_size * block_size;
+    const int64_t items = B * (kvh / hpi) * nsplit;
+    c.span = span;
+    c.per_item = hpi * c.group * (D + span) + D;
+    c.scratch = (float *)malloc(sizeof(float) * (size_t)(items * c.per_item + items * hpi * c.group * (D + 2)));
+    if (!c.scratch) return -1;
+    c.part = c.scratch + items * c.per_item;
+    pool_run(pa_split_item, &c, items, nthreads);
+    pool_run(pa_merge, &c, B * H, B * H * D >= 4096 ? nthreads : 1);
+    free(c.scratch);
+    return (int32_t)nsplit;
+  }
   c.per_item = hpi * c.group * (2 * D + max_len) + D;
   c.scratch = (float *)malloc(sizeof(float) * (size_t)(B * (kvh / hpi) * c.per_item));
   if (!c.scratch) return -1;
   pool_run(pa_item, &c, B * (kvh / hpi), nthreads);
   free(c.scratch);
-  return 0;
+  return 1;
 }
 `;
