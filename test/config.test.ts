@@ -20,6 +20,7 @@ import {
   parseOption,
   setOption,
   withEnvOption,
+  withOptionSnapshot,
   type OptionName,
 } from '../src/runtime/config.js';
 import { programCacheKey } from '../src/compile/cache/program-key.js';
@@ -241,4 +242,23 @@ test('compile modes decode once into named options; an unknown mode names the al
   });
   assert.equal(graphPolicy('reduce-overhead', '0'), 'off');
   assert.throws(() => graphPolicy('default', 'sometimes'), /KILN_CUDA_GRAPHS must be 0\/1, true\/false or on\/off; got 'sometimes'/);
+});
+
+test('withOptionSnapshot: the environment is read once per option inside it, overrides still apply, and it is read afresh after', () => {
+  withEnv('KILN_CPU_GEMV_ITEM_KIB', '32', () => {
+    withOptionSnapshot(() => {
+      assert.equal(getOption('KILN_CPU_GEMV_ITEM_KIB'), 32);
+      process.env.KILN_CPU_GEMV_ITEM_KIB = '8';
+      assert.equal(getOption('KILN_CPU_GEMV_ITEM_KIB'), 32, 'the first read holds inside the snapshot');
+      withOptionSnapshot(() => assert.equal(getOption('KILN_CPU_GEMV_ITEM_KIB'), 32, 'a nested call shares it'));
+      setOption('KILN_CPU_GEMV_ITEM_KIB', 16);
+      try {
+        assert.equal(getOption('KILN_CPU_GEMV_ITEM_KIB'), 16, 'an override applies at once');
+      } finally {
+        setOption('KILN_CPU_GEMV_ITEM_KIB', undefined);
+      }
+    });
+    assert.equal(getOption('KILN_CPU_GEMV_ITEM_KIB'), 8, 'after it the environment is read again');
+  });
+  assert.equal(getOption('KILN_CPU_GEMV_ITEM_KIB'), 64);
 });

@@ -244,11 +244,33 @@ function envValue(name: OptionName, d: Decl): { raw: string | undefined; value: 
   return fresh;
 }
 
+/** Environment values read inside withOptionSnapshot, per option (null outside one). */
+let snapshot: Map<OptionName, unknown> | null = null;
+
+/**
+ * Runs `fn` with each environment-backed option read from process.env at most once: a hot path
+ * that no user code runs inside (an eager decode step: hundreds of ops, each reading a few options)
+ * pays one environment lookup per option instead of one per read. Overrides (setOption) still apply
+ * at once; nested calls share the outer snapshot.
+ */
+export function withOptionSnapshot<T>(fn: () => T): T {
+  if (snapshot !== null) return fn();
+  snapshot = new Map();
+  try {
+    return fn();
+  } finally {
+    snapshot = null;
+  }
+}
+
 /** The value in effect: the override, else the environment, else the default. */
 export function getOption<N extends OptionName>(name: N): OptionValue<N> {
   if (overrides.has(name)) return overrides.get(name) as OptionValue<N>;
+  if (snapshot !== null && snapshot.has(name)) return snapshot.get(name) as OptionValue<N>;
   const d = decl(name);
-  return (d.env ? envValue(name, d).value : d.default) as OptionValue<N>;
+  const value = d.env ? envValue(name, d).value : d.default;
+  snapshot?.set(name, value);
+  return value as OptionValue<N>;
 }
 
 /**

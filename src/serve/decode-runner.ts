@@ -31,6 +31,7 @@ import { copy_ } from '../api/core.js';
 import { empty } from '../api/creation.js';
 import { narrow, view } from '../api/views.js';
 import { keep } from '../tensor/scope.js';
+import { withOptionSnapshot } from '../runtime/config.js';
 import { uploadFromHost } from '../tensor/transfer.js';
 import { storageArray } from '../tensor/typed.js';
 import { compile, type CompiledFunction } from '../compile/compile.js';
@@ -107,7 +108,8 @@ export class DecodeRunner {
       this.step = this.compiled;
     } else {
       this.compiled = null;
-      this.step = raw;
+      // Eager steps read each option from the environment once (hundreds of ops, a few reads each).
+      this.step = (...args) => withOptionSnapshot(() => raw(...args));
     }
   }
 

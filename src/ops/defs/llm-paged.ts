@@ -41,10 +41,10 @@ export function cacheGeometry(op: string, keyCache: TensorMeta, valueCache: Tens
   return { numBlocks, blockSize, kvHeads, headDim };
 }
 
-function rowsOf(op: string, name: string, t: TensorMeta, kvHeads: number, headDim: number, cacheDesc: string): number {
+function rowsOf(op: string, name: string, t: TensorMeta, kvHeads: number, headDim: number, cacheShape: readonly number[]): number {
   floatTensor(op, name, t);
   if (t.shape.length !== 3 || t.shape[1] !== kvHeads || t.shape[2] !== headDim) {
-    throw new Error(`${op}: argument '${name}' must be [N, ${kvHeads}, ${headDim}] to match the cache ${cacheDesc}, got ${describe(t)}`);
+    throw new Error(`${op}: argument '${name}' must be [N, ${kvHeads}, ${headDim}] to match the cache ${fmtShape(cacheShape)}, got ${describe(t)}`);
   }
   return t.shape[0]!;
 }
@@ -66,9 +66,9 @@ export const reshapeAndCache = defineOp({
   meta(key: TensorMeta, value: TensorMeta, keyCache: TensorMeta, valueCache: TensorMeta, slotMapping: TensorMeta): OutMeta[] {
     const op = 'llm.reshapeAndCache';
     const g = cacheGeometry(op, keyCache, valueCache);
-    const cacheDesc = fmtShape(keyCache.shape);
-    const n = rowsOf(op, 'key', key, g.kvHeads, g.headDim, cacheDesc);
-    if (rowsOf(op, 'value', value, g.kvHeads, g.headDim, cacheDesc) !== n) throw new Error(`${op}: 'key' (${describe(key)}) and 'value' (${describe(value)}) must have the same number of tokens`);
+    // The cache's shape is formatted only for an error (a decode step calls this 28 times).
+    const n = rowsOf(op, 'key', key, g.kvHeads, g.headDim, keyCache.shape);
+    if (rowsOf(op, 'value', value, g.kvHeads, g.headDim, keyCache.shape) !== n) throw new Error(`${op}: 'key' (${describe(key)}) and 'value' (${describe(value)}) must have the same number of tokens`);
     sameDtype(op, ['key', key], ['keyCache', keyCache]);
     sameDtype(op, ['value', value], ['valueCache', valueCache]);
     sameDevice(op, ['key', key], ['keyCache', keyCache]);
