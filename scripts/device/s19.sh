@@ -87,6 +87,14 @@ elif [ "$part" = bound ]; then
   # #17 cpu: decode against a DRAM-sized probe (4x the last-level cache; the 256 MiB probe beside it).
   go bound && { $K 300 node dist/bench/cpu-decode-bound.js --rounds 4 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode vs DRAM-sized probe rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
+elif [ "$part" = cpu2 ]; then
+  # #17 cpu: paged attention's key ranges across threads (KILN_CPU_PAGED_SPLIT) per call and in decode
+  # at a long context, and the defaults against the bound.
+  go opcost && { $K 120 node scripts/device/cpu-op-costs.mjs > "$out/op-costs.txt" 2>&1; el "cpu op costs rc=$?"; cat "$out/op-costs.txt" | tee -a "$out/summary.txt"; }
+  go longctx && { $K 200 node dist/bench/cpu-decode-bound.js --dtypes bfloat16 --prompt 1536 --ab KILN_CPU_PAGED_SPLIT --rounds 3 --steps 5 --json "$out/cpu-long-split.json" > "$out/cpu-long-split.txt" 2>&1
+    el "cpu decode bf16 at 1536 tokens, split off / on rc=$?"; tail -n 3 "$out/cpu-long-split.txt" | tee -a "$out/summary.txt"; }
+  go bound && { $K 200 node dist/bench/cpu-decode-bound.js --rounds 4 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode vs bound (defaults) rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = final ]; then
   cudadec final 1,8,64
   wgdec final1
