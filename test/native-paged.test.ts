@@ -89,7 +89,7 @@ test('native pagedAttention: bad block ids and lengths are RangeErrors', { skip 
   }
 });
 
-test('native pagedAttention, key ranges split across threads (KILN_CPU_PAGED_SPLIT): float64 agreement at long contexts, ragged and empty rows, a NaN key; the same values as one range per item', { skip }, async () => {
+test('native pagedAttention, key ranges split across threads (KILN_CPU_PAGED_SPLIT), rows widened in registers or copied (KILN_CPU_PAGED_VEC): float64 agreement at long contexts, ragged and empty rows, a NaN key; the same values as one range per item', { skip }, async () => {
   const { setNativeThreads } = await import('../src/kernels/cpu/native/threads.js');
   const { setOption } = await import('../src/runtime/config.js');
   setCpuPath('native');
@@ -111,8 +111,9 @@ test('native pagedAttention, key ranges split across threads (KILN_CPU_PAGED_SPL
         const v = randomValues(c.NB * c.BS * c.Hkv * c.D, 50 + ci, -1, 1).map(round);
         const tables = randomInts(c.B * c.M, 60 + ci, 0, c.NB);
         const scale = 1 / Math.sqrt(c.D);
-        const run = (split: boolean): number[] => {
+        const run = (split: boolean, vec = true): number[] => {
           setOption('KILN_CPU_PAGED_SPLIT', split);
+          setOption('KILN_CPU_PAGED_VEC', vec);
           const before = nativePagedAttentionCalls();
           const splitBefore = nativePagedSplitCalls();
           const out = llm.pagedAttention(makeTensor(q, [c.B, c.H, c.D], dtype), makeTensor(k, [c.NB, c.BS, c.Hkv, c.D], dtype), makeTensor(v, [c.NB, c.BS, c.Hkv, c.D], dtype),
@@ -124,10 +125,13 @@ test('native pagedAttention, key ranges split across threads (KILN_CPU_PAGED_SPL
         const want = reference(q, k, v, tables, c.lens, c.B, c.H, c.Hkv, c.D, c.BS, c.M, scale);
         const split = run(true);
         const whole = run(false);
+        // The rows copied to float32 first (KILN_CPU_PAGED_VEC off), split and not.
+        const copied = [run(true, false), run(false, false)];
         for (let i = 0; i < want.length; i++) {
           const tol = dtype === 'float32' ? 2e-6 : 2 ** -8 * Math.abs(want[i]!) + 1e-6;
           assert.ok(Math.abs(split[i]! - want[i]!) <= tol, `case ${ci} ${dtype} split [${i}]: got ${split[i]}, expected ${want[i]}`);
           assert.ok(Math.abs(split[i]! - whole[i]!) <= tol, `case ${ci} ${dtype} [${i}]: split ${split[i]} vs one range ${whole[i]}`);
+          for (const c2 of copied) assert.ok(Math.abs(c2[i]! - want[i]!) <= tol, `case ${ci} ${dtype} rows copied [${i}]: got ${c2[i]}, expected ${want[i]}`);
         }
       }
     }
@@ -142,6 +146,7 @@ test('native pagedAttention, key ranges split across threads (KILN_CPU_PAGED_SPL
     assert.ok(out.every((x) => Number.isNaN(x)), `every output of a row with a NaN score is NaN, got ${out.slice(0, 4).join(', ')}`);
   } finally {
     setOption('KILN_CPU_PAGED_SPLIT', undefined);
+    setOption('KILN_CPU_PAGED_VEC', undefined);
     setNativeThreads(undefined);
     setCpuPath(undefined);
   }

@@ -17,8 +17,10 @@
  * With fewer (sequence, kv head) items than two per thread (a batch-1 decode step: 8 kv heads on 16
  * threads), each kv head's keys are split into ranges of at least 128 keys (KILN_CPU_PAGED_SPLIT,
  * flash-decoding): each range keeps its own max, sum and unnormalised values, and a merge rescales
- * them to the row's max and divides once (pa_split_item, pa_merge). Session 19 on the H200 host:
- * see docs/cpu.md.
+ * them to the row's max and divides once (pa_split_item, pa_merge). Where the head dim is a multiple
+ * of 16 (KILN_CPU_PAGED_VEC), bfloat16 key and value rows are widened in registers as they are
+ * used (pa_dot_at, pa_axpy_at) instead of copied to float32 first, and each score's lanes are
+ * summed as a tree. Session 19 on the H200 host: docs/cpu.md.
  * The caller validates lengths and block ids (the JS kernel's RangeErrors); a context length of
  * 0 gives zeros, as the JS kernel. Returns the key ranges per item (1: unsplit), or -1 when the scratch
  * cannot be allocated.
@@ -65,6 +67,60 @@ static inline float pa_dot(const float *a, const float *b, int64_t n) {
   return s;
 }
 
+/* Sum of a vector's 16 lanes: a log-tree with AVX-512 (4 dependent adds where a lane-by-lane sum
+   had 16), else lane by lane. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline float pa_hsum(pa_v16 v) { return _mm512_reduce_add_ps((__m512)v); }
+#else
+static inline float pa_hsum(pa_v16 v) { float s = 0; for (int q = 0; q < 16; q++) s += v[q]; return s; }
+#endif
+
+/* 16 elements of a row (float32 or bfloat16 bits) at element index at, widened in registers. */
+static inline pa_v16 pa_ld16(const void *src, int32_t bf16, int64_t at) {
+  pa_v16 v;
+  if (!bf16) { memcpy(&v, (const float *)src + at, sizeof v); return v; }
+  pa_h16 hv;
+  memcpy(&hv, (const uint16_t *)src + at, sizeof hv);
+  pa_u16 u = __builtin_convertvector(hv, pa_u16) << 16;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+/* q . row for a cache row at element index at, D % 16 == 0: the row is widened in registers (no
+   float copy of it), two accumulators, one tree sum. */
+static inline float pa_dot_at(const float *q, const void *src, int32_t bf16, int64_t at, int64_t D) {
+  pa_v16 a0 = {0}, a1 = {0};
+  int64_t i = 0;
+  for (; i + 32 <= D; i += 32) {
+    pa_v16 x0, x1;
+    memcpy(&x0, q + i, sizeof x0);
+    memcpy(&x1, q + i + 16, sizeof x1);
+    a0 += x0 * pa_ld16(src, bf16, at + i);
+    a1 += x1 * pa_ld16(src, bf16, at + i + 16);
+  }
+  if (i < D) {
+    pa_v16 x0;
+    memcpy(&x0, q + i, sizeof x0);
+    a0 += x0 * pa_ld16(src, bf16, at + i);
+  }
+  return pa_hsum(a0 + a1);
+}
+
+/* acc[g][:] += p[g] * row for G query rows sharing a cache row at element index at, D % 16 == 0:
+   the row is widened in registers once per 16 elements and used by every row of the group. */
+static inline void pa_axpy_at(float *acc, int64_t acc_stride, const float *p, int64_t p_stride, int64_t G, const void *src, int32_t bf16, int64_t at, int64_t D) {
+  for (int64_t i = 0; i < D; i += 16) {
+    const pa_v16 v = pa_ld16(src, bf16, at + i);
+    for (int64_t j = 0; j < G; j++) {
+      pa_v16 a;
+      memcpy(&a, acc + j * acc_stride + i, sizeof a);
+      a += p[j * p_stride] * v;
+      memcpy(acc + j * acc_stride + i, &a, sizeof a);
+    }
+  }
+}
+
 static inline uint16_t pa_to_bf16(float v) {
   uint32_t u;
   memcpy(&u, &v, 4);
@@ -83,6 +139,7 @@ typedef struct {
   int64_t hpi; /* kv heads per item: all of them on one thread, else split so every thread gets items */
   int64_t nsplit; /* key ranges per (sequence, kv heads): > 1 runs pa_split_item, merged by pa_merge */
   int64_t span;   /* nsplit > 1: the most keys a range takes (whole blocks) */
+  int32_t vec;    /* D % 16 == 0 and vec_rows: cache rows widened in registers (pa_dot_at, pa_axpy_at) */
   float *part;    /* nsplit > 1: per item and query row, (max, sum, acc[D]) of its key range */
 } pa_ctx;
 
@@ -102,7 +159,12 @@ static void pa_item(void *vctx, int64_t item) {
     const int64_t n = len - t0 < bs ? len - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        pa_row(c->kc, c->cbf16, base + (sl * c->kvh + h) * D, D, row);
+        const int64_t at = base + (sl * c->kvh + h) * D;
+        if (c->vec) {
+          for (int64_t j = 0; j < G; j++) s[(h * G + j) * len + t0 + sl] = pa_dot_at(q + (h * G + j) * D, c->kc, c->cbf16, at, D) * c->scale;
+          continue;
+        }
+        pa_row(c->kc, c->cbf16, at, D, row);
         for (int64_t j = 0; j < G; j++) s[(h * G + j) * len + t0 + sl] = pa_dot(q + (h * G + j) * D, row, D) * c->scale;
       }
   }
@@ -117,7 +179,12 @@ static void pa_item(void *vctx, int64_t item) {
     const int64_t n = len - t0 < bs ? len - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        pa_row(c->vc, c->cbf16, base + (sl * c->kvh + h) * D, D, row);
+        const int64_t at = base + (sl * c->kvh + h) * D;
+        if (c->vec) {
+          pa_axpy_at(acc + h * G * D, D, s + h * G * len + t0 + sl, len, G, c->vc, c->cbf16, at, D);
+          continue;
+        }
+        pa_row(c->vc, c->cbf16, at, D, row);
         for (int64_t j = 0; j < G; j++) {
           const float p = s[(h * G + j) * len + t0 + sl];
           float *a = acc + (h * G + j) * D;
@@ -162,7 +229,12 @@ static void pa_split_item(void *vctx, int64_t item) {
     const int64_t n = tb - t0 < bs ? tb - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        pa_row(c->kc, c->cbf16, base + (sl * c->kvh + h) * D, D, row);
+        const int64_t at = base + (sl * c->kvh + h) * D;
+        if (c->vec) {
+          for (int64_t j = 0; j < G; j++) s[(h * G + j) * n_t + t0 - ta + sl] = pa_dot_at(q + (h * G + j) * D, c->kc, c->cbf16, at, D) * c->scale;
+          continue;
+        }
+        pa_row(c->kc, c->cbf16, at, D, row);
         for (int64_t j = 0; j < G; j++) s[(h * G + j) * n_t + t0 - ta + sl] = pa_dot(q + (h * G + j) * D, row, D) * c->scale;
       }
   }
@@ -176,7 +248,12 @@ static void pa_split_item(void *vctx, int64_t item) {
     const int64_t n = tb - t0 < bs ? tb - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        pa_row(c->vc, c->cbf16, base + (sl * c->kvh + h) * D, D, row);
+        const int64_t at = base + (sl * c->kvh + h) * D;
+        if (c->vec) {
+          pa_axpy_at(part + h * G * (D + 2) + 2, D + 2, s + h * G * n_t + t0 - ta + sl, n_t, G, c->vc, c->cbf16, at, D);
+          continue;
+        }
+        pa_row(c->vc, c->cbf16, at, D, row);
         for (int64_t j = 0; j < G; j++) {
           const float p = s[(h * G + j) * n_t + t0 - ta + sl];
           float *a = part + (h * G + j) * (D + 2) + 2;
@@ -218,7 +295,7 @@ static void pa_merge(void *vctx, int64_t item) {
    lens [B] int32; out [B, H, D] dense at offset oo. */
 int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks,
                           void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16,
-                          int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split) {
+                          int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split, int32_t vec_rows) {
   pa_ctx c;
   c.H = H; c.D = D; c.kvh = kvh; c.group = H / kvh; c.block_size = block_size; c.max_blocks = max_blocks;
   c.q = qbf16 ? (const void *)((const uint16_t *)q + qo) : (const void *)((const float *)q + qo); c.qbf16 = qbf16;
@@ -228,6 +305,7 @@ int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64
   c.tables = tables; c.lens = lens;
   c.out = obf16 ? (void *)((uint16_t *)out + oo) : (void *)((float *)out + oo); c.obf16 = obf16;
   c.scale = scale;
+  c.vec = vec_rows && D % 16 == 0;
   int64_t max_len = 1;
   for (int64_t b = 0; b < B; b++) if (lens[b] > max_len) max_len = lens[b];
   c.max_len = max_len;

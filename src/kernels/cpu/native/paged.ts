@@ -38,7 +38,7 @@ function paged(): NativeFn {
   ensureSharedPool();
   const lib = loadLibrary(buildSharedObjectSync('kiln_paged', PAGED_C_SOURCE, probe.toolchain));
   fn = lib.func(
-    'int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks, void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16, int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split)',
+    'int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks, void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16, int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split, int32_t vec_rows)',
   );
   return fn;
 }
@@ -70,7 +70,7 @@ export function nativePagedAttention(
   const threads = total * kvHeads * D * 2 * (dtype === 'bfloat16' ? 2 : 4) >= PARALLEL_BYTES ? nativeThreads() : 1;
   const bf = dtype === 'bfloat16' ? 1 : 0;
   const rc = f(B, H, D, kvHeads, blockSize, maxBlocks, words(q), q.offset, bf, words(keyCache), keyCache.offset, words(valueCache), valueCache.offset, bf,
-    Int32Array.from(tables), Int32Array.from(lens), words(out), out.offset, bf, scale, threads, getOption('KILN_CPU_PAGED_SPLIT') ? 64 : 1) as number;
+    Int32Array.from(tables), Int32Array.from(lens), words(out), out.offset, bf, scale, threads, getOption('KILN_CPU_PAGED_SPLIT') ? 64 : 1, getOption('KILN_CPU_PAGED_VEC') ? 1 : 0) as number;
   if (rc < 0) throw new Error(`llm.pagedAttention [${B}, ${H}, ${D}]: out of memory`);
   if (rc > 1) splitCalls++;
   return out;
