@@ -11,6 +11,7 @@ import * as R from '../ops/defs/llm-rotary.js';
 import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
 import * as PG from '../ops/defs/llm-paged.js';
 import * as QKC from '../ops/defs/llm-qk-norm-rotary-cache.js';
+import * as QKA from '../ops/defs/llm-qk-norm-rotary-paged-attention.js';
 import * as LSM from '../ops/defs/llm-linear-silu-mul.js';
 import * as GUS from '../ops/defs/llm-gate-up-silu-mul.js';
 import * as ARL from '../ops/defs/llm-add-rms-norm-linear.js';
@@ -263,6 +264,33 @@ export function qkNormRotaryCache(
 ): { q: Tensor; keyCache: Tensor; valueCache: Tensor } {
   const [qo, kc, vc] = dispatch(QKC.qkNormRotaryCache, q, k, v, qWeight, kWeight, eps, cos, sin, isNeox, keyCache, valueCache, slotMapping);
   return { q: qo!, keyCache: kc!, valueCache: vc! };
+}
+
+/**
+ * qkNormRotaryCache, then pagedAttention of the rotated q over the written caches, in one call:
+ * returns the attention output [B, heads, headDim] and the caches (written in place). One webgpu
+ * dispatch where the two ops take two (issue #20); what a compiled webgpu decode step runs
+ * (KILN_WEBGPU_QK_ATTN); other devices run the reference composition. Inference only (no backward).
+ */
+export function qkNormRotaryPagedAttention(
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  qWeight: Tensor,
+  kWeight: Tensor,
+  eps: number,
+  cos: Tensor,
+  sin: Tensor,
+  isNeox: boolean,
+  keyCache: Tensor,
+  valueCache: Tensor,
+  slotMapping: Tensor,
+  blockTables: Tensor,
+  contextLens: Tensor,
+  scale: number,
+): { out: Tensor; keyCache: Tensor; valueCache: Tensor } {
+  const [out, kc, vc] = dispatch(QKA.qkNormRotaryPagedAttention, q, k, v, qWeight, kWeight, eps, cos, sin, isNeox, keyCache, valueCache, slotMapping, blockTables, contextLens, scale);
+  return { out: out!, keyCache: kc!, valueCache: vc! };
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * Registers the LLM library's graph rewrites and its two graph passes with the compiler
  * (src/compile/passes/extensions.ts): the q/k-norm + rotary fusion and its decode-step sequel,
- * the rotary fused with the paged-cache write (on by default on cuda; KILN_QK_NORM_ROTARY_CACHE=0 turns it off), and the MLP's
+ * the rotary fused with the paged-cache write (on by default on cuda; KILN_QK_NORM_ROTARY_CACHE=0 turns it off) and, on webgpu,
+ * that write fused with the paged attention after it (KILN_WEBGPU_QK_ATTN), and the MLP's
  * gate/up projection fused with silu * mul (on by default on cuda; KILN_LINEAR_SILU_MUL=0 turns it off), and
  * the residual add + RMSNorm fused into the linear after it (KILN_ADD_RMSNORM_LINEAR=1, off by default). The library
  * sits above the compiler in the layer order, so it plugs in here instead of the compiler
@@ -10,6 +11,7 @@
 import { registerGraphPass, registerRewriteRules } from '../compile/passes/extensions.js';
 import { fuseQkNormRotary } from './qk-norm-rotary-pass.js';
 import { fuseQkNormRotaryCache } from './qk-norm-rotary-cache-pass.js';
+import { fuseQkNormRotaryAttention } from './qk-norm-rotary-attention-pass.js';
 import { fuseLinearSiluMul } from './linear-silu-mul-pass.js';
 import { fuseAddRmsNormLinear } from './add-rms-norm-linear-pass.js';
 import { autoRewriteRules, llmRewriteRules } from './rewrites.js';
@@ -17,6 +19,7 @@ import { autoRewriteRules, llmRewriteRules } from './rewrites.js';
 registerRewriteRules('library', llmRewriteRules);
 registerRewriteRules('auto', autoRewriteRules);
 registerGraphPass('qkNormRotary', (g) => fuseQkNormRotary(g).graph);
-registerGraphPass('qkNormRotaryCache', (g) => fuseQkNormRotaryCache(g).graph);
+// Its webgpu sequel (KILN_WEBGPU_QK_ATTN) runs in the same slot: the cache write with the attention after it.
+registerGraphPass('qkNormRotaryCache', (g) => fuseQkNormRotaryAttention(fuseQkNormRotaryCache(g).graph).graph);
 registerGraphPass('linearSiluMul', (g) => fuseLinearSiluMul(g).graph);
 registerGraphPass('addRmsNormLinear', (g) => fuseAddRmsNormLinear(g).graph);

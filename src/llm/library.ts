@@ -144,6 +144,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     backward: 'inference fusion of a decode step (kiln.compile maps qkNormRotary + reshapeAndCache onto it)',
   },
   {
+    op: 'llm.qkNormRotaryPagedAttention',
+    kind: 'opaque',
+    mutates: ['keyCache', 'valueCache'],
+    dynamic: [TOKENS],
+    requires: ['as llm.qkNormRotaryCache for q, k, v, the tables and the caches', 'q [B, heads, headDim], one query token per row, then as llm.pagedAttention'],
+    dtypes: FLOATS,
+    backward: 'inference fusion of a decode step (kiln.compile maps qkNormRotaryCache + pagedAttention onto it on webgpu)',
+  },
+  {
     op: 'llm.pagedAttention',
     kind: 'opaque',
     mutates: [],

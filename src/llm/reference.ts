@@ -253,6 +253,11 @@ const REFERENCES: Record<string, RefFn> = {
     const [kco, vco] = reshapeAndCacheRef(normRotary(k, kw, eps, cos, sin, isNeox), v, kc, vc, slots);
     return [normRotary(q, qw, eps, cos, sin, isNeox), kco!, vco!];
   },
+  // The two ops in sequence: the cache write, then attention of the rotated q over the written caches.
+  'llm.qkNormRotaryPagedAttention': (q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, kc: Tensor, vc: Tensor, slots: Tensor, tables: Tensor, lens: Tensor, scale: number) => {
+    const [kco, vco] = reshapeAndCacheRef(normRotary(k, kw, eps, cos, sin, isNeox), v, kc, vc, slots);
+    return [pagedAttentionRef(normRotary(q, qw, eps, cos, sin, isNeox), kco!, vco!, tables, lens, scale), kco!, vco!];
+  },
 };
 
 for (const [op, fn] of Object.entries(REFERENCES)) {

@@ -259,6 +259,13 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
       make: (d, dev) => [r([T(d), 2, 6], 9, dev, 'contiguous', 'bfloat16'), r([T(d), 1, 6], 10, dev, 'strided', 'bfloat16'), r([T(d), 1, 6], 11, dev, 'strided', 'bfloat16'), r([6], 12, dev, 'contiguous', 'bfloat16'), r([6], 13, dev, 'contiguous', 'bfloat16'), 1e-5, r([T(d), 1, 6], 14, dev, 'contiguous', 'bfloat16'), r([T(d), 1, 6], 15, dev, 'contiguous', 'bfloat16'), false, zerosOn([3, 2, 1, 6], dev, 'bfloat16'), zerosOn([3, 2, 1, 6], dev, 'bfloat16'), on(distinctSlots(T(d), 6, 16, false, 'int32'), dev)],
     },
   ],
+  'llm.qkNormRotaryPagedAttention': [
+    {
+      label: 'float32 neox, 4 q heads over 2 kv heads, one padding slot, ragged lengths',
+      dims: { T: 3 },
+      make: (d, dev) => [r([T(d), 4, 8], 1, dev), r([T(d), 2, 8], 2, dev), r([T(d), 2, 8], 3, dev), r([8], 4, dev), r([8], 5, dev), 1e-6, r([T(d), 1, 8], 6, dev), r([T(d), 1, 8], 7, dev), true, r([6, 4, 2, 8], 8, dev), r([6, 4, 2, 8], 9, dev), on(distinctSlots(T(d), 24, 8, true), dev), on(blockTable(T(d), 3, 6, 4), dev), on(makeTensor(randomInts(T(d), 5, 1, 13), [T(d)], 'int32'), dev), 0.35],
+    },
+  ],
   'llm.pagedAttention': [
     {
       label: 'float32, 4 query heads over 2 kv heads, ragged lengths',

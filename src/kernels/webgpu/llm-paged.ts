@@ -16,15 +16,22 @@
  *   (splits, heads per workgroup) depends on shapes only: a compiled decode step replays it for any
  *   length. A row of length 0 is zeros (as the reference); a block id outside the cache skips its
  *   token (the cpu and cuda kernels raise; a WebGPU kernel cannot).
+ * - qkNormRotaryPagedAttention: the fused form with llm.qkNormRotaryCache's work as its prologue
+ *   (pagedFusedSource's `qk`; KILN_WEBGPU_QK_ATTN's pass maps a compiled decode step's pair onto
+ *   it): one dispatch where the two ops took two; the two ops where the fused form does not apply.
  */
 import { cacheGeometry, pagedAttention, reshapeAndCache } from '../../ops/defs/llm-paged.js';
+import { qkNormRotaryCache } from '../../ops/defs/llm-qk-norm-rotary-cache.js';
+import { qkNormRotaryPagedAttention } from '../../ops/defs/llm-qk-norm-rotary-paged-attention.js';
+import { dispatch } from '../../ops/dispatch.js';
+import { broadcastStrides } from '../../tensor/layout.js';
 import { registerLlmImpl, type ImplFn } from '../../ops/library/policy.js';
 import type { OutMeta } from '../../ops/schema.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { DType } from '../../tensor/dtype.js';
 import { getOption } from '../../runtime/config.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
-import { PAGED_WG, pagedCombineSource, pagedFusedSource, pagedFusedWorkgroupBytes, pagedSplitSource, pagedSplitSourceV, pagedVecElems, pagedVecV, type PagedKinds } from './paged-attention-source.js';
+import { PAGED_WG, pagedCombineSource, pagedFusedSource, pagedFusedWorkgroupBytes, pagedSplitSource, pagedSplitSourceV, pagedVecElems, pagedVecV, type PagedKinds, type PagedQk } from './paged-attention-source.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, WG, words } from './template.js';
 
@@ -139,17 +146,21 @@ export function pagedFuses(splits: number, hg: number, d: number, vecV: boolean)
   return inv <= (lim.maxComputeInvocationsPerWorkgroup ?? 256) && inv <= (lim.maxComputeWorkgroupSizeX ?? 256) && pagedFusedWorkgroupBytes(splits, hg, d) <= (lim.maxComputeWorkgroupStorageSize ?? 16384);
 }
 
-registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables, contextLens, scale) => {
-  const op = pagedAttention.name;
-  const kc = keyCache as Tensor;
-  const vc = valueCache as Tensor;
+/** The launch of a pagedAttention kernel over q: its plan, kinds, metadata and tag (shapes only). */
+interface PagedLaunch {
+  readonly x: StorageKind;
+  readonly hg: number;
+  readonly splits: number;
+  readonly vecV: boolean;
+  readonly kinds: PagedKinds;
+  readonly meta: number[];
+  readonly tag: string;
+  readonly items: number;
+}
+
+function pagedLaunch(op: string, q: Tensor, kc: Tensor, vc: Tensor, tables: Tensor, lens: Tensor, scale: number, outOffset: number): PagedLaunch {
   const g = cacheGeometry(op, kc, vc);
-  const q = query as Tensor;
-  const tables = blockTables as Tensor;
-  const lens = contextLens as Tensor;
   const [b, heads, d] = q.shape as [number, number, number];
-  const out = allocOut(ctx.out as OutMeta);
-  if (b === 0 || heads === 0 || d === 0) return out;
   if (d > MAX_DIM) throw new Error(`${op}: the webgpu kernel supports head dims up to ${MAX_DIM}, got ${d} (query ${JSON.stringify(q.shape)})`);
   const x = dataKind(op, q).kind;
   if (x !== 'f32' && x !== 'f16' && x !== 'f16p' && x !== 'bf16p') throw unsupportedDtype(op, q);
@@ -158,22 +169,34 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const hg = headGroup(heads / g.kvHeads, d);
   const groups = heads / g.kvHeads / hg;
   const { splits, splitLen } = pagedPlan(b * g.kvHeads * groups, maxBlocks * g.blockSize);
-  // Key rows as 16-byte words where they are exact (pagedVecElems): the head dim and the cache's offset whole words, its buffer whole words.
   const ve = pagedVecElems(x);
   const vecK = ve > 0 && d % ve === 0 && kc.offset % ve === 0 && kc.storage.buffer.capacity % 16 === 0;
-  // Value rows as 16-byte words too where exact, with the value pass split over keys (pagedSplitSourceV).
   const vecV = vecK && pagedVecV(x, d) && vc.offset % ve === 0 && vc.storage.buffer.capacity % 16 === 0 && getOption('KILN_WEBGPU_PAGED_VECV');
   const unroll = getOption('KILN_WEBGPU_PAGED_UNROLL');
   const kinds: PagedKinds = { x, table: tables.dtype, lens: lens.dtype, d, hg, vecK, vecV, unroll };
-  const meta = words([
+  const meta = [
     b, heads, g.kvHeads, g.blockSize, maxBlocks, q.strides[0]!, q.strides[1]!, q.offset, tables.strides[0]!, tables.offset,
-    lens.offset, lens.strides[0] ?? 1, f32Bits(scale as number), g.numBlocks, kc.offset, vc.offset, splits, splitLen, groups, out.offset,
-  ]);
+    lens.offset, lens.strides[0] ?? 1, f32Bits(scale), g.numBlocks, kc.offset, vc.offset, splits, splitLen, groups, outOffset,
+  ];
+  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}${vecV ? '.vv' : ''}${unroll ? '.u' : ''}`;
+  return { x, hg, splits, vecV, kinds, meta, tag, items: b * g.kvHeads * groups * splits };
+}
+
+registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables, contextLens, scale) => {
+  const op = pagedAttention.name;
+  const kc = keyCache as Tensor;
+  const vc = valueCache as Tensor;
+  const q = query as Tensor;
+  const tables = blockTables as Tensor;
+  const lens = contextLens as Tensor;
+  const [b, heads, d] = q.shape as [number, number, number];
+  const out = allocOut(ctx.out as OutMeta);
+  if (b === 0 || heads === 0 || d === 0) return out;
+  const { x, hg, splits, vecV, kinds, meta: m, tag, items } = pagedLaunch(op, q, kc, vc, tables, lens, scale as number, out.offset);
+  const meta = words(m);
   const acc = webgpu();
   const inputs = [q.storage.buffer, kc.storage.buffer, vc.storage.buffer, tables.storage.buffer, lens.storage.buffer];
-  const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}${vecV ? '.vv' : ''}${unroll ? '.u' : ''}`;
   const source = (partial: boolean): string => (vecV ? pagedSplitSourceV(kinds, partial) : pagedSplitSource(kinds, partial));
-  const items = b * g.kvHeads * groups * splits;
   if (splits === 1) {
     acc.dispatch(kernelFor(`paged.decode.${tag}`, () => source(false)), [out.storage.buffer, ...inputs], meta, groupsFor(items, 1));
     return out;
@@ -186,9 +209,112 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const part = allocOut({ shape: [b * heads * splits * (d + 3)], strides: [1], dtype: 'float32', device: out.device });
   try {
     acc.dispatch(kernelFor(`paged.split.${tag}`, () => source(true)), [part.storage.buffer, ...inputs], meta, groupsFor(items, 1));
-    acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}${unroll ? '.u' : ''}`, () => pagedCombineSource(x, d, lens.dtype, unroll)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
+    acc.dispatch(kernelFor(`paged.combine.${x}.${d}.${lens.dtype}${kinds.unroll === true ? '.u' : ''}`, () => pagedCombineSource(x, d, lens.dtype, kinds.unroll === true)), [out.storage.buffer, part.storage.buffer, lens.storage.buffer], meta, groupsFor(b * heads * d, PAGED_WG));
   } finally {
     part.dispose();
   }
   return out;
 });
+
+/**
+ * llm.qkNormRotaryPagedAttention: the fused paged-attention kernel with the q/k norm + rotary and
+ * the cache write as its prologue (pagedFusedSource's `qk`), one dispatch, where it applies: the
+ * attention's plan takes the fused form (pagedFuses, more than one split), one sequence (batch 1:
+ * with several, one row may attend to a slot another row writes in the same step), q, k and v are
+ * [B, heads | kvHeads, D] with the head dim contiguous, cos and sin the same for every head, one
+ * slot per sequence, no cache buffer shared with an input, and the device binds every operand
+ * (distinct buffers: out, the q|k|v output, the caches, tables, lengths, slots, the two weights,
+ * cos and sin, the metadata: 12 for a decode step; SwiftShader binds 12, the H200 16). Elsewhere it
+ * runs llm.qkNormRotaryCache then llm.pagedAttention (their webgpu kernels).
+ */
+registerWebgpu(qkNormRotaryPagedAttention.name, (ctx, ...args) => {
+  const [qIn, kIn, vIn, qwIn, kwIn, eps, cosIn, sinIn, isNeox, kcIn, vcIn, slotsIn, tablesIn, lensIn, scale] = args;
+  const [q, k, v, qw, kw, cos, sin, kc, vc, slotsT, tables, lens] = [qIn, kIn, vIn, qwIn, kwIn, cosIn, sinIn, kcIn, vcIn, slotsIn, tablesIn, lensIn] as Tensor[];
+  const metas = ctx.out as unknown as OutMeta[];
+  const slots = slotsT!.device.type === 'webgpu' ? slotsT! : slotsT!.to(kc!.device);
+  try {
+    const out = allocOut(metas[0]!);
+    if (qkAttentionLaunch(q!, k!, v!, qw!, kw!, eps as number, cos!, sin!, isNeox as boolean, kc!, vc!, slots, tables!, lens!, scale as number, out)) return [out, kc!, vc!];
+    out.dispose();
+    // The two ops it fuses.
+    const [qr] = dispatch(qkNormRotaryCache, q!, k!, v!, qw!, kw!, eps as number, cos!, sin!, isNeox as boolean, kc!, vc!, slots) as unknown as Tensor[];
+    try {
+      return [dispatch(pagedAttention, qr!, kc!, vc!, tables!, lens!, scale as number) as unknown as Tensor, kc!, vc!];
+    } finally {
+      qr!.dispose();
+    }
+  } finally {
+    if (slots !== slotsT) slots.dispose();
+  }
+});
+
+/** Whether the adapter's subgroups are at most 64 wide (a 64-lane row of the prologue is whole subgroups), and the rotary kernel takes them (llm-rotary.ts rotaryForm). */
+function qkSubgroups(): boolean {
+  const acc = webgpu();
+  const max = acc.bridge.adapter.subgroupMaxSize ?? 0;
+  return getOption('KILN_WEBGPU_ROTARY_REGISTERS') && acc.hasFeature('subgroups') && max > 0 && max <= PAGED_WG;
+}
+
+/** The one-dispatch launch of qkNormRotaryPagedAttention, or false (nothing dispatched) where it does not apply (see above). */
+function qkAttentionLaunch(q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tensor, eps: number, cos: Tensor, sin: Tensor, isNeox: boolean, kc: Tensor, vc: Tensor, slots: Tensor, tables: Tensor, lens: Tensor, scale: number, out: Tensor): boolean {
+  const op = qkNormRotaryPagedAttention.name;
+  const g = cacheGeometry(op, kc, vc);
+  if (q.ndim !== 3 || k.ndim !== 3 || v.ndim !== 3) return false;
+  const [b, heads, d] = q.shape as [number, number, number];
+  // One sequence: rows of one step may read each other's new slots (a prompt fed as decode rows, rows
+  // sharing blocks), which the two ops order (every write before any attention) and one dispatch of
+  // independent workgroups cannot. At batch 1 the row's workgroups are the only readers of its slot.
+  if (b !== 1 || heads === 0 || d === 0 || d % 2 !== 0) return false;
+  const kvShape = (t: Tensor): boolean => t.shape[0] === b && t.shape[1] === g.kvHeads && t.shape[2] === d && t.strides[2] === 1;
+  if (!kvShape(k) || !kvShape(v) || q.strides[2] !== 1 || d !== g.headDim) return false;
+  if (slots.ndim !== 1 || slots.shape[0] !== b || (slots.dtype !== 'int32' && slots.dtype !== 'int64')) return false;
+  if (qw.ndim !== 1 || kw.ndim !== 1 || qw.shape[0] !== d || kw.shape[0] !== d) return false;
+  if (![k, v, qw, kw, cos, sin].every((t) => t.dtype === q.dtype) || kc.dtype !== q.dtype) return false;
+  // cos / sin: one row per sequence, the same for every head.
+  const trig = (t: Tensor): number[] | null => {
+    const sq = broadcastStrides(t.shape, t.strides, q.shape);
+    const sk = broadcastStrides(t.shape, t.strides, k.shape);
+    return t.ndim <= 3 && sq[1] === 0 && sk[1] === 0 && sq[0] === sk[0] && sq[2] === sk[2] ? [t.offset, sq[0]!, sq[2]!] : null;
+  };
+  const tc = trig(cos);
+  const ts = trig(sin);
+  if (!tc || !ts) return false;
+  const L = pagedLaunch(op, q, kc, vc, tables, lens, scale, out.offset);
+  if (!pagedFuses(L.splits, L.hg, d, L.vecV)) return false;
+  const { wide } = dataKind(op, q);
+  if (wide) return false;
+  // Bindings: b0..b5 the attention's (b1 the raw q), then each further buffer once (read-only data may share; the caches share nothing).
+  const cacheBufs = [kc.storage.buffer, vc.storage.buffer];
+  if (kc.storage.buffer === vc.storage.buffer || [q, k, v, qw, kw, cos, sin, slots, tables, lens, out].some((t) => cacheBufs.includes(t.storage.buffer))) return false;
+  const buffers = [out.storage.buffer, q.storage.buffer, kc.storage.buffer, vc.storage.buffer, tables.storage.buffer, lens.storage.buffer];
+  const data = (t: Tensor): number => {
+    const at = buffers.findIndex((bf, i) => bf === t.storage.buffer && (i === 1 || i >= 6));
+    if (at >= 0) return at;
+    buffers.push(t.storage.buffer);
+    return buffers.length - 1;
+  };
+  const bindK = data(k);
+  const bindV = data(v);
+  const bindQw = data(qw);
+  const bindKw = data(kw);
+  const bindCos = data(cos);
+  const bindSin = data(sin);
+  // The slots (an index dtype) get a binding of their own.
+  buffers.push(slots.storage.buffer);
+  const bindSlots = buffers.length - 1;
+  if (out.storage.buffer === q.storage.buffer || buffers.slice(6).includes(out.storage.buffer)) return false;
+  const acc = webgpu();
+  if (buffers.length + 1 > (acc.bridge.adapter.limits.maxStorageBuffersPerShaderStage ?? 8)) return false;
+  const subgroups = qkSubgroups();
+  const qk: PagedQk = { isNeox, slots: slots.dtype, subgroups, bindK, bindV, bindQw, bindKw, bindCos, bindSin, bindSlots, binds: buffers.length };
+  const meta = [
+    ...L.meta,
+    k.offset, k.strides[0]!, k.strides[1]!, v.offset, v.strides[0]!, v.strides[1]!,
+    qw.offset, qw.strides[0]!, kw.offset, kw.strides[0]!,
+    ...tc, ...ts,
+    slots.offset, slots.strides[0]!, f32Bits(eps),
+  ];
+  const key = `paged.fused.qk.${L.tag}.s${L.splits}.${isNeox ? 'neox' : 'gptj'}.${slots.dtype}.${[bindK, bindV, bindQw, bindKw, bindCos, bindSin, bindSlots].join('')}${subgroups ? '.sg' : ''}`;
+  acc.dispatch(kernelFor(key, () => pagedFusedSource(L.kinds, L.splits, qk)), buffers, words(meta), groupsFor(L.items / L.splits, 1));
+  return true;
+}

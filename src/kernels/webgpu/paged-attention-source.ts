@@ -25,6 +25,26 @@
  *   partials in workgroup memory instead of the float32 scratch, then the combine's merge over the
  *   used splits in split order, behind a workgroupBarrier (no cross-workgroup ordering involved).
  *   The queries are loaded once per item and shared by the sub-splits.
+ * - `fused` with the q/k norm + rotary and the cache write (pagedFusedSource's `qk`,
+ *   llm.qkNormRotaryPagedAttention, KILN_WEBGPU_QK_ATTN): in place of loading rotated queries the
+ *   work item's workgroup computes them from the raw q|k|v GEMV output, as llm.qkNormRotaryCache's
+ *   kernel (llm-rotary.ts, register form) does, with the same roundings: its HG query heads and its
+ *   kv head's new key row (row r on sub-split r, S at a time), each row's sum of squares over the
+ *   same pairs reduced in the same order (subgroupAdd over the row's 64 lanes and the subgroups'
+ *   partials in order where the rotary kernel takes subgroups, else the same workgroup-memory
+ *   tree), n = round(x * rsqrt(mean(x^2) + eps) * w), rotated; the queries rounded to the dtype
+ *   (as the stored q' the attention loaded) then scaled into qs, the key row into workgroup memory
+ *   (pw, free until the merge). Then the key row (rounded at the store, as the rotary kernel stores
+ *   it) and the value row go into the cache at the token's slot (none where the slot is negative
+ *   or past the capacity), and storageBarrier() makes them visible to the workgroup's own key and
+ *   value passes. Sound because the item's workgroup is the only reader of its kv head's cache
+ *   rows of its sequence in this dispatch, and (the host launches it for one sequence only) no
+ *   other row of the step reads the slot: with several rows, one may attend to a slot another
+ *   writes (a prompt fed as decode rows), which only the two ops order. Where several head groups share a kv head (groups > 1)
+ *   each of their workgroups writes the same bits to the same slot: a benign race (equal values,
+ *   and no workgroup reads the slot before its own write and barrier). The caches are read_write
+ *   bindings here (packed 16-bit kinds read with atomicLoad in the scalar passes; the vector key
+ *   pass's 16-byte words are written whole, packed from the rounded bits).
  *
  * Semantics of the CPU kernel: tokens t < contextLens[b] (clamped to the table's capacity: a WGSL
  * kernel cannot raise); a row with no token is zeros; a NaN score makes the row NaN. A block id
@@ -38,12 +58,37 @@
 import type { DType } from '../../tensor/dtype.js';
 import type { StorageKind } from './storage.js';
 import { loadExpr, storeStmt } from './storage.js';
-import { header, indexBind, indexLoad } from './template.js';
+import { type Bind, header, indexBind, indexLoad } from './template.js';
 
 /** Invocations per workgroup, and keys per block. */
 export const PAGED_WG = 64;
 /** Metadata words. */
 export const PAGED_META_WORDS = 20;
+
+/**
+ * The fused kernel's q/k norm + rotary prologue (llm.qkNormRotaryPagedAttention): the rotary form
+ * and where its operands are bound. Bindings b0..b5 are the attention's (b1 the raw q, b2 / b3 the
+ * caches, written); `x` maps each further role to its binding (k and v may share q's b1, as slices
+ * of one qkv output), `binds` is the count of bindings, `slotBind` the slot mapping's.
+ */
+export interface PagedQk {
+  readonly isNeox: boolean;
+  readonly slots: DType;
+  /** The norm's sum through subgroupAdd (64-lane rows of subgroups of at most 64), else the workgroup-memory tree. */
+  readonly subgroups: boolean;
+  readonly bindK: number;
+  readonly bindV: number;
+  readonly bindQw: number;
+  readonly bindKw: number;
+  readonly bindCos: number;
+  readonly bindSin: number;
+  readonly bindSlots: number;
+  /** Bindings in all (b0.. b(binds - 1)); those past 5 but the slots' are data of kind x, read only. */
+  readonly binds: number;
+}
+
+/** Metadata words of the prologue, after PAGED_META_WORDS: k (off, row, head), v (off, row, head), qw and kw (off, stride), cos and sin (off, row, last), slots (off, stride), eps bits. */
+export const PAGED_QK_META_WORDS = 19;
 
 export interface PagedKinds {
   /** Storage of query, caches and output. */
@@ -141,24 +186,30 @@ const VALUE_STEP = 8;
 export const pagedPerThread = (d: number): number => Math.max(1, Math.ceil(d / PAGED_WG));
 
 /** The split kernels' bindings: the output (float32 scratch with `partial`), q, k and v caches, table, lengths. */
-function splitHeader(k: PagedKinds, partial: boolean): string[] {
+function splitHeader(k: PagedKinds, partial: boolean, qk?: PagedQk): string[] {
   const { x } = k;
-  return header([
-    { kind: partial ? 'f32' : x, written: true },
-    { kind: x, written: false },
-    { kind: x, written: false },
-    { kind: x, written: false },
-    { kind: indexBind(k.table), written: false },
-    { kind: indexBind(k.lens), written: false },
-  ]);
+  const extra: Bind[] = qk ? Array.from({ length: qk.binds - 6 }, (_, i) => (i + 6 === qk.bindSlots ? { kind: indexBind(qk.slots), written: false } : { kind: x, written: false })) : [];
+  return header(
+    [
+      { kind: partial ? 'f32' : x, written: true },
+      { kind: x, written: false },
+      { kind: x, written: qk !== undefined },
+      { kind: x, written: qk !== undefined },
+      { kind: indexBind(k.table), written: false },
+      { kind: indexBind(k.lens), written: false },
+      ...extra,
+    ],
+    qk ? { f16: x === 'f16' || x === 'f16p', bf16: x === 'bf16p' } : {},
+  );
 }
 
 /** The split kernels' constants, workgroup arrays, entry point and metadata reads (both forms share them); `fused` > 0: the fused kernel's, with that many sub-splits. */
-function splitDeclarations(k: PagedKinds, fused = 0): string[] {
+function splitDeclarations(k: PagedKinds, fused = 0, qk?: PagedQk): string[] {
   const { d, hg } = k;
   const W = PAGED_WG;
   if (fused > 0) {
     const S = fused;
+    const sg = qk?.subgroups === true ? ', @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) sgi: u32, @builtin(subgroup_size) sgsz: u32' : '';
     return [
       `const D = ${d}u;`,
       `const HG = ${hg}u;`,
@@ -168,7 +219,7 @@ function splitDeclarations(k: PagedKinds, fused = 0): string[] {
       `var<workgroup> kb: array<u32, ${S * W}>;`,
       `var<workgroup> pw: array<f32, ${S * hg * (d + 3)}>;`,
       `@compute @workgroup_size(${S * W})`,
-      'fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32, @builtin(num_workgroups) ng: vec3u) {',
+      `fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) li: u32, @builtin(num_workgroups) ng: vec3u${sg}) {`,
       '  let B = kmeta[0]; let H = kmeta[1]; let hkv = kmeta[2]; let bs = kmeta[3]; let maxBlocks = kmeta[4];',
       '  let scale = bitcast<f32>(kmeta[12]); let numBlocks = kmeta[13];',
       '  let splits = kmeta[16]; let groups = kmeta[18];',
@@ -199,9 +250,9 @@ export function pagedFusedWorkgroupBytes(splits: number, hg: number, d: number):
 }
 
 /** Opens the loop over work items (sequence, kv head, head group, split): the row's length and table row, the scaled queries in workgroup memory. */
-function splitItemStart(k: PagedKinds, fused = 0): string[] {
+function splitItemStart(k: PagedKinds, fused = 0, qk?: PagedQk): string[] {
   const W = PAGED_WG;
-  return [
+  const start = [
     '  for (var t = wid.x; t < total; t = t + ng.x) {',
     fused > 0
       ? '    let r1 = t; let gi = r1 % groups; let r2 = r1 / groups; let kvh = r2 % hkv; let b = r2 / hkv;'
@@ -210,11 +261,137 @@ function splitItemStart(k: PagedKinds, fused = 0): string[] {
     `    let len = u32(clamp(${indexLoad(k.lens, 'b5', 'kmeta[10] + b * kmeta[11]')}, 0i, i32(maxBlocks * bs)));`,
     '    let trow = kmeta[9] + b * kmeta[8];',
     '    workgroupBarrier();',
+  ];
+  if (qk) return [...start, ...qkPrologue(k, fused, qk)];
+  return [
+    ...start,
     fused > 0 ? `    for (var z = li; z < HG * D; z = z + ${fused * W}u) {` : `    for (var z = lid; z < HG * D; z = z + ${W}u) {`,
     `      qs[z] = ${loadExpr(k.x, 'b1', 'kmeta[7] + b * kmeta[5] + (h0 + z / D) * kmeta[6] + z % D', false)} * scale;`,
     '    }',
     '    workgroupBarrier();',
   ];
+}
+
+/** A value rounded to storage kind `x` and read back (what a store then a load of it gives), as llm-rotary.ts rounds. */
+function roundTo(x: StorageKind, e: string): string {
+  return x === 'f32' ? e : x === 'bf16p' ? `bitcast<f32>(kiln_bf16_bits(${e}) << 16u)` : `kiln_f16_value(kiln_f16_bits(${e}))`;
+}
+
+/** The bits storage kind `x` stores for value `e` (storage.ts's conversion), for whole-word stores. */
+function rawBits(x: StorageKind, e: string): string {
+  return x === 'f32' ? `bitcast<u32>(${e})` : x === 'bf16p' ? `kiln_bf16_bits(${e})` : `kiln_f16_bits(${e})`;
+}
+
+/**
+ * The prologue of the fused kernel with `qk` (see the header): the work item's HG query rows and
+ * its kv head's key row normalised and rotated as llm-rotary.ts's register form does them (lane
+ * lid of sub-split sp takes pairs j = lid + 64u of row rb + sp), the queries into qs, the key row
+ * into pw; then the key and value rows into the cache slot, and the barriers that make them
+ * visible to the workgroup. Metadata words from PAGED_META_WORDS (PAGED_QK_META_WORDS).
+ */
+function qkPrologue(k: PagedKinds, S: number, qk: PagedQk): string[] {
+  const { x, d } = k;
+  const W = PAGED_WG;
+  const M = PAGED_META_WORDS;
+  const P = Math.ceil(d / 2 / W);
+  const half = d / 2;
+  const ld = (bnd: number, i: string): string => loadExpr(x, `b${bnd}`, i, false);
+  // q's operand or k's: one load where they share a binding, else a branch (never select(), which would read the other binding at this index).
+  const pick = (bq: number, bk: number, i: string): string => (bq === bk ? ld(bq, i) : `kiln_qk_pick${bq}_${bk}(isQ, ${i})`);
+  const wq = (i: string): string => pick(qk.bindQw, qk.bindKw, `select(kmeta[${M + 8}], kmeta[${M + 6}], isQ) + (${i}) * select(kmeta[${M + 9}], kmeta[${M + 7}], isQ)`);
+  const lines: string[] = [
+    `    let qeps = bitcast<f32>(kmeta[${M + 18}]);`,
+    `    let cs0 = ${indexLoad(qk.slots, `b${qk.bindSlots}`, `kmeta[${M + 16}] + b * kmeta[${M + 17}]`)};`,
+    '    let cs = select(-1i, cs0, cs0 >= 0i && u32(cs0) < numBlocks * bs);',
+    `    let co = kmeta[${M + 10}] + b * kmeta[${M + 11}]; let so = kmeta[${M + 13}] + b * kmeta[${M + 14}];`,
+    `    for (var rb = 0u; rb <= HG; rb = rb + ${S}u) {`,
+    '      let rr = rb + sp; let live = rr <= HG; let isQ = rr < HG;',
+    `      let xo = select(kmeta[${M}] + b * kmeta[${M + 1}] + kvh * kmeta[${M + 2}], kmeta[7] + b * kmeta[5] + (h0 + min(rr, HG - 1u)) * kmeta[6], isQ);`,
+  ];
+  for (let u = 0; u < P; u++) {
+    lines.push(
+      `      let jv${u} = lid + ${u * W}u; let j${u} = min(jv${u}, ${half - 1}u);`,
+      `      let p1_${u} = ${qk.isNeox ? `j${u}` : `2u * j${u}`}; let p2_${u} = ${qk.isNeox ? `j${u} + ${half}u` : `2u * j${u} + 1u`};`,
+      `      let xa${u} = ${pick(1, qk.bindK, `xo + p1_${u}`)}; let xb${u} = ${pick(1, qk.bindK, `xo + p2_${u}`)};`,
+      `      let w1_${u} = ${wq(`p1_${u}`)}; let w2_${u} = ${wq(`p2_${u}`)};`,
+      `      let c1_${u} = ${ld(qk.bindCos, `co + p1_${u} * kmeta[${M + 12}]`)}; let s1_${u} = ${ld(qk.bindSin, `so + p1_${u} * kmeta[${M + 15}]`)};`,
+      `      let c2_${u} = ${ld(qk.bindCos, `co + p2_${u} * kmeta[${M + 12}]`)}; let s2_${u} = ${ld(qk.bindSin, `so + p2_${u} * kmeta[${M + 15}]`)};`,
+    );
+  }
+  lines.push('      var acc = 0.0;');
+  for (let u = 0; u < P; u++) lines.push(`      acc = acc + select(0.0, xa${u} * xa${u} + xb${u} * xb${u}, jv${u} < ${half}u);`);
+  if (qk.subgroups) {
+    // The rotary kernel's order: subgroupAdd, then the row's subgroup partials in order (its 64 lanes are 64 / sgsz whole subgroups).
+    lines.push(
+      '      let sgs = subgroupAdd(acc);',
+      '      if (sgi == 0u) { ps[sid] = sgs; }',
+      '      workgroupBarrier();',
+      `      let nsr = ${W}u / sgsz;`,
+      '      var tot = ps[sp * nsr];',
+      '      for (var q = 1u; q < nsr; q = q + 1u) { tot = tot + ps[sp * nsr + q]; }',
+      '      let nsc = kiln_rsqrt(tot / f32(D) + qeps);',
+      '      workgroupBarrier();',
+    );
+  } else {
+    lines.push(
+      '      ps[li] = acc;',
+      '      workgroupBarrier();',
+      `      for (var st = ${W / 2}u; st > 0u; st = st >> 1u) {`,
+      `        if (lid < st) { ps[sp * ${W}u + lid] = ps[sp * ${W}u + lid] + ps[sp * ${W}u + lid + st]; }`,
+      '        workgroupBarrier();',
+      '      }',
+      `      let nsc = kiln_rsqrt(ps[sp * ${W}u] / f32(D) + qeps);`,
+      '      workgroupBarrier();',
+    );
+  }
+  for (let u = 0; u < P; u++) {
+    lines.push(
+      `      if (live && jv${u} < ${half}u) {`,
+      `        let n1v = ${roundTo(x, `xa${u} * nsc * w1_${u}`)}; let n2v = ${roundTo(x, `xb${u} * nsc * w2_${u}`)};`,
+      `        let o1 = n1v * c1_${u} - n2v * s1_${u}; let o2 = n2v * c2_${u} + n1v * s2_${u};`,
+      `        if (isQ) { qs[rr * D + p1_${u}] = ${roundTo(x, 'o1')} * scale; qs[rr * D + p2_${u}] = ${roundTo(x, 'o2')} * scale; } else { pw[p1_${u}] = o1; pw[p2_${u}] = o2; }`,
+      '      }',
+    );
+  }
+  lines.push('    }', '    workgroupBarrier();');
+  // The key row (from pw) and the value row into the slot.
+  const V = pagedVecElems(x);
+  const vec = k.vecK === true && V > 0 && d % V === 0;
+  const kAt = '(u32(cs) * hkv + kvh) * D';
+  lines.push('    if (cs >= 0i) {');
+  if (vec) {
+    const lanes = (w: string): string =>
+      V === 4
+        ? `vec4<u32>(${[0, 1, 2, 3].map((i) => rawBits(x, `pw[${w} * 4u + ${i}u]`)).join(', ')})`
+        : `vec4<u32>(${[0, 1, 2, 3].map((i) => `${rawBits(x, `pw[${w} * 8u + ${2 * i}u]`)} | (${rawBits(x, `pw[${w} * 8u + ${2 * i + 1}u]`)} << 16u)`).join(', ')})`;
+    lines.push(`      for (var w = li; w < D / ${V}u; w = w + ${S * W}u) { b2[(kmeta[14] + ${kAt}) / ${V}u + w] = ${lanes('w')}; }`);
+  } else {
+    lines.push(`      for (var e = li; e < D; e = e + ${S * W}u) { ${indent(storeStmt(x, 'b2', `kmeta[14] + ${kAt} + e`, 'pw[e]'), 8)} }`);
+  }
+  lines.push(
+    `      for (var e = li; e < D; e = e + ${S * W}u) { ${indent(storeStmt(x, 'b3', `kmeta[15] + ${kAt} + e`, ld(qk.bindV, `kmeta[${M + 3}] + b * kmeta[${M + 4}] + kvh * kmeta[${M + 5}] + e`)), 8)} }`,
+    '    }',
+    // WGSL (Synchronization Built-in Functions): "storageBarrier() executes a control barrier
+    // synchronization function that affects memory and atomic operations in the storage address
+    // space" -- all invocations of the workgroup reach it, and with its Acquire/Release semantics
+    // the storage writes of the workgroup before it are visible to the workgroup's invocations after
+    // it. Only within the workgroup: no other workgroup reads these rows (see the header).
+    '    storageBarrier();',
+    '    workgroupBarrier();',
+  );
+  return lines;
+}
+
+/** The prologue's branch helpers (pick of a q operand or a k operand in different bindings). */
+function qkHelpers(x: StorageKind, qk: PagedQk): string[] {
+  const pairs = new Set<string>();
+  const out: string[] = [];
+  for (const [bq, bk] of [[1, qk.bindK], [qk.bindQw, qk.bindKw]] as const) {
+    if (bq === bk || pairs.has(`${bq}_${bk}`)) continue;
+    pairs.add(`${bq}_${bk}`);
+    out.push(`fn kiln_qk_pick${bq}_${bk}(isQ: bool, i: u32) -> f32 { if (isQ) { return ${loadExpr(x, `b${bq}`, 'i', false)}; } return ${loadExpr(x, `b${bk}`, 'i', false)}; }`);
+  }
+  return out;
 }
 
 /**
@@ -259,31 +436,37 @@ export function pagedSplitSource(k: PagedKinds, partial: boolean): string {
  * 0 the output. The host launches it only where splits x 64 invocations and
  * pagedFusedWorkgroupBytes fit the device, and sets metadata word 16 (splits) to `splits`.
  */
-export function pagedFusedSource(k: PagedKinds, splits: number): string {
+export function pagedFusedSource(k: PagedKinds, splits: number, qk?: PagedQk): string {
   if (!(splits >= 1) || k.vecV === true) throw new Error(`pagedFusedSource: needs splits >= 1 and the scalar value pass, got splits ${splits}, vecV ${k.vecV}`);
-  return scalarSplitSource(k, false, splits);
+  // The prologue's scratch: a row's partial sums in ps (S x 64), the key row in pw (D), which needs S >= 2.
+  if (qk && splits < 2) throw new Error(`pagedFusedSource: the q/k prologue needs splits >= 2, got ${splits}`);
+  return scalarSplitSource(k, false, splits, qk);
 }
 
 /** The scalar split kernel: `fused` 0 the split kernel (partial or not), else the fused kernel with that many sub-splits. */
-function scalarSplitSource(k: PagedKinds, partial: boolean, fused: number): string {
+function scalarSplitSource(k: PagedKinds, partial: boolean, fused: number, qk?: PagedQk): string {
   const { x, d, hg } = k;
   const R = pagedPerThread(d);
   const W = PAGED_WG;
   // The fused kernel's sub-split offsets into ps / fl (po) and kb (ko); empty in the split kernel (its text unchanged).
   const P = fused > 0 ? 'po + ' : '';
   const KO = fused > 0 ? 'ko + ' : '';
-  const lines = splitHeader(k, partial);
+  // With the prologue the caches are written: packed kinds load through atomicLoad.
+  const cw = qk !== undefined;
+  const lines = splitHeader(k, partial, qk);
+  if (qk?.subgroups === true) lines.unshift('enable subgroups;');
   const V = pagedVecElems(x);
   const vec = k.vecK === true && V > 0 && d % V === 0;
   if (vec) {
     // The key cache as 16-byte words (its other loads are the value cache's, through b3).
     const at = lines.findIndex((l) => l.startsWith('@group(0) @binding(2)'));
-    lines[at] = '@group(0) @binding(2) var<storage, read> b2: array<vec4<u32>>;';
+    lines[at] = `@group(0) @binding(2) var<storage, ${cw ? 'read_write' : 'read'}> b2: array<vec4<u32>>;`;
     lines.push(...keyWordHelpers(x));
   }
+  if (qk) lines.push(...qkHelpers(x, qk));
   lines.push(
-    ...splitDeclarations(k, fused),
-    ...splitItemStart(k, fused),
+    ...splitDeclarations(k, fused, qk),
+    ...splitItemStart(k, fused, qk),
     `    var acc: array<f32, ${hg * R}>;`,
     `    for (var r = 0u; r < ${hg * R}u; r++) { acc[r] = 0.0f; }`,
     '    var m: array<f32, HG>; var l: array<f32, HG>; var started: array<bool, HG>; var bad: array<bool, HG>;',
@@ -293,7 +476,7 @@ function scalarSplitSource(k: PagedKinds, partial: boolean, fused: number): stri
       ? keyPassVec(d, V, k.unroll === true, '          ')
       : [
           '          for (var e = 0u; e < D; e++) {',
-          `            let kv = ${loadExpr(x, 'b2', 'kr + e', false)};`,
+          `            let kv = ${loadExpr(x, 'b2', 'kr + e', cw)};`,
           '            for (var h = 0u; h < HG; h++) { s[h] += qs[h * D + e] * kv; }',
           '          }',
         ]),
@@ -324,14 +507,14 @@ function scalarSplitSource(k: PagedKinds, partial: boolean, fused: number): stri
     // A fused sub-split's block past its keys (j0 >= je) takes none.
     fused > 0 ? `      let n = select(0u, min(${W}u, je - j0), j0 < je);` : `      let n = min(${W}u, je - j0);`,
     '      var z0 = 0u;',
-    ...(k.unroll === true ? valueSteps(x, d, R, W, P, KO) : []),
+    ...(k.unroll === true ? valueSteps(x, d, R, W, P, KO, cw) : []),
     '      for (var z = z0; z < n; z++) {',
     `        let vr = kmeta[15] + kb[${KO}z];`,
     `        for (var h = 0u; h < HG; h++) { l[h] += ps[${P}h * ${W}u + z]; }`,
     `        for (var r = 0u; r < ${R}u; r++) {`,
     `          let e = lid + r * ${W}u;`,
     '          if (e < D) {',
-    `            let v = ${loadExpr(x, 'b3', 'vr + e', false)};`,
+    `            let v = ${loadExpr(x, 'b3', 'vr + e', cw)};`,
     `            for (var h = 0u; h < HG; h++) { acc[h * ${R}u + r] += ps[${P}h * ${W}u + z] * v; }`,
     '          }',
     '        }',
@@ -405,7 +588,7 @@ function fusedCombine(x: StorageKind, R: number, S: number): string[] {
  * VALUE_STEP keys per step, each dim's loads of all of them issued before the first product, then
  * the products and the probability sums added in key order (each accumulator's order unchanged).
  */
-function valueSteps(x: StorageKind, d: number, R: number, W: number, P = '', KO = ''): string[] {
+function valueSteps(x: StorageKind, d: number, R: number, W: number, P = '', KO = '', written = false): string[] {
   const U = VALUE_STEP;
   const keys = Array.from({ length: U }, (_, u) => u);
   return [
@@ -414,7 +597,7 @@ function valueSteps(x: StorageKind, d: number, R: number, W: number, P = '', KO 
     `        for (var r = 0u; r < ${R}u; r++) {`,
     `          let e = lid + r * ${W}u;`,
     '          if (e < D) {',
-    ...keys.map((u) => `            let v${u} = ${loadExpr(x, 'b3', `vr${u} + e`, false)};`),
+    ...keys.map((u) => `            let v${u} = ${loadExpr(x, 'b3', `vr${u} + e`, written)};`),
     `            for (var h = 0u; h < HG; h++) {`,
     ...keys.map((u) => `              acc[h * ${R}u + r] += ps[${P}h * ${W}u + z0 + ${u}u] * v${u};`),
     '            }',
