@@ -9,7 +9,8 @@
 #   probe    #17 cpu: the fixed cost of a GEMV call by size (gemv-sizes.mjs), per-op costs (cpu-op-costs.mjs)
 #   ab       the session's changes against their off forms (set by S19_AB, see below), tests
 #   fused    #20 webgpu paged attention in one dispatch A/B + tests; #17 cpu GEMV item size A/B
-#   final    the session's defaults: cuda, webgpu and cpu decode, tests
+#   final    #20 webgpu q/k norm + rotary + cache in the attention workgroup A/B, fused attention at
+#            batch 8, tests; the session's defaults on cuda and cpu
 # A step starts only while the call is under its deadline (S19_DEADLINE s); logs and JSON under
 # $OUT/s19-PART come back as one tarball, the summary printed last. nvidia-smi samples the clocks.
 set -uo pipefail
@@ -29,8 +30,8 @@ smi=$!
 wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
 wgdec() { # name, env..., : webgpu float16 decode at batch 1
   local n=$1; shift
-  go wg-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches 1 --new 256 --reps 2 --json "$out/decode-webgpu-$n.json" > "$out/decode-webgpu-$n.txt" 2>&1
-    el "webgpu decode f16 b1 $n ($*) rc=$?"; sum "$out/decode-webgpu-$n.txt" "^decode +batch|rror" 2; }
+  go wg-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches ${WGB:-1} --new 256 --reps 2 --json "$out/decode-webgpu-$n.json" > "$out/decode-webgpu-$n.txt" 2>&1
+    el "webgpu decode f16 b${WGB:-1} $n ($*) rc=$?"; sum "$out/decode-webgpu-$n.txt" "^decode +batch|rror" 2; }
 }
 cudadec() { # name, batches, env...
   local n=$1 b=$2; shift 2
@@ -96,10 +97,14 @@ elif [ "$part" = cpu2 ]; then
   go bound && { $K 200 node dist/bench/cpu-decode-bound.js --rounds 4 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode vs bound (defaults) rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = final ]; then
+  # #20: q/k norm + rotary + cache write inside the fused paged-attention workgroup
+  # (KILN_WEBGPU_QK_ATTN 0 / 1 alternating), the fused attention at batch 8, their tests;
+  # #17: the session's defaults on cuda (batch 1 / 8 / 64) and cpu (against the bound).
+  for rep in 1 2; do for v in 0 1; do wgdec qk$v-$rep KILN_WEBGPU_QK_ATTN=$v; done; done
+  for v in 0 1; do WGB=8 wgdec b8-fused$v KILN_WEBGPU_PAGED_FUSED=$v; done
+  go wgtests && { wg $K 200 node --test ${S19_TESTS:-dist/test/webgpu-qk-attn.test.js dist/test/webgpu-paged-fused.test.js} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   cudadec final 1,8,64
-  wgdec final1
-  wgdec final2
-  go cpubound && { $K 120 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+  go cpubound && { $K 150 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode vs bound rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
 fi
 kill $smi 2>/dev/null
