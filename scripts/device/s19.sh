@@ -96,6 +96,13 @@ elif [ "$part" = cpu2 ]; then
     el "cpu decode bf16 at 1536 tokens, split off / on rc=$?"; tail -n 3 "$out/cpu-long-split.txt" | tee -a "$out/summary.txt"; }
   go bound && { $K 200 node dist/bench/cpu-decode-bound.js --rounds 4 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode vs bound (defaults) rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
+elif [ "$part" = wgprof ]; then
+  # #20: where the webgpu batch-1 step goes now (host counters and GPU span with replays; per
+  # dispatch device time without them).
+  go wgprof && { wg $K 90 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 60 --stamp-steps 0 --json "$out/wgprof.json" > "$out/wgprof.txt" 2>&1
+    el "webgpu decode profile rc=$?"; tail -n 3 "$out/wgprof.txt" | cut -c1-1500 | tee -a "$out/summary.txt"; }
+  go wgstamps && { KILN_WEBGPU_REPLAY=0 wg $K 120 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 6 --stamp-steps 4 --json "$out/wgprof-stamps.json" > "$out/wgprof-stamps.txt" 2>&1
+    el "webgpu decode profile with stamps rc=$?"; tail -n 40 "$out/wgprof-stamps.txt" | cut -c1-300 | tee -a "$out/summary.txt"; }
 elif [ "$part" = final ]; then
   # #20: q/k norm + rotary + cache write inside the fused paged-attention workgroup
   # (KILN_WEBGPU_QK_ATTN 0 / 1 alternating), the fused attention at batch 8, their tests;
