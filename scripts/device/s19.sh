@@ -103,6 +103,10 @@ elif [ "$part" = wgprof ]; then
     el "webgpu decode profile rc=$?"; tail -n 3 "$out/wgprof.txt" | cut -c1-1500 | tee -a "$out/summary.txt"; }
   go wgstamps && { KILN_WEBGPU_REPLAY=0 wg $K 120 node dist/bench/webgpu-decode-profile.js --dtype float16 --steps 6 --stamp-steps 4 --json "$out/wgprof-stamps.json" > "$out/wgprof-stamps.txt" 2>&1
     el "webgpu decode profile with stamps rc=$?"; tail -n 40 "$out/wgprof-stamps.txt" | cut -c1-300 | tee -a "$out/summary.txt"; }
+elif [ "$part" = arl ]; then
+  # #20: the add + RMSNorm GEMV prologue on webgpu with this session's dispatch fusions (203 -> 146
+  # dispatches a step), three alternating pairs.
+  for rep in 1 2 3; do for v in 0 1; do wgdec arl$v-$rep KILN_ADD_RMSNORM_LINEAR=$v; done; done
 elif [ "$part" = final ]; then
   # #20: q/k norm + rotary + cache write inside the fused paged-attention workgroup
   # (KILN_WEBGPU_QK_ATTN 0 / 1 alternating), the fused attention at batch 8, their tests;
