@@ -227,8 +227,8 @@ export function gateUpSiluAndMul(input: Tensor, gateWeight: Tensor, upWeight: Te
  * siluAndMul of it: weight [2I, K] gate rows then up rows), residualOut = s; the norm reads the
  * unrounded sum and its output is rounded to the dtype before the linear. On cuda one GEMV launch
  * (bfloat16, few rows) with the norm in its prologue, on webgpu one skinny-GEMV dispatch (float32,
- * float16, bfloat16; at most 8 rows); what a compiled decode step runs under
- * KILN_ADD_RMSNORM_LINEAR=1.
+ * float16, bfloat16; at most 8 rows); what a compiled decode step runs on webgpu (by default) and
+ * on cuda with KILN_ADD_RMSNORM_LINEAR=1.
  */
 export function addRmsNormLinear(
   input: Tensor,

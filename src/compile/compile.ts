@@ -300,8 +300,9 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     qkNormRotaryCache: codegen && getOption('KILN_QK_NORM_ROTARY_CACHE'),
     // And the MLP's gate/up GEMV with silu * mul in its epilogue: off until measured on a GPU.
     linearSiluMul: codegen && getOption('KILN_LINEAR_SILU_MUL'),
-    // And the add + RMSNorm in the prologue of the GEMV after it: off until measured on a GPU.
-    addRmsNormLinear: codegen && getOption('KILN_ADD_RMSNORM_LINEAR'),
+    // And the add + RMSNorm in the prologue of the GEMV after it: where it fires (webgpu unless
+    // KILN_ADD_RMSNORM_LINEAR=1) the pass decides per device; =0 skips it.
+    addRmsNormLinear: codegen && getOption('KILN_ADD_RMSNORM_LINEAR') !== false,
     ...options.passes,
   };
   return {

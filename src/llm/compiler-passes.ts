@@ -4,7 +4,7 @@
  * the rotary fused with the paged-cache write (on by default on cuda; KILN_QK_NORM_ROTARY_CACHE=0 turns it off) and, on webgpu,
  * that write fused with the paged attention after it (KILN_WEBGPU_QK_ATTN), and the MLP's
  * gate/up projection fused with silu * mul (on by default on cuda; KILN_LINEAR_SILU_MUL=0 turns it off), and
- * the residual add + RMSNorm fused into the linear after it (KILN_ADD_RMSNORM_LINEAR=1, off by default). The library
+ * the residual add + RMSNorm fused into the linear after it (on webgpu by default; KILN_ADD_RMSNORM_LINEAR=1: cuda too). The library
  * sits above the compiler in the layer order, so it plugs in here instead of the compiler
  * importing it; loading kiln.llm (src/index.ts does) is what makes kiln.compile rewrite to library ops.
  */

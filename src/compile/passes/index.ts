@@ -65,7 +65,8 @@ export interface PassOptions {
   /**
    * [residual add ->] rmsNorm -> linear (or llm.linearSiluAndMul) onto one llm.addRmsNormLinear:
    * the norm in the bf16 GEMV's prologue (slot 'addRmsNormLinear', after 'linearSiluMul', so the
-   * gated linear is matched too). Inference only; kiln.compile turns it on with KILN_ADD_RMSNORM_LINEAR=1.
+   * gated linear is matched too). Inference only; kiln.compile runs it unless KILN_ADD_RMSNORM_LINEAR=0
+   * (it fires on webgpu, and on cuda too with KILN_ADD_RMSNORM_LINEAR=1).
    */
   addRmsNormLinear?: boolean;
 }
