@@ -107,6 +107,14 @@ elif [ "$part" = arl ]; then
   # #20: the add + RMSNorm GEMV prologue on webgpu with this session's dispatch fusions (203 -> 146
   # dispatches a step), three alternating pairs.
   for rep in 1 2 3; do for v in 0 1; do wgdec arl$v-$rep KILN_ADD_RMSNORM_LINEAR=$v; done; done
+elif [ "$part" = last ]; then
+  # The session's last defaults: webgpu decode at batch 1 three times (the add + RMSNorm prologue now
+  # on by default there), batch 8 once; webgpu and cuda tests of the changed paths.
+  for rep in 1 2 3; do wgdec last-$rep; done
+  WGB=8 wgdec last-b8
+  go wgtests && { wg $K 200 node --test ${S19_TESTS:-} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  go cudatests && { $K 200 node --test ${S19_CUDA_TESTS:-} > "$out/cuda-tests.txt" 2>&1; el "cuda tests rc=$?"; sum "$out/cuda-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  cudadec last 1
 elif [ "$part" = final ]; then
   # #20: q/k norm + rotary + cache write inside the fused paged-attention workgroup
   # (KILN_WEBGPU_QK_ATTN 0 / 1 alternating), the fused attention at batch 8, their tests;
