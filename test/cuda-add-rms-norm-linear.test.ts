@@ -146,3 +146,12 @@ test('a compiled bf16 Qwen3 decode step at batch 1 on cuda with KILN_ADD_RMSNORM
   assert.ok(fs.captures >= 1 && fs.disabled === null, `captured (${fs.disabled})`);
   assert.equal(fs.lastNodeCount, ps.lastNodeCount - 5, `graph nodes ${fs.lastNodeCount} fused, ${ps.lastNodeCount} unfused`);
 });
+
+test('KILN_ADD_RMSNORM_LINEAR unset (the default): a compiled bf16 decode step on cuda keeps its norm kernels (the prologue pass fires on webgpu only)', { skip }, () => {
+  const { caches, step } = decodePair('cuda', 'bfloat16', 'zeros', 384);
+  const byDefault = withEnv('KILN_ADD_RMSNORM_LINEAR', undefined, () => kiln.compile(step(caches[0]), DECODE_COMPILE_OPTIONS));
+  kiln.noGrad(() => byDefault(...decodeArgs(0, 1, 'cuda')));
+  const text = byDefault.programs().inference.map((p) => p.describe()).join('\n');
+  assert.doesNotMatch(text, /llm\.addRmsNormLinear/, 'no add + RMSNorm GEMV on cuda by default');
+  assert.match(text, /_reduce/, 'the norm kernels stay');
+});

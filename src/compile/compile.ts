@@ -86,7 +86,7 @@ import { BackwardUnsupported, traceJoint } from './joint.js';
 import { inputTensor, runJoint, type JointProgram, type Runner } from './joint-program.js';
 import { log, type LogArtifact } from './log.js';
 import { decodeMode, type ModeOptions } from './mode.js';
-import { graphSignature, registeredRewriteRules, runPasses, type PassOptions } from './passes/index.js';
+import { graphSignature, registeredRewriteRules, runPasses, type PassOptions, type PipelineOptions } from './passes/index.js';
 
 export interface CompileOptions {
   mode?: CompileMode;
@@ -235,8 +235,8 @@ interface CompileSettings {
   readonly recompileLimit: number;
   readonly dynamic: boolean | undefined;
   readonly fullgraph: boolean;
-  readonly passOptions: PassOptions;
-  readonly jointPassOptions: PassOptions;
+  readonly passOptions: PipelineOptions;
+  readonly jointPassOptions: PipelineOptions;
   readonly logs: readonly LogArtifact[] | undefined;
   /** The last-call fast path (fast-call.ts) is on. */
   readonly fastCalls: boolean;
@@ -291,7 +291,8 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
   // forward+backward keeps separate parameters for their gradients. KILN_HORIZONTAL_FUSION=0 turns
   // it off (A/B measurements). The q/k norm + rotary fusion (one library launch per attention
   // layer) likewise: inference programs only (the fused op has no backward), KILN_QK_NORM_ROTARY=0 off.
-  const passOptions: PassOptions = {
+  const arl = getOption('KILN_ADD_RMSNORM_LINEAR');
+  const passOptions: PipelineOptions = {
     decompose: codegen,
     rewrites: codegen ? registeredRewriteRules('auto') : [],
     horizontalFusion: codegen && getOption('KILN_HORIZONTAL_FUSION'),
@@ -300,10 +301,11 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     qkNormRotaryCache: codegen && getOption('KILN_QK_NORM_ROTARY_CACHE'),
     // And the MLP's gate/up GEMV with silu * mul in its epilogue: off until measured on a GPU.
     linearSiluMul: codegen && getOption('KILN_LINEAR_SILU_MUL'),
-    // And the add + RMSNorm in the prologue of the GEMV after it: where it fires (webgpu unless
-    // KILN_ADD_RMSNORM_LINEAR=1) the pass decides per device; =0 skips it.
-    addRmsNormLinear: codegen && getOption('KILN_ADD_RMSNORM_LINEAR') !== false,
+    // And the add + RMSNorm in the prologue of the GEMV after it: on webgpu by default (measured
+    // there), everywhere with KILN_ADD_RMSNORM_LINEAR=1 or passes: { addRmsNormLinear: true }, =0 off.
+    addRmsNormLinear: codegen && arl !== false,
     ...options.passes,
+    addRmsNormLinearWebgpuOnly: arl === undefined && options.passes?.addRmsNormLinear !== true,
   };
   return {
     fn,

@@ -16,12 +16,12 @@ import { popDispatchMode, pushDispatchMode } from '../ops/dispatch.js';
 import type { Tensor } from '../tensor/tensor.js';
 import type { CompiledProgram } from './backend.js';
 import type { Graph } from './ir.js';
-import { graphSignature, runPasses, type PassOptions } from './passes/index.js';
+import { graphSignature, runPasses, type PipelineOptions } from './passes/index.js';
 import { SegmentRecorder } from './segments.js';
 
 /** What the piece cache needs of its compiled function. */
 export interface PieceHost {
-  readonly passOptions: PassOptions;
+  readonly passOptions: PipelineOptions;
   /** The backend's program for an optimised segment graph (counted as a compile). */
   compile(graph: Graph): CompiledProgram;
   /** A piece ran compiled. */

@@ -24,7 +24,6 @@ import { argValues, outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
 import { GraphBuilder, Val } from '../compile/passes/util.js';
 import { llmChoice } from '../ops/library/policy.js';
-import { getOption } from '../runtime/config.js';
 import type { DeviceType } from '../runtime/device.js';
 import type { DType } from '../tensor/dtype.js';
 
@@ -36,13 +35,8 @@ export interface AddRmsNormLinearResult {
   fused: number;
 }
 
-/**
- * Where the pass fires by default: where the device's chosen kernel takes the product itself (see
- * the header), on webgpu only unless KILN_ADD_RMSNORM_LINEAR=1 (measured on the H200, session 19:
- * a win for webgpu's decode step, none for cuda's at batch 1; docs/bench.md).
- */
+/** Where the pass fires by default: where the device's chosen kernel takes the product itself (see the header). */
 export function addRmsNormLinearFires(device: DeviceType, dtype: DType, rows: number, k: number): boolean {
-  if (getOption('KILN_ADD_RMSNORM_LINEAR') === undefined && device !== 'webgpu') return false;
   const impl = llmChoice(OP, device);
   return impl.kind === 'kernel' && impl.takes?.(dtype, rows, k) === true;
 }

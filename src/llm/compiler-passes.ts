@@ -13,7 +13,7 @@ import { fuseQkNormRotary } from './qk-norm-rotary-pass.js';
 import { fuseQkNormRotaryCache } from './qk-norm-rotary-cache-pass.js';
 import { fuseQkNormRotaryAttention } from './qk-norm-rotary-attention-pass.js';
 import { fuseLinearSiluMul } from './linear-silu-mul-pass.js';
-import { fuseAddRmsNormLinear } from './add-rms-norm-linear-pass.js';
+import { addRmsNormLinearFires, fuseAddRmsNormLinear } from './add-rms-norm-linear-pass.js';
 import { autoRewriteRules, llmRewriteRules } from './rewrites.js';
 
 registerRewriteRules('library', llmRewriteRules);
@@ -23,3 +23,5 @@ registerGraphPass('qkNormRotary', (g) => fuseQkNormRotary(g).graph);
 registerGraphPass('qkNormRotaryCache', (g) => fuseQkNormRotaryAttention(fuseQkNormRotaryCache(g).graph).graph);
 registerGraphPass('linearSiluMul', (g) => fuseLinearSiluMul(g).graph);
 registerGraphPass('addRmsNormLinear', (g) => fuseAddRmsNormLinear(g).graph);
+// kiln.compile's default (KILN_ADD_RMSNORM_LINEAR unset): webgpu only, where the H200 A/B measured a gain.
+registerGraphPass('addRmsNormLinearWebgpu', (g) => fuseAddRmsNormLinear(g, (d, dtype, rows, k) => d === 'webgpu' && addRmsNormLinearFires(d, dtype, rows, k)).graph);

@@ -6,7 +6,8 @@
  * - rewrite rules, either `library` rules (applied when a caller asks for the 'default' rule set)
  *   or `auto` rules (also run by kiln.compile on every code-generating backend because they always
  *   pay); each set keeps its registration order, which is the order rules are tried;
- * - named graph passes in fixed slots of the pipeline (`qkNormRotary`, then `qkNormRotaryCache`, then `linearSiluMul`, then `addRmsNormLinear`); runPasses runs a slot only
+ * - named graph passes in fixed slots of the pipeline (`qkNormRotary`, then `qkNormRotaryCache`, then `linearSiluMul`, then `addRmsNormLinear`
+ *   or its webgpu-only form `addRmsNormLinearWebgpu`); runPasses runs a slot only
  *   when its option is on and something is registered in it.
  */
 import type { Graph } from '../ir.js';
@@ -15,7 +16,7 @@ import type { RewriteRule } from './rewrite.js';
 export type RewriteSet = 'library' | 'auto';
 
 /** The pipeline's pass slots a higher layer may fill (see passes/index.ts for where each runs). */
-export type PassSlot = 'qkNormRotary' | 'qkNormRotaryCache' | 'linearSiluMul' | 'addRmsNormLinear';
+export type PassSlot = 'qkNormRotary' | 'qkNormRotaryCache' | 'linearSiluMul' | 'addRmsNormLinear' | 'addRmsNormLinearWebgpu';
 
 const rules: Record<RewriteSet, RewriteRule[]> = { library: [], auto: [] };
 const passes = new Map<PassSlot, (g: Graph) => Graph>();

@@ -79,6 +79,11 @@ export interface PipelineOptions extends PassOptions {
    * their sizes into constant inputs.
    */
   symbolicSizes?: boolean;
+  /**
+   * With addRmsNormLinear: run its webgpu-only form (slot 'addRmsNormLinearWebgpu'), kiln.compile's
+   * default when KILN_ADD_RMSNORM_LINEAR is unset (decided when the function is compiled).
+   */
+  addRmsNormLinearWebgpuOnly?: boolean;
 }
 
 export interface PassResult {
@@ -111,7 +116,7 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   if (qkNormRotaryCache) graph = qkNormRotaryCache(graph);
   const linearSiluMul = o.linearSiluMul === true ? registeredGraphPass('linearSiluMul') : undefined;
   if (linearSiluMul) graph = linearSiluMul(graph);
-  const addRmsNormLinear = o.addRmsNormLinear === true ? registeredGraphPass('addRmsNormLinear') : undefined;
+  const addRmsNormLinear = o.addRmsNormLinear === true ? registeredGraphPass(o.addRmsNormLinearWebgpuOnly === true ? 'addRmsNormLinearWebgpu' : 'addRmsNormLinear') : undefined;
   if (addRmsNormLinear) graph = addRmsNormLinear(graph);
   if (o.decompose === true) {
     graph = decompose(graph);
