@@ -115,6 +115,9 @@ elif [ "$part" = last ]; then
   go wgtests && { wg $K 200 node --test ${S19_TESTS:-} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   go cudatests && { $K 200 node --test ${S19_CUDA_TESTS:-} > "$out/cuda-tests.txt" 2>&1; el "cuda tests rc=$?"; sum "$out/cuda-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   cudadec last 1
+elif [ "$part" = b8 ]; then
+  # #20: the add + RMSNorm prologue at batch 8 on webgpu (8-row GEMVs), two alternating pairs.
+  for rep in 1 2; do for v in 0 1; do WGB=8 wgdec b8-arl$v-$rep KILN_ADD_RMSNORM_LINEAR=$v; done; done
 elif [ "$part" = final ]; then
   # #20: q/k norm + rotary + cache write inside the fused paged-attention workgroup
   # (KILN_WEBGPU_QK_ATTN 0 / 1 alternating), the fused attention at batch 8, their tests;
