@@ -301,8 +301,8 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     qkNormRotaryCache: codegen && getOption('KILN_QK_NORM_ROTARY_CACHE'),
     // And the MLP's gate/up GEMV with silu * mul in its epilogue: off until measured on a GPU.
     linearSiluMul: codegen && getOption('KILN_LINEAR_SILU_MUL'),
-    // And the add + RMSNorm in the prologue of the GEMV after it: on webgpu by default (measured
-    // there), everywhere with KILN_ADD_RMSNORM_LINEAR=1 or passes: { addRmsNormLinear: true }, =0 off.
+    // And the add + RMSNorm in the prologue of the GEMV after it: on webgpu at one row by default
+    // (measured there), everywhere with KILN_ADD_RMSNORM_LINEAR=1 or passes: { addRmsNormLinear: true }, =0 off.
     addRmsNormLinear: codegen && arl !== false,
     ...options.passes,
     addRmsNormLinearWebgpuOnly: arl === undefined && options.passes?.addRmsNormLinear !== true,

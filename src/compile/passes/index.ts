@@ -66,7 +66,7 @@ export interface PassOptions {
    * [residual add ->] rmsNorm -> linear (or llm.linearSiluAndMul) onto one llm.addRmsNormLinear:
    * the norm in the bf16 GEMV's prologue (slot 'addRmsNormLinear', after 'linearSiluMul', so the
    * gated linear is matched too). Inference only; kiln.compile runs it unless KILN_ADD_RMSNORM_LINEAR=0
-   * (it fires on webgpu, and on cuda too with KILN_ADD_RMSNORM_LINEAR=1).
+   * (it fires on webgpu at one row, and everywhere the kernels take with KILN_ADD_RMSNORM_LINEAR=1).
    */
   addRmsNormLinear?: boolean;
 }
