@@ -12,6 +12,7 @@ import * as QK from '../ops/defs/llm-qk-norm-rotary.js';
 import * as PG from '../ops/defs/llm-paged.js';
 import * as QKC from '../ops/defs/llm-qk-norm-rotary-cache.js';
 import * as QKA from '../ops/defs/llm-qk-norm-rotary-paged-attention.js';
+import * as QKV from '../ops/defs/llm-qkv-linear.js';
 import * as LSM from '../ops/defs/llm-linear-silu-mul.js';
 import * as GUS from '../ops/defs/llm-gate-up-silu-mul.js';
 import * as ARL from '../ops/defs/llm-add-rms-norm-linear.js';
@@ -301,4 +302,14 @@ export function qkNormRotaryPagedAttention(
  */
 export function pagedAttention(query: Tensor, keyCache: Tensor, valueCache: Tensor, blockTables: Tensor, contextLens: Tensor, scale: number): Tensor {
   return dispatch(PG.pagedAttention, query, keyCache, valueCache, blockTables, contextLens, scale);
+}
+
+/**
+ * An attention layer's q, k and v projections of one input with the weights kept apart:
+ * [input @ qWeight^T, input @ kWeight^T, input @ vWeight^T] (no bias). On the cpu one native GEMV
+ * call streams the three weights for a decode step's few rows (issue #17); elsewhere three linears.
+ */
+export function qkvLinear(input: Tensor, qWeight: Tensor, kWeight: Tensor, vWeight: Tensor): { q: Tensor; k: Tensor; v: Tensor } {
+  const [q, k, v] = dispatch(QKV.qkvLinear, input, qWeight, kWeight, vWeight);
+  return { q: q!, k: k!, v: v! };
 }

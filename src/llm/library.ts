@@ -126,6 +126,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     backward: "inference fusion of a decode step (Qwen3's eager cpu decode calls it; the unfused ops are differentiable)",
   },
   {
+    op: 'llm.qkvLinear',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ['qWeight, kWeight and vWeight [N_i, K] of the dtype of input (no bias)'],
+    dtypes: FLOATS,
+    backward: "inference fusion of a decode step (Qwen3's eager cpu decode calls it; the unfused linears are differentiable)",
+  },
+  {
     op: 'llm.addRmsNormLinear',
     kind: 'opaque',
     mutates: [],

@@ -210,6 +210,7 @@ const REFERENCES: Record<string, RefFn> = {
   'llm.linearSiluAndMul': (x: Tensor, w: Tensor, b: Tensor | null) => gated(linear(x, w, b), silu),
   // g and u rounded to the dtype by the linears, silu(g) * u in float32, rounded once.
   'llm.gateUpSiluAndMul': (x: Tensor, wg: Tensor, wu: Tensor) => down(mul(silu(up(linear(x, wg))), up(linear(x, wu))), x),
+  'llm.qkvLinear': (x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor) => [linear(x, wq), linear(x, wk), linear(x, wv)],
   'llm.addRmsNormLinear': (x: Tensor, r: Tensor | null, g: Tensor, eps: number, w: Tensor, b: Tensor | null, isGated: boolean) => {
     // The norm reads the unrounded sum (as the compiled add + rmsNorm kernel); both stores round.
     const s = r ? add(up(x), up(r)) : up(x);

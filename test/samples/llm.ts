@@ -243,6 +243,10 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
     { label: 'float32, 3 rows (the cpu GEMV path)', dims: { T: 3 }, make: (d, dev) => [r([T(d), 40], 1, dev), r([12, 40], 2, dev), r([12, 40], 3, dev)] },
     { label: 'bfloat16 3-d, 2 x 2 rows', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 64], 4, dev, 'contiguous', 'bfloat16'), r([9, 64], 5, dev, 'contiguous', 'bfloat16'), r([9, 64], 6, dev, 'contiguous', 'bfloat16')] },
   ],
+  'llm.qkvLinear': [
+    { label: 'float32, 3 rows (the cpu GEMV path), GQA widths', dims: { T: 3 }, make: (d, dev) => [r([T(d), 40], 1, dev), r([16, 40], 2, dev), r([8, 40], 3, dev), r([8, 40], 4, dev)] },
+    { label: 'bfloat16 3-d, 2 x 2 rows', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 64], 5, dev, 'contiguous', 'bfloat16'), r([24, 64], 6, dev, 'contiguous', 'bfloat16'), r([9, 64], 7, dev, 'contiguous', 'bfloat16'), r([9, 64], 8, dev, 'contiguous', 'bfloat16')] },
+  ],
   'llm.addRmsNormLinear': [
     { label: 'float32 with residual and bias', dims: { T: 3 }, make: (d, dev) => [r([T(d), 8], 1, dev), r([T(d), 8], 2, dev), r([8], 3, dev), 1e-6, r([6, 8], 4, dev), r([6], 5, dev), false] },
     { label: 'bfloat16 3-d gated, no residual', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 16], 6, dev, 'contiguous', 'bfloat16'), null, r([16], 7, dev, 'contiguous', 'bfloat16'), 1e-5, r([8, 16], 8, dev, 'contiguous', 'bfloat16'), null, true] },

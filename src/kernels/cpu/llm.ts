@@ -6,7 +6,8 @@
  * every kiln CPU kernel stores). One difference from vLLM's RMSNorm, deliberate: vLLM rounds
  * x * rsqrt(...) to the dtype before multiplying by the weight; here x * rsqrt(...) * w is rounded
  * once, so half-precision results can differ from vLLM's by one unit in the last place.
- * llm.gateUpSiluAndMul runs the native gated GEMV for up to 4 rows (else its reference composition).
+ * llm.gateUpSiluAndMul runs the native gated GEMV for up to 4 rows (else its reference composition),
+ * llm.qkvLinear the native three-weight GEMV (kiln_gemv_multi) likewise.
  * Registered as the 'cpu-kernel' implementation of each op through the llm dispatch policy.
  */
 import { addRmsNorm, fusedAddRmsNorm, geluAndMul, type GeluApproximate, rmsNorm, ropeGeometry, rotaryEmbedding, siluAndMul } from '../../ops/defs/llm.js';
@@ -19,8 +20,9 @@ import { castValue } from '../../tensor/typed.js';
 import { geluErf, geluTanh, silu } from './pointwise-math.js';
 import { denseValues, fromDense, scatterStrided, writable } from './numeric.js';
 import { nativeAddRms, nativeSiluAndMul } from './native/rows.js';
-import { nativeGateUpSiluMul } from './native/gemv.js';
+import { nativeGateUpSiluMul, nativeQkvLinear } from './native/gemv.js';
 import { gateUpSiluAndMul } from '../../ops/defs/llm-gate-up-silu-mul.js';
+import { qkvLinear } from '../../ops/defs/llm-qkv-linear.js';
 import { llmImpls } from '../../ops/library/policy.js';
 
 export function registerCpu(opName: string, fn: ImplFn): void {
@@ -121,6 +123,14 @@ registerCpu(gateUpSiluAndMul.name, (ctx, input, gateWeight, upWeight) => {
   const ref = llmImpls(gateUpSiluAndMul.name).find((m) => m.kind === 'reference');
   if (!ref) throw new Error(`${gateUpSiluAndMul.name}: no reference composition registered for the cpu fallback`);
   return ref.fn(ctx, input, gateWeight, upWeight);
+});
+// A decode step's few rows: the three projections in one native GEMV job; otherwise three linears.
+registerCpu(qkvLinear.name, (ctx, input, qWeight, kWeight, vWeight) => {
+  const native = nativeQkvLinear(ctx.out as OutMeta[], input as Tensor, [qWeight as Tensor, kWeight as Tensor, vWeight as Tensor]);
+  if (native) return native;
+  const ref = llmImpls(qkvLinear.name).find((m) => m.kind === 'reference');
+  if (!ref) throw new Error(`${qkvLinear.name}: no reference composition registered for the cpu fallback`);
+  return ref.fn(ctx, input, qWeight, kWeight, vWeight);
 });
 registerCpu(geluAndMul.name, (ctx, input, approximate) => gated(ctx, input as Tensor, (a) => gelu(a, approximate as GeluApproximate)));
 

@@ -34,7 +34,7 @@ import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { scope } from '../../tensor/scope.js';
 import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
-import { addRmsNorm, applyRotaryEmb, gateUpSiluAndMul, pagedAttention, qkNormRotaryCache, reshapeAndCache } from '../../api/llm.js';
+import { addRmsNorm, applyRotaryEmb, gateUpSiluAndMul, pagedAttention, qkNormRotaryCache, qkvLinear, reshapeAndCache } from '../../api/llm.js';
 import { GEMV_MAX_ROWS } from '../../kernels/cpu/native/gemv-c.js';
 import { keep } from '../../tensor/scope.js';
 import { FakeTensor } from '../../compile/capture.js';
@@ -271,9 +271,10 @@ export class Qwen3Attention extends Module {
     if (this.fusedQkCache(x)) {
       // q/k norms, both rotaries and the cache write as one llm.qkNormRotaryCache (one native call
       // on the cpu) in place of five ops: the same roundings (issue #17).
-      const q = view(this.q_proj.forward(x), [B, nh, D]);
-      const k = view(this.k_proj.forward(x), [B, nkv, D]);
-      const v = view(this.v_proj.forward(x), [B, nkv, D]);
+      const p = this.fusedQkv(x) ? qkvLinear(x, this.q_proj.weight, this.k_proj.weight, this.v_proj.weight) : { q: this.q_proj.forward(x), k: this.k_proj.forward(x), v: this.v_proj.forward(x) };
+      const q = view(p.q, [B, nh, D]);
+      const k = view(p.k, [B, nkv, D]);
+      const v = view(p.v, [B, nkv, D]);
       const r = qkNormRotaryCache(q, k, v, this.q_norm.weight!, this.k_norm.weight!, this.q_norm.eps!, cos, sin, true, keyCache, valueCache, batch.slotMapping);
       const o = pagedAttention(r.q, r.keyCache, r.valueCache, batch.blockTables, batch.contextLens, this.scaling);
       // view: attention's output is a fresh contiguous tensor (reshape ~5 us a call, view ~2, on
@@ -287,6 +288,16 @@ export class Qwen3Attention extends Module {
     const written = reshapeAndCache(k, v, keyCache, valueCache, batch.slotMapping);
     const o = pagedAttention(q, written.keyCache, written.valueCache, batch.blockTables, batch.contextLens, this.scaling);
     return this.o_proj.forward(reshape(o, [B, nh * D]));
+  }
+
+  /**
+   * Whether the q, k and v projections run as one llm.qkvLinear (one native GEMV job on the cpu
+   * where they were three; issue #17): eager cpu decode (fusedDecode), KILN_DECODE_QKV, no biases,
+   * at most the GEMV's rows.
+   */
+  private fusedQkv(x: Tensor): boolean {
+    const rows = x.shape[0] ?? 1;
+    return fusedDecode(x) && getOption('KILN_DECODE_QKV') && this.q_proj.bias === null && this.k_proj.bias === null && this.v_proj.bias === null && rows <= GEMV_MAX_ROWS;
   }
 
   /** Whether forwardDecode runs llm.qkNormRotaryCache: eager cpu (fusedDecode), KILN_DECODE_QK_CACHE, affine norms of one eps. */

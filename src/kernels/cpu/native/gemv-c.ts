@@ -21,6 +21,9 @@
  * x and y may be bfloat16 bits (`xbf16`, `ybf16`): decoded and rounded (nearest even) here, so
  * the caller makes no JS pass over them; bias is float32.
  *
+ * kiln_gemv_multi runs three weights against one x in one pool job (llm.qkvLinear: an attention
+ * layer's q, k and v projections), each weight's rows exactly as kiln_gemv computes them.
+ *
  * kiln_gemv_gated runs a SwiGLU MLP's gate and up projections (two weights, one x) as one pool job
  * with silu(g) * u in the epilogue (llm.gateUpSiluAndMul): per item the same output rows of both
  * weights, so the two streams share the threads and the activation needs no extra pass or op.
@@ -404,6 +407,53 @@ int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t 
   float *buf = gv_prepare(&c, m, n, k, x, xo, ldx, xbf16, w, wo, ldw, wbf16, bias, biaso, bs, y, yo, ldy, ybf16, flags, n * k * (wbf16 ? 2 : 4), &items, &nthreads);
   if (!buf) return -1;
   pool_run(gv_item, &c, items, nthreads);
+  free(buf);
+  return 0;
+}
+
+/* Three weights against one x (llm.qkvLinear): one pool job whose items are the row blocks of the
+   first weight, then the second's, then the third's, each run exactly as kiln_gemv runs it, so the
+   outputs are kiln_gemv's bits while the threads share one job's start and tail. */
+typedef struct {
+  gv_ctx c[3];
+  int64_t first[4]; /* item index where weight i's blocks start; first[3]: the total */
+} gv_multi_ctx;
+
+static void gv_multi_item(void *vctx, int64_t item) {
+  const gv_multi_ctx *c = (const gv_multi_ctx *)vctx;
+  int w = item < c->first[1] ? 0 : item < c->first[2] ? 1 : 2;
+  gv_item((void *)&c->c[w], item - c->first[w]);
+}
+
+/* y_i = x W_i^T for i < 3: W_i row-major [n_i, k] (row stride ldw_i) of one dtype, y_i at element
+   offset yo_i with row stride ldy_i, otherwise as kiln_gemv (no bias). Returns 0, or -1 when the
+   copies of x cannot be allocated (nothing written). */
+int32_t kiln_gemv_multi(int64_t m, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, int32_t wbf16,
+                        void *w0, int64_t wo0, int64_t ldw0, int64_t n0, void *y0, int64_t yo0, int64_t ldy0,
+                        void *w1, int64_t wo1, int64_t ldw1, int64_t n1, void *y1, int64_t yo1, int64_t ldy1,
+                        void *w2, int64_t wo2, int64_t ldw2, int64_t n2, void *y2, int64_t yo2, int64_t ldy2,
+                        int32_t ybf16, int32_t nthreads, int32_t flags) {
+  if (m <= 0) return 0;
+  gv_multi_ctx c;
+  int64_t items0;
+  const int64_t esz = wbf16 ? 2 : 4;
+  float *buf = gv_prepare(&c.c[0], m, n0, k, x, xo, ldx, xbf16, w0, wo0, ldw0, wbf16, 0, 0, 0, y0, yo0, ldy0, ybf16, flags, (n0 + n1 + n2) * k * esz, &items0, &nthreads);
+  if (!buf) return -1;
+  void *ws[3] = {w0, w1, w2}, *ys[3] = {y0, y1, y2};
+  const int64_t wos[3] = {wo0, wo1, wo2}, ldws[3] = {ldw0, ldw1, ldw2}, ns[3] = {n0, n1, n2}, yos[3] = {yo0, yo1, yo2}, ldys[3] = {ldy0, ldy1, ldy2};
+  c.first[0] = 0;
+  for (int i = 0; i < 3; i++) {
+    if (i > 0) {
+      c.c[i] = c.c[0];
+      c.c[i].n = ns[i];
+      c.c[i].w = wbf16 ? (const void *)((const uint16_t *)ws[i] + wos[i]) : (const void *)((const float *)ws[i] + wos[i]);
+      c.c[i].ldw = ldws[i];
+      c.c[i].y = ybf16 ? (void *)((uint16_t *)ys[i] + yos[i]) : (void *)((float *)ys[i] + yos[i]);
+      c.c[i].ldy = ldys[i];
+    }
+    c.first[i + 1] = c.first[i] + (ns[i] + c.c[0].rows_per_item - 1) / c.c[0].rows_per_item;
+  }
+  pool_run(gv_multi_item, &c, c.first[3], nthreads);
   free(buf);
   return 0;
 }

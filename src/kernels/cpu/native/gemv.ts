@@ -45,6 +45,16 @@ function gated(): NativeFn {
   return gatedFn;
 }
 
+let multiFn: NativeFn | undefined;
+
+function multi(): NativeFn {
+  if (multiFn) return multiFn;
+  multiFn = gemvLibrary().func(
+    'int32_t kiln_gemv_multi(int64_t m, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, int32_t wbf16, void *w0, int64_t wo0, int64_t ldw0, int64_t n0, void *y0, int64_t yo0, int64_t ldy0, void *w1, int64_t wo1, int64_t ldw1, int64_t n1, void *y1, int64_t yo1, int64_t ldy1, void *w2, int64_t wo2, int64_t ldw2, int64_t n2, void *y2, int64_t yo2, int64_t ldy2, int32_t ybf16, int32_t nthreads, int32_t flags)',
+  );
+  return multiFn;
+}
+
 let gemvLib: ReturnType<typeof loadLibrary> | undefined;
 
 function gemvLibrary(): ReturnType<typeof loadLibrary> {
@@ -100,6 +110,38 @@ export function nativeGateUpSiluMul(meta: OutMeta, input: Tensor, gateWeight: Te
   const rc = fn(m, n, k, bits(input), input.offset, k, bf16, bits(gateWeight), gateWeight.offset, gateWeight.strides[0]!, bits(upWeight), upWeight.offset, upWeight.strides[0]!, bf16, bits(out), out.offset, n, bf16, gemvThreads(), gemvFlags());
   if (rc !== 0) throw new Error(`native gated GEMV [${m}, ${k}] x 2 x [${n}, ${k}]^T: out of memory`);
   return out;
+}
+
+/**
+ * llm.qkvLinear(input, qWeight, kWeight, vWeight) through one GEMV pool job over the three weights
+ * (kiln_gemv_multi: each weight's rows as kiln_gemv computes them), or null when it does not apply
+ * (the caller runs the composition): the conditions of nativeLinearGemv, each weight [n_i, k] of the
+ * input's dtype with unit column stride.
+ */
+export function nativeQkvLinear(metas: readonly OutMeta[], input: Tensor, weights: readonly [Tensor, Tensor, Tensor]): Tensor[] | null {
+  if (input.ndim < 1 || metas.length !== 3) return null;
+  const dtype = input.dtype;
+  if (!GEMV_DTYPES.has(dtype)) return null;
+  const k = input.shape[input.ndim - 1]!;
+  if (k === 0) return null;
+  for (const [i, w] of weights.entries()) {
+    if (w.ndim !== 2 || w.dtype !== dtype || w.shape[1] !== k || w.strides[1] !== 1 || metas[i]!.dtype !== dtype || !isContiguousStrides(metas[i]!.shape, metas[i]!.strides)) return null;
+  }
+  const m = numel(input.shape) / k;
+  if (m < 1 || m > GEMV_MAX_ROWS) return null;
+  if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
+  if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
+  if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
+  const fn = multi();
+  calls++;
+  const bf16 = dtype === 'bfloat16' ? 1 : 0;
+  input.assertAlive('llm.qkvLinear');
+  const outs = metas.map((meta) => allocOut(meta));
+  const args: unknown[] = [m, k, bits(input), input.offset, k, bf16, bf16];
+  for (const [i, w] of weights.entries()) args.push(bits(w), w.offset, w.strides[0]!, w.shape[0]!, bits(outs[i]!), outs[i]!.offset, w.shape[0]!);
+  const rc = fn(...args, bf16, gemvThreads(), gemvFlags());
+  if (rc !== 0) throw new Error(`native q/k/v GEMV [${m}, ${k}] x [${weights.map((w) => w.shape[0]).join(', ')}, ${k}]^T: out of memory`);
+  return outs;
 }
 
 /** linear(input, weight, bias) through the GEMV, or null when it does not apply. */
