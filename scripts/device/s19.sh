@@ -118,6 +118,10 @@ elif [ "$part" = last ]; then
 elif [ "$part" = b8 ]; then
   # #20: the add + RMSNorm prologue at batch 8 on webgpu (8-row GEMVs), two alternating pairs.
   for rep in 1 2; do for v in 0 1; do WGB=8 wgdec b8-arl$v-$rep KILN_ADD_RMSNORM_LINEAR=$v; done; done
+elif [ "$part" = qkv ]; then
+  # #17 cpu: q, k, v in one GEMV job (KILN_DECODE_QKV off / on alternating in one process).
+  go qkv && { $K 200 node dist/bench/cpu-decode-bound.js --dtypes bfloat16,float32 --ab KILN_DECODE_QKV --rounds 3 --steps 6 --json "$out/cpu-qkv.json" > "$out/cpu-qkv.txt" 2>&1
+    el "cpu decode KILN_DECODE_QKV off / on rc=$?"; tail -n 5 "$out/cpu-qkv.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = final ]; then
   # #20: q/k norm + rotary + cache write inside the fused paged-attention workgroup
   # (KILN_WEBGPU_QK_ATTN 0 / 1 alternating), the fused attention at batch 8, their tests;
