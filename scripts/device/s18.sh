@@ -194,27 +194,6 @@ elif [ "$part" = final2 ]; then
 fi
 kill $smi 2>/dev/null
 # Clock summary per phase: median and max SM clock while each phase ran.
-python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
-import sys, datetime, statistics
-out = sys.argv[1]
-ph = []
-for l in open(f'{out}/phases.txt'):
-    t, _, name = l.split()
-    ph.append((float(t), name))
-rows = []
-for l in open(f'{out}/clocks.csv'):
-    f = [x.strip() for x in l.split(',')]
-    try:
-        ts = datetime.datetime.strptime(f[0], '%Y/%m/%d %H:%M:%S.%f').timestamp()
-        rows.append((ts, int(f[1].split()[0]), int(f[3].split()[0]), float(f[4].split()[0])))
-    except Exception:
-        pass
-for i, (t, name) in enumerate(ph):
-    end = ph[i + 1][0] if i + 1 < len(ph) else 1e18
-    r = [x for x in rows if t <= x[0] < end]
-    if r:
-        sm = [x[1] for x in r]; ut = [x[2] for x in r]; pw = [x[3] for x in r]
-        print(f'clocks {name}: sm MHz median {statistics.median(sm)} min {min(sm)} max {max(sm)}; util % median {statistics.median(ut)}; power W median {statistics.median(pw)} ({len(r)} samples)')
-PY
+python3 scripts/device/clock-summary.py "$out" | tee -a "$out/summary.txt"
 tar -C "$out" -czf "$final/s18-$part.tgz" .
 echo "=== summary"; cat "$out/summary.txt"
