@@ -77,6 +77,8 @@ test("Qwen3's eager cpu decode: KILN_DECODE_QKV on and off give the same greedy 
   const model = kiln.models.Qwen3ForCausalLM.fromConfig(kiln.models.QWEN3_TINY, { seed: 3, dtype: 'bfloat16', device: 'cpu' });
   model.eval();
   const run = (on: boolean): number[][] => {
+    // The native path (the suite also runs with KILN_CPU_PATH=wasm / js, where no GEMV runs).
+    setCpuPath('native');
     setOption('KILN_DECODE_QKV', on);
     try {
       const engine = new kiln.serve.Engine(model, { numBlocks: 16, maxNumSeqs: 1, decode: 'eager', prefixCaching: false });
@@ -87,6 +89,7 @@ test("Qwen3's eager cpu decode: KILN_DECODE_QKV on and off give the same greedy 
       return ids;
     } finally {
       setOption('KILN_DECODE_QKV', undefined);
+      setCpuPath(undefined);
     }
   };
   let before = nativeGemvCalls();
