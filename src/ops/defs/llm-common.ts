@@ -71,3 +71,18 @@ export function sameView(t: TensorMeta & { offset?: number }): OutMeta {
 export function computeDtype(t: TensorMeta): 'float32' | 'float64' {
   return t.dtype === 'float64' ? 'float64' : 'float32';
 }
+
+/**
+ * Runs `fn` (the meta of ops that `op` composes) and re-labels its errors with `op`'s name: the
+ * first name matching `parts` in the message becomes `op`, and the error keeps its class
+ * (TypeError, RangeError or Error).
+ */
+export function relabelErrors<T>(op: string, parts: RegExp, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    const err = e as Error;
+    const msg = err.message.replace(parts, op);
+    throw err instanceof TypeError ? new TypeError(msg) : err instanceof RangeError ? new RangeError(msg) : new Error(msg);
+  }
+}

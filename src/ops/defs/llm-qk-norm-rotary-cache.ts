@@ -18,22 +18,14 @@
 import type { TensorMeta } from '../../tensor/tensor.js';
 import { defineOp } from '../registry.js';
 import type { OutMeta } from '../schema.js';
+import { relabelErrors } from './llm-common.js';
 import { reshapeAndCache } from './llm-paged.js';
 import { qkNormRotary } from './llm-qk-norm-rotary.js';
 
 const OP = 'llm.qkNormRotaryCache';
 
 /** Re-labels an error of one of the two ops this one composes with this op's name. */
-function relabel<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (e) {
-    const err = e as Error;
-    const msg = err.message.replace(/llm\.(qkNormRotary|reshapeAndCache)\b/, OP);
-    const out = err instanceof TypeError ? new TypeError(msg) : err instanceof RangeError ? new RangeError(msg) : new Error(msg);
-    throw out;
-  }
-}
+const relabel = <T>(fn: () => T): T => relabelErrors(OP, /llm\.(qkNormRotary|reshapeAndCache)\b/, fn);
 
 export const qkNormRotaryCache = defineOp({
   name: OP,

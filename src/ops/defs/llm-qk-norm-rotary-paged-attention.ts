@@ -20,21 +20,14 @@
 import type { TensorMeta } from '../../tensor/tensor.js';
 import { defineOp } from '../registry.js';
 import type { OutMeta } from '../schema.js';
+import { relabelErrors } from './llm-common.js';
 import { pagedAttention } from './llm-paged.js';
 import { qkNormRotaryCache } from './llm-qk-norm-rotary-cache.js';
 
 const OP = 'llm.qkNormRotaryPagedAttention';
 
 /** Re-labels an error of one of the two ops this one composes with this op's name. */
-function relabel<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (e) {
-    const err = e as Error;
-    const msg = err.message.replace(/llm\.(qkNormRotaryCache|pagedAttention)\b/, OP);
-    throw err instanceof TypeError ? new TypeError(msg) : err instanceof RangeError ? new RangeError(msg) : new Error(msg);
-  }
-}
+const relabel = <T>(fn: () => T): T => relabelErrors(OP, /llm\.(qkNormRotaryCache|pagedAttention)\b/, fn);
 
 export const qkNormRotaryPagedAttention = defineOp({
   name: OP,

@@ -76,6 +76,18 @@ function gemvFlags(): number {
   return (getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0) | (Math.min(getOption('KILN_CPU_GEMV_ITEM_KIB'), 1 << 20) << 8);
 }
 
+/**
+ * The rows of x (input [..., k]) the GEMV takes, or null: 1 to GEMV_MAX_ROWS of them, one row
+ * through any leading strides, several only when the input is contiguous.
+ */
+function gemvRows(input: Tensor, k: number): number | null {
+  const m = numel(input.shape) / k;
+  if (m < 1 || m > GEMV_MAX_ROWS) return null;
+  if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
+  if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
+  return m;
+}
+
 /** The dtypes the GEMV reads weights in (x, bias and output share the weight's dtype). */
 const GEMV_DTYPES: ReadonlySet<string> = new Set(['float32', 'bfloat16']);
 
@@ -96,10 +108,8 @@ export function nativeGateUpSiluMul(meta: OutMeta, input: Tensor, gateWeight: Te
   if (!GEMV_DTYPES.has(dtype) || upWeight.dtype !== dtype || input.dtype !== dtype || meta.dtype !== dtype) return null;
   const [n, k] = gateWeight.shape as [number, number];
   if (upWeight.shape[0] !== n || upWeight.shape[1] !== k || k === 0 || n === 0 || gateWeight.strides[1] !== 1 || upWeight.strides[1] !== 1) return null;
-  const m = numel(input.shape) / k;
-  if (m < 1 || m > GEMV_MAX_ROWS) return null;
-  if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
-  if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
+  const m = gemvRows(input, k);
+  if (m === null) return null;
   if (!isContiguousStrides(meta.shape, meta.strides)) return null;
   if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
   const fn = gated();
@@ -127,10 +137,8 @@ export function nativeQkvLinear(metas: readonly OutMeta[], input: Tensor, weight
   for (const [i, w] of weights.entries()) {
     if (w.ndim !== 2 || w.dtype !== dtype || w.shape[1] !== k || w.strides[1] !== 1 || metas[i]!.dtype !== dtype || !isContiguousStrides(metas[i]!.shape, metas[i]!.strides)) return null;
   }
-  const m = numel(input.shape) / k;
-  if (m < 1 || m > GEMV_MAX_ROWS) return null;
-  if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
-  if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
+  const m = gemvRows(input, k);
+  if (m === null) return null;
   if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
   const fn = multi();
   calls++;
@@ -151,11 +159,8 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   if (!GEMV_DTYPES.has(dtype) || input.dtype !== dtype || meta.dtype !== dtype || (bias !== null && (bias.dtype !== dtype || bias.ndim !== 1))) return null;
   const [n, k] = weight.shape as [number, number];
   if (k === 0 || n === 0 || weight.strides[1] !== 1) return null;
-  const m = numel(input.shape) / k;
-  if (m < 1 || m > GEMV_MAX_ROWS) return null;
-  // x rows: one row through any leading strides, several only when the input is contiguous.
-  if (input.strides[input.ndim - 1] !== 1 && k > 1) return null;
-  if (m > 1 && !isContiguousStrides(input.shape, input.strides)) return null;
+  const m = gemvRows(input, k);
+  if (m === null) return null;
   if (cpuPath() !== 'native' || !getOption('KILN_CPU_GEMV')) return null;
   const fn = gemv();
   calls++;

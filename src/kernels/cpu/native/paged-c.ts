@@ -143,6 +143,34 @@ typedef struct {
   float *part;    /* nsplit > 1: per item and query row, (max, sum, acc[D]) of its key range */
 } pa_ctx;
 
+/* One cache row's scores for the G query rows of its group: s[j * s_stride] = q_j . row * scale,
+   the row widened in registers (c->vec) or copied to float32 first (row: D floats of scratch). */
+static inline void pa_score_row(const pa_ctx *c, const float *q, int64_t at, float *s, int64_t s_stride, float *row) {
+  const int64_t D = c->D, G = c->group;
+  if (c->vec) {
+    for (int64_t j = 0; j < G; j++) s[j * s_stride] = pa_dot_at(q + j * D, c->kc, c->cbf16, at, D) * c->scale;
+    return;
+  }
+  pa_row(c->kc, c->cbf16, at, D, row);
+  for (int64_t j = 0; j < G; j++) s[j * s_stride] = pa_dot(q + j * D, row, D) * c->scale;
+}
+
+/* One cache row's values into the G accumulators of its group: acc_j += p[j * p_stride] * row,
+   widened in registers (c->vec) or through the float32 copy. */
+static inline void pa_value_row(const pa_ctx *c, float *acc, int64_t acc_stride, const float *p, int64_t p_stride, int64_t at, float *row) {
+  const int64_t D = c->D, G = c->group;
+  if (c->vec) {
+    pa_axpy_at(acc, acc_stride, p, p_stride, G, c->vc, c->cbf16, at, D);
+    return;
+  }
+  pa_row(c->vc, c->cbf16, at, D, row);
+  for (int64_t j = 0; j < G; j++) {
+    const float pj = p[j * p_stride];
+    float *a = acc + j * acc_stride;
+    for (int64_t d = 0; d < D; d++) a[d] += pj * row[d];
+  }
+}
+
 static void pa_item(void *vctx, int64_t item) {
   const pa_ctx *c = (const pa_ctx *)vctx;
   const int64_t ipb = c->kvh / c->hpi, b = item / ipb, kh0 = (item % ipb) * c->hpi, nh = c->hpi;
@@ -159,13 +187,7 @@ static void pa_item(void *vctx, int64_t item) {
     const int64_t n = len - t0 < bs ? len - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        const int64_t at = base + (sl * c->kvh + h) * D;
-        if (c->vec) {
-          for (int64_t j = 0; j < G; j++) s[(h * G + j) * len + t0 + sl] = pa_dot_at(q + (h * G + j) * D, c->kc, c->cbf16, at, D) * c->scale;
-          continue;
-        }
-        pa_row(c->kc, c->cbf16, at, D, row);
-        for (int64_t j = 0; j < G; j++) s[(h * G + j) * len + t0 + sl] = pa_dot(q + (h * G + j) * D, row, D) * c->scale;
+        pa_score_row(c, q + h * G * D, base + (sl * c->kvh + h) * D, s + h * G * len + t0 + sl, len, row);
       }
   }
   for (int64_t j = 0; j < nh * G && len > 0; j++) {
@@ -179,17 +201,7 @@ static void pa_item(void *vctx, int64_t item) {
     const int64_t n = len - t0 < bs ? len - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        const int64_t at = base + (sl * c->kvh + h) * D;
-        if (c->vec) {
-          pa_axpy_at(acc + h * G * D, D, s + h * G * len + t0 + sl, len, G, c->vc, c->cbf16, at, D);
-          continue;
-        }
-        pa_row(c->vc, c->cbf16, at, D, row);
-        for (int64_t j = 0; j < G; j++) {
-          const float p = s[(h * G + j) * len + t0 + sl];
-          float *a = acc + (h * G + j) * D;
-          for (int64_t d = 0; d < D; d++) a[d] += p * row[d];
-        }
+        pa_value_row(c, acc + h * G * D, D, s + h * G * len + t0 + sl, len, base + (sl * c->kvh + h) * D, row);
       }
   }
   for (int64_t h = 0; h < nh; h++)
@@ -229,13 +241,7 @@ static void pa_split_item(void *vctx, int64_t item) {
     const int64_t n = tb - t0 < bs ? tb - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        const int64_t at = base + (sl * c->kvh + h) * D;
-        if (c->vec) {
-          for (int64_t j = 0; j < G; j++) s[(h * G + j) * n_t + t0 - ta + sl] = pa_dot_at(q + (h * G + j) * D, c->kc, c->cbf16, at, D) * c->scale;
-          continue;
-        }
-        pa_row(c->kc, c->cbf16, at, D, row);
-        for (int64_t j = 0; j < G; j++) s[(h * G + j) * n_t + t0 - ta + sl] = pa_dot(q + (h * G + j) * D, row, D) * c->scale;
+        pa_score_row(c, q + h * G * D, base + (sl * c->kvh + h) * D, s + h * G * n_t + t0 - ta + sl, n_t, row);
       }
   }
   for (int64_t r = 0; r < nh * G; r++) {
@@ -248,17 +254,7 @@ static void pa_split_item(void *vctx, int64_t item) {
     const int64_t n = tb - t0 < bs ? tb - t0 : bs, base = ((int64_t)tab[t0 / bs] * bs * c->kvh + kh0) * D;
     for (int64_t sl = 0; sl < n; sl++)
       for (int64_t h = 0; h < nh; h++) {
-        const int64_t at = base + (sl * c->kvh + h) * D;
-        if (c->vec) {
-          pa_axpy_at(part + h * G * (D + 2) + 2, D + 2, s + h * G * n_t + t0 - ta + sl, n_t, G, c->vc, c->cbf16, at, D);
-          continue;
-        }
-        pa_row(c->vc, c->cbf16, at, D, row);
-        for (int64_t j = 0; j < G; j++) {
-          const float p = s[(h * G + j) * n_t + t0 - ta + sl];
-          float *a = part + (h * G + j) * (D + 2) + 2;
-          for (int64_t d = 0; d < D; d++) a[d] += p * row[d];
-        }
+        pa_value_row(c, part + h * G * (D + 2) + 2, D + 2, s + h * G * n_t + t0 - ta + sl, n_t, base + (sl * c->kvh + h) * D, row);
       }
   }
 }
