@@ -17,7 +17,8 @@
  * at a 300-token context (--context) in a table of --capacity tokens (default 40960: Qwen3's 40960
  * positions; the engine's tables are min(that, its cache's blocks) wide) over a cache of
  * --cache-blocks blocks (default: the table's width; set it apart to tell the table's width from
- * the cache buffer's size), for each of KILN_WEBGPU_PAGED_UNROLL 0/1 x KILN_WEBGPU_PAGED_VECV 0/1.
+ * the cache buffer's size), in the lanes form (256 / 512 / 1024 invocations) and, with it off, for
+ * each of KILN_WEBGPU_PAGED_UNROLL 0/1 x KILN_WEBGPU_PAGED_VECV 0/1.
  * llm.addRmsNormLinear (the GEMV with the add + RMSNorm in its prologue) for qkv, the gated gate/up
  * and the LM head, each fused (weight prefetch on and off) and as the separate compiled add + RMSNorm
  * and GEMV it replaces.
@@ -265,14 +266,28 @@ function pagedRow(): void {
   // The table's entries past the cache point at its blocks again (never read past the context).
   const tables = kiln.tensor([Array.from({ length: maxBlocks }, (_, i) => i % cacheBlocks)], { dtype: 'int32', device: dev });
   const lens = kiln.tensor([ctx], { dtype: 'int32', device: dev });
+  // The lanes form (KILN_WEBGPU_PAGED_LANES, the default up to 4096 tokens of capacity) by workgroup size.
+  for (const wg of [256, 512, 1024]) {
+    setOption('KILN_WEBGPU_PAGED_LANES', 1 << 20);
+    setOption('KILN_WEBGPU_PAGED_LANES_WG', wg);
+    try {
+      const us = time(() => kiln.llm.pagedAttention(q, kc, vc, tables, lens, 1 / Math.sqrt(128)));
+      report(`pagedAttention ctx ${ctx} (capacity ${capacity}, cache ${cacheBlocks * bs}, lanes ${wg})`, us, 2 * ctx * 8 * 128 * bytes);
+    } finally {
+      setOption('KILN_WEBGPU_PAGED_LANES', undefined);
+      setOption('KILN_WEBGPU_PAGED_LANES_WG', undefined);
+    }
+  }
   for (const unroll of [false, true]) {
     for (const vecV of [false, true]) {
+      setOption('KILN_WEBGPU_PAGED_LANES', 0);
       setOption('KILN_WEBGPU_PAGED_UNROLL', unroll);
       setOption('KILN_WEBGPU_PAGED_VECV', vecV);
       try {
         const us = time(() => kiln.llm.pagedAttention(q, kc, vc, tables, lens, 1 / Math.sqrt(128)));
         report(`pagedAttention ctx ${ctx} (capacity ${capacity}, cache ${cacheBlocks * bs}, unroll ${unroll ? 1 : 0}, vecv ${vecV ? 1 : 0})`, us, 2 * ctx * 8 * 128 * bytes);
       } finally {
+        setOption('KILN_WEBGPU_PAGED_LANES', undefined);
         setOption('KILN_WEBGPU_PAGED_UNROLL', undefined);
         setOption('KILN_WEBGPU_PAGED_VECV', undefined);
       }

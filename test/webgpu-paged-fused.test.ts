@@ -6,7 +6,10 @@
  * dim 80 (two value dims per invocation); context lengths 0, 1, inside a block, at and past 64-key
  * blocks and split ends, the full capacity; the unrolled loads on and off. Each run also checks
  * which kernels ran: one `paged.fused` dispatch with the option on, `paged.split` + `paged.combine`
- * with it off, so the fused path cannot silently fall back. Needs a real adapter (SwiftShader in CI).
+ * with it off, so the fused path cannot silently fall back. The lanes form (paged-attention-lanes.ts,
+ * KILN_WEBGPU_PAGED_LANES, the default up to 4096 tokens of capacity) against the same reference at
+ * chunk ends and over several chunks, 128 invocations, group 4; a NaN key, a block id outside the
+ * cache and the capacity limit. Needs a real adapter (SwiftShader in CI).
  */
 import assert from 'node:assert/strict';
 import test from 'node:test';
@@ -68,7 +71,10 @@ interface Run {
   readonly kernels: string[];
 }
 
-function run(c: Case, q: Tensor, kc: Tensor, vc: Tensor, tab: Tensor, lens: Tensor, fused: boolean, unroll: boolean): Run {
+/** The forms: lanes (paged-attention-lanes.ts), fused (split + combine in one dispatch), split (two dispatches). */
+type Form = 'lanes' | 'fused' | 'split';
+
+function run(c: Case, q: Tensor, kc: Tensor, vc: Tensor, tab: Tensor, lens: Tensor, form: Form, unroll: boolean, lanesWg?: number): Run {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
   const kernels: string[] = [];
   const orig = acc.dispatch.bind(acc);
@@ -76,7 +82,9 @@ function run(c: Case, q: Tensor, kc: Tensor, vc: Tensor, tab: Tensor, lens: Tens
     kernels.push(k.name);
     orig(k, bufs, meta, groups);
   };
-  setOption('KILN_WEBGPU_PAGED_FUSED', fused);
+  setOption('KILN_WEBGPU_PAGED_LANES', form === 'lanes' ? 1 << 20 : 0);
+  if (lanesWg !== undefined) setOption('KILN_WEBGPU_PAGED_LANES_WG', lanesWg);
+  setOption('KILN_WEBGPU_PAGED_FUSED', form === 'fused');
   setOption('KILN_WEBGPU_PAGED_UNROLL', unroll);
   try {
     const got = kiln.llm.pagedAttention(q, kc, vc, tab, lens, 1 / Math.sqrt(c.d));
@@ -85,6 +93,8 @@ function run(c: Case, q: Tensor, kc: Tensor, vc: Tensor, tab: Tensor, lens: Tens
     return { out: got.to('cpu').to('float64').toFlatArray() as number[], kernels };
   } finally {
     acc.dispatch = orig;
+    setOption('KILN_WEBGPU_PAGED_LANES', undefined);
+    setOption('KILN_WEBGPU_PAGED_LANES_WG', undefined);
     setOption('KILN_WEBGPU_PAGED_FUSED', undefined);
     setOption('KILN_WEBGPU_PAGED_UNROLL', undefined);
   }
@@ -103,8 +113,8 @@ function worstError(got: number[], want: Float64Array, tol: number): { worst: nu
   return { worst, at };
 }
 
-/** Failures of one case with the option on and off (and the unrolled loads on and off). */
-function check(c: Case, seed: number): string[] {
+/** Failures of one case in each of `forms` (fused and split also with the unrolled loads on and off). */
+function check(c: Case, seed: number, forms: readonly Form[] = ['fused', 'split'], lanesWg?: number): string[] {
   const B = c.lens.length;
   kiln.manualSeed(seed);
   const q = kiln.randn([B, c.heads, c.d]).to(c.dtype);
@@ -119,21 +129,25 @@ function check(c: Case, seed: number): string[] {
   const tol = c.dtype === 'float32' ? 2e-5 : 2e-3;
   const label = `${c.dtype} lens [${c.lens.join(', ')}] H ${c.heads}/${c.kvHeads} D ${c.d} capacity ${c.maxBlocks * BS}`;
   const failures: string[] = [];
-  const outs: number[][] = [];
-  for (const fused of [true, false]) {
-    for (const unroll of [true, false]) {
-      const r = run(c, qd, kd, vd, tab, lens, fused, unroll);
-      const fusedRan = r.kernels.filter((k) => k.includes('paged.fused')).length;
-      const splitRan = r.kernels.filter((k) => k.includes('paged.split') || k.includes('paged.combine')).length;
-      if (fused ? fusedRan !== 1 || splitRan !== 0 : fusedRan !== 0 || splitRan !== 2) failures.push(`${label} fused ${fused}: kernels ${r.kernels.join(', ')}`);
+  const outs = new Map<Form, number[]>();
+  for (const form of forms) {
+    for (const unroll of form === 'lanes' ? [true] : [true, false]) {
+      const r = run(c, qd, kd, vd, tab, lens, form, unroll, lanesWg);
+      const ran = (name: string): number => r.kernels.filter((k) => k.includes(name)).length;
+      const splitRan = ran('paged.split') + ran('paged.combine');
+      const want1 = form === 'lanes' ? ran('paged.lanes') === 1 && r.kernels.length === 1 : form === 'fused' ? ran('paged.fused') === 1 && r.kernels.length === 1 : splitRan === 2 && r.kernels.length === 2;
+      if (!want1) failures.push(`${label} ${form}: kernels ${r.kernels.join(', ')}`);
       const { worst, at } = worstError(r.out, want, tol);
-      if (!(worst <= 1)) failures.push(`${label} fused ${fused} unroll ${unroll}: element ${at} got ${r.out[at]}, want ${want[at]}`);
-      outs.push(r.out);
+      if (!(worst <= 1)) failures.push(`${label} ${form} unroll ${unroll}: element ${at} got ${r.out[at]}, want ${want[at]}`);
+      if (!outs.has(form)) outs.set(form, r.out);
     }
   }
-  // Same arithmetic in the same order: on and off agree far more closely than either with float64.
-  const close = worstError(outs[0]!, Float64Array.from(outs[2]!), tol / 64);
-  if (!(close.worst <= 1)) failures.push(`${label}: fused and split differ at element ${close.at}: ${outs[0]![close.at]} against ${outs[2]![close.at]}`);
+  // Same arithmetic in the same order: fused and split agree far more closely than either with float64.
+  const [fu, sp] = [outs.get('fused'), outs.get('split')];
+  if (fu && sp) {
+    const close = worstError(fu, Float64Array.from(sp), tol / 64);
+    if (!(close.worst <= 1)) failures.push(`${label}: fused and split differ at element ${close.at}: ${fu[close.at]} against ${sp[close.at]}`);
+  }
   return failures;
 }
 
@@ -168,4 +182,78 @@ test('webgpu llm.pagedAttention fused (one dispatch) matches a float64 reference
     failures.push(...check({ dtype, lens: [17, 190, 64], heads: 4, kvHeads: 1, d: 80, maxBlocks: 12 }, seed++));
   }
   assert.deepEqual(failures, [], failures.join('\n'));
+});
+
+test('webgpu llm.pagedAttention lanes form (one workgroup per kv head, keys in chunks) matches a float64 reference', { skip }, () => {
+  const failures: string[] = [];
+  let seed = 171;
+  const limits = (kiln.getAccelerator('webgpu') as WebgpuAccelerator).bridge.adapter.limits;
+  const ni = Math.min(512, limits.maxComputeInvocationsPerWorkgroup ?? 256);
+  for (const dtype of ['float16', 'float32'] as const) {
+    // One chunk, chunk ends (the workgroup's invocations are a chunk), several chunks; batch 1 and 2.
+    for (const lens of [[0], [1], [63], [ni - 1], [ni], [ni + 1], [2 * ni + 37]]) failures.push(...check({ dtype, lens, heads: 16, kvHeads: 8, d: 128, maxBlocks: 48 }, seed++, ['lanes', 'split']));
+    failures.push(...check({ dtype, lens: [300, 0], heads: 16, kvHeads: 8, d: 128, maxBlocks: 24 }, seed++, ['lanes']));
+    // Group 4 with head dim 64 (a head group of 4; 8 or 16 lanes a row); and 128 invocations (more chunks, a q/k-free merge of 8 or 4 slots).
+    failures.push(...check({ dtype, lens: [17, 190, 64], heads: 4, kvHeads: 1, d: 64, maxBlocks: 12 }, seed++, ['lanes']));
+    failures.push(...check({ dtype, lens: [333], heads: 16, kvHeads: 8, d: 128, maxBlocks: 24 }, seed++, ['lanes'], 128));
+  }
+  assert.deepEqual(failures, [], failures.join('\n'));
+});
+
+test('the lanes form: a NaN key makes its heads NaN, a block id outside the cache skips its tokens, a capacity past KILN_WEBGPU_PAGED_LANES falls back', { skip }, () => {
+  const c: Case = { dtype: 'float32', lens: [40], heads: 4, kvHeads: 2, d: 64, maxBlocks: 4 };
+  kiln.manualSeed(5);
+  const q = kiln.randn([1, 4, 64]);
+  const kcHost = kiln.randn([4, BS, 2, 64]);
+  const vc = kiln.randn([4, BS, 2, 64]).to('webgpu');
+  const flat = kcHost.toFlatArray() as number[];
+  // Token 5 of sequence 0 lives in block tableEntry(c, 0, 0) = 3, slot 5; kv head 1.
+  flat[((3 * BS + 5) * 2 + 1) * 64 + 7] = Number.NaN;
+  const kc = kiln.tensor(flat).reshape([4, BS, 2, 64]).to('webgpu');
+  const tab = kiln.tensor([[3, 2, 1, 0]], { dtype: 'int32' }).to('webgpu');
+  const lens = kiln.tensor([40], { dtype: 'int32' }).to('webgpu');
+  const r = run(c, q.to('webgpu'), kc, vc, tab, lens, 'lanes', true);
+  assert.ok(r.kernels.length === 1 && r.kernels[0]!.includes('paged.lanes'), r.kernels.join(', '));
+  // Heads 2 and 3 read kv head 1: NaN; heads 0 and 1 finite.
+  for (let h = 0; h < 4; h++) for (let e = 0; e < 64; e++) assert.equal(Number.isNaN(r.out[h * 64 + e]!), h >= 2, `head ${h} dim ${e}: ${r.out[h * 64 + e]}`);
+  // A block id past the cache (99) in the second block: tokens 16..31 are skipped, as a float64 reference without them says.
+  const tab2 = kiln.tensor([[3, 99, 1, 0]], { dtype: 'int32' }).to('webgpu');
+  const kcOk = kcHost.to('webgpu');
+  const got = run(c, q.to('webgpu'), kcOk, vc, tab2, lens, 'lanes', true).out;
+  const kv = kcHost.toFlatArray() as number[];
+  const vv = vc.to('cpu').toFlatArray() as number[];
+  const qv = q.toFlatArray() as number[];
+  const blocks = [3, 99, 1, 0];
+  for (let h = 0; h < 4; h++) {
+    const kvh = h >> 1;
+    const toks = Array.from({ length: 40 }, (_, t) => t).filter((t) => blocks[Math.floor(t / BS)]! < 4);
+    const row = (t: number): number => ((blocks[Math.floor(t / BS)]! * BS + (t % BS)) * 2 + kvh) * 64;
+    const sc = toks.map((t) => qv.slice(h * 64, h * 64 + 64).reduce((a, x, e) => a + x * kv[row(t) + e]!, 0) / 8);
+    const mx = Math.max(...sc);
+    const p = sc.map((x) => Math.exp(x - mx));
+    const l = p.reduce((a, x) => a + x, 0);
+    for (let e = 0; e < 64; e++) {
+      const want = toks.reduce((a, t, i) => a + p[i]! * vv[row(t) + e]!, 0) / l;
+      assert.ok(Math.abs(got[h * 64 + e]! - want) <= 2e-5 * (1 + Math.abs(want)), `head ${h} dim ${e}: ${got[h * 64 + e]} against ${want}`);
+    }
+  }
+  // Capacity 64 tokens past a limit of 32: the fused / split forms run.
+  setOption('KILN_WEBGPU_PAGED_LANES', 32);
+  try {
+    const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+    const names: string[] = [];
+    const orig = acc.dispatch.bind(acc);
+    acc.dispatch = (k: WebgpuKernel, bufs: readonly DeviceBuffer[], meta: Uint32Array, groups: readonly [number, number, number]): void => {
+      names.push(k.name);
+      orig(k, bufs, meta, groups);
+    };
+    try {
+      kiln.llm.pagedAttention(q.to('webgpu'), kcOk, vc, tab, lens, 0.125).to('cpu');
+    } finally {
+      acc.dispatch = orig;
+    }
+    assert.ok(names.length > 0 && names.every((n) => !n.includes('paged.lanes')), names.join(', '));
+  } finally {
+    setOption('KILN_WEBGPU_PAGED_LANES', undefined);
+  }
 });

@@ -8,7 +8,8 @@
  * arithmetic, same roundings). float16 and float32; q, k and v column slices of one qkv output;
  * Qwen3-0.6B's heads (16 over 8, head dim 128) at batch 1 with contexts 1, 63, 64, 65, 200 and at
  * batch 2 with a padding slot (-1: no cache write), and a group of 4 (8 over 2, head dim 64), a
- * padding slot at batch 1. Each run checks the kernels that ran: one `paged.fused.qk` dispatch
+ * padding slot at batch 1, each in the lanes attention form (the default) and the fused one
+ * (KILN_WEBGPU_PAGED_LANES=0). Each run checks the kernels that ran: one `paged.lanes.qk` or `paged.fused.qk` dispatch
  * against two at batch 1; at batch 2 the two ops (a row may read a slot another row writes). Then a compiled
  * tiny Qwen3 decode step with the option against the step without: the fused op in the program,
  * logits and caches equal, one dispatch a layer fewer. Needs an adapter that computes (SwiftShader).
@@ -109,12 +110,13 @@ function relErr(got: readonly number[], want: readonly number[], tol: number): {
   return { worst, at };
 }
 
-/** Failures of one case. */
-function check(c: Case, seed: number): string[] {
+/** Failures of one case; `lanes`: the lanes attention form (KILN_WEBGPU_PAGED_LANES default), else the fused one. */
+function check(c: Case, seed: number, lanes: boolean): string[] {
   const { dtype, heads: H, kvHeads: hkv, d: D } = c;
   const B = c.lens.length;
   const NB = B * c.maxBlocks;
-  const label = `${dtype} B ${B} H ${H}/${hkv} D ${D} lens [${c.lens.join(', ')}] pad [${(c.pad ?? []).join(', ')}]`;
+  const label = `${dtype} B ${B} H ${H}/${hkv} D ${D} lens [${c.lens.join(', ')}] pad [${(c.pad ?? []).join(', ')}]${lanes ? ' lanes' : ''}`;
+  const kernelName = lanes ? 'paged.lanes.qk' : 'paged.fused.qk';
   const qkv = rand([B, (H + 2 * hkv) * D], seed, 'contiguous', dtype).to('webgpu');
   const q = qkv.narrow(-1, 0, H * D).view([B, H, D]);
   const k = qkv.narrow(-1, H * D, hkv * D).view([B, hkv, D]);
@@ -132,7 +134,7 @@ function check(c: Case, seed: number): string[] {
   const scale = 1 / Math.sqrt(D);
   const run = (fused: boolean): Run => {
     const [kc, vc] = [kc0.to('webgpu'), vc0.to('webgpu')] as [Tensor, Tensor];
-    const { value: out, kernels } = recording(() => {
+    const { value: out, kernels } = recording(() => withEnv('KILN_WEBGPU_PAGED_LANES', lanes ? undefined : '0', () => {
       if (fused) {
         const r = kiln.llm.qkNormRotaryPagedAttention(q, k, v, qw, kw, EPS, cos, sin, true, kc, vc, slots, tables, lens, scale);
         assert.equal(r.keyCache, kc, `${label}: the key cache is written in place`);
@@ -140,14 +142,14 @@ function check(c: Case, seed: number): string[] {
       }
       const r = kiln.llm.qkNormRotaryCache(q, k, v, qw, kw, EPS, cos, sin, true, kc, vc, slots);
       return kiln.llm.pagedAttention(r.q, r.keyCache, r.valueCache, tables, lens, scale);
-    });
+    }));
     return { out: hostF64(out), kc: hostF64(kc), vc: hostF64(vc), kernels };
   };
   const failures: string[] = [];
   const one = run(true);
   const two = run(false);
   // Batch 1: one dispatch. Several sequences: the two ops (a row may read a slot another row writes).
-  if (B === 1 ? one.kernels.length !== 1 || !one.kernels[0]!.includes('paged.fused.qk') : one.kernels.length !== 2 || one.kernels.some((k) => k.includes('paged.fused.qk'))) failures.push(`${label}: fused kernels ${one.kernels.join(', ')}`);
+  if (B === 1 ? one.kernels.length !== 1 || !one.kernels[0]!.includes(kernelName) : one.kernels.length !== 2 || one.kernels.some((k) => k.includes('.qk.'))) failures.push(`${label}: fused kernels ${one.kernels.join(', ')}`);
   if (two.kernels.length !== 2) failures.push(`${label}: two-dispatch kernels ${two.kernels.join(', ')}`);
   // float64 reference: the rounded rotated rows, the cache write, attention over the written cache.
   const round = dtype === 'float16' ? toF16 : Math.fround;
@@ -184,15 +186,17 @@ function check(c: Case, seed: number): string[] {
 test('webgpu llm.qkNormRotaryPagedAttention (one dispatch) matches a float64 reference and the two-dispatch path bit for bit', { skip }, () => {
   const failures: string[] = [];
   let seed = 301;
-  for (const dtype of ['float16', 'float32'] as const) {
-    for (const lens of [[1], [63], [64], [65], [200]]) failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens }, seed++));
-    failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens: [200, 1] }, seed++));
-    failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens: [65, 30], pad: [1] }, seed++));
-    // Group 4 (a head group of 4 query heads on one kv head), head dim 64.
-    failures.push(...check({ dtype, heads: 8, kvHeads: 2, d: 64, maxBlocks: 16, lens: [1, 130] }, seed++));
-    failures.push(...check({ dtype, heads: 8, kvHeads: 2, d: 64, maxBlocks: 16, lens: [63], pad: [0] }, seed++));
-    failures.push(...check({ dtype, heads: 8, kvHeads: 2, d: 64, maxBlocks: 16, lens: [130] }, seed++));
-    failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens: [65], pad: [0] }, seed++));
+  for (const lanes of [true, false]) {
+    for (const dtype of ['float16', 'float32'] as const) {
+      for (const lens of [[1], [63], [64], [65], [200]]) failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens }, seed++, lanes));
+      failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens: [200, 1] }, seed++, lanes));
+      failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens: [65, 30], pad: [1] }, seed++, lanes));
+      // Group 4 (a head group of 4 query heads on one kv head), head dim 64.
+      failures.push(...check({ dtype, heads: 8, kvHeads: 2, d: 64, maxBlocks: 16, lens: [1, 130] }, seed++, lanes));
+      failures.push(...check({ dtype, heads: 8, kvHeads: 2, d: 64, maxBlocks: 16, lens: [63], pad: [0] }, seed++, lanes));
+      failures.push(...check({ dtype, heads: 8, kvHeads: 2, d: 64, maxBlocks: 16, lens: [130] }, seed++, lanes));
+      failures.push(...check({ dtype, heads: 16, kvHeads: 8, d: 128, maxBlocks: 16, lens: [65], pad: [0] }, seed++, lanes));
+    }
   }
   assert.deepEqual(failures, [], failures.join('\n'));
 });
@@ -274,7 +278,7 @@ test('a compiled Qwen3 decode step on webgpu with KILN_WEBGPU_QK_ATTN=1: logits 
         assert.ok(maxAbsDiff(x, y) === 0, `${dtype} ${kind}[${l}]: differ by up to ${maxAbsDiff(x, y)}`);
       }
     }
-    const fusedRan = kernels[2]!.filter((k) => k.includes('paged.fused.qk')).length;
+    const fusedRan = kernels[2]!.filter((k) => k.includes('paged.fused.qk') || k.includes('paged.lanes.qk')).length;
     // One sequence: the fused kernel once a layer, a dispatch a layer fewer; three rows: the two ops.
     assert.equal(fusedRan, rows === 1 ? 2 : 0, `${dtype} rows ${rows}: fused kernels (${[...new Set(kernels.flat())].join(', ')})`);
     assert.equal(dispatches[1]![2]! - dispatches[0]![2]!, rows === 1 ? 2 : 0, `${dtype} rows ${rows}: dispatches per replayed step on ${dispatches[0]!.join(',')}, off ${dispatches[1]!.join(',')}`);

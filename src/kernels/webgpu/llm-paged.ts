@@ -31,6 +31,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import type { DType } from '../../tensor/dtype.js';
 import { getOption } from '../../runtime/config.js';
 import { allocOut, unsupportedDtype, webgpu } from './device.js';
+import { lanesShape, lanesWorkgroupBytes, pagedLanesSource, type LanesShape } from './paged-attention-lanes.js';
 import { PAGED_WG, pagedCombineSource, pagedFusedSource, pagedFusedWorkgroupBytes, pagedSplitSource, pagedSplitSourceV, pagedVecElems, pagedVecV, type PagedKinds, type PagedQk } from './paged-attention-source.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { type Bind, dataKind, groupsFor, header, indexBind, indexLoad, kernelFor, WG, words } from './template.js';
@@ -156,6 +157,27 @@ interface PagedLaunch {
   readonly meta: number[];
   readonly tag: string;
   readonly items: number;
+  /** The lanes form's shape where it applies (pagedLanes), else null. */
+  readonly lanes: LanesShape | null;
+}
+
+/**
+ * The lanes form (paged-attention-lanes.ts) for a table of `capacity` tokens: KILN_WEBGPU_PAGED_LANES
+ * (the largest capacity it takes; 0 off), both caches readable as 16-byte words, and NI invocations
+ * (KILN_WEBGPU_PAGED_LANES_WG, capped by the device, halved until the workgroup memory fits). Shapes only.
+ */
+function pagedLanes(kinds: PagedKinds, capacity: number, valueWords: boolean): LanesShape | null {
+  const most = getOption('KILN_WEBGPU_PAGED_LANES');
+  if (most === 0 || capacity > most || kinds.vecK !== true || !valueWords) return null;
+  const lim = webgpu().bridge.adapter.limits;
+  let ni = Math.min(getOption('KILN_WEBGPU_PAGED_LANES_WG'), lim.maxComputeInvocationsPerWorkgroup ?? 256, lim.maxComputeWorkgroupSizeX ?? 256);
+  ni -= ni % PAGED_WG;
+  for (; ni >= 2 * PAGED_WG; ni /= 2) {
+    const sh = lanesShape(kinds.x, kinds.d, kinds.hg, ni);
+    if (sh && lanesWorkgroupBytes(sh, kinds.hg, kinds.d) <= (lim.maxComputeWorkgroupStorageSize ?? 16384)) return sh;
+    if (ni % (2 * PAGED_WG) !== 0) break;
+  }
+  return null;
 }
 
 function pagedLaunch(op: string, q: Tensor, kc: Tensor, vc: Tensor, tables: Tensor, lens: Tensor, scale: number, outOffset: number): PagedLaunch {
@@ -179,7 +201,9 @@ function pagedLaunch(op: string, q: Tensor, kc: Tensor, vc: Tensor, tables: Tens
     lens.offset, lens.strides[0] ?? 1, f32Bits(scale), g.numBlocks, kc.offset, vc.offset, splits, splitLen, groups, outOffset,
   ];
   const tag = `${x}.${tables.dtype}.${lens.dtype}.${d}.${hg}${vecK ? '.vk' : ''}${vecV ? '.vv' : ''}${unroll ? '.u' : ''}`;
-  return { x, hg, splits, vecV, kinds, meta, tag, items: b * g.kvHeads * groups * splits };
+  const valueWords = vecK && vc.offset % ve === 0 && vc.storage.buffer.capacity % 16 === 0;
+  const lanes = pagedLanes(kinds, maxBlocks * g.blockSize, valueWords);
+  return { x, hg, splits, vecV, kinds, meta, tag, items: b * g.kvHeads * groups * splits, lanes };
 }
 
 registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTables, contextLens, scale) => {
@@ -192,10 +216,15 @@ registerWebgpu(pagedAttention.name, (ctx, query, keyCache, valueCache, blockTabl
   const [b, heads, d] = q.shape as [number, number, number];
   const out = allocOut(ctx.out as OutMeta);
   if (b === 0 || heads === 0 || d === 0) return out;
-  const { x, hg, splits, vecV, kinds, meta: m, tag, items } = pagedLaunch(op, q, kc, vc, tables, lens, scale as number, out.offset);
+  const { x, hg, splits, vecV, kinds, meta: m, tag, items, lanes } = pagedLaunch(op, q, kc, vc, tables, lens, scale as number, out.offset);
   const meta = words(m);
   const acc = webgpu();
   const inputs = [q.storage.buffer, kc.storage.buffer, vc.storage.buffer, tables.storage.buffer, lens.storage.buffer];
+  if (lanes) {
+    // One workgroup per (sequence, kv head, head group), the keys in chunks of its invocations.
+    acc.dispatch(kernelFor(`paged.lanes.${tag}.n${lanes.ni}`, () => pagedLanesSource(kinds, lanes)), [out.storage.buffer, ...inputs], meta, groupsFor(items / splits, 1));
+    return out;
+  }
   const source = (partial: boolean): string => (vecV ? pagedSplitSourceV(kinds, partial) : pagedSplitSource(kinds, partial));
   if (splits === 1) {
     acc.dispatch(kernelFor(`paged.decode.${tag}`, () => source(false)), [out.storage.buffer, ...inputs], meta, groupsFor(items, 1));
@@ -280,7 +309,7 @@ function qkAttentionLaunch(q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tens
   const ts = trig(sin);
   if (!tc || !ts) return false;
   const L = pagedLaunch(op, q, kc, vc, tables, lens, scale, out.offset);
-  if (!pagedFuses(L.splits, L.hg, d, L.vecV)) return false;
+  if (!L.lanes && !pagedFuses(L.splits, L.hg, d, L.vecV)) return false;
   const { wide } = dataKind(op, q);
   if (wide) return false;
   // Bindings: b0..b5 the attention's (b1 the raw q), then each further buffer once (read-only data may share; the caches share nothing).
@@ -314,7 +343,9 @@ function qkAttentionLaunch(q: Tensor, k: Tensor, v: Tensor, qw: Tensor, kw: Tens
     ...tc, ...ts,
     slots.offset, slots.strides[0]!, f32Bits(eps),
   ];
-  const key = `paged.fused.qk.${L.tag}.s${L.splits}.${isNeox ? 'neox' : 'gptj'}.${slots.dtype}.${[bindK, bindV, bindQw, bindKw, bindCos, bindSin, bindSlots].join('')}${subgroups ? '.sg' : ''}`;
-  acc.dispatch(kernelFor(key, () => pagedFusedSource(L.kinds, L.splits, qk)), buffers, words(meta), groupsFor(L.items / L.splits, 1));
+  const binds = `${isNeox ? 'neox' : 'gptj'}.${slots.dtype}.${[bindK, bindV, bindQw, bindKw, bindCos, bindSin, bindSlots].join('')}${subgroups ? '.sg' : ''}`;
+  const lanes = L.lanes;
+  if (lanes) acc.dispatch(kernelFor(`paged.lanes.qk.${L.tag}.n${lanes.ni}.${binds}`, () => pagedLanesSource(L.kinds, lanes, qk)), buffers, words(meta), groupsFor(L.items / L.splits, 1));
+  else acc.dispatch(kernelFor(`paged.fused.qk.${L.tag}.s${L.splits}.${binds}`, () => pagedFusedSource(L.kinds, L.splits, qk)), buffers, words(meta), groupsFor(L.items / L.splits, 1));
   return true;
 }

@@ -131,7 +131,7 @@ export function pagedVecElems(x: StorageKind): number {
 }
 
 /** WGSL turning a 16-byte word into f32 lanes: kiln_kw0 (and kiln_kw1 for 16-bit kinds, the high half). */
-function keyWordHelpers(x: StorageKind): string[] {
+export function keyWordHelpers(x: StorageKind): string[] {
   if (x === 'f32') return ['fn kiln_kw0(w: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(w); }'];
   if (x === 'bf16p') {
     return [
@@ -146,8 +146,8 @@ function keyWordHelpers(x: StorageKind): string[] {
   ];
 }
 
-const NEG_MAX = '-3.4028234663852886e38f';
-const indent = (s: string, n: number): string => s.replace(/\n/g, `\n${' '.repeat(n)}`);
+export const NEG_MAX = '-3.4028234663852886e38f';
+export const indent = (s: string, n: number): string => s.replace(/\n/g, `\n${' '.repeat(n)}`);
 
 /**
  * WGSL: the keys a split of a sequence takes (needs `len` and `splits`): ceil(len / splits) rounded
@@ -186,7 +186,7 @@ const VALUE_STEP = 8;
 export const pagedPerThread = (d: number): number => Math.max(1, Math.ceil(d / PAGED_WG));
 
 /** The split kernels' bindings: the output (float32 scratch with `partial`), q, k and v caches, table, lengths. */
-function splitHeader(k: PagedKinds, partial: boolean, qk?: PagedQk): string[] {
+export function splitHeader(k: PagedKinds, partial: boolean, qk?: PagedQk): string[] {
   const { x } = k;
   const extra: Bind[] = qk ? Array.from({ length: qk.binds - 6 }, (_, i) => (i + 6 === qk.bindSlots ? { kind: indexBind(qk.slots), written: false } : { kind: x, written: false })) : [];
   return header(
@@ -289,7 +289,7 @@ function rawBits(x: StorageKind, e: string): string {
  * into pw; then the key and value rows into the cache slot, and the barriers that make them
  * visible to the workgroup. Metadata words from PAGED_META_WORDS (PAGED_QK_META_WORDS).
  */
-function qkPrologue(k: PagedKinds, S: number, qk: PagedQk): string[] {
+export function qkPrologue(k: PagedKinds, S: number, qk: PagedQk, valueWords = false): string[] {
   const { x, d } = k;
   const W = PAGED_WG;
   const M = PAGED_META_WORDS;
@@ -368,8 +368,16 @@ function qkPrologue(k: PagedKinds, S: number, qk: PagedQk): string[] {
   } else {
     lines.push(`      for (var e = li; e < D; e = e + ${S * W}u) { ${indent(storeStmt(x, 'b2', `kmeta[14] + ${kAt} + e`, 'pw[e]'), 8)} }`);
   }
+  const vAt = (e: string): string => `kmeta[${M + 3}] + b * kmeta[${M + 4}] + kvh * kmeta[${M + 5}] + ${e}`;
+  if (valueWords && vec) {
+    // The value cache bound as 16-byte words (paged-attention-lanes.ts): the row stored whole words, packed from its loaded values (exact: a 16-bit value is exact in f32).
+    const vl = (w: string, i: number): string => rawBits(x, ld(qk.bindV, vAt(`${w} * ${V}u + ${i}u`)));
+    const word = V === 4 ? `vec4<u32>(${[0, 1, 2, 3].map((i) => vl('w', i)).join(', ')})` : `vec4<u32>(${[0, 1, 2, 3].map((i) => `${vl('w', 2 * i)} | (${vl('w', 2 * i + 1)} << 16u)`).join(', ')})`;
+    lines.push(`      for (var w = li; w < D / ${V}u; w = w + ${S * W}u) { b3[(kmeta[15] + ${kAt}) / ${V}u + w] = ${word}; }`);
+  } else {
+    lines.push(`      for (var e = li; e < D; e = e + ${S * W}u) { ${indent(storeStmt(x, 'b3', `kmeta[15] + ${kAt} + e`, ld(qk.bindV, vAt('e'))), 8)} }`);
+  }
   lines.push(
-    `      for (var e = li; e < D; e = e + ${S * W}u) { ${indent(storeStmt(x, 'b3', `kmeta[15] + ${kAt} + e`, ld(qk.bindV, `kmeta[${M + 3}] + b * kmeta[${M + 4}] + kvh * kmeta[${M + 5}] + e`)), 8)} }`,
     '    }',
     // WGSL (Synchronization Built-in Functions): "storageBarrier() executes a control barrier
     // synchronization function that affects memory and atomic operations in the storage address
@@ -383,7 +391,7 @@ function qkPrologue(k: PagedKinds, S: number, qk: PagedQk): string[] {
 }
 
 /** The prologue's branch helpers (pick of a q operand or a k operand in different bindings). */
-function qkHelpers(x: StorageKind, qk: PagedQk): string[] {
+export function qkHelpers(x: StorageKind, qk: PagedQk): string[] {
   const pairs = new Set<string>();
   const out: string[] = [];
   for (const [bq, bk] of [[1, qk.bindK], [qk.bindQw, qk.bindKw]] as const) {

@@ -51,7 +51,7 @@ export type Command =
    * rest is encoded. `ahead`: the device thread encodes the recording's next replay while it has
    * nothing else to do (worker.ts, EncodeAhead), so that replay only submits.
    */
-  | { readonly k: 'replay'; readonly id: number; readonly submitEvery: number; readonly ahead: boolean }
+  | { readonly k: 'replay'; readonly id: number; readonly submitEvery: number; readonly ahead: boolean; readonly skip?: readonly string[] }
   | { readonly k: 'drop-recording'; readonly id: number };
 
 /** Slots of the timestamp query set (a ring: an event's stamp is good until this many later records). */

@@ -369,7 +369,8 @@ export class WebgpuAccelerator implements Accelerator {
   /** Queues recording `id` again (its `dispatches` count toward dispatchCount). */
   replay(id: number, dispatches: number): void {
     this.dispatchCount += dispatches;
-    this.enqueue({ k: 'replay', id, submitEvery: getOption('KILN_WEBGPU_REPLAY_SUBMIT'), ahead: getOption('KILN_WEBGPU_ENCODE_AHEAD') });
+    const skip = getOption('KILN_WEBGPU_REPLAY_SKIP');
+    this.enqueue({ k: 'replay', id, submitEvery: getOption('KILN_WEBGPU_REPLAY_SUBMIT'), ahead: getOption('KILN_WEBGPU_ENCODE_AHEAD'), ...(skip ? { skip: skip.split(',').filter((x) => x !== '') } : {}) });
   }
 
   /** Frees recording `id` on the device thread. */

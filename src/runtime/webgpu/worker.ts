@@ -291,7 +291,8 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
         }
         let job = ahead.get(c.id);
         ahead.delete(c.id);
-        if (!job || job.submitEvery !== c.submitEvery) job = new EncodeAhead(d, r, c.submitEvery);
+        const skip = c.skip ?? [];
+        if (!job || job.submitEvery !== c.submitEvery || job.skip.join(',') !== skip.join(',')) job = new EncodeAhead(d, r, c.submitEvery, skip);
         else counters.aheadDispatches += job.dispatchesDone;
         // Finished command buffers are submitted one by one (the GPU starts on the first while
         // Dawn translates the next); what was not encoded ahead is encoded here.
@@ -301,7 +302,7 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
           job.advance(c.submitEvery > 0 ? c.submitEvery : Infinity);
         }
         if (c.ahead) {
-          ahead.set(c.id, new EncodeAhead(d, r, c.submitEvery));
+          ahead.set(c.id, new EncodeAhead(d, r, c.submitEvery, skip));
           scheduleAhead();
         }
         break;
@@ -371,6 +372,8 @@ class EncodeAhead {
     private readonly d: GPUDevice,
     private readonly r: Recording,
     readonly submitEvery: number,
+    /** KILN_WEBGPU_REPLAY_SKIP (measurement only): dispatches whose pipeline label contains one of these are left out. */
+    readonly skip: readonly string[] = [],
   ) {}
 
   /** Dispatches encoded so far. */
@@ -393,6 +396,10 @@ class EncodeAhead {
       if (o.t === 'dispatch') {
         this.n++;
         spent++;
+        if (this.skip.length > 0 && this.skip.some((k) => o.p.label.includes(k))) {
+          this.i++;
+          continue;
+        }
         if (!this.pass) {
           this.pass = this.enc.beginComputePass({ label: 'kiln pass' });
           this.pipeline = undefined;

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Session 19's device calls, each under the device tool's 600 s limit, from the repo root through
+# .device/run.sh with dist/ built and carried (bash .device/run.sh bash scripts/device/s20.sh PART):
+#   measure  #17 cpu: where a bfloat16 / float32 eager decode step's time goes on this 16-core host
+#            (decode-profile by op, cpu-step-prof.mjs main thread: native calls vs JavaScript), the
+#            fraction of the bound; #17 cuda: batch-1 decode with the add + RMSNorm GEMV prologue
+#            (KILN_ADD_RMSNORM_LINEAR 0 / 1, alternating) under PDL, the batch-1 profile;
+#            #20: webgpu float16 decode at batch 1 (the baseline for this session's changes)
+#   probe    #17 cpu: the fixed cost of a GEMV call by size (gemv-sizes.mjs), per-op costs (cpu-op-costs.mjs)
+#   lanes    #20: the lanes form of paged decode attention A/B, kernel rows, batch 8, tests
+#   ab       the session's changes against their off forms (set by S20_AB, see below), tests
+#   fused    #20 webgpu paged attention in one dispatch A/B + tests; #17 cpu GEMV item size A/B
+#   final    #20 webgpu q/k norm + rotary + cache in the attention workgroup A/B, fused attention at
+#            batch 8, tests; the session's defaults on cuda and cpu
+# A step starts only while the call is under its deadline (S20_DEADLINE s); logs and JSON under
+# $OUT/s20-PART come back as one tarball, the summary printed last. nvidia-smi samples the clocks.
+set -uo pipefail
+part=${1:?usage: s20.sh measure|ab|last}
+final=${OUT:-/tmp/out}; out=$final/s20-$part; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-400 | tee -a "$out/summary.txt"; }
+dl=${S20_DEADLINE:-430}
+go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; echo "$(date +%s.%N) start $1" >> "$out/phases.txt"; }
+K="timeout -k 5"
+export KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
+lscpu > "$out/lscpu.txt" 2>&1
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 100 > "$out/clocks.csv" 2>&1 &
+smi=$!
+wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
+wgdec() { # name, env..., : webgpu float16 decode at batch 1
+  local n=$1; shift
+  go wg-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches ${WGB:-1} --new 256 --reps 2 --json "$out/decode-webgpu-$n.json" > "$out/decode-webgpu-$n.txt" 2>&1
+    el "webgpu decode f16 b${WGB:-1} $n ($*) rc=$?"; sum "$out/decode-webgpu-$n.txt" "^decode +batch|rror" 2; }
+}
+cudadec() { # name, batches, env...
+  local n=$1 b=$2; shift 2
+  go cuda-$n && { env "$@" $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches $b --new 256 --reps 2 --json "$out/decode-cuda-$n.json" > "$out/decode-cuda-$n.txt" 2>&1
+    el "cuda decode b$b $n ($*) rc=$?"; sum "$out/decode-cuda-$n.txt" "^decode +batch|^ttft|rror" 4; }
+}
+if [ "$part" = measure ]; then
+  wgdec base
+  for sk in paged gemv reduce argmax gather; do wgdec skip-$sk KILN_WEBGPU_REPLAY_SKIP=$sk; done
+  wgdec base2
+  go pagedk && { wg $K 120 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --capacity ${S20_CAP:-512} --context 300 --json "$out/paged-kernels.json" > "$out/paged-kernels.txt" 2>&1
+    el "webgpu paged kernels rc=$?"; tail -n 6 "$out/paged-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go qkv && { $K 200 node dist/bench/cpu-decode-bound.js --dtypes bfloat16 --ab KILN_DECODE_QKV --rounds 3 --steps 6 --json "$out/cpu-qkv.json" > "$out/cpu-qkv.txt" 2>&1
+    el "cpu decode KILN_DECODE_QKV off / on rc=$?"; tail -n 5 "$out/cpu-qkv.txt" | tee -a "$out/summary.txt"; }
+  cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag > "$out/thp.txt" 2>&1; el "thp: $(tr '\n' ' ' < "$out/thp.txt")"
+elif [ "$part" = lanes ]; then
+  # #20: the lanes form of webgpu paged decode attention (KILN_WEBGPU_PAGED_LANES=0 against the
+  # default, alternating), kernel rows by workgroup size, batch 8, its tests on the H200.
+  go pagedk && { wg $K 120 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --capacity ${S20_CAP:-512} --context 300 --json "$out/paged-kernels.json" > "$out/paged-kernels.txt" 2>&1
+    el "webgpu paged kernels rc=$?"; tail -n 8 "$out/paged-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  for rep in 1 2 3; do wgdec lanes0-$rep KILN_WEBGPU_PAGED_LANES=0; wgdec lanes1-$rep; done
+  WGB=8 wgdec b8-lanes0 KILN_WEBGPU_PAGED_LANES=0; WGB=8 wgdec b8-lanes1
+  wgdec lanes1-wg256 KILN_WEBGPU_PAGED_LANES_WG=256
+  go wgtests && { wg $K 200 node --test ${S20_TESTS:-dist/test/webgpu-paged-fused.test.js dist/test/webgpu-qk-attn.test.js} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+elif [ "$part" = ab ]; then
+  for pair in ${S20_AB:-}; do
+    n=${pair%%=*}; opt=${pair#*=}
+    for rep in 1 2; do for v in 0 1; do
+      case $n in
+        wg*) wgdec $n$v-$rep $opt=$v ;;
+        cuda*) cudadec $n$v-$rep 1 $opt=$v ;;
+      esac
+    done; done
+  done
+  if [ -n "${S20_TESTS:-}" ]; then
+    go tests && { wg $K 200 node --test ${S20_TESTS} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  fi
+elif [ "$part" = last ]; then
+  for rep in 1 2 3; do wgdec last-$rep; done
+  WGB=8 wgdec last-b8
+  if [ -n "${S20_TESTS:-}" ]; then
+    go wgtests && { wg $K 200 node --test ${S20_TESTS} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  fi
+  cudadec last 1,8,64
+  go cpubound && { $K 150 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
+    el "cpu decode vs bound rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
+fi
+kill $smi 2>/dev/null
+python3 scripts/device/clock-summary.py "$out" | tee -a "$out/summary.txt"
+tar -C "$out" -czf "$final/s20-$part.tgz" .
+echo "=== summary"; cat "$out/summary.txt"
