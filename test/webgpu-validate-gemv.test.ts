@@ -62,3 +62,33 @@ test('the norm-prologue GEMV (llm.addRmsNormLinear) compiles on Dawn for every s
   kiln.synchronize('webgpu');
   assert.ok(n >= 100 && skipped > 0, `${n} compiled, ${skipped} over the workgroup memory`);
 });
+
+test('the GEMV with its K-following unroll (gemvUnroll) and team sums through subgroupAdd compiles on Dawn: plain, gated and norm-prologue, every row block', { skip: dawnSkipReason() }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const limit = acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384;
+  // The unroll follows K: 4 words a lane at K 1024 (float16), 12 at 3072, capped at 16 (8 gated).
+  assert.deepEqual([1024, 2048, 3072, 8192].map((k) => G.gemvUnroll('f16', k, false, 0)), [4, 8, 12, 16]);
+  assert.deepEqual([1024, 3072].map((k) => G.gemvUnroll('f16', k, true, 0)), [4, 8]);
+  assert.equal(G.gemvUnroll('f32', 3072, false, 0), 16);
+  assert.equal(G.gemvUnroll('f16', 3072, false, 4), 4);
+  let n = 0;
+  for (const kind of ['f32', 'f16', 'bf16p'] as StorageKind[]) {
+    for (const mr of [1, 2, 8] as const) {
+      for (const unroll of [8, 12, 16]) {
+        for (const teamSubgroup of [true, false]) {
+          for (const v of [{}, { gated: true }, { bias: true, beta: true }, { gated: true, norm: { kv: 128, residual: true, subgroups: true, prefetch: true } }] as const) {
+            const gated = 'gated' in v;
+            if ('norm' in v && N.gemvNormWorkgroupBytes(mr, 128, gated, G.GEMV_THREADS) > limit) continue;
+            const spec: GemvSpec = { kind, mr, bias: false, beta: false, ...v, unroll: gated ? Math.min(unroll, 8) : unroll, teamSubgroup };
+            const key = G.gemvKey(spec);
+            assert.ok(key.includes(`u${spec.unroll}`) && key.includes(',tsg') === teamSubgroup, key);
+            acc.kernel(G.generateGemv(spec), `kiln.gemm (${key})`);
+            n++;
+          }
+        }
+      }
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.ok(n >= 100, `${n} compiled`);
+});

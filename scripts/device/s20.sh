@@ -57,6 +57,15 @@ elif [ "$part" = lanes ]; then
   WGB=8 wgdec b8-lanes0 KILN_WEBGPU_PAGED_LANES=0; WGB=8 wgdec b8-lanes1
   wgdec lanes1-wg256 KILN_WEBGPU_PAGED_LANES_WG=256
   go wgtests && { wg $K 200 node --test ${S20_TESTS:-dist/test/webgpu-paged-fused.test.js dist/test/webgpu-qk-attn.test.js} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+elif [ "$part" = gemv ]; then
+  # #20: the webgpu GEMV's K-following unroll and subgroup team sums (KILN_WEBGPU_GEMV_UNROLL=4
+  # KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0: the earlier kernel) against the defaults, alternating; each alone; tests.
+  go gemvk && { wg $K 120 node dist/bench/webgpu-decode-kernels.js --only gemv --json "$out/gemv-kernels.json" > "$out/gemv-kernels.txt" 2>&1
+    el "webgpu gemv kernels rc=$?"; grep -E "^gemv" "$out/gemv-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  for rep in 1 2 3; do wgdec old-$rep KILN_WEBGPU_GEMV_UNROLL=4 KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0; wgdec new-$rep; done
+  wgdec unroll-only KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0; wgdec tsg-only KILN_WEBGPU_GEMV_UNROLL=4
+  WGB=8 wgdec b8-old KILN_WEBGPU_GEMV_UNROLL=4 KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0; WGB=8 wgdec b8-new
+  go wgtests && { wg $K 240 node --test ${S20_TESTS} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
 elif [ "$part" = ab ]; then
   for pair in ${S20_AB:-}; do
     n=${pair%%=*}; opt=${pair#*=}

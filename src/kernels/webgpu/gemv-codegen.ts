@@ -37,8 +37,23 @@ export const GEMV_COLS = 8;
 const GEMV_TEAM = 32;
 /** Invocations per workgroup. */
 export const GEMV_THREADS = GEMV_COLS * GEMV_TEAM;
-/** Independent 16-byte words each lane loads per step of its K loop (memory-level parallelism). */
+/** Independent 16-byte words each lane loads per step of its K loop (memory-level parallelism): the fixed form. */
 const GEMV_UNROLL = 4;
+/** The most words per lane per step where the unroll follows K (a gated team loads twice as many). */
+const GEMV_UNROLL_MAX = 16;
+
+/**
+ * Words each lane loads per step of its K loop: KILN_WEBGPU_GEMV_UNROLL, or with it 0 the lane's
+ * share of K (ceil(K / V / 32) words, at least 4, at most 16, 8 for the gated GEMV), so a decode
+ * projection's whole row is in flight at once: on the H200 the step's GEMVs ran at ~1 TB/s in place,
+ * and the down projection (K 3072: 12 words a lane) waited on three rounds of four.
+ */
+export function gemvUnroll(kind: StorageKind, K: number, gated: boolean, fixed: number): number {
+  if (fixed > 0) return fixed;
+  const V = gemvVecElems(kind);
+  const share = V > 0 ? Math.ceil(K / V / GEMV_TEAM) : GEMV_UNROLL;
+  return Math.max(GEMV_UNROLL, Math.min(gated ? GEMV_UNROLL_MAX / 2 : GEMV_UNROLL_MAX, share));
+}
 
 export interface GemvSpec {
   /** The storage kind of A, B and C (runGemm's GEMMs have one dtype). */
@@ -58,6 +73,14 @@ export interface GemvSpec {
    * workgroup memory, and workgroup x = 0 stores the sum (gemv-norm.ts). No beta, alpha 1.
    */
   readonly norm?: GemvNormSpec;
+  /** Words per lane per K step (gemvUnroll); GEMV_UNROLL where absent. */
+  readonly unroll?: number;
+  /**
+   * A team's 32 partial sums through subgroupAdd, the team being one subgroup (the host asks for it
+   * only where the subgroup size is exactly 32: teams then are subgroup_id, lanes subgroup_invocation_id),
+   * instead of workgroup memory, a barrier and a 32-step serial sum per output.
+   */
+  readonly teamSubgroup?: boolean;
 }
 
 /** Elements of `kind` in one 16-byte word, or 0 where the kind has no GEMV form. */
@@ -81,7 +104,8 @@ export function gemvRows(M: number): GemvSpec['mr'] {
 
 export function gemvKey(s: GemvSpec): string {
   const n = s.norm;
-  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}${n ? `,norm${n.kv}${n.residual ? 'r' : ''}${n.subgroups ? 'sg' : ''}${n.prefetch === true ? 'pf' : ''}` : ''}`;
+  const u = s.unroll !== undefined && s.unroll !== GEMV_UNROLL ? `,u${s.unroll}` : '';
+  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}${n ? `,norm${n.kv}${n.residual ? 'r' : ''}${n.subgroups ? 'sg' : ''}${n.prefetch === true ? 'pf' : ''}` : ''}${u}${s.teamSubgroup === true ? ',tsg' : ''}`;
 }
 
 /** WGSL that turns a 16-byte word into f32 lanes: one vec4 (f32) or two (16-bit kinds, low first). */
@@ -138,13 +162,14 @@ export function generateGemv(s: GemvSpec): string {
   const MR = s.mr;
   const C = GEMV_COLS;
   const T = C * GEMV_TEAM;
-  const U = GEMV_UNROLL;
+  const U = s.unroll ?? GEMV_UNROLL;
+  const tsg = s.teamSubgroup === true;
   const m = GEMM_META;
   /** Accumulator sets: the plain product, or the gate's and the up projection's. */
   const sets = s.gated ? ['acc', 'upc'] : ['acc'];
   const L: string[] = [];
   if (s.kind === 'f16') L.push('enable f16;');
-  if (nm?.subgroups) L.push('enable subgroups;');
+  if (nm?.subgroups || tsg) L.push('enable subgroups;');
   L.push(`@group(0) @binding(0) var<storage, read_write> c: ${arrayType(s.kind, true)};`);
   L.push('@group(0) @binding(1) var<storage, read> a: array<vec4<u32>>;');
   L.push('@group(0) @binding(2) var<storage, read> b: array<vec4<u32>>;');
@@ -160,7 +185,7 @@ export function generateGemv(s: GemvSpec): string {
   L.push(`var<workgroup> red: array<f32, ${T * MR * sets.length}>;`);
   L.push('');
   L.push(`@compute @workgroup_size(${T})`);
-  const sgIn = nm?.subgroups ? ', @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) sgid: u32, @builtin(num_subgroups) nsub: u32' : '';
+  const sgIn = nm?.subgroups || tsg ? ', @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) sgid: u32, @builtin(num_subgroups) nsub: u32' : '';
   L.push(`fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) ng: vec3u${sgIn}) {`);
   L.push(`  let M = kmeta[${m.M}]; let N = kmeta[${m.N}]; let K = kmeta[${m.K}];`);
   L.push(`  let groups = kmeta[${m.tilesN}];`);
@@ -170,7 +195,8 @@ export function generateGemv(s: GemvSpec): string {
   L.push(`  let oC = kmeta[${m.c}]; let sCm = kmeta[${m.c + 1}]; let sCn = kmeta[${m.c + 2}];`);
   L.push(`  let alpha = bitcast<f32>(kmeta[${m.alpha}]);`);
   if (s.beta) L.push(`  let beta = bitcast<f32>(kmeta[${m.beta}]);`);
-  L.push(`  let team = tid / ${GEMV_TEAM}u; let lane = tid % ${GEMV_TEAM}u;`);
+  // With teamSubgroup a team is a subgroup of 32 (whatever the mapping of invocations to subgroups).
+  L.push(tsg ? '  let team = sid; let lane = sgid;' : `  let team = tid / ${GEMV_TEAM}u; let lane = tid % ${GEMV_TEAM}u;`);
   L.push(`  let m0 = wid.y * ${MR}u;`);
   // Rows past M read row M - 1 (in bounds, no divergence); their sums are never stored.
   for (let r = 0; r < MR; r++) L.push(`  let ra${r} = oA + min(m0 + ${r}u, M - 1u) * sAm;`);
@@ -223,18 +249,30 @@ export function generateGemv(s: GemvSpec): string {
   }
   L.push('      }');
   L.push('    }');
-  sets.forEach((acc, p) => {
-    for (let r = 0; r < MR; r++) L.push(`    red[${p * T * MR}u + lane * ${C * MR}u + team * ${MR}u + ${r}u] = ${acc}${r};`);
-  });
-  L.push('    workgroupBarrier();');
-  L.push(`    if (tid < ${C * MR}u) {`);
-  L.push(`      var v = 0.0;`);
-  L.push(`      for (var j = 0u; j < ${GEMV_TEAM}u; j = j + 1u) { v = v + red[j * ${C * MR}u + tid]; }`);
-  if (s.gated) {
-    L.push(`      var vu = 0.0;`);
-    L.push(`      for (var j = 0u; j < ${GEMV_TEAM}u; j = j + 1u) { vu = vu + red[${T * MR}u + j * ${C * MR}u + tid]; }`);
+  if (tsg) {
+    // Each row's team sum in every lane; lane r stores row r.
+    sets.forEach((acc) => {
+      for (let r = 0; r < MR; r++) L.push(`    let ${acc}s${r} = subgroupAdd(${acc}${r});`);
+    });
+    const pick = (acc: string): string => Array.from({ length: MR - 1 }, (_, r) => r).reduceRight((e, r) => `select(${e}, ${acc}s${r}, lane == ${r}u)`, `${acc}s${MR - 1}`);
+    L.push(`    if (lane < ${MR}u) {`);
+    L.push(`      var v = ${pick('acc')};`);
+    if (s.gated) L.push(`      var vu = ${pick('upc')};`);
+    L.push(`      let gn = g * ${C}u + team; let gm = m0 + lane;`);
+  } else {
+    sets.forEach((acc, p) => {
+      for (let r = 0; r < MR; r++) L.push(`    red[${p * T * MR}u + lane * ${C * MR}u + team * ${MR}u + ${r}u] = ${acc}${r};`);
+    });
+    L.push('    workgroupBarrier();');
+    L.push(`    if (tid < ${C * MR}u) {`);
+    L.push(`      var v = 0.0;`);
+    L.push(`      for (var j = 0u; j < ${GEMV_TEAM}u; j = j + 1u) { v = v + red[j * ${C * MR}u + tid]; }`);
+    if (s.gated) {
+      L.push(`      var vu = 0.0;`);
+      L.push(`      for (var j = 0u; j < ${GEMV_TEAM}u; j = j + 1u) { vu = vu + red[${T * MR}u + j * ${C * MR}u + tid]; }`);
+    }
+    L.push(`      let gn = g * ${C}u + tid / ${MR}u; let gm = m0 + tid % ${MR}u;`);
   }
-  L.push(`      let gn = g * ${C}u + tid / ${MR}u; let gm = m0 + tid % ${MR}u;`);
   L.push('      if (gn < N && gm < M) {');
   L.push('        let ic = oC + gm * sCm + gn * sCn;');
   L.push('        v = alpha * v;');
@@ -252,7 +290,8 @@ export function generateGemv(s: GemvSpec): string {
   L.push(`        ${storeStmt(s.kind, 'c', 'ic', 'v').replace(/\n/g, '\n        ')}`);
   L.push('      }');
   L.push('    }');
-  L.push('    workgroupBarrier();');
+  // The next group's partials overwrite red (the subgroup form uses none).
+  if (!tsg) L.push('    workgroupBarrier();');
   L.push('  }');
   L.push('}');
   return s.gated || nm ? withPrelude(L.join('\n')) : L.join('\n');

@@ -34,7 +34,7 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
-import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
+import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
 import type { StorageKind as Kind } from './storage.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
@@ -122,6 +122,18 @@ export function planSplitK(tiles: number, M: number, N: number, K: number, kStep
 /** Keys of the GEMM pipelines compiled so far (tests: which kernel a product ran on). */
 export function gemmPipelineKeys(): string[] {
   return [...programs.keys()];
+}
+
+/**
+ * The GEMV's per-shape tuning (issue #20): words per lane per K step (gemvUnroll with
+ * KILN_WEBGPU_GEMV_UNROLL) and the team sums through subgroupAdd (KILN_WEBGPU_GEMV_TEAM_SUBGROUP,
+ * where the device's subgroups are exactly 32 wide: a team is then one subgroup).
+ */
+export function gemvTuning(kind: GemvSpec['kind'], K: number, gated: boolean): Pick<GemvSpec, 'unroll' | 'teamSubgroup'> {
+  const acc = webgpu();
+  const a = acc.bridge.adapter;
+  const teamSubgroup = getOption('KILN_WEBGPU_GEMV_TEAM_SUBGROUP') && acc.hasFeature('subgroups') && a.subgroupMinSize === 32 && a.subgroupMaxSize === 32;
+  return { unroll: gemvUnroll(kind, K, gated, getOption('KILN_WEBGPU_GEMV_UNROLL')), ...(teamSubgroup ? { teamSubgroup } : {}) };
 }
 
 /** The skinny-GEMM pipeline for a spec, compiled on first use. */
@@ -303,7 +315,7 @@ export function runGemvGated(x: Tensor, w: Tensor, bias: Tensor | null, out: Ten
     const meta = new Uint32Array(GEMM_META.words);
     setGemvMeta(meta, M, I, K, mr, out, a.offset, rowStride, b.offset, w.strides[0]!, bias);
     const buffers: DeviceBuffer[] = [out.storage.buffer, x.storage.buffer, w.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
-    acc.dispatch(gemvKernel({ kind, mr, bias: bias !== null, beta: false, gated: true }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+    acc.dispatch(gemvKernel({ kind, mr, bias: bias !== null, beta: false, gated: true, ...gemvTuning(kind, K, true) }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
     return true;
   } finally {
     a.dispose();
@@ -374,7 +386,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
       const mr = gemvRows(M);
       const groups = Math.ceil(N / GEMV_COLS);
       fillMeta(groups, Math.ceil(M / mr));
-      acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+      acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta, ...gemvTuning(kind, K, false) }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
       return out;
     }
     const plan = (kind === 'f16' || (emulated !== null && kind === 'f16p')) && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;

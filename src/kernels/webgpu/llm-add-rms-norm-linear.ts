@@ -24,7 +24,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMV_COLS, GEMV_MAX_M, GEMV_THREADS, gemvRows, gemvVecElems } from './gemv-codegen.js';
 import { GEMV_NORM_MAX_WORKGROUPS, GEMV_NORM_META, gemvNormWorkgroupBytes } from './gemv-norm.js';
-import { f32Bits, gemvEligible, gemvKernel, setGemvMeta, wholeWords } from './linalg.js';
+import { f32Bits, gemvEligible, gemvKernel, gemvTuning, setGemvMeta, wholeWords } from './linalg.js';
 import { storageKind } from './storage.js';
 
 const DTYPES: readonly DType[] = ['float32', 'float16', 'bfloat16'];
@@ -89,7 +89,7 @@ function runGemvNorm(x: Tensor, r: Tensor | null, gamma: Tensor, eps: number, w:
     if (r) buffers.push(r.storage.buffer);
     buffers.push(gamma.storage.buffer, h.storage.buffer);
     const norm = { kv: K / V, residual: r !== null, subgroups: useSubgroups && acc.hasFeature('subgroups'), prefetch: getOption('KILN_WEBGPU_GEMV_NORM_PREFETCH') };
-    const spec = { kind, mr, bias: bias !== null, beta: false, gated, norm };
+    const spec = { kind, mr, bias: bias !== null, beta: false, gated, norm, ...gemvTuning(kind, K, gated) };
     acc.dispatch(gemvKernel(spec), buffers, meta, [Math.min(groups, GEMV_NORM_MAX_WORKGROUPS), Math.ceil(M / mr), 1]);
     return true;
   } finally {
