@@ -43,10 +43,12 @@ const GEMV_UNROLL = 4;
 const GEMV_UNROLL_MAX = 16;
 
 /**
- * Words each lane loads per step of its K loop: KILN_WEBGPU_GEMV_UNROLL, or with it 0 the lane's
- * share of K (ceil(K / V / 32) words, at least 4, at most 16, 8 for the gated GEMV), so a decode
- * projection's whole row is in flight at once: on the H200 the step's GEMVs ran at ~1 TB/s in place,
- * and the down projection (K 3072: 12 words a lane) waited on three rounds of four.
+ * Words each lane loads per step of its K loop: KILN_WEBGPU_GEMV_UNROLL (default 4), or with it 0
+ * the lane's share of K (ceil(K / V / 32) words, at least 4, at most 16, 8 for the gated GEMV), so a
+ * decode projection's whole row is in flight at once. The idea: in place in a decode step the GEMVs
+ * ran at ~1 TB/s on the H200 and the down projection (K 3072: 12 words a lane) waited on three rounds
+ * of four. Measured there it was slower (more registers a lane, fewer workgroups resident), so the
+ * fixed 4 stays the default and this form is an option.
  */
 export function gemvUnroll(kind: StorageKind, K: number, gated: boolean, fixed: number): number {
   if (fixed > 0) return fixed;
