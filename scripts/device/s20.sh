@@ -66,6 +66,12 @@ elif [ "$part" = gemv ]; then
   wgdec unroll-only KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0; wgdec tsg-only KILN_WEBGPU_GEMV_UNROLL=4
   WGB=8 wgdec b8-old KILN_WEBGPU_GEMV_UNROLL=4 KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0; WGB=8 wgdec b8-new
   go wgtests && { wg $K 240 node --test ${S20_TESTS} > "$out/wg-tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/wg-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+elif [ "$part" = measure2 ]; then
+  # #20: each GEMV class's cost in place (left out of the replay: the LM head, q|k|v, gate|up, o and
+  # down), the subgroup team sums off / on alternating.
+  wgdec base
+  for sk in norm128sgpf f16,,,norm128rsgpf gated 'gemv1,f16,,)'; do wgdec "skip-${sk//[^a-z0-9]/_}" "KILN_WEBGPU_REPLAY_SKIP=$sk"; done
+  for rep in 1 2 3; do wgdec tsg0-$rep KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0; wgdec tsg1-$rep; done
 elif [ "$part" = ab ]; then
   for pair in ${S20_AB:-}; do
     n=${pair%%=*}; opt=${pair#*=}
