@@ -370,7 +370,7 @@ export class WebgpuAccelerator implements Accelerator {
   replay(id: number, dispatches: number): void {
     this.dispatchCount += dispatches;
     const skip = getOption('KILN_WEBGPU_REPLAY_SKIP');
-    this.enqueue({ k: 'replay', id, submitEvery: getOption('KILN_WEBGPU_REPLAY_SUBMIT'), ahead: getOption('KILN_WEBGPU_ENCODE_AHEAD'), ...(skip ? { skip: skip.split(',').filter((x) => x !== '') } : {}) });
+    this.enqueue({ k: 'replay', id, submitEvery: getOption('KILN_WEBGPU_REPLAY_SUBMIT'), ahead: getOption('KILN_WEBGPU_ENCODE_AHEAD'), ...(skip ? { skip: skip.split('|').filter((x) => x !== '') } : {}) });
   }
 
   /** Frees recording `id` on the device thread. */
