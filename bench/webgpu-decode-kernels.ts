@@ -267,15 +267,17 @@ function pagedRow(): void {
   const tables = kiln.tensor([Array.from({ length: maxBlocks }, (_, i) => i % cacheBlocks)], { dtype: 'int32', device: dev });
   const lens = kiln.tensor([ctx], { dtype: 'int32', device: dev });
   // The lanes form (KILN_WEBGPU_PAGED_LANES, the default up to 4096 tokens of capacity) by workgroup size.
-  for (const wg of [256, 512, 1024]) {
+  for (const [wg, hg] of [[256, 0], [512, 0], [1024, 0], [256, 1], [512, 1]] as const) {
     setOption('KILN_WEBGPU_PAGED_LANES', 1 << 20);
     setOption('KILN_WEBGPU_PAGED_LANES_WG', wg);
+    setOption('KILN_WEBGPU_PAGED_LANES_HG', hg);
     try {
       const us = time(() => kiln.llm.pagedAttention(q, kc, vc, tables, lens, 1 / Math.sqrt(128)));
-      report(`pagedAttention ctx ${ctx} (capacity ${capacity}, cache ${cacheBlocks * bs}, lanes ${wg})`, us, 2 * ctx * 8 * 128 * bytes);
+      report(`pagedAttention ctx ${ctx} (capacity ${capacity}, cache ${cacheBlocks * bs}, lanes ${wg}${hg ? `, ${hg} head a workgroup` : ''})`, us, 2 * ctx * 8 * 128 * bytes);
     } finally {
       setOption('KILN_WEBGPU_PAGED_LANES', undefined);
       setOption('KILN_WEBGPU_PAGED_LANES_WG', undefined);
+      setOption('KILN_WEBGPU_PAGED_LANES_HG', undefined);
     }
   }
   for (const unroll of [false, true]) {

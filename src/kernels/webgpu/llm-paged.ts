@@ -188,7 +188,11 @@ function pagedLaunch(op: string, q: Tensor, kc: Tensor, vc: Tensor, tables: Tens
   if (x !== 'f32' && x !== 'f16' && x !== 'f16p' && x !== 'bf16p') throw unsupportedDtype(op, q);
   if (q.strides[2] !== 1) throw new Error(`${op}: the webgpu kernel reads the query's head dim contiguous, got strides [${q.strides.join(', ')}]`);
   const maxBlocks = tables.shape[1]!;
-  const hg = headGroup(heads / g.kvHeads, d);
+  let hg = headGroup(heads / g.kvHeads, d);
+  // The lanes form with fewer query heads per workgroup (KILN_WEBGPU_PAGED_LANES_HG): more workgroups
+  // (SMs) for a batch of few sequences, each key and value row then read once per head group.
+  const lanesHg = getOption('KILN_WEBGPU_PAGED_LANES_HG');
+  if (lanesHg > 0 && maxBlocks * g.blockSize <= getOption('KILN_WEBGPU_PAGED_LANES')) while (hg > lanesHg || (heads / g.kvHeads) % hg !== 0) hg--;
   const groups = heads / g.kvHeads / hg;
   const { splits, splitLen } = pagedPlan(b * g.kvHeads * groups, maxBlocks * g.blockSize);
   const ve = pagedVecElems(x);
