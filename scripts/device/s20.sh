@@ -85,12 +85,14 @@ elif [ "$part" = ab ]; then
   if [ -n "${S20_TESTS:-}" ]; then
     go tests && { wg $K 200 node --test ${S20_TESTS} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   fi
+elif [ "$part" = hg ]; then
+  # #20: one query head per workgroup in the lanes form (KILN_WEBGPU_PAGED_LANES_HG=1) against the default.
+  go pagedk && { wg $K 120 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --capacity 512 --context 300 --json "$out/paged-kernels.json" > "$out/paged-kernels.txt" 2>&1
+    el "webgpu paged kernels rc=$?"; grep -E "^pagedAttention" "$out/paged-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  for rep in 1 2 3; do wgdec hg1-$rep KILN_WEBGPU_PAGED_LANES_HG=1; wgdec hg0-$rep; done
 elif [ "$part" = last ]; then
   # #20: one query head per workgroup in the lanes form (KILN_WEBGPU_PAGED_LANES_HG=1) against the
   # default; then the session's defaults: webgpu batch 1 (three runs) and 8, tests; cuda; cpu.
-  go pagedk && { wg $K 120 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --capacity 512 --context 300 --json "$out/paged-kernels.json" > "$out/paged-kernels.txt" 2>&1
-    el "webgpu paged kernels rc=$?"; grep -E "^pagedAttention" "$out/paged-kernels.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
-  for rep in 1 2; do wgdec hg1-$rep KILN_WEBGPU_PAGED_LANES_HG=1; wgdec hg0-$rep; done
   for rep in 1 2 3; do wgdec last-$rep; done
   WGB=8 wgdec last-b8
   if [ -n "${S20_TESTS:-}" ]; then
