@@ -105,6 +105,8 @@ registerWebgpu(reshapeAndCache.name, (_ctx, key, value, keyCache, valueCache, sl
   return [kc, vc];
 });
 
+/** Workgroups up to which the lanes form takes KILN_WEBGPU_PAGED_LANES_HG query heads each (a batch of few sequences). */
+const LANES_HG_MAX_GROUPS = 128;
 /** Workgroups below which the keys are split. */
 const TARGET_GROUPS = 256;
 /** The largest head dim. */
@@ -191,8 +193,9 @@ function pagedLaunch(op: string, q: Tensor, kc: Tensor, vc: Tensor, tables: Tens
   let hg = headGroup(heads / g.kvHeads, d);
   // The lanes form with fewer query heads per workgroup (KILN_WEBGPU_PAGED_LANES_HG): more workgroups
   // (SMs) for a batch of few sequences, each key and value row then read once per head group.
+  // Only while the workgroups stay few (b x heads / lanesHg <= LANES_HG_MAX_GROUPS: about one per SM of a large GPU).
   const lanesHg = getOption('KILN_WEBGPU_PAGED_LANES_HG');
-  if (lanesHg > 0 && maxBlocks * g.blockSize <= getOption('KILN_WEBGPU_PAGED_LANES')) while (hg > lanesHg || (heads / g.kvHeads) % hg !== 0) hg--;
+  if (lanesHg > 0 && b * heads <= LANES_HG_MAX_GROUPS * lanesHg && maxBlocks * g.blockSize <= getOption('KILN_WEBGPU_PAGED_LANES')) while (hg > lanesHg || (heads / g.kvHeads) % hg !== 0) hg--;
   const groups = heads / g.kvHeads / hg;
   const { splits, splitLen } = pagedPlan(b * g.kvHeads * groups, maxBlocks * g.blockSize);
   const ve = pagedVecElems(x);
