@@ -85,6 +85,10 @@ elif [ "$part" = ab ]; then
   if [ -n "${S20_TESTS:-}" ]; then
     go tests && { wg $K 200 node --test ${S20_TESTS} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   fi
+elif [ "$part" = fab ]; then
+  # #20: session 19's defaults (KILN_WEBGPU_PAGED_LANES=0: the fused attention) against this session's, alternating, batch 1 and 8.
+  for rep in 1 2 3; do wgdec s19-$rep KILN_WEBGPU_PAGED_LANES=0; wgdec s20-$rep; done
+  WGB=8 wgdec b8-s19 KILN_WEBGPU_PAGED_LANES=0; WGB=8 wgdec b8-s20
 elif [ "$part" = hg ]; then
   # #20: one query head per workgroup in the lanes form (KILN_WEBGPU_PAGED_LANES_HG=1) against the default.
   go pagedk && { wg $K 120 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --capacity 512 --context 300 --json "$out/paged-kernels.json" > "$out/paged-kernels.txt" 2>&1
