@@ -74,25 +74,33 @@ interface Run {
 /** The forms: lanes (paged-attention-lanes.ts), fused (split + combine in one dispatch), split (two dispatches). */
 type Form = 'lanes' | 'fused' | 'split';
 
-function run(c: Case, q: Tensor, kc: Tensor, vc: Tensor, tab: Tensor, lens: Tensor, form: Form, unroll: boolean, lanesWg?: number): Run {
+/** Runs `fn`, pushing the name of every kernel it dispatches to `kernels`. */
+function recordKernels<T>(kernels: string[], fn: () => T): T {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
-  const kernels: string[] = [];
   const orig = acc.dispatch.bind(acc);
   acc.dispatch = (k: WebgpuKernel, bufs: readonly DeviceBuffer[], meta: Uint32Array, groups: readonly [number, number, number]): void => {
     kernels.push(k.name);
     orig(k, bufs, meta, groups);
   };
+  try {
+    return fn();
+  } finally {
+    acc.dispatch = orig;
+  }
+}
+
+function run(c: Case, q: Tensor, kc: Tensor, vc: Tensor, tab: Tensor, lens: Tensor, form: Form, unroll: boolean, lanesWg?: number): Run {
+  const kernels: string[] = [];
   setOption('KILN_WEBGPU_PAGED_LANES', form === 'lanes' ? 1 << 20 : 0);
   if (lanesWg !== undefined) setOption('KILN_WEBGPU_PAGED_LANES_WG', lanesWg);
   setOption('KILN_WEBGPU_PAGED_FUSED', form === 'fused');
   setOption('KILN_WEBGPU_PAGED_UNROLL', unroll);
   try {
-    const got = kiln.llm.pagedAttention(q, kc, vc, tab, lens, 1 / Math.sqrt(c.d));
+    const got = recordKernels(kernels, () => kiln.llm.pagedAttention(q, kc, vc, tab, lens, 1 / Math.sqrt(c.d)));
     assert.deepEqual([...got.shape], [c.lens.length, c.heads, c.d]);
     assert.equal(got.dtype, c.dtype);
     return { out: got.to('cpu').to('float64').toFlatArray() as number[], kernels };
   } finally {
-    acc.dispatch = orig;
     setOption('KILN_WEBGPU_PAGED_LANES', undefined);
     setOption('KILN_WEBGPU_PAGED_LANES_WG', undefined);
     setOption('KILN_WEBGPU_PAGED_FUSED', undefined);
@@ -250,18 +258,8 @@ test('the lanes form: a NaN key makes its heads NaN, a block id outside the cach
   // Capacity 64 tokens past a limit of 32: the fused / split forms run.
   setOption('KILN_WEBGPU_PAGED_LANES', 32);
   try {
-    const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
     const names: string[] = [];
-    const orig = acc.dispatch.bind(acc);
-    acc.dispatch = (k: WebgpuKernel, bufs: readonly DeviceBuffer[], meta: Uint32Array, groups: readonly [number, number, number]): void => {
-      names.push(k.name);
-      orig(k, bufs, meta, groups);
-    };
-    try {
-      kiln.llm.pagedAttention(q.to('webgpu'), kcOk, vc, tab, lens, 0.125).to('cpu');
-    } finally {
-      acc.dispatch = orig;
-    }
+    recordKernels(names, () => kiln.llm.pagedAttention(q.to('webgpu'), kcOk, vc, tab, lens, 0.125)).to('cpu');
     assert.ok(names.length > 0 && names.every((n) => !n.includes('paged.lanes')), names.join(', '));
   } finally {
     setOption('KILN_WEBGPU_PAGED_LANES', undefined);

@@ -15,29 +15,8 @@
 # $OUT/s19-PART come back as one tarball, the summary printed last. nvidia-smi samples the clocks.
 set -uo pipefail
 part=${1:?usage: s19.sh measure|ab|final}
-final=${OUT:-/tmp/out}; out=$final/s19-$part; mkdir -p "$out"
-t0=$(date +%s)
-el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
-sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-400 | tee -a "$out/summary.txt"; }
-dl=${S19_DEADLINE:-430}
-go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; echo "$(date +%s.%N) start $1" >> "$out/phases.txt"; }
-K="timeout -k 5"
-export KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
-lscpu > "$out/lscpu.txt" 2>&1
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 100 > "$out/clocks.csv" 2>&1 &
-smi=$!
-wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
-wgdec() { # name, env..., : webgpu float16 decode at batch 1
-  local n=$1; shift
-  go wg-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches ${WGB:-1} --new 256 --reps 2 --json "$out/decode-webgpu-$n.json" > "$out/decode-webgpu-$n.txt" 2>&1
-    el "webgpu decode f16 b${WGB:-1} $n ($*) rc=$?"; sum "$out/decode-webgpu-$n.txt" "^decode +batch|rror" 2; }
-}
-cudadec() { # name, batches, env...
-  local n=$1 b=$2; shift 2
-  go cuda-$n && { env "$@" $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches $b --new 256 --reps 2 --json "$out/decode-cuda-$n.json" > "$out/decode-cuda-$n.txt" 2>&1
-    el "cuda decode b$b $n ($*) rc=$?"; sum "$out/decode-cuda-$n.txt" "^decode +batch|^ttft|rror" 4; }
-}
+session=s19
+source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = measure ]; then
   go cpuprof && { $K 100 node dist/bench/decode-profile.js --dtype bfloat16 --steps 8 --json "$out/cpu-profile-bf16.json" > "$out/cpu-profile-bf16.txt" 2>&1
     el "cpu decode profile bf16 rc=$?"; tail -n 18 "$out/cpu-profile-bf16.txt" | tee -a "$out/summary.txt"; }
@@ -133,7 +112,4 @@ elif [ "$part" = final ]; then
   go cpubound && { $K 150 node dist/bench/cpu-decode-bound.js --rounds 3 --steps 6 --json "$out/cpu-bound.json" > "$out/cpu-bound.txt" 2>&1
     el "cpu decode vs bound rc=$?"; tail -n 3 "$out/cpu-bound.txt" | tee -a "$out/summary.txt"; }
 fi
-kill $smi 2>/dev/null
-python3 scripts/device/clock-summary.py "$out" | tee -a "$out/summary.txt"
-tar -C "$out" -czf "$final/s19-$part.tgz" .
-echo "=== summary"; cat "$out/summary.txt"
+finish

@@ -28,7 +28,7 @@
  * stored). Needs 16-byte words for both caches (the kinds' vecK: head dim and offsets whole words).
  */
 import type { PagedKinds, PagedQk } from './paged-attention-source.js';
-import { indent, keyWordHelpers, NEG_MAX, pagedVecElems, PAGED_WG, qkHelpers, qkPrologue, splitHeader } from './paged-attention-source.js';
+import { indent, keyRowStart, keyWordHelpers, NEG_MAX, pagedVecElems, PAGED_WG, qkHelpers, qkPrologue, splitHeader } from './paged-attention-source.js';
 import { loadExpr, storeStmt } from './storage.js';
 import { indexLoad } from './template.js';
 
@@ -138,16 +138,7 @@ export function pagedLanesSource(k: PagedKinds, s: LanesShape, qk?: PagedQk): st
     `    for (var h = 0u; h < HG; h++) { m[h] = ${NEG_MAX}; lp[h] = 0.0f; seen[h] = false; bad[h] = false; }`,
     `    for (var c0 = 0u; c0 < len; c0 = c0 + ${NI}u) {`,
     '      let j = c0 + li;',
-    '      var ok = j < len;',
-    '      var base = 0u;',
-    '      var s: array<f32, HG>;',
-    '      for (var h = 0u; h < HG; h++) { s[h] = 0.0f; }',
-    '      if (ok) {',
-    `        let blk = ${indexLoad(k.table, 'b4', 'trow + j / bs')};`,
-    '        ok = blk >= 0i && u32(blk) < numBlocks;',
-    '        if (ok) {',
-    '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
-    `          let kr = (kco + base) / ${V}u;`,
+    ...keyRowStart(k, 'len', `(kco + base) / ${V}u`),
   );
   for (let w0 = 0; w0 < LN; w0 += KEY_BATCH) {
     const n = Math.min(KEY_BATCH, LN - w0);

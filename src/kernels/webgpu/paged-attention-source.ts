@@ -415,7 +415,18 @@ function keyBlockStart(k: PagedKinds, fused = 0): string[] {
     // Fused: every sub-split runs the loop sl / 64 times (uniform, for the barriers), a block past its keys scoring none.
     ...(fused > 0 ? [`    for (var ib = 0u; ib < sl / ${PAGED_WG}u; ib++) {`, `      let j0 = js + ib * ${PAGED_WG}u;`] : [`    for (var j0 = js; j0 < je; j0 = j0 + ${PAGED_WG}u) {`]),
     '      let j = j0 + lid;',
-    '      var ok = j < je;',
+    ...keyRowStart(k, 'je', 'kmeta[14] + base'),
+  ];
+}
+
+/**
+ * Key j's row (j below `end`): its block through the table (a block id outside the cache skips the
+ * key), its row's base into `base`, zeroed scores s[HG], then `let kr = <kr>` inside two open ifs
+ * (keyBlockEnd closes them). Shared by the split kernels and the lanes form.
+ */
+export function keyRowStart(k: PagedKinds, end: string, kr: string): string[] {
+  return [
+    `      var ok = j < ${end};`,
     '      var base = 0u;',
     '      var s: array<f32, HG>;',
     '      for (var h = 0u; h < HG; h++) { s[h] = 0.0f; }',
@@ -424,7 +435,7 @@ function keyBlockStart(k: PagedKinds, fused = 0): string[] {
     '        ok = blk >= 0i && u32(blk) < numBlocks;',
     '        if (ok) {',
     '          base = ((u32(blk) * bs + j % bs) * hkv + kvh) * D;',
-    '          let kr = kmeta[14] + base;',
+    `          let kr = ${kr};`,
   ];
 }
 

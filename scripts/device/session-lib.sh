@@ -1,0 +1,35 @@
+# Shared by the session device scripts (scripts/device/s19.sh, s20.sh): sourced after they set
+# `session` (s19, s20...) and `part`. Sets out (the part's folder under $OUT), the step deadline
+# (${SESSION}_DEADLINE, default 430 s), the helpers el / sum / go, the webgpu and cuda decode runs
+# wgdec / cudadec, and starts sampling the GPU clocks (smi: its pid; finish() ends the part).
+final=${OUT:-/tmp/out}; out=$final/$session-$part; mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/summary.txt"; }
+sum() { grep -hE "$2" "$1" | head -${3:-8} | cut -c1-400 | tee -a "$out/summary.txt"; }
+dlvar="$(echo "$session" | tr a-z A-Z)_DEADLINE"
+dl=${!dlvar:-430}
+go() { if [ $(( $(date +%s) - t0 )) -ge $dl ]; then el "skip $1 (deadline)"; return 1; fi; echo "$(date +%s.%N) start $1" >> "$out/phases.txt"; }
+K="timeout -k 5"
+export KILN_CACHE_DIR=/tmp/kiln-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$out/gpu.txt" 2>&1
+lscpu > "$out/lscpu.txt" 2>&1
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 100 > "$out/clocks.csv" 2>&1 &
+smi=$!
+wg() { KILN_WEBGPU_BACKEND=vulkan "$@"; }
+wgdec() { # name, env..., : webgpu float16 decode at batch ${WGB:-1}
+  local n=$1; shift
+  go wg-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/bench/decode.js --device webgpu --dtype float16 --batches ${WGB:-1} --new 256 --reps 2 --json "$out/decode-webgpu-$n.json" > "$out/decode-webgpu-$n.txt" 2>&1
+    el "webgpu decode f16 b${WGB:-1} $n ($*) rc=$?"; sum "$out/decode-webgpu-$n.txt" "^decode +batch|rror" 2; }
+}
+cudadec() { # name, batches, env...
+  local n=$1 b=$2; shift 2
+  go cuda-$n && { env "$@" $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches $b --new 256 --reps 2 --json "$out/decode-cuda-$n.json" > "$out/decode-cuda-$n.txt" 2>&1
+    el "cuda decode b$b $n ($*) rc=$?"; sum "$out/decode-cuda-$n.txt" "^decode +batch|^ttft|rror" 4; }
+}
+# Stops the clock sampling, summarises the clocks per phase, packs the part's folder, prints the summary.
+finish() {
+  kill $smi 2>/dev/null
+  python3 scripts/device/clock-summary.py "$out" | tee -a "$out/summary.txt"
+  tar -C "$out" -czf "$final/$session-$part.tgz" .
+  echo "=== summary"; cat "$out/summary.txt"
+}
