@@ -41,19 +41,8 @@ elif [ "$part" = probe ]; then
     el "cpu decode bf16 by thread count rc=$?"; tail -n 7 "$out/cpu-threads.txt" | tee -a "$out/summary.txt"; }
   go opcost && { $K 100 node scripts/device/cpu-op-costs.mjs > "$out/op-costs.txt" 2>&1; el "cpu op costs rc=$?"; cat "$out/op-costs.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = ab ]; then
-  # S19_AB: space-separated NAME=OPTION pairs; each runs off / on alternating, twice.
-  for pair in ${S19_AB:-}; do
-    n=${pair%%=*}; opt=${pair#*=}
-    for rep in 1 2; do for v in 0 1; do
-      case $n in
-        wg*) wgdec $n$v-$rep $opt=$v ;;
-        cuda*) cudadec $n$v-$rep 1 $opt=$v ;;
-      esac
-    done; done
-  done
-  if [ -n "${S19_TESTS:-}" ]; then
-    go tests && { wg $K 200 node --test ${S19_TESTS} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
-  fi
+  # S19_AB: space-separated NAME=OPTION pairs, each off / on alternating, twice; S19_TESTS after.
+  abpart "${S19_AB:-}" "${S19_TESTS:-}"
 elif [ "$part" = fused ]; then
   # #20: webgpu paged attention in one dispatch (KILN_WEBGPU_PAGED_FUSED 0 / 1 alternating), with the
   # norm-prologue GEMV too, and its tests on the H200; #17 cpu: the GEMV's work item size.

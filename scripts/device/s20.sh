@@ -52,18 +52,8 @@ elif [ "$part" = measure2 ]; then
   for sk in norm128sgpf f16,,,norm128rsgpf gated 'gemv1,f16,,)'; do wgdec "skip-${sk//[^a-z0-9]/_}" "KILN_WEBGPU_REPLAY_SKIP=$sk"; done
   for rep in 1 2 3; do wgdec tsg0-$rep KILN_WEBGPU_GEMV_TEAM_SUBGROUP=0; wgdec tsg1-$rep; done
 elif [ "$part" = ab ]; then
-  for pair in ${S20_AB:-}; do
-    n=${pair%%=*}; opt=${pair#*=}
-    for rep in 1 2; do for v in 0 1; do
-      case $n in
-        wg*) wgdec $n$v-$rep $opt=$v ;;
-        cuda*) cudadec $n$v-$rep 1 $opt=$v ;;
-      esac
-    done; done
-  done
-  if [ -n "${S20_TESTS:-}" ]; then
-    go tests && { wg $K 200 node --test ${S20_TESTS} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
-  fi
+  # S20_AB: space-separated NAME=OPTION pairs, each off / on alternating, twice; S20_TESTS after.
+  abpart "${S20_AB:-}" "${S20_TESTS:-}"
 elif [ "$part" = fab ]; then
   # #20: session 19's defaults (KILN_WEBGPU_PAGED_LANES=0: the fused attention) against this session's, alternating, batch 1 and 8.
   for rep in 1 2 3; do wgdec s19-$rep KILN_WEBGPU_PAGED_LANES=0; wgdec s20-$rep; done

@@ -26,6 +26,23 @@ cudadec() { # name, batches, env...
   go cuda-$n && { env "$@" $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches $b --new 256 --reps 2 --json "$out/decode-cuda-$n.json" > "$out/decode-cuda-$n.txt" 2>&1
     el "cuda decode b$b $n ($*) rc=$?"; sum "$out/decode-cuda-$n.txt" "^decode +batch|^ttft|rror" 4; }
 }
+# The `ab` part: AB (space-separated NAME=OPTION pairs) each run off / on alternating, twice (wg*
+# names as webgpu decode, cuda* as cuda decode at batch 1); then TESTS (test files) on webgpu, if any.
+abpart() {
+  local pair n opt rep v
+  for pair in $1; do
+    n=${pair%%=*}; opt=${pair#*=}
+    for rep in 1 2; do for v in 0 1; do
+      case $n in
+        wg*) wgdec $n$v-$rep $opt=$v ;;
+        cuda*) cudadec $n$v-$rep 1 $opt=$v ;;
+      esac
+    done; done
+  done
+  if [ -n "$2" ]; then
+    go tests && { wg $K 200 node --test $2 > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  fi
+}
 # Stops the clock sampling, summarises the clocks per phase, packs the part's folder, prints the summary.
 finish() {
   kill $smi 2>/dev/null
