@@ -15,7 +15,7 @@
 # A step starts only while the call is under its deadline (S20_DEADLINE s); logs and JSON under
 # $OUT/s20-PART come back as one tarball, the summary printed last. nvidia-smi samples the clocks.
 set -uo pipefail
-part=${1:?usage: s20.sh measure|lanes|gemv|measure2|hg|fab|ab|last}
+part=${1:?usage: s20.sh measure|lanes|gemv|measure2|hg|fab|fab2|ab|last}
 session=s20
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = measure ]; then
@@ -58,6 +58,11 @@ elif [ "$part" = fab ]; then
   # #20: session 19's defaults (KILN_WEBGPU_PAGED_LANES=0: the fused attention) against this session's, alternating, batch 1 and 8.
   for rep in 1 2 3; do wgdec s19-$rep KILN_WEBGPU_PAGED_LANES=0; wgdec s20-$rep; done
   WGB=8 wgdec b8-s19 KILN_WEBGPU_PAGED_LANES=0; WGB=8 wgdec b8-s20
+elif [ "$part" = fab2 ]; then
+  # A second sample of fab at batch 1, and #17 cpu llm.qkvLinear off / on again.
+  for rep in 1 2 3; do wgdec s19-$rep KILN_WEBGPU_PAGED_LANES=0; wgdec s20-$rep; done
+  go qkv && { $K 100 node dist/bench/cpu-decode-bound.js --dtypes bfloat16 --ab KILN_DECODE_QKV --rounds 4 --steps 6 --json "$out/cpu-qkv.json" > "$out/cpu-qkv.txt" 2>&1
+    el "cpu decode KILN_DECODE_QKV off / on rc=$?"; tail -n 5 "$out/cpu-qkv.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = hg ]; then
   # #20: one query head per workgroup in the lanes form (KILN_WEBGPU_PAGED_LANES_HG=1) against the default.
   go pagedk && { wg $K 120 node dist/bench/webgpu-decode-kernels.js --only pagedAttention --capacity 512 --context 300 --json "$out/paged-kernels.json" > "$out/paged-kernels.txt" 2>&1
