@@ -118,9 +118,9 @@ const MAX_HG = 8;
 
 const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
-/** Query heads per workgroup: the largest divisor of the group size `g` whose queries fit. */
-function headGroup(g: number, d: number): number {
-  for (let hg = Math.min(g, MAX_HG, Math.max(1, Math.floor(QUERY_FLOATS / d))); hg > 1; hg--) if (g % hg === 0) return hg;
+/** Query heads per workgroup: the largest divisor of the group size `g` whose queries fit, at most `most`. */
+function headGroup(g: number, d: number, most = MAX_HG): number {
+  for (let hg = Math.min(g, most, MAX_HG, Math.max(1, Math.floor(QUERY_FLOATS / d))); hg > 1; hg--) if (g % hg === 0) return hg;
   return 1;
 }
 
@@ -190,12 +190,12 @@ function pagedLaunch(op: string, q: Tensor, kc: Tensor, vc: Tensor, tables: Tens
   if (x !== 'f32' && x !== 'f16' && x !== 'f16p' && x !== 'bf16p') throw unsupportedDtype(op, q);
   if (q.strides[2] !== 1) throw new Error(`${op}: the webgpu kernel reads the query's head dim contiguous, got strides [${q.strides.join(', ')}]`);
   const maxBlocks = tables.shape[1]!;
-  let hg = headGroup(heads / g.kvHeads, d);
   // The lanes form with fewer query heads per workgroup (KILN_WEBGPU_PAGED_LANES_HG): more workgroups
   // (SMs) for a batch of few sequences, each key and value row then read once per head group.
   // Only while the workgroups stay few (b x heads / lanesHg <= LANES_HG_MAX_GROUPS: about one per SM of a large GPU).
   const lanesHg = getOption('KILN_WEBGPU_PAGED_LANES_HG');
-  if (lanesHg > 0 && b * heads <= LANES_HG_MAX_GROUPS * lanesHg && maxBlocks * g.blockSize <= getOption('KILN_WEBGPU_PAGED_LANES')) while (hg > lanesHg || (heads / g.kvHeads) % hg !== 0) hg--;
+  const fewer = lanesHg > 0 && b * heads <= LANES_HG_MAX_GROUPS * lanesHg && maxBlocks * g.blockSize <= getOption('KILN_WEBGPU_PAGED_LANES');
+  const hg = headGroup(heads / g.kvHeads, d, fewer ? lanesHg : MAX_HG);
   const groups = heads / g.kvHeads / hg;
   const { splits, splitLen } = pagedPlan(b * g.kvHeads * groups, maxBlocks * g.blockSize);
   const ve = pagedVecElems(x);

@@ -163,11 +163,11 @@ export function pagedLanesSource(k: PagedKinds, s: LanesShape, qk?: PagedQk): st
     // The value loads of this slot's keys, issued before the max tree (which hides their latency).
     `      let n = min(NI, len - c0);`,
   );
+  // The slot's keys in batches of VALUE_BATCH loads; the first batch's loads go before the max tree.
   const vb = Math.min(VK, VALUE_BATCH);
-  const vbs = Array.from({ length: Math.ceil(VK / vb) }, (_, i) => i * vb);
-  for (const u0 of vbs.slice(0, 1)) {
-    for (let u = u0; u < Math.min(VK, u0 + vb); u++) lines.push(`      let z${u} = ks + ${u * KS}u; let vw${u} = b3[(vco + kb[z${u}]) / ${V}u + lane];`);
-  }
+  const batches = Array.from({ length: Math.ceil(VK / vb) }, (_, i) => Array.from({ length: Math.min(vb, VK - i * vb) }, (_, j) => i * vb + j));
+  const valueLoads = (us: readonly number[]): string[] => us.map((u) => `      let z${u} = ks + ${u * KS}u; let vw${u} = b3[(vco + kb[z${u}]) / ${V}u + lane];`);
+  lines.push(...valueLoads(batches[0]!));
   lines.push(
     `      for (var st = NI / 2u; st > 0u; st = st >> 1u) {`,
     '        if (li < st) { for (var h = 0u; h < HG; h++) { let i = h * NI + li; tr[i] = max(tr[i], tr[i + st]); tf[i] = tf[i] | tf[i + st]; } }',
@@ -198,9 +198,8 @@ export function pagedLanesSource(k: PagedKinds, s: LanesShape, qk?: PagedQk): st
     ...(V === 8 ? [`          acc[h * ${NV}u + 1u] += p${u} * v${u}_1;`] : []),
     `          if (lane == 0u) { lp[h] += p${u}; } }`,
   ];
-  vbs.forEach((u0, bi) => {
-    const us = Array.from({ length: Math.min(vb, VK - u0) }, (_, i) => u0 + i);
-    if (bi > 0) lines.push(...us.map((u) => `      let z${u} = ks + ${u * KS}u; let vw${u} = b3[(vco + kb[z${u}]) / ${V}u + lane];`));
+  batches.forEach((us, bi) => {
+    if (bi > 0) lines.push(...valueLoads(us));
     lines.push('      for (var h = 0u; h < HG; h++) {', ...us.flatMap(accumulate), '      }');
   });
   lines.push(
