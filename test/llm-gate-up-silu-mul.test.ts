@@ -40,21 +40,23 @@ function reference(x: Tensor, wg: Tensor, wu: Tensor, round: (v: number) => numb
   return out;
 }
 
-test('llm.gateUpSiluAndMul on the cpu: native gated GEMV for 1-4 rows (both weight orders), reference for 5, vs float64', { skip }, () => {
+test('llm.gateUpSiluAndMul on the cpu: native gated GEMV for 1-4 rows (both weight orders; 2 and 3 threads), reference for 5, vs float64', { skip }, async () => {
+  const { setNativeThreads } = await import('../src/kernels/cpu/native/threads.js');
   setCpuPath('native');
   try {
     for (const dtype of ['float32', 'bfloat16'] as const) {
       const round = dtype === 'bfloat16' ? roundToBfloat16 : Math.fround;
-      for (const [m, n, k] of [[1, 37, 70], [2, 64, 1024], [3, 130, 129], [4, 9, 33], [5, 12, 40]] as const) {
+      for (const [m, n, k] of [[1, 37, 70], [2, 64, 1024], [1, 300, 1024], [3, 130, 129], [4, 9, 33], [5, 12, 40]] as const) {
         for (const stream of [false, true]) {
           setOption('KILN_CPU_GEMV_STREAM', stream);
+          setNativeThreads(stream ? 3 : 2);
           try {
             const x = rand([m, k], m + k, 'contiguous', dtype, -1, 1);
             const wg = rand([n, k], n + 2 * k, 'contiguous', dtype, -1, 1);
             const wu = rand([n, k], 3 * n + k, 'contiguous', dtype, -1, 1);
             const before = nativeGemvCalls();
             const y = kiln.llm.gateUpSiluAndMul(x, wg, wu);
-            const what = `${dtype} [${m}, ${k}] x [${n}, ${k}]^T${stream ? ' (stream order)' : ''}`;
+            const what = `${dtype} [${m}, ${k}] x [${n}, ${k}]^T${stream ? ' (stream order, 3 threads)' : ' (2 threads)'}`;
             assert.equal(nativeGemvCalls() - before, m <= 4 ? 1 : 0, `${what}: ${m <= 4 ? 'one gated GEMV' : 'the reference (its linears: the GEMM at 5 rows)'}`);
             assert.deepEqual(y.shape, [m, n]);
             assert.equal(y.dtype, dtype);
@@ -69,6 +71,7 @@ test('llm.gateUpSiluAndMul on the cpu: native gated GEMV for 1-4 rows (both weig
             }
           } finally {
             setOption('KILN_CPU_GEMV_STREAM', undefined);
+            setNativeThreads(undefined);
           }
         }
       }

@@ -33,19 +33,21 @@ function reference(x: Tensor, w: Tensor): number[] {
   return out;
 }
 
-test('llm.qkvLinear on the native GEMV: one call, the bits of three linears, float64 agreement; 5 rows fall back to the composition', { skip }, () => {
+test('llm.qkvLinear on the native GEMV: one call, the bits of three linears, float64 agreement (1 and 3 threads: each weight split on its own); 5 rows fall back to the composition', { skip }, async () => {
+  const { setNativeThreads } = await import('../src/kernels/cpu/native/threads.js');
   setCpuPath('native');
   try {
     for (const dtype of ['float32', 'bfloat16'] as const) {
-      for (const stream of [false, true]) {
+      for (const [stream, threads] of [[false, 1], [true, 1], [true, 3]] as const) {
         setOption('KILN_CPU_GEMV_STREAM', stream);
+        setNativeThreads(threads);
         for (const [rows, k, nq, nkv] of [[1, 1024, 2048, 1024], [3, 200, 48, 24], [4, 64, 37, 5], [5, 40, 16, 8]] as const) {
           const x = rand([rows, k], 1 + rows, 'contiguous', dtype);
           const ws = [rand([nq, k], 2, 'contiguous', dtype, -0.2, 0.2), rand([nkv, k], 3, 'contiguous', dtype, -0.2, 0.2), rand([nkv, k], 4, 'contiguous', dtype, -0.2, 0.2)] as const;
           const before = nativeGemvCalls();
           const { q, k: kk, v } = kiln.llm.qkvLinear(x, ...ws);
           const calls = nativeGemvCalls() - before;
-          const what = `${dtype} ${rows}x${k} -> ${nq}/${nkv}/${nkv}${stream ? ' (stream order)' : ''}`;
+          const what = `${dtype} ${rows}x${k} -> ${nq}/${nkv}/${nkv}${stream ? ' (stream order)' : ''}, ${threads} thread(s)`;
           assert.equal(calls, rows <= 4 ? 1 : 0, `${what}: one native GEMV call (none past 4 rows)`);
           for (const [i, got] of [q, kk, v].entries()) {
             assert.deepEqual(got.shape, [rows, ws[i]!.shape[0]]);
@@ -62,6 +64,7 @@ test('llm.qkvLinear on the native GEMV: one call, the bits of three linears, flo
     }
   } finally {
     setOption('KILN_CPU_GEMV_STREAM', undefined);
+    setNativeThreads(undefined);
     setCpuPath(undefined);
   }
 });

@@ -159,30 +159,41 @@ test('GEMV C kernel, both bfloat16 paths (dot-product instructions where built, 
   }
 });
 
-test('GEMV work item size (KILN_CPU_GEMV_ITEM_KIB): the same bits at 1, 16 and 64 KiB on 2 threads, and float64 agreement', { skip }, async () => {
+test('GEMV work items (KILN_CPU_GEMV_ITEM_KIB, KILN_CPU_GEMV_SPLIT): the same bits at 1, 16 and 64 KiB and split over 1, 2, 3 and 5 threads, and float64 agreement', { skip }, async () => {
   const { setNativeThreads } = await import('../src/kernels/cpu/native/threads.js');
   // 1 KiB rounds up to the 8-row minimum: 300 rows of 512 bfloat16 (1 KiB each) are 38 items at
   // 1 KiB, 19 at 16 KiB (16 rows) and 5 at 64 KiB; 300 KiB of weights, above the 256 KiB under which
-  // the GEMV runs on one thread, so two threads share the items.
+  // the GEMV runs on one thread, so two threads share the items. Split, 300 rows are 1 item of 304
+  // rows (1 thread), 2 of 152, 3 of 104 (the last 92 rows) and 5 of 64 (the last 44).
   const x = kiln.tensor(randomValues(2 * 512, 41), { dtype: 'float32' }).reshape([2, 512]).to('bfloat16');
   const w = kiln.tensor(randomValues(300 * 512, 42), { dtype: 'float32' }).reshape([300, 512]).to('bfloat16');
   setCpuPath('native');
-  setNativeThreads(2);
   try {
+    const run = (label: string): number[] => {
+      const before = nativeGemvCalls();
+      const y = kiln.nn.functional.linear(x, w);
+      assert.equal(nativeGemvCalls() - before, 1, `${label}: the GEMV ran`);
+      return y.to('float32').toFlatArray();
+    };
+    setOption('KILN_CPU_GEMV_SPLIT', false);
+    setNativeThreads(2);
     const bits: number[][] = [];
     for (const kib of [1, 16, 64]) {
       setOption('KILN_CPU_GEMV_ITEM_KIB', kib);
-      const before = nativeGemvCalls();
-      const y = kiln.nn.functional.linear(x, w);
-      assert.equal(nativeGemvCalls() - before, 1, `${kib} KiB: the GEMV ran`);
-      bits.push(y.to('float32').toFlatArray());
+      bits.push(run(`${kib} KiB`));
     }
     assert.deepEqual(bits[0], bits[2], '1 KiB items give the 64 KiB bits');
     assert.deepEqual(bits[1], bits[2], '16 KiB items give the 64 KiB bits');
+    setOption('KILN_CPU_GEMV_SPLIT', true);
+    for (const threads of [1, 2, 3, 5]) {
+      setNativeThreads(threads);
+      assert.deepEqual(run(`split over ${threads}`), bits[2], `split over ${threads} threads gives the 64 KiB bits`);
+    }
     const ref = reference(x, w, null);
     for (let i = 0; i < ref.length; i++) assert.ok(Math.abs(bits[0]![i]! - ref[i]!) <= 1e-2 * (1 + Math.abs(ref[i]!)), `element ${i}: ${bits[0]![i]} vs ${ref[i]}`);
   } finally {
     setOption('KILN_CPU_GEMV_ITEM_KIB', undefined);
+    setOption('KILN_CPU_GEMV_SPLIT', undefined);
     setNativeThreads(undefined);
     setCpuPath(undefined);
   }

@@ -71,9 +71,9 @@ function gemvThreads(): number {
   return nativeThreads();
 }
 
-/** kiln_gemv's flags: the stream order (bit 0) and the item size in KiB (bits 8 and up). */
+/** kiln_gemv's flags: the stream order (bit 0), one item per thread (bit 1) and the item size in KiB otherwise (bits 8 and up). */
 function gemvFlags(): number {
-  return (getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0) | (Math.min(getOption('KILN_CPU_GEMV_ITEM_KIB'), 1 << 20) << 8);
+  return (getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0) | (getOption('KILN_CPU_GEMV_SPLIT') ? 2 : 0) | (Math.min(getOption('KILN_CPU_GEMV_ITEM_KIB'), 1 << 20) << 8);
 }
 
 /**
