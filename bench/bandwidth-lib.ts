@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
-import { buildSharedObjectSync, loadLibrary, probeToolchain } from '../src/kernels/cpu/native/index.js';
+import { buildSharedObjectSync, hugePageArrayBuffer, loadLibrary, probeToolchain } from '../src/kernels/cpu/native/index.js';
 
 export const BANDWIDTH_C_SOURCE = String.raw`
 #include <stdint.h>
@@ -106,26 +106,30 @@ export function dramProbeMiB(): number {
 
 /**
  * The median read rate (GB/s) over `reps` passes of a `mib` MiB buffer (default dramProbeMiB()),
- * the best of 1 thread and all cores (interleaved), or null without a toolchain: the in-window
- * bandwidth a decode rate is compared with on a machine whose load changes minute to minute.
+ * the best of 1 thread and all cores and of two buffers (interleaved): an ArrayBuffer (4 KiB pages
+ * from malloc) and, where the platform has them, a huge-page mapping (kernels/cpu/native/
+ * huge-pages.ts, where Qwen3 weights live on the cpu), so the bound is the faster memory's. Null
+ * without a toolchain: the in-window bandwidth a decode rate is compared with on a machine whose
+ * load changes minute to minute.
  */
-export function readBandwidth(mib = dramProbeMiB(), reps = 5): { gbS: number; threads: number } | null {
+export function readBandwidth(mib = dramProbeMiB(), reps = 5): { gbS: number; threads: number; hugePages: boolean } | null {
   const k = bandwidthKernels();
   if (typeof k === 'string') return null;
   const n = (mib * 1024 * 1024) / 4;
-  const x = new Float32Array(n).fill(1);
+  const huge = hugePageArrayBuffer(4 * n);
+  const buffers = [new Float32Array(n).fill(1), ...(typeof huge === 'string' ? [] : [new Float32Array(huge).fill(1)])];
   const counts = [...new Set([1, os.availableParallelism()])];
-  const secs = counts.map(() => [] as number[]);
-  for (const t of counts) k.read(x, n, t);
+  const cases = buffers.flatMap((x, b) => counts.map((t) => ({ x, t, huge: b === 1, secs: [] as number[] })));
+  for (const c of cases) k.read(c.x, n, c.t);
   for (let r = 0; r < reps; r++) {
-    counts.forEach((t, i) => {
+    for (const c of cases) {
       const t0 = performance.now();
-      k.read(x, n, t);
-      secs[i]!.push((performance.now() - t0) / 1000);
-    });
+      k.read(c.x, n, c.t);
+      c.secs.push((performance.now() - t0) / 1000);
+    }
   }
   const med = (xs: number[]): number => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)]!;
-  const rates = secs.map((s) => (4 * n) / med(s) / 1e9);
+  const rates = cases.map((c) => (4 * n) / med(c.secs) / 1e9);
   const best = rates.indexOf(Math.max(...rates));
-  return { gbS: Number(rates[best]!.toFixed(2)), threads: counts[best]! };
+  return { gbS: Number(rates[best]!.toFixed(2)), threads: cases[best]!.t, hugePages: cases[best]!.huge };
 }

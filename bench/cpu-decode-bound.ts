@@ -93,12 +93,18 @@ const setVary = (v: string | undefined): void => {
 const maxNew = rounds * steps * 4 + 16;
 const variants: Variant[] = [];
 for (const dtype of a.dtypes.split(',') as DType[]) {
-  const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: 'cpu' });
-  model.eval();
-  const bytes = weightBytesPerToken(model);
+  // One model per dtype, or per --ab value (an option such as KILN_CPU_HUGE_PAGES acts when the
+  // model is built).
+  const models = new Map<boolean | undefined, kiln.models.Qwen3ForCausalLM>();
+  for (const ab of abValues) {
+    if (abName !== undefined) setAb(ab);
+    models.set(ab, kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: 'cpu' }).eval());
+  }
   for (const t of a.threads.split(',')) for (const ab of abValues) for (const vary of varyValues) {
     if (abName !== undefined) setAb(ab);
     setVary(vary);
+    const model = models.get(ab)!;
+    const bytes = weightBytesPerToken(model);
     const engine = new kiln.serve.Engine(model, { numBlocks: Math.ceil((promptLen + maxNew + 2) / 16) + 4, maxNumSeqs: 1, decode: 'eager', prefixCaching: false });
     const prompt = Array.from({ length: promptLen }, (_, i) => (i * 7919 + 13) % config.vocabSize);
     engine.addRequest(prompt, { maxNewTokens: maxNew, ignoreEos: true });
@@ -110,6 +116,8 @@ for (const dtype of a.dtypes.split(',') as DType[]) {
 
 const bw: number[] = [];
 const bwThreads: number[] = [];
+/** Per round: whether the probe's best read was of the huge-page buffer (bandwidth-lib.ts). */
+const bwHuge: boolean[] = [];
 /** The old 256 MiB probe beside it (when the probe is larger): what a cache-sized buffer reads. */
 const bw256: number[] = [];
 const load0 = os.loadavg();
@@ -119,6 +127,7 @@ for (let r = 0; r < rounds; r++) {
   if (probe) {
     bw.push(probe.gbS);
     bwThreads.push(probe.threads);
+    bwHuge.push(probe.hugePages);
   }
   if (probeMiB !== 256) {
     const small = readBandwidth(256, 3);
@@ -169,4 +178,4 @@ const meta = {
   command: `node dist/bench/cpu-decode-bound.js ${process.argv.slice(2).join(' ')}`, commit, node: process.version,
   loadavg_before: load0, loadavg_after: load1, loadavg_1m_per_round: loads, rounds, steps_per_round: steps,
 };
-if (a.json) fs.writeFileSync(a.json, JSON.stringify({ meta, probe_mib: probeMiB, last_level_cache_mib: lastLevelCacheBytes() / 2 ** 20, bandwidth_gb_s: gbS, bandwidth_samples_gb_s: bw, bandwidth_threads: bwThreads, bandwidth_256mib_samples_gb_s: bw256, results }, null, 2) + '\n');
+if (a.json) fs.writeFileSync(a.json, JSON.stringify({ meta, probe_mib: probeMiB, last_level_cache_mib: lastLevelCacheBytes() / 2 ** 20, bandwidth_gb_s: gbS, bandwidth_samples_gb_s: bw, bandwidth_threads: bwThreads, bandwidth_huge_pages: bwHuge, bandwidth_256mib_samples_gb_s: bw256, results }, null, 2) + '\n');

@@ -37,6 +37,12 @@ export interface Allocator {
   free(buffer: DeviceBuffer): void;
   /** Forget a buffer that was garbage collected without free(): stats only, never reused. */
   release(buffer: DeviceBuffer): void;
+  /**
+   * Takes memory made outside the allocator (`handle`, at least `sizeClass(nbytes)` bytes: the
+   * cpu's huge-page weight blocks) as a live block of `nbytes`, counted and later freed like any
+   * other. Allocators without it cannot take such memory.
+   */
+  adopt?(handle: unknown, nbytes: number): DeviceBuffer;
   stats(): AllocatorStats;
   resetPeakStats(): void;
   emptyCache(): void;

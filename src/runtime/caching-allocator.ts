@@ -122,6 +122,18 @@ export class CachingAllocator implements Allocator {
     return block;
   }
 
+  adopt(handle: unknown, nbytes: number): DeviceBuffer {
+    if (!Number.isSafeInteger(nbytes) || nbytes < 0) throw new Error(`adopt: invalid byte count ${nbytes} on ${this.deviceType}:${this.deviceIndex}`);
+    const capacity = sizeClass(nbytes);
+    this.s.reservedBytes += capacity;
+    this.s.allocations++;
+    this.s.activeAllocations++;
+    this.s.allocatedBytes += nbytes;
+    if (this.s.allocatedBytes > this.s.peakAllocatedBytes) this.s.peakAllocatedBytes = this.s.allocatedBytes;
+    const block: Block = { deviceType: this.deviceType, deviceIndex: this.deviceIndex, nbytes, capacity, handle, live: true };
+    return block;
+  }
+
   free(buffer: DeviceBuffer): void {
     const block = buffer as Block;
     if (!block.live) throw new Error(`free: buffer of ${block.nbytes} bytes on ${this.deviceType} was already freed`);

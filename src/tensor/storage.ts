@@ -56,6 +56,26 @@ export class Storage {
     this.lent = false;
   }
 
+  /**
+   * Moves this storage onto `handle`, memory made outside the allocator that it adopts (at least
+   * `sizeClass(nbytes)` bytes; the cpu's huge-page weight blocks), after `copy(dst)` has filled it
+   * from the current buffer. The old block is forgotten, not cached: its memory goes back through
+   * the garbage collector (cpu), since a typed array taken from it earlier may still alias it.
+   * Every view sees the move (views share this storage); a kernel that kept the old buffer's
+   * memory across calls would not, so this is for storages no program has captured yet (weights
+   * at load time).
+   */
+  rehome(handle: unknown, copy: (dst: DeviceBuffer) => void): void {
+    if (this.freed) throw new Error('Storage: use after dispose');
+    if (this.lent) throw new Error('Storage.rehome: a lent storage reads its owner\'s buffer; detach it first');
+    const alloc = acceleratorFor(this.device).accelerator.allocator(this.device.index);
+    if (!alloc.adopt) throw new Error(`Storage.rehome: the ${this.device.type} allocator cannot adopt outside memory`);
+    const own = alloc.adopt(handle, this.buf.nbytes);
+    copy(own);
+    alloc.release(this.buf);
+    this.buf = own;
+  }
+
   static allocate(device: Device, nbytes: number, zero = false): Storage {
     const { accelerator, device: d } = acceleratorFor(device);
     return new Storage(d, accelerator.allocator(d.index).allocate(nbytes, { zero }));

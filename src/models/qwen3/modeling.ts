@@ -21,6 +21,7 @@
  * layer's temporaries alive, not all of them. MoE layers group tokens by expert on the host (one
  * device read per layer and step) when run eagerly, as forward does; traced, on the device.
  */
+import { moveWeightsToHugePages } from '../huge-page-weights.js';
 import { outsideDispatchModes } from '../../ops/dispatch.js';
 import { indexPut, indexPut_, indexSelect, cat, embedding } from '../../api/indexing.js';
 import { copy_ } from '../../api/core.js';
@@ -620,6 +621,7 @@ export abstract class Qwen3CausalLMBase extends Module implements StepModel {
     this.lm_head = config.tieWordEmbeddings
       ? linearSharing(this.model.embed_tokens.weight, options)
       : buildLinear(config.hiddenSize, config.vocabSize, false, options);
+    moveWeightsToHugePages(this);
   }
 
   /** Logits [B, T, vocab] for token ids [B, T]; positions default to 0..T-1. */
@@ -706,6 +708,7 @@ export abstract class Qwen3CausalLMBase extends Module implements StepModel {
   override to(target: DType | DeviceLike): this {
     super.to(target);
     if (this.config.tieWordEmbeddings) this.lm_head.weight = this.model.embed_tokens.weight;
+    moveWeightsToHugePages(this);
     return this;
   }
 
