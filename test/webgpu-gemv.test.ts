@@ -102,3 +102,38 @@ test('linear, mm and addmm of 1 to 8 rows on the skinny GEMM match float64', { s
   }
   assert.deepEqual(failures, []);
 });
+
+test('4 columns a workgroup (KILN_WEBGPU_GEMV_COLS4_MAX_N): the bits of the 8-column kernel for linear, mm, addmm, the gated GEMV and the norm prologue', { skip: webgpuSkipReason() }, async () => {
+  const { gemmPipelineKeys } = await import('../src/kernels/webgpu/linalg.js');
+  setOption('KILN_WEBGPU_GEMV', true);
+  /** Every result of the cases at one setting, as float64 arrays. */
+  const all = (dtype: DType): number[][] => {
+    const out = CASES.map((c) => run(c, dtype, 'webgpu', false)[0]);
+    let seed = 5;
+    const mk = (shape: number[]): Tensor => kiln.tensor(values(shape.reduce((p, s) => p * s, 1), seed++), { dtype }).reshape(shape).to('webgpu');
+    // Gated: 2 x 37 output columns, K 264 (unrolled and remainder words); norm prologue with and without gating.
+    for (const M of [1, 3]) {
+      const x = mk([M, 264]);
+      out.push(kiln.llm.linearSiluAndMul(x, mk([74, 264]), mk([74])));
+      const r = mk([M, 264]);
+      const gamma = mk([264]);
+      out.push(kiln.llm.addRmsNormLinear(x, r, gamma, 1e-6, mk([37, 264]), null).out);
+      out.push(kiln.llm.addRmsNormLinear(x, r, gamma, 1e-6, mk([74, 264]), null, true).out);
+    }
+    return out.map((t) => t.to('cpu').to('float64').toFlatArray() as number[]);
+  };
+  try {
+    for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
+      setOption('KILN_WEBGPU_GEMV_COLS4_MAX_N', undefined);
+      const eight = all(dtype);
+      setOption('KILN_WEBGPU_GEMV_COLS4_MAX_N', 1 << 20);
+      const four = all(dtype);
+      assert.deepEqual(four, eight, `${dtype}: 4 columns a workgroup give the 8-column bits`);
+    }
+    const keys = gemmPipelineKeys().filter((k) => k.startsWith('gemv'));
+    for (const want of [/^gemv1,[^,]*,bias,.*,c4$/, /,gated.*,c4$/, /,norm.*,c4$/]) assert.ok(keys.some((k) => want.test(k)), `a kernel ${String(want)} ran (compiled: ${keys.join(' ')})`);
+  } finally {
+    setOption('KILN_WEBGPU_GEMV', undefined);
+    setOption('KILN_WEBGPU_GEMV_COLS4_MAX_N', undefined);
+  }
+});

@@ -92,3 +92,30 @@ test('the GEMV with its K-following unroll (gemvUnroll) and team sums through su
   kiln.synchronize('webgpu');
   assert.ok(n >= 100, `${n} compiled`);
 });
+
+test('the GEMV with 4 columns a workgroup (gemvCols) compiles on Dawn: plain, gated and norm-prologue, every row block, team sums both ways', { skip: dawnSkipReason() }, () => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const limit = acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384;
+  assert.deepEqual([1024, 2048, 3072].map((n) => G.gemvCols(n, 2048)), [4, 4, 8]);
+  assert.equal(G.gemvCols(1024, 0), 8, 'off by default');
+  assert.equal(G.gemvThreads({ cols: 4 }), 128);
+  let n = 0;
+  for (const kind of ['f32', 'f16', 'f16p', 'bf16p'] as StorageKind[]) {
+    for (const mr of [1, 2, 4, 8] as const) {
+      for (const teamSubgroup of [false, true]) {
+        for (const v of [{}, { bias: true, beta: true }, { gated: true, bias: true }, { gated: true, norm: { kv: 257, residual: true, subgroups: true, prefetch: true } }, { norm: { kv: 33, residual: false, subgroups: false, prefetch: false } }] as const) {
+          const gated = 'gated' in v;
+          const norm = 'norm' in v ? v.norm : undefined;
+          if (norm && N.gemvNormWorkgroupBytes(mr, norm.kv, gated, G.gemvThreads({ cols: 4 })) > limit) continue;
+          const spec: GemvSpec = { kind, mr, bias: false, beta: false, ...v, cols: 4, teamSubgroup };
+          const key = G.gemvKey(spec);
+          assert.ok(key.endsWith(',c4'), key);
+          acc.kernel(G.generateGemv(spec), `kiln.gemm (${key})`);
+          n++;
+        }
+      }
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.ok(n >= 120, `${n} compiled`);
+});

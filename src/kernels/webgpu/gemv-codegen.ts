@@ -8,7 +8,7 @@
  * 16 workgroups on a 132-SM GPU, bound by latency, not by the bytes of the weight.
  *
  * Here a workgroup of 256 invocations computes 8 output columns (one team of 32 invocations per
- * column) for MR rows (1, 2, 4 or 8; the grid's y covers M in steps of MR). A team reads its
+ * column; GemvSpec.cols 4: 128 invocations, 4 columns) for MR rows (1, 2, 4 or 8; the grid's y covers M in steps of MR). A team reads its
  * column's weight row in 16-byte words (vec4<u32>: 8 16-bit or 4 f32 elements), lane-strided so a
  * team's 32 loads are 512 consecutive bytes, four words in flight per lane where K allows, and
  * takes each word's dot product with the same K range of each of its MR rows of A (read the same
@@ -78,6 +78,11 @@ export interface GemvSpec {
   /** Words per lane per K step (gemvUnroll); GEMV_UNROLL where absent. */
   readonly unroll?: number;
   /**
+   * Output columns per workgroup (gemvCols): 8 (GEMV_COLS, 256 invocations) where absent, or 4
+   * (128 invocations), twice the workgroups for the same N.
+   */
+  readonly cols?: 4 | 8;
+  /**
    * A team's 32 partial sums through subgroupAdd, the team being one subgroup (the host asks for it
    * only where the subgroup size is exactly 32: teams then are subgroup_id, lanes subgroup_invocation_id),
    * instead of workgroup memory, a barrier and a 32-step serial sum per output.
@@ -99,6 +104,22 @@ export function gemvVecElems(kind: StorageKind): number {
   }
 }
 
+/**
+ * Output columns per workgroup for a projection of N columns: 4 where N <= `cols4MaxN`
+ * (KILN_WEBGPU_GEMV_COLS4_MAX_N), else 8. Why try 4: at batch 1 Qwen3-0.6B's o and down projections
+ * (N = 1024) run as 128 workgroups of 8 columns on the H200's 132 SMs, one workgroup an SM, with a
+ * K loop of 2 (o) and 3 (down) rounds of loads; half the columns gives each SM two workgroups'
+ * loads in flight. Not measured yet (session 21 had no device), so the default keeps 8.
+ */
+export function gemvCols(N: number, cols4MaxN: number): 4 | 8 {
+  return N <= cols4MaxN ? 4 : 8;
+}
+
+/** Invocations of a spec's workgroup. */
+export function gemvThreads(s: Pick<GemvSpec, 'cols'>): number {
+  return (s.cols ?? GEMV_COLS) * GEMV_TEAM;
+}
+
 /** The smallest row block that holds M rows (M <= GEMV_MAX_M). */
 export function gemvRows(M: number): GemvSpec['mr'] {
   return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
@@ -107,7 +128,7 @@ export function gemvRows(M: number): GemvSpec['mr'] {
 export function gemvKey(s: GemvSpec): string {
   const n = s.norm;
   const u = s.unroll !== undefined && s.unroll !== GEMV_UNROLL ? `,u${s.unroll}` : '';
-  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}${n ? `,norm${n.kv}${n.residual ? 'r' : ''}${n.subgroups ? 'sg' : ''}${n.prefetch === true ? 'pf' : ''}` : ''}${u}${s.teamSubgroup === true ? ',tsg' : ''}`;
+  return `gemv${s.mr},${s.kind},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.gated ? ',gated' : ''}${n ? `,norm${n.kv}${n.residual ? 'r' : ''}${n.subgroups ? 'sg' : ''}${n.prefetch === true ? 'pf' : ''}` : ''}${u}${s.teamSubgroup === true ? ',tsg' : ''}${s.cols !== undefined && s.cols !== GEMV_COLS ? `,c${s.cols}` : ''}`;
 }
 
 /** WGSL that turns a 16-byte word into f32 lanes: one vec4 (f32) or two (16-bit kinds, low first). */
@@ -162,8 +183,8 @@ export function generateGemv(s: GemvSpec): string {
   const kvx = nm ? nm.kv : 0;
   const half = V === 8;
   const MR = s.mr;
-  const C = GEMV_COLS;
-  const T = C * GEMV_TEAM;
+  const C = s.cols ?? GEMV_COLS;
+  const T = gemvThreads(s);
   const U = s.unroll ?? GEMV_UNROLL;
   const tsg = s.teamSubgroup === true;
   const m = GEMM_META;

@@ -34,7 +34,7 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
-import { GEMV_COLS, GEMV_MAX_M, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
+import { GEMV_COLS, GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
 import type { StorageKind as Kind } from './storage.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
@@ -129,11 +129,12 @@ export function gemmPipelineKeys(): string[] {
  * KILN_WEBGPU_GEMV_UNROLL) and the team sums through subgroupAdd (KILN_WEBGPU_GEMV_TEAM_SUBGROUP,
  * where the device's subgroups are exactly 32 wide: a team is then one subgroup).
  */
-export function gemvTuning(kind: GemvSpec['kind'], K: number, gated: boolean): Pick<GemvSpec, 'unroll' | 'teamSubgroup'> {
+export function gemvTuning(kind: GemvSpec['kind'], K: number, N: number, gated: boolean): Pick<GemvSpec, 'unroll' | 'teamSubgroup' | 'cols'> {
   const acc = webgpu();
   const a = acc.bridge.adapter;
   const teamSubgroup = getOption('KILN_WEBGPU_GEMV_TEAM_SUBGROUP') && acc.hasFeature('subgroups') && a.subgroupMinSize === 32 && a.subgroupMaxSize === 32;
-  return { unroll: gemvUnroll(kind, K, gated, getOption('KILN_WEBGPU_GEMV_UNROLL')), ...(teamSubgroup ? { teamSubgroup } : {}) };
+  const cols = gemvCols(N, getOption('KILN_WEBGPU_GEMV_COLS4_MAX_N'));
+  return { unroll: gemvUnroll(kind, K, gated, getOption('KILN_WEBGPU_GEMV_UNROLL')), ...(teamSubgroup ? { teamSubgroup } : {}), ...(cols !== GEMV_COLS ? { cols } : {}) };
 }
 
 /** The skinny-GEMM pipeline for a spec, compiled on first use. */
@@ -275,12 +276,12 @@ function denseExpanded(t: Tensor, batch: readonly number[]): Tensor {
 
 /**
  * The GEMM_META words a skinny GEMV launch reads (shared by the gated and the norm-prologue GEMV):
- * sizes and grid ([M, N, K], one batch, N's column groups, row blocks of `mr`), out [M, N] dense,
+ * sizes and grid ([M, N, K], one batch, N's groups of `cols` columns, row blocks of `mr`), out [M, N] dense,
  * x rows `lda` apart from `aOffset`, W's rows `ldw` apart from `bOffset`, the bias if any, alpha 1.
  */
-export function setGemvMeta(meta: Uint32Array, M: number, N: number, K: number, mr: number, out: Tensor, aOffset: number, lda: number, bOffset: number, ldw: number, bias: Tensor | null): void {
+export function setGemvMeta(meta: Uint32Array, M: number, N: number, K: number, mr: number, cols: number, out: Tensor, aOffset: number, lda: number, bOffset: number, ldw: number, bias: Tensor | null): void {
   const m = GEMM_META;
-  meta.set([M, N, K, 1, Math.ceil(N / GEMV_COLS), Math.ceil(M / mr), 1, 1, 1]);
+  meta.set([M, N, K, 1, Math.ceil(N / cols), Math.ceil(M / mr), 1, 1, 1]);
   meta.set([out.offset, N, 1, 0, 0, 0], m.c);
   meta.set([aOffset, lda, 1, 0, 0, 0], m.a);
   meta.set([bOffset, 1, ldw, 0, 0, 0], m.b);
@@ -311,11 +312,13 @@ export function runGemvGated(x: Tensor, w: Tensor, bias: Tensor | null, out: Ten
   try {
     if (!gemvEligible(kind, M, K, 1, a, b)) return false;
     const mr = gemvRows(M);
-    const groups = Math.ceil(I / GEMV_COLS);
+    const tuning = gemvTuning(kind, K, I, true);
+    const cols = tuning.cols ?? GEMV_COLS;
+    const groups = Math.ceil(I / cols);
     const meta = new Uint32Array(GEMM_META.words);
-    setGemvMeta(meta, M, I, K, mr, out, a.offset, rowStride, b.offset, w.strides[0]!, bias);
+    setGemvMeta(meta, M, I, K, mr, cols, out, a.offset, rowStride, b.offset, w.strides[0]!, bias);
     const buffers: DeviceBuffer[] = [out.storage.buffer, x.storage.buffer, w.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
-    acc.dispatch(gemvKernel({ kind, mr, bias: bias !== null, beta: false, gated: true, ...gemvTuning(kind, K, true) }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+    acc.dispatch(gemvKernel({ kind, mr, bias: bias !== null, beta: false, gated: true, ...tuning }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
     return true;
   } finally {
     a.dispose();
@@ -382,11 +385,12 @@ export function runGemm(g: WebgpuGemm): Tensor {
       meta[w.beta] = f32Bits(g.beta ?? 0);
     };
     if (gemvEligible(kind, M, K, nb, a, b)) {
-      // A few rows (a decode step's projections): the skinny kernel, grid x over 8-column groups.
+      // A few rows (a decode step's projections): the skinny kernel, grid x over column groups (8, or 4: gemvCols).
       const mr = gemvRows(M);
-      const groups = Math.ceil(N / GEMV_COLS);
+      const tuning = gemvTuning(kind, K, N, false);
+      const groups = Math.ceil(N / (tuning.cols ?? GEMV_COLS));
       fillMeta(groups, Math.ceil(M / mr));
-      acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta, ...gemvTuning(kind, K, false) }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+      acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta, ...tuning }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
       return out;
     }
     const plan = (kind === 'f16' || (emulated !== null && kind === 'f16p')) && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;

@@ -75,10 +75,12 @@ function runGemvNorm(x: Tensor, r: Tensor | null, gamma: Tensor, eps: number, w:
   const b = new Tensor(w.storage, w.dtype, [K, w.shape[0]!], [w.strides[1]!, w.strides[0]!], w.offset);
   try {
     if (!gemvEligible(kind, M, K, 1, a, b)) return false;
-    const groups = Math.ceil(N / GEMV_COLS);
+    const tuning = gemvTuning(kind, K, N, gated);
+    const cols = tuning.cols ?? GEMV_COLS;
+    const groups = Math.ceil(N / cols);
     const nm = GEMV_NORM_META;
     const meta = new Uint32Array(nm.words);
-    setGemvMeta(meta, M, N, K, mr, out, a.offset, sx, b.offset, w.strides[0]!, bias);
+    setGemvMeta(meta, M, N, K, mr, cols, out, a.offset, sx, b.offset, w.strides[0]!, bias);
     if (r) meta.set([r.offset, sr], nm.res);
     meta[nm.gamma] = gamma.offset;
     meta.set([h.offset, K], nm.h);
@@ -89,7 +91,7 @@ function runGemvNorm(x: Tensor, r: Tensor | null, gamma: Tensor, eps: number, w:
     if (r) buffers.push(r.storage.buffer);
     buffers.push(gamma.storage.buffer, h.storage.buffer);
     const norm = { kv: K / V, residual: r !== null, subgroups: useSubgroups && acc.hasFeature('subgroups'), prefetch: getOption('KILN_WEBGPU_GEMV_NORM_PREFETCH') };
-    const spec = { kind, mr, bias: bias !== null, beta: false, gated, norm, ...gemvTuning(kind, K, gated) };
+    const spec = { kind, mr, bias: bias !== null, beta: false, gated, norm, ...tuning };
     acc.dispatch(gemvKernel(spec), buffers, meta, [Math.min(groups, GEMV_NORM_MAX_WORKGROUPS), Math.ceil(M / mr), 1]);
     return true;
   } finally {
