@@ -103,7 +103,9 @@ test('moveStorageToHugePages: the tensor keeps its values and the allocator its 
   let ref = 0;
   for (const v of values) ref += v;
   assert.ok(Math.abs((t.sum().item() as number) - ref) <= 1e-3 * (1 + Math.abs(ref)));
-  // A second move of a storage below 2 MiB says why it stays.
+  // A second move finds the storage there already; a storage below 2 MiB says why it stays.
+  assert.equal(moveStorageToHugePages(t.storage), 'already in huge pages');
+  assert.equal(t.storage.cpuArrayBuffer(), ab);
   assert.match(String(moveStorageToHugePages(kiln.zeros([10]).storage)), /smaller than 2097152 bytes/);
   t.dispose();
   view.dispose();
@@ -122,6 +124,10 @@ function greedy(on: boolean, dtype: 'float32' | 'bfloat16'): { tokens: number[][
     if (dtype !== 'float32') model.to(dtype);
     const w = model.model.embed_tokens.weight as Tensor;
     const moved = arrayBufferAddress(w.storage.cpuArrayBuffer()) % TWO_MIB === 0n ? 1 : 0;
+    // A to() that keeps the storages (same dtype) moves nothing again.
+    const before = w.storage.cpuArrayBuffer();
+    model.to(dtype);
+    assert.equal((model.model.embed_tokens.weight as Tensor).storage.cpuArrayBuffer(), before, `${dtype}: a second to(${dtype}) leaves the weights where they are`);
     const out = kiln.generate(model, [[5, 17, 300, 19000, 42], [1, 2, 3, 4, 5]].map((r) => r.slice()), { maxNewTokens: 12, doSample: false }) as Tensor;
     return { tokens: out.tolist() as number[][], moved };
   } finally {

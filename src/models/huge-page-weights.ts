@@ -30,6 +30,8 @@ export function moveWeightsToHugePages(module: Module): HugePageMove {
     if (r === true) {
       result.moved++;
       result.bytes += s.nbytes;
+    } else if (r === 'already in huge pages') {
+      continue; // to() kept this storage (same dtype and device)
     } else {
       result.reason ??= r;
       // Unavailable here (no Linux, no THP, no koffi): the rest would fail alike.

@@ -71,6 +71,9 @@ function loadLibc(): Libc | string {
   }
 }
 
+/** The ArrayBuffers made here (a storage already in one is not moved again). */
+const made = new WeakSet<ArrayBuffer>();
+
 const registry = new FinalizationRegistry<{ addr: bigint; length: bigint }>(({ addr, length }) => {
   const c = loadLibc();
   if (typeof c === 'string') return;
@@ -100,6 +103,7 @@ export function hugePageArrayBuffer(size: number): ArrayBuffer | string {
   c.madvise(addr, length, MADV_HUGEPAGE);
   const buf = c.view(addr, size);
   registry.register(buf, { addr, length });
+  made.add(buf);
   blocks++;
   bytes += Number(length);
   return buf;
@@ -127,6 +131,7 @@ export function moveStorageToHugePages(storage: Storage): true | string {
   if (storage.device.type !== 'cpu') return `not a cpu storage (${storage.device.toString()})`;
   if (storage.isLent) return 'a lent storage';
   if (storage.nbytes < HUGE_PAGE_MIN_BYTES) return `smaller than ${HUGE_PAGE_MIN_BYTES} bytes`;
+  if (made.has(storage.cpuArrayBuffer())) return 'already in huge pages';
   // The allocator's size class, so the block can later serve any allocation of that class.
   const buf = hugePageArrayBuffer(sizeClass(storage.nbytes));
   if (typeof buf === 'string') return buf;
