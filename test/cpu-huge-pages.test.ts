@@ -8,6 +8,7 @@
  * model must keep working; the checks that need huge pages are skipped there with that reason.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -143,4 +144,15 @@ test('Qwen3 on the cpu: weights of 2 MiB or more move to huge pages when built a
     assert.equal(on.moved, 1, `${dtype}: option on, the embedding moved${dtype === 'float32' ? '' : ' again after to()'}`);
     assert.deepEqual(on.tokens, off.tokens, `${dtype}: the same greedy tokens`);
   }
+});
+
+test('kiln info says where cpu model weights live: huge pages by default here, ArrayBuffers with KILN_CPU_HUGE_PAGES=0', { skip }, () => {
+  const main = new URL('../src/cli/main.js', import.meta.url).pathname;
+  const info = (env: Record<string, string>): { hugePages: boolean; reason: string } => {
+    const r = spawnSync(process.execPath, [main, 'info', '--json', '--device', 'cpu'], { encoding: 'utf8', env: { ...process.env, ...env } });
+    assert.equal(r.status, 0, r.stderr);
+    return (JSON.parse(r.stdout) as { cpuWeights: { hugePages: boolean; reason: string } }).cpuWeights;
+  };
+  assert.deepEqual(info({}), { hugePages: true, reason: 'transparent huge pages (2 MiB-aligned mappings, MADV_HUGEPAGE)' });
+  assert.deepEqual(info({ KILN_CPU_HUGE_PAGES: '0' }), { hugePages: false, reason: 'ArrayBuffers: KILN_CPU_HUGE_PAGES=0' });
 });

@@ -4,7 +4,8 @@
  * best device.
  */
 import * as kiln from '../index.js';
-import { cpuPathInfo, nativeThreads, type CpuPathInfo } from '../kernels/cpu/native/index.js';
+import { cpuPathInfo, hugePagesAvailable, nativeThreads, type CpuPathInfo } from '../kernels/cpu/native/index.js';
+import { getOption } from '../runtime/config.js';
 import { wasmSgemmSummary, wasmThreads } from '../kernels/cpu/wasm-sgemm-run.js';
 import { describeOptions, formatOptionValue, type OptionInfo } from '../runtime/config.js';
 
@@ -84,6 +85,9 @@ export function formatOptions(options: readonly OptionInfo[]): string {
 export function runInfo(options: InfoOptions): number {
   const probes = kiln.probeAccelerators();
   const cpuCode = cpuCodePath();
+  const huge = hugePagesAvailable();
+  // Where Qwen3 weights of 2 MiB or more live on the cpu (KILN_CPU_HUGE_PAGES; issue #17).
+  const cpuWeights = { hugePages: huge === true && getOption('KILN_CPU_HUGE_PAGES'), reason: huge === true ? (getOption('KILN_CPU_HUGE_PAGES') ? 'transparent huge pages (2 MiB-aligned mappings, MADV_HUGEPAGE)' : 'ArrayBuffers: KILN_CPU_HUGE_PAGES=0') : `ArrayBuffers: ${huge}` };
   const accelerators = probes.map((p) => {
     if (!p.available) return { ...p, devices: [] as unknown[] };
     const acc = kiln.getAccelerator(p.type);
@@ -98,7 +102,7 @@ export function runInfo(options: InfoOptions): number {
   const device = pickDevice(options.device);
   const d = demo(device);
   if (options.json) {
-    console.log(JSON.stringify({ version: kiln.version, accelerators, cpuCodePath: cpuCode, options: config.map(optionJson), demo: d }, null, 2));
+    console.log(JSON.stringify({ version: kiln.version, accelerators, cpuCodePath: cpuCode, cpuWeights, options: config.map(optionJson), demo: d }, null, 2));
     return 0;
   }
   console.log(`kiln ${kiln.version} (node ${process.version}, ${process.platform}-${process.arch})\n`);
@@ -112,6 +116,7 @@ export function runInfo(options: InfoOptions): number {
   }
   console.log(`\nCPU code path: ${cpuCode.path}${cpuCode.threads ? ` (${cpuCode.threads} threads)` : ''}: ${cpuCode.reason}`);
   console.log('  (KILN_CPU_PATH=native|wasm|js forces one; KILN_NUM_THREADS sets native threads, else they follow the 1-minute load average)');
+  console.log(`CPU model weights: ${cpuWeights.reason}`);
   console.log('\nOptions (KILN_* environment variables and runtime overrides; * = part of the compile cache key):');
   console.log(formatOptions(config));
   console.log(`\nEager demo on ${d.device}: ${d.description}`);

@@ -109,6 +109,15 @@ export function hugePageArrayBuffer(size: number): ArrayBuffer | string {
   return buf;
 }
 
+/**
+ * Whether large weights can live in huge pages here (`kiln info` prints it): true, or why not.
+ * Checks the platform, the kernel's THP mode and libc through koffi; allocates nothing.
+ */
+export function hugePagesAvailable(): true | string {
+  const c = loadLibc();
+  return typeof c === 'string' ? c : true;
+}
+
 /** Mappings made by hugePageArrayBuffer and not yet collected, and their bytes. */
 export function hugePageStats(): { blocks: number; bytes: number } {
   return { blocks, bytes };

@@ -6,4 +6,4 @@ export { buildSharedObject, buildSharedObjectSync, nativeCacheStats, NativeCompi
 export { compilerCandidates, cpuFeatures, probeToolchain, toolchainFingerprint, type Toolchain, type ToolchainProbe } from './toolchain.js';
 export { koffi, loadLibrary } from './koffi.js';
 export { ensureSharedPool, sharedPoolStats, type PoolStats } from './pool.js';
-export { hugePageArrayBuffer, hugePageStats, moveStorageToHugePages, HUGE_PAGE_MIN_BYTES } from './huge-pages.js';
+export { hugePageArrayBuffer, hugePagesAvailable, hugePageStats, moveStorageToHugePages, HUGE_PAGE_MIN_BYTES } from './huge-pages.js';
