@@ -105,6 +105,22 @@ export function dramProbeMiB(): number {
 }
 
 /**
+ * The probe's buffers of n floats, made once per size and kept: a bench calls the probe every
+ * round, and a huge-page mapping is freed only when the garbage collector gets to it, which it
+ * does not hurry for memory V8 does not count.
+ */
+const probeCache = new Map<number, Float32Array[]>();
+function probeBuffers(n: number): Float32Array[] {
+  let bufs = probeCache.get(n);
+  if (!bufs) {
+    const huge = hugePageArrayBuffer(4 * n);
+    bufs = [new Float32Array(n).fill(1), ...(typeof huge === 'string' ? [] : [new Float32Array(huge).fill(1)])];
+    probeCache.set(n, bufs);
+  }
+  return bufs;
+}
+
+/**
  * The median read rate (GB/s) over `reps` passes of a `mib` MiB buffer (default dramProbeMiB()),
  * the best of 1 thread and all cores and of two buffers (interleaved): an ArrayBuffer (4 KiB pages
  * from malloc) and, where the platform has them, a huge-page mapping (kernels/cpu/native/
@@ -116,8 +132,7 @@ export function readBandwidth(mib = dramProbeMiB(), reps = 5): { gbS: number; th
   const k = bandwidthKernels();
   if (typeof k === 'string') return null;
   const n = (mib * 1024 * 1024) / 4;
-  const huge = hugePageArrayBuffer(4 * n);
-  const buffers = [new Float32Array(n).fill(1), ...(typeof huge === 'string' ? [] : [new Float32Array(huge).fill(1)])];
+  const buffers = probeBuffers(n);
   const counts = [...new Set([1, os.availableParallelism()])];
   const cases = buffers.flatMap((x, b) => counts.map((t) => ({ x, t, huge: b === 1, secs: [] as number[] })));
   for (const c of cases) k.read(c.x, n, c.t);

@@ -5,9 +5,8 @@
  */
 import * as kiln from '../index.js';
 import { cpuPathInfo, hugePagesAvailable, nativeThreads, type CpuPathInfo } from '../kernels/cpu/native/index.js';
-import { getOption } from '../runtime/config.js';
 import { wasmSgemmSummary, wasmThreads } from '../kernels/cpu/wasm-sgemm-run.js';
-import { describeOptions, formatOptionValue, type OptionInfo } from '../runtime/config.js';
+import { describeOptions, formatOptionValue, getOption, type OptionInfo } from '../runtime/config.js';
 
 export interface InfoOptions {
   json: boolean;
@@ -85,9 +84,9 @@ export function formatOptions(options: readonly OptionInfo[]): string {
 export function runInfo(options: InfoOptions): number {
   const probes = kiln.probeAccelerators();
   const cpuCode = cpuCodePath();
-  const huge = hugePagesAvailable();
   // Where Qwen3 weights of 2 MiB or more live on the cpu (KILN_CPU_HUGE_PAGES; issue #17).
-  const cpuWeights = { hugePages: huge === true && getOption('KILN_CPU_HUGE_PAGES'), reason: huge === true ? (getOption('KILN_CPU_HUGE_PAGES') ? 'transparent huge pages (2 MiB-aligned mappings, MADV_HUGEPAGE)' : 'ArrayBuffers: KILN_CPU_HUGE_PAGES=0') : `ArrayBuffers: ${huge}` };
+  const huge = getOption('KILN_CPU_HUGE_PAGES') ? hugePagesAvailable() : 'KILN_CPU_HUGE_PAGES=0';
+  const cpuWeights = { hugePages: huge === true, reason: huge === true ? 'transparent huge pages (2 MiB-aligned mappings, MADV_HUGEPAGE)' : `ArrayBuffers: ${huge}` };
   const accelerators = probes.map((p) => {
     if (!p.available) return { ...p, devices: [] as unknown[] };
     const acc = kiln.getAccelerator(p.type);

@@ -34,7 +34,7 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
-import { GEMV_COLS, GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
+import { GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
 import type { StorageKind as Kind } from './storage.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
@@ -129,12 +129,12 @@ export function gemmPipelineKeys(): string[] {
  * KILN_WEBGPU_GEMV_UNROLL) and the team sums through subgroupAdd (KILN_WEBGPU_GEMV_TEAM_SUBGROUP,
  * where the device's subgroups are exactly 32 wide: a team is then one subgroup).
  */
-export function gemvTuning(kind: GemvSpec['kind'], K: number, N: number, gated: boolean): Pick<GemvSpec, 'unroll' | 'teamSubgroup' | 'cols'> {
+export function gemvTuning(kind: GemvSpec['kind'], K: number, N: number, gated: boolean): Pick<GemvSpec, 'unroll' | 'teamSubgroup'> & { cols: 4 | 8 } {
   const acc = webgpu();
   const a = acc.bridge.adapter;
   const teamSubgroup = getOption('KILN_WEBGPU_GEMV_TEAM_SUBGROUP') && acc.hasFeature('subgroups') && a.subgroupMinSize === 32 && a.subgroupMaxSize === 32;
-  const cols = gemvCols(N, getOption('KILN_WEBGPU_GEMV_COLS4_MAX_N'));
-  return { unroll: gemvUnroll(kind, K, gated, getOption('KILN_WEBGPU_GEMV_UNROLL')), ...(teamSubgroup ? { teamSubgroup } : {}), ...(cols !== GEMV_COLS ? { cols } : {}) };
+  // cols is always set (gemvKey leaves the default 8 out of the key), so callers size the grid from it.
+  return { unroll: gemvUnroll(kind, K, gated, getOption('KILN_WEBGPU_GEMV_UNROLL')), ...(teamSubgroup ? { teamSubgroup } : {}), cols: gemvCols(N, getOption('KILN_WEBGPU_GEMV_COLS4_MAX_N')) };
 }
 
 /** The skinny-GEMM pipeline for a spec, compiled on first use. */
@@ -313,10 +313,9 @@ export function runGemvGated(x: Tensor, w: Tensor, bias: Tensor | null, out: Ten
     if (!gemvEligible(kind, M, K, 1, a, b)) return false;
     const mr = gemvRows(M);
     const tuning = gemvTuning(kind, K, I, true);
-    const cols = tuning.cols ?? GEMV_COLS;
-    const groups = Math.ceil(I / cols);
+    const groups = Math.ceil(I / tuning.cols);
     const meta = new Uint32Array(GEMM_META.words);
-    setGemvMeta(meta, M, I, K, mr, cols, out, a.offset, rowStride, b.offset, w.strides[0]!, bias);
+    setGemvMeta(meta, M, I, K, mr, tuning.cols, out, a.offset, rowStride, b.offset, w.strides[0]!, bias);
     const buffers: DeviceBuffer[] = [out.storage.buffer, x.storage.buffer, w.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
     acc.dispatch(gemvKernel({ kind, mr, bias: bias !== null, beta: false, gated: true, ...tuning }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
     return true;
@@ -388,7 +387,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
       // A few rows (a decode step's projections): the skinny kernel, grid x over column groups (8, or 4: gemvCols).
       const mr = gemvRows(M);
       const tuning = gemvTuning(kind, K, N, false);
-      const groups = Math.ceil(N / (tuning.cols ?? GEMV_COLS));
+      const groups = Math.ceil(N / tuning.cols);
       fillMeta(groups, Math.ceil(M / mr));
       acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta, ...tuning }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
       return out;

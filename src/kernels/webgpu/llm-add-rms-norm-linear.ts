@@ -22,7 +22,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { numel } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { allocOut, webgpu } from './device.js';
-import { GEMV_COLS, GEMV_MAX_M, GEMV_THREADS, gemvRows, gemvVecElems } from './gemv-codegen.js';
+import { GEMV_MAX_M, GEMV_THREADS, gemvRows, gemvVecElems } from './gemv-codegen.js';
 import { GEMV_NORM_MAX_WORKGROUPS, GEMV_NORM_META, gemvNormWorkgroupBytes } from './gemv-norm.js';
 import { f32Bits, gemvEligible, gemvKernel, gemvTuning, setGemvMeta, wholeWords } from './linalg.js';
 import { storageKind } from './storage.js';
@@ -76,11 +76,10 @@ function runGemvNorm(x: Tensor, r: Tensor | null, gamma: Tensor, eps: number, w:
   try {
     if (!gemvEligible(kind, M, K, 1, a, b)) return false;
     const tuning = gemvTuning(kind, K, N, gated);
-    const cols = tuning.cols ?? GEMV_COLS;
-    const groups = Math.ceil(N / cols);
+    const groups = Math.ceil(N / tuning.cols);
     const nm = GEMV_NORM_META;
     const meta = new Uint32Array(nm.words);
-    setGemvMeta(meta, M, N, K, mr, cols, out, a.offset, sx, b.offset, w.strides[0]!, bias);
+    setGemvMeta(meta, M, N, K, mr, tuning.cols, out, a.offset, sx, b.offset, w.strides[0]!, bias);
     if (r) meta.set([r.offset, sr], nm.res);
     meta[nm.gamma] = gamma.offset;
     meta.set([h.offset, K], nm.h);

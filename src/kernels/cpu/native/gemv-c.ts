@@ -336,12 +336,6 @@ static void gv_item(void *vctx, int64_t item) {
     for (int64_t i = 0; i < c->m; i++) gv_row1(c, i, j);
 }
 
-/* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
-   i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
-   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order,
-   GV_SPLIT for one item per thread, bits 8 and up the item size in KiB without it (0: 64).
-   Returns 0, or -1 when the copies of x
-   cannot be allocated (nothing written). */
 /* Output rows per work item, a multiple of 8. GV_SPLIT (KILN_CPU_GEMV_SPLIT): the n rows split
    evenly over the threads, one contiguous run of the weight per thread. Measured on the 2-vCPU VM
    (2026-12-04, the 197 bfloat16 weights of a Qwen3-0.6B step called in a loop, 2 threads, read
@@ -364,6 +358,12 @@ static int64_t gv_rows_per_item(int64_t n, int64_t row_bytes, int32_t flags, int
   return rows < 8 ? 8 : rows;
 }
 
+/* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
+   i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
+   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order,
+   GV_SPLIT for one item per thread, bits 8 and up the item size in KiB without it (0: 64).
+   Returns 0, or -1 when the copies of x
+   cannot be allocated (nothing written). */
 /* Fills c for y = x W^T (+ bias) and copies x as the paths need it (see kiln_gemv); returns the
    copies' buffer to free after the run (0: out of memory), the item count in *items and the
    thread count, capped for small weights (wbytes: the weight bytes the call streams), in *nthreads. */
