@@ -26,6 +26,12 @@ import { intArg } from './configs.js';
 import { type CudaKernelCode, type CudaVariant, generateCudaKernel } from './generate.js';
 import { type KernelLayout, kernelLayout, type KernelSpec, kernelSpec, specKey, type ValueLayout } from './layout.js';
 import type { CudaLauncher, KernelHandle } from './launcher.js';
+import { planL2Prefetch } from './l2-prefetch-plan.js';
+import { L2_PREFETCH_MAX_RANGES, prefetchToL2 } from '../../../kernels/cuda/l2-prefetch.js';
+import { ptrOf, streamOf } from '../../../kernels/cuda/device.js';
+import { getOption } from '../../../runtime/config.js';
+import { storageSpan } from '../../../tensor/tensor.js';
+import type { LNode } from '../../lower/lower.js';
 
 /** Dynamic shared memory of any generated kernel at most: one 8-byte slot per warp of a 1024-thread block. */
 const MAX_DYNAMIC_SHARED = 32 * 8;
@@ -95,10 +101,44 @@ export class CudaProgram implements CompiledProgram {
       fallbacks: 0,
       runs: 0,
     };
-    this.runner = new StepRunner(low, sched.steps, this.stats, { kernel: (g, st) => this.runKernel(g, st) });
+    this.l2Plan = this.planPrefetch();
+    this.runner = new StepRunner(low, sched.steps, this.stats, {
+      kernel: (g, st) => this.runKernel(g, st),
+      extern: (n, st) => {
+        this.prefetchBefore(n, st);
+        return false; // the dispatcher runs the node itself
+      },
+    });
     // Generate for the traced layouts now, so describe() and the autotune hook see real code.
     const traced = (id: ValueId): ValueLayout => low.values.get(id)!;
     for (const g of sched.kernels) this.specialize(g, kernelLayout(g, traced));
+  }
+
+  /** Weights prefetched into L2 before an extern node (KILN_CUDA_L2_PREFETCH; l2-prefetch-plan.ts). */
+  private readonly l2Plan: Map<LNode, ValueId[]>;
+
+  private planPrefetch(): Map<LNode, ValueId[]> {
+    const lifted = new Set(this.low.graph.inputs.filter((i) => i.source.kind === 'lifted').map((i) => i.id));
+    const budget = { maxBytes: getOption('KILN_CUDA_L2_PREFETCH_MB') * 2 ** 20, maxRanges: L2_PREFETCH_MAX_RANGES };
+    const byStep = planL2Prefetch(this.sched.steps, lifted, this.low.values, budget);
+    const plan = new Map<LNode, ValueId[]>();
+    for (const [i, ids] of byStep) plan.set((this.sched.steps[i] as { node: LNode }).node, ids);
+    return plan;
+  }
+
+  /** Before a latency-bound extern node: the L2 prefetch of the weights read after it, where on. */
+  private prefetchBefore(n: LNode, st: RunState): void {
+    const ids = this.l2Plan.get(n);
+    if (!ids || getOption('KILN_CUDA_L2_PREFETCH') === '0') return;
+    const ts = ids.map((id) => st.env.get(id) as Tensor);
+    const ranges = ts.map((t) => ({ ptr: ptrOf(t), bytes: storageSpan(t.shape, t.strides) * itemSize(t.dtype) }));
+    // The device's current default stream: during CUDA-graph capture, the capturing stream.
+    prefetchToL2(ts[0]!.device.index, streamOf(ts[0]!), ranges);
+  }
+
+  /** Steps with an L2 prefetch before them (tests). */
+  get l2PrefetchSteps(): number {
+    return this.l2Plan.size;
   }
 
   get kernelCount(): number {
