@@ -159,6 +159,24 @@ test('GEMV C kernel, both bfloat16 paths (dot-product instructions where built, 
   }
 });
 
+test('GEMV split gating: one item per thread only up to KILN_CPU_GEMV_SPLIT_MAX_THREADS threads, and only with KILN_CPU_GEMV_SPLIT', async () => {
+  const { gemvFlags } = await import('../src/kernels/cpu/native/gemv.js');
+  const split = (threads: number): boolean => (gemvFlags(threads) & 2) !== 0;
+  try {
+    assert.deepEqual([1, 2, 4, 5, 16].map(split), [true, true, true, false, false], 'default: up to 4 threads');
+    setOption('KILN_CPU_GEMV_SPLIT_MAX_THREADS', 16);
+    assert.equal(split(16), true);
+    assert.equal(split(17), false);
+    setOption('KILN_CPU_GEMV_SPLIT', false);
+    assert.deepEqual([1, 2, 16].map(split), [false, false, false], 'off at any thread count');
+    // The item size and stream bits do not depend on the thread count.
+    assert.equal(gemvFlags(2) & ~2, gemvFlags(16) & ~2);
+  } finally {
+    setOption('KILN_CPU_GEMV_SPLIT', undefined);
+    setOption('KILN_CPU_GEMV_SPLIT_MAX_THREADS', undefined);
+  }
+});
+
 test('GEMV work items (KILN_CPU_GEMV_ITEM_KIB, KILN_CPU_GEMV_SPLIT): the same bits at 1, 16 and 64 KiB and split over 1, 2, 3 and 5 threads, and float64 agreement', { skip }, async () => {
   const { setNativeThreads } = await import('../src/kernels/cpu/native/threads.js');
   // 1 KiB rounds up to the 8-row minimum: 300 rows of 512 bfloat16 (1 KiB each) are 38 items at
@@ -185,6 +203,7 @@ test('GEMV work items (KILN_CPU_GEMV_ITEM_KIB, KILN_CPU_GEMV_SPLIT): the same bi
     assert.deepEqual(bits[0], bits[2], '1 KiB items give the 64 KiB bits');
     assert.deepEqual(bits[1], bits[2], '16 KiB items give the 64 KiB bits');
     setOption('KILN_CPU_GEMV_SPLIT', true);
+    setOption('KILN_CPU_GEMV_SPLIT_MAX_THREADS', 8); // the default (4) would leave 5 threads unsplit
     for (const threads of [1, 2, 3, 5]) {
       setNativeThreads(threads);
       assert.deepEqual(run(`split over ${threads}`), bits[2], `split over ${threads} threads gives the 64 KiB bits`);
@@ -194,6 +213,7 @@ test('GEMV work items (KILN_CPU_GEMV_ITEM_KIB, KILN_CPU_GEMV_SPLIT): the same bi
   } finally {
     setOption('KILN_CPU_GEMV_ITEM_KIB', undefined);
     setOption('KILN_CPU_GEMV_SPLIT', undefined);
+    setOption('KILN_CPU_GEMV_SPLIT_MAX_THREADS', undefined);
     setNativeThreads(undefined);
     setCpuPath(undefined);
   }

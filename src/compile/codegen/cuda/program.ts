@@ -105,6 +105,7 @@ export class CudaProgram implements CompiledProgram {
     this.runner = new StepRunner(low, sched.steps, this.stats, {
       kernel: (g, st) => this.runKernel(g, st),
       extern: (n, st) => {
+        if (this.skipped(`extern ${n.op}`)) return this.skipExtern(n, st);
         this.prefetchBefore(n, st);
         return false; // the dispatcher runs the node itself
       },
@@ -134,6 +135,27 @@ export class CudaProgram implements CompiledProgram {
     const ranges = ts.map((t) => ({ ptr: ptrOf(t), bytes: storageSpan(t.shape, t.strides) * itemSize(t.dtype) }));
     // The device's current default stream: during CUDA-graph capture, the capturing stream.
     prefetchToL2(ts[0]!.device.index, streamOf(ts[0]!), ranges);
+  }
+
+  /**
+   * KILN_CUDA_REPLAY_SKIP (measurement only: the results are wrong): whether a step whose label
+   * ('extern <op>', or a fused kernel's kind and ops, as cuda-profile prints them) contains one of the
+   * option's |-separated substrings is left out, so a graph replay timed with and without a class
+   * of steps shows what that class costs in place (launch gaps and PDL overlap included).
+   */
+  private skipped(label: string): boolean {
+    const skip = getOption('KILN_CUDA_REPLAY_SKIP');
+    return skip !== undefined && skip.split('|').some((s) => s !== '' && label.includes(s));
+  }
+
+  /** A skipped extern: its outputs bound to fresh buffers of their planned layout (aliases to what they alias). */
+  private skipExtern(n: LNode, st: RunState): true {
+    for (const o of n.outputs) {
+      const alias = this.low.values.get(o)?.aliasOf;
+      const base = alias === undefined ? undefined : st.env.get(alias);
+      st.env.set(o, base ?? this.runner.alloc(st.plan.get(o)!, st.pool));
+    }
+    return true;
   }
 
   /** Steps with an L2 prefetch before them (tests). */
@@ -244,6 +266,7 @@ export class CudaProgram implements CompiledProgram {
       this.layoutMemo.set(g, m);
     }
     const { L, s, spec } = m;
+    if (this.skipped(`${g.kind} ${g.nodes.map((x) => x.op).join('+')}`)) return; // KILN_CUDA_REPLAY_SKIP: outputs left unwritten
     const ptrs = L.operands.map((o, k) => BigInt(this.launcher.address(bases[k]!)) + BigInt(o.offset * itemSize(o.dtype)));
     if (!s.tuned) this.tune(s, L, ptrs, bases[0]!);
     let i = s.chosen;

@@ -71,9 +71,24 @@ function gemvThreads(): number {
   return nativeThreads();
 }
 
-/** kiln_gemv's flags: the stream order (bit 0), one item per thread (bit 1) and the item size in KiB otherwise (bits 8 and up). */
-function gemvFlags(): number {
-  return (getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0) | (getOption('KILN_CPU_GEMV_SPLIT') ? 2 : 0) | (Math.min(getOption('KILN_CPU_GEMV_ITEM_KIB'), 1 << 20) << 8);
+/** The last two arguments of every kiln_gemv entry: the call's threads and its flags for them. */
+function gemvThreadsAndFlags(): [number, number] {
+  const threads = gemvThreads();
+  return [threads, gemvFlags(threads)];
+}
+
+/**
+ * kiln_gemv's flags for a call on `threads` threads: the stream order (bit 0), one item per thread
+ * (bit 1: KILN_CPU_GEMV_SPLIT, up to KILN_CPU_GEMV_SPLIT_MAX_THREADS threads) and the item size in
+ * KiB otherwise (bits 8 and up). Why the split stops at a thread count: on 2 threads it took the
+ * 197 bfloat16 GEMVs of a Qwen3-0.6B step, called in a loop, from 62.8 to 50.5 ms (the 2-vCPU VM,
+ * session 21), but on the H200 machine's 16-core host it took the bfloat16 decode step from 22.2
+ * to 24.3 ms (session 22), where the shared counter's 64 KiB items balance sixteen threads better
+ * than one fixed run each.
+ */
+export function gemvFlags(threads: number): number {
+  const split = getOption('KILN_CPU_GEMV_SPLIT') && threads <= getOption('KILN_CPU_GEMV_SPLIT_MAX_THREADS');
+  return (getOption('KILN_CPU_GEMV_STREAM') ? 1 : 0) | (split ? 2 : 0) | (Math.min(getOption('KILN_CPU_GEMV_ITEM_KIB'), 1 << 20) << 8);
 }
 
 /**
@@ -117,7 +132,7 @@ export function nativeGateUpSiluMul(meta: OutMeta, input: Tensor, gateWeight: Te
   const bf16 = dtype === 'bfloat16' ? 1 : 0;
   input.assertAlive('llm.gateUpSiluAndMul');
   const out = allocOut(meta);
-  const rc = fn(m, n, k, bits(input), input.offset, k, bf16, bits(gateWeight), gateWeight.offset, gateWeight.strides[0]!, bits(upWeight), upWeight.offset, upWeight.strides[0]!, bf16, bits(out), out.offset, n, bf16, gemvThreads(), gemvFlags());
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16, bits(gateWeight), gateWeight.offset, gateWeight.strides[0]!, bits(upWeight), upWeight.offset, upWeight.strides[0]!, bf16, bits(out), out.offset, n, bf16, ...gemvThreadsAndFlags());
   if (rc !== 0) throw new Error(`native gated GEMV [${m}, ${k}] x 2 x [${n}, ${k}]^T: out of memory`);
   return out;
 }
@@ -147,7 +162,7 @@ export function nativeQkvLinear(metas: readonly OutMeta[], input: Tensor, weight
   const outs = metas.map((meta) => allocOut(meta));
   const args: unknown[] = [m, k, bits(input), input.offset, k, bf16, bf16];
   for (const [i, w] of weights.entries()) args.push(bits(w), w.offset, w.strides[0]!, w.shape[0]!, bits(outs[i]!), outs[i]!.offset, w.shape[0]!);
-  const rc = fn(...args, bf16, gemvThreads(), gemvFlags());
+  const rc = fn(...args, bf16, ...gemvThreadsAndFlags());
   if (rc !== 0) throw new Error(`native q/k/v GEMV [${m}, ${k}] x [${weights.map((w) => w.shape[0]).join(', ')}, ${k}]^T: out of memory`);
   return outs;
 }
@@ -173,7 +188,7 @@ export function nativeLinearGemv(meta: OutMeta, input: Tensor, weight: Tensor, b
   input.assertAlive('linear');
   const b = bias === null ? null : readable(bias);
   const out = allocOut(meta);
-  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, gemvThreads(), gemvFlags());
+  const rc = fn(m, n, k, bits(input), input.offset, k, bf16 ? 1 : 0, bits(weight), weight.offset, weight.strides[0]!, bf16 ? 1 : 0, b?.data ?? null, b?.offset ?? 0, bias?.strides[0] ?? 0, bits(out), out.offset, n, bf16 ? 1 : 0, ...gemvThreadsAndFlags());
   if (rc !== 0) throw new Error(`native GEMV [${m}, ${k}] x [${n}, ${k}]^T: out of memory`);
   return out;
 }
