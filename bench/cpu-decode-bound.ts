@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import * as kiln from '../src/index.js';
-import { setNativeThreads } from '../src/kernels/cpu/native/index.js';
+import { setNativeThreads, sharedPoolStats } from '../src/kernels/cpu/native/index.js';
 import { itemSize } from '../src/tensor/dtype.js';
 import { dramProbeMiB, lastLevelCacheBytes, readBandwidth } from './bandwidth-lib.js';
 import { OPTIONS, setOption, type OptionName } from '../src/runtime/config.js';
@@ -61,6 +61,8 @@ interface Variant {
   engine: kiln.serve.Engine;
   bytes: number;
   ms: number[];
+  /** Weight bytes the pool's workers prefetched during the timed steps (KILN_CPU_WEIGHT_PREFETCH_MB). */
+  prefetched: number;
 }
 
 function weightBytesPerToken(model: kiln.models.Qwen3ForCausalLM): number {
@@ -85,7 +87,7 @@ const setAb = (v: boolean | undefined): void => {
 const abValues: (boolean | undefined)[] = abName === undefined ? [undefined] : [false, true];
 // --vary NAME=v1,v2: one variant per value of a number option (set for its steps, then unset).
 const [varyName, varyList] = (a.vary?.split('=') ?? []) as [OptionName | undefined, string | undefined];
-if (varyName !== undefined && (OPTIONS as Record<string, { type: string }>)[varyName]?.type !== 'number') throw new Error(`cpu-decode-bound: --vary needs a number option of src/runtime/config.ts, got ${varyName}`);
+if (varyName !== undefined && !['number', 'integer'].includes((OPTIONS as Record<string, { type: string }>)[varyName]?.type ?? '')) throw new Error(`cpu-decode-bound: --vary needs a number option of src/runtime/config.ts, got ${varyName}`);
 const varyValues: (string | undefined)[] = varyName === undefined ? [undefined] : (varyList ?? '').split(',');
 const setVary = (v: string | undefined): void => {
   if (varyName !== undefined) setOption(varyName, (v === undefined ? undefined : Number(v)) as never);
@@ -110,7 +112,7 @@ for (const dtype of a.dtypes.split(',') as DType[]) {
     engine.addRequest(prompt, { maxNewTokens: maxNew, ignoreEos: true });
     engine.step(); // prefill
     engine.step(); // first decode step: native builds
-    variants.push({ dtype, threads: t === 'auto' ? undefined : Number(t), ab, vary, engine, bytes, ms: [] });
+    variants.push({ dtype, threads: t === 'auto' ? undefined : Number(t), ab, vary, engine, bytes, ms: [], prefetched: 0 });
   }
 }
 
@@ -139,11 +141,13 @@ for (let r = 0; r < rounds; r++) {
     setNativeThreads(v.threads);
     if (abName !== undefined) setAb(v.ab);
     setVary(v.vary);
+    const pf0 = sharedPoolStats()?.prefetchedBytes ?? 0;
     for (let s = 0; s < steps; s++) {
       const t0 = performance.now();
       v.engine.step();
       v.ms.push(performance.now() - t0);
     }
+    v.prefetched += (sharedPoolStats()?.prefetchedBytes ?? 0) - pf0;
   }
 }
 setNativeThreads(undefined);
@@ -160,7 +164,7 @@ const results = variants.map((v) => {
   return {
     model: a.config, dtype: v.dtype, batch: 1, threads: v.threads ?? 'auto', ...(abName === undefined ? {} : { [abName]: v.ab }), ...(varyName === undefined ? {} : { [varyName]: Number(v.vary) }), decode_path: 'eager', steps: v.ms.length,
     step_median_ms: Number(stepMs.toFixed(2)), step_mean_ms: Number((v.ms.reduce((s, x) => s + x, 0) / v.ms.length).toFixed(2)),
-    tok_s: Number(tokS.toFixed(2)), weight_bytes_per_token: v.bytes,
+    tok_s: Number(tokS.toFixed(2)), weight_bytes_per_token: v.bytes, prefetched_bytes_per_step: Math.round(v.prefetched / v.ms.length),
     bound_tok_s: bound === null ? null : Number(bound.toFixed(2)), fraction_of_bound: bound === null ? null : Number((tokS / bound).toFixed(3)),
   };
 });

@@ -414,6 +414,12 @@ static float *gv_prepare(gv_ctx *c, int64_t m, int64_t n, int64_t k, void *x, in
   return buf;
 }
 
+/* Tells the pool's weight prefetch (pool-c.ts, pf_*) that this call streams c's weight now. */
+static void gv_note(const gv_ctx *c) {
+  const int64_t esz = c->bf16 ? 2 : 4;
+  pool_pf_note(c->w, ((c->n - 1) * c->ldw + c->k) * esz);
+}
+
 int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
                void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
   if (m <= 0 || n <= 0) return 0;
@@ -421,6 +427,7 @@ int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t 
   int64_t items;
   float *buf = gv_prepare(&c, m, n, k, x, xo, ldx, xbf16, w, wo, ldw, wbf16, bias, biaso, bs, y, yo, ldy, ybf16, flags, n * k * (wbf16 ? 2 : 4), &items, &nthreads);
   if (!buf) return -1;
+  gv_note(&c);
   pool_run(gv_item, &c, items, nthreads);
   free(buf);
   return 0;
@@ -470,6 +477,7 @@ int32_t kiln_gemv_multi(int64_t m, int64_t k, void *x, int64_t xo, int64_t ldx, 
     }
     c.first[i + 1] = c.first[i] + (ns[i] + c.c[i].rows_per_item - 1) / c.c[i].rows_per_item;
   }
+  for (int i = 0; i < 3; i++) gv_note(&c.c[i]);
   pool_run(gv_multi_item, &c, c.first[3], nthreads);
   free(buf);
   return 0;
@@ -526,6 +534,8 @@ int32_t kiln_gemv_gated(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, in
   c.u.y = scratch + m * n;
   c.y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
   c.ldy = ldy; c.ybf16 = ybf16;
+  gv_note(&c.g);
+  gv_note(&c.u);
   pool_run(gv_gated_item, &c, items, nthreads);
   free(buf);
   free(scratch);

@@ -74,7 +74,30 @@ function gemvThreads(): number {
 /** The last two arguments of every kiln_gemv entry: the call's threads and its flags for them. */
 function gemvThreadsAndFlags(): [number, number] {
   const threads = gemvThreads();
+  syncWeightPrefetch(threads);
   return [threads, gemvFlags(threads)];
+}
+
+/** The lookahead last given to the pool (bytes; -1: not yet). */
+let prefetchSet = -1;
+
+/**
+ * KILN_CPU_WEIGHT_PREFETCH_MB into the pool's weight prefetch (pool-c.ts, pf_*) when it changed:
+ * off on one thread (no worker waits between jobs to do it).
+ */
+function syncWeightPrefetch(threads: number): void {
+  const bytes = threads > 1 ? getOption('KILN_CPU_WEIGHT_PREFETCH_MB') * 2 ** 20 : 0;
+  if (bytes === prefetchSet) return;
+  gemvLibrary().func('void kiln_pool_pf_config(int64_t lookahead)')(bytes);
+  prefetchSet = bytes;
+}
+
+/** The pool's weight-prefetch state (tests): learned weights, whether the cycle closed, its bytes, and the positions. */
+export function weightPrefetchState(): { weights: number; frozen: boolean; cycleBytes: number; pos: number; front: number; next: number; lookahead: number } {
+  const out = new BigInt64Array(7);
+  gemvLibrary().func('void kiln_pool_pf_state(void *out)')(out);
+  const [weights, frozen, cycleBytes, pos, front, next, lookahead] = Array.from(out, Number) as [number, number, number, number, number, number, number];
+  return { weights, frozen: frozen === 1, cycleBytes, pos, front, next, lookahead };
 }
 
 /**

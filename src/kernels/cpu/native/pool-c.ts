@@ -94,7 +94,7 @@ static void pool_leave_cpu(int cpu) { (void)cpu; }
 /* Counters (kiln_pool_stats): jobs run on the pool, items run by the caller / by workers, workers
    that joined a job, the summed publish-to-join latency, and how often a worker went to sleep.
    Relaxed atomics, a few per job: what the items cost dwarfs them (jobs are >= ~1 MFLOP). */
-enum { PS_JOBS, PS_ITEMS_CALLER, PS_ITEMS_WORKERS, PS_JOINS, PS_JOIN_NS, PS_SLEEPS, PS_N };
+enum { PS_JOBS, PS_ITEMS_CALLER, PS_ITEMS_WORKERS, PS_JOINS, PS_JOIN_NS, PS_SLEEPS, PS_PF_BYTES, PS_N };
 static _Atomic int64_t pool_stats[PS_N];
 static inline void pool_count(int q, int64_t v) { atomic_fetch_add_explicit(&pool_stats[q], v, memory_order_relaxed); }
 
@@ -131,6 +131,105 @@ static int64_t pool_drain(pool_job *j) {
   }
 }
 
+/* Weight prefetch by idle workers (KILN_CPU_WEIGHT_PREFETCH_MB; pf_*). A decode step streams its
+   weights from DRAM in the same order every step, with gaps between the GEMVs (the host code that
+   issues the next op, the small ops, each call's start and tail) in which DRAM sits idle. The GEMV
+   entries note each weight as they start on it (pf_note, on the caller's thread); the first
+   repeat of the first weight closes the cycle, after which workers waiting for the next job
+   prefetch the weights that come next, up to pf_lookahead bytes past the one being read, so the
+   next GEMVs find them in the caches (a large last-level cache holds them) instead of DRAM.
+   Prefetch instructions never fault, so a table that outlives its weights (a model freed after a
+   step) touches nothing: that is why they are prefetches, not loads. A weight out of order
+   starts the learning again from it; lookahead 0 turns it all off. */
+#define PF_MAX 1024
+#define PF_CHUNK 16384
+static const char *pf_p[PF_MAX];
+static int64_t pf_b[PF_MAX], pf_start[PF_MAX];
+static int32_t pf_n = 0, pf_pos = 0;
+static int64_t pf_total = 0, pf_base = 0;
+static _Atomic int32_t pf_frozen = 0, pf_lock = 0;
+static _Atomic int64_t pf_lookahead = 0, pf_front = 0, pf_next = 0;
+
+static void pf_reset_to(const void *p, int64_t bytes) {
+  atomic_store_explicit(&pf_frozen, 0, memory_order_release);
+  pf_n = 0;
+  if (p && bytes > 0) { pf_p[0] = (const char *)p; pf_b[0] = bytes; pf_n = 1; }
+}
+
+static void pf_note_local(const void *p, int64_t bytes) {
+  int32_t unlocked = 0;
+  if (!atomic_compare_exchange_strong(&pf_lock, &unlocked, 1)) return; /* a concurrent caller: skip */
+  if (atomic_load_explicit(&pf_lookahead, memory_order_relaxed) <= 0) {
+    if (pf_n) pf_reset_to(0, 0);
+  } else if (!atomic_load_explicit(&pf_frozen, memory_order_relaxed)) {
+    if (pf_n > 0 && (const char *)p == pf_p[0] && bytes == pf_b[0]) {
+      int64_t at = 0;
+      for (int32_t i = 0; i < pf_n; i++) { pf_start[i] = at; at += pf_b[i]; }
+      pf_total = at;
+      pf_base = at; /* this note is weight 0 of the second cycle */
+      pf_pos = 0;
+      atomic_store(&pf_front, pf_base + pf_b[0]);
+      atomic_store(&pf_next, pf_base + pf_b[0]);
+      atomic_store_explicit(&pf_frozen, 1, memory_order_release);
+    } else if (pf_n < PF_MAX && bytes > 0) {
+      pf_p[pf_n] = (const char *)p; pf_b[pf_n] = bytes; pf_n++;
+    } else {
+      pf_reset_to(p, bytes);
+    }
+  } else {
+    int32_t i = pf_pos + 1 == pf_n ? 0 : pf_pos + 1;
+    if ((const char *)p != pf_p[i] || bytes != pf_b[i]) {
+      pf_reset_to(p, bytes);
+    } else {
+      if (i == 0) pf_base += pf_total;
+      pf_pos = i;
+      atomic_store(&pf_front, pf_base + pf_start[i] + pf_b[i]);
+    }
+  }
+  atomic_store(&pf_lock, 0);
+}
+
+/* Prefetches len bytes of the cycle from virtual position pos (wrapping at its end). */
+static void pf_touch(int64_t pos, int64_t len) {
+  const int32_t n = pf_n;
+  const int64_t total = pf_total;
+  if (n <= 0 || n > PF_MAX || total <= 0) return;
+  int64_t off = pos % total;
+  while (len > 0) {
+    int32_t lo = 0, hi = n - 1; /* the entry holding off: the last start <= off */
+    while (lo < hi) { int32_t mid = (lo + hi + 1) / 2; if (pf_start[mid] <= off) lo = mid; else hi = mid - 1; }
+    int64_t in = off - pf_start[lo], take = pf_b[lo] - in;
+    if (take <= 0) return; /* a table changing under us: stop */
+    if (take > len) take = len;
+    const char *a = pf_p[lo] + in;
+    for (int64_t q = 0; q < take; q += 64) __builtin_prefetch(a + q, 0, 1);
+    len -= take;
+    off += take;
+    if (off >= total) off = 0;
+  }
+}
+
+/* One chunk of prefetch work for a waiting worker; returns whether it did (or skipped ahead). */
+static int pf_step(void) {
+  if (!atomic_load_explicit(&pf_frozen, memory_order_acquire)) return 0;
+  const int64_t la = atomic_load_explicit(&pf_lookahead, memory_order_relaxed);
+  if (la <= 0) return 0;
+  const int64_t front = atomic_load(&pf_front);
+  int64_t nx = atomic_load(&pf_next);
+  if (nx < front) { atomic_compare_exchange_strong(&pf_next, &nx, front); return 1; }
+  if (nx >= front + la) return 0;
+  if (!atomic_compare_exchange_strong(&pf_next, &nx, nx + PF_CHUNK)) return 1;
+  pf_touch(nx, PF_CHUNK);
+  pool_count(PS_PF_BYTES, PF_CHUNK);
+  return 1;
+}
+
+/* [n, frozen, total, pos, front, next, lookahead] (tests). */
+static void pf_state_local(int64_t *out) {
+  out[0] = pf_n; out[1] = atomic_load(&pf_frozen); out[2] = pf_total; out[3] = pf_pos;
+  out[4] = atomic_load(&pf_front); out[5] = atomic_load(&pf_next); out[6] = atomic_load(&pf_lookahead);
+}
+
 static void *pool_worker(void *arg) {
   int32_t id = (int32_t)(intptr_t)arg;
   uint64_t seen = atomic_load(&pool_seq);
@@ -140,7 +239,7 @@ static void *pool_worker(void *arg) {
       int64_t start = pool_now_ns(), until = start + POOL_SPIN_NS;
       int n = 0;
       while ((s = atomic_load(&pool_seq)) == seen) {
-        pool_relax();
+        if (!pf_step()) pool_relax();
         if ((++n & 63) == 0) {
           int64_t t = pool_now_ns();
           /* While a job is open (this worker ran out of items, the caller or another worker is
@@ -226,16 +325,23 @@ static void pool_run_local(void (*fn)(void *, int64_t), void *ctx, int64_t nitem
 #ifndef KILN_POOL_OBJECT
 typedef void (*pool_run_fn)(void (*)(void *, int64_t), void *, int64_t, int32_t);
 static pool_run_fn pool_shared = 0;
+static void (*pool_pf_note_shared)(const void *, int64_t) = 0;
+static void (*pool_pf_config_shared)(int64_t) = 0;
+static void (*pool_pf_state_shared)(int64_t *) = 0;
 static _Atomic int pool_looked = 0;
 
 /* The process-wide pool when its object is loaded (RTLD_DEFAULT is the null handle on glibc). */
 static void pool_lookup(void) {
   if (atomic_load(&pool_looked)) return;
 #ifdef RTLD_DEFAULT
-  pool_shared = (pool_run_fn)dlsym(RTLD_DEFAULT, "kiln_pool_run_shared");
+  void *h = RTLD_DEFAULT;
 #else
-  pool_shared = (pool_run_fn)dlsym((void *)0, "kiln_pool_run_shared");
+  void *h = (void *)0;
 #endif
+  pool_shared = (pool_run_fn)dlsym(h, "kiln_pool_run_shared");
+  pool_pf_note_shared = (void (*)(const void *, int64_t))dlsym(h, "kiln_pool_pf_note_shared");
+  pool_pf_config_shared = (void (*)(int64_t))dlsym(h, "kiln_pool_pf_config_shared");
+  pool_pf_state_shared = (void (*)(int64_t *))dlsym(h, "kiln_pool_pf_state_shared");
   atomic_store(&pool_looked, 1);
 }
 
@@ -247,6 +353,25 @@ static void pool_run(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int
   pool_lookup();
   if (pool_shared) pool_shared(fn, ctx, nitems, nthreads);
   else pool_run_local(fn, ctx, nitems, nthreads);
+}
+
+/* The weight-prefetch entries (pf_*), on the pool this object's jobs run on. */
+static void pool_pf_note(const void *p, int64_t bytes) {
+  pool_lookup();
+  if (pool_shared && pool_pf_note_shared) pool_pf_note_shared(p, bytes);
+  else if (!pool_shared) pf_note_local(p, bytes);
+}
+/* Sets the prefetch lookahead in bytes (0: off) of the pool this object runs its jobs on. */
+void kiln_pool_pf_config(int64_t lookahead) {
+  pool_lookup();
+  if (pool_shared && pool_pf_config_shared) pool_pf_config_shared(lookahead);
+  else if (!pool_shared) atomic_store(&pf_lookahead, lookahead);
+}
+/* Copies [n, frozen, total, pos, front, next, lookahead] of that pool's prefetch state into out. */
+void kiln_pool_pf_state(int64_t *out) {
+  pool_lookup();
+  if (pool_shared && pool_pf_state_shared) pool_pf_state_shared(out);
+  else pf_state_local(out);
 }
 
 /* Whether this object runs its jobs on the process-wide pool (for tests and kiln info). */
@@ -266,6 +391,9 @@ ${POOL_C_SOURCE}
 void kiln_pool_run_shared(void (*fn)(void *, int64_t), void *ctx, int64_t nitems, int32_t nthreads) {
   pool_run_local(fn, ctx, nitems, nthreads);
 }
+void kiln_pool_pf_note_shared(const void *p, int64_t bytes) { pf_note_local(p, bytes); }
+void kiln_pool_pf_config_shared(int64_t lookahead) { atomic_store(&pf_lookahead, lookahead); }
+void kiln_pool_pf_state_shared(int64_t *out) { pf_state_local(out); }
 /* Copies the counters (PS_N int64) into out. */
 void kiln_pool_stats(int64_t *out) {
   for (int q = 0; q < PS_N; q++) out[q] = atomic_load_explicit(&pool_stats[q], memory_order_relaxed);

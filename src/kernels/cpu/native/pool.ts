@@ -25,6 +25,8 @@ export interface PoolStats {
   joinNs: number;
   /** Times a worker stopped spinning and slept on the condition variable. */
   sleeps: number;
+  /** Weight bytes waiting workers prefetched (KILN_CPU_WEIGHT_PREFETCH_MB). */
+  prefetchedBytes: number;
 }
 
 /** Loads the shared pool object if it is not loaded yet; returns whether it is. */
@@ -48,8 +50,8 @@ export function ensureSharedPool(): boolean {
 /** The shared pool's counters, or null when it is not loaded (diagnostics: scripts/bench-cpu-pool.mjs). */
 export function sharedPoolStats(): PoolStats | null {
   if (!ensureSharedPool() || !statsFn) return null;
-  const out = new BigInt64Array(6);
+  const out = new BigInt64Array(7); // PS_N of pool-c.ts
   statsFn(out);
-  const [jobs, itemsCaller, itemsWorkers, joins, joinNs, sleeps] = Array.from(out, Number) as [number, number, number, number, number, number];
-  return { jobs, itemsCaller, itemsWorkers, joins, joinNs, sleeps };
+  const [jobs, itemsCaller, itemsWorkers, joins, joinNs, sleeps, prefetchedBytes] = Array.from(out, Number) as [number, number, number, number, number, number, number];
+  return { jobs, itemsCaller, itemsWorkers, joins, joinNs, sleeps, prefetchedBytes };
 }
