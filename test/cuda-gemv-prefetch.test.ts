@@ -123,6 +123,8 @@ test('gemvPrefetchSetting: the option, PDL and KILN_PDL=wait decide; one wave of
   assert.deepEqual(gemvPrefetchSetting('always', false, false, 78, 1536), { earlyBlocks: 468 });
   assert.deepEqual(gemvPrefetchSetting('1', true, false, 132, 2048, 'prefetch'), { earlyBlocks: 0 }, 'prefetch only');
   assert.deepEqual(gemvPrefetchSetting('1', true, false, 132, 2048, 'trigger'), { earlyBlocks: 1056, prefetch: false }, 'trigger only');
+  assert.deepEqual(gemvPrefetchSetting('trigger', true, false, 132, 2048), { earlyBlocks: 1056, prefetch: false }, 'the option value trigger: the same');
+  assert.equal(gemvPrefetchSetting('trigger', false, false, 132, 2048), undefined, 'trigger: effective only with PDL');
   // The option is declared and reads '0' (off) by default; other values are refused.
   assert.equal(getOption('KILN_GEMV_PREFETCH'), '0');
   assert.throws(() => setOption('KILN_GEMV_PREFETCH', 'yes' as never), /KILN_GEMV_PREFETCH/);

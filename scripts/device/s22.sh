@@ -12,13 +12,15 @@
 #         off / on at batch 8 and 64; its cuda tests
 #   cpupf #17 cpu decode on the 16-core host: idle pool workers prefetching the next weights
 #         (KILN_CPU_WEIGHT_PREFETCH_MB 0 / 32 / 128), bfloat16 and float32, alternating in one process
+#   trig  #17 cuda bfloat16 decode: the GEMVs' one-wave early PDL trigger alone (KILN_GEMV_PREFETCH=trigger)
+#         against off, alternating, batch 1 three times, batch 8 and 64 once; the GEMV prefetch tests
 #   skip  #17 where the cuda batch-1 decode step's graph replay goes, class by class: bench/cuda-profile.ts's
 #         compiled_ms with each class of steps left out (KILN_CUDA_REPLAY_SKIP; measurement only), twice
 #         alternating; the replay-skip and L2-prefetch tests
 # A step starts only while the call is under its deadline (S22_DEADLINE s); logs and JSON under
 # $OUT/s22-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s22.sh cpu|cpu1|cpupf|wg|pf|skip}
+part=${1:?usage: s22.sh cpu|cpu1|cpupf|wg|pf|trig|skip}
 session=s22
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = cpu ]; then
@@ -45,6 +47,10 @@ elif [ "$part" = cpupf ]; then
   go cpupf && { $K 240 node dist/bench/cpu-decode-bound.js --dtypes bfloat16,float32 --vary KILN_CPU_WEIGHT_PREFETCH_MB=${PF_MB:-0,32,128} --rounds 3 --steps 6 --json "$out/cpupf.json" > "$out/cpupf.txt" 2>&1
     el "cpu decode weight prefetch rc=$?"; tail -n 8 "$out/cpupf.txt" | tee -a "$out/summary.txt"; }
   go tests && { $K 120 node --test dist/test/cpu-weight-prefetch.test.js dist/test/native-gemv.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+elif [ "$part" = trig ]; then
+  for rep in 1 2 3; do cudadec t0-$rep 1 KILN_GEMV_PREFETCH=0; cudadec t1-$rep 1 KILN_GEMV_PREFETCH=trigger; done
+  for b in 8 64; do cudadec t0-b$b $b KILN_GEMV_PREFETCH=0; cudadec t1-b$b $b KILN_GEMV_PREFETCH=trigger; done
+  go tests && { $K 120 node --test dist/test/cuda-gemv-prefetch.test.js dist/test/cuda-gemv.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
 elif [ "$part" = skip ]; then
   classes=("" "reduce add+mul+mean" "extern llm.qkNormRotaryCache" "extern llm.pagedAttention" "extern linear" "extern llm.linearSiluAndMul" "extern linear|extern llm.linearSiluAndMul" "reduce add+mul+mean|extern llm.qkNormRotaryCache|extern llm.pagedAttention")
   for rep in 1 2; do
