@@ -168,7 +168,7 @@ const results = variants.map((v) => {
     bound_tok_s: bound === null ? null : Number(bound.toFixed(2)), fraction_of_bound: bound === null ? null : Number((tokS / bound).toFixed(3)),
   };
 });
-for (const [i, r] of results.entries()) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)}${abName === undefined ? '' : ` ${abName}=${variants[i]!.ab ? 1 : 0}`}${varyName === undefined ? '' : ` ${varyName}=${variants[i]!.vary}`} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%`);
+for (const [i, r] of results.entries()) console.log(`${r.dtype.padEnd(8)} threads ${String(r.threads).padEnd(4)}${abName === undefined ? '' : ` ${abName}=${variants[i]!.ab ? 1 : 0}`}${varyName === undefined ? '' : ` ${varyName}=${variants[i]!.vary}`} step ${String(r.step_median_ms).padStart(7)} ms  ${String(r.tok_s).padStart(6)} tok/s  bound ${String(r.bound_tok_s)} tok/s  ${r.fraction_of_bound === null ? '-' : (100 * r.fraction_of_bound).toFixed(1)}%${r.prefetched_bytes_per_step > 0 ? `  prefetched ${(r.prefetched_bytes_per_step / 2 ** 20).toFixed(0)} MiB a step` : ''}`);
 console.log(`bandwidth median ${String(gbS)} GB/s (${probeMiB} MiB probe, last-level cache ${(lastLevelCacheBytes() / 2 ** 20).toFixed(0)} MiB; samples ${bw.join(' ')}${bw256.length ? `; 256 MiB probe: ${bw256.join(' ')}` : ''}); load ${load0.map((x) => x.toFixed(2)).join(' ')} -> ${load1.map((x) => x.toFixed(2)).join(' ')}`);
 
 let commit = '';
