@@ -125,8 +125,8 @@ test('gemvPrefetchSetting: the option, PDL and KILN_PDL=wait decide; one wave of
   assert.deepEqual(gemvPrefetchSetting('1', true, false, 132, 2048, 'trigger'), { earlyBlocks: 1056, prefetch: false }, 'trigger only');
   assert.deepEqual(gemvPrefetchSetting('trigger', true, false, 132, 2048), { earlyBlocks: 1056, prefetch: false }, 'the option value trigger: the same');
   assert.equal(gemvPrefetchSetting('trigger', false, false, 132, 2048), undefined, 'trigger: effective only with PDL');
-  // The option is declared and reads '0' (off) by default; other values are refused.
-  assert.equal(getOption('KILN_GEMV_PREFETCH'), '0');
+  // The option is declared and reads 'trigger' (the early trigger only) by default; other values are refused.
+  assert.equal(getOption('KILN_GEMV_PREFETCH'), 'trigger');
   assert.throws(() => setOption('KILN_GEMV_PREFETCH', 'yes' as never), /KILN_GEMV_PREFETCH/);
 });
 
@@ -154,7 +154,7 @@ test('cuda: GEMVs with PDL + prefetch give the bits of PDL and prefetch off (eag
     return kiln.cat([qkv, o, a, d], -1);
   };
   const host = (t: Tensor): number[] => t.to('float32').toFlatArray() as number[];
-  const run = (pdl: boolean, prefetch: '0' | '1'): { eager: number[]; compiled: number[] } => {
+  const run = (pdl: boolean, prefetch: '0' | '1' | 'trigger'): { eager: number[]; compiled: number[] } => {
     setPdlEnabled(pdl);
     setOption('KILN_GEMV_PREFETCH', prefetch);
     try {
@@ -174,7 +174,7 @@ test('cuda: GEMVs with PDL + prefetch give the bits of PDL and prefetch off (eag
   const ref = run(false, '0');
   assert.equal(ref.eager.length, 4096 + 1024 + 3072 + 1024);
   assert.ok(ref.eager.some((v) => v !== 0) && ref.eager.every(Number.isFinite));
-  for (const [pdl, pf] of [[true, '1'], [true, '0'], [false, '1']] as const) {
+  for (const [pdl, pf] of [[true, '1'], [true, '0'], [true, 'trigger'], [false, '1']] as const) {
     const got = run(pdl, pf);
     assert.deepEqual(got.eager, ref.eager, `eager, PDL ${pdl}, prefetch ${pf}`);
     assert.deepEqual(got.compiled, ref.compiled, `compiled, PDL ${pdl}, prefetch ${pf}`);

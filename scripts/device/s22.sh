@@ -14,13 +14,15 @@
 #         (KILN_CPU_WEIGHT_PREFETCH_MB 0 / 32 / 128), bfloat16 and float32, alternating in one process
 #   trig  #17 cuda bfloat16 decode: the GEMVs' one-wave early PDL trigger alone (KILN_GEMV_PREFETCH=trigger)
 #         against off, alternating, batch 1 three times, batch 8 and 64 once; the GEMV prefetch tests
+#   final #17 the session's defaults on cuda (KILN_GEMV_PREFETCH=trigger) against =0 at batch 1, twice
+#         alternating; batch 8 and 64 with the defaults; the cuda tests of the changed paths
 #   skip  #17 where the cuda batch-1 decode step's graph replay goes, class by class: bench/cuda-profile.ts's
 #         compiled_ms with each class of steps left out (KILN_CUDA_REPLAY_SKIP; measurement only), twice
 #         alternating; the replay-skip and L2-prefetch tests
 # A step starts only while the call is under its deadline (S22_DEADLINE s); logs and JSON under
 # $OUT/s22-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s22.sh cpu|cpu1|cpupf|wg|pf|trig|skip}
+part=${1:?usage: s22.sh cpu|cpu1|cpupf|wg|pf|trig|final|skip}
 session=s22
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = cpu ]; then
@@ -51,6 +53,10 @@ elif [ "$part" = trig ]; then
   for rep in 1 2 3; do cudadec t0-$rep 1 KILN_GEMV_PREFETCH=0; cudadec t1-$rep 1 KILN_GEMV_PREFETCH=trigger; done
   for b in 8 64; do cudadec t0-b$b $b KILN_GEMV_PREFETCH=0; cudadec t1-b$b $b KILN_GEMV_PREFETCH=trigger; done
   go tests && { $K 120 node --test dist/test/cuda-gemv-prefetch.test.js dist/test/cuda-gemv.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+elif [ "$part" = final ]; then
+  for rep in 1 2; do cudadec f0-$rep 1 KILN_GEMV_PREFETCH=0; cudadec fd-$rep 1; done
+  for b in 8 64; do cudadec fd-b$b $b; done
+  go tests && { $K 200 node --test dist/test/cuda-gemv-prefetch.test.js dist/test/cuda-gemv.test.js dist/test/cuda-l2-prefetch.test.js dist/test/cuda-replay-skip.test.js dist/test/decode-runner.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
 elif [ "$part" = skip ]; then
   classes=("" "reduce add+mul+mean" "extern llm.qkNormRotaryCache" "extern llm.pagedAttention" "extern linear" "extern llm.linearSiluAndMul" "extern linear|extern llm.linearSiluAndMul" "reduce add+mul+mean|extern llm.qkNormRotaryCache|extern llm.pagedAttention")
   for rep in 1 2; do
