@@ -105,7 +105,7 @@ export class CudaProgram implements CompiledProgram {
     this.runner = new StepRunner(low, sched.steps, this.stats, {
       kernel: (g, st) => this.runKernel(g, st),
       extern: (n, st) => {
-        if (this.skipped(`extern ${n.op}`)) return this.skipExtern(n, st);
+        if (this.skipped(() => `extern ${n.op}`)) return this.skipExtern(n, st);
         this.prefetchBefore(n, st);
         return false; // the dispatcher runs the node itself
       },
@@ -143,9 +143,11 @@ export class CudaProgram implements CompiledProgram {
    * option's |-separated substrings is left out, so a graph replay timed with and without a class
    * of steps shows what that class costs in place (launch gaps and PDL overlap included).
    */
-  private skipped(label: string): boolean {
+  private skipped(label: () => string): boolean {
     const skip = getOption('KILN_CUDA_REPLAY_SKIP');
-    return skip !== undefined && skip.split('|').some((s) => s !== '' && label.includes(s));
+    if (skip === undefined) return false; // the common case: no label built
+    const l = label();
+    return skip.split('|').some((s) => s !== '' && l.includes(s));
   }
 
   /** A skipped extern: its outputs bound to fresh buffers of their planned layout (aliases to what they alias). */
@@ -156,11 +158,6 @@ export class CudaProgram implements CompiledProgram {
       st.env.set(o, base ?? this.runner.alloc(st.plan.get(o)!, st.pool));
     }
     return true;
-  }
-
-  /** Steps with an L2 prefetch before them (tests). */
-  get l2PrefetchSteps(): number {
-    return this.l2Plan.size;
   }
 
   get kernelCount(): number {
@@ -266,7 +263,7 @@ export class CudaProgram implements CompiledProgram {
       this.layoutMemo.set(g, m);
     }
     const { L, s, spec } = m;
-    if (this.skipped(`${g.kind} ${g.nodes.map((x) => x.op).join('+')}`)) return; // KILN_CUDA_REPLAY_SKIP: outputs left unwritten
+    if (this.skipped(() => `${g.kind} ${g.nodes.map((x) => x.op).join('+')}`)) return; // KILN_CUDA_REPLAY_SKIP: outputs left unwritten
     const ptrs = L.operands.map((o, k) => BigInt(this.launcher.address(bases[k]!)) + BigInt(o.offset * itemSize(o.dtype)));
     if (!s.tuned) this.tune(s, L, ptrs, bases[0]!);
     let i = s.chosen;
