@@ -170,12 +170,11 @@ export function setGemvPrefetchParts(parts: 'both' | 'prefetch' | 'trigger' | un
 
 /**
  * The decision of gemvPrefetchFor from its inputs (pure, for tests): off unless the option is
- * 'always' or it is '1' (or 'trigger': '1' with the trigger part only) with PDL on; the early trigger up to one full wave of 256-thread blocks
- * (the threads an SM holds, whatever the registers allow: a larger grid cannot be resident at
- * once), none under KILN_PDL=wait.
+ * 'always' or it is '1' (or 'trigger': '1' with the trigger part only) with PDL on; the early
+ * trigger up to one full wave of 256-thread blocks (the threads an SM holds, whatever the registers
+ * allow: a larger grid cannot be resident at once), none under KILN_PDL=wait.
  */
 export function gemvPrefetchSetting(option: string, pdlOn: boolean, pdlWaitOnly: boolean, smCount: number, maxThreadsPerSM: number, parts: 'both' | 'prefetch' | 'trigger' = 'both'): GemvPrefetch | undefined {
-  // 'trigger': '1' with only the early trigger (what the runtime-only parts option selects, from the environment).
   if (option === 'trigger') return gemvPrefetchSetting('1', pdlOn, pdlWaitOnly, smCount, maxThreadsPerSM, 'trigger');
   if (option === '0' || (option === '1' && !pdlOn)) return undefined;
   const early = pdlWaitOnly || parts === 'prefetch' ? 0 : smCount * Math.floor(maxThreadsPerSM / THREADS);

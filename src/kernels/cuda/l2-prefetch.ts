@@ -30,6 +30,9 @@ const THREADS = 32;
 const NAME = 'kiln_l2_prefetch';
 const PARAMS: readonly ParamType[] = Array.from({ length: L2_PREFETCH_MAX_RANGES }, () => ['ptr', 'i64'] as const).flat();
 
+/** The kernel's source, rendered once (it has no parameters). */
+let source: string | undefined;
+
 /** Launches and bytes asked for (tests and benchmarks read it). */
 export const l2PrefetchStats = { launches: 0, bytes: 0 };
 
@@ -99,7 +102,8 @@ export function prefetchToL2(index: number, stream: CudaStream, ranges: readonly
       bytes += range.bytes;
     }
   }
-  const kern = kernelFromSource(index, l2PrefetchSource(), NAME, PARAMS);
+  source ??= l2PrefetchSource();
+  const kern = kernelFromSource(index, source, NAME, PARAMS);
   launch(kern, args, { grid: l2PrefetchBlocks(chunks, deviceInfo(index).smCount), block: THREADS }, stream);
   l2PrefetchStats.launches++;
   l2PrefetchStats.bytes += bytes;

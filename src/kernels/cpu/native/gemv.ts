@@ -80,6 +80,7 @@ function gemvThreadsAndFlags(): [number, number] {
 
 /** The lookahead last given to the pool (bytes; -1: not yet). */
 let prefetchSet = -1;
+let pfConfigFn: NativeFn | undefined;
 
 /**
  * KILN_CPU_WEIGHT_PREFETCH_MB into the pool's weight prefetch (pool-c.ts, pf_*) when it changed:
@@ -88,7 +89,8 @@ let prefetchSet = -1;
 function syncWeightPrefetch(threads: number): void {
   const bytes = threads > 1 ? getOption('KILN_CPU_WEIGHT_PREFETCH_MB') * 2 ** 20 : 0;
   if (bytes === prefetchSet) return;
-  gemvLibrary().func('void kiln_pool_pf_config(int64_t lookahead)')(bytes);
+  pfConfigFn ??= gemvLibrary().func('void kiln_pool_pf_config(int64_t lookahead)');
+  pfConfigFn(bytes);
   prefetchSet = bytes;
 }
 
