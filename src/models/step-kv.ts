@@ -12,6 +12,7 @@
  */
 import type { DType } from '../tensor/dtype.js';
 import type { Device } from '../runtime/device.js';
+import type { DenseDecoderSpec } from '../ops/library/whole-step.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 export interface AttentionGroup {
@@ -107,4 +108,9 @@ export interface StepModel {
    * trace, so a compiled step reads them as constants instead of rebuilding them in its graph.
    */
   prepareDecode?(): void;
+  /**
+   * The model as a dense decoder for a whole-step decode kernel (ops/library/whole-step.ts) over
+   * `cache` with tables `maxBlocks` wide, or why it is not one. Optional.
+   */
+  wholeStepSpec?(cache: PagedKvTensors, maxBlocks: number): DenseDecoderSpec | string;
 }

@@ -31,7 +31,8 @@ import { copy_ } from '../api/core.js';
 import { empty } from '../api/creation.js';
 import { narrow, view } from '../api/views.js';
 import { keep } from '../tensor/scope.js';
-import { withOptionSnapshot } from '../runtime/config.js';
+import { getOption, withOptionSnapshot } from '../runtime/config.js';
+import { createWholeStepDecoder, type WholeStepDecoder } from '../ops/library/whole-step.js';
 import { uploadFromHost } from '../tensor/transfer.js';
 import { storageArray } from '../tensor/typed.js';
 import { compile, type CompiledFunction } from '../compile/compile.js';
@@ -84,6 +85,10 @@ export class DecodeRunner {
   private readonly step: StepFn;
   private readonly compiled: CompiledFunction<StepFn> | null;
   private readonly buckets = new Map<number, BucketInputs>();
+  /** Batch-1 steps' whole-step decoder (KILN_DECODE_MEGAKERNEL), or null. */
+  private readonly wholeStep: WholeStepDecoder | null = null;
+  /** Why KILN_DECODE_MEGAKERNEL found no whole-step decoder (null: it did, or it is off). */
+  readonly wholeStepReason: string | null = null;
 
   constructor(
     model: StepModel,
@@ -106,11 +111,22 @@ export class DecodeRunner {
       // The cache tensors and rotary tables are captured on purpose (written in place, never reassigned).
       this.compiled = compile(raw, { mode, dynamic: false, recompileLimit: DECODE_BUCKETS.length + 8, capturedTensors: 'allow' });
       this.step = this.compiled;
+      if (getOption('KILN_DECODE_MEGAKERNEL')) {
+        const spec = model.wholeStepSpec?.(tensors, this.maxBlocks) ?? 'the model describes no whole-step decoder';
+        const made = typeof spec === 'string' ? spec : createWholeStepDecoder(spec);
+        if (typeof made === 'string') this.wholeStepReason = made;
+        else this.wholeStep = made;
+      }
     } else {
       this.compiled = null;
       // Eager steps read each option from the environment once (hundreds of ops, a few reads each).
       this.step = (...args) => withOptionSnapshot(() => raw(...args));
     }
+  }
+
+  /** The batch-1 whole-step decoder's name (KILN_DECODE_MEGAKERNEL), or null when steps run the compiled step. */
+  get wholeStepName(): string | null {
+    return this.wholeStep?.name ?? null;
   }
 
   /** Compile counters of the 'compiled' path (traces, compiles, cache hits), or null. */
@@ -176,7 +192,8 @@ export class DecodeRunner {
         dst.dispose();
       }
     }
-    const logits = this.step(...inp.args);
+    const [ids, positions, slots, tables, lens] = inp.args;
+    const logits = B === 1 && this.wholeStep !== null ? this.wholeStep.run({ ids, positions, slots, tables, lens }) : this.step(...inp.args);
     this.counters.steps++;
     this.counters.paddedRows += B - n;
     return B === n ? logits : narrow(logits, 0, 0, n);
@@ -189,6 +206,7 @@ export class DecodeRunner {
    */
   dispose(): void {
     for (const p of this.programs) (p as { dispose?: () => void }).dispose?.();
+    this.wholeStep?.dispose();
     for (const b of this.buckets.values()) for (const t of b.owned) t.dispose();
     this.buckets.clear();
   }

@@ -27,3 +27,4 @@ import './llm-moe.js';
 import './llm-mhc.js';
 import './llm-paged.js';
 import './random-draw.js';
+import './decode-megakernel.js';

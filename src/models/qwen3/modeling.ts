@@ -35,6 +35,7 @@ import { scaledDotProductAttention } from '../../api/nn.js';
 import { isGradEnabled, noGrad } from '../../autograd/index.js';
 import { scope } from '../../tensor/scope.js';
 import type { DecodeBatch, KvGeometry, PagedKvTensors, StepKv, StepModel } from '../step-kv.js';
+import type { DenseDecoderLayerWeights, DenseDecoderSpec } from '../../ops/library/whole-step.js';
 import { addRmsNorm, applyRotaryEmb, gateUpSiluAndMul, pagedAttention, qkNormRotaryCache, qkvLinear, reshapeAndCache } from '../../api/llm.js';
 import { GEMV_MAX_ROWS } from '../../kernels/cpu/native/gemv-c.js';
 import { keep } from '../../tensor/scope.js';
@@ -696,6 +697,56 @@ export abstract class Qwen3CausalLMBase extends Module implements StepModel {
     const L = this.config.numHiddenLayers;
     if (cache.keys.length !== L || cache.values.length !== L) throw new Error(`${fn}: the cache has ${cache.keys.length} key and ${cache.values.length} value tensors; the model has ${L} layers`);
     return noGrad(() => this.lm_head.forward(this.model.forwardDecode(batch, cache)));
+  }
+
+  /**
+   * The model as a dense decoder for a whole-step decode kernel (StepModel.wholeStepSpec), or why
+   * it is not one: mixture-of-experts layers, biases, norms without weights or of another eps.
+   */
+  wholeStepSpec(cache: PagedKvTensors, maxBlocks: number): DenseDecoderSpec | string {
+    const c = this.config;
+    if (c.attentionBias) return 'the attention projections have biases';
+    const eps = c.rmsNormEps;
+    const weightOf = (n: RMSNorm, what: string): Tensor | string => {
+      if (n.weight === null || n.eps !== eps || n.normalizedShape.length !== 1) return `${what} is not an affine RMSNorm of eps ${eps}`;
+      return n.weight;
+    };
+    const layers: DenseDecoderLayerWeights[] = [];
+    for (let i = 0; i < this.model.layers.length; i++) {
+      const layer = this.model.layers.at(i);
+      const { mlp, self_attn: a } = layer;
+      if (!(mlp instanceof Qwen3MLP)) return `layer ${i} is a mixture of experts`;
+      const norms = [weightOf(layer.input_layernorm, `layer ${i}'s input norm`), weightOf(a.q_norm, `layer ${i}'s q norm`), weightOf(a.k_norm, `layer ${i}'s k norm`), weightOf(layer.post_attention_layernorm, `layer ${i}'s post-attention norm`)];
+      const bad = norms.find((n) => typeof n === 'string');
+      if (bad !== undefined) return bad as string;
+      const [inputNorm, qNorm, kNorm, postNorm] = norms as Tensor[];
+      const linears = [a.q_proj, a.k_proj, a.v_proj, a.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj];
+      if (linears.some((l) => l.bias !== null)) return `layer ${i} has projection biases`;
+      layers.push({ inputNorm: inputNorm!, q: a.q_proj.weight, k: a.k_proj.weight, v: a.v_proj.weight, qNorm: qNorm!, kNorm: kNorm!, o: a.o_proj.weight, postNorm: postNorm!, gate: mlp.gate_proj.weight, up: mlp.up_proj.weight, down: mlp.down_proj.weight });
+    }
+    const finalNorm = weightOf(this.model.norm, 'the final norm');
+    if (typeof finalNorm === 'string') return finalNorm;
+    if (this.lm_head.bias !== null) return 'the LM head has a bias';
+    const embed = this.model.embed_tokens.weight;
+    const { cos, sin } = this.model.ropeTable(embed.dtype, embed.device);
+    return {
+      hidden: c.hiddenSize,
+      heads: c.numAttentionHeads,
+      kvHeads: c.numKeyValueHeads,
+      headDim: c.headDim,
+      intermediate: c.intermediateSize,
+      vocab: c.vocabSize,
+      eps,
+      layers,
+      embed,
+      finalNorm,
+      lmHead: this.lm_head.weight,
+      cos,
+      sin,
+      keys: cache.keys,
+      values: cache.values,
+      maxBlocks,
+    };
   }
 
   /** Parameters by checkpoint name; a tied lm_head.weight is left out (as in HF checkpoints). */

@@ -1,0 +1,582 @@
+/**
+ * CUDA C of the whole-step decode kernel (issue #17, batch-1 decode): one persistent launch runs a
+ * dense Qwen3-style decoder step for one sequence, every layer and the LM head, over Kiln's paged
+ * cache, where the compiled step runs ~200 kernels (113 GEMVs at 4-5 us each, latency-bound: each
+ * is one round trip of its weight plus launch, wait and tail).
+ *
+ * Design:
+ * - Grid = one block per SM (512 threads, 16 warps), all resident (nothing else runs in Kiln's
+ *   ordered stream while it does), synchronised by a grid barrier between phases: per layer
+ *   (1) RMSNorm + q/k/v GEMV, (2) q/k norm + rotary + cache write + split attention, (3) o GEMV +
+ *   residual, (4) RMSNorm + gate/up GEMV + silu * mul, (5) down GEMV + residual; then the final
+ *   norm and the LM head. The norms are computed redundantly by every block (a 1024-element row):
+ *   cheaper than a barrier.
+ * - The point of one launch: weights do not depend on activations, so before each barrier every
+ *   warp issues the loads of its rows of the next phase's weights into registers (16-byte loads,
+ *   a warp per output row, round-robin over the grid's warps), and the attention warps their
+ *   first keys and values (their cache slots are fixed for the launch). The barrier's latency and
+ *   the weight's round trip then overlap, which separate kernels cannot do beyond PDL's one wave.
+ * - Attention: work item (kv head, split) per block; a split is a contiguous run of at least 16
+ *   tokens (one per warp); each warp keeps an online softmax for the kv head's query heads, the
+ *   warps merge in shared memory, and with several splits the last block to take the kv head's
+ *   ticket folds the partials in split order (deterministic; no block waits for another).
+ * - Roundings are those of the compiled step's ops: every GEMV output, norm output, rotated head,
+ *   residual sum, gate and up product and attention output is rounded to bfloat16 once; sums in
+ *   float32.
+ * - Data written in the launch by other blocks is read with ld.global.cg (L2; an SM's L1 is not
+ *   coherent); weights and cache rows of earlier steps through the read-only path.
+ * - The barrier counter and tickets are zero at every launch: the last block to leave resets the
+ *   counter. A barrier that does not complete within ~2^24 polls (a block not resident) reports
+ *   through the device-side error word and stops waiting, so a launch never hangs.
+ */
+
+/** Model and launch sizes the source is specialised to. */
+export interface DecodeMegakernelDims {
+  readonly hidden: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly intermediate: number;
+  readonly layers: number;
+  readonly vocab: number;
+  readonly eps: number;
+  /** Cache tokens per block and cache blocks. */
+  readonly blockSize: number;
+  readonly numBlocks: number;
+  /** Width of the block table row. */
+  readonly maxBlocks: number;
+  /** Blocks of the grid (one per SM). */
+  readonly grid: number;
+}
+
+export const MK_THREADS = 512;
+const MK_WARPS = MK_THREADS / 32;
+/** Tokens a warp holds in registers across the barrier before attention (its first ones). */
+const KV_PREFETCH = 2;
+/** Pointers per layer in the table the kernel reads (LayerPtrs). */
+export const MK_LAYER_PTRS = 13;
+
+/** Splits per kv head: as many as fit the grid with one work item per block. */
+export function megakernelSplits(d: DecodeMegakernelDims): number {
+  return Math.max(1, Math.min(64, Math.floor(d.grid / d.kvHeads)));
+}
+
+/** Why these sizes cannot run on the kernel, or null. */
+export function megakernelUnsupported(d: DecodeMegakernelDims): string | null {
+  if (![64, 128].includes(d.headDim)) return `head dim ${d.headDim} (supported: 64, 128)`;
+  if (d.heads % d.kvHeads !== 0) return `${d.heads} query heads over ${d.kvHeads} kv heads`;
+  const gq = d.heads / d.kvHeads;
+  if (gq + 2 > MK_WARPS) return `${gq} query heads per kv head (at most ${MK_WARPS - 2})`;
+  if (gq * d.headDim > MK_THREADS) return `${gq} x ${d.headDim} attention outputs per kv head (at most ${MK_THREADS})`;
+  for (const [name, k] of [['hidden size', d.hidden], ['heads x head dim', d.heads * d.headDim], ['intermediate size', d.intermediate]] as const) {
+    if (k % 256 !== 0) return `${name} ${k} (a multiple of 256 is needed)`;
+    if (k > 8192) return `${name} ${k} (at most 8192)`;
+  }
+  if (d.grid * MK_WARPS > 1 << 20) return `grid ${d.grid}`;
+  const shared = megakernelSharedBytes(d);
+  if (shared > 48 * 1024) return `${shared} bytes of shared memory (at most 49152)`;
+  return null;
+}
+
+/** Bytes of the kernel's static shared memory (struct Shared). */
+export function megakernelSharedBytes(d: DecodeMegakernelDims): number {
+  const gq = d.heads / d.kvHeads;
+  const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
+  return 4 * (maxK + MK_WARPS + 4 + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim) + 8;
+}
+
+/** Registers (uint4) a lane's weight prefetch needs for `rows` rows of K elements over the grid. */
+function wordsPerLane(rows: number, k: number, warps: number, gated = false): number {
+  return Math.ceil(rows / warps) * (k / 256) * (gated ? 2 : 1);
+}
+
+export function megakernelName(d: DecodeMegakernelDims): string {
+  return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}`;
+}
+
+/**
+ * The kernel source. Parameters (in order): layers (LayerPtrs [L]), embed, finalNorm, lmHead,
+ * cos, sin ([maxPositions, D]), ids, positions, slots (int64 [1]), table (int32 [maxBlocks]),
+ * lens (int32 [1]), h, qkv, attn, act (bfloat16 scratch), part (float scratch), sync (uint32:
+ * barrier, exit count, tickets), logits, claim, report, codes (int64 [3]: token id, block id,
+ * barrier).
+ */
+export function decodeMegakernelSource(d: DecodeMegakernelDims): { name: string; source: string } {
+  const why = megakernelUnsupported(d);
+  if (why !== null) throw new Error(`decode megakernel: unsupported model: ${why}`);
+  const name = megakernelName(d);
+  const tw = d.grid * MK_WARPS;
+  const qrows = d.heads * d.headDim;
+  const kvrows = d.kvHeads * d.headDim;
+  const words = Math.max(
+    wordsPerLane(qrows + 2 * kvrows, d.hidden, tw),
+    wordsPerLane(d.hidden, qrows, tw),
+    wordsPerLane(d.intermediate, d.hidden, tw, true),
+    wordsPerLane(d.hidden, d.intermediate, tw),
+  );
+  const maxK = Math.max(d.hidden, qrows, d.intermediate);
+  const source = `
+#define H ${d.hidden}
+#define NH ${d.heads}
+#define NKV ${d.kvHeads}
+#define D ${d.headDim}
+#define GQ (NH / NKV)
+#define INTER ${d.intermediate}
+#define NL ${d.layers}
+#define VOCAB ${d.vocab}
+#define BS ${d.blockSize}
+#define NCB ${d.numBlocks}
+#define MAXB ${d.maxBlocks}
+#define G ${d.grid}
+#define NT ${MK_THREADS}
+#define NW ${MK_WARPS}
+#define TW (G * NW)
+#define QROWS (NH * D)
+#define KVROWS (NKV * D)
+#define RQKV (QROWS + 2 * KVROWS)
+#define S ${megakernelSplits(d)}
+#define DPL (D / 32)
+#define MAXK ${maxK}
+#define WORDS ${words}
+#define UKV ${KV_PREFETCH}
+#define EPS ${d.eps.toExponential(9)}f
+#define SCALE ${(1 / Math.sqrt(d.headDim)).toExponential(9)}f
+
+typedef unsigned short bf_t;
+#define MK_NEG_INF __int_as_float(0xff800000)
+
+struct LayerPtrs {
+  const bf_t* in_norm; const bf_t* wq; const bf_t* wk; const bf_t* wv; const bf_t* q_norm; const bf_t* k_norm;
+  const bf_t* wo; const bf_t* post_norm; const bf_t* wg; const bf_t* wu; const bf_t* wd; bf_t* kc; bf_t* vc;
+};
+
+static __device__ __forceinline__ float bf(unsigned int h) { return __uint_as_float(h << 16); }
+static __device__ __forceinline__ unsigned short tobf(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+static __device__ __forceinline__ float rbf(float f) { return bf(tobf(f)); }
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+static __device__ __forceinline__ uint4 ldw(const bf_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+/** 8 weights (one 16-byte word) times 8 floats of x in shared memory. */
+static __device__ __forceinline__ float dot8(uint4 w, const float* x) {
+  const float4 a = *reinterpret_cast<const float4*>(x);
+  const float4 b = *reinterpret_cast<const float4*>(x + 4);
+  float s = bf(w.x & 0xffffu) * a.x;
+  s = fmaf(bf(w.x >> 16), a.y, s);
+  s = fmaf(bf(w.y & 0xffffu), a.z, s);
+  s = fmaf(bf(w.y >> 16), a.w, s);
+  s = fmaf(bf(w.z & 0xffffu), b.x, s);
+  s = fmaf(bf(w.z >> 16), b.y, s);
+  s = fmaf(bf(w.w & 0xffffu), b.z, s);
+  s = fmaf(bf(w.w >> 16), b.w, s);
+  return s;
+}
+
+__device__ __forceinline__ void kiln_report(unsigned long long* claim, volatile long long* report, long long code, long long value, long long size) {
+  if (atomicCAS(claim, 0ULL, 1ULL) == 0ULL) { report[1] = value; report[2] = size; __threadfence_system(); report[0] = code; }
+}
+
+struct Shared {
+  float xs[MAXK];
+  float red[NW];
+  float scal[4];
+  float qk[GQ + 2][D];
+  float wm[NW][GQ];
+  float wl[NW][GQ];
+  float wacc[NW][GQ][D];
+  int flag;
+  int dead;
+};
+
+/** Grid barrier number k (1-based) of this launch. */
+static __device__ __forceinline__ void grid_sync(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code) {
+  __syncthreads();
+  if (threadIdx.x == 0 && !sh.dead) {
+    __threadfence();
+    atomicAdd(bar, 1u);
+    const unsigned int target = k * G;
+    unsigned int polls = 0;
+    while (*reinterpret_cast<volatile unsigned int*>(bar) < target) {
+      if (++polls > (1u << 24)) { kiln_report(claim, report, code, (long long)k, (long long)G); sh.dead = 1; break; }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+/** xs[0..n) = the bfloat16 row x (written in this launch: read through L2), normalised by RMSNorm with weight w and rounded; or copied when w is null. */
+static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w, int n, Shared& sh) {
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += NT) {
+    const float v = bf(__ldcg(x + i));
+    sh.xs[i] = v;
+    ss = fmaf(v, v, ss);
+  }
+  if (w != nullptr) {
+    ss = warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float t = 0.f;
+#pragma unroll
+    for (int i = 0; i < NW; i++) t += sh.red[i];
+    const float r = rsqrtf(t / (float)n + EPS);
+    for (int i = threadIdx.x; i < n; i += NT) sh.xs[i] = rbf(sh.xs[i] * r * bf(__ldg(w + i)));
+  }
+  __syncthreads();
+}
+
+static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r) {
+  return r < QROWS ? L.wq + (long long)r * H : r < QROWS + KVROWS ? L.wk + (long long)(r - QROWS) * H : L.wv + (long long)(r - QROWS - KVROWS) * H;
+}
+
+/** Loads this warp's rows (gw, gw + TW, ...) of an [N, K] weight (row pointer rowOf) into w. */
+#define PREFETCH_ROWS(N, K, ROW_EXPR)                                              \\
+  {                                                                                \\
+    _Pragma("unroll") for (int j = 0; j < ((N) + TW - 1) / TW; j++) {              \\
+      const int r = gw + j * TW;                                                   \\
+      if (r < (N)) {                                                               \\
+        const bf_t* p = (ROW_EXPR);                                                \\
+        _Pragma("unroll") for (int c = 0; c < (K) / 256; c++) w[j * ((K) / 256) + c] = ldw(p + c * 256 + lane * 8); \\
+      }                                                                            \\
+    }                                                                              \\
+  }
+
+/** The dot products of this warp's prefetched rows with xs; EPI(r, acc) stores row r. */
+#define GEMV_ROWS(N, K, EPI)                                                       \\
+  {                                                                                \\
+    _Pragma("unroll") for (int j = 0; j < ((N) + TW - 1) / TW; j++) {              \\
+      const int r = gw + j * TW;                                                   \\
+      if (r < (N)) {                                                               \\
+        float acc = 0.f;                                                           \\
+        _Pragma("unroll") for (int c = 0; c < (K) / 256; c++) acc += dot8(w[j * ((K) / 256) + c], sh.xs + c * 256 + lane * 8); \\
+        acc = warp_sum(acc);                                                       \\
+        if (lane == 0) { EPI; }                                                    \\
+      }                                                                            \\
+    }                                                                              \\
+  }
+
+extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
+    const LayerPtrs* __restrict__ layers, const bf_t* __restrict__ embed, const bf_t* __restrict__ final_norm,
+    const bf_t* __restrict__ lm_head, const bf_t* __restrict__ cos_t, const bf_t* __restrict__ sin_t,
+    const long long* __restrict__ ids, const long long* __restrict__ positions, const long long* __restrict__ slots,
+    const int* __restrict__ table, const int* __restrict__ lens,
+    bf_t* h, bf_t* qkv, bf_t* attn, bf_t* act, float* part, unsigned int* sync, bf_t* logits,
+    unsigned long long* claim, long long* report, const long long* __restrict__ codes) {
+  __shared__ Shared sh;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gw = blockIdx.x * NW + warp;
+  unsigned int* bar = sync;
+  unsigned int* tickets = sync + 2;
+  if (threadIdx.x == 0) sh.dead = 0;
+
+  // Step inputs (uploaded before the launch).
+  long long id = ids[0];
+  if (id < 0 || id >= VOCAB) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) kiln_report(claim, report, codes[0], id, VOCAB);
+    id = 0;
+  }
+  const int pos = (int)positions[0];
+  const long long slot_new = slots[0];
+  const int len = lens[0];
+  const bf_t* emb_row = embed + id * H;
+
+  // This block's attention work: kv head g, split s over [t0, t1); a split holds at least NW tokens.
+  const int item = blockIdx.x;
+  const int g = item / S, s = item % S;
+  int span = (len + S - 1) / S;
+  if (span < NW) span = NW;
+  const int n_active = len > 0 ? (len + span - 1) / span : 0;
+  const bool attends = item < NKV * S && s < n_active;
+  const int t0 = s * span;
+  const int t1 = min(len, t0 + span);
+  // Cache slots of this warp's first UKV tokens (-1: none, or the new token, which comes from registers).
+  long long kslot[UKV];
+#pragma unroll
+  for (int u = 0; u < UKV; u++) {
+    const int t = t0 + warp + u * NW;
+    kslot[u] = -1;
+    if (attends && t < t1 && t != len - 1) {
+      int b = table[t / BS];
+      if (b < 0 || b >= NCB) { kiln_report(claim, report, codes[1], b, NCB); b = 0; }
+      kslot[u] = (long long)b * BS + t % BS;
+    }
+  }
+
+  uint4 w[WORDS];
+  unsigned int nbar = 0;
+  {
+    const LayerPtrs L = layers[0];
+    PREFETCH_ROWS(RQKV, H, qkv_row(L, r));
+  }
+
+  for (int layer = 0; layer < NL; layer++) {
+    const LayerPtrs L = layers[layer];
+    const bf_t* resid = layer == 0 ? emb_row : h;
+
+    // (1) RMSNorm + q/k/v projections.
+    row_to_smem(resid, L.in_norm, H, sh);
+    GEMV_ROWS(RQKV, H, qkv[r] = tobf(acc));
+    // Keys and values of this warp's first tokens: they do not depend on this step.
+    uint2 kpre[UKV], vpre[UKV];
+#pragma unroll
+    for (int u = 0; u < UKV; u++) {
+      if (kslot[u] >= 0) {
+        const long long e = (kslot[u] * NKV + g) * D + lane * DPL;
+#if ${d.headDim} == 128
+        kpre[u] = __ldg(reinterpret_cast<const uint2*>(L.kc + e));
+        vpre[u] = __ldg(reinterpret_cast<const uint2*>(L.vc + e));
+#else
+        kpre[u] = make_uint2(0u, 0u); vpre[u] = make_uint2(0u, 0u);
+        for (int i = 0; i < DPL; i++) {
+          reinterpret_cast<bf_t*>(&kpre[u])[i] = L.kc[e + i];
+          reinterpret_cast<bf_t*>(&vpre[u])[i] = L.vc[e + i];
+        }
+#endif
+      }
+    }
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+
+    // (2) q/k norm + rotary, the new token's cache rows, split attention.
+    if (attends) {
+      const bool has_new = len - 1 >= t0 && len - 1 < t1;
+      // Warps 0..GQ-1: query heads g*GQ+j; warp GQ: the kv head's key; warp GQ+1: its value.
+      if (warp < GQ + 1) {
+        const bool is_q = warp < GQ;
+        const bf_t* x = qkv + (is_q ? (g * GQ + warp) * D : QROWS + g * D);
+        const bf_t* nw = is_q ? L.q_norm : L.k_norm;
+        float a[D / 64], b[D / 64];
+        float ss = 0.f;
+#pragma unroll
+        for (int m = 0; m < D / 64; m++) {
+          const int j = lane + 32 * m;
+          a[m] = bf(__ldcg(x + j));
+          b[m] = bf(__ldcg(x + j + D / 2));
+          ss = fmaf(a[m], a[m], fmaf(b[m], b[m], ss));
+        }
+        ss = warp_sum(ss);
+        const float rr = rsqrtf(ss / (float)D + EPS);
+#pragma unroll
+        for (int m = 0; m < D / 64; m++) {
+          const int j = lane + 32 * m;
+          const float n1 = rbf(a[m] * rr * bf(__ldg(nw + j)));
+          const float n2 = rbf(b[m] * rr * bf(__ldg(nw + j + D / 2)));
+          const long long cb = (long long)pos * D;
+          const float o1 = rbf(n1 * bf(__ldg(cos_t + cb + j)) - n2 * bf(__ldg(sin_t + cb + j)));
+          const float o2 = rbf(n2 * bf(__ldg(cos_t + cb + j + D / 2)) + n1 * bf(__ldg(sin_t + cb + j + D / 2)));
+          sh.qk[warp][j] = o1;
+          sh.qk[warp][j + D / 2] = o2;
+          if (!is_q && has_new && slot_new >= 0) {
+            L.kc[(slot_new * NKV + g) * D + j] = tobf(o1);
+            L.kc[(slot_new * NKV + g) * D + j + D / 2] = tobf(o2);
+          }
+        }
+      } else if (warp == GQ + 1) {
+        const bf_t* x = qkv + QROWS + KVROWS + g * D;
+        for (int j = lane; j < D; j += 32) {
+          const unsigned short v = __ldcg(x + j);
+          sh.qk[GQ + 1][j] = bf(v);
+          if (has_new && slot_new >= 0) L.vc[(slot_new * NKV + g) * D + j] = v;
+        }
+      }
+      __syncthreads();
+      float q[GQ][DPL];
+#pragma unroll
+      for (int hh = 0; hh < GQ; hh++)
+#pragma unroll
+        for (int e = 0; e < DPL; e++) q[hh][e] = sh.qk[hh][lane * DPL + e];
+      float m[GQ], l[GQ], acc[GQ][DPL];
+#pragma unroll
+      for (int hh = 0; hh < GQ; hh++) {
+        m[hh] = MK_NEG_INF; l[hh] = 0.f;
+#pragma unroll
+        for (int e = 0; e < DPL; e++) acc[hh][e] = 0.f;
+      }
+      int u = 0;
+      for (int t = t0 + warp; t < t1; t += NW, u++) {
+        float kf[DPL], vf[DPL];
+        if (t == len - 1) {
+#pragma unroll
+          for (int e = 0; e < DPL; e++) { kf[e] = sh.qk[GQ][lane * DPL + e]; vf[e] = sh.qk[GQ + 1][lane * DPL + e]; }
+        } else {
+          uint2 kw, vw;
+          if (u < UKV) {
+            // u is a loop counter: select the prefetched word without dynamic register indexing.
+            kw = kpre[0]; vw = vpre[0];
+#pragma unroll
+            for (int i = 1; i < UKV; i++) if (u == i) { kw = kpre[i]; vw = vpre[i]; }
+          } else {
+            int bk = table[t / BS];
+            if (bk < 0 || bk >= NCB) { kiln_report(claim, report, codes[1], bk, NCB); bk = 0; }
+            const long long e = (((long long)bk * BS + t % BS) * NKV + g) * D + lane * DPL;
+#if ${d.headDim} == 128
+            kw = __ldg(reinterpret_cast<const uint2*>(L.kc + e));
+            vw = __ldg(reinterpret_cast<const uint2*>(L.vc + e));
+#else
+            kw = make_uint2(0u, 0u); vw = make_uint2(0u, 0u);
+            for (int i = 0; i < DPL; i++) {
+              reinterpret_cast<bf_t*>(&kw)[i] = L.kc[e + i];
+              reinterpret_cast<bf_t*>(&vw)[i] = L.vc[e + i];
+            }
+#endif
+          }
+          const bf_t* kb = reinterpret_cast<const bf_t*>(&kw);
+          const bf_t* vb = reinterpret_cast<const bf_t*>(&vw);
+#pragma unroll
+          for (int e = 0; e < DPL; e++) { kf[e] = bf(kb[e]); vf[e] = bf(vb[e]); }
+        }
+#pragma unroll
+        for (int hh = 0; hh < GQ; hh++) {
+          float sc = 0.f;
+#pragma unroll
+          for (int e = 0; e < DPL; e++) sc = fmaf(q[hh][e], kf[e], sc);
+          sc = warp_sum(sc) * SCALE;
+          const float mn = fmaxf(m[hh], sc);
+          const float alpha = __expf(m[hh] - mn);
+          const float p = __expf(sc - mn);
+          l[hh] = l[hh] * alpha + p;
+#pragma unroll
+          for (int e = 0; e < DPL; e++) acc[hh][e] = fmaf(p, vf[e], acc[hh][e] * alpha);
+          m[hh] = mn;
+        }
+      }
+      if (lane == 0) {
+#pragma unroll
+        for (int hh = 0; hh < GQ; hh++) { sh.wm[warp][hh] = m[hh]; sh.wl[warp][hh] = l[hh]; }
+      }
+#pragma unroll
+      for (int hh = 0; hh < GQ; hh++)
+#pragma unroll
+        for (int e = 0; e < DPL; e++) sh.wacc[warp][hh][lane * DPL + e] = acc[hh][e];
+      __syncthreads();
+      // Thread (hh, dd) merges the warps.
+      const int hh = threadIdx.x / D, dd = threadIdx.x % D;
+      float M = MK_NEG_INF, Lsum = 0.f, A = 0.f;
+      if (hh < GQ) {
+#pragma unroll
+        for (int i = 0; i < NW; i++) M = fmaxf(M, sh.wm[i][hh]);
+#pragma unroll
+        for (int i = 0; i < NW; i++) {
+          const float f = sh.wm[i][hh] == MK_NEG_INF ? 0.f : __expf(sh.wm[i][hh] - M);
+          Lsum = fmaf(sh.wl[i][hh], f, Lsum);
+          A = fmaf(sh.wacc[i][hh][dd], f, A);
+        }
+      }
+      if (n_active == 1) {
+        if (hh < GQ) attn[(g * GQ + hh) * D + dd] = tobf(A / Lsum);
+      } else {
+        float* pp = part + ((long long)(g * S + s) * GQ + hh) * (D + 2);
+        if (hh < GQ) {
+          pp[dd] = A;
+          if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
+        }
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) sh.flag = atomicAdd(&tickets[g], 1u) == (unsigned int)(n_active - 1);
+        __syncthreads();
+        if (sh.flag) {
+          __threadfence();
+          if (hh < GQ) {
+            float M2 = MK_NEG_INF;
+            for (int i = 0; i < n_active; i++) M2 = fmaxf(M2, __ldcg(part + ((long long)(g * S + i) * GQ + hh) * (D + 2) + D));
+            float L2 = 0.f, A2 = 0.f;
+            for (int i = 0; i < n_active; i++) {
+              const float* q2 = part + ((long long)(g * S + i) * GQ + hh) * (D + 2);
+              const float f = __expf(__ldcg(q2 + D) - M2);
+              L2 = fmaf(__ldcg(q2 + D + 1), f, L2);
+              A2 = fmaf(__ldcg(q2 + dd), f, A2);
+            }
+            attn[(g * GQ + hh) * D + dd] = tobf(A2 / L2);
+          }
+          if (threadIdx.x == 0) tickets[g] = 0u;
+        }
+      }
+    }
+    PREFETCH_ROWS(H, QROWS, L.wo + (long long)r * QROWS);
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+
+    // (3) o projection + residual.
+    row_to_smem(attn, nullptr, QROWS, sh);
+    GEMV_ROWS(H, QROWS, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
+    PREFETCH_ROWS(INTER, H, L.wg + (long long)r * H);
+    {
+      // The up rows go after the gate rows in w.
+      _Pragma("unroll") for (int j = 0; j < (INTER + TW - 1) / TW; j++) {
+        const int r = gw + j * TW;
+        if (r < INTER) {
+          const bf_t* p = L.wu + (long long)r * H;
+          _Pragma("unroll") for (int c = 0; c < H / 256; c++) w[WORDS / 2 + j * (H / 256) + c] = ldw(p + c * 256 + lane * 8);
+        }
+      }
+    }
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+
+    // (4) RMSNorm + gate/up projections + silu * mul.
+    row_to_smem(h, L.post_norm, H, sh);
+    _Pragma("unroll") for (int j = 0; j < (INTER + TW - 1) / TW; j++) {
+      const int r = gw + j * TW;
+      if (r < INTER) {
+        float ag = 0.f, au = 0.f;
+        _Pragma("unroll") for (int c = 0; c < H / 256; c++) {
+          ag += dot8(w[j * (H / 256) + c], sh.xs + c * 256 + lane * 8);
+          au += dot8(w[WORDS / 2 + j * (H / 256) + c], sh.xs + c * 256 + lane * 8);
+        }
+        ag = rbf(warp_sum(ag));
+        au = rbf(warp_sum(au));
+        if (lane == 0) act[r] = tobf(ag / (1.0f + expf(-ag)) * au);
+      }
+    }
+    PREFETCH_ROWS(H, INTER, L.wd + (long long)r * INTER);
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+
+    // (5) down projection + residual.
+    row_to_smem(act, nullptr, INTER, sh);
+    GEMV_ROWS(H, INTER, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+    if (layer + 1 < NL) {
+      const LayerPtrs L2 = layers[layer + 1];
+      PREFETCH_ROWS(RQKV, H, qkv_row(L2, r));
+    }
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+  }
+
+  // Final norm + LM head: rows streamed two deep (151936 rows do not fit in registers).
+  row_to_smem(h, final_norm, H, sh);
+  {
+    uint4 cur[H / 256], nxt[H / 256];
+    int r = gw;
+    if (r < VOCAB) {
+#pragma unroll
+      for (int c = 0; c < H / 256; c++) cur[c] = ldw(lm_head + (long long)r * H + c * 256 + lane * 8);
+    }
+    for (; r < VOCAB; r += TW) {
+      const int rn = r + TW;
+      if (rn < VOCAB) {
+#pragma unroll
+        for (int c = 0; c < H / 256; c++) nxt[c] = ldw(lm_head + (long long)rn * H + c * 256 + lane * 8);
+      }
+      float acc = 0.f;
+#pragma unroll
+      for (int c = 0; c < H / 256; c++) acc += dot8(cur[c], sh.xs + c * 256 + lane * 8);
+      acc = warp_sum(acc);
+      if (lane == 0) logits[r] = tobf(acc);
+#pragma unroll
+      for (int c = 0; c < H / 256; c++) cur[c] = nxt[c];
+    }
+  }
+
+  // The last block out resets the barrier for the next launch.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(sync + 1, 1u) == G - 1) { sync[0] = 0u; sync[1] = 0u; __threadfence(); }
+  }
+}
+`;
+  return { name, source };
+}

@@ -1,0 +1,186 @@
+/**
+ * cuda's whole-step decoder (ops/library/whole-step.ts): a dense bfloat16 decoder's batch-1
+ * decode step as one persistent kernel (codegen/decode-megakernel.ts). This module checks that a
+ * model fits the kernel (dtypes, layouts, sizes), owns its device buffers (scratch rows, the
+ * attention partials, the barrier words, the per-layer pointer table and the static logits) and
+ * launches it. One launch per step, so it needs no CUDA graph: the host cost is one cuLaunchKernel.
+ */
+import { registerWholeStepDecoder, type DenseDecoderSpec, type WholeStepDecoder, type WholeStepInputs } from '../../ops/library/whole-step.js';
+import { deviceCheckCode, deviceErrorArgs } from '../../runtime/cuda/device-errors.js';
+import { kernelFromSource } from '../../runtime/cuda/kernel-cache.js';
+import { launch } from '../../runtime/cuda/launch.js';
+import { deviceInfo } from '../../runtime/cuda/properties.js';
+import { CPU } from '../../runtime/device.js';
+import type { DType } from '../../tensor/dtype.js';
+import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { uploadFromHost } from '../../tensor/transfer.js';
+import { decodeMegakernelSource, megakernelSplits, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims } from './codegen/decode-megakernel.js';
+import { ptrOf, streamOf } from './device.js';
+
+const OP = 'decode megakernel';
+
+/** Counts launches (tests check the path really ran). */
+export const megakernelStats = { launches: 0 };
+
+/** Why `t` cannot be read by the kernel as a dense bfloat16 array of `shape` on `spec`'s device, or null. */
+function badTensor(spec: DenseDecoderSpec, name: string, t: Tensor, shape: readonly number[], dtype: DType = 'bfloat16'): string | null {
+  if (t.dtype !== dtype) return `${name} is ${t.dtype} (${dtype} needed)`;
+  if (!t.device.equals(spec.embed.device)) return `${name} is on ${t.device.toString()}, not ${spec.embed.device.toString()}`;
+  if (t.ndim !== shape.length || t.shape.some((s, i) => s !== shape[i])) return `${name} is ${fmtShape(t.shape)} (${fmtShape(shape)} expected)`;
+  if (!isContiguousStrides(t.shape, t.strides)) return `${name} is not contiguous`;
+  if (ptrOf(t) % 16 !== 0) return `${name} does not start on a 16-byte boundary`;
+  return null;
+}
+
+/** The kernel's sizes for the spec, or why it does not fit. */
+function dimsFor(spec: DenseDecoderSpec): DecodeMegakernelDims | string {
+  const { hidden: H, heads, kvHeads, headDim: D, intermediate: I, vocab } = spec;
+  const L = spec.layers.length;
+  const k0 = spec.keys[0];
+  if (k0 === undefined || spec.keys.length !== L || spec.values.length !== L) return `the cache has ${spec.keys.length} key tensors for ${L} layers`;
+  if (k0.ndim !== 4) return `cache tensors are ${fmtShape(k0.shape)} ([numBlocks, blockSize, kvHeads, headDim] expected)`;
+  const [numBlocks, blockSize] = [k0.shape[0]!, k0.shape[1]!];
+  const checks: (string | null)[] = [
+    badTensor(spec, 'embed', spec.embed, [vocab, H]),
+    badTensor(spec, 'finalNorm', spec.finalNorm, [H]),
+    badTensor(spec, 'lmHead', spec.lmHead, [vocab, H]),
+  ];
+  const maxPos = spec.cos.shape[0] ?? 0;
+  checks.push(badTensor(spec, 'cos', spec.cos, [maxPos, D]), badTensor(spec, 'sin', spec.sin, [maxPos, D]));
+  spec.layers.forEach((w, i) => {
+    const p = `layer ${i} `;
+    checks.push(
+      badTensor(spec, `${p}inputNorm`, w.inputNorm, [H]),
+      badTensor(spec, `${p}q`, w.q, [heads * D, H]),
+      badTensor(spec, `${p}k`, w.k, [kvHeads * D, H]),
+      badTensor(spec, `${p}v`, w.v, [kvHeads * D, H]),
+      badTensor(spec, `${p}qNorm`, w.qNorm, [D]),
+      badTensor(spec, `${p}kNorm`, w.kNorm, [D]),
+      badTensor(spec, `${p}o`, w.o, [H, heads * D]),
+      badTensor(spec, `${p}postNorm`, w.postNorm, [H]),
+      badTensor(spec, `${p}gate`, w.gate, [I, H]),
+      badTensor(spec, `${p}up`, w.up, [I, H]),
+      badTensor(spec, `${p}down`, w.down, [H, I]),
+      badTensor(spec, `${p}keys`, spec.keys[i]!, [numBlocks, blockSize, kvHeads, D]),
+      badTensor(spec, `${p}values`, spec.values[i]!, [numBlocks, blockSize, kvHeads, D]),
+    );
+  });
+  const bad = checks.find((c) => c !== null);
+  if (bad) return bad;
+  if (numBlocks * blockSize * kvHeads * D >= 2 ** 31) return 'the cache holds 2^31 elements or more per layer';
+  const dims: DecodeMegakernelDims = {
+    hidden: H,
+    heads,
+    kvHeads,
+    headDim: D,
+    intermediate: I,
+    layers: L,
+    vocab,
+    eps: spec.eps,
+    blockSize,
+    numBlocks,
+    maxBlocks: spec.maxBlocks,
+    grid: deviceInfo(spec.embed.device.index).smCount,
+  };
+  return megakernelUnsupported(dims) ?? dims;
+}
+
+class CudaDecodeMegakernel implements WholeStepDecoder {
+  readonly name: string;
+  private readonly owned: Tensor[] = [];
+  private readonly args: number[];
+  private readonly argIndex: number;
+  private readonly logits: Tensor;
+  private readonly kernel;
+
+  constructor(
+    private readonly spec: DenseDecoderSpec,
+    private readonly dims: DecodeMegakernelDims,
+  ) {
+    const device = spec.embed.device;
+    const { name, source } = decodeMegakernelSource(dims);
+    this.name = name;
+    const { hidden: H, heads, kvHeads, headDim: D, intermediate: I, vocab } = dims;
+    const alloc = (shape: number[], dtype: DType, zero = false): Tensor => {
+      const t = Tensor.empty(shape, dtype, device, undefined, zero);
+      this.owned.push(t);
+      return t;
+    };
+    const upload = (values: readonly number[]): Tensor => {
+      const host = Tensor.empty([values.length], 'int64', CPU);
+      const words = new BigInt64Array(host.storage.cpuArrayBuffer(), 0, values.length);
+      values.forEach((v, i) => (words[i] = BigInt(v)));
+      const dev = alloc([values.length], 'int64');
+      uploadFromHost(dev, host);
+      host.dispose();
+      return dev;
+    };
+    const table: number[] = [];
+    spec.layers.forEach((w, i) => {
+      const row = [w.inputNorm, w.q, w.k, w.v, w.qNorm, w.kNorm, w.o, w.postNorm, w.gate, w.up, w.down, spec.keys[i]!, spec.values[i]!].map(ptrOf);
+      if (row.length !== MK_LAYER_PTRS) throw new Error(`${OP}: internal: ${row.length} pointers per layer`);
+      table.push(...row);
+    });
+    const layers = upload(table);
+    const gq = heads / kvHeads;
+    const h = alloc([H], 'bfloat16');
+    const qkv = alloc([(heads + 2 * kvHeads) * D], 'bfloat16');
+    const attn = alloc([heads * D], 'bfloat16');
+    const act = alloc([I], 'bfloat16');
+    const part = alloc([kvHeads * megakernelSplits(dims) * gq * (D + 2)], 'float32');
+    // Barrier count, exit count, one ticket per kv head: zero at every launch (the kernel resets them).
+    const sync = alloc([2 + kvHeads], 'int32', true);
+    this.logits = alloc([1, vocab], 'bfloat16');
+    const codes = upload([
+      deviceCheckCode({ op: OP, what: "'inputIds' (token ids of the vocabulary)" }),
+      deviceCheckCode({ op: OP, what: "the block table's entries (cache blocks)" }),
+      deviceCheckCode({ op: OP, what: 'grid barriers (a block was not resident: the step was wrong; of the grid)' }),
+    ]);
+    const err = deviceErrorArgs(device.index);
+    this.kernel = kernelFromSource(device.index, source, name, [
+      'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
+    ]);
+    // Arguments 6..10 are the step's inputs, filled per run.
+    this.argIndex = 6;
+    this.args = [
+      ptrOf(layers), ptrOf(spec.embed), ptrOf(spec.finalNorm), ptrOf(spec.lmHead), ptrOf(spec.cos), ptrOf(spec.sin),
+      0, 0, 0, 0, 0,
+      ptrOf(h), ptrOf(qkv), ptrOf(attn), ptrOf(act), ptrOf(part), ptrOf(sync), ptrOf(this.logits),
+      err.claim, err.report, ptrOf(codes),
+    ];
+  }
+
+  run(inputs: WholeStepInputs): Tensor {
+    const { maxBlocks } = this.dims;
+    const want: [keyof WholeStepInputs, number[], DType][] = [
+      ['ids', [1], 'int64'],
+      ['positions', [1], 'int64'],
+      ['slots', [1], 'int64'],
+      ['tables', [1, maxBlocks], 'int32'],
+      ['lens', [1], 'int32'],
+    ];
+    want.forEach(([key, shape, dtype], i) => {
+      const t = inputs[key];
+      if (t.dtype !== dtype || t.ndim !== shape.length || t.shape.some((s, j) => s !== shape[j]) || !isContiguousStrides(t.shape, t.strides) || !t.device.equals(this.spec.embed.device)) {
+        throw new Error(`${OP}: ${key} must be a contiguous ${dtype} ${fmtShape(shape)} on ${this.spec.embed.device.toString()}, got ${t.dtype} ${fmtShape(t.shape)} on ${t.device.toString()}`);
+      }
+      this.args[this.argIndex + i] = ptrOf(t);
+    });
+    launch(this.kernel, this.args, { grid: this.dims.grid, block: MK_THREADS }, streamOf(this.logits));
+    megakernelStats.launches++;
+    const out = this.logits;
+    return new Tensor(out.storage, out.dtype, out.shape, out.strides, out.offset);
+  }
+
+  dispose(): void {
+    for (const t of this.owned) t.dispose();
+    this.owned.length = 0;
+  }
+}
+
+registerWholeStepDecoder('cuda', (spec) => {
+  const dims = dimsFor(spec);
+  if (typeof dims === 'string') return `the cuda decode megakernel does not take this model: ${dims}`;
+  return new CudaDecodeMegakernel(spec, dims);
+});

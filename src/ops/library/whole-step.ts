@@ -1,0 +1,90 @@
+/**
+ * The whole-step decoder contract: an accelerator may register a kernel that runs an entire
+ * decode step of a dense decoder-only transformer (every layer and the LM head) for one sequence
+ * in one launch, the shape batch-1 decode needs when each op's launch costs more than its data
+ * (issue #17). Models describe themselves in the device-neutral `DenseDecoderSpec` (weights, cache
+ * tensors, sizes); the generation engine asks `createWholeStepDecoder` for one and falls back to
+ * its compiled step when the answer is a reason instead. Kernels register here, so neither the
+ * model nor the engine imports a vendor folder.
+ */
+import type { Tensor } from '../../tensor/tensor.js';
+
+/** One decoder layer's parameters, in checkpoint layout ([out, in] for the projections). */
+export interface DenseDecoderLayerWeights {
+  readonly inputNorm: Tensor;
+  readonly q: Tensor;
+  readonly k: Tensor;
+  readonly v: Tensor;
+  /** Per-head RMSNorm weights of q and k (Qwen3). */
+  readonly qNorm: Tensor;
+  readonly kNorm: Tensor;
+  readonly o: Tensor;
+  readonly postNorm: Tensor;
+  readonly gate: Tensor;
+  readonly up: Tensor;
+  readonly down: Tensor;
+}
+
+/**
+ * A dense decoder (RMSNorm, q/k-normed GQA attention with neox rotary, SiLU-gated MLP, no biases)
+ * over a paged cache of per-layer K and V tensors [numBlocks, blockSize, kvHeads, headDim].
+ */
+export interface DenseDecoderSpec {
+  readonly hidden: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly intermediate: number;
+  readonly vocab: number;
+  readonly eps: number;
+  readonly layers: readonly DenseDecoderLayerWeights[];
+  readonly embed: Tensor;
+  readonly finalNorm: Tensor;
+  readonly lmHead: Tensor;
+  /** Rotary tables [maxPositions, headDim] in the weights' dtype. */
+  readonly cos: Tensor;
+  readonly sin: Tensor;
+  readonly keys: readonly Tensor[];
+  readonly values: readonly Tensor[];
+  /** Width of a block-table row. */
+  readonly maxBlocks: number;
+}
+
+/** One step's inputs, as the decode runner holds them for a batch of one. */
+export interface WholeStepInputs {
+  /** int64 [1] each. */
+  readonly ids: Tensor;
+  readonly positions: Tensor;
+  readonly slots: Tensor;
+  /** int32 [1, maxBlocks]. */
+  readonly tables: Tensor;
+  /** int32 [1]. */
+  readonly lens: Tensor;
+}
+
+export interface WholeStepDecoder {
+  /** What runs (for logs and tests), e.g. the kernel's name. */
+  readonly name: string;
+  /** Launches a step; the logits [1, vocab] alias a static buffer, valid until the next run. */
+  run(inputs: WholeStepInputs): Tensor;
+  /** Frees the decoder's device buffers. */
+  dispose(): void;
+}
+
+/** Makes a decoder for the spec, or says why it cannot (a sentence). */
+export type WholeStepFactory = (spec: DenseDecoderSpec) => WholeStepDecoder | string;
+
+const factories = new Map<string, WholeStepFactory>();
+
+/** Registers the whole-step decoder of a device type (one per type; the last registration wins). */
+export function registerWholeStepDecoder(deviceType: string, factory: WholeStepFactory): void {
+  factories.set(deviceType, factory);
+}
+
+/** A decoder for the spec on its weights' device, or the reason there is none. */
+export function createWholeStepDecoder(spec: DenseDecoderSpec): WholeStepDecoder | string {
+  const type = spec.embed.device.type;
+  const factory = factories.get(type);
+  if (factory === undefined) return `no whole-step decoder is registered for ${type}`;
+  return factory(spec);
+}

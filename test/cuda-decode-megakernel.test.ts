@@ -1,0 +1,165 @@
+/**
+ * The whole-step decode kernel (KILN_DECODE_MEGAKERNEL; ops/library/whole-step.ts,
+ * kernels/cuda/decode-megakernel.ts). Everywhere: the contract's refusals (no decoder on cpu, a
+ * mixture-of-experts model and unsupported sizes say why, and the engine's tokens are unchanged
+ * then). On cuda: batch-1 steps of random dense bfloat16 Qwen3 models (head dims 64 and 128, GQA)
+ * against the compiled step over identical caches, at contexts of 1 to 300 tokens over shuffled
+ * block tables (one and many attention splits): logits within bfloat16 rounding of each other, the
+ * same cache rows written, the same argmax; and the engine's greedy tokens with and without it.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as kiln from '../src/index.js';
+import type { Tensor } from '../src/index.js';
+import { setOption } from '../src/runtime/config.js';
+import { megakernelUnsupported } from '../src/kernels/cuda/codegen/decode-megakernel.js';
+import { megakernelStats } from '../src/kernels/cuda/decode-megakernel.js';
+import { DecodeRunner } from '../src/serve/decode-runner.js';
+import { PagedKvCache } from '../src/serve/kv-cache.js';
+import { createWholeStepDecoder } from '../src/ops/library/whole-step.js';
+
+const hasCuda = kiln.isAvailable('cuda');
+const { Qwen3ForCausalLM, Qwen3MoeForCausalLM } = kiln.models;
+
+function config(hidden: number, heads: number, kvHeads: number, headDim: number, intermediate: number, layers: number, vocab: number): Record<string, unknown> {
+  return {
+    model_type: 'qwen3',
+    hidden_size: hidden,
+    num_attention_heads: heads,
+    num_key_value_heads: kvHeads,
+    head_dim: headDim,
+    intermediate_size: intermediate,
+    num_hidden_layers: layers,
+    vocab_size: vocab,
+    max_position_embeddings: 512,
+    rms_norm_eps: 1e-6,
+    rope_theta: 1_000_000,
+    tie_word_embeddings: true,
+  };
+}
+
+function withMegakernel<T>(on: boolean, fn: () => T): T {
+  setOption('KILN_DECODE_MEGAKERNEL', on);
+  try {
+    return fn();
+  } finally {
+    setOption('KILN_DECODE_MEGAKERNEL', undefined);
+  }
+}
+
+test('whole-step decoder: none registered for cpu; MoE models, head dims and grouped heads it cannot take are refused with a reason', () => {
+  const dense = Qwen3ForCausalLM.fromConfig(config(256, 4, 2, 64, 512, 2, 300), { dtype: 'bfloat16', seed: 1 });
+  const cache = new PagedKvCache(dense.kvGeometry(), { numBlocks: 8 });
+  const spec = dense.wholeStepSpec({ keys: cache.keys, values: cache.values }, 8);
+  assert.equal(typeof spec, 'object');
+  assert.match(createWholeStepDecoder(spec as Exclude<typeof spec, string>) as string, /no whole-step decoder is registered for cpu/);
+  const moe = Qwen3MoeForCausalLM.fromConfig({ ...config(64, 4, 2, 16, 128, 2, 96), num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 32 }, { dtype: 'bfloat16', seed: 1 });
+  const moeCache = new PagedKvCache(moe.kvGeometry(), { numBlocks: 8 });
+  assert.match(moe.wholeStepSpec({ keys: moeCache.keys, values: moeCache.values }, 8) as string, /layer 0 is a mixture of experts/);
+  const base = { hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, intermediate: 3072, layers: 28, vocab: 151936, eps: 1e-6, blockSize: 16, numBlocks: 100, maxBlocks: 100, grid: 132 };
+  assert.equal(megakernelUnsupported(base), null);
+  assert.match(megakernelUnsupported({ ...base, headDim: 96 }) ?? '', /head dim 96/);
+  assert.match(megakernelUnsupported({ ...base, kvHeads: 1 }) ?? '', /16 query heads per kv head/);
+  assert.match(megakernelUnsupported({ ...base, hidden: 1000 }) ?? '', /hidden size 1000 \(a multiple of 256/);
+  // The engine with the option on, where no decoder applies: the runner says why and the tokens are the compiled step's.
+  const prompts = [[5, 9, 2, 7]];
+  const plain = new kiln.serve.Engine(dense, { numBlocks: 16, decode: 'compiled' });
+  const want = plain.generateAll(prompts, { maxNewTokens: 6 })[0]!.outputIds;
+  plain.dispose();
+  const engine = withMegakernel(true, () => new kiln.serve.Engine(dense, { numBlocks: 16, decode: 'compiled' }));
+  assert.deepEqual(engine.generateAll(prompts, { maxNewTokens: 6 })[0]!.outputIds, want);
+  assert.match(engine.decodeRunner?.wholeStepReason ?? '', /no whole-step decoder is registered for cpu/);
+  assert.equal(engine.decodeRunner?.wholeStepName, null);
+  engine.dispose();
+  cache.dispose();
+  moeCache.dispose();
+});
+
+/** Deterministic permutation of 0..n-1. */
+function shuffled(n: number, seed: number): number[] {
+  const a = Array.from({ length: n }, (_, i) => i);
+  let s = seed;
+  for (let i = n - 1; i > 0; i--) {
+    s = (s * 1103515245 + 12345) % 2 ** 31;
+    const j = s % (i + 1);
+    [a[i], a[j]] = [a[j]!, a[i]!];
+  }
+  return a;
+}
+
+const SIZES: [string, Record<string, unknown>][] = [
+  ['head dim 64, 4 query heads per kv head', config(256, 8, 2, 64, 512, 2, 1000)],
+  ['head dim 128, 2 query heads per kv head', config(512, 4, 2, 128, 1024, 3, 2000)],
+];
+
+for (const [label, cfg] of SIZES) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}) [cuda]`, { skip: !hasCuda }, () => {
+    const model = Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', device: 'cuda', seed: 3, initStd: 0.05 });
+    const NB = 64;
+    const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: NB }), new PagedKvCache(model.kvGeometry(), { numBlocks: NB })];
+    kiln.manualSeed(11);
+    for (let i = 0; i < caches[0]!.keys.length; i++) {
+      for (const which of ['keys', 'values'] as const) {
+        const r = kiln.randn(caches[0]![which][i]!.shape as number[], { dtype: 'bfloat16', device: 'cuda' });
+        for (const c of caches) c[which][i]!.copy_(r);
+        r.dispose();
+      }
+    }
+    const mk = withMegakernel(true, () => new DecodeRunner(model, caches[0]!, 'compiled'));
+    const ref = new DecodeRunner(model, caches[1]!, 'compiled');
+    assert.ok(mk.wholeStepName, `no megakernel: ${mk.wholeStepReason}`);
+    const table = shuffled(NB, 5);
+    const before = megakernelStats.launches;
+    const flat = (t: Tensor): number[] => t.to('float32').toFlatArray() as number[];
+    let steps = 0;
+    for (const P of [0, 1, 15, 16, 17, 40, 100, 255, 300]) {
+      const row = { tokenId: (P * 37 + 11) % (cfg.vocab_size as number), position: P, blockTable: table.slice(0, Math.ceil((P + 1) / 16)) };
+      const a = flat(mk.run([row]));
+      const b = flat(ref.run([row]));
+      steps++;
+      const scale = Math.max(...b.map(Math.abs));
+      let worst = 0;
+      for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+      // Both round every op to bfloat16 (2^-9 relative) but sum in different orders; 2% of the
+      // largest logit is a few roundings through the layers, far below what a wrong row or head gives.
+      assert.ok(worst <= 0.02 * scale, `context ${P + 1}: logits differ by ${worst} (largest logit ${scale})`);
+      const argmax = (x: number[]): number => x.indexOf(Math.max(...x));
+      assert.equal(argmax(a), argmax(b), `context ${P + 1}: argmax`);
+      // The step's key and value rows, written at the token's slot in every layer.
+      const slot = caches[0]!.slot(row.blockTable, P);
+      for (let l = 0; l < caches[0]!.keys.length; l++) {
+        for (const which of ['keySlots', 'valueSlots'] as const) {
+          const ra = flat(caches[0]![which][l]!.narrow(0, slot, 1));
+          const rb = flat(caches[1]![which][l]!.narrow(0, slot, 1));
+          const tol = 0.02 * Math.max(...rb.map(Math.abs));
+          ra.forEach((x, i) => assert.ok(Math.abs(x - rb[i]!) <= tol, `context ${P + 1}, layer ${l} ${which} [${i}]: ${x} vs ${rb[i]}`));
+        }
+      }
+    }
+    assert.equal(megakernelStats.launches - before, steps, 'one launch per step');
+    mk.dispose();
+    ref.dispose();
+    for (const c of caches) c.dispose();
+  });
+}
+
+test('engine greedy tokens with KILN_DECODE_MEGAKERNEL equal the compiled step\'s (batch-1 steps on the kernel, batches of 3 on the compiled step) [cuda]', { skip: !hasCuda }, () => {
+  const model = Qwen3ForCausalLM.fromConfig(config(512, 4, 2, 128, 1024, 3, 2000), { dtype: 'bfloat16', device: 'cuda', seed: 9, initStd: 0.08 });
+  const prompts = [[3, 14, 15, 92, 65], [35, 89, 79, 32, 38, 46, 26], [43, 38]];
+  const run = (on: boolean, ps: number[][]): number[][] =>
+    withMegakernel(on, () => {
+      const engine = new kiln.serve.Engine(model, { numBlocks: 64, decode: 'compiled' });
+      const outs = engine.generateAll(ps, { maxNewTokens: 32 }).map((o) => [...o.outputIds]);
+      assert.equal(engine.decodeRunner?.wholeStepName !== null, on, engine.decodeRunner?.wholeStepReason ?? '');
+      engine.dispose();
+      return outs;
+    });
+  const before = megakernelStats.launches;
+  for (const p of prompts) assert.deepEqual(run(true, [p]), run(false, [p]), `prompt ${p.join(',')} alone`);
+  assert.ok(megakernelStats.launches - before >= 3 * 30, `${megakernelStats.launches - before} launches`);
+  const batched = megakernelStats.launches;
+  assert.deepEqual(run(true, prompts), run(false, prompts), 'three prompts together');
+  // Three rows pad to bucket 4: those steps run on the compiled step, none on the kernel, until
+  // the batch shrinks to one (prompts of equal budgets finish together, so never here).
+  assert.equal(megakernelStats.launches, batched);
+});
