@@ -129,6 +129,11 @@ export class DecodeRunner {
     return this.wholeStep?.name ?? null;
   }
 
+  /** The whole-step decoder (KILN_DECODE_MEGAKERNEL) batch-1 steps run on, or null (benchmarks read its trace). */
+  get wholeStepDecoder(): WholeStepDecoder | null {
+    return this.wholeStep;
+  }
+
   /** Compile counters of the 'compiled' path (traces, compiles, cache hits), or null. */
   get compileCounters(): CompiledFunction<StepFn>['counters'] | null {
     return this.compiled?.counters ?? null;

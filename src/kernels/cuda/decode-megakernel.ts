@@ -15,7 +15,8 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelSplits, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelSplits, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
 const OP = 'decode megakernel';
@@ -93,13 +94,15 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
   private readonly argIndex: number;
   private readonly logits: Tensor;
   private readonly kernel;
+  private readonly traceBuf: Tensor | null;
 
   constructor(
     private readonly spec: DenseDecoderSpec,
     private readonly dims: DecodeMegakernelDims,
   ) {
     const device = spec.embed.device;
-    const { name, source } = decodeMegakernelSource(dims);
+    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE') };
+    const { name, source } = decodeMegakernelSource(dims, variant);
     this.name = name;
     const { hidden: H, heads, kvHeads, headDim: D, intermediate: I, vocab } = dims;
     const alloc = (shape: number[], dtype: DType, zero = false): Tensor => {
@@ -137,9 +140,10 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       deviceCheckCode({ op: OP, what: "the block table's entries (cache blocks)" }),
       deviceCheckCode({ op: OP, what: 'grid barriers (a block was not resident: the step was wrong; of the grid)' }),
     ]);
+    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims) + 2) * dims.grid * 2], 'int32', true) : null;
     const err = deviceErrorArgs(device.index);
     this.kernel = kernelFromSource(device.index, source, name, [
-      'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
+      'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
     ]);
     // Arguments 6..10 are the step's inputs, filled per run.
     this.argIndex = 6;
@@ -147,7 +151,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       ptrOf(layers), ptrOf(spec.embed), ptrOf(spec.finalNorm), ptrOf(spec.lmHead), ptrOf(spec.cos), ptrOf(spec.sin),
       0, 0, 0, 0, 0,
       ptrOf(h), ptrOf(qkv), ptrOf(attn), ptrOf(act), ptrOf(part), ptrOf(sync), ptrOf(this.logits),
-      err.claim, err.report, ptrOf(codes),
+      err.claim, err.report, ptrOf(codes), this.traceBuf ? ptrOf(this.traceBuf) : 0,
     ];
   }
 
@@ -171,6 +175,28 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     megakernelStats.launches++;
     const out = this.logits;
     return new Tensor(out.storage, out.dtype, out.shape, out.strides, out.offset);
+  }
+
+  /**
+   * The last launch's barrier stamps (KILN_DECODE_MEGAKERNEL_TRACE; waits for the device), in ns
+   * from the earliest block start: arrive[k][b] and release[k][b] for row k = 0 (start), 1..barriers,
+   * barriers + 1 (end); null without the trace.
+   */
+  readTrace(): { arrive: number[][]; release: number[][] } | null {
+    if (this.traceBuf === null) return null;
+    const raw = (this.traceBuf.toFlatArray() as number[]).map((v) => v >>> 0);
+    const G = this.dims.grid;
+    const rows = raw.length / (2 * G);
+    const t0 = Math.min(...raw.slice(0, 2 * G));
+    // Differences modulo 2^32 (the stamps are the timer's low 32 bits; a launch lasts far less than 4 s).
+    const rel = (v: number): number => (v - t0 + 2 ** 32) % 2 ** 32;
+    const arrive: number[][] = [];
+    const release: number[][] = [];
+    for (let k = 0; k < rows; k++) {
+      arrive.push(Array.from({ length: G }, (_, b) => rel(raw[(k * G + b) * 2]!)));
+      release.push(Array.from({ length: G }, (_, b) => rel(raw[(k * G + b) * 2 + 1]!)));
+    }
+    return { arrive, release };
   }
 
   dispose(): void {

@@ -67,6 +67,8 @@ export interface WholeStepDecoder {
   readonly name: string;
   /** Launches a step; the logits [1, vocab] alias a static buffer, valid until the next run. */
   run(inputs: WholeStepInputs): Tensor;
+  /** Optional measurement: per-barrier stamps of the last run (see the cuda decoder). */
+  readTrace?(): { arrive: number[][]; release: number[][] } | null;
   /** Frees the decoder's device buffers. */
   dispose(): void;
 }

@@ -49,6 +49,19 @@ export interface DecodeMegakernelDims {
   readonly grid: number;
 }
 
+/** Source variants (measurement): how weights are loaded ahead of a barrier, and the phase trace. */
+export interface DecodeMegakernelVariant {
+  /**
+   * 'asm' (default): the loads issued before a barrier are volatile PTX, which the compiler keeps
+   * in program order before the barrier; 'ldg': plain __ldg, which it may sink to their use.
+   */
+  readonly loads: 'asm' | 'ldg';
+  /** Each block stamps %globaltimer at every barrier's arrival and release (MkTrace). */
+  readonly trace: boolean;
+}
+
+export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false };
+
 export const MK_THREADS = 512;
 const MK_WARPS = MK_THREADS / 32;
 /** Tokens a warp holds in registers across the barrier before attention (its first ones). */
@@ -90,8 +103,14 @@ function wordsPerLane(rows: number, k: number, warps: number, gated = false): nu
   return Math.ceil(rows / warps) * (k / 256) * (gated ? 2 : 1);
 }
 
-export function megakernelName(d: DecodeMegakernelDims): string {
-  return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}`;
+export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.trace ? '_trace' : ''}`;
+  return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
+}
+
+/** Grid barriers one launch passes: five per layer. */
+export function megakernelBarriers(d: DecodeMegakernelDims): number {
+  return 5 * d.layers;
 }
 
 /**
@@ -99,12 +118,13 @@ export function megakernelName(d: DecodeMegakernelDims): string {
  * cos, sin ([maxPositions, D]), ids, positions, slots (int64 [1]), table (int32 [maxBlocks]),
  * lens (int32 [1]), h, qkv, attn, act (bfloat16 scratch), part (float scratch), sync (uint32:
  * barrier, exit count, tickets), logits, claim, report, codes (int64 [3]: token id, block id,
- * barrier).
+ * barrier), trace (uint32 [barriers + 2][grid][2], the low 32 bits of %globaltimer in ns, under variant.trace: row 0 the start, row k
+ * barrier k's arrival and release, the last row the end; else unused).
  */
-export function decodeMegakernelSource(d: DecodeMegakernelDims): { name: string; source: string } {
+export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeMegakernelVariant = DEFAULT_VARIANT): { name: string; source: string } {
   const why = megakernelUnsupported(d);
   if (why !== null) throw new Error(`decode megakernel: unsupported model: ${why}`);
-  const name = megakernelName(d);
+  const name = megakernelName(d, variant);
   const tw = d.grid * MK_WARPS;
   const qrows = d.heads * d.headDim;
   const kvrows = d.kvHeads * d.headDim;
@@ -141,6 +161,8 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims): { name: string;
 #define UKV ${KV_PREFETCH}
 #define EPS ${d.eps.toExponential(9)}f
 #define SCALE ${(1 / Math.sqrt(d.headDim)).toExponential(9)}f
+#define MK_TRACE ${variant.trace ? 1 : 0}
+#define NBAR ${megakernelBarriers(d)}
 
 typedef unsigned short bf_t;
 #define MK_NEG_INF __int_as_float(0xff800000)
@@ -163,7 +185,27 @@ static __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-static __device__ __forceinline__ uint4 ldw(const bf_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+${
+    variant.loads === 'asm'
+      ? `// Volatile: issued where written, before the barrier, not sunk to the use after it.
+static __device__ __forceinline__ uint4 ldw(const bf_t* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+static __device__ __forceinline__ uint2 ldw2(const bf_t* p) {
+  uint2 r;
+  asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  return r;
+}`
+      : `static __device__ __forceinline__ uint4 ldw(const bf_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+static __device__ __forceinline__ uint2 ldw2(const bf_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }`
+  }
+static __device__ __forceinline__ unsigned int mk_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return (unsigned int)t;
+}
 /** 8 weights (one 16-byte word) times 8 floats of x in shared memory. */
 static __device__ __forceinline__ float dot8(uint4 w, const float* x) {
   const float4 a = *reinterpret_cast<const float4*>(x);
@@ -196,8 +238,11 @@ struct Shared {
 };
 
 /** Grid barrier number k (1-based) of this launch. */
-static __device__ __forceinline__ void grid_sync(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code) {
+static __device__ __forceinline__ void grid_sync(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
   __syncthreads();
+#if MK_TRACE
+  if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2] = mk_now();
+#endif
   if (threadIdx.x == 0 && !sh.dead) {
     __threadfence();
     atomicAdd(bar, 1u);
@@ -208,16 +253,26 @@ static __device__ __forceinline__ void grid_sync(unsigned int* bar, unsigned int
     }
     __threadfence();
   }
+#if MK_TRACE
+  if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2 + 1] = mk_now();
+#endif
   __syncthreads();
 }
 
 /** xs[0..n) = the bfloat16 row x (written in this launch: read through L2), normalised by RMSNorm with weight w and rounded; or copied when w is null. */
 static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w, int n, Shared& sh) {
   float ss = 0.f;
-  for (int i = threadIdx.x; i < n; i += NT) {
-    const float v = bf(__ldcg(x + i));
-    sh.xs[i] = v;
-    ss = fmaf(v, v, ss);
+  // The weights are loaded with x (one round trip for both), kept in the row's spare registers.
+  float wr[(MAXK + NT - 1) / NT];
+#pragma unroll
+  for (int j = 0; j < (MAXK + NT - 1) / NT; j++) {
+    const int i = threadIdx.x + j * NT;
+    if (i < n) {
+      const float v = bf(__ldcg(x + i));
+      wr[j] = w != nullptr ? bf(__ldg(w + i)) : 0.f;
+      sh.xs[i] = v;
+      ss = fmaf(v, v, ss);
+    }
   }
   if (w != nullptr) {
     ss = warp_sum(ss);
@@ -227,7 +282,11 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
 #pragma unroll
     for (int i = 0; i < NW; i++) t += sh.red[i];
     const float r = rsqrtf(t / (float)n + EPS);
-    for (int i = threadIdx.x; i < n; i += NT) sh.xs[i] = rbf(sh.xs[i] * r * bf(__ldg(w + i)));
+#pragma unroll
+    for (int j = 0; j < (MAXK + NT - 1) / NT; j++) {
+      const int i = threadIdx.x + j * NT;
+      if (i < n) sh.xs[i] = rbf(sh.xs[i] * r * wr[j]);
+    }
   }
   __syncthreads();
 }
@@ -268,8 +327,11 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const long long* __restrict__ ids, const long long* __restrict__ positions, const long long* __restrict__ slots,
     const int* __restrict__ table, const int* __restrict__ lens,
     bf_t* h, bf_t* qkv, bf_t* attn, bf_t* act, float* part, unsigned int* sync, bf_t* logits,
-    unsigned long long* claim, long long* report, const long long* __restrict__ codes) {
+    unsigned long long* claim, long long* report, const long long* __restrict__ codes, unsigned int* trace) {
   __shared__ Shared sh;
+#if MK_TRACE
+  if (threadIdx.x == 0) { const unsigned int t = mk_now(); trace[blockIdx.x * 2] = t; trace[blockIdx.x * 2 + 1] = t; }
+#endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gw = blockIdx.x * NW + warp;
   unsigned int* bar = sync;
@@ -330,8 +392,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
       if (kslot[u] >= 0) {
         const long long e = (kslot[u] * NKV + g) * D + lane * DPL;
 #if ${d.headDim} == 128
-        kpre[u] = __ldg(reinterpret_cast<const uint2*>(L.kc + e));
-        vpre[u] = __ldg(reinterpret_cast<const uint2*>(L.vc + e));
+        kpre[u] = ldw2(L.kc + e);
+        vpre[u] = ldw2(L.vc + e);
 #else
         kpre[u] = make_uint2(0u, 0u); vpre[u] = make_uint2(0u, 0u);
         for (int i = 0; i < DPL; i++) {
@@ -341,7 +403,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
 #endif
       }
     }
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
 
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
     if (attends) {
@@ -351,13 +413,18 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
         const bool is_q = warp < GQ;
         const bf_t* x = qkv + (is_q ? (g * GQ + warp) * D : QROWS + g * D);
         const bf_t* nw = is_q ? L.q_norm : L.k_norm;
-        float a[D / 64], b[D / 64];
+        // Norm weights and rotary rows are loaded with the head (one round trip for all).
+        float a[D / 64], b[D / 64], wa[D / 64], wb[D / 64], ca[D / 64], cb2[D / 64], sa[D / 64], sb[D / 64];
+        const long long cb = (long long)pos * D;
         float ss = 0.f;
 #pragma unroll
         for (int m = 0; m < D / 64; m++) {
           const int j = lane + 32 * m;
           a[m] = bf(__ldcg(x + j));
           b[m] = bf(__ldcg(x + j + D / 2));
+          wa[m] = bf(__ldg(nw + j)); wb[m] = bf(__ldg(nw + j + D / 2));
+          ca[m] = bf(__ldg(cos_t + cb + j)); cb2[m] = bf(__ldg(cos_t + cb + j + D / 2));
+          sa[m] = bf(__ldg(sin_t + cb + j)); sb[m] = bf(__ldg(sin_t + cb + j + D / 2));
           ss = fmaf(a[m], a[m], fmaf(b[m], b[m], ss));
         }
         ss = warp_sum(ss);
@@ -365,11 +432,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
 #pragma unroll
         for (int m = 0; m < D / 64; m++) {
           const int j = lane + 32 * m;
-          const float n1 = rbf(a[m] * rr * bf(__ldg(nw + j)));
-          const float n2 = rbf(b[m] * rr * bf(__ldg(nw + j + D / 2)));
-          const long long cb = (long long)pos * D;
-          const float o1 = rbf(n1 * bf(__ldg(cos_t + cb + j)) - n2 * bf(__ldg(sin_t + cb + j)));
-          const float o2 = rbf(n2 * bf(__ldg(cos_t + cb + j + D / 2)) + n1 * bf(__ldg(sin_t + cb + j + D / 2)));
+          const float n1 = rbf(a[m] * rr * wa[m]);
+          const float n2 = rbf(b[m] * rr * wb[m]);
+          const float o1 = rbf(n1 * ca[m] - n2 * sa[m]);
+          const float o2 = rbf(n2 * cb2[m] + n1 * sb[m]);
           sh.qk[warp][j] = o1;
           sh.qk[warp][j + D / 2] = o2;
           if (!is_q && has_new && slot_new >= 0) {
@@ -499,7 +565,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
       }
     }
     PREFETCH_ROWS(H, QROWS, L.wo + (long long)r * QROWS);
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual.
     row_to_smem(attn, nullptr, QROWS, sh);
@@ -515,7 +581,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
         }
       }
     }
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
     row_to_smem(h, L.post_norm, H, sh);
@@ -533,7 +599,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
       }
     }
     PREFETCH_ROWS(H, INTER, L.wd + (long long)r * INTER);
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
     row_to_smem(act, nullptr, INTER, sh);
@@ -541,8 +607,12 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     if (layer + 1 < NL) {
       const LayerPtrs L2 = layers[layer + 1];
       PREFETCH_ROWS(RQKV, H, qkv_row(L2, r));
+    } else if (gw < VOCAB) {
+      // The LM head's first row.
+#pragma unroll
+      for (int c = 0; c < H / 256; c++) w[c] = ldw(lm_head + (long long)gw * H + c * 256 + lane * 8);
     }
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2]);
+    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
   }
 
   // Final norm + LM head: rows streamed two deep (151936 rows do not fit in registers).
@@ -550,10 +620,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
   {
     uint4 cur[H / 256], nxt[H / 256];
     int r = gw;
-    if (r < VOCAB) {
 #pragma unroll
-      for (int c = 0; c < H / 256; c++) cur[c] = ldw(lm_head + (long long)r * H + c * 256 + lane * 8);
-    }
+    for (int c = 0; c < H / 256; c++) cur[c] = w[c];
     for (; r < VOCAB; r += TW) {
       const int rn = r + TW;
       if (rn < VOCAB) {
@@ -572,6 +640,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
 
   // The last block out resets the barrier for the next launch.
   __syncthreads();
+#if MK_TRACE
+  if (threadIdx.x == 0) { const unsigned int t = mk_now(); trace[((long long)(NBAR + 1) * G + blockIdx.x) * 2] = t; trace[((long long)(NBAR + 1) * G + blockIdx.x) * 2 + 1] = t; }
+#endif
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(sync + 1, 1u) == G - 1) { sync[0] = 0u; sync[1] = 0u; __threadfence(); }
