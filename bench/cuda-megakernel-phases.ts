@@ -46,6 +46,9 @@ const median = (xs: number[]): number => {
 const per: Record<string, { total: number[]; slowest: number[]; median: number[]; release: number[]; last: Map<number, number> }> = {};
 for (const p of PHASES) per[p] = { total: [], slowest: [], median: [], release: [], last: new Map() };
 const head: number[] = [];
+// Attention stamps from the phase's start: all attending blocks, and the phase's last arrival.
+const attnAll: number[][] = [[], [], [], []];
+const attnLast: number[][] = [[], [], [], []];
 const spread: number[] = [];
 const kernel: number[] = [];
 for (let s = 0; s < WARM + steps; s++) {
@@ -67,6 +70,13 @@ for (let s = 0; s < WARM + steps; s++) {
     const b = a.indexOf(amax);
     ph.last.set(b, (ph.last.get(b) ?? 0) + 1);
   }
+  for (let l = 0; l < model.config.numHiddenLayers; l++) {
+    const k = 5 * l + 2;
+    const r0 = relMin[k - 1]!;
+    const a = t.arrive[k]!;
+    const last = a.indexOf(Math.max(...a));
+    t.attention[l]!.forEach((st, b) => st.forEach((v, j) => { if (!Number.isNaN(v) && v >= r0) { attnAll[j]!.push(v - r0); if (b === last) attnLast[j]!.push(v - r0); } }));
+  }
   const end = Math.max(...t.arrive[rows - 1]!);
   head.push(end - relMin[rows - 2]!);
   kernel.push(end);
@@ -87,6 +97,9 @@ const summary = {
 console.log('phase              total  slowest  median  release  (us, medians per layer)  last blocks');
 for (const r of rowsOut) console.log(`${r.phase.padEnd(16)} ${String(r.total_us).padStart(7)} ${String(r.slowest_us).padStart(8)} ${String(r.median_us).padStart(7)} ${String(r.release_us).padStart(8)}  ${r.last_blocks}`);
 console.log(`kernel ${summary.kernel_us} us = ${layers} layers x ${us(rowsOut.reduce((a, r) => a + r.total_us * 1000, 0))} us + LM head ${summary.lm_head_us} us (+ launch spread ${summary.launch_spread_us} us)`);
-if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-megakernel-phases', pos: pos0, steps, kernel: dec.name }, summary, phases: rowsOut }, null, 2));
+const attention = ['q/k prepared', 'keys and values read', 'ticket taken', 'folded'].map((what, j) => ({ stamp: what, all_median_us: us(median(attnAll[j]!)), last_block_median_us: us(median(attnLast[j]!)), samples: attnAll[j]!.length }));
+console.log('attention stamps from the phase start (us): median block / the last-arriving block');
+for (const a of attention) console.log(`  ${a.stamp.padEnd(22)} ${String(a.all_median_us).padStart(7)} ${String(a.last_block_median_us).padStart(7)}  (${a.samples} samples)`);
+if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-megakernel-phases', pos: pos0, steps, kernel: dec.name }, summary, phases: rowsOut, attention }, null, 2));
 runner.dispose();
 cache.dispose();

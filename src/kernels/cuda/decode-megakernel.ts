@@ -140,7 +140,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       deviceCheckCode({ op: OP, what: "the block table's entries (cache blocks)" }),
       deviceCheckCode({ op: OP, what: 'grid barriers (a block was not resident: the step was wrong; of the grid)' }),
     ]);
-    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims) + 2) * dims.grid * 2], 'int32', true) : null;
+    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims) + 2) * dims.grid * 2 + dims.layers * dims.grid * 4], 'int32', true) : null;
     const err = deviceErrorArgs(device.index);
     this.kernel = kernelFromSource(device.index, source, name, [
       'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
@@ -180,13 +180,15 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
   /**
    * The last launch's barrier stamps (KILN_DECODE_MEGAKERNEL_TRACE; waits for the device), in ns
    * from the earliest block start: arrive[k][b] and release[k][b] for row k = 0 (start), 1..barriers,
-   * barriers + 1 (end); null without the trace.
+   * barriers + 1 (end); attention[layer][b]: block b's four stamps in its attention phase (after
+   * the q/k preparation, after the warps' loop, after its ticket, after its fold; a stamp the
+   * block did not reach this launch is NaN); null without the trace.
    */
-  readTrace(): { arrive: number[][]; release: number[][] } | null {
+  readTrace(): { arrive: number[][]; release: number[][]; attention: number[][][] } | null {
     if (this.traceBuf === null) return null;
     const raw = (this.traceBuf.toFlatArray() as number[]).map((v) => v >>> 0);
     const G = this.dims.grid;
-    const rows = raw.length / (2 * G);
+    const rows = megakernelBarriers(this.dims) + 2;
     const t0 = Math.min(...raw.slice(0, 2 * G));
     // Differences modulo 2^32 (the stamps are the timer's low 32 bits; a launch lasts far less than 4 s).
     const rel = (v: number): number => (v - t0 + 2 ** 32) % 2 ** 32;
@@ -196,7 +198,17 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       arrive.push(Array.from({ length: G }, (_, b) => rel(raw[(k * G + b) * 2]!)));
       release.push(Array.from({ length: G }, (_, b) => rel(raw[(k * G + b) * 2 + 1]!)));
     }
-    return { arrive, release };
+    const end = Math.max(...arrive[rows - 1]!);
+    const base = rows * G * 2;
+    const attention = Array.from({ length: this.dims.layers }, (_, l) =>
+      Array.from({ length: G }, (_, b) =>
+        Array.from({ length: 4 }, (_, j) => {
+          const v = rel(raw[base + (l * G + b) * 4 + j]!);
+          return v <= end ? v : NaN;
+        }),
+      ),
+    );
+    return { arrive, release, attention };
   }
 
   dispose(): void {

@@ -68,7 +68,7 @@ export interface WholeStepDecoder {
   /** Launches a step; the logits [1, vocab] alias a static buffer, valid until the next run. */
   run(inputs: WholeStepInputs): Tensor;
   /** Optional measurement: per-barrier stamps of the last run (see the cuda decoder). */
-  readTrace?(): { arrive: number[][]; release: number[][] } | null;
+  readTrace?(): { arrive: number[][]; release: number[][]; attention: number[][][] } | null;
   /** Frees the decoder's device buffers. */
   dispose(): void;
 }

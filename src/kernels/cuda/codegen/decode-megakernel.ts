@@ -98,9 +98,26 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims): number {
   return 4 * (maxK + MK_WARPS + 4 + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim) + 8;
 }
 
-/** Registers (uint4) a lane's weight prefetch needs for `rows` rows of K elements over the grid. */
-function wordsPerLane(rows: number, k: number, warps: number, gated = false): number {
-  return Math.ceil(rows / warps) * (k / 256) * (gated ? 2 : 1);
+/** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
+const MAX_SPLIT_ROUNDS = 4;
+
+/** 16-byte words a lane holds for `rows` rows of K elements split `ks` ways, over `warps` warps. */
+function wordsPerLane(rows: number, k: number, ks: number, warps: number, gated = false): number {
+  return Math.ceil((rows * ks) / warps) * (k / ks / 256) * (gated ? 2 : 1);
+}
+
+/**
+ * How many warps (of one block) share a row of an [rows, K] GEMV, each taking K / ks columns: the
+ * split with the fewest words per lane (the busiest warp's bytes, so every block streams an equal
+ * share where rows are fewer than warps), the smaller split on a tie.
+ */
+export function gemvSplit(rows: number, k: number, warps: number, gated = false): number {
+  let best = 1;
+  for (const ks of [2, 4]) {
+    if ((k / ks) % 256 !== 0 || Math.ceil((rows * ks) / warps) > MAX_SPLIT_ROUNDS) continue;
+    if (wordsPerLane(rows, k, ks, warps, gated) < wordsPerLane(rows, k, best, warps, gated)) best = ks;
+  }
+  return best;
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
@@ -128,11 +145,18 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const tw = d.grid * MK_WARPS;
   const qrows = d.heads * d.headDim;
   const kvrows = d.kvHeads * d.headDim;
+  const ks = {
+    qkv: gemvSplit(qrows + 2 * kvrows, d.hidden, tw),
+    o: gemvSplit(d.hidden, qrows, tw),
+    gu: gemvSplit(d.intermediate, d.hidden, tw, true),
+    down: gemvSplit(d.hidden, d.intermediate, tw),
+  };
   const words = Math.max(
-    wordsPerLane(qrows + 2 * kvrows, d.hidden, tw),
-    wordsPerLane(d.hidden, qrows, tw),
-    wordsPerLane(d.intermediate, d.hidden, tw, true),
-    wordsPerLane(d.hidden, d.intermediate, tw),
+    wordsPerLane(qrows + 2 * kvrows, d.hidden, ks.qkv, tw),
+    wordsPerLane(d.hidden, qrows, ks.o, tw),
+    wordsPerLane(d.intermediate, d.hidden, ks.gu, tw, true),
+    wordsPerLane(d.hidden, d.intermediate, ks.down, tw),
+    d.hidden / 256,
   );
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
@@ -162,6 +186,17 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define EPS ${d.eps.toExponential(9)}f
 #define SCALE ${(1 / Math.sqrt(d.headDim)).toExponential(9)}f
 #define MK_TRACE ${variant.trace ? 1 : 0}
+#define KS_QKV ${ks.qkv}
+#define KS_O ${ks.o}
+#define KS_GU ${ks.gu}
+#define KS_DOWN ${ks.down}
+#define GPR ${MAX_SPLIT_ROUNDS}
+#if MK_TRACE
+// Attention detail: stamp j of this block in this layer, after the barrier rows.
+#define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * 4 + (j)] = mk_now()
+#else
+#define MK_STAMP(j)
+#endif
 #define NBAR ${megakernelBarriers(d)}
 
 typedef unsigned short bf_t;
@@ -233,25 +268,41 @@ struct Shared {
   float wm[NW][GQ];
   float wl[NW][GQ];
   float wacc[NW][GQ][D];
+  float gp[GPR][NW];
+  float gp2[GPR][NW];
   int flag;
   int dead;
 };
 
-/** Grid barrier number k (1-based) of this launch. */
-static __device__ __forceinline__ void grid_sync(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
+/**
+ * Grid barrier number k (1-based) of this launch, in two halves so the next phase's weight loads
+ * are issued between them: arrival (the block's writes made visible, then counted) and the wait.
+ * The fence comes before those loads are issued: a fence also waits for the thread's loads in
+ * flight (measured: with the loads before it, the barrier took as long as the block's whole
+ * prefetch, up to 2.7 us after the o projection).
+ */
+static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned int k, unsigned int* trace) {
   __syncthreads();
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2] = mk_now();
 #endif
-  if (threadIdx.x == 0 && !sh.dead) {
+  if (threadIdx.x == 0) {
     __threadfence();
     atomicAdd(bar, 1u);
+  }
+}
+static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
+  if (threadIdx.x == 0 && !sh.dead) {
     const unsigned int target = k * G;
     unsigned int polls = 0;
-    while (*reinterpret_cast<volatile unsigned int*>(bar) < target) {
+    while (ld_acquire(bar) < target) {
       if (++polls > (1u << 24)) { kiln_report(claim, report, code, (long long)k, (long long)G); sh.dead = 1; break; }
     }
-    __threadfence();
   }
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2 + 1] = mk_now();
@@ -295,28 +346,61 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
   return r < QROWS ? L.wq + (long long)r * H : r < QROWS + KVROWS ? L.wk + (long long)(r - QROWS) * H : L.wv + (long long)(r - QROWS - KVROWS) * H;
 }
 
-/** Loads this warp's rows (gw, gw + TW, ...) of an [N, K] weight (row pointer rowOf) into w. */
-#define PREFETCH_ROWS(N, K, ROW_EXPR)                                              \\
+// GEMV work units: unit u of an [N, K] weight split KS ways along K is row u / KS, columns
+// (u % KS) * K / KS ... + K / KS; warp gw takes units gw, gw + TW, ... (rounds). The KS units of a
+// row are consecutive warps of one block (KS divides NW and TW), so their sums meet in shared memory.
+#define KW(K, KS) ((K) / (KS) / 256)
+#define ROUNDS(N, KS) (((N) * (KS) + TW - 1) / TW)
+
+/** Loads this warp's units of the weight whose row r starts at ROW_EXPR into w[OFF...]. */
+#define PREFETCH_UNITS(N, K, KS, OFF, ROW_EXPR)                                    \\
   {                                                                                \\
-    _Pragma("unroll") for (int j = 0; j < ((N) + TW - 1) / TW; j++) {              \\
-      const int r = gw + j * TW;                                                   \\
-      if (r < (N)) {                                                               \\
-        const bf_t* p = (ROW_EXPR);                                                \\
-        _Pragma("unroll") for (int c = 0; c < (K) / 256; c++) w[j * ((K) / 256) + c] = ldw(p + c * 256 + lane * 8); \\
+    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
+      const int u = gw + j * TW;                                                   \\
+      if (u < (N) * (KS)) {                                                        \\
+        const int r = u / (KS);                                                    \\
+        const bf_t* p = (ROW_EXPR) + (u % (KS)) * ((K) / (KS));                    \\
+        _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) w[(OFF) + j * KW(K, KS) + c] = ldw(p + c * 256 + lane * 8); \\
       }                                                                            \\
     }                                                                              \\
   }
 
-/** The dot products of this warp's prefetched rows with xs; EPI(r, acc) stores row r. */
-#define GEMV_ROWS(N, K, EPI)                                                       \\
+/** This warp's partial dot products with xs (one per round, warp-summed) into ACC[]. */
+#define DOT_UNITS(N, K, KS, OFF, ACC)                                              \\
+  _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                      \\
+    const int u = gw + j * TW;                                                     \\
+    ACC[j] = 0.f;                                                                  \\
+    if (u < (N) * (KS)) {                                                          \\
+      const float* xp = sh.xs + (u % (KS)) * ((K) / (KS)) + lane * 8;              \\
+      float a = 0.f;                                                               \\
+      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(w[(OFF) + j * KW(K, KS) + c], xp + c * 256); \\
+      ACC[j] = warp_sum(a);                                                        \\
+    }                                                                              \\
+  }
+
+/** Row sums of a split GEMV: the units' sums staged in GP, added in unit order by the row's first warp. */
+#define STAGE_UNITS(N, KS, ACC, GP)                                                \\
+  if ((KS) > 1 && lane == 0) {                                                     \\
+    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) GP[j][warp] = ACC[j]; \\
+  }
+static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW], int j, int warp, int ks) {
+  for (int q = 1; q < ks; q++) acc += gp[j][warp + q];
+  return acc;
+}
+
+/** The GEMV of this warp's prefetched units with xs; EPI stores row r's sum acc (lane 0 of its first warp). */
+#define GEMV_UNITS(N, K, KS, EPI)                                                  \\
   {                                                                                \\
-    _Pragma("unroll") for (int j = 0; j < ((N) + TW - 1) / TW; j++) {              \\
-      const int r = gw + j * TW;                                                   \\
-      if (r < (N)) {                                                               \\
-        float acc = 0.f;                                                           \\
-        _Pragma("unroll") for (int c = 0; c < (K) / 256; c++) acc += dot8(w[j * ((K) / 256) + c], sh.xs + c * 256 + lane * 8); \\
-        acc = warp_sum(acc);                                                       \\
-        if (lane == 0) { EPI; }                                                    \\
+    float accs_[ROUNDS(N, KS)];                                                    \\
+    DOT_UNITS(N, K, KS, 0, accs_);                                                 \\
+    STAGE_UNITS(N, KS, accs_, sh.gp);                                              \\
+    if ((KS) > 1) __syncthreads();                                                 \\
+    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
+      const int u = gw + j * TW;                                                   \\
+      if (u < (N) * (KS) && u % (KS) == 0 && lane == 0) {                          \\
+        const int r = u / (KS);                                                    \\
+        const float acc = row_sum(accs_[j], sh.gp, j, warp, (KS));                            \\
+        EPI;                                                                       \\
       }                                                                            \\
     }                                                                              \\
   }
@@ -375,7 +459,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
   unsigned int nbar = 0;
   {
     const LayerPtrs L = layers[0];
-    PREFETCH_ROWS(RQKV, H, qkv_row(L, r));
+    PREFETCH_UNITS(RQKV, H, KS_QKV, 0, qkv_row(L, r));
   }
 
   for (int layer = 0; layer < NL; layer++) {
@@ -384,7 +468,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
 
     // (1) RMSNorm + q/k/v projections.
     row_to_smem(resid, L.in_norm, H, sh);
-    GEMV_ROWS(RQKV, H, qkv[r] = tobf(acc));
+    GEMV_UNITS(RQKV, H, KS_QKV, qkv[r] = tobf(acc));
+    grid_arrive(bar, ++nbar, trace);
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
 #pragma unroll
@@ -403,7 +488,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
 #endif
       }
     }
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
+    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
     if (attends) {
@@ -452,6 +537,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
         }
       }
       __syncthreads();
+      MK_STAMP(0);
       float q[GQ][DPL];
 #pragma unroll
       for (int hh = 0; hh < GQ; hh++)
@@ -521,6 +607,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
 #pragma unroll
         for (int e = 0; e < DPL; e++) sh.wacc[warp][hh][lane * DPL + e] = acc[hh][e];
       __syncthreads();
+      MK_STAMP(1);
       // Thread (hh, dd) merges the warps.
       const int hh = threadIdx.x / D, dd = threadIdx.x % D;
       float M = MK_NEG_INF, Lsum = 0.f, A = 0.f;
@@ -546,6 +633,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
         __syncthreads();
         if (threadIdx.x == 0) sh.flag = atomicAdd(&tickets[g], 1u) == (unsigned int)(n_active - 1);
         __syncthreads();
+        MK_STAMP(2);
         if (sh.flag) {
           __threadfence();
           if (hh < GQ) {
@@ -561,58 +649,57 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
             attn[(g * GQ + hh) * D + dd] = tobf(A2 / L2);
           }
           if (threadIdx.x == 0) tickets[g] = 0u;
+          MK_STAMP(3);
         }
       }
     }
-    PREFETCH_ROWS(H, QROWS, L.wo + (long long)r * QROWS);
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
+    grid_arrive(bar, ++nbar, trace);
+    PREFETCH_UNITS(H, QROWS, KS_O, 0, L.wo + (long long)r * QROWS);
+    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual.
     row_to_smem(attn, nullptr, QROWS, sh);
-    GEMV_ROWS(H, QROWS, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
-    PREFETCH_ROWS(INTER, H, L.wg + (long long)r * H);
-    {
-      // The up rows go after the gate rows in w.
-      _Pragma("unroll") for (int j = 0; j < (INTER + TW - 1) / TW; j++) {
-        const int r = gw + j * TW;
-        if (r < INTER) {
-          const bf_t* p = L.wu + (long long)r * H;
-          _Pragma("unroll") for (int c = 0; c < H / 256; c++) w[WORDS / 2 + j * (H / 256) + c] = ldw(p + c * 256 + lane * 8);
-        }
-      }
-    }
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
+    GEMV_UNITS(H, QROWS, KS_O, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
+    grid_arrive(bar, ++nbar, trace);
+    PREFETCH_UNITS(INTER, H, KS_GU, 0, L.wg + (long long)r * H);
+    PREFETCH_UNITS(INTER, H, KS_GU, WORDS / 2, L.wu + (long long)r * H);
+    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
     row_to_smem(h, L.post_norm, H, sh);
-    _Pragma("unroll") for (int j = 0; j < (INTER + TW - 1) / TW; j++) {
-      const int r = gw + j * TW;
-      if (r < INTER) {
-        float ag = 0.f, au = 0.f;
-        _Pragma("unroll") for (int c = 0; c < H / 256; c++) {
-          ag += dot8(w[j * (H / 256) + c], sh.xs + c * 256 + lane * 8);
-          au += dot8(w[WORDS / 2 + j * (H / 256) + c], sh.xs + c * 256 + lane * 8);
+    {
+      float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
+      DOT_UNITS(INTER, H, KS_GU, 0, ag);
+      DOT_UNITS(INTER, H, KS_GU, WORDS / 2, au);
+      STAGE_UNITS(INTER, KS_GU, ag, sh.gp);
+      STAGE_UNITS(INTER, KS_GU, au, sh.gp2);
+      if (KS_GU > 1) __syncthreads();
+      _Pragma("unroll") for (int j = 0; j < ROUNDS(INTER, KS_GU); j++) {
+        const int u = gw + j * TW;
+        if (u < INTER * KS_GU && u % KS_GU == 0 && lane == 0) {
+          const float gs = rbf(row_sum(ag[j], sh.gp, j, warp, KS_GU));
+          const float us = rbf(row_sum(au[j], sh.gp2, j, warp, KS_GU));
+          act[u / KS_GU] = tobf(gs / (1.0f + expf(-gs)) * us);
         }
-        ag = rbf(warp_sum(ag));
-        au = rbf(warp_sum(au));
-        if (lane == 0) act[r] = tobf(ag / (1.0f + expf(-ag)) * au);
       }
     }
-    PREFETCH_ROWS(H, INTER, L.wd + (long long)r * INTER);
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
+    grid_arrive(bar, ++nbar, trace);
+    PREFETCH_UNITS(H, INTER, KS_DOWN, 0, L.wd + (long long)r * INTER);
+    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
     row_to_smem(act, nullptr, INTER, sh);
-    GEMV_ROWS(H, INTER, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+    GEMV_UNITS(H, INTER, KS_DOWN, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+    grid_arrive(bar, ++nbar, trace);
     if (layer + 1 < NL) {
       const LayerPtrs L2 = layers[layer + 1];
-      PREFETCH_ROWS(RQKV, H, qkv_row(L2, r));
+      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, qkv_row(L2, r));
     } else if (gw < VOCAB) {
       // The LM head's first row.
 #pragma unroll
       for (int c = 0; c < H / 256; c++) w[c] = ldw(lm_head + (long long)gw * H + c * 256 + lane * 8);
     }
-    grid_sync(bar, ++nbar, sh, claim, report, codes[2], trace);
+    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
   }
 
   // Final norm + LM head: rows streamed two deep (151936 rows do not fit in registers).
