@@ -23,11 +23,11 @@ elif [ "$part" = mkb ]; then
   cudadec m1-b8 8 KILN_DECODE_MEGAKERNEL=1
   go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js dist/test/decode-runner.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror" 14; }
 elif [ "$part" = ph2 ]; then
-  go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 14; }
+  go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
   go phases && { $K 90 node dist/bench/cuda-megakernel-phases.js --pos 256 --steps 40 --json "$out/phases.json" > "$out/phases.txt" 2>&1; el "phases rc=$?"; tail -n 14 "$out/phases.txt" | tee -a "$out/summary.txt"; }
   for rep in 1 2; do cudadec m0-$rep 1 KILN_DECODE_MEGAKERNEL=0; cudadec ma-$rep 1 KILN_DECODE_MEGAKERNEL=1; done
 elif [ "$part" = ph ]; then
-  go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 14; }
+  go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
   for l in asm ldg; do
     go phases-$l && { KILN_DECODE_MEGAKERNEL_LOADS=$l $K 90 node dist/bench/cuda-megakernel-phases.js --pos 256 --steps 40 --json "$out/phases-$l.json" > "$out/phases-$l.txt" 2>&1; el "phases loads=$l rc=$?"; cat "$out/phases-$l.txt" | tail -n 9 | tee -a "$out/summary.txt"; }
   done
