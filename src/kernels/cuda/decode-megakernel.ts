@@ -129,11 +129,10 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const gq = heads / kvHeads;
     const h = alloc([H], 'bfloat16');
     const qkv = alloc([(heads + 2 * kvHeads) * D], 'bfloat16');
-    const attn = alloc([heads * D], 'bfloat16');
     const act = alloc([I], 'bfloat16');
     const part = alloc([kvHeads * megakernelSplits(dims) * gq * (D + 2)], 'float32');
-    // Barrier count, exit count, one ticket per kv head: zero at every launch (the kernel resets them).
-    const sync = alloc([2 + kvHeads], 'int32', true);
+    // Barrier count and exit count: zero at every launch (the kernel resets them).
+    const sync = alloc([2], 'int32', true);
     this.logits = alloc([1, vocab], 'bfloat16');
     const codes = upload([
       deviceCheckCode({ op: OP, what: "'inputIds' (token ids of the vocabulary)" }),
@@ -143,14 +142,14 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims) + 2) * dims.grid * 2 + dims.layers * dims.grid * 4], 'int32', true) : null;
     const err = deviceErrorArgs(device.index);
     this.kernel = kernelFromSource(device.index, source, name, [
-      'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
+      'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
     ]);
     // Arguments 6..10 are the step's inputs, filled per run.
     this.argIndex = 6;
     this.args = [
       ptrOf(layers), ptrOf(spec.embed), ptrOf(spec.finalNorm), ptrOf(spec.lmHead), ptrOf(spec.cos), ptrOf(spec.sin),
       0, 0, 0, 0, 0,
-      ptrOf(h), ptrOf(qkv), ptrOf(attn), ptrOf(act), ptrOf(part), ptrOf(sync), ptrOf(this.logits),
+      ptrOf(h), ptrOf(qkv), ptrOf(act), ptrOf(part), ptrOf(sync), ptrOf(this.logits),
       err.claim, err.report, ptrOf(codes), this.traceBuf ? ptrOf(this.traceBuf) : 0,
     ];
   }

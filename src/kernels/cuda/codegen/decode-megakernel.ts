@@ -16,17 +16,19 @@
  *   a warp per output row, round-robin over the grid's warps), and the attention warps their
  *   first keys and values (their cache slots are fixed for the launch). The barrier's latency and
  *   the weight's round trip then overlap, which separate kernels cannot do beyond PDL's one wave.
- * - Attention: work item (kv head, split) per block; a split is a contiguous run of at least 16
- *   tokens (one per warp); each warp keeps an online softmax for the kv head's query heads, the
- *   warps merge in shared memory, and with several splits the last block to take the kv head's
- *   ticket folds the partials in split order (deterministic; no block waits for another).
+ * - Attention: work item (kv head, split) per block; a split is a contiguous run of at least
+ *   NW x UKV tokens, whose keys and values each warp loads before the barrier (their cache slots
+ *   are fixed for the launch); each warp keeps an online softmax for the kv head's query heads
+ *   (the scores of its prefetched tokens reduced together), the warps merge in shared memory and
+ *   the block writes its split's unnormalised partials. Every block folds all splits, in split
+ *   order (deterministic), into its shared row at the start of the o projection: no ticket, no
+ *   separate fold, no block waiting for another.
  * - Roundings are those of the compiled step's ops: every GEMV output, norm output, rotated head,
  *   residual sum, gate and up product and attention output is rounded to bfloat16 once; sums in
  *   float32.
  * - Data written in the launch by other blocks is read with ld.global.cg (L2; an SM's L1 is not
  *   coherent); weights and cache rows of earlier steps through the read-only path.
- * - The barrier counter and tickets are zero at every launch: the last block to leave resets the
- *   counter. A barrier that does not complete within ~2^24 polls (a block not resident) reports
+ * - The barrier counter is zero at every launch: the last block to leave resets it. A barrier that does not complete within ~2^24 polls (a block not resident) reports
  *   through the device-side error word and stops waiting, so a launch never hangs.
  */
 
@@ -65,7 +67,7 @@ export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: f
 export const MK_THREADS = 512;
 const MK_WARPS = MK_THREADS / 32;
 /** Tokens a warp holds in registers across the barrier before attention (its first ones). */
-const KV_PREFETCH = 2;
+const KV_PREFETCH = 4;
 /** Pointers per layer in the table the kernel reads (LayerPtrs). */
 export const MK_LAYER_PTRS = 13;
 
@@ -95,7 +97,8 @@ export function megakernelUnsupported(d: DecodeMegakernelDims): string | null {
 export function megakernelSharedBytes(d: DecodeMegakernelDims): number {
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
-  return 4 * (maxK + MK_WARPS + 4 + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim) + 8;
+  const splitRows = 2 * MAX_SPLIT_ROUNDS * MK_WARPS + 2 * d.heads * megakernelSplits(d);
+  return 4 * (maxK + MK_WARPS + 4 + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows) + 4;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -133,8 +136,8 @@ export function megakernelBarriers(d: DecodeMegakernelDims): number {
 /**
  * The kernel source. Parameters (in order): layers (LayerPtrs [L]), embed, finalNorm, lmHead,
  * cos, sin ([maxPositions, D]), ids, positions, slots (int64 [1]), table (int32 [maxBlocks]),
- * lens (int32 [1]), h, qkv, attn, act (bfloat16 scratch), part (float scratch), sync (uint32:
- * barrier, exit count, tickets), logits, claim, report, codes (int64 [3]: token id, block id,
+ * lens (int32 [1]), h, qkv, act (bfloat16 scratch), part (float scratch: the attention splits'
+ * partials), sync (uint32: barrier, exit count), logits, claim, report, codes (int64 [3]: token id, block id,
  * barrier), trace (uint32 [barriers + 2][grid][2], the low 32 bits of %globaltimer in ns, under variant.trace: row 0 the start, row k
  * barrier k's arrival and release, the last row the end; else unused).
  */
@@ -215,6 +218,13 @@ static __device__ __forceinline__ unsigned short tobf(float f) {
   return (unsigned short)(u >> 16);
 }
 static __device__ __forceinline__ float rbf(float f) { return bf(tobf(f)); }
+/** DPL (<= 4) bfloat16 values held as floats, packed two to a word (exact: they are bfloat16 values). */
+static __device__ __forceinline__ uint2 pack_row(const float* f) {
+  unsigned int w[2] = {0u, 0u};
+#pragma unroll
+  for (int e = 0; e < DPL; e++) w[e >> 1] |= (unsigned int)tobf(f[e]) << ((e & 1) * 16);
+  return make_uint2(w[0], w[1]);
+}
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -269,8 +279,9 @@ struct Shared {
   float wl[NW][GQ];
   float wacc[NW][GQ][D];
   float gp[GPR][NW];
+  float pm[NH][S];
+  float pl[NH][S];
   float gp2[GPR][NW];
-  int flag;
   int dead;
 };
 
@@ -410,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const bf_t* __restrict__ lm_head, const bf_t* __restrict__ cos_t, const bf_t* __restrict__ sin_t,
     const long long* __restrict__ ids, const long long* __restrict__ positions, const long long* __restrict__ slots,
     const int* __restrict__ table, const int* __restrict__ lens,
-    bf_t* h, bf_t* qkv, bf_t* attn, bf_t* act, float* part, unsigned int* sync, bf_t* logits,
+    bf_t* h, bf_t* qkv, bf_t* act, float* part, unsigned int* sync, bf_t* logits,
     unsigned long long* claim, long long* report, const long long* __restrict__ codes, unsigned int* trace) {
   __shared__ Shared sh;
 #if MK_TRACE
@@ -419,7 +430,6 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gw = blockIdx.x * NW + warp;
   unsigned int* bar = sync;
-  unsigned int* tickets = sync + 2;
   if (threadIdx.x == 0) sh.dead = 0;
 
   // Step inputs (uploaded before the launch).
@@ -437,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
   const int item = blockIdx.x;
   const int g = item / S, s = item % S;
   int span = (len + S - 1) / S;
-  if (span < NW) span = NW;
+  if (span < NW * UKV) span = NW * UKV;
   const int n_active = len > 0 ? (len + span - 1) / span : 0;
   const bool attends = item < NKV * S && s < n_active;
   const int t0 = s * span;
@@ -550,53 +560,83 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
 #pragma unroll
         for (int e = 0; e < DPL; e++) acc[hh][e] = 0.f;
       }
-      int u = 0;
-      for (int t = t0 + warp; t < t1; t += NW, u++) {
-        float kf[DPL], vf[DPL];
-        if (t == len - 1) {
+      // One online-softmax step of a token with its (scaled) scores sc[] and its value row's DPL
+      // elements of this lane, packed bfloat16 (unpacked here: fewer live registers).
+      auto take = [&](const float (&sc)[GQ], uint2 vw) {
+        const bf_t* vb = reinterpret_cast<const bf_t*>(&vw);
+        float vf[DPL];
 #pragma unroll
-          for (int e = 0; e < DPL; e++) { kf[e] = sh.qk[GQ][lane * DPL + e]; vf[e] = sh.qk[GQ + 1][lane * DPL + e]; }
-        } else {
-          uint2 kw, vw;
-          if (u < UKV) {
-            // u is a loop counter: select the prefetched word without dynamic register indexing.
-            kw = kpre[0]; vw = vpre[0];
-#pragma unroll
-            for (int i = 1; i < UKV; i++) if (u == i) { kw = kpre[i]; vw = vpre[i]; }
-          } else {
-            int bk = table[t / BS];
-            if (bk < 0 || bk >= NCB) { kiln_report(claim, report, codes[1], bk, NCB); bk = 0; }
-            const long long e = (((long long)bk * BS + t % BS) * NKV + g) * D + lane * DPL;
-#if ${d.headDim} == 128
-            kw = __ldg(reinterpret_cast<const uint2*>(L.kc + e));
-            vw = __ldg(reinterpret_cast<const uint2*>(L.vc + e));
-#else
-            kw = make_uint2(0u, 0u); vw = make_uint2(0u, 0u);
-            for (int i = 0; i < DPL; i++) {
-              reinterpret_cast<bf_t*>(&kw)[i] = L.kc[e + i];
-              reinterpret_cast<bf_t*>(&vw)[i] = L.vc[e + i];
-            }
-#endif
-          }
-          const bf_t* kb = reinterpret_cast<const bf_t*>(&kw);
-          const bf_t* vb = reinterpret_cast<const bf_t*>(&vw);
-#pragma unroll
-          for (int e = 0; e < DPL; e++) { kf[e] = bf(kb[e]); vf[e] = bf(vb[e]); }
-        }
+        for (int e = 0; e < DPL; e++) vf[e] = bf(vb[e]);
 #pragma unroll
         for (int hh = 0; hh < GQ; hh++) {
-          float sc = 0.f;
-#pragma unroll
-          for (int e = 0; e < DPL; e++) sc = fmaf(q[hh][e], kf[e], sc);
-          sc = warp_sum(sc) * SCALE;
-          const float mn = fmaxf(m[hh], sc);
+          const float mn = fmaxf(m[hh], sc[hh]);
           const float alpha = __expf(m[hh] - mn);
-          const float p = __expf(sc - mn);
+          const float p = __expf(sc[hh] - mn);
           l[hh] = l[hh] * alpha + p;
 #pragma unroll
           for (int e = 0; e < DPL; e++) acc[hh][e] = fmaf(p, vf[e], acc[hh][e] * alpha);
           m[hh] = mn;
         }
+      };
+      // The prefetched tokens (a split holds at least UKV per warp): all their scores first, so the
+      // UKV x GQ warp sums are independent and overlap, then the softmax steps in token order.
+      {
+        float sc[UKV][GQ];
+#pragma unroll
+        for (int u = 0; u < UKV; u++) {
+          if (t0 + warp + u * NW == len - 1) {
+            // The new token: its rotated key and value from shared memory (bfloat16 values), packed.
+            kpre[u] = pack_row(&sh.qk[GQ][lane * DPL]);
+            vpre[u] = pack_row(&sh.qk[GQ + 1][lane * DPL]);
+          }
+          const bf_t* kb = reinterpret_cast<const bf_t*>(&kpre[u]);
+#pragma unroll
+          for (int hh = 0; hh < GQ; hh++) {
+            float d0 = 0.f;
+#pragma unroll
+            for (int e = 0; e < DPL; e++) d0 = fmaf(q[hh][e], bf(kb[e]), d0);
+            sc[u][hh] = d0;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < UKV; u++)
+#pragma unroll
+          for (int hh = 0; hh < GQ; hh++) sc[u][hh] = warp_sum(sc[u][hh]) * SCALE;
+#pragma unroll
+        for (int u = 0; u < UKV; u++)
+          if (t0 + warp + u * NW < t1) take(sc[u], vpre[u]);
+      }
+      // Tokens past the prefetched ones (contexts longer than S x NW x UKV), loaded here.
+      for (int t = t0 + warp + UKV * NW; t < t1; t += NW) {
+        float sc[GQ];
+        uint2 kw, vw;
+        if (t == len - 1) {
+          kw = pack_row(&sh.qk[GQ][lane * DPL]);
+          vw = pack_row(&sh.qk[GQ + 1][lane * DPL]);
+        } else {
+          int bk = table[t / BS];
+          if (bk < 0 || bk >= NCB) { kiln_report(claim, report, codes[1], bk, NCB); bk = 0; }
+          const long long e0 = (((long long)bk * BS + t % BS) * NKV + g) * D + lane * DPL;
+          kw = make_uint2(0u, 0u); vw = make_uint2(0u, 0u);
+#if ${d.headDim} == 128
+          kw = __ldg(reinterpret_cast<const uint2*>(L.kc + e0));
+          vw = __ldg(reinterpret_cast<const uint2*>(L.vc + e0));
+#else
+          for (int i = 0; i < DPL; i++) {
+            reinterpret_cast<bf_t*>(&kw)[i] = L.kc[e0 + i];
+            reinterpret_cast<bf_t*>(&vw)[i] = L.vc[e0 + i];
+          }
+#endif
+        }
+        const bf_t* kb = reinterpret_cast<const bf_t*>(&kw);
+#pragma unroll
+        for (int hh = 0; hh < GQ; hh++) {
+          float d0 = 0.f;
+#pragma unroll
+          for (int e = 0; e < DPL; e++) d0 = fmaf(q[hh][e], bf(kb[e]), d0);
+          sc[hh] = warp_sum(d0) * SCALE;
+        }
+        take(sc, vw);
       }
       if (lane == 0) {
 #pragma unroll
@@ -621,44 +661,42 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
           A = fmaf(sh.wacc[i][hh][dd], f, A);
         }
       }
-      if (n_active == 1) {
-        if (hh < GQ) attn[(g * GQ + hh) * D + dd] = tobf(A / Lsum);
-      } else {
+      // The split's unnormalised partials; every block folds them at the start of the o projection.
+      if (hh < GQ) {
         float* pp = part + ((long long)(g * S + s) * GQ + hh) * (D + 2);
-        if (hh < GQ) {
-          pp[dd] = A;
-          if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
-        }
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) sh.flag = atomicAdd(&tickets[g], 1u) == (unsigned int)(n_active - 1);
-        __syncthreads();
-        MK_STAMP(2);
-        if (sh.flag) {
-          __threadfence();
-          if (hh < GQ) {
-            float M2 = MK_NEG_INF;
-            for (int i = 0; i < n_active; i++) M2 = fmaxf(M2, __ldcg(part + ((long long)(g * S + i) * GQ + hh) * (D + 2) + D));
-            float L2 = 0.f, A2 = 0.f;
-            for (int i = 0; i < n_active; i++) {
-              const float* q2 = part + ((long long)(g * S + i) * GQ + hh) * (D + 2);
-              const float f = __expf(__ldcg(q2 + D) - M2);
-              L2 = fmaf(__ldcg(q2 + D + 1), f, L2);
-              A2 = fmaf(__ldcg(q2 + dd), f, A2);
-            }
-            attn[(g * GQ + hh) * D + dd] = tobf(A2 / L2);
-          }
-          if (threadIdx.x == 0) tickets[g] = 0u;
-          MK_STAMP(3);
-        }
+        pp[dd] = A;
+        if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
       }
     }
     grid_arrive(bar, ++nbar, trace);
     PREFETCH_UNITS(H, QROWS, KS_O, 0, L.wo + (long long)r * QROWS);
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
-    // (3) o projection + residual.
-    row_to_smem(attn, nullptr, QROWS, sh);
+    // (3) o projection + residual. Its input, the attention output, is folded from the splits'
+    // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
+    // where a separate fold would take a ticket, read, write and be read again.
+    for (int i = threadIdx.x; i < NH * n_active; i += NT) {
+      const int hq = i / n_active, s2 = i % n_active;
+      const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
+      sh.pm[hq][s2] = __ldcg(pp + D);
+      sh.pl[hq][s2] = __ldcg(pp + D + 1);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < QROWS; i += NT) {
+      const int hq = i / D, dd = i % D;
+      float M = MK_NEG_INF;
+      for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, sh.pm[hq][s2]);
+      float Lsum = 0.f, A = 0.f;
+      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * (D + 2) + dd;
+#pragma unroll 4
+      for (int s2 = 0; s2 < n_active; s2++) {
+        const float f = __expf(sh.pm[hq][s2] - M);
+        Lsum = fmaf(sh.pl[hq][s2], f, Lsum);
+        A = fmaf(__ldcg(pp + (long long)s2 * GQ * (D + 2)), f, A);
+      }
+      sh.xs[i] = rbf(A / Lsum);
+    }
+    __syncthreads();
     GEMV_UNITS(H, QROWS, KS_O, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
     PREFETCH_UNITS(INTER, H, KS_GU, 0, L.wg + (long long)r * H);
