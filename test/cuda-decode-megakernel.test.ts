@@ -92,8 +92,19 @@ const SIZES: [string, Record<string, unknown>][] = [
   ['head dim 128, 2 query heads per kv head', config(512, 4, 2, 128, 1024, 3, 2000)],
 ];
 
-for (const [label, cfg] of SIZES) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}) [cuda]`, { skip: !hasCuda }, () => {
+for (const [label, cfg] of SIZES) for (const stream of ['next', 'ahead'] as const) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}) [cuda]`, { skip: !hasCuda }, () => {
+    setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
+    try {
+      checkAgainstCompiled(cfg);
+    } finally {
+      setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
+    }
+  });
+}
+
+function checkAgainstCompiled(cfg: Record<string, unknown>): void {
+  {
     const model = Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', device: 'cuda', seed: 3, initStd: 0.05 });
     const NB = 64;
     const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: NB }), new PagedKvCache(model.kvGeometry(), { numBlocks: NB })];
@@ -140,7 +151,7 @@ for (const [label, cfg] of SIZES) {
     mk.dispose();
     ref.dispose();
     for (const c of caches) c.dispose();
-  });
+  }
 }
 
 /** Greedy ids of `prompt` and, per step, the gap between the top two logprobs (the engine's top-2 logprobs). */

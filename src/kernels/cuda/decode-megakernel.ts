@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelSplits, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelSplits, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -95,14 +95,18 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
   private readonly logits: Tensor;
   private readonly kernel;
   private readonly traceBuf: Tensor | null;
+  private readonly dynamicShared: number;
 
   constructor(
     private readonly spec: DenseDecoderSpec,
     private readonly dims: DecodeMegakernelDims,
   ) {
     const device = spec.embed.device;
-    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE') };
-    const { name, source } = decodeMegakernelSource(dims, variant);
+    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM') };
+    const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
+    this.dynamicShared = dynamicShared;
+    const optin = deviceInfo(device.index).sharedMemPerBlockOptin;
+    if (dynamicShared + megakernelSharedBytes(dims) > optin) throw new Error(`${OP}: ${dynamicShared + megakernelSharedBytes(dims)} bytes of shared memory exceed cuda:${device.index}'s ${optin} per block (KILN_DECODE_MEGAKERNEL_STREAM=next needs less)`);
     this.name = name;
     const { hidden: H, heads, kvHeads, headDim: D, intermediate: I, vocab } = dims;
     const alloc = (shape: number[], dtype: DType, zero = false): Tensor => {
@@ -143,7 +147,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const err = deviceErrorArgs(device.index);
     this.kernel = kernelFromSource(device.index, source, name, [
       'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
-    ]);
+    ], [], dynamicShared);
     // Arguments 6..10 are the step's inputs, filled per run.
     this.argIndex = 6;
     this.args = [
@@ -170,7 +174,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       }
       this.args[this.argIndex + i] = ptrOf(t);
     });
-    launch(this.kernel, this.args, { grid: this.dims.grid, block: MK_THREADS }, streamOf(this.logits));
+    launch(this.kernel, this.args, { grid: this.dims.grid, block: MK_THREADS, sharedBytes: this.dynamicShared }, streamOf(this.logits));
     megakernelStats.launches++;
     const out = this.logits;
     return new Tensor(out.storage, out.dtype, out.shape, out.strides, out.offset);

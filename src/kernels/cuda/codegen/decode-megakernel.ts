@@ -60,9 +60,15 @@ export interface DecodeMegakernelVariant {
   readonly loads: 'asm' | 'ldg';
   /** Each block stamps %globaltimer at every barrier's arrival and release (MkTrace). */
   readonly trace: boolean;
+  /**
+   * Weight streaming: 'next' loads each phase's weights into registers between the arrival at
+   * and the wait on the barrier before it; 'ahead' two phases before it (the q/k/v and gate/up
+   * weights into shared memory with cp.async, the o and down weights into registers).
+   */
+  readonly stream: 'next' | 'ahead';
 }
 
-export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false };
+export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
 
 export const MK_THREADS = 512;
 const MK_WARPS = MK_THREADS / 32;
@@ -124,7 +130,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -141,7 +147,7 @@ export function megakernelBarriers(d: DecodeMegakernelDims): number {
  * barrier), trace (uint32 [barriers + 2][grid][2], the low 32 bits of %globaltimer in ns, under variant.trace: row 0 the start, row k
  * barrier k's arrival and release, the last row the end; else unused).
  */
-export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeMegakernelVariant = DEFAULT_VARIANT): { name: string; source: string } {
+export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeMegakernelVariant = DEFAULT_VARIANT): { name: string; source: string; dynamicShared: number } {
   const why = megakernelUnsupported(d);
   if (why !== null) throw new Error(`decode megakernel: unsupported model: ${why}`);
   const name = megakernelName(d, variant);
@@ -154,13 +160,15 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
     gu: gemvSplit(d.intermediate, d.hidden, tw, true),
     down: gemvSplit(d.hidden, d.intermediate, tw),
   };
-  const words = Math.max(
-    wordsPerLane(qrows + 2 * kvrows, d.hidden, ks.qkv, tw),
-    wordsPerLane(d.hidden, qrows, ks.o, tw),
-    wordsPerLane(d.intermediate, d.hidden, ks.gu, tw, true),
-    wordsPerLane(d.hidden, d.intermediate, ks.down, tw),
-    d.hidden / 256,
-  );
+  const wq = wordsPerLane(qrows + 2 * kvrows, d.hidden, ks.qkv, tw);
+  const wo = wordsPerLane(d.hidden, qrows, ks.o, tw);
+  const wgu = wordsPerLane(d.intermediate, d.hidden, ks.gu, tw, true);
+  const wd = wordsPerLane(d.hidden, d.intermediate, ks.down, tw);
+  const ahead = variant.stream === 'ahead';
+  // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
+  const words = ahead ? Math.max(wo, wd, d.hidden / 256) : Math.max(wq, wo, wgu, wd, d.hidden / 256);
+  // Shared-memory words per lane ('ahead': the q/k/v and the gate/up weights, one at a time).
+  const smemWords = ahead ? Math.max(wq, wgu) : 0;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
 #define H ${d.hidden}
@@ -185,6 +193,8 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define DPL (D / 32)
 #define MAXK ${maxK}
 #define WORDS ${words}
+#define WS ${Math.max(1, smemWords)}
+#define GU_HALF (ROUNDS(INTER, KS_GU) * KW(H, KS_GU))
 #define UKV ${KV_PREFETCH}
 #define EPS ${d.eps.toExponential(9)}f
 #define SCALE ${(1 / Math.sqrt(d.headDim)).toExponential(9)}f
@@ -246,6 +256,12 @@ static __device__ __forceinline__ uint2 ldw2(const bf_t* p) {
       : `static __device__ __forceinline__ uint4 ldw(const bf_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 static __device__ __forceinline__ uint2 ldw2(const bf_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }`
   }
+static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(a), "l"(gmem) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -363,28 +379,35 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 #define KW(K, KS) ((K) / (KS) / 256)
 #define ROUNDS(N, KS) (((N) * (KS) + TW - 1) / TW)
 
-/** Loads this warp's units of the weight whose row r starts at ROW_EXPR into w[OFF...]. */
-#define PREFETCH_UNITS(N, K, KS, OFF, ROW_EXPR)                                    \\
+// Where a lane's weight word i goes and is read from: registers w[i], or shared memory
+// (per warp WS words per lane, lanes adjacent: conflict-free 16-byte accesses).
+#define TO_REG(i, p) w[i] = ldw(p)
+#define TO_SMEM(i, p) cp_async16(&smw[(warp * WS + (i)) * 32 + lane], p)
+#define REG_W(i) w[i]
+#define SMEM_W(i) smw[(warp * WS + (i)) * 32 + lane]
+
+/** Loads this warp's units of the weight whose row r starts at ROW_EXPR into words OFF... (PUT). */
+#define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR)                                    \\
   {                                                                                \\
     _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
       const int u = gw + j * TW;                                                   \\
       if (u < (N) * (KS)) {                                                        \\
         const int r = u / (KS);                                                    \\
         const bf_t* p = (ROW_EXPR) + (u % (KS)) * ((K) / (KS));                    \\
-        _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) w[(OFF) + j * KW(K, KS) + c] = ldw(p + c * 256 + lane * 8); \\
+        _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) PUT((OFF) + j * KW(K, KS) + c, p + c * 256 + lane * 8); \\
       }                                                                            \\
     }                                                                              \\
   }
 
 /** This warp's partial dot products with xs (one per round, warp-summed) into ACC[]. */
-#define DOT_UNITS(N, K, KS, OFF, ACC)                                              \\
+#define DOT_UNITS(N, K, KS, OFF, SRC, ACC)                                              \\
   _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                      \\
     const int u = gw + j * TW;                                                     \\
     ACC[j] = 0.f;                                                                  \\
     if (u < (N) * (KS)) {                                                          \\
       const float* xp = sh.xs + (u % (KS)) * ((K) / (KS)) + lane * 8;              \\
       float a = 0.f;                                                               \\
-      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(w[(OFF) + j * KW(K, KS) + c], xp + c * 256); \\
+      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(SRC((OFF) + j * KW(K, KS) + c), xp + c * 256); \\
       ACC[j] = warp_sum(a);                                                        \\
     }                                                                              \\
   }
@@ -400,10 +423,10 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
 }
 
 /** The GEMV of this warp's prefetched units with xs; EPI stores row r's sum acc (lane 0 of its first warp). */
-#define GEMV_UNITS(N, K, KS, EPI)                                                  \\
+#define GEMV_UNITS(N, K, KS, SRC, EPI)                                                  \\
   {                                                                                \\
     float accs_[ROUNDS(N, KS)];                                                    \\
-    DOT_UNITS(N, K, KS, 0, accs_);                                                 \\
+    DOT_UNITS(N, K, KS, 0, SRC, accs_);                                                 \\
     STAGE_UNITS(N, KS, accs_, sh.gp);                                              \\
     if ((KS) > 1) __syncthreads();                                                 \\
     _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
@@ -424,6 +447,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     bf_t* h, bf_t* qkv, bf_t* act, float* part, unsigned int* sync, bf_t* logits,
     unsigned long long* claim, long long* report, const long long* __restrict__ codes, unsigned int* trace) {
   __shared__ Shared sh;
+  extern __shared__ uint4 smw[];
 #if MK_TRACE
   if (threadIdx.x == 0) { const unsigned int t = mk_now(); trace[blockIdx.x * 2] = t; trace[blockIdx.x * 2 + 1] = t; }
 #endif
@@ -469,7 +493,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
   unsigned int nbar = 0;
   {
     const LayerPtrs L = layers[0];
-    PREFETCH_UNITS(RQKV, H, KS_QKV, 0, qkv_row(L, r));
+    ${ahead ? 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();' : 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r));'}
   }
 
   for (int layer = 0; layer < NL; layer++) {
@@ -477,9 +501,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
-    row_to_smem(resid, L.in_norm, H, sh);
-    GEMV_UNITS(RQKV, H, KS_QKV, qkv[r] = tobf(acc));
-    grid_arrive(bar, ++nbar, trace);
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
+    GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
+    grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
 #pragma unroll
@@ -669,7 +693,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
       }
     }
     grid_arrive(bar, ++nbar, trace);
-    PREFETCH_UNITS(H, QROWS, KS_O, 0, L.wo + (long long)r * QROWS);
+    ${
+      ahead
+        ? `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
+    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_SMEM, L.wu + (long long)r * H);
+    cp_async_commit();`
+        : 'PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);'
+    }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
@@ -697,18 +727,22 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
       sh.xs[i] = rbf(A / Lsum);
     }
     __syncthreads();
-    GEMV_UNITS(H, QROWS, KS_O, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
+    GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
-    PREFETCH_UNITS(INTER, H, KS_GU, 0, L.wg + (long long)r * H);
-    PREFETCH_UNITS(INTER, H, KS_GU, WORDS / 2, L.wu + (long long)r * H);
+    ${
+      ahead
+        ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
+        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
+    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
+    }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
-    row_to_smem(h, L.post_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
-      DOT_UNITS(INTER, H, KS_GU, 0, ag);
-      DOT_UNITS(INTER, H, KS_GU, WORDS / 2, au);
+      DOT_UNITS(INTER, H, KS_GU, 0, ${ahead ? 'SMEM_W' : 'REG_W'}, ag);
+      DOT_UNITS(INTER, H, KS_GU, GU_HALF, ${ahead ? 'SMEM_W' : 'REG_W'}, au);
       STAGE_UNITS(INTER, KS_GU, ag, sh.gp);
       STAGE_UNITS(INTER, KS_GU, au, sh.gp2);
       if (KS_GU > 1) __syncthreads();
@@ -722,17 +756,24 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
       }
     }
     grid_arrive(bar, ++nbar, trace);
-    PREFETCH_UNITS(H, INTER, KS_DOWN, 0, L.wd + (long long)r * INTER);
+    ${
+      ahead
+        ? `if (layer + 1 < NL) {
+      const LayerPtrs L2 = layers[layer + 1];
+      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L2, r));
+      cp_async_commit();
+    }`
+        : 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
+    }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
     row_to_smem(act, nullptr, INTER, sh);
-    GEMV_UNITS(H, INTER, KS_DOWN, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+    GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
-    if (layer + 1 < NL) {
-      const LayerPtrs L2 = layers[layer + 1];
-      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, qkv_row(L2, r));
-    } else if (gw < VOCAB) {
+    if (${ahead ? 'false' : 'layer + 1 < NL'}) {
+      ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
+    } else if (layer + 1 == NL && gw < VOCAB) {
       // The LM head's first row.
 #pragma unroll
       for (int c = 0; c < H / 256; c++) w[c] = ldw(lm_head + (long long)gw * H + c * 256 + lane * 8);
@@ -774,5 +815,5 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, dynamicShared: ahead ? MK_WARPS * smemWords * 32 * 16 : 0 };
 }
