@@ -66,9 +66,57 @@ export interface DecodeMegakernelVariant {
    * weights into shared memory with cp.async, the o and down weights into registers).
    */
   readonly stream: 'next' | 'ahead';
+  /**
+   * Host C++ for the grid emulator (scripts/cuda-emu/grid-emu.h: a fiber per CUDA thread, every
+   * block live, so the grid barriers work): no PTX, shared memory per emulated block.
+   */
+  readonly host?: boolean;
+  /** Every GEMV split this many ways along K where its K allows it (tests: a small grid never picks a split). */
+  readonly forceSplit?: number;
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
+
+/** How the source splits and holds each GEMV (from the sizes and the variant). */
+export interface MegakernelPlan {
+  /** Warps per row (K split) of the q/k/v, o, gate/up and down GEMVs. */
+  readonly ks: { readonly qkv: number; readonly o: number; readonly gu: number; readonly down: number };
+  /** 16-byte words a lane holds in registers and in shared memory. */
+  readonly words: number;
+  readonly smemWords: number;
+  /** Most rounds of a split GEMV (rows of its staged partial sums). */
+  readonly splitRounds: number;
+}
+
+export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): MegakernelPlan {
+  const tw = d.grid * MK_WARPS;
+  const qrows = d.heads * d.headDim;
+  const kvrows = d.kvHeads * d.headDim;
+  const gemvs = {
+    qkv: { rows: qrows + 2 * kvrows, k: d.hidden, gated: false },
+    o: { rows: d.hidden, k: qrows, gated: false },
+    gu: { rows: d.intermediate, k: d.hidden, gated: true },
+    down: { rows: d.hidden, k: d.intermediate, gated: false },
+  };
+  const pick = (g: { rows: number; k: number; gated: boolean }): number => {
+    const f = v.forceSplit;
+    if (f !== undefined && (g.k / f) % 256 === 0 && Number.isInteger(g.k / f)) return f;
+    return gemvSplit(g.rows, g.k, tw, g.gated);
+  };
+  const ks = { qkv: pick(gemvs.qkv), o: pick(gemvs.o), gu: pick(gemvs.gu), down: pick(gemvs.down) };
+  const w = (name: keyof typeof gemvs): number => wordsPerLane(gemvs[name].rows, gemvs[name].k, ks[name], tw, gemvs[name].gated);
+  const ahead = v.stream === 'ahead';
+  let splitRounds = 1;
+  for (const name of Object.keys(gemvs) as (keyof typeof gemvs)[]) if (ks[name] > 1) splitRounds = Math.max(splitRounds, Math.ceil((gemvs[name].rows * ks[name]) / tw));
+  return {
+    ks,
+    // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
+    words: ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
+    // Shared memory ('ahead'): the q/k/v and the gate/up weights, one at a time.
+    smemWords: ahead ? Math.max(w('qkv'), w('gu')) : 0,
+    splitRounds,
+  };
+}
 
 export const MK_THREADS = 512;
 const MK_WARPS = MK_THREADS / 32;
@@ -100,10 +148,10 @@ export function megakernelUnsupported(d: DecodeMegakernelDims): string | null {
 }
 
 /** Bytes of the kernel's static shared memory (struct Shared). */
-export function megakernelSharedBytes(d: DecodeMegakernelDims): number {
+export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
-  const splitRows = 2 * MAX_SPLIT_ROUNDS * MK_WARPS + 2 * d.heads * megakernelSplits(d);
+  const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
   return 4 * (maxK + MK_WARPS + 4 + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows) + 4;
 }
 
@@ -151,24 +199,10 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const why = megakernelUnsupported(d);
   if (why !== null) throw new Error(`decode megakernel: unsupported model: ${why}`);
   const name = megakernelName(d, variant);
-  const tw = d.grid * MK_WARPS;
   const qrows = d.heads * d.headDim;
-  const kvrows = d.kvHeads * d.headDim;
-  const ks = {
-    qkv: gemvSplit(qrows + 2 * kvrows, d.hidden, tw),
-    o: gemvSplit(d.hidden, qrows, tw),
-    gu: gemvSplit(d.intermediate, d.hidden, tw, true),
-    down: gemvSplit(d.hidden, d.intermediate, tw),
-  };
-  const wq = wordsPerLane(qrows + 2 * kvrows, d.hidden, ks.qkv, tw);
-  const wo = wordsPerLane(d.hidden, qrows, ks.o, tw);
-  const wgu = wordsPerLane(d.intermediate, d.hidden, ks.gu, tw, true);
-  const wd = wordsPerLane(d.hidden, d.intermediate, ks.down, tw);
+  const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
-  // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
-  const words = ahead ? Math.max(wo, wd, d.hidden / 256) : Math.max(wq, wo, wgu, wd, d.hidden / 256);
-  // Shared-memory words per lane ('ahead': the q/k/v and the gate/up weights, one at a time).
-  const smemWords = ahead ? Math.max(wq, wgu) : 0;
+  const host = variant.host === true;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
 #define H ${d.hidden}
@@ -203,7 +237,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_O ${ks.o}
 #define KS_GU ${ks.gu}
 #define KS_DOWN ${ks.down}
-#define GPR ${MAX_SPLIT_ROUNDS}
+#define GPR ${splitRounds}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
 #define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * 4 + (j)] = mk_now()
@@ -241,7 +275,7 @@ static __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 ${
-    variant.loads === 'asm'
+    variant.loads === 'asm' && !host
       ? `// Volatile: issued where written, before the barrier, not sunk to the use after it.
 static __device__ __forceinline__ uint4 ldw(const bf_t* p) {
   uint4 r;
@@ -256,7 +290,14 @@ static __device__ __forceinline__ uint2 ldw2(const bf_t* p) {
       : `static __device__ __forceinline__ uint4 ldw(const bf_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 static __device__ __forceinline__ uint2 ldw2(const bf_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }`
   }
-static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+${
+    host
+      ? `// Host emulation: copies complete at once; the grid emulator's clock does not advance.
+static inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
+static inline void cp_async_commit() {}
+static inline void cp_async_wait_all() {}
+static inline unsigned int mk_now() { return 0u; }`
+      : `static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(a), "l"(gmem) : "memory");
 }
@@ -266,7 +307,8 @@ static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return (unsigned int)t;
-}
+}`
+  }
 /** 8 weights (one 16-byte word) times 8 floats of x in shared memory. */
 static __device__ __forceinline__ float dot8(uint4 w, const float* x) {
   const float4 a = *reinterpret_cast<const float4*>(x);
@@ -318,11 +360,19 @@ static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned i
     atomicAdd(bar, 1u);
   }
 }
-static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
+${
+    host
+      ? `// Host emulation: a poll lets the other fibers run (they are what the barrier waits for).
+static inline unsigned int ld_acquire(const unsigned int* p) {
+  emu_yield();
+  return *reinterpret_cast<const volatile unsigned int*>(p);
+}`
+      : `static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
   unsigned int v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
-}
+}`
+  }
 static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
   if (threadIdx.x == 0 && !sh.dead) {
     const unsigned int target = k * G;
@@ -446,8 +496,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const int* __restrict__ table, const int* __restrict__ lens,
     bf_t* h, bf_t* qkv, bf_t* act, float* part, unsigned int* sync, bf_t* logits,
     unsigned long long* claim, long long* report, const long long* __restrict__ codes, unsigned int* trace) {
-  __shared__ Shared sh;
-  extern __shared__ uint4 smw[];
+${
+    host
+      ? `  Shared& sh = *reinterpret_cast<Shared*>(emu_block_shared());
+  uint4* smw = reinterpret_cast<uint4*>(emu_block_shared() + ((sizeof(Shared) + 15) / 16) * 16);`
+      : `  __shared__ Shared sh;
+  extern __shared__ uint4 smw[];`
+  }
 #if MK_TRACE
   if (threadIdx.x == 0) { const unsigned int t = mk_now(); trace[blockIdx.x * 2] = t; trace[blockIdx.x * 2 + 1] = t; }
 #endif
@@ -815,5 +870,14 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
   }
 }
 `;
-  return { name, source, dynamicShared: ahead ? MK_WARPS * smemWords * 32 * 16 : 0 };
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
+  if (!host) return { name, source, dynamicShared };
+  // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
+  const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
+  const entry = `
+extern "C" void mk_host_launch(const unsigned long long* a) {
+  emu_grid_launch(G, NT, ${megakernelSharedBytes(d, variant) + 16 + dynamicShared}, [&]() { ${name}(${args}); });
+}
+`;
+  return { name, source: source + entry, dynamicShared };
 }
