@@ -61,6 +61,7 @@ test('whole-step decoder: none registered for cpu; MoE models, head dims and gro
   assert.match(megakernelUnsupported({ ...base, headDim: 96 }) ?? '', /head dim 96/);
   assert.match(megakernelUnsupported({ ...base, kvHeads: 1 }) ?? '', /16 query heads per kv head/);
   assert.match(megakernelUnsupported({ ...base, hidden: 1000 }) ?? '', /hidden size 1000 \(a multiple of 256/);
+  assert.match(megakernelUnsupported({ ...base, grid: 4 }) ?? '', /a grid of 4 blocks for 8 kv heads/);
   // The engine with the option on, where no decoder applies: the runner says why and the tokens are the compiled step's.
   const prompts = [[5, 9, 2, 7]];
   const plain = new kiln.serve.Engine(dense, { numBlocks: 16, decode: 'compiled' });

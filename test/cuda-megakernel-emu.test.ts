@@ -1,7 +1,7 @@
 /**
  * The decode megakernel's CUDA C, run without a GPU: its host flavour
  * (kernels/cuda/codegen/decode-megakernel.ts, variant.host) compiled with g++ behind
- * scripts/cuda-emu/grid-emu.h (every thread of a 4-block grid a live fiber, so the grid barriers,
+ * scripts/cuda-emu/grid-emu.h (every thread of a small grid a live fiber, so the grid barriers,
  * block barriers and warp shuffles run as written) and compared with Kiln's cpu decode step
  * (DecodeRunner 'eager', whose tokens equal transformers' in test/decode-runner.test.ts) on random
  * dense bfloat16 Qwen3 models over identical caches: logits, the step's cache rows and the argmax,
@@ -29,7 +29,8 @@ import { itemSize } from '../src/tensor/dtype.js';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = [path.join(here, '..'), path.join(here, '../..')].find((p) => fs.existsSync(path.join(p, 'scripts/cuda-emu/grid-emu.h')))!;
 const gxx = process.arch === 'x64' && spawnSync('g++', ['--version']).status === 0;
-const GRID = 4;
+/** Emulated blocks: 4, or one per kv head where there are more (the kernel needs that many). */
+const gridFor = (kvHeads: number): number => Math.max(4, kvHeads);
 
 function config(hidden: number, heads: number, kvHeads: number, headDim: number, intermediate: number, layers: number, vocab: number): Record<string, unknown> {
   return {
@@ -123,11 +124,13 @@ function shuffled(n: number, seed: number): number[] {
 const CASES: [string, Record<string, unknown>][] = [
   ['head dim 64, 4 query heads per kv head', config(256, 8, 2, 64, 512, 2, 1000)],
   ['head dim 128, 2 query heads per kv head', config(256, 2, 1, 128, 512, 2, 700)],
+  // Qwen3-0.6B's layer widths (one layer, a small vocabulary).
+  ['Qwen3-0.6B layer widths', config(1024, 16, 8, 128, 3072, 1, 512)],
 ];
 
 for (const [label, cfg] of CASES) {
   for (const stream of ['next', 'ahead'] as const) {
-    test(`decode megakernel (host emulation, ${GRID} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
+    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
       const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 3, initStd: 0.05 });
       const NB = 24;
       const cache = new PagedKvCache(model.kvGeometry(), { numBlocks: NB });
@@ -139,12 +142,12 @@ for (const [label, cfg] of CASES) {
       if (typeof spec === 'string') return;
       const dims: DecodeMegakernelDims = {
         hidden: spec.hidden, heads: spec.heads, kvHeads: spec.kvHeads, headDim: spec.headDim, intermediate: spec.intermediate, layers: spec.layers.length, vocab: spec.vocab, eps: spec.eps,
-        blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid: GRID,
+        blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid: gridFor(spec.kvHeads),
       };
       const { source } = decodeMegakernelSource(dims, { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2 });
       const lib = build(source);
       const table = shuffled(NB, 7);
-      for (const P of [0, 15, 16, 40, 150, 300]) {
+      for (const P of cfg.hidden_size === 1024 ? [0, 130] : [0, 15, 16, 40, 150, 300]) {
         const blockTable = table.slice(0, Math.ceil((P + 1) / 16));
         const slot = cache.slot(blockTable, P);
         // The emulated kernel's inputs: the cache as it is before the reference step writes its row.

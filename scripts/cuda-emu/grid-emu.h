@@ -143,8 +143,8 @@ struct AnyPtr {
 inline void emu_grid_launch(unsigned grid, unsigned block, size_t sharedBytes, const std::function<void()>& body) {
   static const size_t STACK = 1 << 16;
   const size_t n = (size_t)grid * block;
-  std::vector<char> stacks(STACK * n + 64);
-  char* base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(stacks.data()) + 63) & ~uintptr_t(63));
+  // Not zeroed: only the top of each stack is touched, so the resident memory stays small.
+  char* base = static_cast<char*>(std::aligned_alloc(64, STACK * n));
   gridDim.x = grid;
   blockDim.x = block;
   emu_body = &body;
@@ -167,6 +167,7 @@ inline void emu_grid_launch(unsigned grid, unsigned block, size_t sharedBytes, c
     emu_fibers[f].block = (unsigned)(f / block);
     emu_fibers[f].thread = (unsigned)(f % block);
   }
+  struct Free { char* p; ~Free() { std::free(p); } } freeStacks{base};
   for (size_t alive = n; alive > 0;) {
     alive = 0;
     bool ran = false;

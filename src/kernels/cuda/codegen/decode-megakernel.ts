@@ -142,6 +142,8 @@ export function megakernelUnsupported(d: DecodeMegakernelDims): string | null {
     if (k > 8192) return `${name} ${k} (at most 8192)`;
   }
   if (d.grid * MK_WARPS > 1 << 20) return `grid ${d.grid}`;
+  // Attention takes one block per (kv head, split) at least.
+  if (d.grid < d.kvHeads) return `a grid of ${d.grid} blocks for ${d.kvHeads} kv heads (one block per kv head at least)`;
   const shared = megakernelSharedBytes(d);
   if (shared > 48 * 1024) return `${shared} bytes of shared memory (at most 49152)`;
   return null;
