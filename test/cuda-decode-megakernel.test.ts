@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
+import { qwen3Config, shuffled } from './helpers/qwen3-random.js';
 import type { Tensor } from '../src/index.js';
 import { setOption } from '../src/runtime/config.js';
 import { megakernelUnsupported } from '../src/kernels/cuda/codegen/decode-megakernel.js';
@@ -21,22 +22,6 @@ import { createWholeStepDecoder } from '../src/ops/library/whole-step.js';
 const hasCuda = kiln.isAvailable('cuda');
 const { Qwen3ForCausalLM, Qwen3MoeForCausalLM } = kiln.models;
 
-function config(hidden: number, heads: number, kvHeads: number, headDim: number, intermediate: number, layers: number, vocab: number): Record<string, unknown> {
-  return {
-    model_type: 'qwen3',
-    hidden_size: hidden,
-    num_attention_heads: heads,
-    num_key_value_heads: kvHeads,
-    head_dim: headDim,
-    intermediate_size: intermediate,
-    num_hidden_layers: layers,
-    vocab_size: vocab,
-    max_position_embeddings: 512,
-    rms_norm_eps: 1e-6,
-    rope_theta: 1_000_000,
-    tie_word_embeddings: true,
-  };
-}
 
 function withMegakernel<T>(on: boolean, fn: () => T): T {
   setOption('KILN_DECODE_MEGAKERNEL', on);
@@ -48,12 +33,12 @@ function withMegakernel<T>(on: boolean, fn: () => T): T {
 }
 
 test('whole-step decoder: none registered for cpu; MoE models, head dims and grouped heads it cannot take are refused with a reason', () => {
-  const dense = Qwen3ForCausalLM.fromConfig(config(256, 4, 2, 64, 512, 2, 300), { dtype: 'bfloat16', seed: 1 });
+  const dense = Qwen3ForCausalLM.fromConfig(qwen3Config(256, 4, 2, 64, 512, 2, 300), { dtype: 'bfloat16', seed: 1 });
   const cache = new PagedKvCache(dense.kvGeometry(), { numBlocks: 8 });
   const spec = dense.wholeStepSpec({ keys: cache.keys, values: cache.values }, 8);
   assert.equal(typeof spec, 'object');
   assert.match(createWholeStepDecoder(spec as Exclude<typeof spec, string>) as string, /no whole-step decoder is registered for cpu/);
-  const moe = Qwen3MoeForCausalLM.fromConfig({ ...config(64, 4, 2, 16, 128, 2, 96), num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 32 }, { dtype: 'bfloat16', seed: 1 });
+  const moe = Qwen3MoeForCausalLM.fromConfig({ ...qwen3Config(64, 4, 2, 16, 128, 2, 96), num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 32 }, { dtype: 'bfloat16', seed: 1 });
   const moeCache = new PagedKvCache(moe.kvGeometry(), { numBlocks: 8 });
   assert.match(moe.wholeStepSpec({ keys: moeCache.keys, values: moeCache.values }, 8) as string, /layer 0 is a mixture of experts/);
   const base = { hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, intermediate: 3072, layers: 28, vocab: 151936, eps: 1e-6, blockSize: 16, numBlocks: 100, maxBlocks: 100, grid: 132 };
@@ -76,21 +61,10 @@ test('whole-step decoder: none registered for cpu; MoE models, head dims and gro
   moeCache.dispose();
 });
 
-/** Deterministic permutation of 0..n-1. */
-function shuffled(n: number, seed: number): number[] {
-  const a = Array.from({ length: n }, (_, i) => i);
-  let s = seed;
-  for (let i = n - 1; i > 0; i--) {
-    s = (s * 1103515245 + 12345) % 2 ** 31;
-    const j = s % (i + 1);
-    [a[i], a[j]] = [a[j]!, a[i]!];
-  }
-  return a;
-}
 
 const SIZES: [string, Record<string, unknown>][] = [
-  ['head dim 64, 4 query heads per kv head', config(256, 8, 2, 64, 512, 2, 1000)],
-  ['head dim 128, 2 query heads per kv head', config(512, 4, 2, 128, 1024, 3, 2000)],
+  ['head dim 64, 4 query heads per kv head', qwen3Config(256, 8, 2, 64, 512, 2, 1000)],
+  ['head dim 128, 2 query heads per kv head', qwen3Config(512, 4, 2, 128, 1024, 3, 2000)],
 ];
 
 for (const [label, cfg] of SIZES) for (const stream of ['next', 'ahead'] as const) {
@@ -174,7 +148,7 @@ function greedyWithMargins(engine: InstanceType<typeof kiln.serve.Engine>, promp
 }
 
 test('engine greedy tokens with KILN_DECODE_MEGAKERNEL equal the compiled step\'s until the first near tie (batch-1 steps on the kernel, batches of 3 on the compiled step) [cuda]', { skip: !hasCuda }, (t) => {
-  const model = Qwen3ForCausalLM.fromConfig(config(512, 4, 2, 128, 1024, 3, 2000), { dtype: 'bfloat16', device: 'cuda', seed: 9, initStd: 0.08 });
+  const model = Qwen3ForCausalLM.fromConfig(qwen3Config(512, 4, 2, 128, 1024, 3, 2000), { dtype: 'bfloat16', device: 'cuda', seed: 9, initStd: 0.08 });
   const parted: string[] = [];
   const prompts = [[3, 14, 15, 92, 65], [35, 89, 79, 32, 38, 46, 26], [43, 38], [1999, 0, 7], [271, 828, 1828, 459, 45, 235, 360, 287]];
   // Both paths round every op to bfloat16 but sum in different orders: where the compiled step's

@@ -20,6 +20,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
+import { qwen3Config, shuffled } from './helpers/qwen3-random.js';
 import type { Tensor } from '../src/index.js';
 import { decodeMegakernelSource, MK_LAYER_PTRS, megakernelSplits, type DecodeMegakernelDims } from '../src/kernels/cuda/codegen/decode-megakernel.js';
 import { DecodeRunner } from '../src/serve/decode-runner.js';
@@ -32,22 +33,6 @@ const gxx = process.arch === 'x64' && spawnSync('g++', ['--version']).status ===
 /** Emulated blocks: 4, or one per kv head where there are more (the kernel needs that many). */
 const gridFor = (kvHeads: number): number => Math.max(4, kvHeads);
 
-function config(hidden: number, heads: number, kvHeads: number, headDim: number, intermediate: number, layers: number, vocab: number): Record<string, unknown> {
-  return {
-    model_type: 'qwen3',
-    hidden_size: hidden,
-    num_attention_heads: heads,
-    num_key_value_heads: kvHeads,
-    head_dim: headDim,
-    intermediate_size: intermediate,
-    num_hidden_layers: layers,
-    vocab_size: vocab,
-    max_position_embeddings: 512,
-    rms_norm_eps: 1e-6,
-    rope_theta: 1_000_000,
-    tie_word_embeddings: true,
-  };
-}
 
 interface EmuLib {
   run(arena: Uint8Array, offs: BigInt64Array, nargs: number, layerOffs: BigInt64Array, n: number, tableAt: bigint): void;
@@ -110,22 +95,12 @@ const bf16Floats = (b: Uint8Array): number[] => {
   return Array.from(u16, (h) => ((u[0] = h << 16), f[0]!));
 };
 
-function shuffled(n: number, seed: number): number[] {
-  const a = Array.from({ length: n }, (_, i) => i);
-  let s = seed;
-  for (let i = n - 1; i > 0; i--) {
-    s = (s * 1103515245 + 12345) % 2 ** 31;
-    const j = s % (i + 1);
-    [a[i], a[j]] = [a[j]!, a[i]!];
-  }
-  return a;
-}
 
 const CASES: [string, Record<string, unknown>][] = [
-  ['head dim 64, 4 query heads per kv head', config(256, 8, 2, 64, 512, 2, 1000)],
-  ['head dim 128, 2 query heads per kv head', config(256, 2, 1, 128, 512, 2, 700)],
+  ['head dim 64, 4 query heads per kv head', qwen3Config(256, 8, 2, 64, 512, 2, 1000)],
+  ['head dim 128, 2 query heads per kv head', qwen3Config(256, 2, 1, 128, 512, 2, 700)],
   // Qwen3-0.6B's layer widths (one layer, a small vocabulary).
-  ['Qwen3-0.6B layer widths', config(1024, 16, 8, 128, 3072, 1, 512)],
+  ['Qwen3-0.6B layer widths', qwen3Config(1024, 16, 8, 128, 3072, 1, 512)],
 ];
 
 for (const [label, cfg] of CASES) {

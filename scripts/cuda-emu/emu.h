@@ -27,29 +27,7 @@ static Dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 alignas(16) unsigned char kiln_smem[1 << 16];
 
-// emu_switch(from, to): saves the callee-saved registers on the current stack, stores the stack
-// pointer in *from and resumes the context whose stack pointer is `to`.
-extern "C" void emu_switch(void** from, void* to);
-asm(R"(
-.text
-.globl emu_switch
-emu_switch:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  ret
-)");
+#include "fiber-switch.h"
 
 struct EmuBarrier;
 static void* emu_sched_sp;

@@ -33,27 +33,7 @@ struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 
-extern "C" void emu_grid_switch(void** from, void* to);
-asm(R"(
-.text
-.globl emu_grid_switch
-emu_grid_switch:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  ret
-)");
+#include "fiber-switch.h"
 
 struct EmuBarrier {
   unsigned count = 0, arrived = 0, generation = 0;
@@ -77,7 +57,7 @@ static std::vector<uint64_t> emu_shfl;
 static std::vector<unsigned char*> emu_shared;
 static const std::function<void()>* emu_body;
 
-inline void emu_yield() { emu_grid_switch(&emu_fibers[emu_cur].sp, emu_sched_sp); }
+inline void emu_yield() { emu_switch(&emu_fibers[emu_cur].sp, emu_sched_sp); }
 
 inline void emu_wait(EmuBarrier& b) {
   const unsigned gen = b.generation;
@@ -135,7 +115,7 @@ struct AnyPtr {
   (*emu_body)();
   emu_fibers[emu_cur].done = true;
   void* dead;
-  emu_grid_switch(&dead, emu_sched_sp);
+  emu_switch(&dead, emu_sched_sp);
   __builtin_unreachable();
 }
 
@@ -181,7 +161,7 @@ inline void emu_grid_launch(unsigned grid, unsigned block, size_t sharedBytes, c
       threadIdx.x = fb.thread;
       blockIdx.x = fb.block;
       ran = true;
-      emu_grid_switch(&emu_sched_sp, fb.sp);
+      emu_switch(&emu_sched_sp, fb.sp);
     }
     if (!ran && alive > 0) {
       std::fprintf(stderr, "grid-emu: deadlock: %zu threads wait at barriers that others never reach\n", alive);
