@@ -11,11 +11,18 @@
  *   residual, (4) RMSNorm + gate/up GEMV + silu * mul, (5) down GEMV + residual; then the final
  *   norm and the LM head. The norms are computed redundantly by every block (a 1024-element row):
  *   cheaper than a barrier.
- * - The point of one launch: weights do not depend on activations, so before each barrier every
- *   warp issues the loads of its rows of the next phase's weights into registers (16-byte loads,
- *   a warp per output row, round-robin over the grid's warps), and the attention warps their
- *   first keys and values (their cache slots are fixed for the launch). The barrier's latency and
- *   the weight's round trip then overlap, which separate kernels cannot do beyond PDL's one wave.
+ * - The point of one launch: weights do not depend on activations, so every warp issues the
+ *   16-byte loads of its share of a phase's weights before the barrier that precedes the phase
+ *   (variant.stream 'next': into registers, between the barrier's arrival and its wait; 'ahead':
+ *   two phases earlier, q/k/v and gate/up through cp.async into shared memory), and the attention
+ *   warps their keys and values (their cache slots are fixed for the launch). The barrier's
+ *   latency and the weight's round trip then overlap, which separate kernels cannot do beyond
+ *   PDL's one wave. Work units are rows, or rows split along K over 2 or 4 warps of one block
+ *   where rows are fewer than warps (megakernelPlan), round-robin over the grid's warps.
+ * - The grid barrier has two halves: arrival (__syncthreads, then one thread's fence and atomic
+ *   add) and wait (an acquire load polled). The loads are issued between them, because a fence
+ *   also waits for its thread's loads in flight (measured on the H200: a barrier after the o
+ *   projection took 2.7 us with the gate/up prefetch issued before its fence, 0.8 us elsewhere).
  * - Attention: work item (kv head, split) per block; a split is a contiguous run of at least
  *   NW x UKV tokens, whose keys and values each warp loads before the barrier (their cache slots
  *   are fixed for the launch); each warp keeps an online softmax for the kv head's query heads
@@ -28,8 +35,11 @@
  *   float32.
  * - Data written in the launch by other blocks is read with ld.global.cg (L2; an SM's L1 is not
  *   coherent); weights and cache rows of earlier steps through the read-only path.
- * - The barrier counter is zero at every launch: the last block to leave resets it. A barrier that does not complete within ~2^24 polls (a block not resident) reports
- *   through the device-side error word and stops waiting, so a launch never hangs.
+ * - The barrier counter is zero at every launch: the last block to leave resets it. A barrier
+ *   that does not complete within ~2^24 polls (a block not resident) reports through the
+ *   device-side error word and stops waiting, so a launch never hangs.
+ * - variant.host renders the same kernel as host C++ for scripts/cuda-emu/grid-emu.h (no PTX),
+ *   which test/cuda-megakernel-emu.test.ts runs against the cpu decode step without a GPU.
  */
 
 /** Model and launch sizes the source is specialised to. */
