@@ -98,7 +98,7 @@ console.log('phase              total  slowest  median  release  (us, medians pe
 for (const r of rowsOut) console.log(`${r.phase.padEnd(16)} ${String(r.total_us).padStart(7)} ${String(r.slowest_us).padStart(8)} ${String(r.median_us).padStart(7)} ${String(r.release_us).padStart(8)}  ${r.last_blocks}`);
 console.log(`kernel ${summary.kernel_us} us = ${layers} layers x ${us(rowsOut.reduce((a, r) => a + r.total_us * 1000, 0))} us + LM head ${summary.lm_head_us} us (+ launch spread ${summary.launch_spread_us} us)`);
 // Stamps 2 and 3 are spare (the fold that had them moved into the o projection).
-const attention = ['q/k prepared', 'scores and values done'].map((what, j) => ({ stamp: what, all_median_us: us(median(attnAll[j]!)), last_block_median_us: us(median(attnLast[j]!)), samples: attnAll[j]!.length }));
+const attention = ['q/k prepared', 'token loop done'].map((what, j) => ({ stamp: what, all_median_us: us(median(attnAll[j]!)), last_block_median_us: us(median(attnLast[j]!)), samples: attnAll[j]!.length }));
 console.log('attention stamps from the phase start (us): median block / the last-arriving block');
 for (const a of attention) console.log(`  ${a.stamp.padEnd(22)} ${String(a.all_median_us).padStart(7)} ${String(a.last_block_median_us).padStart(7)}  (${a.samples} samples)`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-megakernel-phases', pos: pos0, steps, kernel: dec.name }, summary, phases: rowsOut, attention }, null, 2));

@@ -184,7 +184,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
    * The last launch's barrier stamps (KILN_DECODE_MEGAKERNEL_TRACE; waits for the device), in ns
    * from the earliest block start: arrive[k][b] and release[k][b] for row k = 0 (start), 1..barriers,
    * barriers + 1 (end); attention[layer][b]: block b's four stamps in its attention phase (after
-   * the q/k preparation, after the warps' loop and merge; two spare slots; a stamp the
+   * the q/k preparation, after the warps' token loop; two spare slots; a stamp the
    * block did not reach this launch is NaN); null without the trace.
    */
   readTrace(): { arrive: number[][]; release: number[][]; attention: number[][][] } | null {
