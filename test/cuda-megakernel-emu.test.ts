@@ -55,10 +55,12 @@ extern "C" void mk_arena_run(unsigned char* arena, const long long* offs, int na
   const key = createHash('sha256').update(wrapper).digest('hex').slice(0, 16);
   const so = path.join(dir, `${key}.so`);
   if (!fs.existsSync(so)) {
-    const cpp = path.join(dir, `${key}.cpp`);
+    // Per-process names, renamed into place: test processes running at once never share a half-written file.
+    const cpp = path.join(dir, `${key}.${process.pid}.cpp`);
     fs.writeFileSync(cpp, wrapper);
-    execFileSync('g++', ['-std=c++17', '-O1', '-w', '-shared', '-fPIC', cpp, '-o', `${so}.tmp`]);
-    fs.renameSync(`${so}.tmp`, so);
+    execFileSync('g++', ['-std=c++17', '-O1', '-w', '-shared', '-fPIC', cpp, '-o', `${so}.${process.pid}.tmp`]);
+    fs.renameSync(`${so}.${process.pid}.tmp`, so);
+    fs.rmSync(cpp, { force: true });
   }
   const koffi = createRequire(import.meta.url)('koffi') as { load(p: string): { func(sig: string): (...a: unknown[]) => unknown } };
   const fn = koffi.load(so).func('void mk_arena_run(uint8_t *arena, const int64_t *offs, int nargs, const int64_t *layerOffs, int n, int64_t tableAt)');
