@@ -47,8 +47,8 @@ const per: Record<string, { total: number[]; slowest: number[]; median: number[]
 for (const p of PHASES) per[p] = { total: [], slowest: [], median: [], release: [], last: new Map() };
 const head: number[] = [];
 // Attention stamps from the phase's start: all attending blocks, and the phase's last arrival.
-const attnAll: number[][] = [[], [], [], []];
-const attnLast: number[][] = [[], [], [], []];
+const attnAll: number[][] = [[], []];
+const attnLast: number[][] = [[], []];
 const spread: number[] = [];
 const kernel: number[] = [];
 for (let s = 0; s < WARM + steps; s++) {
@@ -97,7 +97,6 @@ const summary = {
 console.log('phase              total  slowest  median  release  (us, medians per layer)  last blocks');
 for (const r of rowsOut) console.log(`${r.phase.padEnd(16)} ${String(r.total_us).padStart(7)} ${String(r.slowest_us).padStart(8)} ${String(r.median_us).padStart(7)} ${String(r.release_us).padStart(8)}  ${r.last_blocks}`);
 console.log(`kernel ${summary.kernel_us} us = ${layers} layers x ${us(rowsOut.reduce((a, r) => a + r.total_us * 1000, 0))} us + LM head ${summary.lm_head_us} us (+ launch spread ${summary.launch_spread_us} us)`);
-// Stamps 2 and 3 are spare (the fold that had them moved into the o projection).
 const attention = ['q/k prepared', 'token loop done'].map((what, j) => ({ stamp: what, all_median_us: us(median(attnAll[j]!)), last_block_median_us: us(median(attnLast[j]!)), samples: attnAll[j]!.length }));
 console.log('attention stamps from the phase start (us): median block / the last-arriving block');
 for (const a of attention) console.log(`  ${a.stamp.padEnd(22)} ${String(a.all_median_us).padStart(7)} ${String(a.last_block_median_us).padStart(7)}  (${a.samples} samples)`);

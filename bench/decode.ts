@@ -205,13 +205,14 @@ function benchBatch(b: number, mode: boolean | undefined): void {
   const counters = engine.decodeRunner?.compileCounters;
   rows.push({
     framework: 'kiln', workload: 'decode', model: a.config, device: a.device, dtype, batch: b, prompt_tokens: promptLen, new_tokens: newTokens,
-    decode_tok_s: Number(decodeTokS.toFixed(2)), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step', whole_step: engine.decodeRunner?.wholeStepName ?? null, whole_step_reason: engine.decodeRunner?.wholeStepReason ?? null, prefill_path: engine.prefillRows ? 'rows' : 'step', async_steps: asyncSteps, ...boundRow, loadavg_1m: [loadBefore[0], loadAfter[0]],
+    decode_tok_s: Number(decodeTokS.toFixed(2)), ttft_ms: Number(best.ttftMs.toFixed(2)), decode_path: engine.decodeRunner?.path ?? 'step', whole_step: engine.decodeRunner?.wholeStepDecoder?.name ?? null, whole_step_reason: engine.decodeRunner?.wholeStepReason ?? null, prefill_path: engine.prefillRows ? 'rows' : 'step', async_steps: asyncSteps, ...boundRow, loadavg_1m: [loadBefore[0], loadAfter[0]],
     step_median_ms: Number(best.stepMedianMs.toFixed(3)), step_max_ms: Number(best.stepMaxMs.toFixed(2)), warmup_ms: Number((warm.ttftMs + warm.decodeMs).toFixed(0)),
     compile: counters ? { traces: counters.traces, compiles: counters.compiles, cacheHits: counters.cacheHits, graphBreaks: counters.graphBreaks } : null,
     runs: runs.map((r) => ({ decode_ms: Number(r.decodeMs.toFixed(1)), ttft_ms: Number(r.ttftMs.toFixed(2)) })),
   });
   if (boundRow.bound_tok_s !== undefined) console.error(`batch ${b}: bound ${String(boundRow.bound_tok_s)} tok/s at ${String(boundRow.bandwidth_gb_s)} GB/s; ${(100 * Number(boundRow.fraction_of_bound)).toFixed(1)}% of it`);
-  if (engine.decodeRunner?.wholeStepName || engine.decodeRunner?.wholeStepReason) console.error(`batch ${b}: whole-step decoder ${engine.decodeRunner.wholeStepName ?? `none: ${engine.decodeRunner.wholeStepReason}`}`);
+  const whole = engine.decodeRunner?.wholeStepDecoder?.name ?? engine.decodeRunner?.wholeStepReason;
+  if (whole) console.error(`batch ${b}: whole-step decoder ${engine.decodeRunner?.wholeStepDecoder ? whole : `none: ${whole}`}`);
   console.error(`batch ${b}${asyncSteps ? ' async' : ''}: ${decodeTokS.toFixed(2)} tok/s decode (step median ${best.stepMedianMs.toFixed(2)} ms), first tokens after ${best.ttftMs.toFixed(1)} ms`);
   if (a.breakdown && engine.decodeRunner) rows.push(breakdown(engine, b));
   if (b === 1) {

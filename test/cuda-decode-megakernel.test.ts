@@ -55,7 +55,7 @@ test('whole-step decoder: none registered for cpu; MoE models, head dims and gro
   const engine = withMegakernel(true, () => new kiln.serve.Engine(dense, { numBlocks: 16, decode: 'compiled' }));
   assert.deepEqual(engine.generateAll(prompts, { maxNewTokens: 6 })[0]!.outputIds, want);
   assert.match(engine.decodeRunner?.wholeStepReason ?? '', /no whole-step decoder is registered for cpu/);
-  assert.equal(engine.decodeRunner?.wholeStepName, null);
+  assert.equal(engine.decodeRunner?.wholeStepDecoder, null);
   engine.dispose();
   cache.dispose();
   moeCache.dispose();
@@ -79,7 +79,6 @@ for (const [label, cfg] of SIZES) for (const stream of ['next', 'ahead'] as cons
 }
 
 function checkAgainstCompiled(cfg: Record<string, unknown>): void {
-  {
     const model = Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', device: 'cuda', seed: 3, initStd: 0.05 });
     const NB = 64;
     const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: NB }), new PagedKvCache(model.kvGeometry(), { numBlocks: NB })];
@@ -93,7 +92,7 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
     }
     const mk = withMegakernel(true, () => new DecodeRunner(model, caches[0]!, 'compiled'));
     const ref = new DecodeRunner(model, caches[1]!, 'compiled');
-    assert.ok(mk.wholeStepName, `no megakernel: ${mk.wholeStepReason}`);
+    assert.ok(mk.wholeStepDecoder?.name, `no megakernel: ${mk.wholeStepReason}`);
     const table = shuffled(NB, 5);
     const before = megakernelStats.launches;
     const flat = (t: Tensor): number[] => t.to('float32').toFlatArray() as number[];
@@ -126,7 +125,6 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
     mk.dispose();
     ref.dispose();
     for (const c of caches) c.dispose();
-  }
 }
 
 /** Greedy ids of `prompt` and, per step, the gap between the top two logprobs (the engine's top-2 logprobs). */
@@ -161,7 +159,7 @@ test('engine greedy tokens with KILN_DECODE_MEGAKERNEL equal the compiled step\'
       withMegakernel(on, () => {
         const engine = new kiln.serve.Engine(model, { numBlocks: 64, decode: 'compiled' });
         const out = greedyWithMargins(engine, p, 32);
-        assert.equal(engine.decodeRunner?.wholeStepName !== null, on, engine.decodeRunner?.wholeStepReason ?? '');
+        assert.equal(engine.decodeRunner?.wholeStepDecoder !== null, on, engine.decodeRunner?.wholeStepReason ?? '');
         engine.dispose();
         return out;
       }),

@@ -26,6 +26,7 @@ import { decodeMegakernelSource, MK_LAYER_PTRS, megakernelSplits, type DecodeMeg
 import { DecodeRunner } from '../src/serve/decode-runner.js';
 import { PagedKvCache } from '../src/serve/kv-cache.js';
 import { itemSize } from '../src/tensor/dtype.js';
+import { bfloat16BitsToFloat32 } from '../src/tensor/half.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = [path.join(here, '..'), path.join(here, '../..')].find((p) => fs.existsSync(path.join(p, 'scripts/cuda-emu/grid-emu.h')))!;
@@ -90,12 +91,7 @@ const bytesOf = (t: Tensor): Uint8Array => {
   const n = c.numel() * itemSize(c.dtype);
   return new Uint8Array(c.storage.cpuArrayBuffer().slice(c.offset * itemSize(c.dtype), c.offset * itemSize(c.dtype) + n));
 };
-const bf16Floats = (b: Uint8Array): number[] => {
-  const u16 = new Uint16Array(b.buffer, b.byteOffset, b.length / 2);
-  const f = new Float32Array(1);
-  const u = new Uint32Array(f.buffer);
-  return Array.from(u16, (h) => ((u[0] = h << 16), f[0]!));
-};
+const bf16Floats = (b: Uint8Array): number[] => Array.from(new Uint16Array(b.buffer, b.byteOffset, b.length / 2), bfloat16BitsToFloat32);
 
 
 const CASES: [string, Record<string, unknown>][] = [

@@ -85,8 +85,8 @@ export class DecodeRunner {
   private readonly step: StepFn;
   private readonly compiled: CompiledFunction<StepFn> | null;
   private readonly buckets = new Map<number, BucketInputs>();
-  /** Batch-1 steps' whole-step decoder (KILN_DECODE_MEGAKERNEL), or null. */
-  private readonly wholeStep: WholeStepDecoder | null = null;
+  /** The whole-step decoder batch-1 steps run on (KILN_DECODE_MEGAKERNEL), or null: the compiled step. */
+  readonly wholeStepDecoder: WholeStepDecoder | null = null;
   /** Why KILN_DECODE_MEGAKERNEL found no whole-step decoder (null: it did, or it is off). */
   readonly wholeStepReason: string | null = null;
 
@@ -115,23 +115,13 @@ export class DecodeRunner {
         const spec = model.wholeStepSpec?.(tensors, this.maxBlocks) ?? 'the model describes no whole-step decoder';
         const made = typeof spec === 'string' ? spec : createWholeStepDecoder(spec);
         if (typeof made === 'string') this.wholeStepReason = made;
-        else this.wholeStep = made;
+        else this.wholeStepDecoder = made;
       }
     } else {
       this.compiled = null;
       // Eager steps read each option from the environment once (hundreds of ops, a few reads each).
       this.step = (...args) => withOptionSnapshot(() => raw(...args));
     }
-  }
-
-  /** The batch-1 whole-step decoder's name (KILN_DECODE_MEGAKERNEL), or null when steps run the compiled step. */
-  get wholeStepName(): string | null {
-    return this.wholeStep?.name ?? null;
-  }
-
-  /** The whole-step decoder (KILN_DECODE_MEGAKERNEL) batch-1 steps run on, or null (benchmarks read its trace). */
-  get wholeStepDecoder(): WholeStepDecoder | null {
-    return this.wholeStep;
   }
 
   /** Compile counters of the 'compiled' path (traces, compiles, cache hits), or null. */
@@ -198,7 +188,7 @@ export class DecodeRunner {
       }
     }
     const [ids, positions, slots, tables, lens] = inp.args;
-    const logits = B === 1 && this.wholeStep !== null ? this.wholeStep.run({ ids, positions, slots, tables, lens }) : this.step(...inp.args);
+    const logits = B === 1 && this.wholeStepDecoder !== null ? this.wholeStepDecoder.run({ ids, positions, slots, tables, lens }) : this.step(...inp.args);
     this.counters.steps++;
     this.counters.paddedRows += B - n;
     return B === n ? logits : narrow(logits, 0, 0, n);
@@ -211,7 +201,7 @@ export class DecodeRunner {
    */
   dispose(): void {
     for (const p of this.programs) (p as { dispose?: () => void }).dispose?.();
-    this.wholeStep?.dispose();
+    this.wholeStepDecoder?.dispose();
     for (const b of this.buckets.values()) for (const t of b.owned) t.dispose();
     this.buckets.clear();
   }

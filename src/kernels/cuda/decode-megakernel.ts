@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelSplits, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelSplits, megakernelUnsupported, MK_ATTENTION_STAMPS, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -143,7 +143,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       deviceCheckCode({ op: OP, what: "the block table's entries (cache blocks)" }),
       deviceCheckCode({ op: OP, what: 'grid barriers (a block was not resident: the step was wrong; of the grid)' }),
     ]);
-    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims) + 2) * dims.grid * 2 + dims.layers * dims.grid * 4], 'int32', true) : null;
+    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims) + 2) * dims.grid * 2 + dims.layers * dims.grid * MK_ATTENTION_STAMPS], 'int32', true) : null;
     const err = deviceErrorArgs(device.index);
     this.kernel = kernelFromSource(device.index, source, name, [
       'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
@@ -183,8 +183,8 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
   /**
    * The last launch's barrier stamps (KILN_DECODE_MEGAKERNEL_TRACE; waits for the device), in ns
    * from the earliest block start: arrive[k][b] and release[k][b] for row k = 0 (start), 1..barriers,
-   * barriers + 1 (end); attention[layer][b]: block b's four stamps in its attention phase (after
-   * the q/k preparation, after the warps' token loop; two spare slots; a stamp the
+   * barriers + 1 (end); attention[layer][b]: block b's stamps in its attention phase (after
+   * the q/k preparation, after the warps' token loop; a stamp the
    * block did not reach this launch is NaN); null without the trace.
    */
   readTrace(): { arrive: number[][]; release: number[][]; attention: number[][][] } | null {
@@ -205,8 +205,8 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const base = rows * G * 2;
     const attention = Array.from({ length: this.dims.layers }, (_, l) =>
       Array.from({ length: G }, (_, b) =>
-        Array.from({ length: 4 }, (_, j) => {
-          const v = rel(raw[base + (l * G + b) * 4 + j]!);
+        Array.from({ length: MK_ATTENTION_STAMPS }, (_, j) => {
+          const v = rel(raw[base + (l * G + b) * MK_ATTENTION_STAMPS + j]!);
           return v <= end ? v : NaN;
         }),
       ),

@@ -132,6 +132,8 @@ export const MK_THREADS = 512;
 const MK_WARPS = MK_THREADS / 32;
 /** Tokens a warp holds in registers across the barrier before attention (its first ones). */
 const KV_PREFETCH = 4;
+/** Trace stamps a block writes in each layer's attention phase (after the q/k preparation, after its token loop). */
+export const MK_ATTENTION_STAMPS = 2;
 /** Pointers per layer in the table the kernel reads (LayerPtrs). */
 export const MK_LAYER_PTRS = 13;
 
@@ -164,7 +166,7 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakern
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
   const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
-  return 4 * (maxK + MK_WARPS + 4 + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows) + 4;
+  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows) + 4;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -250,9 +252,10 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_GU ${ks.gu}
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
+#define MK_STAMPS ${MK_ATTENTION_STAMPS}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
-#define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * 4 + (j)] = mk_now()
+#define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * MK_STAMPS + (j)] = mk_now()
 #else
 #define MK_STAMP(j)
 #endif
@@ -343,7 +346,6 @@ __device__ __forceinline__ void kiln_report(unsigned long long* claim, volatile 
 struct Shared {
   float xs[MAXK];
   float red[NW];
-  float scal[4];
   float qk[GQ + 2][D];
   float wm[NW][GQ];
   float wl[NW][GQ];
@@ -354,6 +356,8 @@ struct Shared {
   float gp2[GPR][NW];
   int dead;
 };
+// megakernelSharedBytes (the host's sizing and limit checks) must cover the struct.
+static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakernelSharedBytes undercounts struct Shared");
 
 /**
  * Grid barrier number k (1-based) of this launch, in two halves so the next phase's weight loads
