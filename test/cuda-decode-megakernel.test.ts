@@ -1,8 +1,8 @@
 /**
  * The whole-step decode kernel (KILN_DECODE_MEGAKERNEL; ops/library/whole-step.ts,
- * kernels/cuda/decode-megakernel.ts). Everywhere: the contract's refusals (no decoder on cpu, a
- * mixture-of-experts model and unsupported sizes say why, and the engine's tokens are unchanged
- * then). On cuda: batch-1 steps of random dense bfloat16 Qwen3 models (head dims 64 and 128, GQA)
+ * kernels/cuda/decode-megakernel.ts). Everywhere: the contract's refusals (a float16 model on the
+ * cpu, a mixture-of-experts model and unsupported sizes say why, and the engine's tokens are
+ * unchanged then). On cuda: batch-1 steps of random dense bfloat16 Qwen3 models (head dims 64 and 128, GQA)
  * against the compiled step over identical caches, at contexts of 1 to 300 tokens over shuffled
  * block tables (one and many attention splits): logits within bfloat16 rounding of each other, the
  * same cache rows written, the same argmax; and the engine's greedy tokens with and without it.
@@ -32,12 +32,13 @@ function withMegakernel<T>(on: boolean, fn: () => T): T {
   }
 }
 
-test('whole-step decoder: none registered for cpu; MoE models, head dims and grouped heads it cannot take are refused with a reason', () => {
-  const dense = Qwen3ForCausalLM.fromConfig(qwen3Config(256, 4, 2, 64, 512, 2, 300), { dtype: 'bfloat16', seed: 1 });
+test('whole-step decoder: MoE models, head dims and grouped heads it cannot take are refused with a reason', () => {
+  const dense = Qwen3ForCausalLM.fromConfig(qwen3Config(256, 4, 2, 64, 512, 2, 300), { dtype: 'float16', seed: 1 });
   const cache = new PagedKvCache(dense.kvGeometry(), { numBlocks: 8 });
   const spec = dense.wholeStepSpec({ keys: cache.keys, values: cache.values }, 8);
   assert.equal(typeof spec, 'object');
-  assert.match(createWholeStepDecoder(spec as Exclude<typeof spec, string>) as string, /no whole-step decoder is registered for cpu/);
+  // The cpu registers one (kernels/cpu/native/decode-step.ts) that takes float32 and bfloat16 only.
+  assert.match(createWholeStepDecoder(spec as Exclude<typeof spec, string>) as string, /cpu decode step .*float16|native cpu path/);
   const moe = Qwen3MoeForCausalLM.fromConfig({ ...qwen3Config(64, 4, 2, 16, 128, 2, 96), num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 32 }, { dtype: 'bfloat16', seed: 1 });
   const moeCache = new PagedKvCache(moe.kvGeometry(), { numBlocks: 8 });
   assert.match(moe.wholeStepSpec({ keys: moeCache.keys, values: moeCache.values }, 8) as string, /layer 0 is a mixture of experts/);
@@ -49,12 +50,12 @@ test('whole-step decoder: none registered for cpu; MoE models, head dims and gro
   assert.match(megakernelUnsupported({ ...base, grid: 4 }) ?? '', /a grid of 4 blocks for 8 kv heads/);
   // The engine with the option on, where no decoder applies: the runner says why and the tokens are the compiled step's.
   const prompts = [[5, 9, 2, 7]];
-  const plain = new kiln.serve.Engine(dense, { numBlocks: 16, decode: 'compiled' });
+  const plain = withMegakernel(false, () => new kiln.serve.Engine(dense, { numBlocks: 16, decode: 'compiled' }));
   const want = plain.generateAll(prompts, { maxNewTokens: 6 })[0]!.outputIds;
   plain.dispose();
   const engine = withMegakernel(true, () => new kiln.serve.Engine(dense, { numBlocks: 16, decode: 'compiled' }));
   assert.deepEqual(engine.generateAll(prompts, { maxNewTokens: 6 })[0]!.outputIds, want);
-  assert.match(engine.decodeRunner?.wholeStepReason ?? '', /no whole-step decoder is registered for cpu/);
+  assert.match(engine.decodeRunner?.wholeStepReason ?? '', /float16|native cpu path/);
   assert.equal(engine.decodeRunner?.wholeStepDecoder, null);
   engine.dispose();
   cache.dispose();

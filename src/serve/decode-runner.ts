@@ -31,8 +31,8 @@ import { copy_ } from '../api/core.js';
 import { empty } from '../api/creation.js';
 import { narrow, view } from '../api/views.js';
 import { keep } from '../tensor/scope.js';
-import { getOption, withOptionSnapshot } from '../runtime/config.js';
-import { createWholeStepDecoder, type WholeStepDecoder } from '../ops/library/whole-step.js';
+import { getOption, optionSource, withOptionSnapshot } from '../runtime/config.js';
+import { createWholeStepDecoder, wholeStepByDefault, type WholeStepDecoder } from '../ops/library/whole-step.js';
 import { uploadFromHost } from '../tensor/transfer.js';
 import { storageArray } from '../tensor/typed.js';
 import { compile, type CompiledFunction } from '../compile/compile.js';
@@ -111,16 +111,19 @@ export class DecodeRunner {
       // The cache tensors and rotary tables are captured on purpose (written in place, never reassigned).
       this.compiled = compile(raw, { mode, dynamic: false, recompileLimit: DECODE_BUCKETS.length + 8, capturedTensors: 'allow' });
       this.step = this.compiled;
-      if (getOption('KILN_DECODE_MEGAKERNEL')) {
-        const spec = model.wholeStepSpec?.(tensors, this.maxBlocks) ?? 'the model describes no whole-step decoder';
-        const made = typeof spec === 'string' ? spec : createWholeStepDecoder(spec);
-        if (typeof made === 'string') this.wholeStepReason = made;
-        else this.wholeStepDecoder = made;
-      }
     } else {
       this.compiled = null;
       // Eager steps read each option from the environment once (hundreds of ops, a few reads each).
       this.step = (...args) => withOptionSnapshot(() => raw(...args));
+    }
+    // KILN_DECODE_MEGAKERNEL decides when set; unset, the device's registration does (cpu: on).
+    const type = cache.geometry.device.type;
+    const wantWhole = optionSource('KILN_DECODE_MEGAKERNEL') === 'default' ? wholeStepByDefault(type) : getOption('KILN_DECODE_MEGAKERNEL');
+    if (wantWhole) {
+      const spec = model.wholeStepSpec?.(tensors, this.maxBlocks) ?? 'the model describes no whole-step decoder';
+      const made = typeof spec === 'string' ? spec : createWholeStepDecoder(spec);
+      if (typeof made === 'string') this.wholeStepReason = made;
+      else this.wholeStepDecoder = made;
     }
   }
 

@@ -12,5 +12,6 @@ import './llm-moe.js';
 import './llm-mhc.js';
 import './llm-rotary.js';
 import './llm-paged.js';
+import './native/decode-step.js';
 import './shape-extra.js';
 import './nonzero.js';

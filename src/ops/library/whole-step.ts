@@ -4,8 +4,9 @@
  * in one launch, the shape batch-1 decode needs when each op's launch costs more than its data
  * (issue #17). Models describe themselves in the device-neutral `DenseDecoderSpec` (weights, cache
  * tensors, sizes); the generation engine asks `createWholeStepDecoder` for one and falls back to
- * its compiled step when the answer is a reason instead. Kernels register here, so neither the
- * model nor the engine imports a vendor folder.
+ * its compiled or eager step when the answer is a reason instead. Kernels register here, so neither
+ * the model nor the engine imports a vendor folder. Registered: cuda's decode megakernel
+ * (kernels/cuda/decode-megakernel.ts) and the cpu's one-call step (kernels/cpu/native/decode-step.ts).
  */
 import type { Tensor } from '../../tensor/tensor.js';
 
@@ -76,17 +77,28 @@ export interface WholeStepDecoder {
 /** Makes a decoder for the spec, or says why it cannot (a sentence). */
 export type WholeStepFactory = (spec: DenseDecoderSpec) => WholeStepDecoder | string;
 
-const factories = new Map<string, WholeStepFactory>();
+/** How a device type's decoder is used when KILN_DECODE_MEGAKERNEL is not set. */
+export interface WholeStepRegistration {
+  /** Whether the decode runner asks for it by default (else only with KILN_DECODE_MEGAKERNEL=1). */
+  readonly byDefault: boolean;
+}
+
+const factories = new Map<string, { factory: WholeStepFactory; registration: WholeStepRegistration }>();
 
 /** Registers the whole-step decoder of a device type (one per type; the last registration wins). */
-export function registerWholeStepDecoder(deviceType: string, factory: WholeStepFactory): void {
-  factories.set(deviceType, factory);
+export function registerWholeStepDecoder(deviceType: string, factory: WholeStepFactory, registration: WholeStepRegistration = { byDefault: false }): void {
+  factories.set(deviceType, { factory, registration });
+}
+
+/** Whether the device type's decoder is on when KILN_DECODE_MEGAKERNEL is not set. */
+export function wholeStepByDefault(deviceType: string): boolean {
+  return factories.get(deviceType)?.registration.byDefault ?? false;
 }
 
 /** A decoder for the spec on its weights' device, or the reason there is none. */
 export function createWholeStepDecoder(spec: DenseDecoderSpec): WholeStepDecoder | string {
   const type = spec.embed.device.type;
-  const factory = factories.get(type);
-  if (factory === undefined) return `no whole-step decoder is registered for ${type}`;
-  return factory(spec);
+  const entry = factories.get(type);
+  if (entry === undefined) return `no whole-step decoder is registered for ${type}`;
+  return entry.factory(spec);
 }

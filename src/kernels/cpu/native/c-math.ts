@@ -6,7 +6,8 @@
  * -ffast-math, which we do not use (it breaks NaN/inf semantics). log uses libm's logf.
  * NaN propagates through every function (the clamps are comparisons that are false for NaN).
  * Shared by the eager native kernels (gemm-c.ts, ops-c.ts) and the compiler's generated C
- * (compile/codegen/c), so an op computes the same float32 values eager and compiled.
+ * (compile/codegen/c), so an op computes the same float32 values eager and compiled. Guarded
+ * (KILN_C_MATH): a source composed of several that include it defines it once.
  */
 const f = (v: number): string => `${Math.fround(v).toPrecision(9)}f`;
 const horner = (x: string, c: readonly number[]): string => c.slice(1).reduce((acc, k) => `(${acc} * ${x} + ${f(k)})`, f(c[0]!));
@@ -21,6 +22,8 @@ const ERFC_H = [
 ];
 
 export const C_MATH = `
+#ifndef KILN_C_MATH
+#define KILN_C_MATH 1
 static inline float k_asf(uint32_t i) { float v; memcpy(&v, &i, 4); return v; }
 /* exp: clamp to [ln 2^-150, 89], n = rint(x log2 e), r = x - n ln 2 (Cody-Waite), 2^n in two halves
    so that denormal results round once. */
@@ -130,6 +133,7 @@ static inline float k_gelu_tanh(float x) {
   float z2 = (x * x * x * 0.044715f + x) * 1.59576912f;
   return x * k_sigmoid(z2);
 }
+#endif /* KILN_C_MATH */
 `;
 
 /** NaN-propagating max/min/clamp and relu, as the eager kernels (torch.maximum semantics). */

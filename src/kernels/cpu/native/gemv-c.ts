@@ -358,34 +358,23 @@ static int64_t gv_rows_per_item(int64_t n, int64_t row_bytes, int32_t flags, int
   return rows < 8 ? 8 : rows;
 }
 
-/* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
-   i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
-   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order,
-   GV_SPLIT for one item per thread, bits 8 and up the item size in KiB without it (0: 64).
-   Returns 0, or -1 when the copies of x
-   cannot be allocated (nothing written). */
-/* Fills c for y = x W^T (+ bias) and copies x as the paths need it (see kiln_gemv); returns the
-   copies' buffer to free after the run (0: out of memory), the item count in *items and the
-   thread count, capped for small weights (wbytes: the weight bytes the call streams), in *nthreads. */
-static float *gv_prepare(gv_ctx *c, int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
-                         void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t flags, int64_t wbytes, int64_t *items, int32_t *nthreads) {
-  c->m = m; c->n = n; c->k = k;
-  c->w = wbf16 ? (const void *)((const uint16_t *)w + wo) : (const void *)((const float *)w + wo);
-  c->ldw = ldw; c->bf16 = wbf16;
-  c->bias = bias ? (const float *)bias + biaso : 0; c->bs = bs;
-  c->y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
-  c->ldy = ldy; c->ybf16 = ybf16;
-  c->stream = (flags & GV_STREAM) != 0;
-  /* Under ~256 KiB of weights a second thread's wake-up costs more than it saves. */
-  if (wbytes < (256 << 10)) *nthreads = 1;
-  c->rows_per_item = gv_rows_per_item(n, k * (wbf16 ? 2 : 4), flags, *nthreads);
-  *items = (n + c->rows_per_item - 1) / c->rows_per_item;
-  /* One allocation: x as contiguous float32, then the split copy (bfloat16 W without dot-product
-     instructions) or the bfloat16 bits (with them). */
+/* Threads of a call that streams wbytes of weights: under ~256 KiB a second thread's wake-up costs
+   more than it saves. */
+static inline int32_t gv_call_threads(int64_t wbytes, int32_t nthreads) {
+  return wbytes < (256 << 10) ? 1 : nthreads;
+}
+
+/* Floats gv_fill_x writes for m rows of k: x as float32, and for bfloat16 W as many again. */
+static inline int64_t gv_x_floats(int64_t m, int64_t k, int32_t wbf16) {
+  return m * k * (wbf16 ? 2 : 1);
+}
+
+/* x (m rows of k, float32 or bfloat16 bits from element xo, row stride ldx) into buf as the paths
+   read it: contiguous float32 (c->x), then for bfloat16 W either its bits (c->xb, with AVX512-BF16
+   and a bfloat16 x) or the float32 copy split per 32 columns into even / odd halves (c->xs). */
+static void gv_fill_x(gv_ctx *c, float *buf, int64_t m, int64_t k, const void *x, int64_t xo, int64_t ldx, int32_t xbf16, int32_t wbf16) {
   int use_dp = GV_DPBF16 && wbf16 && xbf16;
   size_t nx = (size_t)(m * k);
-  float *buf = (float *)malloc(nx * sizeof(float) * (wbf16 ? 2 : 1) + 64);
-  if (!buf) return 0;
   float *xf = buf;
   for (int64_t i = 0; i < m; i++) {
     float *d = xf + i * k;
@@ -411,6 +400,26 @@ static float *gv_prepare(gv_ctx *c, int64_t m, int64_t n, int64_t k, void *x, in
     }
     c->xs = xs;
   }
+}
+
+/* Fills c for y = x W^T (+ bias) and copies x as the paths need it (see kiln_gemv); returns the
+   copies' buffer to free after the run (0: out of memory), the item count in *items and the
+   thread count, capped for small weights (wbytes: the weight bytes the call streams), in *nthreads. */
+static float *gv_prepare(gv_ctx *c, int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
+                         void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t flags, int64_t wbytes, int64_t *items, int32_t *nthreads) {
+  c->m = m; c->n = n; c->k = k;
+  c->w = wbf16 ? (const void *)((const uint16_t *)w + wo) : (const void *)((const float *)w + wo);
+  c->ldw = ldw; c->bf16 = wbf16;
+  c->bias = bias ? (const float *)bias + biaso : 0; c->bs = bs;
+  c->y = ybf16 ? (void *)((uint16_t *)y + yo) : (void *)((float *)y + yo);
+  c->ldy = ldy; c->ybf16 = ybf16;
+  c->stream = (flags & GV_STREAM) != 0;
+  *nthreads = gv_call_threads(wbytes, *nthreads);
+  c->rows_per_item = gv_rows_per_item(n, k * (wbf16 ? 2 : 4), flags, *nthreads);
+  *items = (n + c->rows_per_item - 1) / c->rows_per_item;
+  float *buf = (float *)malloc(gv_x_floats(m, k, wbf16) * sizeof(float) + 64);
+  if (!buf) return 0;
+  gv_fill_x(c, buf, m, k, x, xo, ldx, xbf16, wbf16);
   return buf;
 }
 
@@ -420,6 +429,11 @@ static void gv_note(const gv_ctx *c) {
   pool_pf_note(c->w, ((c->n - 1) * c->ldw + c->k) * esz);
 }
 
+/* y[i * ldy + j] = x[i, :] . W[j, :] (+ bias[j * bs]). x is float32 or (xbf16) bfloat16 bits, row
+   i at x + xo + i * ldx; W is float32 or (wbf16) bfloat16 bits; bias is float32; y is float32 or
+   (ybf16) bfloat16 bits, rounded once to nearest even. flags: GV_STREAM for the stream order,
+   GV_SPLIT for one item per thread, bits 8 and up the item size in KiB without it (0: 64).
+   Returns 0, or -1 when the copies of x cannot be allocated (nothing written). */
 int32_t kiln_gemv(int64_t m, int64_t n, int64_t k, void *x, int64_t xo, int64_t ldx, int32_t xbf16, void *w, int64_t wo, int64_t ldw, int32_t wbf16,
                void *bias, int64_t biaso, int64_t bs, void *y, int64_t yo, int64_t ldy, int32_t ybf16, int32_t nthreads, int32_t flags) {
   if (m <= 0 || n <= 0) return 0;

@@ -287,34 +287,28 @@ static void pa_merge(void *vctx, int64_t item) {
   }
 }
 
-/* q [B, H, D] dense at element offset qo; caches at offsets kco / vco; tables [B, maxBlocks] and
-   lens [B] int32; out [B, H, D] dense at offset oo. */
-int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks,
-                          void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16,
-                          int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split, int32_t vec_rows) {
-  pa_ctx c;
-  c.H = H; c.D = D; c.kvh = kvh; c.group = H / kvh; c.block_size = block_size; c.max_blocks = max_blocks;
-  c.q = qbf16 ? (const void *)((const uint16_t *)q + qo) : (const void *)((const float *)q + qo); c.qbf16 = qbf16;
-  c.kc = cbf16 ? (const void *)((const uint16_t *)kc + kco) : (const void *)((const float *)kc + kco);
-  c.vc = cbf16 ? (const void *)((const uint16_t *)vc + vco) : (const void *)((const float *)vc + vco);
-  c.cbf16 = cbf16;
-  c.tables = tables; c.lens = lens;
-  c.out = obf16 ? (void *)((uint16_t *)out + oo) : (void *)((float *)out + oo); c.obf16 = obf16;
-  c.scale = scale;
-  c.vec = vec_rows && D % 16 == 0;
+/* c's sizes and work split for B sequences of lens (everything but the pointers and the scratch):
+   kv heads per item, key ranges, each item's scratch. Returns the floats of scratch a run needs
+   (items' scratch, then the split form's partials at c->part's offset *part_at) and the item count
+   of the first pass in *items (pa_split_item or pa_item; the split form's merge has B * H). */
+static int64_t pa_plan(pa_ctx *c, int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks, const int32_t *lens,
+                       float scale, int32_t nthreads, int32_t max_split, int32_t vec_rows, int64_t *items, int64_t *part_at) {
+  c->H = H; c->D = D; c->kvh = kvh; c->group = H / kvh; c->block_size = block_size; c->max_blocks = max_blocks;
+  c->scale = scale;
+  c->vec = vec_rows && D % 16 == 0;
   int64_t max_len = 1;
   for (int64_t b = 0; b < B; b++) if (lens[b] > max_len) max_len = lens[b];
-  c.max_len = max_len;
+  c->max_len = max_len;
   /* kv heads per item: one item per sequence on one thread; with more threads, the largest
      divisor of kvh that still gives each thread an item. */
-  int64_t hpi = c.kvh;
+  int64_t hpi = c->kvh;
   if (nthreads > 1)
-    while (hpi > 1 && B * (c.kvh / hpi) < nthreads) {
+    while (hpi > 1 && B * (c->kvh / hpi) < nthreads) {
       int64_t d = hpi - 1;
       while (d > 1 && hpi % d) d--;
       hpi = d;
     }
-  c.hpi = hpi;
+  c->hpi = hpi;
   /* Key ranges: with fewer (sequence, kv head) items than two per thread and long enough
      contexts (at least 128 keys a range), each kv head's keys are split into ranges (at most 64;
      max_split caps it, 1: never) so every thread streams a part of the cache. */
@@ -325,28 +319,47 @@ int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64
     if (nsplit > max_split) nsplit = max_split;
     if (nsplit > 64) nsplit = 64;
     if (nsplit < 1) nsplit = 1;
-    if (nsplit > 1) c.hpi = hpi = 1;
+    if (nsplit > 1) c->hpi = hpi = 1;
   }
-  c.nsplit = nsplit;
-  c.part = 0;
+  c->nsplit = nsplit;
   if (nsplit > 1) {
     const int64_t span = ((max_len + nsplit - 1) / nsplit + block_size - 1) / block_size * block_size;
-    const int64_t items = B * (kvh / hpi) * nsplit;
-    c.span = span;
-    c.per_item = hpi * c.group * (D + span) + D;
-    c.scratch = (float *)malloc(sizeof(float) * (size_t)(items * c.per_item + items * hpi * c.group * (D + 2)));
-    if (!c.scratch) return -1;
-    c.part = c.scratch + items * c.per_item;
+    *items = B * (kvh / hpi) * nsplit;
+    c->span = span;
+    c->per_item = hpi * c->group * (D + span) + D;
+    *part_at = *items * c->per_item;
+    return *part_at + *items * hpi * c->group * (D + 2);
+  }
+  *items = B * (kvh / hpi);
+  c->per_item = hpi * c->group * (2 * D + max_len) + D;
+  *part_at = *items * c->per_item;
+  return *part_at;
+}
+
+/* q [B, H, D] dense at element offset qo; caches at offsets kco / vco; tables [B, maxBlocks] and
+   lens [B] int32; out [B, H, D] dense at offset oo. */
+int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks,
+                          void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16,
+                          int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split, int32_t vec_rows) {
+  pa_ctx c;
+  c.q = qbf16 ? (const void *)((const uint16_t *)q + qo) : (const void *)((const float *)q + qo); c.qbf16 = qbf16;
+  c.kc = cbf16 ? (const void *)((const uint16_t *)kc + kco) : (const void *)((const float *)kc + kco);
+  c.vc = cbf16 ? (const void *)((const uint16_t *)vc + vco) : (const void *)((const float *)vc + vco);
+  c.cbf16 = cbf16;
+  c.tables = tables; c.lens = lens;
+  c.out = obf16 ? (void *)((uint16_t *)out + oo) : (void *)((float *)out + oo); c.obf16 = obf16;
+  int64_t items, part_at;
+  const int64_t floats = pa_plan(&c, B, H, D, kvh, block_size, max_blocks, lens, scale, nthreads, max_split, vec_rows, &items, &part_at);
+  c.scratch = (float *)malloc(sizeof(float) * (size_t)floats);
+  if (!c.scratch) return -1;
+  c.part = c.nsplit > 1 ? c.scratch + part_at : 0;
+  if (c.nsplit > 1) {
     pool_run(pa_split_item, &c, items, nthreads);
     pool_run(pa_merge, &c, B * H, B * H * D >= 4096 ? nthreads : 1);
-    free(c.scratch);
-    return (int32_t)nsplit;
+  } else {
+    pool_run(pa_item, &c, items, nthreads);
   }
-  c.per_item = hpi * c.group * (2 * D + max_len) + D;
-  c.scratch = (float *)malloc(sizeof(float) * (size_t)(B * (kvh / hpi) * c.per_item));
-  if (!c.scratch) return -1;
-  pool_run(pa_item, &c, B * (kvh / hpi), nthreads);
   free(c.scratch);
-  return 1;
+  return (int32_t)c.nsplit;
 }
 `;

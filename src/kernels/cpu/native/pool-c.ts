@@ -23,9 +23,14 @@
  * pool.ts loads with RTLD_GLOBAL, and runs its jobs there; with a pool per object, a compiled
  * block's three GEMM variants and attention each woke their own sleeping worker. Without the
  * shared object (it failed to build or load) each object uses its own copy of the pool.
+ *
+ * The source is guarded (KILN_POOL_C_SOURCE), so an object composed of several sources that each
+ * include it (the cpu decode step, decode-step-c.ts) defines the pool once.
  */
 
 export const POOL_C_SOURCE = String.raw`
+#ifndef KILN_POOL_C_SOURCE
+#define KILN_POOL_C_SOURCE 1
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -380,6 +385,7 @@ int32_t kiln_pool_is_shared(void) {
   return pool_shared != 0;
 }
 #endif
+#endif /* KILN_POOL_C_SOURCE */
 `;
 
 /** The process-wide pool object (pool.ts loads it with RTLD_GLOBAL): exports only the run entry. */
