@@ -4,7 +4,9 @@
  * a dispatch mode (wall time per op call, the op's own kernel plus anything it dispatches). Ops are
  * grouped by class: each linear by its weight shape (q/k/v/o, gate/up, down, lm_head), attention
  * (llm.pagedAttention, llm.reshapeAndCache), norms, the rest by op name. "host" is the step's wall
- * time minus the ops' (the engine, sampling, tensor bookkeeping between ops).
+ * time minus the ops' (the engine, sampling, tensor bookkeeping between ops). It profiles the op
+ * graph, so the cpu's whole-step decoder (one native call a step, on by default) is turned off
+ * here; bench/cpu-decode-phases.ts splits that call by phase.
  *
  *   node dist/bench/decode-profile.js --dtype float32 [--steps 8] [--json out.json]
  */
@@ -16,6 +18,7 @@ import * as kiln from '../src/index.js';
 import type { DType } from '../src/index.js';
 import { popDispatchMode, pushDispatchMode, dispatch, type DispatchMode } from '../src/ops/public.js';
 import { Tensor } from '../src/tensor/tensor.js';
+import { setOption } from '../src/runtime/config.js';
 
 const { values: a } = parseArgs({ options: { config: { type: 'string', default: 'qwen3-0.6b' }, dtype: { type: 'string', default: 'float32' }, prompt: { type: 'string', default: '16' }, steps: { type: 'string', default: '8' }, decode: { type: 'string', default: 'eager' }, json: { type: 'string' } } });
 const config = a.config === 'tiny' ? kiln.models.QWEN3_TINY : kiln.models.QWEN3_0_6B;
@@ -23,6 +26,7 @@ const dtype = a.dtype as DType;
 const steps = Number(a.steps);
 const model = kiln.models.Qwen3ForCausalLM.fromConfig(config, { seed: 0, dtype, device: 'cpu' });
 model.eval();
+setOption('KILN_DECODE_MEGAKERNEL', false);
 
 const H = config.hiddenSize;
 const names = new Map<string, string>([

@@ -183,7 +183,8 @@ for (const device of devices) {
           assert.equal(counters.fallbacks, 0);
           const most = prefill === 'rows' ? 3 : 2;
           assert.ok(counters.traces <= most, `${label}: ${counters.traces} traces for ${stats.decodeSteps} decode steps`);
-          assert.ok(counters.cacheHits >= stats.decodeSteps - counters.traces);
+          // Batch-1 steps may run the device's whole-step decoder instead (the cpu's is on by default).
+          assert.ok(counters.cacheHits + engine.decodeRunner!.counters.wholeSteps >= stats.decodeSteps - counters.traces);
         }
         engine.dispose();
       }

@@ -83,6 +83,8 @@ test("Qwen3's eager cpu decode: KILN_DECODE_QKV on and off give the same greedy 
     // The native path (the suite also runs with KILN_CPU_PATH=wasm / js, where no GEMV runs).
     setCpuPath('native');
     setOption('KILN_DECODE_QKV', on);
+    // The eager graph's ops (batch-1 steps would otherwise run the cpu's whole-step decoder).
+    setOption('KILN_DECODE_MEGAKERNEL', false);
     try {
       const engine = new kiln.serve.Engine(model, { numBlocks: 16, maxNumSeqs: 1, decode: 'eager', prefixCaching: false });
       engine.addRequest([5, 9, 2, 7], { maxNewTokens: 6, ignoreEos: true });
@@ -92,6 +94,7 @@ test("Qwen3's eager cpu decode: KILN_DECODE_QKV on and off give the same greedy 
       return ids;
     } finally {
       setOption('KILN_DECODE_QKV', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL', undefined);
       setCpuPath(undefined);
     }
   };

@@ -81,11 +81,12 @@ export function decodeBucket(n: number): number {
 export class DecodeRunner {
   /** Width of every block table row: blocks of the longest sequence the cache and model allow. */
   readonly maxBlocks: number;
-  readonly counters = { steps: 0, paddedRows: 0 };
+  /** Steps run, padding rows they carried, and steps the whole-step decoder ran (the rest: the step function). */
+  readonly counters = { steps: 0, paddedRows: 0, wholeSteps: 0 };
   private readonly step: StepFn;
   private readonly compiled: CompiledFunction<StepFn> | null;
   private readonly buckets = new Map<number, BucketInputs>();
-  /** The whole-step decoder batch-1 steps run on (KILN_DECODE_MEGAKERNEL), or null: the compiled step. */
+  /** The whole-step decoder batch-1 steps run on (KILN_DECODE_MEGAKERNEL; unset: the device's default), or null: the step function. */
   readonly wholeStepDecoder: WholeStepDecoder | null = null;
   /** Why KILN_DECODE_MEGAKERNEL found no whole-step decoder (null: it did, or it is off). */
   readonly wholeStepReason: string | null = null;
@@ -191,7 +192,9 @@ export class DecodeRunner {
       }
     }
     const [ids, positions, slots, tables, lens] = inp.args;
-    const logits = B === 1 && this.wholeStepDecoder !== null ? this.wholeStepDecoder.run({ ids, positions, slots, tables, lens }) : this.step(...inp.args);
+    const whole = B === 1 && this.wholeStepDecoder !== null;
+    const logits = whole ? this.wholeStepDecoder.run({ ids, positions, slots, tables, lens }) : this.step(...inp.args);
+    if (whole) this.counters.wholeSteps++;
     this.counters.steps++;
     this.counters.paddedRows += B - n;
     return B === n ? logits : narrow(logits, 0, 0, n);

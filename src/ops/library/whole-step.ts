@@ -63,11 +63,23 @@ export interface WholeStepInputs {
   readonly lens: Tensor;
 }
 
+/** One phase of a whole step (readPhaseTimes). */
+export interface PhaseTime {
+  /** What the phase computes, e.g. 'qkv', 'attention', 'lmHead'. */
+  readonly kind: string;
+  readonly layer: number;
+  /** When its items could start, and when the last of them ended (before any serial tail). */
+  readonly openNs: number;
+  readonly endNs: number;
+}
+
 export interface WholeStepDecoder {
   /** What runs (for logs and tests), e.g. the kernel's name. */
   readonly name: string;
   /** Launches a step; the logits [1, vocab] alias a static buffer, valid until the next run. */
   run(inputs: WholeStepInputs): Tensor;
+  /** Optional measurement: each phase of the last run, when it opened and when its work ended, in ns from the run's start (see the cpu decoder). */
+  readPhaseTimes?(): PhaseTime[] | null;
   /** Optional measurement: per-barrier stamps of the last run (see the cuda decoder). */
   readTrace?(): { arrive: number[][]; release: number[][]; attention: number[][][] } | null;
   /** Frees the decoder's device buffers. */

@@ -36,6 +36,9 @@ export const DS_DIMS = ['hidden', 'heads', 'kvHeads', 'headDim', 'intermediate',
 export const DS_LAYER_PTRS = ['inputNorm', 'q', 'k', 'v', 'qNorm', 'kNorm', 'o', 'postNorm', 'gate', 'up', 'down', 'keys', 'values'] as const;
 export const DS_GLOBAL_PTRS = ['embed', 'finalNorm', 'lmHead', 'cos', 'sin'] as const;
 
+/** The phases' kinds, by their DK_ codes (kiln_ds_step's trace). */
+export const DS_PHASE_KINDS = ['embed', 'qkv', 'qkNorm', 'attention', 'merge', 'o', 'gateUp', 'down', 'lmHead'] as const;
+
 /** kiln_ds_step's return codes for bad inputs (the index of a bad table entry goes to bad[0]). */
 export const DS_ERRORS = { oom: -1, id: -2, position: -3, slot: -4, length: -5, table: -6 } as const;
 
@@ -79,6 +82,8 @@ typedef struct {
   int32_t *kind, *layer;
   int64_t *n;
   ds_count *cnt;
+  /* Measurement (null: off): per phase kind, layer, the ns it opened and the ns its last item ended. */
+  int64_t *trace;
   /* Templates: the GEMVs' contexts without their weight, attention's without its caches. */
   gv_ctx g_qkv[3]; int64_t qkv_first[4];
   gv_ctx g_o, g_down, g_head;
@@ -271,7 +276,9 @@ static void ds_participant(void *vctx, int64_t unused) {
       if (it >= n) break;
       ds_item(c, p, it);
       if (atomic_fetch_add_explicit(&c->cnt[p].done, 1, memory_order_acq_rel) + 1 == n) {
+        if (c->trace) c->trace[1 + 4 * p + 3] = pool_now_ns();
         ds_tail(c, p);
+        if (c->trace && p + 1 < c->nphase) c->trace[1 + 4 * (p + 1) + 2] = pool_now_ns();
         atomic_store_explicit(&c->epoch, p + 1, memory_order_release);
       }
     }
@@ -281,10 +288,12 @@ static void ds_participant(void *vctx, int64_t unused) {
 /* One decode step of token id at position pos (cache slot slot, len keys after the write, block
    table row table) into logits [vocab] of the model's dtype. p: the address table (DS_LAYER_PTRS
    per layer, then DS_GLOBAL_PTRS). flags: kiln_gemv's; max_split / vec_rows: kiln_paged_attention's.
-   Returns the key ranges attention split into (1: unsplit), or a DS_ERRORS code (nothing
-   computed) with a bad table entry's index in bad[0]. */
+   trace (null: off; 1 + 4 x the phases int64): the phase count, then per phase its DK_ kind, its
+   layer, the ns it opened and the ns its last item ended (CLOCK_MONOTONIC). Returns the key ranges
+   attention split into (1: unsplit), or a DS_ERRORS code (nothing computed) with a bad table
+   entry's index in bad[0]. */
 int32_t kiln_ds_step(void *vc, void *const *p, int64_t id, int64_t pos, int64_t slot, int64_t len, const int32_t *table, void *logits,
-                     int32_t nthreads, int32_t flags, int32_t max_split, int32_t vec_rows, int64_t *bad) {
+                     int32_t nthreads, int32_t flags, int32_t max_split, int32_t vec_rows, int64_t *bad, int64_t *trace) {
   ds_ctx *c = (ds_ctx *)vc;
   if (id < 0 || id >= c->vocab) return -2;
   if (pos < 0 || pos >= c->maxpos) return -3;
@@ -337,6 +346,12 @@ int32_t kiln_ds_step(void *vc, void *const *p, int64_t id, int64_t pos, int64_t 
     ds_add_phase(c, DK_DOWN, l, nd);
   }
   ds_add_phase(c, DK_HEAD, 0, nh);
+  c->trace = trace;
+  if (trace) {
+    trace[0] = c->nphase;
+    for (int32_t q = 0; q < c->nphase; q++) { trace[1 + 4 * q] = c->kind[q]; trace[2 + 4 * q] = c->layer[q]; }
+    trace[3] = pool_now_ns();
+  }
   atomic_store(&c->epoch, 0);
   pool_run(ds_participant, c, nthreads, nthreads);
   return (int32_t)a->nsplit;

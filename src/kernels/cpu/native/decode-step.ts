@@ -10,14 +10,14 @@
  * the addresses stay valid while the storages live; each run checks that no storage was freed or
  * given another buffer (a freed one throws, a new buffer rebuilds the table).
  */
-import { registerWholeStepDecoder, type DenseDecoderSpec, type WholeStepDecoder, type WholeStepInputs } from '../../../ops/library/whole-step.js';
+import { registerWholeStepDecoder, type DenseDecoderSpec, type PhaseTime, type WholeStepDecoder, type WholeStepInputs } from '../../../ops/library/whole-step.js';
 import { getOption } from '../../../runtime/config.js';
 import type { DType } from '../../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../../tensor/layout.js';
 import type { Storage } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { CPU } from '../../../runtime/device.js';
-import { DECODE_STEP_C_SOURCE, DS_DIMS, DS_ERRORS, DS_GLOBAL_PTRS, DS_LAYER_PTRS } from './decode-step-c.js';
+import { DECODE_STEP_C_SOURCE, DS_DIMS, DS_ERRORS, DS_GLOBAL_PTRS, DS_LAYER_PTRS, DS_PHASE_KINDS } from './decode-step-c.js';
 import { gemvFlags } from './gemv.js';
 import { loadLibrary, type NativeFn } from './koffi.js';
 import { cpuPath } from './path.js';
@@ -49,7 +49,7 @@ function library(): DecodeStepLib {
   lib = {
     create: l.func('void *kiln_ds_new(int64_t *dims, double eps, float scale)'),
     free: l.func('void kiln_ds_free(void *ctx)'),
-    step: l.func('int32_t kiln_ds_step(void *ctx, int64_t *table, int64_t id, int64_t pos, int64_t slot, int64_t len, int32_t *blocks, void *logits, int32_t nthreads, int32_t flags, int32_t max_split, int32_t vec_rows, int64_t *bad)'),
+    step: l.func('int32_t kiln_ds_step(void *ctx, int64_t *table, int64_t id, int64_t pos, int64_t slot, int64_t len, int32_t *blocks, void *logits, int32_t nthreads, int32_t flags, int32_t max_split, int32_t vec_rows, int64_t *bad, int64_t *trace)'),
     addr: l.func('int64_t kiln_ds_addr(void *p)'),
   };
   return lib;
@@ -132,6 +132,8 @@ class CpuDecodeStep implements WholeStepDecoder {
   private readonly logits: Tensor;
   private readonly bad = new BigInt64Array(1);
   private readonly blocksPerRow: number;
+  /** KILN_CPU_DECODE_STEP_TRACE: the last step's phase times (see kiln_ds_step), or null. */
+  private readonly trace: BigInt64Array | null;
 
   constructor(
     private readonly spec: DenseDecoderSpec,
@@ -153,6 +155,7 @@ class CpuDecodeStep implements WholeStepDecoder {
       bf16: spec.embed.dtype === 'bfloat16' ? 1 : 0,
     };
     this.blocksPerRow = spec.maxBlocks;
+    this.trace = getOption('KILN_CPU_DECODE_STEP_TRACE') ? new BigInt64Array(1 + 4 * (spec.layers.length * 7 + 2)) : null;
     // The attention scale of the model's eager step (Qwen3Attention.scaling).
     const scale = 1 / Math.sqrt(spec.headDim);
     this.ctx = this.lib.create(BigInt64Array.from(DS_DIMS.map((d) => BigInt(dims[d]))), spec.eps, scale);
@@ -207,12 +210,26 @@ class CpuDecodeStep implements WholeStepDecoder {
     const len = new Int32Array(inputs.lens.storage.cpuArrayBuffer(), inputs.lens.offset * 4, 1)[0]!;
     const blocks = new Int32Array(tables.storage.cpuArrayBuffer(), tables.offset * 4, this.blocksPerRow);
     const threads = nativeThreads();
-    const rc = this.lib.step(this.ctx, this.table, id, pos, slot, len, blocks, dataView(this.logits), threads, gemvFlags(threads), getOption('KILN_CPU_PAGED_SPLIT') ? 64 : 1, getOption('KILN_CPU_PAGED_VEC') ? 1 : 0, this.bad) as number;
+    const rc = this.lib.step(this.ctx, this.table, id, pos, slot, len, blocks, dataView(this.logits), threads, gemvFlags(threads), getOption('KILN_CPU_PAGED_SPLIT') ? 64 : 1, getOption('KILN_CPU_PAGED_VEC') ? 1 : 0, this.bad, this.trace) as number;
     if (rc < 1) throw new Error(this.describe(rc, { id, pos, slot, len }));
     cpuDecodeStepStats.steps++;
     if (rc > 1) cpuDecodeStepStats.splitSteps++;
     const out = this.logits;
     return new Tensor(out.storage, out.dtype, out.shape, out.strides, out.offset);
+  }
+
+  /** The last step's phases in order with the ns each opened and ended (KILN_CPU_DECODE_STEP_TRACE), or null. */
+  readPhaseTimes(): PhaseTime[] | null {
+    const t = this.trace;
+    if (t === null || t[0] === 0n) return null;
+    const n = Number(t[0]);
+    const start = t[3]!;
+    return Array.from({ length: n }, (_, p) => ({
+      kind: DS_PHASE_KINDS[Number(t[1 + 4 * p])] ?? 'unknown',
+      layer: Number(t[2 + 4 * p]),
+      openNs: Number(t[3 + 4 * p]! - start),
+      endNs: Number(t[4 + 4 * p]! - start),
+    }));
   }
 
   private describe(rc: number, v: { id: bigint; pos: bigint; slot: bigint; len: number }): string {
@@ -253,5 +270,7 @@ registerWholeStepDecoder(
     if (typeof tensors === 'string') return `the cpu decode step does not take this model: ${tensors}`;
     return new CpuDecodeStep(spec, tensors);
   },
-  { byDefault: false },
+  // On by default: on the 2-core VM, alternating in one process, bfloat16 Qwen3-0.6B steps took
+  // 59.8 -> 45.8 ms and float32 115.8 -> 94.8 ms (bench/results/cpu-decode-bound-qwen3-0.6b-2026-12-05-s24-*.json).
+  { byDefault: true },
 );
