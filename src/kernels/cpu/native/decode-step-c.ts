@@ -166,6 +166,13 @@ static void ds_add_phase(ds_ctx *c, int32_t kind, int32_t layer, int64_t n) {
   atomic_init(&c->cnt[p].done, 0);
 }
 
+/* Item it of a GEMV template on weight w (the templates are shared; each item runs on a copy). */
+static inline void ds_gemv_item(const gv_ctx *tmpl, const void *w, int64_t it) {
+  gv_ctx g = *tmpl;
+  g.w = w;
+  gv_item(&g, it);
+}
+
 static void ds_item(ds_ctx *c, int32_t p, int64_t it) {
   const int64_t l = c->layer[p];
   switch (c->kind[p]) {
@@ -180,9 +187,7 @@ static void ds_item(ds_ctx *c, int32_t p, int64_t it) {
     }
     case DK_QKV: {
       const int w = it < c->qkv_first[1] ? 0 : it < c->qkv_first[2] ? 1 : 2;
-      gv_ctx g = c->g_qkv[w];
-      g.w = ds_lp(c, l, DP_Q + w);
-      gv_item(&g, it - c->qkv_first[w]);
+      ds_gemv_item(&c->g_qkv[w], ds_lp(c, l, DP_Q + w), it - c->qkv_first[w]);
       break;
     }
     case DK_QKNORM: {
@@ -208,12 +213,7 @@ static void ds_item(ds_ctx *c, int32_t p, int64_t it) {
       break;
     }
     case DK_MERGE: pa_merge(&c->pa, it); break;
-    case DK_O: {
-      gv_ctx g = c->g_o;
-      g.w = ds_lp(c, l, DP_O);
-      gv_item(&g, it);
-      break;
-    }
+    case DK_O: ds_gemv_item(&c->g_o, ds_lp(c, l, DP_O), it); break;
     case DK_GATEUP: {
       gv_gated_ctx g = c->g_gated;
       g.g.w = ds_lp(c, l, DP_GATE);
@@ -221,18 +221,8 @@ static void ds_item(ds_ctx *c, int32_t p, int64_t it) {
       gv_gated_item(&g, it);
       break;
     }
-    case DK_DOWN: {
-      gv_ctx g = c->g_down;
-      g.w = ds_lp(c, l, DP_DOWN);
-      gv_item(&g, it);
-      break;
-    }
-    case DK_HEAD: {
-      gv_ctx g = c->g_head;
-      g.w = ds_gp(c, DG_HEAD);
-      gv_item(&g, it);
-      break;
-    }
+    case DK_DOWN: ds_gemv_item(&c->g_down, ds_lp(c, l, DP_DOWN), it); break;
+    case DK_HEAD: ds_gemv_item(&c->g_head, ds_gp(c, DG_HEAD), it); break;
   }
 }
 
