@@ -5,7 +5,7 @@
  * logits and both caches after each step must be the same bits, on random float32 and bfloat16
  * Qwen3 models over identical random caches, for 1 to 4 threads and contexts of 1 to 512 keys
  * (attention on one thread, across threads, and split into key ranges), at sizes with and without
- * vector remainders. Then the engine's greedy tokens with the decoder on and off, and the refusals
+ * vector remainders, and for batches of 2 to 4 sequences (3 padded to the runner's bucket of 4). Then the engine's greedy tokens with the decoder on and off, and the refusals
  * and input errors.
  */
 import assert from 'node:assert/strict';
@@ -110,6 +110,41 @@ for (const dtype of ['float32', 'bfloat16'] as const) {
   }
 }
 
+for (const dtype of ['float32', 'bfloat16'] as const) {
+  test(`cpu decode step equals the eager step bit for bit for batches of 2, 3 (padded to 4) and 4 sequences (${dtype}, 1-3 threads)`, { skip }, () => {
+    const cfg = CASES[0]![1];
+    const NB = 40;
+    const { eager, whole, caches } = pair(cfg, dtype, NB);
+    const table = shuffled(NB, 13);
+    const before = cpuDecodeStepStats.steps;
+    let steps = 0;
+    for (const threads of [1, 2, 3]) {
+      setNativeThreads(threads);
+      for (const positions of [[5, 300], [130, 0, 47], [299, 5, 130, 47], [511, 20]]) {
+        let next = 0;
+        const rows = positions.map((P, r) => {
+          const n = Math.ceil((P + 1) / 16);
+          const blockTable = table.slice(next, next + n);
+          next += n;
+          return { tokenId: (P * 31 + r * 7 + threads) % (cfg.vocab_size as number), position: P, blockTable };
+        });
+        assert.ok(next <= NB);
+        const a = eager.run(rows);
+        const b = whole.run(rows);
+        steps++;
+        assert.deepEqual(b.shape, [positions.length, cfg.vocab_size]);
+        assert.equal(firstDiff(a, b), -1, `logits differ at ${firstDiff(a, b)} (threads ${threads}, positions ${positions.join(', ')})`);
+        for (const which of ['keys', 'values'] as const) {
+          caches[0][which].forEach((t, l) => assert.equal(firstDiff(t, caches[1][which][l]!), -1, `${which} of layer ${l} differ (threads ${threads}, positions ${positions.join(', ')})`));
+        }
+      }
+    }
+    assert.equal(cpuDecodeStepStats.steps - before, steps, 'every batch ran the native decode step');
+    eager.dispose();
+    whole.dispose();
+  });
+}
+
 test('the engine generates the same greedy tokens with the cpu decode step on and off (bfloat16, 2 threads)', { skip }, () => {
   const cfg = qwen3Config(128, 4, 2, 32, 256, 2, 400);
   const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 9, initStd: 0.2 });
@@ -157,8 +192,8 @@ test('the cpu decode step names a bad token id, block table entry or context len
   setOption('KILN_DECODE_MEGAKERNEL', true);
   const runner = new DecodeRunner(model, cache, 'eager');
   assert.notEqual(runner.wholeStepDecoder, null, String(runner.wholeStepReason));
-  assert.throws(() => runner.run([{ tokenId: 100, position: 0, blockTable: [0] }]), /cpu decode step: inputIds holds 100, outside the vocabulary \[0, 100\)/);
-  assert.throws(() => runner.run([{ tokenId: 3, position: 20, blockTable: [0, 7] }]), /cpu decode step: blockTables entry 1 is outside the cache's blocks \[0, 4\)/);
+  assert.throws(() => runner.run([{ tokenId: 100, position: 0, blockTable: [0] }]), /cpu decode step: inputIds\[0\] is 100, outside the vocabulary \[0, 100\)/);
+  assert.throws(() => runner.run([{ tokenId: 3, position: 0, blockTable: [1] }, { tokenId: 3, position: 20, blockTable: [0, 7] }]), /cpu decode step: blockTables\[1, 1\] is outside the cache's blocks \[0, 4\)/);
   const ok = runner.run([{ tokenId: 3, position: 0, blockTable: [2] }]);
   assert.equal(ok.shape[1], 100);
   (model.model.layers.at(0).mlp as kiln.models.Qwen3MLP).down_proj.weight.dispose();

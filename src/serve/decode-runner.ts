@@ -86,7 +86,7 @@ export class DecodeRunner {
   private readonly step: StepFn;
   private readonly compiled: CompiledFunction<StepFn> | null;
   private readonly buckets = new Map<number, BucketInputs>();
-  /** The whole-step decoder batch-1 steps run on (KILN_DECODE_MEGAKERNEL; unset: the device's default), or null: the step function. */
+  /** The whole-step decoder the steps of buckets up to its maxBatch run on (KILN_DECODE_MEGAKERNEL; unset: the device's default), or null: the step function. */
   readonly wholeStepDecoder: WholeStepDecoder | null = null;
   /** Why KILN_DECODE_MEGAKERNEL found no whole-step decoder (null: it did, or it is off). */
   readonly wholeStepReason: string | null = null;
@@ -192,7 +192,7 @@ export class DecodeRunner {
       }
     }
     const [ids, positions, slots, tables, lens] = inp.args;
-    const whole = B === 1 && this.wholeStepDecoder !== null;
+    const whole = this.wholeStepDecoder !== null && B <= this.wholeStepDecoder.maxBatch;
     const logits = whole ? this.wholeStepDecoder.run({ ids, positions, slots, tables, lens }) : this.step(...inp.args);
     if (whole) this.counters.wholeSteps++;
     this.counters.steps++;

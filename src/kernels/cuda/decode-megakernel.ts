@@ -89,6 +89,7 @@ function dimsFor(spec: DenseDecoderSpec): DecodeMegakernelDims | string {
 
 class CudaDecodeMegakernel implements WholeStepDecoder {
   readonly name: string;
+  readonly maxBatch = 1;
   private readonly owned: Tensor[] = [];
   private readonly args: number[];
   private readonly argIndex: number;

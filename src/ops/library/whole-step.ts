@@ -51,15 +51,15 @@ export interface DenseDecoderSpec {
   readonly maxBlocks: number;
 }
 
-/** One step's inputs, as the decode runner holds them for a batch of one. */
+/** One step's inputs, as the decode runner holds them for a batch of B (1 <= B <= the decoder's maxBatch). */
 export interface WholeStepInputs {
-  /** int64 [1] each. */
+  /** int64 [B] each. */
   readonly ids: Tensor;
   readonly positions: Tensor;
   readonly slots: Tensor;
-  /** int32 [1, maxBlocks]. */
+  /** int32 [B, maxBlocks]. */
   readonly tables: Tensor;
-  /** int32 [1]. */
+  /** int32 [B]. */
   readonly lens: Tensor;
 }
 
@@ -76,7 +76,9 @@ export interface PhaseTime {
 export interface WholeStepDecoder {
   /** What runs (for logs and tests), e.g. the kernel's name. */
   readonly name: string;
-  /** Launches a step; the logits [1, vocab] alias a static buffer, valid until the next run. */
+  /** The largest batch (sequences, one token each) a step takes; the runner's larger buckets keep their step. */
+  readonly maxBatch: number;
+  /** Launches a step; the logits [B, vocab] alias a static buffer, valid until the next run. */
   run(inputs: WholeStepInputs): Tensor;
   /** Optional measurement: each phase of the last run, when it opened and when its work ended, in ns from the run's start (see the cpu decoder). */
   readPhaseTimes?(): PhaseTime[] | null;

@@ -1,6 +1,6 @@
 /**
  * The cpu's whole-step decoder (ops/library/whole-step.ts): a dense float32 or bfloat16 decoder's
- * batch-1 decode step as one native call (decode-step-c.ts) on the native cpu path. This module
+ * decode step of one to four sequences as one native call (decode-step-c.ts) on the native cpu path. This module
  * checks that a model fits (dtypes, layouts), builds the object, keeps the table of the weights'
  * and caches' addresses the C side reads, and turns bad inputs into errors that name them.
  *
@@ -15,9 +15,10 @@ import { getOption } from '../../../runtime/config.js';
 import type { DType } from '../../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../../tensor/layout.js';
 import type { Storage } from '../../../tensor/storage.js';
+import { keep } from '../../../tensor/scope.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { CPU } from '../../../runtime/device.js';
-import { DECODE_STEP_C_SOURCE, DS_DIMS, DS_ERRORS, DS_GLOBAL_PTRS, DS_LAYER_PTRS, DS_PHASE_KINDS } from './decode-step-c.js';
+import { DECODE_STEP_C_SOURCE, DS_DIMS, DS_ERRORS, DS_GLOBAL_PTRS, DS_LAYER_PTRS, DS_MAX_ROWS, DS_PHASE_KINDS } from './decode-step-c.js';
 import { gemvFlags } from './gemv.js';
 import { loadLibrary, type NativeFn } from './koffi.js';
 import { cpuPath } from './path.js';
@@ -49,7 +50,7 @@ function library(): DecodeStepLib {
   lib = {
     create: l.func('void *kiln_ds_new(int64_t *dims, double eps, float scale)'),
     free: l.func('void kiln_ds_free(void *ctx)'),
-    step: l.func('int32_t kiln_ds_step(void *ctx, int64_t *table, int64_t id, int64_t pos, int64_t slot, int64_t len, int32_t *blocks, void *logits, int32_t nthreads, int32_t flags, int32_t max_split, int32_t vec_rows, int64_t *bad, int64_t *trace)'),
+    step: l.func('int32_t kiln_ds_step(void *ctx, int64_t *table, int64_t B, void *ids, void *pos, void *slots, void *lens, void *tables, void *logits, int32_t nthreads, int32_t flags, int32_t max_split, int32_t vec_rows, int64_t *bad, int64_t *trace)'),
     addr: l.func('int64_t kiln_ds_addr(void *p)'),
   };
   return lib;
@@ -124,13 +125,15 @@ const freeing = new FinalizationRegistry<unknown>((ctx) => library().free(ctx));
 
 class CpuDecodeStep implements WholeStepDecoder {
   readonly name = 'kiln_ds_step';
+  readonly maxBatch = DS_MAX_ROWS;
   private readonly lib = library();
   private ctx: unknown = null;
   private readonly table: BigInt64Array;
   private readonly buffers: ArrayBuffer[];
   private readonly storages: Storage[];
-  private readonly logits: Tensor;
-  private readonly bad = new BigInt64Array(1);
+  /** Static logits per batch size [B, vocab] (valid until the next step of that size). */
+  private readonly logits = new Map<number, Tensor>();
+  private readonly bad = new BigInt64Array(2);
   private readonly blocksPerRow: number;
   /** KILN_CPU_DECODE_STEP_TRACE: the last step's phase times (see kiln_ds_step), or null. */
   private readonly trace: BigInt64Array | null;
@@ -165,7 +168,6 @@ class CpuDecodeStep implements WholeStepDecoder {
     this.buffers = this.storages.map((s) => s.cpuArrayBuffer());
     this.table = new BigInt64Array(tensors.length);
     this.fillTable();
-    this.logits = Tensor.empty([1, spec.vocab], spec.embed.dtype, CPU);
   }
 
   private fillTable(): void {
@@ -188,34 +190,38 @@ class CpuDecodeStep implements WholeStepDecoder {
 
   run(inputs: WholeStepInputs): Tensor {
     if (this.ctx === null) throw new Error(`${OP}: the decoder was disposed`);
+    const B = inputs.ids.shape[0] ?? 0;
+    if (inputs.ids.ndim !== 1 || B < 1 || B > DS_MAX_ROWS) throw new Error(`${OP}: ids must be [B] with 1 <= B <= ${DS_MAX_ROWS}, got ${fmtShape(inputs.ids.shape)}`);
     const want: [keyof WholeStepInputs, number[], DType][] = [
-      ['ids', [1], 'int64'],
-      ['positions', [1], 'int64'],
-      ['slots', [1], 'int64'],
-      ['tables', [1, this.blocksPerRow], 'int32'],
-      ['lens', [1], 'int32'],
+      ['ids', [B], 'int64'],
+      ['positions', [B], 'int64'],
+      ['slots', [B], 'int64'],
+      ['tables', [B, this.blocksPerRow], 'int32'],
+      ['lens', [B], 'int32'],
     ];
+    const views: (BigInt64Array | Int32Array)[] = [];
     for (const [key, shape, dtype] of want) {
       const t = inputs[key];
       if (t.dtype !== dtype || t.ndim !== shape.length || t.shape.some((s, j) => s !== shape[j]) || !isContiguousStrides(t.shape, t.strides) || t.device.type !== 'cpu') {
         throw new Error(`${OP}: ${key} must be a contiguous ${dtype} ${fmtShape(shape)} on the cpu, got ${t.dtype} ${fmtShape(t.shape)} on ${t.device.toString()}`);
       }
+      const buf = t.storage.cpuArrayBuffer();
+      views.push(dtype === 'int64' ? new BigInt64Array(buf, t.offset * 8, t.numel()) : new Int32Array(buf, t.offset * 4, t.numel()));
     }
     this.checkStorages();
-    const long = (t: Tensor): bigint => new BigInt64Array(t.storage.cpuArrayBuffer(), t.offset * 8, 1)[0]!;
-    const id = long(inputs.ids);
-    const pos = long(inputs.positions);
-    const slot = long(inputs.slots);
-    const tables = inputs.tables;
-    const len = new Int32Array(inputs.lens.storage.cpuArrayBuffer(), inputs.lens.offset * 4, 1)[0]!;
-    const blocks = new Int32Array(tables.storage.cpuArrayBuffer(), tables.offset * 4, this.blocksPerRow);
+    let logits = this.logits.get(B);
+    if (logits === undefined) {
+      // Kept: a step runs inside the engine's tensor scope, which would dispose it at the scope's end.
+      logits = keep(Tensor.empty([B, this.spec.vocab], this.spec.embed.dtype, CPU));
+      this.logits.set(B, logits);
+    }
     const threads = nativeThreads();
-    const rc = this.lib.step(this.ctx, this.table, id, pos, slot, len, blocks, dataView(this.logits), threads, gemvFlags(threads), getOption('KILN_CPU_PAGED_SPLIT') ? 64 : 1, getOption('KILN_CPU_PAGED_VEC') ? 1 : 0, this.bad, this.trace) as number;
-    if (rc < 1) throw new Error(this.describe(rc, { id, pos, slot, len }));
+    const [ids, positions, slots, tables, lens] = views;
+    const rc = this.lib.step(this.ctx, this.table, B, ids, positions, slots, lens, tables, dataView(logits), threads, gemvFlags(threads), getOption('KILN_CPU_PAGED_SPLIT') ? 64 : 1, getOption('KILN_CPU_PAGED_VEC') ? 1 : 0, this.bad, this.trace) as number;
+    if (rc < 1) throw new Error(this.describe(rc, views));
     cpuDecodeStepStats.steps++;
     if (rc > 1) cpuDecodeStepStats.splitSteps++;
-    const out = this.logits;
-    return new Tensor(out.storage, out.dtype, out.shape, out.strides, out.offset);
+    return new Tensor(logits.storage, logits.dtype, logits.shape, logits.strides, logits.offset);
   }
 
   /** The last step's phases in order with the ns each opened and ended (KILN_CPU_DECODE_STEP_TRACE), or null. */
@@ -232,22 +238,24 @@ class CpuDecodeStep implements WholeStepDecoder {
     }));
   }
 
-  private describe(rc: number, v: { id: bigint; pos: bigint; slot: bigint; len: number }): string {
+  private describe(rc: number, views: readonly (BigInt64Array | Int32Array)[]): string {
     const k0 = this.spec.keys[0]!;
     const [numBlocks, blockSize] = [k0.shape[0]!, k0.shape[1]!];
+    const b = Number(this.bad[0]);
+    const at = (i: number): string => String(views[i]![b]);
     switch (rc) {
       case DS_ERRORS.oom:
-        return `${OP}: out of memory for attention's scratch at ${v.len} keys`;
+        return `${OP}: out of memory for attention's scratch`;
       case DS_ERRORS.id:
-        return `${OP}: inputIds holds ${v.id}, outside the vocabulary [0, ${this.spec.vocab})`;
+        return `${OP}: inputIds[${b}] is ${at(0)}, outside the vocabulary [0, ${this.spec.vocab})`;
       case DS_ERRORS.position:
-        return `${OP}: positions holds ${v.pos}, outside the rotary table's [0, ${this.spec.cos.shape[0]!})`;
+        return `${OP}: positions[${b}] is ${at(1)}, outside the rotary table's [0, ${this.spec.cos.shape[0]!})`;
       case DS_ERRORS.slot:
-        return `${OP}: slotMapping holds ${v.slot}, outside the cache's slots [0, ${numBlocks * blockSize})`;
+        return `${OP}: slotMapping[${b}] is ${at(2)}, outside the cache's slots [0, ${numBlocks * blockSize})`;
       case DS_ERRORS.length:
-        return `${OP}: contextLens holds ${v.len}, outside [1, ${this.blocksPerRow * blockSize}] (${this.blocksPerRow} blocks of ${blockSize})`;
+        return `${OP}: contextLens[${b}] is ${at(4)}, outside [0, ${this.blocksPerRow * blockSize}] (${this.blocksPerRow} blocks of ${blockSize})`;
       case DS_ERRORS.table:
-        return `${OP}: blockTables entry ${Number(this.bad[0])} is outside the cache's blocks [0, ${numBlocks})`;
+        return `${OP}: blockTables[${b}, ${Number(this.bad[1])}] is outside the cache's blocks [0, ${numBlocks})`;
       default:
         return `${OP}: internal error ${rc}`;
     }
@@ -258,7 +266,8 @@ class CpuDecodeStep implements WholeStepDecoder {
     freeing.unregister(this);
     this.lib.free(this.ctx);
     this.ctx = null;
-    this.logits.dispose();
+    for (const t of this.logits.values()) t.dispose();
+    this.logits.clear();
   }
 }
 
