@@ -11,7 +11,7 @@ import type { OutMeta } from '../../ops/schema.js';
 import { broadcastShapes, broadcastStrides, isChannelsLastStrides, isContiguousStrides, numel } from '../../tensor/layout.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { gemm, type GemmOperand } from './gemm.js';
-import { nativeGemmFn, useNativeFloat32, type GemmFn } from './native/eager.js';
+import { nativeBf16Linear, nativeGemmFn, useNativeFloat32, type GemmFn } from './native/eager.js';
 import { nativeLinearGemv } from './native/gemv.js';
 import { nativeElementwise, nativeNorm } from './native/ops.js';
 import { nativeAddRms } from './native/rows.js';
@@ -162,6 +162,9 @@ registerKernel(linear, 'cpu', (ctx, input, weight, bias) => {
   // A few rows (a decode step): stream the weight once, bfloat16 included (native/gemv.ts).
   const gemv = nativeLinearGemv(ctx.out, input, weight, bias);
   if (gemv) return gemv;
+  // More rows in bfloat16 (a prompt): the float32 GEMM over the weight's bits in place.
+  const bf = nativeBf16Linear(ctx.out, input, weight, bias);
+  if (bf) return bf;
   // input [*, in] as rows, weight [out, in] read transposed (a 1-d weight is a column).
   const a = asMat(input, 'lhs');
   const w = weight.shape.length === 2 ? asMat(weight, 'rhs', true) : asMat(weight, 'rhs');

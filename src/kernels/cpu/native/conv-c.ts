@@ -368,6 +368,6 @@ int32_t kiln_sconv2d(int64_t N, int64_t H, int64_t W, int64_t C, const float *x,
   if (rc != 1) return rc;
   if (!uniform) return 2;
   as.conv = 1;
-  return gemm_core(m, O, KH * KW * C, 1.0f, &as, 0, 0, 0, PB + pbo, 0.0f, out + oo, osw, bp, bs, act, &ep, nthreads);
+  return gemm_core(m, O, KH * KW * C, 1.0f, &as, 0, 0, 0, 0, PB + pbo, 0.0f, out + oo, osw, bp, bs, act, &ep, nthreads);
 }
 `;

@@ -135,6 +135,35 @@ static void pack_b(const float *B, int64_t brs, int64_t bcs, int64_t kc, int64_t
   }
 }
 
+/* pack_b for B given as bfloat16 bits, widened exactly (bits << 16) while packing: a bfloat16
+   linear's weight is read in place, never copied to float32 whole (issue #17: a bfloat16 prefill
+   on the cpu decoded every weight in JavaScript first, 15x slower than float32). */
+static inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static void pack_b_bf16(const uint16_t *B, int64_t brs, int64_t bcs, int64_t kc, int64_t j0, int64_t w, float *restrict out) {
+  const uint16_t *base = B + j0 * bcs;
+  if (w == NR && brs == 1) {
+    int64_t p0 = 0;
+    for (; p0 + 8 <= kc; p0 += 8)
+      for (int64_t j = 0; j < NR; j++) {
+        const uint16_t *s = base + j * bcs + p0;
+        float *o = out + p0 * NR + j;
+        for (int q = 0; q < 8; q++) o[q * NR] = bf16_to_f32(s[q]);
+      }
+    for (int64_t j = 0; j < NR; j++)
+      for (int64_t p = p0; p < kc; p++) out[p * NR + j] = bf16_to_f32(base[j * bcs + p]);
+    return;
+  }
+  for (int64_t p = 0; p < kc; p++) {
+    for (int64_t j = 0; j < w; j++) out[p * NR + j] = bf16_to_f32(base[p * brs + j * bcs]);
+    for (int64_t j = w; j < NR; j++) out[p * NR + j] = 0.0f;
+  }
+}
+
 static void pack_a_mat(const float *A, int64_t ars, int64_t acs, int64_t mc, int64_t kc, float *restrict out) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR) {
     int64_t h = mc - i0 < MR ? mc - i0 : MR;
@@ -334,6 +363,7 @@ typedef struct {
   float alpha, beta;
   const a_src *as;
   const float *B, *panel, *bias;
+  const uint16_t *Bh; /* B as bfloat16 bits (then B is null) */
   int64_t brs, bcs;
   float *pb, *pas, *C;
   int32_t act;
@@ -350,7 +380,8 @@ static void gemm_pack_item(void *vctx, int64_t t) {
     int64_t pc = (t / g->nsl) * KC, s = t % g->nsl;
     int64_t kc = g->k - pc < KC ? g->k - pc : KC;
     int64_t w = g->nc - s * NR < NR ? g->nc - s * NR : NR;
-    pack_b(g->B + pc * g->brs, g->brs, g->bcs, kc, g->jc + s * NR, w, g->pb + pc * g->nsl * NR + s * kc * NR);
+    if (g->Bh) pack_b_bf16(g->Bh + pc * g->brs, g->brs, g->bcs, kc, g->jc + s * NR, w, g->pb + pc * g->nsl * NR + s * kc * NR);
+    else pack_b(g->B + pc * g->brs, g->brs, g->bcs, kc, g->jc + s * NR, w, g->pb + pc * g->nsl * NR + s * kc * NR);
     return;
   }
   /* Shared A: block ic's slab pc at pas + ic * k + pc * mcb (mcb = the block's padded rows). */
@@ -411,7 +442,7 @@ static void gemm_compute_item(void *vctx, int64_t it) {
 }
 
 static int32_t gemm_core(int64_t m, int64_t n, int64_t k, float alpha, const a_src *as,
-                         const float *B, int64_t brs, int64_t bcs, const float *PB,
+                         const float *B, const uint16_t *Bh, int64_t brs, int64_t bcs, const float *PB,
                          float beta, float *C, int64_t ldc, const float *bias, int64_t bs, int32_t act,
                          const epi_src *ep, int32_t nthreads) {
   if (m <= 0 || n <= 0) return 0;
@@ -439,7 +470,7 @@ static int32_t gemm_core(int64_t m, int64_t n, int64_t k, float alpha, const a_s
   gemm_ctx g;
   memset(&g, 0, sizeof g);
   g.m = m; g.n = n; g.k = k; g.ldc = ldc; g.bs = bs; g.mcs = mcs; g.nic = nic; g.nkc = nkc;
-  g.alpha = alpha; g.beta = beta; g.as = as; g.B = B; g.brs = brs; g.bcs = bcs; g.bias = bias;
+  g.alpha = alpha; g.beta = beta; g.as = as; g.B = B; g.Bh = Bh; g.brs = brs; g.bcs = bcs; g.bias = bias;
   g.C = C; g.act = act; g.shared_a = shared_a; g.direct_a = direct_a; g.ep = ep;
 #ifdef KILN_EPI
   g.epi = 1;
@@ -481,10 +512,11 @@ static void epi_init(epi_src *ep, const float *e0, int64_t e0o, int64_t e0l, con
 }
 
 /* Returns 0 on success, -1 when a packing buffer cannot be allocated. PB (nullable): B prepacked
-   by kiln_sgemm_packb, from element pbo (then B is not read). */
+   by kiln_sgemm_packb, from element pbo (then B is not read). bbf16: B holds bfloat16 bits
+   (widened as it is packed; not with PB). */
 int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
                    const float *A, int64_t ao, int64_t ars, int64_t acs,
-                   const float *B, int64_t bo, int64_t brs, int64_t bcs, const float *PB, int64_t pbo,
+                   const void *B, int64_t bo, int64_t brs, int64_t bcs, int32_t bbf16, const float *PB, int64_t pbo,
                    float beta, float *C, int64_t co, int64_t ldc,
                    const float *bias, int64_t biaso, int64_t bs, int32_t act,
                    const float *e0, int64_t e0o, int64_t e0l, const float *e1, int64_t e1o, int64_t e1l,
@@ -495,7 +527,9 @@ int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
   as.a = A + ao; as.ars = ars; as.acs = acs;
   epi_src ep;
   epi_init(&ep, e0, e0o, e0l, e1, e1o, e1l, e2, e2o, e2l, e3, e3o, e3l);
-  return gemm_core(m, n, k, alpha, &as, B ? B + bo : 0, brs, bcs, PB ? PB + pbo : 0, beta, C + co, ldc, bias ? bias + biaso : 0, bs, act, &ep, nthreads);
+  const float *Bf = B && !bbf16 ? (const float *)B + bo : 0;
+  const uint16_t *Bh = B && bbf16 && !PB ? (const uint16_t *)B + bo : 0;
+  return gemm_core(m, n, k, alpha, &as, Bf, Bh, brs, bcs, PB ? PB + pbo : 0, beta, C + co, ldc, bias ? bias + biaso : 0, bs, act, &ep, nthreads);
 }
 `;
 

@@ -39,6 +39,14 @@ export interface F32Extra {
 }
 
 /** A B operand packed once by `GemmLibrary.packB` (reused while the weight is unchanged); it starts 64-byte aligned at `offset`. */
+/** A B operand of bfloat16 bits (a bfloat16 weight read in place; kiln_sgemm widens it as it packs). */
+export interface Bf16Operand {
+  data: Uint16Array;
+  offset: number;
+  rowStride: number;
+  colStride: number;
+}
+
 export interface PackedB {
   readonly data: Float32Array;
   readonly offset: number;
@@ -89,7 +97,7 @@ export class GemmLibrary {
     this.directFn = lib.func('int64_t kiln_sconv2d_direct_count(void)');
     const epi = Array.from({ length: GEMM_EPI_MAX }, (_, q) => `void *e${q}, int64_t e${q}o, int64_t e${q}l`).join(', ');
     this.gemm = lib.func(
-      `int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha, void *A, int64_t ao, int64_t ars, int64_t acs, void *B, int64_t bo, int64_t brs, int64_t bcs, void *PB, int64_t pbo, float beta, void *C, int64_t co, int64_t ldc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
+      `int32_t kiln_sgemm(int64_t m, int64_t n, int64_t k, float alpha, void *A, int64_t ao, int64_t ars, int64_t acs, void *B, int64_t bo, int64_t brs, int64_t bcs, int32_t bbf16, void *PB, int64_t pbo, float beta, void *C, int64_t co, int64_t ldc, void *bias, int64_t biaso, int64_t bs, int32_t act, ${epi}, int32_t nthreads)`,
     );
     this.packFn = lib.func('void kiln_sgemm_packb(int64_t k, int64_t n, void *B, int64_t bo, int64_t brs, int64_t bcs, void *out, int64_t outo, int32_t nthreads)');
     this.alignFn = lib.func('int64_t kiln_align_floats(void *p)');
@@ -123,18 +131,18 @@ export class GemmLibrary {
    * C[m, n] (row-major from c.offset, leading dimension ldc) = epi(act(alpha * A . B + beta * C + bias)).
    * beta = 0 overwrites C (NaNs in C are not propagated). `b` is an operand or a PackedB for (k, n).
    */
-  sgemm(m: number, n: number, k: number, alpha: number, a: F32Operand, b: F32Operand | PackedB, beta: number, c: F32Vector & { ldc: number }, options: SgemmOptions = {}): void {
+  sgemm(m: number, n: number, k: number, alpha: number, a: F32Operand, b: F32Operand | Bf16Operand | PackedB, beta: number, c: F32Vector & { ldc: number }, options: SgemmOptions = {}): void {
     calls++;
     const act = actCode(options.act);
     if (c.stride !== 1) throw new RangeError(`native sgemm: C must have unit column stride, got ${c.stride}`);
     const packed = 'k' in b ? b : null;
     if (packed && (packed.k !== k || packed.n !== n)) throw new RangeError(`native sgemm: B was packed for [${packed.k}, ${packed.n}], the product needs [${k}, ${n}]`);
-    const op = packed ? null : (b as F32Operand);
+    const op = packed ? null : (b as F32Operand | Bf16Operand);
     const bias = options.bias ?? null;
     const rc = this.gemm(
       m, n, k, alpha,
       a.data, a.offset, a.rowStride, a.colStride,
-      op?.data ?? null, op?.offset ?? 0, op?.rowStride ?? 0, op?.colStride ?? 0, packed?.data ?? null, packed?.offset ?? 0,
+      op?.data ?? null, op?.offset ?? 0, op?.rowStride ?? 0, op?.colStride ?? 0, op?.data instanceof Uint16Array ? 1 : 0, packed?.data ?? null, packed?.offset ?? 0,
       beta, c.data, c.offset, c.ldc,
       bias?.data ?? null, bias?.offset ?? 0, bias?.stride ?? 0, act,
       ...extraArgs(options.extras),
@@ -214,6 +222,6 @@ export function loadNativeGemm(): void {
  * C[m, n] (row-major from c.offset, leading dimension ldc) = act(alpha * A . B + beta * C + bias).
  * beta = 0 overwrites C (NaNs in C are not propagated).
  */
-export function sgemm(m: number, n: number, k: number, alpha: number, a: F32Operand, b: F32Operand | PackedB, beta: number, c: F32Vector & { ldc: number }, options: SgemmOptions = {}): void {
+export function sgemm(m: number, n: number, k: number, alpha: number, a: F32Operand, b: F32Operand | Bf16Operand | PackedB, beta: number, c: F32Vector & { ldc: number }, options: SgemmOptions = {}): void {
   nativeGemm().sgemm(m, n, k, alpha, a, b, beta, c, options);
 }
