@@ -10,7 +10,7 @@ import { registerKernel } from '../../ops/registry.js';
 import { numel } from '../../tensor/layout.js';
 import { defaultGenerator, type Generator } from '../../tensor/random.js';
 import { allocOut, readable, writable } from './numeric.js';
-import { nativeAttention } from './native/ops.js';
+import { nativeAttention, nativeAttentionBf16 } from './native/ops.js';
 
 const KEY_BLOCK = 64;
 
@@ -28,7 +28,7 @@ registerKernel(scaledDotProductAttention, 'cpu', (ctx, query, key, value, attnMa
   const generator = genArg as Generator | null;
   const geo = attentionGeometry(query, key, value, attnMask, dropoutP, isCausal, scale);
   if ((attnMask === null || attnMask === undefined) && dropoutP === 0) {
-    const nat = nativeAttention(ctx.out, query, key, value, isCausal, scale);
+    const nat = nativeAttention(ctx.out, query, key, value, isCausal, scale) ?? nativeAttentionBf16(ctx.out, query, key, value, isCausal, scale);
     if (nat) return nat;
   }
   const out = allocOut(ctx.out);

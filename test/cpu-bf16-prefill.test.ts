@@ -1,10 +1,14 @@
 /**
- * bfloat16 linears with more rows than the GEMV takes (a prompt's prefill) on the native cpu path:
+ * The bfloat16 prefill's products on the native cpu path. Linears with more rows than the GEMV
+ * takes:
  * the float32 GEMM reading the weight's bfloat16 bits in place (kernels/cpu/native/eager.ts,
  * nativeBf16Linear; kiln_sgemm's bfloat16 B packing). Against a float64 product of the same
  * bfloat16 values rounded once to bfloat16: within one bfloat16 step (float32 sums against
  * float64 may land on the other side of a rounding boundary), over shapes with remainders,
- * transposed and sliced weights, biases, 3-d inputs and NaN / infinity propagation.
+ * transposed and sliced weights, biases, 3-d inputs and NaN / infinity propagation. Attention
+ * (scaledDotProductAttention, bfloat16 q / k / v widened for the float32 kernel,
+ * native/ops.ts nativeAttentionBf16): against float64 softmax attention of the same values, causal
+ * and not, grouped-query heads, transposed (strided) operands.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -92,3 +96,49 @@ test('bfloat16 linear through the native GEMM propagates NaN and infinity from t
   assert.ok(Number.isNaN(got[0]!), 'a NaN input row gives NaN');
   assert.ok(got.slice(6, 12).some((v) => !Number.isFinite(v)), 'an infinite input row gives infinities or NaN');
 });
+
+/** float64 attention of [B, H, L, E] q against [B, Hk, S, E] k / v (grouped heads), rounded once to bfloat16. */
+function attentionReference(q: number[], k: number[], v: number[], B: number, H: number, Hk: number, L: number, S: number, E: number, causal: boolean): number[] {
+  const out: number[] = [];
+  const g = H / Hk;
+  const scale = 1 / Math.sqrt(E);
+  for (let b = 0; b < B; b++)
+    for (let h = 0; h < H; h++)
+      for (let i = 0; i < L; i++) {
+        const kh = Math.floor(h / g);
+        const visible = causal ? Math.min(S, i + 1 + (S - L)) : S;
+        const sc: number[] = [];
+        for (let j = 0; j < visible; j++) {
+          let d = 0;
+          for (let e = 0; e < E; e++) d += q[((b * H + h) * L + i) * E + e]! * k[((b * Hk + kh) * S + j) * E + e]!;
+          sc.push(d * scale);
+        }
+        const m = Math.max(...sc);
+        const w = sc.map((x) => Math.exp(x - m));
+        const z = w.reduce((a, x) => a + x, 0);
+        for (let e = 0; e < E; e++) {
+          let acc = 0;
+          for (let j = 0; j < visible; j++) acc += (w[j]! / z) * v[((b * Hk + kh) * S + j) * E + e]!;
+          out.push(roundToBfloat16(acc));
+        }
+      }
+  return out;
+}
+
+for (const causal of [false, true]) {
+  test(`bfloat16 attention through the native float32 kernel is float64 attention within one bfloat16 step (${causal ? 'causal' : 'full'}, grouped heads, strided q)`, { skip }, () => {
+    const [B, H, Hk, L, E] = [2, 4, 2, 9, 16];
+    kiln.manualSeed(43);
+    // q as the transposed view a model makes ([B, L, H, E] -> [B, H, L, E]).
+    const q = kiln.randn([B, L, H, E], { dtype: 'bfloat16' }).transpose(1, 2);
+    const k = kiln.randn([B, Hk, L, E], { dtype: 'bfloat16' });
+    const v = kiln.randn([B, Hk, L, E], { dtype: 'bfloat16' });
+    const y = kiln.nn.functional.scaledDotProductAttention(q, k, v, null, 0, causal, null, true);
+    assert.equal(y.dtype, 'bfloat16');
+    const want = attentionReference(values(q), values(k), values(v), B, H, Hk, L, L, E, causal);
+    const got = values(y);
+    let worst = 0;
+    got.forEach((g, i) => (worst = Math.max(worst, steps(g, want[i]!))));
+    assert.ok(worst <= 1, `worst ${worst} bfloat16 steps`);
+  });
+}
