@@ -78,6 +78,14 @@ export function float32ArrayToBfloat16Bits(src: Float32Array, dst: Uint16Array, 
   for (let i = 0; i < bits.length; i++) dst[dstStart + i] = bfloat16FromFloat32Bits(bits[i]!);
 }
 
+/** Widens `count` bfloat16 words from src[start] to float32 values (exact: the bits shifted up). */
+export function bfloat16BitsToFloat32Array(src: Uint16Array, start: number, count: number): Float32Array {
+  const out = new Float32Array(count);
+  const bits = new Uint32Array(out.buffer);
+  for (let i = 0; i < count; i++) bits[i] = src[start + i]! << 16;
+  return out;
+}
+
 /** float32ArrayToBfloat16Bits for float16 (float32ToFloat16Bits' rounding). */
 export function float32ArrayToFloat16Bits(src: Float32Array, dst: Uint16Array, dstStart = 0): void {
   const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);

@@ -74,12 +74,11 @@ typedef struct {
   double eps;
   float scale;
   int64_t esz;
-  /* The step's inputs and the address table (set per step): B tokens, one per sequence. */
+  /* The step's inputs and the address table (set per step): B tokens, one per sequence (their
+     lengths and block tables live in the attention template, the logits in the LM head's). */
   void *const *p;
   int64_t B;
   const int64_t *ids, *pos, *slots;
-  const int32_t *lens, *tables;
-  void *logits;
   /* Rows of the model's dtype, DS_MAX_ROWS of each. */
   void *h, *normed, *q, *k, *v, *qr, *att, *o, *act, *dn;
   /* The next GEMV's x as gv_fill_x makes it (capacity for the widest input). */
@@ -311,7 +310,7 @@ int32_t kiln_ds_step(void *vc, void *const *p, int64_t B, const int64_t *ids, co
     if (slots[b] >= c->nblocks * c->bs) return -4;
   }
   if (nthreads < 1) nthreads = 1;
-  c->p = p; c->B = B; c->ids = ids; c->pos = pos; c->slots = slots; c->lens = lens; c->tables = tables; c->logits = logits;
+  c->p = p; c->B = B; c->ids = ids; c->pos = pos; c->slots = slots;
   const int32_t bf = c->bf16;
   const int64_t esz = c->esz, H = c->H, qd = c->heads * c->D, kd = c->kvh * c->D;
   /* GEMV templates, as the eager step's calls would set them up. */

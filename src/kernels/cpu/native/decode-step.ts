@@ -14,18 +14,15 @@ import { registerWholeStepDecoder, type DenseDecoderSpec, type PhaseTime, type W
 import { getOption } from '../../../runtime/config.js';
 import type { DType } from '../../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../../tensor/layout.js';
-import type { Storage } from '../../../tensor/storage.js';
 import { keep } from '../../../tensor/scope.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { CPU } from '../../../runtime/device.js';
 import { DECODE_STEP_C_SOURCE, DS_DIMS, DS_ERRORS, DS_GLOBAL_PTRS, DS_LAYER_PTRS, DS_MAX_ROWS, DS_PHASE_KINDS } from './decode-step-c.js';
 import { gemvFlags } from './gemv.js';
-import { loadLibrary, type NativeFn } from './koffi.js';
+import type { NativeFn } from './koffi.js';
 import { cpuPath } from './path.js';
-import { ensureSharedPool } from './pool.js';
-import { buildSharedObjectSync } from './so-cache.js';
+import { loadPoolObject } from './pool.js';
 import { nativeThreads } from './threads.js';
-import { probeToolchain } from './toolchain.js';
 
 const OP = 'cpu decode step';
 
@@ -43,10 +40,7 @@ let lib: DecodeStepLib | undefined;
 
 function library(): DecodeStepLib {
   if (lib) return lib;
-  const probe = probeToolchain();
-  if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
-  ensureSharedPool();
-  const l = loadLibrary(buildSharedObjectSync('kiln_decode_step', DECODE_STEP_C_SOURCE, probe.toolchain));
+  const l = loadPoolObject('kiln_decode_step', DECODE_STEP_C_SOURCE);
   lib = {
     create: l.func('void *kiln_ds_new(int64_t *dims, double eps, float scale)'),
     free: l.func('void kiln_ds_free(void *ctx)'),
@@ -129,8 +123,8 @@ class CpuDecodeStep implements WholeStepDecoder {
   private readonly lib = library();
   private ctx: unknown = null;
   private readonly table: BigInt64Array;
+  /** Each tensor's ArrayBuffer when the table was filled (a new one means the table is stale). */
   private readonly buffers: ArrayBuffer[];
-  private readonly storages: Storage[];
   /** Static logits per batch size [B, vocab] (valid until the next step of that size). */
   private readonly logits = new Map<number, Tensor>();
   private readonly bad = new BigInt64Array(2);
@@ -164,8 +158,7 @@ class CpuDecodeStep implements WholeStepDecoder {
     this.ctx = this.lib.create(BigInt64Array.from(DS_DIMS.map((d) => BigInt(dims[d]))), spec.eps, scale);
     if (this.ctx === null) throw new Error(`${OP}: out of memory for the step's scratch (hidden ${spec.hidden}, intermediate ${spec.intermediate})`);
     freeing.register(this, this.ctx, this);
-    this.storages = tensors.map((t) => t.storage);
-    this.buffers = this.storages.map((s) => s.cpuArrayBuffer());
+    this.buffers = tensors.map((t) => t.storage.cpuArrayBuffer());
     this.table = new BigInt64Array(tensors.length);
     this.fillTable();
   }
@@ -177,15 +170,22 @@ class CpuDecodeStep implements WholeStepDecoder {
   /** Throws if a tensor the step reads was disposed; rebuilds the table if one has a new buffer. */
   private checkStorages(): void {
     let moved = false;
-    for (let i = 0; i < this.storages.length; i++) {
-      const s = this.storages[i]!;
-      if (s.isFreed || this.tensors[i]!.isDisposed) throw new Error(`${OP}: a tensor the step reads (${i < DS_LAYER_PTRS.length * this.spec.layers.length ? `layer ${Math.floor(i / DS_LAYER_PTRS.length)} ${DS_LAYER_PTRS[i % DS_LAYER_PTRS.length]!}` : DS_GLOBAL_PTRS[i - DS_LAYER_PTRS.length * this.spec.layers.length]!}) was disposed`);
-      if (s.cpuArrayBuffer() !== this.buffers[i]) {
-        this.buffers[i] = s.cpuArrayBuffer();
+    this.tensors.forEach((t, i) => {
+      if (t.isDisposed || t.storage.isFreed) throw new Error(`${OP}: a tensor the step reads (${this.tensorName(i)}) was disposed`);
+      const buf = t.storage.cpuArrayBuffer();
+      if (buf !== this.buffers[i]) {
+        this.buffers[i] = buf;
         moved = true;
       }
-    }
+    });
     if (moved) this.fillTable();
+  }
+
+  /** Table entry i's name: 'layer 3 down', 'lmHead'. */
+  private tensorName(i: number): string {
+    const perLayer = DS_LAYER_PTRS.length;
+    const layerEntries = perLayer * this.spec.layers.length;
+    return i < layerEntries ? `layer ${Math.floor(i / perLayer)} ${DS_LAYER_PTRS[i % perLayer]!}` : DS_GLOBAL_PTRS[i - layerEntries]!;
   }
 
   run(inputs: WholeStepInputs): Tensor {

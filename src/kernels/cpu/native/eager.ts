@@ -11,7 +11,7 @@
  */
 import type { OutMeta } from '../../../ops/schema.js';
 import type { DType } from '../../../tensor/dtype.js';
-import { float32ArrayToBfloat16Bits } from '../../../tensor/half.js';
+import { bfloat16BitsToFloat32Array, float32ArrayToBfloat16Bits } from '../../../tensor/half.js';
 import { isContiguousStrides, numel } from '../../../tensor/layout.js';
 import type { Storage } from '../../../tensor/storage.js';
 import type { Tensor } from '../../../tensor/tensor.js';
@@ -82,14 +82,9 @@ export function nativeBf16Linear(meta: OutMeta, input: Tensor, weight: Tensor, b
   const out = allocOut(meta);
   if (m === 0 || n === 0) return out;
   const bits = (t: Tensor): Uint16Array => new Uint16Array(t.storage.cpuArrayBuffer(), 0, t.storage.nbytes / 2);
-  const widen = (src: Uint16Array, at: number, count: number): Float32Array => {
-    const f = new Float32Array(count);
-    const u = new Uint32Array(f.buffer);
-    for (let i = 0; i < count; i++) u[i] = src[at + i]! << 16;
-    return f;
-  };
-  const a = widen(bits(input), input.offset, m * k);
-  const b = bias === null ? null : widen(bits(bias.contiguous()), bias.contiguous().offset, n);
+  const a = bfloat16BitsToFloat32Array(bits(input), input.offset, m * k);
+  const dense = bias?.contiguous() ?? null;
+  const b = dense === null ? null : bfloat16BitsToFloat32Array(bits(dense), dense.offset, n);
   const c = new Float32Array(m * n);
   // weight [n, k] read as B [k, n]: B's rows are weight's columns.
   sgemm(m, n, k, 1, { data: a, offset: 0, rowStride: k, colStride: 1 }, { data: bits(weight), offset: weight.offset, rowStride: weight.strides[1]!, colStride: weight.strides[0]! }, 0, { data: c, offset: 0, stride: 1, ldc: n }, { bias: b === null ? null : { data: b, offset: 0, stride: 1 } });

@@ -12,12 +12,10 @@ import { isContiguousStrides, numel } from '../../../tensor/layout.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { allocOut, readable } from '../numeric.js';
 import { GEMV_C_SOURCE, GEMV_MAX_ROWS } from './gemv-c.js';
-import { loadLibrary, type NativeFn } from './koffi.js';
+import type { KoffiLib, NativeFn } from './koffi.js';
 import { cpuPath } from './path.js';
-import { ensureSharedPool } from './pool.js';
-import { buildSharedObjectSync } from './so-cache.js';
+import { loadPoolObject } from './pool.js';
 import { nativeThreads } from './threads.js';
-import { probeToolchain } from './toolchain.js';
 
 let gemvFn: NativeFn | undefined;
 let gatedFn: NativeFn | undefined;
@@ -55,14 +53,11 @@ function multi(): NativeFn {
   return multiFn;
 }
 
-let gemvLib: ReturnType<typeof loadLibrary> | undefined;
+let gemvLib: KoffiLib | undefined;
 
-function gemvLibrary(): ReturnType<typeof loadLibrary> {
+function gemvLibrary(): KoffiLib {
   if (gemvLib) return gemvLib;
-  const probe = probeToolchain();
-  if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
-  ensureSharedPool();
-  gemvLib = loadLibrary(buildSharedObjectSync('kiln_gemv', GEMV_C_SOURCE, probe.toolchain));
+  gemvLib = loadPoolObject('kiln_gemv', GEMV_C_SOURCE);
   return gemvLib;
 }
 

@@ -12,17 +12,15 @@
  * The library is built on first use (blocking, cached on disk) like the GEMM.
  */
 import type { OutMeta } from '../../../ops/schema.js';
-import { isContiguousStrides, numel } from '../../../tensor/layout.js';
+import { contiguousStrides, isContiguousStrides, numel } from '../../../tensor/layout.js';
 import { float32ArrayToBfloat16Bits } from '../../../tensor/half.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { allocOut, readable } from '../numeric.js';
-import { loadLibrary, type NativeFn } from './koffi.js';
-import { ensureSharedPool } from './pool.js';
+import type { NativeFn } from './koffi.js';
+import { loadPoolObject } from './pool.js';
 import { ELEMENTWISE_CODES, ELEMENTWISE_MAX_RANK, OPS_C_SOURCE, UNARY_CODES, type NativeElementwise, type NativeUnary } from './ops-c.js';
 import { cpuPath } from './path.js';
-import { buildSharedObjectSync } from './so-cache.js';
 import { nativeThreads } from './threads.js';
-import { probeToolchain } from './toolchain.js';
 
 interface OpsLib {
   unary: NativeFn;
@@ -42,10 +40,7 @@ export function nativeOpCalls(): number {
 
 function ops(): OpsLib {
   if (lib) return lib;
-  const probe = probeToolchain();
-  if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
-  ensureSharedPool();
-  const l = loadLibrary(buildSharedObjectSync('kiln_ops', OPS_C_SOURCE, probe.toolchain));
+  const l = loadPoolObject('kiln_ops', OPS_C_SOURCE);
   const strides = (p: string): string => `void *${p}, int64_t ${p}o, int64_t ${p}s0, int64_t ${p}s1, int64_t ${p}s2, int64_t ${p}s3`;
   lib = {
     unary: l.func('void kiln_unary(int32_t op, int64_t n, void *x, int64_t xo, void *y, int64_t yo, int32_t nthreads)'),
@@ -260,16 +255,10 @@ export function nativeAttentionBf16(meta: OutMeta, q: Tensor, k: Tensor, v: Tens
   if (Bk !== B || v.shape[0] !== B || v.shape[1] !== Hk || Hk === 0 || H % Hk !== 0 || S === 0) return null;
   const out = allocOut(meta);
   if (B * H * L * EV === 0) return out;
-  const contiguous = (t: Tensor): number[] => {
-    const st: number[] = new Array<number>(t.ndim);
-    let acc = 1;
-    for (let d = t.ndim - 1; d >= 0; d--) { st[d] = acc; acc *= t.shape[d]!; }
-    return st;
-  };
   const o32 = new Float32Array(B * H * L * EV);
   const rc = ops().attention(
     B, H, L, S, E, EV, H / Hk, causal ? 1 : 0, scale ?? 1 / Math.sqrt(E),
-    widen4(q), 0, ...contiguous(q), widen4(k), 0, ...contiguous(k), widen4(v), 0, ...contiguous(v), o32, 0, ...contiguous(out),
+    widen4(q), 0, ...contiguousStrides(q.shape), widen4(k), 0, ...contiguousStrides(k.shape), widen4(v), 0, ...contiguousStrides(v.shape), o32, 0, ...contiguousStrides(out.shape),
     nativeThreads(),
   ) as number;
   if (rc !== 0) throw new Error('native scaledDotProductAttention: out of memory for its key buffer');

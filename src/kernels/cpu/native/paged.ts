@@ -9,13 +9,11 @@ import { isContiguousStrides } from '../../../tensor/layout.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import { getOption } from '../../../runtime/config.js';
 import { allocOut } from '../numeric.js';
-import { loadLibrary, type NativeFn } from './koffi.js';
+import type { NativeFn } from './koffi.js';
 import { PAGED_C_SOURCE } from './paged-c.js';
 import { cpuPath } from './path.js';
-import { ensureSharedPool } from './pool.js';
-import { buildSharedObjectSync } from './so-cache.js';
+import { loadPoolObject } from './pool.js';
 import { nativeThreads } from './threads.js';
-import { probeToolchain } from './toolchain.js';
 
 let fn: NativeFn | undefined;
 let calls = 0;
@@ -33,10 +31,7 @@ export function nativePagedSplitCalls(): number {
 
 function paged(): NativeFn {
   if (fn) return fn;
-  const probe = probeToolchain();
-  if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
-  ensureSharedPool();
-  const lib = loadLibrary(buildSharedObjectSync('kiln_paged', PAGED_C_SOURCE, probe.toolchain));
+  const lib = loadPoolObject('kiln_paged', PAGED_C_SOURCE);
   fn = lib.func(
     'int32_t kiln_paged_attention(int64_t B, int64_t H, int64_t D, int64_t kvh, int64_t block_size, int64_t max_blocks, void *q, int64_t qo, int32_t qbf16, void *kc, int64_t kco, void *vc, int64_t vco, int32_t cbf16, int32_t *tables, int32_t *lens, void *out, int64_t oo, int32_t obf16, float scale, int32_t nthreads, int32_t max_split, int32_t vec_rows)',
   );

@@ -5,7 +5,7 @@
  * Failing to build or load it is not an error: each object then runs its own copy of the pool.
  */
 import { emitWarning } from '../../../platform/index.js';
-import { loadLibrary, type NativeFn } from './koffi.js';
+import { loadLibrary, type KoffiLib, type NativeFn } from './koffi.js';
 import { POOL_SHARED_SOURCE } from './pool-c.js';
 import { buildSharedObjectSync } from './so-cache.js';
 import { probeToolchain } from './toolchain.js';
@@ -45,6 +45,18 @@ export function ensureSharedPool(): boolean {
     }
   }
   return state === 'loaded';
+}
+
+/**
+ * Builds (or takes from the cache) and loads the native object of a C source whose jobs run on the
+ * pool, after the shared pool's object so that its dlsym finds it. Throws when there is no
+ * working C compiler.
+ */
+export function loadPoolObject(name: string, source: string): KoffiLib {
+  const probe = probeToolchain();
+  if (!probe.ok) throw new Error(`native cpu path: ${probe.reason}`);
+  ensureSharedPool();
+  return loadLibrary(buildSharedObjectSync(name, source, probe.toolchain));
 }
 
 /** The shared pool's counters, or null when it is not loaded (diagnostics: scripts/bench-cpu-pool.mjs). */
