@@ -21,7 +21,10 @@
  * rounded) with exact sigmoid, tanh and exp (`dev ulp@1`): the math library's share of the error.
  *
  *   node dist/bench/webgpu-elementwise-math.js [--n 4096] [--dtypes float32,float16]
- *        [--forms v1,v2,v3,fast] [--calls 20] [--reps 15] [--dump DIR] [--json out.json]
+ *        [--forms v1,v2,v3,fast] [--steps 1,2,4] [--calls 20] [--reps 15] [--dump DIR] [--json out.json]
+ *
+ * --steps: KILN_WEBGPU_VEC_STEPS values (vectors an invocation loads before computing; default 1),
+ * each a clone and a compiled variant of every form (`x<steps>` in the variant's name).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -44,6 +47,7 @@ const flag = (name: string): string | undefined => {
 const n = Number(flag('--n') ?? 4096);
 const dtypes = (flag('--dtypes') ?? 'float32,float16').split(',') as DType[];
 const forms = (flag('--forms') ?? 'v1,v2,v3,fast').split(',') as WgslMathForm[];
+const stepsList = (flag('--steps') ?? '1').split(',').map(Number);
 const calls = Number(flag('--calls') ?? 20);
 const reps = Number(flag('--reps') ?? 15);
 const dump = flag('--dump');
@@ -51,15 +55,22 @@ const jsonOut = flag('--json');
 
 const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
 
-/** fn run with math form `form` (pipelines are memoised per form, so each call must see its own). */
-function withForm<T>(form: WgslMathForm, fn: () => T): T {
+/**
+ * fn run with math form `form` and `steps` vectors per invocation step (KILN_WEBGPU_VEC_STEPS);
+ * pipelines are memoised per form and steps, so each call must see its own.
+ */
+function withForm<T>(form: WgslMathForm, fn: () => T, steps = 1): T {
   setOption('KILN_WEBGPU_MATH', form);
+  setOption('KILN_WEBGPU_VEC_STEPS', steps);
   try {
     return fn();
   } finally {
     setOption('KILN_WEBGPU_MATH', undefined);
+    setOption('KILN_WEBGPU_VEC_STEPS', undefined);
   }
 }
+/** A variant's name: `steps` shown where it is not 1. */
+const named = (base: string, steps: number): string => (steps === 1 ? base : `${base} x${steps}`);
 
 const deviceMs = (fns: (() => void)[]): number[] => deviceMsPerCall(fns, reps, calls);
 
@@ -112,11 +123,12 @@ for (const dtype of dtypes) {
   const variants: [string, () => void][] = [['copy (copyBufferToBuffer)', () => acc.copyDeviceToDevice(dst.storage.buffer, 0, x.storage.buffer, 0, x.numel() * itemSize(dtype))]];
   // The clone differs between forms only in float16's store rounding (fast: pack2x16float).
   for (const form of dtype === 'float16' ? forms.filter((f) => f !== 'v2') : []) variants.push([`clone (${form})`, () => void withForm(form, () => x.clone())]);
-  variants.push(['clone', () => void withForm('v2', () => x.clone())]);
-  for (const form of forms) {
-    const f = kiln.compile(elementwiseForward, { name: `ew-math-${form}-${dtype}` });
+  for (const steps of stepsList) variants.push([named('clone', steps), () => void withForm('v2', () => x.clone(), steps)]);
+  for (const form of forms) for (const steps of stepsList) {
+    const variant = named(`compiled ${form}`, steps);
+    const f = kiln.compile(elementwiseForward, { name: `ew-math-${form}-${dtype}-x${steps}` });
     // First call under the form: renders and compiles its kernel; then its error against float64.
-    const out = withForm(form, () => kiln.noGrad(() => f(x)));
+    const out = withForm(form, () => kiln.noGrad(() => f(x)), steps);
     const got = out.to('cpu').toFlatArray() as number[];
     let dev = 0;
     let maxAbs = 0;
@@ -127,13 +139,13 @@ for (const dtype of dtypes) {
     }
     out.dispose();
     const a = { dev_ulp1: Number(dev.toFixed(2)), max_abs: Number(maxAbs.toExponential(3)) };
-    accuracy.set(`compiled ${form}`, a);
-    console.log(JSON.stringify({ dtype, form, check: 'compiled output vs float64', ...a }));
-    variants.push([`compiled ${form}`, () => void withForm(form, () => kiln.noGrad(() => f(x)))]);
+    accuracy.set(variant, a);
+    console.log(JSON.stringify({ dtype, form, steps, check: 'compiled output vs float64', ...a }));
+    variants.push([variant, () => void withForm(form, () => kiln.noGrad(() => f(x)), steps)]);
     if (dump !== undefined) {
       const program = f.programs().inference[0] as WgslProgram | undefined;
       fs.mkdirSync(dump, { recursive: true });
-      for (const s of program?.seed().sources ?? []) fs.writeFileSync(path.join(dump, `${dtype}-${form}${/\|v\d/.test(s.memo) ? '-vec' : '-scalar'}.wgsl`), `// ${s.memo}\n${s.source}\n`);
+      for (const s of program?.seed().sources ?? []) fs.writeFileSync(path.join(dump, `${dtype}-${form}-x${steps}${/\|v\d/.test(s.memo) ? '-vec' : '-scalar'}.wgsl`), `// ${s.memo}\n${s.source}\n`);
     }
   }
   const ms = deviceMs(variants.map((v) => v[1]));
@@ -148,11 +160,11 @@ for (const dtype of dtypes) {
 }
 
 console.log('');
-console.log(`${'dtype'.padEnd(9)} ${'variant'.padEnd(28)} ${'ms'.padStart(8)} ${'GB/s'.padStart(8)} ${'of copy'.padStart(8)} ${'dev ulp'.padStart(9)} ${'max abs'.padStart(10)}`);
+console.log(`${'dtype'.padEnd(9)} ${'variant'.padEnd(32)} ${'ms'.padStart(8)} ${'GB/s'.padStart(8)} ${'of copy'.padStart(8)} ${'dev ulp'.padStart(9)} ${'max abs'.padStart(10)}`);
 for (const r of rows) {
   console.log(
-    `${r.dtype.padEnd(9)} ${r.variant.padEnd(28)} ${r.ms.toFixed(4).padStart(8)} ${r.gbs.toFixed(1).padStart(8)} ${`${(100 * r.of_copy).toFixed(1)}%`.padStart(8)} ${(r.dev_ulp1 === undefined ? '' : r.dev_ulp1.toFixed(2)).padStart(9)} ${(r.max_abs === undefined ? '' : r.max_abs.toExponential(2)).padStart(10)}`,
+    `${r.dtype.padEnd(9)} ${r.variant.padEnd(32)} ${r.ms.toFixed(4).padStart(8)} ${r.gbs.toFixed(1).padStart(8)} ${`${(100 * r.of_copy).toFixed(1)}%`.padStart(8)} ${(r.dev_ulp1 === undefined ? '' : r.dev_ulp1.toFixed(2)).padStart(9)} ${(r.max_abs === undefined ? '' : r.max_abs.toExponential(2)).padStart(10)}`,
   );
 }
-if (jsonOut) fs.writeFileSync(jsonOut, `${JSON.stringify({ device: props.name, n, calls, reps, forms, rows }, null, 1)}\n`);
+if (jsonOut) fs.writeFileSync(jsonOut, `${JSON.stringify({ device: props.name, n, calls, reps, forms, steps: stepsList, rows }, null, 1)}\n`);
 process.exit(0);

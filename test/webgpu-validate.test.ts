@@ -290,15 +290,18 @@ test('every vector form of a pointwise kernel validates: each storage kind, 2 an
             const bindings = inPlace
               ? [{ kind: out, written: true }, { kind: inp, written: false }]
               : [{ kind: out, written: true }, { kind: inp, written: false }, { kind: inp, written: false }];
-            const spec = { strategy: 'pointwise' as const, orank, rrank: 0, bindings, operandBinding: inPlace ? [0, 0, 1] : [0, 1, 2], subgroups: false, vector: { vec: V, operandVector: [true, true, false] } };
-            acc.kernel(renderFused(g as never, spec), `vector ${out}<-${inp} v${V} r${orank}${inPlace ? ' in place' : ''}`);
-            n++;
+            // One vector per invocation step, and several (KILN_WEBGPU_VEC_STEPS: all loads first).
+            for (const steps of [1, 3]) {
+              const spec = { strategy: 'pointwise' as const, orank, rrank: 0, bindings, operandBinding: inPlace ? [0, 0, 1] : [0, 1, 2], subgroups: false, vector: { vec: V, operandVector: [true, true, false], steps } };
+              acc.kernel(renderFused(g as never, spec), `vector ${out}<-${inp} v${V}x${steps} r${orank}${inPlace ? ' in place' : ''}`);
+              n++;
+            }
           }
         }
       }
     }
   }
-  assert.ok(n >= 40, `${n} sources`);
+  assert.ok(n >= 80, `${n} sources`);
 });
 
 test('every kernel of webgpu-ops-cases (scans, sorts, scatters, index writes, masks, pooling, conv, norms) compiles and encodes on Dawn', { skip }, async () => {

@@ -227,3 +227,51 @@ test('the compiled elementwise chain (the elementwise-4096 workload\'s) vectoris
     }
   }
 });
+
+/** fn's result with KILN_WEBGPU_VEC_STEPS = steps. */
+function withSteps(steps: number, fn: () => Tensor): Tensor {
+  process.env.KILN_WEBGPU_VEC_STEPS = String(steps);
+  try {
+    return fn().to('cpu');
+  } finally {
+    delete process.env.KILN_WEBGPU_VEC_STEPS;
+  }
+}
+
+test('several vectors per invocation step (KILN_WEBGPU_VEC_STEPS): the bits of one, whole and partial steps, tails', { skip }, () => {
+  // With 256 invocations, 4 lanes and 3 steps a workgroup step covers 3072 elements: sizes below
+  // one step, at whole steps, just past them (a partial last step) and across several workgroups.
+  const sizes = [5, 1023, 3072, 3075, 4099, 7175, 20483];
+  for (const dt of FLOATS) {
+    for (const n of sizes) {
+      const x = sample([n], n).to(dt).to('webgpu');
+      const y = sample([n], n + 7).to(dt).to('webgpu');
+      const label = `${dt} n=${n}`;
+      const one = withSteps(1, () => kiln.add(kiln.mul(x, y), kiln.tanh(x)));
+      for (const steps of [2, 3, 4]) {
+        const before = fusedStats.rendered;
+        const many = withSteps(steps, () => kiln.add(kiln.mul(x, y), kiln.tanh(x)));
+        sameBits(`${label} steps=${steps}`, many, one);
+        if (n === sizes[0] && dt === FLOATS[0]) assert.ok(fusedStats.rendered > before, `steps=${steps}: a pipeline of its own`);
+      }
+    }
+  }
+  // A broadcast operand (one element per vector) and a row broadcast, 2 lanes, in place.
+  const a = sample([300, 10], 11).to('webgpu');
+  const col = sample([300, 1], 12).to('webgpu');
+  const row = sample([10], 13).to('webgpu');
+  for (const steps of [2, 4]) {
+    sameBits(`column broadcast steps=${steps}`, withSteps(steps, () => kiln.mul(a, col)), withSteps(1, () => kiln.mul(a, col)));
+    sameBits(`row broadcast steps=${steps}`, withSteps(steps, () => kiln.sub(a, row)), withSteps(1, () => kiln.sub(a, row)));
+    sameBits(`in place steps=${steps}`, withSteps(steps, () => a.clone().mul_(0.5)), withSteps(1, () => a.clone().mul_(0.5)));
+  }
+  // The compiled elementwise chain, against float64 as well.
+  for (const dt of FLOATS) {
+    const xc = sample([97, 131], 5);
+    const x = xc.to(dt).to('webgpu');
+    const f = kiln.compile(elementwiseForward, { name: `vec-steps-ew-${dt}` });
+    const one = withSteps(1, () => kiln.noGrad(() => f(x)));
+    for (const steps of [2, 4]) sameBits(`compiled ${dt} steps=${steps}`, withSteps(steps, () => kiln.noGrad(() => f(x))), one);
+    close(`compiled ${dt} steps=4`, withSteps(4, () => kiln.noGrad(() => f(x))), elementwiseForward(xc.to(dt).to('float64')).to(dt), 2);
+  }
+});

@@ -300,6 +300,8 @@ function renderPointwise(c: Ctx): string {
  * the scalar kernel's statements unchanged) and leaving its outputs in lane c of r<k>; the vectors
  * are stored whole. Invocation 0 then runs the scalar element code on the tail (n % V elements,
  * all in the last partial vector of each vector operand, so no other invocation writes its words).
+ * With plan.steps = U > 1 an invocation step takes U vectors W apart and issues all their loads
+ * before computing any (a step's lanes then run in the same order, so values do not change).
  */
 function renderPointwiseVector(c: Ctx, plan: VectorPlan): string {
   const { spec, g } = c;
@@ -315,17 +317,18 @@ function renderPointwiseVector(c: Ctx, plan: VectorPlan): string {
     return kind;
   };
   const ks = Array.from({ length: T }, (_, k) => k);
-  const offsets = (L: Lines, idx: string): void =>
+  // Every operand's offset of element `idx`, named o<k><sfx>.
+  const offsets = (L: Lines, idx: string, sfx = ''): void =>
     decompose(
       L,
       idx,
       R,
       (d) => `kmeta[${1 + d}]`,
       ks,
-      (k) => `o${k}`,
+      (k) => `o${k}${sfx}`,
       (k) => `kmeta[${base(k)}]`,
       (k, d) => `kmeta[${base(k) + 1 + d}]`,
-      'rem',
+      `rem${sfx}`,
     );
   // Lanes first: which inputs they read decides the loads before them.
   const used = new Set<number>();
@@ -338,28 +341,74 @@ function renderPointwiseVector(c: Ctx, plan: VectorPlan): string {
     for (const k of body.used) used.add(k);
     lanes.push(body.stmts);
   }
+  const inputs = [...used].filter((k) => k >= nOut).sort((a, b) => a - b);
+  // Step j's offsets and loads, names suffixed by `sfx` (one set per vector of a multi-vector step).
+  const loads = (L: Lines, idx: string, sfx: string): void => {
+    offsets(L, idx, sfx);
+    for (const k of inputs) {
+      const b = spec.operandBinding[k]!;
+      if (plan.operandVector[k]) L.line(`let x${k}${sfx} = b${b}[o${k}${sfx} / ${V}u];`);
+      else L.line(`let s${k}${sfx}: ${ctype(c.g.value(g.inputs[k - nOut]!).dtype)} = ${load(spec, k, `o${k}${sfx}`)};`);
+    }
+  };
+  // The lanes' element code, then the vector stores, in a block of its own. `bind` (for a
+  // multi-vector step) gives the unsuffixed names the lanes read and the stores use.
+  const compute = (L: Lines, bind: ((name: string) => string) | null): void => {
+    L.open('{');
+    if (bind) {
+      for (const k of ks) L.line(`let o${k} = ${bind(`o${k}`)};`);
+      for (const k of inputs) L.line(plan.operandVector[k] ? `let x${k} = ${bind(`x${k}`)};` : `let s${k} = ${bind(`s${k}`)};`);
+    }
+    for (let k = 0; k < nOut; k++) L.line(`var r${k}: vec${V}<${ctype(g.value(g.outputs[k]!).dtype)}>;`);
+    for (const stmts of lanes) {
+      L.open('{');
+      for (const st of stmts) L.line(st);
+      L.close();
+    }
+    for (let k = 0; k < nOut; k++) L.line(vectorStoreStmt(kindOf(k), V, `b${spec.operandBinding[k]!}`, `o${k} / ${V}u`, `r${k}`));
+    L.close();
+  };
+  const U = plan.steps;
   const L = new Lines();
   for (const l of header(c, [])) L.line(l);
   L.line(`@compute @workgroup_size(${W})`);
-  L.open('fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
-  L.line('let n = kmeta[0];');
-  L.line(`let nv = n / ${V}u;`);
-  L.open(`for (var j = gid.x; j < nv; j = j + ng.x * ${W}u) {`);
-  offsets(L, `j * ${V}u`);
-  for (const k of [...used].sort((a, b) => a - b)) {
-    if (k < nOut) continue;
-    const b = spec.operandBinding[k]!;
-    if (plan.operandVector[k]) L.line(`let x${k} = b${b}[o${k} / ${V}u];`);
-    else L.line(`let s${k}: ${ctype(c.g.value(g.inputs[k - nOut]!).dtype)} = ${load(spec, k, `o${k}`)};`);
-  }
-  for (let k = 0; k < nOut; k++) L.line(`var r${k}: vec${V}<${ctype(g.value(g.outputs[k]!).dtype)}>;`);
-  for (const stmts of lanes) {
-    L.open('{');
-    for (const st of stmts) L.line(st);
+  if (U === 1) {
+    L.open('fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
+    L.line('let n = kmeta[0];');
+    L.line(`let nv = n / ${V}u;`);
+    L.open(`for (var j = gid.x; j < nv; j = j + ng.x * ${W}u) {`);
+    loads(L, `j * ${V}u`, '');
+    compute(L, null);
+    L.close();
+  } else {
+    // A workgroup step covers W * U consecutive vectors; invocation i takes vectors i, i + W, ...
+    // (each of the U loads coalesced across the workgroup). Whole steps issue all U loads before
+    // any math; the last, partial step takes its vectors one at a time.
+    L.open('fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) ng: vec3u) {');
+    L.line('let n = kmeta[0];');
+    L.line(`let nv = n / ${V}u;`);
+    L.open(`for (var j0 = (gid.x / ${W}u) * ${W * U}u + gid.x % ${W}u; j0 < nv; j0 = j0 + ng.x * ${W * U}u) {`);
+    L.open(`if (j0 + ${(U - 1) * W}u < nv) {`);
+    for (let u = 0; u < U; u++) loads(L, `(j0 + ${u * W}u) * ${V}u`, `_${u}`);
+    // One copy of the lanes' code in a loop over the U vectors, each picked by a chain of selects
+    // (registers, where an array indexed by u could go to memory): U copies made compiling the
+    // workload's chain of exp/tanh lanes take minutes on SwiftShader, and the driver may unroll.
+    L.open(`for (var u = 0u; u < ${U}u; u = u + 1u) {`);
+    compute(L, (name) => {
+      let e = `${name}_0`;
+      for (let u = 1; u < U; u++) e = `select(${e}, ${name}_${u}, u == ${u}u)`;
+      return e;
+    });
+    L.close();
+    L.close();
+    L.open('else {');
+    L.open(`for (var j = j0; j < nv; j = j + ${W}u) {`);
+    loads(L, `j * ${V}u`, '');
+    compute(L, null);
+    L.close();
+    L.close();
     L.close();
   }
-  for (let k = 0; k < nOut; k++) L.line(vectorStoreStmt(kindOf(k), V, `b${spec.operandBinding[k]!}`, `o${k} / ${V}u`, `r${k}`));
-  L.close();
   L.open(`if (gid.x == 0u) {`);
   L.open(`for (var i = nv * ${V}u; i < n; i = i + 1u) {`);
   offsets(L, 'i');

@@ -179,7 +179,7 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
   }
   if (vector) fusedStats.vectorised++;
   const rows = layoutRows(L);
-  const perGroup = W * (vector?.vec ?? 1);
+  const perGroup = W * (vector ? vector.vec * vector.steps : 1);
   const groups = strategy === 'workgroup' ? Math.min(rows, MAX_GROUPS) : Math.min(Math.ceil(rows / perGroup), MAX_GROUPS);
   const writesInput = operandBinding.some((b, k) => k >= nOut && bindings[b]!.written);
   return { kernel: p.kernel, source: p.source, memo, config: cfg, buffers, meta: metaWords(L), groups: [Math.max(groups, 1), 1, 1], writesInput };

@@ -16,7 +16,9 @@
  * V (no vector crosses a row); no int64 binding; every vector-accessed buffer's size is a multiple
  * of the vector's bytes (a runtime-sized array of vectors does not reach a partial last vector;
  * the caching allocator's sizes are multiples of 512). KILN_WEBGPU_VEC_POINTWISE=0 turns it off
- * (read at every launch, for an A/B in one process).
+ * (read at every launch, for an A/B in one process). KILN_WEBGPU_VEC_STEPS sets how many vectors an
+ * invocation loads before computing (render.ts): one vector of 8 or 16 bytes per invocation leaves
+ * too few bytes in flight where the math holds many registers.
  */
 import { getOption } from '../../../runtime/config.js';
 import { hasVectorForm, kindBytes, type VecWidth } from '../storage.js';
@@ -27,6 +29,8 @@ export interface VectorPlan {
   readonly vec: VecWidth;
   /** Per operand (outputs first): accessed a vector at a time (innermost stride 1) or one element per vector (stride 0). */
   readonly operandVector: readonly boolean[];
+  /** Vectors an invocation loads (all before computing any) per loop step: KILN_WEBGPU_VEC_STEPS. */
+  readonly steps: number;
 }
 
 /** Whether binding b is accessed as vectors under `plan` (some operand on it is). */
@@ -35,7 +39,10 @@ export function vectorBinding(plan: VectorPlan, operandBinding: readonly number[
 }
 
 /** A stable text of a plan (part of a pipeline's memo key). */
-export const planKey = (plan: VectorPlan | null): string => (plan === null ? '' : `|v${plan.vec}${plan.operandVector.map((v) => (v ? 'v' : 's')).join('')}`);
+export const planKey = (plan: VectorPlan | null): string => (plan === null ? '' : `|v${plan.vec}${plan.operandVector.map((v) => (v ? 'v' : 's')).join('')}${plan.steps > 1 ? `x${plan.steps}` : ''}`);
+
+/** Vectors per invocation step (KILN_WEBGPU_VEC_STEPS, at most 8: more only adds registers). */
+export const vectorSteps = (): number => Math.min(8, Math.max(1, getOption('KILN_WEBGPU_VEC_STEPS')));
 
 /**
  * The vector plan of a pointwise launch, or null for the scalar kernel. `capacities` are the
@@ -60,7 +67,7 @@ export function vectorPlan(L: FusedLayout, nOut: number, bindings: readonly Fuse
       return L.offsets[k]! % V === 0 && L.ost[k]!.every((s, d) => d === R - 1 || s % V === 0);
     });
     if (!ok) continue;
-    const plan: VectorPlan = { vec: V, operandVector };
+    const plan: VectorPlan = { vec: V, operandVector, steps: vectorSteps() };
     const sized = bindings.every((b, i) => {
       if (!vectorBinding(plan, operandBinding, i) || capacities === null) return true;
       return b.kind !== 'i64' && capacities[i]! % (V * kindBytes(b.kind)) === 0;
