@@ -6,10 +6,15 @@
 #         bench/webgpu-elementwise-math.js over math forms x steps in one process (copy, clone,
 #         compiled; WGSL dumped); kiln bench elementwise-4096 / -1024 float32 and float16 on webgpu
 #         at steps 1 and 4 and on cuda, in this call (the ratio to Kiln cuda)
+#   table #20's table: every kiln bench workload, float32 and float16, on webgpu and on Kiln cuda in
+#         this call (scripts/device/webgpu-table.sh webgpu,cuda), with this build's defaults
+#   ph3   #17: the cuda decode megakernel against the compiled step (scripts/device/s23.sh ph3)
 # A step starts only while the call is under its deadline (S25_DEADLINE s); logs and JSON under
 # $OUT/s25-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s25.sh wg}
+part=${1:?usage: s25.sh wg|table|ph3}
+if [ "$part" = ph3 ]; then S23_DEADLINE=${S25_DEADLINE:-300} exec bash "$(dirname "$0")/s23.sh" ph3; fi
+if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s25
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = wg ]; then
