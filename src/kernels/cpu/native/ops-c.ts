@@ -111,11 +111,30 @@ static void binary_run(int32_t op, int64_t len, float *restrict y, const float *
   }
 }
 
+/* bfloat16 operands of kiln_elementwise: widened exactly; results rounded once to nearest even
+   (NaN kept quiet), as torch rounds a bfloat16 op computed in float32. */
+static inline float ew_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t ew_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 /* Strided, broadcasting y = a op b (op 6: a * b + c). meta: shape[rank], then per operand
    (y, a, b, c) its element strides[rank], then the four offsets. Rows (all dims but the last) x
    CHUNK-wide column blocks are the work items; operands with a non-unit inner stride (broadcast,
-   transposed) are gathered into stack buffers so the arithmetic is always a dense loop. */
-void kiln_elementwise(int32_t op, int32_t rank, const double *meta, float *y, const float *a, const float *b, const float *c, int32_t nthreads) {
+   transposed) are gathered into stack buffers so the arithmetic is always a dense loop. Bit k of
+   bf16 (k = 0 for y, 1..3 for a, b, c) marks an operand stored as bfloat16 (uint16_t): its
+   elements are widened into the stack buffer whatever its stride, and a bfloat16 y is computed
+   into its buffer and rounded on the way out (the bfloat16 prefill's residual adds and rotary,
+   issue #17, ran in JavaScript). */
+void kiln_elementwise(int32_t op, int32_t rank, const double *meta, void *y, const void *a, const void *b, const void *c, int32_t bf16, int32_t nthreads) {
   enum { CH = 1024 };
   int64_t shape[MAXR], st[4][MAXR], off[4];
   if (rank < 1 || rank > MAXR) return;
@@ -128,7 +147,7 @@ void kiln_elementwise(int32_t op, int32_t rank, const double *meta, float *y, co
   for (int r = 0; r < rank - 1; r++) rows *= shape[r];
   if (n <= 0 || rows <= 0) return;
   int nops = op == 6 ? 4 : 3;
-  const float *src[4] = { y, a, b, c };
+  const void *src[4] = { y, a, b, c };
   int64_t nch = (n + CH - 1) / CH, items = rows * nch;
 #pragma omp parallel for num_threads(nt((double)rows * (double)n, nthreads)) schedule(static)
   for (int64_t it = 0; it < items; it++) {
@@ -144,7 +163,13 @@ void kiln_elementwise(int32_t op, int32_t rank, const double *meta, float *y, co
     }
     for (int k = 1; k < nops; k++) {
       int64_t s = st[k][rank - 1];
-      const float *q = src[k] + base[k] + c0 * s;
+      if (bf16 >> k & 1) {
+        const uint16_t *q = (const uint16_t *)src[k] + base[k] + c0 * s;
+        for (int64_t j = 0; j < len; j++) buf[k][j] = ew_bf16(q[j * s]);
+        p[k] = buf[k];
+        continue;
+      }
+      const float *q = (const float *)src[k] + base[k] + c0 * s;
       if (s == 1) { p[k] = q; continue; }
       if (s == 0) for (int64_t j = 0; j < len; j++) buf[k][j] = q[0];
       else for (int64_t j = 0; j < len; j++) buf[k][j] = q[j * s];
@@ -152,7 +177,13 @@ void kiln_elementwise(int32_t op, int32_t rank, const double *meta, float *y, co
     }
     if (nops == 3) p[3] = p[1];
     int64_t sy = st[0][rank - 1];
-    float *yd = y + base[0] + c0 * sy;
+    if (bf16 & 1) {
+      uint16_t *yd = (uint16_t *)y + base[0] + c0 * sy;
+      binary_run(op, len, buf[0], p[1], p[2], p[3]);
+      for (int64_t j = 0; j < len; j++) yd[j * sy] = ew_to_bf16(buf[0][j]);
+      continue;
+    }
+    float *yd = (float *)y + base[0] + c0 * sy;
     if (sy == 1) binary_run(op, len, yd, p[1], p[2], p[3]);
     else {
       binary_run(op, len, buf[0], p[1], p[2], p[3]);

@@ -4,7 +4,8 @@
  * layouts named below), and null otherwise, so the caller runs its JavaScript kernel:
  *
  *   nativeUnary        dense input and output (same memory order)
- *   nativeElementwise  any strides / broadcasting, rank <= 8 after coalescing; output float32
+ *   nativeElementwise  any strides / broadcasting, rank <= 8 after coalescing; output float32, or
+ *                      bfloat16 from bfloat16 tensors
  *   nativeSoftmax      softmax / log-softmax over the last dim of a contiguous tensor
  *   nativeNorm         layer / RMS norm over trailing dims of a contiguous tensor
  *   nativeAttention    4-d q, k, v without mask or dropout (grouped-query heads allowed)
@@ -44,7 +45,7 @@ function ops(): OpsLib {
   const strides = (p: string): string => `void *${p}, int64_t ${p}o, int64_t ${p}s0, int64_t ${p}s1, int64_t ${p}s2, int64_t ${p}s3`;
   lib = {
     unary: l.func('void kiln_unary(int32_t op, int64_t n, void *x, int64_t xo, void *y, int64_t yo, int32_t nthreads)'),
-    elementwise: l.func('void kiln_elementwise(int32_t op, int32_t rank, void *meta, void *y, void *a, void *b, void *c, int32_t nthreads)'),
+    elementwise: l.func('void kiln_elementwise(int32_t op, int32_t rank, void *meta, void *y, void *a, void *b, void *c, int32_t bf16, int32_t nthreads)'),
     softmax: l.func('void kiln_softmax(int64_t rows, int64_t n, void *x, int64_t xo, void *y, int64_t yo, int32_t logsm, int32_t nthreads)'),
     norm: l.func('void kiln_norm(int32_t rms, int64_t rows, int64_t n, void *x, int64_t xo, void *w, int64_t wo, void *b, int64_t bo, double eps, void *y, int64_t yo, int32_t nthreads)'),
     attention: l.func(
@@ -129,22 +130,34 @@ function coalesce(shape: readonly number[], st: number[][]): { shape: number[]; 
   return { shape: out, st: os };
 }
 
-/** A float32 tensor, or a scalar that float32 represents exactly (others keep the JS kernel's float64 arithmetic). */
+/**
+ * A float32 tensor (a bfloat16 one where the output is bfloat16), or a scalar that float32
+ * represents exactly (others keep the JS kernel's float64 arithmetic).
+ */
 export type NativeOperand = Tensor | number | boolean;
 
-function operandOk(x: NativeOperand | null): boolean {
+/** The bfloat16 words of t's whole storage and t's element offset in them (read and written in place). */
+function bf16View(t: Tensor): { data: Uint16Array; offset: number } {
+  t.assertAlive('cpu kernel');
+  return { data: new Uint16Array(t.storage.cpuArrayBuffer(), 0, t.storage.nbytes / 2), offset: t.offset };
+}
+
+function operandOk(x: NativeOperand | null, bf16: boolean): boolean {
   if (x === null) return true;
-  if (typeof x === 'object') return f32(x);
+  if (typeof x === 'object') return f32(x) || (bf16 && x.dtype === 'bfloat16');
   const v = Number(x);
   return Math.fround(v) === v || Number.isNaN(v);
 }
 
 /**
  * y = a op b (fma: a * b + c) with broadcasting, into a fresh output of `meta` (or into `into`,
- * an in-place target that the inputs may alias only as exactly the same view).
+ * an in-place target that the inputs may alias only as exactly the same view). A bfloat16 output
+ * takes bfloat16 tensors (widened exactly, computed in float32, rounded once: torch's bfloat16
+ * arithmetic; for + - * of bfloat16 values the JS kernel's float64-then-round gives the same bits).
  */
 export function nativeElementwise(meta: OutMeta, op: NativeElementwise, a: NativeOperand, b: NativeOperand, c: NativeOperand | null = null, into: Tensor | null = null): Tensor | null {
-  if (!active() || meta.dtype !== 'float32' || !operandOk(a) || !operandOk(b) || !operandOk(c) || (op === 'fma') !== (c !== null)) return null;
+  const bf16 = meta.dtype === 'bfloat16';
+  if (!active() || (meta.dtype !== 'float32' && !bf16) || !operandOk(a, bf16) || !operandOk(b, bf16) || !operandOk(c, bf16) || (op === 'fma') !== (c !== null)) return null;
   const shape = meta.shape;
   if (shape.length > ELEMENTWISE_MAX_RANK) return null;
   const out = into ?? allocOut(meta);
@@ -159,9 +172,11 @@ export function nativeElementwise(meta: OutMeta, op: NativeElementwise, a: Nativ
   const m = new Float64Array(r + 4 * r + 4);
   cs.shape.forEach((v, d) => (m[d] = v));
   cs.st.forEach((s, k) => s.forEach((v, d) => (m[r + k * r + d] = v)));
-  const views = operands.map((t) => (typeof t === 'object' ? view(t) : { data: Float32Array.of(Number(t)), offset: 0 }));
+  const views = operands.map((t) => (typeof t !== 'object' ? { data: Float32Array.of(Number(t)), offset: 0 } : t.dtype === 'bfloat16' ? bf16View(t) : readable(t)));
   views.forEach((v, k) => (m[r + 4 * r + k] = v.offset));
-  ops().elementwise(ELEMENTWISE_CODES[op], r, m, views[0]!.data, views[1]!.data, views[2]!.data, views[3]!.data, nativeThreads());
+  // Bit k: operand k (y, a, b, c) is stored as bfloat16.
+  const kinds = operands.reduce<number>((bits, t, k) => (typeof t === 'object' && t.dtype === 'bfloat16' ? bits | (1 << k) : bits), 0);
+  ops().elementwise(ELEMENTWISE_CODES[op], r, m, views[0]!.data, views[1]!.data, views[2]!.data, views[3]!.data, kinds, nativeThreads());
   calls++;
   return out;
 }
