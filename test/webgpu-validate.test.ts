@@ -115,6 +115,18 @@ test('every GEMM variant compiles, and every matrix-product case encodes on Dawn
     for (const aMajor of ['k', 'm'] as const) for (const bMajor of ['n', 'k'] as const) gemmKernel({ a: k, b: k, c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true });
     for (const bias of [false, true]) for (const beta of [false, true]) gemmCombineKernel(k, bias, beta);
   }
+  // The large form (128x128 tiles of vec4s, KILN_WEBGPU_GEMM_TILE) of every kind, load mapping, bias, beta and split-K partial.
+  let large = 0;
+  for (const k of kinds) {
+    for (const aMajor of ['k', 'm'] as const) {
+      for (const bMajor of ['n', 'k'] as const) {
+        for (const bias of [false, true]) for (const beta of [false, true]) gemmKernel({ a: k, b: k, c: k, aMajor, bMajor, bias, beta, tile: 'large' });
+        gemmKernel({ a: k, b: k, c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true, tile: 'large' });
+        large += 5;
+      }
+    }
+  }
+  assert.equal(large, kinds.length * 20);
   // The float16 conv's im2col gather (conv-im2col.ts).
   const { im2colSource } = await import('../src/kernels/webgpu/conv-im2col.js');
   acc.kernel(im2colSource(), 'kiln.conv2d.im2col.16');

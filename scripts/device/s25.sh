@@ -5,7 +5,9 @@
 #         (KILN_WEBGPU_VEC_STEPS): the vector pointwise tests on the GPU (steps' bits equal one's);
 #         bench/webgpu-elementwise-math.js over math forms x steps in one process (copy, clone,
 #         compiled; WGSL dumped); kiln bench elementwise-4096 / -1024 float32 and float16 on webgpu
-#         at steps 1 and 4 and on cuda, in this call (the ratio to Kiln cuda)
+#         at steps 1 and 4 and on cuda, in this call (the ratio to Kiln cuda); the float32 GEMM's
+#         128x128 tile (KILN_WEBGPU_GEMM_TILE small / auto) on the GEMM-bound workloads, their cuda
+#         rows, and its tests
 #   table #20's table: every kiln bench workload, float32 and float16, on webgpu and on Kiln cuda in
 #         this call (scripts/device/webgpu-table.sh webgpu,cuda), with this build's defaults
 #   ph3   #17: the cuda decode megakernel against the compiled step (scripts/device/s23.sh ph3)
@@ -26,9 +28,16 @@ if [ "$part" = wg ]; then
       --json "$out/kiln-wg-steps$s.json" > "$out/kiln-wg-steps$s.txt" 2>&1
       el "kiln bench webgpu elementwise steps=$s rc=$?"; sum "$out/kiln-wg-steps$s.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 6; }
   done
-  go kiln-cuda && { $K 90 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 float16 --workload elementwise-4096,elementwise-1024 --reps 30 --no-progress \
+  # The float32 GEMM's 128x128 tile (KILN_WEBGPU_GEMM_TILE): the GEMM-bound workloads, small / auto.
+  for t in $([ "${S25_GEMM:-1}" = 1 ] && echo small auto); do
+    go kiln-gemm-$t && { KILN_WEBGPU_GEMM_TILE=$t wg $K 120 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 --workload mlp-2048x4096,transformer-block,conv-stack,qwen3-0.6b-forward --include-slow --reps 20 --no-progress \
+      --json "$out/kiln-wg-gemm-$t.json" > "$out/kiln-wg-gemm-$t.txt" 2>&1
+      el "kiln bench webgpu float32 GEMM tile=$t rc=$?"; sum "$out/kiln-wg-gemm-$t.txt" "^[a-z0-9.-]+ +webgpu|FAILED" 6; }
+  done
+  go kiln-cuda && { $K 120 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 float16 --workload elementwise-4096,elementwise-1024,mlp-2048x4096,transformer-block,conv-stack,qwen3-0.6b-forward --include-slow --reps 20 --no-progress \
     --json "$out/kiln-cuda.json" > "$out/kiln-cuda.txt" 2>&1
-    el "kiln bench cuda elementwise rc=$?"; sum "$out/kiln-cuda.txt" "^[a-z0-9.-]+ +cuda|FAILED" 6; }
+    el "kiln bench cuda rc=$?"; sum "$out/kiln-cuda.txt" "^[a-z0-9.-]+ +cuda|FAILED" 14; }
+  [ "${S25_GEMM:-1}" = 1 ] && go gemm-tests && { wg $K 120 node --test dist/test/webgpu-gemm-large-tile.test.js > "$out/gemm-tests.txt" 2>&1; el "large-tile GEMM tests rc=$?"; sum "$out/gemm-tests.txt" "^# (tests|pass|fail)|^not ok|error:" 10; }
 else
   el "unknown part $part"
 fi

@@ -16,6 +16,11 @@
  * the implicit-GEMM convolution, conv-gemm.ts); this file gives it the strided-matrix loads and the
  * alpha/bias/beta epilogue.
  *
+ * Large tiles (`tile: 'large'`): 128x128 per workgroup, each invocation an 8x8 block read from
+ * vec4 workgroup tiles (4 vec4 loads per 64 FMAs instead of 8 scalar loads per 16, which bound the
+ * small form: ~23 TFLOP/s float32 on the H200), the global loads double-buffered in registers.
+ * linalg.ts picks it for the plain tiled dispatch of products with many tiles (KILN_WEBGPU_GEMM_TILE).
+ *
  * Split K (`partial`): a product with too few output tiles to fill the GPU and a long K (a 128-row
  * prefill's projections: 8 to 32 tiles walking K = 1024..3072 one step at a time) is cut into K
  * slices of GEMM_META.kc elements, one workgroup z per slice (the batch loop's index; linalg.ts
@@ -48,6 +53,8 @@ export interface GemmSpec {
    * [slice][M][N] of raw sums (no alpha, bias or beta: generateGemmCombine applies them). c is 'f32'.
    */
   readonly partial?: boolean;
+  /** The 128x128 form of gemm-tile.ts (8x8 blocks per invocation); absent: 64x64. */
+  readonly tile?: 'large';
 }
 
 /**
@@ -74,7 +81,7 @@ export const GEMM_META = {
 } as const;
 
 export function gemmKey(s: GemmSpec): string {
-  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}`;
+  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${s.tile === 'large' ? ',large' : ''}`;
 }
 
 /** Checks a split-K spec: raw f32 sums, no epilogue terms (the combine kernel applies them). */
@@ -118,7 +125,7 @@ export function generateGemm(s: GemmSpec): string {
       ...(s.beta ? [`v = v + beta * ${loadExpr(s.c, 'c', 'ic', true)};`] : []),
       storeStmt(s.c, 'c', 'ic', 'v'),
     ],
-  });
+  }, s.tile === 'large' ? 'large' : 'small');
 }
 
 /** The combine's key (its pipeline depends on the output kind and the epilogue terms only). */

@@ -20,6 +20,9 @@
  * 64-row MLP) take the staged kernel's 64x64 tiles instead of 128x128, and split K into slices
  * (planSplitK): f32 partial sums per slice, summed in slice order by a combine kernel that applies
  * alpha, bias and beta (gemm-codegen.ts), for the tiled and the staged kernels alike.
+ * KILN_WEBGPU_GEMM_TILE (default auto) picks the tiled kernel's form for the products that take it
+ * unsplit: the 128x128 tiles (8x8 blocks per invocation from vec4 workgroup tiles, gemm-tile.ts)
+ * from LARGE_TILE_MIN tiles of 128x128, else the 64x64 ones (chooseLargeTile).
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
@@ -34,6 +37,7 @@ import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
 import { GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
+import { GEMM_LARGE_BM } from './gemm-tile.js';
 import { GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
 import type { StorageKind as Kind } from './storage.js';
@@ -118,6 +122,25 @@ export function planSplitK(tiles: number, M: number, N: number, K: number, kStep
   const splits = Math.ceil(K / kc);
   return splits <= 1 ? none : { splits, kc };
 }
+
+/** Tiles of 128x128 (over all batches) from which KILN_WEBGPU_GEMM_TILE=auto takes the large form. */
+export const LARGE_TILE_MIN = 256;
+
+/**
+ * Whether the plain tiled dispatch (no subgroup matrices, no split K) takes the 128x128 form for
+ * [nb batches of] M x N: mode 'large' always, 'small' never, 'auto' where M and N are both at
+ * least 128 (a smaller product, say attention scores over many batches, would leave most of each
+ * 128x128 tile idle) and there are at least LARGE_TILE_MIN tiles of 128x128 (fewer leave SMs idle:
+ * the 64x64 form gives four times the workgroups).
+ */
+export function chooseLargeTile(mode: 'auto' | 'small' | 'large', M: number, N: number, nb: number): boolean {
+  if (mode !== 'auto') return mode === 'large';
+  if (M < GEMM_LARGE_BM || N < GEMM_LARGE_BM) return false;
+  return Math.ceil(M / GEMM_LARGE_BM) * Math.ceil(N / GEMM_LARGE_BM) * nb >= LARGE_TILE_MIN;
+}
+
+/** Plain tiled GEMM dispatches by form since the process started (tests: which form a product ran on). */
+export const gemmStats = { small: 0, large: 0 };
 
 /** Keys of the GEMM pipelines compiled so far (tests: which kernel a product ran on). */
 export function gemmPipelineKeys(): string[] {
@@ -449,10 +472,15 @@ export function runGemm(g: WebgpuGemm): Tensor {
         return out;
       }
     }
-    fillMeta(Math.ceil(N / (sm ? smTileN(sm) : GEMM_BN)), Math.ceil(M / (sm ? smTileM(sm) : GEMM_BM)));
+    // The tiled kernel's large form where it has the tiles to fill the GPU.
+    const large = !sm && chooseLargeTile(getOption('KILN_WEBGPU_GEMM_TILE'), M, N, nb);
+    const tileN = sm ? smTileN(sm) : large ? GEMM_LARGE_BM : GEMM_BN;
+    const tileM = sm ? smTileM(sm) : large ? GEMM_LARGE_BM : GEMM_BM;
+    fillMeta(Math.ceil(N / tileN), Math.ceil(M / tileM));
     const tilesN = meta[GEMM_META.tilesN]!;
     const tilesM = meta[GEMM_META.tilesM]!;
-    acc.dispatch(sm ? subgroupMatrixKernel(spec, sm) : gemmKernel(spec), buffers, meta, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(nb, 65535)]);
+    if (!sm) gemmStats[large ? 'large' : 'small']++;
+    acc.dispatch(sm ? subgroupMatrixKernel(spec, sm) : gemmKernel(large ? { ...spec, tile: 'large' } : spec), buffers, meta, [Math.min(tilesN, 65535), Math.min(tilesM, 65535), Math.min(nb, 65535)]);
   } finally {
     for (const t of temps) t.dispose();
   }
