@@ -20,9 +20,10 @@
  * 64-row MLP) take the staged kernel's 64x64 tiles instead of 128x128, and split K into slices
  * (planSplitK): f32 partial sums per slice, summed in slice order by a combine kernel that applies
  * alpha, bias and beta (gemm-codegen.ts), for the tiled and the staged kernels alike.
- * KILN_WEBGPU_GEMM_TILE (default auto) picks the tiled kernel's form for the products that take it
- * unsplit: the 128x128 tiles (8x8 blocks per invocation from vec4 workgroup tiles, gemm-tile.ts)
- * from LARGE_TILE_MIN tiles of 128x128, else the 64x64 ones (chooseLargeTile).
+ * KILN_WEBGPU_GEMM_TILE picks the tiled kernel's form for the products that take it unsplit: the
+ * 128x128 tiles (8x8 blocks per invocation from vec4 workgroup tiles, gemm-tile.ts) or the 64x64
+ * ones; `auto` takes the large form for M, N >= 128 from LARGE_TILE_MIN tiles (chooseLargeTile).
+ * The default stays `small` until the large form is measured on a GPU.
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
