@@ -22,8 +22,8 @@
  * alpha, bias and beta (gemm-codegen.ts), for the tiled and the staged kernels alike.
  * KILN_WEBGPU_GEMM_TILE picks the tiled kernel's form for the products that take it unsplit: the
  * 128x128 tiles (8x8 blocks per invocation from vec4 workgroup tiles, gemm-tile.ts) or the 64x64
- * ones; `auto` takes the large form for M, N >= 128 from LARGE_TILE_MIN tiles (chooseLargeTile).
- * The default stays `small` until the large form is measured on a GPU.
+ * ones; `auto` (the default) takes the large form for M, N >= 128 from LARGE_TILE_MIN tiles
+ * (chooseLargeTile): on an H100, mlp-2048x4096 float32 5.93 -> 4.02 ms.
  */
 import { foldRows } from '../cpu/matrix-views.js';
 import { addmm, bmm, dot, linear, matmul, mm } from '../../ops/defs/linalg.js';
