@@ -193,7 +193,8 @@ function mulFn(compute: DType, dest: DType): Fn2 {
 registerKernel(P.mul, 'cpu', (ctx, self, other) => {
   const dt = ctx.out.dtype;
   // Same-shape bfloat16 products keep the row kernel (rows.ts); the broadcasting kernel takes the rest.
-  const r = (dt === 'bfloat16' ? nativeMul(ctx.out, self, other) : null) ?? nativeElementwise(ctx.out, 'mul', prep(self, dt), prep(other, dt)) ?? nativeMul(ctx.out, self, other);
+  const broadcasting = (): Tensor | null => nativeElementwise(ctx.out, 'mul', prep(self, dt), prep(other, dt));
+  const r = dt === 'bfloat16' ? (nativeMul(ctx.out, self, other) ?? broadcasting()) : (broadcasting() ?? nativeMul(ctx.out, self, other));
   if (r) return r;
   return mapBinary(ctx.out, prep(self, dt), prep(other, dt), mulFn(dt, dt));
 });
