@@ -68,13 +68,24 @@ const SIZES: [string, Record<string, unknown>][] = [
   ['head dim 128, 2 query heads per kv head', qwen3Config(512, 4, 2, 128, 1024, 3, 2000)],
 ];
 
-for (const [label, cfg] of SIZES) for (const stream of ['next', 'ahead'] as const) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}) [cuda]`, { skip: !hasCuda }, () => {
-    setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
+// The source's forms: weights streamed next / ahead; the relaxed barrier poll with the one-round-trip fold.
+const FORMS = [
+  { stream: 'next', poll: 'acquire', fold: 'two' },
+  { stream: 'ahead', poll: 'acquire', fold: 'two' },
+  { stream: 'next', poll: 'relaxed', fold: 'one' },
+] as const;
+
+for (const [label, cfg] of SIZES) for (const form of FORMS) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${form.stream}, ${form.poll} poll, ${form.fold}-pass fold) [cuda]`, { skip: !hasCuda }, () => {
+    setOption('KILN_DECODE_MEGAKERNEL_STREAM', form.stream);
+    setOption('KILN_DECODE_MEGAKERNEL_POLL', form.poll);
+    setOption('KILN_DECODE_MEGAKERNEL_FOLD', form.fold);
     try {
       checkAgainstCompiled(cfg);
     } finally {
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL_POLL', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL_FOLD', undefined);
     }
   });
 }

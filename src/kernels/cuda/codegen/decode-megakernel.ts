@@ -83,9 +83,27 @@ export interface DecodeMegakernelVariant {
   readonly host?: boolean;
   /** Every GEMV split this many ways along K where its K allows it (tests: a small grid never picks a split). */
   readonly forceSplit?: number;
+  /**
+   * How a block's first thread polls the barrier counter: 'acquire' (ld.acquire.gpu) or 'relaxed'
+   * (ld.relaxed.gpu; the data other blocks wrote before arriving is read through L2 with ld.cg
+   * after the block barrier that follows the poll, so no acquire is needed for it to be seen).
+   * Why: the poll is issued after the thread's warp issued its share of the next phase's weight
+   * loads, and the trace on the H100 showed the release after the o projection (the gate/up
+   * prefetch, the largest) at 3.2 us against 0.6 after the q/k/v phase.
+   */
+  readonly poll?: 'acquire' | 'relaxed';
+  /**
+   * How the o projection folds attention's split partials: 'two' (the splits' maxima and sums into
+   * shared memory, then each output's accumulators split by split: several L2 round trips in a
+   * row) or 'one' (each thread's accumulators of the first FOLD_SPLITS splits loaded with the
+   * maxima and sums, one round trip; same arithmetic in the same order).
+   */
+  readonly fold?: 'two' | 'one';
+  /** Splits whose accumulators the 'one' fold loads up front (default 8; tests take fewer, to run the loop past them). */
+  readonly foldSplits?: number;
 }
 
-export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
+export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next', poll: 'acquire', fold: 'two' };
 
 /** How the source splits and holds each GEMV (from the sizes and the variant). */
 export interface MegakernelPlan {
@@ -192,7 +210,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.poll === 'relaxed' ? '_relaxed' : ''}${v.fold === 'one' ? '_fold1' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -260,6 +278,8 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define MK_STAMP(j)
 #endif
 #define NBAR ${megakernelBarriers(d)}
+#define FOLD_OUT ((QROWS + NT - 1) / NT)
+#define FOLD_SPLITS ${Math.min(variant.foldSplits ?? 8, megakernelSplits(d))}
 
 typedef unsigned short bf_t;
 #define MK_NEG_INF __int_as_float(0xff800000)
@@ -385,7 +405,7 @@ static inline unsigned int ld_acquire(const unsigned int* p) {
 }`
       : `static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
   unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.${variant.poll === 'relaxed' ? 'relaxed' : 'acquire'}.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }`
   }
@@ -774,16 +794,55 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
-    // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
-    // where a separate fold would take a ticket, read, write and be read again.
-    for (int i = threadIdx.x; i < NH * n_active; i += NT) {
+    // partials by every block (variant.fold: the maxima and sums, then the accumulators; or both in
+    // one round trip) where a separate fold would take a ticket, read, write and be read again.
+    ${variant.fold === 'one' ? `// One round trip: the accumulators of this thread's outputs over the first FOLD_SPLITS splits
+    // are loaded before (and with) the maxima and sums.
+    float fa[FOLD_OUT][FOLD_SPLITS];
+#pragma unroll
+    for (int f = 0; f < FOLD_OUT; f++) {
+      const int i = threadIdx.x + f * NT;
+      if (i < QROWS) {
+        const int hq = i / D, dd = i % D;
+        const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * (D + 2) + dd;
+#pragma unroll
+        for (int s2 = 0; s2 < FOLD_SPLITS; s2++) fa[f][s2] = s2 < n_active ? __ldcg(pp + (long long)s2 * GQ * (D + 2)) : 0.f;
+      }
+    }
+    ` : ''}for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
       const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
       sh.pm[hq][s2] = __ldcg(pp + D);
       sh.pl[hq][s2] = __ldcg(pp + D + 1);
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < QROWS; i += NT) {
+    ${variant.fold === 'one' ? `#pragma unroll
+    for (int f = 0; f < FOLD_OUT; f++) {
+      const int i = threadIdx.x + f * NT;
+      if (i < QROWS) {
+      const int hq = i / D, dd = i % D;
+      float M = MK_NEG_INF;
+      for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, sh.pm[hq][s2]);
+      float Lsum = 0.f, A = 0.f;
+#pragma unroll
+      for (int s2 = 0; s2 < FOLD_SPLITS; s2++) {
+        if (s2 < n_active) {
+          const float e = __expf(sh.pm[hq][s2] - M);
+          Lsum = fmaf(sh.pl[hq][s2], e, Lsum);
+          A = fmaf(fa[f][s2], e, A);
+        }
+      }
+      // Splits past FOLD_SPLITS (contexts over FOLD_SPLITS x the split span), loaded here.
+      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * (D + 2) + dd;
+      for (int s2 = FOLD_SPLITS; s2 < n_active; s2++) {
+        const float e = __expf(sh.pm[hq][s2] - M);
+        Lsum = fmaf(sh.pl[hq][s2], e, Lsum);
+        A = fmaf(__ldcg(pp + (long long)s2 * GQ * (D + 2)), e, A);
+      }
+      sh.xs[i] = rbf(A / Lsum);
+      }
+    }
+` : `for (int i = threadIdx.x; i < QROWS; i += NT) {
       const int hq = i / D, dd = i % D;
       float M = MK_NEG_INF;
       for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, sh.pm[hq][s2]);
@@ -796,7 +855,7 @@ ${
         A = fmaf(__ldcg(pp + (long long)s2 * GQ * (D + 2)), f, A);
       }
       sh.xs[i] = rbf(A / Lsum);
-    }
+    }`}
     __syncthreads();
     GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
