@@ -68,11 +68,12 @@ const SIZES: [string, Record<string, unknown>][] = [
   ['head dim 128, 2 query heads per kv head', qwen3Config(512, 4, 2, 128, 1024, 3, 2000)],
 ];
 
-// The source's forms: weights streamed next / ahead; the relaxed barrier poll with the one-round-trip fold.
+// The source's forms: weights streamed next / ahead; the relaxed barrier poll with the one-round-trip folds.
 const FORMS = [
   { stream: 'next', poll: 'acquire', fold: 'two' },
   { stream: 'ahead', poll: 'acquire', fold: 'two' },
   { stream: 'next', poll: 'relaxed', fold: 'one' },
+  { stream: 'next', poll: 'relaxed', fold: 'async' },
 ] as const;
 
 for (const [label, cfg] of SIZES) for (const form of FORMS) {

@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelSplits, megakernelUnsupported, MK_ATTENTION_STAMPS, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelPartStride, megakernelSplits, megakernelUnsupported, MK_ATTENTION_STAMPS, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -135,7 +135,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const h = alloc([H], 'bfloat16');
     const qkv = alloc([(heads + 2 * kvHeads) * D], 'bfloat16');
     const act = alloc([I], 'bfloat16');
-    const part = alloc([kvHeads * megakernelSplits(dims) * gq * (D + 2)], 'float32');
+    const part = alloc([kvHeads * megakernelSplits(dims) * gq * megakernelPartStride(dims)], 'float32');
     // Barrier count and exit count: zero at every launch (the kernel resets them).
     const sync = alloc([2], 'int32', true);
     this.logits = alloc([1, vocab], 'bfloat16');

@@ -96,9 +96,12 @@ export interface DecodeMegakernelVariant {
    * How the o projection folds attention's split partials: 'two' (the splits' maxima and sums into
    * shared memory, then each output's accumulators split by split: several L2 round trips in a
    * row) or 'one' (each thread's accumulators of the first FOLD_SPLITS splits loaded with the
-   * maxima and sums, one round trip; same arithmetic in the same order).
+   * maxima and sums, one round trip; same arithmetic in the same order; its 32 values a thread
+   * hold add register spills) or 'async' (the partials of the first FOLD_SPLITS splits copied into
+   * shared memory with cp.async: one round trip, no registers; with stream 'next' only, as
+   * cp.async's wait would also wait for the weights 'ahead' streams into shared memory).
    */
-  readonly fold?: 'two' | 'one';
+  readonly fold?: 'two' | 'one' | 'async';
   /** Splits whose accumulators the 'one' fold loads up front (default 8; tests take fewer, to run the loop past them). */
   readonly foldSplits?: number;
 }
@@ -214,6 +217,21 @@ export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
+/** Floats per (split, query head) attention partial: D accumulators, maximum, sum, padded to 16 bytes. */
+export function megakernelPartStride(d: Pick<DecodeMegakernelDims, 'headDim'>): number {
+  return d.headDim + 4;
+}
+
+/** Splits whose partials the one-round-trip folds take up front. */
+function foldSplits(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): number {
+  return Math.min(v.foldSplits ?? 8, megakernelSplits(d));
+}
+
+/** Dynamic shared memory of the 'async' fold: every kv head's first FOLD_SPLITS splits' partials. */
+export function megakernelFoldSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): number {
+  return d.kvHeads * foldSplits(d, v) * (d.heads / d.kvHeads) * megakernelPartStride(d) * 4;
+}
+
 /** Grid barriers one launch passes: five per layer. */
 export function megakernelBarriers(d: DecodeMegakernelDims): number {
   return 5 * d.layers;
@@ -234,6 +252,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const qrows = d.heads * d.headDim;
   const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
+  if (ahead && variant.fold === 'async') throw new Error("decode megakernel: the 'async' attention fold needs weights streamed 'next' (KILN_DECODE_MEGAKERNEL_STREAM=next)");
   const host = variant.host === true;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
@@ -279,7 +298,9 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #endif
 #define NBAR ${megakernelBarriers(d)}
 #define FOLD_OUT ((QROWS + NT - 1) / NT)
-#define FOLD_SPLITS ${Math.min(variant.foldSplits ?? 8, megakernelSplits(d))}
+// Floats per (split, query head) partial: D accumulators, the maximum, the sum, padding to 16 bytes.
+#define PS ${megakernelPartStride(d)}
+#define FOLD_SPLITS ${foldSplits(d, variant)}
 
 typedef unsigned short bf_t;
 #define MK_NEG_INF __int_as_float(0xff800000)
@@ -778,7 +799,7 @@ ${
       }
       // The split's unnormalised partials; every block folds them at the start of the o projection.
       if (hh < GQ) {
-        float* pp = part + ((long long)(g * S + s) * GQ + hh) * (D + 2);
+        float* pp = part + ((long long)(g * S + s) * GQ + hh) * PS;
         pp[dd] = A;
         if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
       }
@@ -796,7 +817,37 @@ ${
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
     // partials by every block (variant.fold: the maxima and sums, then the accumulators; or both in
     // one round trip) where a separate fold would take a ticket, read, write and be read again.
-    ${variant.fold === 'one' ? `// One round trip: the accumulators of this thread's outputs over the first FOLD_SPLITS splits
+    ${variant.fold === 'async' ? `{
+      // One round trip into shared memory (after the GEMV-free region of the dynamic allocation):
+      // the (kv head, split) partials of the first FOLD_SPLITS splits, 16 bytes per cp.async.
+      float* fsm = reinterpret_cast<float*>(smw);
+      const int nf = min(n_active, FOLD_SPLITS);
+      const int per = GQ * PS / 4;
+      for (int c = threadIdx.x; c < NKV * nf * per; c += NT) {
+        const int gs = c / per, o = c % per;
+        const int g2 = gs / nf, s2 = gs % nf;
+        cp_async16(fsm + ((g2 * FOLD_SPLITS + s2) * per + o) * 4, part + (long long)(g2 * S + s2) * GQ * PS + o * 4);
+      }
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+      for (int i = threadIdx.x; i < QROWS; i += NT) {
+        const int hq = i / D, dd = i % D, g2 = hq / GQ, hh = hq % GQ;
+        const float* fp = fsm + ((long long)g2 * FOLD_SPLITS * GQ + hh) * PS;
+        // Splits past FOLD_SPLITS (contexts over FOLD_SPLITS x the split span) come from L2.
+        const float* pp = part + ((long long)g2 * S * GQ + hh) * PS;
+        float M = MK_NEG_INF;
+        for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, s2 < nf ? fp[s2 * GQ * PS + D] : __ldcg(pp + (long long)s2 * GQ * PS + D));
+        float Lsum = 0.f, A = 0.f;
+        for (int s2 = 0; s2 < n_active; s2++) {
+          const bool in = s2 < nf;
+          const float e = __expf((in ? fp[s2 * GQ * PS + D] : __ldcg(pp + (long long)s2 * GQ * PS + D)) - M);
+          Lsum = fmaf(in ? fp[s2 * GQ * PS + D + 1] : __ldcg(pp + (long long)s2 * GQ * PS + D + 1), e, Lsum);
+          A = fmaf(in ? fp[s2 * GQ * PS + dd] : __ldcg(pp + (long long)s2 * GQ * PS + dd), e, A);
+        }
+        sh.xs[i] = rbf(A / Lsum);
+      }
+    }` : ''}${variant.fold === 'one' ? `// One round trip: the accumulators of this thread's outputs over the first FOLD_SPLITS splits
     // are loaded before (and with) the maxima and sums.
     float fa[FOLD_OUT][FOLD_SPLITS];
 #pragma unroll
@@ -804,19 +855,19 @@ ${
       const int i = threadIdx.x + f * NT;
       if (i < QROWS) {
         const int hq = i / D, dd = i % D;
-        const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * (D + 2) + dd;
+        const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * PS + dd;
 #pragma unroll
-        for (int s2 = 0; s2 < FOLD_SPLITS; s2++) fa[f][s2] = s2 < n_active ? __ldcg(pp + (long long)s2 * GQ * (D + 2)) : 0.f;
+        for (int s2 = 0; s2 < FOLD_SPLITS; s2++) fa[f][s2] = s2 < n_active ? __ldcg(pp + (long long)s2 * GQ * PS) : 0.f;
       }
     }
-    ` : ''}for (int i = threadIdx.x; i < NH * n_active; i += NT) {
+    ` : ''}${variant.fold === 'async' ? '' : `for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
-      const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
+      const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * PS;
       sh.pm[hq][s2] = __ldcg(pp + D);
       sh.pl[hq][s2] = __ldcg(pp + D + 1);
     }
     __syncthreads();
-    ${variant.fold === 'one' ? `#pragma unroll
+    `}${variant.fold === 'async' ? '' : variant.fold === 'one' ? `#pragma unroll
     for (int f = 0; f < FOLD_OUT; f++) {
       const int i = threadIdx.x + f * NT;
       if (i < QROWS) {
@@ -833,11 +884,11 @@ ${
         }
       }
       // Splits past FOLD_SPLITS (contexts over FOLD_SPLITS x the split span), loaded here.
-      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * (D + 2) + dd;
+      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * PS + dd;
       for (int s2 = FOLD_SPLITS; s2 < n_active; s2++) {
         const float e = __expf(sh.pm[hq][s2] - M);
         Lsum = fmaf(sh.pl[hq][s2], e, Lsum);
-        A = fmaf(__ldcg(pp + (long long)s2 * GQ * (D + 2)), e, A);
+        A = fmaf(__ldcg(pp + (long long)s2 * GQ * PS), e, A);
       }
       sh.xs[i] = rbf(A / Lsum);
       }
@@ -847,12 +898,12 @@ ${
       float M = MK_NEG_INF;
       for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, sh.pm[hq][s2]);
       float Lsum = 0.f, A = 0.f;
-      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * (D + 2) + dd;
+      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * PS + dd;
 #pragma unroll 4
       for (int s2 = 0; s2 < n_active; s2++) {
         const float f = __expf(sh.pm[hq][s2] - M);
         Lsum = fmaf(sh.pl[hq][s2], f, Lsum);
-        A = fmaf(__ldcg(pp + (long long)s2 * GQ * (D + 2)), f, A);
+        A = fmaf(__ldcg(pp + (long long)s2 * GQ * PS), f, A);
       }
       sh.xs[i] = rbf(A / Lsum);
     }`}
@@ -945,7 +996,7 @@ ${
   }
 }
 `;
-  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : variant.fold === 'async' ? megakernelFoldSharedBytes(d, variant) : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
