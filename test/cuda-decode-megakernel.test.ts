@@ -70,23 +70,26 @@ const SIZES: [string, Record<string, unknown>][] = [
 
 // The source's forms: weights streamed next / ahead; the relaxed barrier poll with the one-round-trip folds.
 const FORMS = [
-  { stream: 'next', poll: 'acquire', fold: 'two' },
-  { stream: 'ahead', poll: 'acquire', fold: 'two' },
-  { stream: 'next', poll: 'relaxed', fold: 'one' },
-  { stream: 'next', poll: 'relaxed', fold: 'async' },
+  { stream: 'next', poll: 'acquire', fold: 'two', attn: 'load' },
+  { stream: 'ahead', poll: 'acquire', fold: 'two', attn: 'load' },
+  { stream: 'next', poll: 'relaxed', fold: 'one', attn: 'load' },
+  { stream: 'next', poll: 'relaxed', fold: 'async', attn: 'prefetch' },
+  { stream: 'ahead', poll: 'relaxed', fold: 'two', attn: 'prefetch' },
 ] as const;
 
 for (const [label, cfg] of SIZES) for (const form of FORMS) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${form.stream}, ${form.poll} poll, ${form.fold}-pass fold) [cuda]`, { skip: !hasCuda }, () => {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${form.stream}, ${form.poll} poll, ${form.fold} fold, attention inputs ${form.attn}) [cuda]`, { skip: !hasCuda }, () => {
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', form.stream);
     setOption('KILN_DECODE_MEGAKERNEL_POLL', form.poll);
     setOption('KILN_DECODE_MEGAKERNEL_FOLD', form.fold);
+    setOption('KILN_DECODE_MEGAKERNEL_ATTN_INPUTS', form.attn);
     try {
       checkAgainstCompiled(cfg);
     } finally {
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_POLL', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_FOLD', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL_ATTN_INPUTS', undefined);
     }
   });
 }

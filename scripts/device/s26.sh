@@ -2,7 +2,8 @@
 # Session 26's device calls, from the repo root through .device/run.sh with dist/ built and carried
 # (bash .device/run.sh bash scripts/device/s26.sh PART):
 #   mk    #17 the cuda decode megakernel's barrier poll (KILN_DECODE_MEGAKERNEL_POLL acquire / relaxed)
-#         and attention fold (KILN_DECODE_MEGAKERNEL_FOLD two / one / async): its tests against the compiled
+#         attention fold (KILN_DECODE_MEGAKERNEL_FOLD two / one / async) and attention inputs
+#         (KILN_DECODE_MEGAKERNEL_ATTN_INPUTS load / prefetch): its tests against the compiled
 #         step, phase traces per form, then Qwen3-0.6B bfloat16 decode at batch 1: the compiled
 #         step and each form, alternating twice
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
@@ -20,9 +21,11 @@ declare -A FORM=(
   [rel1]="KILN_DECODE_MEGAKERNEL_POLL=relaxed KILN_DECODE_MEGAKERNEL_FOLD=one"
   [rela]="KILN_DECODE_MEGAKERNEL_POLL=relaxed KILN_DECODE_MEGAKERNEL_FOLD=async"
   [acqa]="KILN_DECODE_MEGAKERNEL_POLL=acquire KILN_DECODE_MEGAKERNEL_FOLD=async"
+  [relap]="KILN_DECODE_MEGAKERNEL_POLL=relaxed KILN_DECODE_MEGAKERNEL_FOLD=async KILN_DECODE_MEGAKERNEL_ATTN_INPUTS=prefetch"
   [arel2]="KILN_DECODE_MEGAKERNEL_POLL=relaxed KILN_DECODE_MEGAKERNEL_FOLD=two KILN_DECODE_MEGAKERNEL_STREAM=ahead"
+  [arel2p]="KILN_DECODE_MEGAKERNEL_POLL=relaxed KILN_DECODE_MEGAKERNEL_FOLD=two KILN_DECODE_MEGAKERNEL_STREAM=ahead KILN_DECODE_MEGAKERNEL_ATTN_INPUTS=prefetch"
 )
-forms=${FORMS:-acq2 rel2 rel1 rela acqa arel2}
+forms=${FORMS:-acq2 rel2 rel1 rela acqa relap arel2 arel2p}
 if [ "$part" = mk ]; then
   go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
   for f in $forms; do

@@ -102,6 +102,11 @@ export interface DecodeMegakernelVariant {
    * cp.async's wait would also wait for the weights 'ahead' streams into shared memory).
    */
   readonly fold?: 'two' | 'one' | 'async';
+  /**
+   * Attention's q/k norm weights and rotary rows: loaded before the barrier that precedes attention
+   * ('prefetch': 12 more registers live across it) or after it with the step's q/k rows ('load').
+   */
+  readonly attnInputs?: 'prefetch' | 'load';
   /** Splits whose accumulators the 'one' fold loads up front (default 8; tests take fewer, to run the loop past them). */
   readonly foldSplits?: number;
 }
@@ -213,7 +218,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.poll === 'relaxed' ? '_relaxed' : ''}${v.fold === 'one' ? '_fold1' : ''}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.poll === 'relaxed' ? '_relaxed' : ''}${v.fold === 'one' ? '_fold1' : v.fold === 'async' ? '_folda' : ''}${v.attnInputs === 'prefetch' ? '_attnpre' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -290,6 +295,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
 #define MK_STAMPS ${MK_ATTENTION_STAMPS}
+#define MK_ATTN_PREFETCH ${variant.attnInputs === 'prefetch' ? 1 : 0}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
 #define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * MK_STAMPS + (j)] = mk_now()
@@ -342,9 +348,15 @@ static __device__ __forceinline__ uint2 ldw2(const bf_t* p) {
   uint2 r;
   asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
   return r;
+}
+static __device__ __forceinline__ unsigned short ldh(const bf_t* p) {
+  unsigned short r;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(r) : "l"(p));
+  return r;
 }`
       : `static __device__ __forceinline__ uint4 ldw(const bf_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
-static __device__ __forceinline__ uint2 ldw2(const bf_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }`
+static __device__ __forceinline__ uint2 ldw2(const bf_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+static __device__ __forceinline__ unsigned short ldh(const bf_t* p) { return __ldg(p); }`
   }
 ${
     host
@@ -616,6 +628,20 @@ ${
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
     GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
     grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
+    // The q/k norm weights and rotary rows of this block's heads (warps 0..GQ): they do not depend
+    // on this step's activations either, so their round trip overlaps the barrier too.
+    unsigned short pwa[D / 64], pwb[D / 64], pca[D / 64], pcb[D / 64], psa[D / 64], psb[D / 64];
+    if (MK_ATTN_PREFETCH && attends && warp < GQ + 1) {
+      const bf_t* nw = warp < GQ ? L.q_norm : L.k_norm;
+      const long long cb = (long long)pos * D;
+#pragma unroll
+      for (int m = 0; m < D / 64; m++) {
+        const int j = lane + 32 * m;
+        pwa[m] = ldh(nw + j); pwb[m] = ldh(nw + j + D / 2);
+        pca[m] = ldh(cos_t + cb + j); pcb[m] = ldh(cos_t + cb + j + D / 2);
+        psa[m] = ldh(sin_t + cb + j); psb[m] = ldh(sin_t + cb + j + D / 2);
+      }
+    }
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
 #pragma unroll
@@ -643,19 +669,27 @@ ${
       if (warp < GQ + 1) {
         const bool is_q = warp < GQ;
         const bf_t* x = qkv + (is_q ? (g * GQ + warp) * D : QROWS + g * D);
-        const bf_t* nw = is_q ? L.q_norm : L.k_norm;
-        // Norm weights and rotary rows are loaded with the head (one round trip for all).
         float a[D / 64], b[D / 64], wa[D / 64], wb[D / 64], ca[D / 64], cb2[D / 64], sa[D / 64], sb[D / 64];
-        const long long cb = (long long)pos * D;
         float ss = 0.f;
+#if !MK_ATTN_PREFETCH
+        const bf_t* nw = is_q ? L.q_norm : L.k_norm;
+        const long long cb = (long long)pos * D;
+#pragma unroll
+        for (int m = 0; m < D / 64; m++) {
+          const int j = lane + 32 * m;
+          pwa[m] = __ldg(nw + j); pwb[m] = __ldg(nw + j + D / 2);
+          pca[m] = __ldg(cos_t + cb + j); pcb[m] = __ldg(cos_t + cb + j + D / 2);
+          psa[m] = __ldg(sin_t + cb + j); psb[m] = __ldg(sin_t + cb + j + D / 2);
+        }
+#endif
 #pragma unroll
         for (int m = 0; m < D / 64; m++) {
           const int j = lane + 32 * m;
           a[m] = bf(__ldcg(x + j));
           b[m] = bf(__ldcg(x + j + D / 2));
-          wa[m] = bf(__ldg(nw + j)); wb[m] = bf(__ldg(nw + j + D / 2));
-          ca[m] = bf(__ldg(cos_t + cb + j)); cb2[m] = bf(__ldg(cos_t + cb + j + D / 2));
-          sa[m] = bf(__ldg(sin_t + cb + j)); sb[m] = bf(__ldg(sin_t + cb + j + D / 2));
+          wa[m] = bf(pwa[m]); wb[m] = bf(pwb[m]);
+          ca[m] = bf(pca[m]); cb2[m] = bf(pcb[m]);
+          sa[m] = bf(psa[m]); sb[m] = bf(psb[m]);
           ss = fmaf(a[m], a[m], fmaf(b[m], b[m], ss));
         }
         ss = warp_sum(ss);
