@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelPartStride, megakernelSplits, megakernelUnsupported, MK_ATTENTION_STAMPS, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelSplits, megakernelUnsupported, MK_ATTENTION_STAMPS, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -103,7 +103,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     private readonly dims: DecodeMegakernelDims,
   ) {
     const device = spec.embed.device;
-    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'), poll: getOption('KILN_DECODE_MEGAKERNEL_POLL'), fold: getOption('KILN_DECODE_MEGAKERNEL_FOLD'), attnInputs: getOption('KILN_DECODE_MEGAKERNEL_ATTN_INPUTS') };
+    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM') };
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
     this.dynamicShared = dynamicShared;
     const optin = deviceInfo(device.index).sharedMemPerBlockOptin;
@@ -135,7 +135,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const h = alloc([H], 'bfloat16');
     const qkv = alloc([(heads + 2 * kvHeads) * D], 'bfloat16');
     const act = alloc([I], 'bfloat16');
-    const part = alloc([kvHeads * megakernelSplits(dims) * gq * megakernelPartStride(dims)], 'float32');
+    const part = alloc([kvHeads * megakernelSplits(dims) * gq * (D + 2)], 'float32');
     // Barrier count and exit count: zero at every launch (the kernel resets them).
     const sync = alloc([2], 'int32', true);
     this.logits = alloc([1, vocab], 'bfloat16');

@@ -83,35 +83,9 @@ export interface DecodeMegakernelVariant {
   readonly host?: boolean;
   /** Every GEMV split this many ways along K where its K allows it (tests: a small grid never picks a split). */
   readonly forceSplit?: number;
-  /**
-   * How a block's first thread polls the barrier counter: 'acquire' (ld.acquire.gpu) or 'relaxed'
-   * (ld.relaxed.gpu; the data other blocks wrote before arriving is read through L2 with ld.cg
-   * after the block barrier that follows the poll, so no acquire is needed for it to be seen).
-   * Why: the poll is issued after the thread's warp issued its share of the next phase's weight
-   * loads, and the trace on the H100 showed the release after the o projection (the gate/up
-   * prefetch, the largest) at 3.2 us against 0.6 after the q/k/v phase.
-   */
-  readonly poll?: 'acquire' | 'relaxed';
-  /**
-   * How the o projection folds attention's split partials: 'two' (the splits' maxima and sums into
-   * shared memory, then each output's accumulators split by split: several L2 round trips in a
-   * row) or 'one' (each thread's accumulators of the first FOLD_SPLITS splits loaded with the
-   * maxima and sums, one round trip; same arithmetic in the same order; its 32 values a thread
-   * hold add register spills) or 'async' (the partials of the first FOLD_SPLITS splits copied into
-   * shared memory with cp.async: one round trip, no registers; with stream 'next' only, as
-   * cp.async's wait would also wait for the weights 'ahead' streams into shared memory).
-   */
-  readonly fold?: 'two' | 'one' | 'async';
-  /**
-   * Attention's q/k norm weights and rotary rows: loaded before the barrier that precedes attention
-   * ('prefetch': 12 more registers live across it) or after it with the step's q/k rows ('load').
-   */
-  readonly attnInputs?: 'prefetch' | 'load';
-  /** Splits whose accumulators the 'one' fold loads up front (default 8; tests take fewer, to run the loop past them). */
-  readonly foldSplits?: number;
 }
 
-export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next', poll: 'acquire', fold: 'two' };
+export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
 
 /** How the source splits and holds each GEMV (from the sizes and the variant). */
 export interface MegakernelPlan {
@@ -218,23 +192,8 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.poll === 'relaxed' ? '_relaxed' : ''}${v.fold === 'one' ? '_fold1' : v.fold === 'async' ? '_folda' : ''}${v.attnInputs === 'prefetch' ? '_attnpre' : ''}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
-}
-
-/** Floats per (split, query head) attention partial: D accumulators, maximum, sum, padded to 16 bytes. */
-export function megakernelPartStride(d: Pick<DecodeMegakernelDims, 'headDim'>): number {
-  return d.headDim + 4;
-}
-
-/** Splits whose partials the one-round-trip folds take up front. */
-function foldSplits(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): number {
-  return Math.min(v.foldSplits ?? 8, megakernelSplits(d));
-}
-
-/** Dynamic shared memory of the 'async' fold: every kv head's first FOLD_SPLITS splits' partials. */
-export function megakernelFoldSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): number {
-  return d.kvHeads * foldSplits(d, v) * (d.heads / d.kvHeads) * megakernelPartStride(d) * 4;
 }
 
 /** Grid barriers one launch passes: five per layer. */
@@ -257,7 +216,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const qrows = d.heads * d.headDim;
   const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
-  if (ahead && variant.fold === 'async') throw new Error("decode megakernel: the 'async' attention fold needs weights streamed 'next' (KILN_DECODE_MEGAKERNEL_STREAM=next)");
   const host = variant.host === true;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
@@ -295,7 +253,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
 #define MK_STAMPS ${MK_ATTENTION_STAMPS}
-#define MK_ATTN_PREFETCH ${variant.attnInputs === 'prefetch' ? 1 : 0}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
 #define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * MK_STAMPS + (j)] = mk_now()
@@ -303,10 +260,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define MK_STAMP(j)
 #endif
 #define NBAR ${megakernelBarriers(d)}
-#define FOLD_OUT ((QROWS + NT - 1) / NT)
-// Floats per (split, query head) partial: D accumulators, the maximum, the sum, padding to 16 bytes.
-#define PS ${megakernelPartStride(d)}
-#define FOLD_SPLITS ${foldSplits(d, variant)}
 
 typedef unsigned short bf_t;
 #define MK_NEG_INF __int_as_float(0xff800000)
@@ -348,15 +301,9 @@ static __device__ __forceinline__ uint2 ldw2(const bf_t* p) {
   uint2 r;
   asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
   return r;
-}
-static __device__ __forceinline__ unsigned short ldh(const bf_t* p) {
-  unsigned short r;
-  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(r) : "l"(p));
-  return r;
 }`
       : `static __device__ __forceinline__ uint4 ldw(const bf_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
-static __device__ __forceinline__ uint2 ldw2(const bf_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
-static __device__ __forceinline__ unsigned short ldh(const bf_t* p) { return __ldg(p); }`
+static __device__ __forceinline__ uint2 ldw2(const bf_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }`
   }
 ${
     host
@@ -438,7 +385,7 @@ static inline unsigned int ld_acquire(const unsigned int* p) {
 }`
       : `static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
   unsigned int v;
-  asm volatile("ld.${variant.poll === 'relaxed' ? 'relaxed' : 'acquire'}.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }`
   }
@@ -628,20 +575,6 @@ ${
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
     GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
     grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
-    // The q/k norm weights and rotary rows of this block's heads (warps 0..GQ): they do not depend
-    // on this step's activations either, so their round trip overlaps the barrier too.
-    unsigned short pwa[D / 64], pwb[D / 64], pca[D / 64], pcb[D / 64], psa[D / 64], psb[D / 64];
-    if (MK_ATTN_PREFETCH && attends && warp < GQ + 1) {
-      const bf_t* nw = warp < GQ ? L.q_norm : L.k_norm;
-      const long long cb = (long long)pos * D;
-#pragma unroll
-      for (int m = 0; m < D / 64; m++) {
-        const int j = lane + 32 * m;
-        pwa[m] = ldh(nw + j); pwb[m] = ldh(nw + j + D / 2);
-        pca[m] = ldh(cos_t + cb + j); pcb[m] = ldh(cos_t + cb + j + D / 2);
-        psa[m] = ldh(sin_t + cb + j); psb[m] = ldh(sin_t + cb + j + D / 2);
-      }
-    }
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
 #pragma unroll
@@ -669,27 +602,19 @@ ${
       if (warp < GQ + 1) {
         const bool is_q = warp < GQ;
         const bf_t* x = qkv + (is_q ? (g * GQ + warp) * D : QROWS + g * D);
-        float a[D / 64], b[D / 64], wa[D / 64], wb[D / 64], ca[D / 64], cb2[D / 64], sa[D / 64], sb[D / 64];
-        float ss = 0.f;
-#if !MK_ATTN_PREFETCH
         const bf_t* nw = is_q ? L.q_norm : L.k_norm;
+        // Norm weights and rotary rows are loaded with the head (one round trip for all).
+        float a[D / 64], b[D / 64], wa[D / 64], wb[D / 64], ca[D / 64], cb2[D / 64], sa[D / 64], sb[D / 64];
         const long long cb = (long long)pos * D;
-#pragma unroll
-        for (int m = 0; m < D / 64; m++) {
-          const int j = lane + 32 * m;
-          pwa[m] = __ldg(nw + j); pwb[m] = __ldg(nw + j + D / 2);
-          pca[m] = __ldg(cos_t + cb + j); pcb[m] = __ldg(cos_t + cb + j + D / 2);
-          psa[m] = __ldg(sin_t + cb + j); psb[m] = __ldg(sin_t + cb + j + D / 2);
-        }
-#endif
+        float ss = 0.f;
 #pragma unroll
         for (int m = 0; m < D / 64; m++) {
           const int j = lane + 32 * m;
           a[m] = bf(__ldcg(x + j));
           b[m] = bf(__ldcg(x + j + D / 2));
-          wa[m] = bf(pwa[m]); wb[m] = bf(pwb[m]);
-          ca[m] = bf(pca[m]); cb2[m] = bf(pcb[m]);
-          sa[m] = bf(psa[m]); sb[m] = bf(psb[m]);
+          wa[m] = bf(__ldg(nw + j)); wb[m] = bf(__ldg(nw + j + D / 2));
+          ca[m] = bf(__ldg(cos_t + cb + j)); cb2[m] = bf(__ldg(cos_t + cb + j + D / 2));
+          sa[m] = bf(__ldg(sin_t + cb + j)); sb[m] = bf(__ldg(sin_t + cb + j + D / 2));
           ss = fmaf(a[m], a[m], fmaf(b[m], b[m], ss));
         }
         ss = warp_sum(ss);
@@ -833,7 +758,7 @@ ${
       }
       // The split's unnormalised partials; every block folds them at the start of the o projection.
       if (hh < GQ) {
-        float* pp = part + ((long long)(g * S + s) * GQ + hh) * PS;
+        float* pp = part + ((long long)(g * S + s) * GQ + hh) * (D + 2);
         pp[dd] = A;
         if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
       }
@@ -849,98 +774,29 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
-    // partials by every block (variant.fold: the maxima and sums, then the accumulators; or both in
-    // one round trip) where a separate fold would take a ticket, read, write and be read again.
-    ${variant.fold === 'async' ? `{
-      // One round trip into shared memory (after the GEMV-free region of the dynamic allocation):
-      // the (kv head, split) partials of the first FOLD_SPLITS splits, 16 bytes per cp.async.
-      float* fsm = reinterpret_cast<float*>(smw);
-      const int nf = min(n_active, FOLD_SPLITS);
-      const int per = GQ * PS / 4;
-      for (int c = threadIdx.x; c < NKV * nf * per; c += NT) {
-        const int gs = c / per, o = c % per;
-        const int g2 = gs / nf, s2 = gs % nf;
-        cp_async16(fsm + ((g2 * FOLD_SPLITS + s2) * per + o) * 4, part + (long long)(g2 * S + s2) * GQ * PS + o * 4);
-      }
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
-      for (int i = threadIdx.x; i < QROWS; i += NT) {
-        const int hq = i / D, dd = i % D, g2 = hq / GQ, hh = hq % GQ;
-        const float* fp = fsm + ((long long)g2 * FOLD_SPLITS * GQ + hh) * PS;
-        // Splits past FOLD_SPLITS (contexts over FOLD_SPLITS x the split span) come from L2.
-        const float* pp = part + ((long long)g2 * S * GQ + hh) * PS;
-        float M = MK_NEG_INF;
-        for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, s2 < nf ? fp[s2 * GQ * PS + D] : __ldcg(pp + (long long)s2 * GQ * PS + D));
-        float Lsum = 0.f, A = 0.f;
-        for (int s2 = 0; s2 < n_active; s2++) {
-          const bool in = s2 < nf;
-          const float e = __expf((in ? fp[s2 * GQ * PS + D] : __ldcg(pp + (long long)s2 * GQ * PS + D)) - M);
-          Lsum = fmaf(in ? fp[s2 * GQ * PS + D + 1] : __ldcg(pp + (long long)s2 * GQ * PS + D + 1), e, Lsum);
-          A = fmaf(in ? fp[s2 * GQ * PS + dd] : __ldcg(pp + (long long)s2 * GQ * PS + dd), e, A);
-        }
-        sh.xs[i] = rbf(A / Lsum);
-      }
-    }` : ''}${variant.fold === 'one' ? `// One round trip: the accumulators of this thread's outputs over the first FOLD_SPLITS splits
-    // are loaded before (and with) the maxima and sums.
-    float fa[FOLD_OUT][FOLD_SPLITS];
-#pragma unroll
-    for (int f = 0; f < FOLD_OUT; f++) {
-      const int i = threadIdx.x + f * NT;
-      if (i < QROWS) {
-        const int hq = i / D, dd = i % D;
-        const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * PS + dd;
-#pragma unroll
-        for (int s2 = 0; s2 < FOLD_SPLITS; s2++) fa[f][s2] = s2 < n_active ? __ldcg(pp + (long long)s2 * GQ * PS) : 0.f;
-      }
-    }
-    ` : ''}${variant.fold === 'async' ? '' : `for (int i = threadIdx.x; i < NH * n_active; i += NT) {
+    // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
+    // where a separate fold would take a ticket, read, write and be read again.
+    for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
-      const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * PS;
+      const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
       sh.pm[hq][s2] = __ldcg(pp + D);
       sh.pl[hq][s2] = __ldcg(pp + D + 1);
     }
     __syncthreads();
-    `}${variant.fold === 'async' ? '' : variant.fold === 'one' ? `#pragma unroll
-    for (int f = 0; f < FOLD_OUT; f++) {
-      const int i = threadIdx.x + f * NT;
-      if (i < QROWS) {
+    for (int i = threadIdx.x; i < QROWS; i += NT) {
       const int hq = i / D, dd = i % D;
       float M = MK_NEG_INF;
       for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, sh.pm[hq][s2]);
       float Lsum = 0.f, A = 0.f;
-#pragma unroll
-      for (int s2 = 0; s2 < FOLD_SPLITS; s2++) {
-        if (s2 < n_active) {
-          const float e = __expf(sh.pm[hq][s2] - M);
-          Lsum = fmaf(sh.pl[hq][s2], e, Lsum);
-          A = fmaf(fa[f][s2], e, A);
-        }
-      }
-      // Splits past FOLD_SPLITS (contexts over FOLD_SPLITS x the split span), loaded here.
-      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * PS + dd;
-      for (int s2 = FOLD_SPLITS; s2 < n_active; s2++) {
-        const float e = __expf(sh.pm[hq][s2] - M);
-        Lsum = fmaf(sh.pl[hq][s2], e, Lsum);
-        A = fmaf(__ldcg(pp + (long long)s2 * GQ * PS), e, A);
-      }
-      sh.xs[i] = rbf(A / Lsum);
-      }
-    }
-` : `for (int i = threadIdx.x; i < QROWS; i += NT) {
-      const int hq = i / D, dd = i % D;
-      float M = MK_NEG_INF;
-      for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, sh.pm[hq][s2]);
-      float Lsum = 0.f, A = 0.f;
-      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * PS + dd;
+      const float* pp = part + ((long long)((hq / GQ) * S) * GQ + hq % GQ) * (D + 2) + dd;
 #pragma unroll 4
       for (int s2 = 0; s2 < n_active; s2++) {
         const float f = __expf(sh.pm[hq][s2] - M);
         Lsum = fmaf(sh.pl[hq][s2], f, Lsum);
-        A = fmaf(__ldcg(pp + (long long)s2 * GQ * PS), f, A);
+        A = fmaf(__ldcg(pp + (long long)s2 * GQ * (D + 2)), f, A);
       }
       sh.xs[i] = rbf(A / Lsum);
-    }`}
+    }
     __syncthreads();
     GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
@@ -1030,7 +886,7 @@ ${
   }
 }
 `;
-  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : variant.fold === 'async' ? megakernelFoldSharedBytes(d, variant) : 0;
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
