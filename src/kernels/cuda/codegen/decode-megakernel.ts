@@ -83,6 +83,14 @@ export interface DecodeMegakernelVariant {
   readonly host?: boolean;
   /** Every GEMV split this many ways along K where its K allows it (tests: a small grid never picks a split). */
   readonly forceSplit?: number;
+  /**
+   * stream 'next' only: of the q/k/v and gate/up weights (the two largest prefetches), issue only
+   * the first round of units / the gate rows between the barrier's arrival and wait, the rest
+   * right after the wait. Why: on the H200 the release after the o projection (followed by the
+   * whole gate/up prefetch, ~95 KB per SM) took 2.5 us against 0.6 for the barriers followed by
+   * 32-48 KB, with the poll's load queued behind the block's prefetch.
+   */
+  readonly preSplit?: boolean;
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -192,7 +200,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.preSplit === true ? '_presplit' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -216,6 +224,8 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const qrows = d.heads * d.headDim;
   const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
+  // Issue part of the q/k/v and gate/up prefetch after the barrier's wait (variant.preSplit, 'next' only).
+  const split = variant.preSplit === true && !ahead;
   const host = variant.host === true;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
@@ -443,6 +453,7 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 // (u % KS) * K / KS ... + K / KS; warp gw takes units gw, gw + TW, ... (rounds). The KS units of a
 // row are consecutive warps of one block (KS divides NW and TW), so their sums meet in shared memory.
 #define KW(K, KS) ((K) / (KS) / 256)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ROUNDS(N, KS) (((N) * (KS) + TW - 1) / TW)
 
 // Where a lane's weight word i goes and is read from: registers w[i], or shared memory
@@ -453,9 +464,11 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 #define SMEM_W(i) smw[(warp * WS + (i)) * 32 + lane]
 
 /** Loads this warp's units of the weight whose row r starts at ROW_EXPR into words OFF... (PUT). */
-#define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR)                                    \\
+#define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR) PREFETCH_ROUNDS(N, K, KS, OFF, PUT, ROW_EXPR, 0, ROUNDS(N, KS))
+/** The same for rounds J0 <= j < J1 only. */
+#define PREFETCH_ROUNDS(N, K, KS, OFF, PUT, ROW_EXPR, J0, J1)                           \\
   {                                                                                \\
-    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
+    _Pragma("unroll") for (int j = (J0); j < (J1); j++) {                          \\
       const int u = gw + j * TW;                                                   \\
       if (u < (N) * (KS)) {                                                        \\
         const int r = u / (KS);                                                    \\
@@ -572,7 +585,7 @@ ${
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : split ? 'if (layer > 0) PREFETCH_ROUNDS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r), MIN(1, ROUNDS(RQKV, KS_QKV)), ROUNDS(RQKV, KS_QKV));\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
     GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
     grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
@@ -803,13 +816,13 @@ ${
     ${
       ahead
         ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
-        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
-    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
+        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);${split ? '' : `
+    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`}`
     }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : split ? 'PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
       DOT_UNITS(INTER, H, KS_GU, 0, ${ahead ? 'SMEM_W' : 'REG_W'}, ag);
@@ -843,7 +856,7 @@ ${
     GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
     if (${ahead ? 'false' : 'layer + 1 < NL'}) {
-      ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
+      ${ahead ? '' : `const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_ROUNDS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r), 0, ${split ? 'MIN(1, ROUNDS(RQKV, KS_QKV))' : 'ROUNDS(RQKV, KS_QKV)'});`}
     } else if (layer + 1 == NL && gw < VOCAB) {
       // The LM head's first row.
 #pragma unroll

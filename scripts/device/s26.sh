@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 26's device calls, from the repo root through .device/run.sh with dist/ built and carried
+# (bash .device/run.sh bash scripts/device/s26.sh PART):
+#   mk    #17 the cuda decode megakernel's forms (FORM below; the first call's poll, fold and
+#         attention-input variants were dropped after it, commit 75d4dbb has them): its tests
+#         against the compiled step, phase traces per form, then Qwen3-0.6B bfloat16 decode at
+#         batch 1: the compiled step and each form, alternating twice
+#   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
+# A step starts only while the call is under its deadline (S26_DEADLINE s); logs and JSON under
+# $OUT/s26-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s26.sh mk|table}
+if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
+session=s26
+source "$(dirname "$0")/session-lib.sh"
+# name = env of each megakernel form
+declare -A FORM=(
+  [base]="KILN_DECODE_MEGAKERNEL_PRESPLIT=0"
+  [ps]="KILN_DECODE_MEGAKERNEL_PRESPLIT=1"
+)
+forms=${FORMS:-base ps}
+if [ "$part" = mk ]; then
+  go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
+  for f in $forms; do
+    go phases-$f && { env ${FORM[$f]} $K 90 node dist/bench/cuda-megakernel-phases.js --pos 256 --steps 40 --json "$out/phases-$f.json" > "$out/phases-$f.txt" 2>&1; el "phases $f (${FORM[$f]}) rc=$?"; tail -n 10 "$out/phases-$f.txt" | tee -a "$out/summary.txt"; }
+  done
+  for rep in 1 2; do
+    cudadec m0-$rep 1 KILN_DECODE_MEGAKERNEL=0
+    for f in $forms; do cudadec $f-$rep 1 KILN_DECODE_MEGAKERNEL=1 ${FORM[$f]}; done
+  done
+else
+  el "unknown part $part"
+fi
+finish
