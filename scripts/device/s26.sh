@@ -17,8 +17,10 @@ source "$(dirname "$0")/session-lib.sh"
 declare -A FORM=(
   [base]="KILN_DECODE_MEGAKERNEL_PRESPLIT=0"
   [ps]="KILN_DECODE_MEGAKERNEL_PRESPLIT=1"
+  [red]="KILN_DECODE_MEGAKERNEL_ARRIVE=red"
+  [psred]="KILN_DECODE_MEGAKERNEL_PRESPLIT=1 KILN_DECODE_MEGAKERNEL_ARRIVE=red"
 )
-forms=${FORMS:-base ps}
+forms=${FORMS:-base ps red psred}
 if [ "$part" = mk ]; then
   go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
   for f in $forms; do

@@ -91,6 +91,8 @@ export interface DecodeMegakernelVariant {
    * 32-48 KB, with the poll's load queued behind the block's prefetch.
    */
   readonly preSplit?: boolean;
+  /** A block's arrival at a grid barrier: 'fence' (__threadfence, then atomicAdd) or 'red' (one red.release.gpu). */
+  readonly arrive?: 'fence' | 'red';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -200,7 +202,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.preSplit === true ? '_presplit' : ''}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.preSplit === true ? '_presplit' : ''}${v.arrive === 'red' ? '_red' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -263,6 +265,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
 #define MK_STAMPS ${MK_ATTENTION_STAMPS}
+#define MK_ARRIVE_RED ${variant.arrive === 'red' ? 1 : 0}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
 #define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * MK_STAMPS + (j)] = mk_now()
@@ -369,6 +372,15 @@ struct Shared {
 // megakernelSharedBytes (the host's sizing and limit checks) must cover the struct.
 static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakernelSharedBytes undercounts struct Shared");
 
+${
+    host
+      ? 'static inline void mk_red_release(unsigned int* p) { atomicAdd(p, 1u); }'
+      : `// One release reduction: the block's writes (ordered before it by the block barrier) become
+// visible with the count, without a separate fence instruction.
+static __device__ __forceinline__ void mk_red_release(unsigned int* p) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(p) : "memory");
+}`
+  }
 /**
  * Grid barrier number k (1-based) of this launch, in two halves so the next phase's weight loads
  * are issued between them: arrival (the block's writes made visible, then counted) and the wait.
@@ -382,8 +394,12 @@ static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned i
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2] = mk_now();
 #endif
   if (threadIdx.x == 0) {
+#if MK_ARRIVE_RED
+    mk_red_release(bar);
+#else
     __threadfence();
     atomicAdd(bar, 1u);
+#endif
   }
 }
 ${
