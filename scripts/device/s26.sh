@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Session 26's device calls, from the repo root through .device/run.sh with dist/ built and carried
 # (bash .device/run.sh bash scripts/device/s26.sh PART):
-#   mk    #17 the cuda decode megakernel's forms (FORM below; the first call's poll, fold and
-#         attention-input variants were dropped after it, commit 75d4dbb has them): its tests
-#         against the compiled step, phase traces per form, then Qwen3-0.6B bfloat16 decode at
-#         batch 1: the compiled step and each form, alternating twice
+#   mk    #17 the cuda decode megakernel's forms (FORM below): its tests against the compiled
+#         step, phase traces per form, then Qwen3-0.6B bfloat16 decode at batch 1: the compiled
+#         step and each form, alternating twice. The variants this session measured were dropped
+#         after their calls (none faster): the poll, fold and attention-input ones are in commit
+#         75d4dbb, the prefetch split and the red.release arrival in 53a6a5c; run this script
+#         from those commits to repeat them. From later commits only FORMS=base applies.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S26_DEADLINE s); logs and JSON under
 # $OUT/s26-PART come back as one tarball, the summary printed last.

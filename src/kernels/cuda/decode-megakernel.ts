@@ -103,7 +103,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     private readonly dims: DecodeMegakernelDims,
   ) {
     const device = spec.embed.device;
-    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'), preSplit: getOption('KILN_DECODE_MEGAKERNEL_PRESPLIT'), arrive: getOption('KILN_DECODE_MEGAKERNEL_ARRIVE') };
+    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM') };
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
     this.dynamicShared = dynamicShared;
     const optin = deviceInfo(device.index).sharedMemPerBlockOptin;

@@ -83,16 +83,6 @@ export interface DecodeMegakernelVariant {
   readonly host?: boolean;
   /** Every GEMV split this many ways along K where its K allows it (tests: a small grid never picks a split). */
   readonly forceSplit?: number;
-  /**
-   * stream 'next' only: of the q/k/v and gate/up weights (the two largest prefetches), issue only
-   * the first round of units / the gate rows between the barrier's arrival and wait, the rest
-   * right after the wait. Why: on the H200 the release after the o projection (followed by the
-   * whole gate/up prefetch, ~95 KB per SM) took 2.5 us against 0.6 for the barriers followed by
-   * 32-48 KB, with the poll's load queued behind the block's prefetch.
-   */
-  readonly preSplit?: boolean;
-  /** A block's arrival at a grid barrier: 'fence' (__threadfence, then atomicAdd) or 'red' (one red.release.gpu). */
-  readonly arrive?: 'fence' | 'red';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -202,7 +192,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.preSplit === true ? '_presplit' : ''}${v.arrive === 'red' ? '_red' : ''}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -226,8 +216,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const qrows = d.heads * d.headDim;
   const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
-  // Issue part of the q/k/v and gate/up prefetch after the barrier's wait (variant.preSplit, 'next' only).
-  const split = variant.preSplit === true && !ahead;
   const host = variant.host === true;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
@@ -265,7 +253,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
 #define MK_STAMPS ${MK_ATTENTION_STAMPS}
-#define MK_ARRIVE_RED ${variant.arrive === 'red' ? 1 : 0}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
 #define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * MK_STAMPS + (j)] = mk_now()
@@ -372,15 +359,6 @@ struct Shared {
 // megakernelSharedBytes (the host's sizing and limit checks) must cover the struct.
 static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakernelSharedBytes undercounts struct Shared");
 
-${
-    host
-      ? 'static inline void mk_red_release(unsigned int* p) { atomicAdd(p, 1u); }'
-      : `// One release reduction: the block's writes (ordered before it by the block barrier) become
-// visible with the count, without a separate fence instruction.
-static __device__ __forceinline__ void mk_red_release(unsigned int* p) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(p) : "memory");
-}`
-  }
 /**
  * Grid barrier number k (1-based) of this launch, in two halves so the next phase's weight loads
  * are issued between them: arrival (the block's writes made visible, then counted) and the wait.
@@ -394,12 +372,8 @@ static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned i
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2] = mk_now();
 #endif
   if (threadIdx.x == 0) {
-#if MK_ARRIVE_RED
-    mk_red_release(bar);
-#else
     __threadfence();
     atomicAdd(bar, 1u);
-#endif
   }
 }
 ${
@@ -469,7 +443,6 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 // (u % KS) * K / KS ... + K / KS; warp gw takes units gw, gw + TW, ... (rounds). The KS units of a
 // row are consecutive warps of one block (KS divides NW and TW), so their sums meet in shared memory.
 #define KW(K, KS) ((K) / (KS) / 256)
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ROUNDS(N, KS) (((N) * (KS) + TW - 1) / TW)
 
 // Where a lane's weight word i goes and is read from: registers w[i], or shared memory
@@ -480,11 +453,9 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 #define SMEM_W(i) smw[(warp * WS + (i)) * 32 + lane]
 
 /** Loads this warp's units of the weight whose row r starts at ROW_EXPR into words OFF... (PUT). */
-#define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR) PREFETCH_ROUNDS(N, K, KS, OFF, PUT, ROW_EXPR, 0, ROUNDS(N, KS))
-/** The same for rounds J0 <= j < J1 only. */
-#define PREFETCH_ROUNDS(N, K, KS, OFF, PUT, ROW_EXPR, J0, J1)                           \\
+#define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR)                                    \\
   {                                                                                \\
-    _Pragma("unroll") for (int j = (J0); j < (J1); j++) {                          \\
+    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
       const int u = gw + j * TW;                                                   \\
       if (u < (N) * (KS)) {                                                        \\
         const int r = u / (KS);                                                    \\
@@ -601,7 +572,7 @@ ${
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
-    ${ahead ? 'cp_async_wait_all();\n    ' : split ? 'if (layer > 0) PREFETCH_ROUNDS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r), MIN(1, ROUNDS(RQKV, KS_QKV)), ROUNDS(RQKV, KS_QKV));\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
     GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
     grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
@@ -832,13 +803,13 @@ ${
     ${
       ahead
         ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
-        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);${split ? '' : `
-    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`}`
+        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
+    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
     }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
-    ${ahead ? 'cp_async_wait_all();\n    ' : split ? 'PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
       DOT_UNITS(INTER, H, KS_GU, 0, ${ahead ? 'SMEM_W' : 'REG_W'}, ag);
@@ -872,7 +843,7 @@ ${
     GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
     if (${ahead ? 'false' : 'layer + 1 < NL'}) {
-      ${ahead ? '' : `const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_ROUNDS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r), 0, ${split ? 'MIN(1, ROUNDS(RQKV, KS_QKV))' : 'ROUNDS(RQKV, KS_QKV)'});`}
+      ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
     } else if (layer + 1 == NL && gw < VOCAB) {
       // The LM head's first row.
 #pragma unroll
