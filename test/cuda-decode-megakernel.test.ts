@@ -68,13 +68,15 @@ const SIZES: [string, Record<string, unknown>][] = [
   ['head dim 128, 2 query heads per kv head', qwen3Config(512, 4, 2, 128, 1024, 3, 2000)],
 ];
 
-for (const [label, cfg] of SIZES) for (const stream of ['next', 'ahead'] as const) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}) [cuda]`, { skip: !hasCuda }, () => {
+for (const [label, cfg] of SIZES) for (const [stream, kvSlots] of [['next', 'registers'], ['ahead', 'registers'], ['next', 'shared']] as const) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}; cache slots in ${kvSlots}) [cuda]`, { skip: !hasCuda }, () => {
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
+    setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', kvSlots);
     try {
       checkAgainstCompiled(cfg);
     } finally {
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', undefined);
     }
   });
 }

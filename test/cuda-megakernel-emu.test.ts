@@ -102,8 +102,8 @@ const CASES: [string, Record<string, unknown>][] = [
 ];
 
 for (const [label, cfg] of CASES) {
-  for (const stream of ['next', 'ahead'] as const) {
-    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
+  for (const [stream, kvSlots] of [['next', 'registers'], ['ahead', 'registers'], ['next', 'shared']] as const) {
+    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}; cache slots in ${kvSlots}; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
       const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 3, initStd: 0.05 });
       const NB = 24;
       const cache = new PagedKvCache(model.kvGeometry(), { numBlocks: NB });
@@ -117,7 +117,7 @@ for (const [label, cfg] of CASES) {
         hidden: spec.hidden, heads: spec.heads, kvHeads: spec.kvHeads, headDim: spec.headDim, intermediate: spec.intermediate, layers: spec.layers.length, vocab: spec.vocab, eps: spec.eps,
         blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid: gridFor(spec.kvHeads),
       };
-      const { source } = decodeMegakernelSource(dims, { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2 });
+      const { source } = decodeMegakernelSource(dims, { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots });
       const lib = build(source);
       const table = shuffled(NB, 7);
       for (const P of cfg.hidden_size === 1024 ? [0, 130] : [0, 15, 16, 40, 150, 300]) {

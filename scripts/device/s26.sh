@@ -5,8 +5,8 @@
 #         step, phase traces per form, then Qwen3-0.6B bfloat16 decode at batch 1: the compiled
 #         step and each form, alternating twice. The variants this session measured were dropped
 #         after their calls (none faster): the poll, fold and attention-input ones are in commit
-#         75d4dbb, the prefetch split and the red.release arrival in 53a6a5c; run this script
-#         from those commits to repeat them. From later commits only FORMS=base applies.
+#         75d4dbb, the prefetch split and the red.release arrival in 53a6a5c (this script's FORM
+#         table there names them). Here: the cache slots in registers / shared memory.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S26_DEADLINE s); logs and JSON under
 # $OUT/s26-PART come back as one tarball, the summary printed last.
@@ -17,12 +17,10 @@ session=s26
 source "$(dirname "$0")/session-lib.sh"
 # name = env of each megakernel form
 declare -A FORM=(
-  [base]="KILN_DECODE_MEGAKERNEL_PRESPLIT=0"
-  [ps]="KILN_DECODE_MEGAKERNEL_PRESPLIT=1"
-  [red]="KILN_DECODE_MEGAKERNEL_ARRIVE=red"
-  [psred]="KILN_DECODE_MEGAKERNEL_PRESPLIT=1 KILN_DECODE_MEGAKERNEL_ARRIVE=red"
+  [base]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers"
+  [kss]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
 )
-forms=${FORMS:-base ps red psred}
+forms=${FORMS:-base kss}
 if [ "$part" = mk ]; then
   go tests && { $K 200 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
   for f in $forms; do

@@ -83,6 +83,13 @@ export interface DecodeMegakernelVariant {
   readonly host?: boolean;
   /** Every GEMV split this many ways along K where its K allows it (tests: a small grid never picks a split). */
   readonly forceSplit?: number;
+  /**
+   * Where a warp keeps the cache slots of its prefetched tokens (fixed for the launch): 'registers'
+   * (4 registers through the whole launch) or 'shared' (read back each layer). ptxas for
+   * Qwen3-0.6B on sm_90: 104 bytes of spills a thread with registers (132 when they were 64-bit),
+   * 24 with shared.
+   */
+  readonly kvSlots?: 'registers' | 'shared';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -166,7 +173,7 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakern
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
   const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
-  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows) + 4;
+  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -192,7 +199,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -253,6 +260,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
 #define MK_STAMPS ${MK_ATTENTION_STAMPS}
+#define MK_KSLOT_SHARED ${variant.kvSlots === 'shared' ? 1 : 0}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
 #define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * MK_STAMPS + (j)] = mk_now()
@@ -354,6 +362,7 @@ struct Shared {
   float pm[NH][S];
   float pl[NH][S];
   float gp2[GPR][NW];
+  int kslot[NW][UKV];
   int dead;
 };
 // megakernelSharedBytes (the host's sizing and limit checks) must cover the struct.
@@ -548,16 +557,24 @@ ${
   const int t0 = s * span;
   const int t1 = min(len, t0 + span);
   // Cache slots of this warp's first UKV tokens (-1: none, or the new token, which comes from registers).
-  long long kslot[UKV];
+  // (variant.kvSlots 'shared': kept in shared memory, read back each layer: 8 registers fewer
+  // live through the whole launch, where the attention phase's prefetched rows press on the cap.)
+#if MK_KSLOT_SHARED
+  int* kslot = sh.kslot[warp];
+#else
+  int kslot[UKV];
+#endif
 #pragma unroll
   for (int u = 0; u < UKV; u++) {
     const int t = t0 + warp + u * NW;
-    kslot[u] = -1;
+    int slot = -1;
     if (attends && t < t1 && t != len - 1) {
       int b = table[t / BS];
       if (b < 0 || b >= NCB) { kiln_report(claim, report, codes[1], b, NCB); b = 0; }
-      kslot[u] = (long long)b * BS + t % BS;
+      slot = b * BS + t % BS;
     }
+    // Lane 0 writes the shared form; the block barrier of the first row_to_smem orders its reads.
+    if (!MK_KSLOT_SHARED || lane == 0) kslot[u] = slot;
   }
 
   uint4 w[WORDS];
@@ -580,7 +597,7 @@ ${
 #pragma unroll
     for (int u = 0; u < UKV; u++) {
       if (kslot[u] >= 0) {
-        const long long e = (kslot[u] * NKV + g) * D + lane * DPL;
+        const long long e = ((long long)kslot[u] * NKV + g) * D + lane * DPL;
 #if ${d.headDim} == 128
         kpre[u] = ldw2(L.kc + e);
         vpre[u] = ldw2(L.vc + e);
