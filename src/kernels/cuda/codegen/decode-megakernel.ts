@@ -161,6 +161,8 @@ export function megakernelUnsupported(d: DecodeMegakernelDims): string | null {
     if (k > 8192) return `${name} ${k} (at most 8192)`;
   }
   if (d.grid * MK_WARPS > 1 << 20) return `grid ${d.grid}`;
+  // Cache slots are int32 in the kernel.
+  if (d.numBlocks * d.blockSize > 2 ** 31 - 1) return `${d.numBlocks} cache blocks of ${d.blockSize} tokens (at most 2^31 - 1 slots)`;
   // Attention takes one block per (kv head, split) at least.
   if (d.grid < d.kvHeads) return `a grid of ${d.grid} blocks for ${d.kvHeads} kv heads (one block per kv head at least)`;
   const shared = megakernelSharedBytes(d);
@@ -557,8 +559,9 @@ ${
   const int t0 = s * span;
   const int t1 = min(len, t0 + span);
   // Cache slots of this warp's first UKV tokens (-1: none, or the new token, which comes from registers).
-  // (variant.kvSlots 'shared': kept in shared memory, read back each layer: 8 registers fewer
-  // live through the whole launch, where the attention phase's prefetched rows press on the cap.)
+  // Int32 (megakernelUnsupported bounds the cache's slots); variant.kvSlots 'shared' keeps them in
+  // shared memory, read back each layer: 4 registers fewer live through the whole launch, where the
+  // attention phase's prefetched rows press on the register cap.
 #if MK_KSLOT_SHARED
   int* kslot = sh.kslot[warp];
 #else
