@@ -90,6 +90,14 @@ export interface DecodeMegakernelVariant {
    * 24 with shared.
    */
   readonly kvSlots?: 'registers' | 'shared';
+  /**
+   * L2 prefetch of the weights (cp.async.bulk.prefetch.L2, sm_90): 0 (default) none; 1 each
+   * phase's weights at the start of the phase before the one whose barrier loads them into
+   * registers (so those loads hit L2); 2 one phase earlier still. Each block issues its 1/G share
+   * of the bytes from its last warp, 16 KiB a lane: no registers, no shared memory, nothing the
+   * block waits for, while DRAM would otherwise idle between a phase's loads and the next's.
+   */
+  readonly l2?: number;
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -201,7 +209,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${v.l2 ? `_l2a${v.l2}` : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -227,6 +235,18 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const ahead = variant.stream === 'ahead';
   const host = variant.host === true;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
+  const l2 = variant.l2 ?? 0;
+  if (![0, 1, 2].includes(l2)) throw new Error(`decode megakernel: L2 prefetch distance ${l2} (0, 1 or 2 phases)`);
+  // Which weights each phase's last warp prefetches into L2 as the phase starts (variant.l2).
+  const l2Weights: Record<string, string> = {
+    o: 'l2_share(L.wo, (long long)H * QROWS * 2);',
+    gu: 'l2_share(L.wg, (long long)INTER * H * 2); l2_share(L.wu, (long long)INTER * H * 2);',
+    down: 'l2_share(L.wd, (long long)H * INTER * 2);',
+    qkvNext: 'if (layer + 1 < NL) { const LayerPtrs& Ln = layers[layer + 1]; l2_share(Ln.wq, (long long)QROWS * H * 2); l2_share(Ln.wk, (long long)KVROWS * H * 2); l2_share(Ln.wv, (long long)KVROWS * H * 2); }',
+  };
+  const l2Plan: Record<string, string> =
+    l2 === 1 ? { attn: 'o', o: 'gu', gu: 'down', down: 'qkvNext' } : l2 === 2 ? { qkv: 'o', attn: 'gu', o: 'down', gu: 'qkvNext' } : {};
+  const l2At = (phase: string): string => (l2Plan[phase] ? `if (warp == NW - 1) { ${l2Weights[l2Plan[phase]!]} }\n    ` : '');
   const source = `
 #define H ${d.hidden}
 #define NH ${d.heads}
@@ -446,6 +466,25 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
   __syncthreads();
 }
 
+/**
+ * This block's 1/G share of a weight's bytes prefetched into L2 (variant.l2), one bulk prefetch of
+ * up to 16 KiB per lane of the calling warp: nothing comes back to the SM, so nothing queues
+ * behind it on the block's load path and nothing waits for it.
+ */
+static __device__ __forceinline__ void l2_share(const bf_t* base, long long bytes) {
+${host ? '  (void)base; (void)bytes;' : `#if __CUDA_ARCH__ >= 900
+  const long long share = ((bytes + G - 1) / G + 15) / 16 * 16;
+  const long long b0 = (long long)blockIdx.x * share, b1 = min(bytes, b0 + share);
+  const char* p = reinterpret_cast<const char*>(base);
+  for (long long off = b0 + (long long)(threadIdx.x & 31) * 16384; off < b1; off += 32LL * 16384) {
+    const unsigned int n = (unsigned int)min(16384LL, b1 - off);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p + off), "r"(n) : "memory");
+  }
+#else
+  (void)base; (void)bytes;
+#endif`}
+}
+
 static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r) {
   return r < QROWS ? L.wq + (long long)r * H : r < QROWS + KVROWS ? L.wk + (long long)(r - QROWS) * H : L.wv + (long long)(r - QROWS - KVROWS) * H;
 }
@@ -592,7 +631,7 @@ ${
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
+    ${l2At('qkv')}${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
     GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
     grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
@@ -616,7 +655,7 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
-    if (attends) {
+    ${l2At('attn')}if (attends) {
       const bool has_new = len - 1 >= t0 && len - 1 < t1;
       // Warps 0..GQ-1: query heads g*GQ+j; warp GQ: the kv head's key; warp GQ+1: its value.
       if (warp < GQ + 1) {
@@ -796,7 +835,7 @@ ${
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
     // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
     // where a separate fold would take a ticket, read, write and be read again.
-    for (int i = threadIdx.x; i < NH * n_active; i += NT) {
+    ${l2At('o')}for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
       const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
       sh.pm[hq][s2] = __ldcg(pp + D);
@@ -829,7 +868,7 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
+    ${l2At('gu')}${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
       DOT_UNITS(INTER, H, KS_GU, 0, ${ahead ? 'SMEM_W' : 'REG_W'}, ag);
@@ -859,7 +898,7 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
-    row_to_smem(act, nullptr, INTER, sh);
+    ${l2At('down')}row_to_smem(act, nullptr, INTER, sh);
     GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
     if (${ahead ? 'false' : 'layer + 1 < NL'}) {

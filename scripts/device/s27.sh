@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Session 27's device calls, from the repo root through .device/run.sh with dist/ built and carried
+# (bash .device/run.sh bash scripts/device/s27.sh PART):
+#   mk    #17 the cuda decode megakernel's forms (FORM below): its tests against the compiled
+#         step, phase traces per form, then Qwen3-0.6B bfloat16 decode at batch 1: the compiled
+#         step and each form, alternating twice. Forms: the cache slots in registers / shared
+#         memory (session 26's A/B, never timed) and the weights prefetched into L2 one or two
+#         phases ahead (KILN_DECODE_MEGAKERNEL_L2).
+#   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
+# A step starts only while the call is under its deadline (S27_DEADLINE s); logs and JSON under
+# $OUT/s27-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s27.sh mk|table}
+if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
+session=s27
+source "$(dirname "$0")/session-lib.sh"
+# name = env of each megakernel form
+declare -A FORM=(
+  [base]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers KILN_DECODE_MEGAKERNEL_L2=0"
+  [kss]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_L2=0"
+  [l2a1]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers KILN_DECODE_MEGAKERNEL_L2=1"
+  [l2a2]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers KILN_DECODE_MEGAKERNEL_L2=2"
+  [kl1]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_L2=1"
+  [kl2]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_L2=2"
+)
+forms=${FORMS:-base kss l2a1 l2a2 kl1 kl2}
+if [ "$part" = mk ]; then
+  go tests && { $K 300 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
+  for f in $forms; do
+    go phases-$f && { env ${FORM[$f]} $K 90 node dist/bench/cuda-megakernel-phases.js --pos 256 --steps 40 --json "$out/phases-$f.json" > "$out/phases-$f.txt" 2>&1; el "phases $f (${FORM[$f]}) rc=$?"; tail -n 10 "$out/phases-$f.txt" | tee -a "$out/summary.txt"; }
+  done
+  for rep in 1 2; do
+    cudadec m0-$rep 1 KILN_DECODE_MEGAKERNEL=0
+    for f in $forms; do cudadec $f-$rep 1 KILN_DECODE_MEGAKERNEL=1 ${FORM[$f]}; done
+  done
+else
+  el "unknown part $part"
+fi
+finish
