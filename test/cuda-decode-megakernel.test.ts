@@ -68,20 +68,15 @@ const SIZES: [string, Record<string, unknown>][] = [
   ['head dim 128, 2 query heads per kv head', qwen3Config(512, 4, 2, 128, 1024, 3, 2000)],
 ];
 
-// [stream, cache slots, L2 prefetch distance]: the L2 prefetch is a hint (the same bits), run here
-// so a prefetch range past a weight's end would fault.
-const FORMS = [['next', 'registers', '0'], ['ahead', 'registers', '0'], ['next', 'shared', '0'], ['next', 'registers', '1'], ['next', 'shared', '2']] as const;
-for (const [label, cfg] of SIZES) for (const [stream, kvSlots, l2] of FORMS) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}; cache slots in ${kvSlots}; L2 prefetch ${l2}) [cuda]`, { skip: !hasCuda }, () => {
+for (const [label, cfg] of SIZES) for (const [stream, kvSlots] of [['next', 'registers'], ['ahead', 'registers'], ['next', 'shared'], ['tma', 'shared'], ['tma-ahead', 'shared']] as const) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}; cache slots in ${kvSlots}) [cuda]`, { skip: !hasCuda }, () => {
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
     setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', kvSlots);
-    setOption('KILN_DECODE_MEGAKERNEL_L2', l2);
     try {
       checkAgainstCompiled(cfg);
     } finally {
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', undefined);
-      setOption('KILN_DECODE_MEGAKERNEL_L2', undefined);
     }
   });
 }

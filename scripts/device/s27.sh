@@ -3,9 +3,11 @@
 # (bash .device/run.sh bash scripts/device/s27.sh PART):
 #   mk    #17 the cuda decode megakernel's forms (FORM below): its tests against the compiled
 #         step, phase traces per form, then Qwen3-0.6B bfloat16 decode at batch 1: the compiled
-#         step and each form, alternating twice. Forms: the cache slots in registers / shared
-#         memory (session 26's A/B, never timed) and the weights prefetched into L2 one or two
-#         phases ahead (KILN_DECODE_MEGAKERNEL_L2).
+#         step and each form, alternating twice. The first call (commit a856ed5) measured the
+#         cache slots in registers / shared memory and an L2 bulk prefetch of the weights one or
+#         two phases ahead (KILN_DECODE_MEGAKERNEL_L2, slower: dropped, its code is in a856ed5);
+#         now the weights as bulk copies into shared memory (KILN_DECODE_MEGAKERNEL_STREAM=tma,
+#         tma-ahead) against the register stream.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S27_DEADLINE s); logs and JSON under
 # $OUT/s27-PART come back as one tarball, the summary printed last.
@@ -16,14 +18,13 @@ session=s27
 source "$(dirname "$0")/session-lib.sh"
 # name = env of each megakernel form
 declare -A FORM=(
-  [base]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers KILN_DECODE_MEGAKERNEL_L2=0"
-  [kss]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_L2=0"
-  [l2a1]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers KILN_DECODE_MEGAKERNEL_L2=1"
-  [l2a2]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers KILN_DECODE_MEGAKERNEL_L2=2"
-  [kl1]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_L2=1"
-  [kl2]="KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_L2=2"
+  [base]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers"
+  [kss]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
+  [tma]="KILN_DECODE_MEGAKERNEL_STREAM=tma KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
+  [tmaa]="KILN_DECODE_MEGAKERNEL_STREAM=tma-ahead KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
+  [tmar]="KILN_DECODE_MEGAKERNEL_STREAM=tma KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers"
 )
-forms=${FORMS:-base kss l2a1 l2a2 kl1 kl2}
+forms=${FORMS:-kss tma tmaa tmar}
 if [ "$part" = mk ]; then
   go tests && { $K 300 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
   for f in $forms; do

@@ -103,7 +103,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     private readonly dims: DecodeMegakernelDims,
   ) {
     const device = spec.embed.device;
-    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'), kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'), l2: Number(getOption('KILN_DECODE_MEGAKERNEL_L2')) };
+    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'), kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS') };
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
     this.dynamicShared = dynamicShared;
     const optin = deviceInfo(device.index).sharedMemPerBlockOptin;

@@ -73,9 +73,13 @@ export interface DecodeMegakernelVariant {
   /**
    * Weight streaming: 'next' loads each phase's weights into registers between the arrival at
    * and the wait on the barrier before it; 'ahead' two phases before it (the q/k/v and gate/up
-   * weights into shared memory with cp.async, the o and down weights into registers).
+   * weights into shared memory with cp.async, the o and down weights into registers); 'tma': into
+   * shared memory by bulk copies (cp.async.bulk, sm_90: one thread issues a block's share of a phase
+   * as one copy per round, completing on an mbarrier) at the points of 'next', so the weights take
+   * no registers and no per-lane loads; 'tma-ahead': the same copies one phase earlier (two
+   * buffers: q/k/v and gate/up in one, o and down in the other).
    */
-  readonly stream: 'next' | 'ahead';
+  readonly stream: 'next' | 'ahead' | 'tma' | 'tma-ahead';
   /**
    * Host C++ for the grid emulator (scripts/cuda-emu/grid-emu.h: a fiber per CUDA thread, every
    * block live, so the grid barriers work): no PTX, shared memory per emulated block.
@@ -90,15 +94,9 @@ export interface DecodeMegakernelVariant {
    * 24 with shared.
    */
   readonly kvSlots?: 'registers' | 'shared';
-  /**
-   * L2 prefetch of the weights (cp.async.bulk.prefetch.L2, sm_90): 0 (default) none; 1 each
-   * phase's weights at the start of the phase before the one whose barrier loads them into
-   * registers (so those loads hit L2); 2 one phase earlier still. Each block issues its 1/G share
-   * of the bytes from its last warp, 16 KiB a lane: no registers, no shared memory, nothing the
-   * block waits for, while DRAM would otherwise idle between a phase's loads and the next's.
-   */
-  readonly l2?: number;
 }
+
+const isTma = (v: DecodeMegakernelVariant): boolean => v.stream === 'tma' || v.stream === 'tma-ahead';
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
 
@@ -109,6 +107,8 @@ export interface MegakernelPlan {
   /** 16-byte words a lane holds in registers and in shared memory. */
   readonly words: number;
   readonly smemWords: number;
+  /** Bulk-copy streams ('tma', 'tma-ahead'): 16-byte words of each GEMV's block share, and of the two buffers. */
+  readonly tma: { readonly qkv: number; readonly o: number; readonly gu: number; readonly down: number; readonly bufA: number; readonly bufB: number };
   /** Most rounds of a split GEMV (rows of its staged partial sums). */
   readonly splitRounds: number;
 }
@@ -131,14 +131,23 @@ export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
   const ks = { qkv: pick(gemvs.qkv), o: pick(gemvs.o), gu: pick(gemvs.gu), down: pick(gemvs.down) };
   const w = (name: keyof typeof gemvs): number => wordsPerLane(gemvs[name].rows, gemvs[name].k, ks[name], tw, gemvs[name].gated);
   const ahead = v.stream === 'ahead';
+  // A block's share of a GEMV, as bulk copies land it: per round, its NW units of K / ks columns each.
+  const share = (name: keyof typeof gemvs): number => Math.ceil((gemvs[name].rows * ks[name]) / tw) * MK_WARPS * (gemvs[name].k / ks[name] / 8) * (gemvs[name].gated ? 2 : 1);
+  const t = { qkv: share('qkv'), o: share('o'), gu: share('gu'), down: share('down') };
+  const tmaShare = isTma(v)
+    ? v.stream === 'tma'
+      ? { ...t, bufA: Math.max(t.qkv, t.o, t.gu, t.down), bufB: 0 }
+      : { ...t, bufA: Math.max(t.qkv, t.gu), bufB: Math.max(t.o, t.down) }
+    : { ...t, bufA: 0, bufB: 0 };
   let splitRounds = 1;
   for (const name of Object.keys(gemvs) as (keyof typeof gemvs)[]) if (ks[name] > 1) splitRounds = Math.max(splitRounds, Math.ceil((gemvs[name].rows * ks[name]) / tw));
   return {
     ks,
     // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
-    words: ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
+    words: isTma(v) ? d.hidden / 256 : ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
     // Shared memory ('ahead'): the q/k/v and the gate/up weights, one at a time.
     smemWords: ahead ? Math.max(w('qkv'), w('gu')) : 0,
+    tma: tmaShare,
     splitRounds,
   };
 }
@@ -183,7 +192,7 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakern
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
   const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
-  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4;
+  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4 + 24;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -209,7 +218,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${v.l2 ? `_l2a${v.l2}` : ''}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : `_${v.stream.replace('-', '_')}`}${v.kvSlots === 'shared' ? '_kss' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -233,20 +242,28 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const qrows = d.heads * d.headDim;
   const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
+  const tma = isTma(variant);
+  const tmaAhead = variant.stream === 'tma-ahead';
   const host = variant.host === true;
-  const maxK = Math.max(d.hidden, qrows, d.intermediate);
-  const l2 = variant.l2 ?? 0;
-  if (![0, 1, 2].includes(l2)) throw new Error(`decode megakernel: L2 prefetch distance ${l2} (0, 1 or 2 phases)`);
-  // Which weights each phase's last warp prefetches into L2 as the phase starts (variant.l2).
-  const l2Weights: Record<string, string> = {
-    o: 'l2_share(L.wo, (long long)H * QROWS * 2);',
-    gu: 'l2_share(L.wg, (long long)INTER * H * 2); l2_share(L.wu, (long long)INTER * H * 2);',
-    down: 'l2_share(L.wd, (long long)H * INTER * 2);',
-    qkvNext: 'if (layer + 1 < NL) { const LayerPtrs& Ln = layers[layer + 1]; l2_share(Ln.wq, (long long)QROWS * H * 2); l2_share(Ln.wk, (long long)KVROWS * H * 2); l2_share(Ln.wv, (long long)KVROWS * H * 2); }',
+  const plan = megakernelPlan(d, variant);
+  // Bulk-copy streams: each GEMV's buffer (16-byte word offset into the dynamic shared memory) and
+  // mbarrier; 'tma' has one buffer, 'tma-ahead' two (q/k/v, gate/up: A; o, down: B).
+  const tmaBuf = (g: 'qkv' | 'o' | 'gu' | 'down'): { off: number; mb: number } => (tmaAhead && (g === 'o' || g === 'down') ? { off: plan.tma.bufA, mb: 1 } : { off: 0, mb: 0 });
+  const tmaIssue: Record<'qkv' | 'o' | 'gu' | 'down', (lp: string) => string> = {
+    qkv: (lp) => `TMA_PHASE(RQKV, H, KS_QKV, ${tmaBuf('qkv').off}, 0, ${tmaBuf('qkv').mb}, qkv_row(${lp}, r), nullptr)`,
+    o: (lp) => `TMA_PHASE(H, QROWS, KS_O, ${tmaBuf('o').off}, 0, ${tmaBuf('o').mb}, ${lp}.wo + (long long)r * QROWS, nullptr)`,
+    gu: (lp) => `TMA_PHASE(INTER, H, KS_GU, ${tmaBuf('gu').off}, ${plan.tma.gu / 2}, ${tmaBuf('gu').mb}, ${lp}.wg + (long long)r * H, ${lp}.wu + (long long)r * H)`,
+    down: (lp) => `TMA_PHASE(H, INTER, KS_DOWN, ${tmaBuf('down').off}, 0, ${tmaBuf('down').mb}, ${lp}.wd + (long long)r * INTER, nullptr)`,
   };
-  const l2Plan: Record<string, string> =
-    l2 === 1 ? { attn: 'o', o: 'gu', gu: 'down', down: 'qkvNext' } : l2 === 2 ? { qkv: 'o', attn: 'gu', o: 'down', gu: 'qkvNext' } : {};
-  const l2At = (phase: string): string => (l2Plan[phase] ? `if (warp == NW - 1) { ${l2Weights[l2Plan[phase]!]} }\n    ` : '');
+  // Where each GEMV reads its weights: registers ('next'), cp.async's shared layout ('ahead') or the bulk copies' ('tma').
+  const src = (g: 'qkv' | 'o' | 'gu' | 'down'): string => (tma ? `TMA_W` : ahead && (g === 'qkv' || g === 'gu') ? 'SMEM_W' : 'REG_W');
+  const off = (g: 'qkv' | 'o' | 'gu' | 'down', up = false): string =>
+    tma ? String(tmaBuf(g).off + (up ? plan.tma.gu / 2 : 0)) : up ? 'GU_HALF' : '0';
+  const tmaWait = (g: 'qkv' | 'o' | 'gu' | 'down'): string => (tma ? `mbar_wait(&sh.mbar[${tmaBuf(g).mb}], mbph, ${tmaBuf(g).mb});\n    ` : '');
+  // The stream's code at a point of the layer loop.
+  const per = (f: { next?: string; ahead?: string; tma?: string; tmaAhead?: string }): string =>
+    (variant.stream === 'next' ? f.next : variant.stream === 'ahead' ? f.ahead : variant.stream === 'tma' ? f.tma : f.tmaAhead) ?? '';
+  const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
 #define H ${d.hidden}
 #define NH ${d.heads}
@@ -341,7 +358,13 @@ ${
 static inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() {}
-static inline unsigned int mk_now() { return 0u; }`
+static inline unsigned int mk_now() { return 0u; }
+static inline void mbar_init(unsigned long long*) {}
+static inline void mbar_init_fence() {}
+static inline void proxy_fence() {}
+static inline void mbar_expect(unsigned long long*, unsigned int) {}
+static inline void tma_copy(void* dst, const void* src, unsigned int bytes, unsigned long long*) { std::memcpy(dst, src, bytes); }
+static inline void mbar_wait(unsigned long long*, unsigned int& ph, int k) { ph ^= 1u << k; }`
       : `static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(a), "l"(gmem) : "memory");
@@ -352,6 +375,25 @@ static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return (unsigned int)t;
+}
+// Bulk copies into shared memory completing on an mbarrier (sm_90; variant.stream 'tma').
+static __device__ __forceinline__ unsigned int smem_at(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void mbar_init(unsigned long long* b) { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_at(b)) : "memory"); }
+static __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+// The block's generic-proxy reads of a buffer (ordered by the barrier before this) before the async proxy's writes to it.
+static __device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+static __device__ __forceinline__ void mbar_expect(unsigned long long* b, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_at(b)), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void tma_copy(void* dst, const void* src, unsigned int bytes, unsigned long long* b) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" :: "r"(smem_at(dst)), "l"(src), "r"(bytes), "r"(smem_at(b)) : "memory");
+}
+/** Every thread: waits for mbarrier k's phase (parity bit k of ph), then flips that bit. */
+static __device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned int& ph, int k) {
+  const unsigned int a = smem_at(b), par = (ph >> k) & 1u;
+  unsigned int ok = 0u;
+  while (!ok) asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(ok) : "r"(a), "r"(par) : "memory");
+  ph ^= 1u << k;
 }`
   }
 /** 8 weights (one 16-byte word) times 8 floats of x in shared memory. */
@@ -374,6 +416,7 @@ __device__ __forceinline__ void kiln_report(unsigned long long* claim, volatile 
 }
 
 struct Shared {
+  unsigned long long mbar[2];
   float xs[MAXK];
   float red[NW];
   float qk[GQ + 2][D];
@@ -466,25 +509,6 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
   __syncthreads();
 }
 
-/**
- * This block's 1/G share of a weight's bytes prefetched into L2 (variant.l2), one bulk prefetch of
- * up to 16 KiB per lane of the calling warp: nothing comes back to the SM, so nothing queues
- * behind it on the block's load path and nothing waits for it.
- */
-static __device__ __forceinline__ void l2_share(const bf_t* base, long long bytes) {
-${host ? '  (void)base; (void)bytes;' : `#if __CUDA_ARCH__ >= 900
-  const long long share = ((bytes + G - 1) / G + 15) / 16 * 16;
-  const long long b0 = (long long)blockIdx.x * share, b1 = min(bytes, b0 + share);
-  const char* p = reinterpret_cast<const char*>(base);
-  for (long long off = b0 + (long long)(threadIdx.x & 31) * 16384; off < b1; off += 32LL * 16384) {
-    const unsigned int n = (unsigned int)min(16384LL, b1 - off);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p + off), "r"(n) : "memory");
-  }
-#else
-  (void)base; (void)bytes;
-#endif`}
-}
-
 static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r) {
   return r < QROWS ? L.wq + (long long)r * H : r < QROWS + KVROWS ? L.wk + (long long)(r - QROWS) * H : L.wv + (long long)(r - QROWS - KVROWS) * H;
 }
@@ -499,8 +523,37 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 // (per warp WS words per lane, lanes adjacent: conflict-free 16-byte accesses).
 #define TO_REG(i, p) w[i] = ldw(p)
 #define TO_SMEM(i, p) cp_async16(&smw[(warp * WS + (i)) * 32 + lane], p)
-#define REG_W(i) w[i]
-#define SMEM_W(i) smw[(warp * WS + (i)) * 32 + lane]
+#define REG_W(OFF, j, c, K, KS) w[(OFF) + (j) * KW(K, KS) + (c)]
+#define SMEM_W(OFF, j, c, K, KS) smw[(warp * WS + ((OFF) + (j) * KW(K, KS) + (c))) * 32 + lane]
+// Bulk-copied weights ('tma'): a round's NW units of K / KS columns each, as they lie in the weight
+// (the block's units of a round are consecutive rows, or all the K slices of consecutive rows).
+#define TMA_W(OFF, j, c, K, KS) smw[(OFF) + ((j) * NW + warp) * (KW(K, KS) * 32) + (c) * 32 + lane]
+
+/**
+ * Thread 0: this block's units of an [N, K] weight (row r at ROW_EXPR; with HALF > 0 a gated pair,
+ * the second weight's row at ROW2_EXPR landing HALF words later) as one bulk copy per round into
+ * smw from word OFF, all completing on mbarrier MB (one arrival with the bytes expected).
+ */
+#define TMA_PHASE(N, K, KS, OFF, HALF, MB, ROW_EXPR, ROW2_EXPR)                              \
+  if (threadIdx.x == 0) {                                                                \
+    unsigned int bytes_ = 0;                                                             \
+    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                          \
+      const int u0 = j * TW + blockIdx.x * NW;                                           \
+      if (u0 < (N) * (KS)) bytes_ += (unsigned int)min(NW, (N) * (KS) - u0) * ((K) / (KS)) * 2u; \
+    }                                                                                    \
+    proxy_fence();                                                                       \
+    mbar_expect(&sh.mbar[MB], (HALF) > 0 ? 2u * bytes_ : bytes_);                        \
+    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                          \
+      const int u0 = j * TW + blockIdx.x * NW;                                           \
+      if (u0 < (N) * (KS)) {                                                             \
+        const int r = u0 / (KS);                                                         \
+        const unsigned int nb = (unsigned int)min(NW, (N) * (KS) - u0) * ((K) / (KS)) * 2u; \
+        const int at = (OFF) + j * NW * (KW(K, KS) * 32);                                \
+        tma_copy(&smw[at], (ROW_EXPR), nb, &sh.mbar[MB]);                                \
+        if ((HALF) > 0) tma_copy(&smw[at + (HALF)], (ROW2_EXPR), nb, &sh.mbar[MB]);      \
+      }                                                                                  \
+    }                                                                                    \
+  }
 
 /** Loads this warp's units of the weight whose row r starts at ROW_EXPR into words OFF... (PUT). */
 #define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR)                                    \\
@@ -523,7 +576,7 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
     if (u < (N) * (KS)) {                                                          \\
       const float* xp = sh.xs + (u % (KS)) * ((K) / (KS)) + lane * 8;              \\
       float a = 0.f;                                                               \\
-      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(SRC((OFF) + j * KW(K, KS) + c), xp + c * 256); \\
+      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(SRC(OFF, j, c, K, KS), xp + c * 256); \\
       ACC[j] = warp_sum(a);                                                        \\
     }                                                                              \\
   }
@@ -539,10 +592,10 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
 }
 
 /** The GEMV of this warp's prefetched units with xs; EPI stores row r's sum acc (lane 0 of its first warp). */
-#define GEMV_UNITS(N, K, KS, SRC, EPI)                                                  \\
+#define GEMV_UNITS(N, K, KS, OFF, SRC, EPI)                                             \\
   {                                                                                \\
     float accs_[ROUNDS(N, KS)];                                                    \\
-    DOT_UNITS(N, K, KS, 0, SRC, accs_);                                                 \\
+    DOT_UNITS(N, K, KS, OFF, SRC, accs_);                                                 \\
     STAGE_UNITS(N, KS, accs_, sh.gp);                                              \\
     if ((KS) > 1) __syncthreads();                                                 \\
     _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
@@ -621,9 +674,18 @@ ${
 
   uint4 w[WORDS];
   unsigned int nbar = 0;
+  // Parity bits of the bulk copies' mbarriers (variant.stream 'tma').
+  unsigned int mbph = 0u;
+  (void)mbph;${
+    tma
+      ? `
+  if (threadIdx.x == 0) { mbar_init(&sh.mbar[0]); mbar_init(&sh.mbar[1]); mbar_init_fence(); }
+  __syncthreads();`
+      : ''
+  }
   {
     const LayerPtrs L = layers[0];
-    ${ahead ? 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();' : 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r));'}
+    ${per({ ahead: 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();', next: 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r));', tma: tmaIssue.qkv('L'), tmaAhead: tmaIssue.qkv('L') })}
   }
 
   for (int layer = 0; layer < NL; layer++) {
@@ -631,8 +693,8 @@ ${
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
-    ${l2At('qkv')}${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
-    GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
+    ${tmaWait('qkv')}GEMV_UNITS(RQKV, H, KS_QKV, ${off('qkv')}, ${src('qkv')}, qkv[r] = tobf(acc));
     grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
@@ -655,7 +717,7 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
-    ${l2At('attn')}if (attends) {
+    ${per({ tmaAhead: tmaIssue.o('L') + '\n    ' })}if (attends) {
       const bool has_new = len - 1 >= t0 && len - 1 < t1;
       // Warps 0..GQ-1: query heads g*GQ+j; warp GQ: the kv head's key; warp GQ+1: its value.
       if (warp < GQ + 1) {
@@ -823,19 +885,19 @@ ${
       }
     }
     grid_arrive(bar, ++nbar, trace);
-    ${
-      ahead
-        ? `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
+    ${per({
+      ahead: `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
     PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_SMEM, L.wu + (long long)r * H);
-    cp_async_commit();`
-        : 'PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);'
-    }
+    cp_async_commit();`,
+      next: 'PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);',
+      tma: tmaIssue.o('L'),
+    })}
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
     // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
     // where a separate fold would take a ticket, read, write and be read again.
-    ${l2At('o')}for (int i = threadIdx.x; i < NH * n_active; i += NT) {
+    ${per({ tmaAhead: tmaIssue.gu('L') + '\n    ' })}for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
       const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
       sh.pm[hq][s2] = __ldcg(pp + D);
@@ -857,22 +919,22 @@ ${
       sh.xs[i] = rbf(A / Lsum);
     }
     __syncthreads();
-    GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
+    ${tmaWait('o')}GEMV_UNITS(H, QROWS, KS_O, ${off('o')}, ${src('o')}, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
-    ${
-      ahead
-        ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
-        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
-    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
-    }
+    ${per({
+      ahead: 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);',
+      next: `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
+    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`,
+      tma: tmaIssue.gu('L'),
+    })}
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
-    ${l2At('gu')}${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
+    ${per({ tmaAhead: tmaIssue.down('L') + '\n    ' })}${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
-      DOT_UNITS(INTER, H, KS_GU, 0, ${ahead ? 'SMEM_W' : 'REG_W'}, ag);
-      DOT_UNITS(INTER, H, KS_GU, GU_HALF, ${ahead ? 'SMEM_W' : 'REG_W'}, au);
+      ${tmaWait('gu')}DOT_UNITS(INTER, H, KS_GU, ${off('gu')}, ${src('gu')}, ag);
+      DOT_UNITS(INTER, H, KS_GU, ${off('gu', true)}, ${src('gu')}, au);
       STAGE_UNITS(INTER, KS_GU, ag, sh.gp);
       STAGE_UNITS(INTER, KS_GU, au, sh.gp2);
       if (KS_GU > 1) __syncthreads();
@@ -886,23 +948,23 @@ ${
       }
     }
     grid_arrive(bar, ++nbar, trace);
-    ${
-      ahead
-        ? `if (layer + 1 < NL) {
+    ${per({
+      ahead: `if (layer + 1 < NL) {
       const LayerPtrs L2 = layers[layer + 1];
       PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L2, r));
       cp_async_commit();
-    }`
-        : 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
-    }
+    }`,
+      next: 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);',
+      tma: tmaIssue.down('L'),
+    })}
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
-    ${l2At('down')}row_to_smem(act, nullptr, INTER, sh);
-    GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+    ${per({ tmaAhead: `if (layer + 1 < NL) {\n      const LayerPtrs L2 = layers[layer + 1];\n      ${tmaIssue.qkv('L2')}\n    }\n    ` })}row_to_smem(act, nullptr, INTER, sh);
+    ${tmaWait('down')}GEMV_UNITS(H, INTER, KS_DOWN, ${off('down')}, ${src('down')}, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
-    if (${ahead ? 'false' : 'layer + 1 < NL'}) {
-      ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
+    if (${ahead || tmaAhead ? 'false' : 'layer + 1 < NL'}) {
+      ${per({ next: 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));', tma: `const LayerPtrs L2 = layers[layer + 1];\n      ${tmaIssue.qkv('L2')}` })}
     } else if (layer + 1 == NL && gw < VOCAB) {
       // The LM head's first row.
 #pragma unroll
@@ -945,7 +1007,7 @@ ${
   }
 }
 `;
-  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
+  const dynamicShared = tma ? (plan.tma.bufA + plan.tma.bufB) * 16 : ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
