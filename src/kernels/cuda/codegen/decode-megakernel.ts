@@ -14,7 +14,9 @@
  * - The point of one launch: weights do not depend on activations, so every warp issues the
  *   16-byte loads of its share of a phase's weights before the barrier that precedes the phase
  *   (variant.stream 'next': into registers, between the barrier's arrival and its wait; 'ahead':
- *   two phases earlier, q/k/v and gate/up through cp.async into shared memory), and the attention
+ *   two phases earlier, q/k/v and gate/up through cp.async into shared memory; 'tma' and
+ *   'tma-ahead': bulk copies into shared memory, one per round of a block's share, on mbarriers,
+ *   at 'next''s points or one phase earlier), and the attention
  *   warps their keys and values (their cache slots are fixed for the launch). The barrier's
  *   latency and the weight's round trip then overlap, which separate kernels cannot do beyond
  *   PDL's one wave. Work units are rows, or rows split along K over 2 or 4 warps of one block
