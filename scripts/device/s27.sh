@@ -6,8 +6,9 @@
 #         step and each form, alternating twice. The first call (commit a856ed5) measured the
 #         cache slots in registers / shared memory and an L2 bulk prefetch of the weights one or
 #         two phases ahead (KILN_DECODE_MEGAKERNEL_L2, slower: dropped, its code is in a856ed5);
-#         now the weights as bulk copies into shared memory (KILN_DECODE_MEGAKERNEL_STREAM=tma,
-#         tma-ahead) against the register stream.
+#         the second (f7a88f7) the weights as bulk copies into shared memory
+#         (KILN_DECODE_MEGAKERNEL_STREAM=tma, tma-ahead; not faster: dropped, code in f7a88f7,
+#         so those forms run only at that commit).
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S27_DEADLINE s); logs and JSON under
 # $OUT/s27-PART come back as one tarball, the summary printed last.

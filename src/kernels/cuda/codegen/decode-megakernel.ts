@@ -14,9 +14,7 @@
  * - The point of one launch: weights do not depend on activations, so every warp issues the
  *   16-byte loads of its share of a phase's weights before the barrier that precedes the phase
  *   (variant.stream 'next': into registers, between the barrier's arrival and its wait; 'ahead':
- *   two phases earlier, q/k/v and gate/up through cp.async into shared memory; 'tma' and
- *   'tma-ahead': bulk copies into shared memory, one per round of a block's share, on mbarriers,
- *   at 'next''s points or one phase earlier), and the attention
+ *   two phases earlier, q/k/v and gate/up through cp.async into shared memory), and the attention
  *   warps their keys and values (their cache slots are fixed for the launch). The barrier's
  *   latency and the weight's round trip then overlap, which separate kernels cannot do beyond
  *   PDL's one wave. Work units are rows, or rows split along K over 2 or 4 warps of one block
@@ -75,13 +73,9 @@ export interface DecodeMegakernelVariant {
   /**
    * Weight streaming: 'next' loads each phase's weights into registers between the arrival at
    * and the wait on the barrier before it; 'ahead' two phases before it (the q/k/v and gate/up
-   * weights into shared memory with cp.async, the o and down weights into registers); 'tma': into
-   * shared memory by bulk copies (cp.async.bulk, sm_90: one thread issues a block's share of a phase
-   * as one copy per round, completing on an mbarrier) at the points of 'next', so the weights take
-   * no registers and no per-lane loads; 'tma-ahead': the same copies one phase earlier (two
-   * buffers: q/k/v and gate/up in one, o and down in the other).
+   * weights into shared memory with cp.async, the o and down weights into registers).
    */
-  readonly stream: 'next' | 'ahead' | 'tma' | 'tma-ahead';
+  readonly stream: 'next' | 'ahead';
   /**
    * Host C++ for the grid emulator (scripts/cuda-emu/grid-emu.h: a fiber per CUDA thread, every
    * block live, so the grid barriers work): no PTX, shared memory per emulated block.
@@ -98,8 +92,6 @@ export interface DecodeMegakernelVariant {
   readonly kvSlots?: 'registers' | 'shared';
 }
 
-const isTma = (v: DecodeMegakernelVariant): boolean => v.stream === 'tma' || v.stream === 'tma-ahead';
-
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
 
 /** How the source splits and holds each GEMV (from the sizes and the variant). */
@@ -109,8 +101,6 @@ export interface MegakernelPlan {
   /** 16-byte words a lane holds in registers and in shared memory. */
   readonly words: number;
   readonly smemWords: number;
-  /** Bulk-copy streams ('tma', 'tma-ahead'): 16-byte words of each GEMV's block share, and of the two buffers. */
-  readonly tma: { readonly qkv: number; readonly o: number; readonly gu: number; readonly down: number; readonly bufA: number; readonly bufB: number };
   /** Most rounds of a split GEMV (rows of its staged partial sums). */
   readonly splitRounds: number;
 }
@@ -133,23 +123,14 @@ export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
   const ks = { qkv: pick(gemvs.qkv), o: pick(gemvs.o), gu: pick(gemvs.gu), down: pick(gemvs.down) };
   const w = (name: keyof typeof gemvs): number => wordsPerLane(gemvs[name].rows, gemvs[name].k, ks[name], tw, gemvs[name].gated);
   const ahead = v.stream === 'ahead';
-  // A block's share of a GEMV, as bulk copies land it: per round, its NW units of K / ks columns each.
-  const share = (name: keyof typeof gemvs): number => Math.ceil((gemvs[name].rows * ks[name]) / tw) * MK_WARPS * (gemvs[name].k / ks[name] / 8) * (gemvs[name].gated ? 2 : 1);
-  const t = { qkv: share('qkv'), o: share('o'), gu: share('gu'), down: share('down') };
-  const tmaShare = isTma(v)
-    ? v.stream === 'tma'
-      ? { ...t, bufA: Math.max(t.qkv, t.o, t.gu, t.down), bufB: 0 }
-      : { ...t, bufA: Math.max(t.qkv, t.gu), bufB: Math.max(t.o, t.down) }
-    : { ...t, bufA: 0, bufB: 0 };
   let splitRounds = 1;
   for (const name of Object.keys(gemvs) as (keyof typeof gemvs)[]) if (ks[name] > 1) splitRounds = Math.max(splitRounds, Math.ceil((gemvs[name].rows * ks[name]) / tw));
   return {
     ks,
     // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
-    words: isTma(v) ? d.hidden / 256 : ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
+    words: ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
     // Shared memory ('ahead'): the q/k/v and the gate/up weights, one at a time.
     smemWords: ahead ? Math.max(w('qkv'), w('gu')) : 0,
-    tma: tmaShare,
     splitRounds,
   };
 }
@@ -194,7 +175,7 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakern
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
   const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
-  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4 + 24;
+  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -220,7 +201,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : `_${v.stream.replace('-', '_')}`}${v.kvSlots === 'shared' ? '_kss' : ''}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -244,27 +225,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const qrows = d.heads * d.headDim;
   const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
-  const tma = isTma(variant);
-  const tmaAhead = variant.stream === 'tma-ahead';
   const host = variant.host === true;
-  const plan = megakernelPlan(d, variant);
-  // Bulk-copy streams: each GEMV's buffer (16-byte word offset into the dynamic shared memory) and
-  // mbarrier; 'tma' has one buffer, 'tma-ahead' two (q/k/v, gate/up: A; o, down: B).
-  const tmaBuf = (g: 'qkv' | 'o' | 'gu' | 'down'): { off: number; mb: number } => (tmaAhead && (g === 'o' || g === 'down') ? { off: plan.tma.bufA, mb: 1 } : { off: 0, mb: 0 });
-  const tmaIssue: Record<'qkv' | 'o' | 'gu' | 'down', (lp: string) => string> = {
-    qkv: (lp) => `TMA_PHASE(RQKV, H, KS_QKV, ${tmaBuf('qkv').off}, 0, ${tmaBuf('qkv').mb}, qkv_row(${lp}, r), nullptr)`,
-    o: (lp) => `TMA_PHASE(H, QROWS, KS_O, ${tmaBuf('o').off}, 0, ${tmaBuf('o').mb}, ${lp}.wo + (long long)r * QROWS, nullptr)`,
-    gu: (lp) => `TMA_PHASE(INTER, H, KS_GU, ${tmaBuf('gu').off}, ${plan.tma.gu / 2}, ${tmaBuf('gu').mb}, ${lp}.wg + (long long)r * H, ${lp}.wu + (long long)r * H)`,
-    down: (lp) => `TMA_PHASE(H, INTER, KS_DOWN, ${tmaBuf('down').off}, 0, ${tmaBuf('down').mb}, ${lp}.wd + (long long)r * INTER, nullptr)`,
-  };
-  // Where each GEMV reads its weights: registers ('next'), cp.async's shared layout ('ahead') or the bulk copies' ('tma').
-  const src = (g: 'qkv' | 'o' | 'gu' | 'down'): string => (tma ? `TMA_W` : ahead && (g === 'qkv' || g === 'gu') ? 'SMEM_W' : 'REG_W');
-  const off = (g: 'qkv' | 'o' | 'gu' | 'down', up = false): string =>
-    tma ? String(tmaBuf(g).off + (up ? plan.tma.gu / 2 : 0)) : up ? 'GU_HALF' : '0';
-  const tmaWait = (g: 'qkv' | 'o' | 'gu' | 'down'): string => (tma ? `mbar_wait(&sh.mbar[${tmaBuf(g).mb}], mbph, ${tmaBuf(g).mb});\n    ` : '');
-  // The stream's code at a point of the layer loop.
-  const per = (f: { next?: string; ahead?: string; tma?: string; tmaAhead?: string }): string =>
-    (variant.stream === 'next' ? f.next : variant.stream === 'ahead' ? f.ahead : variant.stream === 'tma' ? f.tma : f.tmaAhead) ?? '';
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
 #define H ${d.hidden}
@@ -360,13 +321,7 @@ ${
 static inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() {}
-static inline unsigned int mk_now() { return 0u; }
-static inline void mbar_init(unsigned long long*) {}
-static inline void mbar_init_fence() {}
-static inline void proxy_fence() {}
-static inline void mbar_expect(unsigned long long*, unsigned int) {}
-static inline void tma_copy(void* dst, const void* src, unsigned int bytes, unsigned long long*) { std::memcpy(dst, src, bytes); }
-static inline void mbar_wait(unsigned long long*, unsigned int& ph, int k) { ph ^= 1u << k; }`
+static inline unsigned int mk_now() { return 0u; }`
       : `static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(a), "l"(gmem) : "memory");
@@ -377,25 +332,6 @@ static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return (unsigned int)t;
-}
-// Bulk copies into shared memory completing on an mbarrier (sm_90; variant.stream 'tma').
-static __device__ __forceinline__ unsigned int smem_at(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
-static __device__ __forceinline__ void mbar_init(unsigned long long* b) { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_at(b)) : "memory"); }
-static __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-// The block's generic-proxy reads of a buffer (ordered by the barrier before this) before the async proxy's writes to it.
-static __device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-static __device__ __forceinline__ void mbar_expect(unsigned long long* b, unsigned int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_at(b)), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void tma_copy(void* dst, const void* src, unsigned int bytes, unsigned long long* b) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" :: "r"(smem_at(dst)), "l"(src), "r"(bytes), "r"(smem_at(b)) : "memory");
-}
-/** Every thread: waits for mbarrier k's phase (parity bit k of ph), then flips that bit. */
-static __device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned int& ph, int k) {
-  const unsigned int a = smem_at(b), par = (ph >> k) & 1u;
-  unsigned int ok = 0u;
-  while (!ok) asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }" : "=r"(ok) : "r"(a), "r"(par) : "memory");
-  ph ^= 1u << k;
 }`
   }
 /** 8 weights (one 16-byte word) times 8 floats of x in shared memory. */
@@ -418,7 +354,6 @@ __device__ __forceinline__ void kiln_report(unsigned long long* claim, volatile 
 }
 
 struct Shared {
-  unsigned long long mbar[2];
   float xs[MAXK];
   float red[NW];
   float qk[GQ + 2][D];
@@ -525,37 +460,8 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 // (per warp WS words per lane, lanes adjacent: conflict-free 16-byte accesses).
 #define TO_REG(i, p) w[i] = ldw(p)
 #define TO_SMEM(i, p) cp_async16(&smw[(warp * WS + (i)) * 32 + lane], p)
-#define REG_W(OFF, j, c, K, KS) w[(OFF) + (j) * KW(K, KS) + (c)]
-#define SMEM_W(OFF, j, c, K, KS) smw[(warp * WS + ((OFF) + (j) * KW(K, KS) + (c))) * 32 + lane]
-// Bulk-copied weights ('tma'): a round's NW units of K / KS columns each, as they lie in the weight
-// (the block's units of a round are consecutive rows, or all the K slices of consecutive rows).
-#define TMA_W(OFF, j, c, K, KS) smw[(OFF) + ((j) * NW + warp) * (KW(K, KS) * 32) + (c) * 32 + lane]
-
-/**
- * Thread 0: this block's units of an [N, K] weight (row r at ROW_EXPR; with HALF > 0 a gated pair,
- * the second weight's row at ROW2_EXPR landing HALF words later) as one bulk copy per round into
- * smw from word OFF, all completing on mbarrier MB (one arrival with the bytes expected).
- */
-#define TMA_PHASE(N, K, KS, OFF, HALF, MB, ROW_EXPR, ROW2_EXPR)                              \
-  if (threadIdx.x == 0) {                                                                \
-    unsigned int bytes_ = 0;                                                             \
-    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                          \
-      const int u0 = j * TW + blockIdx.x * NW;                                           \
-      if (u0 < (N) * (KS)) bytes_ += (unsigned int)min(NW, (N) * (KS) - u0) * ((K) / (KS)) * 2u; \
-    }                                                                                    \
-    proxy_fence();                                                                       \
-    mbar_expect(&sh.mbar[MB], (HALF) > 0 ? 2u * bytes_ : bytes_);                        \
-    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                          \
-      const int u0 = j * TW + blockIdx.x * NW;                                           \
-      if (u0 < (N) * (KS)) {                                                             \
-        const int r = u0 / (KS);                                                         \
-        const unsigned int nb = (unsigned int)min(NW, (N) * (KS) - u0) * ((K) / (KS)) * 2u; \
-        const int at = (OFF) + j * NW * (KW(K, KS) * 32);                                \
-        tma_copy(&smw[at], (ROW_EXPR), nb, &sh.mbar[MB]);                                \
-        if ((HALF) > 0) tma_copy(&smw[at + (HALF)], (ROW2_EXPR), nb, &sh.mbar[MB]);      \
-      }                                                                                  \
-    }                                                                                    \
-  }
+#define REG_W(i) w[i]
+#define SMEM_W(i) smw[(warp * WS + (i)) * 32 + lane]
 
 /** Loads this warp's units of the weight whose row r starts at ROW_EXPR into words OFF... (PUT). */
 #define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR)                                    \\
@@ -578,7 +484,7 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
     if (u < (N) * (KS)) {                                                          \\
       const float* xp = sh.xs + (u % (KS)) * ((K) / (KS)) + lane * 8;              \\
       float a = 0.f;                                                               \\
-      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(SRC(OFF, j, c, K, KS), xp + c * 256); \\
+      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(SRC((OFF) + j * KW(K, KS) + c), xp + c * 256); \\
       ACC[j] = warp_sum(a);                                                        \\
     }                                                                              \\
   }
@@ -594,10 +500,10 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
 }
 
 /** The GEMV of this warp's prefetched units with xs; EPI stores row r's sum acc (lane 0 of its first warp). */
-#define GEMV_UNITS(N, K, KS, OFF, SRC, EPI)                                             \\
+#define GEMV_UNITS(N, K, KS, SRC, EPI)                                                  \\
   {                                                                                \\
     float accs_[ROUNDS(N, KS)];                                                    \\
-    DOT_UNITS(N, K, KS, OFF, SRC, accs_);                                                 \\
+    DOT_UNITS(N, K, KS, 0, SRC, accs_);                                                 \\
     STAGE_UNITS(N, KS, accs_, sh.gp);                                              \\
     if ((KS) > 1) __syncthreads();                                                 \\
     _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
@@ -676,18 +582,9 @@ ${
 
   uint4 w[WORDS];
   unsigned int nbar = 0;
-  // Parity bits of the bulk copies' mbarriers (variant.stream 'tma').
-  unsigned int mbph = 0u;
-  (void)mbph;${
-    tma
-      ? `
-  if (threadIdx.x == 0) { mbar_init(&sh.mbar[0]); mbar_init(&sh.mbar[1]); mbar_init_fence(); }
-  __syncthreads();`
-      : ''
-  }
   {
     const LayerPtrs L = layers[0];
-    ${per({ ahead: 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();', next: 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r));', tma: tmaIssue.qkv('L'), tmaAhead: tmaIssue.qkv('L') })}
+    ${ahead ? 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();' : 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r));'}
   }
 
   for (int layer = 0; layer < NL; layer++) {
@@ -696,7 +593,7 @@ ${
 
     // (1) RMSNorm + q/k/v projections.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
-    ${tmaWait('qkv')}GEMV_UNITS(RQKV, H, KS_QKV, ${off('qkv')}, ${src('qkv')}, qkv[r] = tobf(acc));
+    GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
     grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
@@ -719,7 +616,7 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
-    ${per({ tmaAhead: tmaIssue.o('L') + '\n    ' })}if (attends) {
+    if (attends) {
       const bool has_new = len - 1 >= t0 && len - 1 < t1;
       // Warps 0..GQ-1: query heads g*GQ+j; warp GQ: the kv head's key; warp GQ+1: its value.
       if (warp < GQ + 1) {
@@ -887,19 +784,19 @@ ${
       }
     }
     grid_arrive(bar, ++nbar, trace);
-    ${per({
-      ahead: `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
+    ${
+      ahead
+        ? `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
     PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_SMEM, L.wu + (long long)r * H);
-    cp_async_commit();`,
-      next: 'PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);',
-      tma: tmaIssue.o('L'),
-    })}
+    cp_async_commit();`
+        : 'PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);'
+    }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
     // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
     // where a separate fold would take a ticket, read, write and be read again.
-    ${per({ tmaAhead: tmaIssue.gu('L') + '\n    ' })}for (int i = threadIdx.x; i < NH * n_active; i += NT) {
+    for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
       const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
       sh.pm[hq][s2] = __ldcg(pp + D);
@@ -921,22 +818,22 @@ ${
       sh.xs[i] = rbf(A / Lsum);
     }
     __syncthreads();
-    ${tmaWait('o')}GEMV_UNITS(H, QROWS, KS_O, ${off('o')}, ${src('o')}, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
+    GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
-    ${per({
-      ahead: 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);',
-      next: `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
-    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`,
-      tma: tmaIssue.gu('L'),
-    })}
+    ${
+      ahead
+        ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
+        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
+    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
+    }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (4) RMSNorm + gate/up projections + silu * mul.
-    ${per({ tmaAhead: tmaIssue.down('L') + '\n    ' })}${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
-      ${tmaWait('gu')}DOT_UNITS(INTER, H, KS_GU, ${off('gu')}, ${src('gu')}, ag);
-      DOT_UNITS(INTER, H, KS_GU, ${off('gu', true)}, ${src('gu')}, au);
+      DOT_UNITS(INTER, H, KS_GU, 0, ${ahead ? 'SMEM_W' : 'REG_W'}, ag);
+      DOT_UNITS(INTER, H, KS_GU, GU_HALF, ${ahead ? 'SMEM_W' : 'REG_W'}, au);
       STAGE_UNITS(INTER, KS_GU, ag, sh.gp);
       STAGE_UNITS(INTER, KS_GU, au, sh.gp2);
       if (KS_GU > 1) __syncthreads();
@@ -950,23 +847,23 @@ ${
       }
     }
     grid_arrive(bar, ++nbar, trace);
-    ${per({
-      ahead: `if (layer + 1 < NL) {
+    ${
+      ahead
+        ? `if (layer + 1 < NL) {
       const LayerPtrs L2 = layers[layer + 1];
       PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L2, r));
       cp_async_commit();
-    }`,
-      next: 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);',
-      tma: tmaIssue.down('L'),
-    })}
+    }`
+        : 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
+    }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
-    ${per({ tmaAhead: `if (layer + 1 < NL) {\n      const LayerPtrs L2 = layers[layer + 1];\n      ${tmaIssue.qkv('L2')}\n    }\n    ` })}row_to_smem(act, nullptr, INTER, sh);
-    ${tmaWait('down')}GEMV_UNITS(H, INTER, KS_DOWN, ${off('down')}, ${src('down')}, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+    row_to_smem(act, nullptr, INTER, sh);
+    GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
-    if (${ahead || tmaAhead ? 'false' : 'layer + 1 < NL'}) {
-      ${per({ next: 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));', tma: `const LayerPtrs L2 = layers[layer + 1];\n      ${tmaIssue.qkv('L2')}` })}
+    if (${ahead ? 'false' : 'layer + 1 < NL'}) {
+      ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
     } else if (layer + 1 == NL && gw < VOCAB) {
       // The LM head's first row.
 #pragma unroll
@@ -1009,7 +906,7 @@ ${
   }
 }
 `;
-  const dynamicShared = tma ? (plan.tma.bufA + plan.tma.bufB) * 16 : ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
