@@ -25,6 +25,7 @@ import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launch } from '../src/runtime/cuda/launch.js';
 import { ptrOf, streamOf } from '../src/kernels/cuda/device.js';
 import { deviceInfo } from '../src/runtime/cuda/properties.js';
+import { median } from '../src/bench/harness.js';
 
 const argv = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
@@ -91,7 +92,6 @@ interface Row {
   block_median_us: number;
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 const flushBuf = kiln.empty([64 * 1024 * 1024], { dtype: 'float32', device: 'cuda' });
 const out = kiln.empty([grid], { dtype: 'float32', device: 'cuda' });
 const stamps = kiln.zeros([grid * 2], { dtype: 'int32', device: 'cuda' });

@@ -27,14 +27,7 @@ declare -A FORM=(
 )
 forms=${FORMS:-kss tma tmaa tmar}
 if [ "$part" = mk ]; then
-  go tests && { $K 300 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
-  for f in $forms; do
-    go phases-$f && { env ${FORM[$f]} $K 90 node dist/bench/cuda-megakernel-phases.js --pos 256 --steps 40 --json "$out/phases-$f.json" > "$out/phases-$f.txt" 2>&1; el "phases $f (${FORM[$f]}) rc=$?"; tail -n 10 "$out/phases-$f.txt" | tee -a "$out/summary.txt"; }
-  done
-  for rep in 1 2; do
-    cudadec m0-$rep 1 KILN_DECODE_MEGAKERNEL=0
-    for f in $forms; do cudadec $f-$rep 1 KILN_DECODE_MEGAKERNEL=1 ${FORM[$f]}; done
-  done
+  mkpart 300
 else
   el "unknown part $part"
 fi

@@ -43,6 +43,20 @@ abpart() {
     go tests && { wg $K 200 node --test $2 > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   fi
 }
+# The `mk` part of the megakernel sessions (s26.sh, s27.sh): the megakernel's tests (timeout $1 s,
+# files MK_TESTS), a phase trace per form, then batch-1 decode of the compiled step and each form,
+# alternating twice. Forms: `forms` (names) and the associative array FORM (name -> env).
+mkpart() {
+  local f rep
+  go tests && { $K $1 node --test ${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ|rror|compared" 16; }
+  for f in $forms; do
+    go phases-$f && { env ${FORM[$f]} $K 90 node dist/bench/cuda-megakernel-phases.js --pos 256 --steps 40 --json "$out/phases-$f.json" > "$out/phases-$f.txt" 2>&1; el "phases $f (${FORM[$f]}) rc=$?"; tail -n 10 "$out/phases-$f.txt" | tee -a "$out/summary.txt"; }
+  done
+  for rep in 1 2; do
+    cudadec m0-$rep 1 KILN_DECODE_MEGAKERNEL=0
+    for f in $forms; do cudadec $f-$rep 1 KILN_DECODE_MEGAKERNEL=1 ${FORM[$f]}; done
+  done
+}
 # Stops the clock sampling, summarises the clocks per phase, packs the part's folder, prints the summary.
 finish() {
   kill $smi 2>/dev/null
