@@ -72,6 +72,22 @@ export interface RunnerStats {
   runs: number;
 }
 
+/**
+ * A step's label for profiles: a kernel's ops and its first output's shape ('pointwise mul+add
+ * [128, 1024]'); an extern or GEMM step's op with its tensor inputs' shapes and its first output's
+ * ('gemm matmul [128, 1024] [1024, 2048] -> [128, 2048]'), so steps of different sizes add up apart.
+ */
+export function stepLabel(s: ProgramStep, plan: ReadonlyMap<ValueId, MetaLike>): string {
+  const shapeOf = (id: ValueId | undefined): string | undefined => {
+    const shape = id === undefined ? undefined : plan.get(id)?.shape;
+    return shape === undefined ? undefined : `[${shape.join(', ')}]`;
+  };
+  const out = shapeOf(stepOutputs(s)[0]);
+  if (s.kind === 'kernel') return `${s.group.kind} ${s.group.nodes.map((n) => n.op).join('+')}${out ? ` ${out}` : ''}`;
+  const ins = stepInputs(s).map(shapeOf).filter((x) => x !== undefined);
+  return `${s.kind} ${s.node.op}${ins.length > 0 ? ` ${ins.join(' ')}` : ''}${out ? ` -> ${out}` : ''}`;
+}
+
 export function stepOutputs(s: ProgramStep): readonly ValueId[] {
   if (s.kind === 'kernel') return s.group.outputs;
   if (s.kind === 'gemm' && s.epilogue) return s.epilogue.outputs;
@@ -174,7 +190,10 @@ export class StepRunner {
     return planValueMetas(this.low, inputs, this.plans);
   }
 
-  /** Runs every step on `inputs`; `onStep` is called after each step with its index and a label. */
+  /**
+   * Runs every step on `inputs`; `onStep` is called after each step with its index and a label
+   * (stepLabel: what it runs and the shape of its first output, for the profiling benches).
+   */
   run(inputs: readonly Tensor[], onStep?: (step: number, label: string) => void): unknown {
     const plan = this.plan(inputs);
     const env = new Map<ValueId, RVal>();
@@ -185,7 +204,7 @@ export class StepRunner {
     const st: RunState = { plan, env, pool, resolve: argResolver((id) => asTensor(env.get(id)!)) };
     this.steps.forEach((s, i) => {
       this.runStep(s, st);
-      onStep?.(i, s.kind === 'kernel' ? `${s.group.kind} ${s.group.nodes.map((n) => n.op).join('+')}` : `${s.kind} ${s.node.op}`);
+      onStep?.(i, stepLabel(s, plan));
       for (const id of this.deaths[i]!) {
         const t = env.get(id);
         if (!t || 'ref' in t || inputSet.has(t)) continue;

@@ -79,6 +79,8 @@ export class WgslProgram implements CompiledProgram {
   diskCache: ProgramCacheStatus | undefined;
   /** Called after a run that decided a config or launched a source not known before (the disk entry's writer). */
   onLearn: (() => void) | undefined;
+  /** Called after each step is queued, with its label (tools: bench/webgpu-profile.ts records an event there). */
+  onStep: ((step: number, label: string) => void) | undefined;
   private readonly runner: StepRunner;
   private readonly code = new Map<KernelGroup, GroupCode>();
   /** Config decisions by decision key (kernel and call shape). */
@@ -128,7 +130,7 @@ export class WgslProgram implements CompiledProgram {
   }
 
   run(inputs: readonly Tensor[]): unknown {
-    const out = this.runner.run(inputs);
+    const out = this.runner.run(inputs, this.onStep);
     if (this.learned) {
       this.learned = false;
       this.onLearn?.();

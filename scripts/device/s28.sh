@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Session 28's device calls, from the repo root through .device/run.sh with dist/ built and carried
+# (bash .device/run.sh bash scripts/device/s28.sh PART):
+#   prof  #17: the weight-burst bench (bench/cuda-weight-burst.ts: does one megakernel phase's
+#         burst of weights stream at DRAM bandwidth, cold and hot in L2?). #20: where the webgpu
+#         workloads that miss 2x of Kiln cuda spend their device time (bench/webgpu-profile.ts,
+#         step by step behind a spin kernel), with Kiln cuda's own profile of the Qwen3 forward
+#         and conv-stack with TF32 convolutions off (Kiln cuda's exact-float32 figure).
+#   mk    #17 the megakernel A/B of s27.sh (FORMS, default "base kss") for this GPU's figures.
+#   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
+# A step starts only while the call is under its deadline (S28_DEADLINE s); logs and JSON under
+# $OUT/s28-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s28.sh prof|mk|table}
+if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
+session=s28
+source "$(dirname "$0")/session-lib.sh"
+declare -A FORM=(
+  [base]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=registers"
+  [kss]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
+)
+forms=${FORMS:-base kss}
+wgprof() { # workload dtype [env...]
+  local w=$1 d=$2; shift 2
+  go wgprof-$w-$d && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 150 node dist/bench/webgpu-profile.js $w $d --top 30 --json "$out/wgprof-$w-$d$*.json" > "$out/wgprof-$w-$d$*.txt" 2>&1
+    el "webgpu profile $w $d ($*) rc=$?"; head -n 14 "$out/wgprof-$w-$d$*.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+}
+if [ "$part" = prof ]; then
+  go burst && { $K 120 node dist/bench/cuda-weight-burst.js --json "$out/burst.json" > "$out/burst.txt" 2>&1; el "burst rc=$?"; tail -n 20 "$out/burst.txt" | tee -a "$out/summary.txt"; }
+  wgprof qwen3-0.6b-forward float32
+  wgprof conv-stack float32
+  wgprof elementwise-4096 float16
+  wgprof qwen3-0.6b-forward float16
+  wgprof conv-stack float16
+  go cudaprof && { $K 120 node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 20 --json "$out/cudaprof-qwen3-f32.json" > "$out/cudaprof-qwen3-f32.txt" 2>&1; el "cuda profile qwen3 f32 rc=$?"; head -n 14 "$out/cudaprof-qwen3-f32.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go cudaconv && { KILN_CUDA_CONV_TF32=0 $K 120 node dist/src/cli/main.js bench --device cuda --workload conv-stack --no-progress --json "$out/cuda-conv-notf32.json" > "$out/cuda-conv-notf32.txt" 2>&1; el "cuda conv-stack TF32 off rc=$?"; tail -n 6 "$out/cuda-conv-notf32.txt" | tee -a "$out/summary.txt"; }
+elif [ "$part" = mk ]; then
+  mkpart 300
+else
+  el "unknown part $part"
+fi
+finish
