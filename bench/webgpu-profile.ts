@@ -13,14 +13,15 @@
  *
  * Also reported, for the same compiled function: one call between two events (how `kiln bench`
  * times it: the host's encoding shows where the GPU outruns it) and `calls` calls queued back to
- * back between two events (device time with the host hidden).
+ * back between two events (device time with the host hidden); with --harness, `kiln bench`'s
+ * own harness on the same workload (eager and compiled alternating).
  *
- *   node dist/bench/webgpu-profile.js [workload] [dtype] [--top N] [--reps 5] [--json out.json]
+ *   node dist/bench/webgpu-profile.js [workload] [dtype] [--top N] [--reps 5] [--harness] [--json out.json]
  */
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
 import { getWorkload } from '../src/bench/workloads.js';
-import { median } from '../src/bench/harness.js';
+import { benchWorkload, median } from '../src/bench/harness.js';
 import { WgslProgram } from '../src/compile/codegen/wgsl/program.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../src/tensor/dtype.js';
@@ -133,6 +134,10 @@ for (let i = 0; i < 21; i++) {
 }
 const [queued] = deviceMsPerCall([call], 5, 20);
 
+// kiln bench's own harness on the same workload (eager and compiled alternating, one call between
+// events each), to compare with the figures above.
+const harness = argv.includes('--harness') ? benchWorkload(getWorkload(workload).build({ size, device: 'webgpu', dtype }), { reps: 20, warmup: 3 }).row : null;
+
 const summary = {
   workload,
   dtype,
@@ -143,6 +148,8 @@ const summary = {
   single_call_ms: median(single),
   queued_call_ms: queued,
   spin_ms: SPIN_MS,
+  harness_eager_ms: harness?.eager_ms ?? null,
+  harness_compiled_ms: harness?.compiled_ms ?? null,
 };
 console.log(JSON.stringify(summary));
 console.log(`${'ms/call'.padStart(9)} ${'share'.padStart(6)} ${'n'.padStart(5)}  step`);

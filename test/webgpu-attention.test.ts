@@ -1,8 +1,8 @@
 /**
  * The webgpu flash attention (kernels/webgpu/flash-attention*.ts) against a float64 reference
  * softmax(q k^T * scale + mask) v (helpers/nn-ref.ts refAttention, the [L, S] matrix materialised
- * on the host): prefill (row-per-invocation kernel, keys in blocks of 16..32, so every case with
- * S > 32 crosses blocks) and decode (few query rows; long key ranges split and combined), causal
+ * on the host): prefill (the tiled kernel, keys in blocks of 32, so every case with S > 32 crosses
+ * blocks; and the row-per-invocation kernel, KILN_WEBGPU_ATTN_PREFILL=rows) and decode (few query rows; long key ranges split and combined), causal
  * and not, Lq != Lk, grouped-query heads, head dims 32/64/128, bool / additive masks (broadcast,
  * a fully masked row is NaN), strided operands, float32 / float16 / bfloat16; and autograd through
  * the op on webgpu against the CPU's gradients. Skips without a computing adapter.
@@ -15,6 +15,8 @@ import type { Tensor } from '../src/tensor/tensor.js';
 import { makeTensor, randomValues, type Layout } from './helpers/make.js';
 import { refAttention } from './helpers/nn-ref.js';
 import { sameLayoutOnWebgpu, webgpuSkipReason } from './helpers/webgpu.js';
+import { setOption } from '../src/runtime/config.js';
+import { TILED_WG, tiledPrefillBytes, tiledPrefillPlan } from '../src/kernels/webgpu/flash-attention-tiled.js';
 
 const skip = webgpuSkipReason();
 
@@ -106,17 +108,52 @@ const CASES: Case[] = [
   { label: 'decode bfloat16 GQA', q: [1, 4, 2, 64], k: [1, 1, 80, 64], dtype: 'bfloat16', causal: true },
 ];
 
-test('webgpu flash attention matches a float64 softmax(q k^T) v (prefill, decode, causal, masks, GQA, dtypes)', { skip }, () => {
+/** Failures of `cases` (seeded by their index), each run under the prefill form `form`. */
+function failuresOf(cases: readonly Case[], form: 'tiled' | 'rows'): string[] {
   const failures: string[] = [];
-  CASES.forEach((c, i) => {
-    try {
-      const m = check(c, 100 + 10 * i);
-      if (m) failures.push(`${c.label}: ${m}`);
-    } catch (e) {
-      failures.push(`${c.label}: threw ${(e as Error).message}`);
-    }
-  });
+  setOption('KILN_WEBGPU_ATTN_PREFILL', form);
+  try {
+    cases.forEach((c, i) => {
+      try {
+        const m = check(c, 100 + 10 * i);
+        if (m) failures.push(`${form} ${c.label}: ${m}`);
+      } catch (e) {
+        failures.push(`${form} ${c.label}: threw ${(e as Error).message}`);
+      }
+    });
+  } finally {
+    setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
+  }
+  return failures;
+}
+
+test('webgpu flash attention matches a float64 softmax(q k^T) v (prefill, decode, causal, masks, GQA, dtypes)', { skip }, () => {
+  const failures = failuresOf(CASES, 'tiled');
   assert.deepEqual(failures, [], `${failures.length} cases differ:\n${failures.join('\n')}`);
+});
+
+test('webgpu flash attention prefill: the row kernel (KILN_WEBGPU_ATTN_PREFILL=rows) and the tiled kernel with 32-row tiles', { skip }, () => {
+  const prefill = CASES.filter((c) => c.label.startsWith('prefill'));
+  // 8 x 8 heads of 97 rows: 256 tiles of 32 rows (the last one partial), so the tiled kernel takes 32-row tiles.
+  const wide: Case = { label: 'prefill causal, 64 heads of 97 rows (32-row tiles), E 16', q: [8, 8, 97, 16], k: [8, 8, 97, 16], causal: true };
+  assert.deepEqual(tiledPrefillPlan(8 * 8 * Math.ceil(97 / 32), 16, 16, 16384), { bq: 32, bk: 32 });
+  const failures = [...failuresOf(prefill, 'rows'), ...failuresOf([wide], 'tiled')];
+  assert.deepEqual(failures, [], `${failures.length} cases differ:\n${failures.join('\n')}`);
+});
+
+test('tiled prefill plans: fewer tiles take 16-row tiles; plans shrink to the workgroup memory, or there is none', () => {
+  // A 128-token Qwen3-0.6B prefill: 16 heads, 4 tiles of 32 rows each.
+  assert.deepEqual(tiledPrefillPlan(64, 128, 128, 49152), { bq: 16, bk: 32 });
+  assert.deepEqual(tiledPrefillPlan(1024, 128, 128, 49152), { bq: 32, bk: 32 });
+  // WebGPU's guaranteed 16 KiB: head dim 128 fits a smaller tile or block.
+  const small = tiledPrefillPlan(64, 128, 128, 16384);
+  assert.ok(small !== null && small.bq * small.bk < 16 * 32 && tiledPrefillBytes(small, 128, 128) <= 16384, JSON.stringify(small));
+  assert.equal(tiledPrefillPlan(64, 256, 256, 16384), null);
+  for (const [e, ev] of [[64, 64], [128, 128], [256, 256], [64, 200]] as const) {
+    const p = tiledPrefillPlan(64, e, ev, 49152)!;
+    assert.ok(tiledPrefillBytes(p, e, ev) <= 49152, `${e}/${ev}`);
+    assert.ok(p.bk >= TILED_WG / p.bq, `${e}/${ev}: a row's invocations each own a key of every block`);
+  }
 });
 
 test('webgpu attention: S = 0 gives zeros, dropout keeps the math path, gradients match the CPU', { skip }, () => {

@@ -173,3 +173,24 @@ test('the large and small forms agree; small, and auto below 256 tiles or 128 ro
     assert.equal(gemmStats[form], before[form] + 1, bc.label);
   }
 });
+
+test('KILN_WEBGPU_GEMM_SPLIT_TILE=large: split-K products on the large form (partial sums, then the combine) match a float64 reference', { skip }, () => {
+  // Fewer than 256 output tiles and K of 256 or more: K is split; M and N of 128 or more take the
+  // 128x128 form for the slices under this option.
+  const split: readonly Case[] = [
+    mm(130, 250, 600),
+    { label: 'linear with bias [1,128,384] @ [200,384]^T', op: 'linear', k: 384, build: (mk) => [mk([1, 128, 384]), mk([200, 384]), mk([200])] },
+    { label: 'addmm beta 0.5 alpha 2, self [M,N], K 520', op: 'addmm', k: 520, build: (mk) => [mk([140, 133]), mk([140, 520]), mk([520, 133]), 0.5, 2] },
+  ];
+  const before = process.env.KILN_WEBGPU_GEMM_SPLIT_TILE;
+  process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = 'large';
+  try {
+    for (const c of split) check(c, 'float32');
+  } finally {
+    if (before === undefined) delete process.env.KILN_WEBGPU_GEMM_SPLIT_TILE;
+    else process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = before;
+  }
+  assert.ok(gemmPipelineKeys().some((k) => k.endsWith(',partial,large')), 'a split-K pipeline of the large form ran');
+  // The same products on the default (64x64 slices) agree with the reference too.
+  for (const c of split) check(c, 'float32');
+});

@@ -6,12 +6,16 @@
 #         workloads that miss 2x of Kiln cuda spend their device time (bench/webgpu-profile.ts,
 #         step by step behind a spin kernel), with Kiln cuda's own profile of the Qwen3 forward
 #         and conv-stack with TF32 convolutions off (Kiln cuda's exact-float32 figure).
+#   attn  #20 after the tiled flash-attention prefill (flash-attention-tiled.ts): its tests and the
+#         split-K large-tile GEMM's on the GPU, then profiles of the Qwen3 forward (float32 with
+#         KILN_WEBGPU_GEMM_SPLIT_TILE small / large, float16) and elementwise-4096 with kiln bench's
+#         harness beside (its float16 figure read 0.272 ms in session 26, the profile 0.088).
 #   mk    #17 the megakernel A/B of s27.sh (FORMS, default "base kss") for this GPU's figures.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S28_DEADLINE s); logs and JSON under
 # $OUT/s28-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s28.sh prof|mk|table}
+part=${1:?usage: s28.sh prof|attn|mk|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s28
 source "$(dirname "$0")/session-lib.sh"
@@ -20,9 +24,10 @@ declare -A FORM=(
   [kss]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
 )
 forms=${FORMS:-base kss}
-wgprof() { # workload dtype [env...]
-  local w=$1 d=$2; shift 2
-  go wgprof-$w-$d && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 150 node dist/bench/webgpu-profile.js $w $d --top 30 --json "$out/wgprof-$w-$d$*.json" > "$out/wgprof-$w-$d$*.txt" 2>&1
+wgprof() { # workload dtype [env... | --flag...]
+  local w=$1 d=$2 a envs=() flags=(); shift 2
+  for a in "$@"; do case $a in --*) flags+=("$a") ;; *) envs+=("$a") ;; esac; done
+  go wgprof-$w-$d && { env "${envs[@]}" KILN_WEBGPU_BACKEND=vulkan $K 150 node dist/bench/webgpu-profile.js $w $d --top 30 "${flags[@]}" --json "$out/wgprof-$w-$d$*.json" > "$out/wgprof-$w-$d$*.txt" 2>&1
     el "webgpu profile $w $d ($*) rc=$?"; head -n 14 "$out/wgprof-$w-$d$*.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
 }
 if [ "$part" = prof ]; then
@@ -34,6 +39,14 @@ if [ "$part" = prof ]; then
   wgprof conv-stack float16
   go cudaprof && { $K 120 node dist/bench/cuda-profile.js qwen3-0.6b-forward float32 --top 20 --json "$out/cudaprof-qwen3-f32.json" > "$out/cudaprof-qwen3-f32.txt" 2>&1; el "cuda profile qwen3 f32 rc=$?"; head -n 14 "$out/cudaprof-qwen3-f32.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   go cudaconv && { KILN_CUDA_CONV_TF32=0 $K 120 node dist/src/cli/main.js bench --device cuda --workload conv-stack --no-progress --json "$out/cuda-conv-notf32.json" > "$out/cuda-conv-notf32.txt" 2>&1; el "cuda conv-stack TF32 off rc=$?"; tail -n 6 "$out/cuda-conv-notf32.txt" | tee -a "$out/summary.txt"; }
+elif [ "$part" = attn ]; then
+  go tests && { wg $K 200 node --test dist/test/webgpu-attention.test.js dist/test/webgpu-gemm-large-tile.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ" 10; }
+  wgprof qwen3-0.6b-forward float32
+  wgprof qwen3-0.6b-forward float32 KILN_WEBGPU_GEMM_SPLIT_TILE=large
+  wgprof qwen3-0.6b-forward float16
+  wgprof elementwise-4096 float16 --harness
+  wgprof elementwise-4096 float32 --harness
+  wgprof qwen3-0.6b-forward float32 KILN_WEBGPU_ATTN_PREFILL=rows
 elif [ "$part" = mk ]; then
   mkpart 300
 else

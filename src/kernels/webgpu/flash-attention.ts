@@ -3,7 +3,9 @@
  * for a scaled_dot_product_attention call and launches it over the op's batch map (broadcast and
  * grouped-query heads read through each operand's strides and divisors, as the CPU kernel does).
  *
- * Prefill (more than DECODE_ROWS query rows per head) runs the row-per-invocation kernel; fewer
+ * Prefill (more than DECODE_ROWS query rows per head) runs the tiled kernel (flash-attention-tiled.ts:
+ * a workgroup per tile of query rows) where its tiles fit the device's workgroup memory and
+ * KILN_WEBGPU_ATTN_PREFILL is 'tiled' (the default), else the row-per-invocation kernel; fewer
  * rows run the decode kernel, split over the keys when the rows alone would leave most of the
  * device idle (fewer than TARGET_GROUPS workgroups) and each split still has SPLIT_MIN keys, the
  * splits merged by the combine kernel. `flashAttention` returns null where the flash path does not
@@ -15,6 +17,8 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { allocOut, webgpu } from './device.js';
 import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type AttnKinds } from './flash-attention-source.js';
 import { dataKind, groupsFor, kernelFor, words } from './template.js';
+import { tiledPrefillPlan, tiledPrefillSource } from './flash-attention-tiled.js';
+import { getOption } from '../../runtime/config.js';
 
 /** The largest head dim (query/key and value) of the flash kernels. */
 export const MAX_DIM = 256;
@@ -84,6 +88,12 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   const inputs = [query.storage.buffer, key.storage.buffer, value.storage.buffer, ...(mask ? [mask.storage.buffer] : [])];
   const tag = `${kinds.x}.${e}.${ev}.${kinds.mask ?? ''}${kinds.maskBool ? 'b' : ''}`;
   if (!decode) {
+    const plan = getOption('KILN_WEBGPU_ATTN_PREFILL') === 'tiled' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
+    if (plan) {
+      const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.${tag}`, () => tiledPrefillSource(kinds, plan));
+      acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / plan.bq), 1));
+      return o;
+    }
     const bk = prefillBlock(e, ev);
     const k = kernelFor(`attn.prefill.${tag}`, () => prefillSource(kinds, bk));
     acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / ATTN_WG), 1));

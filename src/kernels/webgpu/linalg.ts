@@ -465,11 +465,15 @@ export function runGemm(g: WebgpuGemm): Tensor {
     // Emulation covers the staged kernel only: what it does not take runs on the tiled kernel.
     if (emulated !== null) sm = null;
     if (!sm && small) {
-      const tn = Math.ceil(N / GEMM_BN);
-      const tm = Math.ceil(M / GEMM_BM);
+      // KILN_WEBGPU_GEMM_SPLIT_TILE=large: the 128x128 form splits K too (M and N of 128 or more),
+      // fewer tiles with more K slices each, at the large form's better FMAs per load.
+      const largeSplit = getOption('KILN_WEBGPU_GEMM_SPLIT_TILE') === 'large' && M >= GEMM_LARGE_BM && N >= GEMM_LARGE_BM;
+      const bt = largeSplit ? GEMM_LARGE_BM : GEMM_BN;
+      const tn = Math.ceil(N / bt);
+      const tm = Math.ceil(M / bt);
       const split = planSplitK(tn * tm, M, N, K, GEMM_BK);
       if (split.splits > 1) {
-        splitRun(gemmKernel, tn, tm, split);
+        splitRun((s) => gemmKernel(largeSplit ? { ...s, tile: 'large' } : s), tn, tm, split);
         return out;
       }
     }
