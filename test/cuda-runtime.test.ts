@@ -144,6 +144,31 @@ test('raw kernels: NVRTC compile, disk cache, one-block argument launch', { skip
   assert.equal(cubinStats.compiled - before.compiled + (cubinStats.diskHits - before.diskHits), 1);
 });
 
+// 40 KiB of static shared memory plus 16 KiB dynamic: 56 KiB in all, past the 48 KiB a launch gets
+// without the opt-in attribute, with a dynamic part under 48 KiB.
+const STATIC_AND_DYNAMIC = `extern "C" __global__ void kiln_test_smem(float* x) {
+  __shared__ float s[10240];
+  extern __shared__ float d[];
+  int t = threadIdx.x;
+  for (int i = t; i < 10240; i += blockDim.x) s[i] = (float)i;
+  for (int i = t; i < 4096; i += blockDim.x) d[i] = 2.0f * (float)i;
+  __syncthreads();
+  x[t] = s[10239 - t] + d[4095 - t];
+}
+`;
+
+test('raw kernels: static plus dynamic shared memory past 48 KiB launches (the opt-in attribute is set for any dynamic part)', { skip }, () => {
+  const a = acc();
+  const k = kernelFromSource(0, STATIC_AND_DYNAMIC, 'kiln_test_smem', ['ptr'], [], 16384);
+  const buf = a.allocator(0).allocate(128 * 4);
+  launch(k, [devPtr(buf)], { grid: 1, block: 128, sharedBytes: 16384 }, a.defaultStream(0));
+  const host = new Uint8Array(128 * 4);
+  a.copyDeviceToHost(host, buf, 0);
+  const f = new Float32Array(host.buffer);
+  for (let t = 0; t < 128; t++) assert.equal(f[t], 10239 - t + 2 * (4095 - t));
+  a.allocator(0).free(buf);
+});
+
 test('an NVRTC compile error shows the log and the numbered source lines around the error', { skip }, () => {
   const bad = GOOD.replace('(float)i * 0.5f', 'undefined_name * 2');
   let err: Error | undefined;

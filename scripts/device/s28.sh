@@ -9,7 +9,8 @@
 #   attn  #20 after the tiled flash-attention prefill (flash-attention-tiled.ts): its tests and the
 #         split-K large-tile GEMM's on the GPU, then profiles of the Qwen3 forward (float32 with
 #         KILN_WEBGPU_GEMM_SPLIT_TILE small / large, float16) and elementwise-4096 with kiln bench's
-#         harness beside (its float16 figure read 0.272 ms in session 26, the profile 0.088).
+#         harness beside (its float16 figure read 0.272 ms in session 26, the profile 0.088); the
+#         cuda runtime tests (a kernel with static plus dynamic shared memory past 48 KiB).
 #   mk    #17 the megakernel A/B of s27.sh (FORMS, default "base kss") for this GPU's figures.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S28_DEADLINE s); logs and JSON under
@@ -41,6 +42,7 @@ if [ "$part" = prof ]; then
   go cudaconv && { KILN_CUDA_CONV_TF32=0 $K 120 node dist/src/cli/main.js bench --device cuda --workload conv-stack --no-progress --json "$out/cuda-conv-notf32.json" > "$out/cuda-conv-notf32.txt" 2>&1; el "cuda conv-stack TF32 off rc=$?"; tail -n 6 "$out/cuda-conv-notf32.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = attn ]; then
   go tests && { wg $K 200 node --test dist/test/webgpu-attention.test.js dist/test/webgpu-gemm-large-tile.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ" 10; }
+  go cudatests && { $K 120 node --test dist/test/cuda-runtime.test.js > "$out/cuda-tests.txt" 2>&1; el "cuda runtime tests rc=$?"; sum "$out/cuda-tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
   wgprof qwen3-0.6b-forward float32
   wgprof qwen3-0.6b-forward float32 KILN_WEBGPU_GEMM_SPLIT_TILE=large
   wgprof qwen3-0.6b-forward float16

@@ -204,7 +204,9 @@ export function loadKernel(deviceIndex: number, cubin: Uint8Array, name: string,
   check(cu.cuModuleLoadData(mod, cubin), `loading the module of kernel '${name}' on cuda:${deviceIndex}`);
   const fn: [Ptr | null] = [null];
   check(cu.cuModuleGetFunction(fn, mod[0]!, name), `finding kernel '${name}' in its module`);
-  if (maxDynamicShared > 48 * 1024) {
+  // Any dynamic part gets the opt-in: a kernel's static shared memory plus a dynamic part under
+  // 48 KiB can still pass 48 KiB, and such a launch fails (CUDA_ERROR_INVALID_VALUE) without it.
+  if (maxDynamicShared > 0) {
     check(cu.cuFuncSetAttribute(fn[0]!, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, maxDynamicShared), `allowing ${maxDynamicShared} bytes of shared memory for '${name}'`);
   }
   return { name, fn: fn[0]!, params, layout: paramLayout(params), deviceIndex, pdl };
