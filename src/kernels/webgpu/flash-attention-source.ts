@@ -57,7 +57,7 @@ export interface AttnKinds {
 const NEG_MAX = '-3.4028234663852886e38f';
 
 /** WGSL declaring `qo ko vo mo oo` for batch index `bi` (offsets through the batch map). */
-function batchOffsets(): string[] {
+export function batchOffsets(): string[] {
   return [
     'var qo = kmeta[15]; var ko = kmeta[16]; var vo = kmeta[17]; var mo = kmeta[18]; var oo = kmeta[19]; var rem = bi;',
     'for (var q = kmeta[22]; q > 0u; q = q - 1u) {',
@@ -69,14 +69,15 @@ function batchOffsets(): string[] {
 }
 
 /** Statements applying the mask of (row i, key j) to score `s` and validity `ok`. */
-function maskStmts(k: AttnKinds): string[] {
+export function maskStmts(k: AttnKinds): string[] {
   if (k.mask === null) return [];
   const mv = loadExpr(k.mask, 'b4', 'mo + i * kmeta[11] + j * kmeta[12]', false);
   if (k.maskBool) return [`ok = ok && ${mv} != 0i;`];
   return [`s = s + ${mv};`, `ok = ok && bitcast<u32>(s) != 0xff800000u;`];
 }
 
-function binds(k: AttnKinds, out: StorageKind): Bind[] {
+/** The bindings of an attention kernel: the output (of kind `out`), query, key, value, then the mask if any. */
+export function binds(k: AttnKinds, out: StorageKind): Bind[] {
   const bs: Bind[] = [
     { kind: out, written: true },
     { kind: k.x, written: false },

@@ -23,10 +23,9 @@
  * The tile sizes are chosen by tiledPrefillPlan from the device's workgroup memory (16 KiB
  * guaranteed by WebGPU, 48 KiB on NVIDIA): where no plan fits, the row kernel runs.
  */
-import { ATTN_DIM_WORDS, ATTN_HEAD, type AttnKinds } from './flash-attention-source.js';
-import type { StorageKind } from './storage.js';
+import { batchOffsets, binds, maskStmts, type AttnKinds } from './flash-attention-source.js';
 import { loadExpr, storeStmt } from './storage.js';
-import { header, type Bind } from './template.js';
+import { header } from './template.js';
 
 /** Invocations per workgroup of the tiled prefill. */
 export const TILED_WG = 128;
@@ -64,37 +63,6 @@ export function tiledPrefillPlan(tiles32: number, e: number, ev: number, maxByte
 
 const NEG_MAX = '-3.4028234663852886e38f';
 const NEG_INF_BITS = '0xff800000u';
-
-/** WGSL declaring `qo ko vo mo oo` for batch index `bi` (offsets through the batch map). */
-function batchOffsets(): string[] {
-  return [
-    'var qo = kmeta[15]; var ko = kmeta[16]; var vo = kmeta[17]; var mo = kmeta[18]; var oo = kmeta[19]; var rem = bi;',
-    'for (var q = kmeta[22]; q > 0u; q = q - 1u) {',
-    `  let w = ${ATTN_HEAD}u + ${ATTN_DIM_WORDS}u * (q - 1u); let c = rem % kmeta[w]; rem = rem / kmeta[w];`,
-    '  qo += (c / kmeta[w + 2u]) * kmeta[w + 1u]; ko += (c / kmeta[w + 4u]) * kmeta[w + 3u]; vo += (c / kmeta[w + 6u]) * kmeta[w + 5u];',
-    '  mo += c * kmeta[w + 7u]; oo += c * kmeta[w + 8u];',
-    '}',
-  ];
-}
-
-/** Statements applying the mask of (row i, key j) to score `s` and validity `ok` (i, j clamped into range by the caller). */
-function maskStmts(k: AttnKinds): string[] {
-  if (k.mask === null) return [];
-  const mv = loadExpr(k.mask, 'b4', 'mo + i * kmeta[11] + j * kmeta[12]', false);
-  if (k.maskBool) return [`ok = ok && ${mv} != 0i;`];
-  return [`s = s + ${mv};`, `ok = ok && bitcast<u32>(s) != ${NEG_INF_BITS};`];
-}
-
-function binds(k: AttnKinds, out: StorageKind): Bind[] {
-  const bs: Bind[] = [
-    { kind: out, written: true },
-    { kind: k.x, written: false },
-    { kind: k.x, written: false },
-    { kind: k.x, written: false },
-  ];
-  if (k.mask !== null) bs.push({ kind: k.mask, written: false });
-  return bs;
-}
 
 /** The tiled prefill kernel for `k` under `plan` (metadata as the row kernel's: flash-attention-source.ts). */
 export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string {
