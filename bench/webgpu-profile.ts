@@ -23,6 +23,8 @@ import * as kiln from '../src/index.js';
 import { getWorkload } from '../src/bench/workloads.js';
 import { benchWorkload, median } from '../src/bench/harness.js';
 import { WgslProgram } from '../src/compile/codegen/wgsl/program.js';
+import { WgslReplayProgram } from '../src/compile/codegen/wgsl/replay.js';
+import { setOption } from '../src/runtime/config.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { deviceMsPerCall } from './webgpu-device-ms.js';
@@ -74,10 +76,14 @@ function calibrateSpin(): number {
 }
 
 const w = getWorkload(workload).build({ size, device: 'webgpu', dtype });
+// The profiled program runs step by step, so without recorded replay (KILN_WEBGPU_REPLAY, read
+// at compile time); the whole-call timings below use a second compile, as users get it.
+setOption('KILN_WEBGPU_REPLAY', false);
 const cf = kiln.compile(w.forward, { name: `${workload}-profiled` });
 // The first call outside kiln.scope: tensors a model makes on its first forward are lifted into
 // the program and must outlive the call.
 kiln.noGrad(() => void cf(...w.inputs));
+setOption('KILN_WEBGPU_REPLAY', undefined);
 kiln.synchronize('webgpu');
 const program = cf.programs().inference[0];
 if (!(program instanceof WgslProgram)) throw new Error(`webgpu-profile: ${workload} did not compile to one webgpu program (got ${program?.constructor.name ?? 'none'})`);
@@ -118,8 +124,12 @@ for (let r = 0; r < reps; r++) {
 const runs = Math.max(1, reps - 1);
 const rows = [...totals.entries()].map(([label, t]) => ({ label, ms_per_call: t.ms / runs, count_per_call: t.count / runs })).sort((a, b) => b.ms_per_call - a.ms_per_call);
 
-// Whole calls: one between two events (kiln bench's timing) and 20 queued back to back.
-const call = (): void => void kiln.noGrad(() => kiln.scope(() => void cf(...w.inputs)));
+// Whole calls, compiled as users get it (replayed where KILN_WEBGPU_REPLAY_MIN_STEPS says): one
+// between two events (kiln bench's timing) and 20 queued back to back.
+const cfUser = kiln.compile(w.forward, { name: workload });
+kiln.noGrad(() => void cfUser(...w.inputs));
+const userProgram = cfUser.programs().inference[0];
+const call = (): void => void kiln.noGrad(() => kiln.scope(() => void cfUser(...w.inputs)));
 const single: number[] = [];
 for (let i = 0; i < 21; i++) {
   kiln.scope(() => {
@@ -148,6 +158,7 @@ const summary = {
   single_call_ms: median(single),
   queued_call_ms: queued,
   spin_ms: SPIN_MS,
+  replayed: userProgram instanceof WgslReplayProgram ? userProgram.stats : null,
   harness_eager_ms: harness?.eager_ms ?? null,
   harness_compiled_ms: harness?.compiled_ms ?? null,
 };

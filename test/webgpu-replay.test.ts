@@ -142,3 +142,37 @@ test('webgpu reduce-overhead: dispose() frees a recording (static outputs and pr
   assert.equal(p.stats.replays, 1);
   r.dispose();
 });
+
+test('webgpu default mode: programs of at least KILN_WEBGPU_REPLAY_MIN_STEPS steps replay too, each call getting results of its own (copies)', { skip }, () => {
+  kiln.manualSeed(5);
+  const wHost = kiln.randn([6, 5]);
+  const w = wHost.to('webgpu');
+  const x = kiln.zeros([4, 5]).to('webgpu');
+  const fn = (a: Tensor, b: Tensor): Tensor => kiln.relu(kiln.add(kiln.nn.functional.linear(a, b), 0.5)).mul(2).sum(-1);
+  setOption('KILN_WEBGPU_REPLAY_MIN_STEPS', 2);
+  const cf = kiln.compile(fn);
+  const results: Tensor[] = [];
+  const want: number[][] = [];
+  try {
+    for (let call = 0; call < 5; call++) {
+      const xHost = kiln.randn([4, 5]);
+      kiln.copy_(x, xHost.to('webgpu'));
+      const ref = kiln.relu(kiln.add(kiln.nn.functional.linear(xHost.to('float64'), wHost.to('float64')), 0.5)).mul(2).sum(-1);
+      const r = cf(x, w);
+      close(r.toFlatArray() as number[], ref.toFlatArray() as number[], `call ${call}`);
+      results.push(r);
+      want.push(ref.toFlatArray() as number[]);
+    }
+  } finally {
+    setOption('KILN_WEBGPU_REPLAY_MIN_STEPS', undefined);
+  }
+  const p = replayProgram(cf);
+  assert.equal(p.aliasOutputs, false);
+  assert.deepEqual({ ...p.stats, dispatches: p.stats.dispatches > 0 }, { plainRuns: 1, recordings: 1, replays: 3, dispatches: true, disabled: null });
+  // Unlike 'reduce-overhead', every call's result keeps that call's values.
+  results.forEach((r, i) => close(r.toFlatArray() as number[], want[i]!, `call ${i}'s result after later calls`));
+  // Below the threshold (the default 32 steps) the same function compiles to a plain program.
+  const small = kiln.compile(fn);
+  small(x, w);
+  assert.ok(!small.programs().inference.some((q) => q instanceof WgslReplayProgram), 'a program of a few steps is not replayed');
+});

@@ -1,6 +1,7 @@
 /**
  * Recorded replay of compiled webgpu programs, webgpu's counterpart of CUDA graphs in mode
- * 'reduce-overhead' (issue #20). A compiled decode step is about a thousand dispatches; issuing
+ * 'reduce-overhead' (issue #20), and in the other modes for programs of many steps (target.ts),
+ * where each call's results are copies of the static outputs instead of aliases. A compiled decode step is about a thousand dispatches; issuing
  * them costs the main thread the step runner, every extern kernel's host code and the packing of
  * each dispatch, and the device thread a bind group per dispatch. WebGPU has no compute bundles
  * (command buffers are single-use), so the device thread keeps the commands instead: the pipelines,
@@ -33,6 +34,8 @@ import { Tensor } from '../../../tensor/tensor.js';
 import type { CompiledProgram, ProgramCacheStatus } from '../../backend.js';
 import type { Graph } from '../../ir.js';
 import { isRandom } from '../../passes/util.js';
+import { clone } from '../../../ops/defs/core.js';
+import { dispatch } from '../../../ops/dispatch.js';
 import type { WgslProgram } from './program.js';
 
 export interface WgslReplayStats {
@@ -110,6 +113,8 @@ export class WgslReplayProgram implements CompiledProgram {
   constructor(
     readonly program: WgslProgram,
     refusal: string | null,
+    /** Results alias the static outputs (mode 'reduce-overhead'); else each call's are copies of them. */
+    readonly aliasOutputs = true,
   ) {
     this.stats.disabled = refusal;
   }
@@ -124,7 +129,7 @@ export class WgslReplayProgram implements CompiledProgram {
 
   describe(): string {
     const state = this.stats.disabled !== null ? `off: ${this.stats.disabled}` : this.rec ? `recorded (${this.rec.dispatches} dispatches), ${this.stats.replays} replays` : 'not recorded yet';
-    return `${this.program.describe()}\n// webgpu replay (outputs alias static buffers): ${state}`;
+    return `${this.program.describe()}\n// webgpu replay (outputs ${this.aliasOutputs ? 'alias static buffers' : 'copied from static buffers'}): ${state}`;
   }
 
   run(inputs: readonly Tensor[]): unknown {
@@ -188,18 +193,22 @@ export class WgslReplayProgram implements CompiledProgram {
     this.rec = { id: end.id, dispatches: end.dispatches, places: inputs.map(placeOf), pool, output };
     this.stats.recordings++;
     this.stats.dispatches = end.dispatches;
-    return this.aliases(output);
+    return this.results(output);
   }
 
   private replay(r: Recorded): unknown {
     this.acc().replay(r.id, r.dispatches);
     this.stats.replays++;
     this.unreplayed = 0;
-    return this.aliases(r.output);
+    return this.results(r.output);
   }
 
-  /** New tensor objects over the static outputs: disposing them drops only their own reference. */
-  private aliases(output: unknown): unknown {
+  /**
+   * What a call returns of the static outputs: new tensor objects over them (disposing one drops
+   * only its own reference), or with aliasOutputs off copies of them (queued after the replay).
+   */
+  private results(output: unknown): unknown {
+    if (!this.aliasOutputs) return mapTensors(output, (t) => dispatch(clone, t) as Tensor);
     return mapTensors(output, (t) => new Tensor(t.storage, t.dtype, t.shape, t.strides, t.offset));
   }
 

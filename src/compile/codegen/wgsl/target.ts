@@ -26,12 +26,18 @@ export const webgpuTarget: CompileTarget = {
 };
 
 /**
- * Mode 'reduce-overhead': the program's calls are recorded once and replayed (replay.ts), unless
- * KILN_WEBGPU_REPLAY=0; its outputs then alias static buffers, as a CUDA graph's do in that mode.
+ * Recorded replay (replay.ts), unless KILN_WEBGPU_REPLAY=0. Mode 'reduce-overhead': every program,
+ * its outputs aliasing static buffers, as a CUDA graph's do in that mode. Other modes: programs of
+ * at least KILN_WEBGPU_REPLAY_MIN_STEPS kernel and extern steps (a model's forward: hundreds of
+ * dispatches, each costing the host more than the GPU), each call's outputs copied out of the
+ * static buffers, as cuda's default mode replays graphs; a program of a few steps gains nothing
+ * from a replay and would pay the copies.
  */
 function withReplay(graph: Graph, program: WgslProgram, options: Partial<BackendOptions>): CompiledProgram {
-  if (!decodeMode(options.mode).aliasOutputs || !getOption('KILN_WEBGPU_REPLAY')) return program;
-  return new WgslReplayProgram(program, replayRefusal(graph));
+  if (!getOption('KILN_WEBGPU_REPLAY')) return program;
+  if (decodeMode(options.mode).aliasOutputs) return new WgslReplayProgram(program, replayRefusal(graph), true);
+  if (program.stats.kernels + program.stats.externs < getOption('KILN_WEBGPU_REPLAY_MIN_STEPS')) return program;
+  return new WgslReplayProgram(program, replayRefusal(graph), false);
 }
 
 registerCompileTarget('webgpu', webgpuTarget);
