@@ -174,7 +174,7 @@ test('the large and small forms agree; small, and auto below 256 tiles or 128 ro
   }
 });
 
-test('KILN_WEBGPU_GEMM_SPLIT_TILE=large: split-K products on the large form (partial sums, then the combine) match a float64 reference', { skip }, () => {
+test('KILN_WEBGPU_GEMM_SPLIT_TILE large (the default) and small: split-K products on the large form (partial sums, then the combine) match a float64 reference', { skip }, () => {
   // Fewer than 256 output tiles and K of 256 or more: K is split; M and N of 128 or more take the
   // 128x128 form for the slices under this option.
   const split: readonly Case[] = [
@@ -191,6 +191,12 @@ test('KILN_WEBGPU_GEMM_SPLIT_TILE=large: split-K products on the large form (par
     else process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = before;
   }
   assert.ok(gemmPipelineKeys().some((k) => k.endsWith(',partial,large')), 'a split-K pipeline of the large form ran');
-  // The same products on the default (64x64 slices) agree with the reference too.
-  for (const c of split) check(c, 'float32');
+  // The same products on 64x64 slices (KILN_WEBGPU_GEMM_SPLIT_TILE=small) agree with the reference too.
+  process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = 'small';
+  try {
+    for (const c of split) check(c, 'float32');
+  } finally {
+    if (before === undefined) delete process.env.KILN_WEBGPU_GEMM_SPLIT_TILE;
+    else process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = before;
+  }
 });

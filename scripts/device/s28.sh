@@ -11,12 +11,16 @@
 #         KILN_WEBGPU_GEMM_SPLIT_TILE small / large, float16) and elementwise-4096 with kiln bench's
 #         harness beside (its float16 figure read 0.272 ms in session 26, the profile 0.088); the
 #         cuda runtime tests (a kernel with static plus dynamic shared memory past 48 KiB).
+#   final #20 with this session's defaults (tiled attention prefill, split-K on the large tile,
+#         replay of programs of many steps in every mode): the changed paths' tests on the GPU,
+#         profiles of the Qwen3 forward, then the table (webgpu-table.sh webgpu,cuda) into
+#         $OUT/webgpu-table.tgz.
 #   mk    #17 the megakernel A/B of s27.sh (FORMS, default "base kss") for this GPU's figures.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S28_DEADLINE s); logs and JSON under
 # $OUT/s28-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s28.sh prof|attn|mk|table}
+part=${1:?usage: s28.sh prof|attn|final|mk|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s28
 source "$(dirname "$0")/session-lib.sh"
@@ -49,6 +53,11 @@ elif [ "$part" = attn ]; then
   wgprof elementwise-4096 float16 --harness
   wgprof elementwise-4096 float32 --harness
   wgprof qwen3-0.6b-forward float32 KILN_WEBGPU_ATTN_PREFILL=rows
+elif [ "$part" = final ]; then
+  go tests && { wg $K 200 node --test dist/test/webgpu-replay.test.js dist/test/webgpu-gemm-large-tile.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ" 10; }
+  wgprof qwen3-0.6b-forward float32
+  wgprof qwen3-0.6b-forward float16
+  go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=230 WT_CUDA_S=120 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; grep -E "^[a-z0-9.-]+ +(webgpu|cuda)" "$out/table.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
 elif [ "$part" = mk ]; then
   mkpart 300
 else
