@@ -176,3 +176,16 @@ test('webgpu default mode: programs of at least KILN_WEBGPU_REPLAY_MIN_STEPS ste
   small(x, w);
   assert.ok(!small.programs().inference.some((q) => q instanceof WgslReplayProgram), 'a program of a few steps is not replayed');
 });
+
+test('webgpu replay: attention with a dropout probability of 0 draws nothing and is replayed; with 0.5 it is refused', { skip }, () => {
+  kiln.manualSeed(9);
+  const [q, k, v] = [0, 1, 2].map(() => kiln.randn([1, 2, 12, 8]).to('webgpu'));
+  const attn = (p: number) => (a: Tensor, b: Tensor, c: Tensor): Tensor => kiln.scaledDotProductAttention(a, b, c, null, p, true).mul(2).add(1);
+  const want = kiln.scaledDotProductAttention(q!.to('cpu').to('float64'), k!.to('cpu').to('float64'), v!.to('cpu').to('float64'), null, 0, true).mul(2).add(1).toFlatArray() as number[];
+  const eval0 = kiln.compile(attn(0), { mode: 'reduce-overhead' });
+  for (let call = 0; call < 4; call++) close(eval0(q!, k!, v!).toFlatArray() as number[], want, `p = 0, call ${call}`);
+  assert.deepEqual({ replays: replayProgram(eval0).stats.replays, disabled: replayProgram(eval0).stats.disabled }, { replays: 2, disabled: null });
+  const train = kiln.compile(attn(0.5), { mode: 'reduce-overhead' });
+  for (let call = 0; call < 3; call++) train(q!, k!, v!);
+  assert.match(replayProgram(train).stats.disabled ?? '', /random op \(scaledDotProductAttention\)/);
+});

@@ -32,7 +32,8 @@ import { getAccelerator } from '../../../runtime/registry.js';
 import { keep, scope } from '../../../tensor/scope.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { CompiledProgram, ProgramCacheStatus } from '../../backend.js';
-import type { Graph } from '../../ir.js';
+import type { Graph, IRNode } from '../../ir.js';
+import { getOp, hasOp } from '../../../ops/registry.js';
 import { isRandom } from '../../passes/util.js';
 import { clone } from '../../../ops/defs/core.js';
 import { dispatch } from '../../../ops/dispatch.js';
@@ -95,9 +96,20 @@ function tensorsOf(x: unknown): Tensor[] {
   return out;
 }
 
+/**
+ * Whether a random op draws nothing on this graph: its dropout probability is the constant 0
+ * (attention in eval mode, a Qwen3 forward's every layer), so a replay repeats it exactly.
+ */
+function drawsNothing(node: IRNode): boolean {
+  if (!hasOp(node.op)) return false;
+  const i = getOp(node.op).args.findIndex((a) => a.name === 'dropoutP' || a.name === 'p');
+  const arg = i >= 0 ? node.args[i] : undefined;
+  return arg?.kind === 'const' && arg.value === 0;
+}
+
 /** Why a graph's calls cannot be replayed, or null. */
 export function replayRefusal(graph: Graph): string | null {
-  const random = graph.nodes.find(isRandom);
+  const random = graph.nodes.find((n) => isRandom(n) && !drawsNothing(n));
   if (random) return `the graph has a random op (${random.op}): its seed is drawn on the host per call`;
   if ([...graph.values.values()].some((v) => v.device.type !== 'webgpu')) return 'a value of the graph is not on webgpu';
   return null;
