@@ -46,6 +46,7 @@ interface Decl {
 /** The declarations, sorted by name within each group. */
 export const OPTIONS = {
   KILN_AUTOTUNE: { type: 'boolean', default: true, env: true, codegen: true, doc: 'Autotuning of generated kernels; 0: nothing is timed and the first candidate config wins' },
+  KILN_BENCH_SETTLE: { type: 'boolean', default: true, env: true, codegen: false, doc: "`kiln bench` on an accelerator runs each function once untimed right before each timed run, so eager and compiled runs, which alternate, are each timed in the state their own calls leave (issue #20: a webgpu kernel timed right after the eager run took 4-5x its own time); 0: time each run right after the other variant, as before" },
   KILN_BENCH_FAIL: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Test hook: `kiln bench` makes these workloads (comma-separated) throw after building, to show a failed workload is reported and exits 1' },
   KILN_BUILD_NOTE_MS: { type: 'integer', min: 0, default: 500, env: true, codegen: false, doc: 'A native (cc) or NVRTC build taking at least this many ms prints a one-line note on stderr; 0: every build' },
   KILN_CACHE_DIR: { type: 'string', default: undefined, env: true, codegen: false, doc: 'Folder of the on-disk cache (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; `kiln cache info`)' },
