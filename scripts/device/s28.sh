@@ -16,14 +16,16 @@
 #         profiles of the Qwen3 forward, then the table (webgpu-table.sh webgpu,cuda) into
 #         $OUT/webgpu-table.tgz.
 #   settle kiln bench's timing with and without an untimed run before each timed one
-#         (KILN_BENCH_SETTLE), alternating, for the workloads whose webgpu figures moved with the
-#         harness; then the table again (webgpu,cuda) with the settled timing.
+#         (KILN_BENCH_SETTLE, at 5229cd6; it did not steady the figures and was replaced by
+#         KILN_BENCH_WARM_MS), alternating; then the table again (webgpu,cuda).
+#   warm  the same A/B for KILN_BENCH_WARM_MS (0 / 10 ms of the function's calls before each
+#         timed run), webgpu and cuda, alternating twice; then the table (webgpu,cuda).
 #   mk    #17 the megakernel A/B of s27.sh (FORMS, default "base kss") for this GPU's figures.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S28_DEADLINE s); logs and JSON under
 # $OUT/s28-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s28.sh prof|attn|final|settle|mk|table}
+part=${1:?usage: s28.sh prof|attn|final|settle|warm|mk|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s28
 source "$(dirname "$0")/session-lib.sh"
@@ -66,6 +68,12 @@ elif [ "$part" = settle ]; then
     go settle$v-$rep && { KILN_BENCH_SETTLE=$v KILN_WEBGPU_BACKEND=vulkan $K 90 node dist/src/cli/main.js bench --device webgpu --dtype float16 float32 --workload elementwise-4096,conv-stack --reps 30 --no-progress --json "$out/settle$v-$rep.json" > "$out/settle$v-$rep.txt" 2>&1
       el "kiln bench webgpu KILN_BENCH_SETTLE=$v rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/settle$v-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   done; done
+  go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=230 WT_CUDA_S=120 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; grep -E "^[a-z0-9.-]+ +(webgpu|cuda)" "$out/table.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
+elif [ "$part" = warm ]; then
+  for rep in 1 2; do for v in 0 10; do for dev in webgpu cuda; do
+    go warm$v-$dev-$rep && { KILN_BENCH_WARM_MS=$v KILN_WEBGPU_BACKEND=vulkan $K 90 node dist/src/cli/main.js bench --device $dev --dtype float16 float32 --workload elementwise-4096,conv-stack,mlp-2048x4096 --reps 30 --no-progress --json "$out/warm$v-$dev-$rep.json" > "$out/warm$v-$dev-$rep.txt" 2>&1
+      el "kiln bench $dev KILN_BENCH_WARM_MS=$v rc=$?"; grep -E "^[a-z0-9.-]+ +$dev" "$out/warm$v-$dev-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  done; done; done
   go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=230 WT_CUDA_S=120 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; grep -E "^[a-z0-9.-]+ +(webgpu|cuda)" "$out/table.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
 elif [ "$part" = mk ]; then
   mkpart 300

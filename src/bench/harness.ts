@@ -117,17 +117,19 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
 
   const start = new kiln.Event(w.device);
   const end = new kiln.Event(w.device);
-  // On an accelerator each timed run follows an untimed run of the same function (KILN_BENCH_SETTLE):
-  // right after the other variant, a webgpu kernel timed 4-5x its own time (compiled
-  // elementwise-4096 float16 on an H100: 0.416 ms against 0.088 in a loop of its own calls,
-  // bench/results/h100-s28-*), so a run is timed in the state its own calls leave.
-  const settle = w.device !== 'cpu' && getOption('KILN_BENCH_SETTLE');
+  // On an accelerator each timed run follows KILN_BENCH_WARM_MS of the same function's calls, so the GPU is timed at the clock that work brings it to: a webgpu kernel timed after
+  // the host's idle gaps (compiles, the other variant's sync) ran at a fraction of it (issue #20,
+  // session 28: the H100's SM clock sampled 345-600 MHz median through such runs; compiled
+  // elementwise-4096 float32 0.30-0.38 ms against 0.082 ms in other runs of the same build).
+  const warmMs = w.device === 'cpu' ? 0 : getOption('KILN_BENCH_WARM_MS');
   const time = (fn: () => void): number => {
-    if (settle) {
-      kiln.scope(() => {
-        fn();
+    if (warmMs > 0) {
+      const until = performance.now() + warmMs;
+      // Four calls queued between syncs: the GPU stays busy through the host's round trips.
+      do {
+        for (let k = 0; k < 4; k++) kiln.scope(fn);
         kiln.synchronize(w.device);
-      });
+      } while (performance.now() < until);
     }
     kiln.scope(() => {
       start.record();
