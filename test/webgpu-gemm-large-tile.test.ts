@@ -59,17 +59,20 @@ test('KILN_WEBGPU_GEMM_TILE: auto takes the large form from 256 tiles of 128x128
   assert.equal(chooseLargeTile('small', 8192, 8192, 4), false);
 });
 
-/** Runs `fn` with KILN_WEBGPU_GEMM_TILE set to `mode`, the environment restored after. */
-function withTile<T>(mode: string, fn: () => T): T {
-  const before = process.env.KILN_WEBGPU_GEMM_TILE;
-  process.env.KILN_WEBGPU_GEMM_TILE = mode;
+/** Runs `fn` with the environment variable `name` set to `value`, the environment restored after. */
+function withEnv<T>(name: string, value: string, fn: () => T): T {
+  const before = process.env[name];
+  process.env[name] = value;
   try {
     return fn();
   } finally {
-    if (before === undefined) delete process.env.KILN_WEBGPU_GEMM_TILE;
-    else process.env.KILN_WEBGPU_GEMM_TILE = before;
+    if (before === undefined) delete process.env[name];
+    else process.env[name] = before;
   }
 }
+
+/** Runs `fn` with KILN_WEBGPU_GEMM_TILE set to `mode`. */
+const withTile = <T>(mode: string, fn: () => T): T => withEnv('KILN_WEBGPU_GEMM_TILE', mode, fn);
 
 const OUT_ULP: Partial<Record<DType, number>> = { float32: 2 ** -23, float16: 2 ** -10, bfloat16: 2 ** -7 };
 const ACC_U = 2 ** -24;
@@ -182,21 +185,12 @@ test('KILN_WEBGPU_GEMM_SPLIT_TILE large (the default) and small: split-K product
     { label: 'linear with bias [1,128,384] @ [200,384]^T', op: 'linear', k: 384, build: (mk) => [mk([1, 128, 384]), mk([200, 384]), mk([200])] },
     { label: 'addmm beta 0.5 alpha 2, self [M,N], K 520', op: 'addmm', k: 520, build: (mk) => [mk([140, 133]), mk([140, 520]), mk([520, 133]), 0.5, 2] },
   ];
-  const before = process.env.KILN_WEBGPU_GEMM_SPLIT_TILE;
-  process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = 'large';
-  try {
+  withEnv('KILN_WEBGPU_GEMM_SPLIT_TILE', 'large', () => {
     for (const c of split) check(c, 'float32');
-  } finally {
-    if (before === undefined) delete process.env.KILN_WEBGPU_GEMM_SPLIT_TILE;
-    else process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = before;
-  }
+  });
   assert.ok(gemmPipelineKeys().some((k) => k.endsWith(',partial,large')), 'a split-K pipeline of the large form ran');
   // The same products on 64x64 slices (KILN_WEBGPU_GEMM_SPLIT_TILE=small) agree with the reference too.
-  process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = 'small';
-  try {
+  withEnv('KILN_WEBGPU_GEMM_SPLIT_TILE', 'small', () => {
     for (const c of split) check(c, 'float32');
-  } finally {
-    if (before === undefined) delete process.env.KILN_WEBGPU_GEMM_SPLIT_TILE;
-    else process.env.KILN_WEBGPU_GEMM_SPLIT_TILE = before;
-  }
+  });
 });
