@@ -20,12 +20,15 @@
 #         KILN_BENCH_WARM_MS), alternating; then the table again (webgpu,cuda).
 #   warm  the same A/B for KILN_BENCH_WARM_MS (0 / 10 ms of the function's calls before each
 #         timed run), webgpu and cuda, alternating twice; then the table (webgpu,cuda).
+#   attn2 the tiled prefill's staged loads (KILN_WEBGPU_ATTN_PREFILL_LOADS): its tests on the GPU,
+#         bench/webgpu-attention.ts (rows / tiled 1 load / tiled 8 loads), then kiln bench's Qwen3
+#         forward on webgpu with the defaults.
 #   mk    #17 the megakernel A/B of s27.sh (FORMS, default "base kss") for this GPU's figures.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults
 # A step starts only while the call is under its deadline (S28_DEADLINE s); logs and JSON under
 # $OUT/s28-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s28.sh prof|attn|final|settle|warm|mk|table}
+part=${1:?usage: s28.sh prof|attn|final|settle|warm|attn2|mk|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s28
 source "$(dirname "$0")/session-lib.sh"
@@ -75,6 +78,10 @@ elif [ "$part" = warm ]; then
       el "kiln bench $dev KILN_BENCH_WARM_MS=$v rc=$?"; grep -E "^[a-z0-9.-]+ +$dev" "$out/warm$v-$dev-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   done; done; done
   go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=230 WT_CUDA_S=120 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; grep -E "^[a-z0-9.-]+ +(webgpu|cuda)" "$out/table.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
+elif [ "$part" = attn2 ]; then
+  go tests && { wg $K 120 node --test dist/test/webgpu-attention.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ" 10; }
+  go attnbench && { wg $K 90 node dist/bench/webgpu-attention.js --json "$out/attention.json" > "$out/attention.txt" 2>&1; el "attention bench rc=$?"; tail -n 12 "$out/attention.txt" | tee -a "$out/summary.txt"; }
+  go qwen3 && { wg $K 120 node dist/src/cli/main.js bench --device webgpu --dtype float32 float16 --workload qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/qwen3-webgpu.json" > "$out/qwen3-webgpu.txt" 2>&1; el "kiln bench qwen3 webgpu rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/qwen3-webgpu.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
 elif [ "$part" = mk ]; then
   mkpart 300
 else

@@ -1,0 +1,60 @@
+/**
+ * Issue #20: the webgpu flash-attention prefill's forms side by side, device time per call from
+ * timestamp events (webgpu-device-ms.ts: calls queued back to back, forms alternating), on a
+ * Qwen3-0.6B prefill's attention (16 query heads over 8 kv heads, head dim 128, causal) of 128 and
+ * 1024 tokens: the row-per-invocation kernel (KILN_WEBGPU_ATTN_PREFILL=rows) and the tiled kernel
+ * with one load at a time or several staged (KILN_WEBGPU_ATTN_PREFILL_LOADS).
+ *
+ *   node dist/bench/webgpu-attention.js [--dtypes float32,float16] [--lengths 128,1024] [--calls 20] [--reps 9] [--json out.json]
+ */
+import fs from 'node:fs';
+import * as kiln from '../src/index.js';
+import { setOption } from '../src/runtime/config.js';
+import type { DType } from '../src/tensor/dtype.js';
+import { deviceMsPerCall } from './webgpu-device-ms.js';
+
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const dtypes = (flag('--dtypes') ?? 'float32,float16').split(',') as DType[];
+const lengths = (flag('--lengths') ?? '128,1024').split(',').map(Number);
+const calls = Number(flag('--calls') ?? 20);
+const reps = Number(flag('--reps') ?? 9);
+
+const FORMS: readonly { name: string; prefill: 'rows' | 'tiled'; loads: number }[] = [
+  { name: 'rows', prefill: 'rows', loads: 1 },
+  { name: 'tiled, 1 load', prefill: 'tiled', loads: 1 },
+  { name: 'tiled, 8 loads', prefill: 'tiled', loads: 8 },
+];
+
+const rows: Record<string, unknown>[] = [];
+for (const dtype of dtypes) {
+  for (const L of lengths) {
+    kiln.manualSeed(0);
+    const q = kiln.randn([1, 16, L, 128]).to('webgpu').to(dtype);
+    const k = kiln.randn([1, 8, L, 128]).to('webgpu').to(dtype);
+    const v = kiln.randn([1, 8, L, 128]).to('webgpu').to(dtype);
+    const fns = FORMS.map((f) => (): void => {
+      setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
+      setOption('KILN_WEBGPU_ATTN_PREFILL_LOADS', f.loads);
+      try {
+        kiln.scope(() => void kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, true));
+      } finally {
+        setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
+        setOption('KILN_WEBGPU_ATTN_PREFILL_LOADS', undefined);
+      }
+    });
+    const ms = deviceMsPerCall(fns, reps, calls);
+    // Attention FLOPs of the causal product (q k^T and p v, half the square).
+    const flops = 2 * 2 * 16 * 128 * ((L * (L + 1)) / 2);
+    FORMS.forEach((f, i) => {
+      const row = { framework: 'kiln', workload: 'sdpa-prefill', device: 'webgpu:0', dtype, heads: 16, kv_heads: 8, head_dim: 128, tokens: L, form: f.name, ms: ms[i]!, tflops: flops / (ms[i]! * 1e9) };
+      rows.push(row);
+      console.log(`${dtype.padEnd(8)} L ${String(L).padStart(5)}  ${f.name.padEnd(15)} ${(ms[i]! * 1000).toFixed(1).padStart(8)} us  ${row.tflops.toFixed(2)} TFLOP/s`);
+    });
+  }
+}
+const out = flag('--json');
+if (out) fs.writeFileSync(out, JSON.stringify({ meta: { command: `node dist/bench/webgpu-attention.js ${argv.join(' ')}`, date: new Date().toISOString(), device: kiln.getAccelerator('webgpu') ? 'webgpu:0' : null }, results: rows }, null, 1));
