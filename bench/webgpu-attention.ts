@@ -2,8 +2,9 @@
  * Issue #20: the webgpu flash-attention prefill's forms side by side, device time per call from
  * timestamp events (webgpu-device-ms.ts: calls queued back to back, forms alternating), on a
  * Qwen3-0.6B prefill's attention (16 query heads over 8 kv heads, head dim 128, causal) of 128 and
- * 1024 tokens: the row-per-invocation kernel (KILN_WEBGPU_ATTN_PREFILL=rows) and the tiled kernel
- * with one load at a time or several staged (KILN_WEBGPU_ATTN_PREFILL_LOADS).
+ * 1024 tokens: the row-per-invocation kernel (KILN_WEBGPU_ATTN_PREFILL=rows) and the tiled kernel.
+ * (Session 28 also timed the tiled kernel's copies with 8 loads staged per invocation before any
+ * store: no difference, 33.9 against 34.2 us at 128 tokens float32; dropped, code in c288044.)
  *
  *   node dist/bench/webgpu-attention.js [--dtypes float32,float16] [--lengths 128,1024] [--calls 20] [--reps 9] [--json out.json]
  */
@@ -23,10 +24,9 @@ const lengths = (flag('--lengths') ?? '128,1024').split(',').map(Number);
 const calls = Number(flag('--calls') ?? 20);
 const reps = Number(flag('--reps') ?? 9);
 
-const FORMS: readonly { name: string; prefill: 'rows' | 'tiled'; loads: number }[] = [
-  { name: 'rows', prefill: 'rows', loads: 1 },
-  { name: 'tiled, 1 load', prefill: 'tiled', loads: 1 },
-  { name: 'tiled, 8 loads', prefill: 'tiled', loads: 8 },
+const FORMS: readonly { name: string; prefill: 'rows' | 'tiled' }[] = [
+  { name: 'rows', prefill: 'rows' },
+  { name: 'tiled', prefill: 'tiled' },
 ];
 
 const rows: Record<string, unknown>[] = [];
@@ -38,12 +38,10 @@ for (const dtype of dtypes) {
     const v = kiln.randn([1, 8, L, 128]).to('webgpu').to(dtype);
     const fns = FORMS.map((f) => (): void => {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
-      setOption('KILN_WEBGPU_ATTN_PREFILL_LOADS', f.loads);
       try {
         kiln.scope(() => void kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, true));
       } finally {
         setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
-        setOption('KILN_WEBGPU_ATTN_PREFILL_LOADS', undefined);
       }
     });
     const ms = deviceMsPerCall(fns, reps, calls);

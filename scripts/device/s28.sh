@@ -20,8 +20,8 @@
 #         KILN_BENCH_WARM_MS), alternating; then the table again (webgpu,cuda).
 #   warm  the same A/B for KILN_BENCH_WARM_MS (0 / 10 ms of the function's calls before each
 #         timed run), webgpu and cuda, alternating twice; then the table (webgpu,cuda).
-#   attn2 the tiled prefill's staged loads (KILN_WEBGPU_ATTN_PREFILL_LOADS): its tests on the GPU,
-#         bench/webgpu-attention.ts (rows / tiled 1 load / tiled 8 loads), then kiln bench's Qwen3
+#   attn2 the tiled prefill's staged loads (KILN_WEBGPU_ATTN_PREFILL_LOADS, at c288044: no gain,
+#         dropped): its tests on the GPU, bench/webgpu-attention.ts, then kiln bench's Qwen3
 #         forward on webgpu with the defaults.
 #   mk    #17 the megakernel A/B of s27.sh (FORMS, default "base kss") for this GPU's figures.
 #   table #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults

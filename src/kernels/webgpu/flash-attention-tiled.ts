@@ -64,28 +64,8 @@ export function tiledPrefillPlan(tiles32: number, e: number, ev: number, maxByte
 const NEG_MAX = '-3.4028234663852886e38f';
 const NEG_INF_BITS = '0xff800000u';
 
-/**
- * WGSL copying n elements (n a constant) into workgroup memory, invocation `lid` taking elements
- * lid, lid + TILED_WG, ...: `index(z)` declares what `value` (the element, an f32) and `store`
- * (its statement, with $v for the value) use from z. With `loads` > 1 each invocation issues that
- * many loads (at clamped, always valid indices) before storing any: a GPU issues a warp's
- * instructions in order, so a store right after its load waits out the load's whole latency, and
- * one element at a time made every block of keys a chain of ~32 round trips to memory.
- */
-function stagedCopy(n: number, loads: number, index: (z: string) => string, value: string, store: string): string[] {
-  const u = Math.max(1, Math.min(loads, Math.ceil(n / TILED_WG)));
-  if (u === 1) return [`for (var z = lid; z < ${n}u; z = z + ${TILED_WG}u) {`, `  ${index('z')}`, `  ${store.replace('$v', value)}`, '}'];
-  return [
-    `for (var z0 = lid; z0 < ${n}u; z0 = z0 + ${TILED_WG * u}u) {`,
-    `  var staged: array<f32, ${u}>;`,
-    `  for (var s = 0u; s < ${u}u; s++) { let z = min(z0 + s * ${TILED_WG}u, ${n - 1}u); ${index('z')} staged[s] = ${value}; }`,
-    `  for (var s = 0u; s < ${u}u; s++) { let z = z0 + s * ${TILED_WG}u; if (z < ${n}u) { ${index('z')} ${store.replace('$v', 'staged[s]')} } }`,
-    '}',
-  ];
-}
-
 /** The tiled prefill kernel for `k` under `plan` (metadata as the row kernel's: flash-attention-source.ts). */
-export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan, loads = 1): string {
+export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string {
   const { e, ev, x } = k;
   const { bq, bk } = plan;
   const tpr = TILED_WG / bq;
@@ -121,14 +101,20 @@ export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan, loads =
     '    let bi = t / rb; let i0 = (t % rb) * BQ; let ir = i0 + r; let live = ir < L; let i = min(ir, L - 1u);',
     ...batchOffsets().map((l) => `    ${l}`),
     '    workgroupBarrier();',
-    ...stagedCopy(bq * e, loads, (z) => `let row = ${z} / E; let d = ${z} % E; let qi = min(i0 + row, L - 1u);`, `${loadExpr(x, 'b1', 'qo + qi * kmeta[5] + d * kmeta[6]', false)} * scale`, 'qt[row * QS + d] = $v;').map((l) => `    ${l}`),
+    `    for (var z = lid; z < BQ * E; z = z + ${TILED_WG}u) {`,
+    '      let row = z / E; let d = z % E; let qi = min(i0 + row, L - 1u);',
+    `      qt[row * QS + d] = ${loadExpr(x, 'b1', 'qo + qi * kmeta[5] + d * kmeta[6]', false)} * scale;`,
+    '    }',
     '    var acc: array<f32, DPT>;',
     '    for (var u = 0u; u < DPT; u++) { acc[u] = 0.0f; }',
     `    var m = ${NEG_MAX}; var l = 0.0f; var bad = false; var started = false;`,
     '    var kend = S; if (causal) { kend = min(S, i0 + BQ); }',
     '    for (var j0 = 0u; j0 < kend; j0 = j0 + BK) {',
     '      workgroupBarrier();',
-    ...stagedCopy(bk * e, loads, (z) => `let jj = ${z} / E; let d = ${z} % E; let j = j0 + jj;`, `select(0.0f, ${loadExpr(x, 'b2', 'ko + min(j, S - 1u) * kmeta[7] + d * kmeta[8]', false)}, j < S)`, 'kv[jj * KS + d] = $v;').map((l) => `      ${l}`),
+    `      for (var z = lid; z < BK * E; z = z + ${TILED_WG}u) {`,
+    '        let jj = z / E; let d = z % E; let j = j0 + jj;',
+    `        kv[jj * KS + d] = select(0.0f, ${loadExpr(x, 'b2', 'ko + min(j, S - 1u) * kmeta[7] + d * kmeta[8]', false)}, j < S);`,
+    '      }',
     '      workgroupBarrier();',
     '      var sc: array<f32, KPT>;',
     '      for (var u = 0u; u < KPT; u++) { sc[u] = 0.0f; }',
@@ -150,7 +136,10 @@ export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan, loads =
     '      }',
     '      workgroupBarrier();',
     // The keys are dead: the values take their place while the scores are reduced.
-    ...stagedCopy(bk * ev, loads, (z) => `let jj = ${z} / EV; let d = ${z} % EV; let j = j0 + jj;`, `select(0.0f, ${loadExpr(x, 'b3', 'vo + min(j, S - 1u) * kmeta[9] + d * kmeta[10]', false)}, j < S)`, 'kv[jj * EV + d] = $v;').map((l) => `      ${l}`),
+    `      for (var z = lid; z < BK * EV; z = z + ${TILED_WG}u) {`,
+    '        let jj = z / EV; let d = z % EV; let j = j0 + jj;',
+    `        kv[jj * EV + d] = select(0.0f, ${loadExpr(x, 'b3', 'vo + min(j, S - 1u) * kmeta[9] + d * kmeta[10]', false)}, j < S);`,
+    '      }',
     `      var bm = ${NEG_MAX}; var any = false;`,
     '      for (var jj = 0u; jj < BK; jj++) {',
     '        let v = sw[r * PS + jj];',

@@ -90,8 +90,7 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   if (!decode) {
     const plan = getOption('KILN_WEBGPU_ATTN_PREFILL') === 'tiled' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
     if (plan) {
-      const loads = Math.min(16, getOption('KILN_WEBGPU_ATTN_PREFILL_LOADS'));
-      const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.l${loads}.${tag}`, () => tiledPrefillSource(kinds, plan, loads));
+      const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.${tag}`, () => tiledPrefillSource(kinds, plan));
       acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / plan.bq), 1));
       return o;
     }
