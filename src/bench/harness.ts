@@ -117,10 +117,11 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
 
   const start = new kiln.Event(w.device);
   const end = new kiln.Event(w.device);
-  // On an accelerator each timed run follows KILN_BENCH_WARM_MS of the same function's calls, so the GPU is timed at the clock that work brings it to: a webgpu kernel timed after
-  // the host's idle gaps (compiles, the other variant's sync) ran at a fraction of it (issue #20,
-  // session 28: the H100's SM clock sampled 345-600 MHz median through such runs; compiled
-  // elementwise-4096 float32 0.30-0.38 ms against 0.082 ms in other runs of the same build).
+  // On an accelerator each timed run follows KILN_BENCH_WARM_MS of the same function's calls, so
+  // the GPU is timed at the clock that work brings it to: a webgpu kernel timed after the host's
+  // idle gaps (compiles, the other variant's sync) ran at a fraction of it (issue #20, session 28:
+  // the H100's SM clock sampled 345-600 MHz median through such runs; compiled elementwise-4096
+  // float32 0.30-0.38 ms against 0.082 ms in other runs of the same build).
   const warmMs = w.device === 'cpu' ? 0 : getOption('KILN_BENCH_WARM_MS');
   const time = (fn: () => void): number => {
     if (warmMs > 0) {

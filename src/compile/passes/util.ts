@@ -21,6 +21,19 @@ export function isRandom(node: IRNode): boolean {
   return getOp(node.op).tags?.includes('random') === true;
 }
 
+/**
+ * Whether a node draws random numbers when it runs: a random op, unless its dropout probability
+ * (`dropoutP` or `p`) is the constant 0 (attention in eval mode, every layer of a model forward).
+ * What a recorded replay must refuse (codegen/wgsl/replay.ts); passes keep isRandom's wider rule.
+ */
+export function drawsRandom(node: IRNode): boolean {
+  if (!isRandom(node)) return false;
+  if (!hasOp(node.op)) return true;
+  const i = getOp(node.op).args.findIndex((a) => a.name === 'dropoutP' || a.name === 'p');
+  const arg = i >= 0 ? node.args[i] : undefined;
+  return !(arg?.kind === 'const' && arg.value === 0);
+}
+
 export function hasTag(node: IRNode, tag: string): boolean {
   return hasOp(node.op) && (getOp(node.op).tags as readonly string[] | undefined)?.includes(tag) === true;
 }

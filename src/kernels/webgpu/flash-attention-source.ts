@@ -54,7 +54,8 @@ export interface AttnKinds {
   readonly ev: number;
 }
 
-const NEG_MAX = '-3.4028234663852886e38f';
+/** The most negative f32, the running maximum before any key is seen. */
+export const NEG_MAX = '-3.4028234663852886e38f';
 
 /** WGSL declaring `qo ko vo mo oo` for batch index `bi` (offsets through the batch map). */
 export function batchOffsets(): string[] {

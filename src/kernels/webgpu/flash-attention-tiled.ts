@@ -23,8 +23,8 @@
  * The tile sizes are chosen by tiledPrefillPlan from the device's workgroup memory (16 KiB
  * guaranteed by WebGPU, 48 KiB on NVIDIA): where no plan fits, the row kernel runs.
  */
-import { batchOffsets, binds, maskStmts, type AttnKinds } from './flash-attention-source.js';
-import { loadExpr, storeStmt } from './storage.js';
+import { batchOffsets, binds, maskStmts, NEG_MAX, type AttnKinds } from './flash-attention-source.js';
+import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { header } from './template.js';
 
 /** Invocations per workgroup of the tiled prefill. */
@@ -61,8 +61,21 @@ export function tiledPrefillPlan(tiles32: number, e: number, ev: number, maxByte
   return null;
 }
 
-const NEG_MAX = '-3.4028234663852886e38f';
 const NEG_INF_BITS = '0xff800000u';
+
+/**
+ * WGSL copying the block of BK keys (or values) from key j0 into `kv`, rows `stride` floats apart:
+ * binding `b` at offset `off`, row and column strides in kmeta[meta] and kmeta[meta + 1], `dim`
+ * elements a row; rows past S are zeros.
+ */
+function blockCopy(x: StorageKind, b: string, off: string, meta: number, dim: string, stride: string): string[] {
+  return [
+    `for (var z = lid; z < BK * ${dim}; z = z + ${TILED_WG}u) {`,
+    `  let jj = z / ${dim}; let d = z % ${dim}; let j = j0 + jj;`,
+    `  kv[jj * ${stride} + d] = select(0.0f, ${loadExpr(x, b, `${off} + min(j, S - 1u) * kmeta[${meta}] + d * kmeta[${meta + 1}]`, false)}, j < S);`,
+    '}',
+  ];
+}
 
 /** The tiled prefill kernel for `k` under `plan` (metadata as the row kernel's: flash-attention-source.ts). */
 export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string {
@@ -111,10 +124,7 @@ export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string
     '    var kend = S; if (causal) { kend = min(S, i0 + BQ); }',
     '    for (var j0 = 0u; j0 < kend; j0 = j0 + BK) {',
     '      workgroupBarrier();',
-    `      for (var z = lid; z < BK * E; z = z + ${TILED_WG}u) {`,
-    '        let jj = z / E; let d = z % E; let j = j0 + jj;',
-    `        kv[jj * KS + d] = select(0.0f, ${loadExpr(x, 'b2', 'ko + min(j, S - 1u) * kmeta[7] + d * kmeta[8]', false)}, j < S);`,
-    '      }',
+    ...blockCopy(x, 'b2', 'ko', 7, 'E', 'KS').map((l) => `      ${l}`),
     '      workgroupBarrier();',
     '      var sc: array<f32, KPT>;',
     '      for (var u = 0u; u < KPT; u++) { sc[u] = 0.0f; }',
@@ -136,10 +146,7 @@ export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string
     '      }',
     '      workgroupBarrier();',
     // The keys are dead: the values take their place while the scores are reduced.
-    `      for (var z = lid; z < BK * EV; z = z + ${TILED_WG}u) {`,
-    '        let jj = z / EV; let d = z % EV; let j = j0 + jj;',
-    `        kv[jj * EV + d] = select(0.0f, ${loadExpr(x, 'b3', 'vo + min(j, S - 1u) * kmeta[9] + d * kmeta[10]', false)}, j < S);`,
-    '      }',
+    ...blockCopy(x, 'b3', 'vo', 9, 'EV', 'EV').map((l) => `      ${l}`),
     `      var bm = ${NEG_MAX}; var any = false;`,
     '      for (var jj = 0u; jj < BK; jj++) {',
     '        let v = sw[r * PS + jj];',

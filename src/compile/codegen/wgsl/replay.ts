@@ -1,13 +1,14 @@
 /**
  * Recorded replay of compiled webgpu programs, webgpu's counterpart of CUDA graphs in mode
  * 'reduce-overhead' (issue #20), and in the other modes for programs of many steps (target.ts),
- * where each call's results are copies of the static outputs instead of aliases. A compiled decode step is about a thousand dispatches; issuing
- * them costs the main thread the step runner, every extern kernel's host code and the packing of
- * each dispatch, and the device thread a bind group per dispatch. WebGPU has no compute bundles
- * (command buffers are single-use), so the device thread keeps the commands instead: the pipelines,
- * one bind group per dispatch over a metadata buffer of the recording's own, the copies and clears
- * (runtime/webgpu/worker.ts, makeRecording). A replay is one command from the main thread and, on
- * the device thread, setPipeline / setBindGroup / dispatchWorkgroups per dispatch.
+ * where each call's results are copies of the static outputs instead of aliases. A compiled decode
+ * step is about a thousand dispatches; issuing them costs the main thread the step runner, every
+ * extern kernel's host code and the packing of each dispatch, and the device thread a bind group
+ * per dispatch. WebGPU has no compute bundles (command buffers are single-use), so the device
+ * thread keeps the commands instead: the pipelines, one bind group per dispatch over a metadata
+ * buffer of the recording's own, the copies and clears (runtime/webgpu/worker.ts, makeRecording).
+ * A replay is one command from the main thread and, on the device thread, setPipeline /
+ * setBindGroup / dispatchWorkgroups per dispatch.
  *
  * Per program (one per input signature, as kiln.compile keeps them):
  *   1. the first call runs plainly: pipelines are created, configs decided, lazy state made;
@@ -32,9 +33,8 @@ import { getAccelerator } from '../../../runtime/registry.js';
 import { keep, scope } from '../../../tensor/scope.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { CompiledProgram, ProgramCacheStatus } from '../../backend.js';
-import type { Graph, IRNode } from '../../ir.js';
-import { getOp, hasOp } from '../../../ops/registry.js';
-import { isRandom } from '../../passes/util.js';
+import type { Graph } from '../../ir.js';
+import { drawsRandom } from '../../passes/util.js';
 import { clone } from '../../../ops/defs/core.js';
 import { dispatch } from '../../../ops/dispatch.js';
 import type { WgslProgram } from './program.js';
@@ -96,20 +96,9 @@ function tensorsOf(x: unknown): Tensor[] {
   return out;
 }
 
-/**
- * Whether a random op draws nothing on this graph: its dropout probability is the constant 0
- * (attention in eval mode, a Qwen3 forward's every layer), so a replay repeats it exactly.
- */
-function drawsNothing(node: IRNode): boolean {
-  if (!hasOp(node.op)) return false;
-  const i = getOp(node.op).args.findIndex((a) => a.name === 'dropoutP' || a.name === 'p');
-  const arg = i >= 0 ? node.args[i] : undefined;
-  return arg?.kind === 'const' && arg.value === 0;
-}
-
 /** Why a graph's calls cannot be replayed, or null. */
 export function replayRefusal(graph: Graph): string | null {
-  const random = graph.nodes.find((n) => isRandom(n) && !drawsNothing(n));
+  const random = graph.nodes.find(drawsRandom);
   if (random) return `the graph has a random op (${random.op}): its seed is drawn on the host per call`;
   if ([...graph.values.values()].some((v) => v.device.type !== 'webgpu')) return 'a value of the graph is not on webgpu';
   return null;
