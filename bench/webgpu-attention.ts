@@ -24,9 +24,10 @@ const lengths = (flag('--lengths') ?? '128,1024').split(',').map(Number);
 const calls = Number(flag('--calls') ?? 20);
 const reps = Number(flag('--reps') ?? 9);
 
-const FORMS: readonly { name: string; prefill: 'rows' | 'tiled' }[] = [
-  { name: 'rows', prefill: 'rows' },
-  { name: 'tiled', prefill: 'tiled' },
+const FORMS: readonly { name: string; prefill: 'rows' | 'tiled'; words: boolean }[] = [
+  { name: 'rows', prefill: 'rows', words: false },
+  { name: 'tiled, scalar copies', prefill: 'tiled', words: false },
+  { name: 'tiled, word copies', prefill: 'tiled', words: true },
 ];
 
 const rows: Record<string, unknown>[] = [];
@@ -36,18 +37,21 @@ for (const dtype of dtypes) {
     const q = kiln.randn([1, 16, L, 128]).to('webgpu').to(dtype);
     const k = kiln.randn([1, 8, L, 128]).to('webgpu').to(dtype);
     const v = kiln.randn([1, 8, L, 128]).to('webgpu').to(dtype);
-    const fns = FORMS.map((f) => (): void => {
+    const forms = FORMS;
+    const fns = forms.map((f) => (): void => {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
+      setOption('KILN_WEBGPU_ATTN_WORDS', f.words);
       try {
         kiln.scope(() => void kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, true));
       } finally {
         setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
+        setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
       }
     });
     const ms = deviceMsPerCall(fns, reps, calls);
     // Attention FLOPs of the causal product (q k^T and p v, half the square).
     const flops = 2 * 2 * 16 * 128 * ((L * (L + 1)) / 2);
-    FORMS.forEach((f, i) => {
+    forms.forEach((f, i) => {
       const row = { framework: 'kiln', workload: 'sdpa-prefill', device: 'webgpu:0', dtype, heads: 16, kv_heads: 8, head_dim: 128, tokens: L, form: f.name, ms: ms[i]!, tflops: flops / (ms[i]! * 1e9) };
       rows.push(row);
       console.log(`${dtype.padEnd(8)} L ${String(L).padStart(5)}  ${f.name.padEnd(15)} ${(ms[i]! * 1000).toFixed(1).padStart(8)} us  ${row.tflops.toFixed(2)} TFLOP/s`);

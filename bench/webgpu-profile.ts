@@ -28,6 +28,7 @@ import { setOption } from '../src/runtime/config.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { deviceMsPerCall } from './webgpu-device-ms.js';
+import { warmUntilSteady } from '../src/bench/steady.js';
 
 const argv = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
@@ -87,11 +88,16 @@ setOption('KILN_WEBGPU_REPLAY', undefined);
 kiln.synchronize('webgpu');
 const program = cf.programs().inference[0];
 if (!(program instanceof WgslProgram)) throw new Error(`webgpu-profile: ${workload} did not compile to one webgpu program (got ${program?.constructor.name ?? 'none'})`);
+// The GPU's clock first brought up by the program itself (steady.ts), before the spin is
+// calibrated and before each profiled run (session 29: idle clocks made steps read up to 2x slow).
+const warm = (): void => void warmUntilSteady('webgpu', [() => void kiln.noGrad(() => kiln.scope(() => void cf(...w.inputs)))]);
+warm();
 const spinSteps = calibrateSpin();
 
 const totals = new Map<string, { ms: number; count: number }>();
 const stepSums: number[] = [];
 for (let r = 0; r < reps; r++) {
+  warm();
   const events: { label: string; ev: kiln.Event }[] = [];
   const start = new kiln.Event('webgpu');
   spin(spinSteps);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { benchWorkload, median, summarize } from '../src/bench/harness.js';
+import { roundsSettled, warmUntilSteady } from '../src/bench/steady.js';
 import { type BuiltWorkload, Mlp, TransformerBlock, WORKLOADS, WORKLOAD_NAMES, getWorkload } from '../src/bench/workloads.js';
 import { QUICK_WORKLOADS, formatTable, parseBenchArgs } from '../src/cli/bench.js';
 import { Generator } from '../src/tensor/random.js';
@@ -313,4 +314,28 @@ test('table: one line per row, dashes for nulls', () => {
   assert.match(withStartup[0]!, /max \|diff\|\s+cold start s\s+warm start s$/);
   assert.match(withStartup[2]!, /\s+0\.812\s+0\.300$/);
   assert.match(withStartup[3]!, /-\s+-\s+-$/, 'a row without start times shows dashes');
+});
+
+test('the steady warm-up stops once the last 300 ms of rounds are no faster than the rounds before', () => {
+  const at = (ms: number[], step = 20) => ms.map((m, i) => ({ ms: m, at: (i + 1) * step }));
+  // A clock climbing slowly: each 20 ms round 1.5% faster than the last, never settled.
+  const climbing = at(Array.from({ length: 60 }, (_, i) => 10 * 0.985 ** i));
+  assert.equal(roundsSettled(climbing, 300, 0.02), false);
+  // The same climb, then 40 rounds (800 ms) flat within 1%: settled.
+  const flat = [...climbing.map((r) => r.ms), ...Array.from({ length: 40 }, (_, i) => 10 * 0.985 ** 59 * (1 + 0.01 * (i % 2)))];
+  assert.equal(roundsSettled(at(flat), 300, 0.02), true);
+  // Flat, but too short to have rounds on both sides of the window.
+  assert.equal(roundsSettled(at([4, 4, 4, 4]), 300, 0.02), false);
+  // A recent round 5% faster than all before: still climbing.
+  assert.equal(roundsSettled(at([...Array(30).fill(4), 3.8]), 300, 0.02), false);
+  assert.equal(roundsSettled(at([...Array(30).fill(4), 3.8]), 300, 0.06), true);
+});
+
+test('the steady warm-up runs every function each round and stops at its time limit', () => {
+  const calls = [0, 0];
+  const r = warmUntilSteady('cpu', [() => void calls[0]!++, () => void calls[1]!++], { minMs: 0, maxMs: 0 });
+  assert.equal(r.rounds, 1);
+  assert.equal(r.settled, false);
+  assert.deepEqual(calls, [1, 1]);
+  assert.ok(Number.isFinite(r.firstMs) && r.firstMs === r.lastMs);
 });

@@ -146,6 +146,25 @@ test('webgpu flash attention prefill: the row kernel (KILN_WEBGPU_ATTN_PREFILL=r
   assert.deepEqual(failures, [], `${failures.length} cases differ:\n${failures.join('\n')}`);
 });
 
+test('webgpu flash attention prefill: the tiled kernel with one element per load (KILN_WEBGPU_ATTN_WORDS=0), and word copies beside operands that are not whole words', { skip }, () => {
+  const prefill = CASES.filter((c) => c.label.startsWith('prefill'));
+  // E 20 / Ev 12 read as words of 4 float32 (5 and 3 a row: the copies' last round is partial);
+  // E 18 is not whole words, so that call keeps the scalar copies with the option on.
+  const odd: Case[] = [
+    { label: 'prefill E 20, Ev 12, causal', q: [1, 2, 37, 20], k: [1, 2, 37, 20], ev: 12, causal: true },
+    { label: 'prefill E 18', q: [1, 1, 21, 18], k: [1, 1, 29, 18] },
+  ];
+  setOption('KILN_WEBGPU_ATTN_WORDS', false);
+  let failures: string[];
+  try {
+    failures = failuresOf(prefill, 'tiled');
+  } finally {
+    setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
+  }
+  failures.push(...failuresOf(odd, 'tiled'));
+  assert.deepEqual(failures, [], `${failures.length} cases differ:\n${failures.join('\n')}`);
+});
+
 test('tiled prefill plans: fewer tiles take 16-row tiles; plans shrink to the workgroup memory, or there is none', () => {
   // A 128-token Qwen3-0.6B prefill: 16 heads, 4 tiles of 32 rows each.
   assert.deepEqual(tiledPrefillPlan(64, 128, 128, 49152), { bq: 16, bk: 32 });

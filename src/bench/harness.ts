@@ -10,6 +10,7 @@
 import * as kiln from '../index.js';
 import { getOption } from '../runtime/config.js';
 import type { DType, Tensor } from '../index.js';
+import { warmUntilSteady, type SteadyReport } from './steady.js';
 import type { BenchSize, BuiltWorkload } from './workloads.js';
 
 /** One row of the report; the field names are shared with the PyTorch peers' reports. */
@@ -55,6 +56,8 @@ export interface BenchResult {
   checksum: OutputSummary;
   /** Bytes allocated on the device after the warm-up and after the last rep (flat memory check). */
   allocatedBytes: { afterWarmup: number; afterReps: number };
+  /** The warm-up until steady speed on an accelerator (steady.ts), null on the cpu or when off. */
+  steady: SteadyReport | null;
 }
 
 export function median(xs: readonly number[]): number {
@@ -113,6 +116,8 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
     });
     tick();
   }
+  // On an accelerator, then, until the GPU's clock has settled (steady.ts): eager and compiled alike.
+  const steady = w.device === 'cpu' || getOption('KILN_BENCH_STEADY_MS') === 0 ? null : warmUntilSteady(w.device, runCompiled ? [() => void w.run(), runCompiled] : [() => void w.run()]);
   const afterWarmup = allocated(w.device);
 
   const start = new kiln.Event(w.device);
@@ -167,6 +172,7 @@ export function benchWorkload(w: BuiltWorkload, options: HarnessOptions = {}): B
     minMs: Math.min(...timesMs),
     checksum,
     allocatedBytes: { afterWarmup, afterReps },
+    steady,
   };
 }
 

@@ -328,6 +328,7 @@ export function runBench(argv: string[]): number {
           output_finite: r.checksum.finite,
           allocated_bytes_after_warmup: r.allocatedBytes.afterWarmup,
           allocated_bytes_after_reps: r.allocatedBytes.afterReps,
+          ...(r.steady ? { steady_warmup: { rounds: r.steady.rounds, wall_ms: r.steady.wallMs, first_round_ms: r.steady.firstMs, last_round_ms: r.steady.lastMs, settled: r.steady.settled } } : {}),
           ...(s ? { startup: { warm_start_cpu_s: s.warm_start_cpu_s, warm_second_call_s: s.warm_second_call_s, cold: s.cold, warm: s.warm } } : {}),
         };
       }),

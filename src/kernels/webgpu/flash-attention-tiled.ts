@@ -77,17 +77,66 @@ function blockCopy(x: StorageKind, b: string, off: string, meta: number, dim: st
   ];
 }
 
-/** The tiled prefill kernel for `k` under `plan` (metadata as the row kernel's: flash-attention-source.ts). */
-export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string {
+/** Elements per 16-byte word in the vector copies (4 float32, 8 float16), null for other kinds. */
+export function tiledWordWidth(x: StorageKind): 4 | 8 | null {
+  return x === 'f32' ? 4 : x === 'f16' ? 8 : null;
+}
+
+/**
+ * WGSL copying `rows` rows of `dim` elements from binding `b` (bound as 16-byte words) into
+ * workgroup memory, every load issued before any store and unrolled (no array an index could
+ * push to local memory): word z of the block is row z / (dim / w), word z % (dim / w) of it.
+ * `row(jj)` gives the source row of block row jj and whether it exists (else zeros); the host
+ * checked that the operand's offsets and row strides are whole words (flash-attention.ts).
+ * Why: a scalar copy loop stores each element right after its load, so a warp waits out a load's
+ * latency per element; a float16 element also cannot go straight from memory to workgroup memory.
+ */
+function wordCopy(x: StorageKind, w: 4 | 8, rows: number, dim: number, b: string, base: string, strideMeta: number, row: (jj: string) => { index: string; ok: string }, store: (jj: string, d: string, v: string) => string): string[] {
+  const per = dim / w;
+  const words = rows * per;
+  const n = Math.ceil(words / TILED_WG);
+  const lines: string[] = [];
+  for (let u = 0; u < n; u++) {
+    lines.push(`let z${u} = lid + ${u * TILED_WG}u; let jj${u} = min(z${u}, ${words - 1}u) / ${per}u; let dw${u} = z${u} % ${per}u;`);
+    const r = row(`jj${u}`);
+    lines.push(`let w${u} = select(vec4<u32>(), ${b}[(${base} + ${r.index} * kmeta[${strideMeta}]) / ${w}u + dw${u}], ${r.ok});`);
+  }
+  for (let u = 0; u < n; u++) {
+    const body: string[] = [];
+    if (w === 4) {
+      body.push(`let f = bitcast<vec4<f32>>(w${u});`);
+      for (let c = 0; c < 4; c++) body.push(store(`jj${u}`, `dw${u} * 4u + ${c}u`, `f[${c}]`));
+    } else {
+      for (let p = 0; p < 4; p++) {
+        body.push(`let h${p} = unpack2x16float(w${u}[${p}]);`);
+        for (let c = 0; c < 2; c++) body.push(store(`jj${u}`, `dw${u} * 8u + ${2 * p + c}u`, `h${p}[${c}]`));
+      }
+    }
+    const guard = (u + 1) * TILED_WG > words ? `if (z${u} < ${words}u) ` : '';
+    lines.push(`${guard}{`, ...body.map((l) => `  ${l}`), '}');
+  }
+  // One block scope, so that the key and the value copies in one loop body may reuse the names.
+  return ['{', ...lines.map((l) => `  ${l}`), '}'];
+}
+
+/**
+ * The tiled prefill kernel for `k` under `plan` (metadata as the row kernel's: flash-attention-source.ts).
+ * `words`: query, keys and values are read as 16-byte words (wordCopy; the host checked alignment).
+ */
+export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan, words = false): string {
   const { e, ev, x } = k;
   const { bq, bk } = plan;
   const tpr = TILED_WG / bq;
   const kpt = bk / tpr;
   const dpt = Math.ceil(ev / tpr);
+  const kvRow = (jj: string): { index: string; ok: string } => ({ index: `min(j0 + ${jj}, S - 1u)`, ok: `j0 + ${jj} < S` });
   const qs = e + 1;
   const ks = e + 1;
   const ps = bk + 1;
-  const lines = header(binds(k, x));
+  const w = words ? tiledWordWidth(x) : null;
+  if (words && w === null) throw new Error(`tiled attention prefill: no word copies for storage ${x}`);
+  // With word copies the query, key and value bindings (1-3) are arrays of 16-byte words.
+  const lines = header(binds(k, x)).map((l) => (w !== null && /^@group\(0\) @binding\([123]\) /.test(l) ? l.replace(/: array<[^;]*>;$/, ': array<vec4<u32>>;') : l));
   lines.push(
     `const E = ${e}u;`,
     `const EV = ${ev}u;`,
@@ -114,17 +163,22 @@ export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string
     '    let bi = t / rb; let i0 = (t % rb) * BQ; let ir = i0 + r; let live = ir < L; let i = min(ir, L - 1u);',
     ...batchOffsets().map((l) => `    ${l}`),
     '    workgroupBarrier();',
-    `    for (var z = lid; z < BQ * E; z = z + ${TILED_WG}u) {`,
-    '      let row = z / E; let d = z % E; let qi = min(i0 + row, L - 1u);',
-    `      qt[row * QS + d] = ${loadExpr(x, 'b1', 'qo + qi * kmeta[5] + d * kmeta[6]', false)} * scale;`,
-    '    }',
+    ...(w !== null
+      ? wordCopy(x, w, bq, e, 'b1', 'qo', 5, (jj) => ({ index: `min(i0 + ${jj}, L - 1u)`, ok: 'true' }), (jj, d, v) => `qt[${jj} * QS + ${d}] = ${v} * scale;`)
+      : [
+          `for (var z = lid; z < BQ * E; z = z + ${TILED_WG}u) {`,
+          '  let row = z / E; let d = z % E; let qi = min(i0 + row, L - 1u);',
+          `  qt[row * QS + d] = ${loadExpr(x, 'b1', 'qo + qi * kmeta[5] + d * kmeta[6]', false)} * scale;`,
+          '}',
+        ]
+    ).map((l) => `    ${l}`),
     '    var acc: array<f32, DPT>;',
     '    for (var u = 0u; u < DPT; u++) { acc[u] = 0.0f; }',
     `    var m = ${NEG_MAX}; var l = 0.0f; var bad = false; var started = false;`,
     '    var kend = S; if (causal) { kend = min(S, i0 + BQ); }',
     '    for (var j0 = 0u; j0 < kend; j0 = j0 + BK) {',
     '      workgroupBarrier();',
-    ...blockCopy(x, 'b2', 'ko', 7, 'E', 'KS').map((l) => `      ${l}`),
+    ...(w !== null ? wordCopy(x, w, bk, e, 'b2', 'ko', 7, kvRow, (jj, d, v) => `kv[${jj} * KS + ${d}] = ${v};`) : blockCopy(x, 'b2', 'ko', 7, 'E', 'KS')).map((l) => `      ${l}`),
     '      workgroupBarrier();',
     '      var sc: array<f32, KPT>;',
     '      for (var u = 0u; u < KPT; u++) { sc[u] = 0.0f; }',
@@ -146,7 +200,7 @@ export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan): string
     '      }',
     '      workgroupBarrier();',
     // The keys are dead: the values take their place while the scores are reduced.
-    ...blockCopy(x, 'b3', 'vo', 9, 'EV', 'EV').map((l) => `      ${l}`),
+    ...(w !== null ? wordCopy(x, w, bk, ev, 'b3', 'vo', 9, kvRow, (jj, d, v) => `kv[${jj} * EV + ${d}] = ${v};`) : blockCopy(x, 'b3', 'vo', 9, 'EV', 'EV')).map((l) => `      ${l}`),
     `      var bm = ${NEG_MAX}; var any = false;`,
     '      for (var jj = 0u; jj < BK; jj++) {',
     '        let v = sw[r * PS + jj];',

@@ -17,7 +17,7 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { allocOut, webgpu } from './device.js';
 import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type AttnKinds } from './flash-attention-source.js';
 import { dataKind, groupsFor, kernelFor, words } from './template.js';
-import { tiledPrefillPlan, tiledPrefillSource } from './flash-attention-tiled.js';
+import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
 
 /** The largest head dim (query/key and value) of the flash kernels. */
@@ -30,6 +30,16 @@ const TARGET_GROUPS = 256;
 const SPLIT_MIN = 256;
 
 const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
+
+/**
+ * Whether `t` can be read as 16-byte words of `w` elements: contiguous along its last dim, and its
+ * offset and every other stride (of dims longer than 1) whole words, so each word lies in one row.
+ */
+function wordAligned(t: Tensor, w: number): boolean {
+  const r = t.ndim;
+  if (r === 0 || t.offset % w !== 0 || (t.shape[r - 1]! > 1 && t.strides[r - 1] !== 1)) return false;
+  return t.shape.every((n, d) => d === r - 1 || n === 1 || t.strides[d]! % w === 0);
+}
 
 /**
  * softmax(q k^T * scale + mask) v into a new tensor of `out`'s meta, or null where the flash
@@ -90,7 +100,9 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   if (!decode) {
     const plan = getOption('KILN_WEBGPU_ATTN_PREFILL') === 'tiled' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
     if (plan) {
-      const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.${tag}`, () => tiledPrefillSource(kinds, plan));
+      const w = getOption('KILN_WEBGPU_ATTN_WORDS') ? tiledWordWidth(kinds.x) : null;
+      const byWords = w !== null && e % w === 0 && ev % w === 0 && [query, key, value].every((t) => wordAligned(t, w));
+      const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.${tag}${byWords ? '.w' : ''}`, () => tiledPrefillSource(kinds, plan, byWords));
       acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / plan.bq), 1));
       return o;
     }
