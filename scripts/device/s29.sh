@@ -9,11 +9,18 @@
 #   explore2 the same after steady warm-up (src/bench/steady.ts: explore's clock samples showed the
 #            SM clock at 345 MHz through most timings), the plans cut to those not clearly slower;
 #            the Qwen3 float16 forward's step profile; kiln bench's elementwise-4096 and Qwen3 rows.
+#   words    the tiled prefill's word copies (KILN_WEBGPU_ATTN_WORDS): its tests on the GPU (float16
+#            words only run where shader-f16 exists), bench/webgpu-attention.ts (scalar / word
+#            copies), the math forms again under the windowed steady warm-up, the Qwen3 float16
+#            profile and kiln bench's elementwise-4096 and Qwen3 rows with this build's defaults.
+#   final    the attention bench with a diagnostic float16 store by WGSL's f16() (KILN_WEBGPU_ATTN_STORE),
+#            then the table (webgpu-table.sh webgpu,cuda) with this build's defaults into
+#            $OUT/webgpu-table.tgz.
 #   table    #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S29_DEADLINE s); logs and JSON under
 # $OUT/s29-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s29.sh explore|explore2|table}
+part=${1:?usage: s29.sh explore|explore2|words|final|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s29
 source "$(dirname "$0")/session-lib.sh"
@@ -33,6 +40,15 @@ elif [ "$part" = explore2 ]; then
   go math && { wg $K 150 node dist/bench/webgpu-elementwise-math.js --forms v2,v3,fast --json "$out/math-forms.json" > "$out/math-forms.txt" 2>&1; el "math forms rc=$?"; sum "$out/math-forms.txt" "^(float32|float16|dtype) " 16; }
   wgprof qwen3-0.6b-forward float16
   go bench && { wg $K 200 node dist/src/cli/main.js bench --device webgpu --dtype float32 float16 --workload elementwise-4096,qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/bench-webgpu.json" > "$out/bench-webgpu.txt" 2>&1; el "kiln bench webgpu rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/bench-webgpu.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+elif [ "$part" = words ]; then
+  go tests && { wg $K 200 node --test dist/test/webgpu-attention.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok|differ" 10; }
+  go attn && { wg $K 100 node dist/bench/webgpu-attention.js --json "$out/attention.json" > "$out/attention.txt" 2>&1; el "attention bench rc=$?"; grep -E "^float" "$out/attention.txt" | tee -a "$out/summary.txt"; }
+  go math && { wg $K 150 node dist/bench/webgpu-elementwise-math.js --forms v2,v3,fast --json "$out/math-forms.json" > "$out/math-forms.txt" 2>&1; el "math forms rc=$?"; sum "$out/math-forms.txt" "^(float32|float16|dtype) |steady" 18; }
+  wgprof qwen3-0.6b-forward float16
+  go bench && { wg $K 200 node dist/src/cli/main.js bench --device webgpu --dtype float32 float16 --workload elementwise-4096,transformer-block,qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/bench-webgpu.json" > "$out/bench-webgpu.txt" 2>&1; el "kiln bench webgpu rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/bench-webgpu.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+elif [ "$part" = final ]; then
+  go attn && { wg $K 100 node dist/bench/webgpu-attention.js --json "$out/attention.json" > "$out/attention.txt" 2>&1; el "attention bench rc=$?"; grep -E "^float" "$out/attention.txt" | tee -a "$out/summary.txt"; }
+  go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=290 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; grep -E "^[a-z0-9.-]+ +(webgpu|cuda)" "$out/table.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
 else
   el "unknown part $part"
 fi
