@@ -13,14 +13,17 @@
 #            words only run where shader-f16 exists), bench/webgpu-attention.ts (scalar / word
 #            copies), the math forms again under the windowed steady warm-up, the Qwen3 float16
 #            profile and kiln bench's elementwise-4096 and Qwen3 rows with this build's defaults.
-#   final    the attention bench with a diagnostic float16 store by WGSL's f16() (KILN_WEBGPU_ATTN_STORE),
+#   final    the attention bench with a diagnostic float16 store by WGSL's f16() (at bb32f91),
 #            then the table (webgpu-table.sh webgpu,cuda) with this build's defaults into
 #            $OUT/webgpu-table.tgz.
+#   store    float16 stores by the device's conversion where a probe shows it exact
+#            (KILN_WEBGPU_F16_STORE, kernels/webgpu/f16-store-probe.ts): every webgpu test file on
+#            the GPU, the attention and math-forms benches, kiln bench's float16 webgpu rows.
 #   table    #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S29_DEADLINE s); logs and JSON under
 # $OUT/s29-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s29.sh explore|explore2|words|final|table}
+part=${1:?usage: s29.sh explore|explore2|words|final|store|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s29
 source "$(dirname "$0")/session-lib.sh"
@@ -49,6 +52,11 @@ elif [ "$part" = words ]; then
 elif [ "$part" = final ]; then
   go attn && { wg $K 100 node dist/bench/webgpu-attention.js --json "$out/attention.json" > "$out/attention.txt" 2>&1; el "attention bench rc=$?"; grep -E "^float" "$out/attention.txt" | tee -a "$out/summary.txt"; }
   go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=290 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; grep -E "^[a-z0-9.-]+ +(webgpu|cuda)" "$out/table.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
+elif [ "$part" = store ]; then
+  go tests && { wg $K 330 node --test --test-concurrency=4 dist/test/webgpu-*.test.js > "$out/tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ" 14; }
+  go attn && { wg $K 100 node dist/bench/webgpu-attention.js --json "$out/attention.json" > "$out/attention.txt" 2>&1; el "attention bench rc=$?"; grep -E "^float" "$out/attention.txt" | tee -a "$out/summary.txt"; }
+  go math && { wg $K 120 node dist/bench/webgpu-elementwise-math.js --forms v2,v3,fast --json "$out/math-forms.json" > "$out/math-forms.txt" 2>&1; el "math forms rc=$?"; sum "$out/math-forms.txt" "^(float32|float16|dtype) " 16; }
+  go bench && { wg $K 200 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload all --include-slow --reps 30 --no-progress --json "$out/bench-webgpu-f16.json" > "$out/bench-webgpu-f16.txt" 2>&1; el "kiln bench webgpu float16 rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/bench-webgpu-f16.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
 else
   el "unknown part $part"
 fi

@@ -26,7 +26,6 @@
 import { batchOffsets, binds, maskStmts, NEG_MAX, type AttnKinds } from './flash-attention-source.js';
 import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { header } from './template.js';
-import { getOption } from '../../runtime/config.js';
 
 /** Invocations per workgroup of the tiled prefill. */
 export const TILED_WG = 128;
@@ -242,8 +241,7 @@ export function tiledPrefillSource(k: AttnKinds, plan: TiledPrefillPlan, words =
     '        let d = c + u * TPR;',
     '        if (d < EV) {',
     '          let o = select(acc[u] / lt, kiln_nan(), nan);',
-    // KILN_WEBGPU_ATTN_STORE=native (a diagnostic): float16 stored by WGSL's conversion.
-    `          ${x === 'f16' && getOption('KILN_WEBGPU_ATTN_STORE') === 'native' ? 'b0[oo + ir * kmeta[13] + d * kmeta[14]] = f16(o);' : storeStmt(x, 'b0', 'oo + ir * kmeta[13] + d * kmeta[14]', 'o')}`,
+    `          ${storeStmt(x, 'b0', 'oo + ir * kmeta[13] + d * kmeta[14]', 'o')}`,
     '        }',
     '      }',
     '    }',

@@ -102,7 +102,7 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
     if (plan) {
       const w = getOption('KILN_WEBGPU_ATTN_WORDS') ? tiledWordWidth(kinds.x) : null;
       const byWords = w !== null && e % w === 0 && ev % w === 0 && [query, key, value].every((t) => wordAligned(t, w));
-      const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.${tag}${byWords ? '.w' : ''}${getOption('KILN_WEBGPU_ATTN_STORE') === 'native' ? '.n' : ''}`, () => tiledPrefillSource(kinds, plan, byWords));
+      const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.${tag}${byWords ? '.w' : ''}`, () => tiledPrefillSource(kinds, plan, byWords));
       acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / plan.bq), 1));
       return o;
     }

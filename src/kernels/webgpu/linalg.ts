@@ -42,6 +42,7 @@ import { GEMM_LARGE_BM } from './gemm-tile.js';
 import { GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
 import type { StorageKind as Kind } from './storage.js';
+import { f16StoreKey } from './f16-store-probe.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { getOption } from '../../runtime/config.js';
 import { runPointwise } from './pointwise-run.js';
@@ -72,10 +73,10 @@ export interface WebgpuGemm {
 /** The pipeline for a spec, compiled on first use (exported for the null-backend validation test). */
 export function gemmKernel(spec: GemmSpec): WebgpuKernel {
   const key = gemmKey(spec);
-  let k = programs.get(key);
+  let k = programs.get(key + f16StoreKey());
   if (!k) {
     k = webgpu().kernel(generateGemm(spec), `kiln.gemm (${key})`);
-    programs.set(key, k);
+    programs.set(key + f16StoreKey(), k);
   }
   return k;
 }
@@ -83,10 +84,10 @@ export function gemmKernel(spec: GemmSpec): WebgpuKernel {
 /** The split-K combine pipeline for an output kind and epilogue, compiled on first use. */
 export function gemmCombineKernel(c: Kind, bias: boolean, beta: boolean): WebgpuKernel {
   const key = gemmCombineKey(c, bias, beta);
-  let k = programs.get(key);
+  let k = programs.get(key + f16StoreKey());
   if (!k) {
     k = webgpu().kernel(generateGemmCombine(c, bias, beta), `kiln.gemm (${key})`);
-    programs.set(key, k);
+    programs.set(key + f16StoreKey(), k);
   }
   return k;
 }
@@ -164,10 +165,10 @@ export function gemvTuning(kind: GemvSpec['kind'], K: number, N: number, gated: 
 /** The skinny-GEMM pipeline for a spec, compiled on first use. */
 export function gemvKernel(spec: GemvSpec): WebgpuKernel {
   const key = gemvKey(spec);
-  let k = programs.get(key);
+  let k = programs.get(key + f16StoreKey());
   if (!k) {
     k = webgpu().kernel(generateGemv(spec), `kiln.gemm (${key})`);
-    programs.set(key, k);
+    programs.set(key + f16StoreKey(), k);
   }
   return k;
 }
@@ -220,10 +221,10 @@ export function emulateSubgroupMatrix(shape: { m: number; n: number; k: number; 
 /** The subgroup matrix pipeline for a spec and plan, compiled on first use. */
 export function subgroupMatrixKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): WebgpuKernel {
   const key = smKey(spec, plan);
-  let k = programs.get(key);
+  let k = programs.get(key + f16StoreKey());
   if (!k) {
     k = webgpu().kernel(generateSubgroupMatrixGemm(spec, plan), `kiln.gemm (${key})`);
-    programs.set(key, k);
+    programs.set(key + f16StoreKey(), k);
   }
   return k;
 }
@@ -261,10 +262,10 @@ export function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): StagedPlan |
 export function stagedKernel(spec: GemmSpec, plan: StagedPlan): WebgpuKernel {
   const opts = { emulate: emulated !== null };
   const key = stagedKey(spec, plan, opts);
-  let k = programs.get(key);
+  let k = programs.get(key + f16StoreKey());
   if (!k) {
     k = webgpu().kernel(generateStagedGemm(spec, plan, opts), `kiln.gemm (${key})`);
-    programs.set(key, k);
+    programs.set(key + f16StoreKey(), k);
   }
   return k;
 }

@@ -10,9 +10,13 @@
  * with WGSL's f32 -> f16 conversion or pack2x16float: WGSL leaves the rounding of an inexact
  * conversion to the implementation, and a driver may fold unpack2x16float(pack2x16float(x)) to x
  * (an NVIDIA Vulkan driver does), which made float16 casts inside fused kernels round nothing.
+ * float16 stores go through kiln_f16_store, which is the integer code unless a probe of this
+ * device showed its own conversion rounds the same (f16-store-probe.ts: then pack2x16float,
+ * clamped, with overflow and NaN from the bits); casts inside a kernel always keep the integer code.
  */
 import type { DType } from '../../tensor/dtype.js';
 import { wgslMathForm } from '../math/wgsl-libm/index.js';
+import { F16_STORE_NATIVE, nativeF16Stores } from './f16-store-probe.js';
 
 export type StorageKind = 'f32' | 'i32' | 'f16' | 'f16p' | 'bf16p' | 'u8p' | 'boolp';
 
@@ -83,7 +87,7 @@ function fromRaw(k: StorageKind, raw: string): string {
 function toRaw(k: StorageKind, v: string): string {
   switch (k) {
     case 'f16p':
-      return `kiln_f16_bits(${v})`;
+      return `kiln_f16_store(${v})`;
     case 'bf16p':
       return `kiln_bf16_bits(${v})`;
     case 'u8p':
@@ -109,7 +113,7 @@ export function loadExpr(k: StorageKind, b: string, i: string, written: boolean)
 /** Statements storing compute value `v` at element `i` of binding `b`. */
 export function storeStmt(k: StorageKind, b: string, i: string, v: string): string {
   const bits = packedBits(k);
-  if (bits === 0) return k === 'f16' ? `${b}[${i}] = bitcast<vec2<f16>>(kiln_f16_bits(${v})).x;` : `${b}[${i}] = ${v};`;
+  if (bits === 0) return k === 'f16' ? `${b}[${i}] = bitcast<vec2<f16>>(kiln_f16_store(${v})).x;` : `${b}[${i}] = ${v};`;
   const per = 32 / bits;
   const mask = bitsMask(bits);
   return [
@@ -124,7 +128,7 @@ export function storeStmt(k: StorageKind, b: string, i: string, v: string): stri
 // vec<V>; packed kinds are arrays of whole words (V / per words: u32 or vec2<u32>), written whole
 // by the one invocation that owns them, so neither atomics nor a read-modify-write are needed.
 // Every element is converted with the same expressions as the scalar forms above (fromRaw, toRaw,
-// kiln_f16_bits), so a vectorised kernel computes the bits the scalar one does.
+// kiln_f16_store), so a vectorised kernel computes the bits the scalar one does.
 // ------------------------------------------------------------------------------------------------
 
 /** Elements per vector access of a vectorised pointwise kernel. */
@@ -164,10 +168,10 @@ export function laneExpr(k: StorageKind, V: VecWidth, x: string, c: number): str
 export function vectorStoreStmt(k: StorageKind, V: VecWidth, b: string, j: string, v: string): string {
   const bits = packedBits(k);
   if (bits === 0 && k !== 'f16') return `${b}[${j}] = ${v};`;
-  // 16-bit kinds (f16 included: its bits are kiln_f16_bits, as a scalar store's) and 8-bit kinds as u32 words.
+  // 16-bit kinds (f16 included: its bits are kiln_f16_store's, as a scalar store's) and 8-bit kinds as u32 words.
   const eb = bits === 0 ? 16 : bits;
   const per = 32 / eb;
-  const raw = (c: number): string => (k === 'f16' ? `kiln_f16_bits(${v}[${c}])` : toRaw(k, `${v}[${c}]`));
+  const raw = (c: number): string => (k === 'f16' ? `kiln_f16_store(${v}[${c}])` : toRaw(k, `${v}[${c}]`));
   const words: string[] = [];
   for (let w = 0; w < (V * eb) / 32; w++) {
     const parts: string[] = [];
@@ -204,7 +208,7 @@ export function vectorElementStoreStmt(k: StorageKind, V: VecWidth, b: string, i
   const bits = packedBits(k);
   if (bits === 0) {
     const e = `${b}[(${i}) / ${V}u][(${i}) % ${V}u]`;
-    return k === 'f16' ? `${e} = bitcast<vec2<f16>>(kiln_f16_bits(${v})).x;` : `${e} = ${v};`;
+    return k === 'f16' ? `${e} = bitcast<vec2<f16>>(kiln_f16_store(${v})).x;` : `${e} = ${v};`;
   }
   const per = 32 / bits;
   const w = vectorWord(bits, V, b, i);
@@ -226,6 +230,9 @@ fn kiln_bf16_bits(v: f32) -> u32 {
  * bits as f32. A float16 store writes kiln_f16_bits; a float16 cast inside a kernel is
  * kiln_f16_value(kiln_f16_bits(x)), which no compiler can fold away.
  */
+/** kiln_f16_store (the bits a float16 store writes) as the integer code; f16-store-probe.ts has the native form. */
+const F16_STORE_EXACT = 'fn kiln_f16_store(v: f32) -> u32 { return kiln_f16_bits(v); }\n';
+
 export const F16_PRELUDE = `
 fn kiln_f16_bits(v: f32) -> u32 {
   let u = bitcast<u32>(v);
@@ -253,7 +260,7 @@ fn kiln_f16_value(h: u32) -> f32 {
   if (e == 31u) { return bitcast<f32>(s | 0x7f800000u | (m << 13u)); }
   return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
 }
-`;
+${F16_STORE_EXACT}`;
 
 /**
  * KILN_WEBGPU_MATH=fast, a diagnostic (wgsl-libm/v1.ts): float16 bits through pack2x16float, whose
@@ -294,7 +301,10 @@ const F16_V3_PRELUDE = F16_PRELUDE.replace(/fn kiln_f16_bits[\s\S]*?\n}\n/, F16_
 export function storagePrelude(kinds: readonly StorageKind[], also: { f16?: boolean; bf16?: boolean } = {}): string {
   const out: string[] = [];
   const form = wgslMathForm();
-  if (also.f16 === true || kinds.includes('f16') || kinds.includes('f16p')) out.push((form === 'fast' ? F16_FAST_PRELUDE : form === 'v3' ? F16_V3_PRELUDE : F16_PRELUDE).trim());
+  if (also.f16 === true || kinds.includes('f16') || kinds.includes('f16p')) {
+    const pre = form === 'fast' ? F16_FAST_PRELUDE : form === 'v3' ? F16_V3_PRELUDE : F16_PRELUDE;
+    out.push((form !== 'fast' && nativeF16Stores() ? pre.replace(F16_STORE_EXACT, F16_STORE_NATIVE) : pre).trim());
+  }
   if (also.bf16 === true || kinds.includes('bf16p')) out.push(BF16_PRELUDE.trim());
   return out.join('\n');
 }

@@ -16,6 +16,7 @@ import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
 import { wgslMathKey } from '../math/wgsl-libm/index.js';
 import { toDeviceKernel } from '../cpu/core.js';
 import { unsupportedDtype, webgpu } from './device.js';
+import { f16StoreKey } from './f16-store-probe.js';
 import { arrayType, storageKind, storagePrelude, type StorageKind } from './storage.js';
 
 /** Invocations per workgroup of the templates. */
@@ -27,7 +28,7 @@ const kernels = new Map<string, WebgpuKernel>();
 /** The pipeline named `key`, its source rendered and compiled on first use. */
 export function kernelFor(key: string, source: () => string): WebgpuKernel {
   // A kernel rendered under another math form (KILN_WEBGPU_MATH) is another pipeline.
-  const memo = key + wgslMathKey();
+  const memo = key + wgslMathKey() + f16StoreKey();
   let k = kernels.get(memo);
   if (!k) {
     // The math helpers the source calls replace the header's mark (kernels carry only what they use).

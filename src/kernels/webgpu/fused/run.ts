@@ -28,6 +28,7 @@ import { type FusedLayout, layoutRowLength, layoutRows, metaWords } from './layo
 import { FUSED_WORKGROUP, type FusedBinding, type FusedStrategy, renderFused, type RenderSpec, workgroupOf } from './render.js';
 import { planKey, vectorPlan } from './vector.js';
 import { wgslMathKey } from '../../math/wgsl-libm/index.js';
+import { f16StoreKey } from '../f16-store-probe.js';
 import { getOption } from '../../../runtime/config.js';
 
 export interface FusedOperand {
@@ -169,7 +170,7 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
     ...reduceForm(strategy, L, cfg.workgroup),
   };
   const W = workgroupOf(spec);
-  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${spec.unroll === undefined ? '' : `|u${spec.unroll}`}${spec.resident === undefined ? '' : `|r${spec.resident}`}${planKey(vector)}${wgslMathKey()}`;
+  const memo = `${key}#${strategy}|${spec.orank}|${spec.rrank}|${bindings.map((b) => `${b.kind}${b.written ? 'w' : ''}`).join(',')}|${operandBinding.join(',')}|${spec.subgroups ? 'sg' : ''}${W === FUSED_WORKGROUP ? '' : `|w${W}`}${spec.unroll === undefined ? '' : `|u${spec.unroll}`}${spec.resident === undefined ? '' : `|r${spec.resident}`}${planKey(vector)}${wgslMathKey()}${f16StoreKey()}`;
   let p = pipelines.get(memo);
   if (!p) {
     const source = renderFused(g, spec);
