@@ -16,7 +16,9 @@ import test from 'node:test';
 import * as kiln from '../src/index.js';
 import type { FusedGroup, FusedNode, FusedValue } from '../src/kernels/webgpu/fused/group.js';
 import { renderFused, type RenderSpec } from '../src/kernels/webgpu/fused/render.js';
-import { BF16_PRELUDE, F16_PRELUDE, storeStmt } from '../src/kernels/webgpu/storage.js';
+import { BF16_PRELUDE, F16_PRELUDE, storagePrelude, storeStmt } from '../src/kernels/webgpu/storage.js';
+import { F16_STORE_NATIVE } from '../src/kernels/webgpu/f16-store-probe.js';
+import { setOption } from '../src/runtime/config.js';
 import type { DType } from '../src/tensor/dtype.js';
 import { bfloat16BitsToFloat32, float16BitsToFloat32, float32ToBfloat16Bits, float32ToFloat16Bits } from '../src/tensor/half.js';
 
@@ -122,13 +124,30 @@ test('kiln_bf16_bits rounds f32 to bfloat16 to nearest even, as half.ts', () => 
   }
 });
 
-test('float16 stores round with kiln_f16_bits, not with an f16() conversion or pack2x16float', () => {
+/** kiln_f16_store's definition (no braces inside its body, in either form). */
+const STORE_FN = /fn kiln_f16_store\(v: f32\) -> u32 \{[^}]*\}/;
+
+test('float16 stores go through kiln_f16_store: the integer code, or the device\'s conversion only where KILN_WEBGPU_F16_STORE (or the probe) says', () => {
   for (const kind of ['f16', 'f16p'] as const) {
     const s = storeStmt(kind, 'b0', 'i', 'v');
-    assert.match(s, /kiln_f16_bits\(v\)/, kind);
+    assert.match(s, /kiln_f16_store\(v\)/, kind);
     assert.doesNotMatch(s, /pack2x16float|\bf16\(/, kind);
   }
+  const storeFn = (form: 'exact' | 'native'): string => {
+    setOption('KILN_WEBGPU_F16_STORE', form);
+    try {
+      return STORE_FN.exec(storagePrelude(['f16']))![0];
+    } finally {
+      setOption('KILN_WEBGPU_F16_STORE', undefined);
+    }
+  };
+  assert.match(storeFn('exact'), /return kiln_f16_bits\(v\);/);
+  assert.doesNotMatch(storeFn('exact'), /pack2x16float/);
+  assert.equal(storeFn('native').trim(), F16_STORE_NATIVE.trim());
 });
+
+/** `src` without kiln_f16_store's definition (the one place the device's conversion may appear). */
+const withoutStoreFn = (src: string): string => src.replace(STORE_FN, '');
 
 // ------------------------------------------------------------------------------------------------
 // The fused renderer
@@ -170,7 +189,7 @@ test('a float16 cast in a fused kernel rounds with kiln_f16_bits (prelude includ
   assert.match(src, /fn kiln_f16_bits\(/);
   assert.match(src, /fn kiln_f16_value\(/);
   assert.match(src, /fn kiln_bf16_bits\(/);
-  assert.doesNotMatch(src, /pack2x16float|\bf16\(/);
+  assert.doesNotMatch(withoutStoreFn(src), /pack2x16float|\bf16\(/);
 });
 
 test('the rendered cast chain computes what the CPU does, element for element', () => {
@@ -205,9 +224,9 @@ test('sum(dtype=float16) of float32: rounds each element to float16, accumulates
       assert.match(src, /let v1: f32 = kiln_f16_value\(kiln_f16_bits\(v0\)\);/, `${strategy} ${out}`);
       assert.match(src, /var a100: f32 = 0\.0f;/, `${strategy} ${out}: f32 accumulator`);
       assert.match(src, /a100 = \(a100 \+ v1\);/, `${strategy} ${out}`);
-      assert.doesNotMatch(src, /\bf16\(|: f16\b|pack2x16float/, `${strategy} ${out}: no f16 values or conversions, no pack2x16float`);
-      if (out === 'f16') assert.match(src, /b0\[bs0\] = bitcast<vec2<f16>>\(kiln_f16_bits\(v100\)\)\.x;/);
-      else assert.match(src, /kiln_f16_bits\(v100\)/);
+      assert.doesNotMatch(withoutStoreFn(src), /\bf16\(|: f16\b|pack2x16float/, `${strategy} ${out}: no f16 values or conversions, no pack2x16float`);
+      if (out === 'f16') assert.match(src, /b0\[bs0\] = bitcast<vec2<f16>>\(kiln_f16_store\(v100\)\)\.x;/);
+      else assert.match(src, /kiln_f16_store\(v100\)/);
     }
   }
 });

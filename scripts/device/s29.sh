@@ -19,11 +19,14 @@
 #   store    float16 stores by the device's conversion where a probe shows it exact
 #            (KILN_WEBGPU_F16_STORE, kernels/webgpu/f16-store-probe.ts): every webgpu test file on
 #            the GPU, the attention and math-forms benches, kiln bench's float16 webgpu rows.
+#   store2   after the test fixes (the probe up front in the test helpers, never inside a recording;
+#            the rounding tests read kiln_f16_store): every webgpu test file on the GPU; kiln bench's
+#            Qwen3 float16 forward with KILN_WEBGPU_F16_STORE exact / auto, alternating twice.
 #   table    #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S29_DEADLINE s); logs and JSON under
 # $OUT/s29-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s29.sh explore|explore2|words|final|store|table}
+part=${1:?usage: s29.sh explore|explore2|words|final|store|store2|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s29
 source "$(dirname "$0")/session-lib.sh"
@@ -57,6 +60,11 @@ elif [ "$part" = store ]; then
   go attn && { wg $K 100 node dist/bench/webgpu-attention.js --json "$out/attention.json" > "$out/attention.txt" 2>&1; el "attention bench rc=$?"; grep -E "^float" "$out/attention.txt" | tee -a "$out/summary.txt"; }
   go math && { wg $K 120 node dist/bench/webgpu-elementwise-math.js --forms v2,v3,fast --json "$out/math-forms.json" > "$out/math-forms.txt" 2>&1; el "math forms rc=$?"; sum "$out/math-forms.txt" "^(float32|float16|dtype) " 16; }
   go bench && { wg $K 200 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload all --include-slow --reps 30 --no-progress --json "$out/bench-webgpu-f16.json" > "$out/bench-webgpu-f16.txt" 2>&1; el "kiln bench webgpu float16 rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/bench-webgpu-f16.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+elif [ "$part" = store2 ]; then
+  go tests && { wg $K 330 node --test --test-concurrency=4 dist/test/webgpu-*.test.js > "$out/tests.txt" 2>&1; el "webgpu tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ" 14; }
+  for rep in 1 2; do for v in exact auto; do
+    go qwen3-$v-$rep && { KILN_WEBGPU_F16_STORE=$v wg $K 100 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload qwen3-0.6b-forward,elementwise-4096 --include-slow --reps 30 --no-progress --json "$out/qwen3-$v-$rep.json" > "$out/qwen3-$v-$rep.txt" 2>&1; el "kiln bench webgpu f16 store $v rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/qwen3-$v-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  done; done
 else
   el "unknown part $part"
 fi

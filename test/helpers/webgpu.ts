@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import * as kiln from '../../src/index.js';
 import { Device } from '../../src/runtime/device.js';
+import { nativeF16Stores } from '../../src/kernels/webgpu/f16-store-probe.js';
 import { itemSize } from '../../src/tensor/dtype.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
@@ -15,6 +16,8 @@ export function webgpuSkipReason(): string | false {
   const probe = kiln.probeAccelerators().find((p) => p.type === 'webgpu');
   if (!probe?.available) return `no webgpu adapter: ${probe?.reason ?? 'webgpu not registered'}`;
   if (kiln.getAccelerator('webgpu').properties(0).backend === 'null') return "Dawn's null backend computes nothing (KILN_WEBGPU_BACKEND=null)";
+  // The float16 store probe's one dispatch, now rather than inside a test that counts dispatches.
+  nativeF16Stores();
   return false;
 }
 

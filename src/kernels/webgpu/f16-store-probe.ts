@@ -8,7 +8,8 @@
  * at 1024 tokens with it and 643 us with WGSL's f16() (the float32 kernel: 640), on an H100
  * (issue #20, session 29), presumably from registers the branches hold across the whole kernel.
  *
- * How: once per process, a probe kernel stores float32 values that decide the rounding (each
+ * How: once per process (at the first float16 kernel rendered outside a replay recording; the test
+ * helpers run it up front, so that kernel counts in tests do not see it), a probe kernel stores float32 values that decide the rounding (each
  * float16 exponent's ties to even both ways, one float32 ulp either side of a tie, the subnormal
  * range and its ties down to 2^-25, values at the overflow threshold, +-0, +-inf, NaN) through the
  * native store form below, and its bits are compared with the host's rounding (half.ts). Only if
@@ -74,7 +75,12 @@ export function f16StoreKey(): string {
 export function nativeF16Stores(): boolean {
   const opt = getOption('KILN_WEBGPU_F16_STORE');
   if (opt !== 'auto') return opt === 'native';
-  probed ??= runProbe();
+  if (probed === undefined) {
+    // Never inside a recording (compile/codegen/wgsl/replay.ts): the probe's dispatch would be
+    // replayed. Until it has run, kernels store with the integer code (the same bits, if slower).
+    if (webgpu().recording) return false;
+    probed = runProbe();
+  }
   return probed;
 }
 

@@ -348,6 +348,11 @@ export class WebgpuAccelerator implements Accelerator {
    * still run now, and endRecording keeps them on the device thread for `replay`. Work queued before
    * is not part of it.
    */
+  /** Whether a recording is being made (beginRecording .. endRecording). */
+  get recording(): boolean {
+    return this.recordingNow !== undefined;
+  }
+
   beginRecording(): void {
     const id = this.nextRecording++;
     this.bridge.beginRecording(id);
