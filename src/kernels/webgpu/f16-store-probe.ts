@@ -79,7 +79,13 @@ export function nativeF16Stores(): boolean {
     // Never inside a recording (compile/codegen/wgsl/replay.ts): the probe's dispatch would be
     // replayed. Until it has run, kernels store with the integer code (the same bits, if slower).
     if (webgpu().recording) return false;
-    probed = runProbe();
+    // Any failure of the probe itself (a browser that refuses a synchronous read, a lost device)
+    // leaves the integer code: it is always right, the probe only makes stores cheaper.
+    try {
+      probed = runProbe();
+    } catch {
+      probed = false;
+    }
   }
   return probed;
 }
