@@ -76,9 +76,16 @@ export function nativeF16Stores(): boolean {
   const opt = getOption('KILN_WEBGPU_F16_STORE');
   if (opt !== 'auto') return opt === 'native';
   if (probed === undefined) {
+    // WGSL rendered with no webgpu device (codegen tests, validation) stores with the integer code.
+    let acc: ReturnType<typeof webgpu>;
+    try {
+      acc = webgpu();
+    } catch {
+      return false;
+    }
     // Never inside a recording (compile/codegen/wgsl/replay.ts): the probe's dispatch would be
     // replayed. Until it has run, kernels store with the integer code (the same bits, if slower).
-    if (webgpu().recording) return false;
+    if (acc.recording) return false;
     // Any failure of the probe itself (a browser that refuses a synchronous read, a lost device)
     // leaves the integer code: it is always right, the probe only makes stores cheaper.
     try {
