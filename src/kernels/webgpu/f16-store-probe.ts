@@ -8,9 +8,9 @@
  * at 1024 tokens with it and 643 us with WGSL's f16() (the float32 kernel: 640), on an H100
  * (issue #20, session 29), presumably from registers the branches hold across the whole kernel.
  *
- * How: once per process (at the first float16 kernel rendered outside a replay recording; the test
- * helpers run it up front, so that kernel counts in tests do not see it), a probe kernel stores float32 values that decide the rounding (each
- * float16 exponent's ties to even both ways, one float32 ulp either side of a tie, the subnormal
+ * How: once per process (at the first float16 kernel rendered outside a replay recording; the
+ * test helpers run it up front, so that kernel counts in tests do not see it), a probe kernel
+ * stores float32 values that decide the rounding (each float16 exponent's ties to even both ways, one float32 ulp either side of a tie, the subnormal
  * range and its ties down to 2^-25, values at the overflow threshold, +-0, +-inf, NaN) through the
  * native store form below, and its bits are compared with the host's rounding (half.ts). Only if
  * every one agrees do kernels store that way; otherwise, without shader-f16 or without a GPU that
@@ -89,7 +89,7 @@ export function nativeF16Stores(): boolean {
     // Any failure of the probe itself (a browser that refuses a synchronous read, a lost device)
     // leaves the integer code: it is always right, the probe only makes stores cheaper.
     try {
-      probed = runProbe();
+      probed = runProbe(acc);
     } catch {
       probed = false;
     }
@@ -97,8 +97,9 @@ export function nativeF16Stores(): boolean {
   return probed;
 }
 
-function runProbe(): boolean {
-  const acc = webgpu();
+// The upload is template.ts's int32On for float32: that module imports storage.ts, which imports
+// this one, so it cannot be called from here.
+function runProbe(acc: ReturnType<typeof webgpu>): boolean {
   if (acc.computesNothing) return false;
   const xs = f16ProbeValues();
   const n = xs.length;
