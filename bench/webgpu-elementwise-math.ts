@@ -10,7 +10,11 @@
  *           bounds derived from WGSL's accuracy table (wgsl-libm/v3.ts), and branch-free float16
  *           store rounding (the same bits as v2's): opt-in until this A/B;
  *   - fast: a diagnostic, WGSL's builtin exp/tanh, plain division and pack2x16float stores (outside
- *           the library's bounds): what the kernel runs at when the exact math costs nothing.
+ *           the library's bounds): what the kernel runs at when the exact math costs nothing;
+ *   - FORM+exp2, FORM+reduced: the library's form FORM with the compiled kernels' fast float math
+ *           (KILN_WEBGPU_FAST_MATH, wgsl-libm/fast.ts: exp, sigmoid, silu and tanh on WGSL's exp2,
+ *           with the spec-derived bounds of test/webgpu-fast-math.test.ts). A plain FORM runs with
+ *           the fast math off, so it measures the library as before.
  * Rows per dtype: the copy (copyBufferToBuffer, the reference), x.clone() (the vectorised one-node
  * copy kernel: its float16 stores round with kiln_f16_bits, branch-free under v3, pack2x16float under fast), and the
  * compiled call under each form. Each figure is device time (kiln.Event) of `--calls` calls queued
@@ -21,7 +25,7 @@
  * rounded) with exact sigmoid, tanh and exp (`dev ulp@1`): the math library's share of the error.
  *
  *   node dist/bench/webgpu-elementwise-math.js [--n 4096] [--dtypes float32,float16]
- *        [--forms v1,v2,v3,fast] [--steps 1,2,4] [--calls 20] [--reps 15] [--dump DIR] [--json out.json]
+ *        [--forms v1,v2,v3,fast,v2+exp2,v2+reduced] [--steps 1,2,4] [--calls 20] [--reps 15] [--dump DIR] [--json out.json]
  *
  * --steps: KILN_WEBGPU_VEC_STEPS values (vectors an invocation loads before computing; default 1),
  * each a clone and a compiled variant of every form (`x<steps>` in the variant's name).
@@ -32,6 +36,7 @@ import * as kiln from '../src/index.js';
 import { deviceMsPerCall } from './webgpu-device-ms.js';
 import { elementwiseForward } from '../src/bench/workloads.js';
 import type { WgslProgram } from '../src/compile/codegen/wgsl/program.js';
+import type { WgslFastMath } from '../src/kernels/math/wgsl-libm/fast.js';
 import type { WgslMathForm } from '../src/kernels/math/wgsl-libm/index.js';
 import { setOption } from '../src/runtime/config.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
@@ -46,7 +51,16 @@ const flag = (name: string): string | undefined => {
 };
 const n = Number(flag('--n') ?? 4096);
 const dtypes = (flag('--dtypes') ?? 'float32,float16').split(',') as DType[];
-const forms = (flag('--forms') ?? 'v1,v2,v3,fast').split(',') as WgslMathForm[];
+/** A variant's math: the library's form, and the compiled kernels' fast math ('off' for a plain form). */
+interface MathVariant {
+  readonly name: string;
+  readonly form: WgslMathForm;
+  readonly fast: WgslFastMath | 'off';
+}
+const forms = (flag('--forms') ?? 'v1,v2,v3,fast,v2+exp2,v2+reduced').split(',').map((name): MathVariant => {
+  const [form, fast] = name.split('+') as [WgslMathForm, (WgslFastMath | undefined)?];
+  return { name, form, fast: fast ?? 'off' };
+});
 const stepsList = (flag('--steps') ?? '1').split(',').map(Number);
 const calls = Number(flag('--calls') ?? 20);
 const reps = Number(flag('--reps') ?? 15);
@@ -56,19 +70,22 @@ const jsonOut = flag('--json');
 const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
 
 /**
- * fn run with math form `form` and `steps` vectors per invocation step (KILN_WEBGPU_VEC_STEPS);
- * pipelines are memoised per form and steps, so each call must see its own.
+ * fn run with math variant `v` and `steps` vectors per invocation step (KILN_WEBGPU_VEC_STEPS);
+ * pipelines are memoised per form, fast math and steps, so each call must see its own.
  */
-function withForm<T>(form: WgslMathForm, fn: () => T, steps = 1): T {
-  setOption('KILN_WEBGPU_MATH', form);
+function withForm<T>(v: MathVariant, fn: () => T, steps = 1): T {
+  setOption('KILN_WEBGPU_MATH', v.form);
+  setOption('KILN_WEBGPU_FAST_MATH', v.fast);
   setOption('KILN_WEBGPU_VEC_STEPS', steps);
   try {
     return fn();
   } finally {
     setOption('KILN_WEBGPU_MATH', undefined);
+    setOption('KILN_WEBGPU_FAST_MATH', undefined);
     setOption('KILN_WEBGPU_VEC_STEPS', undefined);
   }
 }
+const V2: MathVariant = { name: 'v2', form: 'v2', fast: 'off' };
 /** A variant's name: `steps` shown where it is not 1. */
 const named = (base: string, steps: number): string => (steps === 1 ? base : `${base} x${steps}`);
 
@@ -112,7 +129,7 @@ interface Row {
 }
 const rows: Row[] = [];
 const props = acc.properties(0);
-console.log(JSON.stringify({ device: props.name, backend: props.backend, features: acc.bridge.adapter.features, n, calls, reps, forms }));
+console.log(JSON.stringify({ device: props.name, backend: props.backend, features: acc.bridge.adapter.features, n, calls, reps, forms: forms.map((v) => v.name) }));
 
 for (const dtype of dtypes) {
   const x = kiln.randn([n, n]).to(dtype).to('webgpu');
@@ -122,11 +139,12 @@ for (const dtype of dtypes) {
   const accuracy = new Map<string, { dev_ulp1: number; max_abs: number }>();
   const variants: [string, () => void][] = [['copy (copyBufferToBuffer)', () => acc.copyDeviceToDevice(dst.storage.buffer, 0, x.storage.buffer, 0, x.numel() * itemSize(dtype))]];
   // The clone differs between forms only in float16's store rounding (fast: pack2x16float).
-  for (const form of dtype === 'float16' ? forms.filter((f) => f !== 'v2') : []) variants.push([`clone (${form})`, () => void withForm(form, () => x.clone())]);
-  for (const steps of stepsList) variants.push([named('clone', steps), () => void withForm('v2', () => x.clone(), steps)]);
+  const storeForms = [...new Set(forms.map((v) => v.form))].filter((f) => f !== 'v2');
+  for (const form of dtype === 'float16' ? storeForms : []) variants.push([`clone (${form})`, () => void withForm({ name: form, form, fast: 'off' }, () => x.clone())]);
+  for (const steps of stepsList) variants.push([named('clone', steps), () => void withForm(V2, () => x.clone(), steps)]);
   for (const form of forms) for (const steps of stepsList) {
-    const variant = named(`compiled ${form}`, steps);
-    const f = kiln.compile(elementwiseForward, { name: `ew-math-${form}-${dtype}-x${steps}` });
+    const variant = named(`compiled ${form.name}`, steps);
+    const f = kiln.compile(elementwiseForward, { name: `ew-math-${form.name}-${dtype}-x${steps}` });
     // First call under the form: renders and compiles its kernel; then its error against float64.
     const out = withForm(form, () => kiln.noGrad(() => f(x)), steps);
     const got = out.to('cpu').toFlatArray() as number[];
@@ -140,12 +158,12 @@ for (const dtype of dtypes) {
     out.dispose();
     const a = { dev_ulp1: Number(dev.toFixed(2)), max_abs: Number(maxAbs.toExponential(3)) };
     accuracy.set(variant, a);
-    console.log(JSON.stringify({ dtype, form, steps, check: 'compiled output vs float64', ...a }));
+    console.log(JSON.stringify({ dtype, form: form.name, steps, check: 'compiled output vs float64', ...a }));
     variants.push([variant, () => void withForm(form, () => kiln.noGrad(() => f(x)), steps)]);
     if (dump !== undefined) {
       const program = f.programs().inference[0] as WgslProgram | undefined;
       fs.mkdirSync(dump, { recursive: true });
-      for (const s of program?.seed().sources ?? []) fs.writeFileSync(path.join(dump, `${dtype}-${form}-x${steps}${/\|v\d/.test(s.memo) ? '-vec' : '-scalar'}.wgsl`), `// ${s.memo}\n${s.source}\n`);
+      for (const s of program?.seed().sources ?? []) fs.writeFileSync(path.join(dump, `${dtype}-${form.name}-x${steps}${/\|v\d/.test(s.memo) ? '-vec' : '-scalar'}.wgsl`), `// ${s.memo}\n${s.source}\n`);
     }
   }
   const ms = deviceMs(variants.map((v) => v[1]));
@@ -166,5 +184,5 @@ for (const r of rows) {
     `${r.dtype.padEnd(9)} ${r.variant.padEnd(32)} ${r.ms.toFixed(4).padStart(8)} ${r.gbs.toFixed(1).padStart(8)} ${`${(100 * r.of_copy).toFixed(1)}%`.padStart(8)} ${(r.dev_ulp1 === undefined ? '' : r.dev_ulp1.toFixed(2)).padStart(9)} ${(r.max_abs === undefined ? '' : r.max_abs.toExponential(2)).padStart(10)}`,
   );
 }
-if (jsonOut) fs.writeFileSync(jsonOut, `${JSON.stringify({ device: props.name, n, calls, reps, forms, steps: stepsList, rows }, null, 1)}\n`);
+if (jsonOut) fs.writeFileSync(jsonOut, `${JSON.stringify({ device: props.name, n, calls, reps, forms: forms.map((v) => v.name), steps: stepsList, rows }, null, 1)}\n`);
 process.exit(0);

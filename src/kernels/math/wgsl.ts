@@ -22,6 +22,7 @@ import { castValue } from '../../tensor/typed.js';
 import { isNone, num, promoted, type MathArg } from './args.js';
 import { COMPOSITES, type Composite } from './composites.js';
 import { renderText, type NumPrim, type TextDialect } from './expr.js';
+import { fastNames, type WgslFastMath } from './wgsl-libm/fast.js';
 
 export type WgslType = 'f32' | 'i32';
 
@@ -47,6 +48,12 @@ export function wgslComputeType(dt: DType): WgslType | null {
 export interface WgslTemplateCtx {
   /** dtype of the node's output. */
   readonly out: DType;
+  /**
+   * Fast float math (wgsl-libm/fast.ts; compiled kernels under KILN_WEBGPU_FAST_MATH, never eager
+   * ones): exp, sigmoid, silu and tanh on WGSL's exp2 in this form instead of the library's exact
+   * forms. Composites keep their text, as in the CUDA table.
+   */
+  readonly fast?: WgslFastMath;
 }
 
 export type WgslTemplate = (args: readonly MathArg[], ctx: WgslTemplateCtx) => string | null;
@@ -170,6 +177,8 @@ function composite(c: Composite): WgslTemplate {
 
 /** A float-only call of a WGSL builtin or prelude helper. */
 const fn1 = (name: string): WgslTemplate => unary((x) => `${name}(${x})`, { floatOnly: true });
+/** exp / sigmoid / tanh: the library's exact `name`, or under ctx.fast the fast form's. */
+const fastOr = (kind: 'exp' | 'sigmoid' | 'tanh', name: string): WgslTemplate => (args, ctx) => fn1(ctx.fast ? fastNames(ctx.fast)[kind] : name)(args, ctx);
 /** floor/ceil/round/trunc: identity on integers. WGSL's round rounds half to even, as torch. */
 const rounding = (name: string): WgslTemplate => unary((x, t) => (t === 'f32' ? `${name}(${x})` : x));
 const maxOf = (a: string, b: string, dt: DType): string => (isF(dt) ? `kiln_fmax(${a}, ${b})` : `max(${a}, ${b})`);
@@ -233,7 +242,7 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
   ['neg', unary((x) => `(-${x})`)],
   ['abs', unary((x) => `abs(${x})`)],
   ['sign', (args, ctx) => (ctx.out === 'bool' ? (args[0]?.kind === 'value' ? operand(args[0], 'bool') : null) : signTemplate(args, ctx))],
-  ['exp', fn1('kiln_exp')],
+  ['exp', fastOr('exp', 'kiln_exp')],
   ['expm1', fn1('kiln_expm1')],
   ['log', fn1('kiln_log')],
   ['log2', fn1('kiln_log2')],
@@ -245,11 +254,11 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
   ['sin', fn1('kiln_sin')],
   ['cos', fn1('kiln_cos')],
   ['tan', fn1('kiln_tan')],
-  ['tanh', fn1('kiln_tanh')],
-  ['sigmoid', fn1('kiln_sigmoid')],
+  ['tanh', fastOr('tanh', 'kiln_tanh')],
+  ['sigmoid', fastOr('sigmoid', 'kiln_sigmoid')],
   ['erf', fn1('kiln_erf')],
   ['relu', unary((x, t) => (t === 'f32' ? `select(0.0f, ${x}, ${x} > 0.0f || kiln_isnan(${x}))` : `max(${x}, 0i)`))],
-  ['silu', unary((x) => `(${x} * kiln_sigmoid(${x}))`, { floatOnly: true })],
+  ['silu', (args, ctx) => unary((x) => `(${x} * ${ctx.fast ? fastNames(ctx.fast).sigmoid : 'kiln_sigmoid'}(${x}))`, { floatOnly: true })(args, ctx)],
   ['floor', rounding('floor')],
   ['ceil', rounding('ceil')],
   ['round', rounding('round')],

@@ -2,10 +2,12 @@
  * A scheduled kernel group (lower/schedule.ts) as the WGSL renderer's fused group
  * (kernels/webgpu/fused/group.ts), and its launch layout for one call's metadata: every operand's
  * strides over the group's iteration shape (a per-row output has stride 0 along the reduced dims;
- * a keepdim=false one gets them inserted), then ordered and coalesced by fusedLayout.
+ * a keepdim=false one gets them inserted), then ordered and coalesced by fusedLayout. The group
+ * carries the compiled kernels' fast math form (KILN_WEBGPU_FAST_MATH), which eager groups never do.
  */
 import type { FusedGroup, FusedNode } from '../../../kernels/webgpu/fused/group.js';
 import { type FusedLayout, fusedLayout } from '../../../kernels/webgpu/fused/layout.js';
+import { getOption } from '../../../runtime/config.js';
 import { rowStrides } from '../../../tensor/layout.js';
 import type { DType } from '../../../tensor/dtype.js';
 import { broadcastStrides } from '../../../tensor/layout.js';
@@ -24,7 +26,8 @@ export function fusedGroup(g: KernelGroup, low: Lowered): FusedGroup {
     });
     return { kind: 'pointwise', op: wgslEntry(n.op), args, outputs: n.outputs, cast: CAST_OPS.has(n.op) };
   });
-  return { kind: g.kind, nodes, rowScalars: g.rowScalars, inputs: g.inputs, outputs: g.outputs, value: (id) => low.values.get(id)! };
+  const fast = getOption('KILN_WEBGPU_FAST_MATH');
+  return { kind: g.kind, nodes, rowScalars: g.rowScalars, inputs: g.inputs, outputs: g.outputs, value: (id) => low.values.get(id)!, ...(fast === 'off' ? {} : { fastMath: fast }) };
 }
 
 export interface ValueLayout {

@@ -27,6 +27,7 @@
  */
 import { ARITH } from './arith.js';
 import { EXP_LOG } from './exp-log.js';
+import { FAST_MATH_FORMS } from './fast.js';
 import { IEEE_HELPERS } from './ieee.js';
 import { SPECIAL } from './special.js';
 import { TRIG } from './trig.js';
@@ -34,8 +35,11 @@ import { FAST_FORMS, V1_FORMS } from './v1.js';
 import { V3_FORMS } from './v3.js';
 import { getOption } from '../../../runtime/config.js';
 
-/** Every declaration of the library by name (functions, the reduction's struct and table). */
-export const WGSL_LIBM: ReadonlyMap<string, string> = new Map(Object.entries({ ...IEEE_HELPERS, ...EXP_LOG, ...TRIG, ...SPECIAL, ...ARITH }));
+/**
+ * Every declaration of the library by name (functions, the reduction's struct and table), with the
+ * compiled kernels' fast forms (fast.ts), which only a template under a fast context names.
+ */
+export const WGSL_LIBM: ReadonlyMap<string, string> = new Map(Object.entries({ ...IEEE_HELPERS, ...EXP_LOG, ...TRIG, ...SPECIAL, ...ARITH, ...FAST_MATH_FORMS }));
 
 /**
  * The library's forms (KILN_WEBGPU_MATH): v2 the current, v1 the forms before issue #20, v3 exp and

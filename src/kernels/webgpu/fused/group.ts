@@ -10,6 +10,7 @@
  * (reductions and pointwise ops on them) are its row scalars, as in the compiler's scheduler.
  */
 import type { DType } from '../../../tensor/dtype.js';
+import type { WgslFastMath } from '../../math/wgsl-libm/fast.js';
 
 export type FusedReduceKind = 'sum' | 'mean' | 'prod' | 'amax' | 'amin' | 'argmax' | 'argmin';
 
@@ -48,6 +49,11 @@ export interface FusedGroup {
   readonly inputs: readonly number[];
   readonly outputs: readonly number[];
   readonly value: (id: number) => FusedValue;
+  /**
+   * Fast float math in this form (wgsl-libm/fast.ts): set by the compile target from
+   * KILN_WEBGPU_FAST_MATH, never by the eager kernels, whose groups keep the library's exact forms.
+   */
+  readonly fastMath?: WgslFastMath;
 }
 
 /** A stable text of a group's structure (with its operand dtypes): half of a pipeline's memo key. */
@@ -55,5 +61,5 @@ export function groupKey(g: FusedGroup): string {
   // A 0-d operand promotes differently from a dimensioned one (the tables' promoted()).
   const arg = (a: FusedArg): string => (a.kind === 'value' ? `%${a.id}${g.value(a.id).shape.length === 0 ? 's' : ''}` : (JSON.stringify(a.value) ?? 'u'));
   const nodes = g.nodes.map((n) => `${n.outputs.join('/')}=${n.kind === 'reduction' ? `${n.reduce!.kind}(%${n.reduce!.input})` : `${n.op}${n.cast ? '!' : ''}(${n.args.map(arg).join(',')})${n.expr !== undefined ? `{${n.expr}}` : ''}`}:${g.value(n.outputs[0]!).dtype}`);
-  return `${g.kind}|${nodes.join(';')}|r${[...g.rowScalars].join(',')}|i${g.inputs.map((id) => `${id}:${g.value(id).dtype}`).join(',')}|o${g.outputs.join(',')}`;
+  return `${g.kind}|${nodes.join(';')}|r${[...g.rowScalars].join(',')}|i${g.inputs.map((id) => `${id}:${g.value(id).dtype}`).join(',')}|o${g.outputs.join(',')}${g.fastMath ? `|f${g.fastMath}` : ''}`;
 }

@@ -118,7 +118,7 @@ function nodeStatement(g: FusedGroup, n: FusedNode): string {
     return { kind: 'value', expr: `v${a.id}`, dtype: v.dtype, shape: v.shape };
   });
   const t = WGSL_TEMPLATES.get(n.op);
-  const expr = n.expr ?? (t ? t(margs, { out: dt }) : null);
+  const expr = n.expr ?? (t ? t(margs, g.fastMath ? { out: dt, fast: g.fastMath } : { out: dt }) : null);
   if (expr === null) {
     const sig = margs.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ');
     throw new Error(`kiln wgsl: the WGSL math table has no form for ${n.op}(${sig}) -> ${dt}`);
