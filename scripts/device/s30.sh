@@ -15,8 +15,8 @@ if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,
 session=s30
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = fm ]; then
-  go tests && { wg $K 200 node --test --test-concurrency=4 dist/test/webgpu-fast-math.test.js dist/test/webgpu-math.test.js dist/test/webgpu-llm.test.js dist/test/webgpu-replay.test.js dist/test/webgpu-vector-pointwise.test.js dist/test/webgpu-reduction.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ" 14; }
   go math && { wg $K 150 node dist/bench/webgpu-elementwise-math.js --forms v2,v3,fast,v2+exp2,v2+reduced --json "$out/math-forms.json" > "$out/math-forms.txt" 2>&1; el "math forms rc=$?"; sum "$out/math-forms.txt" "^(float32|float16|dtype) " 20; }
+  go tests && { wg $K 200 node --test --test-concurrency=4 dist/test/webgpu-fast-math.test.js dist/test/webgpu-math.test.js dist/test/webgpu-llm.test.js dist/test/webgpu-replay.test.js dist/test/webgpu-vector-pointwise.test.js dist/test/webgpu-reduction.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ" 14; }
   go bench && { wg $K 200 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload elementwise-4096,elementwise-1024,qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/bench-webgpu.json" > "$out/bench-webgpu.txt" 2>&1; el "kiln bench webgpu rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/bench-webgpu.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   go cuda && { $K 150 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 float16 --workload elementwise-4096,elementwise-1024,qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/bench-cuda.json" > "$out/bench-cuda.txt" 2>&1; el "kiln bench cuda rc=$?"; grep -E "^[a-z0-9.-]+ +cuda" "$out/bench-cuda.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
 else
