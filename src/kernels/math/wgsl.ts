@@ -177,8 +177,10 @@ function composite(c: Composite): WgslTemplate {
 
 /** A float-only call of a WGSL builtin or prelude helper. */
 const fn1 = (name: string): WgslTemplate => unary((x) => `${name}(${x})`, { floatOnly: true });
-/** exp / sigmoid / tanh: the library's exact `name`, or under ctx.fast the fast form's. */
-const fastOr = (kind: 'exp' | 'sigmoid' | 'tanh', name: string): WgslTemplate => (args, ctx) => fn1(ctx.fast ? fastNames(ctx.fast)[kind] : name)(args, ctx);
+/** The function computing `kind`: the library's exact `name`, or under ctx.fast the fast form's. */
+const fastName = (kind: 'exp' | 'sigmoid' | 'tanh', name: string, ctx: WgslTemplateCtx): string => (ctx.fast ? fastNames(ctx.fast)[kind] : name);
+/** exp / sigmoid / tanh through fastName. */
+const fastOr = (kind: 'exp' | 'sigmoid' | 'tanh', name: string): WgslTemplate => (args, ctx) => fn1(fastName(kind, name, ctx))(args, ctx);
 /** floor/ceil/round/trunc: identity on integers. WGSL's round rounds half to even, as torch. */
 const rounding = (name: string): WgslTemplate => unary((x, t) => (t === 'f32' ? `${name}(${x})` : x));
 const maxOf = (a: string, b: string, dt: DType): string => (isF(dt) ? `kiln_fmax(${a}, ${b})` : `max(${a}, ${b})`);
@@ -258,7 +260,7 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
   ['sigmoid', fastOr('sigmoid', 'kiln_sigmoid')],
   ['erf', fn1('kiln_erf')],
   ['relu', unary((x, t) => (t === 'f32' ? `select(0.0f, ${x}, ${x} > 0.0f || kiln_isnan(${x}))` : `max(${x}, 0i)`))],
-  ['silu', (args, ctx) => unary((x) => `(${x} * ${ctx.fast ? fastNames(ctx.fast).sigmoid : 'kiln_sigmoid'}(${x}))`, { floatOnly: true })(args, ctx)],
+  ['silu', (args, ctx) => unary((x) => `(${x} * ${fastName('sigmoid', 'kiln_sigmoid', ctx)}(${x}))`, { floatOnly: true })(args, ctx)],
   ['floor', rounding('floor')],
   ['ceil', rounding('ceil')],
   ['round', rounding('round')],

@@ -10,11 +10,12 @@
  *
  * How: once per process (at the first float16 kernel rendered outside a replay recording; the
  * test helpers run it up front, so that kernel counts in tests do not see it), a probe kernel
- * stores float32 values that decide the rounding (each float16 exponent's ties to even both ways, one float32 ulp either side of a tie, the subnormal
- * range and its ties down to 2^-25, values at the overflow threshold, +-0, +-inf, NaN) through the
- * native store form below, and its bits are compared with the host's rounding (half.ts). Only if
- * every one agrees do kernels store that way; otherwise, without shader-f16 or without a GPU that
- * computes (Dawn's null backend), the integer code stays. KILN_WEBGPU_F16_STORE forces either.
+ * stores float32 values that decide the rounding (each float16 exponent's ties to even both ways,
+ * one float32 ulp either side of a tie, the subnormal range and its ties down to 2^-25, values at
+ * the overflow threshold, +-0, +-inf, NaN) through the native store form below, and its bits are
+ * compared with the host's rounding (half.ts). Only if every one agrees do kernels store that way;
+ * otherwise, without shader-f16 or without a GPU that computes (Dawn's null backend), the integer
+ * code stays. KILN_WEBGPU_F16_STORE forces either.
  *
  * The native form clamps to the finite float16 range before converting (WGSL leaves an
  * out-of-range conversion indeterminate) and selects infinity past the overflow threshold and a

@@ -38,14 +38,13 @@ export type WgslFastMath = 'exp2' | 'reduced';
 const TWO_LOG2E = '0x1.715476p1f';
 
 /** The library's names for fast form `m` (each form its own names, so one library holds both). */
-export function fastNames(m: WgslFastMath): { exp: string; sigmoid: string; tanh: string } {
+export function fastNames(m: WgslFastMath): { exp: string; sigmoid: string; tanh: string; pow2: string } {
   const s = m === 'exp2' ? '' : '_r';
-  return { exp: `kiln_fexp${s}`, sigmoid: `kiln_fsigmoid${s}`, tanh: `kiln_ftanh${s}` };
+  return { exp: `kiln_fexp${s}`, sigmoid: `kiln_fsigmoid${s}`, tanh: `kiln_ftanh${s}`, pow2: `kiln_fpow2${s}` };
 }
 
-/** 2^t for t in [-127, 128] (clamped by the caller), in form m. */
-function pow2Core(m: WgslFastMath): string {
-  const name = m === 'exp2' ? 'kiln_fpow2' : 'kiln_fpow2_r';
+/** 2^t for t in [-127, 128] (clamped by the caller), in form m, declared as `name`. */
+function pow2Core(m: WgslFastMath, name: string): string {
   if (m === 'exp2') return `fn ${name}(t: f32) -> f32 { return exp2(t); }`;
   return `// 2^t = 2^f 2^(n - 1) 2, n = round(t) from the bits of t + 1.5 2^23, f = t - n exact (|f| <= 0.5).
 fn ${name}(t: f32) -> f32 {
@@ -56,10 +55,10 @@ fn ${name}(t: f32) -> f32 {
 }
 
 function forms(m: WgslFastMath): Record<string, string> {
-  const p = m === 'exp2' ? 'kiln_fpow2' : 'kiln_fpow2_r';
   const n = fastNames(m);
+  const p = n.pow2;
   return {
-    [p]: pow2Core(m),
+    [p]: pow2Core(m, p),
     [n.exp]: `fn ${n.exp}(x: f32) -> f32 {
   return select(${p}(clamp(x * ${LOG2E}, -127.0f, 128.0f)), x, kiln_isnan(x));
 }`,
