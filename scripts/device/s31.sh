@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 31's device calls, from the repo root through .device/run.sh with dist/ built and carried
+# (bash .device/run.sh bash scripts/device/s31.sh PART):
+#   prof   #20: where the float16 rows furthest from 2x spend their device time, webgpu and cuda
+#          step profiles side by side (bench/webgpu-profile.js, bench/cuda-profile.js):
+#          transformer-block, conv-stack, mlp-2048x4096, qwen3-0.6b-forward. On an H200 the
+#          table follows (webgpu-table.sh webgpu,cuda,pytorch,decode,host into $OUT/wt).
+#   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
+# A step starts only while the call is under its deadline (S31_DEADLINE s); logs and JSON under
+# $OUT/s31-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s31.sh prof|table}
+if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
+session=s31
+source "$(dirname "$0")/session-lib.sh"
+if [ "$part" = prof ]; then
+  for w in ${PROF_WORKLOADS:-conv-stack transformer-block mlp-2048x4096 qwen3-0.6b-forward}; do
+    go wg-$w && { wg $K 90 node dist/bench/webgpu-profile.js $w float16 --top 25 --json "$out/wgprof-$w.json" > "$out/wgprof-$w.txt" 2>&1; el "webgpu profile $w rc=$?"; }
+    go cu-$w && { $K 60 node dist/bench/cuda-profile.js $w float16 --top 25 --json "$out/cuprof-$w.json" > "$out/cuprof-$w.txt" 2>&1; el "cuda profile $w rc=$?"; }
+  done
+  if grep -q H200 "$out/gpu.txt" && [ -z "${NO_TABLE:-}" ]; then
+    go table && { WT_WEBGPU_S=200 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; }
+  fi
+else
+  el "unknown part $part"
+fi
+finish
