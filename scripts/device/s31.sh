@@ -5,11 +5,14 @@
 #          step profiles side by side (bench/webgpu-profile.js, bench/cuda-profile.js):
 #          transformer-block, conv-stack, mlp-2048x4096, qwen3-0.6b-forward. On an H200 the
 #          table follows (webgpu-table.sh webgpu,cuda,pytorch,decode,host into $OUT/wt).
+#   mma    #20: the float16 subgroup-matrix ceiling through WGSL (bench/webgpu-mma-peak.js: multiplies
+#          from registers, with workgroup-memory matrix loads, with the staged kernel's refill),
+#          then the float16 GEMM shapes at the planner's plans (bench/webgpu-gemm-shapes.js).
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S31_DEADLINE s); logs and JSON under
 # $OUT/s31-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s31.sh prof|table}
+part=${1:?usage: s31.sh prof|mma|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s31
 source "$(dirname "$0")/session-lib.sh"
@@ -21,6 +24,10 @@ if [ "$part" = prof ]; then
   if grep -q H200 "$out/gpu.txt" && [ -z "${NO_TABLE:-}" ]; then
     go table && { WT_WEBGPU_S=200 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; }
   fi
+elif [ "$part" = mma ]; then
+  go mma && { wg $K 120 node dist/bench/webgpu-mma-peak.js --json "$out/mma-peak.json" > "$out/mma-peak.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{|^\(' "$out/mma-peak.txt" | cut -c1-200 | tee -a "$out/summary.txt"; grep error "$out/mma-peak.txt" | cut -c1-600 | tee -a "$out/summary.txt"; }
+  go mma-long && { wg $K 120 node dist/bench/webgpu-mma-peak.js --iters 16384 --groups 264 --json "$out/mma-peak-long.json" > "$out/mma-peak-long.txt" 2>&1; el "mma peak (fewer groups, longer) rc=$?"; grep -vE '^\{|^\(' "$out/mma-peak-long.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go shapes && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --plans "auto" --json "$out/gemm-shapes.json" > "$out/gemm-shapes.txt" 2>&1; el "gemm shapes rc=$?"; grep -vE '^\{|^\(' "$out/gemm-shapes.txt" | cut -c1-160 | tail -14 | tee -a "$out/summary.txt"; }
 else
   el "unknown part $part"
 fi
