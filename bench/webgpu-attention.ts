@@ -6,7 +6,11 @@
  * (Session 28 also timed the tiled kernel's copies with 8 loads staged per invocation before any
  * store: no difference, 33.9 against 34.2 us at 128 tokens float32; dropped, code in c288044.)
  *
- *   node dist/bench/webgpu-attention.js [--dtypes float32,float16] [--lengths 128,1024] [--calls 20] [--reps 9] [--json out.json]
+ * Also the float16 kernel on subgroup matrices (KILN_WEBGPU_ATTN_PREFILL=matrix, session 31), and
+ * other shapes: --shape B,H,HKV,E (the transformer-block workload: 8,16,16,64 at 512 tokens).
+ *
+ *   node dist/bench/webgpu-attention.js [--dtypes float32,float16] [--lengths 128,1024] [--shape 1,16,8,128]
+ *        [--forms "rows;tiled, word copies;matrix"] [--calls 20] [--reps 9] [--json out.json]
  */
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
@@ -24,28 +28,46 @@ const lengths = (flag('--lengths') ?? '128,1024').split(',').map(Number);
 const calls = Number(flag('--calls') ?? 20);
 const reps = Number(flag('--reps') ?? 9);
 
-const FORMS: readonly { name: string; prefill: 'rows' | 'tiled'; words: boolean; store?: 'exact' }[] = [
+const [B, H, HKV, E] = (flag('--shape') ?? '1,16,8,128').split(',').map(Number) as [number, number, number, number];
+const only = flag('--forms')?.split(';');
+
+const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix'; words: boolean; store?: 'exact' }[] = [
   { name: 'rows', prefill: 'rows', words: false },
   { name: 'tiled, scalar copies', prefill: 'tiled', words: false },
   { name: 'tiled, word copies', prefill: 'tiled', words: true },
   // float16 only: stores rounded by the integer code whatever the probe says (KILN_WEBGPU_F16_STORE=exact).
   { name: 'tiled, words, exact store', prefill: 'tiled', words: true, store: 'exact' },
+  // float16 only: subgroup matrices where the device has them (else it runs the tiled kernel).
+  { name: 'matrix', prefill: 'matrix', words: true },
 ];
+const FORMS = ALL_FORMS.filter((f) => only === undefined || only.includes(f.name));
 
 const rows: Record<string, unknown>[] = [];
 for (const dtype of dtypes) {
   for (const L of lengths) {
     kiln.manualSeed(0);
-    const q = kiln.randn([1, 16, L, 128]).to('webgpu').to(dtype);
-    const k = kiln.randn([1, 8, L, 128]).to('webgpu').to(dtype);
-    const v = kiln.randn([1, 8, L, 128]).to('webgpu').to(dtype);
-    const forms = FORMS.filter((f) => f.store === undefined || dtype === 'float16');
+    const q = kiln.randn([B, H, L, E]).to('webgpu').to(dtype);
+    const k = kiln.randn([B, HKV, L, E]).to('webgpu').to(dtype);
+    const v = kiln.randn([B, HKV, L, E]).to('webgpu').to(dtype);
+    const forms = FORMS.filter((f) => (f.store === undefined && f.prefill !== 'matrix') || dtype === 'float16');
+    // The forms' outputs against the first form's (largest absolute difference): a form that computes something else shows.
+    const outs = forms.map((f) => {
+      setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
+      setOption('KILN_WEBGPU_ATTN_WORDS', f.words);
+      try {
+        return kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, H !== HKV).to('float32');
+      } finally {
+        setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
+        setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
+      }
+    });
+    const diffs = outs.map((o) => Number(kiln.max(kiln.abs(kiln.sub(o, outs[0]!))).item()));
     const fns = forms.map((f) => (): void => {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
       setOption('KILN_WEBGPU_ATTN_WORDS', f.words);
       setOption('KILN_WEBGPU_F16_STORE', f.store);
       try {
-        kiln.scope(() => void kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, true));
+        kiln.scope(() => void kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, H !== HKV));
       } finally {
         setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
         setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
@@ -54,11 +76,11 @@ for (const dtype of dtypes) {
     });
     const ms = deviceMsPerCall(fns, reps, calls);
     // Attention FLOPs of the causal product (q k^T and p v, half the square).
-    const flops = 2 * 2 * 16 * 128 * ((L * (L + 1)) / 2);
+    const flops = 2 * 2 * B * H * E * ((L * (L + 1)) / 2);
     forms.forEach((f, i) => {
-      const row = { framework: 'kiln', workload: 'sdpa-prefill', device: 'webgpu:0', dtype, heads: 16, kv_heads: 8, head_dim: 128, tokens: L, form: f.name, ms: ms[i]!, tflops: flops / (ms[i]! * 1e9) };
+      const row = { framework: 'kiln', workload: 'sdpa-prefill', device: 'webgpu:0', dtype, batch: B, heads: H, kv_heads: HKV, head_dim: E, tokens: L, form: f.name, ms: ms[i]!, tflops: flops / (ms[i]! * 1e9), max_abs_diff_vs_first: diffs[i] };
       rows.push(row);
-      console.log(`${dtype.padEnd(8)} L ${String(L).padStart(5)}  ${f.name.padEnd(15)} ${(ms[i]! * 1000).toFixed(1).padStart(8)} us  ${row.tflops.toFixed(2)} TFLOP/s`);
+      console.log(`${dtype.padEnd(8)} L ${String(L).padStart(5)}  ${f.name.padEnd(15)} ${(ms[i]! * 1000).toFixed(1).padStart(8)} us  ${row.tflops.toFixed(2)} TFLOP/s  diff ${diffs[i]!.toExponential(2)}`);
     });
   }
 }

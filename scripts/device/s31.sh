@@ -8,11 +8,16 @@
 #   mma    #20: the float16 subgroup-matrix ceiling through WGSL (bench/webgpu-mma-peak.js: multiplies
 #          from registers, with workgroup-memory matrix loads, with the staged kernel's refill),
 #          then the float16 GEMM shapes at the planner's plans (bench/webgpu-gemm-shapes.js).
+#   attn   #20: the float16 attention prefill on subgroup matrices (flash-attention-matrix.ts): its
+#          tests on the real matrices and the attention suite, the prefill forms side by side
+#          (bench/webgpu-attention.js: Qwen3 shapes at 128 / 1024 tokens, the transformer block's
+#          at 512), then kiln bench float16 transformer-block and Qwen3 with the tiled and the
+#          matrix prefill (the same call, alternating); then the mma part.
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S31_DEADLINE s); logs and JSON under
 # $OUT/s31-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s31.sh prof|mma|table}
+part=${1:?usage: s31.sh prof|attn|mma|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s31
 source "$(dirname "$0")/session-lib.sh"
@@ -24,7 +29,15 @@ if [ "$part" = prof ]; then
   if grep -q H200 "$out/gpu.txt" && [ -z "${NO_TABLE:-}" ]; then
     go table && { WT_WEBGPU_S=200 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; }
   fi
-elif [ "$part" = mma ]; then
+elif [ "$part" = attn ] || [ "$part" = mma ]; then
+  if [ "$part" = attn ]; then
+    go tests && { wg $K 150 node --test dist/test/webgpu-attention-matrix.test.js dist/test/webgpu-attention.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
+    go attn-qwen && { wg $K 90 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 128,1024 --forms "tiled, word copies;matrix" --json "$out/attn-qwen.json" > "$out/attn-qwen.txt" 2>&1; el "attention qwen3 shapes rc=$?"; grep -E "^float" "$out/attn-qwen.txt" | tee -a "$out/summary.txt"; }
+    go attn-block && { wg $K 90 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 512 --shape 8,16,16,64 --forms "tiled, word copies;matrix" --json "$out/attn-block.json" > "$out/attn-block.txt" 2>&1; el "attention block shape rc=$?"; grep -E "^float" "$out/attn-block.txt" | tee -a "$out/summary.txt"; }
+    for rep in 1 2; do for f in tiled matrix; do
+      go bench-$f-$rep && { KILN_WEBGPU_ATTN_PREFILL=$f wg $K 100 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload transformer-block,qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/bench-$f-$rep.json" > "$out/bench-$f-$rep.txt" 2>&1; el "kiln bench f16 prefill=$f rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/bench-$f-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+    done; done
+  fi
   go mma && { wg $K 120 node dist/bench/webgpu-mma-peak.js --json "$out/mma-peak.json" > "$out/mma-peak.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{|^\(' "$out/mma-peak.txt" | cut -c1-200 | tee -a "$out/summary.txt"; grep error "$out/mma-peak.txt" | cut -c1-600 | tee -a "$out/summary.txt"; }
   go mma-long && { wg $K 120 node dist/bench/webgpu-mma-peak.js --iters 16384 --groups 264 --json "$out/mma-peak-long.json" > "$out/mma-peak-long.txt" 2>&1; el "mma peak (fewer groups, longer) rc=$?"; grep -vE '^\{|^\(' "$out/mma-peak-long.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   go shapes && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --plans "auto" --json "$out/gemm-shapes.json" > "$out/gemm-shapes.txt" 2>&1; el "gemm shapes rc=$?"; grep -vE '^\{|^\(' "$out/gemm-shapes.txt" | cut -c1-160 | tail -14 | tee -a "$out/summary.txt"; }

@@ -14,11 +14,14 @@
 import type { AttentionGeometry } from '../../ops/defs/nn.js';
 import type { OutMeta } from '../../ops/schema.js';
 import type { Tensor } from '../../tensor/tensor.js';
+import type { DeviceBuffer } from '../../runtime/accelerator.js';
 import { allocOut, webgpu } from './device.js';
 import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type AttnKinds } from './flash-attention-source.js';
 import { dataKind, groupsFor, kernelFor, words } from './template.js';
 import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
+import { matrixPrefillPlan, matrixPrefillSource } from './flash-attention-matrix.js';
+import { subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
 
 /** The largest head dim (query/key and value) of the flash kernels. */
 export const MAX_DIM = 256;
@@ -28,6 +31,9 @@ const DECODE_ROWS = 8;
 const TARGET_GROUPS = 256;
 /** Fewest keys per split. */
 const SPLIT_MIN = 256;
+
+/** Prefill launches by kernel form (tests read it: which kernel a call took). */
+export const prefillStats = { matrix: 0, tiled: 0, rows: 0, matrixPlans: new Set<string>() };
 
 const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
@@ -39,6 +45,29 @@ function wordAligned(t: Tensor, w: number): boolean {
   const r = t.ndim;
   if (r === 0 || t.offset % w !== 0 || (t.shape[r - 1]! > 1 && t.strides[r - 1] !== 1)) return false;
   return t.shape.every((n, d) => d === r - 1 || n === 1 || t.strides[d]! % w === 0);
+}
+
+/**
+ * The float16 prefill on subgroup matrices (flash-attention-matrix.ts) where it applies: float16
+ * storage (packed float16 when emulated), the device's square matrices, head dims and operands in
+ * whole 16-byte words, a plan within the workgroup limits. Returns false (nothing done) elsewhere.
+ */
+function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kinds: AttnKinds, nb: number, l: number, meta: Uint32Array, inputs: DeviceBuffer[], tag: string): boolean {
+  const emulate = subgroupMatrixEmulated();
+  if (kinds.x !== (emulate ? 'f16p' : 'f16') || !getOption('KILN_WEBGPU_SUBGROUP_MATRIX')) return false;
+  const sm = subgroupMatrixPlan();
+  if ('reason' in sm || sm.m !== sm.n || sm.m !== sm.k) return false;
+  if (![query, key, value].every((t) => wordAligned(t, 8))) return false;
+  const acc = webgpu();
+  const lim = acc.bridge.adapter.limits;
+  const maxInv = Math.min(lim.maxComputeInvocationsPerWorkgroup ?? 256, lim.maxComputeWorkgroupSizeX ?? 256);
+  const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxComputeWorkgroupStorageSize ?? 16384, maxInv, emulate ? 4 : 2);
+  if (plan === null) return false;
+  const k = kernelFor(`attn.prefill.matrix.${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => matrixPrefillSource(kinds, plan, { emulate }));
+  acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / (plan.sgs * plan.t)), 1));
+  prefillStats.matrix++;
+  prefillStats.matrixPlans.add(`t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}`);
+  return true;
 }
 
 /**
@@ -98,17 +127,21 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   const inputs = [query.storage.buffer, key.storage.buffer, value.storage.buffer, ...(mask ? [mask.storage.buffer] : [])];
   const tag = `${kinds.x}.${e}.${ev}.${kinds.mask ?? ''}${kinds.maskBool ? 'b' : ''}`;
   if (!decode) {
-    const plan = getOption('KILN_WEBGPU_ATTN_PREFILL') === 'tiled' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
+    const form = getOption('KILN_WEBGPU_ATTN_PREFILL');
+    if (form === 'matrix' && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag)) return o;
+    const plan = form !== 'rows' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
     if (plan) {
       const w = getOption('KILN_WEBGPU_ATTN_WORDS') ? tiledWordWidth(kinds.x) : null;
       const byWords = w !== null && e % w === 0 && ev % w === 0 && [query, key, value].every((t) => wordAligned(t, w));
       const k = kernelFor(`attn.prefill.tiled.${plan.bq}.${plan.bk}.${tag}${byWords ? '.w' : ''}`, () => tiledPrefillSource(kinds, plan, byWords));
       acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / plan.bq), 1));
+      prefillStats.tiled++;
       return o;
     }
     const bk = prefillBlock(e, ev);
     const k = kernelFor(`attn.prefill.${tag}`, () => prefillSource(kinds, bk));
     acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / ATTN_WG), 1));
+    prefillStats.rows++;
     return o;
   }
   if (splits === 1) {

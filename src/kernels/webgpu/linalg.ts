@@ -206,12 +206,17 @@ export function subgroupMatrixPlan(): SubgroupMatrixPlan | { reason: string } {
   return smPlan;
 }
 
+/** Whether the float16 matrix kernels are written emulated (tests; see emulateSubgroupMatrix). */
+export function subgroupMatrixEmulated(): boolean {
+  return emulated !== null;
+}
+
 /**
  * Tests only: float16 products run on the staged kernel written without subgroup matrices or
  * shader-f16 (gemm-subgroup-matrix-staged.ts, `emulate`) for matrices of this shape and subgroup
  * size, so SwiftShader checks the staged plans' numbers; null turns it off. Products the staged
  * kernel does not take run on the tiled kernel meanwhile (the first subgroup matrix kernel has no
- * emulation).
+ * emulation); the float16 attention prefill on matrices (flash-attention-matrix.ts) is emulated too.
  */
 export function emulateSubgroupMatrix(shape: { m: number; n: number; k: number; sg: number } | null): void {
   emulated = shape;

@@ -1,0 +1,356 @@
+/**
+ * The float16 webgpu attention prefill on subgroup matrices (issue #20; KILN_WEBGPU_ATTN_PREFILL=
+ * matrix). The tiled prefill (flash-attention-tiled.ts) computes q k^T and p v with f32 FMAs: on an
+ * H100 the transformer block's attention ([8, 16, 512, 64], causal, float16) took 0.705 ms of the
+ * block's 1.55 ms against 0.040 ms on Kiln cuda, and a Qwen3-0.6B prefill's ~31 us a layer.
+ *
+ * Shape of the kernel: a workgroup of SGS subgroups owns BQ = SGS * t query rows of one (batch,
+ * head), t rows per subgroup (t x t x t float16 matrices with float32 results: the device's square
+ * configuration, 16 on NVIDIA). Keys go by blocks of BK. Two passes over the keys instead of an
+ * online softmax, because a result matrix is opaque (no per-row rescale of the output
+ * accumulators between blocks) and q k^T is the cheap half of the work:
+ *   1. per block: keys to workgroup memory; each subgroup's scores S = q k^T (E / t multiplies per
+ *      t keys) to its f32 scratch; then each row's running maximum and sum of exponentials
+ *      (masks, causality and NaN scores as the tiled kernel treats them), kept per invocation;
+ *      at the end the parts of a row are merged through the scratch;
+ *   2. per block: keys and values to workgroup memory; S again; p = exp(s - max) rounded to
+ *      float16 into the subgroup's P tile (as flash attention's p v multiply takes it); the output
+ *      accumulators += P v (BK / t multiplies per t value dims).
+ * At the end each subgroup's accumulators go through its scratch, divided by the row sum, rounded
+ * once to the output. Top-left causal; a row with no key left or a NaN score is NaN, as the other
+ * kernels do. The scores and softmax are float32; only p is float16 (relative error 2^-11 per
+ * term), which is what the float16 output can hold anyway.
+ *
+ * Query, keys and values are read as 16-byte words (the host checked flash-attention.ts's
+ * wordAligned); the query tile stays in workgroup memory for the launch and its matrices are
+ * loaded once into registers.
+ *
+ * `emulate` (tests): the same kernel without shader-f16, subgroups or subgroup matrices, as the
+ * staged GEMM's emulation does it (gemm-subgroup-matrix-staged.ts): a "subgroup" is sg consecutive
+ * invocations; a loaded matrix is a descriptor (array, offset, stride, majorness) read when it is
+ * multiplied (exact here: every matrix is multiplied before its memory changes); a result matrix
+ * is spread over the subgroup's invocations; tiles are f32 and the output packed float16. Every
+ * index, barrier and pass is the real kernel's, so SwiftShader checks the plans' numbers.
+ */
+import { batchOffsets, binds, maskStmts, NEG_MAX, type AttnKinds } from './flash-attention-source.js';
+import { storeStmt } from './storage.js';
+import { header } from './template.js';
+
+/** A plan: the matrix side t, invocations per subgroup, subgroups per workgroup, keys per block. */
+export interface MatrixPrefillPlan {
+  readonly t: number;
+  readonly sg: number;
+  readonly sgs: number;
+  readonly bk: number;
+}
+
+/** Padding (elements) of each float16 tile row, against bank conflicts (16 bytes). */
+const PAD = 8;
+/** Padding of the f32 score rows. */
+const SPAD = 4;
+/** float16 elements per 16-byte word. */
+const W = 8;
+
+/** Workgroups below which the planner takes fewer subgroups per workgroup (more workgroups). */
+const TARGET_GROUPS = 256;
+
+/** Workgroup bytes of a plan for head dims e, ev (tile elements of `tileBytes`: 2, or 4 emulated). */
+export function matrixPrefillBytes(p: MatrixPrefillPlan, e: number, ev: number, tileBytes: number): number {
+  const bq = p.sgs * p.t;
+  const tiles = bq * (e + PAD) + p.bk * (e + PAD) + p.bk * (ev + PAD) + bq * (p.bk + PAD);
+  return tileBytes * tiles + 4 * bq * (p.bk + SPAD);
+}
+
+/** Why the kernel cannot take these head dims on matrices of side t, or null. */
+export function matrixPrefillProblem(t: number, sg: number, e: number, ev: number): string | null {
+  if (e % t !== 0 || ev % t !== 0) return `head dims ${e}, ${ev} are not multiples of the matrix side ${t}`;
+  if (e % W !== 0 || ev % W !== 0) return `head dims ${e}, ${ev} are not whole 16-byte words`;
+  if (sg % t !== 0 && t % sg !== 0) return `subgroups of ${sg} do not divide ${t} rows evenly`;
+  return null;
+}
+
+/**
+ * The plan for `heads` (batch x heads) of L query rows: the most subgroups a workgroup (4, 2, 1)
+ * that still gives TARGET_GROUPS workgroups (else one), blocks of 32 keys (16 where memory is
+ * short, never fewer than t); null where nothing fits `maxBytes`.
+ */
+export function matrixPrefillPlan(t: number, sg: number, heads: number, L: number, e: number, ev: number, maxBytes: number, maxInvocations: number, tileBytes = 2): MatrixPrefillPlan | null {
+  if (matrixPrefillProblem(t, sg, e, ev) !== null) return null;
+  const subgroups = [4, 2, 1].filter((s) => s * sg <= maxInvocations);
+  // The most subgroups that still leave TARGET_GROUPS workgroups, else one (the most workgroups).
+  const most = subgroups.find((s) => heads * Math.ceil(L / (s * t)) >= TARGET_GROUPS) ?? 1;
+  const kpl = Math.max(1, sg / t);
+  for (const sgs of subgroups.filter((s) => s <= most)) {
+    for (const bk of [32, 16, 8]) {
+      if (bk < t || bk % t !== 0 || bk % kpl !== 0) continue;
+      const p = { t, sg, sgs, bk };
+      if (matrixPrefillBytes(p, e, ev, tileBytes) <= maxBytes) return p;
+    }
+  }
+  return null;
+}
+
+interface Dialect {
+  readonly enables: string[];
+  /** Element type of the tiles in workgroup memory. */
+  readonly tile: string;
+  readonly left: string;
+  readonly right: string;
+  readonly result: string;
+  /** A word's u32 as a vec2 of tile elements. */
+  unpack(x: string): string;
+  /** A float32 value as the tile element the p v multiply takes (float16 rounding). */
+  toTile(x: string): string;
+  load(kind: 'left' | 'right', arr: string, off: string, col: boolean, stride: string): string;
+  mma(l: string, r: string, acc: string): string;
+  /** Stores result `v` row-major into Sc at `off`, rows `stride` apart. */
+  store(off: string, v: string, stride: string): string;
+  helpers(): string[];
+}
+
+function realDialect(t: number): Dialect {
+  const left = `subgroup_matrix_left<f16, ${t}, ${t}>`;
+  const right = `subgroup_matrix_right<f16, ${t}, ${t}>`;
+  return {
+    enables: ['enable subgroups;', 'enable chromium_experimental_subgroup_matrix;'],
+    tile: 'f16',
+    left,
+    right,
+    result: `subgroup_matrix_result<f32, ${t}, ${t}>`,
+    unpack: (x) => `bitcast<vec2<f16>>(${x})`,
+    toTile: (x) => `f16(${x})`,
+    load: (kind, arr, off, col, stride) => `subgroupMatrixLoad<${kind === 'left' ? left : right}, ${col ? 'col_major' : 'row_major'}>(&${arr}, ${off}, ${stride})`,
+    mma: (l, r, acc) => `subgroupMatrixMultiplyAccumulate(${l}, ${r}, ${acc})`,
+    store: (off, v, stride) => `subgroupMatrixStore<row_major>(&Sc, ${off}, ${v}, ${stride});`,
+    helpers: () => [],
+  };
+}
+
+/** Arrays a descriptor may name (emulation). */
+const EMU_ARRAYS = ['Qs', 'Ks', 'Vs', 'Ps'] as const;
+
+function emulatedDialect(t: number, sg: number): Dialect {
+  if ((t * t) % sg !== 0) throw new Error(`the emulated attention prefill needs ${t} x ${t} results to split over subgroups of ${sg}`);
+  const E = (t * t) / sg;
+  return {
+    enables: [],
+    tile: 'f32',
+    left: 'vec4<u32>',
+    right: 'vec4<u32>',
+    result: `array<f32, ${E}>`,
+    unpack: (x) => `unpack2x16float(${x})`,
+    toTile: (x) => `unpack2x16float(pack2x16float(vec2<f32>(${x}, 0.0f))).x`,
+    load: (_kind, arr, off, col, stride) => `vec4<u32>(${EMU_ARRAYS.indexOf(arr as (typeof EMU_ARRAYS)[number])}u, ${off}, ${stride}, ${col ? 1 : 0}u)`,
+    mma: (l, r, acc) => `emu_mma(${l}, ${r}, ${acc})`,
+    store: (off, v, stride) => `emu_store(${off}, ${stride}, ${v});`,
+    helpers: () => [
+      'var<private> emu_lane: u32;',
+      // Element (row, col) of the matrix descriptor d: array d.x, offset d.y, stride d.z, col-major d.w.
+      'fn emu_at(d: vec4<u32>, row: u32, col: u32) -> f32 {',
+      '  let e = select(d.y + row * d.z + col, d.y + col * d.z + row, d.w == 1u);',
+      ...EMU_ARRAYS.map((a, i) => `  if (d.x == ${i}u) { return ${a}[e]; }`),
+      '  return 0.0f;',
+      '}',
+      `fn emu_mma(l: vec4<u32>, r: vec4<u32>, acc: array<f32, ${E}>) -> array<f32, ${E}> {`,
+      '  var c = acc;',
+      `  for (var q = 0u; q < ${E}u; q++) {`,
+      `    let e = emu_lane + q * ${sg}u; let i = e / ${t}u; let j = e % ${t}u;`,
+      '    var s = c[q];',
+      `    for (var x = 0u; x < ${t}u; x++) { s = s + emu_at(l, i, x) * emu_at(r, x, j); }`,
+      '    c[q] = s;',
+      '  }',
+      '  return c;',
+      '}',
+      `fn emu_store(off: u32, stride: u32, v: array<f32, ${E}>) {`,
+      `  for (var q = 0u; q < ${E}u; q++) { let e = emu_lane + q * ${sg}u; Sc[off + (e / ${t}u) * stride + e % ${t}u] = v[q]; }`,
+      '}',
+    ],
+  };
+}
+
+/**
+ * WGSL copying `rows` rows of `dim` elements (16-byte words; row r of the source is `row(r)`, zeros
+ * where not `ok`) into tile `arr` at rows `stride` apart: every load before any store.
+ */
+function wordsToTile(D: Dialect, wg: number, rows: number, dim: number, b: string, base: string, strideMeta: number, row: (r: string) => { index: string; ok: string }, arr: string, stride: number): string[] {
+  const per = dim / W;
+  const words = rows * per;
+  const n = Math.ceil(words / wg);
+  const L: string[] = ['{'];
+  for (let u = 0; u < n; u++) {
+    L.push(`  let z${u} = lid + ${u * wg}u; let r${u} = min(z${u}, ${words - 1}u) / ${per}u; let dw${u} = z${u} % ${per}u;`);
+    const r = row(`r${u}`);
+    L.push(`  let w${u} = select(vec4<u32>(), ${b}[(${base} + ${r.index} * kmeta[${strideMeta}]) / ${W}u + dw${u}], ${r.ok});`);
+  }
+  for (let u = 0; u < n; u++) {
+    const guard = (u + 1) * wg > words ? `if (z${u} < ${words}u) ` : '';
+    const body = [`let at = r${u} * ${stride}u + dw${u} * ${W}u;`];
+    for (let p = 0; p < 4; p++) body.push(`let h${p} = ${D.unpack(`w${u}[${p}]`)}; ${arr}[at + ${2 * p}u] = h${p}.x; ${arr}[at + ${2 * p + 1}u] = h${p}.y;`);
+    L.push(`  ${guard}{`, ...body.map((l) => `    ${l}`), '  }');
+  }
+  L.push('}');
+  return L;
+}
+
+/** The kernel for `k` (x 'f16', or 'f16p' emulated) under `plan`; metadata as the row kernel's (flash-attention-source.ts). */
+export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
+  const emulate = opts.emulate === true;
+  const { e, ev, x } = k;
+  if (x !== (emulate ? 'f16p' : 'f16')) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix attention prefill takes float16 (${emulate ? 'f16p' : 'f16'}), got ${x}`);
+  const { t, sg, sgs, bk } = plan;
+  const why = matrixPrefillProblem(t, sg, e, ev);
+  if (why !== null) throw new Error(`subgroup matrix attention prefill: ${why}`);
+  const D = emulate ? emulatedDialect(t, sg) : realDialect(t);
+  const WG = sgs * sg;
+  const BQ = sgs * t;
+  const QS = e + PAD;
+  const KS = e + PAD;
+  const VS = ev + PAD;
+  const PS = bk + PAD;
+  const SCS = bk + SPAD;
+  // Invocations per row (each takes keys c, c + KPL, ...) and rows per invocation.
+  const KPL = Math.max(1, sg / t);
+  const RPL = Math.max(1, t / sg);
+  const KPI = bk / KPL;
+  const EQ = e / t;
+  const NB = bk / t;
+  const VQ = ev / t;
+  const lines = header(binds(k, x)).map((l) => (/^@group\(0\) @binding\([123]\) /.test(l) ? l.replace(/: array<[^;]*>;$/, ': array<vec4<u32>>;') : l));
+  const L: string[] = [...D.enables, ...lines];
+  L.push(
+    `var<workgroup> Qs: array<${D.tile}, ${BQ * QS}>;`,
+    `var<workgroup> Ks: array<${D.tile}, ${bk * KS}>;`,
+    `var<workgroup> Vs: array<${D.tile}, ${bk * VS}>;`,
+    `var<workgroup> Ps: array<${D.tile}, ${BQ * PS}>;`,
+    `var<workgroup> Sc: array<f32, ${BQ * SCS}>;`,
+  );
+  // The rows this invocation takes in the scalar parts: region rg (a subgroup's t rows), row
+  // ln % t (+ u * sg where rows outnumber the invocations), keys from part c.
+  const rowOf = (u: number): string => (RPL > 1 ? `(ln + ${u * sg}u)` : KPL > 1 ? `(ln % ${t}u)` : 'ln');
+  const part = KPL > 1 ? `(ln / ${t}u)` : '0u';
+  const kvRow = (r: string): { index: string; ok: string } => ({ index: `min(j0 + ${r}, S - 1u)`, ok: `j0 + ${r} < S` });
+  // S = q k^T for this block into the subgroup's scratch.
+  const scores = (): string[] => {
+    const o: string[] = [];
+    for (let nb = 0; nb < NB; nb++) {
+      o.push(`{ var s = ${D.result}();`);
+      for (let q = 0; q < EQ; q++) o.push(`  s = ${D.mma(`ql${q}`, D.load('right', 'Ks', `${nb * t * KS + q * t}u`, true, `${KS}u`), 's')};`);
+      o.push(`  ${D.store(`sgi * ${t * SCS}u + ${nb * t}u`, 's', `${SCS}u`)} }`);
+    }
+    return o;
+  };
+  // Score s of key jj for row `row` (i, ir, live from it), with ok: the key counts.
+  const score = (row: string): string[] => [
+    `let jj = ${part} + u * ${KPL}u; let jr = j0 + jj; let ir = i0 + rg * ${t}u + ${row}; let live = ir < L;`,
+    `var s = Sc[(rg * ${t}u + ${row}) * ${SCS}u + jj] * scale;`,
+    'var ok = live && jr < S && (!causal || jr <= ir);',
+    '{',
+    '  let i = min(ir, L - 1u); let j = min(jr, S - 1u);',
+    ...maskStmts(k).map((l) => `  ${l}`),
+    '}',
+  ];
+  L.push(
+    `@compute @workgroup_size(${WG})`,
+    `fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, ${emulate ? '' : '@builtin(subgroup_id) sgi: u32, '}@builtin(num_workgroups) ng: vec3u) {`,
+  );
+  if (emulate) L.push(`  let sgi = lid / ${sg}u; emu_lane = lid % ${sg}u;`);
+  L.push(
+    '  let L = kmeta[1]; let S = kmeta[2]; let scale = bitcast<f32>(kmeta[3]); let causal = kmeta[4] != 0u;',
+    `  let rb = (L + ${BQ - 1}u) / ${BQ}u; let tiles = kmeta[0] * rb;`,
+    `  let rg = lid / ${sg}u; let ln = lid % ${sg}u;`,
+    `  var ninfBits = 0xff800000u; let ninf = bitcast<f32>(ninfBits);`,
+    '  for (var tt = wid.x; tt < tiles; tt = tt + ng.x) {',
+    `    let bi = tt / rb; let i0 = (tt % rb) * ${BQ}u;`,
+    ...batchOffsets().map((l) => `    ${l}`),
+    '    workgroupBarrier();',
+    ...wordsToTile(D, WG, BQ, e, 'b1', 'qo', 5, (r) => ({ index: `min(i0 + ${r}, L - 1u)`, ok: `i0 + ${r} < L` }), 'Qs', QS).map((l) => `    ${l}`),
+    '    workgroupBarrier();',
+  );
+  for (let q = 0; q < EQ; q++) L.push(`    let ql${q} = ${D.load('left', 'Qs', `sgi * ${t * QS}u + ${q * t}u`, false, `${QS}u`)};`);
+  L.push(
+    `    var kend = S; if (causal) { kend = min(S, i0 + ${BQ}u); }`,
+    `    var mr: array<f32, ${RPL}>; var lr: array<f32, ${RPL}>; var bad: array<bool, ${RPL}>;`,
+    `    for (var u = 0u; u < ${RPL}u; u++) { mr[u] = ${NEG_MAX}; lr[u] = 0.0f; bad[u] = false; }`,
+    // Pass 1: each row's maximum and sum of exponentials (online, per invocation).
+    `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
+    '      workgroupBarrier();',
+    ...wordsToTile(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS).map((l) => `      ${l}`),
+    '      workgroupBarrier();',
+    ...scores().map((l) => `      ${l}`),
+    '      workgroupBarrier();',
+  );
+  for (let r = 0; r < RPL; r++) {
+    L.push(
+      `      for (var u = 0u; u < ${KPI}u; u++) {`,
+      ...score(rowOf(r)).map((l) => `        ${l}`),
+      `        if (ok && kiln_isnan(s)) { bad[${r}] = true; }`,
+      `        if (ok && !kiln_isnan(s)) {`,
+      `          if (s > mr[${r}]) { lr[${r}] = lr[${r}] * kiln_exp(mr[${r}] - s) + 1.0f; mr[${r}] = s; } else { lr[${r}] = lr[${r}] + kiln_exp(s - mr[${r}]); }`,
+      '        }',
+      '      }',
+    );
+  }
+  L.push('    }');
+  // The parts of a row merged through the scratch (every part computes the row's totals).
+  if (KPL > 1) {
+    L.push(
+      '    workgroupBarrier();',
+      `    Sc[lid * 3u] = mr[0]; Sc[lid * 3u + 1u] = lr[0]; Sc[lid * 3u + 2u] = select(0.0f, 1.0f, bad[0]);`,
+      '    workgroupBarrier();',
+      `    { var m = ${NEG_MAX}; var b = false;`,
+      `      for (var c = 0u; c < ${KPL}u; c++) { let o = (rg * ${sg}u + c * ${t}u + ln % ${t}u) * 3u; m = max(m, Sc[o]); b = b || Sc[o + 2u] != 0.0f; }`,
+      '      var l = 0.0f;',
+      `      for (var c = 0u; c < ${KPL}u; c++) { let o = (rg * ${sg}u + c * ${t}u + ln % ${t}u) * 3u; if (Sc[o + 1u] > 0.0f) { l = l + Sc[o + 1u] * kiln_exp(Sc[o] - m); } }`,
+      '      mr[0] = m; lr[0] = l; bad[0] = b; }',
+    );
+  }
+  // Pass 2: p = exp(s - max) as float16 into P, the output accumulators += P v.
+  for (let v = 0; v < VQ; v++) L.push(`    var o${v} = ${D.result}();`);
+  L.push(
+    `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
+    '      workgroupBarrier();',
+    ...wordsToTile(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS).map((l) => `      ${l}`),
+    ...wordsToTile(D, WG, bk, ev, 'b3', 'vo', 9, kvRow, 'Vs', VS).map((l) => `      ${l}`),
+    '      workgroupBarrier();',
+    ...scores().map((l) => `      ${l}`),
+    '      workgroupBarrier();',
+  );
+  for (let r = 0; r < RPL; r++) {
+    L.push(
+      `      for (var u = 0u; u < ${KPI}u; u++) {`,
+      ...score(rowOf(r)).map((l) => `        ${l}`),
+      `        let p = select(0.0f, kiln_exp(s - mr[${r}]), ok && !kiln_isnan(s));`,
+      `        Ps[(rg * ${t}u + ${rowOf(r)}) * ${PS}u + jj] = ${D.toTile('p')};`,
+      '      }',
+    );
+  }
+  L.push('      workgroupBarrier();');
+  for (let q = 0; q < NB; q++) {
+    L.push(`      { let pl = ${D.load('left', 'Ps', `sgi * ${t * PS}u + ${q * t}u`, false, `${PS}u`)};`);
+    for (let v = 0; v < VQ; v++) L.push(`        o${v} = ${D.mma('pl', D.load('right', 'Vs', `${q * t * VS + v * t}u`, false, `${VS}u`), `o${v}`)};`);
+    L.push('      }');
+  }
+  L.push('    }');
+  // The accumulators through the scratch, NB matrices (bk columns) at a time, divided by the sums.
+  for (let v0 = 0; v0 < VQ; v0 += NB) {
+    const n = Math.min(NB, VQ - v0);
+    L.push('    workgroupBarrier();');
+    for (let v = v0; v < v0 + n; v++) L.push(`    ${D.store(`sgi * ${t * SCS}u + ${(v - v0) * t}u`, `o${v}`, `${SCS}u`)}`);
+    L.push('    workgroupBarrier();');
+    for (let r = 0; r < RPL; r++) {
+      const row = rowOf(r);
+      L.push(
+        `    for (var u = 0u; u < ${(n * t) / KPL}u; u++) {`,
+        `      let cc = ${part} + u * ${KPL}u; let ir = i0 + rg * ${t}u + ${row};`,
+        '      if (ir < L) {',
+        `        let nan = bad[${r}] || lr[${r}] == 0.0f;`,
+        `        let val = select(Sc[(rg * ${t}u + ${row}) * ${SCS}u + cc] / lr[${r}], kiln_nan(), nan);`,
+        `        ${storeStmt(x, 'b0', `oo + ir * kmeta[13] + (${v0 * t}u + cc) * kmeta[14]`, 'val')}`,
+        '      }',
+        '    }',
+      );
+    }
+  }
+  L.push('  }', '}', ...D.helpers());
+  return L.join('\n');
+}

@@ -1,0 +1,143 @@
+/**
+ * The float16 attention prefill on subgroup matrices (kernels/webgpu/flash-attention-matrix.ts,
+ * KILN_WEBGPU_ATTN_PREFILL=matrix) against a float64 softmax(q k^T * scale + mask) v
+ * (helpers/nn-ref.ts). On SwiftShader the kernel runs emulated (linalg.ts's emulateSubgroupMatrix:
+ * 8 x 8 x 8 matrices; subgroups of 8, 16 and 4, so a row's keys are split over two invocations
+ * and merged, or one invocation takes two rows), with the real kernel's indices, barriers and
+ * passes: causal (top-left, Lq != Lk), grouped-query heads, ragged row and key blocks, bool and
+ * additive masks (a fully masked row is NaN), NaN in a query, head dims 16 to 128, Ev != E, and
+ * the planner's 1, 2 and 4 subgroups a workgroup. prefillStats shows the matrix kernel ran. On a
+ * GPU with shader-f16 these cases run on the real matrices (the emulation needs packed float16).
+ */
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import * as kiln from '../src/index.js';
+import { emulateSubgroupMatrix } from '../src/kernels/webgpu/linalg.js';
+import { prefillStats } from '../src/kernels/webgpu/flash-attention.js';
+import { matrixPrefillBytes, matrixPrefillPlan } from '../src/kernels/webgpu/flash-attention-matrix.js';
+import { setOption } from '../src/runtime/config.js';
+import { makeTensor, randomValues } from './helpers/make.js';
+import { refAttention } from './helpers/nn-ref.js';
+import { webgpuSkipReason } from './helpers/webgpu.js';
+
+const skipGpu = webgpuSkipReason();
+const hasF16 = !skipGpu && (kiln.getAccelerator('webgpu').properties(0).features as readonly string[]).includes('shader-f16');
+const hasMatrices = !skipGpu && (kiln.getAccelerator('webgpu').properties(0).features as readonly string[]).includes('chromium-experimental-subgroup-matrix');
+const skip = skipGpu || (hasF16 && !hasMatrices ? 'shader-f16 without subgroup matrices: neither the emulated nor the real matrix kernel runs here' : false);
+
+interface Case {
+  label: string;
+  q: number[];
+  k: number[];
+  ev?: number;
+  causal?: boolean;
+  mask?: { shape: number[]; bool: boolean; hole?: boolean };
+  scale?: number;
+  nanAt?: number;
+}
+
+const numel = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
+
+function check(c: Case, seed: number): string | null {
+  const vShape = [...c.k.slice(0, -1), c.ev ?? c.k[c.k.length - 1]!];
+  const mk = (shape: number[], s: number, lo: number, hi: number, nanAt?: number): { t: kiln.Tensor; held: number[] } => {
+    const vals = randomValues(numel(shape), s, lo, hi);
+    if (nanAt !== undefined) vals[nanAt] = NaN;
+    const t = makeTensor(vals, shape, 'float16');
+    return { t, held: (t.toFlatArray() as number[]).map(Number) };
+  };
+  const q = mk(c.q, seed, -1.5, 1.5, c.nanAt);
+  const k = mk(c.k, seed + 1, -1.5, 1.5);
+  const v = mk(vShape, seed + 2, -2, 2);
+  let mask: { t: kiln.Tensor; held: number[] } | null = null;
+  if (c.mask) {
+    const s = c.mask.shape[c.mask.shape.length - 1]!;
+    const vals = randomValues(numel(c.mask.shape), seed + 3, 0, 1).map((r, i) => {
+      const dropped = (c.mask!.hole === true && i < s) || r < 0.3;
+      return c.mask!.bool ? (dropped ? 0 : 1) : dropped ? -Infinity : r - 0.5;
+    });
+    const t = makeTensor(vals, c.mask.shape, c.mask.bool ? 'bool' : 'float16');
+    mask = { t, held: (t.toFlatArray() as (number | boolean)[]).map(Number) };
+  }
+  const want = refAttention({ values: q.held, shape: c.q }, { values: k.held, shape: c.k }, { values: v.held, shape: vShape }, {
+    causal: c.causal,
+    scale: c.scale,
+    mask: mask && c.mask ? { values: mask.held, shape: c.mask.shape, bool: c.mask.bool } : undefined,
+  });
+  const gqa = c.q[c.q.length - 3] !== c.k[c.k.length - 3];
+  const out = kiln.scaledDotProductAttention(q.t.to('webgpu'), k.t.to('webgpu'), v.t.to('webgpu'), mask ? mask.t.to('webgpu') : null, 0, c.causal === true, c.scale ?? null, gqa);
+  if (out.shape.join(',') !== want.shape.join(',')) return `shape [${out.shape}] want [${want.shape}]`;
+  const got = (out.to('cpu').toFlatArray() as number[]).map(Number);
+  // p is rounded to float16 before p v (2^-11 relative a term, |v| <= 2) and the output once.
+  for (let i = 0; i < got.length; i++) {
+    const a = got[i]!;
+    const b = want.values[i]!;
+    if (Number.isNaN(b) ? Number.isNaN(a) : Math.abs(a - b) <= 2e-3 + 1e-3 * Math.abs(b)) continue;
+    return `element ${i}: got ${a}, want ${b}`;
+  }
+  return null;
+}
+
+const CASES: Case[] = [
+  { label: 'causal L = S = 70, E 64', q: [2, 2, 70, 64], k: [2, 2, 70, 64], causal: true },
+  { label: 'Lq 40 != Lk 100, not causal, E 32, scale 0.3', q: [1, 3, 40, 32], k: [1, 3, 100, 32], scale: 0.3 },
+  { label: 'causal Lq 33 < Lk 50 (top-left), GQA 4/2, E 128', q: [1, 4, 33, 128], k: [1, 2, 50, 128], causal: true },
+  { label: 'causal Lq 45 > Lk 20', q: [1, 1, 45, 32], k: [1, 1, 20, 32], causal: true },
+  { label: 'E 64, Ev 16', q: [2, 1, 20, 64], k: [2, 1, 45, 64], ev: 16 },
+  { label: 'bool mask [L, S] broadcast, GQA 4/1', q: [2, 4, 24, 16], k: [2, 1, 37, 16], mask: { shape: [24, 37], bool: true } },
+  { label: 'additive mask with -inf, row 0 fully masked (NaN)', q: [2, 2, 17, 32], k: [2, 2, 40, 32], mask: { shape: [2, 1, 17, 40], bool: false, hole: true } },
+  { label: 'NaN in one query row', q: [1, 2, 19, 16], k: [1, 2, 30, 16], causal: true, nanAt: 5 * 16 + 3 },
+  // 256 heads of one 33-row tile at 4 subgroups (32 rows): the planner takes 4 subgroups.
+  { label: 'causal, 256 heads of 33 rows, E 16', q: [16, 16, 33, 16], k: [16, 16, 33, 16], causal: true },
+];
+
+function failures(sg: number, cases: readonly Case[]): { failed: string[]; plans: string[] } {
+  const failed: string[] = [];
+  const before = prefillStats.matrix;
+  prefillStats.matrixPlans.clear();
+  setOption('KILN_WEBGPU_ATTN_PREFILL', 'matrix');
+  if (!hasF16) emulateSubgroupMatrix({ m: 8, n: 8, k: 8, sg });
+  try {
+    cases.forEach((c, i) => {
+      try {
+        const m = check(c, 300 + 10 * i);
+        if (m) failed.push(`sg ${sg} ${c.label}: ${m}`);
+      } catch (e) {
+        failed.push(`sg ${sg} ${c.label}: threw ${(e as Error).message}`);
+      }
+    });
+  } finally {
+    setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
+    if (!hasF16) emulateSubgroupMatrix(null);
+  }
+  assert.equal(prefillStats.matrix - before, cases.length, `every case ran the matrix kernel (plans ${[...prefillStats.matrixPlans].join(', ')})`);
+  return { failed, plans: [...prefillStats.matrixPlans] };
+}
+
+// Subgroups of 8: every case (one row an invocation); of 16 (a row's keys over two invocations,
+// merged) and of 4 (two rows an invocation): the cases that reach those paths' edges, since the
+// emulation is slow on SwiftShader.
+const RUNS: [number, readonly Case[]][] = hasF16 ? [[0, CASES]] : [[8, CASES], [16, CASES.slice(0, 7)], [4, [CASES[3]!, CASES[7]!]]];
+for (const [sg, cases] of RUNS) {
+  test(`float16 attention prefill on ${hasF16 ? "the device's" : `emulated (subgroups of ${sg})`} subgroup matrices matches float64`, { skip }, () => {
+    const { failed, plans } = failures(sg, cases);
+    assert.deepEqual(failed, [], `${failed.length} cases differ:\n${failed.join('\n')}`);
+    // The wide case takes more than one subgroup a workgroup where the memory allows.
+    if (cases.includes(CASES[8]!)) assert.ok(plans.some((p) => !p.includes('sgs1')), `plans ${plans.join(', ')}`);
+  });
+}
+
+test('matrix prefill plans: subgroups a workgroup follow the work, blocks shrink to the memory', () => {
+  // A 128-token Qwen3-0.6B prefill: 16 heads of 128 rows, 16 x 16 matrices, subgroups of 32.
+  assert.deepEqual(matrixPrefillPlan(16, 32, 16, 128, 128, 128, 49152, 1024), { t: 16, sg: 32, sgs: 1, bk: 32 });
+  // The transformer block: 128 heads of 512 rows: 4 subgroups, 32-key blocks in 48 KiB.
+  assert.deepEqual(matrixPrefillPlan(16, 32, 128, 512, 64, 64, 49152, 1024), { t: 16, sg: 32, sgs: 4, bk: 32 });
+  const big = matrixPrefillPlan(16, 32, 1024, 512, 128, 128, 49152, 1024)!;
+  assert.equal(matrixPrefillBytes(big, 128, 128, 2), 49152);
+  // 16 KiB: head dim 128 takes fewer subgroups or smaller blocks, 256 none.
+  const small = matrixPrefillPlan(16, 32, 1024, 512, 128, 128, 16384, 1024);
+  assert.ok(small !== null && matrixPrefillBytes(small, 128, 128, 2) <= 16384, JSON.stringify(small));
+  assert.equal(matrixPrefillPlan(16, 32, 1024, 512, 256, 256, 16384, 1024), null);
+  // Head dims that are not whole matrices have no plan.
+  assert.equal(matrixPrefillPlan(16, 32, 16, 128, 72, 64, 49152, 1024), null);
+});
