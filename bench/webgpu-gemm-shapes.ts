@@ -13,8 +13,12 @@
  * Every variant's product is compared with the default's (largest absolute difference), so a plan
  * that computes something else is seen.
  *
+ * 'depth2' is the planner's plan with KILN_WEBGPU_SM_DEPTH=2 (session 31). --cold N: calls rotate
+ * over N copies of the weight (N x its bytes past the 50 MB L2 of an H100 or H200), so each call
+ * reads its weight from DRAM, as a forward pass does; the default reuses one (warm in L2).
+ *
  *   node dist/bench/webgpu-gemm-shapes.js [--shapes qwen3,mlp,block] [--plans "p1;p2"] [--calls 20]
- *        [--reps 7] [--json out.json]
+ *        [--reps 7] [--cold N] [--json out.json]
  */
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
@@ -74,14 +78,17 @@ const plans = (flag('--plans') ?? DEFAULT_PLANS.join(';')).split(';').filter((p)
 /** Runs fn with the options of variant `plan` set, and restores them. */
 function under<T>(plan: string, fn: () => T): T {
   if (plan === 'nosplit') setOption('KILN_WEBGPU_GEMM_SMALL', false);
+  else if (plan === 'depth2') setOption('KILN_WEBGPU_SM_DEPTH', '2');
   else if (plan !== 'auto') setOption('KILN_WEBGPU_SM_PLAN', plan);
   try {
     return fn();
   } finally {
     setOption('KILN_WEBGPU_GEMM_SMALL', undefined);
     setOption('KILN_WEBGPU_SM_PLAN', undefined);
+    setOption('KILN_WEBGPU_SM_DEPTH', undefined);
   }
 }
+const cold = Number(flag('--cold') ?? 1);
 
 const rows: Record<string, unknown>[] = [];
 for (const s of SHAPES.filter((x) => groups.has(x.group))) {
@@ -91,6 +98,10 @@ for (const s of SHAPES.filter((x) => groups.has(x.group))) {
   const b = s.bias ? kiln.randn([s.n]).to('float16').to('webgpu') : null;
   const run = (): Tensor => kiln.nn.functional.linear(x, w, b);
   const ref = run().to('cpu').to('float32');
+  // --cold: the timed calls rotate over copies of the weight.
+  const copies = Array.from({ length: cold }, (_, i) => (i === 0 ? w : w.clone()));
+  let turn = 0;
+  const timed = (): Tensor => kiln.nn.functional.linear(x, copies[turn++ % cold]!, b);
   const live: string[] = [];
   const diffs: number[] = [];
   for (const plan of plans) {
@@ -102,15 +113,15 @@ for (const s of SHAPES.filter((x) => groups.has(x.group))) {
       rows.push({ framework: 'kiln', workload: 'gemm-shape', device: 'webgpu:0', dtype: 'float16', shape: `${s.group}/${s.name}`, m: s.m, n: s.n, k: s.k, plan, status: 'skip', why: (e as Error).message.slice(0, 300) });
     }
   }
-  const ms = deviceMsPerCall(live.map((plan) => () => void under(plan, run)), reps, calls);
+  const ms = deviceMsPerCall(live.map((plan) => () => void under(plan, timed)), reps, calls);
   const flops = 2 * s.m * s.n * s.k;
   const best = Math.min(...ms);
   live.forEach((plan, i) => {
     const tflops = flops / (ms[i]! * 1e9);
-    rows.push({ framework: 'kiln', workload: 'gemm-shape', device: 'webgpu:0', dtype: 'float16', shape: `${s.group}/${s.name}`, m: s.m, n: s.n, k: s.k, bias: s.bias, plan, status: 'ok', ms: ms[i]!, tflops, max_abs_diff_vs_auto: diffs[i]! });
+    rows.push({ framework: 'kiln', workload: 'gemm-shape', device: 'webgpu:0', dtype: 'float16', shape: `${s.group}/${s.name}`, m: s.m, n: s.n, k: s.k, bias: s.bias, plan, cold_copies: cold, status: 'ok', ms: ms[i]!, tflops, max_abs_diff_vs_auto: diffs[i]! });
     console.log(`${`${s.group}/${s.name}`.padEnd(14)} ${`${s.m}x${s.n}x${s.k}`.padEnd(16)} ${plan.padEnd(22)} ${(ms[i]! * 1000).toFixed(1).padStart(9)} us ${tflops.toFixed(1).padStart(7)} TFLOP/s  diff ${diffs[i]!.toExponential(1)}${ms[i] === best ? '  best' : ''}`);
   });
-  for (const t of [x, w, b, ref]) t?.dispose();
+  for (const t of [x, ...copies, b, ref]) t?.dispose();
   kiln.emptyCache('webgpu');
 }
 const out = flag('--json');
