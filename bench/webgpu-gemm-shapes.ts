@@ -13,7 +13,7 @@
  * Every variant's product is compared with the default's (largest absolute difference), so a plan
  * that computes something else is seen.
  *
- * 'depth2' is the planner's plan with KILN_WEBGPU_SM_DEPTH=2 (session 31). --cold N: calls rotate
+ * --cold N: calls rotate
  * over N copies of the weight (N x its bytes past the 50 MB L2 of an H100 or H200), so each call
  * reads its weight from DRAM, as a forward pass does; the default reuses one (warm in L2).
  *
@@ -78,14 +78,12 @@ const plans = (flag('--plans') ?? DEFAULT_PLANS.join(';')).split(';').filter((p)
 /** Runs fn with the options of variant `plan` set, and restores them. */
 function under<T>(plan: string, fn: () => T): T {
   if (plan === 'nosplit') setOption('KILN_WEBGPU_GEMM_SMALL', false);
-  else if (plan === 'depth2') setOption('KILN_WEBGPU_SM_DEPTH', '2');
   else if (plan !== 'auto') setOption('KILN_WEBGPU_SM_PLAN', plan);
   try {
     return fn();
   } finally {
     setOption('KILN_WEBGPU_GEMM_SMALL', undefined);
     setOption('KILN_WEBGPU_SM_PLAN', undefined);
-    setOption('KILN_WEBGPU_SM_DEPTH', undefined);
   }
 }
 const cold = Number(flag('--cold') ?? 1);

@@ -66,12 +66,6 @@ export interface StagedPlan extends SubgroupMatrixPlan {
   readonly stages: 0 | 1 | 2;
   /** Output tile rows per band of the workgroup order (1: row-major order). */
   readonly group: number;
-  /**
-   * K steps whose words are in flight at once with stages 1: 1 (the next step's, the default) or
-   * 2 (two register sets, the loop unrolled by two: a step's loads are issued two steps before
-   * its tile is stored, so a K step waits out half a round trip where its loads come from DRAM).
-   */
-  readonly depth?: 1 | 2;
 }
 
 export interface StagedOptions {
@@ -107,7 +101,6 @@ export function stagedPlanProblem(p: StagedPlan, limits: StagedLimits, opts: Sta
   if (T > limits.maxInvocations) return `${p.sgm} x ${p.sgn} subgroups of ${p.sg} invocations make ${T}, over the device's ${limits.maxInvocations} per workgroup`;
   const bytes = stagedWorkgroupBytes(p, opts);
   if (bytes > limits.maxWorkgroupBytes) return `its tiles need ${bytes} bytes of workgroup memory, over the device's ${limits.maxWorkgroupBytes}`;
-  if ((p.depth ?? 1) !== 1 && p.stages !== 1) return `depth ${p.depth} needs stages 1 (it has ${p.stages})`;
   if (p.stages > 0) {
     const wa = (stagedTileM(p) * stagedTileK(p)) / W;
     const wb = (stagedTileK(p) * stagedTileN(p)) / W;
@@ -131,7 +124,7 @@ export function planStaged(base: SubgroupMatrixPlan, limits: StagedLimits, opts:
 }
 
 /** The syntax KILN_WEBGPU_SM_PLAN takes (for errors). */
-export const SM_PLAN_SYNTAX = '"sgm,sgn,tm,tn,ks[,stages=0|1|2][,group=G][,depth=1|2]" (subgroups along M and N, 16x16 matrices per subgroup along M and N, matrix K slices per K step; e.g. "2,4,4,4,2,stages=2,group=8")';
+export const SM_PLAN_SYNTAX = '"sgm,sgn,tm,tn,ks[,stages=0|1|2][,group=G]" (subgroups along M and N, 16x16 matrices per subgroup along M and N, matrix K slices per K step; e.g. "2,4,4,4,2,stages=2,group=8")';
 
 /**
  * The plan of a KILN_WEBGPU_SM_PLAN string on the device's matrix shape and subgroup size (`base`):
@@ -151,23 +144,21 @@ export function parseStagedPlan(text: string, base: SubgroupMatrixPlan): StagedP
   const [sgm, sgn, tm, tn, ks] = (['sgm', 'sgn', 'tm', 'tn', 'ks'] as const).map((name, i) => int(parts[i]!, name, 1, 16)) as [number, number, number, number, number];
   let stages: 0 | 1 | 2 = 1;
   let group = 1;
-  let depth: 1 | 2 = 1;
   const seen = new Set<string>();
   for (const kv of parts.slice(5)) {
-    const m = /^(stages|group|depth)=(.*)$/.exec(kv);
+    const m = /^(stages|group)=(.*)$/.exec(kv);
     if (!m) throw bad(`unknown field ${JSON.stringify(kv)}`);
     if (seen.has(m[1]!)) throw bad(`${m[1]} given twice`);
     seen.add(m[1]!);
     if (m[1] === 'stages') stages = int(m[2]!, 'stages', 0, 2) as 0 | 1 | 2;
-    else if (m[1] === 'depth') depth = int(m[2]!, 'depth', 1, 2) as 1 | 2;
     else group = int(m[2]!, 'group', 1, 1024);
   }
-  return { ...base, sgm, sgn, tm, tn, ks, stages, group, ...(depth !== 1 ? { depth } : {}) };
+  return { ...base, sgm, sgn, tm, tn, ks, stages, group };
 }
 
 export function stagedKey(s: GemmSpec, p: StagedPlan, opts: StagedOptions = {}): string {
   // The default plan's key (stages 1, group 1) is the key it always had.
-  const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${(p.depth ?? 1) !== 1 ? `.d${p.depth}` : ''}${opts.emulate === true ? '.emu' : ''}`;
+  const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${opts.emulate === true ? '.emu' : ''}`;
   return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}`;
 }
 
@@ -445,7 +436,6 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
     out.push('          }');
     return out;
   };
-  if (p.stages === 1 && (p.depth ?? 1) === 2) return [...depthTwoLoop(loads, puts, multiplies, NA, NB, BK, accs, D, kr)];
   for (let i = 0; i < NA; i++) L.push(`        var pa${i}: vec4<u32>;`);
   for (let i = 0; i < NB; i++) L.push(`        var pb${i}: vec4<u32>;`);
   for (const x of loads(kr.begin)) L.push(`        ${x}`);
@@ -483,43 +473,6 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
   L.push('          }');
   L.push('          workgroupBarrier();');
   L.push('          ph = 1u - ph;');
-  L.push('        }');
-  return L;
-}
-
-/**
- * The K loop of stages 1 at depth 2: two register sets (pa/pb and qa/qb), the loop unrolled by two
- * steps, each set refilled right after its words are stored, with the step two ahead: while a
- * step multiplies, the next two steps' words are in flight. `loads` / `puts` write and read the
- * pa/pb names; the second set renames them.
- */
-function depthTwoLoop(loads: (k0: string) => string[], puts: (ao: string, bo: string) => string[], multiplies: (ao: string, bo: string) => string[], NA: number, NB: number, BK: number, accs: readonly string[], D: Dialect, kr: { begin: string; end: string }): string[] {
-  const second = (x: string): string => x.replace(/\bpa(\d+)/g, 'qa$1').replace(/\bpb(\d+)/g, 'qb$1');
-  const L: string[] = [];
-  for (let i = 0; i < NA; i++) L.push(`        var pa${i}: vec4<u32>; var qa${i}: vec4<u32>;`);
-  for (let i = 0; i < NB; i++) L.push(`        var pb${i}: vec4<u32>; var qb${i}: vec4<u32>;`);
-  for (const x of loads(kr.begin)) L.push(`        ${x}`);
-  L.push(`        if (${kr.begin} + ${BK}u < ${kr.end}) {`);
-  for (const x of loads(`${kr.begin} + ${BK}u`)) L.push(`          ${second(x)}`);
-  L.push('        }');
-  for (const x of accs) L.push(`        var ${x} = ${D.result}();`);
-  L.push(`        for (var k0 = ${kr.begin}; k0 < ${kr.end}; k0 = k0 + ${2 * BK}u) {`);
-  L.push('          workgroupBarrier();');
-  for (const x of puts('', '')) L.push(`          ${x}`);
-  L.push('          workgroupBarrier();');
-  L.push(`          if (k0 + ${2 * BK}u < ${kr.end}) {`);
-  for (const x of loads(`k0 + ${2 * BK}u`)) L.push(`            ${x}`);
-  L.push('          }');
-  L.push(...multiplies('', ''));
-  L.push(`          if (k0 + ${BK}u < ${kr.end}) {`);
-  L.push('            workgroupBarrier();');
-  for (const x of puts('', '')) L.push(`            ${second(x)}`);
-  L.push('            workgroupBarrier();');
-  L.push(`            if (k0 + ${3 * BK}u < ${kr.end}) {`);
-  for (const x of loads(`k0 + ${3 * BK}u`)) L.push(`              ${second(x)}`);
-  L.push('            }');
-  L.push(...multiplies('', '').map((x) => `  ${x}`));
-  L.push('          }');
   L.push('        }');
   return L;
 }

@@ -248,19 +248,17 @@ function stagedLimits(): StagedLimits {
  */
 export function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): StagedPlan | null {
   const text = getOption('KILN_WEBGPU_SM_PLAN') ?? '';
-  const memo = `${text}|${getOption('KILN_WEBGPU_SM_DEPTH')}`;
-  let plan = stagedPlans.get(memo);
+  let plan = stagedPlans.get(text);
   if (plan === undefined) {
     const opts = { emulate: emulated !== null };
     if (text === '') {
       plan = planStaged(base, stagedLimits(), opts);
-      if (plan !== null && plan.stages === 1 && getOption('KILN_WEBGPU_SM_DEPTH') === '2') plan = { ...plan, depth: 2 };
     } else {
       plan = parseStagedPlan(text, base);
       const why = stagedPlanProblem(plan, stagedLimits(), opts);
       if (why !== null) throw new RangeError(`KILN_WEBGPU_SM_PLAN=${JSON.stringify(text)}: this device cannot run the plan: ${why} (matrices ${base.m}x${base.n}x${base.k}, subgroups of ${base.sg})`);
     }
-    stagedPlans.set(memo, plan);
+    stagedPlans.set(text, plan);
   }
   return plan;
 }
