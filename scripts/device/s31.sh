@@ -13,11 +13,17 @@
 #          (bench/webgpu-attention.js: Qwen3 shapes at 128 / 1024 tokens, the transformer block's
 #          at 512), then kiln bench float16 transformer-block and Qwen3 with the tiled and the
 #          matrix prefill (the same call, alternating); then the mma part.
+#   final  #20: the matrix prefill's tests (both forms) and the attention suite; the prefill forms at
+#          128 / 256 / 512 / 1024 rows (Qwen3 heads) and the block's shape; float16 GEMM plans with
+#          more multiplies a barrier on the mlp / block shapes (informational); then the table
+#          (webgpu-table.sh webgpu,cuda into $OUT/wt) with the build's defaults, and with
+#          KILN_WEBGPU_ATTN_MATRIX_AHEAD=1 where this call measured the ahead form faster at the
+#          block's shape (the table's env says which).
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S31_DEADLINE s); logs and JSON under
 # $OUT/s31-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s31.sh prof|attn|mma|table}
+part=${1:?usage: s31.sh prof|attn|mma|final|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s31
 source "$(dirname "$0")/session-lib.sh"
@@ -29,6 +35,22 @@ if [ "$part" = prof ]; then
   if grep -q H200 "$out/gpu.txt" && [ -z "${NO_TABLE:-}" ]; then
     go table && { WT_WEBGPU_S=200 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; }
   fi
+elif [ "$part" = final ]; then
+  go tests && { wg $K 120 node --test dist/test/webgpu-attention-matrix.test.js dist/test/webgpu-attention.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
+  go attn-qwen && { wg $K 100 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 128,256,512,1024 --forms "tiled, word copies;matrix;matrix ahead" --json "$out/attn-qwen.json" > "$out/attn-qwen.txt" 2>&1; el "attention qwen3 heads rc=$?"; grep -E "^float" "$out/attn-qwen.txt" | tee -a "$out/summary.txt"; }
+  go attn-block && { wg $K 60 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 512 --shape 8,16,16,64 --forms "tiled, word copies;matrix;matrix ahead" --json "$out/attn-block.json" > "$out/attn-block.txt" 2>&1; el "attention block shape rc=$?"; grep -E "^float" "$out/attn-block.txt" | tee -a "$out/summary.txt"; }
+  go gemm-big && { wg $K 90 node dist/bench/webgpu-gemm-shapes.js --shapes mlp,block --plans "auto;2,2,4,4,4;2,2,4,4,2,stages=2;2,4,4,2,2;2,4,4,2,2,stages=2" --json "$out/gemm-big.json" > "$out/gemm-big.txt" 2>&1; el "gemm mlp/block plans rc=$?"; grep -E "^(mlp|block)" "$out/gemm-big.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  ahead=$(python3 - "$out/attn-block.json" <<'PY'
+import json, sys
+try:
+    rows = {r['form']: r['ms'] for r in json.load(open(sys.argv[1]))['results']}
+    print(1 if rows.get('matrix ahead', 9e9) < rows.get('matrix', 0) else 0)
+except Exception:
+    print(0)
+PY
+)
+  el "table with KILN_WEBGPU_ATTN_MATRIX_AHEAD=$ahead"
+  go table && { KILN_WEBGPU_ATTN_MATRIX_AHEAD=$ahead KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=200 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 32 "$out/table.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = attn ] || [ "$part" = mma ]; then
   if [ "$part" = attn ]; then
     go tests && { wg $K 150 node --test dist/test/webgpu-attention-matrix.test.js dist/test/webgpu-attention.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }

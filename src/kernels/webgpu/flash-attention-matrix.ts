@@ -23,7 +23,10 @@
  *
  * Query, keys and values are read as 16-byte words (the host checked flash-attention.ts's
  * wordAligned); the query tile stays in workgroup memory for the launch and its matrices are
- * loaded once into registers.
+ * loaded once into registers. With `ahead` (KILN_WEBGPU_ATTN_MATRIX_AHEAD) a block's words are
+ * loaded into registers while the block before it computes its softmax, and stored at the top of
+ * their own block: on NVIDIA a workgroup barrier also waits for the invocation's loads in flight,
+ * so loads issued right before a barrier expose their whole latency.
  *
  * `emulate` (tests): the same kernel without shader-f16, subgroups or subgroup matrices, as the
  * staged GEMM's emulation does it (gemm-subgroup-matrix-staged.ts): a "subgroup" is sg consecutive
@@ -168,32 +171,56 @@ function emulatedDialect(t: number, sg: number): Dialect {
   };
 }
 
+/** The most 16-byte words (4 registers each) of keys and values an invocation holds across a block with `ahead`. */
+const AHEAD_WORDS = 16;
+
+/** Whether the `ahead` form applies to a plan and head dims (else the kernel loads each block where it stores it). */
+export function aheadApplies(plan: MatrixPrefillPlan, e: number, ev: number, wanted: boolean): boolean {
+  const wg = plan.sgs * plan.sg;
+  return wanted && Math.ceil((plan.bk * e) / W / wg) + Math.ceil((plan.bk * ev) / W / wg) <= AHEAD_WORDS;
+}
+
+/** A copy of rows of 16-byte words into a tile, in halves: the loads into registers, the stores. */
+interface WordCopy {
+  /** Register declarations (once, before any loop that holds them). */
+  readonly decl: string[];
+  /** The loads of the block starting at `start` (zeros for rows that do not exist). */
+  load(start: string): string[];
+  /** The stores of the registers into the tile (the loads must have run). */
+  readonly store: string[];
+  /** Registers an invocation holds. */
+  readonly words: number;
+}
+
 /**
- * WGSL copying `rows` rows of `dim` elements (16-byte words; row r of the source is `row(r)`, zeros
- * where not `ok`) into tile `arr` at rows `stride` apart: every load before any store.
+ * Copying `rows` rows of `dim` elements (16-byte words) of binding `b` into tile `arr` (rows
+ * `stride` apart): source row of block row r is row(start, r), zeros where not ok. Word z of the
+ * block goes through invocation z % wg's register `name` z / wg.
  */
-function wordsToTile(D: Dialect, wg: number, rows: number, dim: number, b: string, base: string, strideMeta: number, row: (r: string) => { index: string; ok: string }, arr: string, stride: number): string[] {
+function wordCopy(D: Dialect, wg: number, rows: number, dim: number, b: string, base: string, strideMeta: number, row: (start: string, r: string) => { index: string; ok: string }, arr: string, stride: number, name: string): WordCopy {
   const per = dim / W;
-  const words = rows * per;
-  const n = Math.ceil(words / wg);
-  const L: string[] = ['{'];
+  const total = rows * per;
+  const n = Math.ceil(total / wg);
+  const decl = [`var ${Array.from({ length: n }, (_, u) => `${name}${u}: vec4<u32>`).join('; var ')};`];
+  const load = (start: string): string[] => {
+    const L: string[] = [];
+    for (let u = 0; u < n; u++) {
+      const r = row(start, 'r');
+      L.push(`{ let z = lid + ${u * wg}u; let r = min(z, ${total - 1}u) / ${per}u; let dw = z % ${per}u; ${name}${u} = select(vec4<u32>(), ${b}[(${base} + ${r.index} * kmeta[${strideMeta}]) / ${W}u + dw], ${r.ok}); }`);
+    }
+    return L;
+  };
+  const store: string[] = [];
   for (let u = 0; u < n; u++) {
-    L.push(`  let z${u} = lid + ${u * wg}u; let r${u} = min(z${u}, ${words - 1}u) / ${per}u; let dw${u} = z${u} % ${per}u;`);
-    const r = row(`r${u}`);
-    L.push(`  let w${u} = select(vec4<u32>(), ${b}[(${base} + ${r.index} * kmeta[${strideMeta}]) / ${W}u + dw${u}], ${r.ok});`);
+    const guard = (u + 1) * wg > total ? `if (z < ${total}u) ` : '';
+    const puts = [0, 1, 2, 3].map((p) => `let h${p} = ${D.unpack(`${name}${u}[${p}]`)}; ${arr}[at + ${2 * p}u] = h${p}.x; ${arr}[at + ${2 * p + 1}u] = h${p}.y;`);
+    store.push(`{ let z = lid + ${u * wg}u; ${guard}{ let at = (z / ${per}u) * ${stride}u + (z % ${per}u) * ${W}u; ${puts.join(' ')} } }`);
   }
-  for (let u = 0; u < n; u++) {
-    const guard = (u + 1) * wg > words ? `if (z${u} < ${words}u) ` : '';
-    const body = [`let at = r${u} * ${stride}u + dw${u} * ${W}u;`];
-    for (let p = 0; p < 4; p++) body.push(`let h${p} = ${D.unpack(`w${u}[${p}]`)}; ${arr}[at + ${2 * p}u] = h${p}.x; ${arr}[at + ${2 * p + 1}u] = h${p}.y;`);
-    L.push(`  ${guard}{`, ...body.map((l) => `    ${l}`), '  }');
-  }
-  L.push('}');
-  return L;
+  return { decl, load, store, words: n };
 }
 
 /** The kernel for `k` (x 'f16', or 'f16p' emulated) under `plan`; metadata as the row kernel's (flash-attention-source.ts). */
-export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
+export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean; ahead?: boolean } = {}): string {
   const emulate = opts.emulate === true;
   const { e, ev, x } = k;
   if (x !== (emulate ? 'f16p' : 'f16')) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix attention prefill takes float16 (${emulate ? 'f16p' : 'f16'}), got ${x}`);
@@ -228,7 +255,14 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
   // ln % t (+ u * sg where rows outnumber the invocations), keys from part c.
   const rowOf = (u: number): string => (RPL > 1 ? `(ln + ${u * sg}u)` : KPL > 1 ? `(ln % ${t}u)` : 'ln');
   const part = KPL > 1 ? `(ln / ${t}u)` : '0u';
-  const kvRow = (r: string): { index: string; ok: string } => ({ index: `min(j0 + ${r}, S - 1u)`, ok: `j0 + ${r} < S` });
+  const kvRow = (start: string, r: string): { index: string; ok: string } => ({ index: `min(${start} + ${r}, S - 1u)`, ok: `${start} + ${r} < S` });
+  const qCopy = wordCopy(D, WG, BQ, e, 'b1', 'qo', 5, (start, r) => ({ index: `min(${start} + ${r}, L - 1u)`, ok: `${start} + ${r} < L` }), 'Qs', QS, 'wq');
+  const kCopy = wordCopy(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS, 'wk');
+  const vCopy = wordCopy(D, WG, bk, ev, 'b3', 'vo', 9, kvRow, 'Vs', VS, 'wv');
+  // ahead: a block's keys (and values) are loaded while the block before it computes its
+  // softmax, and stored at the top of their own block (a barrier waits for a thread's loads).
+  // (Held across a block's compute: only while both copies take at most AHEAD_WORDS registers.)
+  const ahead = aheadApplies(plan, e, ev, opts.ahead === true);
   // S = q k^T for this block into the subgroup's scratch.
   const scores = (): string[] => {
     const o: string[] = [];
@@ -263,7 +297,9 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     `    let bi = tt / rb; let i0 = (tt % rb) * ${BQ}u;`,
     ...batchOffsets().map((l) => `    ${l}`),
     '    workgroupBarrier();',
-    ...wordsToTile(D, WG, BQ, e, 'b1', 'qo', 5, (r) => ({ index: `min(i0 + ${r}, L - 1u)`, ok: `i0 + ${r} < L` }), 'Qs', QS).map((l) => `    ${l}`),
+    ...['{', ...qCopy.decl, ...qCopy.load('i0'), ...qCopy.store, '}'].map((l) => `    ${l}`),
+    ...kCopy.decl.map((l) => `    ${l}`),
+    ...vCopy.decl.map((l) => `    ${l}`),
     '    workgroupBarrier();',
   );
   for (let q = 0; q < EQ; q++) L.push(`    let ql${q} = ${D.load('left', 'Qs', `sgi * ${t * QS}u + ${q * t}u`, false, `${QS}u`)};`);
@@ -272,12 +308,14 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     `    var mr: array<f32, ${RPL}>; var lr: array<f32, ${RPL}>; var bad: array<bool, ${RPL}>;`,
     `    for (var u = 0u; u < ${RPL}u; u++) { mr[u] = ${NEG_MAX}; lr[u] = 0.0f; bad[u] = false; }`,
     // Pass 1: each row's maximum and sum of exponentials (online, per invocation).
+    ...(ahead ? kCopy.load('0u').map((l) => `    ${l}`) : []),
     `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
     '      workgroupBarrier();',
-    ...wordsToTile(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS).map((l) => `      ${l}`),
+    ...[...(ahead ? [] : kCopy.load('j0')), ...kCopy.store].map((l) => `      ${l}`),
     '      workgroupBarrier();',
     ...scores().map((l) => `      ${l}`),
     '      workgroupBarrier();',
+    ...(ahead ? [`      if (j0 + ${bk}u < kend) {`, ...kCopy.load(`j0 + ${bk}u`).map((l) => `        ${l}`), '      }'] : []),
   );
   for (let r = 0; r < RPL; r++) {
     L.push(
@@ -307,13 +345,14 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
   // Pass 2: p = exp(s - max) as float16 into P, the output accumulators += P v.
   for (let v = 0; v < VQ; v++) L.push(`    var o${v} = ${D.result}();`);
   L.push(
+    ...(ahead ? [...kCopy.load('0u'), ...vCopy.load('0u')].map((l) => `    ${l}`) : []),
     `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
     '      workgroupBarrier();',
-    ...wordsToTile(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS).map((l) => `      ${l}`),
-    ...wordsToTile(D, WG, bk, ev, 'b3', 'vo', 9, kvRow, 'Vs', VS).map((l) => `      ${l}`),
+    ...[...(ahead ? [] : [...kCopy.load('j0'), ...vCopy.load('j0')]), ...kCopy.store, ...vCopy.store].map((l) => `      ${l}`),
     '      workgroupBarrier();',
     ...scores().map((l) => `      ${l}`),
     '      workgroupBarrier();',
+    ...(ahead ? [`      if (j0 + ${bk}u < kend) {`, ...[...kCopy.load(`j0 + ${bk}u`), ...vCopy.load(`j0 + ${bk}u`)].map((l) => `        ${l}`), '      }'] : []),
   );
   for (let r = 0; r < RPL; r++) {
     L.push(

@@ -20,11 +20,18 @@ import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type
 import { dataKind, groupsFor, kernelFor, words } from './template.js';
 import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
-import { matrixPrefillPlan, matrixPrefillSource } from './flash-attention-matrix.js';
+import { aheadApplies, matrixPrefillPlan, matrixPrefillSource } from './flash-attention-matrix.js';
 import { subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
 
 /** The largest head dim (query/key and value) of the flash kernels. */
 export const MAX_DIM = 256;
+/**
+ * Query rows per (batch, head) from which KILN_WEBGPU_ATTN_PREFILL=auto takes the float16 prefill
+ * on subgroup matrices: on an H100 it took 422 against 667 us (tiled) at 512 rows (the transformer
+ * block's attention) and 289 against 622 us at 1024, but 34 against 22 us at 128 (a Qwen3-0.6B
+ * prefill: its 128 one-subgroup workgroups wait out each block's round trips).
+ */
+export const MATRIX_MIN_ROWS = 256;
 /** Query rows per (batch, head) at or below which the decode kernel runs. */
 const DECODE_ROWS = 8;
 /** Workgroups below which decode splits the keys. */
@@ -63,10 +70,11 @@ function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kin
   const maxInv = Math.min(lim.maxComputeInvocationsPerWorkgroup ?? 256, lim.maxComputeWorkgroupSizeX ?? 256);
   const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxComputeWorkgroupStorageSize ?? 16384, maxInv, emulate ? 4 : 2);
   if (plan === null) return false;
-  const k = kernelFor(`attn.prefill.matrix.${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => matrixPrefillSource(kinds, plan, { emulate }));
+  const ahead = aheadApplies(plan, kinds.e, kinds.ev, getOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD'));
+  const k = kernelFor(`attn.prefill.matrix.${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${ahead ? '.ahead' : ''}${emulate ? '.emu' : ''}`, () => matrixPrefillSource(kinds, plan, { emulate, ahead }));
   acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / (plan.sgs * plan.t)), 1));
   prefillStats.matrix++;
-  prefillStats.matrixPlans.add(`t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}`);
+  prefillStats.matrixPlans.add(`t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}${ahead ? ' ahead' : ''}`);
   return true;
 }
 
@@ -128,7 +136,7 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   const tag = `${kinds.x}.${e}.${ev}.${kinds.mask ?? ''}${kinds.maskBool ? 'b' : ''}`;
   if (!decode) {
     const form = getOption('KILN_WEBGPU_ATTN_PREFILL');
-    if (form === 'matrix' && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag)) return o;
+    if ((form === 'matrix' || (form === 'auto' && l >= MATRIX_MIN_ROWS)) && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag)) return o;
     const plan = form !== 'rows' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
     if (plan) {
       const w = getOption('KILN_WEBGPU_ATTN_WORDS') ? tiledWordWidth(kinds.x) : null;
