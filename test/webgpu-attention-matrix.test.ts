@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as kiln from '../src/index.js';
 import { emulateSubgroupMatrix } from '../src/kernels/webgpu/linalg.js';
-import { prefillStats } from '../src/kernels/webgpu/flash-attention.js';
+import { MATRIX_MIN_ROWS, prefillStats } from '../src/kernels/webgpu/flash-attention.js';
 import { matrixPrefillBytes, matrixPrefillPlan } from '../src/kernels/webgpu/flash-attention-matrix.js';
 import { setOption } from '../src/runtime/config.js';
 import { makeTensor, randomValues } from './helpers/make.js';
@@ -153,4 +153,25 @@ test('matrix prefill plans: subgroups a workgroup follow the work, blocks shrink
   assert.equal(matrixPrefillPlan(16, 32, 1024, 512, 256, 256, 16384, 1024), null);
   // Head dims that are not whole matrices have no plan.
   assert.equal(matrixPrefillPlan(16, 32, 16, 128, 72, 64, 49152, 1024), null);
+});
+
+test('KILN_WEBGPU_ATTN_PREFILL=auto takes the matrix kernel from MATRIX_MIN_ROWS rows a head, the tiled kernel below and where head dims are not whole matrices', { skip }, () => {
+  const run = (c: Case): { matrix: number; tiled: number; failed: string | null } => {
+    const m0 = prefillStats.matrix;
+    const t0 = prefillStats.tiled;
+    if (!hasF16) emulateSubgroupMatrix({ m: 8, n: 8, k: 8, sg: 8 });
+    try {
+      const failed = check(c, 500);
+      return { matrix: prefillStats.matrix - m0, tiled: prefillStats.tiled - t0, failed };
+    } finally {
+      if (!hasF16) emulateSubgroupMatrix(null);
+    }
+  };
+  const long = run({ label: 'auto, causal, MATRIX_MIN_ROWS rows', q: [1, 1, MATRIX_MIN_ROWS, 16], k: [1, 1, MATRIX_MIN_ROWS, 16], causal: true });
+  assert.deepEqual(long, { matrix: 1, tiled: 0, failed: null });
+  const short = run({ label: 'auto, causal, 40 rows', q: [1, 2, 40, 16], k: [1, 2, 40, 16], causal: true });
+  assert.deepEqual(short, { matrix: 0, tiled: 1, failed: null });
+  // Value head dim 20: not whole 8 x 8 (or 16 x 16) matrices, so even a long prefill stays tiled.
+  const odd = run({ label: 'auto, head dim 20', q: [1, 1, MATRIX_MIN_ROWS, 24], k: [1, 1, MATRIX_MIN_ROWS, 24], ev: 20 });
+  assert.deepEqual(odd, { matrix: 0, tiled: 1, failed: null });
 });
