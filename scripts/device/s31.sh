@@ -39,7 +39,11 @@ elif [ "$part" = final ]; then
   go tests && { wg $K 120 node --test dist/test/webgpu-attention-matrix.test.js dist/test/webgpu-attention.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
   go attn-qwen && { wg $K 100 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 128,256,512,1024 --forms "tiled, word copies;matrix;matrix ahead" --json "$out/attn-qwen.json" > "$out/attn-qwen.txt" 2>&1; el "attention qwen3 heads rc=$?"; grep -E "^float" "$out/attn-qwen.txt" | tee -a "$out/summary.txt"; }
   go attn-block && { wg $K 60 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 512 --shape 8,16,16,64 --forms "tiled, word copies;matrix;matrix ahead" --json "$out/attn-block.json" > "$out/attn-block.txt" 2>&1; el "attention block shape rc=$?"; grep -E "^float" "$out/attn-block.txt" | tee -a "$out/summary.txt"; }
-  [ -z "${NO_SWEEP:-}" ] && go gemm-big && { wg $K 90 node dist/bench/webgpu-gemm-shapes.js --shapes mlp,block --plans "auto;2,2,4,4,4;2,2,4,4,2,stages=2;2,4,4,2,2;2,4,4,2,2,stages=2" --json "$out/gemm-big.json" > "$out/gemm-big.txt" 2>&1; el "gemm mlp/block plans rc=$?"; grep -E "^(mlp|block)" "$out/gemm-big.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  # One-subgroup workgroups: a barrier stalls one warp while other workgroups' warps multiply
+  # (webgpu-mma-peak: a 4-subgroup step with two barriers per 16 multiplies reads 220 of 656 TFLOP/s).
+  plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,2,4,2;1,2,4,4,2;2,2,4,4,4"}
+  [ -z "${NO_SWEEP:-}" ] && go gemm-qwen && { wg $K 90 node dist/bench/webgpu-gemm-shapes.js --shapes qwen3 --plans "$plans" --cold 8 --json "$out/gemm-qwen.json" > "$out/gemm-qwen.txt" 2>&1; el "gemm qwen3 plans (cold) rc=$?"; grep -E "^qwen3" "$out/gemm-qwen.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  [ -z "${NO_SWEEP:-}" ] && go gemm-big && { wg $K 90 node dist/bench/webgpu-gemm-shapes.js --shapes mlp,block --plans "$plans" --json "$out/gemm-big.json" > "$out/gemm-big.txt" 2>&1; el "gemm mlp/block plans rc=$?"; grep -E "^(mlp|block)" "$out/gemm-big.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   ahead=$(python3 - "$out/attn-block.json" <<'PY'
 import json, sys
 try:
@@ -50,7 +54,7 @@ except Exception:
 PY
 )
   el "table with KILN_WEBGPU_ATTN_MATRIX_AHEAD=$ahead"
-  go table && { KILN_WEBGPU_ATTN_MATRIX_AHEAD=$ahead KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=200 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 32 "$out/table.txt" | tee -a "$out/summary.txt"; }
+  [ -z "${NO_TABLE:-}" ] && go table && { KILN_WEBGPU_ATTN_MATRIX_AHEAD=$ahead KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=200 WT_CUDA_S=130 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 32 "$out/table.txt" | tee -a "$out/summary.txt"; }
 elif [ "$part" = attn ] || [ "$part" = mma ]; then
   if [ "$part" = attn ]; then
     go tests && { wg $K 150 node --test dist/test/webgpu-attention-matrix.test.js dist/test/webgpu-attention.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
