@@ -29,9 +29,10 @@ export const MAX_DIM = 256;
  * Query rows per (batch, head) from which KILN_WEBGPU_ATTN_PREFILL=auto takes the float16 prefill
  * on subgroup matrices: on an H100 it took 422 against 667 us (tiled) at 512 rows (the transformer
  * block's attention) and 289 against 622 us at 1024, but 34 against 22 us at 128 (a Qwen3-0.6B
- * prefill: its 128 one-subgroup workgroups wait out each block's round trips).
+ * prefill: its 128 one-subgroup workgroups wait out each block's round trips). 256 rows is not
+ * measured, so the switch is at the shortest length measured faster.
  */
-export const MATRIX_MIN_ROWS = 256;
+export const MATRIX_MIN_ROWS = 512;
 /** Query rows per (batch, head) at or below which the decode kernel runs. */
 const DECODE_ROWS = 8;
 /** Workgroups below which decode splits the keys. */
