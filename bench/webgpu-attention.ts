@@ -31,15 +31,14 @@ const reps = Number(flag('--reps') ?? 9);
 const [B, H, HKV, E] = (flag('--shape') ?? '1,16,8,128').split(',').map(Number) as [number, number, number, number];
 const only = flag('--forms')?.split(';');
 
-const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix'; words: boolean; store?: 'exact'; ahead?: boolean }[] = [
+const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix'; words: boolean; store?: 'exact' }[] = [
   { name: 'rows', prefill: 'rows', words: false },
   { name: 'tiled, scalar copies', prefill: 'tiled', words: false },
   { name: 'tiled, word copies', prefill: 'tiled', words: true },
   // float16 only: stores rounded by the integer code whatever the probe says (KILN_WEBGPU_F16_STORE=exact).
   { name: 'tiled, words, exact store', prefill: 'tiled', words: true, store: 'exact' },
   // float16 only: subgroup matrices where the device has them (else it runs the tiled kernel).
-  { name: 'matrix', prefill: 'matrix', words: true, ahead: false },
-  { name: 'matrix ahead', prefill: 'matrix', words: true, ahead: true },
+  { name: 'matrix', prefill: 'matrix', words: true },
 ];
 const FORMS = ALL_FORMS.filter((f) => only === undefined || only.includes(f.name));
 
@@ -55,13 +54,11 @@ for (const dtype of dtypes) {
     const outs = forms.map((f) => {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
       setOption('KILN_WEBGPU_ATTN_WORDS', f.words);
-      setOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD', f.ahead);
       try {
         return kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, H !== HKV).to('float32');
       } finally {
         setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
         setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
-        setOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD', undefined);
       }
     });
     const diffs = outs.map((o) => Number(kiln.max(kiln.abs(kiln.sub(o, outs[0]!))).item()));
@@ -69,14 +66,12 @@ for (const dtype of dtypes) {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
       setOption('KILN_WEBGPU_ATTN_WORDS', f.words);
       setOption('KILN_WEBGPU_F16_STORE', f.store);
-      setOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD', f.ahead);
       try {
         kiln.scope(() => void kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, H !== HKV));
       } finally {
         setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
         setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
         setOption('KILN_WEBGPU_F16_STORE', undefined);
-        setOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD', undefined);
       }
     });
     const ms = deviceMsPerCall(fns, reps, calls);

@@ -91,12 +91,11 @@ const CASES: Case[] = [
   { label: 'causal, 256 heads of 33 rows, E 16', q: [16, 16, 33, 16], k: [16, 16, 33, 16], causal: true },
 ];
 
-function failures(sg: number, cases: readonly Case[], ahead: boolean): { failed: string[]; plans: string[] } {
+function failures(sg: number, cases: readonly Case[]): { failed: string[]; plans: string[] } {
   const failed: string[] = [];
   const before = prefillStats.matrix;
   prefillStats.matrixPlans.clear();
   setOption('KILN_WEBGPU_ATTN_PREFILL', 'matrix');
-  setOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD', ahead);
   if (!hasF16) emulateSubgroupMatrix({ m: 8, n: 8, k: 8, sg });
   try {
     cases.forEach((c, i) => {
@@ -109,34 +108,28 @@ function failures(sg: number, cases: readonly Case[], ahead: boolean): { failed:
     });
   } finally {
     setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
-    setOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD', undefined);
     if (!hasF16) emulateSubgroupMatrix(null);
   }
   assert.equal(prefillStats.matrix - before, cases.length, `every case ran the matrix kernel (plans ${[...prefillStats.matrixPlans].join(', ')})`);
   return { failed, plans: [...prefillStats.matrixPlans] };
 }
 
-// Subgroups of 8: every case (one row an invocation), blocks loaded ahead (where a plan's words fit); of 16 (a row's keys
-// over two invocations, merged) and of 4 (two rows an invocation), each block loaded where it is
-// stored: the cases that reach those paths' edges, since the emulation is slow on
-// SwiftShader. On a GPU: every case, both forms.
-const RUNS: [number, readonly Case[], boolean][] = hasF16
-  ? [
-      [0, CASES, false],
-      [0, CASES, true],
-    ]
+// Subgroups of 8: every case (one row an invocation); of 16 (a row's keys over two invocations,
+// merged) and of 4 (two rows an invocation): the cases that reach those paths' edges, since the
+// emulation is slow on SwiftShader. On a GPU: every case on the real matrices.
+const RUNS: [number, readonly Case[]][] = hasF16
+  ? [[0, CASES]]
   : [
-      [8, CASES, true],
-      [16, CASES.slice(0, 7), false],
-      [4, [CASES[3]!, CASES[7]!], false],
+      [8, CASES],
+      [16, CASES.slice(0, 7)],
+      [4, [CASES[3]!, CASES[7]!]],
     ];
-for (const [sg, cases, ahead] of RUNS) {
-  test(`float16 attention prefill on ${hasF16 ? "the device's" : `emulated (subgroups of ${sg})`} subgroup matrices matches float64${ahead ? ', blocks loaded ahead' : ''}`, { skip }, () => {
-    const { failed, plans } = failures(sg, cases, ahead);
+for (const [sg, cases] of RUNS) {
+  test(`float16 attention prefill on ${hasF16 ? "the device's" : `emulated (subgroups of ${sg})`} subgroup matrices matches float64`, { skip }, () => {
+    const { failed, plans } = failures(sg, cases);
     assert.deepEqual(failed, [], `${failed.length} cases differ:\n${failed.join('\n')}`);
     // The wide case takes more than one subgroup a workgroup where the memory allows.
     if (cases.includes(CASES[8]!)) assert.ok(plans.some((p) => !p.includes('sgs1')), `plans ${plans.join(', ')}`);
-    assert.equal(plans.some((p) => p.endsWith('ahead')), ahead, `plans ${plans.join(', ')}`);
   });
 }
 

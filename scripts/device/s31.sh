@@ -18,7 +18,8 @@
 #          more multiplies a barrier on the mlp / block shapes (informational); then the table
 #          (webgpu-table.sh webgpu,cuda into $OUT/wt) with the build's defaults, and with
 #          KILN_WEBGPU_ATTN_MATRIX_AHEAD=1 where this call measured the ahead form faster at the
-#          block's shape (the table's env says which).
+#          block's shape (the table's env says which). The ahead form measured slower and was
+#          dropped after this part ran (code in 70dd1d3); its bench form and option are gone.
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S31_DEADLINE s); logs and JSON under
 # $OUT/s31-PART come back as one tarball, the summary printed last.

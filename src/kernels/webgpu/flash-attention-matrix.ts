@@ -23,10 +23,8 @@
  *
  * Query, keys and values are read as 16-byte words (the host checked flash-attention.ts's
  * wordAligned); the query tile stays in workgroup memory for the launch and its matrices are
- * loaded once into registers. With `ahead` (KILN_WEBGPU_ATTN_MATRIX_AHEAD) a block's words are
- * loaded into registers while the block before it computes its softmax, and stored at the top of
- * their own block: on NVIDIA a workgroup barrier also waits for the invocation's loads in flight,
- * so loads issued right before a barrier expose their whole latency.
+ * loaded once into registers. (Session 31 also loaded each block's words while the block before it computed its
+ * softmax: 158 -> 167 us at 512 rows on an H100, slower; dropped, code in 70dd1d3.)
  *
  * `emulate` (tests): the same kernel without shader-f16, subgroups or subgroup matrices, as the
  * staged GEMM's emulation does it (gemm-subgroup-matrix-staged.ts): a "subgroup" is sg consecutive
@@ -171,15 +169,6 @@ function emulatedDialect(t: number, sg: number): Dialect {
   };
 }
 
-/** The most 16-byte words (4 registers each) of keys and values an invocation holds across a block with `ahead`. */
-const AHEAD_WORDS = 16;
-
-/** Whether the `ahead` form applies to a plan and head dims (else the kernel loads each block where it stores it). */
-export function aheadApplies(plan: MatrixPrefillPlan, e: number, ev: number, wanted: boolean): boolean {
-  const wg = plan.sgs * plan.sg;
-  return wanted && Math.ceil((plan.bk * e) / W / wg) + Math.ceil((plan.bk * ev) / W / wg) <= AHEAD_WORDS;
-}
-
 /** A copy of rows of 16-byte words into a tile, in halves: the loads into registers, the stores. */
 interface WordCopy {
   /** Register declarations (once, before any loop that holds them). */
@@ -188,8 +177,6 @@ interface WordCopy {
   load(start: string): string[];
   /** The stores of the registers into the tile (the loads must have run). */
   readonly store: string[];
-  /** Registers an invocation holds. */
-  readonly words: number;
 }
 
 /**
@@ -216,11 +203,11 @@ function wordCopy(D: Dialect, wg: number, rows: number, dim: number, b: string, 
     const puts = [0, 1, 2, 3].map((p) => `let h${p} = ${D.unpack(`${name}${u}[${p}]`)}; ${arr}[at + ${2 * p}u] = h${p}.x; ${arr}[at + ${2 * p + 1}u] = h${p}.y;`);
     store.push(`{ let z = lid + ${u * wg}u; ${guard}{ let at = (z / ${per}u) * ${stride}u + (z % ${per}u) * ${W}u; ${puts.join(' ')} } }`);
   }
-  return { decl, load, store, words: n };
+  return { decl, load, store };
 }
 
 /** The kernel for `k` (x 'f16', or 'f16p' emulated) under `plan`; metadata as the row kernel's (flash-attention-source.ts). */
-export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean; ahead?: boolean } = {}): string {
+export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
   const emulate = opts.emulate === true;
   const { e, ev, x } = k;
   if (x !== (emulate ? 'f16p' : 'f16')) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix attention prefill takes float16 (${emulate ? 'f16p' : 'f16'}), got ${x}`);
@@ -259,10 +246,6 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
   const qCopy = wordCopy(D, WG, BQ, e, 'b1', 'qo', 5, (start, r) => ({ index: `min(${start} + ${r}, L - 1u)`, ok: `${start} + ${r} < L` }), 'Qs', QS, 'wq');
   const kCopy = wordCopy(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS, 'wk');
   const vCopy = wordCopy(D, WG, bk, ev, 'b3', 'vo', 9, kvRow, 'Vs', VS, 'wv');
-  // ahead: a block's keys (and values) are loaded while the block before it computes its
-  // softmax, and stored at the top of their own block (a barrier waits for a thread's loads).
-  // (Held across a block's compute: only while both copies take at most AHEAD_WORDS registers.)
-  const ahead = aheadApplies(plan, e, ev, opts.ahead === true);
   // S = q k^T for this block into the subgroup's scratch.
   const scores = (): string[] => {
     const o: string[] = [];
@@ -308,14 +291,12 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     `    var mr: array<f32, ${RPL}>; var lr: array<f32, ${RPL}>; var bad: array<bool, ${RPL}>;`,
     `    for (var u = 0u; u < ${RPL}u; u++) { mr[u] = ${NEG_MAX}; lr[u] = 0.0f; bad[u] = false; }`,
     // Pass 1: each row's maximum and sum of exponentials (online, per invocation).
-    ...(ahead ? kCopy.load('0u').map((l) => `    ${l}`) : []),
     `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
     '      workgroupBarrier();',
-    ...[...(ahead ? [] : kCopy.load('j0')), ...kCopy.store].map((l) => `      ${l}`),
+    ...[...kCopy.load('j0'), ...kCopy.store].map((l) => `      ${l}`),
     '      workgroupBarrier();',
     ...scores().map((l) => `      ${l}`),
     '      workgroupBarrier();',
-    ...(ahead ? [`      if (j0 + ${bk}u < kend) {`, ...kCopy.load(`j0 + ${bk}u`).map((l) => `        ${l}`), '      }'] : []),
   );
   for (let r = 0; r < RPL; r++) {
     L.push(
@@ -345,14 +326,12 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
   // Pass 2: p = exp(s - max) as float16 into P, the output accumulators += P v.
   for (let v = 0; v < VQ; v++) L.push(`    var o${v} = ${D.result}();`);
   L.push(
-    ...(ahead ? [...kCopy.load('0u'), ...vCopy.load('0u')].map((l) => `    ${l}`) : []),
     `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
     '      workgroupBarrier();',
-    ...[...(ahead ? [] : [...kCopy.load('j0'), ...vCopy.load('j0')]), ...kCopy.store, ...vCopy.store].map((l) => `      ${l}`),
+    ...[...kCopy.load('j0'), ...vCopy.load('j0'), ...kCopy.store, ...vCopy.store].map((l) => `      ${l}`),
     '      workgroupBarrier();',
     ...scores().map((l) => `      ${l}`),
     '      workgroupBarrier();',
-    ...(ahead ? [`      if (j0 + ${bk}u < kend) {`, ...[...kCopy.load(`j0 + ${bk}u`), ...vCopy.load(`j0 + ${bk}u`)].map((l) => `        ${l}`), '      }'] : []),
   );
   for (let r = 0; r < RPL; r++) {
     L.push(

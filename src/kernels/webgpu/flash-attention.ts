@@ -20,7 +20,7 @@ import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type
 import { dataKind, groupsFor, kernelFor, words } from './template.js';
 import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
-import { aheadApplies, matrixPrefillPlan, matrixPrefillSource } from './flash-attention-matrix.js';
+import { matrixPrefillPlan, matrixPrefillSource } from './flash-attention-matrix.js';
 import { subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
 
 /** The largest head dim (query/key and value) of the flash kernels. */
@@ -29,8 +29,8 @@ export const MAX_DIM = 256;
  * Query rows per (batch, head) from which KILN_WEBGPU_ATTN_PREFILL=auto takes the float16 prefill
  * on subgroup matrices: on an H100 it took 422 against 667 us (tiled) at 512 rows (the transformer
  * block's attention) and 289 against 622 us at 1024, but 34 against 22 us at 128 (a Qwen3-0.6B
- * prefill: its 128 one-subgroup workgroups wait out each block's round trips). 256 rows is not
- * measured, so the switch is at the shortest length measured faster.
+ * prefill: its 128 one-subgroup workgroups wait out each block's round trips) and 101 against 69
+ * us at 256 (bench/results/h100-s31-final-2026-12-06.json).
  */
 export const MATRIX_MIN_ROWS = 512;
 /** Query rows per (batch, head) at or below which the decode kernel runs. */
@@ -71,11 +71,10 @@ function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kin
   const maxInv = Math.min(lim.maxComputeInvocationsPerWorkgroup ?? 256, lim.maxComputeWorkgroupSizeX ?? 256);
   const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxComputeWorkgroupStorageSize ?? 16384, maxInv, emulate ? 4 : 2);
   if (plan === null) return false;
-  const ahead = aheadApplies(plan, kinds.e, kinds.ev, getOption('KILN_WEBGPU_ATTN_MATRIX_AHEAD'));
-  const k = kernelFor(`attn.prefill.matrix.${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${ahead ? '.ahead' : ''}${emulate ? '.emu' : ''}`, () => matrixPrefillSource(kinds, plan, { emulate, ahead }));
+  const k = kernelFor(`attn.prefill.matrix.${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => matrixPrefillSource(kinds, plan, { emulate }));
   acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / (plan.sgs * plan.t)), 1));
   prefillStats.matrix++;
-  prefillStats.matrixPlans.add(`t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}${ahead ? ' ahead' : ''}`);
+  prefillStats.matrixPlans.add(`t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}`);
   return true;
 }
 
