@@ -256,6 +256,16 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     }
     return o;
   };
+  // A pass's block loop head: the block's words to their tiles (every load before any store), then
+  // this block's scores in each subgroup's scratch, published by a barrier.
+  const blockStart = (copies: readonly WordCopy[]): string[] => [
+    `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
+    '      workgroupBarrier();',
+    ...[...copies.flatMap((c) => c.load('j0')), ...copies.flatMap((c) => c.store)].map((l) => `      ${l}`),
+    '      workgroupBarrier();',
+    ...scores().map((l) => `      ${l}`),
+    '      workgroupBarrier();',
+  ];
   // Score s of key jj for row `row` (i, ir, live from it), with ok: the key counts.
   const score = (row: string): string[] => [
     `let jj = ${part} + u * ${KPL}u; let jr = j0 + jj; let ir = i0 + rg * ${t}u + ${row}; let live = ir < L;`,
@@ -291,12 +301,7 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     `    var mr: array<f32, ${RPL}>; var lr: array<f32, ${RPL}>; var bad: array<bool, ${RPL}>;`,
     `    for (var u = 0u; u < ${RPL}u; u++) { mr[u] = ${NEG_MAX}; lr[u] = 0.0f; bad[u] = false; }`,
     // Pass 1: each row's maximum and sum of exponentials (online, per invocation).
-    `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
-    '      workgroupBarrier();',
-    ...[...kCopy.load('j0'), ...kCopy.store].map((l) => `      ${l}`),
-    '      workgroupBarrier();',
-    ...scores().map((l) => `      ${l}`),
-    '      workgroupBarrier();',
+    ...blockStart([kCopy]),
   );
   for (let r = 0; r < RPL; r++) {
     L.push(
@@ -326,12 +331,7 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
   // Pass 2: p = exp(s - max) as float16 into P, the output accumulators += P v.
   for (let v = 0; v < VQ; v++) L.push(`    var o${v} = ${D.result}();`);
   L.push(
-    `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
-    '      workgroupBarrier();',
-    ...[...kCopy.load('j0'), ...vCopy.load('j0'), ...kCopy.store, ...vCopy.store].map((l) => `      ${l}`),
-    '      workgroupBarrier();',
-    ...scores().map((l) => `      ${l}`),
-    '      workgroupBarrier();',
+    ...blockStart([kCopy, vCopy]),
   );
   for (let r = 0; r < RPL; r++) {
     L.push(
