@@ -21,7 +21,7 @@ import { dataKind, groupsFor, kernelFor, words } from './template.js';
 import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
 import { matrixPrefillPlan, matrixPrefillSource } from './flash-attention-matrix.js';
-import { subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
+import { stagedLimits, subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
 
 /** The largest head dim (query/key and value) of the flash kernels. */
 export const MAX_DIM = 256;
@@ -67,9 +67,8 @@ function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kin
   if ('reason' in sm || sm.m !== sm.n || sm.m !== sm.k) return false;
   if (![query, key, value].every((t) => wordAligned(t, 8))) return false;
   const acc = webgpu();
-  const lim = acc.bridge.adapter.limits;
-  const maxInv = Math.min(lim.maxComputeInvocationsPerWorkgroup ?? 256, lim.maxComputeWorkgroupSizeX ?? 256);
-  const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxComputeWorkgroupStorageSize ?? 16384, maxInv, emulate ? 4 : 2);
+  const lim = stagedLimits();
+  const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxWorkgroupBytes, lim.maxInvocations, emulate ? 4 : 2);
   if (plan === null) return false;
   const k = kernelFor(`attn.prefill.matrix.${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => matrixPrefillSource(kinds, plan, { emulate }));
   acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / (plan.sgs * plan.t)), 1));

@@ -237,7 +237,8 @@ export function subgroupMatrixKernel(spec: GemmSpec, plan: SubgroupMatrixPlan): 
 /** Staged plans by KILN_WEBGPU_SM_PLAN ('' for the planner's): the plan, or null where no tile fits. */
 const stagedPlans = new Map<string, StagedPlan | null>();
 
-function stagedLimits(): StagedLimits {
+/** The device's limits a workgroup of the matrix kernels must fit (the staged GEMM, the matrix attention prefill). */
+export function stagedLimits(): StagedLimits {
   const l = webgpu().bridge.adapter.limits;
   return { maxInvocations: Math.min(l.maxComputeInvocationsPerWorkgroup ?? 256, l.maxComputeWorkgroupSizeX ?? 256), maxWorkgroupBytes: l.maxComputeWorkgroupStorageSize ?? 16384 };
 }
