@@ -4,7 +4,8 @@
  * planner's choice per shape class can follow measurements instead of the square 4096^3 / 8192^3
  * sweeps (scripts/device/wggemm-sweep.mjs) it was tuned on. Shapes (linear: x [M, K] @ w[N, K]^T):
  * a 128-token Qwen3-0.6B prefill's projections and LM head, mlp-2048x4096's layers and the
- * transformer block's (4096 tokens, dim 1024).
+ * transformer block's (4096 tokens, dim 1024), and conv-stack's two float16 convolutions as the
+ * im2col route's GEMMs (group conv).
  *
  * Each variant sets options for the call only ('auto' is the build's defaults; a plan string is a
  * KILN_WEBGPU_SM_PLAN; 'nosplit' is KILN_WEBGPU_GEMM_SMALL=0). Device time per call from timestamp
@@ -17,7 +18,7 @@
  * over N copies of the weight (N x its bytes past the 50 MB L2 of an H100 or H200), so each call
  * reads its weight from DRAM, as a forward pass does; the default reuses one (warm in L2).
  *
- *   node dist/bench/webgpu-gemm-shapes.js [--shapes qwen3,mlp,block] [--plans "p1;p2"] [--calls 20]
+ *   node dist/bench/webgpu-gemm-shapes.js [--shapes qwen3,mlp,block,conv] [--plans "p1;p2"] [--calls 20]
  *        [--reps 7] [--cold N] [--json out.json]
  */
 import fs from 'node:fs';
@@ -54,6 +55,9 @@ const SHAPES: readonly Shape[] = [
   { group: 'block', name: 'proj', m: 4096, n: 1024, k: 1024, bias: true },
   { group: 'block', name: 'fc1', m: 4096, n: 4096, k: 1024, bias: true },
   { group: 'block', name: 'fc2', m: 4096, n: 1024, k: 4096, bias: true },
+  // conv-stack's float16 convolutions as conv-im2col.ts runs them: im2col [pixels, Kp] @ Wp[64, Kp]^T.
+  { group: 'conv', name: '3x3', m: 200704, n: 64, k: 576, bias: true },
+  { group: 'conv', name: '7x7', m: 200704, n: 64, k: 152, bias: true },
 ];
 
 const DEFAULT_PLANS = [

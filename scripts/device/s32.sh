@@ -3,7 +3,8 @@
 # (bash .device/run.sh bash scripts/device/s32.sh PART):
 #   sweep  #20: float16 GEMM plans side by side (bench/webgpu-gemm-shapes.js, KILN_WEBGPU_SM_PLAN)
 #          on the Qwen3 prefill shapes (cold weights) and the mlp / block shapes: one-subgroup
-#          workgroups and double-buffered tiles against the planner's plan (SWEEP_PLANS overrides).
+#          workgroups and double-buffered tiles against the planner's plan (SWEEP_PLANS overrides);
+#          conv-stack's im2col GEMMs (N = 64) under taller plans (CONV_PLANS); the conv profile.
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S32_DEADLINE s); logs and JSON under
 # $OUT/s32-PART come back as one tarball, the summary printed last.
@@ -16,6 +17,8 @@ if [ "$part" = sweep ]; then
   plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,2,4,2;1,2,4,4,2;2,2,4,4,4;1,1,4,4,2,stages=2;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
   go gemm-qwen && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes qwen3 --plans "$plans" --cold 8 --json "$out/gemm-qwen.json" > "$out/gemm-qwen.txt" 2>&1; el "gemm qwen3 plans (cold) rc=$?"; grep -E "^qwen3" "$out/gemm-qwen.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go gemm-big && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes mlp,block --plans "$plans" --json "$out/gemm-big.json" > "$out/gemm-big.txt" 2>&1; el "gemm mlp/block plans rc=$?"; grep -E "^(mlp|block)" "$out/gemm-big.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
+  cplans=${CONV_PLANS:-"auto;1,1,4,4,2;2,1,4,4,2;4,1,4,4,2;2,1,4,4,2,stages=2;4,1,4,4,2,stages=2;2,2,4,2,2,stages=2"}
+  go gemm-conv && { wg $K 120 node dist/bench/webgpu-gemm-shapes.js --shapes conv --plans "$cplans" --json "$out/gemm-conv.json" > "$out/gemm-conv.txt" 2>&1; el "gemm conv plans rc=$?"; grep -E "^conv" "$out/gemm-conv.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go conv-prof && { wg $K 90 node dist/bench/webgpu-profile.js conv-stack float16 --top 25 --json "$out/wgprof-conv.json" > "$out/wgprof-conv.txt" 2>&1; el "webgpu conv profile rc=$?"; tail -n 8 "$out/wgprof-conv.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
 else
   el "unknown part $part"
