@@ -14,7 +14,7 @@ if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,
 session=s32
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = sweep ]; then
-  plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,2,4,2;1,2,4,4,2;2,2,4,4,4;1,1,4,4,2,stages=2;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
+  plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,4,4,8;1,1,2,4,2;1,2,4,4,2;2,2,4,4,4;1,1,4,4,2,stages=2;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
   go gemm-qwen && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes qwen3 --plans "$plans" --cold 8 --json "$out/gemm-qwen.json" > "$out/gemm-qwen.txt" 2>&1; el "gemm qwen3 plans (cold) rc=$?"; grep -E "^qwen3" "$out/gemm-qwen.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go gemm-big && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes mlp,block --plans "$plans" --json "$out/gemm-big.json" > "$out/gemm-big.txt" 2>&1; el "gemm mlp/block plans rc=$?"; grep -E "^(mlp|block)" "$out/gemm-big.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   cplans=${CONV_PLANS:-"auto;1,1,4,4,2;2,1,4,4,2;4,1,4,4,2;2,1,4,4,2,stages=2;4,1,4,4,2,stages=2;2,2,4,2,2,stages=2"}
