@@ -5,7 +5,10 @@
  * "2,2,2,2,2" as webgpu-sm-emulated.test.ts uses), so the weight packing, the input gather (zero
  * padding, stride, dilation, K padded to a 16-byte word) and the GEMM with its bias are checked
  * against float64 convolutions of the same rounded values. The pipeline keys show the GEMM ran
- * (the implicit GEMM compiles none). Needs an adapter that computes; skips on the null backend.
+ * (the implicit GEMM compiles none). conv2dBatchNorm's fused form of the same route (conv-bn.ts:
+ * BatchNorm folded into the packed weight and the GEMM's bias, ReLU in the epilogue) is checked
+ * against a float64 conv followed by the BatchNorm and ReLU written out with tensor ops.
+ * Needs an adapter that computes; skips on the null backend.
  * On a GPU with subgroup matrices the route runs unemulated (webgpu-subgroup-matrix.test.ts).
  */
 import assert from 'node:assert/strict';
@@ -15,6 +18,7 @@ import { emulateSubgroupMatrix, gemmPipelineKeys } from '../src/kernels/webgpu/l
 import { setOption } from '../src/runtime/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { closeF16, randnF16, webgpuSkipReason } from './helpers/webgpu.js';
+import { CONV_BN_CASES, convBnInputs, convBnReference, convBnWebgpu } from './helpers/conv-bn.js';
 
 // The emulation runs on packed float16 only (no shader-f16): a GPU with shader-f16 runs the real kernels instead.
 const skip = webgpuSkipReason() || (kiln.getAccelerator('webgpu').properties(0).features as readonly string[]).includes('shader-f16') ? 'the emulated kernels need a device without shader-f16 (real subgroup matrices: webgpu-subgroup-matrix.test.ts)' : false;
@@ -62,4 +66,28 @@ test('float16 conv2d through im2col and the (emulated) staged GEMM matches float
   const keys = gemmPipelineKeys().filter((k) => !before.has(k));
   assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,bias,'), `the staged GEMM ran with the bias (compiled: ${keys.join(' ')})`);
   assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,,'), `the staged GEMM ran without a bias (compiled: ${keys.join(' ')})`);
+});
+
+test('float16 conv2dBatchNorm folded into the im2col route (emulated staged GEMM) matches float64', { skip }, () => {
+  kiln.manualSeed(22);
+  const before = new Set(gemmPipelineKeys());
+  emulateSubgroupMatrix({ m: 8, n: 8, k: 8, sg: 8 });
+  setOption('KILN_WEBGPU_SM_PLAN', '2,2,2,2,2');
+  try {
+    for (const c of CONV_BN_CASES) {
+      const inputs = convBnInputs(c);
+      const want = convBnReference(c, inputs);
+      const got = convBnWebgpu(c, inputs);
+      assert.deepEqual([...got.shape], [...want.shape], c.label);
+      closeF16(got, want, c.label);
+      if (c.relu) assert.ok((got.to('cpu').toFlatArray() as number[]).every((v) => v >= 0), `${c.label}: the ReLU ran`);
+    }
+  } finally {
+    setOption('KILN_WEBGPU_SM_PLAN', undefined);
+    emulateSubgroupMatrix(null);
+  }
+  // The fold always gives the GEMM a bias (the BatchNorm's shift), and the ReLU is its epilogue's
+  // (the first test built the pipeline without the ReLU already).
+  const keys = gemmPipelineKeys().filter((k) => !before.has(k));
+  assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,bias,,relu'), `the staged GEMM ran with the shift and the ReLU (compiled: ${keys.join(' ')})`);
 });

@@ -126,7 +126,7 @@ test('float16 products on the staged subgroup matrix GEMM (KILN_WEBGPU_SM_KERNEL
   }
 });
 
-test('float16 small products (64x64 tiles, split K) and float16 conv2d through im2col on the staged GEMM match float64', { skip: webgpuSkipReason() }, async (t) => {
+test('float16 small products (64x64 tiles, split K), float16 conv2d and conv2dBatchNorm through im2col on the staged GEMM match float64', { skip: webgpuSkipReason() }, async (t) => {
   const { gemmPipelineKeys, subgroupMatrixPlan } = await import('../src/kernels/webgpu/linalg.js');
   const plan = subgroupMatrixPlan();
   if ('reason' in plan) {
@@ -158,10 +158,17 @@ test('float16 small products (64x64 tiles, split K) and float16 conv2d through i
     const want = kiln.nn.functional.conv2d(wide(x), wide(w), wide(b), s, p);
     closeF16(kiln.nn.functional.conv2d(x.to('webgpu').contiguous('channelsLast'), w.to('webgpu'), b.to('webgpu'), s, p), want, `conv2d C${C} ${k}x${k} s${s}`);
   }
+  // conv2dBatchNorm folded into the same route (conv-bn.ts), ReLU in the GEMM's epilogue.
+  const { CONV_BN_CASES, convBnInputs, convBnReference, convBnWebgpu } = await import('./helpers/conv-bn.js');
+  for (const c of CONV_BN_CASES) {
+    const inputs = convBnInputs(c);
+    closeF16(convBnWebgpu(c, inputs), convBnReference(c, inputs), `conv2dBatchNorm ${c.label}`);
+  }
   // Every GEMM pipeline of the process: the test before this one may already have built the same
   // 64x64-tile kernels (its small products split K too), so keys new to this test can be none.
   const keys = gemmPipelineKeys();
   assert.ok(keys.some((k) => k.startsWith('smstaged') && k.includes('.2x2.') && k.endsWith(',partial')), `split K ran on 64x64 tiles (compiled: ${keys.join(' ')})`);
   assert.ok(keys.some((k) => k.startsWith('combine,f16,bias')), `the combine added the bias (compiled: ${keys.join(' ')})`);
   assert.ok(keys.some((k) => k.startsWith('smstaged') && k.includes('x2.') && k.endsWith(',kk,bias,')), `a 64x64-tile product ran with the bias epilogue (compiled: ${keys.join(' ')})`);
+  assert.ok(keys.some((k) => k.startsWith('smstaged') && k.endsWith(',kk,bias,,relu')), `a conv2dBatchNorm ran with the ReLU epilogue (compiled: ${keys.join(' ')})`);
 });

@@ -79,22 +79,14 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
     out.dispose();
     throw unsupportedDtype(op, input);
   }
-  const batched = input.ndim === 4;
-  const [n, , h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];
-  const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
-  const two = (v: readonly number[]): [number, number] => [v[0]!, v[v.length - 1]!];
-  const [sh, sw] = two(stride as number[]);
-  const [dh, dw] = two(dilation as number[]);
-  const [pt, pb, pl, pr] = convPadding(op, padding as number[]);
-  const oh = convOutputSize(h, pt, pb, kh, sh, dh);
-  const ow = convOutputSize(w, pl, pr, kw, sw, dw);
+  const q = convGeometry(op, input, weight, stride as number[], padding as number[], dilation as number[], groups as number);
+  const { batched, n, h, w, o, cg, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, g } = q;
   const total = n * o * oh * ow;
   if (total === 0) return out;
   const four = (t: Tensor): number[] => (batched ? [...t.strides] : [0, ...t.strides]);
-  const g = groups as number;
   const hasBias = bias !== null && bias !== undefined;
   const bufs = [out.storage.buffer, input.storage.buffer, weight.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
-  if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM') && im2colConv(out, input, weight, bias ?? null, k.kind, { n, h, w, o, cg, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, g, batched })) return out;
+  if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM') && im2colConv(out, input, weight, bias ?? null, k.kind, q)) return out;
   if (o / g >= GEMM_MIN_OG && getOption('KILN_WEBGPU_CONV_GEMM')) {
     const xs = four(input);
     const og = o / g;
@@ -157,9 +149,32 @@ registerKernel(conv2d, 'webgpu', (ctx, input, weight, bias, stride, padding, dil
   return out;
 });
 
-interface ConvGeometry {
+export interface ConvGeometry {
   n: number; h: number; w: number; o: number; cg: number; kh: number; kw: number;
   sh: number; sw: number; dh: number; dw: number; pt: number; pl: number; oh: number; ow: number; g: number; batched: boolean;
+}
+
+/** The geometry of a conv2d call (an unbatched input is a batch of one; 2- or 4-value padding). */
+export function convGeometry(op: string, input: Tensor, weight: Tensor, stride: readonly number[], padding: readonly number[], dilation: readonly number[], g: number): ConvGeometry {
+  const batched = input.ndim === 4;
+  const [n, , h, w] = (batched ? input.shape : [1, ...input.shape]) as [number, number, number, number];
+  const [o, cg, kh, kw] = weight.shape as [number, number, number, number];
+  const two = (v: readonly number[]): [number, number] => [v[0]!, v[v.length - 1]!];
+  const [sh, sw] = two(stride);
+  const [dh, dw] = two(dilation);
+  const [pt, pb, pl, pr] = convPadding(op, padding);
+  const oh = convOutputSize(h, pt, pb, kh, sh, dh);
+  const ow = convOutputSize(w, pl, pr, kw, sw, dw);
+  return { n, h, w, o, cg, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, g, batched };
+}
+
+/**
+ * What a fused caller (conv-bn.ts) changes in the im2col route: `fold` rewrites the packed weight
+ * [O, Kp] in place and returns the bias the GEMM adds (or null); `relu` is the GEMM's epilogue ReLU.
+ */
+export interface Im2colEpilogue {
+  readonly fold: (packed: Tensor, Kp: number, K: number) => Tensor | null;
+  readonly relu: boolean;
 }
 
 /** Whether `t`'s buffer is whole u32 words (the gather reads 16-bit pairs as u32). */
@@ -169,8 +184,9 @@ const wholeU32 = (t: Tensor): boolean => t.storage.buffer.capacity % 4 === 0;
  * The float16 route of conv-im2col.ts, where it applies (one group, float16 on the staged subgroup
  * matrix GEMM, a channels_last output, A within a binding): weight packed, input gathered, one
  * GEMM with the bias in its epilogue. Returns false (nothing done) where it does not apply.
+ * With `epi` (conv2dBatchNorm) the packed weight is folded and the GEMM ends in its ReLU.
  */
-function im2colConv(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | null, kind: StorageKind, q: ConvGeometry): boolean {
+export function im2colConv(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | null, kind: StorageKind, q: ConvGeometry, epi?: Im2colEpilogue): boolean {
   if (q.g !== 1 || !getOption('KILN_WEBGPU_CONV_IM2COL') || !stagedGemmAvailable(kind)) return false;
   const os = q.batched ? out.strides : [0, ...out.strides];
   const M = q.n * q.oh * q.ow;
@@ -204,9 +220,11 @@ function im2colConv(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | n
     temps.push(wt);
     const flat = new TensorImpl(out.storage, out.dtype, [M, q.o], [q.o, 1], out.offset);
     temps.push(flat);
-    const b = bias === null ? null : new TensorImpl(bias.storage, bias.dtype, [q.o], [bias.strides[0] ?? 1], bias.offset);
+    const folded = epi ? epi.fold(wp, Kp, K) : bias;
+    if (epi && folded) temps.push(folded);
+    const b = folded === null ? null : new TensorImpl(folded.storage, folded.dtype, [q.o], [folded.strides[0] ?? 1], folded.offset);
     if (b) temps.push(b);
-    runGemm({ op: 'conv2d', out: flat, a, b: wt, batch: [], M, N: q.o, K: Kp, bias: b });
+    runGemm({ op: epi ? 'conv2dBatchNorm' : 'conv2d', out: flat, a, b: wt, batch: [], M, N: q.o, K: Kp, bias: b, relu: epi?.relu === true });
   } finally {
     for (const t of temps) t.dispose();
   }

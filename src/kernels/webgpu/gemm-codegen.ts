@@ -49,6 +49,12 @@ export interface GemmSpec {
   /** C is read back and added times beta (addmm). */
   readonly beta: boolean;
   /**
+   * ReLU on the finished value (after alpha, bias and beta), before the rounding store: a fused
+   * conv2dBatchNorm's activation. select(), not max(): max(NaN, 0) may be either operand in WGSL,
+   * and a NaN must stay NaN as relu's does.
+   */
+  readonly relu?: boolean;
+  /**
    * Split K: workgroup z is K slice z (kmeta[kc] elements); binding 0 is the f32 scratch
    * [slice][M][N] of raw sums (no alpha, bias or beta: generateGemmCombine applies them). c is 'f32'.
    */
@@ -81,12 +87,18 @@ export const GEMM_META = {
 } as const;
 
 export function gemmKey(s: GemmSpec): string {
-  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${s.tile === 'large' ? ',large' : ''}`;
+  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${s.tile === 'large' ? ',large' : ''}${reluKey(s.relu)}`;
 }
+
+/** The key suffix of the ReLU epilogue (empty without it, so existing keys stay as they were). */
+export const reluKey = (relu: boolean | undefined): string => (relu === true ? ',relu' : '');
+
+/** The epilogue's ReLU statement (none without it): see GemmSpec.relu. */
+export const reluStmt = (relu: boolean | undefined): string[] => (relu === true ? ['v = select(v, 0.0, v < 0.0);'] : []);
 
 /** Checks a split-K spec: raw f32 sums, no epilogue terms (the combine kernel applies them). */
 export function checkPartialSpec(s: GemmSpec): void {
-  if (s.partial === true && (s.c !== 'f32' || s.bias || s.beta)) throw new Error(`a split-K GEMM writes raw f32 sums (c 'f32', no bias or beta), got ${gemmKey(s)}`);
+  if (s.partial === true && (s.c !== 'f32' || s.bias || s.beta || s.relu === true)) throw new Error(`a split-K GEMM writes raw f32 sums (c 'f32', no bias, beta or relu), got ${gemmKey(s)}`);
 }
 
 export function generateGemm(s: GemmSpec): string {
@@ -123,13 +135,14 @@ export function generateGemm(s: GemmSpec): string {
       `var v = alpha * ${acc};`,
       ...(s.bias ? [`{ let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(s.c, 'bias', 'ib', false)}; }`] : []),
       ...(s.beta ? [`v = v + beta * ${loadExpr(s.c, 'c', 'ic', true)};`] : []),
+      ...reluStmt(s.relu),
       storeStmt(s.c, 'c', 'ic', 'v'),
     ],
   }, s.tile === 'large' ? 'large' : 'small');
 }
 
 /** The combine's key (its pipeline depends on the output kind and the epilogue terms only). */
-export const gemmCombineKey = (c: StorageKind, bias: boolean, beta: boolean): string => `combine,${c},${bias ? 'bias' : ''},${beta ? 'beta' : ''}`;
+export const gemmCombineKey = (c: StorageKind, bias: boolean, beta: boolean, relu = false): string => `combine,${c},${bias ? 'bias' : ''},${beta ? 'beta' : ''}${reluKey(relu)}`;
 
 /** Invocations per workgroup of the combine kernel. */
 export const GEMM_COMBINE_WG = 256;
@@ -137,10 +150,10 @@ export const GEMM_COMBINE_WG = 256;
 /**
  * The split-K combine: one invocation per output element (grid-stride) sums its kmeta[batch]
  * slices' raw f32 sums in slice order from the scratch [slice][M][N] (binding 1), then applies
- * alpha, bias and beta as generateGemm's epilogue does and rounds once to C's kind (binding 0 at
- * its offset and strides). Bindings: c, scratch, bias (optional), kmeta (GEMM_META words).
+ * alpha, bias, beta (and ReLU) as generateGemm's epilogue does and rounds once to C's kind (binding
+ * 0 at its offset and strides). Bindings: c, scratch, bias (optional), kmeta (GEMM_META words).
  */
-export function generateGemmCombine(c: StorageKind, bias: boolean, beta: boolean): string {
+export function generateGemmCombine(c: StorageKind, bias: boolean, beta: boolean, relu = false): string {
   const m = GEMM_META;
   const lines: string[] = [];
   if (c === 'f16') lines.push('enable f16;');
@@ -165,6 +178,7 @@ export function generateGemmCombine(c: StorageKind, bias: boolean, beta: boolean
     '    var v = alpha * s;',
     ...(bias ? [`    { let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(c, 'bias', 'ib', false)}; }`] : []),
     ...(beta ? [`    v = v + beta * ${loadExpr(c, 'c', 'ic', true)};`] : []),
+    ...reluStmt(relu).map((x) => `    ${x}`),
     `    ${storeStmt(c, 'c', 'ic', 'v').replace(/\n/g, '\n    ')}`,
     '  }',
     '}',

@@ -15,6 +15,7 @@ import './scatter.js';
 import './masked.js';
 import './pool.js';
 import './conv.js';
+import './conv-bn.js';
 import './dropout.js';
 import './attention.js';
 import './llm-paged.js';

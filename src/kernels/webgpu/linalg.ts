@@ -68,6 +68,8 @@ export interface WebgpuGemm {
   readonly bias?: Tensor | null;
   readonly alpha?: number;
   readonly beta?: number;
+  /** ReLU on the result (after alpha, bias and beta; GemmSpec.relu): conv2dBatchNorm's fused activation. */
+  readonly relu?: boolean;
 }
 
 /** The pipeline for a spec, compiled on first use (exported for the null-backend validation test). */
@@ -82,11 +84,11 @@ export function gemmKernel(spec: GemmSpec): WebgpuKernel {
 }
 
 /** The split-K combine pipeline for an output kind and epilogue, compiled on first use. */
-export function gemmCombineKernel(c: Kind, bias: boolean, beta: boolean): WebgpuKernel {
-  const key = gemmCombineKey(c, bias, beta);
+export function gemmCombineKernel(c: Kind, bias: boolean, beta: boolean, relu = false): WebgpuKernel {
+  const key = gemmCombineKey(c, bias, beta, relu);
   let k = programs.get(key + f16StoreKey());
   if (!k) {
-    k = webgpu().kernel(generateGemmCombine(c, bias, beta), `kiln.gemm (${key})`);
+    k = webgpu().kernel(generateGemmCombine(c, bias, beta, relu), `kiln.gemm (${key})`);
     programs.set(key + f16StoreKey(), k);
   }
   return k;
@@ -397,6 +399,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
       bMajor: sBk === 1 && sBn !== 1 ? 'k' : 'n',
       bias: bias !== null,
       beta: (g.beta ?? 0) !== 0,
+      ...(g.relu === true ? { relu: true } : {}),
     };
     const buffers: DeviceBuffer[] = [out.storage.buffer, a.storage.buffer, b.storage.buffer];
     if (bias) buffers.push(bias.storage.buffer);
@@ -414,7 +417,8 @@ export function runGemm(g: WebgpuGemm): Tensor {
       meta[w.alpha] = f32Bits(g.alpha ?? 1);
       meta[w.beta] = f32Bits(g.beta ?? 0);
     };
-    if (gemvEligible(kind, M, K, nb, a, b)) {
+    // (The GEMV has no ReLU epilogue: a product with one takes the tiled kernels.)
+    if (g.relu !== true && gemvEligible(kind, M, K, nb, a, b)) {
       // A few rows (a decode step's projections): the skinny kernel, grid x over column groups (8, or 4: gemvCols).
       const mr = gemvRows(M);
       const tuning = gemvTuning(kind, K, N, false);
@@ -437,11 +441,11 @@ export function runGemm(g: WebgpuGemm): Tensor {
         fillMeta(tn, tm);
         meta[GEMM_META.batch] = split.splits;
         meta[GEMM_META.kc] = split.kc;
-        const pspec: GemmSpec = { ...spec, c: 'f32', bias: false, beta: false, partial: true };
+        const pspec: GemmSpec = { ...spec, c: 'f32', bias: false, beta: false, relu: false, partial: true };
         acc.dispatch(kernel(pspec), [scratch.storage.buffer, a.storage.buffer, b.storage.buffer], meta, [Math.min(tn, 65535), Math.min(tm, 65535), split.splits]);
         const cbufs = [out.storage.buffer, scratch.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
         const groups = Math.ceil((M * N) / GEMM_COMBINE_WG);
-        acc.dispatch(gemmCombineKernel(kind, spec.bias, spec.beta), cbufs, meta, [Math.min(groups, 65535), Math.min(Math.ceil(groups / 65535), 65535), 1]);
+        acc.dispatch(gemmCombineKernel(kind, spec.bias, spec.beta, spec.relu === true), cbufs, meta, [Math.min(groups, 65535), Math.min(Math.ceil(groups / 65535), 65535), 1]);
       } finally {
         scratch.dispose();
       }
