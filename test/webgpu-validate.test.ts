@@ -114,6 +114,10 @@ test('every GEMM variant compiles, and every matrix-product case encodes on Dawn
   for (const k of kinds) {
     for (const aMajor of ['k', 'm'] as const) for (const bMajor of ['n', 'k'] as const) gemmKernel({ a: k, b: k, c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true });
     for (const bias of [false, true]) for (const beta of [false, true]) gemmCombineKernel(k, bias, beta);
+    // The ReLU epilogue (conv2dBatchNorm's) of the tiled kernels and the combine.
+    gemmKernel({ a: k, b: k, c: k, aMajor: 'k', bMajor: 'k', bias: true, beta: false, relu: true });
+    gemmKernel({ a: k, b: k, c: k, aMajor: 'k', bMajor: 'k', bias: true, beta: false, relu: true, tile: 'large' });
+    gemmCombineKernel(k, true, false, true);
   }
   // The large form (128x128 tiles of vec4s, KILN_WEBGPU_GEMM_TILE) of every kind, load mapping, bias, beta and split-K partial.
   let large = 0;
@@ -130,6 +134,14 @@ test('every GEMM variant compiles, and every matrix-product case encodes on Dawn
   // The float16 conv's im2col gather (conv-im2col.ts).
   const { im2colSource } = await import('../src/kernels/webgpu/conv-im2col.js');
   acc.kernel(im2colSource(), 'kiln.conv2d.im2col.16');
+  // conv2dBatchNorm's fold (conv-bn.ts) over each weight kind, with every operand and with the optional ones absent.
+  const { foldSource } = await import('../src/kernels/webgpu/conv-bn.js');
+  for (const w of kinds.filter((k) => k === 'f16' || k === 'f16p')) {
+    for (const stats of kinds) {
+      acc.kernel(foldSource(w, [stats, stats, stats, stats, w]), `conv2dBatchNorm fold ${w} ${stats}`);
+      acc.kernel(foldSource(w, [stats, stats, null, null, null]), `conv2dBatchNorm fold ${w} ${stats} (mean and var only)`);
+    }
+  }
   let ran = 0;
   for (const dtype of GEMM_TEST_DTYPES) {
     for (const c of GEMM_CASES) {

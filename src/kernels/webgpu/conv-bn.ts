@@ -44,7 +44,7 @@ const FOLD_META_WORDS = 14;
  * at offset 0), scaling the k < K ones; the k = 0 invocation of each row writes shift[o] (binding
  * 1). Absent operands are not bound (their terms are the identities above).
  */
-function foldSource(w: StorageKind, kinds: readonly (StorageKind | null)[]): string {
+export function foldSource(w: StorageKind, kinds: readonly (StorageKind | null)[]): string {
   const present = kinds.flatMap((k, i) => (k === null ? [] : [{ k, i }]));
   const binds = [{ kind: w, written: true }, { kind: w, written: true }, ...present.map(({ k }) => ({ kind: k, written: false }))];
   const L = header(binds);
