@@ -14,6 +14,7 @@
  * before scaling it: both are one float16 rounding per factor, and the tests hold both to the same
  * float64 reference.
  *
+ * KILN_WEBGPU_CONV_BN_FOLD=0 runs the unfused ops everywhere (for A/B measurements).
  * Everything the route does not take (another dtype, groups, a layout that is not channels_last,
  * a device without the staged GEMM, 64-bit BatchNorm tensors) runs the unfused ops, as on cuda.
  */
@@ -84,7 +85,7 @@ registerKernel(conv2dBatchNorm, 'webgpu', (ctx, input, weight, bias, stride, pad
   const operands = [f.mean, f.variance, f.gamma, f.beta, f.convBias];
   if (x.wide || operands.some((t) => t !== null && dataKind(op, t).wide)) return unfused();
   const q = convGeometry(op, input, weight, stride, padding, dilation, groups);
-  if (q.n * q.o * q.oh * q.ow === 0 || q.o / groups < GEMM_MIN_OG || !getOption('KILN_WEBGPU_CONV_GEMM')) return unfused();
+  if (q.n * q.o * q.oh * q.ow === 0 || q.o / groups < GEMM_MIN_OG || !getOption('KILN_WEBGPU_CONV_GEMM') || !getOption('KILN_WEBGPU_CONV_BN_FOLD')) return unfused();
   const kinds = operands.map((t) => (t === null ? null : dataKind(op, t).kind));
   const out = allocOut(ctx.out);
   const fold = (packed: Tensor, Kp: number, K: number): Tensor => {
