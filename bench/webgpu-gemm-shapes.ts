@@ -8,7 +8,8 @@
  * im2col route's GEMMs (group conv).
  *
  * Each variant sets options for the call only ('auto' is the build's defaults; a plan string is a
- * KILN_WEBGPU_SM_PLAN; 'nosplit' is KILN_WEBGPU_GEMM_SMALL=0). Device time per call from timestamp
+ * KILN_WEBGPU_SM_PLAN; 'nosplit' is KILN_WEBGPU_GEMM_SMALL=0; a '+split=N' suffix also sets
+ * KILN_WEBGPU_GEMM_SPLIT_TARGET, the workgroups a small product's split K aims for). Device time per call from timestamp
  * events (webgpu-device-ms.ts: calls queued back to back, variants alternating, each batch after
  * KILN_BENCH_WARM_MS of its own calls); a variant the device cannot run is reported and skipped.
  * Every variant's product is compared with the default's (largest absolute difference), so a plan
@@ -79,8 +80,14 @@ const DEFAULT_PLANS = [
 const groups = new Set((flag('--shapes') ?? 'qwen3,mlp,block').split(','));
 const plans = (flag('--plans') ?? DEFAULT_PLANS.join(';')).split(';').filter((p) => p.length > 0);
 
-/** Runs fn with the options of variant `plan` set, and restores them. */
-function under<T>(plan: string, fn: () => T): T {
+/** Runs fn with the options of variant `variant` set (a `+split=N` suffix sets the split's workgroup target), and restores them. */
+function under<T>(variant: string, fn: () => T): T {
+  const [plan, ...extras] = variant.split('+');
+  for (const x of extras) {
+    const m = /^split=(\d+)$/.exec(x);
+    if (!m) throw new Error(`variant ${JSON.stringify(variant)}: unknown suffix ${JSON.stringify(x)} (want +split=N)`);
+    setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', Number(m[1]));
+  }
   if (plan === 'nosplit') setOption('KILN_WEBGPU_GEMM_SMALL', false);
   else if (plan !== 'auto') setOption('KILN_WEBGPU_SM_PLAN', plan);
   try {
@@ -88,6 +95,7 @@ function under<T>(plan: string, fn: () => T): T {
   } finally {
     setOption('KILN_WEBGPU_GEMM_SMALL', undefined);
     setOption('KILN_WEBGPU_SM_PLAN', undefined);
+    setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', undefined);
   }
 }
 const cold = Number(flag('--cold') ?? 1);

@@ -4,7 +4,8 @@
 #   sweep  #20: the float16 subgroup-matrix tests (conv2dBatchNorm's fold among them); kiln bench
 #          float16 conv-stack with KILN_WEBGPU_CONV_BN_FOLD 1 and 0 alternating; float16 GEMM plans side by side (bench/webgpu-gemm-shapes.js, KILN_WEBGPU_SM_PLAN)
 #          on the Qwen3 prefill shapes (cold weights) and the mlp / block shapes: one-subgroup
-#          workgroups and double-buffered tiles against the planner's plan (SWEEP_PLANS overrides);
+#          workgroups, double-buffered tiles and (Qwen3) more K slices (+split=N) against the planner's
+#          plan (SWEEP_PLANS, QWEN_PLANS override);
 #          conv-stack's im2col GEMMs (N = 64) under taller plans (CONV_PLANS); the conv profile.
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S32_DEADLINE s); logs and JSON under
@@ -19,8 +20,9 @@ if [ "$part" = sweep ]; then
   for rep in 1 2; do for v in 1 0; do
     go conv-fold$v-$rep && { KILN_WEBGPU_CONV_BN_FOLD=$v KILN_WEBGPU_BACKEND=vulkan $K 100 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload conv-stack --reps 30 --no-progress --json "$out/conv-fold$v-$rep.json" > "$out/conv-fold$v-$rep.txt" 2>&1; el "kiln bench f16 conv-stack KILN_WEBGPU_CONV_BN_FOLD=$v rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/conv-fold$v-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   done; done
-  plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,4,4,8;1,1,2,4,2;1,2,4,4,2;2,2,4,4,4;1,1,4,4,2,stages=2;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
-  go gemm-qwen && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes qwen3 --plans "$plans" --cold 8 --json "$out/gemm-qwen.json" > "$out/gemm-qwen.txt" 2>&1; el "gemm qwen3 plans (cold) rc=$?"; grep -E "^qwen3" "$out/gemm-qwen.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
+  plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,4,4,8;1,2,4,4,2;2,2,4,4,4;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
+  qplans=${QWEN_PLANS:-"auto;auto+split=1024;1,1,4,4,2;1,1,4,4,2+split=1024;1,1,4,4,4+split=1024;1,1,2,4,2+split=1024;1,2,4,4,2;2,2,4,4,2,stages=2+split=1024"}
+  go gemm-qwen && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes qwen3 --plans "$qplans" --cold 8 --json "$out/gemm-qwen.json" > "$out/gemm-qwen.txt" 2>&1; el "gemm qwen3 plans (cold) rc=$?"; grep -E "^qwen3" "$out/gemm-qwen.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go gemm-big && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes mlp,block --plans "$plans" --json "$out/gemm-big.json" > "$out/gemm-big.txt" 2>&1; el "gemm mlp/block plans rc=$?"; grep -E "^(mlp|block)" "$out/gemm-big.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   cplans=${CONV_PLANS:-"auto;1,1,4,4,2;2,1,4,4,2;4,1,4,4,2;2,1,4,4,2,stages=2;4,1,4,4,2,stages=2;2,2,4,2,2,stages=2"}
   go gemm-conv && { wg $K 120 node dist/bench/webgpu-gemm-shapes.js --shapes conv --plans "$cplans" --json "$out/gemm-conv.json" > "$out/gemm-conv.txt" 2>&1; el "gemm conv plans rc=$?"; grep -E "^conv" "$out/gemm-conv.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }

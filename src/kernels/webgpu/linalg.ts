@@ -105,8 +105,10 @@ export function stagedGemmAvailable(kind: Kind): boolean {
   return !('reason' in plan) && stagedSubgroupMatrixPlan(plan) !== null;
 }
 
-/** Output tiles (workgroups) below which a single-batch product takes smaller tiles and splits K. */
+/** Output tiles (workgroups) below which a single-batch product takes smaller tiles and splits K (the default of KILN_WEBGPU_GEMM_SPLIT_TARGET). */
 export const SPLIT_TARGET = 256;
+/** The split's workgroup target: KILN_WEBGPU_GEMM_SPLIT_TARGET (experiments), SPLIT_TARGET by default. */
+const splitTarget = (): number => getOption('KILN_WEBGPU_GEMM_SPLIT_TARGET');
 /** The shortest K slice of a split (elements): 8 tiled or 4 staged K steps. */
 const SPLIT_MIN_K = 128;
 /** The most f32 partial sums a split may hold (64 MiB of scratch). */
@@ -119,8 +121,9 @@ const SPLIT_MAX_PARTIALS = 1 << 24;
  */
 export function planSplitK(tiles: number, M: number, N: number, K: number, kStep: number): { splits: number; kc: number } {
   const none = { splits: 1, kc: K };
-  if (tiles >= SPLIT_TARGET) return none;
-  const want = Math.min(Math.ceil(SPLIT_TARGET / tiles), Math.floor(K / SPLIT_MIN_K), Math.floor(SPLIT_MAX_PARTIALS / (M * N)));
+  const target = splitTarget();
+  if (tiles >= target) return none;
+  const want = Math.min(Math.ceil(target / tiles), Math.floor(K / SPLIT_MIN_K), Math.floor(SPLIT_MAX_PARTIALS / (M * N)));
   if (want <= 1) return none;
   const kc = Math.ceil(K / want / kStep) * kStep;
   const splits = Math.ceil(K / kc);
@@ -457,7 +460,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
         let tm = M <= 64 ? Math.min(2, staged.tm) : staged.tm;
         let tn = N <= 64 ? Math.min(2, staged.tn) : staged.tn;
         const tiles = Math.ceil(N / (staged.sgn * tn * staged.n)) * Math.ceil(M / (staged.sgm * tm * staged.m));
-        if (nb === 1 && tiles < SPLIT_TARGET) [tm, tn] = [Math.min(2, tm), Math.min(2, tn)];
+        if (nb === 1 && tiles < splitTarget()) [tm, tn] = [Math.min(2, tm), Math.min(2, tn)];
         const shrunk: StagedPlan = { ...staged, tm, tn };
         if ((tm !== staged.tm || tn !== staged.tn) && stagedPlanProblem(shrunk, stagedLimits(), { emulate: emulated !== null }) === null) staged = shrunk;
       }
