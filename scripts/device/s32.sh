@@ -20,11 +20,11 @@ if [ "$part" = sweep ]; then
   for rep in 1 2; do for v in 1 0; do
     go conv-fold$v-$rep && { KILN_WEBGPU_CONV_BN_FOLD=$v KILN_WEBGPU_BACKEND=vulkan $K 100 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload conv-stack --reps 30 --no-progress --json "$out/conv-fold$v-$rep.json" > "$out/conv-fold$v-$rep.txt" 2>&1; el "kiln bench f16 conv-stack KILN_WEBGPU_CONV_BN_FOLD=$v rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/conv-fold$v-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   done; done
-  plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,4,4,8;1,2,4,4,2;2,2,4,4,4;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
-  qplans=${QWEN_PLANS:-"auto;auto+split=1024;1,1,4,4,2;1,1,4,4,2+split=1024;1,1,4,4,4+split=1024;1,1,2,4,2+split=1024;1,2,4,4,2;2,2,4,4,2,stages=2+split=1024"}
+  plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,4,4,8;1,1,4,4,2,stages=0;2,2,4,4,2,stages=0;1,2,4,4,2;2,2,4,4,4;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
+  qplans=${QWEN_PLANS:-"auto;auto+split=1024;1,1,4,4,2,stages=0;1,1,4,4,2;1,1,4,4,2+split=1024;1,1,4,4,4+split=1024;1,1,2,4,2+split=1024;1,2,4,4,2;2,2,4,4,2,stages=2+split=1024"}
   go gemm-qwen && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes qwen3 --plans "$qplans" --cold 8 --json "$out/gemm-qwen.json" > "$out/gemm-qwen.txt" 2>&1; el "gemm qwen3 plans (cold) rc=$?"; grep -E "^qwen3" "$out/gemm-qwen.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go gemm-big && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes mlp,block --plans "$plans" --json "$out/gemm-big.json" > "$out/gemm-big.txt" 2>&1; el "gemm mlp/block plans rc=$?"; grep -E "^(mlp|block)" "$out/gemm-big.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
-  cplans=${CONV_PLANS:-"auto;1,1,4,4,2;2,1,4,4,2;4,1,4,4,2;2,1,4,4,2,stages=2;4,1,4,4,2,stages=2;2,2,4,2,2,stages=2"}
+  cplans=${CONV_PLANS:-"auto;1,1,4,4,2;1,1,4,4,2,stages=0;2,1,4,4,2,stages=0;2,1,4,4,2;4,1,4,4,2;2,1,4,4,2,stages=2;4,1,4,4,2,stages=2;2,2,4,2,2,stages=2"}
   go gemm-conv && { wg $K 120 node dist/bench/webgpu-gemm-shapes.js --shapes conv --plans "$cplans" --json "$out/gemm-conv.json" > "$out/gemm-conv.txt" 2>&1; el "gemm conv plans rc=$?"; grep -E "^conv" "$out/gemm-conv.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go conv-prof && { wg $K 90 node dist/bench/webgpu-profile.js conv-stack float16 --top 25 --json "$out/wgprof-conv.json" > "$out/wgprof-conv.txt" 2>&1; el "webgpu conv profile rc=$?"; tail -n 8 "$out/wgprof-conv.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
 else
