@@ -5,7 +5,9 @@
  * "2,2,2,2,2" as webgpu-sm-emulated.test.ts uses), so the weight packing, the input gather (zero
  * padding, stride, dilation, K padded to a 16-byte word) and the GEMM with its bias are checked
  * against float64 convolutions of the same rounded values. The pipeline keys show the GEMM ran
- * (the implicit GEMM compiles none). conv2dBatchNorm's fused form of the same route (conv-bn.ts:
+ * (the implicit GEMM compiles none). Each case runs twice: A gathered first, and (KILN_WEBGPU_CONV_IMPLICIT,
+ * where the input's channels are whole 16-byte words) A's words read in place through im2col
+ * addresses by the GEMM (GemmSpec.aConv). conv2dBatchNorm's fused form of the same route (conv-bn.ts:
  * BatchNorm folded into the packed weight and the GEMM's bias, ReLU in the epilogue) is checked
  * against a float64 conv followed by the BatchNorm and ReLU written out with tensor ops.
  * Needs an adapter that computes; skips on the null backend.
@@ -47,7 +49,9 @@ test('float16 conv2d through im2col and the (emulated) staged GEMM matches float
   emulateSubgroupMatrix({ m: 8, n: 8, k: 8, sg: 8 });
   setOption('KILN_WEBGPU_SM_PLAN', '2,2,2,2,2');
   try {
-    for (const c of CASES) {
+    // Explicit im2col, and (where the input's channels are whole words: C16, C8) A read in place.
+    for (const c of [...CASES.map((k) => ({ ...k, implicit: false })), ...CASES.map((k) => ({ ...k, implicit: true }))]) {
+      setOption('KILN_WEBGPU_CONV_IMPLICIT', c.implicit);
       const x = randnF16(c.x);
       const w = randnF16(c.w);
       const b = c.bias ? randnF16([c.w[0]!]) : null;
@@ -57,13 +61,15 @@ test('float16 conv2d through im2col and the (emulated) staged GEMM matches float
       if (c.weightChannelsLast) wg = wg.contiguous('channelsLast');
       const got = kiln.nn.functional.conv2d(xg, wg, b ? b.to('webgpu') : null, c.stride, c.padding, c.dilation);
       assert.deepEqual([...got.shape], [...want.shape], c.label);
-      closeF16(got, want, c.label);
+      closeF16(got, want, `${c.label}${c.implicit ? ' (implicit)' : ''}`);
     }
   } finally {
+    setOption('KILN_WEBGPU_CONV_IMPLICIT', undefined);
     setOption('KILN_WEBGPU_SM_PLAN', undefined);
     emulateSubgroupMatrix(null);
   }
   const keys = gemmPipelineKeys().filter((k) => !before.has(k));
+  assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,bias,,conv'), `the staged GEMM read a conv input in place (compiled: ${keys.join(' ')})`);
   assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,bias,'), `the staged GEMM ran with the bias (compiled: ${keys.join(' ')})`);
   assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,,'), `the staged GEMM ran without a bias (compiled: ${keys.join(' ')})`);
 });

@@ -68,6 +68,12 @@ test('the staged subgroup matrix GEMM compiles on Dawn for every layout, epilogu
             acc.kernel(ST.generateStagedGemm(spec, plan), `kiln.gemm (${ST.stagedKey(spec, plan)})`);
             n++;
           }
+          // A conv input read in place (GemmSpec.aConv: row-major A words through im2col addresses), with conv2dBatchNorm's epilogue.
+          if (aMajor === 'k' && bMajor === 'k') {
+            const conv: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias: true, beta: false, relu: true, aConv: true };
+            acc.kernel(ST.generateStagedGemm(conv, plan), `kiln.gemm (${ST.stagedKey(conv, plan)})`);
+            n++;
+          }
           // Split K: raw f32 sums per K slice, on the planner's plan and its 64 x 64 form (small products, linalg.ts).
           for (const p of [plan, { ...plan, tm: 2, tn: 2 }]) {
             const part: GemmSpec = { a: 'f16', b: 'f16', c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true };

@@ -18,6 +18,11 @@
  * conversion; works for shader-f16 and packed float16 storage alike). A costs M Kp 2 bytes (the
  * conv-stack's 3x3 64->64 layer: 231 MB, moved at memory bandwidth, against 14.8 GFLOP the matrix
  * units now do); conv.ts falls back to the implicit GEMM where A would exceed a binding.
+ *
+ * Where the input's channels come in whole words (C a multiple of 8, channels_last, word-aligned
+ * strides and offset), step 2 is skipped (KILN_WEBGPU_CONV_IMPLICIT): the staged GEMM loads each
+ * A word straight from the input at its im2col address (GemmSpec.aConv), since a word of k in
+ * (kh, kw, c) order is then 8 consecutive channels of one tap, 16 contiguous bytes of the input.
  */
 import { header } from './template.js';
 

@@ -196,8 +196,12 @@ export function im2colConv(out: Tensor, input: Tensor, weight: Tensor, bias: Ten
   const K = q.cg * q.kh * q.kw;
   const Kp = Math.ceil(K / IM2COL_WORD) * IM2COL_WORD;
   const acc = webgpu();
+  const xs = q.batched ? input.strides : [0, ...input.strides];
+  // The implicit form: the GEMM reads A's words straight from a channels_last input whose channels
+  // come in whole 16-byte words (every tap's channels c..c+7 are one word), so A is never built.
+  const implicit = getOption('KILN_WEBGPU_CONV_IMPLICIT') && q.cg % IM2COL_WORD === 0 && xs[1] === 1 && input.offset % IM2COL_WORD === 0 && [xs[0]!, xs[2]!, xs[3]!].every((s) => s % IM2COL_WORD === 0);
   const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
-  if (M * Kp * 2 > limit) return false;
+  if (!implicit && M * Kp * 2 > limit) return false;
   const gather = kernelFor('conv2d.im2col.16', im2colSource);
   const run = (dst: Tensor, src: Tensor, rows: number, geo: number[], srcStrides: readonly number[]): void => {
     const total = (rows * Kp) / IM2COL_WORD;
@@ -212,10 +216,15 @@ export function im2colConv(out: Tensor, input: Tensor, weight: Tensor, bias: Ten
     temps.push(wp);
     // The weight as O images of KH x KW pixels, C channels, convolved to 1 x 1 outputs.
     run(wp, weight, q.o, [1, 1, q.kh, q.kw, 1, 1, 0, 0, 1, 1], weight.strides);
-    const a = allocOut({ shape: [M, Kp], strides: [Kp, 1], dtype: input.dtype, device: out.device });
+    let a: Tensor;
+    if (implicit) {
+      // A [M, K] view at the input's offset: only its offset is read (GemmSpec.aConv).
+      a = new TensorImpl(input.storage, input.dtype, [M, Kp], [Kp, 1], input.offset);
+    } else {
+      a = allocOut({ shape: [M, Kp], strides: [Kp, 1], dtype: input.dtype, device: out.device });
+      run(a, input, M, [q.oh, q.ow, q.h, q.w, q.sh, q.sw, q.pt, q.pl, q.dh, q.dw], xs);
+    }
     temps.push(a);
-    const xs = q.batched ? input.strides : [0, ...input.strides];
-    run(a, input, M, [q.oh, q.ow, q.h, q.w, q.sh, q.sw, q.pt, q.pl, q.dh, q.dw], xs);
     const wt = new TensorImpl(wp.storage, wp.dtype, [Kp, q.o], [1, Kp], wp.offset);
     temps.push(wt);
     const flat = new TensorImpl(out.storage, out.dtype, [M, q.o], [q.o, 1], out.offset);
@@ -224,7 +233,8 @@ export function im2colConv(out: Tensor, input: Tensor, weight: Tensor, bias: Ten
     if (epi && folded) temps.push(folded);
     const b = folded === null ? null : new TensorImpl(folded.storage, folded.dtype, [q.o], [folded.strides[0] ?? 1], folded.offset);
     if (b) temps.push(b);
-    runGemm({ op: epi ? 'conv2dBatchNorm' : 'conv2d', out: flat, a, b: wt, batch: [], M, N: q.o, K: Kp, bias: b, relu: epi?.relu === true });
+    const convA = implicit ? [q.oh, q.ow, q.cg, q.kw, q.sh, q.sw, q.pt, q.pl, q.dh, q.dw, q.h, q.w, xs[0]!, xs[2]!, xs[3]!] : undefined;
+    runGemm({ op: epi ? 'conv2dBatchNorm' : 'conv2d', out: flat, a, b: wt, batch: [], M, N: q.o, K: Kp, bias: b, relu: epi?.relu === true, ...(convA ? { convA } : {}) });
   } finally {
     for (const t of temps) t.dispose();
   }

@@ -55,6 +55,13 @@ export interface GemmSpec {
    */
   readonly relu?: boolean;
   /**
+   * A is a channels_last conv input read through im2col addresses (the staged float16 kernel only;
+   * conv.ts): row m of A is output pixel m, column k is tap (kh, kw) channel c with k in (kh, kw, c)
+   * order, zero where the tap falls in the padding. The geometry is CONV_A_META's words after the
+   * GEMM's; A's own metadata words give only its offset.
+   */
+  readonly aConv?: boolean;
+  /**
    * Split K: workgroup z is K slice z (kmeta[kc] elements); binding 0 is the f32 scratch
    * [slice][M][N] of raw sums (no alpha, bias or beta: generateGemmCombine applies them). c is 'f32'.
    */
@@ -85,6 +92,12 @@ export const GEMM_META = {
   kc: 31,
   words: 32,
 } as const;
+
+/**
+ * The conv geometry of an aConv GEMM, after GEMM_META's words: [OH, OW, C, KW, sh, sw, pt, pl, dh,
+ * dw, H, W, input strides n, h, w] (channel stride 1). CONV_A_META.at is where they start.
+ */
+export const CONV_A_META = { at: GEMM_META.words, words: 15 } as const;
 
 export function gemmKey(s: GemmSpec): string {
   return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${s.tile === 'large' ? ',large' : ''}${reluKey(s.relu)}`;

@@ -51,7 +51,7 @@
  * f32 sums to the scratch [slice][M][N] (binding 0) and gemm-codegen.ts's combine kernel applies
  * alpha, bias and beta (see there).
  */
-import { checkPartialSpec, GEMM_META, reluKey, reluStmt, type GemmSpec } from './gemm-codegen.js';
+import { checkPartialSpec, CONV_A_META, GEMM_META, reluKey, reluStmt, type GemmSpec } from './gemm-codegen.js';
 import type { SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
@@ -159,7 +159,7 @@ export function parseStagedPlan(text: string, base: SubgroupMatrixPlan): StagedP
 export function stagedKey(s: GemmSpec, p: StagedPlan, opts: StagedOptions = {}): string {
   // The default plan's key (stages 1, group 1) is the key it always had.
   const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${opts.emulate === true ? '.emu' : ''}`;
-  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${reluKey(s.relu)}`;
+  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${reluKey(s.relu)}${s.aConv === true ? ',conv' : ''}`;
 }
 
 /** How the kernel spells matrices: the real builtins, or their emulation (see the header). */
@@ -263,6 +263,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   const partial = s.partial === true;
   checkPartialSpec(s);
   if (partial && p.stages === 0) throw new Error('the staged subgroup matrix GEMM splits K with stages 1 or 2 only (stages 0 loads whole tiles of K)');
+  if (s.aConv === true && (p.stages === 0 || s.aMajor !== 'k')) throw new Error('the staged GEMM gathers a conv input (aConv) as row-major A words with stages 1 or 2 only');
   if (s.a !== f16 || s.b !== f16 || (partial ? s.c !== 'f32' : s.c !== f16)) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix GEMM takes float16 (${f16}), got ${s.a} x ${s.b} -> ${s.c}`);
   const D = emulate ? emulatedDialect(p) : realDialect(p);
   const BM = stagedTileM(p);
@@ -315,6 +316,12 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   L.push(`  let batch = kmeta[${w.batch}]; let tilesN = kmeta[${w.tilesN}]; let tilesM = kmeta[${w.tilesM}];`);
   L.push(`  let bd1 = kmeta[${w.batchSizes + 1}]; let bd2 = kmeta[${w.batchSizes + 2}];`);
   L.push(`  let sCm = kmeta[${w.c + 1}]; let sCn = kmeta[${w.c + 2}];`);
+  if (s.aConv === true) {
+    const g = (i: number): string => `kmeta[${CONV_A_META.at + i}]`;
+    L.push(`  let cOH = ${g(0)}; let cOW = ${g(1)}; let cC = ${g(2)}; let cKW = ${g(3)}; let cSh = ${g(4)}; let cSw = ${g(5)};`);
+    L.push(`  let cPt = i32(${g(6)}); let cPl = i32(${g(7)}); let cDh = ${g(8)}; let cDw = ${g(9)}; let cH = i32(${g(10)}); let cW = i32(${g(11)});`);
+    L.push(`  let cXn = ${g(12)}; let cXh = ${g(13)}; let cXw = ${g(14)};`);
+  }
   if (direct) {
     // The operands' non-contiguous strides, in elements (matrix loads take element offsets).
     L.push(`  let sA = kmeta[${w.a + (aRows ? 1 : 2)}]; let sB = kmeta[${w.b + (bRows ? 1 : 2)}];`);
@@ -398,7 +405,16 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
   // The word loads of K step k0 into registers pa*, pb* (zero outside the operand).
   const loads = (k0: string): string[] => {
     const out: string[] = [];
-    for (let i = 0; i < NA; i++) {
+    for (let i = 0; i < NA && s.aConv === true; i++) {
+      // A conv input through im2col addresses: word (pixel m, k0) is channels c..c+7 of tap (kh, kw),
+      // 8 consecutive elements of the channels_last input (C is a multiple of 8), or zero in the padding.
+      const gk = `${k0} + wa${i} * ${W}u`;
+      out.push(`if (cm${i} < M && ${gk} < ${kr.end}) {`);
+      out.push(`  let cc = (${gk}) % cC; let ct = (${gk}) / cC; let ih = chs${i} + i32((ct / cKW) * cDh); let iw = cws${i} + i32((ct % cKW) * cDw);`);
+      out.push(`  if (ih >= 0 && ih < cH && iw >= 0 && iw < cW) { pa${i} = a[oA + (cb${i} + u32(ih) * cXh + u32(iw) * cXw + cc) / ${W}u]; } else { pa${i} = vec4<u32>(); }`);
+      out.push(`} else { pa${i} = vec4<u32>(); }`);
+    }
+    for (let i = 0; i < NA && s.aConv !== true; i++) {
       // [m][k]: line = m, word along k; [k][m]: line = k, word along m.
       const [gm, gk] = aRows ? [`m0 + la${i}`, `${k0} + wa${i} * ${W}u`] : [`m0 + wa${i} * ${W}u`, `${k0} + la${i}`];
       const idx = aRows ? `oA + (${gm}) * sA + (${gk}) / ${W}u` : `oA + (${gk}) * sA + (${gm}) / ${W}u`;
@@ -437,6 +453,11 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
     out.push('          }');
     return out;
   };
+  // A conv input: each invocation's A lines are output pixels, decomposed once per tile.
+  for (let i = 0; i < NA && s.aConv === true; i++) {
+    L.push(`        let cm${i} = m0 + la${i}; let cq${i} = cm${i} / cOW; let cb${i} = (cq${i} / cOH) * cXn;`);
+    L.push(`        let chs${i} = i32((cq${i} % cOH) * cSh) - cPt; let cws${i} = i32((cm${i} % cOW) * cSw) - cPl;`);
+  }
   for (let i = 0; i < NA; i++) L.push(`        var pa${i}: vec4<u32>;`);
   for (let i = 0; i < NB; i++) L.push(`        var pb${i}: vec4<u32>;`);
   for (const x of loads(kr.begin)) L.push(`        ${x}`);

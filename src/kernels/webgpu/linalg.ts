@@ -37,7 +37,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
-import { GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
+import { CONV_A_META, GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
 import { GEMM_LARGE_BM } from './gemm-tile.js';
 import { GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
@@ -70,6 +70,12 @@ export interface WebgpuGemm {
   readonly beta?: number;
   /** ReLU on the result (after alpha, bias and beta; GemmSpec.relu): conv2dBatchNorm's fused activation. */
   readonly relu?: boolean;
+  /**
+   * `a` is a channels_last conv input read through im2col addresses (GemmSpec.aConv; the staged
+   * float16 kernel only, which the caller checked is available): its CONV_A_META words. `a` itself
+   * is then a [M, K] view at the input's offset (its strides only pass the word checks).
+   */
+  readonly convA?: readonly number[];
 }
 
 /** The pipeline for a spec, compiled on first use (exported for the null-backend validation test). */
@@ -403,13 +409,16 @@ export function runGemm(g: WebgpuGemm): Tensor {
       bias: bias !== null,
       beta: (g.beta ?? 0) !== 0,
       ...(g.relu === true ? { relu: true } : {}),
+      ...(g.convA ? { aConv: true } : {}),
     };
+    if (g.convA && (g.convA.length !== CONV_A_META.words || spec.aMajor !== 'k')) throw new Error(`${op}: a conv-input GEMM takes ${CONV_A_META.words} geometry words and a row-major [M, K] view, got ${g.convA.length} words (${shapes})`);
     const buffers: DeviceBuffer[] = [out.storage.buffer, a.storage.buffer, b.storage.buffer];
     if (bias) buffers.push(bias.storage.buffer);
     const limit = acc.bridge.adapter.limits.maxStorageBufferBindingSize ?? 2 ** 27;
     for (const buf of buffers) if (buf.capacity > limit) throw new RangeError(`${op}: a webgpu buffer of ${buf.capacity} bytes exceeds the device's maxStorageBufferBindingSize (${limit}) (${shapes}); tensors that large need chunked kernels (not yet)`);
 
-    const meta = new Uint32Array(GEMM_META.words);
+    const meta = new Uint32Array(GEMM_META.words + (g.convA ? CONV_A_META.words : 0));
+    if (g.convA) meta.set(g.convA, CONV_A_META.at);
     const fillMeta = (tilesN: number, tilesM: number): void => {
       const w = GEMM_META;
       meta.set([M, N, K, nb, tilesN, tilesM, ...sizes]);
@@ -421,7 +430,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
       meta[w.beta] = f32Bits(g.beta ?? 0);
     };
     // (The GEMV has no ReLU epilogue: a product with one takes the tiled kernels.)
-    if (g.relu !== true && gemvEligible(kind, M, K, nb, a, b)) {
+    if (g.relu !== true && !g.convA && gemvEligible(kind, M, K, nb, a, b)) {
       // A few rows (a decode step's projections): the skinny kernel, grid x over column groups (8, or 4: gemvCols).
       const mr = gemvRows(M);
       const tuning = gemvTuning(kind, K, N, false);
@@ -435,7 +444,8 @@ export function runGemm(g: WebgpuGemm): Tensor {
     let staged = sm && (emulated !== null || getOption('KILN_WEBGPU_SM_KERNEL') === 'staged') && stagedEligible(spec, M, N, K, a, b, bstr) ? stagedSubgroupMatrixPlan(sm) : null;
     // Stages 0 loads whole matrices from the operands, the first K step's before the loop: only
     // whole tiles and K > 0 (else the planner's plan), so no matrix load leaves its operand.
-    if (staged && staged.stages === 0 && (K === 0 || M % stagedTileM(staged) !== 0 || N % stagedTileN(staged) !== 0 || K % stagedTileK(staged) !== 0)) staged = planStaged(sm!, stagedLimits(), { emulate: emulated !== null });
+    if (g.convA && !staged) throw new Error(`${op}: a conv-input GEMM needs the staged float16 subgroup-matrix kernel, which this call cannot take (${shapes})`);
+    if (staged && staged.stages === 0 && (g.convA !== undefined || K === 0 || M % stagedTileM(staged) !== 0 || N % stagedTileN(staged) !== 0 || K % stagedTileK(staged) !== 0)) staged = planStaged(sm!, stagedLimits(), { emulate: emulated !== null });
     const small = nb === 1 && getOption('KILN_WEBGPU_GEMM_SMALL');
     // Split K: the partial kernel writes raw f32 sums per slice, the combine applies the epilogue.
     const splitRun = (kernel: (s: GemmSpec) => WebgpuKernel, tn: number, tm: number, split: { splits: number; kc: number }): void => {
