@@ -6,11 +6,12 @@
  * (Session 28 also timed the tiled kernel's copies with 8 loads staged per invocation before any
  * store: no difference, 33.9 against 34.2 us at 128 tokens float32; dropped, code in c288044.)
  *
- * Also the float16 kernel on subgroup matrices (KILN_WEBGPU_ATTN_PREFILL=matrix, session 31), and
- * other shapes: --shape B,H,HKV,E (the transformer-block workload: 8,16,16,64 at 512 tokens).
+ * Also the float16 kernel on subgroup matrices (KILN_WEBGPU_ATTN_PREFILL=matrix, session 31) and its
+ * key-split form (matrix-split: a workgroup's subgroups share the key blocks of one tile of rows),
+ * and other shapes: --shape B,H,HKV,E (the transformer-block workload: 8,16,16,64 at 512 tokens).
  *
  *   node dist/bench/webgpu-attention.js [--dtypes float32,float16] [--lengths 128,1024] [--shape 1,16,8,128]
- *        [--forms "rows;tiled, word copies;matrix"] [--calls 20] [--reps 9] [--json out.json]
+ *        [--forms "rows;tiled, word copies;matrix;matrix-split"] [--calls 20] [--reps 9] [--json out.json]
  */
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
@@ -31,7 +32,7 @@ const reps = Number(flag('--reps') ?? 9);
 const [B, H, HKV, E] = (flag('--shape') ?? '1,16,8,128').split(',').map(Number) as [number, number, number, number];
 const only = flag('--forms')?.split(';');
 
-const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix'; words: boolean; store?: 'exact' }[] = [
+const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix' | 'matrix-split'; words: boolean; store?: 'exact' }[] = [
   { name: 'rows', prefill: 'rows', words: false },
   { name: 'tiled, scalar copies', prefill: 'tiled', words: false },
   { name: 'tiled, word copies', prefill: 'tiled', words: true },
@@ -39,6 +40,7 @@ const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix'; 
   { name: 'tiled, words, exact store', prefill: 'tiled', words: true, store: 'exact' },
   // float16 only: subgroup matrices where the device has them (else it runs the tiled kernel).
   { name: 'matrix', prefill: 'matrix', words: true },
+  { name: 'matrix-split', prefill: 'matrix-split', words: true },
 ];
 const FORMS = ALL_FORMS.filter((f) => only === undefined || only.includes(f.name));
 
@@ -49,7 +51,7 @@ for (const dtype of dtypes) {
     const q = kiln.randn([B, H, L, E]).to('webgpu').to(dtype);
     const k = kiln.randn([B, HKV, L, E]).to('webgpu').to(dtype);
     const v = kiln.randn([B, HKV, L, E]).to('webgpu').to(dtype);
-    const forms = FORMS.filter((f) => (f.store === undefined && f.prefill !== 'matrix') || dtype === 'float16');
+    const forms = FORMS.filter((f) => (f.store === undefined && !f.prefill.startsWith('matrix')) || dtype === 'float16');
     // The forms' outputs against the first form's (largest absolute difference): a form that computes something else shows.
     const outs = forms.map((f) => {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);

@@ -6,6 +6,10 @@
  * the topk radix select (each input and value kind) on Dawn's null backend, which needs no GPU: a WGSL or pipeline error
  * (workgroup memory over 16 KiB, a barrier in non-uniform control flow) fails here, where CI has no
  * adapter. webgpu-attention.test.ts, webgpu-paged.test.ts and webgpu-topk.test.ts check their values on a real adapter.
+ * Also the float16 prefill on subgroup matrices, row tiles and key split, on the real matrices
+ * (the null device offers them): plans of 128 invocations (its subgroups may be 128 wide), within
+ * 16 KiB; the key split's Qwen3 plans, over it, must fail on the workgroup memory alone, of the
+ * size matrixPrefillBytes says. webgpu-attention-matrix.test.ts checks their values emulated.
  */
 import assert from 'node:assert/strict';
 import { dawnSkipReason } from './helpers/dawn.js';
@@ -20,6 +24,8 @@ const S = await import('../src/kernels/webgpu/flash-attention-source.js');
 const P = await import('../src/kernels/webgpu/paged-attention-source.js');
 const { selectSource } = await import('../src/kernels/webgpu/topk-select.js');
 const { withPrelude } = await import('../src/kernels/math/wgsl-prelude.js');
+const M = await import('../src/kernels/webgpu/flash-attention-matrix.js');
+const { matrixSplitPrefillSource } = await import('../src/kernels/webgpu/flash-attention-matrix-split.js');
 
 const skip = dawnSkipReason();
 
@@ -84,4 +90,42 @@ test('every flash attention, paged attention and topk select kernel compiles on 
   for (const x of [...floats, 'i32', 'u8p'] as const) compile(selectSource(x, x), `select ${x}`);
   kiln.synchronize('webgpu');
   assert.ok(n > 100, `compiled ${n}`);
+});
+
+test('the float16 attention prefill on subgroup matrices (row tiles, key split) compiles on Dawn', { skip }, (t) => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const a = acc.bridge.adapter;
+  if (!a.features.includes('chromium-experimental-subgroup-matrix') || !a.features.includes('shader-f16')) {
+    t.skip(`the null device lacks chromium-experimental-subgroup-matrix or shader-f16 (features: ${a.features.join(', ')})`);
+    return;
+  }
+  let n = 0;
+  // [t, sg, sgs, bk, e, ev, split]: 16 x 16 matrices (NVIDIA) and 8 x 8; a row over 2 and 8 invocations; Ev != E.
+  const plans: [number, number, number, number, number, number, boolean][] = [
+    [16, 32, 4, 16, 16, 16, false],
+    [16, 32, 4, 16, 16, 16, true],
+    [8, 32, 4, 8, 64, 64, true],
+    [8, 32, 4, 8, 64, 32, true],
+    [8, 64, 2, 8, 64, 64, true],
+  ];
+  for (const [tt, sg, sgs, bk, e, ev, split] of plans) {
+    for (const mask of [null, 'boolp', 'f16'] as const) {
+      const k = { x: 'f16' as const, mask, maskBool: mask === 'boolp', e, ev };
+      const plan = { t: tt, sg, sgs, bk, split };
+      assert.ok(M.matrixPrefillBytes(plan, e, ev, 2) <= 16384, JSON.stringify(plan));
+      acc.kernel(withPrelude((split ? matrixSplitPrefillSource : M.matrixPrefillSource)(k, plan)), `attn matrix ${JSON.stringify(plan)} ${e} ${ev} ${mask}`);
+      n++;
+    }
+  }
+  kiln.synchronize('webgpu');
+  // The 128-token Qwen3-0.6B prefill's split plan (4 subgroups of 16-key blocks: 47360 bytes) fails on the memory alone.
+  const plan = M.matrixPrefillPlan(16, 32, 16, 128, 128, 128, 49152, 1024, { split: 'auto' })!;
+  assert.deepEqual(plan, { t: 16, sg: 32, sgs: 4, bk: 16, split: true });
+  const bytes = M.matrixPrefillBytes(plan, 128, 128, 2);
+  assert.throws(
+    () => acc.kernel(withPrelude(matrixSplitPrefillSource({ x: 'f16', mask: null, maskBool: false, e: 128, ev: 128 }, plan)), 'attn matrix split qwen3'),
+    (err: Error) => new RegExp(`does not compile:\\nThe total use of workgroup storage \\(${bytes} bytes\\) is larger than the maximum allowed \\(16384 bytes\\)\\.\\n - While initializing \\[ComputePipeline [^\\n]*\\]$`).test(err.message),
+  );
+  n++;
+  assert.equal(n, 16);
 });

@@ -32,31 +32,59 @@
  * multiplied (exact here: every matrix is multiplied before its memory changes); a result matrix
  * is spread over the subgroup's invocations; tiles are f32 and the output packed float16. Every
  * index, barrier and pass is the real kernel's, so SwiftShader checks the plans' numbers.
+ *
+ * The key-split form (flash-attention-matrix-split.ts, plans with `split`) shares the plans, the
+ * dialects and the word copies below: the planner takes it where the row tiles would leave the
+ * device short of workgroups.
  */
 import { batchOffsets, binds, maskStmts, NEG_MAX, type AttnKinds } from './flash-attention-source.js';
 import { storeStmt } from './storage.js';
 import { header } from './template.js';
 
-/** A plan: the matrix side t, invocations per subgroup, subgroups per workgroup, keys per block. */
+/**
+ * A plan: the matrix side t, invocations per subgroup, subgroups per workgroup, keys per block;
+ * `split`: the key-split form (a workgroup owns t query rows, its subgroups take one block each of
+ * every sgs consecutive blocks), else the row tiles (sgs * t rows, every subgroup all the blocks).
+ */
 export interface MatrixPrefillPlan {
   readonly t: number;
   readonly sg: number;
   readonly sgs: number;
   readonly bk: number;
+  readonly split: boolean;
 }
 
 /** Padding (elements) of each float16 tile row, against bank conflicts (16 bytes). */
-const PAD = 8;
+export const PAD = 8;
 /** Padding of the f32 score rows. */
-const SPAD = 4;
+export const SPAD = 4;
 /** float16 elements per 16-byte word. */
 const W = 8;
 
-/** Workgroups below which the planner takes fewer subgroups per workgroup (more workgroups). */
+/** Workgroups below which the planner takes fewer subgroups per workgroup (more workgroups), or splits the keys. */
 const TARGET_GROUPS = 256;
+
+/** Query rows a workgroup of plan `p` owns. */
+export function matrixPrefillRows(p: MatrixPrefillPlan): number {
+  return p.split ? p.t : p.sgs * p.t;
+}
+
+/**
+ * f32s of the key-split form's scratch: each subgroup's scores (t x bk), or the (max, sum, NaN
+ * flag) of each part of each row (sgs subgroups x max(1, sg / t) invocations a row) when merged.
+ */
+export function splitScratchFloats(p: MatrixPrefillPlan): number {
+  return Math.max(p.sgs * p.t * (p.bk + SPAD), 3 * p.sgs * Math.max(p.t, p.sg));
+}
 
 /** Workgroup bytes of a plan for head dims e, ev (tile elements of `tileBytes`: 2, or 4 emulated). */
 export function matrixPrefillBytes(p: MatrixPrefillPlan, e: number, ev: number, tileBytes: number): number {
+  if (p.split) {
+    // The query tile, sgs blocks of keys and values, a P tile per subgroup.
+    const kb = p.sgs * p.bk;
+    const tiles = p.t * (e + PAD) + kb * (e + PAD) + kb * (ev + PAD) + p.sgs * p.t * (p.bk + PAD);
+    return tileBytes * tiles + 4 * splitScratchFloats(p);
+  }
   const bq = p.sgs * p.t;
   const tiles = bq * (e + PAD) + p.bk * (e + PAD) + p.bk * (ev + PAD) + bq * (p.bk + PAD);
   return tileBytes * tiles + 4 * bq * (p.bk + SPAD);
@@ -70,28 +98,52 @@ export function matrixPrefillProblem(t: number, sg: number, e: number, ev: numbe
   return null;
 }
 
+/** Planner options: tile element bytes (2, or 4 emulated); the form; the key-split form's most subgroups (tests). */
+export interface MatrixPlanOptions {
+  readonly tileBytes?: number;
+  /** true: the key-split form (null where it does not fit); false (the default): the row tiles; 'auto': the rule below. */
+  readonly split?: boolean | 'auto';
+  readonly maxSplitSubgroups?: number;
+}
+
 /**
- * The plan for `heads` (batch x heads) of L query rows: the most subgroups a workgroup (4, 2, 1)
- * that still gives TARGET_GROUPS workgroups (else one), blocks of 32 keys (16 where memory is
- * short, never fewer than t); null where nothing fits `maxBytes`.
+ * The plan for `heads` (batch x heads) of L query rows. Row tiles: the most subgroups a workgroup
+ * (4, 2, 1) that still gives TARGET_GROUPS workgroups (else one), blocks of 32 keys (16 where
+ * memory is short, never fewer than t). Key split (forced, or 'auto' where row tiles of 4
+ * subgroups would give fewer than TARGET_GROUPS workgroups: short sequences, where one-subgroup
+ * workgroups each wait out every block's round trips): 4 subgroups a workgroup where the limits
+ * allow (else 2), then the largest blocks that fit; 'auto' keeps the row tiles where no split plan
+ * fits. null where nothing fits `maxBytes`.
  */
-export function matrixPrefillPlan(t: number, sg: number, heads: number, L: number, e: number, ev: number, maxBytes: number, maxInvocations: number, tileBytes = 2): MatrixPrefillPlan | null {
+export function matrixPrefillPlan(t: number, sg: number, heads: number, L: number, e: number, ev: number, maxBytes: number, maxInvocations: number, opts: MatrixPlanOptions = {}): MatrixPrefillPlan | null {
   if (matrixPrefillProblem(t, sg, e, ev) !== null) return null;
+  const tileBytes = opts.tileBytes ?? 2;
   const subgroups = [4, 2, 1].filter((s) => s * sg <= maxInvocations);
+  const kpl = Math.max(1, sg / t);
+  const blocks = [32, 16, 8].filter((bk) => bk >= t && bk % t === 0 && bk % kpl === 0);
+  const split = opts.split === 'auto' ? heads * Math.ceil(L / (4 * t)) < TARGET_GROUPS : (opts.split ?? false);
+  if (split) {
+    for (const sgs of subgroups.filter((s) => s > 1 && s <= (opts.maxSplitSubgroups ?? 4))) {
+      for (const bk of blocks) {
+        const p = { t, sg, sgs, bk, split: true };
+        if (matrixPrefillBytes(p, e, ev, tileBytes) <= maxBytes) return p;
+      }
+    }
+    if (opts.split === true) return null;
+  }
   // The most subgroups that still leave TARGET_GROUPS workgroups, else one (the most workgroups).
   const most = subgroups.find((s) => heads * Math.ceil(L / (s * t)) >= TARGET_GROUPS) ?? 1;
-  const kpl = Math.max(1, sg / t);
   for (const sgs of subgroups.filter((s) => s <= most)) {
-    for (const bk of [32, 16, 8]) {
-      if (bk < t || bk % t !== 0 || bk % kpl !== 0) continue;
-      const p = { t, sg, sgs, bk };
+    for (const bk of blocks) {
+      const p = { t, sg, sgs, bk, split: false };
       if (matrixPrefillBytes(p, e, ev, tileBytes) <= maxBytes) return p;
     }
   }
   return null;
 }
 
-interface Dialect {
+/** How the kernels spell matrices, tiles and f16 roundings: the device's, or the emulation's. */
+export interface Dialect {
   readonly enables: string[];
   /** Element type of the tiles in workgroup memory. */
   readonly tile: string;
@@ -170,7 +222,7 @@ function emulatedDialect(t: number, sg: number): Dialect {
 }
 
 /** A copy of rows of 16-byte words into a tile, in halves: the loads into registers, the stores. */
-interface WordCopy {
+export interface WordCopy {
   /** Register declarations (once, before any loop that holds them). */
   readonly decl: string[];
   /** The loads of the block starting at `start` (zeros for rows that do not exist). */
@@ -184,7 +236,7 @@ interface WordCopy {
  * `stride` apart): source row of block row r is row(start, r), zeros where not ok. Word z of the
  * block goes through invocation z % wg's register `name` z / wg.
  */
-function wordCopy(D: Dialect, wg: number, rows: number, dim: number, b: string, base: string, strideMeta: number, row: (start: string, r: string) => { index: string; ok: string }, arr: string, stride: number, name: string): WordCopy {
+export function wordCopy(D: Dialect, wg: number, rows: number, dim: number, b: string, base: string, strideMeta: number, row: (start: string, r: string) => { index: string; ok: string }, arr: string, stride: number, name: string): WordCopy {
   const per = dim / W;
   const total = rows * per;
   const n = Math.ceil(total / wg);
@@ -206,15 +258,28 @@ function wordCopy(D: Dialect, wg: number, rows: number, dim: number, b: string, 
   return { decl, load, store };
 }
 
-/** The kernel for `k` (x 'f16', or 'f16p' emulated) under `plan`; metadata as the row kernel's (flash-attention-source.ts). */
-export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
-  const emulate = opts.emulate === true;
+/** The dialect of `plan` for `k` (checked: float16 storage, packed when emulated; head dims the plan takes). */
+export function matrixDialect(k: AttnKinds, plan: MatrixPrefillPlan, emulate: boolean): Dialect {
   const { e, ev, x } = k;
   if (x !== (emulate ? 'f16p' : 'f16')) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix attention prefill takes float16 (${emulate ? 'f16p' : 'f16'}), got ${x}`);
-  const { t, sg, sgs, bk } = plan;
-  const why = matrixPrefillProblem(t, sg, e, ev);
+  const why = matrixPrefillProblem(plan.t, plan.sg, e, ev);
   if (why !== null) throw new Error(`subgroup matrix attention prefill: ${why}`);
-  const D = emulate ? emulatedDialect(t, sg) : realDialect(t);
+  return emulate ? emulatedDialect(plan.t, plan.sg) : realDialect(plan.t);
+}
+
+/** The enables and bindings of the kernels: query, keys and values read as 16-byte words. */
+export function matrixHeader(D: Dialect, k: AttnKinds): string[] {
+  const lines = header(binds(k, k.x)).map((l) => (/^@group\(0\) @binding\([123]\) /.test(l) ? l.replace(/: array<[^;]*>;$/, ': array<vec4<u32>>;') : l));
+  return [...D.enables, ...lines];
+}
+
+/** The kernel for `k` (x 'f16', or 'f16p' emulated) under row-tile `plan`; metadata as the row kernel's (flash-attention-source.ts). */
+export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
+  if (plan.split) throw new Error('a key-split plan: flash-attention-matrix-split.ts writes its kernel');
+  const emulate = opts.emulate === true;
+  const { e, ev, x } = k;
+  const { t, sg, sgs, bk } = plan;
+  const D = matrixDialect(k, plan, emulate);
   const WG = sgs * sg;
   const BQ = sgs * t;
   const QS = e + PAD;
@@ -229,8 +294,7 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
   const EQ = e / t;
   const NB = bk / t;
   const VQ = ev / t;
-  const lines = header(binds(k, x)).map((l) => (/^@group\(0\) @binding\([123]\) /.test(l) ? l.replace(/: array<[^;]*>;$/, ': array<vec4<u32>>;') : l));
-  const L: string[] = [...D.enables, ...lines];
+  const L: string[] = matrixHeader(D, k);
   L.push(
     `var<workgroup> Qs: array<${D.tile}, ${BQ * QS}>;`,
     `var<workgroup> Ks: array<${D.tile}, ${bk * KS}>;`,

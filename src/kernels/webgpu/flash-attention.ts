@@ -20,7 +20,8 @@ import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type
 import { dataKind, groupsFor, kernelFor, words } from './template.js';
 import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
-import { matrixPrefillPlan, matrixPrefillSource } from './flash-attention-matrix.js';
+import { matrixPrefillPlan, matrixPrefillRows, matrixPrefillSource } from './flash-attention-matrix.js';
+import { matrixSplitPrefillSource } from './flash-attention-matrix-split.js';
 import { stagedLimits, subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
 
 /** The largest head dim (query/key and value) of the flash kernels. */
@@ -30,7 +31,10 @@ export const MAX_DIM = 256;
  * on subgroup matrices: on an H100 it took 422 against 667 us (tiled) at 512 rows (the transformer
  * block's attention) and 289 against 622 us at 1024, but 34 against 22 us at 128 (a Qwen3-0.6B
  * prefill: its 128 one-subgroup workgroups wait out each block's round trips) and 101 against 69
- * us at 256 (bench/results/h100-s31-final-2026-12-06.json).
+ * us at 256 (bench/results/h100-s31-final-2026-12-06.json). From it, auto lets the planner take the
+ * key-split form (flash-attention-matrix-split.ts) where row tiles of 4 subgroups would give fewer
+ * than 256 workgroups (Qwen3's 16 heads below 1024 rows): not yet timed on a GPU, nor is the split
+ * below this threshold (KILN_WEBGPU_ATTN_PREFILL=matrix-split forces it).
  */
 export const MATRIX_MIN_ROWS = 512;
 /** Query rows per (batch, head) at or below which the decode kernel runs. */
@@ -42,6 +46,13 @@ const SPLIT_MIN = 256;
 
 /** Prefill launches by kernel form (tests read it: which kernel a call took). */
 export const prefillStats = { matrix: 0, tiled: 0, rows: 0, matrixPlans: new Set<string>() };
+
+/** Test hook: the most subgroups a workgroup of the key-split matrix prefill (null: the planner's 4). */
+let splitSubgroups: number | null = null;
+/** Tests only: caps the key-split matrix prefill's subgroups a workgroup (2 or 4), so SwiftShader runs both; null: the planner's. */
+export function setMatrixSplitSubgroups(n: number | null): void {
+  splitSubgroups = n;
+}
 
 const f32Bits = (v: number): number => new Uint32Array(new Float32Array([v]).buffer)[0]!;
 
@@ -56,11 +67,13 @@ function wordAligned(t: Tensor, w: number): boolean {
 }
 
 /**
- * The float16 prefill on subgroup matrices (flash-attention-matrix.ts) where it applies: float16
- * storage (packed float16 when emulated), the device's square matrices, head dims and operands in
- * whole 16-byte words, a plan within the workgroup limits. Returns false (nothing done) elsewhere.
+ * The float16 prefill on subgroup matrices (flash-attention-matrix.ts; its key-split form,
+ * flash-attention-matrix-split.ts, where `split` forces it or 'auto' lets the planner's rule take
+ * it) where it applies: float16 storage (packed float16 when emulated), the device's square
+ * matrices, head dims and operands in whole 16-byte words, a plan within the workgroup limits.
+ * Returns false (nothing done) elsewhere.
  */
-function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kinds: AttnKinds, nb: number, l: number, meta: Uint32Array, inputs: DeviceBuffer[], tag: string): boolean {
+function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kinds: AttnKinds, nb: number, l: number, meta: Uint32Array, inputs: DeviceBuffer[], tag: string, split: boolean | 'auto'): boolean {
   const emulate = subgroupMatrixEmulated();
   if (kinds.x !== (emulate ? 'f16p' : 'f16') || !getOption('KILN_WEBGPU_SUBGROUP_MATRIX')) return false;
   const sm = subgroupMatrixPlan();
@@ -68,12 +81,13 @@ function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kin
   if (![query, key, value].every((t) => wordAligned(t, 8))) return false;
   const acc = webgpu();
   const lim = stagedLimits();
-  const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxWorkgroupBytes, lim.maxInvocations, emulate ? 4 : 2);
+  const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxWorkgroupBytes, lim.maxInvocations, { tileBytes: emulate ? 4 : 2, split, maxSplitSubgroups: splitSubgroups ?? undefined });
   if (plan === null) return false;
-  const k = kernelFor(`attn.prefill.matrix.${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => matrixPrefillSource(kinds, plan, { emulate }));
-  acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / (plan.sgs * plan.t)), 1));
+  const form = plan.split ? 'split.' : '';
+  const k = kernelFor(`attn.prefill.matrix.${form}${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => (plan.split ? matrixSplitPrefillSource : matrixPrefillSource)(kinds, plan, { emulate }));
+  acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / matrixPrefillRows(plan)), 1));
   prefillStats.matrix++;
-  prefillStats.matrixPlans.add(`t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}`);
+  prefillStats.matrixPlans.add(`${plan.split ? 'split ' : ''}t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}`);
   return true;
 }
 
@@ -135,7 +149,9 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   const tag = `${kinds.x}.${e}.${ev}.${kinds.mask ?? ''}${kinds.maskBool ? 'b' : ''}`;
   if (!decode) {
     const form = getOption('KILN_WEBGPU_ATTN_PREFILL');
-    if ((form === 'matrix' || (form === 'auto' && l >= MATRIX_MIN_ROWS)) && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag)) return o;
+    // matrix: the row tiles; matrix-split: the key split; auto (from MATRIX_MIN_ROWS): the planner's rule.
+    const matrix = form === 'matrix' || form === 'matrix-split' || (form === 'auto' && l >= MATRIX_MIN_ROWS);
+    if (matrix && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag, form === 'auto' ? 'auto' : form === 'matrix-split')) return o;
     const plan = form !== 'rows' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
     if (plan) {
       const w = getOption('KILN_WEBGPU_ATTN_WORDS') ? tiledWordWidth(kinds.x) : null;
