@@ -153,12 +153,11 @@ const SPLIT_RUNS: [number, number, readonly Case[]][] = hasF16
       [0, 2, CASES],
     ]
   : [
+      // (Subsets past the first run: the emulation is slow on SwiftShader and CI runs it on 2 cores.)
       [8, 4, CASES],
-      [8, 2, CASES],
-      [16, 4, CASES.slice(0, 7)],
-      [16, 2, [CASES[2]!, CASES[5]!, CASES[6]!]],
-      [4, 4, [CASES[3]!, CASES[7]!]],
-      [4, 2, [CASES[4]!, CASES[6]!]],
+      [8, 2, [CASES[1]!, CASES[6]!, CASES[9]!]],
+      [16, 4, [CASES[0]!, CASES[5]!, CASES[7]!]],
+      [4, 2, [CASES[3]!, CASES[4]!]],
     ];
 for (const [sg, sgs, cases] of SPLIT_RUNS) {
   test(`float16 attention prefill, key split over ${sgs} subgroups, on ${hasF16 ? "the device's" : `emulated (subgroups of ${sg})`} subgroup matrices matches float64`, { skip }, () => {
@@ -220,7 +219,7 @@ test('matrix prefill plans: the key split where row tiles of 4 subgroups give fe
   }
 });
 
-test('KILN_WEBGPU_ATTN_PREFILL=auto takes the matrix kernel from MATRIX_MIN_ROWS rows a head (split over the keys for one head), the tiled kernel below and where head dims are not whole matrices', { skip }, () => {
+test('KILN_WEBGPU_ATTN_PREFILL=auto takes the matrix kernel (row tiles) from MATRIX_MIN_ROWS rows a head, the tiled kernel below and where head dims are not whole matrices', { skip }, () => {
   const run = (c: Case): { matrix: number; tiled: number; failed: string | null } => {
     const m0 = prefillStats.matrix;
     const t0 = prefillStats.tiled;
@@ -235,8 +234,8 @@ test('KILN_WEBGPU_ATTN_PREFILL=auto takes the matrix kernel from MATRIX_MIN_ROWS
   };
   const long = run({ label: 'auto, causal, MATRIX_MIN_ROWS rows', q: [1, 1, MATRIX_MIN_ROWS, 16], k: [1, 1, MATRIX_MIN_ROWS, 16], causal: true });
   assert.deepEqual(long, { matrix: 1, tiled: 0, failed: null });
-  // One head: row tiles of 4 subgroups would make a handful of workgroups, so the planner splits the keys.
-  assert.ok([...prefillStats.matrixPlans].every((p) => p.startsWith('split ')), [...prefillStats.matrixPlans].join(', '));
+  // The key split is not auto's until a GPU has timed it (KILN_WEBGPU_ATTN_PREFILL=matrix-split).
+  assert.ok([...prefillStats.matrixPlans].every((p) => !p.startsWith('split ')), [...prefillStats.matrixPlans].join(', '));
   const short = run({ label: 'auto, causal, 40 rows', q: [1, 2, 40, 16], k: [1, 2, 40, 16], causal: true });
   assert.deepEqual(short, { matrix: 0, tiled: 1, failed: null });
   // Value head dim 20: not whole 8 x 8 (or 16 x 16) matrices, so even a long prefill stays tiled.

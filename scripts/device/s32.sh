@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Session 32's device calls, from the repo root through .device/run.sh with dist/ built and carried
 # (bash .device/run.sh bash scripts/device/s32.sh PART):
-#   sweep  #20: the float16 subgroup-matrix tests (conv2dBatchNorm's fold among them); kiln bench
-#          float16 conv-stack with the BatchNorm fold and the in-place A (KILN_WEBGPU_CONV_BN_FOLD,
-#          KILN_WEBGPU_CONV_IMPLICIT) on and off, alternating; float16 GEMM plans side by side (bench/webgpu-gemm-shapes.js, KILN_WEBGPU_SM_PLAN)
+#   sweep  #20: the float16 subgroup-matrix tests (conv2dBatchNorm's fold, the key-split attention);
+#          kiln bench float16 conv-stack with the BatchNorm fold and the in-place A (KILN_WEBGPU_CONV_BN_FOLD,
+#          KILN_WEBGPU_CONV_IMPLICIT) on and off, alternating; attention prefill forms at 128-512
+#          rows (tiled, matrix, matrix-split); float16 GEMM plans side by side (bench/webgpu-gemm-shapes.js, KILN_WEBGPU_SM_PLAN)
 #          on the Qwen3 prefill shapes (cold weights) and the mlp / block shapes: one-subgroup
 #          workgroups, double-buffered tiles and (Qwen3) more K slices (+split=N) against the planner's
 #          plan (SWEEP_PLANS, QWEN_PLANS override);
@@ -17,12 +18,13 @@ if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,
 session=s32
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = sweep ]; then
-  go tests && { wg $K 150 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-conv-im2col.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
-  # conv-stack float16: fold + implicit A (the defaults), fold only, neither (session 31's route).
-  declare -A CV=([new]="KILN_WEBGPU_CONV_BN_FOLD=1 KILN_WEBGPU_CONV_IMPLICIT=1" [fold]="KILN_WEBGPU_CONV_BN_FOLD=1 KILN_WEBGPU_CONV_IMPLICIT=0" [old]="KILN_WEBGPU_CONV_BN_FOLD=0 KILN_WEBGPU_CONV_IMPLICIT=0")
-  for rep in 1 2; do for v in new fold old; do
+  go tests && { wg $K 150 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-attention-matrix.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
+  # conv-stack float16: fold + implicit A (the defaults) against session 31's route, alternating.
+  declare -A CV=([new]="KILN_WEBGPU_CONV_BN_FOLD=1 KILN_WEBGPU_CONV_IMPLICIT=1" [old]="KILN_WEBGPU_CONV_BN_FOLD=0 KILN_WEBGPU_CONV_IMPLICIT=0")
+  for rep in 1 2; do for v in new old; do
     go conv-$v-$rep && { env ${CV[$v]} KILN_WEBGPU_BACKEND=vulkan $K 100 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload conv-stack --reps 30 --no-progress --json "$out/conv-$v-$rep.json" > "$out/conv-$v-$rep.txt" 2>&1; el "kiln bench f16 conv-stack $v (${CV[$v]}) rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/conv-$v-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   done; done
+  go attn && { wg $K 100 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 128,256,512 --forms "tiled, word copies;matrix;matrix-split" --json "$out/attn.json" > "$out/attn.txt" 2>&1; el "attention forms rc=$?"; grep -E "^float" "$out/attn.txt" | tee -a "$out/summary.txt"; }
   plans=${SWEEP_PLANS:-"auto;1,1,4,4,2;1,1,4,4,4;1,1,4,4,8;1,1,4,4,2,stages=0;2,2,4,4,2,stages=0;1,2,4,4,2;2,2,4,4,4;1,2,4,4,2,stages=2;2,2,4,4,2,stages=2"}
   qplans=${QWEN_PLANS:-"auto;auto+split=1024;1,1,4,4,2,stages=0;1,1,4,4,2;1,1,4,4,2+split=1024;1,1,4,4,4+split=1024;1,1,2,4,2+split=1024;1,2,4,4,2;2,2,4,4,2,stages=2+split=1024"}
   go gemm-qwen && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes qwen3 --plans "$qplans" --cold 8 --json "$out/gemm-qwen.json" > "$out/gemm-qwen.txt" 2>&1; el "gemm qwen3 plans (cold) rc=$?"; grep -E "^qwen3" "$out/gemm-qwen.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }

@@ -31,10 +31,9 @@ export const MAX_DIM = 256;
  * on subgroup matrices: on an H100 it took 422 against 667 us (tiled) at 512 rows (the transformer
  * block's attention) and 289 against 622 us at 1024, but 34 against 22 us at 128 (a Qwen3-0.6B
  * prefill: its 128 one-subgroup workgroups wait out each block's round trips) and 101 against 69
- * us at 256 (bench/results/h100-s31-final-2026-12-06.json). From it, auto lets the planner take the
- * key-split form (flash-attention-matrix-split.ts) where row tiles of 4 subgroups would give fewer
- * than 256 workgroups (Qwen3's 16 heads below 1024 rows): not yet timed on a GPU, nor is the split
- * below this threshold (KILN_WEBGPU_ATTN_PREFILL=matrix-split forces it).
+ * us at 256 (bench/results/h100-s31-final-2026-12-06.json). auto takes the row tiles only: the
+ * key-split form (flash-attention-matrix-split.ts, for short sequences) has not been timed on a
+ * GPU yet; KILN_WEBGPU_ATTN_PREFILL=matrix-split forces it.
  */
 export const MATRIX_MIN_ROWS = 512;
 /** Query rows per (batch, head) at or below which the decode kernel runs. */
@@ -149,9 +148,9 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   const tag = `${kinds.x}.${e}.${ev}.${kinds.mask ?? ''}${kinds.maskBool ? 'b' : ''}`;
   if (!decode) {
     const form = getOption('KILN_WEBGPU_ATTN_PREFILL');
-    // matrix: the row tiles; matrix-split: the key split; auto (from MATRIX_MIN_ROWS): the planner's rule.
+    // matrix and auto (from MATRIX_MIN_ROWS): the row tiles; matrix-split: the key split.
     const matrix = form === 'matrix' || form === 'matrix-split' || (form === 'auto' && l >= MATRIX_MIN_ROWS);
-    if (matrix && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag, form === 'auto' ? 'auto' : form === 'matrix-split')) return o;
+    if (matrix && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag, form === 'matrix-split')) return o;
     const plan = form !== 'rows' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
     if (plan) {
       const w = getOption('KILN_WEBGPU_ATTN_WORDS') ? tiledWordWidth(kinds.x) : null;
