@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as kiln from '../src/index.js';
 import { emulateSubgroupMatrix } from '../src/kernels/webgpu/linalg.js';
-import { MATRIX_MIN_ROWS, prefillStats, setMatrixSplitSubgroups } from '../src/kernels/webgpu/flash-attention.js';
+import { MATRIX_MIN_ROWS, MATRIX_SPLIT_MIN_ROWS, prefillStats, setMatrixSplitSubgroups } from '../src/kernels/webgpu/flash-attention.js';
 import { matrixPrefillBytes, matrixPrefillPlan } from '../src/kernels/webgpu/flash-attention-matrix.js';
 import { setOption } from '../src/runtime/config.js';
 import { makeTensor, randomValues } from './helpers/make.js';
@@ -219,7 +219,7 @@ test('matrix prefill plans: the key split where row tiles of 4 subgroups give fe
   }
 });
 
-test('KILN_WEBGPU_ATTN_PREFILL=auto takes the matrix kernel (row tiles) from MATRIX_MIN_ROWS rows a head, the tiled kernel below and where head dims are not whole matrices', { skip }, () => {
+test('KILN_WEBGPU_ATTN_PREFILL=auto takes the matrix kernel from MATRIX_MIN_ROWS rows a head (split over the keys for one head), its key split from MATRIX_SPLIT_MIN_ROWS where few heads, the tiled kernel below and where head dims are not whole matrices', { skip }, () => {
   const run = (c: Case): { matrix: number; tiled: number; failed: string | null } => {
     const m0 = prefillStats.matrix;
     const t0 = prefillStats.tiled;
@@ -234,8 +234,15 @@ test('KILN_WEBGPU_ATTN_PREFILL=auto takes the matrix kernel (row tiles) from MAT
   };
   const long = run({ label: 'auto, causal, MATRIX_MIN_ROWS rows', q: [1, 1, MATRIX_MIN_ROWS, 16], k: [1, 1, MATRIX_MIN_ROWS, 16], causal: true });
   assert.deepEqual(long, { matrix: 1, tiled: 0, failed: null });
-  // The key split is not auto's until a GPU has timed it (KILN_WEBGPU_ATTN_PREFILL=matrix-split).
-  assert.ok([...prefillStats.matrixPlans].every((p) => !p.startsWith('split ')), [...prefillStats.matrixPlans].join(', '));
+  // One head: row tiles of 4 subgroups would make a handful of workgroups, so the planner splits the keys.
+  assert.ok([...prefillStats.matrixPlans].every((p) => p.startsWith('split ')), [...prefillStats.matrixPlans].join(', '));
+  // Short and few heads: the key split.
+  const mid = run({ label: 'auto, causal, MATRIX_SPLIT_MIN_ROWS rows, 2 heads', q: [1, 2, MATRIX_SPLIT_MIN_ROWS, 16], k: [1, 2, MATRIX_SPLIT_MIN_ROWS, 16], causal: true });
+  assert.deepEqual(mid, { matrix: 1, tiled: 0, failed: null });
+  assert.ok([...prefillStats.matrixPlans].every((p) => p.startsWith('split ')), [...prefillStats.matrixPlans].join(', '));
+  // Short and many heads (the rule does not hold: 256 heads of 2 row tiles): tiled.
+  const many = run({ label: 'auto, MATRIX_SPLIT_MIN_ROWS rows, 256 heads', q: [16, 16, MATRIX_SPLIT_MIN_ROWS, 16], k: [16, 16, MATRIX_SPLIT_MIN_ROWS, 16] });
+  assert.deepEqual(many, { matrix: 0, tiled: 1, failed: null });
   const short = run({ label: 'auto, causal, 40 rows', q: [1, 2, 40, 16], k: [1, 2, 40, 16], causal: true });
   assert.deepEqual(short, { matrix: 0, tiled: 1, failed: null });
   // Value head dim 20: not whole 8 x 8 (or 16 x 16) matrices, so even a long prefill stays tiled.

@@ -106,6 +106,11 @@ export interface MatrixPlanOptions {
   readonly maxSplitSubgroups?: number;
 }
 
+/** The key-split rule: row tiles of 4 subgroups would give fewer than TARGET_GROUPS workgroups. */
+export function matrixSplitWanted(t: number, heads: number, L: number): boolean {
+  return heads * Math.ceil(L / (4 * t)) < TARGET_GROUPS;
+}
+
 /**
  * The plan for `heads` (batch x heads) of L query rows. Row tiles: the most subgroups a workgroup
  * (4, 2, 1) that still gives TARGET_GROUPS workgroups (else one), blocks of 32 keys (16 where
@@ -121,7 +126,7 @@ export function matrixPrefillPlan(t: number, sg: number, heads: number, L: numbe
   const subgroups = [4, 2, 1].filter((s) => s * sg <= maxInvocations);
   const kpl = Math.max(1, sg / t);
   const blocks = [32, 16, 8].filter((bk) => bk >= t && bk % t === 0 && bk % kpl === 0);
-  const split = opts.split === 'auto' ? heads * Math.ceil(L / (4 * t)) < TARGET_GROUPS : (opts.split ?? false);
+  const split = opts.split === 'auto' ? matrixSplitWanted(t, heads, L) : (opts.split ?? false);
   if (split) {
     for (const sgs of subgroups.filter((s) => s > 1 && s <= (opts.maxSplitSubgroups ?? 4))) {
       for (const bk of blocks) {

@@ -20,7 +20,7 @@ import { ATTN_WG, combineSource, decodeSource, prefillBlock, prefillSource, type
 import { dataKind, groupsFor, kernelFor, words } from './template.js';
 import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
-import { matrixPrefillPlan, matrixPrefillRows, matrixPrefillSource } from './flash-attention-matrix.js';
+import { matrixPrefillPlan, matrixPrefillRows, matrixPrefillSource, matrixSplitWanted } from './flash-attention-matrix.js';
 import { matrixSplitPrefillSource } from './flash-attention-matrix-split.js';
 import { stagedLimits, subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
 
@@ -31,11 +31,18 @@ export const MAX_DIM = 256;
  * on subgroup matrices: on an H100 it took 422 against 667 us (tiled) at 512 rows (the transformer
  * block's attention) and 289 against 622 us at 1024, but 34 against 22 us at 128 (a Qwen3-0.6B
  * prefill: its 128 one-subgroup workgroups wait out each block's round trips) and 101 against 69
- * us at 256 (bench/results/h100-s31-final-2026-12-06.json). auto takes the row tiles only: the
- * key-split form (flash-attention-matrix-split.ts, for short sequences) has not been timed on a
- * GPU yet; KILN_WEBGPU_ATTN_PREFILL=matrix-split forces it.
+ * us at 256 (bench/results/h100-s31-final-2026-12-06.json). From it auto takes the planner's
+ * form: the key split (flash-attention-matrix-split.ts) where row tiles of 4 subgroups would give
+ * fewer than 256 workgroups, else the row tiles.
  */
 export const MATRIX_MIN_ROWS = 512;
+/**
+ * Query rows per (batch, head) from which auto takes the key-split form where its rule holds (few
+ * heads): Qwen3 heads (16 over 8, dim 128) on an H100, float16, key split against tiled: 128 rows
+ * 14.6 against 22.3 us, 256 rows 39.9 against 68.5, 512 rows 99.8 against 200.6 (row tiles 156.9)
+ * (bench/results/h100-s32-sweep-2026-12-06.json). Below 128 rows it is not measured: tiled.
+ */
+export const MATRIX_SPLIT_MIN_ROWS = 128;
 /** Query rows per (batch, head) at or below which the decode kernel runs. */
 const DECODE_ROWS = 8;
 /** Workgroups below which decode splits the keys. */
@@ -67,20 +74,21 @@ function wordAligned(t: Tensor, w: number): boolean {
 
 /**
  * The float16 prefill on subgroup matrices (flash-attention-matrix.ts; its key-split form,
- * flash-attention-matrix-split.ts, where `split` forces it or 'auto' lets the planner's rule take
- * it) where it applies: float16 storage (packed float16 when emulated), the device's square
+ * flash-attention-matrix-split.ts, where `split` forces it, 'auto' lets the planner's rule take
+ * it, or 'rule' takes it where the rule holds and nothing otherwise) where it applies: float16 storage (packed float16 when emulated), the device's square
  * matrices, head dims and operands in whole 16-byte words, a plan within the workgroup limits.
  * Returns false (nothing done) elsewhere.
  */
-function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kinds: AttnKinds, nb: number, l: number, meta: Uint32Array, inputs: DeviceBuffer[], tag: string, split: boolean | 'auto'): boolean {
+function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kinds: AttnKinds, nb: number, l: number, meta: Uint32Array, inputs: DeviceBuffer[], tag: string, split: boolean | 'auto' | 'rule'): boolean {
   const emulate = subgroupMatrixEmulated();
   if (kinds.x !== (emulate ? 'f16p' : 'f16') || !getOption('KILN_WEBGPU_SUBGROUP_MATRIX')) return false;
   const sm = subgroupMatrixPlan();
   if ('reason' in sm || sm.m !== sm.n || sm.m !== sm.k) return false;
   if (![query, key, value].every((t) => wordAligned(t, 8))) return false;
+  if (split === 'rule' && !matrixSplitWanted(sm.m, nb, l)) return false;
   const acc = webgpu();
   const lim = stagedLimits();
-  const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxWorkgroupBytes, lim.maxInvocations, { tileBytes: emulate ? 4 : 2, split, maxSplitSubgroups: splitSubgroups ?? undefined });
+  const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxWorkgroupBytes, lim.maxInvocations, { tileBytes: emulate ? 4 : 2, split: split === 'rule' ? true : split, maxSplitSubgroups: splitSubgroups ?? undefined });
   if (plan === null) return false;
   const form = plan.split ? 'split.' : '';
   const k = kernelFor(`attn.prefill.matrix.${form}${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => (plan.split ? matrixSplitPrefillSource : matrixPrefillSource)(kinds, plan, { emulate }));
@@ -148,9 +156,11 @@ export function flashAttention(out: OutMeta, query: Tensor, key: Tensor, value: 
   const tag = `${kinds.x}.${e}.${ev}.${kinds.mask ?? ''}${kinds.maskBool ? 'b' : ''}`;
   if (!decode) {
     const form = getOption('KILN_WEBGPU_ATTN_PREFILL');
-    // matrix and auto (from MATRIX_MIN_ROWS): the row tiles; matrix-split: the key split.
-    const matrix = form === 'matrix' || form === 'matrix-split' || (form === 'auto' && l >= MATRIX_MIN_ROWS);
-    if (matrix && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag, form === 'matrix-split')) return o;
+    // matrix: the row tiles; matrix-split: the key split; auto: the planner's form from
+    // MATRIX_MIN_ROWS rows, the key split where its rule holds from MATRIX_SPLIT_MIN_ROWS.
+    const split = form === 'auto' ? (l >= MATRIX_MIN_ROWS ? 'auto' : 'rule') : form === 'matrix-split';
+    const matrix = form === 'matrix' || form === 'matrix-split' || (form === 'auto' && l >= MATRIX_SPLIT_MIN_ROWS);
+    if (matrix && matrixPrefill(o, query, key, value, kinds, nb, l, meta, inputs, tag, split)) return o;
     const plan = form !== 'rows' ? tiledPrefillPlan(nb * Math.ceil(l / 32), e, ev, acc.bridge.adapter.limits.maxComputeWorkgroupStorageSize ?? 16384) : null;
     if (plan) {
       const w = getOption('KILN_WEBGPU_ATTN_WORDS') ? tiledWordWidth(kinds.x) : null;
