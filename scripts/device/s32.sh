@@ -9,11 +9,13 @@
 #          workgroups, double-buffered tiles and (Qwen3) more K slices (+split=N) against the planner's
 #          plan (SWEEP_PLANS, QWEN_PLANS override);
 #          conv-stack's im2col GEMMs (N = 64) under taller plans (CONV_PLANS); the conv profile.
+#   final  #20: the attention and conv tests, kiln bench float16 Qwen3 with the attention prefill
+#          auto / tiled alternating, then the float16 half of the table (webgpu and cuda).
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S32_DEADLINE s); logs and JSON under
 # $OUT/s32-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s32.sh sweep|table}
+part=${1:?usage: s32.sh sweep|final|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s32
 source "$(dirname "$0")/session-lib.sh"
@@ -32,6 +34,12 @@ if [ "$part" = sweep ]; then
   cplans=${CONV_PLANS:-"auto;1,1,4,4,2;1,1,4,4,2,stages=0;2,1,4,4,2,stages=0;2,1,4,4,2;4,1,4,4,2;2,1,4,4,2,stages=2;4,1,4,4,2,stages=2;2,2,4,2,2,stages=2"}
   go gemm-conv && { wg $K 120 node dist/bench/webgpu-gemm-shapes.js --shapes conv --plans "$cplans" --json "$out/gemm-conv.json" > "$out/gemm-conv.txt" 2>&1; el "gemm conv plans rc=$?"; grep -E "^conv" "$out/gemm-conv.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go conv-prof && { wg $K 90 node dist/bench/webgpu-profile.js conv-stack float16 --top 25 --json "$out/wgprof-conv.json" > "$out/wgprof-conv.txt" 2>&1; el "webgpu conv profile rc=$?"; tail -n 8 "$out/wgprof-conv.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+elif [ "$part" = final ]; then
+  go tests && { wg $K 120 node --test dist/test/webgpu-attention-matrix.test.js dist/test/webgpu-subgroup-matrix.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
+  for rep in 1 2; do for f in auto tiled; do
+    go qwen-$f-$rep && { KILN_WEBGPU_ATTN_PREFILL=$f KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/qwen-$f-$rep.json" > "$out/qwen-$f-$rep.txt" 2>&1; el "kiln bench f16 qwen3 KILN_WEBGPU_ATTN_PREFILL=$f rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/qwen-$f-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  done; done
+  go table && { KILN_WEBGPU_BACKEND=vulkan WT_DTYPES=float16 WT_WEBGPU_S=120 WT_CUDA_S=100 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table (float16) rc=$?"; tail -n 20 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
 else
   el "unknown part $part"
 fi

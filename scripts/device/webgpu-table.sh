@@ -6,7 +6,8 @@
 # time cap (WT_*_S) so a slow one leaves the others' rows. Run from the repo root through
 # .device/run.sh with dist/ built and carried:
 #   bash .device/run.sh bash scripts/device/webgpu-table.sh [steps]
-# steps: comma-separated from webgpu,cuda,pytorch,decode,host (default all). Everything lands in
+# steps: comma-separated from webgpu,cuda,pytorch,decode,host (default all); WT_DTYPES: the kiln bench
+# dtypes (default "float32 float16"). Everything lands in
 # $OUT/webgpu-table.tgz; a summary prints last. scripts/webgpu-table-merge.py builds the JSON.
 set -uo pipefail
 steps=${1:-webgpu,cuda,pytorch,decode,host}
@@ -19,12 +20,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 git rev-parse --short HEAD > "$out/commit.txt" 2>/dev/null || true
 wl=${WT_WORKLOADS:-all}
 if has webgpu; then
-  timeout ${WT_WEBGPU_S:-240} node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 float16 --workload "$wl" \
+  timeout ${WT_WEBGPU_S:-240} node dist/src/cli/main.js bench --device webgpu --size full --dtype ${WT_DTYPES:-float32 float16} --workload "$wl" \
     --include-slow --reps ${WT_REPS:-30} --no-progress --json "$out/kiln-webgpu.json" > "$out/kiln-webgpu.txt" 2>&1
   el "kiln bench webgpu rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu|FAILED" "$out/kiln-webgpu.txt" | cut -c1-200 | tee -a "$out/summary.txt"
 fi
 if has cuda; then
-  timeout ${WT_CUDA_S:-150} node dist/src/cli/main.js bench --device cuda --size full --dtype float32 float16 --workload "$wl" \
+  timeout ${WT_CUDA_S:-150} node dist/src/cli/main.js bench --device cuda --size full --dtype ${WT_DTYPES:-float32 float16} --workload "$wl" \
     --include-slow --reps ${WT_REPS:-30} --no-progress --json "$out/kiln-cuda.json" > "$out/kiln-cuda.txt" 2>&1
   el "kiln bench cuda rc=$?"; grep -E "^[a-z0-9.-]+ +cuda|FAILED" "$out/kiln-cuda.txt" | cut -c1-200 | tee -a "$out/summary.txt"
 fi
