@@ -11,11 +11,13 @@
 #          conv-stack's im2col GEMMs (N = 64) under taller plans (CONV_PLANS); the conv profile.
 #   final  #20: the attention and conv tests, kiln bench float16 Qwen3 with the attention prefill
 #          auto / tiled alternating, then the float16 half of the table (webgpu and cuda).
+#   epi    #20: the staged GEMM's all-at-once epilogue (KILN_WEBGPU_SM_EPILOGUE=all) against the
+#          default: its tests on real matrices, GEMM shapes, kiln bench float16 alternating.
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S32_DEADLINE s); logs and JSON under
 # $OUT/s32-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s32.sh sweep|final|table}
+part=${1:?usage: s32.sh sweep|epi|final|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s32
 source "$(dirname "$0")/session-lib.sh"
@@ -34,6 +36,13 @@ if [ "$part" = sweep ]; then
   cplans=${CONV_PLANS:-"auto;1,1,4,4,2;1,1,4,4,2,stages=0;2,1,4,4,2,stages=0;2,1,4,4,2;4,1,4,4,2;2,1,4,4,2,stages=2;4,1,4,4,2,stages=2;2,2,4,2,2,stages=2"}
   go gemm-conv && { wg $K 120 node dist/bench/webgpu-gemm-shapes.js --shapes conv --plans "$cplans" --json "$out/gemm-conv.json" > "$out/gemm-conv.txt" 2>&1; el "gemm conv plans rc=$?"; grep -E "^conv" "$out/gemm-conv.txt" | cut -c1-160 | tee -a "$out/summary.txt"; }
   go conv-prof && { wg $K 90 node dist/bench/webgpu-profile.js conv-stack float16 --top 25 --json "$out/wgprof-conv.json" > "$out/wgprof-conv.txt" 2>&1; el "webgpu conv profile rc=$?"; tail -n 8 "$out/wgprof-conv.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+elif [ "$part" = epi ]; then
+  # The staged GEMM's all-at-once epilogue (KILN_WEBGPU_SM_EPILOGUE=all) against the default.
+  go tests && { KILN_WEBGPU_SM_EPILOGUE=all wg $K 90 node --test dist/test/webgpu-subgroup-matrix.test.js > "$out/tests.txt" 2>&1; el "tests (epilogue all) rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 8; }
+  go gemm && { wg $K 120 node dist/bench/webgpu-gemm-shapes.js --shapes conv,qwen3,block,mlp --plans "auto;auto+epi=all" --cold 2 --json "$out/gemm.json" > "$out/gemm.txt" 2>&1; el "gemm shapes epilogue each / all rc=$?"; grep -E "^(conv|qwen3|block|mlp)" "$out/gemm.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  for rep in 1 2; do for v in each all; do
+    go bench-$v-$rep && { KILN_WEBGPU_SM_EPILOGUE=$v KILN_WEBGPU_BACKEND=vulkan $K 80 node dist/src/cli/main.js bench --device webgpu --size full --dtype float16 --workload conv-stack,mlp-2048x4096,transformer-block,qwen3-0.6b-forward --include-slow --reps 30 --no-progress --json "$out/bench-$v-$rep.json" > "$out/bench-$v-$rep.txt" 2>&1; el "kiln bench f16 KILN_WEBGPU_SM_EPILOGUE=$v rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/bench-$v-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  done; done
 elif [ "$part" = final ]; then
   go tests && { wg $K 120 node --test dist/test/webgpu-attention-matrix.test.js dist/test/webgpu-subgroup-matrix.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
   for rep in 1 2; do for f in auto tiled; do
