@@ -9,8 +9,8 @@
  *
  * Each variant sets options for the call only ('auto' is the build's defaults; a plan string is a
  * KILN_WEBGPU_SM_PLAN; 'nosplit' is KILN_WEBGPU_GEMM_SMALL=0; a '+split=N' suffix also sets
- * KILN_WEBGPU_GEMM_SPLIT_TARGET, the workgroups a small product's split K aims for; '+epi=all'
- * KILN_WEBGPU_SM_EPILOGUE). Device time per call from timestamp
+ * KILN_WEBGPU_GEMM_SPLIT_TARGET, the workgroups a small product's split K aims for. Session 32's
+ * '+epi=all', an all-at-once GEMM epilogue, measured slower and was dropped: code in b8f6690). Device time per call from timestamp
  * events (webgpu-device-ms.ts: calls queued back to back, variants alternating, each batch after
  * KILN_BENCH_WARM_MS of its own calls); a variant the device cannot run is reported and skipped.
  * Every variant's product is compared with the default's (largest absolute difference), so a plan
@@ -86,10 +86,8 @@ function under<T>(variant: string, fn: () => T): T {
   const [plan, ...extras] = variant.split('+');
   for (const x of extras) {
     const m = /^split=(\d+)$/.exec(x);
-    const e = /^epi=(each|all)$/.exec(x);
-    if (m) setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', Number(m[1]));
-    else if (e) setOption('KILN_WEBGPU_SM_EPILOGUE', e[1] as 'each' | 'all');
-    else throw new Error(`variant ${JSON.stringify(variant)}: unknown suffix ${JSON.stringify(x)} (want +split=N or +epi=each|all)`);
+    if (!m) throw new Error(`variant ${JSON.stringify(variant)}: unknown suffix ${JSON.stringify(x)} (want +split=N)`);
+    setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', Number(m[1]));
   }
   if (plan === 'nosplit') setOption('KILN_WEBGPU_GEMM_SMALL', false);
   else if (plan !== 'auto') setOption('KILN_WEBGPU_SM_PLAN', plan);
@@ -99,7 +97,6 @@ function under<T>(variant: string, fn: () => T): T {
     setOption('KILN_WEBGPU_GEMM_SMALL', undefined);
     setOption('KILN_WEBGPU_SM_PLAN', undefined);
     setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', undefined);
-    setOption('KILN_WEBGPU_SM_EPILOGUE', undefined);
   }
 }
 const cold = Number(flag('--cold') ?? 1);

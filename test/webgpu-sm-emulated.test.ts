@@ -123,26 +123,3 @@ test('emulated staged plans: split K (partial f32 sums per K slice, combined wit
     if (!two) assert.ok(keys.some((k) => k === `${prefix}kn,,,partial`), `${text}: the split addmm ran as partial sums (compiled: ${keys.join(' ')})`);
   }
 });
-
-test('emulated staged plans: the all-at-once epilogue (KILN_WEBGPU_SM_EPILOGUE=all) matches float64, plain and split K', { skip }, () => {
-  kiln.manualSeed(15);
-  setOption('KILN_WEBGPU_SM_EPILOGUE', 'all');
-  try {
-    const keys = withPlan('2,2,2,2,2', () => {
-      // Partial tiles in every layout; a linear with the bias; a split-K linear (2 slices).
-      layouts(136, 200, 88, ALL);
-      const x = h([40, 56]);
-      const w = h([24, 56]);
-      const bias = h([24]);
-      close(kiln.nn.functional.linear(x.to('webgpu'), w.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(x), wide(w), wide(bias)), 'all-at-once linear');
-      const xs = h([40, 264]);
-      const ws = h([24, 264]);
-      close(kiln.nn.functional.linear(xs.to('webgpu'), ws.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(xs), wide(ws), wide(bias)), 'all-at-once linear split K');
-    });
-    const prefix = 'smstaged8x8x8.sg8.2x2.2x2.2.emu.ea,';
-    for (const layout of ['kn', 'mn', 'kk', 'mk']) assert.ok(keys.some((k) => k.startsWith(`${prefix}${layout},`)), `layout ${layout} ran with the all-at-once epilogue (compiled: ${keys.join(' ')})`);
-    assert.ok(keys.includes(`${prefix}kk,,,partial`), `the split linear's partial sums ran with it (compiled: ${keys.join(' ')})`);
-  } finally {
-    setOption('KILN_WEBGPU_SM_EPILOGUE', undefined);
-  }
-});

@@ -68,15 +68,6 @@ test('the staged subgroup matrix GEMM compiles on Dawn for every layout, epilogu
             acc.kernel(ST.generateStagedGemm(spec, plan), `kiln.gemm (${ST.stagedKey(spec, plan)})`);
             n++;
           }
-          // The all-at-once epilogue (KILN_WEBGPU_SM_EPILOGUE=all) on a plan whose scratch regions fit the device.
-          const small = { ...plan, tm: 2, tn: 2, ks: 1 };
-          if (ST.stagedWorkgroupBytes(small, { epilogueAll: true }) <= limits.maxWorkgroupBytes) {
-            for (const partial of [false, true]) {
-              const spec: GemmSpec = partial ? { a: 'f16', b: 'f16', c: 'f32', aMajor, bMajor, bias: false, beta: false, partial } : { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias: true, beta: false };
-              acc.kernel(ST.generateStagedGemm(spec, small, { epilogueAll: true }), `kiln.gemm (${ST.stagedKey(spec, small, { epilogueAll: true })})`);
-              n++;
-            }
-          }
           // A conv input read in place (GemmSpec.aConv: row-major A words through im2col addresses), with conv2dBatchNorm's epilogue.
           if (aMajor === 'k' && bMajor === 'k') {
             const conv: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias: true, beta: false, relu: true, aConv: true };

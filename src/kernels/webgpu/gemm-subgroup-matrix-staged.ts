@@ -71,18 +71,7 @@ export interface StagedPlan extends SubgroupMatrixPlan {
 export interface StagedOptions {
   /** Without subgroup matrices or shader-f16 (tests on SwiftShader; see the header). */
   readonly emulate?: boolean;
-  /**
-   * The epilogue stores every accumulator of a subgroup to the scratch at once (tm x tn regions),
-   * then reads them all after one barrier: 2 workgroup barriers a tile instead of 2 per accumulator
-   * (16 for 4 x 2 accumulators: more than the whole K loop of a K = 152 conv's 5 steps). Costs
-   * tm x tn times the scratch (KILN_WEBGPU_SM_EPILOGUE=all, where it fits). 3 barriers a tile,
-   * counting the one before the stores.
-   */
-  readonly epilogueAll?: boolean;
 }
-
-/** Accumulator regions of the epilogue scratch per subgroup: one, or every accumulator's (epilogueAll). */
-const scratchRegions = (p: SubgroupMatrixPlan, opts: StagedOptions): number => (opts.epilogueAll === true ? p.tm * p.tn : 1);
 
 export const stagedTileM = (p: SubgroupMatrixPlan): number => p.sgm * p.tm * p.m;
 export const stagedTileN = (p: SubgroupMatrixPlan): number => p.sgn * p.tn * p.n;
@@ -98,7 +87,7 @@ export function stagedWorkgroupBytes(p: StagedPlan | SubgroupMatrixPlan, opts: S
   // Either layout of a tile pads its rows by PAD: take the larger.
   const a = Math.max(BM * (BK + PAD), BK * (BM + PAD));
   const b = Math.max(BK * (BN + PAD), BN * (BK + PAD));
-  return stages * (opts.emulate === true ? 4 : 2) * (a + b) + 4 * p.sgm * p.sgn * p.m * p.n * scratchRegions(p, opts);
+  return stages * (opts.emulate === true ? 4 : 2) * (a + b) + 4 * p.sgm * p.sgn * p.m * p.n;
 }
 
 export interface StagedLimits {
@@ -169,7 +158,7 @@ export function parseStagedPlan(text: string, base: SubgroupMatrixPlan): StagedP
 
 export function stagedKey(s: GemmSpec, p: StagedPlan, opts: StagedOptions = {}): string {
   // The default plan's key (stages 1, group 1) is the key it always had.
-  const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${opts.emulate === true ? '.emu' : ''}${opts.epilogueAll === true ? '.ea' : ''}`;
+  const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${opts.emulate === true ? '.emu' : ''}`;
   return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${reluKey(s.relu)}${s.aConv === true ? ',conv' : ''}`;
 }
 
@@ -309,8 +298,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
     L.push(`var<workgroup> As: array<${D.tile}, ${p.stages * ZA}>;`);
     L.push(`var<workgroup> Bs: array<${D.tile}, ${p.stages * ZB}>;`);
   }
-  const R = scratchRegions(p, opts);
-  L.push(`var<workgroup> Cs: array<f32, ${p.sgm * p.sgn * MN * R}>;`);
+  L.push(`var<workgroup> Cs: array<f32, ${p.sgm * p.sgn * MN}>;`);
   // A word's 8 float16 to 8 consecutive elements of a tile.
   if (!direct) {
     for (const [name, arr] of [['kiln_put_a', 'As'], ['kiln_put_b', 'Bs']] as const) {
@@ -374,34 +362,22 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   } else {
     L.push(...stagedLoop(s, p, D, accs, { NA, NB, SA, SB, ZA, ZB }, partial ? { begin: 'kBeg', end: 'kEnd' } : { begin: '0u', end: 'K' }));
   }
-  // Accumulator (i, j)'s scratch region: the subgroup's one (stored and read in turn, a barrier
-  // pair each), or its own (all stored, one barrier, all read).
-  const region = (sub: string, i: number, j: number): string => (R === 1 ? `${sub} * ${MN}u` : `(${sub} * ${R}u + ${i * p.tn + j}u) * ${MN}u`);
-  if (R > 1) {
-    // (The barrier before: a tile whose K range is empty reaches here with no barrier since the
-    // previous tile's reads of the scratch.)
-    L.push('        workgroupBarrier();');
-    for (let i = 0; i < p.tm; i++) for (let j = 0; j < p.tn; j++) L.push(`        ${D.store('Cs', region('sgi', i, j), `acc${i}_${j}`, `${p.n}u`)}`);
-    L.push('        workgroupBarrier();');
-  }
   for (let i = 0; i < p.tm; i++) {
     for (let j = 0; j < p.tn; j++) {
-      if (R === 1) {
-        L.push('        workgroupBarrier();');
-        L.push(`        ${D.store('Cs', region('sgi', i, j), `acc${i}_${j}`, `${p.n}u`)}`);
-        L.push('        workgroupBarrier();');
-      }
+      L.push('        workgroupBarrier();');
+      L.push(`        ${D.store('Cs', `sgi * ${MN}u`, `acc${i}_${j}`, `${p.n}u`)}`);
+      L.push('        workgroupBarrier();');
       L.push(`        for (var e = lane; e < ${MN}u; e = e + ${p.sg}u) {`);
       L.push(`          let gm = m0 + em * ${p.tm * p.m}u + ${i * p.m}u + e / ${p.n}u; let gn = n0 + en * ${p.tn * p.n}u + ${j * p.n}u + e % ${p.n}u;`);
       L.push('          if (gm < M && gn < N) {');
       if (partial) {
-        L.push(`            c[(bz * M + gm) * N + gn] = Cs[${region('es', i, j)} + e];`);
+        L.push(`            c[(bz * M + gm) * N + gn] = Cs[es * ${MN}u + e];`);
         L.push('          }');
         L.push('        }');
         continue;
       }
       L.push('            let ic = oC + gm * sCm + gn * sCn;');
-      L.push(`            var v = alpha * Cs[${region('es', i, j)} + e];`);
+      L.push(`            var v = alpha * Cs[es * ${MN}u + e];`);
       const biasAt = `kmeta[${w.bias}] + gn * kmeta[${w.bias + 1}]`;
       if (s.bias) L.push(`            v = v + ${emulate ? loadExpr('f16p', 'bias', biasAt, false) : `f32(bias[${biasAt}])`};`);
       if (s.beta) L.push(`            v = v + beta * ${emulate ? loadExpr('f16p', 'c', 'ic', true) : 'f32(c[ic])'};`);

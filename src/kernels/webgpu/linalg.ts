@@ -40,7 +40,7 @@ import { allocOut, webgpu } from './device.js';
 import { CONV_A_META, GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
 import { GEMM_LARGE_BM } from './gemm-tile.js';
 import { GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
-import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedWorkgroupBytes, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
+import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
 import type { StorageKind as Kind } from './storage.js';
 import { f16StoreKey } from './f16-store-probe.js';
 import { generateSubgroupMatrixGemm, planSubgroupMatrix, smKey, smTileM, smTileN, type SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
@@ -277,10 +277,7 @@ export function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): StagedPlan |
 
 /** The staged subgroup matrix pipeline for a spec and plan, compiled on first use. */
 export function stagedKernel(spec: GemmSpec, plan: StagedPlan): WebgpuKernel {
-  const base = { emulate: emulated !== null };
-  // KILN_WEBGPU_SM_EPILOGUE=all: every accumulator to the scratch at once, where the memory holds it.
-  const all = { ...base, epilogueAll: true };
-  const opts = getOption('KILN_WEBGPU_SM_EPILOGUE') === 'all' && stagedWorkgroupBytes(plan, all) <= stagedLimits().maxWorkgroupBytes ? all : base;
+  const opts = { emulate: emulated !== null };
   const key = stagedKey(spec, plan, opts);
   let k = programs.get(key + f16StoreKey());
   if (!k) {
