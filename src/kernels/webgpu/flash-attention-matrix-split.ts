@@ -22,7 +22,7 @@
  * (its helpers and dialects: the `emulate` form is SwiftShader's, as there).
  */
 import { batchOffsets, maskStmts, NEG_MAX, type AttnKinds } from './flash-attention-source.js';
-import { matrixDialect, matrixHeader, PAD, SPAD, splitScratchFloats, wordCopy, type MatrixPrefillPlan, type WordCopy } from './flash-attention-matrix.js';
+import { matrixDialect, matrixDims, matrixEntry, matrixHeader, splitScratchFloats, wordCopy, type MatrixPrefillPlan, type WordCopy } from './flash-attention-matrix.js';
 import { storeStmt } from './storage.js';
 
 /** The key-split kernel for `k` (x 'f16', or 'f16p' emulated) under `plan`; metadata as the row kernel's (flash-attention-source.ts). */
@@ -35,18 +35,7 @@ export function matrixSplitPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, 
   const WG = sgs * sg;
   // Keys a loop step (a block per subgroup).
   const KB = sgs * bk;
-  const QS = e + PAD;
-  const KS = e + PAD;
-  const VS = ev + PAD;
-  const PS = bk + PAD;
-  const SCS = bk + SPAD;
-  // Invocations per row of a subgroup (each takes keys c, c + KPL, ...) and rows per invocation.
-  const KPL = Math.max(1, sg / t);
-  const RPL = Math.max(1, t / sg);
-  const KPI = bk / KPL;
-  const EQ = e / t;
-  const NB = bk / t;
-  const VQ = ev / t;
+  const { QS, KS, VS, PS, SCS, KPL, RPL, KPI, EQ, NB, VQ } = matrixDims(k, plan);
   // Parts of a row: the invocations of the workgroup that hold it, one per (subgroup, key share).
   const PARTS = sgs * KPL;
   const L: string[] = matrixHeader(D, k);
@@ -102,12 +91,7 @@ export function matrixSplitPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, 
     '}',
   ];
   L.push(
-    `@compute @workgroup_size(${WG})`,
-    `fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, ${emulate ? '' : '@builtin(subgroup_id) sgi: u32, '}@builtin(num_workgroups) ng: vec3u) {`,
-  );
-  if (emulate) L.push(`  let sgi = lid / ${sg}u; emu_lane = lid % ${sg}u;`);
-  L.push(
-    '  let L = kmeta[1]; let S = kmeta[2]; let scale = bitcast<f32>(kmeta[3]); let causal = kmeta[4] != 0u;',
+    ...matrixEntry(WG, sg, emulate),
     `  let rb = (L + ${t - 1}u) / ${t}u; let tiles = kmeta[0] * rb;`,
     `  let ln = lid % ${sg}u;`,
     '  for (var tt = wid.x; tt < tiles; tt = tt + ng.x) {',

@@ -278,6 +278,28 @@ export function matrixHeader(D: Dialect, k: AttnKinds): string[] {
   return [...D.enables, ...lines];
 }
 
+/**
+ * What both forms derive from a plan and the head dims: the padded row strides of the query, key,
+ * value, p and score tiles; invocations per row of a subgroup (each taking keys c, c + KPL, ...),
+ * rows per invocation and keys per invocation of a block; matrices along E, a block and Ev.
+ */
+export function matrixDims(k: AttnKinds, plan: MatrixPrefillPlan): { QS: number; KS: number; VS: number; PS: number; SCS: number; KPL: number; RPL: number; KPI: number; EQ: number; NB: number; VQ: number } {
+  const { e, ev } = k;
+  const { t, sg, bk } = plan;
+  const KPL = Math.max(1, sg / t);
+  return { QS: e + PAD, KS: e + PAD, VS: ev + PAD, PS: bk + PAD, SCS: bk + SPAD, KPL, RPL: Math.max(1, t / sg), KPI: bk / KPL, EQ: e / t, NB: bk / t, VQ: ev / t };
+}
+
+/** Both forms' entry point and its first lines: the subgroup (emulated: from the invocation index) and the sizes, scale and causality. */
+export function matrixEntry(WG: number, sg: number, emulate: boolean): string[] {
+  return [
+    `@compute @workgroup_size(${WG})`,
+    `fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, ${emulate ? '' : '@builtin(subgroup_id) sgi: u32, '}@builtin(num_workgroups) ng: vec3u) {`,
+    ...(emulate ? [`  let sgi = lid / ${sg}u; emu_lane = lid % ${sg}u;`] : []),
+    '  let L = kmeta[1]; let S = kmeta[2]; let scale = bitcast<f32>(kmeta[3]); let causal = kmeta[4] != 0u;',
+  ];
+}
+
 /** The kernel for `k` (x 'f16', or 'f16p' emulated) under row-tile `plan`; metadata as the row kernel's (flash-attention-source.ts). */
 export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
   if (plan.split) throw new Error('a key-split plan: flash-attention-matrix-split.ts writes its kernel');
@@ -287,18 +309,7 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
   const D = matrixDialect(k, plan, emulate);
   const WG = sgs * sg;
   const BQ = sgs * t;
-  const QS = e + PAD;
-  const KS = e + PAD;
-  const VS = ev + PAD;
-  const PS = bk + PAD;
-  const SCS = bk + SPAD;
-  // Invocations per row (each takes keys c, c + KPL, ...) and rows per invocation.
-  const KPL = Math.max(1, sg / t);
-  const RPL = Math.max(1, t / sg);
-  const KPI = bk / KPL;
-  const EQ = e / t;
-  const NB = bk / t;
-  const VQ = ev / t;
+  const { QS, KS, VS, PS, SCS, KPL, RPL, KPI, EQ, NB, VQ } = matrixDims(k, plan);
   const L: string[] = matrixHeader(D, k);
   L.push(
     `var<workgroup> Qs: array<${D.tile}, ${BQ * QS}>;`,
@@ -346,12 +357,7 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     '}',
   ];
   L.push(
-    `@compute @workgroup_size(${WG})`,
-    `fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32, ${emulate ? '' : '@builtin(subgroup_id) sgi: u32, '}@builtin(num_workgroups) ng: vec3u) {`,
-  );
-  if (emulate) L.push(`  let sgi = lid / ${sg}u; emu_lane = lid % ${sg}u;`);
-  L.push(
-    '  let L = kmeta[1]; let S = kmeta[2]; let scale = bitcast<f32>(kmeta[3]); let causal = kmeta[4] != 0u;',
+    ...matrixEntry(WG, sg, emulate),
     `  let rb = (L + ${BQ - 1}u) / ${BQ}u; let tiles = kmeta[0] * rb;`,
     `  let rg = lid / ${sg}u; let ln = lid % ${sg}u;`,
     `  var ninfBits = 0xff800000u; let ninf = bitcast<f32>(ninfBits);`,
