@@ -28,15 +28,6 @@ import { loadExpr, storeStmt, type StorageKind } from './storage.js';
 import { dataKind, groupsFor, header, kernelFor, WG, words } from './template.js';
 import { f32Bits } from './linalg.js';
 
-/** The BatchNorm operands of the fold, in binding order after the weight and the shift. */
-interface FoldInputs {
-  readonly mean: Tensor;
-  readonly variance: Tensor;
-  readonly gamma: Tensor | null;
-  readonly beta: Tensor | null;
-  readonly convBias: Tensor | null;
-}
-
 /** Metadata: [O, Kp, K, eps bits, then (offset, stride) of mean, var, gamma, beta, conv bias]. */
 const FOLD_META_WORDS = 14;
 
@@ -81,12 +72,13 @@ registerKernel(conv2dBatchNorm, 'webgpu', (ctx, input, weight, bias, stride, pad
   const relu = reluArg === true;
   const unfused = (): Tensor => conv2dBatchNormComposite(input, weight, bias, stride, padding, dilation, groups, runningMean, runningVar, bnWeight, bnBias, eps, relu);
   const x = dataKind(op, input);
-  const f: FoldInputs = { mean: runningMean, variance: runningVar, gamma: bnWeight, beta: bnBias, convBias: bias };
-  const operands = [f.mean, f.variance, f.gamma, f.beta, f.convBias];
-  if (x.wide || operands.some((t) => t !== null && dataKind(op, t).wide)) return unfused();
+  // The fold's operands in binding order after the weight and the shift (foldSource), absent ones null.
+  const operands = [runningMean, runningVar, bnWeight, bnBias, bias ?? null];
+  const data = operands.map((t) => (t === null ? null : dataKind(op, t)));
+  if (x.wide || data.some((d) => d !== null && d.wide)) return unfused();
   const q = convGeometry(op, input, weight, stride, padding, dilation, groups);
   if (q.n * q.o * q.oh * q.ow === 0 || q.o / groups < GEMM_MIN_OG || !getOption('KILN_WEBGPU_CONV_GEMM') || !getOption('KILN_WEBGPU_CONV_BN_FOLD')) return unfused();
-  const kinds = operands.map((t) => (t === null ? null : dataKind(op, t).kind));
+  const kinds = data.map((d) => (d === null ? null : d.kind));
   const out = allocOut(ctx.out);
   const fold = (packed: Tensor, Kp: number, K: number): Tensor => {
     const shift = allocOut({ shape: [q.o], strides: [1], dtype: packed.dtype, device: packed.device });
