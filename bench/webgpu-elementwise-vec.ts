@@ -12,6 +12,13 @@
  * checks that the vectorised compiled output has the scalar kernel's bits (on this device's driver)
  * and prints one JSON line per row, then a table with each row's fraction of the copy.
  *
+ * `--hand` also dispatches the vectorised compiled kernel's WGSL with hand edits, each alone and all
+ * together, to price each part of the fast math (float32 only; each edit asserts that it applied):
+ * `div` plain a / b for kiln_div (no range branch), `nan` no NaN selects, `clamp` exp2's argument
+ * unclamped, `poly` tanh without the small-|x| polynomial, `sig` the decomposed sigmoid as one
+ * kiln_fsigmoid, `tanh` WGSL's builtin tanh. The edits change results (that is their price) and
+ * are a measurement, not a form the compiler emits.
+ *
  * `--grid` also dispatches the vectorised compiled kernel's own WGSL by hand with the workgroup
  * count capped at each of 65535 (the default launch), 8192, 4096, 2048, 1024 and 512 (the
  * kernel's loop is grid-stride, so every count computes the same): whether fewer, fuller
@@ -26,6 +33,7 @@ import * as kiln from '../src/index.js';
 import { deviceMsPerCall } from './webgpu-device-ms.js';
 import { elementwiseForward } from '../src/bench/workloads.js';
 import type { WgslProgram } from '../src/compile/codegen/wgsl/program.js';
+import { FAST_MATH_FORMS } from '../src/kernels/math/wgsl-libm/fast.js';
 import { setOption } from '../src/runtime/config.js';
 import type { WebgpuAccelerator } from '../src/runtime/webgpu/webgpu-accelerator.js';
 import type { DType } from '../src/tensor/dtype.js';
@@ -42,6 +50,7 @@ const dtypes = (flag('--dtypes') ?? 'float32,float16,bfloat16').split(',') as DT
 const calls = Number(flag('--calls') ?? 20);
 const reps = Number(flag('--reps') ?? 15);
 const grid = argv.includes('--grid');
+const hand = argv.includes('--hand');
 const dump = flag('--dump');
 const jsonOut = flag('--json');
 
@@ -64,6 +73,38 @@ function bitsOf(t: Tensor): Uint32Array | Uint16Array {
   const c = t.to('cpu');
   const buf = c.storage.cpuArrayBuffer();
   return itemSize(c.dtype) === 4 ? new Uint32Array(buf, 4 * c.offset, c.numel()) : new Uint16Array(buf, 2 * c.offset, c.numel());
+}
+
+/** Hand edits of the compiled float32 kernel (--hand): [pattern, replacement] pairs, each required to match. */
+const HAND_EDITS: Record<string, [RegExp, string][]> = {
+  div: [[/^(\s*let v\d+: f32 = )kiln_div\(([^,]+), ([^)]+)\);$/gm, '$1($2 / $3);']],
+  nan: [[/fn kiln_isnan\(x: f32\) -> bool \{[^}]*\}/g, 'fn kiln_isnan(x: f32) -> bool { return false; }']],
+  clamp: [[/clamp\(x \* (0x1\.715476p0f), -127\.0f, 128\.0f\)/g, 'x * $1']],
+  poly: [[/let t = select\((1\.0f - 2\.0f \/ \(kiln_fpow2\(a \* 0x1\.715476p1f\) \+ 1\.0f\)), tp, a < 0\.55f\);/g, 'let t = $1;']],
+  sig: [
+    [/^(\s*let v\d+: f32 = )kiln_div\(1\.0f, v18\);$/gm, '$1kiln_fsigmoid(v0);'],
+    [/^(\s*let v\d+: f32 = )\(1\.0f \/ v18\);$/gm, '$1kiln_fsigmoid(v0);'],
+    [/@compute/, `${FAST_MATH_FORMS.kiln_fsigmoid}\n@compute`],
+  ],
+  tanh: [[/kiln_ftanh\((v\d+)\)/g, 'tanh($1)']],
+};
+
+function editApplies(source: string, e: string): boolean {
+  return HAND_EDITS[e]!.slice(0, e === 'sig' ? -1 : undefined).some(([re]) => source.replace(re, '') !== source);
+}
+
+function handEdit(source: string, edits: string[]): string {
+  let s = source;
+  for (const e of edits) {
+    let hit = false;
+    for (const [re, to] of HAND_EDITS[e]!) {
+      const next = s.replace(re, to);
+      if (next !== s) hit = true;
+      s = next;
+    }
+    if (!hit) throw new Error(`--hand edit '${e}' matched nothing in the compiled source`);
+  }
+  return s;
 }
 
 interface Row {
@@ -115,6 +156,31 @@ for (const dtype of dtypes) {
   if (dump !== undefined) {
     fs.mkdirSync(dump, { recursive: true });
     for (const s of sources) fs.writeFileSync(path.join(dump, `${dtype}-${/\|v\d/.test(s.memo) ? 'vec' : 'scalar'}.wgsl`), `// ${s.memo}\n${s.source}\n`);
+  }
+  if (hand && dtype === 'float32') {
+    const src = sources.find((s) => /\|v4/.test(s.memo));
+    if (src !== undefined) {
+      const k0 = src.source;
+      const y = kiln.empty([n, n], { dtype, device: 'webgpu' });
+      const N = n * n;
+      const meta = new Uint32Array([N, N, 0, 1, 0, 1]);
+      const groups = Math.min(65535, Math.ceil(N / 4 / 256));
+      // Edits with nothing to change in this build's source (the sigmoid already whole) are left out.
+      const names = Object.keys(HAND_EDITS).filter((e) => {
+        const ok = editApplies(k0, e);
+        if (!ok) console.log(JSON.stringify({ dtype, hand: e, skipped: 'nothing to edit in the compiled source' }));
+        return ok;
+      });
+      const variants: [string, string][] = [['as compiled', k0], ...names.map((e): [string, string] => [e, handEdit(k0, [e])]), ['all', handEdit(k0, names)], ['all but sig', handEdit(k0, names.filter((e) => e !== 'sig'))]];
+      const kernels = variants.map(([name, text]) => acc.kernel(text, `hand ${name}`));
+      const hms = deviceMs(kernels.map((k) => () => acc.dispatch(k, [y.storage.buffer, x.storage.buffer], meta, [groups, 1, 1])));
+      variants.forEach(([name], i) => {
+        const row: Row = { dtype, variant: `hand: ${name}`, ms: Number(hms[i]!.toFixed(4)), gbs: Number((bytes / hms[i]! / 1e6).toFixed(1)), of_copy: Number((copyMs / hms[i]!).toFixed(3)) };
+        rows.push(row);
+        console.log(JSON.stringify(row));
+      });
+      y.dispose();
+    }
   }
   if (grid) {
     const src = sources.find((s) => /\|v4/.test(s.memo));

@@ -38,6 +38,11 @@ export interface CompileBackend {
   readonly name: string;
   /** Whether its program for `graph` takes symbolic sizes (IR 'sym' arguments; symbolic.ts). */
   symbolicSizes?(graph: Graph): boolean;
+  /**
+   * Composite ops its code generator for `graph` renders as one node, better than their
+   * decomposition (the decompose pass leaves them; target.ts `nativeComposites`).
+   */
+  nativeComposites?(graph: Graph): ReadonlySet<string>;
   compile(graph: Graph, options: BackendOptions): CompiledProgram;
 }
 

@@ -555,7 +555,7 @@ class CompiledFn {
     // Symbolic dims in the guards and a backend whose programs evaluate symbolic sizes: the
     // graph's sizes may become symbolic (symbolic.ts), so one program serves every size.
     const sized = g.leaves.some((l) => l.kind === 'tensor' && l.guard.includes('?')) && getBackend(this.s.backendName).symbolicSizes?.(traced) === true;
-    const optimised = runPasses(traced, this.inferencePassOptions(sized));
+    const optimised = runPasses(traced, this.inferencePassOptions(sized, traced));
     const foldedSources = optimised.foldedSources;
     const dims = symbolicDimsOf(optimised.graph, g);
     const general = sized ? this.symbolicSizes(entry, optimised.graph, dims, args) : null;
@@ -573,8 +573,14 @@ class CompiledFn {
     return variant;
   }
 
-  private inferencePassOptions(symbolicSizes: boolean): Parameters<typeof runPasses>[1] {
-    return { foldConvBn: this.s.backendName !== 'eager', ...this.s.passOptions, symbolicSizes };
+  private inferencePassOptions(symbolicSizes: boolean, graph: Graph): Parameters<typeof runPasses>[1] {
+    return { foldConvBn: this.s.backendName !== 'eager', ...this.s.passOptions, symbolicSizes, ...this.keepComposites(graph) };
+  }
+
+  /** The composites the target of `graph` renders whole (backend.ts nativeComposites), for the decompose pass. */
+  private keepComposites(graph: Graph): { keepComposites?: ReadonlySet<string> } {
+    const keep = getBackend(this.s.backendName).nativeComposites?.(graph);
+    return keep && keep.size > 0 ? { keepComposites: keep } : {};
   }
 
   /**
@@ -597,7 +603,8 @@ class CompiledFn {
       const probe = src.kind === 'arg' ? probeArgs(args, src.path, s.dim, size + 1) : null;
       if (!probe) return null;
       try {
-        probes.push(runPasses(trace(this.s.fn, probe).graph, this.inferencePassOptions(true)).graph);
+        const probeGraph = trace(this.s.fn, probe).graph;
+        probes.push(runPasses(probeGraph, this.inferencePassOptions(true, probeGraph)).graph);
       } catch {
         // The function does not trace at the probe size (it checks T, a table is too short...).
         return null;
@@ -681,8 +688,8 @@ class CompiledFn {
       return { eager: reason };
     }
     log('graph', logs, () => `joint forward+backward graph of '${fnName}':\n${formatGraph(traced.joint)}`);
-    const fwd = runPasses(traced.forward, this.s.jointPassOptions);
-    const bwd = runPasses(traced.backward, this.s.jointPassOptions);
+    const fwd = runPasses(traced.forward, { ...this.s.jointPassOptions, ...this.keepComposites(traced.forward) });
+    const bwd = runPasses(traced.backward, { ...this.s.jointPassOptions, ...this.keepComposites(traced.backward) });
     log('graph', logs, () => `optimised forward of '${fnName}':\n${formatGraph(fwd.graph)}\noptimised backward:\n${formatGraph(bwd.graph)}`);
     const graphs = { ...traced, forward: fwd.graph, backward: bwd.graph };
     const state = discoverModuleState(liftedBefore(traced.joint, Infinity));

@@ -30,6 +30,13 @@ export interface CompileTarget {
    * dim whose sizes reach op arguments gets one program per size.
    */
   readonly symbolicSizes?: boolean;
+  /**
+   * Composite ops (decomposition table entries) this target's renderer emits as one node, better
+   * than as their decomposition: the decompose pass leaves them in graphs on its device, and its
+   * fusion rules must take them (webgpu: sigmoid and silu, whose fast forms need no division
+   * guard and no separate exp; the decomposition's reciprocal needs both).
+   */
+  readonly nativeComposites?: ReadonlySet<string>;
   /** What lowering may fuse for this target (lower.ts and lower/gemm.ts ask nothing else). */
   readonly fusion: FusionRules;
   /** The plain program (no caches, no CUDA graphs) for a graph lowered with `fusion` and scheduled. */

@@ -67,6 +67,8 @@ export function listDecompositions(): string[] {
 export interface DecomposeOptions {
   /** Op names to decompose (default: every registered decomposition). */
   only?: readonly string[];
+  /** Op names to leave whole (the compile target renders them natively: target.ts nativeComposites). */
+  keep?: ReadonlySet<string>;
 }
 
 /** Applies the registered decompositions to every node (once: decompositions emit core ops only). */
@@ -75,7 +77,7 @@ export function decompose(g: Graph, options: DecomposeOptions = {}): Graph {
   const written = new Set<ValueId>(g.nodes.flatMap(mutatedValues));
   const only = options.only ? new Set(options.only) : null;
   for (const node of g.nodes) {
-    const fn = only && !only.has(node.op) ? undefined : getDecomposition(node.op);
+    const fn = (only && !only.has(node.op)) || options.keep?.has(node.op) === true ? undefined : getDecomposition(node.op);
     if (!fn) {
       b.keep(node);
       continue;

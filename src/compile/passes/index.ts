@@ -73,6 +73,8 @@ export interface PassOptions {
 
 /** What kiln.compile adds to the user's switches (not a `passes` option). */
 export interface PipelineOptions extends PassOptions {
+  /** Composite ops the decompositions leave whole (the target renders them natively; target.ts). */
+  keepComposites?: ReadonlySet<string>;
   /**
    * The graph's sizes may become symbolic (compile/symbolic.ts): constant folding leaves view and
    * factory nodes in the graph (it still folds what reads them), since folding them would bake
@@ -119,7 +121,7 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   const addRmsNormLinear = o.addRmsNormLinear === true ? registeredGraphPass(o.addRmsNormLinearWebgpuOnly === true ? 'addRmsNormLinearWebgpu' : 'addRmsNormLinear') : undefined;
   if (addRmsNormLinear) graph = addRmsNormLinear(graph);
   if (o.decompose === true) {
-    graph = decompose(graph);
+    graph = decompose(graph, o.keepComposites ? { keep: o.keepComposites } : {});
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);
   }
   if (o.dce !== false) graph = deadCodeElimination(graph);

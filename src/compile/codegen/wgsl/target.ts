@@ -18,8 +18,16 @@ import { replayRefusal, WgslReplayProgram } from './replay.js';
 import type { CompiledProgram } from '../../backend.js';
 import { getOption } from '../../../runtime/config.js';
 
+const WHOLE: ReadonlySet<string> = new Set(['sigmoid', 'silu']);
+
 export const webgpuTarget: CompileTarget = {
   description: 'webgpu: WGSL kernels (fused pointwise chains, reductions, row kernels) through Dawn',
+  // sigmoid and silu whole: their fast forms (wgsl-libm/fast.ts) take one exp2 and a division whose
+  // divisor is in [1, 2], where the decomposition's reciprocal needs kiln_div's range branch and
+  // its exp a clamp and a NaN select of its own.
+  get nativeComposites() {
+    return getOption('KILN_WEBGPU_NATIVE_COMPOSITES') ? WHOLE : undefined;
+  },
   fusion: WEBGPU_FUSION,
   program: (low, sched, _device, options) => new WgslProgram(low, sched, { tuneOnFirstRun: decodeMode(options.mode).tuneOnFirstRun }),
   compile: (graph, _device, options) => withReplay(graph, compileWgsl(graph, options), options),
