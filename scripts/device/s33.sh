@@ -19,6 +19,11 @@ if [ "$part" = probe ]; then
     go ew-$n-$w && { KILN_WEBGPU_NATIVE_COMPOSITES=$w wg $K 100 node dist/bench/webgpu-elementwise-vec.js --n $n --dtypes float32 --hand --calls 20 --reps 15 --json "$out/ew-$n-$w.json" > "$out/ew-$n-$w.txt" 2>&1; el "elementwise hand edits n=$n native composites=$w rc=$?"; grep -E "^float32 " "$out/ew-$n-$w.txt" | tee -a "$out/summary.txt"; }
   done; done
   go ew-steps && { wg $K 120 node dist/bench/webgpu-elementwise-math.js --dtypes float32,float16 --forms v2+exp2,fast --steps 1,2 --json "$out/ew-steps.json" > "$out/ew-steps.txt" 2>&1; el "elementwise steps rc=$?"; grep -E "^float(32|16) " "$out/ew-steps.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  # kiln bench elementwise-4096 float32 compiled: webgpu with the sigmoid whole (1) and decomposed (0), alternating, and cuda.
+  for rep in 1 2; do for w in 1 0; do
+    go kb-ew-$w-$rep && { KILN_WEBGPU_NATIVE_COMPOSITES=$w KILN_WEBGPU_BACKEND=vulkan $K 60 node dist/src/cli/main.js bench --device webgpu --size full --dtype float32 --workload elementwise-4096 --reps 30 --no-progress --json "$out/kb-ew-$w-$rep.json" > "$out/kb-ew-$w-$rep.txt" 2>&1; el "kiln bench f32 elementwise-4096 webgpu native composites=$w rc=$?"; grep -E "^[a-z0-9.-]+ +webgpu" "$out/kb-ew-$w-$rep.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+  done; done
+  go kb-ew-cuda && { $K 60 node dist/src/cli/main.js bench --device cuda --size full --dtype float32 --workload elementwise-4096,mlp-64x512 --reps 30 --no-progress --json "$out/kb-ew-cuda.json" > "$out/kb-ew-cuda.txt" 2>&1; el "kiln bench f32 cuda rc=$?"; grep -E "^[a-z0-9.-]+ +cuda" "$out/kb-ew-cuda.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
   for w in mlp-64x512 conv-stack; do
     go wgprof-$w && { wg $K 90 node dist/bench/webgpu-profile.js $w float16 --top 25 --json "$out/wgprof-$w.json" > "$out/wgprof-$w.txt" 2>&1; el "webgpu profile $w rc=$?"; tail -n 14 "$out/wgprof-$w.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
     go cuprof-$w && { $K 90 node dist/bench/cuda-profile.js $w float16 --top 25 --json "$out/cuprof-$w.json" > "$out/cuprof-$w.txt" 2>&1; el "cuda profile $w rc=$?"; tail -n 10 "$out/cuprof-$w.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
