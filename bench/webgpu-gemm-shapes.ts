@@ -20,7 +20,7 @@
  * over N copies of the weight (N x its bytes past the 50 MB L2 of an H100 or H200), so each call
  * reads its weight from DRAM, as a forward pass does; the default reuses one (warm in L2).
  *
- *   node dist/bench/webgpu-gemm-shapes.js [--shapes qwen3,mlp,block,conv] [--plans "p1;p2"] [--calls 20]
+ *   node dist/bench/webgpu-gemm-shapes.js [--shapes qwen3,mlp,block,conv,mlp64] [--plans "p1;p2"] [--calls 20]
  *        [--reps 7] [--cold N] [--json out.json]
  */
 import fs from 'node:fs';
@@ -57,6 +57,8 @@ const SHAPES: readonly Shape[] = [
   { group: 'block', name: 'proj', m: 4096, n: 1024, k: 1024, bias: true },
   { group: 'block', name: 'fc1', m: 4096, n: 4096, k: 1024, bias: true },
   { group: 'block', name: 'fc2', m: 4096, n: 1024, k: 4096, bias: true },
+  // mlp-64x512's two layers (a small product: split K by default).
+  { group: 'mlp64', name: 'fc', m: 64, n: 512, k: 512, bias: true },
   // conv-stack's float16 convolutions as conv-im2col.ts runs them: im2col [pixels, Kp] @ Wp[64, Kp]^T.
   { group: 'conv', name: '3x3', m: 200704, n: 64, k: 576, bias: true },
   { group: 'conv', name: '7x7', m: 200704, n: 64, k: 152, bias: true },
