@@ -28,11 +28,9 @@ export type Command =
   | { readonly k: 'dispatch'; readonly pipeline: number; readonly buffers: readonly number[]; readonly meta: Uint32Array; readonly groups: readonly [number, number, number] }
   /**
    * A device timestamp into slot `slot` of the worker's timestamp query set (an empty compute pass
-   * whose beginning is stamped, after the work queued before it): what a recorded Event is. With
-   * `inPass`, a stamp next to dispatches is written by their own pass instead (its beginning or its
-   * end: worker.ts), so a measured interval holds no empty pass and no pass boundary of its own.
+   * whose beginning is stamped, after the work queued before it): what a recorded Event is.
    */
-  | { readonly k: 'stamp'; readonly slot: number; readonly inPass?: boolean }
+  | { readonly k: 'stamp'; readonly slot: number }
   /**
    * Starts creating pipeline `id` asynchronously (WGSL that was validated before: the disk cache's
    * sources); a later dispatch of it waits on the worker, never on the main thread. A compile error

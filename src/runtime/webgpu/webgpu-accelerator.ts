@@ -274,7 +274,7 @@ export class WebgpuAccelerator implements Accelerator {
   recordStamp(): { slot: number; serial: number } {
     const serial = this.stampSerial++;
     const slot = serial % STAMP_SLOTS;
-    this.enqueue(getOption('KILN_WEBGPU_EVENT_IN_PASS') ? { k: 'stamp', slot, inPass: true } : { k: 'stamp', slot });
+    this.enqueue({ k: 'stamp', slot });
     return { slot, serial };
   }
 

@@ -46,11 +46,10 @@ const layouts = new Map<number, GPUBindGroupLayout>();
  * between arriving and being applied (queuedMs: earlier messages, pipeline creation), reads and the
  * time from a read's submit to its mapping (readMs: mostly the GPU finishing the work before it),
  * recordings made and replayed, the time spent encoding replays ahead and the dispatches of
- * replays that had been encoded ahead (aheadMs, aheadDispatches), and Event stamps written as an
- * empty pass of their own (stampPasses) or by their dispatches' pass (stampsInPass): the 'stats' call reports them
+ * replays that had been encoded ahead (aheadMs, aheadDispatches): the 'stats' call reports them
  * (issue #20: where a step's host time goes).
  */
-const counters = { batches: 0, applyMs: 0, submitMs: 0, queuedMs: 0, reads: 0, readMs: 0, recordings: 0, replays: 0, aheadMs: 0, aheadDispatches: 0, stampPasses: 0, stampsInPass: 0 };
+const counters = { batches: 0, applyMs: 0, submitMs: 0, queuedMs: 0, reads: 0, readMs: 0, recordings: 0, replays: 0, aheadMs: 0, aheadDispatches: 0 };
 
 /** Submits a finished command buffer, or finishes an encoder and submits it, timed into counters.submitMs. */
 function submitTimed(d: GPUDevice, work: GPUCommandEncoder | GPUCommandBuffer): void {
@@ -89,8 +88,6 @@ const recordingsOf = new Map<number, Set<number>>();
 const creating = new Map<number, Promise<void>>();
 /** Timestamp slots for events (created on the first stamp; needs the timestamp-query feature). */
 let stampSet: GPUQuerySet | undefined;
-/** Commands that leave an open compute pass open (applyBatch): what an in-pass stamp may skip over. */
-const PASS_NEUTRAL: ReadonlySet<WireCommand['k']> = new Set(['create', 'destroy', 'pipeline', 'drop-recording']);
 
 // Usage flags (the WebGPU constants; Dawn's globals are not installed on this thread's globalThis).
 const MAP_READ = 0x0001;
@@ -195,43 +192,9 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
   let encoded = false;
   let pass: GPUComputePassEncoder | undefined;
   let passPipeline: GPUComputePipeline | undefined;
-  // In-pass stamps (protocol.ts 'stamp' inPass): the slot the next pass stamps at its beginning,
-  // and the slot the open pass stamps at its end (the stamp command that closes it).
-  let beginSlot: number | undefined;
-  let endSlot: number | undefined;
   const endPass = (): void => {
     pass?.end();
     pass = undefined;
-    endSlot = undefined;
-  };
-  // The op index of the first dispatch or pass-closing command at or after `at`, stepping over the
-  // commands that leave a pass open (buffer creation and release, pipelines, dropped recordings).
-  const nextPassOp = (at: number): number => {
-    let j = at;
-    while (j < ops.length && ops[j] !== OP_DISPATCH && PASS_NEUTRAL.has(others[ops[j + 1]!]!.k)) j += 2;
-    return j;
-  };
-  // The in-pass stamp that will close a pass begun at dispatch `at`: the first command after its
-  // run of dispatches (and pass-neutral commands), if that is one.
-  const closingStamp = (at: number): number | undefined => {
-    let j = at;
-    for (;;) {
-      j = nextPassOp(j);
-      if (j >= ops.length) return undefined;
-      if (ops[j] !== OP_DISPATCH) break;
-      j += 8 + ops[j + 7]!;
-    }
-    const c = others[ops[j + 1]!]!;
-    return c.k === 'stamp' && c.inPass === true ? c.slot : undefined;
-  };
-  const passStamps = (at: number): GPUComputePassTimestampWrites | undefined => {
-    const begin = beginSlot;
-    beginSlot = undefined;
-    const end = building ? undefined : closingStamp(at);
-    if (begin === undefined && end === undefined) return undefined;
-    endSlot = end;
-    stampSet ??= d.createQuerySet({ type: 'timestamp', count: STAMP_SLOTS, label: 'kiln events' });
-    return { querySet: stampSet, ...(begin === undefined ? {} : { beginningOfPassWriteIndex: begin }), ...(end === undefined ? {} : { endOfPassWriteIndex: end }) };
   };
   const destroyed: number[] = [];
   for (let i = 0; i < ops.length; ) {
@@ -248,10 +211,7 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
       const group = cache.groupFor(pid, layout, p.label, ops, i + 8, n, w, at, len);
       if (building) building.ops.push({ t: 'dispatch', pipeline: pid, ids: Array.from(ops.subarray(i + 8, i + 8 + n)), words: w.slice(at, at + len), x: ops[i + 4]!, y: ops[i + 5]!, z: ops[i + 6]! });
       if (!pass) {
-        const stamps = passStamps(i);
-        pass = enc.beginComputePass(stamps ? { label: 'kiln pass', timestampWrites: stamps } : { label: 'kiln pass' });
-        // Set after passStamps: endPass clears it.
-        if (stamps?.endOfPassWriteIndex !== undefined) endSlot = stamps.endOfPassWriteIndex;
+        pass = enc.beginComputePass({ label: 'kiln pass' });
         passPipeline = undefined;
       }
       // Consecutive dispatches of one pipeline (a layer's GEMVs, elementwise chains) set it once.
@@ -361,22 +321,9 @@ function applyBatch(ops: Float64Array, others: readonly WireCommand[], words: Ui
         // Started (and awaited where dispatched) before the batch was applied: startPipelines.
         break;
       case 'stamp': {
-        // Written by the open pass at its end (passStamps saw this command close it).
-        if (pass && endSlot === c.slot) {
-          endPass();
-          counters.stampsInPass++;
-          break;
-        }
         endPass();
-        // Written by the next pass at its beginning, when dispatches come next.
-        if (c.inPass === true && !building && nextPassOp(i) < ops.length && ops[nextPassOp(i)] === OP_DISPATCH) {
-          beginSlot = c.slot;
-          counters.stampsInPass++;
-          break;
-        }
         stampSet ??= d.createQuerySet({ type: 'timestamp', count: STAMP_SLOTS, label: 'kiln events' });
         enc.beginComputePass({ label: 'kiln event', timestampWrites: { querySet: stampSet, beginningOfPassWriteIndex: c.slot } }).end();
-        counters.stampPasses++;
         encoded = true;
         break;
       }
