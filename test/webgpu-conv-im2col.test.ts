@@ -39,6 +39,7 @@ interface Case {
 const CASES: Case[] = [
   // K = 27 (padded to 32), stride 2: the conv-stack's first layer in small.
   { label: 'C3 3x3 stride 2 pad 1, bias', x: [2, 3, 11, 13], w: [16, 3, 3, 3], bias: true, stride: [2, 2], padding: [1, 1], dilation: [1, 1] },
+  { label: 'C3 7x7 stride 2 pad 3 (the stem: words span taps and kernel rows), bias', x: [1, 3, 12, 10], w: [8, 3, 7, 7], bias: true, stride: [2, 2], padding: [3, 3], dilation: [1, 1] },
   { label: 'C16 3x3 dilation 2 pad 2, no bias', x: [1, 16, 9, 9], w: [8, 16, 3, 3], bias: false, stride: [1, 1], padding: [2, 2], dilation: [2, 2] },
   { label: 'C8 1x3 asymmetric, channels_last weight, bias', x: [3, 8, 6, 10], w: [24, 8, 1, 3], bias: true, stride: [1, 2], padding: [0, 1], dilation: [1, 1], weightChannelsLast: true },
 ];
