@@ -8,11 +8,14 @@
 #          from DRAM and 1024^2 from L2, with the sigmoid whole or decomposed:
 #          KILN_WEBGPU_NATIVE_COMPOSITES); mlp-64x512's GEMM plans; the float16 profiles of
 #          mlp-64x512 and conv-stack on webgpu and cuda.
+#   final  #20: the float16 subgroup-matrix and fast-math tests, the float16 conv-stack profile
+#          (the im2col gather by carries), elementwise-4096 against the copy and the clone, then the
+#          table (webgpu-table.sh webgpu,cuda, both dtypes).
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S33_DEADLINE s); logs and JSON under
 # $OUT/s33-PART come back, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s33.sh probe|table}
+part=${1:?usage: s33.sh probe|final|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s33
 source "$(dirname "$0")/session-lib.sh"
@@ -34,6 +37,13 @@ if [ "$part" = probe ]; then
     go wgprof-$w && { wg $K 90 node dist/bench/webgpu-profile.js $w float16 --top 25 --json "$out/wgprof-$w.json" > "$out/wgprof-$w.txt" 2>&1; el "webgpu profile $w rc=$?"; tail -n 12 "$out/wgprof-$w.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
     go cuprof-$w && { $K 90 node dist/bench/cuda-profile.js $w float16 --top 25 --json "$out/cuprof-$w.json" > "$out/cuprof-$w.txt" 2>&1; el "cuda profile $w rc=$?"; tail -n 8 "$out/cuprof-$w.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   done
+elif [ "$part" = final ]; then
+  # The im2col gather by carries (conv-stack's stem), the sigmoid whole: tests on real matrices, the
+  # float16 conv-stack profile, elementwise-4096 against the copy and the clone, then the table.
+  go tests && { wg $K 150 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-fast-math.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element" 12; }
+  go wgprof-conv && { wg $K 90 node dist/bench/webgpu-profile.js conv-stack float16 --top 25 --json "$out/wgprof-conv-stack.json" > "$out/wgprof-conv-stack.txt" 2>&1; el "webgpu profile conv-stack rc=$?"; tail -n 3 "$out/wgprof-conv-stack.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
+  go ew && { wg $K 90 node dist/bench/webgpu-elementwise-vec.js --n 4096 --dtypes float32,float16 --calls 20 --reps 11 --json "$out/ew.json" > "$out/ew.txt" 2>&1; el "elementwise vec rc=$?"; grep -E "^float(32|16) " "$out/ew.txt" | tee -a "$out/summary.txt"; }
+  go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=150 WT_CUDA_S=110 bash scripts/device/webgpu-table.sh webgpu,cuda > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 24 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
 else
   el "unknown part $part"
 fi
