@@ -46,7 +46,12 @@ def main():
         with open(a.matmul) as f:
             matmul = [json.loads(line) for line in f if line.strip().startswith('{')]
     host = open(p('host-webgpu.txt')).read().strip().splitlines() if os.path.exists(p('host-webgpu.txt')) else []
-    meta = dict(machine='H200 device machine (Dawn/Vulkan for webgpu, CUDA 13 for cuda, PyTorch 2.11)',
+    # The GPU as nvidia-smi named it (smi.txt: a header line, then name, driver, clocks), else the H200 the machine mostly has.
+    gpu = 'H200'
+    if os.path.exists(p('smi.txt')):
+        lines = [l for l in open(p('smi.txt')).read().splitlines() if l.strip() and not l.startswith('name')]
+        if lines: gpu = lines[0].split(',')[0].strip()
+    meta = dict(machine=f'{gpu} device machine (Dawn/Vulkan for webgpu, CUDA 13 for cuda, PyTorch 2.11)',
                 date=webgpu['meta'].get('date') or decode['meta'].get('date'), commit=a.commit,
                 command='bash .device/run.sh bash scripts/device/webgpu-table.sh; python3 scripts/webgpu-table-merge.py',
                 kiln_webgpu_meta=webgpu['meta'], kiln_cuda_meta=cuda['meta'], pytorch_meta=torch['meta'], decode_meta=decode['meta'],
