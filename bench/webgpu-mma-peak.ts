@@ -10,6 +10,14 @@
  *   - smem TAxTB: as the staged GEMM's inner step, every iteration loads its TA left and TB right
  *     matrices from workgroup memory (offsets moving with the iteration) before the TA x TB
  *     multiplies: the throughput with the workgroup-memory matrix loads the GEMM pays.
+ *   - step / stepv TAxTB: smem plus, every iteration, two workgroup barriers and an 8-word refill per
+ *     invocation, stored as scalar float16 halves (as the staged GEMM) or as whole 16-byte words into
+ *     a separate array the multiplies never read;
+ *   - view TAxTB: the refill as whole words into the very tile the multiplies load, one untyped
+ *     workgroup buffer (Dawn's `buffer<N>`) seen as vec4<u32> words for the stores and as f16 for
+ *     subgroupMatrixLoad (`bufferView`), which an f16 array cannot offer (its loads take an array
+ *     of the matrix's scalar type). Written in session 33 to see whether the GEMM can have the
+ *     whole-word refill's ceiling.
  * The accumulators are stored at the end (so nothing is dead code). TFLOP/s count 2 m n k per
  * multiply. Device time from timestamp events (webgpu-device-ms.ts), median of alternating batches.
  *
@@ -45,7 +53,7 @@ const left = `subgroup_matrix_left<f16, ${k}, ${m}>`;
 const right = `subgroup_matrix_right<f16, ${n}, ${k}>`;
 const result = `subgroup_matrix_result<f32, ${n}, ${m}>`;
 
-type Form = 'regs' | 'smem' | 'step' | 'stepv';
+type Form = 'regs' | 'smem' | 'step' | 'stepv' | 'view';
 
 function source(form: Form, ta: number, tb: number): string {
   const L: string[] = ['enable f16;', 'enable subgroups;', 'enable chromium_experimental_subgroup_matrix;'];
@@ -55,9 +63,13 @@ function source(form: Form, ta: number, tb: number): string {
   L.push(`var<workgroup> Ts: array<f16, ${TILE}>;`);
   if (form === 'step') L.push(`var<workgroup> Us: array<f16, ${8 * 8 * T}>;`);
   if (form === 'stepv') L.push(`var<workgroup> Us: array<vec4<u32>, ${8 * T}>;`);
+  // One untyped workgroup buffer seen two ways (Dawn's buffer<N> and bufferView): whole 16-byte
+  // words stored through a vec4<u32> view into the very halves the matrices load through an f16 view.
+  if (form === 'view') L.push(`var<workgroup> Wb: buffer<${Math.max(8 * T * 16, TILE * 2)}>;`);
   L.push(`@compute @workgroup_size(${T})`);
   L.push('fn main(@builtin(local_invocation_index) tid: u32, @builtin(subgroup_id) sgi: u32, @builtin(workgroup_id) wid: vec3u) {');
-  L.push(`  for (var i = tid; i < ${TILE}u; i = i + ${T}u) { Ts[i] = src[i]; }`);
+  if (form === 'view') L.push('  let hv = bufferView<array<f16>>(&Wb, 0);', '  let wv = bufferView<array<vec4<u32>>>(&Wb, 0);');
+  L.push(`  for (var i = tid; i < ${TILE}u; i = i + ${T}u) { ${form === 'view' ? 'hv' : 'Ts'}[i] = src[i]; }`);
   L.push('  workgroupBarrier();');
   L.push('  let iters = kmeta[0];');
   const accs: string[] = [];
@@ -65,8 +77,9 @@ function source(form: Form, ta: number, tb: number): string {
   for (const a of accs) L.push(`  var ${a} = ${result}();`);
   const loads = (off: string): string[] => {
     const o: string[] = [];
-    for (let i = 0; i < ta; i++) o.push(`let l${i} = subgroupMatrixLoad<${left}, row_major>(&Ts, ${off} + ${i * m * ROW}u, ${ROW}u);`);
-    for (let j = 0; j < tb; j++) o.push(`let r${j} = subgroupMatrixLoad<${right}, row_major>(&Ts, ${off} + ${j * n}u, ${ROW}u);`);
+    const at = form === 'view' ? 'hv' : '&Ts';
+    for (let i = 0; i < ta; i++) o.push(`let l${i} = subgroupMatrixLoad<${left}, row_major>(${at}, ${off} + ${i * m * ROW}u, ${ROW}u);`);
+    for (let j = 0; j < tb; j++) o.push(`let r${j} = subgroupMatrixLoad<${right}, row_major>(${at}, ${off} + ${j * n}u, ${ROW}u);`);
     return o;
   };
   const mmas = (): string[] => accs.map((a) => {
@@ -85,6 +98,7 @@ function source(form: Form, ta: number, tb: number): string {
       for (let w = 0; w < 8; w++) {
         const word = `vec4<u32>(it, tid, ${w}u, iters)`;
         if (form === 'stepv') L.push(`    Us[${w * T}u + tid] = ${word};`);
+        else if (form === 'view') L.push(`    wv[${w * T}u + tid] = ${word};`);
         else {
           L.push(`    { let v = ${word}; let h0 = bitcast<vec2<f16>>(v.x); let h1 = bitcast<vec2<f16>>(v.y); let h2 = bitcast<vec2<f16>>(v.z); let h3 = bitcast<vec2<f16>>(v.w); let at = (${w * T}u + tid) * 8u;`);
           L.push('      Us[at] = h0.x; Us[at + 1u] = h0.y; Us[at + 2u] = h1.x; Us[at + 3u] = h1.y; Us[at + 4u] = h2.x; Us[at + 5u] = h2.y; Us[at + 6u] = h3.x; Us[at + 7u] = h3.y; }');
@@ -109,7 +123,7 @@ function source(form: Form, ta: number, tb: number): string {
 
 const acc = webgpu();
 const shapes: [number, number][] = [[2, 2], [4, 2], [4, 4], [2, 4]];
-const variants = (['regs', 'smem', 'step', 'stepv'] as const).flatMap((form) => shapes.map(([ta, tb]) => ({ form, ta, tb, name: `${form} ${ta}x${tb}` })));
+const variants = (['regs', 'smem', 'step', 'stepv', 'view'] as const).flatMap((form) => shapes.map(([ta, tb]) => ({ form, ta, tb, name: `${form} ${ta}x${tb}` })));
 const outT = kiln.zeros([groups * SGS * 16 * m * n], { dtype: 'float32', device: 'webgpu' });
 const srcT = kiln.mul(kiln.rand([TILE], { dtype: 'float16', device: 'webgpu' }), 0.01);
 const meta = new Uint32Array([iters]);

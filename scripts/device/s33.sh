@@ -11,11 +11,13 @@
 #   final  #20: the float16 subgroup-matrix and fast-math tests, the float16 conv-stack profile
 #          (the im2col gather by carries), elementwise-4096 against the copy and the clone, then the
 #          table (webgpu-table.sh webgpu,cuda, both dtypes).
+#   mma    #20: bench/webgpu-mma-peak.js with the whole-word refill through an untyped workgroup
+#          buffer's views (form view) beside session 31's forms.
 #   table  #20's table (scripts/device/webgpu-table.sh webgpu,cuda) with this build's defaults.
 # A step starts only while the call is under its deadline (S33_DEADLINE s); logs and JSON under
 # $OUT/s33-PART come back, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s33.sh probe|final|table}
+part=${1:?usage: s33.sh probe|mma|final|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s33
 source "$(dirname "$0")/session-lib.sh"
@@ -37,6 +39,9 @@ if [ "$part" = probe ]; then
     go wgprof-$w && { wg $K 90 node dist/bench/webgpu-profile.js $w float16 --top 25 --json "$out/wgprof-$w.json" > "$out/wgprof-$w.txt" 2>&1; el "webgpu profile $w rc=$?"; tail -n 12 "$out/wgprof-$w.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
     go cuprof-$w && { $K 90 node dist/bench/cuda-profile.js $w float16 --top 25 --json "$out/cuprof-$w.json" > "$out/cuprof-$w.txt" 2>&1; el "cuda profile $w rc=$?"; tail -n 8 "$out/cuprof-$w.txt" | cut -c1-200 | tee -a "$out/summary.txt"; }
   done
+elif [ "$part" = mma ]; then
+  # The subgroup-matrix ceiling with the whole-word refill into the tile the multiplies load (form view).
+  go mma && { wg $K 120 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; grep -E 'error' "$out/mma.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
 elif [ "$part" = final ]; then
   # The im2col gather by carries (conv-stack's stem), the sigmoid whole: tests on real matrices, the
   # float16 conv-stack profile, elementwise-4096 against the copy and the clone, then the table.
