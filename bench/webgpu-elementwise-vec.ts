@@ -81,16 +81,16 @@ const HAND_EDITS: Record<string, [RegExp, string][]> = {
   nan: [[/fn kiln_isnan\(x: f32\) -> bool \{[^}]*\}/g, 'fn kiln_isnan(x: f32) -> bool { return false; }']],
   clamp: [[/clamp\(x \* (0x1\.715476p0f), -127\.0f, 128\.0f\)/g, 'x * $1']],
   poly: [[/let t = select\((1\.0f - 2\.0f \/ \(kiln_fpow2\(a \* 0x1\.715476p1f\) \+ 1\.0f\)), tp, a < 0\.55f\);/g, 'let t = $1;']],
+  // (handEdit declares kiln_fsigmoid, which the decomposed kernel does not carry.)
   sig: [
     [/^(\s*let v\d+: f32 = )kiln_div\(1\.0f, v18\);$/gm, '$1kiln_fsigmoid(v0);'],
     [/^(\s*let v\d+: f32 = )\(1\.0f \/ v18\);$/gm, '$1kiln_fsigmoid(v0);'],
-    [/@compute/, `${FAST_MATH_FORMS.kiln_fsigmoid}\n@compute`],
   ],
   tanh: [[/kiln_ftanh\((v\d+)\)/g, 'tanh($1)']],
 };
 
 function editApplies(source: string, e: string): boolean {
-  return HAND_EDITS[e]!.slice(0, e === 'sig' ? -1 : undefined).some(([re]) => source.replace(re, '') !== source);
+  return HAND_EDITS[e]!.some(([re]) => source.replace(re, '') !== source);
 }
 
 function handEdit(source: string, edits: string[]): string {
@@ -104,6 +104,7 @@ function handEdit(source: string, edits: string[]): string {
     }
     if (!hit) throw new Error(`--hand edit '${e}' matched nothing in the compiled source`);
   }
+  if (s.includes('kiln_fsigmoid(') && !s.includes('fn kiln_fsigmoid(')) s = s.replace('@compute', `${FAST_MATH_FORMS.kiln_fsigmoid}\n@compute`);
   return s;
 }
 

@@ -42,7 +42,7 @@ export interface CompileBackend {
    * Composite ops its code generator for `graph` renders as one node, better than their
    * decomposition (the decompose pass leaves them; target.ts `nativeComposites`).
    */
-  nativeComposites?(graph: Graph): ReadonlySet<string>;
+  nativeComposites?(graph: Graph): ReadonlySet<string> | undefined;
   compile(graph: Graph, options: BackendOptions): CompiledProgram;
 }
 

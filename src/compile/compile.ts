@@ -580,7 +580,7 @@ class CompiledFn {
   /** The composites the target of `graph` renders whole (backend.ts nativeComposites), for the decompose pass. */
   private keepComposites(graph: Graph): { keepComposites?: ReadonlySet<string> } {
     const keep = getBackend(this.s.backendName).nativeComposites?.(graph);
-    return keep && keep.size > 0 ? { keepComposites: keep } : {};
+    return keep ? { keepComposites: keep } : {};
   }
 
   /**

@@ -17,12 +17,10 @@ import { compileTargetFor, targetDevice } from './target.js';
 
 export { compileKiln, type KilnBackendOptions } from './codegen/js/target.js';
 
-const NONE: ReadonlySet<string> = new Set();
-
 registerBackend({
   name: 'kiln',
   symbolicSizes: (graph) => compileTargetFor(targetDevice(graph).type).symbolicSizes === true,
-  nativeComposites: (graph) => compileTargetFor(targetDevice(graph).type).nativeComposites ?? NONE,
+  nativeComposites: (graph) => compileTargetFor(targetDevice(graph).type).nativeComposites,
   compile(graph: Graph, options: BackendOptions): CompiledProgram {
     const device = targetDevice(graph);
     return compileTargetFor(device.type).compile(graph, device, options);
