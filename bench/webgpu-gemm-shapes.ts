@@ -10,6 +10,7 @@
  * Each variant sets options for the call only ('auto' is the build's defaults; a plan string is a
  * KILN_WEBGPU_SM_PLAN; 'nosplit' is KILN_WEBGPU_GEMM_SMALL=0; a '+split=N' suffix also sets
  * KILN_WEBGPU_GEMM_SPLIT_TARGET, the workgroups a small product's split K aims for. Session 32's
+ * '+refill=words' sets KILN_WEBGPU_SM_REFILL. Session 32's
  * '+epi=all', an all-at-once GEMM epilogue, measured slower and was dropped: code in b8f6690). Device time per call from timestamp
  * events (webgpu-device-ms.ts: calls queued back to back, variants alternating, each batch after
  * KILN_BENCH_WARM_MS of its own calls); a variant the device cannot run is reported and skipped.
@@ -20,7 +21,7 @@
  * over N copies of the weight (N x its bytes past the 50 MB L2 of an H100 or H200), so each call
  * reads its weight from DRAM, as a forward pass does; the default reuses one (warm in L2).
  *
- *   node dist/bench/webgpu-gemm-shapes.js [--shapes qwen3,mlp,block,conv,mlp64] [--plans "p1;p2"] [--calls 20]
+ *   node dist/bench/webgpu-gemm-shapes.js [--shapes qwen3,mlp,block,conv,mlp64,square] [--plans "p1;p2"] [--calls 20]
  *        [--reps 7] [--cold N] [--json out.json]
  */
 import fs from 'node:fs';
@@ -62,6 +63,9 @@ const SHAPES: readonly Shape[] = [
   // conv-stack's float16 convolutions as conv-im2col.ts runs them: im2col [pixels, Kp] @ Wp[64, Kp]^T.
   { group: 'conv', name: '3x3', m: 200704, n: 64, k: 576, bias: true },
   { group: 'conv', name: '7x7', m: 200704, n: 64, k: 152, bias: true },
+  // The issue's square products (its matmul rows).
+  { group: 'square', name: '4096', m: 4096, n: 4096, k: 4096, bias: false },
+  { group: 'square', name: '8192', m: 8192, n: 8192, k: 8192, bias: false },
 ];
 
 const DEFAULT_PLANS = [
@@ -83,13 +87,18 @@ const DEFAULT_PLANS = [
 const groups = new Set((flag('--shapes') ?? 'qwen3,mlp,block').split(','));
 const plans = (flag('--plans') ?? DEFAULT_PLANS.join(';')).split(';').filter((p) => p.length > 0);
 
-/** Runs fn with the options of variant `variant` set (a `+split=N` suffix sets the split's workgroup target), and restores them. */
+/**
+ * Runs fn with the options of variant `variant` set (a `+split=N` suffix sets the split's workgroup
+ * target, `+refill=words|halves` the staged kernel's tile refill), and restores them.
+ */
 function under<T>(variant: string, fn: () => T): T {
   const [plan, ...extras] = variant.split('+');
   for (const x of extras) {
     const m = /^split=(\d+)$/.exec(x);
-    if (!m) throw new Error(`variant ${JSON.stringify(variant)}: unknown suffix ${JSON.stringify(x)} (want +split=N)`);
-    setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', Number(m[1]));
+    const r = /^refill=(halves|words)$/.exec(x);
+    if (m) setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', Number(m[1]));
+    else if (r) setOption('KILN_WEBGPU_SM_REFILL', r[1] as 'halves' | 'words');
+    else throw new Error(`variant ${JSON.stringify(variant)}: unknown suffix ${JSON.stringify(x)} (want +split=N or +refill=halves|words)`);
   }
   if (plan === 'nosplit') setOption('KILN_WEBGPU_GEMM_SMALL', false);
   else if (plan !== 'auto') setOption('KILN_WEBGPU_SM_PLAN', plan);
@@ -99,6 +108,7 @@ function under<T>(variant: string, fn: () => T): T {
     setOption('KILN_WEBGPU_GEMM_SMALL', undefined);
     setOption('KILN_WEBGPU_SM_PLAN', undefined);
     setOption('KILN_WEBGPU_GEMM_SPLIT_TARGET', undefined);
+    setOption('KILN_WEBGPU_SM_REFILL', undefined);
   }
 }
 const cold = Number(flag('--cold') ?? 1);

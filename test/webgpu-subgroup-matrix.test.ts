@@ -77,7 +77,7 @@ test('float16 matmul, linear and addmm on subgroup matrices (v1) match float64',
   close(kiln.bmm(ba.to('webgpu'), bb.to('webgpu')), kiln.bmm(wide(ba), wide(bb)), 'bmm 3x33x17x40');
 });
 
-test('float16 products on the staged subgroup matrix GEMM (KILN_WEBGPU_SM_KERNEL=staged) match float64 in every operand layout', { skip: webgpuSkipReason() }, async (t) => {
+test('float16 products on the staged subgroup matrix GEMM (KILN_WEBGPU_SM_KERNEL=staged) match float64 in every operand layout, with either tile refill', { skip: webgpuSkipReason() }, async (t) => {
   const { gemmPipelineKeys, subgroupMatrixPlan } = await import('../src/kernels/webgpu/linalg.js');
   const { setOption } = await import('../src/runtime/config.js');
   const plan = subgroupMatrixPlan();
@@ -87,42 +87,47 @@ test('float16 products on the staged subgroup matrix GEMM (KILN_WEBGPU_SM_KERNEL
   }
   setOption('KILN_WEBGPU_SM_KERNEL', 'staged');
   try {
-    kiln.manualSeed(5);
-    const close = (got: Tensor, want: Tensor, label: string): void => {
-      const g = got.to('cpu').to('float64').toFlatArray() as number[];
-      const w = want.toFlatArray() as number[];
-      assert.equal(g.length, w.length, label);
-      for (let i = 0; i < w.length; i++) assert.ok(Math.abs(g[i]! - w[i]!) <= 2e-2 + 4e-3 * Math.abs(w[i]!), `${label}: element ${i} got ${g[i]}, want ${w[i]}`);
-    };
-    const h = (shape: number[]): Tensor => kiln.randn(shape).to('float16');
-    const wide = (x: Tensor): Tensor => x.to('float64');
-    // Multiples of 8 (the staged kernel's words) that leave partial 128 x 128 tiles and K steps.
-    for (const [M, N, K] of [
-      [16, 8, 8],
-      [136, 200, 88],
-      [264, 136, 520],
-    ]) {
-      const a = h([M, K]);
-      const b = h([K, N]);
-      const want = kiln.matmul(wide(a), wide(b));
-      close(kiln.matmul(a.to('webgpu'), b.to('webgpu')), want, `mm ${M}x${N}x${K}`);
-      close(kiln.matmul(a.t().contiguous().to('webgpu').t(), b.to('webgpu')), want, `mm A^T ${M}x${N}x${K}`);
-      close(kiln.matmul(a.to('webgpu'), b.t().contiguous().to('webgpu').t()), want, `mm B^T ${M}x${N}x${K}`);
-      close(kiln.matmul(a.t().contiguous().to('webgpu').t(), b.t().contiguous().to('webgpu').t()), want, `mm A^T B^T ${M}x${N}x${K}`);
-      const wgt = h([N, K]);
-      const bias = h([N]);
-      close(kiln.nn.functional.linear(a.to('webgpu'), wgt.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(a), wide(wgt), wide(bias)), `linear ${M}x${N}x${K}`);
-      const c = h([M, N]);
-      close(kiln.addmm(c.to('webgpu'), a.to('webgpu'), b.to('webgpu'), 0.5, 2), kiln.addmm(wide(c), wide(a), wide(b), 0.5, 2), `addmm ${M}x${N}x${K}`);
+    // KILN_WEBGPU_SM_REFILL: 8 float16 stores a word, or one store through an untyped buffer's word view.
+    for (const refill of ['halves', 'words'] as const) {
+      setOption('KILN_WEBGPU_SM_REFILL', refill);
+      kiln.manualSeed(5);
+      const close = (got: Tensor, want: Tensor, label: string): void => {
+        const g = got.to('cpu').to('float64').toFlatArray() as number[];
+        const w = want.toFlatArray() as number[];
+        assert.equal(g.length, w.length, label);
+        for (let i = 0; i < w.length; i++) assert.ok(Math.abs(g[i]! - w[i]!) <= 2e-2 + 4e-3 * Math.abs(w[i]!), `${label}: element ${i} got ${g[i]}, want ${w[i]}`);
+      };
+      const h = (shape: number[]): Tensor => kiln.randn(shape).to('float16');
+      const wide = (x: Tensor): Tensor => x.to('float64');
+      // Multiples of 8 (the staged kernel's words) that leave partial 128 x 128 tiles and K steps.
+      for (const [M, N, K] of [
+        [16, 8, 8],
+        [136, 200, 88],
+        [264, 136, 520],
+      ]) {
+        const a = h([M, K]);
+        const b = h([K, N]);
+        const want = kiln.matmul(wide(a), wide(b));
+        close(kiln.matmul(a.to('webgpu'), b.to('webgpu')), want, `mm ${M}x${N}x${K}`);
+        close(kiln.matmul(a.t().contiguous().to('webgpu').t(), b.to('webgpu')), want, `mm A^T ${M}x${N}x${K}`);
+        close(kiln.matmul(a.to('webgpu'), b.t().contiguous().to('webgpu').t()), want, `mm B^T ${M}x${N}x${K}`);
+        close(kiln.matmul(a.t().contiguous().to('webgpu').t(), b.t().contiguous().to('webgpu').t()), want, `mm A^T B^T ${M}x${N}x${K}`);
+        const wgt = h([N, K]);
+        const bias = h([N]);
+        close(kiln.nn.functional.linear(a.to('webgpu'), wgt.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(a), wide(wgt), wide(bias)), `linear ${M}x${N}x${K}`);
+        const c = h([M, N]);
+        close(kiln.addmm(c.to('webgpu'), a.to('webgpu'), b.to('webgpu'), 0.5, 2), kiln.addmm(wide(c), wide(a), wide(b), 0.5, 2), `addmm ${M}x${N}x${K}`);
+      }
+      const ba = h([3, 40, 48]);
+      const bb = h([3, 48, 24]);
+      close(kiln.bmm(ba.to('webgpu'), bb.to('webgpu')), kiln.bmm(wide(ba), wide(bb)), 'bmm 3x40x24x48');
+      const keys = gemmPipelineKeys().filter((k) => k.startsWith('smstaged') && k.includes('.rw,') === (refill === 'words'));
+      for (const layout of ['kn', 'mn', 'kk', 'mk']) assert.ok(keys.some((k) => k.includes(`,${layout},`)), `the staged kernel (${refill}) ran with layout ${layout} (compiled: ${keys.join(' ')})`);
+      assert.ok(keys.some((k) => k.endsWith(',bias,')) && keys.some((k) => k.endsWith(',beta')), `the staged epilogues (${refill}) ran (compiled: ${keys.join(' ')})`);
     }
-    const ba = h([3, 40, 48]);
-    const bb = h([3, 48, 24]);
-    close(kiln.bmm(ba.to('webgpu'), bb.to('webgpu')), kiln.bmm(wide(ba), wide(bb)), 'bmm 3x40x24x48');
-    const keys = gemmPipelineKeys().filter((k) => k.startsWith('smstaged'));
-    for (const layout of ['kn', 'mn', 'kk', 'mk']) assert.ok(keys.some((k) => k.includes(`,${layout},`)), `the staged kernel ran with layout ${layout} (compiled: ${keys.join(' ')})`);
-    assert.ok(keys.some((k) => k.endsWith(',bias,')) && keys.some((k) => k.endsWith(',beta')), `the staged epilogues ran (compiled: ${keys.join(' ')})`);
   } finally {
     setOption('KILN_WEBGPU_SM_KERNEL', undefined);
+    setOption('KILN_WEBGPU_SM_REFILL', undefined);
   }
 });
 
@@ -171,4 +176,22 @@ test('float16 small products (64x64 tiles, split K), float16 conv2d and conv2dBa
   assert.ok(keys.some((k) => k.startsWith('combine,f16,bias')), `the combine added the bias (compiled: ${keys.join(' ')})`);
   assert.ok(keys.some((k) => k.startsWith('smstaged') && k.includes('x2.') && k.endsWith(',kk,bias,')), `a 64x64-tile product ran with the bias epilogue (compiled: ${keys.join(' ')})`);
   assert.ok(keys.some((k) => k.startsWith('smstaged') && k.endsWith(',kk,bias,,relu')), `a conv2dBatchNorm ran with the ReLU epilogue (compiled: ${keys.join(' ')})`);
+  // The word refill (KILN_WEBGPU_SM_REFILL=words) on the split-K partial sums and the conv input gathered in place.
+  const { setOption } = await import('../src/runtime/config.js');
+  setOption('KILN_WEBGPU_SM_REFILL', 'words');
+  try {
+    const x = randnF16([64, 512]);
+    const w = randnF16([512, 512]);
+    const bias = randnF16([512]);
+    closeF16(kiln.nn.functional.linear(x.to('webgpu'), w.to('webgpu'), bias.to('webgpu')), kiln.nn.functional.linear(wide(x), wide(w), wide(bias)), 'linear 64x512x512, word refill');
+    const cx = randnF16([2, 64, 20, 18]);
+    const cw = randnF16([64, 64, 3, 3]);
+    const cb = randnF16([64]);
+    closeF16(kiln.nn.functional.conv2d(cx.to('webgpu').contiguous('channelsLast'), cw.to('webgpu'), cb.to('webgpu'), 1, 1), kiln.nn.functional.conv2d(wide(cx), wide(cw), wide(cb), 1, 1), 'conv2d C64 3x3, word refill');
+    const rw = gemmPipelineKeys().filter((k) => k.startsWith('smstaged') && k.includes('.rw,'));
+    assert.ok(rw.some((k) => k.endsWith(',partial')), `split K ran with the word refill (compiled: ${rw.join(' ')})`);
+    assert.ok(rw.some((k) => k.endsWith(',conv')), `the in-place conv gather ran with the word refill (compiled: ${rw.join(' ')})`);
+  } finally {
+    setOption('KILN_WEBGPU_SM_REFILL', undefined);
+  }
 });

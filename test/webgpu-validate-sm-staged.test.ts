@@ -27,17 +27,39 @@ const ST = await import('../src/kernels/webgpu/gemm-subgroup-matrix-staged.js');
 test('the staged planner takes 4 x 4 matrices per subgroup (128 x 128 tiles) where they fit, smaller where not', () => {
   const base = { m: 16, n: 16, k: 16, sg: 32, sgm: 2, sgn: 2, tm: 2, tn: 4, ks: 2 };
   const p = ST.planStaged(base, { maxInvocations: 1024, maxWorkgroupBytes: 32768 });
-  assert.deepEqual(p, { ...base, tm: 4, tn: 4, ks: 2, stages: 1, group: 1 });
+  assert.deepEqual(p, { ...base, tm: 4, tn: 4, ks: 2, stages: 1, group: 1, refill: 'halves' });
   assert.equal(ST.stagedTileM(p!), 128);
   assert.equal(ST.stagedTileN(p!), 128);
   assert.ok(ST.stagedWorkgroupBytes(p!) <= 32768);
   // 16 KiB: the same tiles with K steps of 16.
   const small = ST.planStaged(base, { maxInvocations: 1024, maxWorkgroupBytes: 16384 });
-  assert.deepEqual(small, { ...base, tm: 4, tn: 4, ks: 1, stages: 1, group: 1 });
+  assert.deepEqual(small, { ...base, tm: 4, tn: 4, ks: 1, stages: 1, group: 1, refill: 'halves' });
   assert.ok(ST.stagedWorkgroupBytes(small!) <= 16384);
   const smaller = ST.planStaged(base, { maxInvocations: 1024, maxWorkgroupBytes: 12288 });
   assert.ok(smaller !== null && ST.stagedWorkgroupBytes(smaller) <= 12288 && smaller.tm * smaller.tn < 16);
   assert.equal(ST.planStaged(base, { maxInvocations: 64, maxWorkgroupBytes: 32768 }), null);
+});
+
+const words = (p: import('../src/kernels/webgpu/gemm-subgroup-matrix-staged.js').StagedPlan) => ({ ...p, refill: 'words' as const });
+
+test('the word refill declares its tiles as one untyped buffer with word and float16 views (and the halves form, the emulation and stages 0 none)', () => {
+  const base = { m: 16, n: 16, k: 16, sg: 32, sgm: 2, sgn: 2, tm: 2, tn: 4, ks: 2 };
+  const spec: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor: 'k', bMajor: 'n', bias: false, beta: false };
+  const w = ST.parseStagedPlan('2,2,4,4,2,refill=words', base);
+  const src = ST.generateStagedGemm(spec, w);
+  assert.match(src, /var<workgroup> Ts: buffer<\d+>;/);
+  assert.match(src, /bufferView<array<vec4<u32>>>\(&Ts, 0\)/);
+  assert.match(src, /Aw\[[^\]]+\] = pa0;/);
+  assert.doesNotMatch(src, /kiln_put_a|var<workgroup> As/);
+  assert.match(ST.stagedKey(spec, w), /\.rw,/);
+  for (const [p, opts] of [[{ ...w, refill: 'halves' as const }, {}], [ST.parseStagedPlan('2,2,4,4,2,stages=0,refill=words', base), {}]] as const) {
+    const s = ST.generateStagedGemm(spec, p, opts);
+    assert.doesNotMatch(s, /buffer<|bufferView/);
+    assert.doesNotMatch(ST.stagedKey(spec, p, opts), /\.rw/);
+  }
+  const emu = ST.parseStagedPlan('2,2,4,4,2,refill=words', { ...base, m: 8, n: 8, k: 8, sg: 4 });
+  const espec: GemmSpec = { ...spec, a: 'f16p', b: 'f16p', c: 'f16p' };
+  assert.doesNotMatch(ST.generateStagedGemm(espec, emu, { emulate: true }), /buffer<|bufferView/);
 });
 
 test('the staged subgroup matrix GEMM compiles on Dawn for every layout, epilogue and listed shape', { skip: dawnSkipReason() }, (t) => {
@@ -63,36 +85,43 @@ test('the staged subgroup matrix GEMM compiles on Dawn for every layout, epilogu
       for (const aMajor of ['k', 'm'] as const) {
         for (const bMajor of ['n', 'k'] as const) {
           // (The ReLU epilogue is conv2dBatchNorm's, with the BatchNorm's shift as the bias.)
-          for (const [bias, beta, relu] of [[false, false, false], [true, false, false], [false, true, false], [true, false, true]] as const) {
-            const spec: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias, beta, relu };
-            acc.kernel(ST.generateStagedGemm(spec, plan), `kiln.gemm (${ST.stagedKey(spec, plan)})`);
-            n++;
-          }
-          // A conv input read in place (GemmSpec.aConv: row-major A words through im2col addresses), with conv2dBatchNorm's epilogue.
-          if (aMajor === 'k' && bMajor === 'k') {
-            const conv: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias: true, beta: false, relu: true, aConv: true };
-            acc.kernel(ST.generateStagedGemm(conv, plan), `kiln.gemm (${ST.stagedKey(conv, plan)})`);
-            n++;
-          }
-          // Split K: raw f32 sums per K slice, on the planner's plan and its 64 x 64 form (small products, linalg.ts).
-          for (const p of [plan, { ...plan, tm: 2, tn: 2 }]) {
-            const part: GemmSpec = { a: 'f16', b: 'f16', c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true };
-            acc.kernel(ST.generateStagedGemm(part, p), `kiln.gemm (${ST.stagedKey(part, p)})`);
-            n++;
+          // Both refills (16-byte words through an untyped buffer's views, or 8 float16 each).
+          for (const fill of [plan, words(plan)]) {
+            for (const [bias, beta, relu] of [[false, false, false], [true, false, false], [false, true, false], [true, false, true]] as const) {
+              const spec: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias, beta, relu };
+              acc.kernel(ST.generateStagedGemm(spec, fill), `kiln.gemm (${ST.stagedKey(spec, fill)})`);
+              n++;
+            }
+            // A conv input read in place (GemmSpec.aConv: row-major A words through im2col addresses), with conv2dBatchNorm's epilogue.
+            if (aMajor === 'k' && bMajor === 'k') {
+              const conv: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias: true, beta: false, relu: true, aConv: true };
+              acc.kernel(ST.generateStagedGemm(conv, fill), `kiln.gemm (${ST.stagedKey(conv, fill)})`);
+              n++;
+            }
+            // Split K: raw f32 sums per K slice, on the planner's plan and its 64 x 64 form (small products, linalg.ts).
+            for (const p of [fill, { ...fill, tm: 2, tn: 2 }]) {
+              const part: GemmSpec = { a: 'f16', b: 'f16', c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true };
+              acc.kernel(ST.generateStagedGemm(part, p), `kiln.gemm (${ST.stagedKey(part, p)})`);
+              n++;
+            }
           }
         }
       }
     }
   }
   kiln.synchronize('webgpu');
-  assert.ok(n >= 72);
+  assert.ok(n >= 144);
 });
 
 test('KILN_WEBGPU_SM_PLAN strings parse to plans, and bad ones fail naming the variable and the field', () => {
   const base = { m: 16, n: 16, k: 16, sg: 32, sgm: 2, sgn: 2, tm: 2, tn: 4, ks: 2 };
-  assert.deepEqual(ST.parseStagedPlan('2,4,4,4,1', base), { ...base, sgm: 2, sgn: 4, tm: 4, tn: 4, ks: 1, stages: 1, group: 1 });
-  assert.deepEqual(ST.parseStagedPlan(' 4, 2, 8, 4, 2, stages=2, group=8', base), { ...base, sgm: 4, sgn: 2, tm: 8, tn: 4, ks: 2, stages: 2, group: 8 });
-  assert.deepEqual(ST.parseStagedPlan('2,2,4,4,1,group=4,stages=0', base), { ...base, sgm: 2, sgn: 2, tm: 4, tn: 4, ks: 1, stages: 0, group: 4 });
+  assert.deepEqual(ST.parseStagedPlan('2,4,4,4,1', base), { ...base, sgm: 2, sgn: 4, tm: 4, tn: 4, ks: 1, stages: 1, group: 1, refill: 'halves' });
+  assert.deepEqual(ST.parseStagedPlan(' 4, 2, 8, 4, 2, stages=2, group=8', base), { ...base, sgm: 4, sgn: 2, tm: 8, tn: 4, ks: 2, stages: 2, group: 8, refill: 'halves' });
+  assert.deepEqual(ST.parseStagedPlan('2,2,4,4,1,group=4,stages=0', base), { ...base, sgm: 2, sgn: 2, tm: 4, tn: 4, ks: 1, stages: 0, group: 4, refill: 'halves' });
+  assert.deepEqual(ST.parseStagedPlan('2,2,4,4,2,refill=words', base), { ...base, sgm: 2, sgn: 2, tm: 4, tn: 4, ks: 2, stages: 1, group: 1, refill: 'words' });
+  // The caller's default (KILN_WEBGPU_SM_REFILL) where the string names none, the string's where it does.
+  assert.equal(ST.parseStagedPlan('2,2,4,4,2', base, 'words').refill, 'words');
+  assert.equal(ST.parseStagedPlan('2,2,4,4,2,refill=halves', base, 'words').refill, 'halves');
   const bad: [string, RegExp][] = [
     ['2,2,4,4', /4 fields/],
     ['2,2,4,x,1', /tn must be an integer, got "x"/],
@@ -100,6 +129,7 @@ test('KILN_WEBGPU_SM_PLAN strings parse to plans, and bad ones fail naming the v
     ['2,2,4,4,1,stages=3', /stages must be in 0\.\.2, got 3/],
     ['2,2,4,4,1,db', /unknown field "db"/],
     ['2,2,4,4,1,group=2,group=4', /group given twice/],
+    ['2,2,4,4,1,refill=bytes', /refill must be one of halves, words, got "bytes"/],
   ];
   for (const [text, why] of bad) {
     assert.throws(() => ST.parseStagedPlan(text, base), (e: Error) => e instanceof RangeError && e.message.startsWith(`KILN_WEBGPU_SM_PLAN="${text}"`) && why.test(e.message) && e.message.includes('sgm,sgn,tm,tn,ks'), text);
@@ -136,6 +166,8 @@ const EXPERIMENTS = [
   '2,2,4,4,2,group=8',
   '2,2,4,4,1,stages=0',
   '2,4,2,4,2,stages=0,group=4',
+  '2,2,4,4,2,refill=words',
+  '2,2,4,4,2,stages=2,refill=words',
 ];
 
 test('the experimental staged plans compile on Dawn in every layout and epilogue (over the null limits: WGSL validated, pipeline refused on the limit only)', { skip: dawnSkipReason() }, (t) => {

@@ -5,15 +5,31 @@
 #          decode, host overhead) with this build's defaults, then bench/webgpu-mma-peak.js with the
 #          whole-word refill through an untyped workgroup buffer's views (form view) beside session
 #          31's forms. The table first: it is what the issue asks for.
+#   refill #20: the staged float16 GEMM's word refill (KILN_WEBGPU_SM_REFILL=words) against the
+#          halves: the subgroup-matrix tests (both refills on real matrices), the mma-peak forms, the
+#          GEMM shapes (square 4096 / 8192, mlp, block, conv, mlp64) with auto and auto+refill=words
+#          alternating, then kiln bench float16 mlp-2048x4096, transformer-block and conv-stack
+#          under each refill, alternating.
 # A step starts only while the call is under its deadline (S34_DEADLINE s); logs and JSON under
 # $OUT/s34-PART come back, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s34.sh h200}
+part=${1:?usage: s34.sh h200|refill}
 session=s34
 source "$(dirname "$0")/session-lib.sh"
+kb() { # name, device, dtype, workloads, env...
+  local n=$1 dev=$2 dt=$3 wl=$4; shift 4
+  go kb-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 70 node dist/src/cli/main.js bench --device $dev --size full --dtype $dt --workload $wl --reps 30 --no-progress --json "$out/kb-$n.json" > "$out/kb-$n.txt" 2>&1; el "kiln bench $dev $dt $wl ($*) rc=$?"; grep -E "^[a-z0-9.-]+ +$dev" "$out/kb-$n.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+}
 if [ "$part" = h200 ]; then
   go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=150 WT_CUDA_S=100 WT_PT_S=80 WT_DECODE_S=70 bash scripts/device/webgpu-table.sh > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 40 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
   go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; grep -E 'error' "$out/mma.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
+elif [ "$part" = refill ]; then
+  go tests && { wg $K 120 node --test dist/test/webgpu-subgroup-matrix.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element|compiled" 12; }
+  go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; grep -E 'error' "$out/mma.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
+  go gemm && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes square,mlp,block,conv,mlp64 --plans "auto;auto+refill=words;2,2,4,4,2,stages=2;2,2,4,4,2,stages=2+refill=words" --json "$out/gemm.json" > "$out/gemm.txt" 2>&1; el "gemm shapes rc=$?"; grep -E "^[a-z0-9]+/" "$out/gemm.txt" | cut -c1-130 | tee -a "$out/summary.txt"; grep -iE "skipped|error" "$out/gemm.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
+  for rep in 1 2; do for r in halves words; do
+    kb f16-$r-$rep webgpu float16 mlp-2048x4096,transformer-block,conv-stack KILN_WEBGPU_SM_REFILL=$r
+  done; done
 else
   el "unknown part $part"
 fi

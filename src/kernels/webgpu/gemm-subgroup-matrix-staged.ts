@@ -29,6 +29,13 @@
  *   `group` tile rows, down each band's columns (consecutive workgroups share B's column panel and
  *   the band's A panels stay in L2).
  *
+ * - The refill (plan.refill, KILN_WEBGPU_SM_REFILL): 'halves' stores a word as 8 float16 into
+ *   array<f16> tiles, because subgroupMatrixLoad takes an array of the matrix's scalar type.
+ *   'words' declares the tiles as one untyped workgroup buffer (Dawn's `buffer<N>`) seen through
+ *   `bufferView` as vec4<u32> for the stores and as f16 for the loads, so a word is one store.
+ *   Why it is worth a form: bench/webgpu-mma-peak.ts put the K step with the 8-halves refill
+ *   (form step) at ~220 TFLOP/s on an H100 and with whole-word stores (stepv) at ~274.
+ *
  * KILN_WEBGPU_SM_PLAN overrides the plan ("sgm,sgn,tm,tn,ks[,stages=S][,group=G]", parsed and
  * checked by parseStagedPlan / stagedPlanProblem) for experiments (scripts/device/wggemm-sweep.sh).
  *
@@ -66,7 +73,17 @@ export interface StagedPlan extends SubgroupMatrixPlan {
   readonly stages: 0 | 1 | 2;
   /** Output tile rows per band of the workgroup order (1: row-major order). */
   readonly group: number;
+  /**
+   * How a prefetched word reaches the tile (stages 1 and 2): 'halves' stores its 8 float16 one by
+   * one into f16 tiles; 'words' stores it whole through a vec4<u32> view of an untyped workgroup
+   * buffer (Dawn's buffer<N>) that the matrix loads read through an f16 view (see the header).
+   */
+  readonly refill: StagedRefill;
 }
+
+/** The tile refill forms (StagedPlan.refill). */
+export const STAGED_REFILLS = ['halves', 'words'] as const;
+export type StagedRefill = (typeof STAGED_REFILLS)[number];
 
 export interface StagedOptions {
   /** Without subgroup matrices or shader-f16 (tests on SwiftShader; see the header). */
@@ -113,25 +130,26 @@ export function stagedPlanProblem(p: StagedPlan, limits: StagedLimits, opts: Sta
  * The staged plan for a matrix shape (from the first kernel's plan: its m, n, k and subgroup size),
  * largest first, or null when none fits: every invocation must load whole words, an equal count.
  */
-export function planStaged(base: SubgroupMatrixPlan, limits: StagedLimits, opts: StagedOptions = {}): StagedPlan | null {
+export function planStaged(base: SubgroupMatrixPlan, limits: StagedLimits, opts: StagedOptions = {}, refill: StagedRefill = 'halves'): StagedPlan | null {
   // K steps of 32 where the workgroup memory allows, else of one matrix K (16 KiB holds 128 x 128 tiles at K 16).
   const deep = Math.max(1, Math.floor(32 / base.k));
   for (const [tm, tn, ks] of [[4, 4, deep], [4, 4, 1], [4, 2, deep], [4, 2, 1], [2, 2, deep], [2, 2, 1]] as const) {
-    const p: StagedPlan = { ...base, sgm: 2, sgn: 2, tm, tn, ks, stages: 1, group: 1 };
+    const p: StagedPlan = { ...base, sgm: 2, sgn: 2, tm, tn, ks, stages: 1, group: 1, refill };
     if (stagedPlanProblem(p, limits, opts) === null) return p;
   }
   return null;
 }
 
 /** The syntax KILN_WEBGPU_SM_PLAN takes (for errors). */
-export const SM_PLAN_SYNTAX = '"sgm,sgn,tm,tn,ks[,stages=0|1|2][,group=G]" (subgroups along M and N, 16x16 matrices per subgroup along M and N, matrix K slices per K step; e.g. "2,4,4,4,2,stages=2,group=8")';
+export const SM_PLAN_SYNTAX = '"sgm,sgn,tm,tn,ks[,stages=0|1|2][,group=G][,refill=halves|words]" (subgroups along M and N, 16x16 matrices per subgroup along M and N, matrix K slices per K step; e.g. "2,4,4,4,2,stages=2,group=8")';
 
 /**
  * The plan of a KILN_WEBGPU_SM_PLAN string on the device's matrix shape and subgroup size (`base`):
- * five positive integers sgm, sgn, tm, tn, ks, then optional stages=0|1|2 (default 1) and group=G
- * (default 1). Throws naming the variable on bad syntax; device limits are stagedPlanProblem's.
+ * five positive integers sgm, sgn, tm, tn, ks, then optional stages=0|1|2 (default 1), group=G
+ * (default 1) and refill=halves|words (default `refill`). Throws naming the variable on bad syntax;
+ * device limits are stagedPlanProblem's.
  */
-export function parseStagedPlan(text: string, base: SubgroupMatrixPlan): StagedPlan {
+export function parseStagedPlan(text: string, base: SubgroupMatrixPlan, refill: StagedRefill = 'halves'): StagedPlan {
   const bad = (why: string): Error => new RangeError(`KILN_WEBGPU_SM_PLAN=${JSON.stringify(text)}: ${why}; expected ${SM_PLAN_SYNTAX}`);
   const parts = text.split(',').map((s) => s.trim());
   if (parts.length < 5) throw bad(`${parts.length} fields`);
@@ -144,23 +162,36 @@ export function parseStagedPlan(text: string, base: SubgroupMatrixPlan): StagedP
   const [sgm, sgn, tm, tn, ks] = (['sgm', 'sgn', 'tm', 'tn', 'ks'] as const).map((name, i) => int(parts[i]!, name, 1, 16)) as [number, number, number, number, number];
   let stages: 0 | 1 | 2 = 1;
   let group = 1;
+  let fill = refill;
   const seen = new Set<string>();
   for (const kv of parts.slice(5)) {
-    const m = /^(stages|group)=(.*)$/.exec(kv);
+    const m = /^(stages|group|refill)=(.*)$/.exec(kv);
     if (!m) throw bad(`unknown field ${JSON.stringify(kv)}`);
     if (seen.has(m[1]!)) throw bad(`${m[1]} given twice`);
     seen.add(m[1]!);
     if (m[1] === 'stages') stages = int(m[2]!, 'stages', 0, 2) as 0 | 1 | 2;
-    else group = int(m[2]!, 'group', 1, 1024);
+    else if (m[1] === 'group') group = int(m[2]!, 'group', 1, 1024);
+    else {
+      const r = STAGED_REFILLS.find((x) => x === m[2]);
+      if (r === undefined) throw bad(`refill must be one of ${STAGED_REFILLS.join(', ')}, got ${JSON.stringify(m[2])}`);
+      fill = r;
+    }
   }
-  return { ...base, sgm, sgn, tm, tn, ks, stages, group };
+  return { ...base, sgm, sgn, tm, tn, ks, stages, group, refill: fill };
 }
 
 export function stagedKey(s: GemmSpec, p: StagedPlan, opts: StagedOptions = {}): string {
   // The default plan's key (stages 1, group 1) is the key it always had.
-  const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${opts.emulate === true ? '.emu' : ''}`;
+  const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${wordRefill(p, opts) ? '.rw' : ''}${opts.emulate === true ? '.emu' : ''}`;
   return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${reluKey(s.relu)}${s.aConv === true ? ',conv' : ''}`;
 }
+
+/**
+ * Whether the kernel refills its tiles with whole words (plan.refill 'words' with tiles at all:
+ * stages 1 or 2). The emulation keeps float32 tiles, which a word cannot be stored into, so it
+ * always refills by halves: its checks cover the indices, which both forms share.
+ */
+const wordRefill = (p: StagedPlan, opts: StagedOptions): boolean => p.refill === 'words' && p.stages > 0 && opts.emulate !== true;
 
 /** How the kernel spells matrices: the real builtins, or their emulation (see the header). */
 interface Dialect {
@@ -185,7 +216,8 @@ interface Dialect {
   helpers(): string[];
 }
 
-function realDialect(p: SubgroupMatrixPlan): Dialect {
+/** `viewed`: the tiles are bufferView pointers (word refill), passed to the loads as they are. */
+function realDialect(p: SubgroupMatrixPlan, viewed = false): Dialect {
   const left = `subgroup_matrix_left<f16, ${p.k}, ${p.m}>`;
   const right = `subgroup_matrix_right<f16, ${p.n}, ${p.k}>`;
   return {
@@ -197,7 +229,7 @@ function realDialect(p: SubgroupMatrixPlan): Dialect {
     right,
     result: `subgroup_matrix_result<f32, ${p.n}, ${p.m}>`,
     unpack: (x) => `bitcast<vec2<f16>>(${x})`,
-    load: (kind, src, off, col, stride) => `subgroupMatrixLoad<${kind === 'left' ? left : right}, ${col ? 'col_major' : 'row_major'}>(&${src}, ${off}, ${stride})`,
+    load: (kind, src, off, col, stride) => `subgroupMatrixLoad<${kind === 'left' ? left : right}, ${col ? 'col_major' : 'row_major'}>(${viewed && (src === 'As' || src === 'Bs') ? '' : '&'}${src}, ${off}, ${stride})`,
     mma: (l, r, acc) => `subgroupMatrixMultiplyAccumulate(${l}, ${r}, ${acc})`,
     store: (dst, off, v, stride) => `subgroupMatrixStore<row_major>(&${dst}, ${off}, ${v}, ${stride});`,
     helpers: () => [],
@@ -265,7 +297,8 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   if (partial && p.stages === 0) throw new Error('the staged subgroup matrix GEMM splits K with stages 1 or 2 only (stages 0 loads whole tiles of K)');
   if (s.aConv === true && (p.stages === 0 || s.aMajor !== 'k')) throw new Error('the staged GEMM gathers a conv input (aConv) as row-major A words with stages 1 or 2 only');
   if (s.a !== f16 || s.b !== f16 || (partial ? s.c !== 'f32' : s.c !== f16)) throw new Error(`the ${emulate ? 'emulated ' : ''}subgroup matrix GEMM takes float16 (${f16}), got ${s.a} x ${s.b} -> ${s.c}`);
-  const D = emulate ? emulatedDialect(p) : realDialect(p);
+  const words = wordRefill(p, opts);
+  const D = emulate ? emulatedDialect(p) : realDialect(p, words);
   const BM = stagedTileM(p);
   const BN = stagedTileN(p);
   const BK = stagedTileK(p);
@@ -294,13 +327,17 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   if (s.bias) L.push(`@group(0) @binding(3) var<storage, read> bias: ${emulate ? 'array<u32>' : 'array<f16>'};`);
   L.push(`@group(0) @binding(${s.bias ? 4 : 3}) var<storage, read> kmeta: array<u32>;`);
   L.push(storagePrelude([D.out]));
-  if (!direct) {
+  if (words) {
+    // One untyped buffer: A's tiles then B's, float16 (2 bytes) each; ZA * 2 is a multiple of 16
+    // (rows of a multiple of 8 halves), so B's word view starts on a word.
+    L.push(`var<workgroup> Ts: buffer<${2 * p.stages * (ZA + ZB)}>;`);
+  } else if (!direct) {
     L.push(`var<workgroup> As: array<${D.tile}, ${p.stages * ZA}>;`);
     L.push(`var<workgroup> Bs: array<${D.tile}, ${p.stages * ZB}>;`);
   }
   L.push(`var<workgroup> Cs: array<f32, ${p.sgm * p.sgn * MN}>;`);
   // A word's 8 float16 to 8 consecutive elements of a tile.
-  if (!direct) {
+  if (!direct && !words) {
     for (const [name, arr] of [['kiln_put_a', 'As'], ['kiln_put_b', 'Bs']] as const) {
       L.push(`fn ${name}(at: u32, v: vec4<u32>) {`);
       L.push(`  let h0 = ${D.unpack('v.x')}; let h1 = ${D.unpack('v.y')}; let h2 = ${D.unpack('v.z')}; let h3 = ${D.unpack('v.w')};`);
@@ -312,6 +349,11 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   L.push(`@compute @workgroup_size(${T})`);
   L.push(`fn main(@builtin(local_invocation_index) tid: u32, ${emulate ? '' : '@builtin(subgroup_id) sgi: u32, '}@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) ng: vec3u) {`);
   if (emulate) L.push(`  let sgi = tid / ${p.sg}u; emu_lane = tid % ${p.sg}u;`);
+  if (words) {
+    // The tiles as float16 for the matrix loads and as 16-byte words for the refill's stores.
+    L.push(`  let As = bufferView<array<f16>>(&Ts, 0); let Bs = bufferView<array<f16>>(&Ts, ${2 * p.stages * ZA});`);
+    L.push(`  let Aw = bufferView<array<vec4<u32>>>(&Ts, 0); let Bw = bufferView<array<vec4<u32>>>(&Ts, ${2 * p.stages * ZA});`);
+  }
   L.push(`  let M = kmeta[${w.M}]; let N = kmeta[${w.N}]; let K = kmeta[${w.K}];`);
   L.push(`  let batch = kmeta[${w.batch}]; let tilesN = kmeta[${w.tilesN}]; let tilesM = kmeta[${w.tilesM}];`);
   L.push(`  let bd1 = kmeta[${w.batchSizes + 1}]; let bd2 = kmeta[${w.batchSizes + 2}];`);
@@ -360,7 +402,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   if (direct) {
     L.push(...directLoop(s, p, D, accs));
   } else {
-    L.push(...stagedLoop(s, p, D, accs, { NA, NB, SA, SB, ZA, ZB }, partial ? { begin: 'kBeg', end: 'kEnd' } : { begin: '0u', end: 'K' }));
+    L.push(...stagedLoop(s, p, D, accs, { NA, NB, SA, SB, ZA, ZB, words }, partial ? { begin: 'kBeg', end: 'kEnd' } : { begin: '0u', end: 'K' }));
   }
   for (let i = 0; i < p.tm; i++) {
     for (let j = 0; j < p.tn; j++) {
@@ -396,8 +438,8 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
 }
 
 /** The K loop of stages 1 and 2: words to registers, registers to the tile buffer, matrices from the tiles. */
-function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly string[], t: { NA: number; NB: number; SA: number; SB: number; ZA: number; ZB: number }, kr: { begin: string; end: string }): string[] {
-  const { NA, NB, SA, SB, ZA, ZB } = t;
+function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly string[], t: { NA: number; NB: number; SA: number; SB: number; ZA: number; ZB: number; words: boolean }, kr: { begin: string; end: string }): string[] {
+  const { NA, NB, SA, SB, ZA, ZB, words } = t;
   const BK = stagedTileK(p);
   const aRows = s.aMajor === 'k';
   const bRows = s.bMajor === 'n';
@@ -428,11 +470,12 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
     }
     return out;
   };
-  // The stores of the registers into the tile buffer at element offsets ao (A) and bo (B).
+  // The stores of the registers into the tile buffer at element offsets ao (A) and bo (B): whole
+  // words through the word views (every offset is a multiple of 8 halves), or 8 halves each.
   const puts = (ao: string, bo: string): string[] => {
     const out: string[] = [];
-    for (let i = 0; i < NA; i++) out.push(`kiln_put_a(${ao}la${i} * ${SA}u + wa${i} * ${W}u, pa${i});`);
-    for (let i = 0; i < NB; i++) out.push(`kiln_put_b(${bo}lb${i} * ${SB}u + wb${i} * ${W}u, pb${i});`);
+    for (let i = 0; i < NA; i++) out.push(words ? `Aw[(${ao}la${i} * ${SA}u + wa${i} * ${W}u) / ${W}u] = pa${i};` : `kiln_put_a(${ao}la${i} * ${SA}u + wa${i} * ${W}u, pa${i});`);
+    for (let i = 0; i < NB; i++) out.push(words ? `Bw[(${bo}lb${i} * ${SB}u + wb${i} * ${W}u) / ${W}u] = pb${i};` : `kiln_put_b(${bo}lb${i} * ${SB}u + wb${i} * ${W}u, pb${i});`);
     return out;
   };
   // One K step's multiplies from the tile buffer at element offsets ao (A) and bo (B).

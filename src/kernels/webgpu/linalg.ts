@@ -260,17 +260,18 @@ export function stagedLimits(): StagedLimits {
  */
 export function stagedSubgroupMatrixPlan(base: SubgroupMatrixPlan): StagedPlan | null {
   const text = getOption('KILN_WEBGPU_SM_PLAN') ?? '';
-  let plan = stagedPlans.get(text);
+  const refill = getOption('KILN_WEBGPU_SM_REFILL');
+  let plan = stagedPlans.get(`${text}|${refill}`);
   if (plan === undefined) {
     const opts = { emulate: emulated !== null };
     if (text === '') {
-      plan = planStaged(base, stagedLimits(), opts);
+      plan = planStaged(base, stagedLimits(), opts, refill);
     } else {
-      plan = parseStagedPlan(text, base);
+      plan = parseStagedPlan(text, base, refill);
       const why = stagedPlanProblem(plan, stagedLimits(), opts);
       if (why !== null) throw new RangeError(`KILN_WEBGPU_SM_PLAN=${JSON.stringify(text)}: this device cannot run the plan: ${why} (matrices ${base.m}x${base.n}x${base.k}, subgroups of ${base.sg})`);
     }
-    stagedPlans.set(text, plan);
+    stagedPlans.set(`${text}|${refill}`, plan);
   }
   return plan;
 }
