@@ -4,7 +4,8 @@
 #   h200   #20 on the H200: the whole table (webgpu-table.sh: webgpu, cuda, PyTorch eager, webgpu
 #          decode, host overhead) with this build's defaults, then bench/webgpu-mma-peak.js with the
 #          whole-word refill through an untyped workgroup buffer's views (form view) beside session
-#          31's forms. The table first: it is what the issue asks for.
+#          31's forms, after the compiled elementwise-4096 float32 kernel's hand edits against the
+#          clone (bench/webgpu-elementwise-vec.js --hand). The table first: it is what the issue asks for.
 #   refill #20: the staged float16 GEMM's word refill (KILN_WEBGPU_SM_REFILL=words) against the
 #          halves: the subgroup-matrix tests (both refills on real matrices), the mma-peak forms, the
 #          GEMM shapes (square 4096 / 8192, mlp, block, conv, mlp64) with auto and auto+refill=words
@@ -22,6 +23,8 @@ kb() { # name, device, dtype, workloads, env...
 }
 if [ "$part" = h200 ]; then
   go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=150 WT_CUDA_S=100 WT_PT_S=80 WT_DECODE_S=70 bash scripts/device/webgpu-table.sh > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 40 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
+  # Where the compiled elementwise-4096 float32 kernel's time goes on this GPU (hand edits of its WGSL) against the clone.
+  go ew && { wg $K 90 node dist/bench/webgpu-elementwise-vec.js --n 4096 --dtypes float32 --hand --calls 20 --reps 11 --json "$out/ew.json" > "$out/ew.txt" 2>&1; el "elementwise hand edits rc=$?"; grep -E "^float32 " "$out/ew.txt" | tee -a "$out/summary.txt"; }
   go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; grep -E 'error' "$out/mma.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
 elif [ "$part" = refill ]; then
   go tests && { wg $K 120 node --test dist/test/webgpu-subgroup-matrix.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element|compiled" 12; }
