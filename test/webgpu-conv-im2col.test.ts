@@ -42,6 +42,8 @@ const CASES: Case[] = [
   { label: 'C3 7x7 stride 2 pad 3 (the stem: words span taps and kernel rows), bias', x: [1, 3, 12, 10], w: [8, 3, 7, 7], bias: true, stride: [2, 2], padding: [3, 3], dilation: [1, 1] },
   { label: 'C16 3x3 dilation 2 pad 2, no bias', x: [1, 16, 9, 9], w: [8, 16, 3, 3], bias: false, stride: [1, 1], padding: [2, 2], dilation: [2, 2] },
   { label: 'C8 1x3 asymmetric, channels_last weight, bias', x: [3, 8, 6, 10], w: [24, 8, 1, 3], bias: true, stride: [1, 2], padding: [0, 1], dilation: [1, 1], weightChannelsLast: true },
+  // C 8 under the K step (16 here): each step carries c through two taps, and kw into kh.
+  { label: 'C8 5x5 stride 2 pad 2, bias', x: [1, 8, 9, 11], w: [8, 8, 5, 5], bias: true, stride: [2, 2], padding: [2, 2], dilation: [1, 1] },
 ];
 
 test('float16 conv2d through im2col and the (emulated) staged GEMM matches float64', { skip }, () => {
@@ -50,9 +52,12 @@ test('float16 conv2d through im2col and the (emulated) staged GEMM matches float
   emulateSubgroupMatrix({ m: 8, n: 8, k: 8, sg: 8 });
   setOption('KILN_WEBGPU_SM_PLAN', '2,2,2,2,2');
   try {
-    // Explicit im2col, and (where the input's channels are whole words: C16, C8) A read in place.
-    for (const c of [...CASES.map((k) => ({ ...k, implicit: false })), ...CASES.map((k) => ({ ...k, implicit: true }))]) {
+    // Explicit im2col, and (where the input's channels are whole words: C16, C8) A read in place,
+    // its (kh, kw, c) divided out per word or stepped by carries (KILN_WEBGPU_CONV_CARRY).
+    const runs = [...CASES.map((k) => ({ ...k, implicit: false, carry: false })), ...CASES.map((k) => ({ ...k, implicit: true, carry: false })), ...CASES.map((k) => ({ ...k, implicit: true, carry: true }))];
+    for (const c of runs) {
       setOption('KILN_WEBGPU_CONV_IMPLICIT', c.implicit);
+      setOption('KILN_WEBGPU_CONV_CARRY', c.carry);
       const x = randnF16(c.x);
       const w = randnF16(c.w);
       const b = c.bias ? randnF16([c.w[0]!]) : null;
@@ -62,15 +67,17 @@ test('float16 conv2d through im2col and the (emulated) staged GEMM matches float
       if (c.weightChannelsLast) wg = wg.contiguous('channelsLast');
       const got = kiln.nn.functional.conv2d(xg, wg, b ? b.to('webgpu') : null, c.stride, c.padding, c.dilation);
       assert.deepEqual([...got.shape], [...want.shape], c.label);
-      closeF16(got, want, `${c.label}${c.implicit ? ' (implicit)' : ''}`);
+      closeF16(got, want, `${c.label}${c.implicit ? ` (implicit${c.carry ? ', carries' : ''})` : ''}`);
     }
   } finally {
     setOption('KILN_WEBGPU_CONV_IMPLICIT', undefined);
+    setOption('KILN_WEBGPU_CONV_CARRY', undefined);
     setOption('KILN_WEBGPU_SM_PLAN', undefined);
     emulateSubgroupMatrix(null);
   }
   const keys = gemmPipelineKeys().filter((k) => !before.has(k));
   assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,bias,,conv'), `the staged GEMM read a conv input in place (compiled: ${keys.join(' ')})`);
+  assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,bias,,convc'), `the staged GEMM read a conv input in place with carries (compiled: ${keys.join(' ')})`);
   assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,bias,'), `the staged GEMM ran with the bias (compiled: ${keys.join(' ')})`);
   assert.ok(keys.includes('smstaged8x8x8.sg8.2x2.2x2.2.emu,kk,,'), `the staged GEMM ran without a bias (compiled: ${keys.join(' ')})`);
 });

@@ -190,7 +190,7 @@ test('float16 small products (64x64 tiles, split K), float16 conv2d and conv2dBa
     closeF16(kiln.nn.functional.conv2d(cx.to('webgpu').contiguous('channelsLast'), cw.to('webgpu'), cb.to('webgpu'), 1, 1), kiln.nn.functional.conv2d(wide(cx), wide(cw), wide(cb), 1, 1), 'conv2d C64 3x3, word refill');
     const rw = gemmPipelineKeys().filter((k) => k.startsWith('smstaged') && k.includes('.rw,'));
     assert.ok(rw.some((k) => k.endsWith(',partial')), `split K ran with the word refill (compiled: ${rw.join(' ')})`);
-    assert.ok(rw.some((k) => k.endsWith(',conv')), `the in-place conv gather ran with the word refill (compiled: ${rw.join(' ')})`);
+    assert.ok(rw.some((k) => /,convc?$/.test(k)), `the in-place conv gather ran with the word refill (compiled: ${rw.join(' ')})`);
   } finally {
     setOption('KILN_WEBGPU_SM_REFILL', undefined);
   }

@@ -10,7 +10,8 @@
 #          halves: the subgroup-matrix tests (both refills on real matrices), the mma-peak forms, the
 #          GEMM shapes (square 4096 / 8192, mlp, block, conv, mlp64) with auto and auto+refill=words
 #          alternating, then kiln bench float16 mlp-2048x4096, transformer-block and conv-stack
-#          under each refill, alternating.
+#          under each refill, alternating; conv-stack float16 with the implicit conv's carries
+#          (KILN_WEBGPU_CONV_CARRY) against divisions.
 # A step starts only while the call is under its deadline (S34_DEADLINE s); logs and JSON under
 # $OUT/s34-PART come back, the summary printed last.
 set -uo pipefail
@@ -34,6 +35,10 @@ elif [ "$part" = refill ]; then
   go mlp64 && { wg $K 60 node dist/bench/webgpu-gemm-shapes.js --shapes mlp64 --plans "auto;2,2,1,1,2+split=32;2,2,1,1,4+split=32;2,2,2,2,4;2,2,1,1,4;2,2,2,2,4+split=16;auto+refill=words" --json "$out/mlp64.json" > "$out/mlp64.txt" 2>&1; el "gemm mlp64 plans rc=$?"; grep -E "^mlp64" "$out/mlp64.txt" | cut -c1-130 | tee -a "$out/summary.txt"; }
   for rep in 1 2; do for r in halves words; do
     kb f16-$r-$rep webgpu float16 mlp-2048x4096,transformer-block,conv-stack KILN_WEBGPU_SM_REFILL=$r
+  done; done
+  # The implicit conv's (kh, kw, c) by carries (KILN_WEBGPU_CONV_CARRY) against divisions, alternating.
+  for rep in 1 2; do for c in 0 1; do
+    kb conv-carry$c-$rep webgpu float16 conv-stack KILN_WEBGPU_CONV_CARRY=$c
   done; done
 else
   el "unknown part $part"

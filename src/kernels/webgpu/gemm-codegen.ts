@@ -62,6 +62,12 @@ export interface GemmSpec {
    */
   readonly aConv?: boolean;
   /**
+   * With aConv: each invocation keeps its words' tap (kh, kw) and channel c from one K step to the
+   * next, stepping them by carries, instead of splitting k into (kh, kw, c) with four integer
+   * divisions per word per K step (KILN_WEBGPU_CONV_CARRY).
+   */
+  readonly aConvCarry?: boolean;
+  /**
    * Split K: workgroup z is K slice z (kmeta[kc] elements); binding 0 is the f32 scratch
    * [slice][M][N] of raw sums (no alpha, bias or beta: generateGemmCombine applies them). c is 'f32'.
    */

@@ -183,7 +183,7 @@ export function parseStagedPlan(text: string, base: SubgroupMatrixPlan, refill: 
 export function stagedKey(s: GemmSpec, p: StagedPlan, opts: StagedOptions = {}): string {
   // The default plan's key (stages 1, group 1) is the key it always had.
   const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${wordRefill(p, opts) ? '.rw' : ''}${opts.emulate === true ? '.emu' : ''}`;
-  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${reluKey(s.relu)}${s.aConv === true ? ',conv' : ''}`;
+  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${reluKey(s.relu)}${s.aConv === true ? `,conv${s.aConvCarry === true ? 'c' : ''}` : ''}`;
 }
 
 /**
@@ -441,6 +441,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
 function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly string[], t: { NA: number; NB: number; SA: number; SB: number; ZA: number; ZB: number; words: boolean }, kr: { begin: string; end: string }): string[] {
   const { NA, NB, SA, SB, ZA, ZB, words } = t;
   const BK = stagedTileK(p);
+  const carry = s.aConv === true && s.aConvCarry === true;
   const aRows = s.aMajor === 'k';
   const bRows = s.bMajor === 'n';
   const L: string[] = [];
@@ -452,9 +453,16 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
       // 8 consecutive elements of the channels_last input (C is a multiple of 8), or zero in the padding.
       const gk = `${k0} + wa${i} * ${W}u`;
       out.push(`if (cm${i} < M && ${gk} < ${kr.end}) {`);
-      out.push(`  let cc = (${gk}) % cC; let ct = (${gk}) / cC; let ih = chs${i} + i32((ct / cKW) * cDh); let iw = cws${i} + i32((ct % cKW) * cDw);`);
+      if (carry) {
+        // (kh, kw, c) of this word kept in ckh, ckw, cc (set at the tile's first K step, stepped below).
+        out.push(`  let ih = chs${i} + i32(ckh${i} * cDh); let iw = cws${i} + i32(ckw${i} * cDw); let cc = cc${i};`);
+      } else {
+        out.push(`  let cc = (${gk}) % cC; let ct = (${gk}) / cC; let ih = chs${i} + i32((ct / cKW) * cDh); let iw = cws${i} + i32((ct % cKW) * cDw);`);
+      }
       out.push(`  if (ih >= 0 && ih < cH && iw >= 0 && iw < cW) { pa${i} = a[oA + (cb${i} + u32(ih) * cXh + u32(iw) * cXw + cc) / ${W}u]; } else { pa${i} = vec4<u32>(); }`);
       out.push(`} else { pa${i} = vec4<u32>(); }`);
+      // The next K step's word is BK further along k: carry c into kw, kw into kh (C may be under BK: a loop).
+      if (carry) out.push(`cc${i} = cc${i} + ${BK}u; while (cc${i} >= cC) { cc${i} = cc${i} - cC; ckw${i} = ckw${i} + 1u; if (ckw${i} == cKW) { ckw${i} = 0u; ckh${i} = ckh${i} + 1u; } }`);
     }
     for (let i = 0; i < NA && s.aConv !== true; i++) {
       // [m][k]: line = m, word along k; [k][m]: line = k, word along m.
@@ -500,6 +508,8 @@ function stagedLoop(s: GemmSpec, p: StagedPlan, D: Dialect, accs: readonly strin
   for (let i = 0; i < NA && s.aConv === true; i++) {
     L.push(`        let cm${i} = m0 + la${i}; let cq${i} = cm${i} / cOW; let cb${i} = (cq${i} / cOH) * cXn;`);
     L.push(`        let chs${i} = i32((cq${i} % cOH) * cSh) - cPt; let cws${i} = i32((cm${i} % cOW) * cSw) - cPl;`);
+    // With carries: the word's (kh, kw, c) at the first K step, split once per tile.
+    if (carry) L.push(`        var cc${i} = (${kr.begin} + wa${i} * ${W}u) % cC; var ckw${i} = ((${kr.begin} + wa${i} * ${W}u) / cC) % cKW; var ckh${i} = ((${kr.begin} + wa${i} * ${W}u) / cC) / cKW;`);
   }
   for (let i = 0; i < NA; i++) L.push(`        var pa${i}: vec4<u32>;`);
   for (let i = 0; i < NB; i++) L.push(`        var pb${i}: vec4<u32>;`);

@@ -410,7 +410,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
       bias: bias !== null,
       beta: (g.beta ?? 0) !== 0,
       ...(g.relu === true ? { relu: true } : {}),
-      ...(g.convA ? { aConv: true } : {}),
+      ...(g.convA ? { aConv: true, ...(getOption('KILN_WEBGPU_CONV_CARRY') ? { aConvCarry: true } : {}) } : {}),
     };
     if (g.convA && (g.convA.length !== CONV_A_META.words || spec.aMajor !== 'k')) throw new Error(`${op}: a conv-input GEMM takes ${CONV_A_META.words} geometry words and a row-major [M, K] view, got ${g.convA.length} words (${shapes})`);
     const buffers: DeviceBuffer[] = [out.storage.buffer, a.storage.buffer, b.storage.buffer];
