@@ -148,3 +148,27 @@ test('in-place writes to real tensors after a break and disposed lazy values sta
   close(acc1, acc2);
   assert.ok(f.counters.pieces >= 2);
 });
+
+test("a piece keeps the composites its target renders whole (nativeComposites), as a whole graph does", async () => {
+  const { PieceCache } = await import('../src/compile/pieces.js');
+  const { getBackend } = await import('../src/compile/backend.js');
+  const x = rand([5, 7]);
+  const fn = (t: Tensor): Tensor => kiln.sigmoid(t.mul(2)).add(1);
+  const want = fn(x);
+  for (const keep of [new Set(['sigmoid']), undefined]) {
+    const compiled: string[][] = [];
+    const cache = new PieceCache({
+      passOptions: { decompose: true },
+      keepComposites: () => keep,
+      compile: (graph) => {
+        compiled.push(graph.nodes.map((n) => n.op));
+        return getBackend('kiln').compile(graph, { mode: 'default', logCode: false });
+      },
+      onPiece: () => {},
+    });
+    close(cache.call(fn as (...args: never[]) => unknown, [x]) as Tensor, want);
+    assert.equal(compiled.length, 1);
+    // Kept whole where the target says so; decomposed (no sigmoid node left) where it keeps nothing.
+    assert.equal(compiled[0]!.includes('sigmoid'), keep !== undefined, compiled[0]!.join(' '));
+  }
+});

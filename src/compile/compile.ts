@@ -357,6 +357,7 @@ class CompiledFn {
     this.symbolic = new SymbolicDims(s.dynamic === true);
     this.pieces = new PieceCache({
       passOptions: s.passOptions,
+      keepComposites: (graph) => getBackend(s.backendName).nativeComposites?.(graph),
       compile: (graph) => {
         this.bump('compiles');
         const p = getBackend(s.backendName).compile(graph, { mode: s.mode.name, logCode: false });

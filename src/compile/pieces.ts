@@ -22,6 +22,8 @@ import { SegmentRecorder } from './segments.js';
 /** What the piece cache needs of its compiled function. */
 export interface PieceHost {
   readonly passOptions: PipelineOptions;
+  /** The composites the target of a piece renders whole (backend.ts nativeComposites), as for whole graphs. */
+  keepComposites?(graph: Graph): ReadonlySet<string> | undefined;
   /** The backend's program for an optimised segment graph (counted as a compile). */
   compile(graph: Graph): CompiledProgram;
   /** A piece ran compiled. */
@@ -70,7 +72,8 @@ export class PieceCache {
     const key = graphSignature(recorded);
     let p = this.pieces.get(key);
     if (!p) {
-      const { graph } = runPasses(recorded, { ...this.host.passOptions, constantFolding: false, foldConvBn: false, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false, addRmsNormLinear: false });
+      const keep = this.host.keepComposites?.(recorded);
+      const { graph } = runPasses(recorded, { ...this.host.passOptions, constantFolding: false, foldConvBn: false, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false, addRmsNormLinear: false, ...(keep ? { keepComposites: keep } : {}) });
       const inputIndex = graph.inputs.map((i) => recorded.inputs.findIndex((r) => r.id === i.id));
       if (inputIndex.includes(-1)) throw new Error('kiln.compile: the passes added an input to a partial-graph piece');
       p = { graph, inputIndex, program: this.host.compile(graph) };
