@@ -21,10 +21,6 @@ part=${1:?usage: s33.sh probe|mma|final|table}
 if [ "$part" = table ]; then exec bash "$(dirname "$0")/webgpu-table.sh" webgpu,cuda; fi
 session=s33
 source "$(dirname "$0")/session-lib.sh"
-kb() { # name, device, dtype, workloads, env...
-  local n=$1 dev=$2 dt=$3 wl=$4; shift 4
-  go kb-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 70 node dist/src/cli/main.js bench --device $dev --size full --dtype $dt --workload $wl --reps 30 --no-progress --json "$out/kb-$n.json" > "$out/kb-$n.txt" 2>&1; el "kiln bench $dev $dt $wl ($*) rc=$?"; grep -E "^[a-z0-9.-]+ +$dev" "$out/kb-$n.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
-}
 if [ "$part" = probe ]; then
   for dt in float32 float16; do for v in 1 0; do
     kb wg-$dt-ev$v webgpu $dt elementwise-4096,mlp-64x512 KILN_WEBGPU_EVENT_IN_PASS=$v

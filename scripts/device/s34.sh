@@ -18,10 +18,6 @@ set -uo pipefail
 part=${1:?usage: s34.sh h200|refill}
 session=s34
 source "$(dirname "$0")/session-lib.sh"
-kb() { # name, device, dtype, workloads, env...
-  local n=$1 dev=$2 dt=$3 wl=$4; shift 4
-  go kb-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 70 node dist/src/cli/main.js bench --device $dev --size full --dtype $dt --workload $wl --reps 30 --no-progress --json "$out/kb-$n.json" > "$out/kb-$n.txt" 2>&1; el "kiln bench $dev $dt $wl ($*) rc=$?"; grep -E "^[a-z0-9.-]+ +$dev" "$out/kb-$n.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
-}
 if [ "$part" = h200 ]; then
   go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=150 WT_CUDA_S=100 WT_PT_S=80 WT_DECODE_S=70 bash scripts/device/webgpu-table.sh > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 40 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
   # Where the compiled elementwise-4096 float32 kernel's time goes on this GPU (hand edits of its WGSL) against the clone.

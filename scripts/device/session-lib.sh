@@ -57,6 +57,11 @@ mkpart() {
     for f in $forms; do cudadec $f-$rep 1 KILN_DECODE_MEGAKERNEL=1 ${FORM[$f]}; done
   done
 }
+# kiln bench full size of WORKLOADS on DEVICE in DTYPE with ENV set (webgpu through Vulkan), 30 reps: kb NAME DEVICE DTYPE WORKLOADS ENV...
+kb() { # name, device, dtype, workloads, env...
+  local n=$1 dev=$2 dt=$3 wl=$4; shift 4
+  go kb-$n && { env "$@" KILN_WEBGPU_BACKEND=vulkan $K 70 node dist/src/cli/main.js bench --device $dev --size full --dtype $dt --workload $wl --reps 30 --no-progress --json "$out/kb-$n.json" > "$out/kb-$n.txt" 2>&1; el "kiln bench $dev $dt $wl ($*) rc=$?"; grep -E "^[a-z0-9.-]+ +$dev" "$out/kb-$n.txt" | cut -c1-120 | tee -a "$out/summary.txt"; }
+}
 # Stops the clock sampling, summarises the clocks per phase, packs the part's folder, prints the summary.
 finish() {
   kill $smi 2>/dev/null
