@@ -92,6 +92,12 @@ test('the staged subgroup matrix GEMM compiles on Dawn for every layout, epilogu
               acc.kernel(ST.generateStagedGemm(spec, fill), `kiln.gemm (${ST.stagedKey(spec, fill)})`);
               n++;
             }
+            // llm.linearGelu's epilogue, both forms (the math library's gelu functions appended).
+            for (const gelu of ['none', 'tanh'] as const) {
+              const spec: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias: true, beta: false, gelu };
+              acc.kernel(ST.generateStagedGemm(spec, fill), `kiln.gemm (${ST.stagedKey(spec, fill)})`);
+              n++;
+            }
             // A conv input read in place (GemmSpec.aConv: row-major A words through im2col addresses), with conv2dBatchNorm's epilogue.
             if (aMajor === 'k' && bMajor === 'k') {
               const conv: GemmSpec = { a: 'f16', b: 'f16', c: 'f16', aMajor, bMajor, bias: true, beta: false, relu: true, aConv: true };
@@ -113,7 +119,7 @@ test('the staged subgroup matrix GEMM compiles on Dawn for every layout, epilogu
     }
   }
   kiln.synchronize('webgpu');
-  assert.ok(n >= 152);
+  assert.ok(n >= 184);
 });
 
 test('KILN_WEBGPU_SM_PLAN strings parse to plans, and bad ones fail naming the variable and the field', () => {

@@ -114,10 +114,12 @@ test('every GEMM variant compiles, and every matrix-product case encodes on Dawn
   for (const k of kinds) {
     for (const aMajor of ['k', 'm'] as const) for (const bMajor of ['n', 'k'] as const) gemmKernel({ a: k, b: k, c: 'f32', aMajor, bMajor, bias: false, beta: false, partial: true });
     for (const bias of [false, true]) for (const beta of [false, true]) gemmCombineKernel(k, bias, beta);
-    // The ReLU epilogue (conv2dBatchNorm's) of the tiled kernels and the combine.
-    gemmKernel({ a: k, b: k, c: k, aMajor: 'k', bMajor: 'k', bias: true, beta: false, relu: true });
-    gemmKernel({ a: k, b: k, c: k, aMajor: 'k', bMajor: 'k', bias: true, beta: false, relu: true, tile: 'large' });
-    gemmCombineKernel(k, true, false, true);
+    // The ReLU epilogue (conv2dBatchNorm's) and the GELU ones (llm.linearGelu's, both forms) of the tiled kernels and the combine.
+    for (const act of [{ relu: true }, { gelu: 'none' }, { gelu: 'tanh' }] as const) {
+      gemmKernel({ a: k, b: k, c: k, aMajor: 'k', bMajor: 'k', bias: true, beta: false, ...act });
+      gemmKernel({ a: k, b: k, c: k, aMajor: 'k', bMajor: 'k', bias: true, beta: false, ...act, tile: 'large' });
+      gemmCombineKernel(k, true, false, act);
+    }
   }
   // The large form (128x128 tiles of vec4s, KILN_WEBGPU_GEMM_TILE) of every kind, load mapping, bias, beta and split-K partial.
   let large = 0;

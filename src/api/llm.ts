@@ -14,6 +14,7 @@ import * as QKC from '../ops/defs/llm-qk-norm-rotary-cache.js';
 import * as QKA from '../ops/defs/llm-qk-norm-rotary-paged-attention.js';
 import * as QKV from '../ops/defs/llm-qkv-linear.js';
 import * as LSM from '../ops/defs/llm-linear-silu-mul.js';
+import * as LG from '../ops/defs/llm-linear-gelu.js';
 import * as GUS from '../ops/defs/llm-gate-up-silu-mul.js';
 import * as ARL from '../ops/defs/llm-add-rms-norm-linear.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -210,6 +211,16 @@ export function reshapeAndCache(key: Tensor, value: Tensor, keyCache: Tensor, va
  */
 export function linearSiluAndMul(input: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor {
   return dispatch(LSM.linearSiluAndMul, input, weight, bias);
+}
+
+/**
+ * gelu(linear(input, weight, bias), approximate) in one call: weight [N, K], bias [N] or null;
+ * returns [..., N]. On webgpu the GELU runs in the GEMM's epilogue (one dispatch fewer, the
+ * product rounded once); elsewhere the two ops. What a compiled GELU MLP runs on webgpu
+ * (KILN_LINEAR_GELU, on by default).
+ */
+export function linearGelu(input: Tensor, weight: Tensor, bias: Tensor | null = null, approximate: 'none' | 'tanh' = 'none'): Tensor {
+  return dispatch(LG.linearGelu, input, weight, bias, approximate);
 }
 
 /**

@@ -270,7 +270,7 @@ const COMPILE_KEYS = keysOf<CompileOptions>({
   verify: true,
   capturedTensors: true,
 });
-const PASS_KEYS = keysOf<PassOptions>({ dce: true, cse: true, constantFolding: true, decompose: true, foldConvBn: true, rewrites: true, horizontalFusion: true, qkNormRotary: true, qkNormRotaryCache: true, linearSiluMul: true, addRmsNormLinear: true });
+const PASS_KEYS = keysOf<PassOptions>({ dce: true, cse: true, constantFolding: true, decompose: true, foldConvBn: true, rewrites: true, horizontalFusion: true, qkNormRotary: true, qkNormRotaryCache: true, linearSiluMul: true, addRmsNormLinear: true, linearGelu: true });
 
 function resolveSettings(target: unknown, options: CompileOptions): CompileSettings {
   // A misspelt key would silently compile with the default (issue #18 item 8).
@@ -301,6 +301,8 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     qkNormRotaryCache: codegen && getOption('KILN_QK_NORM_ROTARY_CACHE'),
     // And the MLP's gate/up GEMV with silu * mul in its epilogue: off until measured on a GPU.
     linearSiluMul: codegen && getOption('KILN_LINEAR_SILU_MUL'),
+    // And a linear with the GELU after it, where a device has the fused kernel (webgpu).
+    linearGelu: codegen && getOption('KILN_LINEAR_GELU'),
     // And the add + RMSNorm in the prologue of the GEMV after it: on webgpu at one row by default
     // (measured there), everywhere with KILN_ADD_RMSNORM_LINEAR=1 or passes: { addRmsNormLinear: true }, =0 off.
     addRmsNormLinear: codegen && arl !== false,
@@ -317,7 +319,7 @@ function resolveSettings(target: unknown, options: CompileOptions): CompileSetti
     dynamic: options.dynamic,
     fullgraph: options.fullgraph === true,
     passOptions,
-    jointPassOptions: { ...passOptions, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false, addRmsNormLinear: false },
+    jointPassOptions: { ...passOptions, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false, addRmsNormLinear: false, linearGelu: false },
     logs: options.log,
     // KILN_COMPILE_FAST_CALL=0 takes the full guard check on every call (A/B timing, and a way out
     // should the fast path ever disagree with it); read when the function is compiled.

@@ -73,7 +73,7 @@ export class PieceCache {
     let p = this.pieces.get(key);
     if (!p) {
       const keep = this.host.keepComposites?.(recorded);
-      const { graph } = runPasses(recorded, { ...this.host.passOptions, constantFolding: false, foldConvBn: false, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false, addRmsNormLinear: false, ...(keep ? { keepComposites: keep } : {}) });
+      const { graph } = runPasses(recorded, { ...this.host.passOptions, constantFolding: false, foldConvBn: false, horizontalFusion: false, qkNormRotary: false, qkNormRotaryCache: false, linearSiluMul: false, addRmsNormLinear: false, linearGelu: false, ...(keep ? { keepComposites: keep } : {}) });
       const inputIndex = graph.inputs.map((i) => recorded.inputs.findIndex((r) => r.id === i.id));
       if (inputIndex.includes(-1)) throw new Error('kiln.compile: the passes added an input to a partial-graph piece');
       p = { graph, inputIndex, program: this.host.compile(graph) };

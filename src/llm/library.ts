@@ -117,6 +117,15 @@ const ENTRIES: readonly ManifestEntry[] = [
     backward: 'inference fusion of a decode step (kiln.compile maps linear + silu * mul onto it)',
   },
   {
+    op: 'llm.linearGelu',
+    kind: 'opaque',
+    mutates: [],
+    dynamic: [TOKENS],
+    requires: ["weight [N, K], bias [N] or null, one dtype; approximate 'none' or 'tanh'"],
+    dtypes: FLOATS,
+    backward: 'inference fusion of a GELU MLP (kiln.compile maps linear + gelu onto it where a device has the kernel)',
+  },
+  {
     op: 'llm.gateUpSiluAndMul',
     kind: 'opaque',
     mutates: [],

@@ -208,6 +208,7 @@ const REFERENCES: Record<string, RefFn> = {
   },
   'llm.siluAndMul': (x: Tensor) => gated(x, silu),
   'llm.linearSiluAndMul': (x: Tensor, w: Tensor, b: Tensor | null) => gated(linear(x, w, b), silu),
+  'llm.linearGelu': (x: Tensor, w: Tensor, b: Tensor | null, approximate: 'none' | 'tanh') => gelu(linear(x, w, b), approximate),
   // g and u rounded to the dtype by the linears, silu(g) * u in float32, rounded once.
   'llm.gateUpSiluAndMul': (x: Tensor, wg: Tensor, wu: Tensor) => down(mul(silu(up(linear(x, wg))), up(linear(x, wu))), x),
   'llm.qkvLinear': (x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor) => [linear(x, wq), linear(x, wk), linear(x, wv)],

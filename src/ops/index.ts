@@ -18,6 +18,7 @@ import './defs/llm-qk-norm-rotary-cache.js';
 import './defs/llm-qk-norm-rotary-paged-attention.js';
 import './defs/llm-qkv-linear.js';
 import './defs/llm-linear-silu-mul.js';
+import './defs/llm-linear-gelu.js';
 import './defs/llm-gate-up-silu-mul.js';
 import './defs/llm-add-rms-norm-linear.js';
 import './defs/shape-extra.js';

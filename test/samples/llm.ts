@@ -239,6 +239,10 @@ export const llmOpcheckSamples: Record<string, OpcheckSample[]> = {
     { label: 'float32 with bias', dims: { T: 3 }, make: (d, dev) => [r([T(d), 8], 1, dev), r([12, 8], 2, dev), r([12], 3, dev)] },
     { label: 'bfloat16 3-d, no bias', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 16], 4, dev, 'contiguous', 'bfloat16'), r([6, 16], 5, dev, 'contiguous', 'bfloat16'), null] },
   ],
+  'llm.linearGelu': [
+    { label: 'float32 with bias, erf form', dims: { T: 3 }, make: (d, dev) => [r([T(d), 8], 1, dev), r([6, 8], 2, dev), r([6], 3, dev), 'none'] },
+    { label: 'bfloat16 3-d, no bias, tanh form', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 16], 4, dev, 'contiguous', 'bfloat16'), r([5, 16], 5, dev, 'contiguous', 'bfloat16'), null, 'tanh'] },
+  ],
   'llm.gateUpSiluAndMul': [
     { label: 'float32, 3 rows (the cpu GEMV path)', dims: { T: 3 }, make: (d, dev) => [r([T(d), 40], 1, dev), r([12, 40], 2, dev), r([12, 40], 3, dev)] },
     { label: 'bfloat16 3-d, 2 x 2 rows', dims: { T: 2 }, make: (d, dev) => [r([T(d), 2, 64], 4, dev, 'contiguous', 'bfloat16'), r([9, 64], 5, dev, 'contiguous', 'bfloat16'), r([9, 64], 6, dev, 'contiguous', 'bfloat16')] },

@@ -16,7 +16,7 @@ import type { RewriteRule } from './rewrite.js';
 export type RewriteSet = 'library' | 'auto';
 
 /** The pipeline's pass slots a higher layer may fill (see passes/index.ts for where each runs). */
-export type PassSlot = 'qkNormRotary' | 'qkNormRotaryCache' | 'linearSiluMul' | 'addRmsNormLinear' | 'addRmsNormLinearWebgpu';
+export type PassSlot = 'qkNormRotary' | 'qkNormRotaryCache' | 'linearSiluMul' | 'addRmsNormLinear' | 'addRmsNormLinearWebgpu' | 'linearGelu';
 
 const rules: Record<RewriteSet, RewriteRule[]> = { library: [], auto: [] };
 const passes = new Map<PassSlot, (g: Graph) => Graph>();

@@ -69,6 +69,13 @@ export interface PassOptions {
    * (it fires on webgpu at one row, and everywhere the kernels take with KILN_ADD_RMSNORM_LINEAR=1).
    */
   addRmsNormLinear?: boolean;
+  /**
+   * A linear whose only reader is a GELU onto one llm.linearGelu, where a device has its kernel
+   * (webgpu: the GELU in the GEMM's epilogue; slot 'linearGelu', after 'addRmsNormLinear', whose
+   * matches keep their linear). Inference only; kiln.compile turns it on by default
+   * (KILN_LINEAR_GELU=0: off).
+   */
+  linearGelu?: boolean;
 }
 
 /** What kiln.compile adds to the user's switches (not a `passes` option). */
@@ -120,6 +127,8 @@ export function runPasses(g: Graph, o: PipelineOptions = {}): PassResult {
   if (linearSiluMul) graph = linearSiluMul(graph);
   const addRmsNormLinear = o.addRmsNormLinear === true ? registeredGraphPass(o.addRmsNormLinearWebgpuOnly === true ? 'addRmsNormLinearWebgpu' : 'addRmsNormLinear') : undefined;
   if (addRmsNormLinear) graph = addRmsNormLinear(graph);
+  const linearGelu = o.linearGelu === true ? registeredGraphPass('linearGelu') : undefined;
+  if (linearGelu) graph = linearGelu(graph);
   if (o.decompose === true) {
     graph = decompose(graph, o.keepComposites ? { keep: o.keepComposites } : {});
     if (o.cse !== false) graph = commonSubexpressionElimination(graph);

@@ -30,6 +30,7 @@
  * (planSplitK) for this kernel and for the staged subgroup matrix one.
  */
 import { GEMM_BM, GEMM_BN, GEMM_BK, GEMM_THREADS, buildGemmTile, gemmDecls } from './gemm-tile.js';
+import { PRELUDE_MARK, withPrelude } from '../math/wgsl-prelude.js';
 import { arrayType, loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
 export { GEMM_BM, GEMM_BN, GEMM_BK, GEMM_THREADS };
@@ -54,6 +55,13 @@ export interface GemmSpec {
    * and a NaN must stay NaN as relu's does.
    */
   readonly relu?: boolean;
+  /**
+   * GELU on the finished value (after alpha, bias and beta), before the rounding store, in torch's
+   * two forms ('none': the erf form; 'tanh'), with the WGSL math library's kiln_gelu /
+   * kiln_gelu_tanh (kernels/math/wgsl-libm), the functions the gelu kernels run: llm.linearGelu's
+   * epilogue (kernels/webgpu/llm-linear-gelu.ts).
+   */
+  readonly gelu?: GemmGelu;
   /**
    * A is a channels_last conv input read through im2col addresses (the staged float16 kernel only;
    * conv.ts): row m of A is output pixel m, column k is tap (kh, kw) channel c with k in (kh, kw, c)
@@ -106,18 +114,36 @@ export const GEMM_META = {
 export const CONV_A_META = { at: GEMM_META.words, words: 15 } as const;
 
 export function gemmKey(s: GemmSpec): string {
-  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${s.tile === 'large' ? ',large' : ''}${reluKey(s.relu)}`;
+  return `${s.a},${s.b},${s.c},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${s.tile === 'large' ? ',large' : ''}${actKey(s)}`;
 }
 
-/** The key suffix of the ReLU epilogue (empty without it, so existing keys stay as they were). */
-export const reluKey = (relu: boolean | undefined): string => (relu === true ? ',relu' : '');
+/** GemmSpec.gelu's forms (torch's `approximate`). */
+export type GemmGelu = 'none' | 'tanh';
 
-/** The epilogue's ReLU statement (none without it): see GemmSpec.relu. */
-export const reluStmt = (relu: boolean | undefined): string[] => (relu === true ? ['v = select(v, 0.0, v < 0.0);'] : []);
+/** The activation part of a GEMM spec: what actKey and actStmts read. */
+export type GemmAct = Pick<GemmSpec, 'relu' | 'gelu'>;
+
+/** The key suffix of the epilogue's activation (empty without one, so existing keys stay as they were). */
+export const actKey = (s: GemmAct): string => `${s.relu === true ? ',relu' : ''}${s.gelu === 'none' ? ',gelu' : s.gelu === 'tanh' ? ',gelut' : ''}`;
+
+/**
+ * The epilogue's activation statements on `v` (none without one): see GemmSpec.relu and .gelu. A
+ * source with GELU carries PRELUDE_MARK and goes through withActPrelude (the math library's gelu).
+ */
+export function actStmts(s: GemmAct): string[] {
+  const out: string[] = [];
+  if (s.relu === true) out.push('v = select(v, 0.0, v < 0.0);');
+  if (s.gelu === 'none') out.push('v = kiln_gelu(v);');
+  if (s.gelu === 'tanh') out.push('v = kiln_gelu_tanh(v);');
+  return out;
+}
+
+/** `source` with the math library's functions its activation calls (GELU), else unchanged. */
+export const withActPrelude = (s: GemmAct, source: string): string => (s.gelu === undefined ? source : withPrelude(`${source}\n${PRELUDE_MARK}`));
 
 /** Checks a split-K spec: raw f32 sums, no epilogue terms (the combine kernel applies them). */
 export function checkPartialSpec(s: GemmSpec): void {
-  if (s.partial === true && (s.c !== 'f32' || s.bias || s.beta || s.relu === true)) throw new Error(`a split-K GEMM writes raw f32 sums (c 'f32', no bias, beta or relu), got ${gemmKey(s)}`);
+  if (s.partial === true && (s.c !== 'f32' || s.bias || s.beta || s.relu === true || s.gelu !== undefined)) throw new Error(`a split-K GEMM writes raw f32 sums (c 'f32', no bias, beta or activation), got ${gemmKey(s)}`);
 }
 
 export function generateGemm(s: GemmSpec): string {
@@ -126,7 +152,7 @@ export function generateGemm(s: GemmSpec): string {
   const partial = s.partial === true;
   // A slice's loads stop at its end (the last K step of a slice would reach into the next one).
   const kLim = partial ? 'kEnd' : 'K';
-  return buildGemmTile({
+  return withActPrelude(s, buildGemmTile({
     decls: gemmDecls(s.a, s.b, s.c, s.bias),
     prologue: [
       `let M = kmeta[${m.M}]; let N = kmeta[${m.N}]; let K = kmeta[${m.K}];`,
@@ -154,14 +180,14 @@ export function generateGemm(s: GemmSpec): string {
       `var v = alpha * ${acc};`,
       ...(s.bias ? [`{ let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(s.c, 'bias', 'ib', false)}; }`] : []),
       ...(s.beta ? [`v = v + beta * ${loadExpr(s.c, 'c', 'ic', true)};`] : []),
-      ...reluStmt(s.relu),
+      ...actStmts(s),
       storeStmt(s.c, 'c', 'ic', 'v'),
     ],
-  }, s.tile === 'large' ? 'large' : 'small');
+  }, s.tile === 'large' ? 'large' : 'small'));
 }
 
 /** The combine's key (its pipeline depends on the output kind and the epilogue terms only). */
-export const gemmCombineKey = (c: StorageKind, bias: boolean, beta: boolean, relu = false): string => `combine,${c},${bias ? 'bias' : ''},${beta ? 'beta' : ''}${reluKey(relu)}`;
+export const gemmCombineKey = (c: StorageKind, bias: boolean, beta: boolean, act: GemmAct = {}): string => `combine,${c},${bias ? 'bias' : ''},${beta ? 'beta' : ''}${actKey(act)}`;
 
 /** Invocations per workgroup of the combine kernel. */
 export const GEMM_COMBINE_WG = 256;
@@ -169,10 +195,10 @@ export const GEMM_COMBINE_WG = 256;
 /**
  * The split-K combine: one invocation per output element (grid-stride) sums its kmeta[batch]
  * slices' raw f32 sums in slice order from the scratch [slice][M][N] (binding 1), then applies
- * alpha, bias, beta (and ReLU) as generateGemm's epilogue does and rounds once to C's kind (binding
+ * alpha, bias, beta (and the activation) as generateGemm's epilogue does and rounds once to C's kind (binding
  * 0 at its offset and strides). Bindings: c, scratch, bias (optional), kmeta (GEMM_META words).
  */
-export function generateGemmCombine(c: StorageKind, bias: boolean, beta: boolean, relu = false): string {
+export function generateGemmCombine(c: StorageKind, bias: boolean, beta: boolean, act: GemmAct = {}): string {
   const m = GEMM_META;
   const lines: string[] = [];
   if (c === 'f16') lines.push('enable f16;');
@@ -197,10 +223,10 @@ export function generateGemmCombine(c: StorageKind, bias: boolean, beta: boolean
     '    var v = alpha * s;',
     ...(bias ? [`    { let ib = kmeta[${m.bias}] + gn * kmeta[${m.bias + 1}]; v = v + ${loadExpr(c, 'bias', 'ib', false)}; }`] : []),
     ...(beta ? [`    v = v + beta * ${loadExpr(c, 'c', 'ic', true)};`] : []),
-    ...reluStmt(relu).map((x) => `    ${x}`),
+    ...actStmts(act).map((x) => `    ${x}`),
     `    ${storeStmt(c, 'c', 'ic', 'v').replace(/\n/g, '\n    ')}`,
     '  }',
     '}',
   );
-  return lines.join('\n');
+  return withActPrelude(act, lines.join('\n'));
 }

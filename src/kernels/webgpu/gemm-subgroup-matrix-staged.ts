@@ -58,7 +58,7 @@
  * f32 sums to the scratch [slice][M][N] (binding 0) and gemm-codegen.ts's combine kernel applies
  * alpha, bias and beta (see there).
  */
-import { checkPartialSpec, CONV_A_META, GEMM_META, reluKey, reluStmt, type GemmSpec } from './gemm-codegen.js';
+import { checkPartialSpec, CONV_A_META, GEMM_META, actKey, actStmts, withActPrelude, type GemmSpec } from './gemm-codegen.js';
 import type { SubgroupMatrixPlan } from './gemm-subgroup-matrix.js';
 import { loadExpr, storagePrelude, storeStmt, type StorageKind } from './storage.js';
 
@@ -183,7 +183,7 @@ export function parseStagedPlan(text: string, base: SubgroupMatrixPlan, refill: 
 export function stagedKey(s: GemmSpec, p: StagedPlan, opts: StagedOptions = {}): string {
   // The default plan's key (stages 1, group 1) is the key it always had.
   const extra = `${p.stages !== 1 ? `.s${p.stages}` : ''}${p.group !== 1 ? `.g${p.group}` : ''}${wordRefill(p, opts) ? '.rw' : ''}${opts.emulate === true ? '.emu' : ''}`;
-  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${reluKey(s.relu)}${s.aConv === true ? `,conv${s.aConvCarry === true ? 'c' : ''}` : ''}`;
+  return `smstaged${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks}${extra},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${s.partial === true ? ',partial' : ''}${actKey(s)}${s.aConv === true ? `,conv${s.aConvCarry === true ? 'c' : ''}` : ''}`;
 }
 
 /**
@@ -423,7 +423,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
       const biasAt = `kmeta[${w.bias}] + gn * kmeta[${w.bias + 1}]`;
       if (s.bias) L.push(`            v = v + ${emulate ? loadExpr('f16p', 'bias', biasAt, false) : `f32(bias[${biasAt}])`};`);
       if (s.beta) L.push(`            v = v + beta * ${emulate ? loadExpr('f16p', 'c', 'ic', true) : 'f32(c[ic])'};`);
-      for (const x of reluStmt(s.relu)) L.push(`            ${x}`);
+      for (const x of actStmts(s)) L.push(`            ${x}`);
       L.push(`            ${storeStmt(D.out, 'c', 'ic', 'v')}`);
       L.push('          }');
       L.push('        }');
@@ -434,7 +434,7 @@ export function generateStagedGemm(s: GemmSpec, p: StagedPlan, opts: StagedOptio
   L.push('  }');
   L.push('}');
   L.push(...D.helpers());
-  return L.join('\n');
+  return withActPrelude(s, L.join('\n'));
 }
 
 /** The K loop of stages 1 and 2: words to registers, registers to the tile buffer, matrices from the tiles. */

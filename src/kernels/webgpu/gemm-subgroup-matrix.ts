@@ -22,7 +22,7 @@
  * memory fits the device's limit.
  */
 import type { AdapterReport, SubgroupMatrixConfig } from '../../runtime/webgpu/protocol.js';
-import { GEMM_META, reluKey, reluStmt, type GemmSpec } from './gemm-codegen.js';
+import { GEMM_META, actKey, actStmts, withActPrelude, type GemmSpec } from './gemm-codegen.js';
 import { storagePrelude, storeStmt } from './storage.js';
 
 /** Launch geometry of one subgroup matrix GEMM kernel. */
@@ -88,7 +88,7 @@ export function planSubgroupMatrix(a: Pick<AdapterReport, 'features' | 'limits' 
 }
 
 export function smKey(s: GemmSpec, p: SubgroupMatrixPlan): string {
-  return `sm${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${reluKey(s.relu)}`;
+  return `sm${p.m}x${p.n}x${p.k}.sg${p.sg}.${p.sgm}x${p.sgn}.${p.tm}x${p.tn}.${p.ks},${s.aMajor}${s.bMajor},${s.bias ? 'bias' : ''},${s.beta ? 'beta' : ''}${actKey(s)}`;
 }
 
 /** WGSL of the subgroup matrix GEMM for `s` (operands and output float16 through shader-f16) on plan `p`. */
@@ -179,7 +179,7 @@ export function generateSubgroupMatrixGemm(s: GemmSpec, p: SubgroupMatrixPlan): 
       L.push(`            var v = alpha * Cs[es * ${MN}u + e];`);
       if (s.bias) L.push(`            v = v + f32(bias[kmeta[${w.bias}] + gn * kmeta[${w.bias + 1}]]);`);
       if (s.beta) L.push('            v = v + beta * f32(c[ic]);');
-      for (const x of reluStmt(s.relu)) L.push(`            ${x}`);
+      for (const x of actStmts(s)) L.push(`            ${x}`);
       L.push(`            ${storeStmt('f16', 'c', 'ic', 'v')}`);
       L.push('          }');
       L.push('        }');
@@ -189,5 +189,5 @@ export function generateSubgroupMatrixGemm(s: GemmSpec, p: SubgroupMatrixPlan): 
   L.push('    }');
   L.push('  }');
   L.push('}');
-  return L.join('\n');
+  return withActPrelude(s, L.join('\n'));
 }

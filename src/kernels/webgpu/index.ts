@@ -21,4 +21,5 @@ import './attention.js';
 import './llm-paged.js';
 import './llm-rotary.js';
 import './llm-linear-silu-mul.js';
+import './llm-linear-gelu.js';
 import './llm-add-rms-norm-linear.js';

@@ -37,7 +37,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { WGSL_TEMPLATES } from '../math/wgsl.js';
 import { copyTensor } from './core.js';
 import { allocOut, webgpu } from './device.js';
-import { CONV_A_META, GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmSpec } from './gemm-codegen.js';
+import { CONV_A_META, GEMM_BATCH_DIMS, GEMM_BK, GEMM_BM, GEMM_BN, GEMM_COMBINE_WG, GEMM_META, gemmCombineKey, gemmKey, generateGemm, generateGemmCombine, type GemmAct, type GemmGelu, type GemmSpec } from './gemm-codegen.js';
 import { GEMM_LARGE_BM } from './gemm-tile.js';
 import { GEMV_MAX_M, gemvCols, gemvKey, gemvRows, gemvUnroll, gemvVecElems, generateGemv, type GemvSpec } from './gemv-codegen.js';
 import { generateStagedGemm, parseStagedPlan, planStaged, stagedKey, stagedPlanProblem, stagedTileK, stagedTileM, stagedTileN, type StagedLimits, type StagedPlan } from './gemm-subgroup-matrix-staged.js';
@@ -70,6 +70,8 @@ export interface WebgpuGemm {
   readonly beta?: number;
   /** ReLU on the result (after alpha, bias and beta; GemmSpec.relu): conv2dBatchNorm's fused activation. */
   readonly relu?: boolean;
+  /** GELU on the result (after alpha, bias and beta; GemmSpec.gelu): llm.linearGelu's activation. */
+  readonly gelu?: GemmGelu;
   /**
    * `a` is a channels_last conv input read through im2col addresses (GemmSpec.aConv; the staged
    * float16 kernel only, which the caller checked is available): its CONV_A_META words. `a` itself
@@ -90,11 +92,11 @@ export function gemmKernel(spec: GemmSpec): WebgpuKernel {
 }
 
 /** The split-K combine pipeline for an output kind and epilogue, compiled on first use. */
-export function gemmCombineKernel(c: Kind, bias: boolean, beta: boolean, relu = false): WebgpuKernel {
-  const key = gemmCombineKey(c, bias, beta, relu);
+export function gemmCombineKernel(c: Kind, bias: boolean, beta: boolean, act: GemmAct = {}): WebgpuKernel {
+  const key = gemmCombineKey(c, bias, beta, act);
   let k = programs.get(key + f16StoreKey());
   if (!k) {
-    k = webgpu().kernel(generateGemmCombine(c, bias, beta, relu), `kiln.gemm (${key})`);
+    k = webgpu().kernel(generateGemmCombine(c, bias, beta, act), `kiln.gemm (${key})`);
     programs.set(key + f16StoreKey(), k);
   }
   return k;
@@ -410,6 +412,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
       bias: bias !== null,
       beta: (g.beta ?? 0) !== 0,
       ...(g.relu === true ? { relu: true } : {}),
+      ...(g.gelu !== undefined ? { gelu: g.gelu } : {}),
       ...(g.convA ? { aConv: true, ...(getOption('KILN_WEBGPU_CONV_CARRY') ? { aConvCarry: true } : {}) } : {}),
     };
     if (g.convA && (g.convA.length !== CONV_A_META.words || spec.aMajor !== 'k')) throw new Error(`${op}: a conv-input GEMM takes ${CONV_A_META.words} geometry words and a row-major [M, K] view, got ${g.convA.length} words (${shapes})`);
@@ -430,8 +433,8 @@ export function runGemm(g: WebgpuGemm): Tensor {
       meta[w.alpha] = f32Bits(g.alpha ?? 1);
       meta[w.beta] = f32Bits(g.beta ?? 0);
     };
-    // (The GEMV has no ReLU epilogue: a product with one takes the tiled kernels.)
-    if (g.relu !== true && !g.convA && gemvEligible(kind, M, K, nb, a, b)) {
+    // (The GEMV has no activation epilogue: a product with one takes the tiled kernels.)
+    if (g.relu !== true && g.gelu === undefined && !g.convA && gemvEligible(kind, M, K, nb, a, b)) {
       // A few rows (a decode step's projections): the skinny kernel, grid x over column groups (8, or 4: gemvCols).
       const mr = gemvRows(M);
       const tuning = gemvTuning(kind, K, N, false);
@@ -455,11 +458,12 @@ export function runGemm(g: WebgpuGemm): Tensor {
         fillMeta(tn, tm);
         meta[GEMM_META.batch] = split.splits;
         meta[GEMM_META.kc] = split.kc;
-        const pspec: GemmSpec = { ...spec, c: 'f32', bias: false, beta: false, relu: false, partial: true };
+        const { relu: _relu, gelu: _gelu, ...raw } = spec;
+        const pspec: GemmSpec = { ...raw, c: 'f32', bias: false, beta: false, partial: true };
         acc.dispatch(kernel(pspec), [scratch.storage.buffer, a.storage.buffer, b.storage.buffer], meta, [Math.min(tn, 65535), Math.min(tm, 65535), split.splits]);
         const cbufs = [out.storage.buffer, scratch.storage.buffer, ...(bias ? [bias.storage.buffer] : [])];
         const groups = Math.ceil((M * N) / GEMM_COMBINE_WG);
-        acc.dispatch(gemmCombineKernel(kind, spec.bias, spec.beta, spec.relu === true), cbufs, meta, [Math.min(groups, 65535), Math.min(Math.ceil(groups / 65535), 65535), 1]);
+        acc.dispatch(gemmCombineKernel(kind, spec.bias, spec.beta, spec), cbufs, meta, [Math.min(groups, 65535), Math.min(Math.ceil(groups / 65535), 65535), 1]);
       } finally {
         scratch.dispose();
       }
@@ -582,7 +586,11 @@ const addEntry = WGSL_TEMPLATES.get('add')!;
 
 registerKernel(linear, 'webgpu', (ctx, input, weight, bias) => into(allocOut(ctx.out), (out) => linearInto(out, input, weight, bias)));
 
-function linearInto(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | null): void {
+/**
+ * out = input @ weight^T (+ bias) [then GELU, `gelu`: in the GEMM's epilogue, the value rounded
+ * once; llm.linearGelu's kernel, llm-linear-gelu.ts, passes it with a [N] bias and a 2-d weight].
+ */
+export function linearInto(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | null, gelu?: GemmGelu): void {
   const K = input.shape[input.ndim - 1]!;
   const rows = numel(input.shape.slice(0, -1));
   const N = weight.ndim === 2 ? weight.shape[0]! : 1;
@@ -601,7 +609,9 @@ function linearInto(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | n
     const flat = new Tensor(out.storage, out.dtype, [rows, N], [N, 1], out.offset);
     temps.push(flat);
     const fused = bias !== null && weight.ndim === 2 && columnBias(bias);
-    runGemm({ op: 'linear', out: flat, a: x, b: wt, batch: [], M: rows, N, K, bias: fused ? bias : null });
+    // (A bias the epilogue cannot add comes after the product, so its GELU cannot be in the epilogue.)
+    if (gelu !== undefined && !fused && bias !== null) throw new Error(`llm.linearGelu: the webgpu kernel takes a [${N}] bias, got ${fmtShape(bias.shape)}`);
+    runGemm({ op: gelu === undefined ? 'linear' : 'llm.linearGelu', out: flat, a: x, b: wt, batch: [], M: rows, N, K, bias: fused ? bias : null, ...(gelu !== undefined ? { gelu } : {}) });
     if (bias !== null && !fused) runPointwise('linear', out, [out, bias], (m) => addEntry(m, { out: out.dtype }));
   } finally {
     for (const t of temps) t.dispose();

@@ -1,0 +1,32 @@
+/**
+ * webgpu kernel of llm.linearGelu: the product on the webgpu GEMM (linalg.ts runGemm) with the GELU
+ * in its epilogue (GemmSpec.gelu: the tiled and subgroup-matrix kernels' stores, or the split-K
+ * combine's), so the [.., N] result is written once, rounded once, and a small MLP loses a dispatch.
+ * The GEMV path of a few rows has no epilogue activation: those products take the tiled kernels.
+ * With a kernel chosen here, kiln.compile's linear + gelu pass (src/llm/linear-gelu-pass.ts,
+ * KILN_LINEAR_GELU) fires on webgpu.
+ */
+import { linearGelu } from '../../ops/defs/llm-linear-gelu.js';
+import { registerLlmImpl } from '../../ops/library/policy.js';
+import type { OutMeta } from '../../ops/schema.js';
+import type { Tensor } from '../../tensor/tensor.js';
+import { allocOut } from './device.js';
+import { linearInto } from './linalg.js';
+
+registerLlmImpl(linearGelu.name, {
+  name: 'webgpu-kernel',
+  kind: 'kernel',
+  device: 'webgpu',
+  priority: 0,
+  fn: (ctx, xIn, wIn, bIn, approximate) => {
+    const out = allocOut(ctx.out as OutMeta);
+    if (out.numel() === 0) return out;
+    try {
+      linearInto(out, xIn as Tensor, wIn as Tensor, (bIn ?? null) as Tensor | null, approximate === 'tanh' ? 'tanh' : 'none');
+    } catch (e) {
+      out.dispose();
+      throw e;
+    }
+    return out;
+  },
+});
