@@ -11,7 +11,8 @@
 #          GEMM shapes (square 4096 / 8192, mlp, block, conv, mlp64) with auto and auto+refill=words
 #          alternating, then kiln bench float16 mlp-2048x4096, transformer-block and conv-stack
 #          under each refill, alternating; conv-stack float16 with the implicit conv's carries
-#          (KILN_WEBGPU_CONV_CARRY) against divisions.
+#          (KILN_WEBGPU_CONV_CARRY) against divisions; mlp-64x512 with llm.linearGelu
+#          (KILN_LINEAR_GELU) on and off.
 # A step starts only while the call is under its deadline (S34_DEADLINE s); logs and JSON under
 # $OUT/s34-PART come back, the summary printed last.
 set -uo pipefail
@@ -24,7 +25,7 @@ if [ "$part" = h200 ]; then
   go ew && { wg $K 90 node dist/bench/webgpu-elementwise-vec.js --n 4096 --dtypes float32 --hand --calls 20 --reps 11 --json "$out/ew.json" > "$out/ew.txt" 2>&1; el "elementwise hand edits rc=$?"; grep -E "^float32 " "$out/ew.txt" | tee -a "$out/summary.txt"; }
   go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; grep -E 'error' "$out/mma.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
 elif [ "$part" = refill ]; then
-  go tests && { wg $K 120 node --test dist/test/webgpu-subgroup-matrix.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element|compiled" 12; }
+  go tests && { wg $K 120 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linear-gelu.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element|compiled" 12; }
   go gemm && { wg $K 150 node dist/bench/webgpu-gemm-shapes.js --shapes square,mlp,block,conv --plans "auto;auto+refill=words;2,2,4,4,2,stages=2;2,2,4,4,2,stages=2+refill=words" --json "$out/gemm.json" > "$out/gemm.txt" 2>&1; el "gemm shapes rc=$?"; grep -E "^[a-z0-9]+/" "$out/gemm.txt" | cut -c1-130 | tee -a "$out/summary.txt"; grep -iE "skipped|error" "$out/gemm.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
   # kiln bench float16: the refill (all three) and the conv's carries (conv-stack), alternating.
   abkb() {
@@ -33,6 +34,8 @@ elif [ "$part" = refill ]; then
     kb conv-carry-$1 webgpu float16 conv-stack KILN_WEBGPU_CONV_CARRY=1
   }
   abkb 1
+  # llm.linearGelu (the GELU in the GEMM's epilogue) against linear + gelu, alternating.
+  for rep in 1 2; do for v in 0 1; do kb gelu$v-$rep webgpu float16,float32 mlp-64x512 KILN_LINEAR_GELU=$v; done; done
   # mlp-64x512's small product: 32x32 tiles without split K (one dispatch a linear), K steps of 64.
   go mlp64 && { wg $K 60 node dist/bench/webgpu-gemm-shapes.js --shapes mlp64 --plans "auto;2,2,1,1,2+split=32;2,2,1,1,4+split=32;2,2,2,2,4;2,2,1,1,4;2,2,2,2,4+split=16;auto+refill=words" --json "$out/mlp64.json" > "$out/mlp64.txt" 2>&1; el "gemm mlp64 plans rc=$?"; grep -E "^mlp64" "$out/mlp64.txt" | cut -c1-130 | tee -a "$out/summary.txt"; }
   abkb 2
