@@ -11,25 +11,12 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { trace } from '../src/compile/capture.js';
 import { interpret } from '../src/compile/interpret.js';
-import type { Graph } from '../src/compile/ir.js';
 import { fuseLinearGelu } from '../src/llm/linear-gelu-pass.js';
 import type { DType } from '../src/tensor/dtype.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 import { rand } from './helpers/make.js';
 import { refLinearGelu } from './helpers/linear-gelu-ref.js';
-
-const count = (g: Graph, op: string): number => g.nodes.filter((n) => n.op === op).length;
-
-function inputsOf(g: Graph, args: readonly Tensor[]): Tensor[] {
-  return g.inputs.map((i) => (i.source.kind === 'lifted' ? i.source.tensor : args[i.source.path[0] as number]!));
-}
-
-function maxDiff(a: readonly number[], b: readonly number[]): number {
-  assert.equal(a.length, b.length);
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
-}
+import { countOps as count, graphInputs as inputsOf, maxAbsDiff as maxDiff } from './helpers/graph-pass.js';
 
 test('llm.linearGelu on the cpu equals the float64 loop (float32 / float64, both forms, bias or none, 3-d input)', () => {
   for (const dtype of ['float32', 'float64'] as DType[]) {

@@ -12,7 +12,6 @@ import { test } from 'node:test';
 import * as kiln from '../src/index.js';
 import { trace } from '../src/compile/capture.js';
 import { interpret } from '../src/compile/interpret.js';
-import type { Graph } from '../src/compile/ir.js';
 import { runPasses } from '../src/compile/passes/index.js';
 import { autoRewriteRules } from '../src/llm/rewrites.js';
 import { fuseQkNormRotary } from '../src/llm/qk-norm-rotary-pass.js';
@@ -25,19 +24,7 @@ import { refCacheWrite, refNormRotary } from './helpers/qk-norm-rotary-ref.js';
 import { nativeRowCalls } from '../src/kernels/cpu/native/rows.js';
 import { probeToolchain, setCpuPath } from '../src/kernels/cpu/native/index.js';
 import { roundToBfloat16 } from '../src/tensor/half.js';
-
-const count = (g: Graph, op: string): number => g.nodes.filter((n) => n.op === op).length;
-
-function inputsOf(g: Graph, args: readonly Tensor[]): Tensor[] {
-  return g.inputs.map((i) => (i.source.kind === 'lifted' ? i.source.tensor : args[i.source.path[0] as number]!));
-}
-
-function maxDiff(a: readonly number[], b: readonly number[]): number {
-  assert.equal(a.length, b.length);
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
-}
+import { countOps as count, graphInputs as inputsOf, maxAbsDiff as maxDiff } from './helpers/graph-pass.js';
 
 test('llm.qkNormRotaryCache on the cpu: q rotated, k rotated into its slots, v copied, padding and other slots untouched (float64 loop)', () => {
   for (const dtype of ['float32', 'float64'] as DType[]) {

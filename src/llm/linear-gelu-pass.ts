@@ -16,7 +16,8 @@
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
 import { argValues, outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
-import { GraphBuilder, isImpure, Val } from '../compile/passes/util.js';
+import { isImpure, Val } from '../compile/passes/util.js';
+import { rebuildFused } from './pass-rebuild.js';
 import { llmChoice } from '../ops/library/policy.js';
 import type { DeviceType } from '../runtime/device.js';
 
@@ -65,18 +66,10 @@ export function fuseLinearGelu(graph: Graph, fires: (device: DeviceType) => bool
   }
   if (fuseAt.size === 0) return { graph, fused: 0 };
 
-  const fresh = new GraphBuilder(g);
-  for (const n of g.nodes) {
-    if (removed.has(n.id)) continue;
-    const lin = fuseAt.get(n.id);
-    if (!lin) {
-      fresh.keep(n);
-      continue;
-    }
+  const fused = rebuildFused(g, removed, fuseAt, (b, geluNode, lin) => {
     const bias = value(lin.args[2]);
-    const approx = n.args[1]?.kind === 'const' ? (n.args[1].value as string) : 'none';
-    const [out] = fresh.call(OP, [new Val(value(lin.args[0])!), new Val(value(lin.args[1])!), bias === undefined ? null : new Val(bias), approx]);
-    fresh.replace(n.outputs[0]!, out!);
-  }
-  return { graph: fresh.finish(), fused: fuseAt.size };
+    const approx = geluNode.args[1]?.kind === 'const' ? (geluNode.args[1].value as string) : 'none';
+    return b.call(OP, [new Val(value(lin.args[0])!), new Val(value(lin.args[1])!), bias === undefined ? null : new Val(bias), approx]);
+  });
+  return { graph: fused, fused: fuseAt.size };
 }

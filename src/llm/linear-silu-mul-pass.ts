@@ -16,7 +16,8 @@
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
 import { argValues, outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
-import { GraphBuilder, Val } from '../compile/passes/util.js';
+import { Val } from '../compile/passes/util.js';
+import { rebuildFused } from './pass-rebuild.js';
 import { llmChoice } from '../ops/library/policy.js';
 import type { DeviceType } from '../runtime/device.js';
 
@@ -92,17 +93,9 @@ export function fuseLinearSiluMul(graph: Graph, fires: (device: DeviceType) => b
   }
   if (fuseAt.size === 0) return { graph, fused: 0 };
 
-  const fresh = new GraphBuilder(g);
-  for (const n of g.nodes) {
-    if (removed.has(n.id)) continue;
-    const lin = fuseAt.get(n.id);
-    if (!lin) {
-      fresh.keep(n);
-      continue;
-    }
+  const fused = rebuildFused(g, removed, fuseAt, (b, _mul, lin) => {
     const bias = value(lin.args[2]);
-    const [out] = fresh.call(OP, [new Val(value(lin.args[0])!), new Val(value(lin.args[1])!), bias === undefined ? null : new Val(bias)]);
-    fresh.replace(n.outputs[0]!, out!);
-  }
-  return { graph: fresh.finish(), fused: fuseAt.size };
+    return b.call(OP, [new Val(value(lin.args[0])!), new Val(value(lin.args[1])!), bias === undefined ? null : new Val(bias)]);
+  });
+  return { graph: fused, fused: fuseAt.size };
 }
