@@ -1,7 +1,8 @@
 /**
  * llm.linearGelu's webgpu kernel (kernels/webgpu/llm-linear-gelu.ts: the GELU in the GEMM's
- * epilogue, or in the split-K combine's) against a float64 loop, in float32 and float16, both GELU
- * forms, on a product that splits K (64 x 512 x 512: mlp-64x512's layer) and ones that do not; the
+ * epilogue, or in the split-K combine's; after the skinny GEMV at a few rows) against a float64
+ * loop, in float32 and float16, both GELU forms, on a product that splits K (64 x 512 x 512:
+ * mlp-64x512's layer), one that does not and one of 3 rows (the GEMV); the
  * pipeline keys show the epilogue ran where it was meant to. Then kiln.compile of a GELU MLP on
  * webgpu: the pass maps linear -> gelu onto the op (a GEMM pipeline with the GELU epilogue runs)
  * and the result equals eager's. Needs an adapter that computes (SwiftShader here: float16 is

@@ -433,14 +433,17 @@ export function runGemm(g: WebgpuGemm): Tensor {
       meta[w.alpha] = f32Bits(g.alpha ?? 1);
       meta[w.beta] = f32Bits(g.beta ?? 0);
     };
-    // (The GEMV has no activation epilogue: a product with one takes the tiled kernels.)
-    if (g.relu !== true && g.gelu === undefined && !g.convA && gemvEligible(kind, M, K, nb, a, b)) {
+    // (The GEMV has no ReLU epilogue: a product with one takes the tiled kernels.)
+    if (g.relu !== true && !g.convA && gemvEligible(kind, M, K, nb, a, b)) {
       // A few rows (a decode step's projections): the skinny kernel, grid x over column groups (8, or 4: gemvCols).
       const mr = gemvRows(M);
       const tuning = gemvTuning(kind, K, N, false);
       const groups = Math.ceil(N / tuning.cols);
       fillMeta(groups, Math.ceil(M / mr));
       acc.dispatch(gemvKernel({ kind, mr, bias: spec.bias, beta: spec.beta, ...tuning }), buffers, meta, [Math.min(groups, 65535), Math.ceil(M / mr), 1]);
+      // Its GELU as a pass over the few rows: the GEMV streams the weight at a rate the tiled kernels
+      // do not reach at these sizes, which is worth more than the dispatch the epilogue saves.
+      if (g.gelu !== undefined) runPointwise(op, out, [out, g.gelu], (m) => geluEntry(m, { out: out.dtype }));
       return out;
     }
     const plan = (kind === 'f16' || (emulated !== null && kind === 'f16p')) && getOption('KILN_WEBGPU_SUBGROUP_MATRIX') ? subgroupMatrixPlan() : null;
@@ -583,6 +586,7 @@ registerKernel(dot, 'webgpu', (ctx, self, tensor) => matmulKernel('dot', ctx.out
 const columnBias = (bias: Tensor): boolean => bias.shape.slice(0, -1).every((s) => s === 1);
 
 const addEntry = WGSL_TEMPLATES.get('add')!;
+const geluEntry = WGSL_TEMPLATES.get('gelu')!;
 
 registerKernel(linear, 'webgpu', (ctx, input, weight, bias) => into(allocOut(ctx.out), (out) => linearInto(out, input, weight, bias)));
 

@@ -2,7 +2,8 @@
  * webgpu kernel of llm.linearGelu: the product on the webgpu GEMM (linalg.ts runGemm) with the GELU
  * in its epilogue (GemmSpec.gelu: the tiled and subgroup-matrix kernels' stores, or the split-K
  * combine's), so the [.., N] result is written once, rounded once, and a small MLP loses a dispatch.
- * The GEMV path of a few rows has no epilogue activation: those products take the tiled kernels.
+ * A product of a few rows keeps the skinny GEMV (it streams the weight faster than the tiled
+ * kernels at that size) and applies the GELU in a pass after it.
  * With a kernel chosen here, kiln.compile's linear + gelu pass (src/llm/linear-gelu-pass.ts,
  * KILN_LINEAR_GELU) fires on webgpu.
  */
