@@ -13,10 +13,12 @@
 #          under each refill, alternating; conv-stack float16 with the implicit conv's carries
 #          (KILN_WEBGPU_CONV_CARRY) against divisions; mlp-64x512 with llm.linearGelu
 #          (KILN_LINEAR_GELU) on and off.
+#   final  #20: the small-product plans (KILN_WEBGPU_SM_SMALL_DEEP) off / on in kiln bench float16
+#          mlp-64x512, qwen3-0.6b-forward and conv-stack, alternating, with the tests; then cuda.
 # A step starts only while the call is under its deadline (S34_DEADLINE s); logs and JSON under
 # $OUT/s34-PART come back, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s34.sh h200|refill}
+part=${1:?usage: s34.sh h200|refill|final}
 session=s34
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = h200 ]; then
@@ -41,6 +43,12 @@ elif [ "$part" = refill ]; then
   for v in 0 1; do kb gelu$v-2 webgpu float16,float32 mlp-64x512 KILN_LINEAR_GELU=$v; done
   abkb 2
   go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; grep -E 'error' "$out/mma.txt" | cut -c1-300 | head -4 | tee -a "$out/summary.txt"; }
+elif [ "$part" = final ]; then
+  # The small-product plans (KILN_WEBGPU_SM_SMALL_DEEP) on real matrices and in the workloads that
+  # run them, alternating; then Kiln cuda on the same workloads for the ratios.
+  go tests && { wg $K 60 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linear-gelu.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element|compiled" 12; }
+  for rep in 1 2; do for v in 0 1; do kb deep$v-$rep webgpu float16 mlp-64x512,qwen3-0.6b-forward,conv-stack KILN_WEBGPU_SM_SMALL_DEEP=$v; done; done
+  kb cuda cuda float16 mlp-64x512,qwen3-0.6b-forward,conv-stack
 else
   el "unknown part $part"
 fi

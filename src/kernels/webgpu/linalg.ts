@@ -478,9 +478,23 @@ export function runGemm(g: WebgpuGemm): Tensor {
         let tm = M <= 64 ? Math.min(2, staged.tm) : staged.tm;
         let tn = N <= 64 ? Math.min(2, staged.tn) : staged.tn;
         const tiles = Math.ceil(N / (staged.sgn * tn * staged.n)) * Math.ceil(M / (staged.sgm * tm * staged.m));
-        if (nb === 1 && tiles < splitTarget()) [tm, tn] = [Math.min(2, tm), Math.min(2, tn)];
-        const shrunk: StagedPlan = { ...staged, tm, tn };
-        if ((tm !== staged.tm || tn !== staged.tn) && stagedPlanProblem(shrunk, stagedLimits(), { emulate: emulated !== null }) === null) staged = shrunk;
+        let ks = staged.ks;
+        if (nb === 1 && tiles < splitTarget()) {
+          [tm, tn] = [Math.min(2, tm), Math.min(2, tn)];
+          // KILN_WEBGPU_SM_SMALL_DEEP: K steps twice as deep where the 64x64 tiles are at most 128
+          // (each workgroup's K loop is latency-bound: half the steps, half the barriers), and 32x32
+          // tiles for a product of at most 64 rows with fewer than 16 of them. H100, session 34
+          // (bench/webgpu-gemm-shapes.ts): Qwen3 128-token qkv 21.1 -> 18.2 us, down 16.6 -> 15.0,
+          // o_proj 14.2 -> 13.1 (gate_up, 192 tiles: 26.0 -> 30.1, so not there); mlp-64x512's layer
+          // 10.3 -> 7.6 us.
+          if (getOption('KILN_WEBGPU_SM_SMALL_DEEP')) {
+            const tiles64 = Math.ceil(N / (staged.sgn * tn * staged.n)) * Math.ceil(M / (staged.sgm * tm * staged.m));
+            if (tiles64 <= 128) ks = 2 * staged.ks;
+            if (M <= 64 && tiles64 < 16) [tm, tn] = [1, 1];
+          }
+        }
+        const shrunk: StagedPlan = { ...staged, tm, tn, ks };
+        if ((tm !== staged.tm || tn !== staged.tn || ks !== staged.ks) && stagedPlanProblem(shrunk, stagedLimits(), { emulate: emulated !== null }) === null) staged = shrunk;
       }
       const plan = staged;
       const tn = Math.ceil(N / stagedTileN(plan));
