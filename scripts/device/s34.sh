@@ -47,8 +47,9 @@ elif [ "$part" = final ]; then
   # The small-product plans (KILN_WEBGPU_SM_SMALL_DEEP) on real matrices and in the workloads that
   # run them, alternating; then Kiln cuda on the same workloads for the ratios.
   go tests && { wg $K 60 node --test dist/test/webgpu-subgroup-matrix.test.js dist/test/webgpu-linear-gelu.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|differ|element|compiled" 12; }
-  for rep in 1 2; do for v in 0 1; do kb deep$v-$rep webgpu float16 mlp-64x512,qwen3-0.6b-forward,conv-stack KILN_WEBGPU_SM_SMALL_DEEP=$v; done; done
+  for v in 0 1; do kb deep$v-1 webgpu float16 mlp-64x512,qwen3-0.6b-forward,conv-stack KILN_WEBGPU_SM_SMALL_DEEP=$v; done
   kb cuda cuda float16 mlp-64x512,qwen3-0.6b-forward,conv-stack
+  for v in 0 1; do kb deep$v-2 webgpu float16 mlp-64x512,qwen3-0.6b-forward,conv-stack KILN_WEBGPU_SM_SMALL_DEEP=$v; done
 else
   el "unknown part $part"
 fi
