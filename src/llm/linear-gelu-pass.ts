@@ -14,10 +14,10 @@
  * elsewhere the op would run its two parts anyway and the pass leaves the graph alone.
  */
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
-import { argValues, outputValues } from '../compile/ir.js';
+import { outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
 import { isImpure, Val } from '../compile/passes/util.js';
-import { rebuildFused } from './pass-rebuild.js';
+import { rebuildFused, valueUses } from './pass-rebuild.js';
 import { llmChoice } from '../ops/library/policy.js';
 import type { DeviceType } from '../runtime/device.js';
 
@@ -34,12 +34,7 @@ const kernelChosen = (device: DeviceType): boolean => llmChoice(OP, device).kind
 /** Rewrites linear -> gelu (see the header); `fires` decides per device (tests force it). */
 export function fuseLinearGelu(graph: Graph, fires: (device: DeviceType) => boolean = kernelChosen): LinearGeluResult {
   const g = deadCodeElimination(graph);
-  const producer = new Map<ValueId, IRNode>();
-  const readers = new Map<ValueId, number>();
-  for (const n of g.nodes) {
-    for (const o of n.outputs) producer.set(o, n);
-    for (const a of n.args) for (const id of argValues(a)) readers.set(id, (readers.get(id) ?? 0) + 1);
-  }
+  const { producer, readers } = valueUses(g);
   const returned = new Set(outputValues(g.output));
   const value = (a: IRArg | undefined): ValueId | undefined => (a?.kind === 'value' ? a.id : undefined);
   const absent = (a: IRArg | undefined): boolean => a === undefined || (a.kind === 'const' && (a.value === null || a.value === undefined));

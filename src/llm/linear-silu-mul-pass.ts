@@ -14,10 +14,10 @@
  * step: the 28 silu * mul kernels go, and the [B, 2I] intermediate with them.
  */
 import type { Graph, IRArg, IRNode, ValueId } from '../compile/ir.js';
-import { argValues, outputValues } from '../compile/ir.js';
+import { outputValues } from '../compile/ir.js';
 import { deadCodeElimination } from '../compile/passes/dce.js';
 import { Val } from '../compile/passes/util.js';
-import { rebuildFused } from './pass-rebuild.js';
+import { rebuildFused, valueUses } from './pass-rebuild.js';
 import { llmChoice } from '../ops/library/policy.js';
 import type { DeviceType } from '../runtime/device.js';
 
@@ -38,12 +38,7 @@ function constOf(a: IRArg | undefined): unknown {
 /** Rewrites linear -> slices -> silu * mul (see the header); `fires` as in fuseQkNormRotary. */
 export function fuseLinearSiluMul(graph: Graph, fires: (device: DeviceType) => boolean = kernelChosen): LinearSiluMulResult {
   const g = deadCodeElimination(graph);
-  const producer = new Map<ValueId, IRNode>();
-  const readers = new Map<ValueId, number>();
-  for (const n of g.nodes) {
-    for (const o of n.outputs) producer.set(o, n);
-    for (const a of n.args) for (const id of argValues(a)) readers.set(id, (readers.get(id) ?? 0) + 1);
-  }
+  const { producer, readers } = valueUses(g);
   const returned = new Set(outputValues(g.output));
   const private_ = (id: ValueId, count = 1): boolean => !returned.has(id) && readers.get(id) === count;
   const value = (a: IRArg | undefined): ValueId | undefined => (a?.kind === 'value' ? a.id : undefined);
