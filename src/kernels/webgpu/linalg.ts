@@ -477,9 +477,10 @@ export function runGemm(g: WebgpuGemm): Tensor {
       if (getOption('KILN_WEBGPU_GEMM_SMALL') && getOption('KILN_WEBGPU_SM_PLAN') === undefined) {
         let tm = M <= 64 ? Math.min(2, staged.tm) : staged.tm;
         let tn = N <= 64 ? Math.min(2, staged.tn) : staged.tn;
-        const tiles = Math.ceil(N / (staged.sgn * tn * staged.n)) * Math.ceil(M / (staged.sgm * tm * staged.m));
+        const base = staged;
+        const tilesAt = (tm: number, tn: number): number => Math.ceil(N / (base.sgn * tn * base.n)) * Math.ceil(M / (base.sgm * tm * base.m));
         let ks = staged.ks;
-        if (nb === 1 && tiles < splitTarget()) {
+        if (nb === 1 && tilesAt(tm, tn) < splitTarget()) {
           [tm, tn] = [Math.min(2, tm), Math.min(2, tn)];
           // KILN_WEBGPU_SM_SMALL_DEEP: K steps twice as deep where the 64x64 tiles are at most 128
           // (each workgroup's K loop is latency-bound: half the steps, half the barriers), and 32x32
@@ -488,7 +489,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
           // o_proj 14.2 -> 13.1 (gate_up, 192 tiles: 26.0 -> 30.1, so not there); mlp-64x512's layer
           // 10.3 -> 7.6 us.
           if (getOption('KILN_WEBGPU_SM_SMALL_DEEP')) {
-            const tiles64 = Math.ceil(N / (staged.sgn * tn * staged.n)) * Math.ceil(M / (staged.sgm * tm * staged.m));
+            const tiles64 = tilesAt(tm, tn);
             if (tiles64 <= 128) ks = 2 * staged.ks;
             if (M <= 64 && tiles64 < 16) [tm, tn] = [1, 1];
           }
@@ -539,7 +540,7 @@ export function runGemm(g: WebgpuGemm): Tensor {
 }
 
 /** `fill(out)`, disposing `out` when it throws (an output nobody receives must not stay allocated). */
-function into(out: Tensor, fill: (out: Tensor) => void): Tensor {
+export function into(out: Tensor, fill: (out: Tensor) => void): Tensor {
   try {
     fill(out);
   } catch (e) {

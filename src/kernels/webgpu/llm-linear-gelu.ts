@@ -12,22 +12,15 @@ import { registerLlmImpl } from '../../ops/library/policy.js';
 import type { OutMeta } from '../../ops/schema.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { allocOut } from './device.js';
-import { linearInto } from './linalg.js';
+import { into, linearInto } from './linalg.js';
 
 registerLlmImpl(linearGelu.name, {
   name: 'webgpu-kernel',
   kind: 'kernel',
   device: 'webgpu',
   priority: 0,
-  fn: (ctx, xIn, wIn, bIn, approximate) => {
-    const out = allocOut(ctx.out as OutMeta);
-    if (out.numel() === 0) return out;
-    try {
-      linearInto(out, xIn as Tensor, wIn as Tensor, (bIn ?? null) as Tensor | null, approximate === 'tanh' ? 'tanh' : 'none');
-    } catch (e) {
-      out.dispose();
-      throw e;
-    }
-    return out;
-  },
+  fn: (ctx, xIn, wIn, bIn, approximate) =>
+    into(allocOut(ctx.out as OutMeta), (out) => {
+      if (out.numel() > 0) linearInto(out, xIn as Tensor, wIn as Tensor, (bIn ?? null) as Tensor | null, approximate === 'tanh' ? 'tanh' : 'none');
+    }),
 });
