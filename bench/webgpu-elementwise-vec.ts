@@ -6,13 +6,14 @@
  *   - clone vec/scalar: x.clone(), the one-node pointwise copy kernel, vectorised
  *                   (KILN_WEBGPU_VEC_POINTWISE=1) and one element per invocation (=0): the kernel
  *                   structure's bandwidth without the math;
- *   - compiled vec/scalar: kiln.compile(elementwiseForward)(x), the workload's compiled call.
+ *   - compiled vec/scalar: kiln.compile(elementwiseForward)(x), the workload's compiled call;
+ *   - compiled vec with its NaN checks in the functions (KILN_WEBGPU_NAN_HOIST off).
  * Each figure is device time (kiln.Event: timestamp queries) of `--calls` calls queued back to
  * back, divided by the calls, median of `--reps` batches; GB/s counts bytes read + written. It
  * checks that the vectorised compiled output has the scalar kernel's bits (on this device's driver)
  * and prints one JSON line per row, then a table with each row's fraction of the copy.
  *
- * `--hand` also dispatches the vectorised compiled kernel's WGSL with hand edits, each alone and all
+ * `--hand` also dispatches the vectorised compiled kernel's WGSL (NaN checks in the functions) with hand edits, each alone and all
  * together, to price each part of the fast math (float32 only; each edit asserts that it applied):
  * `div` plain a / b for kiln_div (no range branch), `nan` no NaN selects, `clamp` exp2's argument
  * unclamped, `poly` tanh without the small-|x| polynomial, `sig` the decomposed sigmoid as one
@@ -137,6 +138,10 @@ for (const dtype of dtypes) {
   const dst = kiln.empty([n, n], { dtype, device: 'webgpu' });
   const f = kiln.compile(elementwiseForward, { name: `ew-vec-${dtype}` });
   const call = (): void => void kiln.noGrad(() => f(x));
+  // The same kernel with its NaN checks inside the functions (KILN_WEBGPU_NAN_HOIST off): the
+  // hoist's A/B, and the source the hand edits start from.
+  const fChecked = kiln.compile(elementwiseForward, { name: `ew-vec-checked-${dtype}` });
+  const callChecked = (): void => withOpt('KILN_WEBGPU_NAN_HOIST', false, () => void kiln.noGrad(() => fChecked(x)));
 
   // The vectorised output has the scalar kernel's bits.
   const vecOut = kiln.noGrad(() => withVecValue(true, () => f(x)));
@@ -155,6 +160,7 @@ for (const dtype of dtypes) {
     ['clone scalar', withVec(false, () => void x.clone())],
     ['compiled vec', withVec(true, call)],
     ['compiled scalar', withVec(false, call)],
+    ['compiled vec, NaN checks in the functions', withVec(true, callChecked)],
   ];
   const ms = deviceMs(variants.map((v) => v[1]));
   const copyMs = ms[0]!;
@@ -166,12 +172,13 @@ for (const dtype of dtypes) {
 
   const program = f.programs().inference[0] as WgslProgram | undefined;
   const sources = program?.seed().sources ?? [];
+  const checkedSources = (fChecked.programs().inference[0] as WgslProgram | undefined)?.seed().sources ?? [];
   if (dump !== undefined) {
     fs.mkdirSync(dump, { recursive: true });
     for (const s of sources) fs.writeFileSync(path.join(dump, `${dtype}-${/\|v\d/.test(s.memo) ? 'vec' : 'scalar'}.wgsl`), `// ${s.memo}\n${s.source}\n`);
   }
   if (hand && dtype === 'float32') {
-    const src = sources.find((s) => /\|v4/.test(s.memo));
+    const src = checkedSources.find((s) => /\|v4/.test(s.memo));
     if (src !== undefined) {
       const k0 = src.source;
       const y = kiln.empty([n, n], { dtype, device: 'webgpu' });
@@ -217,6 +224,15 @@ for (const dtype of dtypes) {
   }
   x.dispose();
   dst.dispose();
+}
+
+function withOpt<T>(name: 'KILN_WEBGPU_NAN_HOIST', value: boolean, fn: () => T): T {
+  setOption(name, value);
+  try {
+    return fn();
+  } finally {
+    setOption(name, undefined);
+  }
 }
 
 function withVecValue<T>(on: boolean, fn: () => T): T {

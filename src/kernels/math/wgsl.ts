@@ -54,6 +54,12 @@ export interface WgslTemplateCtx {
    * forms. Composites keep their text, as in the CUDA table.
    */
   readonly fast?: WgslFastMath;
+  /**
+   * The argument is NaN only where the kernel restores NaN at its stores (compiled pointwise
+   * kernels, kernels/webgpu/fused/nan-hoist.ts): the fast exp, sigmoid and tanh and relu may skip
+   * their NaN checks. Their results are unchanged at every other argument.
+   */
+  readonly nanFree?: boolean;
 }
 
 export type WgslTemplate = (args: readonly MathArg[], ctx: WgslTemplateCtx) => string | null;
@@ -178,7 +184,7 @@ function composite(c: Composite): WgslTemplate {
 /** A float-only call of a WGSL builtin or prelude helper. */
 const fn1 = (name: string): WgslTemplate => unary((x) => `${name}(${x})`, { floatOnly: true });
 /** The function computing `kind`: the library's exact `name`, or under ctx.fast the fast form's. */
-const fastName = (kind: 'exp' | 'sigmoid' | 'tanh', name: string, ctx: WgslTemplateCtx): string => (ctx.fast ? fastNames(ctx.fast)[kind] : name);
+const fastName = (kind: 'exp' | 'sigmoid' | 'tanh', name: string, ctx: WgslTemplateCtx): string => (ctx.fast ? fastNames(ctx.fast, ctx.nanFree === true)[kind] : name);
 /** exp / sigmoid / tanh through fastName. */
 const fastOr = (kind: 'exp' | 'sigmoid' | 'tanh', name: string): WgslTemplate => (args, ctx) => fn1(fastName(kind, name, ctx))(args, ctx);
 /** floor/ceil/round/trunc: identity on integers. WGSL's round rounds half to even, as torch. */
@@ -259,8 +265,12 @@ export const WGSL_TEMPLATES: ReadonlyMap<string, WgslTemplate> = new Map<string,
   ['tanh', fastOr('tanh', 'kiln_tanh')],
   ['sigmoid', fastOr('sigmoid', 'kiln_sigmoid')],
   ['erf', fn1('kiln_erf')],
-  ['relu', unary((x, t) => (t === 'f32' ? `select(0.0f, ${x}, ${x} > 0.0f || kiln_isnan(${x}))` : `max(${x}, 0i)`))],
-  ['silu', (args, ctx) => unary((x) => `(${x} * ${fastName('sigmoid', 'kiln_sigmoid', ctx)}(${x}))`, { floatOnly: true })(args, ctx)],
+  [
+    'relu',
+    (args, ctx) => unary((x, t) => (t !== 'f32' ? `max(${x}, 0i)` : ctx.nanFree === true ? `select(0.0f, ${x}, ${x} > 0.0f)` : `select(0.0f, ${x}, ${x} > 0.0f || kiln_isnan(${x}))`))(args, ctx),
+  ],
+  // x times the sigmoid: a NaN x is NaN out through the product, so the fast sigmoid needs no check.
+  ['silu', (args, ctx) => unary((x) => `(${x} * ${fastName('sigmoid', 'kiln_sigmoid', { ...ctx, nanFree: true })}(${x}))`, { floatOnly: true })(args, ctx)],
   ['floor', rounding('floor')],
   ['ceil', rounding('ceil')],
   ['round', rounding('round')],

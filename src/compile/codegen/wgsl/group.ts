@@ -3,7 +3,8 @@
  * (kernels/webgpu/fused/group.ts), and its launch layout for one call's metadata: every operand's
  * strides over the group's iteration shape (a per-row output has stride 0 along the reduced dims;
  * a keepdim=false one gets them inserted), then ordered and coalesced by fusedLayout. The group
- * carries the compiled kernels' fast math form (KILN_WEBGPU_FAST_MATH), which eager groups never do.
+ * carries the compiled kernels' fast math form (KILN_WEBGPU_FAST_MATH), which eager groups never do,
+ * and for pointwise groups whether their NaN checks may move to the stores (KILN_WEBGPU_NAN_HOIST).
  */
 import type { FusedGroup, FusedNode } from '../../../kernels/webgpu/fused/group.js';
 import { type FusedLayout, fusedLayout } from '../../../kernels/webgpu/fused/layout.js';
@@ -27,7 +28,8 @@ export function fusedGroup(g: KernelGroup, low: Lowered): FusedGroup {
     return { kind: 'pointwise', op: wgslEntry(n.op), args, outputs: n.outputs, cast: CAST_OPS.has(n.op) };
   });
   const fast = getOption('KILN_WEBGPU_FAST_MATH');
-  return { kind: g.kind, nodes, rowScalars: g.rowScalars, inputs: g.inputs, outputs: g.outputs, value: (id) => low.values.get(id)!, ...(fast === 'off' ? {} : { fastMath: fast }) };
+  const hoist = fast !== 'off' && g.kind === 'pointwise' && getOption('KILN_WEBGPU_NAN_HOIST');
+  return { kind: g.kind, nodes, rowScalars: g.rowScalars, inputs: g.inputs, outputs: g.outputs, value: (id) => low.values.get(id)!, ...(fast === 'off' ? {} : { fastMath: fast }), ...(hoist ? { nanHoist: true } : {}) };
 }
 
 export interface ValueLayout {

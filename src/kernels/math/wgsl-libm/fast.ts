@@ -37,10 +37,16 @@ export type WgslFastMath = 'exp2' | 'reduced';
 /** 2 log2 e, exact in float32 (LOG2E doubled). */
 const TWO_LOG2E = '0x1.715476p1f';
 
-/** The library's names for fast form `m` (each form its own names, so one library holds both). */
-export function fastNames(m: WgslFastMath): { exp: string; sigmoid: string; tanh: string; pow2: string } {
+/**
+ * The library's names for fast form `m` (each form its own names, so one library holds both).
+ * `unchecked`: the forms without their NaN check (`_nn`), for arguments whose NaN the kernel
+ * restores at its stores instead (kernels/webgpu/fused/nan-hoist.ts); they equal the checked forms
+ * bit for bit at every other argument.
+ */
+export function fastNames(m: WgslFastMath, unchecked = false): { exp: string; sigmoid: string; tanh: string; pow2: string } {
   const s = m === 'exp2' ? '' : '_r';
-  return { exp: `kiln_fexp${s}`, sigmoid: `kiln_fsigmoid${s}`, tanh: `kiln_ftanh${s}`, pow2: `kiln_fpow2${s}` };
+  const u = unchecked ? '_nn' : '';
+  return { exp: `kiln_fexp${s}${u}`, sigmoid: `kiln_fsigmoid${s}${u}`, tanh: `kiln_ftanh${s}${u}`, pow2: `kiln_fpow2${s}` };
 }
 
 /** 2^t for t in [-127, 128] (clamped by the caller), in form m, declared as `name`. */
@@ -54,19 +60,22 @@ fn ${name}(t: f32) -> f32 {
 }`;
 }
 
-function forms(m: WgslFastMath): Record<string, string> {
-  const n = fastNames(m);
+/** Form m's exp, sigmoid and tanh, checked (NaN in gives that NaN out) or unchecked (`_nn`: no check). */
+function forms(m: WgslFastMath, unchecked: boolean): Record<string, string> {
+  const n = fastNames(m, unchecked);
   const p = n.pow2;
+  // The checked forms return x where it is NaN: the clamp, max and min before exp2 would turn it into a number.
+  const ret = (v: string): string => (unchecked ? v : `select(${v}, x, kiln_isnan(x))`);
   return {
-    [p]: pow2Core(m, p),
+    ...(unchecked ? {} : { [p]: pow2Core(m, p) }),
     [n.exp]: `fn ${n.exp}(x: f32) -> f32 {
-  return select(${p}(clamp(x * ${LOG2E}, -127.0f, 128.0f)), x, kiln_isnan(x));
+  return ${ret(`${p}(clamp(x * ${LOG2E}, -127.0f, 128.0f))`)};
 }`,
     [n.sigmoid]: `// e = e^-|x| in (0, 1], r = 1 / (1 + e); e r for x < 0 (no cancellation, divisor in [1, 2]).
 fn ${n.sigmoid}(x: f32) -> f32 {
   let e = ${p}(max(abs(x) * -${LOG2E}, -127.0f));
   let r = 1.0f / (1.0f + e);
-  return select(select(r, e * r, x < 0.0f), x, kiln_isnan(x));
+  return ${ret('select(r, e * r, x < 0.0f)')};
 }`,
     [n.tanh]: `// v2's polynomial below 0.55, 1 - 2 / (e^2a + 1) above (2a log2 e <= 26.3); both computed, one selected.
 fn ${n.tanh}(x: f32) -> f32 {
@@ -75,10 +84,10 @@ fn ${n.tanh}(x: f32) -> f32 {
   let tp = a + a * z * kiln_tanh_poly(z);
   let t = select(1.0f - 2.0f / (${p}(a * ${TWO_LOG2E}) + 1.0f), tp, a < 0.55f);
   let s = bitcast<f32>(bitcast<u32>(t) | (bitcast<u32>(x) & 0x80000000u));
-  return select(s, x, kiln_isnan(x));
+  return ${ret('s')};
 }`,
   };
 }
 
 /** Every fast form's declarations by name (both forms; a kernel carries the ones it names). */
-export const FAST_MATH_FORMS: Readonly<Record<string, string>> = { ...forms('exp2'), ...forms('reduced') };
+export const FAST_MATH_FORMS: Readonly<Record<string, string>> = { ...forms('exp2', false), ...forms('reduced', false), ...forms('exp2', true), ...forms('reduced', true) };

@@ -54,6 +54,11 @@ export interface FusedGroup {
    * KILN_WEBGPU_FAST_MATH, never by the eager kernels, whose groups keep the library's exact forms.
    */
   readonly fastMath?: WgslFastMath;
+  /**
+   * Pointwise groups: NaN checks may move from the fast functions to the stores (nan-hoist.ts;
+   * KILN_WEBGPU_NAN_HOIST, set by the compile target with fastMath).
+   */
+  readonly nanHoist?: boolean;
 }
 
 /** A stable text of a group's structure (with its operand dtypes): half of a pipeline's memo key. */
@@ -61,5 +66,5 @@ export function groupKey(g: FusedGroup): string {
   // A 0-d operand promotes differently from a dimensioned one (the tables' promoted()).
   const arg = (a: FusedArg): string => (a.kind === 'value' ? `%${a.id}${g.value(a.id).shape.length === 0 ? 's' : ''}` : (JSON.stringify(a.value) ?? 'u'));
   const nodes = g.nodes.map((n) => `${n.outputs.join('/')}=${n.kind === 'reduction' ? `${n.reduce!.kind}(%${n.reduce!.input})` : `${n.op}${n.cast ? '!' : ''}(${n.args.map(arg).join(',')})${n.expr !== undefined ? `{${n.expr}}` : ''}`}:${g.value(n.outputs[0]!).dtype}`);
-  return `${g.kind}|${nodes.join(';')}|r${[...g.rowScalars].join(',')}|i${g.inputs.map((id) => `${id}:${g.value(id).dtype}`).join(',')}|o${g.outputs.join(',')}${g.fastMath ? `|f${g.fastMath}` : ''}`;
+  return `${g.kind}|${nodes.join(';')}|r${[...g.rowScalars].join(',')}|i${g.inputs.map((id) => `${id}:${g.value(id).dtype}`).join(',')}|o${g.outputs.join(',')}${g.fastMath ? `|f${g.fastMath}` : ''}${g.nanHoist ? '|nh' : ''}`;
 }

@@ -32,6 +32,7 @@ import { WGSL_TEMPLATES, wgslComputeType, wgslLit, type WgslType } from '../../m
 import { PRELUDE_MARK, withPrelude } from '../../math/wgsl-prelude.js';
 import { arrayType, laneExpr, loadExpr, storagePrelude, storeStmt, type StorageKind, vectorArrayType, vectorElementLoad, vectorElementStoreStmt, vectorStoreStmt } from '../storage.js';
 import type { FusedGroup, FusedNode, FusedReduceKind } from './group.js';
+import { nanHoistPlan, type NanHoist } from './nan-hoist.js';
 import { vectorBinding, type VectorPlan } from './vector.js';
 
 /** Invocations per workgroup of every fused kernel. */
@@ -108,8 +109,8 @@ function rounded(expr: string, dt: DType, cast: boolean): string {
   }
 }
 
-/** The statement declaring pointwise node n's value. */
-function nodeStatement(g: FusedGroup, n: FusedNode): string {
+/** The statement declaring pointwise node n's value (`nanFree`: its NaN check is at the stores, nan-hoist.ts). */
+function nodeStatement(g: FusedGroup, n: FusedNode, nanFree = false): string {
   const out = n.outputs[0]!;
   const dt = g.value(out).dtype;
   const margs = n.args.map((a): MathArg => {
@@ -118,7 +119,7 @@ function nodeStatement(g: FusedGroup, n: FusedNode): string {
     return { kind: 'value', expr: `v${a.id}`, dtype: v.dtype, shape: v.shape };
   });
   const t = WGSL_TEMPLATES.get(n.op);
-  const expr = n.expr ?? (t ? t(margs, g.fastMath ? { out: dt, fast: g.fastMath } : { out: dt }) : null);
+  const expr = n.expr ?? (t ? t(margs, g.fastMath ? { out: dt, fast: g.fastMath, ...(nanFree ? { nanFree } : {}) } : { out: dt }) : null);
   if (expr === null) {
     const sig = margs.map((a) => (a.kind === 'value' ? a.dtype : JSON.stringify(a.value))).join(', ');
     throw new Error(`kiln wgsl: the WGSL math table has no form for ${n.op}(${sig}) -> ${dt}`);
@@ -168,6 +169,8 @@ interface Ctx {
   readonly nodeOf: ReadonlyMap<number, FusedNode>;
   readonly inOperand: ReadonlyMap<number, number>;
   readonly outOperand: ReadonlyMap<number, number>;
+  /** NaN checks moved to the stores (pointwise groups under g.nanHoist), or null. */
+  readonly nan: NanHoist | null;
 }
 
 function context(g: FusedGroup, spec: RenderSpec): Ctx {
@@ -177,7 +180,8 @@ function context(g: FusedGroup, spec: RenderSpec): Ctx {
   const inOperand = new Map<number, number>();
   g.outputs.forEach((o, k) => outOperand.set(o, k));
   g.inputs.forEach((id, k) => inOperand.set(id, g.outputs.length + k));
-  return { g, spec, nodeOf, inOperand, outOperand };
+  const nan = g.nanHoist === true && spec.strategy === 'pointwise' ? nanHoistPlan(g) : null;
+  return { g, spec, nodeOf, inOperand, outOperand, nan };
 }
 
 const valueInputs = (n: FusedNode): number[] => (n.kind === 'reduction' ? [n.reduce!.input] : n.args.flatMap((a) => (a.kind === 'value' ? [a.id] : [])));
@@ -215,12 +219,14 @@ function elementCode(c: Ctx, roots: readonly number[], stores: readonly number[]
   for (const n of c.g.nodes) {
     if (n.kind !== 'pointwise' || !need.has(n.outputs[0]!)) continue;
     if (n.outputs.some((o) => leaves.has(o))) continue;
-    stmts.push(nodeStatement(c.g, n));
+    stmts.push(nodeStatement(c.g, n, c.nan?.unchecked.has(n.outputs[0]!) === true));
   }
   for (const s of stores) {
     const k = c.outOperand.get(s)!;
     used.add(k);
-    stmts.push(access ? access.store(k, `v${s}`) : store(c.spec, k, offset(k), `v${s}`));
+    // A hoisted NaN check: the output is the NaN input where one of them is NaN (nan-hoist.ts).
+    const v = (c.nan?.storeChecks.get(s) ?? []).reduceRight((e, x) => `select(${e}, v${x}, kiln_isnan(v${x}))`, `v${s}`);
+    stmts.push(access ? access.store(k, v) : store(c.spec, k, offset(k), v));
   }
   return { used, stmts };
 }
