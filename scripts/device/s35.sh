@@ -6,17 +6,18 @@
 #          WGSL, with the NaN checks hoisted to the store and ReLU's one-compare form; --grid: fewer,
 #          fuller workgroups), then issue #20's whole table (webgpu-table.sh: webgpu, cuda, PyTorch
 #          eager, webgpu decode, host overhead) with this build's defaults, then the mma ceiling.
+#   ew     the tests and the elementwise measurement only (an H100, where the table is not the point).
 # A step starts only while the call is under its deadline (S35_DEADLINE s); logs and JSON under
 # $OUT/s35-PART come back, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s35.sh h200}
+part=${1:?usage: s35.sh h200|ew}
 session=s35
 source "$(dirname "$0")/session-lib.sh"
-if [ "$part" = h200 ]; then
+if [ "$part" = h200 ] || [ "$part" = ew ]; then
   go tests && { wg $K 90 node --test dist/test/webgpu-nan-hoist.test.js dist/test/webgpu-fast-math.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 8; }
   go ew && { wg $K 90 node dist/bench/webgpu-elementwise-vec.js --n 4096 --dtypes float32,float16 --hand --grid --calls 20 --reps 11 --json "$out/ew.json" > "$out/ew.txt" 2>&1; el "elementwise hand edits rc=$?"; grep -E "^float32 " "$out/ew.txt" | tee -a "$out/summary.txt"; }
-  go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=150 WT_CUDA_S=100 WT_PT_S=80 WT_DECODE_S=70 bash scripts/device/webgpu-table.sh > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 40 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
-  go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; }
+  [ "$part" = h200 ] && go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=150 WT_CUDA_S=100 WT_PT_S=80 WT_DECODE_S=70 bash scripts/device/webgpu-table.sh > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 40 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
+  [ "$part" = h200 ] && go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; }
 else
   el "unknown part $part"
 fi
