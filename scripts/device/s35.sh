@@ -5,7 +5,8 @@
 #          (bench/webgpu-elementwise-vec.js: the NaN checks hoisted to the stores against in place, A/B; --hand: the fast math's parts priced by hand edits of its
 #          WGSL, with the NaN checks hoisted to the store and ReLU's one-compare form; --grid: fewer,
 #          fuller workgroups), then issue #20's whole table (webgpu-table.sh: webgpu, cuda, PyTorch
-#          eager, webgpu decode, host overhead) with this build's defaults, then the mma ceiling.
+#          eager, webgpu decode, host overhead) with this build's defaults, then the small-product
+#          plans (KILN_WEBGPU_SM_SMALL_DEEP) off / on in kiln bench float16 mlp-64x512 and Qwen3.
 #   ew     the tests and the elementwise measurement only (an H100, where the table is not the point).
 # A step starts only while the call is under its deadline (S35_DEADLINE s); logs and JSON under
 # $OUT/s35-PART come back, the summary printed last.
@@ -17,7 +18,8 @@ if [ "$part" = h200 ] || [ "$part" = ew ]; then
   go tests && { wg $K 90 node --test dist/test/webgpu-nan-hoist.test.js dist/test/webgpu-fast-math.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 8; }
   go ew && { wg $K 90 node dist/bench/webgpu-elementwise-vec.js --n 4096 --dtypes float32,float16 --hand --grid --calls 20 --reps 11 --json "$out/ew.json" > "$out/ew.txt" 2>&1; el "elementwise hand edits rc=$?"; grep -E "^float32 " "$out/ew.txt" | tee -a "$out/summary.txt"; }
   [ "$part" = h200 ] && go table && { KILN_WEBGPU_BACKEND=vulkan WT_WEBGPU_S=150 WT_CUDA_S=100 WT_PT_S=80 WT_DECODE_S=70 bash scripts/device/webgpu-table.sh > "$out/table.txt" 2>&1; el "table rc=$?"; tail -n 40 "$out/table.txt" | tee -a "$out/summary.txt"; cp "$final/webgpu-table.tgz" "$out/" 2>/dev/null; }
-  [ "$part" = h200 ] && go mma && { wg $K 90 node dist/bench/webgpu-mma-peak.js --json "$out/mma.json" > "$out/mma.txt" 2>&1; el "mma peak rc=$?"; grep -vE '^\{' "$out/mma.txt" | tail -n 24 | tee -a "$out/summary.txt"; }
+  # The small-product plans (fitted on an H100 in session 34) off / on on this GPU.
+  if [ "$part" = h200 ]; then for v in 0 1; do kb deep$v webgpu float16 mlp-64x512,qwen3-0.6b-forward KILN_WEBGPU_SM_SMALL_DEEP=$v; done; fi
 else
   el "unknown part $part"
 fi
