@@ -78,6 +78,8 @@ test('nan hoist plan: arguments that can be NaN from numbers keep their check', 
   assert.equal(nanHoistPlan(group([node(1, 'mul', v(0), c(0)), node(2, 'tanh', v(1))], [0], [2])), null);
   assert.equal(nanHoistPlan(group([node(2, 'mul', v(0), v(1)), node(3, 'sigmoid', v(2))], [0, 1], [3])), null);
   assert.equal(nanHoistPlan(group([node(1, 'mul', v(0), c(Infinity)), node(2, 'exp', v(1))], [0], [2])), null);
+  // 1 + 0 * x: alpha scales the value.
+  assert.equal(nanHoistPlan(group([node(1, 'add', c(1), v(0), c(0)), node(2, 'exp', v(1))], [0], [2])), null);
   // An integer input is not a float that could carry NaN to the test.
   assert.equal(nanHoistPlan(group([node(1, 'toDtype', v(0)), node(2, 'exp', v(1))], [0], [2], { 0: 'int32' })), null);
 });

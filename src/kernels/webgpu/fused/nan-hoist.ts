@@ -9,7 +9,8 @@
  *
  * - `clean(v)`: v is NaN only if one of the inputs it reads is NaN. Inputs are clean; so are the
  *   results of neg, abs, exp, tanh, sigmoid, relu, square and float casts of clean values, x * x,
- *   and clean values times or plus a finite constant (times a nonzero one: inf * 0 is NaN). A sum
+ *   and clean values times or plus a finite constant (times a nonzero one: inf * 0 is NaN; add's
+ *   alpha, which scales the second operand, nonzero too). A sum
  *   or product of two values is not (inf - inf).
  * - `strict(v)`: the inputs whose NaN makes v NaN: the union of the arguments' for ops that give
  *   NaN whenever an argument is NaN (add, sub, mul, div, neg, abs, exp, tanh, sigmoid, relu,
@@ -52,7 +53,8 @@ function isClean(n: FusedNode, clean: (id: number) => boolean): boolean {
     const c = a!.kind === 'const' ? a : b;
     return finiteConst(c) && c.value !== 0;
   }
-  if (n.op === 'add' || n.op === 'sub') return vs.length === 1 && (a!.kind === 'const' ? finiteConst(a) : finiteConst(b)) && (alpha === undefined || finiteConst(alpha));
+  // alpha scales the second operand: a nonzero finite one (a value times 0 is NaN at inf).
+  if (n.op === 'add' || n.op === 'sub') return vs.length === 1 && (a!.kind === 'const' ? finiteConst(a) : finiteConst(b)) && (alpha === undefined || (finiteConst(alpha) && alpha.value !== 0));
   return false;
 }
 
