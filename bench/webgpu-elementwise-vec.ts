@@ -59,15 +59,18 @@ const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
 
 const deviceMs = (fns: (() => void)[]): number[] => deviceMsPerCall(fns, reps, calls);
 
-/** fn run with the vectorised pointwise kernels on or off. */
-const withVec = (on: boolean, fn: () => void) => (): void => {
-  setOption('KILN_WEBGPU_VEC_POINTWISE', on);
+/** fn run with boolean option `name` set to `value` (restored after). */
+function withOption<T>(name: 'KILN_WEBGPU_VEC_POINTWISE' | 'KILN_WEBGPU_NAN_HOIST', value: boolean, fn: () => T): T {
+  setOption(name, value);
   try {
-    fn();
+    return fn();
   } finally {
-    setOption('KILN_WEBGPU_VEC_POINTWISE', undefined);
+    setOption(name, undefined);
   }
-};
+}
+
+/** fn run with the vectorised pointwise kernels on or off. */
+const withVec = (on: boolean, fn: () => void) => (): void => withOption('KILN_WEBGPU_VEC_POINTWISE', on, fn);
 
 /** The storage words of a contiguous tensor (float32 bits, 16-bit words), read back. */
 function bitsOf(t: Tensor): Uint32Array | Uint16Array {
@@ -141,11 +144,11 @@ for (const dtype of dtypes) {
   // The same kernel with its NaN checks inside the functions (KILN_WEBGPU_NAN_HOIST off): the
   // hoist's A/B, and the source the hand edits start from.
   const fChecked = kiln.compile(elementwiseForward, { name: `ew-vec-checked-${dtype}` });
-  const callChecked = (): void => withOpt('KILN_WEBGPU_NAN_HOIST', false, () => void kiln.noGrad(() => fChecked(x)));
+  const callChecked = (): void => withOption('KILN_WEBGPU_NAN_HOIST', false, () => void kiln.noGrad(() => fChecked(x)));
 
   // The vectorised output has the scalar kernel's bits.
-  const vecOut = kiln.noGrad(() => withVecValue(true, () => f(x)));
-  const scalarOut = kiln.noGrad(() => withVecValue(false, () => f(x)));
+  const vecOut = kiln.noGrad(() => withOption('KILN_WEBGPU_VEC_POINTWISE', true, () => f(x)));
+  const scalarOut = kiln.noGrad(() => withOption('KILN_WEBGPU_VEC_POINTWISE', false, () => f(x)));
   const a = bitsOf(vecOut);
   const b = bitsOf(scalarOut);
   let diff = 0;
@@ -224,24 +227,6 @@ for (const dtype of dtypes) {
   }
   x.dispose();
   dst.dispose();
-}
-
-function withOpt<T>(name: 'KILN_WEBGPU_NAN_HOIST', value: boolean, fn: () => T): T {
-  setOption(name, value);
-  try {
-    return fn();
-  } finally {
-    setOption(name, undefined);
-  }
-}
-
-function withVecValue<T>(on: boolean, fn: () => T): T {
-  setOption('KILN_WEBGPU_VEC_POINTWISE', on);
-  try {
-    return fn();
-  } finally {
-    setOption('KILN_WEBGPU_VEC_POINTWISE', undefined);
-  }
 }
 
 console.log('');

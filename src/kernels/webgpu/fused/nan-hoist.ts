@@ -10,8 +10,8 @@
  * - `clean(v)`: v is NaN only if one of the inputs it reads is NaN. Inputs are clean; so are the
  *   results of neg, abs, exp, tanh, sigmoid, relu, square and float casts of clean values, x * x,
  *   and clean values times or plus a finite constant (times a nonzero one: inf * 0 is NaN; add's
- *   alpha, which scales the second operand, nonzero too). A sum
- *   or product of two values is not (inf - inf).
+ *   alpha, which scales the second operand, nonzero too). A sum or product of two values is not
+ *   (inf - inf).
  * - `strict(v)`: the inputs whose NaN makes v NaN: the union of the arguments' for ops that give
  *   NaN whenever an argument is NaN (add, sub, mul, div, neg, abs, exp, tanh, sigmoid, relu,
  *   silu, square, casts); none for the others (where, maximum, clamp, comparisons ...).
@@ -23,6 +23,7 @@
  *
  * Only whole-pointwise groups use it (every value ends at a store, none in a reduction).
  */
+import { isFloating } from '../../../tensor/dtype.js';
 import type { FusedGroup, FusedNode } from './group.js';
 
 /** Ops that give NaN whenever a value argument is NaN (the WGSL table's entries). */
@@ -39,7 +40,6 @@ export interface NanHoist {
   readonly storeChecks: ReadonlyMap<number, readonly number[]>;
 }
 
-const isFloatValue = (g: FusedGroup, id: number): boolean => ['float32', 'float16', 'bfloat16'].includes(g.value(id).dtype);
 const finiteConst = (a: FusedNode['args'][number] | undefined): a is { kind: 'const'; value: number } => a !== undefined && a.kind === 'const' && typeof a.value === 'number' && Number.isFinite(a.value);
 const valueArgs = (n: FusedNode): number[] => n.args.flatMap((a) => (a.kind === 'value' ? [a.id] : []));
 
@@ -61,18 +61,17 @@ function isClean(n: FusedNode, clean: (id: number) => boolean): boolean {
 /** The plan for a pointwise group (null: nothing to hoist). */
 export function nanHoistPlan(g: FusedGroup): NanHoist | null {
   if (g.kind !== 'pointwise' || g.nodes.some((n) => n.kind !== 'pointwise' || n.expr !== undefined)) return null;
-  const inputs = new Set(g.inputs);
+  const float = (id: number): boolean => isFloating(g.value(id).dtype);
   const nodeOf = new Map<number, FusedNode>();
   for (const n of g.nodes) nodeOf.set(n.outputs[0]!, n);
   const clean = new Map<number, boolean>();
   const deps = new Map<number, ReadonlySet<number>>();
   const strict = new Map<number, ReadonlySet<number>>();
-  for (const id of inputs) {
-    clean.set(id, isFloatValue(g, id));
+  for (const id of g.inputs) {
+    clean.set(id, float(id));
     deps.set(id, new Set([id]));
-    strict.set(id, isFloatValue(g, id) ? new Set([id]) : new Set());
+    strict.set(id, float(id) ? new Set([id]) : new Set());
   }
-  const float = (id: number): boolean => isFloatValue(g, id);
   for (const n of g.nodes) {
     const out = n.outputs[0]!;
     const vs = valueArgs(n);
