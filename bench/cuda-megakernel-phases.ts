@@ -2,7 +2,8 @@
  * Where the decode megakernel's time goes (issue #17; KILN_DECODE_MEGAKERNEL with
  * KILN_DECODE_MEGAKERNEL_TRACE): Qwen3-0.6B bfloat16 with seeded random weights, one sequence
  * decoding from `--pos`, the kernel's per-block barrier stamps (%globaltimer) read after each of
- * `--steps` steps. Per phase kind (the five of a layer) and over layers and steps, medians of:
+ * `--steps` steps. Per phase kind (those of a layer: five, or three under
+ * KILN_DECODE_MEGAKERNEL_SYNC=flow) and over layers and steps, medians of:
  *   - total:   from the previous barrier's first release to this barrier's first release;
  *   - slowest: to the last block's arrival (the phase's critical path);
  *   - median:  to the median block's arrival (what a typical block's work takes);
@@ -27,7 +28,6 @@ const pos0 = Number(flag('--pos', '256'));
 const steps = Number(flag('--steps', '40'));
 const jsonOut = flag('--json', '');
 const WARM = 5;
-const PHASES = ['norm + qkv', 'attention', 'o + residual', 'norm + gate/up', 'down + residual'] as const;
 
 setOption('KILN_DECODE_MEGAKERNEL', true);
 setOption('KILN_DECODE_MEGAKERNEL_TRACE', true);
@@ -38,6 +38,12 @@ const runner = new DecodeRunner(model, cache, 'compiled');
 const dec = runner.wholeStepDecoder;
 if (dec === null || dec.readTrace === undefined) throw new Error(`no traced megakernel: ${runner.wholeStepReason ?? 'no trace'}`);
 const table = Array.from({ length: blocks }, (_, i) => i);
+// The kernel's phase and stamp names, from one traced step.
+kiln.noGrad(() => runner.run([{ tokenId: 1, position: 0, blockTable: table.slice(0, 1) }]));
+const { phases: PHASES, stamps: STAMPS } = dec.readTrace()!;
+const NP = PHASES.length;
+// The attention stamps belong to the phase that holds attention ('attention' or, under flow, the first).
+const attnPhase = Math.max(0, PHASES.indexOf('attention'));
 
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -47,8 +53,8 @@ const per: Record<string, { total: number[]; slowest: number[]; median: number[]
 for (const p of PHASES) per[p] = { total: [], slowest: [], median: [], release: [], last: new Map() };
 const head: number[] = [];
 // Attention stamps from the phase's start: all attending blocks, and the phase's last arrival.
-const attnAll: number[][] = [[], []];
-const attnLast: number[][] = [[], []];
+const attnAll: number[][] = STAMPS.map(() => []);
+const attnLast: number[][] = STAMPS.map(() => []);
 const spread: number[] = [];
 const kernel: number[] = [];
 for (let s = 0; s < WARM + steps; s++) {
@@ -62,7 +68,7 @@ for (let s = 0; s < WARM + steps; s++) {
   for (let k = 1; k < rows - 1; k++) {
     const a = t.arrive[k]!;
     const amax = Math.max(...a);
-    const ph = per[PHASES[(k - 1) % 5]!]!;
+    const ph = per[PHASES[(k - 1) % NP]!]!;
     ph.total.push(relMin[k]! - relMin[k - 1]!);
     ph.slowest.push(amax - relMin[k - 1]!);
     ph.median.push(median(a) - relMin[k - 1]!);
@@ -71,7 +77,8 @@ for (let s = 0; s < WARM + steps; s++) {
     ph.last.set(b, (ph.last.get(b) ?? 0) + 1);
   }
   for (let l = 0; l < model.config.numHiddenLayers; l++) {
-    const k = 5 * l + 2;
+    // Stamps from the start of the phase that holds them; the last block to arrive at its end.
+    const k = NP * l + attnPhase + 1;
     const r0 = relMin[k - 1]!;
     const a = t.arrive[k]!;
     const last = a.indexOf(Math.max(...a));
@@ -97,8 +104,8 @@ const summary = {
 console.log('phase              total  slowest  median  release  (us, medians per layer)  last blocks');
 for (const r of rowsOut) console.log(`${r.phase.padEnd(16)} ${String(r.total_us).padStart(7)} ${String(r.slowest_us).padStart(8)} ${String(r.median_us).padStart(7)} ${String(r.release_us).padStart(8)}  ${r.last_blocks}`);
 console.log(`kernel ${summary.kernel_us} us = ${layers} layers x ${us(rowsOut.reduce((a, r) => a + r.total_us * 1000, 0))} us + LM head ${summary.lm_head_us} us (+ launch spread ${summary.launch_spread_us} us)`);
-const attention = ['q/k prepared', 'token loop done'].map((what, j) => ({ stamp: what, all_median_us: us(median(attnAll[j]!)), last_block_median_us: us(median(attnLast[j]!)), samples: attnAll[j]!.length }));
-console.log('attention stamps from the phase start (us): median block / the last-arriving block');
+const attention = STAMPS.map((what, j) => ({ stamp: what, all_median_us: us(median(attnAll[j]!)), last_block_median_us: us(median(attnLast[j]!)), samples: attnAll[j]!.length }));
+console.log(`stamps from the start of phase '${PHASES[attnPhase]}' (us): median block / the block that ends that phase last`);
 for (const a of attention) console.log(`  ${a.stamp.padEnd(22)} ${String(a.all_median_us).padStart(7)} ${String(a.last_block_median_us).padStart(7)}  (${a.samples} samples)`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-megakernel-phases', pos: pos0, steps, kernel: dec.name }, summary, phases: rowsOut, attention }, null, 2));
 runner.dispose();

@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
 import { qwen3Config, shuffled } from './helpers/qwen3-random.js';
 import type { Tensor } from '../src/index.js';
-import { decodeMegakernelSource, MK_LAYER_PTRS, megakernelSplits, type DecodeMegakernelDims } from '../src/kernels/cuda/codegen/decode-megakernel.js';
+import { decodeMegakernelSource, MK_LAYER_PTRS, megakernelGroups, megakernelPartFloats, megakernelSyncWords, type DecodeMegakernelDims, type DecodeMegakernelVariant } from '../src/kernels/cuda/codegen/decode-megakernel.js';
 import { DecodeRunner } from '../src/serve/decode-runner.js';
 import { PagedKvCache } from '../src/serve/kv-cache.js';
 import { itemSize } from '../src/tensor/dtype.js';
@@ -39,9 +39,9 @@ interface EmuLib {
   run(arena: Uint8Array, offs: BigInt64Array, nargs: number, layerOffs: BigInt64Array, n: number, tableAt: bigint): void;
 }
 
-/** Compiles the kernel's host flavour (cached by source) and loads it. */
-function build(source: string): EmuLib {
-  const wrapper = `#include "${path.join(root, 'scripts/cuda-emu/grid-emu.h')}"
+/** Compiles the kernel's host flavour (cached by source) and loads it; `lag`: odd blocks run every lag-th round (grid-emu.h's EMU_LAG). */
+function build(source: string, lag = 0): EmuLib {
+  const wrapper = `${lag > 1 ? `#define EMU_LAG ${lag}\n` : ''}#include "${path.join(root, 'scripts/cuda-emu/grid-emu.h')}"
 ${source}
 extern "C" void mk_arena_run(unsigned char* arena, const long long* offs, int nargs, const long long* layerOffs, int n, long long tableAt) {
   unsigned long long* table = reinterpret_cast<unsigned long long*>(arena + tableAt);
@@ -102,8 +102,8 @@ const CASES: [string, Record<string, unknown>][] = [
 ];
 
 for (const [label, cfg] of CASES) {
-  for (const [stream, kvSlots] of [['next', 'registers'], ['ahead', 'registers'], ['next', 'shared']] as const) {
-    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}; cache slots in ${kvSlots}; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
+  for (const [stream, kvSlots, sync] of [['next', 'registers', 'grid'], ['ahead', 'registers', 'grid'], ['next', 'shared', 'grid'], ['next', 'shared', 'flow']] as const) {
+    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}; cache slots in ${kvSlots}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
       const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 3, initStd: 0.05 });
       const NB = 24;
       const cache = new PagedKvCache(model.kvGeometry(), { numBlocks: NB });
@@ -117,8 +117,12 @@ for (const [label, cfg] of CASES) {
         hidden: spec.hidden, heads: spec.heads, kvHeads: spec.kvHeads, headDim: spec.headDim, intermediate: spec.intermediate, layers: spec.layers.length, vocab: spec.vocab, eps: spec.eps,
         blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid: gridFor(spec.kvHeads),
       };
-      const { source } = decodeMegakernelSource(dims, { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots });
-      const lib = build(source);
+      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync };
+      // The flow MLP in more than one group of blocks wherever the sizes allow it (what its counters and partial sums are for).
+      if (sync === 'flow') assert.ok(megakernelGroups(dims, variant) >= 2, `${megakernelGroups(dims, variant)} MLP groups`);
+      const { source } = decodeMegakernelSource(dims, variant);
+      // Under 'flow' blocks wait on counters of some blocks only: odd blocks lag, so a missing or short wait reads stale rows.
+      const lib = build(source, sync === 'flow' ? 3 : 0);
       const table = shuffled(NB, 7);
       for (const P of cfg.hidden_size === 1024 ? [0, 130] : [0, 15, 16, 40, 150, 300]) {
         const blockTable = table.slice(0, Math.ceil((P + 1) / 16));
@@ -139,7 +143,6 @@ for (const [label, cfg] of CASES) {
         const i64 = (v: number): Uint8Array => new Uint8Array(new BigInt64Array([BigInt(v)]).buffer);
         const tableRow = new Int32Array(runner.maxBlocks);
         tableRow.set(blockTable);
-        const gq = dims.heads / dims.kvHeads;
         const hostArgs: number[] = [
           tableAt,
           arena.add(bytesOf(spec.embed)),
@@ -155,8 +158,8 @@ for (const [label, cfg] of CASES) {
           arena.add(2 * dims.hidden), // h
           arena.add(2 * (dims.heads + 2 * dims.kvHeads) * dims.headDim), // qkv
           arena.add(2 * dims.intermediate), // act
-          arena.add(4 * dims.kvHeads * megakernelSplits(dims) * gq * (dims.headDim + 2)), // partials
-          arena.add(8), // barrier and exit counts
+          arena.add(4 * megakernelPartFloats(dims, variant)), // partials
+          arena.add(4 * megakernelSyncWords(dims, variant)), // barrier, exit and flow counters
           arena.add(2 * dims.vocab), // logits
           arena.add(8), // error claim
           arena.add(32), // error report
@@ -167,7 +170,7 @@ for (const [label, cfg] of CASES) {
         lib.run(mem, new BigInt64Array(hostArgs.map(BigInt)), hostArgs.length, new BigInt64Array(layerOffs.map(BigInt)), layerOffs.length, BigInt(tableAt));
         const report: BigInt64Array = new BigInt64Array(mem.buffer, hostArgs[18]!, 4);
         assert.equal(report[0], 0n, `context ${P + 1}: the kernel reported error code ${report[0]} (value ${report[1]}, size ${report[2]})`);
-        assert.deepEqual([...new Uint32Array(mem.buffer, hostArgs[15]!, 2)], [0, 0], 'the barrier words are reset for the next launch');
+        assert.deepEqual([...new Uint32Array(mem.buffer, hostArgs[15]!, megakernelSyncWords(dims, variant))], new Array(megakernelSyncWords(dims, variant)).fill(0), 'the barrier words are reset for the next launch');
         const got = bf16Floats(mem.subarray(hostArgs[16]!, hostArgs[16]! + 2 * dims.vocab));
         const want = kiln.noGrad(() => runner.run([{ tokenId: (P * 37 + 11) % dims.vocab, position: P, blockTable }]).to('float32').toFlatArray() as number[]);
         const scale = Math.max(...want.map(Math.abs));

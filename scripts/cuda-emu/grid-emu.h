@@ -7,6 +7,10 @@
 // fiber's block, warp shuffles exchange through a per-warp buffer between two warp barriers, and
 // each block has its own shared memory (emu_block_shared). Atomics are plain read-modify-writes:
 // fibers switch only at barriers and polls. x86-64 only (the context switch).
+// Round robin keeps the blocks nearly in step, which hides a missing wait (a block reading what
+// another has not written yet). Defining EMU_LAG (an integer > 1) before including this header
+// runs the odd-numbered blocks only every EMU_LAG-th round, so they lag behind the others and
+// any such read sees stale data.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -148,7 +152,7 @@ inline void emu_grid_launch(unsigned grid, unsigned block, size_t sharedBytes, c
     emu_fibers[f].thread = (unsigned)(f % block);
   }
   struct Free { char* p; ~Free() { std::free(p); } } freeStacks{base};
-  for (size_t alive = n; alive > 0;) {
+  for (size_t alive = n, round = 0; alive > 0; round++) {
     alive = 0;
     bool ran = false;
     for (size_t f = 0; f < n; f++) {
@@ -156,6 +160,10 @@ inline void emu_grid_launch(unsigned grid, unsigned block, size_t sharedBytes, c
       if (fb.done) continue;
       alive++;
       if (fb.waiting && fb.waiting->generation == fb.gen) continue;
+#ifdef EMU_LAG
+      // A lagging block's turn is skipped; that counts as progress (it runs in a later round).
+      if ((fb.block & 1u) && round % EMU_LAG != 0) { ran = true; continue; }
+#endif
       fb.waiting = nullptr;
       emu_cur = (unsigned)f;
       threadIdx.x = fb.thread;

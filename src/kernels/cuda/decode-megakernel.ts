@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelSharedBytes, megakernelSplits, megakernelUnsupported, MK_ATTENTION_STAMPS, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStamps, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -97,17 +97,28 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
   private readonly kernel;
   private readonly traceBuf: Tensor | null;
   private readonly dynamicShared: number;
+  private readonly variant: DecodeMegakernelVariant;
 
   constructor(
     private readonly spec: DenseDecoderSpec,
     private readonly dims: DecodeMegakernelDims,
   ) {
     const device = spec.embed.device;
-    const variant: DecodeMegakernelVariant = { loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'), trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'), stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'), kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS') };
+    const groups = getOption('KILN_DECODE_MEGAKERNEL_GROUPS');
+    const variant: DecodeMegakernelVariant = {
+      loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'),
+      trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'),
+      stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'),
+      kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
+      sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
+      ...(groups > 0 ? { mlpGroups: groups } : {}),
+    };
+    this.variant = variant;
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
     this.dynamicShared = dynamicShared;
     const optin = deviceInfo(device.index).sharedMemPerBlockOptin;
-    if (dynamicShared + megakernelSharedBytes(dims) > optin) throw new Error(`${OP}: ${dynamicShared + megakernelSharedBytes(dims)} bytes of shared memory exceed cuda:${device.index}'s ${optin} per block (KILN_DECODE_MEGAKERNEL_STREAM=next needs less)`);
+    const shared = dynamicShared + megakernelSharedBytes(dims, variant);
+    if (shared > optin) throw new Error(`${OP}: ${shared} bytes of shared memory exceed cuda:${device.index}'s ${optin} per block (KILN_DECODE_MEGAKERNEL_STREAM=next needs less)`);
     this.name = name;
     const { hidden: H, heads, kvHeads, headDim: D, intermediate: I, vocab } = dims;
     const alloc = (shape: number[], dtype: DType, zero = false): Tensor => {
@@ -131,20 +142,19 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       table.push(...row);
     });
     const layers = upload(table);
-    const gq = heads / kvHeads;
     const h = alloc([H], 'bfloat16');
     const qkv = alloc([(heads + 2 * kvHeads) * D], 'bfloat16');
     const act = alloc([I], 'bfloat16');
-    const part = alloc([kvHeads * megakernelSplits(dims) * gq * (D + 2)], 'float32');
-    // Barrier count and exit count: zero at every launch (the kernel resets them).
-    const sync = alloc([2], 'int32', true);
+    const part = alloc([megakernelPartFloats(dims, variant)], 'float32');
+    // Barrier count, exit count (and under sync 'flow' the kv head and MLP group counters): zero at every launch (the kernel resets them).
+    const sync = alloc([megakernelSyncWords(dims, variant)], 'int32', true);
     this.logits = alloc([1, vocab], 'bfloat16');
     const codes = upload([
       deviceCheckCode({ op: OP, what: "'inputIds' (token ids of the vocabulary)" }),
       deviceCheckCode({ op: OP, what: "the block table's entries (cache blocks)" }),
       deviceCheckCode({ op: OP, what: 'grid barriers (a block was not resident: the step was wrong; of the grid)' }),
     ]);
-    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims) + 2) * dims.grid * 2 + dims.layers * dims.grid * MK_ATTENTION_STAMPS], 'int32', true) : null;
+    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims, variant) + 2) * dims.grid * 2 + dims.layers * dims.grid * megakernelStamps(variant)], 'int32', true) : null;
     const err = deviceErrorArgs(device.index);
     this.kernel = kernelFromSource(device.index, source, name, [
       'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
@@ -188,11 +198,12 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
    * the q/k preparation, after the warps' token loop; a stamp the
    * block did not reach this launch is NaN); null without the trace.
    */
-  readTrace(): { arrive: number[][]; release: number[][]; attention: number[][][] } | null {
+  readTrace(): { arrive: number[][]; release: number[][]; attention: number[][][]; phases: readonly string[]; stamps: readonly string[] } | null {
     if (this.traceBuf === null) return null;
     const raw = (this.traceBuf.toFlatArray() as number[]).map((v) => v >>> 0);
     const G = this.dims.grid;
-    const rows = megakernelBarriers(this.dims) + 2;
+    const rows = megakernelBarriers(this.dims, this.variant) + 2;
+    const nst = megakernelStamps(this.variant);
     const t0 = Math.min(...raw.slice(0, 2 * G));
     // Differences modulo 2^32 (the stamps are the timer's low 32 bits; a launch lasts far less than 4 s).
     const rel = (v: number): number => (v - t0 + 2 ** 32) % 2 ** 32;
@@ -206,13 +217,14 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const base = rows * G * 2;
     const attention = Array.from({ length: this.dims.layers }, (_, l) =>
       Array.from({ length: G }, (_, b) =>
-        Array.from({ length: MK_ATTENTION_STAMPS }, (_, j) => {
-          const v = rel(raw[base + (l * G + b) * MK_ATTENTION_STAMPS + j]!);
+        Array.from({ length: nst }, (_, j) => {
+          const v = rel(raw[base + (l * G + b) * nst + j]!);
           return v <= end ? v : NaN;
         }),
       ),
     );
-    return { arrive, release, attention };
+    const stamps = ['q/k prepared', 'token loop done', 'mlp group arrived', 'mlp group released'].slice(0, nst);
+    return { arrive, release, attention, phases: megakernelPhases(this.variant), stamps };
   }
 
   dispose(): void {

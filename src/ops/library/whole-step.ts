@@ -82,8 +82,11 @@ export interface WholeStepDecoder {
   run(inputs: WholeStepInputs): Tensor;
   /** Optional measurement: each phase of the last run, when it opened and when its work ended, in ns from the run's start (see the cpu decoder). */
   readPhaseTimes?(): PhaseTime[] | null;
-  /** Optional measurement: per-barrier stamps of the last run (see the cuda decoder). */
-  readTrace?(): { arrive: number[][]; release: number[][]; attention: number[][][] } | null;
+  /**
+   * Optional measurement: per-barrier stamps of the last run (see the cuda decoder), the names of
+   * a layer's phases (one barrier ends each) and the names of each layer's extra stamps.
+   */
+  readTrace?(): { arrive: number[][]; release: number[][]; attention: number[][][]; phases: readonly string[]; stamps: readonly string[] } | null;
   /** Frees the decoder's device buffers. */
   dispose(): void;
 }

@@ -90,14 +90,32 @@ export interface DecodeMegakernelVariant {
    * 24 with shared.
    */
   readonly kvSlots?: 'registers' | 'shared';
+  /**
+   * How a layer's phases wait for each other. 'grid' (five grid barriers a layer, as described
+   * above). 'flow': three grid barriers a layer, where the data really is all-to-all (before the
+   * o projection, before the MLP, after it); attention waits only for the blocks that wrote its
+   * kv head's q/k/v rows (a counter per kv head), and the down projection is split along K over
+   * `mlpGroups` groups of blocks: each group computes gate/up for its slice of the intermediate
+   * row, waits for its own blocks only (a counter per group) and writes the down projection's
+   * partial sums over that slice; the next layer adds the groups' partials in group order
+   * (deterministic) where it reads the residual. Needs stream 'next'.
+   */
+  readonly sync?: 'grid' | 'flow';
+  /** Groups of blocks of the 'flow' MLP (default: the most of 4, 3, 2, 1 that divide the intermediate size into multiples of 256). */
+  readonly mlpGroups?: number;
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
 
 /** How the source splits and holds each GEMV (from the sizes and the variant). */
 export interface MegakernelPlan {
-  /** Warps per row (K split) of the q/k/v, o, gate/up and down GEMVs. */
+  /**
+   * Warps per row (K split) of the q/k/v, o, gate/up and down GEMVs; under sync 'flow' gate/up and
+   * down are the group's (its slice of the intermediate rows; the down rows over that slice).
+   */
   readonly ks: { readonly qkv: number; readonly o: number; readonly gu: number; readonly down: number };
+  /** Groups of blocks of the 'flow' MLP (1 under 'grid'). */
+  readonly groups: number;
   /** 16-byte words a lane holds in registers and in shared memory. */
   readonly words: number;
   readonly smemWords: number;
@@ -105,28 +123,52 @@ export interface MegakernelPlan {
   readonly splitRounds: number;
 }
 
+/** Why the 'flow' MLP cannot have `n` groups of blocks on these sizes, or null. */
+function groupsProblem(d: DecodeMegakernelDims, n: number): string | null {
+  if (!Number.isInteger(n) || n < 1) return `${n} MLP groups (a positive integer is needed)`;
+  if (d.intermediate % (n * 256) !== 0) return `${n} MLP groups over an intermediate size of ${d.intermediate} (each group's slice must be a multiple of 256)`;
+  if (d.grid < n) return `${n} MLP groups on a grid of ${d.grid} blocks`;
+  return null;
+}
+
+/** Groups of blocks of the 'flow' MLP: the variant's, else the most of 4, 3, 2 the sizes allow, else 1; 1 under 'grid'. */
+export function megakernelGroups(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
+  if (v.sync !== 'flow') return 1;
+  if (v.mlpGroups !== undefined) {
+    const why = groupsProblem(d, v.mlpGroups);
+    if (why !== null) throw new Error(`decode megakernel: ${why}`);
+    return v.mlpGroups;
+  }
+  return [4, 3, 2].find((n) => groupsProblem(d, n) === null) ?? 1;
+}
+
 export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): MegakernelPlan {
   const tw = d.grid * MK_WARPS;
   const qrows = d.heads * d.headDim;
   const kvrows = d.kvHeads * d.headDim;
+  const groups = megakernelGroups(d, v);
+  // Under 'flow' the MLP's GEMVs run over the smallest group's warps, on its slice of the intermediate row.
+  const mlpWarps = v.sync === 'flow' ? Math.floor(d.grid / groups) * MK_WARPS : tw;
+  const slice = d.intermediate / groups;
   const gemvs = {
-    qkv: { rows: qrows + 2 * kvrows, k: d.hidden, gated: false },
-    o: { rows: d.hidden, k: qrows, gated: false },
-    gu: { rows: d.intermediate, k: d.hidden, gated: true },
-    down: { rows: d.hidden, k: d.intermediate, gated: false },
+    qkv: { rows: qrows + 2 * kvrows, k: d.hidden, gated: false, warps: tw },
+    o: { rows: d.hidden, k: qrows, gated: false, warps: tw },
+    gu: { rows: slice, k: d.hidden, gated: true, warps: mlpWarps },
+    down: { rows: d.hidden, k: slice, gated: false, warps: mlpWarps },
   };
-  const pick = (g: { rows: number; k: number; gated: boolean }): number => {
+  const pick = (g: { rows: number; k: number; gated: boolean; warps: number }): number => {
     const f = v.forceSplit;
     if (f !== undefined && (g.k / f) % 256 === 0 && Number.isInteger(g.k / f)) return f;
-    return gemvSplit(g.rows, g.k, tw, g.gated);
+    return gemvSplit(g.rows, g.k, g.warps, g.gated);
   };
   const ks = { qkv: pick(gemvs.qkv), o: pick(gemvs.o), gu: pick(gemvs.gu), down: pick(gemvs.down) };
-  const w = (name: keyof typeof gemvs): number => wordsPerLane(gemvs[name].rows, gemvs[name].k, ks[name], tw, gemvs[name].gated);
+  const w = (name: keyof typeof gemvs): number => wordsPerLane(gemvs[name].rows, gemvs[name].k, ks[name], gemvs[name].warps, gemvs[name].gated);
   const ahead = v.stream === 'ahead';
   let splitRounds = 1;
-  for (const name of Object.keys(gemvs) as (keyof typeof gemvs)[]) if (ks[name] > 1) splitRounds = Math.max(splitRounds, Math.ceil((gemvs[name].rows * ks[name]) / tw));
+  for (const name of Object.keys(gemvs) as (keyof typeof gemvs)[]) if (ks[name] > 1) splitRounds = Math.max(splitRounds, Math.ceil((gemvs[name].rows * ks[name]) / gemvs[name].warps));
   return {
     ks,
+    groups,
     // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
     words: ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
     // Shared memory ('ahead'): the q/k/v and the gate/up weights, one at a time.
@@ -201,13 +243,74 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${v.trace ? '_trace' : ''}`;
+  const flow = v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : '';
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
-/** Grid barriers one launch passes: five per layer. */
-export function megakernelBarriers(d: DecodeMegakernelDims): number {
-  return 5 * d.layers;
+/** Why this variant cannot run on these sizes (beyond megakernelUnsupported), or null. */
+export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): string | null {
+  if (v.sync !== 'flow') return null;
+  if (v.stream !== 'next') return `sync 'flow' with weights streamed '${v.stream}' (it needs 'next')`;
+  // A block's kv heads are a 32-bit mask.
+  if (d.kvHeads > 32) return `sync 'flow' with ${d.kvHeads} kv heads (at most 32)`;
+  if (v.mlpGroups !== undefined) return groupsProblem(d, v.mlpGroups);
+  return null;
+}
+
+/** The phases of a layer, each ended by one grid barrier: five under 'grid', three under 'flow'. */
+export function megakernelPhases(v: DecodeMegakernelVariant = DEFAULT_VARIANT): readonly string[] {
+  return v.sync === 'flow' ? ['norm + qkv + attention', 'o + residual', 'norm + gate/up + down'] : ['norm + qkv', 'attention', 'o + residual', 'norm + gate/up', 'down + residual'];
+}
+
+/** Grid barriers one launch passes: one per phase of every layer. */
+export function megakernelBarriers(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
+  return megakernelPhases(v).length * d.layers;
+}
+
+/**
+ * Trace stamps a block writes per layer besides the barriers': after the q/k preparation and
+ * after the token loop of attention; under 'flow' also at the MLP group's arrival and release.
+ */
+export function megakernelStamps(v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
+  return v.sync === 'flow' ? MK_ATTENTION_STAMPS + 2 : MK_ATTENTION_STAMPS;
+}
+
+/** Floats of the attention splits' partials (the start of the scratch `part`). */
+function attentionPartFloats(d: DecodeMegakernelDims): number {
+  return Math.ceil((d.kvHeads * megakernelSplits(d) * (d.heads / d.kvHeads) * (d.headDim + 2)) / 4) * 4;
+}
+
+/** Floats of the float scratch `part`: the attention splits' partials, then under 'flow' the MLP groups' down partial sums ([groups, hidden]). */
+export function megakernelPartFloats(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
+  return attentionPartFloats(d) + (v.sync === 'flow' ? megakernelGroups(d, v) * d.hidden : 0);
+}
+
+/** 32-bit words of `sync`: the grid barrier and the exit count; under 'flow' also a counter per kv head and per MLP group. All zero between launches. */
+export function megakernelSyncWords(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
+  return v.sync === 'flow' ? 2 + d.kvHeads + megakernelGroups(d, v) : 2;
+}
+
+/**
+ * Under 'flow': the kv heads whose q/k/v rows each block computes (a mask per block, from the
+ * q/k/v GEMV's units: warp gw takes units gw, gw + TW, ...), and how many blocks feed each head
+ * (what attention on that head waits for).
+ */
+export function megakernelHeadFeeds(d: DecodeMegakernelDims, ksQkv: number): { masks: number[]; expect: number[] } {
+  const tw = d.grid * MK_WARPS;
+  const qrows = d.heads * d.headDim;
+  const kvrows = d.kvHeads * d.headDim;
+  const units = (qrows + 2 * kvrows) * ksQkv;
+  const headOf = (r: number): number => (r < qrows ? Math.floor(r / ((d.heads / d.kvHeads) * d.headDim)) : Math.floor(((r - qrows) % kvrows) / d.headDim));
+  const masks: number[] = [];
+  const expect = new Array<number>(d.kvHeads).fill(0);
+  for (let b = 0; b < d.grid; b++) {
+    let m = 0;
+    for (let u = b * MK_WARPS; u < units; u += tw) for (let w = 0; w < MK_WARPS && u + w < units; w++) m |= 1 << headOf(Math.floor((u + w) / ksQkv));
+    masks.push(m >>> 0);
+    for (let g = 0; g < d.kvHeads; g++) if ((m >>> g) & 1) expect[g]!++;
+  }
+  return { masks, expect };
 }
 
 /**
@@ -219,13 +322,17 @@ export function megakernelBarriers(d: DecodeMegakernelDims): number {
  * barrier k's arrival and release, the last row the end; else unused).
  */
 export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeMegakernelVariant = DEFAULT_VARIANT): { name: string; source: string; dynamicShared: number } {
-  const why = megakernelUnsupported(d);
+  const why = megakernelUnsupported(d) ?? megakernelVariantProblem(d, variant);
   if (why !== null) throw new Error(`decode megakernel: unsupported model: ${why}`);
   const name = megakernelName(d, variant);
   const qrows = d.heads * d.headDim;
-  const { ks, words, smemWords, splitRounds } = megakernelPlan(d, variant);
+  const { ks, words, smemWords, splitRounds, groups } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
   const host = variant.host === true;
+  const flow = variant.sync === 'flow';
+  const feeds = flow ? megakernelHeadFeeds(d, ks.qkv) : null;
+  // Tables of the 'flow' head counters: constant memory on the GPU, plain arrays in the emulator.
+  const table = (type: string, nameC: string, values: number[]): string => `${host ? 'static const' : '__constant__'} ${type} ${nameC}[${values.length}] = {${values.map((x) => `${x}u`).join(', ')}};`;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
   const source = `
 #define H ${d.hidden}
@@ -251,7 +358,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define MAXK ${maxK}
 #define WORDS ${words}
 #define WS ${Math.max(1, smemWords)}
-#define GU_HALF (ROUNDS(INTER, KS_GU) * KW(H, KS_GU))
+#define GU_HALF ${flow ? '(ROUNDSG(IS, KS_GU) * KW(H, KS_GU))' : '(ROUNDS(INTER, KS_GU) * KW(H, KS_GU))'}
 #define UKV ${KV_PREFETCH}
 #define EPS ${d.eps.toExponential(9)}f
 #define SCALE ${(1 / Math.sqrt(d.headDim)).toExponential(9)}f
@@ -261,17 +368,32 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_GU ${ks.gu}
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
-#define MK_STAMPS ${MK_ATTENTION_STAMPS}
+#define MK_STAMPS ${megakernelStamps(variant)}
 #define MK_KSLOT_SHARED ${variant.kvSlots === 'shared' ? 1 : 0}
+// sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
+// of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
+// by the smallest group's warps (TWG). sync words: [0] grid barrier, [1] exit count,
+// [SYNC_HEAD + g] kv head g's q/k/v writers, [SYNC_GROUP + grp] the group's gate/up writers.
+#define MK_FLOW ${flow ? 1 : 0}
+#define NG ${groups}
+#define IS (INTER / NG)
+#define TWG ((G / NG) * NW)
+#define SYNC_HEAD 2
+#define SYNC_GROUP (2 + NKV)
+#define NSYNC ${megakernelSyncWords(d, variant)}
+#define DPART ${attentionPartFloats(d)}
 #if MK_TRACE
 // Attention detail: stamp j of this block in this layer, after the barrier rows.
 #define MK_STAMP(j) if (threadIdx.x == 0) trace[(long long)(NBAR + 2) * G * 2 + ((long long)layer * G + blockIdx.x) * MK_STAMPS + (j)] = mk_now()
 #else
 #define MK_STAMP(j)
 #endif
-#define NBAR ${megakernelBarriers(d)}
+#define NBAR ${megakernelBarriers(d, variant)}
 
 typedef unsigned short bf_t;
+${feeds ? `// Per block, the kv heads its q/k/v rows feed (bit g); per kv head, how many blocks feed it.
+${table('unsigned int', 'mk_block_heads', feeds.masks)}
+${table('unsigned int', 'mk_head_expect', feeds.expect)}` : ''}
 #define MK_NEG_INF __int_as_float(0xff800000)
 
 struct LayerPtrs {
@@ -400,22 +522,49 @@ static inline unsigned int ld_acquire(const unsigned int* p) {
   return v;
 }`
   }
-static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
+/** Thread 0 polls the counter until it reaches target (a block that never comes: reported, and the wait given up); the caller's __syncthreads releases the block. */
+static __device__ __forceinline__ void poll_until(const unsigned int* counter, unsigned int target, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int k) {
   if (threadIdx.x == 0 && !sh.dead) {
-    const unsigned int target = k * G;
     unsigned int polls = 0;
-    while (ld_acquire(bar) < target) {
+    while (ld_acquire(counter) < target) {
       if (++polls > (1u << 24)) { kiln_report(claim, report, code, (long long)k, (long long)G); sh.dead = 1; break; }
     }
   }
+}
+/** sync 'flow': the block's writes made visible, then counted on each counter of the mask (bit i: counters[i]). */
+static __device__ __forceinline__ void flag_arrive(unsigned int* counters, unsigned int mask) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    for (int i = 0; i < 32; i++)
+      if ((mask >> i) & 1u) atomicAdd(counters + i, 1u);
+  }
+}
+static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
+  poll_until(bar, k * G, sh, claim, report, code, k);
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2 + 1] = mk_now();
 #endif
   __syncthreads();
 }
 
-/** xs[0..n) = the bfloat16 row x (written in this launch: read through L2), normalised by RMSNorm with weight w and rounded; or copied when w is null. */
-static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w, int n, Shared& sh) {
+/**
+ * xs[0..n) = the bfloat16 row x (written in this launch: read through L2), normalised by RMSNorm
+ * with weight w and rounded; or copied when w is null. With parts (sync 'flow'; n = H) the row is
+ * x plus the MLP groups' down partial sums, added in group order and rounded as the down GEMV's
+ * output, then the residual sum rounded (the compiled step's two roundings).
+ */
+static __device__ __forceinline__ float resid_row(const bf_t* x, const float* parts, int i) {
+  float v = bf(__ldcg(x + i));
+  if (parts != nullptr) {
+    float t = 0.f;
+#pragma unroll
+    for (int q = 0; q < NG; q++) t += __ldcg(parts + q * H + i);
+    v = rbf(v + rbf(t));
+  }
+  return v;
+}
+static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w, int n, Shared& sh, const float* parts = nullptr) {
   float ss = 0.f;
   // The weights are loaded with x (one round trip for both), kept in the row's spare registers.
   float wr[(MAXK + NT - 1) / NT];
@@ -423,7 +572,7 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
   for (int j = 0; j < (MAXK + NT - 1) / NT; j++) {
     const int i = threadIdx.x + j * NT;
     if (i < n) {
-      const float v = bf(__ldcg(x + i));
+      const float v = resid_row(x, parts, i);
       wr[j] = w != nullptr ? bf(__ldg(w + i)) : 0.f;
       sh.xs[i] = v;
       ss = fmaf(v, v, ss);
@@ -451,10 +600,13 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 }
 
 // GEMV work units: unit u of an [N, K] weight split KS ways along K is row u / KS, columns
-// (u % KS) * K / KS ... + K / KS; warp gw takes units gw, gw + TW, ... (rounds). The KS units of a
-// row are consecutive warps of one block (KS divides NW and TW), so their sums meet in shared memory.
+// (u % KS) * K / KS ... + K / KS; warp GWX of TWX takes units GWX, GWX + TWX, ... (at most RND
+// rounds): the grid's warps (gw of TW, ROUNDS) or, under sync 'flow', an MLP group's (lgw of twg,
+// ROUNDSG). The KS units of a row are consecutive warps of one block (KS divides NW, and TW and
+// twg are multiples of NW), so their sums meet in shared memory.
 #define KW(K, KS) ((K) / (KS) / 256)
 #define ROUNDS(N, KS) (((N) * (KS) + TW - 1) / TW)
+#define ROUNDSG(N, KS) (((N) * (KS) + TWG - 1) / TWG)
 
 // Where a lane's weight word i goes and is read from: registers w[i], or shared memory
 // (per warp WS words per lane, lanes adjacent: conflict-free 16-byte accesses).
@@ -464,10 +616,10 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 #define SMEM_W(i) smw[(warp * WS + (i)) * 32 + lane]
 
 /** Loads this warp's units of the weight whose row r starts at ROW_EXPR into words OFF... (PUT). */
-#define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR)                                    \\
+#define PREFETCH_UNITS_X(N, K, KS, OFF, PUT, ROW_EXPR, GWX, TWX, RND)                 \\
   {                                                                                \\
-    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
-      const int u = gw + j * TW;                                                   \\
+    _Pragma("unroll") for (int j = 0; j < (RND); j++) {                            \\
+      const int u = (GWX) + j * (TWX);                                             \\
       if (u < (N) * (KS)) {                                                        \\
         const int r = u / (KS);                                                    \\
         const bf_t* p = (ROW_EXPR) + (u % (KS)) * ((K) / (KS));                    \\
@@ -475,11 +627,12 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
       }                                                                            \\
     }                                                                              \\
   }
+#define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR) PREFETCH_UNITS_X(N, K, KS, OFF, PUT, ROW_EXPR, gw, TW, ROUNDS(N, KS))
 
 /** This warp's partial dot products with xs (one per round, warp-summed) into ACC[]. */
-#define DOT_UNITS(N, K, KS, OFF, SRC, ACC)                                              \\
-  _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                      \\
-    const int u = gw + j * TW;                                                     \\
+#define DOT_UNITS_X(N, K, KS, OFF, SRC, ACC, GWX, TWX, RND)                           \\
+  _Pragma("unroll") for (int j = 0; j < (RND); j++) {                              \\
+    const int u = (GWX) + j * (TWX);                                               \\
     ACC[j] = 0.f;                                                                  \\
     if (u < (N) * (KS)) {                                                          \\
       const float* xp = sh.xs + (u % (KS)) * ((K) / (KS)) + lane * 8;              \\
@@ -488,33 +641,36 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
       ACC[j] = warp_sum(a);                                                        \\
     }                                                                              \\
   }
+#define DOT_UNITS(N, K, KS, OFF, SRC, ACC) DOT_UNITS_X(N, K, KS, OFF, SRC, ACC, gw, TW, ROUNDS(N, KS))
 
 /** Row sums of a split GEMV: the units' sums staged in GP, added in unit order by the row's first warp. */
-#define STAGE_UNITS(N, KS, ACC, GP)                                                \\
+#define STAGE_UNITS_X(KS, ACC, GP, RND)                                            \\
   if ((KS) > 1 && lane == 0) {                                                     \\
-    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) GP[j][warp] = ACC[j]; \\
+    _Pragma("unroll") for (int j = 0; j < (RND); j++) GP[j][warp] = ACC[j];        \\
   }
+#define STAGE_UNITS(N, KS, ACC, GP) STAGE_UNITS_X(KS, ACC, GP, ROUNDS(N, KS))
 static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW], int j, int warp, int ks) {
   for (int q = 1; q < ks; q++) acc += gp[j][warp + q];
   return acc;
 }
 
 /** The GEMV of this warp's prefetched units with xs; EPI stores row r's sum acc (lane 0 of its first warp). */
-#define GEMV_UNITS(N, K, KS, SRC, EPI)                                                  \\
+#define GEMV_UNITS_X(N, K, KS, SRC, EPI, GWX, TWX, RND)                               \\
   {                                                                                \\
-    float accs_[ROUNDS(N, KS)];                                                    \\
-    DOT_UNITS(N, K, KS, 0, SRC, accs_);                                                 \\
-    STAGE_UNITS(N, KS, accs_, sh.gp);                                              \\
+    float accs_[RND];                                                              \\
+    DOT_UNITS_X(N, K, KS, 0, SRC, accs_, GWX, TWX, RND);                           \\
+    STAGE_UNITS_X(KS, accs_, sh.gp, RND);                                          \\
     if ((KS) > 1) __syncthreads();                                                 \\
-    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \\
-      const int u = gw + j * TW;                                                   \\
+    _Pragma("unroll") for (int j = 0; j < (RND); j++) {                            \\
+      const int u = (GWX) + j * (TWX);                                             \\
       if (u < (N) * (KS) && u % (KS) == 0 && lane == 0) {                          \\
         const int r = u / (KS);                                                    \\
-        const float acc = row_sum(accs_[j], sh.gp, j, warp, (KS));                            \\
+        const float acc = row_sum(accs_[j], sh.gp, j, warp, (KS));                 \\
         EPI;                                                                       \\
       }                                                                            \\
     }                                                                              \\
   }
+#define GEMV_UNITS(N, K, KS, SRC, EPI) GEMV_UNITS_X(N, K, KS, SRC, EPI, gw, TW, ROUNDS(N, KS))
 
 extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const LayerPtrs* __restrict__ layers, const bf_t* __restrict__ embed, const bf_t* __restrict__ final_norm,
@@ -536,7 +692,21 @@ ${
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gw = blockIdx.x * NW + warp;
   unsigned int* bar = sync;
-  if (threadIdx.x == 0) sh.dead = 0;
+  if (threadIdx.x == 0) sh.dead = 0;${
+    flow
+      ? `
+  // sync 'flow': this block's MLP group grp (blocks [gstart, gstart + gsize)), its warp lgw of twg
+  // there, and the groups' down partial sums (read by the next layer and the final norm). Macros of
+  // blockIdx and constants, so the compiler recomputes them where needed instead of keeping them
+  // live through the launch (the kernel is at its register cap).
+#define grp ((((int)blockIdx.x + 1) * NG - 1) / G)
+#define gstart (grp * G / NG)
+#define gsize ((unsigned int)((grp + 1) * G / NG - gstart))
+#define lgw (((int)blockIdx.x - gstart) * NW + warp)
+#define twg ((int)gsize * NW)
+#define dpart (part + DPART)`
+      : ''
+  }
 
   // Step inputs (uploaded before the launch).
   long long id = ids[0];
@@ -592,9 +762,14 @@ ${
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh${flow ? ', layer == 0 ? nullptr : dpart' : ''});
     GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
-    grid_arrive(bar, ++nbar, trace);${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
+    ${
+      flow
+        ? `// Attention on a kv head waits only for the blocks that wrote its q/k/v rows.
+    flag_arrive(sync + SYNC_HEAD, mk_block_heads[blockIdx.x]);`
+        : 'grid_arrive(bar, ++nbar, trace);'
+    }${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
 #pragma unroll
@@ -613,7 +788,14 @@ ${
 #endif
       }
     }
-    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
+    ${
+      flow
+        ? `if (attends) {
+      poll_until(sync + SYNC_HEAD + g, (unsigned int)(layer + 1) * mk_head_expect[g], sh, claim, report, codes[2], nbar + 1);
+      __syncthreads();
+    }`
+        : 'grid_wait(bar, nbar, sh, claim, report, codes[2], trace);'
+    }
 
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
     if (attends) {
@@ -818,17 +1000,53 @@ ${
       sh.xs[i] = rbf(A / Lsum);
     }
     __syncthreads();
-    GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(bf(__ldcg(resid + r)) + rbf(acc)));
+    GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'} + rbf(acc)));
     grid_arrive(bar, ++nbar, trace);
     ${
       ahead
         ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
-        : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
+        : flow
+          ? `PREFETCH_UNITS_X(IS, H, KS_GU, 0, TO_REG, L.wg + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));
+    PREFETCH_UNITS_X(IS, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));`
+          : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
     PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
     }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
-    // (4) RMSNorm + gate/up projections + silu * mul.
+${
+      flow
+        ? `    // (4) RMSNorm + gate/up projections of this group's slice + silu * mul; then, once the group's
+    // blocks have all written theirs, the down projection's partial sums over the slice.
+    row_to_smem(h, L.post_norm, H, sh);
+    {
+      float ag[ROUNDSG(IS, KS_GU)], au[ROUNDSG(IS, KS_GU)];
+      DOT_UNITS_X(IS, H, KS_GU, 0, REG_W, ag, lgw, twg, ROUNDSG(IS, KS_GU));
+      DOT_UNITS_X(IS, H, KS_GU, GU_HALF, REG_W, au, lgw, twg, ROUNDSG(IS, KS_GU));
+      STAGE_UNITS_X(KS_GU, ag, sh.gp, ROUNDSG(IS, KS_GU));
+      STAGE_UNITS_X(KS_GU, au, sh.gp2, ROUNDSG(IS, KS_GU));
+      if (KS_GU > 1) __syncthreads();
+      _Pragma("unroll") for (int j = 0; j < ROUNDSG(IS, KS_GU); j++) {
+        const int u = lgw + j * twg;
+        if (u < IS * KS_GU && u % KS_GU == 0 && lane == 0) {
+          const float gs = rbf(row_sum(ag[j], sh.gp, j, warp, KS_GU));
+          const float us = rbf(row_sum(au[j], sh.gp2, j, warp, KS_GU));
+          act[grp * IS + u / KS_GU] = tobf(gs / (1.0f + expf(-gs)) * us);
+        }
+      }
+    }
+    flag_arrive(sync + SYNC_GROUP + grp, 1u);
+    MK_STAMP(2);
+    // The down weights of this block's units are loaded while the group's other blocks finish.
+    PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));
+    poll_until(sync + SYNC_GROUP + grp, (unsigned int)(layer + 1) * gsize, sh, claim, report, codes[2], nbar + 1);
+    __syncthreads();
+    MK_STAMP(3);
+
+    // (5) down projection's partial sums over the slice (the next layer adds the groups' and the residual).
+    row_to_smem(act + grp * IS, nullptr, IS, sh);
+    GEMV_UNITS_X(H, IS, KS_DOWN, REG_W, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN));
+`
+        : `    // (4) RMSNorm + gate/up projections + silu * mul.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
@@ -861,6 +1079,8 @@ ${
     // (5) down projection + residual.
     row_to_smem(act, nullptr, INTER, sh);
     GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+`
+    }
     grid_arrive(bar, ++nbar, trace);
     if (${ahead ? 'false' : 'layer + 1 < NL'}) {
       ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
@@ -873,7 +1093,7 @@ ${
   }
 
   // Final norm + LM head: rows streamed two deep (151936 rows do not fit in registers).
-  row_to_smem(h, final_norm, H, sh);
+  row_to_smem(h, final_norm, H, sh${flow ? ', dpart' : ''});
   {
     uint4 cur[H / 256], nxt[H / 256];
     int r = gw;
@@ -902,7 +1122,10 @@ ${
 #endif
   if (threadIdx.x == 0) {
     __threadfence();
-    if (atomicAdd(sync + 1, 1u) == G - 1) { sync[0] = 0u; sync[1] = 0u; __threadfence(); }
+    if (atomicAdd(sync + 1, 1u) == G - 1) {
+      for (int i = 0; i < NSYNC; i++) sync[i] = 0u;
+      __threadfence();
+    }
   }
 }
 `;

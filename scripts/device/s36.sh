@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 36's device calls, from the repo root through .device/run.sh with dist/ built and carried
+# (bash .device/run.sh bash scripts/device/s36.sh PART):
+#   mk    #17 the cuda decode megakernel with three grid barriers a layer instead of five
+#         (KILN_DECODE_MEGAKERNEL_SYNC=flow: attention waits on a counter per kv head, the MLP in
+#         KILN_DECODE_MEGAKERNEL_GROUPS groups of blocks with the down projection split along K):
+#         its tests against the compiled step, a phase trace per form, then Qwen3-0.6B bfloat16
+#         decode at batch 1 of the compiled step and each form, alternating twice.
+# A step starts only while the call is under its deadline (S36_DEADLINE s); logs and JSON under
+# $OUT/s36-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s36.sh mk}
+session=s36
+source "$(dirname "$0")/session-lib.sh"
+# name = env of each megakernel form (kss: the default five-barrier form)
+base="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
+declare -A FORM=(
+  [kss]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid"
+  [flow4]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4"
+  [flow6]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=6"
+  [flow12]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=12"
+)
+forms=${FORMS:-kss flow4 flow6 flow12}
+if [ "$part" = mk ]; then
+  mkpart ${MK_TEST_S:-200}
+else
+  el "unknown part $part"
+fi
+finish
