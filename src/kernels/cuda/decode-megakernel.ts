@@ -111,6 +111,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'),
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
+      downStream: getOption('KILN_DECODE_MEGAKERNEL_DOWN'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
     };
     this.variant = variant;

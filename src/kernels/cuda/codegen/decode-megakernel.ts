@@ -103,6 +103,13 @@ export interface DecodeMegakernelVariant {
   readonly sync?: 'grid' | 'flow';
   /** Groups of blocks of the 'flow' MLP (default: the most of 4, 3, 2, 1 that divide the intermediate size into multiples of 256). */
   readonly mlpGroups?: number;
+  /**
+   * Under 'flow', when each block loads its down weights: 'group' (into registers between its
+   * arrival at and its wait on the group's counter) or 'early' (into shared memory with cp.async
+   * at the barrier before the MLP, right after the gate/up loads, so the group's wait has no loads
+   * queued before its poll).
+   */
+  readonly downStream?: 'group' | 'early';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -172,7 +179,7 @@ export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
     // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
     words: ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
     // Shared memory ('ahead'): the q/k/v and the gate/up weights, one at a time.
-    smemWords: ahead ? Math.max(w('qkv'), w('gu')) : 0,
+    smemWords: ahead ? Math.max(w('qkv'), w('gu')) : v.sync === 'flow' && v.downStream === 'early' ? w('down') : 0,
     splitRounds,
   };
 }
@@ -243,7 +250,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : '';
+  const flow = v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}${v.downStream === 'early' ? 'e' : ''}` : '';
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -286,9 +293,10 @@ export function megakernelPartFloats(d: DecodeMegakernelDims, v: DecodeMegakerne
   return attentionPartFloats(d) + (v.sync === 'flow' ? megakernelGroups(d, v) * d.hidden : 0);
 }
 
-/** 32-bit words of `sync`: the grid barrier and the exit count; under 'flow' also a counter per kv head and per MLP group. All zero between launches. */
+/** 32-bit words of `sync`: the grid barrier and the exit count; under 'flow' also a counter per kv head and per MLP group, each on its own 128-byte line. All zero between launches. */
 export function megakernelSyncWords(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
-  return v.sync === 'flow' ? 2 + d.kvHeads + megakernelGroups(d, v) : 2;
+  // Under 'flow' each counter has a 128-byte line of its own (32 words): [0] the barrier and exit count, then the heads', then the groups'.
+  return v.sync === 'flow' ? 32 * (1 + d.kvHeads + megakernelGroups(d, v)) : 2;
 }
 
 /**
@@ -330,6 +338,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const ahead = variant.stream === 'ahead';
   const host = variant.host === true;
   const flow = variant.sync === 'flow';
+  const downEarly = flow && variant.downStream === 'early';
   const feeds = flow ? megakernelHeadFeeds(d, ks.qkv) : null;
   // Tables of the 'flow' head counters: constant memory on the GPU, plain arrays in the emulator.
   const table = (type: string, nameC: string, values: number[]): string => `${host ? 'static const' : '__constant__'} ${type} ${nameC}[${values.length}] = {${values.map((x) => `${x}u`).join(', ')}};`;
@@ -373,13 +382,15 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 // sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
 // of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
 // by the smallest group's warps (TWG). sync words: [0] grid barrier, [1] exit count,
-// [SYNC_HEAD + g] kv head g's q/k/v writers, [SYNC_GROUP + grp] the group's gate/up writers.
+// [SYNC_HEAD + SLINE * g] kv head g's q/k/v writers, [SYNC_GROUP + SLINE * grp] the group's gate/up
+// writers: a 128-byte line per counter, so the atomics on one do not queue behind the others'.
 #define MK_FLOW ${flow ? 1 : 0}
 #define NG ${groups}
 #define IS (INTER / NG)
 #define TWG ((G / NG) * NW)
-#define SYNC_HEAD 2
-#define SYNC_GROUP (2 + NKV)
+#define SLINE 32
+#define SYNC_HEAD SLINE
+#define SYNC_GROUP (SLINE * (1 + NKV))
 #define NSYNC ${megakernelSyncWords(d, variant)}
 #define DPART ${attentionPartFloats(d)}
 #if MK_TRACE
@@ -499,13 +510,14 @@ static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakerne
  * flight (measured: with the loads before it, the barrier took as long as the block's whole
  * prefetch, up to 2.7 us after the o projection).
  */
-static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned int k, unsigned int* trace) {
+static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned int k, unsigned int* trace, bool fence = true) {
   __syncthreads();
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2] = mk_now();
 #endif
   if (threadIdx.x == 0) {
-    __threadfence();
+    // No fence where the block has written nothing since its last one (the caller says).
+    if (fence) __threadfence();
     atomicAdd(bar, 1u);
   }
 }
@@ -531,13 +543,13 @@ static __device__ __forceinline__ void poll_until(const unsigned int* counter, u
     }
   }
 }
-/** sync 'flow': the block's writes made visible, then counted on each counter of the mask (bit i: counters[i]). */
+/** sync 'flow': the block's writes made visible, then counted on each counter of the mask (bit i: counters[i * SLINE]). */
 static __device__ __forceinline__ void flag_arrive(unsigned int* counters, unsigned int mask) {
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
     for (int i = 0; i < 32; i++)
-      if ((mask >> i) & 1u) atomicAdd(counters + i, 1u);
+      if ((mask >> i) & 1u) atomicAdd(counters + i * SLINE, 1u);
   }
 }
 static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
@@ -791,7 +803,7 @@ ${
     ${
       flow
         ? `if (attends) {
-      poll_until(sync + SYNC_HEAD + g, (unsigned int)(layer + 1) * mk_head_expect[g], sh, claim, report, codes[2], nbar + 1);
+      poll_until(sync + SYNC_HEAD + SLINE * g, (unsigned int)(layer + 1) * mk_head_expect[g], sh, claim, report, codes[2], nbar + 1);
       __syncthreads();
     }`
         : 'grid_wait(bar, nbar, sh, claim, report, codes[2], trace);'
@@ -965,7 +977,7 @@ ${
         if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
       }
     }
-    grid_arrive(bar, ++nbar, trace);
+    grid_arrive(bar, ++nbar, trace${flow ? ', attends' : ''});
     ${
       ahead
         ? `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
@@ -1007,7 +1019,13 @@ ${
         ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
         : flow
           ? `PREFETCH_UNITS_X(IS, H, KS_GU, 0, TO_REG, L.wg + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));
-    PREFETCH_UNITS_X(IS, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));`
+    PREFETCH_UNITS_X(IS, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));${
+      downEarly
+        ? `
+    PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_SMEM, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));
+    cp_async_commit();`
+        : ''
+    }`
           : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
     PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
     }
@@ -1034,17 +1052,21 @@ ${
         }
       }
     }
-    flag_arrive(sync + SYNC_GROUP + grp, 1u);
+    flag_arrive(sync + SYNC_GROUP + SLINE * grp, 1u);
     MK_STAMP(2);
-    // The down weights of this block's units are loaded while the group's other blocks finish.
-    PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));
-    poll_until(sync + SYNC_GROUP + grp, (unsigned int)(layer + 1) * gsize, sh, claim, report, codes[2], nbar + 1);
+    ${
+      downEarly
+        ? '// The down weights are on their way to shared memory since the barrier before the MLP.'
+        : `// The down weights of this block's units are loaded while the group's other blocks finish.
+    PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));`
+    }
+    poll_until(sync + SYNC_GROUP + SLINE * grp, (unsigned int)(layer + 1) * gsize, sh, claim, report, codes[2], nbar + 1);
     __syncthreads();
     MK_STAMP(3);
 
     // (5) down projection's partial sums over the slice (the next layer adds the groups' and the residual).
-    row_to_smem(act + grp * IS, nullptr, IS, sh);
-    GEMV_UNITS_X(H, IS, KS_DOWN, REG_W, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN));
+    ${downEarly ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(act + grp * IS, nullptr, IS, sh);
+    GEMV_UNITS_X(H, IS, KS_DOWN, ${downEarly ? 'SMEM_W' : 'REG_W'}, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN));
 `
         : `    // (4) RMSNorm + gate/up projections + silu * mul.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
@@ -1129,7 +1151,7 @@ ${
   }
 }
 `;
-  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
+  const dynamicShared = smemWords > 0 ? MK_WARPS * smemWords * 32 * 16 : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
