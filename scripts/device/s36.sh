@@ -22,9 +22,14 @@ declare -A FORM=(
   [flow2]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=2 KILN_DECODE_MEGAKERNEL_DOWN=group"
   [flow4e]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_DOWN=early"
   [flow2e]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=2 KILN_DECODE_MEGAKERNEL_DOWN=early"
+  [kssT]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_POLL=tma"
+  [aheadT]="KILN_DECODE_MEGAKERNEL_STREAM=ahead KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_POLL=tma"
+  [flow4T]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_DOWN=group KILN_DECODE_MEGAKERNEL_POLL=tma"
+  [flow4eT]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_DOWN=early KILN_DECODE_MEGAKERNEL_POLL=tma"
 )
-# First call (commit 2a5c7a8): kss flow4 flow6 flow12 (counters sharing one line); second: the counters on lines of their own.
-forms=${FORMS:-kss flow4 flow2 flow4e flow2e}
+# First call (commit 2a5c7a8): kss flow4 flow6 flow12 (counters sharing one line); second (2a5d935):
+# kss flow4 flow2 flow4e flow2e (counters on lines of their own); third: the polls as bulk copies (POLL=tma).
+forms=${FORMS:-kss kssT aheadT flow4 flow4T flow4eT}
 if [ "$part" = mk ]; then
   mkpart ${MK_TEST_S:-200}
 else

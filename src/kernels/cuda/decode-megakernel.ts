@@ -112,6 +112,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       downStream: getOption('KILN_DECODE_MEGAKERNEL_DOWN'),
+      poll: getOption('KILN_DECODE_MEGAKERNEL_POLL'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
     };
     this.variant = variant;

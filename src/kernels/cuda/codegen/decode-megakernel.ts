@@ -110,6 +110,13 @@ export interface DecodeMegakernelVariant {
    * queued before its poll).
    */
   readonly downStream?: 'group' | 'early';
+  /**
+   * How thread 0 reads a barrier or counter word while waiting: 'ld' (ld.acquire) or 'tma' (a
+   * 16-byte bulk copy into shared memory completing on an mbarrier, then a fence). Measured: a
+   * poll by load returns only after the block's weight loads issued before it (~2.5-5.5 us after
+   * 96-144 KiB per SM), where the bulk copies of session 27 did not hold it up.
+   */
+  readonly poll?: 'ld' | 'tma';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -224,7 +231,8 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakern
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
   const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
-  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4;
+  // The last 64: the dead flag and the 'tma' poll's buffer, mbarrier and phase (with their alignment).
+  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 64;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -251,7 +259,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
   const flow = v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}${v.downStream === 'early' ? 'e' : ''}` : '';
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.poll === 'tma' ? '_tpoll' : ''}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -338,6 +346,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const ahead = variant.stream === 'ahead';
   const host = variant.host === true;
   const flow = variant.sync === 'flow';
+  const variantPoll = variant.poll ?? 'ld';
   const downEarly = flow && variant.downStream === 'early';
   const feeds = flow ? megakernelHeadFeeds(d, ks.qkv) : null;
   // Tables of the 'flow' head counters: constant memory on the GPU, plain arrays in the emulator.
@@ -499,6 +508,10 @@ struct Shared {
   float gp2[GPR][NW];
   int kslot[NW][UKV];
   int dead;
+  // variant.poll 'tma': the polled word's 16 bytes, their mbarrier and its phase.
+  alignas(16) unsigned int pollbuf[4];
+  unsigned long long pollbar;
+  unsigned int pollphase;
 };
 // megakernelSharedBytes (the host's sizing and limit checks) must cover the struct.
 static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakernelSharedBytes undercounts struct Shared");
@@ -534,13 +547,43 @@ static inline unsigned int ld_acquire(const unsigned int* p) {
   return v;
 }`
   }
+${
+    host
+      ? `static inline void poll_init(Shared&) {}
+static inline unsigned int poll_read(const unsigned int* p, Shared&) { return ld_acquire(p); }
+static inline void poll_acquire() {}`
+      : variantPoll === 'tma'
+        ? `static __device__ __forceinline__ unsigned int smem_u32(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
+/** Thread 0, once: the poll's mbarrier (one arrival per phase, plus the copy's 16 bytes). */
+static __device__ __forceinline__ void poll_init(Shared& sh) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&sh.pollbar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  sh.pollphase = 0u;
+}
+/** The word at p (16-byte aligned) through a bulk copy (the async proxy: not queued behind the block's loads in flight). */
+static __device__ __forceinline__ unsigned int poll_read(const unsigned int* p, Shared& sh) {
+  const unsigned int bar = smem_u32(&sh.pollbar);
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 16;" :: "r"(bar) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 16, [%2];" :: "r"(smem_u32(sh.pollbuf)), "l"(p), "r"(bar) : "memory");
+  unsigned int ok = 0;
+  while (!ok) asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }" : "=r"(ok) : "r"(bar), "r"(sh.pollphase) : "memory");
+  sh.pollphase ^= 1u;
+  return *reinterpret_cast<volatile unsigned int*>(sh.pollbuf);
+}
+/** After the awaited value is seen: later reads of what the other blocks wrote come after it. */
+static __device__ __forceinline__ void poll_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }`
+        : `static __device__ __forceinline__ void poll_init(Shared&) {}
+static __device__ __forceinline__ unsigned int poll_read(const unsigned int* p, Shared&) { return ld_acquire(p); }
+static __device__ __forceinline__ void poll_acquire() {}`
+  }
 /** Thread 0 polls the counter until it reaches target (a block that never comes: reported, and the wait given up); the caller's __syncthreads releases the block. */
 static __device__ __forceinline__ void poll_until(const unsigned int* counter, unsigned int target, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int k) {
   if (threadIdx.x == 0 && !sh.dead) {
     unsigned int polls = 0;
-    while (ld_acquire(counter) < target) {
+    while (poll_read(counter, sh) < target) {
       if (++polls > (1u << 24)) { kiln_report(claim, report, code, (long long)k, (long long)G); sh.dead = 1; break; }
     }
+    poll_acquire();
   }
 }
 /** sync 'flow': the block's writes made visible, then counted on each counter of the mask (bit i: counters[i * SLINE]). */
@@ -704,7 +747,7 @@ ${
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gw = blockIdx.x * NW + warp;
   unsigned int* bar = sync;
-  if (threadIdx.x == 0) sh.dead = 0;${
+  if (threadIdx.x == 0) { sh.dead = 0; poll_init(sh); }${
     flow
       ? `
   // sync 'flow': this block's MLP group grp (blocks [gstart, gstart + gsize)), its warp lgw of twg
