@@ -111,8 +111,6 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'),
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
-      downStream: getOption('KILN_DECODE_MEGAKERNEL_DOWN'),
-      poll: getOption('KILN_DECODE_MEGAKERNEL_POLL'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
     };
     this.variant = variant;

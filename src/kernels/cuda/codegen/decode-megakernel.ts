@@ -103,20 +103,6 @@ export interface DecodeMegakernelVariant {
   readonly sync?: 'grid' | 'flow';
   /** Groups of blocks of the 'flow' MLP (default: the most of 4, 3, 2, 1 that divide the intermediate size into multiples of 256). */
   readonly mlpGroups?: number;
-  /**
-   * Under 'flow', when each block loads its down weights: 'group' (into registers between its
-   * arrival at and its wait on the group's counter) or 'early' (into shared memory with cp.async
-   * at the barrier before the MLP, right after the gate/up loads, so the group's wait has no loads
-   * queued before its poll).
-   */
-  readonly downStream?: 'group' | 'early';
-  /**
-   * How thread 0 reads a barrier or counter word while waiting: 'ld' (ld.acquire) or 'tma' (a
-   * 16-byte bulk copy into shared memory completing on an mbarrier, then a fence). Measured: a
-   * poll by load returns only after the block's weight loads issued before it (~2.5-5.5 us after
-   * 96-144 KiB per SM), where the bulk copies of session 27 did not hold it up.
-   */
-  readonly poll?: 'ld' | 'tma';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -186,7 +172,7 @@ export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
     // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
     words: ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
     // Shared memory ('ahead'): the q/k/v and the gate/up weights, one at a time.
-    smemWords: ahead ? Math.max(w('qkv'), w('gu')) : v.sync === 'flow' && v.downStream === 'early' ? w('down') : 0,
+    smemWords: ahead ? Math.max(w('qkv'), w('gu')) : 0,
     splitRounds,
   };
 }
@@ -231,8 +217,7 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakern
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
   const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
-  // The last 64: the dead flag and the 'tma' poll's buffer, mbarrier and phase (with their alignment).
-  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 64;
+  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -258,8 +243,8 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}${v.downStream === 'early' ? 'e' : ''}` : '';
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.poll === 'tma' ? '_tpoll' : ''}${v.trace ? '_trace' : ''}`;
+  const flow = v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : '';
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -346,8 +331,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const ahead = variant.stream === 'ahead';
   const host = variant.host === true;
   const flow = variant.sync === 'flow';
-  const variantPoll = variant.poll ?? 'ld';
-  const downEarly = flow && variant.downStream === 'early';
   const feeds = flow ? megakernelHeadFeeds(d, ks.qkv) : null;
   // Tables of the 'flow' head counters: constant memory on the GPU, plain arrays in the emulator.
   const table = (type: string, nameC: string, values: number[]): string => `${host ? 'static const' : '__constant__'} ${type} ${nameC}[${values.length}] = {${values.map((x) => `${x}u`).join(', ')}};`;
@@ -508,10 +491,6 @@ struct Shared {
   float gp2[GPR][NW];
   int kslot[NW][UKV];
   int dead;
-  // variant.poll 'tma': the polled word's 16 bytes, their mbarrier and its phase.
-  alignas(16) unsigned int pollbuf[4];
-  unsigned long long pollbar;
-  unsigned int pollphase;
 };
 // megakernelSharedBytes (the host's sizing and limit checks) must cover the struct.
 static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakernelSharedBytes undercounts struct Shared");
@@ -547,43 +526,13 @@ static inline unsigned int ld_acquire(const unsigned int* p) {
   return v;
 }`
   }
-${
-    host
-      ? `static inline void poll_init(Shared&) {}
-static inline unsigned int poll_read(const unsigned int* p, Shared&) { return ld_acquire(p); }
-static inline void poll_acquire() {}`
-      : variantPoll === 'tma'
-        ? `static __device__ __forceinline__ unsigned int smem_u32(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
-/** Thread 0, once: the poll's mbarrier (one arrival per phase, plus the copy's 16 bytes). */
-static __device__ __forceinline__ void poll_init(Shared& sh) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&sh.pollbar)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  sh.pollphase = 0u;
-}
-/** The word at p (16-byte aligned) through a bulk copy (the async proxy: not queued behind the block's loads in flight). */
-static __device__ __forceinline__ unsigned int poll_read(const unsigned int* p, Shared& sh) {
-  const unsigned int bar = smem_u32(&sh.pollbar);
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 16;" :: "r"(bar) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 16, [%2];" :: "r"(smem_u32(sh.pollbuf)), "l"(p), "r"(bar) : "memory");
-  unsigned int ok = 0;
-  while (!ok) asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }" : "=r"(ok) : "r"(bar), "r"(sh.pollphase) : "memory");
-  sh.pollphase ^= 1u;
-  return *reinterpret_cast<volatile unsigned int*>(sh.pollbuf);
-}
-/** After the awaited value is seen: later reads of what the other blocks wrote come after it. */
-static __device__ __forceinline__ void poll_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }`
-        : `static __device__ __forceinline__ void poll_init(Shared&) {}
-static __device__ __forceinline__ unsigned int poll_read(const unsigned int* p, Shared&) { return ld_acquire(p); }
-static __device__ __forceinline__ void poll_acquire() {}`
-  }
 /** Thread 0 polls the counter until it reaches target (a block that never comes: reported, and the wait given up); the caller's __syncthreads releases the block. */
 static __device__ __forceinline__ void poll_until(const unsigned int* counter, unsigned int target, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int k) {
   if (threadIdx.x == 0 && !sh.dead) {
     unsigned int polls = 0;
-    while (poll_read(counter, sh) < target) {
+    while (ld_acquire(counter) < target) {
       if (++polls > (1u << 24)) { kiln_report(claim, report, code, (long long)k, (long long)G); sh.dead = 1; break; }
     }
-    poll_acquire();
   }
 }
 /** sync 'flow': the block's writes made visible, then counted on each counter of the mask (bit i: counters[i * SLINE]). */
@@ -747,7 +696,7 @@ ${
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gw = blockIdx.x * NW + warp;
   unsigned int* bar = sync;
-  if (threadIdx.x == 0) { sh.dead = 0; poll_init(sh); }${
+  if (threadIdx.x == 0) sh.dead = 0;${
     flow
       ? `
   // sync 'flow': this block's MLP group grp (blocks [gstart, gstart + gsize)), its warp lgw of twg
@@ -1062,13 +1011,7 @@ ${
         ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
         : flow
           ? `PREFETCH_UNITS_X(IS, H, KS_GU, 0, TO_REG, L.wg + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));
-    PREFETCH_UNITS_X(IS, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));${
-      downEarly
-        ? `
-    PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_SMEM, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));
-    cp_async_commit();`
-        : ''
-    }`
+    PREFETCH_UNITS_X(IS, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));`
           : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
     PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
     }
@@ -1097,19 +1040,17 @@ ${
     }
     flag_arrive(sync + SYNC_GROUP + SLINE * grp, 1u);
     MK_STAMP(2);
-    ${
-      downEarly
-        ? '// The down weights are on their way to shared memory since the barrier before the MLP.'
-        : `// The down weights of this block's units are loaded while the group's other blocks finish.
-    PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));`
-    }
+    // The down weights of this block's units are loaded while the group's other blocks finish
+    // (measured: loading them into shared memory at the barrier before the MLP instead shortened
+    // this wait by ~1 us but lengthened that barrier's release by ~2 us; commit 2a5d935).
+    PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));
     poll_until(sync + SYNC_GROUP + SLINE * grp, (unsigned int)(layer + 1) * gsize, sh, claim, report, codes[2], nbar + 1);
     __syncthreads();
     MK_STAMP(3);
 
     // (5) down projection's partial sums over the slice (the next layer adds the groups' and the residual).
-    ${downEarly ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(act + grp * IS, nullptr, IS, sh);
-    GEMV_UNITS_X(H, IS, KS_DOWN, ${downEarly ? 'SMEM_W' : 'REG_W'}, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN));
+    row_to_smem(act + grp * IS, nullptr, IS, sh);
+    GEMV_UNITS_X(H, IS, KS_DOWN, REG_W, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN));
 `
         : `    // (4) RMSNorm + gate/up projections + silu * mul.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
@@ -1194,7 +1135,7 @@ ${
   }
 }
 `;
-  const dynamicShared = smemWords > 0 ? MK_WARPS * smemWords * 32 * 16 : 0;
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
