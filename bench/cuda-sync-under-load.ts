@@ -1,0 +1,159 @@
+/**
+ * Issue #17: what a grid barrier costs while the weights stream, outside the decode megakernel.
+ * The megakernel's traces (docs/cuda.md, sessions 26-36) show every barrier that follows a burst
+ * of weight loads waiting about as long as the burst takes to land (2.5-5.5 us after 96-144 KiB
+ * per SM), whether the block polls with a load or with a bulk copy, and weights issued earlier
+ * making the phases they overlap slower. A schedule that streams the weights continuously (a
+ * bounded number of loads in flight, not a burst per phase) only pays if a barrier under such a
+ * stream stays near its idle cost while the stream keeps most of the DRAM bandwidth. This bench
+ * measures that trade-off with one kernel shaped like the megakernel (one block per SM, 512
+ * threads):
+ *   - warp 0 (its lane 0) passes R grid barriers in a row (fence, atomic add, acquire polls), the
+ *     megakernel's barrier; block 0 stamps %globaltimer before the first and after the last;
+ *   - warps 1..15 stream a 1 GiB buffer (each block its own slice, wrapping; far past L2) with D
+ *     16-byte loads in flight per lane (a software pipeline: a load is issued as the one D back is
+ *     used), until warp 0 is done; they count their loads.
+ * Per D (0: no stream; in flight per SM: 15 x 32 x 16 x D bytes), medians over reps of: the
+ * barrier's time (R barriers' span / R) and the stream's bandwidth over that span.
+ *
+ *   node dist/bench/cuda-sync-under-load.js [--reps 15] [--rounds 400] [--json out.json]
+ */
+import fs from 'node:fs';
+import * as kiln from '../src/index.js';
+import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
+import { launch } from '../src/runtime/cuda/launch.js';
+import { ptrOf, streamOf } from '../src/kernels/cuda/device.js';
+import { deviceInfo } from '../src/runtime/cuda/properties.js';
+import { median } from '../src/bench/harness.js';
+
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const reps = Number(flag('--reps') ?? 15);
+const rounds = Number(flag('--rounds') ?? 400);
+const jsonOut = flag('--json');
+
+const NT = 512;
+const grid = deviceInfo(0).smCount;
+/** 16-byte words of the streamed buffer (1 GiB) and of each block's slice. */
+const WORDS = 64 * 1024 * 1024;
+const SLICE = Math.floor(WORDS / grid / 32) * 32;
+
+/** The kernel with D loads in flight per streaming lane (D = 0: warps 1..15 idle). */
+function source(name: string, depth: number): string {
+  return `
+#define D ${depth}
+#define NT ${NT}
+#define G ${grid}
+#define SLICE ${SLICE}LL
+static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ uint4 ldw(const uint4* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(const uint4* __restrict__ w, unsigned int* bar, unsigned int rounds, unsigned long long* counts, unsigned int* stamps) {
+  __shared__ volatile int done;
+  if (threadIdx.x == 0) done = 0;
+  __syncthreads();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp == 0) {
+    if (lane == 0) {
+      unsigned long long t0, t1;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      for (unsigned int r = 1; r <= rounds; r++) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        while (ld_acquire(bar) < r * G) {}
+      }
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+      done = 1;
+      if (blockIdx.x == 0) { stamps[0] = (unsigned int)t0; stamps[1] = (unsigned int)t1; }
+    }
+  }
+#if D > 0
+  else {
+    // Lane l of streaming warp j reads words j - 1 + 15 * (32 * i + l)... of the block's slice (a
+    // warp's 32 loads are one 512-byte span), wrapping at its end, D loads ahead of their use.
+    const uint4* base = w + (long long)blockIdx.x * SLICE;
+    long long at = (long long)(warp - 1) * 32 + lane;
+    const long long step = 15LL * 32;
+    uint4 q[D];
+    unsigned int acc = 0;
+    unsigned long long n = 0;
+#pragma unroll
+    for (int i = 0; i < D; i++) { q[i] = ldw(base + at); at += step; if (at >= SLICE) at -= SLICE; }
+    while (!done) {
+#pragma unroll
+      for (int i = 0; i < D; i++) {
+        acc ^= q[i].x ^ q[i].w;
+        q[i] = ldw(base + at);
+        at += step;
+        if (at >= SLICE) at -= SLICE;
+      }
+      n += D;
+    }
+#pragma unroll
+    for (int i = 0; i < D; i++) acc ^= q[i].y;
+    if (acc == 0x9e3779b9u) counts[G + blockIdx.x] = 1ULL;
+    atomicAdd(&counts[blockIdx.x], n);
+  }
+#endif
+  __syncthreads();
+  // The last block out resets the barrier for the next launch.
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(bar + 1, 1u) == G - 1) { bar[0] = 0u; bar[1] = 0u; __threadfence(); }
+  }
+}
+`;
+}
+
+interface Row {
+  depth: number;
+  kib_in_flight_per_sm: number;
+  barrier_us: number;
+  stream_tb_s: number;
+}
+
+const weight = kiln.zeros([WORDS * 4], { dtype: 'float32', device: 'cuda' });
+const bar = kiln.zeros([2], { dtype: 'int32', device: 'cuda' });
+const stamps = kiln.zeros([2], { dtype: 'int32', device: 'cuda' });
+const stream = streamOf(bar);
+const rows: Row[] = [];
+console.log(JSON.stringify({ device: kiln.getAccelerator('cuda').properties(0).name, grid, threads: NT, reps, rounds }));
+
+for (const depth of [0, 1, 2, 4, 8, 12, 16]) {
+  const name = `kiln_sync_load_d${depth}`;
+  const k = kernelFromSource(0, source(name, depth), name, ['ptr', 'ptr', 'u32', 'ptr', 'ptr']);
+  const run = (): { barrier: number; tbs: number } => {
+    const counts = kiln.zeros([2 * grid], { dtype: 'int64', device: 'cuda' });
+    launch(k, [ptrOf(weight), ptrOf(bar), rounds, ptrOf(counts), ptrOf(stamps)], { grid, block: NT }, stream);
+    const st = stamps.to('cpu').toFlatArray() as number[];
+    const span = ((st[1]! - st[0]!) | 0) / 1000; // us (the stamps' low 32 bits; a run lasts far less than 4 s)
+    const loads = (counts.to('cpu').toFlatArray() as number[]).slice(0, grid).reduce((a, b) => a + b, 0);
+    counts.dispose();
+    // Loads counted per lane: 32 lanes of 16 bytes each.
+    return { barrier: span / rounds, tbs: (loads * 32 * 16) / (span * 1e6) };
+  };
+  run();
+  const xs = Array.from({ length: reps }, run);
+  const row: Row = {
+    depth,
+    kib_in_flight_per_sm: (15 * 32 * 16 * depth) / 1024,
+    barrier_us: +median(xs.map((x) => x.barrier)).toFixed(3),
+    stream_tb_s: +median(xs.map((x) => x.tbs)).toFixed(2),
+  };
+  rows.push(row);
+  console.log(JSON.stringify(row));
+}
+
+console.log('\nloads in flight per lane  KiB per SM  barrier us  stream TB/s');
+for (const r of rows) console.log(`${String(r.depth).padStart(24)} ${r.kib_in_flight_per_sm.toFixed(1).padStart(11)} ${r.barrier_us.toFixed(3).padStart(11)} ${r.stream_tb_s.toFixed(2).padStart(12)}`);
+if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-sync-under-load', grid, threads: NT, reps, rounds, date: new Date().toISOString() }, results: rows }, null, 1));
