@@ -26,10 +26,15 @@ declare -A FORM=(
   [aheadT]="KILN_DECODE_MEGAKERNEL_STREAM=ahead KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_POLL=tma"
   [flow4T]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_DOWN=group KILN_DECODE_MEGAKERNEL_POLL=tma"
   [flow4eT]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_DOWN=early KILN_DECODE_MEGAKERNEL_POLL=tma"
+  [kssP2]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=2"
+  [kssP4]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=4"
+  [kssP6]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=6"
+  [flow4P4]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_PACE=4"
 )
 # First call (commit 2a5c7a8): kss flow4 flow6 flow12 (counters sharing one line); second (2a5d935):
-# kss flow4 flow2 flow4e flow2e (counters on lines of their own); third: the polls as bulk copies (POLL=tma).
-forms=${FORMS:-kss kssT aheadT flow4 flow4T flow4eT}
+# kss flow4 flow2 flow4e flow2e (counters on lines of their own); third (055bbe4): the polls as bulk
+# copies (POLL=tma); the DOWN and POLL options were dropped after (slower). Fourth: paced weight loads.
+forms=${FORMS:-kss kssP2 kssP4 kssP6 flow4 flow4P4}
 if [ "$part" = mk ]; then
   mkpart ${MK_TEST_S:-200}
 else

@@ -105,6 +105,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
   ) {
     const device = spec.embed.device;
     const groups = getOption('KILN_DECODE_MEGAKERNEL_GROUPS');
+    const pace = getOption('KILN_DECODE_MEGAKERNEL_PACE');
     const variant: DecodeMegakernelVariant = {
       loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'),
       trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'),
@@ -112,6 +113,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
+      ...(pace > 0 ? { pace } : {}),
     };
     this.variant = variant;
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);

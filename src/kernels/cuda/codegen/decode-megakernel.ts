@@ -103,6 +103,15 @@ export interface DecodeMegakernelVariant {
   readonly sync?: 'grid' | 'flow';
   /** Groups of blocks of the 'flow' MLP (default: the most of 4, 3, 2, 1 that divide the intermediate size into multiples of 256). */
   readonly mlpGroups?: number;
+  /**
+   * Weight loads in flight per lane (stream 'next'; 0: off). Off, each phase's words are all
+   * loaded between the barrier's arrival and wait (up to 96 KiB a block for Qwen3-0.6B's gate/up);
+   * on, only the first `pace` are, and each later one is loaded `pace` words ahead of its use while
+   * the GEMV runs. Measured (bench/cuda-sync-under-load.ts, H100): 4 loads in flight per lane of 15
+   * warps (30 KiB per SM) already stream at the full 3.2 TB/s, and a grid barrier under them takes
+   * 1.7 us against 1.0 idle, 5.5 under 60 KiB and 12.8 under 120 KiB.
+   */
+  readonly pace?: number;
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -243,13 +252,15 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : '';
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
 /** Why this variant cannot run on these sizes (beyond megakernelUnsupported), or null. */
 export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): string | null {
+  if ((v.pace ?? 0) > 0 && v.stream !== 'next') return `pace ${v.pace} with weights streamed '${v.stream}' (it needs 'next')`;
+  if (v.pace !== undefined && (!Number.isInteger(v.pace) || v.pace < 0)) return `pace ${v.pace} (a whole number of loads is needed)`;
   if (v.sync !== 'flow') return null;
   if (v.stream !== 'next') return `sync 'flow' with weights streamed '${v.stream}' (it needs 'next')`;
   // A block's kv heads are a 32-bit mask.
@@ -331,6 +342,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const ahead = variant.stream === 'ahead';
   const host = variant.host === true;
   const flow = variant.sync === 'flow';
+  const pace = variant.pace ?? 0;
   const feeds = flow ? megakernelHeadFeeds(d, ks.qkv) : null;
   // Tables of the 'flow' head counters: constant memory on the GPU, plain arrays in the emulator.
   const table = (type: string, nameC: string, values: number[]): string => `${host ? 'static const' : '__constant__'} ${type} ${nameC}[${values.length}] = {${values.map((x) => `${x}u`).join(', ')}};`;
@@ -377,6 +389,9 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 // [SYNC_HEAD + SLINE * g] kv head g's q/k/v writers, [SYNC_GROUP + SLINE * grp] the group's gate/up
 // writers: a 128-byte line per counter, so the atomics on one do not queue behind the others'.
 #define MK_FLOW ${flow ? 1 : 0}
+// variant.pace: words of a GEMV loaded before the barrier that precedes it (the rest while it runs).
+#define PACE ${pace}
+#define PREF_LIMIT ${pace > 0 ? 'PACE' : '(1 << 30)'}
 #define NG ${groups}
 #define IS (INTER / NG)
 #define TWG ((G / NG) * NW)
@@ -627,25 +642,46 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
       if (u < (N) * (KS)) {                                                        \\
         const int r = u / (KS);                                                    \\
         const bf_t* p = (ROW_EXPR) + (u % (KS)) * ((K) / (KS));                    \\
-        _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) PUT((OFF) + j * KW(K, KS) + c, p + c * 256 + lane * 8); \\
+        _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++)                      \\
+          if ((OFF) + j * KW(K, KS) + c < PREF_LIMIT) PUT((OFF) + j * KW(K, KS) + c, p + c * 256 + lane * 8); \\
       }                                                                            \\
     }                                                                              \\
   }
 #define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR) PREFETCH_UNITS_X(N, K, KS, OFF, PUT, ROW_EXPR, gw, TW, ROUNDS(N, KS))
 
+/**
+ * variant.pace: word I of this warp's units of a GEMV whose words start at w[OFF] (the words past
+ * the first PACE, loaded while the GEMV runs, PACE ahead of their use: PACE_AT(i) at each use).
+ */
+#define ISSUE_WORD(N, K, KS, OFF, ROW_EXPR, GWX, TWX, I)                               \\
+  {                                                                                \\
+    const int i_ = (I) - (OFF), j_ = i_ / KW(K, KS), c_ = i_ % KW(K, KS);          \\
+    const int u = (GWX) + j_ * (TWX);                                              \\
+    if (u < (N) * (KS)) {                                                          \\
+      const int r = u / (KS);                                                      \\
+      w[(I)] = ldw((ROW_EXPR) + (u % (KS)) * ((K) / (KS)) + c_ * 256 + lane * 8);  \\
+    }                                                                              \\
+  }
+#define NO_ISSUE(i)
+
 /** This warp's partial dot products with xs (one per round, warp-summed) into ACC[]. */
-#define DOT_UNITS_X(N, K, KS, OFF, SRC, ACC, GWX, TWX, RND)                           \\
+#define DOT_UNITS_XP(N, K, KS, OFF, SRC, ACC, GWX, TWX, RND, ISSUE)                   \\
   _Pragma("unroll") for (int j = 0; j < (RND); j++) {                              \\
     const int u = (GWX) + j * (TWX);                                               \\
     ACC[j] = 0.f;                                                                  \\
     if (u < (N) * (KS)) {                                                          \\
       const float* xp = sh.xs + (u % (KS)) * ((K) / (KS)) + lane * 8;              \\
       float a = 0.f;                                                               \\
-      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(SRC((OFF) + j * KW(K, KS) + c), xp + c * 256); \\
+      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) {                      \\
+        ISSUE((OFF) + j * KW(K, KS) + c);                                          \\
+        a += dot8(SRC((OFF) + j * KW(K, KS) + c), xp + c * 256);                   \\
+      }                                                                            \\
       ACC[j] = warp_sum(a);                                                        \\
     }                                                                              \\
   }
+#define DOT_UNITS_X(N, K, KS, OFF, SRC, ACC, GWX, TWX, RND) DOT_UNITS_XP(N, K, KS, OFF, SRC, ACC, GWX, TWX, RND, NO_ISSUE)
 #define DOT_UNITS(N, K, KS, OFF, SRC, ACC) DOT_UNITS_X(N, K, KS, OFF, SRC, ACC, gw, TW, ROUNDS(N, KS))
+#define DOT_UNITS_P(N, K, KS, OFF, SRC, ACC, ISSUE) DOT_UNITS_XP(N, K, KS, OFF, SRC, ACC, gw, TW, ROUNDS(N, KS), ISSUE)
 
 /** Row sums of a split GEMV: the units' sums staged in GP, added in unit order by the row's first warp. */
 #define STAGE_UNITS_X(KS, ACC, GP, RND)                                            \\
@@ -659,10 +695,10 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
 }
 
 /** The GEMV of this warp's prefetched units with xs; EPI stores row r's sum acc (lane 0 of its first warp). */
-#define GEMV_UNITS_X(N, K, KS, SRC, EPI, GWX, TWX, RND)                               \\
+#define GEMV_UNITS_XP(N, K, KS, SRC, EPI, GWX, TWX, RND, ISSUE)                       \\
   {                                                                                \\
     float accs_[RND];                                                              \\
-    DOT_UNITS_X(N, K, KS, 0, SRC, accs_, GWX, TWX, RND);                           \\
+    DOT_UNITS_XP(N, K, KS, 0, SRC, accs_, GWX, TWX, RND, ISSUE);                   \\
     STAGE_UNITS_X(KS, accs_, sh.gp, RND);                                          \\
     if ((KS) > 1) __syncthreads();                                                 \\
     _Pragma("unroll") for (int j = 0; j < (RND); j++) {                            \\
@@ -674,7 +710,26 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
       }                                                                            \\
     }                                                                              \\
   }
+#define GEMV_UNITS_X(N, K, KS, SRC, EPI, GWX, TWX, RND) GEMV_UNITS_XP(N, K, KS, SRC, EPI, GWX, TWX, RND, NO_ISSUE)
 #define GEMV_UNITS(N, K, KS, SRC, EPI) GEMV_UNITS_X(N, K, KS, SRC, EPI, gw, TW, ROUNDS(N, KS))
+#define GEMV_UNITS_P(N, K, KS, SRC, EPI, ISSUE) GEMV_UNITS_XP(N, K, KS, SRC, EPI, gw, TW, ROUNDS(N, KS), ISSUE)
+${
+    pace === 0
+      ? `#define PACE_QKV(i)
+#define PACE_O(i)
+#define PACE_GU(i)
+#define PACE_DOWN(i)`
+      : `// Each GEMV's word i + PACE, loaded at the use of word i (gate/up: the gate words, then the up words).
+#define PACE_QKV(i) if ((i) + PACE < ROUNDS(RQKV, KS_QKV) * KW(H, KS_QKV)) ISSUE_WORD(RQKV, H, KS_QKV, 0, qkv_row(L, r), gw, TW, (i) + PACE)
+#define PACE_O(i) if ((i) + PACE < ROUNDS(H, KS_O) * KW(QROWS, KS_O)) ISSUE_WORD(H, QROWS, KS_O, 0, L.wo + (long long)r * QROWS, gw, TW, (i) + PACE)
+${
+  flow
+    ? `#define PACE_GU(i) if ((i) + PACE < GU_HALF) ISSUE_WORD(IS, H, KS_GU, 0, L.wg + (long long)(grp * IS + r) * H, lgw, twg, (i) + PACE) else if ((i) + PACE < 2 * GU_HALF) ISSUE_WORD(IS, H, KS_GU, GU_HALF, L.wu + (long long)(grp * IS + r) * H, lgw, twg, (i) + PACE)
+#define PACE_DOWN(i) if ((i) + PACE < ROUNDSG(H, KS_DOWN) * KW(IS, KS_DOWN)) ISSUE_WORD(H, IS, KS_DOWN, 0, L.wd + (long long)r * INTER + grp * IS, lgw, twg, (i) + PACE)`
+    : `#define PACE_GU(i) if ((i) + PACE < GU_HALF) ISSUE_WORD(INTER, H, KS_GU, 0, L.wg + (long long)r * H, gw, TW, (i) + PACE) else if ((i) + PACE < 2 * GU_HALF) ISSUE_WORD(INTER, H, KS_GU, GU_HALF, L.wu + (long long)r * H, gw, TW, (i) + PACE)
+#define PACE_DOWN(i) if ((i) + PACE < ROUNDS(H, KS_DOWN) * KW(INTER, KS_DOWN)) ISSUE_WORD(H, INTER, KS_DOWN, 0, L.wd + (long long)r * INTER, gw, TW, (i) + PACE)`
+}`
+  }
 
 extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const LayerPtrs* __restrict__ layers, const bf_t* __restrict__ embed, const bf_t* __restrict__ final_norm,
@@ -767,7 +822,7 @@ ${
 
     // (1) RMSNorm + q/k/v projections.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh${flow ? ', layer == 0 ? nullptr : dpart' : ''});
-    GEMV_UNITS(RQKV, H, KS_QKV, ${ahead ? 'SMEM_W' : 'REG_W'}, qkv[r] = tobf(acc));
+    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W, qkv[r] = tobf(acc));' : 'GEMV_UNITS_P(RQKV, H, KS_QKV, REG_W, qkv[r] = tobf(acc), PACE_QKV);'}
     ${
       flow
         ? `// Attention on a kv head waits only for the blocks that wrote its q/k/v rows.
@@ -1004,7 +1059,7 @@ ${
       sh.xs[i] = rbf(A / Lsum);
     }
     __syncthreads();
-    GEMV_UNITS(H, QROWS, KS_O, REG_W, h[r] = tobf(${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'} + rbf(acc)));
+    GEMV_UNITS_P(H, QROWS, KS_O, REG_W, h[r] = tobf(${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'} + rbf(acc)), PACE_O);
     grid_arrive(bar, ++nbar, trace);
     ${
       ahead
@@ -1024,8 +1079,8 @@ ${
     row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDSG(IS, KS_GU)], au[ROUNDSG(IS, KS_GU)];
-      DOT_UNITS_X(IS, H, KS_GU, 0, REG_W, ag, lgw, twg, ROUNDSG(IS, KS_GU));
-      DOT_UNITS_X(IS, H, KS_GU, GU_HALF, REG_W, au, lgw, twg, ROUNDSG(IS, KS_GU));
+      DOT_UNITS_XP(IS, H, KS_GU, 0, REG_W, ag, lgw, twg, ROUNDSG(IS, KS_GU), PACE_GU);
+      DOT_UNITS_XP(IS, H, KS_GU, GU_HALF, REG_W, au, lgw, twg, ROUNDSG(IS, KS_GU), PACE_GU);
       STAGE_UNITS_X(KS_GU, ag, sh.gp, ROUNDSG(IS, KS_GU));
       STAGE_UNITS_X(KS_GU, au, sh.gp2, ROUNDSG(IS, KS_GU));
       if (KS_GU > 1) __syncthreads();
@@ -1050,14 +1105,14 @@ ${
 
     // (5) down projection's partial sums over the slice (the next layer adds the groups' and the residual).
     row_to_smem(act + grp * IS, nullptr, IS, sh);
-    GEMV_UNITS_X(H, IS, KS_DOWN, REG_W, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN));
+    GEMV_UNITS_XP(H, IS, KS_DOWN, REG_W, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN), PACE_DOWN);
 `
         : `    // (4) RMSNorm + gate/up projections + silu * mul.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
     {
       float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
-      DOT_UNITS(INTER, H, KS_GU, 0, ${ahead ? 'SMEM_W' : 'REG_W'}, ag);
-      DOT_UNITS(INTER, H, KS_GU, GU_HALF, ${ahead ? 'SMEM_W' : 'REG_W'}, au);
+      ${ahead ? 'DOT_UNITS(INTER, H, KS_GU, 0, SMEM_W, ag);' : 'DOT_UNITS_P(INTER, H, KS_GU, 0, REG_W, ag, PACE_GU);'}
+      ${ahead ? 'DOT_UNITS(INTER, H, KS_GU, GU_HALF, SMEM_W, au);' : 'DOT_UNITS_P(INTER, H, KS_GU, GU_HALF, REG_W, au, PACE_GU);'}
       STAGE_UNITS(INTER, KS_GU, ag, sh.gp);
       STAGE_UNITS(INTER, KS_GU, au, sh.gp2);
       if (KS_GU > 1) __syncthreads();
@@ -1084,7 +1139,7 @@ ${
 
     // (5) down projection + residual.
     row_to_smem(act, nullptr, INTER, sh);
-    GEMV_UNITS(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)));
+    GEMV_UNITS_P(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)), PACE_DOWN);
 `
     }
     grid_arrive(bar, ++nbar, trace);
