@@ -30,13 +30,20 @@ declare -A FORM=(
   [kssP4]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=4"
   [kssP6]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=6"
   [flow4P4]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_PACE=4"
+  [kssP8]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=8"
+  [kssP12]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=12"
 )
 # First call (commit 2a5c7a8): kss flow4 flow6 flow12 (counters sharing one line); second (2a5d935):
 # kss flow4 flow2 flow4e flow2e (counters on lines of their own); third (055bbe4): the polls as bulk
-# copies (POLL=tma); the DOWN and POLL options were dropped after (slower). Fourth: paced weight loads.
-forms=${FORMS:-kss kssP2 kssP4 kssP6 flow4 flow4P4}
+# copies (POLL=tma); the DOWN and POLL options were dropped after (slower). Fourth (35dd4b0): paced
+# weight loads (kss kssP2 kssP4 kssP6 flow4 flow4P4); fifth: more paces, and the step's breakdown.
+forms=${FORMS:-kss kssP6 kssP8 kssP12}
 if [ "$part" = mk ]; then
-  mkpart ${MK_TEST_S:-200}
+  MK_TESTS=${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-200}
+  # Where a batch-1 step's time goes with the megakernel (kernel, sampling, host), at the first and the last form.
+  for f in kss ${forms##* }; do
+    go breakdown-$f && { env KILN_DECODE_MEGAKERNEL=1 ${FORM[$f]} $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1 --new 256 --reps 1 --breakdown --json "$out/breakdown-$f.json" > "$out/breakdown-$f.txt" 2>&1; el "breakdown $f rc=$?"; sum "$out/breakdown-$f.txt" "breakdown|^decode" 4; }
+  done
 else
   el "unknown part $part"
 fi
