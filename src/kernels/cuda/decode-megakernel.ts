@@ -113,7 +113,8 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
-      ...(pace > 0 ? { pace } : {}),
+      // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).
+      ...(pace > 0 && getOption('KILN_DECODE_MEGAKERNEL_STREAM') === 'next' ? { pace } : {}),
     };
     this.variant = variant;
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
