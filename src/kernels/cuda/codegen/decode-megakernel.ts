@@ -19,6 +19,12 @@
  *   latency and the weight's round trip then overlap, which separate kernels cannot do beyond
  *   PDL's one wave. Work units are rows, or rows split along K over 2 or 4 warps of one block
  *   where rows are fewer than warps (megakernelPlan), round-robin over the grid's warps.
+ *   variant.pace (default 6) loads only a GEMV's first words a lane there and the rest that many
+ *   ahead of their use: past ~30 KiB in flight per SM the loads only queue, and the barrier's
+ *   release waits behind them (bench/cuda-sync-under-load.ts).
+ * - variant.sync 'flow' (opt-in) has three grid barriers a layer instead of five: attention waits
+ *   on a counter per kv head, and the MLP runs in groups of blocks with the down projection split
+ *   along K over the groups (partials added in group order by the next layer).
  * - The grid barrier has two halves: arrival (__syncthreads, then one thread's fence and atomic
  *   add) and wait (an acquire load polled). The loads are issued between them, because a fence
  *   also waits for its thread's loads in flight (measured on the H200: a barrier after the o
