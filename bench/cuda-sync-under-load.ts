@@ -15,6 +15,10 @@
  *     used), until warp 0 is done; they count their loads.
  * Per D (0: no stream; in flight per SM: 15 x 32 x 16 x D bytes), medians over reps of: the
  * barrier's time (R barriers' span / R) and the stream's bandwidth over that span.
+ * Then the same with the stream carried by one thread per block (warp 1's lane 0) as bulk copies
+ * (cp.async.bulk, sm_90) of C bytes into a ring of 8 shared-memory slots, at most N copies in
+ * flight (it waits on the oldest's mbarrier before issuing the next): whether one producer thread
+ * a block can keep the DRAM busy at a bounded depth, as a producer-warp megakernel would need.
  *
  *   node dist/bench/cuda-sync-under-load.js [--reps 15] [--rounds 400] [--json out.json]
  */
@@ -154,6 +158,110 @@ for (const depth of [0, 1, 2, 4, 8, 12, 16]) {
   console.log(JSON.stringify(row));
 }
 
+
+/** The bulk-copy stream: one thread a block, copies of C bytes, N in flight, into 8 slots. */
+function tmaSource(name: string, copyBytes: number, inFlight: number): string {
+  return `
+#define NT ${NT}
+#define G ${grid}
+#define SLICE ${SLICE}LL
+#define C ${copyBytes}
+#define NF ${inFlight}
+#define R 8
+static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ unsigned int smem_u32(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void wait_full(unsigned long long* b, unsigned int parity) {
+  unsigned int ok = 0;
+  while (!ok) asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }" : "=r"(ok) : "r"(smem_u32(b)), "r"(parity) : "memory");
+}
+extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(const uint4* __restrict__ w, unsigned int* bar, unsigned int rounds, unsigned long long* counts, unsigned int* stamps) {
+  extern __shared__ __align__(128) unsigned char ring[];
+  __shared__ __align__(8) unsigned long long full[R];
+  __shared__ volatile int done;
+  if (threadIdx.x == 0) {
+    done = 0;
+    for (int i = 0; i < R; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&full[i])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (unsigned int r = 1; r <= rounds; r++) {
+      __threadfence();
+      atomicAdd(bar, 1u);
+      while (ld_acquire(bar) < r * G) {}
+    }
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    done = 1;
+    if (blockIdx.x == 0) { stamps[0] = (unsigned int)t0; stamps[1] = (unsigned int)t1; }
+  } else if (threadIdx.x == 32 && NF > 0) {
+    const unsigned char* base = reinterpret_cast<const unsigned char*>(w + (long long)blockIdx.x * SLICE);
+    const long long bytes = SLICE * 16;
+    long long at = 0;
+    unsigned long long q = 0;
+    while (!done) {
+      // The copy NF back must have landed before this one is issued (its slot is free too: R >= NF).
+      if (q >= NF) wait_full(&full[(q - NF) % R], (unsigned int)(((q - NF) / R) & 1));
+      const unsigned int b = smem_u32(&full[q % R]);
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(C) : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" :: "r"(smem_u32(ring + (q % R) * C)), "l"(base + at), "r"(C), "r"(b) : "memory");
+      at += C;
+      if (at + C > bytes) at = 0;
+      q++;
+    }
+    // Drain: every issued copy lands before the block exits.
+    for (unsigned long long k = q > NF ? q - NF : 0; k < q; k++) wait_full(&full[k % R], (unsigned int)((k / R) & 1));
+    counts[blockIdx.x] = q;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(bar + 1, 1u) == G - 1) { bar[0] = 0u; bar[1] = 0u; __threadfence(); }
+  }
+}
+`;
+}
+
+interface TmaRow {
+  copy_kib: number;
+  copies_in_flight: number;
+  kib_in_flight_per_sm: number;
+  barrier_us: number;
+  stream_tb_s: number;
+}
+const tmaRows: TmaRow[] = [];
+for (const [copyBytes, inFlight] of [[8192, 1], [8192, 2], [8192, 4], [8192, 8], [16384, 2], [16384, 4], [4096, 8]] as const) {
+  const name = `kiln_sync_tma_c${copyBytes}_n${inFlight}`;
+  const k = kernelFromSource(0, tmaSource(name, copyBytes, inFlight), name, ['ptr', 'ptr', 'u32', 'ptr', 'ptr'], [], 8 * copyBytes);
+  const run = (): { barrier: number; tbs: number } => {
+    const counts = kiln.zeros([2 * grid], { dtype: 'int64', device: 'cuda' });
+    launch(k, [ptrOf(weight), ptrOf(bar), rounds, ptrOf(counts), ptrOf(stamps)], { grid, block: NT, sharedBytes: 8 * copyBytes }, stream);
+    const st = stamps.to('cpu').toFlatArray() as number[];
+    const span = ((st[1]! - st[0]!) | 0) / 1000;
+    const copies = (counts.to('cpu').toFlatArray() as number[]).slice(0, grid).reduce((a, b) => a + b, 0);
+    counts.dispose();
+    return { barrier: span / rounds, tbs: (copies * copyBytes) / (span * 1e6) };
+  };
+  run();
+  const xs = Array.from({ length: reps }, run);
+  const row: TmaRow = {
+    copy_kib: copyBytes / 1024,
+    copies_in_flight: inFlight,
+    kib_in_flight_per_sm: (copyBytes * inFlight) / 1024,
+    barrier_us: +median(xs.map((x) => x.barrier)).toFixed(3),
+    stream_tb_s: +median(xs.map((x) => x.tbs)).toFixed(2),
+  };
+  tmaRows.push(row);
+  console.log(JSON.stringify(row));
+}
+
 console.log('\nloads in flight per lane  KiB per SM  barrier us  stream TB/s');
 for (const r of rows) console.log(`${String(r.depth).padStart(24)} ${r.kib_in_flight_per_sm.toFixed(1).padStart(11)} ${r.barrier_us.toFixed(3).padStart(11)} ${r.stream_tb_s.toFixed(2).padStart(12)}`);
-if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-sync-under-load', grid, threads: NT, reps, rounds, date: new Date().toISOString() }, results: rows }, null, 1));
+console.log('\nbulk copies: KiB a copy  in flight  KiB per SM  barrier us  stream TB/s');
+for (const r of tmaRows) console.log(`${String(r.copy_kib).padStart(23)} ${String(r.copies_in_flight).padStart(10)} ${r.kib_in_flight_per_sm.toFixed(1).padStart(11)} ${r.barrier_us.toFixed(3).padStart(11)} ${r.stream_tb_s.toFixed(2).padStart(12)}`);
+if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-sync-under-load', grid, threads: NT, reps, rounds, date: new Date().toISOString() }, results: rows, bulk: tmaRows }, null, 1));
