@@ -32,6 +32,7 @@ declare -A FORM=(
   [flow4P4]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_GROUPS=4 KILN_DECODE_MEGAKERNEL_PACE=4"
   [kssP8]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=8"
   [kssP12]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_PACE=12"
+  [ring]="KILN_DECODE_MEGAKERNEL_STREAM=ring KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=grid"
 )
 # First call (commit 2a5c7a8): kss flow4 flow6 flow12 (counters sharing one line); second (2a5d935):
 # kss flow4 flow2 flow4e flow2e (counters on lines of their own); third (055bbe4): the polls as bulk

@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStamps, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStamps, megakernelSyncWords, megakernelThreads, megakernelUnsupported, MK_LAYER_PTRS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -188,7 +188,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       }
       this.args[this.argIndex + i] = ptrOf(t);
     });
-    launch(this.kernel, this.args, { grid: this.dims.grid, block: MK_THREADS, sharedBytes: this.dynamicShared }, streamOf(this.logits));
+    launch(this.kernel, this.args, { grid: this.dims.grid, block: megakernelThreads(this.variant), sharedBytes: this.dynamicShared }, streamOf(this.logits));
     megakernelStats.launches++;
     const out = this.logits;
     return new Tensor(out.storage, out.dtype, out.shape, out.strides, out.offset);
