@@ -113,6 +113,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
+      ringKib: getOption('KILN_DECODE_MEGAKERNEL_RING_KIB'),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).
       ...(pace > 0 && getOption('KILN_DECODE_MEGAKERNEL_STREAM') === 'next' ? { pace } : {}),
     };

@@ -118,6 +118,8 @@ export interface DecodeMegakernelVariant {
    * 1.7 us against 1.0 idle, 5.5 under 60 KiB and 12.8 under 120 KiB.
    */
   readonly pace?: number;
+  /** stream 'ring': KiB of weights in flight per block (default 32: bench/cuda-sync-under-load.ts). */
+  readonly ringKib?: number;
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -265,7 +267,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
   const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}`;
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : v.stream === 'ring' ? `_ring${v.ringKib ?? 32}` : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
@@ -416,7 +418,9 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define MK_RING ${ring ? 1 : 0}
 #define NTL ${megakernelThreads(variant)}
 #define RING_BYTES ${MK_RING_BYTES}
-#define RING_D 2
+#define RING_INFLIGHT ${(variant.ringKib ?? 32) * 1024}
+// Chunks of B bytes a GEMV keeps in flight (an immediate of cp.async.wait_group).
+#define RING_D(B) ((B) >= RING_INFLIGHT ? 1 : RING_INFLIGHT / (B))
 #define WGQ 4
 #define NQ (NW / WGQ)
 // variant.pace: words of a GEMV loaded before the barrier that precedes it (the rest while it runs).
@@ -502,7 +506,7 @@ ${
 static inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() {}
-static inline void cp_async_wait_ring() {}
+template <int N> static inline void cp_async_wait_ring() {}
 static inline unsigned int mk_now() { return 0u; }`
       : `static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
@@ -510,7 +514,7 @@ static inline unsigned int mk_now() { return 0u; }`
 }
 static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-static __device__ __forceinline__ void cp_async_wait_ring() { asm volatile("cp.async.wait_group %0;" :: "n"(RING_D) : "memory"); }
+template <int N> static __device__ __forceinline__ void cp_async_wait_ring() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -840,10 +844,10 @@ static __device__ __forceinline__ int ring_passed(Shared& sh) {
       for (int p = pos / 2048; p < (pos + bytes) / 2048; p++) last[p] = (int)q;    \\
       q++;                                                                         \\
       pos += bytes;                                                                \\
-      cp_async_wait_ring();                                                        \\
+      cp_async_wait_ring<RING_D(KW(K, KS) * 2048)>();                              \\
       __syncwarp();                                                                \\
-      if (q > RING_D && q - RING_D > announced) {                                  \\
-        announced = q - RING_D;                                                    \\
+      if (q > RING_D(KW(K, KS) * 2048) && q - RING_D(KW(K, KS) * 2048) > announced) { \\
+        announced = q - RING_D(KW(K, KS) * 2048);                                  \\
         if (lane == 0) { __threadfence_block(); vstore(sh.ring_ready, announced); } \\
       }                                                                            \\
     }
