@@ -76,16 +76,6 @@ inline void emu_wait(EmuBarrier& b) {
 }
 
 inline void __syncthreads() { emu_wait(emu_block_barrier[blockIdx.x]); }
-// A named barrier of the first `count` threads of the block (bar.sync 1, count): its count is set
-// by the first thread to reach it in a launch.
-static std::vector<EmuBarrier> emu_named_barrier;
-inline void emu_bar_sync(unsigned count) {
-  EmuBarrier& b = emu_named_barrier[blockIdx.x];
-  if (b.count == 0) b.count = count;
-  emu_wait(b);
-}
-inline void __syncwarp() { emu_wait(emu_warp_barrier[blockIdx.x * (emu_block_threads / 32) + (threadIdx.x >> 5)]); }
-inline void __threadfence_block() {}
 
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int off) {
   static_assert(sizeof(T) <= 8, "shuffle of more than 8 bytes");
@@ -145,7 +135,6 @@ inline void emu_grid_launch(unsigned grid, unsigned block, size_t sharedBytes, c
   emu_block_threads = block;
   emu_fibers.assign(n, EmuFiber{});
   emu_block_barrier.assign(grid, EmuBarrier{block});
-  emu_named_barrier.assign(grid, EmuBarrier{0});
   emu_warp_barrier.assign((size_t)grid * (block / 32), EmuBarrier{32});
   emu_shfl.assign(n, 0);
   std::vector<std::vector<unsigned char>> shared(grid, std::vector<unsigned char>(sharedBytes + 16));

@@ -39,7 +39,8 @@ declare -A FORM=(
 # First call (commit 2a5c7a8): kss flow4 flow6 flow12 (counters sharing one line); second (2a5d935):
 # kss flow4 flow2 flow4e flow2e (counters on lines of their own); third (055bbe4): the polls as bulk
 # copies (POLL=tma); the DOWN and POLL options were dropped after (slower). Fourth (35dd4b0): paced
-# weight loads (kss kssP2 kssP4 kssP6 flow4 flow4P4); fifth: more paces, and the step's breakdown.
+# weight loads (kss kssP2 kssP4 kssP6 flow4 flow4P4); fifth: more paces, and the step's breakdown;
+# sixth and seventh (fbae93e, 5ec40fe): STREAM=ring (dropped after: slower; RING_KIB went with it).
 forms=${FORMS:-kss kssP6 kssP8 kssP12}
 if [ "$part" = mk ]; then
   MK_TESTS=${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-200}

@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStamps, megakernelSyncWords, megakernelThreads, megakernelUnsupported, MK_LAYER_PTRS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStamps, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -113,7 +113,6 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
-      ringKib: getOption('KILN_DECODE_MEGAKERNEL_RING_KIB'),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).
       ...(pace > 0 && getOption('KILN_DECODE_MEGAKERNEL_STREAM') === 'next' ? { pace } : {}),
     };
@@ -189,7 +188,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       }
       this.args[this.argIndex + i] = ptrOf(t);
     });
-    launch(this.kernel, this.args, { grid: this.dims.grid, block: megakernelThreads(this.variant), sharedBytes: this.dynamicShared }, streamOf(this.logits));
+    launch(this.kernel, this.args, { grid: this.dims.grid, block: MK_THREADS, sharedBytes: this.dynamicShared }, streamOf(this.logits));
     megakernelStats.launches++;
     const out = this.logits;
     return new Tensor(out.storage, out.dtype, out.shape, out.strides, out.offset);

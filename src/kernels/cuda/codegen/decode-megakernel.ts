@@ -81,7 +81,7 @@ export interface DecodeMegakernelVariant {
    * and the wait on the barrier before it; 'ahead' two phases before it (the q/k/v and gate/up
    * weights into shared memory with cp.async, the o and down weights into registers).
    */
-  readonly stream: 'next' | 'ahead' | 'ring';
+  readonly stream: 'next' | 'ahead';
   /**
    * Host C++ for the grid emulator (scripts/cuda-emu/grid-emu.h: a fiber per CUDA thread, every
    * block live, so the grid barriers work): no PTX, shared memory per emulated block.
@@ -118,8 +118,6 @@ export interface DecodeMegakernelVariant {
    * 1.7 us against 1.0 idle, 5.5 under 60 KiB and 12.8 under 120 KiB.
    */
   readonly pace?: number;
-  /** stream 'ring': KiB of weights in flight per block (default 32: bench/cuda-sync-under-load.ts). */
-  readonly ringKib?: number;
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -187,7 +185,7 @@ export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
     ks,
     groups,
     // Registers: every phase's weights ('next'), or the o and down weights ('ahead'); the LM head's first row.
-    words: v.stream === 'ring' ? d.hidden / 256 : ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
+    words: ahead ? Math.max(w('o'), w('down'), d.hidden / 256) : Math.max(w('qkv'), w('o'), w('gu'), w('down'), d.hidden / 256),
     // Shared memory ('ahead'): the q/k/v and the gate/up weights, one at a time.
     smemWords: ahead ? Math.max(w('qkv'), w('gu')) : 0,
     splitRounds,
@@ -195,12 +193,6 @@ export function megakernelPlan(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
 }
 
 export const MK_THREADS = 512;
-/** Bytes of the shared-memory ring of stream 'ring' (dynamic shared memory). */
-export const MK_RING_BYTES = 160 * 1024;
-/** Threads a block is launched with: the 512 that compute, and under stream 'ring' the producer warp. */
-export function megakernelThreads(v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
-  return v.stream === 'ring' ? MK_THREADS + 32 : MK_THREADS;
-}
 const MK_WARPS = MK_THREADS / 32;
 /** Tokens a warp holds in registers across the barrier before attention (its first ones). */
 const KV_PREFETCH = 4;
@@ -240,7 +232,7 @@ export function megakernelSharedBytes(d: DecodeMegakernelDims, v: DecodeMegakern
   const gq = d.heads / d.kvHeads;
   const maxK = Math.max(d.hidden, d.heads * d.headDim, d.intermediate);
   const splitRows = 2 * megakernelPlan(d, v).splitRounds * MK_WARPS + 2 * d.heads * megakernelSplits(d);
-  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH + MK_WARPS + 1) + 16;
+  return 4 * (maxK + MK_WARPS + (gq + 2) * d.headDim + 2 * MK_WARPS * gq + MK_WARPS * gq * d.headDim + splitRows + MK_WARPS * KV_PREFETCH) + 4;
 }
 
 /** Most rounds (units per warp) of a GEMV split along K (its partial sums are staged per round). */
@@ -267,20 +259,12 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
   const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}`;
-  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : v.stream === 'ring' ? `_ring${v.ringKib ?? 32}` : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
+  const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
 
 /** Why this variant cannot run on these sizes (beyond megakernelUnsupported), or null. */
 export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): string | null {
-  if (v.stream === 'ring') {
-    if (v.sync === 'flow') return "stream 'ring' with sync 'flow' (it needs 'grid')";
-    // Two rounds of the largest chunks at once plus one chunk lost to the wrap: a warp waiting for
-    // a chunk has passed every chunk before its round, so the producer never waits on it.
-    const plan = megakernelPlan(d, v);
-    const chunk = 2048 * Math.max(d.hidden / plan.ks.qkv, (d.heads * d.headDim) / plan.ks.o, d.hidden / plan.ks.gu, d.intermediate / plan.ks.down) / 256;
-    if (9 * chunk > MK_RING_BYTES) return `stream 'ring' with chunks of ${chunk} bytes (the ring of ${MK_RING_BYTES} holds 9 at least)`;
-  }
   if ((v.pace ?? 0) > 0 && v.stream !== 'next') return `pace ${v.pace} with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.pace !== undefined && (!Number.isInteger(v.pace) || v.pace < 0)) return `pace ${v.pace} (a whole number of loads is needed)`;
   if (v.sync !== 'flow') return null;
@@ -362,7 +346,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   const qrows = d.heads * d.headDim;
   const { ks, words, smemWords, splitRounds, groups } = megakernelPlan(d, variant);
   const ahead = variant.stream === 'ahead';
-  const ring = variant.stream === 'ring';
   const host = variant.host === true;
   const flow = variant.sync === 'flow';
   const pace = variant.pace ?? 0;
@@ -412,17 +395,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 // [SYNC_HEAD + SLINE * g] kv head g's q/k/v writers, [SYNC_GROUP + SLINE * grp] the group's gate/up
 // writers: a 128-byte line per counter, so the atomics on one do not queue behind the others'.
 #define MK_FLOW ${flow ? 1 : 0}
-// stream 'ring': warp NW (threads NT.. NTL - 1) streams the block's weights for every layer into a
-// ring of RING_BYTES of shared memory, in chunks of WGQ warps' units of one round of one GEMV
-// (KW x 2048 bytes), at most RING_D chunks in flight; the NT others compute from it.
-#define MK_RING ${ring ? 1 : 0}
-#define NTL ${megakernelThreads(variant)}
-#define RING_BYTES ${MK_RING_BYTES}
-#define RING_INFLIGHT ${(variant.ringKib ?? 32) * 1024}
-// Chunks of B bytes a GEMV keeps in flight (an immediate of cp.async.wait_group).
-#define RING_D(B) ((B) >= RING_INFLIGHT ? 1 : RING_INFLIGHT / (B))
-#define WGQ 4
-#define NQ (NW / WGQ)
 // variant.pace: words of a GEMV loaded before the barrier that precedes it (the rest while it runs).
 #define PACE ${pace}
 #define PREF_LIMIT ${pace > 0 ? 'PACE' : '(1 << 30)'}
@@ -468,17 +440,6 @@ static __device__ __forceinline__ uint2 pack_row(const float* f) {
   for (int e = 0; e < DPL; e++) w[e >> 1] |= (unsigned int)tobf(f[e]) << ((e & 1) * 16);
   return make_uint2(w[0], w[1]);
 }
-// The block barrier of the threads that compute (under stream 'ring' the producer warp is not in it).
-${
-    ring
-      ? host
-        ? 'static inline void csync() { emu_bar_sync(NT); }'
-        : 'static __device__ __forceinline__ void csync() { asm volatile("bar.sync 1, %0;" :: "n"(NT) : "memory"); }'
-      : 'static __device__ __forceinline__ void csync() { __syncthreads(); }'
-  }
-static __device__ __forceinline__ unsigned int vload(const unsigned int& x) { return *reinterpret_cast<const volatile unsigned int*>(&x); }
-static __device__ __forceinline__ void vstore(unsigned int& x, unsigned int v) { *reinterpret_cast<volatile unsigned int*>(&x) = v; }
-${host ? 'static inline void spin_pause() { emu_yield(); }' : 'static __device__ __forceinline__ void spin_pause() {}'}
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -506,7 +467,6 @@ ${
 static inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() {}
-template <int N> static inline void cp_async_wait_ring() {}
 static inline unsigned int mk_now() { return 0u; }`
       : `static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
@@ -514,7 +474,6 @@ static inline unsigned int mk_now() { return 0u; }`
 }
 static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-template <int N> static __device__ __forceinline__ void cp_async_wait_ring() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -553,18 +512,9 @@ struct Shared {
   float gp2[GPR][NW];
   int kslot[NW][UKV];
   int dead;
-  // stream 'ring': chunks landed (set by the producer warp), and per computing warp the chunks it
-  // has passed (it reads none of them again).
-  unsigned int ring_ready, ring_wq[NW], ring_full;
 };
 // megakernelSharedBytes (the host's sizing and limit checks) must cover the struct.
 static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakernelSharedBytes undercounts struct Shared");
-/** stream 'ring': until chunk q has landed (lane 0 polls the producer's count; the warp follows). */
-static __device__ __forceinline__ void ring_wait(Shared& sh, unsigned int q, int lane) {
-  if (lane == 0) while (vload(sh.ring_ready) <= q) spin_pause();
-  __syncwarp();
-  __threadfence_block();
-}
 
 /**
  * Grid barrier number k (1-based) of this launch, in two halves so the next phase's weight loads
@@ -574,7 +524,7 @@ static __device__ __forceinline__ void ring_wait(Shared& sh, unsigned int q, int
  * prefetch, up to 2.7 us after the o projection).
  */
 static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned int k, unsigned int* trace, bool fence = true) {
-  csync();
+  __syncthreads();
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2] = mk_now();
 #endif
@@ -608,7 +558,7 @@ static __device__ __forceinline__ void poll_until(const unsigned int* counter, u
 }
 /** sync 'flow': the block's writes made visible, then counted on each counter of the mask (bit i: counters[i * SLINE]). */
 static __device__ __forceinline__ void flag_arrive(unsigned int* counters, unsigned int mask) {
-  csync();
+  __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
     for (int i = 0; i < 32; i++)
@@ -620,7 +570,7 @@ static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2 + 1] = mk_now();
 #endif
-  csync();
+  __syncthreads();
 }
 
 /**
@@ -656,7 +606,7 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
   if (w != nullptr) {
     ss = warp_sum(ss);
     if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = ss;
-    csync();
+    __syncthreads();
     float t = 0.f;
 #pragma unroll
     for (int i = 0; i < NW; i++) t += sh.red[i];
@@ -667,7 +617,7 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
       if (i < n) sh.xs[i] = rbf(sh.xs[i] * r * wr[j]);
     }
   }
-  csync();
+  __syncthreads();
 }
 
 static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r) {
@@ -756,7 +706,7 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
     float accs_[RND];                                                              \\
     DOT_UNITS_XP(N, K, KS, 0, SRC, accs_, GWX, TWX, RND, ISSUE);                   \\
     STAGE_UNITS_X(KS, accs_, sh.gp, RND);                                          \\
-    if ((KS) > 1) csync();                                                 \\
+    if ((KS) > 1) __syncthreads();                                                 \\
     _Pragma("unroll") for (int j = 0; j < (RND); j++) {                            \\
       const int u = (GWX) + j * (TWX);                                             \\
       if (u < (N) * (KS) && u % (KS) == 0 && lane == 0) {                          \\
@@ -769,109 +719,6 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
 #define GEMV_UNITS_X(N, K, KS, SRC, EPI, GWX, TWX, RND) GEMV_UNITS_XP(N, K, KS, SRC, EPI, GWX, TWX, RND, NO_ISSUE)
 #define GEMV_UNITS(N, K, KS, SRC, EPI) GEMV_UNITS_X(N, K, KS, SRC, EPI, gw, TW, ROUNDS(N, KS))
 #define GEMV_UNITS_P(N, K, KS, SRC, EPI, ISSUE) GEMV_UNITS_XP(N, K, KS, SRC, EPI, gw, TW, ROUNDS(N, KS), ISSUE)
-#if MK_RING
-// stream 'ring': the weights come from the ring, not from registers: no loads before a barrier,
-// and the dot products read this warp's words of the chunk of its round (waiting for it to land).
-// Every computing thread replays the producer's placement of the GEMV's chunks (rq, rpos).
-#undef PREFETCH_UNITS_X
-#define PREFETCH_UNITS_X(N, K, KS, OFF, PUT, ROW_EXPR, GWX, TWX, RND) {}
-#undef DOT_UNITS_XP
-#define DOT_UNITS_XP(N, K, KS, OFF, SRC, ACC, GWX, TWX, RND, ISSUE)                   \\
-  _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                      \\
-    int mypos_ = 0;                                                                \\
-    unsigned int myq_ = 0;                                                         \\
-    _Pragma("unroll") for (int k = 0; k < NQ; k++) {                               \\
-      if (rpos + KW(K, KS) * 2048 > RING_BYTES) rpos = 0;                          \\
-      if (k == warp / WGQ) { mypos_ = rpos; myq_ = rq; }                           \\
-      rpos += KW(K, KS) * 2048;                                                    \\
-      rq++;                                                                        \\
-    }                                                                              \\
-    const int u = gw + j * TW;                                                     \\
-    ACC[j] = 0.f;                                                                  \\
-    if (u < (N) * (KS)) {                                                          \\
-      ring_wait(sh, myq_, lane);                                                   \\
-      const uint4* cw = reinterpret_cast<const uint4*>(ring + mypos_) + (warp % WGQ) * KW(K, KS) * 32 + lane; \\
-      const float* xp = sh.xs + (u % (KS)) * ((K) / (KS)) + lane * 8;              \\
-      float a = 0.f;                                                               \\
-      _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++) a += dot8(cw[c * 32], xp + c * 256); \\
-      ACC[j] = warp_sum(a);                                                        \\
-    }                                                                              \\
-    __syncwarp();                                                                  \\
-    if (lane == 0) vstore(sh.ring_wq[warp], rq);                                   \\
-  }
-#define RING_RELEASE
-/** Chunks every computing warp has passed (the producer may overwrite those). */
-static __device__ __forceinline__ int ring_passed(Shared& sh) {
-  unsigned int m = vload(sh.ring_wq[0]);
-  for (int i = 1; i < NW; i++) m = min(m, vload(sh.ring_wq[i]));
-  return (int)m;
-}
-
-/**
- * The producer warp's chunks of one GEMV, in the order the GEMV reads them (rounds, then groups of
- * WGQ warps), each at the ring position every computing thread computes too. Before overwriting a
- * chunk's bytes it waits until the chunks there are released (announcing first what has landed:
- * the computing warps may be waiting for it); after each chunk, at most RING_D stay in flight.
- */
-#define RING_GEMV(N, K, KS, ROW_EXPR)                                                   \\
-  for (int j = 0; j < ROUNDS(N, KS); j++)                                          \\
-    for (int k = 0; k < NQ; k++) {                                                 \\
-      const int bytes = KW(K, KS) * 2048;                                          \\
-      if (pos + bytes > RING_BYTES) pos = 0;                                       \\
-      int need = -1;                                                               \\
-      for (int p = pos / 2048; p < (pos + bytes) / 2048; p++) need = max(need, last[p]); \\
-      /* Lane 0 decides for the warp (the counts move while the lanes read them). */ \\
-      if (lane == 0) vstore(sh.ring_full, need >= 0 && ring_passed(sh) <= need ? 1u : 0u); \\
-      __syncwarp();                                                                \\
-      const bool full_ = vload(sh.ring_full) != 0u;                                \\
-      __syncwarp();                                                                \\
-      if (full_) {                                                                 \\
-        cp_async_wait_all();                                                       \\
-        __syncwarp();                                                              \\
-        if (lane == 0) { __threadfence_block(); vstore(sh.ring_ready, q); }        \\
-        announced = q;                                                             \\
-        while (ring_passed(sh) <= need) spin_pause();                              \\
-      }                                                                            \\
-      for (int t = 0; t < WGQ; t++) {                                              \\
-        const int u = (int)blockIdx.x * NW + k * WGQ + t + j * TW;                 \\
-        if (u < (N) * (KS)) {                                                      \\
-          const int r = u / (KS);                                                  \\
-          const bf_t* src = (ROW_EXPR) + (u % (KS)) * ((K) / (KS));                \\
-          for (int c = 0; c < KW(K, KS); c++) cp_async16(ring + pos + ((t * KW(K, KS) + c) * 32 + lane) * 16, src + c * 256 + lane * 8); \\
-        }                                                                          \\
-      }                                                                            \\
-      cp_async_commit();                                                           \\
-      for (int p = pos / 2048; p < (pos + bytes) / 2048; p++) last[p] = (int)q;    \\
-      q++;                                                                         \\
-      pos += bytes;                                                                \\
-      cp_async_wait_ring<RING_D(KW(K, KS) * 2048)>();                              \\
-      __syncwarp();                                                                \\
-      if (q > RING_D(KW(K, KS) * 2048) && q - RING_D(KW(K, KS) * 2048) > announced) { \\
-        announced = q - RING_D(KW(K, KS) * 2048);                                  \\
-        if (lane == 0) { __threadfence_block(); vstore(sh.ring_ready, announced); } \\
-      }                                                                            \\
-    }
-
-static __device__ void ring_produce(const LayerPtrs* __restrict__ layers, Shared& sh, unsigned char* ring, int lane) {
-  int last[RING_BYTES / 2048];
-  for (int p = 0; p < RING_BYTES / 2048; p++) last[p] = -1;
-  unsigned int q = 0, announced = 0;
-  int pos = 0;
-  for (int layer = 0; layer < NL; layer++) {
-    const LayerPtrs L = layers[layer];
-    RING_GEMV(RQKV, H, KS_QKV, qkv_row(L, r));
-    RING_GEMV(H, QROWS, KS_O, L.wo + (long long)r * QROWS);
-    RING_GEMV(INTER, H, KS_GU, L.wg + (long long)r * H);
-    RING_GEMV(INTER, H, KS_GU, L.wu + (long long)r * H);
-    RING_GEMV(H, INTER, KS_DOWN, L.wd + (long long)r * INTER);
-  }
-  cp_async_wait_all();
-  __syncwarp();
-  if (lane == 0) { __threadfence_block(); vstore(sh.ring_ready, q); }
-}
-#else
-#define RING_RELEASE
-#endif
 ${
     pace === 0
       ? `#define PACE_QKV(i)
@@ -890,7 +737,7 @@ ${
 }`
   }
 
-extern "C" __global__ void __launch_bounds__(NTL, 1) ${name}(
+extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const LayerPtrs* __restrict__ layers, const bf_t* __restrict__ embed, const bf_t* __restrict__ final_norm,
     const bf_t* __restrict__ lm_head, const bf_t* __restrict__ cos_t, const bf_t* __restrict__ sin_t,
     const long long* __restrict__ ids, const long long* __restrict__ positions, const long long* __restrict__ slots,
@@ -911,21 +758,6 @@ ${
   const int gw = blockIdx.x * NW + warp;
   unsigned int* bar = sync;
   if (threadIdx.x == 0) sh.dead = 0;${
-    ring
-      ? `
-  // stream 'ring': the producer warp streams every layer's weights into the ring, then leaves.
-  unsigned char* ring = reinterpret_cast<unsigned char*>(smw);
-  unsigned int rq = 0;
-  int rpos = 0;
-  if (threadIdx.x < NW) sh.ring_wq[threadIdx.x] = 0u;
-  if (threadIdx.x == 0) sh.ring_ready = 0u;
-  __syncthreads();
-  if (threadIdx.x >= NT) {
-    ring_produce(layers, sh, ring, lane);
-    return;
-  }`
-      : ''
-  }${
     flow
       ? `
   // sync 'flow': this block's MLP group grp (blocks [gstart, gstart + gsize)), its warp lgw of twg
@@ -1001,7 +833,7 @@ ${
       flow
         ? `// Attention on a kv head waits only for the blocks that wrote its q/k/v rows.
     flag_arrive(sync + SYNC_HEAD, mk_block_heads[blockIdx.x]);`
-        : 'grid_arrive(bar, ++nbar, trace); RING_RELEASE;'
+        : 'grid_arrive(bar, ++nbar, trace);'
     }${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step.
     uint2 kpre[UKV], vpre[UKV];
@@ -1025,7 +857,7 @@ ${
       flow
         ? `if (attends) {
       poll_until(sync + SYNC_HEAD + SLINE * g, (unsigned int)(layer + 1) * mk_head_expect[g], sh, claim, report, codes[2], nbar + 1);
-      csync();
+      __syncthreads();
     }`
         : 'grid_wait(bar, nbar, sh, claim, report, codes[2], trace);'
     }
@@ -1076,7 +908,7 @@ ${
           if (has_new && slot_new >= 0) L.vc[(slot_new * NKV + g) * D + j] = v;
         }
       }
-      csync();
+      __syncthreads();
       MK_STAMP(0);
       float q[GQ][DPL];
 #pragma unroll
@@ -1176,7 +1008,7 @@ ${
       for (int hh = 0; hh < GQ; hh++)
 #pragma unroll
         for (int e = 0; e < DPL; e++) sh.wacc[warp][hh][lane * DPL + e] = acc[hh][e];
-      csync();
+      __syncthreads();
       MK_STAMP(1);
       // Thread (hh, dd) merges the warps.
       const int hh = threadIdx.x / D, dd = threadIdx.x % D;
@@ -1198,7 +1030,7 @@ ${
         if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
       }
     }
-    grid_arrive(bar, ++nbar, trace${flow ? ', attends' : ''}); RING_RELEASE;
+    grid_arrive(bar, ++nbar, trace${flow ? ', attends' : ''});
     ${
       ahead
         ? `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
@@ -1217,7 +1049,7 @@ ${
       sh.pm[hq][s2] = __ldcg(pp + D);
       sh.pl[hq][s2] = __ldcg(pp + D + 1);
     }
-    csync();
+    __syncthreads();
     for (int i = threadIdx.x; i < QROWS; i += NT) {
       const int hq = i / D, dd = i % D;
       float M = MK_NEG_INF;
@@ -1232,9 +1064,9 @@ ${
       }
       sh.xs[i] = rbf(A / Lsum);
     }
-    csync();
+    __syncthreads();
     GEMV_UNITS_P(H, QROWS, KS_O, REG_W, h[r] = tobf(${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'} + rbf(acc)), PACE_O);
-    grid_arrive(bar, ++nbar, trace); RING_RELEASE;
+    grid_arrive(bar, ++nbar, trace);
     ${
       ahead
         ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
@@ -1257,7 +1089,7 @@ ${
       DOT_UNITS_XP(IS, H, KS_GU, GU_HALF, REG_W, au, lgw, twg, ROUNDSG(IS, KS_GU), PACE_GU);
       STAGE_UNITS_X(KS_GU, ag, sh.gp, ROUNDSG(IS, KS_GU));
       STAGE_UNITS_X(KS_GU, au, sh.gp2, ROUNDSG(IS, KS_GU));
-      if (KS_GU > 1) csync();
+      if (KS_GU > 1) __syncthreads();
       _Pragma("unroll") for (int j = 0; j < ROUNDSG(IS, KS_GU); j++) {
         const int u = lgw + j * twg;
         if (u < IS * KS_GU && u % KS_GU == 0 && lane == 0) {
@@ -1274,7 +1106,7 @@ ${
     // this wait by ~1 us but lengthened that barrier's release by ~2 us; commit 2a5d935).
     PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));
     poll_until(sync + SYNC_GROUP + SLINE * grp, (unsigned int)(layer + 1) * gsize, sh, claim, report, codes[2], nbar + 1);
-    csync();
+    __syncthreads();
     MK_STAMP(3);
 
     // (5) down projection's partial sums over the slice (the next layer adds the groups' and the residual).
@@ -1289,7 +1121,7 @@ ${
       ${ahead ? 'DOT_UNITS(INTER, H, KS_GU, GU_HALF, SMEM_W, au);' : 'DOT_UNITS_P(INTER, H, KS_GU, GU_HALF, REG_W, au, PACE_GU);'}
       STAGE_UNITS(INTER, KS_GU, ag, sh.gp);
       STAGE_UNITS(INTER, KS_GU, au, sh.gp2);
-      if (KS_GU > 1) csync();
+      if (KS_GU > 1) __syncthreads();
       _Pragma("unroll") for (int j = 0; j < ROUNDS(INTER, KS_GU); j++) {
         const int u = gw + j * TW;
         if (u < INTER * KS_GU && u % KS_GU == 0 && lane == 0) {
@@ -1299,7 +1131,7 @@ ${
         }
       }
     }
-    grid_arrive(bar, ++nbar, trace); RING_RELEASE;
+    grid_arrive(bar, ++nbar, trace);
     ${
       ahead
         ? `if (layer + 1 < NL) {
@@ -1316,7 +1148,7 @@ ${
     GEMV_UNITS_P(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)), PACE_DOWN);
 `
     }
-    grid_arrive(bar, ++nbar, trace); RING_RELEASE;
+    grid_arrive(bar, ++nbar, trace);
     if (${ahead ? 'false' : 'layer + 1 < NL'}) {
       ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
     } else if (layer + 1 == NL && gw < VOCAB) {
@@ -1351,7 +1183,7 @@ ${
   }
 
   // The last block out resets the barrier for the next launch.
-  csync();
+  __syncthreads();
 #if MK_TRACE
   if (threadIdx.x == 0) { const unsigned int t = mk_now(); trace[((long long)(NBAR + 1) * G + blockIdx.x) * 2] = t; trace[((long long)(NBAR + 1) * G + blockIdx.x) * 2 + 1] = t; }
 #endif
@@ -1364,13 +1196,13 @@ ${
   }
 }
 `;
-  const dynamicShared = ring ? MK_RING_BYTES : ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
   const entry = `
 extern "C" void mk_host_launch(const unsigned long long* a) {
-  emu_grid_launch(G, NTL, ${megakernelSharedBytes(d, variant) + 16 + dynamicShared}, [&]() { ${name}(${args}); });
+  emu_grid_launch(G, NT, ${megakernelSharedBytes(d, variant) + 16 + dynamicShared}, [&]() { ${name}(${args}); });
 }
 `;
   return { name, source: source + entry, dynamicShared };
