@@ -45,10 +45,8 @@ const grid = deviceInfo(0).smCount;
 const WORDS = 64 * 1024 * 1024;
 const SLICE = Math.floor(WORDS / grid / 32) * 32;
 
-/** The kernel with D loads in flight per streaming lane (D = 0: warps 1..15 idle). */
-function source(name: string, depth: number): string {
-  return `
-#define D ${depth}
+/** What both kernels share: sizes, the acquire load, and their parameters. */
+const PRELUDE = `
 #define NT ${NT}
 #define G ${grid}
 #define SLICE ${SLICE}LL
@@ -57,32 +55,46 @@ static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p)
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+`;
+const PARAMS = 'const uint4* __restrict__ w, unsigned int* bar, unsigned int rounds, unsigned long long* counts, unsigned int* stamps';
+/** Thread 0's R grid barriers in a row (the megakernel's), timed by block 0; then the stream stops. */
+const BARRIERS = `
+    unsigned long long t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (unsigned int r = 1; r <= rounds; r++) {
+      __threadfence();
+      atomicAdd(bar, 1u);
+      while (ld_acquire(bar) < r * G) {}
+    }
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    done = 1;
+    if (blockIdx.x == 0) { stamps[0] = (unsigned int)t0; stamps[1] = (unsigned int)t1; }`;
+/** The last block out resets the barrier for the next launch. */
+const EXIT = `
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(bar + 1, 1u) == G - 1) { bar[0] = 0u; bar[1] = 0u; __threadfence(); }
+  }`;
+
+/** The kernel with D loads in flight per streaming lane (D = 0: warps 1..15 idle). */
+function source(name: string, depth: number): string {
+  return `${PRELUDE}
+#define D ${depth}
 static __device__ __forceinline__ uint4 ldw(const uint4* p) {
   uint4 r;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
-extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(const uint4* __restrict__ w, unsigned int* bar, unsigned int rounds, unsigned long long* counts, unsigned int* stamps) {
+extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(${PARAMS}) {
   __shared__ volatile int done;
   if (threadIdx.x == 0) done = 0;
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp == 0) {
-    if (lane == 0) {
-      unsigned long long t0, t1;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-      for (unsigned int r = 1; r <= rounds; r++) {
-        __threadfence();
-        atomicAdd(bar, 1u);
-        while (ld_acquire(bar) < r * G) {}
-      }
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-      done = 1;
-      if (blockIdx.x == 0) { stamps[0] = (unsigned int)t0; stamps[1] = (unsigned int)t1; }
-    }
+  if (threadIdx.x == 0) {${BARRIERS}
   }
 #if D > 0
-  else {
+  else if (warp > 0) {
     // Lane l of streaming warp j reads words j - 1 + 15 * (32 * i + l)... of the block's slice (a
     // warp's 32 loads are one 512-byte span), wrapping at its end, D loads ahead of their use.
     const uint4* base = w + (long long)blockIdx.x * SLICE;
@@ -108,13 +120,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(const uint4* __restr
     if (acc == 0x9e3779b9u) counts[G + blockIdx.x] = 1ULL;
     atomicAdd(&counts[blockIdx.x], n);
   }
-#endif
-  __syncthreads();
-  // The last block out resets the barrier for the next launch.
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(bar + 1, 1u) == G - 1) { bar[0] = 0u; bar[1] = 0u; __threadfence(); }
-  }
+#endif${EXIT}
 }
 `;
 }
@@ -131,29 +137,31 @@ const bar = kiln.zeros([2], { dtype: 'int32', device: 'cuda' });
 const stamps = kiln.zeros([2], { dtype: 'int32', device: 'cuda' });
 const stream = streamOf(bar);
 const rows: Row[] = [];
+/**
+ * Medians over reps of a kernel's barrier time and stream bandwidth (each block's count times
+ * `bytesPerCount` over the barriers' span), after one untimed launch.
+ */
+function measure(k: ReturnType<typeof kernelFromSource>, sharedBytes: number, bytesPerCount: number): { barrier_us: number; stream_tb_s: number } {
+  const run = (): { barrier: number; tbs: number } => {
+    const counts = kiln.zeros([2 * grid], { dtype: 'int64', device: 'cuda' });
+    launch(k, [ptrOf(weight), ptrOf(bar), rounds, ptrOf(counts), ptrOf(stamps)], { grid, block: NT, sharedBytes }, stream);
+    const st = stamps.to('cpu').toFlatArray() as number[];
+    const span = ((st[1]! - st[0]!) | 0) / 1000; // us (the stamps' low 32 bits; a run lasts far less than 4 s)
+    const n = (counts.to('cpu').toFlatArray() as number[]).slice(0, grid).reduce((a, b) => a + b, 0);
+    counts.dispose();
+    return { barrier: span / rounds, tbs: (n * bytesPerCount) / (span * 1e6) };
+  };
+  run();
+  const xs = Array.from({ length: reps }, run);
+  return { barrier_us: +median(xs.map((x) => x.barrier)).toFixed(3), stream_tb_s: +median(xs.map((x) => x.tbs)).toFixed(2) };
+}
 console.log(JSON.stringify({ device: kiln.getAccelerator('cuda').properties(0).name, grid, threads: NT, reps, rounds }));
 
 for (const depth of [0, 1, 2, 4, 8, 12, 16]) {
   const name = `kiln_sync_load_d${depth}`;
   const k = kernelFromSource(0, source(name, depth), name, ['ptr', 'ptr', 'u32', 'ptr', 'ptr']);
-  const run = (): { barrier: number; tbs: number } => {
-    const counts = kiln.zeros([2 * grid], { dtype: 'int64', device: 'cuda' });
-    launch(k, [ptrOf(weight), ptrOf(bar), rounds, ptrOf(counts), ptrOf(stamps)], { grid, block: NT }, stream);
-    const st = stamps.to('cpu').toFlatArray() as number[];
-    const span = ((st[1]! - st[0]!) | 0) / 1000; // us (the stamps' low 32 bits; a run lasts far less than 4 s)
-    const loads = (counts.to('cpu').toFlatArray() as number[]).slice(0, grid).reduce((a, b) => a + b, 0);
-    counts.dispose();
-    // Every streaming lane adds its own loads: 16 bytes each.
-    return { barrier: span / rounds, tbs: (loads * 16) / (span * 1e6) };
-  };
-  run();
-  const xs = Array.from({ length: reps }, run);
-  const row: Row = {
-    depth,
-    kib_in_flight_per_sm: (15 * 32 * 16 * depth) / 1024,
-    barrier_us: +median(xs.map((x) => x.barrier)).toFixed(3),
-    stream_tb_s: +median(xs.map((x) => x.tbs)).toFixed(2),
-  };
+  // Every streaming lane adds its own loads: 16 bytes each.
+  const row: Row = { depth, kib_in_flight_per_sm: (15 * 32 * 16 * depth) / 1024, ...measure(k, 0, 16) };
   rows.push(row);
   console.log(JSON.stringify(row));
 }
@@ -161,24 +169,16 @@ for (const depth of [0, 1, 2, 4, 8, 12, 16]) {
 
 /** The bulk-copy stream: one thread a block, copies of C bytes, N in flight, into 8 slots. */
 function tmaSource(name: string, copyBytes: number, inFlight: number): string {
-  return `
-#define NT ${NT}
-#define G ${grid}
-#define SLICE ${SLICE}LL
+  return `${PRELUDE}
 #define C ${copyBytes}
 #define NF ${inFlight}
 #define R 8
-static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 static __device__ __forceinline__ unsigned int smem_u32(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
 static __device__ __forceinline__ void wait_full(unsigned long long* b, unsigned int parity) {
   unsigned int ok = 0;
   while (!ok) asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }" : "=r"(ok) : "r"(smem_u32(b)), "r"(parity) : "memory");
 }
-extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(const uint4* __restrict__ w, unsigned int* bar, unsigned int rounds, unsigned long long* counts, unsigned int* stamps) {
+extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(${PARAMS}) {
   extern __shared__ __align__(128) unsigned char ring[];
   __shared__ __align__(8) unsigned long long full[R];
   __shared__ volatile int done;
@@ -188,17 +188,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(const uint4* __restr
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (unsigned int r = 1; r <= rounds; r++) {
-      __threadfence();
-      atomicAdd(bar, 1u);
-      while (ld_acquire(bar) < r * G) {}
-    }
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-    done = 1;
-    if (blockIdx.x == 0) { stamps[0] = (unsigned int)t0; stamps[1] = (unsigned int)t1; }
+  if (threadIdx.x == 0) {${BARRIERS}
   } else if (threadIdx.x == 32 && NF > 0) {
     const unsigned char* base = reinterpret_cast<const unsigned char*>(w + (long long)blockIdx.x * SLICE);
     const long long bytes = SLICE * 16;
@@ -217,12 +207,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(const uint4* __restr
     // Drain: every issued copy lands before the block exits.
     for (unsigned long long k = q > NF ? q - NF : 0; k < q; k++) wait_full(&full[k % R], (unsigned int)((k / R) & 1));
     counts[blockIdx.x] = q;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(bar + 1, 1u) == G - 1) { bar[0] = 0u; bar[1] = 0u; __threadfence(); }
-  }
+  }${EXIT}
 }
 `;
 }
@@ -238,24 +223,7 @@ const tmaRows: TmaRow[] = [];
 for (const [copyBytes, inFlight] of [[8192, 1], [8192, 2], [8192, 4], [8192, 8], [16384, 2], [16384, 4], [4096, 8]] as const) {
   const name = `kiln_sync_tma_c${copyBytes}_n${inFlight}`;
   const k = kernelFromSource(0, tmaSource(name, copyBytes, inFlight), name, ['ptr', 'ptr', 'u32', 'ptr', 'ptr'], [], 8 * copyBytes);
-  const run = (): { barrier: number; tbs: number } => {
-    const counts = kiln.zeros([2 * grid], { dtype: 'int64', device: 'cuda' });
-    launch(k, [ptrOf(weight), ptrOf(bar), rounds, ptrOf(counts), ptrOf(stamps)], { grid, block: NT, sharedBytes: 8 * copyBytes }, stream);
-    const st = stamps.to('cpu').toFlatArray() as number[];
-    const span = ((st[1]! - st[0]!) | 0) / 1000;
-    const copies = (counts.to('cpu').toFlatArray() as number[]).slice(0, grid).reduce((a, b) => a + b, 0);
-    counts.dispose();
-    return { barrier: span / rounds, tbs: (copies * copyBytes) / (span * 1e6) };
-  };
-  run();
-  const xs = Array.from({ length: reps }, run);
-  const row: TmaRow = {
-    copy_kib: copyBytes / 1024,
-    copies_in_flight: inFlight,
-    kib_in_flight_per_sm: (copyBytes * inFlight) / 1024,
-    barrier_us: +median(xs.map((x) => x.barrier)).toFixed(3),
-    stream_tb_s: +median(xs.map((x) => x.tbs)).toFixed(2),
-  };
+  const row: TmaRow = { copy_kib: copyBytes / 1024, copies_in_flight: inFlight, kib_in_flight_per_sm: (copyBytes * inFlight) / 1024, ...measure(k, 8 * copyBytes, copyBytes) };
   tmaRows.push(row);
   console.log(JSON.stringify(row));
 }
