@@ -10,7 +10,8 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import * as kiln from '../src/index.js';
-import { fusedStats } from '../src/kernels/webgpu/fused/run.js';
+import { webgpu } from '../src/kernels/webgpu/device.js';
+import { fusedStats, vectorGroups } from '../src/kernels/webgpu/fused/run.js';
 import type { FusedLayout } from '../src/kernels/webgpu/fused/layout.js';
 import type { FusedBinding } from '../src/kernels/webgpu/fused/render.js';
 import { vectorPlan } from '../src/kernels/webgpu/fused/vector.js';
@@ -273,5 +274,51 @@ test('several vectors per invocation step (KILN_WEBGPU_VEC_STEPS): the bits of o
     const one = withSteps(1, () => kiln.noGrad(() => f(x)));
     for (const steps of [2, 4]) sameBits(`compiled ${dt} steps=${steps}`, withSteps(steps, () => kiln.noGrad(() => f(x))), one);
     close(`compiled ${dt} steps=4`, withSteps(4, () => kiln.noGrad(() => f(x))), elementwiseForward(xc.to(dt).to('float64')).to(dt), 2);
+  }
+});
+
+test('vectorised launches whose every binding is native float16 take at most KILN_WEBGPU_VEC16_GROUPS workgroups; others only the dispatch limit', () => {
+  const saved = process.env.KILN_WEBGPU_VEC16_GROUPS;
+  try {
+    delete process.env.KILN_WEBGPU_VEC16_GROUPS;
+    assert.equal(vectorGroups(16384, binds('f16', 'f16')), 8192);
+    assert.equal(vectorGroups(4000, binds('f16', 'f16')), 4000);
+    assert.equal(vectorGroups(16384, binds('f32', 'f32')), 16384);
+    assert.equal(vectorGroups(16384, binds('f16', 'f32')), 16384);
+    assert.equal(vectorGroups(16384, binds('f16p', 'f16p')), 16384);
+    assert.equal(vectorGroups(100000, binds('f32', 'f32')), 65535);
+    process.env.KILN_WEBGPU_VEC16_GROUPS = '3';
+    assert.equal(vectorGroups(16384, binds('f16', 'f16', 'f16')), 3);
+    process.env.KILN_WEBGPU_VEC16_GROUPS = '100000';
+    assert.equal(vectorGroups(100000, binds('f16', 'f16')), 65535);
+  } finally {
+    if (saved === undefined) delete process.env.KILN_WEBGPU_VEC16_GROUPS;
+    else process.env.KILN_WEBGPU_VEC16_GROUPS = saved;
+  }
+});
+
+/** fn's result with KILN_WEBGPU_VEC16_GROUPS = cap. */
+function withCap(cap: number, fn: () => Tensor): Tensor {
+  process.env.KILN_WEBGPU_VEC16_GROUPS = String(cap);
+  try {
+    return fn().to('cpu');
+  } finally {
+    delete process.env.KILN_WEBGPU_VEC16_GROUPS;
+  }
+}
+
+test('float16 vectorised launches capped at 1, 2 or 3 workgroups (the grid-stride loop covers the rest): the uncapped bits', { skip }, (t) => {
+  // The cap applies to native float16 bindings only (the packed form without shader-f16 is not capped).
+  if (!webgpu().hasFeature('shader-f16')) {
+    t.skip('the adapter has no shader-f16');
+    return;
+  }
+  // 256 invocations x 4 lanes cover 1024 elements a workgroup step: these span 1 to 21 steps and end mid-vector.
+  for (const n of [5, 1024, 3075, 20483]) {
+    const x = sample([n], n).to('float16').to('webgpu');
+    const y = sample([n], n + 3).to('float16').to('webgpu');
+    const fn = (): Tensor => kiln.add(kiln.mul(x, y), kiln.tanh(x));
+    const full = withCap(65535, fn);
+    for (const cap of [1, 2, 3]) sameBits(`float16 n=${n} cap=${cap}`, withCap(cap, fn), full);
   }
 });

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Session 36's device calls, from the repo root through .device/run.sh with dist/ built and carried
 # (bash .device/run.sh bash scripts/device/s36.sh PART):
+#   ew16  #20 the workgroup cap of float16 vectorised webgpu launches (KILN_WEBGPU_VEC16_GROUPS):
+#         the vector-pointwise tests on real hardware (shader-f16), then kiln bench elementwise
+#         float16 / float32 with the cap at 8192 (default) and 65535 (none), alternating twice.
 #   mk    #17 the cuda decode megakernel with three grid barriers a layer instead of five
 #         (KILN_DECODE_MEGAKERNEL_SYNC=flow: attention waits on a counter per kv head, the MLP in
 #         KILN_DECODE_MEGAKERNEL_GROUPS groups of blocks with the down projection split along K):
@@ -9,7 +12,7 @@
 # A step starts only while the call is under its deadline (S36_DEADLINE s); logs and JSON under
 # $OUT/s36-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s36.sh mk}
+part=${1:?usage: s36.sh mk|ew16}
 session=s36
 source "$(dirname "$0")/session-lib.sh"
 # name = env of each megakernel form (kss: the default five-barrier form)
@@ -48,6 +51,9 @@ if [ "$part" = mk ]; then
   for f in kss ${forms##* }; do
     go breakdown-$f && { env KILN_DECODE_MEGAKERNEL=1 ${FORM[$f]} $K 80 node dist/bench/decode.js --device cuda --dtype bfloat16 --batches 1 --new 256 --reps 1 --breakdown --json "$out/breakdown-$f.json" > "$out/breakdown-$f.txt" 2>&1; el "breakdown $f rc=$?"; sum "$out/breakdown-$f.txt" "breakdown|^decode" 4; }
   done
+elif [ "$part" = ew16 ]; then
+  go tests && { wg $K 150 node --test dist/test/webgpu-vector-pointwise.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail|skipped)|^not ok|SKIP the" 8; }
+  for rep in 1 2; do for cap in 8192 65535; do kb cap$cap-$rep webgpu float16,float32 elementwise-4096,elementwise-1024 KILN_WEBGPU_VEC16_GROUPS=$cap; done; done
 else
   el "unknown part $part"
 fi

@@ -60,6 +60,20 @@ export interface FusedConfig {
 const pipelines = new Map<string, { kernel: WebgpuKernel; source: string }>();
 const MAX_GROUPS = 65535;
 
+/**
+ * Workgroups of a vectorised pointwise launch. The loop is grid-stride, so fewer groups than
+ * vectors compute the same; where every binding is float16 the kernel does float32 math over half
+ * the bytes and is bound by its instructions, and fewer, fuller workgroups ran faster on an H100
+ * (elementwise-4096 float16: 16384 groups 0.0419 ms, 8192 0.0384, 4096 0.0383; float32 best at
+ * 16384: bench/results/h100-s35-ew-2026-12-07.json, `--grid`): KILN_WEBGPU_VEC16_GROUPS caps them.
+ */
+export function vectorGroups(needed: number, bindings: readonly FusedBinding[]): number {
+  // Native float16 bindings only: that is what was measured (the packed forms without shader-f16
+  // and bfloat16 have the same profile but no measurement yet).
+  const halfOnly = bindings.every((b) => b.kind === 'f16');
+  return Math.min(needed, halfOnly ? getOption('KILN_WEBGPU_VEC16_GROUPS') : MAX_GROUPS, MAX_GROUPS);
+}
+
 /** Sources rendered and pipelines compiled here, those adopted from a disk cache, and launches prepared vectorised (tests count them). */
 export const fusedStats = { rendered: 0, adopted: 0, vectorised: 0 };
 
@@ -181,7 +195,7 @@ export function prepareFused(g: FusedGroup, operands: readonly FusedOperand[], L
   if (vector) fusedStats.vectorised++;
   const rows = layoutRows(L);
   const perGroup = W * (vector ? vector.vec * vector.steps : 1);
-  const groups = strategy === 'workgroup' ? Math.min(rows, MAX_GROUPS) : Math.min(Math.ceil(rows / perGroup), MAX_GROUPS);
+  const groups = strategy === 'workgroup' ? Math.min(rows, MAX_GROUPS) : vector ? vectorGroups(Math.ceil(rows / perGroup), bindings) : Math.min(Math.ceil(rows / perGroup), MAX_GROUPS);
   const writesInput = operandBinding.some((b, k) => k >= nOut && bindings[b]!.written);
   return { kernel: p.kernel, source: p.source, memo, config: cfg, buffers, meta: metaWords(L), groups: [Math.max(groups, 1), 1, 1], writesInput };
 }
