@@ -229,15 +229,16 @@ test('the compiled elementwise chain (the elementwise-4096 workload\'s) vectoris
   }
 });
 
-/** fn's result with KILN_WEBGPU_VEC_STEPS = steps. */
-function withSteps(steps: number, fn: () => Tensor): Tensor {
-  process.env.KILN_WEBGPU_VEC_STEPS = String(steps);
+/** fn's result (on the cpu) with the environment option `name` set to `value`. */
+function withEnv(name: string, value: number, fn: () => Tensor): Tensor {
+  process.env[name] = String(value);
   try {
     return fn().to('cpu');
   } finally {
-    delete process.env.KILN_WEBGPU_VEC_STEPS;
+    delete process.env[name];
   }
 }
+const withSteps = (steps: number, fn: () => Tensor): Tensor => withEnv('KILN_WEBGPU_VEC_STEPS', steps, fn);
 
 test('several vectors per invocation step (KILN_WEBGPU_VEC_STEPS): the bits of one, whole and partial steps, tails', { skip }, () => {
   // With 256 invocations, 4 lanes and 3 steps a workgroup step covers 3072 elements: sizes below
@@ -297,15 +298,7 @@ test('vectorised launches whose every binding is native float16 take at most KIL
   }
 });
 
-/** fn's result with KILN_WEBGPU_VEC16_GROUPS = cap. */
-function withCap(cap: number, fn: () => Tensor): Tensor {
-  process.env.KILN_WEBGPU_VEC16_GROUPS = String(cap);
-  try {
-    return fn().to('cpu');
-  } finally {
-    delete process.env.KILN_WEBGPU_VEC16_GROUPS;
-  }
-}
+const withCap = (cap: number, fn: () => Tensor): Tensor => withEnv('KILN_WEBGPU_VEC16_GROUPS', cap, fn);
 
 test('float16 vectorised launches capped at 1, 2 or 3 workgroups (the grid-stride loop covers the rest): the uncapped bits', { skip }, (t) => {
   // The cap applies to native float16 bindings only (the packed form without shader-f16 is not capped).

@@ -15,7 +15,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStamps, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStampNames, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -106,15 +106,16 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const device = spec.embed.device;
     const groups = getOption('KILN_DECODE_MEGAKERNEL_GROUPS');
     const pace = getOption('KILN_DECODE_MEGAKERNEL_PACE');
+    const stream = getOption('KILN_DECODE_MEGAKERNEL_STREAM');
     const variant: DecodeMegakernelVariant = {
       loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'),
       trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'),
-      stream: getOption('KILN_DECODE_MEGAKERNEL_STREAM'),
+      stream,
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).
-      ...(pace > 0 && getOption('KILN_DECODE_MEGAKERNEL_STREAM') === 'next' ? { pace } : {}),
+      ...(pace > 0 && stream === 'next' ? { pace } : {}),
     };
     this.variant = variant;
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
@@ -157,7 +158,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       deviceCheckCode({ op: OP, what: "the block table's entries (cache blocks)" }),
       deviceCheckCode({ op: OP, what: 'grid barriers (a block was not resident: the step was wrong; of the grid)' }),
     ]);
-    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims, variant) + 2) * dims.grid * 2 + dims.layers * dims.grid * megakernelStamps(variant)], 'int32', true) : null;
+    this.traceBuf = variant.trace ? alloc([(megakernelBarriers(dims, variant) + 2) * dims.grid * 2 + dims.layers * dims.grid * megakernelStampNames(variant).length], 'int32', true) : null;
     const err = deviceErrorArgs(device.index);
     this.kernel = kernelFromSource(device.index, source, name, [
       'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
@@ -206,7 +207,8 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const raw = (this.traceBuf.toFlatArray() as number[]).map((v) => v >>> 0);
     const G = this.dims.grid;
     const rows = megakernelBarriers(this.dims, this.variant) + 2;
-    const nst = megakernelStamps(this.variant);
+    const stamps = megakernelStampNames(this.variant);
+    const nst = stamps.length;
     const t0 = Math.min(...raw.slice(0, 2 * G));
     // Differences modulo 2^32 (the stamps are the timer's low 32 bits; a launch lasts far less than 4 s).
     const rel = (v: number): number => (v - t0 + 2 ** 32) % 2 ** 32;
@@ -226,7 +228,6 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
         }),
       ),
     );
-    const stamps = ['q/k prepared', 'token loop done', 'mlp group arrived', 'mlp group released'].slice(0, nst);
     return { arrive, release, attention, phases: megakernelPhases(this.variant), stamps };
   }
 

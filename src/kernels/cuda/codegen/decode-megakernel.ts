@@ -196,8 +196,6 @@ export const MK_THREADS = 512;
 const MK_WARPS = MK_THREADS / 32;
 /** Tokens a warp holds in registers across the barrier before attention (its first ones). */
 const KV_PREFETCH = 4;
-/** Trace stamps a block writes in each layer's attention phase (after the q/k preparation, after its token loop). */
-export const MK_ATTENTION_STAMPS = 2;
 /** Pointers per layer in the table the kernel reads (LayerPtrs). */
 export const MK_LAYER_PTRS = 13;
 
@@ -286,11 +284,13 @@ export function megakernelBarriers(d: DecodeMegakernelDims, v: DecodeMegakernelV
 }
 
 /**
- * Trace stamps a block writes per layer besides the barriers': after the q/k preparation and
- * after the token loop of attention; under 'flow' also at the MLP group's arrival and release.
+ * The trace stamps a block writes per layer besides the barriers' (MK_STAMP(j) writes stamp j):
+ * after the q/k preparation and after the token loop of attention; under 'flow' also at the MLP
+ * group's arrival and release.
  */
-export function megakernelStamps(v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
-  return v.sync === 'flow' ? MK_ATTENTION_STAMPS + 2 : MK_ATTENTION_STAMPS;
+export function megakernelStampNames(v: DecodeMegakernelVariant = DEFAULT_VARIANT): readonly string[] {
+  const attention = ['q/k prepared', 'token loop done'];
+  return v.sync === 'flow' ? [...attention, 'mlp group arrived', 'mlp group released'] : attention;
 }
 
 /** Floats of the attention splits' partials (the start of the scratch `part`). */
@@ -387,7 +387,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define KS_GU ${ks.gu}
 #define KS_DOWN ${ks.down}
 #define GPR ${splitRounds}
-#define MK_STAMPS ${megakernelStamps(variant)}
+#define MK_STAMPS ${megakernelStampNames(variant).length}
 #define MK_KSLOT_SHARED ${variant.kvSlots === 'shared' ? 1 : 0}
 // sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
 // of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
@@ -719,6 +719,28 @@ static __device__ __forceinline__ float row_sum(float acc, const float (*gp)[NW]
 #define GEMV_UNITS_X(N, K, KS, SRC, EPI, GWX, TWX, RND) GEMV_UNITS_XP(N, K, KS, SRC, EPI, GWX, TWX, RND, NO_ISSUE)
 #define GEMV_UNITS(N, K, KS, SRC, EPI) GEMV_UNITS_X(N, K, KS, SRC, EPI, gw, TW, ROUNDS(N, KS))
 #define GEMV_UNITS_P(N, K, KS, SRC, EPI, ISSUE) GEMV_UNITS_XP(N, K, KS, SRC, EPI, gw, TW, ROUNDS(N, KS), ISSUE)
+
+/**
+ * Gate and up of this warp's units of N intermediate rows (warp GWX of TWX, RND rounds), and
+ * silu(gate) * up of each row to act[ACT_OFF + row], rounded as the compiled step's ops.
+ */
+#define GATE_UP_UNITS(N, SRC, ISSUE, GWX, TWX, RND, ACT_OFF)                           \\
+  {                                                                                \\
+    float ag[RND], au[RND];                                                        \\
+    DOT_UNITS_XP(N, H, KS_GU, 0, SRC, ag, GWX, TWX, RND, ISSUE);                   \\
+    DOT_UNITS_XP(N, H, KS_GU, GU_HALF, SRC, au, GWX, TWX, RND, ISSUE);             \\
+    STAGE_UNITS_X(KS_GU, ag, sh.gp, RND);                                          \\
+    STAGE_UNITS_X(KS_GU, au, sh.gp2, RND);                                         \\
+    if (KS_GU > 1) __syncthreads();                                                \\
+    _Pragma("unroll") for (int j = 0; j < (RND); j++) {                            \\
+      const int u = (GWX) + j * (TWX);                                             \\
+      if (u < (N) * KS_GU && u % KS_GU == 0 && lane == 0) {                        \\
+        const float gs = rbf(row_sum(ag[j], sh.gp, j, warp, KS_GU));               \\
+        const float us = rbf(row_sum(au[j], sh.gp2, j, warp, KS_GU));              \\
+        act[(ACT_OFF) + u / KS_GU] = tobf(gs / (1.0f + expf(-gs)) * us);           \\
+      }                                                                            \\
+    }                                                                              \\
+  }
 ${
     pace === 0
       ? `#define PACE_QKV(i)
@@ -1083,22 +1105,7 @@ ${
         ? `    // (4) RMSNorm + gate/up projections of this group's slice + silu * mul; then, once the group's
     // blocks have all written theirs, the down projection's partial sums over the slice.
     row_to_smem(h, L.post_norm, H, sh);
-    {
-      float ag[ROUNDSG(IS, KS_GU)], au[ROUNDSG(IS, KS_GU)];
-      DOT_UNITS_XP(IS, H, KS_GU, 0, REG_W, ag, lgw, twg, ROUNDSG(IS, KS_GU), PACE_GU);
-      DOT_UNITS_XP(IS, H, KS_GU, GU_HALF, REG_W, au, lgw, twg, ROUNDSG(IS, KS_GU), PACE_GU);
-      STAGE_UNITS_X(KS_GU, ag, sh.gp, ROUNDSG(IS, KS_GU));
-      STAGE_UNITS_X(KS_GU, au, sh.gp2, ROUNDSG(IS, KS_GU));
-      if (KS_GU > 1) __syncthreads();
-      _Pragma("unroll") for (int j = 0; j < ROUNDSG(IS, KS_GU); j++) {
-        const int u = lgw + j * twg;
-        if (u < IS * KS_GU && u % KS_GU == 0 && lane == 0) {
-          const float gs = rbf(row_sum(ag[j], sh.gp, j, warp, KS_GU));
-          const float us = rbf(row_sum(au[j], sh.gp2, j, warp, KS_GU));
-          act[grp * IS + u / KS_GU] = tobf(gs / (1.0f + expf(-gs)) * us);
-        }
-      }
-    }
+    GATE_UP_UNITS(IS, REG_W, PACE_GU, lgw, twg, ROUNDSG(IS, KS_GU), grp * IS);
     flag_arrive(sync + SYNC_GROUP + SLINE * grp, 1u);
     MK_STAMP(2);
     // The down weights of this block's units are loaded while the group's other blocks finish
@@ -1115,22 +1122,7 @@ ${
 `
         : `    // (4) RMSNorm + gate/up projections + silu * mul.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
-    {
-      float ag[ROUNDS(INTER, KS_GU)], au[ROUNDS(INTER, KS_GU)];
-      ${ahead ? 'DOT_UNITS(INTER, H, KS_GU, 0, SMEM_W, ag);' : 'DOT_UNITS_P(INTER, H, KS_GU, 0, REG_W, ag, PACE_GU);'}
-      ${ahead ? 'DOT_UNITS(INTER, H, KS_GU, GU_HALF, SMEM_W, au);' : 'DOT_UNITS_P(INTER, H, KS_GU, GU_HALF, REG_W, au, PACE_GU);'}
-      STAGE_UNITS(INTER, KS_GU, ag, sh.gp);
-      STAGE_UNITS(INTER, KS_GU, au, sh.gp2);
-      if (KS_GU > 1) __syncthreads();
-      _Pragma("unroll") for (int j = 0; j < ROUNDS(INTER, KS_GU); j++) {
-        const int u = gw + j * TW;
-        if (u < INTER * KS_GU && u % KS_GU == 0 && lane == 0) {
-          const float gs = rbf(row_sum(ag[j], sh.gp, j, warp, KS_GU));
-          const float us = rbf(row_sum(au[j], sh.gp2, j, warp, KS_GU));
-          act[u / KS_GU] = tobf(gs / (1.0f + expf(-gs)) * us);
-        }
-      }
-    }
+    GATE_UP_UNITS(INTER, ${ahead ? 'SMEM_W, NO_ISSUE' : 'REG_W, PACE_GU'}, gw, TW, ROUNDS(INTER, KS_GU), 0);
     grid_arrive(bar, ++nbar, trace);
     ${
       ahead
