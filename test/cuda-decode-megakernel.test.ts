@@ -16,6 +16,8 @@ import { setOption } from '../src/runtime/config.js';
 import { megakernelUnsupported } from '../src/kernels/cuda/codegen/decode-megakernel.js';
 import { megakernelStats } from '../src/kernels/cuda/decode-megakernel.js';
 import { DecodeRunner } from '../src/serve/decode-runner.js';
+import { launchStats } from '../src/runtime/cuda/launch.js';
+import { deviceInfo } from '../src/runtime/cuda/properties.js';
 import { PagedKvCache } from '../src/serve/kv-cache.js';
 import { createWholeStepDecoder } from '../src/ops/library/whole-step.js';
 
@@ -102,6 +104,7 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
     assert.ok(mk.wholeStepDecoder?.name, `no megakernel: ${mk.wholeStepReason}`);
     const table = shuffled(NB, 5);
     const before = megakernelStats.launches;
+    const coopBefore = launchStats.cooperative;
     const flat = (t: Tensor): number[] => t.to('float32').toFlatArray() as number[];
     let steps = 0;
     for (const P of [0, 1, 15, 16, 17, 40, 100, 255, 300]) {
@@ -129,10 +132,42 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
       }
     }
     assert.equal(megakernelStats.launches - before, steps, 'one launch per step');
+    // KILN_DECODE_MEGAKERNEL_COOPERATIVE (default on): every block resident or an error.
+    assert.equal(launchStats.cooperative - coopBefore, steps, 'each launch cooperative');
     mk.dispose();
     ref.dispose();
     for (const c of caches) c.dispose();
 }
+
+test('a megakernel grid the device cannot hold at once: the cooperative launch is refused, the runner says why and runs the compiled step [cuda]', { skip: !hasCuda }, () => {
+  const model = Qwen3ForCausalLM.fromConfig(qwen3Config(512, 4, 2, 128, 1024, 3, 2000), { dtype: 'bfloat16', device: 'cuda', seed: 3, initStd: 0.05 });
+  const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: 16 }), new PagedKvCache(model.kvGeometry(), { numBlocks: 16 })];
+  // 512-thread blocks: at most 2048 / 512 = 4 an SM, so 4 x SMs + 1 can never be resident at once.
+  setOption('KILN_DECODE_MEGAKERNEL_GRID', 4 * deviceInfo(0).smCount + 1);
+  let mk: DecodeRunner;
+  try {
+    mk = withMegakernel(true, () => new DecodeRunner(model, caches[0]!, 'compiled'));
+  } finally {
+    setOption('KILN_DECODE_MEGAKERNEL_GRID', undefined);
+  }
+  const ref = new DecodeRunner(model, caches[1]!, 'compiled');
+  assert.ok(mk.wholeStepDecoder !== null, `the decoder was made: ${mk.wholeStepReason}`);
+  const launches = megakernelStats.launches;
+  for (const P of [0, 1, 2]) {
+    const row = { tokenId: 7 + P, position: P, blockTable: [3] };
+    const a = mk.run([row]).to('float32').toFlatArray() as number[];
+    const b = ref.run([row]).to('float32').toFlatArray() as number[];
+    // Both ran the compiled step on identical caches: the same bits.
+    assert.deepEqual(a, b, `position ${P}`);
+  }
+  assert.equal(megakernelStats.launches, launches, 'the kernel never ran');
+  assert.equal(mk.wholeStepDecoder, null);
+  assert.equal(mk.counters.wholeSteps, 0);
+  assert.match(mk.wholeStepReason ?? '', /refused by the device: .*cannot all be resident at once.*COOPERATIVE_LAUNCH_TOO_LARGE/);
+  mk.dispose();
+  ref.dispose();
+  for (const c of caches) c.dispose();
+});
 
 /** Greedy ids of `prompt` and, per step, the gap between the top two logprobs (the engine's top-2 logprobs). */
 function greedyWithMargins(engine: InstanceType<typeof kiln.serve.Engine>, prompt: number[], n: number): { ids: number[]; margins: number[] } {

@@ -87,9 +87,15 @@ export class DecodeRunner {
   private readonly compiled: CompiledFunction<StepFn> | null;
   private readonly buckets = new Map<number, BucketInputs>();
   /** The whole-step decoder the steps of buckets up to its maxBatch run on (KILN_DECODE_MEGAKERNEL; unset: the device's default), or null: the step function. */
-  readonly wholeStepDecoder: WholeStepDecoder | null = null;
-  /** Why KILN_DECODE_MEGAKERNEL found no whole-step decoder (null: it did, or it is off). */
-  readonly wholeStepReason: string | null = null;
+  get wholeStepDecoder(): WholeStepDecoder | null {
+    return this.whole;
+  }
+  /** Why KILN_DECODE_MEGAKERNEL found no whole-step decoder, or why the device refused the one it found (null: it runs, or it is off). */
+  get wholeStepReason(): string | null {
+    return this.wholeReason;
+  }
+  private whole: WholeStepDecoder | null = null;
+  private wholeReason: string | null = null;
 
   constructor(
     model: StepModel,
@@ -123,8 +129,8 @@ export class DecodeRunner {
     if (wantWhole) {
       const spec = model.wholeStepSpec?.(tensors, this.maxBlocks) ?? 'the model describes no whole-step decoder';
       const made = typeof spec === 'string' ? spec : createWholeStepDecoder(spec);
-      if (typeof made === 'string') this.wholeStepReason = made;
-      else this.wholeStepDecoder = made;
+      if (typeof made === 'string') this.wholeReason = made;
+      else this.whole = made;
     }
   }
 
@@ -192,9 +198,16 @@ export class DecodeRunner {
       }
     }
     const [ids, positions, slots, tables, lens] = inp.args;
-    const whole = this.wholeStepDecoder !== null && B <= this.wholeStepDecoder.maxBatch;
-    const logits = whole ? this.wholeStepDecoder.run({ ids, positions, slots, tables, lens }) : this.step(...inp.args);
-    if (whole) this.counters.wholeSteps++;
+    let logits = this.whole !== null && B <= this.whole.maxBatch ? this.whole.run({ ids, positions, slots, tables, lens }) : null;
+    if (typeof logits === 'string') {
+      // The device refused the decoder (nothing ran): this step and every later one take the step function.
+      this.wholeReason = `the whole-step decoder ${this.whole!.name} was refused by the device: ${logits}`;
+      this.whole!.dispose();
+      this.whole = null;
+      logits = null;
+    }
+    if (logits !== null) this.counters.wholeSteps++;
+    else logits = this.step(...inp.args);
     this.counters.steps++;
     this.counters.paddedRows += B - n;
     return B === n ? logits : narrow(logits, 0, 0, n);
@@ -207,7 +220,7 @@ export class DecodeRunner {
    */
   dispose(): void {
     for (const p of this.programs) (p as { dispose?: () => void }).dispose?.();
-    this.wholeStepDecoder?.dispose();
+    this.whole?.dispose();
     for (const b of this.buckets.values()) for (const t of b.owned) t.dispose();
     this.buckets.clear();
   }

@@ -78,8 +78,13 @@ export interface WholeStepDecoder {
   readonly name: string;
   /** The largest batch (sequences, one token each) a step takes; the runner's larger buckets keep their step. */
   readonly maxBatch: number;
-  /** Launches a step; the logits [B, vocab] alias a static buffer, valid until the next run. */
-  run(inputs: WholeStepInputs): Tensor;
+  /**
+   * Launches a step; the logits [B, vocab] alias a static buffer, valid until the next run. Or a
+   * string, when the device refuses to run the decoder at all (nothing ran, nothing was written:
+   * e.g. cuda cannot make every block of a grid-synchronised kernel resident because another
+   * context holds SMs): why, in a sentence. The caller then runs its own step, and stops asking.
+   */
+  run(inputs: WholeStepInputs): Tensor | string;
   /** Optional measurement: each phase of the last run, when it opened and when its work ended, in ns from the run's start (see the cpu decoder). */
   readPhaseTimes?(): PhaseTime[] | null;
   /**

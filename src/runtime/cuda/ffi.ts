@@ -80,7 +80,8 @@ const DRIVER_DECLS = {
   cuFuncSetAttribute: 'int cuFuncSetAttribute(void *fn, int attrib, int value)',
   cuLaunchKernel:
     'int cuLaunchKernel(void *f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, void *stream, void *params, void *extra)',
-  // config: a CUlaunchConfig packed by launch.ts (programmatic dependent launch, runtime/cuda/pdl.ts).
+  // config: a CUlaunchConfig packed by launch.ts (programmatic dependent launch, runtime/cuda/pdl.ts;
+  // cooperative launches, which pass params: an array of pointers into the packed arguments).
   cuLaunchKernelEx: 'int cuLaunchKernelEx(void *config, void *f, void *params, void *extra)',
   cuGetErrorName: 'int cuGetErrorName(int error, _Out_ const char **name)',
   cuGetErrorString: 'int cuGetErrorString(int error, _Out_ const char **text)',
@@ -133,7 +134,7 @@ export interface DriverApi {
   cuModuleGetFunction(f: Out<Ptr | null>, m: Ptr, name: string): number;
   cuFuncSetAttribute(f: Ptr, attrib: number, value: number): number;
   cuLaunchKernel(f: Ptr, gx: number, gy: number, gz: number, bx: number, by: number, bz: number, shmem: number, stream: Ptr | null, params: null, extra: Ptr): number;
-  cuLaunchKernelEx(config: Ptr, f: Ptr, params: null, extra: Ptr): number;
+  cuLaunchKernelEx(config: Ptr, f: Ptr, params: Ptr | null, extra: Ptr | null): number;
   cuGetErrorName(code: number, name: Out<string | null>): number;
   cuGetErrorString(code: number, text: Out<string | null>): number;
   // --- CUDA graphs (src/runtime/cuda/graph.ts) ---

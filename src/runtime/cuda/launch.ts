@@ -9,6 +9,13 @@
  * Kernels whose source starts with the PDL prologue (pdl.ts) go through cuLaunchKernelEx instead,
  * with a CUlaunchConfig carrying the PROGRAMMATIC_STREAM_SERIALIZATION attribute: still one FFI call
  * with the same packed arguments; the config block is also allocated once and rewritten in place.
+ *
+ * A cooperative launch (LaunchDims.cooperative: kernels whose blocks wait for each other, such as
+ * the decode megakernel's grid barriers) carries the COOPERATIVE attribute instead: the driver then
+ * starts every block at once or fails the launch (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), where a
+ * plain launch of such a kernel could leave a block waiting for one that never becomes resident.
+ * Its arguments go as kernelParams (pointers into the same packed block), the form the driver
+ * documents for cooperative launches (cuLaunchCooperativeKernel takes no `extra`).
  */
 import type { KernelModule } from '../accelerator.js';
 import { check, driver, makeCurrent } from './driver.js';
@@ -55,8 +62,13 @@ const ARG_BLOCK_BYTES = 4096;
 
 interface LaunchState {
   view: DataView;
+  /** The packed argument block's address (cooperative launches point into it). */
+  block: Ptr;
   sizeView: DataView;
   extra: Ptr;
+  /** kernelParams of a cooperative launch: one pointer per parameter, into `block`. */
+  paramsView: DataView;
+  params: Ptr;
   /** CUlaunchConfig (56 bytes) followed by its one CUlaunchAttribute (72 bytes). */
   configView: DataView;
   config: Ptr;
@@ -70,7 +82,10 @@ const ATTR_BYTES = 72;
 const CFG_STREAM = 32;
 const CFG_ATTRS = 40;
 const CFG_NUM_ATTRS = 48;
+const CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2;
 const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+/** Most parameters a kernel can have (4-byte ones filling the argument block). */
+const MAX_PARAMS = ARG_BLOCK_BYTES / 4;
 
 let state: LaunchState | undefined;
 
@@ -96,13 +111,16 @@ function launchState(): LaunchState {
   const cv = new DataView(koffi.view(config, CONFIG_BYTES + ATTR_BYTES));
   cv.setBigUint64(CFG_ATTRS, addr(config) + BigInt(CONFIG_BYTES), true);
   cv.setUint32(CFG_NUM_ATTRS, 1, true);
-  // The one attribute: programmaticStreamSerializationAllowed = 1 (an int at the value's start).
-  cv.setUint32(CONFIG_BYTES, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, true);
+  // The one attribute (its id set per launch: PDL or cooperative), value 1 (an int at the value's start).
   cv.setInt32(CONFIG_BYTES + 8, 1, true);
+  const params = koffi.alloc('uint64_t', MAX_PARAMS);
   state = {
     view: new DataView(koffi.view(block, ARG_BLOCK_BYTES)),
+    block: addr(block),
     sizeView: new DataView(koffi.view(size, 8)),
     extra: addr(extra),
+    paramsView: new DataView(koffi.view(params, MAX_PARAMS * 8)),
+    params: addr(params),
     configView: cv,
     config: addr(config),
   };
@@ -125,10 +143,12 @@ export interface LaunchDims {
   gridY?: number;
   gridZ?: number;
   sharedBytes?: number;
+  /** Every block resident at once, or the launch fails (kernels with grid-wide waits). */
+  cooperative?: boolean;
 }
 
-/** Launches so far with and without the PDL attribute (tests check that PDL is really in use). */
-export const launchStats = { pdl: 0, plain: 0 };
+/** Launches so far with the PDL attribute, the cooperative one and neither (tests check which path really ran). */
+export const launchStats = { pdl: 0, plain: 0, cooperative: 0 };
 
 /** Whether launch() gives `kernel` the PDL attribute: only a kernel with the prologue, PDL on for its device. */
 export function launchesWithPdl(kernel: CudaKernel): boolean {
@@ -170,19 +190,32 @@ export function launch(kernel: CudaKernel, args: readonly number[], dims: Launch
   makeCurrent(kernel.deviceIndex);
   st.sizeView.setUint32(0, layout.size, true);
   st.sizeView.setUint32(4, 0, true);
-  const pdl = launchesWithPdl(kernel) && (stream.lastOpKernel || pdlPolicy() === 'all');
-  if (pdl) launchStats.pdl++;
+  // A cooperative kernel waits on other blocks: no PDL overlap with the kernel before it.
+  const pdl = dims.cooperative !== true && launchesWithPdl(kernel) && (stream.lastOpKernel || pdlPolicy() === 'all');
+  if (dims.cooperative === true) launchStats.cooperative++;
+  else if (pdl) launchStats.pdl++;
   else launchStats.plain++;
-  const rc = pdl
-    ? launchPdl(st, kernel, dims, stream)
-    : driver().cu.cuLaunchKernel(kernel.fn, dims.grid, dims.gridY ?? 1, dims.gridZ ?? 1, dims.block, 1, 1, dims.sharedBytes ?? 0, stream.handle, null, st.extra);
+  const rc =
+    dims.cooperative === true
+      ? launchEx(st, kernel, dims, stream, CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+      : pdl
+        ? launchEx(st, kernel, dims, stream, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+        : driver().cu.cuLaunchKernel(kernel.fn, dims.grid, dims.gridY ?? 1, dims.gridZ ?? 1, dims.block, 1, 1, dims.sharedBytes ?? 0, stream.handle, null, st.extra);
   stream.lastOpKernel = true;
-  if (rc !== 0) check(rc, `launching kernel '${kernel.name}' (grid ${dims.grid}x${dims.gridY ?? 1}x${dims.gridZ ?? 1}, block ${dims.block}, ${dims.sharedBytes ?? 0} bytes shared)`);
+  if (rc !== 0) {
+    const what = `launching kernel '${kernel.name}' (grid ${dims.grid}x${dims.gridY ?? 1}x${dims.gridZ ?? 1}, block ${dims.block}, ${dims.sharedBytes ?? 0} bytes shared${dims.cooperative === true ? ', cooperative' : ''})`;
+    // 720: CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE.
+    check(rc, rc === 720 ? `${what}: its blocks cannot all be resident at once on cuda:${kernel.deviceIndex} (another context or process holding SMs, or fewer SMs than the grid)` : what);
+  }
 }
 
-/** cuLaunchKernelEx with the programmatic-serialization attribute; same packed arguments (`extra`). */
-function launchPdl(st: LaunchState, kernel: CudaKernel, dims: LaunchDims, stream: CudaStream): number {
+/**
+ * cuLaunchKernelEx with one attribute (PDL: the packed arguments as `extra`; cooperative: as
+ * kernelParams pointing into the same block).
+ */
+function launchEx(st: LaunchState, kernel: CudaKernel, dims: LaunchDims, stream: CudaStream, attribute: number): number {
   const c = st.configView;
+  c.setUint32(CONFIG_BYTES, attribute, true);
   c.setUint32(0, dims.grid, true);
   c.setUint32(4, dims.gridY ?? 1, true);
   c.setUint32(8, dims.gridZ ?? 1, true);
@@ -191,7 +224,11 @@ function launchPdl(st: LaunchState, kernel: CudaKernel, dims: LaunchDims, stream
   c.setUint32(20, 1, true);
   c.setUint32(24, dims.sharedBytes ?? 0, true);
   c.setBigUint64(CFG_STREAM, addr(stream.handle), true);
-  return driver().cu.cuLaunchKernelEx(st.config, kernel.fn, null, st.extra);
+  if (attribute !== CU_LAUNCH_ATTRIBUTE_COOPERATIVE) return driver().cu.cuLaunchKernelEx(st.config, kernel.fn, null, st.extra);
+  const offsets = kernel.layout.offsets;
+  if (offsets.length > MAX_PARAMS) throw new Error(`cuda: kernel '${kernel.name}' has ${offsets.length} parameters (limit ${MAX_PARAMS})`);
+  for (let i = 0; i < offsets.length; i++) st.paramsView.setBigUint64(i * 8, st.block + BigInt(offsets[i]!), true);
+  return driver().cu.cuLaunchKernelEx(st.config, kernel.fn, st.params, null);
 }
 
 const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
