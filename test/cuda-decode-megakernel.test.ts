@@ -70,8 +70,19 @@ const SIZES: [string, Record<string, unknown>][] = [
   ['head dim 128, 2 query heads per kv head', qwen3Config(512, 4, 2, 128, 1024, 3, 2000)],
 ];
 
-for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace] of [['next', 'registers', 'grid', 0], ['ahead', 'registers', 'grid', 0], ['next', 'shared', 'grid', 0], ['next', 'shared', 'grid', 3], ['next', 'shared', 'flow', 0], ['next', 'shared', 'flow', 2]] as const) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
+const FORMS = [
+  ['next', 'registers', 'grid', 0, 'barrier'],
+  ['ahead', 'registers', 'grid', 0, 'barrier'],
+  ['next', 'shared', 'grid', 0, 'barrier'],
+  ['next', 'shared', 'grid', 3, 'barrier'],
+  ['next', 'shared', 'flow', 0, 'barrier'],
+  ['next', 'shared', 'flow', 2, 'barrier'],
+  ['next', 'shared', 'grid', 6, 'early'],
+  ['next', 'shared', 'flow', 2, 'early'],
+] as const;
+for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad] of FORMS) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
+    setOption('KILN_DECODE_MEGAKERNEL_KV_LOAD', kvLoad);
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
     setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', kvSlots);
     setOption('KILN_DECODE_MEGAKERNEL_SYNC', sync);
@@ -79,6 +90,7 @@ for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace] of [[
     try {
       checkAgainstCompiled(cfg);
     } finally {
+      setOption('KILN_DECODE_MEGAKERNEL_KV_LOAD', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_SYNC', undefined);

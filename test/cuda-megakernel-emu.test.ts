@@ -102,8 +102,17 @@ const CASES: [string, Record<string, unknown>][] = [
 ];
 
 for (const [label, cfg] of CASES) {
-  for (const [stream, kvSlots, sync, pace] of [['next', 'registers', 'grid', 0], ['ahead', 'registers', 'grid', 0], ['next', 'shared', 'grid', 0], ['next', 'shared', 'grid', 1], ['next', 'shared', 'flow', 0], ['next', 'registers', 'flow', 2]] as const) {
-    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
+  for (const [stream, kvSlots, sync, pace, kvLoad] of [
+    ['next', 'registers', 'grid', 0, 'barrier'],
+    ['ahead', 'registers', 'grid', 0, 'barrier'],
+    ['next', 'shared', 'grid', 0, 'barrier'],
+    ['next', 'shared', 'grid', 1, 'barrier'],
+    ['next', 'shared', 'flow', 0, 'barrier'],
+    ['next', 'registers', 'flow', 2, 'barrier'],
+    ['next', 'shared', 'grid', 2, 'early'],
+    ['next', 'registers', 'flow', 0, 'early'],
+  ] as const) {
+    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
       const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 3, initStd: 0.05 });
       const NB = 24;
       const cache = new PagedKvCache(model.kvGeometry(), { numBlocks: NB });
@@ -117,7 +126,7 @@ for (const [label, cfg] of CASES) {
         hidden: spec.hidden, heads: spec.heads, kvHeads: spec.kvHeads, headDim: spec.headDim, intermediate: spec.intermediate, layers: spec.layers.length, vocab: spec.vocab, eps: spec.eps,
         blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid: gridFor(spec.kvHeads),
       };
-      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace };
+      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace, kvLoad };
       // The flow MLP in more than one group of blocks wherever the sizes allow it (what its counters and partial sums are for).
       if (sync === 'flow') assert.ok(megakernelGroups(dims, variant) >= 2, `${megakernelGroups(dims, variant)} MLP groups`);
       const { source } = decodeMegakernelSource(dims, variant);

@@ -76,6 +76,9 @@ inline void emu_wait(EmuBarrier& b) {
 }
 
 inline void __syncthreads() { emu_wait(emu_block_barrier[blockIdx.x]); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  emu_wait(emu_warp_barrier[blockIdx.x * (emu_block_threads / 32) + (threadIdx.x >> 5)]);
+}
 
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int off) {
   static_assert(sizeof(T) <= 8, "shuffle of more than 8 bytes");

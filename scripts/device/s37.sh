@@ -6,10 +6,12 @@
 #         of the compiled step, the kernel launched cooperatively and plainly, alternating twice;
 #         then `kiln generate --random qwen3-0.6b` on cuda with an empty kernel cache and a warm
 #         one, with the kernel on and off (start-up cost of compiling it).
+#   kve   #17 attention's keys and values loaded early (KILN_DECODE_MEGAKERNEL_KV_LOAD=early): the
+#         megakernel tests, a phase trace per form, decode of the compiled step and each form, alternating twice.
 # A step starts only while the call is under its deadline (S37_DEADLINE s); logs and JSON under
 # $OUT/s37-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s37.sh coop}
+part=${1:?usage: s37.sh coop|kve}
 session=s37
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = coop ]; then
@@ -25,6 +27,18 @@ if [ "$part" = coop ]; then
     go gen-$mk-$c && { s=$(date +%s.%N); env KILN_DECODE_MEGAKERNEL=$mk KILN_CACHE_DIR=/tmp/kiln-cache-gen$mk $K 120 node dist/src/cli/main.js generate --random qwen3-0.6b --device cuda --dtype bfloat16 --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens 64 > "$out/gen-$mk-$c.txt" 2>&1; rc=$?; e=$(date +%s.%N)
       el "generate mk=$mk $c rc=$rc wall $(python3 -c "print(round($e-$s,2))") s"; tail -n 3 "$out/gen-$mk-$c.txt" | cut -c1-300 | tee -a "$out/summary.txt"; }
   done; done
+elif [ "$part" = kve ]; then
+  # #17 attention's prefetched keys and values loaded at the start of the layer (cp.async into shared
+  # memory) instead of at the barrier before attention: tests, a phase trace per form, decode A/B.
+  base="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
+  declare -A FORM=(
+    [mk]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier"
+    [kve]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
+    [flowkve]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
+    [flow]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier"
+  )
+  forms=${FORMS:-mk kve flowkve flow}
+  MK_TESTS=${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-240}
 else
   el "unknown part $part"
 fi

@@ -118,6 +118,14 @@ export interface DecodeMegakernelVariant {
    * 1.7 us against 1.0 idle, 5.5 under 60 KiB and 12.8 under 120 KiB.
    */
   readonly pace?: number;
+  /**
+   * When attention's prefetched keys and values (each warp's first UKV tokens, cache rows of earlier
+   * steps: fixed for the launch) are loaded: 'barrier' (default) into registers between the arrival
+   * at and the wait on the barrier before attention; 'early' at the start of the layer, with
+   * cp.async into shared memory (32 KiB a block at head dim 128), so they land during the norm and
+   * the q/k/v GEMV instead of being waited for after the barrier. Needs stream 'next'.
+   */
+  readonly kvLoad?: 'barrier' | 'early';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -256,7 +264,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -265,6 +273,7 @@ export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
 export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): string | null {
   if ((v.pace ?? 0) > 0 && v.stream !== 'next') return `pace ${v.pace} with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.pace !== undefined && (!Number.isInteger(v.pace) || v.pace < 0)) return `pace ${v.pace} (a whole number of loads is needed)`;
+  if (v.kvLoad === 'early' && v.stream !== 'next') return `keys and values loaded early with weights streamed '${v.stream}' (it needs 'next': 'ahead' holds its weights in the same shared memory)`;
   if (v.sync !== 'flow') return null;
   if (v.stream !== 'next') return `sync 'flow' with weights streamed '${v.stream}' (it needs 'next')`;
   // A block's kv heads are a 32-bit mask.
@@ -389,6 +398,9 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define GPR ${splitRounds}
 #define MK_STAMPS ${megakernelStampNames(variant).length}
 #define MK_KSLOT_SHARED ${variant.kvSlots === 'shared' ? 1 : 0}
+// variant.kvLoad 'early': attention's prefetched keys and values through cp.async into shared
+// memory at the start of each layer (dynamic shared memory: [warp][token][key, value][lane]).
+#define MK_KV_EARLY ${variant.kvLoad === 'early' ? 1 : 0}
 // sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
 // of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
 // by the smallest group's warps (TWG). sync words: [0] grid barrier, [1] exit count,
@@ -465,6 +477,7 @@ ${
     host
       ? `// Host emulation: copies complete at once; the grid emulator's clock does not advance.
 static inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
+static inline void cp_async_kv(void* smem, const void* gmem) { std::memcpy(smem, gmem, ${d.headDim / 32} * 2); }
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() {}
 static inline unsigned int mk_now() { return 0u; }`
@@ -473,6 +486,11 @@ static inline unsigned int mk_now() { return 0u; }`
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(a), "l"(gmem) : "memory");
 }
 static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/** A lane's DPL elements of a cache row (4 or 8 bytes: cp.async.ca, the sizes under 16 it takes). */
+static __device__ __forceinline__ void cp_async_kv(void* smem, const void* gmem) {
+  const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], ${d.headDim / 32 * 2};" :: "r"(a), "l"(gmem) : "memory");
+}
 static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
@@ -836,6 +854,10 @@ ${
     // Lane 0 writes the shared form; the block barrier of the first row_to_smem orders its reads.
     if (!MK_KSLOT_SHARED || lane == 0) kslot[u] = slot;
   }
+#if MK_KV_EARLY && MK_KSLOT_SHARED
+  // The first layer's early loads read the slots before any block barrier: lane 0 wrote them.
+  __syncwarp();
+#endif
 
   uint4 w[WORDS];
   unsigned int nbar = 0;
@@ -849,6 +871,22 @@ ${
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
+#if MK_KV_EARLY
+    // Attention's prefetched keys and values (variant.kvLoad 'early'): issued now, they land while
+    // the norm and the q/k/v GEMV run; attention waits for them after its q/k preparation.
+    {
+      uint2* skv = reinterpret_cast<uint2*>(smw);
+#pragma unroll
+      for (int u = 0; u < UKV; u++) {
+        if (kslot[u] >= 0) {
+          const long long e = ((long long)kslot[u] * NKV + g) * D + lane * DPL;
+          cp_async_kv(&skv[((warp * UKV + u) * 2) * 32 + lane], L.kc + e);
+          cp_async_kv(&skv[((warp * UKV + u) * 2 + 1) * 32 + lane], L.vc + e);
+        }
+      }
+      cp_async_commit();
+    }
+#endif
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh${flow ? ', layer == 0 ? nullptr : dpart' : ''});
     ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W, qkv[r] = tobf(acc));' : 'GEMV_UNITS_P(RQKV, H, KS_QKV, REG_W, qkv[r] = tobf(acc), PACE_QKV);'}
     ${
@@ -857,10 +895,11 @@ ${
     flag_arrive(sync + SYNC_HEAD, mk_block_heads[blockIdx.x]);`
         : 'grid_arrive(bar, ++nbar, trace);'
     }${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
-    // Keys and values of this warp's first tokens: they do not depend on this step.
+    // Keys and values of this warp's first tokens: they do not depend on this step (under
+    // MK_KV_EARLY already on their way into shared memory; read after the q/k preparation).
     uint2 kpre[UKV], vpre[UKV];
 #pragma unroll
-    for (int u = 0; u < UKV; u++) {
+    for (int u = 0; u < UKV && !MK_KV_EARLY; u++) {
       if (kslot[u] >= 0) {
         const long long e = ((long long)kslot[u] * NKV + g) * D + lane * DPL;
 #if ${d.headDim} == 128
@@ -932,6 +971,18 @@ ${
       }
       __syncthreads();
       MK_STAMP(0);
+#if MK_KV_EARLY
+      {
+        // This thread's own copies (each lane reads what it copied): no block or warp barrier needed.
+        cp_async_wait_all();
+        const uint2* skv = reinterpret_cast<const uint2*>(smw);
+#pragma unroll
+        for (int u = 0; u < UKV; u++) {
+          kpre[u] = skv[((warp * UKV + u) * 2) * 32 + lane];
+          vpre[u] = skv[((warp * UKV + u) * 2 + 1) * 32 + lane];
+        }
+      }
+#endif
       float q[GQ][DPL];
 #pragma unroll
       for (int hh = 0; hh < GQ; hh++)
@@ -1188,7 +1239,8 @@ ${
   }
 }
 `;
-  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : 0;
+  // 'ahead': the q/k/v and gate/up weights; kvLoad 'early': [warp][token][key, value][lane] uint2.
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
