@@ -18,7 +18,7 @@ import { setNativeThreads } from '../src/kernels/cpu/native/threads.js';
 import { setOption } from '../src/runtime/config.js';
 import { DecodeRunner } from '../src/serve/decode-runner.js';
 import { PagedKvCache } from '../src/serve/kv-cache.js';
-import { qwen3Config, shuffled } from './helpers/qwen3-random.js';
+import { perturbNorms, qwen3Config, shuffled } from './helpers/qwen3-random.js';
 
 const native = cpuPath() === 'native';
 const skip = native ? false : 'needs the native cpu path (a C compiler)';
@@ -48,10 +48,7 @@ function firstDiff(a: Tensor, b: Tensor): number {
 function pair(cfg: Record<string, unknown>, dtype: 'float32' | 'bfloat16', numBlocks: number): { model: kiln.models.Qwen3ForCausalLM; eager: DecodeRunner; whole: DecodeRunner; caches: [PagedKvCache, PagedKvCache] } {
   const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype, seed: 5, initStd: 0.05 });
   // Norm weights start at one; distinct values make a norm read from the wrong layer visible.
-  kiln.manualSeed(29);
-  kiln.noGrad(() => {
-    for (const [name, p] of model.namedParameters()) if (name.endsWith('norm.weight')) p.copy_(kiln.add(kiln.mul(kiln.randn(p.shape as number[], { dtype }), 0.2), 1));
-  });
+  perturbNorms(model, 29);
   const caches: [PagedKvCache, PagedKvCache] = [new PagedKvCache(model.kvGeometry(), { numBlocks }), new PagedKvCache(model.kvGeometry(), { numBlocks })];
   kiln.manualSeed(23);
   for (const which of ['keys', 'values'] as const) {

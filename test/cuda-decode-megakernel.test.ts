@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kiln from '../src/index.js';
-import { qwen3Config, shuffled } from './helpers/qwen3-random.js';
+import { perturbNorms, qwen3Config, shuffled } from './helpers/qwen3-random.js';
 import type { Tensor } from '../src/index.js';
 import { setOption } from '../src/runtime/config.js';
 import { megakernelUnsupported } from '../src/kernels/cuda/codegen/decode-megakernel.js';
@@ -71,18 +71,21 @@ const SIZES: [string, Record<string, unknown>][] = [
 ];
 
 const FORMS = [
-  ['next', 'registers', 'grid', 0, 'barrier'],
-  ['ahead', 'registers', 'grid', 0, 'barrier'],
-  ['next', 'shared', 'grid', 0, 'barrier'],
-  ['next', 'shared', 'grid', 3, 'barrier'],
-  ['next', 'shared', 'flow', 0, 'barrier'],
-  ['next', 'shared', 'flow', 2, 'barrier'],
-  ['next', 'shared', 'grid', 6, 'early'],
-  ['next', 'shared', 'flow', 2, 'early'],
+  ['next', 'registers', 'grid', 0, 'barrier', 'inline'],
+  ['ahead', 'registers', 'grid', 0, 'barrier', 'inline'],
+  ['next', 'shared', 'grid', 0, 'barrier', 'inline'],
+  ['next', 'shared', 'grid', 3, 'barrier', 'inline'],
+  ['next', 'shared', 'flow', 0, 'barrier', 'inline'],
+  ['next', 'shared', 'flow', 2, 'barrier', 'inline'],
+  ['next', 'shared', 'grid', 6, 'early', 'inline'],
+  ['next', 'shared', 'grid', 6, 'barrier', 'early'],
+  ['next', 'shared', 'grid', 6, 'early', 'early'],
+  ['next', 'shared', 'flow', 2, 'early', 'early'],
 ] as const;
-for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad] of FORMS) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
+for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad, constLoad] of FORMS) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
     setOption('KILN_DECODE_MEGAKERNEL_KV_LOAD', kvLoad);
+    setOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD', constLoad);
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
     setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', kvSlots);
     setOption('KILN_DECODE_MEGAKERNEL_SYNC', sync);
@@ -91,6 +94,7 @@ for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoa
       checkAgainstCompiled(cfg);
     } finally {
       setOption('KILN_DECODE_MEGAKERNEL_KV_LOAD', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_SYNC', undefined);
@@ -101,6 +105,7 @@ for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoa
 
 function checkAgainstCompiled(cfg: Record<string, unknown>): void {
     const model = Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', device: 'cuda', seed: 3, initStd: 0.05 });
+    assert.ok(perturbNorms(model, 23) > 0);
     const NB = 64;
     const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: NB }), new PagedKvCache(model.kvGeometry(), { numBlocks: NB })];
     kiln.manualSeed(11);

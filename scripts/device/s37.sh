@@ -6,7 +6,8 @@
 #         of the compiled step, the kernel launched cooperatively and plainly, alternating twice;
 #         then `kiln generate --random qwen3-0.6b` on cuda with an empty kernel cache and a warm
 #         one, with the kernel on and off (start-up cost of compiling it).
-#   kve   #17 attention's keys and values loaded early (KILN_DECODE_MEGAKERNEL_KV_LOAD=early): the
+#   kve   #17 attention's keys and values (KILN_DECODE_MEGAKERNEL_KV_LOAD=early) and the small DRAM rows
+#         (KILN_DECODE_MEGAKERNEL_CONST_LOAD=early) loaded early: the
 #         megakernel tests, a phase trace per form, decode of the compiled step and each form, alternating twice.
 # A step starts only while the call is under its deadline (S37_DEADLINE s); logs and JSON under
 # $OUT/s37-PART come back as one tarball, the summary printed last.
@@ -32,12 +33,14 @@ elif [ "$part" = kve ]; then
   # memory) instead of at the barrier before attention: tests, a phase trace per form, decode A/B.
   base="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
   declare -A FORM=(
-    [mk]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier"
-    [kve]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
-    [flowkve]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
-    [flow]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier"
+    [mk]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier KILN_DECODE_MEGAKERNEL_CONST_LOAD=inline"
+    [kve]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=inline"
+    [ce]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
+    [kvece]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
+    [flowkvece]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
+    [flow]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier KILN_DECODE_MEGAKERNEL_CONST_LOAD=inline"
   )
-  forms=${FORMS:-mk kve flowkve flow}
+  forms=${FORMS:-mk kve ce kvece flowkvece}
   MK_TESTS=${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-240}
 else
   el "unknown part $part"

@@ -1,7 +1,11 @@
 /**
  * What the decode-kernel tests share: a Qwen3 config.json object for seeded random models of given
- * sizes (tied embeddings, 512 positions) and a deterministic permutation for scattered block tables.
+ * sizes (tied embeddings, 512 positions), a deterministic permutation for scattered block tables, and
+ * norm weights other than 1.
  */
+import * as kiln from '../../src/index.js';
+import type { Tensor } from '../../src/index.js';
+
 export function qwen3Config(hidden: number, heads: number, kvHeads: number, headDim: number, intermediate: number, layers: number, vocab: number): Record<string, unknown> {
   return {
     model_type: 'qwen3',
@@ -29,4 +33,25 @@ export function shuffled(n: number, seed: number): number[] {
     [a[i], a[j]] = [a[j]!, a[i]!];
   }
   return a;
+}
+
+/**
+ * Gives every RMSNorm weight of a model (names ending in `norm.weight`) seeded values around 1
+ * (1 + 0.25 * N(0, 1), rounded to the weight's dtype), in place: a model made by `fromConfig` has
+ * all of them at 1, where a kernel reading one norm's weights for another's, or no weights at all,
+ * computes the same numbers.
+ */
+export function perturbNorms(model: { namedParameters(): Iterable<[string, Tensor]> }, seed: number): number {
+  kiln.manualSeed(seed);
+  let n = 0;
+  for (const [name, p] of model.namedParameters()) {
+    if (!name.endsWith('norm.weight')) continue;
+    kiln.noGrad(() => {
+      const r = kiln.randn(p.shape as number[], { dtype: 'float32' }).mul(0.25).add(1).to(p.dtype).to(p.device.toString());
+      p.copy_(r);
+      r.dispose();
+    });
+    n++;
+  }
+  return n;
 }

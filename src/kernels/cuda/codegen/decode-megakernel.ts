@@ -126,6 +126,15 @@ export interface DecodeMegakernelVariant {
    * the q/k/v GEMV instead of being waited for after the barrier. Needs stream 'next'.
    */
   readonly kvLoad?: 'barrier' | 'early';
+  /**
+   * Where the small rows a phase reads from DRAM come from: 'inline' (default: loaded in the
+   * phase's first round trip, with its activations from L2, so that round trip takes DRAM's
+   * latency) or 'early' (copied with cp.async into shared memory a phase or more before their use:
+   * the input norm's weights in the barrier window before the previous layer's down projection,
+   * the post-attention norm's, the q/k norms' and the step's rotary rows at the start of the layer).
+   * Needs stream 'next'.
+   */
+  readonly constLoad?: 'inline' | 'early';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -264,7 +273,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -273,6 +282,7 @@ export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
 export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): string | null {
   if ((v.pace ?? 0) > 0 && v.stream !== 'next') return `pace ${v.pace} with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.pace !== undefined && (!Number.isInteger(v.pace) || v.pace < 0)) return `pace ${v.pace} (a whole number of loads is needed)`;
+  if (v.constLoad === 'early' && v.stream !== 'next') return `norm and rotary rows loaded early with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.kvLoad === 'early' && v.stream !== 'next') return `keys and values loaded early with weights streamed '${v.stream}' (it needs 'next': 'ahead' holds its weights in the same shared memory)`;
   if (v.sync !== 'flow') return null;
   if (v.stream !== 'next') return `sync 'flow' with weights streamed '${v.stream}' (it needs 'next')`;
@@ -401,6 +411,11 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 // variant.kvLoad 'early': attention's prefetched keys and values through cp.async into shared
 // memory at the start of each layer (dynamic shared memory: [warp][token][key, value][lane]).
 #define MK_KV_EARLY ${variant.kvLoad === 'early' ? 1 : 0}
+// variant.constLoad 'early': bfloat16 rows in dynamic shared memory after the keys and values (cw):
+// [0, H) the input norm's weights, [H, 2H) the post-attention norm's, then the q norm's, the k
+// norm's, the step's cos and sin rows (D each).
+#define MK_CONST_EARLY ${variant.constLoad === 'early' ? 1 : 0}
+#define MK_CW_OFF ${variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0}
 // sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
 // of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
 // by the smallest group's warps (TWG). sync words: [0] grid barrier, [1] exit count,
@@ -480,6 +495,7 @@ static inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, 
 static inline void cp_async_kv(void* smem, const void* gmem) { std::memcpy(smem, gmem, ${d.headDim / 32} * 2); }
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() {}
+static inline void cp_async_wait_1() {}
 static inline unsigned int mk_now() { return 0u; }`
       : `static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
@@ -492,6 +508,8 @@ static __device__ __forceinline__ void cp_async_kv(void* smem, const void* gmem)
   asm volatile("cp.async.ca.shared.global [%0], [%1], ${d.headDim / 32 * 2};" :: "r"(a), "l"(gmem) : "memory");
 }
 static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+/** Waits for every cp.async group of this thread but the newest. */
+static __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -607,7 +625,8 @@ static __device__ __forceinline__ float resid_row(const bf_t* x, const float* pa
   }
   return v;
 }
-static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w, int n, Shared& sh, const float* parts = nullptr) {
+/** wsh: w is in shared memory (variant.constLoad 'early'), read with plain loads. */
+static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w, int n, Shared& sh, const float* parts = nullptr, bool wsh = false) {
   float ss = 0.f;
   // The weights are loaded with x (one round trip for both), kept in the row's spare registers.
   float wr[(MAXK + NT - 1) / NT];
@@ -616,7 +635,7 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
     const int i = threadIdx.x + j * NT;
     if (i < n) {
       const float v = resid_row(x, parts, i);
-      wr[j] = w != nullptr ? bf(__ldg(w + i)) : 0.f;
+      wr[j] = w != nullptr ? (wsh ? bf(w[i]) : bf(__ldg(w + i))) : 0.f;
       sh.xs[i] = v;
       ss = fmaf(v, v, ss);
     }
@@ -636,6 +655,11 @@ static __device__ __forceinline__ void row_to_smem(const bf_t* x, const bf_t* w,
     }
   }
   __syncthreads();
+}
+
+/** This thread's 16-byte chunks of a copy of n bfloat16 (a multiple of 8) into shared memory (cp.async). */
+static __device__ __forceinline__ void cp_rows(bf_t* dst, const bf_t* src, int n) {
+  for (int c = threadIdx.x; c < n / 8; c += NT) cp_async16(dst + c * 8, src + c * 8);
 }
 
 static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r) {
@@ -777,6 +801,21 @@ ${
 }`
   }
 
+#if MK_CONST_EARLY
+// The copied rows (cw: see MK_CONST_EARLY); every copy this thread issued landed, then the block's.
+#define IN_NORM_W cw
+#define POST_NORM_W (cw + H)
+#define MK_CONST_WAIT() do { cp_async_wait_all(); __syncthreads(); } while (0)
+// The next layer's input norm weights (the final norm's after the last layer), over the first
+// norm's region, read by nothing until then: issued in a barrier window, waited for at the next layer's start.
+#define MK_NEXT_NORM_COPY() do { cp_rows(cw, layer + 1 < NL ? layers[layer + 1].in_norm : final_norm, H); cp_async_commit(); } while (0)
+#else
+#define IN_NORM_W nullptr
+#define POST_NORM_W nullptr
+#define MK_CONST_WAIT() do { } while (0)
+#define MK_NEXT_NORM_COPY() do { } while (0)
+#endif
+
 extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(
     const LayerPtrs* __restrict__ layers, const bf_t* __restrict__ embed, const bf_t* __restrict__ final_norm,
     const bf_t* __restrict__ lm_head, const bf_t* __restrict__ cos_t, const bf_t* __restrict__ sin_t,
@@ -861,8 +900,15 @@ ${
 
   uint4 w[WORDS];
   unsigned int nbar = 0;
+#if MK_CONST_EARLY
+  bf_t* cw = reinterpret_cast<bf_t*>(reinterpret_cast<unsigned char*>(smw) + MK_CW_OFF);
+#endif
   {
     const LayerPtrs L = layers[0];
+#if MK_CONST_EARLY
+    cp_rows(cw, L.in_norm, H);
+    cp_async_commit();
+#endif
     ${ahead ? 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();' : 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r));'}
   }
 
@@ -871,6 +917,18 @@ ${
     const bf_t* resid = layer == 0 ? emb_row : h;
 
     // (1) RMSNorm + q/k/v projections.
+#if MK_CONST_EARLY
+    // The input norm's weights (copied before the last barrier, or at the start for layer 0), then
+    // this layer's other rows: the post-attention norm's weights, the q/k norms', the rotary rows.
+    cp_async_wait_all();
+    __syncthreads();
+    cp_rows(cw + H, L.post_norm, H);
+    cp_rows(cw + 2 * H, L.q_norm, D);
+    cp_rows(cw + 2 * H + D, L.k_norm, D);
+    cp_rows(cw + 2 * H + 2 * D, cos_t + (long long)pos * D, D);
+    cp_rows(cw + 2 * H + 3 * D, sin_t + (long long)pos * D, D);
+    cp_async_commit();
+#endif
 #if MK_KV_EARLY
     // Attention's prefetched keys and values (variant.kvLoad 'early'): issued now, they land while
     // the norm and the q/k/v GEMV run; attention waits for them after its q/k preparation.
@@ -887,7 +945,7 @@ ${
       cp_async_commit();
     }
 #endif
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, L.in_norm, H, sh${flow ? ', layer == 0 ? nullptr : dpart' : ''});
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, MK_CONST_EARLY ? IN_NORM_W : L.in_norm, H, sh, ${flow ? 'layer == 0 ? nullptr : dpart' : 'nullptr'}, MK_CONST_EARLY);
     ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W, qkv[r] = tobf(acc));' : 'GEMV_UNITS_P(RQKV, H, KS_QKV, REG_W, qkv[r] = tobf(acc), PACE_QKV);'}
     ${
       flow
@@ -926,6 +984,15 @@ ${
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
     if (attends) {
       const bool has_new = len - 1 >= t0 && len - 1 < t1;
+#if MK_CONST_EARLY
+      // This layer's rows copied at its start (the keys and values, the newest group, may still be on their way).
+#if MK_KV_EARLY
+      cp_async_wait_1();
+#else
+      cp_async_wait_all();
+#endif
+      __syncthreads();
+#endif
       // Warps 0..GQ-1: query heads g*GQ+j; warp GQ: the kv head's key; warp GQ+1: its value.
       if (warp < GQ + 1) {
         const bool is_q = warp < GQ;
@@ -940,9 +1007,16 @@ ${
           const int j = lane + 32 * m;
           a[m] = bf(__ldcg(x + j));
           b[m] = bf(__ldcg(x + j + D / 2));
+#if MK_CONST_EARLY
+          const bf_t* cn = cw + 2 * H + (is_q ? 0 : D);
+          wa[m] = bf(cn[j]); wb[m] = bf(cn[j + D / 2]);
+          ca[m] = bf(cw[2 * H + 2 * D + j]); cb2[m] = bf(cw[2 * H + 2 * D + j + D / 2]);
+          sa[m] = bf(cw[2 * H + 3 * D + j]); sb[m] = bf(cw[2 * H + 3 * D + j + D / 2]);
+#else
           wa[m] = bf(__ldg(nw + j)); wb[m] = bf(__ldg(nw + j + D / 2));
           ca[m] = bf(__ldg(cos_t + cb + j)); cb2[m] = bf(__ldg(cos_t + cb + j + D / 2));
           sa[m] = bf(__ldg(sin_t + cb + j)); sb[m] = bf(__ldg(sin_t + cb + j + D / 2));
+#endif
           ss = fmaf(a[m], a[m], fmaf(b[m], b[m], ss));
         }
         ss = warp_sum(ss);
@@ -1155,7 +1229,8 @@ ${
       flow
         ? `    // (4) RMSNorm + gate/up projections of this group's slice + silu * mul; then, once the group's
     // blocks have all written theirs, the down projection's partial sums over the slice.
-    row_to_smem(h, L.post_norm, H, sh);
+    MK_CONST_WAIT();
+    row_to_smem(h, MK_CONST_EARLY ? POST_NORM_W : L.post_norm, H, sh, nullptr, MK_CONST_EARLY);
     GATE_UP_UNITS(IS, REG_W, PACE_GU, lgw, twg, ROUNDSG(IS, KS_GU), grp * IS);
     flag_arrive(sync + SYNC_GROUP + SLINE * grp, 1u);
     MK_STAMP(2);
@@ -1163,6 +1238,7 @@ ${
     // (measured: loading them into shared memory at the barrier before the MLP instead shortened
     // this wait by ~1 us but lengthened that barrier's release by ~2 us; commit 2a5d935).
     PREFETCH_UNITS_X(H, IS, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER + grp * IS, lgw, twg, ROUNDSG(H, KS_DOWN));
+    MK_NEXT_NORM_COPY();
     poll_until(sync + SYNC_GROUP + SLINE * grp, (unsigned int)(layer + 1) * gsize, sh, claim, report, codes[2], nbar + 1);
     __syncthreads();
     MK_STAMP(3);
@@ -1172,7 +1248,8 @@ ${
     GEMV_UNITS_XP(H, IS, KS_DOWN, REG_W, dpart[grp * H + r] = acc, lgw, twg, ROUNDSG(H, KS_DOWN), PACE_DOWN);
 `
         : `    // (4) RMSNorm + gate/up projections + silu * mul.
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(h, L.post_norm, H, sh);
+    ${ahead ? 'cp_async_wait_all();\n    ' : ''}MK_CONST_WAIT();
+    row_to_smem(h, MK_CONST_EARLY ? POST_NORM_W : L.post_norm, H, sh, nullptr, MK_CONST_EARLY);
     GATE_UP_UNITS(INTER, ${ahead ? 'SMEM_W, NO_ISSUE' : 'REG_W, PACE_GU'}, gw, TW, ROUNDS(INTER, KS_GU), 0);
     grid_arrive(bar, ++nbar, trace);
     ${
@@ -1182,7 +1259,7 @@ ${
       PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L2, r));
       cp_async_commit();
     }`
-        : 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
+        : 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);\n    MK_NEXT_NORM_COPY();'
     }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
@@ -1203,7 +1280,8 @@ ${
   }
 
   // Final norm + LM head: rows streamed two deep (151936 rows do not fit in registers).
-  row_to_smem(h, final_norm, H, sh${flow ? ', dpart' : ''});
+  MK_CONST_WAIT();
+  row_to_smem(h, MK_CONST_EARLY ? IN_NORM_W : final_norm, H, sh, ${flow ? 'dpart' : 'nullptr'}, MK_CONST_EARLY);
   {
     uint4 cur[H / 256], nxt[H / 256];
     int r = gw;
@@ -1239,8 +1317,10 @@ ${
   }
 }
 `;
-  // 'ahead': the q/k/v and gate/up weights; kvLoad 'early': [warp][token][key, value][lane] uint2.
-  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0;
+  // 'ahead': the q/k/v and gate/up weights; else kvLoad 'early': [warp][token][key, value][lane] uint2, then constLoad 'early': the rows (MK_CONST_EARLY).
+  const kvBytes = variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0;
+  const constBytes = variant.constLoad === 'early' ? (2 * d.hidden + 4 * d.headDim) * 2 : 0;
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : kvBytes + constBytes;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
