@@ -102,19 +102,19 @@ const CASES: [string, Record<string, unknown>][] = [
 ];
 
 for (const [label, cfg] of CASES) {
-  for (const [stream, kvSlots, sync, pace, kvLoad, constLoad] of [
-    ['next', 'registers', 'grid', 0, 'barrier', 'inline'],
-    ['ahead', 'registers', 'grid', 0, 'barrier', 'inline'],
-    ['next', 'shared', 'grid', 0, 'barrier', 'inline'],
-    ['next', 'shared', 'grid', 1, 'barrier', 'inline'],
-    ['next', 'shared', 'flow', 0, 'barrier', 'inline'],
-    ['next', 'registers', 'flow', 2, 'barrier', 'inline'],
-    ['next', 'shared', 'grid', 2, 'early', 'inline'],
-    ['next', 'shared', 'grid', 0, 'barrier', 'early'],
-    ['next', 'shared', 'grid', 2, 'early', 'early'],
-    ['next', 'registers', 'flow', 0, 'early', 'early'],
+  for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad] of [
+    ['next', 'registers', 'grid', 0, 'barrier', 'inline', 'end'],
+    ['ahead', 'registers', 'grid', 0, 'barrier', 'inline', 'end'],
+    ['next', 'shared', 'grid', 0, 'barrier', 'inline', 'end'],
+    ['next', 'shared', 'grid', 1, 'barrier', 'inline', 'end'],
+    ['next', 'shared', 'flow', 0, 'barrier', 'inline', 'end'],
+    ['next', 'registers', 'flow', 2, 'barrier', 'inline', 'end'],
+    ['next', 'shared', 'grid', 2, 'early', 'inline', 'end'],
+    ['next', 'shared', 'grid', 0, 'barrier', 'early', 'end'],
+    ['next', 'shared', 'grid', 2, 'early', 'early', 'early'],
+    ['next', 'registers', 'flow', 0, 'early', 'early', 'early'],
   ] as const) {
-    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
+    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
       const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 3, initStd: 0.05 });
       assert.ok(perturbNorms(model, 23) > 0);
       const NB = 24;
@@ -129,7 +129,7 @@ for (const [label, cfg] of CASES) {
         hidden: spec.hidden, heads: spec.heads, kvHeads: spec.kvHeads, headDim: spec.headDim, intermediate: spec.intermediate, layers: spec.layers.length, vocab: spec.vocab, eps: spec.eps,
         blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid: gridFor(spec.kvHeads),
       };
-      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace, kvLoad, constLoad };
+      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace, kvLoad, constLoad, residLoad };
       // The flow MLP in more than one group of blocks wherever the sizes allow it (what its counters and partial sums are for).
       if (sync === 'flow') assert.ok(megakernelGroups(dims, variant) >= 2, `${megakernelGroups(dims, variant)} MLP groups`);
       const { source } = decodeMegakernelSource(dims, variant);

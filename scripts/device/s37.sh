@@ -7,7 +7,7 @@
 #         then `kiln generate --random qwen3-0.6b` on cuda with an empty kernel cache and a warm
 #         one, with the kernel on and off (start-up cost of compiling it).
 #   kve   #17 attention's keys and values (KILN_DECODE_MEGAKERNEL_KV_LOAD=early) and the small DRAM rows
-#         (KILN_DECODE_MEGAKERNEL_CONST_LOAD=early) loaded early: the
+#         (KILN_DECODE_MEGAKERNEL_CONST_LOAD=early) and the residuals (KILN_DECODE_MEGAKERNEL_RESID_LOAD=early) loaded early: the
 #         megakernel tests, a phase trace per form, decode of the compiled step and each form, alternating twice.
 # A step starts only while the call is under its deadline (S37_DEADLINE s); logs and JSON under
 # $OUT/s37-PART come back as one tarball, the summary printed last.
@@ -32,15 +32,16 @@ elif [ "$part" = kve ]; then
   # #17 attention's prefetched keys and values loaded at the start of the layer (cp.async into shared
   # memory) instead of at the barrier before attention: tests, a phase trace per form, decode A/B.
   base="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared"
+  e="KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=early KILN_DECODE_MEGAKERNEL_RESID_LOAD=early"
   declare -A FORM=(
-    [mk]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier KILN_DECODE_MEGAKERNEL_CONST_LOAD=inline"
-    [kve]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=inline"
-    [ce]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
-    [kvece]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
-    [flowkvece]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
-    [flow]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier KILN_DECODE_MEGAKERNEL_CONST_LOAD=inline"
+    [mk]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid"
+    [kve]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
+    [ce]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
+    [re]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid KILN_DECODE_MEGAKERNEL_RESID_LOAD=early"
+    [all]="$base KILN_DECODE_MEGAKERNEL_SYNC=grid $e"
+    [flowall]="$base KILN_DECODE_MEGAKERNEL_SYNC=flow $e"
   )
-  forms=${FORMS:-mk kve ce kvece flowkvece}
+  forms=${FORMS:-mk kve ce re all flowall}
   MK_TESTS=${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-240}
 else
   el "unknown part $part"

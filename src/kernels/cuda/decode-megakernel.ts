@@ -119,6 +119,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
       kvLoad: getOption('KILN_DECODE_MEGAKERNEL_KV_LOAD'),
       constLoad: getOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD'),
+      residLoad: getOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).

@@ -135,6 +135,12 @@ export interface DecodeMegakernelVariant {
    * Needs stream 'next'.
    */
   readonly constLoad?: 'inline' | 'early';
+  /**
+   * When the o and down projections read the residual they add: 'end' (default: in the GEMV's
+   * epilogue, an L2 round trip between the row's sum and the barrier's arrival) or 'early' (at the
+   * phase's start, in the round trip of its first reads, kept in a register per round of the warp).
+   */
+  readonly residLoad?: 'end' | 'early';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -273,7 +279,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -282,6 +288,7 @@ export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
 export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): string | null {
   if ((v.pace ?? 0) > 0 && v.stream !== 'next') return `pace ${v.pace} with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.pace !== undefined && (!Number.isInteger(v.pace) || v.pace < 0)) return `pace ${v.pace} (a whole number of loads is needed)`;
+  if (v.residLoad === 'early' && v.stream !== 'next') return `residuals loaded early with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.constLoad === 'early' && v.stream !== 'next') return `norm and rotary rows loaded early with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.kvLoad === 'early' && v.stream !== 'next') return `keys and values loaded early with weights streamed '${v.stream}' (it needs 'next': 'ahead' holds its weights in the same shared memory)`;
   if (v.sync !== 'flow') return null;
@@ -415,6 +422,8 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 // [0, H) the input norm's weights, [H, 2H) the post-attention norm's, then the q norm's, the k
 // norm's, the step's cos and sin rows (D each).
 #define MK_CONST_EARLY ${variant.constLoad === 'early' ? 1 : 0}
+// variant.residLoad 'early': the residual rows of this warp's o and down units, loaded at the phase's start.
+#define MK_RESID_EARLY ${variant.residLoad === 'early' ? 1 : 0}
 #define MK_CW_OFF ${variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0}
 // sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
 // of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
@@ -1190,6 +1199,18 @@ ${
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
     // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
     // where a separate fold would take a ticket, read, write and be read again.
+#if MK_RESID_EARLY
+    // The residual of each of this warp's rows (lane 0 of the row's first warp), in the fold's first round trip.
+    float rs_o[ROUNDS(H, KS_O)];
+#pragma unroll
+    for (int j = 0; j < ROUNDS(H, KS_O); j++) {
+      const int u = gw + j * TW;
+      rs_o[j] = (u < H * KS_O && u % KS_O == 0 && lane == 0) ? ${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, u / KS_O)' : 'bf(__ldcg(resid + u / KS_O))'} : 0.f;
+    }
+#define MK_RESID_O(r) rs_o[j]
+#else
+#define MK_RESID_O(r) ${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'}
+#endif
     for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
       const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
@@ -1212,7 +1233,8 @@ ${
       sh.xs[i] = rbf(A / Lsum);
     }
     __syncthreads();
-    GEMV_UNITS_P(H, QROWS, KS_O, REG_W, h[r] = tobf(${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'} + rbf(acc)), PACE_O);
+    GEMV_UNITS_P(H, QROWS, KS_O, REG_W, h[r] = tobf(MK_RESID_O(r) + rbf(acc)), PACE_O);
+#undef MK_RESID_O
     grid_arrive(bar, ++nbar, trace);
     ${
       ahead
@@ -1264,8 +1286,21 @@ ${
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
+#if MK_RESID_EARLY
+    // The residual of each of this warp's rows, loaded with the activation row (one round trip).
+    float rs_d[ROUNDS(H, KS_DOWN)];
+#pragma unroll
+    for (int j = 0; j < ROUNDS(H, KS_DOWN); j++) {
+      const int u = gw + j * TW;
+      rs_d[j] = (u < H * KS_DOWN && u % KS_DOWN == 0 && lane == 0) ? bf(__ldcg(h + u / KS_DOWN)) : 0.f;
+    }
+#define MK_RESID_D(r) rs_d[j]
+#else
+#define MK_RESID_D(r) bf(__ldcg(h + r))
+#endif
     row_to_smem(act, nullptr, INTER, sh);
-    GEMV_UNITS_P(H, INTER, KS_DOWN, REG_W, h[r] = tobf(bf(__ldcg(h + r)) + rbf(acc)), PACE_DOWN);
+    GEMV_UNITS_P(H, INTER, KS_DOWN, REG_W, h[r] = tobf(MK_RESID_D(r) + rbf(acc)), PACE_DOWN);
+#undef MK_RESID_D
 `
     }
     grid_arrive(bar, ++nbar, trace);
