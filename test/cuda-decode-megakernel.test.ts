@@ -188,6 +188,44 @@ test('a megakernel grid the device cannot hold at once: the cooperative launch i
   for (const c of caches) c.dispose();
 });
 
+test('contexts past the megakernel\'s prefetched tokens run on the compiled step (maxContext), shorter ones on the kernel [cuda]', { skip: !hasCuda }, () => {
+  const model = Qwen3ForCausalLM.fromConfig(qwen3Config(512, 4, 2, 128, 1024, 3, 2000), { dtype: 'bfloat16', device: 'cuda', seed: 3, initStd: 0.05 });
+  assert.ok(perturbNorms(model, 31) > 0);
+  const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: 32 }), new PagedKvCache(model.kvGeometry(), { numBlocks: 32 })];
+  // 4 blocks over 2 kv heads: 2 splits of 16 warps x 4 tokens, so 128 tokens are prefetched.
+  setOption('KILN_DECODE_MEGAKERNEL_GRID', 4);
+  let mk: DecodeRunner;
+  try {
+    mk = withMegakernel(true, () => new DecodeRunner(model, caches[0]!, 'compiled'));
+  } finally {
+    setOption('KILN_DECODE_MEGAKERNEL_GRID', undefined);
+  }
+  const ref = new DecodeRunner(model, caches[1]!, 'compiled');
+  assert.equal(mk.wholeStepDecoder?.maxContext, 128, mk.wholeStepReason ?? '');
+  const table = shuffled(32, 3);
+  const flat = (t: Tensor): number[] => t.to('float32').toFlatArray() as number[];
+  // Positions in order, so both caches hold the same rows: contexts 125..130 cross the limit.
+  for (let P = 0; P < 130; P++) {
+    const row = { tokenId: (P * 13 + 5) % 2000, position: P, blockTable: table.slice(0, Math.ceil((P + 1) / 16)) };
+    const before = megakernelStats.launches;
+    const a = flat(mk.run([row]));
+    const b = flat(ref.run([row]));
+    const onKernel = megakernelStats.launches > before;
+    assert.equal(onKernel, P + 1 <= 128, `context ${P + 1}: on the kernel ${onKernel}`);
+    // Past the limit both ran the compiled step over caches that agree within bfloat16 rounding.
+    if (!onKernel) {
+      const scale = Math.max(...b.map(Math.abs));
+      let worst = 0;
+      for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+      assert.ok(worst <= 0.02 * scale, `context ${P + 1}: logits differ by ${worst}`);
+    }
+  }
+  assert.equal(mk.wholeStepDecoder !== null, true, 'the decoder stays for the next short context');
+  mk.dispose();
+  ref.dispose();
+  for (const c of caches) c.dispose();
+});
+
 /** Greedy ids of `prompt` and, per step, the gap between the top two logprobs (the engine's top-2 logprobs). */
 function greedyWithMargins(engine: InstanceType<typeof kiln.serve.Engine>, prompt: number[], n: number): { ids: number[]; margins: number[] } {
   const ids: number[] = [];

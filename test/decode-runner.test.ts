@@ -4,7 +4,8 @@
  * grouped-query heads, scattered block tables, bfloat16 caches); bad slots, block ids and lengths
  * are errors; and the engine's three decode paths ('step', 'eager', 'compiled') give transformers'
  * greedy tokens on the tiny checkpoints, with one compiled program per batch bucket (no recompile
- * per token or length) and on cuda when present.
+ * per token or length) and on cuda when present; which steps a whole-step decoder takes (its
+ * batch and context limits).
  */
 import assert from 'node:assert/strict';
 import { setOption } from '../src/runtime/config.js';
@@ -15,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import * as kiln from '../src/index.js';
 import type { Tensor } from '../src/index.js';
 import { decodeBucket } from '../src/serve/decode-runner.js';
+import { wholeStepTakes } from '../src/ops/library/whole-step.js';
 import { makeTensor, randomInts, randomValues } from './helpers/make.js';
 
 const llm = kiln.llm;
@@ -217,3 +219,16 @@ for (const device of devices) {
     });
   }
 }
+
+test('a whole-step decoder takes a step only within its batch and context limits', () => {
+  const mk = { maxBatch: 1, maxContext: 1024 };
+  // Context = position + 1: 1,024 tokens is the last one it takes.
+  assert.equal(wholeStepTakes(mk, 1, [{ position: 1022 }]), true);
+  assert.equal(wholeStepTakes(mk, 1, [{ position: 1023 }]), true);
+  assert.equal(wholeStepTakes(mk, 1, [{ position: 1024 }]), false);
+  assert.equal(wholeStepTakes(mk, 2, [{ position: 3 }]), false, 'bucket 2 is past maxBatch 1');
+  // Without a context limit (the cpu's decoder) only the batch decides; every row must fit.
+  const cpu = { maxBatch: 4 };
+  assert.equal(wholeStepTakes(cpu, 4, [{ position: 100_000 }, { position: 3 }]), true);
+  assert.equal(wholeStepTakes({ maxBatch: 4, maxContext: 10 }, 4, [{ position: 3 }, { position: 10 }]), false, 'one row past the limit');
+});

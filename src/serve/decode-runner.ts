@@ -32,7 +32,7 @@ import { empty } from '../api/creation.js';
 import { narrow, view } from '../api/views.js';
 import { keep } from '../tensor/scope.js';
 import { getOption, optionSource, withOptionSnapshot } from '../runtime/config.js';
-import { createWholeStepDecoder, wholeStepByDefault, type WholeStepDecoder } from '../ops/library/whole-step.js';
+import { createWholeStepDecoder, wholeStepByDefault, wholeStepTakes, type WholeStepDecoder } from '../ops/library/whole-step.js';
 import { uploadFromHost } from '../tensor/transfer.js';
 import { storageArray } from '../tensor/typed.js';
 import { compile, type CompiledFunction } from '../compile/compile.js';
@@ -198,7 +198,7 @@ export class DecodeRunner {
       }
     }
     const [ids, positions, slots, tables, lens] = inp.args;
-    let logits = this.whole !== null && B <= this.whole.maxBatch ? this.whole.run({ ids, positions, slots, tables, lens }) : null;
+    let logits = this.whole !== null && wholeStepTakes(this.whole, B, rows) ? this.whole.run({ ids, positions, slots, tables, lens }) : null;
     if (typeof logits === 'string') {
       // The device refused the decoder (nothing ran): this step and every later one take the step function.
       this.wholeReason = `the whole-step decoder ${this.whole!.name} was refused by the device: ${logits}`;

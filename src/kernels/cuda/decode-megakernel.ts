@@ -17,7 +17,7 @@ import type { DType } from '../../tensor/dtype.js';
 import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
-import { decodeMegakernelSource, megakernelBarriers, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStampNames, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
+import { decodeMegakernelSource, megakernelBarriers, megakernelPrefetchTokens, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStampNames, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
 import { getOption } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
@@ -93,6 +93,8 @@ function dimsFor(spec: DenseDecoderSpec): DecodeMegakernelDims | string {
 class CudaDecodeMegakernel implements WholeStepDecoder {
   readonly name: string;
   readonly maxBatch = 1;
+  /** Contexts whose keys and values are all prefetched (megakernelPrefetchTokens); longer ones take the compiled step. */
+  readonly maxContext: number;
   private readonly owned: Tensor[] = [];
   private readonly args: number[];
   private readonly argIndex: number;
@@ -126,6 +128,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       ...(pace > 0 && stream === 'next' ? { pace } : {}),
     };
     this.variant = variant;
+    this.maxContext = megakernelPrefetchTokens(dims);
     const { name, source, dynamicShared } = decodeMegakernelSource(dims, variant);
     this.dynamicShared = dynamicShared;
     const optin = deviceInfo(device.index).sharedMemPerBlockOptin;

@@ -79,6 +79,11 @@ export interface WholeStepDecoder {
   /** The largest batch (sequences, one token each) a step takes; the runner's larger buckets keep their step. */
   readonly maxBatch: number;
   /**
+   * The longest context (tokens, the step's own included) the decoder is built for, if it has
+   * such a limit: a step with a longer row runs on the runner's own step function instead.
+   */
+  readonly maxContext?: number;
+  /**
    * Launches a step; the logits [B, vocab] alias a static buffer, valid until the next run. Or a
    * string, when the device refuses to run the decoder at all (nothing ran, nothing was written:
    * e.g. cuda cannot make every block of a grid-synchronised kernel resident because another
@@ -94,6 +99,13 @@ export interface WholeStepDecoder {
   readTrace?(): { arrive: number[][]; release: number[][]; attention: number[][][]; phases: readonly string[]; stamps: readonly string[] } | null;
   /** Frees the decoder's device buffers. */
   dispose(): void;
+}
+
+/** Whether `decoder` takes a step of `rows` padded to `bucket` rows: the bucket within its maxBatch and every row's context (position + 1) within its maxContext. */
+export function wholeStepTakes(decoder: Pick<WholeStepDecoder, 'maxBatch' | 'maxContext'>, bucket: number, rows: readonly { readonly position: number }[]): boolean {
+  if (bucket > decoder.maxBatch) return false;
+  const most = decoder.maxContext ?? Infinity;
+  return rows.every((r) => r.position + 1 <= most);
 }
 
 /** Makes a decoder for the spec, or says why it cannot (a sentence). */

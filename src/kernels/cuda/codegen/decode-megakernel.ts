@@ -232,6 +232,16 @@ export function megakernelSplits(d: DecodeMegakernelDims): number {
   return Math.max(1, Math.min(64, Math.floor(d.grid / d.kvHeads)));
 }
 
+/**
+ * Context length (tokens) whose keys and values the kernel's warps all load before attention's
+ * token loop (UKV tokens a warp, NW warps a split, megakernelSplits splits a kv head): 1,024 for
+ * Qwen3-0.6B on 132 SMs. Past it each warp loads its further tokens one at a time inside the loop,
+ * a DRAM round trip each, so the decoder leaves longer contexts to the compiled step (maxContext).
+ */
+export function megakernelPrefetchTokens(d: DecodeMegakernelDims): number {
+  return megakernelSplits(d) * MK_WARPS * KV_PREFETCH;
+}
+
 /** Why these sizes cannot run on the kernel, or null. */
 export function megakernelUnsupported(d: DecodeMegakernelDims): string | null {
   if (![64, 128].includes(d.headDim)) return `head dim ${d.headDim} (supported: 64, 128)`;
