@@ -131,9 +131,7 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
       const a = flat(mk.run([row]));
       const b = flat(ref.run([row]));
       steps++;
-      const scale = Math.max(...b.map(Math.abs));
-      let worst = 0;
-      for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+      const { worst, scale } = logitGap(a, b);
       // Both round every op to bfloat16 (2^-9 relative) but sum in different orders; 2% of the
       // largest logit is a few roundings through the layers, far below what a wrong row or head gives.
       assert.ok(worst <= 0.02 * scale, `context ${P + 1}: logits differ by ${worst} (largest logit ${scale})`);
@@ -158,17 +156,28 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
     for (const c of caches) c.dispose();
 }
 
+/** The largest difference between two logit rows, and the reference row's largest magnitude. */
+function logitGap(a: readonly number[], b: readonly number[]): { worst: number; scale: number } {
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+  return { worst, scale: Math.max(...b.map(Math.abs)) };
+}
+
+/** A compiled decode runner with the megakernel on, its grid forced to `grid` blocks (KILN_DECODE_MEGAKERNEL_GRID). */
+function megakernelRunnerOnGrid(model: InstanceType<typeof Qwen3ForCausalLM>, cache: PagedKvCache, grid: number): DecodeRunner {
+  setOption('KILN_DECODE_MEGAKERNEL_GRID', grid);
+  try {
+    return withMegakernel(true, () => new DecodeRunner(model, cache, 'compiled'));
+  } finally {
+    setOption('KILN_DECODE_MEGAKERNEL_GRID', undefined);
+  }
+}
+
 test('a megakernel grid the device cannot hold at once: the cooperative launch is refused, the runner says why and runs the compiled step [cuda]', { skip: !hasCuda }, () => {
   const model = Qwen3ForCausalLM.fromConfig(qwen3Config(512, 4, 2, 128, 1024, 3, 2000), { dtype: 'bfloat16', device: 'cuda', seed: 3, initStd: 0.05 });
   const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: 16 }), new PagedKvCache(model.kvGeometry(), { numBlocks: 16 })];
   // 512-thread blocks: at most 2048 / 512 = 4 an SM, so 4 x SMs + 1 can never be resident at once.
-  setOption('KILN_DECODE_MEGAKERNEL_GRID', 4 * deviceInfo(0).smCount + 1);
-  let mk: DecodeRunner;
-  try {
-    mk = withMegakernel(true, () => new DecodeRunner(model, caches[0]!, 'compiled'));
-  } finally {
-    setOption('KILN_DECODE_MEGAKERNEL_GRID', undefined);
-  }
+  const mk = megakernelRunnerOnGrid(model, caches[0]!, 4 * deviceInfo(0).smCount + 1);
   const ref = new DecodeRunner(model, caches[1]!, 'compiled');
   assert.ok(mk.wholeStepDecoder !== null, `the decoder was made: ${mk.wholeStepReason}`);
   const launches = megakernelStats.launches;
@@ -193,13 +202,7 @@ test('contexts past the megakernel\'s prefetched tokens run on the compiled step
   assert.ok(perturbNorms(model, 31) > 0);
   const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: 32 }), new PagedKvCache(model.kvGeometry(), { numBlocks: 32 })];
   // 4 blocks over 2 kv heads: 2 splits of 16 warps x 4 tokens, so 128 tokens are prefetched.
-  setOption('KILN_DECODE_MEGAKERNEL_GRID', 4);
-  let mk: DecodeRunner;
-  try {
-    mk = withMegakernel(true, () => new DecodeRunner(model, caches[0]!, 'compiled'));
-  } finally {
-    setOption('KILN_DECODE_MEGAKERNEL_GRID', undefined);
-  }
+  const mk = megakernelRunnerOnGrid(model, caches[0]!, 4);
   const ref = new DecodeRunner(model, caches[1]!, 'compiled');
   assert.equal(mk.wholeStepDecoder?.maxContext, 128, mk.wholeStepReason ?? '');
   const table = shuffled(32, 3);
@@ -214,9 +217,7 @@ test('contexts past the megakernel\'s prefetched tokens run on the compiled step
     assert.equal(onKernel, P + 1 <= 128, `context ${P + 1}: on the kernel ${onKernel}`);
     // Past the limit both ran the compiled step over caches that agree within bfloat16 rounding.
     if (!onKernel) {
-      const scale = Math.max(...b.map(Math.abs));
-      let worst = 0;
-      for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+      const { worst, scale } = logitGap(a, b);
       assert.ok(worst <= 0.02 * scale, `context ${P + 1}: logits differ by ${worst}`);
     }
   }

@@ -755,6 +755,17 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
 #define DOT_UNITS(N, K, KS, OFF, SRC, ACC) DOT_UNITS_X(N, K, KS, OFF, SRC, ACC, gw, TW, ROUNDS(N, KS))
 #define DOT_UNITS_P(N, K, KS, OFF, SRC, ACC, ISSUE) DOT_UNITS_XP(N, K, KS, OFF, SRC, ACC, gw, TW, ROUNDS(N, KS), ISSUE)
 
+/**
+ * variant.residLoad 'early': ARR[j] = VALUE (an expression of the row r) for round j of this warp's
+ * units of an [H, K] GEMV split KS ways, at the lane that will store the row (lane 0 of its first warp).
+ */
+#define RESID_UNITS(ARR, KS, VALUE)                                                  \\
+  float ARR[ROUNDS(H, KS)];                                                        \\
+  _Pragma("unroll") for (int j = 0; j < ROUNDS(H, KS); j++) {                      \\
+    const int u = gw + j * TW, r = u / (KS);                                       \\
+    ARR[j] = (u < H * (KS) && u % (KS) == 0 && lane == 0) ? (VALUE) : 0.f;         \\
+  }
+
 /** Row sums of a split GEMV: the units' sums staged in GP, added in unit order by the row's first warp. */
 #define STAGE_UNITS_X(KS, ACC, GP, RND)                                            \\
   if ((KS) > 1 && lane == 0) {                                                     \\
@@ -1215,13 +1226,8 @@ ${
     // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
     // where a separate fold would take a ticket, read, write and be read again.
 #if MK_RESID_EARLY
-    // The residual of each of this warp's rows (lane 0 of the row's first warp), in the fold's first round trip.
-    float rs_o[ROUNDS(H, KS_O)];
-#pragma unroll
-    for (int j = 0; j < ROUNDS(H, KS_O); j++) {
-      const int u = gw + j * TW;
-      rs_o[j] = (u < H * KS_O && u % KS_O == 0 && lane == 0) ? ${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, u / KS_O)' : 'bf(__ldcg(resid + u / KS_O))'} : 0.f;
-    }
+    // The residual of each of this warp's rows, in the fold's first round trip.
+    RESID_UNITS(rs_o, KS_O, ${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'});
 #define MK_RESID_O(r) rs_o[j]
 #else
 #define MK_RESID_O(r) ${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'}
@@ -1303,12 +1309,7 @@ ${
     // (5) down projection + residual.
 #if MK_RESID_EARLY
     // The residual of each of this warp's rows, loaded with the activation row (one round trip).
-    float rs_d[ROUNDS(H, KS_DOWN)];
-#pragma unroll
-    for (int j = 0; j < ROUNDS(H, KS_DOWN); j++) {
-      const int u = gw + j * TW;
-      rs_d[j] = (u < H * KS_DOWN && u % KS_DOWN == 0 && lane == 0) ? bf(__ldcg(h + u / KS_DOWN)) : 0.f;
-    }
+    RESID_UNITS(rs_d, KS_DOWN, bf(__ldcg(h + r)));
 #define MK_RESID_D(r) rs_d[j]
 #else
 #define MK_RESID_D(r) bf(__ldcg(h + r))
