@@ -102,19 +102,25 @@ const CASES: [string, Record<string, unknown>][] = [
 ];
 
 for (const [label, cfg] of CASES) {
-  for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad] of [
-    ['next', 'registers', 'grid', 0, 'barrier', 'inline', 'end'],
-    ['ahead', 'registers', 'grid', 0, 'barrier', 'inline', 'end'],
-    ['next', 'shared', 'grid', 0, 'barrier', 'inline', 'end'],
-    ['next', 'shared', 'grid', 1, 'barrier', 'inline', 'end'],
-    ['next', 'shared', 'flow', 0, 'barrier', 'inline', 'end'],
-    ['next', 'registers', 'flow', 2, 'barrier', 'inline', 'end'],
-    ['next', 'shared', 'grid', 2, 'early', 'inline', 'end'],
-    ['next', 'shared', 'grid', 0, 'barrier', 'early', 'end'],
-    ['next', 'shared', 'grid', 2, 'early', 'early', 'early'],
-    ['next', 'registers', 'flow', 0, 'early', 'early', 'early'],
+  // [stream, cache slots, sync, pace, keys and values, norm and rotary rows, residuals, fold loads, grid x]
+  for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad, joinLoads, gridTimes] of [
+    ['next', 'registers', 'grid', 0, 'barrier', 'inline', 'end', 'serial', 1],
+    ['ahead', 'registers', 'grid', 0, 'barrier', 'inline', 'end', 'serial', 1],
+    ['next', 'shared', 'grid', 0, 'barrier', 'inline', 'end', 'serial', 1],
+    ['next', 'shared', 'grid', 1, 'barrier', 'inline', 'end', 'serial', 1],
+    ['next', 'shared', 'flow', 0, 'barrier', 'inline', 'end', 'serial', 1],
+    ['next', 'registers', 'flow', 2, 'barrier', 'inline', 'end', 'serial', 1],
+    ['next', 'shared', 'grid', 2, 'early', 'inline', 'end', 'serial', 1],
+    ['next', 'shared', 'grid', 0, 'barrier', 'early', 'end', 'serial', 1],
+    ['next', 'shared', 'grid', 2, 'early', 'early', 'early', 'serial', 1],
+    ['next', 'registers', 'flow', 0, 'early', 'early', 'early', 'serial', 1],
+    // Joint fold loads on twice the grid: up to 8 attention splits a kv head, so the fold runs
+    // more than one chunk of FOLD_U splits at the longer contexts.
+    ['next', 'shared', 'grid', 2, 'barrier', 'inline', 'end', 'joint', 2],
+    ['next', 'shared', 'grid', 2, 'early', 'early', 'early', 'joint', 1],
   ] as const) {
-    test(`decode megakernel (host emulation, ${gridFor(cfg.num_key_value_heads as number)} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
+    const grid = gridFor(cfg.num_key_value_heads as number) * gridTimes;
+    test(`decode megakernel (host emulation, ${grid} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}${joinLoads === 'joint' ? ', bit-identical to serial' : ''}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
       const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 3, initStd: 0.05 });
       assert.ok(perturbNorms(model, 23) > 0);
       const NB = 24;
@@ -127,14 +133,16 @@ for (const [label, cfg] of CASES) {
       if (typeof spec === 'string') return;
       const dims: DecodeMegakernelDims = {
         hidden: spec.hidden, heads: spec.heads, kvHeads: spec.kvHeads, headDim: spec.headDim, intermediate: spec.intermediate, layers: spec.layers.length, vocab: spec.vocab, eps: spec.eps,
-        blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid: gridFor(spec.kvHeads),
+        blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid,
       };
-      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace, kvLoad, constLoad, residLoad };
+      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace, kvLoad, constLoad, residLoad, joinLoads };
       // The flow MLP in more than one group of blocks wherever the sizes allow it (what its counters and partial sums are for).
       if (sync === 'flow') assert.ok(megakernelGroups(dims, variant) >= 2, `${megakernelGroups(dims, variant)} MLP groups`);
       const { source } = decodeMegakernelSource(dims, variant);
       // Under 'flow' blocks wait on counters of some blocks only: odd blocks lag, so a missing or short wait reads stale rows.
       const lib = build(source, sync === 'flow' ? 3 : 0);
+      // The joint form's twin with serial loads: the same arithmetic in the same order, so the same bits.
+      const serialTwin = joinLoads === 'joint' ? build(decodeMegakernelSource(dims, { ...variant, joinLoads: 'serial' }).source, 0) : null;
       const table = shuffled(NB, 7);
       for (const P of cfg.hidden_size === 1024 ? [0, 130] : [0, 15, 16, 40, 150, 300]) {
         const blockTable = table.slice(0, Math.ceil((P + 1) / 16));
@@ -179,7 +187,13 @@ for (const [label, cfg] of CASES) {
           -1, // no trace
         ];
         const mem = arena.build();
+        const twinMem = serialTwin !== null ? mem.slice() : null;
         lib.run(mem, new BigInt64Array(hostArgs.map(BigInt)), hostArgs.length, new BigInt64Array(layerOffs.map(BigInt)), layerOffs.length, BigInt(tableAt));
+        if (serialTwin !== null && twinMem !== null) {
+          serialTwin.run(twinMem, new BigInt64Array(hostArgs.map(BigInt)), hostArgs.length, new BigInt64Array(layerOffs.map(BigInt)), layerOffs.length, BigInt(tableAt));
+          const at = hostArgs[16]!;
+          assert.deepEqual(mem.subarray(at, at + 2 * dims.vocab), twinMem.subarray(at, at + 2 * dims.vocab), `context ${P + 1}: joint and serial fold loads give different logits`);
+        }
         const report: BigInt64Array = new BigInt64Array(mem.buffer, hostArgs[18]!, 4);
         assert.equal(report[0], 0n, `context ${P + 1}: the kernel reported error code ${report[0]} (value ${report[1]}, size ${report[2]})`);
         assert.deepEqual([...new Uint32Array(mem.buffer, hostArgs[15]!, megakernelSyncWords(dims, variant))], new Array(megakernelSyncWords(dims, variant)).fill(0), 'the barrier words are reset for the next launch');

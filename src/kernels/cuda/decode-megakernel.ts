@@ -122,6 +122,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       kvLoad: getOption('KILN_DECODE_MEGAKERNEL_KV_LOAD'),
       constLoad: getOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD'),
       residLoad: getOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD'),
+      joinLoads: getOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).

@@ -146,6 +146,15 @@ export interface DecodeMegakernelVariant {
    * phase's start, in the round trip of its first reads, kept in a register per round of the warp).
    */
   readonly residLoad?: 'end' | 'early';
+  /**
+   * How the loads of a thread's several outputs are ordered where each output takes an L2 round
+   * trip: 'serial' (default: the attention fold's outputs, four a thread at Qwen3-0.6B's sizes,
+   * one after another, and the value row's four elements each stored before the next is loaded,
+   * so each output waits a round trip of its own) or 'joint' (every output's loads issued before
+   * any is used: one round trip for the fold at up to 4 splits a head, one for the value row).
+   * The arithmetic and its order are the same, so the results are bit-identical.
+   */
+  readonly joinLoads?: 'serial' | 'joint';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -249,6 +258,8 @@ export function megakernelUnsupported(d: DecodeMegakernelDims): string | null {
   const gq = d.heads / d.kvHeads;
   if (gq + 2 > MK_WARPS) return `${gq} query heads per kv head (at most ${MK_WARPS - 2})`;
   if (gq * d.headDim > MK_THREADS) return `${gq} x ${d.headDim} attention outputs per kv head (at most ${MK_THREADS})`;
+  // The attention fold's outputs of one thread are a whole number of kv groups apart.
+  if (MK_THREADS % (gq * d.headDim) !== 0) return `${gq} x ${d.headDim} attention outputs per kv head (a divisor of ${MK_THREADS} is needed)`;
   for (const [name, k] of [['hidden size', d.hidden], ['heads x head dim', d.heads * d.headDim], ['intermediate size', d.intermediate]] as const) {
     if (k % 256 !== 0) return `${name} ${k} (a multiple of 256 is needed)`;
     if (k > 8192) return `${name} ${k} (at most 8192)`;
@@ -294,7 +305,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -439,6 +450,11 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define MK_CONST_EARLY ${variant.constLoad === 'early' ? 1 : 0}
 // variant.residLoad 'early': the residual rows of this warp's o and down units, loaded at the phase's start.
 #define MK_RESID_EARLY ${variant.residLoad === 'early' ? 1 : 0}
+// variant.joinLoads 'joint': a thread's fold outputs (FOLD_N of them) load their partials together,
+// FOLD_U splits at a time; the value row's elements are all loaded before any is stored.
+#define MK_JOIN_LOADS ${variant.joinLoads === 'joint' ? 1 : 0}
+#define FOLD_N ((QROWS + NT - 1) / NT)
+#define FOLD_U 4
 #define MK_CW_OFF ${variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0}
 // sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
 // of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
@@ -1072,11 +1088,25 @@ ${
         }
       } else if (warp == GQ + 1) {
         const bf_t* x = qkv + QROWS + KVROWS + g * D;
+#if MK_JOIN_LOADS
+        // All of the lane's elements loaded first: the stores below would otherwise hold each
+        // later load behind the round trip of the one before (in-order issue waits on the operand).
+        unsigned short vv[D / 32];
+#pragma unroll
+        for (int m = 0; m < D / 32; m++) vv[m] = __ldcg(x + lane + 32 * m);
+#pragma unroll
+        for (int m = 0; m < D / 32; m++) {
+          const int j = lane + 32 * m;
+          sh.qk[GQ + 1][j] = bf(vv[m]);
+          if (has_new && slot_new >= 0) L.vc[(slot_new * NKV + g) * D + j] = vv[m];
+        }
+#else
         for (int j = lane; j < D; j += 32) {
           const unsigned short v = __ldcg(x + j);
           sh.qk[GQ + 1][j] = bf(v);
           if (has_new && slot_new >= 0) L.vc[(slot_new * NKV + g) * D + j] = v;
         }
+#endif
       }
       __syncthreads();
       MK_STAMP(0);
@@ -1239,6 +1269,57 @@ ${
       sh.pl[hq][s2] = __ldcg(pp + D + 1);
     }
     __syncthreads();
+#if MK_JOIN_LOADS
+    // Each head's split weights exp(m_s - M) and their sum, computed once per head (thread hq)
+    // into its shared row in place of the maxima and sums: the outputs below then hold only their
+    // accumulators (the register cap), and get the serial form's numbers in the same order.
+    if ((int)threadIdx.x < NH) {
+      const int hq = threadIdx.x;
+      float M = MK_NEG_INF;
+      for (int s2 = 0; s2 < n_active; s2++) M = fmaxf(M, sh.pm[hq][s2]);
+      float Lsum = 0.f;
+      for (int s2 = 0; s2 < n_active; s2++) {
+        const float f = __expf(sh.pm[hq][s2] - M);
+        Lsum = fmaf(sh.pl[hq][s2], f, Lsum);
+        sh.pm[hq][s2] = f;
+      }
+      sh.pl[hq][0] = Lsum;
+    }
+    __syncthreads();
+    {
+      // This thread's FOLD_N outputs i = threadIdx.x + k * NT, their splits FOLD_U at a time: each
+      // chunk's loads of every output issued before any is used (one round trip a chunk, where the
+      // serial form took one per output).
+      // Output k's partial of split s2 is at fold_at(k) + s2 * GQ * (D + 2); NT is a multiple of
+      // GQ * D (megakernelUnsupported), so output k's head is k * NT / D past output 0's, its kv
+      // group k * NT / (GQ * D) past it: one pointer and constant offsets (the register cap).
+      const int hq0 = (int)threadIdx.x / D;
+      const float* fold0 = part + ((long long)((hq0 / GQ) * S) * GQ + hq0 % GQ) * (D + 2) + (int)threadIdx.x % D;
+#define FOLD_AT(k, s2) (fold0 + (long long)(k) * (NT / (GQ * D)) * S * GQ * (D + 2) + (long long)(s2) * GQ * (D + 2))
+      float fa[FOLD_N];
+#pragma unroll
+      for (int k = 0; k < FOLD_N; k++) fa[k] = 0.f;
+      for (int s0 = 0; s0 < n_active; s0 += FOLD_U) {
+        float pv[FOLD_U][FOLD_N];
+#pragma unroll
+        for (int u = 0; u < FOLD_U; u++)
+#pragma unroll
+          for (int k = 0; k < FOLD_N; k++) pv[u][k] = (s0 + u < n_active && (int)threadIdx.x + k * NT < QROWS) ? __ldcg(FOLD_AT(k, s0 + u)) : 0.f;
+#pragma unroll
+        for (int u = 0; u < FOLD_U; u++) {
+          if (s0 + u >= n_active) break;
+#pragma unroll
+          for (int k = 0; k < FOLD_N; k++) fa[k] = fmaf(pv[u][k], sh.pm[min(hq0 + k * (NT / D), NH - 1)][s0 + u], fa[k]);
+        }
+      }
+#undef FOLD_AT
+#pragma unroll
+      for (int k = 0; k < FOLD_N; k++) {
+        const int i = threadIdx.x + k * NT;
+        if (i < QROWS) sh.xs[i] = rbf(fa[k] / sh.pl[i / D][0]);
+      }
+    }
+#else
     for (int i = threadIdx.x; i < QROWS; i += NT) {
       const int hq = i / D, dd = i % D;
       float M = MK_NEG_INF;
@@ -1253,6 +1334,7 @@ ${
       }
       sh.xs[i] = rbf(A / Lsum);
     }
+#endif
     __syncthreads();
     GEMV_UNITS_P(H, QROWS, KS_O, REG_W, h[r] = tobf(MK_RESID_O(r) + rbf(acc)), PACE_O);
 #undef MK_RESID_O

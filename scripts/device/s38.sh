@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Session 38's device calls, from the repo root through .device/run.sh with dist/ built and carried
+# (bash .device/run.sh bash scripts/device/s38.sh PART):
+#   mk   #17 the decode megakernel's forms: session 37's early loads (KILN_DECODE_MEGAKERNEL_KV_LOAD,
+#        _CONST_LOAD, _RESID_LOAD = early) and session 38's joint fold loads
+#        (KILN_DECODE_MEGAKERNEL_JOIN_LOADS=joint): the megakernel tests (every form against the
+#        compiled step, maxContext's switch), a phase trace per form, then decode at batch 1 of the
+#        compiled step and each form, alternating twice. FORMS picks forms (names below).
+#        If the machine has cuobjdump, the SASS of the cubins under dist/cubins (built with nvcc
+#        here) is dumped for reading the fold's loads.
+# A step starts only while the call is under its deadline (S38_DEADLINE s); logs and JSON under
+# $OUT/s38-PART come back as one tarball, the summary printed last.
+set -uo pipefail
+part=${1:?usage: s38.sh mk}
+session=s38
+source "$(dirname "$0")/session-lib.sh"
+if [ "$part" = mk ]; then
+  base="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=grid"
+  e="KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=early KILN_DECODE_MEGAKERNEL_RESID_LOAD=early"
+  j="KILN_DECODE_MEGAKERNEL_JOIN_LOADS=joint"
+  declare -A FORM=(
+    [mk]="$base"
+    [kve]="$base KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
+    [ce]="$base KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
+    [re]="$base KILN_DECODE_MEGAKERNEL_RESID_LOAD=early"
+    [all]="$base $e"
+    [jl]="$base $j"
+    [alljl]="$base $e $j"
+    [flowall]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=flow $e $j"
+  )
+  forms=${FORMS:-mk all jl alljl kve ce re flowall}
+  if ls dist/cubins/*.cubin >/dev/null 2>&1; then
+    go sass && { for c in dist/cubins/*.cubin; do b=$(basename "$c" .cubin); (command -v cuobjdump >/dev/null && cuobjdump -sass "$c" > "$out/sass-$b.txt" 2>&1) || (ls /usr/local/cuda*/bin > "$out/sass-none.txt" 2>&1); done; el "sass: $(ls "$out" | grep -c '^sass-') files"; }
+  fi
+  MK_TESTS=${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-240}
+else
+  el "unknown part $part"
+fi
+finish
