@@ -34,6 +34,11 @@ function withMegakernel<T>(on: boolean, fn: () => T): T {
   }
 }
 
+/** The reference: a compiled decode runner with the megakernel off (on cuda it is on by default for batch 1). */
+function compiledStep(model: InstanceType<typeof Qwen3ForCausalLM>, cache: PagedKvCache): DecodeRunner {
+  return withMegakernel(false, () => new DecodeRunner(model, cache, 'compiled'));
+}
+
 test('whole-step decoder: MoE models, head dims and grouped heads it cannot take are refused with a reason', () => {
   const dense = Qwen3ForCausalLM.fromConfig(qwen3Config(256, 4, 2, 64, 512, 2, 300), { dtype: 'float16', seed: 1 });
   const cache = new PagedKvCache(dense.kvGeometry(), { numBlocks: 8 });
@@ -83,13 +88,15 @@ const FORMS = [
   ['next', 'shared', 'flow', 2, 'early', 'early', 'early'],
   ['next', 'shared', 'grid', 6, 'barrier', 'inline', 'end', 'joint'],
   ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint'],
+  ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint', 'norm'],
 ] as const;
-for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad = 'end', joinLoads = 'serial'] of FORMS) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
+for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad = 'end', joinLoads = 'serial', earlyAt = 'start'] of FORMS) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}; early copies at ${earlyAt}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
     setOption('KILN_DECODE_MEGAKERNEL_KV_LOAD', kvLoad);
     setOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD', constLoad);
     setOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD', residLoad);
     setOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS', joinLoads);
+    setOption('KILN_DECODE_MEGAKERNEL_EARLY_AT', earlyAt);
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
     setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', kvSlots);
     setOption('KILN_DECODE_MEGAKERNEL_SYNC', sync);
@@ -101,6 +108,7 @@ for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoa
       setOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL_EARLY_AT', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_SYNC', undefined);
@@ -123,7 +131,7 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
       }
     }
     const mk = withMegakernel(true, () => new DecodeRunner(model, caches[0]!, 'compiled'));
-    const ref = new DecodeRunner(model, caches[1]!, 'compiled');
+    const ref = compiledStep(model, caches[1]!);
     assert.ok(mk.wholeStepDecoder?.name, `no megakernel: ${mk.wholeStepReason}`);
     const table = shuffled(NB, 5);
     const before = megakernelStats.launches;
@@ -182,7 +190,7 @@ test('a megakernel grid the device cannot hold at once: the cooperative launch i
   const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: 16 }), new PagedKvCache(model.kvGeometry(), { numBlocks: 16 })];
   // 512-thread blocks: at most 2048 / 512 = 4 an SM, so 4 x SMs + 1 can never be resident at once.
   const mk = megakernelRunnerOnGrid(model, caches[0]!, 4 * deviceInfo(0).smCount + 1);
-  const ref = new DecodeRunner(model, caches[1]!, 'compiled');
+  const ref = compiledStep(model, caches[1]!);
   assert.ok(mk.wholeStepDecoder !== null, `the decoder was made: ${mk.wholeStepReason}`);
   const launches = megakernelStats.launches;
   for (const P of [0, 1, 2]) {
@@ -207,7 +215,7 @@ test('contexts past the megakernel\'s prefetched tokens run on the compiled step
   const caches = [new PagedKvCache(model.kvGeometry(), { numBlocks: 32 }), new PagedKvCache(model.kvGeometry(), { numBlocks: 32 })];
   // 4 blocks over 2 kv heads: 2 splits of 16 warps x 4 tokens, so 128 tokens are prefetched.
   const mk = megakernelRunnerOnGrid(model, caches[0]!, 4);
-  const ref = new DecodeRunner(model, caches[1]!, 'compiled');
+  const ref = compiledStep(model, caches[1]!);
   assert.equal(mk.wholeStepDecoder?.maxContext, 128, mk.wholeStepReason ?? '');
   const table = shuffled(32, 3);
   const flat = (t: Tensor): number[] => t.to('float32').toFlatArray() as number[];

@@ -123,6 +123,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       constLoad: getOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD'),
       residLoad: getOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD'),
       joinLoads: getOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS'),
+      earlyAt: getOption('KILN_DECODE_MEGAKERNEL_EARLY_AT'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).

@@ -155,6 +155,11 @@ export interface DecodeMegakernelVariant {
    * The arithmetic and its order are the same, so the results are bit-identical.
    */
   readonly joinLoads?: 'serial' | 'joint';
+  /**
+   * Where a layer issues its early copies (constLoad / kvLoad 'early'): 'start' (default: before
+   * the input norm's loads) or 'norm' (after the norm's round trip, so it does not queue behind them).
+   */
+  readonly earlyAt?: 'start' | 'norm';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -305,7 +310,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -405,6 +410,36 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   // Tables of the 'flow' head counters: constant memory on the GPU, plain arrays in the emulator.
   const table = (type: string, nameC: string, values: number[]): string => `${host ? 'static const' : '__constant__'} ${type} ${nameC}[${values.length}] = {${values.map((x) => `${x}u`).join(', ')}};`;
   const maxK = Math.max(d.hidden, qrows, d.intermediate);
+  // The early copies of the layer (variant.constLoad / kvLoad 'early'): issued at the layer's start,
+  // or after its input norm's round trip (variant.earlyAt 'norm') so that round trip does not queue
+  // behind them.
+  const afterNorm = variant.earlyAt === 'norm';
+  const earlyCopies = `#if MK_CONST_EARLY
+    // This layer's rows: the post-attention norm's weights, the q/k norms', the rotary rows.
+    cp_rows(cw + H, L.post_norm, H);
+    cp_rows(cw + 2 * H, L.q_norm, D);
+    cp_rows(cw + 2 * H + D, L.k_norm, D);
+    cp_rows(cw + 2 * H + 2 * D, cos_t + (long long)pos * D, D);
+    cp_rows(cw + 2 * H + 3 * D, sin_t + (long long)pos * D, D);
+    cp_async_commit();
+#endif
+#if MK_KV_EARLY
+    // Attention's prefetched keys and values (variant.kvLoad 'early'): they land while the q/k/v
+    // GEMV runs; attention waits for them after its q/k preparation.
+    {
+      uint2* skv = reinterpret_cast<uint2*>(smw);
+#pragma unroll
+      for (int u = 0; u < UKV; u++) {
+        if (kslot[u] >= 0) {
+          const long long e = ((long long)kslot[u] * NKV + g) * D + lane * DPL;
+          cp_async_kv(&skv[((warp * UKV + u) * 2) * 32 + lane], L.kc + e);
+          cp_async_kv(&skv[((warp * UKV + u) * 2 + 1) * 32 + lane], L.vc + e);
+        }
+      }
+      cp_async_commit();
+    }
+#endif
+`;
   const source = `
 #define H ${d.hidden}
 #define NH ${d.heads}
@@ -969,35 +1004,12 @@ ${
 
     // (1) RMSNorm + q/k/v projections.
 #if MK_CONST_EARLY
-    // The input norm's weights (copied before the last barrier, or at the start for layer 0), then
-    // this layer's other rows: the post-attention norm's weights, the q/k norms', the rotary rows.
+    // The input norm's weights (copied before the last barrier, or at the start for layer 0).
     cp_async_wait_all();
     __syncthreads();
-    cp_rows(cw + H, L.post_norm, H);
-    cp_rows(cw + 2 * H, L.q_norm, D);
-    cp_rows(cw + 2 * H + D, L.k_norm, D);
-    cp_rows(cw + 2 * H + 2 * D, cos_t + (long long)pos * D, D);
-    cp_rows(cw + 2 * H + 3 * D, sin_t + (long long)pos * D, D);
-    cp_async_commit();
 #endif
-#if MK_KV_EARLY
-    // Attention's prefetched keys and values (variant.kvLoad 'early'): issued now, they land while
-    // the norm and the q/k/v GEMV run; attention waits for them after its q/k preparation.
-    {
-      uint2* skv = reinterpret_cast<uint2*>(smw);
-#pragma unroll
-      for (int u = 0; u < UKV; u++) {
-        if (kslot[u] >= 0) {
-          const long long e = ((long long)kslot[u] * NKV + g) * D + lane * DPL;
-          cp_async_kv(&skv[((warp * UKV + u) * 2) * 32 + lane], L.kc + e);
-          cp_async_kv(&skv[((warp * UKV + u) * 2 + 1) * 32 + lane], L.vc + e);
-        }
-      }
-      cp_async_commit();
-    }
-#endif
-    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, MK_CONST_EARLY ? IN_NORM_W : L.in_norm, H, sh, ${flow ? 'layer == 0 ? nullptr : dpart' : 'nullptr'}, MK_CONST_EARLY);
-    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W, qkv[r] = tobf(acc));' : 'GEMV_UNITS_P(RQKV, H, KS_QKV, REG_W, qkv[r] = tobf(acc), PACE_QKV);'}
+${afterNorm ? '' : earlyCopies}    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, MK_CONST_EARLY ? IN_NORM_W : L.in_norm, H, sh, ${flow ? 'layer == 0 ? nullptr : dpart' : 'nullptr'}, MK_CONST_EARLY);
+${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W, qkv[r] = tobf(acc));' : 'GEMV_UNITS_P(RQKV, H, KS_QKV, REG_W, qkv[r] = tobf(acc), PACE_QKV);'}
     ${
       flow
         ? `// Attention on a kv head waits only for the blocks that wrote its q/k/v rows.
