@@ -89,14 +89,17 @@ const FORMS = [
   ['next', 'shared', 'grid', 6, 'barrier', 'inline', 'end', 'joint'],
   ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint'],
   ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint', 'norm'],
+  ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint', 'start', 'both'],
+  ['next', 'shared', 'grid', 3, 'barrier', 'inline', 'end', 'serial', 'start', 'gate'],
 ] as const;
-for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad = 'end', joinLoads = 'serial', earlyAt = 'start'] of FORMS) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}; early copies at ${earlyAt}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
+for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad = 'end', joinLoads = 'serial', earlyAt = 'start', weightsEarly = 'none'] of FORMS) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}; early copies at ${earlyAt}; weights early: ${weightsEarly}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
     setOption('KILN_DECODE_MEGAKERNEL_KV_LOAD', kvLoad);
     setOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD', constLoad);
     setOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD', residLoad);
     setOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS', joinLoads);
     setOption('KILN_DECODE_MEGAKERNEL_EARLY_AT', earlyAt);
+    setOption('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY', weightsEarly);
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
     setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', kvSlots);
     setOption('KILN_DECODE_MEGAKERNEL_SYNC', sync);
@@ -109,6 +112,7 @@ for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoa
       setOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_EARLY_AT', undefined);
+      setOption('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_SYNC', undefined);

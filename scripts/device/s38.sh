@@ -3,7 +3,8 @@
 # (bash .device/run.sh bash scripts/device/s38.sh PART):
 #   mk   #17 the decode megakernel's forms: session 37's early loads (KILN_DECODE_MEGAKERNEL_KV_LOAD,
 #        _CONST_LOAD, _RESID_LOAD = early) and session 38's joint fold loads
-#        (KILN_DECODE_MEGAKERNEL_JOIN_LOADS=joint), early copies after the norm (_EARLY_AT=norm), paces: the megakernel tests (every form against the
+#        (KILN_DECODE_MEGAKERNEL_JOIN_LOADS=joint), early copies after the norm (_EARLY_AT=norm), weights copied a phase early
+#        (_WEIGHTS_EARLY=gate|qkv|both), paces: the megakernel tests (every form against the
 #        compiled step, maxContext's switch), a phase trace per form, then decode at batch 1 of the
 #        compiled step and each form, alternating twice. FORMS picks forms (names below).
 #        If the machine has cuobjdump, the SASS of the cubins under dist/cubins (built with nvcc
@@ -27,6 +28,9 @@ if [ "$part" = mk ]; then
     [jl]="$base $j"
     [alljl]="$base $e $j"
     [alljlean]="$base $e $j KILN_DECODE_MEGAKERNEL_EARLY_AT=norm"
+    [alljlwg]="$base $e $j KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY=gate"
+    [alljlwq]="$base $e $j KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY=qkv"
+    [alljlwb]="$base $e $j KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY=both"
     [alljlP4]="$base $e $j KILN_DECODE_MEGAKERNEL_PACE=4"
     [alljlP8]="$base $e $j KILN_DECODE_MEGAKERNEL_PACE=8"
     [flowall]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=flow $e $j"

@@ -124,6 +124,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       residLoad: getOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD'),
       joinLoads: getOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS'),
       earlyAt: getOption('KILN_DECODE_MEGAKERNEL_EARLY_AT'),
+      weightsEarly: getOption('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).
