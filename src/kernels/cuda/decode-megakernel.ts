@@ -18,7 +18,7 @@ import { fmtShape, isContiguousStrides } from '../../tensor/layout.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { uploadFromHost } from '../../tensor/transfer.js';
 import { decodeMegakernelSource, megakernelBarriers, megakernelPrefetchTokens, megakernelPartFloats, megakernelPhases, megakernelSharedBytes, megakernelStampNames, megakernelSyncWords, megakernelUnsupported, MK_LAYER_PTRS, MK_THREADS, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './codegen/decode-megakernel.js';
-import { getOption } from '../../runtime/config.js';
+import { getOption, optionSource, type OptionName, type OptionValue } from '../../runtime/config.js';
 import { ptrOf, streamOf } from './device.js';
 
 const OP = 'decode megakernel';
@@ -114,18 +114,24 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const groups = getOption('KILN_DECODE_MEGAKERNEL_GROUPS');
     const pace = getOption('KILN_DECODE_MEGAKERNEL_PACE');
     const stream = getOption('KILN_DECODE_MEGAKERNEL_STREAM');
+    const syncMode = getOption('KILN_DECODE_MEGAKERNEL_SYNC');
+    // The early forms need the register stream ('ahead' holds its weights in the same shared
+    // memory), and the early weights the grid sync: where those are set otherwise, the early
+    // forms' defaults give way (set explicitly, the kernel refuses the mix and says why).
+    const early = <N extends OptionName>(name: N, off: OptionValue<N>, needsGrid = false): OptionValue<N> =>
+      optionSource(name) === 'default' && (stream !== 'next' || (needsGrid && syncMode !== 'grid')) ? off : getOption(name);
     const variant: DecodeMegakernelVariant = {
       loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'),
       trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'),
       stream,
       kvSlots: getOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS'),
-      kvLoad: getOption('KILN_DECODE_MEGAKERNEL_KV_LOAD'),
-      constLoad: getOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD'),
-      residLoad: getOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD'),
+      kvLoad: early('KILN_DECODE_MEGAKERNEL_KV_LOAD', 'barrier'),
+      constLoad: early('KILN_DECODE_MEGAKERNEL_CONST_LOAD', 'inline'),
+      residLoad: early('KILN_DECODE_MEGAKERNEL_RESID_LOAD', 'end'),
       joinLoads: getOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS'),
       earlyAt: getOption('KILN_DECODE_MEGAKERNEL_EARLY_AT'),
-      weightsEarly: getOption('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY'),
-      sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
+      weightsEarly: early('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY', 'none', true),
+      sync: syncMode,
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).
       ...(pace > 0 && stream === 'next' ? { pace } : {}),
