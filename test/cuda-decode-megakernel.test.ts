@@ -5,7 +5,7 @@
  * unchanged then). On cuda: batch-1 steps of random dense bfloat16 Qwen3 models (head dims 64 and 128, GQA)
  * against the compiled step over identical caches, at contexts of 1 to 300 tokens over shuffled
  * block tables (one and many attention splits): logits within bfloat16 rounding of each other, the
- * same cache rows written, the same argmax; and the engine's greedy tokens with and without it.
+ * same cache rows written, the same top token (up to near ties); and the engine's greedy tokens with and without it.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -89,17 +89,14 @@ const FORMS = [
   ['next', 'shared', 'grid', 6, 'barrier', 'inline', 'end', 'joint'],
   ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint'],
   ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint', 'norm'],
-  ['next', 'shared', 'grid', 6, 'early', 'early', 'early', 'joint', 'start', 'both'],
-  ['next', 'shared', 'grid', 3, 'barrier', 'inline', 'end', 'serial', 'start', 'gate'],
 ] as const;
-for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad = 'end', joinLoads = 'serial', earlyAt = 'start', weightsEarly = 'none'] of FORMS) {
-  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}; early copies at ${earlyAt}; weights early: ${weightsEarly}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
+for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad = 'end', joinLoads = 'serial', earlyAt = 'start'] of FORMS) {
+  test(`decode megakernel equals the compiled step: logits, cache rows and argmax at contexts 1..300 (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}; early copies at ${earlyAt}; ${sync} sync) [cuda]`, { skip: !hasCuda }, () => {
     setOption('KILN_DECODE_MEGAKERNEL_KV_LOAD', kvLoad);
     setOption('KILN_DECODE_MEGAKERNEL_CONST_LOAD', constLoad);
     setOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD', residLoad);
     setOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS', joinLoads);
     setOption('KILN_DECODE_MEGAKERNEL_EARLY_AT', earlyAt);
-    setOption('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY', weightsEarly);
     setOption('KILN_DECODE_MEGAKERNEL_STREAM', stream);
     setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', kvSlots);
     setOption('KILN_DECODE_MEGAKERNEL_SYNC', sync);
@@ -112,7 +109,6 @@ for (const [label, cfg] of SIZES) for (const [stream, kvSlots, sync, pace, kvLoa
       setOption('KILN_DECODE_MEGAKERNEL_RESID_LOAD', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_EARLY_AT', undefined);
-      setOption('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_STREAM', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_KV_SLOTS', undefined);
       setOption('KILN_DECODE_MEGAKERNEL_SYNC', undefined);
@@ -151,8 +147,12 @@ function checkAgainstCompiled(cfg: Record<string, unknown>): void {
       // Both round every op to bfloat16 (2^-9 relative) but sum in different orders; 2% of the
       // largest logit is a few roundings through the layers, far below what a wrong row or head gives.
       assert.ok(worst <= 0.02 * scale, `context ${P + 1}: logits differ by ${worst} (largest logit ${scale})`);
-      const argmax = (x: number[]): number => x.indexOf(Math.max(...x));
-      assert.equal(argmax(a), argmax(b), `context ${P + 1}: argmax`);
+      // The kernel's top token must be one of the reference's best: its reference logit within the
+      // same tolerance of the reference's maximum (a near tie may fall either way; a wrong row or
+      // head would pick a token far below).
+      const top = a.indexOf(Math.max(...a));
+      const best = Math.max(...b);
+      assert.ok(b[top]! >= best - 0.02 * scale, `context ${P + 1}: the kernel's top token ${top} has reference logit ${b[top]}, the reference's best is ${best} (token ${b.indexOf(best)})`);
       // The step's key and value rows, written at the token's slot in every layer.
       const slot = caches[0]!.slot(row.blockTable, P);
       for (let l = 0; l < caches[0]!.keys.length; l++) {

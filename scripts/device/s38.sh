@@ -3,8 +3,7 @@
 # (bash .device/run.sh bash scripts/device/s38.sh PART):
 #   mk   #17 the decode megakernel's forms: session 37's early loads (KILN_DECODE_MEGAKERNEL_KV_LOAD,
 #        _CONST_LOAD, _RESID_LOAD = early) and session 38's joint fold loads
-#        (KILN_DECODE_MEGAKERNEL_JOIN_LOADS=joint), early copies after the norm (_EARLY_AT=norm), weights copied a phase early
-#        (_WEIGHTS_EARLY=gate|qkv|both), paces: the megakernel tests (every form against the
+#        (KILN_DECODE_MEGAKERNEL_JOIN_LOADS=joint), early copies after the norm (_EARLY_AT=norm), paces: the megakernel tests (every form against the
 #        compiled step, maxContext's switch), a phase trace per form, then decode at batch 1 of the
 #        compiled step and each form, alternating twice. FORMS picks forms (names below).
 #        If the machine has cuobjdump, the SASS of the cubins under dist/cubins (built with nvcc
@@ -19,23 +18,27 @@ if [ "$part" = mk ]; then
   base="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=grid"
   e="KILN_DECODE_MEGAKERNEL_KV_LOAD=early KILN_DECODE_MEGAKERNEL_CONST_LOAD=early KILN_DECODE_MEGAKERNEL_RESID_LOAD=early"
   j="KILN_DECODE_MEGAKERNEL_JOIN_LOADS=joint"
+  # Since the defaults changed (session 38): the session-37 default spelled out (s37) and the new default (new: the early forms,
+  # joint fold loads, early copies after the norm).
+  old="KILN_DECODE_MEGAKERNEL_KV_LOAD=barrier KILN_DECODE_MEGAKERNEL_CONST_LOAD=inline KILN_DECODE_MEGAKERNEL_RESID_LOAD=end KILN_DECODE_MEGAKERNEL_JOIN_LOADS=serial KILN_DECODE_MEGAKERNEL_EARLY_AT=start"
   declare -A FORM=(
-    [mk]="$base"
-    [kve]="$base KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
-    [ce]="$base KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
-    [re]="$base KILN_DECODE_MEGAKERNEL_RESID_LOAD=early"
-    [all]="$base $e"
-    [jl]="$base $j"
-    [alljl]="$base $e $j"
-    [alljlean]="$base $e $j KILN_DECODE_MEGAKERNEL_EARLY_AT=norm"
-    [alljlwg]="$base $e $j KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY=gate"
-    [alljlwq]="$base $e $j KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY=qkv"
-    [alljlwb]="$base $e $j KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY=both"
-    [alljlP4]="$base $e $j KILN_DECODE_MEGAKERNEL_PACE=4"
-    [alljlP8]="$base $e $j KILN_DECODE_MEGAKERNEL_PACE=8"
-    [flowall]="KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=flow $e $j"
+    [s37]="$base $old"
+    [new]="$base"
+    [newP4]="$base KILN_DECODE_MEGAKERNEL_PACE=4"
+    [newP8]="$base KILN_DECODE_MEGAKERNEL_PACE=8"
+    [mk]="$base $old"
+    [kve]="$base $old KILN_DECODE_MEGAKERNEL_KV_LOAD=early"
+    [ce]="$base $old KILN_DECODE_MEGAKERNEL_CONST_LOAD=early"
+    [re]="$base $old KILN_DECODE_MEGAKERNEL_RESID_LOAD=early"
+    [all]="$base $old $e"
+    [jl]="$base $old $j"
+    [alljl]="$base $old $e $j"
+    [alljlean]="$base $old $e $j KILN_DECODE_MEGAKERNEL_EARLY_AT=norm"
+    [alljlP4]="$base $old $e $j KILN_DECODE_MEGAKERNEL_PACE=4"
+    [alljlP8]="$base $old $e $j KILN_DECODE_MEGAKERNEL_PACE=8"
+    [flowall]="$old KILN_DECODE_MEGAKERNEL_STREAM=next KILN_DECODE_MEGAKERNEL_KV_SLOTS=shared KILN_DECODE_MEGAKERNEL_SYNC=flow $e $j"
   )
-  forms=${FORMS:-mk all jl alljl kve ce re flowall}
+  forms=${FORMS:-s37 new newP4}
   if ls dist/cubins/*.cubin >/dev/null 2>&1; then
     go sass && { for c in dist/cubins/*.cubin; do b=$(basename "$c" .cubin); (command -v cuobjdump >/dev/null && cuobjdump -sass "$c" > "$out/sass-$b.txt" 2>&1) || (ls /usr/local/cuda*/bin > "$out/sass-none.txt" 2>&1); done; el "sass: $(ls "$out" | grep -c '^sass-') files"; }
   fi

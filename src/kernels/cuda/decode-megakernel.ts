@@ -116,10 +116,9 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const stream = getOption('KILN_DECODE_MEGAKERNEL_STREAM');
     const syncMode = getOption('KILN_DECODE_MEGAKERNEL_SYNC');
     // The early forms need the register stream ('ahead' holds its weights in the same shared
-    // memory), and the early weights the grid sync: where those are set otherwise, the early
-    // forms' defaults give way (set explicitly, the kernel refuses the mix and says why).
-    const early = <N extends OptionName>(name: N, off: OptionValue<N>, needsGrid = false): OptionValue<N> =>
-      optionSource(name) === 'default' && (stream !== 'next' || (needsGrid && syncMode !== 'grid')) ? off : getOption(name);
+    // memory): under 'ahead' their defaults give way (set explicitly, the kernel refuses the mix
+    // and says why).
+    const early = <N extends OptionName>(name: N, off: OptionValue<N>): OptionValue<N> => (optionSource(name) === 'default' && stream !== 'next' ? off : getOption(name));
     const variant: DecodeMegakernelVariant = {
       loads: getOption('KILN_DECODE_MEGAKERNEL_LOADS'),
       trace: getOption('KILN_DECODE_MEGAKERNEL_TRACE'),
@@ -130,7 +129,6 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       residLoad: early('KILN_DECODE_MEGAKERNEL_RESID_LOAD', 'end'),
       joinLoads: getOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS'),
       earlyAt: getOption('KILN_DECODE_MEGAKERNEL_EARLY_AT'),
-      weightsEarly: early('KILN_DECODE_MEGAKERNEL_WEIGHTS_EARLY', 'none', true),
       sync: syncMode,
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).

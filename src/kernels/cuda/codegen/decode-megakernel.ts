@@ -160,15 +160,6 @@ export interface DecodeMegakernelVariant {
    * the input norm's loads) or 'norm' (after the norm's round trip, so it does not queue behind them).
    */
   readonly earlyAt?: 'start' | 'norm';
-  /**
-   * Weights copied into shared memory a phase before the one that reads them (cp.async), while
-   * that earlier phase leaves the DRAM mostly idle: 'gate' (the gate rows of the gate/up GEMV,
-   * issued in the o projection's phase once its fold's loads are out; the up rows then go into
-   * registers at the barrier, where the gate rows went), 'qkv' (the q/k/v GEMV's first round,
-   * issued in the previous layer's down phase after its input row's round trip; the second round
-   * into registers at the barrier), or 'both'. Default 'none'. Needs stream 'next' and sync 'grid'.
-   */
-  readonly weightsEarly?: 'none' | 'gate' | 'qkv' | 'both';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -319,7 +310,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}${v.weightsEarly && v.weightsEarly !== 'none' ? `_we${v.weightsEarly}` : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -331,7 +322,6 @@ export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegak
   if (v.residLoad === 'early' && v.stream !== 'next') return `residuals loaded early with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.constLoad === 'early' && v.stream !== 'next') return `norm and rotary rows loaded early with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.kvLoad === 'early' && v.stream !== 'next') return `keys and values loaded early with weights streamed '${v.stream}' (it needs 'next': 'ahead' holds its weights in the same shared memory)`;
-  if ((v.weightsEarly ?? 'none') !== 'none' && (v.stream !== 'next' || v.sync === 'flow')) return `weights copied early ('${v.weightsEarly}') with weights streamed '${v.stream}' and sync '${v.sync ?? 'grid'}' (it needs 'next' and 'grid')`;
   if (v.sync !== 'flow') return null;
   if (v.stream !== 'next') return `sync 'flow' with weights streamed '${v.stream}' (it needs 'next')`;
   // A block's kv heads are a 32-bit mask.
@@ -424,13 +414,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
   // or after its input norm's round trip (variant.earlyAt 'norm') so that round trip does not queue
   // behind them.
   const afterNorm = variant.earlyAt === 'norm';
-  const we = variant.weightsEarly ?? 'none';
-  const gateEarly = we === 'gate' || we === 'both';
-  const qkvEarly = we === 'qkv' || we === 'both';
-  const kvBytesC = variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0;
-  const constBytesC = variant.constLoad === 'early' ? (2 * d.hidden + 4 * d.headDim) * 2 : 0;
-  // Words a lane copies early: the gate half of the gate/up words, the q/k/v GEMV's first round.
-  const ew = Math.max(gateEarly ? wordsPerLane(d.intermediate, d.hidden, ks.gu, d.grid * MK_WARPS, true) / 2 : 0, qkvEarly ? d.hidden / ks.qkv / 256 : 0);
   const earlyCopies = `#if MK_CONST_EARLY
     // This layer's rows: the post-attention norm's weights, the q/k norms', the rotary rows.
     cp_rows(cw + H, L.post_norm, H);
@@ -508,14 +491,6 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define FOLD_N ((QROWS + NT - 1) / NT)
 #define FOLD_U 4
 #define MK_CW_OFF ${variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0}
-// variant.weightsEarly: the gate rows (words [0, GU_HALF) of the gate/up GEMV) and/or the q/k/v
-// GEMV's first round (words [0, QE)) copied into shared memory (sme: per warp EW words a lane,
-// lanes adjacent) a phase before their GEMV; the GEMV's other words stay in registers.
-#define MK_GATE_EARLY ${gateEarly ? 1 : 0}
-#define MK_QKV_EARLY ${qkvEarly ? 1 : 0}
-#define QE KW(H, KS_QKV)
-#define EW ${ew}
-#define MK_EW_OFF ${kvBytesC + constBytesC}
 // sync 'flow': MLP groups NG (group g = blocks [g * G / NG, (g + 1) * G / NG)), each over a slice
 // of IS intermediate rows; KS_GU and KS_DOWN are then its GEMVs' splits, whose rounds are bounded
 // by the smallest group's warps (TWG). sync words: [0] grid barrier, [1] exit count,
@@ -596,7 +571,6 @@ static inline void cp_async_kv(void* smem, const void* gmem) { std::memcpy(smem,
 static inline void cp_async_commit() {}
 static inline void cp_async_wait_all() {}
 static inline void cp_async_wait_1() {}
-template <int N> static inline void cp_async_wait_newer() {}
 static inline unsigned int mk_now() { return 0u; }`
       : `static __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned int a = (unsigned int)__cvta_generic_to_shared(smem);
@@ -611,8 +585,6 @@ static __device__ __forceinline__ void cp_async_kv(void* smem, const void* gmem)
 static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 /** Waits for every cp.async group of this thread but the newest. */
 static __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-/** Waits for every cp.async group of this thread but the N newest. */
-template <int N> static __device__ __forceinline__ void cp_async_wait_newer() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 static __device__ __forceinline__ unsigned int mk_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -799,24 +771,6 @@ static __device__ __forceinline__ const bf_t* qkv_row(const LayerPtrs& L, int r)
     }                                                                              \\
   }
 #define PREFETCH_UNITS(N, K, KS, OFF, PUT, ROW_EXPR) PREFETCH_UNITS_X(N, K, KS, OFF, PUT, ROW_EXPR, gw, TW, ROUNDS(N, KS))
-/** PREFETCH_UNITS for the words [LO, HI) of the GEMV only (variant.weightsEarly: the early copies and the rest). */
-#define PREFETCH_UNITS_R(N, K, KS, OFF, PUT, ROW_EXPR, LO, HI)                          \
-  {                                                                                \
-    _Pragma("unroll") for (int j = 0; j < ROUNDS(N, KS); j++) {                    \
-      const int u = gw + j * TW;                                                   \
-      if (u < (N) * (KS)) {                                                        \
-        const int r = u / (KS);                                                    \
-        const bf_t* p = (ROW_EXPR) + (u % (KS)) * ((K) / (KS));                    \
-        _Pragma("unroll") for (int c = 0; c < KW(K, KS); c++)                      \
-          if ((OFF) + j * KW(K, KS) + c >= (LO) && (OFF) + j * KW(K, KS) + c < (HI)) PUT((OFF) + j * KW(K, KS) + c, p + c * 256 + lane * 8); \
-      }                                                                            \
-    }                                                                              \
-  }
-// variant.weightsEarly: word i of a lane in the early copies, and the GEMVs' sources mixing them with registers.
-#define TO_SME(i, p) cp_async16(&sme[(warp * EW + (i)) * 32 + lane], p)
-#define SME_W(i) sme[(warp * EW + (i)) * 32 + lane]
-#define GU_MIX(i) ((i) < GU_HALF ? SME_W(i) : w[i])
-#define QKV_MIX(i) ((i) < QE ? SME_W(i) : w[i])
 
 /**
  * variant.pace: word I of this warp's units of a GEMV whose words start at w[OFF] (the words past
@@ -933,21 +887,6 @@ ${
 }`
   }
 
-#if MK_GATE_EARLY
-#define MK_GATE_COPY() do { PREFETCH_UNITS_R(INTER, H, KS_GU, 0, TO_SME, L.wg + (long long)r * H, 0, GU_HALF); cp_async_commit(); } while (0)
-// The up words past the ones loaded at the barrier, paced as before; the gate words need none.
-#define PACE_GU_E(i) if ((i) >= GU_HALF) PACE_GU(i)
-#else
-#define MK_GATE_COPY() do { } while (0)
-#endif
-#if MK_QKV_EARLY
-// At the barrier before the q/k/v GEMV: its words past the early copies (the first PACE of them).
-#define MK_QKV_TO_REG(LP) PREFETCH_UNITS_R(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(LP, r), QE, QE + PREF_LIMIT)
-#define PACE_QKV_E(i) if ((i) >= QE) PACE_QKV(i)
-#else
-#define MK_QKV_TO_REG(LP) PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(LP, r))
-#endif
-
 #if MK_CONST_EARLY
 // The copied rows (cw: see MK_CONST_EARLY); every copy this thread issued landed, then the block's.
 #define IN_NORM_W cw
@@ -1050,21 +989,13 @@ ${
 #if MK_CONST_EARLY
   bf_t* cw = reinterpret_cast<bf_t*>(reinterpret_cast<unsigned char*>(smw) + MK_CW_OFF);
 #endif
-#if MK_GATE_EARLY || MK_QKV_EARLY
-  uint4* sme = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(smw) + MK_EW_OFF);
-#endif
   {
     const LayerPtrs L = layers[0];
-#if MK_QKV_EARLY
-    // The first layer's first q/k/v round (the later layers': in the down phase before them).
-    PREFETCH_UNITS_R(RQKV, H, KS_QKV, 0, TO_SME, qkv_row(L, r), 0, QE);
-    cp_async_commit();
-#endif
 #if MK_CONST_EARLY
     cp_rows(cw, L.in_norm, H);
     cp_async_commit();
 #endif
-    ${ahead ? 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();' : 'MK_QKV_TO_REG(L);'}
+    ${ahead ? 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_SMEM, qkv_row(L, r));\n    cp_async_commit();' : 'PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L, r));'}
   }
 
   for (int layer = 0; layer < NL; layer++) {
@@ -1078,17 +1009,7 @@ ${
     __syncthreads();
 #endif
 ${afterNorm ? '' : earlyCopies}    ${ahead ? 'cp_async_wait_all();\n    ' : ''}row_to_smem(resid, MK_CONST_EARLY ? IN_NORM_W : L.in_norm, H, sh, ${flow ? 'layer == 0 ? nullptr : dpart' : 'nullptr'}, MK_CONST_EARLY);
-${afterNorm ? earlyCopies : ''}    ${
-      ahead
-        ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W, qkv[r] = tobf(acc));'
-        : `#if MK_QKV_EARLY
-    // This lane's early copies (the groups committed since: the layer's own early copies, if any).
-    cp_async_wait_newer<MK_CONST_EARLY + MK_KV_EARLY>();
-    GEMV_UNITS_P(RQKV, H, KS_QKV, QKV_MIX, qkv[r] = tobf(acc), PACE_QKV_E);
-#else
-    GEMV_UNITS_P(RQKV, H, KS_QKV, REG_W, qkv[r] = tobf(acc), PACE_QKV);
-#endif`
-    }
+${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W, qkv[r] = tobf(acc));' : 'GEMV_UNITS_P(RQKV, H, KS_QKV, REG_W, qkv[r] = tobf(acc), PACE_QKV);'}
     ${
       flow
         ? `// Attention on a kv head waits only for the blocks that wrote its q/k/v rows.
@@ -1396,8 +1317,6 @@ ${afterNorm ? earlyCopies : ''}    ${
         for (int u = 0; u < FOLD_U; u++)
 #pragma unroll
           for (int k = 0; k < FOLD_N; k++) pv[u][k] = (s0 + u < n_active && (int)threadIdx.x + k * NT < QROWS) ? __ldcg(FOLD_AT(k, s0 + u)) : 0.f;
-        // The gate rows' early copies, behind the fold's first loads (which they would delay).
-        if (s0 == 0) MK_GATE_COPY();
 #pragma unroll
         for (int u = 0; u < FOLD_U; u++) {
           if (s0 + u >= n_active) break;
@@ -1406,7 +1325,6 @@ ${afterNorm ? earlyCopies : ''}    ${
         }
       }
 #undef FOLD_AT
-      if (n_active == 0) MK_GATE_COPY();
 #pragma unroll
       for (int k = 0; k < FOLD_N; k++) {
         const int i = threadIdx.x + k * NT;
@@ -1428,7 +1346,6 @@ ${afterNorm ? earlyCopies : ''}    ${
       }
       sh.xs[i] = rbf(A / Lsum);
     }
-    MK_GATE_COPY();
 #endif
     __syncthreads();
     GEMV_UNITS_P(H, QROWS, KS_O, REG_W, h[r] = tobf(MK_RESID_O(r) + rbf(acc)), PACE_O);
@@ -1440,13 +1357,8 @@ ${afterNorm ? earlyCopies : ''}    ${
         : flow
           ? `PREFETCH_UNITS_X(IS, H, KS_GU, 0, TO_REG, L.wg + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));
     PREFETCH_UNITS_X(IS, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)(grp * IS + r) * H, lgw, twg, ROUNDSG(IS, KS_GU));`
-          : `#if MK_GATE_EARLY
-    // The gate rows are on their way into shared memory: the up rows take their place here.
-    PREFETCH_UNITS_R(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H, GU_HALF, GU_HALF + PREF_LIMIT);
-#else
-    PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
-    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);
-#endif`
+          : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
+    PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
     }
     grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
 
@@ -1475,12 +1387,7 @@ ${
         : `    // (4) RMSNorm + gate/up projections + silu * mul.
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}MK_CONST_WAIT();
     row_to_smem(h, MK_CONST_EARLY ? POST_NORM_W : L.post_norm, H, sh, nullptr, MK_CONST_EARLY);
-#if MK_GATE_EARLY
-    cp_async_wait_all();
-    GATE_UP_UNITS(INTER, GU_MIX, PACE_GU_E, gw, TW, ROUNDS(INTER, KS_GU), 0);
-#else
     GATE_UP_UNITS(INTER, ${ahead ? 'SMEM_W, NO_ISSUE' : 'REG_W, PACE_GU'}, gw, TW, ROUNDS(INTER, KS_GU), 0);
-#endif
     grid_arrive(bar, ++nbar, trace);
     ${
       ahead
@@ -1502,21 +1409,13 @@ ${
 #define MK_RESID_D(r) bf(__ldcg(h + r))
 #endif
     row_to_smem(act, nullptr, INTER, sh);
-#if MK_QKV_EARLY
-    // The next layer's first q/k/v round, behind this phase's input row (which it would delay).
-    if (layer + 1 < NL) {
-      const LayerPtrs L2 = layers[layer + 1];
-      PREFETCH_UNITS_R(RQKV, H, KS_QKV, 0, TO_SME, qkv_row(L2, r), 0, QE);
-      cp_async_commit();
-    }
-#endif
     GEMV_UNITS_P(H, INTER, KS_DOWN, REG_W, h[r] = tobf(MK_RESID_D(r) + rbf(acc)), PACE_DOWN);
 #undef MK_RESID_D
 `
     }
     grid_arrive(bar, ++nbar, trace);
     if (${ahead ? 'false' : 'layer + 1 < NL'}) {
-      ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      MK_QKV_TO_REG(L2);'}
+      ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
     } else if (layer + 1 == NL && gw < VOCAB) {
       // The LM head's first row.
 #pragma unroll
@@ -1564,7 +1463,9 @@ ${
 }
 `;
   // 'ahead': the q/k/v and gate/up weights; else kvLoad 'early': [warp][token][key, value][lane] uint2, then constLoad 'early': the rows (MK_CONST_EARLY).
-  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : kvBytesC + constBytesC + MK_WARPS * ew * 32 * 16;
+  const kvBytes = variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0;
+  const constBytes = variant.constLoad === 'early' ? (2 * d.hidden + 4 * d.headDim) * 2 : 0;
+  const dynamicShared = ahead ? MK_WARPS * smemWords * 32 * 16 : kvBytes + constBytes;
   if (!host) return { name, source, dynamicShared };
   // Host entry: the kernel over the emulated grid, its 21 arguments as raw addresses.
   const args = Array.from({ length: 21 }, (_, i) => `AnyPtr{(void*)a[${i}]}`).join(', ');
