@@ -265,7 +265,8 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
 // On by default (KILN_DECODE_MEGAKERNEL unset): batch-1 decode of Qwen3-0.6B bfloat16 ran 1,134 /
 // 1,134 tok/s against the compiled step's 1,106 / 1,120 on an H200 and 1,044-1,048 against 977-996
 // on an H100, and a cold start compiles one kernel instead of the batch-1 CUDA-graph step
-// (bench/results/h200-s37-coop-2026-12-07.json, h100-s36-mk4/mk5-2026-12-07.json).
+// (bench/results/h200-s37-coop-2026-12-07.json, h100-s36-mk4/mk5-2026-12-07.json); its session-38
+// default form 1,120 / 1,122 against 973 / 989 on an H100 (h100-s38-mk2-2026-12-07.json).
 registerWholeStepDecoder(
   'cuda',
   (spec) => {

@@ -22,11 +22,13 @@
  *   variant.pace (default 6) loads only a GEMV's first words a lane there and the rest that many
  *   ahead of their use: past ~30 KiB in flight per SM the loads only queue, and the barrier's
  *   release waits behind them (bench/cuda-sync-under-load.ts).
- * - Session 37's forms (opt-in until measured better): variant.kvLoad 'early' copies attention's
- *   prefetched keys and values into shared memory at the start of the layer (cp.async) instead of
- *   into registers at the barrier before attention; variant.constLoad 'early' copies the norm
- *   weights and the step's rotary rows a phase ahead, so a phase's first round trip reads only L2;
- *   variant.residLoad 'early' reads the o and down projections' residuals at the phase's start.
+ * - Session 37's forms (the runtime's default since session 38, with joinLoads 'joint' and
+ *   earlyAt 'norm'; DEFAULT_VARIANT here is the plain form): variant.kvLoad 'early' copies
+ *   attention's prefetched keys and values into shared memory early in the layer (cp.async)
+ *   instead of into registers at the barrier before attention; variant.constLoad 'early' copies
+ *   the norm weights and the step's rotary rows a phase ahead, so a phase's first round trip reads
+ *   only L2; variant.residLoad 'early' reads the o and down projections' residuals at the phase's
+ *   start; variant.joinLoads 'joint' issues a thread's fold loads together (one L2 round trip).
  * - variant.sync 'flow' (opt-in) has three grid barriers a layer instead of five: attention waits
  *   on a counter per kv head, and the MLP runs in groups of blocks with the down projection split
  *   along K over the groups (partials added in group order by the next layer).
