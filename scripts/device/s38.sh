@@ -7,7 +7,7 @@
 #        compiled step, maxContext's switch), a phase trace per form, then decode at batch 1 of the
 #        compiled step and each form, alternating twice. FORMS picks forms (names below).
 #        If the machine has cuobjdump, the SASS of the cubins under dist/cubins (built with nvcc
-#        here) is dumped for reading the fold's loads.
+#        here) is dumped for reading the fold's loads. Last, `kiln generate` start-up, cold and warm.
 # A step starts only while the call is under its deadline (S38_DEADLINE s); logs and JSON under
 # $OUT/s38-PART come back as one tarball, the summary printed last.
 set -uo pipefail
@@ -43,6 +43,12 @@ if [ "$part" = mk ]; then
     go sass && { for c in dist/cubins/*.cubin; do b=$(basename "$c" .cubin); (command -v cuobjdump >/dev/null && cuobjdump -sass "$c" > "$out/sass-$b.txt" 2>&1) || (ls /usr/local/cuda*/bin > "$out/sass-none.txt" 2>&1); done; el "sass: $(ls "$out" | grep -c '^sass-') files"; }
   fi
   MK_TESTS=${MK_TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-240}
+  # Start-up with the default form: `kiln generate` with an empty kernel cache, then a warm one.
+  for c in cold warm; do
+    [ $c = cold ] && rm -rf /tmp/kiln-cache-gen
+    go gen-$c && { s=$(date +%s.%N); env KILN_CACHE_DIR=/tmp/kiln-cache-gen $K 120 node dist/src/cli/main.js generate --random qwen3-0.6b --device cuda --dtype bfloat16 --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens 64 > "$out/gen-$c.txt" 2>&1; rc=$?; e=$(date +%s.%N)
+      el "generate $c rc=$rc wall $(python3 -c "print(round($e-$s,2))") s"; tail -n 3 "$out/gen-$c.txt" | cut -c1-300 | tee -a "$out/summary.txt"; }
+  done
 else
   el "unknown part $part"
 fi
