@@ -114,7 +114,6 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
     const groups = getOption('KILN_DECODE_MEGAKERNEL_GROUPS');
     const pace = getOption('KILN_DECODE_MEGAKERNEL_PACE');
     const stream = getOption('KILN_DECODE_MEGAKERNEL_STREAM');
-    const syncMode = getOption('KILN_DECODE_MEGAKERNEL_SYNC');
     // The early forms need the register stream ('ahead' holds its weights in the same shared
     // memory): under 'ahead' their defaults give way (set explicitly, the kernel refuses the mix
     // and says why).
@@ -129,7 +128,7 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       residLoad: early('KILN_DECODE_MEGAKERNEL_RESID_LOAD', 'end'),
       joinLoads: getOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS'),
       earlyAt: getOption('KILN_DECODE_MEGAKERNEL_EARLY_AT'),
-      sync: syncMode,
+      sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).
       ...(pace > 0 && stream === 'next' ? { pace } : {}),
