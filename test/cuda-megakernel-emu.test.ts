@@ -188,9 +188,10 @@ for (const [label, cfg] of CASES) {
         ];
         const mem = arena.build();
         const twinMem = serialTwin !== null ? mem.slice() : null;
-        lib.run(mem, new BigInt64Array(hostArgs.map(BigInt)), hostArgs.length, new BigInt64Array(layerOffs.map(BigInt)), layerOffs.length, BigInt(tableAt));
+        const runOn = (l: EmuLib, arena: Uint8Array): void => l.run(arena, new BigInt64Array(hostArgs.map(BigInt)), hostArgs.length, new BigInt64Array(layerOffs.map(BigInt)), layerOffs.length, BigInt(tableAt));
+        runOn(lib, mem);
         if (serialTwin !== null && twinMem !== null) {
-          serialTwin.run(twinMem, new BigInt64Array(hostArgs.map(BigInt)), hostArgs.length, new BigInt64Array(layerOffs.map(BigInt)), layerOffs.length, BigInt(tableAt));
+          runOn(serialTwin, twinMem);
           const at = hostArgs[16]!;
           assert.deepEqual(mem.subarray(at, at + 2 * dims.vocab), twinMem.subarray(at, at + 2 * dims.vocab), `context ${P + 1}: joint and serial fold loads give different logits`);
         }

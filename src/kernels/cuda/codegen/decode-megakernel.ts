@@ -1304,7 +1304,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
       // This thread's FOLD_N outputs i = threadIdx.x + k * NT, their splits FOLD_U at a time: each
       // chunk's loads of every output issued before any is used (one round trip a chunk, where the
       // serial form took one per output).
-      // Output k's partial of split s2 is at fold_at(k) + s2 * GQ * (D + 2); NT is a multiple of
+      // Output k's partial of split s2 is at FOLD_AT(k, s2) = fold0 + k's offset + s2 * GQ * (D + 2); NT is a multiple of
       // GQ * D (megakernelUnsupported), so output k's head is k * NT / D past output 0's, its kv
       // group k * NT / (GQ * D) past it: one pointer and constant offsets (the register cap).
       const int hq0 = (int)threadIdx.x / D;
