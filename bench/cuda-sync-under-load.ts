@@ -20,6 +20,9 @@
  * flight (it waits on the oldest's mbarrier before issuing the next): whether one producer thread
  * a block can keep the DRAM busy at a bounded depth, as a producer-warp megakernel would need.
  *
+ * Then the barrier forms (session 39: the megakernel's fence + acquire polls against a release add,
+ * relaxed polls, a flag on its own line) at 0, 2, 4 and 8 loads in flight per lane, two passes.
+ *
  *   node dist/bench/cuda-sync-under-load.js [--reps 15] [--rounds 400] [--json out.json]
  */
 import fs from 'node:fs';
@@ -55,16 +58,35 @@ static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p)
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+static __device__ __forceinline__ unsigned int ld_relaxed(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 `;
 const PARAMS = 'const uint4* __restrict__ w, unsigned int* bar, unsigned int rounds, unsigned long long* counts, unsigned int* stamps';
-/** Thread 0's R grid barriers in a row (the megakernel's), timed by block 0; then the stream stops. */
-const BARRIERS = `
+/**
+ * How a block passes one barrier (issue #17, session 39): 'fence' (the megakernel's default:
+ * __threadfence, atomic add, acquire polls); 'release' (one red.release.gpu add, acquire polls);
+ * 'relaxed' (the release add, relaxed polls, one fence.acq_rel.gpu after); 'flag' (an acq_rel
+ * atomic add whose last arriver stores the round to a flag on its own 128-byte line with a release
+ * store; the others poll the flag, so polls and atomics do not share a line).
+ */
+type BarrierForm = 'fence' | 'release' | 'relaxed' | 'flag';
+const FORM_BODY: Record<BarrierForm, string> = {
+  fence: '__threadfence(); atomicAdd(bar, 1u); while (ld_acquire(bar) < r * G) {}',
+  release: 'asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(bar) : "memory"); while (ld_acquire(bar) < r * G) {}',
+  relaxed: 'asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(bar) : "memory"); while (ld_relaxed(bar) < r * G) {} asm volatile("fence.acq_rel.gpu;" ::: "memory");',
+  flag: `unsigned int old; asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(bar) : "memory");
+      if (old == r * G - 1) asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(bar + 32), "r"(r) : "memory");
+      else while (ld_acquire(bar + 32) < r) {}`,
+};
+/** Thread 0's R grid barriers in a row (the megakernel's, or another form), timed by block 0; then the stream stops. */
+const barriers = (form: BarrierForm): string => `
     unsigned long long t0, t1;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     for (unsigned int r = 1; r <= rounds; r++) {
-      __threadfence();
-      atomicAdd(bar, 1u);
-      while (ld_acquire(bar) < r * G) {}
+      ${FORM_BODY[form]}
     }
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
     done = 1;
@@ -74,11 +96,11 @@ const EXIT = `
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    if (atomicAdd(bar + 1, 1u) == G - 1) { bar[0] = 0u; bar[1] = 0u; __threadfence(); }
+    if (atomicAdd(bar + 1, 1u) == G - 1) { bar[0] = 0u; bar[1] = 0u; bar[32] = 0u; __threadfence(); }
   }`;
 
 /** The kernel with D loads in flight per streaming lane (D = 0: warps 1..15 idle). */
-function source(name: string, depth: number): string {
+function source(name: string, depth: number, form: BarrierForm = 'fence'): string {
   return `${PRELUDE}
 #define D ${depth}
 static __device__ __forceinline__ uint4 ldw(const uint4* p) {
@@ -91,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(${PARAMS}) {
   if (threadIdx.x == 0) done = 0;
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) {${BARRIERS}
+  if (threadIdx.x == 0) {${barriers(form)}
   }
 #if D > 0
   else if (warp > 0) {
@@ -133,7 +155,7 @@ interface Row {
 }
 
 const weight = kiln.zeros([WORDS * 4], { dtype: 'float32', device: 'cuda' });
-const bar = kiln.zeros([2], { dtype: 'int32', device: 'cuda' });
+const bar = kiln.zeros([64], { dtype: 'int32', device: 'cuda' });
 const stamps = kiln.zeros([2], { dtype: 'int32', device: 'cuda' });
 const stream = streamOf(bar);
 const rows: Row[] = [];
@@ -167,6 +189,31 @@ for (const depth of [0, 1, 2, 4, 8, 12, 16]) {
 }
 
 
+/** The barrier forms side by side at a few stream depths, each pair of forms alternating over two passes (drift shows as a gap between the passes). */
+interface FormRow {
+  form: BarrierForm;
+  depth: number;
+  pass: number;
+  kib_in_flight_per_sm: number;
+  barrier_us: number;
+  stream_tb_s: number;
+}
+const formRows: FormRow[] = [];
+const FORMS: BarrierForm[] = ['fence', 'release', 'relaxed', 'flag'];
+const formKernels = new Map<string, ReturnType<typeof kernelFromSource>>();
+for (const pass of [1, 2]) {
+  for (const depth of [0, 2, 4, 8]) {
+    for (const form of FORMS) {
+      const name = `kiln_sync_form_${form}_d${depth}`;
+      if (!formKernels.has(name)) formKernels.set(name, kernelFromSource(0, source(name, depth, form), name, ['ptr', 'ptr', 'u32', 'ptr', 'ptr']));
+      const row: FormRow = { form, depth, pass, kib_in_flight_per_sm: (15 * 32 * 16 * depth) / 1024, ...measure(formKernels.get(name)!, 0, 16) };
+      formRows.push(row);
+      console.log(JSON.stringify(row));
+    }
+  }
+}
+
+
 /** The bulk-copy stream: one thread a block, copies of C bytes, N in flight, into 8 slots. */
 function tmaSource(name: string, copyBytes: number, inFlight: number): string {
   return `${PRELUDE}
@@ -188,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) ${name}(${PARAMS}) {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  if (threadIdx.x == 0) {${BARRIERS}
+  if (threadIdx.x == 0) {${barriers('fence')}
   } else if (threadIdx.x == 32 && NF > 0) {
     const unsigned char* base = reinterpret_cast<const unsigned char*>(w + (long long)blockIdx.x * SLICE);
     const long long bytes = SLICE * 16;
@@ -232,4 +279,11 @@ console.log('\nloads in flight per lane  KiB per SM  barrier us  stream TB/s');
 for (const r of rows) console.log(`${String(r.depth).padStart(24)} ${r.kib_in_flight_per_sm.toFixed(1).padStart(11)} ${r.barrier_us.toFixed(3).padStart(11)} ${r.stream_tb_s.toFixed(2).padStart(12)}`);
 console.log('\nbulk copies: KiB a copy  in flight  KiB per SM  barrier us  stream TB/s');
 for (const r of tmaRows) console.log(`${String(r.copy_kib).padStart(23)} ${String(r.copies_in_flight).padStart(10)} ${r.kib_in_flight_per_sm.toFixed(1).padStart(11)} ${r.barrier_us.toFixed(3).padStart(11)} ${r.stream_tb_s.toFixed(2).padStart(12)}`);
-if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-sync-under-load', grid, threads: NT, reps, rounds, date: new Date().toISOString() }, results: rows, bulk: tmaRows }, null, 1));
+console.log('\nbarrier form  loads in flight per lane  barrier us (pass 1 / 2)  stream TB/s (pass 1 / 2)');
+for (const depth of [0, 2, 4, 8]) {
+  for (const form of FORMS) {
+    const [a, b] = [1, 2].map((pass) => formRows.find((r) => r.form === form && r.depth === depth && r.pass === pass)!);
+    console.log(`${form.padEnd(12)} ${String(depth).padStart(24)} ${`${a.barrier_us.toFixed(3)} / ${b.barrier_us.toFixed(3)}`.padStart(25)} ${`${a.stream_tb_s.toFixed(2)} / ${b.stream_tb_s.toFixed(2)}`.padStart(25)}`);
+  }
+}
+if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ meta: { bench: 'cuda-sync-under-load', grid, threads: NT, reps, rounds, date: new Date().toISOString() }, results: rows, bulk: tmaRows, forms: formRows }, null, 1));

@@ -128,6 +128,8 @@ class CudaDecodeMegakernel implements WholeStepDecoder {
       residLoad: early('KILN_DECODE_MEGAKERNEL_RESID_LOAD', 'end'),
       joinLoads: getOption('KILN_DECODE_MEGAKERNEL_JOIN_LOADS'),
       earlyAt: getOption('KILN_DECODE_MEGAKERNEL_EARLY_AT'),
+      arrive: getOption('KILN_DECODE_MEGAKERNEL_ARRIVE'),
+      poll: getOption('KILN_DECODE_MEGAKERNEL_POLL'),
       sync: getOption('KILN_DECODE_MEGAKERNEL_SYNC'),
       ...(groups > 0 ? { mlpGroups: groups } : {}),
       // Pacing applies to the register stream only ('ahead' loads into shared memory two phases early).

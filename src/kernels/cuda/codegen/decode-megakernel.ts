@@ -162,6 +162,18 @@ export interface DecodeMegakernelVariant {
    * the input norm's loads) or 'norm' (after the norm's round trip, so it does not queue behind them).
    */
   readonly earlyAt?: 'start' | 'norm';
+  /**
+   * How a block arrives at a grid barrier: 'fence' (default: __threadfence, then a relaxed atomic
+   * add) or 'release' (one red.release.gpu add: the release orders the block's writes, ordered
+   * before it by __syncthreads, without a separate full fence).
+   */
+  readonly arrive?: 'fence' | 'release';
+  /**
+   * How thread 0 polls a barrier's counter: 'acquire' (default: every poll an acquire load) or
+   * 'relaxed' (relaxed loads until the count is reached, then one fence.acq_rel.gpu: the fence
+   * pattern of the PTX memory model, which orders the block's later reads after the arrivals).
+   */
+  readonly poll?: 'acquire' | 'relaxed';
 }
 
 export const DEFAULT_VARIANT: DecodeMegakernelVariant = { loads: 'asm', trace: false, stream: 'next' };
@@ -312,7 +324,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}${v.arrive === 'release' ? '_arel' : ''}${v.poll === 'relaxed' ? '_prlx' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -490,6 +502,9 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 // variant.joinLoads 'joint': a thread's fold outputs (FOLD_N of them) load their partials together,
 // FOLD_U splits at a time; the value row's elements are all loaded before any is stored.
 #define MK_JOIN_LOADS ${variant.joinLoads === 'joint' ? 1 : 0}
+// variant.arrive 'release' / variant.poll 'relaxed': the grid barrier's arrival and polls (grid_arrive, poll_until).
+#define MK_ARRIVE_RELEASE ${variant.arrive === 'release' ? 1 : 0}
+#define MK_POLL_RELAXED ${variant.poll === 'relaxed' ? 1 : 0}
 #define FOLD_N ((QROWS + NT - 1) / NT)
 #define FOLD_U 4
 #define MK_CW_OFF ${variant.kvLoad === 'early' ? MK_WARPS * KV_PREFETCH * 2 * 32 * 8 : 0}
@@ -636,6 +651,13 @@ static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakerne
  * flight (measured: with the loads before it, the barrier took as long as the block's whole
  * prefetch, up to 2.7 us after the o projection).
  */
+${
+    host
+      ? 'static inline void red_release_add(unsigned int* p, unsigned int v) { __threadfence(); atomicAdd(p, v); }'
+      : `static __device__ __forceinline__ void red_release_add(unsigned int* p, unsigned int v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}`
+  }
 static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned int k, unsigned int* trace, bool fence = true) {
   __syncthreads();
 #if MK_TRACE
@@ -643,8 +665,13 @@ static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned i
 #endif
   if (threadIdx.x == 0) {
     // No fence where the block has written nothing since its last one (the caller says).
+#if MK_ARRIVE_RELEASE
+    if (fence) red_release_add(bar, 1u);
+    else atomicAdd(bar, 1u);
+#else
     if (fence) __threadfence();
     atomicAdd(bar, 1u);
+#endif
   }
 }
 ${
@@ -653,20 +680,35 @@ ${
 static inline unsigned int ld_acquire(const unsigned int* p) {
   emu_yield();
   return *reinterpret_cast<const volatile unsigned int*>(p);
-}`
+}
+static inline unsigned int ld_relaxed(const unsigned int* p) { return ld_acquire(p); }
+static inline void fence_acq_rel() { __threadfence(); }`
       : `static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
   unsigned int v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
-}`
+}
+static __device__ __forceinline__ unsigned int ld_relaxed(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void fence_acq_rel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }`
   }
 /** Thread 0 polls the counter until it reaches target (a block that never comes: reported, and the wait given up); the caller's __syncthreads releases the block. */
 static __device__ __forceinline__ void poll_until(const unsigned int* counter, unsigned int target, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int k) {
   if (threadIdx.x == 0 && !sh.dead) {
     unsigned int polls = 0;
+#if MK_POLL_RELAXED
+    while (ld_relaxed(counter) < target) {
+#else
     while (ld_acquire(counter) < target) {
+#endif
       if (++polls > (1u << 24)) { kiln_report(claim, report, code, (long long)k, (long long)G); sh.dead = 1; break; }
     }
+#if MK_POLL_RELAXED
+    fence_acq_rel();
+#endif
   }
 }
 /** sync 'flow': the block's writes made visible, then counted on each counter of the mask (bit i: counters[i * SLINE]). */
