@@ -103,7 +103,7 @@ const CASES: [string, Record<string, unknown>][] = [
 
 for (const [label, cfg] of CASES) {
   // [stream, cache slots, sync, pace, keys and values, norm and rotary rows, residuals, fold loads, grid x, early copies at]
-  for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad, joinLoads, gridTimes, earlyAt = 'start'] of [
+  for (const [stream, kvSlots, sync, pace, kvLoad, constLoad, residLoad, joinLoads, gridTimes, earlyAt = 'start', arrive = 'fence'] of [
     ['next', 'registers', 'grid', 0, 'barrier', 'inline', 'end', 'serial', 1],
     ['ahead', 'registers', 'grid', 0, 'barrier', 'inline', 'end', 'serial', 1],
     ['next', 'shared', 'grid', 0, 'barrier', 'inline', 'end', 'serial', 1],
@@ -118,9 +118,11 @@ for (const [label, cfg] of CASES) {
     // more than one chunk of FOLD_U splits at the longer contexts.
     ['next', 'shared', 'grid', 2, 'barrier', 'inline', 'end', 'joint', 2],
     ['next', 'shared', 'grid', 2, 'early', 'early', 'early', 'joint', 1, 'norm'],
+    // Grid barriers by a flag (the block completing the count raises it; the others poll it).
+    ['next', 'shared', 'grid', 2, 'early', 'early', 'early', 'joint', 1, 'norm', 'flag'],
   ] as const) {
     const grid = gridFor(cfg.num_key_value_heads as number) * gridTimes;
-    test(`decode megakernel (host emulation, ${grid} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}${joinLoads === 'joint' ? ', bit-identical to serial' : ''}; early copies at ${earlyAt}; ${sync} sync; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
+    test(`decode megakernel (host emulation, ${grid} blocks) equals the cpu decode step: logits, cache rows, argmax (${label}; weights streamed ${stream}${pace > 0 ? `, ${pace} loads ahead` : ''}; cache slots in ${kvSlots}; keys and values loaded ${kvLoad === 'early' ? 'early' : 'at the barrier'}; norm and rotary rows ${constLoad === 'early' ? 'copied early' : 'inline'}; residuals read ${residLoad === 'early' ? 'early' : 'at the end'}; fold loads ${joinLoads}${joinLoads === 'joint' ? ', bit-identical to serial' : ''}; early copies at ${earlyAt}; ${sync} sync${arrive === 'flag' ? ', barriers by a flag' : ''}; GEMVs split along K)`, { skip: gxx ? false : 'needs g++ on x86-64' }, () => {
       const model = kiln.models.Qwen3ForCausalLM.fromConfig(cfg, { dtype: 'bfloat16', seed: 3, initStd: 0.05 });
       assert.ok(perturbNorms(model, 23) > 0);
       const NB = 24;
@@ -135,7 +137,7 @@ for (const [label, cfg] of CASES) {
         hidden: spec.hidden, heads: spec.heads, kvHeads: spec.kvHeads, headDim: spec.headDim, intermediate: spec.intermediate, layers: spec.layers.length, vocab: spec.vocab, eps: spec.eps,
         blockSize: cache.blockSize, numBlocks: NB, maxBlocks: runner.maxBlocks, grid,
       };
-      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace, kvLoad, constLoad, residLoad, joinLoads, earlyAt };
+      const variant: DecodeMegakernelVariant = { loads: 'ldg', trace: false, stream, host: true, forceSplit: 2, kvSlots, sync, pace, kvLoad, constLoad, residLoad, joinLoads, earlyAt, arrive };
       // The flow MLP in more than one group of blocks wherever the sizes allow it (what its counters and partial sums are for).
       if (sync === 'flow') assert.ok(megakernelGroups(dims, variant) >= 2, `${megakernelGroups(dims, variant)} MLP groups`);
       const { source } = decodeMegakernelSource(dims, variant);

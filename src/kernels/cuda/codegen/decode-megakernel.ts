@@ -165,9 +165,12 @@ export interface DecodeMegakernelVariant {
   /**
    * How a block arrives at a grid barrier: 'fence' (default: __threadfence, then a relaxed atomic
    * add) or 'release' (one red.release.gpu add: the release orders the block's writes, ordered
-   * before it by __syncthreads, without a separate full fence).
+   * before it by __syncthreads, without a separate full fence), or 'flag' (an acq_rel atomic add;
+   * the block whose add completes the count stores the barrier's number to a flag on its own
+   * 128-byte line with a release store, and the others poll the flag, so the polls do not share
+   * a line with the atomics; sync 'grid' only).
    */
-  readonly arrive?: 'fence' | 'release';
+  readonly arrive?: 'fence' | 'release' | 'flag';
   /**
    * How thread 0 polls a barrier's counter: 'acquire' (default: every poll an acquire load) or
    * 'relaxed' (relaxed loads until the count is reached, then one fence.acq_rel.gpu: the fence
@@ -324,7 +327,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}${v.arrive === 'release' ? '_arel' : ''}${v.poll === 'relaxed' ? '_prlx' : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}${v.arrive === 'release' ? '_arel' : v.arrive === 'flag' ? '_aflag' : ''}${v.poll === 'relaxed' ? '_prlx' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -333,6 +336,7 @@ export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVaria
 export function megakernelVariantProblem(d: DecodeMegakernelDims, v: DecodeMegakernelVariant): string | null {
   if ((v.pace ?? 0) > 0 && v.stream !== 'next') return `pace ${v.pace} with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.pace !== undefined && (!Number.isInteger(v.pace) || v.pace < 0)) return `pace ${v.pace} (a whole number of loads is needed)`;
+  if (v.arrive === 'flag' && v.sync === 'flow') return "grid barriers by a flag under sync 'flow' (its counters hold the flag's line)";
   if (v.residLoad === 'early' && v.stream !== 'next') return `residuals loaded early with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.constLoad === 'early' && v.stream !== 'next') return `norm and rotary rows loaded early with weights streamed '${v.stream}' (it needs 'next')`;
   if (v.kvLoad === 'early' && v.stream !== 'next') return `keys and values loaded early with weights streamed '${v.stream}' (it needs 'next': 'ahead' holds its weights in the same shared memory)`;
@@ -377,7 +381,8 @@ export function megakernelPartFloats(d: DecodeMegakernelDims, v: DecodeMegakerne
 /** 32-bit words of `sync`: the grid barrier and the exit count; under 'flow' also a counter per kv head and per MLP group, each on its own 128-byte line. All zero between launches. */
 export function megakernelSyncWords(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): number {
   // Under 'flow' each counter has a 128-byte line of its own (32 words): [0] the barrier and exit count, then the heads', then the groups'.
-  return v.sync === 'flow' ? 32 * (1 + d.kvHeads + megakernelGroups(d, v)) : 2;
+  // Under arrive 'flag' the flag is word 32 (a line of its own).
+  return v.sync === 'flow' ? 32 * (1 + d.kvHeads + megakernelGroups(d, v)) : v.arrive === 'flag' ? 33 : 2;
 }
 
 /**
@@ -503,7 +508,7 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 // FOLD_U splits at a time; the value row's elements are all loaded before any is stored.
 #define MK_JOIN_LOADS ${variant.joinLoads === 'joint' ? 1 : 0}
 // variant.arrive 'release' / variant.poll 'relaxed': the grid barrier's arrival and polls (grid_arrive, poll_until).
-#define MK_ARRIVE_RELEASE ${variant.arrive === 'release' ? 1 : 0}
+#define MK_ARRIVE ${variant.arrive === 'flag' ? 2 : variant.arrive === 'release' ? 1 : 0}
 #define MK_POLL_RELAXED ${variant.poll === 'relaxed' ? 1 : 0}
 #define FOLD_N ((QROWS + NT - 1) / NT)
 #define FOLD_U 4
@@ -653,19 +658,33 @@ static_assert(sizeof(Shared) <= ${megakernelSharedBytes(d, variant)}, "megakerne
  */
 ${
     host
-      ? 'static inline void red_release_add(unsigned int* p, unsigned int v) { __threadfence(); atomicAdd(p, v); }'
+      ? `static inline void red_release_add(unsigned int* p, unsigned int v) { __threadfence(); atomicAdd(p, v); }
+static inline unsigned int atom_acq_rel_add(unsigned int* p, unsigned int v) { return atomicAdd(p, v); }
+static inline void st_release(unsigned int* p, unsigned int v) { *reinterpret_cast<volatile unsigned int*>(p) = v; }`
       : `static __device__ __forceinline__ void red_release_add(unsigned int* p, unsigned int v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+static __device__ __forceinline__ unsigned int atom_acq_rel_add(unsigned int* p, unsigned int v) {
+  unsigned int old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+static __device__ __forceinline__ void st_release(unsigned int* p, unsigned int v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }`
   }
-static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned int k, unsigned int* trace, bool fence = true) {
+static __device__ __forceinline__ unsigned int grid_arrive(unsigned int* bar, unsigned int k, unsigned int* trace, bool fence = true) {
   __syncthreads();
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2] = mk_now();
 #endif
+  unsigned int old = 0u;
   if (threadIdx.x == 0) {
     // No fence where the block has written nothing since its last one (the caller says).
-#if MK_ARRIVE_RELEASE
+#if MK_ARRIVE == 2
+    // The count's value before this add is used only in grid_wait, after the weights' loads are issued.
+    old = atom_acq_rel_add(bar, 1u);
+#elif MK_ARRIVE == 1
     if (fence) red_release_add(bar, 1u);
     else atomicAdd(bar, 1u);
 #else
@@ -673,6 +692,7 @@ static __device__ __forceinline__ void grid_arrive(unsigned int* bar, unsigned i
     atomicAdd(bar, 1u);
 #endif
   }
+  return old;
 }
 ${
     host
@@ -720,8 +740,15 @@ static __device__ __forceinline__ void flag_arrive(unsigned int* counters, unsig
       if ((mask >> i) & 1u) atomicAdd(counters + i * SLINE, 1u);
   }
 }
-static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int k, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
+static __device__ __forceinline__ void grid_wait(unsigned int* bar, unsigned int k, unsigned int old, Shared& sh, unsigned long long* claim, long long* report, long long code, unsigned int* trace) {
+#if MK_ARRIVE == 2
+  // The block that completed the count raises the flag (word 32); the others wait for it.
+  if (threadIdx.x == 0 && old == k * G - 1u) st_release(bar + 32, k);
+  else poll_until(bar + 32, k, sh, claim, report, code, k);
+#else
+  (void)old;
   poll_until(bar, k * G, sh, claim, report, code, k);
+#endif
 #if MK_TRACE
   if (threadIdx.x == 0) trace[((long long)k * G + blockIdx.x) * 2 + 1] = mk_now();
 #endif
@@ -1030,6 +1057,7 @@ ${
 
   uint4 w[WORDS];
   unsigned int nbar = 0;
+  unsigned int mk_old = 0;  // thread 0: the barrier count before its add (arrive 'flag')
 #if MK_CONST_EARLY
   bf_t* cw = reinterpret_cast<bf_t*>(reinterpret_cast<unsigned char*>(smw) + MK_CW_OFF);
 #endif
@@ -1058,7 +1086,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
       flow
         ? `// Attention on a kv head waits only for the blocks that wrote its q/k/v rows.
     flag_arrive(sync + SYNC_HEAD, mk_block_heads[blockIdx.x]);`
-        : 'grid_arrive(bar, ++nbar, trace);'
+        : 'mk_old = grid_arrive(bar, ++nbar, trace);'
     }${ahead ? '\n    PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);' : ''}
     // Keys and values of this warp's first tokens: they do not depend on this step (under
     // MK_KV_EARLY already on their way into shared memory; read after the q/k preparation).
@@ -1085,7 +1113,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
       poll_until(sync + SYNC_HEAD + SLINE * g, (unsigned int)(layer + 1) * mk_head_expect[g], sh, claim, report, codes[2], nbar + 1);
       __syncthreads();
     }`
-        : 'grid_wait(bar, nbar, sh, claim, report, codes[2], trace);'
+        : 'grid_wait(bar, nbar, mk_old, sh, claim, report, codes[2], trace);'
     }
 
     // (2) q/k norm + rotary, the new token's cache rows, split attention.
@@ -1298,7 +1326,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
         if (dd == 0) { pp[D] = M; pp[D + 1] = Lsum; }
       }
     }
-    grid_arrive(bar, ++nbar, trace${flow ? ', attends' : ''});
+    mk_old = grid_arrive(bar, ++nbar, trace${flow ? ', attends' : ''});
     ${
       ahead
         ? `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_SMEM, L.wg + (long long)r * H);
@@ -1306,7 +1334,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
     cp_async_commit();`
         : 'PREFETCH_UNITS(H, QROWS, KS_O, 0, TO_REG, L.wo + (long long)r * QROWS);'
     }
-    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
+    grid_wait(bar, nbar, mk_old, sh, claim, report, codes[2], trace);
 
     // (3) o projection + residual. Its input, the attention output, is folded from the splits'
     // partials by every block: two L2 round trips (their maxima and sums, then the accumulators)
@@ -1394,7 +1422,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
     __syncthreads();
     GEMV_UNITS_P(H, QROWS, KS_O, REG_W, h[r] = tobf(MK_RESID_O(r) + rbf(acc)), PACE_O);
 #undef MK_RESID_O
-    grid_arrive(bar, ++nbar, trace);
+    mk_old = grid_arrive(bar, ++nbar, trace);
     ${
       ahead
         ? 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);'
@@ -1404,7 +1432,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
           : `PREFETCH_UNITS(INTER, H, KS_GU, 0, TO_REG, L.wg + (long long)r * H);
     PREFETCH_UNITS(INTER, H, KS_GU, GU_HALF, TO_REG, L.wu + (long long)r * H);`
     }
-    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
+    grid_wait(bar, nbar, mk_old, sh, claim, report, codes[2], trace);
 
 ${
       flow
@@ -1432,7 +1460,7 @@ ${
     ${ahead ? 'cp_async_wait_all();\n    ' : ''}MK_CONST_WAIT();
     row_to_smem(h, MK_CONST_EARLY ? POST_NORM_W : L.post_norm, H, sh, nullptr, MK_CONST_EARLY);
     GATE_UP_UNITS(INTER, ${ahead ? 'SMEM_W, NO_ISSUE' : 'REG_W, PACE_GU'}, gw, TW, ROUNDS(INTER, KS_GU), 0);
-    grid_arrive(bar, ++nbar, trace);
+    mk_old = grid_arrive(bar, ++nbar, trace);
     ${
       ahead
         ? `if (layer + 1 < NL) {
@@ -1442,7 +1470,7 @@ ${
     }`
         : 'PREFETCH_UNITS(H, INTER, KS_DOWN, 0, TO_REG, L.wd + (long long)r * INTER);\n    MK_NEXT_NORM_COPY();'
     }
-    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
+    grid_wait(bar, nbar, mk_old, sh, claim, report, codes[2], trace);
 
     // (5) down projection + residual.
 #if MK_RESID_EARLY
@@ -1457,7 +1485,7 @@ ${
 #undef MK_RESID_D
 `
     }
-    grid_arrive(bar, ++nbar, trace);
+    mk_old = grid_arrive(bar, ++nbar, trace);
     if (${ahead ? 'false' : 'layer + 1 < NL'}) {
       ${ahead ? '' : 'const LayerPtrs L2 = layers[layer + 1];\n      PREFETCH_UNITS(RQKV, H, KS_QKV, 0, TO_REG, qkv_row(L2, r));'}
     } else if (layer + 1 == NL && gw < VOCAB) {
@@ -1465,7 +1493,7 @@ ${
 #pragma unroll
       for (int c = 0; c < H / 256; c++) w[c] = ldw(lm_head + (long long)gw * H + c * 256 + lane * 8);
     }
-    grid_wait(bar, nbar, sh, claim, report, codes[2], trace);
+    grid_wait(bar, nbar, mk_old, sh, claim, report, codes[2], trace);
   }
 
   // Final norm + LM head: rows streamed two deep (151936 rows do not fit in registers).
