@@ -4,7 +4,8 @@
 #   mk   #17 the decode megakernel's grid barrier forms (KILN_DECODE_MEGAKERNEL_ARRIVE=release: one
 #        red.release add instead of __threadfence + atomic add; KILN_DECODE_MEGAKERNEL_POLL=relaxed:
 #        relaxed polls then one fence.acq_rel; KILN_DECODE_MEGAKERNEL_ARRIVE=flag: the block completing the
-#        count raises a flag on its own line, the others poll it): first the barrier bench (cuda-sync-under-load: the
+#        count raises a flag on its own line, the others poll it; KILN_DECODE_MEGAKERNEL_JOIN_LOADS=hoist: the
+#        fold's first loads issued before the maxima and sums are read): first the barrier bench (cuda-sync-under-load: the
 #        forms at 0-8 loads in flight per lane), then the tests (TESTS; the default form, then the
 #        megakernel tests again under the FORM_TEST form), a phase trace per form, batch-1 decode of
 #        the compiled step and each form alternating twice, and `kiln generate` cold and warm. If
@@ -23,8 +24,9 @@ if [ "$part" = mk ]; then
     [relrlx]="KILN_DECODE_MEGAKERNEL_ARRIVE=release KILN_DECODE_MEGAKERNEL_POLL=relaxed"
     [flag]="KILN_DECODE_MEGAKERNEL_ARRIVE=flag"
     [flagrlx]="KILN_DECODE_MEGAKERNEL_ARRIVE=flag KILN_DECODE_MEGAKERNEL_POLL=relaxed"
+    [hoist]="KILN_DECODE_MEGAKERNEL_JOIN_LOADS=hoist"
   )
-  forms=${FORMS:-new rel relrlx flag}
+  forms=${FORMS:-new rel relrlx flag hoist}
   if ls dist/cubins/*.cubin >/dev/null 2>&1; then
     go sass && { for c in dist/cubins/*.cubin; do b=$(basename "$c" .cubin); (command -v cuobjdump >/dev/null && cuobjdump -sass "$c" > "$out/sass-$b.txt" 2>&1) || (ls /usr/local/cuda*/bin > "$out/sass-none.txt" 2>&1); done; el "sass: $(ls "$out" | grep -c '^sass-') files"; }
   fi

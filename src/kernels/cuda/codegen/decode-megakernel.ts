@@ -153,10 +153,12 @@ export interface DecodeMegakernelVariant {
    * trip: 'serial' (default: the attention fold's outputs, four a thread at Qwen3-0.6B's sizes,
    * one after another, and the value row's four elements each stored before the next is loaded,
    * so each output waits a round trip of its own) or 'joint' (every output's loads issued before
-   * any is used: one round trip for the fold at up to 4 splits a head, one for the value row).
+   * any is used: one round trip for the fold at up to 4 splits a head, one for the value row),
+   * or 'hoist' (joint, and the fold's first chunk of loads issued before the splits' maxima and
+   * sums are read: their round trips overlap, at the cost of 16 registers live across them).
    * The arithmetic and its order are the same, so the results are bit-identical.
    */
-  readonly joinLoads?: 'serial' | 'joint';
+  readonly joinLoads?: 'serial' | 'joint' | 'hoist';
   /**
    * Where a layer issues its early copies (constLoad / kvLoad 'early'): 'start' (default: before
    * the input norm's loads) or 'norm' (after the norm's round trip, so it does not queue behind them).
@@ -327,7 +329,7 @@ export function gemvSplit(rows: number, k: number, warps: number, gated = false)
 }
 
 export function megakernelName(d: DecodeMegakernelDims, v: DecodeMegakernelVariant = DEFAULT_VARIANT): string {
-  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}${v.arrive === 'release' ? '_arel' : v.arrive === 'flag' ? '_aflag' : ''}${v.poll === 'relaxed' ? '_prlx' : ''}`;
+  const flow = `${v.sync === 'flow' ? `_flow${megakernelGroups(d, v)}` : ''}${(v.pace ?? 0) > 0 ? `_p${v.pace}` : ''}${v.kvLoad === 'early' ? '_kve' : ''}${v.constLoad === 'early' ? '_ce' : ''}${v.residLoad === 'early' ? '_re' : ''}${v.joinLoads === 'joint' ? '_jl' : v.joinLoads === 'hoist' ? '_jlh' : ''}${v.earlyAt === 'norm' ? '_ean' : ''}${v.arrive === 'release' ? '_arel' : v.arrive === 'flag' ? '_aflag' : ''}${v.poll === 'relaxed' ? '_prlx' : ''}`;
   const suffix = `${v.loads === 'asm' ? '' : `_${v.loads}`}${v.stream === 'next' ? '' : '_ahead'}${v.kvSlots === 'shared' ? '_kss' : ''}${flow}${v.trace ? '_trace' : ''}`;
   return `kiln_decode_mk_h${d.hidden}_q${d.heads}_kv${d.kvHeads}_d${d.headDim}_i${d.intermediate}_l${d.layers}_v${d.vocab}_bs${d.blockSize}_g${d.grid}${suffix}`;
 }
@@ -506,7 +508,8 @@ export function decodeMegakernelSource(d: DecodeMegakernelDims, variant: DecodeM
 #define MK_RESID_EARLY ${variant.residLoad === 'early' ? 1 : 0}
 // variant.joinLoads 'joint': a thread's fold outputs (FOLD_N of them) load their partials together,
 // FOLD_U splits at a time; the value row's elements are all loaded before any is stored.
-#define MK_JOIN_LOADS ${variant.joinLoads === 'joint' ? 1 : 0}
+#define MK_JOIN_LOADS ${variant.joinLoads === 'joint' || variant.joinLoads === 'hoist' ? 1 : 0}
+#define MK_FOLD_HOIST ${variant.joinLoads === 'hoist' ? 1 : 0}
 // variant.arrive 'release' / variant.poll 'relaxed': the grid barrier's arrival and polls (grid_arrive, poll_until).
 #define MK_ARRIVE ${variant.arrive === 'flag' ? 2 : variant.arrive === 'release' ? 1 : 0}
 #define MK_POLL_RELAXED ${variant.poll === 'relaxed' ? 1 : 0}
@@ -1346,6 +1349,26 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
 #else
 #define MK_RESID_O(r) ${flow ? 'resid_row(resid, layer == 0 ? nullptr : dpart, r)' : 'bf(__ldcg(resid + r))'}
 #endif
+#if MK_JOIN_LOADS
+    // This thread's FOLD_N outputs i = threadIdx.x + k * NT, their splits FOLD_U at a time: each
+    // chunk's loads of every output issued before any is used (one round trip a chunk, where the
+    // serial form took one per output).
+    // Output k's partial of split s2 is at FOLD_AT(k, s2) = fold0 + k's offset + s2 * GQ * (D + 2); NT is a multiple of
+    // GQ * D (megakernelUnsupported), so output k's head is k * NT / D past output 0's, its kv
+    // group k * NT / (GQ * D) past it: one pointer and constant offsets (the register cap).
+    const int hq0 = (int)threadIdx.x / D;
+    const float* fold0 = part + ((long long)((hq0 / GQ) * S) * GQ + hq0 % GQ) * (D + 2) + (int)threadIdx.x % D;
+#define FOLD_AT(k, s2) (fold0 + (long long)(k) * (NT / (GQ * D)) * S * GQ * (D + 2) + (long long)(s2) * GQ * (D + 2))
+#define FOLD_LOAD(pv, s0) \
+    _Pragma("unroll") for (int u = 0; u < FOLD_U; u++) \
+    _Pragma("unroll") for (int k = 0; k < FOLD_N; k++) pv[u][k] = ((s0) + u < n_active && (int)threadIdx.x + k * NT < QROWS) ? __ldcg(FOLD_AT(k, (s0) + u)) : 0.f;
+    float pv[FOLD_U][FOLD_N];
+#if MK_FOLD_HOIST
+    // joinLoads 'hoist': the first chunk's loads go out before the maxima and sums are read, so
+    // both share one round trip (the chunk does not depend on them; only its use does).
+    FOLD_LOAD(pv, 0);
+#endif
+#endif
     for (int i = threadIdx.x; i < NH * n_active; i += NT) {
       const int hq = i / n_active, s2 = i % n_active;
       const float* pp = part + ((long long)((hq / GQ) * S + s2) * GQ + hq % GQ) * (D + 2);
@@ -1371,24 +1394,11 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
     }
     __syncthreads();
     {
-      // This thread's FOLD_N outputs i = threadIdx.x + k * NT, their splits FOLD_U at a time: each
-      // chunk's loads of every output issued before any is used (one round trip a chunk, where the
-      // serial form took one per output).
-      // Output k's partial of split s2 is at FOLD_AT(k, s2) = fold0 + k's offset + s2 * GQ * (D + 2); NT is a multiple of
-      // GQ * D (megakernelUnsupported), so output k's head is k * NT / D past output 0's, its kv
-      // group k * NT / (GQ * D) past it: one pointer and constant offsets (the register cap).
-      const int hq0 = (int)threadIdx.x / D;
-      const float* fold0 = part + ((long long)((hq0 / GQ) * S) * GQ + hq0 % GQ) * (D + 2) + (int)threadIdx.x % D;
-#define FOLD_AT(k, s2) (fold0 + (long long)(k) * (NT / (GQ * D)) * S * GQ * (D + 2) + (long long)(s2) * GQ * (D + 2))
       float fa[FOLD_N];
 #pragma unroll
       for (int k = 0; k < FOLD_N; k++) fa[k] = 0.f;
       for (int s0 = 0; s0 < n_active; s0 += FOLD_U) {
-        float pv[FOLD_U][FOLD_N];
-#pragma unroll
-        for (int u = 0; u < FOLD_U; u++)
-#pragma unroll
-          for (int k = 0; k < FOLD_N; k++) pv[u][k] = (s0 + u < n_active && (int)threadIdx.x + k * NT < QROWS) ? __ldcg(FOLD_AT(k, s0 + u)) : 0.f;
+        if (!MK_FOLD_HOIST || s0 > 0) { FOLD_LOAD(pv, s0); }
 #pragma unroll
         for (int u = 0; u < FOLD_U; u++) {
           if (s0 + u >= n_active) break;
@@ -1397,6 +1407,7 @@ ${afterNorm ? earlyCopies : ''}    ${ahead ? 'GEMV_UNITS(RQKV, H, KS_QKV, SMEM_W
         }
       }
 #undef FOLD_AT
+#undef FOLD_LOAD
 #pragma unroll
       for (int k = 0; k < FOLD_N; k++) {
         const int i = threadIdx.x + k * NT;
