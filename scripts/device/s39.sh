@@ -25,8 +25,12 @@ if [ "$part" = mk ]; then
     [flag]="KILN_DECODE_MEGAKERNEL_ARRIVE=flag"
     [flagrlx]="KILN_DECODE_MEGAKERNEL_ARRIVE=flag KILN_DECODE_MEGAKERNEL_POLL=relaxed"
     [hoist]="KILN_DECODE_MEGAKERNEL_JOIN_LOADS=hoist"
+    [p4]="KILN_DECODE_MEGAKERNEL_PACE=4"
+    [p3]="KILN_DECODE_MEGAKERNEL_PACE=3"
+    [relhoist]="KILN_DECODE_MEGAKERNEL_ARRIVE=release KILN_DECODE_MEGAKERNEL_JOIN_LOADS=hoist"
+    [flaghoist]="KILN_DECODE_MEGAKERNEL_ARRIVE=flag KILN_DECODE_MEGAKERNEL_JOIN_LOADS=hoist"
   )
-  forms=${FORMS:-new rel relrlx flag hoist}
+  forms=${FORMS:-new rel relrlx flag flagrlx hoist p4 p3 relhoist flaghoist}
   if ls dist/cubins/*.cubin >/dev/null 2>&1; then
     go sass && { for c in dist/cubins/*.cubin; do b=$(basename "$c" .cubin); (command -v cuobjdump >/dev/null && cuobjdump -sass "$c" > "$out/sass-$b.txt" 2>&1) || (ls /usr/local/cuda*/bin > "$out/sass-none.txt" 2>&1); done; el "sass: $(ls "$out" | grep -c '^sass-') files"; }
   fi
