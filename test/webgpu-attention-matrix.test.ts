@@ -98,14 +98,15 @@ const CASES: Case[] = [
 ];
 
 /** The cases' failures under `form` (the key split capped at `splitSgs` subgroups), and the plans that ran. */
-function failures(sg: number, cases: readonly Case[], form: 'matrix' | 'matrix-split' = 'matrix', splitSgs: number | null = null): { failed: string[]; plans: string[] } {
+function failures(sg: number, cases: readonly Case[], form: 'matrix' | 'matrix-split' | 'online' = 'matrix', splitSgs: number | null = null): { failed: string[]; plans: string[] } {
   const failed: string[] = [];
   const before = prefillStats.matrix;
   prefillStats.matrixPlans.clear();
-  setOption('KILN_WEBGPU_ATTN_PREFILL', form);
+  setOption('KILN_WEBGPU_ATTN_PREFILL', form === 'online' ? 'matrix' : form);
+  setOption('KILN_WEBGPU_ATTN_MATRIX_FORM', form === 'online' ? 'online' : undefined);
   setMatrixSplitSubgroups(splitSgs);
   if (!hasF16) emulateSubgroupMatrix({ m: 8, n: 8, k: 8, sg });
-  const what = `sg ${sg}${form === 'matrix-split' ? ` split${splitSgs ?? ''}` : ''}`;
+  const what = `sg ${sg}${form === 'matrix-split' ? ` split${splitSgs ?? ''}` : form === 'online' ? ' online' : ''}`;
   try {
     cases.forEach((c, i) => {
       try {
@@ -117,6 +118,7 @@ function failures(sg: number, cases: readonly Case[], form: 'matrix' | 'matrix-s
     });
   } finally {
     setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
+    setOption('KILN_WEBGPU_ATTN_MATRIX_FORM', undefined);
     setMatrixSplitSubgroups(null);
     if (!hasF16) emulateSubgroupMatrix(null);
   }
@@ -141,6 +143,26 @@ for (const [sg, cases] of RUNS) {
     // The wide case takes more than one subgroup a workgroup where the memory allows.
     if (cases.includes(CASES[8]!)) assert.ok(plans.some((p) => !p.includes('sgs1')), `plans ${plans.join(', ')}`);
     assert.ok(plans.every((p) => !p.startsWith('split')), `plans ${plans.join(', ')}`);
+  });
+}
+
+// The one-pass form (KILN_WEBGPU_ATTN_MATRIX_FORM=online): every case with subgroups of 8 (a row
+// an invocation) and of 16 (a row's keys over two invocations: the running maximum, the sums and
+// the NaN flags combined across them every block), and of 4 (two rows an invocation) on the
+// cases that reach that path's edges.
+const ONLINE_RUNS: [number, readonly Case[]][] = hasF16
+  ? [[0, CASES]]
+  : [
+      [8, CASES],
+      [16, CASES],
+      [4, [CASES[3]!, CASES[6]!, CASES[7]!]],
+    ];
+for (const [sg, cases] of ONLINE_RUNS) {
+  test(`one-pass float16 attention prefill on ${hasF16 ? "the device's" : `emulated (subgroups of ${sg})`} subgroup matrices matches float64`, { skip }, () => {
+    const { failed, plans } = failures(sg, cases, 'online');
+    assert.deepEqual(failed, [], `${failed.length} cases differ:\n${failed.join('\n')}`);
+    assert.ok(plans.length > 0 && plans.every((p) => p.startsWith('online ')), `plans ${plans.join(', ')}`);
+    if (cases.includes(CASES[8]!)) assert.ok(plans.some((p) => !p.includes('sgs1')), `plans ${plans.join(', ')}`);
   });
 }
 

@@ -9,7 +9,8 @@
  * Also the float16 prefill on subgroup matrices, row tiles and key split, on the real matrices
  * (the null device offers them): plans of 128 invocations (its subgroups may be 128 wide), within
  * 16 KiB; the key split's Qwen3 plans, over it, must fail on the workgroup memory alone, of the
- * size matrixPrefillBytes says. webgpu-attention-matrix.test.ts checks their values emulated.
+ * size matrixPrefillBytes says; and the one-pass form's plans (flash-attention-matrix-online.ts).
+ * webgpu-attention-matrix.test.ts checks their values emulated.
  */
 import assert from 'node:assert/strict';
 import { dawnSkipReason } from './helpers/dawn.js';
@@ -26,6 +27,7 @@ const { selectSource } = await import('../src/kernels/webgpu/topk-select.js');
 const { withPrelude } = await import('../src/kernels/math/wgsl-prelude.js');
 const M = await import('../src/kernels/webgpu/flash-attention-matrix.js');
 const { matrixSplitPrefillSource } = await import('../src/kernels/webgpu/flash-attention-matrix-split.js');
+const O = await import('../src/kernels/webgpu/flash-attention-matrix-online.js');
 
 const skip = dawnSkipReason();
 
@@ -128,4 +130,32 @@ test('the float16 attention prefill on subgroup matrices (row tiles, key split) 
   );
   n++;
   assert.equal(n, 16);
+});
+
+test('the one-pass float16 attention prefill on subgroup matrices (KILN_WEBGPU_ATTN_MATRIX_FORM=online) compiles on Dawn', { skip }, (t) => {
+  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
+  const a = acc.bridge.adapter;
+  if (!a.features.includes('chromium-experimental-subgroup-matrix') || !a.features.includes('shader-f16')) {
+    t.skip(`the null device lacks chromium-experimental-subgroup-matrix or shader-f16 (features: ${a.features.join(', ')})`);
+    return;
+  }
+  let n = 0;
+  // [t, sg, sgs, bk, e, ev]: 128 invocations a workgroup; a row over 4, 8 and 8 invocations (shuffles across 2 or 3 masks); Ev != E.
+  const plans: [number, number, number, number, number, number][] = [
+    [8, 32, 4, 8, 16, 16],
+    [8, 32, 4, 8, 32, 32],
+    [8, 64, 2, 8, 32, 16],
+    [16, 128, 1, 16, 32, 32],
+  ];
+  for (const [tt, sg, sgs, bk, e, ev] of plans) {
+    for (const mask of [null, 'boolp', 'f16'] as const) {
+      const k = { x: 'f16' as const, mask, maskBool: mask === 'boolp', e, ev };
+      const plan = { t: tt, sg, sgs, bk, split: false };
+      assert.ok(O.matrixOnlineBytes(plan, e, ev, 2) <= 16384, JSON.stringify(plan));
+      acc.kernel(withPrelude(O.matrixOnlinePrefillSource(k, plan)), `attn matrix online ${JSON.stringify(plan)} ${e} ${ev} ${mask}`);
+      n++;
+    }
+  }
+  kiln.synchronize('webgpu');
+  assert.equal(n, 12);
 });

@@ -163,7 +163,24 @@ export interface Dialect {
   mma(l: string, r: string, acc: string): string;
   /** Stores result `v` row-major into Sc at `off`, rows `stride` apart. */
   store(off: string, v: string, stride: string): string;
-  helpers(): string[];
+  /** Stores result `v` row-major into the f32 array Osc (the online form's output tile). */
+  storeO(off: string, v: string, stride: string): string;
+  /** A result matrix loaded row-major from Osc. */
+  loadO(off: string, stride: string): string;
+  /**
+   * Statements that combine `x` (an f32 variable) over the invocations that share a row (the
+   * KPL parts of a subgroup: lanes ln ^ t, ln ^ 2t, ...), with max or add, into every one of them.
+   */
+  rowCombine(x: string, op: 'max' | 'add', t: number, sg: number): string[];
+  /** Helper functions; `o`: also those of Osc (the online form). */
+  helpers(o?: boolean): string[];
+}
+
+/** The xor masks that reach a row's other parts: t, 2t, ... below sg. */
+function partMasks(t: number, sg: number): number[] {
+  const m: number[] = [];
+  for (let x = t; x < sg; x *= 2) m.push(x);
+  return m;
 }
 
 function realDialect(t: number): Dialect {
@@ -180,6 +197,11 @@ function realDialect(t: number): Dialect {
     load: (kind, arr, off, col, stride) => `subgroupMatrixLoad<${kind === 'left' ? left : right}, ${col ? 'col_major' : 'row_major'}>(&${arr}, ${off}, ${stride})`,
     mma: (l, r, acc) => `subgroupMatrixMultiplyAccumulate(${l}, ${r}, ${acc})`,
     store: (off, v, stride) => `subgroupMatrixStore<row_major>(&Sc, ${off}, ${v}, ${stride});`,
+    storeO: (off, v, stride) => `subgroupMatrixStore<row_major>(&Osc, ${off}, ${v}, ${stride});`,
+    loadO: (off, stride) => `subgroupMatrixLoad<subgroup_matrix_result<f32, ${t}, ${t}>, row_major>(&Osc, ${off}, ${stride})`,
+    // The parts of a row are lanes of one subgroup (lane ln is invocation lid % sg of the
+    // workgroup, as the row tiles already assume of subgroup_id): a butterfly of shuffles.
+    rowCombine: (x, op, tt, sg) => partMasks(tt, sg).map((m) => (op === 'max' ? `${x} = max(${x}, subgroupShuffleXor(${x}, ${m}u));` : `${x} = ${x} + subgroupShuffleXor(${x}, ${m}u);`)),
     helpers: () => [],
   };
 }
@@ -201,7 +223,17 @@ function emulatedDialect(t: number, sg: number): Dialect {
     load: (_kind, arr, off, col, stride) => `vec4<u32>(${EMU_ARRAYS.indexOf(arr as (typeof EMU_ARRAYS)[number])}u, ${off}, ${stride}, ${col ? 1 : 0}u)`,
     mma: (l, r, acc) => `emu_mma(${l}, ${r}, ${acc})`,
     store: (off, v, stride) => `emu_store(${off}, ${stride}, ${v});`,
-    helpers: () => [
+    storeO: (off, v, stride) => `emu_store_o(${off}, ${stride}, ${v});`,
+    loadO: (off, stride) => `emu_load_o(${off}, ${stride})`,
+    // No subgroups here: through the workgroup array Mx, between barriers (uniform: the callers'
+    // loops are unrolled or workgroup-uniform).
+    rowCombine: (x, op, tt, sgw) => [
+      'workgroupBarrier();',
+      `Mx[lid] = ${x};`,
+      'workgroupBarrier();',
+      `{ let mx_at = lid - lid % ${sgw}u + lid % ${tt}u; var mx_c = Mx[mx_at]; for (var mx_q = 1u; mx_q < ${sgw / tt}u; mx_q++) { mx_c = ${op === 'max' ? `max(mx_c, Mx[mx_at + mx_q * ${tt}u])` : `mx_c + Mx[mx_at + mx_q * ${tt}u]`}; } ${x} = mx_c; }`,
+    ],
+    helpers: (o = false) => [
       'var<private> emu_lane: u32;',
       // Element (row, col) of the matrix descriptor d: array d.x, offset d.y, stride d.z, col-major d.w.
       'fn emu_at(d: vec4<u32>, row: u32, col: u32) -> f32 {',
@@ -222,6 +254,18 @@ function emulatedDialect(t: number, sg: number): Dialect {
       `fn emu_store(off: u32, stride: u32, v: array<f32, ${E}>) {`,
       `  for (var q = 0u; q < ${E}u; q++) { let e = emu_lane + q * ${sg}u; Sc[off + (e / ${t}u) * stride + e % ${t}u] = v[q]; }`,
       '}',
+      ...(o
+        ? [
+            `fn emu_store_o(off: u32, stride: u32, v: array<f32, ${E}>) {`,
+            `  for (var q = 0u; q < ${E}u; q++) { let e = emu_lane + q * ${sg}u; Osc[off + (e / ${t}u) * stride + e % ${t}u] = v[q]; }`,
+            '}',
+            `fn emu_load_o(off: u32, stride: u32) -> array<f32, ${E}> {`,
+            `  var v: array<f32, ${E}>;`,
+            `  for (var q = 0u; q < ${E}u; q++) { let e = emu_lane + q * ${sg}u; v[q] = Osc[off + (e / ${t}u) * stride + e % ${t}u]; }`,
+            '  return v;',
+            '}',
+          ]
+        : []),
     ],
   };
 }

@@ -21,6 +21,7 @@ import { dataKind, groupsFor, kernelFor, words } from './template.js';
 import { tiledPrefillPlan, tiledPrefillSource, tiledWordWidth } from './flash-attention-tiled.js';
 import { getOption } from '../../runtime/config.js';
 import { matrixPrefillPlan, matrixPrefillRows, matrixPrefillSource, matrixSplitWanted } from './flash-attention-matrix.js';
+import { matrixOnlinePlan, matrixOnlinePrefillSource } from './flash-attention-matrix-online.js';
 import { matrixSplitPrefillSource } from './flash-attention-matrix-split.js';
 import { stagedLimits, subgroupMatrixEmulated, subgroupMatrixPlan } from './linalg.js';
 
@@ -90,11 +91,15 @@ function matrixPrefill(o: Tensor, query: Tensor, key: Tensor, value: Tensor, kin
   const lim = stagedLimits();
   const plan = matrixPrefillPlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxWorkgroupBytes, lim.maxInvocations, { tileBytes: emulate ? 4 : 2, split: split === 'rule' ? true : split, maxSplitSubgroups: splitSubgroups ?? undefined });
   if (plan === null) return false;
-  const form = plan.split ? 'split.' : '';
-  const k = kernelFor(`attn.prefill.matrix.${form}${plan.t}.${plan.sg}.${plan.sgs}.${plan.bk}.${tag}${emulate ? '.emu' : ''}`, () => (plan.split ? matrixSplitPrefillSource : matrixPrefillSource)(kinds, plan, { emulate }));
-  acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / matrixPrefillRows(plan)), 1));
+  // The one-pass form (flash-attention-matrix-online.ts) in place of row tiles, where its plan fits.
+  const online = !plan.split && getOption('KILN_WEBGPU_ATTN_MATRIX_FORM') === 'online' ? matrixOnlinePlan(sm.m, sm.sg, nb, l, kinds.e, kinds.ev, lim.maxWorkgroupBytes, lim.maxInvocations, emulate ? 4 : 2) : null;
+  const run = online ?? plan;
+  const form = online !== null ? 'online.' : plan.split ? 'split.' : '';
+  const source = online !== null ? matrixOnlinePrefillSource : plan.split ? matrixSplitPrefillSource : matrixPrefillSource;
+  const k = kernelFor(`attn.prefill.matrix.${form}${run.t}.${run.sg}.${run.sgs}.${run.bk}.${tag}${emulate ? '.emu' : ''}`, () => source(kinds, run, { emulate }));
+  acc.dispatch(k, [o.storage.buffer, ...inputs], meta, groupsFor(nb * Math.ceil(l / matrixPrefillRows(run)), 1));
   prefillStats.matrix++;
-  prefillStats.matrixPlans.add(`${plan.split ? 'split ' : ''}t${plan.t} sg${plan.sg} sgs${plan.sgs} bk${plan.bk}`);
+  prefillStats.matrixPlans.add(`${online !== null ? 'online ' : plan.split ? 'split ' : ''}t${run.t} sg${run.sg} sgs${run.sgs} bk${run.bk}`);
   return true;
 }
 
