@@ -8,10 +8,10 @@
  *
  * Also the float16 kernel on subgroup matrices (KILN_WEBGPU_ATTN_PREFILL=matrix, session 31) and its
  * key-split form (matrix-split: a workgroup's subgroups share the key blocks of one tile of rows),
- * and other shapes: --shape B,H,HKV,E (the transformer-block workload: 8,16,16,64 at 512 tokens).
+ * the one-pass row tiles (matrix-online, session 39), and other shapes: --shape B,H,HKV,E (the transformer-block workload: 8,16,16,64 at 512 tokens).
  *
  *   node dist/bench/webgpu-attention.js [--dtypes float32,float16] [--lengths 128,1024] [--shape 1,16,8,128]
- *        [--forms "rows;tiled, word copies;matrix;matrix-split"] [--calls 20] [--reps 9] [--json out.json]
+ *        [--forms "rows;tiled, word copies;matrix;matrix-split;matrix-online"] [--calls 20] [--reps 9] [--json out.json]
  */
 import fs from 'node:fs';
 import * as kiln from '../src/index.js';
@@ -32,7 +32,7 @@ const reps = Number(flag('--reps') ?? 9);
 const [B, H, HKV, E] = (flag('--shape') ?? '1,16,8,128').split(',').map(Number) as [number, number, number, number];
 const only = flag('--forms')?.split(';');
 
-const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix' | 'matrix-split'; words: boolean; store?: 'exact' }[] = [
+const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix' | 'matrix-split'; words: boolean; store?: 'exact'; online?: boolean }[] = [
   { name: 'rows', prefill: 'rows', words: false },
   { name: 'tiled, scalar copies', prefill: 'tiled', words: false },
   { name: 'tiled, word copies', prefill: 'tiled', words: true },
@@ -41,6 +41,8 @@ const ALL_FORMS: readonly { name: string; prefill: 'rows' | 'tiled' | 'matrix' |
   // float16 only: subgroup matrices where the device has them (else it runs the tiled kernel).
   { name: 'matrix', prefill: 'matrix', words: true },
   { name: 'matrix-split', prefill: 'matrix-split', words: true },
+  // float16 only: the one-pass row tiles (KILN_WEBGPU_ATTN_MATRIX_FORM=online, session 39).
+  { name: 'matrix-online', prefill: 'matrix', words: true, online: true },
 ];
 const FORMS = ALL_FORMS.filter((f) => only === undefined || only.includes(f.name));
 
@@ -56,11 +58,13 @@ for (const dtype of dtypes) {
     const outs = forms.map((f) => {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
       setOption('KILN_WEBGPU_ATTN_WORDS', f.words);
+      setOption('KILN_WEBGPU_ATTN_MATRIX_FORM', f.online === true ? 'online' : undefined);
       try {
         return kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, H !== HKV).to('float32');
       } finally {
         setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
         setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
+        setOption('KILN_WEBGPU_ATTN_MATRIX_FORM', undefined);
       }
     });
     const diffs = outs.map((o) => Number(kiln.max(kiln.abs(kiln.sub(o, outs[0]!))).item()));
@@ -68,12 +72,14 @@ for (const dtype of dtypes) {
       setOption('KILN_WEBGPU_ATTN_PREFILL', f.prefill);
       setOption('KILN_WEBGPU_ATTN_WORDS', f.words);
       setOption('KILN_WEBGPU_F16_STORE', f.store);
+      setOption('KILN_WEBGPU_ATTN_MATRIX_FORM', f.online === true ? 'online' : undefined);
       try {
         kiln.scope(() => void kiln.scaledDotProductAttention(q, k, v, null, 0, true, null, H !== HKV));
       } finally {
         setOption('KILN_WEBGPU_ATTN_PREFILL', undefined);
         setOption('KILN_WEBGPU_ATTN_WORDS', undefined);
         setOption('KILN_WEBGPU_F16_STORE', undefined);
+        setOption('KILN_WEBGPU_ATTN_MATRIX_FORM', undefined);
       }
     });
     const ms = deviceMsPerCall(fns, reps, calls);

@@ -10,10 +10,12 @@
 #        megakernel tests again under the FORM_TEST form), a phase trace per form, batch-1 decode of
 #        the compiled step and each form alternating twice, and `kiln generate` cold and warm. If
 #        the machine has cuobjdump, the SASS of dist/cubins/*.cubin (built with nvcc here) is dumped.
+#   attn #20 the one-pass float16 webgpu attention prefill (KILN_WEBGPU_ATTN_MATRIX_FORM=online) against the
+#        two-pass kernel: tests on the device's matrices, device time per call, kiln bench transformer-block.
 # A step starts only while the call is under its deadline (S39_DEADLINE s); logs and JSON under
 # $OUT/s39-PART come back as one tarball, the summary printed last.
 set -uo pipefail
-part=${1:?usage: s39.sh mk}
+part=${1:?usage: s39.sh mk|attn}
 session=s39
 source "$(dirname "$0")/session-lib.sh"
 if [ "$part" = mk ]; then
@@ -43,6 +45,18 @@ if [ "$part" = mk ]; then
     [ $c = cold ] && rm -rf /tmp/kiln-cache-gen
     go gen-$c && { s=$(date +%s.%N); env KILN_CACHE_DIR=/tmp/kiln-cache-gen $K 120 node dist/src/cli/main.js generate --random qwen3-0.6b --device cuda --dtype bfloat16 --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens 64 > "$out/gen-$c.txt" 2>&1; rc=$?; e=$(date +%s.%N)
       el "generate $c rc=$rc wall $(python3 -c "print(round($e-$s,2))") s"; tail -n 3 "$out/gen-$c.txt" | cut -c1-300 | tee -a "$out/summary.txt"; }
+  done
+elif [ "$part" = attn ]; then
+  # #20 the one-pass float16 attention prefill on subgroup matrices (KILN_WEBGPU_ATTN_MATRIX_FORM=online)
+  # against the two-pass kernel: its tests on the device's matrices, device time per call at the
+  # transformer block's shape and Qwen3 heads, and `kiln bench` transformer-block float16 with each
+  # form, alternating twice.
+  go tests && { wg $K 240 node --test dist/test/webgpu-attention-matrix.test.js > "$out/tests.txt" 2>&1; el "tests rc=$?"; sum "$out/tests.txt" "^# (tests|pass|fail)|^not ok" 10; }
+  go attn-block && { wg $K 120 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 512 --shape 8,16,16,64 --forms "matrix;matrix-online" --json "$out/attn-block.json" > "$out/attn-block.txt" 2>&1; el "attention, block shape rc=$?"; sum "$out/attn-block.txt" "^float16" 4; }
+  go attn-qwen && { wg $K 120 node dist/bench/webgpu-attention.js --dtypes float16 --lengths 512,1024,2048 --shape 1,16,8,128 --forms "matrix;matrix-online" --json "$out/attn-qwen.json" > "$out/attn-qwen.txt" 2>&1; el "attention, Qwen3 heads rc=$?"; sum "$out/attn-qwen.txt" "^float16" 8; }
+  for rep in 1 2; do
+    kb block2p-$rep webgpu float16 transformer-block KILN_WEBGPU_ATTN_MATRIX_FORM=two-pass
+    kb block1p-$rep webgpu float16 transformer-block KILN_WEBGPU_ATTN_MATRIX_FORM=online
   done
 else
   el "unknown part $part"
