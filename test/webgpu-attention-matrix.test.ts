@@ -17,6 +17,7 @@ import * as kiln from '../src/index.js';
 import { emulateSubgroupMatrix } from '../src/kernels/webgpu/linalg.js';
 import { MATRIX_MIN_ROWS, MATRIX_SPLIT_MIN_ROWS, prefillStats, setMatrixSplitSubgroups } from '../src/kernels/webgpu/flash-attention.js';
 import { matrixPrefillBytes, matrixPrefillPlan } from '../src/kernels/webgpu/flash-attention-matrix.js';
+import { matrixOnlineBytes, matrixOnlinePlan } from '../src/kernels/webgpu/flash-attention-matrix-online.js';
 import { setOption } from '../src/runtime/config.js';
 import { makeTensor, randomValues } from './helpers/make.js';
 import { refAttention } from './helpers/nn-ref.js';
@@ -203,6 +204,21 @@ test('matrix prefill plans: subgroups a workgroup follow the work, blocks shrink
   assert.equal(matrixPrefillPlan(16, 32, 1024, 512, 256, 256, 16384, 1024), null);
   // Head dims that are not whole matrices have no plan.
   assert.equal(matrixPrefillPlan(16, 32, 16, 128, 72, 64, 49152, 1024), null);
+});
+
+test('one-pass matrix prefill plans: fewer subgroups than the two-pass kernel where its output tile and second key buffer need the memory', () => {
+  // The transformer block (128 heads of 512 rows, head dim 64) in 48 KiB: 2 subgroups of 32-key blocks (4 need 59 KiB).
+  const block = matrixOnlinePlan(16, 32, 128, 512, 64, 64, 49152, 1024)!;
+  assert.deepEqual(block, { t: 16, sg: 32, sgs: 2, bk: 32, split: false });
+  assert.equal(matrixOnlineBytes(block, 64, 64, 2), 38912);
+  assert.ok(matrixOnlineBytes({ ...block, sgs: 4 }, 64, 64, 2) > 49152);
+  // Qwen3 heads (dim 128), 1024 rows: 2 subgroups of 16-key blocks.
+  const qwen = matrixOnlinePlan(16, 32, 16, 1024, 128, 128, 49152, 1024)!;
+  assert.deepEqual(qwen, { t: 16, sg: 32, sgs: 2, bk: 16, split: false });
+  assert.ok(matrixOnlineBytes(qwen, 128, 128, 2) <= 49152);
+  // Head dim 256 in 16 KiB: nothing fits; head dims that are not whole matrices have no plan.
+  assert.equal(matrixOnlinePlan(16, 32, 1024, 512, 256, 256, 16384, 1024), null);
+  assert.equal(matrixOnlinePlan(16, 32, 16, 128, 72, 64, 49152, 1024), null);
 });
 
 test('matrix prefill plans: the key split where row tiles of 4 subgroups give fewer than 256 workgroups, 4 subgroups where they fit', () => {

@@ -41,9 +41,12 @@ export function matrixOnlineBytes(p: MatrixPrefillPlan, e: number, ev: number, t
 }
 
 /**
- * The online plan for `heads` (batch x heads) of L query rows: the most subgroups a workgroup
- * (4, 2, 1) that still gives TARGET_GROUPS workgroups (else one) and fits `maxBytes`, with the
- * largest blocks of keys (32, 16, 8; never fewer than t) that fit. null where nothing fits.
+ * The online plan for `heads` (batch x heads) of L query rows: the largest blocks of keys (32, 16,
+ * 8; never fewer than t) with the most subgroups a workgroup (4, 2, 1; at most as many as still
+ * give TARGET_GROUPS workgroups, else one) that fit `maxBytes`. Blocks before subgroups (the
+ * two-pass planner's order is the other way): a block's three barriers are the kernel's fixed
+ * cost, so halving the block doubles them per key, while fewer subgroups only copy each block
+ * for fewer rows. null where nothing fits.
  */
 export function matrixOnlinePlan(t: number, sg: number, heads: number, L: number, e: number, ev: number, maxBytes: number, maxInvocations: number, tileBytes = 2): MatrixPrefillPlan | null {
   if (matrixPrefillProblem(t, sg, e, ev) !== null) return null;
@@ -51,8 +54,8 @@ export function matrixOnlinePlan(t: number, sg: number, heads: number, L: number
   const kpl = Math.max(1, sg / t);
   const blocks = [32, 16, 8].filter((bk) => bk >= t && bk % t === 0 && bk % kpl === 0);
   const most = subgroups.find((s) => heads * Math.ceil(L / (s * t)) >= TARGET_GROUPS) ?? 1;
-  for (const sgs of subgroups.filter((s) => s <= most)) {
-    for (const bk of blocks) {
+  for (const bk of blocks) {
+    for (const sgs of subgroups.filter((s) => s <= most)) {
       const p = { t, sg, sgs, bk, split: false };
       if (matrixOnlineBytes(p, e, ev, tileBytes) <= maxBytes) return p;
     }
