@@ -94,13 +94,20 @@ test('every flash attention, paged attention and topk select kernel compiles on 
   assert.ok(n > 100, `compiled ${n}`);
 });
 
-test('the float16 attention prefill on subgroup matrices (row tiles, key split) compiles on Dawn', { skip }, (t) => {
+/** The null device where it offers subgroup matrices and float16, else null (the test skipped). */
+function matrixDevice(t: { skip(message: string): void }): WebgpuAccelerator | null {
   const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
   const a = acc.bridge.adapter;
   if (!a.features.includes('chromium-experimental-subgroup-matrix') || !a.features.includes('shader-f16')) {
     t.skip(`the null device lacks chromium-experimental-subgroup-matrix or shader-f16 (features: ${a.features.join(', ')})`);
-    return;
+    return null;
   }
+  return acc;
+}
+
+test('the float16 attention prefill on subgroup matrices (row tiles, key split) compiles on Dawn', { skip }, (t) => {
+  const acc = matrixDevice(t);
+  if (acc === null) return;
   let n = 0;
   // [t, sg, sgs, bk, e, ev, split]: 16 x 16 matrices (NVIDIA) and 8 x 8; a row over 2 and 8 invocations; Ev != E.
   const plans: [number, number, number, number, number, number, boolean][] = [
@@ -133,12 +140,8 @@ test('the float16 attention prefill on subgroup matrices (row tiles, key split) 
 });
 
 test('the one-pass float16 attention prefill on subgroup matrices (KILN_WEBGPU_ATTN_MATRIX_FORM=online) compiles on Dawn', { skip }, (t) => {
-  const acc = kiln.getAccelerator('webgpu') as WebgpuAccelerator;
-  const a = acc.bridge.adapter;
-  if (!a.features.includes('chromium-experimental-subgroup-matrix') || !a.features.includes('shader-f16')) {
-    t.skip(`the null device lacks chromium-experimental-subgroup-matrix or shader-f16 (features: ${a.features.join(', ')})`);
-    return;
-  }
+  const acc = matrixDevice(t);
+  if (acc === null) return;
   let n = 0;
   // [t, sg, sgs, bk, e, ev]: 128 invocations a workgroup; a row over 4, 8 and 8 invocations (shuffles across 2 or 3 masks); Ev != E.
   const plans: [number, number, number, number, number, number][] = [

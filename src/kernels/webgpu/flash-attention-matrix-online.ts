@@ -24,8 +24,8 @@
  * planner below). `emulate`: the two-pass kernel's emulation (tests on SwiftShader), where a
  * row's parts are combined through workgroup memory instead of shuffles.
  */
-import { batchOffsets, maskStmts, NEG_MAX, type AttnKinds } from './flash-attention-source.js';
-import { matrixDialect, matrixDims, matrixEntry, matrixHeader, matrixPrefillProblem, PAD, SPAD, wordCopy, type MatrixPrefillPlan } from './flash-attention-matrix.js';
+import { NEG_MAX, type AttnKinds } from './flash-attention-source.js';
+import { matrixDialect, matrixDims, matrixHeader, matrixPrefillProblem, PAD, rowTileParts, SPAD, type MatrixPrefillPlan } from './flash-attention-matrix.js';
 import { storeStmt } from './storage.js';
 
 /** Workgroups below which the planner takes fewer subgroups per workgroup (more workgroups). */
@@ -67,7 +67,7 @@ export function matrixOnlinePlan(t: number, sg: number, heads: number, L: number
 export function matrixOnlinePrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
   if (plan.split) throw new Error('the online attention prefill takes row-tile plans, not key-split ones');
   const emulate = opts.emulate === true;
-  const { e, ev, x } = k;
+  const { ev, x } = k;
   const { t, sg, sgs, bk } = plan;
   const D = matrixDialect(k, plan, emulate);
   const WG = sgs * sg;
@@ -84,45 +84,13 @@ export function matrixOnlinePrefillSource(k: AttnKinds, plan: MatrixPrefillPlan,
     `var<workgroup> Osc: array<f32, ${BQ * OS}>;`,
     ...(emulate ? [`var<workgroup> Mx: array<f32, ${WG}>;`] : []),
   );
-  const rowOf = (u: number): string => (RPL > 1 ? `(ln + ${u * sg}u)` : KPL > 1 ? `(ln % ${t}u)` : 'ln');
-  const part = KPL > 1 ? `(ln / ${t}u)` : '0u';
-  const kvRow = (start: string, r: string): { index: string; ok: string } => ({ index: `min(${start} + ${r}, S - 1u)`, ok: `${start} + ${r} < S` });
-  const qCopy = wordCopy(D, WG, BQ, e, 'b1', 'qo', 5, (start, r) => ({ index: `min(${start} + ${r}, L - 1u)`, ok: `${start} + ${r} < L` }), 'Qs', QS, 'wq');
+  const { rowOf, part, kCopy, vCopy, score, opening } = rowTileParts(k, plan, D, emulate);
   // The copies write buffer `kb` (0 or 1) of Ks / Vs: their stores address the tile from `at`, so
   // the buffer's offset is added where they index it.
-  const kCopy = wordCopy(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS, 'wk');
-  const vCopy = wordCopy(D, WG, bk, ev, 'b3', 'vo', 9, kvRow, 'Vs', VS, 'wv');
   const shifted = (lines: readonly string[], arr: string, off: string): string[] => lines.map((l) => l.replaceAll(`${arr}[at + `, `${arr}[${off} + at + `));
-  // Score s of key jj for row `row` (i, ir, live from it), with ok: the key counts.
-  const score = (row: string): string[] => [
-    `let jj = ${part} + u * ${KPL}u; let jr = j0 + jj; let ir = i0 + rg * ${t}u + ${row}; let live = ir < L;`,
-    `var s = Sc[(rg * ${t}u + ${row}) * ${SCS}u + jj] * scale;`,
-    'var ok = live && jr < S && (!causal || jr <= ir);',
-    '{',
-    '  let i = min(ir, L - 1u); let j = min(jr, S - 1u);',
-    ...maskStmts(k).map((l) => `  ${l}`),
-    '}',
-  ];
-  L.push(
-    ...matrixEntry(WG, sg, emulate),
-    `  let rb = (L + ${BQ - 1}u) / ${BQ}u; let tiles = kmeta[0] * rb;`,
-    `  let rg = lid / ${sg}u; let ln = lid % ${sg}u;`,
-    '  for (var tt = wid.x; tt < tiles; tt = tt + ng.x) {',
-    `    let bi = tt / rb; let i0 = (tt % rb) * ${BQ}u;`,
-    ...batchOffsets().map((l) => `    ${l}`),
-    // The tile before this one may still read Qs, Ks, Vs, Osc.
-    '    workgroupBarrier();',
-    ...['{', ...qCopy.decl, ...qCopy.load('i0'), ...qCopy.store, '}'].map((l) => `    ${l}`),
-    ...kCopy.decl.map((l) => `    ${l}`),
-    ...vCopy.decl.map((l) => `    ${l}`),
-    '    workgroupBarrier();',
-  );
-  for (let q = 0; q < EQ; q++) L.push(`    let ql${q} = ${D.load('left', 'Qs', `sgi * ${t * QS}u + ${q * t}u`, false, `${QS}u`)};`);
+  L.push(...opening);
   for (let v = 0; v < VQ; v++) L.push(`    var o${v} = ${D.result}();`);
   L.push(
-    `    var kend = S; if (causal) { kend = min(S, i0 + ${BQ}u); }`,
-    `    var mr: array<f32, ${RPL}>; var lr: array<f32, ${RPL}>; var bad: array<bool, ${RPL}>;`,
-    `    for (var u = 0u; u < ${RPL}u; u++) { mr[u] = ${NEG_MAX}; lr[u] = 0.0f; bad[u] = false; }`,
     '    var kb = 0u;',
     `    for (var j0 = 0u; j0 < kend; j0 = j0 + ${bk}u) {`,
     // (1) This block's keys and values into buffer kb: its last reader was the p v two blocks

@@ -344,14 +344,65 @@ export function matrixEntry(WG: number, sg: number, emulate: boolean): string[] 
   ];
 }
 
+/**
+ * What the row-tile kernels (the two-pass one here and the online one,
+ * flash-attention-matrix-online.ts) share: the rows an invocation takes in the scalar parts
+ * (region rg, a subgroup's t rows; row ln % t, + u * sg where rows outnumber the invocations; keys
+ * from part `part`), the word copies of the query tile and of a block's keys and values, the score
+ * of a key for a row with its mask (`score`: s, ok, jj, jr, ir for row expression `row` inside a
+ * loop over u), and the kernel's opening: the entry, the loop over row tiles, the query tile copied
+ * and its matrices loaded (ql0..), the causal end of the keys, and each row's running maximum,
+ * sum and NaN flag (mr, lr, bad).
+ */
+export function rowTileParts(k: AttnKinds, plan: MatrixPrefillPlan, D: Dialect, emulate: boolean): { rowOf: (u: number) => string; part: string; kCopy: WordCopy; vCopy: WordCopy; score: (row: string) => string[]; opening: string[] } {
+  const { e, ev } = k;
+  const { t, sg, sgs, bk } = plan;
+  const WG = sgs * sg;
+  const BQ = sgs * t;
+  const { QS, KS, VS, SCS, KPL, RPL, EQ } = matrixDims(k, plan);
+  const rowOf = (u: number): string => (RPL > 1 ? `(ln + ${u * sg}u)` : KPL > 1 ? `(ln % ${t}u)` : 'ln');
+  const part = KPL > 1 ? `(ln / ${t}u)` : '0u';
+  const kvRow = (start: string, r: string): { index: string; ok: string } => ({ index: `min(${start} + ${r}, S - 1u)`, ok: `${start} + ${r} < S` });
+  const qCopy = wordCopy(D, WG, BQ, e, 'b1', 'qo', 5, (start, r) => ({ index: `min(${start} + ${r}, L - 1u)`, ok: `${start} + ${r} < L` }), 'Qs', QS, 'wq');
+  const kCopy = wordCopy(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS, 'wk');
+  const vCopy = wordCopy(D, WG, bk, ev, 'b3', 'vo', 9, kvRow, 'Vs', VS, 'wv');
+  const score = (row: string): string[] => [
+    `let jj = ${part} + u * ${KPL}u; let jr = j0 + jj; let ir = i0 + rg * ${t}u + ${row}; let live = ir < L;`,
+    `var s = Sc[(rg * ${t}u + ${row}) * ${SCS}u + jj] * scale;`,
+    'var ok = live && jr < S && (!causal || jr <= ir);',
+    '{',
+    '  let i = min(ir, L - 1u); let j = min(jr, S - 1u);',
+    ...maskStmts(k).map((l) => `  ${l}`),
+    '}',
+  ];
+  const opening = [
+    ...matrixEntry(WG, sg, emulate),
+    `  let rb = (L + ${BQ - 1}u) / ${BQ}u; let tiles = kmeta[0] * rb;`,
+    `  let rg = lid / ${sg}u; let ln = lid % ${sg}u;`,
+    '  for (var tt = wid.x; tt < tiles; tt = tt + ng.x) {',
+    `    let bi = tt / rb; let i0 = (tt % rb) * ${BQ}u;`,
+    ...batchOffsets().map((l) => `    ${l}`),
+    // The tile before this one may still read the tiles.
+    '    workgroupBarrier();',
+    ...['{', ...qCopy.decl, ...qCopy.load('i0'), ...qCopy.store, '}'].map((l) => `    ${l}`),
+    ...kCopy.decl.map((l) => `    ${l}`),
+    ...vCopy.decl.map((l) => `    ${l}`),
+    '    workgroupBarrier();',
+    ...Array.from({ length: EQ }, (_, q) => `    let ql${q} = ${D.load('left', 'Qs', `sgi * ${t * QS}u + ${q * t}u`, false, `${QS}u`)};`),
+    `    var kend = S; if (causal) { kend = min(S, i0 + ${BQ}u); }`,
+    `    var mr: array<f32, ${RPL}>; var lr: array<f32, ${RPL}>; var bad: array<bool, ${RPL}>;`,
+    `    for (var u = 0u; u < ${RPL}u; u++) { mr[u] = ${NEG_MAX}; lr[u] = 0.0f; bad[u] = false; }`,
+  ];
+  return { rowOf, part, kCopy, vCopy, score, opening };
+}
+
 /** The kernel for `k` (x 'f16', or 'f16p' emulated) under row-tile `plan`; metadata as the row kernel's (flash-attention-source.ts). */
 export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts: { emulate?: boolean } = {}): string {
   if (plan.split) throw new Error('a key-split plan: flash-attention-matrix-split.ts writes its kernel');
   const emulate = opts.emulate === true;
-  const { e, ev, x } = k;
+  const { x } = k;
   const { t, sg, sgs, bk } = plan;
   const D = matrixDialect(k, plan, emulate);
-  const WG = sgs * sg;
   const BQ = sgs * t;
   const { QS, KS, VS, PS, SCS, KPL, RPL, KPI, EQ, NB, VQ } = matrixDims(k, plan);
   const L: string[] = matrixHeader(D, k);
@@ -362,14 +413,7 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     `var<workgroup> Ps: array<${D.tile}, ${BQ * PS}>;`,
     `var<workgroup> Sc: array<f32, ${BQ * SCS}>;`,
   );
-  // The rows this invocation takes in the scalar parts: region rg (a subgroup's t rows), row
-  // ln % t (+ u * sg where rows outnumber the invocations), keys from part c.
-  const rowOf = (u: number): string => (RPL > 1 ? `(ln + ${u * sg}u)` : KPL > 1 ? `(ln % ${t}u)` : 'ln');
-  const part = KPL > 1 ? `(ln / ${t}u)` : '0u';
-  const kvRow = (start: string, r: string): { index: string; ok: string } => ({ index: `min(${start} + ${r}, S - 1u)`, ok: `${start} + ${r} < S` });
-  const qCopy = wordCopy(D, WG, BQ, e, 'b1', 'qo', 5, (start, r) => ({ index: `min(${start} + ${r}, L - 1u)`, ok: `${start} + ${r} < L` }), 'Qs', QS, 'wq');
-  const kCopy = wordCopy(D, WG, bk, e, 'b2', 'ko', 7, kvRow, 'Ks', KS, 'wk');
-  const vCopy = wordCopy(D, WG, bk, ev, 'b3', 'vo', 9, kvRow, 'Vs', VS, 'wv');
+  const { rowOf, part, kCopy, vCopy, score, opening } = rowTileParts(k, plan, D, emulate);
   // S = q k^T for this block into the subgroup's scratch.
   const scores = (): string[] => {
     const o: string[] = [];
@@ -390,35 +434,8 @@ export function matrixPrefillSource(k: AttnKinds, plan: MatrixPrefillPlan, opts:
     ...scores().map((l) => `      ${l}`),
     '      workgroupBarrier();',
   ];
-  // Score s of key jj for row `row` (i, ir, live from it), with ok: the key counts.
-  const score = (row: string): string[] => [
-    `let jj = ${part} + u * ${KPL}u; let jr = j0 + jj; let ir = i0 + rg * ${t}u + ${row}; let live = ir < L;`,
-    `var s = Sc[(rg * ${t}u + ${row}) * ${SCS}u + jj] * scale;`,
-    'var ok = live && jr < S && (!causal || jr <= ir);',
-    '{',
-    '  let i = min(ir, L - 1u); let j = min(jr, S - 1u);',
-    ...maskStmts(k).map((l) => `  ${l}`),
-    '}',
-  ];
   L.push(
-    ...matrixEntry(WG, sg, emulate),
-    `  let rb = (L + ${BQ - 1}u) / ${BQ}u; let tiles = kmeta[0] * rb;`,
-    `  let rg = lid / ${sg}u; let ln = lid % ${sg}u;`,
-    `  var ninfBits = 0xff800000u; let ninf = bitcast<f32>(ninfBits);`,
-    '  for (var tt = wid.x; tt < tiles; tt = tt + ng.x) {',
-    `    let bi = tt / rb; let i0 = (tt % rb) * ${BQ}u;`,
-    ...batchOffsets().map((l) => `    ${l}`),
-    '    workgroupBarrier();',
-    ...['{', ...qCopy.decl, ...qCopy.load('i0'), ...qCopy.store, '}'].map((l) => `    ${l}`),
-    ...kCopy.decl.map((l) => `    ${l}`),
-    ...vCopy.decl.map((l) => `    ${l}`),
-    '    workgroupBarrier();',
-  );
-  for (let q = 0; q < EQ; q++) L.push(`    let ql${q} = ${D.load('left', 'Qs', `sgi * ${t * QS}u + ${q * t}u`, false, `${QS}u`)};`);
-  L.push(
-    `    var kend = S; if (causal) { kend = min(S, i0 + ${BQ}u); }`,
-    `    var mr: array<f32, ${RPL}>; var lr: array<f32, ${RPL}>; var bad: array<bool, ${RPL}>;`,
-    `    for (var u = 0u; u < ${RPL}u; u++) { mr[u] = ${NEG_MAX}; lr[u] = 0.0f; bad[u] = false; }`,
+    ...opening,
     // Pass 1: each row's maximum and sum of exponentials (online, per invocation).
     ...blockStart([kCopy]),
   );
