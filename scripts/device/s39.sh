@@ -9,7 +9,8 @@
 #        forms at 0-8 loads in flight per lane), then the tests (TESTS; the default form, then the
 #        megakernel tests again under the FORM_TEST form), a phase trace per form, batch-1 decode of
 #        the compiled step and each form alternating twice, and `kiln generate` cold and warm. If
-#        the machine has cuobjdump, the SASS of dist/cubins/*.cubin (built with nvcc here) is dumped.
+#        the machine has cuobjdump, the SASS of dist/cubins/*.cubin (built with nvcc here by
+#        scripts/cuda-megakernel-cubins.mjs) is dumped.
 #   attn #20 the one-pass float16 webgpu attention prefill (KILN_WEBGPU_ATTN_MATRIX_FORM=online) against the
 #        two-pass kernel: tests on the device's matrices, device time per call, kiln bench transformer-block.
 # A step starts only while the call is under its deadline (S39_DEADLINE s); logs and JSON under
