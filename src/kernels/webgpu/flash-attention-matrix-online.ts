@@ -25,11 +25,8 @@
  * row's parts are combined through workgroup memory instead of shuffles.
  */
 import { NEG_MAX, type AttnKinds } from './flash-attention-source.js';
-import { matrixDialect, matrixDims, matrixHeader, matrixPrefillProblem, PAD, rowTileParts, SPAD, type MatrixPrefillPlan } from './flash-attention-matrix.js';
+import { matrixDialect, matrixDims, matrixHeader, matrixPrefillProblem, PAD, rowTileChoices, rowTileParts, SPAD, type MatrixPrefillPlan } from './flash-attention-matrix.js';
 import { storeStmt } from './storage.js';
-
-/** Workgroups below which the planner takes fewer subgroups per workgroup (more workgroups). */
-const TARGET_GROUPS = 256;
 
 /** Workgroup bytes of an online plan for head dims e, ev (tile elements of `tileBytes`: 2, or 4 emulated). */
 export function matrixOnlineBytes(p: MatrixPrefillPlan, e: number, ev: number, tileBytes: number): number {
@@ -42,18 +39,15 @@ export function matrixOnlineBytes(p: MatrixPrefillPlan, e: number, ev: number, t
 
 /**
  * The online plan for `heads` (batch x heads) of L query rows: the largest blocks of keys (32, 16,
- * 8; never fewer than t) with the most subgroups a workgroup (4, 2, 1; at most as many as still
- * give TARGET_GROUPS workgroups, else one) that fit `maxBytes`. Blocks before subgroups (the
+ * 8; never fewer than t) with the most subgroups a workgroup (4, 2, 1; at most rowTileChoices'
+ * `most`) that fit `maxBytes`. Blocks before subgroups (the
  * two-pass planner's order is the other way): a block's three barriers are the kernel's fixed
  * cost, so halving the block doubles them per key, while fewer subgroups only copy each block
  * for fewer rows. null where nothing fits.
  */
 export function matrixOnlinePlan(t: number, sg: number, heads: number, L: number, e: number, ev: number, maxBytes: number, maxInvocations: number, tileBytes = 2): MatrixPrefillPlan | null {
   if (matrixPrefillProblem(t, sg, e, ev) !== null) return null;
-  const subgroups = [4, 2, 1].filter((s) => s * sg <= maxInvocations);
-  const kpl = Math.max(1, sg / t);
-  const blocks = [32, 16, 8].filter((bk) => bk >= t && bk % t === 0 && bk % kpl === 0);
-  const most = subgroups.find((s) => heads * Math.ceil(L / (s * t)) >= TARGET_GROUPS) ?? 1;
+  const { subgroups, blocks, most } = rowTileChoices(t, sg, heads, L, maxInvocations);
   for (const bk of blocks) {
     for (const sgs of subgroups.filter((s) => s <= most)) {
       const p = { t, sg, sgs, bk, split: false };

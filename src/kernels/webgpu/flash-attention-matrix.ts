@@ -106,6 +106,20 @@ export interface MatrixPlanOptions {
   readonly maxSplitSubgroups?: number;
 }
 
+/**
+ * What the planners choose from: subgroups a workgroup (4, 2, 1, within the invocation limit),
+ * keys a block (32, 16, 8: whole matrices, split evenly over a row's parts), and `most`, the most
+ * subgroups that still leave TARGET_GROUPS row tiles of `heads` x L rows (else one: the most
+ * workgroups).
+ */
+export function rowTileChoices(t: number, sg: number, heads: number, L: number, maxInvocations: number): { subgroups: number[]; blocks: number[]; most: number } {
+  const subgroups = [4, 2, 1].filter((s) => s * sg <= maxInvocations);
+  const kpl = Math.max(1, sg / t);
+  const blocks = [32, 16, 8].filter((bk) => bk >= t && bk % t === 0 && bk % kpl === 0);
+  const most = subgroups.find((s) => heads * Math.ceil(L / (s * t)) >= TARGET_GROUPS) ?? 1;
+  return { subgroups, blocks, most };
+}
+
 /** The key-split rule: row tiles of 4 subgroups would give fewer than TARGET_GROUPS workgroups. */
 export function matrixSplitWanted(t: number, heads: number, L: number): boolean {
   return heads * Math.ceil(L / (4 * t)) < TARGET_GROUPS;
@@ -123,9 +137,7 @@ export function matrixSplitWanted(t: number, heads: number, L: number): boolean 
 export function matrixPrefillPlan(t: number, sg: number, heads: number, L: number, e: number, ev: number, maxBytes: number, maxInvocations: number, opts: MatrixPlanOptions = {}): MatrixPrefillPlan | null {
   if (matrixPrefillProblem(t, sg, e, ev) !== null) return null;
   const tileBytes = opts.tileBytes ?? 2;
-  const subgroups = [4, 2, 1].filter((s) => s * sg <= maxInvocations);
-  const kpl = Math.max(1, sg / t);
-  const blocks = [32, 16, 8].filter((bk) => bk >= t && bk % t === 0 && bk % kpl === 0);
+  const { subgroups, blocks, most } = rowTileChoices(t, sg, heads, L, maxInvocations);
   const split = opts.split === 'auto' ? matrixSplitWanted(t, heads, L) : (opts.split ?? false);
   if (split) {
     for (const sgs of subgroups.filter((s) => s > 1 && s <= (opts.maxSplitSubgroups ?? 4))) {
@@ -136,8 +148,6 @@ export function matrixPrefillPlan(t: number, sg: number, heads: number, L: numbe
     }
     if (opts.split === true) return null;
   }
-  // The most subgroups that still leave TARGET_GROUPS workgroups, else one (the most workgroups).
-  const most = subgroups.find((s) => heads * Math.ceil(L / (s * t)) >= TARGET_GROUPS) ?? 1;
   for (const sgs of subgroups.filter((s) => s <= most)) {
     for (const bk of blocks) {
       const p = { t, sg, sgs, bk, split: false };
