@@ -30,6 +30,7 @@ import * as kiln from '../src/index.js';
 import { kernelFromSource } from '../src/runtime/cuda/kernel-cache.js';
 import { launch } from '../src/runtime/cuda/launch.js';
 import { ptrOf, streamOf } from '../src/kernels/cuda/device.js';
+import { GPU_POLL_LOADS } from '../src/kernels/cuda/codegen/decode-megakernel-barrier.js';
 import { deviceInfo } from '../src/runtime/cuda/properties.js';
 import { median } from '../src/bench/harness.js';
 
@@ -53,16 +54,7 @@ const PRELUDE = `
 #define NT ${NT}
 #define G ${grid}
 #define SLICE ${SLICE}LL
-static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-static __device__ __forceinline__ unsigned int ld_relaxed(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+${GPU_POLL_LOADS}
 `;
 const PARAMS = 'const uint4* __restrict__ w, unsigned int* bar, unsigned int rounds, unsigned long long* counts, unsigned int* stamps';
 /**

@@ -7,6 +7,18 @@
  * prelude; only the host emulation (variant.host) changes the text, with plain C++ stand-ins.
  */
 
+/** The polls' loads on the GPU (acquire and relaxed, gpu scope); bench/cuda-sync-under-load.ts times barriers built on them. */
+export const GPU_POLL_LOADS = `static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ unsigned int ld_relaxed(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}`;
+
 /** The barrier's source, host: the grid emulator's C++ (no PTX). */
 export function megakernelBarrierSource(host: boolean): string {
   return `/**
@@ -63,16 +75,7 @@ static inline unsigned int ld_acquire(const unsigned int* p) {
 }
 static inline unsigned int ld_relaxed(const unsigned int* p) { return ld_acquire(p); }
 static inline void fence_acq_rel() { __threadfence(); }`
-      : `static __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-static __device__ __forceinline__ unsigned int ld_relaxed(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+      : `${GPU_POLL_LOADS}
 static __device__ __forceinline__ void fence_acq_rel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }`
   }
 /** Thread 0 polls the counter until it reaches target (a block that never comes: reported, and the wait given up); the caller's __syncthreads releases the block. */
