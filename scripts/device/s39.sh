@@ -13,6 +13,7 @@
 #        scripts/cuda-megakernel-cubins.mjs) is dumped.
 #   attn #20 the one-pass float16 webgpu attention prefill (KILN_WEBGPU_ATTN_MATRIX_FORM=online) against the
 #        two-pass kernel: tests on the device's matrices, device time per call, kiln bench transformer-block.
+# SKIP="sync" leaves the barrier bench out (a short call).
 # A step starts only while the call is under its deadline (S39_DEADLINE s); logs and JSON under
 # $OUT/s39-PART come back as one tarball, the summary printed last.
 set -uo pipefail
@@ -37,7 +38,7 @@ if [ "$part" = mk ]; then
   if ls dist/cubins/*.cubin >/dev/null 2>&1; then
     go sass && { for c in dist/cubins/*.cubin; do b=$(basename "$c" .cubin); (command -v cuobjdump >/dev/null && cuobjdump -sass "$c" > "$out/sass-$b.txt" 2>&1) || (ls /usr/local/cuda*/bin > "$out/sass-none.txt" 2>&1); done; el "sass: $(ls "$out" | grep -c '^sass-') files"; }
   fi
-  go sync && { $K 120 node dist/bench/cuda-sync-under-load.js --reps ${SYNC_REPS:-9} --json "$out/sync.json" > "$out/sync.txt" 2>&1; el "sync bench rc=$?"; grep -A 17 '^barrier form' "$out/sync.txt" | tee -a "$out/summary.txt"; }
+  [[ " ${SKIP:-} " == *" sync "* ]] || { go sync && { $K 120 node dist/bench/cuda-sync-under-load.js --reps ${SYNC_REPS:-9} --json "$out/sync.json" > "$out/sync.txt" 2>&1; el "sync bench rc=$?"; grep -A 17 '^barrier form' "$out/sync.txt" | tee -a "$out/summary.txt"; } }
   MK_TESTS=${TESTS:-dist/test/cuda-decode-megakernel.test.js} mkpart ${MK_TEST_S:-240}
   if [ -n "${FORM_TEST:-}" ]; then
     go tests-form && { env ${FORM[$FORM_TEST]} $K ${MK_TEST_S:-240} node --test dist/test/cuda-decode-megakernel.test.js > "$out/tests-$FORM_TEST.txt" 2>&1; el "tests ($FORM_TEST: ${FORM[$FORM_TEST]}) rc=$?"; sum "$out/tests-$FORM_TEST.txt" "^# (tests|pass|fail)|^not ok" 8; }
