@@ -5,10 +5,10 @@
  * the 8-wide dot product, the device-side error report, the block's shared state (struct Shared,
  * checked against megakernelSharedBytes) and, under sync 'flow', the head counters' tables.
  */
-import { megakernelSharedBytes, type DecodeMegakernelDims, type DecodeMegakernelVariant } from './decode-megakernel-plan.js';
+import { megakernelSharedBytes, type DecodeMegakernelDims, type DecodeMegakernelVariant, type megakernelHeadFeeds } from './decode-megakernel-plan.js';
 
 /** The helpers' source, from `typedef unsigned short bf_t` to struct Shared; feeds: megakernelHeadFeeds under sync 'flow', else null. */
-export function megakernelDeviceSource(d: DecodeMegakernelDims, variant: DecodeMegakernelVariant, feeds: { masks: number[]; expect: number[] } | null): string {
+export function megakernelDeviceSource(d: DecodeMegakernelDims, variant: DecodeMegakernelVariant, feeds: ReturnType<typeof megakernelHeadFeeds> | null): string {
   const host = variant.host === true;
   // Tables of the 'flow' head counters: constant memory on the GPU, plain arrays in the emulator.
   const table = (type: string, nameC: string, values: number[]): string => `${host ? 'static const' : '__constant__'} ${type} ${nameC}[${values.length}] = {${values.map((x) => `${x}u`).join(', ')}};`;
